@@ -1,0 +1,225 @@
+"""Creating tensors: from data, filled, ranges, and their ``*_like`` forms."""
+import builtins
+import math
+
+import numpy as np
+
+from . import _dtypes
+from ._device import CPU, resolve
+from ._tensor import Tensor, wrap
+
+
+def _device(device):
+    return CPU if device is None else resolve(device)
+
+
+def _size(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = s.item()
+        if not isinstance(s, (builtins.int, np.integer)) or isinstance(s, builtins.bool):
+            raise TypeError(f"size must be a sequence of ints, got an element of type {type(s).__name__}")
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
+        out.append(builtins.int(s))
+    return tuple(out)
+
+
+def _finish(data, device, requires_grad):
+    """Wraps a host or backend array as a tensor on ``device``."""
+    if device is not CPU:
+        data = device._backend.asarray(data, index=device.index)
+    t = wrap(data, device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _host_array(data, dtype):
+    """``data`` as a NumPy array with PyTorch's dtype inference for Python data."""
+    if isinstance(data, Tensor):
+        return data._host(), data.dtype if dtype is None else dtype
+    if hasattr(data, "__cuda_array_interface__"):
+        data = data.get()
+    if isinstance(data, (list, tuple)) and builtins.any(isinstance(d, Tensor) for d in _leaves(data)):
+        data = _nested_host(data)
+    python_data = not isinstance(data, (np.ndarray, np.generic))
+    try:
+        array = np.asarray(data)
+    except ValueError as e:
+        raise ValueError(f"could not build a tensor from the data: {e}") from None
+    if dtype is None:
+        kind = array.dtype.kind
+        if kind == "f" and python_data:
+            dtype = _dtypes.get_default_dtype()
+        elif kind in "iu" and python_data:
+            dtype = _dtypes.int64
+        elif kind == "O":
+            raise TypeError(f"could not infer a dtype for the data (object array of {type(data).__name__})")
+        elif array.size == 0 and python_data:
+            dtype = _dtypes.get_default_dtype()
+        else:
+            dtype = _dtypes.from_numpy_dtype(array.dtype)
+    return array, _dtypes.as_dtype(dtype)
+
+
+def _leaves(data):
+    for d in data:
+        if isinstance(d, (list, tuple)):
+            yield from _leaves(d)
+        else:
+            yield d
+
+
+def _nested_host(data):
+    return [_nested_host(d) if isinstance(d, (list, tuple)) else d._host() if isinstance(d, Tensor) else d
+            for d in data]
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, arrays, tensors)."""
+    array, dt = _host_array(data, dtype)
+    return _finish(np.array(array, dtype=dt.np, copy=True), _device(device), requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Like ``tensor`` but shares memory with a NumPy array or tensor when dtype and device allow."""
+    dev = None if device is None else resolve(device)
+    if isinstance(data, Tensor):
+        from ._ops import to
+        return to(data, dev if dev is not None else data.device, dtype if dtype is not None else data.dtype)
+    if hasattr(data, "__cuda_array_interface__") and (dev is None or dev.type == "cuda"):
+        dev = dev or resolve("cuda")
+        np_dtype = None if dtype is None else _dtypes.as_dtype(dtype).np
+        return wrap(dev._backend.asarray(data, dtype=np_dtype, index=dev.index), dev)
+    array, dt = _host_array(data, dtype)
+    return _finish(array.astype(dt.np, copy=False), dev or CPU, False)
+
+
+def from_numpy(ndarray):
+    """A CPU tensor sharing memory with a NumPy array."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    if ndarray.dtype not in _dtypes._FROM_NP:
+        raise TypeError(f"can't convert np.ndarray of type {ndarray.dtype}. The only supported types are: "
+                        + ", ".join(d.name for d in _dtypes.ALL))
+    return wrap(ndarray, CPU)
+
+
+def from_dlpack(ext_tensor):
+    """A tensor sharing memory with any object that implements the DLPack protocol."""
+    kind, index = ext_tensor.__dlpack_device__()
+    if kind == 1:  # kDLCPU
+        return wrap(np.from_dlpack(ext_tensor), CPU)
+    if kind in (2, 13):  # kDLCUDA, kDLCUDAManaged
+        dev = resolve(f"cuda:{index}")
+        return wrap(dev._backend.xp.from_dlpack(ext_tensor), dev)
+    raise RuntimeError(f"from_dlpack: unsupported DLPack device type {kind}")
+
+
+def _filled(size, fill, dtype, device, requires_grad):
+    dev = _device(device)
+    dt = _dtypes.get_default_dtype() if dtype is None else _dtypes.as_dtype(dtype)
+    if not dev._backend.supports(dt.np):
+        raise TypeError(f"{dt} is not supported on {dev}")
+    t = wrap(dev._backend.full(size, fill, dt.np, dev.index), dev)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+    return _filled(_size(size), 0, dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+    return _filled(_size(size), 1, dtype, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, out=None):
+    return _filled(_size(size), 0, dtype, device, requires_grad)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    if dtype is None:
+        dtype = _dtypes.as_dtype(type(fill_value)) if isinstance(fill_value, (builtins.bool, builtins.int,
+                                                                                builtins.float)) else None
+    return _filled(_size((size,) if isinstance(size, builtins.int) else (size,)), fill_value, dtype, device,
+                   requires_grad)
+
+
+def _like(input, dtype, device):
+    return (input.dtype if dtype is None else dtype), (input.device if device is None else device)
+
+
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    dtype, device = _like(input, dtype, device)
+    return zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    dtype, device = _like(input, dtype, device)
+    return ones(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    dtype, device = _like(input, dtype, device)
+    return empty(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    dtype, device = _like(input, dtype, device)
+    return full(input.shape, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"upper bound and larger bound inconsistent with step sign (start={start}, end={end}, "
+                           f"step={step})")
+    if dtype is None:
+        floating = builtins.any(isinstance(v, builtins.float) for v in (start, end, step))
+        dtype = _dtypes.get_default_dtype() if floating else _dtypes.int64
+    dt = _dtypes.as_dtype(dtype)
+    n = builtins.max(math.ceil((end - start) / step), 0)
+    values = start + step * np.arange(n, dtype=np.float64 if dt.is_floating_point else np.int64)
+    return _finish(values.astype(dt.np), _device(device), requires_grad)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    if steps < 0:
+        raise RuntimeError(f"linspace(): number of steps must be non-negative, got {steps}")
+    dt = _dtypes.get_default_dtype() if dtype is None else _dtypes.as_dtype(dtype)
+    return _finish(np.linspace(start, end, steps).astype(dt.np), _device(device), requires_grad)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
+    dt = _dtypes.get_default_dtype() if dtype is None else _dtypes.as_dtype(dtype)
+    return _finish(np.logspace(start, end, steps, base=base).astype(dt.np), _device(device), requires_grad)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    dt = _dtypes.get_default_dtype() if dtype is None else _dtypes.as_dtype(dtype)
+    return _finish(np.eye(n, n if m is None else m, dtype=dt.np), _device(device), requires_grad)
+
+
+def _new_method(fn):
+    def method(self, *args, dtype=None, device=None, requires_grad=False, **kwargs):
+        return fn(*args, dtype=self.dtype if dtype is None else dtype,
+                  device=self.device if device is None else device, requires_grad=requires_grad, **kwargs)
+    method.__name__ = "new_" + fn.__name__
+    return method
+
+
+Tensor.new_zeros = _new_method(zeros)
+Tensor.new_ones = _new_method(ones)
+Tensor.new_empty = _new_method(empty)
+Tensor.new_full = _new_method(full)
+Tensor.new_tensor = _new_method(tensor)

@@ -1,0 +1,139 @@
+"""Data types and PyTorch's type-promotion rules."""
+import builtins
+
+import numpy as np
+
+from .backends import cpu as _cpu
+
+
+class dtype:
+    """A tensor element type (``rlpipe.float32`` ...), backed by a NumPy dtype."""
+    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "_rank")
+
+    def __init__(self, name, np_dtype, rank):
+        self.name = name
+        self.np = np_dtype
+        self.is_floating_point = rank >= 3
+        self.is_signed = name not in ("bool", "uint8")
+        self.itemsize = np_dtype.itemsize if np_dtype is not None else 2
+        self._rank = rank  # 0 bool, 1 unsigned, 2 signed integer, 3 floating
+
+    def __repr__(self):
+        return f"rlpipe.{self.name}"
+
+    def __reduce__(self):
+        return self.name
+
+    @property
+    def is_complex(self):
+        return False
+
+    def to_real(self):
+        return self
+
+
+bool = dtype("bool", np.dtype(np.bool_), 0)
+uint8 = dtype("uint8", np.dtype(np.uint8), 1)
+int8 = dtype("int8", np.dtype(np.int8), 2)
+int16 = dtype("int16", np.dtype(np.int16), 2)
+int32 = dtype("int32", np.dtype(np.int32), 2)
+int64 = dtype("int64", np.dtype(np.int64), 2)
+float16 = dtype("float16", np.dtype(np.float16), 3)
+bfloat16 = dtype("bfloat16", _cpu.bfloat16, 3)
+float32 = dtype("float32", np.dtype(np.float32), 3)
+float64 = dtype("float64", np.dtype(np.float64), 3)
+
+# torch's aliases
+half, float, double = float16, float32, float64
+short, int, long = int16, int32, int64
+
+ALL = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+_FROM_NP = {d.np: d for d in ALL if d.np is not None}
+FLOATING_NP = frozenset(d.np for d in ALL if d.is_floating_point and d.np is not None)
+
+_default = [float32]
+
+
+def get_default_dtype():
+    return _default[0]
+
+
+def set_default_dtype(d):
+    if not isinstance(d, dtype) or not d.is_floating_point:
+        raise TypeError(f"set_default_dtype: expected a floating point rlpipe.dtype, got {d!r}")
+    _default[0] = d
+
+
+def from_numpy_dtype(np_dtype):
+    try:
+        return _FROM_NP[np_dtype]
+    except KeyError:
+        raise TypeError(f"NumPy dtype {np_dtype} has no rlpipe equivalent; supported: "
+                        f"{', '.join(d.name for d in ALL)}") from None
+
+
+def as_dtype(d):
+    """Accepts an rlpipe dtype, a NumPy dtype or type, or a Python type (float, int, bool)."""
+    if isinstance(d, dtype):
+        return d
+    if d is builtins.float:
+        return _default[0]
+    if d is builtins.int:
+        return int64
+    if d is builtins.bool:
+        return bool
+    try:
+        return from_numpy_dtype(np.dtype(d))
+    except TypeError:
+        raise TypeError(f"expected an rlpipe dtype, got {d!r}") from None
+
+
+def _promote_pair(a, b):
+    if a is b:
+        return a
+    if a._rank != b._rank:
+        return a if a._rank > b._rank else b
+    if a.is_floating_point:
+        if {a.name, b.name} == {"float16", "bfloat16"}:
+            return float32
+        return a if a.itemsize >= b.itemsize else b
+    return from_numpy_dtype(np.promote_types(a.np, b.np))
+
+
+def promote_types(a, b):
+    return _promote_pair(as_dtype(a), as_dtype(b))
+
+
+def scalar_kind(x):
+    """The rank of a Python scalar's category (bool 0, int 2, float 3), or None for other objects."""
+    t = type(x)
+    if t is builtins.bool or t is np.bool_:
+        return 0
+    if t is builtins.int or isinstance(x, np.integer):
+        return 2
+    if t is builtins.float or isinstance(x, np.floating):
+        return 3
+    return None
+
+
+def _promote_all(dtypes):
+    out = None
+    for d in dtypes:
+        out = d if out is None else _promote_pair(out, d)
+    return out
+
+
+def result_type(dims, zero_dims=(), scalar_ranks=()):
+    """PyTorch's promotion: dimensioned tensors first, then 0-dim tensors, then Python scalars.
+
+    A later group only counts when its category (bool < integer < floating) is higher than
+    that of everything before it; a Python float then gives the default dtype, an int int64.
+    """
+    out = _promote_all(dims)
+    zero = _promote_all(zero_dims)
+    if zero is not None and (out is None or zero._rank > out._rank):
+        out = zero
+    for rank in scalar_ranks:
+        if out is None or rank > out._rank:
+            out = (bool, None, int64, _default[0])[rank]
+    return out

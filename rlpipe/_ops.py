@@ -1,0 +1,1386 @@
+"""The public ops: argument handling, type promotion, views and in-place updates around the
+Functions of ``_functions.py``. Each op is a plain function (``rlpipe.add``) and, at the end
+of this file, a Tensor method (``x.add``) and operator where PyTorch has one.
+"""
+import builtins
+import collections
+import string
+
+import numpy as np
+
+from . import _dtypes
+from . import _functions as F
+from ._device import resolve as _resolve_device
+from ._dtypes import FLOATING_NP, scalar_kind
+from ._tensor import Tensor, wrap
+from .autograd.grad_mode import state as _grad_state, no_grad
+
+__all__ = """add sub mul div true_divide divide floor_divide remainder pow neg negative abs absolute sign
+reciprocal exp expm1 log log1p log2 log10 sqrt rsqrt square sin cos tanh sigmoid erf relu leaky_relu gelu
+softplus floor ceil trunc fix round clamp clip clamp_min clamp_max maximum minimum where eq ne lt le gt ge
+greater greater_equal less less_equal not_equal logical_and logical_or logical_xor logical_not bitwise_and
+bitwise_or bitwise_xor bitwise_not isnan isinf isfinite signbit isclose allclose equal sum nansum mean prod
+max min amax amin argmax argmin var std var_mean std_mean logsumexp norm all any count_nonzero cumsum
+cumprod softmax log_softmax one_hot reshape flatten unflatten squeeze unsqueeze permute transpose swapaxes
+swapdims t movedim moveaxis broadcast_to broadcast_tensors narrow select clone cat concat concatenate
+stack hstack vstack split chunk tensor_split unbind gather take_along_dim scatter scatter_add index_select
+masked_fill masked_select nonzero matmul mm bmm dot outer einsum flip roll""".split()
+
+_NUMBER = (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)
+
+
+# ---- operands and promotion --------------------------------------------------------------
+
+def _scalar(x):
+    """NumPy scalars count as Python scalars (PyTorch treats them so)."""
+    return x.item() if isinstance(x, (np.number, np.bool_)) else x
+
+
+def _tensor_like(x, like):
+    """A NumPy array or nested list operand as a tensor on ``like``'s device."""
+    from ._creation import as_tensor
+    return as_tensor(x, device=like._device)
+
+
+def _operands(a, b, floating=False):
+    """Brings two operands (at least one a Tensor) to PyTorch's result dtype.
+
+    Returns tensors cast as needed, or a tensor and a Python scalar that NumPy will treat as
+    'weak' (it does not widen the tensor's dtype). ``floating`` forces a floating result (true
+    division, float functions)."""
+    if not isinstance(a, Tensor):
+        a = _scalar(a) if isinstance(a, _NUMBER) else _tensor_like(a, b)
+    if not isinstance(b, Tensor):
+        b = _scalar(b) if isinstance(b, _NUMBER) else _tensor_like(b, a)
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        da, db = a._data.dtype, b._data.dtype
+        if da == db and (not floating or da in FLOATING_NP):
+            return a, b
+        ta, tb = a.dtype, b.dtype
+        dims = [t for t, x in ((ta, a), (tb, b)) if x._data.ndim]
+        zeros = [t for t, x in ((ta, a), (tb, b)) if not x._data.ndim]
+        target = _dtypes.result_type(dims, zeros)
+    else:
+        t, s = (a, b) if isinstance(a, Tensor) else (b, a)
+        kind = scalar_kind(s)
+        if kind is None:
+            raise TypeError(f"unsupported operand type: {type(s).__name__} (expected a Tensor, number or array)")
+        own = t.dtype
+        if kind <= own._rank and (not floating or own.is_floating_point):
+            return a, b
+        target = _dtypes.result_type([own], (), [kind])
+    if floating and not target.is_floating_point:
+        target = _dtypes.get_default_dtype()
+    cast = lambda x: _cast(x, target) if isinstance(x, Tensor) else x
+    return cast(a), cast(b)
+
+
+def _float_input(x):
+    """Integer and bool tensors become the default float dtype before float-valued functions."""
+    return x if x._data.dtype in FLOATING_NP else _cast(x, _dtypes.get_default_dtype())
+
+
+def _binary(fn, a, b, floating=False):
+    try:
+        a, b = _operands(a, b, floating)
+    except TypeError:
+        return NotImplemented
+    return fn.apply(a, b)
+
+
+def _unary_float(fn):
+    def op(input):
+        return fn.apply(_float_input(input))
+    op.__name__ = fn.__name__.lower()
+    op.__doc__ = f"Elementwise {op.__name__}; integer inputs give the default float dtype."
+    return op
+
+
+# ---- arithmetic ----------------------------------------------------------------------------
+
+def add(input, other, *, alpha=1):
+    if alpha != 1:
+        other = mul(other, alpha)
+    return _binary(F.Add, input, other)
+
+
+def sub(input, other, *, alpha=1):
+    if input.dtype is _dtypes.bool and isinstance(other, Tensor) and other.dtype is _dtypes.bool:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    if alpha != 1:
+        other = mul(other, alpha)
+    return _binary(F.Sub, input, other)
+
+
+def mul(input, other):
+    return _binary(F.Mul, input, other)
+
+
+def div(input, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return _binary(F.Div, input, other, floating=True)
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        q = div(input, other)
+        return trunc(q) if q.is_floating_point() else q
+    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
+
+
+true_divide = divide = div
+
+
+def floor_divide(input, other):
+    return _binary(F.FloorDivide, input, other)
+
+
+def remainder(input, other):
+    return _binary(F.Remainder, input, other)
+
+
+def pow(input, exponent):
+    if isinstance(exponent, _NUMBER) and isinstance(input, Tensor):
+        exponent = _scalar(exponent)
+        if input._data.dtype.kind in "iu" and isinstance(exponent, builtins.int) and exponent < 0:
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+    return _binary(F.Pow, input, exponent)
+
+
+def neg(input):
+    if input.dtype is _dtypes.bool:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+    return F.Neg.apply(input)
+
+
+negative = neg
+
+
+def abs(input):
+    return F.Abs.apply(input)
+
+
+absolute = abs
+
+
+def sign(input):
+    return F.Sign.apply(input)
+
+
+def reciprocal(input):
+    return F.Reciprocal.apply(_float_input(input))
+
+
+exp = _unary_float(F.Exp)
+expm1 = _unary_float(F.Expm1)
+log = _unary_float(F.Log)
+log1p = _unary_float(F.Log1p)
+sqrt = _unary_float(F.Sqrt)
+rsqrt = _unary_float(F.Rsqrt)
+sin = _unary_float(F.Sin)
+cos = _unary_float(F.Cos)
+tanh = _unary_float(F.Tanh)
+sigmoid = _unary_float(F.Sigmoid)
+erf = _unary_float(F.Erf)
+
+
+def log2(input):
+    return log(input) / float(np.log(2))
+
+
+def log10(input):
+    return log(input) / float(np.log(10))
+
+
+def square(input):
+    return mul(input, input)
+
+
+def relu(input):
+    return F.Relu.apply(input)
+
+
+def leaky_relu(input, negative_slope=0.01):
+    return F.LeakyRelu.apply(input, float(negative_slope))
+
+
+def gelu(input, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return F.Gelu.apply(input, approximate)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return F.Softplus.apply(input, float(beta), float(threshold))
+
+
+def floor(input):
+    return F.Floor.apply(input) if input.is_floating_point() else input.clone()
+
+
+def ceil(input):
+    return F.Ceil.apply(input) if input.is_floating_point() else input.clone()
+
+
+def trunc(input):
+    return F.Trunc.apply(input) if input.is_floating_point() else input.clone()
+
+
+fix = trunc
+
+
+def round(input, *, decimals=0):
+    if not input.is_floating_point():
+        return input.clone()
+    return F.Round.apply(input, decimals) if decimals else F.Round.apply(input)
+
+
+def clamp(input, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    bounds = []
+    for b in (min, max):
+        if isinstance(b, Tensor):
+            _, b = _operands(input, b)
+        elif b is not None:
+            b = _scalar(b)
+            if isinstance(b, builtins.float) and not input.is_floating_point():
+                input = _cast(input, _dtypes.get_default_dtype())
+        bounds.append(b)
+    return F.Clamp.apply(input, *bounds)
+
+
+clip = clamp
+
+
+def clamp_min(input, min):
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    return clamp(input, max=max)
+
+
+def maximum(input, other):
+    return _binary(F.Maximum, input, other)
+
+
+def minimum(input, other):
+    return _binary(F.Minimum, input, other)
+
+
+def where(condition, input=None, other=None):
+    """Picks ``input`` where ``condition`` holds and ``other`` elsewhere (scalars allowed)."""
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    if not isinstance(condition, Tensor):
+        raise TypeError(f"where(): condition must be a Tensor, got {type(condition).__name__}")
+    if condition.dtype is not _dtypes.bool:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {condition.dtype}")
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        from ._creation import as_tensor
+        input = as_tensor(input, device=condition.device)
+    x, y = _operands(input, other)
+    return F.Where.apply(condition, x, y)
+
+
+# ---- comparisons and logic (not differentiable) ----------------------------------------------
+
+def _compare(ufunc_name):
+    def op(input, other):
+        try:
+            a, b = _operands(input, other)
+        except TypeError:
+            return NotImplemented
+        t = a if isinstance(a, Tensor) else b
+        av = a._data if isinstance(a, Tensor) else a
+        bv = b._data if isinstance(b, Tensor) else b
+        if isinstance(a, Tensor) and isinstance(b, Tensor) and a._device is not b._device:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"{a._device} and {b._device}!")
+        return wrap(getattr(t._device._backend.xp, ufunc_name)(av, bv), t._device)
+    op.__name__ = ufunc_name
+    return op
+
+
+eq = _compare("equal")
+ne = _compare("not_equal")
+lt = _compare("less")
+le = _compare("less_equal")
+gt = _compare("greater")
+ge = _compare("greater_equal")
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+logical_and = _compare("logical_and")
+logical_or = _compare("logical_or")
+logical_xor = _compare("logical_xor")
+bitwise_and = _compare("bitwise_and")
+bitwise_or = _compare("bitwise_or")
+bitwise_xor = _compare("bitwise_xor")
+
+
+def _elementwise_test(name):
+    def op(input):
+        return wrap(getattr(input._device._backend.xp, name)(input._data), input._device)
+    op.__name__ = name
+    return op
+
+
+logical_not = _elementwise_test("logical_not")
+isnan = _elementwise_test("isnan")
+isinf = _elementwise_test("isinf")
+isfinite = _elementwise_test("isfinite")
+signbit = _elementwise_test("signbit")
+
+
+def bitwise_not(input):
+    if input.is_floating_point():
+        raise TypeError(f"bitwise_not is only supported for integer and boolean tensors, got {input.dtype}")
+    return wrap(input._device._backend.xp.invert(input._data), input._device)
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = _operands(input, other)
+    return wrap(input._device._backend.xp.isclose(a._data, b._data if isinstance(b, Tensor) else b,
+                                                  rtol=rtol, atol=atol, equal_nan=equal_nan), input._device)
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return builtins.bool(isclose(input, other, rtol, atol, equal_nan).all())
+
+
+def equal(input, other):
+    return input.shape == other.shape and builtins.bool(eq(input, other).all())
+
+
+# ---- reductions ---------------------------------------------------------------------------------
+
+def _reduce_dims(x, dim):
+    """Normalized reduction dims: None for all, else a sorted tuple (duplicates rejected)."""
+    if dim is None or x._data.ndim == 0:
+        if dim is not None:
+            for d in (dim if isinstance(dim, (list, tuple)) else (dim,)):
+                x._dim(d)
+        return None
+    if isinstance(dim, (list, tuple)):
+        if not dim:
+            return None
+        dims = [x._dim(d) for d in dim]
+        for d in dims:
+            if dims.count(d) > 1:
+                raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        return tuple(sorted(dims))
+    return (x._dim(dim),)
+
+
+def _accumulator(x, dtype):
+    """The NumPy dtype a sum or product accumulates in: int64 for integers and bools, as torch does."""
+    if dtype is not None:
+        return _dtypes.as_dtype(dtype).np
+    return None if x._data.dtype in FLOATING_NP else np.dtype(np.int64)
+
+
+def sum(input, dim=None, keepdim=False, *, dtype=None):
+    return F.Sum.apply(input, _reduce_dims(input, dim), keepdim, _accumulator(input, dtype))
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    return sum(where(isnan(input), 0.0, input), dim, keepdim, dtype=dtype)
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    if dtype is None and not input.is_floating_point():
+        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "
+                           f"or complex dtype. Got: {input.dtype.name.capitalize()}")
+    if dtype is not None:
+        input = _cast(input, _dtypes.as_dtype(dtype))
+    return F.Mean.apply(input, _reduce_dims(input, dim), keepdim, None)
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    if dim is not None:
+        dim = input._dim(dim) if input.ndim else None
+    return F.Prod.apply(input, dim, keepdim, _accumulator(input, dtype))
+
+
+MinMax = collections.namedtuple("MinMax", ["values", "indices"])
+max_return = type("max", (MinMax,), {"__slots__": ()})
+min_return = type("min", (MinMax,), {"__slots__": ()})
+
+
+def _extreme(input, dim, keepdim, other, largest):
+    if isinstance(dim, Tensor):  # max(a, b) is maximum(a, b)
+        other, dim = dim, None
+    if other is not None:
+        return maximum(input, other) if largest else minimum(input, other)
+    if dim is None:
+        if input.numel() == 0:
+            raise RuntimeError(f"{'max' if largest else 'min'}(): Expected reduction dim to be specified for "
+                               "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
+        return (F.Amax if largest else F.Amin).apply(input, None, False)
+    d = input._dim(dim)
+    if input.ndim == 0:
+        return (max_return if largest else min_return)(input.clone(), zeros_like_int(input))
+    values, indices = F.ExtremeAlongDim.apply(input, d, keepdim, largest)
+    return (max_return if largest else min_return)(values, indices)
+
+
+def zeros_like_int(t):
+    return wrap(t._device._backend.xp.zeros(t._data.shape, dtype=np.int64), t._device)
+
+
+def max(input, dim=None, keepdim=False, *, other=None):
+    """max(x): the largest value; max(x, dim): (values, indices); max(x, y): maximum(x, y)."""
+    return _extreme(input, dim, keepdim, other, True)
+
+
+def min(input, dim=None, keepdim=False, *, other=None):
+    return _extreme(input, dim, keepdim, other, False)
+
+
+def amax(input, dim=(), keepdim=False):
+    return F.Amax.apply(input, _reduce_dims(input, dim), keepdim)
+
+
+def amin(input, dim=(), keepdim=False):
+    return F.Amin.apply(input, _reduce_dims(input, dim), keepdim)
+
+
+def _arg_extreme(input, dim, keepdim, name):
+    xp = input._device._backend.xp
+    fn = getattr(xp, name)
+    if dim is None:
+        out = fn(input._data.reshape(-1))
+        if keepdim:
+            out = out.reshape((1,) * input.ndim)
+    else:
+        out = fn(input._data, axis=input._dim(dim) if input.ndim else None, keepdims=keepdim)
+    return wrap(xp.asarray(out, dtype=np.int64), input._device)
+
+
+def argmax(input, dim=None, keepdim=False):
+    return _arg_extreme(input, dim, keepdim, "argmax")
+
+
+def argmin(input, dim=None, keepdim=False):
+    return _arg_extreme(input, dim, keepdim, "argmin")
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if unbiased is not None and correction is not None:
+        raise RuntimeError("var(): cannot give both 'unbiased' and 'correction'")
+    if isinstance(dim, builtins.bool):  # var(x, False): the legacy 'unbiased' positional
+        unbiased, dim = dim, None
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return F.Var.apply(_float_input(input), _reduce_dims(input, dim), correction, keepdim)
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+def logsumexp(input, dim, keepdim=False):
+    dims = _reduce_dims(input, dim)
+    return F.LogSumExp.apply(_float_input(input), tuple(range(input.ndim)) if dims is None else dims, keepdim)
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """The vector p-norm over ``dim`` (all elements by default); 'fro' is the 2-norm."""
+    x = _float_input(input) if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
+    dims = _reduce_dims(x, dim)
+    if p in ("fro", 2, 2.0):
+        return F.Norm2.apply(x, dims, keepdim)
+    if p in (float("inf"), "inf"):
+        return amax(abs(x), dims or (), keepdim)
+    if p in (float("-inf"), "-inf"):
+        return amin(abs(x), dims or (), keepdim)
+    if p == 0:
+        return sum(ne(x, 0).to(x.dtype), dims, keepdim)
+    if isinstance(p, str):
+        raise ValueError(f"norm(): unsupported p={p!r}; expected a number, 'fro', inf or -inf")
+    return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p)
+
+
+def all(input, dim=None, keepdim=False):
+    return _logical_reduce(input, dim, keepdim, "all")
+
+
+def any(input, dim=None, keepdim=False):
+    return _logical_reduce(input, dim, keepdim, "any")
+
+
+def _logical_reduce(input, dim, keepdim, name):
+    xp = input._device._backend.xp
+    return wrap(xp.asarray(getattr(xp, name)(input._data, axis=_reduce_dims(input, dim), keepdims=keepdim)),
+                input._device)
+
+
+def count_nonzero(input, dim=None):
+    return sum(ne(input, 0), dim)
+
+
+def cumsum(input, dim, *, dtype=None):
+    return F.CumSum.apply(input, input._dim(dim), _accumulator(input, dtype)) if input.ndim else input.clone()
+
+
+def cumprod(input, dim, *, dtype=None):
+    return F.CumProd.apply(input, input._dim(dim), _accumulator(input, dtype)) if input.ndim else input.clone()
+
+
+def softmax(input, dim, dtype=None):
+    x = _float_input(input) if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
+    return F.Softmax.apply(x, x._dim(dim) if x.ndim else None)
+
+
+def log_softmax(input, dim, dtype=None):
+    x = _float_input(input) if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
+    return F.LogSoftmax.apply(x, x._dim(dim) if x.ndim else None)
+
+
+def one_hot(tensor, num_classes=-1):
+    """Class indices (int64) to one-hot rows of length ``num_classes`` (int64 output)."""
+    if tensor.dtype is not _dtypes.int64:
+        raise RuntimeError(f"one_hot is only applicable to index tensor of type LongTensor, got {tensor.dtype}")
+    xp = tensor._device._backend.xp
+    values = tensor._data
+    if values.size and builtins.int(values.min()) < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if num_classes == -1:
+        if values.size == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = builtins.int(values.max()) + 1
+    elif values.size and builtins.int(values.max()) >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return wrap((values[..., None] == xp.arange(num_classes)).astype(np.int64), tensor._device)
+
+
+# ---- shapes and views ---------------------------------------------------------------------
+
+def _mark_view(out, base, view_fn):
+    """Records that ``out`` views ``base``'s memory: it shares the version counter, and an
+    in-place op on it updates base's graph (see ``_inplace``)."""
+    if not base._device._backend.may_share_memory(out._data, base._data):
+        return out
+    if base._view_of is not None:
+        root, parent_fn = base._view_of
+        out._view_of = (root, lambda a: view_fn(parent_fn(a)))
+    else:
+        out._view_of = (base, view_fn)
+    out._vc = base._vc
+    return out
+
+
+def _shape_arg(args):
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    return tuple(builtins.int(a) for a in args)
+
+
+def _infer_shape(shape, numel):
+    if list(shape).count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+
+def reshape(input, *shape):
+    shape = _infer_shape(_shape_arg(shape), input.numel())
+    if shape == input._data.shape:
+        return _mark_view(F.Reshape.apply(input, shape), input, lambda a: a)
+    return _mark_view(F.Reshape.apply(input, shape), input, lambda a: a.reshape(shape))
+
+
+def view(input, *shape):
+    """reshape that never copies: a RuntimeError where the layout would need a copy.
+    ``view(dtype)`` reinterprets the bytes, as in torch."""
+    if len(shape) == 1 and not isinstance(shape[0], (builtins.int, tuple, list)):
+        dtype = _dtypes.as_dtype(shape[0])
+        return _mark_view(wrap(input._data.view(dtype.np), input._device), input, lambda a: a.view(dtype.np))
+    shape = _infer_shape(_shape_arg(shape), input.numel())
+    probe = input._data.view()
+    try:
+        probe.shape = shape
+    except AttributeError:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                           "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
+    return reshape(input, shape)
+
+
+def view_as(input, other):
+    return view(input, other.shape)
+
+
+def reshape_as(input, other):
+    return reshape(input, other.shape)
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    if input.ndim == 0:
+        return reshape(input, 1)
+    s, e = input._dim(start_dim), input._dim(end_dim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = input.shape
+    n = 1
+    for d in range(s, e + 1):
+        n *= shape[d]
+    return reshape(input, shape[:s] + (n,) + shape[e + 1:])
+
+
+def unflatten(input, dim, sizes):
+    d = input._dim(dim)
+    sizes = tuple(sizes)
+    inner = _infer_shape(sizes, input.shape[d])
+    return reshape(input, input.shape[:d] + inner + input.shape[d + 1:])
+
+
+def squeeze(input, dim=None):
+    shape = input.shape
+    if dim is None:
+        dims = [d for d, s in enumerate(shape) if s == 1]
+    else:
+        dims = [input._dim(d) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))] if input.ndim else []
+    return reshape(input, tuple(s for d, s in enumerate(shape) if not (d in dims and s == 1)))
+
+
+def unsqueeze(input, dim):
+    n = input.ndim + 1
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    d = dim % n
+    shape = input.shape
+    return reshape(input, shape[:d] + (1,) + shape[d:])
+
+
+def permute(input, *dims):
+    dims = _shape_arg(dims)
+    if len(dims) != input.ndim:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
+                           f"length of the desired ordering of dimensions i.e. input.dim() = {input.ndim} "
+                           f"is not equal to len(dims) = {len(dims)}")
+    dims = tuple(input._dim(d) for d in dims)
+    if len(set(dims)) != len(dims):
+        raise RuntimeError(f"permute(): duplicate dims are not allowed (got {dims})")
+    return _mark_view(F.Permute.apply(input, dims), input, lambda a: a.transpose(dims))
+
+
+def transpose(input, dim0, dim1):
+    if input.ndim == 0:
+        return _mark_view(F.Reshape.apply(input, ()), input, lambda a: a)
+    order = list(range(input.ndim))
+    a, b = input._dim(dim0), input._dim(dim1)
+    order[a], order[b] = order[b], order[a]
+    return permute(input, order)
+
+
+swapaxes = swapdims = transpose
+
+
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return transpose(input, 0, 1) if input.ndim == 2 else reshape(input, input.shape)
+
+
+def movedim(input, source, destination):
+    src = [input._dim(d) for d in (source if isinstance(source, (tuple, list)) else (source,))]
+    dst = [input._dim(d) for d in (destination if isinstance(destination, (tuple, list)) else (destination,))]
+    order = [d for d in range(input.ndim) if d not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute(input, order)
+
+
+moveaxis = movedim
+
+
+def expand(input, *sizes):
+    sizes = _shape_arg(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError(f"expand(rlpipe.{input.dtype.name}{{{list(input.shape)}}}, size={list(sizes)}): the number "
+                           f"of sizes provided ({len(sizes)}) must be greater or equal to the number of dimensions "
+                           f"in the tensor ({input.ndim})")
+    own = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
+    shape = []
+    for i, (want, have) in enumerate(zip(sizes, own)):
+        if want == -1:
+            if i < len(sizes) - input.ndim:
+                raise RuntimeError("expand: -1 is not allowed in a leading, non-existing dimension")
+            want = have
+        elif have != 1 and want != have:
+            raise RuntimeError(f"The expanded size of the tensor ({want}) must match the existing size ({have}) "
+                               f"at non-singleton dimension {i}.  Target sizes: {list(sizes)}.  "
+                               f"Tensor sizes: {list(input.shape)}")
+        shape.append(want)
+    shape = tuple(shape)
+    return _mark_view(F.Expand.apply(input, shape), input, lambda a: input._device._backend.xp.broadcast_to(a, shape))
+
+
+def expand_as(input, other):
+    return expand(input, other.shape)
+
+
+broadcast_to = expand
+
+
+def broadcast_tensors(*tensors):
+    shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    return tuple(expand(t, shape) for t in tensors)
+
+
+def repeat(input, *sizes):
+    sizes = _shape_arg(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    return F.Repeat.apply(input, sizes)
+
+
+def flip(input, dims):
+    dims = tuple(input._dim(d) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
+    return F.Flip.apply(input, dims)
+
+
+def roll(input, shifts, dims=None):
+    if dims is None:
+        return reshape(F.Roll.apply(flatten(input), shifts, 0), input.shape)
+    if isinstance(dims, (tuple, list)):
+        return F.Roll.apply(input, tuple(shifts), tuple(input._dim(d) for d in dims))
+    return F.Roll.apply(input, shifts, input._dim(dims))
+
+
+def narrow(input, dim, start, length):
+    d = input._dim(dim)
+    start = start + input.shape[d] if start < 0 else start
+    if start < 0 or start + length > input.shape[d]:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({input.shape[d]}).")
+    return input[(slice(None),) * d + (slice(start, start + length),)]
+
+
+def select(input, dim, index):
+    d = input._dim(dim)
+    return input[(slice(None),) * d + (index,)]
+
+
+def contiguous(input, memory_format=None):
+    return input if input.is_contiguous() else F.Clone.apply(input)
+
+
+def clone(input, *, memory_format=None):
+    return F.Clone.apply(input)
+
+
+# ---- joining and splitting ----------------------------------------------------------------
+
+def _join_inputs(tensors, name):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError(f"{name}(): expected a non-empty list of Tensors")
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}(): expected a sequence of Tensors, got an element of type {type(t).__name__}")
+    target = _dtypes.result_type([t.dtype for t in tensors])
+    return [t if t.dtype is target else _cast(t, target) for t in tensors]
+
+
+def cat(tensors, dim=0):
+    if not isinstance(tensors, (list, tuple)):
+        return _join_dispatch(tensors, dim, "cat")
+    tensors = _join_inputs(tensors, "cat")
+    kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]  # torch skips legacy empty 1-D inputs
+    if not kept:
+        return tensors[0].clone()
+    d = kept[0]._dim(dim)
+    first = kept[0].shape
+    for i, t in enumerate(kept):
+        if t.ndim != len(first) or builtins.any(a != b for k, (a, b) in enumerate(zip(t.shape, first)) if k != d):
+            raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
+                               f"{list(first)} but got size {list(t.shape)} for tensor number {i} in the list.")
+    return F.Cat.apply(*kept, dim=d)
+
+
+concat = concatenate = cat
+
+
+def _join_dispatch(tensors, dim, name):
+    if hasattr(tensors, "_stack_or_cat"):  # TensorDict (a later layer) implements its own
+        return tensors._stack_or_cat(name, dim)
+    raise TypeError(f"{name}(): argument 'tensors' must be a tuple or list of Tensors, got {type(tensors).__name__}")
+
+
+def stack(tensors, dim=0):
+    if not isinstance(tensors, (list, tuple)):
+        return _join_dispatch(tensors, dim, "stack")
+    tensors = _join_inputs(tensors, "stack")
+    first = tensors[0].shape
+    for i, t in enumerate(tensors):
+        if t.shape != first:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(first)} at entry 0 "
+                               f"and {list(t.shape)} at entry {i}")
+    n = tensors[0].ndim + 1
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return F.Stack.apply(*tensors, dim=dim % n)
+
+
+def hstack(tensors):
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    return cat([t.reshape(1, -1) if t.ndim == 1 else t for t in tensors], 0)
+
+
+def _split_views(input, sizes, dim, squeeze):
+    pieces = F.Split.apply(input, sizes, dim, squeeze)
+    at = 0
+    for piece, n in zip(pieces, sizes):
+        index = (slice(None),) * dim + ((at,) if squeeze else (slice(at, at + n),))
+        _mark_view(piece, input, lambda a, index=index: a[index])
+        at += n
+    return pieces
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    d = tensor._dim(dim)
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [builtins.int(s) for s in split_size_or_sections]
+        if builtins.sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size "
+                               f"at dimension {d}), but got split_sizes={sizes}")
+    else:
+        size = builtins.int(split_size_or_sections)
+        if size <= 0:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+        sizes = [size] * (n // size) + ([n % size] if n % size else [])
+    return _split_views(tensor, sizes or [0], d, False)
+
+
+def chunk(input, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    n = input.shape[input._dim(dim)]
+    return split(input, builtins.max(-(-n // chunks), 1), dim)
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    d = input._dim(dim)
+    n = input.shape[d]
+    if isinstance(indices_or_sections, builtins.int):
+        k = indices_or_sections
+        sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+    else:
+        bounds = [0] + [builtins.min(builtins.max(i, 0), n) for i in indices_or_sections] + [n]
+        sizes = [builtins.max(b - a, 0) for a, b in zip(bounds, bounds[1:])]
+    return _split_views(input, sizes, d, False)
+
+
+def unbind(input, dim=0):
+    d = input._dim(dim)
+    return _split_views(input, [1] * input.shape[d], d, True)
+
+
+# ---- indexing -------------------------------------------------------------------------------
+
+def _index_part(t, item, xp):
+    """One component of an index, converted for the backend; also says whether it is advanced."""
+    if isinstance(item, Tensor):
+        a = item._data if item._device is t._device else t._device._backend.asarray(item._host())
+        if a.ndim == 0 and a.dtype.kind in "iu":
+            return builtins.int(a), False
+        return a, True
+    if isinstance(item, (builtins.int, np.integer)) and not isinstance(item, (builtins.bool, np.bool_)):
+        return builtins.int(item), False
+    if item is None or item is Ellipsis:
+        return item, False
+    if isinstance(item, slice):
+        fix = lambda v: builtins.int(v) if isinstance(v, (Tensor, np.integer)) else v
+        if item.step is not None and fix(item.step) <= 0:
+            raise ValueError("step must be greater than zero")
+        return slice(fix(item.start), fix(item.stop), fix(item.step)), False
+    if isinstance(item, (list, np.ndarray, builtins.bool, np.bool_)) or hasattr(item, "__cuda_array_interface__"):
+        return t._device._backend.asarray(item if not isinstance(item, list) or item else np.zeros(0, np.int64)), True
+    raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
+                     f"valid indices (got {type(item).__name__})")
+
+
+def _convert_index(t, index):
+    items = index if isinstance(index, tuple) else (index,)
+    xp = t._device._backend.xp
+    parts = [_index_part(t, item, xp) for item in items]
+    return tuple(p for p, _ in parts), builtins.any(adv for _, adv in parts)
+
+
+def getitem(input, index):
+    index, advanced = _convert_index(input, index)
+    out = F.Index.apply(input, index, advanced)
+    return out if advanced else _mark_view(out, input, lambda a: a[index])
+
+
+def setitem(input, index, value):
+    index, _ = _convert_index(input, index)
+    if isinstance(value, Tensor):
+        if value._device is not input._device:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"{input._device} and {value._device}!")
+        if value.dtype is not input.dtype:
+            value = _cast(value, input.dtype)
+    elif not isinstance(value, _NUMBER):
+        from ._creation import as_tensor
+        value = as_tensor(value, dtype=input.dtype, device=input._device)
+    else:
+        value = _scalar(value)
+    tracking = _grad_state[0] and (input.requires_grad or isinstance(value, Tensor) and value.requires_grad)
+    if not tracking:
+        _check_writable(input)
+        input._data[index] = value._data if isinstance(value, Tensor) else value
+        input._vc[0] += 1
+        return
+    _inplace(input, lambda src, v: F.IndexPut.apply(src, v, index), value)
+
+
+def _along_dim_index(input, dim, index, name):
+    if not isinstance(index, Tensor) or index.dtype is not _dtypes.int64:
+        raise RuntimeError(f"{name}(): Expected dtype int64 for index, got "
+                           f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}")
+    d = input._dim(dim)
+    if index.ndim != input.ndim and input.ndim:
+        raise RuntimeError(f"Index tensor must have the same number of dimensions as input tensor "
+                           f"({index.ndim} vs {input.ndim}) in {name}")
+    values = index._data
+    if values.size:
+        n = input.shape[d]
+        lo, hi = builtins.int(values.min()), builtins.int(values.max())
+        if lo < -n or hi >= n:
+            raise RuntimeError(f"index {hi if hi >= n else lo} is out of bounds for dimension {d} with size {n}")
+    for k in range(index.ndim):
+        if k != d and index.shape[k] > input.shape[k]:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index {list(index.shape)} to be "
+                               f"no larger than self {list(input.shape)} apart from dimension {d}")
+    return d, values % input.shape[d] if values.size else values
+
+
+def gather(input, dim, index):
+    d, idx = _along_dim_index(input, dim, index, "gather")
+    return F.Gather.apply(input, d, idx)
+
+
+def take_along_dim(input, indices, dim=None):
+    if dim is None:
+        return gather(flatten(input), 0, flatten(indices))
+    d = input._dim(dim)
+    shape = list(np.broadcast_shapes(tuple(s for k, s in enumerate(input.shape) if k != d),
+                                     tuple(s for k, s in enumerate(indices.shape) if k != d)))
+    in_shape = shape[:d] + [input.shape[d]] + shape[d:]
+    idx_shape = shape[:d] + [indices.shape[d]] + shape[d:]
+    return gather(expand(input, in_shape), d, expand(indices, idx_shape).contiguous())
+
+
+def _scatter(input, dim, index, src, add, name):
+    d, idx = _along_dim_index(input, dim, index, name)
+    if isinstance(src, Tensor):
+        if src.dtype is not input.dtype:
+            raise RuntimeError(f"{name}(): Expected self.dtype to be equal to src.dtype")
+        for k in range(index.ndim):
+            if index.shape[k] > src.shape[k]:
+                raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than src "
+                                   f"{list(src.shape)} in {name}")
+    else:
+        src = _scalar(src)
+    return F.Scatter.apply(input, d, idx, src, add)
+
+
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    if reduce is not None:
+        if reduce != "add":
+            raise RuntimeError(f"scatter(): reduce={reduce!r} is not supported by rlpipe; only 'add'")
+        return scatter_add(input, dim, index, src if src is not None else value)
+    return _scatter(input, dim, index, src if src is not None else value, False, "scatter")
+
+
+def scatter_add(input, dim, index, src):
+    return _scatter(input, dim, index, src, True, "scatter_add")
+
+
+def index_select(input, dim, index):
+    if not isinstance(index, Tensor) or index.dtype not in (_dtypes.int64, _dtypes.int32) or index.ndim > 1:
+        raise RuntimeError("index_select(): Expected a 1-D int64 or int32 index tensor")
+    d = input._dim(dim) if input.ndim else 0
+    values = index._data.reshape(-1)
+    n = input.shape[d] if input.ndim else 1
+    if values.size and (builtins.int(values.min()) < 0 or builtins.int(values.max()) >= n):
+        raise IndexError(f"index out of range in self: index_select on dimension {d} with size {n}")
+    return F.IndexSelect.apply(input, d, values)
+
+
+def masked_fill(input, mask, value):
+    if not isinstance(mask, Tensor) or mask.dtype is not _dtypes.bool:
+        raise RuntimeError(f"masked_fill only supports boolean masks, but got mask with dtype "
+                           f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}")
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.ndim} dimension(s).")
+        value = _cast(value, input.dtype)
+    else:
+        value = _scalar(value)
+        if isinstance(value, builtins.float) and not input.is_floating_point():
+            value = builtins.int(value)
+    return F.Where.apply(mask, value, input)
+
+
+def masked_select(input, mask):
+    shape = np.broadcast_shapes(tuple(input.shape), tuple(mask.shape))
+    return getitem(expand(input, shape), expand(mask, shape))
+
+
+def nonzero(input, *, as_tuple=False):
+    xp = input._device._backend.xp
+    idx = xp.nonzero(input._data)
+    if as_tuple:
+        return tuple(wrap(i.astype(np.int64), input._device) for i in idx)
+    return wrap(xp.stack(idx, axis=1).astype(np.int64), input._device)
+
+
+# ---- products ----------------------------------------------------------------------------------
+
+def matmul(input, other):
+    if input.ndim == 0 or other.ndim == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.ndim}D and "
+                           f"{other.ndim}D")
+    a, b = _operands(input, other)
+    k_a = a.shape[-1]
+    k_b = b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if k_a != k_b:
+        ra = f"{builtins.int(np.prod(a.shape[:-1]))}x{k_a}" if a.ndim > 1 else f"1x{k_a}"
+        rb = f"{k_b}x{b.shape[-1]}" if b.ndim > 1 else f"{k_b}x1"
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({ra} and {rb})")
+    return F.MatMul.apply(a, b)
+
+
+def mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"mm(): expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
+    return matmul(input, mat2)
+
+
+def bmm(input, mat2):
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise RuntimeError(f"bmm(): expected 3D tensors, got {input.ndim}D and {mat2.ndim}D")
+    if input.shape[0] != mat2.shape[0]:
+        raise RuntimeError(f"bmm(): batch sizes differ: {input.shape[0]} and {mat2.shape[0]}")
+    return matmul(input, mat2)
+
+
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    return matmul(input, other)
+
+
+def outer(input, vec2):
+    return mul(unsqueeze(input, 1), unsqueeze(vec2, 0))
+
+
+def einsum(equation, *operands):
+    """Einstein summation, with '...' and the implicit (no '->') form."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    equation = equation.replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != len(operands):
+        raise ValueError(f"einsum(): the equation has {len(inputs)} operands but {len(operands)} were given")
+    free = [c for c in string.ascii_letters if c not in equation]
+    ellipsis_letters = ""
+    expanded = []
+    for sub, op in zip(inputs, operands):
+        if "..." in sub:
+            n = op.ndim - (len(sub) - 3)
+            ellipsis_letters = builtins.max(ellipsis_letters, "".join(free[:n]), key=len)
+            sub = sub.replace("...", "".join(free[:n][::-1][:n][::-1]) if n else "")
+        if len(sub) != op.ndim:
+            raise ValueError(f"einsum(): the subscripts {sub!r} do not match an operand with {op.ndim} dimensions")
+        expanded.append(sub)
+    if arrow:
+        output = rhs.replace("...", ellipsis_letters)
+    else:
+        counts = collections.Counter("".join(expanded))
+        output = ellipsis_letters + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ellipsis_letters))
+    target = _dtypes.result_type([o.dtype for o in operands])
+    operands = [o if o.dtype is target else _cast(o, target) for o in operands]
+    return F.Einsum.apply(*operands, inputs=tuple(expanded), output=output)
+
+
+# ---- dtype and device ----------------------------------------------------------------------------
+
+def _cast(x, dtype):
+    if x._data.dtype == dtype.np:
+        return x
+    if not x._device._backend.supports(dtype.np):
+        raise TypeError(f"{dtype} is not supported on {x._device} (the {x._device.type} backend has no such dtype)")
+    return F.Cast.apply(x, dtype.np)
+
+
+def _to_device(x, dev):
+    dev = _resolve_device(dev)
+    if dev is x._device:
+        return x
+    if dev.type == "cuda" and not dev._backend.supports(x._data.dtype):
+        raise TypeError(f"{x.dtype} is not supported on {dev} (CuPy has no such dtype)")
+    out = F.ToDevice.apply(x, x._device, dev)
+    out._device = dev
+    return out
+
+
+def to(input, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``: self when nothing changes."""
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif isinstance(a, (_dtypes.dtype, type)) or isinstance(a, np.dtype):
+            dtype = _dtypes.as_dtype(a)
+        elif isinstance(a, (str, builtins.int)) or type(a).__name__ == "device":
+            device = a
+        elif isinstance(a, builtins.bool):
+            non_blocking = a
+        else:
+            raise TypeError(f"to() received an invalid argument: {a!r}")
+    out = input
+    if device is not None:
+        out = _to_device(out, device)
+    if dtype is not None:
+        out = _cast(out, _dtypes.as_dtype(dtype))
+    if copy and out is input:
+        out = clone(input)
+    return out
+
+
+def _dtype_method(dtype):
+    def method(self, memory_format=None):
+        return _cast(self, dtype)
+    method.__name__ = dtype.name
+    return method
+
+
+def type_(input, dtype=None, non_blocking=False):
+    if dtype is None:
+        return f"rlpipe.{input.dtype.name}"
+    return _cast(input, _dtypes.as_dtype(dtype))
+
+
+def type_as(input, other):
+    return _cast(input, other.dtype)
+
+
+def cpu(input, memory_format=None):
+    return _to_device(input, "cpu")
+
+
+def cuda(input, device=None, non_blocking=False, memory_format=None):
+    if device is None:
+        return _to_device(input, "cuda")
+    return _to_device(input, device if not isinstance(device, builtins.int) else f"cuda:{device}")
+
+
+# ---- in-place updates --------------------------------------------------------------------------
+
+def _check_writable(t):
+    if not t._data.flags.writeable:
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
+                           "single memory location. Please clone() the tensor before performing the operation.")
+
+
+def _snapshot(t):
+    """A copy of t's values that stands where t stood in the graph (what an in-place op consumes)."""
+    s = wrap(t._data.copy(), t._device)
+    s.requires_grad, s.grad_fn, s._output_nr = t.requires_grad, t.grad_fn, t._output_nr
+    return s
+
+
+def _adopt(t, result):
+    """Makes t take result's place in the graph (its values are already in t)."""
+    t.requires_grad, t.grad_fn, t._output_nr = result.requires_grad, result.grad_fn, result._output_nr
+
+
+def _write(t, values):
+    """Writes the new values into t's memory (so views see them) and bumps its version."""
+    if values.dtype != t._data.dtype:
+        new, own = _dtypes.from_numpy_dtype(values.dtype), t.dtype
+        if new._rank > own._rank:
+            raise RuntimeError(f"result type {new.name.capitalize()} can't be cast to the desired output type "
+                               f"{own.name.capitalize()}")
+    if values.shape != t._data.shape:
+        if np.broadcast_shapes(values.shape, t._data.shape) != t._data.shape:
+            raise RuntimeError(f"output with shape {list(t._data.shape)} doesn't match the broadcast shape "
+                               f"{list(np.broadcast_shapes(values.shape, t._data.shape))}")
+    _check_writable(t)
+    t._data[...] = values
+    t._vc[0] += 1
+
+
+def _inplace(self, compute, *others):
+    """Runs ``compute(source, *others)`` out of place and stores the result in ``self``.
+
+    Without a graph to record, ``source`` is ``self``. With one, ``source`` is a copy of self's
+    old values standing in its graph position, and self (and its base, if self is a view)
+    takes the result's place in the graph, as PyTorch's in-place ops do."""
+    tracking = _grad_state[0] and (self.requires_grad or builtins.any(
+        isinstance(o, Tensor) and o.requires_grad for o in others))
+    if not tracking:
+        _write(self, compute(self, *others)._data)
+        return self
+    view = self._view_of
+    if self.grad_fn is None and self.requires_grad:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    if view is not None and view[0].grad_fn is None and view[0].requires_grad:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    base_before = _snapshot(view[0]) if view is not None else None
+    result = compute(_snapshot(self), *others)
+    if result.dtype is not self.dtype:
+        _write(self, result._data)  # raises for an impossible cast
+        result = _cast(result, self.dtype)
+    else:
+        _write(self, result._data)
+    if view is None:
+        _adopt(self, result)
+        return self
+    base, view_fn = view
+    new_base = F.ViewUpdate.apply(base_before, result, view_fn)
+    _adopt(base, new_base)
+    _adopt(self, F.AsView.apply(new_base, view_fn))
+    return self
+
+
+def _inplace_method(name):
+    op = getattr(Tensor, name)
+
+    def method(self, *args, **kwargs):
+        return _inplace(self, lambda src, *others: op(src, *others, **kwargs), *args)
+    method.__name__ = name + "_"
+    method.__doc__ = f"In-place {name}."
+    return method
+
+
+def fill_(input, value):
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions.")
+    return copy_(input, value)
+
+
+def zero_(input):
+    return fill_(input, 0)
+
+
+def copy_(input, src, non_blocking=False):
+    """Copies ``src`` (broadcast, cast, moved to this device) into this tensor."""
+    if isinstance(src, Tensor):
+        src = to(src, input._device, input.dtype)
+        if np.broadcast_shapes(tuple(src.shape), tuple(input.shape)) != tuple(input.shape):
+            raise RuntimeError(f"The size of tensor a ({input.shape[-1] if input.ndim else 1}) must match the size of "
+                               f"tensor b ({src.shape[-1] if src.ndim else 1}): cannot copy {list(src.shape)} "
+                               f"into {list(input.shape)}")
+    if not (_grad_state[0] and (input.requires_grad or isinstance(src, Tensor) and src.requires_grad)):
+        _check_writable(input)
+        input._data[...] = src._data if isinstance(src, Tensor) else _scalar(src)
+        input._vc[0] += 1
+        return input
+    if not isinstance(src, Tensor):
+        from ._creation import full
+        src = full((), src, dtype=input.dtype, device=input._device)
+    return _inplace(input, lambda old, s: expand(s, old.shape) + 0, src)
+
+
+# ---- attaching the ops to Tensor ---------------------------------------------------------------
+
+def _reflected(fn):
+    def method(self, other):
+        return fn(other, self)
+    return method
+
+
+def _swallow_type_error(fn):
+    def method(self, other):
+        try:
+            return fn(self, other)
+        except TypeError:
+            return NotImplemented
+    return method
+
+
+_METHODS = """add sub mul div true_divide divide floor_divide remainder pow neg negative abs absolute sign
+reciprocal exp expm1 log log1p log2 log10 sqrt rsqrt square sin cos tanh sigmoid erf relu floor ceil trunc
+fix round clamp clip clamp_min clamp_max maximum minimum eq ne lt le gt ge greater greater_equal less
+less_equal not_equal logical_and logical_or logical_xor logical_not bitwise_and bitwise_or bitwise_xor
+bitwise_not isnan isinf isfinite signbit isclose allclose equal sum nansum mean prod max min amax amin
+argmax argmin var std logsumexp norm all any count_nonzero cumsum cumprod softmax log_softmax reshape
+view view_as reshape_as flatten unflatten squeeze unsqueeze permute transpose swapaxes swapdims t movedim
+moveaxis expand expand_as broadcast_to repeat flip roll narrow select contiguous clone split chunk
+tensor_split unbind gather take_along_dim scatter scatter_add index_select masked_fill masked_select nonzero
+matmul mm bmm dot outer to type_as cpu cuda fill_ zero_ copy_""".split()
+
+for _name in _METHODS:
+    setattr(Tensor, _name, globals()[_name])
+Tensor.type = type_
+Tensor.where = lambda self, condition, other: where(condition, self, other)
+Tensor.T = property(lambda self: permute(self, tuple(range(self.ndim - 1, -1, -1))))
+Tensor.mT = property(lambda self: transpose(self, -2, -1))
+Tensor.H = Tensor.T
+Tensor.mH = Tensor.mT
+Tensor.float = _dtype_method(_dtypes.float32)
+Tensor.double = _dtype_method(_dtypes.float64)
+Tensor.half = _dtype_method(_dtypes.float16)
+Tensor.bfloat16 = _dtype_method(_dtypes.bfloat16)
+Tensor.long = _dtype_method(_dtypes.int64)
+Tensor.int = _dtype_method(_dtypes.int32)
+Tensor.short = _dtype_method(_dtypes.int16)
+Tensor.char = _dtype_method(_dtypes.int8)
+Tensor.byte = _dtype_method(_dtypes.uint8)
+Tensor.bool = _dtype_method(_dtypes.bool)
+
+for _name in """add sub mul div true_divide floor_divide remainder pow neg abs sign reciprocal exp expm1 log
+log1p sqrt rsqrt sin cos tanh sigmoid erf relu floor ceil trunc round clamp clip clamp_min clamp_max
+masked_fill scatter scatter_add""".split():
+    setattr(Tensor, _name + "_", _inplace_method(_name))
+
+_OPERATORS = {
+    "add": add, "sub": sub, "mul": mul, "truediv": div, "floordiv": floor_divide, "mod": remainder,
+    "pow": pow, "matmul": matmul, "and": bitwise_and, "or": bitwise_or, "xor": bitwise_xor,
+}
+for _name, _fn in _OPERATORS.items():
+    setattr(Tensor, f"__{_name}__", _swallow_type_error(_fn))
+    setattr(Tensor, f"__r{_name}__", _swallow_type_error(_reflected(_fn)))
+for _name, _fn in _OPERATORS.items():
+    if _name != "matmul":  # x += y and friends update x in place
+        setattr(Tensor, f"__i{_name}__", (lambda fn: lambda self, other: _inplace(self, fn, other))(_fn))
+Tensor.__eq__ = _swallow_type_error(eq)
+Tensor.__ne__ = _swallow_type_error(ne)
+Tensor.__lt__ = _swallow_type_error(lt)
+Tensor.__le__ = _swallow_type_error(le)
+Tensor.__gt__ = _swallow_type_error(gt)
+Tensor.__ge__ = _swallow_type_error(ge)
+Tensor.__neg__ = neg
+Tensor.__pos__ = lambda self: self
+Tensor.__abs__ = abs
+Tensor.__invert__ = lambda self: logical_not(self) if self.dtype is _dtypes.bool else bitwise_not(self)
+Tensor.__getitem__ = getitem
+Tensor.__setitem__ = setitem
+Tensor.__hash__ = object.__hash__

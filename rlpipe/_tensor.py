@@ -1,0 +1,318 @@
+"""``Tensor``: a backend array with autograd attributes.
+
+This file holds the class's state and the methods that are not ops; the ops (``+``, ``sum``,
+``reshape`` ...) are attached from ``_ops.py``, where each calls a ``Function``.
+"""
+import numpy as np
+
+from . import _dtypes
+from ._device import CPU, device as _device_cls
+from ._dtypes import FLOATING_NP
+
+
+class Tensor:
+    """An n-dimensional array on a device that can record the ops applied to it for autograd.
+
+    ``Tensor(data)`` follows PyTorch's legacy constructor: a default-dtype copy of ``data``, or
+    ``Tensor(2, 3)`` for an uninitialized 2x3 tensor. Prefer ``rlpipe.tensor``.
+    """
+    __slots__ = ("_data", "_device", "requires_grad", "grad", "grad_fn", "_output_nr", "_vc",
+                 "_view_of", "_hooks", "__weakref__", "__dict__")
+    __array_priority__ = 1000  # NumPy defers `ndarray + Tensor` to Tensor.__radd__
+
+    def __init__(self, *args, device=None, dtype=None):
+        from ._creation import tensor, empty
+        if all(isinstance(a, int) and not isinstance(a, bool) for a in args) and args:
+            src = empty(*args, dtype=dtype or _dtypes.get_default_dtype(), device=device)
+        elif len(args) == 1:
+            src = tensor(args[0], dtype=dtype or _dtypes.get_default_dtype(), device=device)
+        elif not args:
+            src = empty(0, dtype=dtype or _dtypes.get_default_dtype(), device=device)
+        else:
+            raise TypeError(f"Tensor(): expected sizes or one data argument, got {args!r}")
+        init_from(self, src._data, src._device)
+
+    # ---- basic attributes ----
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[self._dim(dim)]
+
+    @property
+    def dtype(self):
+        return _dtypes.from_numpy_dtype(self._data.dtype)
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        return self._data.ndim
+
+    def numel(self):
+        return int(self._data.size)
+
+    nelement = numel
+
+    def element_size(self):
+        return self._data.dtype.itemsize
+
+    @property
+    def itemsize(self):
+        return self._data.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return int(self._data.nbytes)
+
+    @property
+    def is_cuda(self):
+        return self._device.type == "cuda"
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    def is_floating_point(self):
+        return self._data.dtype in FLOATING_NP
+
+    def is_complex(self):
+        return False
+
+    def is_contiguous(self, memory_format=None):
+        return bool(self._data.flags.c_contiguous)
+
+    def data_ptr(self):
+        return self._data.__array_interface__["data"][0] if self._device is CPU else self._data.data.ptr
+
+    @property
+    def _version(self):
+        return self._vc[0]
+
+    @property
+    def _base(self):
+        return self._view_of[0] if self._view_of is not None else None
+
+    def _is_view(self):
+        return self._view_of is not None
+
+    def _dim(self, dim):
+        """A dimension index checked against ndim, negative values counted from the end."""
+        n = max(self._data.ndim, 1)
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+        if not -n <= dim < n:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+        return int(dim) % n
+
+    # ---- .data: a detached tensor over the same storage (not sharing the version counter) ----
+    @property
+    def data(self):
+        out = wrap(self._data, self._device)
+        return out
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be set to a Tensor, got {type(value).__name__}")
+        self._data, self._device = value._data, value._device
+
+    # ---- autograd ----
+    def requires_grad_(self, requires_grad=True):
+        if self.grad_fn is not None and not requires_grad:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use "
+                               "a computed variable in a subgraph that doesn't require differentiation use "
+                               "var_no_grad = var.detach().")
+        if requires_grad and self._data.dtype not in FLOATING_NP:
+            raise RuntimeError(f"only Tensors of floating point and complex dtype can require gradients "
+                               f"(got {self.dtype})")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Computes the gradient of this tensor with respect to the graph's leaves, into ``.grad``."""
+        from .autograd.engine import backward
+        backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph, inputs)
+
+    def retain_grad(self):
+        """Keeps ``.grad`` for this non-leaf tensor after backward."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is None or getattr(self, "retains_grad", False):
+            return
+        import weakref
+        ref = weakref.ref(self)
+
+        def keep(grad):
+            t = ref()
+            if t is not None:
+                t.grad = grad.detach().clone() if t.grad is None else t.grad + grad.detach()
+        self._register_node_hook(keep)
+        object.__setattr__(self, "retains_grad", True)
+
+    def register_hook(self, hook):
+        """hook(grad) runs when this tensor's gradient is computed; it may return a replacement."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            return self._register_node_hook(hook)
+        from .utils.hooks import RemovableHandle
+        if self._hooks is None:
+            self._hooks = {}
+        return RemovableHandle.add(self._hooks, hook)
+
+    def _register_node_hook(self, hook):
+        from .utils.hooks import RemovableHandle
+        node = self.grad_fn
+        if node._tensor_hooks is None:
+            node._tensor_hooks = {}
+        return RemovableHandle.add(node._tensor_hooks.setdefault(self._output_nr, {}), hook)
+
+    def detach(self):
+        """The same data (and version counter), cut from the graph."""
+        out = wrap(self._data, self._device)
+        out._vc = self._vc
+        return out
+
+    def detach_(self):
+        if self._view_of is not None and self.grad_fn is not None:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    # ---- conversion to Python and NumPy ----
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return self._data.reshape(()).item() if self._device is CPU else self._data.item()
+
+    def tolist(self):
+        return self._host().tolist()
+
+    def numpy(self, *, force=False):
+        """The NumPy array behind a CPU tensor (shared memory)."""
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if self._device is not CPU:
+            if not force:
+                raise TypeError(f"can't convert {self._device} device type tensor to numpy. "
+                                "Use Tensor.cpu() to copy the tensor to host memory first.")
+            return self._device._backend.to_host(self._data)
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        if dtype is not None and a.dtype != dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
+
+    def _host(self):
+        return self._data if self._device is CPU else self._device._backend.to_host(self._data)
+
+    def __dlpack__(self, stream=None, **kwargs):
+        if self.requires_grad:
+            raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
+        if stream is None:
+            return self._data.__dlpack__(**kwargs)
+        return self._data.__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __complex__(self):
+        return complex(self.item())
+
+    def __format__(self, spec):
+        if self._data.ndim == 0:
+            return format(self.item(), spec)
+        return format(repr(self), spec)
+
+    __hash__ = object.__hash__
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild, (self._host(), str(self._device), self.requires_grad))
+
+    def __repr__(self):
+        from ._format import tensor_repr
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+
+def _rebuild(array, device, requires_grad):
+    from ._creation import tensor
+    return tensor(array, device=device, requires_grad=requires_grad)
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple of ints."""
+
+    def __repr__(self):
+        return f"rlpipe.Size({list(self)})"
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __getitem__(self, item):
+        out = tuple.__getitem__(self, item)
+        return Size(out) if isinstance(item, slice) else out
+
+
+def init_from(t, data, device):
+    """Fills a fresh Tensor's slots: data on device, no grad, version 0."""
+    t._data = data
+    t._device = device
+    t.requires_grad = False
+    t.grad = None
+    t.grad_fn = None
+    t._output_nr = 0
+    t._vc = [0]
+    t._view_of = None
+    t._hooks = None
+    return t
+
+
+_new = Tensor.__new__
+
+
+def wrap(data, device=CPU):
+    """A new leaf Tensor around a backend array (no copy)."""
+    return init_from(_new(Tensor), data, device)

@@ -1,0 +1,242 @@
+"""The backward pass: walks the graph of Function nodes in dependency order."""
+from .function import edge_of
+from .grad_mode import no_grad
+from .._tensor import Tensor, wrap
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulates d(sum of tensors * grad_tensors)/d(leaf) into each leaf's ``.grad``
+    (or only into ``inputs`` when given)."""
+    tensors = (tensors,) if isinstance(tensors, Tensor) else tuple(tensors)
+    roots = _roots(tensors, grad_tensors, create_graph)
+    if inputs is not None:
+        inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        grads = _run(roots, bool(retain_graph), inputs, accumulate=False)
+        for t, g in zip(inputs, grads):
+            if g is not None:
+                _accumulate(t, g, t._device)
+        return
+    _run(roots, bool(retain_graph), None, accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
+         is_grads_batched=False, materialize_grads=False):
+    """The gradients of ``outputs`` with respect to ``inputs``, returned (nothing is accumulated)."""
+    outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+    single = isinstance(inputs, Tensor)
+    inputs = (inputs,) if single else tuple(inputs)
+    if is_grads_batched:
+        raise RuntimeError("grad(): is_grads_batched=True is not supported by rlpipe")
+    for i, t in enumerate(inputs):
+        if not t.requires_grad:
+            raise RuntimeError(f"One of the differentiated Tensors (input {i}) does not require grad")
+    roots = _roots(outputs, grad_outputs, create_graph)
+    grads = _run(roots, bool(retain_graph), inputs, accumulate=False)
+    result = []
+    for i, (t, g) in enumerate(zip(inputs, grads)):
+        if g is None:
+            if materialize_grads:
+                g = t._device._backend.xp.zeros_like(t._data)
+            elif not allow_unused:
+                raise RuntimeError(f"One of the differentiated Tensors (input {i}) appears to not have been "
+                                   "used in the graph. Set allow_unused=True if this is the desired behavior.")
+        result.append(None if g is None else wrap(g, t._device))
+    return tuple(result)
+
+
+def _roots(tensors, grad_tensors, create_graph):
+    if create_graph:
+        raise RuntimeError("create_graph=True (gradients of gradients) is not supported by rlpipe: "
+                           "backward passes compute plain arrays")
+    if grad_tensors is None or isinstance(grad_tensors, Tensor):
+        grad_tensors = (grad_tensors,) * len(tensors) if grad_tensors is None else (grad_tensors,)
+    if len(grad_tensors) != len(tensors):
+        raise RuntimeError(f"grad can be given for each output: got {len(grad_tensors)} gradients "
+                           f"for {len(tensors)} outputs")
+    roots = []
+    for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
+        if not t.requires_grad:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+        if g is None:
+            if t._data.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            g = t._device._backend.xp.ones_like(t._data)
+        else:
+            if not isinstance(g, Tensor):
+                raise TypeError(f"gradient must be a Tensor, got {type(g).__name__}")
+            if g.shape != t.shape:
+                raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {tuple(g.shape)} and "
+                                   f"output[{i}] has a shape of {tuple(t.shape)}.")
+            g = g._data
+        roots.append((edge_of(t), g))
+    return roots
+
+
+def _run(roots, retain_graph, inputs, accumulate):
+    """Propagates the root gradients. With ``inputs``, returns their gradients instead of
+    accumulating into leaves."""
+    capture = {}
+    if inputs is not None:
+        for k, t in enumerate(inputs):
+            capture[id(t) if t.grad_fn is None else (id(t.grad_fn), t._output_nr)] = k
+    found = [None] * (len(inputs) if inputs is not None else 0)
+
+    def deliver_to_leaf(leaf, g):
+        k = capture.get(id(leaf))
+        if k is not None:
+            found[k] = g if found[k] is None else found[k] + g
+        elif accumulate:
+            _accumulate(leaf, g, leaf._device)
+
+    # count, for every node reachable from the roots, how many edges lead into it
+    dependencies = {}
+    stack = [edge[0] for edge, _ in roots if type(edge) is tuple]
+    seen = set(map(id, stack))
+    nodes = {id(n): n for n in stack}
+    while stack:
+        node = stack.pop()
+        for e in node._edges:
+            if type(e) is tuple:
+                nid = id(e[0])
+                dependencies[nid] = dependencies.get(nid, 0) + 1
+                if nid not in seen:
+                    seen.add(nid)
+                    nodes[nid] = e[0]
+                    stack.append(e[0])
+
+    buffers = {}
+    for edge, g in roots:
+        if type(edge) is tuple:
+            _add_to_buffer(buffers, edge, g)
+        else:
+            deliver_to_leaf(edge, g)
+    ready = [n for n in {id(e[0]): e[0] for e, _ in roots if type(e) is tuple}.values()
+             if dependencies.get(id(n), 0) == 0]
+    while ready:
+        node = ready.pop()
+        grads = buffers.pop(id(node))
+        grads = _prepare_output_grads(node, grads)
+        for nr, g in enumerate(grads):
+            k = capture.get((id(node), nr))
+            if k is not None and g is not None:
+                found[k] = g if found[k] is None else found[k] + g
+        input_grads = _call_backward(node, grads)
+        if not retain_graph:
+            node._saved = None
+        for e, g in zip(node._edges, input_grads):
+            if e is None:
+                continue
+            if type(e) is tuple:
+                nid = id(e[0])
+                if g is not None:
+                    _add_to_buffer(buffers, e, g)
+                dependencies[nid] -= 1
+                if dependencies[nid] == 0:
+                    if nid in buffers:
+                        ready.append(e[0])
+                    else:  # no gradient reached it: its subgraph gets none either
+                        _release(e[0], dependencies, buffers, ready)
+            elif g is not None:
+                deliver_to_leaf(e, g)
+    return found
+
+
+def _release(node, dependencies, buffers, ready):
+    """A node that received no gradient still counts down its children, so they are not stuck."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        for e in n._edges:
+            if type(e) is tuple:
+                nid = id(e[0])
+                dependencies[nid] -= 1
+                if dependencies[nid] == 0:
+                    (ready.append if nid in buffers else stack.append)(e[0])
+
+
+def _add_to_buffer(buffers, edge, g):
+    node, nr = edge
+    slots = buffers.get(id(node))
+    if slots is None:
+        n_out = len(node._out_meta) if node._out_meta is not None else 1
+        slots = buffers[id(node)] = [None] * n_out
+    slots[nr] = g if slots[nr] is None else slots[nr] + g
+
+
+def _prepare_output_grads(node, grads):
+    """Materializes missing output grads as zeros and runs tensor and node pre-hooks."""
+    if node._out_meta is not None and node._materialize:
+        xp = node.be.xp
+        grads = [xp.zeros(m[0], m[1]) if g is None and m is not None else g
+                 for g, m in zip(grads, node._out_meta)]
+    device = None
+    if node._tensor_hooks:
+        for nr, hooks in node._tensor_hooks.items():
+            for hook in list(hooks.values()):
+                if grads[nr] is None:
+                    continue
+                device = node._device
+                out = hook(wrap(grads[nr], device))
+                if out is not None:
+                    grads[nr] = out._data
+    if node._pre_hooks:
+        device = node._device
+        for hook in list(node._pre_hooks.values()):
+            out = hook(tuple(None if g is None else wrap(g, device) for g in grads))
+            if out is not None:
+                grads = [None if g is None else g._data for g in out]
+    return grads
+
+
+def _call_backward(node, grads):
+    cls = type(node)
+    if cls.raw:
+        out = cls.backward(node, *grads)
+    else:
+        device = node._device
+        with no_grad():
+            out = cls.backward(node, *(None if g is None else wrap(g, device) for g in grads))
+    out = out if type(out) is tuple else (out,)
+    n_inputs = len(node._edges)
+    if len(out) < n_inputs:
+        raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                           f"(expected {n_inputs}, got {len(out)})")
+    out = out[:n_inputs]
+    if not cls.raw:
+        out = tuple(_check_user_grad(node, i, g) for i, g in enumerate(out))
+    if node._post_hooks:
+        device = node._device
+        as_tensors = lambda gs: tuple(None if g is None else wrap(g, device) for g in gs)
+        for hook in list(node._post_hooks.values()):
+            replaced = hook(as_tensors(out), as_tensors(grads))
+            if replaced is not None:
+                out = tuple(None if g is None else g._data for g in replaced)
+    return out
+
+
+def _check_user_grad(node, i, g):
+    if g is None or node._edges[i] is None:
+        return None
+    if not isinstance(g, Tensor):
+        raise TypeError(f"function {node.name()} returned a gradient of type {type(g).__name__} at index {i}; "
+                        "expected a Tensor or None")
+    expected = node._input_shapes[i]
+    if tuple(g.shape) != tuple(expected):
+        raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - got "
+                           f"{list(g.shape)} but expected shape compatible with {list(expected)}")
+    return g._data
+
+
+def _accumulate(leaf, g, device):
+    """Adds ``g`` into a leaf's ``.grad`` after running the leaf's hooks."""
+    if leaf._hooks:
+        for hook in list(leaf._hooks.values()):
+            out = hook(wrap(g, device))
+            if out is not None:
+                g = out._data
+    if leaf.grad is None:
+        leaf.grad = wrap(g.copy(), device)  # copied: the same array may reach other leaves too
+    else:
+        leaf.grad._data = leaf.grad._data + g

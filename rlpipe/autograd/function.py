@@ -1,0 +1,236 @@
+"""``Function``: an op with a forward and a backward, and the node it leaves in the graph.
+
+Calling ``SomeFunction.apply(*args)`` runs ``forward(ctx, *args)``; when gradients are being
+recorded, ``ctx`` is a fresh instance of the Function that becomes the output's ``grad_fn``
+and later runs ``backward(ctx, *grad_outputs)``.
+
+Built-in ops set ``raw = True``: their forward and backward receive and return backend arrays
+(NumPy or CuPy), so one piece of code serves both devices. User-defined Functions keep
+PyTorch's form: they receive and return Tensors.
+"""
+from .grad_mode import state as _grad_state
+from .._tensor import Tensor, wrap, FLOATING_NP
+
+_FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after "
+          "they have already been freed). Saved intermediate values of the graph are freed when you call "
+          ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+          "graph a second time or if you need to access saved tensors after calling backward.")
+
+
+class _NullContext:
+    """The ctx that forward receives when no graph is recorded: saving is a no-op."""
+    needs_input_grad = ()
+
+    def __init__(self, backend):
+        self.be = backend
+        self.xp = backend.xp
+
+    def save_for_backward(self, *values):
+        pass
+
+    def mark_non_differentiable(self, *values):
+        pass
+
+    def set_materialize_grads(self, value):
+        pass
+
+    def mark_dirty(self, *values):
+        pass
+
+
+_null_contexts = {}
+
+
+def null_context(backend):
+    ctx = _null_contexts.get(backend)
+    if ctx is None:
+        ctx = _null_contexts[backend] = _NullContext(backend)
+    return ctx
+
+
+class Function:
+    """Subclass with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``, then call ``apply``."""
+    raw = False
+    _materialize = True
+    _saved = ()
+    _saved_versions = ()
+    _non_diff = ()
+    _pre_hooks = None
+    _post_hooks = None
+    _tensor_hooks = None  # {output_nr: [hook]} for hooks registered on non-leaf output tensors
+    _out_meta = None      # [(shape, np_dtype)] per output, to materialize missing grads
+
+    # ---- ctx API used inside forward/backward ----
+    @property
+    def xp(self):
+        return self.be.xp
+
+    def save_for_backward(self, *values):
+        self._saved = values
+
+    @property
+    def saved_tensors(self):
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(_FREED)
+        for counter, version, where in self._saved_versions:
+            if counter[0] != version:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an "
+                    f"inplace operation: [{where}] is at version {counter[0]}; expected version "
+                    f"{version} instead. Hint: clone() the tensor before modifying it in place.")
+        return saved
+
+    def mark_non_differentiable(self, *values):
+        self._non_diff = tuple(id(v) for v in values)
+
+    def set_materialize_grads(self, value):
+        self._materialize = bool(value)
+
+    def mark_dirty(self, *values):
+        pass
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("a Function subclass must define forward(ctx, *args)")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("a Function subclass must define backward(ctx, *grad_outputs)")
+
+    # ---- node API (what grad_fn shows) ----
+    def name(self):
+        return type(self).__name__ + "Backward0"
+
+    def __repr__(self):
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    @property
+    def next_functions(self):
+        return tuple((None, 0) if e is None else (AccumulateGrad(e), 0) if isinstance(e, Tensor) else e
+                     for e in self._edges)
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs) runs after this node's backward; it may return new grad_inputs."""
+        from ..utils.hooks import RemovableHandle
+        if self._post_hooks is None:
+            self._post_hooks = {}
+        return RemovableHandle.add(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) runs before this node's backward; it may return new grad_outputs."""
+        from ..utils.hooks import RemovableHandle
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        return RemovableHandle.add(self._pre_hooks, fn)
+
+    # ---- running an op ----
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        device = None
+        requires_grad = False
+        values = []
+        for a in args:
+            if isinstance(a, Tensor):
+                if device is None:
+                    device = a._device
+                elif a._device is not device:
+                    raise RuntimeError(f"Expected all tensors to be on the same device, but found at least "
+                                       f"two devices, {device} and {a._device}! (in {cls.__name__})")
+                requires_grad = requires_grad or a.requires_grad
+                values.append(a._data if cls.raw else a)
+            else:
+                values.append(a)
+        if device is None:
+            raise TypeError(f"{cls.__name__}.apply() needs at least one Tensor argument")
+        backend = device._backend
+        if not (requires_grad and _grad_state[0]):
+            if cls.raw:
+                out = cls.forward(null_context(backend), *values, **kwargs)
+                if type(out) is tuple:
+                    return tuple(wrap(o, device) for o in out)
+                return wrap(out, device)
+            from .grad_mode import no_grad
+            with no_grad():
+                return cls.forward(null_context(backend), *values, **kwargs)
+        return cls._record(backend, device, args, values, kwargs)
+
+    @classmethod
+    def _record(cls, backend, device, args, values, kwargs):
+        ctx = cls()
+        ctx.be = backend
+        ctx._device = device
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        ctx._edges = tuple(edge_of(a) if isinstance(a, Tensor) and a.requires_grad else None for a in args)
+        if cls.raw:
+            out = cls.forward(ctx, *values, **kwargs)
+        else:
+            from .grad_mode import no_grad
+            with no_grad():
+                out = cls.forward(ctx, *values, **kwargs)
+            ctx._input_shapes = tuple(a.shape if isinstance(a, Tensor) else None for a in args)
+        single = type(out) is not tuple
+        outs = (out,) if single else out
+        results = []
+        for nr, o in enumerate(outs):
+            if cls.raw:
+                t = wrap(o, device)
+            elif isinstance(o, Tensor):
+                t = wrap(o._data, device) if any(o is a for a in args) else o
+            else:
+                t = o
+            if isinstance(t, Tensor) and t._data.dtype in FLOATING_NP and id(o) not in ctx._non_diff:
+                t.requires_grad = True
+                t.grad_fn = ctx
+                t._output_nr = nr
+            results.append(t)
+        if not single:
+            ctx._out_meta = [(o.shape, o.dtype) if hasattr(o, "shape") else None
+                             for o in (outs if cls.raw else [getattr(r, "_data", None) for r in results])]
+        if ctx._saved:
+            ctx._saved_versions = _versions_of(ctx._saved, args, values, results, cls.raw)
+        return results[0] if single else tuple(results)
+
+
+def edge_of(t):
+    """Where a gradient for ``t`` goes: its node and output number, or the leaf itself."""
+    return t if t.grad_fn is None else (t.grad_fn, t._output_nr)
+
+
+def _versions_of(saved, args, values, results, raw):
+    """(version counter, version now, description) for each saved value that belongs to a tensor."""
+    owners = [(v, a) for v, a in zip(values, args) if isinstance(a, Tensor)]
+    owners += [(r._data if raw else r, r) for r in results if isinstance(r, Tensor)]
+    out = []
+    for s in saved:
+        for value, tensor in owners:
+            if s is value:
+                out.append((tensor._vc, tensor._vc[0], f"{tensor.dtype} {list(tensor.shape)}"))
+                break
+    return out
+
+
+class AccumulateGrad:
+    """The node that ``next_functions`` shows for a leaf tensor."""
+
+    def __init__(self, variable):
+        self.variable = variable
+
+    def name(self):
+        return "AccumulateGrad"
+
+    def __repr__(self):
+        return f"<AccumulateGrad object at {id(self):#x}>"
+
+    def __eq__(self, other):
+        return isinstance(other, AccumulateGrad) and other.variable is self.variable
+
+    def __hash__(self):
+        return id(self.variable)
+
+
+class once_differentiable:
+    """Decorator kept for PyTorch compatibility: rlpipe's backward passes never build a graph."""
+
+    def __new__(cls, fn):
+        return fn

@@ -1,0 +1,90 @@
+"""Grad modes: no_grad, enable_grad, set_grad_enabled, inference_mode.
+
+The switch is process-wide (one flag read by every op), not thread-local as in PyTorch.
+"""
+import functools
+
+# state[0]: gradient recording on; state[1]: inference mode on
+state = [True, False]
+
+
+def is_grad_enabled():
+    return state[0]
+
+
+def is_inference_mode_enabled():
+    return state[1]
+
+
+class _Mode:
+    """A context manager that also decorates functions. Subclasses set ``grad`` and ``inference``
+    (None leaves that part of the state as it is)."""
+    grad = None
+    inference = None
+
+    def __enter__(self):
+        self._prev = tuple(state)
+        if self.grad is not None:
+            state[0] = self.grad
+        if self.inference is not None:
+            state[1] = self.inference
+        return self
+
+    def __exit__(self, *exc):
+        state[:] = self._prev
+        return False
+
+    def clone(self):
+        copy = object.__new__(type(self))
+        copy.grad, copy.inference = self.grad, self.inference
+        return copy
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def run_in_mode(*args, **kwargs):
+            with self.clone():
+                return fn(*args, **kwargs)
+        return run_in_mode
+
+
+class no_grad(_Mode):
+    """Ops inside record no graph: their outputs do not require grad.
+    Works as ``with no_grad():``, ``@no_grad()`` and ``@no_grad``."""
+    grad = False
+
+    def __new__(cls, orig_func=None):
+        mode = super().__new__(cls)
+        return mode if orig_func is None else mode(orig_func)
+
+
+class enable_grad(_Mode):
+    """Turns gradient recording back on inside a no_grad block."""
+    grad = True
+
+    def __new__(cls, orig_func=None):
+        mode = super().__new__(cls)
+        return mode if orig_func is None else mode(orig_func)
+
+
+class set_grad_enabled(_Mode):
+    """Sets gradient recording on or off: at once when called, and for a ``with`` block or a
+    decorated function."""
+
+    def __init__(self, mode):
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_grad_enabled(): mode must be a bool, got {type(mode).__name__}")
+        self._prev = tuple(state)
+        self.grad = mode
+        state[0] = mode
+
+
+class inference_mode(_Mode):
+    """Like no_grad. Unlike PyTorch, tensors made here are ordinary tensors (not inference tensors)."""
+
+    def __init__(self, mode=True):
+        self.grad = not mode
+        self.inference = bool(mode)
+
+    def __call__(self, fn):
+        state[0] = self._prev[0]  # as a decorator it must not switch the mode at definition time
+        return super().__call__(fn)

@@ -1,0 +1,82 @@
+"""``gradcheck``: analytical gradients against central finite differences."""
+import numpy as np
+
+from .engine import grad
+from .grad_mode import no_grad
+from .._tensor import Tensor
+
+
+class GradcheckError(RuntimeError):
+    pass
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _flat_outputs(func, inputs):
+    return [o for o in _as_tuple(func(*inputs)) if isinstance(o, Tensor)]
+
+
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
+              check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
+              fast_mode=False, masked=None):
+    """True when ``func``'s backward matches finite differences for every input that requires grad.
+
+    Use float64 inputs: in float32 the finite differences are too coarse for the default tolerances.
+    """
+    inputs = _as_tuple(inputs)
+    wrt = [(i, x) for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not wrt:
+        raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of the them "
+                         "have requires_grad=True.")
+    for i, x in wrt:
+        if x.dtype.name != "float64":
+            import warnings
+            warnings.warn(f"Input #{i} requires gradient and is not a double precision floating point. "
+                          "This check will likely fail if all the inputs are not of double precision floating point.")
+    outputs = _flat_outputs(func, inputs)
+    for k, out in enumerate(outputs):
+        if not out.requires_grad:
+            continue
+        analytical = _analytical(out, [x for _, x in wrt])
+        for (i, x), a in zip(wrt, analytical):
+            n = _numerical(func, inputs, k, x, eps)
+            if not np.allclose(a, n, rtol=rtol, atol=atol):
+                if not raise_exception:
+                    return False
+                raise GradcheckError(f"Jacobian mismatch for output {k} with respect to input {i},\n"
+                                     f"numerical:{n}\nanalytical:{a}\n")
+    return True
+
+
+def _analytical(out, wrt):
+    """The Jacobian d out / d x for each x, one row per output element (vector-Jacobian products)."""
+    xp = out.device._backend.xp
+    rows = [[] for _ in wrt]
+    for j in range(out.numel()):
+        seed = xp.zeros(out.numel(), dtype=out._data.dtype)
+        seed[j] = 1
+        from .._tensor import wrap
+        gs = grad(out, wrt, grad_outputs=wrap(seed.reshape(out._data.shape), out.device), retain_graph=True,
+                  allow_unused=True)
+        for r, (g, x) in zip(rows, zip(gs, wrt)):
+            r.append(np.zeros(x.numel()) if g is None else np.asarray(g._host(), dtype=np.float64).reshape(-1))
+    return [np.array(r).T if r else np.zeros((x.numel(), 0)) for r, x in zip(rows, wrt)]
+
+
+def _numerical(func, inputs, k, x, eps):
+    """The same Jacobian from central differences, nudging x's elements one at a time."""
+    data = x._data
+    flat_index = list(np.ndindex(*data.shape)) if data.ndim else [()]
+    columns = []
+    with no_grad():
+        for idx in flat_index:
+            old = data[idx].item()
+            data[idx] = old + eps
+            plus = np.array(_flat_outputs(func, inputs)[k]._host(), dtype=np.float64).reshape(-1)
+            data[idx] = old - eps
+            minus = np.array(_flat_outputs(func, inputs)[k]._host(), dtype=np.float64).reshape(-1)
+            data[idx] = old
+            columns.append((plus - minus) / (2 * eps))
+    return np.array(columns) if columns else np.zeros((0, 0))
