@@ -565,10 +565,10 @@ def one_hot(tensor, num_classes=-1):
 
 # ---- shapes and views ---------------------------------------------------------------------
 
-def _mark_view(out, base, view_fn):
+def _mark_view(out, base, view_fn, may_copy=False):
     """Records that ``out`` views ``base``'s memory: it shares the version counter, and an
-    in-place op on it updates base's graph (see ``_inplace``)."""
-    if not base._device._backend.may_share_memory(out._data, base._data):
+    in-place op on it updates base's graph (see ``_inplace``). ``may_copy``: check first."""
+    if may_copy and not base._device._backend.may_share_memory(out._data, base._data):
         return out
     if base._view_of is not None:
         root, parent_fn = base._view_of
@@ -605,7 +605,7 @@ def reshape(input, *shape):
     shape = _infer_shape(_shape_arg(shape), input.numel())
     if shape == input._data.shape:
         return _mark_view(F.Reshape.apply(input, shape), input, lambda a: a)
-    return _mark_view(F.Reshape.apply(input, shape), input, lambda a: a.reshape(shape))
+    return _mark_view(F.Reshape.apply(input, shape), input, lambda a: a.reshape(shape), may_copy=True)
 
 
 def view(input, *shape):
@@ -1063,17 +1063,37 @@ def nonzero(input, *, as_tuple=False):
 # ---- products ----------------------------------------------------------------------------------
 
 def matmul(input, other):
-    if input.ndim == 0 or other.ndim == 0:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.ndim}D and "
-                           f"{other.ndim}D")
-    a, b = _operands(input, other)
-    k_a = a.shape[-1]
-    k_b = b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if not (isinstance(other, Tensor) and input._data.dtype is other._data.dtype):
+        input, other = _operands(input, other)
+    try:
+        return F.MatMul.apply(input, other)
+    except ValueError:
+        raise RuntimeError(_matmul_error(input, other)) from None
+
+
+def _matmul_error(a, b):
+    if a.ndim == 0 or b.ndim == 0:
+        return f"both arguments to matmul need to be at least 1D, but they are {a.ndim}D and {b.ndim}D"
+    k_a, k_b = a.shape[-1], (b.shape[-2] if b.ndim > 1 else b.shape[0])
+    rows = builtins.int(np.prod(a.shape[:-1])) if a.ndim > 1 else 1
     if k_a != k_b:
-        ra = f"{builtins.int(np.prod(a.shape[:-1]))}x{k_a}" if a.ndim > 1 else f"1x{k_a}"
-        rb = f"{k_b}x{b.shape[-1]}" if b.ndim > 1 else f"{k_b}x1"
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({ra} and {rb})")
-    return F.MatMul.apply(a, b)
+        return f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k_a} and {k_b}x{b.shape[-1] if b.ndim > 1 else 1})"
+    return f"matmul: batch dimensions {list(a.shape[:-2])} and {list(b.shape[:-2])} cannot be broadcast"
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias, as one fused op (what nn.Linear runs)."""
+    x, w = input._data, weight._data
+    b = None if bias is None else bias._data
+    if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({builtins.int(np.prod(x.shape[:-1]))}x"
+                           f"{x.shape[-1] if x.ndim else 1} and {w.shape[-1]}x{w.shape[0]})")
+    if b is not None and b.shape not in ((w.shape[0],), (1,), ()):
+        raise RuntimeError(f"linear: bias of shape {list(b.shape)} does not match {w.shape[0]} output features")
+    if w.dtype is not x.dtype or b is not None and b.dtype is not x.dtype:
+        raise RuntimeError(f"linear: expected input, weight and bias of one dtype, got {input.dtype}, "
+                           f"{weight.dtype} and {None if bias is None else bias.dtype}")
+    return F.Linear.apply(input, weight, bias)
 
 
 def mm(input, mat2):
@@ -1341,7 +1361,12 @@ for _name in _METHODS:
     setattr(Tensor, _name, globals()[_name])
 Tensor.type = type_
 Tensor.where = lambda self, condition, other: where(condition, self, other)
-Tensor.T = property(lambda self: permute(self, tuple(range(self.ndim - 1, -1, -1))))
+def _reverse_dims(self):
+    dims = (1, 0) if self._data.ndim == 2 else tuple(range(self._data.ndim - 1, -1, -1))
+    return _mark_view(F.Permute.apply(self, dims), self, lambda a: a.transpose(dims))
+
+
+Tensor.T = property(_reverse_dims)
 Tensor.mT = property(lambda self: transpose(self, -2, -1))
 Tensor.H = Tensor.T
 Tensor.mH = Tensor.mT
@@ -1361,16 +1386,34 @@ log1p sqrt rsqrt sin cos tanh sigmoid erf relu floor ceil trunc round clamp clip
 masked_fill scatter scatter_add""".split():
     setattr(Tensor, _name + "_", _inplace_method(_name))
 
+def _operator(fn, function_cls, reflected=False):
+    """A Tensor operator: float tensors with a same-dtype tensor or a Python number skip promotion."""
+    def operator(self, other):
+        dt = self._data.dtype
+        if dt in FLOATING_NP and (type(other) is builtins.float or type(other) is builtins.int or
+                                  type(other) is Tensor and other._data.dtype is dt):
+            return function_cls.apply(other, self) if reflected else function_cls.apply(self, other)
+        try:
+            return fn(other, self) if reflected else fn(self, other)
+        except TypeError:
+            return NotImplemented
+    return operator
+
+
 _OPERATORS = {
-    "add": add, "sub": sub, "mul": mul, "truediv": div, "floordiv": floor_divide, "mod": remainder,
-    "pow": pow, "matmul": matmul, "and": bitwise_and, "or": bitwise_or, "xor": bitwise_xor,
+    "add": (add, F.Add), "sub": (sub, F.Sub), "mul": (mul, F.Mul), "truediv": (div, F.Div),
+    "floordiv": (floor_divide, F.FloorDivide), "mod": (remainder, F.Remainder), "pow": (pow, F.Pow),
 }
-for _name, _fn in _OPERATORS.items():
+for _name, (_fn, _cls) in _OPERATORS.items():
+    setattr(Tensor, f"__{_name}__", _operator(_fn, _cls))
+    setattr(Tensor, f"__r{_name}__", _operator(_fn, _cls, reflected=True))
+    setattr(Tensor, f"__i{_name}__", (lambda fn: lambda self, other: _inplace(self, fn, other))(_fn))
+for _name, _fn in (("and", bitwise_and), ("or", bitwise_or), ("xor", bitwise_xor)):
     setattr(Tensor, f"__{_name}__", _swallow_type_error(_fn))
     setattr(Tensor, f"__r{_name}__", _swallow_type_error(_reflected(_fn)))
-for _name, _fn in _OPERATORS.items():
-    if _name != "matmul":  # x += y and friends update x in place
-        setattr(Tensor, f"__i{_name}__", (lambda fn: lambda self, other: _inplace(self, fn, other))(_fn))
+    setattr(Tensor, f"__i{_name}__", (lambda fn: lambda self, other: _inplace(self, fn, other))(_fn))
+Tensor.__matmul__ = _swallow_type_error(matmul)
+Tensor.__rmatmul__ = _swallow_type_error(_reflected(matmul))
 Tensor.__eq__ = _swallow_type_error(eq)
 Tensor.__ne__ = _swallow_type_error(ne)
 Tensor.__lt__ = _swallow_type_error(lt)

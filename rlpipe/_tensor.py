@@ -30,7 +30,7 @@ class Tensor:
             src = empty(0, dtype=dtype or _dtypes.get_default_dtype(), device=device)
         else:
             raise TypeError(f"Tensor(): expected sizes or one data argument, got {args!r}")
-        init_from(self, src._data, src._device)
+        init_from(self, src)
 
     # ---- basic attributes ----
     @property
@@ -296,8 +296,12 @@ class Size(tuple):
         return Size(out) if isinstance(item, slice) else out
 
 
-def init_from(t, data, device):
-    """Fills a fresh Tensor's slots: data on device, no grad, version 0."""
+_new = Tensor.__new__
+
+
+def wrap(data, device=CPU):
+    """A new leaf Tensor around a backend array (no copy)."""
+    t = _new(Tensor)
     t._data = data
     t._device = device
     t.requires_grad = False
@@ -310,9 +314,11 @@ def init_from(t, data, device):
     return t
 
 
-_new = Tensor.__new__
+_STATE = ("_data", "_device", "requires_grad", "grad", "grad_fn", "_output_nr", "_vc", "_view_of", "_hooks")
 
 
-def wrap(data, device=CPU):
-    """A new leaf Tensor around a backend array (no copy)."""
-    return init_from(_new(Tensor), data, device)
+def init_from(t, src):
+    """Gives an already-created Tensor (a subclass instance, say) the state of ``src``."""
+    for name in _STATE:
+        setattr(t, name, getattr(src, name))
+    return t

@@ -75,8 +75,8 @@ def _roots(tensors, grad_tensors, create_graph):
 
 
 def _run(roots, retain_graph, inputs, accumulate):
-    """Propagates the root gradients. With ``inputs``, returns their gradients instead of
-    accumulating into leaves."""
+    """Propagates the root gradients through the graph. With ``inputs``, returns their gradients
+    instead of accumulating into the leaves."""
     capture = {}
     if inputs is not None:
         for k, t in enumerate(inputs):
@@ -84,26 +84,24 @@ def _run(roots, retain_graph, inputs, accumulate):
     found = [None] * (len(inputs) if inputs is not None else 0)
 
     def deliver_to_leaf(leaf, g):
-        k = capture.get(id(leaf))
+        k = capture.get(id(leaf)) if capture else None
         if k is not None:
             found[k] = g if found[k] is None else found[k] + g
         elif accumulate:
             _accumulate(leaf, g, leaf._device)
 
-    # count, for every node reachable from the roots, how many edges lead into it
+    # how many edges lead into each node reachable from the roots
     dependencies = {}
-    stack = [edge[0] for edge, _ in roots if type(edge) is tuple]
-    seen = set(map(id, stack))
-    nodes = {id(n): n for n in stack}
+    root_nodes = {id(e[0]): e[0] for e, _ in roots if type(e) is tuple}
+    stack = list(root_nodes.values())
+    seen = set(root_nodes)
     while stack:
-        node = stack.pop()
-        for e in node._edges:
+        for e in stack.pop()._edges:
             if type(e) is tuple:
                 nid = id(e[0])
                 dependencies[nid] = dependencies.get(nid, 0) + 1
                 if nid not in seen:
                     seen.add(nid)
-                    nodes[nid] = e[0]
                     stack.append(e[0])
 
     buffers = {}
@@ -112,28 +110,36 @@ def _run(roots, retain_graph, inputs, accumulate):
             _add_to_buffer(buffers, edge, g)
         else:
             deliver_to_leaf(edge, g)
-    ready = [n for n in {id(e[0]): e[0] for e, _ in roots if type(e) is tuple}.values()
-             if dependencies.get(id(n), 0) == 0]
+    ready = [n for nid, n in root_nodes.items() if nid not in dependencies]
     while ready:
         node = ready.pop()
         grads = buffers.pop(id(node))
-        grads = _prepare_output_grads(node, grads)
-        for nr, g in enumerate(grads):
-            k = capture.get((id(node), nr))
-            if k is not None and g is not None:
-                found[k] = g if found[k] is None else found[k] + g
-        input_grads = _call_backward(node, grads)
+        if node._out_meta is not None or node._tensor_hooks or node._pre_hooks:
+            grads = _prepare_output_grads(node, grads)
+        if capture:
+            for nr, g in enumerate(grads):
+                k = capture.get((id(node), nr))
+                if k is not None and g is not None:
+                    found[k] = g if found[k] is None else found[k] + g
+        cls = type(node)
+        if cls.raw and not node._post_hooks:
+            input_grads = cls.backward(node, *grads)
+            if type(input_grads) is not tuple:
+                input_grads = (input_grads,)
+        else:
+            input_grads = _call_backward(node, grads)
         if not retain_graph:
             node._saved = None
         for e, g in zip(node._edges, input_grads):
             if e is None:
                 continue
             if type(e) is tuple:
-                nid = id(e[0])
                 if g is not None:
                     _add_to_buffer(buffers, e, g)
-                dependencies[nid] -= 1
-                if dependencies[nid] == 0:
+                nid = id(e[0])
+                left = dependencies[nid] - 1
+                dependencies[nid] = left
+                if left == 0:
                     if nid in buffers:
                         ready.append(e[0])
                     else:  # no gradient reached it: its subgraph gets none either
@@ -191,6 +197,7 @@ def _prepare_output_grads(node, grads):
 
 
 def _call_backward(node, grads):
+    """Runs a node's backward the general way: user Functions (tensors in and out), checks, post-hooks."""
     cls = type(node)
     if cls.raw:
         out = cls.backward(node, *grads)

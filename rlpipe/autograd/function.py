@@ -73,12 +73,12 @@ class Function:
         saved = self._saved
         if saved is None:
             raise RuntimeError(_FREED)
-        for counter, version, where in self._saved_versions:
+        for counter, version, shape, dtype in self._saved_versions:
             if counter[0] != version:
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified by an "
-                    f"inplace operation: [{where}] is at version {counter[0]}; expected version "
-                    f"{version} instead. Hint: clone() the tensor before modifying it in place.")
+                    f"inplace operation: [rlpipe.{dtype} {list(shape)}] is at version {counter[0]}; expected "
+                    f"version {version} instead. Hint: clone() the tensor before modifying it in place.")
         return saved
 
     def mark_non_differentiable(self, *values):
@@ -129,6 +129,7 @@ class Function:
     def apply(cls, *args, **kwargs):
         device = None
         requires_grad = False
+        raw = cls.raw
         values = []
         for a in args:
             if isinstance(a, Tensor):
@@ -137,31 +138,40 @@ class Function:
                 elif a._device is not device:
                     raise RuntimeError(f"Expected all tensors to be on the same device, but found at least "
                                        f"two devices, {device} and {a._device}! (in {cls.__name__})")
-                requires_grad = requires_grad or a.requires_grad
-                values.append(a._data if cls.raw else a)
+                if a.requires_grad:
+                    requires_grad = True
+                values.append(a._data if raw else a)
             else:
                 values.append(a)
         if device is None:
             raise TypeError(f"{cls.__name__}.apply() needs at least one Tensor argument")
-        backend = device._backend
-        if not (requires_grad and _grad_state[0]):
-            if cls.raw:
-                out = cls.forward(null_context(backend), *values, **kwargs)
-                if type(out) is tuple:
-                    return tuple(wrap(o, device) for o in out)
-                return wrap(out, device)
-            from .grad_mode import no_grad
-            with no_grad():
-                return cls.forward(null_context(backend), *values, **kwargs)
-        return cls._record(backend, device, args, values, kwargs)
+        if requires_grad and _grad_state[0]:
+            return cls._record(device._backend, device, args, values, kwargs)
+        ctx = _null_contexts.get(device._backend) or null_context(device._backend)
+        if raw:
+            out = cls.forward(ctx, *values, **kwargs)
+            if type(out) is tuple:
+                return tuple(wrap(o, device) for o in out)
+            return wrap(out, device)
+        from .grad_mode import no_grad
+        with no_grad():
+            return cls.forward(ctx, *values, **kwargs)
 
     @classmethod
     def _record(cls, backend, device, args, values, kwargs):
         ctx = cls()
         ctx.be = backend
         ctx._device = device
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        ctx._edges = tuple(edge_of(a) if isinstance(a, Tensor) and a.requires_grad else None for a in args)
+        needs, edges = [], []
+        for a in args:
+            if isinstance(a, Tensor) and a.requires_grad:
+                needs.append(True)
+                edges.append(a if a.grad_fn is None else (a.grad_fn, a._output_nr))
+            else:
+                needs.append(False)
+                edges.append(None)
+        ctx.needs_input_grad = tuple(needs)
+        ctx._edges = edges
         if cls.raw:
             out = cls.forward(ctx, *values, **kwargs)
         else:
@@ -198,15 +208,21 @@ def edge_of(t):
 
 
 def _versions_of(saved, args, values, results, raw):
-    """(version counter, version now, description) for each saved value that belongs to a tensor."""
-    owners = [(v, a) for v, a in zip(values, args) if isinstance(a, Tensor)]
-    owners += [(r._data if raw else r, r) for r in results if isinstance(r, Tensor)]
+    """(version counter, version now, shape, dtype) for each saved value that belongs to a tensor."""
     out = []
     for s in saved:
-        for value, tensor in owners:
-            if s is value:
-                out.append((tensor._vc, tensor._vc[0], f"{tensor.dtype} {list(tensor.shape)}"))
+        owner = None
+        for v, a in zip(values, args):
+            if s is v and isinstance(a, Tensor):
+                owner = a
                 break
+        else:
+            for r in results:
+                if isinstance(r, Tensor) and (r._data if raw else r) is s:
+                    owner = r
+                    break
+        if owner is not None:
+            out.append((owner._vc, owner._vc[0], owner._data.shape, owner._data.dtype))
     return out
 
 

@@ -53,8 +53,17 @@ class no_grad(_Mode):
     grad = False
 
     def __new__(cls, orig_func=None):
-        mode = super().__new__(cls)
+        mode = object.__new__(cls)
         return mode if orig_func is None else mode(orig_func)
+
+    def __enter__(self):  # the common case, kept short: it runs around every inference call
+        self._prev = state[0]
+        state[0] = False
+        return self
+
+    def __exit__(self, *exc):
+        state[0] = self._prev
+        return False
 
 
 class enable_grad(_Mode):

@@ -1,0 +1,500 @@
+"""CUDA backend: CuPy arrays and fused elementwise kernels.
+
+This module offers exactly the names of ``cpu.py``, which holds the reference math. Each
+activation (and its backward pass) is one hand-written ``cupy.ElementwiseKernel`` launch, and
+each optimizer step updates the parameter and its state buffers in place in one launch per
+parameter. Kernels accept float16, float32 and float64 arrays: they load the values into
+``acc_t`` (float for half and single precision, double for double precision), compute there,
+and store the result in the array's own dtype. Scalar hyperparameters travel as float64
+kernel arguments and are narrowed to ``acc_t`` inside, the way NumPy narrows a Python float
+that meets a float32 array. Every call runs on the device that holds its first array.
+
+Importing this module raises ImportError when CuPy is missing; ``backends/__init__.py``
+turns that into a message saying what to install.
+"""
+import functools
+
+import numpy as np
+import cupy
+import cupyx
+
+xp = cupy
+name = "cuda"
+ndarray = cupy.ndarray
+bfloat16 = None  # no bfloat16 arrays on this backend: supports() says so
+
+# What CuPy raises when the driver, the runtime or the GPU is missing or unusable: its
+# CUDARuntimeError and CUDADriverError are RuntimeErrors; a missing library is an OSError or
+# an ImportError.
+_CUDA_ERRORS = (RuntimeError, OSError, ImportError)
+
+
+def is_available():
+    """True when CuPy can see at least one GPU; False on any CUDA error."""
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except _CUDA_ERRORS:
+        return False
+
+
+def device_count():
+    """How many GPUs CuPy can see (0 when CUDA cannot start)."""
+    try:
+        return cupy.cuda.runtime.getDeviceCount()
+    except _CUDA_ERRORS:
+        return 0
+
+
+def synchronize(index=None):
+    """Wait until every queued kernel on GPU ``index`` (the current one by default) is done."""
+    cupy.cuda.Device(index).synchronize()
+
+
+def asarray(obj, dtype=None, index=None):
+    """An array on GPU ``index`` (the current one by default) from host data or a CuPy array.
+
+    A CuPy array that lives on another GPU is copied over; one already in place comes back
+    as it is (or cast when ``dtype`` asks for another type).
+    """
+    device = cupy.cuda.Device(index)
+    with device:
+        if isinstance(obj, cupy.ndarray) and obj.device.id != device.id:
+            obj = obj.copy()  # ndarray.copy() allocates on the current device
+        return cupy.asarray(obj, dtype=dtype)
+
+
+def full(shape, value, dtype, index=None):
+    """An array of ``shape`` filled with ``value``, on GPU ``index`` (the current one by default)."""
+    with cupy.cuda.Device(index):
+        return cupy.full(shape, value, dtype=dtype)
+
+
+def to_host(a):
+    """A NumPy copy of ``a`` (waits for the GPU)."""
+    return cupy.asnumpy(a)
+
+
+def supports(dtype):
+    """Whether arrays of ``dtype`` can live on this backend: every dtype but bfloat16."""
+    try:
+        return np.dtype(dtype).name != "bfloat16"
+    except TypeError:
+        return False
+
+
+def may_share_memory(a, b):
+    if isinstance(a, cupy.ndarray) and isinstance(b, cupy.ndarray):
+        return bool(cupy.may_share_memory(a, b))
+    return False  # a host array never shares memory with a device one
+
+
+def scatter_add(target, index, values):
+    """target[index] += values, adding once per occurrence of a repeated index (atomics)."""
+    with target.device:
+        cupyx.scatter_add(target, index, values)
+
+
+# ---- kernel plumbing ----------------------------------------------------------------------
+
+# Code every kernel shares. The ElementwiseKernel machinery declares the type placeholder T
+# (a typedef) before this preamble; the templates below take their own parameter U instead.
+_PREAMBLE = r"""
+template <typename U> struct rlpipe_acc { typedef float type; };
+template <> struct rlpipe_acc<double> { typedef double type; };
+
+template <typename U> __device__ bool rlpipe_positive(const U v) { return v > U(0); }
+
+// 1 / (1 + exp(-v)) that never overflows: the exponent is never positive
+template <typename U> __device__ U rlpipe_sigmoid(const U v) {
+    const U e = exp(-fabs(v));
+    return v >= U(0) ? U(1) / (U(1) + e) : e / (U(1) + e);
+}
+
+// max(a, b) that returns NaN when either one is NaN, as numpy.maximum does
+template <typename U> __device__ U rlpipe_nan_max(const U a, const U b) {
+    return (a > b || a != a) ? a : b;
+}
+"""
+
+# First line of every kernel body: the type the arithmetic runs in.
+_ACC = "typedef rlpipe_acc<T>::type acc_t;\n"
+
+
+def _elementwise(kernel_name, in_params, out_params, body):
+    """An ElementwiseKernel whose body computes in ``acc_t``; compiled on first use per dtype."""
+    return cupy.ElementwiseKernel(in_params, out_params, _ACC + body, "rlpipe_" + kernel_name,
+                                  preamble=_PREAMBLE)
+
+
+def _run(kernel, *args):
+    """Launch ``kernel`` on the device of its first argument (always an array here)."""
+    with args[0].device:
+        return kernel(*args)
+
+
+def _common(a, b):
+    """``a`` and ``b`` in the dtype NumPy would compute them in."""
+    if a.dtype == b.dtype:
+        return a, b
+    dtype = np.result_type(a.dtype, b.dtype)
+    return a.astype(dtype, copy=False), b.astype(dtype, copy=False)
+
+
+def _c(value):
+    """A float constant as C source, precise to the last bit."""
+    return "acc_t(%r)" % float(value)
+
+
+_SQRT_2_OVER_PI = 0.7978845608028654
+_GELU_C = 0.044715
+_INV_SQRT_2 = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+
+# inner argument of tanh in the tanh approximation of GELU, from v
+_GELU_TANH_ARG = "%s * (v + %s * v * v * v)" % (_c(_SQRT_2_OVER_PI), _c(_GELU_C))
+# standard normal CDF at v, through erf
+_NORMAL_CDF = "acc_t(0.5) * (acc_t(1) + erf(v * %s))" % _c(_INV_SQRT_2)
+
+
+# ---- activations and their backward passes -------------------------------------------
+
+_RELU = _elementwise(
+    "relu", "T x", "T y",
+    "const acc_t v = (acc_t)x;\n"
+    "y = (T)((v > acc_t(0) || v != v) ? v : acc_t(0));")  # NaN passes through
+
+_RELU_BACKWARD = _elementwise(
+    "relu_backward", "X x, T grad", "T dx",
+    "dx = rlpipe_positive(x) ? grad : (T)acc_t(0);")
+
+_LEAKY_RELU = _elementwise(
+    "leaky_relu", "T x, float64 slope", "T y",
+    "const acc_t v = (acc_t)x;\n"
+    "y = (T)(v > acc_t(0) ? v : v * (acc_t)slope);")
+
+_LEAKY_RELU_BACKWARD = _elementwise(
+    "leaky_relu_backward", "X x, T grad, float64 slope", "T dx",
+    "const acc_t g = (acc_t)grad;\n"
+    "dx = (T)(rlpipe_positive(x) ? g : g * (acc_t)slope);")
+
+_SIGMOID = _elementwise(
+    "sigmoid", "T x", "T y",
+    "y = (T)rlpipe_sigmoid((acc_t)x);")
+
+_SIGMOID_BACKWARD = _elementwise(
+    "sigmoid_backward", "T y, T grad", "T dx",
+    "const acc_t s = (acc_t)y;\n"
+    "dx = (T)((acc_t)grad * s * (acc_t(1) - s));")
+
+_TANH = _elementwise(
+    "tanh", "T x", "T y",
+    "y = (T)tanh((acc_t)x);")
+
+_TANH_BACKWARD = _elementwise(
+    "tanh_backward", "T y, T grad", "T dx",
+    "const acc_t t = (acc_t)y;\n"
+    "dx = (T)((acc_t)grad * (acc_t(1) - t * t));")
+
+_GELU = _elementwise(
+    "gelu", "T x", "T y",
+    "const acc_t v = (acc_t)x;\n"
+    "y = (T)(acc_t(0.5) * v * (acc_t(1) + erf(v * %s)));" % _c(_INV_SQRT_2))
+
+_GELU_TANH = _elementwise(
+    "gelu_tanh", "T x", "T y",
+    "const acc_t v = (acc_t)x;\n"
+    "y = (T)(acc_t(0.5) * v * (acc_t(1) + tanh(%s)));" % _GELU_TANH_ARG)
+
+_GELU_BACKWARD = _elementwise(
+    "gelu_backward", "T x, T grad", "T dx",
+    "const acc_t v = (acc_t)x;\n"
+    "const acc_t cdf = %s;\n"
+    "const acc_t pdf = %s * exp(acc_t(-0.5) * v * v);\n"
+    "dx = (T)((acc_t)grad * (cdf + v * pdf));" % (_NORMAL_CDF, _c(_INV_SQRT_2PI)))
+
+_GELU_TANH_BACKWARD = _elementwise(
+    "gelu_tanh_backward", "T x, T grad", "T dx",
+    "const acc_t v = (acc_t)x;\n"
+    "const acc_t k = %s;\n"
+    "const acc_t c = %s;\n"
+    "const acc_t t = tanh(%s);\n"
+    "dx = (T)((acc_t)grad * (acc_t(0.5) * (acc_t(1) + t)\n"
+    "    + acc_t(0.5) * v * (acc_t(1) - t * t) * k * (acc_t(1) + acc_t(3) * c * v * v)));"
+    % (_c(_SQRT_2_OVER_PI), _c(_GELU_C), _GELU_TANH_ARG))
+
+# linear above the threshold (as torch does), else log1p(exp(beta * x)) / beta without overflow
+_SOFTPLUS = _elementwise(
+    "softplus", "T x, float64 beta, float64 threshold", "T y",
+    "const acc_t v = (acc_t)x;\n"
+    "const acc_t b = (acc_t)beta;\n"
+    "const acc_t bv = v * b;\n"
+    "const acc_t soft = ((bv > acc_t(0) ? bv : acc_t(0)) + log1p(exp(-fabs(bv)))) / b;\n"
+    "y = (T)(bv > (acc_t)threshold ? v : soft);")
+
+_SOFTPLUS_BACKWARD = _elementwise(
+    "softplus_backward", "T x, T grad, float64 beta, float64 threshold", "T dx",
+    "const acc_t bv = (acc_t)x * (acc_t)beta;\n"
+    "const acc_t g = (acc_t)grad;\n"
+    "dx = (T)(bv > (acc_t)threshold ? g : g * rlpipe_sigmoid(bv));")
+
+_ERF = _elementwise(
+    "erf", "T x", "T y",
+    "y = (T)erf((acc_t)x);")
+
+
+def erf(x):
+    return _run(_ERF, x)
+
+
+def relu(x):
+    return _run(_RELU, x)
+
+
+def relu_backward(x, grad):
+    return _run(_RELU_BACKWARD, x, grad)
+
+
+def leaky_relu(x, slope):
+    return _run(_LEAKY_RELU, x, float(slope))
+
+
+def leaky_relu_backward(x, grad, slope):
+    return _run(_LEAKY_RELU_BACKWARD, x, grad, float(slope))
+
+
+def sigmoid(x):
+    return _run(_SIGMOID, x)
+
+
+def sigmoid_backward(y, grad):
+    return _run(_SIGMOID_BACKWARD, *_common(y, grad))
+
+
+def tanh(x):
+    return _run(_TANH, x)
+
+
+def tanh_backward(y, grad):
+    return _run(_TANH_BACKWARD, *_common(y, grad))
+
+
+def gelu(x, approximate="none"):
+    return _run(_GELU_TANH if approximate == "tanh" else _GELU, x)
+
+
+def gelu_backward(x, grad, approximate="none"):
+    kernel = _GELU_TANH_BACKWARD if approximate == "tanh" else _GELU_BACKWARD
+    return _run(kernel, *_common(x, grad))
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    return _run(_SOFTPLUS, x, float(beta), float(threshold))
+
+
+def softplus_backward(x, grad, beta=1.0, threshold=20.0):
+    return _run(_SOFTPLUS_BACKWARD, *_common(x, grad), float(beta), float(threshold))
+
+
+# ---- optimizer steps, in place -----------------------------------------------------------
+# Buffers that an option leaves unused are absent from that variant's kernel, so each optimizer
+# has one kernel per set of buffers; the other options are kernel arguments.
+
+# the gradient as the update sees it: negated to maximize, plus L2 weight decay (torch order)
+_GRAD = ("acc_t g = (acc_t)grad;\n"
+         "if (maximize) g = -g;\n"
+         "if (weight_decay != 0.0) g = g + (acc_t)weight_decay * (acc_t)param;\n")
+
+
+@functools.lru_cache(maxsize=None)
+def _sgd_kernel(with_momentum):
+    ins = "T grad, float64 lr, float64 weight_decay, bool maximize"
+    if not with_momentum:
+        return _elementwise("sgd", ins, "T param",
+                            _GRAD + "param = (T)((acc_t)param - (acc_t)lr * g);")
+    return _elementwise(
+        "sgd_momentum",
+        ins + ", float64 momentum, float64 one_minus_dampening, bool nesterov, bool first_step",
+        "T param, T momentum_buffer",
+        _GRAD
+        + "const acc_t m = (acc_t)momentum;\n"
+          "const acc_t b = first_step ? g\n"
+          "    : m * (acc_t)momentum_buffer + (acc_t)one_minus_dampening * g;\n"
+          "momentum_buffer = (T)b;\n"
+          "const acc_t d = nesterov ? g + m * b : b;\n"
+          "param = (T)((acc_t)param - (acc_t)lr * d);")
+
+
+@functools.lru_cache(maxsize=None)
+def _adam_kernel(amsgrad):
+    outs = "T param, T exp_avg, T exp_avg_sq" + (", T max_exp_avg_sq" if amsgrad else "")
+    if amsgrad:
+        second = ("const acc_t second = rlpipe_nan_max((acc_t)max_exp_avg_sq, v);\n"
+                  "max_exp_avg_sq = (T)second;\n")
+    else:
+        second = "const acc_t second = v;\n"
+    return _elementwise(
+        "adam_amsgrad" if amsgrad else "adam",
+        "T grad, float64 weight_decay, bool decoupled, bool maximize, float64 decay,"
+        " float64 beta1, float64 one_minus_beta1, float64 beta2, float64 one_minus_beta2,"
+        " float64 bias2_sqrt, float64 eps, float64 step_size",
+        outs,
+        "acc_t g = (acc_t)grad;\n"
+        "if (maximize) g = -g;\n"
+        "acc_t p = (acc_t)param;\n"
+        "if (weight_decay != 0.0) {\n"
+        "    if (decoupled) p = p * (acc_t)decay;\n"  # AdamW: shrink the weights first
+        "    else g = g + (acc_t)weight_decay * p;\n"
+        "}\n"
+        "const acc_t m = (acc_t)beta1 * (acc_t)exp_avg + (acc_t)one_minus_beta1 * g;\n"
+        "const acc_t v = (acc_t)beta2 * (acc_t)exp_avg_sq + (acc_t)one_minus_beta2 * g * g;\n"
+        "exp_avg = (T)m;\n"
+        "exp_avg_sq = (T)v;\n"
+        + second
+        + "const acc_t denom = sqrt(second) / (acc_t)bias2_sqrt + (acc_t)eps;\n"
+          "param = (T)(p - (acc_t)step_size * m / denom);")
+
+
+@functools.lru_cache(maxsize=None)
+def _rmsprop_kernel(centered, with_momentum):
+    ins = ("T grad, float64 lr, float64 weight_decay, bool maximize, float64 alpha,"
+           " float64 one_minus_alpha, float64 eps")
+    outs = "T param, T square_avg"
+    body = (_GRAD
+            + "const acc_t sq = (acc_t)alpha * (acc_t)square_avg + (acc_t)one_minus_alpha * g * g;\n"
+              "square_avg = (T)sq;\n")
+    if centered:
+        outs += ", T grad_avg"
+        body += ("const acc_t ga = (acc_t)alpha * (acc_t)grad_avg + (acc_t)one_minus_alpha * g;\n"
+                 "grad_avg = (T)ga;\n"
+                 "const acc_t avg = sqrt(sq - ga * ga) + (acc_t)eps;\n")
+    else:
+        body += "const acc_t avg = sqrt(sq) + (acc_t)eps;\n"
+    if with_momentum:
+        ins += ", float64 momentum"
+        outs += ", T momentum_buffer"
+        body += ("const acc_t b = (acc_t)momentum * (acc_t)momentum_buffer + g / avg;\n"
+                 "momentum_buffer = (T)b;\n"
+                 "param = (T)((acc_t)param - (acc_t)lr * b);")
+    else:
+        body += "param = (T)((acc_t)param - (acc_t)lr * g / avg);"
+    kernel_name = ("rmsprop" + ("_centered" if centered else "")
+                   + ("_momentum" if with_momentum else ""))
+    return _elementwise(kernel_name, ins, outs, body)
+
+
+def sgd_step(param, grad, momentum_buffer, lr, momentum, dampening, weight_decay, nesterov,
+             maximize, first_step):
+    """One torch.optim.SGD update of ``param`` (and ``momentum_buffer`` when momentum > 0)."""
+    common = (grad, float(lr), float(weight_decay), bool(maximize))
+    if momentum:
+        _run(_sgd_kernel(True), *common, float(momentum), float(1 - dampening), bool(nesterov),
+             bool(first_step), param, momentum_buffer)
+    else:
+        _run(_sgd_kernel(False), *common, param)
+
+
+def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps,
+              weight_decay, amsgrad, maximize, decoupled):
+    """One torch.optim.Adam (``decoupled=False``) or AdamW (``decoupled=True``) update.
+
+    ``step`` is the step count after this update (1 on the first call).
+    """
+    bias1 = 1 - beta1 ** step
+    bias2_sqrt = (1 - beta2 ** step) ** 0.5
+    buffers = (param, exp_avg, exp_avg_sq) + ((max_exp_avg_sq,) if amsgrad else ())
+    _run(_adam_kernel(bool(amsgrad)), grad, float(weight_decay), bool(decoupled), bool(maximize),
+         float(1 - lr * weight_decay), float(beta1), float(1 - beta1), float(beta2),
+         float(1 - beta2), float(bias2_sqrt), float(eps), float(lr / bias1), *buffers)
+
+
+def rmsprop_step(param, grad, square_avg, momentum_buffer, grad_avg, lr, alpha, eps, weight_decay,
+                 momentum, centered, maximize):
+    """One torch.optim.RMSprop update (buffers given as None when unused)."""
+    args = [grad, float(lr), float(weight_decay), bool(maximize), float(alpha), float(1 - alpha),
+            float(eps)]
+    buffers = [param, square_avg]
+    if centered:
+        buffers.append(grad_avg)
+    if momentum > 0:
+        args.append(float(momentum))
+        buffers.append(momentum_buffer)
+    _run(_rmsprop_kernel(bool(centered), momentum > 0), *args, *buffers)
+
+
+# ---- random numbers -----------------------------------------------------------------
+
+class RandomState:
+    """The bit generator behind an ``rlpipe.Generator`` on a GPU.
+
+    cuRAND's Philox4x32-10 through ``cupy.random.Generator``. Its whole state is one device
+    buffer of per-thread cuRAND states, so ``get_state`` copies that buffer to the host and
+    ``set_state`` copies it back: the draws after a restore are exactly the ones that
+    followed the snapshot.
+    """
+
+    _KIND = "cupy.random.Philox4x3210"
+
+    def __init__(self, seed, index=None):
+        self.device = cupy.cuda.Device(index)
+        with self.device:
+            self.bits = cupy.random.Philox4x3210(seed)
+            self.rng = cupy.random.Generator(self.bits)
+
+    def uniform(self, shape, dtype, low=0.0, high=1.0):
+        with self.device:
+            out = self.rng.random(shape, dtype=np.float64 if dtype != np.float32 else np.float32)
+            if low != 0.0 or high != 1.0:
+                out = out * (high - low) + low
+            return out.astype(dtype, copy=False)
+
+    def normal(self, shape, dtype, mean=0.0, std=1.0):
+        with self.device:
+            out = self.rng.standard_normal(
+                shape, dtype=np.float64 if dtype != np.float32 else np.float32)
+            if mean != 0.0 or std != 1.0:
+                out = out * std + mean
+            return out.astype(dtype, copy=False)
+
+    def integers(self, low, high, shape, dtype):
+        with self.device:
+            return self.rng.integers(low, high, size=shape, dtype=np.int64).astype(dtype, copy=False)
+
+    def permutation(self, n):
+        """A random ordering of range(n): the order that sorts n random 63-bit keys."""
+        with self.device:
+            keys = self.rng.integers(0, 2 ** 63 - 1, size=int(n), dtype=np.int64)
+            return cupy.argsort(keys).astype(np.int64, copy=False)
+
+    def _state_buffer(self):
+        """The device buffer holding the cuRAND states (an int8 view of it)."""
+        buffer = getattr(self.bits, "_state", None)
+        if isinstance(buffer, cupy.ndarray):
+            return buffer
+        try:  # no such attribute in this CuPy: find the buffer through its pointer and size
+            nbytes = self.bits._state_size() * self.bits._type_size()
+            memory = cupy.cuda.UnownedMemory(self.bits.state(), nbytes, self.bits,
+                                             self.device.id)
+            return cupy.ndarray((nbytes,), np.int8, cupy.cuda.MemoryPointer(memory, 0))
+        except (AttributeError, TypeError) as e:
+            raise RuntimeError(
+                "get_state/set_state are unsupported on cuda with this CuPy version: its "
+                "cupy.random generator does not expose its state buffer") from e
+
+    def get_state(self):
+        """A host snapshot of the generator (a dict holding a NumPy int8 array)."""
+        with self.device:
+            return {"bit_generator": self._KIND, "state": self._state_buffer().get()}
+
+    def set_state(self, state):
+        """Restore a snapshot taken by ``get_state`` (on any RandomState of this backend)."""
+        saved = state.get("bit_generator") if isinstance(state, dict) else None
+        if saved != self._KIND:
+            raise ValueError(f"not a state of the cuda backend's generator ({self._KIND}): "
+                             f"{saved!r}")
+        data = np.ascontiguousarray(cupy.asnumpy(state["state"]), dtype=np.int8)
+        with self.device:
+            buffer = self._state_buffer()
+            if data.shape != buffer.shape:
+                raise ValueError(f"generator state of {data.size} bytes does not fit this "
+                                 f"generator's {buffer.size}")
+            buffer.set(data)
