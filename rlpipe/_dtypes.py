@@ -16,7 +16,7 @@ class dtype:
         self.is_floating_point = rank >= 3
         self.is_signed = name not in ("bool", "uint8")
         self.itemsize = np_dtype.itemsize if np_dtype is not None else 2
-        self._rank = rank  # 0 bool, 1 unsigned, 2 signed integer, 3 floating
+        self._rank = rank  # the promotion category: 0 bool, 2 integer, 3 floating
 
     def __repr__(self):
         return f"rlpipe.{self.name}"
@@ -33,7 +33,7 @@ class dtype:
 
 
 bool = dtype("bool", np.dtype(np.bool_), 0)
-uint8 = dtype("uint8", np.dtype(np.uint8), 1)
+uint8 = dtype("uint8", np.dtype(np.uint8), 2)
 int8 = dtype("int8", np.dtype(np.int8), 2)
 int16 = dtype("int16", np.dtype(np.int16), 2)
 int32 = dtype("int32", np.dtype(np.int32), 2)

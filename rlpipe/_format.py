@@ -14,7 +14,7 @@ def _float_formatter(values):
         return lambda x: _special(x) or "0."
     lo, hi = nonzero.min(), nonzero.max()
     if np.all(finite == np.ceil(finite)):
-        if hi > 1e8:
+        if hi / lo > 1000 or hi > 1e8:
             return lambda x: _special(x) or f"{x:.4e}"
         return lambda x: _special(x) or f"{x:.0f}."
     if hi / lo > 1000 or hi > 1e8 or lo < 1e-4:
@@ -51,6 +51,8 @@ def tensor_repr(t, prefix="tensor("):
     else:
         element = str
     shown = _summarized(values)
+    if values.dtype.kind == "f":  # torch sizes float columns from the finite non-zero values only
+        shown = shown[np.isfinite(shown) & (shown != 0)]
     width = max((len(element(v)) for v in shown.flat), default=0)
     pad = lambda x: element(x).rjust(width)
     fmt = {"all": pad}
@@ -66,6 +68,6 @@ def tensor_repr(t, prefix="tensor("):
         extras.append(f"dtype=rlpipe.{dtype.name}")
     if t.grad_fn is not None:
         extras.append(f"grad_fn=<{t.grad_fn.name()}>")
-    elif t.requires_grad:
+    elif t._requires_grad:
         extras.append("requires_grad=True")
     return prefix + body + "".join(", " + e for e in extras) + ")"

@@ -146,6 +146,10 @@ class Remainder(Op):
         return unbroadcast(g, shape_of(x)), gy
 
 
+for _binary in (Add, Sub, Mul, Div, Pow, Remainder):
+    _binary.scalar_operands = True
+
+
 class Neg(Op):
     @staticmethod
     def forward(ctx, x):
@@ -201,6 +205,9 @@ class Maximum(Op):
 
 class Minimum(Maximum):
     pick = "minimum"
+
+
+Maximum.scalar_operands = Minimum.scalar_operands = True
 
 
 class Clamp(Op):

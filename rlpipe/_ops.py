@@ -567,16 +567,28 @@ def one_hot(tensor, num_classes=-1):
 
 def _mark_view(out, base, view_fn, may_copy=False):
     """Records that ``out`` views ``base``'s memory: it shares the version counter, and an
-    in-place op on it updates base's graph (see ``_inplace``). ``may_copy``: check first."""
+    in-place op on it updates base's graph (see ``_inplace``). ``may_copy``: check first.
+
+    ``_view_of`` is (root base, function from the root's array to this view, version at which
+    this view's grad_fn was last valid)."""
     if may_copy and not base._device._backend.may_share_memory(out._data, base._data):
         return out
     if base._view_of is not None:
-        root, parent_fn = base._view_of
-        out._view_of = (root, lambda a: view_fn(parent_fn(a)))
+        root, parent_fn, _ = base._view_of
+        out._view_of = (root, lambda a: view_fn(parent_fn(a)), base._vc[0])
     else:
-        out._view_of = (base, view_fn)
+        out._view_of = (base, view_fn, base._vc[0])
     out._vc = base._vc
     return out
+
+
+def _refresh_view(view):
+    """After an in-place change to its base, a view's grad_fn becomes 'take this view of the
+    updated base' (PyTorch does the same when the version counter shows a change)."""
+    root, view_fn, _ = view._view_of
+    if root._requires_grad:
+        _adopt(view, F.AsView.apply(root, view_fn))
+    view._view_of = (root, view_fn, view._vc[0])
 
 
 def _shape_arg(args):
@@ -948,7 +960,7 @@ def setitem(input, index, value):
         value = as_tensor(value, dtype=input.dtype, device=input._device)
     else:
         value = _scalar(value)
-    tracking = _grad_state[0] and (input.requires_grad or isinstance(value, Tensor) and value.requires_grad)
+    tracking = _grad_state[0] and (input._requires_grad or isinstance(value, Tensor) and value._requires_grad)
     if not tracking:
         _check_writable(input)
         input._data[index] = value._data if isinstance(value, Tensor) else value
@@ -1232,13 +1244,13 @@ def _check_writable(t):
 def _snapshot(t):
     """A copy of t's values that stands where t stood in the graph (what an in-place op consumes)."""
     s = wrap(t._data.copy(), t._device)
-    s.requires_grad, s.grad_fn, s._output_nr = t.requires_grad, t.grad_fn, t._output_nr
+    s._requires_grad, s.grad_fn, s._output_nr = t._requires_grad, t.grad_fn, t._output_nr
     return s
 
 
 def _adopt(t, result):
     """Makes t take result's place in the graph (its values are already in t)."""
-    t.requires_grad, t.grad_fn, t._output_nr = result.requires_grad, result.grad_fn, result._output_nr
+    t._requires_grad, t.grad_fn, t._output_nr = result._requires_grad, result.grad_fn, result._output_nr
 
 
 def _write(t, values):
@@ -1263,15 +1275,15 @@ def _inplace(self, compute, *others):
     Without a graph to record, ``source`` is ``self``. With one, ``source`` is a copy of self's
     old values standing in its graph position, and self (and its base, if self is a view)
     takes the result's place in the graph, as PyTorch's in-place ops do."""
-    tracking = _grad_state[0] and (self.requires_grad or builtins.any(
-        isinstance(o, Tensor) and o.requires_grad for o in others))
+    tracking = _grad_state[0] and (self._requires_grad or builtins.any(
+        isinstance(o, Tensor) and o._requires_grad for o in others))
     if not tracking:
         _write(self, compute(self, *others)._data)
         return self
     view = self._view_of
-    if self.grad_fn is None and self.requires_grad:
+    if self.grad_fn is None and self._requires_grad:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-    if view is not None and view[0].grad_fn is None and view[0].requires_grad:
+    if view is not None and view[0].grad_fn is None and view[0]._requires_grad:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     base_before = _snapshot(view[0]) if view is not None else None
     result = compute(_snapshot(self), *others)
@@ -1283,10 +1295,11 @@ def _inplace(self, compute, *others):
     if view is None:
         _adopt(self, result)
         return self
-    base, view_fn = view
+    base, view_fn, _ = view
     new_base = F.ViewUpdate.apply(base_before, result, view_fn)
     _adopt(base, new_base)
     _adopt(self, F.AsView.apply(new_base, view_fn))
+    self._view_of = (base, view_fn, self._vc[0])
     return self
 
 
@@ -1318,7 +1331,7 @@ def copy_(input, src, non_blocking=False):
             raise RuntimeError(f"The size of tensor a ({input.shape[-1] if input.ndim else 1}) must match the size of "
                                f"tensor b ({src.shape[-1] if src.ndim else 1}): cannot copy {list(src.shape)} "
                                f"into {list(input.shape)}")
-    if not (_grad_state[0] and (input.requires_grad or isinstance(src, Tensor) and src.requires_grad)):
+    if not (_grad_state[0] and (input._requires_grad or isinstance(src, Tensor) and src._requires_grad)):
         _check_writable(input)
         input._data[...] = src._data if isinstance(src, Tensor) else _scalar(src)
         input._vc[0] += 1
@@ -1367,7 +1380,13 @@ def _reverse_dims(self):
 
 
 Tensor.T = property(_reverse_dims)
-Tensor.mT = property(lambda self: transpose(self, -2, -1))
+def _matrix_transpose(self):
+    if self._data.ndim < 2:
+        raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self._data.ndim}-D tensor.")
+    return transpose(self, -2, -1)
+
+
+Tensor.mT = property(_matrix_transpose)
 Tensor.H = Tensor.T
 Tensor.mH = Tensor.mT
 Tensor.float = _dtype_method(_dtypes.float32)
@@ -1427,3 +1446,4 @@ Tensor.__invert__ = lambda self: logical_not(self) if self.dtype is _dtypes.bool
 Tensor.__getitem__ = getitem
 Tensor.__setitem__ = setitem
 Tensor.__hash__ = object.__hash__
+Tensor._refresh_view = _refresh_view

@@ -16,7 +16,7 @@ class Tensor:
     ``Tensor(data)`` follows PyTorch's legacy constructor: a default-dtype copy of ``data``, or
     ``Tensor(2, 3)`` for an uninitialized 2x3 tensor. Prefer ``rlpipe.tensor``.
     """
-    __slots__ = ("_data", "_device", "requires_grad", "grad", "grad_fn", "_output_nr", "_vc",
+    __slots__ = ("_data", "_device", "_requires_grad", "grad", "grad_fn", "_output_nr", "_vc",
                  "_view_of", "_hooks", "__weakref__", "__dict__")
     __array_priority__ = 1000  # NumPy defers `ndarray + Tensor` to Tensor.__radd__
 
@@ -126,6 +126,18 @@ class Tensor:
         self._data, self._device = value._data, value._device
 
     # ---- autograd ----
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self.requires_grad_(value)
+
+    @property
+    def retains_grad(self):
+        return self.__dict__.get("_retains_grad", False)
+
     def requires_grad_(self, requires_grad=True):
         if self.grad_fn is not None and not requires_grad:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use "
@@ -134,7 +146,7 @@ class Tensor:
         if requires_grad and self._data.dtype not in FLOATING_NP:
             raise RuntimeError(f"only Tensors of floating point and complex dtype can require gradients "
                                f"(got {self.dtype})")
-        self.requires_grad = bool(requires_grad)
+        self._requires_grad = bool(requires_grad)
         return self
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -144,9 +156,9 @@ class Tensor:
 
     def retain_grad(self):
         """Keeps ``.grad`` for this non-leaf tensor after backward."""
-        if not self.requires_grad:
+        if not self._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-        if self.grad_fn is None or getattr(self, "retains_grad", False):
+        if self.grad_fn is None or self.retains_grad:
             return
         import weakref
         ref = weakref.ref(self)
@@ -156,11 +168,11 @@ class Tensor:
             if t is not None:
                 t.grad = grad.detach().clone() if t.grad is None else t.grad + grad.detach()
         self._register_node_hook(keep)
-        object.__setattr__(self, "retains_grad", True)
+        self.__dict__["_retains_grad"] = True
 
     def register_hook(self, hook):
         """hook(grad) runs when this tensor's gradient is computed; it may return a replacement."""
-        if not self.requires_grad:
+        if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self.grad_fn is not None:
             return self._register_node_hook(hook)
@@ -186,7 +198,7 @@ class Tensor:
         if self._view_of is not None and self.grad_fn is not None:
             raise RuntimeError("Can't detach views in-place. Use detach() instead.")
         self.grad_fn = None
-        self.requires_grad = False
+        self._requires_grad = False
         return self
 
     # ---- conversion to Python and NumPy ----
@@ -200,7 +212,7 @@ class Tensor:
 
     def numpy(self, *, force=False):
         """The NumPy array behind a CPU tensor (shared memory)."""
-        if self.requires_grad and not force:
+        if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if self._device is not CPU:
             if not force:
@@ -219,7 +231,7 @@ class Tensor:
         return self._data if self._device is CPU else self._device._backend.to_host(self._data)
 
     def __dlpack__(self, stream=None, **kwargs):
-        if self.requires_grad:
+        if self._requires_grad:
             raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
         if stream is None:
             return self._data.__dlpack__(**kwargs)
@@ -265,7 +277,7 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __reduce_ex__(self, protocol):
-        return (_rebuild, (self._host(), str(self._device), self.requires_grad))
+        return (_rebuild, (self._host(), str(self._device), self._requires_grad))
 
     def __repr__(self):
         from ._format import tensor_repr
@@ -304,7 +316,7 @@ def wrap(data, device=CPU):
     t = _new(Tensor)
     t._data = data
     t._device = device
-    t.requires_grad = False
+    t._requires_grad = False
     t.grad = None
     t.grad_fn = None
     t._output_nr = 0
@@ -314,7 +326,7 @@ def wrap(data, device=CPU):
     return t
 
 
-_STATE = ("_data", "_device", "requires_grad", "grad", "grad_fn", "_output_nr", "_vc", "_view_of", "_hooks")
+_STATE = ("_data", "_device", "_requires_grad", "grad", "grad_fn", "_output_nr", "_vc", "_view_of", "_hooks")
 
 
 def init_from(t, src):

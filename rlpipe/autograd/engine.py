@@ -1,5 +1,5 @@
 """The backward pass: walks the graph of Function nodes in dependency order."""
-from .function import edge_of
+from .function import edge_of, NOT_A_TENSOR
 from .grad_mode import no_grad
 from .._tensor import Tensor, wrap
 
@@ -30,7 +30,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if is_grads_batched:
         raise RuntimeError("grad(): is_grads_batched=True is not supported by rlpipe")
     for i, t in enumerate(inputs):
-        if not t.requires_grad:
+        if not t._requires_grad:
             raise RuntimeError(f"One of the differentiated Tensors (input {i}) does not require grad")
     roots = _roots(outputs, grad_outputs, create_graph)
     grads = _run(roots, bool(retain_graph), inputs, accumulate=False)
@@ -57,7 +57,7 @@ def _roots(tensors, grad_tensors, create_graph):
                            f"for {len(tensors)} outputs")
     roots = []
     for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
-        if not t.requires_grad:
+        if not t._requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         if g is None:
             if t._data.size != 1:
@@ -82,13 +82,14 @@ def _run(roots, retain_graph, inputs, accumulate):
         for k, t in enumerate(inputs):
             capture[id(t) if t.grad_fn is None else (id(t.grad_fn), t._output_nr)] = k
     found = [None] * (len(inputs) if inputs is not None else 0)
+    leaf_grads = {}  # id -> [leaf, summed gradient]: hooks see each leaf's total, once
 
     def deliver_to_leaf(leaf, g):
-        k = capture.get(id(leaf)) if capture else None
-        if k is not None:
-            found[k] = g if found[k] is None else found[k] + g
-        elif accumulate:
-            _accumulate(leaf, g, leaf._device)
+        entry = leaf_grads.get(id(leaf))
+        if entry is None:
+            leaf_grads[id(leaf)] = [leaf, g]
+        else:
+            entry[1] = entry[1] + g
 
     # how many edges lead into each node reachable from the roots
     dependencies = {}
@@ -131,7 +132,7 @@ def _run(roots, retain_graph, inputs, accumulate):
         if not retain_graph:
             node._saved = None
         for e, g in zip(node._edges, input_grads):
-            if e is None:
+            if e is None or e is NOT_A_TENSOR:
                 continue
             if type(e) is tuple:
                 if g is not None:
@@ -146,6 +147,13 @@ def _run(roots, retain_graph, inputs, accumulate):
                         _release(e[0], dependencies, buffers, ready)
             elif g is not None:
                 deliver_to_leaf(e, g)
+    for leaf, g in leaf_grads.values():
+        g = _run_leaf_hooks(leaf, g)
+        k = capture.get(id(leaf)) if capture else None
+        if k is not None:
+            found[k] = g
+        elif accumulate:
+            _accumulate(leaf, g, leaf._device)
     return found
 
 
@@ -207,7 +215,7 @@ def _call_backward(node, grads):
             out = cls.backward(node, *(None if g is None else wrap(g, device) for g in grads))
     out = out if type(out) is tuple else (out,)
     n_inputs = len(node._edges)
-    if len(out) < n_inputs:
+    if len(out) < n_inputs or any(g is not None for g in out[n_inputs:]):
         raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
                            f"(expected {n_inputs}, got {len(out)})")
     out = out[:n_inputs]
@@ -224,6 +232,9 @@ def _call_backward(node, grads):
 
 
 def _check_user_grad(node, i, g):
+    if g is not None and node._edges[i] is NOT_A_TENSOR:
+        raise RuntimeError(f"function {node.name()} returned a gradient different than None at position {i + 1}, "
+                           "but the corresponding forward input was not a Variable")
     if g is None or node._edges[i] is None:
         return None
     if not isinstance(g, Tensor):
@@ -236,13 +247,17 @@ def _check_user_grad(node, i, g):
     return g._data
 
 
-def _accumulate(leaf, g, device):
-    """Adds ``g`` into a leaf's ``.grad`` after running the leaf's hooks."""
+def _run_leaf_hooks(leaf, g):
     if leaf._hooks:
         for hook in list(leaf._hooks.values()):
-            out = hook(wrap(g, device))
+            out = hook(wrap(g, leaf._device))
             if out is not None:
                 g = out._data
+    return g
+
+
+def _accumulate(leaf, g, device):
+    """Adds ``g`` into a leaf's ``.grad``."""
     if leaf.grad is None:
         leaf.grad = wrap(g.copy(), device)  # copied: the same array may reach other leaves too
     else:

@@ -51,6 +51,7 @@ def null_context(backend):
 class Function:
     """Subclass with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``, then call ``apply``."""
     raw = False
+    scalar_operands = False  # Python numbers count as (constant) tensor inputs, as torch wraps them
     _materialize = True
     _saved = ()
     _saved_versions = ()
@@ -100,7 +101,8 @@ class Function:
 
     # ---- node API (what grad_fn shows) ----
     def name(self):
-        return type(self).__name__ + "Backward0"
+        # built-in nodes carry torch's numbered names (node_name where ours differ); custom ones, torch's unnumbered
+        return getattr(self, "node_name", None) or type(self).__name__ + ("Backward0" if self.raw else "Backward")
 
     def __repr__(self):
         return f"<{self.name()} object at {id(self):#x}>"
@@ -108,7 +110,7 @@ class Function:
     @property
     def next_functions(self):
         return tuple((None, 0) if e is None else (AccumulateGrad(e), 0) if isinstance(e, Tensor) else e
-                     for e in self._edges)
+                     for e in self._edges if e is not NOT_A_TENSOR)
 
     def register_hook(self, fn):
         """fn(grad_inputs, grad_outputs) runs after this node's backward; it may return new grad_inputs."""
@@ -138,7 +140,7 @@ class Function:
                 elif a._device is not device:
                     raise RuntimeError(f"Expected all tensors to be on the same device, but found at least "
                                        f"two devices, {device} and {a._device}! (in {cls.__name__})")
-                if a.requires_grad:
+                if a._requires_grad:
                     requires_grad = True
                 values.append(a._data if raw else a)
             else:
@@ -164,12 +166,17 @@ class Function:
         ctx._device = device
         needs, edges = [], []
         for a in args:
-            if isinstance(a, Tensor) and a.requires_grad:
-                needs.append(True)
-                edges.append(a if a.grad_fn is None else (a.grad_fn, a._output_nr))
-            else:
-                needs.append(False)
+            if isinstance(a, Tensor):
+                if a._view_of is not None and a._view_of[2] != a._vc[0]:
+                    a._refresh_view()
+                if a._requires_grad:
+                    needs.append(True)
+                    edges.append(a if a.grad_fn is None else (a.grad_fn, a._output_nr))
+                    continue
                 edges.append(None)
+            else:
+                edges.append(None if cls.scalar_operands and type(a) in _NUMBERS else NOT_A_TENSOR)
+            needs.append(False)
         ctx.needs_input_grad = tuple(needs)
         ctx._edges = edges
         if cls.raw:
@@ -190,7 +197,7 @@ class Function:
             else:
                 t = o
             if isinstance(t, Tensor) and t._data.dtype in FLOATING_NP and id(o) not in ctx._non_diff:
-                t.requires_grad = True
+                t._requires_grad = True
                 t.grad_fn = ctx
                 t._output_nr = nr
             results.append(t)
@@ -202,8 +209,14 @@ class Function:
         return results[0] if single else tuple(results)
 
 
+_NUMBERS = (int, float, bool)
+NOT_A_TENSOR = object()  # the edge of a forward argument that was not a Tensor
+
+
 def edge_of(t):
     """Where a gradient for ``t`` goes: its node and output number, or the leaf itself."""
+    if t._view_of is not None and t._view_of[2] != t._vc[0]:
+        t._refresh_view()
     return t if t.grad_fn is None else (t.grad_fn, t._output_nr)
 
 

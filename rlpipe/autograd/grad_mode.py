@@ -76,24 +76,40 @@ class enable_grad(_Mode):
 
 
 class set_grad_enabled(_Mode):
-    """Sets gradient recording on or off: at once when called, and for a ``with`` block or a
-    decorated function."""
+    """Sets gradient recording on or off: at once when called (as torch does), for a ``with``
+    block, or around a decorated function."""
 
     def __init__(self, mode):
         if not isinstance(mode, bool):
             raise TypeError(f"set_grad_enabled(): mode must be a bool, got {type(mode).__name__}")
-        self._prev = tuple(state)
         self.grad = mode
+        self._prev = tuple(state)
+        self._set_by_init = True
         state[0] = mode
+
+    def __enter__(self):
+        if getattr(self, "_set_by_init", False):  # the call already switched; keep the state from before it
+            self._set_by_init = False
+            return self
+        return super().__enter__()
+
+    def __call__(self, fn):
+        state[:] = self._prev  # as a decorator it must not switch the mode at definition time
+        self._set_by_init = False
+        return super().__call__(fn)
 
 
 class inference_mode(_Mode):
-    """Like no_grad. Unlike PyTorch, tensors made here are ordinary tensors (not inference tensors)."""
+    """Like no_grad. Unlike PyTorch, tensors made here are ordinary tensors (not inference tensors).
+    Works as ``with inference_mode():``, ``@inference_mode()`` and ``@inference_mode``."""
+
+    def __new__(cls, mode=True):
+        self = object.__new__(cls)
+        if callable(mode):  # used as a bare decorator
+            self.__init__(True)
+            return self(mode)
+        return self
 
     def __init__(self, mode=True):
         self.grad = not mode
         self.inference = bool(mode)
-
-    def __call__(self, fn):
-        state[0] = self._prev[0]  # as a decorator it must not switch the mode at definition time
-        return super().__call__(fn)

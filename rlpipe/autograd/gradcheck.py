@@ -26,7 +26,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     Use float64 inputs: in float32 the finite differences are too coarse for the default tolerances.
     """
     inputs = _as_tuple(inputs)
-    wrt = [(i, x) for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    wrt = [(i, x) for i, x in enumerate(inputs) if isinstance(x, Tensor) and x._requires_grad]
     if not wrt:
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of the them "
                          "have requires_grad=True.")
@@ -37,7 +37,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                           "This check will likely fail if all the inputs are not of double precision floating point.")
     outputs = _flat_outputs(func, inputs)
     for k, out in enumerate(outputs):
-        if not out.requires_grad:
+        if not out._requires_grad:
             continue
         analytical = _analytical(out, [x for _, x in wrt])
         for (i, x), a in zip(wrt, analytical):

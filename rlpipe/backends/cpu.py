@@ -211,8 +211,11 @@ class RandomState:
     def uniform(self, shape, dtype, low=0.0, high=1.0):
         out = self.rng.random(shape, dtype=np.float64 if dtype != np.float32 else np.float32)
         if low != 0.0 or high != 1.0:
-            out = out * (high - low) + low
-        return out.astype(dtype, copy=False)
+            return (out * (high - low) + low).astype(dtype, copy=False)
+        out = out.astype(dtype, copy=False)
+        if out.dtype.itemsize < 4:  # rounding to a half type can reach 1.0; keep [0, 1)
+            np.minimum(out, out.dtype.type(1 - 2.0 ** -(ml_dtypes.finfo(out.dtype).nmant + 1)), out=out)
+        return out
 
     def normal(self, shape, dtype, mean=0.0, std=1.0):
         out = self.rng.standard_normal(shape, dtype=np.float64 if dtype != np.float32 else np.float32)

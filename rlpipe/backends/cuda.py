@@ -45,6 +45,15 @@ def device_count():
         return 0
 
 
+def current_device():
+    """The index of the GPU that new arrays and kernels use by default."""
+    return cupy.cuda.runtime.getDevice()
+
+
+def set_device(index):
+    cupy.cuda.runtime.setDevice(index)
+
+
 def synchronize(index=None):
     """Wait until every queued kernel on GPU ``index`` (the current one by default) is done."""
     cupy.cuda.Device(index).synchronize()
@@ -64,7 +73,7 @@ def asarray(obj, dtype=None, index=None):
 
 
 def full(shape, value, dtype, index=None):
-    """An array of ``shape`` filled with ``value``, on GPU ``index`` (the current one by default)."""
+    """An array of ``shape`` filled with ``value`` on GPU ``index`` (the current one by default)."""
     with cupy.cuda.Device(index):
         return cupy.full(shape, value, dtype=dtype)
 
@@ -360,7 +369,8 @@ def _rmsprop_kernel(centered, with_momentum):
            " float64 one_minus_alpha, float64 eps")
     outs = "T param, T square_avg"
     body = (_GRAD
-            + "const acc_t sq = (acc_t)alpha * (acc_t)square_avg + (acc_t)one_minus_alpha * g * g;\n"
+            + "const acc_t sq = (acc_t)alpha * (acc_t)square_avg\n"
+              "    + (acc_t)one_minus_alpha * g * g;\n"
               "square_avg = (T)sq;\n")
     if centered:
         outs += ", T grad_avg"
@@ -457,7 +467,8 @@ class RandomState:
 
     def integers(self, low, high, shape, dtype):
         with self.device:
-            return self.rng.integers(low, high, size=shape, dtype=np.int64).astype(dtype, copy=False)
+            out = self.rng.integers(low, high, size=shape, dtype=np.int64)
+            return out.astype(dtype, copy=False)
 
     def permutation(self, n):
         """A random ordering of range(n): the order that sorts n random 63-bit keys."""
