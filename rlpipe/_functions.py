@@ -235,10 +235,12 @@ class Clamp(Op):
             inside &= x <= hi
         zero = xp.zeros((), dtype=g.dtype)
         g_lo = g_hi = None
-        if ctx.needs_input_grad[1]:
-            g_lo = unbroadcast(xp.where(x < lo, g, zero), shape_of(lo))
+        if ctx.needs_input_grad[1]:  # min wins where x < min, unless min > max (then max wins)
+            below = x < lo if hi is None else (x < lo) & (lo < hi)
+            g_lo = unbroadcast(xp.where(below, g, zero), shape_of(lo))
         if ctx.needs_input_grad[2]:
-            g_hi = unbroadcast(xp.where(x > hi, g, zero), shape_of(hi))
+            above = x > hi if lo is None else (x > hi) | (hi < lo)
+            g_hi = unbroadcast(xp.where(above, g, zero), shape_of(hi))
         return xp.where(inside, g, zero), g_lo, g_hi
 
 
@@ -469,12 +471,19 @@ class Round(_Stepwise):
     fn = "round"
 
 
-class FloorDivide(_Stepwise):
-    fn = "floor_divide"
+class FloorDivide(Op):
+    """Rounds the quotient down: piecewise constant, so its gradients are zero."""
+    scalar_operands = True
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.shapes = shape_of(x), shape_of(y)
+        return ctx.xp.floor_divide(x, y)
 
     @staticmethod
     def backward(ctx, g):
-        return ctx.xp.zeros_like(g) if ctx.shape == g.shape else None, None
+        xp = ctx.xp
+        return tuple(None if s is None else xp.zeros(s, dtype=g.dtype) for s in ctx.shapes)
 
 
 # ---- reductions ---------------------------------------------------------------------------
@@ -572,6 +581,7 @@ class ExtremeAlongDim(Op):
         idx = (xp.argmax if largest else xp.argmin)(x, axis=dim, keepdims=True)
         values = xp.take_along_axis(x, idx, axis=dim)
         ctx.args = x.shape, dim, keepdim, idx
+        ctx.node_name = "MaxBackward0" if largest else "MinBackward0"
         if not keepdim:
             values, idx = values.squeeze(dim), idx.squeeze(dim)
         ctx.mark_non_differentiable(idx)
@@ -966,6 +976,8 @@ class MatMul(Op):
     def backward(ctx, g):
         xp = ctx.xp
         a, b = ctx.saved_tensors
+        if a.ndim == 1 and b.ndim == 1:  # a dot product: g is 0-d
+            return (g * b if ctx.needs_input_grad[0] else None), (g * a if ctx.needs_input_grad[1] else None)
         a2 = a.reshape(1, -1) if a.ndim == 1 else a
         b2 = b.reshape(-1, 1) if b.ndim == 1 else b
         g2 = g
@@ -983,6 +995,7 @@ class MatMul(Op):
 
 class Linear(Op):
     """x @ w.T + b in one op (nn.Linear's forward): fewer graph nodes and temporaries."""
+    node_name = "AddmmBackward0"
 
     @staticmethod
     def forward(ctx, x, w, b):

@@ -123,12 +123,23 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode == "floor":
         return floor_divide(input, other)
     if rounding_mode == "trunc":
-        q = div(input, other)
-        return trunc(q) if q.is_floating_point() else q
+        a, b = _operands(input, other)
+        like = a if isinstance(a, Tensor) else b
+        a, b = (x if isinstance(x, Tensor) else full_like(like, x) for x in (a, b))
+        if like.is_floating_point():
+            return trunc(div(a, b))
+        floor = floor_divide(a, b)  # integers: round toward zero instead of down
+        rounded_down = logical_and(ne(remainder(a, b), 0), ne(lt(a, 0), lt(b, 0)))
+        return where(rounded_down, floor + 1, floor)
     raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
 
 
 true_divide = divide = div
+
+
+def full_like(like, value):
+    from ._creation import full
+    return full((), value, dtype=like.dtype, device=like.device)
 
 
 def floor_divide(input, other):
@@ -473,7 +484,9 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         unbiased, dim = dim, None
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
-    return F.Var.apply(_float_input(input), _reduce_dims(input, dim), correction, keepdim)
+    if not input.is_floating_point():
+        raise RuntimeError(f"std and var only support floating point and complex dtypes, got {input.dtype}")
+    return F.Var.apply(input, _reduce_dims(input, dim), correction, keepdim)
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
@@ -943,8 +956,29 @@ def _convert_index(t, index):
 
 def getitem(input, index):
     index, advanced = _convert_index(input, index)
+    if advanced and builtins.any(type(p) is builtins.int for p in index):
+        # torch selects with integers first; NumPy would treat them as advanced indices
+        ints, rest = _split_integer_index(index)
+        selected = _mark_view(F.Index.apply(input, ints, False), input, lambda a: a[ints])
+        return F.Index.apply(selected, rest, True)
     out = F.Index.apply(input, index, advanced)
     return out if advanced else _mark_view(out, input, lambda a: a[index])
+
+
+def _split_integer_index(index):
+    """(a basic index applying the integers, the rest of the index for the result)."""
+    ints, rest = [], []
+    for p in index:
+        if type(p) is builtins.int:
+            ints.append(p)
+        elif p is None or p is Ellipsis or isinstance(p, slice):
+            ints.append(p)
+            rest.append(slice(None) if p is not Ellipsis else p)
+        else:  # an index array: a boolean one spans as many dims as it has
+            span = p.ndim if p.dtype == bool else 1
+            ints.extend([slice(None)] * span)
+            rest.append(p)
+    return tuple(ints), tuple(rest)
 
 
 def setitem(input, index, value):
@@ -1142,13 +1176,13 @@ def einsum(equation, *operands):
     if len(inputs) != len(operands):
         raise ValueError(f"einsum(): the equation has {len(inputs)} operands but {len(operands)} were given")
     free = [c for c in string.ascii_letters if c not in equation]
-    ellipsis_letters = ""
+    ranks = [op.ndim - (len(sub) - 3) for sub, op in zip(inputs, operands) if "..." in sub]
+    ellipsis_letters = "".join(free[:builtins.max(ranks, default=0)])
     expanded = []
     for sub, op in zip(inputs, operands):
-        if "..." in sub:
+        if "..." in sub:  # an operand with fewer '...' dims takes the rightmost letters, as broadcasting does
             n = op.ndim - (len(sub) - 3)
-            ellipsis_letters = builtins.max(ellipsis_letters, "".join(free[:n]), key=len)
-            sub = sub.replace("...", "".join(free[:n][::-1][:n][::-1]) if n else "")
+            sub = sub.replace("...", ellipsis_letters[len(ellipsis_letters) - n:] if n > 0 else "")
         if len(sub) != op.ndim:
             raise ValueError(f"einsum(): the subscripts {sub!r} do not match an operand with {op.ndim} dimensions")
         expanded.append(sub)

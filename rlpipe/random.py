@@ -161,14 +161,12 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     """Normal samples: from tensors of means and/or stds (broadcast), or floats with ``size``."""
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         like = mean if isinstance(mean, Tensor) else std
-        from ._ops import broadcast_tensors, _operands
-        shape = tuple(like.shape) if not (isinstance(mean, Tensor) and isinstance(std, Tensor)) else \
-            tuple(broadcast_tensors(mean, std)[0].shape)
+        from ._ops import broadcast_tensors
+        shape = tuple(broadcast_tensors(mean, std)[0].shape) if isinstance(mean, Tensor) and \
+            isinstance(std, Tensor) else tuple(like.shape)
         if isinstance(std, Tensor) and bool((std < 0).any()):
             raise RuntimeError("normal expects all elements of std >= 0.0")
-        noise = _draw("normal", shape, like.dtype, like.device, generator, False)
-        with_grad = noise * std + mean
-        return with_grad
+        return _draw("normal", shape, like.dtype, like.device, generator, False) * std + mean
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
     if size is None:

@@ -62,13 +62,14 @@ def _analytical(out, wrt):
                   allow_unused=True)
         for r, (g, x) in zip(rows, zip(gs, wrt)):
             r.append(np.zeros(x.numel()) if g is None else np.asarray(g._host(), dtype=np.float64).reshape(-1))
-    return [np.array(r).T if r else np.zeros((x.numel(), 0)) for r, x in zip(rows, wrt)]
+    return [np.array(r).reshape(out.numel(), x.numel()).T for r, x in zip(rows, wrt)]
 
 
 def _numerical(func, inputs, k, x, eps):
     """The same Jacobian from central differences, nudging x's elements one at a time."""
     data = x._data
     flat_index = list(np.ndindex(*data.shape)) if data.ndim else [()]
+    n_out = _flat_outputs(func, inputs)[k].numel()
     columns = []
     with no_grad():
         for idx in flat_index:
@@ -79,4 +80,4 @@ def _numerical(func, inputs, k, x, eps):
             minus = np.array(_flat_outputs(func, inputs)[k]._host(), dtype=np.float64).reshape(-1)
             data[idx] = old
             columns.append((plus - minus) / (2 * eps))
-    return np.array(columns) if columns else np.zeros((0, 0))
+    return np.array(columns).reshape(len(flat_index), n_out)
