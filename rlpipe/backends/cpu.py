@@ -49,6 +49,12 @@ def supports(dtype):
     return True
 
 
+def quietly():
+    """A context in which division by zero and invalid values give inf/nan without warnings,
+    as on a GPU and in torch (used where such values are expected or masked out)."""
+    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
+
+
 def may_share_memory(a, b):
     return np.may_share_memory(a, b)
 

@@ -12,9 +12,11 @@ that meets a float32 array. Every call runs on the device that holds its first a
 Importing this module raises ImportError when CuPy is missing; ``backends/__init__.py``
 turns that into a message saying what to install.
 """
+import contextlib
 import functools
 
 import numpy as np
+
 import cupy
 import cupyx
 
@@ -89,6 +91,11 @@ def supports(dtype):
         return np.dtype(dtype).name != "bfloat16"
     except TypeError:
         return False
+
+
+def quietly():
+    """GPU arithmetic never warns about inf/nan: nothing to silence."""
+    return contextlib.nullcontext()
 
 
 def may_share_memory(a, b):
