@@ -39,42 +39,45 @@ def _finish(data, device, requires_grad):
 
 
 def _host_array(data, dtype):
-    """``data`` as a NumPy array with PyTorch's dtype inference for Python data."""
+    """``data`` as a NumPy array and the dtype torch would give it: each element's own type
+    (Python float: the default dtype, NumPy scalars and arrays: their dtype), promoted."""
     if isinstance(data, Tensor):
-        return data._host(), data.dtype if dtype is None else dtype
+        return data._host(), data.dtype if dtype is None else _dtypes.as_dtype(dtype)
     if hasattr(data, "__cuda_array_interface__"):
         data = data.get()
-    if isinstance(data, (list, tuple)) and builtins.any(isinstance(d, Tensor) for d in _leaves(data)):
+    if isinstance(data, (list, tuple)):
         data = _nested_host(data)
-    python_data = not isinstance(data, (np.ndarray, np.generic))
+    inferred = _infer_dtype(data) if dtype is None else _dtypes.as_dtype(dtype)
     try:
         array = np.asarray(data)
-    except ValueError as e:
-        raise ValueError(f"could not build a tensor from the data: {e}") from None
-    if dtype is None:
-        kind = array.dtype.kind
-        if kind == "f" and python_data:
-            dtype = _dtypes.get_default_dtype()
-        elif kind in "iu" and python_data:
-            dtype = _dtypes.int64
-        elif kind == "O":
-            raise TypeError(f"could not infer a dtype for the data (object array of {type(data).__name__})")
-        elif array.size == 0 and python_data:
-            dtype = _dtypes.get_default_dtype()
-        else:
-            dtype = _dtypes.from_numpy_dtype(array.dtype)
-    return array, _dtypes.as_dtype(dtype)
+    except (ValueError, OverflowError) as e:
+        raise RuntimeError(f"could not build a tensor from the data: {e}") from None
+    if array.dtype.kind == "O":
+        raise TypeError(f"could not build a tensor from {type(data).__name__} data (ragged or non-numeric)")
+    if array.dtype.kind in "iu" and not inferred.is_floating_point and inferred.name != "bool" and array.size:
+        info = np.iinfo(inferred.np)
+        if int(array.min()) < info.min or int(array.max()) > info.max:
+            raise RuntimeError(f"value cannot be converted to type {inferred.name} without overflow")
+    return array, inferred
 
 
-def _leaves(data):
-    for d in data:
-        if isinstance(d, (list, tuple)):
-            yield from _leaves(d)
-        else:
-            yield d
+def _infer_dtype(data):
+    if isinstance(data, (np.ndarray, np.generic)):
+        return _dtypes.from_numpy_dtype(data.dtype)
+    if isinstance(data, (list, tuple)):
+        out = None
+        for item in data:
+            d = _infer_dtype(item)
+            out = d if out is None else _dtypes.promote_types(out, d)
+        return out or _dtypes.get_default_dtype()
+    kind = _dtypes.scalar_kind(data)
+    if kind is None:
+        raise TypeError(f"could not infer a dtype for an element of type {type(data).__name__}")
+    return _dtypes.of_scalar(data)
 
 
 def _nested_host(data):
+    """Lists may hold tensors: their values (as NumPy) take their place."""
     return [_nested_host(d) if isinstance(d, (list, tuple)) else d._host() if isinstance(d, Tensor) else d
             for d in data]
 
@@ -144,9 +147,8 @@ def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=Non
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    if dtype is None:
-        dtype = _dtypes.as_dtype(type(fill_value)) if isinstance(fill_value, (builtins.bool, builtins.int,
-                                                                                builtins.float)) else None
+    if dtype is None and _dtypes.scalar_kind(fill_value) is not None:
+        dtype = _dtypes.of_scalar(fill_value)
     return _filled(_size((size,) if isinstance(size, builtins.int) else (size,)), fill_value, dtype, device,
                    requires_grad)
 

@@ -73,11 +73,11 @@ def from_numpy_dtype(np_dtype):
 
 
 def as_dtype(d):
-    """Accepts an rlpipe dtype, a NumPy dtype or type, or a Python type (float, int, bool)."""
+    """Accepts an rlpipe dtype, a NumPy dtype or type, or a Python type (float means float64, as in torch)."""
     if isinstance(d, dtype):
         return d
     if d is builtins.float:
-        return _default[0]
+        return float64
     if d is builtins.int:
         return int64
     if d is builtins.bool:
@@ -102,6 +102,11 @@ def _promote_pair(a, b):
 
 def promote_types(a, b):
     return _promote_pair(as_dtype(a), as_dtype(b))
+
+
+def of_scalar(x):
+    """The dtype torch gives a Python number: bool, int64, or the default float dtype."""
+    return (bool, None, int64, _default[0])[scalar_kind(x)]
 
 
 def scalar_kind(x):

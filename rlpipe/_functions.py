@@ -161,6 +161,12 @@ class Neg(Op):
         return -g
 
 
+def sign_of(xp, x):
+    """-1, 0 or 1; 0 for nan (torch's sgn)."""
+    s = xp.sign(x)
+    return xp.where(s != s, 0, s).astype(s.dtype, copy=False) if s.dtype.kind == "f" else s
+
+
 class Abs(Op):
     @staticmethod
     def forward(ctx, x):
@@ -170,7 +176,7 @@ class Abs(Op):
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        return g * ctx.xp.sign(x)
+        return g * sign_of(ctx.xp, x)
 
 
 class Reciprocal(Op):
@@ -454,7 +460,9 @@ class _Stepwise(Op):
 
 
 class Sign(_Stepwise):
-    fn = "sign"
+    @staticmethod
+    def forward(ctx, x):
+        return sign_of(ctx.xp, x) if x.dtype != bool else x.copy()
 
 
 class Floor(_Stepwise):
@@ -474,18 +482,22 @@ class Round(_Stepwise):
 
 
 class FloorDivide(Op):
-    """Rounds the quotient down: piecewise constant, so its gradients are zero."""
+    """Rounds the quotient down (or toward zero, ``trunc=True``): piecewise constant, so its
+    gradients are zero."""
     scalar_operands = True
 
     @staticmethod
-    def forward(ctx, x, y):
+    def forward(ctx, x, y, trunc=False):
         ctx.shapes = shape_of(x), shape_of(y)
+        if trunc:
+            with ctx.be.quietly():
+                return ctx.xp.trunc(x / y)
         return ctx.xp.floor_divide(x, y)
 
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
-        return tuple(None if s is None else xp.zeros(s, dtype=g.dtype) for s in ctx.shapes)
+        return tuple(None if s is None else xp.zeros(s, dtype=g.dtype) for s in ctx.shapes) + (None,)
 
 
 # ---- reductions ---------------------------------------------------------------------------
@@ -494,12 +506,14 @@ class Sum(Op):
     @staticmethod
     def forward(ctx, x, dims, keepdim, dtype):
         ctx.args = x.shape, dims, keepdim
+        ctx.in_dtype = x.dtype
         return ctx.xp.sum(x, axis=dims, keepdims=keepdim, dtype=dtype)
 
     @staticmethod
     def backward(ctx, g):
         shape, dims, keepdim = ctx.args
-        return ctx.xp.broadcast_to(expand_reduced(g, shape, dims, keepdim), shape), None, None, None
+        g = ctx.xp.broadcast_to(expand_reduced(g, shape, dims, keepdim), shape)
+        return g.astype(ctx.in_dtype, copy=False), None, None, None
 
 
 class Mean(Op):
@@ -546,7 +560,7 @@ class Prod(Op):
         if xs.shape[axis] == 0:
             return xp.zeros_like(x), None, None, None
         others = _exclusive_cumprod(xp, xs, axis) * _exclusive_cumprod(xp, xs, axis, reverse=True)
-        g = expand_reduced(g, x.shape, None if flat else (dim,), keepdim)
+        g = expand_reduced(g, x.shape, None if flat else (dim,), keepdim).astype(x.dtype, copy=False)
         return (g.reshape(()) * others).reshape(x.shape) if flat else g * others, None, None, None
 
 
@@ -566,7 +580,7 @@ class Amax(Op):
         x, out = ctx.saved_tensors
         dims, keepdim = ctx.args
         hit = x == expand_reduced(out, x.shape, dims, keepdim)
-        count = hit.sum(axis=dims, keepdims=True)
+        count = hit.sum(axis=dims, keepdims=True).astype(g.dtype)
         return hit * (expand_reduced(g, x.shape, dims, keepdim) / count), None, None
 
 
@@ -616,6 +630,24 @@ class Var(Op):
         return expand_reduced(g, diff.shape, dims, keepdim) * (diff * diff.dtype.type(scale)), None, None, None
 
 
+class Std(Var):
+    """sqrt(var); where the spread is zero the gradient is 0, as torch masks it."""
+
+    @staticmethod
+    def forward(ctx, x, dims, correction, keepdim):
+        out = ctx.xp.sqrt(Var.forward(ctx, x, dims, correction, keepdim))
+        ctx.std = out
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        std = ctx.std
+        with ctx.be.quietly():
+            scaled = xp.where(std == 0, 0, g / (2 * std)).astype(g.dtype, copy=False)
+        return Var.backward(ctx, scaled)
+
+
 def _count(shape, dims):
     n = 1
     for d in (range(len(shape)) if dims is None else dims):
@@ -627,6 +659,10 @@ class LogSumExp(Op):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         xp = ctx.xp
+        if x.size == 0:  # the log of an empty sum
+            ctx.save_for_backward(x, x)
+            ctx.args = dims, keepdim
+            return xp.full(xp.sum(x, axis=dims, keepdims=keepdim).shape, -xp.inf, dtype=x.dtype)
         top = xp.max(x, axis=dims, keepdims=True)
         top = xp.where(xp.isfinite(top), top, 0)
         out = xp.log(xp.sum(xp.exp(x - top), axis=dims, keepdims=True)) + top
@@ -641,37 +677,50 @@ class LogSumExp(Op):
         return expand_reduced(g, x.shape, dims, keepdim) * ctx.xp.exp(x - out), None, None
 
 
-class Norm2(Op):
-    """The Euclidean norm; its gradient at a zero vector is zero, as in torch."""
+class Norm(Op):
+    """The vector p-norm for a finite p. The gradient is 0 where the norm or an element is 0
+    (p < 1), as in torch, instead of the nan that the plain formula gives."""
 
     @staticmethod
-    def forward(ctx, x, dims, keepdim):
+    def forward(ctx, x, p, dims, keepdim):
         xp = ctx.xp
-        out = xp.sqrt(xp.sum(x * x, axis=dims, keepdims=keepdim))
-        ctx.save_for_backward(x, out)
-        ctx.args = dims, keepdim
+        ctx.save_for_backward(x)
+        ctx.args = p, dims, keepdim
+        if p == 0:
+            out = xp.sum(x != 0, axis=dims, keepdims=keepdim).astype(x.dtype)
+        elif p == 2:
+            out = xp.sqrt(xp.sum(x * x, axis=dims, keepdims=keepdim))
+        else:
+            out = xp.power(xp.sum(xp.power(xp.abs(x), p), axis=dims, keepdims=keepdim), 1.0 / p).astype(x.dtype)
+        ctx.out = out
         return out
 
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
-        x, out = ctx.saved_tensors
-        dims, keepdim = ctx.args
-        out = expand_reduced(out, x.shape, dims, keepdim)
-        safe = xp.where(out == 0, 1, out)
-        return xp.where(out == 0, 0, expand_reduced(g, x.shape, dims, keepdim) * x / safe), None, None
+        x, = ctx.saved_tensors
+        p, dims, keepdim = ctx.args
+        if p == 0:
+            return xp.zeros_like(x), None, None, None
+        norm = expand_reduced(ctx.out, x.shape, dims, keepdim)
+        g = expand_reduced(g, x.shape, dims, keepdim)
+        with ctx.be.quietly():
+            scaled = x if p == 2 else sign_of(xp, x) * xp.where(x == 0, 0, xp.power(xp.abs(x), p - 1))
+            out = xp.where(norm == 0, 0, scaled * g / xp.power(norm, p - 1))
+        return out.astype(x.dtype, copy=False), None, None, None
 
 
 class CumSum(Op):
     @staticmethod
     def forward(ctx, x, dim, dtype):
         ctx.dim = dim
+        ctx.in_dtype = x.dtype
         return ctx.xp.cumsum(x, axis=dim, dtype=dtype)
 
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
-        return xp.flip(xp.cumsum(xp.flip(g, ctx.dim), axis=ctx.dim), ctx.dim), None, None
+        return xp.flip(xp.cumsum(xp.flip(g, ctx.dim), axis=ctx.dim), ctx.dim).astype(ctx.in_dtype, copy=False), None, None
 
 
 class CumProd(Op):
@@ -688,6 +737,8 @@ class CumProd(Op):
         x, out = ctx.saved_tensors
         d = ctx.dim
         rev_cumsum = lambda a: xp.flip(xp.cumsum(xp.flip(a, d), axis=d), d)
+        g = g.astype(x.dtype, copy=False)
+        out = out.astype(x.dtype, copy=False)
         if not bool((x == 0).any()):
             return rev_cumsum(g * out) / x, None, None
         # with zeros: grad[i] = sum_{j>=i} g[j] * prod_{k<=j, k!=i} x[k], one position at a time
@@ -709,6 +760,10 @@ class Softmax(Op):
     @staticmethod
     def forward(ctx, x, dim):
         xp = ctx.xp
+        if x.size == 0:
+            ctx.save_for_backward(x)
+            ctx.dim = dim
+            return x.copy()
         e = xp.exp(x - xp.max(x, axis=dim, keepdims=True))
         out = e / xp.sum(e, axis=dim, keepdims=True)
         ctx.save_for_backward(out)
@@ -725,6 +780,10 @@ class LogSoftmax(Op):
     @staticmethod
     def forward(ctx, x, dim):
         xp = ctx.xp
+        if x.size == 0:
+            ctx.save_for_backward(x)
+            ctx.dim = dim
+            return x.copy()
         shifted = x - xp.max(x, axis=dim, keepdims=True)
         out = shifted - xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))
         ctx.save_for_backward(out)
@@ -798,7 +857,7 @@ class Flip(Op):
     @staticmethod
     def forward(ctx, x, dims):
         ctx.dims = dims
-        return ctx.xp.flip(x, dims)
+        return ctx.xp.flip(x, dims).copy()  # torch's flip copies; NumPy's would be a view
 
     @staticmethod
     def backward(ctx, g):
@@ -1043,9 +1102,9 @@ class Einsum(Op):
             present = "".join(c for c in sub if c in output or any(c in s for s in others))
             partial = xp.einsum(",".join([output] + others) + "->" + present,
                                 g, *[o for j, o in enumerate(operands) if j != k])
-            shape = tuple(x.shape[sub.index(c)] if c not in present else partial.shape[present.index(c)] for c in sub)
             partial = partial.reshape([partial.shape[present.index(c)] if c in present else 1 for c in sub])
-            grads.append(xp.broadcast_to(partial, shape).astype(x.dtype, copy=False))
+            grads.append(unbroadcast(xp.broadcast_to(partial, xp.broadcast_shapes(partial.shape, x.shape)), x.shape)
+                         .astype(x.dtype, copy=False))
         return tuple(grads)
 
 

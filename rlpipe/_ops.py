@@ -66,6 +66,10 @@ def _operands(a, b, floating=False):
         if kind is None:
             raise TypeError(f"unsupported operand type: {type(s).__name__} (expected a Tensor, number or array)")
         own = t.dtype
+        if kind == 2 and own._rank == 2:
+            wrapped = _wrap_int(s, own)
+            if wrapped is not s:
+                a, b = (t, wrapped) if t is a else (wrapped, t)
         if kind <= own._rank and (not floating or own.is_floating_point):
             return a, b
         target = _dtypes.result_type([own], (), [kind])
@@ -73,6 +77,14 @@ def _operands(a, b, floating=False):
         target = _dtypes.get_default_dtype()
     cast = lambda x: _cast(x, target) if isinstance(x, Tensor) else x
     return cast(a), cast(b)
+
+
+def _wrap_int(value, dtype):
+    """A Python int outside ``dtype``'s range, wrapped into it as torch's C++ casts do."""
+    info = np.iinfo(dtype.np)
+    if info.min <= value <= info.max:
+        return value
+    return np.array(value & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64).astype(dtype.np)[()]
 
 
 def _float_input(x):
@@ -98,19 +110,23 @@ def _unary_float(fn):
 
 # ---- arithmetic ----------------------------------------------------------------------------
 
+def _scaled(other, alpha):
+    return other if alpha == 1 else mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+
+
 def add(input, other, *, alpha=1):
-    if alpha != 1:
-        other = mul(other, alpha)
-    return _binary(F.Add, input, other)
+    return _binary(F.Add, input, _scaled(other, alpha))
 
 
 def sub(input, other, *, alpha=1):
-    if input.dtype is _dtypes.bool and isinstance(other, Tensor) and other.dtype is _dtypes.bool:
+    if all_bool(input, other):
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
                            "Use the `^` or `logical_xor()` operator instead.")
-    if alpha != 1:
-        other = mul(other, alpha)
-    return _binary(F.Sub, input, other)
+    return _binary(F.Sub, input, _scaled(other, alpha))
+
+
+def all_bool(*operands):
+    return builtins.all(isinstance(x, Tensor) and x._data.dtype == np.bool_ for x in operands)
 
 
 def mul(input, other):
@@ -127,7 +143,7 @@ def div(input, other, *, rounding_mode=None):
         like = a if isinstance(a, Tensor) else b
         a, b = (x if isinstance(x, Tensor) else full_like(like, x) for x in (a, b))
         if like.is_floating_point():
-            return trunc(div(a, b))
+            return F.FloorDivide.apply(a, b, True)
         floor = floor_divide(a, b)  # integers: round toward zero instead of down
         rounded_down = logical_and(ne(remainder(a, b), 0), ne(lt(a, 0), lt(b, 0)))
         return where(rounded_down, floor + 1, floor)
@@ -142,11 +158,22 @@ def full_like(like, value):
     return full((), value, dtype=like.dtype, device=like.device)
 
 
+def _check_integer_divisor(input, other):
+    a, b = _operands(input, other)
+    t = a if isinstance(a, Tensor) else b
+    if not t.is_floating_point():
+        zero = b == 0 if not isinstance(b, Tensor) else builtins.bool((b._data == 0).any())
+        if zero:
+            raise RuntimeError("ZeroDivisionError")
+
+
 def floor_divide(input, other):
+    _check_integer_divisor(input, other)
     return _binary(F.FloorDivide, input, other)
 
 
 def remainder(input, other):
+    _check_integer_divisor(input, other)
     return _binary(F.Remainder, input, other)
 
 
@@ -155,7 +182,22 @@ def pow(input, exponent):
         exponent = _scalar(exponent)
         if input._data.dtype.kind in "iu" and isinstance(exponent, builtins.int) and exponent < 0:
             raise RuntimeError("Integers to negative integer powers are not allowed.")
-    return _binary(F.Pow, input, exponent)
+    base, exp_ = _operands(input, exponent)
+    t = base if isinstance(base, Tensor) else exp_
+    if t._data.dtype.kind in "iu" and isinstance(exp_, Tensor) and builtins.bool((exp_._data < 0).any()):
+        return _integer_pow(base, exp_)
+    return F.Pow.apply(base, exp_)
+
+
+def _integer_pow(base, exponent):
+    """torch's integer power with negative exponents: 1**-n = 1, (-1)**-n = +-1, otherwise 0."""
+    xp = exponent._device._backend.xp
+    b = base._data if isinstance(base, Tensor) else base
+    e = exponent._data
+    positive = xp.power(b, xp.maximum(e, 0))
+    odd = (e % 2) != 0
+    negative = xp.where(xp.equal(b, 1), 1, xp.where(xp.equal(b, -1), xp.where(odd, -1, 1), 0))
+    return wrap(xp.where(e < 0, negative, positive).astype(positive.dtype), exponent._device)
 
 
 def neg(input):
@@ -205,6 +247,8 @@ def log10(input):
 
 
 def square(input):
+    if input._data.dtype == np.bool_:
+        input = _cast(input, _dtypes.int64)
     return mul(input, input)
 
 
@@ -250,16 +294,14 @@ def round(input, *, decimals=0):
 def clamp(input, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    bounds = []
-    for b in (min, max):
-        if isinstance(b, Tensor):
-            _, b = _operands(input, b)
-        elif b is not None:
-            b = _scalar(b)
-            if isinstance(b, builtins.float) and not input.is_floating_point():
-                input = _cast(input, _dtypes.get_default_dtype())
-        bounds.append(b)
-    return F.Clamp.apply(input, *bounds)
+    bounds = [_scalar(b) if isinstance(b, _NUMBER) else b for b in (min, max)]
+    given = [b for b in bounds if b is not None]
+    tensors = [input] + [b for b in given if isinstance(b, Tensor)]
+    target = _dtypes.result_type([t.dtype for t in tensors if t._data.ndim],
+                                 [t.dtype for t in tensors if not t._data.ndim],
+                                 [scalar_kind(b) for b in given if not isinstance(b, Tensor)])
+    cast = lambda b: _cast(b, target) if isinstance(b, Tensor) else b
+    return F.Clamp.apply(cast(input), *map(cast, bounds))
 
 
 clip = clamp
@@ -385,17 +427,28 @@ def _reduce_dims(x, dim):
 
 
 def _accumulator(x, dtype):
-    """The NumPy dtype a sum or product accumulates in: int64 for integers and bools, as torch does."""
+    """The NumPy dtype a sum or product accumulates in: int64 for integers and bools, float32 for
+    half types (their result is cast back), as torch does."""
     if dtype is not None:
         return _dtypes.as_dtype(dtype).np
-    return None if x._data.dtype in FLOATING_NP else np.dtype(np.int64)
+    if x._data.dtype in FLOATING_NP:
+        return np.dtype(np.float32) if x._data.dtype.itemsize < 4 else None
+    return np.dtype(np.int64)
+
+
+def _back_to_half(result, input, dtype):
+    return _cast(result, input.dtype) if dtype is None and input._data.dtype.itemsize < 4 and \
+        input.is_floating_point() else result
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
-    return F.Sum.apply(input, _reduce_dims(input, dim), keepdim, _accumulator(input, dtype))
+    return _back_to_half(F.Sum.apply(input, _reduce_dims(input, dim), keepdim, _accumulator(input, dtype)),
+                         input, dtype)
 
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    if not input.is_floating_point():
+        return sum(input, dim, keepdim, dtype=dtype)
     return sum(where(isnan(input), 0.0, input), dim, keepdim, dtype=dtype)
 
 
@@ -478,6 +531,10 @@ def argmin(input, dim=None, keepdim=False):
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return _spread(F.Var, input, dim, unbiased, keepdim, correction)
+
+
+def _spread(function, input, dim, unbiased, keepdim, correction):
     if unbiased is not None and correction is not None:
         raise RuntimeError("var(): cannot give both 'unbiased' and 'correction'")
     if isinstance(dim, builtins.bool):  # var(x, False): the legacy 'unbiased' positional
@@ -486,11 +543,11 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         correction = 1 if unbiased is None or unbiased else 0
     if not input.is_floating_point():
         raise RuntimeError(f"std and var only support floating point and complex dtypes, got {input.dtype}")
-    return F.Var.apply(input, _reduce_dims(input, dim), correction, keepdim)
+    return function.apply(input, _reduce_dims(input, dim), correction, keepdim)
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
+    return _spread(F.Std, input, dim, unbiased, keepdim, correction)
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
@@ -510,17 +567,15 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """The vector p-norm over ``dim`` (all elements by default); 'fro' is the 2-norm."""
     x = _float_input(input) if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
     dims = _reduce_dims(x, dim)
-    if p in ("fro", 2, 2.0):
-        return F.Norm2.apply(x, dims, keepdim)
+    if p == "fro":
+        p = 2
     if p in (float("inf"), "inf"):
         return amax(abs(x), dims or (), keepdim)
     if p in (float("-inf"), "-inf"):
         return amin(abs(x), dims or (), keepdim)
-    if p == 0:
-        return sum(ne(x, 0).to(x.dtype), dims, keepdim)
     if isinstance(p, str):
-        raise ValueError(f"norm(): unsupported p={p!r}; expected a number, 'fro', inf or -inf")
-    return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p)
+        raise RuntimeError(f"norm(): unsupported p={p!r}; expected a number, 'fro', inf or -inf")
+    return F.Norm.apply(x, builtins.float(p), dims, keepdim)
 
 
 def all(input, dim=None, keepdim=False):
@@ -533,8 +588,8 @@ def any(input, dim=None, keepdim=False):
 
 def _logical_reduce(input, dim, keepdim, name):
     xp = input._device._backend.xp
-    return wrap(xp.asarray(getattr(xp, name)(input._data, axis=_reduce_dims(input, dim), keepdims=keepdim)),
-                input._device)
+    out = xp.asarray(getattr(xp, name)(input._data, axis=_reduce_dims(input, dim), keepdims=keepdim))
+    return wrap(out.astype(np.uint8) if input._data.dtype == np.uint8 else out, input._device)
 
 
 def count_nonzero(input, dim=None):
@@ -542,11 +597,19 @@ def count_nonzero(input, dim=None):
 
 
 def cumsum(input, dim, *, dtype=None):
-    return F.CumSum.apply(input, input._dim(dim), _accumulator(input, dtype)) if input.ndim else input.clone()
+    return _cumulative(F.CumSum, input, dim, dtype)
 
 
 def cumprod(input, dim, *, dtype=None):
-    return F.CumProd.apply(input, input._dim(dim), _accumulator(input, dtype)) if input.ndim else input.clone()
+    return _cumulative(F.CumProd, input, dim, dtype)
+
+
+def _cumulative(function, input, dim, dtype):
+    d = input._dim(dim)
+    if not input.ndim:
+        input = reshape(input, 1)
+        return reshape(_back_to_half(function.apply(input, 0, _accumulator(input, dtype)), input, dtype), ())
+    return _back_to_half(function.apply(input, d, _accumulator(input, dtype)), input, dtype)
 
 
 def softmax(input, dim, dtype=None):
@@ -914,7 +977,7 @@ def tensor_split(input, indices_or_sections, dim=0):
         sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
     else:
         bounds = [0] + [builtins.min(builtins.max(i, 0), n) for i in indices_or_sections] + [n]
-        sizes = [builtins.max(b - a, 0) for a, b in zip(bounds, bounds[1:])]
+        return tuple(input[(slice(None),) * d + (slice(a, builtins.max(a, b)),)] for a, b in zip(bounds, bounds[1:]))
     return _split_views(input, sizes, d, False)
 
 
@@ -929,6 +992,8 @@ def _index_part(t, item, xp):
     """One component of an index, converted for the backend; also says whether it is advanced."""
     if isinstance(item, Tensor):
         a = item._data if item._device is t._device else t._device._backend.asarray(item._host())
+        if a.dtype == np.uint8:  # a byte tensor indexes as a mask, as in torch
+            a = a.astype(bool)
         if a.ndim == 0 and a.dtype.kind in "iu":
             return builtins.int(a), False
         return a, True

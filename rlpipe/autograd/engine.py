@@ -69,7 +69,7 @@ def _roots(tensors, grad_tensors, create_graph):
             if g.shape != t.shape:
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {tuple(g.shape)} and "
                                    f"output[{i}] has a shape of {tuple(t.shape)}.")
-            g = g._data
+            g = g._data if g._data.dtype == t._data.dtype else g._data.astype(t._data.dtype)
         roots.append((edge_of(t), g))
     return roots
 
@@ -257,7 +257,9 @@ def _run_leaf_hooks(leaf, g):
 
 
 def _accumulate(leaf, g, device):
-    """Adds ``g`` into a leaf's ``.grad``."""
+    """Adds ``g`` into a leaf's ``.grad`` (in the leaf's dtype)."""
+    if g.dtype != leaf._data.dtype:
+        g = g.astype(leaf._data.dtype)
     if leaf.grad is None:
         leaf.grad = wrap(g.copy(), device)  # copied: the same array may reach other leaves too
     else:

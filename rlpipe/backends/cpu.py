@@ -76,7 +76,7 @@ def relu(x):
 
 
 def relu_backward(x, grad):
-    return grad * (x > 0)
+    return grad * ~(x <= 0)  # nan passes the gradient, as in torch
 
 
 def leaky_relu(x, slope):
