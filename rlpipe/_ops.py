@@ -13,6 +13,7 @@ from . import _functions as F
 from ._device import resolve as _resolve_device
 from ._dtypes import FLOATING_NP, scalar_kind
 from ._tensor import Tensor, wrap
+from .autograd.function import explain
 from .autograd.grad_mode import state as _grad_state, no_grad
 
 __all__ = """add sub mul div true_divide divide floor_divide remainder pow neg negative abs absolute sign
@@ -147,7 +148,7 @@ def div(input, other, *, rounding_mode=None):
         floor = floor_divide(a, b)  # integers: round toward zero instead of down
         rounded_down = logical_and(ne(remainder(a, b), 0), ne(lt(a, 0), lt(b, 0)))
         return where(rounded_down, floor + 1, floor)
-    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
+    raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
 
 
 true_divide = divide = div
@@ -262,7 +263,7 @@ def leaky_relu(input, negative_slope=0.01):
 
 def gelu(input, approximate="none"):
     if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
     return F.Gelu.apply(input, approximate)
 
 
@@ -352,7 +353,10 @@ def _compare(ufunc_name):
         if isinstance(a, Tensor) and isinstance(b, Tensor) and a._device is not b._device:
             raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
                                f"{a._device} and {b._device}!")
-        return wrap(getattr(t._device._backend.xp, ufunc_name)(av, bv), t._device)
+        try:
+            return wrap(getattr(t._device._backend.xp, ufunc_name)(av, bv), t._device)
+        except (ValueError, TypeError) as e:
+            raise RuntimeError(explain(e, [av, bv])) from None
     op.__name__ = ufunc_name
     return op
 
@@ -463,7 +467,9 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dim is not None:
-        dim = input._dim(dim) if input.ndim else None
+        dim = input._dim(dim)  # checked even for 0-d tensors, which have nothing to reduce
+        if not input.ndim:
+            dim = None
     return F.Prod.apply(input, dim, keepdim, _accumulator(input, dtype))
 
 
@@ -745,7 +751,7 @@ def squeeze(input, dim=None):
     if dim is None:
         dims = [d for d, s in enumerate(shape) if s == 1]
     else:
-        dims = [input._dim(d) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))] if input.ndim else []
+        dims = [input._dim(d) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
     return reshape(input, tuple(s for d, s in enumerate(shape) if not (d in dims and s == 1)))
 
 
@@ -772,6 +778,7 @@ def permute(input, *dims):
 
 def transpose(input, dim0, dim1):
     if input.ndim == 0:
+        input._dim(dim0), input._dim(dim1)
         return _mark_view(F.Reshape.apply(input, ()), input, lambda a: a)
     order = list(range(input.ndim))
     a, b = input._dim(dim0), input._dim(dim1)
@@ -892,6 +899,9 @@ def cat(tensors, dim=0):
     if not isinstance(tensors, (list, tuple)):
         return _join_dispatch(tensors, dim, "cat")
     tensors = _join_inputs(tensors, "cat")
+    for i, t in enumerate(tensors):
+        if t.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
     kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]  # torch skips legacy empty 1-D inputs
     if not kept:
         return tensors[0].clone()
@@ -1008,8 +1018,9 @@ def _index_part(t, item, xp):
         return slice(fix(item.start), fix(item.stop), fix(item.step)), False
     if isinstance(item, (list, np.ndarray, builtins.bool, np.bool_)) or hasattr(item, "__cuda_array_interface__"):
         return t._device._backend.asarray(item if not isinstance(item, list) or item else np.zeros(0, np.int64)), True
-    raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
-                     f"valid indices (got {type(item).__name__})")
+    error = TypeError if isinstance(item, str) else IndexError
+    raise error(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
+                f"valid indices (got {type(item).__name__})")
 
 
 def _convert_index(t, index):
@@ -1069,6 +1080,8 @@ def setitem(input, index, value):
 
 
 def _along_dim_index(input, dim, index, name):
+    if isinstance(index, Tensor) and index.dtype is _dtypes.int32:
+        index = _cast(index, _dtypes.int64)
     if not isinstance(index, Tensor) or index.dtype is not _dtypes.int64:
         raise RuntimeError(f"{name}(): Expected dtype int64 for index, got "
                            f"{index.dtype if isinstance(index, Tensor) else type(index).__name__}")
@@ -1080,13 +1093,13 @@ def _along_dim_index(input, dim, index, name):
     if values.size:
         n = input.shape[d]
         lo, hi = builtins.int(values.min()), builtins.int(values.max())
-        if lo < -n or hi >= n:
+        if lo < 0 or hi >= n:
             raise RuntimeError(f"index {hi if hi >= n else lo} is out of bounds for dimension {d} with size {n}")
     for k in range(index.ndim):
         if k != d and index.shape[k] > input.shape[k]:
             raise RuntimeError(f"Size does not match at dimension {k} expected index {list(index.shape)} to be "
                                f"no larger than self {list(input.shape)} apart from dimension {d}")
-    return d, values % input.shape[d] if values.size else values
+    return d, values
 
 
 def gather(input, dim, index):
@@ -1132,13 +1145,15 @@ def scatter_add(input, dim, index, src):
 
 
 def index_select(input, dim, index):
-    if not isinstance(index, Tensor) or index.dtype not in (_dtypes.int64, _dtypes.int32) or index.ndim > 1:
-        raise RuntimeError("index_select(): Expected a 1-D int64 or int32 index tensor")
+    if not isinstance(index, Tensor) or index.dtype not in (_dtypes.int64, _dtypes.int32):
+        raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
     d = input._dim(dim) if input.ndim else 0
     values = index._data.reshape(-1)
     n = input.shape[d] if input.ndim else 1
     if values.size and (builtins.int(values.min()) < 0 or builtins.int(values.max()) >= n):
-        raise IndexError(f"index out of range in self: index_select on dimension {d} with size {n}")
+        raise RuntimeError(f"index out of range in self: index_select on dimension {d} with size {n}")
     return F.IndexSelect.apply(input, d, values)
 
 
@@ -1174,11 +1189,16 @@ def nonzero(input, *, as_tuple=False):
 # ---- products ----------------------------------------------------------------------------------
 
 def matmul(input, other):
-    if not (isinstance(other, Tensor) and input._data.dtype is other._data.dtype):
-        input, other = _operands(input, other)
+    if not isinstance(input, Tensor):
+        input = _tensor_like(input, other)
+    if not isinstance(other, Tensor):
+        other = _tensor_like(other, input)
+    if input._data.dtype is not other._data.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {input.dtype.name} != "
+                           f"{other.dtype.name}")
     try:
         return F.MatMul.apply(input, other)
-    except ValueError:
+    except RuntimeError:
         raise RuntimeError(_matmul_error(input, other)) from None
 
 
@@ -1256,8 +1276,8 @@ def einsum(equation, *operands):
     else:
         counts = collections.Counter("".join(expanded))
         output = ellipsis_letters + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ellipsis_letters))
-    target = _dtypes.result_type([o.dtype for o in operands])
-    operands = [o if o.dtype is target else _cast(o, target) for o in operands]
+    if len({o._data.dtype for o in operands}) > 1:
+        raise RuntimeError(f"einsum(): operands do not have the same dtype: {[o.dtype.name for o in operands]}")
     return F.Einsum.apply(*operands, inputs=tuple(expanded), output=output)
 
 

@@ -151,7 +151,10 @@ class Function:
             return cls._record(device._backend, device, args, values, kwargs)
         ctx = _null_contexts.get(device._backend) or null_context(device._backend)
         if raw:
-            out = cls.forward(ctx, *values, **kwargs)
+            try:
+                out = cls.forward(ctx, *values, **kwargs)
+            except (ValueError, TypeError) as e:  # NumPy's words for a shape or dtype torch rejects
+                raise RuntimeError(explain(e, values)) from None
             if type(out) is tuple:
                 return tuple(wrap(o, device) for o in out)
             return wrap(out, device)
@@ -180,7 +183,10 @@ class Function:
         ctx.needs_input_grad = tuple(needs)
         ctx._edges = edges
         if cls.raw:
-            out = cls.forward(ctx, *values, **kwargs)
+            try:
+                out = cls.forward(ctx, *values, **kwargs)
+            except (ValueError, TypeError) as e:
+                raise RuntimeError(explain(e, values)) from None
         else:
             from .grad_mode import no_grad
             with no_grad():
@@ -211,6 +217,19 @@ class Function:
 
 _NUMBERS = (int, float, bool)
 NOT_A_TENSOR = object()  # the edge of a forward argument that was not a Tensor
+
+
+def explain(error, values):
+    """A NumPy error from a forward pass, in torch's words where torch has a standard message."""
+    if "broadcast" in str(error):
+        shapes = [getattr(v, "shape", None) for v in values]
+        shapes = [sh for sh in shapes if sh is not None]
+        for a, b in zip(shapes, shapes[1:]):
+            for d in range(1, min(len(a), len(b)) + 1):
+                if a[-d] != b[-d] and 1 not in (a[-d], b[-d]):
+                    return (f"The size of tensor a ({a[-d]}) must match the size of tensor b ({b[-d]}) at "
+                            f"non-singleton dimension {max(len(a), len(b)) - d}")
+    return str(error)
 
 
 def edge_of(t):
