@@ -473,9 +473,16 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     return F.Prod.apply(input, dim, keepdim, _accumulator(input, dtype))
 
 
-MinMax = collections.namedtuple("MinMax", ["values", "indices"])
-max_return = type("max", (MinMax,), {"__slots__": ()})
-min_return = type("min", (MinMax,), {"__slots__": ()})
+class _ValuesIndices(collections.namedtuple("_ValuesIndices", ["values", "indices"])):
+    """What max(dim)/min(dim) return: a (values, indices) tuple printed as torch prints it."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"rlpipe.return_types.{type(self).__name__}(\nvalues={self.values!r},\nindices={self.indices!r})"
+
+
+max_return = type("max", (_ValuesIndices,), {"__slots__": ()})
+min_return = type("min", (_ValuesIndices,), {"__slots__": ()})
 
 
 def _extreme(input, dim, keepdim, other, largest):
@@ -1332,9 +1339,16 @@ def _dtype_method(dtype):
     return method
 
 
+_LEGACY_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+                       "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+                       "bool": "Bool"}
+
+
 def type_(input, dtype=None, non_blocking=False):
+    """With no dtype: the legacy type name ('rlpipe.FloatTensor'); else a cast."""
     if dtype is None:
-        return f"rlpipe.{input.dtype.name}"
+        where = "cuda." if input._device.type == "cuda" else ""
+        return f"rlpipe.{where}{_LEGACY_TYPE_NAMES[input.dtype.name]}Tensor"
     return _cast(input, _dtypes.as_dtype(dtype))
 
 
