@@ -143,6 +143,8 @@ class Remainder(Op):
         x, y = ctx.saved_tensors
         gy = None
         if ctx.needs_input_grad[1]:
+            if shape_of(x) is None:  # number % tensor
+                raise RuntimeError("derivative for aten::remainder is not implemented")
             gy = unbroadcast(-g * ctx.xp.floor_divide(x, y), shape_of(y))
         return unbroadcast(g, shape_of(x)), gy
 
@@ -482,20 +484,23 @@ class Round(_Stepwise):
 
 
 class FloorDivide(Op):
-    """Rounds the quotient down (or toward zero, ``trunc=True``): piecewise constant, so its
-    gradients are zero."""
+    """The quotient rounded down ('floor', 'floor_divide') or toward zero ('trunc'). Piecewise
+    constant: div with a rounding mode has zero gradients, and floor_divide none at all (torch)."""
     scalar_operands = True
 
     @staticmethod
-    def forward(ctx, x, y, trunc=False):
+    def forward(ctx, x, y, mode):
         ctx.shapes = shape_of(x), shape_of(y)
-        if trunc:
+        ctx.mode = mode
+        if mode == "trunc":
             with ctx.be.quietly():
                 return ctx.xp.trunc(x / y)
         return ctx.xp.floor_divide(x, y)
 
     @staticmethod
     def backward(ctx, g):
+        if ctx.mode == "floor_divide":
+            raise RuntimeError("derivative for aten::floor_divide is not implemented")
         xp = ctx.xp
         return tuple(None if s is None else xp.zeros(s, dtype=g.dtype) for s in ctx.shapes) + (None,)
 

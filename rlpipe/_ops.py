@@ -120,14 +120,16 @@ def add(input, other, *, alpha=1):
 
 
 def sub(input, other, *, alpha=1):
-    if all_bool(input, other):
-        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
-                           "Use the `^` or `logical_xor()` operator instead.")
+    if builtins.any(isinstance(x, Tensor) and x._data.dtype == np.bool_ for x in (input, other)):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
     return _binary(F.Sub, input, _scaled(other, alpha))
 
 
-def all_bool(*operands):
-    return builtins.all(isinstance(x, Tensor) and x._data.dtype == np.bool_ for x in operands)
+def _require_float(input, name, error=NotImplementedError):
+    """torch implements some kernels for floating types only."""
+    if not input.is_floating_point():
+        raise error(f'"{name}" not implemented for \'{_LEGACY_TYPE_NAMES[input.dtype.name]}\'')
 
 
 def mul(input, other):
@@ -138,13 +140,14 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode is None:
         return _binary(F.Div, input, other, floating=True)
     if rounding_mode == "floor":
-        return floor_divide(input, other)
+        _check_integer_divisor(input, other)
+        return F.FloorDivide.apply(*_operands(input, other), "floor")
     if rounding_mode == "trunc":
         a, b = _operands(input, other)
         like = a if isinstance(a, Tensor) else b
         a, b = (x if isinstance(x, Tensor) else full_like(like, x) for x in (a, b))
         if like.is_floating_point():
-            return F.FloorDivide.apply(a, b, True)
+            return F.FloorDivide.apply(a, b, "trunc")
         floor = floor_divide(a, b)  # integers: round toward zero instead of down
         rounded_down = logical_and(ne(remainder(a, b), 0), ne(lt(a, 0), lt(b, 0)))
         return where(rounded_down, floor + 1, floor)
@@ -170,7 +173,11 @@ def _check_integer_divisor(input, other):
 
 def floor_divide(input, other):
     _check_integer_divisor(input, other)
-    return _binary(F.FloorDivide, input, other)
+    try:
+        a, b = _operands(input, other)
+    except TypeError:
+        return NotImplemented
+    return F.FloorDivide.apply(a, b, "floor_divide")
 
 
 def remainder(input, other):
@@ -258,16 +265,19 @@ def relu(input):
 
 
 def leaky_relu(input, negative_slope=0.01):
+    _require_float(input, "leaky_relu_cpu")
     return F.LeakyRelu.apply(input, float(negative_slope))
 
 
 def gelu(input, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    _require_float(input, "GeluKernelImpl")
     return F.Gelu.apply(input, approximate)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
+    _require_float(input, "softplus_cpu")
     return F.Softplus.apply(input, float(beta), float(threshold))
 
 
@@ -371,9 +381,28 @@ greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 logical_and = _compare("logical_and")
 logical_or = _compare("logical_or")
 logical_xor = _compare("logical_xor")
-bitwise_and = _compare("bitwise_and")
-bitwise_or = _compare("bitwise_or")
-bitwise_xor = _compare("bitwise_xor")
+def _bitwise(name):
+    compare = _compare(name)
+
+    def op(input, other):
+        for x in (input, other):
+            if isinstance(x, Tensor):
+                _require_float_free(x, name)
+            elif isinstance(x, builtins.float):
+                raise NotImplementedError(f'"{name}_cpu" not implemented for \'Float\'')
+        return compare(input, other)
+    op.__name__ = name
+    return op
+
+
+def _require_float_free(x, name):
+    if x.is_floating_point():
+        raise NotImplementedError(f'"{name}_cpu" not implemented for \'{_LEGACY_TYPE_NAMES[x.dtype.name]}\'')
+
+
+bitwise_and = _bitwise("bitwise_and")
+bitwise_or = _bitwise("bitwise_or")
+bitwise_xor = _bitwise("bitwise_xor")
 
 
 def _elementwise_test(name):
@@ -391,8 +420,7 @@ signbit = _elementwise_test("signbit")
 
 
 def bitwise_not(input):
-    if input.is_floating_point():
-        raise TypeError(f"bitwise_not is only supported for integer and boolean tensors, got {input.dtype}")
+    _require_float_free(input, "bitwise_not")
     return wrap(input._device._backend.xp.invert(input._data), input._device)
 
 
@@ -416,8 +444,9 @@ def _reduce_dims(x, dim):
     """Normalized reduction dims: None for all, else a sorted tuple (duplicates rejected)."""
     if dim is None or x._data.ndim == 0:
         if dim is not None:
-            for d in (dim if isinstance(dim, (list, tuple)) else (dim,)):
-                x._dim(d)
+            dims = [x._dim(d) for d in (dim if isinstance(dim, (list, tuple)) else (dim,))]
+            if len(set(dims)) < len(dims):
+                raise RuntimeError(f"dim {dims[0]} appears multiple times in the list of dims")
         return None
     if isinstance(dim, (list, tuple)):
         if not dim:
@@ -524,6 +553,8 @@ def amin(input, dim=(), keepdim=False):
 
 
 def _arg_extreme(input, dim, keepdim, name):
+    if input._data.dtype == np.bool_:
+        raise RuntimeError(f"{name}(): does not support bool input")
     xp = input._device._backend.xp
     fn = getattr(xp, name)
     if dim is None:
@@ -578,7 +609,10 @@ def logsumexp(input, dim, keepdim=False):
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """The vector p-norm over ``dim`` (all elements by default); 'fro' is the 2-norm."""
-    x = _float_input(input) if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
+    if not input.is_floating_point():
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                           f"Got {_LEGACY_TYPE_NAMES[input.dtype.name]}")
+    x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
     dims = _reduce_dims(x, dim)
     if p == "fro":
         p = 2
@@ -626,12 +660,16 @@ def _cumulative(function, input, dim, dtype):
 
 
 def softmax(input, dim, dtype=None):
-    x = _float_input(input) if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
+    if dtype is None:
+        _require_float(input, "softmax_kernel_impl")
+    x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
     return F.Softmax.apply(x, x._dim(dim) if x.ndim else None)
 
 
 def log_softmax(input, dim, dtype=None):
-    x = _float_input(input) if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
+    if dtype is None:
+        _require_float(input, "log_softmax_kernel_impl")
+    x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
     return F.LogSoftmax.apply(x, x._dim(dim) if x.ndim else None)
 
 
@@ -1542,7 +1580,7 @@ def _operator(fn, function_cls, reflected=False):
     """A Tensor operator: float tensors with a same-dtype tensor or a Python number skip promotion."""
     def operator(self, other):
         dt = self._data.dtype
-        if dt in FLOATING_NP and (type(other) is builtins.float or type(other) is builtins.int or
+        if function_cls is not None and dt in FLOATING_NP and (type(other) is builtins.float or type(other) is builtins.int or
                                   type(other) is Tensor and other._data.dtype is dt):
             return function_cls.apply(other, self) if reflected else function_cls.apply(self, other)
         try:
@@ -1554,7 +1592,7 @@ def _operator(fn, function_cls, reflected=False):
 
 _OPERATORS = {
     "add": (add, F.Add), "sub": (sub, F.Sub), "mul": (mul, F.Mul), "truediv": (div, F.Div),
-    "floordiv": (floor_divide, F.FloorDivide), "mod": (remainder, F.Remainder), "pow": (pow, F.Pow),
+    "floordiv": (floor_divide, None), "mod": (remainder, F.Remainder), "pow": (pow, F.Pow),
 }
 for _name, (_fn, _cls) in _OPERATORS.items():
     setattr(Tensor, f"__{_name}__", _operator(_fn, _cls))

@@ -160,12 +160,16 @@ _BINARY = [  # name, rlpipe op, NumPy op, domain of the left and of the right op
     ("mod", operator.mod, np.mod, "any", "nonzero"),
     ("pow", operator.pow, np.power, "positive", "any"),
 ]
+# torch has no derivative for floor_divide, nor for number % tensor (test_ops checks that they raise)
+NO_DERIVATIVE = {"floordiv", "mod_scalar_tensor"}
 for _name, _op, _np_op, _left, _right in _BINARY:
     for _shapes in [((3, 1), (4,)), ((2, 3), (1, 3)), ((2, 3), ()), ((), (2, 2))]:
         _tag = "_".join("x".join(map(str, s)) or "0d" for s in _shapes)
-        case(f"{_name}_{_tag}", _op, _shapes, _np_op, (_left, _right))
-    case(f"{_name}_tensor_scalar", lambda x, op=_op: op(x, 1.7), [(2, 3)], lambda x, op=_np_op: op(x, 1.7), _left)
-    case(f"{_name}_scalar_tensor", lambda x, op=_op: op(1.7, x), [(2, 3)], lambda x, op=_np_op: op(1.7, x), _right)
+        case(f"{_name}_{_tag}", _op, _shapes, _np_op, (_left, _right), grad=_name not in NO_DERIVATIVE)
+    case(f"{_name}_tensor_scalar", lambda x, op=_op: op(x, 1.7), [(2, 3)], lambda x, op=_np_op: op(x, 1.7), _left,
+         grad=_name not in NO_DERIVATIVE)
+    case(f"{_name}_scalar_tensor", lambda x, op=_op: op(1.7, x), [(2, 3)], lambda x, op=_np_op: op(1.7, x), _right,
+         grad=_name not in NO_DERIVATIVE and f"{_name}_scalar_tensor" not in NO_DERIVATIVE)
 case("add_empty", operator.add, [(0, 3), (3,)], np.add)
 case("mul_empty_0d", operator.mul, [(2, 0), ()], np.multiply)
 case("add_alpha", lambda x, y: r.add(x, y, alpha=2), [(2, 3), (3,)], lambda x, y: x + 2 * y)

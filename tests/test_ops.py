@@ -41,6 +41,17 @@ def test_gradcheck(case):
     assert r.autograd.gradcheck(case.fn, inputs)
 
 
+@pytest.mark.parametrize("fn, message", [
+    (lambda x: x // 1.5, "derivative for aten::floor_divide is not implemented"),
+    (lambda x: 1.5 // x, "derivative for aten::floor_divide is not implemented"),
+    (lambda x: 1.5 % x, "derivative for aten::remainder is not implemented"),
+], ids=["floordiv", "scalar_floordiv", "scalar_mod"])
+def test_ops_without_a_derivative_raise_at_backward(fn, message):
+    x = r.tensor([0.7, 2.0], dtype=r.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match=message):
+        fn(x).sum().backward()
+
+
 # ---- gradients at the kinks, where torch picks a convention -------------------------------------
 
 _KINKS = [  # name, function, input values, torch's gradient of the output's sum
