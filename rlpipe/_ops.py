@@ -1259,17 +1259,21 @@ def _matmul_error(a, b):
 
 def linear(input, weight, bias=None):
     """input @ weight.T + bias, as one fused op (what nn.Linear runs)."""
-    x, w = input._data, weight._data
-    b = None if bias is None else bias._data
-    if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({builtins.int(np.prod(x.shape[:-1]))}x"
-                           f"{x.shape[-1] if x.ndim else 1} and {w.shape[-1]}x{w.shape[0]})")
-    if b is not None and b.shape not in ((w.shape[0],), (1,), ()):
-        raise RuntimeError(f"linear: bias of shape {list(b.shape)} does not match {w.shape[0]} output features")
-    if w.dtype is not x.dtype or b is not None and b.dtype is not x.dtype:
+    dt = input._data.dtype
+    if weight._data.dtype is not dt or bias is not None and bias._data.dtype is not dt:
         raise RuntimeError(f"linear: expected input, weight and bias of one dtype, got {input.dtype}, "
                            f"{weight.dtype} and {None if bias is None else bias.dtype}")
-    return F.Linear.apply(input, weight, bias)
+    try:
+        return F.Linear.apply(input, weight, bias)
+    except (RuntimeError, AttributeError):  # the shapes are checked only once something failed
+        x, w = input._data, weight._data
+        if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({builtins.int(np.prod(x.shape[:-1]))}x"
+                               f"{x.shape[-1] if x.ndim else 1} and {w.shape[-1]}x{w.shape[0]})") from None
+        if bias is not None and bias._data.shape not in ((w.shape[0],), (1,), ()):
+            raise RuntimeError(f"linear: bias of shape {list(bias.shape)} does not match {w.shape[0]} output "
+                               "features") from None
+        raise
 
 
 def mm(input, mat2):

@@ -145,14 +145,14 @@ class Function:
                 values.append(a._data if raw else a)
             else:
                 values.append(a)
-        if device is None:
-            raise TypeError(f"{cls.__name__}.apply() needs at least one Tensor argument")
         if requires_grad and _grad_state[0]:
             return cls._record(device._backend, device, args, values, kwargs)
-        ctx = _null_contexts.get(device._backend) or null_context(device._backend)
+        if device is None:
+            raise TypeError(f"{cls.__name__}.apply() needs at least one Tensor argument")
         if raw:
             try:
-                out = cls.forward(ctx, *values, **kwargs)
+                out = cls.forward(_null_contexts.get(device._backend) or null_context(device._backend),
+                                  *values, **kwargs)
             except (ValueError, TypeError) as e:  # NumPy's words for a shape or dtype torch rejects
                 raise RuntimeError(explain(e, values)) from None
             if type(out) is tuple:
@@ -160,7 +160,7 @@ class Function:
             return wrap(out, device)
         from .grad_mode import no_grad
         with no_grad():
-            return cls.forward(ctx, *values, **kwargs)
+            return cls.forward(null_context(device._backend), *values, **kwargs)
 
     @classmethod
     def _record(cls, backend, device, args, values, kwargs):

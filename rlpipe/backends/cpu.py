@@ -72,7 +72,7 @@ def erf(x):
 # ---- activations and their backward passes -------------------------------------------
 
 def relu(x):
-    return np.maximum(x, 0, dtype=x.dtype)
+    return np.maximum(x, 0)  # a Python 0 keeps x's dtype (NumPy 2's weak scalars)
 
 
 def relu_backward(x, grad):
