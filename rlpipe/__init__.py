@@ -1,3 +1,4 @@
+# ruff: noqa: F401 - this module re-exports the public API
 """rlpipe: reinforcement-learning data pipelines on a small autograd tensor core.
 
 The core mirrors PyTorch's API: ``rlpipe.tensor``, ``rlpipe.zeros``, ``Tensor`` methods,

@@ -10,11 +10,11 @@ import numpy as np
 
 from . import _dtypes
 from . import _functions as F
-from ._device import resolve as _resolve_device
+from ._device import device as _device_cls, resolve as _resolve_device
 from ._dtypes import FLOATING_NP, scalar_kind
 from ._tensor import Tensor, wrap
 from .autograd.function import explain
-from .autograd.grad_mode import state as _grad_state, no_grad
+from .autograd.grad_mode import state as _grad_state
 
 __all__ = """add sub mul div true_divide divide floor_divide remainder pow neg negative abs absolute sign
 reciprocal exp expm1 log log1p log2 log10 sqrt rsqrt square sin cos tanh sigmoid erf relu leaky_relu gelu
@@ -1352,16 +1352,17 @@ def _to_device(x, dev):
 
 
 def to(input, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
-    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``: self when nothing changes."""
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``: self when nothing changes.
+    Copies between devices are synchronous; ``non_blocking`` is accepted and has no effect."""
     for a in args:
         if isinstance(a, Tensor):
             dtype, device = a.dtype, a.device
-        elif isinstance(a, (_dtypes.dtype, type)) or isinstance(a, np.dtype):
+        elif isinstance(a, builtins.bool):  # before int: the positional non_blocking flag
+            continue
+        elif isinstance(a, (_dtypes.dtype, type, np.dtype)):
             dtype = _dtypes.as_dtype(a)
-        elif isinstance(a, (str, builtins.int)) or type(a).__name__ == "device":
+        elif isinstance(a, (str, builtins.int, _device_cls)):
             device = a
-        elif isinstance(a, builtins.bool):
-            non_blocking = a
         else:
             raise TypeError(f"to() received an invalid argument: {a!r}")
     out = input

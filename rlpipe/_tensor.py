@@ -6,7 +6,7 @@ This file holds the class's state and the methods that are not ops; the ops (``+
 import numpy as np
 
 from . import _dtypes
-from ._device import CPU, device as _device_cls
+from ._device import CPU
 from ._dtypes import FLOATING_NP
 
 
@@ -252,7 +252,7 @@ class Tensor:
 
     def __bool__(self):
         if self._data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self.item())
 
     def __float__(self):

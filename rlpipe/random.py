@@ -8,7 +8,7 @@ import builtins
 
 from . import _dtypes
 from ._creation import _size, _device
-from ._device import CPU, device as _device_cls, resolve
+from ._device import CPU, resolve
 from ._tensor import Tensor, wrap
 
 DEFAULT_SEED = 67280421310721  # PyTorch's initial seed for its default CPU generator
