@@ -120,7 +120,12 @@ def add(input, other, *, alpha=1):
 
 
 def sub(input, other, *, alpha=1):
-    if builtins.any(isinstance(x, Tensor) and x._data.dtype == np.bool_ for x in (input, other)):
+    is_bool = [isinstance(x, (builtins.bool, np.bool_)) or isinstance(x, Tensor) and x._data.dtype == np.bool_
+               for x in (input, other)]
+    if builtins.all(is_bool):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    if builtins.any(is_bool):
         raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
                            "to invert a mask, use the `~` or `logical_not()` operator instead.")
     return _binary(F.Sub, input, _scaled(other, alpha))
@@ -545,11 +550,19 @@ def min(input, dim=None, keepdim=False, *, other=None):
 
 
 def amax(input, dim=(), keepdim=False):
-    return F.Amax.apply(input, _reduce_dims(input, dim), keepdim)
+    return _extreme_values(F.Amax, input, dim, keepdim, "amax")
 
 
 def amin(input, dim=(), keepdim=False):
-    return F.Amin.apply(input, _reduce_dims(input, dim), keepdim)
+    return _extreme_values(F.Amin, input, dim, keepdim, "amin")
+
+
+def _extreme_values(function, input, dim, keepdim, name):
+    dims = _reduce_dims(input, dim)
+    if dims is None and input.numel() == 0:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+    return function.apply(input, dims, keepdim)
 
 
 def _arg_extreme(input, dim, keepdim, name):
@@ -1239,8 +1252,8 @@ def matmul(input, other):
     if not isinstance(other, Tensor):
         other = _tensor_like(other, input)
     if input._data.dtype is not other._data.dtype:
-        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {input.dtype.name} != "
-                           f"{other.dtype.name}")
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_C_TYPE_NAMES.get(input.dtype.name)}"
+                           f" != {_C_TYPE_NAMES.get(other.dtype.name)}")
     try:
         return F.MatMul.apply(input, other)
     except RuntimeError:
@@ -1382,6 +1395,9 @@ def _dtype_method(dtype):
     return method
 
 
+_C_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+                  "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+                  "uint8": "unsigned char", "bool": "bool"}
 _LEGACY_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
                        "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
                        "bool": "Bool"}
@@ -1434,8 +1450,8 @@ def _write(t, values):
     if values.dtype != t._data.dtype:
         new, own = _dtypes.from_numpy_dtype(values.dtype), t.dtype
         if new._rank > own._rank:
-            raise RuntimeError(f"result type {new.name.capitalize()} can't be cast to the desired output type "
-                               f"{own.name.capitalize()}")
+            raise RuntimeError(f"result type {_LEGACY_TYPE_NAMES[new.name]} can't be cast to the desired output "
+                               f"type {_LEGACY_TYPE_NAMES[own.name]}")
     if values.shape != t._data.shape:
         if np.broadcast_shapes(values.shape, t._data.shape) != t._data.shape:
             raise RuntimeError(f"output with shape {list(t._data.shape)} doesn't match the broadcast shape "
