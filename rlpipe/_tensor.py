@@ -276,6 +276,32 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    def __deepcopy__(self, memo):
+        if self.grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                               "protocol at the moment.")
+        if id(self) not in memo:
+            copy = wrap(self._data.copy(), self._device)
+            copy._requires_grad = self._requires_grad
+            if self.grad is not None:
+                copy.grad = self.grad.__deepcopy__(memo)
+            memo[id(self)] = copy
+        return memo[id(self)]
+
+    def share_memory_(self):
+        """Moves a CPU tensor's data into shared memory (for worker processes); no-op on a GPU."""
+        if self._device is CPU and not self.is_shared():
+            from multiprocessing import shared_memory
+            block = shared_memory.SharedMemory(create=True, size=max(self._data.nbytes, 1))
+            shared = np.ndarray(self._data.shape, dtype=self._data.dtype, buffer=block.buf)
+            shared[...] = self._data
+            self._data = shared
+            self.__dict__["_shared_block"] = block  # keeps the block alive as long as the tensor
+        return self
+
+    def is_shared(self):
+        return "_shared_block" in self.__dict__ or self._device is not CPU
+
     def __reduce_ex__(self, protocol):
         return (_rebuild, (self._host(), str(self._device), self._requires_grad))
 
@@ -283,7 +309,8 @@ class Tensor:
         from ._format import tensor_repr
         return tensor_repr(self)
 
-    __str__ = __repr__
+    def __str__(self):
+        return self.__repr__()  # so subclasses (Parameter) print their own way
 
 
 def _rebuild(array, device, requires_grad):

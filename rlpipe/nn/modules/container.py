@@ -1,0 +1,359 @@
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict."""
+import operator
+from collections import OrderedDict
+from collections.abc import Mapping
+from itertools import chain, islice
+
+from ..._tensor import Tensor
+from ..parameter import Parameter
+from .module import Module, _addindent
+
+
+def _index(idx, size):
+    """A non-negative index into a container of ``size`` items (IndexError when out of range)."""
+    idx = operator.index(idx)
+    if not -size <= idx < size:
+        raise IndexError(f"index {idx} is out of range")
+    return idx % size
+
+
+class Sequential(Module):
+    """Runs its modules one after the other, each on the previous one's output.
+    ``Sequential(a, b)`` or ``Sequential(OrderedDict(name=module, ...))``."""
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for key, module in args[0].items():
+                self.add_module(key, module)
+        else:
+            for i, module in enumerate(args):
+                self.add_module(str(i), module)
+
+    def forward(self, input):
+        for module in self._modules.values():
+            input = module(input)
+        return input
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(OrderedDict(list(self._modules.items())[idx]))
+        return next(islice(self._modules.values(), _index(idx, len(self)), None))
+
+    def __setitem__(self, idx, module):
+        key = list(self._modules)[_index(idx, len(self))]
+        setattr(self, key, module)
+
+    def __delitem__(self, idx):
+        keys = list(self._modules)
+        for key in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self))]]):
+            delattr(self, key)
+        self._renumber()
+
+    def _renumber(self):
+        # torch keeps string keys 0..n-1 in order after deletions and insertions
+        items = list(self._modules.values())
+        self._modules = OrderedDict((str(i), m) for i, m in enumerate(items))
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
+        return Sequential(*self, *other)
+
+    def __iadd__(self, other):
+        return self.extend(other)
+
+    def __mul__(self, other):
+        if not isinstance(other, int) or other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        return Sequential(*[m for _ in range(other) for m in self])
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def insert(self, index, module):
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: {Module}")
+        n = len(self)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        items = list(self._modules.values())
+        items.insert(index % (n + 1) if index < 0 else index, module)
+        self._modules = OrderedDict((str(i), m) for i, m in enumerate(items))
+        return self
+
+    def extend(self, sequential):
+        for module in sequential:
+            self.append(module)
+        return self
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
+
+    def __dir__(self):
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+
+class ModuleList(Module):
+    """A list of modules, registered so that parameters() and to() see them."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(list(self._modules.values())[idx])
+        return self._modules[str(_index(idx, len(self)))]
+
+    def __setitem__(self, idx, module):
+        setattr(self, str(_index(idx, len(self))), module)
+
+    def __delitem__(self, idx):
+        keys = list(self._modules)
+        for key in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self))]]):
+            delattr(self, key)
+        self._modules = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def __add__(self, other):
+        return ModuleList(chain(self, other))
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def insert(self, index, module):
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._modules = OrderedDict()
+        for i, m in enumerate(items):
+            self.add_module(str(i), m)
+
+    def extend(self, modules):
+        if isinstance(modules, (Module, Tensor)) or not hasattr(modules, "__iter__"):
+            raise TypeError("ModuleList.extend should be called with an iterable, but got " + type(modules).__name__)
+        for module in modules:
+            self.append(module)
+        return self
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
+
+    def __repr__(self):
+        # torch folds runs of identical children: "(0-2): 3 x Linear(...)"
+        lines, items = [], list(self._modules.items())
+        i = 0
+        while i < len(items):
+            j = i
+            while j + 1 < len(items) and repr(items[j + 1][1]) == repr(items[i][1]):
+                j += 1
+            body = _addindent(repr(items[i][1]), 2)
+            lines.append(f"({items[i][0]}): {body}" if j == i else f"({items[i][0]}-{items[j][0]}): {j - i + 1} x {body}")
+            i = j + 1
+        if not lines:
+            return self._get_name() + "()"
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
+
+    def __dir__(self):
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList has no forward: iterate over it and call its modules")
+
+
+class ModuleDict(Module):
+    """An ordered dict of modules, registered under their keys."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+    def __delitem__(self, key):
+        del self._modules[key]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def clear(self):
+        self._modules.clear()
+
+    def pop(self, key):
+        value = self[key]
+        del self[key]
+        return value
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def update(self, modules):
+        if isinstance(modules, (OrderedDict, ModuleDict, Mapping)):
+            for key, module in modules.items():
+                self[key] = module
+            return
+        for j, pair in enumerate(modules):
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                raise ValueError(f"ModuleDict update sequence element #{j} should be a key-value pair, got {pair!r}")
+            self[pair[0]] = pair[1]
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict has no forward: look up its modules and call them")
+
+
+def _as_parameter(value):
+    return value if isinstance(value, Parameter) or not isinstance(value, Tensor) else Parameter(value)
+
+
+class ParameterList(Module):
+    """A list of parameters (plain tensors are wrapped into Parameters), registered on the module."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self += values
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)([self[i] for i in range(len(self))[idx]])
+        return getattr(self, str(_index(idx, len(self))))
+
+    def __setitem__(self, idx, param):
+        setattr(self, str(_index(idx, len(self))), _as_parameter(param))
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return iter(self[i] for i in range(len(self)))
+
+    def __iadd__(self, parameters):
+        return self.extend(parameters)
+
+    def append(self, value):
+        self._size += 1
+        setattr(self, str(self._size - 1), _as_parameter(value))
+        return self
+
+    def extend(self, values):
+        if isinstance(values, Tensor) or not hasattr(values, "__iter__"):
+            raise TypeError("ParameterList.extend should be called with an iterable, but got " + type(values).__name__)
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self):
+        lines = []
+        for i, p in enumerate(self):
+            if isinstance(p, Tensor):
+                device = "" if p.device.type == "cpu" else f" ({p.device})"
+                lines.append(f"({i}): Parameter containing: [{type(p.data).__module__.split('.')[0]}.Tensor of size "
+                             f"{'x'.join(map(str, p.shape))}{device}]")
+            else:
+                lines.append(f"({i}): Object of type: {type(p).__name__}")
+        return "\n".join(lines)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterList has no forward")
+
+
+class ParameterDict(Module):
+    """An ordered dict of parameters (plain tensors are wrapped into Parameters)."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        self._keys = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+    def __setitem__(self, key, value):
+        self._keys[key] = None
+        setattr(self, key, _as_parameter(value))
+
+    def __delitem__(self, key):
+        del self._keys[key]
+        delattr(self, key)
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def keys(self):
+        return self._keys.keys()
+
+    def items(self):
+        return ((k, self[k]) for k in self._keys)
+
+    def values(self):
+        return (self[k] for k in self._keys)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def pop(self, key):
+        value = self[key]
+        del self[key]
+        return value
+
+    def clear(self):
+        for key in list(self._keys):
+            del self[key]
+
+    def update(self, parameters):
+        pairs = parameters.items() if isinstance(parameters, Mapping) or hasattr(parameters, "items") else parameters
+        for key, value in pairs:
+            self[key] = value
+
+    def extra_repr(self):
+        return "\n".join(f"({k}): Parameter containing: [rlpipe.Tensor of size {'x'.join(map(str, p.shape))}]"
+                         for k, p in self.items())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterDict has no forward")
