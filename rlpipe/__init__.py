@@ -20,6 +20,7 @@ from .random import (Generator, manual_seed, seed, initial_seed, get_rng_state, 
 from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled,
                        is_inference_mode_enabled)
 from . import autograd, cuda, backends
+from .serialization import save, load
 
 __version__ = "0.1.0"
 
