@@ -5,6 +5,8 @@ kernels with their backward passes, the optimizer update steps (in place on the 
 ``scatter_add`` (unbuffered ``a[index] += values``), random generators, and device helpers.
 The CUDA backend mirrors this file with fused CuPy kernels; this file is its reference.
 """
+import functools
+
 import numpy as np
 
 try:  # bfloat16 for NumPy comes from ml_dtypes
@@ -141,13 +143,48 @@ def softplus_backward(x, grad, beta=1.0, threshold=20.0):
 
 
 # ---- optimizer steps, in place -----------------------------------------------------------
+# Each update is a short run of NumPy calls that write into the state buffers or one scratch
+# array: on small parameters the fixed cost of a call dominates, so the steps avoid temporaries
+# and pass their constants as cached 0-d arrays (``_scalar``), which NumPy takes faster than
+# Python floats. A half-precision parameter is updated in float32 (``_in_float32``), as the
+# CUDA kernels do.
+
+@functools.lru_cache(maxsize=256)
+def _scalar(value, dtype):
+    """``value`` as a read-only 0-d array of ``dtype`` (constants recur across parameters and
+    steps)."""
+    out = np.array(value, dtype)
+    out.flags.writeable = False
+    return out
+
+
+def _in_float32(step, args):
+    """Runs ``step(**args)`` on float32 copies of its arrays, then rounds the results back into
+    the parameter and state buffers (every array but ``grad``). ``args`` is the caller's
+    ``locals()`` taken before it defines anything, so exactly its arguments."""
+    wide = {k: v.astype(np.float32) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    step(**wide)
+    for key, value in args.items():
+        if key != "grad" and isinstance(value, np.ndarray):
+            value[...] = wide[key]
+
+
+def _direction(param, grad, weight_decay, maximize):
+    """The gradient an update follows: negated to maximize, plus ``weight_decay * param``.
+
+    Without either it is ``grad`` itself, so callers must not write into the result."""
+    if weight_decay:
+        g = param * _scalar(weight_decay, param.dtype)
+        return np.subtract(g, grad, out=g) if maximize else np.add(g, grad, out=g)
+    return np.negative(grad) if maximize else grad
+
 
 def sgd_step(param, grad, momentum_buffer, lr, momentum, dampening, weight_decay, nesterov,
              maximize, first_step):
     """One torch.optim.SGD update of ``param`` (and ``momentum_buffer`` when momentum > 0)."""
-    g = -grad if maximize else grad
-    if weight_decay:
-        g = g + weight_decay * param
+    if param.dtype.itemsize < 4:
+        return _in_float32(sgd_step, locals())
+    g = _direction(param, grad, weight_decay, maximize)
     if momentum:
         if first_step:
             momentum_buffer[...] = g
@@ -164,46 +201,81 @@ def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1,
 
     ``step`` is the step count after this update (1 on the first call).
     """
-    g = -grad if maximize else grad
-    if weight_decay:
-        if decoupled:
-            param *= 1 - lr * weight_decay
-        else:
-            g = g + weight_decay * param
-    exp_avg *= beta1
-    exp_avg += (1 - beta1) * g
-    exp_avg_sq *= beta2
-    exp_avg_sq += (1 - beta2) * g * g
-    bias1 = 1 - beta1 ** step
-    bias2_sqrt = (1 - beta2 ** step) ** 0.5
-    second = exp_avg_sq
+    if param.dtype.itemsize < 4:
+        return _in_float32(adam_step, locals())
+    dtype = param.dtype
+    if weight_decay and decoupled:
+        param *= _scalar(1 - lr * weight_decay, dtype)
+        weight_decay = 0
+    g = _direction(param, grad, weight_decay, maximize)
+    # both averages move part of the way to their targets: x += (1 - beta) * (target - x)
+    scratch = np.subtract(g, exp_avg)
+    scratch *= _scalar(1 - beta1, dtype)
+    exp_avg += scratch
+    np.multiply(g, g, out=scratch)
+    scratch -= exp_avg_sq
+    scratch *= _scalar(1 - beta2, dtype)
+    exp_avg_sq += scratch
     if amsgrad:
         np.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
-        second = max_exp_avg_sq
-    denom = np.sqrt(second) / bias2_sqrt + eps
-    param -= (lr / bias1) * exp_avg / denom
+        exp_avg_sq = max_exp_avg_sq
+    # param -= lr / bias1 * exp_avg / (sqrt(v) / bias2_sqrt + eps), multiplied through by bias2_sqrt
+    bias2_sqrt = (1 - beta2 ** step) ** 0.5
+    np.sqrt(exp_avg_sq, out=scratch)
+    scratch += _scalar(eps * bias2_sqrt, dtype)
+    np.divide(exp_avg, scratch, out=scratch)
+    scratch *= _scalar(lr * bias2_sqrt / (1 - beta1 ** step), dtype)
+    param -= scratch
 
 
 def rmsprop_step(param, grad, square_avg, momentum_buffer, grad_avg, lr, alpha, eps, weight_decay,
                  momentum, centered, maximize):
     """One torch.optim.RMSprop update (buffers given as None when unused)."""
-    g = -grad if maximize else grad
-    if weight_decay:
-        g = g + weight_decay * param
-    square_avg *= alpha
-    square_avg += (1 - alpha) * g * g
+    if param.dtype.itemsize < 4:
+        return _in_float32(rmsprop_step, locals())
+    dtype = param.dtype
+    g = _direction(param, grad, weight_decay, maximize)
+    rate = _scalar(1 - alpha, dtype)
+    scratch = np.multiply(g, g)  # the averages move (1 - alpha) of the way to g * g and g
+    scratch -= square_avg
+    scratch *= rate
+    square_avg += scratch
     if centered:
-        grad_avg *= alpha
-        grad_avg += (1 - alpha) * g
-        avg = np.sqrt(square_avg - grad_avg * grad_avg) + eps
+        np.subtract(g, grad_avg, out=scratch)
+        scratch *= rate
+        grad_avg += scratch
+        np.multiply(grad_avg, grad_avg, out=scratch)
+        np.subtract(square_avg, scratch, out=scratch)
+        np.sqrt(scratch, out=scratch)
     else:
-        avg = np.sqrt(square_avg) + eps
+        np.sqrt(square_avg, out=scratch)
+    scratch += _scalar(eps, dtype)
+    np.divide(g, scratch, out=scratch)
     if momentum > 0:
-        momentum_buffer *= momentum
-        momentum_buffer += g / avg
-        param -= lr * momentum_buffer
+        momentum_buffer *= _scalar(momentum, dtype)
+        momentum_buffer += scratch
+        np.multiply(momentum_buffer, _scalar(lr, dtype), out=scratch)
     else:
-        param -= lr * g / avg
+        scratch *= _scalar(lr, dtype)
+    param -= scratch
+
+
+def adagrad_step(param, grad, state_sum, step, lr, lr_decay, weight_decay, eps, maximize):
+    """One torch.optim.Adagrad update of ``param`` and ``state_sum`` (dense gradients).
+
+    ``step`` is the step count after this update (1 on the first call).
+    """
+    if param.dtype.itemsize < 4:
+        return _in_float32(adagrad_step, locals())
+    dtype = param.dtype
+    g = _direction(param, grad, weight_decay, maximize)
+    scratch = np.multiply(g, g)
+    state_sum += scratch
+    np.sqrt(state_sum, out=scratch)
+    scratch += _scalar(eps, dtype)
+    np.divide(g, scratch, out=scratch)
+    scratch *= _scalar(lr / (1 + (step - 1) * lr_decay), dtype)
+    param -= scratch
 
 
 # ---- random numbers -----------------------------------------------------------------

@@ -399,6 +399,16 @@ def _rmsprop_kernel(centered, with_momentum):
     return _elementwise(kernel_name, ins, outs, body)
 
 
+_ADAGRAD = _elementwise(
+    "adagrad",
+    "T grad, float64 weight_decay, bool maximize, float64 clr, float64 eps",
+    "T param, T state_sum",
+    _GRAD
+    + "const acc_t s = (acc_t)state_sum + g * g;\n"
+      "state_sum = (T)s;\n"
+      "param = (T)((acc_t)param - (acc_t)clr * g / (sqrt(s) + (acc_t)eps));")
+
+
 def sgd_step(param, grad, momentum_buffer, lr, momentum, dampening, weight_decay, nesterov,
              maximize, first_step):
     """One torch.optim.SGD update of ``param`` (and ``momentum_buffer`` when momentum > 0)."""
@@ -436,6 +446,15 @@ def rmsprop_step(param, grad, square_avg, momentum_buffer, grad_avg, lr, alpha, 
         args.append(float(momentum))
         buffers.append(momentum_buffer)
     _run(_rmsprop_kernel(bool(centered), momentum > 0), *args, *buffers)
+
+
+def adagrad_step(param, grad, state_sum, step, lr, lr_decay, weight_decay, eps, maximize):
+    """One torch.optim.Adagrad update of ``param`` and ``state_sum`` (dense gradients).
+
+    ``step`` is the step count after this update (1 on the first call).
+    """
+    _run(_ADAGRAD, grad, float(weight_decay), bool(maximize),
+         float(lr / (1 + (step - 1) * lr_decay)), float(eps), param, state_sum)
 
 
 # ---- random numbers -----------------------------------------------------------------
