@@ -1,4 +1,10 @@
 """Layer 3: ``Module`` and everything built on it (layers, losses, init, functional, utils)."""
 from .parameter import Parameter, Buffer
-from .modules import *  # noqa: F401,F403
 from .modules import Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
+from .modules import (Identity, Linear, Bilinear, Threshold, ReLU, RReLU, Hardtanh, ReLU6, Sigmoid, Hardsigmoid, Tanh,
+                      SiLU, Mish, Hardswish, ELU, CELU, SELU, GLU, GELU, Hardshrink, LeakyReLU, LogSigmoid, Softplus,
+                      Softshrink, PReLU, Softsign, Tanhshrink, Softmin, Softmax, Softmax2d, LogSoftmax, Flatten,
+                      Unflatten, Dropout, LayerNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Embedding, Conv2d,
+                      MaxPool2d, AvgPool2d, L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntropyLoss,
+                      BCELoss, BCEWithLogitsLoss)
+from . import functional, init, utils

@@ -22,11 +22,9 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
     def __deepcopy__(self, memo):
+        # like torch: a fresh Parameter with the same values, without .grad
         if id(self) not in memo:
-            copy = type(self)(self.detach().clone(), self.requires_grad)
-            if self.grad is not None:
-                copy.grad = self.grad.clone()
-            memo[id(self)] = copy
+            memo[id(self)] = type(self)(self.detach().clone(), self.requires_grad)
         return memo[id(self)]
 
     def __reduce_ex__(self, protocol):

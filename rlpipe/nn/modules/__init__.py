@@ -1,3 +1,16 @@
 """The Module classes of rlpipe.nn."""
 from .module import Module
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
+from .linear import Identity, Linear, Bilinear
+from .activation import (Threshold, ReLU, RReLU, Hardtanh, ReLU6, Sigmoid, Hardsigmoid, Tanh, SiLU, Mish, Hardswish,
+                         ELU, CELU, SELU, GLU, GELU, Hardshrink, LeakyReLU, LogSigmoid, Softplus, Softshrink, PReLU,
+                         Softsign, Tanhshrink, Softmin, Softmax, Softmax2d, LogSoftmax)
+from .flatten import Flatten, Unflatten
+from .dropout import Dropout
+from .normalization import LayerNorm
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .sparse import Embedding
+from .conv import Conv2d
+from .pooling import MaxPool2d, AvgPool2d
+from .loss import (L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntropyLoss, BCELoss,
+                   BCEWithLogitsLoss)

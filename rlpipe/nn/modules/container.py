@@ -69,10 +69,24 @@ class Sequential(Module):
     def __iadd__(self, other):
         return self.extend(other)
 
+    @staticmethod
+    def _check_factor(other):
+        if not isinstance(other, int):
+            raise TypeError(f"unsupported operand type(s) for *: {Sequential} and {type(other)}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {Sequential}")
+
     def __mul__(self, other):
-        if not isinstance(other, int) or other <= 0:
-            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        self._check_factor(other)
         return Sequential(*[m for _ in range(other) for m in self])
+
+    __rmul__ = __mul__
+
+    def __imul__(self, other):
+        self._check_factor(other)
+        for module in list(self) * (other - 1):
+            self.append(module)
+        return self
 
     def append(self, module):
         self.add_module(str(len(self)), module)
@@ -85,7 +99,7 @@ class Sequential(Module):
         if not -n <= index <= n:
             raise IndexError(f"Index out of range: {index}")
         items = list(self._modules.values())
-        items.insert(index % (n + 1) if index < 0 else index, module)
+        items.insert(index + n if index < 0 else index, module)
         self._modules = OrderedDict((str(i), m) for i, m in enumerate(items))
         return self
 
@@ -239,6 +253,15 @@ class ModuleDict(Module):
         raise NotImplementedError("ModuleDict has no forward: look up its modules and call them")
 
 
+def _entry_repr(key, value, type_name):
+    """One line of ParameterList/ParameterDict's repr, as torch 2.x prints it."""
+    if not isinstance(value, Tensor):
+        return f"  ({key}): Object of type: {type(value).__name__}"
+    device = f" ({value.device})" if value.device.type == "cuda" else ""
+    kind = "Parameter" if isinstance(value, Parameter) else "Tensor"
+    return f"  ({key}): {kind} containing: [{type_name} of size {'x'.join(map(str, value.shape))}{device}]"
+
+
 def _as_parameter(value):
     return value if isinstance(value, Parameter) or not isinstance(value, Tensor) else Parameter(value)
 
@@ -282,15 +305,7 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self):
-        lines = []
-        for i, p in enumerate(self):
-            if isinstance(p, Tensor):
-                device = "" if p.device.type == "cpu" else f" ({p.device})"
-                lines.append(f"({i}): Parameter containing: [{type(p.data).__module__.split('.')[0]}.Tensor of size "
-                             f"{'x'.join(map(str, p.shape))}{device}]")
-            else:
-                lines.append(f"({i}): Object of type: {type(p).__name__}")
-        return "\n".join(lines)
+        return "\n".join(_entry_repr(i, p, str(p.dtype) if isinstance(p, Tensor) else None) for i, p in enumerate(self))
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterList has no forward")
@@ -352,8 +367,7 @@ class ParameterDict(Module):
             self[key] = value
 
     def extra_repr(self):
-        return "\n".join(f"({k}): Parameter containing: [rlpipe.Tensor of size {'x'.join(map(str, p.shape))}]"
-                         for k, p in self.items())
+        return "\n".join(_entry_repr(k, p, p.type() if isinstance(p, Tensor) else None) for k, p in self.items())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterDict has no forward")

@@ -382,8 +382,11 @@ class Module:
                 continue
             if set_to_none:
                 p.grad = None
-            else:
-                p.grad = p.grad.detach()
+            else:  # zeroed in place: the same tensor stays p.grad
+                if p.grad.grad_fn is not None:
+                    p.grad.detach_()
+                else:
+                    p.grad.requires_grad_(False)
                 p.grad.zero_()
 
     def apply(self, fn):

@@ -1,0 +1,128 @@
+"""Convolution layers: ``Conv2d`` on a shared ``_ConvNd`` base."""
+import math
+from collections.abc import Iterable
+
+from ..._creation import empty
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+
+__all__ = ["Conv2d"]
+
+
+def _ntuple(n):
+    def parse(x):
+        if isinstance(x, Iterable):
+            return tuple(x)
+        return (x,) * n
+    return parse
+
+
+_pair = _ntuple(2)
+
+
+def _reverse_repeat_tuple(values, n):
+    """(a, b) -> (b, b, a, a) for n=2: per-dimension padding in F.pad's last-dimension-first order."""
+    return tuple(v for v in reversed(values) for _ in range(n))
+
+
+class _ConvNd(Module):
+    """Argument checks, weight/bias creation, initialization and repr shared by the convolutions."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, dilation, transposed,
+                 output_padding, groups, bias, padding_mode, device=None, dtype=None):
+        super().__init__()
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        valid_padding_strings = {"same", "valid"}
+        if isinstance(padding, str):
+            if padding not in valid_padding_strings:
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of {valid_padding_strings}")
+            if padding == "same" and any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        valid_padding_modes = {"zeros", "reflect", "replicate", "circular"}
+        if padding_mode not in valid_padding_modes:
+            raise ValueError(f"padding_mode must be one of {valid_padding_modes}, but got "
+                             f"padding_mode='{padding_mode}'")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.padding = padding
+        self.dilation = dilation
+        self.transposed = transposed
+        self.output_padding = output_padding
+        self.groups = groups
+        self.padding_mode = padding_mode
+        # the padding F.pad applies for the non-zero padding modes, last spatial dimension first
+        if isinstance(padding, str):
+            pads = [0, 0] * len(kernel_size)
+            if padding == "same":
+                for d, k, i in zip(dilation, kernel_size, range(len(kernel_size) - 1, -1, -1)):
+                    total = d * (k - 1)
+                    pads[2 * i] = total // 2
+                    pads[2 * i + 1] = total - total // 2
+            self._reversed_padding_repeated_twice = pads
+        else:
+            self._reversed_padding_repeated_twice = list(_reverse_repeat_tuple(padding, 2))
+        shape = (in_channels, out_channels // groups) if transposed else (out_channels, in_channels // groups)
+        self.weight = Parameter(empty((*shape, *kernel_size), device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """torch's default: Kaiming uniform (a=sqrt(5)) weight, bias uniform in ±1/sqrt(fan_in)."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            if fan_in != 0:
+                bound = 1 / math.sqrt(fan_in)
+                init.uniform_(self.bias, -bound, bound)
+
+    def extra_repr(self):
+        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0,) * len(self.padding):
+            text += f", padding={self.padding}"
+        if self.dilation != (1,) * len(self.dilation):
+            text += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * len(self.output_padding):
+            text += f", output_padding={self.output_padding}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
+        if self.padding_mode != "zeros":
+            text += f", padding_mode={self.padding_mode}"
+        return text
+
+
+class Conv2d(_ConvNd):
+    """2-D cross-correlation over ``(N, C_in, H, W)`` (or unbatched ``(C_in, H, W)``) inputs.
+
+    ``weight`` is ``(out_channels, in_channels // groups, kH, kW)``. ``padding`` is an int, a pair,
+    ``'valid'`` (none) or ``'same'`` (output as large as the input; stride 1 only). ``padding_mode``
+    other than ``'zeros'`` pads with ``F.pad`` first.
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, _pair(kernel_size), _pair(stride),
+                         padding if isinstance(padding, str) else _pair(padding), _pair(dilation), False, _pair(0),
+                         groups, bias, padding_mode, device=device, dtype=dtype)
+
+    def _conv_forward(self, input, weight, bias):
+        if self.padding_mode != "zeros":
+            return F.conv2d(F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode), weight,
+                            bias, self.stride, _pair(0), self.dilation, self.groups)
+        return F.conv2d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def forward(self, input):
+        return self._conv_forward(input, self.weight, self.bias)

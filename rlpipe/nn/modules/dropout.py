@@ -1,0 +1,27 @@
+"""``Dropout``: zeroes random elements while training and rescales the rest by ``1 / (1 - p)``."""
+from .. import functional as F
+from .module import Module
+
+__all__ = ["Dropout"]
+
+
+class _DropoutNd(Module):
+    """Holds and validates the drop probability ``p`` and the ``inplace`` flag."""
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    """In training mode each element is zeroed with probability ``p`` (a fresh draw per call) and the
+    survivors are scaled by ``1 / (1 - p)``; in eval mode it returns the input unchanged."""
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training, self.inplace)

@@ -1,0 +1,93 @@
+"""Affine layers: ``Identity``, ``Linear`` and ``Bilinear``."""
+import math
+
+from ..._creation import empty
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+
+__all__ = ["Identity", "Linear", "Bilinear"]
+
+
+class Identity(Module):
+    """Returns its input unchanged; any constructor arguments are accepted and ignored, so it can
+    stand in for a layer that takes some."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` over the last dimension of ``x``.
+
+    ``weight`` has shape ``(out_features, in_features)`` and ``bias`` ``(out_features,)``; both start
+    uniform in ``±1/sqrt(in_features)`` (Kaiming uniform with ``a=sqrt(5)`` for the weight), as in torch.
+    """
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = Parameter(empty((out_features, in_features), device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Redraws weight and bias from torch's default distributions."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        # read the parameter table directly: Module.__getattr__ costs more than the rest of a batch-1 forward
+        params = self._parameters
+        try:
+            weight, bias = params["weight"], params["bias"]
+        except KeyError:  # weight or bias was replaced by a plain attribute (e.g. a reparametrization)
+            weight, bias = self.weight, self.bias
+        return F.linear(input, weight, bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Bilinear(Module):
+    """``y[..., k] = x1 @ weight[k] @ x2 + bias[k]`` for two inputs that share their leading dimensions.
+
+    ``weight`` has shape ``(out_features, in1_features, in2_features)``; weight and bias start uniform in
+    ``±1/sqrt(in1_features)``.
+    """
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in1_features = in1_features
+        self.in2_features = in2_features
+        self.out_features = out_features
+        self.weight = Parameter(empty((out_features, in1_features, in2_features), device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.weight.size(1))
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")

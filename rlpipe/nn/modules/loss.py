@@ -1,0 +1,127 @@
+"""Loss modules. Each holds its settings and calls the loss of ``nn.functional``; ``reduction`` is
+``'mean'`` (the default), ``'sum'`` or ``'none'`` (one loss per element or sample)."""
+import warnings
+
+from .. import functional as F
+from .module import Module
+
+__all__ = ["L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "NLLLoss", "CrossEntropyLoss", "BCELoss",
+           "BCEWithLogitsLoss"]
+
+
+def _legacy_reduction(size_average, reduce):
+    """The ``reduction`` that the deprecated ``size_average``/``reduce`` flags stand for."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    reduction = ("mean" if size_average else "sum") if reduce else "none"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' instead.",
+                  stacklevel=3)
+    return reduction
+
+
+class _Loss(Module):
+    """Stores ``reduction`` (from the deprecated ``size_average``/``reduce`` when either is given)."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        if size_average is not None or reduce is not None:
+            self.reduction = _legacy_reduction(size_average, reduce)
+        else:
+            self.reduction = reduction
+
+
+class _WeightedLoss(_Loss):
+    """A loss with an optional per-class rescaling ``weight``, kept as a buffer (it moves with the module)."""
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+
+
+class L1Loss(_Loss):
+    """Mean (or sum) absolute error ``|input - target|``."""
+
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class MSELoss(_Loss):
+    """Mean (or sum) squared error ``(input - target) ** 2``."""
+
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """``0.5 * d**2 / beta`` where ``|d| < beta``, ``|d| - 0.5 * beta`` elsewhere (``d = input - target``);
+    ``beta=0`` is the L1 loss."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """``0.5 * d**2`` where ``|d| < delta``, ``delta * (|d| - 0.5 * delta)`` elsewhere: SmoothL1Loss scaled
+    by ``delta``."""
+
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class NLLLoss(_WeightedLoss):
+    """Negative log-likelihood of class indices given log-probabilities ``(N, C, ...)``: each sample
+    contributes ``-weight[t] * input[n, t]``; targets equal to ``ignore_index`` contribute nothing, and
+    the mean divides by the summed weights of the other targets."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
+
+
+class CrossEntropyLoss(_WeightedLoss):
+    """Cross entropy between logits ``(N, C, ...)`` and either class indices or class probabilities;
+    ``label_smoothing`` mixes the target with the uniform distribution."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class BCELoss(_WeightedLoss):
+    """Binary cross entropy between probabilities in ``[0, 1]`` and targets of the same shape (the logs
+    are clamped at -100 so that a 0 or 1 input gives a finite loss)."""
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """Binary cross entropy on logits, computed stably in one step; ``pos_weight`` (one per class,
+    broadcast over the last dimension) scales the positive term."""
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, pos_weight=self.pos_weight,
+                                                  reduction=self.reduction)

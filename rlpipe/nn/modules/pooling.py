@@ -1,0 +1,57 @@
+"""2-D pooling layers: ``MaxPool2d`` and ``AvgPool2d``."""
+from .. import functional as F
+from .module import Module
+
+__all__ = ["MaxPool2d", "AvgPool2d"]
+
+
+class _MaxPoolNd(Module):
+    """The settings of a max pooling; ``stride`` defaults to ``kernel_size``."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = return_indices
+        self.ceil_mode = ceil_mode
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool2d(_MaxPoolNd):
+    """The maximum over each ``kernel_size`` window of a ``(N, C, H, W)`` or ``(C, H, W)`` input (padding
+    counts as -inf); ``return_indices=True`` also returns the flat ``H * W`` position of each maximum."""
+
+    def forward(self, input):
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class _AvgPoolNd(Module):
+    """The repr shared by the average poolings."""
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool2d(_AvgPoolNd):
+    """The mean over each ``kernel_size`` window. Zero padding counts in the divisor unless
+    ``count_include_pad=False``; ``divisor_override`` replaces the divisor altogether."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input):
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
