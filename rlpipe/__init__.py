@@ -21,6 +21,9 @@ from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode, i
                        is_inference_mode_enabled)
 from . import autograd, cuda, backends
 from .serialization import save, load
+from . import nn, optim  # as torch's package exposes torch.nn and torch.optim
+
+Tensor.__module__ = "rlpipe"  # prints as <class 'rlpipe.Tensor'>
 
 __version__ = "0.1.0"
 

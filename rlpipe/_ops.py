@@ -895,7 +895,11 @@ broadcast_to = expand
 
 
 def broadcast_tensors(*tensors):
-    shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    try:
+        shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    except ValueError:
+        raise RuntimeError(f"shape mismatch: objects cannot be broadcast to a single shape: "
+                           f"{[list(t.shape) for t in tensors]}") from None
     return tuple(expand(t, shape) for t in tensors)
 
 
@@ -1475,6 +1479,12 @@ def _inplace(self, compute, *others):
     view = self._view_of
     if self.grad_fn is None and self._requires_grad:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    if "_returned_input_of" in self.__dict__:
+        raise RuntimeError(f"Output {self._output_nr} of {self.__dict__['_returned_input_of']} is a view and is being "
+                           "modified inplace. This view was created inside a custom Function (or because an input was "
+                           "returned as-is) and the autograd logic to handle view+inplace would override the custom "
+                           "backward associated with the custom Function, leading to incorrect gradients. This "
+                           "behavior is forbidden. You can fix this by cloning the output of the custom Function.")
     if view is not None and view[0].grad_fn is None and view[0]._requires_grad:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     base_before = _snapshot(view[0]) if view is not None else None

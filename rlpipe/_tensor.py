@@ -16,7 +16,7 @@ class Tensor:
     ``Tensor(data)`` follows PyTorch's legacy constructor: a default-dtype copy of ``data``, or
     ``Tensor(2, 3)`` for an uninitialized 2x3 tensor. Prefer ``rlpipe.tensor``.
     """
-    __slots__ = ("_data", "_device", "_requires_grad", "grad", "grad_fn", "_output_nr", "_vc",
+    __slots__ = ("_data", "_device", "_requires_grad", "_grad", "grad_fn", "_output_nr", "_vc",
                  "_view_of", "_hooks", "__weakref__", "__dict__")
     __array_priority__ = 1000  # NumPy defers `ndarray + Tensor` to Tensor.__radd__
 
@@ -133,6 +133,26 @@ class Tensor:
     @requires_grad.setter
     def requires_grad(self, value):
         self.requires_grad_(value)
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(value).__name__}")
+            if value._data.dtype != self._data.dtype:
+                raise RuntimeError(f"assigned grad has data of a different type ({value.dtype} vs {self.dtype})")
+            if value._device is not self._device:
+                raise RuntimeError(f"assigned grad has data located on a different device ({value.device} vs "
+                                   f"{self.device})")
+            if value._data.shape != self._data.shape:
+                raise RuntimeError(f"assigned grad has data of a different size ({list(value.shape)} vs "
+                                   f"{list(self.shape)})")
+        self._grad = value
 
     @property
     def retains_grad(self):
@@ -344,7 +364,7 @@ def wrap(data, device=CPU):
     t._data = data
     t._device = device
     t._requires_grad = False
-    t.grad = None
+    t._grad = None
     t.grad_fn = None
     t._output_nr = 0
     t._vc = [0]
@@ -353,7 +373,7 @@ def wrap(data, device=CPU):
     return t
 
 
-_STATE = ("_data", "_device", "_requires_grad", "grad", "grad_fn", "_output_nr", "_vc", "_view_of", "_hooks")
+_STATE = ("_data", "_device", "_requires_grad", "_grad", "grad_fn", "_output_nr", "_vc", "_view_of", "_hooks")
 
 
 def init_from(t, src):

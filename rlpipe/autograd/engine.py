@@ -1,5 +1,5 @@
 """The backward pass: walks the graph of Function nodes in dependency order."""
-from .function import edge_of, NOT_A_TENSOR
+from .function import as_array, edge_of, NOT_A_TENSOR
 from .grad_mode import no_grad
 from .._tensor import Tensor, wrap
 
@@ -42,7 +42,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             elif not allow_unused:
                 raise RuntimeError(f"One of the differentiated Tensors (input {i}) appears to not have been "
                                    "used in the graph. Set allow_unused=True if this is the desired behavior.")
-        result.append(None if g is None else wrap(g, t._device))
+        result.append(None if g is None else wrap(as_array(g, t._device), t._device))
     return tuple(result)
 
 
@@ -261,6 +261,7 @@ def _accumulate(leaf, g, device):
     if g.dtype != leaf._data.dtype:
         g = g.astype(leaf._data.dtype)
     if leaf.grad is None:
-        leaf.grad = wrap(g.copy(), device)  # copied: the same array may reach other leaves too
+        # copied: the same array may reach other leaves too (xp.array also turns a scalar into a 0-d array)
+        leaf.grad = wrap(device._backend.xp.array(g, copy=True), device)
     else:
         leaf.grad._data = leaf.grad._data + g

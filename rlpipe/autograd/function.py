@@ -156,8 +156,8 @@ class Function:
             except (ValueError, TypeError) as e:  # NumPy's words for a shape or dtype torch rejects
                 raise RuntimeError(explain(e, values)) from None
             if type(out) is tuple:
-                return tuple(wrap(o, device) for o in out)
-            return wrap(out, device)
+                return tuple(wrap(as_array(o, device), device) for o in out)
+            return wrap(as_array(out, device), device)
         from .grad_mode import no_grad
         with no_grad():
             return cls.forward(null_context(device._backend), *values, **kwargs)
@@ -197,9 +197,14 @@ class Function:
         results = []
         for nr, o in enumerate(outs):
             if cls.raw:
+                o = as_array(o, device)
                 t = wrap(o, device)
             elif isinstance(o, Tensor):
-                t = wrap(o._data, device) if any(o is a for a in args) else o
+                t = o
+                if any(o is a for a in args):
+                    t = wrap(o._data, device)
+                    t._vc = o._vc
+                    t.__dict__["_returned_input_of"] = ctx.name()
             else:
                 t = o
             if isinstance(t, Tensor) and t._data.dtype in FLOATING_NP and id(o) not in ctx._non_diff:
@@ -213,6 +218,12 @@ class Function:
         if ctx._saved:
             ctx._saved_versions = _versions_of(ctx._saved, args, values, results, cls.raw)
         return results[0] if single else tuple(results)
+
+
+def as_array(value, device):
+    """NumPy reductions and ufuncs on 0-d arrays return scalars; a tensor always holds an array."""
+    backend = device._backend
+    return value if type(value) is backend.ndarray else backend.xp.asarray(value)
 
 
 _NUMBERS = (int, float, bool)
