@@ -25,7 +25,9 @@ except ImportError:
     torch = None
 
 # torch 2.13 CPU figures from DESIGN.md, used when torch is not importable here
-ANCHORS_US = {"mlp train step (fwd+bwd+adam), batch 256": 369.0, "mlp forward, batch 1, no grad": 18.0}
+ANCHORS_US = {"mlp train step (fwd+bwd+adam), batch 256": 369.0, "mlp forward, batch 1, no grad": 18.0,
+              "nn.Sequential tanh MLP forward, batch 1, no grad": 18.0,
+              "nn + optim.Adam train step (fwd, loss, bwd, step), batch 256": 369.0}
 
 
 def measure(fn, number, repeat):
@@ -72,6 +74,41 @@ class RlpipeAdam:
     def zero_grad(self):
         for p in self.params:
             p.grad = None
+
+
+def sequential_mlp(lib, seed=0):
+    """Sequential(Linear(4,64), Tanh(), Linear(64,64), Tanh(), Linear(64,2)) with the same weights
+    in both libraries."""
+    nn = lib.nn
+    net = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2))
+    rng = np.random.default_rng(seed)
+    with lib.no_grad():
+        for p in net.parameters():
+            p.copy_(lib.tensor(rng.uniform(-0.3, 0.3, tuple(p.shape)).astype(np.float32)))
+    return net
+
+
+def module_workloads(lib):
+    """The nn-level workloads: a Sequential policy at batch 1 and a full Adam training step."""
+    rng = np.random.default_rng(2)
+    net = sequential_mlp(lib)
+    opt = lib.optim.Adam(net.parameters(), lr=1e-3)
+    x1 = lib.tensor(rng.standard_normal((1, 4)).astype(np.float32))
+    x256 = lib.tensor(rng.standard_normal((256, 4)).astype(np.float32))
+    y256 = lib.tensor(rng.standard_normal((256, 2)).astype(np.float32))
+    mse = lib.nn.functional.mse_loss
+
+    def policy_b1():
+        with lib.no_grad():
+            net(x1)
+
+    def adam_step():
+        opt.zero_grad()
+        mse(net(x256), y256).backward()
+        opt.step()
+
+    return {"nn.Sequential tanh MLP forward, batch 1, no grad": policy_b1,
+            "nn + optim.Adam train step (fwd, loss, bwd, step), batch 256": adam_step}
 
 
 def workloads(lib, number):
@@ -122,18 +159,18 @@ def main():
     p.add_argument("--number", type=int, default=2000)
     args = p.parse_args()
 
-    ours = workloads(rlpipe, args.number)
-    theirs = workloads(torch, args.number) if torch is not None else {}
+    ours = {**workloads(rlpipe, args.number), **module_workloads(rlpipe)}
+    theirs = {**workloads(torch, args.number), **module_workloads(torch)} if torch is not None else {}
     a = np.ones((4, 4), np.float32)
     print(f"raw NumPy 4x4 add: {measure(lambda: a + a, args.number, args.repeat):.2f} us")
     print(f"peer: {'torch ' + torch.__version__ + ' (measured now)' if torch else 'DESIGN.md anchors (torch not importable)'}")
-    print(f"{'workload':45s} {'rlpipe us':>10s} {'peer us':>10s} {'peer/rlpipe':>12s}")
+    print(f"{'workload':62s} {'rlpipe us':>10s} {'peer us':>10s} {'peer/rlpipe':>12s}")
     for name, fn in ours.items():
         number = args.number if "batch 256" not in name else max(args.number // 10, 50)
         mine = measure(fn, number, args.repeat)
         peer = measure(theirs[name], number, args.repeat) if name in theirs else ANCHORS_US.get(name)
         ratio = f"{peer / mine:11.2f}x" if peer else f"{'':>12s}"
-        print(f"{name:45s} {mine:10.2f} {peer if peer else float('nan'):10.2f} {ratio}")
+        print(f"{name:62s} {mine:10.2f} {peer if peer else float('nan'):10.2f} {ratio}")
 
 
 if __name__ == "__main__":
