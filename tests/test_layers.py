@@ -267,8 +267,13 @@ def test_rrelu_random_slopes_in_training_and_mean_slope_in_eval():
     slopes = -m(x).numpy()
     assert slopes.min() >= 0.1 and slopes.max() <= 0.3 and slopes.std() > 0.03
     np.testing.assert_allclose(m(r.ones(5)).numpy(), np.ones(5))
+    xg = t64(-np.linspace(1, 2, 20), requires_grad=True)
+    out = m(xg)
+    out.sum().backward()
+    np.testing.assert_allclose(xg.grad.numpy(), out.detach().numpy() / xg.detach().numpy(), rtol=1e-12)
     m.eval()
     np.testing.assert_allclose(m(x).numpy(), -0.2 * np.ones(1000), rtol=1e-6)
+    check_grads(m, t64(X_ACT, requires_grad=True))
 
 
 def test_softmax_modules():
@@ -777,7 +782,7 @@ def test_layers_are_exported_from_nn_and_nn_modules():
                  "CrossEntropyLoss", "BCEWithLogitsLoss"]:
         assert getattr(nn, name) is getattr(modules, name)
     assert nn.functional.linear is r._ops.linear
-    assert callable(nn.init.kaiming_uniform_)
+    assert callable(nn.init.kaiming_uniform_) and callable(nn.utils.clip_grad_norm_)
 
 
 def test_a_small_network_trains_end_to_end():

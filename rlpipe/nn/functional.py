@@ -194,27 +194,27 @@ def prelu(input, weight):
     return ops.where(input > 0, input, weight * input)
 
 
-def _softmax_dim(name, ndim):
+def _softmax_dim(name, ndim, stacklevel):
     warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
-                  "as an argument.", stacklevel=3)
+                  "as an argument.", stacklevel=stacklevel + 1)
     return 0 if ndim in (0, 1, 3) else 1
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
-        dim = _softmax_dim("softmax", input.ndim)
+        dim = _softmax_dim("softmax", input.ndim, _stacklevel)
     return ops.softmax(input, dim, dtype)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
-        dim = _softmax_dim("log_softmax", input.ndim)
+        dim = _softmax_dim("log_softmax", input.ndim, _stacklevel)
     return ops.log_softmax(input, dim, dtype)
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
-        dim = _softmax_dim("softmin", input.ndim)
+        dim = _softmax_dim("softmin", input.ndim, _stacklevel)
     if dtype is not None:
         input = input.to(dtype)
     return ops.softmax(ops.neg(input), dim)

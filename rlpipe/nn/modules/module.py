@@ -224,9 +224,10 @@ class Module:
     def __getattr__(self, name):
         # only called when normal lookup fails: parameters, buffers and modules live in their dicts
         d = self.__dict__
-        for table in ("_parameters", "_buffers", "_modules"):
-            if table in d and name in d[table]:
-                return d[table][name]
+        if "_parameters" in d:
+            for table in (d["_parameters"], d["_buffers"], d["_modules"]):
+                if name in table:
+                    return table[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
