@@ -1,3 +1,4 @@
+# ruff: noqa: F401 - this module re-exports the public API
 """Reverse-mode automatic differentiation: Function, backward, grad, grad modes, gradcheck."""
 from .grad_mode import (no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled,
                         is_inference_mode_enabled)

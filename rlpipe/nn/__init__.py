@@ -1,3 +1,4 @@
+# ruff: noqa: F401 - this module re-exports the public API
 """Layer 3: ``Module`` and everything built on it (layers, losses, init, functional, utils)."""
 from .parameter import Parameter, Buffer
 from .modules import Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict

@@ -1,3 +1,4 @@
+# ruff: noqa: F401 - this module re-exports the public API
 """Optimizers and learning-rate schedules with torch.optim's interface.
 
 Each optimizer updates its parameters in place through the backend's step kernels (NumPy on

@@ -1,3 +1,4 @@
+# ruff: noqa: F401 - this module re-exports the public API
 """The Module classes of rlpipe.nn."""
 from .module import Module
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict

@@ -6,10 +6,10 @@ estimates move towards the batch's mean and *unbiased* variance:
 average, the factor being ``1 / num_batches_tracked``). In eval mode the running estimates are used.
 """
 from ... import _dtypes
-from ..._creation import empty, ones, tensor, zeros
+from ..._creation import ones, tensor, zeros
 from .. import functional as F
 from .. import init
-from ..parameter import Parameter
+from ._params import register_optional
 from .module import Module
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
@@ -28,12 +28,8 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(empty(num_features, device=device, dtype=dtype))
-            self.bias = Parameter(empty(num_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        register_optional(self, "weight", affine, (num_features,), device, dtype)
+        register_optional(self, "bias", affine, (num_features,), device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))

@@ -17,7 +17,32 @@ def _index(idx, size):
     return idx % size
 
 
-class Sequential(Module):
+class _ModuleSequence:
+    """What Sequential and ModuleList share: modules kept under the keys '0', '1', ..."""
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
+
+    def _renumber(self, modules):
+        self._modules = OrderedDict((str(i), m) for i, m in enumerate(modules))
+
+    def __dir__(self):
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+
+class Sequential(_ModuleSequence, Module):
     """Runs its modules one after the other, each on the previous one's output.
     ``Sequential(a, b)`` or ``Sequential(OrderedDict(name=module, ...))``."""
 
@@ -48,18 +73,7 @@ class Sequential(Module):
         keys = list(self._modules)
         for key in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self))]]):
             delattr(self, key)
-        self._renumber()
-
-    def _renumber(self):
-        # torch keeps string keys 0..n-1 in order after deletions and insertions
-        items = list(self._modules.values())
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(items))
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
+        self._renumber(self._modules.values())  # torch keeps the keys 0..n-1 in order
 
     def __add__(self, other):
         if not isinstance(other, Sequential):
@@ -88,10 +102,6 @@ class Sequential(Module):
             self.append(module)
         return self
 
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
     def insert(self, index, module):
         if not isinstance(module, Module):
             raise AssertionError(f"module should be of type: {Module}")
@@ -100,7 +110,7 @@ class Sequential(Module):
             raise IndexError(f"Index out of range: {index}")
         items = list(self._modules.values())
         items.insert(index + n if index < 0 else index, module)
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(items))
+        self._renumber(items)
         return self
 
     def extend(self, sequential):
@@ -108,16 +118,8 @@ class Sequential(Module):
             self.append(module)
         return self
 
-    def pop(self, key):
-        module = self[key]
-        del self[key]
-        return module
 
-    def __dir__(self):
-        return [k for k in super().__dir__() if not k.isdigit()]
-
-
-class ModuleList(Module):
+class ModuleList(_ModuleSequence, Module):
     """A list of modules, registered so that parameters() and to() see them."""
 
     def __init__(self, modules=None):
@@ -137,23 +139,13 @@ class ModuleList(Module):
         keys = list(self._modules)
         for key in (keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(self))]]):
             delattr(self, key)
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
+        self._renumber(self._modules.values())
 
     def __iadd__(self, modules):
         return self.extend(modules)
 
     def __add__(self, other):
         return ModuleList(chain(self, other))
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
 
     def insert(self, index, module):
         items = list(self._modules.values())
@@ -169,11 +161,6 @@ class ModuleList(Module):
             self.append(module)
         return self
 
-    def pop(self, key):
-        module = self[key]
-        del self[key]
-        return module
-
     def __repr__(self):
         # torch folds runs of identical children: "(0-2): 3 x Linear(...)"
         lines, items = [], list(self._modules.items())
@@ -188,9 +175,6 @@ class ModuleList(Module):
         if not lines:
             return self._get_name() + "()"
         return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
-
-    def __dir__(self):
-        return [k for k in super().__dir__() if not k.isdigit()]
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleList has no forward: iterate over it and call its modules")

@@ -1,11 +1,8 @@
 """Convolution layers: ``Conv2d`` on a shared ``_ConvNd`` base."""
-import math
 from collections.abc import Iterable
 
-from ..._creation import empty
 from .. import functional as F
-from .. import init
-from ..parameter import Parameter
+from ._params import register_optional, reset_like_linear
 from .module import Module
 
 __all__ = ["Conv2d"]
@@ -71,21 +68,13 @@ class _ConvNd(Module):
         else:
             self._reversed_padding_repeated_twice = list(_reverse_repeat_tuple(padding, 2))
         shape = (in_channels, out_channels // groups) if transposed else (out_channels, in_channels // groups)
-        self.weight = Parameter(empty((*shape, *kernel_size), device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        register_optional(self, "weight", True, (*shape, *kernel_size), device, dtype)
+        register_optional(self, "bias", bias, (out_channels,), device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
         """torch's default: Kaiming uniform (a=sqrt(5)) weight, bias uniform in ±1/sqrt(fan_in)."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        reset_like_linear(self.weight, self.bias)
 
     def extra_repr(self):
         text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"

@@ -1,10 +1,9 @@
 """Affine layers: ``Identity``, ``Linear`` and ``Bilinear``."""
 import math
 
-from ..._creation import empty
 from .. import functional as F
 from .. import init
-from ..parameter import Parameter
+from ._params import register_optional, reset_like_linear
 from .module import Module
 
 __all__ = ["Identity", "Linear", "Bilinear"]
@@ -32,20 +31,13 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(empty((out_features, in_features), device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        register_optional(self, "weight", True, (out_features, in_features), device, dtype)
+        register_optional(self, "bias", bias, (out_features,), device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
         """Redraws weight and bias from torch's default distributions."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        reset_like_linear(self.weight, self.bias)
 
     def forward(self, input):
         # the parameter table directly: each Module.__getattr__ lookup costs about a fifth of a batch-1 forward
@@ -72,11 +64,8 @@ class Bilinear(Module):
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features
-        self.weight = Parameter(empty((out_features, in1_features, in2_features), device=device, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        register_optional(self, "weight", True, (out_features, in1_features, in2_features), device, dtype)
+        register_optional(self, "bias", bias, (out_features,), device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):

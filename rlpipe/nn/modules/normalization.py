@@ -1,10 +1,9 @@
 """``LayerNorm``: normalizes each sample over its trailing dimensions."""
 import numbers
 
-from ..._creation import empty
 from .. import functional as F
 from .. import init
-from ..parameter import Parameter
+from ._params import register_optional
 from .module import Module
 
 __all__ = ["LayerNorm"]
@@ -22,15 +21,8 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        register_optional(self, "weight", elementwise_affine, self.normalized_shape, device, dtype)
+        register_optional(self, "bias", elementwise_affine and bias, self.normalized_shape, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):

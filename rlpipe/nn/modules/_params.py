@@ -1,0 +1,25 @@
+"""Parameter helpers shared by the layer modules."""
+import math
+
+from ..._creation import empty
+from .. import init
+from ..parameter import Parameter
+
+
+def register_optional(module, name, present, shape, device=None, dtype=None):
+    """Registers an uninitialized parameter of ``shape`` under ``name``, or None when absent
+    (``Linear(bias=False)`` still has a ``bias`` attribute)."""
+    if present:
+        setattr(module, name, Parameter(empty(shape, device=device, dtype=dtype)))
+    else:
+        module.register_parameter(name, None)
+
+
+def reset_like_linear(weight, bias):
+    """torch's default initialization of Linear and Conv layers: Kaiming-uniform weights
+    (a=sqrt(5)), biases uniform in +-1/sqrt(fan_in)."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = init._calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        init.uniform_(bias, -bound, bound)
