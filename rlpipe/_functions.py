@@ -936,6 +936,8 @@ class Index(Op):
     @staticmethod
     def forward(ctx, x, index, advanced):
         ctx.args = x.shape, x.dtype, index, advanced
+        if advanced and len(index) == 1 and index[0].dtype.kind in "iu" and x.ndim:
+            return x.take(index[0], axis=0)  # the same rows, several times faster than x[index]
         return x[index]
 
     @staticmethod

@@ -957,9 +957,17 @@ def _join_inputs(tensors, name):
     return [t if t.dtype is target else _cast(t, target) for t in tensors]
 
 
+def _joins_containers(tensors):
+    """True for a sequence of tensor containers (TensorDicts, from a later layer) that join themselves."""
+    return builtins.len(tensors) > 0 and not isinstance(tensors[0], Tensor) and \
+        hasattr(type(tensors[0]), "_join_tensordicts")
+
+
 def cat(tensors, dim=0):
     if not isinstance(tensors, (list, tuple)):
-        return _join_dispatch(tensors, dim, "cat")
+        raise TypeError(f"cat(): argument 'tensors' must be a tuple or list of Tensors, got {type(tensors).__name__}")
+    if _joins_containers(tensors):
+        return type(tensors[0])._join_tensordicts(list(tensors), dim, "cat")
     tensors = _join_inputs(tensors, "cat")
     for i, t in enumerate(tensors):
         if t.ndim == 0:
@@ -979,15 +987,12 @@ def cat(tensors, dim=0):
 concat = concatenate = cat
 
 
-def _join_dispatch(tensors, dim, name):
-    if hasattr(tensors, "_stack_or_cat"):  # TensorDict (a later layer) implements its own
-        return tensors._stack_or_cat(name, dim)
-    raise TypeError(f"{name}(): argument 'tensors' must be a tuple or list of Tensors, got {type(tensors).__name__}")
-
-
 def stack(tensors, dim=0):
     if not isinstance(tensors, (list, tuple)):
-        return _join_dispatch(tensors, dim, "stack")
+        raise TypeError(f"stack(): argument 'tensors' must be a tuple or list of Tensors, got "
+                        f"{type(tensors).__name__}")
+    if _joins_containers(tensors):
+        return type(tensors[0])._join_tensordicts(list(tensors), dim, "stack")
     tensors = _join_inputs(tensors, "stack")
     first = tensors[0].shape
     for i, t in enumerate(tensors):

@@ -98,6 +98,18 @@ def _is_parameter(t):
 
 # ---------------------------------------------------------------- saving
 
+_REGISTERED = {}  # type -> (name, to_state, from_state)
+_BY_REGISTERED_NAME = {}  # name -> from_state
+
+
+def register_type(cls, name, to_state, from_state):
+    """Lets save/load store instances of ``cls`` (a type from a layer above the core, such as
+    TensorDict): ``to_state(obj)`` gives plain storable data, ``from_state(data)`` rebuilds the
+    object. Loading only ever calls the ``from_state`` of a registered name."""
+    _REGISTERED[cls] = (name, to_state, from_state)
+    _BY_REGISTERED_NAME[name] = from_state
+
+
 class _Packer:
     """Turns a Python structure into manifest nodes and collects the arrays and bytes to store."""
 
@@ -120,6 +132,10 @@ class _Packer:
             return self.tensor(obj)
         if isinstance(obj, np.generic):
             return self.numpy_scalar(obj)
+        registered = _REGISTERED.get(cls)
+        if registered is not None:
+            name, to_state, _ = registered
+            return {"t": "object", "type": name, "v": self.node(to_state(obj))}
         raise _unsupported(obj)
 
     def _enter(self, obj):
@@ -545,6 +561,17 @@ class _Unpacker:
         except OverflowError:
             raise _bad(f"{value} does not fit in {dt.name}") from None
 
+    def object_(self, n):
+        _want(n, {"t", "type", "v"}, "an object node")
+        from_state = _BY_REGISTERED_NAME.get(n["type"]) if type(n["type"]) is str else None
+        if from_state is None:
+            raise _bad(f"unknown object type {str(n['type'])[:60]!r}")
+        state = self.node(n["v"])
+        try:
+            return from_state(state)
+        except (TypeError, ValueError, KeyError, RuntimeError) as e:
+            raise _bad(f"a {n['type']} object could not be rebuilt ({e})") from None
+
     def dtype_(self, n):
         _want(n, {"t", "v"}, "a dtype node")
         if type(n["v"]) is not str or n["v"] not in _BY_NAME:
@@ -561,7 +588,8 @@ class _Unpacker:
 
 _DECODE = {"list": _Unpacker.sequence, "tuple": _Unpacker.sequence, "dict": _Unpacker.mapping,
            "odict": _Unpacker.mapping, "array": _Unpacker.array, "bytes": _Unpacker.bytes_,
-           "numpy": _Unpacker.numpy_scalar, "dtype": _Unpacker.dtype_, "device": _Unpacker.device_}
+           "numpy": _Unpacker.numpy_scalar, "dtype": _Unpacker.dtype_, "device": _Unpacker.device_,
+           "object": _Unpacker.object_}
 
 
 def _describe(f):

@@ -1,0 +1,7 @@
+"""Layer 4: ``TensorDict``, the batched nested container, and the modules that read and write it."""
+from .. import serialization as _serialization
+from ._td import TensorDict, _from_state, _to_state
+
+_serialization.register_type(TensorDict, "TensorDict", _to_state, _from_state)
+
+__all__ = ["TensorDict"]
