@@ -1,0 +1,97 @@
+"""TensorDict container speed, side by side with tensordict when it is importable.
+
+Measures, on one thread: indexing 256 random rows of a 100 000-row TensorDict (the same int64
+index tensor every call), stacking 1 000 single-row TensorDicts (``td[i]``, batch ``[]``) into one
+of batch [1000], and ``apply`` of an elementwise function over a nested TensorDict of batch [1000].
+Every TensorDict has the same five leaves: obs [N, 4] float32, action [N, 2] int64, reward [N, 1]
+float32, done [N, 1] bool and ("next", "obs") [N, 4] float32. rlpipe never depends on the peer; run
+from an environment that also has torch==2.13.0 and tensordict==0.14.3 to get the ratios:
+
+    python benchmarks/bench_tensordict.py [--repeat 7] [--number 1000]
+"""
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+
+import numpy as np  # noqa: E402
+from bench_core import measure  # noqa: E402  (the script's folder is on sys.path)
+
+import rlpipe  # noqa: E402
+
+try:
+    import tensordict
+    import torch
+    torch.set_num_threads(1)
+except ImportError:
+    torch = tensordict = None
+
+# tensordict 0.14.3 figures from DESIGN.md, used when the peer is not importable here
+ANCHORS_US = {"index 256 rows of a 100k-row TensorDict": 37.0,
+              "stack 1000 one-row TensorDicts": 12_000.0}
+
+
+def make_td(lib, TensorDict, n, seed=0):
+    """A TensorDict of batch [n] with the five leaves, the same values in both libraries."""
+    rng = np.random.default_rng(seed)
+    return TensorDict({
+        "obs": lib.tensor(rng.standard_normal((n, 4)).astype(np.float32)),
+        "action": lib.tensor(rng.integers(0, 2, (n, 2)).astype(np.int64)),
+        "reward": lib.tensor(rng.standard_normal((n, 1)).astype(np.float32)),
+        "done": lib.tensor(rng.random((n, 1)) < 0.05),
+        "next": {"obs": lib.tensor(rng.standard_normal((n, 4)).astype(np.float32))},
+    }, batch_size=[n])
+
+
+def workloads(lib, TensorDict):
+    """name -> (callable, result of one call) for one library (rlpipe, or torch with tensordict)."""
+    big = make_td(lib, TensorDict, 100_000)
+    idx = lib.tensor(np.random.default_rng(1).integers(0, 100_000, 256).astype(np.int64))
+    rows = [big[i] for i in range(1000)]
+    small = make_td(lib, TensorDict, 1000, seed=2)
+    fns = {
+        "index 256 rows of a 100k-row TensorDict": lambda: big[idx],
+        "stack 1000 one-row TensorDicts": lambda: lib.stack(rows, 0),
+        "apply(lambda x: x * 2), nested, batch [1000]": lambda: small.apply(lambda x: x * 2),
+    }
+    return {name: (fn, fn()) for name, fn in fns.items()}
+
+
+def leaves(td):
+    """{key: NumPy array} of a TensorDict's leaves, to check both libraries did the same work."""
+    return {k: np.asarray(v.numpy()) for k, v in td.items(include_nested=True, leaves_only=True)}
+
+
+def same(a, b):
+    la, lb = leaves(a), leaves(b)
+    return la.keys() == lb.keys() and all(la[k].shape == lb[k].shape and np.array_equal(la[k], lb[k]) for k in la)
+
+
+def main():
+    p = argparse.ArgumentParser(description="rlpipe TensorDict benchmark")
+    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--number", type=int, default=1000, help="calls per run of the indexing workload "
+                   "(stacking runs number/100 calls, apply number/10)")
+    args = p.parse_args()
+
+    ours = workloads(rlpipe, rlpipe.TensorDict)
+    theirs = workloads(torch, tensordict.TensorDict) if torch is not None else {}
+    if torch is not None:
+        print(f"peer: tensordict {tensordict.__version__} on torch {torch.__version__} (measured now)")
+    else:
+        print("peer: DESIGN.md anchors for tensordict 0.14.3 (torch/tensordict not importable)")
+    print(f"{'workload':46s} {'rlpipe us':>10s} {'peer us':>10s} {'peer/rlpipe':>12s}  same result")
+    for name, (fn, out) in ours.items():
+        scale = 1 if name.startswith("index") else 100 if name.startswith("stack") else 10
+        number = max(args.number // scale, 3)
+        mine = measure(fn, number, args.repeat)
+        peer = measure(theirs[name][0], number, args.repeat) if name in theirs else ANCHORS_US.get(name)
+        ratio = f"{peer / mine:11.2f}x" if peer else f"{'':>12s}"
+        check = ("yes" if same(out, theirs[name][1]) else "NO") if name in theirs else "-"
+        print(f"{name:46s} {mine:10.2f} {peer if peer else float('nan'):10.2f} {ratio}  {check}")
+
+
+if __name__ == "__main__":
+    main()
