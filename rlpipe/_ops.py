@@ -27,6 +27,7 @@ swapdims t movedim moveaxis broadcast_to broadcast_tensors narrow select clone c
 stack hstack vstack split chunk tensor_split unbind gather take_along_dim scatter scatter_add index_select
 masked_fill masked_select nonzero matmul mm bmm dot outer einsum flip roll""".split()
 
+_BFLOAT16 = _dtypes.bfloat16.np
 _NUMBER = (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)
 
 
@@ -67,6 +68,10 @@ def _operands(a, b, floating=False):
         if kind is None:
             raise TypeError(f"unsupported operand type: {type(s).__name__} (expected a Tensor, number or array)")
         own = t.dtype
+        if own is _dtypes.bfloat16 and kind is not None:
+            # NumPy promotes ml_dtypes' bfloat16 with a Python float to float32: make the number bfloat16
+            s = np.asarray(s, dtype=t._data.dtype)
+            return (t, s) if t is a else (s, t)
         if kind == 2 and own._rank == 2:
             wrapped = _wrap_int(s, own)
             if wrapped is not s:
@@ -1616,7 +1621,7 @@ def _operator(fn, function_cls, reflected=False):
     """A Tensor operator: float tensors with a same-dtype tensor or a Python number skip promotion."""
     def operator(self, other):
         dt = self._data.dtype
-        if function_cls is not None and dt in FLOATING_NP and (type(other) is builtins.float or type(other) is builtins.int or
+        if function_cls is not None and dt in FLOATING_NP and dt is not _BFLOAT16 and (type(other) is builtins.float or type(other) is builtins.int or
                                   type(other) is Tensor and other._data.dtype is dt):
             return function_cls.apply(other, self) if reflected else function_cls.apply(self, other)
         try:

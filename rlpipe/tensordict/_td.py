@@ -191,10 +191,17 @@ class TensorDict:
         return self
 
     def update(self, input_dict_or_td, clone=False, inplace=False, keys_to_update=None):
-        """Sets every entry of ``input_dict_or_td``, merging nested TensorDicts."""
+        """Sets every entry of ``input_dict_or_td``, merging nested TensorDicts (only ``keys_to_update``
+        when given; nested keys allowed)."""
+        if keys_to_update is not None:
+            wanted = {_unravel(k) for k in keys_to_update}
+            source = input_dict_or_td if isinstance(input_dict_or_td, TensorDict) else \
+                TensorDict(input_dict_or_td, batch_size=self._batch_size, device=self._device)
+            for key, value in source.items(include_nested=True, leaves_only=True):
+                if _unravel(key) in wanted:
+                    self.set(key, value.clone() if clone else value, inplace=inplace)
+            return self
         for key, value in input_dict_or_td.items():
-            if keys_to_update is not None and key not in keys_to_update:
-                continue
             if clone and hasattr(value, "clone"):
                 value = value.clone()
             current = self._tensordict.get(key) if isinstance(key, str) else self.get(key, None)
@@ -753,7 +760,7 @@ class TensorDict:
     # ---- printing --------------------------------------------------------------------------------------
     def __repr__(self):
         fields = []
-        for key, value in self._tensordict.items():
+        for key, value in sorted(self._tensordict.items()):  # tensordict lists fields by key
             if isinstance(value, TensorDict):
                 text = repr(value)
             else:
