@@ -1238,10 +1238,8 @@ def masked_fill(input, mask, value):
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                f"{value.ndim} dimension(s).")
         value = _cast(value, input.dtype)
-    else:
-        value = _scalar(value)
-        if isinstance(value, builtins.float) and not input.is_floating_point():
-            value = builtins.int(value)
+    else:  # the fill value takes the tensor's dtype, as in torch
+        value = input._data.dtype.type(_scalar(value))
     return F.Where.apply(mask, value, input)
 
 

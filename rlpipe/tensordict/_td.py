@@ -50,6 +50,34 @@ def _shape_str(shape):
     return f"rlpipe.Size({list(shape)})"
 
 
+class _KeysView:
+    """What ``TensorDict.keys()`` returns: iterable and sized, and ``in`` understands nested keys."""
+    __slots__ = ("_td", "_include_nested", "_leaves_only")
+
+    def __init__(self, td, include_nested, leaves_only):
+        self._td, self._include_nested, self._leaves_only = td, include_nested, leaves_only
+
+    def __iter__(self):
+        return self._td._walk(self._include_nested, self._leaves_only)
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+    def __contains__(self, key):
+        path = _unravel(key)
+        if len(path) > 1 and not self._include_nested:
+            raise TypeError(f"Nested keys such as {key!r} can only be looked up in keys(include_nested=True)")
+        value = self._td.get(path, None)
+        return value is not None and not (self._leaves_only and isinstance(value, TensorDict))
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    def __repr__(self):
+        return (f"_TensorDictKeysView({list(self)},\n    include_nested={self._include_nested},\n    "
+                f"leaves_only={self._leaves_only})")
+
+
 class TensorDict:
     """A dictionary of tensors (and nested TensorDicts) whose shapes all start with ``batch_size``.
 
@@ -57,17 +85,19 @@ class TensorDict:
     >>> td[:2]["next", "reward"].shape
     rlpipe.Size([2, 1])
     """
-    __slots__ = ("_tensordict", "_batch_size", "_device", "__weakref__")
+    __slots__ = ("_tensordict", "_batch_size", "_device", "_locked", "__weakref__")
 
     def __init__(self, source=None, batch_size=None, device=None, names=None, non_blocking=None, lock=False,
                  **kwargs):
         self._tensordict = {}
         self._batch_size = _as_batch_size(batch_size)
         self._device = None if device is None else resolve(device)
+        self._locked = False
         if source is None:
             source = {}
         if not hasattr(source, "items"):
-            raise TypeError(f"TensorDict source must be a dict or a TensorDict, got {type(source).__name__}")
+            raise ValueError("A TensorDict source is expected to be a TensorDictBase sub-type or a dictionary, "
+                             f"but type(source)={type(source).__name__}.")
         for key, value in (*source.items(), *kwargs.items()):
             self.set(key, value)
 
@@ -78,6 +108,7 @@ class TensorDict:
         td._tensordict = entries
         td._batch_size = batch_size
         td._device = device
+        td._locked = False
         return td
 
     # ---- shape and device ----------------------------------------------------------------------
@@ -88,14 +119,14 @@ class TensorDict:
     @batch_size.setter
     def batch_size(self, new):
         new = _as_batch_size(new)
+        for value in self._tensordict.values():  # nested TensorDicts with fewer batch dims grow first
+            if isinstance(value, TensorDict) and len(value.batch_size) < len(new):
+                value.batch_size = new
         for key, value in self._tensordict.items():
             shape = value.batch_size if isinstance(value, TensorDict) else value.shape
             if tuple(shape[:len(new)]) != tuple(new):
                 raise RuntimeError(f"the tensor {key!r} has shape {_shape_str(shape)} which is incompatible with "
                                    f"the batch-size {_shape_str(new)}.")
-        for value in self._tensordict.values():
-            if isinstance(value, TensorDict) and len(value.batch_size) < len(new):
-                value.batch_size = new
         self._batch_size = new
 
     shape = batch_size
@@ -103,6 +134,10 @@ class TensorDict:
     @property
     def batch_dims(self):
         return len(self._batch_size)
+
+    @batch_dims.setter
+    def batch_dims(self, value):
+        raise RuntimeError("Setting batch dims on TensorDict instances is not allowed.")
 
     ndim = batch_dims
 
@@ -118,6 +153,36 @@ class TensorDict:
     @property
     def device(self):
         return self._device
+
+    @device.setter
+    def device(self, value):
+        raise RuntimeError("device cannot be set using tensordict.device = device, because device cannot be "
+                           "updated in-place. To update device, use tensordict.to(new_device), which will return a "
+                           "new tensordict on the new device.")
+
+    # ---- locking: a locked TensorDict accepts in-place writes only ----
+    @property
+    def is_locked(self):
+        return self._locked
+
+    def lock_(self):
+        self._locked = True
+        for value in self._tensordict.values():
+            if isinstance(value, TensorDict):
+                value.lock_()
+        return self
+
+    def unlock_(self):
+        self._locked = False
+        for value in self._tensordict.values():
+            if isinstance(value, TensorDict):
+                value.unlock_()
+        return self
+
+    def _check_unlocked(self):
+        if self._locked:
+            raise RuntimeError("Cannot modify locked TensorDict. For in-place modification, consider using the "
+                               "`set_()` method and make sure the key is present.")
 
     def is_shared(self):
         return False
@@ -174,11 +239,11 @@ class TensorDict:
     def set(self, key, value, inplace=False):
         """Stores ``value`` under ``key`` (nested keys create the intermediate TensorDicts)."""
         path = _unravel(key)
-        parent = self._parent_of(path, create=True)
-        value = parent._leaf(key, value)
-        if inplace and path[-1] in parent._tensordict:
+        if inplace and self.get(key, None) is not None:
             return self.set_(key, value)
-        parent._tensordict[path[-1]] = value
+        self._check_unlocked()
+        parent = self._parent_of(path, create=True)
+        parent._tensordict[path[-1]] = parent._leaf(key, value)
         return self
 
     def set_(self, key, value):
@@ -219,11 +284,12 @@ class TensorDict:
         return self
 
     def setdefault(self, key, default, inplace=False):
-        if key not in self:
+        if self.get(key, None) is None:
             self.set(key, default)
         return self.get(key)
 
     def pop(self, key, default=_NO_DEFAULT):
+        self._check_unlocked()
         path = _unravel(key)
         try:
             parent = self._parent_of(path)
@@ -241,7 +307,7 @@ class TensorDict:
         return self
 
     def rename_key_(self, old_key, new_key, safe=False):
-        if safe and new_key in self:
+        if safe and self.get(new_key, None) is not None:
             raise KeyError(f'key "{new_key}" already present in TensorDict.')
         self.set(new_key, self.pop(old_key))
         return self
@@ -281,16 +347,17 @@ class TensorDict:
         return out
 
     def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
-        return list(self._walk(include_nested, leaves_only))
+        return _KeysView(self, include_nested, leaves_only)
 
     def _walk(self, include_nested, leaves_only, prefix=()):
+        # tensordict's order: a nested TensorDict's keys come before the key of the TensorDict itself
         for key, value in self._tensordict.items():
             nested = isinstance(value, TensorDict)
             full = prefix + (key,)
-            if not (leaves_only and nested):
-                yield full if prefix else key
             if nested and include_nested:
                 yield from value._walk(include_nested, leaves_only, full)
+            if not (leaves_only and nested):
+                yield full if prefix else key
 
     def values(self, include_nested=False, leaves_only=False):
         return [self.get(k) for k in self._walk(include_nested, leaves_only)]
@@ -299,9 +366,9 @@ class TensorDict:
         return [(k, self.get(k)) for k in self._walk(include_nested, leaves_only)]
 
     def __contains__(self, key):
-        if not _is_key(key):
-            raise TypeError(f"TensorDict keys are strings or tuples of strings, got {key!r}")
-        return self.get(key, None) is not None
+        raise NotImplementedError("TensorDict does not support membership checks with the `in` keyword. If you want "
+                                  "to check if a particular key is in your TensorDict, please use `key in "
+                                  "tensordict.keys()` instead.")
 
     def __len__(self):
         return self._batch_size[0] if self._batch_size else 0
@@ -448,6 +515,8 @@ class TensorDict:
             return self.get(index)
         if isinstance(index, list) and index and all(isinstance(i, (str, tuple)) for i in index):
             return self.select(*index)
+        if not self._batch_size and index is not Ellipsis and index is not None:
+            raise RuntimeError("indexing a tensordict with td.batch_dims==0 is not permitted")
         return self._index(self._batch_index(index))
 
     def _index(self, index):
@@ -517,11 +586,14 @@ class TensorDict:
     def view(self, *shape):
         return self._reshaped(shape, view=True)
 
-    def _batch_dim(self, dim, extra=0):
+    def _batch_dim(self, dim, extra=0, what=None):
         n = len(self._batch_size) + extra
         if not -n <= dim < max(n, 1):
-            raise IndexError(f"dim {dim} is out of range for a TensorDict with batch_size "
-                             f"{_shape_str(self._batch_size)}")
+            message = f"dim {dim} is out of range for a TensorDict with batch_size {_shape_str(self._batch_size)}"
+            if what is not None:  # tensordict's wording for squeeze, unsqueeze and gather
+                raise RuntimeError(f"{what} is allowed for dims comprised between -td.batch_dims and "
+                                   f"td.batch_dims{'' if extra == 0 else ' + 1'} only. Got dim={dim} ({message})")
+            raise IndexError(message)
         return dim % n if n else 0
 
     def flatten(self, start_dim=0, end_dim=-1):
@@ -541,20 +613,20 @@ class TensorDict:
     def squeeze(self, dim=None):
         if dim is None:
             return self._reshaped(tuple(s for s in self._batch_size if s != 1))
-        d = self._batch_dim(dim)
+        d = self._batch_dim(dim, what="squeezing")
         if self._batch_size[d] != 1:
             return self
         return self._reshaped(self._batch_size[:d] + self._batch_size[d + 1:])
 
     def unsqueeze(self, dim):
-        d = self._batch_dim(dim, extra=1)
+        d = self._batch_dim(dim, extra=1, what="unsqueezing")
         return self._reshaped(self._batch_size[:d] + (1,) + self._batch_size[d:])
 
     def permute(self, *dims):
         dims = tuple(self._batch_dim(d) for d in _ops._shape_arg(dims))
         if sorted(dims) != list(range(len(self._batch_size))):
-            raise RuntimeError(f"permute: dims {dims} are not a permutation of the {len(self._batch_size)} batch "
-                               "dims")
+            raise ValueError(f"Cannot compute the permutation, got dims={dims} but expected a permutation of the "
+                             f"{len(self._batch_size)} batch dims.")
         new_batch = Size(self._batch_size[d] for d in dims)
         return self._map(lambda t: t.permute(*dims, *range(len(dims), t.ndim)), new_batch)
 
@@ -603,6 +675,8 @@ class TensorDict:
         return t.reshape(tuple(t.shape) + (1,) * extra).expand(tuple(t.shape) + tuple(like.shape[t.ndim:]))
 
     def gather(self, dim, index):
+        if not -len(self._batch_size) <= dim < len(self._batch_size):
+            raise RuntimeError(f"Cannot gather tensordict with shape {_shape_str(self._batch_size)} along dim {dim}.")
         d = self._batch_dim(dim)
         new_batch = Size(index.shape)
         return self._map(lambda t: t.gather(d, self._expanded(index, t).contiguous()), new_batch)
@@ -697,45 +771,60 @@ class TensorDict:
     __hash__ = object.__hash__
 
     def all(self, dim=None):
-        return all(bool(t.all()) for t in self.values(True, True))
+        """True when every element of every leaf is; with ``dim``, a TensorDict reduced over that batch dim."""
+        return self._reduce_bool("all", dim)
 
     def any(self, dim=None):
-        return any(bool(t.any()) for t in self.values(True, True))
+        return self._reduce_bool("any", dim)
+
+    def _reduce_bool(self, how, dim):
+        if dim is None:
+            return (all if how == "all" else any)(bool(getattr(t, how)()) for t in self.values(True, True))
+        if not -len(self._batch_size) <= dim < len(self._batch_size):
+            raise RuntimeError("dim must be greater than or equal to -tensordict.batch_dims and smaller than "
+                               f"tensordict.batch_dims, got dim={dim} with batch_dims={len(self._batch_size)}")
+        d = dim % len(self._batch_size)
+        return self._map(lambda t: getattr(t, how)(d), self._batch_size[:d] + self._batch_size[d + 1:])
 
     # ---- memory-mapped storage ------------------------------------------------------------------------
     def memmap_(self, prefix=None, copy_existing=False, num_threads=0):
-        """Moves every leaf into a NumPy memory-mapped file under ``prefix`` (one file per leaf plus
-        ``meta.json``), so the data can exceed RAM and outlive the process."""
+        """Moves every leaf into a NumPy memory-mapped file under ``prefix`` (one ``.npy`` file per
+        leaf, one folder and ``meta.json`` per nested TensorDict), so the data can exceed RAM and
+        outlive the process; then locks the TensorDict (in-place writes only)."""
         if prefix is None:
             import tempfile
             prefix = tempfile.mkdtemp(prefix="rlpipe-memmap-")
         os.makedirs(prefix, exist_ok=True)
-        leaves = {}
-        for key in self.keys(include_nested=True, leaves_only=True):
-            path = _unravel(key)
-            value = self.get(key)
+        leaves, nested = {}, []
+        for key, value in self._tensordict.items():
+            if isinstance(value, TensorDict):
+                value.memmap_(os.path.join(prefix, key))
+                nested.append(key)
+                continue
             if value.device.type != "cpu":
                 raise RuntimeError(f"memmap_: {key!r} is on {value.device}; move the TensorDict to the CPU first")
-            name = "/".join(path) + ".memmap"
-            os.makedirs(os.path.join(prefix, *path[:-1]), exist_ok=True)
             host = value.detach()._data
-            target = np.lib.format.open_memmap(os.path.join(prefix, name), mode="w+", dtype=host.dtype,
+            target = np.lib.format.open_memmap(os.path.join(prefix, key + ".memmap"), mode="w+", dtype=host.dtype,
                                                shape=host.shape)
             target[...] = host
             target.flush()
-            leaves[name] = {"key": list(path), "shape": list(host.shape), "dtype": value.dtype.name}
-            self._parent_of(path)._tensordict[path[-1]] = wrap(target)
-        meta = {"format": "rlpipe-tensordict-memmap", "version": 1, "batch_size": list(self._batch_size),
-                "nested_batch_sizes": {"/".join(_unravel(k)): list(v.batch_size) for k, v in
-                                       self.items(include_nested=True) if isinstance(v, TensorDict)},
-                "leaves": leaves}
+            leaves[key] = {"shape": list(host.shape), "dtype": value.dtype.name}
+            self._tensordict[key] = wrap(target)
         with open(os.path.join(prefix, "meta.json"), "w") as f:
-            json.dump(meta, f)
-        return self
+            json.dump({"format": "rlpipe-tensordict-memmap", "version": 2, "batch_size": list(self._batch_size),
+                       "leaves": leaves, "nested": nested}, f)
+        return self.lock_()
+
+    def memmap(self, prefix=None):
+        """A memory-mapped copy (this TensorDict is left as it is)."""
+        return self.clone().memmap_(prefix)
+
+    def is_memmap(self):
+        return all(isinstance(t._data, np.memmap) for t in self.values(True, True))
 
     @classmethod
     def load_memmap(cls, prefix):
-        """The TensorDict that memmap_(prefix) wrote, its leaves mapped from the files."""
+        """The TensorDict that memmap_(prefix) wrote (any nested folder loads on its own too)."""
         from .. import _dtypes
         try:
             with open(os.path.join(prefix, "meta.json")) as f:
@@ -743,19 +832,20 @@ class TensorDict:
             if meta.get("format") != "rlpipe-tensordict-memmap":
                 raise ValueError("not an rlpipe TensorDict memmap directory")
             td = cls(batch_size=meta["batch_size"])
-            for name, leaf in meta["leaves"].items():
-                array = np.load(os.path.join(prefix, name), mmap_mode="r+")
-                if list(array.shape) != leaf["shape"] or array.dtype != _dtypes.as_dtype(
-                        getattr(_dtypes, leaf["dtype"])).np:
-                    raise ValueError(f"{name} does not match its recorded shape or dtype")
-                path = tuple(leaf["key"])
-                parent = td._parent_of(path, create=True)
-                parent._tensordict[path[-1]] = wrap(array)
-            for key, batch in meta["nested_batch_sizes"].items():
-                td.get(tuple(key.split("/"))).batch_size = batch
+            for key, leaf in meta["leaves"].items():
+                if not isinstance(key, str) or "/" in key or key.startswith("."):
+                    raise ValueError(f"bad key {key!r}")
+                array = np.load(os.path.join(prefix, key + ".memmap"), mmap_mode="r+", allow_pickle=False)
+                if list(array.shape) != leaf["shape"] or array.dtype != getattr(_dtypes, leaf["dtype"]).np:
+                    raise ValueError(f"{key} does not match its recorded shape or dtype")
+                td._tensordict[key] = td._leaf(key, wrap(array))
+            for key in meta["nested"]:
+                if not isinstance(key, str) or "/" in key or key.startswith("."):
+                    raise ValueError(f"bad key {key!r}")
+                td._tensordict[key] = td._leaf(key, cls.load_memmap(os.path.join(prefix, key)))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RuntimeError(f"load_memmap: {prefix!r} holds no valid memory-mapped TensorDict ({e})") from None
-        return td
+        return td.lock_()
 
     # ---- printing --------------------------------------------------------------------------------------
     def __repr__(self):
