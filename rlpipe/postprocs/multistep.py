@@ -1,0 +1,225 @@
+"""``MultiStep``: n-step returns over a TensorDict whose last batch dimension is time.
+
+For a window of at most ``n`` steps starting at ``t`` that stops after a done and at the end of
+the batch (or of the valid steps, with a ``("collector", "mask")``):
+
+- ``m[t]`` (``steps_to_next_obs``) is the window's length;
+- ``("next", "reward")[t]`` becomes ``sum_{k < m[t]} gamma**k * r[t + k]``, the old value kept as
+  ``("next", "original_reward")``; ``gamma[t]`` is ``gamma ** m[t]``;
+- every other ``"next"`` entry at ``t`` is taken from step ``t + m[t] - 1``, the done entries
+  included (torchrl 0.14 leaves those unshifted);
+- ``nonterminal[t]`` is ``not ("next", "terminated")[t]`` after the shift (``done`` without a
+  ``terminated`` entry), so ``r + gamma * nonterminal * V(next_obs)`` is the n-step target. Unlike
+  torchrl, the last step of a batch is not marked terminal.
+
+Everything is computed with tensor ops in ``n`` vectorized passes (no loop over batch or time),
+on whatever device the TensorDict lives.
+"""
+import numbers
+
+from .. import _ops
+from .._creation import arange, full, ones, zeros
+from .. import _dtypes
+from ..nn import Module
+from ..tensordict import TensorDict
+from ..tensordict._td import _unravel
+
+__all__ = ["MultiStep"]
+
+
+def _check_arguments(gamma, n_steps):
+    if isinstance(n_steps, bool) or not isinstance(n_steps, numbers.Integral):
+        raise TypeError(f"MultiStep: n_steps must be an int, got {type(n_steps).__name__} ({n_steps!r})")
+    if n_steps < 0:
+        raise ValueError(f"MultiStep: n_steps must be a non-negative integer, got n_steps={n_steps}")
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real) or not 0 < gamma <= 1:
+        raise ValueError(f"MultiStep: gamma must be in (0, 1], got gamma={gamma!r}")
+
+
+def window_lengths(done, valid, n):
+    """m[t] for done/valid of shape [..., T]: up to ``n`` steps, stopping after a done and before
+    the end of the batch or the first invalid step; 1 on invalid steps themselves."""
+    T = done.shape[-1]
+    batch = tuple(done.shape[:-1])
+    stop_after = _ops.cat([done, zeros(*batch, n, dtype=_dtypes.bool, device=done.device)], -1)
+    stop_before = _ops.cat([valid.logical_not(), ones(*batch, n, dtype=_dtypes.bool, device=done.device)], -1)
+    m = full(tuple(done.shape), n, dtype=_dtypes.int64, device=done.device)
+    still_open = ones(tuple(done.shape), dtype=_dtypes.bool, device=done.device)
+    for k in range(n):
+        before = stop_before[..., k:k + T] & still_open  # step t+k is past the end: the window stops at k
+        m = _ops.where(before, k, m)
+        still_open = still_open & before.logical_not()
+        after = stop_after[..., k:k + T] & still_open  # step t+k is done: the window stops after it
+        m = _ops.where(after, k + 1, m)
+        still_open = still_open & after.logical_not()
+    return _ops.where(valid, m, 1)
+
+
+def windowed_discounted_sum(reward, m, gamma, n):
+    """sum_{k < m[t]} gamma**k * reward[..., t + k], in ``n`` passes."""
+    T = reward.shape[-1]
+    padded = _ops.cat([reward, zeros(*reward.shape[:-1], n, dtype=reward.dtype, device=reward.device)], -1)
+    total = zeros(tuple(reward.shape), dtype=reward.dtype, device=reward.device)
+    for k in range(n):
+        total = total + _ops.where(m > k, padded[..., k:k + T] * float(gamma ** k), 0.0)
+    return total
+
+
+class MultiStep(Module):
+    """Rewrites a ``[*B, T]`` TensorDict with n-step returns (see the module docstring).
+
+    ``MultiStep(gamma, n_steps)`` returns the input TensorDict, transformed in place; on bad input
+    it raises before changing anything. ``streaming=True`` keeps the last ``n_steps - 1`` frames
+    of every batch and completes their windows with the next batch (``flush()`` emits the rest):
+    each frame comes out exactly once with its exact return, ``n_steps - 1`` frames late.
+    """
+
+    def __init__(self, gamma, n_steps, *, reward_keys=(("next", "reward"),), done_key=("next", "done"),
+                 terminated_key=("next", "terminated"), mask_key=("collector", "mask"), streaming=False):
+        super().__init__()
+        _check_arguments(gamma, n_steps)
+        self.gamma = float(gamma)
+        self.n_steps = int(n_steps)
+        self.reward_keys = [_unravel(k) for k in ([reward_keys] if isinstance(reward_keys, str) else reward_keys)]
+        self.done_key = _unravel(done_key)
+        self.terminated_key = _unravel(terminated_key)
+        self.mask_key = _unravel(mask_key)
+        self.streaming = streaming
+        self._tail = None
+
+    def extra_repr(self):
+        return f"gamma={self.gamma}, n_steps={self.n_steps}" + (", streaming=True" if self.streaming else "")
+
+    # ---- batch transform ------------------------------------------------------------------------
+    def forward(self, tensordict):
+        if self.streaming:
+            return self._stream(tensordict)
+        return self._transform(tensordict)
+
+    def _transform(self, td):
+        if not isinstance(td, TensorDict):
+            raise TypeError(f"MultiStep expects a TensorDict, got {type(td).__name__}")
+        if self.n_steps == 0:
+            return td
+        if td.batch_dims == 0:
+            raise ValueError("MultiStep needs a TensorDict with a time dimension (batch_size [*B, T]), got "
+                             f"batch_size={list(td.batch_size)}")
+        done = td.get(self.done_key)  # KeyError naming the key when missing
+        for key in self.reward_keys:
+            td.get(key)
+        work, restore = self._time_last(td, done)
+        updates = self._compute(work)
+        for key, value in updates.items():  # nothing was written before this point
+            work.set(key, value)
+        if restore is not None:
+            td.update(restore(work))
+        elif work is not td:
+            td.update(work)
+        return td
+
+    def _time_last(self, td, done):
+        """The TensorDict to compute on, with done of the batch shape and time last; and how to map
+        results back (None when td itself is that TensorDict)."""
+        shape = tuple(td.batch_size)
+        dshape = tuple(done.shape)
+        if dshape == shape or dshape == shape + (1,):
+            return td, None
+        if dshape[:len(shape)] != shape:
+            raise ValueError(f"MultiStep: the done entry {self.done_key} has shape {list(dshape)}, incompatible with "
+                             f"the TensorDict's batch_size {list(shape)}")
+        # multi-dimensional done (several agents): the batch follows the done shape, time moved last
+        work = td.copy()
+        try:
+            work.batch_size = dshape
+        except RuntimeError as e:
+            raise ValueError(f"MultiStep: every entry must follow the done shape {list(dshape)} ({e})") from None
+        time = len(shape) - 1
+        order = [d for d in range(len(dshape)) if d != time] + [time]
+        inverse = [order.index(d) for d in range(len(dshape))]
+        permuted = work.permute(order)
+
+        def restore(result):
+            back = result.permute(inverse)
+            back.batch_size = shape
+            return back
+        return permuted, restore
+
+    def _compute(self, td):
+        """Every new value, computed without touching ``td``."""
+        n = self.n_steps
+        batch = tuple(td.batch_size)
+        done = self._as_batch_shaped(td.get(self.done_key), batch, self.done_key).bool()
+        mask = td.get(self.mask_key, None)
+        valid = ones(batch, dtype=_dtypes.bool, device=done.device) if mask is None else \
+            self._as_batch_shaped(mask, batch, self.mask_key).bool()
+        m = window_lengths(done, valid, n)
+        updates = {}
+        for key in self.reward_keys:
+            reward = td.get(key)
+            flat = self._as_batch_shaped(reward, batch, key)
+            summed = windowed_discounted_sum(flat, m, self.gamma, n).reshape(tuple(reward.shape))
+            updates[key[:-1] + ("original_" + key[-1],)] = reward
+            updates[key] = summed
+        last = arange(batch[-1], device=done.device) + m - 1  # the step whose "next" entries are kept
+        rows = _flat_rows(last)
+        untouched = set(self.reward_keys) | {k[:-1] + ("original_" + k[-1],) for k in self.reward_keys}
+        next_td = td.get("next")
+        for key in next_td.keys(include_nested=True, leaves_only=True):
+            full_key = ("next",) + _unravel(key)
+            if full_key in untouched:
+                continue
+            value = next_td.get(key)
+            features = tuple(value.shape[len(batch):])
+            updates[full_key] = value.reshape((-1,) + features)[rows].reshape(tuple(value.shape))
+        terminal = updates.get(self.terminated_key, updates.get(self.done_key))
+        nonterminal = self._as_batch_shaped(terminal, batch, self.terminated_key).bool().logical_not() & valid
+        updates["gamma"] = (_ops.pow(self.gamma, m.to(_dtypes.float64))).to(_dtypes.float32)
+        updates["steps_to_next_obs"] = m
+        updates["nonterminal"] = nonterminal
+        return updates
+
+    @staticmethod
+    def _as_batch_shaped(value, batch, key):
+        shape = tuple(value.shape)
+        if shape == batch:
+            return value
+        if shape == batch + (1,):
+            return value.squeeze(-1)
+        raise ValueError(f"MultiStep: the entry {key} has shape {list(shape)}; expected the batch shape "
+                         f"{list(batch)}, possibly with a trailing 1")
+
+    # ---- streaming ----------------------------------------------------------------------------------
+    def _stream(self, td):
+        """Holds back the last n - 1 frames and emits the rest with exact windows."""
+        keep = max(self.n_steps - 1, 0)
+        if self._tail is not None:
+            if self._tail.batch_size[:-1] != td.batch_size[:-1]:
+                raise ValueError(f"MultiStep(streaming=True): batch {list(td.batch_size)} does not continue the "
+                                 f"previous one {list(self._tail.batch_size)} (environment dims differ)")
+            td = _ops.cat([self._tail, td], td.batch_dims - 1)
+        T = td.batch_size[-1]
+        ready = T - keep if T > keep else 0
+        time = td.batch_dims - 1
+        index = (slice(None),) * time
+        self._tail = td[index + (slice(ready, T),)].clone()
+        out = self._transform(td.clone())
+        return out[index + (slice(0, ready),)]
+
+    def flush(self):
+        """The frames still held back, transformed as the end of their trajectories; resets the stream."""
+        if self._tail is None:
+            return None
+        tail, self._tail = self._tail, None
+        return self._transform(tail)
+
+    def reset(self):
+        """Forgets the held-back frames (for example when the environments are reset)."""
+        self._tail = None
+
+
+def _flat_rows(last):
+    """Row numbers, in the [B*T, ...] view of a [*B, T, ...] entry, of the steps ``last`` picks: one
+    gather of whole rows per entry (much faster than gathering element by element)."""
+    T = last.shape[-1]
+    offsets = arange(last.numel() // max(T, 1), device=last.device).reshape(-1, 1) * T
+    return (last.reshape(-1, T) + offsets).reshape(-1)
