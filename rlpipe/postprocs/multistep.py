@@ -80,7 +80,9 @@ class MultiStep(Module):
         _check_arguments(gamma, n_steps)
         self.gamma = float(gamma)
         self.n_steps = int(n_steps)
-        self.reward_keys = [_unravel(k) for k in ([reward_keys] if isinstance(reward_keys, str) else reward_keys)]
+        one_key = isinstance(reward_keys, str) or isinstance(reward_keys, tuple) and all(
+            isinstance(k, str) for k in reward_keys)  # ("next", "reward") is one nested key
+        self.reward_keys = [_unravel(k) for k in ([reward_keys] if one_key else reward_keys)]
         self.done_key = _unravel(done_key)
         self.terminated_key = _unravel(terminated_key)
         self.mask_key = _unravel(mask_key)
@@ -124,15 +126,21 @@ class MultiStep(Module):
         dshape = tuple(done.shape)
         if dshape == shape or dshape == shape + (1,):
             return td, None
+        if len(dshape) > len(shape) + 1 and dshape[-1] == 1:  # [*B, T, A, 1]: the trailing 1 is a feature dim
+            dshape = dshape[:-1]
         if dshape[:len(shape)] != shape:
             raise ValueError(f"MultiStep: the done entry {self.done_key} has shape {list(dshape)}, incompatible with "
                              f"the TensorDict's batch_size {list(shape)}")
         # multi-dimensional done (several agents): the batch follows the done shape, time moved last
         work = td.copy()
+        mask = work.pop(self.mask_key, None)  # a [*B, T] collector mask covers every agent
         try:
             work.batch_size = dshape
         except RuntimeError as e:
             raise ValueError(f"MultiStep: every entry must follow the done shape {list(dshape)} ({e})") from None
+        if mask is not None:
+            per_agent = mask.reshape(shape + (1,) * (len(dshape) - len(shape))).expand(dshape)
+            work.set(self.mask_key, per_agent)
         time = len(shape) - 1
         order = [d for d in range(len(dshape)) if d != time] + [time]
         inverse = [order.index(d) for d in range(len(dshape))]
@@ -140,6 +148,8 @@ class MultiStep(Module):
 
         def restore(result):
             back = result.permute(inverse)
+            if mask is not None:  # the input's own [*B, T] mask stays as it was
+                back = back.exclude(self.mask_key)
             back.batch_size = shape
             return back
         return permuted, restore
@@ -221,5 +231,7 @@ def _flat_rows(last):
     """Row numbers, in the [B*T, ...] view of a [*B, T, ...] entry, of the steps ``last`` picks: one
     gather of whole rows per entry (much faster than gathering element by element)."""
     T = last.shape[-1]
-    offsets = arange(last.numel() // max(T, 1), device=last.device).reshape(-1, 1) * T
+    if T == 0:
+        return last.reshape(-1)
+    offsets = arange(last.numel() // T, device=last.device).reshape(-1, 1) * T
     return (last.reshape(-1, T) + offsets).reshape(-1)

@@ -1,8 +1,7 @@
 """Trajectory utilities: split a batch into padded trajectories; discounted returns with resets."""
 from .. import _ops
-from .._creation import arange, zeros
+from .._creation import arange, ones_like, zeros
 from .. import _dtypes
-from ..tensordict import TensorDict
 from ..tensordict._td import _unravel
 
 __all__ = ["split_trajectories", "discounted_cumsum", "reward2go"]
@@ -22,6 +21,10 @@ def split_trajectories(tensordict, *, prefix=None, trajectory_key=None, done_key
     done_key = ("next", "done") if done_key is None else _unravel(done_key)
     flat = tensordict.reshape(-1) if tensordict.batch_dims != 1 else tensordict
     n = flat.batch_size[0]
+    if n == 0:
+        out = flat.apply(lambda leaf: leaf.reshape((0, 0) + tuple(leaf.shape[1:])), batch_size=[0, 0])
+        out.set((prefix if prefix is not None else "collector", "mask"), zeros(0, 0, dtype=_dtypes.bool))
+        return out
     ids = flat.get(trajectory_key, None)
     if ids is not None:
         ids = ids.reshape(n)
@@ -54,7 +57,7 @@ def discounted_cumsum(reward, done, gamma, *, time_dim=-2):
     to go, restarting after every done. A doubling scan: log2(T) vectorized passes."""
     r = reward.movedim(time_dim, -1)
     d = _ops.broadcast_to(done.bool(), tuple(reward.shape)).movedim(time_dim, -1)
-    carry = _ops.where(d, 0.0, float(gamma)).to(r.dtype)  # how much of G[t+1] reaches G[t]
+    carry = _ops.where(d, 0.0, ones_like(r) * float(gamma))  # how much of G[t+1] reaches G[t], in r's dtype
     T = r.shape[-1]
     span = 1
     while span < T:
