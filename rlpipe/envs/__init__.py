@@ -1,0 +1,5 @@
+"""Layer 5: environment specs, Gymnasium environments, and transforms."""
+from .common import EnvBase
+from .specs import (TensorSpec, Bounded, Unbounded, Categorical, OneHot, MultiCategorical, MultiOneHot, Binary,
+                    Composite, from_gym_space)
+from .gym import GymEnv, GymWrapper

@@ -1,0 +1,157 @@
+"""``EnvBase``: torchrl's environment API over TensorDicts, on an array-level "frame" protocol.
+
+Environments (and the transforms wrapping them) exchange *frames*: plain dicts mapping key
+tuples (``("observation",)``, ``("pixels",)``, ``("step_count",)``) to host arrays whose leading
+dims are the env's ``batch_size``. TensorDicts are built only at the API boundary (``reset``,
+``step``, ``rollout``) and by the collector, which copies frames into preallocated storage: the
+per-step hot path never builds a TensorDict. Gymnasium hands out NumPy arrays, so frames are
+NumPy on the host; they become rlpipe tensors (on the env's ``device``) at the boundary.
+
+A subclass implements:
+
+- ``_reset_frame(seed=None) -> dict``: observations after a reset of every env;
+- ``_step_frame(action) -> (next_obs: dict, reward, terminated, truncated)``: one step of every env
+  with ``action`` (a host array in the action spec's format, batch-leading: one-hot for a OneHot
+  spec; the env converts it to what the simulator takes); reward float32 and the flags bool, each shaped
+  ``batch_size + (1,)``; ``next_obs`` holds the *true* last observation of an episode that ends;
+- ``_continue_frame(next_obs, done) -> dict``: the observations to act on next: ``next_obs``
+  where ``done`` (shaped ``batch_size + (1,)``) is False, a fresh reset where it is True (a
+  vectorized env returns the observation its autoreset already produced);
+- the specs: ``action_spec``, ``observation_spec`` (a ``Composite`` keyed like the frame),
+  ``reward_spec``, ``done_spec`` (``Composite`` with done/terminated/truncated).
+"""
+import numpy as np
+
+from .._creation import as_tensor
+from .._device import CPU, resolve
+from .._tensor import Size
+from ..tensordict import TensorDict
+from ..tensordict._td import _unravel
+
+__all__ = ["EnvBase", "frame_to_tensordict", "DONE_KEYS"]
+
+DONE_KEYS = ("done", "terminated", "truncated")
+
+
+def frame_to_tensordict(frame, batch_size, device=None, td=None, prefix=()):
+    """Writes a frame's arrays into ``td`` (a new TensorDict if None) under ``prefix``."""
+    td = TensorDict(batch_size=batch_size, device=device) if td is None else td
+    for key, value in frame.items():
+        td.set(prefix + _unravel(key), as_tensor(value, device=device))
+    return td
+
+
+class EnvBase:
+    """torchrl-style environment: ``reset()``, ``step(td)``, ``rand_step()``, ``rollout()``,
+    ``set_seed()``, and specs. Subclasses implement the frame protocol (module docstring)."""
+
+    batch_size = Size(())
+    device = CPU
+
+    def __init__(self, *, device=None, batch_size=None):
+        self.device = CPU if device is None else resolve(device)
+        self.batch_size = Size(()) if batch_size is None else Size(batch_size)
+        self._is_closed = False
+
+    # ---- the frame protocol (subclasses) ---------------------------------------------------------
+    def _reset_frame(self, seed=None):
+        raise NotImplementedError
+
+    def _step_frame(self, action):
+        raise NotImplementedError
+
+    def _continue_frame(self, next_obs, done):
+        raise NotImplementedError
+
+    # ---- TensorDict API ---------------------------------------------------------------------------
+    def _done_entries(self, terminated, truncated):
+        return {("done",): terminated | truncated, ("terminated",): terminated, ("truncated",): truncated}
+
+    def reset(self, tensordict=None, seed=None):
+        """A TensorDict with the first observations and done/terminated/truncated all False."""
+        frame = dict(self._reset_frame(seed))
+        flags = np.zeros(tuple(self.batch_size) + (1,), dtype=bool)
+        frame.update(self._done_entries(flags, flags))
+        out = frame_to_tensordict(frame, self.batch_size, self.device)
+        if tensordict is not None:
+            tensordict.update(out)
+            return tensordict
+        return out
+
+    def _action_array(self, tensordict):
+        """The action as a host array in the action spec's format (one-hot stays one-hot)."""
+        return tensordict.get("action").detach().cpu().numpy()
+
+    def step(self, tensordict):
+        """Steps with ``tensordict["action"]``; writes ``("next", ...)``: observations, reward, done,
+        terminated and truncated. Returns the same TensorDict."""
+        next_obs, reward, terminated, truncated = self._step_frame(self._action_array(tensordict))
+        frame = dict(next_obs)
+        frame[("reward",)] = reward
+        frame.update(self._done_entries(terminated, truncated))
+        tensordict.set("next", frame_to_tensordict(frame, self.batch_size, self.device))
+        return tensordict
+
+    def rand_step(self, tensordict=None):
+        tensordict = self.reset() if tensordict is None else tensordict
+        tensordict.set("action", self.action_spec.rand())
+        return self.step(tensordict)
+
+    def rand_action(self, tensordict=None):
+        tensordict = TensorDict(batch_size=self.batch_size, device=self.device) if tensordict is None else tensordict
+        tensordict.set("action", self.action_spec.rand())
+        return tensordict
+
+    def rollout(self, max_steps, policy=None, callback=None, auto_reset=True, break_when_any_done=True,
+                break_when_all_done=False, return_contiguous=True, tensordict=None):
+        """Up to ``max_steps`` steps, stacked along a new last batch dim. Stops after the step where
+        any env is done (``break_when_any_done``); otherwise done envs are reset and continue."""
+        from .._ops import stack
+        from ..autograd.grad_mode import no_grad
+        td = self.reset() if (auto_reset or tensordict is None) else tensordict
+        steps = []
+        with no_grad():
+            for _ in range(max_steps):
+                td = policy(td) if policy is not None else self.rand_action(td)
+                td = self.step(td)
+                steps.append(td)
+                if callback is not None:
+                    callback(self, td)
+                done = td.get(("next", "done"))
+                if break_when_any_done and bool(done.any()):
+                    break
+                if break_when_all_done and bool(done.all()):
+                    break
+                td = self._carry_over(td, done)
+        return stack(steps, len(self.batch_size))
+
+    def _carry_over(self, td, done):
+        """The root TensorDict of the following step: the "next" entries, with done envs reset."""
+        next_td = td.get("next")
+        next_obs = {_unravel(k): next_td.get(k).numpy() for k in self.observation_spec.keys(True, True)}
+        frame = dict(self._continue_frame(next_obs, done.numpy()))
+        flags = next_td.get("done").numpy() & ~done.numpy()
+        frame.update(self._done_entries(next_td.get("terminated").numpy() & ~done.numpy(),
+                                        next_td.get("truncated").numpy() & ~done.numpy()))
+        frame[("done",)] = flags
+        return frame_to_tensordict(frame, self.batch_size, self.device)
+
+    def set_seed(self, seed, static_seed=False):
+        """Seeds the environment(s); returns the next unused seed."""
+        self._reset_frame(seed)
+        return seed + max(int(np.prod(tuple(self.batch_size))), 1)
+
+    def close(self):
+        self._is_closed = True
+
+    def __repr__(self):
+        return f"{type(self).__name__}(batch_size={list(self.batch_size)}, device={self.device})"
+
+    # full specs, as torchrl names them
+    @property
+    def full_observation_spec(self):
+        return self.observation_spec
+
+    @property
+    def full_done_spec(self):
+        return self.done_spec

@@ -1,0 +1,442 @@
+"""Gymnasium environments: ``GymEnv`` (by id, single or vectorized) and ``GymWrapper`` (an instance).
+
+torchrl 0.14's ``GymEnv``/``GymWrapper`` semantics on rlpipe's frame protocol (``common.py``):
+
+- a Box observation goes to ``"observation"``; a Dict observation space puts its keys at the root
+  (nested Dicts nest); Discrete observations are one-hot unless ``categorical_action_encoding``;
+- Discrete actions are one-hot (``OneHot``) by default, ``Categorical`` with
+  ``categorical_action_encoding=True``; MultiDiscrete ones are ``MultiOneHot``/``MultiCategorical``;
+- ``num_envs=N`` builds ``gymnasium.make_vec(..., vectorization_mode="sync"|"async")`` with
+  ``autoreset_mode=SAME_STEP``: a step that ends an episode reports its true last observation
+  (``info["final_obs"]``) as the next observation, and ``_continue_frame`` hands out the reset
+  observation the autoreset already produced. No transition ever spans two episodes.
+
+The frame methods are the collector's hot path: they take and return NumPy arrays, keep
+Gymnasium's observation dtypes, and build nothing but the minimal frame dict.
+"""
+import numpy as np
+
+from .. import random as _random
+from .._tensor import Size
+from .common import EnvBase
+
+__all__ = ["GymEnv", "GymWrapper"]
+
+
+def _gym():
+    try:
+        import gymnasium
+    except ImportError as err:  # pragma: no cover - gymnasium is a dependency of rlpipe.envs.gym
+        raise ImportError("rlpipe.envs.GymEnv needs gymnasium (pip install gymnasium)") from err
+    return gymnasium
+
+
+def _specs():
+    from . import specs
+    return specs
+
+
+# ---- observation leaves ------------------------------------------------------------------------------
+
+def _leaves(space, path=()):
+    """(key, index path, space) for every leaf of an observation space, in the space's order: a
+    Dict nests by its keys, a Tuple by "0", "1", ... (as ``from_gym_space``)."""
+    spaces = _gym().spaces
+    key, index = path if path else ((), ())
+    if isinstance(space, spaces.Dict):
+        out = []
+        for name, sub in space.spaces.items():
+            out.extend(_leaves(sub, (key + (str(name),), index + (name,))))
+        return out
+    if isinstance(space, spaces.Tuple):
+        out = []
+        for i, sub in enumerate(space.spaces):
+            out.extend(_leaves(sub, (key + (str(i),), index + (i,))))
+        return out
+    return [(key, index, space)]
+
+
+def _getter(index):
+    if not index:
+        return lambda obs: obs
+    if len(index) == 1:
+        name = index[0]
+        return lambda obs: obs[name]
+
+    def get(obs):
+        for name in index:
+            obs = obs[name]
+        return obs
+    return get
+
+
+def _identity(x):
+    return x
+
+
+def _np_dtype(spec):
+    dtype = spec.dtype
+    return np.dtype(getattr(dtype, "np", dtype))
+
+
+def _one_hot(index, n, dtype):
+    return (np.asarray(index)[..., None] == np.arange(n)).astype(dtype)
+
+
+def _start(space):
+    return np.asarray(getattr(space, "start", 0))
+
+
+def _converter(space, spec, copy):
+    """A function turning a Gymnasium observation leaf (single or batched) into the spec's format.
+    ``copy``: the result must not share memory with the input (vector envs reuse their buffers)."""
+    spaces = _gym().spaces
+    specs = _specs()
+    dt = _np_dtype(spec)
+    if isinstance(space, (spaces.Box, spaces.MultiBinary)):
+        if copy:
+            return lambda x: np.array(x, dtype=dt)
+
+        def box(x):
+            if type(x) is np.ndarray and x.dtype == dt:
+                return x
+            return np.asarray(x, dtype=dt)
+        return box
+    if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete)):
+        start = _start(space)
+        if isinstance(spec, specs.OneHot):
+            n = int(spec.n)
+            return lambda x: _one_hot(np.asarray(x) - start, n, dt)
+        if isinstance(spec, specs.MultiOneHot):
+            sizes = [int(n) for n in np.asarray(space.nvec)]
+
+            def multi_one_hot(x):
+                x = np.asarray(x) - start
+                return np.concatenate([_one_hot(x[..., i], n, dt) for i, n in enumerate(sizes)], axis=-1)
+            return multi_one_hot
+        return lambda x: np.array(np.asarray(x) - start, dtype=dt)
+    raise NotImplementedError(f"GymEnv: observation space {space} is not supported")
+
+
+# ---- actions -------------------------------------------------------------------------------------------
+
+def _action_converter(space, spec, batched):
+    """A function turning a host action in the spec's format (single or batched) into Gymnasium's."""
+    spaces = _gym().spaces
+    specs = _specs()
+    if isinstance(space, spaces.Box):
+        dt = space.dtype
+        return lambda a: a if a.dtype == dt else a.astype(dt)
+    if isinstance(space, spaces.MultiBinary):
+        dt = space.dtype
+        return lambda a: a.astype(dt)
+    if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete)):
+        start = _start(space)
+        has_start = bool(np.any(start != 0))
+        if isinstance(spec, specs.OneHot):
+            if has_start:
+                return lambda a: a.argmax(-1) + start
+            if not batched and len(spec.shape) == 1:
+                return lambda a: int(a.argmax())  # Python ints pass ``Discrete.contains`` fastest
+            return lambda a: a.argmax(-1)
+        if isinstance(spec, specs.MultiOneHot):
+            bounds = np.cumsum([int(n) for n in np.asarray(space.nvec)])[:-1]
+
+            def multi_one_hot(a):
+                return np.stack([part.argmax(-1) for part in np.split(a, bounds, axis=-1)], axis=-1) + start
+            return multi_one_hot
+        if has_start:
+            return lambda a: a.astype(np.int64) + start
+        if isinstance(spec, specs.Categorical) and not batched:
+            return int  # a Python int: Gymnasium's ``Discrete.contains`` checks it fastest
+        return lambda a: a if a.dtype.kind in "iu" else a.astype(np.int64)
+    raise NotImplementedError(f"GymEnv: action space {space} is not supported (Box, Discrete, "
+                              "MultiDiscrete and MultiBinary actions are)")
+
+
+def _expand(spec, batch_size):
+    """``spec`` with the env's batch dims in front (torchrl specs carry the batch dims)."""
+    if not batch_size:
+        return spec
+    return spec.expand(*(tuple(batch_size) + tuple(spec.shape)))
+
+
+_REWARD = np.zeros((1,), dtype=np.float32)
+_TRUE = np.ones((1,), dtype=bool)
+_FALSE = np.zeros((1,), dtype=bool)
+
+
+class _classproperty:
+    def __init__(self, fget):
+        self.fget = fget
+
+    def __get__(self, instance, owner):
+        return self.fget(owner)
+
+
+# ---- the wrapper -----------------------------------------------------------------------------------------
+
+class GymWrapper(EnvBase):
+    """A Gymnasium environment (``gymnasium.Env``, or a ``gymnasium.vector.VectorEnv`` built with
+    ``autoreset_mode=SAME_STEP``) as an rlpipe environment.
+
+    Args:
+        env: the Gymnasium environment instance.
+        device: where the TensorDicts of ``reset``/``step``/``rollout`` live (frames stay on host).
+        categorical_action_encoding: Discrete spaces as ``Categorical`` (integer) instead of
+            ``OneHot``.
+    """
+
+    def __init__(self, env=None, device=None, categorical_action_encoding=False, **kwargs):
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}: unexpected arguments {sorted(kwargs)}")
+        if env is None:
+            raise TypeError(f"{type(self).__name__} needs a gymnasium.Env instance")
+        gym = _gym()
+        if isinstance(env, gym.vector.VectorEnv):
+            mode = env.metadata.get("autoreset_mode", getattr(env, "autoreset_mode", None))
+            same_step = getattr(getattr(gym.vector, "AutoresetMode", None), "SAME_STEP", "SameStep")
+            if mode != same_step:
+                raise ValueError(
+                    f"{type(self).__name__}: a vector env must autoreset in the same step "
+                    f"(autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP), got {mode}; with "
+                    "NEXT_STEP the step after a done would be a fake transition")
+            batch_size = Size((int(env.num_envs),))
+        elif isinstance(env, gym.Env):
+            batch_size = Size(())
+        else:
+            raise TypeError(f"{type(self).__name__} wraps a gymnasium.Env, got {type(env).__name__}")
+        super().__init__(device=device, batch_size=batch_size)
+        self._env = env
+        self._categorical_action_encoding = bool(categorical_action_encoding)
+        if not hasattr(self, "env_name"):
+            spec = getattr(env, "spec", None)
+            self.env_name = spec.id if spec is not None else type(getattr(env, "unwrapped", env)).__name__
+        self._vectorized = bool(batch_size)
+        self._make_specs()
+        self._pending = None  # vectorized: (frame of the step's returned obs, mask of autoreset envs)
+
+    # ---- specs --------------------------------------------------------------------------------------
+    def _make_specs(self):
+        specs = _specs()
+        env, bs = self._env, self.batch_size
+        obs_space = env.single_observation_space if self._vectorized else env.observation_space
+        act_space = env.single_action_space if self._vectorized else env.action_space
+        cat = self._categorical_action_encoding
+        self._obs_space, self._act_space = obs_space, act_space
+
+        action_spec = specs.from_gym_space(act_space, categorical_action_encoding=cat, device=self.device)
+        self.action_spec = _expand(action_spec, bs)
+        self._action_shape = tuple(self.action_spec.shape)
+        self._to_gym_action = _action_converter(act_space, action_spec, self._vectorized)
+
+        leaves = []
+        obs_spec = specs.Composite(shape=bs, device=self.device)
+        for key, index, space in _leaves(obs_space):
+            leaf_spec = specs.from_gym_space(space, categorical_action_encoding=cat, device=self.device)
+            key = key if key else ("observation",)
+            obs_spec[key] = _expand(leaf_spec, bs)
+            leaves.append((key, _getter(index), _converter(space, leaf_spec, copy=self._vectorized),
+                           _converter(space, leaf_spec, copy=True)))
+        self.observation_spec = obs_spec
+        self._leaves = leaves
+        # a done env's final observation, written into its row (NumPy casts a Box leaf itself)
+        self._final_leaves = [(key, get, _identity if isinstance(space, _gym().spaces.Box) else conv)
+                              for (key, get, _, conv), (_, _, space) in zip(leaves, _leaves(obs_space))]
+        self._keys = tuple(key for key, *_ in leaves)
+        if len(leaves) == 1 and leaves[0][0] == ("observation",):
+            key, _, conv, _ = leaves[0]
+            if isinstance(obs_space, _gym().spaces.Box) and not self._vectorized:
+                dt = _np_dtype(obs_spec[key])
+
+                def obs_frame(obs):  # the hot path: Gymnasium's own array, no copy
+                    if type(obs) is np.ndarray and obs.dtype is dt:
+                        return {key: obs}
+                    return {key: np.asarray(obs, dtype=dt)}
+                self._obs_frame = obs_frame
+            else:
+                self._obs_frame = lambda obs: {key: conv(obs)}
+        else:
+            self._obs_frame = lambda obs: {key: conv(get(obs)) for key, get, conv, _ in leaves}
+
+        self._flag_shape = tuple(bs) + (1,)
+        self.reward_spec = specs.Unbounded(shape=self._flag_shape, dtype="float32", device=self.device)
+        self.done_spec = specs.Composite(
+            {name: specs.Categorical(2, shape=self._flag_shape, dtype="bool", device=self.device)
+             for name in ("done", "terminated", "truncated")},
+            shape=bs, device=self.device)
+
+    # ---- the frame protocol -------------------------------------------------------------------------
+    def _reset_frame(self, seed=None):
+        self._pending = None
+        try:
+            obs, _ = self._env.reset(seed=seed)
+        except Exception as err:
+            raise RuntimeError(f"{self._label()}: reset failed: {err}") from err
+        return self._obs_frame(obs)
+
+    def _step_frame(self, action):
+        if type(action) is not np.ndarray:
+            action = np.asarray(action)
+        if action.shape != self._action_shape:
+            raise ValueError(f"{self._label()}: expected an action of shape {self._action_shape} "
+                             f"({type(self.action_spec).__name__}), got {action.shape}")
+        if self._vectorized:
+            return self._step_vectorized(action)
+        try:
+            obs, reward, terminated, truncated, _ = self._env.step(self._to_gym_action(action))
+        except Exception as err:
+            raise RuntimeError(f"{self._label()}: step failed: {err}") from err
+        # fresh arrays (the TensorDicts built from frames share their memory), copied from
+        # templates: half the cost of np.array((x,), dtype)
+        rew = _REWARD.copy()
+        rew[0] = reward
+        return (self._obs_frame(obs), rew, (_TRUE if terminated else _FALSE).copy(),
+                (_TRUE if truncated else _FALSE).copy())
+
+    def _step_vectorized(self, action):
+        try:
+            obs, reward, terminated, truncated, info = self._env.step(self._to_gym_action(action))
+        except Exception as err:
+            raise RuntimeError(f"{self._label()}: step failed: {err}") from err
+        frame = self._obs_frame(obs)
+        done = terminated | truncated
+        self._pending = None
+        if np.count_nonzero(done):
+            # SAME_STEP autoreset: ``obs`` holds the reset observation of the done envs; keep it
+            # for _continue_frame and report each done env's true final observation instead.
+            self._pending = (frame, done)
+            final = info["final_obs"]
+            frame = {key: value.copy() for key, value in frame.items()}
+            rows = done.nonzero()[0]
+            for key, get, conv in self._final_leaves:
+                out = frame[key]
+                for i in rows:
+                    out[i] = conv(get(final[i]))
+        shape = self._flag_shape
+        return frame, reward.astype(np.float32).reshape(shape), terminated.reshape(shape), truncated.reshape(shape)
+
+    def _continue_frame(self, next_obs, done):
+        done = np.asarray(done, dtype=bool)
+        if not self._vectorized:
+            return self._reset_frame(None) if np.count_nonzero(done) else next_obs
+        done = done.reshape(self.batch_size[0])
+        if not np.count_nonzero(done):
+            return next_obs
+        pending, self._pending = self._pending, None
+        if pending is not None and done.tobytes() == pending[1].tobytes():
+            # the usual case: exactly the envs Gymnasium reset; its observation array is the answer
+            # (the step's observation elsewhere, the reset one where done), already a fresh copy
+            return pending[0]
+        out = {key: np.array(next_obs[key]) for key in self._keys}
+        auto = np.zeros_like(done) if pending is None else pending[1] & done
+        if np.count_nonzero(auto):
+            for key in self._keys:
+                out[key][auto] = pending[0][key][auto]
+        # envs done by something Gymnasium does not know about (a transform's truncation, say):
+        # a partial reset of just those sub-envs.
+        extra = done & ~auto
+        if np.count_nonzero(extra):
+            try:
+                obs, _ = self._env.reset(options={"reset_mask": extra})
+            except Exception as err:
+                raise RuntimeError(f"{self._label()}: reset failed: {err}") from err
+            fresh = self._obs_frame(obs)
+            for key in self._keys:
+                out[key][extra] = fresh[key][extra]
+        return out
+
+    # ---- the rest of the API ------------------------------------------------------------------------
+    def set_seed(self, seed, static_seed=False):
+        """Seeds rlpipe's generator (random actions) and every sub-env (``seed``, ``seed + 1``, ...,
+        through ``env.reset(seed=...)``); returns the next unused seed."""
+        if seed is not None:
+            _random.manual_seed(seed)
+        self._reset_frame(seed)
+        if seed is None:
+            return None
+        return seed + (int(self.batch_size[0]) if self._vectorized else 1)
+
+    @property
+    def env(self):
+        """The wrapped Gymnasium environment."""
+        return self._env
+
+    @property
+    def num_envs(self):
+        return int(self.batch_size[0]) if self._vectorized else None
+
+    def close(self):
+        if not self._is_closed:
+            self._env.close()
+        super().close()
+
+    def _label(self):
+        return f"{type(self).__name__}({self.env_name})"
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(env={self.env_name}, batch_size={list(self.batch_size)}, "
+                f"device={self.device})")
+
+
+class GymEnv(GymWrapper):
+    """A Gymnasium environment by id (or instance), torchrl's ``GymEnv``.
+
+    Args:
+        env_name: a registered Gymnasium id (``"CartPole-v1"``) or a ``gymnasium.Env`` instance.
+        device: where the TensorDicts of ``reset``/``step``/``rollout`` live.
+        categorical_action_encoding: Discrete spaces as ``Categorical`` instead of ``OneHot``.
+        num_envs: if given, ``gymnasium.make_vec`` builds that many copies (``batch_size=[num_envs]``).
+        vectorization_mode: ``"sync"`` or ``"async"`` (subprocesses) for ``num_envs``.
+        **kwargs: passed on to ``gymnasium.make`` / ``gymnasium.make_vec`` (the env's own kwargs).
+    """
+
+    def __init__(self, env_name, device=None, categorical_action_encoding=False, num_envs=None,
+                 vectorization_mode="sync", **kwargs):
+        gym = _gym()
+        if not isinstance(env_name, str):
+            if num_envs is not None:
+                raise ValueError("GymEnv: num_envs needs an env id (an instance cannot be copied); "
+                                 "pass a gymnasium VectorEnv instance instead")
+            if kwargs:
+                raise TypeError(f"GymEnv: make kwargs {sorted(kwargs)} need an env id, got an instance")
+            super().__init__(env_name, device=device, categorical_action_encoding=categorical_action_encoding)
+            return
+        self.env_name = env_name
+        if num_envs is None:
+            env = self._build(lambda: gym.make(env_name, **kwargs), env_name)
+        else:
+            num_envs = int(num_envs)
+            if num_envs < 1:
+                raise ValueError(f"GymEnv: num_envs must be >= 1, got {num_envs}")
+            if vectorization_mode not in ("sync", "async"):
+                raise ValueError(f"GymEnv: vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
+            if not hasattr(gym.vector, "AutoresetMode"):
+                raise ImportError(f"GymEnv(num_envs=...) needs gymnasium >= 1.1 (same-step autoreset); "
+                                  f"found gymnasium {gym.__version__}")
+            vector_kwargs = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP, "copy": False}
+            env = self._build(lambda: gym.make_vec(env_name, num_envs=num_envs, vectorization_mode=vectorization_mode,
+                                                   vector_kwargs=vector_kwargs, **kwargs), env_name)
+        try:
+            super().__init__(env, device=device, categorical_action_encoding=categorical_action_encoding)
+        except BaseException:
+            env.close()
+            raise
+
+    @staticmethod
+    def _build(make, env_name):
+        gym = _gym()
+        try:
+            return make()
+        except gym.error.Error as err:
+            message = f"GymEnv: could not make Gymnasium environment {env_name!r}: {err}"
+            try:
+                wrapped = type(err)(message)
+            except TypeError:  # an error class with another signature
+                wrapped = ValueError(message)
+            raise wrapped from err
+
+    @_classproperty
+    def available_envs(cls):
+        """The ids registered with Gymnasium."""
+        return list(_gym().registry.keys())
