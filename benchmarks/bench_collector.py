@@ -1,0 +1,129 @@
+"""Collector throughput on CartPole-v1, side by side with a bare Gymnasium loop (and torchrl 0.14.1
+when it is importable): frames/s for a random policy, an MLP 4-64-64-2 policy, and 8 vectorized envs.
+
+    python benchmarks/bench_collector.py [--frames 20000] [--frames-per-batch 1000]
+"""
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+
+import rlpipe  # noqa: E402
+from rlpipe.collectors import RandomPolicy, SyncDataCollector  # noqa: E402
+from rlpipe.envs import GymEnv  # noqa: E402
+
+try:
+    import torch
+    import torchrl  # noqa: F401
+    torch.set_num_threads(1)
+except ImportError:
+    torch = None
+
+# torchrl 0.14.1 and bare-loop figures from DESIGN.md, used when torchrl is not importable
+ANCHORS = {"bare Gymnasium loop": 155_000, "collector, random policy": 4_100, "collector, MLP policy": 3_000}
+
+
+def best_fps(run, frames, repeat):
+    """The best frames/s over ``repeat`` runs of ``run(frames)``."""
+    rates = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run(frames)
+        rates.append(frames / (time.perf_counter() - start))
+    return max(rates)
+
+
+def bare_loop(frames):
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    sample = env.action_space.sample
+    for _ in range(frames):
+        _, _, terminated, truncated, _ = env.step(sample())
+        if terminated or truncated:
+            env.reset()
+
+
+def mlp(lib):
+    nn = lib.nn
+    return nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2))
+
+
+def rlpipe_collect(policy_kind, num_envs=None):
+    def run(frames, fpb=1000):
+        env = GymEnv("CartPole-v1", num_envs=num_envs)
+        env.set_seed(0)
+        if policy_kind == "random":
+            policy = RandomPolicy(env.action_spec)
+        else:
+            net = mlp(rlpipe)
+
+            def policy(td):  # logits -> one-hot greedy action, as an MLP policy would
+                logits = net(td.get("observation"))
+                td.set("action", rlpipe.nn.functional.one_hot(logits.argmax(-1), 2).bool())
+                return td
+        collector = SyncDataCollector(env, policy, frames_per_batch=fpb, total_frames=frames)
+        for _ in collector:
+            pass
+        collector.shutdown()
+    return run
+
+
+def torchrl_collect(policy_kind):
+    from tensordict.nn import TensorDictModule
+    from torchrl.collectors import SyncDataCollector as TorchrlCollector
+    from torchrl.envs import GymEnv as TorchrlGymEnv
+    from torchrl.envs.utils import RandomPolicy as TorchrlRandom
+
+    def run(frames, fpb=1000):
+        env = TorchrlGymEnv("CartPole-v1")
+        env.set_seed(0)
+        if policy_kind == "random":
+            policy = TorchrlRandom(env.action_spec)
+        else:
+            net = mlp(torch)
+
+            class Greedy(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = net
+
+                def forward(self, obs):
+                    return torch.nn.functional.one_hot(self.net(obs).argmax(-1), 2)
+            policy = TensorDictModule(Greedy(), in_keys=["observation"], out_keys=["action"])
+        collector = TorchrlCollector(env, policy, frames_per_batch=fpb, total_frames=frames)
+        for _ in collector:
+            pass
+        collector.shutdown()
+    return run
+
+
+def main():
+    p = argparse.ArgumentParser(description="collector throughput")
+    p.add_argument("--frames", type=int, default=20_000)
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args()
+    rlpipe.manual_seed(0)
+
+    bare = best_fps(bare_loop, args.frames, args.repeat)
+    rows = [("bare Gymnasium loop", bare, None),
+            ("collector, random policy", best_fps(rlpipe_collect("random"), args.frames, args.repeat),
+             best_fps(torchrl_collect("random"), args.frames // 4, 1) if torch else ANCHORS["collector, random policy"]),
+            ("collector, MLP policy", best_fps(rlpipe_collect("mlp"), args.frames, args.repeat),
+             best_fps(torchrl_collect("mlp"), args.frames // 4, 1) if torch else ANCHORS["collector, MLP policy"]),
+            ("collector, random policy, 8 vectorized envs",
+             best_fps(rlpipe_collect("random", num_envs=8), args.frames, args.repeat), None)]
+    print(f"peer: {'torchrl ' + torchrl.__version__ + ' (measured now)' if torch else 'DESIGN.md anchors'}")
+    print(f"{'workload':46s} {'rlpipe fps':>12s} {'% of bare':>10s} {'peer fps':>10s} {'rlpipe/peer':>12s}")
+    for name, fps, peer in rows:
+        ratio = f"{fps / peer:11.1f}x" if peer else ""
+        print(f"{name:46s} {fps:12,.0f} {100 * fps / bare:9.1f}% {peer if peer else float('nan'):10,.0f} {ratio}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""``SyncDataCollector`` and ``RandomPolicy``, with torchrl's semantics.
+
+The collection loop drives the environment through its array-level frame protocol
+(``rlpipe/envs/common.py``): each step appends the frame's arrays to per-key lists, and each
+batch stacks them once into the batch's arrays. No TensorDict is built per step: a
+TensorDict policy reads one reused TensorDict whose leaves wrap persistent buffers.
+"""
+import inspect
+import warnings
+from collections import OrderedDict
+
+import numpy as np
+
+from .._creation import from_numpy
+from .._tensor import Size, Tensor, wrap
+from ..autograd.grad_mode import no_grad
+from ..envs.common import EnvBase, DONE_KEYS
+from ..nn import Module
+from ..tensordict import TensorDict, TensorDictModule
+from ..postprocs import split_trajectories
+
+__all__ = ["SyncDataCollector", "RandomPolicy"]
+
+
+class RandomPolicy:
+    """Samples actions uniformly from ``action_spec``: ``policy(td)`` sets ``td["action"]``."""
+
+    def __init__(self, action_spec, action_key="action"):
+        self.action_spec = action_spec
+        self.action_key = action_key
+
+    def __call__(self, tensordict):
+        tensordict.set(self.action_key, self.action_spec.rand())
+        return tensordict
+
+
+def _wrap_policy(policy, env):
+    """A callable on TensorDicts: TensorDict policies as they are; a plain Module whose forward
+    takes observation entries (by parameter name, else ``observation``) wrapped as torchrl does."""
+    if policy is None:
+        return RandomPolicy(env.action_spec)
+    if isinstance(policy, (TensorDictModule, RandomPolicy)) or not isinstance(policy, Module):
+        return policy
+    observation_keys = [k for k in env.observation_spec.keys(True, True)]
+    params = [p for p in inspect.signature(policy.forward).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in params]
+    in_keys = names if names and all(n in observation_keys for n in names) else ["observation"]
+    return TensorDictModule(policy, in_keys=in_keys, out_keys=["action"])
+
+
+class SyncDataCollector:
+    """Steps an environment with a policy and yields TensorDict batches of ``frames_per_batch``
+    frames: ``[frames_per_batch]`` for one env, ``[num_envs, frames_per_batch // num_envs]`` for a
+    batched one. Trajectories continue across batches; ``("collector", "traj_ids")`` tells them
+    apart. Policies run under no_grad."""
+
+    def __init__(self, create_env_fn, policy=None, *, frames_per_batch, total_frames=-1, postproc=None,
+                 max_frames_per_traj=None, init_random_frames=0, reset_at_each_iter=False, split_trajs=False,
+                 device=None, storing_device=None, progress_bar=False, env_device=None, policy_device=None):
+        if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
+            raise ValueError(f"frames_per_batch must be a positive integer, got frames_per_batch={frames_per_batch!r}")
+        if not isinstance(total_frames, int) or total_frames == 0 or total_frames < -1:
+            raise ValueError(f"total_frames must be a positive integer or -1 (run until stopped), got {total_frames!r}")
+        if total_frames != -1 and total_frames < frames_per_batch:
+            raise ValueError(f"total_frames ({total_frames}) is smaller than frames_per_batch ({frames_per_batch}): "
+                             "not even one batch would be collected")
+        self.env = create_env_fn if isinstance(create_env_fn, EnvBase) else create_env_fn()
+        if not isinstance(self.env, EnvBase):
+            raise TypeError(f"create_env_fn must be an rlpipe environment or a function returning one, got "
+                            f"{type(self.env).__name__}")
+        self.n_envs = max(int(np.prod(tuple(self.env.batch_size))), 1)
+        if frames_per_batch % self.n_envs:
+            warnings.warn(f"frames_per_batch ({frames_per_batch}) is not exactly divisible by the number of batched "
+                          f"environments ({self.n_envs}); it is rounded up to "
+                          f"{-(-frames_per_batch // self.n_envs) * self.n_envs}", UserWarning, stacklevel=2)
+        self.steps_per_batch = -(-frames_per_batch // self.n_envs)
+        self.frames_per_batch = self.steps_per_batch * self.n_envs
+        if total_frames != -1 and total_frames % self.frames_per_batch:
+            rounded = -(-total_frames // self.frames_per_batch) * self.frames_per_batch
+            warnings.warn(f"total_frames ({total_frames}) is not exactly divisible by frames_per_batch "
+                          f"({self.frames_per_batch}). This means {rounded - total_frames} additional frames will "
+                          "be collected. To silence this message, set the environment variable "
+                          "RL_WARNINGS to False.", UserWarning, stacklevel=2)
+            total_frames = rounded
+        self.total_frames = total_frames
+        self.policy = _wrap_policy(policy, self.env)
+        self.random_policy = RandomPolicy(self.env.action_spec)
+        self.postproc = postproc
+        self.max_frames_per_traj = max_frames_per_traj
+        self.init_random_frames = init_random_frames
+        self.reset_at_each_iter = reset_at_each_iter
+        self.split_trajs = split_trajs
+        self.storing_device = storing_device if storing_device is not None else device
+        self.progress_bar = progress_bar
+        self._frames = 0
+        self._iter = 0
+        self._obs = None              # the frame the next step acts on
+        self._traj_ids = None         # per env
+        self._next_traj_id = 0
+        self._traj_steps = None       # per env, for max_frames_per_traj
+        self._step_td = None          # reused TensorDict for TensorDict policies
+
+    # ---- collection ------------------------------------------------------------------------------
+    def _start(self):
+        self._obs = dict(self.env._reset_frame())
+        shape = tuple(self.env.batch_size)
+        self._traj_ids = np.arange(self._next_traj_id, self._next_traj_id + self.n_envs, dtype=np.int64).reshape(shape)
+        self._next_traj_id += self.n_envs
+        self._traj_steps = np.zeros(shape, dtype=np.int64)
+
+    def _policy_action(self, obs):
+        """The action array a TensorDict policy picks for one step (one reused step TensorDict)."""
+        td = self._step_td
+        if td is None:
+            td = self._step_td = TensorDict({k: from_numpy(np.array(v)) for k, v in obs.items()},
+                                            batch_size=self.env.batch_size)
+            self._buffers = {k: td.get(k)._data for k in obs}
+        else:
+            for key, value in obs.items():
+                self._buffers[key][...] = value
+        with no_grad():
+            out = self.policy(td)
+        action = (td if out is None else out).get("action")
+        if not isinstance(action, Tensor):
+            raise TypeError(f"the policy must write a Tensor under 'action', got {type(action).__name__}")
+        if tuple(action.shape) != self._action_shape:
+            raise ValueError(f"the policy returned an action of shape {list(action.shape)}; the action spec "
+                             f"expects {list(self._action_shape)}")
+        return action.detach().cpu().numpy()
+
+    def _check_actions(self, actions):
+        """The batch's actions must lie in the action spec (one vectorized check per batch)."""
+        spec = self.env.action_spec
+        stacked = from_numpy(np.stack(actions))
+        inside = spec.expand(len(actions), *spec.shape).is_in(stacked)
+        if not inside:
+            for t, a in enumerate(actions):
+                if not spec.is_in(from_numpy(np.asarray(a))):
+                    raise ValueError(f"the policy returned an action outside the action spec at step {t} of batch "
+                                     f"{self._iter}: {a!r} not in {spec}")
+
+    def _collect(self):
+        """One batch: per-key lists of per-step arrays, and the done events (for trajectory ids)."""
+        env = self.env
+        if self._obs is None or self.reset_at_each_iter:
+            self._start()
+        T = self.steps_per_batch
+        self._action_shape = tuple(env.action_spec.shape)
+        random_steps = -(-max(self.init_random_frames - self._frames, 0) // self.n_envs)
+        all_random = isinstance(self.policy, RandomPolicy) or random_steps >= T
+        if all_random or random_steps:  # random actions for the whole batch, sampled at once
+            sampled = env.action_spec.rand((T,)).numpy()
+        shape = tuple(env.batch_size)
+        flag_shape = shape + (1,)
+        single = not shape
+        first_ids = self._traj_ids.copy()
+        events = []  # (step, ended envs, their new ids)
+        root = {key: [] for key in self._obs}
+        root_add = [(key, root[key].append) for key in self._obs]
+        actions, rewards, terminateds, truncateds = [], [], [], []
+        nxt = None
+        step = env._step_frame
+        for t in range(T):
+            obs = self._obs
+            for key, add in root_add:
+                add(obs[key])
+            action = sampled[t] if all_random or t < random_steps else self._policy_action(obs)
+            actions.append(action)
+            try:
+                next_obs, reward, terminated, truncated = step(action)
+            except Exception as e:
+                raise RuntimeError(f"SyncDataCollector: {env!r} raised at frame {self._frames + t * self.n_envs} "
+                                   f"(step {t} of batch {self._iter}): {type(e).__name__}: {e}") from e
+            if self.max_frames_per_traj is not None:
+                self._traj_steps += 1
+                truncated = truncated | (self._traj_steps >= self.max_frames_per_traj).reshape(flag_shape)
+            if nxt is None:
+                nxt = {key: [] for key in next_obs}
+                next_add = [(key, nxt[key].append) for key in next_obs]
+            for key, add in next_add:
+                add(next_obs[key])
+            rewards.append(reward)
+            terminateds.append(terminated)
+            truncateds.append(truncated)
+            if (terminated[0] or truncated[0]) if single else (terminated.any() or truncated.any()):
+                done = terminated | truncated
+                self._obs = dict(env._continue_frame(next_obs, done))
+                self._start_new_trajectories(done.reshape(shape), t, events)
+            else:
+                self._obs = next_obs
+        nxt[("reward",)], nxt[("terminated",)], nxt[("truncated",)] = rewards, terminateds, truncateds
+        return root, nxt, actions, (first_ids, events)
+
+    def _start_new_trajectories(self, ended, t, events):
+        count = int(np.count_nonzero(ended))
+        new_ids = np.arange(self._next_traj_id, self._next_traj_id + count, dtype=np.int64)
+        self._next_traj_id += count
+        if ended.ndim:
+            self._traj_ids[ended] = new_ids
+            self._traj_steps[ended] = 0
+        else:
+            self._traj_ids = new_ids.reshape(())
+            self._traj_steps = np.zeros((), np.int64)
+        events.append((t, ended.copy(), new_ids))
+
+    def _trajectory_ids(self, first_ids, events):
+        """[*envs, T] trajectory ids: each env's id at the batch start, changed after each done."""
+        ids = np.repeat(first_ids[..., None], self.steps_per_batch, axis=-1)
+        for t, ended, new_ids in events:
+            if ended.ndim:
+                ids[ended, t + 1:] = new_ids[:, None]
+            else:
+                ids[t + 1:] = new_ids[0]
+        return ids
+
+    def _assemble(self, root, nxt, actions, trajectories):
+        if not isinstance(self.policy, RandomPolicy):
+            self._check_actions(actions)
+        """The batch TensorDict: per-step arrays stacked along a new time dim (after the env dims)."""
+        time = len(self.env.batch_size)
+        batch = Size(tuple(self.env.batch_size) + (self.steps_per_batch,))
+        device = self.storing_device
+
+        def joined(arrays):
+            return wrap(np.stack(arrays, axis=time))
+
+        td = TensorDict(batch_size=batch)
+        for key, arrays in root.items():
+            td.set(key, joined(arrays))
+        flags = np.zeros(tuple(batch) + (1,), dtype=bool)
+        for key in DONE_KEYS:
+            if td.get(key, None) is None:
+                td.set(key, wrap(flags.copy()))
+        td.set("action", joined(actions))
+        next_td = TensorDict(batch_size=batch)
+        for key, arrays in nxt.items():
+            next_td.set(key, joined(arrays))
+        next_td.set("done", next_td.get("terminated") | next_td.get("truncated"))
+        td.set("next", next_td)
+        td.set(("collector", "traj_ids"), wrap(self._trajectory_ids(*trajectories)))
+        return td if device is None else td.to(device)
+
+    def __iter__(self):
+        bar = self._progress_bar()
+        try:
+            while self.total_frames == -1 or self._frames < self.total_frames:
+                batch = self._assemble(*self._collect())
+                self._frames += self.frames_per_batch
+                self._iter += 1
+                if self.split_trajs:
+                    batch = split_trajectories(batch)
+                if self.postproc is not None:
+                    batch = self.postproc(batch)
+                if bar is not None:
+                    bar.update(self.frames_per_batch)
+                yield batch
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _progress_bar(self):
+        if not self.progress_bar:
+            return None
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            warnings.warn("progress_bar=True needs tqdm (pip install tqdm); collecting without a bar")
+            return None
+        return tqdm(total=None if self.total_frames == -1 else self.total_frames)
+
+    def __len__(self):
+        if self.total_frames == -1:
+            raise RuntimeError("a collector with total_frames=-1 has no length: it runs until the loop breaks")
+        return self.total_frames // self.frames_per_batch
+
+    # ---- control --------------------------------------------------------------------------------------
+    def set_seed(self, seed, static_seed=False):
+        """Seeds the environment; returns the next unused seed."""
+        out = self.env.set_seed(seed)
+        self._obs = None
+        return out
+
+    def reset(self, index=None):
+        """Resets the environments: the next batch starts new trajectories."""
+        self._obs = None
+
+    def update_policy_weights_(self, policy_weights=None):
+        """In one process the collector uses the policy object itself: there is nothing to copy."""
+
+    def state_dict(self):
+        """What a resumed collection needs: the policy's weights and the frame counters."""
+        state = OrderedDict(frames=self._frames, iter=self._iter, next_traj_id=self._next_traj_id)
+        if isinstance(self.policy, Module):
+            state["policy_state_dict"] = self.policy.state_dict()
+        return state
+
+    def load_state_dict(self, state_dict):
+        self._frames = int(state_dict["frames"])
+        self._iter = int(state_dict["iter"])
+        self._next_traj_id = int(state_dict.get("next_traj_id", self._next_traj_id))
+        if "policy_state_dict" in state_dict and isinstance(self.policy, Module):
+            self.policy.load_state_dict(state_dict["policy_state_dict"])
+
+    def shutdown(self):
+        """Closes the environment; always safe to call."""
+        try:
+            self.env.close()
+        except Exception:  # the environment may already be broken; shutting down must still succeed
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(env={self.env!r}, frames_per_batch={self.frames_per_batch}, "
+                f"total_frames={self.total_frames})")
