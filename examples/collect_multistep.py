@@ -1,0 +1,54 @@
+"""The torchrl MultiStep reference example, with rlpipe: collect CartPole with a random policy and
+n-step returns, and print the step counts that MultiStep shifted.
+
+    python examples/collect_multistep.py --n-steps 4 --frames-per-batch 10
+
+Writes the first batch (step_count, next step_count, reward, n-step reward, gamma) to a CSV.
+"""
+import argparse
+import csv
+
+import rlpipe
+from rlpipe.collectors import RandomPolicy, SyncDataCollector
+from rlpipe.envs import GymEnv, StepCounter, TransformedEnv
+from rlpipe.postprocs import MultiStep
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--env", default="CartPole-v1")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--frames-per-batch", type=int, default=10)
+    p.add_argument("--total-frames", type=int, default=2000)
+    p.add_argument("--n-steps", type=int, default=4)
+    p.add_argument("--gamma", type=float, default=0.99)
+    p.add_argument("--out", default="collect_multistep.csv")
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    env = TransformedEnv(GymEnv(args.env), StepCounter())
+    env.set_seed(args.seed)
+    collector = SyncDataCollector(env, policy=RandomPolicy(env.action_spec), frames_per_batch=args.frames_per_batch,
+                                  total_frames=args.total_frames,
+                                  postproc=MultiStep(n_steps=args.n_steps, gamma=args.gamma))
+    for data in collector:
+        break
+    print(data["step_count"])
+    # the next step count is shifted by n_steps - 1 steps into the future
+    print(data["next", "step_count"])
+    collector.shutdown()
+
+    columns = {"step_count": data["step_count"], "next_step_count": data["next", "step_count"],
+               "reward": data["next", "original_reward"], "n_step_reward": data["next", "reward"],
+               "gamma": data["gamma"], "steps_to_next_obs": data["steps_to_next_obs"]}
+    rows = zip(*(c.reshape(-1).tolist() for c in columns.values()))
+    with open(args.out, "w", newline="") as f:
+        csv.writer(f).writerows([tuple(columns), *rows])
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    rlpipe.manual_seed(0)
+    main()

@@ -1,0 +1,149 @@
+"""Environment helpers, as torchrl's ``torchrl.envs.utils``: ``check_env_specs`` and ``step_mdp``."""
+import logging
+
+from .._tensor import Tensor
+from ..tensordict import TensorDict
+from ..tensordict._td import _unravel
+
+__all__ = ["check_env_specs", "step_mdp"]
+
+logger = logging.getLogger(__name__)
+
+
+def _key_list(keys):
+    if keys is None:
+        return []
+    if isinstance(keys, (str, tuple)):
+        keys = [keys]
+    return [_unravel(k) for k in keys]
+
+
+def _key_str(key):
+    return key[0] if len(key) == 1 else key
+
+
+def step_mdp(tensordict, next_tensordict=None, keep_other=True, exclude_reward=True, exclude_done=False,
+             exclude_action=True, reward_keys="reward", done_keys="done", action_keys="action"):
+    """The root TensorDict of the next step from a stepped one, as torchrl's ``step_mdp``.
+
+    The result holds the entries of ``tensordict["next"]`` at its root; with ``keep_other``, also
+    the root entries of ``tensordict`` that ``"next"`` does not replace (except ``"next"`` itself).
+    ``exclude_reward`` (default True) drops ``reward_keys``, ``exclude_done`` drops ``done_keys``
+    (``"done"`` only, by default), ``exclude_action`` (default True) drops ``action_keys``. Entries
+    are shared, not copied. With ``next_tensordict``, the result is written into it and returned.
+    """
+    if not isinstance(tensordict, TensorDict):
+        raise TypeError(f"step_mdp expects a TensorDict, got {type(tensordict).__name__}")
+    excluded = set()
+    if exclude_reward:
+        excluded.update(_key_list(reward_keys))
+    if exclude_done:
+        excluded.update(_key_list(done_keys))
+    if exclude_action:
+        excluded.update(_key_list(action_keys))
+
+    out = TensorDict(batch_size=tensordict.batch_size, device=tensordict.device)
+    if keep_other:
+        for key in tensordict.keys(True, True):
+            k = _unravel(key)
+            if k[0] == "next" or k in excluded:
+                continue
+            out.set(k, tensordict.get(k))
+    nxt = tensordict.get("next", None)
+    if nxt is not None:
+        for key in nxt.keys(True, True):
+            k = _unravel(key)
+            if k in excluded:
+                continue
+            out.set(k, nxt.get(k))
+    if next_tensordict is not None:
+        next_tensordict.update(out)
+        return next_tensordict
+    return out
+
+
+def _leaves(spec, prefix=()):
+    from .specs import Composite
+    if spec is None:
+        return {}
+    if isinstance(spec, Composite):  # a full spec: its keys are the entries' keys
+        return {_unravel(k): v for k, v in spec.items(True, True) if v is not None}
+    return {prefix: spec}
+
+
+def _fmt_keys(keys):
+    return "{" + ", ".join(repr(_key_str(k)) for k in sorted(keys)) + "}" if keys else "set()"
+
+
+def _check_keys(real, fake):
+    if real != fake:
+        raise AssertionError(
+            "The keys of the specs and data do not match:\n"
+            f"    - List of keys present in real but not in fake: {_fmt_keys(real - fake)},\n"
+            f"    - List of keys present in fake but not in real: {_fmt_keys(fake - real)}.")
+
+
+def check_env_specs(env, return_contiguous=True, check_dtype=True, seed=None, tensordict=None,
+                    break_when_any_done=True):
+    """Runs a short rollout (3 steps, random actions) of ``env`` and checks that every entry matches
+    the specs: the set of keys, each entry's shape (the rollout's batch dims + the spec's feature
+    dims) and, with ``check_dtype``, dtype, and that every step's value lies in its spec
+    (``is_in``). Raises an AssertionError naming the first mismatching key; returns None.
+
+    Keys expected: at the root, the observation and done entries and the action; under ``"next"``,
+    the observation, reward and done entries. ``seed`` seeds the env first (``env.set_seed``).
+    ``return_contiguous`` is accepted for torchrl compatibility (rollouts are always contiguous).
+    """
+    if seed is not None:
+        env.set_seed(seed)
+    obs = _leaves(env.observation_spec)
+    done = _leaves(env.done_spec)
+    reward = _leaves(env.reward_spec, ("reward",))
+    action = _leaves(env.action_spec, ("action",))
+    expected = {}
+    for group, specs in (("observation", obs), ("done", done), ("action", action)):
+        for key, spec in specs.items():
+            expected[key] = (group, spec)
+    for group, specs in (("observation", obs), ("reward", reward), ("done", done)):
+        for key, spec in specs.items():
+            expected[("next",) + key] = (group, spec)
+
+    try:
+        rollout = env.rollout(3, return_contiguous=return_contiguous, tensordict=tensordict,
+                              auto_reset=tensordict is None, break_when_any_done=break_when_any_done)
+    except KeyError as err:  # a spec key the data lacks breaks the rollout itself: report the keys
+        root = {_unravel(k) for k in env.reset().keys(True, True)}
+        fake = {k for k in expected if k[0] != "next" and k != ("action",)}
+        _check_keys(root, fake)
+        raise AssertionError(f"check_env_specs: the rollout failed: {err}") from err
+    _check_keys({_unravel(k) for k in rollout.keys(True, True)}, set(expected))
+
+    env_dims = len(env.batch_size)
+    batch = tuple(rollout.batch_size)
+    for key, (group, spec) in expected.items():
+        value = rollout.get(key)
+        if not isinstance(value, Tensor):
+            raise AssertionError(  # noqa: TRY004 - a failed check, as every other mismatchf"The entry {_key_str(key)!r} of the rollout is a {type(value).__name__}, "
+                                 "not a tensor")
+        fake_shape = batch + tuple(spec.shape)[env_dims:]
+        if tuple(value.shape) != fake_shape:
+            raise AssertionError(f"The shapes of the real and fake tensordict don't match for key "
+                                 f"{_key_str(key)!r} ({group} spec). Got fake={list(fake_shape)} and "
+                                 f"real={list(value.shape)}.")
+        if check_dtype and value.dtype is not spec.dtype:
+            raise AssertionError(f"The dtypes of the real and fake tensordict don't match for key "
+                                 f"{_key_str(key)!r} ({group} spec). Got fake={spec.dtype} and real={value.dtype}.")
+
+    steps = batch[-1] if batch else 1
+    for t in range(steps):
+        step = rollout[(Ellipsis, t)]
+        for key, (group, spec) in expected.items():
+            value = step.get(key)
+            if not check_dtype and value.dtype is not spec.dtype:
+                value = value.to(spec.dtype)
+            if not spec.is_in(value):
+                where = "next" if key[0] == "next" else "root"
+                raise AssertionError(
+                    f"spec check failed at {where} for key {_key_str(key)!r} at step {t}: the value is not in the "
+                    f"{group} spec.\nspec={spec}\nvalue={value}")
+    logger.info("check_env_specs succeeded!")
