@@ -127,7 +127,8 @@ class SyncDataCollector:
         if tuple(action.shape) != self._action_shape:
             raise ValueError(f"the policy returned an action of shape {list(action.shape)}; the action spec "
                              f"expects {list(self._action_shape)}")
-        return action.detach().cpu().numpy()
+        data = action._data  # the host array, without building intermediate tensors
+        return data if action._device.type == "cpu" else action._device._backend.to_host(data)
 
     def _check_actions(self, actions):
         """The batch's actions must lie in the action spec (one vectorized check per batch)."""

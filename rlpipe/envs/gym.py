@@ -137,7 +137,7 @@ def _action_converter(space, spec, batched):
             if has_start:
                 return lambda a: a.argmax(-1) + start
             if not batched and len(spec.shape) == 1:
-                return lambda a: int(a.argmax())  # Python ints pass ``Discrete.contains`` fastest
+                return lambda a: a.argmax()  # NumPy ints pass Gymnasium's ``Discrete.contains`` faster than ints
             return lambda a: a.argmax(-1)
         if isinstance(spec, specs.MultiOneHot):
             bounds = np.cumsum([int(n) for n in np.asarray(space.nvec)])[:-1]
