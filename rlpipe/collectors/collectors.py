@@ -15,6 +15,7 @@ from .._creation import from_numpy
 from .._tensor import Size, Tensor, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase, DONE_KEYS
+from ..envs.transforms import StepCounter, TransformedEnv
 from ..nn import Module
 from ..tensordict import TensorDict, TensorDictModule
 from ..postprocs import split_trajectories
@@ -49,6 +50,24 @@ def _wrap_policy(policy, env):
     return TensorDictModule(policy, in_keys=in_keys, out_keys=["action"])
 
 
+def _membership_test(spec):
+    """An exact test that a host action array lies in ``spec``, in a few NumPy ops for the common
+    specs (the spec's tensor-level is_in otherwise): it runs on every policy step."""
+    from ..envs.specs import Binary, Bounded, Categorical, OneHot
+    dtype = spec.dtype.np
+    if isinstance(spec, OneHot):
+        return lambda a: a.dtype == dtype and bool(((a == 0) | (a == 1)).all()) and bool((a.sum(-1) == 1).all())
+    if isinstance(spec, Binary):
+        return lambda a: a.dtype == dtype and bool(((a == 0) | (a == 1)).all())
+    if isinstance(spec, Categorical):
+        n = int(spec.n)
+        return lambda a: a.dtype == dtype and bool((a >= 0).all()) and bool((a < n).all())
+    if isinstance(spec, Bounded):
+        low, high = spec.low.numpy(), spec.high.numpy()
+        return lambda a: a.dtype == dtype and bool((a >= low).all()) and bool((a <= high).all())
+    return lambda a: spec.is_in(from_numpy(np.asarray(a)))
+
+
 class SyncDataCollector:
     """Steps an environment with a policy and yields TensorDict batches of ``frames_per_batch``
     frames: ``[frames_per_batch]`` for one env, ``[num_envs, frames_per_batch // num_envs]`` for a
@@ -69,6 +88,11 @@ class SyncDataCollector:
         if not isinstance(self.env, EnvBase):
             raise TypeError(f"create_env_fn must be an rlpipe environment or a function returning one, got "
                             f"{type(self.env).__name__}")
+        if max_frames_per_traj is not None:  # as torchrl: a StepCounter truncates the trajectories
+            if "step_count" in self.env.observation_spec.keys():
+                raise ValueError("max_frames_per_traj is set but the environment already has a 'step_count' entry: "
+                                 "use its StepCounter(max_steps=...) instead")
+            self.env = TransformedEnv(self.env, StepCounter(max_steps=max_frames_per_traj))
         self.n_envs = max(int(np.prod(tuple(self.env.batch_size))), 1)
         if frames_per_batch % self.n_envs:
             warnings.warn(f"frames_per_batch ({frames_per_batch}) is not exactly divisible by the number of batched "
@@ -84,7 +108,13 @@ class SyncDataCollector:
                           "RL_WARNINGS to False.", UserWarning, stacklevel=2)
             total_frames = rounded
         self.total_frames = total_frames
+        if init_random_frames and init_random_frames % self.frames_per_batch:
+            warnings.warn(f"init_random_frames ({init_random_frames}) is not a multiple of frames_per_batch "
+                          f"({self.frames_per_batch}): random batches are whole batches, so "
+                          f"{-(-init_random_frames // self.frames_per_batch) * self.frames_per_batch} random frames "
+                          "will be collected", UserWarning, stacklevel=2)
         self.policy = _wrap_policy(policy, self.env)
+        self._action_in_spec = _membership_test(self.env.action_spec)
         self.random_policy = RandomPolicy(self.env.action_spec)
         self.postproc = postproc
         self.max_frames_per_traj = max_frames_per_traj
@@ -98,7 +128,6 @@ class SyncDataCollector:
         self._obs = None              # the frame the next step acts on
         self._traj_ids = None         # per env
         self._next_traj_id = 0
-        self._traj_steps = None       # per env, for max_frames_per_traj
         self._step_td = None          # reused TensorDict for TensorDict policies
 
     # ---- collection ------------------------------------------------------------------------------
@@ -107,7 +136,6 @@ class SyncDataCollector:
         shape = tuple(self.env.batch_size)
         self._traj_ids = np.arange(self._next_traj_id, self._next_traj_id + self.n_envs, dtype=np.int64).reshape(shape)
         self._next_traj_id += self.n_envs
-        self._traj_steps = np.zeros(shape, dtype=np.int64)
 
     def _policy_action(self, obs):
         """The action array a TensorDict policy picks for one step (one reused step TensorDict)."""
@@ -128,18 +156,11 @@ class SyncDataCollector:
             raise ValueError(f"the policy returned an action of shape {list(action.shape)}; the action spec "
                              f"expects {list(self._action_shape)}")
         data = action._data  # the host array, without building intermediate tensors
-        return data if action._device.type == "cpu" else action._device._backend.to_host(data)
-
-    def _check_actions(self, actions):
-        """The batch's actions must lie in the action spec (one vectorized check per batch)."""
-        spec = self.env.action_spec
-        stacked = from_numpy(np.stack(actions))
-        inside = spec.expand(len(actions), *spec.shape).is_in(stacked)
-        if not inside:
-            for t, a in enumerate(actions):
-                if not spec.is_in(from_numpy(np.asarray(a))):
-                    raise ValueError(f"the policy returned an action outside the action spec at step {t} of batch "
-                                     f"{self._iter}: {a!r} not in {spec}")
+        data = data if action._device.type == "cpu" else action._device._backend.to_host(data)
+        if not self._action_in_spec(data):  # checked before the environment sees it
+            raise ValueError(f"the policy returned an action outside the action spec at frame {self._frames}: "
+                             f"{action} not in {self.env.action_spec}")
+        return data
 
     def _collect(self):
         """One batch: per-key lists of per-step arrays, and the done events (for trajectory ids)."""
@@ -148,12 +169,11 @@ class SyncDataCollector:
             self._start()
         T = self.steps_per_batch
         self._action_shape = tuple(env.action_spec.shape)
-        random_steps = -(-max(self.init_random_frames - self._frames, 0) // self.n_envs)
-        all_random = isinstance(self.policy, RandomPolicy) or random_steps >= T
-        if all_random or random_steps:  # random actions for the whole batch, sampled at once
+        # torchrl's rule: a batch is random while the frames collected before it are below init_random_frames
+        all_random = isinstance(self.policy, RandomPolicy) or self._frames < self.init_random_frames
+        if all_random:  # random actions for the whole batch, sampled at once
             sampled = env.action_spec.rand((T,)).numpy()
         shape = tuple(env.batch_size)
-        flag_shape = shape + (1,)
         single = not shape
         first_ids = self._traj_ids.copy()
         events = []  # (step, ended envs, their new ids)
@@ -166,16 +186,13 @@ class SyncDataCollector:
             obs = self._obs
             for key, add in root_add:
                 add(obs[key])
-            action = sampled[t] if all_random or t < random_steps else self._policy_action(obs)
+            action = sampled[t] if all_random else self._policy_action(obs)
             actions.append(action)
             try:
                 next_obs, reward, terminated, truncated = step(action)
             except Exception as e:
                 raise RuntimeError(f"SyncDataCollector: {env!r} raised at frame {self._frames + t * self.n_envs} "
                                    f"(step {t} of batch {self._iter}): {type(e).__name__}: {e}") from e
-            if self.max_frames_per_traj is not None:
-                self._traj_steps += 1
-                truncated = truncated | (self._traj_steps >= self.max_frames_per_traj).reshape(flag_shape)
             if nxt is None:
                 nxt = {key: [] for key in next_obs}
                 next_add = [(key, nxt[key].append) for key in next_obs]
@@ -199,10 +216,8 @@ class SyncDataCollector:
         self._next_traj_id += count
         if ended.ndim:
             self._traj_ids[ended] = new_ids
-            self._traj_steps[ended] = 0
         else:
             self._traj_ids = new_ids.reshape(())
-            self._traj_steps = np.zeros((), np.int64)
         events.append((t, ended.copy(), new_ids))
 
     def _trajectory_ids(self, first_ids, events):
@@ -216,8 +231,6 @@ class SyncDataCollector:
         return ids
 
     def _assemble(self, root, nxt, actions, trajectories):
-        if not isinstance(self.policy, RandomPolicy):
-            self._check_actions(actions)
         """The batch TensorDict: per-step arrays stacked along a new time dim (after the env dims)."""
         time = len(self.env.batch_size)
         batch = Size(tuple(self.env.batch_size) + (self.steps_per_batch,))
