@@ -67,12 +67,17 @@ class EnvBase:
     def _done_entries(self, terminated, truncated):
         return {("done",): terminated | truncated, ("terminated",): terminated, ("truncated",): truncated}
 
-    def reset(self, tensordict=None, seed=None):
-        """A TensorDict with the first observations and done/terminated/truncated all False."""
-        frame = dict(self._reset_frame(seed))
+    def _root(self, frame):
+        """A root TensorDict from observations: done/terminated/truncated are False at the root,
+        since an episode that ended has been reset."""
+        frame = dict(frame)
         flags = np.zeros(tuple(self.batch_size) + (1,), dtype=bool)
         frame.update(self._done_entries(flags, flags))
-        out = frame_to_tensordict(frame, self.batch_size, self.device)
+        return frame_to_tensordict(frame, self.batch_size, self.device)
+
+    def reset(self, tensordict=None, seed=None):
+        """A TensorDict with the first observations and done/terminated/truncated all False."""
+        out = self._root(self._reset_frame(seed))
         if tensordict is not None:
             tensordict.update(out)
             return tensordict
@@ -129,12 +134,7 @@ class EnvBase:
         """The root TensorDict of the following step: the "next" entries, with done envs reset."""
         next_td = td.get("next")
         next_obs = {_unravel(k): next_td.get(k).numpy() for k in self.observation_spec.keys(True, True)}
-        frame = dict(self._continue_frame(next_obs, done.numpy()))
-        flags = next_td.get("done").numpy() & ~done.numpy()
-        frame.update(self._done_entries(next_td.get("terminated").numpy() & ~done.numpy(),
-                                        next_td.get("truncated").numpy() & ~done.numpy()))
-        frame[("done",)] = flags
-        return frame_to_tensordict(frame, self.batch_size, self.device)
+        return self._root(self._continue_frame(next_obs, done.numpy()))
 
     def set_seed(self, seed, static_seed=False):
         """Seeds the environment(s); returns the next unused seed."""
