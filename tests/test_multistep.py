@@ -16,6 +16,7 @@ import os
 
 import numpy as np
 import pytest
+from td_helpers import arr, leaves
 
 import rlpipe
 from rlpipe import TensorDict
@@ -28,25 +29,6 @@ NEW_KEYS = {("gamma",), ("steps_to_next_obs",), ("nonterminal",)}
 
 # ----------------------------------------------------------------------------------------------
 # helpers: NumPy <-> TensorDict, by hand
-
-
-def arr(x):
-    """A NumPy copy of a tensor (or the array itself)."""
-    if isinstance(x, rlpipe.Tensor):
-        return np.array(x.detach().cpu().numpy())
-    return np.asarray(x)
-
-
-def leaves(td, prefix=()):
-    """{tuple key: tensor} walked by hand with ``keys()`` and ``get``."""
-    out = {}
-    for key in td.keys():
-        value = td.get(key)
-        if isinstance(value, TensorDict):
-            out.update(leaves(value, prefix + (key,)))
-        else:
-            out[prefix + (key,)] = value
-    return out
 
 
 def leaf_arrays(td):

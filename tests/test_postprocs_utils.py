@@ -10,6 +10,8 @@ boolean ``("collector", "mask")`` marking the real steps.
 """
 import numpy as np
 import pytest
+import td_helpers
+from td_helpers import arr
 
 import rlpipe
 from rlpipe import TensorDict
@@ -19,21 +21,9 @@ from rlpipe.postprocs import discounted_cumsum, reward2go, split_trajectories
 # helpers
 
 
-def arr(x):
-    if isinstance(x, rlpipe.Tensor):
-        return np.array(x.detach().cpu().numpy())
-    return np.asarray(x)
-
-
-def leaves(td, prefix=()):
-    out = {}
-    for key in td.keys():
-        value = td.get(key)
-        if isinstance(value, TensorDict):
-            out.update(leaves(value, prefix + (key,)))
-        else:
-            out[prefix + (key,)] = arr(value)
-    return out
+def leaves(td):
+    """{tuple key: NumPy copy} of every leaf."""
+    return {key: arr(value) for key, value in td_helpers.leaves(td).items()}
 
 
 def make_td(arrays, batch_shape):

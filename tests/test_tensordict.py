@@ -8,8 +8,10 @@ import math
 
 import numpy as np
 import pytest
+import td_helpers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from td_helpers import leaves
 
 import rlpipe
 from rlpipe import TensorDict
@@ -20,21 +22,7 @@ from rlpipe import TensorDict
 
 def arr(x):
     """A NumPy view of a tensor (or the array itself)."""
-    if isinstance(x, rlpipe.Tensor):
-        return np.asarray(x.detach().cpu().numpy())
-    return np.asarray(x)
-
-
-def leaves(td, prefix=()):
-    """{tuple key: leaf} walked by hand with ``keys()`` and ``get`` (not ``items(True, True)``)."""
-    out = {}
-    for key in td.keys():
-        value = td.get(key)
-        if isinstance(value, TensorDict):
-            out.update(leaves(value, prefix + (key,)))
-        else:
-            out[prefix + (key,)] = value
-    return out
+    return td_helpers.arr(x, copy=False)
 
 
 def assert_leaves_equal(td, ref):
