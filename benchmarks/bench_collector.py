@@ -4,26 +4,18 @@ importable): frames/s for a random policy, an MLP 4-64-64-2 policy, and 8 vector
 
     python benchmarks/bench_collector.py [--frames 20000] [--frames-per-batch 1000]
 """
-import os
+from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import argparse
+import time
 
-import argparse  # noqa: E402
-import time  # noqa: E402
+import gymnasium as gym
 
-import gymnasium as gym  # noqa: E402
+import rlpipe
+from rlpipe.collectors import RandomPolicy, SyncDataCollector
+from rlpipe.envs import GymEnv, StepCounter, TransformedEnv
 
-import rlpipe  # noqa: E402
-from rlpipe.collectors import RandomPolicy, SyncDataCollector  # noqa: E402
-from rlpipe.envs import GymEnv, StepCounter, TransformedEnv  # noqa: E402
-
-try:
-    import torch
-    import torchrl  # noqa: F401
-    torch.set_num_threads(1)
-except ImportError:
-    torch = None
+torch, torchrl = import_peer("torchrl")
 
 # torchrl 0.14.1 and bare-loop figures from DESIGN.md, used when torchrl is not importable
 ANCHORS = {"bare Gymnasium loop": 155_000, "collector, random policy": 4_100, "collector, MLP policy": 3_000}

@@ -6,23 +6,16 @@ on one thread. Run from an environment that has torch to get the ratios:
 
     python benchmarks/bench_core.py [--repeat 7] [--number 2000]
 """
-import os
+from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import argparse
+import timeit
 
-import argparse  # noqa: E402
-import timeit  # noqa: E402
+import numpy as np
 
-import numpy as np  # noqa: E402
+import rlpipe
 
-import rlpipe  # noqa: E402
-
-try:
-    import torch
-    torch.set_num_threads(1)
-except ImportError:
-    torch = None
+torch, = import_peer()
 
 # torch 2.13 CPU figures from DESIGN.md, used when torch is not importable here
 ANCHORS_US = {"mlp train step (fwd+bwd+adam), batch 256": 369.0, "mlp forward, batch 1, no grad": 18.0,

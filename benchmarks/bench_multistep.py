@@ -16,28 +16,19 @@ also has torch==2.13.0 and torchrl==0.14.1 to get the ratios:
 message, without CuPy or a GPU). A peer call that takes over a second (torchrl at [32, 10000]) is
 timed best of 3 rather than of ``--repeat``.
 """
-import os
+from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import argparse
+import time
 
-import argparse  # noqa: E402
-import time  # noqa: E402
+import numpy as np
+from bench_core import measure  # the script's folder is on sys.path
 
-import numpy as np  # noqa: E402
-from bench_core import measure  # noqa: E402  (the script's folder is on sys.path)
+import rlpipe
+from rlpipe.postprocs import MultiStep
 
-import rlpipe  # noqa: E402
-from rlpipe.postprocs import MultiStep  # noqa: E402
-
-try:
-    import torch
-    import tensordict
-    import torchrl
-    from torchrl.data.postprocs import MultiStep as PeerMultiStep
-    torch.set_num_threads(1)
-except ImportError:
-    torch = tensordict = torchrl = PeerMultiStep = None
+torch, tensordict, torchrl, _peer_postprocs = import_peer("tensordict", "torchrl", "torchrl.data.postprocs")
+PeerMultiStep = _peer_postprocs.MultiStep if _peer_postprocs else None
 
 GAMMA, N_STEPS, DONE_RATE = 0.99, 4, 0.02
 SHAPES = [(1, 1000), (32, 1000), (256, 1000), (32, 10000)]

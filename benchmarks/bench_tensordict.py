@@ -9,24 +9,16 @@ from an environment that also has torch==2.13.0 and tensordict==0.14.3 to get th
 
     python benchmarks/bench_tensordict.py [--repeat 7] [--number 1000]
 """
-import os
+from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import argparse
 
-import argparse  # noqa: E402
+import numpy as np
+from bench_core import measure  # the script's folder is on sys.path
 
-import numpy as np  # noqa: E402
-from bench_core import measure  # noqa: E402  (the script's folder is on sys.path)
+import rlpipe
 
-import rlpipe  # noqa: E402
-
-try:
-    import tensordict
-    import torch
-    torch.set_num_threads(1)
-except ImportError:
-    torch = tensordict = None
+torch, tensordict = import_peer("tensordict")
 
 # tensordict 0.14.3 figures from DESIGN.md, used when the peer is not importable here
 ANCHORS_US = {"index 256 rows of a 100k-row TensorDict": 37.0,
