@@ -5,7 +5,8 @@ module takes it) overwrites the input instead of allocating the result.
 """
 import warnings
 
-from ... import _ops
+from ... import _functions as RF, _ops
+from ..._nn_functions import Elu, Silu
 from ..._creation import empty
 from .. import functional as F
 from .. import init as nn_init
@@ -51,6 +52,9 @@ class ReLU(Module):
 
     def forward(self, input):
         return F.relu(input, inplace=self.inplace)
+
+    def _inference_op(self, dtype, device):  # see Module's run_without_graph
+        return None if self.inplace else (RF.Relu, ())
 
     def extra_repr(self):
         return _inplace_only(self.inplace)
@@ -115,6 +119,9 @@ class Sigmoid(Module):
     def forward(self, input):
         return _ops.sigmoid(input)
 
+    def _inference_op(self, dtype, device):
+        return RF.Sigmoid, ()
+
 
 class Hardsigmoid(Module):
     """Piecewise-linear sigmoid: ``clamp(x / 6 + 1 / 2, 0, 1)``."""
@@ -133,6 +140,9 @@ class Tanh(Module):
     def forward(self, input):
         return _ops.tanh(input)
 
+    def _inference_op(self, dtype, device):
+        return RF.Tanh, ()
+
 
 class SiLU(Module):
     """``x * sigmoid(x)`` (also called swish)."""
@@ -143,6 +153,9 @@ class SiLU(Module):
 
     def forward(self, input):
         return F.silu(input, inplace=self.inplace)
+
+    def _inference_op(self, dtype, device):
+        return None if self.inplace else (Silu, ())
 
     def extra_repr(self):
         return _inplace_only(self.inplace)
@@ -183,6 +196,9 @@ class ELU(Module):
 
     def forward(self, input):
         return F.elu(input, self.alpha, self.inplace)
+
+    def _inference_op(self, dtype, device):
+        return None if self.inplace else (Elu, (float(self.alpha), 1.0, 1.0))
 
     def extra_repr(self):
         return _and_inplace(f"alpha={self.alpha}", self.inplace)
@@ -241,6 +257,9 @@ class GELU(Module):
     def forward(self, input):
         return F.gelu(input, approximate=self.approximate)
 
+    def _inference_op(self, dtype, device):
+        return (RF.Gelu, (self.approximate,)) if self.approximate in ("none", "tanh") else None
+
     def extra_repr(self):
         return f"approximate={self.approximate!r}"
 
@@ -270,6 +289,9 @@ class LeakyReLU(Module):
     def forward(self, input):
         return F.leaky_relu(input, self.negative_slope, self.inplace)
 
+    def _inference_op(self, dtype, device):
+        return None if self.inplace else (RF.LeakyRelu, (float(self.negative_slope),))
+
     def extra_repr(self):
         return _and_inplace(f"negative_slope={self.negative_slope}", self.inplace)
 
@@ -291,6 +313,9 @@ class Softplus(Module):
 
     def forward(self, input):
         return F.softplus(input, self.beta, self.threshold)
+
+    def _inference_op(self, dtype, device):
+        return RF.Softplus, (float(self.beta), float(self.threshold))
 
     def extra_repr(self):
         return f"beta={self.beta}, threshold={self.threshold}"

@@ -6,7 +6,7 @@ from itertools import chain, islice
 
 from ..._tensor import Tensor
 from ..parameter import Parameter
-from .module import Module, _addindent
+from .module import Module, _addindent, run_without_graph
 
 
 def _index(idx, size):
@@ -56,6 +56,9 @@ class Sequential(_ModuleSequence, Module):
                 self.add_module(str(i), module)
 
     def forward(self, input):
+        out = run_without_graph(self._modules.values(), input)  # None unless the inference fast path applies
+        if out is not None:
+            return out
         for module in self._modules.values():
             input = module(input)
         return input

@@ -1,6 +1,7 @@
 """Affine layers: ``Identity``, ``Linear`` and ``Bilinear``."""
 import math
 
+from ..._functions import Linear as RawLinear
 from .. import functional as F
 from .. import init
 from ._params import register_optional, reset_like_linear
@@ -47,6 +48,16 @@ class Linear(Module):
         except KeyError:  # weight or bias was replaced by a plain attribute (e.g. a reparametrization)
             weight, bias = self.weight, self.bias
         return F.linear(input, weight, bias)
+
+    def _inference_op(self, dtype, device):  # see Module's run_without_graph
+        params = self._parameters
+        if "weight" not in params or "bias" not in params:
+            return None
+        weight, bias = params["weight"], params["bias"]
+        if weight._data.dtype is not dtype or weight._device is not device or bias is not None and (
+                bias._data.dtype is not dtype or bias._device is not device):
+            return None
+        return RawLinear, (weight._data, None if bias is None else bias._data)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -1,0 +1,119 @@
+"""Sequential's inference fast path (``run_without_graph``): under no_grad it must give exactly what
+running the modules one by one gives, and step aside whenever that could differ (hooks, patched or
+overridden forwards, grad mode, dtype or device mismatches, unsupported modules)."""
+import numpy as np
+import pytest
+
+import rlpipe
+from rlpipe import nn
+from rlpipe.nn.modules.module import run_without_graph
+
+ACTIVATIONS = [nn.ReLU(), nn.Tanh(), nn.Sigmoid(), nn.GELU(), nn.GELU("tanh"), nn.LeakyReLU(0.2), nn.ELU(0.7),
+               nn.SiLU(), nn.Softplus(2.0, 5.0)]
+
+
+def one_by_one(net, x):
+    for module in net:
+        x = module(x)
+    return x
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS, ids=lambda m: repr(m))
+@pytest.mark.parametrize("dtype", [rlpipe.float32, rlpipe.float64])
+@pytest.mark.parametrize("shape", [(3,), (5, 3), (2, 4, 3)])
+def test_fast_path_equals_module_by_module(act, dtype, shape):
+    rlpipe.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), act, nn.Linear(8, 2, bias=False)).to(dtype)
+    x = rlpipe.randn(*shape, dtype=dtype)
+    with rlpipe.no_grad():
+        fast = run_without_graph(net, x)
+        assert fast is not None
+        slow = one_by_one(net, x)
+        out = net(x)
+    assert fast.dtype == slow.dtype == out.dtype == dtype
+    assert tuple(fast.shape) == tuple(slow.shape) == shape[:-1] + (2,)
+    np.testing.assert_array_equal(fast.numpy(), slow.numpy())
+    np.testing.assert_array_equal(out.numpy(), slow.numpy())
+    assert not out.requires_grad and out.grad_fn is None
+
+
+def test_grad_mode_builds_the_graph_as_usual():
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
+    x = rlpipe.randn(2, 3)
+    assert run_without_graph(net, x) is None
+    out = net(x)
+    assert out.requires_grad and out.grad_fn is not None
+    out.sum().backward()
+    assert net[0].weight.grad is not None
+
+
+def test_hooks_are_honoured():
+    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
+    calls = []
+    handle = net[1].register_forward_hook(lambda m, i, o: calls.append(1) or o * 0 + 7)
+    x = rlpipe.randn(3)
+    with rlpipe.no_grad():
+        assert run_without_graph(net, x) is None
+        out = net(x)
+    assert calls == [1] and (out.numpy() == 7).all()
+    handle.remove()
+    pre = net[0].register_forward_pre_hook(lambda m, args: (args[0] * 0,))
+    with rlpipe.no_grad():
+        np.testing.assert_allclose(net(x).numpy(), np.maximum(net[0].bias.detach().numpy(), 0))
+    pre.remove()
+    global_handle = nn.modules.module.register_module_forward_hook(lambda m, i, o: calls.append(2))
+    try:
+        with rlpipe.no_grad():
+            assert run_without_graph(net, x) is None
+            net(x)
+        assert 2 in calls
+    finally:
+        global_handle.remove()
+
+
+def test_overridden_or_patched_forward_is_honoured():
+    class Doubled(nn.Linear):
+        def forward(self, input):
+            return super().forward(input) * 2
+
+    net = nn.Sequential(Doubled(3, 2))
+    x = rlpipe.randn(3)
+    with rlpipe.no_grad():
+        assert run_without_graph(net, x) is None
+        np.testing.assert_allclose(net(x).numpy(), 2 * nn.functional.linear(x, net[0].weight, net[0].bias).numpy())
+    plain = nn.Sequential(nn.Linear(3, 2))
+    plain[0].forward = lambda input: input.sum(-1, keepdim=True)
+    with rlpipe.no_grad():
+        assert run_without_graph(plain, x) is None
+        np.testing.assert_allclose(plain(x).numpy(), [x.numpy().sum()], rtol=1e-6)
+
+
+def test_unsupported_modules_and_settings_fall_back():
+    x = rlpipe.randn(2, 3)
+    with rlpipe.no_grad():
+        assert run_without_graph(nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5)), x) is None
+        assert run_without_graph(nn.Sequential(nn.ReLU(inplace=True)), x) is None
+        assert run_without_graph(nn.Sequential(nn.Linear(3, 3)), rlpipe.ones(2, 3, dtype=rlpipe.int64)) is None
+        # a dtype mismatch falls back, and the usual path raises torch's error
+        net = nn.Sequential(nn.Linear(3, 3).double())
+        assert run_without_graph(net, x) is None
+        with pytest.raises(RuntimeError, match="dtype"):
+            net(x)
+
+
+def test_shape_errors_are_the_usual_ones():
+    net = nn.Sequential(nn.Linear(3, 2), nn.Tanh())
+    with rlpipe.no_grad():
+        assert run_without_graph(net, rlpipe.randn(4)) is None
+        with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
+            net(rlpipe.randn(4))
+
+
+def test_replaced_parameters_are_used():
+    net = nn.Sequential(nn.Linear(2, 1))
+    with rlpipe.no_grad():
+        net[0].weight.copy_(rlpipe.tensor([[1.0, 2.0]]))
+        net[0].bias.fill_(0.5)
+        assert net(rlpipe.tensor([3.0, 4.0])).tolist() == [11.5]
+        net[0].weight = nn.Parameter(rlpipe.tensor([[-1.0, 0.0]]))
+        assert net(rlpipe.tensor([3.0, 4.0])).tolist() == [-2.5]
