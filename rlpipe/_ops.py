@@ -29,6 +29,7 @@ masked_fill masked_select nonzero matmul mm bmm dot outer einsum flip roll""".sp
 
 _BFLOAT16 = _dtypes.bfloat16.np
 _NUMBER = (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)
+_INT64 = np.dtype(np.int64)
 
 
 # ---- operands and promotion --------------------------------------------------------------
@@ -573,15 +574,16 @@ def _extreme_values(function, input, dim, keepdim, name):
 def _arg_extreme(input, dim, keepdim, name):
     if input._data.dtype == np.bool_:
         raise RuntimeError(f"{name}(): does not support bool input")
-    xp = input._device._backend.xp
-    fn = getattr(xp, name)
+    data = input._data
     if dim is None:
-        out = fn(input._data.reshape(-1))
+        out = getattr(data.reshape(-1), name)()
         if keepdim:
-            out = out.reshape((1,) * input.ndim)
+            out = out.reshape((1,) * data.ndim)
     else:
-        out = fn(input._data, axis=input._dim(dim) if input.ndim else None, keepdims=keepdim)
-    return wrap(xp.asarray(out, dtype=np.int64), input._device)
+        out = getattr(data, name)(axis=input._dim(dim) if data.ndim else None, keepdims=keepdim)
+    if type(out) is not input._device._backend.ndarray or out.dtype is not _INT64:
+        out = input._device._backend.xp.asarray(out, dtype=np.int64)
+    return wrap(out, input._device)
 
 
 def argmax(input, dim=None, keepdim=False):
@@ -697,14 +699,14 @@ def one_hot(tensor, num_classes=-1):
         raise RuntimeError(f"one_hot is only applicable to index tensor of type LongTensor, got {tensor.dtype}")
     xp = tensor._device._backend.xp
     values = tensor._data
-    if values.size and builtins.int(values.min()) < 0:
-        raise RuntimeError("Class values must be non-negative.")
     if num_classes == -1:
         if values.size == 0:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = builtins.int(values.max()) + 1
-    elif values.size and builtins.int(values.max()) >= num_classes:
-        raise RuntimeError("Class values must be smaller than num_classes.")
+    # as unsigned, negative values are huge: one comparison checks both bounds
+    if values.size and xp.count_nonzero(values.astype(np.uint64) >= num_classes):
+        raise RuntimeError("Class values must be non-negative." if builtins.int(values.min()) < 0
+                           else "Class values must be smaller than num_classes.")
     return wrap((values[..., None] == xp.arange(num_classes)).astype(np.int64), tensor._device)
 
 
