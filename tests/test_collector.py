@@ -19,7 +19,7 @@ import rlpipe
 from rlpipe import nn
 from rlpipe.collectors import RandomPolicy, SyncDataCollector
 from rlpipe.envs import GymEnv
-from rlpipe.envs.specs import Categorical, OneHot
+from rlpipe.envs.specs import Binary, Bounded, Categorical, OneHot
 from rlpipe.postprocs import MultiStep
 from rlpipe.tensordict import TensorDictModule
 
@@ -720,3 +720,27 @@ def test_env_step_raises():
     assert "simulator crashed at step 3" in str(info.value)
     assert collector.shutdown() is None
     assert collector.shutdown() is None
+
+
+@pytest.mark.parametrize("spec", [OneHot(3), OneHot(3, shape=(4, 3)), OneHot(2, dtype=rlpipe.bool),
+                                  Categorical(3), Categorical(3, shape=(4,)), Binary(3), Binary(3, shape=(5, 3)),
+                                  Bounded(-1.0, 2.0, shape=(2,))], ids=repr)
+def test_membership_test_agrees_with_spec_is_in(spec):
+    """The collector's per-step action check against the spec's own is_in, on valid samples, on
+    brute-force perturbations of them and at sizes on both sides of the list/NumPy switch."""
+    from rlpipe.collectors.collectors import _SMALL, _membership_test
+    check = _membership_test(spec)
+    rng = np.random.default_rng(0)
+    for batch in [(), (_SMALL,)]:
+        for _ in range(20):
+            good = spec.rand(batch).numpy()
+            candidates = [good]
+            for delta in (-1, 1, 2):
+                bad = good.astype(np.float64).copy()
+                flat = bad.reshape(-1)
+                flat[rng.integers(flat.size)] += delta
+                candidates.append(bad.astype(good.dtype))
+            candidates.append(good.astype(np.float64 if good.dtype != np.float64 else np.float32))
+            for a in candidates:
+                expected = bool(spec.is_in(rlpipe.from_numpy(np.ascontiguousarray(a)))) and a.dtype == good.dtype
+                assert check(a) == expected, (a, spec)
