@@ -1265,7 +1265,7 @@ def matmul(input, other):
         input = _tensor_like(input, other)
     if not isinstance(other, Tensor):
         other = _tensor_like(other, input)
-    if input._data.dtype is not other._data.dtype:
+    if input._data.dtype != other._data.dtype:  # equal, not identical: unpickled arrays have their own dtype objects
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_C_TYPE_NAMES.get(input.dtype.name)}"
                            f" != {_C_TYPE_NAMES.get(other.dtype.name)}")
     try:
@@ -1287,7 +1287,7 @@ def _matmul_error(a, b):
 def linear(input, weight, bias=None):
     """input @ weight.T + bias, as one fused op (what nn.Linear runs)."""
     dt = input._data.dtype
-    if weight._data.dtype is not dt or bias is not None and bias._data.dtype is not dt:
+    if weight._data.dtype != dt or bias is not None and bias._data.dtype != dt:
         raise RuntimeError(f"linear: expected input, weight and bias of one dtype, got {input.dtype}, "
                            f"{weight.dtype} and {None if bias is None else bias.dtype}")
     try:
@@ -1621,7 +1621,7 @@ def _operator(fn, function_cls, reflected=False):
     """A Tensor operator: float tensors with a same-dtype tensor or a Python number skip promotion."""
     def operator(self, other):
         dt = self._data.dtype
-        if function_cls is not None and dt in FLOATING_NP and dt is not _BFLOAT16 and (type(other) is builtins.float or type(other) is builtins.int or
+        if function_cls is not None and dt in FLOATING_NP and dt != _BFLOAT16 and (type(other) is builtins.float or type(other) is builtins.int or
                                   type(other) is Tensor and other._data.dtype is dt):
             return function_cls.apply(other, self) if reflected else function_cls.apply(self, other)
         try:

@@ -117,3 +117,19 @@ def test_replaced_parameters_are_used():
         assert net(rlpipe.tensor([3.0, 4.0])).tolist() == [11.5]
         net[0].weight = nn.Parameter(rlpipe.tensor([[-1.0, 0.0]]))
         assert net(rlpipe.tensor([3.0, 4.0])).tolist() == [-2.5]
+
+
+def test_pickled_modules_still_run():
+    """Unpickled arrays carry dtype objects equal to, but not the same as, NumPy's own: every dtype
+    check must compare by equality (a policy sent to a worker process travels this way)."""
+    import pickle
+    net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    x = rlpipe.randn(5, 3)
+    copy = pickle.loads(pickle.dumps(net))
+    x2 = pickle.loads(pickle.dumps(x))
+    with rlpipe.no_grad():
+        expected = net(x).numpy()
+        np.testing.assert_array_equal(copy(x2).numpy(), expected)
+        np.testing.assert_array_equal(one_by_one(copy, x2).numpy(), expected)
+    np.testing.assert_array_equal(copy(x2).detach().numpy(), expected)
+    np.testing.assert_array_equal((x2 @ copy[0].weight.T).detach().numpy(), (x @ net[0].weight.T).detach().numpy())

@@ -54,8 +54,8 @@ class Linear(Module):
         if "weight" not in params or "bias" not in params:
             return None
         weight, bias = params["weight"], params["bias"]
-        if weight._data.dtype is not dtype or weight._device is not device or bias is not None and (
-                bias._data.dtype is not dtype or bias._device is not device):
+        if weight._data.dtype != dtype or weight._device is not device or bias is not None and (
+                bias._data.dtype != dtype or bias._device is not device):
             return None
         return RawLinear, (weight._data, None if bias is None else bias._data)
 
