@@ -675,3 +675,17 @@ def test_trajectory_on_cuda(name, cls, options, ref, ref_options):
     for state in opt.state.values():
         for key, value in state.items():
             assert value.device.type == ("cpu" if key == "step" else "cuda"), key
+
+
+@pytest.mark.parametrize("name,cls,options,ref,ref_options", CASES, ids=[c[0] for c in CASES])
+def test_zero_dim_parameter_follows_its_one_element_twin(name, cls, options, ref, ref_options):
+    """A 0-d parameter (e.g. SAC's log temperature) steps exactly like a [1] one."""
+    scalar = r.tensor(0.7, dtype=r.float64, requires_grad=True)
+    vector = r.tensor([0.7], dtype=r.float64, requires_grad=True)
+    opts = [cls([p], **options) for p in (scalar, vector)]
+    for step in range(4):
+        for p, opt in zip((scalar, vector), opts):
+            opt.zero_grad()
+            ((p - 0.3 * step) ** 2).sum().backward()
+            opt.step()
+        assert scalar.shape == () and scalar.item() == vector.item(), (name, step)

@@ -169,12 +169,17 @@ def _in_float32(step, args):
             value[...] = wide[key]
 
 
+def _array(x):
+    """NumPy gives 0-d results as scalars; the steps write into their scratch arrays."""
+    return x if type(x) is np.ndarray else np.array(x)
+
+
 def _direction(param, grad, weight_decay, maximize):
     """The gradient an update follows: negated to maximize, plus ``weight_decay * param``.
 
     Without either it is ``grad`` itself, so callers must not write into the result."""
     if weight_decay:
-        g = param * _scalar(weight_decay, param.dtype)
+        g = _array(param * _scalar(weight_decay, param.dtype))
         return np.subtract(g, grad, out=g) if maximize else np.add(g, grad, out=g)
     return np.negative(grad) if maximize else grad
 
@@ -209,7 +214,7 @@ def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1,
         weight_decay = 0
     g = _direction(param, grad, weight_decay, maximize)
     # both averages move part of the way to their targets: x += (1 - beta) * (target - x)
-    scratch = np.subtract(g, exp_avg)
+    scratch = _array(np.subtract(g, exp_avg))
     scratch *= _scalar(1 - beta1, dtype)
     exp_avg += scratch
     np.multiply(g, g, out=scratch)
@@ -236,7 +241,7 @@ def rmsprop_step(param, grad, square_avg, momentum_buffer, grad_avg, lr, alpha, 
     dtype = param.dtype
     g = _direction(param, grad, weight_decay, maximize)
     rate = _scalar(1 - alpha, dtype)
-    scratch = np.multiply(g, g)  # the averages move (1 - alpha) of the way to g * g and g
+    scratch = _array(np.multiply(g, g))  # the averages move (1 - alpha) of the way to g * g and g
     scratch -= square_avg
     scratch *= rate
     square_avg += scratch
@@ -269,7 +274,7 @@ def adagrad_step(param, grad, state_sum, step, lr, lr_decay, weight_decay, eps, 
         return _in_float32(adagrad_step, locals())
     dtype = param.dtype
     g = _direction(param, grad, weight_decay, maximize)
-    scratch = np.multiply(g, g)
+    scratch = _array(np.multiply(g, g))
     state_sum += scratch
     np.sqrt(state_sum, out=scratch)
     scratch += _scalar(eps, dtype)
