@@ -735,3 +735,23 @@ def test_cuda_matches_cpu(case):
         assert value.device.type == "cuda", key
     assert_matches(leaf_arrays(gpu), leaf_arrays(cpu), what=case)
     assert_matches(leaf_arrays(gpu), reference_multistep(arrays, shape, n, gamma, reward_keys=keys), what=case)
+
+
+def test_streaming_rejected_batch_leaves_the_stream_intact():
+    """A batch that fails inside the transform (here: no done entry) must not replace the held-back
+    frames; a batch without a time dimension is a ValueError, as for the batch transform."""
+    rng = np.random.default_rng(13)
+    arrays = _stream_arrays(rng, (), 8)
+    stream = MultiStep(0.9, 3, streaming=True)
+    out1 = leaf_arrays(stream(make_td(_slice_time(arrays, (), 0, 4), (4,))))
+    broken = make_td(_slice_time(arrays, (), 4, 6), (2,))
+    del broken["next", "done"]
+    with pytest.raises(KeyError):
+        stream(broken)
+    with pytest.raises(ValueError, match="time dimension"):
+        stream(rlpipe.TensorDict({"a": rlpipe.zeros(())}, batch_size=[]))
+    out2 = leaf_arrays(stream(make_td(_slice_time(arrays, (), 4, 8), (4,))))
+    out3 = leaf_arrays(stream.flush())
+    expected = reference_multistep(arrays, (8,), 3, 0.9)
+    joined = {key: np.concatenate([p[key] for p in (out1, out2, out3)], axis=0) for key in expected}
+    assert_matches(joined, expected)

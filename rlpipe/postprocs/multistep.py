@@ -201,6 +201,11 @@ class MultiStep(Module):
     # ---- streaming ----------------------------------------------------------------------------------
     def _stream(self, td):
         """Holds back the last n - 1 frames and emits the rest with exact windows."""
+        if not isinstance(td, TensorDict):
+            raise TypeError(f"MultiStep expects a TensorDict, got {type(td).__name__}")
+        if td.batch_dims == 0:
+            raise ValueError("MultiStep needs a TensorDict with a time dimension (batch_size [*B, T]), got "
+                             f"batch_size={list(td.batch_size)}")
         keep = max(self.n_steps - 1, 0)
         if self._tail is not None:
             if self._tail.batch_size[:-1] != td.batch_size[:-1]:
@@ -211,8 +216,8 @@ class MultiStep(Module):
         ready = T - keep if T > keep else 0
         time = td.batch_dims - 1
         index = (slice(None),) * time
+        out = self._transform(td.clone())  # first: a batch it rejects leaves the stream as it was
         self._tail = td[index + (slice(ready, T),)].clone()
-        out = self._transform(td.clone())
         return out[index + (slice(0, ready),)]
 
     def flush(self):
