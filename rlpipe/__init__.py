@@ -22,7 +22,7 @@ from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode, i
 from . import autograd, cuda, backends
 from .serialization import save, load
 from . import nn, optim  # as torch's package exposes torch.nn and torch.optim
-from . import tensordict, testing, postprocs
+from . import tensordict, testing, postprocs, data
 from .tensordict import TensorDict
 
 Tensor.__module__ = "rlpipe"  # prints as <class 'rlpipe.Tensor'>

@@ -1,0 +1,405 @@
+"""Replay buffers: a storage, a sampler and transforms, with torchrl's API.
+
+``ReplayBuffer(storage=..., sampler=..., batch_size=..., transform=...)``: ``extend`` writes a
+batch (one item per row) round-robin, ``add`` one item, ``sample`` draws ``batch_size`` items.
+``TensorDictReplayBuffer`` also writes ``"index"`` (and the sampler's info, e.g.
+``"priority_weight"``) into every sample, and reads priorities from ``priority_key`` on extend.
+
+Transforms: a callable given as ``transform`` or through ``append_transform`` runs on every
+sample (``invert=True``: on the data being written instead), as in torchrl. A
+``rlpipe.postprocs.MultiStep`` always runs on write, in streaming mode (torchrl's
+``MultiStepTransform``): consecutive collector batches are stored as exact n-step transitions,
+each ``n_steps - 1`` frames late; ``flush()`` writes the frames still held back, and the
+MultiStep's own ``reset()`` drops them (when the environments restart). A ``[*B, T]`` batch is
+stored as ``B * T`` transitions (torchrl would need a storage with ``ndim=2``).
+
+Bad input raises before anything changes: a rejected ``extend`` leaves the storage, the sampler
+and the MultiStep stream as they were.
+"""
+import os
+
+import numpy as np
+
+from .._tensor import Tensor, wrap
+from ..postprocs.multistep import MultiStep
+from ..random import Generator
+from ..tensordict import TensorDict
+from ._checkpoint import atomic_directory, load_state, save_state
+from .samplers import PrioritizedSampler, RandomSampler, Sampler, as_index_array, empty_storage_error
+from .storages import ListStorage, Storage
+
+__all__ = ["ReplayBuffer", "TensorDictReplayBuffer", "PrioritizedReplayBuffer", "TensorDictPrioritizedReplayBuffer"]
+
+
+def _check_batch_size(batch_size, what):
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+        raise ValueError(f"{what}: batch_size must be a positive int, got batch_size={batch_size!r}")
+    return int(batch_size)
+
+
+def _no_index():
+    return wrap(np.zeros(0, dtype=np.int64))
+
+
+def _per_row(value, rows):
+    """A [rows, ...] tensor reduced to one number per row (the max, torchrl's default reduction)."""
+    array = value.detach().cpu()._data if isinstance(value, Tensor) else np.asarray(value)
+    return array.reshape(rows, -1).max(axis=1) if array.size else array.reshape(rows)
+
+
+def _expanded(array, td):
+    """``array`` ([B]) as a Tensor of ``td``'s batch shape (repeated over the item dims)."""
+    value = wrap(array)
+    if td.device is not None and td.device != value.device:
+        value = value.to(td.device)
+    extra = td.batch_dims - 1
+    return value if not extra else value.reshape((-1,) + (1,) * extra).expand(tuple(td.batch_size))
+
+
+class _StreamingMultiStep:
+    """A MultiStep run on write: streaming, its [*B, T] output flattened to transitions."""
+
+    def __init__(self, multistep):
+        multistep.streaming = True
+        self.module = multistep
+
+    def __call__(self, data):
+        if not isinstance(data, TensorDict) or not data.batch_dims:
+            raise (ValueError if isinstance(data, TensorDict) else TypeError)(
+                "MultiStep transform: expected a TensorDict batch with a time dimension (batch_size [*B, T]), got "
+                f"{list(data.batch_size) if isinstance(data, TensorDict) else type(data).__name__}; add() a single "
+                "frame instead")
+        return self._transitions(self.module(data))
+
+    def flush(self):
+        return self._transitions(self.module.flush())
+
+    @staticmethod
+    def _transitions(td):
+        return td.reshape(-1) if td is not None and td.batch_dims > 1 else td
+
+    # the stream's held-back frames, to put back when a write fails
+    def _snapshot(self):
+        return self.module._tail
+
+    def _restore(self, tail):
+        self.module._tail = tail
+
+
+class ReplayBuffer:
+    """A replay buffer over a ``storage`` (default ``ListStorage(1000)``) and a ``sampler``
+    (default ``RandomSampler()``).
+
+    ``sample()`` returns the data only; ``sample(return_info=True)`` also returns the info dict
+    (``"index"``, and ``"priority_weight"`` for a prioritized sampler) as Tensors. ``generator``
+    (an ``rlpipe.Generator``) drives the sampler; by default rlpipe's global one does, so
+    ``rlpipe.manual_seed`` makes sampling reproducible.
+
+    Checkpoints: ``state_dict``/``load_state_dict`` in memory; ``dumps(path)``/``loads(path)``
+    write and read a directory of ``.json`` and ``.npy`` files (storage contents, write cursor,
+    sampler state with the priorities), atomically, without pickle. Transforms keep their own
+    state: the frames a MultiStep holds back are not saved (``flush()`` first to keep them).
+
+    Differences from torchrl: no ``Writer``, prefetch, ``collate_fn`` or ``dim_extend`` (a storage
+    writes round-robin along the first dimension); ``transform`` may be one callable or a list;
+    ``flush()`` is rlpipe's own.
+    """
+
+    def __init__(self, *, storage=None, sampler=None, batch_size=None, transform=None, generator=None):
+        storage = ListStorage(1000) if storage is None else storage
+        sampler = RandomSampler() if sampler is None else sampler
+        if not isinstance(storage, Storage):
+            raise TypeError(f"storage must be an rlpipe.data storage (ListStorage, LazyTensorStorage, "
+                            f"LazyMemmapStorage), got {type(storage).__name__}")
+        if not isinstance(sampler, Sampler):
+            raise TypeError(f"sampler must be an rlpipe.data sampler (RandomSampler, SamplerWithoutReplacement, "
+                            f"PrioritizedSampler), got {type(sampler).__name__}")
+        self._storage, self._sampler = storage, sampler
+        self._batch_size = None if batch_size is None else _check_batch_size(batch_size, type(self).__name__)
+        self._transforms = []  # (what the user gave, the callable run, whether it runs on write)
+        for t in transform if isinstance(transform, (list, tuple)) else () if transform is None else (transform,):
+            self.append_transform(t)
+        self.set_rng(generator)
+        if len(storage):  # a storage that already holds items (a reopened LazyMemmapStorage)
+            existing = np.arange(len(storage), dtype=np.int64)
+            sampler._check_index(existing)
+            sampler.extend(existing)
+
+    # ---- properties --------------------------------------------------------------------------------
+    @property
+    def storage(self):
+        return self._storage
+
+    @property
+    def sampler(self):
+        return self._sampler
+
+    @property
+    def batch_size(self):
+        return self._batch_size
+
+    @property
+    def transform(self):
+        """The transforms, in order (a tuple; torchrl gives a Compose)."""
+        return tuple(given for given, _, _ in self._transforms)
+
+    def __len__(self):
+        return len(self._storage)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(\n    storage={self._storage!r},\n    sampler={self._sampler!r},\n"
+                f"    batch_size={self._batch_size},\n    transform={list(self.transform)!r})")
+
+    def set_rng(self, generator):
+        if generator is not None and not isinstance(generator, Generator):
+            raise TypeError(f"generator must be an rlpipe.Generator or None, got {type(generator).__name__}")
+        self._sampler._rng = generator
+
+    # ---- transforms ---------------------------------------------------------------------------------
+    def _entry(self, transform, invert):
+        if isinstance(transform, MultiStep):
+            return transform, _StreamingMultiStep(transform), True
+        if not callable(transform):
+            raise TypeError(f"a replay-buffer transform must be callable, got {type(transform).__name__}")
+        return transform, transform, bool(invert)
+
+    def append_transform(self, transform, *, invert=False):
+        """Adds a transform at the end: run on samples, or on written data with ``invert=True``
+        (a MultiStep always runs on written data)."""
+        self._transforms.append(self._entry(transform, invert))
+        return self
+
+    def insert_transform(self, index, transform, *, invert=False):
+        self._transforms.insert(index, self._entry(transform, invert))
+        return self
+
+    def flush(self):
+        """Writes the frames write-time transforms hold back (a streaming MultiStep's last
+        ``n_steps - 1``), as the ends of their trajectories; returns the positions written.
+        Call it when collection stops. rlpipe only: torchrl keeps those frames."""
+        written = []
+        for i, (_, fn, on_write) in enumerate(self._transforms):
+            if not (on_write and hasattr(fn, "flush")):
+                continue
+            saved = fn._snapshot()
+            held = fn.flush()
+            if held is None or not held.shape[0]:
+                continue
+            try:
+                written.append(self._write(held, "flush", first_transform=i + 1)._data)
+            except BaseException:
+                fn._restore(saved)  # the frames stay held back
+                raise
+        return wrap(np.concatenate(written)) if written else _no_index()
+
+    # ---- writing ------------------------------------------------------------------------------------
+    def extend(self, data):
+        """Writes ``data``, one item per row (a TensorDict or Tensor along its first dimension, or
+        a list of items for a ListStorage); returns the positions written, an int64 Tensor."""
+        return self._write(data, "extend")
+
+    def add(self, data):
+        """Writes one item; returns its position (an empty index when a write-time transform
+        holds it back)."""
+        batch = data.unsqueeze(0) if isinstance(data, (TensorDict, Tensor)) else [data]
+        index = self._write(batch, "add")
+        return int(index._data[0]) if index.shape[0] == 1 else index
+
+    def _write(self, data, what, first_transform=0):
+        on_write = [fn for _, fn, on in self._transforms[first_transform:] if on]
+        saved = [(fn, fn._snapshot()) for fn in on_write if hasattr(fn, "_snapshot")]
+        try:
+            for fn in on_write:
+                data = fn(data)
+                if data is None:
+                    return _no_index()
+            if on_write and isinstance(data, (TensorDict, Tensor)) and (not data.ndim or not data.shape[0]):
+                return _no_index()  # everything held back
+            stored, priority = self._before_write(data, what)
+            write = self._storage._prepare(stored, what=what)
+            kept = write.index[write.first:]  # distinct positions
+            self._sampler._check_index(kept)
+            if priority is not None and isinstance(self._sampler, PrioritizedSampler):
+                _, priority = self._sampler.checked(kept, priority[write.first:], f"{what} ({self._priority_key!r})")
+            else:
+                priority = None
+        except BaseException:
+            for fn, state in saved:
+                fn._restore(state)
+            raise
+        index = self._storage._commit(write)
+        self._sampler.extend(kept)
+        if priority is not None:
+            self._sampler.update_priority(kept, priority)
+        self._after_write(data, index)
+        return wrap(index)
+
+    _priority_key = None
+
+    def _before_write(self, data, what):
+        """(what to store, per-row priorities or None)."""
+        return data, None
+
+    def _after_write(self, data, index):
+        pass
+
+    # ---- reading ------------------------------------------------------------------------------------
+    def _read_transforms(self, data):
+        for _, fn, on_write in self._transforms:
+            if not on_write:
+                data = fn(data)
+        return data
+
+    def sample(self, batch_size=None, return_info=False):
+        """``batch_size`` items (the constructor's when None) drawn by the sampler, transformed."""
+        if batch_size is None:
+            batch_size = self._batch_size
+            if batch_size is None:
+                raise RuntimeError("batch_size not specified. You can specify the batch_size when constructing the "
+                                   "replay buffer, or pass it to the sample method (got None for both).")
+        batch_size = _check_batch_size(batch_size, "sample")
+        if len(self._storage) == 0:
+            raise empty_storage_error()
+        index, info = self._sampler.sample(self._storage, batch_size)
+        info["index"] = index
+        data = self._attach(self._read_transforms(self._storage._gather(index)), info)
+        if return_info:
+            return data, {key: wrap(value) for key, value in info.items()}
+        return data
+
+    def _attach(self, data, info):
+        return data
+
+    def __getitem__(self, index):
+        """Items by storage position (``rb[:]`` is everything stored), transformed as samples are."""
+        return self._read_transforms(self._storage.get(index))
+
+    def __iter__(self):
+        """Samples until the sampler runs out (never, for a sampler with replacement)."""
+        if self._batch_size is None:
+            raise RuntimeError("Cannot iterate over a replay buffer without a batch_size: give one to the constructor")
+        while True:
+            yield self.sample()
+            if self._sampler.ran_out:
+                return
+
+    # ---- priorities ---------------------------------------------------------------------------------
+    def update_priority(self, index, priority):
+        """Sets the priorities of the items at ``index`` (ignored by non-prioritized samplers,
+        as in torchrl). Priorities must be finite and non-negative."""
+        index = as_index_array(index, "update_priority")
+        n = len(self._storage)
+        outside = (index < 0) | (index >= n)
+        if outside.any():
+            raise ValueError(f"update_priority: index {index[outside][0]} is outside the {n} items stored")
+        if isinstance(self._sampler, PrioritizedSampler):
+            self._sampler.update_priority(index, priority)
+
+    # ---- emptying and checkpoints -------------------------------------------------------------------
+    def empty(self):
+        """Forgets every item and the sampler's state (the storage keeps its structure)."""
+        self._storage._empty()
+        self._sampler._empty()
+
+    def state_dict(self):
+        return {"_storage": self._storage.state_dict(), "_sampler": self._sampler.state_dict(),
+                "_batch_size": self._batch_size}
+
+    def load_state_dict(self, state_dict):
+        """Restores a ``state_dict()``; checks all of it before changing anything."""
+        if not isinstance(state_dict, dict) or not {"_storage", "_sampler", "_batch_size"} <= set(state_dict):
+            raise ValueError("load_state_dict: expected a dict with '_storage', '_sampler' and '_batch_size', got "
+                             f"{sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__}")
+        batch_size = state_dict["_batch_size"]
+        batch_size = None if batch_size is None else _check_batch_size(batch_size, "load_state_dict")
+        plans = [self._storage._load_plan(state_dict["_storage"]), self._sampler._load_plan(state_dict["_sampler"])]
+        for apply in plans:
+            apply()
+        self._batch_size = batch_size
+
+    def dumps(self, path):
+        """Saves the buffer to the directory ``path``: written beside it, then swapped in."""
+        scratch = getattr(self._storage, "scratch_dir", None)
+        target = os.path.abspath(os.fspath(path))
+        if scratch is not None and os.path.commonpath([scratch, target]) == target:
+            raise ValueError(f"dumps: {target!r} holds the storage's scratch_dir {scratch!r}; replacing it would "
+                             "delete the live storage. Dump to another directory")
+        with atomic_directory(target) as tmp:
+            save_state(tmp, {"_storage": self._storage._state(copy=False), "_sampler": self._sampler.state_dict(),
+                             "_batch_size": self._batch_size})
+
+    def loads(self, path):
+        """Restores what ``dumps`` wrote (into this buffer's own storage and sampler types)."""
+        self.load_state_dict(load_state(path, mmap_mode=None))
+
+
+class TensorDictReplayBuffer(ReplayBuffer):
+    """A ReplayBuffer of TensorDicts. ``sample`` writes ``"index"`` (int64) and the sampler's
+    info (``"priority_weight"``, float32, for a prioritized sampler) into the sample, over its
+    batch shape. ``extend`` writes ``"index"`` into the TensorDict it stored (the given one
+    unless a write-time transform replaced it); when that TensorDict has ``priority_key``
+    (default ``"td_error"``), its per-row max becomes the new items' priority. The entries
+    ``"index"`` and ``"priority_weight"`` are never stored, so a sample can be written back."""
+
+    _INFO_KEYS = ("index", "priority_weight")
+
+    def __init__(self, *, priority_key="td_error", **kwargs):
+        self.priority_key = priority_key
+        super().__init__(**kwargs)
+
+    @property
+    def _priority_key(self):
+        return self.priority_key
+
+    def _before_write(self, data, what):
+        if not isinstance(data, TensorDict):
+            raise TypeError(f"{what}: {type(self).__name__} stores TensorDicts, got {type(data).__name__}; use a "
+                            "ReplayBuffer for other data")
+        info = [key for key in self._INFO_KEYS if key in data.keys()]
+        stored = data.exclude(*info) if info else data
+        priority = data.get(self.priority_key, None)
+        if priority is not None and data.batch_dims:
+            priority = _per_row(priority, data.batch_size[0])
+        return stored, priority
+
+    def _after_write(self, data, index):
+        if not data.is_locked:  # a locked (memory-mapped) TensorDict cannot take new keys; the write is done
+            data.set("index", _expanded(index, data))
+
+    def _attach(self, data, info):
+        if not isinstance(data, TensorDict):
+            raise RuntimeError(f"Cannot include info in non-tensordict data (a sample transform returned a "
+                               f"{type(data).__name__})")
+        for key, value in info.items():
+            data.set(key, _expanded(value, data))
+        return data
+
+    def update_tensordict_priority(self, data):
+        """Updates priorities from a sample that carries ``"index"`` and ``priority_key``."""
+        if not isinstance(self._sampler, PrioritizedSampler):
+            return
+        index, priority = data.get("index"), data.get(self.priority_key)
+        rows = data.batch_size[0] if data.batch_dims else 1
+        self.update_priority(index.reshape(rows, -1)[:, 0], _per_row(priority, rows))
+
+
+def _prioritized(cls, alpha, beta, eps, storage, kwargs):
+    storage = ListStorage(1000) if storage is None else storage
+    if not isinstance(storage, Storage) or storage.max_size >= 2 ** 40:
+        raise ValueError(f"{cls}: a prioritized buffer needs a storage with a bounded max_size, got {storage!r}")
+    return dict(kwargs, storage=storage, sampler=PrioritizedSampler(storage.max_size, alpha, beta, eps))
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """A ReplayBuffer with ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``."""
+
+    def __init__(self, *, alpha, beta, eps=1e-8, storage=None, **kwargs):
+        super().__init__(**_prioritized(type(self).__name__, alpha, beta, eps, storage, kwargs))
+
+
+class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
+    """A TensorDictReplayBuffer with ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``."""
+
+    def __init__(self, *, alpha, beta, priority_key="td_error", eps=1e-8, storage=None, **kwargs):
+        super().__init__(priority_key=priority_key, **_prioritized(type(self).__name__, alpha, beta, eps, storage,
+                                                                   kwargs))

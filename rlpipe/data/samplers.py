@@ -1,0 +1,413 @@
+"""Samplers: which storage positions a replay-buffer sample reads.
+
+``RandomSampler`` draws uniformly with replacement, ``SamplerWithoutReplacement`` walks through
+a permutation, ``PrioritizedSampler`` draws position ``i`` with probability
+``(p_i + eps) ** alpha / sum_j (p_j + eps) ** alpha`` from a sum-tree and returns the
+importance weights. Random numbers come from ``rlpipe``'s default CPU generator (so
+``rlpipe.manual_seed`` makes sampling reproducible) or the buffer's ``generator``.
+"""
+import math
+import numbers
+
+import numpy as np
+
+from .. import _dtypes
+from .. import random as _random
+from .._tensor import Tensor
+from ._checkpoint import atomic_directory, load_state, save_state
+
+__all__ = ["Sampler", "RandomSampler", "SamplerWithoutReplacement", "PrioritizedSampler", "SumMinTree"]
+
+EMPTY_STORAGE_ERROR = "Cannot sample from an empty storage."
+
+
+def empty_storage_error(what="sample"):
+    return RuntimeError(f"{EMPTY_STORAGE_ERROR} ({what}: the buffer holds 0 items; extend it first)")
+
+
+def as_index_array(index, what):
+    """``index`` (int, sequence, array or Tensor) as a flat int64 NumPy array."""
+    if isinstance(index, Tensor):
+        index = index.detach().cpu()._data
+    array = np.asarray(index)
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{what}: index must hold integers, got dtype {array.dtype} ({index!r})")
+    return array.astype(np.int64, copy=False).reshape(-1)
+
+
+def _check_number(name, value, low=0.0, what="PrioritizedSampler"):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < low:
+        raise ValueError(f"{what}: {name} must be a finite number >= {low}, got {name}={value!r}")
+    return float(value)
+
+
+class Sampler:
+    """The sampler interface a replay buffer drives: ``sample(storage, batch_size)`` returns the
+    positions and an info dict; ``extend(index)`` is told where new items were written."""
+
+    _rng = None  # an rlpipe.Generator, or None for the default one
+
+    def sample(self, storage, batch_size):
+        raise NotImplementedError
+
+    def extend(self, index):
+        """New items were written at ``index`` (a flat int64 array of distinct positions)."""
+
+    def update_priority(self, index, priority):
+        """Only prioritized samplers use priorities; the others ignore them, as torchrl's do."""
+
+    def _check_index(self, index):
+        """Raises before a write whose positions this sampler cannot track."""
+
+    @property
+    def ran_out(self):
+        return False
+
+    def _empty(self):
+        """Forgets everything about the storage (``buffer.empty()``)."""
+
+    def state_dict(self):
+        return {"type": type(self).__name__}
+
+    def load_state_dict(self, state_dict):
+        self._load_plan(state_dict)()
+
+    def _load_plan(self, state):
+        """Checks ``state`` and returns the function that applies it (nothing changes before)."""
+        if not isinstance(state, dict) or state.get("type") != type(self).__name__:
+            found = state.get("type") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"load_state_dict: the state is a {found}'s, this sampler is a {type(self).__name__}")
+        return lambda: None
+
+    def dumps(self, path):
+        """Writes the state to the directory ``path`` (atomically: .json and .npy files)."""
+        with atomic_directory(path) as tmp:
+            save_state(tmp, self.state_dict())
+
+    def loads(self, path):
+        self.load_state_dict(load_state(path, mmap_mode=None))
+
+    # random numbers
+    def _randint(self, high, size):
+        return _random.randint(0, high, (size,), generator=self._rng)._data
+
+    def _uniform(self, size):
+        return _random.rand(size, dtype=_dtypes.float64, generator=self._rng)._data
+
+    def _randperm(self, n):
+        return _random.randperm(n, generator=self._rng)._data
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class RandomSampler(Sampler):
+    """Uniform draws with replacement over the items stored."""
+
+    def sample(self, storage, batch_size):
+        n = len(storage)
+        if n == 0:
+            raise empty_storage_error()
+        return self._randint(n, batch_size), {}
+
+
+class SamplerWithoutReplacement(Sampler):
+    """Draws from a permutation of the stored positions until it is used up, then starts a new one
+    (``ran_out`` is True after the call that used it up). As torchrl's code does, the last batch
+    of a permutation is shorter when ``batch_size`` does not divide the length, unless
+    ``drop_last``; a change of the storage length starts a new permutation. ``shuffle=False`` walks
+    the positions in order."""
+
+    def __init__(self, drop_last=False, shuffle=True):
+        self.drop_last = bool(drop_last)
+        self.shuffle = bool(shuffle)
+        self._empty()
+
+    def _empty(self):
+        self._sample_list = None
+        self.len_storage = 0
+        self._ran_out = False
+
+    @property
+    def ran_out(self):
+        return self._ran_out
+
+    def _new_list(self, n):
+        return self._randperm(n) if self.shuffle else np.arange(n, dtype=np.int64)
+
+    def sample(self, storage, batch_size):
+        n = len(storage)
+        if n == 0:
+            raise empty_storage_error()
+        if self.drop_last and n < batch_size:
+            raise ValueError(f"SamplerWithoutReplacement(drop_last=True): batch_size={batch_size} is larger than the "
+                             f"{n} items stored; a sample cannot be drawn without repeating items")
+        if self._sample_list is None or self.len_storage != n:
+            self._sample_list = self._new_list(n)
+        self.len_storage = n
+        index, rest = self._sample_list[:batch_size], self._sample_list[batch_size:]
+        self._ran_out = len(rest) == 0 or self.drop_last and len(rest) < batch_size
+        self._sample_list = self._new_list(n) if self._ran_out else rest
+        return index, {}
+
+    def state_dict(self):
+        return {"type": type(self).__name__, "drop_last": self.drop_last, "shuffle": self.shuffle,
+                "len_storage": self.len_storage, "ran_out": self._ran_out,
+                "sample_list": None if self._sample_list is None else self._sample_list.copy()}
+
+    def _load_plan(self, state):
+        super()._load_plan(state)
+        try:
+            drop_last, shuffle = bool(state["drop_last"]), bool(state["shuffle"])
+            len_storage, ran_out, sample_list = int(state["len_storage"]), bool(state["ran_out"]), state["sample_list"]
+            if sample_list is not None:
+                sample_list = as_index_array(sample_list, "load_state_dict").copy()
+                if sample_list.size and (sample_list.min() < 0 or sample_list.max() >= len_storage):
+                    raise ValueError(f"positions outside [0, {len_storage})")
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"load_state_dict: bad SamplerWithoutReplacement state ({e})") from None
+
+        def apply():
+            self.drop_last, self.shuffle, self.len_storage = drop_last, shuffle, len_storage
+            self._ran_out, self._sample_list = ran_out, sample_list
+        return apply
+
+    def __repr__(self):
+        return f"{type(self).__name__}(drop_last={self.drop_last}, shuffle={self.shuffle})"
+
+
+class SumMinTree:
+    """Sums and minima over ``capacity`` leaves, in two flat binary trees (node ``i`` has the
+    children ``2i`` and ``2i + 1``; the leaves start at ``size``, the next power of two). Leaves
+    never written count 0 in the sum and +inf in the min.
+
+    Updates and prefix-sum searches take a whole batch at once, with one NumPy pass per tree
+    level and no loop over the batch. NumPy's per-call cost dominates at batch 256, so the top
+    ``TOP`` levels (at most 1024 nodes) are handled wholesale: recomputed with one slice per level
+    after an update, and searched with one ``searchsorted`` over their level's cumulative sum. A
+    contiguous run of leaves (a ring-buffer write) updates its ancestors with slices too.
+    """
+
+    TOP = 10
+
+    def __init__(self, capacity):
+        self.capacity = int(capacity)
+        self._size = 1 << max(self.capacity - 1, 0).bit_length()
+        self._depth = self._size.bit_length() - 1
+        self._top = min(self._depth, self.TOP)
+        self._sum = np.zeros(2 * self._size)
+        self._min = np.full(2 * self._size, np.inf)
+
+    @property
+    def total(self):
+        return float(self._sum[1])
+
+    @property
+    def min(self):
+        return float(self._min[1])
+
+    def leaves(self, index=None):
+        """The leaf values at ``index`` (all ``capacity`` leaves when None)."""
+        if index is None:
+            return self._sum[self._size:self._size + self.capacity].copy()
+        return self._sum.take(index + self._size)
+
+    def _pull(self, lo, hi):
+        """Recomputes every ancestor of the nodes [lo, hi), one slice per level."""
+        s, m = self._sum, self._min
+        while lo > 1:
+            lo, hi = lo >> 1, ((hi - 1) >> 1) + 1
+            np.add(s[2 * lo:2 * hi:2], s[2 * lo + 1:2 * hi:2], out=s[lo:hi])
+            np.minimum(m[2 * lo:2 * hi:2], m[2 * lo + 1:2 * hi:2], out=m[lo:hi])
+
+    def update(self, index, values, unique=False):
+        """Sets leaves ``index`` to ``values`` (for a repeated index the last value wins; pass
+        ``unique=True`` when there is none) and recomputes their ancestors."""
+        index = np.asarray(index, dtype=np.int64).reshape(-1)
+        values = np.broadcast_to(np.asarray(values, dtype=np.float64), index.shape)
+        if not index.size:
+            return
+        if not unique and index.size > 1:
+            index, last = np.unique(index[::-1], return_index=True)
+            values = values[::-1][last]
+        node = index + self._size
+        s, m = self._sum, self._min
+        s[node] = values
+        m[node] = values
+        lo, hi = int(node.min()), int(node.max()) + 1
+        if hi - lo == len(node):  # distinct and contiguous
+            return self._pull(lo, hi)
+        for _ in range(self._depth - self._top):
+            node >>= 1
+            left = node << 1
+            right = left + 1
+            s[node] = s.take(left) + s.take(right)
+            m[node] = np.minimum(m.take(left), m.take(right))
+        top = 1 << self._top
+        self._pull(top, 2 * top)
+
+    def find(self, mass):
+        """For each ``mass`` in [0, total): the first leaf whose inclusive prefix sum is larger
+        (``np.searchsorted(np.cumsum(leaves), mass, side="right")``)."""
+        top = 1 << self._top
+        prefix = np.cumsum(self._sum[top:2 * top])
+        j = np.minimum(np.searchsorted(prefix, mass, side="right"), top - 1)
+        mass = np.asarray(mass, dtype=np.float64) - np.where(j > 0, prefix.take(j - 1), 0.0)
+        node = j + top
+        for _ in range(self._depth - self._top):
+            node <<= 1
+            left_sum = self._sum.take(node)
+            go_right = mass >= left_sum
+            np.subtract(mass, left_sum, out=mass, where=go_right)
+            node += go_right
+        return node - self._size
+
+    def load(self, leaves):
+        """Sets every leaf at once (O(capacity))."""
+        leaves = np.asarray(leaves, dtype=np.float64)
+        self._sum[:] = 0.0
+        self._min[:] = np.inf
+        self._sum[self._size:self._size + self.capacity] = leaves
+        self._min[self._size:self._size + self.capacity] = np.where(leaves > 0, leaves, np.inf)  # 0: never written
+        self._pull(self._size, 2 * self._size)
+
+
+class PrioritizedSampler(Sampler):
+    """Prioritized experience replay (Schaul et al., 2015) on a NumPy sum-tree.
+
+    An item of priority ``p`` is stored as ``(p + eps) ** alpha`` and drawn with probability
+    ``P(i)`` proportional to it; the sample's ``"priority_weight"`` is the importance weight
+    ``w_i = (N * P(i)) ** -beta / max_j w_j``, the max over the items stored, which is
+    ``(stored_i / min_j stored_j) ** -beta`` (torchrl's normalization). New items get the largest
+    priority given so far (1.0 before any). Priorities must be finite and non-negative.
+
+    Unlike torchrl, the trees hold float64 (torchrl's default is float32), and ``alpha`` cannot be
+    changed after construction.
+    """
+
+    def __init__(self, max_capacity, alpha, beta, eps=1e-8):
+        if isinstance(max_capacity, bool) or not isinstance(max_capacity, numbers.Integral) or max_capacity <= 0:
+            raise ValueError(f"PrioritizedSampler: max_capacity must be a positive int, got max_capacity={max_capacity!r}")
+        self._alpha = _check_number("alpha", alpha)
+        self.beta = beta
+        self._eps = _check_number("eps", eps)
+        self._tree = SumMinTree(max_capacity)
+        self._max_priority = None
+
+    @property
+    def max_capacity(self):
+        return self._tree.capacity
+
+    @property
+    def alpha(self):
+        return self._alpha
+
+    @property
+    def beta(self):
+        return self._beta
+
+    @beta.setter
+    def beta(self, value):
+        self._beta = _check_number("beta", value)
+
+    @property
+    def eps(self):
+        return self._eps
+
+    @property
+    def default_priority(self):
+        """The priority a new item gets: the largest given so far, or 1.0."""
+        return 1.0 if self._max_priority is None else self._max_priority
+
+    def _empty(self):
+        self._tree = SumMinTree(self._tree.capacity)
+        self._max_priority = None
+
+    def _check_index(self, index):
+        if index.size and (index.min() < 0 or index.max() >= self._tree.capacity):
+            bad = index[(index < 0) | (index >= self._tree.capacity)][0]
+            raise ValueError(f"PrioritizedSampler: index {bad} is outside [0, max_capacity={self._tree.capacity}); "
+                             "give the sampler a max_capacity of at least the storage's max_size")
+
+    def extend(self, index):
+        self._set(index, np.full(index.shape, self.default_priority), unique=True)
+
+    def checked(self, index, priority, what="update_priority"):
+        """``(index, priority)`` as flat arrays, after checking them; raises ValueError/TypeError
+        naming the bad value."""
+        index = as_index_array(index, what)
+        if isinstance(priority, Tensor):
+            priority = priority.detach().cpu()._data
+        try:
+            priority = np.asarray(priority, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"{what}: priority must be a number or an array of numbers, got {priority!r}") from None
+        if priority.size == 1:
+            priority = np.full(index.shape, priority.reshape(()))
+        elif priority.size != index.size:
+            raise ValueError(f"{what}: got {priority.size} priorities (shape {list(priority.shape)}) for "
+                             f"{index.size} indices; expected one priority per index, or a single one")
+        priority = priority.reshape(-1)
+        bad = ~np.isfinite(priority) | (priority < 0) | (priority + self._eps <= 0)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"{what}: priorities must be finite and >= 0 (> 0 when eps=0), got priority="
+                             f"{float(priority[i])!r} for index {index[i]}")
+        self._check_index(index)
+        return index, priority
+
+    def update_priority(self, index, priority):
+        index, priority = self.checked(index, priority)
+        self._set(index, priority)
+
+    def _set(self, index, priority, unique=False):
+        if not index.size:
+            return
+        top = float(priority.max())
+        if self._max_priority is None or top > self._max_priority:
+            self._max_priority = top
+        self._tree.update(index, (priority + self._eps) ** self._alpha, unique=unique)
+
+    def sample(self, storage, batch_size):
+        n = len(storage)
+        if n == 0:
+            raise empty_storage_error()
+        total, smallest = self._tree.total, self._tree.min
+        if not total > 0 or not smallest > 0:
+            raise RuntimeError(f"PrioritizedSampler: the stored items have no priorities (sum {total}, min "
+                               f"{smallest}); items must be written through the buffer that owns this sampler")
+        index = self._tree.find(self._uniform(batch_size) * total)
+        np.minimum(index, n - 1, out=index)  # rounding can step past the last item
+        weight = (self._tree.leaves(index) / smallest) ** -self._beta
+        return index, {"priority_weight": weight.astype(np.float32)}
+
+    def state_dict(self):
+        return {"type": type(self).__name__, "max_capacity": self._tree.capacity, "alpha": self._alpha,
+                "beta": self._beta, "eps": self._eps, "max_priority": self._max_priority,
+                "priorities": self._tree.leaves()}
+
+    def _load_plan(self, state):
+        super()._load_plan(state)
+        try:
+            if state["max_capacity"] != self._tree.capacity:
+                raise ValueError(f"max_capacity {state['max_capacity']}, this sampler's is {self._tree.capacity}")
+            if state["alpha"] != self._alpha or state["eps"] != self._eps:
+                raise ValueError(f"alpha={state['alpha']}, eps={state['eps']}; this sampler has alpha={self._alpha}, "
+                                 f"eps={self._eps} (the stored priorities depend on both)")
+            beta = _check_number("beta", state["beta"])
+            top = state["max_priority"]
+            top = None if top is None else _check_number("max_priority", top)
+            leaves = np.array(state["priorities"], dtype=np.float64)
+            if leaves.shape != (self._tree.capacity,) or not (np.isfinite(leaves) & (leaves >= 0)).all():
+                raise ValueError(f"priorities must be {self._tree.capacity} finite non-negative numbers")
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"load_state_dict: bad PrioritizedSampler state ({e})") from None
+
+        def apply():
+            self._beta, self._max_priority = beta, top
+            self._tree.load(leaves)
+        return apply
+
+    def __repr__(self):
+        return f"{type(self).__name__}(max_capacity={self._tree.capacity}, alpha={self._alpha}, beta={self._beta}, " \
+               f"eps={self._eps})"

@@ -1,0 +1,451 @@
+"""Storages: where a replay buffer keeps its items, written round-robin.
+
+- ``ListStorage(max_size=None)``: a Python list of arbitrary objects.
+- ``LazyTensorStorage(max_size, device=None)``: one preallocated array per TensorDict leaf (or a
+  single tensor), shaped ``[max_size, *item_shape]``, allocated on the first write from that
+  batch's structure.
+- ``LazyMemmapStorage(max_size, scratch_dir=None)``: the same arrays as NumPy memory-mapped
+  ``.npy`` files in ``scratch_dir``. A new storage given a ``scratch_dir`` that already holds
+  one reopens it, contents, length and write cursor included (see its docstring).
+
+Unlike torchrl there is no separate ``Writer``: a storage keeps its own write cursor. Every write
+is checked completely before anything is stored, so a rejected batch leaves the storage as it was.
+"""
+import collections
+import numbers
+import os
+import shutil
+import sys
+import tempfile
+import weakref
+
+import numpy as np
+
+from .. import _dtypes
+from .._creation import zeros
+from .._device import CPU, resolve
+from .._ops import stack as _stack_tensors
+from .._tensor import Tensor, wrap
+from ..tensordict import TensorDict
+from ._checkpoint import (array_record, atomic_directory, load_state, open_array, plain_dtype, read_json, save_state,
+                          write_json)
+
+__all__ = ["Storage", "ListStorage", "LazyTensorStorage", "LazyMemmapStorage"]
+
+# a checked write: the rows to store, where they go, and (first write only) the structure
+_Write = collections.namedtuple("_Write", "values index first cursor spec device")
+# a tensor storage's structure: "tensordict" or "tensor", leaf keys, per-item shapes, dtypes, item batch shape
+_Spec = collections.namedtuple("_Spec", "kind keys shapes dtypes item_batch")
+
+
+def _check_max_size(max_size, cls):
+    if isinstance(max_size, bool) or not isinstance(max_size, numbers.Integral) or max_size <= 0:
+        raise ValueError(f"{cls}: max_size must be a positive int, got max_size={max_size!r}")
+    return int(max_size)
+
+
+def _key_name(path):
+    return path[0] if len(path) == 1 else path
+
+
+def _leaves(td, prefix=()):
+    """[(key path, tensor)] of a TensorDict, nested leaves included, in insertion order."""
+    out = []
+    for key, value in td._tensordict.items():  # the raw dict: this runs on every extend
+        if isinstance(value, TensorDict):
+            out.extend(_leaves(value, prefix + (key,)))
+        else:
+            out.append((prefix + (key,), value))
+    return out
+
+
+def _segments(start, count, max_size):
+    """(storage slice, row slice) pairs for ``count`` ring positions from ``start``: one or two."""
+    head = min(count, max_size - start)
+    pairs = [(slice(start, start + head), slice(0, head))]
+    if head < count:
+        pairs.append((slice(0, count - head), slice(head, count)))
+    return pairs
+
+
+class Storage:
+    """The interface a replay buffer writes through: ``max_size``, ``len()``, ``get(index)``, and
+    the two-step write ``_prepare(data)`` (checks; changes nothing) then ``_commit(write)``."""
+
+    max_size = sys.maxsize
+
+    def __init__(self):
+        self._meta = np.zeros(2, dtype=np.int64)  # [length, write cursor]
+
+    def __len__(self):
+        return int(self._meta[0])
+
+    @property
+    def _cursor(self):
+        return int(self._meta[1])
+
+    def _positions(self, n, cursor=None):
+        """(every position of n rows written from the cursor, the first row kept, the next cursor):
+        when n > max_size only the last max_size rows are stored."""
+        cursor = self._cursor if cursor is None else cursor
+        index = np.arange(cursor, cursor + n, dtype=np.int64) % self.max_size
+        return index, max(n - self.max_size, 0), (cursor + n) % self.max_size
+
+    def _advance(self, write):
+        n = len(write.index)
+        self._meta[0] = min(len(self) + n, self.max_size)
+        self._meta[1] = write.cursor
+
+    def get(self, index):
+        """The items at ``index`` (an int, a slice, or a sequence/array/Tensor of ints) among the
+        ``len(self)`` stored."""
+        n = len(self)
+        if isinstance(index, Tensor):
+            index = index.detach().cpu()._data
+        if isinstance(index, numbers.Integral) and not isinstance(index, bool):
+            if not -n <= index < n:
+                raise IndexError(f"storage index {index} is out of range for a storage holding {n} items")
+            return self._gather(int(index) % n)
+        try:
+            positions = np.arange(n, dtype=np.int64)[index]
+        except IndexError as e:
+            raise IndexError(f"storage index {index!r} does not fit a storage holding {n} items ({e})") from None
+        return self._gather(positions)
+
+    __getitem__ = get
+
+    def _empty(self):
+        self._meta[:] = 0
+
+    # checkpoints: state_dict / load_state_dict in memory, dumps / loads to a directory
+    def state_dict(self):
+        return self._state(copy=True)
+
+    def load_state_dict(self, state_dict):
+        self._load_plan(state_dict)()
+
+    def dumps(self, path):
+        """Writes the storage to the directory ``path`` (atomically: .json and .npy files)."""
+        with atomic_directory(path) as tmp:
+            save_state(tmp, self._state(copy=False))
+
+    def loads(self, path):
+        self.load_state_dict(load_state(path, mmap_mode=None))
+
+    def _check_state(self, state, types):
+        """(length, cursor) of a state after checking its fields."""
+        if not isinstance(state, dict) or state.get("type") not in types:
+            found = state.get("type") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"load_state_dict: the state is a {found}'s; a {type(self).__name__} loads states of "
+                             f"{sorted(types)}")
+        max_size, length, cursor = state.get("max_size"), state.get("len"), state.get("cursor")
+        if max_size != (None if self.max_size == sys.maxsize else self.max_size):
+            raise ValueError(f"load_state_dict: the state has max_size={max_size}, this storage has "
+                             f"max_size={self.max_size}")
+        if not isinstance(length, int) or not isinstance(cursor, int) or not 0 <= length <= self.max_size \
+                or not 0 <= cursor < self.max_size:
+            raise ValueError(f"load_state_dict: bad length {length!r} or cursor {cursor!r} for max_size={self.max_size}")
+        return length, cursor
+
+
+class ListStorage(Storage):
+    """Any Python objects, in a list of at most ``max_size`` (unbounded by default).
+
+    ``extend`` takes a list or tuple (one item per element), a TensorDict or a Tensor (one item
+    per row). A sample of TensorDicts or of tensors comes back stacked; of anything else, as a
+    list (torchrl would try to stack any pytree). ``dumps`` saves what rlpipe checkpoints can hold
+    (tensors, TensorDicts, arrays, numbers, strings, lists, tuples, dicts): no pickle.
+    """
+
+    def __init__(self, max_size=None):
+        super().__init__()
+        self.max_size = sys.maxsize if max_size is None else _check_max_size(max_size, "ListStorage")
+        self._items = []
+
+    def _prepare(self, data, cursor=None, what="extend"):
+        if isinstance(data, (list, tuple)):
+            items = list(data)
+        elif isinstance(data, (TensorDict, Tensor)) and data.ndim:
+            items = [data[i] for i in range(data.shape[0])]
+        else:
+            raise TypeError(f"{what}: a ListStorage is extended with a list, a tuple, or a TensorDict/Tensor with a "
+                            f"batch dimension; got {type(data).__name__}")
+        if not items:
+            raise RuntimeError(f"{what}: expected at least one element, got an empty {type(data).__name__}")
+        return _Write(items, *self._positions(len(items), cursor), None, None)
+
+    def _commit(self, write):
+        for position, item in zip(write.index[write.first:], write.values[write.first:]):
+            if position == len(self._items):
+                self._items.append(item)
+            else:
+                self._items[position] = item
+        self._advance(write)
+        return write.index
+
+    def _gather(self, index):
+        if np.ndim(index) == 0:
+            return self._items[index]
+        items = [self._items[i] for i in index]
+        if items and all(isinstance(x, TensorDict) for x in items):
+            return TensorDict.stack(items)
+        if items and all(isinstance(x, Tensor) for x in items):
+            return _stack_tensors(items)
+        return items
+
+    def _empty(self):
+        super()._empty()
+        self._items = []
+
+    def _state(self, copy):
+        return {"type": "ListStorage", "max_size": None if self.max_size == sys.maxsize else self.max_size,
+                "len": len(self), "cursor": self._cursor, "items": list(self._items)}
+
+    def _load_plan(self, state):
+        length, cursor = self._check_state(state, {"ListStorage"})
+        items = state.get("items")
+        if not isinstance(items, list) or len(items) != length:
+            raise ValueError(f"load_state_dict: expected a list of {length} items, got {type(items).__name__}"
+                             f"{'' if not isinstance(items, list) else f' of {len(items)}'}")
+
+        def apply():
+            self._items = list(items)
+            self._meta[:] = (length, cursor)
+        return apply
+
+    def __repr__(self):
+        return f"ListStorage(max_size={None if self.max_size == sys.maxsize else self.max_size}, len={len(self)})"
+
+
+class LazyTensorStorage(Storage):
+    """Preallocated arrays of ``max_size`` rows, one per TensorDict leaf (nested keys included)
+    or a single tensor, allocated on the first write from that batch's structure.
+
+    Every later batch must have the same keys, the same per-item shapes (``shape[1:]``) and
+    dtypes that cast safely (same kind: float to float, int to int or float, bool to anything);
+    otherwise ``KeyError``, ``ValueError`` or ``TypeError`` name the entry, the expected and the
+    actual value. Writes wrap around at ``max_size``. ``device=None`` keeps the first batch's
+    device (torchrl's default is "cpu").
+    """
+
+    _state_types = frozenset({"LazyTensorStorage", "LazyMemmapStorage"})
+
+    def __init__(self, max_size, *, device=None):
+        super().__init__()
+        self.max_size = _check_max_size(max_size, type(self).__name__)
+        self.device = None if device is None else resolve(device)
+        self._spec = None
+        self._arrays = None  # one backend array per leaf, [max_size, *item_shape]
+        self._data = None  # a TensorDict (or Tensor) over those arrays
+
+    @property
+    def initialized(self):
+        return self._spec is not None
+
+    # ---- writing -----------------------------------------------------------------------------------
+    def _prepare(self, data, cursor=None, what="extend"):
+        if isinstance(data, TensorDict):
+            kind, leaves, batch = "tensordict", _leaves(data), tuple(data.batch_size)
+        elif isinstance(data, Tensor):
+            kind, leaves, batch = "tensor", [((), data)], tuple(data.shape)
+        else:
+            raise TypeError(f"{what}: {type(self).__name__} stores TensorDicts or Tensors, got {type(data).__name__}")
+        if not batch:
+            raise ValueError(f"{what}: the data needs a leading batch dimension (one row per item), got "
+                             f"{'batch_size' if kind == 'tensordict' else 'shape'} []; use add() for a single item")
+        n = batch[0]
+        if n == 0:
+            raise RuntimeError(f"{what}: expected at least one element, got a batch of 0 items")
+        spec, device = self._spec, self._storage_device()
+        if spec is None:
+            if kind == "tensordict" and not leaves:
+                raise ValueError(f"{what}: the TensorDict has no entries; there is nothing to store")
+            device = self.device or leaves[0][1].device
+            spec = _Spec(kind, [k for k, _ in leaves], [tuple(v.shape[1:]) for _, v in leaves],
+                         [v._data.dtype for _, v in leaves], batch[1:] if kind == "tensordict" else ())
+            values = [v for _, v in leaves]
+        else:
+            values = self._matched(spec, kind, leaves, batch, what)
+        values = [v._data if v._device is device else v.to(device)._data for v in values]
+        return _Write(values, *self._positions(n, cursor), spec if self._spec is None else None, device)
+
+    def _matched(self, spec, kind, leaves, batch, what):
+        """The data's leaves in the storage's order, after checking them against the storage."""
+        if kind != spec.kind:
+            raise TypeError(f"{what}: this storage holds {spec.kind}s, got a {kind}")
+        if kind == "tensordict" and batch[1:] != spec.item_batch:
+            raise ValueError(f"{what}: the items have batch_size {list(batch[1:])} (batch_size {list(batch)}); the "
+                             f"storage holds items of batch_size {list(spec.item_batch)}")
+        by_key = dict(leaves)
+        if len(by_key) != len(spec.keys) or any(k not in by_key for k in spec.keys):
+            missing = [_key_name(k) for k in spec.keys if k not in by_key]
+            extra = [_key_name(k) for k in by_key if k not in set(spec.keys)]
+            raise KeyError(f"{what}: the batch's keys differ from the storage's: missing {missing}, unexpected {extra}")
+        values = []
+        for key, shape, dtype in zip(spec.keys, spec.shapes, spec.dtypes):
+            value = by_key[key]
+            name = f"entry {_key_name(key)!r}" if key else "the tensor"
+            if tuple(value.shape[1:]) != shape:
+                raise ValueError(f"{what}: {name} has per-item shape {list(value.shape[1:])} (shape "
+                                 f"{list(value.shape)}); the storage expects {list(shape)}")
+            if value._data.dtype != dtype and not np.can_cast(value._data.dtype, dtype, "same_kind"):
+                raise TypeError(f"{what}: {name} has dtype {value._data.dtype}; the storage holds {dtype} and "
+                                "does not cast across kinds")
+            values.append(value)
+        return values
+
+    def _commit(self, write):
+        if write.spec is not None:
+            self._allocate(write.spec, write.device)
+        start, count = write.index[write.first], len(write.index) - write.first
+        for store, rows in zip(self._arrays, write.values):
+            for dst, src in _segments(start, count, self.max_size):
+                store[dst] = rows[write.first:][src]
+        self._advance(write)
+        return write.index
+
+    def _storage_device(self):
+        return None if self._data is None else self._data.device
+
+    def _allocate(self, spec, device):
+        arrays = [zeros((self.max_size,) + shape, dtype=_dtypes.from_numpy_dtype(dt), device=device)._data
+                  for shape, dt in zip(spec.shapes, spec.dtypes)]
+        self._set_arrays(spec, arrays, device)
+
+    def _set_arrays(self, spec, arrays, device):
+        if spec.kind == "tensor":
+            data = wrap(arrays[0], device)
+        else:
+            data = TensorDict(batch_size=(self.max_size,) + spec.item_batch, device=device)
+            for key, array in zip(spec.keys, arrays):
+                data.set(key, wrap(array, device))
+        self._spec, self._arrays, self._data = spec, arrays, data
+
+    # ---- reading -------------------------------------------------------------------------------------
+    def _gather(self, index):
+        """Rows at positions ``index`` (an int or an int64 NumPy array), copied."""
+        device = self._data.device
+        if self._spec.kind == "tensor":
+            if np.ndim(index) == 0:
+                return wrap(self._arrays[0][index].copy(), device)
+            if device is not CPU:
+                index = device._backend.xp.asarray(index)
+            return wrap(self._arrays[0].take(index, axis=0), device)
+        if np.ndim(index) == 0:
+            return self._data[index].clone()
+        return self._data[index if device is CPU else wrap(device._backend.xp.asarray(index), device)]
+
+    def get(self, index):
+        if self._spec is None:
+            raise RuntimeError(f"{type(self).__name__}: cannot get items out of a storage that was never written to")
+        return super().get(index)
+
+    # ---- checkpoints ---------------------------------------------------------------------------------
+    def _state(self, copy):
+        n = len(self)
+        rows = None if self._spec is None else self._data[:n]
+        return {"type": type(self).__name__, "max_size": self.max_size, "len": n, "cursor": self._cursor,
+                "data": rows.clone() if copy and rows is not None else rows}
+
+    def _load_plan(self, state):
+        length, cursor = self._check_state(state, self._state_types)
+        data = state.get("data")
+        if length == 0:
+            def apply():
+                self._meta[:] = (0, cursor)
+            return apply
+        if not isinstance(data, (TensorDict, Tensor)) or not data.ndim or data.shape[0] != length:
+            raise ValueError(f"load_state_dict: expected 'data' with {length} rows, got "
+                             f"{type(data).__name__} of shape {list(getattr(data, 'shape', []))}")
+        write = self._prepare(data, cursor=0, what="load_state_dict")
+
+        def apply():
+            self._meta[:] = 0
+            self._commit(write)
+            self._meta[1] = cursor
+        return apply
+
+    def _empty(self):
+        super()._empty()  # the arrays and their structure stay, as in torchrl
+
+    def __repr__(self):
+        return f"{type(self).__name__}(max_size={self.max_size}, len={len(self)}, device={self.device})"
+
+
+class LazyMemmapStorage(LazyTensorStorage):
+    """A ``LazyTensorStorage`` whose arrays are memory-mapped ``.npy`` files in ``scratch_dir``
+    (a new temporary directory, removed with the storage, when None), on the CPU.
+
+    The directory also holds ``layout.json`` (keys, shapes, dtypes) and ``cursor.npy`` (length
+    and write cursor, updated in place on every write). **Reopening:** a new
+    ``LazyMemmapStorage(max_size, scratch_dir=d)`` on a directory that holds one (for example
+    after a process restart) maps the same files again: contents, length and cursor come back,
+    and writing goes on where it stopped. A replay buffer built on it gives every item the
+    default priority; to get the sampler's state (priorities) back too, ``dumps`` the buffer and
+    ``loads`` it instead. torchrl does not reopen a scratch directory by itself.
+    """
+
+    _LAYOUT = "layout.json"
+    _FORMAT = "rlpipe-memmap-storage"
+
+    def __init__(self, max_size, *, scratch_dir=None, device="cpu"):
+        super().__init__(max_size)
+        if resolve(device) is not CPU:
+            raise ValueError(f"LazyMemmapStorage: memory maps live on the CPU, got device={device!r}; move samples "
+                             "with a transform instead")
+        self.device = CPU
+        self.scratch_dir = None if scratch_dir is None else os.path.abspath(os.fspath(scratch_dir))
+        if self.scratch_dir is not None and os.path.exists(os.path.join(self.scratch_dir, self._LAYOUT)):
+            self._reopen()
+
+    def _directory(self):
+        if self.scratch_dir is None:
+            self.scratch_dir = tempfile.mkdtemp(prefix="rlpipe-memmap-storage-")
+            weakref.finalize(self, shutil.rmtree, self.scratch_dir, True)
+        os.makedirs(self.scratch_dir, exist_ok=True)
+        return self.scratch_dir
+
+    def _allocate(self, spec, device):
+        directory = self._directory()
+        arrays, records = [], []
+        for i, (shape, dt) in enumerate(zip(spec.shapes, spec.dtypes)):
+            file = f"{i}.npy"
+            mapped = np.lib.format.open_memmap(os.path.join(directory, file), mode="w+", dtype=plain_dtype(dt),
+                                               shape=(self.max_size,) + shape)
+            arrays.append(np.asarray(mapped).view(dt))
+            records.append(array_record(arrays[-1], file))
+        meta = np.lib.format.open_memmap(os.path.join(directory, "cursor.npy"), mode="w+", dtype=np.int64, shape=(2,))
+        write_json(os.path.join(directory, self._LAYOUT),
+                   {"format": self._FORMAT, "version": 1, "max_size": self.max_size, "kind": spec.kind,
+                    "item_batch": list(spec.item_batch), "leaves": [[list(k), r] for k, r in zip(spec.keys, records)]})
+        self._meta = np.asarray(meta)  # length and cursor now live in the file
+        self._set_arrays(spec, arrays, CPU)
+
+    def _reopen(self):
+        directory = self.scratch_dir
+        what = f"LazyMemmapStorage(scratch_dir={directory!r})"
+        layout = read_json(os.path.join(directory, self._LAYOUT), what)
+        try:
+            if layout["format"] != self._FORMAT or layout["version"] != 1:
+                raise ValueError(f"not a {self._FORMAT} directory")
+            if layout["kind"] not in ("tensordict", "tensor"):
+                raise ValueError(f"bad kind {layout['kind']!r}")
+            keys = [tuple(k) for k, _ in layout["leaves"]]
+            if not all(isinstance(part, str) for k in keys for part in k):
+                raise ValueError("bad keys")
+            arrays = [open_array(directory, r, what, mmap_mode="r+") for _, r in layout["leaves"]]
+            meta = open_array(directory, {"file": "cursor.npy", "dtype": "int64", "shape": [2]}, what, "r+")
+        except (KeyError, TypeError, ValueError) as e:
+            raise RuntimeError(f"{what}: the directory holds no valid storage ({e})") from None
+        if layout["max_size"] != self.max_size or any(a.shape[0] != self.max_size for a in arrays):
+            raise ValueError(f"{what}: the directory holds a storage of max_size={layout['max_size']}, this storage "
+                             f"has max_size={self.max_size}")
+        spec = _Spec(layout["kind"], keys, [tuple(a.shape[1:]) for a in arrays], [a.dtype for a in arrays],
+                     tuple(layout["item_batch"]))
+        if not (0 <= meta[0] <= self.max_size and 0 <= meta[1] < self.max_size):
+            raise RuntimeError(f"{what}: cursor.npy holds a bad length/cursor {meta.tolist()}")
+        self._meta = meta
+        self._set_arrays(spec, arrays, CPU)
+
+    def __repr__(self):
+        return f"LazyMemmapStorage(max_size={self.max_size}, len={len(self)}, scratch_dir={self.scratch_dir!r})"
