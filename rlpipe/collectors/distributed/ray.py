@@ -1,0 +1,503 @@
+"""``RayCollector``: ``SyncDataCollector`` copies on Ray actors, with torchrl's ``RayCollector`` semantics.
+
+Each actor builds its environment from ``create_env_fn`` and runs a ``SyncDataCollector`` with its own
+copy of the policy. A batch leaves the actor as a plain ``{key: numpy array}`` dict plus its batch
+size, never as pickled ``Tensor`` objects: Ray stores the arrays out of band in its object store and
+the main process reads them without a copy, then rebuilds the TensorDict around them. Policy weights
+travel the other way the same way: one ``ray.put`` of the ``state_dict`` as NumPy arrays, shared by
+every actor.
+
+Ray is optional: this module imports without it, and constructing a ``RayCollector`` without Ray
+raises an ``ImportError`` that says what to install.
+
+Where rlpipe differs from torchrl 0.14 (``torchrl/collectors/distributed/ray.py``):
+
+- ``total_frames`` follows ``SyncDataCollector``'s rule: rounded up to a whole number of yielded
+  batches (with a warning), ``ValueError`` when it is below one batch, ``-1`` runs until the loop
+  breaks. torchrl's Ray loop stops at ``collected >= total_frames`` and yields nothing for ``-1``.
+- in async mode an actor is only asked for a batch that is still needed, so exactly
+  ``total_frames`` frames are collected, none thrown away.
+- ``("collector", "traj_ids")`` are made unique across actors (``local_id * num_collectors +
+  actor_index``); torchrl leaves each actor's own counter, so ids collide between actors.
+- the default actor resources are ``{"num_cpus": 1}`` (torchrl asks for ``num_gpus=0.2`` and 2 GiB,
+  which never schedules on a machine without a GPU); ``remote_config`` entries are merged into it.
+- ``create_env_fn`` must be a callable (or one per actor): environments are built inside the actors.
+- a failure inside an actor is raised in the main process as a ``RuntimeError`` naming the actor
+  index and the cause (torchrl lets Ray's own exception through).
+- ``sync=True`` with ``frames_per_batch`` not divisible by ``num_collectors`` is a ``ValueError``
+  (torchrl: ``RuntimeError``).
+- batches are always host (NumPy) arrays in the main process; an actor's ``storing_device`` only
+  matters inside the actor.
+"""
+import secrets
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..._creation import from_numpy
+from ..._tensor import Tensor, wrap
+from ...envs.common import EnvBase
+from ...nn import Module
+from ...postprocs import split_trajectories
+from ...tensordict import TensorDict
+from ..collectors import SyncDataCollector
+
+__all__ = ["RayCollector"]
+
+INSTALL_HINT = 'RayCollector needs Ray, which is not installed: pip install "rlpipe[ray]"'
+DEFAULT_REMOTE_CONFIG = {"num_cpus": 1}
+TRAJ_IDS = ("collector", "traj_ids")
+# keyword arguments of the actors' SyncDataCollector that RayCollector sets itself
+_CONTROLLED = ("create_env_fn", "policy", "frames_per_batch", "total_frames", "split_trajs", "max_frames_per_traj",
+               "init_random_frames", "reset_at_each_iter")
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError as err:
+        raise ImportError(INSTALL_HINT) from err
+    return ray
+
+
+def _as_array(value):
+    """A host NumPy array for a Tensor, an array or anything ``np.asarray`` takes."""
+    if isinstance(value, Tensor):
+        return np.asarray(value.detach().cpu().numpy())
+    return np.asarray(value)
+
+
+def td_to_arrays(td):
+    """``(batch_size, {key: array})`` for a TensorDict: what crosses between processes."""
+    return tuple(td.batch_size), {key: _as_array(td.get(key)) for key in td.keys(True, True)}
+
+
+def arrays_to_td(batch_size, arrays, copy=False):
+    """The TensorDict back from ``td_to_arrays``'s output (the arrays wrapped, or copied first)."""
+    td = TensorDict(batch_size=list(batch_size))
+    for key, array in arrays.items():
+        td.set(key, wrap(np.array(array) if copy else array))
+    return td
+
+
+def _state_to_arrays(state):
+    return OrderedDict((k, _state_to_arrays(v) if isinstance(v, Mapping) else
+                        _as_array(v) if isinstance(v, (Tensor, np.ndarray)) else v) for k, v in state.items())
+
+
+def _state_to_tensors(state):
+    return OrderedDict((k, _state_to_tensors(v) if isinstance(v, Mapping) else
+                        from_numpy(np.array(v)) if isinstance(v, np.ndarray) else v) for k, v in state.items())
+
+
+class _CollectorWorker:
+    """What runs inside one Ray actor: a ``SyncDataCollector`` that never stops by itself
+    (``total_frames=-1``); the driver asks for one batch at a time."""
+
+    def __init__(self, index, num_collectors, create_env_fn, policy, collector_kwargs, seed):
+        self.index = index
+        self.num_collectors = num_collectors
+        self.policy = policy
+        self.collector = None
+        self._batches = None
+        self.warnings = []
+        self._error = None
+        try:  # an error here is kept for info() to raise: Ray then reports the cause itself, not a dead actor
+            from ... import random as _random
+            _random.manual_seed(seed)  # distinct random streams (random actions, exploration) per actor
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self.collector = SyncDataCollector(create_env_fn, policy, total_frames=-1, **collector_kwargs)
+            self.warnings = [str(w.message) for w in caught]
+        except Exception as err:  # noqa: BLE001  any error: raised again by info()
+            self._error = err
+
+    def info(self):
+        if self._error is not None:
+            raise self._error
+        return {"frames_per_batch": self.collector.frames_per_batch, "warnings": self.warnings}
+
+    def collect(self):
+        if self._batches is None:
+            self._batches = iter(self.collector)
+        try:
+            batch = next(self._batches)
+        except BaseException:
+            self._batches = None
+            self.collector.reset()  # a later batch starts fresh trajectories
+            raise
+        batch_size, arrays = td_to_arrays(batch)
+        ids = arrays.get(TRAJ_IDS)
+        if ids is not None:  # unique across actors, and still increasing within each actor
+            arrays[TRAJ_IDS] = ids * self.num_collectors + self.index
+        return batch_size, arrays
+
+    def update_weights(self, weights):
+        self.policy.load_state_dict(_state_to_tensors(weights))
+
+    def set_seed(self, seed, static_seed=False):
+        from ... import random as _random
+        _random.manual_seed(seed)
+        return self.collector.set_seed(seed, static_seed)
+
+    def state_dict(self):
+        return _state_to_arrays(self.collector.state_dict())
+
+    def load_state_dict(self, state):
+        self.collector.load_state_dict(_state_to_tensors(state))
+
+    def close(self):
+        if self.collector is not None:
+            self.collector.shutdown()
+
+
+_REMOTE_CLASS = {}
+
+
+def _per_collector(value, name, n, kind):
+    """A list of ``n`` values: ``value`` repeated, or ``value`` itself when it is a list of length ``n``."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"RayCollector: {name} is a list of {len(value)} entries but num_collectors={n}")
+        values = list(value)
+    else:
+        values = [value] * n
+    for i, v in enumerate(values):
+        if not isinstance(v, kind):
+            raise TypeError(f"RayCollector: {name}[{i}] must be a {kind.__name__}, got {type(v).__name__}")
+    return values
+
+
+class RayCollector:
+    """Collects on ``num_collectors`` Ray actors, each a ``SyncDataCollector`` over its own environment
+    and its own copy of ``policy``; iterate it like any collector.
+
+    Args:
+        create_env_fn: a function returning an rlpipe environment, or a list of them (one per actor).
+        policy: as for ``SyncDataCollector`` (``None``: random actions). It is copied into every actor
+            once; ``update_policy_weights_()`` sends the main copy's current weights.
+
+    Keyword Args:
+        num_collectors: the number of actors (default: the length of ``create_env_fn`` when it is a
+            list, else 1).
+        frames_per_batch: frames per yielded batch. ``sync=True``: split evenly across the actors (it
+            must be divisible by ``num_collectors``); the batch stacks the actors' batches along a new
+            leading dim, ``[num_collectors, *actor_batch]``. ``sync=False``: each actor collects
+            ``frames_per_batch`` frames, and each of its batches is yielded alone, first ready first.
+        total_frames: frames to collect in all (``-1``: until the loop breaks). Rounded up to a whole
+            number of yielded batches, with a warning. Reaching it releases the actors (as torchrl).
+        sync: see ``frames_per_batch`` (torchrl's default, ``False``).
+        ray_init_config: keyword arguments of ``ray.init``, used only when Ray is not initialized yet
+            (default: ``ray.init()``, a local instance unless ``RAY_ADDRESS`` names a cluster).
+        remote_config: actor options for ``.options(...)`` (``num_cpus``, ``num_gpus``, ``resources``,
+            ...), one dict or one per actor, merged into the default ``{"num_cpus": 1}``. The cluster
+            must hold all actors at once, or the constructor waits for resources.
+        collector_kwargs: more ``SyncDataCollector`` keyword arguments (one dict or one per actor), e.g.
+            ``postproc`` to run it inside the actors.
+        update_after_each_batch: send the weights before each round (sync) or to an actor before it
+            collects again (async), as torchrl.
+        postproc, split_trajs: applied in the main process to each yielded batch.
+        max_frames_per_traj, init_random_frames, reset_at_each_iter: passed to every actor
+            (``init_random_frames`` divided by ``num_collectors``, as torchrl).
+    """
+
+    def __init__(self, create_env_fn, policy=None, *, num_collectors=None, frames_per_batch, total_frames=-1,
+                 sync=False, ray_init_config=None, remote_config=None, collector_kwargs=None,
+                 update_after_each_batch=False, postproc=None, split_trajs=False, max_frames_per_traj=None,
+                 init_random_frames=0, reset_at_each_iter=False):
+        ray = _import_ray()
+        if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
+            raise ValueError(f"frames_per_batch must be a positive integer, got frames_per_batch={frames_per_batch!r}")
+        if isinstance(total_frames, bool) or not isinstance(total_frames, int) or total_frames == 0 or total_frames < -1:
+            raise ValueError(f"total_frames must be a positive integer or -1 (run until stopped), got {total_frames!r}")
+        if total_frames != -1 and total_frames < frames_per_batch:
+            raise ValueError(f"total_frames ({total_frames}) is smaller than frames_per_batch ({frames_per_batch}): "
+                             "not even one batch would be collected")
+        if num_collectors is None:
+            num_collectors = len(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else 1
+        if isinstance(num_collectors, bool) or not isinstance(num_collectors, int) or num_collectors <= 0:
+            raise ValueError(f"num_collectors must be a positive integer, got {num_collectors!r}")
+        n = num_collectors
+        env_fns = _per_collector(create_env_fn, "create_env_fn", n, object)
+        for i, fn in enumerate(env_fns):
+            if isinstance(fn, EnvBase) or not callable(fn):
+                raise TypeError(f"RayCollector: create_env_fn[{i}] must be a function that builds the environment "
+                                f"(it runs inside the actor), got {type(fn).__name__}")
+        if sync and frames_per_batch % n:
+            raise ValueError(f"RayCollector(sync=True): frames_per_batch ({frames_per_batch}) must be divisible by "
+                             f"num_collectors ({n}): each actor collects frames_per_batch // num_collectors frames")
+        kwargs_list = [dict(k) for k in _per_collector({} if collector_kwargs is None else collector_kwargs,
+                                                       "collector_kwargs", n, Mapping)]
+        for i, kw in enumerate(kwargs_list):
+            clash = sorted(set(kw) & set(_CONTROLLED))
+            if clash:
+                raise ValueError(f"RayCollector: collector_kwargs[{i}] sets {clash}, which RayCollector sets itself; "
+                                 "pass them to RayCollector instead")
+            kw.update(frames_per_batch=frames_per_batch // n if sync else frames_per_batch,
+                      max_frames_per_traj=max_frames_per_traj, init_random_frames=init_random_frames // n,
+                      reset_at_each_iter=reset_at_each_iter)
+        options = [dict(DEFAULT_REMOTE_CONFIG, **cfg)
+                   for cfg in _per_collector({} if remote_config is None else remote_config, "remote_config", n, Mapping)]
+
+        self._ray = ray
+        self.policy = policy
+        self.num_collectors = n
+        self.sync = bool(sync)
+        self.update_after_each_batch = bool(update_after_each_batch)
+        self.postproc = postproc
+        self.split_trajs = split_trajs
+        self._weight_shapes = ({k: tuple(v.shape) for k, v in policy.state_dict().items()}
+                               if isinstance(policy, Module) else None)
+        self._frames = 0
+        self._iter = 0
+        self._actors = []
+        self._pending = {}         # in-flight collect ref -> actor index
+        self._update_refs = []     # (actor index, ref) of weight updates queued behind a collect
+        self._closed = False
+
+        if not ray.is_initialized():
+            ray.init(**(ray_init_config or {}))
+        worker = _REMOTE_CLASS.get("worker")
+        if worker is None:
+            worker = _REMOTE_CLASS["worker"] = ray.remote(_CollectorWorker)
+        seeds = np.random.SeedSequence(secrets.randbits(63)).generate_state(n, np.uint64)
+        try:
+            policy_ref = ray.put(policy)  # one serialized copy, read by every actor
+            for i in range(n):
+                self._actors.append(worker.options(**options[i]).remote(i, n, env_fns[i], policy_ref, kwargs_list[i],
+                                                                        int(seeds[i] >> np.uint64(1))))
+            refs = [a.info.remote() for a in self._actors]
+            infos = [self._fetch(ref, i, "starting") for i, ref in enumerate(refs)]
+        except BaseException:
+            self.shutdown()
+            raise
+        for i, info in enumerate(infos):
+            for message in dict.fromkeys(info["warnings"]):
+                if i == 0 or message not in infos[0]["warnings"]:  # each distinct message once
+                    warnings.warn(f"RayCollector actor {i}: {message}", UserWarning, stacklevel=2)
+        self._actor_frames = [info["frames_per_batch"] for info in infos]
+        self.frames_per_batch = sum(self._actor_frames) if self.sync else self._actor_frames[0]
+        uniform = self.sync or len(set(self._actor_frames)) == 1
+        if total_frames != -1 and uniform and total_frames % self.frames_per_batch:
+            rounded = -(-total_frames // self.frames_per_batch) * self.frames_per_batch
+            warnings.warn(f"total_frames ({total_frames}) is not exactly divisible by frames_per_batch "
+                          f"({self.frames_per_batch}). This means {rounded - total_frames} additional frames will "
+                          "be collected. To silence this message, set the environment variable "
+                          "RL_WARNINGS to False.", UserWarning, stacklevel=2)
+            total_frames = rounded
+        self.total_frames = total_frames
+
+    # ---- helpers ----------------------------------------------------------------------------------------
+    def _fetch(self, ref, index, what):
+        """``ray.get(ref)``, with an actor's failure raised as a RuntimeError naming the actor."""
+        ray = self._ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayError as err:
+            cause = getattr(err, "cause", None)
+            if isinstance(err, ray.exceptions.RayTaskError) and cause is not None:
+                reason = f"{type(cause).__name__}: {cause}"
+            else:
+                reason = f"{type(err).__name__}: {str(err).strip()}"
+            raise RuntimeError(f"RayCollector: collector actor {index} failed while {what}: {reason}") from err
+
+    def _check_open(self):
+        if self._closed:
+            raise RuntimeError("RayCollector: the collector was shut down (its actors are released)")
+
+    def _done(self):
+        return self.total_frames != -1 and self._frames >= self.total_frames
+
+    def _needs_more(self):
+        """Whether the frames collected plus those in flight fall short of total_frames."""
+        if self.total_frames == -1:
+            return True
+        in_flight = sum(self._actor_frames[i] for i in self._pending.values())
+        return self._frames + in_flight < self.total_frames
+
+    def _process(self, batch):
+        if self.split_trajs:
+            batch = split_trajectories(batch)
+        if self.postproc is not None:
+            batch = self.postproc(batch)
+        return batch
+
+    def _stack(self, parts):
+        """One TensorDict ``[num_collectors, *actor_batch]`` from every actor's arrays (one copy)."""
+        batch_size, first = parts[0]
+        for i, (size, arrays) in enumerate(parts[1:], 1):
+            if size != batch_size or arrays.keys() != first.keys():
+                raise RuntimeError(f"RayCollector(sync=True): actor {i} returned a batch of size {list(size)} with "
+                                   f"keys {sorted(map(str, arrays))}; actor 0 returned size {list(batch_size)} with "
+                                   f"keys {sorted(map(str, first))}: sync mode stacks batches of one layout")
+        td = TensorDict(batch_size=[len(parts), *batch_size])
+        for key in first:
+            td.set(key, wrap(np.stack([arrays[key] for _, arrays in parts])))
+        return td
+
+    def _check_updates(self, index):
+        """Raises for a finished weight update of actor ``index`` that failed."""
+        ray = self._ray
+        keep = []
+        for i, ref in self._update_refs:
+            if i == index and ray.wait([ref], timeout=0)[0]:
+                self._fetch(ref, i, "loading policy weights")
+            else:
+                keep.append((i, ref))
+        self._update_refs = keep
+
+    # ---- iteration ------------------------------------------------------------------------------------
+    def __iter__(self):
+        if self._done():
+            return
+        self._check_open()
+        yield from (self._sync_iterator() if self.sync else self._async_iterator())
+        self.shutdown()  # torchrl releases the actors once total_frames is reached
+
+    def _sync_iterator(self):
+        while not self._done():
+            if self.update_after_each_batch:
+                self.update_policy_weights_()
+            refs = [actor.collect.remote() for actor in self._actors]
+            self._pending.update((ref, i) for i, ref in enumerate(refs))  # busy, should shutdown() come now
+            parts = []
+            for i, ref in enumerate(refs):
+                del self._pending[ref]
+                parts.append(self._fetch(ref, i, "collecting a batch"))
+            batch = self._stack(parts)
+            self._frames += batch.numel()
+            self._iter += 1
+            yield self._process(batch)
+
+    def _async_iterator(self):
+        ray, pending = self._ray, self._pending
+
+        def submit(i):
+            pending[self._actors[i].collect.remote()] = i
+
+        busy = set(pending.values())
+        for i in range(self.num_collectors):
+            if i not in busy and self._needs_more():
+                submit(i)
+        while not self._done():
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            index = pending.pop(ready[0])
+            batch_size, arrays = self._fetch(ready[0], index, "collecting a batch")
+            self._check_updates(index)
+            batch = arrays_to_td(batch_size, arrays, copy=True)  # writable, and the object store is freed
+            self._frames += batch.numel()
+            self._iter += 1
+            resubmit = self._needs_more()
+            if resubmit and not self.update_after_each_batch:
+                submit(index)  # at once: the actor collects while the caller uses this batch
+            yield self._process(batch)
+            if resubmit and self.update_after_each_batch and not self._closed:
+                self.update_policy_weights_(worker_ids=[index])
+                submit(index)
+
+    def __len__(self):
+        if self.total_frames == -1:
+            raise RuntimeError("a collector with total_frames=-1 has no length: it runs until the loop breaks")
+        return self.total_frames // self.frames_per_batch
+
+    # ---- control --------------------------------------------------------------------------------------
+    def update_policy_weights_(self, policy_weights=None, *, worker_ids=None):
+        """Sends policy weights to the actors (all, or ``worker_ids``): by default the current
+        ``state_dict`` of the policy given at construction; or a Module's, or a state dict. The weights
+        are put in the object store once, as NumPy arrays, for every actor. An actor that is collecting
+        loads them after its current batch. A policy that is not an ``nn.Module`` has nothing to send."""
+        self._check_open()
+        if policy_weights is None:
+            if not isinstance(self.policy, Module):
+                return
+            policy_weights = self.policy
+        state = policy_weights.state_dict() if isinstance(policy_weights, Module) else policy_weights
+        if not isinstance(state, Mapping):
+            raise TypeError(f"update_policy_weights_: expected an nn.Module or a state dict, got "
+                            f"{type(policy_weights).__name__}")
+        if self._weight_shapes is None:
+            raise TypeError("update_policy_weights_: the collector's policy is not an nn.Module, its actors hold "
+                            "no weights to update")
+        arrays = OrderedDict((k, _as_array(v)) for k, v in state.items())
+        missing = sorted(set(self._weight_shapes) - set(arrays))
+        unexpected = sorted(set(arrays) - set(self._weight_shapes))
+        if missing or unexpected:
+            raise KeyError(f"update_policy_weights_: the weights do not match the policy's state_dict: missing keys "
+                           f"{missing}, unexpected keys {unexpected}")
+        for key, shape in self._weight_shapes.items():
+            if tuple(arrays[key].shape) != shape:
+                raise ValueError(f"update_policy_weights_: {key!r} has shape {list(arrays[key].shape)}, the policy's "
+                                 f"is {list(shape)}")
+        ids = range(self.num_collectors) if worker_ids is None else (
+            [worker_ids] if isinstance(worker_ids, int) else list(worker_ids))
+        ref = self._ray.put(arrays)
+        busy = set(self._pending.values())
+        sent = [(i, self._actors[i].update_weights.remote(ref)) for i in ids]
+        for i, update in sent:
+            if i in busy:  # queued behind the collect in flight: checked when that actor reports next
+                self._update_refs.append((i, update))
+            else:
+                self._fetch(update, i, "loading policy weights")
+
+    def set_seed(self, seed, static_seed=False):
+        """Seeds the actors one after the other (each its environment and random stream, from the seed
+        the previous one returned); returns the next unused seed."""
+        self._check_open()
+        for i, actor in enumerate(self._actors):
+            seed = self._fetch(actor.set_seed.remote(seed, static_seed), i, "seeding")
+        return seed
+
+    def state_dict(self):
+        """Every actor's collector state (NumPy arrays for tensors), one per actor, as torchrl."""
+        self._check_open()
+        refs = [actor.state_dict.remote() for actor in self._actors]
+        return [self._fetch(ref, i, "saving its state") for i, ref in enumerate(refs)]
+
+    def load_state_dict(self, state_dict):
+        """Loads ``state_dict()``'s list (one entry per actor; a single dict goes to every actor)."""
+        self._check_open()
+        states = [state_dict] * self.num_collectors if isinstance(state_dict, Mapping) else list(state_dict)
+        if len(states) != self.num_collectors:
+            raise ValueError(f"load_state_dict: got {len(states)} states for {self.num_collectors} actors")
+        refs = [actor.load_state_dict.remote(_state_to_arrays(s)) for actor, s in zip(self._actors, states)]
+        for i, ref in enumerate(refs):
+            self._fetch(ref, i, "loading its state")
+
+    def shutdown(self, timeout=5.0, shutdown_ray=False):
+        """Closes the idle actors' environments (waiting at most ``timeout`` seconds), then kills every
+        actor (``ray.kill``). Never raises; safe to call twice. ``shutdown_ray=True`` also shuts Ray
+        down (torchrl's option; by default Ray stays up for other users)."""
+        actors, self._actors = self._actors, []
+        busy = set(self._pending.values())
+        self._pending.clear()
+        self._update_refs = []
+        self._closed = True
+        ray = self._ray
+        try:
+            closing = [actor.close.remote() for i, actor in enumerate(actors) if i not in busy]
+            if closing:
+                ray.wait(closing, num_returns=len(closing), timeout=timeout)
+        except Exception:  # noqa: BLE001, S110  a dead actor cannot close its env: killing it still releases it
+            pass
+        for actor in actors:
+            try:
+                ray.kill(actor)
+            except Exception:  # noqa: BLE001, S110  already dead: nothing left to release
+                pass
+        if shutdown_ray:
+            try:
+                ray.shutdown()
+            except Exception:  # noqa: BLE001, S110  shutdown() never raises
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(num_collectors={self.num_collectors}, sync={self.sync}, "
+                f"frames_per_batch={self.frames_per_batch}, total_frames={self.total_frames})")
