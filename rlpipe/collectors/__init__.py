@@ -1,4 +1,5 @@
 """Layer 6: collectors that step environments with policies and yield TensorDict batches."""
 from .collectors import SyncDataCollector, RandomPolicy
+from .multi import MultiSyncDataCollector, MultiaSyncDataCollector
 
-__all__ = ["SyncDataCollector", "RandomPolicy"]
+__all__ = ["SyncDataCollector", "MultiSyncDataCollector", "MultiaSyncDataCollector", "RandomPolicy"]

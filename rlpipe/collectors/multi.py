@@ -1,0 +1,482 @@
+"""Multi-process collectors: ``MultiSyncDataCollector`` and ``MultiaSyncDataCollector``.
+
+Each worker process runs a ``SyncDataCollector`` over its own environment and a copy of the policy.
+A batch comes back through one shared-memory block per worker: the worker's first batch travels
+on its pipe and gives the layout, the main process then allocates the block, and every later batch
+is written there by the worker and copied out once by the main process. Commands, weights and small
+replies travel on the pipes. ``split_trajs`` and ``postproc`` run in the main process, as in torchrl.
+"""
+import multiprocessing as mp
+import traceback
+import warnings
+import weakref
+from collections import OrderedDict
+from multiprocessing import connection, resource_tracker, shared_memory
+
+import numpy as np
+
+from .. import random as _random
+from .._creation import from_numpy
+from .._tensor import Size, wrap
+from ..nn import Module
+from ..postprocs import split_trajectories
+from ..tensordict import TensorDict
+from .collectors import SyncDataCollector
+
+__all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector"]
+
+_TRAJ_IDS = ("collector", "traj_ids")
+_ALIGN = 64  # bytes: each leaf of a shared block starts on a cache line
+
+
+# ---- the worker side ---------------------------------------------------------------------------------
+
+def _leaves(td):
+    """[(key tuple, host array)] of a batch's leaves."""
+    return [((k,) if isinstance(k, str) else k, v._data) for k, v in td.items(True, True)]
+
+
+def _layout(leaves):
+    """[(key, dtype str, shape, offset)] and the block size for ``leaves`` packed in one block."""
+    layout, offset = [], 0
+    for key, array in leaves:
+        layout.append((key, array.dtype.str, array.shape, offset))
+        offset += -(-array.nbytes // _ALIGN) * _ALIGN
+    return layout, max(offset, 1)
+
+
+def _views(buffer, layout):
+    return [(key, np.ndarray(shape, dtype=np.dtype(dtype), buffer=buffer, offset=offset))
+            for key, dtype, shape, offset in layout]
+
+
+def _describe(error):
+    return f"{type(error).__name__}: {error}\n{''.join(traceback.format_exception(error)).rstrip()}"
+
+
+def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed):
+    """A worker: waits for commands, collects batches into its shared block, reports errors."""
+    shm = views = collector = None
+    try:
+        _random.manual_seed(seed)  # forked workers would otherwise draw the same random actions
+        collector = SyncDataCollector(create_env_fn, policy, total_frames=-1, **collector_kwargs)
+        conn.send(("ready", collector.frames_per_batch))  # after its own rounding for batched envs
+        while True:
+            try:
+                command, arg = conn.recv()
+            except EOFError:  # the main process is gone
+                break
+            if command == "collect":
+                leaves = _leaves(collector.rollout(random=arg))
+                if views is None:  # the first batch carries its arrays and layout
+                    conn.send(("first", leaves))
+                else:
+                    for (_, view), (_, array) in zip(views, leaves):
+                        view[...] = array
+                    conn.send(("batch", None))
+            elif command == "attach":
+                shm = shared_memory.SharedMemory(name=arg[0])
+                views = _views(shm.buf, arg[1])
+            elif command == "update":
+                policy.load_state_dict({k: from_numpy(v) for k, v in arg.items()})
+            elif command == "seed":
+                conn.send(("seed", collector.set_seed(arg)))
+            elif command == "reset":
+                collector.reset()
+            elif command == "state_dict":
+                state = collector.state_dict()
+                conn.send(("state", {k: v for k, v in state.items() if k != "policy_state_dict"}))
+            elif command == "load_state_dict":
+                collector.load_state_dict(arg)
+            elif command == "close":
+                break
+    except BaseException as error:  # noqa: B902 - every failure must reach the main process
+        try:
+            conn.send(("error", _describe(error)))
+        except Exception:
+            pass
+    finally:
+        views = None
+        if shm is not None:
+            shm.close()
+        if collector is not None:
+            collector.shutdown()
+        conn.close()
+
+
+# ---- the main side -----------------------------------------------------------------------------------
+
+class _Worker:
+    """The main process's handle on one worker: process, pipe and shared block."""
+
+    def __init__(self, index, process, conn):
+        self.index, self.process, self.conn = index, process, conn
+        self.shm = self.views = None
+
+    def release(self, timeout):
+        """Stops the process (politely, then by force) and frees the block; never raises."""
+        try:
+            self.conn.send(("close", None))
+        except Exception:
+            pass
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(1.0)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+        self.views = None
+        if self.shm is not None:
+            self.shm.close()
+            try:
+                self.shm.unlink()
+            except FileNotFoundError:
+                pass
+            self.shm = None
+
+
+def _release_all(workers, timeout=5.0):
+    for worker in workers:
+        worker.release(timeout)
+
+
+class _MultiCollector:
+    """What both multi-process collectors share: the workers, their pipes and blocks, the frame
+    accounting and the control methods."""
+
+    def __init__(self, create_env_fn, policy=None, *, num_workers=None, frames_per_batch, total_frames=-1,
+                 postproc=None, split_trajs=False, max_frames_per_traj=None, init_random_frames=0,
+                 reset_at_each_iter=False, device=None, storing_device=None, update_at_each_batch=False,
+                 timeout=300.0, mp_start_method=None):
+        if callable(create_env_fn) and not isinstance(create_env_fn, (list, tuple)):
+            if num_workers is None:
+                raise ValueError("num_workers is needed when create_env_fn is a single function; pass a list of "
+                                 "functions (one per worker) or num_workers=N")
+            create_env_fn = [create_env_fn] * num_workers
+        try:
+            create_env_fn = list(create_env_fn)
+        except TypeError:  # e.g. an environment instance: each worker needs a function to build its own
+            raise TypeError(f"create_env_fn must be a function that builds an environment, or a list of such "
+                            f"functions (one per worker), got {type(create_env_fn).__name__}") from None
+        if not create_env_fn or not all(callable(f) for f in create_env_fn):
+            raise TypeError(f"create_env_fn must be a non-empty list of functions that build environments, got "
+                            f"{create_env_fn!r}")
+        if num_workers is not None and num_workers != len(create_env_fn):
+            raise ValueError(f"num_workers ({num_workers}) does not match the {len(create_env_fn)} environment "
+                             "functions given")
+        if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
+            raise ValueError(f"frames_per_batch must be a positive integer, got frames_per_batch={frames_per_batch!r}")
+        if not isinstance(total_frames, int) or total_frames == 0 or total_frames < -1:
+            raise ValueError(f"total_frames must be a positive integer or -1 (run until stopped), got {total_frames!r}")
+        if total_frames != -1 and total_frames < frames_per_batch:
+            raise ValueError(f"total_frames ({total_frames}) is smaller than frames_per_batch ({frames_per_batch}): "
+                             "not even one batch would be collected")
+        if total_frames != -1 and total_frames % frames_per_batch:
+            rounded = -(-total_frames // frames_per_batch) * frames_per_batch
+            warnings.warn(f"total_frames ({total_frames}) is not exactly divisible by frames_per_batch "
+                          f"({frames_per_batch}). This means {rounded - total_frames} additional frames will be "
+                          "collected.", UserWarning, stacklevel=3)
+            total_frames = rounded
+        self.num_workers = len(create_env_fn)
+        self.requested_frames_per_batch = frames_per_batch
+        self.total_frames = total_frames
+        self.policy = policy
+        self.postproc = postproc
+        self.split_trajs = split_trajs
+        self.init_random_frames = init_random_frames
+        self.storing_device = storing_device if storing_device is not None else device
+        self.update_at_each_batch = update_at_each_batch
+        self.timeout = timeout
+        self._frames = 0
+        self._iter = 0
+        self._in_flight = {}  # worker index -> frames it is collecting
+        self._ready = []      # (worker index, batch) received but not yet yielded
+        self._closed = False
+        self._error = None
+        self._frames_per_worker = self.frames_per_batch_worker()
+        kwargs = dict(frames_per_batch=self._frames_per_worker, max_frames_per_traj=max_frames_per_traj,
+                      reset_at_each_iter=reset_at_each_iter)
+        if mp_start_method is None:
+            mp_start_method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+        context = mp.get_context(mp_start_method)
+        resource_tracker.ensure_running()  # before the workers start, so they share it and never unlink our blocks
+        seeds = _random.randint(0, 2 ** 31 - 1, (self.num_workers,)).tolist()  # from the caller's seed
+        self._workers = []
+        self._finalizer = weakref.finalize(self, _release_all, self._workers)
+        for index, env_fn in enumerate(create_env_fn):
+            parent, child = context.Pipe()
+            process = context.Process(target=_worker_main, args=(child, env_fn, policy, kwargs, seeds[index]),
+                                      name=f"rlpipe-collector-{index}", daemon=True)
+            process.start()
+            child.close()
+            self._workers.append(_Worker(index, process, parent))
+        try:
+            self._worker_frames = [self._receive([index], "ready")[1][1] for index in range(self.num_workers)]
+        except BaseException:
+            self.shutdown()
+            raise
+
+    # ---- talking to workers -------------------------------------------------------------------------------
+    def _name(self):
+        return type(self).__name__
+
+    def _send(self, index, command, arg=None):
+        self._check_usable()
+        try:
+            self._workers[index].conn.send((command, arg))
+        except (BrokenPipeError, OSError) as error:
+            self._fail(self._death(index, error))
+
+    def _death(self, index, cause=None):
+        process = self._workers[index].process
+        process.join(0.5)
+        code = process.exitcode
+        why = f"exit code {code}" if code is not None else f"{type(cause).__name__}: {cause}"
+        return f"{self._name()}: worker {index} died unexpectedly ({why})"
+
+    def _fail(self, message):
+        self._error = message
+        raise RuntimeError(message)
+
+    def _check_usable(self):
+        if self._closed:
+            raise RuntimeError(f"{self._name()} has been shut down")
+        if self._error is not None:
+            raise RuntimeError(f"{self._name()} is unusable after an earlier failure ({self._error.splitlines()[0]}); "
+                               "call shutdown()")
+
+    def _receive(self, indices, expected):
+        """The first reply of kind ``expected`` from any worker in ``indices``: (index, (kind,
+        payload)). A batch that arrives first (a worker finishing the batch it was collecting) is kept
+        in ``_ready``. A worker's error, its death or ``timeout`` seconds of silence raise a
+        RuntimeError naming the worker."""
+        while True:
+            index, reply = self._receive_any(indices, expected)
+            if expected == "batch" or reply[0] not in ("batch", "first"):
+                return index, reply
+            self._ready.append(self._unpack_batch(index, reply))
+
+    def _receive_any(self, indices, expected):
+        waiting = {}
+        for index in indices:
+            worker = self._workers[index]
+            waiting[worker.conn] = index
+            waiting[worker.process.sentinel] = index
+        ready = connection.wait(list(waiting), self.timeout)
+        if not ready:
+            self._fail(f"{self._name()}: no reply from worker(s) {sorted(set(indices))} within {self.timeout} s "
+                       "(timeout=...)")
+        conns = [r for r in ready if isinstance(r, connection.Connection)]
+        index = waiting[conns[0] if conns else ready[0]]
+        try:
+            kind, payload = self._workers[index].conn.recv()
+        except (EOFError, OSError) as error:
+            self._fail(self._death(index, error))
+        if kind == "error":
+            self._fail(f"{self._name()}: worker {index} failed: {payload}")
+        if kind != expected and kind not in ("batch", "first"):
+            self._fail(f"{self._name()}: worker {index} sent {kind!r}, expected {expected!r}")
+        return index, (kind, payload)
+
+    def _receive_batch(self, indices):
+        """(index, TensorDict) of the next batch from one of ``indices``."""
+        return self._unpack_batch(*self._receive(indices, "batch"))
+
+    def _unpack_batch(self, index, reply):
+        """A worker's batch reply as (index, TensorDict), copied out of its block."""
+        kind, payload = reply
+        worker = self._workers[index]
+        if kind == "first":  # allocate the block for the later batches
+            layout, size = _layout(payload)
+            worker.shm = shared_memory.SharedMemory(create=True, size=size)
+            worker.views = _views(worker.shm.buf, layout)
+            self._send(index, "attach", (worker.shm.name, layout))
+            leaves = payload
+        else:
+            leaves = [(key, view.copy()) for key, view in worker.views]
+        traj_ids = dict(leaves)[_TRAJ_IDS]
+        batch_size = traj_ids.shape
+        td = TensorDict(batch_size=Size(batch_size))
+        for key, array in leaves:
+            if key == _TRAJ_IDS:  # unique across workers: worker w's local id i becomes i * W + w
+                array = array * self.num_workers + index
+            td.set(key, wrap(array))
+        self._in_flight.pop(index, None)
+        return index, td
+
+    def _request(self, index):
+        """Asks worker ``index`` for its next batch: random actions throughout while the frames
+        collected so far are below ``init_random_frames`` (torchrl's rule)."""
+        self._send(index, "collect", self._frames < self.init_random_frames)
+        self._in_flight[index] = self._worker_frames[index]
+
+    def _pending_frames(self):
+        """Frames collected or being collected but not yet yielded."""
+        return sum(self._in_flight.values()) + sum(batch.numel() for _, batch in self._ready)
+
+    def _finish(self, batch):
+        """What the user sees: split, post-processed and on the storing device."""
+        self._iter += 1
+        if self.split_trajs:
+            batch = split_trajectories(batch)
+        if self.postproc is not None:
+            batch = self.postproc(batch)
+        return batch if self.storing_device is None else batch.to(self.storing_device)
+
+    def _drain(self, keep):
+        """Waits for the batches still being collected, so the pipes are in step; they are kept for
+        the iterator to yield, or dropped (their frames then do not count)."""
+        while self._in_flight:
+            self._ready.append(self._receive_batch(list(self._in_flight)))
+        if not keep:
+            self._ready.clear()
+
+    # ---- control ------------------------------------------------------------------------------------------
+    def __len__(self):
+        if self.total_frames == -1:
+            raise RuntimeError("a collector with total_frames=-1 has no length: it runs until the loop breaks")
+        return -(-self.total_frames // self._frames_per_yield())  # exact when the workers' batches are equal
+
+    def update_policy_weights_(self, policy_weights=None):
+        """Sends the policy's current parameters and buffers (or ``policy_weights``: a state_dict or
+        a Module) to every worker; each loads them before its next batch."""
+        if policy_weights is None:
+            if not isinstance(self.policy, Module):
+                return  # a random or plain-function policy has no weights
+            policy_weights = self.policy
+        if isinstance(policy_weights, Module):
+            policy_weights = policy_weights.state_dict()
+        weights = {k: np.ascontiguousarray(v.detach().cpu().numpy()) for k, v in policy_weights.items()}
+        for index in range(self.num_workers):
+            self._send(index, "update", weights)
+
+    def set_seed(self, seed, static_seed=False):
+        """Seeds worker 0's environment with ``seed``, worker 1's with the seed that returns, and so
+        on; returns the last one, as torchrl does. Batches being collected are dropped."""
+        self._drain(keep=False)
+        for index in range(self.num_workers):
+            self._send(index, "seed", seed)
+            seed = self._receive([index], "seed")[1][1]
+        return seed
+
+    def reset(self, index=None):
+        """Resets the workers' environments (all, or worker ``index``): the next batches start new
+        trajectories. Batches being collected are dropped (their frames do not count)."""
+        self._drain(keep=False)
+        for i in range(self.num_workers) if index is None else [index]:
+            self._send(i, "reset")
+
+    def state_dict(self):
+        """Frame counters of this collector and each worker, and the policy's weights. Batches
+        being collected are finished first, and still yielded."""
+        self._drain(keep=True)
+        state = OrderedDict(frames=self._frames, iter=self._iter)
+        for index in range(self.num_workers):
+            self._send(index, "state_dict")
+            state[f"worker{index}"] = self._receive([index], "state")[1][1]
+        if isinstance(self.policy, Module):
+            state["policy_state_dict"] = self.policy.state_dict()
+        return state
+
+    def load_state_dict(self, state_dict):
+        self._drain(keep=False)
+        self._frames = int(state_dict["frames"])
+        self._iter = int(state_dict["iter"])
+        for index in range(self.num_workers):
+            if f"worker{index}" in state_dict:
+                self._send(index, "load_state_dict", state_dict[f"worker{index}"])
+        if "policy_state_dict" in state_dict and isinstance(self.policy, Module):
+            self.policy.load_state_dict(state_dict["policy_state_dict"])
+            self.update_policy_weights_()
+
+    def shutdown(self, timeout=5.0):
+        """Stops every worker and frees the shared blocks; always returns, leaving no child process."""
+        self._closed = True
+        if self._finalizer.detach() is not None:
+            _release_all(self._workers, timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+    def __repr__(self):
+        return (f"{self._name()}(num_workers={self.num_workers}, frames_per_batch={self.requested_frames_per_batch}, "
+                f"total_frames={self.total_frames})")
+
+
+class MultiSyncDataCollector(_MultiCollector):
+    """Every batch gathers one part from each worker: ``frames_per_batch / num_workers`` frames each
+    (rounded up, with a warning), stacked along a new leading worker dim (torchrl's default
+    ``cat_results="stack"``): ``[num_workers, T]``, or ``[num_workers, num_envs, T]`` for vectorized
+    envs. The workers collect only when asked, so a weight update reaches the next batch whole.
+
+    Unlike torchrl 0.14, ``("collector", "traj_ids")`` are unique across workers (worker ``w``'s
+    ``i``-th trajectory has id ``i * num_workers + w``), with or without ``split_trajs``.
+
+    Workers start with ``fork`` where the platform has it (so lambdas and local policies work), else
+    ``spawn`` (which needs picklable ``create_env_fn`` and policy); ``mp_start_method`` overrides.
+    ``timeout`` (seconds) bounds the wait for any worker's reply."""
+
+    def frames_per_batch_worker(self):
+        if self.requested_frames_per_batch % self.num_workers:
+            warnings.warn(f"frames_per_batch {self.requested_frames_per_batch} is not exactly divisible by the "
+                          f"number of collector workers {self.num_workers}, this results in more frames_per_batch "
+                          "per iteration than requested.", UserWarning, stacklevel=4)
+        return -(-self.requested_frames_per_batch // self.num_workers)
+
+    def _frames_per_yield(self):
+        return sum(self._worker_frames)
+
+    def __iter__(self):
+        self._check_usable()
+        self._drain(keep=False)  # the rest of a gather an exception interrupted
+        while self.total_frames == -1 or self._frames < self.total_frames:
+            if self.update_at_each_batch:
+                self.update_policy_weights_()
+            for index in range(self.num_workers):
+                self._request(index)
+            parts = [None] * self.num_workers
+            while self._in_flight:
+                index, part = self._receive_batch(list(self._in_flight))
+                parts[index] = part
+            batch = TensorDict.stack(parts, 0)
+            self._frames += batch.numel()
+            yield self._finish(batch)
+
+
+class MultiaSyncDataCollector(_MultiCollector):
+    """Yields each worker's batch of ``frames_per_batch`` frames as soon as it is ready; the worker
+    starts on its next batch before the yield, so collection overlaps the caller's work (and a weight
+    update reaches each worker at its next batch). Trajectory ids as in ``MultiSyncDataCollector``."""
+
+    def frames_per_batch_worker(self):
+        return self.requested_frames_per_batch
+
+    def _frames_per_yield(self):
+        return self._worker_frames[0]
+
+    def _needs_more(self):
+        return self.total_frames == -1 or self._frames + self._pending_frames() < self.total_frames
+
+    def __iter__(self):
+        self._check_usable()
+        while True:
+            if self.update_at_each_batch:
+                self.update_policy_weights_()
+            for index in range(self.num_workers):  # idle workers start a batch while frames are still needed
+                if index not in self._in_flight and self._needs_more():
+                    self._request(index)
+            if self._ready:  # batches that arrived while state_dict() or reset() waited
+                index, batch = self._ready.pop(0)
+            elif self._in_flight:
+                index, batch = self._receive_batch(list(self._in_flight))
+            else:
+                return
+            self._frames += batch.numel()
+            if index not in self._in_flight and self._needs_more():
+                self._request(index)  # before the yield: the worker collects while the caller works
+            yield self._finish(batch)
