@@ -1,0 +1,186 @@
+"""DQN with n-step targets (MultiStep) on CartPole-v1, in one file.
+
+    python examples/dqn_cartpole.py --seed 0 [--total-frames 100000] [--device cpu]
+
+A SyncDataCollector steps the env with an epsilon-greedy Q-network; MultiStep turns each batch into
+n-step transitions; a replay buffer stores them; every batch is followed by a few Adam steps on the
+Huber loss against a target network. The greedy policy is evaluated every --eval-every frames;
+training stops once its mean return over --eval-episodes episodes reaches --target-return.
+Writes runs/dqn_cartpole_seed{seed}.csv (and a .png when matplotlib is installed).
+"""
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads: these small matrices only lose
+os.environ.setdefault("OMP_NUM_THREADS", "1")       # time to more BLAS threads (badly so on a busy machine)
+
+import argparse
+import csv
+import time
+
+import rlpipe
+from rlpipe import nn
+from rlpipe.collectors import SyncDataCollector
+from rlpipe.data import LazyTensorStorage, TensorDictReplayBuffer
+from rlpipe.envs import GymEnv
+from rlpipe.postprocs import MultiStep
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--total-frames", type=int, default=100_000)
+    p.add_argument("--frames-per-batch", type=int, default=10)
+    p.add_argument("--updates-per-batch", type=int, default=5)
+    p.add_argument("--n-steps", type=int, default=3)
+    p.add_argument("--gamma", type=float, default=0.99)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--buffer-size", type=int, default=50_000)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--eps-start", type=float, default=1.0)
+    p.add_argument("--eps-end", type=float, default=0.02)
+    p.add_argument("--eps-frames", type=int, default=20_000, help="frames over which epsilon decays linearly")
+    p.add_argument("--learning-starts", type=int, default=1_000, help="random frames before training")
+    p.add_argument("--target-update", type=int, default=500, help="gradient steps between target-net copies")
+    p.add_argument("--eval-every", type=int, default=5_000)
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--target-return", type=float, default=475.0)
+    p.add_argument("--out-dir", default="runs")
+    p.add_argument("--no-progress", action="store_true")
+    return p.parse_args()
+
+
+class EpsilonGreedy:
+    """The collector's policy: the Q-network's greedy action, or a random one with probability eps."""
+
+    def __init__(self, q_net, n_actions, device):
+        self.q_net, self.n_actions, self.device, self.eps = q_net, n_actions, device, 1.0
+
+    def __call__(self, td):
+        if rlpipe.rand(()).item() < self.eps:
+            action = rlpipe.randint(0, self.n_actions, (), device=self.device)
+        else:
+            action = self.q_net(td.get("observation")).argmax(-1)
+        td.set("action", action)
+        return td
+
+
+def evaluate(q_net, episodes, seed, device):
+    """Mean return of the greedy policy over ``episodes`` episodes of a separate env."""
+    env = GymEnv("CartPole-v1", device=device, categorical_action_encoding=True)
+    env.set_seed(seed)
+    returns = []
+    with rlpipe.no_grad():
+        for _ in range(episodes):
+            rollout = env.rollout(1_000, policy=lambda td: td.set("action", q_net(td.get("observation")).argmax(-1)))
+            returns.append(rollout["next", "reward"].sum().item())
+    env.close()
+    return sum(returns) / len(returns)
+
+
+def td_loss(q_net, target_net, batch):
+    """Huber loss between Q(s, a) and the n-step target r_n + gamma_n * (1 - terminated) * max Q'(s_n)."""
+    q = q_net(batch["observation"]).gather(-1, batch["action"].unsqueeze(-1)).squeeze(-1)
+    with rlpipe.no_grad():
+        next_q = target_net(batch["next", "observation"]).max(-1).values
+        alive = batch["next", "terminated"].squeeze(-1).logical_not().float()
+        target = batch["next", "reward"].squeeze(-1) + batch["gamma"] * alive * next_q
+    return nn.functional.smooth_l1_loss(q, target)
+
+
+def progress(total, disabled):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return None if disabled else tqdm(total=total, unit="frames")
+
+
+def save_plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([r["frames"] for r in rows], [r["eval_return"] for r in rows], marker="o")
+    ax.set(xlabel="environment frames", ylabel="greedy return (mean of eval episodes)", title="DQN, CartPole-v1")
+    ax.grid(alpha=0.3)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return True
+
+
+def main():
+    args = parse_args()
+    rlpipe.manual_seed(args.seed)
+    device = rlpipe.device(args.device)
+    env = GymEnv("CartPole-v1", device=device, categorical_action_encoding=True)
+    env.set_seed(args.seed)
+    n_obs, n_actions = env.observation_spec["observation"].shape[-1], env.action_spec.n
+
+    def make_q_net():
+        return nn.Sequential(nn.Linear(n_obs, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.hidden),
+                             nn.ReLU(), nn.Linear(args.hidden, n_actions)).to(device)
+
+    q_net, target_net = make_q_net(), make_q_net()
+    target_net.load_state_dict(q_net.state_dict())
+    optimizer = rlpipe.optim.Adam(q_net.parameters(), lr=args.lr)
+    policy = EpsilonGreedy(q_net, n_actions, device)
+    collector = SyncDataCollector(env, policy, frames_per_batch=args.frames_per_batch, total_frames=args.total_frames,
+                                  init_random_frames=args.learning_starts,
+                                  postproc=MultiStep(gamma=args.gamma, n_steps=args.n_steps))
+    buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(args.buffer_size, device=device),
+                                    batch_size=args.batch_size)
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    stem = os.path.join(args.out_dir, f"dqn_cartpole_seed{args.seed}")
+    rows, frames, updates, solved_at = [], 0, 0, None
+    bar = progress(args.total_frames, args.no_progress)
+    start = time.perf_counter()
+    for batch in collector:
+        frames += batch.numel()
+        buffer.extend(batch.reshape(-1))
+        policy.eps = max(args.eps_end, args.eps_start - (args.eps_start - args.eps_end) * frames / args.eps_frames)
+        if frames >= args.learning_starts:
+            for _ in range(args.updates_per_batch):
+                loss = td_loss(q_net, target_net, buffer.sample())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                updates += 1
+                if updates % args.target_update == 0:
+                    target_net.load_state_dict(q_net.state_dict())
+        if bar is not None:
+            bar.update(batch.numel())
+        if frames % args.eval_every == 0:
+            score = evaluate(q_net, args.eval_episodes, args.seed + frames, device)
+            rows.append({"frames": frames, "eval_return": score, "epsilon": round(policy.eps, 4),
+                         "seconds": round(time.perf_counter() - start, 2)})
+            if bar is not None:
+                bar.set_postfix(eval_return=score)
+            else:
+                print(f"frames {frames:>7d}  eval return {score:6.1f}  epsilon {policy.eps:.3f}", flush=True)
+            if score >= args.target_return:
+                solved_at = frames
+                break
+    collector.shutdown()
+    if bar is not None:
+        bar.close()
+
+    with open(stem + ".csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["frames", "eval_return", "epsilon", "seconds"])
+        writer.writeheader()
+        writer.writerows(rows)
+    seconds = time.perf_counter() - start
+    outcome = f"reached {args.target_return} at {solved_at} frames" if solved_at else \
+        f"did not reach {args.target_return} within {frames} frames"
+    print(f"seed {args.seed}: {outcome}, {seconds:.1f} s ({frames / seconds:,.0f} frames/s); wrote {stem}.csv"
+          + (" and .png" if save_plot(rows, stem + ".png") else ""))
+    return solved_at
+
+
+if __name__ == "__main__":
+    main()
