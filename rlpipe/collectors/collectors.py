@@ -101,7 +101,42 @@ _shape_of = operator.attrgetter("shape")
 _SMALL = 64  # elements: up to here a list check beats NumPy's calls
 
 
-class SyncDataCollector:
+class CollectorBase:
+    """What every collector shares: a context manager whose exit calls ``shutdown()``."""
+
+    def shutdown(self):
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+
+def check_frame_counts(frames_per_batch, total_frames):
+    """torchrl's checks of a collector's ``frames_per_batch`` and ``total_frames`` (ValueError)."""
+    if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
+        raise ValueError(f"frames_per_batch must be a positive integer, got frames_per_batch={frames_per_batch!r}")
+    if isinstance(total_frames, bool) or not isinstance(total_frames, int) or total_frames == 0 or total_frames < -1:
+        raise ValueError(f"total_frames must be a positive integer or -1 (run until stopped), got {total_frames!r}")
+    if total_frames != -1 and total_frames < frames_per_batch:
+        raise ValueError(f"total_frames ({total_frames}) is smaller than frames_per_batch ({frames_per_batch}): "
+                         "not even one batch would be collected")
+
+
+def rounded_total_frames(total_frames, frames_per_batch, stacklevel):
+    """``total_frames`` rounded up to whole batches, with torchrl's warning when that changes it."""
+    if total_frames == -1 or not total_frames % frames_per_batch:
+        return total_frames
+    rounded = -(-total_frames // frames_per_batch) * frames_per_batch
+    warnings.warn(f"total_frames ({total_frames}) is not exactly divisible by frames_per_batch ({frames_per_batch}). "
+                  f"This means {rounded - total_frames} additional frames will be collected. To silence this "
+                  "message, set the environment variable RL_WARNINGS to False.", UserWarning, stacklevel=stacklevel + 1)
+    return rounded
+
+
+class SyncDataCollector(CollectorBase):
     """Steps an environment with a policy and yields TensorDict batches of ``frames_per_batch``
     frames: ``[frames_per_batch]`` for one env, ``[num_envs, frames_per_batch // num_envs]`` for a
     batched one. Trajectories continue across batches; ``("collector", "traj_ids")`` tells them
@@ -110,13 +145,7 @@ class SyncDataCollector:
     def __init__(self, create_env_fn, policy=None, *, frames_per_batch, total_frames=-1, postproc=None,
                  max_frames_per_traj=None, init_random_frames=0, reset_at_each_iter=False, split_trajs=False,
                  device=None, storing_device=None, progress_bar=False, env_device=None, policy_device=None):
-        if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
-            raise ValueError(f"frames_per_batch must be a positive integer, got frames_per_batch={frames_per_batch!r}")
-        if not isinstance(total_frames, int) or total_frames == 0 or total_frames < -1:
-            raise ValueError(f"total_frames must be a positive integer or -1 (run until stopped), got {total_frames!r}")
-        if total_frames != -1 and total_frames < frames_per_batch:
-            raise ValueError(f"total_frames ({total_frames}) is smaller than frames_per_batch ({frames_per_batch}): "
-                             "not even one batch would be collected")
+        check_frame_counts(frames_per_batch, total_frames)
         self.env = create_env_fn if isinstance(create_env_fn, EnvBase) else create_env_fn()
         if not isinstance(self.env, EnvBase):
             raise TypeError(f"create_env_fn must be an rlpipe environment or a function returning one, got "
@@ -133,14 +162,7 @@ class SyncDataCollector:
                           f"{-(-frames_per_batch // self.n_envs) * self.n_envs}", UserWarning, stacklevel=2)
         self.steps_per_batch = -(-frames_per_batch // self.n_envs)
         self.frames_per_batch = self.steps_per_batch * self.n_envs
-        if total_frames != -1 and total_frames % self.frames_per_batch:
-            rounded = -(-total_frames // self.frames_per_batch) * self.frames_per_batch
-            warnings.warn(f"total_frames ({total_frames}) is not exactly divisible by frames_per_batch "
-                          f"({self.frames_per_batch}). This means {rounded - total_frames} additional frames will "
-                          "be collected. To silence this message, set the environment variable "
-                          "RL_WARNINGS to False.", UserWarning, stacklevel=2)
-            total_frames = rounded
-        self.total_frames = total_frames
+        self.total_frames = rounded_total_frames(total_frames, self.frames_per_batch, stacklevel=3)
         if init_random_frames and init_random_frames % self.frames_per_batch:
             warnings.warn(f"init_random_frames ({init_random_frames}) is not a multiple of frames_per_batch "
                           f"({self.frames_per_batch}): random batches are whole batches, so "
@@ -364,12 +386,6 @@ class SyncDataCollector:
             self.env.close()
         except Exception:  # the environment may already be broken; shutting down must still succeed
             pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
 
     def __repr__(self):
         return (f"{type(self).__name__}(env={self.env!r}, frames_per_batch={self.frames_per_batch}, "

@@ -21,7 +21,7 @@ from .._tensor import Size, wrap
 from ..nn import Module
 from ..postprocs import split_trajectories
 from ..tensordict import TensorDict
-from .collectors import SyncDataCollector
+from .collectors import CollectorBase, SyncDataCollector, check_frame_counts, rounded_total_frames
 
 __all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector"]
 
@@ -142,7 +142,7 @@ def _release_all(workers, timeout=5.0):
         worker.release(timeout)
 
 
-class _MultiCollector:
+class _MultiCollector(CollectorBase):
     """What both multi-process collectors share: the workers, their pipes and blocks, the frame
     accounting and the control methods."""
 
@@ -166,19 +166,8 @@ class _MultiCollector:
         if num_workers is not None and num_workers != len(create_env_fn):
             raise ValueError(f"num_workers ({num_workers}) does not match the {len(create_env_fn)} environment "
                              "functions given")
-        if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
-            raise ValueError(f"frames_per_batch must be a positive integer, got frames_per_batch={frames_per_batch!r}")
-        if not isinstance(total_frames, int) or total_frames == 0 or total_frames < -1:
-            raise ValueError(f"total_frames must be a positive integer or -1 (run until stopped), got {total_frames!r}")
-        if total_frames != -1 and total_frames < frames_per_batch:
-            raise ValueError(f"total_frames ({total_frames}) is smaller than frames_per_batch ({frames_per_batch}): "
-                             "not even one batch would be collected")
-        if total_frames != -1 and total_frames % frames_per_batch:
-            rounded = -(-total_frames // frames_per_batch) * frames_per_batch
-            warnings.warn(f"total_frames ({total_frames}) is not exactly divisible by frames_per_batch "
-                          f"({frames_per_batch}). This means {rounded - total_frames} additional frames will be "
-                          "collected.", UserWarning, stacklevel=3)
-            total_frames = rounded
+        check_frame_counts(frames_per_batch, total_frames)
+        total_frames = rounded_total_frames(total_frames, frames_per_batch, stacklevel=4)
         self.num_workers = len(create_env_fn)
         self.requested_frames_per_batch = frames_per_batch
         self.total_frames = total_frames
@@ -396,12 +385,6 @@ class _MultiCollector:
         self._closed = True
         if self._finalizer.detach() is not None:
             _release_all(self._workers, timeout)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
 
     def __repr__(self):
         return (f"{self._name()}(num_workers={self.num_workers}, frames_per_batch={self.requested_frames_per_batch}, "

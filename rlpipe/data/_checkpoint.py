@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._tensor import Tensor, wrap
+from ..serialization import _sync_directory, _write_atomically
 from ..tensordict import TensorDict
 
 FORMAT, VERSION = "rlpipe-replay-buffer", 1
@@ -43,28 +44,9 @@ def dtype_named(name, what):
     return dt.np
 
 
-def _fsync(path):
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def write_json(path, obj):
-    """Writes ``obj`` as JSON through a temporary file and a rename."""
-    tmp = f"{path}.{secrets.token_hex(4)}.tmp"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Writes ``obj`` as JSON atomically (a synced temporary file renamed over ``path``)."""
+    _write_atomically(path, lambda f: f.write(json.dumps(obj).encode()))
 
 
 def read_json(path, what):
@@ -203,4 +185,4 @@ def atomic_directory(path):
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-    _fsync(parent)
+    _sync_directory(parent)

@@ -42,7 +42,7 @@ from ...envs.common import EnvBase
 from ...nn import Module
 from ...postprocs import split_trajectories
 from ...tensordict import TensorDict
-from ..collectors import SyncDataCollector
+from ..collectors import CollectorBase, SyncDataCollector, check_frame_counts, rounded_total_frames
 
 __all__ = ["RayCollector"]
 
@@ -170,7 +170,7 @@ def _per_collector(value, name, n, kind):
     return values
 
 
-class RayCollector:
+class RayCollector(CollectorBase):
     """Collects on ``num_collectors`` Ray actors, each a ``SyncDataCollector`` over its own environment
     and its own copy of ``policy``; iterate it like any collector.
 
@@ -208,13 +208,7 @@ class RayCollector:
                  update_after_each_batch=False, postproc=None, split_trajs=False, max_frames_per_traj=None,
                  init_random_frames=0, reset_at_each_iter=False):
         ray = _import_ray()
-        if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
-            raise ValueError(f"frames_per_batch must be a positive integer, got frames_per_batch={frames_per_batch!r}")
-        if isinstance(total_frames, bool) or not isinstance(total_frames, int) or total_frames == 0 or total_frames < -1:
-            raise ValueError(f"total_frames must be a positive integer or -1 (run until stopped), got {total_frames!r}")
-        if total_frames != -1 and total_frames < frames_per_batch:
-            raise ValueError(f"total_frames ({total_frames}) is smaller than frames_per_batch ({frames_per_batch}): "
-                             "not even one batch would be collected")
+        check_frame_counts(frames_per_batch, total_frames)
         if num_collectors is None:
             num_collectors = len(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else 1
         if isinstance(num_collectors, bool) or not isinstance(num_collectors, int) or num_collectors <= 0:
@@ -280,14 +274,8 @@ class RayCollector:
         self._actor_frames = [info["frames_per_batch"] for info in infos]
         self.frames_per_batch = sum(self._actor_frames) if self.sync else self._actor_frames[0]
         uniform = self.sync or len(set(self._actor_frames)) == 1
-        if total_frames != -1 and uniform and total_frames % self.frames_per_batch:
-            rounded = -(-total_frames // self.frames_per_batch) * self.frames_per_batch
-            warnings.warn(f"total_frames ({total_frames}) is not exactly divisible by frames_per_batch "
-                          f"({self.frames_per_batch}). This means {rounded - total_frames} additional frames will "
-                          "be collected. To silence this message, set the environment variable "
-                          "RL_WARNINGS to False.", UserWarning, stacklevel=2)
-            total_frames = rounded
-        self.total_frames = total_frames
+        self.total_frames = rounded_total_frames(total_frames, self.frames_per_batch, stacklevel=2) if uniform \
+            else total_frames
 
     # ---- helpers ----------------------------------------------------------------------------------------
     def _fetch(self, ref, index, what):
@@ -491,12 +479,6 @@ class RayCollector:
                 ray.shutdown()
             except Exception:  # noqa: BLE001, S110  shutdown() never raises
                 pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
 
     def __repr__(self):
         return (f"{type(self).__name__}(num_collectors={self.num_collectors}, sync={self.sync}, "
