@@ -237,8 +237,9 @@ class SyncDataCollector(CollectorBase):
             self._start()
         T = self.steps_per_batch
         self._action_shape = tuple(env.action_spec.shape)
-        if all_random:  # random actions for the whole batch, sampled at once
+        if all_random:  # random actions for the whole batch, sampled at once: [T, *env dims, *action]
             sampled = env.action_spec.rand((T,)).numpy()
+            steps = list(sampled)
         shape = tuple(env.batch_size)
         single = not shape
         first_ids = self._traj_ids.copy()
@@ -252,7 +253,7 @@ class SyncDataCollector(CollectorBase):
             obs = self._obs
             for key, add in root_add:
                 add(obs[key])
-            action = sampled[t] if all_random else self._policy_action(obs)
+            action = steps[t] if all_random else self._policy_action(obs)
             actions.append(action)
             try:
                 next_obs, reward, terminated, truncated = step(action)

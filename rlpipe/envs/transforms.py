@@ -53,6 +53,7 @@ __all__ = ["Compose", "DoubleToFloat", "ObservationNorm", "RenameTransform", "Re
 _REWARD = ("reward",)
 _TERMINATED = ("terminated",)
 _TRUNCATED = ("truncated",)
+_ONE = np.ones((), dtype=np.int64)
 _DONE = ("done",)
 _STEP_EXTRAS = (_REWARD, _TERMINATED, _TRUNCATED)  # entries of a next frame that are not observations
 _RESERVED = frozenset((_REWARD, _TERMINATED, _TRUNCATED, _DONE, ("action",)))
@@ -486,7 +487,8 @@ class TransformedEnv(EnvBase):
         return frame
 
     def _step_frame(self, action):
-        built = self._built()
+        cache = self._cache  # _built()'s answer, without the call on the hot path where it cannot be stale
+        built = cache[1] if cache is not None and cache[0] is None else self._built()
         roots = self._roots
         if roots is None:
             raise RuntimeError("TransformedEnv: reset the environment before stepping it "
@@ -634,7 +636,7 @@ class StepCounter(Transform):
         return out
 
     def _step(self, root, next_frame):
-        count = root[self._key] + 1
+        count = root[self._key] + _ONE  # (an array operand: NumPy converts a Python 1 slowly)
         out = dict(next_frame)
         out[self._key] = count
         if self.max_steps is not None:
