@@ -744,3 +744,42 @@ def test_membership_test_agrees_with_spec_is_in(spec):
             for a in candidates:
                 expected = bool(spec.is_in(rlpipe.from_numpy(np.ascontiguousarray(a)))) and a.dtype == good.dtype
                 assert check(a) == expected, (a, spec)
+
+
+def _greedy_linear(device):
+    """A fixed Linear(1, 2) policy whose greedy one-hot action is 1 for the Counter's observations."""
+    net = nn.Linear(1, 2).to(device)
+    with rlpipe.no_grad():
+        net.weight.copy_(rlpipe.tensor([[0.0], [0.0]], device=device))
+        net.bias.copy_(rlpipe.tensor([0.0, 1.0], device=device))
+
+    def policy(td):
+        td.set("action", nn.functional.one_hot(net(td.get("observation")).argmax(-1), 2))
+        return td
+    return net, policy
+
+
+def test_policy_device_defaults_to_the_parameters_and_can_be_given():
+    net, policy = _greedy_linear("cpu")
+    c = SyncDataCollector(GymEnv(COUNTER), net, frames_per_batch=4, total_frames=4)
+    assert c.policy_device == rlpipe.device("cpu")
+    c = SyncDataCollector(GymEnv(COUNTER), policy, frames_per_batch=4, total_frames=4, policy_device="cpu")
+    batch = next(iter(c))
+    assert arr(batch["action"]).tolist() == [[0, 1]] * 4
+    assert arr(batch["next", "reward"]).ravel().tolist() == [11.0, 12.0, 13.0, 14.0]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_cuda_policy_collects_like_the_cpu_one():
+    batches = []
+    for device in ("cpu", "cuda"):
+        net, policy = _greedy_linear(device)
+        collector = SyncDataCollector(GymEnv(COUNTER), policy, frames_per_batch=6, total_frames=12,
+                                      policy_device=device)
+        batches.append([leaves(b) for b in collector])
+        module_policy = SyncDataCollector(GymEnv(COUNTER), net, frames_per_batch=6, total_frames=6)
+        assert module_policy.policy_device.type == device
+    for cpu_batch, cuda_batch in zip(*batches):
+        for key in cpu_batch:
+            np.testing.assert_array_equal(cpu_batch[key], cuda_batch[key])

@@ -5,7 +5,9 @@ The collection loop drives the environment through its array-level frame protoco
 batch stacks them once into the batch's arrays. No TensorDict is built per step: a
 TensorDict policy reads one reused TensorDict whose leaves wrap persistent buffers.
 """
+import functools
 import inspect
+import itertools
 import operator
 import warnings
 from collections import OrderedDict
@@ -13,6 +15,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .._creation import from_numpy
+from .._device import device as _as_device
 from .._tensor import Size, Tensor, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase, DONE_KEYS
@@ -49,6 +52,17 @@ def _wrap_policy(policy, env):
     names = [p.name for p in params]
     in_keys = names if names and all(n in observation_keys for n in names) else ["observation"]
     return TensorDictModule(policy, in_keys=in_keys, out_keys=["action"])
+
+
+def _policy_device(requested, policy):
+    """Where the policy reads its observations: ``policy_device`` (or ``device``) when given, else
+    where a Module policy's parameters live, else the CPU."""
+    if requested is not None:
+        return _as_device(requested)
+    if isinstance(policy, Module):
+        for tensor in itertools.chain(policy.parameters(), policy.buffers()):
+            return tensor.device
+    return _as_device("cpu")
 
 
 def _membership_test(spec):
@@ -140,7 +154,12 @@ class SyncDataCollector(CollectorBase):
     """Steps an environment with a policy and yields TensorDict batches of ``frames_per_batch``
     frames: ``[frames_per_batch]`` for one env, ``[num_envs, frames_per_batch // num_envs]`` for a
     batched one. Trajectories continue across batches; ``("collector", "traj_ids")`` tells them
-    apart. Policies run under no_grad."""
+    apart. Policies run under no_grad.
+
+    Devices: the policy reads its observations on ``policy_device`` (default ``device``, else
+    where a Module policy's parameters live, else the CPU), copied there at each step; batches are
+    delivered on ``storing_device`` (default ``device``, else the CPU). Environments step on the
+    host, so ``env_device`` is accepted for torchrl's signature and has no effect."""
 
     def __init__(self, create_env_fn, policy=None, *, frames_per_batch, total_frames=-1, postproc=None,
                  max_frames_per_traj=None, init_random_frames=0, reset_at_each_iter=False, split_trajs=False,
@@ -169,6 +188,7 @@ class SyncDataCollector(CollectorBase):
                           f"{-(-init_random_frames // self.frames_per_batch) * self.frames_per_batch} random frames "
                           "will be collected", UserWarning, stacklevel=2)
         self.policy = _wrap_policy(policy, self.env)
+        self.policy_device = _policy_device(policy_device if policy_device is not None else device, policy)
         self._action_in_spec = _membership_test(self.env.action_spec)
         self.random_policy = RandomPolicy(self.env.action_spec)
         self.postproc = postproc
@@ -184,6 +204,7 @@ class SyncDataCollector(CollectorBase):
         self._traj_ids = None         # per env
         self._next_traj_id = 0
         self._step_td = None          # reused TensorDict for TensorDict policies
+        self._to_policy_device = None  # host array -> array on the policy's GPU, when it has one
 
     # ---- collection ------------------------------------------------------------------------------
     def _start(self):
@@ -196,12 +217,19 @@ class SyncDataCollector(CollectorBase):
         """The action array a TensorDict policy picks for one step (one reused step TensorDict)."""
         td = self._step_td
         if td is None:
-            td = self._step_td = TensorDict({k: from_numpy(np.array(v)) for k, v in obs.items()},
-                                            batch_size=self.env.batch_size)
+            td = TensorDict({k: from_numpy(np.array(v)) for k, v in obs.items()}, batch_size=self.env.batch_size)
+            device = self.policy_device
+            if device.type != "cpu":
+                td = td.to(device)
+                self._to_policy_device = functools.partial(device._backend.asarray, index=device.index)
+            self._step_td = td
             self._buffers = {k: td.get(k)._data for k in obs}
-        else:
+        elif self._to_policy_device is None:
             for key, value in obs.items():
                 self._buffers[key][...] = value
+        else:  # observations cross to the policy's GPU
+            for key, value in obs.items():
+                self._buffers[key][...] = self._to_policy_device(value)
         out = self.policy(td)  # under _collect's no_grad
         action = (td if out is None else out).get("action")
         if not isinstance(action, Tensor):
