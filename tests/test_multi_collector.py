@@ -30,6 +30,7 @@ from test_collector import (
     Counter,
     arr,
     check_bookkeeping,
+    collect,
     constant_policy,
     keyset,
     leaves,
@@ -120,15 +121,6 @@ def no_children_or_blocks_left(monkeypatch):
 
 def counter_envs(n=W, **kwargs):
     return [lambda: GymEnv(COUNTER, **kwargs) for _ in range(n)]
-
-
-def collect(collector, n=None):
-    out = []
-    for i, batch in enumerate(collector):
-        out.append(batch)
-        if n is not None and i + 1 == n:
-            break
-    return out
 
 
 def worker_of(batch, num_workers=W):
