@@ -179,7 +179,8 @@ def test_priorities_from_the_priority_key_and_tensordict_update():
     data.set("td_error", rlpipe.tensor([[1.0, 4.0], [2.0, 0.5], [3.0, 3.0]]))
     index = rb.extend(data)
     np.testing.assert_array_equal(arr(index), [0, 1, 2])
-    np.testing.assert_array_equal(arr(data["index"]), [[0, 0], [1, 1], [2, 2]])  # written into the data
+    assert "index" not in data.keys()  # torchrl 0.14 leaves the given TensorDict unchanged
+    np.testing.assert_array_equal(arr(rb[:3]["index"]), [[0, 0], [1, 1], [2, 2]])  # rb[index] carries it
     np.testing.assert_array_equal(rb.sampler._tree.leaves()[:3], [4.0, 2.0, 3.0])  # per-row max
     sample = rb.sample()
     assert sample.batch_size == rlpipe.Size([4, 2]) and sample["priority_weight"].shape == rlpipe.Size([4, 2])
@@ -188,7 +189,7 @@ def test_priorities_from_the_priority_key_and_tensordict_update():
     touched = np.unique(arr(sample["index"])[:, 0])
     np.testing.assert_array_equal(rb.sampler._tree.leaves()[touched], 9.0)
     rb.extend(sample)  # a sample goes back in: "index" and "priority_weight" are not stored
-    assert set(rb[:].keys()) == set(data.keys()) - {"index"}
+    assert set(rb.storage[:].keys()) == set(data.keys())
 
 
 def test_plain_prioritized_replay_buffer_and_return_info():
@@ -288,6 +289,78 @@ def test_bfloat16_survives_memmap_reopen_and_checkpoints(tmp_path):
     loaded = TensorDictReplayBuffer(storage=LazyTensorStorage(4))
     loaded.loads(tmp_path / "c")
     np.testing.assert_array_equal(arr(loaded[:]["x"].float()), [0, 1, 2, 3])
+
+
+# torchrl 0.14.1 behaviour, checked by running it beside rlpipe: expected values written by hand
+
+
+def test_reading_by_position_and_key_carries_index_like_torchrl():
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(5), batch_size=2)
+    data = transitions(3)
+    assert arr(rb.extend(data)).tolist() == [0, 1, 2]
+    one = transitions(1, start=3)[0]
+    assert rb.add(one) == 3
+    assert "index" not in data.keys() and "index" not in one.keys()  # the given TensorDicts are unchanged
+    assert arr(rb.extend(transitions(3, start=4))).tolist() == [4, 0, 1]  # wraps around
+    everything = rb[:]
+    assert arr(everything["observation"])[:, 0].tolist() == [5, 6, 2, 3, 4]
+    assert arr(everything["index"]).tolist() == [0, 1, 2, 3, 4] and everything["index"].dtype == rlpipe.int64
+    assert "index" not in rb.storage[:].keys()  # added when reading, never stored
+    last = rb[-1]
+    assert last.batch_size == rlpipe.Size([]) and arr(last["index"]).tolist() == 4
+    assert arr(rb[[4, 0]]["index"]).tolist() == [4, 0] and arr(rb[[4, 0]]["observation"])[:, 0].tolist() == [4, 5]
+    assert arr(rb[1:3]["index"]).tolist() == [1, 2]
+    assert arr(rb[rlpipe.tensor([True, False, True, False, False])]["index"]).tolist() == [0, 2]
+    assert arr(rb[np.int64(2)]["index"]).tolist() == 2
+    with pytest.raises(IndexError):
+        rb[5]
+    # a key reads that entry of everything stored
+    assert arr(rb["action"])[:, 0].tolist() == [1, 0, 0, 1, 0]
+    np.testing.assert_allclose(arr(rb["next", "reward"])[:, 0], [0.5, 0.6, 0.2, 0.3, 0.4], rtol=1e-6)
+    assert arr(rb[("next", "done")])[:, 0].tolist() == [False, True, False, False, False]
+    assert arr(rb["index"]).tolist() == [0, 1, 2, 3, 4]
+    rb.empty()
+    assert rb[:]["index"].shape == rlpipe.Size([0]) and rb["observation"].shape == rlpipe.Size([0, 4])
+    # items of batch_size [T]: "index" over the item dims; a tuple indexes rb[:]
+    seq = TensorDictReplayBuffer(storage=LazyTensorStorage(4))
+    seq.extend(transitions(3, item_batch=(2,)))
+    assert arr(seq[0]["index"]).tolist() == [0, 0] and seq[0].batch_size == rlpipe.Size([2])
+    assert seq[0, 1].batch_size == rlpipe.Size([]) and arr(seq[0, 1]["index"]).tolist() == 0
+    assert arr(seq[:, 1]["index"]).tolist() == [0, 1, 2] and arr(seq[(1,)]["index"]).tolist() == [1, 1]
+    # a ListStorage hands out its stored TensorDicts: reading must not write "index" into them
+    listed = TensorDictReplayBuffer(storage=ListStorage(4))
+    listed.extend(transitions(2))
+    assert arr(listed[1]["index"]).tolist() == 1 and arr(listed[:]["index"]).tolist() == [0, 1]
+    assert "index" not in listed.storage[1].keys()
+    # a plain ReplayBuffer adds nothing
+    plain_rb = ReplayBuffer(storage=LazyTensorStorage(3))
+    plain_rb.extend(transitions(2))
+    assert "index" not in plain_rb[:].keys()
+
+
+def test_tensor_storage_extends_a_list_of_items():
+    rb = ReplayBuffer(storage=LazyTensorStorage(3), batch_size=2)
+    assert arr(rb.extend([rlpipe.tensor([1.0, 2.0]), rlpipe.tensor([3.0, 4.0])])).tolist() == [0, 1]
+    assert arr(rb.extend([rlpipe.tensor([5.0, 6.0]), rlpipe.tensor([7.0, 8.0])])).tolist() == [2, 0]
+    assert arr(rb[:]).tolist() == [[7, 8], [3, 4], [5, 6]]
+    tds = ReplayBuffer(storage=LazyTensorStorage(4))
+    assert arr(tds.extend([transitions(1)[0], transitions(1, start=5)[0]])).tolist() == [0, 1]
+    assert arr(tds[:]["observation"])[:, 0].tolist() == [0, 5]
+    for bad, error, message in [([1, 2], TypeError, "a list of TensorDicts or a list of Tensors.*got a list of int"),
+                                ([], RuntimeError, "expected at least one element, got an empty list")]:
+        check_fails(tds, lambda: tds.extend(bad), error, message)
+    with pytest.raises(TypeError, match="TensorDictReplayBuffer stores TensorDicts, got list"):
+        TensorDictReplayBuffer(storage=LazyTensorStorage(4)).extend([transitions(1)[0]])
+
+
+def test_storage_and_sampler_factories_and_the_prioritized_sampler_argument():
+    rb = ReplayBuffer(storage=lambda: LazyTensorStorage(3), sampler=SamplerWithoutReplacement)
+    assert isinstance(rb.storage, LazyTensorStorage) and rb.storage.max_size == 3
+    assert isinstance(rb.sampler, SamplerWithoutReplacement)
+    given = RandomSampler()
+    assert PrioritizedReplayBuffer(alpha=0.6, beta=0.4, sampler=given).sampler is given  # torchrl uses it
+    with pytest.raises(TypeError, match="unexpected keyword argument 'sampler'"):
+        TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, sampler=given)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -437,7 +510,8 @@ def test_bad_priorities_on_extend_and_constructor_arguments():
             (lambda: PrioritizedSampler(0, 0.5, 0.4), ValueError, "max_capacity must be a positive int"),
             (lambda: LazyTensorStorage(0), ValueError, "max_size must be a positive int, got max_size=0"),
             (lambda: ReplayBuffer(storage="list"), TypeError, "storage must be an rlpipe.data storage"),
-            (lambda: ReplayBuffer(sampler=RandomSampler, storage=ListStorage(2)), TypeError, "sampler must be"),
+            (lambda: ReplayBuffer(sampler="random", storage=ListStorage(2)), TypeError, "sampler must be"),
+            (lambda: ReplayBuffer(storage=lambda: 3), TypeError, "storage must be an rlpipe.data storage"),
             (lambda: ReplayBuffer(transform=3), TypeError, "transform must be callable"),
             (lambda: ReplayBuffer(generator=np.random.default_rng()), TypeError, "rlpipe.Generator")]:
         with pytest.raises(error, match=message):
@@ -463,6 +537,26 @@ def test_sampler_without_replacement_covers_every_item_once():
     ordered.extend(rlpipe.arange(10))
     assert [arr(b).tolist() for b in ordered] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
     assert ordered.sampler.ran_out
+
+
+def test_sampler_without_replacement_passes_like_torchrl():
+    for drop_last, expected, then, rest in [
+            (False, [([0, 1, 2], False), ([3, 4, 5], False), ([6], True), ([0, 1, 2], False)], [3, 4, 5], [6]),
+            (True, [([0, 1, 2], False), ([3, 4, 5], True), ([0, 1, 2], False), ([3, 4, 5], True)], [0, 1, 2],
+             [3, 4, 5, 6])]:
+        rb = ReplayBuffer(storage=LazyTensorStorage(10), batch_size=3,
+                          sampler=SamplerWithoutReplacement(drop_last=drop_last, shuffle=False))
+        rb.extend(rlpipe.arange(7))
+        assert [(arr(rb.sample()).tolist(), rb.sampler.ran_out) for _ in range(4)] == expected
+        assert arr(rb.sample()).tolist() == then
+        assert arr(rb.sample(5)).tolist() == rest and rb.sampler.ran_out  # what is left of the pass
+        rb.sampler.ran_out = False  # settable, as torchrl's
+        assert not rb.sampler.ran_out
+        rb.extend(rlpipe.tensor([7, 8]))
+        assert arr(rb.sample()).tolist() == [0, 1, 2]  # a new length starts a new pass
+    mixed = ReplayBuffer(storage=LazyTensorStorage(10), sampler=SamplerWithoutReplacement(shuffle=False))
+    mixed.extend(rlpipe.arange(7))
+    assert [arr(mixed.sample(b)).tolist() for b in (2, 4, 3, 1)] == [[0, 1], [2, 3, 4, 5], [6], [0]]
 
 
 def test_seeds_and_generators_make_sampling_reproducible():

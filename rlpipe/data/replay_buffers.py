@@ -3,7 +3,8 @@
 ``ReplayBuffer(storage=..., sampler=..., batch_size=..., transform=...)``: ``extend`` writes a
 batch (one item per row) round-robin, ``add`` one item, ``sample`` draws ``batch_size`` items.
 ``TensorDictReplayBuffer`` also writes ``"index"`` (and the sampler's info, e.g.
-``"priority_weight"``) into every sample, and reads priorities from ``priority_key`` on extend.
+``"priority_weight"``) into every sample and ``"index"`` into what ``rb[index]`` returns, and
+reads priorities from ``priority_key`` on extend; it leaves the TensorDicts given to it unchanged.
 
 Transforms: a callable given as ``transform`` or through ``append_transform`` runs on every
 sample (``invert=True``: on the data being written instead), as in torchrl. A
@@ -48,12 +49,25 @@ def _per_row(value, rows):
 
 
 def _expanded(array, td):
-    """``array`` ([B]) as a Tensor of ``td``'s batch shape (repeated over the item dims)."""
-    value = wrap(array)
+    """``array`` (``[B]``, or ``[]`` for one item) as a Tensor of ``td``'s batch shape, repeated
+    over the item dims (tensordict's ``expand_as_right``)."""
+    value = wrap(np.asarray(array))
     if td.device is not None and td.device != value.device:
         value = value.to(td.device)
-    extra = td.batch_dims - 1
-    return value if not extra else value.reshape((-1,) + (1,) * extra).expand(tuple(td.batch_size))
+    extra = td.batch_dims - value.ndim
+    return value if not extra else value.reshape(tuple(value.shape) + (1,) * extra).expand(tuple(td.batch_size))
+
+
+def _is_key(index):
+    """Whether ``index`` is a TensorDict key: a string, or a tuple of strings (nested)."""
+    if isinstance(index, str):
+        return True
+    return isinstance(index, tuple) and bool(index) and all(isinstance(k, str) or _is_key(k) for k in index)
+
+
+def _built(given, cls):
+    """A storage or sampler, or what a factory (a callable, as torchrl accepts) returns."""
+    return given() if callable(given) and not isinstance(given, cls) else given
 
 
 class _StreamingMultiStep:
@@ -100,14 +114,27 @@ class ReplayBuffer:
     sampler state with the priorities), atomically, without pickle. Transforms keep their own
     state: the frames a MultiStep holds back are not saved (``flush()`` first to keep them).
 
-    Differences from torchrl: no ``Writer``, prefetch, ``collate_fn`` or ``dim_extend`` (a storage
-    writes round-robin along the first dimension); ``transform`` may be one callable or a list;
-    ``flush()`` is rlpipe's own.
+    ``rb[index]`` reads items by storage position (an int, slice, list, array or Tensor), and
+    ``rb["key"]`` / ``rb["next", "reward"]`` one entry of everything stored, as in torchrl.
+
+    Differences from torchrl:
+
+    - no ``Writer``, prefetch, ``collate_fn`` or ``dim_extend`` (a storage writes round-robin along
+      the first dimension), no ``rb[index] = value`` and no ``write_count``; ``transform`` may be
+      one callable or a list; ``flush()`` is rlpipe's own;
+    - ``rb[index]`` returns copies (torchrl returns views of its storage for ints and slices);
+    - ``state_dict()`` holds ``"_storage"``, ``"_sampler"`` and ``"_batch_size"`` in rlpipe's own
+      format (plain arrays and numbers), not torchrl's, so checkpoints do not cross libraries;
+    - ``batch_size`` and ``sample(batch_size)`` must be positive (torchrl accepts 0 and returns
+      an empty sample);
+    - ``update_priority`` raises ``ValueError`` for an index outside the items stored (torchrl's
+      prioritized sampler skips negative indices and writes one past the items stored into its
+      tree).
     """
 
     def __init__(self, *, storage=None, sampler=None, batch_size=None, transform=None, generator=None):
-        storage = ListStorage(1000) if storage is None else storage
-        sampler = RandomSampler() if sampler is None else sampler
+        storage = ListStorage(1000) if storage is None else _built(storage, Storage)
+        sampler = RandomSampler() if sampler is None else _built(sampler, Sampler)
         if not isinstance(storage, Storage):
             raise TypeError(f"storage must be an rlpipe.data storage (ListStorage, LazyTensorStorage, "
                             f"LazyMemmapStorage), got {type(storage).__name__}")
@@ -231,7 +258,6 @@ class ReplayBuffer:
         self._sampler.extend(kept)
         if priority is not None:
             self._sampler.update_priority(kept, priority)
-        self._after_write(data, index)
         return wrap(index)
 
     _priority_key = None
@@ -239,9 +265,6 @@ class ReplayBuffer:
     def _before_write(self, data, what):
         """(what to store, per-row priorities or None)."""
         return data, None
-
-    def _after_write(self, data, index):
-        pass
 
     # ---- reading ------------------------------------------------------------------------------------
     def _read_transforms(self, data):
@@ -271,8 +294,18 @@ class ReplayBuffer:
         return data
 
     def __getitem__(self, index):
-        """Items by storage position (``rb[:]`` is everything stored), transformed as samples are."""
-        return self._read_transforms(self._storage.get(index))
+        """Items by storage position (``rb[:]`` is everything stored), transformed as samples are;
+        with a key (``rb["key"]``, ``rb["next", "reward"]``), that entry of ``rb[:]``."""
+        if _is_key(index):
+            return self[:][index]
+        if isinstance(index, tuple):
+            return self[index[0]] if len(index) == 1 else self[:][index]
+        positions = self._storage._locate(index)
+        return self._read_transforms(self._stored(self._storage._gather(positions), positions))
+
+    def _stored(self, data, positions):
+        """What ``rb[index]`` gives for the items read at ``positions`` (before the transforms)."""
+        return data
 
     def __iter__(self):
         """Samples until the sampler runs out (never, for a sampler with replacement)."""
@@ -336,10 +369,18 @@ class ReplayBuffer:
 class TensorDictReplayBuffer(ReplayBuffer):
     """A ReplayBuffer of TensorDicts. ``sample`` writes ``"index"`` (int64) and the sampler's
     info (``"priority_weight"``, float32, for a prioritized sampler) into the sample, over its
-    batch shape. ``extend`` writes ``"index"`` into the TensorDict it stored (the given one
-    unless a write-time transform replaced it); when that TensorDict has ``priority_key``
-    (default ``"td_error"``), its per-row max becomes the new items' priority. The entries
-    ``"index"`` and ``"priority_weight"`` are never stored, so a sample can be written back."""
+    batch shape; ``rb[index]`` carries ``"index"`` too (the storage positions read), as torchrl's
+    does. ``extend`` and ``add`` leave the given TensorDict unchanged (torchrl 0.14 writes
+    ``"index"`` into a shallow copy only). When the data has ``priority_key`` (default
+    ``"td_error"``), its per-row max becomes the new items' priority.
+
+    Differences from torchrl: the entries ``"index"`` and ``"priority_weight"`` are never stored
+    (torchrl's writer stores ``"index"``, and a ``"priority_weight"`` written back becomes a new
+    entry), so a sample can be written back and ``rb.storage[:]`` holds the data only;
+    ``rb[index]`` adds ``"index"`` when reading. ``extend`` reduces a ``priority_key`` entry
+    with more than one value per item (``[B, T]`` items) to its per-row max; torchrl's
+    ``extend`` passes it to ``update_priority`` unreduced, which fails for such items.
+    """
 
     _INFO_KEYS = ("index", "priority_weight")
 
@@ -362,9 +403,11 @@ class TensorDictReplayBuffer(ReplayBuffer):
             priority = _per_row(priority, data.batch_size[0])
         return stored, priority
 
-    def _after_write(self, data, index):
-        if not data.is_locked:  # a locked (memory-mapped) TensorDict cannot take new keys; the write is done
-            data.set("index", _expanded(index, data))
+    def _stored(self, data, positions):
+        if isinstance(data, TensorDict):
+            data = data.copy()  # a ListStorage hands out its stored TensorDicts themselves
+            data.set("index", _expanded(positions, data))
+        return data
 
     def _attach(self, data, info):
         if not isinstance(data, TensorDict):
@@ -383,23 +426,31 @@ class TensorDictReplayBuffer(ReplayBuffer):
         self.update_priority(index.reshape(rows, -1)[:, 0], _per_row(priority, rows))
 
 
-def _prioritized(cls, alpha, beta, eps, storage, kwargs):
-    storage = ListStorage(1000) if storage is None else storage
-    if not isinstance(storage, Storage) or storage.max_size >= 2 ** 40:
-        raise ValueError(f"{cls}: a prioritized buffer needs a storage with a bounded max_size, got {storage!r}")
-    return dict(kwargs, storage=storage, sampler=PrioritizedSampler(storage.max_size, alpha, beta, eps))
+def _prioritized(cls, alpha, beta, eps, storage, sampler, kwargs):
+    storage = ListStorage(1000) if storage is None else _built(storage, Storage)
+    if sampler is None:
+        if not isinstance(storage, Storage) or storage.max_size >= 2 ** 40:
+            raise ValueError(f"{cls}: a prioritized buffer needs a storage with a bounded max_size, got {storage!r}")
+        sampler = PrioritizedSampler(storage.max_size, alpha, beta, eps)
+    return dict(kwargs, storage=storage, sampler=sampler)
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
-    """A ReplayBuffer with ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``."""
+    """A ReplayBuffer with ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``, or with
+    the ``sampler`` given (as in torchrl, which then ignores ``alpha``, ``beta`` and ``eps``)."""
 
-    def __init__(self, *, alpha, beta, eps=1e-8, storage=None, **kwargs):
-        super().__init__(**_prioritized(type(self).__name__, alpha, beta, eps, storage, kwargs))
+    def __init__(self, *, alpha, beta, eps=1e-8, storage=None, sampler=None, **kwargs):
+        super().__init__(**_prioritized(type(self).__name__, alpha, beta, eps, storage, sampler, kwargs))
 
 
 class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
-    """A TensorDictReplayBuffer with ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``."""
+    """A TensorDictReplayBuffer with ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``
+    (it takes no ``sampler``, as in torchrl)."""
 
     def __init__(self, *, alpha, beta, priority_key="td_error", eps=1e-8, storage=None, **kwargs):
+        if "sampler" in kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument 'sampler': it "
+                            "builds its PrioritizedSampler from alpha, beta and eps; use a TensorDictReplayBuffer "
+                            "to give another sampler")
         super().__init__(priority_key=priority_key, **_prioritized(type(self).__name__, alpha, beta, eps, storage,
-                                                                   kwargs))
+                                                                   None, kwargs))

@@ -116,7 +116,7 @@ class SamplerWithoutReplacement(Sampler):
     (``ran_out`` is True after the call that used it up). As torchrl's code does, the last batch
     of a permutation is shorter when ``batch_size`` does not divide the length, unless
     ``drop_last``; a change of the storage length starts a new permutation. ``shuffle=False`` walks
-    the positions in order."""
+    the positions in order. ``ran_out`` can be set (to False, say), as torchrl's."""
 
     def __init__(self, drop_last=False, shuffle=True):
         self.drop_last = bool(drop_last)
@@ -131,6 +131,10 @@ class SamplerWithoutReplacement(Sampler):
     @property
     def ran_out(self):
         return self._ran_out
+
+    @ran_out.setter
+    def ran_out(self, value):
+        self._ran_out = bool(value)
 
     def _new_list(self, n):
         return self._randperm(n) if self.shuffle else np.arange(n, dtype=np.int64)

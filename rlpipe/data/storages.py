@@ -8,8 +8,28 @@
   ``.npy`` files in ``scratch_dir``. A new storage given a ``scratch_dir`` that already holds
   one reopens it, contents, length and write cursor included (see its docstring).
 
-Unlike torchrl there is no separate ``Writer``: a storage keeps its own write cursor. Every write
-is checked completely before anything is stored, so a rejected batch leaves the storage as it was.
+Every write is checked completely before anything is stored, so a rejected batch leaves the
+storage as it was. ``extend`` on a tensor storage also takes a list of TensorDicts or of Tensors
+(one item per element, stacked), as torchrl's does.
+
+Differences from torchrl 0.14:
+
+- there is no separate ``Writer``: a storage keeps its own write cursor; there is no ``ndim``
+  (items are the rows of the first dimension, a ``[B, T]`` batch is ``B`` items of ``[T]``, as
+  with torchrl's default ``ndim=1``);
+- a batch whose keys differ from the storage's raises ``KeyError`` (torchrl keeps the old values
+  of a missing entry and adds an extra entry as a new one); a per-item shape that differs raises
+  ``ValueError`` and a dtype of another kind ``TypeError`` (torchrl: ``RuntimeError``); dtypes
+  of the same kind are cast (int32 into int64, float64 into float32), where torchrl needs the
+  exact dtype;
+- an empty batch raises ``RuntimeError`` on every storage (torchrl returns an empty index for a
+  TensorDict on a ``ListStorage`` and raises ``IndexError`` on a ``LazyTensorStorage``);
+- ``max_size`` must be positive (torchrl accepts 0 and fails on the first write);
+- a tensor storage's ``get``/``storage[index]`` returns copies (torchrl returns views for ints
+  and slices), and a ``TensorDictReplayBuffer``'s storage holds no ``"index"`` entry (the buffer
+  adds it to what ``rb[index]`` returns);
+- ``state_dict()`` is rlpipe's own format (``"type"``, ``"max_size"``, ``"len"``, ``"cursor"``
+  and the rows), not torchrl's ``"_storage"``/``"initialized"``/``"_len"``.
 """
 import collections
 import numbers
@@ -59,6 +79,19 @@ def _leaves(td, prefix=()):
     return out
 
 
+def _stacked(items, what, cls):
+    """A list of items (all TensorDicts or all Tensors) stacked along a new first dimension."""
+    if not items:
+        raise RuntimeError(f"{what}: expected at least one element, got an empty list")
+    if all(isinstance(x, TensorDict) for x in items):
+        return TensorDict.stack(items)
+    if all(isinstance(x, Tensor) for x in items):
+        return _stack_tensors(items)
+    found = sorted({type(x).__name__ for x in items})
+    raise TypeError(f"{what}: a {cls} stacks a list of TensorDicts or a list of Tensors (one item per element); "
+                    f"got a list of {', '.join(found)}")
+
+
 def _segments(start, count, max_size):
     """(storage slice, row slice) pairs for ``count`` ring positions from ``start``: one or two."""
     head = min(count, max_size - start)
@@ -97,22 +130,27 @@ class Storage:
         self._meta[1] = write.cursor
 
     def get(self, index):
-        """The items at ``index`` (an int, a slice, or a sequence/array/Tensor of ints) among the
-        ``len(self)`` stored."""
+        """The items at ``index`` (an int, a slice, or a sequence/array/Tensor of ints or bools)
+        among the ``len(self)`` stored (copies, from a tensor storage)."""
+        return self._gather(self._locate(index))
+
+    __getitem__ = get
+
+    def _locate(self, index):
+        """The storage positions ``index`` selects: an int, or an int64 NumPy array."""
         n = len(self)
         if isinstance(index, Tensor):
             index = index.detach().cpu()._data
-        if isinstance(index, numbers.Integral) and not isinstance(index, bool):
+        if isinstance(index, (numbers.Integral, np.integer)) and not isinstance(index, (bool, np.bool_)):
             if not -n <= index < n:
                 raise IndexError(f"storage index {index} is out of range for a storage holding {n} items")
-            return self._gather(int(index) % n)
+            return int(index) % n
+        if isinstance(index, np.ndarray) and index.ndim == 0 and index.dtype.kind in "iu":
+            return self._locate(int(index))
         try:
-            positions = np.arange(n, dtype=np.int64)[index]
+            return np.arange(n, dtype=np.int64)[index]
         except IndexError as e:
             raise IndexError(f"storage index {index!r} does not fit a storage holding {n} items ({e})") from None
-        return self._gather(positions)
-
-    __getitem__ = get
 
     def _empty(self):
         self._meta[:] = 0
@@ -244,6 +282,8 @@ class LazyTensorStorage(Storage):
 
     # ---- writing -----------------------------------------------------------------------------------
     def _prepare(self, data, cursor=None, what="extend"):
+        if isinstance(data, list):  # one item per element, stacked (as torchrl does)
+            data = _stacked(data, what, type(self).__name__)
         if isinstance(data, TensorDict):
             kind, leaves, batch = "tensordict", _leaves(data), tuple(data.batch_size)
         elif isinstance(data, Tensor):
@@ -335,10 +375,10 @@ class LazyTensorStorage(Storage):
             return self._data[index].clone()
         return self._data[index if device is CPU else wrap(device._backend.xp.asarray(index), device)]
 
-    def get(self, index):
+    def _locate(self, index):
         if self._spec is None:
             raise RuntimeError(f"{type(self).__name__}: cannot get items out of a storage that was never written to")
-        return super().get(index)
+        return super()._locate(index)
 
     # ---- checkpoints ---------------------------------------------------------------------------------
     def _state(self, copy):
