@@ -1185,3 +1185,29 @@ def test_create_env_fn_not_functions(cls, bad):
         value = GymEnv(COUNTER)
     with pytest.raises(TypeError, match="create_env_fn"):
         cls(value, None, frames_per_batch=10, total_frames=20)
+
+
+@pytest.mark.parametrize("cat_results,shape", [("stack", [2, 3]), (None, [2, 3]), (0, [6]), (-1, [6])])
+def test_multisync_cat_results(cat_results, shape):
+    with MultiSyncDataCollector(counter_envs(), constant_policy(0), frames_per_batch=6, total_frames=6,
+                                cat_results=cat_results) as c:
+        (batch,) = collect(c)
+    assert list(batch.batch_size) == shape
+    obs = arr(batch["observation"]).reshape(-1).tolist()
+    assert obs == [0, 1, 2, 0, 1, 2]  # worker 0's steps, then worker 1's
+    assert arr(batch["collector", "traj_ids"]).reshape(-1).tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_cat_results_bad_values():
+    with pytest.raises(ValueError, match="cat_results must be 'stack' or an integer"):
+        MultiSyncDataCollector(counter_envs(), frames_per_batch=6, total_frames=6, cat_results="cat")
+    with pytest.raises(ValueError, match="only be used with MultiSyncDataCollector"):
+        MultiaSyncDataCollector(counter_envs(), frames_per_batch=6, total_frames=6, cat_results=0)
+    assert mp.active_children() == []
+
+
+def test_devices_are_accepted_like_torchrl():
+    with MultiSyncDataCollector(counter_envs(), constant_policy(0), frames_per_batch=6, total_frames=6,
+                                device="cpu", policy_device="cpu", env_device="cpu") as c:
+        (batch,) = collect(c)
+    assert batch.batch_size == rlpipe.Size([2, 3])

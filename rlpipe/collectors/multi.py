@@ -148,8 +148,8 @@ class _MultiCollector(CollectorBase):
 
     def __init__(self, create_env_fn, policy=None, *, num_workers=None, frames_per_batch, total_frames=-1,
                  postproc=None, split_trajs=False, max_frames_per_traj=None, init_random_frames=0,
-                 reset_at_each_iter=False, device=None, storing_device=None, update_at_each_batch=False,
-                 timeout=300.0, mp_start_method=None):
+                 reset_at_each_iter=False, device=None, storing_device=None, policy_device=None, env_device=None,
+                 update_at_each_batch=False, cat_results=None, timeout=300.0, mp_start_method=None):
         if callable(create_env_fn) and not isinstance(create_env_fn, (list, tuple)):
             if num_workers is None:
                 raise ValueError("num_workers is needed when create_env_fn is a single function; pass a list of "
@@ -168,6 +168,13 @@ class _MultiCollector(CollectorBase):
                              "functions given")
         check_frame_counts(frames_per_batch, total_frames)
         total_frames = rounded_total_frames(total_frames, frames_per_batch, stacklevel=4)
+        if cat_results is not None and cat_results != "stack" and (
+                isinstance(cat_results, bool) or not isinstance(cat_results, int)):
+            raise ValueError(f"cat_results must be 'stack' or an integer dimension to concatenate along, got "
+                             f"{cat_results!r}")
+        if cat_results not in (None, "stack") and not isinstance(self, MultiSyncDataCollector):
+            raise ValueError("cat_results can only be used with MultiSyncDataCollector")
+        self.cat_results = "stack" if cat_results is None else cat_results
         self.num_workers = len(create_env_fn)
         self.requested_frames_per_batch = frames_per_batch
         self.total_frames = total_frames
@@ -186,7 +193,8 @@ class _MultiCollector(CollectorBase):
         self._error = None
         self._frames_per_worker = self.frames_per_batch_worker()
         kwargs = dict(frames_per_batch=self._frames_per_worker, max_frames_per_traj=max_frames_per_traj,
-                      reset_at_each_iter=reset_at_each_iter)
+                      reset_at_each_iter=reset_at_each_iter,
+                      policy_device=policy_device if policy_device is not None else device)
         if mp_start_method is None:
             mp_start_method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
         context = mp.get_context(mp_start_method)
@@ -397,8 +405,17 @@ class MultiSyncDataCollector(_MultiCollector):
     ``cat_results="stack"``): ``[num_workers, T]``, or ``[num_workers, num_envs, T]`` for vectorized
     envs. The workers collect only when asked, so a weight update reaches the next batch whole.
 
+    ``cat_results=d`` (an int) concatenates the parts along batch dim ``d`` instead (``-1``: time):
+    a postproc that looks along time, such as ``MultiStep``, then sees one worker's last step
+    followed by the next worker's first; the default stacking keeps them apart.
+
     Unlike torchrl 0.14, ``("collector", "traj_ids")`` are unique across workers (worker ``w``'s
     ``i``-th trajectory has id ``i * num_workers + w``), with or without ``split_trajs``.
+
+    Devices: the workers' policies read observations on ``policy_device`` (default ``device``);
+    batches reach the main process through host memory and are delivered on ``storing_device``
+    (default ``device``). ``env_device`` is accepted for torchrl's signature (environments step on
+    the host).
 
     Workers start with ``fork`` where the platform has it (so lambdas and local policies work), else
     ``spawn`` (which needs picklable ``create_env_fn`` and policy); ``mp_start_method`` overrides.
@@ -426,7 +443,8 @@ class MultiSyncDataCollector(_MultiCollector):
             while self._in_flight:
                 index, part = self._receive_batch(list(self._in_flight))
                 parts[index] = part
-            batch = TensorDict.stack(parts, 0)
+            batch = TensorDict.stack(parts, 0) if self.cat_results == "stack" else \
+                TensorDict.cat(parts, self.cat_results)
             self._frames += batch.numel()
             yield self._finish(batch)
 
