@@ -222,6 +222,10 @@ class TensorDict:
         return td
 
     def get(self, key, default=_NO_DEFAULT):
+        if type(key) is str:  # the common case (every policy step), without the nested-key walk
+            value = self._tensordict.get(key, _NO_DEFAULT)
+            if value is not _NO_DEFAULT:
+                return value
         path = _unravel(key)
         try:
             parent = self._parent_of(path)
@@ -238,6 +242,11 @@ class TensorDict:
 
     def set(self, key, value, inplace=False):
         """Stores ``value`` under ``key`` (nested keys create the intermediate TensorDicts)."""
+        if (type(key) is str and type(value) is Tensor and not inplace and not self._locked
+                and (self._device is None or value._device is self._device)
+                and value._data.shape[:len(self._batch_size)] == self._batch_size):
+            self._tensordict[key] = value  # the common case (every policy step), already checked
+            return self
         path = _unravel(key)
         if inplace and self.get(key, None) is not None:
             return self.set_(key, value)
