@@ -4,6 +4,7 @@ of this file, a Tensor method (``x.add``) and operator where PyTorch has one.
 """
 import builtins
 import collections
+import functools
 import string
 
 import numpy as np
@@ -703,11 +704,31 @@ def one_hot(tensor, num_classes=-1):
         if values.size == 0:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = builtins.int(values.max()) + 1
-    # as unsigned, negative values are huge: one comparison checks both bounds
-    if values.size and xp.count_nonzero(values.astype(np.uint64) >= num_classes):
+    if _outside(values, num_classes, xp):
         raise RuntimeError("Class values must be non-negative." if builtins.int(values.min()) < 0
                            else "Class values must be smaller than num_classes.")
+    if num_classes <= _SMALL_CLASSES:  # rows of a cached identity: one indexing (it copies)
+        return wrap(_identity(num_classes, tensor._device)[values], tensor._device)
     return wrap((values[..., None] == xp.arange(num_classes)).astype(np.int64), tensor._device)
+
+
+_SMALL_CLASSES = 64
+
+
+def _outside(values, n, xp):
+    """Whether an index lies outside [0, n). A few indices are checked as a Python list, whose
+    min and max cost less than NumPy's calls."""
+    if values.size <= 64:
+        flat = values.reshape(-1).tolist()
+        return builtins.bool(flat) and (builtins.min(flat) < 0 or builtins.max(flat) >= n)
+    # as unsigned, negative values are huge: one comparison checks both bounds
+    return builtins.bool(xp.count_nonzero(values.astype(np.uint64) >= n))
+
+
+@functools.lru_cache(maxsize=128)
+def _identity(n, device):
+    """The n x n int64 identity matrix on ``device`` (n <= _SMALL_CLASSES)."""
+    return device._backend.asarray(np.eye(n, dtype=np.int64), index=device.index)
 
 
 # ---- shapes and views ---------------------------------------------------------------------

@@ -245,6 +245,37 @@ def test_one_hot():
     np.testing.assert_array_equal(out.numpy(), [[0, 0, 1, 0], [1, 0, 0, 0]])
 
 
+@pytest.mark.parametrize("n", [1, 3, 64, 65, 300])
+@pytest.mark.parametrize("shape", [(), (5,), (2, 40)])  # 80 indices: past the list check too
+def test_one_hot_against_a_brute_force_reference(n, shape):
+    rng = np.random.default_rng(n)
+    values = rng.integers(0, n, shape)
+    out = F.one_hot(r.tensor(values), n)
+    expected = np.zeros(shape + (n,), np.int64)
+    for index in np.ndindex(*shape):
+        expected[index + (values[index],)] = 1
+    np.testing.assert_array_equal(out.numpy(), expected)
+    out.numpy()[...] = 7  # the result owns its memory: a cached table must not change
+    np.testing.assert_array_equal(F.one_hot(r.tensor(values), n).numpy(), expected)
+    inferred = F.one_hot(r.tensor(values))
+    assert inferred.shape[-1] == values.max() + 1
+
+
+@pytest.mark.parametrize("shape", [(), (80,)])
+def test_one_hot_out_of_range(shape):
+    for bad, message in [(-1, "non-negative"), (3, "smaller than num_classes")]:
+        values = np.zeros(shape, np.int64)
+        values[...] = 1
+        values.reshape(-1)[-1] = bad
+        with pytest.raises(RuntimeError, match=message):
+            F.one_hot(r.tensor(values), 3)
+    with pytest.raises(RuntimeError, match="LongTensor"):
+        F.one_hot(r.tensor([1, 0], dtype=r.int32), 3)
+    with pytest.raises(RuntimeError, match="empty tensor"):
+        F.one_hot(r.tensor([], dtype=r.int64))
+    assert F.one_hot(r.tensor([], dtype=r.int64), 3).shape == (0, 3)
+
+
 # ---- conv2d ------------------------------------------------------------------------------------
 
 def np_conv2d(x, w, b, stride, pads, dilation, groups):
