@@ -914,20 +914,17 @@ def run_without_graph(modules, input):
     x = input._data
     if x.dtype.kind != "f":
         return None
-    device = input._device
-    steps = []
-    for m in modules:
-        op = vars(type(m)).get("_inference_op")
-        if op is None or m._forward_hooks or m._forward_pre_hooks or "forward" in m.__dict__:
-            return None
-        step = op(m, x.dtype, device)
-        if step is None:
-            return None
-        steps.append(step)
+    dtype, device = x.dtype, input._device
     ctx = null_context(device._backend)
     try:
-        for function, args in steps:
-            x = function.forward(ctx, x, *args)
+        for m in modules:
+            op = type(m).__dict__.get("_inference_op")
+            if op is None or m._forward_hooks or m._forward_pre_hooks or "forward" in m.__dict__:
+                return None
+            step = op(m, dtype, device)
+            if step is None:
+                return None
+            x = step[0].forward(ctx, x, *step[1])
     except Exception:  # pure ops: the usual path reruns them and raises torch's error
         return None
     return wrap(as_array(x, device), device)
