@@ -573,17 +573,22 @@ def _extreme_values(function, input, dim, keepdim, name):
 
 
 def _arg_extreme(input, dim, keepdim, name):
-    if input._data.dtype == np.bool_:
-        raise RuntimeError(f"{name}(): does not support bool input")
     data = input._data
+    if data.dtype == np.bool_:
+        raise RuntimeError(f"{name}(): does not support bool input")
     if dim is None:
         out = getattr(data.reshape(-1), name)()
         if keepdim:
             out = out.reshape((1,) * data.ndim)
     else:
-        out = getattr(data, name)(axis=input._dim(dim) if data.ndim else None, keepdims=keepdim)
-    if type(out) is not input._device._backend.ndarray or out.dtype is not _INT64:
-        out = input._device._backend.xp.asarray(out, dtype=np.int64)
+        ndim = data.ndim
+        axis = dim if type(dim) is builtins.int and -ndim <= dim < ndim else input._dim(dim) if ndim else None
+        out = getattr(data, name)(axis=axis, keepdims=keepdim)
+    backend = input._device._backend
+    if type(out) is not backend.ndarray:  # a 0-d result comes back as a NumPy scalar
+        out = backend.xp.asarray(out)
+    if out.dtype != _INT64:  # (intp is int32 on some platforms)
+        out = out.astype(np.int64)
     return wrap(out, input._device)
 
 

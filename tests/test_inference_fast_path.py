@@ -133,3 +133,14 @@ def test_pickled_modules_still_run():
         np.testing.assert_array_equal(one_by_one(copy, x2).numpy(), expected)
     np.testing.assert_array_equal(copy(x2).detach().numpy(), expected)
     np.testing.assert_array_equal((x2 @ copy[0].weight.T).detach().numpy(), (x @ net[0].weight.T).detach().numpy())
+
+
+def test_a_bias_replaced_by_a_plain_tensor_is_used():
+    net = nn.Sequential(nn.Linear(2, 1))
+    with rlpipe.no_grad():
+        net[0].weight.copy_(rlpipe.tensor([[1.0, 2.0]]))
+    del net[0].bias
+    net[0].bias = rlpipe.tensor([100.0])  # a plain attribute now, as a reparametrization would leave it
+    with rlpipe.no_grad():
+        assert run_without_graph(net, rlpipe.tensor([3.0, 4.0])) is None
+        assert net(rlpipe.tensor([3.0, 4.0])).tolist() == [111.0]

@@ -77,6 +77,9 @@ def _membership_test(spec):
         def one_hot(a):
             if a.size > _SMALL:
                 return bool(((a == 0) | (a == 1)).all()) and bool((a.sum(-1) == 1).all())
+            if a.ndim == 1:  # one env
+                row = a.tolist()
+                return row.count(1) == 1 and row.count(0) == n - 1
             return all(row.count(1) == 1 and row.count(0) == n - 1 for row in a.reshape(-1, n).tolist())
         return lambda a: a.dtype == dtype and one_hot(a)
     if isinstance(spec, Binary):

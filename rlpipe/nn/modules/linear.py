@@ -51,11 +51,10 @@ class Linear(Module):
 
     def _inference_op(self, dtype, device):  # see Module's run_without_graph
         params = self._parameters
-        if "weight" not in params or "bias" not in params:
-            return None
-        weight, bias = params["weight"], params["bias"]
-        if weight._data.dtype != dtype or weight._device is not device or bias is not None and (
-                bias._data.dtype != dtype or bias._device is not device):
+        weight, bias = params.get("weight"), params.get("bias", params)  # (params: no bias entry at all)
+        if weight is None or bias is params or weight._data.dtype != dtype or weight._device is not device:
+            return None  # (a parameter replaced by a plain attribute, or a mismatch the usual path reports)
+        if bias is not None and (bias._data.dtype != dtype or bias._device is not device):
             return None
         return RawLinear, (weight._data, None if bias is None else bias._data)
 
