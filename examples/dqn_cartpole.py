@@ -130,6 +130,7 @@ def main():
     optimizer = rlpipe.optim.Adam(q_net.parameters(), lr=args.lr)
     policy = EpsilonGreedy(q_net, n_actions, device)
     collector = SyncDataCollector(env, policy, frames_per_batch=args.frames_per_batch, total_frames=args.total_frames,
+                                  policy_device=device,
                                   init_random_frames=args.learning_starts,
                                   postproc=MultiStep(gamma=args.gamma, n_steps=args.n_steps))
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(args.buffer_size, device=device),

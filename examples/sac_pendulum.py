@@ -151,6 +151,7 @@ def main():
         return td.set("action", actor.sample(td.get("observation"))[0])
 
     collector = SyncDataCollector(env, explore, frames_per_batch=args.frames_per_batch, total_frames=args.total_frames,
+                                  policy_device=device,
                                   init_random_frames=args.learning_starts,
                                   postproc=MultiStep(gamma=args.gamma, n_steps=args.n_steps))
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(args.buffer_size, device=device),
