@@ -1211,3 +1211,26 @@ def test_devices_are_accepted_like_torchrl():
                                 device="cpu", policy_device="cpu", env_device="cpu") as c:
         (batch,) = collect(c)
     assert batch.batch_size == rlpipe.Size([2, 3])
+
+
+@pytest.mark.parametrize("cls", COLLECTORS)
+def test_no_batch_travels_through_the_pipes(cls):
+    """Every reply a worker sends while collecting is a layout (once) or a bare "batch" signal:
+    the frames themselves only cross through the shared block."""
+    with cls(counter_envs(), constant_policy(0), frames_per_batch=6, total_frames=24) as c:
+        replies = []
+        receive = c._receive_any
+
+        def spy(indices, expected):
+            index, reply = receive(indices, expected)
+            replies.append(reply)
+            return index, reply
+        c._receive_any = spy
+        batches = collect(c)
+    assert sum(b.numel() for b in batches) == 24
+    kinds = [kind for kind, _ in replies]
+    assert kinds.count("layout") == W and set(kinds) == {"layout", "batch"}
+    assert all(payload is None for kind, payload in replies if kind == "batch")
+    layouts = [payload for kind, payload in replies if kind == "layout"]
+    assert all(isinstance(size, int) and all(not isinstance(x, np.ndarray) for x in layout)
+               for layout, size in layouts)

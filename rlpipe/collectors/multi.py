@@ -1,10 +1,9 @@
 """Multi-process collectors: ``MultiSyncDataCollector`` and ``MultiaSyncDataCollector``.
 
 Each worker process runs a ``SyncDataCollector`` over its own environment and a copy of the policy.
-A batch comes back through one shared-memory block per worker: the worker's first batch travels
-on its pipe and gives the layout, the main process then allocates the block, and every later batch
-is written there by the worker and copied out once by the main process. Commands, weights and small
-replies travel on the pipes. ``split_trajs`` and ``postproc`` run in the main process, as in torchrl.
+Every batch comes back through one shared-memory block per worker: the worker sends the layout
+of its first batch, the main process allocates the block, and the worker writes each batch there
+for the main process to copy out once. Commands, weights and small replies travel on the pipes. ``split_trajs`` and ``postproc`` run in the main process, as in torchrl.
 """
 import multiprocessing as mp
 import traceback
@@ -56,7 +55,7 @@ def _describe(error):
 
 def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed):
     """A worker: waits for commands, collects batches into its shared block, reports errors."""
-    shm = views = collector = None
+    shm = views = collector = waiting = None
     try:
         _random.manual_seed(seed)  # forked workers would otherwise draw the same random actions
         collector = SyncDataCollector(create_env_fn, policy, total_frames=-1, **collector_kwargs)
@@ -67,16 +66,12 @@ def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed):
             except EOFError:  # the main process is gone
                 break
             if command == "collect":
-                leaves = _leaves(collector.rollout(random=arg))
-                if views is None:  # the first batch carries its arrays and layout
-                    conn.send(("first", leaves))
-                else:
-                    for (_, view), (_, array) in zip(views, leaves):
-                        view[...] = array
-                    conn.send(("batch", None))
+                waiting = _leaves(collector.rollout(random=arg))
+                if views is None:  # the first batch waits for the block its layout asks for
+                    conn.send(("layout", _layout(waiting)))
             elif command == "attach":
-                shm = shared_memory.SharedMemory(name=arg[0])
-                views = _views(shm.buf, arg[1])
+                shm = shared_memory.SharedMemory(name=arg)
+                views = _views(shm.buf, _layout(waiting)[0])
             elif command == "update":
                 policy.load_state_dict({k: from_numpy(v) for k, v in arg.items()})
             elif command == "seed":
@@ -90,6 +85,11 @@ def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed):
                 collector.load_state_dict(arg)
             elif command == "close":
                 break
+            if waiting is not None and views is not None:  # a collected batch to hand over
+                for (_, view), (_, array) in zip(views, waiting):
+                    view[...] = array
+                waiting = None
+                conn.send(("batch", None))
     except BaseException as error:  # noqa: B902 - every failure must reach the main process
         try:
             conn.send(("error", _describe(error)))
@@ -246,14 +246,17 @@ class _MultiCollector(CollectorBase):
 
     def _receive(self, indices, expected):
         """The first reply of kind ``expected`` from any worker in ``indices``: (index, (kind,
-        payload)). A batch that arrives first (a worker finishing the batch it was collecting) is kept
-        in ``_ready``. A worker's error, its death or ``timeout`` seconds of silence raise a
-        RuntimeError naming the worker."""
+        payload)). On the way, a worker's first layout gets its block, and a batch that arrives
+        while another reply is awaited is kept in ``_ready``. A worker's error, its death or
+        ``timeout`` seconds of silence raise a RuntimeError naming the worker."""
         while True:
             index, reply = self._receive_any(indices, expected)
-            if expected == "batch" or reply[0] not in ("batch", "first"):
+            if reply[0] == "layout":
+                self._allocate_block(index, *reply[1])
+            elif expected == "batch" or reply[0] != "batch":
                 return index, reply
-            self._ready.append(self._unpack_batch(index, reply))
+            else:
+                self._ready.append(self._unpack_batch(index))
 
     def _receive_any(self, indices, expected):
         waiting = {}
@@ -273,29 +276,25 @@ class _MultiCollector(CollectorBase):
             self._fail(self._death(index, error))
         if kind == "error":
             self._fail(f"{self._name()}: worker {index} failed: {payload}")
-        if kind != expected and kind not in ("batch", "first"):
+        if kind not in (expected, "batch", "layout"):
             self._fail(f"{self._name()}: worker {index} sent {kind!r}, expected {expected!r}")
         return index, (kind, payload)
 
+    def _allocate_block(self, index, layout, size):
+        """The shared block a worker writes its batches into, from its first batch's layout."""
+        worker = self._workers[index]
+        worker.shm = shared_memory.SharedMemory(create=True, size=size)
+        worker.views = _views(worker.shm.buf, layout)
+        self._send(index, "attach", worker.shm.name)
+
     def _receive_batch(self, indices):
         """(index, TensorDict) of the next batch from one of ``indices``."""
-        return self._unpack_batch(*self._receive(indices, "batch"))
+        return self._unpack_batch(self._receive(indices, "batch")[0])
 
-    def _unpack_batch(self, index, reply):
-        """A worker's batch reply as (index, TensorDict), copied out of its block."""
-        kind, payload = reply
-        worker = self._workers[index]
-        if kind == "first":  # allocate the block for the later batches
-            layout, size = _layout(payload)
-            worker.shm = shared_memory.SharedMemory(create=True, size=size)
-            worker.views = _views(worker.shm.buf, layout)
-            self._send(index, "attach", (worker.shm.name, layout))
-            leaves = payload
-        else:
-            leaves = [(key, view.copy()) for key, view in worker.views]
-        traj_ids = dict(leaves)[_TRAJ_IDS]
-        batch_size = traj_ids.shape
-        td = TensorDict(batch_size=Size(batch_size))
+    def _unpack_batch(self, index):
+        """Worker ``index``'s batch as (index, TensorDict), copied out of its block."""
+        leaves = [(key, view.copy()) for key, view in self._workers[index].views]
+        td = TensorDict(batch_size=Size(dict(leaves)[_TRAJ_IDS].shape))
         for key, array in leaves:
             if key == _TRAJ_IDS:  # unique across workers: worker w's local id i becomes i * W + w
                 array = array * self.num_workers + index
