@@ -419,7 +419,9 @@ def test_init_random_frames_whole_batches():
     calls = []
     for _ in collector:
         calls.append(policy.calls)
-    assert calls == [0, 0, 5, 10, 15]
+    # one call before the first random batch learns what the policy writes (torchrl calls it at
+    # start too); then none in the random batches and one per frame after them
+    assert calls == [1, 1, 6, 11, 16]
 
 
 def test_init_random_frames_not_a_multiple_of_frames_per_batch():
@@ -432,7 +434,7 @@ def test_init_random_frames_not_a_multiple_of_frames_per_batch():
     calls = []
     for _ in collector:
         calls.append(policy.calls)
-    assert calls == [0, 0, 5]
+    assert calls == [1, 1, 6]  # (the first call learns what the policy writes)
 
 
 def test_max_frames_per_traj_truncates():
@@ -663,6 +665,7 @@ def test_bad_frames_per_batch(fpb):
 
 
 def test_total_frames_smaller_than_frames_per_batch():
+    """An error, as the issue asks (torchrl 0.14 collects one whole batch instead)."""
     with pytest.raises(ValueError, match=r"total_frames \(5\).*frames_per_batch \(10\)"):
         SyncDataCollector(GymEnv(COUNTER), None, frames_per_batch=10, total_frames=5)
 
@@ -783,3 +786,169 @@ def test_cuda_policy_collects_like_the_cpu_one():
     for cpu_batch, cuda_batch in zip(*batches):
         for key in cpu_batch:
             np.testing.assert_array_equal(cpu_batch[key], cuda_batch[key])
+
+
+# ---- torchrl 0.14.1 parity: found by differential runs against torchrl's Collector ------------------------
+
+class LogitsAndAction(nn.Module):
+    """Writes logits ``[2 * obs + 1, -obs]`` and the one-hot of ``action``."""
+
+    def __init__(self, action=1):
+        super().__init__()
+        self.action = action
+
+    def forward(self, observation):
+        one_hot = np.zeros(tuple(observation.shape[:-1]) + (2,), np.int64)
+        one_hot[..., self.action] = 1
+        return rlpipe.cat([observation * 2 + 1, -observation], -1), rlpipe.tensor(one_hot)
+
+
+def test_policy_outputs_besides_the_action_are_kept():
+    """torchrl keeps every entry the policy writes (logits, log-probs, ...), nested ones too; not
+    "_"-prefixed ones."""
+    policy = TensorDictModule(LogitsAndAction(), in_keys=["observation"], out_keys=[("pol", "logits"), "action"])
+
+    def with_private(td):
+        td = policy(td)
+        td.set("_hidden", rlpipe.zeros(1))
+        return td
+
+    collector = SyncDataCollector(GymEnv(COUNTER), with_private, frames_per_batch=6, total_frames=12)
+    b0, b1 = collect(collector)
+    assert keyset(b0) == ROOT_KEYS | {("pol", "logits")}
+    obs = np.array([0, 1, 2, 3, 4, 0], np.float32)
+    np.testing.assert_array_equal(arr(b0["pol", "logits"]), np.stack([2 * obs + 1, -obs], -1))
+    assert arr(b0["pol", "logits"]).dtype == np.float32
+    obs = np.array([1, 2, 3, 4, 0, 1], np.float32)
+    np.testing.assert_array_equal(arr(b1["pol", "logits"]), np.stack([2 * obs + 1, -obs], -1))
+
+
+@pytest.mark.parametrize("wrapped", [True, False])
+def test_policy_outputs_are_zeros_in_random_batches(wrapped):
+    """torchrl preallocates the policy's outputs: a random batch holds zeros there, so every batch
+    has the same keys (a replay buffer takes them all)."""
+    module = TensorDictModule(LogitsAndAction(), in_keys=["observation"], out_keys=["logits", "action"])
+    policy = module if wrapped else (lambda td: module(td))  # a plain callable: no out_keys to read
+    collector = SyncDataCollector(GymEnv(COUNTER), policy, frames_per_batch=4, total_frames=12, init_random_frames=4)
+    b0, b1, b2 = collect(collector)
+    assert keyset(b0) == keyset(b1) == ROOT_KEYS | {"logits"}
+    np.testing.assert_array_equal(arr(b0["logits"]), np.zeros((4, 2), np.float32))
+    obs = arr(b1["observation"])[:, 0]
+    np.testing.assert_array_equal(arr(b1["logits"]), np.stack([2 * obs + 1, -obs], -1))
+    np.testing.assert_array_equal(arr(b2["action"]).argmax(-1), [1, 1, 1, 1])
+
+
+def test_policy_writing_only_the_action_is_not_called_in_random_batches():
+    calls = []
+    module = TensorDictModule(LogitsAndAction(), in_keys=["observation"], out_keys=["_", "action"])
+
+    def policy(td):
+        calls.append(1)
+        return module(td)
+    policy.out_keys = ["action"]
+    collector = SyncDataCollector(GymEnv(COUNTER), policy, frames_per_batch=4, total_frames=8, init_random_frames=4)
+    counts = [len(calls) for _ in collector]
+    assert counts == [0, 4]
+
+
+def test_rl_warnings_false_silences_the_collector_warnings(monkeypatch):
+    monkeypatch.setenv("RL_WARNINGS", "False")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        collector = SyncDataCollector(GymEnv(COUNTER, num_envs=3), None, frames_per_batch=10, total_frames=25,
+                                      init_random_frames=5)
+    assert collector.frames_per_batch == 12 and collector.total_frames == 36
+
+
+def test_warning_texts_are_torchrls():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SyncDataCollector(GymEnv(COUNTER, num_envs=3), None, frames_per_batch=10, total_frames=36,
+                          init_random_frames=5)
+    assert [str(w.message) for w in caught] == [
+        ("frames_per_batch (10) is not exactly divisible by the number of batched environments (3), this results in "
+         "more frames_per_batch per iteration that requested (12). To silence this message, set the environment "
+         "variable RL_WARNINGS to False."),
+        ("init_random_frames (5) is not exactly a multiple of frames_per_batch (12), this results in more "
+         "init_random_frames than requested (12). To silence this message, set the environment variable RL_WARNINGS "
+         "to False.")]
+
+
+@pytest.mark.parametrize("total", [None, -5])
+def test_total_frames_none_or_negative_runs_until_stopped(total):
+    collector = SyncDataCollector(GymEnv(COUNTER), None, frames_per_batch=5, total_frames=total)
+    assert collector.total_frames == -1
+    assert len(collect(collector, n=4)) == 4
+
+
+def test_init_random_frames_none_means_none():
+    policy = CountingPolicy(action=0)
+    collector = SyncDataCollector(GymEnv(COUNTER), policy, frames_per_batch=5, total_frames=10, init_random_frames=None)
+    assert [policy.calls for _ in collector] == [5, 10]
+
+
+def test_requested_frames_per_batch():
+    collector = SyncDataCollector(GymEnv(COUNTER, num_envs=3), None, frames_per_batch=12, total_frames=24)
+    assert collector.requested_frames_per_batch == collector.frames_per_batch == 12
+    assert collector.steps_per_batch == 4
+
+
+def test_set_seed_passes_static_seed_to_the_env():
+    env = GymEnv(COUNTER)
+    seen = []
+    env.set_seed = lambda seed, static_seed=False: seen.append((seed, static_seed)) or seed
+    collector = SyncDataCollector(env, None, frames_per_batch=5, total_frames=10)
+    assert collector.set_seed(7, static_seed=True) == 7
+    collector.set_seed(8)
+    assert seen == [(7, True), (8, False)]
+
+
+def test_state_dict_layout_and_iter():
+    """torchrl's keys, in its order; ``iter`` is the index of the last batch (-1 before the first)."""
+    policy = TensorDictModule(TanhPolicy(), in_keys=["observation"], out_keys=["action"])
+    collector = SyncDataCollector(GymEnv("Pendulum-v1"), policy, frames_per_batch=5, total_frames=20)
+    state = collector.state_dict()
+    assert list(state) == ["policy_state_dict", "env_state_dict", "frames", "iter", "traj_pool"]
+    assert (state["frames"], state["iter"], int(state["traj_pool"]["traj_id"])) == (0, -1, 0)
+    assert dict(state["env_state_dict"]) == {}
+    collect(collector, n=2)
+    state = collector.state_dict()
+    assert (state["frames"], state["iter"], int(state["traj_pool"]["traj_id"])) == (10, 1, 1)
+    plain = SyncDataCollector(GymEnv(COUNTER), None, frames_per_batch=5, total_frames=20).state_dict()
+    assert list(plain) == ["env_state_dict", "frames", "iter", "traj_pool"]
+
+
+def test_load_state_dict_in_place_gives_the_running_trajectory_a_fresh_id():
+    """As torchrl: the restored counter names the trajectories that go on, so no id is used twice."""
+    collector = SyncDataCollector(GymEnv(COUNTER, terminate_at=3), constant_policy(1), frames_per_batch=4,
+                                  total_frames=-1)
+    it = iter(collector)
+    ids = [arr(next(it)["collector", "traj_ids"]) for _ in range(2)]
+    state = collector.state_dict()  # next id 3; trajectory 2 is running
+    ids += [arr(next(it)["collector", "traj_ids"]) for _ in range(2)]
+    collector.load_state_dict(state)
+    ids += [arr(next(it)["collector", "traj_ids"]) for _ in range(2)]
+    np.testing.assert_array_equal(np.concatenate(ids), [0, 0, 0, 1, 1, 1, 2, 2,   # before the state_dict
+                                                        2, 3, 3, 3, 4, 4, 4, 5,   # then
+                                                        3, 3, 4, 4, 4, 5, 5, 5])  # after loading it: the
+    # running trajectory (5, frame 15 of 15..17) goes on as 3, as torchrl does
+    old = {k: v for k, v in state.items() if k != "traj_pool"}
+    old["next_traj_id"] = 9  # rlpipe's earlier layout still loads
+    collector.load_state_dict(old)
+    np.testing.assert_array_equal(arr(next(it)["collector", "traj_ids"]), [9, 9, 9, 10])
+
+
+def test_reset_with_an_index():
+    single = SyncDataCollector(GymEnv(COUNTER), None, frames_per_batch=5, total_frames=10)
+    with pytest.raises(RuntimeError, match="resetting unique env with index is not permitted"):
+        single.reset(0)
+    vector = SyncDataCollector(GymEnv(COUNTER, num_envs=2), None, frames_per_batch=4, total_frames=8)
+    with pytest.raises(NotImplementedError, match="resetting only some"):
+        vector.reset(1)
+
+
+def test_next():
+    collector = SyncDataCollector(GymEnv(COUNTER), None, frames_per_batch=5, total_frames=10)
+    b0, b1, end = collector.next(), collector.next(), collector.next()
+    assert b0.batch_size == b1.batch_size == rlpipe.Size([5]) and end is None
+    np.testing.assert_array_equal(arr(b1["observation"])[:, 0], [0, 1, 2, 3, 4])

@@ -1156,13 +1156,23 @@ def test_bad_frames_per_batch(cls, fpb):
 def test_total_frames_smaller_than_frames_per_batch(cls):
     with pytest.raises(ValueError, match=r"total_frames \(5\).*frames_per_batch \(10\)"):
         cls(counter_envs(), None, frames_per_batch=10, total_frames=5)
+    assert mp.active_children() == []
 
 
 @pytest.mark.parametrize("cls", COLLECTORS)
-@pytest.mark.parametrize("total", [0, -2, 10.0])
+@pytest.mark.parametrize("total", [0, 10.0])
 def test_bad_total_frames(cls, total):
     with pytest.raises(ValueError, match="total_frames"):
         cls(counter_envs(), None, frames_per_batch=10, total_frames=total)
+
+
+@pytest.mark.parametrize("cls", COLLECTORS)
+@pytest.mark.parametrize("total", [None, -2])
+def test_total_frames_none_or_negative_runs_until_stopped(cls, total):
+    """torchrl: ``total_frames=None`` or any negative value is an endless collector."""
+    with cls(counter_envs(), None, frames_per_batch=10, total_frames=total) as c:
+        assert c.total_frames == -1
+        assert len(collect(c, n=3)) == 3
 
 
 @pytest.mark.parametrize("cls", COLLECTORS)
@@ -1234,3 +1244,91 @@ def test_no_batch_travels_through_the_pipes(cls):
     layouts = [payload for kind, payload in replies if kind == "layout"]
     assert all(isinstance(size, int) and all(not isinstance(x, np.ndarray) for x in layout)
                for layout, size in layouts)
+
+
+# ---- torchrl 0.14.1 parity: found by differential runs against torchrl's multi-process collectors ----------
+
+def logits_policy(td):
+    """A plain callable: the one-hot of action 1, and logits ``[2 * obs + 1, -obs]``."""
+    obs = td.get("observation")
+    one_hot = np.zeros(tuple(obs.shape[:-1]) + (2,), np.int64)
+    one_hot[..., 1] = 1
+    td.set("action", rlpipe.tensor(one_hot))
+    td.set("logits", rlpipe.cat([obs * 2 + 1, -obs], -1))
+    return td
+
+
+@pytest.mark.parametrize("cls", COLLECTORS)
+def test_policy_outputs_reach_the_batches_zeros_in_random_ones(cls):
+    """The policy's other outputs are in every batch (zeros in random ones, as torchrl's), through
+    the workers' shared blocks."""
+    with cls(counter_envs(), logits_policy, frames_per_batch=10, total_frames=60, init_random_frames=10) as c:
+        batches = collect(c)
+    random = 1 if cls is MultiSyncDataCollector else W  # MultiaSync: every worker's first batch
+    for k, b in enumerate(batches):
+        assert keyset(b) == ROOT_KEYS | {"logits"}
+        obs = arr(b["observation"])[..., 0]
+        expected = np.zeros(obs.shape + (2,), np.float32) if k < random else np.stack([2 * obs + 1, -obs], -1)
+        np.testing.assert_array_equal(arr(b["logits"]), expected, err_msg=str(k))
+        if k >= random:
+            assert (arr(b["action"]).argmax(-1) == 1).all()
+
+
+def test_a_batch_whose_layout_changes_gets_a_new_block():
+    """Should a worker's batch keys change, the main process allocates a new block instead of
+    copying into the old layout (and frees the old one). Here: a policy that claims to write only
+    the action (so the random first batch has no logits) but writes logits too."""
+    def policy(td):
+        return logits_policy(td)
+    policy.out_keys = ["action"]
+
+    with MultiSyncDataCollector(counter_envs(), policy, frames_per_batch=6, total_frames=12,
+                                init_random_frames=6) as c:
+        b0, b1 = collect(c)
+        assert len(CREATED) == 2 * W
+        assert sum(os.path.exists(shm_path(name)) for name in CREATED) == W  # the first blocks are gone
+    assert keyset(b0) == ROOT_KEYS
+    assert keyset(b1) == ROOT_KEYS | {"logits"}
+    obs = arr(b1["observation"])[..., 0]
+    np.testing.assert_array_equal(arr(b1["logits"]), np.stack([2 * obs + 1, -obs], -1))
+    check_counter_sync_batch(b1, 1, action=1)
+
+
+@pytest.mark.parametrize("cls", COLLECTORS)
+def test_state_dict_layout_and_iter(cls):
+    """torchrl's order: worker0, worker1, ..., frames, iter (the index of the last batch yielded, -1
+    before the first); each worker's part holds its trajectory counter as ``traj_pool``."""
+    with cls(counter_envs(), Greedy(action=1), frames_per_batch=10, total_frames=40) as c:
+        state = c.state_dict()
+        assert list(state) == ["worker0", "worker1", "frames", "iter", "policy_state_dict"]
+        assert (state["frames"], state["iter"]) == (0, -1)
+        assert list(state["worker0"]) == ["env_state_dict", "frames", "iter", "traj_pool"]
+        collect(c, n=2)
+        state = c.state_dict()
+    assert (state["frames"], state["iter"]) == (20, 1)
+
+
+def test_multisync_reset_takes_torchrls_reset_idx():
+    """torchrl's ``reset(reset_idx)``: one bool per worker."""
+    with MultiSyncDataCollector(counter_envs(), constant_policy(0), frames_per_batch=6, total_frames=-1) as c:
+        it = iter(c)
+        next(it)
+        c.reset([False, True])
+        np.testing.assert_array_equal(arr(next(it)["observation"])[:, :, 0], [[3, 4, 0], [0, 1, 2]])
+        with pytest.raises(ValueError, match="one bool per worker"):
+            c.reset([True])
+
+
+class SeedEcho(GymEnv):
+    """A Counter GymEnv whose set_seed returns ``seed`` when static, else ``seed + 100``."""
+
+    def set_seed(self, seed, static_seed=False):
+        super().set_seed(seed)
+        return seed if static_seed else seed + 100
+
+
+@pytest.mark.parametrize("cls", COLLECTORS)
+def test_set_seed_passes_static_seed_to_the_workers(cls):
+    with cls([lambda: SeedEcho(COUNTER)] * W, None, frames_per_batch=10, total_frames=40) as c:
+        assert c.set_seed(3) == 203
+        assert c.set_seed(3, static_seed=True) == 3

@@ -9,6 +9,7 @@ import functools
 import inspect
 import itertools
 import operator
+import os
 import warnings
 from collections import OrderedDict
 
@@ -114,6 +115,12 @@ def _stack_steps(arrays, axis):
     return np.ascontiguousarray(np.moveaxis(out, 0, axis)) if axis else out
 
 
+def _host(tensor):
+    """A tensor's array on the host."""
+    data = tensor._data
+    return data if tensor._device.type == "cpu" else tensor._device._backend.to_host(data)
+
+
 _shape_of = operator.attrgetter("shape")
 _SMALL = 64  # elements: up to here a list check beats NumPy's calls
 
@@ -124,6 +131,12 @@ class CollectorBase:
     def shutdown(self):
         raise NotImplementedError
 
+    def next(self):
+        """The next batch, or None when the collection is over (torchrl's ``collector.next()``)."""
+        if getattr(self, "_iterator", None) is None:
+            self._iterator = iter(self)
+        return next(self._iterator, None)
+
     def __enter__(self):
         return self
 
@@ -131,8 +144,33 @@ class CollectorBase:
         self.shutdown()
 
 
+_RL_WARNINGS_OFF = ("n", "no", "f", "false", "off", "0")
+
+
+def rl_warn(message, stacklevel):
+    """A UserWarning, unless the environment variable ``RL_WARNINGS`` is false (torchrl's switch for
+    its collectors' warnings: ``0``, ``false``, ``no``, ``off``, ...)."""
+    if os.environ.get("RL_WARNINGS", "1").strip().lower() not in _RL_WARNINGS_OFF:
+        warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
+
+
+_SILENCE = " To silence this message, set the environment variable RL_WARNINGS to False."
+
+
+def normalized_total_frames(total_frames):
+    """torchrl's reading of ``total_frames``: ``None`` or any negative integer runs until stopped
+    (``-1`` here)."""
+    if total_frames is None:
+        return -1
+    if isinstance(total_frames, int) and not isinstance(total_frames, bool) and total_frames < 0:
+        return -1
+    return total_frames
+
+
 def check_frame_counts(frames_per_batch, total_frames):
-    """torchrl's checks of a collector's ``frames_per_batch`` and ``total_frames`` (ValueError)."""
+    """Checks of a collector's ``frames_per_batch`` and ``total_frames`` (ValueError). Unlike
+    torchrl 0.14, which then collects one batch, ``total_frames < frames_per_batch`` is an error:
+    it is most likely a mistake, and the batch would hold more frames than asked for."""
     if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
         raise ValueError(f"frames_per_batch must be a positive integer, got frames_per_batch={frames_per_batch!r}")
     if isinstance(total_frames, bool) or not isinstance(total_frames, int) or total_frames == 0 or total_frames < -1:
@@ -147,10 +185,20 @@ def rounded_total_frames(total_frames, frames_per_batch, stacklevel):
     if total_frames == -1 or not total_frames % frames_per_batch:
         return total_frames
     rounded = -(-total_frames // frames_per_batch) * frames_per_batch
-    warnings.warn(f"total_frames ({total_frames}) is not exactly divisible by frames_per_batch ({frames_per_batch}). "
-                  f"This means {rounded - total_frames} additional frames will be collected. To silence this "
-                  "message, set the environment variable RL_WARNINGS to False.", UserWarning, stacklevel=stacklevel + 1)
+    rl_warn(f"total_frames ({total_frames}) is not exactly divisible by frames_per_batch ({frames_per_batch}). "
+            f"This means {rounded - total_frames} additional frames will be collected." + _SILENCE,
+            stacklevel=stacklevel + 1)
     return rounded
+
+
+def _env_state_owner(env):
+    """Where an environment's state_dict lives, as torchrl looks for it: a TransformedEnv's
+    transform, else the environment itself."""
+    return env.transform if isinstance(env, TransformedEnv) else env
+
+
+def _is_private(key):
+    return any(part.startswith("_") for part in key)
 
 
 class SyncDataCollector(CollectorBase):
@@ -162,11 +210,22 @@ class SyncDataCollector(CollectorBase):
     Devices: the policy reads its observations on ``policy_device`` (default ``device``, else
     where a Module policy's parameters live, else the CPU), copied there at each step; batches are
     delivered on ``storing_device`` (default ``device``, else the CPU). Environments step on the
-    host, so ``env_device`` is accepted for torchrl's signature and has no effect."""
+    host, so ``env_device`` is accepted for torchrl's signature and has no effect.
+
+    Whatever else a TensorDict policy writes besides ``"action"`` (``"logits"``, a log-probability,
+    ...; not ``"_"``-prefixed keys) is kept in the batch, as torchrl does; in random batches
+    (``init_random_frames``) those entries are zeros. When the first batch is random, the policy is
+    called once on the first observation to learn them, as torchrl calls it when it starts (not a
+    policy whose ``out_keys`` are just ``["action"]``).
+
+    ``frames_per_batch`` is the frames of one batch (torchrl's ``requested_frames_per_batch``, also
+    set); torchrl's own ``frames_per_batch`` attribute is the steps per env (``steps_per_batch``
+    here)."""
 
     def __init__(self, create_env_fn, policy=None, *, frames_per_batch, total_frames=-1, postproc=None,
                  max_frames_per_traj=None, init_random_frames=0, reset_at_each_iter=False, split_trajs=False,
                  device=None, storing_device=None, progress_bar=False, env_device=None, policy_device=None):
+        total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
         self.env = create_env_fn if isinstance(create_env_fn, EnvBase) else create_env_fn()
         if not isinstance(self.env, EnvBase):
@@ -179,17 +238,19 @@ class SyncDataCollector(CollectorBase):
             self.env = TransformedEnv(self.env, StepCounter(max_steps=max_frames_per_traj))
         self.n_envs = max(int(np.prod(tuple(self.env.batch_size))), 1)
         if frames_per_batch % self.n_envs:
-            warnings.warn(f"frames_per_batch ({frames_per_batch}) is not exactly divisible by the number of batched "
-                          f"environments ({self.n_envs}); it is rounded up to "
-                          f"{-(-frames_per_batch // self.n_envs) * self.n_envs}", UserWarning, stacklevel=2)
+            rl_warn(f"frames_per_batch ({frames_per_batch}) is not exactly divisible by the number of batched "
+                    f"environments ({self.n_envs}), this results in more frames_per_batch per iteration that requested "
+                    f"({-(-frames_per_batch // self.n_envs) * self.n_envs})." + _SILENCE, stacklevel=2)
         self.steps_per_batch = -(-frames_per_batch // self.n_envs)
-        self.frames_per_batch = self.steps_per_batch * self.n_envs
+        self.frames_per_batch = self.requested_frames_per_batch = self.steps_per_batch * self.n_envs
         self.total_frames = rounded_total_frames(total_frames, self.frames_per_batch, stacklevel=3)
+        if init_random_frames is None or init_random_frames == -1:  # torchrl: no random frames
+            init_random_frames = 0
         if init_random_frames and init_random_frames % self.frames_per_batch:
-            warnings.warn(f"init_random_frames ({init_random_frames}) is not a multiple of frames_per_batch "
-                          f"({self.frames_per_batch}): random batches are whole batches, so "
-                          f"{-(-init_random_frames // self.frames_per_batch) * self.frames_per_batch} random frames "
-                          "will be collected", UserWarning, stacklevel=2)
+            rl_warn(f"init_random_frames ({init_random_frames}) is not exactly a multiple of frames_per_batch "
+                    f"({self.frames_per_batch}), this results in more init_random_frames than requested "
+                    f"({-(-init_random_frames // self.frames_per_batch) * self.frames_per_batch})." + _SILENCE,
+                    stacklevel=2)
         self.policy = _wrap_policy(policy, self.env)
         self.policy_device = _policy_device(policy_device if policy_device is not None else device, policy)
         self._action_in_spec = _membership_test(self.env.action_spec)
@@ -202,12 +263,15 @@ class SyncDataCollector(CollectorBase):
         self.storing_device = storing_device if storing_device is not None else device
         self.progress_bar = progress_bar
         self._frames = 0
-        self._iter = 0
+        self._iter = -1               # the batch being (or last) collected, as torchrl counts
         self._obs = None              # the frame the next step acts on
         self._traj_ids = None         # per env
         self._next_traj_id = 0
         self._step_td = None          # reused TensorDict for TensorDict policies
         self._to_policy_device = None  # host array -> array on the policy's GPU, when it has one
+        self._extra_keys = None       # [(key, per-step shape, dtype)] the policy writes besides the action
+        self._extras = {}             # their per-step arrays in the batch being collected
+        self._extra_add = ()
 
     # ---- collection ------------------------------------------------------------------------------
     def _start(self):
@@ -219,7 +283,8 @@ class SyncDataCollector(CollectorBase):
     def _policy_action(self, obs):
         """The action array a TensorDict policy picks for one step (one reused step TensorDict)."""
         td = self._step_td
-        if td is None:
+        first = td is None
+        if first:
             td = TensorDict({k: from_numpy(np.array(v)) for k, v in obs.items()}, batch_size=self.env.batch_size)
             device = self.policy_device
             if device.type != "cpu":
@@ -234,7 +299,8 @@ class SyncDataCollector(CollectorBase):
             for key, value in obs.items():
                 self._buffers[key][...] = self._to_policy_device(value)
         out = self.policy(td)  # under _collect's no_grad
-        action = (td if out is None else out).get("action")
+        src = td if out is None else out
+        action = src.get("action")
         if not isinstance(action, Tensor):
             raise TypeError(f"the policy must write a Tensor under 'action', got {type(action).__name__}")
         if action._data.shape != self._action_shape:
@@ -245,7 +311,38 @@ class SyncDataCollector(CollectorBase):
         if not self._action_in_spec(data):  # checked before the environment sees it
             raise ValueError(f"the policy returned an action outside the action spec at frame {self._frames}: "
                              f"{action} not in {self.env.action_spec}")
+        if first:
+            self._find_extras(src, obs)
+        for key, add in self._extra_add:  # (none for a policy that writes only the action)
+            add(_host(src.get(key)))
         return data
+
+    def _find_extras(self, src, obs):
+        """Records the entries the policy wrote besides the action (its first call), and starts
+        their per-step lists for the batch being collected."""
+        known = set(obs) | {("action",)} | {(k,) for k in DONE_KEYS}
+        extras = []
+        for key in src.keys(True, True):
+            key = (key,) if isinstance(key, str) else tuple(key)
+            if key in known or key[0] in ("next", "collector") or _is_private(key):
+                continue
+            value = src.get(key)
+            if isinstance(value, Tensor):
+                extras.append((key, tuple(value.shape), value._data.dtype))
+        self._extra_keys = extras
+        self._extras = {key: [] for key, _, _ in extras}
+        self._extra_add = [(key, self._extras[key].append) for key, _, _ in extras]
+
+    def _may_write_extras(self):
+        """Whether the policy may write entries besides the action: its ``out_keys`` name some, or
+        it declares none (a plain callable)."""
+        if isinstance(self.policy, RandomPolicy):
+            return False
+        keys = getattr(self.policy, "out_keys", None)
+        if keys is None:
+            return True
+        keys = [(k,) if isinstance(k, str) else tuple(k) for k in keys]
+        return any(k != ("action",) and not _is_private(k) for k in keys)
 
     def rollout(self, random=None):
         """The next batch before ``split_trajs`` and ``postproc`` (torchrl's ``rollout``), counted in
@@ -255,10 +352,10 @@ class SyncDataCollector(CollectorBase):
         multi-process collectors' workers call this, their main process deciding ``random``."""
         if random is None:
             random = self._frames < self.init_random_frames
+        self._iter += 1
         with no_grad():  # the policy's grad mode; once per batch rather than once per step
             batch = self._assemble(*self._collect(random or isinstance(self.policy, RandomPolicy)))
         self._frames += self.frames_per_batch
-        self._iter += 1
         return batch
 
     def _collect(self, all_random):
@@ -269,8 +366,15 @@ class SyncDataCollector(CollectorBase):
         T = self.steps_per_batch
         self._action_shape = tuple(env.action_spec.shape)
         if all_random:  # random actions for the whole batch, sampled at once: [T, *env dims, *action]
+            if self._extra_keys is None and self._may_write_extras():
+                self._policy_action(self._obs)  # learns the shapes of the policy's other outputs
             sampled = env.action_spec.rand((T,)).numpy()
             steps = list(sampled)
+            # the policy's other outputs are zeros in a random batch (torchrl's preallocated batch)
+            self._extras = {key: [np.zeros(shape, dtype)] * T for key, shape, dtype in self._extra_keys or ()}
+        else:
+            self._extras = {key: [] for key, _, _ in self._extra_keys or ()}
+            self._extra_add = [(key, self._extras[key].append) for key in self._extras]
         shape = tuple(env.batch_size)
         single = not shape
         first_ids = self._traj_ids.copy()
@@ -306,6 +410,7 @@ class SyncDataCollector(CollectorBase):
             else:
                 self._obs = next_obs
         nxt[("reward",)], nxt[("terminated",)], nxt[("truncated",)] = rewards, terminateds, truncateds
+        root.update(self._extras)
         return root, nxt, actions, (first_ids, events)
 
     def _start_new_trajectories(self, ended, t, events):
@@ -386,29 +491,60 @@ class SyncDataCollector(CollectorBase):
 
     # ---- control --------------------------------------------------------------------------------------
     def set_seed(self, seed, static_seed=False):
-        """Seeds the environment; returns the next unused seed."""
-        out = self.env.set_seed(seed)
+        """Seeds the environment (``env.set_seed(seed, static_seed)``) and returns what it returns:
+        the seed for a next environment. The next batch starts new trajectories from the seeded
+        environment (torchrl goes on from the observation it held before the seeding)."""
+        out = self.env.set_seed(seed, static_seed=static_seed)
         self._obs = None
         return out
 
     def reset(self, index=None):
-        """Resets the environments: the next batch starts new trajectories."""
+        """Resets the environments: the next batch starts new trajectories. Resetting only some
+        (``index``) of a batched environment is not supported (torchrl's partial reset)."""
+        if index is not None:
+            if not self.env.batch_size:
+                raise RuntimeError("resetting unique env with index is not permitted.")
+            raise NotImplementedError("SyncDataCollector.reset(index): resetting only some of the batched "
+                                      "environments is not supported; reset() resets them all")
         self._obs = None
 
     def update_policy_weights_(self, policy_weights=None):
         """In one process the collector uses the policy object itself: there is nothing to copy."""
 
     def state_dict(self):
-        """What a resumed collection needs: the policy's weights and the frame counters."""
-        state = OrderedDict(frames=self._frames, iter=self._iter, next_traj_id=self._next_traj_id)
+        """What a resumed collection needs, laid out as torchrl's: ``policy_state_dict`` (a Module
+        policy's weights), ``env_state_dict`` (the transform's or environment's ``state_dict()``
+        where it has one, else empty), the counters ``frames`` and ``iter`` (the index of the last
+        batch, -1 before the first), and ``traj_pool`` (``{"traj_id": the next trajectory id}``)."""
+        state = OrderedDict()
         if isinstance(self.policy, Module):
             state["policy_state_dict"] = self.policy.state_dict()
+        env_state = getattr(_env_state_owner(self.env), "state_dict", None)
+        state["env_state_dict"] = env_state() if callable(env_state) else OrderedDict()
+        state["frames"] = self._frames
+        state["iter"] = self._iter
+        state["traj_pool"] = {"traj_id": wrap(np.array(self._next_traj_id, dtype=np.int64))}
         return state
 
     def load_state_dict(self, state_dict):
+        """Restores ``state_dict()``'s policy weights, environment state and counters. As torchrl,
+        the running trajectories (if any) go on under fresh ids from the restored counter."""
         self._frames = int(state_dict["frames"])
         self._iter = int(state_dict["iter"])
-        self._next_traj_id = int(state_dict.get("next_traj_id", self._next_traj_id))
+        pool = state_dict.get("traj_pool")
+        if pool is not None:
+            self._next_traj_id = int(pool["traj_id"])
+        elif "next_traj_id" in state_dict:  # rlpipe's earlier layout
+            self._next_traj_id = int(state_dict["next_traj_id"])
+        if self._obs is not None:
+            self._traj_ids = np.arange(self._next_traj_id, self._next_traj_id + self.n_envs,
+                                       dtype=np.int64).reshape(tuple(self.env.batch_size))
+            self._next_traj_id += self.n_envs
+        if state_dict.get("env_state_dict"):
+            load = getattr(_env_state_owner(self.env), "load_state_dict", None)
+            if not callable(load):
+                raise RuntimeError(f"state_dict has an env_state_dict but {self.env!r} cannot load one")
+            load(state_dict["env_state_dict"])
         if "policy_state_dict" in state_dict and isinstance(self.policy, Module):
             self.policy.load_state_dict(state_dict["policy_state_dict"])
 

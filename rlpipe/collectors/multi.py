@@ -7,7 +7,6 @@ for the main process to copy out once. Commands, weights and small replies trave
 """
 import multiprocessing as mp
 import traceback
-import warnings
 import weakref
 from collections import OrderedDict
 from multiprocessing import connection, resource_tracker, shared_memory
@@ -20,7 +19,8 @@ from .._tensor import Size, wrap
 from ..nn import Module
 from ..postprocs import split_trajectories
 from ..tensordict import TensorDict
-from .collectors import CollectorBase, SyncDataCollector, check_frame_counts, rounded_total_frames
+from .collectors import (CollectorBase, SyncDataCollector, check_frame_counts, normalized_total_frames, rl_warn,
+                         rounded_total_frames)
 
 __all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector"]
 
@@ -54,8 +54,10 @@ def _describe(error):
 
 
 def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed):
-    """A worker: waits for commands, collects batches into its shared block, reports errors."""
-    shm = views = collector = waiting = None
+    """A worker: waits for commands, collects batches into its shared block, reports errors. A
+    batch whose layout differs from the block's (its first policy batch may add the policy's
+    other outputs to random ones) asks for a new block."""
+    shm = views = collector = waiting = layout = None
     try:
         _random.manual_seed(seed)  # forked workers would otherwise draw the same random actions
         collector = SyncDataCollector(create_env_fn, policy, total_frames=-1, **collector_kwargs)
@@ -67,15 +69,20 @@ def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed):
                 break
             if command == "collect":
                 waiting = _leaves(collector.rollout(random=arg))
-                if views is None:  # the first batch waits for the block its layout asks for
-                    conn.send(("layout", _layout(waiting)))
+                batch_layout = _layout(waiting)
+                if views is None or batch_layout != layout:  # the batch waits for the block it needs
+                    views, layout = None, batch_layout
+                    conn.send(("layout", layout))
             elif command == "attach":
+                views = None
+                if shm is not None:
+                    shm.close()
                 shm = shared_memory.SharedMemory(name=arg)
-                views = _views(shm.buf, _layout(waiting)[0])
+                views = _views(shm.buf, layout[0])
             elif command == "update":
                 policy.load_state_dict({k: from_numpy(v) for k, v in arg.items()})
             elif command == "seed":
-                conn.send(("seed", collector.set_seed(arg)))
+                conn.send(("seed", collector.set_seed(*arg)))
             elif command == "reset":
                 collector.reset()
             elif command == "state_dict":
@@ -166,6 +173,7 @@ class _MultiCollector(CollectorBase):
         if num_workers is not None and num_workers != len(create_env_fn):
             raise ValueError(f"num_workers ({num_workers}) does not match the {len(create_env_fn)} environment "
                              "functions given")
+        total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
         total_frames = rounded_total_frames(total_frames, frames_per_batch, stacklevel=4)
         if cat_results is not None and cat_results != "stack" and (
@@ -181,12 +189,12 @@ class _MultiCollector(CollectorBase):
         self.policy = policy
         self.postproc = postproc
         self.split_trajs = split_trajs
-        self.init_random_frames = init_random_frames
+        self.init_random_frames = 0 if init_random_frames in (None, -1) else init_random_frames
         self.storing_device = storing_device if storing_device is not None else device
         self.update_at_each_batch = update_at_each_batch
         self.timeout = timeout
         self._frames = 0
-        self._iter = 0
+        self._iter = -1       # the batch last yielded, as torchrl counts
         self._in_flight = {}  # worker index -> frames it is collecting
         self._ready = []      # (worker index, batch) received but not yet yielded
         self._closed = False
@@ -281,8 +289,13 @@ class _MultiCollector(CollectorBase):
         return index, (kind, payload)
 
     def _allocate_block(self, index, layout, size):
-        """The shared block a worker writes its batches into, from its first batch's layout."""
+        """The shared block a worker writes its batches into, from its first batch's layout (or a
+        later batch's, when the layout changed: the old block is freed)."""
         worker = self._workers[index]
+        if worker.shm is not None:
+            worker.views = None
+            worker.shm.close()
+            worker.shm.unlink()
         worker.shm = shared_memory.SharedMemory(create=True, size=size)
         worker.views = _views(worker.shm.buf, layout)
         self._send(index, "attach", worker.shm.name)
@@ -353,25 +366,40 @@ class _MultiCollector(CollectorBase):
         on; returns the last one, as torchrl does. Batches being collected are dropped."""
         self._drain(keep=False)
         for index in range(self.num_workers):
-            self._send(index, "seed", seed)
+            self._send(index, "seed", (seed, static_seed))
             seed = self._receive([index], "seed")[1][1]
         return seed
 
     def reset(self, index=None):
-        """Resets the workers' environments (all, or worker ``index``): the next batches start new
-        trajectories. Batches being collected are dropped (their frames do not count)."""
+        """Resets the workers' environments: all, worker ``index`` (an int), or those where
+        ``index`` is True (a sequence of one bool per worker: torchrl's ``reset_idx``). The next
+        batches start new trajectories. Batches being collected are dropped (their frames do not
+        count)."""
+        if index is None:
+            indices = range(self.num_workers)
+        elif isinstance(index, (list, tuple, np.ndarray)):
+            if len(index) != self.num_workers:
+                raise ValueError(f"reset: expected one bool per worker ({self.num_workers}), got {list(index)}")
+            indices = [i for i, flag in enumerate(index) if flag]
+        else:
+            indices = [int(index)]
         self._drain(keep=False)
-        for i in range(self.num_workers) if index is None else [index]:
+        for i in indices:
             self._send(i, "reset")
 
     def state_dict(self):
-        """Frame counters of this collector and each worker, and the policy's weights. Batches
-        being collected are finished first, and still yielded."""
+        """torchrl's layout: ``worker0``, ``worker1``, ... (each worker collector's
+        ``state_dict()``, its trajectory counter ``traj_pool`` included, without the policy), then
+        ``frames`` and ``iter`` (the index of the last batch yielded, -1 before the first); and
+        the policy's weights, once, as ``policy_state_dict``. Batches being collected are finished
+        first, and still yielded."""
         self._drain(keep=True)
-        state = OrderedDict(frames=self._frames, iter=self._iter)
+        state = OrderedDict()
         for index in range(self.num_workers):
             self._send(index, "state_dict")
             state[f"worker{index}"] = self._receive([index], "state")[1][1]
+        state["frames"] = self._frames
+        state["iter"] = self._iter
         if isinstance(self.policy, Module):
             state["policy_state_dict"] = self.policy.state_dict()
         return state
@@ -408,8 +436,9 @@ class MultiSyncDataCollector(_MultiCollector):
     a postproc that looks along time, such as ``MultiStep``, then sees one worker's last step
     followed by the next worker's first; the default stacking keeps them apart.
 
-    Unlike torchrl 0.14, ``("collector", "traj_ids")`` are unique across workers (worker ``w``'s
-    ``i``-th trajectory has id ``i * num_workers + w``), with or without ``split_trajs``.
+    ``("collector", "traj_ids")`` are unique across workers and reproducible: worker ``w``'s
+    ``i``-th trajectory has id ``i * num_workers + w`` (torchrl 0.14 draws them from one shared
+    pool, in an order set by timing).
 
     Devices: the workers' policies read observations on ``policy_device`` (default ``device``);
     batches reach the main process through host memory and are delivered on ``storing_device``
@@ -422,9 +451,10 @@ class MultiSyncDataCollector(_MultiCollector):
 
     def frames_per_batch_worker(self):
         if self.requested_frames_per_batch % self.num_workers:
-            warnings.warn(f"frames_per_batch {self.requested_frames_per_batch} is not exactly divisible by the "
-                          f"number of collector workers {self.num_workers}, this results in more frames_per_batch "
-                          "per iteration than requested.", UserWarning, stacklevel=4)
+            rl_warn(f"frames_per_batch {self.requested_frames_per_batch} is not exactly divisible by the number of "
+                    f"collector workers {self.num_workers}, this results in more frames_per_batch per iteration that "
+                    "requested. To silence this message, set the environment variable RL_WARNINGS to False.",
+                    stacklevel=4)
         return -(-self.requested_frames_per_batch // self.num_workers)
 
     def _frames_per_yield(self):

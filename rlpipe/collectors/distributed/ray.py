@@ -42,7 +42,8 @@ from ...envs.common import EnvBase
 from ...nn import Module
 from ...postprocs import split_trajectories
 from ...tensordict import TensorDict
-from ..collectors import CollectorBase, SyncDataCollector, check_frame_counts, rounded_total_frames
+from ..collectors import (CollectorBase, SyncDataCollector, check_frame_counts, normalized_total_frames,
+                          rounded_total_frames)
 
 __all__ = ["RayCollector"]
 
@@ -208,6 +209,7 @@ class RayCollector(CollectorBase):
                  update_after_each_batch=False, postproc=None, split_trajs=False, max_frames_per_traj=None,
                  init_random_frames=0, reset_at_each_iter=False):
         ray = _import_ray()
+        total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
         if num_collectors is None:
             num_collectors = len(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else 1
