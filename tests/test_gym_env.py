@@ -274,6 +274,13 @@ def test_set_seed_reproducible_cartpole():
                                   arr(a["observation"]))
 
 
+def test_set_seed_returns_the_next_seed_or_the_same_one_when_static():
+    assert GymEnv("CartPole-v1").set_seed(7) == 8
+    assert GymEnv("CartPole-v1", num_envs=3).set_seed(7) == 10
+    assert GymEnv("CartPole-v1").set_seed(7, static_seed=True) == 7
+    assert GymEnv("CartPole-v1", num_envs=3).set_seed(7, static_seed=True) == 7
+
+
 # ---- Box actions, Dict observations ---------------------------------------------------------------------
 
 def test_pendulum_box_action():

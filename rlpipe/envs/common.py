@@ -137,9 +137,11 @@ class EnvBase:
         return self._root(self._continue_frame(next_obs, done.numpy()))
 
     def set_seed(self, seed, static_seed=False):
-        """Seeds the environment(s); returns the next unused seed."""
+        """Seeds the environment(s); returns the seed for a next environment: ``seed`` itself with
+        ``static_seed=True``, else ``seed`` plus the number of envs (torchrl derives it from its own
+        random generator instead)."""
         self._reset_frame(seed)
-        return seed + max(int(np.prod(tuple(self.batch_size))), 1)
+        return seed if static_seed else seed + max(int(np.prod(tuple(self.batch_size))), 1)
 
     def close(self):
         self._is_closed = True

@@ -349,12 +349,14 @@ class GymWrapper(EnvBase):
     # ---- the rest of the API ------------------------------------------------------------------------
     def set_seed(self, seed, static_seed=False):
         """Seeds rlpipe's generator (random actions) and every sub-env (``seed``, ``seed + 1``, ...,
-        through ``env.reset(seed=...)``); returns the next unused seed."""
+        through ``env.reset(seed=...)``); returns the seed for a next environment: ``seed`` itself
+        with ``static_seed=True``, else the next unused one (torchrl derives it from its own random
+        generator instead)."""
         if seed is not None:
             _random.manual_seed(seed)
         self._reset_frame(seed)
-        if seed is None:
-            return None
+        if seed is None or static_seed:
+            return seed
         return seed + (int(self.batch_size[0]) if self._vectorized else 1)
 
     @property
