@@ -952,3 +952,20 @@ def test_next():
     b0, b1, end = collector.next(), collector.next(), collector.next()
     assert b0.batch_size == b1.batch_size == rlpipe.Size([5]) and end is None
     np.testing.assert_array_equal(arr(b1["observation"])[:, 0], [0, 1, 2, 3, 4])
+
+
+def test_env_state_dict_carries_observation_norm_statistics():
+    """A collector checkpoint restores the transforms' state (here ObservationNorm's loc/scale)."""
+    from rlpipe.envs import Compose, ObservationNorm, StepCounter, TransformedEnv
+
+    def make_env(loc=None, scale=None):
+        return TransformedEnv(GymEnv(COUNTER), Compose(StepCounter(), ObservationNorm(loc, scale)))
+    source = SyncDataCollector(make_env(rlpipe.tensor([1.0]), rlpipe.tensor([2.0])), constant_policy(0),
+                               frames_per_batch=4, total_frames=8)
+    state = source.state_dict()
+    assert list(state["env_state_dict"]) == ["1.loc", "1.scale"]
+    target = SyncDataCollector(make_env(rlpipe.tensor([0.0]), rlpipe.tensor([1.0])), constant_policy(0),
+                               frames_per_batch=4, total_frames=8)
+    target.load_state_dict(state)
+    batch = next(iter(target))
+    np.testing.assert_array_equal(arr(batch["observation"]).ravel(), [1.0, 3.0, 5.0, 7.0])  # t * 2 + 1

@@ -6,6 +6,8 @@ number of steps since its reset (so ``step_count`` must equal it, through every 
 autoreset), its reward at step ``t`` (1-based) is ``t``, and it terminates after ``length``
 steps (``length`` fixed, or drawn from the env's seeded generator at each reset).
 """
+from collections import OrderedDict
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -552,3 +554,24 @@ def test_transform_base_is_identity():
     env = TransformedEnv(counter_env(length=3), Transform())
     assert env.observation_spec == counter_env().observation_spec
     assert arr(env.rollout(3)["next", "observation"]).ravel().tolist() == [1, 2, 3]
+
+
+def test_transform_state_dict_round_trip_and_errors():
+    """Only ObservationNorm holds tensors; Compose names its children's by index, as a module list."""
+    def make():
+        return Compose(StepCounter(), ObservationNorm(in_keys=["observation"], standard_normal=True))
+    source, target = make(), make()
+    assert source.state_dict() == OrderedDict()  # nothing learned yet
+    source[1].loc, source[1].scale = rlpipe.tensor([1.0, 2.0]), rlpipe.tensor([3.0, 4.0])
+    state = source.state_dict()
+    assert list(state) == ["1.loc", "1.scale"]
+    target.load_state_dict(state)
+    assert target[1].loc.tolist() == [1.0, 2.0] and target[1].scale.tolist() == [3.0, 4.0]
+    with pytest.raises(KeyError, match=r"unexpected keys \['bias'\]"):
+        target[1].load_state_dict({"bias": rlpipe.zeros(2)})
+    with pytest.raises(KeyError, match=r"missing keys \['scale'\]"):
+        target[1].load_state_dict({"loc": rlpipe.zeros(2)})
+    target[1].load_state_dict({"loc": rlpipe.zeros(2)}, strict=False)
+    assert target[1].loc.tolist() == [0.0, 0.0] and target[1].scale.tolist() == [3.0, 4.0]
+    with pytest.raises(KeyError, match="unexpected key '5.loc'"):
+        target.load_state_dict({"5.loc": rlpipe.zeros(2)})

@@ -38,6 +38,7 @@ frames itself, so transforms hold no per-episode state and may be re-used by ``p
 """
 import copy as _copy
 import types
+from collections import OrderedDict
 
 import numpy as np
 
@@ -210,6 +211,26 @@ class Transform:
     def to(self, *args, **kwargs):
         return self
 
+    # ---- state (what a checkpoint of the env, or a collector's env_state_dict, holds) --------------
+    _state_keys = ()  # the tensors a transform may hold: ObservationNorm's loc and scale
+
+    def state_dict(self, prefix=""):
+        """The transform's learned or given tensors (only those it has), under ``prefix``."""
+        return OrderedDict((prefix + key, getattr(self, key)) for key in self._state_keys
+                           if getattr(self, key) is not None)
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Takes back ``state_dict()``'s tensors. ``strict``: the keys must be the ones this
+        transform has now (a missing one is a KeyError); unknown keys are always a KeyError."""
+        unexpected = sorted(set(state_dict) - set(self._state_keys))
+        missing = sorted(set(self.state_dict()) - set(state_dict)) if strict else []
+        if unexpected or missing:
+            raise KeyError(f"{type(self).__name__}.load_state_dict: unexpected keys {unexpected}, missing keys "
+                           f"{missing}")
+        for key in self._state_keys:
+            if key in state_dict:
+                setattr(self, key, state_dict[key])
+
     def __repr__(self):
         return f"{type(self).__name__}(keys={[_key_str(k) for k in self.in_keys]})"
 
@@ -228,6 +249,23 @@ class Compose(Transform):
         for t in self.transforms:
             t._set_container(self)
         self._roots = self._nexts = None
+
+    def state_dict(self, prefix=""):
+        """Every child's state, under ``"<index>."`` (as a module list names them)."""
+        out = OrderedDict()
+        for i, t in enumerate(self.transforms):
+            out.update(t.state_dict(f"{prefix}{i}."))
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        parts = [OrderedDict() for _ in self.transforms]
+        for key, value in state_dict.items():
+            index, _, rest = key.partition(".")
+            if not index.isdigit() or int(index) >= len(self.transforms) or not rest:
+                raise KeyError(f"Compose.load_state_dict: unexpected key {key!r} ({len(self.transforms)} transforms)")
+            parts[int(index)][rest] = value
+        for t, part in zip(self.transforms, parts):
+            t.load_state_dict(part, strict=strict)
 
     def _leaf_list(self):
         out = []
@@ -850,6 +888,8 @@ class ObservationNorm(_KeyWise):
     """Affine normalization of observations, torchrl's formula: ``(obs - loc) / scale`` when
     ``standard_normal``, else ``obs * scale + loc``. ``loc``/``scale`` (numbers, arrays or tensors
     broadcasting against the observation) can be left None and estimated by ``init_stats``."""
+
+    _state_keys = ("loc", "scale")
 
     def __init__(self, loc=None, scale=None, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None,
                  standard_normal=False, eps=None):
