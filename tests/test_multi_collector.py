@@ -1264,14 +1264,17 @@ def test_policy_outputs_reach_the_batches_zeros_in_random_ones(cls):
     the workers' shared blocks."""
     with cls(counter_envs(), logits_policy, frames_per_batch=10, total_frames=60, init_random_frames=10) as c:
         batches = collect(c)
-    random = 1 if cls is MultiSyncDataCollector else W  # MultiaSync: every worker's first batch
-    for k, b in enumerate(batches):
-        assert keyset(b) == ROOT_KEYS | {"logits"}
-        obs = arr(b["observation"])[..., 0]
-        expected = np.zeros(obs.shape + (2,), np.float32) if k < random else np.stack([2 * obs + 1, -obs], -1)
-        np.testing.assert_array_equal(arr(b["logits"]), expected, err_msg=str(k))
-        if k >= random:
-            assert (arr(b["action"]).argmax(-1) == 1).all()
+    # which batches are random: MultiSync's first; MultiaSync's first of every worker (requested
+    # while no frame was collected), whatever order the workers' batches arrive in
+    streams = [batches] if cls is MultiSyncDataCollector else list(by_worker(batches).values())
+    for stream in streams:
+        for k, b in enumerate(stream):
+            assert keyset(b) == ROOT_KEYS | {"logits"}
+            obs = arr(b["observation"])[..., 0]
+            expected = np.zeros(obs.shape + (2,), np.float32) if k == 0 else np.stack([2 * obs + 1, -obs], -1)
+            np.testing.assert_array_equal(arr(b["logits"]), expected, err_msg=str(k))
+            if k:
+                assert (arr(b["action"]).argmax(-1) == 1).all()
 
 
 def test_a_batch_whose_layout_changes_gets_a_new_block():
