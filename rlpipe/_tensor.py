@@ -358,6 +358,12 @@ class Size(tuple):
 _new = Tensor.__new__
 
 
+def host_array(value):
+    """A NumPy array of ``value``: a tensor's data (copied off a GPU, without its graph), or
+    ``np.asarray`` of anything else."""
+    return value.detach()._host() if isinstance(value, Tensor) else np.asarray(value)
+
+
 def wrap(data, device=CPU):
     """A new leaf Tensor around a backend array (no copy)."""
     t = _new(Tensor)

@@ -115,12 +115,6 @@ def _stack_steps(arrays, axis):
     return np.ascontiguousarray(np.moveaxis(out, 0, axis)) if axis else out
 
 
-def _host(tensor):
-    """A tensor's array on the host."""
-    data = tensor._data
-    return data if tensor._device.type == "cpu" else tensor._device._backend.to_host(data)
-
-
 _shape_of = operator.attrgetter("shape")
 _SMALL = 64  # elements: up to here a list check beats NumPy's calls
 
@@ -306,15 +300,14 @@ class SyncDataCollector(CollectorBase):
         if action._data.shape != self._action_shape:
             raise ValueError(f"the policy returned an action of shape {list(action.shape)}; the action spec "
                              f"expects {list(self._action_shape)}")
-        data = action._data  # the host array, without building intermediate tensors
-        data = data if action._device.type == "cpu" else action._device._backend.to_host(data)
+        data = action._host()  # the host array, without building intermediate tensors
         if not self._action_in_spec(data):  # checked before the environment sees it
             raise ValueError(f"the policy returned an action outside the action spec at frame {self._frames}: "
                              f"{action} not in {self.env.action_spec}")
         if first:
             self._find_extras(src, obs)
         for key, add in self._extra_add:  # (none for a policy that writes only the action)
-            add(_host(src.get(key)))
+            add(src.get(key)._host())
         return data
 
     def _find_extras(self, src, obs):

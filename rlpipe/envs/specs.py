@@ -21,7 +21,7 @@ import numpy as np
 from .. import _dtypes, _ops
 from .._creation import as_tensor, full, zeros, zeros_like
 from .._device import CPU, resolve
-from .._tensor import Size, Tensor
+from .._tensor import Size, Tensor, host_array
 from ..random import rand as _rand
 from ..random import randn as _randn
 from ..tensordict import TensorDict
@@ -325,7 +325,7 @@ class TensorSpec:
         """A tensor of this spec as a NumPy array of its dtype (what a Gymnasium env takes)."""
         if safe:
             self.assert_is_in(val)
-        return _host(val)
+        return host_array(val)
 
     def expand(self, *shape):
         """The spec with new leading dims: ``shape`` must end with the current ``shape`` (where the
@@ -411,12 +411,6 @@ class TensorSpec:
         space = _indent(repr(self.space)).lstrip()
         return (f"{self._repr_name()}(\n    shape={_shape_str(self.shape)},\n    space={space},\n    "
                 f"device={self.device},\n    dtype={self.dtype},\n    domain={self.domain})")
-
-
-def _host(val):
-    if isinstance(val, Tensor):
-        return val.detach()._host()
-    return np.asarray(val)
 
 
 # ---- continuous boxes ---------------------------------------------------------------------------
@@ -552,7 +546,7 @@ class Bounded(TensorSpec):
     def to_numpy(self, val, safe=None):
         if safe:
             self.assert_is_in(val)
-        return np.asarray(_host(val), dtype=self.dtype.np)
+        return np.asarray(host_array(val), dtype=self.dtype.np)
 
 
 class BoundedContinuous(Bounded):
@@ -635,7 +629,7 @@ class Unbounded(TensorSpec):
     def to_numpy(self, val, safe=None):
         if safe:
             self.assert_is_in(val)
-        return np.asarray(_host(val), dtype=self.dtype.np)
+        return np.asarray(host_array(val), dtype=self.dtype.np)
 
 
 class UnboundedContinuous(Unbounded):
@@ -717,8 +711,8 @@ class Categorical(TensorSpec):
         if safe:
             self.assert_is_in(val)
         if self.dtype is _dtypes.bool:
-            return np.asarray(_host(val), dtype=bool)
-        return _int_scalar_or_array(_host(val))
+            return np.asarray(host_array(val), dtype=bool)
+        return _int_scalar_or_array(host_array(val))
 
 
 class Binary(Categorical):
@@ -772,7 +766,7 @@ class Binary(Categorical):
         """The bits as an array of this dtype (Gymnasium's ``MultiBinary`` format)."""
         if safe:
             self.assert_is_in(val)
-        return np.asarray(_host(val), dtype=self.dtype.np)
+        return np.asarray(host_array(val), dtype=self.dtype.np)
 
 
 class OneHot(TensorSpec):
@@ -851,7 +845,7 @@ class OneHot(TensorSpec):
         """The category index (argmax): a Python int (0-d) or an int64 array (Gymnasium's ``Discrete``)."""
         if safe:
             self.assert_is_in(val)
-        return _int_scalar_or_array(np.argmax(_host(val), axis=-1))
+        return _int_scalar_or_array(np.argmax(host_array(val), axis=-1))
 
     def to_categorical(self, val, safe=None):
         if safe:
@@ -937,14 +931,14 @@ class MultiCategorical(TensorSpec):
         out = super().encode(val)
         if out.numel() and not builtins.bool(self._values_in(out)):
             raise ValueError(f"MultiCategorical.encode: values must be in [0, nvec) with nvec="
-                             f"{self.nvec.tolist()}, got {_host(val).tolist()}")
+                             f"{self.nvec.tolist()}, got {host_array(val).tolist()}")
         return out
 
     def to_numpy(self, val, safe=None):
         """An int64 array (Gymnasium's ``MultiDiscrete`` format)."""
         if safe:
             self.assert_is_in(val)
-        return np.asarray(_host(val)).astype(np.int64, copy=False)
+        return np.asarray(host_array(val)).astype(np.int64, copy=False)
 
     def _eq_fields(self, other):
         return bool(_ops.equal(self.nvec, other.nvec))
@@ -1016,7 +1010,7 @@ class MultiOneHot(TensorSpec):
 
     def encode(self, val, ignore_device=False):
         """Integer indices ``[..., len(nvec)]`` as concatenated one-hot vectors."""
-        arr = _host(val)
+        arr = host_array(val)
         if arr.dtype.kind not in "iub" and not (arr.dtype.kind == "f" and np.all(arr == np.round(arr))):
             raise TypeError(f"MultiOneHot.encode takes integer indices, got {arr!r}")
         if arr.ndim == 0 or arr.shape[-1] != len(self.nvec):
@@ -1035,7 +1029,7 @@ class MultiOneHot(TensorSpec):
         """Each sub-space's index (argmax): an int64 array ``[..., len(nvec)]`` (Gymnasium's ``MultiDiscrete``)."""
         if safe:
             self.assert_is_in(val)
-        host = _host(val)
+        host = host_array(val)
         bounds = np.cumsum([0] + self.nvec)
         return np.stack([np.argmax(host[..., a:b], axis=-1) for a, b in itertools.pairwise(bounds)],
                         -1).astype(np.int64)

@@ -44,7 +44,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._creation import as_tensor
-from .._tensor import Tensor
+from .._tensor import Tensor, host_array
 from ..tensordict._td import _unravel
 from .common import EnvBase
 
@@ -78,14 +78,8 @@ def _key_str(key):
     return key[0] if len(key) == 1 else key
 
 
-def _host(value):
-    if isinstance(value, Tensor):
-        return value.detach()._host()
-    return np.asarray(value)
-
-
 def _bounds(spec):
-    return _host(spec.low), _host(spec.high)
+    return host_array(spec.low), host_array(spec.high)
 
 
 class Transform:
@@ -139,7 +133,7 @@ class Transform:
         for key in tensordict.keys(True, True):
             value = tensordict.get(key)
             if isinstance(value, Tensor):
-                frame[_unravel(key)] = _host(value)
+                frame[_unravel(key)] = host_array(value)
         out = self._call(frame)
         for key, value in out.items():
             if value is not frame.get(key):
@@ -912,7 +906,7 @@ class ObservationNorm(_KeyWise):
     def _as_array(value, what):
         if value is None:
             return None
-        arr = _host(value)
+        arr = host_array(value)
         if arr.dtype.kind not in "fiub":
             raise TypeError(f"ObservationNorm: {what} must be numeric, got dtype {arr.dtype}")
         if arr.dtype.kind != "f":
@@ -1012,7 +1006,7 @@ class ObservationNorm(_KeyWise):
         while collected < num_iter:
             td = parent.rollout(max_steps=int(num_iter))
             collected += td.numel()
-            data.append(_host(td.get(_key_str(key))))
+            data.append(host_array(td.get(_key_str(key))))
         dtype = np.float64 if data[0].dtype == np.float64 else np.float32
         data = np.concatenate(data, axis=cat_dim).astype(np.float64)
         dims = [reduce_dim] if isinstance(reduce_dim, int) else list(reduce_dim)

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..._creation import from_numpy
-from ..._tensor import Tensor, wrap
+from ..._tensor import Tensor, host_array, wrap
 from ...envs.common import EnvBase
 from ...nn import Module
 from ...postprocs import split_trajectories
@@ -63,16 +63,9 @@ def _import_ray():
     return ray
 
 
-def _as_array(value):
-    """A host NumPy array for a Tensor, an array or anything ``np.asarray`` takes."""
-    if isinstance(value, Tensor):
-        return np.asarray(value.detach().cpu().numpy())
-    return np.asarray(value)
-
-
 def td_to_arrays(td):
     """``(batch_size, {key: array})`` for a TensorDict: what crosses between processes."""
-    return tuple(td.batch_size), {key: _as_array(td.get(key)) for key in td.keys(True, True)}
+    return tuple(td.batch_size), {key: host_array(td.get(key)) for key in td.keys(True, True)}
 
 
 def arrays_to_td(batch_size, arrays, copy=False):
@@ -85,7 +78,7 @@ def arrays_to_td(batch_size, arrays, copy=False):
 
 def _state_to_arrays(state):
     return OrderedDict((k, _state_to_arrays(v) if isinstance(v, Mapping) else
-                        _as_array(v) if isinstance(v, (Tensor, np.ndarray)) else v) for k, v in state.items())
+                        host_array(v) if isinstance(v, (Tensor, np.ndarray)) else v) for k, v in state.items())
 
 
 def _state_to_tensors(state):
@@ -410,7 +403,7 @@ class RayCollector(CollectorBase):
         if self._weight_shapes is None:
             raise TypeError("update_policy_weights_: the collector's policy is not an nn.Module, its actors hold "
                             "no weights to update")
-        arrays = OrderedDict((k, _as_array(v)) for k, v in state.items())
+        arrays = OrderedDict((k, host_array(v)) for k, v in state.items())
         missing = sorted(set(self._weight_shapes) - set(arrays))
         unexpected = sorted(set(arrays) - set(self._weight_shapes))
         if missing or unexpected:
