@@ -17,7 +17,7 @@ import numpy as np
 
 from .._creation import from_numpy
 from .._device import device as _as_device
-from .._tensor import Size, Tensor, wrap
+from .._tensor import Size, Tensor, host_array, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase, DONE_KEYS
 from ..envs.transforms import StepCounter, TransformedEnv
@@ -117,6 +117,32 @@ def _stack_steps(arrays, axis):
 
 _shape_of = operator.attrgetter("shape")
 _SMALL = 64  # elements: up to here a list check beats NumPy's calls
+
+
+_TRAJ_IDS = ("collector", "traj_ids")
+
+
+def batch_arrays(batch):
+    """{key: host array} of a batch's leaves (nested keys as tuples): what a worker process or a
+    Ray actor hands over, never a pickled Tensor."""
+    return {key: host_array(value) for key, value in batch.items(True, True)}
+
+
+def batch_from_arrays(batch_size, arrays):
+    """The batch TensorDict around ``batch_arrays``' output (the arrays wrapped, not copied)."""
+    td = TensorDict(batch_size=Size(batch_size))
+    for key, array in arrays.items():
+        td.set(key, wrap(array))
+    return td
+
+
+def unique_traj_ids(arrays, worker, num_workers):
+    """``batch_arrays``' output with trajectory ids unique across ``num_workers`` collectors:
+    worker ``worker``'s local id ``i`` becomes ``i * num_workers + worker`` (still increasing). A
+    batch without them (a postproc in the worker may drop them) is left as it is."""
+    if _TRAJ_IDS in arrays:
+        arrays[_TRAJ_IDS] = arrays[_TRAJ_IDS] * num_workers + worker
+    return arrays
 
 
 class CollectorBase:
@@ -448,7 +474,7 @@ class SyncDataCollector(CollectorBase):
             next_td.set(key, joined(arrays))
         next_td.set("done", next_td.get("terminated") | next_td.get("truncated"))
         td.set("next", next_td)
-        td.set(("collector", "traj_ids"), wrap(self._trajectory_ids(*trajectories)))
+        td.set(_TRAJ_IDS, wrap(self._trajectory_ids(*trajectories)))
         return td if device is None else td.to(device)
 
     def __iter__(self):

@@ -15,30 +15,23 @@ import numpy as np
 
 from .. import random as _random
 from .._creation import from_numpy
-from .._tensor import Size, wrap
 from ..nn import Module
 from ..postprocs import split_trajectories
 from ..tensordict import TensorDict
-from .collectors import (CollectorBase, SyncDataCollector, check_frame_counts, normalized_total_frames, rl_warn,
-                         rounded_total_frames)
+from .collectors import (_TRAJ_IDS, CollectorBase, SyncDataCollector, batch_arrays, batch_from_arrays,
+                         check_frame_counts, normalized_total_frames, rl_warn, rounded_total_frames, unique_traj_ids)
 
 __all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector"]
 
-_TRAJ_IDS = ("collector", "traj_ids")
 _ALIGN = 64  # bytes: each leaf of a shared block starts on a cache line
 
 
 # ---- the worker side ---------------------------------------------------------------------------------
 
-def _leaves(td):
-    """[(key tuple, host array)] of a batch's leaves."""
-    return [((k,) if isinstance(k, str) else k, v._data) for k, v in td.items(True, True)]
-
-
-def _layout(leaves):
-    """[(key, dtype str, shape, offset)] and the block size for ``leaves`` packed in one block."""
+def _layout(arrays):
+    """[(key, dtype str, shape, offset)] and the block size for ``arrays`` packed in one block."""
     layout, offset = [], 0
-    for key, array in leaves:
+    for key, array in arrays.items():
         layout.append((key, array.dtype.str, array.shape, offset))
         offset += -(-array.nbytes // _ALIGN) * _ALIGN
     return layout, max(offset, 1)
@@ -68,7 +61,7 @@ def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed):
             except EOFError:  # the main process is gone
                 break
             if command == "collect":
-                waiting = _leaves(collector.rollout(random=arg))
+                waiting = batch_arrays(collector.rollout(random=arg))
                 batch_layout = _layout(waiting)
                 if views is None or batch_layout != layout:  # the batch waits for the block it needs
                     views, layout = None, batch_layout
@@ -93,7 +86,7 @@ def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed):
             elif command == "close":
                 break
             if waiting is not None and views is not None:  # a collected batch to hand over
-                for (_, view), (_, array) in zip(views, waiting):
+                for (_, view), array in zip(views, waiting.values()):
                     view[...] = array
                 waiting = None
                 conn.send(("batch", None))
@@ -306,14 +299,10 @@ class _MultiCollector(CollectorBase):
 
     def _unpack_batch(self, index):
         """Worker ``index``'s batch as (index, TensorDict), copied out of its block."""
-        leaves = [(key, view.copy()) for key, view in self._workers[index].views]
-        td = TensorDict(batch_size=Size(dict(leaves)[_TRAJ_IDS].shape))
-        for key, array in leaves:
-            if key == _TRAJ_IDS:  # unique across workers: worker w's local id i becomes i * W + w
-                array = array * self.num_workers + index
-            td.set(key, wrap(array))
+        arrays = unique_traj_ids({key: view.copy() for key, view in self._workers[index].views}, index,
+                                 self.num_workers)
         self._in_flight.pop(index, None)
-        return index, td
+        return index, batch_from_arrays(arrays[_TRAJ_IDS].shape, arrays)
 
     def _request(self, index):
         """Asks worker ``index`` for its next batch: random actions throughout while the frames

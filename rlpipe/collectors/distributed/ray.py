@@ -37,19 +37,17 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..._creation import from_numpy
-from ..._tensor import Tensor, host_array, wrap
+from ..._tensor import Tensor, host_array
 from ...envs.common import EnvBase
 from ...nn import Module
 from ...postprocs import split_trajectories
-from ...tensordict import TensorDict
-from ..collectors import (CollectorBase, SyncDataCollector, check_frame_counts, normalized_total_frames,
-                          rounded_total_frames)
+from ..collectors import (CollectorBase, SyncDataCollector, batch_arrays, batch_from_arrays, check_frame_counts,
+                          normalized_total_frames, rounded_total_frames, unique_traj_ids)
 
 __all__ = ["RayCollector"]
 
 INSTALL_HINT = 'RayCollector needs Ray, which is not installed: pip install "rlpipe[ray]"'
 DEFAULT_REMOTE_CONFIG = {"num_cpus": 1}
-TRAJ_IDS = ("collector", "traj_ids")
 # keyword arguments of the actors' SyncDataCollector that RayCollector sets itself
 _CONTROLLED = ("create_env_fn", "policy", "frames_per_batch", "total_frames", "split_trajs", "max_frames_per_traj",
                "init_random_frames", "reset_at_each_iter")
@@ -61,19 +59,6 @@ def _import_ray():
     except ImportError as err:
         raise ImportError(INSTALL_HINT) from err
     return ray
-
-
-def td_to_arrays(td):
-    """``(batch_size, {key: array})`` for a TensorDict: what crosses between processes."""
-    return tuple(td.batch_size), {key: host_array(td.get(key)) for key in td.keys(True, True)}
-
-
-def arrays_to_td(batch_size, arrays, copy=False):
-    """The TensorDict back from ``td_to_arrays``'s output (the arrays wrapped, or copied first)."""
-    td = TensorDict(batch_size=list(batch_size))
-    for key, array in arrays.items():
-        td.set(key, wrap(np.array(array) if copy else array))
-    return td
 
 
 def _state_to_arrays(state):
@@ -122,11 +107,7 @@ class _CollectorWorker:
             self._batches = None
             self.collector.reset()  # a later batch starts fresh trajectories
             raise
-        batch_size, arrays = td_to_arrays(batch)
-        ids = arrays.get(TRAJ_IDS)
-        if ids is not None:  # unique across actors, and still increasing within each actor
-            arrays[TRAJ_IDS] = ids * self.num_collectors + self.index
-        return batch_size, arrays
+        return tuple(batch.batch_size), unique_traj_ids(batch_arrays(batch), self.index, self.num_collectors)
 
     def update_weights(self, weights):
         self.policy.load_state_dict(_state_to_tensors(weights))
@@ -315,10 +296,8 @@ class RayCollector(CollectorBase):
                 raise RuntimeError(f"RayCollector(sync=True): actor {i} returned a batch of size {list(size)} with "
                                    f"keys {sorted(map(str, arrays))}; actor 0 returned size {list(batch_size)} with "
                                    f"keys {sorted(map(str, first))}: sync mode stacks batches of one layout")
-        td = TensorDict(batch_size=[len(parts), *batch_size])
-        for key in first:
-            td.set(key, wrap(np.stack([arrays[key] for _, arrays in parts])))
-        return td
+        return batch_from_arrays((len(parts), *batch_size), {key: np.stack([arrays[key] for _, arrays in parts])
+                                                             for key in first})
 
     def _check_updates(self, index):
         """Raises for a finished weight update of actor ``index`` that failed."""
@@ -369,7 +348,8 @@ class RayCollector(CollectorBase):
             index = pending.pop(ready[0])
             batch_size, arrays = self._fetch(ready[0], index, "collecting a batch")
             self._check_updates(index)
-            batch = arrays_to_td(batch_size, arrays, copy=True)  # writable, and the object store is freed
+            # copied: writable, and the object store is freed
+            batch = batch_from_arrays(batch_size, {key: np.array(array) for key, array in arrays.items()})
             self._frames += batch.numel()
             self._iter += 1
             resubmit = self._needs_more()
