@@ -23,3 +23,15 @@ def leaves(td, prefix=()):
         else:
             out[prefix + (key,)] = value
     return out
+
+
+def make_td(arrays, batch_shape, device=None):
+    """A TensorDict with the tuple-keyed NumPy ``arrays`` as leaves (each array copied)."""
+    source = {}
+    for key, value in arrays.items():
+        node = source
+        for part in key[:-1]:
+            node = node.setdefault(part, {})
+        node[key[-1]] = rlpipe.tensor(np.array(value))
+    td = TensorDict(source, batch_size=list(batch_shape))
+    return td if device is None else td.to(device)

@@ -1,19 +1,17 @@
 """``SyncDataCollector`` against torchrl 0.14's semantics, on small Gymnasium envs known by hand.
 
-``Counter`` (registered here): the observation is ``[t]`` (float32), ``t`` starts at 0 and grows by
-one per step; the reward is ``t + 10 * action`` (the ``t`` after the step); the episode terminates
-when ``t`` reaches 5. ``StepRaises`` is a Counter whose step number 3 (0-based: the fourth call)
+``Counter`` (test_gym_env's, registered here under an id of its own): the observation is ``[t]``
+(float32), ``t`` starts at 0 and grows by one per step; the reward is ``t + 10 * action`` (the
+``t`` after the step); the episode terminates when ``t`` reaches 5. ``StepRaises`` is a Counter whose step number 3 (0-based: the fourth call)
 raises. CartPole (single and ``num_envs=4``) checks the frame bookkeeping on a real env: within a
 trajectory ``("next", "observation")[t] == observation[t + 1]``, across batch boundaries too, and
 trajectory ids change exactly after done steps.
 """
 import warnings
-from typing import ClassVar
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium import spaces
 
 import rlpipe
 from rlpipe import nn
@@ -22,30 +20,10 @@ from rlpipe.envs import GymEnv
 from rlpipe.envs.specs import Binary, Bounded, Categorical, OneHot
 from rlpipe.postprocs import MultiStep
 from rlpipe.tensordict import TensorDictModule
+from test_gym_env import Counter  # (its seeded start is off by default)
 
 COUNTER = "rlpipe_test/CollectorCounter-v0"
 STEP_RAISES = "rlpipe_test/CollectorStepRaises-v0"
-
-
-class Counter(gym.Env):
-    metadata: ClassVar[dict] = {"render_modes": []}
-
-    def __init__(self, terminate_at=5):
-        self.observation_space = spaces.Box(0.0, 100.0, (1,), np.float32)
-        self.action_space = spaces.Discrete(2)
-        self.terminate_at = terminate_at
-        self.t = 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.array([self.t], np.float32), {}
-
-    def step(self, action):
-        assert self.action_space.contains(action), action
-        self.t += 1
-        return (np.array([self.t], np.float32), float(self.t + 10 * int(action)), self.t >= self.terminate_at,
-                False, {})
 
 
 class StepRaises(Counter):

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 import pytest
-from td_helpers import arr, leaves
+from td_helpers import arr, leaves, make_td
 
 import rlpipe
 from rlpipe import TensorDict
@@ -42,18 +42,6 @@ def nested_batch_sizes(td, prefix=()):
         if isinstance(value, TensorDict):
             out.update(nested_batch_sizes(value, prefix + (key,)))
     return out
-
-
-def make_td(arrays, batch_shape, device=None):
-    """A TensorDict with the tuple-keyed NumPy ``arrays`` as leaves (each array copied)."""
-    source = {}
-    for key, value in arrays.items():
-        node = source
-        for part in key[:-1]:
-            node = node.setdefault(part, {})
-        node[key[-1]] = rlpipe.tensor(np.array(value))
-    td = TensorDict(source, batch_size=list(batch_shape))
-    return td if device is None else td.to(device)
 
 
 def snapshot(td):

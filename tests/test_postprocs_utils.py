@@ -11,10 +11,9 @@ boolean ``("collector", "mask")`` marking the real steps.
 import numpy as np
 import pytest
 import td_helpers
-from td_helpers import arr
+from td_helpers import arr, make_td
 
 import rlpipe
-from rlpipe import TensorDict
 from rlpipe.postprocs import discounted_cumsum, reward2go, split_trajectories
 
 # ----------------------------------------------------------------------------------------------
@@ -24,16 +23,6 @@ from rlpipe.postprocs import discounted_cumsum, reward2go, split_trajectories
 def leaves(td):
     """{tuple key: NumPy copy} of every leaf."""
     return {key: arr(value) for key, value in td_helpers.leaves(td).items()}
-
-
-def make_td(arrays, batch_shape):
-    source = {}
-    for key, value in arrays.items():
-        node = source
-        for part in key[:-1]:
-            node = node.setdefault(part, {})
-        node[key[-1]] = rlpipe.tensor(np.array(value))
-    return TensorDict(source, batch_size=list(batch_shape))
 
 
 # ----------------------------------------------------------------------------------------------
