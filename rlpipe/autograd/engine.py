@@ -75,78 +75,58 @@ def _roots(tensors, grad_tensors, create_graph):
 
 
 def _run(roots, retain_graph, inputs, accumulate):
-    """Propagates the root gradients through the graph. With ``inputs``, returns their gradients
-    instead of accumulating into the leaves."""
-    capture = {}
-    if inputs is not None:
-        for k, t in enumerate(inputs):
-            capture[id(t) if t.grad_fn is None else (id(t.grad_fn), t._output_nr)] = k
+    """Propagates the root gradients through the graph: a node runs its backward once every node that
+    feeds it a gradient has run. With ``inputs``, returns their gradients instead of accumulating into
+    the leaves."""
+    capture = _capture_positions(inputs)
     found = [None] * (len(inputs) if inputs is not None else 0)
-    leaf_grads = {}  # id -> [leaf, summed gradient]: hooks see each leaf's total, once
-
-    def deliver_to_leaf(leaf, g):
-        entry = leaf_grads.get(id(leaf))
-        if entry is None:
-            leaf_grads[id(leaf)] = [leaf, g]
-        else:
-            entry[1] = entry[1] + g
-
-    # how many edges lead into each node reachable from the roots
-    dependencies = {}
-    root_nodes = {id(e[0]): e[0] for e, _ in roots if type(e) is tuple}
-    stack = list(root_nodes.values())
-    seen = set(root_nodes)
-    while stack:
-        for e in stack.pop()._edges:
-            if type(e) is tuple:
-                nid = id(e[0])
-                dependencies[nid] = dependencies.get(nid, 0) + 1
-                if nid not in seen:
-                    seen.add(nid)
-                    stack.append(e[0])
-
-    buffers = {}
+    root_nodes = {id(edge[0]): edge[0] for edge, _ in roots if type(edge) is tuple}
+    dependencies = _count_dependencies(root_nodes.values())
+    buffers = {}     # id(node) -> the gradients summed so far for each of its outputs
+    leaf_grads = {}  # id(leaf) -> [leaf, summed gradient]: leaf hooks see each leaf's total, once
     for edge, g in roots:
         if type(edge) is tuple:
             _add_to_buffer(buffers, edge, g)
         else:
-            deliver_to_leaf(edge, g)
-    ready = [n for nid, n in root_nodes.items() if nid not in dependencies]
+            _add_to_leaf(leaf_grads, edge, g)
+    ready = [node for nid, node in root_nodes.items() if nid not in dependencies]
     while ready:
         node = ready.pop()
         grads = buffers.pop(id(node))
         if node._out_meta is not None or node._tensor_hooks or node._pre_hooks:
             grads = _prepare_output_grads(node, grads)
         if capture:
-            for nr, g in enumerate(grads):
-                k = capture.get((id(node), nr))
-                if k is not None and g is not None:
-                    found[k] = g if found[k] is None else found[k] + g
-        cls = type(node)
-        if cls.raw and not node._post_hooks:
-            input_grads = cls.backward(node, *grads)
-            if type(input_grads) is not tuple:
-                input_grads = (input_grads,)
-        else:
-            input_grads = _call_backward(node, grads)
+            _capture_output_grads(node, grads, capture, found)
+        input_grads = _node_backward(node, grads)
         if not retain_graph:
-            node._saved = None
-        for e, g in zip(node._edges, input_grads):
-            if e is None or e is NOT_A_TENSOR:
-                continue
-            if type(e) is tuple:
-                if g is not None:
-                    _add_to_buffer(buffers, e, g)
-                nid = id(e[0])
-                left = dependencies[nid] - 1
-                dependencies[nid] = left
-                if left == 0:
-                    if nid in buffers:
-                        ready.append(e[0])
-                    else:  # no gradient reached it: its subgraph gets none either
-                        _release(e[0], dependencies, buffers, ready)
-            elif g is not None:
-                deliver_to_leaf(e, g)
+            node._saved = None  # frees the saved tensors: another backward through this node raises
+        _hand_to_inputs(node, input_grads, dependencies, buffers, leaf_grads, ready)
+    _finish_leaves(leaf_grads, capture, found, accumulate)
+    return found
+
+
+def _hand_to_inputs(node, input_grads, dependencies, buffers, leaf_grads, ready):
+    """Gives each input of ``node`` its gradient (an op's output into that op's buffer, a leaf's into
+    ``leaf_grads``) and pushes onto ``ready`` the ops that no longer wait for any other node."""
+    for edge, g in zip(node._edges, input_grads):
+        if type(edge) is tuple:  # (node, output_nr): the output of another op
+            if g is not None:
+                _add_to_buffer(buffers, edge, g)
+            nid = id(edge[0])
+            left = dependencies[nid] - 1
+            dependencies[nid] = left
+            if left == 0:
+                if nid in buffers:
+                    ready.append(edge[0])
+                else:  # no gradient reached it: its subgraph gets none either
+                    _release(edge[0], dependencies, buffers, ready)
+        elif g is not None and edge is not None and edge is not NOT_A_TENSOR:  # a leaf tensor
+            _add_to_leaf(leaf_grads, edge, g)
+
+
+def _finish_leaves(leaf_grads, capture, found, accumulate):
+    """Runs each leaf's hooks on its summed gradient, then stores it in ``found`` when the leaf is one of
+    the requested inputs, else accumulates it into ``.grad`` (when ``accumulate``)."""
     for leaf, g in leaf_grads.values():
         g = _run_leaf_hooks(leaf, g)
         k = capture.get(id(leaf)) if capture else None
@@ -154,7 +134,57 @@ def _run(roots, retain_graph, inputs, accumulate):
             found[k] = g
         elif accumulate:
             _accumulate(leaf, g, leaf._device)
-    return found
+
+
+def _capture_positions(inputs):
+    """Where each of ``inputs`` shows up in the graph (a leaf by id, an op's output by (id of its node,
+    output_nr)) -> its position in ``inputs``."""
+    if inputs is None:
+        return {}
+    return {id(t) if t.grad_fn is None else (id(t.grad_fn), t._output_nr): k for k, t in enumerate(inputs)}
+
+
+def _count_dependencies(nodes):
+    """id(node) -> how many edges lead into it, for every node reachable from ``nodes``: a node is
+    ready when the nodes at the other end of all those edges have run."""
+    dependencies = {}
+    stack = list(nodes)
+    seen = {id(node) for node in stack}
+    while stack:
+        for edge in stack.pop()._edges:
+            if type(edge) is tuple:
+                nid = id(edge[0])
+                dependencies[nid] = dependencies.get(nid, 0) + 1
+                if nid not in seen:
+                    seen.add(nid)
+                    stack.append(edge[0])
+    return dependencies
+
+
+def _add_to_leaf(leaf_grads, leaf, g):
+    entry = leaf_grads.get(id(leaf))
+    if entry is None:
+        leaf_grads[id(leaf)] = [leaf, g]
+    else:
+        entry[1] = entry[1] + g
+
+
+def _capture_output_grads(node, grads, capture, found):
+    """Adds the gradients of a node's outputs that are among the requested ``inputs`` to ``found``."""
+    for nr, g in enumerate(grads):
+        k = capture.get((id(node), nr))
+        if k is not None and g is not None:
+            found[k] = g if found[k] is None else found[k] + g
+
+
+def _node_backward(node, grads):
+    """The gradients of a node's inputs, as a tuple: built-in ops without post-hooks directly, the
+    rest through ``_call_backward``."""
+    cls = type(node)
+    if cls.raw and not node._post_hooks:
+        input_grads = cls.backward(node, *grads)
+        return input_grads if type(input_grads) is tuple else (input_grads,)
+    return _call_backward(node, grads)
 
 
 def _release(node, dependencies, buffers, ready):
