@@ -144,3 +144,28 @@ def test_a_bias_replaced_by_a_plain_tensor_is_used():
     with rlpipe.no_grad():
         assert run_without_graph(net, rlpipe.tensor([3.0, 4.0])) is None
         assert net(rlpipe.tensor([3.0, 4.0])).tolist() == [111.0]
+
+
+def test_a_bug_in_the_fast_path_propagates():
+    """Only the array library's ValueError/TypeError (a bad shape) hand over to the usual path; any other
+    error inside the fast path is a bug and must not be hidden by a silent fallback."""
+    class BuggyOp(rlpipe.autograd.Function):
+        raw = True
+
+        @staticmethod
+        def forward(ctx, x):
+            return x[(0,) * (x.ndim + 1)]  # IndexError: one index too many
+
+    class Identity(nn.Module):
+        def forward(self, input):
+            return input
+
+        def _inference_op(self, dtype, device):
+            return BuggyOp, ()
+
+    net = nn.Sequential(nn.Linear(3, 2), Identity())
+    with rlpipe.no_grad():
+        with pytest.raises(IndexError):
+            run_without_graph(net, rlpipe.randn(3))
+        with pytest.raises(IndexError):
+            net(rlpipe.randn(3))

@@ -925,6 +925,8 @@ def run_without_graph(modules, input):
             if step is None:
                 return None
             x = step[0].forward(ctx, x, *step[1])
-    except Exception:  # pure ops: the usual path reruns them and raises torch's error
+    except (ValueError, TypeError):
+        # NumPy's (or CuPy's) words for a bad shape: the usual path reruns these pure ops and raises torch's
+        # error (Function.apply translates the same two). Any other error is a bug here, so it propagates.
         return None
     return wrap(as_array(x, device), device)
