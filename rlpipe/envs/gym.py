@@ -223,7 +223,6 @@ class GymWrapper(EnvBase):
         obs_space = env.single_observation_space if self._vectorized else env.observation_space
         act_space = env.single_action_space if self._vectorized else env.action_space
         cat = self._categorical_action_encoding
-        self._obs_space, self._act_space = obs_space, act_space
 
         action_spec = specs.from_gym_space(act_space, categorical_action_encoding=cat, device=self.device)
         self.action_spec = _expand(action_spec, bs)
