@@ -16,13 +16,15 @@ from rlpipe.postprocs import MultiStep
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--env", default="CartPole-v1")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--frames-per-batch", type=int, default=10)
-    p.add_argument("--total-frames", type=int, default=2000)
-    p.add_argument("--n-steps", type=int, default=4)
-    p.add_argument("--gamma", type=float, default=0.99)
-    p.add_argument("--out", default="collect_multistep.csv")
+    p.add_argument("--env", default="CartPole-v1", help="the Gymnasium environment id")
+    p.add_argument("--seed", type=int, default=0, help="seed of the environment")
+    p.add_argument("--frames-per-batch", type=int, default=10,
+                   help="frames in the collected batch (the one written to the CSV)")
+    p.add_argument("--total-frames", type=int, default=2000,
+                   help="the collector's total frames (only the first batch is used)")
+    p.add_argument("--n-steps", type=int, default=4, help="how many steps MultiStep looks ahead")
+    p.add_argument("--gamma", type=float, default=0.99, help="the discount factor")
+    p.add_argument("--out", default="collect_multistep.csv", help="the CSV to write")
     return p.parse_args()
 
 

@@ -27,27 +27,32 @@ from rlpipe.postprocs import MultiStep
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--total-frames", type=int, default=100_000)
-    p.add_argument("--frames-per-batch", type=int, default=10)
-    p.add_argument("--updates-per-batch", type=int, default=5)
-    p.add_argument("--n-steps", type=int, default=3)
-    p.add_argument("--gamma", type=float, default=0.99)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--buffer-size", type=int, default=50_000)
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--eps-start", type=float, default=1.0)
-    p.add_argument("--eps-end", type=float, default=0.02)
+    p.add_argument("--seed", type=int, default=0, help="seed of rlpipe's random generator and of the environments")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda where CuPy and a GPU are available")
+    p.add_argument("--total-frames", type=int, default=100_000, help="environment frames to collect at most")
+    p.add_argument("--frames-per-batch", type=int, default=10,
+                   help="frames the collector gathers between training phases")
+    p.add_argument("--updates-per-batch", type=int, default=5, help="gradient steps after each collected batch")
+    p.add_argument("--n-steps", type=int, default=3, help="steps of the n-step return (MultiStep)")
+    p.add_argument("--gamma", type=float, default=0.99, help="the discount factor")
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
+    p.add_argument("--batch-size", type=int, default=128,
+                   help="transitions per gradient step, sampled from the replay buffer")
+    p.add_argument("--buffer-size", type=int, default=50_000, help="capacity of the replay buffer, in transitions")
+    p.add_argument("--hidden", type=int, default=128, help="units in each of the Q-network's two hidden layers")
+    p.add_argument("--eps-start", type=float, default=1.0, help="epsilon of the epsilon-greedy policy at the start")
+    p.add_argument("--eps-end", type=float, default=0.02, help="epsilon once the decay is over")
     p.add_argument("--eps-frames", type=int, default=20_000, help="frames over which epsilon decays linearly")
     p.add_argument("--learning-starts", type=int, default=1_000, help="random frames before training")
     p.add_argument("--target-update", type=int, default=500, help="gradient steps between target-net copies")
-    p.add_argument("--eval-every", type=int, default=5_000)
-    p.add_argument("--eval-episodes", type=int, default=10)
-    p.add_argument("--target-return", type=float, default=475.0)
-    p.add_argument("--out-dir", default="runs")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--eval-every", type=int, default=5_000,
+                   help="evaluate the greedy policy each time the frame count passes a multiple of this")
+    p.add_argument("--eval-episodes", type=int, default=10, help="episodes per evaluation")
+    p.add_argument("--target-return", type=float, default=475.0,
+                   help="stop once an evaluation's mean return reaches this")
+    p.add_argument("--out-dir", default="runs", help="where the CSV (and the plot) go")
+    p.add_argument("--no-progress", action="store_true",
+                   help="print evaluations instead of showing a tqdm progress bar")
     return p.parse_args()
 
 

@@ -16,12 +16,12 @@ import rlpipe
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=2000)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--steps", type=int, default=2000, help="number of Adam steps")
+    p.add_argument("--hidden", type=int, default=64, help="units in each of the two hidden layers")
+    p.add_argument("--batch", type=int, default=256, help="points of x drawn per step")
+    p.add_argument("--lr", type=float, default=0.01, help="Adam's learning rate")
+    p.add_argument("--seed", type=int, default=0, help="seed of rlpipe's random generator")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda where CuPy and a GPU are available")
     p.add_argument("--out", default="fit_sine.csv", help="CSV of step, loss")
     return p.parse_args()
 

@@ -24,8 +24,8 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu", help="cpu, or cuda where CuPy and a GPU are available")
     p.add_argument("--steps", type=int, default=10_000, help="steps of the training-loop section")
-    p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lr", type=float, default=1e-4, help="SGD's learning rate in the training-loop section")
+    p.add_argument("--seed", type=int, default=0, help="seed of rlpipe's random generator")
     p.add_argument("--out-dir", default="runs", help="where the loss CSV and the saved state_dicts go")
     return p.parse_args()
 

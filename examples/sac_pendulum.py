@@ -28,24 +28,30 @@ from rlpipe.postprocs import MultiStep
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--total-frames", type=int, default=30_000)
-    p.add_argument("--frames-per-batch", type=int, default=50)
-    p.add_argument("--updates-per-frame", type=float, default=1.0)
-    p.add_argument("--n-steps", type=int, default=3)
-    p.add_argument("--gamma", type=float, default=0.99)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--buffer-size", type=int, default=100_000)
-    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--seed", type=int, default=0, help="seed of rlpipe's random generator and of the environments")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda where CuPy and a GPU are available")
+    p.add_argument("--total-frames", type=int, default=30_000, help="environment frames to collect")
+    p.add_argument("--frames-per-batch", type=int, default=50,
+                   help="frames the collector gathers between training phases")
+    p.add_argument("--updates-per-frame", type=float, default=1.0,
+                   help="gradient steps per collected frame (fractions carry over)")
+    p.add_argument("--n-steps", type=int, default=3, help="steps of the n-step return (MultiStep)")
+    p.add_argument("--gamma", type=float, default=0.99, help="the discount factor")
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate (actor, critics and temperature)")
+    p.add_argument("--batch-size", type=int, default=256,
+                   help="transitions per gradient step, sampled from the replay buffer")
+    p.add_argument("--buffer-size", type=int, default=100_000, help="capacity of the replay buffer, in transitions")
+    p.add_argument("--hidden", type=int, default=128, help="units in each hidden layer of the actor and the critics")
     p.add_argument("--tau", type=float, default=0.005, help="Polyak rate of the target critics")
     p.add_argument("--learning-starts", type=int, default=1_000, help="random frames before training")
-    p.add_argument("--eval-every", type=int, default=2_000)
-    p.add_argument("--eval-episodes", type=int, default=10)
-    p.add_argument("--target-return", type=float, default=-250.0)
-    p.add_argument("--out-dir", default="runs")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--eval-every", type=int, default=2_000,
+                   help="evaluate the deterministic actor each time the frame count passes a multiple of this")
+    p.add_argument("--eval-episodes", type=int, default=10, help="episodes per evaluation")
+    p.add_argument("--target-return", type=float, default=-250.0,
+                   help="the mean evaluation return that counts as solved (reported, training goes on)")
+    p.add_argument("--out-dir", default="runs", help="where the CSV (and the plot) go")
+    p.add_argument("--no-progress", action="store_true",
+                   help="print evaluations instead of showing a tqdm progress bar")
     return p.parse_args()
 
 
