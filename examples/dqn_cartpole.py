@@ -161,7 +161,7 @@ def main():
                     target_net.load_state_dict(q_net.state_dict())
         if bar is not None:
             bar.update(batch.numel())
-        if frames % args.eval_every == 0:
+        if frames // args.eval_every > (frames - batch.numel()) // args.eval_every:  # passed a multiple of it
             score = evaluate(q_net, args.eval_episodes, args.seed + frames, device)
             rows.append({"frames": frames, "eval_return": score, "epsilon": round(policy.eps, 4),
                          "seconds": round(time.perf_counter() - start, 2)})

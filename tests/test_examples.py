@@ -71,6 +71,15 @@ def test_dqn_cartpole_smoke(tmp_path):
     assert 0 < eps[1] < eps[0] <= 1
 
 
+
+def test_dqn_cartpole_evaluates_when_eval_every_is_not_a_multiple_of_the_batch(tmp_path):
+    """Batches of 10 frames, --eval-every 25: an evaluation each time the frame count passes 25, 50, 75, 100."""
+    run_example("dqn_cartpole.py", "--total-frames", 100, "--frames-per-batch", 10, "--learning-starts", 50,
+                "--batch-size", 16, "--eval-every", 25, "--eval-episodes", 1, "--seed", 0, "--out-dir", tmp_path,
+                "--no-progress")
+    rows = read_csv(tmp_path / "dqn_cartpole_seed0.csv", ["frames", "eval_return", "epsilon", "seconds"])
+    assert [int(r["frames"]) for r in rows] == [30, 50, 80, 100]
+
 def test_sac_pendulum_smoke(tmp_path):
     run_example("sac_pendulum.py", "--total-frames", 1500, "--learning-starts", 500, "--eval-every", 500,
                 "--eval-episodes", 1, "--seed", 0, "--hidden", 32, "--batch-size", 64, "--out-dir", tmp_path,
