@@ -207,7 +207,7 @@ def main():
                 owed -= 1
         if bar is not None:
             bar.update(batch.numel())
-        if frames % args.eval_every == 0:
+        if frames // args.eval_every > (frames - batch.numel()) // args.eval_every:  # passed a multiple of it
             score = evaluate(actor, args.eval_episodes, args.seed + frames, device)
             rows.append({"frames": frames, "eval_return": round(score, 2), "alpha": round(log_alpha.exp().item(), 4),
                          "seconds": round(time.perf_counter() - start, 2)})

@@ -91,6 +91,15 @@ def test_sac_pendulum_smoke(tmp_path):
     assert all(v > 0 for v in floats(rows, "alpha"))
 
 
+
+def test_sac_pendulum_evaluates_when_eval_every_is_not_a_multiple_of_the_batch(tmp_path):
+    """Batches of 50 frames, --eval-every 120: an evaluation each time the frame count passes 120, 240."""
+    run_example("sac_pendulum.py", "--total-frames", 250, "--learning-starts", 200, "--eval-every", 120,
+                "--eval-episodes", 1, "--seed", 0, "--hidden", 16, "--batch-size", 16, "--out-dir", tmp_path,
+                "--no-progress")
+    rows = read_csv(tmp_path / "sac_pendulum_seed0.csv", ["frames", "eval_return", "alpha", "seconds"])
+    assert [int(r["frames"]) for r in rows] == [150, 250]
+
 def test_modules_tour_smoke(tmp_path):
     proc = run_example("modules_tour.py", "--steps", 200, "--out-dir", tmp_path)
     rows = read_csv(tmp_path / "modules_tour_loss.csv", ["step", "loss"])
