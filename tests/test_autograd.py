@@ -921,3 +921,26 @@ def test_min_along_dim_values_only():
     x = leaf([[1., 5.], [7., 4.]])
     x.min(dim=1).values.sum().backward()
     assert x.grad.tolist() == [[1., 0.], [0., 1.]]
+
+
+def test_a_node_that_gets_no_gradient_still_lets_its_inputs_run():
+    """p gets no gradient (Blocker's backward returns None), so its backward never runs, yet h, which
+    also feeds p, must still run once the add has handed it its gradient: d(out)/dw = 3."""
+    class Blocker(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return None
+
+    w = r.tensor([1.0, 2.0], requires_grad=True)
+    h = w * 3
+    p = h * 5
+    ran = []
+    p.grad_fn.register_prehook(lambda grads: ran.append("p"))
+    h.grad_fn.register_prehook(lambda grads: ran.append("h"))
+    (Blocker.apply(p) + h).sum().backward()
+    assert ran == ["h"]
+    assert w.grad.tolist() == [3.0, 3.0]
