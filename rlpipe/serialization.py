@@ -32,6 +32,7 @@ import io
 import json
 import math
 import os
+import re
 import secrets
 import sys
 import zipfile
@@ -287,11 +288,28 @@ def _write_zip(fh, manifest, packer):
             _zip_entry(zf, f"data/{i}.bin", data)
 
 
+def _sibling(directory, base, token, kind):
+    """Where a save to ``base`` keeps its new (``kind`` "tmp") or previous ("old") copy."""
+    return os.path.join(directory, f".{base}.{token}.{kind}")
+
+
+def leftovers(directory, base):
+    """``{(token, kind): path}`` of the siblings that saves to ``base`` interrupted by a kill left in
+    ``directory`` (names of ``_sibling``'s pattern only, for that target only)."""
+    pattern = re.compile(rf"\.{re.escape(base)}\.([0-9a-f]{{12}})\.(tmp|old)")
+    found = {}
+    for name in os.listdir(directory):
+        match = pattern.fullmatch(name)
+        if match:
+            found[match.groups()] = os.path.join(directory, name)
+    return found
+
+
 def _create_temp(directory, base):
     """A new file beside the target (permissions from the umask, as for a plain open)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     while True:
-        path = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+        path = _sibling(directory, base, secrets.token_hex(6), "tmp")
         try:
             return os.open(path, flags, 0o666), path
         except FileExistsError:
@@ -312,9 +330,15 @@ def _sync_directory(directory):
 
 def _write_atomically(path, write):
     """Runs ``write(file)`` on a temporary file in the target's directory, syncs it, and renames
-    it over ``path``; on any failure the temporary file goes and ``path`` is untouched."""
+    it over ``path``; on any failure the temporary file goes and ``path`` is untouched. Temporary
+    files that killed saves to ``path`` left behind go first (saves to one path from two processes
+    at once are not supported)."""
     target = os.path.realpath(path)  # a symlink keeps pointing at the new file
     directory, base = os.path.split(target)
+    for (_, kind), stale in leftovers(directory, base).items():  # from saves killed before their rename
+        if kind == "tmp" and os.path.isfile(stale):
+            with contextlib.suppress(OSError):
+                os.unlink(stale)
     fd, tmp = _create_temp(directory, base)
     try:
         with os.fdopen(fd, "wb") as fh:
