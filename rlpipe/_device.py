@@ -1,5 +1,15 @@
 """Devices: ``rlpipe.device("cpu")``, ``rlpipe.device("cuda:0")``."""
+import operator
+
 from . import backends
+
+
+def _checked_index(index):
+    if isinstance(index, bool) or not hasattr(index, "__index__"):
+        raise TypeError(f"device(): the device index must be an int, got {index!r}")
+    if index < 0:
+        raise RuntimeError(f"device(): the device index must be >= 0, got index={index!r}")
+    return operator.index(index)
 
 
 class device:
@@ -18,9 +28,11 @@ class device:
         if num:
             if index is not None:
                 raise RuntimeError(f"device(): index given twice in {type_or_spec!r} and index={index}")
-            if not num.isdigit():
+            if not (num.isascii() and num.isdigit()):  # str.isdigit alone passes '¹', which int() refuses
                 raise RuntimeError(f"Invalid device string: {type_or_spec!r}")
             index = int(num)
+        if index is not None:
+            index = _checked_index(index)
         if kind not in ("cpu", "cuda"):
             raise RuntimeError(f"device type {kind!r} is not supported by rlpipe; "
                                f"expected 'cpu', 'cuda' or 'cuda:N' (got {type_or_spec!r})")

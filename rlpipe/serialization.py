@@ -22,14 +22,19 @@ storage), ``numpy`` (a NumPy scalar: ``dtype``, ``v``), ``dtype`` and ``device``
 
 Loading runs no code from the file: it parses JSON, checks every field (dtype names, shapes
 against storage sizes, node kinds) and raises ``RuntimeError`` naming the file when anything
-is off.
+is off. It allocates no more than the file holds: each entry is read once however many records
+name it, the entries read may not add up to more bytes than the file (overlapping zip entries),
+and a view that repeats bytes (an expanded tensor) may describe at most ``_MAX_VIEW_BYTES``.
 """
 import collections
 import contextlib
 import io
 import json
+import math
 import os
+import re
 import secrets
+import sys
 import zipfile
 
 import numpy as np
@@ -42,6 +47,7 @@ from ._tensor import Tensor, wrap
 MAGIC = "rlpipe-checkpoint"
 VERSION = 1
 _MANIFEST = "manifest.json"
+_MAX_VIEW_BYTES = 1 << 32  # the largest array a zero stride may make of a smaller storage
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed entry timestamps: the same object gives the same bytes
 _BY_NAME = {d.name: d for d in _dtypes.ALL}
 _SCALARS = frozenset((type(None), bool, int, float, str))
@@ -282,11 +288,28 @@ def _write_zip(fh, manifest, packer):
             _zip_entry(zf, f"data/{i}.bin", data)
 
 
+def _sibling(directory, base, token, kind):
+    """Where a save to ``base`` keeps its new (``kind`` "tmp") or previous ("old") copy."""
+    return os.path.join(directory, f".{base}.{token}.{kind}")
+
+
+def leftovers(directory, base):
+    """``{(token, kind): path}`` of the siblings that saves to ``base`` interrupted by a kill left in
+    ``directory`` (names of ``_sibling``'s pattern only, for that target only)."""
+    pattern = re.compile(rf"\.{re.escape(base)}\.([0-9a-f]{{12}})\.(tmp|old)")
+    found = {}
+    for name in os.listdir(directory):
+        match = pattern.fullmatch(name)
+        if match:
+            found[match.groups()] = os.path.join(directory, name)
+    return found
+
+
 def _create_temp(directory, base):
     """A new file beside the target (permissions from the umask, as for a plain open)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     while True:
-        path = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+        path = _sibling(directory, base, secrets.token_hex(6), "tmp")
         try:
             return os.open(path, flags, 0o666), path
         except FileExistsError:
@@ -307,9 +330,15 @@ def _sync_directory(directory):
 
 def _write_atomically(path, write):
     """Runs ``write(file)`` on a temporary file in the target's directory, syncs it, and renames
-    it over ``path``; on any failure the temporary file goes and ``path`` is untouched."""
+    it over ``path``; on any failure the temporary file goes and ``path`` is untouched. Temporary
+    files that killed saves to ``path`` left behind go first (saves to one path from two processes
+    at once are not supported)."""
     target = os.path.realpath(path)  # a symlink keeps pointing at the new file
     directory, base = os.path.split(target)
+    for (_, kind), stale in leftovers(directory, base).items():  # from saves killed before their rename
+        if kind == "tmp" and os.path.isfile(stale):
+            with contextlib.suppress(OSError):
+                os.unlink(stale)
     fd, tmp = _create_temp(directory, base)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -324,6 +353,25 @@ def _write_atomically(path, write):
     _sync_directory(directory)
 
 
+def open_npy(path, mmap_mode=None):
+    """The array in the ``.npy`` file ``path`` (a memory map with ``mmap_mode``, never ``"r+"`` or
+    ``"w+"`` when loading a checkpoint), after checking that the file holds exactly the bytes its
+    header declares: a ValueError naming the dtype, shape and sizes otherwise, before anything is
+    allocated or mapped. Object arrays are refused (they would need pickle)."""
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape, _, dtype = read_header(f)
+        held = os.fstat(f.fileno()).st_size - f.tell()
+    if dtype.hasobject:
+        raise ValueError(f"its header declares dtype {dtype}, an object dtype that needs pickle")
+    needed = math.prod(shape) * dtype.itemsize
+    if needed != held:
+        raise ValueError(f"its header declares {dtype}{list(shape)}, {needed} bytes, but the file holds {held}")
+    return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+
+
 def save(obj, f):
     """Saves ``obj`` to ``f``, a path (written atomically) or a binary file object.
 
@@ -335,13 +383,16 @@ def save(obj, f):
     packer = _Packer()
     try:
         root = packer.node(obj)
+        packer.layout()
+        storages = [{"file": f"data/{i}.bin", "nbytes": n} for i, n in enumerate(packer.storage_sizes())]
+        manifest = {"magic": MAGIC, "version": VERSION, "byteorder": "little", "storages": storages,
+                    "arrays": packer.records, "root": root}
+        text = json.dumps(manifest, separators=(",", ":")).encode("ascii")
     except _Located as e:
         raise e.kind(f"save: {e.message} at {e.where()}") from None
-    packer.layout()
-    storages = [{"file": f"data/{i}.bin", "nbytes": n} for i, n in enumerate(packer.storage_sizes())]
-    manifest = {"magic": MAGIC, "version": VERSION, "byteorder": "little", "storages": storages,
-                "arrays": packer.records, "root": root}
-    text = json.dumps(manifest, separators=(",", ":")).encode("ascii")
+    except RecursionError:
+        raise ValueError(f"save: the structure is nested too deeply (more than Python's recursion limit of "
+                         f"{sys.getrecursionlimit()} levels allows)") from None
     if isinstance(f, (str, os.PathLike)):
         _write_atomically(os.fsdecode(os.fspath(f)), lambda fh: _write_zip(fh, text, packer))
     elif hasattr(f, "write"):
@@ -379,7 +430,8 @@ class _Unpacker:
 
     def __init__(self, zf, size, place):
         self.zf, self.size, self.place = zf, size, place
-        self.buffers, self.objects = {}, {}
+        self.buffers, self.blobs, self.objects = {}, {}, {}  # buffers and bytes objects by entry name
+        self.unread = size  # bytes the storages still read may add up to
         raw = bytes(self.entry(_MANIFEST))
         try:
             manifest = json.loads(raw.decode("utf-8"))
@@ -403,11 +455,12 @@ class _Unpacker:
         try:
             with self.zf.open(info) as src:
                 view, filled = memoryview(buf), 0
-                while filled < len(view):
-                    got = src.readinto(view[filled:])
-                    if not got:
+                while filled < len(view):  # in chunks: zipfile copies what it reads
+                    chunk = src.read(min(len(view) - filled, 1 << 20))
+                    if not chunk:
                         break
-                    filled += got
+                    view[filled:filled + len(chunk)] = chunk
+                    filled += len(chunk)
                 if filled != len(view) or src.read(1):
                     raise _bad(f"entry {name!r} is truncated")
         except (zipfile.BadZipFile, EOFError, OSError, ValueError, RuntimeError) as e:
@@ -459,6 +512,11 @@ class _Unpacker:
             if span[0] < 0 or span[1] > storages[storage][1]:
                 raise _bad(f"{what}: shape {shape} (dtype {dt.name}, strides {strides}, offset {offset}) needs "
                            f"bytes {span[0]}..{span[1]} but storage {storage} holds {storages[storage][1]}")
+            nbytes = math.prod(shape) * dt.itemsize
+            if nbytes > max(storages[storage][1], _MAX_VIEW_BYTES):
+                raise _bad(f"{what}: array of shape {shape} (dtype {dt.name}, strides {strides}) describes {nbytes} "
+                           f"bytes of a storage that holds {storages[storage][1]}; a view that repeats bytes may "
+                           f"describe at most {_MAX_VIEW_BYTES}")
         if "device" in keys:
             if type(rec["requires_grad"]) is not bool or (rec["requires_grad"] and not dt.is_floating_point):
                 raise _bad(f"{what}: requires_grad {rec['requires_grad']!r} is not valid for {dt.name}")
@@ -470,9 +528,18 @@ class _Unpacker:
                        rec.get("device"), rec.get("requires_grad", False))
 
     def buffer(self, sid):
-        if sid not in self.buffers:
-            self.buffers[sid] = self.entry(*self.storages[sid])
-        return self.buffers[sid]
+        """Storage ``sid``'s bytes, read once per entry however many storages name it."""
+        name, nbytes = self.storages[sid]
+        buf = self.buffers.get(name)
+        if buf is None:
+            if nbytes > self.unread:
+                raise _bad(f"storage {sid} ({name!r}, {nbytes} bytes) and the storages read before it add up to "
+                           f"more than the file holds ({self.size} bytes)")
+            buf = self.buffers[name] = self.entry(name, nbytes)
+            self.unread -= nbytes
+        elif buf.nbytes != nbytes:
+            raise _bad(f"entry {name!r} holds {buf.nbytes} bytes but storage {sid} says {nbytes}")
+        return buf
 
     def host(self, r):
         """A record's NumPy array: a view of its storage's bytes (a copy on big-endian hosts)."""
@@ -547,7 +614,10 @@ class _Unpacker:
         sid = _int(n["s"], "a bytes node's storage")
         if sid >= len(self.storages):
             raise _bad(f"storage {sid} does not exist")
-        return bytes(self.buffer(sid))
+        name = self.storages[sid][0]
+        if name not in self.blobs:  # bytes are immutable: one object serves every node
+            self.blobs[name] = bytes(self.buffer(sid))
+        return self.blobs[name]
 
     def numpy_scalar(self, n):
         _want(n, {"t", "dtype", "v"}, "a numpy node")
@@ -569,8 +639,8 @@ class _Unpacker:
         state = self.node(n["v"])
         try:
             return from_state(state)
-        except (TypeError, ValueError, KeyError, RuntimeError) as e:
-            raise _bad(f"a {n['type']} object could not be rebuilt ({e})") from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, RuntimeError) as e:
+            raise _bad(f"a {n['type']} object could not be rebuilt ({type(e).__name__}: {e})") from None
 
     def dtype_(self, n):
         _want(n, {"t", "v"}, "a dtype node")
@@ -609,18 +679,33 @@ def _restore(t, location, name):
     return t.to(dev)
 
 
+def _moved(t, target, name):
+    """``t`` on ``target``, the device ``map_location`` chose; a RuntimeError naming the file if it is missing."""
+    try:
+        dev = resolve(target)
+    except RuntimeError as e:
+        raise RuntimeError(f"load: {name}: map_location asks for {target}, which is not available here ({e})") from None
+    return t.to(dev)
+
+
 def _placer(map_location, name):
     """A function (CPU tensor, saved location) -> the tensor where ``map_location`` puts it."""
+    def as_device(spec):
+        try:
+            return _device(spec)
+        except (RuntimeError, TypeError) as e:
+            raise type(e)(f"load: {name}: map_location={map_location!r} names no device ({e})") from None
+
     if map_location is None:
         return lambda t, location: _restore(t, location, name)
     if isinstance(map_location, (str, _device)):
-        target = _device(map_location)
-        return lambda t, location: t.to(resolve(target))
+        target = as_device(map_location)
+        return lambda t, location: _moved(t, target, name)
     if isinstance(map_location, dict):
-        table = {str(_device(k)): _device(v) for k, v in map_location.items()}
+        table = {str(as_device(k)): as_device(v) for k, v in map_location.items()}
 
         def by_table(t, location):
-            return t.to(resolve(table[location])) if location in table else _restore(t, location, name)
+            return _moved(t, table[location], name) if location in table else _restore(t, location, name)
         return by_table
     if callable(map_location):
         def by_function(t, location):

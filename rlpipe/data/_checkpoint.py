@@ -17,12 +17,13 @@ import os
 import re
 import secrets
 import shutil
+import sys
 
 import numpy as np
 
 from .. import _dtypes
 from .._tensor import Tensor, wrap
-from ..serialization import _sync_directory, _write_atomically
+from ..serialization import _sibling, _sync_directory, _write_atomically, leftovers, open_npy
 from ..tensordict import TensorDict
 
 FORMAT, VERSION = "rlpipe-replay-buffer", 1
@@ -55,6 +56,8 @@ def read_json(path, what):
             return json.load(f)
     except (OSError, ValueError) as e:
         raise RuntimeError(f"{what}: cannot read {path!r} ({e})") from None
+    except RecursionError:
+        raise RuntimeError(f"{what}: cannot read {path!r} (it is nested too deeply)") from None
 
 
 def array_record(array, file):
@@ -72,7 +75,7 @@ def open_array(directory, record, what, mmap_mode=None):
         raise RuntimeError(f"{what}: bad array shape {shape!r}")
     np_dtype = dtype_named(record["dtype"], what)
     try:
-        array = np.load(os.path.join(directory, file), mmap_mode=mmap_mode, allow_pickle=False)
+        array = open_npy(os.path.join(directory, file), mmap_mode=mmap_mode)
     except (OSError, ValueError) as e:
         raise RuntimeError(f"{what}: cannot load {file!r} ({e})") from None
     if list(array.shape) != shape or array.dtype != plain_dtype(np_dtype):
@@ -122,13 +125,18 @@ class _Writer:
 
 def save_state(directory, state):
     writer = _Writer(directory)
-    root = writer.node(state, "state")
+    try:
+        root = writer.node(state, "state")
+    except RecursionError:
+        raise ValueError(f"dumps: the state is nested too deeply (more than Python's recursion limit of "
+                         f"{sys.getrecursionlimit()} levels allows)") from None
     write_json(os.path.join(directory, _STATE_FILE), {"format": FORMAT, "version": VERSION, "state": root})
 
 
 def load_state(directory, mmap_mode="r"):
     """The state ``save_state`` wrote; arrays are read-only memory maps unless ``mmap_mode=None``."""
     what = f"loads({directory!r})"
+    directory = checkpoint_directory(directory)
     meta = read_json(os.path.join(directory, _STATE_FILE), what)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise RuntimeError(f"{what}: not an rlpipe replay-buffer checkpoint (format {FORMAT!r} version {VERSION})")
@@ -154,27 +162,67 @@ def load_state(directory, mmap_mode="r"):
                 raise RuntimeError(f"{what}: bad TensorDict record ({e})") from None
             return td
         return {k: node(v) for k, v in n.items()}
-    return node(meta["state"])
+    try:
+        return node(meta["state"])
+    except RecursionError:
+        raise RuntimeError(f"{what}: {_STATE_FILE} is nested too deeply") from None
+
+
+def _split(path):
+    return os.path.split(os.path.abspath(os.fspath(path)))
+
+
+def _interrupted_swap(parent, base):
+    """The complete checkpoint a ``dumps`` killed between its two renames left beside a missing
+    ``base`` (the new copy when it is complete, else the previous one), or None."""
+    found = leftovers(parent, base)
+    for (token, kind), old in sorted(found.items()):
+        if kind == "old":
+            new = found.get((token, "tmp"))
+            return new if new is not None and os.path.isfile(os.path.join(new, _STATE_FILE)) else old
+    return None
+
+
+def checkpoint_directory(path):
+    """The directory ``loads(path)`` reads: ``path``, or while a ``dumps`` over it is between its two
+    renames (or was killed there), the copy that ``dumps`` left beside it."""
+    parent, base = _split(path)
+    if os.path.lexists(os.path.join(parent, base)) or not os.path.isdir(parent):
+        return path
+    return _interrupted_swap(parent, base) or path
+
+
+def _recover(parent, base):
+    """Puts back what a killed ``dumps`` left mid-swap, then removes every leftover of killed ones."""
+    path = os.path.join(parent, base)
+    if not os.path.lexists(path):
+        survivor = _interrupted_swap(parent, base)
+        if survivor is not None:
+            os.replace(survivor, path)
+    for stale in leftovers(parent, base).values():
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def atomic_directory(path):
     """Yields an empty temporary directory beside ``path``; when the block succeeds it takes
     ``path``'s place (an old directory there is removed), otherwise it is deleted and ``path``
-    is left as it was."""
+    is left as it was. A kill between the two renames leaves both copies beside ``path``:
+    ``checkpoint_directory`` finds them, and the next save puts one back and removes the rest."""
     path = os.path.abspath(os.fspath(path))
     if os.path.lexists(path) and not os.path.isdir(path):
         raise ValueError(f"dumps: {path!r} exists and is not a directory")
     parent, base = os.path.split(path)
     os.makedirs(parent, exist_ok=True)
+    _recover(parent, base)
     token = secrets.token_hex(6)
-    tmp = os.path.join(parent, f".{base}.{token}.tmp")
+    tmp = _sibling(parent, base, token, "tmp")
     os.mkdir(tmp)
     old = None
     try:
         yield tmp
         if os.path.lexists(path):
-            old = os.path.join(parent, f".{base}.{token}.old")
+            old = _sibling(parent, base, token, "old")
             os.replace(path, old)
         os.replace(tmp, path)
     except BaseException:

@@ -27,7 +27,7 @@ from ..random import Generator
 from ..tensordict import TensorDict
 from ._checkpoint import atomic_directory, load_state, save_state
 from .samplers import PrioritizedSampler, RandomSampler, Sampler, as_index_array, empty_storage_error
-from .storages import ListStorage, Storage
+from .storages import ListStorage, Storage, check_room, physical_memory
 
 __all__ = ["ReplayBuffer", "TensorDictReplayBuffer", "PrioritizedReplayBuffer", "TensorDictPrioritizedReplayBuffer"]
 
@@ -283,6 +283,8 @@ class ReplayBuffer:
         batch_size = _check_batch_size(batch_size, "sample")
         if len(self._storage) == 0:
             raise empty_storage_error()
+        item = 8 + self._storage._item_bytes()  # the index and the item
+        check_room(batch_size * item, f"sample: batch_size={batch_size} items of {item} bytes", physical_memory())
         index, info = self._sampler.sample(self._storage, batch_size)
         info["index"] = index
         data = self._attach(self._read_transforms(self._storage._gather(index)), info)
@@ -345,7 +347,8 @@ class ReplayBuffer:
                              f"{sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__}")
         batch_size = state_dict["_batch_size"]
         batch_size = None if batch_size is None else _check_batch_size(batch_size, "load_state_dict")
-        plans = [self._storage._load_plan(state_dict["_storage"]), self._sampler._load_plan(state_dict["_sampler"])]
+        plans = [self._storage._load_plan(state_dict["_storage"])]
+        plans.append(self._sampler._load_plan(state_dict["_sampler"], stored=state_dict["_storage"]["len"]))
         for apply in plans:
             apply()
         self._batch_size = batch_size

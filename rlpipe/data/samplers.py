@@ -72,8 +72,9 @@ class Sampler:
     def load_state_dict(self, state_dict):
         self._load_plan(state_dict)()
 
-    def _load_plan(self, state):
-        """Checks ``state`` and returns the function that applies it (nothing changes before)."""
+    def _load_plan(self, state, stored=None):
+        """Checks ``state`` and returns the function that applies it (nothing changes before);
+        ``stored``: the number of items the storage will hold, when known."""
         if not isinstance(state, dict) or state.get("type") != type(self).__name__:
             found = state.get("type") if isinstance(state, dict) else type(state).__name__
             raise ValueError(f"load_state_dict: the state is a {found}'s, this sampler is a {type(self).__name__}")
@@ -159,7 +160,7 @@ class SamplerWithoutReplacement(Sampler):
                 "len_storage": self.len_storage, "ran_out": self._ran_out,
                 "sample_list": None if self._sample_list is None else self._sample_list.copy()}
 
-    def _load_plan(self, state):
+    def _load_plan(self, state, stored=None):
         super()._load_plan(state)
         try:
             drop_last, shuffle = bool(state["drop_last"]), bool(state["shuffle"])
@@ -390,7 +391,7 @@ class PrioritizedSampler(Sampler):
                 "beta": self._beta, "eps": self._eps, "max_priority": self._max_priority,
                 "priorities": self._tree.leaves()}
 
-    def _load_plan(self, state):
+    def _load_plan(self, state, stored=None):
         super()._load_plan(state)
         try:
             if state["max_capacity"] != self._tree.capacity:
@@ -404,6 +405,9 @@ class PrioritizedSampler(Sampler):
             leaves = np.array(state["priorities"], dtype=np.float64)
             if leaves.shape != (self._tree.capacity,) or not (np.isfinite(leaves) & (leaves >= 0)).all():
                 raise ValueError(f"priorities must be {self._tree.capacity} finite non-negative numbers")
+            if stored is not None and not ((leaves[:stored] > 0).all() and (leaves[stored:] == 0).all()):
+                raise ValueError(f"the storage holds {stored} items, so the priorities must be > 0 on the first "
+                                 f"{stored} slots and 0 on the others (no item was written there)")
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"load_state_dict: bad PrioritizedSampler state ({e})") from None
 

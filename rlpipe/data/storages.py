@@ -32,6 +32,8 @@ Differences from torchrl 0.14:
   and the rows), not torchrl's ``"_storage"``/``"initialized"``/``"_len"``.
 """
 import collections
+import functools
+import math
 import numbers
 import os
 import shutil
@@ -61,7 +63,25 @@ _Spec = collections.namedtuple("_Spec", "kind keys shapes dtypes item_batch")
 def _check_max_size(max_size, cls):
     if isinstance(max_size, bool) or not isinstance(max_size, numbers.Integral) or max_size <= 0:
         raise ValueError(f"{cls}: max_size must be a positive int, got max_size={max_size!r}")
+    if max_size > sys.maxsize:
+        raise ValueError(f"{cls}: max_size={max_size} is more items than can be indexed (at most {sys.maxsize})")
     return int(max_size)
+
+
+@functools.lru_cache(maxsize=None)
+def physical_memory():
+    """(bytes of physical memory, "memory"), or (None, ...) where the platform does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "memory"
+    except (AttributeError, ValueError, OSError):
+        return None, "memory"
+
+
+def check_room(nbytes, what, room):
+    """Refuses (ValueError) to allocate ``nbytes`` where ``room`` = (bytes available, of what) is smaller."""
+    available, kind = room
+    if available is not None and nbytes > available:
+        raise ValueError(f"{what} need {nbytes} bytes, more than the {available} bytes of {kind} on this machine")
 
 
 def _key_name(path):
@@ -155,6 +175,10 @@ class Storage:
     def _empty(self):
         self._meta[:] = 0
 
+    def _item_bytes(self):
+        """The bytes one gathered item takes (a list slot: a pointer)."""
+        return 8
+
     # checkpoints: state_dict / load_state_dict in memory, dumps / loads to a directory
     def state_dict(self):
         return self._state(copy=True)
@@ -183,6 +207,9 @@ class Storage:
         if not isinstance(length, int) or not isinstance(cursor, int) or not 0 <= length <= self.max_size \
                 or not 0 <= cursor < self.max_size:
             raise ValueError(f"load_state_dict: bad length {length!r} or cursor {cursor!r} for max_size={self.max_size}")
+        if length < self.max_size and cursor != length:
+            raise ValueError(f"load_state_dict: cursor {cursor} with length {length}: writes start at 0, so until "
+                             f"the storage is full (max_size={self.max_size}) the cursor equals the length")
         return length, cursor
 
 
@@ -303,6 +330,8 @@ class LazyTensorStorage(Storage):
             device = self.device or leaves[0][1].device
             spec = _Spec(kind, [k for k, _ in leaves], [tuple(v.shape[1:]) for _, v in leaves],
                          [v._data.dtype for _, v in leaves], batch[1:] if kind == "tensordict" else ())
+            row = self._item_bytes(spec)
+            check_room(self.max_size * row, f"{what}: max_size={self.max_size} rows of {row} bytes", self._room())
             values = [v for _, v in leaves]
         else:
             values = self._matched(spec, kind, leaves, batch, what)
@@ -346,6 +375,13 @@ class LazyTensorStorage(Storage):
 
     def _storage_device(self):
         return None if self._data is None else self._data.device
+
+    def _item_bytes(self, spec=None):
+        spec = spec or self._spec
+        return 0 if spec is None else sum(math.prod(s) * np.dtype(d).itemsize for s, d in zip(spec.shapes, spec.dtypes))
+
+    def _room(self):
+        return physical_memory()
 
     def _allocate(self, spec, device):
         arrays = [zeros((self.max_size,) + shape, dtype=_dtypes.from_numpy_dtype(dt), device=device)._data
@@ -437,6 +473,12 @@ class LazyMemmapStorage(LazyTensorStorage):
         self.scratch_dir = None if scratch_dir is None else os.path.abspath(os.fspath(scratch_dir))
         if self.scratch_dir is not None and os.path.exists(os.path.join(self.scratch_dir, self._LAYOUT)):
             self._reopen()
+
+    def _room(self):
+        where = self.scratch_dir or tempfile.gettempdir()
+        while not os.path.isdir(where):
+            where = os.path.dirname(where)
+        return shutil.disk_usage(where).free, f"free disk space in {where!r}"
 
     def _directory(self):
         if self.scratch_dir is None:

@@ -5,11 +5,12 @@ nested entries, every leaf's shape starts with ``batch_size``, and indexing, res
 and device moves apply to every leaf over the batch dimensions only.
 """
 import json
+import math
 import os
 
 import numpy as np
 
-from .. import _ops
+from .. import _ops, serialization as _serialization
 from .._creation import as_tensor
 from .._device import device as _device_cls, resolve
 from .._tensor import Size, Tensor, wrap
@@ -799,11 +800,17 @@ class TensorDict:
     def memmap_(self, prefix=None, copy_existing=False, num_threads=0):
         """Moves every leaf into a NumPy memory-mapped file under ``prefix`` (one ``.npy`` file per
         leaf, one folder and ``meta.json`` per nested TensorDict), so the data can exceed RAM and
-        outlive the process; then locks the TensorDict (in-place writes only)."""
+        outlive the process; then locks the TensorDict (in-place writes only).
+
+        Over an older checkpoint, its ``meta.json`` goes first and the new one is written last, so
+        a save interrupted half-way leaves a folder that ``load_memmap`` refuses, never a mix."""
         if prefix is None:
             import tempfile
             prefix = tempfile.mkdtemp(prefix="rlpipe-memmap-")
         os.makedirs(prefix, exist_ok=True)
+        meta_path = os.path.join(prefix, "meta.json")
+        if os.path.lexists(meta_path):
+            os.remove(meta_path)
         leaves, nested = {}, []
         for key, value in self._tensordict.items():
             if isinstance(value, TensorDict):
@@ -819,9 +826,9 @@ class TensorDict:
             target.flush()
             leaves[key] = {"shape": list(host.shape), "dtype": value.dtype.name}
             self._tensordict[key] = wrap(target)
-        with open(os.path.join(prefix, "meta.json"), "w") as f:
-            json.dump({"format": "rlpipe-tensordict-memmap", "version": 2, "batch_size": list(self._batch_size),
-                       "leaves": leaves, "nested": nested}, f)
+        meta = {"format": "rlpipe-tensordict-memmap", "version": 2, "batch_size": list(self._batch_size),
+                "leaves": leaves, "nested": nested}
+        _serialization._write_atomically(meta_path, lambda f: f.write(json.dumps(meta).encode()))
         return self.lock_()
 
     def memmap(self, prefix=None):
@@ -833,18 +840,26 @@ class TensorDict:
 
     @classmethod
     def load_memmap(cls, prefix):
-        """The TensorDict that memmap_(prefix) wrote (any nested folder loads on its own too)."""
+        """The TensorDict that memmap_(prefix) wrote (any nested folder loads on its own too).
+
+        Loading never changes the files: leaves are mapped copy-on-write, so the TensorDict is
+        writable in place but its writes stay in memory (tensordict maps them read-write, and its
+        writes reach the files). Each leaf file must hold exactly the bytes of the shape and dtype
+        ``meta.json`` records; otherwise a RuntimeError names the leaf."""
         from .. import _dtypes
         try:
             with open(os.path.join(prefix, "meta.json")) as f:
                 meta = json.load(f)
-            if meta.get("format") != "rlpipe-tensordict-memmap":
+            if not isinstance(meta, dict) or meta.get("format") != "rlpipe-tensordict-memmap":
                 raise ValueError("not an rlpipe TensorDict memmap directory")
-            td = cls(batch_size=meta["batch_size"])
+            td = cls(batch_size=_stored_batch_size(meta["batch_size"]))
             for key, leaf in meta["leaves"].items():
                 if not isinstance(key, str) or "/" in key or key.startswith("."):
                     raise ValueError(f"bad key {key!r}")
-                array = np.load(os.path.join(prefix, key + ".memmap"), mmap_mode="r+", allow_pickle=False)
+                try:
+                    array = _serialization.open_npy(os.path.join(prefix, key + ".memmap"), mmap_mode="c")
+                except ValueError as e:
+                    raise ValueError(f"leaf {key!r}: {e}") from None
                 if list(array.shape) != leaf["shape"] or array.dtype != getattr(_dtypes, leaf["dtype"]).np:
                     raise ValueError(f"{key} does not match its recorded shape or dtype")
                 td._tensordict[key] = td._leaf(key, wrap(array))
@@ -852,6 +867,8 @@ class TensorDict:
                 if not isinstance(key, str) or "/" in key or key.startswith("."):
                     raise ValueError(f"bad key {key!r}")
                 td._tensordict[key] = td._leaf(key, cls.load_memmap(os.path.join(prefix, key)))
+        except RecursionError:
+            raise RuntimeError(f"load_memmap: {prefix!r}: meta.json is nested too deeply") from None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RuntimeError(f"load_memmap: {prefix!r} holds no valid memory-mapped TensorDict ({e})") from None
         return td.lock_()
@@ -873,6 +890,15 @@ class TensorDict:
              f"\n    device={self._device},\n    is_shared=False)")
 
 
+def _stored_batch_size(batch_size):
+    """A batch size read from a checkpoint, checked: a list of ints >= 0 whose product fits in int64."""
+    if (not isinstance(batch_size, list) or len(batch_size) > 64
+            or not all(type(n) is int and n >= 0 for n in batch_size) or math.prod(batch_size) >= 1 << 63):
+        raise ValueError(f"batch_size should be a list of at most 64 ints >= 0 whose product fits in int64, "
+                         f"got {batch_size!r}")
+    return batch_size
+
+
 def _to_state(td):
     """What rlpipe.save stores for a TensorDict: plain data (nested TensorDicts are stored the same way)."""
     return {"batch_size": list(td.batch_size), "device": None if td.device is None else str(td.device),
@@ -880,7 +906,9 @@ def _to_state(td):
 
 
 def _from_state(state):
-    td = TensorDict(batch_size=state["batch_size"], device=state["device"])
+    td = TensorDict(batch_size=_stored_batch_size(state["batch_size"]), device=state["device"])
+    if not isinstance(state["entries"], dict):
+        raise ValueError(f"entries should be a dict, got {type(state['entries']).__name__}")
     for key, value in state["entries"].items():
         td.set(key, value)
     return td
