@@ -84,8 +84,9 @@ def wrap_result(result, device_id, sources=()):
         return _wrap(result, device_id)
     if isinstance(result, np.generic):
         return _wrap(np.asarray(result), device_id)
-    if type(result) in (list, tuple):
-        return type(result)(wrap_result(r, device_id, sources) for r in result)
+    if isinstance(result, (list, tuple)):
+        items = [wrap_result(r, device_id, sources) for r in result]
+        return type(result)(*items) if hasattr(result, "_fields") else type(result)(items)
     return result
 
 

@@ -1,8 +1,8 @@
 """The stand-in's ``cupyx``: ``scatter_add`` and ``scipy.special``."""
 import numpy as np
 
-from .._array import ndarray, unsupported
-from .._ufuncs import add
+from .._array import ndarray as _ndarray, unsupported as _unsupported
+from .._ufuncs import add as _add
 from . import scipy
 
 # atomicAdd exists for these element types only; CuPy refuses the others (int64 among them)
@@ -11,9 +11,9 @@ _SCATTER_ADD_TYPES = (np.int32, np.float16, np.float32, np.float64, np.uint32, n
 
 def scatter_add(a, slices, value):
     """``a[slices] += value``, adding once per occurrence of a repeated index (as atomics do)."""
-    if not isinstance(a, ndarray):
-        raise unsupported(a)
+    if not isinstance(a, _ndarray):
+        raise _unsupported(a)
     if not issubclass(a.dtype.type, _SCATTER_ADD_TYPES):
         raise TypeError("scatter_add only supports int32, float16, float32, float64, uint32, uint64, "
                         "as data type")
-    add.at(a, slices, value)
+    _add.at(a, slices, value)
