@@ -140,3 +140,9 @@ def test_random_dtype_rules_and_state_restore():
     first = gen.random(4).get()
     buffer.set(saved)
     np.testing.assert_array_equal(gen.random(4).get(), first)
+
+
+def test_device_pointer_and_cuda_array_interface():
+    a = cp.arange(4, dtype=np.float32)
+    assert a.data.ptr == a.__cuda_array_interface__["data"][0] and a.data.device_id == 0
+    assert a.__cuda_array_interface__["shape"] == (4,)

@@ -254,6 +254,19 @@ class ndarray:
         self._array.shape = value
 
     @property
+    def data(self):
+        """A ``cupy.cuda.MemoryPointer`` to the first element (``.ptr``, ``.device_id``)."""
+        from .cuda import MemoryPointer
+        return MemoryPointer._at(self._array.__array_interface__["data"][0], self._device_id)
+
+    @property
+    def __cuda_array_interface__(self):
+        """What CuPy publishes for device-array consumers (the address is the host storage's)."""
+        interface = self._array.__array_interface__
+        return {"shape": interface["shape"], "typestr": interface["typestr"], "data": interface["data"],
+                "strides": interface["strides"], "descr": interface["descr"], "version": 3}
+
+    @property
     def base(self):
         return None if self._array.base is None else _wrap(self._array.base, self._device_id)
 

@@ -39,6 +39,13 @@ class MemoryPointer:
         self.ptr = mem.ptr + offset
         self.device_id = mem.device_id
 
+    @classmethod
+    def _at(cls, ptr, device_id):
+        """A bare pointer (no memory object behind it), as ``ndarray.data`` gives."""
+        pointer = cls.__new__(cls)
+        pointer.mem, pointer.offset, pointer.ptr, pointer.device_id = None, 0, ptr, device_id
+        return pointer
+
     @property
     def device(self):
         return Device(self.device_id)
