@@ -90,7 +90,7 @@ def from_dlpack(array):
 def take(a, indices, axis=None, out=None):
     """CuPy copies host indices to the device; out-of-range indices wrap around, as CuPy's do."""
     if not isinstance(indices, ndarray):
-        indices = array(indices)
+        indices = array(indices, dtype=np.int64)  # so that an empty list or range is an index too
     return _call_numpy(np.take, (a, indices), {"axis": axis, "out": out, "mode": "wrap"})
 
 
