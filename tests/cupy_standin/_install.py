@@ -18,4 +18,4 @@ def install():
         del sys.modules[name]
     package = __name__.rpartition(".")[0]
     for name, relative in _MODULES.items():
-        sys.modules[name] = importlib.import_module(package + relative) if relative else importlib.import_module(package)
+        sys.modules[name] = importlib.import_module(package + relative)
