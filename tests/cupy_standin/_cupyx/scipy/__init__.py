@@ -1,0 +1,2 @@
+"""The stand-in's ``cupyx.scipy``: only ``special``."""
+from . import special
