@@ -393,3 +393,16 @@ def _compile(source, name):
     function.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong), ctypes.c_int)
     function.restype = None
     return function
+
+
+def _not_emulated(kind):
+    """A kernel class the stand-in does not run: constructing one says so (rlpipe's backend has none)."""
+
+    def refuse(self, *args, **kwargs):
+        raise NotImplementedError("the CuPy stand-in runs no %s: rlpipe's CUDA backend launches none" % kind)
+
+    return type(kind, (), {"__init__": refuse, "__doc__": "``cupy.%s``: not emulated." % kind})
+
+
+ReductionKernel = _not_emulated("ReductionKernel")
+RawKernel = _not_emulated("RawKernel")
