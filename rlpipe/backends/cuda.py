@@ -457,6 +457,15 @@ def adagrad_step(param, grad, state_sum, step, lr, lr_decay, weight_decay, eps, 
          float(lr / (1 + (step - 1) * lr_decay)), float(eps), param, state_sum)
 
 
+def all_kernels():
+    """Every ElementwiseKernel this module launches, each optimizer variant included (for compile checks)."""
+    module_level = [k for k in globals().values() if isinstance(k, cupy.ElementwiseKernel)]
+    return (module_level
+            + [_sgd_kernel(momentum) for momentum in (False, True)]
+            + [_adam_kernel(amsgrad) for amsgrad in (False, True)]
+            + [_rmsprop_kernel(centered, momentum) for centered in (False, True) for momentum in (False, True)])
+
+
 # ---- random numbers -----------------------------------------------------------------
 
 class RandomState:
