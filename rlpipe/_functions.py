@@ -379,36 +379,52 @@ class Erf(Op):
 class Tanh(Op):
     @staticmethod
     def forward(ctx, x):
-        out = ctx.be.tanh(x)
+        out = ctx.xp.tanh(x)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        return ctx.be.tanh_backward(ctx.saved_tensors[0], g)
+        y, = ctx.saved_tensors
+        fused = ctx.be.fused.get("tanh_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        return fused(y, g) if fused else g * (1 - y * y)
+
+
+def _sigmoid(ctx, x):
+    """1 / (1 + exp(-x)) without overflow (Sigmoid, Silu, Mish, Softplus's gradient)."""
+    fused = ctx.be.fused.get("sigmoid")  # a backend's one-launch kernel, where it has one (cuda)
+    if fused:
+        return fused(x)
+    xp = ctx.xp
+    e = xp.exp(-xp.abs(x))  # exp of a non-positive number never overflows
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 
 
 class Sigmoid(Op):
     @staticmethod
     def forward(ctx, x):
-        out = ctx.be.sigmoid(x)
+        out = _sigmoid(ctx, x)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        return ctx.be.sigmoid_backward(ctx.saved_tensors[0], g)
+        y, = ctx.saved_tensors
+        fused = ctx.be.fused.get("sigmoid_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        return fused(y, g) if fused else g * y * (1 - y)
 
 
 class Relu(Op):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return ctx.be.relu(x)
+        return ctx.xp.maximum(x, 0)  # a Python 0 keeps x's dtype (NumPy 2's weak scalars)
 
     @staticmethod
     def backward(ctx, g):
-        return ctx.be.relu_backward(ctx.saved_tensors[0], g)
+        x, = ctx.saved_tensors
+        fused = ctx.be.fused.get("relu_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        return fused(x, g) if fused else g * ~(x <= 0)  # nan passes the gradient, as in torch
 
 
 class LeakyRelu(Op):
@@ -416,23 +432,64 @@ class LeakyRelu(Op):
     def forward(ctx, x, slope):
         ctx.save_for_backward(x)
         ctx.slope = slope
-        return ctx.be.leaky_relu(x, slope)
+        fused = ctx.be.fused.get("leaky_relu")  # a backend's one-launch kernel, where it has one (cuda)
+        return fused(x, slope) if fused else ctx.xp.where(x > 0, x, x * x.dtype.type(slope))
 
     @staticmethod
     def backward(ctx, g):
-        return ctx.be.leaky_relu_backward(ctx.saved_tensors[0], g, ctx.slope), None
+        x, = ctx.saved_tensors
+        fused = ctx.be.fused.get("leaky_relu_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        return (fused(x, g, ctx.slope) if fused else ctx.xp.where(x > 0, g, g * g.dtype.type(ctx.slope))), None
+
+
+_SQRT_2_OVER_PI = 0.7978845608028654
+_GELU_C = 0.044715
+_INV_SQRT_2 = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
 
 
 class Gelu(Op):
+    """x * Phi(x), Phi the standard normal CDF through erf; or its tanh approximation."""
+
     @staticmethod
     def forward(ctx, x, approximate):
         ctx.save_for_backward(x)
         ctx.approximate = approximate
-        return ctx.be.gelu(x, approximate)
+        tanh = approximate == "tanh"
+        fused = ctx.be.fused.get("gelu_tanh" if tanh else "gelu")  # a backend's one-launch kernel (cuda)
+        if fused:
+            return fused(x)
+        dt = x.dtype.type
+        if tanh:
+            return 0.5 * x * (1 + ctx.xp.tanh(dt(_SQRT_2_OVER_PI) * (x + dt(_GELU_C) * x ** 3)))
+        return 0.5 * x * (1 + ctx.be.erf(x * dt(_INV_SQRT_2)))
 
     @staticmethod
     def backward(ctx, g):
-        return ctx.be.gelu_backward(ctx.saved_tensors[0], g, ctx.approximate), None
+        x, = ctx.saved_tensors
+        tanh = ctx.approximate == "tanh"
+        fused = ctx.be.fused.get("gelu_tanh_backward" if tanh else "gelu_backward")  # one launch (cuda)
+        if fused:
+            return fused(x, g), None
+        xp, dt = ctx.xp, x.dtype.type
+        if tanh:
+            k, c = dt(_SQRT_2_OVER_PI), dt(_GELU_C)
+            t = xp.tanh(k * (x + c * x ** 3))
+            return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x)), None
+        cdf = 0.5 * (1 + ctx.be.erf(x * dt(_INV_SQRT_2)))
+        pdf = dt(_INV_SQRT_2PI) * xp.exp(-0.5 * x * x)
+        return g * (cdf + x * pdf), None
+
+
+def _softplus(ctx, x, beta, threshold):
+    """log1p(exp(beta * x)) / beta computed without overflow; x itself above the threshold, as torch does."""
+    fused = ctx.be.fused.get("softplus")  # a backend's one-launch kernel, where it has one (cuda)
+    if fused:
+        return fused(x, beta, threshold)
+    xp = ctx.xp
+    bx = x * x.dtype.type(beta)
+    soft = (xp.maximum(bx, 0) + xp.log1p(xp.exp(-xp.abs(bx)))) / x.dtype.type(beta)
+    return xp.where(bx > threshold, x, soft)
 
 
 class Softplus(Op):
@@ -440,11 +497,17 @@ class Softplus(Op):
     def forward(ctx, x, beta, threshold):
         ctx.save_for_backward(x)
         ctx.params = beta, threshold
-        return ctx.be.softplus(x, beta, threshold)
+        return _softplus(ctx, x, beta, threshold)
 
     @staticmethod
     def backward(ctx, g):
-        return ctx.be.softplus_backward(ctx.saved_tensors[0], g, *ctx.params), None, None
+        x, = ctx.saved_tensors
+        beta, threshold = ctx.params
+        fused = ctx.be.fused.get("softplus_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        if fused:
+            return fused(x, g, beta, threshold), None, None
+        bx = x * x.dtype.type(beta)
+        return ctx.xp.where(bx > threshold, g, g * _sigmoid(ctx, bx)), None, None
 
 
 class _Stepwise(Op):

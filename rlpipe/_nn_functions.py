@@ -11,7 +11,7 @@ the kh * kw kernel positions, where each position's update is one strided slice 
 """
 import math
 
-from ._functions import Op
+from ._functions import Op, _sigmoid, _softplus
 from ._tensor import wrap
 
 
@@ -512,7 +512,7 @@ class Silu(Op):
 
     @staticmethod
     def forward(ctx, x):
-        s = ctx.be.sigmoid(x)
+        s = _sigmoid(ctx, x)
         ctx.save_for_backward(x, s)
         return x * s
 
@@ -528,26 +528,22 @@ class Mish(Op):
 
     @staticmethod
     def forward(ctx, x):
-        t = ctx.xp.tanh(ctx.be.softplus(x))
+        t = ctx.xp.tanh(_softplus(ctx, x, 1.0, 20.0))
         ctx.save_for_backward(x, t)
         return x * t
 
     @staticmethod
     def backward(ctx, g):
         x, t = ctx.saved_tensors
-        return g * (t + x * ctx.be.sigmoid(x) * (1 - t * t))
+        return g * (t + x * _sigmoid(ctx, x) * (1 - t * t))
 
 
 class Erfinv(Op):
-    """The inverse error function (SciPy's on the CPU, CuPy's on a GPU)."""
+    """The inverse error function (the backend's special function)."""
 
     @staticmethod
     def forward(ctx, x):
-        if ctx.be.name == "cpu":
-            from scipy.special import erfinv
-        else:  # pragma: no cover - needs a GPU
-            from cupyx.scipy.special import erfinv
-        out = erfinv(x).astype(x.dtype, copy=False)
+        out = ctx.be.erfinv(x)
         ctx.save_for_backward(out)
         return out
 
