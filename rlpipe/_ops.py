@@ -11,7 +11,7 @@ import string
 import numpy as np
 
 from . import _dtypes
-from . import _functions as F
+from . import primitives as P
 from ._device import device as _device_cls, resolve as _resolve_device
 from ._dtypes import FLOATING_NP, scalar_kind
 from ._tensor import Tensor, method_decorator, tensor_method, wrap
@@ -182,14 +182,14 @@ def _scaled(other, alpha):
     return other if alpha == 1 else mul(other, alpha) if isinstance(other, Tensor) else other * alpha
 
 
-@tensor_operator("add", F.Add)
+@tensor_operator("add", P.Add)
 @inplace_variant
 @tensor_method
 def add(input, other, *, alpha=1):
-    return _binary(F.Add, input, _scaled(other, alpha))
+    return _binary(P.Add, input, _scaled(other, alpha))
 
 
-@tensor_operator("sub", F.Sub)
+@tensor_operator("sub", P.Sub)
 @inplace_variant
 @tensor_method
 def sub(input, other, *, alpha=1):
@@ -201,7 +201,7 @@ def sub(input, other, *, alpha=1):
     if builtins.any(is_bool):
         raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
                            "to invert a mask, use the `~` or `logical_not()` operator instead.")
-    return _binary(F.Sub, input, _scaled(other, alpha))
+    return _binary(P.Sub, input, _scaled(other, alpha))
 
 
 def _require_float(input, name, error=NotImplementedError):
@@ -210,28 +210,28 @@ def _require_float(input, name, error=NotImplementedError):
         raise error(f'"{name}" not implemented for \'{_LEGACY_TYPE_NAMES[input.dtype.name]}\'')
 
 
-@tensor_operator("mul", F.Mul)
+@tensor_operator("mul", P.Mul)
 @inplace_variant
 @tensor_method
 def mul(input, other):
-    return _binary(F.Mul, input, other)
+    return _binary(P.Mul, input, other)
 
 
-@tensor_operator("truediv", F.Div)
+@tensor_operator("truediv", P.Div)
 @inplace_variant("div", "true_divide")
 @tensor_method("div", "true_divide", "divide")
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is None:
-        return _binary(F.Div, input, other, floating=True)
+        return _binary(P.Div, input, other, floating=True)
     if rounding_mode == "floor":
         _check_integer_divisor(input, other)
-        return F.FloorDivide.apply(*_operands(input, other), "floor")
+        return P.FloorDivide.apply(*_operands(input, other), "floor")
     if rounding_mode == "trunc":
         a, b = _operands(input, other)
         like = a if isinstance(a, Tensor) else b
         a, b = (x if isinstance(x, Tensor) else full_like(like, x) for x in (a, b))
         if like.is_floating_point():
-            return F.FloorDivide.apply(a, b, "trunc")
+            return P.FloorDivide.apply(a, b, "trunc")
         floor = floor_divide(a, b)  # integers: round toward zero instead of down
         rounded_down = logical_and(ne(remainder(a, b), 0), ne(lt(a, 0), lt(b, 0)))
         return where(rounded_down, floor + 1, floor)
@@ -264,18 +264,18 @@ def floor_divide(input, other):
         a, b = _operands(input, other)
     except TypeError:
         return NotImplemented
-    return F.FloorDivide.apply(a, b, "floor_divide")
+    return P.FloorDivide.apply(a, b, "floor_divide")
 
 
-@tensor_operator("mod", F.Remainder)
+@tensor_operator("mod", P.Remainder)
 @inplace_variant
 @tensor_method
 def remainder(input, other):
     _check_integer_divisor(input, other)
-    return _binary(F.Remainder, input, other)
+    return _binary(P.Remainder, input, other)
 
 
-@tensor_operator("pow", F.Pow)
+@tensor_operator("pow", P.Pow)
 @inplace_variant
 @tensor_method
 def pow(input, exponent):
@@ -287,7 +287,7 @@ def pow(input, exponent):
     t = base if isinstance(base, Tensor) else exp_
     if t._data.dtype.kind in "iu" and isinstance(exp_, Tensor) and builtins.bool((exp_._data < 0).any()):
         return _integer_pow(base, exp_)
-    return F.Pow.apply(base, exp_)
+    return P.Pow.apply(base, exp_)
 
 
 def _integer_pow(base, exponent):
@@ -307,7 +307,7 @@ def neg(input):
     if input.dtype is _dtypes.bool:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
                            "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
-    return F.Neg.apply(input)
+    return P.Neg.apply(input)
 
 
 negative = neg
@@ -316,7 +316,7 @@ negative = neg
 @inplace_variant
 @tensor_method("abs", "absolute", "__abs__")
 def abs(input):
-    return F.Abs.apply(input)
+    return P.Abs.apply(input)
 
 
 absolute = abs
@@ -325,26 +325,26 @@ absolute = abs
 @inplace_variant
 @tensor_method
 def sign(input):
-    return F.Sign.apply(input)
+    return P.Sign.apply(input)
 
 
 @inplace_variant
 @tensor_method
 def reciprocal(input):
-    return F.Reciprocal.apply(_float_input(input))
+    return P.Reciprocal.apply(_float_input(input))
 
 
-exp = _unary_float(F.Exp)
-expm1 = _unary_float(F.Expm1)
-log = _unary_float(F.Log)
-log1p = _unary_float(F.Log1p)
-sqrt = _unary_float(F.Sqrt)
-rsqrt = _unary_float(F.Rsqrt)
-sin = _unary_float(F.Sin)
-cos = _unary_float(F.Cos)
-tanh = _unary_float(F.Tanh)
-sigmoid = _unary_float(F.Sigmoid)
-erf = _unary_float(F.Erf)
+exp = _unary_float(P.Exp)
+expm1 = _unary_float(P.Expm1)
+log = _unary_float(P.Log)
+log1p = _unary_float(P.Log1p)
+sqrt = _unary_float(P.Sqrt)
+rsqrt = _unary_float(P.Rsqrt)
+sin = _unary_float(P.Sin)
+cos = _unary_float(P.Cos)
+tanh = _unary_float(P.Tanh)
+sigmoid = _unary_float(P.Sigmoid)
+erf = _unary_float(P.Erf)
 
 
 @tensor_method
@@ -367,42 +367,42 @@ def square(input):
 @inplace_variant
 @tensor_method
 def relu(input):
-    return F.Relu.apply(input)
+    return P.Relu.apply(input)
 
 
 def leaky_relu(input, negative_slope=0.01):
     _require_float(input, "leaky_relu_cpu")
-    return F.LeakyRelu.apply(input, float(negative_slope))
+    return P.LeakyRelu.apply(input, float(negative_slope))
 
 
 def gelu(input, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
     _require_float(input, "GeluKernelImpl")
-    return F.Gelu.apply(input, approximate)
+    return P.Gelu.apply(input, approximate)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
     _require_float(input, "softplus_cpu")
-    return F.Softplus.apply(input, float(beta), float(threshold))
+    return P.Softplus.apply(input, float(beta), float(threshold))
 
 
 @inplace_variant
 @tensor_method
 def floor(input):
-    return F.Floor.apply(input) if input.is_floating_point() else input.clone()
+    return P.Floor.apply(input) if input.is_floating_point() else input.clone()
 
 
 @inplace_variant
 @tensor_method
 def ceil(input):
-    return F.Ceil.apply(input) if input.is_floating_point() else input.clone()
+    return P.Ceil.apply(input) if input.is_floating_point() else input.clone()
 
 
 @inplace_variant
 @tensor_method("trunc", "fix")
 def trunc(input):
-    return F.Trunc.apply(input) if input.is_floating_point() else input.clone()
+    return P.Trunc.apply(input) if input.is_floating_point() else input.clone()
 
 
 fix = trunc
@@ -413,7 +413,7 @@ fix = trunc
 def round(input, *, decimals=0):
     if not input.is_floating_point():
         return input.clone()
-    return F.Round.apply(input, decimals) if decimals else F.Round.apply(input)
+    return P.Round.apply(input, decimals) if decimals else P.Round.apply(input)
 
 
 @inplace_variant("clamp", "clip")
@@ -428,7 +428,7 @@ def clamp(input, min=None, max=None):
                                  [t.dtype for t in tensors if not t._data.ndim],
                                  [scalar_kind(b) for b in given if not isinstance(b, Tensor)])
     cast = lambda b: _cast(b, target) if isinstance(b, Tensor) else b
-    return F.Clamp.apply(cast(input), *map(cast, bounds))
+    return P.Clamp.apply(cast(input), *map(cast, bounds))
 
 
 clip = clamp
@@ -448,12 +448,12 @@ def clamp_max(input, max):
 
 @tensor_method
 def maximum(input, other):
-    return _binary(F.Maximum, input, other)
+    return _binary(P.Maximum, input, other)
 
 
 @tensor_method
 def minimum(input, other):
-    return _binary(F.Minimum, input, other)
+    return _binary(P.Minimum, input, other)
 
 
 def where(condition, input=None, other=None):
@@ -468,7 +468,7 @@ def where(condition, input=None, other=None):
         from ._creation import as_tensor
         input = as_tensor(input, device=condition.device)
     x, y = _operands(input, other)
-    return F.Where.apply(condition, x, y)
+    return P.Where.apply(condition, x, y)
 
 
 # ---- comparisons and logic (not differentiable) ----------------------------------------------
@@ -608,7 +608,7 @@ def _back_to_half(result, input, dtype):
 
 @tensor_method
 def sum(input, dim=None, keepdim=False, *, dtype=None):
-    return _back_to_half(F.Sum.apply(input, _reduce_dims(input, dim), keepdim, _accumulator(input, dtype)),
+    return _back_to_half(P.Sum.apply(input, _reduce_dims(input, dim), keepdim, _accumulator(input, dtype)),
                          input, dtype)
 
 
@@ -626,7 +626,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
                            f"or complex dtype. Got: {input.dtype.name.capitalize()}")
     if dtype is not None:
         input = _cast(input, _dtypes.as_dtype(dtype))
-    return F.Mean.apply(input, _reduce_dims(input, dim), keepdim, None)
+    return P.Mean.apply(input, _reduce_dims(input, dim), keepdim, None)
 
 
 @tensor_method
@@ -635,7 +635,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
         dim = input._dim(dim)  # checked even for 0-d tensors, which have nothing to reduce
         if not input.ndim:
             dim = None
-    return F.Prod.apply(input, dim, keepdim, _accumulator(input, dtype))
+    return P.Prod.apply(input, dim, keepdim, _accumulator(input, dtype))
 
 
 class _ValuesIndices(collections.namedtuple("_ValuesIndices", ["values", "indices"])):
@@ -659,11 +659,11 @@ def _extreme(input, dim, keepdim, other, largest):
         if input.numel() == 0:
             raise RuntimeError(f"{'max' if largest else 'min'}(): Expected reduction dim to be specified for "
                                "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
-        return (F.Amax if largest else F.Amin).apply(input, None, False)
+        return (P.Amax if largest else P.Amin).apply(input, None, False)
     d = input._dim(dim)
     if input.ndim == 0:
         return (max_return if largest else min_return)(input.clone(), zeros_like_int(input))
-    values, indices = F.ExtremeAlongDim.apply(input, d, keepdim, largest)
+    values, indices = P.ExtremeAlongDim.apply(input, d, keepdim, largest)
     return (max_return if largest else min_return)(values, indices)
 
 
@@ -684,12 +684,12 @@ def min(input, dim=None, keepdim=False, *, other=None):
 
 @tensor_method
 def amax(input, dim=(), keepdim=False):
-    return _extreme_values(F.Amax, input, dim, keepdim, "amax")
+    return _extreme_values(P.Amax, input, dim, keepdim, "amax")
 
 
 @tensor_method
 def amin(input, dim=(), keepdim=False):
-    return _extreme_values(F.Amin, input, dim, keepdim, "amin")
+    return _extreme_values(P.Amin, input, dim, keepdim, "amin")
 
 
 def _extreme_values(function, input, dim, keepdim, name):
@@ -732,7 +732,7 @@ def argmin(input, dim=None, keepdim=False):
 
 @tensor_method
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return _spread(F.Var, input, dim, unbiased, keepdim, correction)
+    return _spread(P.Var, input, dim, unbiased, keepdim, correction)
 
 
 def _spread(function, input, dim, unbiased, keepdim, correction):
@@ -749,7 +749,7 @@ def _spread(function, input, dim, unbiased, keepdim, correction):
 
 @tensor_method
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return _spread(F.Std, input, dim, unbiased, keepdim, correction)
+    return _spread(P.Std, input, dim, unbiased, keepdim, correction)
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
@@ -763,7 +763,7 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 @tensor_method
 def logsumexp(input, dim, keepdim=False):
     dims = _reduce_dims(input, dim)
-    return F.LogSumExp.apply(_float_input(input), tuple(range(input.ndim)) if dims is None else dims, keepdim)
+    return P.LogSumExp.apply(_float_input(input), tuple(range(input.ndim)) if dims is None else dims, keepdim)
 
 
 @tensor_method
@@ -782,7 +782,7 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         return amin(abs(x), dims or (), keepdim)
     if isinstance(p, str):
         raise RuntimeError(f"norm(): unsupported p={p!r}; expected a number, 'fro', inf or -inf")
-    return F.Norm.apply(x, builtins.float(p), dims, keepdim)
+    return P.Norm.apply(x, builtins.float(p), dims, keepdim)
 
 
 @tensor_method
@@ -808,12 +808,12 @@ def count_nonzero(input, dim=None):
 
 @tensor_method
 def cumsum(input, dim, *, dtype=None):
-    return _cumulative(F.CumSum, input, dim, dtype)
+    return _cumulative(P.CumSum, input, dim, dtype)
 
 
 @tensor_method
 def cumprod(input, dim, *, dtype=None):
-    return _cumulative(F.CumProd, input, dim, dtype)
+    return _cumulative(P.CumProd, input, dim, dtype)
 
 
 def _cumulative(function, input, dim, dtype):
@@ -829,7 +829,7 @@ def softmax(input, dim, dtype=None):
     if dtype is None:
         _require_float(input, "softmax_kernel_impl")
     x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
-    return F.Softmax.apply(x, x._dim(dim) if x.ndim else None)
+    return P.Softmax.apply(x, x._dim(dim) if x.ndim else None)
 
 
 @tensor_method
@@ -837,7 +837,7 @@ def log_softmax(input, dim, dtype=None):
     if dtype is None:
         _require_float(input, "log_softmax_kernel_impl")
     x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
-    return F.LogSoftmax.apply(x, x._dim(dim) if x.ndim else None)
+    return P.LogSoftmax.apply(x, x._dim(dim) if x.ndim else None)
 
 
 def one_hot(tensor, num_classes=-1):
@@ -902,7 +902,7 @@ def _refresh_view(view):
     updated base' (PyTorch does the same when the version counter shows a change)."""
     root, view_fn, _ = view._view_of
     if root._requires_grad:
-        _adopt(view, F.AsView.apply(root, view_fn))
+        _adopt(view, P.AsView.apply(root, view_fn))
     view._view_of = (root, view_fn, view._vc[0])
 
 
@@ -932,8 +932,8 @@ def _infer_shape(shape, numel):
 def reshape(input, *shape):
     shape = _infer_shape(_shape_arg(shape), input.numel())
     if shape == input._data.shape:
-        return _mark_view(F.Reshape.apply(input, shape), input, lambda a: a)
-    return _mark_view(F.Reshape.apply(input, shape), input, lambda a: a.reshape(shape), may_copy=True)
+        return _mark_view(P.Reshape.apply(input, shape), input, lambda a: a)
+    return _mark_view(P.Reshape.apply(input, shape), input, lambda a: a.reshape(shape), may_copy=True)
 
 
 @tensor_method
@@ -1015,14 +1015,14 @@ def permute(input, *dims):
     dims = tuple(input._dim(d) for d in dims)
     if len(set(dims)) != len(dims):
         raise RuntimeError(f"permute(): duplicate dims are not allowed (got {dims})")
-    return _mark_view(F.Permute.apply(input, dims), input, lambda a: a.transpose(dims))
+    return _mark_view(P.Permute.apply(input, dims), input, lambda a: a.transpose(dims))
 
 
 @tensor_method("transpose", "swapaxes", "swapdims")
 def transpose(input, dim0, dim1):
     if input.ndim == 0:
         input._dim(dim0), input._dim(dim1)
-        return _mark_view(F.Reshape.apply(input, ()), input, lambda a: a)
+        return _mark_view(P.Reshape.apply(input, ()), input, lambda a: a)
     order = list(range(input.ndim))
     a, b = input._dim(dim0), input._dim(dim1)
     order[a], order[b] = order[b], order[a]
@@ -1072,7 +1072,7 @@ def expand(input, *sizes):
                                f"Tensor sizes: {list(input.shape)}")
         shape.append(want)
     shape = tuple(shape)
-    return _mark_view(F.Expand.apply(input, shape), input, lambda a: input._device._backend.xp.broadcast_to(a, shape))
+    return _mark_view(P.Expand.apply(input, shape), input, lambda a: input._device._backend.xp.broadcast_to(a, shape))
 
 
 @tensor_method
@@ -1097,22 +1097,22 @@ def repeat(input, *sizes):
     sizes = _shape_arg(sizes)
     if len(sizes) < input.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
-    return F.Repeat.apply(input, sizes)
+    return P.Repeat.apply(input, sizes)
 
 
 @tensor_method
 def flip(input, dims):
     dims = tuple(input._dim(d) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
-    return F.Flip.apply(input, dims)
+    return P.Flip.apply(input, dims)
 
 
 @tensor_method
 def roll(input, shifts, dims=None):
     if dims is None:
-        return reshape(F.Roll.apply(flatten(input), shifts, 0), input.shape)
+        return reshape(P.Roll.apply(flatten(input), shifts, 0), input.shape)
     if isinstance(dims, (tuple, list)):
-        return F.Roll.apply(input, tuple(shifts), tuple(input._dim(d) for d in dims))
-    return F.Roll.apply(input, shifts, input._dim(dims))
+        return P.Roll.apply(input, tuple(shifts), tuple(input._dim(d) for d in dims))
+    return P.Roll.apply(input, shifts, input._dim(dims))
 
 
 @tensor_method
@@ -1132,12 +1132,12 @@ def select(input, dim, index):
 
 @tensor_method
 def contiguous(input, memory_format=None):
-    return input if input.is_contiguous() else F.Clone.apply(input)
+    return input if input.is_contiguous() else P.Clone.apply(input)
 
 
 @tensor_method
 def clone(input, *, memory_format=None):
-    return F.Clone.apply(input)
+    return P.Clone.apply(input)
 
 
 # ---- joining and splitting ----------------------------------------------------------------
@@ -1177,7 +1177,7 @@ def cat(tensors, dim=0):
         if t.ndim != len(first) or builtins.any(a != b for k, (a, b) in enumerate(zip(t.shape, first)) if k != d):
             raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
                                f"{list(first)} but got size {list(t.shape)} for tensor number {i} in the list.")
-    return F.Cat.apply(*kept, dim=d)
+    return P.Cat.apply(*kept, dim=d)
 
 
 concat = concatenate = cat
@@ -1198,7 +1198,7 @@ def stack(tensors, dim=0):
     n = tensors[0].ndim + 1
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
-    return F.Stack.apply(*tensors, dim=dim % n)
+    return P.Stack.apply(*tensors, dim=dim % n)
 
 
 def hstack(tensors):
@@ -1210,7 +1210,7 @@ def vstack(tensors):
 
 
 def _split_views(input, sizes, dim, squeeze):
-    pieces = F.Split.apply(input, sizes, dim, squeeze)
+    pieces = P.Split.apply(input, sizes, dim, squeeze)
     at = 0
     for piece, n in zip(pieces, sizes):
         index = (slice(None),) * dim + ((at,) if squeeze else (slice(at, at + n),))
@@ -1303,9 +1303,9 @@ def getitem(input, index):
     if advanced and builtins.any(type(p) is builtins.int for p in index):
         # torch selects with integers first; NumPy would treat them as advanced indices
         ints, rest = _split_integer_index(index)
-        selected = _mark_view(F.Index.apply(input, ints, False), input, lambda a: a[ints])
-        return F.Index.apply(selected, rest, True)
-    out = F.Index.apply(input, index, advanced)
+        selected = _mark_view(P.Index.apply(input, ints, False), input, lambda a: a[ints])
+        return P.Index.apply(selected, rest, True)
+    out = P.Index.apply(input, index, advanced)
     return out if advanced else _mark_view(out, input, lambda a: a[index])
 
 
@@ -1345,7 +1345,7 @@ def setitem(input, index, value):
         input._data[index] = value._data if isinstance(value, Tensor) else value
         input._vc[0] += 1
         return
-    _inplace(input, lambda src, v: F.IndexPut.apply(src, v, index), value)
+    _inplace(input, lambda src, v: P.IndexPut.apply(src, v, index), value)
 
 
 def _along_dim_index(input, dim, index, name):
@@ -1374,7 +1374,7 @@ def _along_dim_index(input, dim, index, name):
 @tensor_method
 def gather(input, dim, index):
     d, idx = _along_dim_index(input, dim, index, "gather")
-    return F.Gather.apply(input, d, idx)
+    return P.Gather.apply(input, d, idx)
 
 
 @tensor_method
@@ -1400,7 +1400,7 @@ def _scatter(input, dim, index, src, add, name):
                                    f"{list(src.shape)} in {name}")
     else:
         src = _scalar(src)
-    return F.Scatter.apply(input, d, idx, src, add)
+    return P.Scatter.apply(input, d, idx, src, add)
 
 
 @inplace_variant
@@ -1430,7 +1430,7 @@ def index_select(input, dim, index):
     n = input.shape[d] if input.ndim else 1
     if values.size and (builtins.int(values.min()) < 0 or builtins.int(values.max()) >= n):
         raise RuntimeError(f"index out of range in self: index_select on dimension {d} with size {n}")
-    return F.IndexSelect.apply(input, d, values)
+    return P.IndexSelect.apply(input, d, values)
 
 
 @inplace_variant
@@ -1446,7 +1446,7 @@ def masked_fill(input, mask, value):
         value = _cast(value, input.dtype)
     else:  # the fill value takes the tensor's dtype, as in torch
         value = input._data.dtype.type(_scalar(value))
-    return F.Where.apply(mask, value, input)
+    return P.Where.apply(mask, value, input)
 
 
 @tensor_method
@@ -1477,7 +1477,7 @@ def matmul(input, other):
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_C_TYPE_NAMES.get(input.dtype.name)}"
                            f" != {_C_TYPE_NAMES.get(other.dtype.name)}")
     try:
-        return F.MatMul.apply(input, other)
+        return P.MatMul.apply(input, other)
     except RuntimeError:
         raise RuntimeError(_matmul_error(input, other)) from None
 
@@ -1499,7 +1499,7 @@ def linear(input, weight, bias=None):
         raise RuntimeError(f"linear: expected input, weight and bias of one dtype, got {input.dtype}, "
                            f"{weight.dtype} and {None if bias is None else bias.dtype}")
     try:
-        return F.Linear.apply(input, weight, bias)
+        return P.Linear.apply(input, weight, bias)
     except (RuntimeError, AttributeError):  # the shapes are checked only once something failed
         x, w = input._data, weight._data
         if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
@@ -1566,7 +1566,7 @@ def einsum(equation, *operands):
         output = ellipsis_letters + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ellipsis_letters))
     if len({o._data.dtype for o in operands}) > 1:
         raise RuntimeError(f"einsum(): operands do not have the same dtype: {[o.dtype.name for o in operands]}")
-    return F.Einsum.apply(*operands, inputs=tuple(expanded), output=output)
+    return P.Einsum.apply(*operands, inputs=tuple(expanded), output=output)
 
 
 # ---- dtype and device ----------------------------------------------------------------------------
@@ -1576,7 +1576,7 @@ def _cast(x, dtype):
         return x
     if not x._device._backend.supports(dtype.np):
         raise TypeError(f"{dtype} is not supported on {x._device} (the {x._device.type} backend has no such dtype)")
-    return F.Cast.apply(x, dtype.np)
+    return P.Cast.apply(x, dtype.np)
 
 
 def _to_device(x, dev):
@@ -1585,7 +1585,7 @@ def _to_device(x, dev):
         return x
     if dev.type == "cuda" and not dev._backend.supports(x._data.dtype):
         raise TypeError(f"{x.dtype} is not supported on {dev} (CuPy has no such dtype)")
-    out = F.ToDevice.apply(x, x._device, dev)
+    out = P.ToDevice.apply(x, x._device, dev)
     out._device = dev
     return out
 
@@ -1725,9 +1725,9 @@ def _inplace(self, compute, *others):
         _adopt(self, result)
         return self
     base, view_fn, _ = view
-    new_base = F.ViewUpdate.apply(base_before, result, view_fn)
+    new_base = P.ViewUpdate.apply(base_before, result, view_fn)
     _adopt(base, new_base)
-    _adopt(self, F.AsView.apply(new_base, view_fn))
+    _adopt(self, P.AsView.apply(new_base, view_fn))
     self._view_of = (base, view_fn, self._vc[0])
     return self
 
@@ -1773,7 +1773,7 @@ def _where_method(self, condition, other):
 
 def _reverse_dims(self):
     dims = (1, 0) if self._data.ndim == 2 else tuple(range(self._data.ndim - 1, -1, -1))
-    return _mark_view(F.Permute.apply(self, dims), self, lambda a: a.transpose(dims))
+    return _mark_view(P.Permute.apply(self, dims), self, lambda a: a.transpose(dims))
 
 
 def _matrix_transpose(self):
