@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _dtypes
 from ._device import CPU, resolve
-from ._tensor import Tensor, wrap
+from ._tensor import Tensor, init_from, tensor_method, wrap
 
 
 def _device(device):
@@ -213,15 +213,30 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
 
 
 def _new_method(fn):
+    """Tensor.new_<fn>: ``fn`` with this tensor's dtype and device unless given, as a Tensor method."""
     def method(self, *args, dtype=None, device=None, requires_grad=False, **kwargs):
         return fn(*args, dtype=self.dtype if dtype is None else dtype,
                   device=self.device if device is None else device, requires_grad=requires_grad, **kwargs)
     method.__name__ = "new_" + fn.__name__
-    return method
+    return tensor_method(method)
 
 
-Tensor.new_zeros = _new_method(zeros)
-Tensor.new_ones = _new_method(ones)
-Tensor.new_empty = _new_method(empty)
-Tensor.new_full = _new_method(full)
-Tensor.new_tensor = _new_method(tensor)
+new_zeros = _new_method(zeros)
+new_ones = _new_method(ones)
+new_empty = _new_method(empty)
+new_full = _new_method(full)
+new_tensor = _new_method(tensor)
+
+
+@tensor_method("__init__")
+def _init_tensor(self, *args, device=None, dtype=None):
+    """``Tensor(data)``: a default-dtype copy of ``data``; ``Tensor(2, 3)``: an uninitialized 2x3 tensor."""
+    if all(isinstance(a, int) and not isinstance(a, bool) for a in args) and args:
+        src = empty(*args, dtype=dtype or _dtypes.get_default_dtype(), device=device)
+    elif len(args) == 1:
+        src = tensor(args[0], dtype=dtype or _dtypes.get_default_dtype(), device=device)
+    elif not args:
+        src = empty(0, dtype=dtype or _dtypes.get_default_dtype(), device=device)
+    else:
+        raise TypeError(f"Tensor(): expected sizes or one data argument, got {args!r}")
+    init_from(self, src)

@@ -1,6 +1,7 @@
 """The public ops: argument handling, type promotion, views and in-place updates around the
-Functions of ``_functions.py``. Each op is a plain function (``rlpipe.add``) and, at the end
-of this file, a Tensor method (``x.add``) and operator where PyTorch has one.
+Functions of ``rlpipe.primitives``. Each op is a plain function (``rlpipe.add``); its decorators
+declare it as a Tensor method (``x.add``), in-place method (``x.add_``) and operator (``x + y``)
+where PyTorch has one.
 """
 import builtins
 import collections
@@ -10,10 +11,10 @@ import string
 import numpy as np
 
 from . import _dtypes
-from . import _functions as F
+from . import primitives as P
 from ._device import device as _device_cls, resolve as _resolve_device
 from ._dtypes import FLOATING_NP, scalar_kind
-from ._tensor import Tensor, wrap
+from ._tensor import Tensor, method_decorator, tensor_method, wrap
 from .autograd.function import explain
 from .autograd.grad_mode import state as _grad_state
 
@@ -31,6 +32,64 @@ masked_fill masked_select nonzero matmul mm bmm dot outer einsum flip roll""".sp
 _BFLOAT16 = _dtypes.bfloat16.np
 _NUMBER = (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)
 _INT64 = np.dtype(np.int64)
+
+
+# ---- declaring Tensor methods and operators -----------------------------------------------------
+
+@method_decorator
+def inplace_variant(op, names):
+    """Decorator: attaches ``name_`` to Tensor for the op's name (or each of ``names``): ``x.add_(y)``
+    computes ``add(x, y)`` and writes the result into x (see ``_inplace``)."""
+    for name in names:
+        def method(self, *args, **kwargs):
+            return _inplace(self, lambda src, *others: op(src, *others, **kwargs), *args)
+        method.__name__ = name + "_"
+        method.__doc__ = f"In-place {name}."
+        setattr(Tensor, method.__name__, method)
+    return op
+
+
+def tensor_operator(name, fast=None, reflected=True, inplace=True):
+    """Decorator: attaches the op as Tensor's ``__name__`` (and ``__rname__``, ``__iname__`` unless told
+    otherwise). ``fast``: the Function that float tensors call directly when the other operand is a
+    same-dtype tensor or a Python number, skipping promotion (see ``_operator``)."""
+    def attach(op):
+        setattr(Tensor, f"__{name}__", _operator(op, fast) if fast else _swallow_type_error(op))
+        if reflected:
+            setattr(Tensor, f"__r{name}__", _operator(op, fast, True) if fast else _swallow_type_error(_reflected(op)))
+        if inplace:
+            setattr(Tensor, f"__i{name}__", lambda self, other: _inplace(self, op, other))
+        return op
+    return attach
+
+
+def _operator(fn, function_cls, reflected=False):
+    """A Tensor operator: float tensors with a same-dtype tensor or a Python number skip promotion."""
+    def operator(self, other):
+        dt = self._data.dtype
+        if function_cls is not None and dt in FLOATING_NP and dt != _BFLOAT16 and (type(other) is builtins.float or type(other) is builtins.int or
+                                  type(other) is Tensor and other._data.dtype is dt):
+            return function_cls.apply(other, self) if reflected else function_cls.apply(self, other)
+        try:
+            return fn(other, self) if reflected else fn(self, other)
+        except TypeError:
+            return NotImplemented
+    return operator
+
+
+def _reflected(fn):
+    def method(self, other):
+        return fn(other, self)
+    return method
+
+
+def _swallow_type_error(fn):
+    def method(self, other):
+        try:
+            return fn(self, other)
+        except TypeError:
+            return NotImplemented
+    return method
 
 
 # ---- operands and promotion --------------------------------------------------------------
@@ -109,11 +168,12 @@ def _binary(fn, a, b, floating=False):
 
 
 def _unary_float(fn):
+    """The op that applies ``fn`` to a float tensor, declared as a Tensor method with an in-place variant."""
     def op(input):
         return fn.apply(_float_input(input))
     op.__name__ = fn.__name__.lower()
     op.__doc__ = f"Elementwise {op.__name__}; integer inputs give the default float dtype."
-    return op
+    return inplace_variant(tensor_method(op))
 
 
 # ---- arithmetic ----------------------------------------------------------------------------
@@ -122,10 +182,16 @@ def _scaled(other, alpha):
     return other if alpha == 1 else mul(other, alpha) if isinstance(other, Tensor) else other * alpha
 
 
+@tensor_operator("add", P.Add)
+@inplace_variant
+@tensor_method
 def add(input, other, *, alpha=1):
-    return _binary(F.Add, input, _scaled(other, alpha))
+    return _binary(P.Add, input, _scaled(other, alpha))
 
 
+@tensor_operator("sub", P.Sub)
+@inplace_variant
+@tensor_method
 def sub(input, other, *, alpha=1):
     is_bool = [isinstance(x, (builtins.bool, np.bool_)) or isinstance(x, Tensor) and x._data.dtype == np.bool_
                for x in (input, other)]
@@ -135,7 +201,7 @@ def sub(input, other, *, alpha=1):
     if builtins.any(is_bool):
         raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
                            "to invert a mask, use the `~` or `logical_not()` operator instead.")
-    return _binary(F.Sub, input, _scaled(other, alpha))
+    return _binary(P.Sub, input, _scaled(other, alpha))
 
 
 def _require_float(input, name, error=NotImplementedError):
@@ -144,22 +210,28 @@ def _require_float(input, name, error=NotImplementedError):
         raise error(f'"{name}" not implemented for \'{_LEGACY_TYPE_NAMES[input.dtype.name]}\'')
 
 
+@tensor_operator("mul", P.Mul)
+@inplace_variant
+@tensor_method
 def mul(input, other):
-    return _binary(F.Mul, input, other)
+    return _binary(P.Mul, input, other)
 
 
+@tensor_operator("truediv", P.Div)
+@inplace_variant("div", "true_divide")
+@tensor_method("div", "true_divide", "divide")
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is None:
-        return _binary(F.Div, input, other, floating=True)
+        return _binary(P.Div, input, other, floating=True)
     if rounding_mode == "floor":
         _check_integer_divisor(input, other)
-        return F.FloorDivide.apply(*_operands(input, other), "floor")
+        return P.FloorDivide.apply(*_operands(input, other), "floor")
     if rounding_mode == "trunc":
         a, b = _operands(input, other)
         like = a if isinstance(a, Tensor) else b
         a, b = (x if isinstance(x, Tensor) else full_like(like, x) for x in (a, b))
         if like.is_floating_point():
-            return F.FloorDivide.apply(a, b, "trunc")
+            return P.FloorDivide.apply(a, b, "trunc")
         floor = floor_divide(a, b)  # integers: round toward zero instead of down
         rounded_down = logical_and(ne(remainder(a, b), 0), ne(lt(a, 0), lt(b, 0)))
         return where(rounded_down, floor + 1, floor)
@@ -183,20 +255,29 @@ def _check_integer_divisor(input, other):
             raise RuntimeError("ZeroDivisionError")
 
 
+@tensor_operator("floordiv")
+@inplace_variant
+@tensor_method
 def floor_divide(input, other):
     _check_integer_divisor(input, other)
     try:
         a, b = _operands(input, other)
     except TypeError:
         return NotImplemented
-    return F.FloorDivide.apply(a, b, "floor_divide")
+    return P.FloorDivide.apply(a, b, "floor_divide")
 
 
+@tensor_operator("mod", P.Remainder)
+@inplace_variant
+@tensor_method
 def remainder(input, other):
     _check_integer_divisor(input, other)
-    return _binary(F.Remainder, input, other)
+    return _binary(P.Remainder, input, other)
 
 
+@tensor_operator("pow", P.Pow)
+@inplace_variant
+@tensor_method
 def pow(input, exponent):
     if isinstance(exponent, _NUMBER) and isinstance(input, Tensor):
         exponent = _scalar(exponent)
@@ -206,7 +287,7 @@ def pow(input, exponent):
     t = base if isinstance(base, Tensor) else exp_
     if t._data.dtype.kind in "iu" and isinstance(exp_, Tensor) and builtins.bool((exp_._data < 0).any()):
         return _integer_pow(base, exp_)
-    return F.Pow.apply(base, exp_)
+    return P.Pow.apply(base, exp_)
 
 
 def _integer_pow(base, exponent):
@@ -220,100 +301,123 @@ def _integer_pow(base, exponent):
     return wrap(xp.where(e < 0, negative, positive).astype(positive.dtype), exponent._device)
 
 
+@inplace_variant
+@tensor_method("neg", "negative", "__neg__")
 def neg(input):
     if input.dtype is _dtypes.bool:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
                            "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
-    return F.Neg.apply(input)
+    return P.Neg.apply(input)
 
 
 negative = neg
 
 
+@inplace_variant
+@tensor_method("abs", "absolute", "__abs__")
 def abs(input):
-    return F.Abs.apply(input)
+    return P.Abs.apply(input)
 
 
 absolute = abs
 
 
+@inplace_variant
+@tensor_method
 def sign(input):
-    return F.Sign.apply(input)
+    return P.Sign.apply(input)
 
 
+@inplace_variant
+@tensor_method
 def reciprocal(input):
-    return F.Reciprocal.apply(_float_input(input))
+    return P.Reciprocal.apply(_float_input(input))
 
 
-exp = _unary_float(F.Exp)
-expm1 = _unary_float(F.Expm1)
-log = _unary_float(F.Log)
-log1p = _unary_float(F.Log1p)
-sqrt = _unary_float(F.Sqrt)
-rsqrt = _unary_float(F.Rsqrt)
-sin = _unary_float(F.Sin)
-cos = _unary_float(F.Cos)
-tanh = _unary_float(F.Tanh)
-sigmoid = _unary_float(F.Sigmoid)
-erf = _unary_float(F.Erf)
+exp = _unary_float(P.Exp)
+expm1 = _unary_float(P.Expm1)
+log = _unary_float(P.Log)
+log1p = _unary_float(P.Log1p)
+sqrt = _unary_float(P.Sqrt)
+rsqrt = _unary_float(P.Rsqrt)
+sin = _unary_float(P.Sin)
+cos = _unary_float(P.Cos)
+tanh = _unary_float(P.Tanh)
+sigmoid = _unary_float(P.Sigmoid)
+erf = _unary_float(P.Erf)
 
 
+@tensor_method
 def log2(input):
     return log(input) / float(np.log(2))
 
 
+@tensor_method
 def log10(input):
     return log(input) / float(np.log(10))
 
 
+@tensor_method
 def square(input):
     if input._data.dtype == np.bool_:
         input = _cast(input, _dtypes.int64)
     return mul(input, input)
 
 
+@inplace_variant
+@tensor_method
 def relu(input):
-    return F.Relu.apply(input)
+    return P.Relu.apply(input)
 
 
 def leaky_relu(input, negative_slope=0.01):
     _require_float(input, "leaky_relu_cpu")
-    return F.LeakyRelu.apply(input, float(negative_slope))
+    return P.LeakyRelu.apply(input, float(negative_slope))
 
 
 def gelu(input, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
     _require_float(input, "GeluKernelImpl")
-    return F.Gelu.apply(input, approximate)
+    return P.Gelu.apply(input, approximate)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
     _require_float(input, "softplus_cpu")
-    return F.Softplus.apply(input, float(beta), float(threshold))
+    return P.Softplus.apply(input, float(beta), float(threshold))
 
 
+@inplace_variant
+@tensor_method
 def floor(input):
-    return F.Floor.apply(input) if input.is_floating_point() else input.clone()
+    return P.Floor.apply(input) if input.is_floating_point() else input.clone()
 
 
+@inplace_variant
+@tensor_method
 def ceil(input):
-    return F.Ceil.apply(input) if input.is_floating_point() else input.clone()
+    return P.Ceil.apply(input) if input.is_floating_point() else input.clone()
 
 
+@inplace_variant
+@tensor_method("trunc", "fix")
 def trunc(input):
-    return F.Trunc.apply(input) if input.is_floating_point() else input.clone()
+    return P.Trunc.apply(input) if input.is_floating_point() else input.clone()
 
 
 fix = trunc
 
 
+@inplace_variant
+@tensor_method
 def round(input, *, decimals=0):
     if not input.is_floating_point():
         return input.clone()
-    return F.Round.apply(input, decimals) if decimals else F.Round.apply(input)
+    return P.Round.apply(input, decimals) if decimals else P.Round.apply(input)
 
 
+@inplace_variant("clamp", "clip")
+@tensor_method("clamp", "clip")
 def clamp(input, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
@@ -324,26 +428,32 @@ def clamp(input, min=None, max=None):
                                  [t.dtype for t in tensors if not t._data.ndim],
                                  [scalar_kind(b) for b in given if not isinstance(b, Tensor)])
     cast = lambda b: _cast(b, target) if isinstance(b, Tensor) else b
-    return F.Clamp.apply(cast(input), *map(cast, bounds))
+    return P.Clamp.apply(cast(input), *map(cast, bounds))
 
 
 clip = clamp
 
 
+@inplace_variant
+@tensor_method
 def clamp_min(input, min):
     return clamp(input, min=min)
 
 
+@inplace_variant
+@tensor_method
 def clamp_max(input, max):
     return clamp(input, max=max)
 
 
+@tensor_method
 def maximum(input, other):
-    return _binary(F.Maximum, input, other)
+    return _binary(P.Maximum, input, other)
 
 
+@tensor_method
 def minimum(input, other):
-    return _binary(F.Minimum, input, other)
+    return _binary(P.Minimum, input, other)
 
 
 def where(condition, input=None, other=None):
@@ -358,7 +468,7 @@ def where(condition, input=None, other=None):
         from ._creation import as_tensor
         input = as_tensor(input, device=condition.device)
     x, y = _operands(input, other)
-    return F.Where.apply(condition, x, y)
+    return P.Where.apply(condition, x, y)
 
 
 # ---- comparisons and logic (not differentiable) ----------------------------------------------
@@ -383,16 +493,22 @@ def _compare(ufunc_name):
     return op
 
 
-eq = _compare("equal")
-ne = _compare("not_equal")
-lt = _compare("less")
-le = _compare("less_equal")
-gt = _compare("greater")
-ge = _compare("greater_equal")
+def _comparison(name, ufunc_name, *aliases):
+    """A comparison, declared as Tensor method ``name`` (and ``aliases``) and as operator ``__name__``."""
+    method = tensor_method(name, *aliases)(_compare(ufunc_name))
+    return tensor_operator(name, reflected=False, inplace=False)(method)
+
+
+eq = _comparison("eq", "equal")
+ne = _comparison("ne", "not_equal", "not_equal")
+lt = _comparison("lt", "less", "less")
+le = _comparison("le", "less_equal", "less_equal")
+gt = _comparison("gt", "greater", "greater")
+ge = _comparison("ge", "greater_equal", "greater_equal")
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
-logical_and = _compare("logical_and")
-logical_or = _compare("logical_or")
-logical_xor = _compare("logical_xor")
+logical_and = tensor_method(_compare("logical_and"))
+logical_or = tensor_method(_compare("logical_or"))
+logical_xor = tensor_method(_compare("logical_xor"))
 def _bitwise(name):
     compare = _compare(name)
 
@@ -412,9 +528,9 @@ def _require_float_free(x, name):
         raise NotImplementedError(f'"{name}_cpu" not implemented for \'{_LEGACY_TYPE_NAMES[x.dtype.name]}\'')
 
 
-bitwise_and = _bitwise("bitwise_and")
-bitwise_or = _bitwise("bitwise_or")
-bitwise_xor = _bitwise("bitwise_xor")
+bitwise_and = tensor_operator("and")(tensor_method(_bitwise("bitwise_and")))
+bitwise_or = tensor_operator("or")(tensor_method(_bitwise("bitwise_or")))
+bitwise_xor = tensor_operator("xor")(tensor_method(_bitwise("bitwise_xor")))
 
 
 def _elementwise_test(name):
@@ -424,28 +540,32 @@ def _elementwise_test(name):
     return op
 
 
-logical_not = _elementwise_test("logical_not")
-isnan = _elementwise_test("isnan")
-isinf = _elementwise_test("isinf")
-isfinite = _elementwise_test("isfinite")
-signbit = _elementwise_test("signbit")
+logical_not = tensor_method(_elementwise_test("logical_not"))
+isnan = tensor_method(_elementwise_test("isnan"))
+isinf = tensor_method(_elementwise_test("isinf"))
+isfinite = tensor_method(_elementwise_test("isfinite"))
+signbit = tensor_method(_elementwise_test("signbit"))
 
 
+@tensor_method
 def bitwise_not(input):
     _require_float_free(input, "bitwise_not")
     return wrap(input._device._backend.xp.invert(input._data), input._device)
 
 
+@tensor_method
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     a, b = _operands(input, other)
     return wrap(input._device._backend.xp.isclose(a._data, b._data if isinstance(b, Tensor) else b,
                                                   rtol=rtol, atol=atol, equal_nan=equal_nan), input._device)
 
 
+@tensor_method
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return builtins.bool(isclose(input, other, rtol, atol, equal_nan).all())
 
 
+@tensor_method
 def equal(input, other):
     return input.shape == other.shape and builtins.bool(eq(input, other).all())
 
@@ -486,32 +606,36 @@ def _back_to_half(result, input, dtype):
         input.is_floating_point() else result
 
 
+@tensor_method
 def sum(input, dim=None, keepdim=False, *, dtype=None):
-    return _back_to_half(F.Sum.apply(input, _reduce_dims(input, dim), keepdim, _accumulator(input, dtype)),
+    return _back_to_half(P.Sum.apply(input, _reduce_dims(input, dim), keepdim, _accumulator(input, dtype)),
                          input, dtype)
 
 
+@tensor_method
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
     if not input.is_floating_point():
         return sum(input, dim, keepdim, dtype=dtype)
     return sum(where(isnan(input), 0.0, input), dim, keepdim, dtype=dtype)
 
 
+@tensor_method
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is None and not input.is_floating_point():
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "
                            f"or complex dtype. Got: {input.dtype.name.capitalize()}")
     if dtype is not None:
         input = _cast(input, _dtypes.as_dtype(dtype))
-    return F.Mean.apply(input, _reduce_dims(input, dim), keepdim, None)
+    return P.Mean.apply(input, _reduce_dims(input, dim), keepdim, None)
 
 
+@tensor_method
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dim is not None:
         dim = input._dim(dim)  # checked even for 0-d tensors, which have nothing to reduce
         if not input.ndim:
             dim = None
-    return F.Prod.apply(input, dim, keepdim, _accumulator(input, dtype))
+    return P.Prod.apply(input, dim, keepdim, _accumulator(input, dtype))
 
 
 class _ValuesIndices(collections.namedtuple("_ValuesIndices", ["values", "indices"])):
@@ -535,11 +659,11 @@ def _extreme(input, dim, keepdim, other, largest):
         if input.numel() == 0:
             raise RuntimeError(f"{'max' if largest else 'min'}(): Expected reduction dim to be specified for "
                                "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
-        return (F.Amax if largest else F.Amin).apply(input, None, False)
+        return (P.Amax if largest else P.Amin).apply(input, None, False)
     d = input._dim(dim)
     if input.ndim == 0:
         return (max_return if largest else min_return)(input.clone(), zeros_like_int(input))
-    values, indices = F.ExtremeAlongDim.apply(input, d, keepdim, largest)
+    values, indices = P.ExtremeAlongDim.apply(input, d, keepdim, largest)
     return (max_return if largest else min_return)(values, indices)
 
 
@@ -547,21 +671,25 @@ def zeros_like_int(t):
     return wrap(t._device._backend.xp.zeros(t._data.shape, dtype=np.int64), t._device)
 
 
+@tensor_method
 def max(input, dim=None, keepdim=False, *, other=None):
     """max(x): the largest value; max(x, dim): (values, indices); max(x, y): maximum(x, y)."""
     return _extreme(input, dim, keepdim, other, True)
 
 
+@tensor_method
 def min(input, dim=None, keepdim=False, *, other=None):
     return _extreme(input, dim, keepdim, other, False)
 
 
+@tensor_method
 def amax(input, dim=(), keepdim=False):
-    return _extreme_values(F.Amax, input, dim, keepdim, "amax")
+    return _extreme_values(P.Amax, input, dim, keepdim, "amax")
 
 
+@tensor_method
 def amin(input, dim=(), keepdim=False):
-    return _extreme_values(F.Amin, input, dim, keepdim, "amin")
+    return _extreme_values(P.Amin, input, dim, keepdim, "amin")
 
 
 def _extreme_values(function, input, dim, keepdim, name):
@@ -592,16 +720,19 @@ def _arg_extreme(input, dim, keepdim, name):
     return wrap(out, input._device)
 
 
+@tensor_method
 def argmax(input, dim=None, keepdim=False):
     return _arg_extreme(input, dim, keepdim, "argmax")
 
 
+@tensor_method
 def argmin(input, dim=None, keepdim=False):
     return _arg_extreme(input, dim, keepdim, "argmin")
 
 
+@tensor_method
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return _spread(F.Var, input, dim, unbiased, keepdim, correction)
+    return _spread(P.Var, input, dim, unbiased, keepdim, correction)
 
 
 def _spread(function, input, dim, unbiased, keepdim, correction):
@@ -616,8 +747,9 @@ def _spread(function, input, dim, unbiased, keepdim, correction):
     return function.apply(input, _reduce_dims(input, dim), correction, keepdim)
 
 
+@tensor_method
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return _spread(F.Std, input, dim, unbiased, keepdim, correction)
+    return _spread(P.Std, input, dim, unbiased, keepdim, correction)
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
@@ -628,11 +760,13 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
+@tensor_method
 def logsumexp(input, dim, keepdim=False):
     dims = _reduce_dims(input, dim)
-    return F.LogSumExp.apply(_float_input(input), tuple(range(input.ndim)) if dims is None else dims, keepdim)
+    return P.LogSumExp.apply(_float_input(input), tuple(range(input.ndim)) if dims is None else dims, keepdim)
 
 
+@tensor_method
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """The vector p-norm over ``dim`` (all elements by default); 'fro' is the 2-norm."""
     if not input.is_floating_point():
@@ -648,13 +782,15 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         return amin(abs(x), dims or (), keepdim)
     if isinstance(p, str):
         raise RuntimeError(f"norm(): unsupported p={p!r}; expected a number, 'fro', inf or -inf")
-    return F.Norm.apply(x, builtins.float(p), dims, keepdim)
+    return P.Norm.apply(x, builtins.float(p), dims, keepdim)
 
 
+@tensor_method
 def all(input, dim=None, keepdim=False):
     return _logical_reduce(input, dim, keepdim, "all")
 
 
+@tensor_method
 def any(input, dim=None, keepdim=False):
     return _logical_reduce(input, dim, keepdim, "any")
 
@@ -665,16 +801,19 @@ def _logical_reduce(input, dim, keepdim, name):
     return wrap(out.astype(np.uint8) if input._data.dtype == np.uint8 else out, input._device)
 
 
+@tensor_method
 def count_nonzero(input, dim=None):
     return sum(ne(input, 0), dim)
 
 
+@tensor_method
 def cumsum(input, dim, *, dtype=None):
-    return _cumulative(F.CumSum, input, dim, dtype)
+    return _cumulative(P.CumSum, input, dim, dtype)
 
 
+@tensor_method
 def cumprod(input, dim, *, dtype=None):
-    return _cumulative(F.CumProd, input, dim, dtype)
+    return _cumulative(P.CumProd, input, dim, dtype)
 
 
 def _cumulative(function, input, dim, dtype):
@@ -685,18 +824,20 @@ def _cumulative(function, input, dim, dtype):
     return _back_to_half(function.apply(input, d, _accumulator(input, dtype)), input, dtype)
 
 
+@tensor_method
 def softmax(input, dim, dtype=None):
     if dtype is None:
         _require_float(input, "softmax_kernel_impl")
     x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
-    return F.Softmax.apply(x, x._dim(dim) if x.ndim else None)
+    return P.Softmax.apply(x, x._dim(dim) if x.ndim else None)
 
 
+@tensor_method
 def log_softmax(input, dim, dtype=None):
     if dtype is None:
         _require_float(input, "log_softmax_kernel_impl")
     x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
-    return F.LogSoftmax.apply(x, x._dim(dim) if x.ndim else None)
+    return P.LogSoftmax.apply(x, x._dim(dim) if x.ndim else None)
 
 
 def one_hot(tensor, num_classes=-1):
@@ -755,12 +896,13 @@ def _mark_view(out, base, view_fn, may_copy=False):
     return out
 
 
+@tensor_method
 def _refresh_view(view):
     """After an in-place change to its base, a view's grad_fn becomes 'take this view of the
     updated base' (PyTorch does the same when the version counter shows a change)."""
     root, view_fn, _ = view._view_of
     if root._requires_grad:
-        _adopt(view, F.AsView.apply(root, view_fn))
+        _adopt(view, P.AsView.apply(root, view_fn))
     view._view_of = (root, view_fn, view._vc[0])
 
 
@@ -786,13 +928,15 @@ def _infer_shape(shape, numel):
     return shape
 
 
+@tensor_method
 def reshape(input, *shape):
     shape = _infer_shape(_shape_arg(shape), input.numel())
     if shape == input._data.shape:
-        return _mark_view(F.Reshape.apply(input, shape), input, lambda a: a)
-    return _mark_view(F.Reshape.apply(input, shape), input, lambda a: a.reshape(shape), may_copy=True)
+        return _mark_view(P.Reshape.apply(input, shape), input, lambda a: a)
+    return _mark_view(P.Reshape.apply(input, shape), input, lambda a: a.reshape(shape), may_copy=True)
 
 
+@tensor_method
 def view(input, *shape):
     """reshape that never copies: a RuntimeError where the layout would need a copy.
     ``view(dtype)`` reinterprets the bytes, as in torch."""
@@ -809,14 +953,17 @@ def view(input, *shape):
     return reshape(input, shape)
 
 
+@tensor_method
 def view_as(input, other):
     return view(input, other.shape)
 
 
+@tensor_method
 def reshape_as(input, other):
     return reshape(input, other.shape)
 
 
+@tensor_method
 def flatten(input, start_dim=0, end_dim=-1):
     if input.ndim == 0:
         return reshape(input, 1)
@@ -830,6 +977,7 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, shape[:s] + (n,) + shape[e + 1:])
 
 
+@tensor_method
 def unflatten(input, dim, sizes):
     d = input._dim(dim)
     sizes = tuple(sizes)
@@ -837,6 +985,7 @@ def unflatten(input, dim, sizes):
     return reshape(input, input.shape[:d] + inner + input.shape[d + 1:])
 
 
+@tensor_method
 def squeeze(input, dim=None):
     shape = input.shape
     if dim is None:
@@ -846,6 +995,7 @@ def squeeze(input, dim=None):
     return reshape(input, tuple(s for d, s in enumerate(shape) if not (d in dims and s == 1)))
 
 
+@tensor_method
 def unsqueeze(input, dim):
     n = input.ndim + 1
     if not -n <= dim < n:
@@ -855,6 +1005,7 @@ def unsqueeze(input, dim):
     return reshape(input, shape[:d] + (1,) + shape[d:])
 
 
+@tensor_method
 def permute(input, *dims):
     dims = _shape_arg(dims)
     if len(dims) != input.ndim:
@@ -864,13 +1015,14 @@ def permute(input, *dims):
     dims = tuple(input._dim(d) for d in dims)
     if len(set(dims)) != len(dims):
         raise RuntimeError(f"permute(): duplicate dims are not allowed (got {dims})")
-    return _mark_view(F.Permute.apply(input, dims), input, lambda a: a.transpose(dims))
+    return _mark_view(P.Permute.apply(input, dims), input, lambda a: a.transpose(dims))
 
 
+@tensor_method("transpose", "swapaxes", "swapdims")
 def transpose(input, dim0, dim1):
     if input.ndim == 0:
         input._dim(dim0), input._dim(dim1)
-        return _mark_view(F.Reshape.apply(input, ()), input, lambda a: a)
+        return _mark_view(P.Reshape.apply(input, ()), input, lambda a: a)
     order = list(range(input.ndim))
     a, b = input._dim(dim0), input._dim(dim1)
     order[a], order[b] = order[b], order[a]
@@ -880,12 +1032,14 @@ def transpose(input, dim0, dim1):
 swapaxes = swapdims = transpose
 
 
+@tensor_method
 def t(input):
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
     return transpose(input, 0, 1) if input.ndim == 2 else reshape(input, input.shape)
 
 
+@tensor_method("movedim", "moveaxis")
 def movedim(input, source, destination):
     src = [input._dim(d) for d in (source if isinstance(source, (tuple, list)) else (source,))]
     dst = [input._dim(d) for d in (destination if isinstance(destination, (tuple, list)) else (destination,))]
@@ -898,6 +1052,7 @@ def movedim(input, source, destination):
 moveaxis = movedim
 
 
+@tensor_method("expand", "broadcast_to")
 def expand(input, *sizes):
     sizes = _shape_arg(sizes)
     if len(sizes) < input.ndim:
@@ -917,9 +1072,10 @@ def expand(input, *sizes):
                                f"Tensor sizes: {list(input.shape)}")
         shape.append(want)
     shape = tuple(shape)
-    return _mark_view(F.Expand.apply(input, shape), input, lambda a: input._device._backend.xp.broadcast_to(a, shape))
+    return _mark_view(P.Expand.apply(input, shape), input, lambda a: input._device._backend.xp.broadcast_to(a, shape))
 
 
+@tensor_method
 def expand_as(input, other):
     return expand(input, other.shape)
 
@@ -936,26 +1092,30 @@ def broadcast_tensors(*tensors):
     return tuple(expand(t, shape) for t in tensors)
 
 
+@tensor_method
 def repeat(input, *sizes):
     sizes = _shape_arg(sizes)
     if len(sizes) < input.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
-    return F.Repeat.apply(input, sizes)
+    return P.Repeat.apply(input, sizes)
 
 
+@tensor_method
 def flip(input, dims):
     dims = tuple(input._dim(d) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
-    return F.Flip.apply(input, dims)
+    return P.Flip.apply(input, dims)
 
 
+@tensor_method
 def roll(input, shifts, dims=None):
     if dims is None:
-        return reshape(F.Roll.apply(flatten(input), shifts, 0), input.shape)
+        return reshape(P.Roll.apply(flatten(input), shifts, 0), input.shape)
     if isinstance(dims, (tuple, list)):
-        return F.Roll.apply(input, tuple(shifts), tuple(input._dim(d) for d in dims))
-    return F.Roll.apply(input, shifts, input._dim(dims))
+        return P.Roll.apply(input, tuple(shifts), tuple(input._dim(d) for d in dims))
+    return P.Roll.apply(input, shifts, input._dim(dims))
 
 
+@tensor_method
 def narrow(input, dim, start, length):
     d = input._dim(dim)
     start = start + input.shape[d] if start < 0 else start
@@ -964,17 +1124,20 @@ def narrow(input, dim, start, length):
     return input[(slice(None),) * d + (slice(start, start + length),)]
 
 
+@tensor_method
 def select(input, dim, index):
     d = input._dim(dim)
     return input[(slice(None),) * d + (index,)]
 
 
+@tensor_method
 def contiguous(input, memory_format=None):
-    return input if input.is_contiguous() else F.Clone.apply(input)
+    return input if input.is_contiguous() else P.Clone.apply(input)
 
 
+@tensor_method
 def clone(input, *, memory_format=None):
-    return F.Clone.apply(input)
+    return P.Clone.apply(input)
 
 
 # ---- joining and splitting ----------------------------------------------------------------
@@ -1014,7 +1177,7 @@ def cat(tensors, dim=0):
         if t.ndim != len(first) or builtins.any(a != b for k, (a, b) in enumerate(zip(t.shape, first)) if k != d):
             raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
                                f"{list(first)} but got size {list(t.shape)} for tensor number {i} in the list.")
-    return F.Cat.apply(*kept, dim=d)
+    return P.Cat.apply(*kept, dim=d)
 
 
 concat = concatenate = cat
@@ -1035,7 +1198,7 @@ def stack(tensors, dim=0):
     n = tensors[0].ndim + 1
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
-    return F.Stack.apply(*tensors, dim=dim % n)
+    return P.Stack.apply(*tensors, dim=dim % n)
 
 
 def hstack(tensors):
@@ -1047,7 +1210,7 @@ def vstack(tensors):
 
 
 def _split_views(input, sizes, dim, squeeze):
-    pieces = F.Split.apply(input, sizes, dim, squeeze)
+    pieces = P.Split.apply(input, sizes, dim, squeeze)
     at = 0
     for piece, n in zip(pieces, sizes):
         index = (slice(None),) * dim + ((at,) if squeeze else (slice(at, at + n),))
@@ -1056,6 +1219,7 @@ def _split_views(input, sizes, dim, squeeze):
     return pieces
 
 
+@tensor_method
 def split(tensor, split_size_or_sections, dim=0):
     d = tensor._dim(dim)
     n = tensor.shape[d]
@@ -1072,6 +1236,7 @@ def split(tensor, split_size_or_sections, dim=0):
     return _split_views(tensor, sizes or [0], d, False)
 
 
+@tensor_method
 def chunk(input, chunks, dim=0):
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
@@ -1079,6 +1244,7 @@ def chunk(input, chunks, dim=0):
     return split(input, builtins.max(-(-n // chunks), 1), dim)
 
 
+@tensor_method
 def tensor_split(input, indices_or_sections, dim=0):
     d = input._dim(dim)
     n = input.shape[d]
@@ -1091,6 +1257,7 @@ def tensor_split(input, indices_or_sections, dim=0):
     return _split_views(input, sizes, d, False)
 
 
+@tensor_method
 def unbind(input, dim=0):
     d = input._dim(dim)
     return _split_views(input, [1] * input.shape[d], d, True)
@@ -1130,14 +1297,15 @@ def _convert_index(t, index):
     return tuple(p for p, _ in parts), builtins.any(adv for _, adv in parts)
 
 
+@tensor_method("__getitem__")
 def getitem(input, index):
     index, advanced = _convert_index(input, index)
     if advanced and builtins.any(type(p) is builtins.int for p in index):
         # torch selects with integers first; NumPy would treat them as advanced indices
         ints, rest = _split_integer_index(index)
-        selected = _mark_view(F.Index.apply(input, ints, False), input, lambda a: a[ints])
-        return F.Index.apply(selected, rest, True)
-    out = F.Index.apply(input, index, advanced)
+        selected = _mark_view(P.Index.apply(input, ints, False), input, lambda a: a[ints])
+        return P.Index.apply(selected, rest, True)
+    out = P.Index.apply(input, index, advanced)
     return out if advanced else _mark_view(out, input, lambda a: a[index])
 
 
@@ -1157,6 +1325,7 @@ def _split_integer_index(index):
     return tuple(ints), tuple(rest)
 
 
+@tensor_method("__setitem__")
 def setitem(input, index, value):
     index, _ = _convert_index(input, index)
     if isinstance(value, Tensor):
@@ -1176,7 +1345,7 @@ def setitem(input, index, value):
         input._data[index] = value._data if isinstance(value, Tensor) else value
         input._vc[0] += 1
         return
-    _inplace(input, lambda src, v: F.IndexPut.apply(src, v, index), value)
+    _inplace(input, lambda src, v: P.IndexPut.apply(src, v, index), value)
 
 
 def _along_dim_index(input, dim, index, name):
@@ -1202,11 +1371,13 @@ def _along_dim_index(input, dim, index, name):
     return d, values
 
 
+@tensor_method
 def gather(input, dim, index):
     d, idx = _along_dim_index(input, dim, index, "gather")
-    return F.Gather.apply(input, d, idx)
+    return P.Gather.apply(input, d, idx)
 
 
+@tensor_method
 def take_along_dim(input, indices, dim=None):
     if dim is None:
         return gather(flatten(input), 0, flatten(indices))
@@ -1229,9 +1400,11 @@ def _scatter(input, dim, index, src, add, name):
                                    f"{list(src.shape)} in {name}")
     else:
         src = _scalar(src)
-    return F.Scatter.apply(input, d, idx, src, add)
+    return P.Scatter.apply(input, d, idx, src, add)
 
 
+@inplace_variant
+@tensor_method
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     if reduce is not None:
         if reduce != "add":
@@ -1240,10 +1413,13 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     return _scatter(input, dim, index, src if src is not None else value, False, "scatter")
 
 
+@inplace_variant
+@tensor_method
 def scatter_add(input, dim, index, src):
     return _scatter(input, dim, index, src, True, "scatter_add")
 
 
+@tensor_method
 def index_select(input, dim, index):
     if not isinstance(index, Tensor) or index.dtype not in (_dtypes.int64, _dtypes.int32):
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
@@ -1254,9 +1430,11 @@ def index_select(input, dim, index):
     n = input.shape[d] if input.ndim else 1
     if values.size and (builtins.int(values.min()) < 0 or builtins.int(values.max()) >= n):
         raise RuntimeError(f"index out of range in self: index_select on dimension {d} with size {n}")
-    return F.IndexSelect.apply(input, d, values)
+    return P.IndexSelect.apply(input, d, values)
 
 
+@inplace_variant
+@tensor_method
 def masked_fill(input, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not _dtypes.bool:
         raise RuntimeError(f"masked_fill only supports boolean masks, but got mask with dtype "
@@ -1268,14 +1446,16 @@ def masked_fill(input, mask, value):
         value = _cast(value, input.dtype)
     else:  # the fill value takes the tensor's dtype, as in torch
         value = input._data.dtype.type(_scalar(value))
-    return F.Where.apply(mask, value, input)
+    return P.Where.apply(mask, value, input)
 
 
+@tensor_method
 def masked_select(input, mask):
     shape = np.broadcast_shapes(tuple(input.shape), tuple(mask.shape))
     return getitem(expand(input, shape), expand(mask, shape))
 
 
+@tensor_method
 def nonzero(input, *, as_tuple=False):
     xp = input._device._backend.xp
     idx = xp.nonzero(input._data)
@@ -1286,6 +1466,8 @@ def nonzero(input, *, as_tuple=False):
 
 # ---- products ----------------------------------------------------------------------------------
 
+@tensor_operator("matmul", inplace=False)
+@tensor_method
 def matmul(input, other):
     if not isinstance(input, Tensor):
         input = _tensor_like(input, other)
@@ -1295,7 +1477,7 @@ def matmul(input, other):
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_C_TYPE_NAMES.get(input.dtype.name)}"
                            f" != {_C_TYPE_NAMES.get(other.dtype.name)}")
     try:
-        return F.MatMul.apply(input, other)
+        return P.MatMul.apply(input, other)
     except RuntimeError:
         raise RuntimeError(_matmul_error(input, other)) from None
 
@@ -1317,7 +1499,7 @@ def linear(input, weight, bias=None):
         raise RuntimeError(f"linear: expected input, weight and bias of one dtype, got {input.dtype}, "
                            f"{weight.dtype} and {None if bias is None else bias.dtype}")
     try:
-        return F.Linear.apply(input, weight, bias)
+        return P.Linear.apply(input, weight, bias)
     except (RuntimeError, AttributeError):  # the shapes are checked only once something failed
         x, w = input._data, weight._data
         if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
@@ -1329,12 +1511,14 @@ def linear(input, weight, bias=None):
         raise
 
 
+@tensor_method
 def mm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"mm(): expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
     return matmul(input, mat2)
 
 
+@tensor_method
 def bmm(input, mat2):
     if input.ndim != 3 or mat2.ndim != 3:
         raise RuntimeError(f"bmm(): expected 3D tensors, got {input.ndim}D and {mat2.ndim}D")
@@ -1343,12 +1527,14 @@ def bmm(input, mat2):
     return matmul(input, mat2)
 
 
+@tensor_method
 def dot(input, other):
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     return matmul(input, other)
 
 
+@tensor_method
 def outer(input, vec2):
     return mul(unsqueeze(input, 1), unsqueeze(vec2, 0))
 
@@ -1380,7 +1566,7 @@ def einsum(equation, *operands):
         output = ellipsis_letters + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ellipsis_letters))
     if len({o._data.dtype for o in operands}) > 1:
         raise RuntimeError(f"einsum(): operands do not have the same dtype: {[o.dtype.name for o in operands]}")
-    return F.Einsum.apply(*operands, inputs=tuple(expanded), output=output)
+    return P.Einsum.apply(*operands, inputs=tuple(expanded), output=output)
 
 
 # ---- dtype and device ----------------------------------------------------------------------------
@@ -1390,7 +1576,7 @@ def _cast(x, dtype):
         return x
     if not x._device._backend.supports(dtype.np):
         raise TypeError(f"{dtype} is not supported on {x._device} (the {x._device.type} backend has no such dtype)")
-    return F.Cast.apply(x, dtype.np)
+    return P.Cast.apply(x, dtype.np)
 
 
 def _to_device(x, dev):
@@ -1399,11 +1585,12 @@ def _to_device(x, dev):
         return x
     if dev.type == "cuda" and not dev._backend.supports(x._data.dtype):
         raise TypeError(f"{x.dtype} is not supported on {dev} (CuPy has no such dtype)")
-    out = F.ToDevice.apply(x, x._device, dev)
+    out = P.ToDevice.apply(x, x._device, dev)
     out._device = dev
     return out
 
 
+@tensor_method
 def to(input, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
     """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``: self when nothing changes.
     Copies between devices are synchronous; ``non_blocking`` is accepted and has no effect."""
@@ -1443,6 +1630,7 @@ _LEGACY_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half"
                        "bool": "Bool"}
 
 
+@tensor_method("type")
 def type_(input, dtype=None, non_blocking=False):
     """With no dtype: the legacy type name ('rlpipe.FloatTensor'); else a cast."""
     if dtype is None:
@@ -1451,14 +1639,17 @@ def type_(input, dtype=None, non_blocking=False):
     return _cast(input, _dtypes.as_dtype(dtype))
 
 
+@tensor_method
 def type_as(input, other):
     return _cast(input, other.dtype)
 
 
+@tensor_method
 def cpu(input, memory_format=None):
     return _to_device(input, "cpu")
 
 
+@tensor_method
 def cuda(input, device=None, non_blocking=False, memory_format=None):
     if device is None:
         return _to_device(input, "cuda")
@@ -1534,33 +1725,26 @@ def _inplace(self, compute, *others):
         _adopt(self, result)
         return self
     base, view_fn, _ = view
-    new_base = F.ViewUpdate.apply(base_before, result, view_fn)
+    new_base = P.ViewUpdate.apply(base_before, result, view_fn)
     _adopt(base, new_base)
-    _adopt(self, F.AsView.apply(new_base, view_fn))
+    _adopt(self, P.AsView.apply(new_base, view_fn))
     self._view_of = (base, view_fn, self._vc[0])
     return self
 
 
-def _inplace_method(name):
-    op = getattr(Tensor, name)
-
-    def method(self, *args, **kwargs):
-        return _inplace(self, lambda src, *others: op(src, *others, **kwargs), *args)
-    method.__name__ = name + "_"
-    method.__doc__ = f"In-place {name}."
-    return method
-
-
+@tensor_method
 def fill_(input, value):
     if isinstance(value, Tensor) and value.ndim:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions.")
     return copy_(input, value)
 
 
+@tensor_method
 def zero_(input):
     return fill_(input, 0)
 
 
+@tensor_method
 def copy_(input, src, non_blocking=False):
     """Copies ``src`` (broadcast, cast, moved to this device) into this tensor."""
     if isinstance(src, Tensor):
@@ -1580,53 +1764,26 @@ def copy_(input, src, non_blocking=False):
     return _inplace(input, lambda old, s: expand(s, old.shape) + 0, src)
 
 
-# ---- attaching the ops to Tensor ---------------------------------------------------------------
+# ---- Tensor methods that are not functions of the functional API --------------------------------
 
-def _reflected(fn):
-    def method(self, other):
-        return fn(other, self)
-    return method
-
-
-def _swallow_type_error(fn):
-    def method(self, other):
-        try:
-            return fn(self, other)
-        except TypeError:
-            return NotImplemented
-    return method
+@tensor_method("where")
+def _where_method(self, condition, other):
+    return where(condition, self, other)
 
 
-_METHODS = """add sub mul div true_divide divide floor_divide remainder pow neg negative abs absolute sign
-reciprocal exp expm1 log log1p log2 log10 sqrt rsqrt square sin cos tanh sigmoid erf relu floor ceil trunc
-fix round clamp clip clamp_min clamp_max maximum minimum eq ne lt le gt ge greater greater_equal less
-less_equal not_equal logical_and logical_or logical_xor logical_not bitwise_and bitwise_or bitwise_xor
-bitwise_not isnan isinf isfinite signbit isclose allclose equal sum nansum mean prod max min amax amin
-argmax argmin var std logsumexp norm all any count_nonzero cumsum cumprod softmax log_softmax reshape
-view view_as reshape_as flatten unflatten squeeze unsqueeze permute transpose swapaxes swapdims t movedim
-moveaxis expand expand_as broadcast_to repeat flip roll narrow select contiguous clone split chunk
-tensor_split unbind gather take_along_dim scatter scatter_add index_select masked_fill masked_select nonzero
-matmul mm bmm dot outer to type_as cpu cuda fill_ zero_ copy_""".split()
-
-for _name in _METHODS:
-    setattr(Tensor, _name, globals()[_name])
-Tensor.type = type_
-Tensor.where = lambda self, condition, other: where(condition, self, other)
 def _reverse_dims(self):
     dims = (1, 0) if self._data.ndim == 2 else tuple(range(self._data.ndim - 1, -1, -1))
-    return _mark_view(F.Permute.apply(self, dims), self, lambda a: a.transpose(dims))
+    return _mark_view(P.Permute.apply(self, dims), self, lambda a: a.transpose(dims))
 
 
-Tensor.T = property(_reverse_dims)
 def _matrix_transpose(self):
     if self._data.ndim < 2:
         raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self._data.ndim}-D tensor.")
     return transpose(self, -2, -1)
 
 
-Tensor.mT = property(_matrix_transpose)
-Tensor.H = Tensor.T
-Tensor.mH = Tensor.mT
+tensor_method("T", "H")(property(_reverse_dims))
+tensor_method("mT", "mH")(property(_matrix_transpose))
 Tensor.float = _dtype_method(_dtypes.float32)
 Tensor.double = _dtype_method(_dtypes.float64)
 Tensor.half = _dtype_method(_dtypes.float16)
@@ -1638,50 +1795,12 @@ Tensor.char = _dtype_method(_dtypes.int8)
 Tensor.byte = _dtype_method(_dtypes.uint8)
 Tensor.bool = _dtype_method(_dtypes.bool)
 
-for _name in """add sub mul div true_divide floor_divide remainder pow neg abs sign reciprocal exp expm1 log
-log1p sqrt rsqrt sin cos tanh sigmoid erf relu floor ceil trunc round clamp clip clamp_min clamp_max
-masked_fill scatter scatter_add""".split():
-    setattr(Tensor, _name + "_", _inplace_method(_name))
 
-def _operator(fn, function_cls, reflected=False):
-    """A Tensor operator: float tensors with a same-dtype tensor or a Python number skip promotion."""
-    def operator(self, other):
-        dt = self._data.dtype
-        if function_cls is not None and dt in FLOATING_NP and dt != _BFLOAT16 and (type(other) is builtins.float or type(other) is builtins.int or
-                                  type(other) is Tensor and other._data.dtype is dt):
-            return function_cls.apply(other, self) if reflected else function_cls.apply(self, other)
-        try:
-            return fn(other, self) if reflected else fn(self, other)
-        except TypeError:
-            return NotImplemented
-    return operator
+@tensor_method("__pos__")
+def _positive(self):
+    return self
 
 
-_OPERATORS = {
-    "add": (add, F.Add), "sub": (sub, F.Sub), "mul": (mul, F.Mul), "truediv": (div, F.Div),
-    "floordiv": (floor_divide, None), "mod": (remainder, F.Remainder), "pow": (pow, F.Pow),
-}
-for _name, (_fn, _cls) in _OPERATORS.items():
-    setattr(Tensor, f"__{_name}__", _operator(_fn, _cls))
-    setattr(Tensor, f"__r{_name}__", _operator(_fn, _cls, reflected=True))
-    setattr(Tensor, f"__i{_name}__", (lambda fn: lambda self, other: _inplace(self, fn, other))(_fn))
-for _name, _fn in (("and", bitwise_and), ("or", bitwise_or), ("xor", bitwise_xor)):
-    setattr(Tensor, f"__{_name}__", _swallow_type_error(_fn))
-    setattr(Tensor, f"__r{_name}__", _swallow_type_error(_reflected(_fn)))
-    setattr(Tensor, f"__i{_name}__", (lambda fn: lambda self, other: _inplace(self, fn, other))(_fn))
-Tensor.__matmul__ = _swallow_type_error(matmul)
-Tensor.__rmatmul__ = _swallow_type_error(_reflected(matmul))
-Tensor.__eq__ = _swallow_type_error(eq)
-Tensor.__ne__ = _swallow_type_error(ne)
-Tensor.__lt__ = _swallow_type_error(lt)
-Tensor.__le__ = _swallow_type_error(le)
-Tensor.__gt__ = _swallow_type_error(gt)
-Tensor.__ge__ = _swallow_type_error(ge)
-Tensor.__neg__ = neg
-Tensor.__pos__ = lambda self: self
-Tensor.__abs__ = abs
-Tensor.__invert__ = lambda self: logical_not(self) if self.dtype is _dtypes.bool else bitwise_not(self)
-Tensor.__getitem__ = getitem
-Tensor.__setitem__ = setitem
-Tensor.__hash__ = object.__hash__
-Tensor._refresh_view = _refresh_view
+@tensor_method("__invert__")
+def _invert(self):
+    return logical_not(self) if self.dtype is _dtypes.bool else bitwise_not(self)

@@ -1,7 +1,8 @@
 """``Tensor``: a backend array with autograd attributes.
 
-This file holds the class's state and the methods that are not ops; the ops (``+``, ``sum``,
-``reshape`` ...) are attached from ``_ops.py``, where each calls a ``Function``.
+This file holds the class's state and the methods that are not ops. The ops (``+``, ``sum``,
+``reshape`` ...) are defined in ``_ops.py``, where each calls a ``Function``, and the constructor
+and ``new_*`` methods in ``_creation.py``; ``@tensor_method`` attaches them to the class.
 """
 import numpy as np
 
@@ -14,23 +15,12 @@ class Tensor:
     """An n-dimensional array on a device that can record the ops applied to it for autograd.
 
     ``Tensor(data)`` follows PyTorch's legacy constructor: a default-dtype copy of ``data``, or
-    ``Tensor(2, 3)`` for an uninitialized 2x3 tensor. Prefer ``rlpipe.tensor``.
+    ``Tensor(2, 3)`` for an uninitialized 2x3 tensor (``__init__`` is attached by ``_creation.py``,
+    which owns tensor creation). Prefer ``rlpipe.tensor``.
     """
     __slots__ = ("_data", "_device", "_requires_grad", "_grad", "grad_fn", "_output_nr", "_vc",
                  "_view_of", "_hooks", "__weakref__", "__dict__")
     __array_priority__ = 1000  # NumPy defers `ndarray + Tensor` to Tensor.__radd__
-
-    def __init__(self, *args, device=None, dtype=None):
-        from ._creation import tensor, empty
-        if all(isinstance(a, int) and not isinstance(a, bool) for a in args) and args:
-            src = empty(*args, dtype=dtype or _dtypes.get_default_dtype(), device=device)
-        elif len(args) == 1:
-            src = tensor(args[0], dtype=dtype or _dtypes.get_default_dtype(), device=device)
-        elif not args:
-            src = empty(0, dtype=dtype or _dtypes.get_default_dtype(), device=device)
-        else:
-            raise TypeError(f"Tensor(): expected sizes or one data argument, got {args!r}")
-        init_from(self, src)
 
     # ---- basic attributes ----
     @property
@@ -353,6 +343,26 @@ class Size(tuple):
     def __getitem__(self, item):
         out = tuple.__getitem__(self, item)
         return Size(out) if isinstance(item, slice) else out
+
+
+def method_decorator(attach):
+    """Turns ``attach(fn, names)`` into a decorator used bare (``@deco``: the function's own name) or
+    with names (``@deco("abs", "absolute")``)."""
+    def decorator(*names):
+        if len(names) == 1 and callable(names[0]):
+            return attach(names[0], (names[0].__name__,))
+        return lambda fn: attach(fn, names)
+    decorator.__name__, decorator.__doc__ = attach.__name__, attach.__doc__
+    return decorator
+
+
+@method_decorator
+def tensor_method(fn, names):
+    """Decorator: makes ``fn``, defined in the module that owns its logic, a Tensor attribute under its
+    own name or each of ``names``. The attribute is ``fn`` itself, so a method call costs no more."""
+    for name in names:
+        setattr(Tensor, name, fn)
+    return fn
 
 
 _new = Tensor.__new__

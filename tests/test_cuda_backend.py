@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from rlpipe import backends
+from rlpipe import primitives as P
+from rlpipe.autograd.function import null_context
 
 pytestmark = pytest.mark.cuda
 if not backends.cuda_available():
@@ -55,20 +57,32 @@ def assert_matches(got, want, tol):
     np.testing.assert_allclose(host, want, equal_nan=True, **tol)
 
 
+def forward(backend, function, x, *args):
+    """A primitive's forward on ``backend``'s arrays: its fused kernel where the backend has one."""
+    return function.forward(null_context(backend), x, *args)
+
+
+def backward(backend, function, x, g, *args):
+    """The gradient at ``x`` that a primitive's backward gives for the output gradient ``g``."""
+    ctx = function()
+    ctx.be = backend
+    function.forward(ctx, x, *args)
+    return function.backward(ctx, g)[0]
+
+
 # ---- activations ---------------------------------------------------------------------------
 
 FORWARD = {
-    "relu": (lambda b, x: b.relu(x), TOL),
-    "leaky_relu_0.01": (lambda b, x: b.leaky_relu(x, 0.01), TOL),
-    "leaky_relu_0.2": (lambda b, x: b.leaky_relu(x, 0.2), TOL),
-    "sigmoid": (lambda b, x: b.sigmoid(x), TOL),
-    "tanh": (lambda b, x: b.tanh(x), TOL),
-    "gelu": (lambda b, x: b.gelu(x), TOL_ERF),
-    "gelu_none": (lambda b, x: b.gelu(x, approximate="none"), TOL_ERF),
-    "gelu_tanh": (lambda b, x: b.gelu(x, approximate="tanh"), TOL_ERF),
-    "softplus": (lambda b, x: b.softplus(x), TOL),
-    "softplus_beta2": (lambda b, x: b.softplus(x, beta=2.0), TOL),
-    "softplus_beta0.5_threshold5": (lambda b, x: b.softplus(x, beta=0.5, threshold=5.0), TOL),
+    "relu": (lambda b, x: forward(b, P.Relu, x), TOL),
+    "leaky_relu_0.01": (lambda b, x: forward(b, P.LeakyRelu, x, 0.01), TOL),
+    "leaky_relu_0.2": (lambda b, x: forward(b, P.LeakyRelu, x, 0.2), TOL),
+    "sigmoid": (lambda b, x: forward(b, P.Sigmoid, x), TOL),
+    "tanh": (lambda b, x: forward(b, P.Tanh, x), TOL),
+    "gelu": (lambda b, x: forward(b, P.Gelu, x, "none"), TOL_ERF),
+    "gelu_tanh": (lambda b, x: forward(b, P.Gelu, x, "tanh"), TOL_ERF),
+    "softplus": (lambda b, x: forward(b, P.Softplus, x, 1.0, 20.0), TOL),
+    "softplus_beta2": (lambda b, x: forward(b, P.Softplus, x, 2.0, 20.0), TOL),
+    "softplus_beta0.5_threshold5": (lambda b, x: forward(b, P.Softplus, x, 0.5, 5.0), TOL),
     "erf": (lambda b, x: b.erf(x), TOL_ERF),
 }
 
@@ -83,18 +97,17 @@ def test_forward_matches_cpu(kernel, dtype):
 
 # backward kernels: (call, tolerance, what the first argument is made from x)
 BACKWARD = {
-    "relu_backward": (lambda b, x, g: b.relu_backward(x, g), TOL, None),
-    "leaky_relu_backward_0.01": (lambda b, x, g: b.leaky_relu_backward(x, g, 0.01), TOL, None),
-    "leaky_relu_backward_0.2": (lambda b, x, g: b.leaky_relu_backward(x, g, 0.2), TOL, None),
-    "sigmoid_backward": (lambda b, y, g: b.sigmoid_backward(y, g), TOL, cpu.sigmoid),
-    "tanh_backward": (lambda b, y, g: b.tanh_backward(y, g), TOL, cpu.tanh),
-    "gelu_backward": (lambda b, x, g: b.gelu_backward(x, g), TOL_ERF, None),
-    "gelu_backward_tanh": (lambda b, x, g: b.gelu_backward(x, g, approximate="tanh"),
-                           TOL_ERF, None),
-    "softplus_backward": (lambda b, x, g: b.softplus_backward(x, g), TOL, None),
-    "softplus_backward_beta2": (lambda b, x, g: b.softplus_backward(x, g, beta=2.0), TOL, None),
+    "relu_backward": (lambda b, x, g: backward(b, P.Relu, x, g), TOL, None),
+    "leaky_relu_backward_0.01": (lambda b, x, g: backward(b, P.LeakyRelu, x, g, 0.01), TOL, None),
+    "leaky_relu_backward_0.2": (lambda b, x, g: backward(b, P.LeakyRelu, x, g, 0.2), TOL, None),
+    "sigmoid_backward": (lambda b, x, g: backward(b, P.Sigmoid, x, g), TOL, None),
+    "tanh_backward": (lambda b, x, g: backward(b, P.Tanh, x, g), TOL, None),
+    "gelu_backward": (lambda b, x, g: backward(b, P.Gelu, x, g, "none"), TOL_ERF, None),
+    "gelu_backward_tanh": (lambda b, x, g: backward(b, P.Gelu, x, g, "tanh"), TOL_ERF, None),
+    "softplus_backward": (lambda b, x, g: backward(b, P.Softplus, x, g, 1.0, 20.0), TOL, None),
+    "softplus_backward_beta2": (lambda b, x, g: backward(b, P.Softplus, x, g, 2.0, 20.0), TOL, None),
     "softplus_backward_beta0.5_threshold5": (
-        lambda b, x, g: b.softplus_backward(x, g, beta=0.5, threshold=5.0), TOL, None),
+        lambda b, x, g: backward(b, P.Softplus, x, g, 0.5, 5.0), TOL, None),
 }
 
 
@@ -135,22 +148,22 @@ def test_kernels_take_strided_arrays():
     g = grads_like(x)
     xt, gt = x.T, g[::-1].T  # neither is contiguous
     dx, dg = cuda.asarray(x).T, cuda.asarray(g)[::-1].T
-    assert_matches(cuda.gelu(dx), cpu.gelu(xt), TOL_ERF[np.float32])
-    assert_matches(cuda.softplus_backward(dx, dg), cpu.softplus_backward(xt, gt), TOL[np.float32])
+    assert_matches(forward(cuda, P.Gelu, dx, "none"), forward(cpu, P.Gelu, xt, "none"), TOL_ERF[np.float32])
+    assert_matches(backward(cuda, P.Softplus, dx, dg, 1.0, 20.0), backward(cpu, P.Softplus, xt, gt, 1.0, 20.0),
+                   TOL[np.float32])
 
 
 def test_backward_dtype_follows_numpy():
     x64 = inputs(np.float64, n=256)
     g32 = grads_like(x64).astype(np.float32)
     # the relu family returns the gradient's dtype ...
-    assert_matches(cuda.relu_backward(cuda.asarray(x64), cuda.asarray(g32)),
-                   cpu.relu_backward(x64, g32), TOL[np.float32])
-    assert_matches(cuda.leaky_relu_backward(cuda.asarray(x64), cuda.asarray(g32), 0.1),
-                   cpu.leaky_relu_backward(x64, g32, 0.1), TOL[np.float32])
+    assert_matches(backward(cuda, P.Relu, cuda.asarray(x64), cuda.asarray(g32)),
+                   backward(cpu, P.Relu, x64, g32), TOL[np.float32])
+    assert_matches(backward(cuda, P.LeakyRelu, cuda.asarray(x64), cuda.asarray(g32), 0.1),
+                   backward(cpu, P.LeakyRelu, x64, g32, 0.1), TOL[np.float32])
     # ... the others NumPy's promoted dtype
-    y = cpu.sigmoid(x64)
-    assert_matches(cuda.sigmoid_backward(cuda.asarray(y), cuda.asarray(g32)),
-                   cpu.sigmoid_backward(y, g32), TOL[np.float64])
+    assert_matches(backward(cuda, P.Sigmoid, cuda.asarray(x64), cuda.asarray(g32)),
+                   backward(cpu, P.Sigmoid, x64, g32), TOL[np.float64])
 
 
 # ---- optimizer steps -------------------------------------------------------------------

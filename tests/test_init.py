@@ -189,7 +189,7 @@ def test_generators_make_initializers_reproducible(fn):
 
 def test_erfinv_function_values_and_gradcheck():
     """The core op behind trunc_normal_: SciPy's erfinv forward, d/dx = sqrt(pi)/2 exp(erfinv(x)^2)."""
-    from rlpipe._nn_functions import Erfinv
+    from rlpipe.primitives import Erfinv
     x = np.array([-0.9, -0.3, 0.0, 0.45, 0.99])
     np.testing.assert_allclose(Erfinv.apply(r.tensor(x)).numpy(), scipy.special.erfinv(x), rtol=1e-12)
     assert r.autograd.gradcheck(Erfinv.apply, (r.tensor(x, requires_grad=True),))

@@ -1,9 +1,11 @@
-"""CPU backend: NumPy arrays and the reference versions of the kernels.
+"""CPU backend: NumPy arrays, and what NumPy alone cannot say about them.
 
-Every backend module exposes the same names: ``xp`` (the array namespace), the activation
-kernels with their backward passes, the optimizer update steps (in place on the arrays),
-``scatter_add`` (unbuffered ``a[index] += values``), random generators, and device helpers.
-The CUDA backend mirrors this file with fused CuPy kernels; this file is its reference.
+Every backend module exposes the same names: ``xp`` (the array namespace the ops' formulas are
+written against), device helpers, ``quietly`` (silence inf/nan warnings), ``scatter_add``
+(unbuffered ``a[index] += values``), the special functions whose implementation depends on the
+library (``erf``, ``erfinv``), the optimizer update steps (in place on the arrays), random
+generators, and ``fused``: the backend's fused kernels by name, which an op runs in place of its
+own formula. The CPU has none; the CUDA backend's kernels compute the same formulas in one launch.
 """
 import functools
 
@@ -71,75 +73,12 @@ def erf(x):
     return _erf(x).astype(x.dtype, copy=False)
 
 
-# ---- activations and their backward passes -------------------------------------------
-
-def relu(x):
-    return np.maximum(x, 0)  # a Python 0 keeps x's dtype (NumPy 2's weak scalars)
-
-
-def relu_backward(x, grad):
-    return grad * ~(x <= 0)  # nan passes the gradient, as in torch
+def erfinv(x):
+    from scipy.special import erfinv as _erfinv
+    return _erfinv(x).astype(x.dtype, copy=False)
 
 
-def leaky_relu(x, slope):
-    return np.where(x > 0, x, x * x.dtype.type(slope))
-
-
-def leaky_relu_backward(x, grad, slope):
-    return np.where(x > 0, grad, grad * grad.dtype.type(slope))
-
-
-def sigmoid(x):
-    # exp of a non-positive number never overflows
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
-
-
-def sigmoid_backward(y, grad):
-    return grad * y * (1 - y)
-
-
-def tanh(x):
-    return np.tanh(x)
-
-
-def tanh_backward(y, grad):
-    return grad * (1 - y * y)
-
-
-_SQRT_2_OVER_PI = 0.7978845608028654
-_GELU_C = 0.044715
-_INV_SQRT_2 = 0.7071067811865476
-_INV_SQRT_2PI = 0.3989422804014327
-
-
-def gelu(x, approximate="none"):
-    if approximate == "tanh":
-        return 0.5 * x * (1 + np.tanh(x.dtype.type(_SQRT_2_OVER_PI) * (x + x.dtype.type(_GELU_C) * x ** 3)))
-    return 0.5 * x * (1 + erf(x * x.dtype.type(_INV_SQRT_2)))
-
-
-def gelu_backward(x, grad, approximate="none"):
-    if approximate == "tanh":
-        k = x.dtype.type(_SQRT_2_OVER_PI)
-        c = x.dtype.type(_GELU_C)
-        t = np.tanh(k * (x + c * x ** 3))
-        return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x))
-    cdf = 0.5 * (1 + erf(x * x.dtype.type(_INV_SQRT_2)))
-    pdf = x.dtype.type(_INV_SQRT_2PI) * np.exp(-0.5 * x * x)
-    return grad * (cdf + x * pdf)
-
-
-def softplus(x, beta=1.0, threshold=20.0):
-    bx = x * x.dtype.type(beta)
-    # log1p(exp(bx)) computed without overflow; linear above the threshold, as torch does
-    soft = (np.maximum(bx, 0) + np.log1p(np.exp(-np.abs(bx)))) / x.dtype.type(beta)
-    return np.where(bx > threshold, x, soft)
-
-
-def softplus_backward(x, grad, beta=1.0, threshold=20.0):
-    bx = x * x.dtype.type(beta)
-    return np.where(bx > threshold, grad, grad * sigmoid(bx))
+fused = {}  # no fused kernels: every op runs its own NumPy formula
 
 
 # ---- optimizer steps, in place -----------------------------------------------------------

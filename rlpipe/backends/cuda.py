@@ -1,13 +1,16 @@
-"""CUDA backend: CuPy arrays and fused elementwise kernels.
+"""CUDA backend: CuPy arrays and hand-written fused kernels.
 
-This module offers exactly the names of ``cpu.py``, which holds the reference math. Each
-activation (and its backward pass) is one hand-written ``cupy.ElementwiseKernel`` launch, and
-each optimizer step updates the parameter and its state buffers in place in one launch per
-parameter. Kernels accept float16, float32 and float64 arrays: they load the values into
-``acc_t`` (float for half and single precision, double for double precision), compute there,
-and store the result in the array's own dtype. Scalar hyperparameters travel as float64
-kernel arguments and are narrowed to ``acc_t`` inside, the way NumPy narrows a Python float
-that meets a float32 array. Every call runs on the device that holds its first array.
+This module offers the names of ``cpu.py``: the array namespace, device helpers, ``scatter_add``,
+``quietly``, the special functions (``erf``, ``erfinv``), the optimizer steps and the random
+generator. Where an op's formula (written in the op itself, in ``rlpipe/primitives``) would take
+several CuPy calls, ``fused`` maps its name to one hand-written ``cupy.ElementwiseKernel`` that
+computes the same formula in one launch; each optimizer step likewise updates the parameter and
+its state buffers in one launch per parameter. Kernels accept float16, float32 and float64
+arrays: they load the values into ``acc_t`` (float for half and single precision, double for
+double precision), compute there, and store the result in the array's own dtype. Scalar
+hyperparameters travel as float64 kernel arguments and are narrowed to ``acc_t`` inside, the way
+NumPy narrows a Python float that meets a float32 array. Every call runs on the device that
+holds its first array.
 
 Importing this module raises ImportError when CuPy is missing; ``backends/__init__.py``
 turns that into a message saying what to install.
@@ -172,16 +175,12 @@ _GELU_TANH_ARG = "%s * (v + %s * v * v * v)" % (_c(_SQRT_2_OVER_PI), _c(_GELU_C)
 _NORMAL_CDF = "acc_t(0.5) * (acc_t(1) + erf(v * %s))" % _c(_INV_SQRT_2)
 
 
-# ---- activations and their backward passes -------------------------------------------
+# ---- fused activations and their backward passes ------------------------------------
 
-_RELU = _elementwise(
-    "relu", "T x", "T y",
-    "const acc_t v = (acc_t)x;\n"
-    "y = (T)((v > acc_t(0) || v != v) ? v : acc_t(0));")  # NaN passes through
-
+# grad * !(x <= 0), as the formula: NaN inputs pass the gradient, and an infinite gradient at x <= 0 gives NaN
 _RELU_BACKWARD = _elementwise(
     "relu_backward", "X x, T grad", "T dx",
-    "dx = rlpipe_positive(x) ? grad : (T)acc_t(0);")
+    "dx = (T)((acc_t)grad * (x <= X(0) ? acc_t(0) : acc_t(1)));")
 
 _LEAKY_RELU = _elementwise(
     "leaky_relu", "T x, float64 slope", "T y",
@@ -201,10 +200,6 @@ _SIGMOID_BACKWARD = _elementwise(
     "sigmoid_backward", "T y, T grad", "T dx",
     "const acc_t s = (acc_t)y;\n"
     "dx = (T)((acc_t)grad * s * (acc_t(1) - s));")
-
-_TANH = _elementwise(
-    "tanh", "T x", "T y",
-    "y = (T)tanh((acc_t)x);")
 
 _TANH_BACKWARD = _elementwise(
     "tanh_backward", "T y, T grad", "T dx",
@@ -262,53 +257,28 @@ def erf(x):
     return _run(_ERF, x)
 
 
-def relu(x):
-    return _run(_RELU, x)
+def erfinv(x):
+    from cupyx.scipy.special import erfinv as _erfinv
+    return _erfinv(x).astype(x.dtype, copy=False)
 
 
-def relu_backward(x, grad):
-    return _run(_RELU_BACKWARD, x, grad)
-
-
-def leaky_relu(x, slope):
-    return _run(_LEAKY_RELU, x, float(slope))
-
-
-def leaky_relu_backward(x, grad, slope):
-    return _run(_LEAKY_RELU_BACKWARD, x, grad, float(slope))
-
-
-def sigmoid(x):
-    return _run(_SIGMOID, x)
-
-
-def sigmoid_backward(y, grad):
-    return _run(_SIGMOID_BACKWARD, *_common(y, grad))
-
-
-def tanh(x):
-    return _run(_TANH, x)
-
-
-def tanh_backward(y, grad):
-    return _run(_TANH_BACKWARD, *_common(y, grad))
-
-
-def gelu(x, approximate="none"):
-    return _run(_GELU_TANH if approximate == "tanh" else _GELU, x)
-
-
-def gelu_backward(x, grad, approximate="none"):
-    kernel = _GELU_TANH_BACKWARD if approximate == "tanh" else _GELU_BACKWARD
-    return _run(kernel, *_common(x, grad))
-
-
-def softplus(x, beta=1.0, threshold=20.0):
-    return _run(_SOFTPLUS, x, float(beta), float(threshold))
-
-
-def softplus_backward(x, grad, beta=1.0, threshold=20.0):
-    return _run(_SOFTPLUS_BACKWARD, *_common(x, grad), float(beta), float(threshold))
+# The ops' formulas that run here as one kernel launch instead of several CuPy calls, by name
+# (the primitives look them up); each takes the arrays, then the op's scalar parameters.
+fused = {
+    "relu_backward": lambda x, grad: _run(_RELU_BACKWARD, x, grad),
+    "leaky_relu": lambda x, slope: _run(_LEAKY_RELU, x, float(slope)),
+    "leaky_relu_backward": lambda x, grad, slope: _run(_LEAKY_RELU_BACKWARD, x, grad, float(slope)),
+    "sigmoid": lambda x: _run(_SIGMOID, x),
+    "sigmoid_backward": lambda y, grad: _run(_SIGMOID_BACKWARD, *_common(y, grad)),
+    "tanh_backward": lambda y, grad: _run(_TANH_BACKWARD, *_common(y, grad)),
+    "gelu": lambda x: _run(_GELU, x),
+    "gelu_tanh": lambda x: _run(_GELU_TANH, x),
+    "gelu_backward": lambda x, grad: _run(_GELU_BACKWARD, *_common(x, grad)),
+    "gelu_tanh_backward": lambda x, grad: _run(_GELU_TANH_BACKWARD, *_common(x, grad)),
+    "softplus": lambda x, beta, threshold: _run(_SOFTPLUS, x, float(beta), float(threshold)),
+    "softplus_backward": lambda x, grad, beta, threshold: _run(_SOFTPLUS_BACKWARD, *_common(x, grad),
+                                                               float(beta), float(threshold)),
+}
 
 
 # ---- optimizer steps, in place -----------------------------------------------------------

@@ -1,7 +1,7 @@
 """``rlpipe.nn.functional``: torch.nn.functional's activations, convolution, pooling, padding,
 normalization, dropout, embedding and losses, with torch's argument names, defaults and errors.
 
-Everything here is built from rlpipe's tensor ops and the Functions of ``rlpipe._nn_functions``;
+Everything here is built from rlpipe's tensor ops and the Functions of ``rlpipe.primitives``;
 no array math happens in this module.
 """
 import builtins
@@ -9,7 +9,7 @@ import math
 import warnings
 
 from .. import _dtypes
-from .. import _nn_functions as NF
+from .. import primitives as P
 from .. import _ops as ops
 from .._ops import linear, one_hot, sigmoid, tanh, softplus, gelu  # noqa: F401 - re-exported as in torch
 from .._ops import _LEGACY_TYPE_NAMES, _inplace, _require_float
@@ -56,7 +56,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """x clipped to [min_val, max_val]; no gradient at or beyond the bounds."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    return _maybe_inplace(input, inplace, lambda x: NF.Hardtanh.apply(x, min_val, max_val))
+    return _maybe_inplace(input, inplace, lambda x: P.Hardtanh.apply(x, min_val, max_val))
 
 
 def hardtanh_(input, min_val=-1.0, max_val=1.0):
@@ -69,7 +69,7 @@ def relu6(input, inplace=False):
 
 def _elu(input, inplace, alpha, scale, input_scale, name):
     _require_float(input, name)
-    return _maybe_inplace(input, inplace, lambda x: NF.Elu.apply(x, float(alpha), float(scale), float(input_scale)))
+    return _maybe_inplace(input, inplace, lambda x: P.Elu.apply(x, float(alpha), float(scale), float(input_scale)))
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -96,7 +96,7 @@ def celu(input, alpha=1.0, inplace=False):
 
 def threshold(input, threshold, value, inplace=False):
     """x where x > threshold, else value."""
-    return _maybe_inplace(input, inplace, lambda x: NF.Threshold.apply(x, threshold, value))
+    return _maybe_inplace(input, inplace, lambda x: P.Threshold.apply(x, threshold, value))
 
 
 _threshold = threshold
@@ -108,22 +108,22 @@ def threshold_(input, threshold, value):
 
 def silu(input, inplace=False):
     _require_float(input, "silu_cpu")
-    return _maybe_inplace(input, inplace, NF.Silu.apply)
+    return _maybe_inplace(input, inplace, P.Silu.apply)
 
 
 def mish(input, inplace=False):
     _require_float(input, "mish_cpu")
-    return _maybe_inplace(input, inplace, NF.Mish.apply)
+    return _maybe_inplace(input, inplace, P.Mish.apply)
 
 
 def hardsigmoid(input, inplace=False):
     """relu6(x + 3) / 6."""
-    return _maybe_inplace(input, inplace, NF.Hardsigmoid.apply)
+    return _maybe_inplace(input, inplace, P.Hardsigmoid.apply)
 
 
 def hardswish(input, inplace=False):
     """x * relu6(x + 3) / 6."""
-    return _maybe_inplace(input, inplace, NF.Hardswish.apply)
+    return _maybe_inplace(input, inplace, P.Hardswish.apply)
 
 
 def hardshrink(input, lambd=0.5):
@@ -285,7 +285,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         raise IndexError("index out of range in self")
     if max_norm is not None:
         _renorm_rows(weight, input, max_norm, norm_type)
-    return NF.Embedding.apply(weight, input, padding_idx, builtins.bool(scale_grad_by_freq))
+    return P.Embedding.apply(weight, input, padding_idx, builtins.bool(scale_grad_by_freq))
 
 
 def _renorm_rows(weight, indices, max_norm, norm_type):
@@ -313,7 +313,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                                f"{list(p.shape)} and normalized_shape = {list(shape)}")
     _require_float(input, "LayerNormKernelImpl")
     axes = tuple(range(input.ndim - n, input.ndim))
-    return NF.Normalize.apply(input, weight, bias, axes, shape, float(eps))[0]
+    return P.Normalize.apply(input, weight, bias, axes, shape, float(eps))[0]
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
@@ -334,7 +334,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     param_shape = (channels,) + (1,) * (input.ndim - 2)
     if training:
         axes = (0,) + tuple(range(2, input.ndim))
-        out, mean, var = NF.Normalize.apply(input, weight, bias, axes, param_shape, float(eps))
+        out, mean, var = P.Normalize.apply(input, weight, bias, axes, param_shape, float(eps))
         if running_mean is not None or running_var is not None:
             count = input.numel() // channels
             with no_grad():
@@ -412,7 +412,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     h, w = x.shape[2:]
     out_size = ((h + pads[0] + pads[1] - dilation[0] * (kh - 1) - 1) // stride[0] + 1,
                 (w + pads[2] + pads[3] - dilation[1] * (kw - 1) - 1) // stride[1] + 1)
-    out = NF.Conv2d.apply(x, weight, bias, stride, pads, dilation, groups, out_size)
+    out = P.Conv2d.apply(x, weight, bias, stride, pads, dilation, groups, out_size)
     return ops.squeeze(out, 0) if unbatched else out
 
 
@@ -507,7 +507,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     x, unbatched, kernel, stride, _, dilation, out_size, pads = _pool_args(
         "max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
     _require_float(x, "max_pool2d")
-    result = NF.MaxPool2d.apply(x, kernel, stride, pads, dilation, out_size, builtins.bool(return_indices))
+    result = P.MaxPool2d.apply(x, kernel, stride, pads, dilation, out_size, builtins.bool(return_indices))
     if unbatched:
         result = tuple(ops.squeeze(r, 0) for r in result) if return_indices else ops.squeeze(result, 0)
     return result
@@ -526,7 +526,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     x, unbatched, kernel, stride, _, _, out_size, pads = _pool_args(
         "avg_pool2d", input, kernel_size, stride, padding, 1, ceil_mode)
     _require_float(x, "avg_pool2d")
-    out = NF.AvgPool2d.apply(x, kernel, stride, pads, out_size, builtins.bool(count_include_pad), divisor_override)
+    out = P.AvgPool2d.apply(x, kernel, stride, pads, out_size, builtins.bool(count_include_pad), divisor_override)
     return ops.squeeze(out, 0) if unbatched else out
 
 
@@ -551,7 +551,7 @@ def pad(input, pad, mode="constant", value=None):
             if input.shape[d] + lo + hi < 0:
                 raise RuntimeError(f"The input size {input.shape[d]}, plus negative padding {lo} and {hi} resulted in "
                                    f"a negative output size, which is invalid. Check dimension {d} of your input.")
-        return NF.Pad.apply(input, pairs, mode, 0 if value is None else value)
+        return P.Pad.apply(input, pairs, mode, 0 if value is None else value)
     if value is not None and value != 0:
         raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
     if (k, input.ndim) not in ((1, 2), (1, 3), (2, 3), (2, 4), (3, 4), (3, 5)):
@@ -567,7 +567,7 @@ def pad(input, pad, mode="constant", value=None):
                                f"{list(input.shape)}")
         if mode == "circular" and (lo > size or hi > size):
             raise RuntimeError("Padding value causes wrapping around more than once.")
-    return NF.Pad.apply(input, pairs, mode, None)
+    return P.Pad.apply(input, pairs, mode, None)
 
 
 # ---- losses --------------------------------------------------------------------------------------
@@ -647,7 +647,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          "is deprecated. Please ensure they have the same size.")
     if input.numel() and not builtins.bool(((input >= 0) & (input <= 1)).all()):
         raise RuntimeError("all elements of input should be between 0 and 1")
-    loss = NF.BinaryCrossEntropy.apply(input, target)
+    loss = P.BinaryCrossEntropy.apply(input, target)
     if weight is not None:
         loss = loss * ops.expand(weight, input.shape)
     return _reduce(loss, reduction)
@@ -695,7 +695,7 @@ def _class_index_loss(input, target, weight, ignore_index, reduction, smoothing,
     _require_float(input, "nll_loss_out_frame")
     x = ops.unsqueeze(input, 0) if input.ndim == 1 else input
     t = ops.reshape(target, (1,)) if input.ndim == 1 else target
-    loss = NF.NllLoss.apply(x, t.to(_dtypes.int64), weight, builtins.int(ignore_index), float(smoothing), reduction,
+    loss = P.NllLoss.apply(x, t.to(_dtypes.int64), weight, builtins.int(ignore_index), float(smoothing), reduction,
                             from_logits)
     return ops.reshape(loss, ()) if input.ndim == 1 and reduction == "none" else loss
 

@@ -4,9 +4,10 @@ recording a graph and returns it; random ones draw from ``generator`` (the defau
 import math
 import warnings
 
-from .. import _nn_functions as NF
+from .. import primitives as P
 from .. import _ops as ops
 from .._creation import arange, eye
+from .._tensor import wrap
 from ..autograd import no_grad
 from ..random import randn, randperm
 
@@ -77,7 +78,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     with no_grad():
         lo, hi = _norm_cdf((a - mean) / std), _norm_cdf((b - mean) / std)
         tensor.uniform_(2 * lo - 1, 2 * hi - 1, generator=generator)
-        tensor.copy_(NF.Erfinv.apply(tensor))
+        tensor.copy_(P.Erfinv.apply(tensor))
         tensor.mul_(std * math.sqrt(2.0))
         tensor.add_(mean)
         tensor.clamp_(min=a, max=b)
@@ -177,7 +178,7 @@ def orthogonal_(tensor, gain=1, generator=None):
         flat = randn(rows, cols, dtype=dtype, device=tensor.device, generator=generator)
         if rows < cols:
             flat = flat.t()
-        q, r = NF.linalg_qr(flat)
+        q, r = _reduced_qr(flat)
         diagonal = arange(min(rows, cols), device=r.device)
         q = q * ops.sign(r[diagonal, diagonal])
         if rows < cols:
@@ -198,3 +199,9 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
         for c in range(cols):
             tensor[randperm(rows, generator=generator, device=tensor.device)[:zeros_per_column], c] = 0
     return tensor
+
+
+def _reduced_qr(a):
+    """The reduced QR factorization of a 2-D tensor, by its backend's linalg (not recorded on the graph)."""
+    q, r = a._device._backend.xp.linalg.qr(a.detach()._data)
+    return wrap(q, a._device), wrap(r, a._device)

@@ -5,8 +5,8 @@ module takes it) overwrites the input instead of allocating the result.
 """
 import warnings
 
-from ... import _functions as RF, _ops
-from ..._nn_functions import Elu, Silu
+from ... import primitives as RF, _ops
+from ...primitives import Elu, Silu
 from ..._creation import empty
 from .. import functional as F
 from .. import init as nn_init

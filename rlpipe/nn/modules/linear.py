@@ -1,7 +1,7 @@
 """Affine layers: ``Identity``, ``Linear`` and ``Bilinear``."""
 import math
 
-from ..._functions import Linear as RawLinear
+from ...primitives import Linear as RawLinear
 from .. import functional as F
 from .. import init
 from ._params import register_optional, reset_like_linear
