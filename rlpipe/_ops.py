@@ -1659,7 +1659,7 @@ def cuda(input, device=None, non_blocking=False, memory_format=None):
 # ---- in-place updates --------------------------------------------------------------------------
 
 def _check_writable(t):
-    if not t._data.flags.writeable:
+    if not t._device._backend.writable(t._data):
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                            "single memory location. Please clone() the tensor before performing the operation.")
 

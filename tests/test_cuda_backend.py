@@ -318,6 +318,27 @@ def test_scatter_add_repeats_indices():
     assert_matches(got, want, TOL[np.float32])
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int16, np.int8, np.uint8, np.bool_, np.float64])
+def test_scatter_add_takes_every_dtype_as_numpy_add_at(dtype):
+    # cupyx.scatter_add alone refuses int64 and the narrow integer types; sums wrap as NumPy's do
+    index = np.array([0, 2, 2, 5, 0, 0])
+    values = np.array([100, -3, 120, 7, 90, -128]).astype(dtype)
+    start = np.array([5, -1, 127, 0, -7, 3, 1]).astype(dtype)
+    want = start.copy()
+    np.add.at(want, index, values)
+    got = cuda.asarray(start)
+    cuda.scatter_add(got, cuda.asarray(index), cuda.asarray(values))
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(cuda.to_host(got), want)
+
+
+def test_writable_refuses_broadcast_views_only():
+    a = cuda.asarray(np.zeros((3, 4), np.float32))
+    assert cuda.writable(a) and cuda.writable(a[:, 1]) and cuda.writable(a.T)
+    assert not cuda.writable(cuda.xp.broadcast_to(a[:1], (3, 4)))
+    assert cuda.writable(cuda.xp.broadcast_to(a[:1], (1, 4)))  # a zero stride over one element is fine
+
+
 def test_synchronize():
     cuda.synchronize()
     cuda.synchronize(0)
@@ -350,6 +371,12 @@ def test_random_shapes_dtypes_and_ranges():
     assert not np.array_equal(p, np.arange(1000))
 
 
+def test_float16_uniform_stays_below_one():
+    # float64 draws within 2**-12 of 1 round to 1.0 in float16: the CPU backend clamps them, so must this
+    u = cuda.to_host(cuda.RandomState(0).uniform((1_000_000,), np.float16))
+    assert u.dtype == np.float16 and u.min() >= 0 and u.max() < 1
+
+
 def test_random_same_seed_same_draws():
     a, b, c = cuda.RandomState(7), cuda.RandomState(7), cuda.RandomState(8)
     first, second, other = draws(a), draws(b), draws(c)
@@ -376,3 +403,26 @@ def test_random_state_rejects_foreign_state():
     rs = cuda.RandomState(0)
     with pytest.raises(ValueError):
         rs.set_state(cpu.RandomState(0).get_state())
+
+
+# ---- tensors across devices (each of these failed on first contact with CuPy) ---------------
+
+def test_tensor_round_trip_between_devices():
+    import rlpipe as r
+    x = r.tensor([[1.0, 2.0], [3.0, -4.0]], requires_grad=True)
+    on_gpu = x.cuda()
+    assert on_gpu.device.type == "cuda" and isinstance(on_gpu._data, cuda.ndarray)
+    back = on_gpu.cpu()
+    assert back.device.type == "cpu" and type(back._data) is np.ndarray
+    np.testing.assert_array_equal(back.detach().numpy(), x.detach().numpy())
+    (on_gpu.to("cpu") * 2).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 2), 2.0, np.float32))
+
+
+def test_in_place_ops_on_cuda_tensors():
+    import rlpipe as r
+    x = r.zeros(3, device="cuda")
+    x.add_(2).mul_(3)
+    np.testing.assert_array_equal(x.cpu().numpy(), np.full(3, 6.0, np.float32))
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        r.zeros(1, device="cuda").expand(3).add_(1)

@@ -78,7 +78,7 @@ KERNELS = cuda.all_kernels()
 def test_every_kernel_is_listed():
     names = [kernel.name for kernel in KERNELS]
     assert len(names) == len(set(names)), names
-    for name in ("rlpipe_relu", "rlpipe_gelu_tanh_backward", "rlpipe_sgd_momentum", "rlpipe_adam_amsgrad",
+    for name in ("rlpipe_relu_backward", "rlpipe_gelu_tanh_backward", "rlpipe_sgd_momentum", "rlpipe_adam_amsgrad",
                  "rlpipe_rmsprop_centered_momentum", "rlpipe_adagrad"):
         assert name in names
 

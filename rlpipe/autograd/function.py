@@ -8,6 +8,8 @@ Built-in ops set ``raw = True``: their forward and backward receive and return b
 (NumPy or CuPy), so one piece of code serves both devices. User-defined Functions keep
 PyTorch's form: they receive and return Tensors.
 """
+import numpy as np
+
 from .grad_mode import state as _grad_state
 from .._tensor import Tensor, wrap, FLOATING_NP
 
@@ -221,12 +223,19 @@ class Function:
 
 
 def as_array(value, device):
-    """NumPy reductions and ufuncs on 0-d arrays return scalars; a tensor always holds an array."""
+    """NumPy reductions and ufuncs on 0-d arrays return scalars; a tensor always holds an array.
+
+    Only scalars are converted: an array of another backend is ``ToDevice``'s result, which belongs
+    to the target device (converting it here would copy it back, or fail: CuPy refuses implicit
+    host conversion)."""
     backend = device._backend
-    return value if type(value) is backend.ndarray else backend.xp.asarray(value)
+    if type(value) is backend.ndarray or not isinstance(value, _SCALARS):
+        return value
+    return backend.xp.asarray(value)
 
 
 _NUMBERS = (int, float, bool)
+_SCALARS = (np.generic, int, float, bool, complex)
 NOT_A_TENSOR = object()  # the edge of a forward argument that was not a Tensor
 
 

@@ -63,6 +63,12 @@ def may_share_memory(a, b):
     return np.may_share_memory(a, b)
 
 
+def writable(a):
+    """Whether ``a`` may be written in place: NumPy marks broadcast views (several elements on one
+    memory location) and read-only buffers."""
+    return a.flags.writeable
+
+
 def scatter_add(target, index, values):
     """target[index] += values, adding once per occurrence of a repeated index."""
     np.add.at(target, index, values)

@@ -107,10 +107,33 @@ def may_share_memory(a, b):
     return False  # a host array never shares memory with a device one
 
 
+def writable(a):
+    """Whether ``a`` may be written in place. CuPy arrays carry no writeable flag; the case to refuse
+    is a broadcast view, where a zero stride puts several elements on one memory location."""
+    return not any(stride == 0 and size > 1 for stride, size in zip(a.strides, a.shape))
+
+
+# the dtypes cupyx.scatter_add takes; other integer and bool data is added as uint64
+_SCATTER_ADD_DTYPES = frozenset(np.dtype(t) for t in (np.int32, np.uint32, np.uint64, np.float16, np.float32,
+                                                      np.float64))
+
+
 def scatter_add(target, index, values):
-    """target[index] += values, adding once per occurrence of a repeated index (atomics)."""
+    """target[index] += values, adding once per occurrence of a repeated index (atomics).
+
+    cupyx.scatter_add refuses int64 and the narrow integer types; their sums are taken in uint64,
+    whose wrap-around gives the same bits as two's-complement addition in any width."""
     with target.device:
-        cupyx.scatter_add(target, index, values)
+        if target.dtype in _SCATTER_ADD_DTYPES:
+            cupyx.scatter_add(target, index, values)
+            return
+        values = cupy.asarray(values).astype(np.int64, copy=False).astype(np.uint64)
+        if target.dtype == np.int64:
+            cupyx.scatter_add(target.view(np.uint64), index, values)
+            return
+        wide = target.astype(np.int64).astype(np.uint64)
+        cupyx.scatter_add(wide, index, values)
+        target[...] = wide.astype(target.dtype)
 
 
 # ---- kernel plumbing ----------------------------------------------------------------------
@@ -459,8 +482,11 @@ class RandomState:
         with self.device:
             out = self.rng.random(shape, dtype=np.float64 if dtype != np.float32 else np.float32)
             if low != 0.0 or high != 1.0:
-                out = out * (high - low) + low
-            return out.astype(dtype, copy=False)
+                return (out * (high - low) + low).astype(dtype, copy=False)
+            out = out.astype(dtype, copy=False)
+            if out.dtype.itemsize < 4:  # rounding to float16 can reach 1.0; keep [0, 1) as the CPU does
+                cupy.minimum(out, out.dtype.type(1 - 2.0 ** -(np.finfo(out.dtype).nmant + 1)), out=out)
+            return out
 
     def normal(self, shape, dtype, mean=0.0, std=1.0):
         with self.device:
