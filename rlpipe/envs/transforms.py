@@ -39,6 +39,7 @@ frames itself, so transforms hold no per-episode state and may be re-used by ``p
 import copy as _copy
 import types
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,6 +48,7 @@ from .._creation import as_tensor
 from .._tensor import Tensor, host_array
 from ..tensordict._td import _unravel
 from .common import EnvBase
+from .specs import Bounded, Categorical, Composite, TensorSpec, Unbounded
 
 __all__ = ["Compose", "DoubleToFloat", "ObservationNorm", "RenameTransform", "RewardSum", "StepCounter",
            "Transform", "TransformedEnv"]
@@ -412,6 +414,19 @@ def _run_spec_pipeline(transforms, obs, act, rew, done):
 
 # ---- the environment ---------------------------------------------------------------------------------
 
+class _Pipeline(NamedTuple):
+    """What a ``TransformedEnv`` runs: its leaf transforms, the specs they produce from the base env's,
+    the action hooks (``_inv_action`` of the transforms that have one, last transform first), and the
+    base env's spec version it was built from (None unless the base env is itself transformed: then
+    only ``_invalidate_specs`` makes it stale)."""
+    leaves: list
+    observation_spec: Composite
+    action_spec: TensorSpec
+    reward_spec: TensorSpec
+    done_spec: Composite
+    action_hooks: list
+    base_version: object
+
 class TransformedEnv(EnvBase):
     """An environment with transforms: ``TransformedEnv(env, transform=None)``.
 
@@ -468,48 +483,46 @@ class TransformedEnv(EnvBase):
         return self
 
     def _invalidate_specs(self):
-        self._cache = None
+        self._pipeline = None
         self._spec_version = self.__dict__.get("_spec_version", 0) + 1
         self._roots = self._nexts = None
 
     # ---- specs ----------------------------------------------------------------------------------
     def _built(self):
-        """(leaves, obs, action, reward, done, action hooks), recomputed when a transform or the base
-        env changed."""
-        cache = self._cache
+        """The current ``_Pipeline``, rebuilt when a transform or the base env changed."""
+        pipeline = self._pipeline
         base = self.base_env
-        if cache is not None and (cache[0] is None or cache[0] == base._spec_version):
-            return cache[1]
-        token = base._spec_version if isinstance(base, TransformedEnv) else None
+        if pipeline is not None and (pipeline.base_version is None or pipeline.base_version == base._spec_version):
+            return pipeline
         leaves = self._leaf_list()
-        specs = _run_spec_pipeline(leaves, base.observation_spec.clone(), base.action_spec.clone(),
-                                   base.reward_spec.clone(), base.done_spec.clone())
-        inv = [t._inv_action for t in reversed(leaves) if type(t)._inv_action is not Transform._inv_action]
-        built = (leaves,) + specs + (inv,)
-        if cache is not None and cache[1][0] != leaves:
+        obs, act, rew, done = _run_spec_pipeline(leaves, base.observation_spec.clone(), base.action_spec.clone(),
+                                                 base.reward_spec.clone(), base.done_spec.clone())
+        hooks = [t._inv_action for t in reversed(leaves) if type(t)._inv_action is not Transform._inv_action]
+        if pipeline is not None and pipeline.leaves != leaves:
             self._roots = self._nexts = None
-        self._cache = (token, built)
-        return built
+        base_version = base._spec_version if isinstance(base, TransformedEnv) else None
+        self._pipeline = _Pipeline(leaves, obs, act, rew, done, hooks, base_version)
+        return self._pipeline
 
     @property
     def observation_spec(self):
-        return self._built()[1]
+        return self._built().observation_spec
 
     @property
     def action_spec(self):
-        return self._built()[2]
+        return self._built().action_spec
 
     @property
     def reward_spec(self):
-        return self._built()[3]
+        return self._built().reward_spec
 
     @property
     def done_spec(self):
-        return self._built()[4]
+        return self._built().done_spec
 
     # ---- the frame protocol -----------------------------------------------------------------------
     def _reset_frame(self, seed=None):
-        leaves = self._built()[0]
+        leaves = self._built().leaves
         frame = self.base_env._reset_frame(seed)
         roots = []
         for t in leaves:
@@ -519,15 +532,16 @@ class TransformedEnv(EnvBase):
         return frame
 
     def _step_frame(self, action):
-        cache = self._cache  # _built()'s answer, without the call on the hot path where it cannot be stale
-        built = cache[1] if cache is not None and cache[0] is None else self._built()
+        pipeline = self._pipeline  # _built()'s answer, without the call on the hot path where it cannot be stale
+        if pipeline is None or pipeline.base_version is not None:
+            pipeline = self._built()
         roots = self._roots
         if roots is None:
             raise RuntimeError("TransformedEnv: reset the environment before stepping it "
                                "(or after changing its transforms)")
         if self._nexts is not None:  # stepping on without _continue_frame: carry every frame over
             roots = self._roots = self._nexts
-        for inv in built[5]:
+        for inv in pipeline.action_hooks:
             action = inv(action)
         next_obs, reward, terminated, truncated = self.base_env._step_frame(action)
         self._base_next = next_obs
@@ -536,7 +550,7 @@ class TransformedEnv(EnvBase):
         frame[_TERMINATED] = terminated
         frame[_TRUNCATED] = truncated
         nexts = []
-        for t, root in zip(built[0], roots):
+        for t, root in zip(pipeline.leaves, roots):
             frame = t._step(root, frame)
             nexts.append(frame)
         self._nexts = nexts
@@ -551,7 +565,7 @@ class TransformedEnv(EnvBase):
         nexts = self._nexts
         if nexts is None:
             raise RuntimeError("TransformedEnv: _continue_frame without a preceding _step_frame")
-        leaves = self._built()[0]
+        leaves = self._built().leaves
         if type(done) is not np.ndarray or done.shape != self._flag_shape:
             done = np.asarray(done, dtype=bool).reshape(self._flag_shape)
         frame = self.base_env._continue_frame(self._base_next, done)
@@ -689,7 +703,6 @@ class StepCounter(Transform):
                                   "methods are functional (use it in a TransformedEnv).")
 
     def transform_observation_spec(self, observation_spec):
-        from .specs import Bounded
         shape = self.parent_specs.done_spec["done"].shape if self.parent_specs is not None else \
             self._parent_spec("done")["done"].shape
         self._shape = tuple(shape)
@@ -698,7 +711,6 @@ class StepCounter(Transform):
         return observation_spec
 
     def transform_done_spec(self, done_spec):
-        from .specs import Categorical
         if self.max_steps is not None and self._trunc not in done_spec.keys(True, True):
             done_spec[self._trunc] = Categorical(2, shape=done_spec["done"].shape, dtype=_dtypes.bool,
                                                  device=done_spec.device)
@@ -761,7 +773,6 @@ class RewardSum(Transform):
         raise NotImplementedError("RewardSum only works in a TransformedEnv (it keeps a running sum)")
 
     def transform_observation_spec(self, observation_spec):
-        from .specs import Unbounded
         for ik, ok in self._pairs:
             spec = self._in_spec(ik)
             self._zero[ok] = (tuple(spec.shape), spec.dtype.np)
@@ -845,7 +856,6 @@ class DoubleToFloat(_KeyWise):
         return value.astype(np.float32) if value.dtype == np.float64 else value
 
     def _transform_leaf_spec(self, spec):
-        from .specs import Bounded, Unbounded
         if spec.dtype is not _dtypes.float64:
             return spec
         if isinstance(spec, Bounded):
@@ -955,7 +965,6 @@ class ObservationNorm(_KeyWise):
         return value * scale + loc
 
     def _transform_leaf_spec(self, spec):
-        from .specs import Bounded, Unbounded
         if not self.initialized:
             return spec
         if not spec.dtype.is_floating_point:
