@@ -24,8 +24,8 @@ from .._device import CPU, resolve
 from .._tensor import Size, Tensor, host_array
 from ..random import rand as _rand
 from ..random import randn as _randn
-from ..tensordict import TensorDict
-from ..tensordict._td import _unravel
+from ..tensordict import TensorDict, unravel_key_to_tuple
+from ..tensordict.keys import KeysView
 
 __all__ = [
     "Binary",
@@ -1047,38 +1047,6 @@ class MultiOneHot(TensorSpec):
 
 
 # ---- composite ----------------------------------------------------------------------------------
-class _CompositeKeys:
-    """What ``Composite.keys()`` returns: iterable, sized, and ``in`` understands nested keys."""
-    __slots__ = ("_include_nested", "_leaves_only", "_spec")
-
-    def __init__(self, spec, include_nested, leaves_only):
-        self._spec, self._include_nested, self._leaves_only = spec, include_nested, leaves_only
-
-    def __iter__(self):
-        return self._spec._walk(self._include_nested, self._leaves_only)
-
-    def __len__(self):
-        return builtins.sum(1 for _ in self)
-
-    def __contains__(self, key):
-        try:
-            path = _unravel(key)
-        except TypeError:
-            return False
-        if len(path) > 1 and not self._include_nested:
-            return False
-        spec = self._spec._lookup(path)
-        if spec is _MISSING:
-            return False
-        return not (self._leaves_only and isinstance(spec, Composite))
-
-    def __eq__(self, other):
-        return list(self) == list(other)
-
-    def __repr__(self):
-        return f"_CompositeKeys({list(self)}, include_nested={self._include_nested}, leaves_only={self._leaves_only})"
-
-
 _MISSING = object()
 
 
@@ -1166,7 +1134,7 @@ class Composite(TensorSpec):
         if not isinstance(key, str) and not (isinstance(key, tuple) and key):
             raise TypeError(f"Composite keys are strings or tuples of strings, got {key!r} "
                             "(indexing the batch dims is not supported)")
-        path = _unravel(key)
+        path = unravel_key_to_tuple(key)
         spec = self._lookup(path)
         if spec is _MISSING:
             raise KeyError(f"key {key!r} not found in Composite with keys {sorted(map(str, self.keys(True)))}")
@@ -1181,7 +1149,7 @@ class Composite(TensorSpec):
             return default
 
     def __setitem__(self, key, value):
-        path = _unravel(key)
+        path = unravel_key_to_tuple(key)
         node = self
         for i, part in enumerate(path[:-1]):
             child = node._specs.get(part)
@@ -1198,7 +1166,7 @@ class Composite(TensorSpec):
         return self
 
     def __delitem__(self, key):
-        path = _unravel(key)
+        path = unravel_key_to_tuple(key)
         parent = self._lookup(path[:-1]) if len(path) > 1 else self
         if not isinstance(parent, Composite) or path[-1] not in parent._specs:
             raise KeyError(f"key {key!r} not found in Composite")
@@ -1241,7 +1209,21 @@ class Composite(TensorSpec):
                 yield from value._walk(include_nested, leaves_only, full)
 
     def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
-        return _CompositeKeys(self, include_nested, leaves_only)
+        return KeysView(self, include_nested, leaves_only)
+
+    _keys_view_name = "_CompositeKeys"
+
+    def _has_key(self, key, include_nested, leaves_only):
+        """``key in self.keys(include_nested, leaves_only)``: False for a key that is not one, and for a
+        nested key without include_nested."""
+        try:
+            path = unravel_key_to_tuple(key)
+        except TypeError:
+            return False
+        if len(path) > 1 and not include_nested:
+            return False
+        spec = self._lookup(path)
+        return spec is not _MISSING and not (leaves_only and isinstance(spec, Composite))
 
     def values(self, include_nested=False, leaves_only=False, is_leaf=None):
         return [self[k] for k in self.keys(include_nested, leaves_only)]

@@ -44,7 +44,7 @@ import numpy as np
 
 from .._creation import as_tensor
 from .._tensor import Tensor, host_array
-from ..tensordict._td import _unravel
+from ..tensordict import unravel_key_to_tuple
 from .common import EnvBase
 from .specs import Composite, TensorSpec
 
@@ -64,7 +64,7 @@ def _keys(keys, what, allow_none=False):
     if isinstance(keys, (str, tuple)):
         keys = [keys]
     try:
-        return [_unravel(k) for k in keys]
+        return [unravel_key_to_tuple(k) for k in keys]
     except TypeError as err:
         raise TypeError(f"{what}: {err}") from None
 
@@ -124,7 +124,7 @@ class Transform:
         for key in tensordict.keys(True, True):
             value = tensordict.get(key)
             if isinstance(value, Tensor):
-                frame[_unravel(key)] = host_array(value)
+                frame[unravel_key_to_tuple(key)] = host_array(value)
         out = self._call(frame)
         for key, value in out.items():
             if value is not frame.get(key):

@@ -8,7 +8,7 @@ import numpy as np
 from .. import _dtypes
 from .._creation import as_tensor
 from .._tensor import host_array
-from ..tensordict._td import _unravel
+from ..tensordict import unravel_key_to_tuple
 from .specs import Bounded, Categorical, Unbounded
 from .transformed_env import _REWARD, _TERMINATED, _TRUNCATED, Compose, Transform, TransformedEnv, _key_str, _keys
 
@@ -218,7 +218,7 @@ class _KeyWise(Transform):
         return observation_spec
 
     def _spec_pairs(self, observation_spec):
-        keys = {_unravel(k) for k in observation_spec.keys(True, True)}
+        keys = {unravel_key_to_tuple(k) for k in observation_spec.keys(True, True)}
         return [(ik, ok) for ik, ok in zip(self.in_keys, self.out_keys) if ik in keys]
 
 
@@ -263,7 +263,7 @@ class DoubleToFloat(_KeyWise):
     def _spec_pairs(self, observation_spec):
         if not self._all:
             return super()._spec_pairs(observation_spec)
-        return [(_unravel(k), _unravel(k)) for k, v in observation_spec.items(True, True)
+        return [(unravel_key_to_tuple(k), unravel_key_to_tuple(k)) for k, v in observation_spec.items(True, True)
                 if v is not None and v.dtype is _dtypes.float64]
 
     def transform_action_spec(self, action_spec):
@@ -392,7 +392,7 @@ class ObservationNorm(_KeyWise):
             raise ValueError(f"init_stats: num_iter must be a positive int, got {num_iter!r}")
         if len(self.in_keys) > 1 and key is None:
             raise RuntimeError("Transform has multiple in_keys but no specific key was passed as an argument")
-        key = self.in_keys[0] if key is None else _unravel(key)
+        key = self.in_keys[0] if key is None else unravel_key_to_tuple(key)
         if key not in self.in_keys:
             raise KeyError(f"init_stats: key {_key_str(key)!r} is not among the in_keys "
                            f"{[_key_str(k) for k in self.in_keys]}")
@@ -464,7 +464,7 @@ class RenameTransform(_KeyWise):
         return out
 
     def transform_observation_spec(self, observation_spec):
-        keys = {_unravel(k) for k in observation_spec.keys(True, True)}
+        keys = {unravel_key_to_tuple(k) for k in observation_spec.keys(True, True)}
         missing = [k for k in self.in_keys if k not in keys]
         if missing:
             raise KeyError(f"RenameTransform: key(s) {[_key_str(k) for k in missing]} not found in the "

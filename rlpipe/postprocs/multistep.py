@@ -21,8 +21,7 @@ from .. import _ops
 from .._creation import arange, full, ones, zeros
 from .. import _dtypes
 from ..nn import Module
-from ..tensordict import TensorDict
-from ..tensordict._td import _unravel
+from ..tensordict import TensorDict, unravel_key_to_tuple
 
 __all__ = ["MultiStep"]
 
@@ -79,10 +78,10 @@ class MultiStep(Module):
         self.n_steps = int(n_steps)
         one_key = isinstance(reward_keys, str) or isinstance(reward_keys, tuple) and all(
             isinstance(k, str) for k in reward_keys)  # ("next", "reward") is one nested key
-        self.reward_keys = [_unravel(k) for k in ([reward_keys] if one_key else reward_keys)]
-        self.done_key = _unravel(done_key)
-        self.terminated_key = _unravel(terminated_key)
-        self.mask_key = _unravel(mask_key)
+        self.reward_keys = [unravel_key_to_tuple(k) for k in ([reward_keys] if one_key else reward_keys)]
+        self.done_key = unravel_key_to_tuple(done_key)
+        self.terminated_key = unravel_key_to_tuple(terminated_key)
+        self.mask_key = unravel_key_to_tuple(mask_key)
         self.streaming = streaming
         self._tail = None
 
@@ -175,7 +174,7 @@ class MultiStep(Module):
         untouched = set(self.reward_keys) | {k[:-1] + ("original_" + k[-1],) for k in self.reward_keys}
         next_td = td.get("next")
         for key in next_td.keys(include_nested=True, leaves_only=True):
-            full_key = ("next",) + _unravel(key)
+            full_key = ("next",) + unravel_key_to_tuple(key)
             if full_key in untouched:
                 continue
             value = next_td.get(key)
