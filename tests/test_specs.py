@@ -5,6 +5,7 @@ import pytest
 import rlpipe
 from rlpipe import TensorDict
 from rlpipe.envs import specs as S
+from rlpipe.envs.gym import from_gym_space
 from rlpipe.envs.specs import (
     Binary,
     Bounded,
@@ -18,7 +19,6 @@ from rlpipe.envs.specs import (
     Unbounded,
     UnboundedContinuous,
     UnboundedDiscrete,
-    from_gym_space,
 )
 
 N = 500  # draws per coverage test

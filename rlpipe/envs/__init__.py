@@ -1,8 +1,7 @@
 """Layer 5: environment specs, Gymnasium environments, and transforms."""
 from .common import EnvBase
-from .specs import (TensorSpec, Bounded, Unbounded, Categorical, OneHot, MultiCategorical, MultiOneHot, Binary,
-                    Composite, from_gym_space)
-from .gym import GymEnv, GymWrapper
-from .transforms import (Transform, TransformedEnv, Compose, StepCounter, RewardSum, DoubleToFloat, ObservationNorm,
-                         RenameTransform)
+from .specs import TensorSpec, Bounded, Unbounded, Categorical, OneHot, MultiCategorical, MultiOneHot, Binary, Composite
+from .gym import GymEnv, GymWrapper, from_gym_space
+from .transformed_env import Transform, TransformedEnv, Compose
+from .transforms import StepCounter, RewardSum, DoubleToFloat, ObservationNorm, RenameTransform
 from .utils import check_env_specs, step_mdp

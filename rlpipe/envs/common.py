@@ -25,8 +25,7 @@ import numpy as np
 from .._creation import as_tensor
 from .._device import CPU, resolve
 from .._tensor import Size
-from ..tensordict import TensorDict
-from ..tensordict._td import _unravel
+from ..tensordict import TensorDict, unravel_key_to_tuple
 
 __all__ = ["EnvBase", "frame_to_tensordict", "DONE_KEYS"]
 
@@ -37,7 +36,7 @@ def frame_to_tensordict(frame, batch_size, device=None, td=None, prefix=()):
     """Writes a frame's arrays into ``td`` (a new TensorDict if None) under ``prefix``."""
     td = TensorDict(batch_size=batch_size, device=device) if td is None else td
     for key, value in frame.items():
-        td.set(prefix + _unravel(key), as_tensor(value, device=device))
+        td.set(prefix + unravel_key_to_tuple(key), as_tensor(value, device=device))
     return td
 
 
@@ -133,7 +132,7 @@ class EnvBase:
     def _carry_over(self, td, done):
         """The root TensorDict of the following step: the "next" entries, with done envs reset."""
         next_td = td.get("next")
-        next_obs = {_unravel(k): next_td.get(k).numpy() for k in self.observation_spec.keys(True, True)}
+        next_obs = {unravel_key_to_tuple(k): next_td.get(k).numpy() for k in self.observation_spec.keys(True, True)}
         return self._root(self._continue_frame(next_obs, done.numpy()))
 
     def set_seed(self, seed, static_seed=False):

@@ -16,11 +16,13 @@ Gymnasium's observation dtypes, and build nothing but the minimal frame dict.
 """
 import numpy as np
 
+from .. import _dtypes
 from .. import random as _random
 from .._tensor import Size
 from .common import EnvBase
+from .specs import Binary, Bounded, Categorical, Composite, MultiCategorical, MultiOneHot, OneHot, Unbounded
 
-__all__ = ["GymEnv", "GymWrapper"]
+__all__ = ["GymEnv", "GymWrapper", "from_gym_space"]
 
 
 def _gym():
@@ -161,6 +163,73 @@ def _expand(spec, batch_size):
     return spec.expand(*(tuple(batch_size) + tuple(spec.shape)))
 
 
+# ---- specs of Gymnasium spaces --------------------------------------------------------------------------
+
+def _dtype_of(space):
+    """The rlpipe dtype of a Gymnasium space's NumPy dtype."""
+    return _dtypes.from_numpy_dtype(np.dtype(space.dtype))
+
+
+def from_gym_space(space, categorical_action_encoding=False, device=None, remap_state_to_observation=False):
+    """The spec of a Gymnasium space (as torchrl's ``_gym_to_torchrl_spec_transform``).
+
+    ``Box`` -> ``Bounded`` with the space's dtype (``Unbounded`` when every bound is infinite);
+    ``Discrete(n)`` -> ``OneHot(n)`` (int64), or ``Categorical(n)`` when ``categorical_action_encoding``;
+    ``MultiDiscrete`` -> ``MultiOneHot`` (or ``MultiCategorical``); ``MultiBinary`` -> ``Binary``;
+    ``Dict`` -> ``Composite``; ``Tuple`` -> ``Composite`` keyed "0", "1", ... As in torchrl, a 0-d
+    ``Box`` gives a ``[1]``-shaped spec (``encode`` reshapes the env's 0-d values), a ``MultiDiscrete``
+    with an n-d uniform ``nvec`` a ``OneHot`` of shape ``nvec.shape + (n,)``. A ``Discrete``'s
+    ``start`` offset is not part of the spec: the env adds it when it converts an action.
+    """
+    from gymnasium import spaces as gs
+
+    if isinstance(space, gs.Box):
+        dtype = _dtype_of(space)
+        shape = Size(space.shape) if len(space.shape) else Size((1,))  # torchrl: a 0-d Box is a [1] spec
+        low, high = np.asarray(space.low).reshape(shape), np.asarray(space.high).reshape(shape)
+        if dtype.is_floating_point and np.isinf(low).all() and np.isinf(high).all() and low.size:
+            return Unbounded(shape, device=device, dtype=dtype)
+        if not dtype.is_floating_point:
+            if dtype is _dtypes.bool:
+                return Bounded(low, high, shape, device=device, dtype=dtype)
+            info = np.iinfo(dtype.np)
+            low = np.clip(low, info.min, info.max)
+            high = np.clip(high, info.min, info.max)
+        return Bounded(low, high, shape, device=device, dtype=dtype)
+    if isinstance(space, gs.Discrete):
+        n = int(space.n)
+        if categorical_action_encoding:
+            return Categorical(n, device=device, dtype=_dtype_of(space))
+        return OneHot(n, device=device, dtype=_dtypes.int64)
+    if isinstance(space, gs.MultiDiscrete):
+        nvec = np.asarray(space.nvec)
+        if categorical_action_encoding:
+            return MultiCategorical(nvec, device=device, dtype=_dtype_of(space))
+        if nvec.ndim == 1:
+            return MultiOneHot(nvec, device=device, dtype=_dtypes.int64)
+        if (nvec == nvec.reshape(-1)[0]).all():
+            n = int(nvec.reshape(-1)[0])
+            return OneHot(n, shape=Size(nvec.shape) + (n,), device=device, dtype=_dtypes.int64)
+        raise NotImplementedError(f"from_gym_space: a MultiDiscrete space with a {nvec.ndim}-d, non-uniform nvec "
+                                  f"has no one-hot spec; use categorical_action_encoding=True (nvec={nvec.tolist()})")
+    if isinstance(space, gs.MultiBinary):
+        shape = Size(np.atleast_1d(np.asarray(space.n)).tolist()) if space.shape is None else Size(space.shape)
+        return Binary(shape[-1], shape=shape, device=device, dtype=_dtype_of(space))
+    if isinstance(space, gs.Dict):
+        out = Composite(device=device)
+        for key, sub in space.spaces.items():
+            key = key if remap_state_to_observation is False or key != "state" else "observation"
+            out[str(key)] = from_gym_space(sub, categorical_action_encoding, device, remap_state_to_observation)
+        return out
+    if isinstance(space, gs.Tuple):
+        out = Composite(device=device)
+        for i, sub in enumerate(space.spaces):
+            out[str(i)] = from_gym_space(sub, categorical_action_encoding, device, remap_state_to_observation)
+        return out
+    raise NotImplementedError(f"from_gym_space: no spec for the Gymnasium space {space!r} "
+                              f"({type(space).__name__})")
+
+
 _REWARD = np.zeros((1,), dtype=np.float32)
 _TRUE = np.ones((1,), dtype=bool)
 _FALSE = np.zeros((1,), dtype=bool)
@@ -224,7 +293,7 @@ class GymWrapper(EnvBase):
         act_space = env.single_action_space if self._vectorized else env.action_space
         cat = self._categorical_action_encoding
 
-        action_spec = specs.from_gym_space(act_space, categorical_action_encoding=cat, device=self.device)
+        action_spec = from_gym_space(act_space, categorical_action_encoding=cat, device=self.device)
         self.action_spec = _expand(action_spec, bs)
         self._action_shape = tuple(self.action_spec.shape)
         self._to_gym_action = _action_converter(act_space, action_spec, self._vectorized)
@@ -232,7 +301,7 @@ class GymWrapper(EnvBase):
         leaves = []
         obs_spec = specs.Composite(shape=bs, device=self.device)
         for key, index, space in _leaves(obs_space):
-            leaf_spec = specs.from_gym_space(space, categorical_action_encoding=cat, device=self.device)
+            leaf_spec = from_gym_space(space, categorical_action_encoding=cat, device=self.device)
             key = key if key else ("observation",)
             obs_spec[key] = _expand(leaf_spec, bs)
             leaves.append((key, _getter(index), _converter(space, leaf_spec, copy=self._vectorized),

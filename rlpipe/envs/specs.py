@@ -6,7 +6,7 @@ the nested ``Composite``, with the old ``*TensorSpec`` aliases. Every leaf spec 
 element (``rand``, reproducible under ``rlpipe.manual_seed``), give a zero element (``zero``),
 test membership exactly (``is_in``: trailing shape, dtype and bounds), map a tensor into the space
 (``project``), turn host values into tensors (``encode``) and tensors into the action format
-Gymnasium expects (``to_numpy``). ``from_gym_space`` converts Gymnasium spaces.
+Gymnasium expects (``to_numpy``). ``gym.py``'s ``from_gym_space`` converts Gymnasium spaces.
 
 Deliberate differences from torchrl: ``Bounded.zero`` is the zero tensor clamped into the box (so it
 ``is_in`` the spec), ``OneHot.project`` takes the argmax (torchrl samples), masks
@@ -24,8 +24,8 @@ from .._device import CPU, resolve
 from .._tensor import Size, Tensor, host_array
 from ..random import rand as _rand
 from ..random import randn as _randn
-from ..tensordict import TensorDict
-from ..tensordict._td import _unravel
+from ..tensordict import TensorDict, unravel_key_to_tuple
+from ..tensordict.keys import KeysView
 
 __all__ = [
     "Binary",
@@ -55,7 +55,6 @@ __all__ = [
     "UnboundedContinuousTensorSpec",
     "UnboundedDiscrete",
     "UnboundedDiscreteTensorSpec",
-    "from_gym_space",
 ]
 
 
@@ -1047,38 +1046,6 @@ class MultiOneHot(TensorSpec):
 
 
 # ---- composite ----------------------------------------------------------------------------------
-class _CompositeKeys:
-    """What ``Composite.keys()`` returns: iterable, sized, and ``in`` understands nested keys."""
-    __slots__ = ("_include_nested", "_leaves_only", "_spec")
-
-    def __init__(self, spec, include_nested, leaves_only):
-        self._spec, self._include_nested, self._leaves_only = spec, include_nested, leaves_only
-
-    def __iter__(self):
-        return self._spec._walk(self._include_nested, self._leaves_only)
-
-    def __len__(self):
-        return builtins.sum(1 for _ in self)
-
-    def __contains__(self, key):
-        try:
-            path = _unravel(key)
-        except TypeError:
-            return False
-        if len(path) > 1 and not self._include_nested:
-            return False
-        spec = self._spec._lookup(path)
-        if spec is _MISSING:
-            return False
-        return not (self._leaves_only and isinstance(spec, Composite))
-
-    def __eq__(self, other):
-        return list(self) == list(other)
-
-    def __repr__(self):
-        return f"_CompositeKeys({list(self)}, include_nested={self._include_nested}, leaves_only={self._leaves_only})"
-
-
 _MISSING = object()
 
 
@@ -1166,7 +1133,7 @@ class Composite(TensorSpec):
         if not isinstance(key, str) and not (isinstance(key, tuple) and key):
             raise TypeError(f"Composite keys are strings or tuples of strings, got {key!r} "
                             "(indexing the batch dims is not supported)")
-        path = _unravel(key)
+        path = unravel_key_to_tuple(key)
         spec = self._lookup(path)
         if spec is _MISSING:
             raise KeyError(f"key {key!r} not found in Composite with keys {sorted(map(str, self.keys(True)))}")
@@ -1181,7 +1148,7 @@ class Composite(TensorSpec):
             return default
 
     def __setitem__(self, key, value):
-        path = _unravel(key)
+        path = unravel_key_to_tuple(key)
         node = self
         for i, part in enumerate(path[:-1]):
             child = node._specs.get(part)
@@ -1198,7 +1165,7 @@ class Composite(TensorSpec):
         return self
 
     def __delitem__(self, key):
-        path = _unravel(key)
+        path = unravel_key_to_tuple(key)
         parent = self._lookup(path[:-1]) if len(path) > 1 else self
         if not isinstance(parent, Composite) or path[-1] not in parent._specs:
             raise KeyError(f"key {key!r} not found in Composite")
@@ -1241,7 +1208,21 @@ class Composite(TensorSpec):
                 yield from value._walk(include_nested, leaves_only, full)
 
     def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
-        return _CompositeKeys(self, include_nested, leaves_only)
+        return KeysView(self, include_nested, leaves_only)
+
+    _keys_view_name = "_CompositeKeys"
+
+    def _has_key(self, key, include_nested, leaves_only):
+        """``key in self.keys(include_nested, leaves_only)``: False for a key that is not one, and for a
+        nested key without include_nested."""
+        try:
+            path = unravel_key_to_tuple(key)
+        except TypeError:
+            return False
+        if len(path) > 1 and not include_nested:
+            return False
+        spec = self._lookup(path)
+        return spec is not _MISSING and not (leaves_only and isinstance(spec, Composite))
 
     def values(self, include_nested=False, leaves_only=False, is_leaf=None):
         return [self[k] for k in self.keys(include_nested, leaves_only)]
@@ -1404,65 +1385,3 @@ CompositeSpec = Composite
 
 
 # ---- Gymnasium ----------------------------------------------------------------------------------
-def _np_to_dtype(np_dtype):
-    return _dtypes.from_numpy_dtype(np.dtype(np_dtype))
-
-
-def from_gym_space(space, categorical_action_encoding=False, device=None, remap_state_to_observation=False):
-    """The spec of a Gymnasium space (as torchrl's ``_gym_to_torchrl_spec_transform``).
-
-    ``Box`` -> ``Bounded`` with the space's dtype (``Unbounded`` when every bound is infinite);
-    ``Discrete(n)`` -> ``OneHot(n)`` (int64), or ``Categorical(n)`` when ``categorical_action_encoding``;
-    ``MultiDiscrete`` -> ``MultiOneHot`` (or ``MultiCategorical``); ``MultiBinary`` -> ``Binary``;
-    ``Dict`` -> ``Composite``; ``Tuple`` -> ``Composite`` keyed "0", "1", ... As in torchrl, a 0-d
-    ``Box`` gives a ``[1]``-shaped spec (``encode`` reshapes the env's 0-d values), a ``MultiDiscrete``
-    with an n-d uniform ``nvec`` a ``OneHot`` of shape ``nvec.shape + (n,)``. A ``Discrete``'s
-    ``start`` offset is not part of the spec: the env adds it when it converts an action.
-    """
-    from gymnasium import spaces as gs
-
-    if isinstance(space, gs.Box):
-        dtype = _np_to_dtype(space.dtype)
-        shape = Size(space.shape) if len(space.shape) else Size((1,))  # torchrl: a 0-d Box is a [1] spec
-        low, high = np.asarray(space.low).reshape(shape), np.asarray(space.high).reshape(shape)
-        if dtype.is_floating_point and np.isinf(low).all() and np.isinf(high).all() and low.size:
-            return Unbounded(shape, device=device, dtype=dtype)
-        if not dtype.is_floating_point:
-            if dtype is _dtypes.bool:
-                return Bounded(low, high, shape, device=device, dtype=dtype)
-            info = np.iinfo(dtype.np)
-            low = np.clip(low, info.min, info.max)
-            high = np.clip(high, info.min, info.max)
-        return Bounded(low, high, shape, device=device, dtype=dtype)
-    if isinstance(space, gs.Discrete):
-        n = builtins.int(space.n)
-        if categorical_action_encoding:
-            return Categorical(n, device=device, dtype=_np_to_dtype(space.dtype))
-        return OneHot(n, device=device, dtype=_dtypes.int64)
-    if isinstance(space, gs.MultiDiscrete):
-        nvec = np.asarray(space.nvec)
-        if categorical_action_encoding:
-            return MultiCategorical(nvec, device=device, dtype=_np_to_dtype(space.dtype))
-        if nvec.ndim == 1:
-            return MultiOneHot(nvec, device=device, dtype=_dtypes.int64)
-        if (nvec == nvec.reshape(-1)[0]).all():
-            n = builtins.int(nvec.reshape(-1)[0])
-            return OneHot(n, shape=Size(nvec.shape) + (n,), device=device, dtype=_dtypes.int64)
-        raise NotImplementedError(f"from_gym_space: a MultiDiscrete space with a {nvec.ndim}-d, non-uniform nvec "
-                                  f"has no one-hot spec; use categorical_action_encoding=True (nvec={nvec.tolist()})")
-    if isinstance(space, gs.MultiBinary):
-        shape = Size(np.atleast_1d(np.asarray(space.n)).tolist()) if space.shape is None else Size(space.shape)
-        return Binary(shape[-1], shape=shape, device=device, dtype=_np_to_dtype(space.dtype))
-    if isinstance(space, gs.Dict):
-        out = Composite(device=device)
-        for key, sub in space.spaces.items():
-            key = key if remap_state_to_observation is False or key != "state" else "observation"
-            out[str(key)] = from_gym_space(sub, categorical_action_encoding, device, remap_state_to_observation)
-        return out
-    if isinstance(space, gs.Tuple):
-        out = Composite(device=device)
-        for i, sub in enumerate(space.spaces):
-            out[str(i)] = from_gym_space(sub, categorical_action_encoding, device, remap_state_to_observation)
-        return out
-    raise NotImplementedError(f"from_gym_space: no spec for the Gymnasium space {space!r} "
-                              f"({type(space).__name__})")

@@ -1,621 +1,29 @@
-"""Environment transforms: ``TransformedEnv``, ``Compose`` and torchrl's common ``Transform``\\ s.
-
-Names and behaviour follow torchrl 0.14 (``StepCounter``, ``RewardSum``, ``DoubleToFloat``,
-``ObservationNorm``, ``RenameTransform``), but transforms work on rlpipe's array-level *frames*
-(``common.py``): dicts mapping key tuples to host NumPy arrays with batch-leading dims. A
-``TransformedEnv`` is an ``EnvBase`` whose frame methods call the base env's and pass the frames
-through its transforms, so the collector drives a transformed env exactly as a plain one, and
-``reset``/``step``/``rollout`` (built on the frame methods) see the transformed data.
-
-The frame hooks of a ``Transform`` (all optional; none may modify the dicts or arrays it is
-given, each returns a new dict when it changes anything):
-
-- ``_reset(frame) -> frame``: every env starts an episode. ``frame`` holds the observations (as
-  the previous transform left them); the result is this transform's *root frame*.
-- ``_step(root, next_frame) -> next_frame``: one step of every env. ``root`` is the root frame
-  this transform returned for the state being stepped from (from ``_reset``/``_continue``, or its
-  own previous ``_step`` output when stepping on without ``_continue``); ``next_frame`` holds the
-  next observations plus ``("reward",)``, ``("terminated",)`` and ``("truncated",)`` (``done`` is
-  ``terminated | truncated``, computed afterwards). The result is this transform's *next frame*.
-- ``_continue(next_frame, frame, done) -> frame``: the root frame of the following step.
-  ``next_frame`` is this transform's output of the last ``_step``; ``frame`` holds the
-  observations to act on next as the previous transform left them (a fresh reset where ``done``,
-  a bool array shaped ``batch_size + (1,)``, is True); stateful transforms carry their values
-  over from ``next_frame`` where not done and restart them where done.
-- ``_call(frame) -> frame``: the stateless mapping of observation entries that the three
-  defaults above apply (``_reset``: ``_call(frame)``; ``_step``: ``_call(next_frame)``;
-  ``_continue``: ``_call(frame)``).
-- ``_inv_action(action) -> action``: the action array on its way to the base env (identity).
-
-The spec hooks (torchrl's): ``transform_observation_spec``, ``transform_reward_spec``,
-``transform_done_spec`` and ``transform_action_spec`` take a (cloned) spec and return the spec
-the transform's output follows; the specs a transform receives from the env before it are
-available as ``self.parent_specs`` while they run.
-
-``TransformedEnv`` flattens nested ``Compose``\\ s and keeps every transform's root and next
-frames itself, so transforms hold no per-episode state and may be re-used by ``parent`` views
-(``ObservationNorm.init_stats``). When no env is done, ``_continue_frame`` costs one ``any``.
+"""torchrl's common transforms on rlpipe's frame protocol (``transformed_env.py``): ``StepCounter``,
+``RewardSum``, ``DoubleToFloat``, ``ObservationNorm`` and ``RenameTransform``, with torchrl 0.14's
+names and behaviour. ``Transform``, ``Compose`` and ``TransformedEnv`` are importable from here too,
+as from torchrl's ``envs.transforms``.
 """
-import copy as _copy
-import types
-from collections import OrderedDict
-
 import numpy as np
 
 from .. import _dtypes
 from .._creation import as_tensor
-from .._tensor import Tensor, host_array
-from ..tensordict._td import _unravel
-from .common import EnvBase
+from .._tensor import host_array
+from ..tensordict import unravel_key_to_tuple
+from .specs import Bounded, Categorical, Unbounded
+from .transformed_env import _REWARD, _TERMINATED, _TRUNCATED, Compose, Transform, TransformedEnv, _key_str, _keys
 
 __all__ = ["Compose", "DoubleToFloat", "ObservationNorm", "RenameTransform", "RewardSum", "StepCounter",
            "Transform", "TransformedEnv"]
 
-_REWARD = ("reward",)
-_TERMINATED = ("terminated",)
-_TRUNCATED = ("truncated",)
 _ONE = np.ones((), dtype=np.int64)
 _DONE = ("done",)
 _STEP_EXTRAS = (_REWARD, _TERMINATED, _TRUNCATED)  # entries of a next frame that are not observations
 _RESERVED = frozenset((_REWARD, _TERMINATED, _TRUNCATED, _DONE, ("action",)))
 
 
-def _keys(keys, what, allow_none=False):
-    """A list of key tuples from a key or a sequence of keys (str or tuple of str)."""
-    if keys is None:
-        if allow_none:
-            return None
-        raise ValueError(f"{what} must be given")
-    if isinstance(keys, (str, tuple)):
-        keys = [keys]
-    try:
-        return [_unravel(k) for k in keys]
-    except TypeError as err:
-        raise TypeError(f"{what}: {err}") from None
-
-
-def _key_str(key):
-    return key[0] if len(key) == 1 else key
-
-
 def _bounds(spec):
     return host_array(spec.low), host_array(spec.high)
 
-
-class Transform:
-    """Base of every transform (module docstring: frame hooks and spec hooks).
-
-    ``in_keys``/``out_keys`` are lists of key tuples (given as strings or tuples). A transform
-    belongs to at most one container (a ``Compose`` or a ``TransformedEnv``); ``clone()`` gives
-    an unattached copy.
-    """
-
-    def __init__(self, in_keys=None, out_keys=None):
-        self.in_keys = _keys(in_keys, "in_keys", allow_none=True) or []
-        self.out_keys = _keys(out_keys, "out_keys", allow_none=True) if out_keys is not None else list(self.in_keys)
-        self._container = None
-        self.parent_specs = None
-
-    # ---- frame hooks ------------------------------------------------------------------------------
-    def _call(self, frame):
-        return frame
-
-    def _reset(self, frame):
-        return self._call(frame)
-
-    def _step(self, root, next_frame):
-        return self._call(next_frame)
-
-    def _continue(self, next_frame, frame, done):
-        return self._call(frame)
-
-    def _inv_action(self, action):
-        return action
-
-    # ---- spec hooks -------------------------------------------------------------------------------
-    def transform_observation_spec(self, observation_spec):
-        return observation_spec
-
-    def transform_reward_spec(self, reward_spec):
-        return reward_spec
-
-    def transform_done_spec(self, done_spec):
-        return done_spec
-
-    def transform_action_spec(self, action_spec):
-        return action_spec
-
-    # ---- TensorDict use ---------------------------------------------------------------------------
-    def forward(self, tensordict):
-        """Applies the stateless mapping (``_call``) to the entries of ``tensordict`` (e.g. data from
-        a replay buffer); returns ``tensordict``. Stateful transforms raise NotImplementedError."""
-        frame = {}
-        for key in tensordict.keys(True, True):
-            value = tensordict.get(key)
-            if isinstance(value, Tensor):
-                frame[_unravel(key)] = host_array(value)
-        out = self._call(frame)
-        for key, value in out.items():
-            if value is not frame.get(key):
-                tensordict.set(key, as_tensor(value, device=tensordict.device))
-        for key in frame:
-            if key not in out:
-                tensordict.pop(key)
-        return tensordict
-
-    def __call__(self, tensordict):
-        return self.forward(tensordict)
-
-    # ---- containers -------------------------------------------------------------------------------
-    def _set_container(self, container):
-        if self._container is not None and self._container is not container:
-            raise AttributeError(f"parent of transform {type(self).__name__} already set. Call "
-                                 "`transform.clone()` to get a similar transform with no parent set.")
-        self._container = container
-
-    def _invalidate(self):
-        """Tells the env holding this transform that its specs (or transform list) changed."""
-        node = self._container
-        while node is not None and not isinstance(node, TransformedEnv):
-            node = node._container
-        if node is not None:
-            node._invalidate_specs()
-
-    @property
-    def container(self):
-        return self._container
-
-    @property
-    def parent(self):
-        """The env this transform sees: the base env with the transforms before this one (a
-        ``TransformedEnv`` view sharing them), or None when the transform is not in an env."""
-        node = self._container
-        while node is not None and not isinstance(node, TransformedEnv):
-            node = node._container
-        if node is None:
-            return None
-        leaves = node._leaf_list()
-        own = self._leaf_list()
-        index = next((i for i, t in enumerate(leaves) if own and t is own[0]), None)
-        if index is None:  # an empty Compose: everything before where it sits
-            index = _position(node.transform, self, leaves)
-        return _TransformedView(node.base_env, leaves[:index])
-
-    def _leaf_list(self):
-        return [self]
-
-    def _parent_spec(self, name):
-        """The ``name`` spec ("observation", "reward", "done", "action") of the env before this transform."""
-        specs = self.parent_specs
-        if specs is not None:
-            return getattr(specs, name + "_spec")
-        parent = self.parent
-        if parent is None:
-            raise RuntimeError(f"{type(self).__name__} needs its parent env's specs: put it in a TransformedEnv")
-        return getattr(parent, name + "_spec")
-
-    def clone(self):
-        container, specs = self._container, self.parent_specs
-        self._container = self.parent_specs = None
-        try:
-            return _copy.deepcopy(self)
-        finally:
-            self._container, self.parent_specs = container, specs
-
-    def to(self, *args, **kwargs):
-        return self
-
-    # ---- state (what a checkpoint of the env, or a collector's env_state_dict, holds) --------------
-    _state_keys = ()  # the tensors a transform may hold: ObservationNorm's loc and scale
-
-    def state_dict(self, prefix=""):
-        """The transform's learned or given tensors (only those it has), under ``prefix``."""
-        return OrderedDict((prefix + key, getattr(self, key)) for key in self._state_keys
-                           if getattr(self, key) is not None)
-
-    def load_state_dict(self, state_dict, strict=True):
-        """Takes back ``state_dict()``'s tensors. ``strict``: the keys must be the ones this
-        transform has now (a missing one is a KeyError); unknown keys are always a KeyError."""
-        unexpected = sorted(set(state_dict) - set(self._state_keys))
-        missing = sorted(set(self.state_dict()) - set(state_dict)) if strict else []
-        if unexpected or missing:
-            raise KeyError(f"{type(self).__name__}.load_state_dict: unexpected keys {unexpected}, missing keys "
-                           f"{missing}")
-        for key in self._state_keys:
-            if key in state_dict:
-                setattr(self, key, state_dict[key])
-
-    def __repr__(self):
-        return f"{type(self).__name__}(keys={[_key_str(k) for k in self.in_keys]})"
-
-
-class Compose(Transform):
-    """Transforms applied in order. ``TransformedEnv`` runs the flattened list of leaf transforms
-    itself; used on its own, a ``Compose`` keeps its children's root and next frames."""
-
-    def __init__(self, *transforms):
-        super().__init__()
-        if len(transforms) == 1 and isinstance(transforms[0], (list, tuple)):
-            transforms = tuple(transforms[0])
-        for t in transforms:
-            _check_transform(t, "Compose")
-        self.transforms = list(transforms)
-        for t in self.transforms:
-            t._set_container(self)
-        self._roots = self._nexts = None
-
-    def state_dict(self, prefix=""):
-        """Every child's state, under ``"<index>."`` (as a module list names them)."""
-        out = OrderedDict()
-        for i, t in enumerate(self.transforms):
-            out.update(t.state_dict(f"{prefix}{i}."))
-        return out
-
-    def load_state_dict(self, state_dict, strict=True):
-        parts = [OrderedDict() for _ in self.transforms]
-        for key, value in state_dict.items():
-            index, _, rest = key.partition(".")
-            if not index.isdigit() or int(index) >= len(self.transforms) or not rest:
-                raise KeyError(f"Compose.load_state_dict: unexpected key {key!r} ({len(self.transforms)} transforms)")
-            parts[int(index)][rest] = value
-        for t, part in zip(self.transforms, parts):
-            t.load_state_dict(part, strict=strict)
-
-    def _leaf_list(self):
-        out = []
-        for t in self.transforms:
-            out.extend(t._leaf_list())
-        return out
-
-    # frame hooks (standalone use)
-    def _call(self, frame):
-        for t in self.transforms:
-            frame = t._call(frame)
-        return frame
-
-    def _reset(self, frame):
-        roots = []
-        for t in self.transforms:
-            frame = t._reset(frame)
-            roots.append(frame)
-        self._roots, self._nexts = roots, None
-        return frame
-
-    def _step(self, root, next_frame):
-        if self._roots is None:
-            raise RuntimeError("Compose: _step before _reset")
-        nexts = []
-        for t, r in zip(self.transforms, self._roots):
-            next_frame = t._step(r, next_frame)
-            nexts.append(next_frame)
-        self._nexts = self._roots = nexts
-        return next_frame
-
-    def _continue(self, next_frame, frame, done):
-        if self._nexts is None:
-            raise RuntimeError("Compose: _continue without a preceding _step")
-        roots = []
-        for t, n in zip(self.transforms, self._nexts):
-            frame = t._continue(n, frame, done)
-            roots.append(frame)
-        self._roots, self._nexts = roots, None
-        return frame
-
-    def _inv_action(self, action):
-        for t in reversed(self.transforms):
-            action = t._inv_action(action)
-        return action
-
-    # spec hooks: each child sees the specs its predecessors produced
-    def transform_observation_spec(self, observation_spec):
-        for t in self.transforms:
-            observation_spec = t.transform_observation_spec(observation_spec)
-        return observation_spec
-
-    def transform_action_spec(self, action_spec):
-        for t in self.transforms:
-            action_spec = t.transform_action_spec(action_spec)
-        return action_spec
-
-    def transform_reward_spec(self, reward_spec):
-        for t in self.transforms:
-            reward_spec = t.transform_reward_spec(reward_spec)
-        return reward_spec
-
-    def transform_done_spec(self, done_spec):
-        for t in self.transforms:
-            done_spec = t.transform_done_spec(done_spec)
-        return done_spec
-
-    def forward(self, tensordict):
-        for t in self.transforms:
-            tensordict = t.forward(tensordict)
-        return tensordict
-
-    # list interface
-    def append(self, transform):
-        _check_transform(transform, "Compose.append")
-        transform._set_container(self)
-        self.transforms.append(transform)
-        self._invalidate()
-
-    def insert(self, index, transform):
-        _check_transform(transform, "Compose.insert")
-        n = len(self.transforms)
-        if not isinstance(index, int) or isinstance(index, bool):
-            raise TypeError(f"Index expected to be int, got {type(index).__name__}")
-        if index < -n or index > n:
-            raise ValueError(f"Index expected to be between [-{n}, {n}] got index={index}")
-        transform._set_container(self)
-        self.transforms.insert(index, transform)
-        self._invalidate()
-
-    def __getitem__(self, item):
-        if isinstance(item, slice):
-            return Compose(*[t.clone() for t in self.transforms[item]])
-        return self.transforms[item]
-
-    def __len__(self):
-        return len(self.transforms)
-
-    def __iter__(self):
-        return iter(self.transforms)
-
-    def clone(self):
-        out = super().clone()
-        for t in out.transforms:
-            t._container = out
-        return out
-
-    def __repr__(self):
-        inner = ",\n".join("    " + repr(t) for t in self.transforms)
-        return f"Compose(\n{inner})" if inner else "Compose()"
-
-
-def _position(node, target, leaves):
-    """How many leaves of ``leaves`` come before ``target`` (an empty Compose) inside ``node``."""
-    count = 0
-
-    def walk(n):
-        nonlocal count
-        if n is target:
-            return True
-        if isinstance(n, Compose):
-            return any(walk(c) for c in n.transforms)
-        count += 1
-        return False
-    walk(node)
-    return count
-
-
-def _check_transform(transform, where):
-    if not isinstance(transform, Transform):
-        raise TypeError(f"{where} expected a transform but received an object of type "
-                         f"{type(transform).__name__} instead.")
-
-
-def _run_spec_pipeline(transforms, obs, act, rew, done):
-    """The specs after ``transforms`` (each sees its predecessors' output as ``parent_specs``)."""
-    for t in transforms:
-        t.parent_specs = types.SimpleNamespace(observation_spec=obs, action_spec=act, reward_spec=rew,
-                                               done_spec=done)
-        try:
-            new_obs = t.transform_observation_spec(obs.clone())
-            new_rew = t.transform_reward_spec(rew.clone())
-            new_done = t.transform_done_spec(done.clone())
-            new_act = t.transform_action_spec(act.clone())
-        finally:
-            t.parent_specs = None
-        obs, rew, done, act = new_obs, new_rew, new_done, new_act
-    return obs, act, rew, done
-
-
-# ---- the environment ---------------------------------------------------------------------------------
-
-class TransformedEnv(EnvBase):
-    """An environment with transforms: ``TransformedEnv(env, transform=None)``.
-
-    Its specs are the base env's passed through the transforms; its frame methods call the base
-    env's and pass the frames through the transforms (module docstring). ``transform`` is the
-    transform given (a ``Compose`` once ``append_transform``/``insert_transform`` added more);
-    ``base_env`` the wrapped env. Attributes not found here are looked up on ``base_env``.
-    """
-
-    def __init__(self, env, transform=None, device=None, **kwargs):
-        if kwargs:
-            raise TypeError(f"TransformedEnv got unexpected keyword arguments {sorted(kwargs)}")
-        if not isinstance(env, EnvBase):
-            raise TypeError(f"TransformedEnv wraps an rlpipe EnvBase, got {type(env).__name__}")
-        if device is not None and device != env.device:
-            raise ValueError("TransformedEnv: device must be the base env's device (move the base env instead)")
-        super().__init__(device=env.device, batch_size=env.batch_size)
-        self.__dict__["base_env"] = env
-        self._flag_shape = tuple(env.batch_size) + (1,)
-        if transform is None:
-            transform = Compose()
-        _check_transform(transform, "TransformedEnv")
-        transform._set_container(self)
-        self.transform = transform
-        self._spec_version = 0
-        self._invalidate_specs()
-
-    # ---- transforms -----------------------------------------------------------------------------
-    def _leaf_list(self):
-        return self.transform._leaf_list()
-
-    def append_transform(self, transform):
-        """Adds ``transform`` after the existing ones; returns self."""
-        _check_transform(transform, "TransformedEnv.append_transform")
-        if not isinstance(self.transform, Compose):
-            prev = self.transform
-            prev._container = None
-            self.transform = Compose(prev)
-            self.transform._set_container(self)
-        self.transform.append(transform)
-        self._invalidate_specs()
-        return self
-
-    def insert_transform(self, index, transform):
-        """Inserts ``transform`` at ``index`` among the transforms; returns self."""
-        _check_transform(transform, "TransformedEnv.insert_transform")
-        if not isinstance(self.transform, Compose):
-            prev = self.transform
-            prev._container = None
-            self.transform = Compose(prev)
-            self.transform._set_container(self)
-        self.transform.insert(index, transform)
-        self._invalidate_specs()
-        return self
-
-    def _invalidate_specs(self):
-        self._cache = None
-        self._spec_version = self.__dict__.get("_spec_version", 0) + 1
-        self._roots = self._nexts = None
-
-    # ---- specs ----------------------------------------------------------------------------------
-    def _built(self):
-        """(leaves, obs, action, reward, done, action hooks), recomputed when a transform or the base
-        env changed."""
-        cache = self._cache
-        base = self.base_env
-        if cache is not None and (cache[0] is None or cache[0] == base._spec_version):
-            return cache[1]
-        token = base._spec_version if isinstance(base, TransformedEnv) else None
-        leaves = self._leaf_list()
-        specs = _run_spec_pipeline(leaves, base.observation_spec.clone(), base.action_spec.clone(),
-                                   base.reward_spec.clone(), base.done_spec.clone())
-        inv = [t._inv_action for t in reversed(leaves) if type(t)._inv_action is not Transform._inv_action]
-        built = (leaves,) + specs + (inv,)
-        if cache is not None and cache[1][0] != leaves:
-            self._roots = self._nexts = None
-        self._cache = (token, built)
-        return built
-
-    @property
-    def observation_spec(self):
-        return self._built()[1]
-
-    @property
-    def action_spec(self):
-        return self._built()[2]
-
-    @property
-    def reward_spec(self):
-        return self._built()[3]
-
-    @property
-    def done_spec(self):
-        return self._built()[4]
-
-    # ---- the frame protocol -----------------------------------------------------------------------
-    def _reset_frame(self, seed=None):
-        leaves = self._built()[0]
-        frame = self.base_env._reset_frame(seed)
-        roots = []
-        for t in leaves:
-            frame = t._reset(frame)
-            roots.append(frame)
-        self._roots, self._nexts = roots, None
-        return frame
-
-    def _step_frame(self, action):
-        cache = self._cache  # _built()'s answer, without the call on the hot path where it cannot be stale
-        built = cache[1] if cache is not None and cache[0] is None else self._built()
-        roots = self._roots
-        if roots is None:
-            raise RuntimeError("TransformedEnv: reset the environment before stepping it "
-                               "(or after changing its transforms)")
-        if self._nexts is not None:  # stepping on without _continue_frame: carry every frame over
-            roots = self._roots = self._nexts
-        for inv in built[5]:
-            action = inv(action)
-        next_obs, reward, terminated, truncated = self.base_env._step_frame(action)
-        self._base_next = next_obs
-        frame = dict(next_obs)
-        frame[_REWARD] = reward
-        frame[_TERMINATED] = terminated
-        frame[_TRUNCATED] = truncated
-        nexts = []
-        for t, root in zip(built[0], roots):
-            frame = t._step(root, frame)
-            nexts.append(frame)
-        self._nexts = nexts
-        out = dict(frame)
-        reward, terminated, truncated = out.pop(_REWARD), out.pop(_TERMINATED), out.pop(_TRUNCATED)
-        self._next_out = out
-        return out, reward, terminated, truncated
-
-    def _continue_frame(self, next_obs, done):
-        """``next_obs`` must be what the last ``_step_frame`` returned (the transformed env keeps
-        its own record of it, and of the base env's untransformed one)."""
-        nexts = self._nexts
-        if nexts is None:
-            raise RuntimeError("TransformedEnv: _continue_frame without a preceding _step_frame")
-        leaves = self._built()[0]
-        if type(done) is not np.ndarray or done.shape != self._flag_shape:
-            done = np.asarray(done, dtype=bool).reshape(self._flag_shape)
-        frame = self.base_env._continue_frame(self._base_next, done)
-        self._base_next = None
-        if not np.count_nonzero(done):
-            self._roots, self._nexts = nexts, None
-            return self._next_out
-        roots = []
-        for t, n in zip(leaves, nexts):
-            frame = t._continue(n, frame, done)
-            roots.append(frame)
-        self._roots, self._nexts = roots, None
-        return frame
-
-    # ---- the rest ----------------------------------------------------------------------------------
-    def set_seed(self, seed, static_seed=False):
-        self._roots = self._nexts = None
-        return self.base_env.set_seed(seed, static_seed=static_seed)
-
-    def close(self):
-        self.base_env.close()
-        super().close()
-
-    def __getattr__(self, name):
-        # only called for attributes missing here: delegate to the base env, as torchrl does
-        if name.startswith("_") or "base_env" not in self.__dict__:
-            raise AttributeError(name)
-        try:
-            return getattr(self.__dict__["base_env"], name)
-        except AttributeError:
-            raise AttributeError(f"'{type(self).__name__}' object and its base env have no attribute "
-                                 f"'{name}'") from None
-
-    def __repr__(self):
-        transform = "\n".join("    " + line for line in repr(self.transform).splitlines())
-        return f"TransformedEnv(\n    env={self.base_env!r},\n    transform={transform.strip()})"
-
-
-class _TransformedView(TransformedEnv):
-    """The base env seen through some of another env's transforms (``Transform.parent``): shares
-    the transform objects without becoming their container."""
-
-    def __init__(self, env, leaves):
-        EnvBase.__init__(self, device=env.device, batch_size=env.batch_size)
-        self.__dict__["base_env"] = env
-        self._flag_shape = tuple(env.batch_size) + (1,)
-        self._view_leaves = list(leaves)
-        self._spec_version = 0
-        self._invalidate_specs()
-
-    @property
-    def transform(self):
-        return self._view_leaves
-
-    def _leaf_list(self):
-        return self._view_leaves
-
-    def append_transform(self, transform):
-        raise RuntimeError("a transform's parent env is a view: append to the env holding the transform")
-
-    insert_transform = append_transform
-
-
-# ---- transforms -------------------------------------------------------------------------------------
 
 def _done_like(done, value):
     """``done`` (shaped batch + (1,)) broadcastable against ``value``."""
@@ -689,7 +97,6 @@ class StepCounter(Transform):
                                   "methods are functional (use it in a TransformedEnv).")
 
     def transform_observation_spec(self, observation_spec):
-        from .specs import Bounded
         shape = self.parent_specs.done_spec["done"].shape if self.parent_specs is not None else \
             self._parent_spec("done")["done"].shape
         self._shape = tuple(shape)
@@ -698,7 +105,6 @@ class StepCounter(Transform):
         return observation_spec
 
     def transform_done_spec(self, done_spec):
-        from .specs import Categorical
         if self.max_steps is not None and self._trunc not in done_spec.keys(True, True):
             done_spec[self._trunc] = Categorical(2, shape=done_spec["done"].shape, dtype=_dtypes.bool,
                                                  device=done_spec.device)
@@ -761,7 +167,6 @@ class RewardSum(Transform):
         raise NotImplementedError("RewardSum only works in a TransformedEnv (it keeps a running sum)")
 
     def transform_observation_spec(self, observation_spec):
-        from .specs import Unbounded
         for ik, ok in self._pairs:
             spec = self._in_spec(ik)
             self._zero[ok] = (tuple(spec.shape), spec.dtype.np)
@@ -813,7 +218,7 @@ class _KeyWise(Transform):
         return observation_spec
 
     def _spec_pairs(self, observation_spec):
-        keys = {_unravel(k) for k in observation_spec.keys(True, True)}
+        keys = {unravel_key_to_tuple(k) for k in observation_spec.keys(True, True)}
         return [(ik, ok) for ik, ok in zip(self.in_keys, self.out_keys) if ik in keys]
 
 
@@ -845,7 +250,6 @@ class DoubleToFloat(_KeyWise):
         return value.astype(np.float32) if value.dtype == np.float64 else value
 
     def _transform_leaf_spec(self, spec):
-        from .specs import Bounded, Unbounded
         if spec.dtype is not _dtypes.float64:
             return spec
         if isinstance(spec, Bounded):
@@ -859,7 +263,7 @@ class DoubleToFloat(_KeyWise):
     def _spec_pairs(self, observation_spec):
         if not self._all:
             return super()._spec_pairs(observation_spec)
-        return [(_unravel(k), _unravel(k)) for k, v in observation_spec.items(True, True)
+        return [(unravel_key_to_tuple(k), unravel_key_to_tuple(k)) for k, v in observation_spec.items(True, True)
                 if v is not None and v.dtype is _dtypes.float64]
 
     def transform_action_spec(self, action_spec):
@@ -955,7 +359,6 @@ class ObservationNorm(_KeyWise):
         return value * scale + loc
 
     def _transform_leaf_spec(self, spec):
-        from .specs import Bounded, Unbounded
         if not self.initialized:
             return spec
         if not spec.dtype.is_floating_point:
@@ -989,7 +392,7 @@ class ObservationNorm(_KeyWise):
             raise ValueError(f"init_stats: num_iter must be a positive int, got {num_iter!r}")
         if len(self.in_keys) > 1 and key is None:
             raise RuntimeError("Transform has multiple in_keys but no specific key was passed as an argument")
-        key = self.in_keys[0] if key is None else _unravel(key)
+        key = self.in_keys[0] if key is None else unravel_key_to_tuple(key)
         if key not in self.in_keys:
             raise KeyError(f"init_stats: key {_key_str(key)!r} is not among the in_keys "
                            f"{[_key_str(k) for k in self.in_keys]}")
@@ -1061,7 +464,7 @@ class RenameTransform(_KeyWise):
         return out
 
     def transform_observation_spec(self, observation_spec):
-        keys = {_unravel(k) for k in observation_spec.keys(True, True)}
+        keys = {unravel_key_to_tuple(k) for k in observation_spec.keys(True, True)}
         missing = [k for k in self.in_keys if k not in keys]
         if missing:
             raise KeyError(f"RenameTransform: key(s) {[_key_str(k) for k in missing]} not found in the "

@@ -2,8 +2,7 @@
 import logging
 
 from .._tensor import Tensor
-from ..tensordict import TensorDict
-from ..tensordict._td import _unravel
+from ..tensordict import TensorDict, unravel_key_to_tuple
 
 __all__ = ["check_env_specs", "step_mdp"]
 
@@ -15,7 +14,7 @@ def _key_list(keys):
         return []
     if isinstance(keys, (str, tuple)):
         keys = [keys]
-    return [_unravel(k) for k in keys]
+    return [unravel_key_to_tuple(k) for k in keys]
 
 
 def _key_str(key):
@@ -45,14 +44,14 @@ def step_mdp(tensordict, next_tensordict=None, keep_other=True, exclude_reward=T
     out = TensorDict(batch_size=tensordict.batch_size, device=tensordict.device)
     if keep_other:
         for key in tensordict.keys(True, True):
-            k = _unravel(key)
+            k = unravel_key_to_tuple(key)
             if k[0] == "next" or k in excluded:
                 continue
             out.set(k, tensordict.get(k))
     nxt = tensordict.get("next", None)
     if nxt is not None:
         for key in nxt.keys(True, True):
-            k = _unravel(key)
+            k = unravel_key_to_tuple(key)
             if k in excluded:
                 continue
             out.set(k, nxt.get(k))
@@ -67,7 +66,7 @@ def _leaves(spec, prefix=()):
     if spec is None:
         return {}
     if isinstance(spec, Composite):  # a full spec: its keys are the entries' keys
-        return {_unravel(k): v for k, v in spec.items(True, True) if v is not None}
+        return {unravel_key_to_tuple(k): v for k, v in spec.items(True, True) if v is not None}
     return {prefix: spec}
 
 
@@ -112,11 +111,11 @@ def check_env_specs(env, return_contiguous=True, check_dtype=True, seed=None, te
         rollout = env.rollout(3, return_contiguous=return_contiguous, tensordict=tensordict,
                               auto_reset=tensordict is None, break_when_any_done=break_when_any_done)
     except KeyError as err:  # a spec key the data lacks breaks the rollout itself: report the keys
-        root = {_unravel(k) for k in env.reset().keys(True, True)}
+        root = {unravel_key_to_tuple(k) for k in env.reset().keys(True, True)}
         fake = {k for k in expected if k[0] != "next" and k != ("action",)}
         _check_keys(root, fake)
         raise AssertionError(f"check_env_specs: the rollout failed: {err}") from err
-    _check_keys({_unravel(k) for k in rollout.keys(True, True)}, set(expected))
+    _check_keys({unravel_key_to_tuple(k) for k in rollout.keys(True, True)}, set(expected))
 
     env_dims = len(env.batch_size)
     batch = tuple(rollout.batch_size)

@@ -21,8 +21,7 @@ from .. import _ops
 from .._creation import arange, full, ones, zeros
 from .. import _dtypes
 from ..nn import Module
-from ..tensordict import TensorDict
-from ..tensordict._td import _unravel
+from ..tensordict import TensorDict, unravel_key_to_tuple
 
 __all__ = ["MultiStep"]
 
@@ -37,21 +36,18 @@ def _check_arguments(gamma, n_steps):
 
 
 def window_lengths(done, valid, n):
-    """m[t] for done/valid of shape [..., T]: up to ``n`` steps, stopping after a done and before
-    the end of the batch or the first invalid step; 1 on invalid steps themselves."""
+    """m[t] = min(n, T - t, 1 + first_done - t) for done/valid of shape [..., T], where first_done is
+    the first done at or after t and the batch ends early at the first invalid step after t; 1 on
+    invalid steps themselves (their windows are never used)."""
     T = done.shape[-1]
     batch = tuple(done.shape[:-1])
-    stop_after = _ops.cat([done, zeros(*batch, n, dtype=_dtypes.bool, device=done.device)], -1)
-    stop_before = _ops.cat([valid.logical_not(), ones(*batch, n, dtype=_dtypes.bool, device=done.device)], -1)
+    done_padded = _ops.cat([done, zeros(*batch, n, dtype=_dtypes.bool, device=done.device)], -1)
+    invalid_padded = _ops.cat([valid.logical_not(), ones(*batch, n, dtype=_dtypes.bool, device=done.device)], -1)
+    # last[j]: a window that reaches step j ends there (j is done, or j + 1 is invalid or past the batch)
+    last = done_padded[..., :-1] | invalid_padded[..., 1:]
     m = full(tuple(done.shape), n, dtype=_dtypes.int64, device=done.device)
-    still_open = ones(tuple(done.shape), dtype=_dtypes.bool, device=done.device)
-    for k in range(n):
-        before = stop_before[..., k:k + T] & still_open  # step t+k is past the end: the window stops at k
-        m = _ops.where(before, k, m)
-        still_open = still_open & before.logical_not()
-        after = stop_after[..., k:k + T] & still_open  # step t+k is done: the window stops after it
-        m = _ops.where(after, k + 1, m)
-        still_open = still_open & after.logical_not()
+    for k in reversed(range(n)):  # downward, so the smallest k that ends the window is written last
+        m = _ops.where(last[..., k:k + T], k + 1, m)
     return _ops.where(valid, m, 1)
 
 
@@ -82,10 +78,10 @@ class MultiStep(Module):
         self.n_steps = int(n_steps)
         one_key = isinstance(reward_keys, str) or isinstance(reward_keys, tuple) and all(
             isinstance(k, str) for k in reward_keys)  # ("next", "reward") is one nested key
-        self.reward_keys = [_unravel(k) for k in ([reward_keys] if one_key else reward_keys)]
-        self.done_key = _unravel(done_key)
-        self.terminated_key = _unravel(terminated_key)
-        self.mask_key = _unravel(mask_key)
+        self.reward_keys = [unravel_key_to_tuple(k) for k in ([reward_keys] if one_key else reward_keys)]
+        self.done_key = unravel_key_to_tuple(done_key)
+        self.terminated_key = unravel_key_to_tuple(terminated_key)
+        self.mask_key = unravel_key_to_tuple(mask_key)
         self.streaming = streaming
         self._tail = None
 
@@ -94,18 +90,21 @@ class MultiStep(Module):
 
     # ---- batch transform ------------------------------------------------------------------------
     def forward(self, tensordict):
+        if not isinstance(tensordict, TensorDict):
+            raise TypeError(f"MultiStep expects a TensorDict, got {type(tensordict).__name__}")
+        if self.n_steps == 0 and not self.streaming:
+            return tensordict  # unchanged, whatever its batch size
+        if tensordict.batch_dims == 0:
+            raise ValueError("MultiStep needs a TensorDict with a time dimension (batch_size [*B, T]), got "
+                             f"batch_size={list(tensordict.batch_size)}")
         if self.streaming:
             return self._stream(tensordict)
         return self._transform(tensordict)
 
     def _transform(self, td):
-        if not isinstance(td, TensorDict):
-            raise TypeError(f"MultiStep expects a TensorDict, got {type(td).__name__}")
+        """Transforms ``td`` (a TensorDict with a time dimension, as forward checked) in place."""
         if self.n_steps == 0:
             return td
-        if td.batch_dims == 0:
-            raise ValueError("MultiStep needs a TensorDict with a time dimension (batch_size [*B, T]), got "
-                             f"batch_size={list(td.batch_size)}")
         done = td.get(self.done_key)  # KeyError naming the key when missing
         for key in self.reward_keys:
             td.get(key)
@@ -175,7 +174,7 @@ class MultiStep(Module):
         untouched = set(self.reward_keys) | {k[:-1] + ("original_" + k[-1],) for k in self.reward_keys}
         next_td = td.get("next")
         for key in next_td.keys(include_nested=True, leaves_only=True):
-            full_key = ("next",) + _unravel(key)
+            full_key = ("next",) + unravel_key_to_tuple(key)
             if full_key in untouched:
                 continue
             value = next_td.get(key)
@@ -183,6 +182,8 @@ class MultiStep(Module):
             updates[full_key] = value.reshape((-1,) + features)[rows].reshape(tuple(value.shape))
         terminal = updates.get(self.terminated_key, updates.get(self.done_key))
         nonterminal = self._as_batch_shaped(terminal, batch, self.terminated_key).bool().logical_not() & valid
+        # gamma is a Python float: raising it in float64 and rounding once gives float32(gamma ** m) on every
+        # backend; a float32 power would round gamma itself first and be an ulp or more off for most m
         updates["gamma"] = (_ops.pow(self.gamma, m.to(_dtypes.float64))).to(_dtypes.float32)
         updates["steps_to_next_obs"] = m
         updates["nonterminal"] = nonterminal
@@ -201,11 +202,6 @@ class MultiStep(Module):
     # ---- streaming ----------------------------------------------------------------------------------
     def _stream(self, td):
         """Holds back the last n - 1 frames and emits the rest with exact windows."""
-        if not isinstance(td, TensorDict):
-            raise TypeError(f"MultiStep expects a TensorDict, got {type(td).__name__}")
-        if td.batch_dims == 0:
-            raise ValueError("MultiStep needs a TensorDict with a time dimension (batch_size [*B, T]), got "
-                             f"batch_size={list(td.batch_size)}")
         keep = max(self.n_steps - 1, 0)
         if self._tail is not None:
             if self._tail.batch_size[:-1] != td.batch_size[:-1]:

@@ -2,7 +2,7 @@
 from .. import _ops
 from .._creation import arange, ones_like, zeros
 from .. import _dtypes
-from ..tensordict._td import _unravel
+from ..tensordict import unravel_key_to_tuple
 
 __all__ = ["split_trajectories", "discounted_cumsum", "reward2go"]
 
@@ -17,8 +17,8 @@ def split_trajectories(tensordict, *, prefix=None, trajectory_key=None, done_key
     if as_nested:
         raise NotImplementedError("split_trajectories(as_nested=True): rlpipe has no nested (jagged) tensors")
     prefix = "collector" if prefix is None else prefix
-    trajectory_key = (prefix, "traj_ids") if trajectory_key is None else _unravel(trajectory_key)
-    done_key = ("next", "done") if done_key is None else _unravel(done_key)
+    trajectory_key = (prefix, "traj_ids") if trajectory_key is None else unravel_key_to_tuple(trajectory_key)
+    done_key = ("next", "done") if done_key is None else unravel_key_to_tuple(done_key)
     flat = tensordict.reshape(-1) if tensordict.batch_dims != 1 else tensordict
     n = flat.batch_size[0]
     if n == 0:

@@ -15,6 +15,7 @@ from .._creation import as_tensor
 from .._device import device as _device_cls, resolve
 from .._tensor import Size, Tensor, wrap
 from ..autograd.grad_mode import state as _grad_state
+from .keys import KeysView, unravel_key_to_tuple
 
 _NO_DEFAULT = object()
 
@@ -30,18 +31,6 @@ def _as_batch_size(batch_size):
         raise TypeError(f"batch_size must be a sequence of ints, got {batch_size!r}") from None
 
 
-def _unravel(key):
-    """A key as a tuple of strings: 'a' -> ('a',), ('a', ('b', 'c')) -> ('a', 'b', 'c')."""
-    if isinstance(key, str):
-        return (key,)
-    if isinstance(key, tuple):
-        out = ()
-        for part in key:
-            out += _unravel(part)
-        return out
-    raise TypeError(f"TensorDict keys are strings or tuples of strings, got {type(key).__name__}: {key!r}")
-
-
 def _is_key(index):
     return isinstance(index, str) or isinstance(index, tuple) and index and all(
         isinstance(i, str) or isinstance(i, tuple) and _is_key(i) for i in index)
@@ -49,34 +38,6 @@ def _is_key(index):
 
 def _shape_str(shape):
     return f"rlpipe.Size({list(shape)})"
-
-
-class _KeysView:
-    """What ``TensorDict.keys()`` returns: iterable and sized, and ``in`` understands nested keys."""
-    __slots__ = ("_td", "_include_nested", "_leaves_only")
-
-    def __init__(self, td, include_nested, leaves_only):
-        self._td, self._include_nested, self._leaves_only = td, include_nested, leaves_only
-
-    def __iter__(self):
-        return self._td._walk(self._include_nested, self._leaves_only)
-
-    def __len__(self):
-        return sum(1 for _ in self)
-
-    def __contains__(self, key):
-        path = _unravel(key)
-        if len(path) > 1 and not self._include_nested:
-            raise TypeError(f"Nested keys such as {key!r} can only be looked up in keys(include_nested=True)")
-        value = self._td.get(path, None)
-        return value is not None and not (self._leaves_only and isinstance(value, TensorDict))
-
-    def __eq__(self, other):
-        return list(self) == list(other)
-
-    def __repr__(self):
-        return (f"_TensorDictKeysView({list(self)},\n    include_nested={self._include_nested},\n    "
-                f"leaves_only={self._leaves_only})")
 
 
 class TensorDict:
@@ -227,7 +188,7 @@ class TensorDict:
             value = self._tensordict.get(key, _NO_DEFAULT)
             if value is not _NO_DEFAULT:
                 return value
-        path = _unravel(key)
+        path = unravel_key_to_tuple(key)
         try:
             parent = self._parent_of(path)
         except KeyError:
@@ -248,7 +209,7 @@ class TensorDict:
                 and value._data.shape[:len(self._batch_size)] == self._batch_size):
             self._tensordict[key] = value  # the common case (every policy step), already checked
             return self
-        path = _unravel(key)
+        path = unravel_key_to_tuple(key)
         if inplace and self.get(key, None) is not None:
             return self.set_(key, value)
         self._check_unlocked()
@@ -269,11 +230,11 @@ class TensorDict:
         """Sets every entry of ``input_dict_or_td``, merging nested TensorDicts (only ``keys_to_update``
         when given; nested keys allowed)."""
         if keys_to_update is not None:
-            wanted = {_unravel(k) for k in keys_to_update}
+            wanted = {unravel_key_to_tuple(k) for k in keys_to_update}
             source = input_dict_or_td if isinstance(input_dict_or_td, TensorDict) else \
                 TensorDict(input_dict_or_td, batch_size=self._batch_size, device=self._device)
             for key, value in source.items(include_nested=True, leaves_only=True):
-                if _unravel(key) in wanted:
+                if unravel_key_to_tuple(key) in wanted:
                     self.set(key, value.clone() if clone else value, inplace=inplace)
             return self
         for key, value in input_dict_or_td.items():
@@ -300,7 +261,7 @@ class TensorDict:
 
     def pop(self, key, default=_NO_DEFAULT):
         self._check_unlocked()
-        path = _unravel(key)
+        path = unravel_key_to_tuple(key)
         try:
             parent = self._parent_of(path)
             return parent._tensordict.pop(path[-1])
@@ -328,7 +289,7 @@ class TensorDict:
         for key in keys:
             value = self.get(key, None if not strict else _NO_DEFAULT)
             if value is not None:
-                path = _unravel(key)
+                path = unravel_key_to_tuple(key)
                 parent = out._parent_of(path, create=True)
                 parent._tensordict[path[-1]] = value
         if inplace:
@@ -340,7 +301,7 @@ class TensorDict:
         """A TensorDict without ``keys``."""
         out = self.copy()
         for key in keys:
-            path = _unravel(key)
+            path = unravel_key_to_tuple(key)
             try:
                 parent = out._parent_of(path)
             except KeyError:
@@ -357,7 +318,17 @@ class TensorDict:
         return out
 
     def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
-        return _KeysView(self, include_nested, leaves_only)
+        return KeysView(self, include_nested, leaves_only)
+
+    _keys_view_name = "_TensorDictKeysView"  # how tensordict prints keys()
+
+    def _has_key(self, key, include_nested, leaves_only):
+        """``key in self.keys(include_nested, leaves_only)``; a nested key needs include_nested (TypeError)."""
+        path = unravel_key_to_tuple(key)
+        if len(path) > 1 and not include_nested:
+            raise TypeError(f"Nested keys such as {key!r} can only be looked up in keys(include_nested=True)")
+        value = self.get(path, None)
+        return value is not None and not (leaves_only and isinstance(value, TensorDict))
 
     def _walk(self, include_nested, leaves_only, prefix=()):
         # tensordict's order: a nested TensorDict's keys come before the key of the TensorDict itself

@@ -23,6 +23,7 @@ from .._device import device as _device
 from .._tensor import Tensor
 from ..nn.modules.container import ModuleDict, ModuleList
 from ..nn.modules.module import Module
+from .keys import unravel_key, unravel_key_list
 
 __all__ = ["TensorDictModule", "TensorDictModuleBase", "TensorDictSequential", "WrapModule", "unravel_key",
            "unravel_key_list"]
@@ -33,29 +34,6 @@ _MISSING = object()
 # ---------------------------------------------------------------------------------------------
 # keys
 # ---------------------------------------------------------------------------------------------
-def unravel_key(key):
-    """``"a"`` stays ``"a"``; tuples are flattened (``("a", ("b", "c"))`` -> ``("a", "b", "c")``) and a
-    one-element tuple becomes its string. Anything else raises ``TypeError``."""
-    if isinstance(key, str):
-        return key
-    if isinstance(key, tuple):
-        flat = []
-        for sub in key:
-            sub = unravel_key(sub)
-            if isinstance(sub, str):
-                flat.append(sub)
-            else:
-                flat.extend(sub)
-        if not flat:
-            raise TypeError("a nested key cannot be empty")
-        return flat[0] if len(flat) == 1 else tuple(flat)
-    raise TypeError(f"a key must be a str or a tuple of str, got {type(key).__name__}: {key!r}")
-
-
-def unravel_key_list(keys):
-    return [unravel_key(k) for k in keys]
-
-
 def _key_list(keys, what):
     """A list of unravelled keys from a key or a list/tuple-of-keys argument."""
     err = (f"{what} must be of type list, str or tuples of str." if what == "out_keys" else
