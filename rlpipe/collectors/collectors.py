@@ -9,7 +9,6 @@ import functools
 import inspect
 import itertools
 import operator
-import os
 import warnings
 from collections import OrderedDict
 
@@ -17,13 +16,15 @@ import numpy as np
 
 from .._creation import from_numpy
 from .._device import device as _as_device
-from .._tensor import Size, Tensor, host_array, wrap
+from .._tensor import Size, Tensor, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase, DONE_KEYS
 from ..envs.transforms import StepCounter, TransformedEnv
 from ..nn import Module
 from ..tensordict import TensorDict, TensorDictModule
 from ..postprocs import split_trajectories
+from ._common import (SILENCE, TRAJ_IDS, CollectorBase, check_frame_counts, normalized_total_frames, rl_warn,
+                      rounded_total_frames)
 
 __all__ = ["SyncDataCollector", "RandomPolicy"]
 
@@ -119,98 +120,6 @@ _shape_of = operator.attrgetter("shape")
 _SMALL = 64  # elements: up to here a list check beats NumPy's calls
 
 
-_TRAJ_IDS = ("collector", "traj_ids")
-
-
-def batch_arrays(batch):
-    """{key: host array} of a batch's leaves (nested keys as tuples): what a worker process or a
-    Ray actor hands over, never a pickled Tensor."""
-    return {key: host_array(value) for key, value in batch.items(True, True)}
-
-
-def batch_from_arrays(batch_size, arrays):
-    """The batch TensorDict around ``batch_arrays``' output (the arrays wrapped, not copied)."""
-    td = TensorDict(batch_size=Size(batch_size))
-    for key, array in arrays.items():
-        td.set(key, wrap(array))
-    return td
-
-
-def unique_traj_ids(arrays, worker, num_workers):
-    """``batch_arrays``' output with trajectory ids unique across ``num_workers`` collectors:
-    worker ``worker``'s local id ``i`` becomes ``i * num_workers + worker`` (still increasing). A
-    batch without them (a postproc in the worker may drop them) is left as it is."""
-    if _TRAJ_IDS in arrays:
-        arrays[_TRAJ_IDS] = arrays[_TRAJ_IDS] * num_workers + worker
-    return arrays
-
-
-class CollectorBase:
-    """What every collector shares: a context manager whose exit calls ``shutdown()``."""
-
-    def shutdown(self):
-        raise NotImplementedError
-
-    def next(self):
-        """The next batch, or None when the collection is over (torchrl's ``collector.next()``)."""
-        if getattr(self, "_iterator", None) is None:
-            self._iterator = iter(self)
-        return next(self._iterator, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
-
-
-_RL_WARNINGS_OFF = ("n", "no", "f", "false", "off", "0")
-
-
-def rl_warn(message, stacklevel):
-    """A UserWarning, unless the environment variable ``RL_WARNINGS`` is false (torchrl's switch for
-    its collectors' warnings: ``0``, ``false``, ``no``, ``off``, ...)."""
-    if os.environ.get("RL_WARNINGS", "1").strip().lower() not in _RL_WARNINGS_OFF:
-        warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
-
-
-_SILENCE = " To silence this message, set the environment variable RL_WARNINGS to False."
-
-
-def normalized_total_frames(total_frames):
-    """torchrl's reading of ``total_frames``: ``None`` or any negative integer runs until stopped
-    (``-1`` here)."""
-    if total_frames is None:
-        return -1
-    if isinstance(total_frames, int) and not isinstance(total_frames, bool) and total_frames < 0:
-        return -1
-    return total_frames
-
-
-def check_frame_counts(frames_per_batch, total_frames):
-    """Checks of a collector's ``frames_per_batch`` and ``total_frames`` (ValueError). Unlike
-    torchrl 0.14, which then collects one batch, ``total_frames < frames_per_batch`` is an error:
-    it is most likely a mistake, and the batch would hold more frames than asked for."""
-    if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
-        raise ValueError(f"frames_per_batch must be a positive integer, got frames_per_batch={frames_per_batch!r}")
-    if isinstance(total_frames, bool) or not isinstance(total_frames, int) or total_frames == 0 or total_frames < -1:
-        raise ValueError(f"total_frames must be a positive integer or -1 (run until stopped), got {total_frames!r}")
-    if total_frames != -1 and total_frames < frames_per_batch:
-        raise ValueError(f"total_frames ({total_frames}) is smaller than frames_per_batch ({frames_per_batch}): "
-                         "not even one batch would be collected")
-
-
-def rounded_total_frames(total_frames, frames_per_batch, stacklevel):
-    """``total_frames`` rounded up to whole batches, with torchrl's warning when that changes it."""
-    if total_frames == -1 or not total_frames % frames_per_batch:
-        return total_frames
-    rounded = -(-total_frames // frames_per_batch) * frames_per_batch
-    rl_warn(f"total_frames ({total_frames}) is not exactly divisible by frames_per_batch ({frames_per_batch}). "
-            f"This means {rounded - total_frames} additional frames will be collected." + _SILENCE,
-            stacklevel=stacklevel + 1)
-    return rounded
-
-
 def _env_state_owner(env):
     """Where an environment's state_dict lives, as torchrl looks for it: a TransformedEnv's
     transform, else the environment itself."""
@@ -260,7 +169,7 @@ class SyncDataCollector(CollectorBase):
         if frames_per_batch % self.n_envs:
             rl_warn(f"frames_per_batch ({frames_per_batch}) is not exactly divisible by the number of batched "
                     f"environments ({self.n_envs}), this results in more frames_per_batch per iteration that requested "
-                    f"({-(-frames_per_batch // self.n_envs) * self.n_envs})." + _SILENCE, stacklevel=2)
+                    f"({-(-frames_per_batch // self.n_envs) * self.n_envs})." + SILENCE, stacklevel=2)
         self.steps_per_batch = -(-frames_per_batch // self.n_envs)
         self.frames_per_batch = self.requested_frames_per_batch = self.steps_per_batch * self.n_envs
         self.total_frames = rounded_total_frames(total_frames, self.frames_per_batch, stacklevel=3)
@@ -269,7 +178,7 @@ class SyncDataCollector(CollectorBase):
         if init_random_frames and init_random_frames % self.frames_per_batch:
             rl_warn(f"init_random_frames ({init_random_frames}) is not exactly a multiple of frames_per_batch "
                     f"({self.frames_per_batch}), this results in more init_random_frames than requested "
-                    f"({-(-init_random_frames // self.frames_per_batch) * self.frames_per_batch})." + _SILENCE,
+                    f"({-(-init_random_frames // self.frames_per_batch) * self.frames_per_batch})." + SILENCE,
                     stacklevel=2)
         self.policy = _wrap_policy(policy, self.env)
         self.policy_device = _policy_device(policy_device if policy_device is not None else device, policy)
@@ -474,7 +383,7 @@ class SyncDataCollector(CollectorBase):
             next_td.set(key, joined(arrays))
         next_td.set("done", next_td.get("terminated") | next_td.get("truncated"))
         td.set("next", next_td)
-        td.set(_TRAJ_IDS, wrap(self._trajectory_ids(*trajectories)))
+        td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories)))
         return td if device is None else td.to(device)
 
     def __iter__(self):

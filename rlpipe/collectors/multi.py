@@ -3,7 +3,8 @@
 Each worker process runs a ``SyncDataCollector`` over its own environment and a copy of the policy.
 Every batch comes back through one shared-memory block per worker: the worker sends the layout
 of its first batch, the main process allocates the block, and the worker writes each batch there
-for the main process to copy out once. Commands, weights and small replies travel on the pipes. ``split_trajs`` and ``postproc`` run in the main process, as in torchrl.
+for the main process to copy out once. Commands, weights and small replies travel on the pipes.
+``split_trajs`` and ``postproc`` run in the main process, as in torchrl.
 """
 import multiprocessing as mp
 import traceback
@@ -18,8 +19,9 @@ from .._creation import from_numpy
 from ..nn import Module
 from ..postprocs import split_trajectories
 from ..tensordict import TensorDict
-from .collectors import (_TRAJ_IDS, CollectorBase, SyncDataCollector, batch_arrays, batch_from_arrays,
-                         check_frame_counts, normalized_total_frames, rl_warn, rounded_total_frames, unique_traj_ids)
+from ._common import (SILENCE, TRAJ_IDS, CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts,
+                      normalized_total_frames, rl_warn, rounded_total_frames, unique_traj_ids)
+from .collectors import SyncDataCollector
 
 __all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector"]
 
@@ -302,7 +304,7 @@ class _MultiCollector(CollectorBase):
         arrays = unique_traj_ids({key: view.copy() for key, view in self._workers[index].views}, index,
                                  self.num_workers)
         self._in_flight.pop(index, None)
-        return index, batch_from_arrays(arrays[_TRAJ_IDS].shape, arrays)
+        return index, batch_from_arrays(arrays[TRAJ_IDS].shape, arrays)
 
     def _request(self, index):
         """Asks worker ``index`` for its next batch: random actions throughout while the frames
@@ -442,7 +444,7 @@ class MultiSyncDataCollector(_MultiCollector):
         if self.requested_frames_per_batch % self.num_workers:
             rl_warn(f"frames_per_batch {self.requested_frames_per_batch} is not exactly divisible by the number of "
                     f"collector workers {self.num_workers}, this results in more frames_per_batch per iteration that "
-                    "requested. To silence this message, set the environment variable RL_WARNINGS to False.",
+                    "requested." + SILENCE,
                     stacklevel=4)
         return -(-self.requested_frames_per_batch // self.num_workers)
 
