@@ -329,11 +329,14 @@ class SyncDataCollector(CollectorBase):
         def joined(arrays):
             return wrap(_stack_steps(arrays, time))
 
+        def joined_entry(records, key):  # the steps' records (frames, extras tuples) at one key or index
+            return joined(list(map(operator.itemgetter(key), records)))
+
         td = TensorDict(batch_size=batch)
         for key in obs[0]:
-            td.set(key, joined([frame[key] for frame in obs]))
+            td.set(key, joined_entry(obs, key))
         for i, (key, _, _) in enumerate(self._extra_keys or ()):
-            td.set(key, joined([step_extras[i] for step_extras in extras]))
+            td.set(key, joined_entry(extras, i))
         flags = np.zeros(tuple(batch) + (1,), dtype=bool)
         for key in DONE_KEYS:
             if td.get(key, None) is None:
@@ -341,7 +344,7 @@ class SyncDataCollector(CollectorBase):
         td.set("action", joined(actions))
         next_td = TensorDict(batch_size=batch)
         for key in next_obs[0]:
-            next_td.set(key, joined([frame[key] for frame in next_obs]))
+            next_td.set(key, joined_entry(next_obs, key))
         next_td.set("reward", joined(rewards))
         next_td.set("terminated", joined(terminateds))
         next_td.set("truncated", joined(truncateds))
