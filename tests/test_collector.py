@@ -709,10 +709,10 @@ def test_env_step_raises():
 def test_membership_test_agrees_with_spec_is_in(spec):
     """The collector's per-step action check against the spec's own is_in, on valid samples, on
     brute-force perturbations of them and at sizes on both sides of the list/NumPy switch."""
-    from rlpipe.collectors.collectors import _SMALL, _membership_test
-    check = _membership_test(spec)
+    from rlpipe.envs.specs import _LIST_CHECK_SIZE
+    check = spec.host_membership_test()
     rng = np.random.default_rng(0)
-    for batch in [(), (_SMALL,)]:
+    for batch in [(), (_LIST_CHECK_SIZE,)]:
         for _ in range(20):
             good = spec.rand(batch).numpy()
             candidates = [good]

@@ -92,6 +92,23 @@ def test_is_in_rejects_wrong_shape_dtype(spec):
 
 
 @pytest.mark.parametrize("spec", LEAVES, ids=IDS)
+def test_host_membership_test_agrees_with_is_in(spec):
+    """On host arrays of the spec's shape (its caller checks the shape): valid draws, the wrong
+    dtype and values moved out of the space, at sizes on both sides of the list/NumPy switch."""
+    test = spec.host_membership_test()
+    rlpipe.manual_seed(0)
+    for batch in [(), (3,), (S._LIST_CHECK_SIZE,)]:
+        good = spec.rand(batch).numpy()
+        candidates = [good, good.astype(np.float32 if good.dtype != np.float32 else np.float64)]
+        for value in (-1, 0, 1, 2, 3, 4, 5, 7):
+            changed = good.copy()
+            changed.reshape(-1)[-1] = np.array(value).astype(good.dtype)
+            candidates.append(changed)
+        for a in candidates:
+            assert test(a) == bool(spec.is_in(rlpipe.from_numpy(a))), (a, spec)
+
+
+@pytest.mark.parametrize("spec", LEAVES, ids=IDS)
 def test_project_into_space(spec):
     rlpipe.manual_seed(0)
     big = (rlpipe.randn(8, *spec.shape, dtype=rlpipe.float64) * 1000)

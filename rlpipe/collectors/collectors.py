@@ -1,15 +1,14 @@
 """``SyncDataCollector`` and ``RandomPolicy``, with torchrl's semantics.
 
 The collection loop drives the environment through its array-level frame protocol
-(``rlpipe/envs/common.py``): each step appends the frame's arrays to per-key lists, and each
-batch stacks them once into the batch's arrays. No TensorDict is built per step: a
-TensorDict policy reads one reused TensorDict whose leaves wrap persistent buffers.
+(``rlpipe/envs/common.py``): each step records one tuple of the frame's arrays, and each batch
+turns the steps into per-key arrays with one concatenate per key. No TensorDict is built per
+step: a TensorDict policy reads one reused TensorDict whose leaves wrap persistent buffers.
 """
 import functools
 import inspect
 import itertools
 import operator
-import os
 import warnings
 from collections import OrderedDict
 
@@ -17,13 +16,15 @@ import numpy as np
 
 from .._creation import from_numpy
 from .._device import device as _as_device
-from .._tensor import Size, Tensor, host_array, wrap
+from .._tensor import Size, Tensor, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase, DONE_KEYS
 from ..envs.transforms import StepCounter, TransformedEnv
 from ..nn import Module
 from ..tensordict import TensorDict, TensorDictModule
 from ..postprocs import split_trajectories
+from ._common import (SILENCE, TRAJ_IDS, CollectorBase, check_frame_counts, normalized_total_frames, rl_warn,
+                      rounded_total_frames)
 
 __all__ = ["SyncDataCollector", "RandomPolicy"]
 
@@ -66,45 +67,6 @@ def _policy_device(requested, policy):
     return _as_device("cpu")
 
 
-def _membership_test(spec):
-    """An exact test that a host action array lies in ``spec``, cheap for the common specs (the
-    spec's tensor-level is_in otherwise): it runs on every policy step. Small arrays are checked as
-    Python lists, whose methods cost less than NumPy's per-call overhead at a few elements."""
-    from ..envs.specs import Binary, Bounded, Categorical, OneHot
-    dtype = spec.dtype.np
-    if isinstance(spec, OneHot):
-        n = spec.shape[-1]
-
-        def one_hot(a):
-            if a.size > _SMALL:
-                return bool(((a == 0) | (a == 1)).all()) and bool((a.sum(-1) == 1).all())
-            if a.ndim == 1:  # one env
-                row = a.tolist()
-                return row.count(1) == 1 and row.count(0) == n - 1
-            return all(row.count(1) == 1 and row.count(0) == n - 1 for row in a.reshape(-1, n).tolist())
-        return lambda a: a.dtype == dtype and one_hot(a)
-    if isinstance(spec, Binary):
-        def binary(a):
-            if a.size > _SMALL:
-                return bool(((a == 0) | (a == 1)).all())
-            flat = a.reshape(-1).tolist()
-            return flat.count(0) + flat.count(1) == len(flat)
-        return lambda a: a.dtype == dtype and binary(a)
-    if isinstance(spec, Categorical):
-        n = int(spec.n)
-
-        def categorical(a):
-            if a.size > _SMALL:
-                return bool((a >= 0).all()) and bool((a < n).all())
-            flat = a.reshape(-1).tolist()
-            return not flat or (min(flat) >= 0 and max(flat) < n)
-        return lambda a: a.dtype == dtype and categorical(a)
-    if isinstance(spec, Bounded):
-        low, high = spec.low.numpy(), spec.high.numpy()
-        return lambda a: a.dtype == dtype and bool((a >= low).all()) and bool((a <= high).all())
-    return lambda a: spec.is_in(from_numpy(np.asarray(a)))
-
-
 def _stack_steps(arrays, axis):
     """``np.stack(arrays, axis)`` for per-step arrays of one shape, in a third of its time: one
     concatenate (its per-array cost is far below stack's), then a reshape."""
@@ -116,99 +78,6 @@ def _stack_steps(arrays, axis):
 
 
 _shape_of = operator.attrgetter("shape")
-_SMALL = 64  # elements: up to here a list check beats NumPy's calls
-
-
-_TRAJ_IDS = ("collector", "traj_ids")
-
-
-def batch_arrays(batch):
-    """{key: host array} of a batch's leaves (nested keys as tuples): what a worker process or a
-    Ray actor hands over, never a pickled Tensor."""
-    return {key: host_array(value) for key, value in batch.items(True, True)}
-
-
-def batch_from_arrays(batch_size, arrays):
-    """The batch TensorDict around ``batch_arrays``' output (the arrays wrapped, not copied)."""
-    td = TensorDict(batch_size=Size(batch_size))
-    for key, array in arrays.items():
-        td.set(key, wrap(array))
-    return td
-
-
-def unique_traj_ids(arrays, worker, num_workers):
-    """``batch_arrays``' output with trajectory ids unique across ``num_workers`` collectors:
-    worker ``worker``'s local id ``i`` becomes ``i * num_workers + worker`` (still increasing). A
-    batch without them (a postproc in the worker may drop them) is left as it is."""
-    if _TRAJ_IDS in arrays:
-        arrays[_TRAJ_IDS] = arrays[_TRAJ_IDS] * num_workers + worker
-    return arrays
-
-
-class CollectorBase:
-    """What every collector shares: a context manager whose exit calls ``shutdown()``."""
-
-    def shutdown(self):
-        raise NotImplementedError
-
-    def next(self):
-        """The next batch, or None when the collection is over (torchrl's ``collector.next()``)."""
-        if getattr(self, "_iterator", None) is None:
-            self._iterator = iter(self)
-        return next(self._iterator, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
-
-
-_RL_WARNINGS_OFF = ("n", "no", "f", "false", "off", "0")
-
-
-def rl_warn(message, stacklevel):
-    """A UserWarning, unless the environment variable ``RL_WARNINGS`` is false (torchrl's switch for
-    its collectors' warnings: ``0``, ``false``, ``no``, ``off``, ...)."""
-    if os.environ.get("RL_WARNINGS", "1").strip().lower() not in _RL_WARNINGS_OFF:
-        warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
-
-
-_SILENCE = " To silence this message, set the environment variable RL_WARNINGS to False."
-
-
-def normalized_total_frames(total_frames):
-    """torchrl's reading of ``total_frames``: ``None`` or any negative integer runs until stopped
-    (``-1`` here)."""
-    if total_frames is None:
-        return -1
-    if isinstance(total_frames, int) and not isinstance(total_frames, bool) and total_frames < 0:
-        return -1
-    return total_frames
-
-
-def check_frame_counts(frames_per_batch, total_frames):
-    """Checks of a collector's ``frames_per_batch`` and ``total_frames`` (ValueError). Unlike
-    torchrl 0.14, which then collects one batch, ``total_frames < frames_per_batch`` is an error:
-    it is most likely a mistake, and the batch would hold more frames than asked for."""
-    if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
-        raise ValueError(f"frames_per_batch must be a positive integer, got frames_per_batch={frames_per_batch!r}")
-    if isinstance(total_frames, bool) or not isinstance(total_frames, int) or total_frames == 0 or total_frames < -1:
-        raise ValueError(f"total_frames must be a positive integer or -1 (run until stopped), got {total_frames!r}")
-    if total_frames != -1 and total_frames < frames_per_batch:
-        raise ValueError(f"total_frames ({total_frames}) is smaller than frames_per_batch ({frames_per_batch}): "
-                         "not even one batch would be collected")
-
-
-def rounded_total_frames(total_frames, frames_per_batch, stacklevel):
-    """``total_frames`` rounded up to whole batches, with torchrl's warning when that changes it."""
-    if total_frames == -1 or not total_frames % frames_per_batch:
-        return total_frames
-    rounded = -(-total_frames // frames_per_batch) * frames_per_batch
-    rl_warn(f"total_frames ({total_frames}) is not exactly divisible by frames_per_batch ({frames_per_batch}). "
-            f"This means {rounded - total_frames} additional frames will be collected." + _SILENCE,
-            stacklevel=stacklevel + 1)
-    return rounded
 
 
 def _env_state_owner(env):
@@ -260,7 +129,7 @@ class SyncDataCollector(CollectorBase):
         if frames_per_batch % self.n_envs:
             rl_warn(f"frames_per_batch ({frames_per_batch}) is not exactly divisible by the number of batched "
                     f"environments ({self.n_envs}), this results in more frames_per_batch per iteration that requested "
-                    f"({-(-frames_per_batch // self.n_envs) * self.n_envs})." + _SILENCE, stacklevel=2)
+                    f"({-(-frames_per_batch // self.n_envs) * self.n_envs})." + SILENCE, stacklevel=2)
         self.steps_per_batch = -(-frames_per_batch // self.n_envs)
         self.frames_per_batch = self.requested_frames_per_batch = self.steps_per_batch * self.n_envs
         self.total_frames = rounded_total_frames(total_frames, self.frames_per_batch, stacklevel=3)
@@ -269,11 +138,10 @@ class SyncDataCollector(CollectorBase):
         if init_random_frames and init_random_frames % self.frames_per_batch:
             rl_warn(f"init_random_frames ({init_random_frames}) is not exactly a multiple of frames_per_batch "
                     f"({self.frames_per_batch}), this results in more init_random_frames than requested "
-                    f"({-(-init_random_frames // self.frames_per_batch) * self.frames_per_batch})." + _SILENCE,
+                    f"({-(-init_random_frames // self.frames_per_batch) * self.frames_per_batch})." + SILENCE,
                     stacklevel=2)
         self.policy = _wrap_policy(policy, self.env)
         self.policy_device = _policy_device(policy_device if policy_device is not None else device, policy)
-        self._action_in_spec = _membership_test(self.env.action_spec)
         self.random_policy = RandomPolicy(self.env.action_spec)
         self.postproc = postproc
         self.max_frames_per_traj = max_frames_per_traj
@@ -287,82 +155,15 @@ class SyncDataCollector(CollectorBase):
         self._obs = None              # the frame the next step acts on
         self._traj_ids = None         # per env
         self._next_traj_id = 0
-        self._step_td = None          # reused TensorDict for TensorDict policies
+        # the policy's step: what it must return, and what it reads and writes besides the action
+        self._action_shape = tuple(self.env.action_spec.shape)
+        self._action_in_spec = self.env.action_spec.host_membership_test()
+        self._step_td = None          # reused TensorDict for TensorDict policies, made at their first step
+        self._step_buffers = {}       # its observation leaves' arrays, which each step overwrites
         self._to_policy_device = None  # host array -> array on the policy's GPU, when it has one
         self._extra_keys = None       # [(key, per-step shape, dtype)] the policy writes besides the action
-        self._extras = {}             # their per-step arrays in the batch being collected
-        self._extra_add = ()
 
     # ---- collection ------------------------------------------------------------------------------
-    def _start(self):
-        self._obs = dict(self.env._reset_frame())
-        shape = tuple(self.env.batch_size)
-        self._traj_ids = np.arange(self._next_traj_id, self._next_traj_id + self.n_envs, dtype=np.int64).reshape(shape)
-        self._next_traj_id += self.n_envs
-
-    def _policy_action(self, obs):
-        """The action array a TensorDict policy picks for one step (one reused step TensorDict)."""
-        td = self._step_td
-        first = td is None
-        if first:
-            td = TensorDict({k: from_numpy(np.array(v)) for k, v in obs.items()}, batch_size=self.env.batch_size)
-            device = self.policy_device
-            if device.type != "cpu":
-                td = td.to(device)
-                self._to_policy_device = functools.partial(device._backend.asarray, index=device.index)
-            self._step_td = td
-            self._buffers = {k: td.get(k)._data for k in obs}
-        elif self._to_policy_device is None:
-            for key, value in obs.items():
-                self._buffers[key][...] = value
-        else:  # observations cross to the policy's GPU
-            for key, value in obs.items():
-                self._buffers[key][...] = self._to_policy_device(value)
-        out = self.policy(td)  # under _collect's no_grad
-        src = td if out is None else out
-        action = src.get("action")
-        if not isinstance(action, Tensor):
-            raise TypeError(f"the policy must write a Tensor under 'action', got {type(action).__name__}")
-        if action._data.shape != self._action_shape:
-            raise ValueError(f"the policy returned an action of shape {list(action.shape)}; the action spec "
-                             f"expects {list(self._action_shape)}")
-        data = action._host()  # the host array, without building intermediate tensors
-        if not self._action_in_spec(data):  # checked before the environment sees it
-            raise ValueError(f"the policy returned an action outside the action spec at frame {self._frames}: "
-                             f"{action} not in {self.env.action_spec}")
-        if first:
-            self._find_extras(src, obs)
-        for key, add in self._extra_add:  # (none for a policy that writes only the action)
-            add(src.get(key)._host())
-        return data
-
-    def _find_extras(self, src, obs):
-        """Records the entries the policy wrote besides the action (its first call), and starts
-        their per-step lists for the batch being collected."""
-        known = set(obs) | {("action",)} | {(k,) for k in DONE_KEYS}
-        extras = []
-        for key in src.keys(True, True):
-            key = (key,) if isinstance(key, str) else tuple(key)
-            if key in known or key[0] in ("next", "collector") or _is_private(key):
-                continue
-            value = src.get(key)
-            if isinstance(value, Tensor):
-                extras.append((key, tuple(value.shape), value._data.dtype))
-        self._extra_keys = extras
-        self._extras = {key: [] for key, _, _ in extras}
-        self._extra_add = [(key, self._extras[key].append) for key, _, _ in extras]
-
-    def _may_write_extras(self):
-        """Whether the policy may write entries besides the action: its ``out_keys`` name some, or
-        it declares none (a plain callable)."""
-        if isinstance(self.policy, RandomPolicy):
-            return False
-        keys = getattr(self.policy, "out_keys", None)
-        if keys is None:
-            return True
-        keys = [(k,) if isinstance(k, str) else tuple(k) for k in keys]
-        return any(k != ("action",) and not _is_private(k) for k in keys)
-
     def rollout(self, random=None):
         """The next batch before ``split_trajs`` and ``postproc`` (torchrl's ``rollout``), counted in
         the frames collected.
@@ -378,64 +179,129 @@ class SyncDataCollector(CollectorBase):
         return batch
 
     def _collect(self, all_random):
-        """One batch: per-key lists of per-step arrays, and the done events (for trajectory ids)."""
+        """One batch: its steps, each a tuple (obs, action, extras, next_obs, reward, terminated,
+        truncated) of host arrays (``obs`` and ``next_obs`` frames, ``extras`` the policy's other
+        outputs in ``_extra_keys``' order), and its trajectory changes for ``_trajectory_ids``."""
         env = self.env
         if self._obs is None or self.reset_at_each_iter:
             self._start()
         T = self.steps_per_batch
-        self._action_shape = tuple(env.action_spec.shape)
         if all_random:  # random actions for the whole batch, sampled at once: [T, *env dims, *action]
             if self._extra_keys is None and self._may_write_extras():
-                self._policy_action(self._obs)  # learns the shapes of the policy's other outputs
-            sampled = env.action_spec.rand((T,)).numpy()
-            steps = list(sampled)
+                self._act(self._obs)  # learns the shapes of the policy's other outputs
+            random_actions = list(env.action_spec.rand((T,)).numpy())
             # the policy's other outputs are zeros in a random batch (torchrl's preallocated batch)
-            self._extras = {key: [np.zeros(shape, dtype)] * T for key, shape, dtype in self._extra_keys or ()}
-        else:
-            self._extras = {key: [] for key, _, _ in self._extra_keys or ()}
-            self._extra_add = [(key, self._extras[key].append) for key in self._extras]
+            zero_extras = tuple(np.zeros(shape, dtype) for _, shape, dtype in self._extra_keys or ())
         shape = tuple(env.batch_size)
         single = not shape
         first_ids = self._traj_ids.copy()
         events = []  # (step, ended envs, their new ids)
-        root = {key: [] for key in self._obs}
-        root_add = [(key, root[key].append) for key in self._obs]
-        actions, rewards, terminateds, truncateds = [], [], [], []
-        nxt = None
+        steps = []
+        record = steps.append
         step = env._step_frame
         for t in range(T):
             obs = self._obs
-            for key, add in root_add:
-                add(obs[key])
-            action = steps[t] if all_random else self._policy_action(obs)
-            actions.append(action)
+            action, extras = (random_actions[t], zero_extras) if all_random else self._act(obs)
             try:
                 next_obs, reward, terminated, truncated = step(action)
             except Exception as e:
                 raise RuntimeError(f"SyncDataCollector: {env!r} raised at frame {self._frames + t * self.n_envs} "
                                    f"(step {t} of batch {self._iter}): {type(e).__name__}: {e}") from e
-            if nxt is None:
-                nxt = {key: [] for key in next_obs}
-                next_add = [(key, nxt[key].append) for key in next_obs]
-            for key, add in next_add:
-                add(next_obs[key])
-            rewards.append(reward)
-            terminateds.append(terminated)
-            truncateds.append(truncated)
+            record((obs, action, extras, next_obs, reward, terminated, truncated))
             if (terminated[0] or truncated[0]) if single else (terminated.any() or truncated.any()):
                 done = terminated | truncated
                 self._obs = dict(env._continue_frame(next_obs, done))
                 self._start_new_trajectories(done.reshape(shape), t, events)
             else:
                 self._obs = next_obs
-        nxt[("reward",)], nxt[("terminated",)], nxt[("truncated",)] = rewards, terminateds, truncateds
-        root.update(self._extras)
-        return root, nxt, actions, (first_ids, events)
+        return steps, (first_ids, events)
+
+    # ---- the policy's step ------------------------------------------------------------------------
+    def _act(self, obs):
+        """The policy's action on one step's observations, and the other entries it writes (a tuple
+        in ``_extra_keys``' order), as host arrays."""
+        td = self._step_td
+        if td is None:
+            td = self._make_step_td(obs)
+        elif self._to_policy_device is None:
+            for key, value in obs.items():
+                self._step_buffers[key][...] = value
+        else:  # observations cross to the policy's GPU
+            for key, value in obs.items():
+                self._step_buffers[key][...] = self._to_policy_device(value)
+        out = self.policy(td)  # under rollout's no_grad
+        written = td if out is None else out
+        action = self._host_action(written.get("action"))
+        if self._extra_keys is None:
+            self._extra_keys = self._find_extras(written, obs)
+        extras = tuple([written.get(key)._host() for key, _, _ in self._extra_keys]) if self._extra_keys else ()
+        return action, extras
+
+    def _make_step_td(self, obs):
+        """The TensorDict a TensorDict policy reads at every step, on its device, made from the
+        first step's observations; ``_step_buffers`` holds its leaves' arrays."""
+        td = TensorDict({k: from_numpy(np.array(v)) for k, v in obs.items()}, batch_size=self.env.batch_size)
+        device = self.policy_device
+        if device.type != "cpu":
+            td = td.to(device)
+            self._to_policy_device = functools.partial(device._backend.asarray, index=device.index)
+        self._step_td = td
+        self._step_buffers = {k: td.get(k)._data for k in obs}
+        return td
+
+    def _host_action(self, action):
+        """The policy's action as a host array, checked (a Tensor of the spec's shape, in the spec)
+        before the environment sees it."""
+        if not isinstance(action, Tensor):
+            raise TypeError(f"the policy must write a Tensor under 'action', got {type(action).__name__}")
+        if action._data.shape != self._action_shape:
+            raise ValueError(f"the policy returned an action of shape {list(action.shape)}; the action spec "
+                             f"expects {list(self._action_shape)}")
+        data = action._host()  # the host array, without building intermediate tensors
+        if not self._action_in_spec(data):
+            raise ValueError(f"the policy returned an action outside the action spec at frame {self._frames}: "
+                             f"{action} not in {self.env.action_spec}")
+        return data
+
+    @staticmethod
+    def _find_extras(written, obs):
+        """[(key, per-step shape, dtype)] of the tensors the policy wrote besides the action (not
+        its observations, done flags, ``next`` or ``collector`` entries, or private keys)."""
+        known = set(obs) | {("action",)} | {(k,) for k in DONE_KEYS}
+        extras = []
+        for key in written.keys(True, True):
+            key = (key,) if isinstance(key, str) else tuple(key)
+            if key in known or key[0] in ("next", "collector") or _is_private(key):
+                continue
+            value = written.get(key)
+            if isinstance(value, Tensor):
+                extras.append((key, tuple(value.shape), value._data.dtype))
+        return extras
+
+    def _may_write_extras(self):
+        """Whether the policy may write entries besides the action: its ``out_keys`` name some, or
+        it declares none (a plain callable)."""
+        if isinstance(self.policy, RandomPolicy):
+            return False
+        keys = getattr(self.policy, "out_keys", None)
+        if keys is None:
+            return True
+        keys = [(k,) if isinstance(k, str) else tuple(k) for k in keys]
+        return any(k != ("action",) and not _is_private(k) for k in keys)
+
+    # ---- trajectories -----------------------------------------------------------------------------
+    def _start(self):
+        """Resets the environment: every env starts a new trajectory."""
+        self._obs = dict(self.env._reset_frame())
+        self._traj_ids = self._new_traj_ids(self.n_envs).reshape(tuple(self.env.batch_size))
+
+    def _new_traj_ids(self, count):
+        ids = np.arange(self._next_traj_id, self._next_traj_id + count, dtype=np.int64)
+        self._next_traj_id += count
+        return ids
 
     def _start_new_trajectories(self, ended, t, events):
-        count = int(np.count_nonzero(ended))
-        new_ids = np.arange(self._next_traj_id, self._next_traj_id + count, dtype=np.int64)
-        self._next_traj_id += count
+        new_ids = self._new_traj_ids(int(np.count_nonzero(ended)))
         if ended.ndim:
             self._traj_ids[ended] = new_ids
         else:
@@ -452,30 +318,40 @@ class SyncDataCollector(CollectorBase):
                 ids[t + 1:] = new_ids[0]
         return ids
 
-    def _assemble(self, root, nxt, actions, trajectories):
-        """The batch TensorDict: per-step arrays stacked along a new time dim (after the env dims)."""
+    # ---- the batch --------------------------------------------------------------------------------
+    def _assemble(self, steps, trajectories):
+        """The batch TensorDict: the steps' arrays stacked along a new time dim (after the env dims),
+        one key at a time."""
         time = len(self.env.batch_size)
         batch = Size(tuple(self.env.batch_size) + (self.steps_per_batch,))
-        device = self.storing_device
+        obs, actions, extras, next_obs, rewards, terminateds, truncateds = zip(*steps)
 
         def joined(arrays):
             return wrap(_stack_steps(arrays, time))
 
+        def joined_entry(records, key):  # the steps' records (frames, extras tuples) at one key or index
+            return joined(list(map(operator.itemgetter(key), records)))
+
         td = TensorDict(batch_size=batch)
-        for key, arrays in root.items():
-            td.set(key, joined(arrays))
+        for key in obs[0]:
+            td.set(key, joined_entry(obs, key))
+        for i, (key, _, _) in enumerate(self._extra_keys or ()):
+            td.set(key, joined_entry(extras, i))
         flags = np.zeros(tuple(batch) + (1,), dtype=bool)
         for key in DONE_KEYS:
             if td.get(key, None) is None:
                 td.set(key, wrap(flags.copy()))
         td.set("action", joined(actions))
         next_td = TensorDict(batch_size=batch)
-        for key, arrays in nxt.items():
-            next_td.set(key, joined(arrays))
+        for key in next_obs[0]:
+            next_td.set(key, joined_entry(next_obs, key))
+        next_td.set("reward", joined(rewards))
+        next_td.set("terminated", joined(terminateds))
+        next_td.set("truncated", joined(truncateds))
         next_td.set("done", next_td.get("terminated") | next_td.get("truncated"))
         td.set("next", next_td)
-        td.set(_TRAJ_IDS, wrap(self._trajectory_ids(*trajectories)))
-        return td if device is None else td.to(device)
+        td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories)))
+        return td if self.storing_device is None else td.to(self.storing_device)
 
     def __iter__(self):
         bar = self._progress_bar()
@@ -556,9 +432,7 @@ class SyncDataCollector(CollectorBase):
         elif "next_traj_id" in state_dict:  # rlpipe's earlier layout
             self._next_traj_id = int(state_dict["next_traj_id"])
         if self._obs is not None:
-            self._traj_ids = np.arange(self._next_traj_id, self._next_traj_id + self.n_envs,
-                                       dtype=np.int64).reshape(tuple(self.env.batch_size))
-            self._next_traj_id += self.n_envs
+            self._traj_ids = self._new_traj_ids(self.n_envs).reshape(tuple(self.env.batch_size))
         if state_dict.get("env_state_dict"):
             load = getattr(_env_state_owner(self.env), "load_state_dict", None)
             if not callable(load):

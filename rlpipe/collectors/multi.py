@@ -3,7 +3,8 @@
 Each worker process runs a ``SyncDataCollector`` over its own environment and a copy of the policy.
 Every batch comes back through one shared-memory block per worker: the worker sends the layout
 of its first batch, the main process allocates the block, and the worker writes each batch there
-for the main process to copy out once. Commands, weights and small replies travel on the pipes. ``split_trajs`` and ``postproc`` run in the main process, as in torchrl.
+for the main process to copy out once. Commands, weights and small replies travel on the pipes.
+``split_trajs`` and ``postproc`` run in the main process, as in torchrl.
 """
 import multiprocessing as mp
 import traceback
@@ -18,8 +19,9 @@ from .._creation import from_numpy
 from ..nn import Module
 from ..postprocs import split_trajectories
 from ..tensordict import TensorDict
-from .collectors import (_TRAJ_IDS, CollectorBase, SyncDataCollector, batch_arrays, batch_from_arrays,
-                         check_frame_counts, normalized_total_frames, rl_warn, rounded_total_frames, unique_traj_ids)
+from ._common import (SILENCE, TRAJ_IDS, CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts,
+                      normalized_total_frames, rl_warn, rounded_total_frames, unique_traj_ids)
+from .collectors import SyncDataCollector
 
 __all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector"]
 
@@ -46,62 +48,109 @@ def _describe(error):
     return f"{type(error).__name__}: {error}\n{''.join(traceback.format_exception(error)).rstrip()}"
 
 
+class _WorkerState:
+    """What a worker keeps between commands: its collector, its shared block, and a collected batch
+    waiting to be handed over."""
+
+    def __init__(self, conn, collector, policy):
+        self.conn, self.collector, self.policy = conn, collector, policy
+        self.shm = None
+        self.views = None    # [(key, array in the block)], in the layout's order
+        self.layout = None   # the layout and block size of the batch waiting or last handed over
+        self.waiting = None  # {key: array} of a collected batch not yet written to the block
+
+    def hand_over(self):
+        """Writes the waiting batch (if any) into the block, once there is one, and says so."""
+        if self.waiting is not None and self.views is not None:
+            for (_, view), array in zip(self.views, self.waiting.values()):
+                view[...] = array
+            self.waiting = None
+            self.conn.send(("batch", None))
+
+    def close(self):
+        self.views = None  # (the block cannot close while arrays still view it)
+        if self.shm is not None:
+            self.shm.close()
+        self.collector.shutdown()
+
+
+# ---- the commands a worker answers: name -> handler(worker, argument) ----
+
+def _collect(worker, random):
+    """Collects a batch; a batch whose layout differs from the block's (a first policy batch may add
+    the policy's other outputs to random ones) waits for a new block, which it asks for."""
+    worker.waiting = batch_arrays(worker.collector.rollout(random=random))
+    layout = _layout(worker.waiting)
+    if worker.views is None or layout != worker.layout:
+        worker.views, worker.layout = None, layout
+        worker.conn.send(("layout", layout))
+
+
+def _attach(worker, name):
+    """Opens the block the main process allocated for the waiting batch's layout."""
+    worker.views = None
+    if worker.shm is not None:
+        worker.shm.close()
+    worker.shm = shared_memory.SharedMemory(name=name)
+    worker.views = _views(worker.shm.buf, worker.layout[0])
+
+
+def _update(worker, weights):
+    worker.policy.load_state_dict({k: from_numpy(v) for k, v in weights.items()})
+
+
+def _seed(worker, args):
+    worker.conn.send(("seed", worker.collector.set_seed(*args)))
+
+
+def _reset(worker, _):
+    worker.collector.reset()
+
+
+def _state_dict(worker, _):
+    state = worker.collector.state_dict()
+    worker.conn.send(("state", {k: v for k, v in state.items() if k != "policy_state_dict"}))
+
+
+def _load_state_dict(worker, state):
+    worker.collector.load_state_dict(state)
+
+
+_COMMANDS = {"collect": _collect, "attach": _attach, "update": _update, "seed": _seed, "reset": _reset,
+             "state_dict": _state_dict, "load_state_dict": _load_state_dict}
+
+
 def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed):
-    """A worker: waits for commands, collects batches into its shared block, reports errors. A
-    batch whose layout differs from the block's (its first policy batch may add the policy's
-    other outputs to random ones) asks for a new block."""
-    shm = views = collector = waiting = layout = None
+    """A worker process: answers the main process's commands until ``close`` (or the pipe closes),
+    handing each collected batch over through its shared block; any failure is sent back as an
+    ``error`` with its traceback."""
+    worker = None
     try:
         _random.manual_seed(seed)  # forked workers would otherwise draw the same random actions
         collector = SyncDataCollector(create_env_fn, policy, total_frames=-1, **collector_kwargs)
+        worker = _WorkerState(conn, collector, policy)
         conn.send(("ready", collector.frames_per_batch))  # after its own rounding for batched envs
         while True:
             try:
                 command, arg = conn.recv()
             except EOFError:  # the main process is gone
                 break
-            if command == "collect":
-                waiting = batch_arrays(collector.rollout(random=arg))
-                batch_layout = _layout(waiting)
-                if views is None or batch_layout != layout:  # the batch waits for the block it needs
-                    views, layout = None, batch_layout
-                    conn.send(("layout", layout))
-            elif command == "attach":
-                views = None
-                if shm is not None:
-                    shm.close()
-                shm = shared_memory.SharedMemory(name=arg)
-                views = _views(shm.buf, layout[0])
-            elif command == "update":
-                policy.load_state_dict({k: from_numpy(v) for k, v in arg.items()})
-            elif command == "seed":
-                conn.send(("seed", collector.set_seed(*arg)))
-            elif command == "reset":
-                collector.reset()
-            elif command == "state_dict":
-                state = collector.state_dict()
-                conn.send(("state", {k: v for k, v in state.items() if k != "policy_state_dict"}))
-            elif command == "load_state_dict":
-                collector.load_state_dict(arg)
-            elif command == "close":
+            if command == "close":
                 break
-            if waiting is not None and views is not None:  # a collected batch to hand over
-                for (_, view), array in zip(views, waiting.values()):
-                    view[...] = array
-                waiting = None
-                conn.send(("batch", None))
+            handler = _COMMANDS.get(command)
+            if handler is not None:  # (an unknown command is ignored)
+                handler(worker, arg)
+            worker.hand_over()
     except BaseException as error:  # noqa: B902 - every failure must reach the main process
         try:
             conn.send(("error", _describe(error)))
         except Exception:
             pass
     finally:
-        views = None
-        if shm is not None:
-            shm.close()
-        if collector is not None:
-            collector.shutdown()
+        if worker is not None:
+            worker.close()
         conn.close()
+
 
 
 # ---- the main side -----------------------------------------------------------------------------------
@@ -302,7 +351,7 @@ class _MultiCollector(CollectorBase):
         arrays = unique_traj_ids({key: view.copy() for key, view in self._workers[index].views}, index,
                                  self.num_workers)
         self._in_flight.pop(index, None)
-        return index, batch_from_arrays(arrays[_TRAJ_IDS].shape, arrays)
+        return index, batch_from_arrays(arrays[TRAJ_IDS].shape, arrays)
 
     def _request(self, index):
         """Asks worker ``index`` for its next batch: random actions throughout while the frames
@@ -442,7 +491,7 @@ class MultiSyncDataCollector(_MultiCollector):
         if self.requested_frames_per_batch % self.num_workers:
             rl_warn(f"frames_per_batch {self.requested_frames_per_batch} is not exactly divisible by the number of "
                     f"collector workers {self.num_workers}, this results in more frames_per_batch per iteration that "
-                    "requested. To silence this message, set the environment variable RL_WARNINGS to False.",
+                    "requested." + SILENCE,
                     stacklevel=4)
         return -(-self.requested_frames_per_batch // self.num_workers)
 

@@ -3,9 +3,10 @@
 Environments (and the transforms wrapping them) exchange *frames*: plain dicts mapping key
 tuples (``("observation",)``, ``("pixels",)``, ``("step_count",)``) to host arrays whose leading
 dims are the env's ``batch_size``. TensorDicts are built only at the API boundary (``reset``,
-``step``, ``rollout``) and by the collector, which copies frames into preallocated storage: the
-per-step hot path never builds a TensorDict. Gymnasium hands out NumPy arrays, so frames are
-NumPy on the host; they become rlpipe tensors (on the env's ``device``) at the boundary.
+``step``, ``rollout``) and by the collector once per batch: it keeps each step's frame arrays as
+they come and stacks them per key when the batch is complete, so the per-step hot path never
+builds a TensorDict. Gymnasium hands out NumPy arrays, so frames are NumPy on the host; they
+become rlpipe tensors (on the env's ``device``) at the boundary.
 
 A subclass implements:
 

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from .. import _dtypes, _ops
-from .._creation import as_tensor, full, zeros, zeros_like
+from .._creation import as_tensor, from_numpy, full, zeros, zeros_like
 from .._device import CPU, resolve
 from .._tensor import Size, Tensor, host_array
 from ..random import rand as _rand
@@ -218,6 +218,9 @@ class BoxList:
 
 
 # ---- base -------------------------------------------------------------------------------------------
+_LIST_CHECK_SIZE = 64  # elements: up to here a host array's values are checked as a Python list
+
+
 class TensorSpec:
     """Base of every spec: ``shape``, ``dtype``, ``device``, ``space`` and ``domain``."""
 
@@ -277,6 +280,22 @@ class TensorSpec:
         if val.numel() == 0:
             return True
         return builtins.bool(self._values_in(val))
+
+    def host_membership_test(self):
+        """A function ``test(array) -> bool``: whether a host (NumPy) array lies in the space, as
+        ``is_in`` decides for a tensor, but cheaper for the common specs, which leave the shape to
+        the caller. The collector checks every action a policy returns with it."""
+        values_test = self._host_values_test()
+        if values_test is None:
+            return lambda array: self.is_in(from_numpy(np.asarray(array)))
+        dtype = self.dtype.np
+        return lambda array: array.dtype == dtype and values_test(array)
+
+    def _host_values_test(self):
+        """``_values_in`` for a host array of the right dtype, as a function; None where ``is_in``
+        decides. Arrays of up to ``_LIST_CHECK_SIZE`` elements are checked as Python lists, whose
+        methods cost less than NumPy's per-call overhead at a few elements."""
+        return None
 
     def contains(self, val):
         return self.is_in(val)
@@ -525,6 +544,10 @@ class Bounded(TensorSpec):
             low, high = low.to(val.device), high.to(val.device)
         return ((val >= low) & (val <= high)).all()
 
+    def _host_values_test(self):
+        low, high = self.low.numpy(), self.high.numpy()
+        return lambda array: bool((array >= low).all()) and bool((array <= high).all())
+
     def _project(self, val):
         if self.dtype is _dtypes.bool:
             return val.to(_dtypes.bool)
@@ -687,6 +710,16 @@ class Categorical(TensorSpec):
             return True
         return ((val >= 0) & (val < self.n)).all()
 
+    def _host_values_test(self):
+        n = int(self.n)
+
+        def test(array):
+            if array.size > _LIST_CHECK_SIZE:
+                return bool((array >= 0).all()) and bool((array < n).all())
+            flat = array.reshape(-1).tolist()
+            return not flat or (min(flat) >= 0 and max(flat) < n)
+        return test
+
     def _project(self, val):
         if val.dtype.is_floating_point:
             val = _ops.where(val.isnan(), zeros_like(val), val).round()
@@ -748,6 +781,14 @@ class Binary(Categorical):
             return True
         return ((val == 0) | (val == 1)).all()
 
+    def _host_values_test(self):
+        def test(array):
+            if array.size > _LIST_CHECK_SIZE:
+                return bool(((array == 0) | (array == 1)).all())
+            flat = array.reshape(-1).tolist()
+            return flat.count(0) + flat.count(1) == len(flat)
+        return test
+
     def _project(self, val):
         if val.dtype is _dtypes.bool:
             return val.to(self.dtype)
@@ -805,6 +846,20 @@ class OneHot(TensorSpec):
         if self.dtype is _dtypes.bool:
             return (val.to(_dtypes.int64).sum(-1) == 1).all()
         return (((val == 0) | (val == 1)).all() & (val.sum(-1) == 1).all())
+
+    def _host_values_test(self):
+        n = self.shape[-1]
+
+        def one_hot(row):
+            return row.count(1) == 1 and row.count(0) == n - 1
+
+        def test(array):
+            if array.size > _LIST_CHECK_SIZE:
+                return bool(((array == 0) | (array == 1)).all()) and bool((array.sum(-1) == 1).all())
+            if array.ndim == 1:  # one env
+                return one_hot(array.tolist())
+            return all(map(one_hot, array.reshape(-1, n).tolist()))
+        return test
 
     def _project(self, val):
         if val.dtype is _dtypes.bool:

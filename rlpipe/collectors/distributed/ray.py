@@ -41,8 +41,9 @@ from ..._tensor import Tensor, host_array
 from ...envs.common import EnvBase
 from ...nn import Module
 from ...postprocs import split_trajectories
-from ..collectors import (CollectorBase, SyncDataCollector, batch_arrays, batch_from_arrays, check_frame_counts,
-                          normalized_total_frames, rounded_total_frames, unique_traj_ids)
+from .._common import (CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts, normalized_total_frames,
+                      rounded_total_frames, unique_traj_ids)
+from ..collectors import SyncDataCollector
 
 __all__ = ["RayCollector"]
 
@@ -208,8 +209,8 @@ class RayCollector(CollectorBase):
             kw.update(frames_per_batch=frames_per_batch // n if sync else frames_per_batch,
                       max_frames_per_traj=max_frames_per_traj, init_random_frames=init_random_frames // n,
                       reset_at_each_iter=reset_at_each_iter)
-        options = [dict(DEFAULT_REMOTE_CONFIG, **cfg)
-                   for cfg in _per_collector({} if remote_config is None else remote_config, "remote_config", n, Mapping)]
+        remote_configs = _per_collector({} if remote_config is None else remote_config, "remote_config", n, Mapping)
+        options = [dict(DEFAULT_REMOTE_CONFIG, **cfg) for cfg in remote_configs]
 
         self._ray = ray
         self.policy = policy

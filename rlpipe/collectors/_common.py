@@ -1,0 +1,103 @@
+"""What every collector shares (``SyncDataCollector``, the multi-process ones in ``multi.py`` and
+``RayCollector``): the base class, the checks of the frame counts, torchrl's warnings, and the
+plain-array form in which a batch leaves a worker process or a Ray actor."""
+import os
+import warnings
+
+from .._tensor import Size, host_array, wrap
+from ..tensordict import TensorDict
+
+TRAJ_IDS = ("collector", "traj_ids")
+
+
+class CollectorBase:
+    """What every collector shares: a context manager whose exit calls ``shutdown()``."""
+
+    _iterator = None  # next()'s iterator, made on its first call
+
+    def shutdown(self):
+        raise NotImplementedError
+
+    def next(self):
+        """The next batch, or None when the collection is over (torchrl's ``collector.next()``)."""
+        if self._iterator is None:
+            self._iterator = iter(self)
+        return next(self._iterator, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+
+# ---- frame counts and warnings ----------------------------------------------------------------------
+
+_RL_WARNINGS_OFF = ("n", "no", "f", "false", "off", "0")
+SILENCE = " To silence this message, set the environment variable RL_WARNINGS to False."
+
+
+def rl_warn(message, stacklevel):
+    """A UserWarning, unless the environment variable ``RL_WARNINGS`` is false (torchrl's switch for
+    its collectors' warnings: ``0``, ``false``, ``no``, ``off``, ...)."""
+    if os.environ.get("RL_WARNINGS", "1").strip().lower() not in _RL_WARNINGS_OFF:
+        warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
+
+
+def normalized_total_frames(total_frames):
+    """torchrl's reading of ``total_frames``: ``None`` or any negative integer runs until stopped
+    (``-1`` here)."""
+    if total_frames is None:
+        return -1
+    if isinstance(total_frames, int) and not isinstance(total_frames, bool) and total_frames < 0:
+        return -1
+    return total_frames
+
+
+def check_frame_counts(frames_per_batch, total_frames):
+    """Checks of a collector's ``frames_per_batch`` and ``total_frames`` (ValueError). Unlike
+    torchrl 0.14, which then collects one batch, ``total_frames < frames_per_batch`` is an error:
+    it is most likely a mistake, and the batch would hold more frames than asked for."""
+    if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
+        raise ValueError(f"frames_per_batch must be a positive integer, got frames_per_batch={frames_per_batch!r}")
+    if isinstance(total_frames, bool) or not isinstance(total_frames, int) or total_frames == 0 or total_frames < -1:
+        raise ValueError(f"total_frames must be a positive integer or -1 (run until stopped), got {total_frames!r}")
+    if total_frames != -1 and total_frames < frames_per_batch:
+        raise ValueError(f"total_frames ({total_frames}) is smaller than frames_per_batch ({frames_per_batch}): "
+                         "not even one batch would be collected")
+
+
+def rounded_total_frames(total_frames, frames_per_batch, stacklevel):
+    """``total_frames`` rounded up to whole batches, with torchrl's warning when that changes it."""
+    if total_frames == -1 or not total_frames % frames_per_batch:
+        return total_frames
+    rounded = -(-total_frames // frames_per_batch) * frames_per_batch
+    rl_warn(f"total_frames ({total_frames}) is not exactly divisible by frames_per_batch ({frames_per_batch}). "
+            f"This means {rounded - total_frames} additional frames will be collected." + SILENCE,
+            stacklevel=stacklevel + 1)
+    return rounded
+
+
+# ---- batches as plain arrays ------------------------------------------------------------------------
+
+def batch_arrays(batch):
+    """{key: host array} of a batch's leaves (nested keys as tuples): what a worker process or a
+    Ray actor hands over, never a pickled Tensor."""
+    return {key: host_array(value) for key, value in batch.items(True, True)}
+
+
+def batch_from_arrays(batch_size, arrays):
+    """The batch TensorDict around ``batch_arrays``' output (the arrays wrapped, not copied)."""
+    td = TensorDict(batch_size=Size(batch_size))
+    for key, array in arrays.items():
+        td.set(key, wrap(array))
+    return td
+
+
+def unique_traj_ids(arrays, worker, num_workers):
+    """``batch_arrays``' output with trajectory ids unique across ``num_workers`` collectors:
+    worker ``worker``'s local id ``i`` becomes ``i * num_workers + worker`` (still increasing). A
+    batch without them (a postproc in the worker may drop them) is left as it is."""
+    if TRAJ_IDS in arrays:
+        arrays[TRAJ_IDS] = arrays[TRAJ_IDS] * num_workers + worker
+    return arrays
