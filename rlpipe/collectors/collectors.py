@@ -15,7 +15,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .._creation import from_numpy
-from .._device import device as _as_device
+from .._device import resolve as _resolve_device
 from .._tensor import Size, Tensor, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase, DONE_KEYS
@@ -60,11 +60,11 @@ def _policy_device(requested, policy):
     """Where the policy reads its observations: ``policy_device`` (or ``device``) when given, else
     where a Module policy's parameters live, else the CPU."""
     if requested is not None:
-        return _as_device(requested)
+        return _resolve_device(requested)  # loads the cuda backend, as a tensor on it would
     if isinstance(policy, Module):
         for tensor in itertools.chain(policy.parameters(), policy.buffers()):
             return tensor.device
-    return _as_device("cpu")
+    return _resolve_device("cpu")
 
 
 def _stack_steps(arrays, axis):
