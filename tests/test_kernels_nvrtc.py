@@ -34,18 +34,24 @@ _NDARRAY, _INDEXER, _SCALAR = 1, 2, 3
 def launch_source(kernel, dtype):
     """The CUDA source CuPy generates when ``kernel`` is launched on contiguous arrays of ``dtype``.
 
-    Parameters typed by a placeholder (``T x``) get such arrays, and typed parameters (``float64 lr``,
-    ``bool maximize``) get scalars, as rlpipe passes them. Contiguous arrays of any shape reach the
-    kernel as one dimension (CuPy's reduce_dims) with 32-bit indexing.
+    Parameters typed by a placeholder (``T x``) get such arrays, typed parameters (``float64 lr``,
+    ``bool maximize``) get scalars, and ``raw`` ones arrays of their own type, as rlpipe passes them.
+    Contiguous arrays of any shape reach the kernel as one dimension (CuPy's reduce_dims) with 32-bit
+    indexing; ``raw`` arrays keep their shape, two dimensions in rlpipe's kernels ([rows, steps]).
     """
     dtype = np.dtype(dtype)
-    in_dtypes = tuple(dtype if p.dtype is None else None for p in kernel.in_params)
-    out_dtypes = tuple(dtype if p.dtype is None else p.dtype for p in kernel.out_params)
+
+    def dtype_of(p):
+        return dtype if p.dtype is None else np.dtype(p.dtype)
+
+    in_dtypes = tuple(dtype_of(p) if p.raw or p.dtype is None else None for p in kernel.in_params)
+    out_dtypes = tuple(dtype_of(p) for p in kernel.out_params)
     _, _, type_map = _kernel._decide_params_type(kernel.in_params, kernel.out_params, in_dtypes, out_dtypes)
     arginfos = tuple(
-        _kernel._ArgInfo(_NDARRAY, cupy.ndarray, dtype, 1, True, True) if p.dtype is None
+        _kernel._ArgInfo(_NDARRAY, cupy.ndarray, dtype_of(p), 2, True, True) if p.raw
+        else _kernel._ArgInfo(_NDARRAY, cupy.ndarray, dtype_of(p), 1, True, True) if p.dtype is None or output
         else _kernel._ArgInfo(_SCALAR, _scalar.CScalar, p.dtype, 0, True, True)
-        for p in kernel.in_params + kernel.out_params)
+        for params, output in ((kernel.in_params, False), (kernel.out_params, True)) for p in params)
     arginfos += (_kernel._ArgInfo(_INDEXER, _carray.Indexer, None, 1, True, True),)
     code = _kernel._get_elementwise_kernel_code(arginfos, type_map, kernel.params, kernel.operation,
                                                 kernel.name, kernel.preamble, **kernel.kwargs)

@@ -725,6 +725,55 @@ def test_cuda_matches_cpu(case):
     assert_matches(leaf_arrays(gpu), reference_multistep(arrays, shape, n, gamma, reward_keys=keys), what=case)
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_cuda_fused_kernel_matches_the_tensor_ops(dtype):
+    """The one-launch kernel against the CPU's n passes: the same window lengths, the same sums
+    (term by term in the same order; float16 through CuPy's half type)."""
+    from rlpipe.postprocs.multistep import window_lengths, windowed_discounted_sum
+    rng = np.random.default_rng(402)
+    shape, n, gamma = (5, 23), 6, 0.93
+    done = rng.random(shape) < 0.2
+    valid = np.ones(shape, bool)
+    valid[1, 15:] = False  # a row whose batch ends early, as a collector mask does
+    valid[3, 4] = False
+    reward = (rng.standard_normal(shape) * 3).astype(dtype)
+    cpu = [rlpipe.tensor(a) for a in (done, valid, reward)]
+    m_cpu = window_lengths(cpu[0], cpu[1], n)
+    total_cpu = windowed_discounted_sum(cpu[2], m_cpu, gamma, n)
+    cuda = rlpipe.backends.cuda_backend()
+    m, total = cuda.fused["n_step_returns"](*(cuda.asarray(a) for a in (done, valid, reward)), gamma, n)
+    np.testing.assert_array_equal(cuda.to_host(m), m_cpu.numpy())
+    assert total.dtype == dtype
+    tol = {np.float16: 2e-3, np.float32: 1e-6, np.float64: 1e-14}[dtype]  # FMA contraction on a real GPU
+    np.testing.assert_allclose(cuda.to_host(total), total_cpu.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_cuda_multistep_runs_the_fused_kernel(monkeypatch):
+    """On cuda, MultiStep takes its windows and sums from the kernel, not from n passes of generic ops."""
+    import rlpipe.postprocs.multistep as multistep
+
+    def no_passes(*args):
+        raise AssertionError("MultiStep on cuda ran the n-pass tensor ops")
+    monkeypatch.setattr(multistep, "window_lengths", no_passes)
+    monkeypatch.setattr(multistep, "windowed_discounted_sum", no_passes)
+    arrays, shape, n, gamma, keys = _random_case(403, 2, 0.3, True, True)
+    out = MultiStep(gamma, n, reward_keys=keys)(make_td(arrays, shape, device="cuda"))
+    assert_matches(leaf_arrays(out), reference_multistep(arrays, shape, n, gamma, reward_keys=keys), what="fused")
+
+
+def test_n_steps_beyond_the_batch_cost_what_the_batch_holds():
+    """No window is longer than T: n_steps=10**9 on [1, 10] gives n_steps=10's result (it used to allocate
+    n-step paddings: MemoryError)."""
+    rng = np.random.default_rng(404)
+    arrays = random_arrays(rng, (1, 10))
+    expected = leaf_arrays(MultiStep(0.9, 10)(make_td(arrays, (1, 10))))
+    assert_matches(leaf_arrays(MultiStep(0.9, 10 ** 9)(make_td(arrays, (1, 10)))), expected)
+
+
 def test_streaming_rejected_batch_leaves_the_stream_intact():
     """A batch that fails inside the transform (here: no done entry) must not replace the held-back
     frames; a batch without a time dimension is a ValueError, as for the batch transform."""

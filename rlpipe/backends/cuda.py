@@ -284,6 +284,41 @@ def erfinv(x):
     from cupyx.scipy.special import erfinv as _erfinv
     return _erfinv(x).astype(x.dtype, copy=False)
 
+# MultiStep's window lengths and discounted sums (rlpipe/postprocs/multistep.py), one thread per step t of
+# a [rows, steps] batch: m = min(n, steps - t, 1 + first done at or after t) (the batch ends early before an
+# invalid step; an invalid step itself gets 1), and the reward summed over the window in the reward's dtype,
+# term by term in the order the CPU adds them (discounts[k] = gamma ** k, rounded to T as NumPy rounds it;
+# each product rounded to T too: CuPy's float16 multiplies in float and would carry the extra precision).
+_N_STEP_RETURNS = cupy.ElementwiseKernel(
+    "raw bool done, raw bool valid, raw T reward, raw float64 discounts, int64 steps, int64 n",
+    "int64 m, T total",
+    "const long long t = i % steps;\n"
+    "long long length = 1;\n"
+    "if (valid[i]) {\n"
+    "    length = n;\n"
+    "    for (long long k = 0; k < n; ++k) {\n"
+    "        if (done[i + k] || t + k + 1 >= steps || !valid[i + k + 1]) {\n"
+    "            length = k + 1;\n"
+    "            break;\n"
+    "        }\n"
+    "    }\n"
+    "}\n"
+    "T sum = T(0);\n"
+    "for (long long k = 0; k < length; ++k) sum = sum + (T)(reward[i + k] * (T)discounts[k]);\n"
+    "m = length;\n"
+    "total = sum;",
+    "rlpipe_n_step_returns")
+
+
+def _n_step_returns(done, valid, reward, gamma, n):
+    """(m, discounted reward sums) for [rows, steps] arrays (see ``_N_STEP_RETURNS``)."""
+    with reward.device:
+        discounts = cupy.asarray([float(gamma ** k) for k in range(n)], dtype=np.float64)
+        m = cupy.empty(reward.shape, np.int64)
+        total = cupy.empty_like(reward)
+        _N_STEP_RETURNS(done, valid, reward, discounts, reward.shape[-1], n, m, total)
+        return m, total
+
 
 # The ops' formulas that run here as one kernel launch instead of several CuPy calls, by name
 # (the primitives look them up); each takes the arrays, then the op's scalar parameters.
@@ -301,6 +336,7 @@ fused = {
     "softplus": lambda x, beta, threshold: _run(_SOFTPLUS, x, float(beta), float(threshold)),
     "softplus_backward": lambda x, grad, beta, threshold: _run(_SOFTPLUS_BACKWARD, *_common(x, grad),
                                                                float(beta), float(threshold)),
+    "n_step_returns": _n_step_returns,
 }
 
 

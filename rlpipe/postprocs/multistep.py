@@ -12,14 +12,16 @@ the batch (or of the valid steps, with a ``("collector", "mask")``):
   ``terminated`` entry), so ``r + gamma * nonterminal * V(next_obs)`` is the n-step target. Unlike
   torchrl, the last step of a batch is not marked terminal.
 
-Everything is computed with tensor ops in ``n`` vectorized passes (no loop over batch or time),
-on whatever device the TensorDict lives.
+Everything is computed with tensor ops in ``min(n, T)`` vectorized passes (no loop over batch or
+time), on whatever device the TensorDict lives; on a GPU the window lengths and discounted sums are
+one fused kernel launch per reward key.
 """
 import numbers
 
 from .. import _ops
 from .._creation import arange, full, ones, zeros
 from .. import _dtypes
+from .._tensor import wrap
 from ..nn import Module
 from ..tensordict import TensorDict, unravel_key_to_tuple
 
@@ -59,6 +61,19 @@ def windowed_discounted_sum(reward, m, gamma, n):
     for k in range(n):
         total = total + _ops.where(m > k, padded[..., k:k + T] * float(gamma ** k), 0.0)
     return total
+
+
+def n_step_returns(done, valid, reward, gamma, n):
+    """``(m, windowed_discounted_sum(reward, m, gamma, n))`` with ``m = window_lengths(done, valid, n)``,
+    for [..., T] tensors of one shape."""
+    fused = done.device._backend.fused.get("n_step_returns")  # a one-launch kernel where a backend has one (cuda)
+    if fused is None or not reward.is_floating_point() or reward.numel() == 0:
+        m = window_lengths(done, valid, n)
+        return m, windowed_discounted_sum(reward, m, gamma, n)
+    rows = (-1, reward.shape[-1])
+    m, total = fused(done._data.reshape(rows), valid._data.reshape(rows), reward._data.reshape(rows), gamma, n)
+    shape = tuple(reward.shape)
+    return wrap(m.reshape(shape), reward.device), wrap(total.reshape(shape), reward.device)
 
 
 class MultiStep(Module):
@@ -155,20 +170,21 @@ class MultiStep(Module):
 
     def _compute(self, td):
         """Every new value, computed without touching ``td``."""
-        n = self.n_steps
         batch = tuple(td.batch_size)
+        n = min(self.n_steps, batch[-1])  # no window is longer than the batch: the same result, in at most T passes
         done = self._as_batch_shaped(td.get(self.done_key), batch, self.done_key).bool()
         mask = td.get(self.mask_key, None)
         valid = ones(batch, dtype=_dtypes.bool, device=done.device) if mask is None else \
             self._as_batch_shaped(mask, batch, self.mask_key).bool()
-        m = window_lengths(done, valid, n)
+        m = None
         updates = {}
         for key in self.reward_keys:
             reward = td.get(key)
-            flat = self._as_batch_shaped(reward, batch, key)
-            summed = windowed_discounted_sum(flat, m, self.gamma, n).reshape(tuple(reward.shape))
+            m, summed = n_step_returns(done, valid, self._as_batch_shaped(reward, batch, key), self.gamma, n)
             updates[key[:-1] + ("original_" + key[-1],)] = reward
-            updates[key] = summed
+            updates[key] = summed.reshape(tuple(reward.shape))
+        if m is None:  # no reward keys: the windows still shift the "next" entries
+            m = window_lengths(done, valid, n)
         last = arange(batch[-1], device=done.device) + m - 1  # the step whose "next" entries are kept
         rows = _flat_rows(last)
         untouched = set(self.reward_keys) | {k[:-1] + ("original_" + k[-1],) for k in self.reward_keys}
