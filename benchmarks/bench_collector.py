@@ -105,7 +105,8 @@ def main():
     bare = best_fps(bare_loop, args.frames, args.repeat)
     rows = [("bare Gymnasium loop", bare, None),
             ("collector, random policy", best_fps(rlpipe_collect("random"), args.frames, args.repeat),
-             best_fps(torchrl_collect("random"), args.frames // 4, 1) if torch else ANCHORS["collector, random policy"]),
+             best_fps(torchrl_collect("random"), args.frames // 4, 1) if torch
+             else ANCHORS["collector, random policy"]),
             ("collector, MLP policy", best_fps(rlpipe_collect("mlp"), args.frames, args.repeat),
              best_fps(torchrl_collect("mlp"), args.frames // 4, 1) if torch else ANCHORS["collector, MLP policy"]),
             ("collector, random policy, 8 vectorized envs",

@@ -156,7 +156,8 @@ def main():
     theirs = {**workloads(torch, args.number), **module_workloads(torch)} if torch is not None else {}
     a = np.ones((4, 4), np.float32)
     print(f"raw NumPy 4x4 add: {measure(lambda: a + a, args.number, args.repeat):.2f} us")
-    print(f"peer: {'torch ' + torch.__version__ + ' (measured now)' if torch else 'DESIGN.md anchors (torch not importable)'}")
+    peer = f"torch {torch.__version__} (measured now)" if torch else "DESIGN.md anchors (torch not importable)"
+    print(f"peer: {peer}")
     print(f"{'workload':62s} {'rlpipe us':>10s} {'peer us':>10s} {'peer/rlpipe':>12s}")
     for name, fn in ours.items():
         number = args.number if "batch 256" not in name else max(args.number // 10, 50)

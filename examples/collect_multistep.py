@@ -35,8 +35,7 @@ def main():
     collector = SyncDataCollector(env, policy=RandomPolicy(env.action_spec), frames_per_batch=args.frames_per_batch,
                                   total_frames=args.total_frames,
                                   postproc=MultiStep(n_steps=args.n_steps, gamma=args.gamma))
-    for data in collector:
-        break
+    data = next(iter(collector))
     print(data["step_count"])
     # the next step count is shifted by n_steps - 1 steps into the future
     print(data["next", "step_count"])

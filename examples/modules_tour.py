@@ -182,7 +182,8 @@ def training(args, device):
     net = Net().to(device)
     optimizer = rlpipe.optim.SGD(net.parameters(), lr=args.lr, weight_decay=1e-2, momentum=0.9)
     params = list(net.parameters())
-    print(f"optimizer: {type(optimizer).__name__} over {len(params)} tensors ({sum(p.numel() for p in params)} numbers)")
+    numbers = sum(p.numel() for p in params)
+    print(f"optimizer: {type(optimizer).__name__} over {len(params)} tensors ({numbers} numbers)")
     print("l1.weight before training:")
     print(net.l1.weight)
 
@@ -391,7 +392,7 @@ def main():
     try:
         rlpipe.zeros(1, device=device)  # fail early, saying what to install, if the device is unusable
     except RuntimeError as e:
-        raise SystemExit(f"--device {args.device}: {e}")
+        raise SystemExit(f"--device {args.device}: {e}") from None
     os.makedirs(args.out_dir, exist_ok=True)
 
     simple_custom_module()

@@ -67,7 +67,8 @@ def _operator(fn, function_cls, reflected=False):
     """A Tensor operator: float tensors with a same-dtype tensor or a Python number skip promotion."""
     def operator(self, other):
         dt = self._data.dtype
-        if function_cls is not None and dt in FLOATING_NP and dt != _BFLOAT16 and (type(other) is builtins.float or type(other) is builtins.int or
+        if function_cls is not None and dt in FLOATING_NP and dt != _BFLOAT16 and (
+                type(other) is builtins.float or type(other) is builtins.int or
                                   type(other) is Tensor and other._data.dtype is dt):
             return function_cls.apply(other, self) if reflected else function_cls.apply(self, other)
         try:
@@ -463,7 +464,8 @@ def where(condition, input=None, other=None):
     if not isinstance(condition, Tensor):
         raise TypeError(f"where(): condition must be a Tensor, got {type(condition).__name__}")
     if condition.dtype is not _dtypes.bool:
-        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {condition.dtype}")
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{condition.dtype}")
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         from ._creation import as_tensor
         input = as_tensor(input, device=condition.device)
@@ -1778,7 +1780,8 @@ def _reverse_dims(self):
 
 def _matrix_transpose(self):
     if self._data.ndim < 2:
-        raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self._data.ndim}-D tensor.")
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
+                           f"Got {self._data.ndim}-D tensor.")
     return transpose(self, -2, -1)
 
 

@@ -548,7 +548,8 @@ _EINSUM = [  # equation, operand shapes[, a name suffix] (the reference is np.ei
     ("b...,b->...", [(2, 3), (2,)]),
 ]
 for _eq, _shapes, *_suffix in _EINSUM:
-    case(f"einsum_{_eq}{''.join(_suffix)}", lambda *ops, eq=_eq: r.einsum(eq, *ops), _shapes, lambda *ops, eq=_eq: np.einsum(eq, *ops))
+    case(f"einsum_{_eq}{''.join(_suffix)}", lambda *ops, eq=_eq: r.einsum(eq, *ops), _shapes,
+         lambda *ops, eq=_eq: np.einsum(eq, *ops))
 case("einsum_operand_list", lambda a, b: r.einsum("ij,jk->ik", [a, b]), [(2, 3), (3, 2)],
      lambda a, b: np.einsum("ij,jk->ik", a, b))
 case("einsum_ii->i", lambda x: r.einsum("ii->i", x), [(3, 3)], lambda x: np.einsum("ii->i", x), grad=False)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import rlpipe
-from rlpipe.data import (LazyMemmapStorage, LazyTensorStorage, ListStorage, PrioritizedReplayBuffer, ReplayBuffer)
+from rlpipe.data import (LazyTensorStorage, ListStorage, PrioritizedReplayBuffer, ReplayBuffer)
 from rlpipe.data import _checkpoint
 from rlpipe.tensordict import TensorDict
 
@@ -82,7 +82,8 @@ def overlapping_zip(path, payload):
     inner_info = zf.getinfo("data/1.bin")
     local = inner.getvalue()[:30 + len("data/1.bin") + len(payload)]
     manifest = {"magic": "rlpipe-checkpoint", "version": 1, "byteorder": "little", "arrays": [],
-                "storages": [{"file": "data/0.bin", "nbytes": len(local)}, {"file": "data/1.bin", "nbytes": len(payload)}],
+                "storages": [{"file": "data/0.bin", "nbytes": len(local)},
+                             {"file": "data/1.bin", "nbytes": len(payload)}],
                 "root": {"t": "list", "v": [{"t": "bytes", "s": 0}, {"t": "bytes", "s": 1}]}}
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("data/0.bin", local)

@@ -508,8 +508,7 @@ def test_multistep_with_step_counter_seed_example():
     env.set_seed(0)
     collector = SyncDataCollector(env, policy=RandomPolicy(env.action_spec), frames_per_batch=10, total_frames=2000,
                                   postproc=MultiStep(gamma=0.99, n_steps=4))
-    for data in collector:
-        break
+    data = next(iter(collector))
     collector.shutdown()
     step_count = arr(data["step_count"])[:, 0]
     next_step_count = arr(data["next", "step_count"])[:, 0]

@@ -144,7 +144,8 @@ def test_bilinear_values_gradients_and_repr():
     expected = np.einsum("ni,kij,nj->nk", x1, np_of(m.weight), x2) + np_of(m.bias)
     np.testing.assert_allclose(out.detach().numpy(), expected, rtol=1e-12)
     check_grads(m, t64(x1[:2], True), t64(x2[:2], True))
-    assert repr(nn.Bilinear(1, 1, 1, bias=False)) == "Bilinear(in1_features=1, in2_features=1, out_features=1, bias=False)"
+    assert repr(nn.Bilinear(1, 1, 1, bias=False)) == \
+        "Bilinear(in1_features=1, in2_features=1, out_features=1, bias=False)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,7 +217,8 @@ def test_activation_values_gradients_and_repr(factory, reference, text):
 
 @pytest.mark.parametrize("cls, args, text", [
     (nn.ReLU, (), "ReLU(inplace=True)"), (nn.ReLU6, (), "ReLU6(inplace=True)"),
-    (nn.LeakyReLU, (0.1,), "LeakyReLU(negative_slope=0.1, inplace=True)"), (nn.ELU, (1.0,), "ELU(alpha=1.0, inplace=True)"),
+    (nn.LeakyReLU, (0.1,), "LeakyReLU(negative_slope=0.1, inplace=True)"),
+    (nn.ELU, (1.0,), "ELU(alpha=1.0, inplace=True)"),
     (nn.CELU, (1.0,), "CELU(alpha=1.0, inplace=True)"), (nn.SELU, (), "SELU(inplace=True)"),
     (nn.SiLU, (), "SiLU(inplace=True)"), (nn.Mish, (), "Mish(inplace=True)"),
     (nn.Hardtanh, (-1.0, 1.0), "Hardtanh(min_val=-1.0, max_val=1.0, inplace=True)"),

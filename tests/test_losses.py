@@ -174,7 +174,8 @@ def _cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="me
     elif reduction == "sum":
         s = smooth.sum()
     else:
-        s = smooth.sum() / (w[np.where(keep, target, 0)] * keep).sum() if weight is not None else smooth.sum() / keep.sum()
+        total_weight = (w[np.where(keep, target, 0)] * keep).sum() if weight is not None else keep.sum()
+        s = smooth.sum() / total_weight
     return (1 - smoothing) * nll + smoothing / c * s
 
 

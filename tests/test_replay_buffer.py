@@ -348,7 +348,7 @@ def test_tensor_storage_extends_a_list_of_items():
     assert arr(tds[:]["observation"])[:, 0].tolist() == [0, 5]
     for bad, error, message in [([1, 2], TypeError, "a list of TensorDicts or a list of Tensors.*got a list of int"),
                                 ([], RuntimeError, "expected at least one element, got an empty list")]:
-        check_fails(tds, lambda: tds.extend(bad), error, message)
+        check_fails(tds, lambda bad=bad: tds.extend(bad), error, message)
     with pytest.raises(TypeError, match="TensorDictReplayBuffer stores TensorDicts, got list"):
         TensorDictReplayBuffer(storage=LazyTensorStorage(4)).extend([transitions(1)[0]])
 

@@ -287,7 +287,8 @@ Point = collections.namedtuple("Point", "x y")
 ])
 def test_unsupported_objects_raise_type_error_with_their_path(tmp_path, value, type_name):
     path = tmp_path / "ckpt.rlp"
-    with pytest.raises(TypeError, match=rf"save: cannot store object of type '[\w.]*{type_name}'.* at \['opt'\]\['x'\]\[1\]"):
+    where = r"at \['opt'\]\['x'\]\[1\]"
+    with pytest.raises(TypeError, match=rf"save: cannot store object of type '[\w.]*{type_name}'.* {where}"):
         rlpipe.save({"opt": {"x": [0, value]}}, path)
     assert not path.exists() and not list(tmp_path.iterdir())
 

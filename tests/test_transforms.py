@@ -507,7 +507,8 @@ class LyingEnv(EnvBase):
 def test_check_env_specs_fails_for_lying_specs():
     check_env_specs(LyingEnv(Unbounded(shape=(2,))))  # the truth
     with pytest.raises(AssertionError, match=r"shapes of the real and fake tensordict don't match for key "
-                                             r"'observation' \(observation spec\). Got fake=\[3, 3\] and real=\[3, 2\]"):
+                                             r"'observation' \(observation spec\). "
+                                             r"Got fake=\[3, 3\] and real=\[3, 2\]"):
         check_env_specs(LyingEnv(Unbounded(shape=(3,))))
     with pytest.raises(AssertionError, match="dtypes of the real and fake tensordict don't match for key "
                                              "'observation'.*fake=rlpipe.float64 and real=rlpipe.float32"):

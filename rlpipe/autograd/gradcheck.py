@@ -34,7 +34,8 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         if x.dtype.name != "float64":
             import warnings
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating point. "
-                          "This check will likely fail if all the inputs are not of double precision floating point.")
+                          "This check will likely fail if all the inputs are not of double precision floating point.",
+                          stacklevel=2)
     outputs = _flat_outputs(func, inputs)
     for k, out in enumerate(outputs):
         if not out._requires_grad:

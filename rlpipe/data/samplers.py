@@ -292,7 +292,8 @@ class PrioritizedSampler(Sampler):
 
     def __init__(self, max_capacity, alpha, beta, eps=1e-8):
         if isinstance(max_capacity, bool) or not isinstance(max_capacity, numbers.Integral) or max_capacity <= 0:
-            raise ValueError(f"PrioritizedSampler: max_capacity must be a positive int, got max_capacity={max_capacity!r}")
+            raise ValueError("PrioritizedSampler: max_capacity must be a positive int, "
+                             f"got max_capacity={max_capacity!r}")
         self._alpha = _check_number("alpha", alpha)
         self.beta = beta
         self._eps = _check_number("eps", eps)

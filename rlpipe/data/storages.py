@@ -206,7 +206,8 @@ class Storage:
                              f"max_size={self.max_size}")
         if not isinstance(length, int) or not isinstance(cursor, int) or not 0 <= length <= self.max_size \
                 or not 0 <= cursor < self.max_size:
-            raise ValueError(f"load_state_dict: bad length {length!r} or cursor {cursor!r} for max_size={self.max_size}")
+            raise ValueError(f"load_state_dict: bad length {length!r} or cursor {cursor!r} "
+                             f"for max_size={self.max_size}")
         if length < self.max_size and cursor != length:
             raise ValueError(f"load_state_dict: cursor {cursor} with length {length}: writes start at 0, so until "
                              f"the storage is full (max_size={self.max_size}) the cursor equals the length")

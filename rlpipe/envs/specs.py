@@ -1176,7 +1176,7 @@ class Composite(TensorSpec):
     # ---- dict interface ----
     def _lookup(self, path):
         node = self
-        for i, part in enumerate(path):
+        for part in path:
             if not isinstance(node, Composite):
                 return _MISSING
             node = node._specs.get(part, _MISSING)

@@ -221,7 +221,8 @@ class CumSum(Op):
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
-        return xp.flip(xp.cumsum(xp.flip(g, ctx.dim), axis=ctx.dim), ctx.dim).astype(ctx.in_dtype, copy=False), None, None
+        reversed_cumsum = xp.flip(xp.cumsum(xp.flip(g, ctx.dim), axis=ctx.dim), ctx.dim)
+        return reversed_cumsum.astype(ctx.in_dtype, copy=False), None, None
 
 
 class CumProd(Op):
@@ -248,7 +249,8 @@ class CumProd(Op):
         for i in range(n):
             xi = xp.take(x, [i], axis=d)
             ones = xp.ones_like(xi)
-            without_i = xp.concatenate([xp.take(x, range(i), axis=d), ones, xp.take(x, range(i + 1, n), axis=d)], axis=d)
+            without_i = xp.concatenate([xp.take(x, range(i), axis=d), ones, xp.take(x, range(i + 1, n), axis=d)],
+                                       axis=d)
             partial = xp.cumprod(without_i, axis=d)
             tail = xp.take(g * partial, range(i, n), axis=d).sum(axis=d, keepdims=True)
             index = [slice(None)] * x.ndim

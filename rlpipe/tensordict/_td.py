@@ -855,7 +855,8 @@ class TensorDict:
                         f"is_shared={value.is_shared()})")
             fields.append(f"{key}: " + text.replace("\n", "\n    "))
         body = ",\n        ".join(f.replace("\n", "\n    ") for f in fields)
-        return (f"{type(self).__name__}(\n    fields={{\n        {body}}},\n    batch_size={_shape_str(self._batch_size)},"
+        return (f"{type(self).__name__}(\n    fields={{\n        {body}}},\n"
+                f"    batch_size={_shape_str(self._batch_size)},"
                 f"\n    device={self._device},\n    is_shared=False)") if fields else \
             (f"{type(self).__name__}(\n    fields={{\n    }},\n    batch_size={_shape_str(self._batch_size)},"
              f"\n    device={self._device},\n    is_shared=False)")

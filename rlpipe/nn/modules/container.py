@@ -173,7 +173,8 @@ class ModuleList(_ModuleSequence, Module):
             while j + 1 < len(items) and repr(items[j + 1][1]) == repr(items[i][1]):
                 j += 1
             body = _addindent(repr(items[i][1]), 2)
-            lines.append(f"({items[i][0]}): {body}" if j == i else f"({items[i][0]}-{items[j][0]}): {j - i + 1} x {body}")
+            name = items[i][0] if j == i else f"{items[i][0]}-{items[j][0]}"
+            lines.append(f"({name}): {body}" if j == i else f"({name}): {j - i + 1} x {body}")
             i = j + 1
         if not lines:
             return self._get_name() + "()"

@@ -716,7 +716,7 @@ class Module:
             if backward_hook is not None:
                 if not isinstance(result, (Tensor, tuple)):
                     warnings.warn("For backward hooks to be called, module output should be a Tensor or a tuple of "
-                                  f"Tensors but received {type(result)}")
+                                  f"Tensors but received {type(result)}", stacklevel=2)
                 result = backward_hook.setup_output_hook(result)
             if plain_hooks:
                 first = result
@@ -743,7 +743,7 @@ class Module:
                                 result = out
                         except Exception as e:
                             warnings.warn("forward hook with ``always_call=True`` raised an exception that was "
-                                          f"silenced as another error was raised in forward: {e}")
+                                          f"silenced as another error was raised in forward: {e}", stacklevel=2)
             raise
 
     __call__ = _call_impl
