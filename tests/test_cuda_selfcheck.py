@@ -46,8 +46,23 @@ def test_quick_report_has_every_section_and_gpu_results_equal_the_cpus(tmp_path,
     assert "gpu/cpu" in text and "cuda-marked tests" not in text and "DQN" not in text
 
     outputs = selfcheck.bench_multistep(selfcheck.Report(), [(4, 50)], repeat=1)
-    for key in outputs["cpu"].keys(True, True):
-        np.testing.assert_array_equal(outputs["cuda"].get(key).cpu().numpy(), outputs["cpu"].get(key).numpy())
+    assert outputs["cuda"].device.type == "cuda"
+    assert selfcheck.multistep_mismatches(outputs["cpu"], outputs["cuda"]) == []
+    np.testing.assert_array_equal(outputs["cuda"]["steps_to_next_obs"].cpu().numpy(),
+                                  outputs["cpu"]["steps_to_next_obs"].numpy())
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_a_section_that_raises_is_reported_as_failed_and_the_next_ones_still_run(monkeypatch, capsys):
+    def broken(report, shapes, repeat):
+        report.section("MultiStep(0.99, 4) benchmark")
+        raise RuntimeError("out of memory")
+    monkeypatch.setattr(selfcheck, "bench_multistep", broken)
+    assert selfcheck.main(["--quick", "--skip-tests"]) == 1
+    text = capsys.readouterr().out
+    assert "FAILED: RuntimeError: out of memory" in text and "MLP train step" in text
+    assert text.endswith("self-check: FAILED (MultiStep(0.99, 4) benchmark)\n")
 
 
 @pytest.mark.cuda

@@ -8,6 +8,7 @@ prints a plain-text report. Exits 1 when any part failed, or when there is no us
 """
 import argparse
 import csv
+import importlib.util
 import subprocess
 import sys
 import tempfile
@@ -47,7 +48,7 @@ class Report:
         self.failed.append(self.title)
 
     def text(self):
-        verdict = f"FAILED ({', '.join(self.failed)})" if self.failed else "all passed"
+        verdict = f"FAILED ({', '.join(dict.fromkeys(self.failed))})" if self.failed else "all passed"
         return "\n".join(self.lines + ["", f"self-check: {verdict}"]) + "\n"
 
 
@@ -97,6 +98,9 @@ def run_cuda_tests(report, tests_dir):
     report.section("cuda-marked tests")
     if not tests_dir.is_dir():
         report.add(f"skipped: no tests at {tests_dir} (the tests ship with a source checkout, not with a wheel)")
+        return
+    if importlib.util.find_spec("pytest") is None:
+        report.add("skipped: pytest is not installed (pip install pytest)")
         return
     status, output = run_subprocess([sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider",
                                      str(tests_dir)], cwd=tests_dir.parent)
@@ -157,7 +161,8 @@ def multistep_mismatches(cpu_out, gpu_out):
 
 
 def bench_multistep(report, shapes, repeat):
-    """Times MultiStep(0.99, 4) on each [B, T]; fails where the GPU's output differs from the CPU's."""
+    """Times MultiStep(0.99, 4) on each [B, T]; fails where the GPU's output differs from the CPU's.
+    Returns the last shape's outputs, {device: TensorDict}."""
     report.section("MultiStep(0.99, 4) benchmark")
     transform = MultiStep(0.99, 4)
     for B, T in shapes:
@@ -256,13 +261,17 @@ def main(argv=None):
     size = "quick" if args.quick else "full"
     report = Report()
     report.add(f"rlpipe GPU self-check ({size}), rlpipe at {Path(rlpipe.__file__).parent}")
-    describe_device(report, backend)
+    sections = [(describe_device, backend)]
     if not args.skip_tests:
-        run_cuda_tests(report, SOURCE_ROOT / "tests")
-    bench_multistep(report, MULTISTEP_SHAPES[size], REPEATS[size])
-    bench_mlp(report, MLP_CASES[size], REPEATS[size])
+        sections.append((run_cuda_tests, SOURCE_ROOT / "tests"))
+    sections += [(bench_multistep, MULTISTEP_SHAPES[size], REPEATS[size]), (bench_mlp, MLP_CASES[size], REPEATS[size])]
     if not args.quick:
-        run_dqn(report, SOURCE_ROOT / "examples")
+        sections.append((run_dqn, SOURCE_ROOT / "examples"))
+    for run, *section_args in sections:
+        try:
+            run(report, *section_args)
+        except Exception as e:  # a self-check reports what broke and goes on with the next section
+            report.fail(f"{type(e).__name__}: {e}")
     text = report.text()
     print(text, end="")
     if args.out:
