@@ -169,7 +169,7 @@ def bench_multistep(report, shapes, repeat):
         seconds, outputs = {}, {}
         for device in ("cpu", "cuda"):
             td = multistep_batch(B, T, device)
-            seconds[device] = best_time(lambda: transform(td.clone()), repeat)
+            seconds[device] = best_time(lambda td=td: transform(td.clone()), repeat)
             outputs[device] = transform(td.clone())
         report.add(timing_line(f"[{B}, {T}]", seconds["cpu"], seconds["cuda"]))
         wrong = multistep_mismatches(outputs["cpu"], outputs["cuda"])
