@@ -607,3 +607,12 @@ def test_one():
     assert Bounded(0, 5, shape=(2,), dtype=rlpipe.int64).one().tolist() == [1, 1]
     assert Unbounded((1,)).one().tolist() == [1.0]
     assert make_composite().one()["observation"].tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_host_membership_test_of_a_spec_on_cuda():
+    """The collector checks host action arrays against a spec that may live on a GPU."""
+    spec = S.Bounded(low=-1.0, high=1.0, shape=(2,), device="cuda")
+    test = spec.host_membership_test()
+    assert test(np.array([0.5, -1.0], np.float32)) and not test(np.array([0.5, 1.5], np.float32))

@@ -545,7 +545,7 @@ class Bounded(TensorSpec):
         return ((val >= low) & (val <= high)).all()
 
     def _host_values_test(self):
-        low, high = self.low.numpy(), self.high.numpy()
+        low, high = host_array(self.low), host_array(self.high)  # the test reads host action arrays
         return lambda array: bool((array >= low).all()) and bool((array <= high).all())
 
     def _project(self, val):
