@@ -7,6 +7,7 @@ for the main process to copy out once. Commands, weights and small replies trave
 ``split_trajs`` and ``postproc`` run in the main process, as in torchrl.
 """
 import multiprocessing as mp
+import os
 import traceback
 import weakref
 from collections import OrderedDict
@@ -26,6 +27,7 @@ from .collectors import SyncDataCollector
 __all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector"]
 
 _ALIGN = 64  # bytes: each leaf of a shared block starts on a cache line
+_PARENT_CHECK_S = 1.0  # how often an idle worker checks that its main process is still alive
 
 
 # ---- the worker side ---------------------------------------------------------------------------------
@@ -120,10 +122,26 @@ _COMMANDS = {"collect": _collect, "attach": _attach, "update": _update, "seed": 
              "state_dict": _state_dict, "load_state_dict": _load_state_dict}
 
 
-def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed):
-    """A worker process: answers the main process's commands until ``close`` (or the pipe closes),
-    handing each collected batch over through its shared block; any failure is sent back as an
-    ``error`` with its traceback."""
+def _next_command(conn, parent_pid):
+    """The main process's next command, or None once it is gone (its pipe end closed, or the worker
+    orphaned: a SIGKILLed main process closes nothing, and a later child may hold its pipe end)."""
+    while not conn.poll(_PARENT_CHECK_S):
+        if os.getppid() != parent_pid:
+            return None
+    try:
+        return conn.recv()
+    except EOFError:
+        return None
+
+
+def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed, inherited=()):
+    """A worker process: answers the main process's commands until ``close`` (or the main process
+    is gone), handing each collected batch over through its shared block; any failure is sent back
+    as an ``error`` with its traceback. ``inherited``: the main process's pipe ends a forked worker
+    holds copies of, closed at once so that the main process's death closes its pipe."""
+    parent_pid = os.getppid()
+    for end in inherited:
+        end.close()
     worker = None
     try:
         _random.manual_seed(seed)  # forked workers would otherwise draw the same random actions
@@ -131,12 +149,10 @@ def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed):
         worker = _WorkerState(conn, collector, policy)
         conn.send(("ready", collector.frames_per_batch))  # after its own rounding for batched envs
         while True:
-            try:
-                command, arg = conn.recv()
-            except EOFError:  # the main process is gone
+            message = _next_command(conn, parent_pid)
+            if message is None or message[0] == "close":
                 break
-            if command == "close":
-                break
+            command, arg = message
             handler = _COMMANDS.get(command)
             if handler is not None:  # (an unknown command is ignored)
                 handler(worker, arg)
@@ -252,9 +268,12 @@ class _MultiCollector(CollectorBase):
         seeds = _random.randint(0, 2 ** 31 - 1, (self.num_workers,)).tolist()  # from the caller's seed
         self._workers = []
         self._finalizer = weakref.finalize(self, _release_all, self._workers)
+        forked = mp_start_method == "fork"
         for index, env_fn in enumerate(create_env_fn):
             parent, child = context.Pipe()
-            process = context.Process(target=_worker_main, args=(child, env_fn, policy, kwargs, seeds[index]),
+            inherited = [w.conn for w in self._workers] + [parent] if forked else []
+            process = context.Process(target=_worker_main,
+                                      args=(child, env_fn, policy, kwargs, seeds[index], inherited),
                                       name=f"rlpipe-collector-{index}", daemon=True)
             process.start()
             child.close()

@@ -1,0 +1,75 @@
+"""Collector failures that must not go unnoticed: workers orphaned by a killed main process, hung Ray
+actors, transient errors inside a batch, misshapen or non-finite observations, bad arguments."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (not yet reaped by its new parent) has exited too
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pids, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(map(_alive, pids)):
+        time.sleep(0.1)
+    return [pid for pid in pids if _alive(pid)]
+
+
+# ---- 6: the workers of a killed main process exit and free their shared memory ---------------------------
+
+ORPHAN_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from rlpipe.collectors import {cls}
+    from rlpipe.envs import GymEnv
+    c = {cls}(lambda: GymEnv("CartPole-v1"), None, num_workers=2, frames_per_batch=20, total_frames=-1, timeout=120)
+    next(iter(c))  # the shared blocks exist once a batch came back
+    print(" ".join(str(w.process.pid) for w in c._workers), flush=True)
+    print(" ".join(w.shm.name for w in c._workers if w.shm is not None), flush=True)
+    time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("cls", ["MultiSyncDataCollector", "MultiaSyncDataCollector"])
+def test_workers_exit_when_the_main_process_is_killed(cls):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    main = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT.format(cls=cls)], stdout=subprocess.PIPE,
+                            text=True, env=env, cwd=ROOT)
+    pids = []
+    try:
+        pids = [int(p) for p in main.stdout.readline().split()]
+        blocks = main.stdout.readline().split()
+        assert len(pids) == 2, f"expected 2 worker pids from the main process, got {pids}"
+        main.send_signal(signal.SIGKILL)
+        main.wait(30)
+        survivors = _wait_gone(pids, 10)
+        assert not survivors, f"{cls}: workers {survivors} still alive 10 s after their main process was killed"
+        leaked = blocks
+        deadline = time.monotonic() + 10
+        while leaked and time.monotonic() < deadline:
+            time.sleep(0.1)
+            leaked = [name for name in leaked if os.path.exists(f"/dev/shm/{name}")]
+        assert not leaked, f"{cls}: shared blocks {leaked} outlived the killed main process and its workers"
+    finally:
+        if main.poll() is None:
+            main.kill()
+            main.wait()
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
