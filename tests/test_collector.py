@@ -2,10 +2,10 @@
 
 ``Counter`` (test_gym_env's, registered here under an id of its own): the observation is ``[t]``
 (float32), ``t`` starts at 0 and grows by one per step; the reward is ``t + 10 * action`` (the
-``t`` after the step); the episode terminates when ``t`` reaches 5. ``StepRaises`` is a Counter whose step number 3 (0-based: the fourth call)
-raises. CartPole (single and ``num_envs=4``) checks the frame bookkeeping on a real env: within a
-trajectory ``("next", "observation")[t] == observation[t + 1]``, across batch boundaries too, and
-trajectory ids change exactly after done steps.
+``t`` after the step); the episode terminates when ``t`` reaches 5. ``StepRaises`` is a Counter whose step
+number 3 (0-based: the fourth call) raises. CartPole (single and ``num_envs=4``) checks the frame bookkeeping
+on a real env: within a trajectory ``("next", "observation")[t] == observation[t + 1]``, across batch boundaries
+too, and trajectory ids change exactly after done steps.
 """
 import warnings
 

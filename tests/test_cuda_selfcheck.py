@@ -76,8 +76,6 @@ def test_a_gpu_result_that_differs_from_the_cpus_fails_the_section():
 
 @pytest.mark.cuda
 @needs_cuda
-@pytest.mark.xfail(reason="dqn_cartpole.py --device cuda: the collector and GymEnv call .numpy() on cuda tensors",
-                   strict=False)
 def test_a_short_dqn_runs_on_cuda():
     # the subprocess gets the stand-in as well when this session runs under it
     python = (sys.executable,)

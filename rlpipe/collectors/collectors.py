@@ -16,7 +16,7 @@ import numpy as np
 
 from .._creation import from_numpy
 from .._device import resolve as _resolve_device
-from .._tensor import Size, Tensor, wrap
+from .._tensor import Size, Tensor, host_array, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase, DONE_KEYS
 from ..envs.transforms import StepCounter, TransformedEnv
@@ -189,7 +189,7 @@ class SyncDataCollector(CollectorBase):
         if all_random:  # random actions for the whole batch, sampled at once: [T, *env dims, *action]
             if self._extra_keys is None and self._may_write_extras():
                 self._act(self._obs)  # learns the shapes of the policy's other outputs
-            random_actions = list(env.action_spec.rand((T,)).numpy())
+            random_actions = list(host_array(env.action_spec.rand((T,))))  # the spec may live on a GPU
             # the policy's other outputs are zeros in a random batch (torchrl's preallocated batch)
             zero_extras = tuple(np.zeros(shape, dtype) for _, shape, dtype in self._extra_keys or ())
         shape = tuple(env.batch_size)
@@ -375,7 +375,7 @@ class SyncDataCollector(CollectorBase):
         try:
             from tqdm import tqdm
         except ImportError:
-            warnings.warn("progress_bar=True needs tqdm (pip install tqdm); collecting without a bar")
+            warnings.warn("progress_bar=True needs tqdm (pip install tqdm); collecting without a bar", stacklevel=3)
             return None
         return tqdm(total=None if self.total_frames == -1 else self.total_frames)
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from .._creation import as_tensor
 from .._device import CPU, resolve
-from .._tensor import Size
+from .._tensor import Size, host_array
 from ..tensordict import TensorDict, unravel_key_to_tuple
 
 __all__ = ["EnvBase", "frame_to_tensordict", "DONE_KEYS"]
@@ -133,8 +133,8 @@ class EnvBase:
     def _carry_over(self, td, done):
         """The root TensorDict of the following step: the "next" entries, with done envs reset."""
         next_td = td.get("next")
-        next_obs = {unravel_key_to_tuple(k): next_td.get(k).numpy() for k in self.observation_spec.keys(True, True)}
-        return self._root(self._continue_frame(next_obs, done.numpy()))
+        next_obs = {unravel_key_to_tuple(k): host_array(next_td.get(k)) for k in self.observation_spec.keys(True, True)}
+        return self._root(self._continue_frame(next_obs, host_array(done)))  # an env on a GPU: copied to the host
 
     def set_seed(self, seed, static_seed=False):
         """Seeds the environment(s); returns the seed for a next environment: ``seed`` itself with
