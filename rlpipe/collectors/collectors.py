@@ -107,6 +107,12 @@ class SyncDataCollector(CollectorBase):
     called once on the first observation to learn them, as torchrl calls it when it starts (not a
     policy whose ``out_keys`` are just ``["action"]``).
 
+    An error inside a batch (the policy's, the environment's, a refused observation) loses the
+    steps collected so far in that batch; the next batch then starts new trajectories from a reset
+    (new trajectory ids), rather than going on as if the lost steps had been delivered. A streaming
+    postproc that holds frames back (``MultiStep(streaming=True)``) should be ``flush()``-ed then:
+    it sees only done flags, not trajectory ids.
+
     ``frames_per_batch`` is the frames of one batch (torchrl's ``requested_frames_per_batch``, also
     set); torchrl's own ``frames_per_batch`` attribute is the steps per env (``steps_per_batch``
     here)."""
@@ -173,8 +179,12 @@ class SyncDataCollector(CollectorBase):
         if random is None:
             random = self._frames < self.init_random_frames
         self._iter += 1
-        with no_grad():  # the policy's grad mode; once per batch rather than once per step
-            batch = self._assemble(*self._collect(random or isinstance(self.policy, RandomPolicy)))
+        try:
+            with no_grad():  # the policy's grad mode; once per batch rather than once per step
+                batch = self._assemble(*self._collect(random or isinstance(self.policy, RandomPolicy)))
+        except BaseException:
+            self._obs = None  # the steps collected so far are lost: the next batch starts afresh
+            raise
         self._frames += self.frames_per_batch
         return batch
 
