@@ -134,3 +134,37 @@ def test_a_transient_error_ends_the_trajectory(where):
     assert len(ids) == 1 and ids.isdisjoint(_values(first, "collector", "traj_ids")), \
         "the batch after an error must have a new trajectory id"
     collector.shutdown()
+
+
+# ---- 9: observations of the wrong shape are refused, naming the env, the key and both shapes ------------
+
+class WrongShape(Counter):
+    """A Counter whose observations from step ``from_step`` on (0-based) have shape (2,), not (1,)."""
+
+    def __init__(self, from_step):
+        super().__init__(terminate_at=1000)
+        self.calls, self.from_step = 0, from_step
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return (np.zeros(2, np.float32) if self.from_step == 0 else obs), info
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        self.calls += 1
+        return (np.full(2, self.t, np.float32) if self.calls > self.from_step else obs), *rest
+
+
+def _tensordict_policy(env):
+    return lambda td: td.set("action", env.action_spec.zero())
+
+
+@pytest.mark.parametrize("from_step", [0, 3])
+@pytest.mark.parametrize("policy", [None, _tensordict_policy])
+def test_wrong_observation_shape_names_env_key_and_shapes(from_step, policy):
+    env = GymEnv(WrongShape(from_step))
+    collector = SyncDataCollector(env, policy and policy(env), frames_per_batch=6, total_frames=-1)
+    with pytest.raises(ValueError, match=r"WrongShape.*'observation' of shape \[2\].*expects \[1\]") as info:
+        next(iter(collector))
+    assert "broadcast" not in str(info.value)
+    collector.shutdown()
