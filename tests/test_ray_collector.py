@@ -69,6 +69,23 @@ def make_failing_counter():
     return GymEnv(Counter(fail_at=3))
 
 
+class HangingCounter(Counter):
+    """A Counter whose step number ``hang_at`` sleeps far longer than any test's timeout."""
+
+    def __init__(self, hang_at):
+        super().__init__()
+        self.hang_at = hang_at
+
+    def step(self, action):
+        if self.calls == self.hang_at:
+            time.sleep(600)
+        return super().step(action)
+
+
+def make_hanging_counter():
+    return GymEnv(HangingCounter(hang_at=6))
+
+
 def make_cartpole():
     return GymEnv("CartPole-v1")
 
@@ -313,3 +330,23 @@ def test_env_construction_fault_releases_the_actors():
     with pytest.raises(RuntimeError, match=r"actor 0 failed while starting.*no simulator licence"):
         RayCollector(make_broken, None, num_collectors=1, frames_per_batch=4, total_frames=8)
     assert alive_actors() == 0
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_timeout_names_the_hung_actor(sync):
+    collector = RayCollector([make_counter, make_hanging_counter], None, frames_per_batch=4, total_frames=-1,
+                             sync=sync, timeout=5)
+    try:
+        assert collector.timeout == 5
+        with pytest.raises(RuntimeError, match=r"RayCollector: no reply from worker\(s\) \[1\] within 5 s"):
+            for _ in collector:
+                pass
+    finally:
+        collector.shutdown()
+    assert alive_actors() == 0
+
+
+def test_timeout_is_checked():
+    for bad in (0, -1, "10"):
+        with pytest.raises((ValueError, TypeError), match="timeout"):
+            RayCollector(make_counter, None, frames_per_batch=4, total_frames=8, timeout=bad)

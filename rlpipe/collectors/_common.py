@@ -31,6 +31,12 @@ class CollectorBase:
         self.shutdown()
 
 
+def no_reply_error(collector, workers, timeout):
+    """The RuntimeError of a collector whose ``workers`` (indices) did not answer within ``timeout`` s."""
+    return RuntimeError(f"{collector}: no reply from worker(s) {sorted(set(workers))} within {timeout} s "
+                        "(timeout=...)")
+
+
 # ---- frame counts and warnings ----------------------------------------------------------------------
 
 _RL_WARNINGS_OFF = ("n", "no", "f", "false", "off", "0")

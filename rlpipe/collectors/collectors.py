@@ -107,6 +107,12 @@ class SyncDataCollector(CollectorBase):
     called once on the first observation to learn them, as torchrl calls it when it starts (not a
     policy whose ``out_keys`` are just ``["action"]``).
 
+    An error inside a batch (the policy's, the environment's, a refused observation) loses the
+    steps collected so far in that batch; the next batch then starts new trajectories from a reset
+    (new trajectory ids), rather than going on as if the lost steps had been delivered. A streaming
+    postproc that holds frames back (``MultiStep(streaming=True)``) should be ``flush()``-ed then:
+    it sees only done flags, not trajectory ids.
+
     ``frames_per_batch`` is the frames of one batch (torchrl's ``requested_frames_per_batch``, also
     set); torchrl's own ``frames_per_batch`` attribute is the steps per env (``steps_per_batch``
     here)."""
@@ -173,8 +179,12 @@ class SyncDataCollector(CollectorBase):
         if random is None:
             random = self._frames < self.init_random_frames
         self._iter += 1
-        with no_grad():  # the policy's grad mode; once per batch rather than once per step
-            batch = self._assemble(*self._collect(random or isinstance(self.policy, RandomPolicy)))
+        try:
+            with no_grad():  # the policy's grad mode; once per batch rather than once per step
+                batch = self._assemble(*self._collect(random or isinstance(self.policy, RandomPolicy)))
+        except BaseException:
+            self._obs = None  # the steps collected so far are lost: the next batch starts afresh
+            raise
         self._frames += self.frames_per_batch
         return batch
 
@@ -223,12 +233,18 @@ class SyncDataCollector(CollectorBase):
         td = self._step_td
         if td is None:
             td = self._make_step_td(obs)
-        elif self._to_policy_device is None:
-            for key, value in obs.items():
-                self._step_buffers[key][...] = value
-        else:  # observations cross to the policy's GPU
-            for key, value in obs.items():
-                self._step_buffers[key][...] = self._to_policy_device(value)
+        else:
+            try:
+                if self._to_policy_device is None:
+                    for key, value in obs.items():
+                        self._step_buffers[key][...] = value
+                else:  # observations cross to the policy's GPU
+                    for key, value in obs.items():
+                        self._step_buffers[key][...] = self._to_policy_device(value)
+            except ValueError:
+                for key, value in obs.items():
+                    self._check_observation_shapes(key, [value])
+                raise
         out = self.policy(td)  # under rollout's no_grad
         written = td if out is None else out
         action = self._host_action(written.get("action"))
@@ -319,6 +335,17 @@ class SyncDataCollector(CollectorBase):
         return ids
 
     # ---- the batch --------------------------------------------------------------------------------
+    def _check_observation_shapes(self, key, arrays):
+        """Raises a ValueError naming the env, the key and both shapes when a step's observation at
+        ``key`` does not have the observation spec's shape."""
+        expected = tuple(self.env.observation_spec[key].shape)
+        shapes = list(map(_shape_of, arrays))
+        if shapes.count(expected) != len(shapes):
+            t, actual = next((t, shape) for t, shape in enumerate(shapes) if shape != expected)
+            name = key[0] if len(key) == 1 else key
+            raise ValueError(f"{self.env!r} returned an observation {name!r} of shape {list(actual)} at step {t} of "
+                             f"batch {self._iter}; its observation spec expects {list(expected)}")
+
     def _assemble(self, steps, trajectories):
         """The batch TensorDict: the steps' arrays stacked along a new time dim (after the env dims),
         one key at a time."""
@@ -332,9 +359,14 @@ class SyncDataCollector(CollectorBase):
         def joined_entry(records, key):  # the steps' records (frames, extras tuples) at one key or index
             return joined(list(map(operator.itemgetter(key), records)))
 
+        def joined_observation(frames, key):
+            arrays = list(map(operator.itemgetter(key), frames))
+            self._check_observation_shapes(key, arrays)
+            return joined(arrays)
+
         td = TensorDict(batch_size=batch)
         for key in obs[0]:
-            td.set(key, joined_entry(obs, key))
+            td.set(key, joined_observation(obs, key))
         for i, (key, _, _) in enumerate(self._extra_keys or ()):
             td.set(key, joined_entry(extras, i))
         flags = np.zeros(tuple(batch) + (1,), dtype=bool)
@@ -344,7 +376,7 @@ class SyncDataCollector(CollectorBase):
         td.set("action", joined(actions))
         next_td = TensorDict(batch_size=batch)
         for key in next_obs[0]:
-            next_td.set(key, joined_entry(next_obs, key))
+            next_td.set(key, joined_observation(next_obs, key))
         next_td.set("reward", joined(rewards))
         next_td.set("terminated", joined(terminateds))
         next_td.set("truncated", joined(truncateds))

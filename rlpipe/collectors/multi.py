@@ -21,7 +21,7 @@ from ..nn import Module
 from ..postprocs import split_trajectories
 from ..tensordict import TensorDict
 from ._common import (SILENCE, TRAJ_IDS, CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts,
-                      normalized_total_frames, rl_warn, rounded_total_frames, unique_traj_ids)
+                      no_reply_error, normalized_total_frames, rl_warn, rounded_total_frames, unique_traj_ids)
 from .collectors import SyncDataCollector
 
 __all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector"]
@@ -335,8 +335,7 @@ class _MultiCollector(CollectorBase):
             waiting[worker.process.sentinel] = index
         ready = connection.wait(list(waiting), self.timeout)
         if not ready:
-            self._fail(f"{self._name()}: no reply from worker(s) {sorted(set(indices))} within {self.timeout} s "
-                       "(timeout=...)")
+            self._fail(str(no_reply_error(self._name(), indices, self.timeout)))
         conns = [r for r in ready if isinstance(r, connection.Connection)]
         index = waiting[conns[0] if conns else ready[0]]
         try:

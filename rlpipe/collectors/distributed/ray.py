@@ -30,6 +30,7 @@ Where rlpipe differs from torchrl 0.14 (``torchrl/collectors/distributed/ray.py`
   matters inside the actor.
 """
 import secrets
+import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -41,8 +42,8 @@ from ..._tensor import Tensor, host_array
 from ...envs.common import EnvBase
 from ...nn import Module
 from ...postprocs import split_trajectories
-from .._common import (CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts, normalized_total_frames,
-                      rounded_total_frames, unique_traj_ids)
+from .._common import (CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts, no_reply_error,
+                      normalized_total_frames, rounded_total_frames, unique_traj_ids)
 from ..collectors import SyncDataCollector
 
 __all__ = ["RayCollector"]
@@ -174,6 +175,9 @@ class RayCollector(CollectorBase):
             ``postproc`` to run it inside the actors.
         update_after_each_batch: send the weights before each round (sync) or to an actor before it
             collects again (async), as torchrl.
+        timeout: seconds to wait for any actor's reply once the actors have started (a batch, weights,
+            a seed, a state): an actor silent that long raises a RuntimeError naming it, as the
+            multi-process collectors' ``timeout``. The collector is then left for ``shutdown()``.
         postproc, split_trajs: applied in the main process to each yielded batch.
         max_frames_per_traj, init_random_frames, reset_at_each_iter: passed to every actor
             (``init_random_frames`` divided by ``num_collectors``, as torchrl).
@@ -182,8 +186,10 @@ class RayCollector(CollectorBase):
     def __init__(self, create_env_fn, policy=None, *, num_collectors=None, frames_per_batch, total_frames=-1,
                  sync=False, ray_init_config=None, remote_config=None, collector_kwargs=None,
                  update_after_each_batch=False, postproc=None, split_trajs=False, max_frames_per_traj=None,
-                 init_random_frames=0, reset_at_each_iter=False):
+                 init_random_frames=0, reset_at_each_iter=False, timeout=300.0):
         ray = _import_ray()
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"RayCollector: timeout must be a positive number of seconds, got timeout={timeout!r}")
         total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
         if num_collectors is None:
@@ -219,12 +225,14 @@ class RayCollector(CollectorBase):
         self.update_after_each_batch = bool(update_after_each_batch)
         self.postproc = postproc
         self.split_trajs = split_trajs
+        self.timeout = timeout
         self._weight_shapes = ({k: tuple(v.shape) for k, v in policy.state_dict().items()}
                                if isinstance(policy, Module) else None)
         self._frames = 0
         self._iter = 0
         self._actors = []
         self._pending = {}         # in-flight collect ref -> actor index
+        self._sent_at = {}         # in-flight collect ref -> time.monotonic() when it was sent
         self._update_refs = []     # (actor index, ref) of weight updates queued behind a collect
         self._closed = False
 
@@ -240,7 +248,8 @@ class RayCollector(CollectorBase):
                 self._actors.append(worker.options(**options[i]).remote(i, n, env_fns[i], policy_ref, kwargs_list[i],
                                                                         int(seeds[i] >> np.uint64(1))))
             refs = [a.info.remote() for a in self._actors]
-            infos = [self._fetch(ref, i, "starting") for i, ref in enumerate(refs)]
+            # no timeout: the actors may wait for the cluster's resources (see remote_config)
+            infos = [self._fetch(ref, i, "starting", timeout=None) for i, ref in enumerate(refs)]
         except BaseException:
             self.shutdown()
             raise
@@ -255,11 +264,14 @@ class RayCollector(CollectorBase):
             else total_frames
 
     # ---- helpers ----------------------------------------------------------------------------------------
-    def _fetch(self, ref, index, what):
-        """``ray.get(ref)``, with an actor's failure raised as a RuntimeError naming the actor."""
+    def _fetch(self, ref, index, what, timeout=...):
+        """``ray.get(ref)``, with an actor's failure or silence (``timeout``, by default the
+        collector's) raised as a RuntimeError naming the actor."""
         ray = self._ray
         try:
-            return ray.get(ref)
+            return ray.get(ref, timeout=self.timeout if timeout is ... else timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise no_reply_error("RayCollector", [index], self.timeout) from None
         except ray.exceptions.RayError as err:
             cause = getattr(err, "cause", None)
             if isinstance(err, ray.exceptions.RayTaskError) and cause is not None:
@@ -300,6 +312,33 @@ class RayCollector(CollectorBase):
         return batch_from_arrays((len(parts), *batch_size), {key: np.stack([arrays[key] for _, arrays in parts])
                                                              for key in first})
 
+    def _submit(self, index):
+        """Asks actor ``index`` for a batch; returns the collect's ref, now pending."""
+        ref = self._actors[index].collect.remote()
+        self._pending[ref] = index
+        self._sent_at[ref] = time.monotonic()
+        return ref
+
+    def _take(self, ref):
+        """Removes a finished collect from the pending ones; returns its actor's index."""
+        del self._sent_at[ref]
+        return self._pending.pop(ref)
+
+    def _wait(self, refs, count):
+        """The first ``count`` of the pending collects ``refs`` to finish. A collect pending for
+        ``timeout`` seconds raises a RuntimeError naming its actor, even while others keep finishing
+        (async mode would otherwise go on without the hung actor, and wait for it at the end)."""
+        while True:
+            oldest = min(self._sent_at[ref] for ref in refs)
+            left = oldest + self.timeout - time.monotonic()
+            ready, late = self._ray.wait(refs, num_returns=count, timeout=max(left, 0))
+            if len(ready) == count:
+                return ready
+            now = time.monotonic()
+            expired = [self._pending[ref] for ref in late if now - self._sent_at[ref] >= self.timeout]
+            if expired:
+                raise no_reply_error("RayCollector", expired, self.timeout)
+
     def _check_updates(self, index):
         """Raises for a finished weight update of actor ``index`` that failed."""
         ray = self._ray
@@ -323,11 +362,11 @@ class RayCollector(CollectorBase):
         while not self._done():
             if self.update_after_each_batch:
                 self.update_policy_weights_()
-            refs = [actor.collect.remote() for actor in self._actors]
-            self._pending.update((ref, i) for i, ref in enumerate(refs))  # busy, should shutdown() come now
+            refs = [self._submit(i) for i in range(self.num_collectors)]  # busy, should shutdown() come now
+            self._wait(refs, len(refs))
             parts = []
             for i, ref in enumerate(refs):
-                del self._pending[ref]
+                self._take(ref)
                 parts.append(self._fetch(ref, i, "collecting a batch"))
             batch = self._stack(parts)
             self._frames += batch.numel()
@@ -335,18 +374,14 @@ class RayCollector(CollectorBase):
             yield self._process(batch)
 
     def _async_iterator(self):
-        ray, pending = self._ray, self._pending
-
-        def submit(i):
-            pending[self._actors[i].collect.remote()] = i
-
-        busy = set(pending.values())
+        submit = self._submit
+        busy = set(self._pending.values())
         for i in range(self.num_collectors):
             if i not in busy and self._needs_more():
                 submit(i)
         while not self._done():
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            index = pending.pop(ready[0])
+            ready = self._wait(list(self._pending), 1)
+            index = self._take(ready[0])
             batch_size, arrays = self._fetch(ready[0], index, "collecting a batch")
             self._check_updates(index)
             # copied: writable, and the object store is freed
@@ -436,6 +471,7 @@ class RayCollector(CollectorBase):
         actors, self._actors = self._actors, []
         busy = set(self._pending.values())
         self._pending.clear()
+        self._sent_at.clear()
         self._update_refs = []
         self._closed = True
         ray = self._ray
