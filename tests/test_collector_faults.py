@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from test_gym_env import Counter
 
-import rlpipe
 from rlpipe.collectors import SyncDataCollector
 from rlpipe.envs import GymEnv
 
