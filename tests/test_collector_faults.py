@@ -7,12 +7,13 @@ import sys
 import textwrap
 import time
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from test_gym_env import Counter
 
 from rlpipe.collectors import SyncDataCollector
-from rlpipe.envs import GymEnv
+from rlpipe.envs import CheckFinite, GymEnv, TransformedEnv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -166,4 +167,115 @@ def test_wrong_observation_shape_names_env_key_and_shapes(from_step, policy):
     with pytest.raises(ValueError, match=r"WrongShape.*'observation' of shape \[2\].*expects \[1\]") as info:
         next(iter(collector))
     assert "broadcast" not in str(info.value)
+    collector.shutdown()
+
+
+# ---- 9: NaN and inf are refused on request (CheckFinite), naming the env, the key, the env and the step ----
+
+class NonFinite(Counter):
+    """A Counter (episodes of 5 steps) whose ``key`` ("observation" or "reward") is ``value`` at
+    step ``at_step`` of its ``episode``-th episode (0 being the first; step 0 is the reset).
+    Seeded with a seed other than ``bad_seed``, it stays finite."""
+
+    def __init__(self, key="observation", value=np.nan, episode=1, at_step=3, bad_seed=None):
+        super().__init__()
+        self.key, self.value, self.episode, self.at_step, self.bad_seed = key, value, episode, at_step, bad_seed
+        self.episodes, self.bad = -1, True
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None and self.bad_seed is not None:
+            self.bad = seed == self.bad_seed
+        obs, info = super().reset(seed=seed, options=options)
+        self.episodes += 1
+        return self._spoiled(obs, 0.0)[0], info
+
+    def step(self, action):
+        obs, reward, *rest = super().step(action)
+        return *self._spoiled(obs, reward), *rest
+
+    def _spoiled(self, obs, reward):
+        if self.bad and self.episodes == self.episode and self.t == self.at_step:
+            if self.key == "observation":
+                obs = np.full_like(obs, self.value)
+            else:
+                reward = self.value
+        return obs, reward
+
+
+gym.register(id="RlpipeNonFinite-v0", entry_point=NonFinite)
+
+
+@pytest.mark.parametrize("key, value, at_step, message", [
+    ("observation", np.nan, 3, r"NaN in \('next', 'observation'\) at step 3 of env \[\]"),
+    ("reward", -np.inf, 2, r"inf in \('next', 'reward'\) at step 2 of env \[\]"),
+    ("observation", np.inf, 0, r"inf in 'observation' at step 0 of env \[\]"),
+])
+def test_check_finite_names_env_key_and_step(key, value, at_step, message):
+    env = TransformedEnv(GymEnv(NonFinite(key, value, episode=1, at_step=at_step)), CheckFinite())
+    collector = SyncDataCollector(env, None, frames_per_batch=4, total_frames=-1)
+    # a step's error comes wrapped in the collector's RuntimeError naming the frame; a reset's as it is
+    with pytest.raises((RuntimeError, ValueError), match=r"CheckFinite: GymEnv\(env=NonFinite.*\) gave "
+                       + message) as info:
+        for _ in collector:
+            pass
+    assert isinstance(info.value.__cause__ or info.value, ValueError) and "expected finite values" in str(info.value)
+    collector.shutdown()
+
+
+def test_non_finite_values_pass_without_check_finite():
+    collector = SyncDataCollector(GymEnv(NonFinite(at_step=3)), None, frames_per_batch=10, total_frames=10)
+    batch = next(iter(collector))
+    assert np.isnan(batch["next", "observation"].numpy()).sum() == 1  # delivered as it came: the check is opt-in
+    collector.shutdown()
+
+
+def test_check_finite_names_the_env_index_of_a_vector_env():
+    env = TransformedEnv(GymEnv("RlpipeNonFinite-v0", num_envs=3, bad_seed=11), CheckFinite())
+    env.set_seed(10)  # the vector env seeds its envs 10, 11, 12: only the second one goes bad
+    with pytest.raises(ValueError, match=r"NaN in \('next', 'observation'\) at step 3 of env \[1\]"):
+        env.rollout(20, break_when_any_done=False)
+
+
+def test_check_finite_in_keys():
+    finite_obs = TransformedEnv(GymEnv(NonFinite("reward", np.nan, episode=0)), CheckFinite(in_keys=["observation"]))
+    assert np.isnan(finite_obs.rollout(5)["next", "reward"].numpy()).any()  # the reward is not checked
+    missing = TransformedEnv(GymEnv(NonFinite()), CheckFinite(in_keys=["pixels"]))
+    with pytest.raises(KeyError, match=r"CheckFinite: no entry 'pixels' to check; the frame has \['observation'\]"):
+        missing.reset()
+
+
+# ---- 11: arguments a collector must refuse -----------------------------------------------------------------
+
+def _collector(name, **kwargs):
+    factory = lambda: GymEnv(Counter())  # noqa: E731
+    if name == "SyncDataCollector":
+        return SyncDataCollector(factory, None, frames_per_batch=10, total_frames=100, **kwargs)
+    if name == "RayCollector":
+        pytest.importorskip("ray")
+        from rlpipe.collectors.distributed import RayCollector
+        return RayCollector([factory], None, frames_per_batch=10, total_frames=100, **kwargs)
+    cls = getattr(__import__("rlpipe.collectors", fromlist=[name]), name)
+    return cls([factory, factory], None, frames_per_batch=10, total_frames=100, **kwargs)
+
+
+COLLECTORS = ["SyncDataCollector", "MultiSyncDataCollector", "MultiaSyncDataCollector", "RayCollector"]
+
+
+@pytest.mark.parametrize("name", COLLECTORS)
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(init_random_frames=-5), ValueError, r"init_random_frames must be >= 0 \(or -1/None for none\), got -5"),
+    (dict(init_random_frames=2.5), TypeError, r"init_random_frames must be an integer .*got 2.5 \(float\)"),
+    (dict(init_random_frames=True), TypeError, r"init_random_frames must be an integer .*got True \(bool\)"),
+    (dict(split_trajs="yes"), TypeError, r"split_trajs must be True or False, got 'yes' \(str\)"),
+    (dict(split_trajs=1), TypeError, r"split_trajs must be True or False, got 1 \(int\)"),
+])
+def test_bad_collector_arguments(name, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        _collector(name, **kwargs)
+
+
+@pytest.mark.parametrize("init_random_frames", [None, -1])
+def test_torchrl_defaults_mean_no_random_frames(init_random_frames):
+    collector = _collector("SyncDataCollector", init_random_frames=init_random_frames, split_trajs=None)
+    assert collector.init_random_frames == 0 and collector.split_trajs is False
     collector.shutdown()

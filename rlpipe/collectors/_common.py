@@ -4,6 +4,8 @@ plain-array form in which a batch leaves a worker process or a Ray actor."""
 import os
 import warnings
 
+import numpy as np
+
 from .._tensor import Size, host_array, wrap
 from ..tensordict import TensorDict
 
@@ -71,6 +73,29 @@ def check_frame_counts(frames_per_batch, total_frames):
     if total_frames != -1 and total_frames < frames_per_batch:
         raise ValueError(f"total_frames ({total_frames}) is smaller than frames_per_batch ({frames_per_batch}): "
                          "not even one batch would be collected")
+
+
+def checked_init_random_frames(init_random_frames):
+    """``init_random_frames`` as a frame count: ``None`` or ``-1`` mean none (torchrl's defaults),
+    anything else must be a non-negative integer (torchrl 0.14 accepts any value silently)."""
+    if init_random_frames is None or (init_random_frames == -1 and not isinstance(init_random_frames, bool)):
+        return 0
+    if isinstance(init_random_frames, bool) or not isinstance(init_random_frames, (int, np.integer)):
+        raise TypeError(f"init_random_frames must be an integer number of frames (or None), got "
+                        f"{init_random_frames!r} ({type(init_random_frames).__name__})")
+    if init_random_frames < 0:
+        raise ValueError(f"init_random_frames must be >= 0 (or -1/None for none), got {init_random_frames}")
+    return int(init_random_frames)
+
+
+def checked_split_trajs(split_trajs):
+    """``split_trajs`` as a bool: ``None`` (torchrl's default) is False; a non-bool is a TypeError
+    rather than read for its truth (``split_trajs="no"`` would split)."""
+    if split_trajs is None:
+        return False
+    if not isinstance(split_trajs, (bool, np.bool_)):
+        raise TypeError(f"split_trajs must be True or False, got {split_trajs!r} ({type(split_trajs).__name__})")
+    return bool(split_trajs)
 
 
 def rounded_total_frames(total_frames, frames_per_batch, stacklevel):

@@ -23,8 +23,8 @@ from ..envs.transforms import StepCounter, TransformedEnv
 from ..nn import Module
 from ..tensordict import TensorDict, TensorDictModule
 from ..postprocs import split_trajectories
-from ._common import (SILENCE, TRAJ_IDS, CollectorBase, check_frame_counts, normalized_total_frames, rl_warn,
-                      rounded_total_frames)
+from ._common import (SILENCE, TRAJ_IDS, CollectorBase, check_frame_counts, checked_init_random_frames,
+                      checked_split_trajs, normalized_total_frames, rl_warn, rounded_total_frames)
 
 __all__ = ["SyncDataCollector", "RandomPolicy"]
 
@@ -139,8 +139,7 @@ class SyncDataCollector(CollectorBase):
         self.steps_per_batch = -(-frames_per_batch // self.n_envs)
         self.frames_per_batch = self.requested_frames_per_batch = self.steps_per_batch * self.n_envs
         self.total_frames = rounded_total_frames(total_frames, self.frames_per_batch, stacklevel=3)
-        if init_random_frames is None or init_random_frames == -1:  # torchrl: no random frames
-            init_random_frames = 0
+        init_random_frames = checked_init_random_frames(init_random_frames)
         if init_random_frames and init_random_frames % self.frames_per_batch:
             rl_warn(f"init_random_frames ({init_random_frames}) is not exactly a multiple of frames_per_batch "
                     f"({self.frames_per_batch}), this results in more init_random_frames than requested "
@@ -153,7 +152,7 @@ class SyncDataCollector(CollectorBase):
         self.max_frames_per_traj = max_frames_per_traj
         self.init_random_frames = init_random_frames
         self.reset_at_each_iter = reset_at_each_iter
-        self.split_trajs = split_trajs
+        self.split_trajs = checked_split_trajs(split_trajs)
         self.storing_device = storing_device if storing_device is not None else device
         self.progress_bar = progress_bar
         self._frames = 0

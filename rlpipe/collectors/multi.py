@@ -21,7 +21,8 @@ from ..nn import Module
 from ..postprocs import split_trajectories
 from ..tensordict import TensorDict
 from ._common import (SILENCE, TRAJ_IDS, CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts,
-                      no_reply_error, normalized_total_frames, rl_warn, rounded_total_frames, unique_traj_ids)
+                      checked_init_random_frames, checked_split_trajs, no_reply_error, normalized_total_frames, rl_warn,
+                      rounded_total_frames, unique_traj_ids)
 from .collectors import SyncDataCollector
 
 __all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector"]
@@ -246,8 +247,8 @@ class _MultiCollector(CollectorBase):
         self.total_frames = total_frames
         self.policy = policy
         self.postproc = postproc
-        self.split_trajs = split_trajs
-        self.init_random_frames = 0 if init_random_frames in (None, -1) else init_random_frames
+        self.split_trajs = checked_split_trajs(split_trajs)
+        self.init_random_frames = checked_init_random_frames(init_random_frames)
         self.storing_device = storing_device if storing_device is not None else device
         self.update_at_each_batch = update_at_each_batch
         self.timeout = timeout

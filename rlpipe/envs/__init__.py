@@ -3,10 +3,10 @@ from .common import EnvBase
 from .specs import TensorSpec, Bounded, Unbounded, Categorical, OneHot, MultiCategorical, MultiOneHot, Binary, Composite
 from .gym import GymEnv, GymWrapper, from_gym_space
 from .transformed_env import Transform, TransformedEnv, Compose
-from .transforms import StepCounter, RewardSum, DoubleToFloat, ObservationNorm, RenameTransform
+from .transforms import CheckFinite, StepCounter, RewardSum, DoubleToFloat, ObservationNorm, RenameTransform
 from .utils import check_env_specs, step_mdp
 
 __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneHot", "MultiCategorical", "MultiOneHot",
            "Binary", "Composite", "GymEnv", "GymWrapper", "from_gym_space", "Transform", "TransformedEnv", "Compose",
-           "StepCounter", "RewardSum", "DoubleToFloat", "ObservationNorm", "RenameTransform", "check_env_specs",
-           "step_mdp"]
+           "CheckFinite", "StepCounter", "RewardSum", "DoubleToFloat", "ObservationNorm", "RenameTransform",
+           "check_env_specs", "step_mdp"]

@@ -1,7 +1,7 @@
 """torchrl's common transforms on rlpipe's frame protocol (``transformed_env.py``): ``StepCounter``,
 ``RewardSum``, ``DoubleToFloat``, ``ObservationNorm`` and ``RenameTransform``, with torchrl 0.14's
-names and behaviour. ``Transform``, ``Compose`` and ``TransformedEnv`` are importable from here too,
-as from torchrl's ``envs.transforms``.
+names and behaviour; and rlpipe's own ``CheckFinite``. ``Transform``, ``Compose`` and
+``TransformedEnv`` are importable from here too, as from torchrl's ``envs.transforms``.
 """
 import numpy as np
 
@@ -12,7 +12,7 @@ from ..tensordict import unravel_key_to_tuple
 from .specs import Bounded, Categorical, Unbounded
 from .transformed_env import _REWARD, _TERMINATED, _TRUNCATED, Compose, Transform, TransformedEnv, _key_str, _keys
 
-__all__ = ["Compose", "DoubleToFloat", "ObservationNorm", "RenameTransform", "RewardSum", "StepCounter",
+__all__ = ["CheckFinite", "Compose", "DoubleToFloat", "ObservationNorm", "RenameTransform", "RewardSum", "StepCounter",
            "Transform", "TransformedEnv"]
 
 _ONE = np.ones((), dtype=np.int64)
@@ -480,3 +480,58 @@ class RenameTransform(_KeyWise):
     def __repr__(self):
         return (f"RenameTransform(in_keys={[_key_str(k) for k in self.in_keys]}, "
                 f"out_keys={[_key_str(k) for k in self.out_keys]}, create_copy={self.create_copy})")
+
+
+class CheckFinite(Transform):
+    """An opt-in check that observations and rewards are finite, as Gymnasium's ``PassiveEnvChecker``
+    looks for NaN and inf (rlpipe's own; torchrl has no such transform).
+
+    A NaN or an infinity in a floating entry raises a ValueError naming the env, the key, the env
+    index and the step: counted from that env's last reset, which is step 0. ``in_keys`` are the
+    entries to check (default: every floating observation and the reward). The check reads every
+    checked array of every frame, so it costs time; it is meant for finding where bad values come
+    from. The step counts are the only state a transform keeps here, used for the message alone.
+    """
+
+    def __init__(self, in_keys=None):
+        super().__init__(in_keys=_keys(in_keys, "in_keys", allow_none=True) or [], out_keys=[])
+        self._steps = None  # per env: steps since its reset
+
+    def _check(self, frame, prefix):
+        for key in self.in_keys or frame:
+            value = frame.get(key)
+            if value is None:
+                if key == _REWARD and not prefix:  # a reset frame has no reward
+                    continue
+                raise KeyError(f"CheckFinite: no entry {_key_str(key)!r} to check; the frame has "
+                               f"{sorted(_key_str(k) for k in frame)}")
+            if value.dtype.kind in "fc" and not np.isfinite(value).all():
+                self._fail(prefix + key, value)
+        return frame
+
+    def _fail(self, key, value):
+        per_env = value.reshape(self._steps.shape + (-1,))
+        index = tuple(int(i) for i in np.argwhere(~np.isfinite(per_env).all(-1))[0])
+        what = "NaN" if np.isnan(per_env[index]).any() else "inf"
+        parent = self.parent
+        env = parent.base_env if parent is not None else "the environment"
+        raise ValueError(f"CheckFinite: {env!r} gave {what} in {_key_str(key)!r} at step {int(self._steps[index])} "
+                         f"of env {list(index)} (step 0 is its reset); expected finite values")
+
+    def _reset(self, frame):
+        self._steps = np.zeros(tuple(self._parent_spec("done")["done"].shape)[:-1], dtype=np.int64)
+        return self._check(frame, ())
+
+    def _step(self, root, next_frame):
+        self._steps += 1
+        return self._check(next_frame, ("next",))
+
+    def _continue(self, next_frame, frame, done):
+        self._steps[done.reshape(self._steps.shape)] = 0
+        return self._check(frame, ())
+
+    def forward(self, tensordict):
+        raise NotImplementedError("CheckFinite only works in a TransformedEnv (it counts the steps)")
+
+    def __repr__(self):
+        return f"CheckFinite(in_keys={[_key_str(k) for k in self.in_keys] or 'all floating'})"

@@ -42,8 +42,9 @@ from ..._tensor import Tensor, host_array
 from ...envs.common import EnvBase
 from ...nn import Module
 from ...postprocs import split_trajectories
-from .._common import (CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts, no_reply_error,
-                      normalized_total_frames, rounded_total_frames, unique_traj_ids)
+from .._common import (CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts, checked_init_random_frames,
+                      checked_split_trajs, no_reply_error, normalized_total_frames, rounded_total_frames,
+                      unique_traj_ids)
 from ..collectors import SyncDataCollector
 
 __all__ = ["RayCollector"]
@@ -192,6 +193,8 @@ class RayCollector(CollectorBase):
             raise ValueError(f"RayCollector: timeout must be a positive number of seconds, got timeout={timeout!r}")
         total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
+        init_random_frames = checked_init_random_frames(init_random_frames)
+        split_trajs = checked_split_trajs(split_trajs)
         if num_collectors is None:
             num_collectors = len(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else 1
         if isinstance(num_collectors, bool) or not isinstance(num_collectors, int) or num_collectors <= 0:
