@@ -320,7 +320,8 @@ def test_env_fault_names_the_actor_and_the_cause():
     with RayCollector([make_counter, make_failing_counter], None, frames_per_batch=4, total_frames=40,
                       sync=True) as collector:
         assert collector.num_collectors == 2
-        with pytest.raises(RuntimeError, match=r"actor 1 failed.*simulator crashed at step 3"):
+        with pytest.raises(RuntimeError, match=r"actor 1 \(pid \d+ on node \w+ at [\d.]+\) failed"
+                                               r".*simulator crashed at step 3"):
             for _ in collector:
                 pass
     assert alive_actors() == 0

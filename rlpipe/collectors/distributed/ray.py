@@ -29,6 +29,7 @@ Where rlpipe differs from torchrl 0.14 (``torchrl/collectors/distributed/ray.py`
 - batches are always host (NumPy) arrays in the main process; an actor's ``storing_device`` only
   matters inside the actor.
 """
+import os
 import secrets
 import time
 import warnings
@@ -99,7 +100,10 @@ class _CollectorWorker:
     def info(self):
         if self._error is not None:
             raise self._error
-        return {"frames_per_batch": self.collector.frames_per_batch, "warnings": self.warnings}
+        import ray
+        return {"frames_per_batch": self.collector.frames_per_batch, "warnings": self.warnings,
+                "where": {"node_id": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address(),
+                          "pid": os.getpid()}}
 
     def collect(self):
         if self._batches is None:
@@ -176,6 +180,8 @@ class RayCollector(CollectorBase):
             ``postproc`` to run it inside the actors.
         update_after_each_batch: send the weights before each round (sync) or to an actor before it
             collects again (async), as torchrl.
+
+    ``actor_locations`` lists where each actor runs: ``{"node_id", "ip", "pid"}`` (errors name them too).
         timeout: seconds to wait for any actor's reply once the actors have started (a batch, weights,
             a seed, a state): an actor silent that long raises a RuntimeError naming it, as the
             multi-process collectors' ``timeout``. The collector is then left for ``shutdown()``.
@@ -234,6 +240,7 @@ class RayCollector(CollectorBase):
         self._frames = 0
         self._iter = 0
         self._actors = []
+        self.actor_locations = None  # filled once the actors have started
         self._pending = {}         # in-flight collect ref -> actor index
         self._sent_at = {}         # in-flight collect ref -> time.monotonic() when it was sent
         self._update_refs = []     # (actor index, ref) of weight updates queued behind a collect
@@ -261,6 +268,7 @@ class RayCollector(CollectorBase):
                 if i == 0 or message not in infos[0]["warnings"]:  # each distinct message once
                     warnings.warn(f"RayCollector actor {i}: {message}", UserWarning, stacklevel=2)
         self._actor_frames = [info["frames_per_batch"] for info in infos]
+        self.actor_locations = [info["where"] for info in infos]
         self.frames_per_batch = sum(self._actor_frames) if self.sync else self._actor_frames[0]
         uniform = self.sync or len(set(self._actor_frames)) == 1
         self.total_frames = rounded_total_frames(total_frames, self.frames_per_batch, stacklevel=2) if uniform \
@@ -281,7 +289,15 @@ class RayCollector(CollectorBase):
                 reason = f"{type(cause).__name__}: {cause}"
             else:
                 reason = f"{type(err).__name__}: {str(err).strip()}"
-            raise RuntimeError(f"RayCollector: collector actor {index} failed while {what}: {reason}") from err
+            raise RuntimeError(f"RayCollector: collector actor {index}{self._location(index)} failed while {what}: "
+                               f"{reason}") from err
+
+    def _location(self, index):
+        """`` (pid P on node N at IP)`` of a started actor, for error messages."""
+        if self.actor_locations is None:
+            return ""
+        where = self.actor_locations[index]
+        return f" (pid {where['pid']} on node {where['node_id'][:12]} at {where['ip']})"
 
     def _check_open(self):
         if self._closed:
