@@ -101,7 +101,8 @@ def two_nodes(tmp_path):
               f"--temp-dir={temp_dir}"]
     log = open(tmp_path / "ray.log", "w")  # noqa: SIM115  closed below
     start = dict(stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    nodes = [subprocess.Popen(["ray", "start", "--head", f"--port={port}", "--include-dashboard=false",
+    ray_cli = [sys.executable, "-m", "ray.scripts.scripts"]  # the `ray` command of this Python
+    nodes = [subprocess.Popen([*ray_cli, "start", "--head", f"--port={port}", "--include-dashboard=false",
                                '--resources={"node_a": 1}', *common], **start)]
     try:
         deadline = time.monotonic() + 60
@@ -112,7 +113,7 @@ def two_nodes(tmp_path):
             except OSError:
                 assert nodes[0].poll() is None and time.monotonic() < deadline, (tmp_path / "ray.log").read_text()
                 time.sleep(0.2)
-        nodes.append(subprocess.Popen(["ray", "start", f"--address=127.0.0.1:{port}", '--resources={"node_b": 1}',
+        nodes.append(subprocess.Popen([*ray_cli, "start", f"--address=127.0.0.1:{port}", '--resources={"node_b": 1}',
                                        *common], **start))
         ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
         while sum(n["Alive"] for n in ray.nodes()) < 2:
