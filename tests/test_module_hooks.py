@@ -221,3 +221,107 @@ def test_two_argument_register_buffer_override_is_called_with_two_arguments():
                                            r"register_buffer\(\) without the persistent argument is not allowed."):
         m.p = nn.Buffer(r.ones(1), persistent=False)
     assert list(m._buffers) == ["q"]
+
+
+# ---- Module.to's argument forms (torch 2.13's TypeError/RuntimeError for each, measured) ----------------------
+_CPU = r.device("cpu")
+
+
+@pytest.mark.parametrize("args, kwargs", [
+    ((_CPU, True), {}), ((None, True), {}), (([],), {}), (({},), {"non_blocking": True}),
+    ((_CPU, r.tensor(3)), {"non_blocking": True}), ((), {"foo": 1}), (("cpu",), {"device": "cpu"}),
+    ((r.ones(1),), {"dtype": r.float64}), ((r.float64, "cpu"), {}),
+])
+def test_module_to_refuses_argument_combinations_torch_refuses(args, kwargs):
+    net = nn.Sequential(nn.Linear(3, 3))
+    with pytest.raises(TypeError, match=r"to\(\) received an invalid combination of arguments - got \("):
+        net.to(*args, **kwargs)
+    assert net[0].weight.dtype == r.float32
+
+
+def test_module_to_messages():
+    net = nn.Linear(1, 1)
+    with pytest.raises(TypeError) as info:
+        net.to(_CPU, True)
+    assert str(info.value).startswith("to() received an invalid combination of arguments - got (rlpipe.device, "
+                                      "bool), but expected one of:\n * (rlpipe.device device = None, rlpipe.dtype "
+                                      "dtype = None")
+    with pytest.raises(TypeError, match=r"to\(\) takes from 0 to 4 positional arguments but 5 were given"):
+        net.to("cpu", r.float64, True, True, 5)
+    for args, kwargs in [(("cpu",), {"copy": True}), (("cpu", r.float64, False, True), {})]:
+        with pytest.raises(RuntimeError, match=r"^\.to\(\) does not accept copy argument$"):
+            net.to(*args, **kwargs)
+    assert net.weight.dtype == r.float32
+    for args, kwargs in [((r.long,), {}), ((_CPU, r.long, True), {}), ((r.tensor(3),), {"non_blocking": True}),
+                         ((), {"dtype": r.int32})]:
+        with pytest.raises(TypeError, match="nn.Module.to only accepts floating point or complex dtypes"):
+            net.to(*args, **kwargs)
+
+
+def test_module_to_accepted_forms():
+    net = nn.Linear(1, 1)
+    assert net.to() is net and net.to(None) is net and net.to("cpu") is net
+    assert net.to("cpu", r.float64, True).weight.dtype == r.float64
+    assert net.to(r.ones(1, dtype=r.float16)).weight.dtype == r.float16
+    assert net.to(dtype=r.float32, non_blocking=False).weight.dtype == r.float32
+
+
+# ---- ModuleDict.update and torch.nn.modules.utils -------------------------------------------------------------
+@pytest.mark.parametrize("arg, error, message", [
+    ([nn.ReLU()], TypeError, "ModuleDict update sequence element #0 should be Iterable; isReLU"),
+    ([5], TypeError, "ModuleDict update sequence element #0 should be Iterable; isint"),
+    ([[nn.ReLU()]], ValueError, "ModuleDict update sequence element #0 has length 1; 2 is required"),
+    ([("a", nn.ReLU(), 1)], ValueError, "ModuleDict update sequence element #0 has length 3; 2 is required"),
+    (nn.ReLU(), TypeError, "ModuleDict.update should be called with an iterable of key/value pairs, but got ReLU"),
+    (5, TypeError, "ModuleDict.update should be called with an iterable of key/value pairs, but got int"),
+])
+def test_module_dict_update_refuses_what_is_not_key_module_pairs(arg, error, message):
+    d = nn.ModuleDict({"x": nn.Tanh()})
+    with pytest.raises(error) as info:
+        d.update(arg)
+    assert str(info.value) == message
+    assert list(d.keys()) == ["x"]
+
+
+def test_consume_prefix_in_state_dict_if_present_strips_keys_and_metadata():
+    from collections import OrderedDict
+    from rlpipe.nn.modules.utils import consume_prefix_in_state_dict_if_present
+    sd = OrderedDict([("module.a", 1), ("b", 2), ("module.c.d", 3)])
+    sd._metadata = OrderedDict([("", {}), ("module", {"v": 1}), ("module.c", {"v": 2}), ("x", {})])
+    assert consume_prefix_in_state_dict_if_present(sd, "module.") is None
+    # as torch 2.13 leaves them: renamed entries move to the end, 'module' becomes ''
+    assert list(sd.items()) == [("b", 2), ("a", 1), ("c.d", 3)]
+    assert list(sd._metadata.items()) == [("", {"v": 1}), ("x", {}), ("c", {"v": 2})]
+    plain = {"module.w": 1}
+    consume_prefix_in_state_dict_if_present(plain, "module.")
+    assert plain == {"w": 1}
+
+
+def test_consumed_data_parallel_state_dict_loads():
+    net = nn.Sequential(nn.Linear(2, 2))
+    wrapped = nn.Module()
+    wrapped.module = nn.Sequential(nn.Linear(2, 2))
+    sd = wrapped.state_dict()
+    nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, "module.")
+    assert net.load_state_dict(sd).missing_keys == []
+    assert r.equal(net[0].weight, wrapped.module[0].weight)
+
+
+def test_ntuple_helpers():
+    from rlpipe.nn.modules import utils
+    assert utils._pair(3) == (3, 3) and utils._pair([1, 2]) == (1, 2) and utils._single(2) == (2,)
+    assert utils._triple(1) == (1, 1, 1) and utils._quadruple(0) == (0, 0, 0, 0)
+    assert utils._pair.__name__ == "_pair"
+    assert utils._reverse_repeat_tuple((1, 2), 2) == (2, 2, 1, 1)
+    assert utils._list_with_default([None, 3], [7, 8, 9]) == [8, 3] and utils._list_with_default(4, [1]) == 4
+    with pytest.raises(ValueError, match="Input dimension should be at least 3"):
+        utils._list_with_default([None, 3], [7, 8])
+
+
+def test_load_state_dict_refuses_what_is_not_a_tensor_in_torch_words():
+    m = nn.Linear(2, 2, bias=False)
+    before = m.weight.tolist()
+    with pytest.raises(RuntimeError, match='While copying the parameter named "weight", expected torch.Tensor or '
+                                           "Tensor-like object from checkpoint but received <class 'tuple'>"):
+        m.load_state_dict({"weight": ((1.0, 1.0), (2.0, 2.0))})
+    assert m.weight.tolist() == before

@@ -627,8 +627,9 @@ class Module:
                 continue
             value = state_dict[key]
             if not isinstance(value, Tensor):
-                error_msgs.append(f'While copying the parameter named "{key}", expected rlpipe.Tensor or Tensor-like '
-                                  f"object from checkpoint but received {type(value)}")
+                # torch's words (its tests match them); rlpipe.Tensor is what rlpipe wants there
+                error_msgs.append(f'While copying the parameter named "{key}", expected torch.Tensor or Tensor-like '
+                                  f"object from checkpoint but received {type(value)} (an rlpipe.Tensor is needed)")
                 continue
             if param.ndim == 0 and value.ndim == 1 and value.shape[0] == 1:  # an old checkpoint's format
                 value = value[0]
@@ -910,19 +911,44 @@ class Module:
         return text + ")"
 
 
-def _parse_to(*args, device=None, dtype=None, non_blocking=False, copy=False, memory_format=None):
-    """(device, dtype) from Tensor.to-style arguments."""
+_TO_TAIL = "bool non_blocking = False, bool copy = False, *, memory_format memory_format = None)"
+_TO_SIGNATURES = ("(rlpipe.device device = None, rlpipe.dtype dtype = None, " + _TO_TAIL,
+                  "(rlpipe.dtype dtype, " + _TO_TAIL, "(Tensor tensor, " + _TO_TAIL)
+
+
+def _parse_to(*args, **kwargs):
+    """(device, dtype) from Tensor.to's three forms: ``(device, dtype, non_blocking, copy)``,
+    ``(dtype, non_blocking, copy)`` and ``(tensor, non_blocking, copy)``; any other combination
+    raises torch's TypeError."""
     from ..._device import device as device_cls
-    for a in args:
-        if isinstance(a, Tensor):
-            device, dtype = a.device, a.dtype
-        elif isinstance(a, bool):
-            continue
-        elif isinstance(a, (str, int, device_cls)):
-            device = a
-        elif a is not None:
-            dtype = _dtypes.as_dtype(a)
-    return device, None if dtype is None else _dtypes.as_dtype(dtype)
+
+    def type_name(a):
+        return {device_cls: "rlpipe.device", _dtypes.dtype: "rlpipe.dtype"}.get(type(a)) or \
+            ("Tensor" if isinstance(a, Tensor) else type(a).__name__)
+
+    if len(args) > 4:
+        raise TypeError(f"to() takes from 0 to 4 positional arguments but {len(args)} were given")
+    first = args[0] if args else None
+    names = ("tensor" if isinstance(first, Tensor) else "dtype" if isinstance(first, _dtypes.dtype) else "device",
+             "non_blocking", "copy")
+    if names[0] == "device":
+        names = ("device", "dtype") + names[1:]
+    given = dict(zip(names, args))
+    checks = {"tensor": lambda v: isinstance(v, Tensor), "device": lambda v: isinstance(v, (str, int, device_cls)),
+              "dtype": lambda v: isinstance(v, _dtypes.dtype), "non_blocking": lambda v: isinstance(v, bool),
+              "copy": lambda v: isinstance(v, bool), "memory_format": lambda v: True}
+    valid = len(args) <= len(names) and not set(given) & set(kwargs) and set(kwargs) <= set(checks) - {"tensor"}
+    given.update(kwargs)
+    if not valid or "tensor" in given and {"device", "dtype"} & set(kwargs) or \
+            not all(v is None and k in ("device", "dtype", "memory_format") or checks[k](v) for k, v in given.items()):
+        got = ", ".join([type_name(a) for a in args] + [f"{k}={type_name(v)}" for k, v in kwargs.items()])
+        raise TypeError(f"to() received an invalid combination of arguments - got ({got}), but expected one of:\n"
+                        + "\n".join(" * " + s for s in _TO_SIGNATURES))
+    if given.get("copy"):
+        raise RuntimeError(".to() does not accept copy argument")
+    if "tensor" in given:
+        return given["tensor"].device, given["tensor"].dtype
+    return given.get("device"), given.get("dtype")
 
 
 class _BackwardHookFunction(Function):
