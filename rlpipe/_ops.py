@@ -898,6 +898,13 @@ def _mark_view(out, base, view_fn, may_copy=False):
     return out
 
 
+def _view_index(index):
+    """``index`` (a tuple of basic index parts) such that NumPy returns a view even where every
+    dimension is taken by an integer (``a[0]`` of a 1-d array is a scalar copy, ``a[0, ...]`` a
+    0-d view), so an in-place op on that element can write through it."""
+    return index if builtins.any(p is Ellipsis for p in index) else (*index, Ellipsis)
+
+
 @tensor_method
 def _refresh_view(view):
     """After an in-place change to its base, a view's grad_fn becomes 'take this view of the
@@ -1215,7 +1222,7 @@ def _split_views(input, sizes, dim, squeeze):
     pieces = P.Split.apply(input, sizes, dim, squeeze)
     at = 0
     for piece, n in zip(pieces, sizes):
-        index = (slice(None),) * dim + ((at,) if squeeze else (slice(at, at + n),))
+        index = (slice(None),) * dim + ((at, Ellipsis) if squeeze else (slice(at, at + n),))
         _mark_view(piece, input, lambda a, index=index: a[index])
         at += n
     return pieces
@@ -1305,10 +1312,13 @@ def getitem(input, index):
     if advanced and builtins.any(type(p) is builtins.int for p in index):
         # torch selects with integers first; NumPy would treat them as advanced indices
         ints, rest = _split_integer_index(index)
-        selected = _mark_view(P.Index.apply(input, ints, False), input, lambda a: a[ints])
+        selected = _mark_view(P.Index.apply(input, ints, False), input, lambda a: a[_view_index(ints)])
         return P.Index.apply(selected, rest, True)
     out = P.Index.apply(input, index, advanced)
-    return out if advanced else _mark_view(out, input, lambda a: a[index])
+    if advanced:
+        return out
+    view_index = _view_index(index)
+    return _mark_view(out, input, lambda a: a[view_index])
 
 
 def _split_integer_index(index):

@@ -944,3 +944,39 @@ def test_a_node_that_gets_no_gradient_still_lets_its_inputs_run():
     (Blocker.apply(p) + h).sum().backward()
     assert ran == ["h"]
     assert w.grad.tolist() == [3.0, 3.0]
+
+
+def test_inplace_on_a_single_element_of_a_tracked_tensor_is_recorded():
+    """``x[0] *= 1`` on a non-leaf: NumPy's ``a[0]`` is a scalar copy, so the element is written
+    through a 0-d view; values, gradients and grad_fn as torch 2.13 gives them (measured)."""
+    x0 = r.rand(10, requires_grad=True)
+    x = x0.clone()
+    x[0] *= 3
+    x[1] += x[2]
+    assert x.grad_fn is not None
+    x.sum().backward()
+    assert x0.grad.tolist() == [3.0, 1.0, 2.0] + [1.0] * 7
+
+    def f(y0):
+        y = y0 * 1
+        y[1, 2] *= 3
+        y[2][3] += 2
+        y[0, 0] *= y0[2, 2]
+        y[1][0] *= 5
+        y[2, 1] = y0[0, 1] ** 2
+        return y
+
+    y0 = r.arange(12, dtype=r.float64).reshape(3, 4).requires_grad_()
+    out = f(y0)
+    assert out.tolist() == [[0.0, 1.0, 2.0, 3.0], [20.0, 5.0, 18.0, 7.0], [8.0, 1.0, 10.0, 13.0]]
+    (out * r.arange(12, dtype=r.float64).reshape(3, 4)).sum().backward()
+    assert y0.grad.tolist() == [[0.0, 19.0, 2.0, 3.0], [20.0, 5.0, 18.0, 7.0], [8.0, 0.0, 10.0, 11.0]]
+    assert r.autograd.gradcheck(f, (y0.detach().requires_grad_(),))
+
+
+def test_inplace_on_an_element_of_a_leaf_that_requires_grad_raises():
+    x = r.rand(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad is being used in an "
+                                           "in-place operation"):
+        x[0] *= 2
+    assert x.grad_fn is None and x.tolist() == x.detach().tolist()

@@ -946,3 +946,21 @@ def test_env_state_dict_carries_observation_norm_statistics():
     target.load_state_dict(state)
     batch = next(iter(target))
     np.testing.assert_array_equal(arr(batch["observation"]).ravel(), [1.0, 3.0, 5.0, 7.0])  # t * 2 + 1
+
+
+def test_torchrl_014_collector_names_are_the_same_classes():
+    import rlpipe.collectors as c
+    from rlpipe.collectors import collectors as single
+    from rlpipe.collectors.collectors import MultiAsyncCollector, MultiCollector, MultiSyncCollector
+    from rlpipe.collectors.distributed import RayCollector
+    assert c.Collector is c.SyncDataCollector is single.Collector
+    assert c.MultiSyncCollector is c.MultiSyncDataCollector is MultiSyncCollector
+    assert c.MultiAsyncCollector is c.MultiaSyncDataCollector is MultiAsyncCollector
+    assert c.MultiCollector is MultiCollector
+    for cls in (c.Collector, c.MultiSyncCollector, c.MultiAsyncCollector, RayCollector):
+        assert issubclass(cls, c.BaseCollector)
+    assert issubclass(c.MultiSyncCollector, c.MultiCollector) and issubclass(c.MultiAsyncCollector, c.MultiCollector)
+    new_names = {"Collector", "MultiSyncCollector", "MultiAsyncCollector", "BaseCollector", "MultiCollector"}
+    assert new_names <= set(c.__all__)
+    with pytest.raises(AttributeError, match="has no attribute 'AsyncCollector'"):
+        single.AsyncCollector

@@ -230,7 +230,7 @@ def _prepare_output_grads(node, grads):
         for hook in list(node._pre_hooks.values()):
             out = hook(tuple(None if g is None else wrap(g, device) for g in grads))
             if out is not None:
-                grads = [None if g is None else g._data for g in out]
+                grads = [None if g is None else g._data for g in _checked_hook_result(hook, out, len(grads))]
     return grads
 
 
@@ -257,8 +257,20 @@ def _call_backward(node, grads):
         for hook in list(node._post_hooks.values()):
             replaced = hook(as_tensors(out), as_tensors(grads))
             if replaced is not None:
-                out = tuple(None if g is None else g._data for g in replaced)
+                out = tuple(None if g is None else g._data for g in _checked_hook_result(hook, replaced, len(out)))
     return out
+
+
+def _checked_hook_result(hook, result, expected):
+    """A node hook's replacement gradients, refused as torch does when they are not a tuple of the
+    node's own length."""
+    if not isinstance(result, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
+    if len(result) != expected:
+        name = getattr(hook, "__name__", type(hook).__name__)
+        raise RuntimeError(f"hook '{name}' has returned an incorrect number of values (got {len(result)}, but "
+                           f"expected {expected})")
+    return result
 
 
 def _check_user_grad(node, i, g):

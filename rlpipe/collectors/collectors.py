@@ -26,7 +26,7 @@ from ..postprocs import split_trajectories
 from ._common import (SILENCE, TRAJ_IDS, CollectorBase, check_frame_counts, checked_init_random_frames,
                       checked_split_trajs, normalized_total_frames, rl_warn, rounded_total_frames)
 
-__all__ = ["SyncDataCollector", "RandomPolicy"]
+__all__ = ["SyncDataCollector", "Collector", "BaseCollector", "RandomPolicy"]
 
 
 class RandomPolicy:
@@ -482,3 +482,19 @@ class SyncDataCollector(CollectorBase):
     def __repr__(self):
         return (f"{type(self).__name__}(env={self.env!r}, frames_per_batch={self.frames_per_batch}, "
                 f"total_frames={self.total_frames})")
+
+
+# torchrl 0.14's names for the same classes
+Collector = SyncDataCollector
+BaseCollector = CollectorBase
+_MULTI_NAMES = {"MultiCollector": "_MultiCollector", "MultiSyncCollector": "MultiSyncDataCollector",
+                "MultiAsyncCollector": "MultiaSyncDataCollector", "MultiSyncDataCollector": "MultiSyncDataCollector",
+                "MultiaSyncDataCollector": "MultiaSyncDataCollector"}
+
+
+def __getattr__(name):
+    # torchrl.collectors.collectors also re-exports the multi-process collectors, which import this module
+    if name in _MULTI_NAMES:
+        from . import multi
+        return getattr(multi, _MULTI_NAMES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,8 @@ from ._common import (SILENCE, TRAJ_IDS, CollectorBase, batch_arrays, batch_from
                       rounded_total_frames, unique_traj_ids)
 from .collectors import SyncDataCollector
 
-__all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector"]
+__all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector", "MultiSyncCollector", "MultiAsyncCollector",
+           "MultiCollector"]
 
 _ALIGN = 64  # bytes: each leaf of a shared block starts on a cache line
 _PARENT_CHECK_S = 1.0  # how often an idle worker checks that its main process is still alive
@@ -567,3 +568,9 @@ class MultiaSyncDataCollector(_MultiCollector):
             if index not in self._in_flight and self._needs_more():
                 self._request(index)  # before the yield: the worker collects while the caller works
             yield self._finish(batch)
+
+
+# torchrl 0.14's names for the same classes
+MultiCollector = _MultiCollector
+MultiSyncCollector = MultiSyncDataCollector
+MultiAsyncCollector = MultiaSyncDataCollector

@@ -1,6 +1,7 @@
 # ruff: noqa: F401 - this module re-exports the public API
 """The Module classes of rlpipe.nn."""
 from .module import Module
+from . import utils
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
 from .linear import Identity, Linear, Bilinear
 from .activation import (Threshold, ReLU, RReLU, Hardtanh, ReLU6, Sigmoid, Hardsigmoid, Tanh, SiLU, Mish, Hardswish,

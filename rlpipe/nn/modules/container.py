@@ -1,7 +1,7 @@
 """Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict."""
 import operator
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from itertools import chain, islice
 
 from ..._tensor import Tensor
@@ -228,13 +228,19 @@ class ModuleDict(Module):
         return self._modules.values()
 
     def update(self, modules):
+        """Adds (or replaces) modules from a mapping or an iterable of (key, module) pairs."""
         if isinstance(modules, (OrderedDict, ModuleDict, Mapping)):
             for key, module in modules.items():
                 self[key] = module
             return
+        if not isinstance(modules, Iterable):
+            raise TypeError("ModuleDict.update should be called with an iterable of key/value pairs, but got "
+                            + type(modules).__name__)
         for j, pair in enumerate(modules):
-            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-                raise ValueError(f"ModuleDict update sequence element #{j} should be a key-value pair, got {pair!r}")
+            if not isinstance(pair, Iterable):
+                raise TypeError(f"ModuleDict update sequence element #{j} should be Iterable; is{type(pair).__name__}")
+            if len(pair) != 2:
+                raise ValueError(f"ModuleDict update sequence element #{j} has length {len(pair)}; 2 is required")
             self[pair[0]] = pair[1]
 
     def forward(self, *args, **kwargs):

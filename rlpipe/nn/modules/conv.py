@@ -1,27 +1,10 @@
 """Convolution layers: ``Conv2d`` on a shared ``_ConvNd`` base."""
-from collections.abc import Iterable
-
 from .. import functional as F
 from ._params import register_optional, reset_like_linear
 from .module import Module
+from .utils import _pair, _reverse_repeat_tuple
 
 __all__ = ["Conv2d"]
-
-
-def _ntuple(n):
-    def parse(x):
-        if isinstance(x, Iterable):
-            return tuple(x)
-        return (x,) * n
-    return parse
-
-
-_pair = _ntuple(2)
-
-
-def _reverse_repeat_tuple(values, n):
-    """(a, b) -> (b, b, a, a) for n=2: per-dimension padding in F.pad's last-dimension-first order."""
-    return tuple(v for v in reversed(values) for _ in range(n))
 
 
 class _ConvNd(Module):

@@ -5,8 +5,10 @@ buffers and submodules; iteration yields them in registration order, shared ones
 ``state_dict``/``load_state_dict`` use dotted names; hooks run in ``_call_impl``'s order.
 """
 import functools
+import inspect
 import itertools
 import warnings
+import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
@@ -18,8 +20,10 @@ from ...autograd.grad_mode import state as _grad_state
 from ...utils.hooks import RemovableHandle
 from ..parameter import Buffer, Parameter
 
-__all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
-           "register_module_full_backward_pre_hook", "register_module_full_backward_hook"]
+__all__ = ["register_module_forward_pre_hook", "register_module_forward_hook",
+           "register_module_full_backward_pre_hook", "register_module_backward_hook",
+           "register_module_full_backward_hook", "register_module_buffer_registration_hook",
+           "register_module_module_registration_hook", "register_module_parameter_registration_hook", "Module"]
 
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
 
@@ -31,6 +35,35 @@ _global_forward_hooks_always_called = OrderedDict()
 _global_backward_pre_hooks = OrderedDict()
 _global_backward_hooks = OrderedDict()
 _global_is_full_backward_hook = None
+_global_buffer_registration_hooks = OrderedDict()
+_global_module_registration_hooks = OrderedDict()
+_global_parameter_registration_hooks = OrderedDict()
+
+
+def register_module_buffer_registration_hook(hook):
+    """hook(module, name, buffer) runs whenever any module registers a buffer; a value it returns
+    is registered instead."""
+    return RemovableHandle.add(_global_buffer_registration_hooks, hook)
+
+
+def register_module_module_registration_hook(hook):
+    """hook(module, name, submodule) runs whenever any module registers a submodule; a value it
+    returns is registered instead."""
+    return RemovableHandle.add(_global_module_registration_hooks, hook)
+
+
+def register_module_parameter_registration_hook(hook):
+    """hook(module, name, param) runs whenever any module registers a parameter; a value it returns
+    is registered instead."""
+    return RemovableHandle.add(_global_parameter_registration_hooks, hook)
+
+
+def _run_registration_hooks(hooks, module, name, value):
+    for hook in hooks.values():
+        output = hook(module, name, value)
+        if output is not None:
+            value = output
+    return value
 
 
 def register_module_forward_pre_hook(hook):
@@ -51,14 +84,63 @@ def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
 
 
 def register_module_full_backward_pre_hook(hook):
+    """hook(module, grad_output) runs for every module before its input gradients are computed; it
+    may return a new grad_output."""
     return RemovableHandle.add(_global_backward_pre_hooks, hook)
+
+
+def _set_global_backward_kind(full):
+    global _global_is_full_backward_hook
+    if _global_is_full_backward_hook is (not full):
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a global Module hook. "
+                           "Please use only one of them.")
+    _global_is_full_backward_hook = full
+
+
+def register_module_backward_hook(hook):
+    """Deprecated (use register_module_full_backward_hook): hook(module, grad_input, grad_output) on
+    the last node of every module's forward."""
+    _set_global_backward_kind(False)
+    return RemovableHandle.add(_global_backward_hooks, hook)
 
 
 def register_module_full_backward_hook(hook):
     """hook(module, grad_input, grad_output) runs for every module once its input gradients exist."""
-    global _global_is_full_backward_hook
-    _global_is_full_backward_hook = True
+    _set_global_backward_kind(True)
     return RemovableHandle.add(_global_backward_hooks, hook)
+
+
+class _WrappedHook:
+    """A hook called with its module prepended (when given one), which it refers to weakly, so a
+    module's own hook tables do not keep it alive; it pickles with the module."""
+
+    def __init__(self, hook, module=None):
+        self.hook = hook
+        functools.update_wrapper(self, hook)
+        self.with_module = module is not None
+        if self.with_module:
+            self.module = weakref.ref(module)
+
+    def __call__(self, *args, **kwargs):
+        if not self.with_module:
+            return self.hook(*args, **kwargs)
+        module = self.module()
+        if module is None:
+            raise RuntimeError("You are trying to call the hook of a dead Module!")
+        return self.hook(module, *args, **kwargs)
+
+    def __getstate__(self):
+        state = {"hook": self.hook, "with_module": self.with_module}
+        if self.with_module:
+            state["module"] = self.module()
+        return state
+
+    def __setstate__(self, state):
+        self.hook, self.with_module = state["hook"], state["with_module"]
+        if self.with_module:
+            if state["module"] is None:
+                raise RuntimeError("You are trying to revive the hook of a dead Module!")
+            self.module = weakref.ref(state["module"])
 
 
 def _typename(obj):
@@ -143,9 +225,7 @@ class Module:
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
                             "(rlpipe Tensor or None required)")
-        if isinstance(tensor, Buffer):
-            tensor = tensor.detach()
-        self._buffers[name] = tensor
+        self._buffers[name] = _run_registration_hooks(_global_buffer_registration_hooks, self, name, tensor)
         if persistent:
             self._non_persistent_buffers_set.discard(name)
         else:
@@ -163,14 +243,14 @@ class Module:
             raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be created "
                              f"explicitly. To express '{name}' as a function of another Tensor, compute the value "
                              "in the forward() method.")
-        self._parameters[name] = param
+        self._parameters[name] = _run_registration_hooks(_global_parameter_registration_hooks, self, name, param)
 
     def add_module(self, name, module):
         """Adds a child module, reachable as an attribute called ``name``."""
         if not isinstance(module, Module) and module is not None:
             raise TypeError(f"{_typename(module)} is not a Module subclass")
         self._check_new_name("module", name, self._modules)
-        self._modules[name] = module
+        self._modules[name] = _run_registration_hooks(_global_module_registration_hooks, self, name, module)
 
     def register_module(self, name, module):
         self.add_module(name, module)
@@ -201,12 +281,12 @@ class Module:
                 if modules is None:
                     raise AttributeError("cannot assign module before Module.__init__() call")
                 remove_from(self.__dict__, self._parameters, self._buffers, self._non_persistent_buffers_set)
-                modules[name] = value
+                modules[name] = _run_registration_hooks(_global_module_registration_hooks, self, name, value)
             elif modules is not None and name in modules:
                 if value is not None:
                     raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
                                     "(rlpipe.nn.Module or None expected)")
-                modules[name] = value
+                modules[name] = _run_registration_hooks(_global_module_registration_hooks, self, name, value)
             else:
                 buffers = self.__dict__.get("_buffers")
                 if isinstance(value, Buffer) or buffers is not None and name in buffers:
@@ -217,10 +297,21 @@ class Module:
                                         "(rlpipe.nn.Buffer, rlpipe.Tensor or None expected)")
                     persistent = value.persistent if isinstance(value, Buffer) else \
                         name not in self._non_persistent_buffers_set
-                    remove_from(self.__dict__)
-                    self.register_buffer(name, value, persistent)
+                    self._register_buffer_compat(name, value, persistent)
                 else:
                     object.__setattr__(self, name, value)
+
+    def _register_buffer_compat(self, name, value, persistent):
+        # a subclass may override register_buffer(name, tensor) without ``persistent``, as torch allows
+        register = self.register_buffer
+        if getattr(register, "__func__", None) is Module.register_buffer or \
+                "persistent" in inspect.signature(register).parameters:
+            register(name, value, persistent)
+        elif not persistent:
+            raise RuntimeError("Registering a non-persistent buffer on a Module subclass that implements "
+                               "register_buffer() without the persistent argument is not allowed.")
+        else:
+            register(name, value)
 
     def __getattr__(self, name):
         # only called when normal lookup fails: parameters, buffers and modules live in their dicts
@@ -249,6 +340,13 @@ class Module:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        # a module pickled by an older version may lack some of the tables
+        for name in ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs",
+                     "_forward_hooks_always_called", "_state_dict_hooks", "_state_dict_pre_hooks",
+                     "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks", "_backward_pre_hooks"):
+            self.__dict__.setdefault(name, OrderedDict())
+        self.__dict__.setdefault("_non_persistent_buffers_set", set())
+        self.__dict__.setdefault("_is_full_backward_hook", None)
 
     # ---- lookup by dotted path ----------------------------------------------------------------
     def _get_name(self):
@@ -529,8 +627,9 @@ class Module:
                 continue
             value = state_dict[key]
             if not isinstance(value, Tensor):
-                error_msgs.append(f'While copying the parameter named "{key}", expected rlpipe.Tensor or Tensor-like '
-                                  f"object from checkpoint but received {type(value)}")
+                # torch's words (its tests match them); rlpipe.Tensor is what rlpipe wants there
+                error_msgs.append(f'While copying the parameter named "{key}", expected torch.Tensor or Tensor-like '
+                                  f"object from checkpoint but received {type(value)} (an rlpipe.Tensor is needed)")
                 continue
             if param.ndim == 0 and value.ndim == 1 and value.shape[0] == 1:  # an old checkpoint's format
                 value = value[0]
@@ -665,10 +764,15 @@ class Module:
         hook._from_public_api = True
         return self._add_hook(self._state_dict_hooks, hook)
 
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        """As register_load_state_dict_pre_hook, but the hook gets the module first only with
+        ``with_module``."""
+        return self._add_hook(self._load_state_dict_pre_hooks, _WrappedHook(hook, self if with_module else None))
+
     def register_load_state_dict_pre_hook(self, hook):
         """hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
         error_msgs) runs before this module loads its entries."""
-        return self._add_hook(self._load_state_dict_pre_hooks, functools.partial(hook, self))
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
 
     def register_load_state_dict_post_hook(self, hook):
         """hook(module, incompatible_keys) -> None runs after load_state_dict."""
@@ -725,7 +829,8 @@ class Module:
                         else first[0]
                 if first.grad_fn is not None:
                     for hook in plain_hooks:
-                        first.grad_fn.register_hook(functools.partial(_module_node_hook, hook, self))
+                        first.grad_fn.register_hook(_WrappedHook(hook, self))
+                    self._warn_non_full_backward_hook(args, result, first.grad_fn)
             return result
 
         try:
@@ -747,6 +852,29 @@ class Module:
             raise
 
     __call__ = _call_impl
+
+    @staticmethod
+    def _warn_non_full_backward_hook(inputs, result, grad_fn):
+        """torch's FutureWarnings where a legacy backward hook will see only part of the gradients."""
+        def warn(subject, missing, hint=True):
+            warnings.warn(f"Using {subject} is deprecated and will be removed in future versions. This hook will be "
+                          f"missing some {missing}." + (" Please use register_full_backward_hook to get the "
+                                                        "documented behavior." if hint else ""),
+                          FutureWarning, stacklevel=5)
+        result = (result,) if isinstance(result, Tensor) else result
+        if not (isinstance(result, tuple) and all(isinstance(r, Tensor) for r in result)):
+            return warn("non-full backward hooks on a Module that does not return a single Tensor or a tuple of "
+                        "Tensors", "of the grad_output")
+        if not all(isinstance(i, Tensor) for i in inputs):
+            return warn("non-full backward hooks on a Module that does not take as input a single Tensor or a tuple "
+                        "of Tensors", "of the grad_input")
+        out_nodes = {r.grad_fn for r in result if r.grad_fn is not None}
+        if not out_nodes or len(out_nodes) == 1 and grad_fn not in out_nodes:
+            warn("a non-full backward hook when outputs are nested in python data structure", "grad_output", False)
+        elif len(out_nodes) > 1:
+            warn("a non-full backward hook when outputs are generated by different autograd Nodes", "grad_output")
+        elif {i.grad_fn for i in inputs if i.grad_fn is not None} != {n for n, _ in grad_fn.next_functions}:
+            warn("a non-full backward hook when the forward contains multiple autograd Nodes", "grad_input")
 
     def _backward_hook_lists(self):
         full, plain = [], []
@@ -783,23 +911,44 @@ class Module:
         return text + ")"
 
 
-def _module_node_hook(hook, module, grad_input, grad_output):
-    return hook(module, grad_input, grad_output)
+_TO_TAIL = "bool non_blocking = False, bool copy = False, *, memory_format memory_format = None)"
+_TO_SIGNATURES = ("(rlpipe.device device = None, rlpipe.dtype dtype = None, " + _TO_TAIL,
+                  "(rlpipe.dtype dtype, " + _TO_TAIL, "(Tensor tensor, " + _TO_TAIL)
 
 
-def _parse_to(*args, device=None, dtype=None, non_blocking=False, copy=False, memory_format=None):
-    """(device, dtype) from Tensor.to-style arguments."""
+def _parse_to(*args, **kwargs):
+    """(device, dtype) from Tensor.to's three forms: ``(device, dtype, non_blocking, copy)``,
+    ``(dtype, non_blocking, copy)`` and ``(tensor, non_blocking, copy)``; any other combination
+    raises torch's TypeError."""
     from ..._device import device as device_cls
-    for a in args:
-        if isinstance(a, Tensor):
-            device, dtype = a.device, a.dtype
-        elif isinstance(a, bool):
-            continue
-        elif isinstance(a, (str, int, device_cls)):
-            device = a
-        elif a is not None:
-            dtype = _dtypes.as_dtype(a)
-    return device, None if dtype is None else _dtypes.as_dtype(dtype)
+
+    def type_name(a):
+        return {device_cls: "rlpipe.device", _dtypes.dtype: "rlpipe.dtype"}.get(type(a)) or \
+            ("Tensor" if isinstance(a, Tensor) else type(a).__name__)
+
+    if len(args) > 4:
+        raise TypeError(f"to() takes from 0 to 4 positional arguments but {len(args)} were given")
+    first = args[0] if args else None
+    names = ("tensor" if isinstance(first, Tensor) else "dtype" if isinstance(first, _dtypes.dtype) else "device",
+             "non_blocking", "copy")
+    if names[0] == "device":
+        names = ("device", "dtype") + names[1:]
+    given = dict(zip(names, args))
+    checks = {"tensor": lambda v: isinstance(v, Tensor), "device": lambda v: isinstance(v, (str, int, device_cls)),
+              "dtype": lambda v: isinstance(v, _dtypes.dtype), "non_blocking": lambda v: isinstance(v, bool),
+              "copy": lambda v: isinstance(v, bool), "memory_format": lambda v: True}
+    valid = len(args) <= len(names) and not set(given) & set(kwargs) and set(kwargs) <= set(checks) - {"tensor"}
+    given.update(kwargs)
+    if not valid or "tensor" in given and {"device", "dtype"} & set(kwargs) or \
+            not all(v is None and k in ("device", "dtype", "memory_format") or checks[k](v) for k, v in given.items()):
+        got = ", ".join([type_name(a) for a in args] + [f"{k}={type_name(v)}" for k, v in kwargs.items()])
+        raise TypeError(f"to() received an invalid combination of arguments - got ({got}), but expected one of:\n"
+                        + "\n".join(" * " + s for s in _TO_SIGNATURES))
+    if given.get("copy"):
+        raise RuntimeError(".to() does not accept copy argument")
+    if "tensor" in given:
+        return given["tensor"].device, given["tensor"].dtype
+    return given.get("device"), given.get("dtype")
 
 
 class _BackwardHookFunction(Function):
