@@ -1,4 +1,10 @@
 """torchrl.objectives: value estimators and loss modules (layer 6)."""
-from .value import GAE, TD0Estimator, TD1Estimator, TDLambdaEstimator, ValueEstimators
+from .common import LossModule
+from .dqn import DQNLoss
+from .utils import HardUpdate, SoftUpdate, TargetNetUpdater, ValueEstimators, default_value_kwargs, distance_loss, \
+    hold_out_net
+from .value import GAE, TD0Estimator, TD1Estimator, TDLambdaEstimator
 
-__all__ = ["GAE", "TD0Estimator", "TD1Estimator", "TDLambdaEstimator", "ValueEstimators"]
+__all__ = ["DQNLoss", "GAE", "HardUpdate", "LossModule", "SoftUpdate", "TD0Estimator", "TD1Estimator",
+           "TDLambdaEstimator", "TargetNetUpdater", "ValueEstimators", "default_value_kwargs", "distance_loss",
+           "hold_out_net"]
