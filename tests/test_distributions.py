@@ -38,8 +38,13 @@ def softmax(x):
 
 
 @pytest.fixture(autouse=True)
-def _seed():
+def _seed_and_validate():
+    """A fixed seed, and torch's default validation (importing torchrl's distributions turns it off)."""
     r.manual_seed(2024)
+    before = D.Distribution._validate_args
+    D.Distribution.set_default_validate_args(True)
+    yield
+    D.Distribution.set_default_validate_args(before)
 
 
 # ---- Normal ---------------------------------------------------------------------------------
@@ -300,6 +305,102 @@ def test_kl_gradcheck_and_registry():
         kl_module._KL_MEMOIZE.clear()
     with pytest.raises(TypeError, match="Expected type_p to be a Distribution subclass"):
         D.register_kl(int, D.Normal)
+
+
+# ---- transforms and TransformedDistribution ----------------------------------------------------
+
+def _numeric_log_det(fn, x, h=1e-6):
+    return np.log(np.abs((fn(x + h) - fn(x - h)) / (2 * h)))
+
+
+TRANSFORMS = {  # name: (transform, NumPy forward, inputs in its domain)
+    "exp": (lambda: D.ExpTransform(), np.exp, X),
+    "tanh": (lambda: D.TanhTransform(), np.tanh, X),
+    "sigmoid": (lambda: D.SigmoidTransform(), lambda x: 1 / (1 + np.exp(-x)), X),
+    "affine": (lambda: D.AffineTransform(0.5, -2.0), lambda x: 0.5 - 2.0 * x, X),
+    "affine_tensor": (lambda: D.AffineTransform(t64([1.0, 0.0, -1.0]), t64([0.5, 3.0, -0.2])),
+                      lambda x: np.array([1.0, 0.0, -1.0]) + np.array([0.5, 3.0, -0.2]) * x, X),
+    "compose": (lambda: D.ComposeTransform([D.TanhTransform(), D.AffineTransform(1.0, 3.0)]),
+                lambda x: 1.0 + 3.0 * np.tanh(x), X),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMS))
+def test_transform_forward_inverse_and_log_det(name):
+    make, fn, x = TRANSFORMS[name]
+    t = make()
+    y = t(t64(x))
+    close(y, fn(x), rtol=1e-12)
+    close(t.inv(y), x, rtol=1e-9, atol=1e-9)
+    close(t.log_abs_det_jacobian(t64(x), y), _numeric_log_det(fn, x), rtol=1e-6, atol=1e-8)
+    close(t.inv.log_abs_det_jacobian(y, t64(x)), -_numeric_log_det(fn, x), rtol=1e-6, atol=1e-8)
+    assert t.inv.inv is t and t.bijective
+    assert gradcheck(lambda v: t.log_abs_det_jacobian(v, t(v)), (t64(x, True),))
+
+
+def test_transform_cache_returns_the_same_objects():
+    t = D.TanhTransform(cache_size=1)
+    x = t64([0.3, 20.0])
+    y = t(x)
+    assert t.inv(y) is x and t(x) is y  # 20.0 would not survive atanh(tanh(20.0))
+    assert not np.isfinite(npy(D.TanhTransform().inv(y))[1])
+    compose = D.ComposeTransform([D.ExpTransform(), D.AffineTransform(1.0, 2.0)], cache_size=1)
+    assert all(p._cache_size == 1 for p in compose.parts)
+    with pytest.raises(ValueError, match="cache_size must be 0 or 1"):
+        D.ExpTransform(cache_size=2)
+    assert D.ExpTransform().with_cache(1)._cache_size == 1
+
+
+def test_transform_properties():
+    assert D.TanhTransform() == D.TanhTransform() and D.TanhTransform() != D.ExpTransform()
+    assert D.AffineTransform(1.0, 2.0) == D.AffineTransform(1.0, 2.0) != D.AffineTransform(1.0, 3.0)
+    assert D.AffineTransform(0.0, -2.0).sign == -1 and D.ExpTransform().sign == 1
+    c = D.ComposeTransform([D.ExpTransform(), D.AffineTransform(0.0, -1.0)])
+    assert c.sign == -1 and c.inv.parts[0] == D.AffineTransform(0.0, -1.0).inv
+    assert repr(D.TanhTransform().codomain) == "Interval(lower_bound=-1.0, upper_bound=1.0)"
+    assert repr(c) == "ComposeTransform(\n    ExpTransform(),\n    AffineTransform()\n)"
+    vector = D.AffineTransform(0.0, t64([1.0, 2.0]), event_dim=1)
+    assert vector.domain.event_dim == 1
+    close(vector.log_abs_det_jacobian(t64(np.zeros((3, 2))), None), np.full(3, math.log(2.0)))
+    assert D.AffineTransform(0.0, t64([1.0, 2.0])).forward_shape((3, 1)) == (3, 2)
+    assert repr(D.ExpTransform().inv) == "_InverseTransform(ExpTransform())"
+
+
+def test_transformed_distribution_matches_scipy():
+    loc, scale = np.array([0.2, -0.5]), np.array([0.7, 1.3])
+    base = D.Normal(t64(loc), t64(scale))
+    lognormal = D.TransformedDistribution(base, [D.ExpTransform()])
+    y = np.array([0.5, 2.5])
+    close(lognormal.log_prob(t64(y)), st.lognorm(s=scale, scale=np.exp(loc)).logpdf(y), rtol=1e-10)
+    close(lognormal.cdf(t64(y)), st.lognorm(s=scale, scale=np.exp(loc)).cdf(y), rtol=1e-10)
+    close(lognormal.icdf(t64([0.3, 0.8])), st.lognorm(s=scale, scale=np.exp(loc)).ppf([0.3, 0.8]), rtol=1e-9)
+    flipped = D.TransformedDistribution(base, D.AffineTransform(1.0, -2.0))
+    close(flipped.log_prob(t64(y)), st.norm(1.0 - 2.0 * loc, 2.0 * scale).logpdf(y), rtol=1e-10)
+    close(flipped.cdf(t64(y)), st.norm(1.0 - 2.0 * loc, 2.0 * scale).cdf(y), rtol=1e-10)  # decreasing: flipped cdf
+    assert lognormal.batch_shape == (2,) and lognormal.event_shape == () and lognormal.has_rsample
+    assert lognormal.sample((4,)).shape == (4, 2) and bool((lognormal.sample((50,)) > 0).all())
+    assert repr(lognormal.support) == "GreaterThan(lower_bound=0.0)"
+    e = lognormal.expand((3, 2))
+    assert e.batch_shape == (3, 2) and e.base_dist.batch_shape == (3, 2)
+    # a vector transform makes the base's batch dims event dims
+    vec = D.TransformedDistribution(base, D.AffineTransform(0.0, t64([1.0, 2.0]), event_dim=1))
+    assert vec.batch_shape == () and vec.event_shape == (2,) and isinstance(vec.base_dist, D.Independent)
+    with pytest.raises(ValueError, match="transforms must be a Transform or list, but was 3"):
+        D.TransformedDistribution(base, 3)
+    with pytest.raises(ValueError, match="transforms must be a Transform or a list of Transforms"):
+        D.TransformedDistribution(base, [D.ExpTransform(), 3])
+    with pytest.raises(ValueError, match=r"Expected value argument .* within the support \(GreaterThan"):
+        lognormal.log_prob(t64([-1.0, 1.0]))
+
+
+def test_transformed_distribution_gradcheck():
+    loc, scale = t64([0.2, -0.5], True), t64([0.7, 1.3], True)
+
+    def tanh_normal_rsample_log_prob(loc, scale):
+        r.manual_seed(5)
+        d = D.TransformedDistribution(D.Normal(loc, scale), [D.TanhTransform(), D.AffineTransform(0.5, 2.0)])
+        return d.rsample((3,)), d.log_prob(t64([0.1, 1.9]))
+    assert gradcheck(tanh_normal_rsample_log_prob, (loc, scale))
 
 
 # ---- validation ---------------------------------------------------------------------------------
