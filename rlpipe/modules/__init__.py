@@ -1,0 +1,3 @@
+"""torchrl's ``torchrl.modules``: policy building blocks."""
+# ---- distributions (dist) ----
+from .distributions import Delta, IndependentNormal, TanhNormal  # noqa: F401
