@@ -1,10 +1,14 @@
-"""Environment helpers, as torchrl's ``torchrl.envs.utils``: ``check_env_specs`` and ``step_mdp``."""
+"""Environment helpers, as torchrl's ``torchrl.envs.utils``: ``check_env_specs``, ``step_mdp`` and the
+exploration type (tensordict's interaction type under torchrl's names)."""
 import logging
 
 from .._tensor import Tensor
 from ..tensordict import TensorDict, unravel_key_to_tuple
+from ..tensordict.nn.probabilistic import InteractionType as ExplorationType
+from ..tensordict.nn.probabilistic import interaction_type as exploration_type
+from ..tensordict.nn.probabilistic import set_interaction_type as set_exploration_type
 
-__all__ = ["check_env_specs", "step_mdp"]
+__all__ = ["check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type"]
 
 logger = logging.getLogger(__name__)
 
