@@ -157,3 +157,130 @@ def test_loss_module_keys_estimators_and_errors():
         distance_loss(rlpipe.ones(2), rlpipe.ones(2), "l5")
     assert set(loss.value_network_params.keys(include_nested=True, leaves_only=True)) == {
         ("module", "weight"), ("module", "bias")}
+
+
+# ---- PPO ------------------------------------------------------------------------------------------
+
+def _ppo_modules(seed=0):
+    from rlpipe.distributions import Categorical
+    from rlpipe.modules import ProbabilisticActor, ValueOperator
+    rlpipe.manual_seed(seed)
+    policy_net, value_net = nn.Linear(3, 2), nn.Linear(3, 1)
+    actor = ProbabilisticActor(TensorDictModule(policy_net, in_keys=["observation"], out_keys=["logits"]),
+                               in_keys=["logits"], distribution_class=Categorical, return_log_prob=True)
+    critic = ValueOperator(value_net, in_keys=["observation"])
+    return actor, critic, policy_net, value_net
+
+
+def _ppo_batch(rng, n=8):
+    return TensorDict({
+        "observation": T(rng.standard_normal((n, 3)).astype(np.float32)),
+        "action": T(rng.integers(0, 2, n)),
+        "action_log_prob": T(np.log(rng.uniform(0.2, 0.8, n)).astype(np.float32)),
+        "advantage": T(rng.standard_normal((n, 1)).astype(np.float32)),
+        "value_target": T(rng.standard_normal((n, 1)).astype(np.float32)),
+        "state_value": T(rng.standard_normal((n, 1)).astype(np.float32)),
+    }, batch_size=[n])
+
+
+def _ppo_by_hand(policy_net, value_net, td, eps, entropy_coeff, critic_coeff, normalize=False, clip_value=None):
+    obs = td["observation"].numpy().astype(np.float64)
+    logits = _linear(policy_net, obs)
+    logp_all = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    logp = logp_all[np.arange(len(obs)), td["action"].numpy()]
+    ratio = np.exp(logp - td["action_log_prob"].numpy())
+    adv = td["advantage"].numpy()[:, 0].astype(np.float64)
+    if normalize:
+        adv = (adv - adv.mean()) / adv.std(ddof=1)
+    objective = -np.minimum(ratio * adv, np.clip(ratio, 1 - eps, 1 + eps) * adv).mean()
+    entropy = -(np.exp(logp_all) * logp_all).sum(-1)
+    v = _linear(value_net, obs)[:, 0]
+    target = td["value_target"].numpy()[:, 0]
+
+    def smooth_l1(d):
+        return np.where(np.abs(d) < 1, 0.5 * d ** 2, np.abs(d) - 0.5)
+    critic = smooth_l1(target - v)
+    if clip_value is not None:
+        old = td["state_value"].numpy()[:, 0]
+        critic = np.maximum(critic, smooth_l1(target - (old + np.clip(v - old, -clip_value, clip_value))))
+    clipped = ((ratio < 1 - eps) | (ratio > 1 + eps)).mean()
+    return {"loss_objective": objective, "loss_entropy": -entropy_coeff * entropy.mean(), "entropy": entropy.mean(),
+            "loss_critic": critic_coeff * critic.mean(), "clip_fraction": clipped,
+            "kl_approx": (td["action_log_prob"].numpy() - logp).mean(),
+            "ESS": np.exp(2 * np.log(ratio.sum()) - np.log((ratio ** 2).sum())) / len(ratio)}
+
+
+@pytest.mark.parametrize("normalize,clip_value", [(False, None), (True, 0.1)])
+def test_clip_ppo_loss_by_hand(normalize, clip_value):
+    from rlpipe.objectives import ClipPPOLoss
+    rng = np.random.default_rng(3)
+    actor, critic, policy_net, value_net = _ppo_modules()
+    loss = ClipPPOLoss(actor, critic, clip_epsilon=0.1, entropy_coeff=0.05, critic_coeff=0.5,
+                       normalize_advantage=normalize, clip_value=clip_value)
+    td = _ppo_batch(rng)
+    out = loss(td)
+    expected = _ppo_by_hand(policy_net, value_net, td, 0.1, 0.05, 0.5, normalize, clip_value)
+    assert set(expected) <= set(out.keys())
+    for key, value in expected.items():
+        np.testing.assert_allclose(out[key].item(), value, rtol=2e-5, atol=1e-6, err_msg=key)
+    if clip_value is not None:
+        assert "value_clip_fraction" in out.keys()
+    total = out["loss_objective"] + out["loss_entropy"] + out["loss_critic"]
+    total.backward()
+    assert policy_net.weight.grad is not None and value_net.weight.grad is not None
+    assert not out["entropy"].requires_grad and not out["clip_fraction"].requires_grad
+
+
+def test_ppo_computes_gae_when_the_advantage_is_missing():
+    from rlpipe.objectives import ClipPPOLoss, PPOLoss
+    from rlpipe.objectives.value import GAE
+    rng = np.random.default_rng(4)
+    actor, critic, policy_net, value_net = _ppo_modules(1)
+    td = _ppo_batch(rng)
+    del td["advantage"]
+    td["next"] = TensorDict({"observation": T(rng.standard_normal((8, 3)).astype(np.float32)),
+                             "reward": T(np.ones((8, 1), np.float32)), "done": T(np.zeros((8, 1), bool)),
+                             "terminated": T(np.zeros((8, 1), bool))}, batch_size=[8])
+    loss = ClipPPOLoss(actor, critic)
+    loss.make_value_estimator(ValueEstimators.GAE, gamma=0.9, lmbda=0.8)
+    out = loss(td.clone())
+    reference = td.clone()
+    GAE(gamma=0.9, lmbda=0.8, value_network=critic)(reference)
+    expected = _ppo_by_hand(policy_net, value_net, reference, 0.2, 0.01, 1.0)
+    np.testing.assert_allclose(out["loss_objective"].item(), expected["loss_objective"], rtol=2e-5)
+    plain = PPOLoss(actor, critic, entropy_bonus=False)(reference)
+    assert "loss_entropy" not in plain.keys()
+    obs = reference["observation"].numpy().astype(np.float64)
+    logits = _linear(policy_net, obs)
+    logp = (logits - np.log(np.exp(logits).sum(-1, keepdims=True)))[np.arange(8), reference["action"].numpy()]
+    ratio = np.exp(logp - reference["action_log_prob"].numpy())
+    np.testing.assert_allclose(plain["loss_objective"].item(), -(ratio * reference["advantage"].numpy()[:, 0]).mean(),
+                               rtol=2e-5)
+
+
+def test_ppo_errors():
+    from rlpipe.objectives import ClipPPOLoss, KLPENPPOLoss
+    actor, critic, _, _ = _ppo_modules()
+    with pytest.raises(TypeError, match="'entropy_coef' has been removed"):
+        ClipPPOLoss(actor, critic, entropy_coef=0.1)
+    with pytest.raises(TypeError, match="'critic_coef' has been removed"):
+        ClipPPOLoss(actor, critic, critic_coef=0.1)
+    with pytest.raises(TypeError, match="Missing positional arguments"):
+        ClipPPOLoss(None, critic)
+    with pytest.raises(ValueError, match="clip_epsilon low must be less than 1"):
+        ClipPPOLoss(actor, critic, clip_epsilon=1.5)
+    with pytest.raises(ValueError, match="asymmetric"):
+        ClipPPOLoss(actor, critic, clip_epsilon=(0.1, 0.3), clip_value=True)
+    with pytest.raises(NotImplementedError, match="Unknown loss"):
+        ClipPPOLoss(actor, critic, loss_critic_type="l7")
+    td = _ppo_batch(np.random.default_rng(0))
+    del td["action_log_prob"]
+    with pytest.raises(KeyError, match="Couldn't find the log-prob action_log_prob"):
+        ClipPPOLoss(actor, critic)(td)
+    td = _ppo_batch(np.random.default_rng(0))
+    del td["value_target"]
+    with pytest.raises(KeyError, match="value_target was not found"):
+        ClipPPOLoss(actor, critic)(td)
+    kl = KLPENPPOLoss(actor, critic, dtarg=1e-9, beta=1.0)
+    out = kl(_ppo_batch(np.random.default_rng(1)))
+    assert "kl" in out.keys() and float(kl.beta) == 2.0  # KL above 1.5 * dtarg: beta doubled
