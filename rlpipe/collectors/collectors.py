@@ -20,6 +20,7 @@ from .._tensor import Size, Tensor, host_array, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase, DONE_KEYS
 from ..envs.transforms import StepCounter, TransformedEnv
+from ..envs.utils import RandomPolicy
 from ..nn import Module
 from ..tensordict import TensorDict, TensorDictModule
 from ..postprocs import split_trajectories
@@ -27,18 +28,6 @@ from ._common import (SILENCE, TRAJ_IDS, CollectorBase, check_frame_counts, chec
                       checked_split_trajs, normalized_total_frames, rl_warn, rounded_total_frames)
 
 __all__ = ["SyncDataCollector", "Collector", "BaseCollector", "RandomPolicy"]
-
-
-class RandomPolicy:
-    """Samples actions uniformly from ``action_spec``: ``policy(td)`` sets ``td["action"]``."""
-
-    def __init__(self, action_spec, action_key="action"):
-        self.action_spec = action_spec
-        self.action_key = action_key
-
-    def __call__(self, tensordict):
-        tensordict.set(self.action_key, self.action_spec.rand())
-        return tensordict
 
 
 def _wrap_policy(policy, env):

@@ -1,12 +1,28 @@
-"""Environment helpers, as torchrl's ``torchrl.envs.utils``: ``check_env_specs`` and ``step_mdp``."""
+"""Environment helpers, as torchrl's ``torchrl.envs.utils``: ``check_env_specs``, ``step_mdp`` and the
+exploration type (tensordict's interaction type under torchrl's names)."""
 import logging
 
 from .._tensor import Tensor
 from ..tensordict import TensorDict, unravel_key_to_tuple
+from ..tensordict.nn.probabilistic import InteractionType as ExplorationType
+from ..tensordict.nn.probabilistic import interaction_type as exploration_type
+from ..tensordict.nn.probabilistic import set_interaction_type as set_exploration_type
 
-__all__ = ["check_env_specs", "step_mdp"]
+__all__ = ["check_env_specs", "step_mdp", "RandomPolicy", "ExplorationType", "exploration_type", "set_exploration_type"]
 
 logger = logging.getLogger(__name__)
+
+
+class RandomPolicy:
+    """Samples actions uniformly from ``action_spec``: ``policy(td)`` sets ``td["action"]``."""
+
+    def __init__(self, action_spec, action_key="action"):
+        self.action_spec = action_spec
+        self.action_key = action_key
+
+    def __call__(self, tensordict):
+        tensordict.set(self.action_key, self.action_spec.rand())
+        return tensordict
 
 
 def _key_list(keys):

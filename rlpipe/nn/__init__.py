@@ -1,6 +1,6 @@
 # ruff: noqa: F401 - this module re-exports the public API
 """Layer 3: ``Module`` and everything built on it (layers, losses, init, functional, utils)."""
-from .parameter import Parameter, Buffer
+from .parameter import Parameter, Buffer, UninitializedParameter, UninitializedBuffer
 from .modules import Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
 from .modules import (Identity, Linear, Bilinear, Threshold, ReLU, RReLU, Hardtanh, ReLU6, Sigmoid, Hardsigmoid, Tanh,
                       SiLU, Mish, Hardswish, ELU, CELU, SELU, GLU, GELU, Hardshrink, LeakyReLU, LogSigmoid, Softplus,
@@ -8,4 +8,5 @@ from .modules import (Identity, Linear, Bilinear, Threshold, ReLU, RReLU, Hardta
                       Unflatten, Dropout, LayerNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Embedding, Conv2d,
                       MaxPool2d, AvgPool2d, L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntropyLoss,
                       BCELoss, BCEWithLogitsLoss)
+from .modules import LazyModuleMixin, LazyLinear, LazyConv2d
 from . import functional, init, utils

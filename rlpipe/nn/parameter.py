@@ -48,3 +48,85 @@ class Buffer(Tensor):
 
     def __init__(self, data=None, *, persistent=True):
         pass
+
+
+_UNINITIALIZED_HINT = ("This error happens when you are using a `LazyModule` or explicitly manipulating "
+                       "`UninitializedParameter` objects. When using LazyModules, call `forward` with a dummy batch "
+                       "to initialize the parameters before using them.")
+
+
+class _UninitializedMixin:
+    """A placeholder tensor whose shape is not known yet (lazy modules). It remembers its device and
+    dtype (in an empty array); ``materialize(shape)`` gives it data and turns it into ``cls_to_become``.
+    Its shape cannot be read and it cannot take part in an op, as in torch."""
+
+    cls_to_become = None
+
+    def materialize(self, shape, device=None, dtype=None):
+        """Allocates uninitialized data of ``shape`` and turns this object into ``cls_to_become``,
+        in place: whoever holds it (an optimizer, a module) sees the materialized tensor."""
+        device = self.device if device is None else device
+        dtype = self.dtype if dtype is None else dtype
+        self.data = empty(shape, device=device, dtype=dtype)
+        self.__class__ = self.cls_to_become
+
+    @property
+    def shape(self):
+        raise RuntimeError(
+            "Can't access the shape of an uninitialized parameter or buffer. This error usually happens in "
+            "`load_state_dict` when trying to load an uninitialized parameter into an initialized one. Call "
+            "`forward` to initialize the parameters before accessing their attributes.")
+
+    def _refuse(self, *args, **kwargs):
+        raise ValueError(f"Attempted to use an uninitialized parameter. {_UNINITIALIZED_HINT}")
+
+    size = dim = numel = nelement = __len__ = __getitem__ = __setitem__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __matmul__ = __neg__ = _refuse
+    ndim = property(_refuse)
+
+    def detach(self):
+        """Another placeholder of the same device and dtype (a state_dict keeps placeholders, as torch's)."""
+        return type(self)(requires_grad=False, device=self.device, dtype=self.dtype)
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.requires_grad, self.device, self.dtype)
+        return memo[id(self)]
+
+    def __reduce_ex__(self, protocol):
+        return (type(self), (self.requires_grad, self.device, self.dtype))
+
+
+class UninitializedParameter(_UninitializedMixin, Parameter):
+    """A parameter whose shape is set on a lazy module's first call (``materialize``); it then becomes
+    a plain ``Parameter``, keeping its identity."""
+
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        return Parameter.__new__(cls, empty(0, device=device, dtype=dtype), requires_grad)
+
+    def __init__(self, requires_grad=True, device=None, dtype=None):
+        pass
+
+
+class UninitializedBuffer(_UninitializedMixin, Tensor):
+    """A buffer whose shape is set on a lazy module's first call; it then becomes a plain ``Tensor``."""
+
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad=False, device=None, dtype=None, persistent=True):
+        buffer = init_from(Tensor.__new__(cls), empty(0, device=device, dtype=dtype))
+        buffer.persistent = persistent
+        return buffer.requires_grad_(requires_grad)
+
+    def __init__(self, requires_grad=False, device=None, dtype=None, persistent=True):
+        pass
+
+
+def is_lazy(param):
+    """Whether ``param`` is a placeholder that a lazy module has not materialized yet."""
+    return isinstance(param, _UninitializedMixin)

@@ -18,7 +18,7 @@ from ...autograd.function import Function, as_array, null_context
 from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...autograd.grad_mode import state as _grad_state
 from ...utils.hooks import RemovableHandle
-from ..parameter import Buffer, Parameter
+from ..parameter import Buffer, Parameter, is_lazy
 
 __all__ = ["register_module_forward_pre_hook", "register_module_forward_hook",
            "register_module_full_backward_pre_hook", "register_module_backward_hook",
@@ -626,6 +626,8 @@ class Module:
                     missing_keys.append(key)
                 continue
             value = state_dict[key]
+            if is_lazy(param):  # a lazy module's placeholder that received a placeholder: nothing to copy
+                continue
             if not isinstance(value, Tensor):
                 # torch's words (its tests match them); rlpipe.Tensor is what rlpipe wants there
                 error_msgs.append(f'While copying the parameter named "{key}", expected torch.Tensor or Tensor-like '

@@ -19,11 +19,11 @@ import collections
 import collections.abc
 from textwrap import indent
 
-from .._device import device as _device
-from .._tensor import Tensor
-from ..nn.modules.container import ModuleDict, ModuleList
-from ..nn.modules.module import Module
-from .keys import unravel_key, unravel_key_list
+from ..._device import device as _device
+from ..._tensor import Tensor
+from ...nn.modules.container import ModuleDict, ModuleList
+from ...nn.modules.module import Module
+from ..keys import unravel_key, unravel_key_list
 
 __all__ = ["TensorDictModule", "TensorDictModuleBase", "TensorDictSequential", "WrapModule", "unravel_key",
            "unravel_key_list"]
@@ -62,7 +62,7 @@ _TD_CLASSES = []  # filled on first use: rlpipe.tensordict imports this file
 
 def _td_classes():
     if not _TD_CLASSES:
-        from . import _td
+        from .. import _td
         names = ("TensorDictBase", "TensorDict")
         _TD_CLASSES.append(tuple(getattr(_td, n) for n in names if isinstance(getattr(_td, n, None), type)))
     return _TD_CLASSES[0]
@@ -78,7 +78,7 @@ def is_tensor_collection(obj):
 
 
 def _new_td(values=None, batch_size=()):
-    from ._td import TensorDict
+    from .._td import TensorDict
     td = TensorDict({}, batch_size=list(batch_size))
     for key, value in (values or {}).items():
         td.set(key, value)

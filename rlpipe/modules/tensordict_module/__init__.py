@@ -1,0 +1,6 @@
+# ruff: noqa: F401 - this module re-exports the public API
+"""torchrl.modules.tensordict_module: policies, value operators and exploration modules."""
+from .common import SafeModule
+from .actors import (Actor, ValueOperator, ProbabilisticActor, SafeProbabilisticModule,
+                     SafeProbabilisticTensorDictSequential, QValueModule, QValueActor)
+from .exploration import EGreedyModule
