@@ -6,7 +6,7 @@ The core mirrors PyTorch's API: ``rlpipe.tensor``, ``rlpipe.zeros``, ``Tensor`` 
 """
 from ._dtypes import (dtype, bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
                       half, float, double, short, int, long, get_default_dtype, set_default_dtype,
-                      promote_types)
+                      promote_types, finfo, iinfo)
 from ._device import device
 from ._tensor import Tensor, Size
 from . import _ops
