@@ -92,3 +92,124 @@ def test_info_of_the_wrong_kind_raises_type_error(call, message):
     with pytest.raises(TypeError) as e:
         call()
     assert message in str(e.value)
+
+
+# ---- sort / topk / index_add / lerp / nan_to_num / tril / repeat_interleave: torch's answers and errors ----
+
+NAN = float("nan")
+
+
+def test_sort_is_stable_both_ways_and_puts_nan_where_torch_does():
+    x = r.tensor([1.0, 3.0, 1.0, 3.0, NAN, 2.0])
+    down = x.sort(descending=True, stable=True)
+    assert type(down).__name__ == "sort" and down.indices.tolist() == [4, 1, 3, 5, 0, 2]
+    assert str(down.values.tolist()) == "[nan, 3.0, 3.0, 2.0, 1.0, 1.0]"
+    assert r.sort(x).indices.tolist() == [0, 2, 5, 1, 3, 4]
+    assert r.argsort(r.tensor([3, 1, 1]), stable=True).tolist() == [1, 2, 0]
+    flags = r.tensor([True, False, True]).sort(descending=True)
+    assert flags.values.tolist() == [True, True, False] and flags.indices.tolist() == [0, 2, 1]
+
+
+def test_topk_returns_a_named_tuple_and_checks_k():
+    top = r.tensor([1.0, 3.0, 3.0, 2.0]).topk(2)
+    assert type(top).__name__ == "topk" and top.values.tolist() == [3.0, 3.0] and top.indices.tolist() == [1, 2]
+    assert r.tensor([3, 1, 2]).topk(2, largest=False).indices.tolist() == [1, 2]
+    assert r.tensor(3.0).topk(1).indices.item() == 0
+    for k in (5, -1):
+        with pytest.raises(RuntimeError, match="selected index k out of range"):
+            r.ones(2, 4).topk(k)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        r.ones(2, 4).sort(dim=2)
+
+
+def test_index_add_on_rows_of_a_tensor_writes_through_to_it():
+    """CleanRL's C51 projection: target[i].index_add_(0, l[i], d[i]) under no_grad."""
+    target = r.zeros(2, 3)
+    with r.no_grad():
+        for i in range(2):
+            target[i].index_add_(0, r.tensor([0, 2, 0]), r.tensor([1.0, 2.0, 3.0]) * (i + 1))
+    assert target.tolist() == [[4.0, 0.0, 2.0], [8.0, 0.0, 4.0]]
+
+
+def test_index_add_integer_alpha_and_index_dtypes():
+    x = r.zeros(3, dtype=r.int64).index_add(0, r.tensor([0]), r.ones(1, dtype=r.int64), alpha=1.5)
+    assert x.tolist() == [1, 0, 0]  # torch 2.13: the integer alpha wins
+    y = r.zeros(2).index_add(0, r.tensor([1, 1], dtype=r.int32), r.ones(2), alpha=2)
+    assert y.tolist() == [0.0, 4.0]
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda x: x.index_add(0, r.tensor([0.0]), r.ones(1, 3)), RuntimeError,
+     "index_add_(): Expected dtype int32/int64 for index but got: Float"),
+    (lambda x: x.index_add(0, r.tensor([2]), r.ones(1, 3)), RuntimeError,
+     "index 2 is out of bounds for dimension 0 with size 2"),
+    (lambda x: x.index_add(0, r.tensor([-1]), r.ones(1, 3)), RuntimeError,
+     "index -1 is out of bounds for dimension 0 with size 2"),
+    (lambda x: x.index_add(0, r.tensor([0]), r.ones(2, 3)), RuntimeError,
+     "index_add_(): Number of indices (1) should be equal to source.size(dim): (2), for dim: 0"),
+    (lambda x: x.index_add(0, r.tensor([0]), r.ones(1, 2)), RuntimeError,
+     "source tensor shape must match self tensor shape, excluding the specified dimension. Got self.shape = "
+     "[2, 3] source.shape = [1, 2]"),
+    (lambda x: x.index_add(0, r.tensor([[0]]), r.ones(1, 3)), IndexError,
+     "index_add_(): Index is supposed to be a vector, but got dim: 2 with type: Long and size: [1, 1]"),
+    (lambda x: x.index_add(0, r.tensor([0]), r.ones(1, 3, dtype=r.float64)), RuntimeError,
+     "index_add_(): self (Float) and source (Double) must have the same scalar type"),
+    (lambda x: x.index_add_(2, r.tensor([0]), r.ones(1, 3)), IndexError, "Dimension out of range"),
+    (lambda x: x.lerp(x.double(), 0.5), RuntimeError, "expected dtype float for `end` but got dtype double"),
+    (lambda x: x.lerp(x, r.ones(3, dtype=r.float64)), RuntimeError,
+     "expected dtype float for `weight` but got dtype double"),
+    (lambda x: r.lerp(r.tensor([1, 2]), r.tensor([3, 4]), 0.5), NotImplementedError,
+     "\"lerp_kernel_scalar\" not implemented for 'Long'"),
+    (lambda x: r.zeros(3).lerp_(r.ones(2, 3), 0.5), RuntimeError,
+     "output with shape [3] doesn't match the broadcast shape [2, 3]"),
+    (lambda x: r.tril(r.ones(3)), RuntimeError, "tril: input tensor must have at least 2 dimensions"),
+    (lambda x: r.ones(3).triu_(), RuntimeError,
+     "triu: input tensor must have at least 2 dimensions"),
+    (lambda x: r.tensor([1, 2]).repeat_interleave(-1), RuntimeError, "Repeats must be non-negative"),
+    (lambda x: r.tensor([1, 2]).repeat_interleave(r.tensor([1, -1])), RuntimeError, "repeats can not be negative"),
+    (lambda x: r.tensor([1, 2, 3]).repeat_interleave(r.tensor([1, 2])), RuntimeError,
+     "repeats must have the same size as input along dim, but got repeats.size(0) = 2 and input.size(0) = 3"),
+    (lambda x: r.tensor([1, 2, 3]).repeat_interleave(r.tensor([1, 2, 1]), output_size=3), RuntimeError,
+     "allocated size does not match required size"),
+    (lambda x: r.repeat_interleave(r.tensor([[1, 2]])), RuntimeError, "repeat_interleave only accept 1D vector"),
+    (lambda x: r.tensor([1, 2]).repeat_interleave(r.tensor([1.0, 2.0])), NotImplementedError,
+     "\"repeat_interleave_cpu\" not implemented for 'Float'"),
+    (lambda x: r.tensor([5, 6]).repeat_interleave(r.tensor([[1, 2]])), RuntimeError,
+     "repeats must be 0-dim or 1-dim tensor"),
+])
+def test_bad_arguments_raise_torchs_errors_and_leave_the_input_unchanged(call, error, message):
+    x = r.arange(6.0).reshape(2, 3)
+    with pytest.raises(error) as e:
+        call(x)
+    assert message in str(e.value)
+    assert x.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
+def test_lerp_reaches_end_exactly_at_weight_one_and_casts_a_0d_weight():
+    start, end = r.tensor([1e8, -3.0]), r.tensor([1.0, 7e-8])
+    assert r.lerp(start, end, 1.0).tolist() == end.tolist()
+    assert r.lerp(start, end, r.tensor(1.0, dtype=r.float64)).dtype is r.float32
+    assert r.lerp(r.zeros(2), r.ones(2), 1).tolist() == [1.0, 1.0]
+
+
+def test_nan_to_num_defaults_are_the_dtypes_limits():
+    x = r.tensor([NAN, float("inf"), -float("inf"), 1.0])
+    assert r.nan_to_num(x).tolist() == [0.0, r.finfo(r.float32).max, r.finfo(r.float32).min, 1.0]
+    half = r.nan_to_num(x.half(), nan=2.0)
+    assert half.dtype is r.float16 and half.tolist() == [2.0, 65504.0, -65504.0, 1.0]
+    ints = r.tensor([1, 2])
+    out = r.nan_to_num(ints)
+    assert out.tolist() == [1, 2] and out is not ints
+    assert x.nan_to_num_(nan=-1.0) is x and x.tolist()[0] == -1.0
+
+
+def test_tril_triu_keep_integer_and_bool_dtypes():
+    assert r.tril(r.ones(3, 3, dtype=r.int64), -1).tolist() == [[0, 0, 0], [1, 0, 0], [1, 1, 0]]
+    assert r.triu(r.ones(2, 2, dtype=r.bool)).tolist() == [[True, True], [False, True]]
+
+
+def test_repeat_interleave_forms():
+    assert r.repeat_interleave(r.tensor([1, 2, 3])).tolist() == [0, 1, 1, 2, 2, 2]
+    assert r.tensor(5).repeat_interleave(3).tolist() == [5, 5, 5]
+    assert r.tensor([[1, 2], [3, 4]]).repeat_interleave(2).tolist() == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert r.tensor([1, 2, 3]).repeat_interleave(r.tensor([2])).tolist() == [1, 1, 2, 2, 3, 3]
