@@ -213,3 +213,80 @@ def test_repeat_interleave_forms():
     assert r.tensor(5).repeat_interleave(3).tolist() == [5, 5, 5]
     assert r.tensor([[1, 2], [3, 4]]).repeat_interleave(2).tolist() == [1, 1, 2, 2, 3, 3, 4, 4]
     assert r.tensor([1, 2, 3]).repeat_interleave(r.tensor([2])).tolist() == [1, 1, 2, 2, 3, 3]
+
+
+# ---- legacy constructors ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cls, dtype", [("FloatTensor", "float32"), ("DoubleTensor", "float64"),
+                                        ("LongTensor", "int64"), ("IntTensor", "int32"), ("BoolTensor", "bool"),
+                                        ("ByteTensor", "uint8"), ("HalfTensor", "float16")])
+def test_legacy_constructors_build_tensors_of_their_dtype(cls, dtype):
+    make = getattr(r, cls)
+    data = make([1, 0, 1])
+    assert type(data) is r.Tensor and data.dtype is getattr(r, dtype) and data.tolist() == \
+        [v if dtype != "bool" else bool(v) for v in (1, 0, 1)]
+    assert isinstance(data, make) and not isinstance(r.zeros(2, dtype=r.int8), make)
+    assert make(2, 3).shape == (2, 3) and make(r.Size([4])).shape == (4,) and make().shape == (0,)
+    assert make(size=(2,)).shape == (2,)
+    assert repr(make) == f"<class 'rlpipe.{cls}'>" and make.dtype is getattr(r, dtype)
+
+
+def test_legacy_constructors_follow_torchs_conversions():
+    import numpy as np
+    assert r.LongTensor([1.7, 2.2]).tolist() == [1, 2]
+    assert r.FloatTensor(np.array([1.0, 2.0])).dtype is r.float32
+    assert r.FloatTensor(r.tensor([1.0, 2.0])).tolist() == [1.0, 2.0]
+    assert r.Tensor(r.Size([2, 3])).shape == (2, 3)  # a Size is a shape, as in torch
+    assert r.Tensor((2, 3)).tolist() == [2.0, 3.0]  # a tuple is data
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: r.FloatTensor(r.tensor([1.0], dtype=r.float64)), TypeError,
+     "expected rlpipe.float32 (got rlpipe.float64)"),
+    (lambda: r.FloatTensor(2.5), TypeError, "new(): data must be a sequence (got float)"),
+    (lambda: r.FloatTensor("a"), TypeError, "new(): invalid data type 'str'"),
+    (lambda: r.FloatTensor(-1), RuntimeError, "Trying to create tensor with negative dimension -1"),
+])
+def test_legacy_constructor_errors(call, error, message):
+    with pytest.raises(error) as e:
+        call()
+    assert message in str(e.value)
+
+
+# ---- the default device ---------------------------------------------------------------------------
+
+def test_default_device_is_the_cpu_and_can_be_set_back():
+    assert r.get_default_device() == r.device("cpu")
+    r.set_default_device("cpu")
+    try:
+        assert r.zeros(2).device == r.device("cpu")
+    finally:
+        r.set_default_device(None)
+    assert r.get_default_device() is r.device("cpu")
+    with pytest.raises(RuntimeError, match="device type 'tpu' is not supported"):
+        r.set_default_device("tpu")
+    assert r.get_default_device() is r.device("cpu")
+
+
+@pytest.mark.cuda
+def test_default_device_reaches_creation_functions_and_module_parameters():
+    if not r.cuda.is_available():
+        pytest.skip("CUDA unavailable")
+    import numpy as np
+    makers = [lambda: r.zeros(2), lambda: r.ones(2), lambda: r.full((2,), 3.0), lambda: r.tensor([1.0]),
+              lambda: r.as_tensor(np.ones(2)), lambda: r.arange(3), lambda: r.linspace(0, 1, 3),
+              lambda: r.empty(2), lambda: r.rand(2), lambda: r.randn(2), lambda: r.randint(0, 3, (2,)),
+              lambda: r.eye(2), lambda: r.FloatTensor([1.0]), lambda: r.nn.Linear(2, 3).weight]
+    r.set_default_device("cuda")
+    try:
+        assert [m().device.type for m in makers] == ["cuda"] * len(makers)
+        assert r.from_numpy(np.ones(2)).device.type == "cpu"  # shares NumPy memory: stays on the host
+        assert r.zeros(2, device="cpu").device.type == "cpu"
+    finally:
+        r.set_default_device(None)
+    with r.device("cuda"):
+        assert r.zeros(2).device.type == "cuda"
+        with r.device("cpu"):
+            assert r.zeros(2).device.type == "cpu"
+        assert r.nn.Linear(2, 2).bias.device.type == "cuda"
+    assert r.zeros(2).device.type == "cpu" and r.get_default_device() is r.device("cpu")
