@@ -6,14 +6,16 @@ The core mirrors PyTorch's API: ``rlpipe.tensor``, ``rlpipe.zeros``, ``Tensor`` 
 """
 from ._dtypes import (dtype, bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
                       half, float, double, short, int, long, get_default_dtype, set_default_dtype,
-                      promote_types)
-from ._device import device
+                      promote_types, finfo, iinfo)
+from ._device import device, set_default_device, get_default_device
 from ._tensor import Tensor, Size
 from . import _ops
 from ._ops import *  # noqa: F401,F403 - the functional API (add, sum, cat, where, ...)
 from ._ops import max, min, sum, all, any, abs, round, pow  # shadowing builtins on purpose, as torch does
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, full, zeros_like,
                         ones_like, empty_like, full_like, arange, linspace, logspace, eye)
+from ._creation import (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor,
+                        CharTensor, ByteTensor, BoolTensor)  # torch's legacy constructors
 from .random import (Generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state, rand, randn,
                      randint, randperm, rand_like, randn_like, randint_like, normal, bernoulli, multinomial,
                      default_generator)

@@ -5,12 +5,12 @@ import math
 import numpy as np
 
 from . import _dtypes
-from ._device import CPU, resolve
-from ._tensor import Tensor, init_from, tensor_method, wrap
+from ._device import CPU, _default as _default_device, resolve
+from ._tensor import Size, Tensor, init_from, tensor_method, wrap
 
 
 def _device(device):
-    return CPU if device is None else resolve(device)
+    return _default_device[0] if device is None else resolve(device)
 
 
 def _size(size):
@@ -99,7 +99,7 @@ def as_tensor(data, dtype=None, device=None):
         np_dtype = None if dtype is None else _dtypes.as_dtype(dtype).np
         return wrap(dev._backend.asarray(data, dtype=np_dtype, index=dev.index), dev)
     array, dt = _host_array(data, dtype)
-    return _finish(array.astype(dt.np, copy=False), dev or CPU, False)
+    return _finish(array.astype(dt.np, copy=False), dev or _default_device[0], False)
 
 
 def from_numpy(ndarray):
@@ -228,15 +228,56 @@ new_full = _new_method(full)
 new_tensor = _new_method(tensor)
 
 
+def _legacy_new(args, dtype, device, strict=False):
+    """What torch's legacy constructors build: sizes (ints or a Size) give an uninitialized tensor of
+    that shape, one sequence or array a copy of it in ``dtype``, no argument an empty vector.
+    ``strict`` (the typed constructors): a tensor of another dtype, or a lone number, is refused."""
+    if len(args) == 1 and isinstance(args[0], Size):
+        args = tuple(args[0])
+    if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+        return empty(*(args or (0,)), dtype=dtype, device=device)
+    if len(args) != 1:
+        raise TypeError(f"new(): expected sizes or one data argument, got {args!r}")
+    data = args[0]
+    if isinstance(data, str):
+        raise TypeError("new(): invalid data type 'str'")
+    if strict and isinstance(data, Tensor) and data.dtype is not dtype:
+        raise TypeError(f"expected {dtype} (got {data.dtype}): a legacy {dtype} constructor does not convert tensors")
+    if strict and not isinstance(data, Tensor) and _dtypes.scalar_kind(data) is not None:
+        raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
+    return tensor(data, dtype=dtype, device=device)
+
+
 @tensor_method("__init__")
 def _init_tensor(self, *args, device=None, dtype=None):
-    """``Tensor(data)``: a default-dtype copy of ``data``; ``Tensor(2, 3)``: an uninitialized 2x3 tensor."""
-    if all(isinstance(a, int) and not isinstance(a, bool) for a in args) and args:
-        src = empty(*args, dtype=dtype or _dtypes.get_default_dtype(), device=device)
-    elif len(args) == 1:
-        src = tensor(args[0], dtype=dtype or _dtypes.get_default_dtype(), device=device)
-    elif not args:
-        src = empty(0, dtype=dtype or _dtypes.get_default_dtype(), device=device)
-    else:
-        raise TypeError(f"Tensor(): expected sizes or one data argument, got {args!r}")
-    init_from(self, src)
+    """``Tensor(data)``: a default-dtype copy of ``data``; ``Tensor(2, 3)`` or ``Tensor(Size([2, 3]))``:
+    an uninitialized 2x3 tensor."""
+    init_from(self, _legacy_new(args, dtype or _dtypes.get_default_dtype(), device))
+
+
+class _LegacyTensorType(type):
+    """The type of ``rlpipe.FloatTensor`` and its kin: calling one builds a plain Tensor of its dtype,
+    and ``isinstance(x, rlpipe.FloatTensor)`` asks whether x is a float32 CPU tensor, as in torch."""
+
+    def __call__(cls, *args, device=None, size=None):
+        return _legacy_new(args if size is None else (Size(size),), cls.dtype, device, strict=True)
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device.type == "cpu"
+
+
+def _legacy_type(name, dtype):
+    return _LegacyTensorType(name, (), {"dtype": dtype, "is_cuda": False, "__module__": "rlpipe",
+                                        "__doc__": f"torch's legacy constructor of {dtype} CPU tensors."})
+
+
+FloatTensor = _legacy_type("FloatTensor", _dtypes.float32)
+DoubleTensor = _legacy_type("DoubleTensor", _dtypes.float64)
+HalfTensor = _legacy_type("HalfTensor", _dtypes.float16)
+BFloat16Tensor = _legacy_type("BFloat16Tensor", _dtypes.bfloat16)
+LongTensor = _legacy_type("LongTensor", _dtypes.int64)
+IntTensor = _legacy_type("IntTensor", _dtypes.int32)
+ShortTensor = _legacy_type("ShortTensor", _dtypes.int16)
+CharTensor = _legacy_type("CharTensor", _dtypes.int8)
+ByteTensor = _legacy_type("ByteTensor", _dtypes.uint8)
+BoolTensor = _legacy_type("BoolTensor", _dtypes.bool)

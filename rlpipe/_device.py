@@ -70,8 +70,29 @@ class device:
     def __reduce__(self):
         return (device, (self._str,))
 
+    def __enter__(self):
+        """``with rlpipe.device("cuda"):`` makes this the default device inside the block."""
+        _entered.append(_default[0])
+        _default[0] = resolve(self)
+        return self
+
+    def __exit__(self, *exc_info):
+        _default[0] = _entered.pop()
+
 
 CPU = device("cpu")
+_default = [CPU]  # where creation functions put a tensor when no device is given
+_entered = []  # the defaults that ``with device(...)`` blocks replaced, innermost last
+
+
+def set_default_device(device):
+    """Where creation functions (``zeros``, ``tensor``, ``rand`` ...) and new modules' parameters go
+    when no device is given; None means the CPU again."""
+    _default[0] = CPU if device is None else resolve(device)
+
+
+def get_default_device():
+    return _default[0]
 
 
 def resolve(spec):

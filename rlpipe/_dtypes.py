@@ -142,3 +142,58 @@ def result_type(dims, zero_dims=(), scalar_ranks=()):
         if out is None or rank > out._rank:
             out = (bool, None, int64, _default[0])[rank]
     return out
+
+
+# ---- numeric limits: torch.finfo and torch.iinfo ---------------------------------------------------
+
+def _info_dtype(kind, type, floating):
+    if not isinstance(type, dtype):
+        raise TypeError(f"{kind}(): argument 'type' (position 1) must be rlpipe.dtype, "
+                        f"not {builtins.type(type).__name__}")
+    if type.is_floating_point != floating or type is bool:
+        if type is bool and not floating:
+            raise TypeError("rlpipe.bool is not supported by rlpipe.iinfo")
+        other = "iinfo" if floating else "finfo"
+        need = "a floating point" if floating else "an integer"
+        raise TypeError(f"rlpipe.{kind}() requires {need} input type. Use rlpipe.{other} to handle 'rlpipe.{kind}'")
+    return type
+
+
+class finfo:
+    """The numeric limits of a floating dtype (the default dtype when none is given), as torch.finfo:
+    ``bits``, ``eps``, ``max``, ``min``, ``tiny`` (= ``smallest_normal``), ``resolution``, ``dtype`` (its name)."""
+    __hash__ = None
+
+    def __init__(self, type=None):
+        type = _info_dtype("finfo", get_default_dtype() if type is None else type, True)
+        info = _cpu.finfo(type.np)
+        self.bits = info.bits
+        self.eps = builtins.float(info.eps)
+        self.max = builtins.float(info.max)
+        self.min = builtins.float(info.min)
+        self.tiny = self.smallest_normal = builtins.float(info.smallest_normal)
+        self.resolution = 10.0 ** -info.precision
+        self.dtype = type.name
+
+    def __eq__(self, other):
+        return isinstance(other, finfo) and self.dtype == other.dtype
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+                f"smallest_normal={self.smallest_normal:g}, tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """The numeric limits of an integer dtype, as torch.iinfo: ``bits``, ``max``, ``min``, ``dtype`` (its name)."""
+    __hash__ = None
+
+    def __init__(self, type):
+        type = _info_dtype("iinfo", type, False)
+        info = np.iinfo(type.np)
+        self.bits, self.max, self.min, self.dtype = info.bits, builtins.int(info.max), builtins.int(info.min), type.name
+
+    def __eq__(self, other):
+        return isinstance(other, iinfo) and self.dtype == other.dtype
+
+    def __repr__(self):
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

@@ -1824,7 +1824,7 @@ def _invert(self):
 lgamma = _unary_float(P.Lgamma)
 digamma = _unary_float(P.Digamma)
 atanh = _unary_float(P.Atanh)
-arctanh = tensor_method(atanh, "arctanh")
+arctanh = tensor_method("arctanh")(atanh)
 
 
 @inplace_variant
@@ -1835,3 +1835,167 @@ def logit(input, eps=None):
 
 
 __all__ += ["lgamma", "digamma", "atanh", "arctanh", "logit"]
+
+
+# ---- sorting, interpolation, index accumulation, triangles, repeat_interleave -------------------
+
+sort_return = type("sort", (_ValuesIndices,), {"__slots__": ()})
+topk_return = type("topk", (_ValuesIndices,), {"__slots__": ()})
+
+
+def _sorted(input, dim, descending, k=None):
+    d = input._dim(dim)
+    if input.ndim == 0:
+        return input.clone(), zeros_like_int(input)
+    return P.Sort.apply(input, d, descending, k)
+
+
+@tensor_method
+def sort(input, dim=-1, descending=False, stable=False):
+    """(values, indices) sorted along ``dim``. Always stable: equal values keep their order."""
+    return sort_return(*_sorted(input, dim, descending))
+
+
+@tensor_method
+def argsort(input, dim=-1, descending=False, stable=False):
+    return _sorted(input, dim, descending)[1]
+
+
+@tensor_method
+def msort(input):
+    return _sorted(input, 0, False)[0]
+
+
+@tensor_method
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    """The ``k`` largest (smallest) values along ``dim`` and their indices; always in sorted order,
+    ties in index order."""
+    d = input._dim(dim)
+    if not 0 <= k <= (input.shape[d] if input.ndim else 1):
+        raise RuntimeError("selected index k out of range")
+    if input.ndim == 0:
+        return topk_return(*_sorted(input, d, largest))
+    return topk_return(*P.Sort.apply(input, d, largest, builtins.int(k)))
+
+
+@inplace_variant
+@tensor_method
+def index_add(input, dim, index, source, *, alpha=1):
+    """A copy of input with ``alpha * source`` added at ``index`` along ``dim`` (repeats accumulate)."""
+    d = input._dim(dim)
+    if not isinstance(index, Tensor) or index.dtype not in (_dtypes.int64, _dtypes.int32):
+        raise RuntimeError("index_add_(): Expected dtype int32/int64 for index but got: "
+                           f"{_LEGACY_TYPE_NAMES[index.dtype.name] if isinstance(index, Tensor) else type(index)}")
+    if index.ndim > 1:
+        raise IndexError(f"index_add_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: "
+                         f"{_LEGACY_TYPE_NAMES[index.dtype.name]} and size: {list(index.shape)}")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"index_add_(): self ({_LEGACY_TYPE_NAMES[input.dtype.name]}) and source "
+                           f"({_LEGACY_TYPE_NAMES[source.dtype.name]}) must have the same scalar type")
+    if input.ndim == 0:  # a 0-d tensor is a one-element vector here
+        return reshape(index_add(reshape(input, 1), 0, index, reshape(source, -1), alpha=alpha), ())
+    n_source = source.shape[d] if source.ndim else 1
+    if index.numel() != n_source:
+        raise RuntimeError(f"index_add_(): Number of indices ({index.numel()}) should be equal to source.size(dim): "
+                           f"({n_source}), for dim: {d}")
+    if source.ndim != input.ndim or builtins.any(a != b for k, (a, b) in enumerate(zip(input.shape, source.shape))
+                                                 if k != d):
+        raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified dimension. "
+                           f"Got self.shape = {list(input.shape)} source.shape = {list(source.shape)}")
+    values = index._data.reshape(-1).astype(np.int64, copy=False)
+    if values.size:
+        n, lo, hi = input.shape[d], builtins.int(values.min()), builtins.int(values.max())
+        if lo < 0 or hi >= n:
+            raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension {d} with size {n}")
+    return P.IndexAdd.apply(input, d, values, source, _scalar(alpha))
+
+
+@inplace_variant
+@tensor_method
+def lerp(input, end, weight):
+    """input + weight * (end - input); ``weight`` a number or a tensor (all three broadcast)."""
+    kernel = "lerp_kernel_tensor" if isinstance(weight, Tensor) else "lerp_kernel_scalar"
+    _require_float(input, kernel)
+    if not isinstance(end, Tensor):
+        raise TypeError(f"lerp(): argument 'end' must be Tensor, not {type(end).__name__}")
+    for name, other in (("end", end), ("weight", weight)):
+        if isinstance(other, Tensor) and other.dtype is not input.dtype and (name == "end" or other.ndim):
+            raise RuntimeError(f"expected dtype {_C_TYPE_NAMES[input.dtype.name]} for `{name}` but got dtype "
+                               f"{_C_TYPE_NAMES[other.dtype.name]}")
+    weight = _cast(weight, input.dtype) if isinstance(weight, Tensor) else builtins.float(_scalar(weight))
+    return P.Lerp.apply(input, end, weight)
+
+
+@inplace_variant
+@tensor_method
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (by default 0 and the dtype's
+    largest and lowest finite values); integer and bool tensors come back as copies."""
+    if not input.is_floating_point():
+        return input.clone()
+    info = _dtypes.finfo(input.dtype)
+    return P.NanToNum.apply(input, nan, info.max if posinf is None else posinf,
+                            info.min if neginf is None else neginf)
+
+
+def _triangle(input, diagonal, upper):
+    if input.ndim < 2:
+        raise RuntimeError(f"{'triu' if upper else 'tril'}: input tensor must have at least 2 dimensions")
+    return P.Triangle.apply(input, builtins.int(diagonal), upper)
+
+
+@inplace_variant
+@tensor_method
+def tril(input, diagonal=0):
+    """The lower triangle of the last two dims (on and below ``diagonal``), zeros above it."""
+    return _triangle(input, diagonal, False)
+
+
+@inplace_variant
+@tensor_method
+def triu(input, diagonal=0):
+    """The upper triangle of the last two dims (on and above ``diagonal``), zeros below it."""
+    return _triangle(input, diagonal, True)
+
+
+@tensor_method
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Each element (or slice along ``dim``) repeated ``repeats`` times: an int, or a tensor with one
+    count per slice. ``repeat_interleave(counts)`` alone gives each index i ``counts[i]`` times."""
+    if repeats is None:
+        if input.ndim != 1:
+            raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+        from ._creation import arange
+        return repeat_interleave(arange(input.shape[0], device=input.device), input, 0, output_size=output_size)
+    if dim is None:
+        input, dim = flatten(input), 0
+    d = input._dim(dim)
+    n = input.shape[d] if input.ndim else 1
+    if isinstance(repeats, Tensor):
+        if repeats.ndim > 1:
+            raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
+        if repeats.dtype not in (_dtypes.int64, _dtypes.int32):
+            raise NotImplementedError(f'"repeat_interleave_cpu" not implemented for '
+                                      f"'{_LEGACY_TYPE_NAMES[repeats.dtype.name]}'")
+        counts = repeats._host().reshape(-1).tolist()
+        if builtins.any(c < 0 for c in counts):
+            raise RuntimeError("repeats can not be negative")
+        if len(counts) == 1:
+            counts = counts[0]
+        elif len(counts) != n:
+            raise RuntimeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
+                               f"{len(counts)} and input.size({d}) = {n}")
+    else:
+        counts = builtins.int(repeats)
+        if counts < 0:
+            raise RuntimeError("Repeats must be non-negative")
+    total = counts * n if isinstance(counts, builtins.int) else builtins.sum(counts)
+    if output_size is not None and output_size != total:
+        raise RuntimeError("allocated size does not match required size")
+    if input.ndim == 0:
+        input = reshape(input, 1)
+    xp = input._device._backend.xp
+    return P.IndexSelect.apply(input, d, xp.repeat(xp.arange(n), counts))  # slice i, counts[i] times
+
+
+__all__ += "sort argsort msort topk index_add lerp nan_to_num tril triu repeat_interleave".split()

@@ -684,5 +684,66 @@ case("logit", lambda x: x.logit(), [_PROBABILITIES], sp.logit)
 case("logit_eps", lambda x: r.logit(x, eps=0.2), [_PROBABILITIES], lambda x: sp.logit(np.clip(x, 0.2, 0.8)))
 case("logit_inplace", lambda x: x.clone().logit_(), [_PROBABILITIES], sp.logit)
 
+# Sorting, topk, index_add, lerp, nan_to_num, tril/triu, repeat_interleave (issue 13).
+def _np_sort(x, dim, descending=False, k=None):
+    """Stable sort by a key; descending sorts the negated values (no ties or NaN in these cases)."""
+    idx = np.argsort(-x if descending else x, axis=dim, kind="stable")
+    if k is not None:
+        idx = np.take(idx, np.arange(k), axis=dim)
+    return np.take_along_axis(x, idx, dim), idx
+
+
+def _np_index_add(x, dim, index, source, alpha=1):
+    """index_add's definition, slice by slice: out.select(dim, index[i]) += alpha * source.select(dim, i)."""
+    out = np.moveaxis(x.copy(), dim, 0)
+    for i, j in enumerate(index):
+        out[j] += alpha * np.moveaxis(source, dim, 0)[i]
+    return np.moveaxis(out, 0, dim)
+
+
+def _inplace_index_add_lerp(x, s, e):
+    y = x * 1
+    y[1:].index_add_(0, on(y, [1, 0, 1]), s)
+    return y.lerp_(e, 0.25)
+
+
+_NONFINITE = np.array([[np.nan, 0.7, np.inf], [-1.3, -np.inf, np.nan]])
+case("sort_dim1", lambda x: x.sort(1), [(2, 4)], lambda x: _np_sort(x, 1), _away)
+case("sort_descending_dim0", lambda x: r.sort(x, 0, descending=True), [(3, 2)],
+     lambda x: _np_sort(x, 0, descending=True), _away)
+case("sort_default_dim", lambda x: r.sort(x, stable=True), [(2, 3, 2)], lambda x: _np_sort(x, -1), _away)
+case("sort_0d", lambda x: x.sort(), [()], lambda x: (x, np.array(0)))
+case("argsort", lambda x: x.argsort(0, descending=True), [(3, 2)], lambda x: _np_sort(x, 0, True)[1], _away,
+     grad=False)
+case("msort", r.msort, [(3, 2)], lambda x: np.sort(x, 0), _away)
+case("topk", lambda x: x.topk(2), [(2, 4)], lambda x: _np_sort(x, -1, True, 2), _away)
+case("topk_smallest_dim0", lambda x: r.topk(x, 2, dim=0, largest=False), [(3, 2)], lambda x: _np_sort(x, 0, False, 2),
+     _away)
+case("topk_all_unsorted", lambda x: x.topk(3, sorted=False), [(3,)], lambda x: _np_sort(x, 0, True), _away)
+case("index_add", lambda x, s: x.index_add(0, on(x, [0, 2, 0]), s), [(3, 2), (3, 2)],
+     lambda x, s: _np_index_add(x, 0, [0, 2, 0], s))
+case("index_add_alpha_dim1", lambda x, s: r.index_add(x, 1, on(x, [1, 1]), s, alpha=2), [(2, 3), (2, 2)],
+     lambda x, s: _np_index_add(x, 1, [1, 1], s, 2))
+case("index_add_0d", lambda x, s: x.index_add(0, on(x, [0, 0]), s), [(), (2,)], lambda x, s: x + s.sum())
+case("lerp_scalar_weight", lambda x, e: r.lerp(x, e, 0.3), [(2, 3), (3,)], lambda x, e: x + 0.3 * (e - x))
+case("lerp_scalar_weight_high", lambda x, e: x.lerp(e, 0.8), [(2, 3), (2, 3)], lambda x, e: x + 0.8 * (e - x))
+case("lerp_tensor_weight", lambda x, e, w: r.lerp(x, e, w), [(2, 3), (1, 3), (2, 1)], lambda x, e, w: x + w * (e - x))
+case("inplace_index_add_lerp", _inplace_index_add_lerp, [(4, 2), (3, 2), (4, 2)],
+     lambda x, s, e: (lambda y: y + 0.25 * (e - y))(np.concatenate([x[:1], _np_index_add(x[1:], 0, [1, 0, 1], s)])))
+case("nan_to_num", lambda x: r.nan_to_num(x, nan=2.5, posinf=5.0, neginf=-7.0), [_NONFINITE],
+     lambda x: np.nan_to_num(x, nan=2.5, posinf=5.0, neginf=-7.0))
+case("nan_to_num_inplace", lambda x: (x * 1).nan_to_num_(posinf=1.0, neginf=-1.0), [_NONFINITE],
+     lambda x: np.nan_to_num(x, nan=0.0, posinf=1.0, neginf=-1.0))
+case("tril", lambda x: x.tril(), [(3, 4)], np.tril)
+case("tril_negative_diagonal_batched", lambda x: r.tril(x, -1), [(2, 3, 3)], lambda x: np.tril(x, -1))
+case("triu_diagonal", lambda x: r.triu(x, 1), [(3, 2)], lambda x: np.triu(x, 1))
+case("triu_inplace", lambda x: (x * 1).triu_(-1), [(2, 4, 3)], lambda x: np.triu(x, -1))
+case("repeat_interleave_int", lambda x: x.repeat_interleave(2), [(2, 2)], lambda x: np.repeat(x, 2))
+case("repeat_interleave_dim", lambda x: r.repeat_interleave(x, 3, dim=1), [(2, 2)], lambda x: np.repeat(x, 3, 1))
+case("repeat_interleave_tensor", lambda x: x.repeat_interleave(on(x, [1, 0, 2]), dim=0), [(3, 2)],
+     lambda x: np.repeat(x, [1, 0, 2], 0))
+case("repeat_interleave_0d_tensor_repeats", lambda x: x.repeat_interleave(on(x, 2), dim=-1, output_size=6),
+     [(2, 3)], lambda x: np.repeat(x, 2, -1))
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

@@ -1,5 +1,6 @@
 """Layer 1: one module per device kind. Nothing above this layer does math with numpy or cupy."""
 from . import cpu
+from . import cudnn, mps  # noqa: F401 - torch.backends' flags modules, for scripts that set them
 
 _CUDA_HINT = ("the cuda backend needs CuPy and an NVIDIA GPU: install rlpipe with the extra that "
               "matches your CUDA toolkit, pip install 'rlpipe[cuda12]' or 'rlpipe[cuda13]'")

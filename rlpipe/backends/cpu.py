@@ -26,6 +26,11 @@ def is_available():
     return True
 
 
+def finfo(np_dtype):
+    """NumPy's floating-point limits, bfloat16's included (through ml_dtypes)."""
+    return ml_dtypes.finfo(np_dtype) if np_dtype == bfloat16 else np.finfo(np_dtype)
+
+
 def device_count():
     return 1
 

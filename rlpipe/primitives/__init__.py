@@ -1,7 +1,7 @@
 """The differentiable primitives: every built-in op on the autograd graph, one module per kind.
 
 ``base`` holds ``Op`` and the shared helpers; ``elementwise``, ``activations``, ``reductions``,
-``shape``, ``indexing``, ``linalg``, ``windows``, ``normalization`` and ``losses`` hold the ops,
+``shape``, ``indexing``, ``sorting``, ``linalg``, ``windows``, ``normalization`` and ``losses`` hold the ops,
 each a ``Function`` with its forward and backward. Every primitive is importable from here by
 name: ``from rlpipe import primitives as P; P.Add.apply(x, y)``.
 """
@@ -11,6 +11,7 @@ from .activations import *  # noqa: F401,F403
 from .reductions import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
+from .sorting import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .windows import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403

@@ -387,3 +387,45 @@ class Erfinv(Op):
     def backward(ctx, g):
         out, = ctx.saved_tensors
         return g * (math.sqrt(math.pi) / 2) * ctx.xp.exp(out * out)
+
+
+class Lerp(Op):
+    """start + weight * (end - start), with a scalar or tensor weight; computed from the nearer end
+    (end - (end - start) * (1 - weight) once weight >= 0.5), as torch does, so weight 1 gives end exactly."""
+
+    @staticmethod
+    def forward(ctx, start, end, weight):
+        xp = ctx.xp
+        ctx.save_for_backward(start, end, weight)
+        diff = end - start
+        if shape_of(weight) is None:  # a Python number: one formula for every element
+            out = start + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
+        else:
+            out = xp.where(xp.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
+        return out.astype(start.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        start, end, weight = ctx.saved_tensors
+        g_weight = None
+        if ctx.needs_input_grad[2]:
+            g_weight = unbroadcast(g * (end - start), shape_of(weight))
+        return (unbroadcast(g * (1 - weight), shape_of(start)), unbroadcast(g * weight, shape_of(end)), g_weight)
+
+
+class NanToNum(Op):
+    """NaN, +inf and -inf replaced by the given numbers; the gradient passes where x is finite."""
+
+    @staticmethod
+    def forward(ctx, x, nan, posinf, neginf):
+        xp = ctx.xp
+        ctx.save_for_backward(x)
+        value = lambda v: xp.asarray(v, dtype=x.dtype)
+        out = xp.where(xp.isnan(x), value(nan), x)
+        out = xp.where(xp.isposinf(x), value(posinf), out)
+        return xp.where(xp.isneginf(x), value(neginf), out)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return ctx.xp.where(ctx.xp.isfinite(x), g, ctx.xp.zeros((), dtype=g.dtype)), None, None, None

@@ -131,3 +131,24 @@ class Embedding(Op):
         if padding_idx is not None and padding_idx >= 0:
             gw[padding_idx] = 0
         return gw, None, None, None
+
+
+class IndexAdd(Op):
+    """A copy of x with ``alpha * source`` added at the positions ``index`` picks along ``dim``
+    (repeated positions accumulate)."""
+
+    @staticmethod
+    def forward(ctx, x, dim, index, source, alpha):
+        where = (slice(None),) * dim + (index,)
+        out = x.copy()
+        ctx.be.scatter_add(out, where, source if alpha == 1 else source * x.dtype.type(alpha))
+        ctx.args = dim, index, alpha
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        dim, index, alpha = ctx.args
+        g_source = ctx.xp.take(g, index, axis=dim) if ctx.needs_input_grad[3] else None
+        if g_source is not None and alpha != 1:
+            g_source = g_source * alpha
+        return g, None, None, g_source, None

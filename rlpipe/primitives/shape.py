@@ -261,3 +261,18 @@ def _constant_regions(sizes, pads):
         src.append(slice(max(-lo, 0), n - max(-hi, 0)))
         dst.append(slice(max(lo, 0), max(lo, 0) + max(n - max(-lo, 0) - max(-hi, 0), 0)))
     return tuple(src), tuple(dst)
+
+
+class Triangle(Op):
+    """tril/triu: the lower (upper) triangle of the last two dims from ``diagonal`` on, zeros elsewhere."""
+
+    @staticmethod
+    def forward(ctx, x, diagonal, upper):
+        ctx.args = diagonal, upper
+        return (ctx.xp.triu if upper else ctx.xp.tril)(x, diagonal)
+
+    @staticmethod
+    def backward(ctx, g):
+        diagonal, upper = ctx.args
+        return (ctx.xp.triu if upper else ctx.xp.tril)(g, diagonal), None, None
+
