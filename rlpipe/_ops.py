@@ -1807,3 +1807,21 @@ def _positive(self):
 @tensor_method("__invert__")
 def _invert(self):
     return logical_not(self) if self.dtype is _dtypes.bool else bitwise_not(self)
+
+
+# ---- special functions (the distributions' building blocks) ---------------------------------------
+
+lgamma = _unary_float(P.Lgamma)
+digamma = _unary_float(P.Digamma)
+atanh = _unary_float(P.Atanh)
+arctanh = tensor_method(atanh, "arctanh")
+
+
+@inplace_variant
+@tensor_method
+def logit(input, eps=None):
+    """log(p / (1 - p)); with ``eps``, p is first clamped to [eps, 1 - eps]."""
+    return P.Logit.apply(_float_input(input), None if eps is None else float(eps))
+
+
+__all__ += ["lgamma", "digamma", "atanh", "arctanh", "logit"]

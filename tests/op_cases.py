@@ -671,5 +671,18 @@ case("clone_then_inplace", lambda x: x.clone().mul_(3), [(2, 3)], lambda x: 3 * 
 case("contiguous", lambda x: x.contiguous(), [(2, 3)], lambda x: x)
 case("contiguous_transposed", lambda x: x.T.contiguous(), [(2, 3)], lambda x: x.T)
 
+# Special functions (dist): lgamma, digamma (its backward is trigamma, by reflection below zero), atanh, logit.
+_NEGATIVE_NON_INTEGERS = np.array([[-0.5, -1.7, -2.3], [-0.2, -3.6, -1.25]])
+_PROBABILITIES = np.array([[0.1, 0.35, 0.6], [0.9, 0.45, 0.75]])
+case("lgamma", lambda x: x.lgamma(), [(2, 3)], sp.gammaln, "positive")
+case("lgamma_negative", r.lgamma, [_NEGATIVE_NON_INTEGERS], sp.gammaln)
+case("digamma", lambda x: x.digamma(), [(2, 3)], sp.digamma, "positive")
+case("digamma_negative", r.digamma, [_NEGATIVE_NON_INTEGERS], sp.digamma)
+case("atanh", lambda x: (x * 0.6).atanh(), [(2, 3)], lambda x: np.arctanh(x * 0.6))
+case("arctanh", lambda x: r.arctanh(x * 0.6), [(2, 3)], lambda x: np.arctanh(x * 0.6))
+case("logit", lambda x: x.logit(), [_PROBABILITIES], sp.logit)
+case("logit_eps", lambda x: r.logit(x, eps=0.2), [_PROBABILITIES], lambda x: sp.logit(np.clip(x, 0.2, 0.8)))
+case("logit_inplace", lambda x: x.clone().logit_(), [_PROBABILITIES], sp.logit)
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

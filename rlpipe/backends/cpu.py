@@ -84,6 +84,22 @@ def erfinv(x):
     return _erfinv(x).astype(x.dtype, copy=False)
 
 
+def lgamma(x):
+    from scipy.special import gammaln
+    return gammaln(x).astype(x.dtype, copy=False)
+
+
+def digamma(x):
+    from scipy.special import psi
+    return psi(x).astype(x.dtype, copy=False)
+
+
+def zeta(s, q):
+    """The Hurwitz zeta function (trigamma is zeta(2, q))."""
+    from scipy.special import zeta as _zeta
+    return _zeta(s, q).astype(q.dtype, copy=False)
+
+
 fused = {}  # no fused kernels: every op runs its own NumPy formula
 
 

@@ -284,6 +284,22 @@ def erfinv(x):
     from cupyx.scipy.special import erfinv as _erfinv
     return _erfinv(x).astype(x.dtype, copy=False)
 
+
+def lgamma(x):
+    from cupyx.scipy.special import gammaln
+    return gammaln(x).astype(x.dtype, copy=False)
+
+
+def digamma(x):
+    from cupyx.scipy.special import digamma as _digamma
+    return _digamma(x).astype(x.dtype, copy=False)
+
+
+def zeta(s, q):
+    """The Hurwitz zeta function (trigamma is zeta(2, q))."""
+    from cupyx.scipy.special import zeta as _zeta
+    return _zeta(s, q).astype(q.dtype, copy=False)
+
 # MultiStep's window lengths and discounted sums (rlpipe/postprocs/multistep.py), one thread per step t of
 # a [rows, steps] batch: m = min(n, steps - t, 1 + first done at or after t) (the batch ends early before an
 # invalid step; an invalid step itself gets 1), and the reward summed over the window in the reward's dtype,

@@ -15,3 +15,4 @@ from .linalg import *  # noqa: F401,F403
 from .windows import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .losses import *  # noqa: F401,F403
+from .special import *  # noqa: F401,F403

@@ -1,0 +1,18 @@
+"""Probability distributions with torch.distributions' API and module layout: parameters, shapes
+(``batch_shape``/``event_shape``), ``sample``/``rsample``, ``log_prob``, ``entropy``, moments, argument
+validation, transforms and ``kl_divergence``. Sampling draws from rlpipe's generators
+(``rlpipe.manual_seed``), so the numbers differ from torch's for the same seed."""
+from . import constraints, transforms
+from .distribution import Distribution
+from .bernoulli import Bernoulli
+from .categorical import Categorical
+from .independent import Independent
+from .normal import Normal
+from .transformed_distribution import TransformedDistribution
+from .transforms import (AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, TanhTransform,
+                         Transform, identity_transform)
+from .kl import kl_divergence, register_kl
+
+__all__ = ["AffineTransform", "Bernoulli", "Categorical", "ComposeTransform", "Distribution", "ExpTransform",
+           "Independent", "Normal", "SigmoidTransform", "TanhTransform", "Transform", "TransformedDistribution",
+           "constraints", "identity_transform", "kl_divergence", "register_kl", "transforms"]

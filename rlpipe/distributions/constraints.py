@@ -1,0 +1,212 @@
+"""Constraints: what values a distribution's parameters and samples may take (torch's
+``torch.distributions.constraints``). ``check(value)`` returns a bool tensor over the value's batch
+(the ``event_dim`` rightmost dimensions are reduced)."""
+
+__all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than", "greater_than_eq",
+           "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",
+           "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_integer", "real", "real_vector",
+           "simplex", "unit_interval"]
+
+
+class Constraint:
+    """A region of values; ``is_discrete`` and ``event_dim`` describe it."""
+    is_discrete = False
+    event_dim = 0
+
+    def check(self, value):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return type(self).__name__[1:] + "()"
+
+
+class _Dependent(Constraint):
+    """A placeholder for a constraint that depends on other parameters; it cannot be checked."""
+
+    def __init__(self, *, is_discrete=NotImplemented, event_dim=NotImplemented):
+        self._is_discrete = is_discrete
+        self._event_dim = event_dim
+
+    @property
+    def is_discrete(self):
+        if self._is_discrete is NotImplemented:
+            raise NotImplementedError(".is_discrete cannot be determined statically")
+        return self._is_discrete
+
+    @property
+    def event_dim(self):
+        if self._event_dim is NotImplemented:
+            raise NotImplementedError(".event_dim cannot be determined statically")
+        return self._event_dim
+
+    def __call__(self, *, is_discrete=NotImplemented, event_dim=NotImplemented):
+        return _Dependent(is_discrete=self._is_discrete if is_discrete is NotImplemented else is_discrete,
+                          event_dim=self._event_dim if event_dim is NotImplemented else event_dim)
+
+    def check(self, x):
+        raise ValueError("Cannot determine validity of dependent constraint")
+
+
+def is_dependent(constraint):
+    return isinstance(constraint, _Dependent)
+
+
+class _DependentProperty(property, _Dependent):
+    """A property that is also a dependent constraint (``support`` of a Categorical depends on its size):
+    read on an instance it computes the constraint, read on the class it is the placeholder."""
+
+    def __init__(self, fn=None, *, is_discrete=NotImplemented, event_dim=NotImplemented):
+        property.__init__(self, fn)
+        self._is_discrete = is_discrete
+        self._event_dim = event_dim
+
+    def __call__(self, fn):
+        return _DependentProperty(fn, is_discrete=self._is_discrete, event_dim=self._event_dim)
+
+
+class _IndependentConstraint(Constraint):
+    """``base_constraint`` with ``reinterpreted_batch_ndims`` more dimensions treated as the event."""
+
+    def __init__(self, base_constraint, reinterpreted_batch_ndims):
+        if not isinstance(base_constraint, Constraint):
+            raise TypeError(f"base_constraint must be a Constraint, got {type(base_constraint).__name__}")
+        if not isinstance(reinterpreted_batch_ndims, int) or reinterpreted_batch_ndims < 0:
+            raise ValueError(f"reinterpreted_batch_ndims must be an int >= 0, got {reinterpreted_batch_ndims!r}")
+        self.base_constraint = base_constraint
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+
+    @property
+    def is_discrete(self):
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        return self.base_constraint.event_dim + self.reinterpreted_batch_ndims
+
+    def check(self, value):
+        result = self.base_constraint.check(value)
+        if result.ndim < self.reinterpreted_batch_ndims:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.ndim}")
+        result = result.reshape(tuple(result.shape[:result.ndim - self.reinterpreted_batch_ndims]) + (-1,))
+        return result.all(-1)
+
+    def __repr__(self):
+        return f"{type(self).__name__[1:]}({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
+
+
+class _Boolean(Constraint):
+    is_discrete = True
+
+    def check(self, value):
+        return (value == 0) | (value == 1)
+
+
+class _OneHot(Constraint):
+    is_discrete = True
+    event_dim = 1
+
+    def check(self, value):
+        return ((value == 0) | (value == 1)).all(-1) & value.sum(-1).eq(1)
+
+
+class _Bounded(Constraint):
+    """A constraint with bounds; its repr lists them by name, as torch's."""
+    _bounds = ()
+
+    def __repr__(self):
+        return type(self).__name__[1:] + "(" + ", ".join(f"{b}={getattr(self, b)}" for b in self._bounds) + ")"
+
+
+class _IntegerInterval(_Bounded):
+    is_discrete = True
+    _bounds = ("lower_bound", "upper_bound")
+
+    def __init__(self, lower_bound, upper_bound):
+        self.lower_bound, self.upper_bound = lower_bound, upper_bound
+
+    def check(self, value):
+        return (value % 1 == 0) & (self.lower_bound <= value) & (value <= self.upper_bound)
+
+
+class _IntegerGreaterThan(_Bounded):
+    is_discrete = True
+    _bounds = ("lower_bound",)
+
+    def __init__(self, lower_bound):
+        self.lower_bound = lower_bound
+
+    def check(self, value):
+        return (value % 1 == 0) & (value >= self.lower_bound)
+
+
+class _Real(Constraint):
+    def check(self, value):
+        return value == value  # False for nan
+
+
+class _GreaterThan(_Bounded):
+    _bounds = ("lower_bound",)
+
+    def __init__(self, lower_bound):
+        self.lower_bound = lower_bound
+
+    def check(self, value):
+        return self.lower_bound < value
+
+
+class _GreaterThanEq(_GreaterThan):
+    def check(self, value):
+        return self.lower_bound <= value
+
+
+class _LessThan(_Bounded):
+    _bounds = ("upper_bound",)
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, value):
+        return value < self.upper_bound
+
+
+class _Interval(_Bounded):
+    _bounds = ("lower_bound", "upper_bound")
+
+    def __init__(self, lower_bound, upper_bound):
+        self.lower_bound, self.upper_bound = lower_bound, upper_bound
+
+    def check(self, value):
+        return (self.lower_bound <= value) & (value <= self.upper_bound)
+
+
+class _HalfOpenInterval(_Interval):
+    def check(self, value):
+        return (self.lower_bound <= value) & (value < self.upper_bound)
+
+
+class _Simplex(Constraint):
+    event_dim = 1
+
+    def check(self, value):
+        return (value >= 0).all(-1) & ((value.sum(-1) - 1).abs() < 1e-6)
+
+
+dependent = _Dependent()
+dependent_property = _DependentProperty
+independent = _IndependentConstraint
+boolean = _Boolean()
+one_hot = _OneHot()
+nonnegative_integer = _IntegerGreaterThan(0)
+positive_integer = _IntegerGreaterThan(1)
+integer_interval = _IntegerInterval
+real = _Real()
+real_vector = independent(real, 1)
+positive = _GreaterThan(0.0)
+nonnegative = _GreaterThanEq(0.0)
+greater_than = _GreaterThan
+greater_than_eq = _GreaterThanEq
+less_than = _LessThan
+unit_interval = _Interval(0.0, 1.0)
+interval = _Interval
+half_open_interval = _HalfOpenInterval
+simplex = _Simplex()

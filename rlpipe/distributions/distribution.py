@@ -1,0 +1,157 @@
+"""``Distribution``: the base class, with torch.distributions' shapes, validation and repr."""
+import warnings
+
+from .. import _ops
+from .._tensor import Tensor, Size
+from ..autograd import no_grad
+from . import constraints
+from .utils import lazy_property, extended_size
+
+__all__ = ["Distribution"]
+
+
+class Distribution:
+    """A batch of probability distributions: ``batch_shape`` independent ones, each over values of
+    ``event_shape``. Parameters are checked against ``arg_constraints`` and values against ``support``
+    when ``validate_args`` is on (the default, as in torch; ``set_default_validate_args(False)``
+    turns it off everywhere)."""
+    has_rsample = False
+    has_enumerate_support = False
+    _validate_args = __debug__
+
+    @staticmethod
+    def set_default_validate_args(value):
+        if value not in (True, False):
+            raise ValueError(f"set_default_validate_args expects True or False, got {value!r}")
+        Distribution._validate_args = value
+
+    def __init__(self, batch_shape=(), event_shape=(), validate_args=None):
+        self._batch_shape = Size(batch_shape)
+        self._event_shape = Size(event_shape)
+        if validate_args is not None:
+            self._validate_args = validate_args
+        if self._validate_args:
+            try:
+                arg_constraints = self.arg_constraints
+            except NotImplementedError:
+                arg_constraints = {}
+                warnings.warn(f"{type(self)} does not define `arg_constraints`. Please set `arg_constraints = {{}}` "
+                              "or initialize the distribution with `validate_args=False` to turn off validation.",
+                              stacklevel=2)
+            for param, constraint in arg_constraints.items():
+                if constraints.is_dependent(constraint):
+                    continue
+                if param not in self.__dict__ and isinstance(getattr(type(self), param, None), lazy_property):
+                    continue  # derived lazily from the parameter that was given
+                value = getattr(self, param)
+                if not bool(constraint.check(value).all()):
+                    raise ValueError(f"Expected parameter {param} ({type(value).__name__} of shape "
+                                     f"{tuple(value.shape)}) of distribution {self!r} to satisfy the constraint "
+                                     f"{constraint!r}, but found invalid values:\n{value}")
+
+    def expand(self, batch_shape, _instance=None):
+        """A new distribution with the parameters expanded (as views) to ``batch_shape``."""
+        raise NotImplementedError
+
+    @property
+    def batch_shape(self):
+        return self._batch_shape
+
+    @property
+    def event_shape(self):
+        return self._event_shape
+
+    @property
+    def arg_constraints(self):
+        raise NotImplementedError
+
+    @property
+    def support(self):
+        raise NotImplementedError
+
+    @property
+    def mean(self):
+        raise NotImplementedError
+
+    @property
+    def mode(self):
+        raise NotImplementedError(f"{type(self)} does not implement mode")
+
+    @property
+    def variance(self):
+        raise NotImplementedError
+
+    @property
+    def stddev(self):
+        return self.variance.sqrt()
+
+    def sample(self, sample_shape=()):
+        """``sample_shape + batch_shape + event_shape`` draws, without gradients."""
+        with no_grad():
+            return self.rsample(sample_shape)
+
+    def rsample(self, sample_shape=()):
+        """Reparameterized draws: gradients flow to the parameters."""
+        raise NotImplementedError
+
+    def sample_n(self, n):
+        warnings.warn("`sample_n(n)` will be deprecated. Use `sample((n,))` instead.", FutureWarning, stacklevel=2)
+        return self.sample(Size((n,)))
+
+    def log_prob(self, value):
+        raise NotImplementedError
+
+    def cdf(self, value):
+        raise NotImplementedError
+
+    def icdf(self, value):
+        raise NotImplementedError
+
+    def enumerate_support(self, expand=True):
+        raise NotImplementedError
+
+    def entropy(self):
+        raise NotImplementedError
+
+    def perplexity(self):
+        return _ops.exp(self.entropy())
+
+    def _extended_shape(self, sample_shape=()):
+        return extended_size(sample_shape, self._batch_shape, self._event_shape)
+
+    def _validate_sample(self, value):
+        """Checks that ``value`` is a tensor whose right-most dimensions match the event shape, that
+        broadcasts with batch_shape + event_shape, and that lies in the support."""
+        if not isinstance(value, Tensor):
+            raise ValueError("The value argument to log_prob must be a Tensor")
+        event_dim_start = value.ndim - len(self._event_shape)
+        if tuple(value.shape[event_dim_start:]) != tuple(self._event_shape):
+            raise ValueError(f"The right-most size of value must match event_shape: {value.shape} vs "
+                             f"{self._event_shape}.")
+        expected = self._batch_shape + self._event_shape
+        for i, j in zip(reversed(tuple(value.shape)), reversed(tuple(expected))):
+            if i != 1 and j != 1 and i != j:
+                raise ValueError(f"Value is not broadcastable with batch_shape+event_shape: {value.shape} vs "
+                                 f"{Size(expected)}.")
+        try:
+            support = self.support
+        except NotImplementedError:
+            warnings.warn(f"{type(self)} does not define `support` to enable sample validation. Please initialize "
+                          "the distribution with `validate_args=False` to turn off validation.", stacklevel=2)
+            return
+        if not bool(support.check(value).all()):
+            raise ValueError(f"Expected value argument ({type(value).__name__} of shape {tuple(value.shape)}) to be "
+                             f"within the support ({support!r}) of the distribution {self!r}, but found invalid "
+                             f"values:\n{value}")
+
+    def _get_checked_instance(self, cls, _instance=None):
+        if _instance is None and type(self).__init__ != cls.__init__:
+            raise NotImplementedError(f"Subclass {type(self).__name__} of {cls.__name__} that defines a custom "
+                                      "__init__ method must also define a custom .expand() method.")
+        return self.__new__(type(self)) if _instance is None else _instance
+
+    def __repr__(self):
+        names = [k for k in self.arg_constraints if k in self.__dict__]
+        args = ", ".join(f"{p}: {self.__dict__[p] if self.__dict__[p].numel() == 1 else self.__dict__[p].size()}"
+                         for p in names)
+        return f"{type(self).__name__}({args})"

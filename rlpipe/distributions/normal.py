@@ -1,0 +1,74 @@
+"""``Normal``: the Gaussian with mean ``loc`` and standard deviation ``scale``."""
+import math
+import numbers
+
+from .. import primitives as P
+from .._tensor import Size
+from ..autograd import no_grad
+from . import constraints
+from .distribution import Distribution
+from .utils import broadcast_all, standard_normal
+
+__all__ = ["Normal"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class Normal(Distribution):
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        scalar = isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number)
+        super().__init__(Size() if scalar else self.loc.size(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Normal, _instance)
+        batch_shape = Size(batch_shape)
+        new.loc = self.loc.expand(batch_shape)
+        new.scale = self.scale.expand(batch_shape)
+        super(Normal, new).__init__(batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def stddev(self):
+        return self.scale
+
+    @property
+    def variance(self):
+        return self.scale.pow(2)
+
+    def sample(self, sample_shape=()):
+        with no_grad():
+            return self.rsample(sample_shape)
+
+    def rsample(self, sample_shape=()):
+        eps = standard_normal(self._extended_shape(sample_shape), self.loc.dtype, self.loc.device)
+        return self.loc + eps * self.scale
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return -((value - self.loc) ** 2) / (2 * self.scale ** 2) - self.scale.log() - _HALF_LOG_2PI
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 0.5 * (1 + ((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)).erf())
+
+    def icdf(self, value):
+        return self.loc + self.scale * P.Erfinv.apply(2 * value - 1) * math.sqrt(2)
+
+    def entropy(self):
+        return 0.5 + _HALF_LOG_2PI + self.scale.log()

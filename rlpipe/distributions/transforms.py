@@ -1,0 +1,380 @@
+"""Invertible transforms between spaces, with the log |det Jacobian| a TransformedDistribution needs
+(torch.distributions.transforms' API: ``t(x)``, ``t.inv(y)``, ``log_abs_det_jacobian(x, y)``,
+``cache_size``, ``domain``/``codomain``, ``sign``, ``forward_shape``/``inverse_shape``)."""
+import functools
+import math
+import numbers
+import operator
+
+import numpy as np
+
+from .. import _ops
+from .._creation import full_like, zeros_like
+from .._tensor import Size
+from . import constraints
+from .utils import finfo_of, lazy_property, sum_rightmost
+
+__all__ = ["Transform", "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
+           "identity_transform"]
+
+
+class Transform:
+    """A map ``y = t(x)``; subclasses define ``_call``, ``_inverse`` and ``log_abs_det_jacobian``.
+    ``cache_size=1`` remembers the last ``(x, y)`` pair so ``t.inv(t(x))`` returns ``x`` itself."""
+    bijective = False
+    domain = constraints.real
+    codomain = constraints.real
+
+    def __init__(self, cache_size=0):
+        if cache_size not in (0, 1):
+            raise ValueError("cache_size must be 0 or 1")
+        self._cache_size = cache_size
+        self._inv = None
+        if cache_size == 1:
+            self._cached_x_y = None, None
+
+    @property
+    def event_dim(self):
+        if self.domain.event_dim == self.codomain.event_dim:
+            return self.domain.event_dim
+        raise ValueError("Please use either .domain.event_dim or .codomain.event_dim")
+
+    @property
+    def inv(self):
+        """The inverse transform (one object, kept): ``t.inv(y)`` is ``x``."""
+        if self._inv is None:
+            self._inv = _InverseTransform(self)
+        return self._inv
+
+    @property
+    def sign(self):
+        raise NotImplementedError
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        if type(self).__init__ is Transform.__init__:
+            return type(self)(cache_size=cache_size)
+        raise NotImplementedError(f"{type(self)}.with_cache is not implemented")
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = object.__hash__
+
+    def __call__(self, x):
+        if self._cache_size == 0:
+            return self._call(x)
+        x_old, y_old = self._cached_x_y
+        if x is x_old:
+            return y_old
+        y = self._call(x)
+        self._cached_x_y = x, y
+        return y
+
+    def _inv_call(self, y):
+        if self._cache_size == 0:
+            return self._inverse(y)
+        x_old, y_old = self._cached_x_y
+        if y is y_old:
+            return x_old
+        x = self._inverse(y)
+        self._cached_x_y = x, y
+        return x
+
+    def _call(self, x):
+        raise NotImplementedError
+
+    def _inverse(self, y):
+        raise NotImplementedError
+
+    def log_abs_det_jacobian(self, x, y):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return type(self).__name__ + "()"
+
+    def forward_shape(self, shape):
+        return shape
+
+    def inverse_shape(self, shape):
+        return shape
+
+
+class _InverseTransform(Transform):
+    """The inverse of a transform, sharing its cache."""
+
+    def __init__(self, transform):
+        super().__init__(cache_size=transform._cache_size)
+        self._inv = transform
+
+    @constraints.dependent_property(is_discrete=False)
+    def domain(self):
+        return self._inv.codomain
+
+    @constraints.dependent_property(is_discrete=False)
+    def codomain(self):
+        return self._inv.domain
+
+    @property
+    def bijective(self):
+        return self._inv.bijective
+
+    @property
+    def sign(self):
+        return self._inv.sign
+
+    @property
+    def inv(self):
+        return self._inv
+
+    def with_cache(self, cache_size=1):
+        return self.inv.with_cache(cache_size).inv
+
+    def __eq__(self, other):
+        return isinstance(other, _InverseTransform) and self._inv == other._inv
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self._inv!r})"
+
+    def __call__(self, x):
+        return self._inv._inv_call(x)
+
+    def log_abs_det_jacobian(self, x, y):
+        return -self._inv.log_abs_det_jacobian(y, x)
+
+    def forward_shape(self, shape):
+        return self._inv.inverse_shape(shape)
+
+    def inverse_shape(self, shape):
+        return self._inv.forward_shape(shape)
+
+
+class ComposeTransform(Transform):
+    """``parts`` applied in order; the event dimension grows to the largest any part needs."""
+
+    def __init__(self, parts, cache_size=0):
+        if cache_size:
+            parts = [part.with_cache(cache_size) for part in parts]
+        super().__init__(cache_size=cache_size)
+        self.parts = parts
+
+    def __eq__(self, other):
+        return isinstance(other, ComposeTransform) and self.parts == other.parts
+
+    __hash__ = object.__hash__
+
+    @constraints.dependent_property(is_discrete=False)
+    def domain(self):
+        if not self.parts:
+            return constraints.real
+        domain = self.parts[0].domain
+        event_dim = self.parts[-1].codomain.event_dim
+        for part in reversed(self.parts):
+            event_dim = max(event_dim + part.domain.event_dim - part.codomain.event_dim, part.domain.event_dim)
+        return constraints.independent(domain, event_dim - domain.event_dim) if event_dim > domain.event_dim \
+            else domain
+
+    @constraints.dependent_property(is_discrete=False)
+    def codomain(self):
+        if not self.parts:
+            return constraints.real
+        codomain = self.parts[-1].codomain
+        event_dim = self.parts[0].domain.event_dim
+        for part in self.parts:
+            event_dim = max(event_dim + part.codomain.event_dim - part.domain.event_dim, part.codomain.event_dim)
+        return constraints.independent(codomain, event_dim - codomain.event_dim) if event_dim > codomain.event_dim \
+            else codomain
+
+    @lazy_property
+    def bijective(self):
+        return all(p.bijective for p in self.parts)
+
+    @lazy_property
+    def sign(self):
+        sign = 1
+        for p in self.parts:
+            sign = sign * p.sign
+        return sign
+
+    @property
+    def inv(self):
+        if self._inv is None:
+            inv = ComposeTransform([p.inv for p in reversed(self.parts)])
+            self._inv, inv._inv = inv, self
+        return self._inv
+
+    def with_cache(self, cache_size=1):
+        return self if self._cache_size == cache_size else ComposeTransform(self.parts, cache_size=cache_size)
+
+    def __call__(self, x):
+        for part in self.parts:
+            x = part(x)
+        return x
+
+    def log_abs_det_jacobian(self, x, y):
+        if not self.parts:
+            return zeros_like(x)
+        xs = [x]
+        for part in self.parts[:-1]:
+            xs.append(part(xs[-1]))
+        xs.append(y)
+        terms = []
+        event_dim = self.domain.event_dim
+        for part, x, y in zip(self.parts, xs[:-1], xs[1:]):
+            terms.append(sum_rightmost(part.log_abs_det_jacobian(x, y), event_dim - part.domain.event_dim))
+            event_dim += part.codomain.event_dim - part.domain.event_dim
+        return functools.reduce(operator.add, terms)
+
+    def forward_shape(self, shape):
+        for part in self.parts:
+            shape = part.forward_shape(shape)
+        return shape
+
+    def inverse_shape(self, shape):
+        for part in reversed(self.parts):
+            shape = part.inverse_shape(shape)
+        return shape
+
+    def __repr__(self):
+        return type(self).__name__ + "(\n    " + ",\n    ".join(repr(p) for p in self.parts) + "\n)"
+
+
+identity_transform = ComposeTransform([])
+
+
+class ExpTransform(Transform):
+    domain = constraints.real
+    codomain = constraints.positive
+    bijective = True
+    sign = +1
+
+    def __eq__(self, other):
+        return isinstance(other, ExpTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        return x.exp()
+
+    def _inverse(self, y):
+        return y.log()
+
+    def log_abs_det_jacobian(self, x, y):
+        return x
+
+
+class AffineTransform(Transform):
+    """``y = loc + scale * x``; with ``event_dim`` > 0 the log-det sums over that many rightmost dims."""
+    bijective = True
+
+    def __init__(self, loc, scale, event_dim=0, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.loc = loc
+        self.scale = scale
+        self._event_dim = event_dim
+
+    @property
+    def event_dim(self):
+        return self._event_dim
+
+    @constraints.dependent_property(is_discrete=False)
+    def domain(self):
+        return constraints.real if self.event_dim == 0 else constraints.independent(constraints.real, self.event_dim)
+
+    @constraints.dependent_property(is_discrete=False)
+    def codomain(self):
+        return constraints.real if self.event_dim == 0 else constraints.independent(constraints.real, self.event_dim)
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return AffineTransform(self.loc, self.scale, self.event_dim, cache_size=cache_size)
+
+    def __eq__(self, other):
+        if not isinstance(other, AffineTransform):
+            return False
+        return all(a == b if isinstance(a, numbers.Number) and isinstance(b, numbers.Number) else bool((a == b).all())
+                   for a, b in ((self.loc, other.loc), (self.scale, other.scale)))
+
+    __hash__ = object.__hash__
+
+    @property
+    def sign(self):
+        if isinstance(self.scale, numbers.Number):
+            return 1 if self.scale > 0 else -1 if self.scale < 0 else 0
+        return self.scale.sign()
+
+    def _call(self, x):
+        return self.loc + self.scale * x
+
+    def _inverse(self, y):
+        return (y - self.loc) / self.scale
+
+    def log_abs_det_jacobian(self, x, y):
+        shape = tuple(x.shape)
+        if isinstance(self.scale, numbers.Number):
+            result = full_like(x, math.log(abs(self.scale)))
+        else:
+            result = self.scale.abs().log()
+        if self.event_dim:
+            result = result.reshape(tuple(result.shape[:result.ndim - self.event_dim]) + (-1,)).sum(-1)
+            shape = shape[:len(shape) - self.event_dim]
+        return result.expand(shape)
+
+    def forward_shape(self, shape):
+        return Size(np.broadcast_shapes(tuple(shape), tuple(getattr(self.loc, "shape", ())),
+                                        tuple(getattr(self.scale, "shape", ()))))
+
+    inverse_shape = forward_shape
+
+
+class SigmoidTransform(Transform):
+    domain = constraints.real
+    codomain = constraints.unit_interval
+    bijective = True
+    sign = +1
+
+    def __eq__(self, other):
+        return isinstance(other, SigmoidTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        finfo = finfo_of(x.dtype)
+        return x.sigmoid().clamp(min=float(finfo.tiny), max=1.0 - float(finfo.eps))
+
+    def _inverse(self, y):
+        finfo = finfo_of(y.dtype)
+        y = y.clamp(min=float(finfo.tiny), max=1.0 - float(finfo.eps))
+        return y.log() - (-y).log1p()
+
+    def log_abs_det_jacobian(self, x, y):
+        return -_ops.softplus(-x) - _ops.softplus(x)
+
+
+class TanhTransform(Transform):
+    """``y = tanh(x)``; its log-det ``2 (log 2 - x - softplus(-2x))`` stays finite where tanh saturates."""
+    domain = constraints.real
+    codomain = constraints.interval(-1.0, 1.0)
+    bijective = True
+    sign = +1
+
+    def __eq__(self, other):
+        return isinstance(other, TanhTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        return x.tanh()
+
+    def _inverse(self, y):
+        return y.atanh()
+
+    def log_abs_det_jacobian(self, x, y):
+        return 2.0 * (math.log(2.0) - x - _ops.softplus(-2.0 * x))

@@ -1,0 +1,80 @@
+"""Helpers shared by the distributions (torch.distributions.utils' names)."""
+import numbers
+
+import numpy as np
+
+from .. import _ops, _dtypes
+from .._creation import tensor
+from .._tensor import Tensor, Size
+from ..autograd import enable_grad
+from ..random import randn, rand
+
+__all__ = ["broadcast_all", "logits_to_probs", "clamp_probs", "probs_to_logits", "lazy_property", "euler_constant"]
+
+euler_constant = 0.57721566490153286060  # the Euler-Mascheroni constant
+
+
+def broadcast_all(*values):
+    """Broadcasts tensors and numbers to one shape; numbers become tensors of the first tensor's dtype and
+    device (the default dtype when all are numbers)."""
+    if not all(isinstance(v, (Tensor, numbers.Number)) for v in values):
+        raise ValueError("Input arguments must all be instances of numbers.Number or rlpipe.Tensor, got "
+                         + ", ".join(type(v).__name__ for v in values))
+    like = next((v for v in values if isinstance(v, Tensor)), None)
+    options = dict(dtype=_dtypes.get_default_dtype()) if like is None else dict(dtype=like.dtype, device=like.device)
+    return tuple(_ops.broadcast_tensors(*[v if isinstance(v, Tensor) else tensor(v, **options) for v in values]))
+
+
+def finfo_of(dtype):
+    return np.finfo(dtype.np)
+
+
+def standard_normal(shape, dtype, device):
+    return randn(shape, dtype=dtype, device=device)
+
+
+def standard_uniform(shape, dtype, device):
+    return rand(shape, dtype=dtype, device=device)
+
+
+def sum_rightmost(value, dim):
+    """Sums the ``dim`` rightmost dimensions."""
+    return value if dim == 0 else value.reshape(tuple(value.shape[:value.ndim - dim]) + (-1,)).sum(-1)
+
+
+def logits_to_probs(logits, is_binary=False):
+    return logits.sigmoid() if is_binary else _ops.softmax(logits, -1)
+
+
+def clamp_probs(probs):
+    """Probabilities kept eps away from 0 and 1 (eps of their dtype)."""
+    eps = float(finfo_of(probs.dtype).eps)
+    return probs.clamp(min=eps, max=1 - eps)
+
+
+def probs_to_logits(probs, is_binary=False):
+    clamped = clamp_probs(probs)
+    return clamped.log() - (-clamped).log1p() if is_binary else clamped.log()
+
+
+def extended_size(*parts):
+    """The concatenation of shapes as a Size."""
+    return Size(tuple(d for part in parts for d in part))
+
+
+class lazy_property:
+    """A property computed on first access (with grad enabled) and then stored on the instance, as
+    torch's: ``Categorical(logits=...).probs`` is derived once."""
+
+    def __init__(self, wrapped):
+        self.wrapped = wrapped
+        self.__doc__ = wrapped.__doc__
+        self.__name__ = wrapped.__name__
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        with enable_grad():
+            value = self.wrapped(instance)
+        setattr(instance, self.wrapped.__name__, value)
+        return value

@@ -1,0 +1,82 @@
+"""Special functions: lgamma, digamma, atanh, logit (the distributions' building blocks).
+
+The gamma-family functions come from the backend (SciPy on the CPU, ``cupyx.scipy.special`` on a
+GPU); atanh and logit are plain formulas over the array namespace.
+"""
+import math
+
+from .base import Op
+
+__all__ = ["Lgamma", "Digamma", "Atanh", "Logit"]
+
+
+def trigamma(be, xp, x):
+    """polygamma(1, x) = zeta(2, x), through the reflection formula below zero (where Hurwitz zeta is
+    undefined): trigamma(x) = pi^2 / sin^2(pi x) - trigamma(1 - x)."""
+    with be.quietly():
+        positive = be.zeta(2.0, xp.where(x > 0, x, 1 - x))
+        return xp.where(x > 0, positive, math.pi ** 2 / xp.sin(math.pi * x) ** 2 - positive).astype(x.dtype, copy=False)
+
+
+class Lgamma(Op):
+    """log |Gamma(x)|."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.be.lgamma(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.be.digamma(ctx.saved_tensors[0])
+
+
+class Digamma(Op):
+    """The derivative of lgamma."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.be.digamma(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * trigamma(ctx.be, ctx.xp, ctx.saved_tensors[0])
+
+
+class Atanh(Op):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with ctx.be.quietly():
+            return ctx.xp.arctanh(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g / (1 - x * x)
+
+
+class Logit(Op):
+    """log(p / (1 - p)), with p first clamped to [eps, 1 - eps] when eps is given (then the gradient is
+    zero outside that range, as torch's)."""
+
+    @staticmethod
+    def forward(ctx, p, eps):
+        xp = ctx.xp
+        ctx.save_for_backward(p)
+        ctx.eps = eps
+        if eps is not None:
+            p = xp.clip(p, eps, 1 - eps)
+        with ctx.be.quietly():
+            return xp.log(p / (1 - p))
+
+    @staticmethod
+    def backward(ctx, g):
+        p, = ctx.saved_tensors
+        xp = ctx.xp
+        with ctx.be.quietly():
+            grad = g / (p * (1 - p))
+        if ctx.eps is not None:
+            grad = xp.where((p < ctx.eps) | (p > 1 - ctx.eps), 0, grad).astype(g.dtype, copy=False)
+        return grad, None
