@@ -3,8 +3,9 @@
     python examples/dqn_cartpole.py --seed 0 [--total-frames 100000] [--device cpu]
 
 A SyncDataCollector steps the env with an epsilon-greedy Q-network; MultiStep turns each batch into
-n-step transitions; a replay buffer stores them; every batch is followed by a few Adam steps on the
-Huber loss against a target network. The greedy policy is evaluated every --eval-every frames;
+n-step transitions; a replay buffer stores them; every batch is followed by a few Adam steps on
+DQNLoss (the Huber loss against a target network, the n-step discount read from MultiStep's
+steps_to_next_obs), the target network copied by HardUpdate. The greedy policy is evaluated every --eval-every frames;
 training stops once its mean return over --eval-episodes episodes reaches --target-return.
 Writes runs/dqn_cartpole_seed{seed}.csv (and a .png when matplotlib is installed).
 """
@@ -22,6 +23,7 @@ from rlpipe import nn
 from rlpipe.collectors import SyncDataCollector
 from rlpipe.data import LazyTensorStorage, TensorDictReplayBuffer
 from rlpipe.envs import GymEnv
+from rlpipe.objectives import DQNLoss, HardUpdate
 from rlpipe.postprocs import MultiStep
 
 
@@ -84,16 +86,6 @@ def evaluate(q_net, episodes, seed, device):
     return sum(returns) / len(returns)
 
 
-def td_loss(q_net, target_net, batch):
-    """Huber loss between Q(s, a) and the n-step target r_n + gamma_n * (1 - terminated) * max Q'(s_n)."""
-    q = q_net(batch["observation"]).gather(-1, batch["action"].unsqueeze(-1)).squeeze(-1)
-    with rlpipe.no_grad():
-        next_q = target_net(batch["next", "observation"]).max(-1).values
-        alive = batch["next", "terminated"].squeeze(-1).logical_not().float()
-        target = batch["next", "reward"].squeeze(-1) + batch["gamma"] * alive * next_q
-    return nn.functional.smooth_l1_loss(q, target)
-
-
 def progress(total, disabled):
     try:
         from tqdm import tqdm
@@ -130,9 +122,12 @@ def main():
         return nn.Sequential(nn.Linear(n_obs, args.hidden), nn.ReLU(), nn.Linear(args.hidden, args.hidden),
                              nn.ReLU(), nn.Linear(args.hidden, n_actions)).to(device)
 
-    q_net, target_net = make_q_net(), make_q_net()
-    target_net.load_state_dict(q_net.state_dict())
-    optimizer = rlpipe.optim.Adam(q_net.parameters(), lr=args.lr)
+    q_net = make_q_net()
+    # r_n + gamma ** n * (1 - terminated) * max_a Q_target(s_n, a), against Q(s, a) with the Huber loss
+    loss_module = DQNLoss(q_net, loss_function="smooth_l1", action_space="categorical", delay_value=True)
+    loss_module.make_value_estimator(gamma=args.gamma)
+    target_updater = HardUpdate(loss_module, value_network_update_interval=args.target_update - 1)
+    optimizer = rlpipe.optim.Adam(loss_module.parameters(), lr=args.lr)
     policy = EpsilonGreedy(q_net, n_actions, device)
     collector = SyncDataCollector(env, policy, frames_per_batch=args.frames_per_batch, total_frames=args.total_frames,
                                   policy_device=device,
@@ -152,13 +147,12 @@ def main():
         policy.eps = max(args.eps_end, args.eps_start - (args.eps_start - args.eps_end) * frames / args.eps_frames)
         if frames >= args.learning_starts:
             for _ in range(args.updates_per_batch):
-                loss = td_loss(q_net, target_net, buffer.sample())
+                loss = loss_module(buffer.sample())["loss"]
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
+                target_updater.step()  # a copy every --target-update gradient steps
                 updates += 1
-                if updates % args.target_update == 0:
-                    target_net.load_state_dict(q_net.state_dict())
         if bar is not None:
             bar.update(batch.numel())
         if frames // args.eval_every > (frames - batch.numel()) // args.eval_every:  # passed a multiple of it

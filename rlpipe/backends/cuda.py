@@ -336,6 +336,50 @@ def _n_step_returns(done, valid, reward, gamma, n):
         return m, total
 
 
+# GAE and TD(lambda) (rlpipe/objectives/value/functional.py), one thread per row of [rows, steps] arrays, running
+# backwards over time: x[t] = b[t] + gamma * lmbda * (1 - done[t]) * x[t + 1], where b[t] is the TD error
+# r + gamma * v'[t] - v[t] for GAE and r + gamma * v'[t] * (1 - lmbda * (1 - done[t])) for TD(lambda) (v' is zero
+# where terminated; TD(lambda)'s last step counts as done: it bootstraps). Writes advantage and value_target.
+_VALUE_ESTIMATE = _elementwise(
+    "value_estimate",
+    "raw T reward, raw T value, raw T next_value, raw bool done, raw bool terminated, float64 gamma, "
+    "float64 lmbda, bool gae, int64 steps",
+    "raw T advantage, raw T value_target",
+    "const acc_t g = (acc_t)gamma;\n"
+    "const acc_t l = (acc_t)lmbda;\n"
+    "const acc_t decay = (acc_t)(gamma * lmbda);\n"
+    "acc_t carry = acc_t(0);\n"
+    "for (long long t = steps - 1; t >= 0; --t) {\n"
+    "    const long long j = i * steps + t;\n"
+    "    const acc_t next = terminated[j] ? acc_t(0) : (acc_t)next_value[j];\n"
+    "    const acc_t v = (acc_t)value[j];\n"
+    "    const bool goes_on = !done[j] && (gae || t + 1 < steps);\n"
+    "    const acc_t tail = goes_on ? decay * carry : acc_t(0);\n"
+    "    if (gae) {\n"
+    "        carry = (acc_t)reward[j] + g * next - v + tail;\n"
+    "        advantage[j] = (T)carry;\n"
+    "        value_target[j] = (T)(carry + v);\n"
+    "    } else {\n"
+    "        carry = (acc_t)reward[j] + g * next * (goes_on ? acc_t(1) - l : acc_t(1)) + tail;\n"
+    "        advantage[j] = (T)(carry - v);\n"
+    "        value_target[j] = (T)carry;\n"
+    "    }\n"
+    "}")
+
+
+def _value_estimate(reward, value, next_value, done, terminated, gamma, lmbda, gae):
+    """(advantage, value_target) of GAE or TD(lambda) for [rows, steps] arrays (see ``_VALUE_ESTIMATE``)."""
+    with reward.device:
+        reward, value, next_value, done, terminated = (cupy.ascontiguousarray(a) for a in (
+            reward, value, next_value, done, terminated))
+        advantage = cupy.empty_like(value)
+        target = cupy.empty_like(value)
+        rows, steps = value.shape
+        _VALUE_ESTIMATE(reward, value, next_value, done, terminated, float(gamma), float(lmbda), bool(gae), steps,
+                        advantage, target, size=rows)
+        return advantage, target
+
+
 # The ops' formulas that run here as one kernel launch instead of several CuPy calls, by name
 # (the primitives look them up); each takes the arrays, then the op's scalar parameters.
 fused = {
@@ -353,6 +397,7 @@ fused = {
     "softplus_backward": lambda x, grad, beta, threshold: _run(_SOFTPLUS_BACKWARD, *_common(x, grad),
                                                                float(beta), float(threshold)),
     "n_step_returns": _n_step_returns,
+    "value_estimate": _value_estimate,
 }
 
 

@@ -114,7 +114,8 @@ class EnvBase:
         last batch dim, as torchrl's ``rollout``. ``break_when_any_done`` (the default unless
         ``break_when_all_done`` is set) stops after the step where any env is done; otherwise done envs
         are reset and continue. ``callback(env, td)`` runs on the root of each following step (not
-        after the last). ``auto_reset=False`` starts from ``tensordict`` (required then). ``set_truncated`` marks the last step truncated (and done).
+        after the last). ``auto_reset=False`` starts from ``tensordict`` (required then). ``set_truncated``
+        marks the last step truncated (and done).
         ``auto_cast_to_device`` is accepted: rlpipe's policy and env share the env's device.
         ``return_contiguous`` is accepted (rollouts are always stacked)."""
         from .._ops import stack

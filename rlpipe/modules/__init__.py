@@ -10,3 +10,7 @@ from ..tensordict.nn import NormalParamExtractor
 from .models import MLP, ConvNet
 from .tensordict_module import (SafeModule, Actor, ValueOperator, ProbabilisticActor, SafeProbabilisticModule,
                                 SafeProbabilisticTensorDictSequential, QValueModule, QValueActor, EGreedyModule)
+
+__all__ = ["RandomPolicy", "NormalParamExtractor", "MLP", "ConvNet", "SafeModule", "Actor", "ValueOperator",
+           "ProbabilisticActor", "SafeProbabilisticModule", "SafeProbabilisticTensorDictSequential", "QValueModule",
+           "QValueActor", "EGreedyModule", "Delta", "IndependentNormal", "TanhNormal"]

@@ -1,0 +1,11 @@
+"""torchrl.objectives: value estimators and loss modules (layer 6)."""
+from .common import LossModule
+from .dqn import DQNLoss
+from .ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
+from .utils import HardUpdate, SoftUpdate, TargetNetUpdater, ValueEstimators, default_value_kwargs, distance_loss, \
+    hold_out_net
+from .value import GAE, TD0Estimator, TD1Estimator, TDLambdaEstimator
+
+__all__ = ["ClipPPOLoss", "DQNLoss", "GAE", "HardUpdate", "KLPENPPOLoss", "LossModule", "PPOLoss", "SoftUpdate",
+           "TD0Estimator", "TD1Estimator", "TDLambdaEstimator", "TargetNetUpdater", "ValueEstimators",
+           "default_value_kwargs", "distance_loss", "hold_out_net"]
