@@ -7,6 +7,6 @@ from .utils import HardUpdate, SoftUpdate, TargetNetUpdater, ValueEstimators, de
     hold_out_net
 from .value import GAE, TD0Estimator, TD1Estimator, TDLambdaEstimator
 
-__all__ = ["ClipPPOLoss", "DDPGLoss", "DQNLoss", "GAE", "HardUpdate", "KLPENPPOLoss", "LossModule", "PPOLoss", "SoftUpdate",
-           "TD0Estimator", "TD1Estimator", "TDLambdaEstimator", "TargetNetUpdater", "ValueEstimators",
+__all__ = ["ClipPPOLoss", "DDPGLoss", "DQNLoss", "GAE", "HardUpdate", "KLPENPPOLoss", "LossModule", "PPOLoss",
+           "SoftUpdate", "TD0Estimator", "TD1Estimator", "TDLambdaEstimator", "TargetNetUpdater", "ValueEstimators",
            "default_value_kwargs", "distance_loss", "hold_out_net"]
