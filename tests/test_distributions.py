@@ -189,6 +189,44 @@ def test_categorical_gradcheck_log_prob_and_entropy():
     assert gradcheck(lambda p: D.Categorical(probs=p).entropy(), (probs,))
 
 
+# ---- OneHotCategorical ----------------------------------------------------------------------------
+
+def test_one_hot_categorical():
+    p = softmax(LOGITS)
+    d = D.OneHotCategorical(logits=t64(LOGITS))
+    assert d.batch_shape == (2,) and d.event_shape == (4,) and repr(d) == "OneHotCategorical()"
+    value = t64([[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    close(d.log_prob(value), np.log([p[0, 2], p[1, 0]]), rtol=1e-9)
+    close(d.entropy(), [st.entropy(row) for row in p], rtol=1e-9)
+    close(d.mean, p, rtol=1e-9)
+    close(d.variance, p * (1 - p), rtol=1e-9)
+    close(d.mode, [[0, 0, 1, 0], [1, 0, 0, 0]])
+    s = npy(d.sample((3000,)))
+    assert s.shape == (3000, 2, 4) and (s.sum(-1) == 1).all()
+    np.testing.assert_array_less(np.abs(s.mean(0) - p), 4 * np.sqrt(p * (1 - p) / 3000) + 1e-12)
+    support = d.enumerate_support()
+    assert support.shape == (4, 2, 4) and d.enumerate_support(expand=False).shape == (4, 1, 4)
+    close(d.log_prob(support).exp().sum(0), [1.0, 1.0])
+    assert d.expand((3, 2)).sample().shape == (3, 2, 4)
+    with pytest.raises(ValueError, match=r"within the support \(OneHot\(\)\)"):
+        d.log_prob(t64([[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]))
+    q = D.OneHotCategorical(probs=t64(p[::-1]))
+    close(D.kl_divergence(d, q), (p * np.log(p / p[::-1])).sum(-1), rtol=1e-9)
+
+
+def test_one_hot_categorical_straight_through():
+    logits = t64(LOGITS, True)
+    d = D.OneHotCategoricalStraightThrough(logits=logits)
+    assert d.has_rsample and not D.OneHotCategorical.has_rsample
+    x = d.rsample((2,))
+    assert x.shape == (2, 2, 4) and (npy(x).sum(-1) == 1).all()
+    weights = t64([1.0, -2.0, 3.0, 0.5])
+    (x * weights).sum().backward()
+    p = softmax(LOGITS)
+    jac = p[..., :, None] * (np.eye(4) - p[..., None, :])  # d probs / d logits
+    close(logits.grad, 2 * (jac @ np.array([1.0, -2.0, 3.0, 0.5])), rtol=1e-9)
+
+
 # ---- Bernoulli --------------------------------------------------------------------------------
 
 def test_bernoulli_values_match_scipy():
@@ -485,6 +523,10 @@ CUDA_CASES = {  # name: (builder of the distribution on a device, a value to sco
     "normal": (lambda dev: D.Normal(t64(LOC).to(dev), t64(SCALE).to(dev)), lambda dev: t64(X).to(dev)),
     "categorical": (lambda dev: D.Categorical(logits=t64(LOGITS).to(dev)), lambda dev: r.tensor([3, 1], device=dev)),
     "bernoulli": (lambda dev: D.Bernoulli(logits=t64([0.3, -2.0]).to(dev)), lambda dev: t64([1.0, 0.0]).to(dev)),
+    "one_hot_categorical": (lambda dev: D.OneHotCategorical(logits=t64(LOGITS).to(dev)),
+                            lambda dev: t64([[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]]).to(dev)),
+    "transformed": (lambda dev: D.TransformedDistribution(D.Normal(t64(LOC).to(dev), t64(SCALE).to(dev)),
+                                                          [D.ExpTransform()]), lambda dev: t64(np.abs(X)).to(dev)),
     "independent": (lambda dev: D.Independent(D.Normal(t64(LOC).to(dev), t64(SCALE).to(dev)), 1),
                     lambda dev: t64(X).to(dev)),
 }
@@ -498,7 +540,8 @@ def test_cuda_matches_cpu(name):
     build, value = CUDA_CASES[name]
     cpu, gpu = build("cpu"), build("cuda")
     np.testing.assert_allclose(npy(gpu.log_prob(value("cuda")).cpu()), npy(cpu.log_prob(value("cpu"))), rtol=1e-12)
-    np.testing.assert_allclose(npy(gpu.entropy().cpu()), npy(cpu.entropy()), rtol=1e-12)
+    if name != "transformed":  # no closed-form entropy
+        np.testing.assert_allclose(npy(gpu.entropy().cpu()), npy(cpu.entropy()), rtol=1e-12)
     sample = gpu.sample((5,))
     assert sample.device.type == "cuda" and sample.shape == cpu.sample((5,)).shape
     assert sample.dtype == cpu.sample().dtype

@@ -8,11 +8,13 @@ from .bernoulli import Bernoulli
 from .categorical import Categorical
 from .independent import Independent
 from .normal import Normal
+from .one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough
 from .transformed_distribution import TransformedDistribution
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, TanhTransform,
                          Transform, identity_transform)
 from .kl import kl_divergence, register_kl
 
 __all__ = ["AffineTransform", "Bernoulli", "Categorical", "ComposeTransform", "Distribution", "ExpTransform",
-           "Independent", "Normal", "SigmoidTransform", "TanhTransform", "Transform", "TransformedDistribution",
-           "constraints", "identity_transform", "kl_divergence", "register_kl", "transforms"]
+           "Independent", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough", "SigmoidTransform",
+           "TanhTransform", "Transform", "TransformedDistribution", "constraints", "identity_transform",
+           "kl_divergence", "register_kl", "transforms"]

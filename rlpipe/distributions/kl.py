@@ -11,6 +11,7 @@ from .categorical import Categorical
 from .distribution import Distribution
 from .independent import Independent
 from .normal import Normal
+from .one_hot_categorical import OneHotCategorical
 from .utils import sum_rightmost
 
 __all__ = ["register_kl", "kl_divergence"]
@@ -102,6 +103,11 @@ def _kl_categorical_categorical(p, q):
     t = p.probs * (p.logits - q.logits)
     t = _ops.where(q.probs == 0, math.inf, t)
     return _ops.where(p.probs == 0, 0.0, t).sum(-1)
+
+
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehotcategorical_onehotcategorical(p, q):
+    return _kl_categorical_categorical(p._categorical, q._categorical)
 
 
 @register_kl(Independent, Independent)

@@ -1,3 +1,4 @@
 """torchrl's ``torchrl.modules``: policy building blocks."""
 # ---- distributions (dist) ----
-from .distributions import Delta, IndependentNormal, TanhNormal  # noqa: F401
+from .distributions import (Delta, IndependentNormal, MaskedCategorical, OneHotCategorical,  # noqa: F401
+                            TanhNormal)
