@@ -1814,7 +1814,7 @@ def _invert(self):
 lgamma = _unary_float(P.Lgamma)
 digamma = _unary_float(P.Digamma)
 atanh = _unary_float(P.Atanh)
-arctanh = tensor_method(atanh, "arctanh")
+arctanh = tensor_method("arctanh")(atanh)
 
 
 @inplace_variant

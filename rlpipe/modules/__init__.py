@@ -3,7 +3,7 @@
 torchrl's distributions and ``RandomPolicy``. Layer 6: it builds on TensorDict modules (layer 4) and env
 specs (layer 5)."""
 # ---- distributions (dist) ----
-from .distributions import Delta, IndependentNormal, TanhNormal
+from .distributions import Delta, IndependentNormal, MaskedCategorical, OneHotCategorical, TanhNormal
 # ---- networks, actors, exploration (modules) ----
 from ..envs.utils import RandomPolicy
 from ..tensordict.nn import NormalParamExtractor
@@ -13,4 +13,5 @@ from .tensordict_module import (SafeModule, Actor, ValueOperator, ProbabilisticA
 
 __all__ = ["RandomPolicy", "NormalParamExtractor", "MLP", "ConvNet", "SafeModule", "Actor", "ValueOperator",
            "ProbabilisticActor", "SafeProbabilisticModule", "SafeProbabilisticTensorDictSequential", "QValueModule",
-           "QValueActor", "EGreedyModule", "Delta", "IndependentNormal", "TanhNormal"]
+           "QValueActor", "EGreedyModule", "Delta", "IndependentNormal", "MaskedCategorical", "OneHotCategorical",
+           "TanhNormal"]
