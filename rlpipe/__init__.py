@@ -23,7 +23,7 @@ from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode, i
                        is_inference_mode_enabled)
 from . import autograd, cuda, backends
 from .serialization import save, load
-from . import nn, optim  # as torch's package exposes torch.nn and torch.optim
+from . import nn, optim, distributions  # as torch exposes torch.nn, torch.optim and torch.distributions
 from . import tensordict, testing, postprocs, data
 from .tensordict import TensorDict
 

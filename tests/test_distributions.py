@@ -189,6 +189,44 @@ def test_categorical_gradcheck_log_prob_and_entropy():
     assert gradcheck(lambda p: D.Categorical(probs=p).entropy(), (probs,))
 
 
+# ---- OneHotCategorical ----------------------------------------------------------------------------
+
+def test_one_hot_categorical():
+    p = softmax(LOGITS)
+    d = D.OneHotCategorical(logits=t64(LOGITS))
+    assert d.batch_shape == (2,) and d.event_shape == (4,) and repr(d) == "OneHotCategorical()"
+    value = t64([[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    close(d.log_prob(value), np.log([p[0, 2], p[1, 0]]), rtol=1e-9)
+    close(d.entropy(), [st.entropy(row) for row in p], rtol=1e-9)
+    close(d.mean, p, rtol=1e-9)
+    close(d.variance, p * (1 - p), rtol=1e-9)
+    close(d.mode, [[0, 0, 1, 0], [1, 0, 0, 0]])
+    s = npy(d.sample((3000,)))
+    assert s.shape == (3000, 2, 4) and (s.sum(-1) == 1).all()
+    np.testing.assert_array_less(np.abs(s.mean(0) - p), 4 * np.sqrt(p * (1 - p) / 3000) + 1e-12)
+    support = d.enumerate_support()
+    assert support.shape == (4, 2, 4) and d.enumerate_support(expand=False).shape == (4, 1, 4)
+    close(d.log_prob(support).exp().sum(0), [1.0, 1.0])
+    assert d.expand((3, 2)).sample().shape == (3, 2, 4)
+    with pytest.raises(ValueError, match=r"within the support \(OneHot\(\)\)"):
+        d.log_prob(t64([[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]))
+    q = D.OneHotCategorical(probs=t64(p[::-1]))
+    close(D.kl_divergence(d, q), (p * np.log(p / p[::-1])).sum(-1), rtol=1e-9)
+
+
+def test_one_hot_categorical_straight_through():
+    logits = t64(LOGITS, True)
+    d = D.OneHotCategoricalStraightThrough(logits=logits)
+    assert d.has_rsample and not D.OneHotCategorical.has_rsample
+    x = d.rsample((2,))
+    assert x.shape == (2, 2, 4) and (npy(x).sum(-1) == 1).all()
+    weights = t64([1.0, -2.0, 3.0, 0.5])
+    (x * weights).sum().backward()
+    p = softmax(LOGITS)
+    jac = p[..., :, None] * (np.eye(4) - p[..., None, :])  # d probs / d logits
+    close(logits.grad, 2 * (jac @ np.array([1.0, -2.0, 3.0, 0.5])), rtol=1e-9)
+
+
 # ---- Bernoulli --------------------------------------------------------------------------------
 
 def test_bernoulli_values_match_scipy():
@@ -305,6 +343,94 @@ def test_kl_gradcheck_and_registry():
         kl_module._KL_MEMOIZE.clear()
     with pytest.raises(TypeError, match="Expected type_p to be a Distribution subclass"):
         D.register_kl(int, D.Normal)
+
+
+# ---- Uniform and Beta -----------------------------------------------------------------------------
+
+LOW, HIGH = np.array([-1.0, 0.5, 2.0]), np.array([1.0, 0.75, 5.0])
+A, B = np.array([0.5, 2.0, 3.5]), np.array([1.5, 2.0, 0.7])
+
+
+def test_uniform_values_match_scipy():
+    d = D.Uniform(t64(LOW), t64(HIGH))
+    ref = st.uniform(LOW, HIGH - LOW)
+    x = np.array([0.3, 0.6, 4.9])
+    close(d.log_prob(t64(x)), ref.logpdf(x))
+    close(d.entropy(), ref.entropy())
+    close(d.mean, ref.mean())
+    close(d.variance, ref.var())
+    close(d.stddev, ref.std())
+    close(d.cdf(t64([-0.5, 0.6, 4.0])), ref.cdf([-0.5, 0.6, 4.0]))
+    unchecked = D.Uniform(t64(LOW), t64(HIGH), validate_args=False)
+    close(unchecked.cdf(t64([-2.0, 0.6, 6.0])), ref.cdf([-2.0, 0.6, 6.0]))  # clamped outside the support
+    close(d.icdf(t64([0.1, 0.5, 0.9])), ref.ppf([0.1, 0.5, 0.9]))
+    assert np.isnan(npy(d.mode)).all()
+    s = npy(d.sample((20000,)))
+    assert s.shape == (20000, 3) and (s >= LOW).all() and (s < HIGH).all()
+    np.testing.assert_array_less(np.abs(s.mean(0) - ref.mean()), 4 * ref.std() / math.sqrt(20000))
+    assert repr(d.support) == "Interval(lower_bound=" + str(d.low) + ", upper_bound=" + str(d.high) + ")"
+    with pytest.raises(ValueError, match="Uniform is not defined when low>= high"):
+        D.Uniform(t64([1.0]), t64([1.0]))
+    with pytest.raises(ValueError, match="to be within the support"):
+        d.log_prob(t64([0.0, 0.8, 3.0]))
+    outside = D.Uniform(t64(LOW), t64(HIGH), validate_args=False).log_prob(t64([0.0, 0.8, 3.0]))
+    assert npy(outside)[1] == -math.inf
+    low, high = t64(LOW, True), t64(HIGH, True)
+
+    def rsample(low, high):
+        r.manual_seed(8)
+        return D.Uniform(low, high).rsample((2,))
+    assert gradcheck(rsample, (low, high))
+    assert D.Uniform(0.0, 1.0).batch_shape == () and D.Uniform(t64(LOW), t64(HIGH)).expand((2, 3)).sample().shape \
+        == (2, 3)
+
+
+def test_beta_values_match_scipy():
+    d = D.Beta(t64(A), t64(B))
+    ref = st.beta(A, B)
+    x = np.array([0.1, 0.5, 0.97])
+    close(d.log_prob(t64(x)), ref.logpdf(x), rtol=1e-9)
+    close(d.entropy(), ref.entropy(), rtol=1e-9)
+    close(d.mean, ref.mean(), rtol=1e-12)
+    close(d.variance, ref.var(), rtol=1e-12)
+    close(d.mode[1:2], [0.5])
+    # a concentration of 1 gives a finite density at the boundary
+    close(D.Beta(t64([1.0]), t64([3.0])).log_prob(t64([0.0])), st.beta(1.0, 3.0).logpdf(0.0))
+    assert not d.has_rsample and d.support is D.constraints.unit_interval
+
+
+def test_beta_sample_moments_and_gradients():
+    d = D.Beta(t64(A), t64(B))
+    n = 20000
+    s = npy(d.sample((n,)))
+    ref = st.beta(A, B)
+    assert s.shape == (n, 3) and (s >= 0).all() and (s <= 1).all()
+    np.testing.assert_array_less(np.abs(s.mean(0) - ref.mean()), 4 * ref.std() / math.sqrt(n))
+    assert st.kstest(s[:, 0], st.beta(A[0], B[0]).cdf).pvalue > 1e-3
+    a, b = t64(A, True), t64(B, True)
+    assert gradcheck(lambda a, b: D.Beta(a, b).log_prob(t64([0.1, 0.5, 0.97])), (a, b))
+    assert gradcheck(lambda a, b: D.Beta(a, b).entropy(), (a, b))
+    assert gradcheck(lambda a, b: D.kl_divergence(D.Beta(a, b), D.Beta(t64(B), t64(A))), (a, b))
+    with pytest.raises(ValueError, match=r"parameter concentration0 .* GreaterThan\(lower_bound=0.0\)"):
+        D.Beta(t64([1.0]), t64([0.0]))
+
+
+def test_kl_uniform_and_beta_pairs_match_numeric_integration():
+    a, b, qa, qb = 2.0, 3.0, 1.5, 0.8
+    kl = D.kl_divergence(D.Beta(t64([a]), t64([b])), D.Beta(t64([qa]), t64([qb])))
+    assert abs(npy(kl)[0] - _numeric_kl(st.beta(a, b).logpdf, st.beta(qa, qb).logpdf, 0, 1)) < 1e-7
+    kl = D.kl_divergence(D.Uniform(t64([0.2]), t64([0.7])), D.Beta(t64([qa]), t64([qb])))
+    assert abs(npy(kl)[0] - _numeric_kl(st.uniform(0.2, 0.5).logpdf, st.beta(qa, qb).logpdf, 0.2, 0.7)) < 1e-7
+    kl = D.kl_divergence(D.Uniform(t64([0.2]), t64([0.7])), D.Normal(t64([0.1]), t64([0.6])))
+    assert abs(npy(kl)[0] - _numeric_kl(st.uniform(0.2, 0.5).logpdf, st.norm(0.1, 0.6).logpdf, 0.2, 0.7)) < 1e-7
+    kl = D.kl_divergence(D.Beta(t64([a]), t64([b])), D.Normal(t64([0.1]), t64([0.6])))
+    assert abs(npy(kl)[0] - _numeric_kl(st.beta(a, b).logpdf, st.norm(0.1, 0.6).logpdf, 0, 1)) < 1e-7
+    kl = D.kl_divergence(D.Beta(t64([a]), t64([b])), D.Uniform(t64([-0.5]), t64([1.5])))
+    assert abs(npy(kl)[0] - _numeric_kl(st.beta(a, b).logpdf, st.uniform(-0.5, 2.0).logpdf, 0, 1)) < 1e-7
+    kl = npy(D.kl_divergence(D.Uniform(t64([0.0, 0.0]), t64([1.0, 2.0])), D.Uniform(t64([-1.0, 0.0]), t64([3.0, 1.0]))))
+    assert abs(kl[0] - math.log(4.0)) < 1e-12 and kl[1] == math.inf
+    assert npy(D.kl_divergence(D.Normal(t64([0.0]), t64([1.0])), D.Uniform(t64([0.0]), t64([1.0]))))[0] == math.inf
+    assert npy(D.kl_divergence(D.Beta(t64([a]), t64([b])), D.Uniform(t64([0.1]), t64([1.0]))))[0] == math.inf
 
 
 # ---- transforms and TransformedDistribution ----------------------------------------------------
@@ -485,6 +611,12 @@ CUDA_CASES = {  # name: (builder of the distribution on a device, a value to sco
     "normal": (lambda dev: D.Normal(t64(LOC).to(dev), t64(SCALE).to(dev)), lambda dev: t64(X).to(dev)),
     "categorical": (lambda dev: D.Categorical(logits=t64(LOGITS).to(dev)), lambda dev: r.tensor([3, 1], device=dev)),
     "bernoulli": (lambda dev: D.Bernoulli(logits=t64([0.3, -2.0]).to(dev)), lambda dev: t64([1.0, 0.0]).to(dev)),
+    "one_hot_categorical": (lambda dev: D.OneHotCategorical(logits=t64(LOGITS).to(dev)),
+                            lambda dev: t64([[0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]]).to(dev)),
+    "transformed": (lambda dev: D.TransformedDistribution(D.Normal(t64(LOC).to(dev), t64(SCALE).to(dev)),
+                                                          [D.ExpTransform()]), lambda dev: t64(np.abs(X)).to(dev)),
+    "uniform": (lambda dev: D.Uniform(t64(LOW).to(dev), t64(HIGH).to(dev)), lambda dev: t64([0.3, 0.6, 4.9]).to(dev)),
+    "beta": (lambda dev: D.Beta(t64(A).to(dev), t64(B).to(dev)), lambda dev: t64([0.1, 0.5, 0.97]).to(dev)),
     "independent": (lambda dev: D.Independent(D.Normal(t64(LOC).to(dev), t64(SCALE).to(dev)), 1),
                     lambda dev: t64(X).to(dev)),
 }
@@ -498,7 +630,8 @@ def test_cuda_matches_cpu(name):
     build, value = CUDA_CASES[name]
     cpu, gpu = build("cpu"), build("cuda")
     np.testing.assert_allclose(npy(gpu.log_prob(value("cuda")).cpu()), npy(cpu.log_prob(value("cpu"))), rtol=1e-12)
-    np.testing.assert_allclose(npy(gpu.entropy().cpu()), npy(cpu.entropy()), rtol=1e-12)
+    if name != "transformed":  # no closed-form entropy
+        np.testing.assert_allclose(npy(gpu.entropy().cpu()), npy(cpu.entropy()), rtol=1e-12)
     sample = gpu.sample((5,))
     assert sample.device.type == "cuda" and sample.shape == cpu.sample((5,)).shape
     assert sample.dtype == cpu.sample().dtype

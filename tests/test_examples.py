@@ -151,3 +151,23 @@ def test_dqn_cartpole_learns(tmp_path):
     rows = read_csv(tmp_path / "dqn_cartpole_seed0.csv", ["frames", "eval_return", "epsilon", "seconds"])
     assert rows, "no evaluation was written"
     assert float(rows[-1]["eval_return"]) >= 475, f"DQN did not learn CartPole:\n{_tail(proc.stdout)}"
+
+
+def test_dqn_getting_started_smoke(tmp_path):
+    pytest.importorskip("gymnasium")
+    video = True
+    for module in ("imageio", "imageio_ffmpeg", "pygame"):
+        try:
+            __import__(module)
+        except ImportError:
+            video = False
+    run_example("dqn_getting_started.py", "--log-dir", tmp_path, "--init-random-frames", 300, "--max-frames", 800,
+                "--video-steps", 20, *([] if video else ["--no-video"]))
+    root = tmp_path / "dqn_seed0"
+    lengths = [line.split(",") for line in (root / "scalars" / "max_episode_length.csv").read_text().splitlines()]
+    assert [int(step) for step, _ in lengths] == list(range(100, 900, 100))
+    assert (root / "scalars" / "loss.csv").read_text().count("\n") == 5  # batches after the random frames
+    if video:
+        import imageio
+        reader = imageio.get_reader(str(root / "videos" / "video_0.mp4"))
+        assert 2 <= reader.count_frames() <= 21 and reader.get_meta_data()["size"] == (600, 400)

@@ -127,3 +127,15 @@ def test_materialize_directly():
     b = nn.UninitializedBuffer()
     b.materialize(4)
     assert type(b) is r.Tensor and tuple(b.shape) == (4,)
+
+
+def test_copy_into_a_placeholder():
+    # torch allows copy_ on placeholders; from a placeholder nothing happens, from a tensor rlpipe materializes
+    target = nn.LazyLinear(2)
+    with r.no_grad():
+        target.weight.copy_(nn.LazyLinear(2).weight)
+        assert is_lazy(target.weight)
+        source = nn.Linear(3, 2)
+        target.weight.copy_(source.weight)
+    assert type(target.weight) is nn.Parameter
+    np.testing.assert_array_equal(target.weight.detach().numpy(), source.weight.detach().numpy())

@@ -184,3 +184,25 @@ def test_random_policy_is_exported_here_and_in_collectors():
     assert RandomPolicy is CollectorsRandomPolicy
     td = RandomPolicy(OneHot(3))(TensorDict(batch_size=[]))
     assert td["action"].sum().item() == 1
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not r.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_lazy_mlp_qvalue_and_egreedy_on_cuda_match_the_cpu():
+    outputs, state = [], None
+    for device in ("cpu", "cuda"):
+        net = MLP(out_features=3, num_cells=[8], device=device)  # lazy first layer, materialized on the device
+        obs = r.tensor([[0.1, -0.2, 0.3, 0.4], [1.0, 0.5, -0.5, 0.0]], device=device)
+        policy = TensorDictSequential(QValueActor(net, spec=OneHot(3)), EGreedyModule(OneHot(3), eps_init=0.0,
+                                                                                      eps_end=0.0, device=device))
+        policy(TensorDict(observation=obs, batch_size=[2], device=device))
+        assert net[0].weight.device.type == device
+        if state is None:  # the two devices draw different initial weights: the cuda net takes the cpu ones
+            state = {k: v.cpu() for k, v in net.state_dict().items()}
+        else:
+            net.load_state_dict({k: v.to(device) for k, v in state.items()})
+        td = policy(TensorDict(observation=obs, batch_size=[2], device=device))
+        assert td["action"].device.type == device
+        outputs.append((td["action_value"].cpu().detach().numpy(), td["action"].cpu().numpy()))
+    np.testing.assert_allclose(outputs[0][0], outputs[1][0], rtol=1e-5)
+    np.testing.assert_array_equal(outputs[0][1], outputs[1][1])

@@ -9,7 +9,7 @@ import scipy.stats as st
 import rlpipe as r
 from rlpipe import distributions as D
 from rlpipe.autograd import gradcheck
-from rlpipe.modules.distributions import Delta, IndependentNormal, TanhNormal
+from rlpipe.modules.distributions import Delta, IndependentNormal, MaskedCategorical, OneHotCategorical, TanhNormal
 
 
 def t64(values, requires_grad=False):
@@ -157,3 +157,79 @@ def test_tanh_normal_on_cuda_matches_cpu():
     assert sample.device.type == "cuda" and sample.shape == (4, 2, 2)
     action, log_prob = gpu.rsample_and_log_prob()
     assert action.device.type == "cuda" and log_prob.shape == (2,)
+
+
+# ---- discrete: values measured on torchrl 0.14.1 --------------------------------------------------
+
+MC_LOGITS = [[0.2, -1.0, 1.5, 0.0], [2.0, 2.0, -3.0, 0.5]]
+MC_MASK = [[True, False, True, True], [False, True, True, False]]
+
+
+def test_masked_categorical_with_a_boolean_mask_matches_torchrl():
+    d = MaskedCategorical(logits=t64(MC_LOGITS), mask=r.tensor(MC_MASK))
+    lp = npy(d.log_prob(r.tensor([1, 2])))
+    assert lp[0] == -math.inf and abs(lp[1] - -5.0067153485) < 1e-9
+    np.testing.assert_allclose(npy(d.log_prob(r.tensor([2, 1]))), [-0.4025688869, -0.0067153485], rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(npy(d.entropy()), [0.8632255010, 0.0401796031], rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(npy(d.probs), [[0.1822148330, 0.0, 0.6686002795, 0.1491848874],
+                                              [0.0, 0.9933071491, 0.0066928509, 0.0]], rtol=1e-9, atol=1e-10)
+    assert npy(d.mode).tolist() == [2, 1] and npy(d.deterministic_sample).tolist() == [2, 1]
+    s = npy(d.sample((500,)))
+    assert s.shape == (500, 2) and set(np.unique(s[:, 0])) <= {0, 2, 3} and set(np.unique(s[:, 1])) <= {1, 2}
+    assert d.mask is not None and d.padding_value == 0 and d.padding_side == "left"
+    finite = MaskedCategorical(logits=t64(MC_LOGITS), mask=r.tensor(MC_MASK), neg_inf=-10.0)
+    np.testing.assert_allclose(npy(finite.log_prob(r.tensor([1, 2]))), [-11.9025756599, -5.0067275546],
+                               rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(npy(finite.entropy()), [0.8632255010, 0.0401796031], rtol=1e-9, atol=1e-10)
+    from_probs = MaskedCategorical(probs=t64([[0.1, 0.2, 0.3, 0.4], [0.25] * 4]), mask=r.tensor(MC_MASK))
+    np.testing.assert_allclose(npy(from_probs.log_prob(r.tensor([3, 1]))), [-0.6931471806] * 2, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(npy(from_probs.entropy()), [0.9743147529, 0.6931471806], rtol=1e-9, atol=1e-10)
+
+
+def test_masked_categorical_with_sparse_indices_matches_torchrl():
+    idx = r.tensor([[0, 2, 3], [1, 2, 0]])
+    padded = MaskedCategorical(logits=t64(MC_LOGITS), indices=idx, padding_value=0)
+    np.testing.assert_allclose(npy(padded.log_prob(r.tensor([3, 2]))), [-1.7014132780, -5.0067153485],
+                               rtol=1e-9, atol=1e-10)
+    lp = npy(padded.log_prob(r.tensor([1, 1])))
+    assert lp[0] == -math.inf and abs(lp[1] - -0.0067153485) < 1e-9
+    assert npy(padded.mode).tolist() == [2, 1]
+    d = MaskedCategorical(logits=t64(MC_LOGITS), indices=idx)
+    np.testing.assert_allclose(npy(d.log_prob(r.tensor([3, 0]))), [-1.9025688869, -0.6965104918], rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(npy(d.entropy()), [0.8632255010, 0.7132987999], rtol=1e-9, atol=1e-10)
+    s = npy(d.sample((400,)))
+    assert s.shape == (400, 2) and set(np.unique(s[:, 0])) <= {0, 2, 3} and set(np.unique(s[:, 1])) <= {0, 1, 2}
+    with pytest.raises(ValueError, match="MaskedCategorical.mask does not support sparse masks"):
+        d.mask
+
+
+def test_masked_categorical_errors_gradients_and_frequencies():
+    with pytest.raises(ValueError, match="A ``mask`` or some ``indices`` must be provided"):
+        MaskedCategorical(logits=t64(MC_LOGITS))
+    with pytest.raises(ValueError, match="Either `probs` or `logits` must be specified, but not both."):
+        MaskedCategorical(logits=t64(MC_LOGITS), probs=t64(MC_LOGITS), mask=r.tensor(MC_MASK))
+    mask = r.tensor(MC_MASK)
+    assert gradcheck(lambda lg: MaskedCategorical(logits=lg, mask=mask).log_prob(r.tensor([3, 2])),
+                     (t64(MC_LOGITS, True),))
+    assert gradcheck(lambda lg: MaskedCategorical(logits=lg, mask=mask).entropy(), (t64(MC_LOGITS, True),))
+    d = MaskedCategorical(logits=t64(MC_LOGITS), mask=mask)
+    n = 20000
+    freq = np.bincount(npy(d.sample((n,)))[:, 0], minlength=4) / n
+    p = np.array([0.1822148330, 0.0, 0.6686002795, 0.1491848874])
+    np.testing.assert_array_less(np.abs(freq - p), 4 * np.sqrt(p * (1 - p) / n) + 1e-12)
+
+
+def test_torchrl_one_hot_categorical_matches_torchrl():
+    d = OneHotCategorical(logits=t64(MC_LOGITS))
+    np.testing.assert_allclose(npy(d.log_prob(r.tensor([[0, 0, 1, 0], [1, 0, 0, 0]]))), [-0.4559978495, -0.8019424389],
+                               rtol=1e-9, atol=1e-10)
+    assert npy(d.mode).tolist() == [[0, 0, 1, 0], [1, 1, 0, 0]]  # ties: every maximum
+    np.testing.assert_allclose(npy(d.entropy()), [1.0227548106, 0.9671472661], rtol=1e-9, atol=1e-10)
+    s = d.sample((3,))
+    assert s.dtype == r.int64 and s.shape == (3, 2, 4) and npy(s).sum(-1).tolist() == [[1, 1]] * 3
+    logits = t64(MC_LOGITS, True)
+    x = OneHotCategorical(logits=logits).rsample()
+    assert x.dtype == r.float64 and npy(x).sum(-1).tolist() == [1.0, 1.0]
+    (x * t64([1.0, 2.0, 3.0, 4.0])).sum().backward()
+    assert np.abs(npy(logits.grad)).sum() > 0  # the probabilities' gradient passes through
+    assert OneHotCategorical(probs=t64([[0.3], [0.7]])).num_samples == 2  # a trailing 1 is dropped

@@ -278,6 +278,10 @@ class RandomState:
     def permutation(self, n):
         return self.rng.permutation(n).astype(np.int64, copy=False)
 
+    def standard_gamma(self, concentration):
+        """Gamma(concentration, 1) draws, one per element, in the concentration's dtype."""
+        return self.rng.standard_gamma(concentration.astype(np.float64)).astype(concentration.dtype, copy=False)
+
     def get_state(self):
         return self.rng.bit_generator.state
 

@@ -598,6 +598,11 @@ class RandomState:
             out = self.rng.integers(low, high, size=shape, dtype=np.int64)
             return out.astype(dtype, copy=False)
 
+    def standard_gamma(self, concentration):
+        """Gamma(concentration, 1) draws, one per element, in the concentration's dtype."""
+        with self.device:
+            return self.rng.standard_gamma(concentration, dtype=np.float64).astype(concentration.dtype, copy=False)
+
     def permutation(self, n):
         """A random ordering of range(n): the order that sorts n random 63-bit keys."""
         with self.device:

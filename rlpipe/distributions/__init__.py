@@ -5,14 +5,18 @@ validation, transforms and ``kl_divergence``. Sampling draws from rlpipe's gener
 from . import constraints, transforms
 from .distribution import Distribution
 from .bernoulli import Bernoulli
+from .beta import Beta
 from .categorical import Categorical
 from .independent import Independent
 from .normal import Normal
+from .one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough
 from .transformed_distribution import TransformedDistribution
+from .uniform import Uniform
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, TanhTransform,
                          Transform, identity_transform)
 from .kl import kl_divergence, register_kl
 
-__all__ = ["AffineTransform", "Bernoulli", "Categorical", "ComposeTransform", "Distribution", "ExpTransform",
-           "Independent", "Normal", "SigmoidTransform", "TanhTransform", "Transform", "TransformedDistribution",
-           "constraints", "identity_transform", "kl_divergence", "register_kl", "transforms"]
+__all__ = ["AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransform", "Distribution", "ExpTransform",
+           "Independent", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough", "SigmoidTransform",
+           "TanhTransform", "Transform", "TransformedDistribution", "Uniform", "constraints", "identity_transform",
+           "kl_divergence", "register_kl", "transforms"]

@@ -7,10 +7,13 @@ import warnings
 from .. import _ops
 from .._creation import full_like
 from .bernoulli import Bernoulli
+from .beta import Beta, _xlogy
 from .categorical import Categorical
 from .distribution import Distribution
 from .independent import Independent
 from .normal import Normal
+from .one_hot_categorical import OneHotCategorical
+from .uniform import Uniform
 from .utils import sum_rightmost
 
 __all__ = ["register_kl", "kl_divergence"]
@@ -104,8 +107,77 @@ def _kl_categorical_categorical(p, q):
     return _ops.where(p.probs == 0, 0.0, t).sum(-1)
 
 
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehotcategorical_onehotcategorical(p, q):
+    return _kl_categorical_categorical(p._categorical, q._categorical)
+
+
 @register_kl(Independent, Independent)
 def _kl_independent_independent(p, q):
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
         raise NotImplementedError
     return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+def _x_log_x(t):
+    return _xlogy(t, t)
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p, q):
+    sum_p = p.concentration1 + p.concentration0
+    sum_q = q.concentration1 + q.concentration0
+    t1 = q.concentration1.lgamma() + q.concentration0.lgamma() + sum_p.lgamma()
+    t2 = p.concentration1.lgamma() + p.concentration0.lgamma() + sum_q.lgamma()
+    t3 = (p.concentration1 - q.concentration1) * p.concentration1.digamma()
+    t4 = (p.concentration0 - q.concentration0) * p.concentration0.digamma()
+    t5 = (sum_q - sum_p) * sum_p.digamma()
+    return t1 - t2 + t3 + t4 + t5
+
+
+@register_kl(Uniform, Uniform)
+def _kl_uniform_uniform(p, q):
+    result = ((q.high - q.low) / (p.high - p.low)).log()
+    return _ops.where((q.low > p.low) | (q.high < p.high), math.inf, result)
+
+
+@register_kl(Uniform, Normal)
+def _kl_uniform_normal(p, q):
+    width = p.high - p.low
+    t1 = (math.sqrt(math.pi * 2) * q.scale / width).log()
+    t2 = width.pow(2) / 12
+    t3 = ((p.high + p.low - 2 * q.loc) / 2).pow(2)
+    return t1 + 0.5 * (t2 + t3) / q.scale.pow(2)
+
+
+@register_kl(Normal, Uniform)
+def _kl_normal_uniform(p, q):
+    return _infinite_like(p.loc)
+
+
+@register_kl(Uniform, Beta)
+def _kl_uniform_beta(p, q):
+    width = p.high - p.low
+    t1 = width.log()
+    t2 = (q.concentration1 - 1) * (_x_log_x(p.high) - _x_log_x(p.low) - width) / width
+    t3 = (q.concentration0 - 1) * (_x_log_x(1 - p.high) - _x_log_x(1 - p.low) + width) / width
+    t4 = q.concentration1.lgamma() + q.concentration0.lgamma() - (q.concentration1 + q.concentration0).lgamma()
+    result = t3 + t4 - t1 - t2
+    return _ops.where((p.high > 1) | (p.low < 0), math.inf, result)
+
+
+@register_kl(Beta, Normal)
+def _kl_beta_normal(p, q):
+    total = p.concentration1 + p.concentration0
+    mean = p.concentration1 / total
+    var_normal = q.scale.pow(2)
+    t1 = -p.entropy()
+    t2 = 0.5 * (var_normal * 2 * math.pi).log()
+    t3 = (mean * (1 - mean) / (total + 1) + mean.pow(2)) * 0.5
+    return t1 + t2 + (t3 - q.loc * mean + q.loc.pow(2) * 0.5) / var_normal
+
+
+@register_kl(Beta, Uniform)
+def _kl_beta_uniform(p, q):
+    result = -p.entropy() + (q.high - q.low).log()
+    return _ops.where((q.low > 0) | (q.high < 1), math.inf, result)

@@ -107,28 +107,52 @@ class EnvBase:
         tensordict.set("action", self.action_spec.rand())
         return tensordict
 
-    def rollout(self, max_steps, policy=None, callback=None, auto_reset=True, break_when_any_done=True,
-                break_when_all_done=False, return_contiguous=True, tensordict=None):
-        """Up to ``max_steps`` steps, stacked along a new last batch dim. Stops after the step where
-        any env is done (``break_when_any_done``); otherwise done envs are reset and continue."""
+    def rollout(self, max_steps, policy=None, callback=None, *, auto_reset=True, auto_cast_to_device=False,
+                break_when_any_done=None, break_when_all_done=None, return_contiguous=True, tensordict=None,
+                set_truncated=False):
+        """Up to ``max_steps`` steps (``policy(td)``, random actions without one), stacked along a new
+        last batch dim, as torchrl's ``rollout``. ``break_when_any_done`` (the default unless
+        ``break_when_all_done`` is set) stops after the step where any env is done; otherwise done envs
+        are reset and continue. ``callback(env, td)`` runs on the root of each following step (not
+        after the last). ``auto_reset=False`` starts from ``tensordict`` (required then). ``set_truncated``
+        marks the last step truncated (and done).
+        ``auto_cast_to_device`` is accepted: rlpipe's policy and env share the env's device.
+        ``return_contiguous`` is accepted (rollouts are always stacked)."""
         from .._ops import stack
         from ..autograd.grad_mode import no_grad
-        td = self.reset() if (auto_reset or tensordict is None) else tensordict
+        if break_when_any_done is None:
+            break_when_any_done = not break_when_all_done
+        if break_when_all_done and break_when_any_done:
+            raise TypeError("Cannot have both break_when_all_done and break_when_any_done True at the same time.")
+        if auto_reset:
+            td = self.reset(tensordict)
+        elif tensordict is None:
+            raise RuntimeError("tensordict must be provided when auto_reset is False")
+        else:
+            td = tensordict
         steps = []
         with no_grad():
-            for _ in range(max_steps):
+            for i in range(max_steps):
                 td = policy(td) if policy is not None else self.rand_action(td)
                 td = self.step(td)
                 steps.append(td)
-                if callback is not None:
-                    callback(self, td)
+                if i == max_steps - 1:
+                    break
                 done = td.get(("next", "done"))
                 if break_when_any_done and bool(done.any()):
                     break
                 if break_when_all_done and bool(done.all()):
                     break
                 td = self._carry_over(td, done)
-        return stack(steps, len(self.batch_size))
+                if callback is not None:  # as torchrl: on the next step's root, not after the last step
+                    callback(self, td)
+        out = stack(steps, len(self.batch_size))
+        if set_truncated:
+            last = (slice(None),) * len(self.batch_size) + (-1,)  # the last step along the time dim
+            for key in ("truncated", "done"):
+                flags = out.get(("next", key))
+                flags[last] = True
+        return out
 
     def _carry_over(self, td, done):
         """The root TensorDict of the following step: the "next" entries, with done envs reset."""

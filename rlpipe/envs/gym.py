@@ -20,6 +20,7 @@ from .. import _dtypes
 from .. import random as _random
 from .._tensor import Size
 from .common import EnvBase
+from ..tensordict import unravel_key_to_tuple
 from .specs import Binary, Bounded, Categorical, Composite, MultiCategorical, MultiOneHot, OneHot, Unbounded
 
 __all__ = ["GymEnv", "GymWrapper", "from_gym_space"]
@@ -254,9 +255,13 @@ class GymWrapper(EnvBase):
         device: where the TensorDicts of ``reset``/``step``/``rollout`` live (frames stay on host).
         categorical_action_encoding: Discrete spaces as ``Categorical`` (integer) instead of
             ``OneHot``.
+        from_pixels: also write the rendered frame (``env.render()``, the env made with
+            ``render_mode="rgb_array"``) under ``"pixels"``: uint8, ``[H, W, 3]``.
+        pixels_only: with ``from_pixels``, ``"pixels"`` is the only observation (default True, as torchrl).
     """
 
-    def __init__(self, env=None, device=None, categorical_action_encoding=False, **kwargs):
+    def __init__(self, env=None, device=None, categorical_action_encoding=False, from_pixels=False,
+                 pixels_only=True, **kwargs):
         if kwargs:
             raise TypeError(f"{type(self).__name__}: unexpected arguments {sorted(kwargs)}")
         if env is None:
@@ -283,6 +288,8 @@ class GymWrapper(EnvBase):
             self.env_name = spec.id if spec is not None else type(getattr(env, "unwrapped", env)).__name__
         self._vectorized = bool(batch_size)
         self._make_specs()
+        if from_pixels:
+            self._add_pixels(pixels_only)
         self._pending = None  # vectorized: (frame of the step's returned obs, mask of autoreset envs)
 
     # ---- specs --------------------------------------------------------------------------------------
@@ -333,6 +340,30 @@ class GymWrapper(EnvBase):
             {name: specs.Categorical(2, shape=self._flag_shape, dtype="bool", device=self.device)
              for name in ("done", "terminated", "truncated")},
             shape=bs, device=self.device)
+
+    def _add_pixels(self, pixels_only):
+        """Renders a frame after every reset and step into ``("pixels",)`` (and its spec)."""
+        if self._vectorized:
+            raise ValueError(f"{self._label()}: from_pixels needs a single environment, not a vector env")
+        if getattr(self._env, "render_mode", None) != "rgb_array":
+            raise ValueError(f"{self._label()}: from_pixels needs an env made with render_mode='rgb_array', got "
+                             f"{getattr(self._env, 'render_mode', None)!r}")
+        self._env.reset()
+        shape = np.asarray(self._env.render()).shape
+        pixels_spec = _specs().UnboundedDiscrete(shape=shape, dtype="uint8", device=self.device)
+        if pixels_only:
+            self.observation_spec = _specs().Composite(pixels=pixels_spec, shape=self.batch_size, device=self.device)
+        else:
+            self.observation_spec[("pixels",)] = pixels_spec
+        observe = self._obs_frame
+        render = self._env.render
+
+        def obs_frame(obs):
+            frame = {} if pixels_only else dict(observe(obs))
+            frame[("pixels",)] = np.array(render(), dtype=np.uint8)
+            return frame
+        self._obs_frame = obs_frame
+        self._keys = tuple(unravel_key_to_tuple(k) for k in self.observation_spec.keys(True, True))
 
     # ---- the frame protocol -------------------------------------------------------------------------
     def _reset_frame(self, seed=None):
@@ -457,6 +488,8 @@ class GymEnv(GymWrapper):
         device: where the TensorDicts of ``reset``/``step``/``rollout`` live.
         categorical_action_encoding: Discrete spaces as ``Categorical`` instead of ``OneHot``.
         num_envs: if given, ``gymnasium.make_vec`` builds that many copies (``batch_size=[num_envs]``).
+        from_pixels, pixels_only: render frames into ``"pixels"`` (see ``GymWrapper``); the env is made
+            with ``render_mode="rgb_array"``.
         vectorization_mode: ``"sync"`` or ``"async"`` (subprocesses) for ``num_envs``.
         **kwargs: passed on to ``gymnasium.make`` / ``gymnasium.make_vec`` (the env's own kwargs).
     """
@@ -473,6 +506,10 @@ class GymEnv(GymWrapper):
             super().__init__(env_name, device=device, categorical_action_encoding=categorical_action_encoding)
             return
         self.env_name = env_name
+        from_pixels = kwargs.pop("from_pixels", False)
+        pixels_only = kwargs.pop("pixels_only", True)
+        if from_pixels:
+            kwargs.setdefault("render_mode", "rgb_array")
         if num_envs is None:
             env = self._build(lambda: gym.make(env_name, **kwargs), env_name)
         else:
@@ -488,7 +525,8 @@ class GymEnv(GymWrapper):
             env = self._build(lambda: gym.make_vec(env_name, num_envs=num_envs, vectorization_mode=vectorization_mode,
                                                    vector_kwargs=vector_kwargs, **kwargs), env_name)
         try:
-            super().__init__(env, device=device, categorical_action_encoding=categorical_action_encoding)
+            super().__init__(env, device=device, categorical_action_encoding=categorical_action_encoding,
+                             from_pixels=from_pixels, pixels_only=pixels_only)
         except BaseException:
             env.close()
             raise

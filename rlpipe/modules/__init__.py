@@ -1,14 +1,17 @@
 # ruff: noqa: F401 - this module re-exports the public API
-"""torchrl.modules: networks (``MLP``, ``ConvNet``), actors and value operators, exploration modules, and
-``RandomPolicy``. Layer 6: it builds on TensorDict modules (layer 4) and env specs (layer 5)."""
+"""torchrl.modules: networks (``MLP``, ``ConvNet``), actors and value operators, exploration modules,
+torchrl's distributions and ``RandomPolicy``. Layer 6: it builds on TensorDict modules (layer 4) and env
+specs (layer 5)."""
+# ---- distributions (dist) ----
+from .distributions import Delta, IndependentNormal, MaskedCategorical, OneHotCategorical, TanhNormal
+# ---- networks, actors, exploration (modules) ----
 from ..envs.utils import RandomPolicy
 from ..tensordict.nn import NormalParamExtractor
 from .models import MLP, ConvNet
 from .tensordict_module import (SafeModule, Actor, ValueOperator, ProbabilisticActor, SafeProbabilisticModule,
                                 SafeProbabilisticTensorDictSequential, QValueModule, QValueActor, EGreedyModule)
-# ---- distributions (dist) ----
-from .distributions import Delta, IndependentNormal, TanhNormal
 
 __all__ = ["RandomPolicy", "NormalParamExtractor", "MLP", "ConvNet", "SafeModule", "Actor", "ValueOperator",
            "ProbabilisticActor", "SafeProbabilisticModule", "SafeProbabilisticTensorDictSequential", "QValueModule",
-           "QValueActor", "EGreedyModule", "Delta", "IndependentNormal", "TanhNormal"]
+           "QValueActor", "EGreedyModule", "Delta", "IndependentNormal", "MaskedCategorical", "OneHotCategorical",
+           "TanhNormal"]

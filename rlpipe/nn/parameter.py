@@ -84,6 +84,15 @@ class _UninitializedMixin:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __matmul__ = __neg__ = _refuse
     ndim = property(_refuse)
 
+    def copy_(self, src, non_blocking=False):
+        """From another placeholder: nothing to copy (as torch, which allows ``copy_`` on placeholders).
+        From a tensor: materializes to its shape first, then copies (a target network deep-copied from a
+        lazy module gets its values this way)."""
+        if is_lazy(src):
+            return self
+        self.materialize(src.shape)
+        return self.copy_(src, non_blocking)
+
     def detach(self):
         """Another placeholder of the same device and dtype (a state_dict keeps placeholders, as torch's)."""
         return type(self)(requires_grad=False, device=self.device, dtype=self.dtype)

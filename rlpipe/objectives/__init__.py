@@ -1,11 +1,12 @@
 """torchrl.objectives: value estimators and loss modules (layer 6)."""
 from .common import LossModule
 from .dqn import DQNLoss
+from .ddpg import DDPGLoss
 from .ppo import ClipPPOLoss, KLPENPPOLoss, PPOLoss
 from .utils import HardUpdate, SoftUpdate, TargetNetUpdater, ValueEstimators, default_value_kwargs, distance_loss, \
     hold_out_net
 from .value import GAE, TD0Estimator, TD1Estimator, TDLambdaEstimator
 
-__all__ = ["ClipPPOLoss", "DQNLoss", "GAE", "HardUpdate", "KLPENPPOLoss", "LossModule", "PPOLoss", "SoftUpdate",
-           "TD0Estimator", "TD1Estimator", "TDLambdaEstimator", "TargetNetUpdater", "ValueEstimators",
+__all__ = ["ClipPPOLoss", "DDPGLoss", "DQNLoss", "GAE", "HardUpdate", "KLPENPPOLoss", "LossModule", "PPOLoss",
+           "SoftUpdate", "TD0Estimator", "TD1Estimator", "TDLambdaEstimator", "TargetNetUpdater", "ValueEstimators",
            "default_value_kwargs", "distance_loss", "hold_out_net"]

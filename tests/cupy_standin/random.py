@@ -8,7 +8,7 @@ device buffer (``state()`` is its address), so code that snapshots cuRAND's stat
 import numpy as np
 
 from . import cuda
-from ._array import _wrap
+from ._array import _wrap, ndarray as _ndarray, unwrap as _unwrap
 from ._device import get_device_id as _get_device_id
 from ._ufuncs import add as _add
 
@@ -90,6 +90,11 @@ class Generator:
             out[...] = y
             return out
         return y
+
+    def standard_gamma(self, shape, size=None, dtype=np.float64):
+        """Gamma(shape, 1) draws; ``shape`` a number or a device array (read on the device)."""
+        shape = _unwrap(shape, _get_device_id()) if isinstance(shape, _ndarray) else shape
+        return self._new(self.bit_generator._draw("standard_gamma", shape, size, dtype))
 
     def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False):
         lo, hi1 = (0, int(low) - 1) if high is None else (int(low), int(high) - 1)

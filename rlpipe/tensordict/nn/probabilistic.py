@@ -212,12 +212,16 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
 
 
 def _distribution_named(name):
+    """tensordict's ``distributions_maps``, over the distributions rlpipe has. Delta and TanhNormal are
+    torchrl's, in rlpipe.modules.distributions: imported here, on demand, as tensordict's own Delta."""
     from ... import distributions
+    from ...modules import distributions as torchrl_distributions
     names = {"normal": "Normal", "categorical": "Categorical", "onehotcategorical": "OneHotCategorical",
              "tanhnormal": "TanhNormal", "delta": "Delta", "bernoulli": "Bernoulli"}
-    found = getattr(distributions, names.get(name.lower(), name), None)
+    name = names.get(name.lower(), name)
+    found = getattr(distributions, name, None) or getattr(torchrl_distributions, name, None)
     if found is None:
-        raise ValueError(f"unknown distribution name {name!r}; known: {sorted(names)} (those rlpipe has)")
+        raise ValueError(f"unknown distribution name {name!r}; known: {sorted(names)}")
     return found
 
 

@@ -1,0 +1,85 @@
+"""``Beta``: density proportional to ``x^(concentration1 - 1) (1 - x)^(concentration0 - 1)`` on [0, 1].
+
+Unlike torch (which differentiates samples implicitly through its Dirichlet), rlpipe's Beta has no
+reparameterized ``rsample``: ``sample`` draws X / (X + Y) from two Gamma draws, without gradients.
+log_prob, entropy, moments and KL are differentiable in both concentrations."""
+import numbers
+
+from .. import _ops
+from .._tensor import Size, wrap
+from ..autograd import no_grad
+from ..random import _generator_for
+from . import constraints
+from .distribution import Distribution
+from .utils import broadcast_all
+
+__all__ = ["Beta"]
+
+
+def _xlogy(x, y):
+    """x * log(y), 0 where x is 0 (so the density at 0 or 1 is right when a concentration is 1)."""
+    return _ops.where(x == 0, 0.0, x * y.log())
+
+
+def _standard_gamma(concentration):
+    """Gamma(concentration, 1) draws from the device's default generator."""
+    data = concentration.detach()._data
+    state = _generator_for(concentration.device, None)._state
+    return wrap(state.standard_gamma(data), concentration.device)
+
+
+class Beta(Distribution):
+    arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
+    support = constraints.unit_interval
+    has_rsample = False
+
+    def __init__(self, concentration1, concentration0, validate_args=None):
+        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
+        scalar = isinstance(concentration1, numbers.Number) and isinstance(concentration0, numbers.Number)
+        super().__init__(Size() if scalar else self.concentration1.size(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Beta, _instance)
+        batch_shape = Size(batch_shape)
+        new.concentration1 = self.concentration1.expand(batch_shape)
+        new.concentration0 = self.concentration0.expand(batch_shape)
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def _total(self):
+        return self.concentration1 + self.concentration0
+
+    @property
+    def mean(self):
+        return self.concentration1 / self._total
+
+    @property
+    def mode(self):
+        """(a - 1) / (a + b - 2); outside [0, 1] (or nan) where a or b is below 1, as torch's."""
+        return (self.concentration1 - 1) / (self._total - 2)
+
+    @property
+    def variance(self):
+        total = self._total
+        return self.concentration1 * self.concentration0 / (total.pow(2) * (total + 1))
+
+    def sample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        with no_grad():
+            x = _standard_gamma(self.concentration1.expand(shape).contiguous())
+            y = _standard_gamma(self.concentration0.expand(shape).contiguous())
+            return (x / (x + y)).clamp(min=0.0, max=1.0)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        a, b = self.concentration1, self.concentration0
+        return (_xlogy(a - 1, value) + _xlogy(b - 1, 1 - value)
+                - a.lgamma() - b.lgamma() + self._total.lgamma())
+
+    def entropy(self):
+        a, b, total = self.concentration1, self.concentration0, self._total
+        log_beta = a.lgamma() + b.lgamma() - total.lgamma()
+        return log_beta - (a - 1) * a.digamma() - (b - 1) * b.digamma() + (total - 2) * total.digamma()
