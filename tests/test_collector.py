@@ -964,3 +964,36 @@ def test_torchrl_014_collector_names_are_the_same_classes():
     assert new_names <= set(c.__all__)
     with pytest.raises(AttributeError, match="has no attribute 'AsyncCollector'"):
         single.AsyncCollector
+
+
+# ---- exploration type: the policy runs under torchrl's default, RANDOM, unless told otherwise --------------
+
+class RecordsExploration:
+    """A TensorDict policy that records the exploration type it is called under."""
+
+    def __init__(self, env):
+        self.env, self.seen = env, []
+
+    def __call__(self, td):
+        from rlpipe.envs.utils import exploration_type
+        self.seen.append(exploration_type())
+        return td.set("action", self.env.action_spec.zero())
+
+
+@pytest.mark.parametrize("given, expected", [(None, "random"), ("mode", "mode"), ("DETERMINISTIC", "deterministic")])
+def test_policy_runs_under_the_exploration_type(given, expected):
+    from rlpipe.envs.utils import ExplorationType, exploration_type
+    env = GymEnv("CartPole-v1")
+    policy = RecordsExploration(env)
+    kwargs = {} if given is None else {"exploration_type": given}
+    collector = SyncDataCollector(env, policy, frames_per_batch=5, total_frames=10, **kwargs)
+    assert collector.exploration_type is ExplorationType(expected)
+    for _ in collector:
+        assert exploration_type() is None, "the exploration type must not leak out of the batch"
+    assert policy.seen and set(policy.seen) == {ExplorationType(expected)}
+
+
+def test_bad_exploration_type():
+    with pytest.raises(ValueError, match="'sometimes' is not a valid InteractionType"):
+        SyncDataCollector(lambda: GymEnv("CartPole-v1"), None, frames_per_batch=5, total_frames=10,
+                          exploration_type="sometimes")

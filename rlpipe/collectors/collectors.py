@@ -20,7 +20,7 @@ from .._tensor import Size, Tensor, host_array, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase, DONE_KEYS
 from ..envs.transforms import StepCounter, TransformedEnv
-from ..envs.utils import RandomPolicy
+from ..envs.utils import ExplorationType, RandomPolicy, set_exploration_type
 from ..nn import Module
 from ..tensordict import TensorDict, TensorDictModule
 from ..postprocs import split_trajectories
@@ -102,13 +102,17 @@ class SyncDataCollector(CollectorBase):
     postproc that holds frames back (``MultiStep(streaming=True)``) should be ``flush()``-ed then:
     it sees only done flags, not trajectory ids.
 
+    The policy runs under ``set_exploration_type(exploration_type)`` (torchrl's default: RANDOM, so
+    probabilistic actors sample and exploration modules explore while collecting).
+
     ``frames_per_batch`` is the frames of one batch (torchrl's ``requested_frames_per_batch``, also
     set); torchrl's own ``frames_per_batch`` attribute is the steps per env (``steps_per_batch``
     here)."""
 
     def __init__(self, create_env_fn, policy=None, *, frames_per_batch, total_frames=-1, postproc=None,
                  max_frames_per_traj=None, init_random_frames=0, reset_at_each_iter=False, split_trajs=False,
-                 device=None, storing_device=None, progress_bar=False, env_device=None, policy_device=None):
+                 device=None, storing_device=None, progress_bar=False, env_device=None, policy_device=None,
+                 exploration_type=ExplorationType.RANDOM):
         total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
         self.env = create_env_fn if isinstance(create_env_fn, EnvBase) else create_env_fn()
@@ -142,6 +146,8 @@ class SyncDataCollector(CollectorBase):
         self.init_random_frames = init_random_frames
         self.reset_at_each_iter = reset_at_each_iter
         self.split_trajs = checked_split_trajs(split_trajs)
+        self._exploration = set_exploration_type(exploration_type)  # checks it (ValueError)
+        self.exploration_type = self._exploration.type
         self.storing_device = storing_device if storing_device is not None else device
         self.progress_bar = progress_bar
         self._frames = 0
@@ -168,7 +174,8 @@ class SyncDataCollector(CollectorBase):
             random = self._frames < self.init_random_frames
         self._iter += 1
         try:
-            with no_grad():  # the policy's grad mode; once per batch rather than once per step
+            # the policy's grad mode and exploration type, once per batch rather than once per step
+            with no_grad(), self._exploration.clone():
                 batch = self._assemble(*self._collect(random or isinstance(self.policy, RandomPolicy)))
         except BaseException:
             self._obs = None  # the steps collected so far are lost: the next batch starts afresh

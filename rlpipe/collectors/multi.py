@@ -23,6 +23,7 @@ from ..tensordict import TensorDict
 from ._common import (SILENCE, TRAJ_IDS, CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts,
                       checked_init_random_frames, checked_split_trajs, no_reply_error, normalized_total_frames, rl_warn,
                       rounded_total_frames, unique_traj_ids)
+from ..envs.utils import ExplorationType, set_exploration_type
 from .collectors import SyncDataCollector
 
 __all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector", "MultiSyncCollector", "MultiAsyncCollector",
@@ -216,7 +217,8 @@ class _MultiCollector(CollectorBase):
     def __init__(self, create_env_fn, policy=None, *, num_workers=None, frames_per_batch, total_frames=-1,
                  postproc=None, split_trajs=False, max_frames_per_traj=None, init_random_frames=0,
                  reset_at_each_iter=False, device=None, storing_device=None, policy_device=None, env_device=None,
-                 update_at_each_batch=False, cat_results=None, timeout=300.0, mp_start_method=None):
+                 update_at_each_batch=False, cat_results=None, timeout=300.0, mp_start_method=None,
+                 exploration_type=ExplorationType.RANDOM):
         if callable(create_env_fn) and not isinstance(create_env_fn, (list, tuple)):
             if num_workers is None:
                 raise ValueError("num_workers is needed when create_env_fn is a single function; pass a list of "
@@ -262,6 +264,7 @@ class _MultiCollector(CollectorBase):
         self._frames_per_worker = self.frames_per_batch_worker()
         kwargs = dict(frames_per_batch=self._frames_per_worker, max_frames_per_traj=max_frames_per_traj,
                       reset_at_each_iter=reset_at_each_iter,
+                      exploration_type=set_exploration_type(exploration_type).type,  # checked here (ValueError)
                       policy_device=policy_device if policy_device is not None else device)
         if mp_start_method is None:
             mp_start_method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
