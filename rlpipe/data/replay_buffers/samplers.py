@@ -11,12 +11,14 @@ import numbers
 
 import numpy as np
 
-from .. import _dtypes
-from .. import random as _random
-from .._tensor import Tensor
-from ._checkpoint import atomic_directory, load_state, save_state
+from ... import _dtypes
+from ... import random as _random
+from ..._tensor import Tensor
+from ...tensordict import TensorDict
+from .._checkpoint import atomic_directory, load_state, save_state
 
-__all__ = ["Sampler", "RandomSampler", "SamplerWithoutReplacement", "PrioritizedSampler", "SumMinTree"]
+__all__ = ["Sampler", "RandomSampler", "SamplerWithoutReplacement", "PrioritizedSampler", "SumMinTree",
+           "SliceSampler", "SliceSamplerWithoutReplacement"]
 
 EMPTY_STORAGE_ERROR = "Cannot sample from an empty storage."
 
@@ -103,7 +105,16 @@ class Sampler:
 
 
 class RandomSampler(Sampler):
-    """Uniform draws with replacement over the items stored."""
+    """Uniform draws with replacement over the items stored. ``RandomSampler(replacement=False,
+    **kwargs)`` builds a ``SamplerWithoutReplacement(**kwargs)`` instead, as torchrl's."""
+
+    def __new__(cls, *args, replacement=True, **kwargs):
+        if not replacement and cls is RandomSampler:
+            return SamplerWithoutReplacement(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, *, replacement=True):
+        pass
 
     def sample(self, storage, batch_size):
         n = len(storage)
@@ -286,11 +297,25 @@ class PrioritizedSampler(Sampler):
     ``(stored_i / min_j stored_j) ** -beta`` (torchrl's normalization). New items get the largest
     priority given so far (1.0 before any). Priorities must be finite and non-negative.
 
-    Unlike torchrl, the trees hold float64 (torchrl's default is float32), and ``alpha`` cannot be
-    changed after construction.
+    ``reduction`` ("max", "min", "mean" or "median") turns the priorities of an item with more
+    than one value (a stored trajectory) into one. With ``max_priority_within_buffer=True`` a new
+    item gets the largest priority among the items stored (recomputed when that item's priority
+    changes or it is overwritten) instead of the largest ever given.
+
+    Unlike torchrl, the trees hold float64 (``dtype`` is accepted and ignored), and ``alpha``
+    cannot be changed after construction. Positions beyond ``max_capacity`` (a storage larger
+    than the sampler) grow the trees instead of failing.
     """
 
-    def __init__(self, max_capacity, alpha, beta, eps=1e-8):
+    _REDUCTIONS = {"max": np.max, "min": np.min, "mean": np.mean, "median": np.median}
+
+    def __init__(self, max_capacity, alpha, beta, eps=1e-8, dtype=None, reduction="max",
+                 max_priority_within_buffer=False, device=None):
+        if reduction not in self._REDUCTIONS:
+            raise ValueError(f"PrioritizedSampler: reduction must be one of {sorted(self._REDUCTIONS)}, got "
+                             f"reduction={reduction!r}")
+        self.reduction = reduction
+        self._max_priority_within_buffer = bool(max_priority_within_buffer)
         if isinstance(max_capacity, bool) or not isinstance(max_capacity, numbers.Integral) or max_capacity <= 0:
             raise ValueError("PrioritizedSampler: max_capacity must be a positive int, "
                              f"got max_capacity={max_capacity!r}")
@@ -299,6 +324,7 @@ class PrioritizedSampler(Sampler):
         self._eps = _check_number("eps", eps)
         self._tree = SumMinTree(max_capacity)
         self._max_priority = None
+        self._max_at = None  # where the max priority is (max_priority_within_buffer)
 
     @property
     def max_capacity(self):
@@ -328,15 +354,37 @@ class PrioritizedSampler(Sampler):
     def _empty(self):
         self._tree = SumMinTree(self._tree.capacity)
         self._max_priority = None
+        self._max_at = None
 
     def _check_index(self, index):
-        if index.size and (index.min() < 0 or index.max() >= self._tree.capacity):
-            bad = index[(index < 0) | (index >= self._tree.capacity)][0]
-            raise ValueError(f"PrioritizedSampler: index {bad} is outside [0, max_capacity={self._tree.capacity}); "
-                             "give the sampler a max_capacity of at least the storage's max_size")
+        if index.size and index.min() < 0:
+            raise ValueError(f"PrioritizedSampler: index {index.min()} is negative")
+
+    def _grow(self, index):
+        """Widens the trees to hold the positions ``index`` (a storage larger than max_capacity)."""
+        top = int(index.max()) + 1 if index.size else 0
+        if top > self._tree.capacity:
+            leaves = self._tree.leaves()
+            self._tree = SumMinTree(max(top, 2 * self._tree.capacity))
+            self._tree.load(np.concatenate([leaves, np.zeros(self._tree.capacity - len(leaves))]))
 
     def extend(self, index):
+        self._grow(index)
+        if self._max_priority_within_buffer and self._max_at is not None and np.isin(self._max_at, index):
+            self._recompute_max(exclude=index)
         self._set(index, np.full(index.shape, self.default_priority), unique=True)
+
+    def _recompute_max(self, exclude=()):
+        """The largest priority among the stored items (not counting positions ``exclude``)."""
+        leaves = self._tree.leaves()
+        leaves[np.asarray(exclude, dtype=np.int64)] = 0
+        if not (leaves > 0).any():
+            self._max_priority = self._max_at = None
+            return
+        at = int(np.argmax(leaves))
+        self._max_priority = max(float(leaves[at]) ** (1.0 / self._alpha) - self._eps, 0.0) if self._alpha else \
+            self._max_priority
+        self._max_at = at
 
     def checked(self, index, priority, what="update_priority"):
         """``(index, priority)`` as flat arrays, after checking them; raises ValueError/TypeError
@@ -363,16 +411,29 @@ class PrioritizedSampler(Sampler):
         return index, priority
 
     def update_priority(self, index, priority):
-        index, priority = self.checked(index, priority)
+        """Sets the priorities at ``index``; an item with several values (``[B, T]`` priorities
+        for ``B`` indices) is reduced by ``reduction``."""
+        index_array = as_index_array(index, "update_priority")
+        if isinstance(priority, Tensor):
+            priority = priority.detach().cpu()._data
+        priority = np.asarray(priority)
+        if priority.ndim > 1 and priority.shape[0] == index_array.size and priority.size != index_array.size:
+            priority = self._REDUCTIONS[self.reduction](priority.reshape(index_array.size, -1), axis=1)
+        index, priority = self.checked(index_array, priority)
+        self._grow(index)
         self._set(index, priority)
 
     def _set(self, index, priority, unique=False):
         if not index.size:
             return
-        top = float(priority.max())
+        at = int(np.argmax(priority))
+        top = float(priority[at])
+        was_max = self._max_at is not None and np.isin(self._max_at, index)
         if self._max_priority is None or top > self._max_priority:
-            self._max_priority = top
+            self._max_priority, self._max_at = top, int(index[at])
         self._tree.update(index, (priority + self._eps) ** self._alpha, unique=unique)
+        if self._max_priority_within_buffer and was_max and self._alpha:
+            self._recompute_max()
 
     def sample(self, storage, batch_size):
         n = len(storage)
@@ -420,3 +481,219 @@ class PrioritizedSampler(Sampler):
     def __repr__(self):
         return f"{type(self).__name__}(max_capacity={self._tree.capacity}, alpha={self._alpha}, beta={self._beta}, " \
                f"eps={self._eps})"
+
+
+def _as_flat_array(value):
+    array = value.detach().cpu()._data if isinstance(value, Tensor) else np.asarray(value)
+    return array.reshape(len(array), -1) if array.ndim else array.reshape(1, 1)
+
+
+class SliceSampler(Sampler):
+    """Samples ``num_slices`` contiguous slices of ``slice_len`` steps (give one of the two; the
+    other is ``batch_size`` divided by it), each from one trajectory, as torchrl's.
+
+    Trajectories are the runs of equal ``traj_key`` values in storage order when that entry is
+    stored; otherwise they end where ``end_key`` (default ``("next", "done")``) is set and at
+    the last item written (the one before the write cursor once the storage is full). ``ends``
+    (a bool tensor) or ``trajectories`` (ids) given at construction fix the trajectories once
+    (they need ``cache_values=True``, as in torchrl); ``cache_values=True`` otherwise keeps them
+    until the next write.
+
+    Trajectories shorter than the slice are skipped with ``strict_length=True`` (a
+    ``RuntimeError`` when none is long enough); otherwise their slice is the whole trajectory,
+    so the sample is shorter than ``batch_size``. The info holds ``truncated_key`` (``True`` on
+    the last step of every slice), the matching ``done`` (stored done or truncated) and
+    ``terminated`` (stored, or False), each ``[N, 1]``; ``truncated_key=None`` leaves them out.
+
+    Differences from torchrl: a trajectory that wraps around the end of a full storage is
+    treated as two; ``span``, ``pad_output``, ``fragmented``, ``end_keys`` and ``use_gpu`` are
+    not supported (``NotImplementedError`` when set).
+    """
+
+    def __init__(self, *, num_slices=None, slice_len=None, end_key=None, traj_key=None, ends=None,
+                 trajectories=None, cache_values=False, truncated_key=("next", "truncated"), strict_length=True,
+                 compile=False, span=False, use_gpu=False, pad_output=False, fragmented=False, end_keys=None,
+                 step_key="step_count", init_key="is_init"):
+        if (num_slices is None) == (slice_len is None):
+            raise TypeError("Either num_slices or slice_len must be provided (and only one of them), got "
+                            f"num_slices={num_slices!r}, slice_len={slice_len!r}")
+        for name, value in (("num_slices", num_slices), ("slice_len", slice_len)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0):
+                raise ValueError(f"SliceSampler: {name} must be a positive int, got {name}={value!r}")
+        for name, value in (("span", span), ("use_gpu", use_gpu), ("pad_output", pad_output),
+                            ("fragmented", fragmented), ("end_keys", end_keys)):
+            if value not in (False, None, (False, False)):
+                raise NotImplementedError(f"SliceSampler: {name}={value!r} is not supported by rlpipe")
+        if (ends is not None or trajectories is not None) and (traj_key is not None or end_key is not None):
+            raise RuntimeError("`trajectories` and `end_key` or `traj_key` are exclusive arguments.")
+        if ends is not None and trajectories is not None:
+            raise RuntimeError("trajectories and ends are exclusive arguments.")
+        if (ends is not None or trajectories is not None) and not cache_values:
+            raise RuntimeError(f"To be used, {'ends' if ends is not None else 'trajectories'} requires "
+                               "`cache_values` to be set to `True`.")
+        self.num_slices, self.slice_len = num_slices, slice_len
+        self.end_key = ("next", "done") if end_key is None else end_key
+        self.traj_key = "episode" if traj_key is None else traj_key
+        self.truncated_key = truncated_key
+        self.strict_length = strict_length
+        self.cache_values = cache_values
+        self.compile = compile
+        self._cache = {}
+        if ends is not None:
+            self._cache["static"] = self._from_ends(_as_flat_array(ends)[:, 0].astype(bool), len(_as_flat_array(ends)))
+        elif trajectories is not None:
+            self._cache["static"] = self._from_ids(_as_flat_array(trajectories)[:, 0])
+
+    # ---- trajectories ---------------------------------------------------------------------------------
+    @staticmethod
+    def _from_ends(end, n):
+        """(start, length) of the trajectories ending at ``end`` (bools) among the first ``n``."""
+        stop = np.flatnonzero(end[:n])
+        start = np.concatenate([[0], stop[:-1] + 1]) if stop.size else np.zeros(0, np.int64)
+        return start.astype(np.int64), (stop - start + 1).astype(np.int64)
+
+    @staticmethod
+    def _from_ids(ids):
+        change = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+        start = np.concatenate([[0], change]).astype(np.int64)
+        return start, np.diff(np.concatenate([start, [len(ids)]])).astype(np.int64)
+
+    def _trajectories(self, storage):
+        if "static" in self._cache:
+            return self._cache["static"]
+        if "found" in self._cache:
+            return self._cache["found"]
+        n = len(storage)
+        stored = storage[:]
+        if not isinstance(stored, TensorDict):
+            raise RuntimeError("Could not get a tensordict out of the storage, which is required for SliceSampler to "
+                               f"compute the trajectories (it holds {type(stored).__name__}s)")
+        ids = stored.get(self.traj_key, None)
+        if ids is not None:
+            found = self._from_ids(_as_flat_array(ids)[:, 0])
+        else:
+            done = stored.get(self.end_key, None)
+            if done is None:
+                raise KeyError(f"SliceSampler: neither the trajectory key {self.traj_key!r} nor the end key "
+                               f"{self.end_key!r} is stored (keys: {list(stored.keys(True))})")
+            end = _as_flat_array(done).any(axis=1)
+            last = (storage._cursor - 1) % storage.max_size if n == storage.max_size else n - 1
+            end[last] = True  # the newest item ends its (possibly unfinished) trajectory
+            found = self._from_ends(end, n)
+        if self.cache_values:
+            self._cache["found"] = found
+        return found
+
+    def extend(self, index):
+        self._cache.pop("found", None)
+
+    def _empty(self):
+        self._cache.pop("found", None)
+
+    # ---- sampling -------------------------------------------------------------------------------------
+    def _adjusted_batch_size(self, batch_size):
+        """(steps per slice, number of slices)."""
+        if self.num_slices is not None:
+            if batch_size % self.num_slices:
+                raise RuntimeError(f"The batch-size must be divisible by the number of slices, got "
+                                   f"batch_size={batch_size} and num_slices={self.num_slices}.")
+            return batch_size // self.num_slices, self.num_slices
+        if batch_size % self.slice_len:
+            raise RuntimeError(f"The batch-size must be divisible by the slice length, got batch_size={batch_size} "
+                               f"and slice_len={self.slice_len}.")
+        return self.slice_len, batch_size // self.slice_len
+
+    def _eligible(self, storage, seq_length):
+        """(start, length) of the trajectories a slice of ``seq_length`` may come from."""
+        start, length = self._trajectories(storage)
+        if not length.size:
+            raise RuntimeError("SliceSampler: the storage holds no trajectory")
+        if self.strict_length:
+            keep = length >= seq_length
+            if not keep.any():
+                raise RuntimeError(f"Did not find a single trajectory with sufficient length (length range: "
+                                   f"{length.min()} - {length.max()} / required={seq_length}).")
+            start, length = start[keep], length[keep]
+        return start, length
+
+    def sample(self, storage, batch_size):
+        if len(storage) == 0:
+            raise empty_storage_error()
+        seq_length, num_slices = self._adjusted_batch_size(batch_size)
+        start, length = self._eligible(storage, seq_length)
+        return self._slices(storage, start, length, self._randint(len(length), num_slices), seq_length)
+
+    def _slices(self, storage, start, length, chosen, seq_length):
+        """The positions of one slice per chosen trajectory, at a uniform offset inside it."""
+        steps = np.minimum(length[chosen], seq_length)
+        offset = np.floor(self._uniform(len(chosen)) * (length[chosen] - steps + 1)).astype(np.int64)
+        first = start[chosen] + offset
+        ends = np.cumsum(steps)
+        index = np.repeat(first - (ends - steps), steps) + np.arange(int(ends[-1]) if len(ends) else 0)
+        return index, self._info(storage, index, ends - 1)
+
+    def _info(self, storage, index, last):
+        if self.truncated_key is None:
+            return {}
+        key = self.truncated_key if isinstance(self.truncated_key, tuple) else (self.truncated_key,)
+        truncated = np.zeros((len(index), 1), dtype=bool)
+        truncated[last] = True
+        stored = storage._gather(index)
+
+        def entry(name):
+            value = stored.get(key[:-1] + (name,), None) if isinstance(stored, TensorDict) else None
+            return None if value is None else _as_flat_array(value)[:, :1].astype(bool)
+
+        done, terminated = entry("done"), entry("terminated")
+        return {key: truncated, key[:-1] + ("done",): truncated if done is None else done | truncated,
+                key[:-1] + ("terminated",): np.zeros_like(truncated) if terminated is None else terminated}
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(num_slices={self.num_slices}, slice_len={self.slice_len}, "
+                f"end_key={self.end_key}, traj_key={self.traj_key}, truncated_key={self.truncated_key}, "
+                f"strict_length={self.strict_length})")
+
+
+class SliceSamplerWithoutReplacement(SliceSampler):
+    """A SliceSampler that draws each trajectory at most once per pass: the trajectories are
+    walked in a random permutation (in order with ``shuffle=False``), ``num_slices`` per sample,
+    one slice at a uniform offset in each; a new pass starts when they are used up (``ran_out``
+    is True after the sample that used them up). The last sample of a pass is shorter unless
+    ``drop_last``. A change of the trajectories (a write) starts a new pass."""
+
+    def __init__(self, *, drop_last=False, shuffle=True, **kwargs):
+        super().__init__(**kwargs)
+        self.drop_last, self.shuffle = bool(drop_last), bool(shuffle)
+        self._order, self._seen, self._ran_out = None, None, False
+
+    @property
+    def ran_out(self):
+        return self._ran_out
+
+    @ran_out.setter
+    def ran_out(self, value):
+        self._ran_out = bool(value)
+
+    def _empty(self):
+        super()._empty()
+        self._order, self._seen, self._ran_out = None, None, False
+
+    def sample(self, storage, batch_size):
+        if len(storage) == 0:
+            raise empty_storage_error()
+        seq_length, num_slices = self._adjusted_batch_size(batch_size)
+        start, length = self._eligible(storage, seq_length)
+        key = (start.tobytes(), length.tobytes())
+        if self._order is None or self._seen != key:
+            self._order, self._seen = self._new_order(len(length)), key
+        if self.drop_last and len(self._order) < num_slices:
+            raise ValueError(f"SliceSamplerWithoutReplacement(drop_last=True): {num_slices} slices asked, "
+                             f"{len(length)} trajectories stored")
+        chosen, self._order = self._order[:num_slices], self._order[num_slices:]
+        self._ran_out = len(self._order) == 0 or self.drop_last and len(self._order) < num_slices
+        if self._ran_out:
+            self._order = self._new_order(len(length))
+        return self._slices(storage, start, length, chosen, seq_length)
+
+    def _new_order(self, n):
+        return self._randperm(n) if self.shuffle else np.arange(n, dtype=np.int64)
