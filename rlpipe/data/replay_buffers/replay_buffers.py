@@ -56,7 +56,7 @@ def _expanded(array, td):
     if td.device is not None and td.device != value.device:
         value = value.to(td.device)
     extra = td.batch_dims - value.ndim
-    return value if not extra else value.reshape(tuple(value.shape) + (1,) * extra).expand(tuple(td.batch_size))
+    return value if extra <= 0 else value.reshape(tuple(value.shape) + (1,) * extra).expand(tuple(td.batch_size))
 
 
 def _is_key(index):

@@ -63,7 +63,7 @@ class Writer:
     def _apply(self, plan):
         """Writes a planned write; returns the positions (the caller's index)."""
         self._storage._commit(plan.write)
-        self._write_count += len(plan.rows)
+        self._write_count += len(plan.write.index)
         self._set_state(plan.state)
         return plan.result
 
