@@ -671,5 +671,13 @@ case("clone_then_inplace", lambda x: x.clone().mul_(3), [(2, 3)], lambda x: 3 * 
 case("contiguous", lambda x: x.contiguous(), [(2, 3)], lambda x: x)
 case("contiguous_transposed", lambda x: x.T.contiguous(), [(2, 3)], lambda x: x.T)
 
+# unique (forward only, as torch): rounded inputs so that values repeat.
+case("unique_all_outputs", lambda x: (x * 2).round().unique(return_inverse=True, return_counts=True), [(3, 4)],
+     lambda x: (lambda u: (u[0], u[1].reshape(x.shape), u[2]))(np.unique(np.round(x * 2), return_inverse=True,
+                                                                          return_counts=True)), grad=False)
+case("unique_dim", lambda x: (x * 0.5).round().unique(dim=1, return_inverse=True), [(2, 5)],
+     lambda x: (lambda u: (u[0], u[1].reshape(-1)))(np.unique(np.round(x * 0.5), axis=1, return_inverse=True)),
+     grad=False)
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

@@ -22,6 +22,7 @@ import os
 import numpy as np
 
 from ..._tensor import Tensor, wrap
+from ..._utils import unavailable
 from ...postprocs.multistep import MultiStep
 from ...random import Generator
 from ...tensordict import TensorDict
@@ -550,3 +551,9 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
                             "to give another sampler")
         super().__init__(priority_key=priority_key, **_prioritized(type(self).__name__, alpha, beta, eps, storage,
                                                                    None, kwargs))
+
+
+ReplayBufferEnsemble = unavailable("ReplayBufferEnsemble", "ensembles of replay buffers are not implemented",
+                                   ReplayBuffer)
+RemoteTensorDictReplayBuffer = unavailable("RemoteTensorDictReplayBuffer", "rlpipe has no RPC replay buffers",
+                                           TensorDictReplayBuffer)

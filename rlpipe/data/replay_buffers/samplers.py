@@ -14,11 +14,13 @@ import numpy as np
 from ... import _dtypes
 from ... import random as _random
 from ..._tensor import Tensor
+from ..._utils import unavailable
 from ...tensordict import TensorDict
 from .._checkpoint import atomic_directory, load_state, save_state
 
 __all__ = ["Sampler", "RandomSampler", "SamplerWithoutReplacement", "PrioritizedSampler", "SumMinTree",
-           "SliceSampler", "SliceSamplerWithoutReplacement"]
+           "SliceSampler", "SliceSamplerWithoutReplacement", "PrioritizedSliceSampler", "ConsumingSampler",
+           "PromptGroupSampler", "StalenessAwareSampler", "StreamingSliceSampler", "SamplerEnsemble"]
 
 EMPTY_STORAGE_ERROR = "Cannot sample from an empty storage."
 
@@ -697,3 +699,69 @@ class SliceSamplerWithoutReplacement(SliceSampler):
 
     def _new_order(self, n):
         return self._randperm(n) if self.shuffle else np.arange(n, dtype=np.int64)
+
+
+class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
+    """Slices whose start is drawn by priority, as torchrl's: the start positions are sampled
+    from the priorities of the stored items, among the positions a slice of the asked length can
+    start from (at least that many steps left in its trajectory; with ``strict_length=False`` also
+    the first step of a shorter trajectory, whose slice is then the whole trajectory). Every step
+    of a slice gets the importance weight of its start, ``(p_start / p_min) ** -beta``.
+    Priorities are written and updated per item, as with ``PrioritizedSampler``."""
+
+    def __init__(self, max_capacity=None, alpha=None, beta=None, eps=1e-8, dtype=None, reduction="max",
+                 max_priority_within_buffer=False, **slice_kwargs):
+        if max_capacity is None or alpha is None or beta is None:
+            raise TypeError(f"PrioritizedSliceSampler needs max_capacity, alpha and beta, got "
+                            f"max_capacity={max_capacity!r}, alpha={alpha!r}, beta={beta!r}")
+        SliceSampler.__init__(self, **slice_kwargs)
+        PrioritizedSampler.__init__(self, max_capacity, alpha, beta, eps=eps, dtype=dtype, reduction=reduction,
+                                    max_priority_within_buffer=max_priority_within_buffer)
+
+    def extend(self, index):
+        SliceSampler.extend(self, index)
+        PrioritizedSampler.extend(self, index)
+
+    def _empty(self):
+        SliceSampler._empty(self)
+        PrioritizedSampler._empty(self)
+
+    def sample(self, storage, batch_size):
+        n = len(storage)
+        if n == 0:
+            raise empty_storage_error()
+        seq_length, num_slices = self._adjusted_batch_size(batch_size)
+        start, length = self._eligible(storage, seq_length)
+        left = np.zeros(n, dtype=np.int64)  # steps from each position to its trajectory's end, included
+        for first, size in zip(start, length):
+            left[(first + np.arange(size)) % n] = np.arange(size, 0, -1)
+        can_start = left >= seq_length
+        if not self.strict_length:
+            can_start[start % n] = True
+        priority = self._tree.leaves()[:n] * can_start
+        total = priority.sum()
+        if not total > 0:
+            raise RuntimeError(f"PrioritizedSliceSampler: no start position with a positive priority for slices of "
+                               f"{seq_length} steps")
+        anchor = np.searchsorted(np.cumsum(priority), self._uniform(num_slices) * total, side="right")
+        anchor = np.minimum(anchor, n - 1)
+        steps = np.minimum(left[anchor], seq_length)
+        ends = np.cumsum(steps)
+        index = (np.repeat(anchor - (ends - steps), steps) + np.arange(int(ends[-1]))) % n
+        info = self._info(storage, index, ends - 1)
+        weight = (priority[anchor] / priority[can_start].min()) ** -self._beta
+        info["priority_weight"] = np.repeat(weight, steps).astype(np.float32)
+        return index, info
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(max_capacity={self.max_capacity}, alpha={self._alpha}, beta={self._beta}, "
+                f"num_slices={self.num_slices}, slice_len={self.slice_len}, strict_length={self.strict_length})")
+
+
+ConsumingSampler = unavailable("ConsumingSampler", "consuming items after max_sample_count draws (with the "
+                               "buffer's free list of slots) is not implemented", Sampler)
+PromptGroupSampler = unavailable("PromptGroupSampler", "rlpipe has no LLM samplers", Sampler)
+StalenessAwareSampler = unavailable("StalenessAwareSampler", "staleness-weighted sampling is not implemented",
+                                    Sampler)
+StreamingSliceSampler = unavailable("StreamingSliceSampler", "streaming slices are not implemented", Sampler)
+SamplerEnsemble = unavailable("SamplerEnsemble", "ensembles of samplers are not implemented", Sampler)

@@ -48,11 +48,16 @@ from ..._creation import zeros
 from ..._device import CPU, resolve
 from ..._ops import stack as _stack_tensors
 from ..._tensor import Tensor, wrap
+from ..._utils import unavailable
 from ...tensordict import TensorDict
 from .._checkpoint import (array_record, atomic_directory, load_state, open_array, plain_dtype, read_json, save_state,
                           write_json)
 
-__all__ = ["Storage", "ListStorage", "LazyTensorStorage", "LazyMemmapStorage"]
+__all__ = ["Storage", "ListStorage", "TensorStorage", "LazyTensorStorage", "LazyMemmapStorage", "LazyStackStorage",
+           "CompressedListStorage"]
+
+# every LazyMemmapStorage alive (torchrl keeps this registry to clean up scratch files)
+_MEMMAP_STORAGE_REGISTRY = weakref.WeakSet()
 
 # a checked write: the rows to store, where they go, and (first write only) the structure
 _Write = collections.namedtuple("_Write", "values index first cursor spec device")
@@ -323,9 +328,11 @@ class ListStorage(Storage):
         return f"ListStorage(max_size={None if self.max_size == sys.maxsize else self.max_size}, len={len(self)})"
 
 
-class LazyTensorStorage(Storage):
+class TensorStorage(Storage):
     """Preallocated arrays of ``max_size`` rows, one per TensorDict leaf (nested keys included)
-    or a single tensor, allocated on the first write from that batch's structure.
+    or a single tensor. ``TensorStorage(data)`` starts full, holding a copy of ``data``'s rows
+    (torchrl's stores ``data`` itself); ``LazyTensorStorage`` allocates them on the first write
+    from that batch's structure.
 
     Every later batch must have the same keys, the same per-item shapes (``shape[1:]``) and
     dtypes that cast safely (same kind: float to float, int to int or float, bool to anything);
@@ -334,10 +341,22 @@ class LazyTensorStorage(Storage):
     device (torchrl's default is "cpu").
     """
 
-    _state_types = frozenset({"LazyTensorStorage", "LazyMemmapStorage"})
+    _state_types = frozenset({"TensorStorage", "LazyTensorStorage", "LazyMemmapStorage"})
 
-    def __init__(self, max_size, *, device=None):
-        super().__init__()
+    def __init__(self, storage, max_size=None, *, device="cpu"):
+        if storage is None:
+            raise ValueError("Expected storage to be non-null.")
+        if not isinstance(storage, (TensorDict, Tensor)) or not storage.ndim:
+            raise TypeError(f"TensorStorage: storage must be a TensorDict or a Tensor with a leading dimension, got "
+                            f"{type(storage).__name__}")
+        if max_size is not None and max_size != storage.shape[0]:
+            raise ValueError(f"The max-size and the storage shape mismatch: got max_size={max_size} for a storage of "
+                             f"shape {storage.shape}.")
+        self._init_empty(storage.shape[0], None if device == "auto" else device)
+        self._commit(self._prepare(storage, what="TensorStorage"))
+
+    def _init_empty(self, max_size, device):
+        Storage.__init__(self)
         self.max_size = _check_max_size(max_size, type(self).__name__)
         self.device = None if device is None else resolve(device)
         self._spec = None
@@ -495,6 +514,20 @@ class LazyTensorStorage(Storage):
         return f"{type(self).__name__}(max_size={self.max_size}, len={len(self)}, device={self.device})"
 
 
+class LazyTensorStorage(TensorStorage):
+    """A ``TensorStorage`` allocated on the first write, from that batch's structure.
+
+    Every later batch must have the same keys, the same per-item shapes (``shape[1:]``) and
+    dtypes that cast safely (same kind: float to float, int to int or float, bool to anything);
+    otherwise ``KeyError``, ``ValueError`` or ``TypeError`` name the entry, the expected and the
+    actual value. Writes wrap around at ``max_size``. ``device=None`` keeps the first batch's
+    device (torchrl's default is "cpu").
+    """
+
+    def __init__(self, max_size, *, device=None):
+        self._init_empty(max_size, device)
+
+
 class LazyMemmapStorage(LazyTensorStorage):
     """A ``LazyTensorStorage`` whose arrays are memory-mapped ``.npy`` files in ``scratch_dir``
     (a new temporary directory, removed with the storage, when None), on the CPU.
@@ -513,6 +546,7 @@ class LazyMemmapStorage(LazyTensorStorage):
 
     def __init__(self, max_size, *, scratch_dir=None, device="cpu"):
         super().__init__(max_size)
+        _MEMMAP_STORAGE_REGISTRY.add(self)
         if resolve(device) is not CPU:
             raise ValueError(f"LazyMemmapStorage: memory maps live on the CPU, got device={device!r}; move samples "
                              "with a transform instead")
@@ -578,3 +612,10 @@ class LazyMemmapStorage(LazyTensorStorage):
 
     def __repr__(self):
         return f"LazyMemmapStorage(max_size={self.max_size}, len={len(self)}, scratch_dir={self.scratch_dir!r})"
+
+
+LazyStackStorage = unavailable("LazyStackStorage", "it returns lazy stacks of TensorDicts, which rlpipe does not "
+                               "have; use ListStorage (samples of TensorDicts come back densely stacked)", ListStorage)
+CompressedListStorage = unavailable("CompressedListStorage", "compressed item storage is not implemented; use "
+                                    "ListStorage or LazyMemmapStorage", ListStorage)
+StorageEnsemble = unavailable("StorageEnsemble", "ensembles of storages are not implemented", Storage)

@@ -20,6 +20,7 @@ import heapq
 import numpy as np
 
 from ..._tensor import Tensor, wrap
+from ..._utils import unavailable
 from ...tensordict import TensorDict
 
 __all__ = ["Writer", "RoundRobinWriter", "TensorDictRoundRobinWriter", "TensorDictMaxValueWriter",
@@ -236,3 +237,6 @@ class ImmutableDatasetWriter(Writer):
 
     def _empty(self):
         raise RuntimeError(self.WRITING_ERR)
+
+
+WriterEnsemble = unavailable("WriterEnsemble", "ensembles of writers are not implemented", Writer)
