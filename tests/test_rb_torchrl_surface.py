@@ -139,3 +139,16 @@ def test_pytree_and_devices():
     with pytest.raises(ValueError, match="holds 6 items"):
         tree_unflatten([1], spec)
     assert get_default_devices() == [r.device("cpu")]
+
+
+def test_slice_sampler_follows_a_trajectory_around_a_full_storage():
+    from rlpipe.data import SliceSampler
+    done = r.zeros(14, 1, dtype=r.bool)
+    done[5] = True
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10), sampler=SliceSampler(slice_len=8), batch_size=8)
+    rb.extend(r.TensorDict({"a": r.arange(14), ("next", "done"): done}, [14]))
+    # positions 6..9 hold a=6..9 and 0..3 hold a=10..13 (the newest): one 8-step trajectory
+    for _ in range(5):
+        sample = rb.sample()
+        assert sample["a"].tolist() == list(range(6, 14))
+        assert sample["index"].tolist() == [6, 7, 8, 9, 0, 1, 2, 3]

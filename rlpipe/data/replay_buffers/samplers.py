@@ -17,6 +17,7 @@ from ..._tensor import Tensor
 from ..._utils import unavailable
 from ...tensordict import TensorDict
 from .._checkpoint import atomic_directory, load_state, save_state
+from .utils import end_flags, start_stop
 
 __all__ = ["Sampler", "RandomSampler", "SamplerWithoutReplacement", "PrioritizedSampler", "SumMinTree",
            "SliceSampler", "SliceSamplerWithoutReplacement", "PrioritizedSliceSampler", "ConsumingSampler",
@@ -507,8 +508,8 @@ class SliceSampler(Sampler):
     the last step of every slice), the matching ``done`` (stored done or truncated) and
     ``terminated`` (stored, or False), each ``[N, 1]``; ``truncated_key=None`` leaves them out.
 
-    Differences from torchrl: a trajectory that wraps around the end of a full storage is
-    treated as two; ``span``, ``pad_output``, ``fragmented``, ``end_keys`` and ``use_gpu`` are
+    A trajectory that runs past the end of a full storage on to position 0 is one trajectory,
+    as in torchrl. Differences from torchrl: ``span``, ``pad_output``, ``fragmented``, ``end_keys`` and ``use_gpu`` are
     not supported (``NotImplementedError`` when set).
     """
 
@@ -570,18 +571,21 @@ class SliceSampler(Sampler):
         if not isinstance(stored, TensorDict):
             raise RuntimeError("Could not get a tensordict out of the storage, which is required for SliceSampler to "
                                f"compute the trajectories (it holds {type(stored).__name__}s)")
+        # a full storage is circular: a trajectory may run from its end on to position 0, and the
+        # newest item ends its (possibly unfinished) trajectory (what followed it was overwritten)
+        full = n == storage.max_size
+        cursor = (storage._cursor - 1) % storage.max_size if full else None
         ids = stored.get(self.traj_key, None)
         if ids is not None:
-            found = self._from_ids(_as_flat_array(ids)[:, 0])
+            flags = end_flags(trajectory=_as_flat_array(ids)[:, 0], at_capacity=full, cursor=cursor)
         else:
             done = stored.get(self.end_key, None)
             if done is None:
                 raise KeyError(f"SliceSampler: neither the trajectory key {self.traj_key!r} nor the end key "
                                f"{self.end_key!r} is stored (keys: {list(stored.keys(True))})")
-            end = _as_flat_array(done).any(axis=1)
-            last = (storage._cursor - 1) % storage.max_size if n == storage.max_size else n - 1
-            end[last] = True  # the newest item ends its (possibly unfinished) trajectory
-            found = self._from_ends(end, n)
+            flags = end_flags(end=_as_flat_array(done).any(axis=1), at_capacity=full, cursor=cursor)
+        start, _, length = start_stop(flags)
+        found = start[:, 0], length
         if self.cache_values:
             self._cache["found"] = found
         return found
@@ -632,6 +636,7 @@ class SliceSampler(Sampler):
         first = start[chosen] + offset
         ends = np.cumsum(steps)
         index = np.repeat(first - (ends - steps), steps) + np.arange(int(ends[-1]) if len(ends) else 0)
+        index %= len(storage)  # a slice may wrap around a full storage
         return index, self._info(storage, index, ends - 1)
 
     def _info(self, storage, index, last):
