@@ -27,7 +27,7 @@ max min amax amin argmax argmin var std var_mean std_mean logsumexp norm all any
 cumprod softmax log_softmax one_hot reshape flatten unflatten squeeze unsqueeze permute transpose swapaxes
 swapdims t movedim moveaxis broadcast_to broadcast_tensors narrow select clone cat concat concatenate
 stack hstack vstack split chunk tensor_split unbind gather take_along_dim scatter scatter_add index_select
-masked_fill masked_select nonzero matmul mm bmm dot outer einsum flip roll""".split()
+masked_fill masked_select nonzero unique matmul mm bmm dot outer einsum flip roll""".split()
 
 _BFLOAT16 = _dtypes.bfloat16.np
 _NUMBER = (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)
@@ -1474,6 +1474,26 @@ def nonzero(input, *, as_tuple=False):
     if as_tuple:
         return tuple(wrap(i.astype(np.int64), input._device) for i in idx)
     return wrap(xp.stack(idx, axis=1).astype(np.int64), input._device)
+
+
+@tensor_method
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """torch.unique: the distinct values (of the flattened input, or the distinct slices along
+    ``dim``), sorted whatever ``sorted`` says (as torch's CPU and CUDA kernels); with
+    ``return_inverse`` the index of each input element (slice) among them, with ``return_counts``
+    how often each occurs. Not differentiable, as in torch."""
+    xp = input._device._backend.xp
+    if dim is not None:
+        dim = input._dim(dim)
+    values, inverse, counts = xp.unique(input._data.reshape(-1) if dim is None else input._data,
+                                        return_inverse=True, return_counts=True, axis=dim)
+    out = [wrap(values, input._device)]
+    if return_inverse:
+        shape = tuple(input.shape) if dim is None else (input.shape[dim],)
+        out.append(wrap(inverse.reshape(shape).astype(np.int64), input._device))
+    if return_counts:
+        out.append(wrap(counts.astype(np.int64), input._device))
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 # ---- products ----------------------------------------------------------------------------------

@@ -1,6 +1,9 @@
-"""Small key helpers at torchrl's ``torchrl._utils`` path."""
+"""Small helpers at torchrl's ``torchrl._utils`` path."""
+import logging
+import os
+import sys
 
-__all__ = ["_ends_with", "_replace_last"]
+__all__ = ["_ends_with", "_replace_last", "RL_WARNINGS", "rl_warnings", "logger"]
 
 
 def _ends_with(key, match):
@@ -13,11 +16,24 @@ def _replace_last(key, new_ending):
     return new_ending if isinstance(key, str) else key[:-1] + (new_ending,)
 
 
-# ---- logger (modules) ----
-import logging  # noqa: E402
-import sys  # noqa: E402
+_RL_WARNINGS_OFF = ("n", "no", "f", "false", "off", "0")
 
-__all__ += ["logger"]
+
+def rl_warnings():
+    """Whether torchrl-style warnings are on: the ``RL_WARNINGS`` environment variable, read now
+    (default on; ``0``, ``false``, ``no``, ``off``, ... turn them off)."""
+    return os.environ.get("RL_WARNINGS", "1").strip().lower() not in _RL_WARNINGS_OFF
+
+
+RL_WARNINGS = rl_warnings()  # as torchrl: the value at import
+
+
+def unavailable(name, why, base=object):
+    """A class named ``name`` that exists (so code importing it loads) but raises
+    NotImplementedError, saying ``why``, when built."""
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError(f"{name} is not available in rlpipe: {why}")
+    return type(name, (base,), {"__init__": __init__, "__doc__": f"Not available in rlpipe: {why}"})
 
 # torchrl._utils.logger: the library's logger, INFO and above printed to stdout
 logger = logging.getLogger("rlpipe")

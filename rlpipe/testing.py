@@ -1,4 +1,6 @@
-"""Test helpers: ``assert_close`` (torch.testing's) and ``assert_allclose_td`` (tensordict's).
+"""Test helpers: ``assert_close`` (torch.testing's), ``assert_allclose_td`` (tensordict's), and
+torchrl.testing's ``get_default_devices``, ``make_tc`` and ``capture_log_records`` (torch.testing
+and torchrl.testing both map here).
 
 ``assert_close(actual, expected)`` checks shape, device and dtype, then ``|actual - expected| <=
 atol + rtol * |expected|`` elementwise, with torch.testing's default tolerances for the dtype when
@@ -17,6 +19,9 @@ ints, bool     0         0
 A failure is an ``AssertionError`` with torch's message ("Tensor-likes are not close!", the count
 of mismatched elements and the greatest absolute and relative differences with their indices).
 """
+import contextlib
+import logging
+import unittest.mock
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -24,7 +29,7 @@ import numpy as np
 from . import _dtypes
 from ._tensor import Tensor
 
-__all__ = ["assert_allclose_td", "assert_close"]
+__all__ = ["assert_allclose_td", "assert_close", "get_default_devices", "make_tc", "capture_log_records"]
 
 _DEFAULT_TOLERANCES = {  # (rtol, atol), as torch.testing
     "float16": (1e-3, 1e-5),
@@ -255,3 +260,42 @@ def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, m
 
         assert_close(a, e, rtol, atol, equal_nan=equal_nan, msg=describe)
     return True
+
+
+# ---- torchrl.testing ------------------------------------------------------------------------------
+
+def get_default_devices():
+    """torchrl.testing's: ``[cpu]`` without a GPU, ``[cuda:0]`` with one, every device with more."""
+    from . import cuda
+    from ._device import device
+    count = cuda.device_count()
+    if count == 0:
+        return [device("cpu")]
+    if count == 1:
+        return [device("cuda:0")]
+    return [device("cpu")] + [device(f"cuda:{i}") for i in range(count)]
+
+
+def make_tc(td):
+    """A tensorclass with one Tensor field per key of ``td`` (torchrl.testing's)."""
+    from .tensordict import tensorclass  # an ImportError until rlpipe.tensordict offers tensorclass
+
+    fields = type("MyClass", (), {"__annotations__": {key: Tensor for key in td.keys()}})
+    return tensorclass(fields)
+
+
+def capture_log_records(records, logger_qname, record_name):
+    """Appends to ``records`` every log record whose name contains ``record_name`` emitted through
+    the handlers of the logger ``logger_qname`` (torchrl.testing's)."""
+    if not isinstance(records, list):
+        raise TypeError(f"capture_log_records: records must be a list, got {type(records).__name__}")
+
+    def wrapped(old_emit):
+        def emit(record):
+            old_emit(record)
+            if record_name in record.name:
+                records.append(record)
+        return emit
+
+    for handler in logging.getLogger(logger_qname).handlers:
+        contextlib.ExitStack().enter_context(unittest.mock.patch.object(handler, "emit", wrapped(handler.emit)))

@@ -745,5 +745,13 @@ case("repeat_interleave_tensor", lambda x: x.repeat_interleave(on(x, [1, 0, 2]),
 case("repeat_interleave_0d_tensor_repeats", lambda x: x.repeat_interleave(on(x, 2), dim=-1, output_size=6),
      [(2, 3)], lambda x: np.repeat(x, 2, -1))
 
+# unique (forward only, as torch): rounded inputs so that values repeat.
+case("unique_all_outputs", lambda x: (x * 2).round().unique(return_inverse=True, return_counts=True), [(3, 4)],
+     lambda x: (lambda u: (u[0], u[1].reshape(x.shape), u[2]))(np.unique(np.round(x * 2), return_inverse=True,
+                                                                          return_counts=True)), grad=False)
+case("unique_dim", lambda x: (x * 0.5).round().unique(dim=1, return_inverse=True), [(2, 5)],
+     lambda x: (lambda u: (u[0], u[1].reshape(-1)))(np.unique(np.round(x * 0.5), axis=1, return_inverse=True)),
+     grad=False)
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

@@ -188,8 +188,8 @@ def test_priorities_from_the_priority_key_and_tensordict_update():
     rb.update_tensordict_priority(sample)
     touched = np.unique(arr(sample["index"])[:, 0])
     np.testing.assert_array_equal(rb.sampler._tree.leaves()[touched], 9.0)
-    rb.extend(sample)  # a sample goes back in: "index" and "priority_weight" are not stored
-    assert set(rb.storage[:].keys()) == set(data.keys())
+    rb.extend(sample)  # a sample goes back in: "index" is rewritten with the new positions, as in torchrl;
+    assert set(rb.storage[:].keys()) == set(data.keys()) | {"index"}  # "priority_weight" is never stored
 
 
 def test_plain_prioritized_replay_buffer_and_return_info():
@@ -305,7 +305,8 @@ def test_reading_by_position_and_key_carries_index_like_torchrl():
     everything = rb[:]
     assert arr(everything["observation"])[:, 0].tolist() == [5, 6, 2, 3, 4]
     assert arr(everything["index"]).tolist() == [0, 1, 2, 3, 4] and everything["index"].dtype == rlpipe.int64
-    assert "index" not in rb.storage[:].keys()  # added when reading, never stored
+    # stored by the writer, as torchrl's TensorDictRoundRobinWriter does
+    assert arr(rb.storage[:]["index"]).tolist() == [0, 1, 2, 3, 4]
     last = rb[-1]
     assert last.batch_size == rlpipe.Size([]) and arr(last["index"]).tolist() == 4
     assert arr(rb[[4, 0]]["index"]).tolist() == [4, 0] and arr(rb[[4, 0]]["observation"])[:, 0].tolist() == [4, 5]
@@ -327,11 +328,11 @@ def test_reading_by_position_and_key_carries_index_like_torchrl():
     assert arr(seq[0]["index"]).tolist() == [0, 0] and seq[0].batch_size == rlpipe.Size([2])
     assert seq[0, 1].batch_size == rlpipe.Size([]) and arr(seq[0, 1]["index"]).tolist() == 0
     assert arr(seq[:, 1]["index"]).tolist() == [0, 1, 2] and arr(seq[(1,)]["index"]).tolist() == [1, 1]
-    # a ListStorage hands out its stored TensorDicts: reading must not write "index" into them
+    # a ListStorage stores each item with its "index", as torchrl's
     listed = TensorDictReplayBuffer(storage=ListStorage(4))
     listed.extend(transitions(2))
     assert arr(listed[1]["index"]).tolist() == 1 and arr(listed[:]["index"]).tolist() == [0, 1]
-    assert "index" not in listed.storage[1].keys()
+    assert arr(listed.storage[1]["index"]).tolist() == 1
     # a plain ReplayBuffer adds nothing
     plain_rb = ReplayBuffer(storage=LazyTensorStorage(3))
     plain_rb.extend(transitions(2))
@@ -463,7 +464,9 @@ def test_bad_samples():
     assert len(rb) == 0
     with pytest.raises(RuntimeError, match="empty storage"):
         rb.sample(2)
-    drop = ReplayBuffer(storage=LazyTensorStorage(4), sampler=SamplerWithoutReplacement(drop_last=True))
+    with pytest.raises(ValueError, match="Samplers with drop_last=True must work with a predictable batch-size"):
+        ReplayBuffer(storage=LazyTensorStorage(4), sampler=SamplerWithoutReplacement(drop_last=True))
+    drop = ReplayBuffer(storage=LazyTensorStorage(4), sampler=SamplerWithoutReplacement(drop_last=True), batch_size=1)
     drop.extend(rlpipe.zeros(2))
     check_fails(drop, lambda: drop.sample(3), ValueError, r"batch_size=3 is larger than the 2 items stored")
 
@@ -516,10 +519,11 @@ def test_bad_priorities_on_extend_and_constructor_arguments():
             (lambda: ReplayBuffer(generator=np.random.default_rng()), TypeError, "rlpipe.Generator")]:
         with pytest.raises(error, match=message):
             make()
+    # a storage larger than the sampler's max_capacity grows its trees (torchrl's tree pads to a power of 2)
     small = TensorDictReplayBuffer(storage=LazyTensorStorage(10), sampler=PrioritizedSampler(4, 0.5, 0.5))
-    with pytest.raises(ValueError, match=r"index 4 is outside \[0, max_capacity=4\)"):
-        small.extend(transitions(6))
-    assert len(small) == 0
+    small.extend(transitions(6))
+    assert len(small) == 6 and small.sampler._tree.capacity >= 6
+    np.testing.assert_allclose(small.sampler._tree.leaves()[:6], (1 + 1e-8) ** 0.5)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
 """What every collector shares (``SyncDataCollector``, the multi-process ones in ``multi.py`` and
 ``RayCollector``): the base class, the checks of the frame counts, torchrl's warnings, and the
 plain-array form in which a batch leaves a worker process or a Ray actor."""
-import os
 import warnings
 
 import numpy as np
 
 from .._tensor import Size, host_array, wrap
+from .._utils import rl_warnings
 from ..tensordict import TensorDict
 
 TRAJ_IDS = ("collector", "traj_ids")
@@ -41,14 +41,13 @@ def no_reply_error(collector, workers, timeout):
 
 # ---- frame counts and warnings ----------------------------------------------------------------------
 
-_RL_WARNINGS_OFF = ("n", "no", "f", "false", "off", "0")
 SILENCE = " To silence this message, set the environment variable RL_WARNINGS to False."
 
 
 def rl_warn(message, stacklevel):
     """A UserWarning, unless the environment variable ``RL_WARNINGS`` is false (torchrl's switch for
     its collectors' warnings: ``0``, ``false``, ``no``, ``off``, ...)."""
-    if os.environ.get("RL_WARNINGS", "1").strip().lower() not in _RL_WARNINGS_OFF:
+    if rl_warnings():
         warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
 
 

@@ -1,14 +1,13 @@
-"""Replay buffers (torchrl's ``torchrl.data`` API): storages, samplers and buffers.
+"""Replay buffers (torchrl's ``torchrl.data`` API): storages, samplers, writers and buffers, at
+torchrl's module paths (``rlpipe.data.replay_buffers.{replay_buffers,storages,samplers,writers}``),
+and the postprocessors ``MultiStep`` and ``DensifyReward`` (``rlpipe.data.postprocs``).
 
 >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(100_000), batch_size=256)
 >>> rb.extend(batch)            # a TensorDict of transitions, one per row
 >>> sample = rb.sample()        # a [256] TensorDict with an "index" entry
 """
-from .replay_buffers import (PrioritizedReplayBuffer, ReplayBuffer, TensorDictPrioritizedReplayBuffer,
-                             TensorDictReplayBuffer)
-from .samplers import PrioritizedSampler, RandomSampler, Sampler, SamplerWithoutReplacement, SumMinTree
-from .storages import LazyMemmapStorage, LazyTensorStorage, ListStorage, Storage
+from .postprocs import DensifyReward, MultiStep
+from .replay_buffers import *  # noqa: F403
+from .replay_buffers import __all__ as _buffers_all
 
-__all__ = ["ReplayBuffer", "TensorDictReplayBuffer", "PrioritizedReplayBuffer", "TensorDictPrioritizedReplayBuffer",
-           "Storage", "ListStorage", "LazyTensorStorage", "LazyMemmapStorage",
-           "Sampler", "RandomSampler", "SamplerWithoutReplacement", "PrioritizedSampler", "SumMinTree"]
+__all__ = list(_buffers_all) + ["MultiStep", "DensifyReward"]

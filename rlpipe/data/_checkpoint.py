@@ -93,7 +93,9 @@ class _Writer:
         self.count += 1
         path = os.path.join(self.directory, file)
         with open(path, "wb") as f:
-            np.save(f, np.ascontiguousarray(array).view(plain_dtype(array.dtype)), allow_pickle=False)
+            # ascontiguousarray makes a 0-d array 1-d: keep the shape (a 0-d "index" of a listed item)
+            plain = np.ascontiguousarray(array).reshape(array.shape).view(plain_dtype(array.dtype))
+            np.save(f, plain, allow_pickle=False)
             f.flush()
             os.fsync(f.fileno())
         return array_record(array, file)

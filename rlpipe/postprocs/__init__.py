@@ -1,5 +1,6 @@
 """Layer 6: postprocessors of collected batches."""
+from .densify import DensifyReward
 from .multistep import MultiStep
 from .utils import split_trajectories, discounted_cumsum, reward2go
 
-__all__ = ["MultiStep", "split_trajectories", "discounted_cumsum", "reward2go"]
+__all__ = ["MultiStep", "DensifyReward", "split_trajectories", "discounted_cumsum", "reward2go"]

@@ -67,7 +67,7 @@ def discounted_cumsum(reward, done, gamma, *, time_dim=-2):
     return r.movedim(-1, time_dim)
 
 
-def reward2go(reward, done, gamma, *, time_dim=-2):
+def reward2go(reward, done, gamma=1.0, *, time_dim=-2):
     """torchrl's name for the discounted return to go; see discounted_cumsum."""
     return discounted_cumsum(reward, done, gamma, time_dim=time_dim)
 

@@ -21,13 +21,15 @@ import os
 
 import numpy as np
 
-from .._tensor import Tensor, wrap
-from ..postprocs.multistep import MultiStep
-from ..random import Generator
-from ..tensordict import TensorDict
-from ._checkpoint import atomic_directory, load_state, save_state
+from ..._tensor import Tensor, wrap
+from ..._utils import unavailable
+from ...postprocs.multistep import MultiStep
+from ...random import Generator
+from ...tensordict import TensorDict
+from .._checkpoint import atomic_directory, load_state, save_state
 from .samplers import PrioritizedSampler, RandomSampler, Sampler, as_index_array, empty_storage_error
 from .storages import ListStorage, Storage, check_room, physical_memory
+from .writers import RoundRobinWriter, TensorDictRoundRobinWriter, Writer
 
 __all__ = ["ReplayBuffer", "TensorDictReplayBuffer", "PrioritizedReplayBuffer", "TensorDictPrioritizedReplayBuffer"]
 
@@ -55,7 +57,7 @@ def _expanded(array, td):
     if td.device is not None and td.device != value.device:
         value = value.to(td.device)
     extra = td.batch_dims - value.ndim
-    return value if not extra else value.reshape(tuple(value.shape) + (1,) * extra).expand(tuple(td.batch_size))
+    return value if extra <= 0 else value.reshape(tuple(value.shape) + (1,) * extra).expand(tuple(td.batch_size))
 
 
 def _is_key(index):
@@ -119,9 +121,10 @@ class ReplayBuffer:
 
     Differences from torchrl:
 
-    - no ``Writer``, prefetch, ``collate_fn`` or ``dim_extend`` (a storage writes round-robin along
-      the first dimension), no ``rb[index] = value`` and no ``write_count``; ``transform`` may be
-      one callable or a list; ``flush()`` is rlpipe's own;
+    - ``prefetch`` greater than 0 raises ``NotImplementedError`` (rlpipe samples in the calling
+      thread), as do ``dim_extend`` other than 0, ``shared=True`` and a ``checkpointer``;
+      ``pin_memory`` is accepted and does nothing (there is no pinned memory);
+      ``transform`` may be one callable or a list; ``flush()`` is rlpipe's own;
     - ``rb[index]`` returns copies (torchrl returns views of its storage for ints and slices);
     - ``state_dict()`` holds ``"_storage"``, ``"_sampler"`` and ``"_batch_size"`` in rlpipe's own
       format (plain arrays and numbers), not torchrl's, so checkpoints do not cross libraries;
@@ -132,16 +135,43 @@ class ReplayBuffer:
       tree).
     """
 
-    def __init__(self, *, storage=None, sampler=None, batch_size=None, transform=None, generator=None):
+    _default_writer = RoundRobinWriter
+
+    def __init__(self, *, storage=None, sampler=None, writer=None, collate_fn=None, pin_memory=False, prefetch=None,
+                 transform=None, transform_factory=None, batch_size=None, dim_extend=None, checkpointer=None,
+                 generator=None, shared=False, compilable=None, delayed_init=None):
+        if prefetch:
+            raise NotImplementedError(f"{type(self).__name__}: prefetch={prefetch!r}: rlpipe samples in the calling "
+                                      "thread; use prefetch=None or 0")
+        for name, value, allowed in (("dim_extend", dim_extend, (None, 0)), ("shared", shared, (False,)),
+                                     ("checkpointer", checkpointer, (None,))):
+            if value not in allowed:
+                raise NotImplementedError(f"{type(self).__name__}: {name}={value!r} is not supported by rlpipe "
+                                          f"(use {allowed[0]!r})")
+        if transform_factory is not None:
+            if transform is not None:
+                raise TypeError("transform and transform_factory cannot be given together")
+            transform = transform_factory()
         storage = ListStorage(1000) if storage is None else _built(storage, Storage)
         sampler = RandomSampler() if sampler is None else _built(sampler, Sampler)
+        writer = self._default_writer() if writer is None else _built(writer, Writer)
         if not isinstance(storage, Storage):
             raise TypeError(f"storage must be an rlpipe.data storage (ListStorage, LazyTensorStorage, "
                             f"LazyMemmapStorage), got {type(storage).__name__}")
         if not isinstance(sampler, Sampler):
             raise TypeError(f"sampler must be an rlpipe.data sampler (RandomSampler, SamplerWithoutReplacement, "
                             f"PrioritizedSampler), got {type(sampler).__name__}")
-        self._storage, self._sampler = storage, sampler
+        if not isinstance(writer, Writer):
+            raise TypeError(f"writer must be an rlpipe.data writer (RoundRobinWriter, TensorDictRoundRobinWriter, "
+                            f"TensorDictMaxValueWriter, ImmutableDatasetWriter), got {type(writer).__name__}")
+        if collate_fn is not None and not callable(collate_fn):
+            raise TypeError(f"collate_fn must be callable, got {type(collate_fn).__name__}")
+        if batch_size is None and getattr(sampler, "drop_last", False):
+            raise ValueError("Samplers with drop_last=True must work with a predictable batch-size. Please pass the "
+                             "batch-size to the ReplayBuffer constructor.")
+        writer.register_storage(storage)
+        self._storage, self._sampler, self._writer = storage, sampler, writer
+        self._collate_fn = collate_fn
         self._batch_size = None if batch_size is None else _check_batch_size(batch_size, type(self).__name__)
         self._transforms = []  # (what the user gave, the callable run, whether it runs on write)
         for t in transform if isinstance(transform, (list, tuple)) else () if transform is None else (transform,):
@@ -160,6 +190,23 @@ class ReplayBuffer:
     @property
     def sampler(self):
         return self._sampler
+
+    @property
+    def writer(self):
+        return self._writer
+
+    @property
+    def collate_fn(self):
+        return self._collate_fn
+
+    @property
+    def initialized(self):
+        return True
+
+    @property
+    def write_count(self):
+        """How many items were written through this buffer's writer."""
+        return self._writer._write_count
 
     @property
     def batch_size(self):
@@ -243,18 +290,18 @@ class ReplayBuffer:
             if on_write and isinstance(data, (TensorDict, Tensor)) and (not data.ndim or not data.shape[0]):
                 return _no_index()  # everything held back
             stored, priority = self._before_write(data, what)
-            write = self._storage._prepare(stored, what=what)
-            kept = write.index[write.first:]  # distinct positions
+            plan = self._writer._plan(stored, what)
+            kept = plan.write.index[plan.write.first:] if plan.write is not None else plan.rows  # distinct positions
             self._sampler._check_index(kept)
             if priority is not None and isinstance(self._sampler, PrioritizedSampler):
-                _, priority = self._sampler.checked(kept, priority[write.first:], f"{what} ({self._priority_key!r})")
+                _, priority = self._sampler.checked(kept, priority[plan.rows], f"{what} ({self._priority_key!r})")
             else:
                 priority = None
         except BaseException:
             for fn, state in saved:
                 fn._restore(state)
             raise
-        index = self._storage._commit(write)
+        index = self._writer._apply(plan)
         self._sampler.extend(kept)
         if priority is not None:
             self._sampler.update_priority(kept, priority)
@@ -273,8 +320,10 @@ class ReplayBuffer:
                 data = fn(data)
         return data
 
-    def sample(self, batch_size=None, return_info=False):
-        """``batch_size`` items (the constructor's when None) drawn by the sampler, transformed."""
+    def sample(self, batch_size=None, return_info=False, include_info=None):
+        """``batch_size`` items (the constructor's when None) drawn by the sampler, collated
+        (``collate_fn``) and transformed. ``return_info=True`` also returns the info dict;
+        ``include_info`` (TensorDict buffers) writes it into the sample (default: yes)."""
         if batch_size is None:
             batch_size = self._batch_size
             if batch_size is None:
@@ -287,13 +336,59 @@ class ReplayBuffer:
         check_room(batch_size * item, f"sample: batch_size={batch_size} items of {item} bytes", physical_memory())
         index, info = self._sampler.sample(self._storage, batch_size)
         info["index"] = index
-        data = self._attach(self._read_transforms(self._storage._gather(index)), info)
+        data = self._read_transforms(self._collated(index))
+        if include_info is None or include_info:
+            data = self._attach(data, info)
         if return_info:
             return data, {key: wrap(value) for key, value in info.items()}
         return data
 
     def _attach(self, data, info):
         return data
+
+    def _collated(self, index):
+        if self._collate_fn is None:
+            return self._storage._gather(index)
+        if isinstance(self._storage, ListStorage):  # torchrl's collate_fn gets the list of items
+            return self._collate_fn([self._storage._items[i] for i in index])
+        return self._collate_fn(self._storage._gather(index))
+
+    # ---- in-place writes to what is stored (torchrl's set_, update_, set_at_, rb[index] = value) ------
+    def __setitem__(self, index, value):
+        """Overwrites the items at storage positions ``index``; the write cursor stays."""
+        self._storage.set(self._storage._locate(index), value, set_cursor=False)
+
+    def set_(self, key, value):
+        """Overwrites entry ``key`` of every stored item with ``value`` (``len(self)`` rows)."""
+        self._entry_write(key, value, slice(None))
+
+    def set_at_(self, key, value, index):
+        """Overwrites entry ``key`` of the items at storage positions ``index``."""
+        self._entry_write(key, value, index)
+
+    def update_(self, data):
+        """Overwrites, for each entry of the TensorDict ``data`` (``len(self)`` rows), that entry
+        of every stored item."""
+        if not isinstance(data, TensorDict):
+            raise TypeError(f"update_: expected a TensorDict, got {type(data).__name__}")
+        stored = self[:]
+        if not isinstance(stored, TensorDict):
+            raise TypeError(f"update_: the buffer stores {type(stored).__name__}s, not TensorDicts")
+        stored.update(data)
+        self._storage.set(np.arange(len(self), dtype=np.int64), stored.exclude(*self._info_only()), set_cursor=False)
+
+    def _entry_write(self, key, value, index):
+        positions = np.atleast_1d(self._storage._locate(index))
+        stored = self._storage._gather(positions)
+        if not isinstance(stored, TensorDict):
+            raise TypeError(f"set_: the buffer stores {type(stored).__name__}s, not TensorDicts")
+        if key not in stored.keys(True):
+            raise KeyError(f"set_: {key!r} is not an entry of the stored items (entries: {list(stored.keys(True))})")
+        stored.set(key, value if isinstance(value, Tensor) else wrap(np.asarray(value)))
+        self._storage.set(positions, stored, set_cursor=False)
+
+    def _info_only(self):
+        return ()
 
     def __getitem__(self, index):
         """Items by storage position (``rb[:]`` is everything stored), transformed as samples are;
@@ -335,6 +430,7 @@ class ReplayBuffer:
         """Forgets every item and the sampler's state (the storage keeps its structure)."""
         self._storage._empty()
         self._sampler._empty()
+        self._writer._empty()
 
     def state_dict(self):
         return {"_storage": self._storage.state_dict(), "_sampler": self._sampler.state_dict(),
@@ -385,7 +481,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
     ``extend`` passes it to ``update_priority`` unreduced, which fails for such items.
     """
 
-    _INFO_KEYS = ("index", "priority_weight")
+    _INFO_KEYS = ("priority_weight",)
+    _default_writer = TensorDictRoundRobinWriter
 
     def __init__(self, *, priority_key="td_error", **kwargs):
         self.priority_key = priority_key
@@ -406,11 +503,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
             priority = _per_row(priority, data.batch_size[0])
         return stored, priority
 
-    def _stored(self, data, positions):
-        if isinstance(data, TensorDict):
-            data = data.copy()  # a ListStorage hands out its stored TensorDicts themselves
-            data.set("index", _expanded(positions, data))
-        return data
+    def _info_only(self):
+        return ("priority_weight",)
 
     def _attach(self, data, info):
         if not isinstance(data, TensorDict):
@@ -457,3 +551,9 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
                             "to give another sampler")
         super().__init__(priority_key=priority_key, **_prioritized(type(self).__name__, alpha, beta, eps, storage,
                                                                    None, kwargs))
+
+
+ReplayBufferEnsemble = unavailable("ReplayBufferEnsemble", "ensembles of replay buffers are not implemented",
+                                   ReplayBuffer)
+RemoteTensorDictReplayBuffer = unavailable("RemoteTensorDictReplayBuffer", "rlpipe has no RPC replay buffers",
+                                           TensorDictReplayBuffer)

@@ -43,16 +43,21 @@ import weakref
 
 import numpy as np
 
-from .. import _dtypes
-from .._creation import zeros
-from .._device import CPU, resolve
-from .._ops import stack as _stack_tensors
-from .._tensor import Tensor, wrap
-from ..tensordict import TensorDict
-from ._checkpoint import (array_record, atomic_directory, load_state, open_array, plain_dtype, read_json, save_state,
+from ... import _dtypes
+from ..._creation import zeros
+from ..._device import CPU, resolve
+from ..._ops import stack as _stack_tensors
+from ..._tensor import Tensor, wrap
+from ..._utils import unavailable
+from ...tensordict import TensorDict
+from .._checkpoint import (array_record, atomic_directory, load_state, open_array, plain_dtype, read_json, save_state,
                           write_json)
 
-__all__ = ["Storage", "ListStorage", "LazyTensorStorage", "LazyMemmapStorage"]
+__all__ = ["Storage", "ListStorage", "TensorStorage", "LazyTensorStorage", "LazyMemmapStorage", "LazyStackStorage",
+           "CompressedListStorage"]
+
+# every LazyMemmapStorage alive (torchrl keeps this registry to clean up scratch files)
+_MEMMAP_STORAGE_REGISTRY = weakref.WeakSet()
 
 # a checked write: the rows to store, where they go, and (first write only) the structure
 _Write = collections.namedtuple("_Write", "values index first cursor spec device")
@@ -137,17 +142,53 @@ class Storage:
     def _cursor(self):
         return int(self._meta[1])
 
-    def _positions(self, n, cursor=None):
-        """(every position of n rows written from the cursor, the first row kept, the next cursor):
-        when n > max_size only the last max_size rows are stored."""
+    def _positions(self, n, cursor=None, at=None):
+        """(every position of n rows, the first row kept, the next cursor). Written from the cursor
+        (when n > max_size only the last max_size rows are stored), or at the positions ``at``
+        (an int64 array of n; the cursor does not move: the next cursor is None)."""
+        if at is not None:
+            if len(at) != n:
+                raise ValueError(f"set: {len(at)} positions for {n} items; expected one position per item")
+            bad = (at < 0) | (at >= self.max_size)
+            if bad.any():
+                raise IndexError(f"set: position {at[bad][0]} is outside the storage's [0, max_size={self.max_size})")
+            return at, 0, None
         cursor = self._cursor if cursor is None else cursor
         index = np.arange(cursor, cursor + n, dtype=np.int64) % self.max_size
         return index, max(n - self.max_size, 0), (cursor + n) % self.max_size
 
     def _advance(self, write):
+        if write.cursor is None:  # written at given positions: the storage grows to cover them
+            self._meta[0] = max(len(self), int(write.index.max()) + 1)
+            return
         n = len(write.index)
         self._meta[0] = min(len(self) + n, self.max_size)
         self._meta[1] = write.cursor
+
+    def set(self, cursor, data, *, set_cursor=True):
+        """Writes ``data`` at the storage positions ``cursor`` (an int for one item; a slice, a
+        sequence, an array or a Tensor of ints for one item per row), checked first, as torchrl's
+        ``Storage.set``. The storage's length grows to cover the positions written; the write
+        cursor of a buffer's writer does not move."""
+        single = isinstance(cursor, (numbers.Integral, np.integer)) or (
+            isinstance(cursor, (Tensor, np.ndarray)) and not cursor.ndim)
+        if isinstance(cursor, slice):
+            at = np.arange(self.max_size, dtype=np.int64)[cursor]
+        else:
+            at = np.asarray(cursor.detach().cpu()._data if isinstance(cursor, Tensor) else cursor).reshape(-1)
+            if at.dtype.kind not in "iu":
+                raise TypeError(f"set: positions must be integers, got dtype {at.dtype}")
+            at = at.astype(np.int64)
+        if single:
+            data = data.unsqueeze(0) if isinstance(data, (TensorDict, Tensor)) else [data]
+        self._commit(self._prepare(data, what="set", at=at))
+
+    def __setitem__(self, index, value):
+        self.set(index, value, set_cursor=False)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
 
     def get(self, index):
         """The items at ``index`` (an int, a slice, or a sequence/array/Tensor of ints or bools)
@@ -228,7 +269,7 @@ class ListStorage(Storage):
         self.max_size = sys.maxsize if max_size is None else _check_max_size(max_size, "ListStorage")
         self._items = []
 
-    def _prepare(self, data, cursor=None, what="extend"):
+    def _prepare(self, data, cursor=None, what="extend", at=None):
         if isinstance(data, (list, tuple)):
             items = list(data)
         elif isinstance(data, (TensorDict, Tensor)) and data.ndim:
@@ -238,14 +279,18 @@ class ListStorage(Storage):
                             f"batch dimension; got {type(data).__name__}")
         if not items:
             raise RuntimeError(f"{what}: expected at least one element, got an empty {type(data).__name__}")
-        return _Write(items, *self._positions(len(items), cursor), None, None)
+        write = _Write(items, *self._positions(len(items), cursor, at), None, None)
+        if at is not None and at.size and at.max() > len(self) + len(at) - 1:
+            raise RuntimeError(f"{what}: cannot write position {at.max()} of a ListStorage holding {len(self)} items: "
+                               "items are appended one after the other")
+        return write
 
     def _commit(self, write):
+        top = int(write.index.max()) + 1
+        if top > len(self._items):  # a wrapping extend writes its last rows first
+            self._items.extend([None] * (top - len(self._items)))
         for position, item in zip(write.index[write.first:], write.values[write.first:]):
-            if position == len(self._items):
-                self._items.append(item)
-            else:
-                self._items[position] = item
+            self._items[position] = item
         self._advance(write)
         return write.index
 
@@ -283,9 +328,11 @@ class ListStorage(Storage):
         return f"ListStorage(max_size={None if self.max_size == sys.maxsize else self.max_size}, len={len(self)})"
 
 
-class LazyTensorStorage(Storage):
+class TensorStorage(Storage):
     """Preallocated arrays of ``max_size`` rows, one per TensorDict leaf (nested keys included)
-    or a single tensor, allocated on the first write from that batch's structure.
+    or a single tensor. ``TensorStorage(data)`` starts full, holding a copy of ``data``'s rows
+    (torchrl's stores ``data`` itself); ``LazyTensorStorage`` allocates them on the first write
+    from that batch's structure.
 
     Every later batch must have the same keys, the same per-item shapes (``shape[1:]``) and
     dtypes that cast safely (same kind: float to float, int to int or float, bool to anything);
@@ -294,10 +341,22 @@ class LazyTensorStorage(Storage):
     device (torchrl's default is "cpu").
     """
 
-    _state_types = frozenset({"LazyTensorStorage", "LazyMemmapStorage"})
+    _state_types = frozenset({"TensorStorage", "LazyTensorStorage", "LazyMemmapStorage"})
 
-    def __init__(self, max_size, *, device=None):
-        super().__init__()
+    def __init__(self, storage, max_size=None, *, device="cpu"):
+        if storage is None:
+            raise ValueError("Expected storage to be non-null.")
+        if not isinstance(storage, (TensorDict, Tensor)) or not storage.ndim:
+            raise TypeError(f"TensorStorage: storage must be a TensorDict or a Tensor with a leading dimension, got "
+                            f"{type(storage).__name__}")
+        if max_size is not None and max_size != storage.shape[0]:
+            raise ValueError(f"The max-size and the storage shape mismatch: got max_size={max_size} for a storage of "
+                             f"shape {storage.shape}.")
+        self._init_empty(storage.shape[0], None if device == "auto" else device)
+        self._commit(self._prepare(storage, what="TensorStorage"))
+
+    def _init_empty(self, max_size, device):
+        Storage.__init__(self)
         self.max_size = _check_max_size(max_size, type(self).__name__)
         self.device = None if device is None else resolve(device)
         self._spec = None
@@ -309,7 +368,7 @@ class LazyTensorStorage(Storage):
         return self._spec is not None
 
     # ---- writing -----------------------------------------------------------------------------------
-    def _prepare(self, data, cursor=None, what="extend"):
+    def _prepare(self, data, cursor=None, what="extend", at=None):
         if isinstance(data, list):  # one item per element, stacked (as torchrl does)
             data = _stacked(data, what, type(self).__name__)
         if isinstance(data, TensorDict):
@@ -337,7 +396,7 @@ class LazyTensorStorage(Storage):
         else:
             values = self._matched(spec, kind, leaves, batch, what)
         values = [v._data if v._device is device else v.to(device)._data for v in values]
-        return _Write(values, *self._positions(n, cursor), spec if self._spec is None else None, device)
+        return _Write(values, *self._positions(n, cursor, at), spec if self._spec is None else None, device)
 
     def _matched(self, spec, kind, leaves, batch, what):
         """The data's leaves in the storage's order, after checking them against the storage."""
@@ -367,6 +426,12 @@ class LazyTensorStorage(Storage):
     def _commit(self, write):
         if write.spec is not None:
             self._allocate(write.spec, write.device)
+        if write.cursor is None:  # given positions
+            index = write.index if write.device is CPU else write.device._backend.xp.asarray(write.index)
+            for store, rows in zip(self._arrays, write.values):
+                store[index] = rows
+            self._advance(write)
+            return write.index
         start, count = write.index[write.first], len(write.index) - write.first
         for store, rows in zip(self._arrays, write.values):
             for dst, src in _segments(start, count, self.max_size):
@@ -449,6 +514,20 @@ class LazyTensorStorage(Storage):
         return f"{type(self).__name__}(max_size={self.max_size}, len={len(self)}, device={self.device})"
 
 
+class LazyTensorStorage(TensorStorage):
+    """A ``TensorStorage`` allocated on the first write, from that batch's structure.
+
+    Every later batch must have the same keys, the same per-item shapes (``shape[1:]``) and
+    dtypes that cast safely (same kind: float to float, int to int or float, bool to anything);
+    otherwise ``KeyError``, ``ValueError`` or ``TypeError`` name the entry, the expected and the
+    actual value. Writes wrap around at ``max_size``. ``device=None`` keeps the first batch's
+    device (torchrl's default is "cpu").
+    """
+
+    def __init__(self, max_size, *, device=None):
+        self._init_empty(max_size, device)
+
+
 class LazyMemmapStorage(LazyTensorStorage):
     """A ``LazyTensorStorage`` whose arrays are memory-mapped ``.npy`` files in ``scratch_dir``
     (a new temporary directory, removed with the storage, when None), on the CPU.
@@ -467,6 +546,7 @@ class LazyMemmapStorage(LazyTensorStorage):
 
     def __init__(self, max_size, *, scratch_dir=None, device="cpu"):
         super().__init__(max_size)
+        _MEMMAP_STORAGE_REGISTRY.add(self)
         if resolve(device) is not CPU:
             raise ValueError(f"LazyMemmapStorage: memory maps live on the CPU, got device={device!r}; move samples "
                              "with a transform instead")
@@ -532,3 +612,10 @@ class LazyMemmapStorage(LazyTensorStorage):
 
     def __repr__(self):
         return f"LazyMemmapStorage(max_size={self.max_size}, len={len(self)}, scratch_dir={self.scratch_dir!r})"
+
+
+LazyStackStorage = unavailable("LazyStackStorage", "it returns lazy stacks of TensorDicts, which rlpipe does not "
+                               "have; use ListStorage (samples of TensorDicts come back densely stacked)", ListStorage)
+CompressedListStorage = unavailable("CompressedListStorage", "compressed item storage is not implemented; use "
+                                    "ListStorage or LazyMemmapStorage", ListStorage)
+StorageEnsemble = unavailable("StorageEnsemble", "ensembles of storages are not implemented", Storage)

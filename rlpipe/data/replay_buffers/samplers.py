@@ -1,0 +1,772 @@
+"""Samplers: which storage positions a replay-buffer sample reads.
+
+``RandomSampler`` draws uniformly with replacement, ``SamplerWithoutReplacement`` walks through
+a permutation, ``PrioritizedSampler`` draws position ``i`` with probability
+``(p_i + eps) ** alpha / sum_j (p_j + eps) ** alpha`` from a sum-tree and returns the
+importance weights. Random numbers come from ``rlpipe``'s default CPU generator (so
+``rlpipe.manual_seed`` makes sampling reproducible) or the buffer's ``generator``.
+"""
+import math
+import numbers
+
+import numpy as np
+
+from ... import _dtypes
+from ... import random as _random
+from ..._tensor import Tensor
+from ..._utils import unavailable
+from ...tensordict import TensorDict
+from .._checkpoint import atomic_directory, load_state, save_state
+from .utils import end_flags, start_stop
+
+__all__ = ["Sampler", "RandomSampler", "SamplerWithoutReplacement", "PrioritizedSampler", "SumMinTree",
+           "SliceSampler", "SliceSamplerWithoutReplacement", "PrioritizedSliceSampler", "ConsumingSampler",
+           "PromptGroupSampler", "StalenessAwareSampler", "StreamingSliceSampler", "SamplerEnsemble"]
+
+EMPTY_STORAGE_ERROR = "Cannot sample from an empty storage."
+
+
+def empty_storage_error(what="sample"):
+    return RuntimeError(f"{EMPTY_STORAGE_ERROR} ({what}: the buffer holds 0 items; extend it first)")
+
+
+def as_index_array(index, what):
+    """``index`` (int, sequence, array or Tensor) as a flat int64 NumPy array."""
+    if isinstance(index, Tensor):
+        index = index.detach().cpu()._data
+    array = np.asarray(index)
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{what}: index must hold integers, got dtype {array.dtype} ({index!r})")
+    return array.astype(np.int64, copy=False).reshape(-1)
+
+
+def _check_number(name, value, low=0.0, what="PrioritizedSampler"):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < low:
+        raise ValueError(f"{what}: {name} must be a finite number >= {low}, got {name}={value!r}")
+    return float(value)
+
+
+class Sampler:
+    """The sampler interface a replay buffer drives: ``sample(storage, batch_size)`` returns the
+    positions and an info dict; ``extend(index)`` is told where new items were written."""
+
+    _rng = None  # an rlpipe.Generator, or None for the default one
+
+    def sample(self, storage, batch_size):
+        raise NotImplementedError
+
+    def extend(self, index):
+        """New items were written at ``index`` (a flat int64 array of distinct positions)."""
+
+    def update_priority(self, index, priority):
+        """Only prioritized samplers use priorities; the others ignore them, as torchrl's do."""
+
+    def _check_index(self, index):
+        """Raises before a write whose positions this sampler cannot track."""
+
+    @property
+    def ran_out(self):
+        return False
+
+    def _empty(self):
+        """Forgets everything about the storage (``buffer.empty()``)."""
+
+    def state_dict(self):
+        return {"type": type(self).__name__}
+
+    def load_state_dict(self, state_dict):
+        self._load_plan(state_dict)()
+
+    def _load_plan(self, state, stored=None):
+        """Checks ``state`` and returns the function that applies it (nothing changes before);
+        ``stored``: the number of items the storage will hold, when known."""
+        if not isinstance(state, dict) or state.get("type") != type(self).__name__:
+            found = state.get("type") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"load_state_dict: the state is a {found}'s, this sampler is a {type(self).__name__}")
+        return lambda: None
+
+    def dumps(self, path):
+        """Writes the state to the directory ``path`` (atomically: .json and .npy files)."""
+        with atomic_directory(path) as tmp:
+            save_state(tmp, self.state_dict())
+
+    def loads(self, path):
+        self.load_state_dict(load_state(path, mmap_mode=None))
+
+    # random numbers
+    def _randint(self, high, size):
+        return _random.randint(0, high, (size,), generator=self._rng)._data
+
+    def _uniform(self, size):
+        return _random.rand(size, dtype=_dtypes.float64, generator=self._rng)._data
+
+    def _randperm(self, n):
+        return _random.randperm(n, generator=self._rng)._data
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class RandomSampler(Sampler):
+    """Uniform draws with replacement over the items stored. ``RandomSampler(replacement=False,
+    **kwargs)`` builds a ``SamplerWithoutReplacement(**kwargs)`` instead, as torchrl's."""
+
+    def __new__(cls, *args, replacement=True, **kwargs):
+        if not replacement and cls is RandomSampler:
+            return SamplerWithoutReplacement(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, *, replacement=True):
+        pass
+
+    def sample(self, storage, batch_size):
+        n = len(storage)
+        if n == 0:
+            raise empty_storage_error()
+        return self._randint(n, batch_size), {}
+
+
+class SamplerWithoutReplacement(Sampler):
+    """Draws from a permutation of the stored positions until it is used up, then starts a new one
+    (``ran_out`` is True after the call that used it up). As torchrl's code does, the last batch
+    of a permutation is shorter when ``batch_size`` does not divide the length, unless
+    ``drop_last``; a change of the storage length starts a new permutation. ``shuffle=False`` walks
+    the positions in order. ``ran_out`` can be set (to False, say), as torchrl's."""
+
+    def __init__(self, drop_last=False, shuffle=True):
+        self.drop_last = bool(drop_last)
+        self.shuffle = bool(shuffle)
+        self._empty()
+
+    def _empty(self):
+        self._sample_list = None
+        self.len_storage = 0
+        self._ran_out = False
+
+    @property
+    def ran_out(self):
+        return self._ran_out
+
+    @ran_out.setter
+    def ran_out(self, value):
+        self._ran_out = bool(value)
+
+    def _new_list(self, n):
+        return self._randperm(n) if self.shuffle else np.arange(n, dtype=np.int64)
+
+    def sample(self, storage, batch_size):
+        n = len(storage)
+        if n == 0:
+            raise empty_storage_error()
+        if self.drop_last and n < batch_size:
+            raise ValueError(f"SamplerWithoutReplacement(drop_last=True): batch_size={batch_size} is larger than the "
+                             f"{n} items stored; a sample cannot be drawn without repeating items")
+        if self._sample_list is None or self.len_storage != n:
+            self._sample_list = self._new_list(n)
+        self.len_storage = n
+        index, rest = self._sample_list[:batch_size], self._sample_list[batch_size:]
+        self._ran_out = len(rest) == 0 or self.drop_last and len(rest) < batch_size
+        self._sample_list = self._new_list(n) if self._ran_out else rest
+        return index, {}
+
+    def state_dict(self):
+        return {"type": type(self).__name__, "drop_last": self.drop_last, "shuffle": self.shuffle,
+                "len_storage": self.len_storage, "ran_out": self._ran_out,
+                "sample_list": None if self._sample_list is None else self._sample_list.copy()}
+
+    def _load_plan(self, state, stored=None):
+        super()._load_plan(state)
+        try:
+            drop_last, shuffle = bool(state["drop_last"]), bool(state["shuffle"])
+            len_storage, ran_out, sample_list = int(state["len_storage"]), bool(state["ran_out"]), state["sample_list"]
+            if sample_list is not None:
+                sample_list = as_index_array(sample_list, "load_state_dict").copy()
+                if sample_list.size and (sample_list.min() < 0 or sample_list.max() >= len_storage):
+                    raise ValueError(f"positions outside [0, {len_storage})")
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"load_state_dict: bad SamplerWithoutReplacement state ({e})") from None
+
+        def apply():
+            self.drop_last, self.shuffle, self.len_storage = drop_last, shuffle, len_storage
+            self._ran_out, self._sample_list = ran_out, sample_list
+        return apply
+
+    def __repr__(self):
+        return f"{type(self).__name__}(drop_last={self.drop_last}, shuffle={self.shuffle})"
+
+
+class SumMinTree:
+    """Sums and minima over ``capacity`` leaves, in two flat binary trees (node ``i`` has the
+    children ``2i`` and ``2i + 1``; the leaves start at ``size``, the next power of two). Leaves
+    never written count 0 in the sum and +inf in the min.
+
+    Updates and prefix-sum searches take a whole batch at once, with one NumPy pass per tree
+    level and no loop over the batch. NumPy's per-call cost dominates at batch 256, so the top
+    ``TOP`` levels (at most 1024 nodes) are handled wholesale: recomputed with one slice per level
+    after an update, and searched with one ``searchsorted`` over their level's cumulative sum. A
+    contiguous run of leaves (a ring-buffer write) updates its ancestors with slices too.
+    """
+
+    TOP = 10
+
+    def __init__(self, capacity):
+        self.capacity = int(capacity)
+        self._size = 1 << max(self.capacity - 1, 0).bit_length()
+        self._depth = self._size.bit_length() - 1
+        self._top = min(self._depth, self.TOP)
+        self._sum = np.zeros(2 * self._size)
+        self._min = np.full(2 * self._size, np.inf)
+
+    @property
+    def total(self):
+        return float(self._sum[1])
+
+    @property
+    def min(self):
+        return float(self._min[1])
+
+    def leaves(self, index=None):
+        """The leaf values at ``index`` (all ``capacity`` leaves when None)."""
+        if index is None:
+            return self._sum[self._size:self._size + self.capacity].copy()
+        return self._sum.take(index + self._size)
+
+    def _pull(self, lo, hi):
+        """Recomputes every ancestor of the nodes [lo, hi), one slice per level."""
+        s, m = self._sum, self._min
+        while lo > 1:
+            lo, hi = lo >> 1, ((hi - 1) >> 1) + 1
+            np.add(s[2 * lo:2 * hi:2], s[2 * lo + 1:2 * hi:2], out=s[lo:hi])
+            np.minimum(m[2 * lo:2 * hi:2], m[2 * lo + 1:2 * hi:2], out=m[lo:hi])
+
+    def update(self, index, values, unique=False):
+        """Sets leaves ``index`` to ``values`` (for a repeated index the last value wins; pass
+        ``unique=True`` when there is none) and recomputes their ancestors."""
+        index = np.asarray(index, dtype=np.int64).reshape(-1)
+        values = np.broadcast_to(np.asarray(values, dtype=np.float64), index.shape)
+        if not index.size:
+            return
+        if not unique and index.size > 1:
+            index, last = np.unique(index[::-1], return_index=True)
+            values = values[::-1][last]
+        node = index + self._size
+        s, m = self._sum, self._min
+        s[node] = values
+        m[node] = values
+        lo, hi = int(node.min()), int(node.max()) + 1
+        if hi - lo == len(node):  # distinct and contiguous
+            return self._pull(lo, hi)
+        for _ in range(self._depth - self._top):
+            node >>= 1
+            left = node << 1
+            right = left + 1
+            s[node] = s.take(left) + s.take(right)
+            m[node] = np.minimum(m.take(left), m.take(right))
+        top = 1 << self._top
+        self._pull(top, 2 * top)
+
+    def find(self, mass):
+        """For each ``mass`` in [0, total): the first leaf whose inclusive prefix sum is larger
+        (``np.searchsorted(np.cumsum(leaves), mass, side="right")``)."""
+        top = 1 << self._top
+        prefix = np.cumsum(self._sum[top:2 * top])
+        j = np.minimum(np.searchsorted(prefix, mass, side="right"), top - 1)
+        mass = np.asarray(mass, dtype=np.float64) - np.where(j > 0, prefix.take(j - 1), 0.0)
+        node = j + top
+        for _ in range(self._depth - self._top):
+            node <<= 1
+            left_sum = self._sum.take(node)
+            go_right = mass >= left_sum
+            np.subtract(mass, left_sum, out=mass, where=go_right)
+            node += go_right
+        return node - self._size
+
+    def load(self, leaves):
+        """Sets every leaf at once (O(capacity))."""
+        leaves = np.asarray(leaves, dtype=np.float64)
+        self._sum[:] = 0.0
+        self._min[:] = np.inf
+        self._sum[self._size:self._size + self.capacity] = leaves
+        self._min[self._size:self._size + self.capacity] = np.where(leaves > 0, leaves, np.inf)  # 0: never written
+        self._pull(self._size, 2 * self._size)
+
+
+class PrioritizedSampler(Sampler):
+    """Prioritized experience replay (Schaul et al., 2015) on a NumPy sum-tree.
+
+    An item of priority ``p`` is stored as ``(p + eps) ** alpha`` and drawn with probability
+    ``P(i)`` proportional to it; the sample's ``"priority_weight"`` is the importance weight
+    ``w_i = (N * P(i)) ** -beta / max_j w_j``, the max over the items stored, which is
+    ``(stored_i / min_j stored_j) ** -beta`` (torchrl's normalization). New items get the largest
+    priority given so far (1.0 before any). Priorities must be finite and non-negative.
+
+    ``reduction`` ("max", "min", "mean" or "median") turns the priorities of an item with more
+    than one value (a stored trajectory) into one. With ``max_priority_within_buffer=True`` a new
+    item gets the largest priority among the items stored (recomputed when that item's priority
+    changes or it is overwritten) instead of the largest ever given.
+
+    Unlike torchrl, the trees hold float64 (``dtype`` is accepted and ignored), and ``alpha``
+    cannot be changed after construction. Positions beyond ``max_capacity`` (a storage larger
+    than the sampler) grow the trees instead of failing.
+    """
+
+    _REDUCTIONS = {"max": np.max, "min": np.min, "mean": np.mean, "median": np.median}
+
+    def __init__(self, max_capacity, alpha, beta, eps=1e-8, dtype=None, reduction="max",
+                 max_priority_within_buffer=False, device=None):
+        if reduction not in self._REDUCTIONS:
+            raise ValueError(f"PrioritizedSampler: reduction must be one of {sorted(self._REDUCTIONS)}, got "
+                             f"reduction={reduction!r}")
+        self.reduction = reduction
+        self._max_priority_within_buffer = bool(max_priority_within_buffer)
+        if isinstance(max_capacity, bool) or not isinstance(max_capacity, numbers.Integral) or max_capacity <= 0:
+            raise ValueError("PrioritizedSampler: max_capacity must be a positive int, "
+                             f"got max_capacity={max_capacity!r}")
+        self._alpha = _check_number("alpha", alpha)
+        self.beta = beta
+        self._eps = _check_number("eps", eps)
+        self._tree = SumMinTree(max_capacity)
+        self._max_priority = None
+        self._max_at = None  # where the max priority is (max_priority_within_buffer)
+
+    @property
+    def max_capacity(self):
+        return self._tree.capacity
+
+    @property
+    def alpha(self):
+        return self._alpha
+
+    @property
+    def beta(self):
+        return self._beta
+
+    @beta.setter
+    def beta(self, value):
+        self._beta = _check_number("beta", value)
+
+    @property
+    def eps(self):
+        return self._eps
+
+    @property
+    def default_priority(self):
+        """The priority a new item gets: the largest given so far, or 1.0."""
+        return 1.0 if self._max_priority is None else self._max_priority
+
+    def _empty(self):
+        self._tree = SumMinTree(self._tree.capacity)
+        self._max_priority = None
+        self._max_at = None
+
+    def _check_index(self, index):
+        if index.size and index.min() < 0:
+            raise ValueError(f"PrioritizedSampler: index {index.min()} is negative")
+
+    def _grow(self, index):
+        """Widens the trees to hold the positions ``index`` (a storage larger than max_capacity)."""
+        top = int(index.max()) + 1 if index.size else 0
+        if top > self._tree.capacity:
+            leaves = self._tree.leaves()
+            self._tree = SumMinTree(max(top, 2 * self._tree.capacity))
+            self._tree.load(np.concatenate([leaves, np.zeros(self._tree.capacity - len(leaves))]))
+
+    def extend(self, index):
+        self._grow(index)
+        if self._max_priority_within_buffer and self._max_at is not None and np.isin(self._max_at, index):
+            self._recompute_max(exclude=index)
+        self._set(index, np.full(index.shape, self.default_priority), unique=True)
+
+    def _recompute_max(self, exclude=()):
+        """The largest priority among the stored items (not counting positions ``exclude``)."""
+        leaves = self._tree.leaves()
+        leaves[np.asarray(exclude, dtype=np.int64)] = 0
+        if not (leaves > 0).any():
+            self._max_priority = self._max_at = None
+            return
+        at = int(np.argmax(leaves))
+        self._max_priority = max(float(leaves[at]) ** (1.0 / self._alpha) - self._eps, 0.0) if self._alpha else \
+            self._max_priority
+        self._max_at = at
+
+    def checked(self, index, priority, what="update_priority"):
+        """``(index, priority)`` as flat arrays, after checking them; raises ValueError/TypeError
+        naming the bad value."""
+        index = as_index_array(index, what)
+        if isinstance(priority, Tensor):
+            priority = priority.detach().cpu()._data
+        try:
+            priority = np.asarray(priority, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"{what}: priority must be a number or an array of numbers, got {priority!r}") from None
+        if priority.size == 1:
+            priority = np.full(index.shape, priority.reshape(()))
+        elif priority.size != index.size:
+            raise ValueError(f"{what}: got {priority.size} priorities (shape {list(priority.shape)}) for "
+                             f"{index.size} indices; expected one priority per index, or a single one")
+        priority = priority.reshape(-1)
+        bad = ~np.isfinite(priority) | (priority < 0) | (priority + self._eps <= 0)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"{what}: priorities must be finite and >= 0 (> 0 when eps=0), got priority="
+                             f"{float(priority[i])!r} for index {index[i]}")
+        self._check_index(index)
+        return index, priority
+
+    def update_priority(self, index, priority):
+        """Sets the priorities at ``index``; an item with several values (``[B, T]`` priorities
+        for ``B`` indices) is reduced by ``reduction``."""
+        index_array = as_index_array(index, "update_priority")
+        if isinstance(priority, Tensor):
+            priority = priority.detach().cpu()._data
+        priority = np.asarray(priority)
+        if priority.ndim > 1 and priority.shape[0] == index_array.size and priority.size != index_array.size:
+            priority = self._REDUCTIONS[self.reduction](priority.reshape(index_array.size, -1), axis=1)
+        index, priority = self.checked(index_array, priority)
+        self._grow(index)
+        self._set(index, priority)
+
+    def _set(self, index, priority, unique=False):
+        if not index.size:
+            return
+        at = int(np.argmax(priority))
+        top = float(priority[at])
+        was_max = self._max_at is not None and np.isin(self._max_at, index)
+        if self._max_priority is None or top > self._max_priority:
+            self._max_priority, self._max_at = top, int(index[at])
+        self._tree.update(index, (priority + self._eps) ** self._alpha, unique=unique)
+        if self._max_priority_within_buffer and was_max and self._alpha:
+            self._recompute_max()
+
+    def sample(self, storage, batch_size):
+        n = len(storage)
+        if n == 0:
+            raise empty_storage_error()
+        total, smallest = self._tree.total, self._tree.min
+        if not total > 0 or not smallest > 0:
+            raise RuntimeError(f"PrioritizedSampler: the stored items have no priorities (sum {total}, min "
+                               f"{smallest}); items must be written through the buffer that owns this sampler")
+        index = self._tree.find(self._uniform(batch_size) * total)
+        np.minimum(index, n - 1, out=index)  # rounding can step past the last item
+        weight = (self._tree.leaves(index) / smallest) ** -self._beta
+        return index, {"priority_weight": weight.astype(np.float32)}
+
+    def state_dict(self):
+        return {"type": type(self).__name__, "max_capacity": self._tree.capacity, "alpha": self._alpha,
+                "beta": self._beta, "eps": self._eps, "max_priority": self._max_priority,
+                "priorities": self._tree.leaves()}
+
+    def _load_plan(self, state, stored=None):
+        super()._load_plan(state)
+        try:
+            if state["max_capacity"] != self._tree.capacity:
+                raise ValueError(f"max_capacity {state['max_capacity']}, this sampler's is {self._tree.capacity}")
+            if state["alpha"] != self._alpha or state["eps"] != self._eps:
+                raise ValueError(f"alpha={state['alpha']}, eps={state['eps']}; this sampler has alpha={self._alpha}, "
+                                 f"eps={self._eps} (the stored priorities depend on both)")
+            beta = _check_number("beta", state["beta"])
+            top = state["max_priority"]
+            top = None if top is None else _check_number("max_priority", top)
+            leaves = np.array(state["priorities"], dtype=np.float64)
+            if leaves.shape != (self._tree.capacity,) or not (np.isfinite(leaves) & (leaves >= 0)).all():
+                raise ValueError(f"priorities must be {self._tree.capacity} finite non-negative numbers")
+            if stored is not None and not ((leaves[:stored] > 0).all() and (leaves[stored:] == 0).all()):
+                raise ValueError(f"the storage holds {stored} items, so the priorities must be > 0 on the first "
+                                 f"{stored} slots and 0 on the others (no item was written there)")
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"load_state_dict: bad PrioritizedSampler state ({e})") from None
+
+        def apply():
+            self._beta, self._max_priority = beta, top
+            self._tree.load(leaves)
+        return apply
+
+    def __repr__(self):
+        return f"{type(self).__name__}(max_capacity={self._tree.capacity}, alpha={self._alpha}, beta={self._beta}, " \
+               f"eps={self._eps})"
+
+
+def _as_flat_array(value):
+    array = value.detach().cpu()._data if isinstance(value, Tensor) else np.asarray(value)
+    return array.reshape(len(array), -1) if array.ndim else array.reshape(1, 1)
+
+
+class SliceSampler(Sampler):
+    """Samples ``num_slices`` contiguous slices of ``slice_len`` steps (give one of the two; the
+    other is ``batch_size`` divided by it), each from one trajectory, as torchrl's.
+
+    Trajectories are the runs of equal ``traj_key`` values in storage order when that entry is
+    stored; otherwise they end where ``end_key`` (default ``("next", "done")``) is set and at
+    the last item written (the one before the write cursor once the storage is full). ``ends``
+    (a bool tensor) or ``trajectories`` (ids) given at construction fix the trajectories once
+    (they need ``cache_values=True``, as in torchrl); ``cache_values=True`` otherwise keeps them
+    until the next write.
+
+    Trajectories shorter than the slice are skipped with ``strict_length=True`` (a
+    ``RuntimeError`` when none is long enough); otherwise their slice is the whole trajectory,
+    so the sample is shorter than ``batch_size``. The info holds ``truncated_key`` (``True`` on
+    the last step of every slice), the matching ``done`` (stored done or truncated) and
+    ``terminated`` (stored, or False), each ``[N, 1]``; ``truncated_key=None`` leaves them out.
+
+    A trajectory that runs past the end of a full storage on to position 0 is one trajectory,
+    as in torchrl. Differences from torchrl: ``span``, ``pad_output``, ``fragmented``, ``end_keys`` and ``use_gpu`` are
+    not supported (``NotImplementedError`` when set).
+    """
+
+    def __init__(self, *, num_slices=None, slice_len=None, end_key=None, traj_key=None, ends=None,
+                 trajectories=None, cache_values=False, truncated_key=("next", "truncated"), strict_length=True,
+                 compile=False, span=False, use_gpu=False, pad_output=False, fragmented=False, end_keys=None,
+                 step_key="step_count", init_key="is_init"):
+        if (num_slices is None) == (slice_len is None):
+            raise TypeError("Either num_slices or slice_len must be provided (and only one of them), got "
+                            f"num_slices={num_slices!r}, slice_len={slice_len!r}")
+        for name, value in (("num_slices", num_slices), ("slice_len", slice_len)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0):
+                raise ValueError(f"SliceSampler: {name} must be a positive int, got {name}={value!r}")
+        for name, value in (("span", span), ("use_gpu", use_gpu), ("pad_output", pad_output),
+                            ("fragmented", fragmented), ("end_keys", end_keys)):
+            if value not in (False, None, (False, False)):
+                raise NotImplementedError(f"SliceSampler: {name}={value!r} is not supported by rlpipe")
+        if (ends is not None or trajectories is not None) and (traj_key is not None or end_key is not None):
+            raise RuntimeError("`trajectories` and `end_key` or `traj_key` are exclusive arguments.")
+        if ends is not None and trajectories is not None:
+            raise RuntimeError("trajectories and ends are exclusive arguments.")
+        if (ends is not None or trajectories is not None) and not cache_values:
+            raise RuntimeError(f"To be used, {'ends' if ends is not None else 'trajectories'} requires "
+                               "`cache_values` to be set to `True`.")
+        self.num_slices, self.slice_len = num_slices, slice_len
+        self.end_key = ("next", "done") if end_key is None else end_key
+        self.traj_key = "episode" if traj_key is None else traj_key
+        self.truncated_key = truncated_key
+        self.strict_length = strict_length
+        self.cache_values = cache_values
+        self.compile = compile
+        self._cache = {}
+        if ends is not None:
+            self._cache["static"] = self._from_ends(_as_flat_array(ends)[:, 0].astype(bool), len(_as_flat_array(ends)))
+        elif trajectories is not None:
+            self._cache["static"] = self._from_ids(_as_flat_array(trajectories)[:, 0])
+
+    # ---- trajectories ---------------------------------------------------------------------------------
+    @staticmethod
+    def _from_ends(end, n):
+        """(start, length) of the trajectories ending at ``end`` (bools) among the first ``n``."""
+        stop = np.flatnonzero(end[:n])
+        start = np.concatenate([[0], stop[:-1] + 1]) if stop.size else np.zeros(0, np.int64)
+        return start.astype(np.int64), (stop - start + 1).astype(np.int64)
+
+    @staticmethod
+    def _from_ids(ids):
+        change = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+        start = np.concatenate([[0], change]).astype(np.int64)
+        return start, np.diff(np.concatenate([start, [len(ids)]])).astype(np.int64)
+
+    def _trajectories(self, storage):
+        if "static" in self._cache:
+            return self._cache["static"]
+        if "found" in self._cache:
+            return self._cache["found"]
+        n = len(storage)
+        stored = storage[:]
+        if not isinstance(stored, TensorDict):
+            raise RuntimeError("Could not get a tensordict out of the storage, which is required for SliceSampler to "
+                               f"compute the trajectories (it holds {type(stored).__name__}s)")
+        # a full storage is circular: a trajectory may run from its end on to position 0, and the
+        # newest item ends its (possibly unfinished) trajectory (what followed it was overwritten)
+        full = n == storage.max_size
+        cursor = (storage._cursor - 1) % storage.max_size if full else None
+        ids = stored.get(self.traj_key, None)
+        if ids is not None:
+            flags = end_flags(trajectory=_as_flat_array(ids)[:, 0], at_capacity=full, cursor=cursor)
+        else:
+            done = stored.get(self.end_key, None)
+            if done is None:
+                raise KeyError(f"SliceSampler: neither the trajectory key {self.traj_key!r} nor the end key "
+                               f"{self.end_key!r} is stored (keys: {list(stored.keys(True))})")
+            flags = end_flags(end=_as_flat_array(done).any(axis=1), at_capacity=full, cursor=cursor)
+        start, _, length = start_stop(flags)
+        found = start[:, 0], length
+        if self.cache_values:
+            self._cache["found"] = found
+        return found
+
+    def extend(self, index):
+        self._cache.pop("found", None)
+
+    def _empty(self):
+        self._cache.pop("found", None)
+
+    # ---- sampling -------------------------------------------------------------------------------------
+    def _adjusted_batch_size(self, batch_size):
+        """(steps per slice, number of slices)."""
+        if self.num_slices is not None:
+            if batch_size % self.num_slices:
+                raise RuntimeError(f"The batch-size must be divisible by the number of slices, got "
+                                   f"batch_size={batch_size} and num_slices={self.num_slices}.")
+            return batch_size // self.num_slices, self.num_slices
+        if batch_size % self.slice_len:
+            raise RuntimeError(f"The batch-size must be divisible by the slice length, got batch_size={batch_size} "
+                               f"and slice_len={self.slice_len}.")
+        return self.slice_len, batch_size // self.slice_len
+
+    def _eligible(self, storage, seq_length):
+        """(start, length) of the trajectories a slice of ``seq_length`` may come from."""
+        start, length = self._trajectories(storage)
+        if not length.size:
+            raise RuntimeError("SliceSampler: the storage holds no trajectory")
+        if self.strict_length:
+            keep = length >= seq_length
+            if not keep.any():
+                raise RuntimeError(f"Did not find a single trajectory with sufficient length (length range: "
+                                   f"{length.min()} - {length.max()} / required={seq_length}).")
+            start, length = start[keep], length[keep]
+        return start, length
+
+    def sample(self, storage, batch_size):
+        if len(storage) == 0:
+            raise empty_storage_error()
+        seq_length, num_slices = self._adjusted_batch_size(batch_size)
+        start, length = self._eligible(storage, seq_length)
+        return self._slices(storage, start, length, self._randint(len(length), num_slices), seq_length)
+
+    def _slices(self, storage, start, length, chosen, seq_length):
+        """The positions of one slice per chosen trajectory, at a uniform offset inside it."""
+        steps = np.minimum(length[chosen], seq_length)
+        offset = np.floor(self._uniform(len(chosen)) * (length[chosen] - steps + 1)).astype(np.int64)
+        first = start[chosen] + offset
+        ends = np.cumsum(steps)
+        index = np.repeat(first - (ends - steps), steps) + np.arange(int(ends[-1]) if len(ends) else 0)
+        index %= len(storage)  # a slice may wrap around a full storage
+        return index, self._info(storage, index, ends - 1)
+
+    def _info(self, storage, index, last):
+        if self.truncated_key is None:
+            return {}
+        key = self.truncated_key if isinstance(self.truncated_key, tuple) else (self.truncated_key,)
+        truncated = np.zeros((len(index), 1), dtype=bool)
+        truncated[last] = True
+        stored = storage._gather(index)
+
+        def entry(name):
+            value = stored.get(key[:-1] + (name,), None) if isinstance(stored, TensorDict) else None
+            return None if value is None else _as_flat_array(value)[:, :1].astype(bool)
+
+        done, terminated = entry("done"), entry("terminated")
+        return {key: truncated, key[:-1] + ("done",): truncated if done is None else done | truncated,
+                key[:-1] + ("terminated",): np.zeros_like(truncated) if terminated is None else terminated}
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(num_slices={self.num_slices}, slice_len={self.slice_len}, "
+                f"end_key={self.end_key}, traj_key={self.traj_key}, truncated_key={self.truncated_key}, "
+                f"strict_length={self.strict_length})")
+
+
+class SliceSamplerWithoutReplacement(SliceSampler):
+    """A SliceSampler that draws each trajectory at most once per pass: the trajectories are
+    walked in a random permutation (in order with ``shuffle=False``), ``num_slices`` per sample,
+    one slice at a uniform offset in each; a new pass starts when they are used up (``ran_out``
+    is True after the sample that used them up). The last sample of a pass is shorter unless
+    ``drop_last``. A change of the trajectories (a write) starts a new pass."""
+
+    def __init__(self, *, drop_last=False, shuffle=True, **kwargs):
+        super().__init__(**kwargs)
+        self.drop_last, self.shuffle = bool(drop_last), bool(shuffle)
+        self._order, self._seen, self._ran_out = None, None, False
+
+    @property
+    def ran_out(self):
+        return self._ran_out
+
+    @ran_out.setter
+    def ran_out(self, value):
+        self._ran_out = bool(value)
+
+    def _empty(self):
+        super()._empty()
+        self._order, self._seen, self._ran_out = None, None, False
+
+    def sample(self, storage, batch_size):
+        if len(storage) == 0:
+            raise empty_storage_error()
+        seq_length, num_slices = self._adjusted_batch_size(batch_size)
+        start, length = self._eligible(storage, seq_length)
+        key = (start.tobytes(), length.tobytes())
+        if self._order is None or self._seen != key:
+            self._order, self._seen = self._new_order(len(length)), key
+        if self.drop_last and len(self._order) < num_slices:
+            raise ValueError(f"SliceSamplerWithoutReplacement(drop_last=True): {num_slices} slices asked, "
+                             f"{len(length)} trajectories stored")
+        chosen, self._order = self._order[:num_slices], self._order[num_slices:]
+        self._ran_out = len(self._order) == 0 or self.drop_last and len(self._order) < num_slices
+        if self._ran_out:
+            self._order = self._new_order(len(length))
+        return self._slices(storage, start, length, chosen, seq_length)
+
+    def _new_order(self, n):
+        return self._randperm(n) if self.shuffle else np.arange(n, dtype=np.int64)
+
+
+class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
+    """Slices whose start is drawn by priority, as torchrl's: the start positions are sampled
+    from the priorities of the stored items, among the positions a slice of the asked length can
+    start from (at least that many steps left in its trajectory; with ``strict_length=False`` also
+    the first step of a shorter trajectory, whose slice is then the whole trajectory). Every step
+    of a slice gets the importance weight of its start, ``(p_start / p_min) ** -beta``.
+    Priorities are written and updated per item, as with ``PrioritizedSampler``."""
+
+    def __init__(self, max_capacity=None, alpha=None, beta=None, eps=1e-8, dtype=None, reduction="max",
+                 max_priority_within_buffer=False, **slice_kwargs):
+        if max_capacity is None or alpha is None or beta is None:
+            raise TypeError(f"PrioritizedSliceSampler needs max_capacity, alpha and beta, got "
+                            f"max_capacity={max_capacity!r}, alpha={alpha!r}, beta={beta!r}")
+        SliceSampler.__init__(self, **slice_kwargs)
+        PrioritizedSampler.__init__(self, max_capacity, alpha, beta, eps=eps, dtype=dtype, reduction=reduction,
+                                    max_priority_within_buffer=max_priority_within_buffer)
+
+    def extend(self, index):
+        SliceSampler.extend(self, index)
+        PrioritizedSampler.extend(self, index)
+
+    def _empty(self):
+        SliceSampler._empty(self)
+        PrioritizedSampler._empty(self)
+
+    def sample(self, storage, batch_size):
+        n = len(storage)
+        if n == 0:
+            raise empty_storage_error()
+        seq_length, num_slices = self._adjusted_batch_size(batch_size)
+        start, length = self._eligible(storage, seq_length)
+        left = np.zeros(n, dtype=np.int64)  # steps from each position to its trajectory's end, included
+        for first, size in zip(start, length):
+            left[(first + np.arange(size)) % n] = np.arange(size, 0, -1)
+        can_start = left >= seq_length
+        if not self.strict_length:
+            can_start[start % n] = True
+        priority = self._tree.leaves()[:n] * can_start
+        total = priority.sum()
+        if not total > 0:
+            raise RuntimeError(f"PrioritizedSliceSampler: no start position with a positive priority for slices of "
+                               f"{seq_length} steps")
+        anchor = np.searchsorted(np.cumsum(priority), self._uniform(num_slices) * total, side="right")
+        anchor = np.minimum(anchor, n - 1)
+        steps = np.minimum(left[anchor], seq_length)
+        ends = np.cumsum(steps)
+        index = (np.repeat(anchor - (ends - steps), steps) + np.arange(int(ends[-1]))) % n
+        info = self._info(storage, index, ends - 1)
+        weight = (priority[anchor] / priority[can_start].min()) ** -self._beta
+        info["priority_weight"] = np.repeat(weight, steps).astype(np.float32)
+        return index, info
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(max_capacity={self.max_capacity}, alpha={self._alpha}, beta={self._beta}, "
+                f"num_slices={self.num_slices}, slice_len={self.slice_len}, strict_length={self.strict_length})")
+
+
+ConsumingSampler = unavailable("ConsumingSampler", "consuming items after max_sample_count draws (with the "
+                               "buffer's free list of slots) is not implemented", Sampler)
+PromptGroupSampler = unavailable("PromptGroupSampler", "rlpipe has no LLM samplers", Sampler)
+StalenessAwareSampler = unavailable("StalenessAwareSampler", "staleness-weighted sampling is not implemented",
+                                    Sampler)
+StreamingSliceSampler = unavailable("StreamingSliceSampler", "streaming slices are not implemented", Sampler)
+SamplerEnsemble = unavailable("SamplerEnsemble", "ensembles of samplers are not implemented", Sampler)

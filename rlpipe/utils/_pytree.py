@@ -1,0 +1,102 @@
+"""torch.utils._pytree's core: flattening nested lists, tuples, namedtuples and dicts into their
+leaves and back. ``None`` is an empty node (no leaf), as in torch; anything else is a leaf."""
+import collections
+
+__all__ = ["TreeSpec", "LeafSpec", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_map", "tree_structure"]
+
+
+class TreeSpec:
+    """The structure of a tree: the node type, what rebuilds it (keys, namedtuple class) and the
+    children's specs."""
+
+    def __init__(self, type, context, children_specs):
+        self.type, self.context, self.children_specs = type, context, children_specs
+        self.num_leaves = sum(child.num_leaves for child in children_specs)
+
+    def is_leaf(self):
+        return False
+
+    def __eq__(self, other):
+        return (isinstance(other, TreeSpec) and (self.type, self.context, self.children_specs)
+                == (other.type, other.context, other.children_specs))
+
+    def __repr__(self):
+        return f"TreeSpec({self.type.__name__}, {self.context}, {self.children_specs})"
+
+
+class LeafSpec(TreeSpec):
+    def __init__(self):
+        self.type, self.context, self.children_specs, self.num_leaves = None, None, [], 1
+
+    def is_leaf(self):
+        return True
+
+    def __repr__(self):
+        return "*"
+
+
+def _children(tree):
+    """(node type, context, children) of a container node, or None for a leaf."""
+    if tree is None:
+        return type(None), None, []
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return type(tree), type(tree), list(tree)
+    if isinstance(tree, (list, tuple)):
+        return type(tree), None, list(tree)
+    if isinstance(tree, dict):
+        return type(tree), list(tree), list(tree.values())
+    return None
+
+
+def tree_flatten(tree):
+    """(the leaves in order, the tree's spec)."""
+    node = _children(tree)
+    if node is None:
+        return [tree], LeafSpec()
+    leaves, specs = [], []
+    for child in node[2]:
+        child_leaves, spec = tree_flatten(child)
+        leaves += child_leaves
+        specs.append(spec)
+    return leaves, TreeSpec(node[0], node[1], specs)
+
+
+def tree_unflatten(leaves, spec):
+    """The tree of structure ``spec`` holding ``leaves``."""
+    leaves = list(leaves)
+    if len(leaves) != spec.num_leaves:
+        raise ValueError(f"tree_unflatten(leaves, spec): `leaves` has length {len(leaves)} but the spec refers to "
+                         f"a pytree that holds {spec.num_leaves} items ({spec}).")
+    return _build(iter(leaves), spec)
+
+
+def _build(leaves, spec):
+    if spec.is_leaf():
+        return next(leaves)
+    children = [_build(leaves, child) for child in spec.children_specs]
+    if spec.type is type(None):
+        return None
+    if spec.context is spec.type:  # a namedtuple
+        return spec.type(*children)
+    if issubclass(spec.type, dict):
+        node = collections.OrderedDict(zip(spec.context, children)) if spec.type is collections.OrderedDict \
+            else dict(zip(spec.context, children))
+        return node if type(node) is spec.type else spec.type(node)
+    return spec.type(children)
+
+
+def tree_leaves(tree):
+    return tree_flatten(tree)[0]
+
+
+def tree_structure(tree):
+    return tree_flatten(tree)[1]
+
+
+def tree_map(func, tree, *rests):
+    """``tree`` with each leaf replaced by ``func(leaf, *matching leaves of rests)``."""
+    leaves, spec = tree_flatten(tree)
+    others = [tree_flatten(r)[0] for r in rests]
+    if any(len(o) != len(leaves) for o in others):
+        raise ValueError("tree_map: the trees have different numbers of leaves")
+    return tree_unflatten([func(*xs) for xs in zip(leaves, *others)], spec)
