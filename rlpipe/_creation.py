@@ -6,6 +6,7 @@ import numpy as np
 
 from . import _dtypes
 from ._device import CPU, _default as _default_device, resolve
+from ._dispatch import overridable
 from ._tensor import Size, Tensor, init_from, tensor_method, wrap
 
 
@@ -157,21 +158,25 @@ def _like(input, dtype, device):
     return (input.dtype if dtype is None else dtype), (input.device if device is None else device)
 
 
+@overridable("input")
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     dtype, device = _like(input, dtype, device)
     return zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+@overridable("input")
 def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     dtype, device = _like(input, dtype, device)
     return ones(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+@overridable("input")
 def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     dtype, device = _like(input, dtype, device)
     return empty(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+@overridable("input")
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     dtype, device = _like(input, dtype, device)
     return full(input.shape, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)

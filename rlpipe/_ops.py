@@ -14,6 +14,7 @@ from . import _dtypes
 from . import primitives as P
 from ._device import device as _device_cls, resolve as _resolve_device
 from ._dtypes import FLOATING_NP, scalar_kind
+from ._dispatch import overridable
 from ._tensor import Tensor, method_decorator, tensor_method, wrap
 from .autograd.function import explain
 from .autograd.grad_mode import state as _grad_state
@@ -447,16 +448,19 @@ def clamp_max(input, max):
     return clamp(input, max=max)
 
 
+@overridable("input", "other")
 @tensor_method
 def maximum(input, other):
     return _binary(P.Maximum, input, other)
 
 
+@overridable("input", "other")
 @tensor_method
 def minimum(input, other):
     return _binary(P.Minimum, input, other)
 
 
+@overridable("input", "other")
 def where(condition, input=None, other=None):
     """Picks ``input`` where ``condition`` holds and ``other`` elsewhere (scalars allowed)."""
     if input is None and other is None:
@@ -608,6 +612,7 @@ def _back_to_half(result, input, dtype):
         input.is_floating_point() else result
 
 
+@overridable("input")
 @tensor_method
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     return _back_to_half(P.Sum.apply(input, _reduce_dims(input, dim), keepdim, _accumulator(input, dtype)),
@@ -621,6 +626,7 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     return sum(where(isnan(input), 0.0, input), dim, keepdim, dtype=dtype)
 
 
+@overridable("input")
 @tensor_method
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is None and not input.is_floating_point():
@@ -631,6 +637,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     return P.Mean.apply(input, _reduce_dims(input, dim), keepdim, None)
 
 
+@overridable("input")
 @tensor_method
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dim is not None:
@@ -732,6 +739,7 @@ def argmin(input, dim=None, keepdim=False):
     return _arg_extreme(input, dim, keepdim, "argmin")
 
 
+@overridable("input")
 @tensor_method
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return _spread(P.Var, input, dim, unbiased, keepdim, correction)
@@ -749,6 +757,7 @@ def _spread(function, input, dim, unbiased, keepdim, correction):
     return function.apply(input, _reduce_dims(input, dim), correction, keepdim)
 
 
+@overridable("input")
 @tensor_method
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return _spread(P.Std, input, dim, unbiased, keepdim, correction)
@@ -972,6 +981,7 @@ def reshape_as(input, other):
     return reshape(input, other.shape)
 
 
+@overridable("input")
 @tensor_method
 def flatten(input, start_dim=0, end_dim=-1):
     if input.ndim == 0:
@@ -986,6 +996,7 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, shape[:s] + (n,) + shape[e + 1:])
 
 
+@overridable("input")
 @tensor_method
 def unflatten(input, dim, sizes):
     d = input._dim(dim)
@@ -994,6 +1005,7 @@ def unflatten(input, dim, sizes):
     return reshape(input, input.shape[:d] + inner + input.shape[d + 1:])
 
 
+@overridable("input")
 @tensor_method
 def squeeze(input, dim=None):
     shape = input.shape
@@ -1004,6 +1016,7 @@ def squeeze(input, dim=None):
     return reshape(input, tuple(s for d, s in enumerate(shape) if not (d in dims and s == 1)))
 
 
+@overridable("input")
 @tensor_method
 def unsqueeze(input, dim):
     n = input.ndim + 1
@@ -1014,6 +1027,7 @@ def unsqueeze(input, dim):
     return reshape(input, shape[:d] + (1,) + shape[d:])
 
 
+@overridable("input")
 @tensor_method
 def permute(input, *dims):
     dims = _shape_arg(dims)
@@ -1027,6 +1041,7 @@ def permute(input, *dims):
     return _mark_view(P.Permute.apply(input, dims), input, lambda a: a.transpose(dims))
 
 
+@overridable("input")
 @tensor_method("transpose", "swapaxes", "swapdims")
 def transpose(input, dim0, dim1):
     if input.ndim == 0:
@@ -1048,6 +1063,7 @@ def t(input):
     return transpose(input, 0, 1) if input.ndim == 2 else reshape(input, input.shape)
 
 
+@overridable("input")
 @tensor_method("movedim", "moveaxis")
 def movedim(input, source, destination):
     src = [input._dim(d) for d in (source if isinstance(source, (tuple, list)) else (source,))]
@@ -1109,12 +1125,14 @@ def repeat(input, *sizes):
     return P.Repeat.apply(input, sizes)
 
 
+@overridable("input")
 @tensor_method
 def flip(input, dims):
     dims = tuple(input._dim(d) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
     return P.Flip.apply(input, dims)
 
 
+@overridable("input")
 @tensor_method
 def roll(input, shifts, dims=None):
     if dims is None:
@@ -1124,6 +1142,7 @@ def roll(input, shifts, dims=None):
     return P.Roll.apply(input, shifts, input._dim(dims))
 
 
+@overridable("input")
 @tensor_method
 def narrow(input, dim, start, length):
     d = input._dim(dim)
@@ -1144,6 +1163,7 @@ def contiguous(input, memory_format=None):
     return input if input.is_contiguous() else P.Clone.apply(input)
 
 
+@overridable("input")
 @tensor_method
 def clone(input, *, memory_format=None):
     return P.Clone.apply(input)
@@ -1162,17 +1182,10 @@ def _join_inputs(tensors, name):
     return [t if t.dtype is target else _cast(t, target) for t in tensors]
 
 
-def _joins_containers(tensors):
-    """True for a sequence of tensor containers (TensorDicts, from a later layer) that join themselves."""
-    return builtins.len(tensors) > 0 and not isinstance(tensors[0], Tensor) and \
-        hasattr(type(tensors[0]), "_join_tensordicts")
-
-
+@overridable("tensors")
 def cat(tensors, dim=0):
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"cat(): argument 'tensors' must be a tuple or list of Tensors, got {type(tensors).__name__}")
-    if _joins_containers(tensors):
-        return type(tensors[0])._join_tensordicts(list(tensors), dim, "cat")
     tensors = _join_inputs(tensors, "cat")
     for i, t in enumerate(tensors):
         if t.ndim == 0:
@@ -1192,12 +1205,11 @@ def cat(tensors, dim=0):
 concat = concatenate = cat
 
 
+@overridable("tensors")
 def stack(tensors, dim=0):
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"stack(): argument 'tensors' must be a tuple or list of Tensors, got "
                         f"{type(tensors).__name__}")
-    if _joins_containers(tensors):
-        return type(tensors[0])._join_tensordicts(list(tensors), dim, "stack")
     tensors = _join_inputs(tensors, "stack")
     first = tensors[0].shape
     for i, t in enumerate(tensors):
@@ -1228,6 +1240,7 @@ def _split_views(input, sizes, dim, squeeze):
     return pieces
 
 
+@overridable("tensor")
 @tensor_method
 def split(tensor, split_size_or_sections, dim=0):
     d = tensor._dim(dim)
@@ -1245,6 +1258,7 @@ def split(tensor, split_size_or_sections, dim=0):
     return _split_views(tensor, sizes or [0], d, False)
 
 
+@overridable("input")
 @tensor_method
 def chunk(input, chunks, dim=0):
     if chunks <= 0:
@@ -1266,6 +1280,7 @@ def tensor_split(input, indices_or_sections, dim=0):
     return _split_views(input, sizes, d, False)
 
 
+@overridable("input")
 @tensor_method
 def unbind(input, dim=0):
     d = input._dim(dim)
@@ -1383,6 +1398,7 @@ def _along_dim_index(input, dim, index, name):
     return d, values
 
 
+@overridable("input")
 @tensor_method
 def gather(input, dim, index):
     d, idx = _along_dim_index(input, dim, index, "gather")
@@ -1461,6 +1477,7 @@ def masked_fill(input, mask, value):
     return P.Where.apply(mask, value, input)
 
 
+@overridable("input")
 @tensor_method
 def masked_select(input, mask):
     shape = np.broadcast_shapes(tuple(input.shape), tuple(mask.shape))
@@ -1710,6 +1727,15 @@ def _adopt(t, result):
 
 def _write(t, values):
     """Writes the new values into t's memory (so views see them) and bumps its version."""
+    _check_write(t, values)
+    _check_writable(t)
+    t._data[...] = values
+    t._vc[0] += 1
+
+
+def _check_write(t, values):
+    """Raises PyTorch's error where an in-place op could not store ``values`` in ``t`` (a dtype of
+    higher kind, or a shape that does not broadcast to t's)."""
     if values.dtype != t._data.dtype:
         new, own = _dtypes.from_numpy_dtype(values.dtype), t.dtype
         if new._rank > own._rank:
@@ -1719,9 +1745,6 @@ def _write(t, values):
         if np.broadcast_shapes(values.shape, t._data.shape) != t._data.shape:
             raise RuntimeError(f"output with shape {list(t._data.shape)} doesn't match the broadcast shape "
                                f"{list(np.broadcast_shapes(values.shape, t._data.shape))}")
-    _check_writable(t)
-    t._data[...] = values
-    t._vc[0] += 1
 
 
 def _inplace(self, compute, *others):
@@ -2019,3 +2042,52 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 
 
 __all__ += "sort argsort msort topk index_add lerp nan_to_num tril triu repeat_interleave".split()
+
+
+# ---- the rest of the elementwise math TensorDict's API exposes (torch names) -----------------------
+
+asin = _unary_float(P.Asin)
+acos = _unary_float(P.Acos)
+atan = _unary_float(P.Atan)
+tan = _unary_float(P.Tan)
+sinh = _unary_float(P.Sinh)
+cosh = _unary_float(P.Cosh)
+arcsin = tensor_method("arcsin")(asin)
+arccos = tensor_method("arccos")(acos)
+arctan = tensor_method("arctan")(atan)
+
+
+@inplace_variant
+@tensor_method
+def erfc(input):
+    """1 - erf(x) (computed so: it loses relative precision where erfc is tiny, x > ~4 in float32)."""
+    return 1 - erf(input)
+
+
+@inplace_variant
+@tensor_method
+def frac(input):
+    """x - trunc(x): the fractional part, with x's sign."""
+    if not input.is_floating_point():
+        raise RuntimeError(f'"frac_cpu" not implemented for \'{_LEGACY_TYPE_NAMES[input.dtype.name]}\'')
+    return input - trunc(input)
+
+
+@tensor_method
+def isposinf(input):
+    return logical_and(isinf(input), gt(input, 0))
+
+
+@tensor_method
+def isneginf(input):
+    return logical_and(isinf(input), lt(input, 0))
+
+
+@tensor_method
+def isreal(input):
+    """True everywhere: rlpipe has no complex dtypes."""
+    from ._creation import ones_like
+    return ones_like(input, dtype=_dtypes.bool)
+
+
+__all__ += "asin acos atan tan sinh cosh arcsin arccos arctan erfc frac isposinf isneginf isreal".split()

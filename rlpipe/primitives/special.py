@@ -1,4 +1,5 @@
-"""Special functions: lgamma, digamma, atanh, logit (the distributions' building blocks).
+"""Special functions: lgamma, digamma, atanh, logit (the distributions' building blocks), and the
+trigonometric functions torch has beyond sin/cos/tanh: asin, acos, atan, tan, sinh, cosh.
 
 The gamma-family functions come from the backend (SciPy on the CPU, ``cupyx.scipy.special`` on a
 GPU); atanh and logit are plain formulas over the array namespace.
@@ -7,7 +8,7 @@ import math
 
 from .base import Op
 
-__all__ = ["Lgamma", "Digamma", "Atanh", "Logit"]
+__all__ = ["Lgamma", "Digamma", "Atanh", "Logit", "Asin", "Acos", "Atan", "Tan", "Sinh", "Cosh"]
 
 
 def trigamma(be, xp, x):
@@ -80,3 +81,80 @@ class Logit(Op):
         if ctx.eps is not None:
             grad = xp.where((p < ctx.eps) | (p > 1 - ctx.eps), 0, grad).astype(g.dtype, copy=False)
         return grad, None
+
+
+class Asin(Op):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with ctx.be.quietly():
+            return ctx.xp.arcsin(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g / ctx.xp.sqrt(1 - x * x)
+
+
+class Acos(Op):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with ctx.be.quietly():
+            return ctx.xp.arccos(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return -g / ctx.xp.sqrt(1 - x * x)
+
+
+class Atan(Op):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.xp.arctan(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g / (1 + x * x)
+
+
+class Tan(Op):
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.xp.tan(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        out, = ctx.saved_tensors
+        return g * (1 + out * out)
+
+
+class Sinh(Op):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with ctx.be.quietly():
+            return ctx.xp.sinh(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        with ctx.be.quietly():
+            return g * ctx.xp.cosh(ctx.saved_tensors[0])
+
+
+class Cosh(Op):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with ctx.be.quietly():
+            return ctx.xp.cosh(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        with ctx.be.quietly():
+            return g * ctx.xp.sinh(ctx.saved_tensors[0])

@@ -15,6 +15,7 @@ from .._creation import as_tensor
 from .._device import device as _device_cls, resolve
 from .._tensor import Size, Tensor, wrap
 from ..autograd.grad_mode import state as _grad_state
+from ._math import TensorDictMath
 from .keys import KeysView, unravel_key_to_tuple
 
 _NO_DEFAULT = object()
@@ -40,7 +41,7 @@ def _shape_str(shape):
     return f"rlpipe.Size({list(shape)})"
 
 
-class TensorDict:
+class TensorDict(TensorDictMath):
     """A dictionary of tensors (and nested TensorDicts) whose shapes all start with ``batch_size``.
 
     >>> td = TensorDict({"obs": rlpipe.zeros(4, 3), "next": {"reward": rlpipe.zeros(4, 1)}}, batch_size=[4])
@@ -670,12 +671,6 @@ class TensorDict:
             t.masked_fill_(self._expanded(mask, t), value)
         return self
 
-    def where(self, condition, other, *, out=None, pad=None):
-        """condition ? self : other, leaf by leaf (``other`` a TensorDict or a number)."""
-        if isinstance(other, TensorDict):
-            return self.apply(lambda t, o: _ops.where(self._expanded(condition, t), t, o), other)
-        return self._map(lambda t: _ops.where(self._expanded(condition, t), t, other))
-
     def zero_(self):
         for t in self.values(True, True):
             t.zero_()
@@ -738,17 +733,6 @@ class TensorDict:
         return cls._join_tensordicts(list(tds), dim, "cat")
 
     # ---- comparison ------------------------------------------------------------------------------------
-    def _compare(self, other, op):
-        if isinstance(other, TensorDict):
-            return self.apply(op, other)
-        return self._map(lambda t: op(t, other))
-
-    def __eq__(self, other):
-        return self._compare(other, _ops.eq)
-
-    def __ne__(self, other):
-        return self._compare(other, _ops.ne)
-
     __hash__ = object.__hash__
 
     def all(self, dim=None):
