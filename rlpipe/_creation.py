@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _dtypes
 from ._device import CPU, _default as _default_device, resolve
-from ._dispatch import overridable
+from ._dispatch import handle_torch_function, has_torch_function
 from ._tensor import Size, Tensor, init_from, tensor_method, wrap
 
 
@@ -158,26 +158,34 @@ def _like(input, dtype, device):
     return (input.dtype if dtype is None else dtype), (input.device if device is None else device)
 
 
-@overridable("input")
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(zeros_like, (input,), {
+            "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
     dtype, device = _like(input, dtype, device)
     return zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-@overridable("input")
 def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(ones_like, (input,), {
+            "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
     dtype, device = _like(input, dtype, device)
     return ones(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-@overridable("input")
 def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(empty_like, (input,), {
+            "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
     dtype, device = _like(input, dtype, device)
     return empty(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-@overridable("input")
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(full_like, (input, fill_value), {
+            "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
     dtype, device = _like(input, dtype, device)
     return full(input.shape, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
 

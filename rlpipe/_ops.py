@@ -14,7 +14,7 @@ from . import _dtypes
 from . import primitives as P
 from ._device import device as _device_cls, resolve as _resolve_device
 from ._dtypes import FLOATING_NP, scalar_kind
-from ._dispatch import overridable
+from ._dispatch import NO_HOOK, handle_torch_function, has_torch_function
 from ._tensor import Tensor, method_decorator, tensor_method, wrap
 from .autograd.function import explain
 from .autograd.grad_mode import state as _grad_state
@@ -448,21 +448,24 @@ def clamp_max(input, max):
     return clamp(input, max=max)
 
 
-@overridable("input", "other")
 @tensor_method
 def maximum(input, other):
+    if (type(input) not in NO_HOOK or type(other) not in NO_HOOK) and has_torch_function(input, other):
+        return handle_torch_function(maximum, (input, other), {})
     return _binary(P.Maximum, input, other)
 
 
-@overridable("input", "other")
 @tensor_method
 def minimum(input, other):
+    if (type(input) not in NO_HOOK or type(other) not in NO_HOOK) and has_torch_function(input, other):
+        return handle_torch_function(minimum, (input, other), {})
     return _binary(P.Minimum, input, other)
 
 
-@overridable("input", "other")
 def where(condition, input=None, other=None):
     """Picks ``input`` where ``condition`` holds and ``other`` elsewhere (scalars allowed)."""
+    if (type(input) not in NO_HOOK or type(other) not in NO_HOOK) and has_torch_function(input, other):
+        return handle_torch_function(where, (condition, input, other), {})
     if input is None and other is None:
         return nonzero(condition, as_tuple=True)
     if not isinstance(condition, Tensor):
@@ -612,9 +615,10 @@ def _back_to_half(result, input, dtype):
         input.is_floating_point() else result
 
 
-@overridable("input")
 @tensor_method
 def sum(input, dim=None, keepdim=False, *, dtype=None):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(sum, (input, dim, keepdim), {"dtype": dtype})
     return _back_to_half(P.Sum.apply(input, _reduce_dims(input, dim), keepdim, _accumulator(input, dtype)),
                          input, dtype)
 
@@ -626,9 +630,10 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     return sum(where(isnan(input), 0.0, input), dim, keepdim, dtype=dtype)
 
 
-@overridable("input")
 @tensor_method
 def mean(input, dim=None, keepdim=False, *, dtype=None):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(mean, (input, dim, keepdim), {"dtype": dtype})
     if dtype is None and not input.is_floating_point():
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "
                            f"or complex dtype. Got: {input.dtype.name.capitalize()}")
@@ -637,9 +642,10 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     return P.Mean.apply(input, _reduce_dims(input, dim), keepdim, None)
 
 
-@overridable("input")
 @tensor_method
 def prod(input, dim=None, keepdim=False, *, dtype=None):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(prod, (input, dim, keepdim), {"dtype": dtype})
     if dim is not None:
         dim = input._dim(dim)  # checked even for 0-d tensors, which have nothing to reduce
         if not input.ndim:
@@ -739,9 +745,10 @@ def argmin(input, dim=None, keepdim=False):
     return _arg_extreme(input, dim, keepdim, "argmin")
 
 
-@overridable("input")
 @tensor_method
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(var, (input, dim, unbiased, keepdim), {"correction": correction})
     return _spread(P.Var, input, dim, unbiased, keepdim, correction)
 
 
@@ -757,9 +764,10 @@ def _spread(function, input, dim, unbiased, keepdim, correction):
     return function.apply(input, _reduce_dims(input, dim), correction, keepdim)
 
 
-@overridable("input")
 @tensor_method
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(std, (input, dim, unbiased, keepdim), {"correction": correction})
     return _spread(P.Std, input, dim, unbiased, keepdim, correction)
 
 
@@ -981,9 +989,10 @@ def reshape_as(input, other):
     return reshape(input, other.shape)
 
 
-@overridable("input")
 @tensor_method
 def flatten(input, start_dim=0, end_dim=-1):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(flatten, (input, start_dim, end_dim), {})
     if input.ndim == 0:
         return reshape(input, 1)
     s, e = input._dim(start_dim), input._dim(end_dim)
@@ -996,18 +1005,20 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, shape[:s] + (n,) + shape[e + 1:])
 
 
-@overridable("input")
 @tensor_method
 def unflatten(input, dim, sizes):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(unflatten, (input, dim, sizes), {})
     d = input._dim(dim)
     sizes = tuple(sizes)
     inner = _infer_shape(sizes, input.shape[d])
     return reshape(input, input.shape[:d] + inner + input.shape[d + 1:])
 
 
-@overridable("input")
 @tensor_method
 def squeeze(input, dim=None):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(squeeze, (input, dim), {})
     shape = input.shape
     if dim is None:
         dims = [d for d, s in enumerate(shape) if s == 1]
@@ -1016,9 +1027,10 @@ def squeeze(input, dim=None):
     return reshape(input, tuple(s for d, s in enumerate(shape) if not (d in dims and s == 1)))
 
 
-@overridable("input")
 @tensor_method
 def unsqueeze(input, dim):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(unsqueeze, (input, dim), {})
     n = input.ndim + 1
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
@@ -1027,9 +1039,10 @@ def unsqueeze(input, dim):
     return reshape(input, shape[:d] + (1,) + shape[d:])
 
 
-@overridable("input")
 @tensor_method
 def permute(input, *dims):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(permute, (input, *dims), {})
     dims = _shape_arg(dims)
     if len(dims) != input.ndim:
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
@@ -1041,9 +1054,10 @@ def permute(input, *dims):
     return _mark_view(P.Permute.apply(input, dims), input, lambda a: a.transpose(dims))
 
 
-@overridable("input")
 @tensor_method("transpose", "swapaxes", "swapdims")
 def transpose(input, dim0, dim1):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(transpose, (input, dim0, dim1), {})
     if input.ndim == 0:
         input._dim(dim0), input._dim(dim1)
         return _mark_view(P.Reshape.apply(input, ()), input, lambda a: a)
@@ -1063,9 +1077,10 @@ def t(input):
     return transpose(input, 0, 1) if input.ndim == 2 else reshape(input, input.shape)
 
 
-@overridable("input")
 @tensor_method("movedim", "moveaxis")
 def movedim(input, source, destination):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(movedim, (input, source, destination), {})
     src = [input._dim(d) for d in (source if isinstance(source, (tuple, list)) else (source,))]
     dst = [input._dim(d) for d in (destination if isinstance(destination, (tuple, list)) else (destination,))]
     order = [d for d in range(input.ndim) if d not in src]
@@ -1125,16 +1140,18 @@ def repeat(input, *sizes):
     return P.Repeat.apply(input, sizes)
 
 
-@overridable("input")
 @tensor_method
 def flip(input, dims):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(flip, (input, dims), {})
     dims = tuple(input._dim(d) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
     return P.Flip.apply(input, dims)
 
 
-@overridable("input")
 @tensor_method
 def roll(input, shifts, dims=None):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(roll, (input, shifts, dims), {})
     if dims is None:
         return reshape(P.Roll.apply(flatten(input), shifts, 0), input.shape)
     if isinstance(dims, (tuple, list)):
@@ -1142,9 +1159,10 @@ def roll(input, shifts, dims=None):
     return P.Roll.apply(input, shifts, input._dim(dims))
 
 
-@overridable("input")
 @tensor_method
 def narrow(input, dim, start, length):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(narrow, (input, dim, start, length), {})
     d = input._dim(dim)
     start = start + input.shape[d] if start < 0 else start
     if start < 0 or start + length > input.shape[d]:
@@ -1163,9 +1181,10 @@ def contiguous(input, memory_format=None):
     return input if input.is_contiguous() else P.Clone.apply(input)
 
 
-@overridable("input")
 @tensor_method
 def clone(input, *, memory_format=None):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(clone, (input,), {"memory_format": memory_format})
     return P.Clone.apply(input)
 
 
@@ -1182,8 +1201,9 @@ def _join_inputs(tensors, name):
     return [t if t.dtype is target else _cast(t, target) for t in tensors]
 
 
-@overridable("tensors")
 def cat(tensors, dim=0):
+    if type(tensors) is not Tensor and has_torch_function(tensors):
+        return handle_torch_function(cat, (tensors, dim), {})
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"cat(): argument 'tensors' must be a tuple or list of Tensors, got {type(tensors).__name__}")
     tensors = _join_inputs(tensors, "cat")
@@ -1205,8 +1225,9 @@ def cat(tensors, dim=0):
 concat = concatenate = cat
 
 
-@overridable("tensors")
 def stack(tensors, dim=0):
+    if type(tensors) is not Tensor and has_torch_function(tensors):
+        return handle_torch_function(stack, (tensors, dim), {})
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"stack(): argument 'tensors' must be a tuple or list of Tensors, got "
                         f"{type(tensors).__name__}")
@@ -1240,9 +1261,10 @@ def _split_views(input, sizes, dim, squeeze):
     return pieces
 
 
-@overridable("tensor")
 @tensor_method
 def split(tensor, split_size_or_sections, dim=0):
+    if type(tensor) is not Tensor and has_torch_function(tensor):
+        return handle_torch_function(split, (tensor, split_size_or_sections, dim), {})
     d = tensor._dim(dim)
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, (list, tuple)):
@@ -1258,9 +1280,10 @@ def split(tensor, split_size_or_sections, dim=0):
     return _split_views(tensor, sizes or [0], d, False)
 
 
-@overridable("input")
 @tensor_method
 def chunk(input, chunks, dim=0):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(chunk, (input, chunks, dim), {})
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = input.shape[input._dim(dim)]
@@ -1280,9 +1303,10 @@ def tensor_split(input, indices_or_sections, dim=0):
     return _split_views(input, sizes, d, False)
 
 
-@overridable("input")
 @tensor_method
 def unbind(input, dim=0):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(unbind, (input, dim), {})
     d = input._dim(dim)
     return _split_views(input, [1] * input.shape[d], d, True)
 
@@ -1398,9 +1422,10 @@ def _along_dim_index(input, dim, index, name):
     return d, values
 
 
-@overridable("input")
 @tensor_method
 def gather(input, dim, index):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(gather, (input, dim, index), {})
     d, idx = _along_dim_index(input, dim, index, "gather")
     return P.Gather.apply(input, d, idx)
 
@@ -1477,9 +1502,10 @@ def masked_fill(input, mask, value):
     return P.Where.apply(mask, value, input)
 
 
-@overridable("input")
 @tensor_method
 def masked_select(input, mask):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(masked_select, (input, mask), {})
     shape = np.broadcast_shapes(tuple(input.shape), tuple(mask.shape))
     return getitem(expand(input, shape), expand(mask, shape))
 

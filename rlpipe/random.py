@@ -9,7 +9,7 @@ import builtins
 from . import _dtypes
 from ._creation import _size, _device
 from ._device import CPU, resolve
-from ._dispatch import overridable
+from ._dispatch import handle_torch_function, has_torch_function
 from ._tensor import Tensor, wrap
 
 DEFAULT_SEED = 67280421310721  # PyTorch's initial seed for its default CPU generator
@@ -150,13 +150,17 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None):
     return randint(low, high, input.shape, dtype=dtype or input.dtype, device=device or input.device)
 
 
-@overridable("input")
 def rand_like(input, *, dtype=None, device=None, requires_grad=False):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(rand_like, (input,), {
+            "dtype": dtype, "device": device, "requires_grad": requires_grad})
     return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
 
 
-@overridable("input")
 def randn_like(input, *, dtype=None, device=None, requires_grad=False):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(randn_like, (input,), {
+            "dtype": dtype, "device": device, "requires_grad": requires_grad})
     return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
 
 

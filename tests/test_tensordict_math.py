@@ -520,7 +520,6 @@ def test_tensor_path_is_unchanged():
     x = rlpipe.arange(6.).reshape(2, 3)
     assert isinstance(rlpipe.where(x > 2, x, 0.), rlpipe.Tensor)
     assert isinstance(rlpipe.stack([x, x]), rlpipe.Tensor)
-    assert rlpipe.Tensor.clone is not rlpipe.clone  # the Tensor method is the undecorated function
     with pytest.raises(TypeError, match="expected a sequence of Tensors, got an element of type TensorDict"):
         rlpipe.stack([x, make()])
 
@@ -541,7 +540,7 @@ class Boxed:
 def test_protocol_for_other_containers():
     b = rlpipe.clone(Boxed(rlpipe.ones(2)))
     assert isinstance(b, Boxed) and b.value.shape == rlpipe.Size([2])
-    with pytest.raises(TypeError, match=r"no implementation found for 'rlpipe._ops.gather' on types that implement "
+    with pytest.raises(TypeError, match=r"no implementation found for 'rlpipe.gather' on types that implement "
                                         r"__torch_function__: \['Boxed'\]"):
         rlpipe.gather(Boxed(rlpipe.ones(2)), 0, rlpipe.tensor([0]))
 

@@ -598,23 +598,38 @@ del _name, _dtype
 
 
 # ---- the top-level functions a TensorDict answers (see TensorDictMath.__torch_function__) ----------
+# The core passes each function's own arguments, defaults included (see rlpipe._dispatch).
 
 def _method(name):
     """Handler: ``rlpipe.<name>(td, *args)`` is ``td.<name>(*args)``."""
     return lambda td, *args, **kwargs: getattr(td, name)(*args, **kwargs)
 
 
+def _reduction(name):
+    """Handler for rlpipe.sum/mean/prod(td, dim, keepdim, dtype=...)."""
+    def handler(td, dim=None, keepdim=False, *, dtype=None):
+        return getattr(td, name)(_NO_DIM if dim is None else dim, keepdim, dtype=dtype)
+    return handler
+
+
+def _spread(name):
+    """Handler for rlpipe.std/var(td, dim, unbiased, keepdim, correction=...)."""
+    def handler(td, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        if correction is None:
+            correction = 0 if unbiased is False else 1
+        return getattr(td, name)(_NO_DIM if dim is None else dim, keepdim, correction=correction)
+    return handler
+
+
 def _like(fn):
-    """Handler for ``rlpipe.zeros_like(td, ...)`` and its kin: the function on every leaf (only the
-    ``dtype`` and ``device`` keywords are taken, as in tensordict)."""
-    def handler(td, *args, dtype=None, device=None, **kwargs):
-        if kwargs:
-            raise RuntimeError(f"keyword arguments {list(kwargs)} are not supported with {fn.__name__} with "
-                               f"TensorDict")
+    """Handler for ``rlpipe.zeros_like(td, ...)`` and its kin: the function on every leaf (as in
+    tensordict, ``requires_grad`` and ``memory_format`` are refused)."""
+    def handler(td, *args, dtype=None, device=None, requires_grad=False, memory_format=None):
+        refused = [k for k, v in (("requires_grad", requires_grad), ("memory_format", memory_format)) if v]
+        if refused:
+            raise RuntimeError(f"keyword arguments {refused} are not supported with {fn.__name__} with TensorDict")
         out = td._map(lambda t: fn(t, *args, dtype=dtype, device=device))
-        if device is not None:
-            out = out.to(device)
-        return out
+        return out if device is None else out.to(device)
     return handler
 
 
@@ -624,7 +639,7 @@ def _where(condition, input=None, other=None):
     return other.where(~condition, input)
 
 
-def _binary_symmetric(name):
+def _symmetric(name):
     """maximum/minimum: the TensorDict may be either operand."""
     def handler(input, other):
         return getattr(input, name)(other) if _is_td(input) else getattr(other, name)(input)
@@ -637,10 +652,16 @@ def _join(how):
     return handler
 
 
+def _clone(td, memory_format=None):
+    return td.clone()
+
+
 _HANDLERS = {getattr(_ops, name): _method(name) for name in (
-    "gather unbind split chunk clone masked_select sum mean std var prod squeeze unsqueeze permute transpose "
-    "flatten unflatten flip roll narrow movedim").split()}
-_HANDLERS.update({_ops.where: _where, _ops.maximum: _binary_symmetric("maximum"),
-                  _ops.minimum: _binary_symmetric("minimum"), _ops.stack: _join("stack"), _ops.cat: _join("cat")})
+    "gather unbind split chunk masked_select squeeze unsqueeze permute transpose flatten unflatten flip roll "
+    "narrow movedim").split()}
+_HANDLERS.update({getattr(_ops, name): _reduction(name) for name in ("sum", "mean", "prod")})
+_HANDLERS.update({getattr(_ops, name): _spread(name) for name in ("std", "var")})
+_HANDLERS.update({_ops.where: _where, _ops.maximum: _symmetric("maximum"), _ops.minimum: _symmetric("minimum"),
+                  _ops.stack: _join("stack"), _ops.cat: _join("cat"), _ops.clone: _clone})
 _HANDLERS.update({fn: _like(fn) for fn in (_creation.zeros_like, _creation.ones_like, _creation.empty_like,
                                            _creation.full_like, _random.rand_like, _random.randn_like)})
