@@ -6,6 +6,7 @@ where PyTorch has one.
 import builtins
 import collections
 import functools
+import math
 import string
 
 import numpy as np
@@ -462,10 +463,12 @@ def minimum(input, other):
     return _binary(P.Minimum, input, other)
 
 
-def where(condition, input=None, other=None):
+def where(condition, input=None, other=None, *, out=None):
     """Picks ``input`` where ``condition`` holds and ``other`` elsewhere (scalars allowed)."""
     if (type(input) not in NO_HOOK or type(other) not in NO_HOOK) and has_torch_function(input, other):
-        return handle_torch_function(where, (condition, input, other), {})
+        return handle_torch_function(where, (condition, input, other), {"out": out})
+    if out is not None:
+        return _into(out, where(condition, input, other))
     if input is None and other is None:
         return nonzero(condition, as_tuple=True)
     if not isinstance(condition, Tensor):
@@ -1201,9 +1204,11 @@ def _join_inputs(tensors, name):
     return [t if t.dtype is target else _cast(t, target) for t in tensors]
 
 
-def cat(tensors, dim=0):
+def cat(tensors, dim=0, *, out=None):
     if type(tensors) is not Tensor and has_torch_function(tensors):
-        return handle_torch_function(cat, (tensors, dim), {})
+        return handle_torch_function(cat, (tensors, dim), {"out": out})
+    if out is not None:
+        return _into(out, cat(tensors, dim))
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"cat(): argument 'tensors' must be a tuple or list of Tensors, got {type(tensors).__name__}")
     tensors = _join_inputs(tensors, "cat")
@@ -1225,9 +1230,11 @@ def cat(tensors, dim=0):
 concat = concatenate = cat
 
 
-def stack(tensors, dim=0):
+def stack(tensors, dim=0, *, out=None):
     if type(tensors) is not Tensor and has_torch_function(tensors):
-        return handle_torch_function(stack, (tensors, dim), {})
+        return handle_torch_function(stack, (tensors, dim), {"out": out})
+    if out is not None:
+        return _into(out, stack(tensors, dim))
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"stack(): argument 'tensors' must be a tuple or list of Tensors, got "
                         f"{type(tensors).__name__}")
@@ -1423,9 +1430,11 @@ def _along_dim_index(input, dim, index, name):
 
 
 @tensor_method
-def gather(input, dim, index):
+def gather(input, dim, index, *, sparse_grad=False, out=None):
     if type(input) is not Tensor and has_torch_function(input):
-        return handle_torch_function(gather, (input, dim, index), {})
+        return handle_torch_function(gather, (input, dim, index), {"sparse_grad": sparse_grad, "out": out})
+    if out is not None:
+        return _into(out, gather(input, dim, index))
     d, idx = _along_dim_index(input, dim, index, "gather")
     return P.Gather.apply(input, d, idx)
 
@@ -1813,6 +1822,16 @@ def _inplace(self, compute, *others):
     return self
 
 
+def _into(out, result):
+    """The ``out=`` form of a function: ``result`` copied into the tensor ``out``, which is returned."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"out must be a Tensor, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(result.shape):
+        raise RuntimeError(f"out has shape {list(out.shape)} but the result has shape {list(result.shape)} "
+                           "(rlpipe does not resize out= tensors)")
+    return copy_(out, result)
+
+
 @tensor_method
 def fill_(input, value):
     if isinstance(value, Tensor) and value.ndim:
@@ -2117,3 +2136,88 @@ def isreal(input):
 
 
 __all__ += "asin acos atan tan sinh cosh arcsin arccos arctan erfc frac isposinf isneginf isreal".split()
+
+
+# ---- running extremes and quantiles ------------------------------------------------------------------
+
+cummax_return = type("cummax", (_ValuesIndices,), {"__slots__": ()})
+cummin_return = type("cummin", (_ValuesIndices,), {"__slots__": ()})
+
+
+def _running_extreme(input, dim, largest):
+    """(values, indices) of the running max (or min) along ``dim``; on ties the later index wins, as
+    in torch. The indices come from one pass over the dim; the values gather the input through them
+    (so gradients reach the elements that were picked)."""
+    d = input._dim(dim)
+    x = input if input.ndim else reshape(input, 1)
+    xp = x._device._backend.xp
+    data = xp.moveaxis(x._data, d if input.ndim else 0, 0)
+    best, index = data[0].copy(), xp.zeros(data.shape[1:], dtype=np.int64)
+    indices = xp.empty(data.shape, dtype=np.int64)
+    indices[0] = index
+    for i in range(1, data.shape[0]):
+        better = ((data[i] >= best) if largest else (data[i] <= best)) | (data[i] != data[i])  # NaN wins
+        index = xp.where(better, i, index)
+        best = xp.where(better, data[i], best)
+        indices[i] = index
+    indices = wrap(xp.ascontiguousarray(xp.moveaxis(indices, 0, d if input.ndim else 0)), x._device)
+    values = P.Gather.apply(x, d if input.ndim else 0, indices._data)
+    if not input.ndim:
+        return reshape(values, ()), reshape(indices, ())
+    return values, indices
+
+
+@tensor_method
+def cummax(input, dim):
+    return cummax_return(*_running_extreme(input, dim, True))
+
+
+@tensor_method
+def cummin(input, dim):
+    return cummin_return(*_running_extreme(input, dim, False))
+
+
+_QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+@tensor_method
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    """The q-th quantiles along ``dim`` (all elements when None), interpolated between the two
+    nearest sorted values as torch.quantile does; a 1-D ``q`` adds a leading dim of its size."""
+    if not input.is_floating_point():
+        raise RuntimeError("quantile() input tensor must be either float or double dtype")
+    if interpolation not in _QUANTILE_MODES:
+        raise ValueError(f"quantile() interpolation must be one of {', '.join(_QUANTILE_MODES)}. "
+                         f"Got {interpolation}")
+    qs = q.detach().cpu().numpy().astype(np.float64) if isinstance(q, Tensor) else np.asarray(q, np.float64)
+    if qs.ndim > 1:
+        raise RuntimeError("quantile() q must be a scalar or 1D tensor")
+    bad = [v for v in qs.reshape(-1).tolist() if not 0 <= v <= 1]
+    if bad:
+        raise RuntimeError(f"quantile() q must be in the range [0, 1] but got {bad[0]}")
+    x, d = (reshape(input, -1), 0) if dim is None else (input, input._dim(dim))
+    if x.ndim == 0:
+        x, d = reshape(x, 1), 0
+    n = x.shape[d]
+    if n == 0:
+        raise RuntimeError("quantile() input tensor must be non-empty")
+    ordered = sort(x, d).values
+    nan = any(isnan(x), d, keepdim=True)
+    picked = []
+    for value in qs.reshape(-1):
+        pos = value * (n - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        if interpolation == "nearest":
+            lo = hi = builtins.int(np.round(pos))
+        frac = {"lower": 0.0, "higher": 1.0, "midpoint": 0.5}.get(interpolation, pos - lo)
+        low, high = narrow(ordered, d, lo, 1), narrow(ordered, d, hi, 1)
+        picked.append(where(nan, math.nan, low if lo == hi else low + (high - low) * frac))
+    out = stack(picked, 0) if qs.ndim else picked[0]
+    axis = d + 1 if qs.ndim else d
+    if dim is None:
+        return reshape(out, (len(picked),) + (1,) * input.ndim) if keepdim and qs.ndim else \
+            reshape(out, (1,) * input.ndim) if keepdim else reshape(out, (-1,) if qs.ndim else ())
+    return out if keepdim else squeeze(out, axis)
+
+
+__all__ += "cummax cummin quantile".split()

@@ -1,6 +1,7 @@
 """The backward pass: walks the graph of Function nodes in dependency order."""
 from .function import as_array, edge_of, NOT_A_TENSOR
 from .grad_mode import no_grad
+from .._dispatch import handle_torch_function, has_torch_function
 from .._tensor import Tensor, wrap
 
 
@@ -24,6 +25,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None,
          is_grads_batched=False, materialize_grads=False):
     """The gradients of ``outputs`` with respect to ``inputs``, returned (nothing is accumulated)."""
+    if type(outputs) is not Tensor and has_torch_function(outputs, inputs, grad_outputs):
+        return handle_torch_function(grad, (outputs, inputs, grad_outputs), {
+            "retain_graph": retain_graph, "create_graph": create_graph, "allow_unused": allow_unused,
+            "is_grads_batched": is_grads_batched, "materialize_grads": materialize_grads})
     outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
     single = isinstance(inputs, Tensor)
     inputs = (inputs,) if single else tuple(inputs)

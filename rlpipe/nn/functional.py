@@ -14,6 +14,8 @@ from .. import _ops as ops
 from .._ops import linear, one_hot, sigmoid, tanh, softplus, gelu  # noqa: F401 - re-exported as in torch
 from .._ops import _LEGACY_TYPE_NAMES, _inplace, _require_float
 from .._creation import zeros
+from .._dispatch import handle_torch_function, has_torch_function
+from .._tensor import Tensor
 from ..autograd import no_grad
 from ..random import rand
 
@@ -600,6 +602,8 @@ def _warn_size(input, target):
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """(input - target)^2, reduced."""
+    if (type(input) is not Tensor or type(target) is not Tensor) and has_torch_function(input, target):
+        return handle_torch_function(mse_loss, (input, target, size_average, reduce, reduction), {})
     reduction = _reduction(size_average, reduce, reduction)
     _warn_size(input, target)
     diff = input - target
@@ -608,6 +612,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """|input - target|, reduced."""
+    if (type(input) is not Tensor or type(target) is not Tensor) and has_torch_function(input, target):
+        return handle_torch_function(l1_loss, (input, target, size_average, reduce, reduction), {})
     reduction = _reduction(size_average, reduce, reduction)
     _warn_size(input, target)
     return _reduce(ops.abs(input - target), reduction)
@@ -621,6 +627,9 @@ def _quadratic_then_linear(diff, knot, slope):
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (an L1 loss when beta is 0)."""
+    if (type(input) is not Tensor or type(target) is not Tensor) and has_torch_function(input, target):
+        return handle_torch_function(smooth_l1_loss, (input, target, size_average, reduce, reduction),
+                                     {"beta": beta})
     reduction = _reduction(size_average, reduce, reduction)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")

@@ -14,7 +14,8 @@ import builtins
 
 import numpy as np
 
-from .. import _creation, _dtypes, _ops, random as _random
+from .. import _creation, _dtypes, _ops, autograd as _autograd, random as _random
+from ..nn import functional as _F
 from .._tensor import Size, Tensor
 from ..autograd.grad_mode import state as _grad_state
 
@@ -69,6 +70,12 @@ class TensorDictMath:
                 yield from value._leaf_items(prefix + (key,))
             else:
                 yield prefix + (key,), value
+
+    def _rebuild(self, values, prefix=()):
+        """A TensorDict shaped like this one whose leaves are ``values[key tuple]``."""
+        entries = {k: v._rebuild(values, prefix + (k,)) if _is_td(v) else values[prefix + (k,)]
+                   for k, v in self._tensordict.items()}
+        return self._build(entries, self._batch_size, self._device)
 
     def _paired(self, other, fn, default):
         """A TensorDict of ``fn(leaf, other_leaf)``; the key sets must match unless ``default`` fills gaps."""
@@ -301,20 +308,6 @@ class TensorDictMath:
         return self.abs()
 
     # ---- comparisons and logic ----------------------------------------------------------------
-    def __eq__(self, other):
-        """Leaf-by-leaf ``==`` (a dict is read as a TensorDict); any other object compares False."""
-        return self._compared(other, _ops.eq, False)
-
-    def __ne__(self, other):
-        return self._compared(other, _ops.ne, True)
-
-    def _compared(self, other, op, otherwise):
-        if isinstance(other, dict):
-            other = type(self)(other, batch_size=self._batch_size, device=self._device)
-        if not (_is_td(other) or isinstance(other, (Tensor, int, float, bool, np.number, np.bool_))):
-            return otherwise
-        return self._elementwise(op, other)
-
     def __lt__(self, other):
         return self._elementwise(_ops.lt, other)
 
@@ -467,14 +460,86 @@ class TensorDictMath:
     def min(self, dim=_NO_DIM, keepdim=False, *, reduce=None, return_indices=True):
         return self._extreme("min", dim, keepdim, reduce, return_indices)
 
-    def logsumexp(self, dim=None, keepdim=False):
-        """log(sum(exp)) over batch dims (all of them by default); features are kept."""
+    def logsumexp(self, dim=None, keepdim=False, *, out=None):
+        """log(sum(exp)) over batch dims (all of them by default); features are kept. With ``out``,
+        the result is written into that TensorDict, which is returned."""
         n = len(self._batch_size)
         dims = tuple(range(n)) if dim is None else dim if isinstance(dim, tuple) else (dim,)
         if any(not isinstance(d, int) or not -n <= d < n for d in dims):
             raise ValueError(f"The dimension {dim} is incompatible with a tensordict with batch_size "
                              f"{_shape_str(self._batch_size)}.")
-        return self._reduce("logsumexp", tuple(d % n for d in dims), keepdim)
+        result = self._reduce("logsumexp", tuple(d % n for d in dims), keepdim)
+        return result if out is None else result._into(out)
+
+    def _running(self, name, dim, reduce, return_indices):
+        """cummax/cummin along a batch dim: ``(values, indices)`` TensorDicts of the same batch size."""
+        d = self._reduction_dims(dim)[0]
+        if reduce:
+            return getattr(_ops, name)(_ops.cat([t for _, t in self._leaf_items()], d), d)
+        pairs = self._map(lambda t: getattr(_ops, name)(t, d))
+        values, indices = pairs._map(lambda p: p[0]), pairs._map(lambda p: p[1])
+        if not return_indices:
+            return values
+        return getattr(_ops, name + "_return")(values, indices)
+
+    def cummax(self, dim, *, reduce=None, return_indices=True):
+        return self._running("cummax", dim, reduce, return_indices)
+
+    def cummin(self, dim, *, reduce=None, return_indices=True):
+        return self._running("cummin", dim, reduce, return_indices)
+
+    def quantile(self, q, dim=_NO_DIM, keepdim=_NO_DIM, *, interpolation="linear", reduce=None):
+        """The q-th quantile, with the reductions' ``dim``/``keepdim``/``reduce`` rules; of a tuple of
+        dims only the first is used (torch.quantile takes one dim; tensordict does the same)."""
+        if isinstance(dim, tuple):
+            dim = dim[0]
+        return self._reduce("quantile", dim, keepdim, reduce,
+                            call=lambda t, **kw: _ops.quantile(t, q, interpolation=interpolation, **kw))
+
+    # ---- autograd --------------------------------------------------------------------------------
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Backpropagates from every leaf that requires grad; ``gradient`` (a TensorDict with those
+        keys) is needed unless every such leaf holds one element."""
+        pairs = [(k, t) for k, t in self._leaf_items() if t.requires_grad]
+        if not pairs:
+            raise RuntimeError("backward() cannot be called on a tensordict that has no leaf tensor requiring "
+                               "gradients.")
+        grads = None
+        if gradient is None:
+            for key, t in pairs:
+                if t.numel() != 1:
+                    raise RuntimeError(f"grad can be implicitly created only for scalar outputs: the leaf at key "
+                                       f"{key!r} has shape {tuple(t.shape)}. Pass a gradient tensordict matching "
+                                       f"the structure of this tensordict to backward().")
+        elif not _is_td(gradient):
+            raise TypeError(f"gradient must be a TensorDict with entries matching the differentiable leaves of the "
+                            f"tensordict, got {type(gradient).__name__} instead.")
+        else:
+            grads = [gradient.get(key, None) for key, _ in pairs]
+            for (key, t), g in zip(pairs, grads):
+                if g is None:
+                    raise KeyError(f"Missing gradient entry for key {key!r} in the gradient tensordict passed to "
+                                   f"backward().")
+                if tuple(g.shape) != tuple(t.shape):
+                    raise RuntimeError(f"Mismatch in shape: the gradient at key {key!r} has shape {tuple(g.shape)} "
+                                       f"but the corresponding leaf has shape {tuple(t.shape)}.")
+        if _is_td(inputs):
+            inputs = [t for _, t in inputs._leaf_items()]
+        _autograd.backward([t for _, t in pairs], grads, retain_graph=retain_graph, create_graph=create_graph,
+                           inputs=inputs)
+
+    def _into(self, out):
+        """Writes this TensorDict's leaves into ``out`` (a leaf ``out`` has is filled in place, a
+        missing one is set) and returns ``out``: the ``out=`` form of TensorDict functions."""
+        if not _is_td(out):
+            raise TypeError(f"out must be a TensorDict, got {type(out).__name__}")
+        for key, value in self._leaf_items():
+            target = out.get(key, None)
+            if target is None:
+                out.set(key, value)
+            else:
+                target.copy_(value)
+        return out
 
     def norm(self, *, dtype=None):
         """The 2-norm of each leaf (all its elements), in a TensorDict of batch size []."""
@@ -495,13 +560,14 @@ class TensorDictMath:
     def where(self, condition, other, *, out=None, pad=None):
         """``condition ? self : other`` leaf by leaf. ``condition`` is lined up with the batch dims;
         ``other`` is a number, a tensor or a TensorDict. With a TensorDict, a key that only one side
-        holds takes ``pad`` on the other side (KeyError without ``pad``)."""
-        if out is not None:
-            raise NotImplementedError("where(out=...) is not supported by rlpipe's TensorDict")
+        holds takes ``pad`` on the other side (KeyError without ``pad``). With ``out``, the result is
+        written into that TensorDict (see ``_into``), which is returned."""
         if not _is_td(other):
-            return self._map(lambda t: _ops.where(_right_expand(condition, t), t,
-                                                  _right_expand(other, t) if isinstance(other, Tensor) else other))
-        return self._where_td(condition, other, pad)
+            result = self._map(lambda t: _ops.where(_right_expand(condition, t), t,
+                                                    _right_expand(other, t) if isinstance(other, Tensor) else other))
+        else:
+            result = self._where_td(condition, other, pad)
+        return result if out is None else result._into(out)
 
     def _where_td(self, condition, other, pad):
         def pick(key, a, b):
@@ -647,9 +713,49 @@ def _symmetric(name):
 
 
 def _join(how):
-    def handler(tensors, dim=0):
-        return getattr(type(tensors[0]), how)(tensors, dim)
+    def handler(tensors, dim=0, *, out=None):
+        result = getattr(type(tensors[0]), how)(tensors, dim)
+        return result if out is None else result._into(out)
     return handler
+
+
+def _gather(td, dim, index, *, sparse_grad=False, out=None):
+    if sparse_grad:
+        raise NotImplementedError("sparse_grad=True not implemented for rlpipe.gather(tensordict, ...)")
+    result = td.gather(dim, index)
+    return result if out is None else result._into(out)
+
+
+def _where_out(condition, input=None, other=None, *, out=None):
+    result = _where(condition, input, other)
+    return result if out is None else result._into(out)
+
+
+def _loss(fn):
+    """Handler for rlpipe.nn.functional losses: the loss of every pair of leaves; reduced losses
+    give a TensorDict of batch size []."""
+    def handler(input, target, size_average=None, reduce=None, reduction="mean", **kwargs):
+        if reduction not in ("none", "mean", "sum"):
+            raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
+        return input.apply(lambda x, y: fn(x, y, size_average, reduce, reduction, **kwargs), target,
+                           batch_size=None if reduction == "none" else [])
+    return handler
+
+
+def _grad(outputs, inputs, grad_outputs=None, **kwargs):
+    """rlpipe.autograd.grad(td_out, td_in, td_grad_out): a TensorDict of gradients shaped like ``inputs``."""
+    def single(value, name):
+        value = value[0] if isinstance(value, tuple) and len(value) == 1 else value
+        if value is not None and not _is_td(value):
+            raise ValueError(f"rlpipe.autograd.grad for TensorDict only supports one TensorDict as {name}")
+        return value
+    outputs, inputs, grad_outputs = single(outputs, "output"), single(inputs, "input"), \
+        single(grad_outputs, "grad_output")
+    keys, leaves = zip(*inputs._leaf_items())
+    grads = _autograd.grad([t for _, t in outputs._leaf_items()], list(leaves),
+                           None if grad_outputs is None else [t for _, t in grad_outputs._leaf_items()], **kwargs)
+    found = dict(zip(keys, grads))
+    return inputs._rebuild(found)
 
 
 def _clone(td, memory_format=None):
@@ -657,11 +763,13 @@ def _clone(td, memory_format=None):
 
 
 _HANDLERS = {getattr(_ops, name): _method(name) for name in (
-    "gather unbind split chunk masked_select squeeze unsqueeze permute transpose flatten unflatten flip roll "
+    "unbind split chunk masked_select squeeze unsqueeze permute transpose flatten unflatten flip roll "
     "narrow movedim").split()}
 _HANDLERS.update({getattr(_ops, name): _reduction(name) for name in ("sum", "mean", "prod")})
 _HANDLERS.update({getattr(_ops, name): _spread(name) for name in ("std", "var")})
-_HANDLERS.update({_ops.where: _where, _ops.maximum: _symmetric("maximum"), _ops.minimum: _symmetric("minimum"),
-                  _ops.stack: _join("stack"), _ops.cat: _join("cat"), _ops.clone: _clone})
+_HANDLERS.update({_ops.where: _where_out, _ops.maximum: _symmetric("maximum"), _ops.minimum: _symmetric("minimum"),
+                  _ops.stack: _join("stack"), _ops.cat: _join("cat"), _ops.clone: _clone, _ops.gather: _gather,
+                  _autograd.grad: _grad})
+_HANDLERS.update({fn: _loss(fn) for fn in (_F.l1_loss, _F.mse_loss, _F.smooth_l1_loss)})
 _HANDLERS.update({fn: _like(fn) for fn in (_creation.zeros_like, _creation.ones_like, _creation.empty_like,
                                            _creation.full_like, _random.rand_like, _random.randn_like)})

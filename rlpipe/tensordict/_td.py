@@ -733,6 +733,17 @@ class TensorDict(TensorDictMath):
         return cls._join_tensordicts(list(tds), dim, "cat")
 
     # ---- comparison ------------------------------------------------------------------------------------
+    def _compare(self, other, op):
+        if isinstance(other, TensorDict):
+            return self.apply(op, other)
+        return self._map(lambda t: op(t, other))
+
+    def __eq__(self, other):
+        return self._compare(other, _ops.eq)
+
+    def __ne__(self, other):
+        return self._compare(other, _ops.ne)
+
     __hash__ = object.__hash__
 
     def all(self, dim=None):
