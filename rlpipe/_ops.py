@@ -1782,6 +1782,16 @@ def _check_write(t, values):
                                f"{list(np.broadcast_shapes(values.shape, t._data.shape))}")
 
 
+def _into(out, result):
+    """The ``out=`` form of a function: ``result`` copied into the tensor ``out``, which is returned."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"out must be a Tensor, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(result.shape):
+        raise RuntimeError(f"out has shape {list(out.shape)} but the result has shape {list(result.shape)} "
+                           "(rlpipe does not resize out= tensors)")
+    return copy_(out, result)
+
+
 def _inplace(self, compute, *others):
     """Runs ``compute(source, *others)`` out of place and stores the result in ``self``.
 
@@ -1820,16 +1830,6 @@ def _inplace(self, compute, *others):
     _adopt(self, P.AsView.apply(new_base, view_fn))
     self._view_of = (base, view_fn, self._vc[0])
     return self
-
-
-def _into(out, result):
-    """The ``out=`` form of a function: ``result`` copied into the tensor ``out``, which is returned."""
-    if not isinstance(out, Tensor):
-        raise TypeError(f"out must be a Tensor, got {type(out).__name__}")
-    if tuple(out.shape) != tuple(result.shape):
-        raise RuntimeError(f"out has shape {list(out.shape)} but the result has shape {list(result.shape)} "
-                           "(rlpipe does not resize out= tensors)")
-    return copy_(out, result)
 
 
 @tensor_method
