@@ -675,6 +675,16 @@ def test_out_forms_write_into_the_given_tensordict():
         td.where(m, 0., out=rlpipe.zeros(2, 3))
 
 
+def test_torch_func_stack_is_tensordicts_helper():
+    from rlpipe.tensordict._torch_func import _cat, _stack
+    td = make()
+    out = rlpipe.zeros_like(rlpipe.stack([td, td], 1))
+    leaf = out["i"]
+    assert _stack([td, td], 1, out=out) is out and out["i"] is leaf
+    np.testing.assert_array_equal(arr(leaf), np.stack([A, A], 1))
+    assert _cat(list(td.unbind(0)), 0).batch_size == rlpipe.Size([6])
+
+
 def test_tensor_out_forms():
     x, out = rlpipe.arange(6.).reshape(2, 3), rlpipe.zeros(2, 3)
     assert rlpipe.where(x > 2, x, 0., out=out) is out
