@@ -120,6 +120,27 @@ def test_different_keys_raise_keyerror_naming_them():
         td - other
 
 
+def test_operands_of_other_types_are_refused():
+    td = make()
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \+: 'TensorDict' and 'str'"):
+        td + "s"
+    with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for -: 'TensorDict' and 'list'"):
+        td - [1.0, 2.0]
+    with pytest.raises(TypeError, match="'<' not supported between instances of 'TensorDict' and 'NoneType'"):
+        td < None  # noqa: B015 - the comparison is under test
+    with pytest.raises(TypeError, match="TensorDict math takes a TensorDict, a Tensor or a number as operand, got str"):
+        td.add("s")
+    before = arr(td["a"])
+    with pytest.raises(TypeError, match="as operand, got list"):
+        td.mul_([1, 2, 3])
+    np.testing.assert_array_equal(arr(td["a"]), before)
+    other = make()
+    other["b"] = rlpipe.zeros(2, 3)  # a tensor where td has a nested TensorDict
+    with pytest.raises(TypeError, match="entry 'b' is a TensorDict on one side and a tensor on the other"):
+        td.add(other, default=0)
+    assert_leaves(td + np.float32(2), {("a",): A + 2, ("b", "c"): C + 2, ("i",): A + 2})
+
+
 def test_default_fills_missing_keys():
     td, other = make(), make()
     del other["a"]

@@ -37,6 +37,19 @@ def _is_td(x):
     return isinstance(x, TensorDictMath)
 
 
+def _is_operand(x):
+    return isinstance(x, (TensorDictMath, Tensor, int, float, np.number, np.bool_))  # bool is an int
+
+
+def _operator(method):
+    """The binary operator ``method`` answering NotImplemented for operands it does not take, so that
+    Python tries the other operand and then raises its own TypeError."""
+    def op(self, other):
+        return method(self, other) if _is_operand(other) else NotImplemented
+    op.__name__, op.__doc__ = method.__name__, method.__doc__
+    return op
+
+
 def _right_expand(t, leaf):
     """``t`` (shaped like the batch) with trailing unit dims, to broadcast over ``leaf``'s features."""
     extra = leaf.ndim - t.ndim
@@ -117,6 +130,10 @@ class TensorDictMath:
 
     def _elementwise(self, fn, *others, default=None):
         """A TensorDict of ``fn(leaf, *operands)`` where each operand is taken leaf by leaf."""
+        for o in others:
+            if not _is_operand(o):
+                raise TypeError(f"TensorDict math takes a TensorDict, a Tensor or a number as operand, got "
+                                f"{type(o).__name__}")
         td, others = self._broadcast(others)
         if not others:
             return td._map(fn)
@@ -653,6 +670,9 @@ def _cast(name, dtype):
     return op
 
 
+for _name in ("add iadd sub isub mul imul truediv itruediv pow ipow mod radd rmul rsub rtruediv rpow rmod lt le gt "
+              "ge and or xor rand ror rxor").split():
+    setattr(TensorDictMath, f"__{_name}__", _operator(getattr(TensorDictMath, f"__{_name}__")))
 for _name in _UNARY:
     setattr(TensorDictMath, _name, _unary(_name))
     setattr(TensorDictMath, _name + "_", _unary_(_name))
