@@ -242,6 +242,21 @@ def test_failed_inplace_op_leaves_every_leaf_unchanged():
         np.testing.assert_array_equal(value, before[key])
 
 
+def test_inplace_refusals_happen_before_any_write():
+    w = rlpipe.ones(3, requires_grad=True)
+    td = TensorDict({"a": rlpipe.zeros(3), "w": w}, [3])
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        td.add_(1)
+    assert arr(td["a"]).tolist() == [0, 0, 0]
+    with rlpipe.no_grad():
+        td.add_(1)  # allowed without grad, as for tensors
+    np.testing.assert_array_equal(arr(w), [2, 2, 2])
+    expanded = TensorDict({"a": rlpipe.zeros(3), "e": rlpipe.zeros(1).expand(3)}, [3])
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor refers to a single"):
+        expanded.add_(1)
+    assert arr(expanded["a"]).tolist() == [0, 0, 0]
+
+
 def test_inplace_on_locked_tensordict_is_allowed():
     td = make().lock_()
     td.add_(1)

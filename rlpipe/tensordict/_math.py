@@ -154,9 +154,12 @@ class TensorDictMath:
             raise RuntimeError(f"output with batch size {_shape_str(self._batch_size)} doesn't match the broadcast "
                                f"batch size {_shape_str(out._batch_size)}")
         pairs = list(zip((t for _, t in self._leaf_items()), (t for _, t in out._leaf_items())))
-        for leaf, result in pairs:
-            _ops._check_write(leaf, result._data)
         tracking = _grad_state[0] and any(leaf._requires_grad or result._requires_grad for leaf, result in pairs)
+        for leaf, result in pairs:  # every check before the first write
+            _ops._check_write(leaf, result._data)
+            _ops._check_writable(leaf)
+            if tracking and leaf._requires_grad and leaf.grad_fn is None:
+                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if not tracking:
             for leaf, result in pairs:
                 _ops._write(leaf, result._data)
