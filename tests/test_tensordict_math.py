@@ -775,3 +775,18 @@ def test_autograd_grad_and_backward_on_tensordicts():
     x.grad = None
     scalar.backward()
     np.testing.assert_array_equal(arr(x.grad), 2 * A)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+@pytest.mark.parametrize("name", ["asin", "acos", "atan", "tan", "sinh", "cosh", "erfc", "frac", "isposinf",
+                                  "isneginf", "isreal"])
+def test_new_tensor_math_on_cuda(name):
+    values = np.array([0.1, -0.5, 0.9, 0.25], np.float32)
+    x = rlpipe.tensor(values, device="cuda", requires_grad=name not in ("isposinf", "isneginf", "isreal"))
+    out = getattr(x, name)()
+    assert out.device == rlpipe.device("cuda:0")
+    np.testing.assert_allclose(arr(out), arr(getattr(rlpipe.tensor(values), name)()), rtol=1e-6)
+    if x.requires_grad:
+        out.sum().backward()
+        assert x.grad.device == rlpipe.device("cuda:0")
