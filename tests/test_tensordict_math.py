@@ -480,6 +480,13 @@ def test_where_pad_fills_keys_one_side_lacks():
     assert_leaves(out, {("a",): np.where(mask, A, -1), ("b", "c"): C, ("i",): A, ("z",): np.where(mask, -1, 1)})
     with pytest.raises(KeyError, match="Key a not found and no pad value provided."):
         td.where(m, other)
+    # keys only the other side has, with feature dims and nested
+    out = td.empty().where(~m, td, pad=-1)  # self's (missing) entries are the pad where ~m holds
+    assert_leaves(out, {("a",): np.where(mask, A, -1), ("b", "c"): np.where(mask[..., None], C, -1),
+                        ("i",): np.where(mask, A, -1)})
+    out = td.where(m, td.empty(), pad=7)
+    assert_leaves(out, {("a",): np.where(mask, A, 7), ("b", "c"): np.where(mask[..., None], C, 7),
+                        ("i",): np.where(mask, A, 7)})
 
 
 def test_masked_select():

@@ -591,18 +591,17 @@ class TensorDictMath:
 
     def _where_td(self, condition, other, pad):
         def pick(key, a, b):
+            present = a if a is not None else b
             if a is None or b is None:
                 if pad is None:
                     raise KeyError(f"Key {key} not found and no pad value provided.")
-                present = a if a is not None else b
                 if _is_td(present):
-                    return present._map(lambda t: pick(key, t if a is not None else None, None if a is not None
-                                                       else t))
-                filler = _ops.full_like(present, pad) if isinstance(present, Tensor) else pad
+                    return present._map(lambda t: pick(key, t, None) if a is not None else pick(key, None, t))
+                filler = _ops.full_like(present, pad)  # a 0-d tensor of the present entry's dtype
                 a, b = (a, filler) if a is not None else (filler, b)
             if _is_td(a):
                 return a._where_td(condition, b, pad)
-            return _ops.where(_right_expand(condition, a), a, b)
+            return _ops.where(_right_expand(condition, present), a, b)
 
         mine, theirs = self._tensordict, other._tensordict
         entries = {key: pick(key, mine.get(key), theirs.get(key))
