@@ -23,18 +23,16 @@ from one_thread import import_peer  # first: pins BLAS to one thread before NumP
 
 import argparse
 import json
-import os
 import resource
-import subprocess
 import sys
 import time
 
 import numpy as np
+from peer_process import peer_python, run_side
 
 OBS, ACT, HIDDEN, BATCH = 17, 6, 256, 256
 GAMMA, TAU, Q_LR, POLICY_LR = 0.99, 0.005, 1e-3, 3e-4
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
-DEFAULT_PEER = "/work/peervenv/bin/python"
 
 
 def make_sac(lib, seed=0):
@@ -159,17 +157,6 @@ def measure(update, steps, repeat, warmup=20):
     return best
 
 
-def run_side(python, side, steps, repeat, **env):
-    """One library's figures from ``python`` running this file with ``--side``, in its own process
-    (with ``env`` added to its environment), or None (with the reason printed) when it cannot."""
-    cmd = [python, os.path.abspath(__file__), "--side", side, "--steps", str(steps), "--repeat", str(repeat)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
-    if proc.returncode != 0:
-        print(f"{side} side not measured ({python}): {proc.stderr.strip().splitlines()[-1:]}")
-        return None
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def measure_side(side, steps, repeat):
     """The figures for ``side`` in this process, with the library's version."""
     if side == "torch":
@@ -189,16 +176,17 @@ def main():
     p = argparse.ArgumentParser(description="CleanRL SAC update step, rlpipe vs torch")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--peer-python", default=DEFAULT_PEER if os.path.exists(DEFAULT_PEER) else sys.executable)
+    p.add_argument("--peer-python", default=peer_python())
     p.add_argument("--side", choices=("rlpipe", "torch"), help="measure one library only and print JSON")
     args = p.parse_args()
     if args.side:
         print(json.dumps(measure_side(args.side, args.steps, args.repeat)))
         return
 
-    ours = run_side(sys.executable, "rlpipe", args.steps, args.repeat)
-    untuned = run_side(sys.executable, "rlpipe", args.steps, args.repeat, RLPIPE_MALLOPT="0")
-    theirs = run_side(args.peer_python, "torch", args.steps, args.repeat)
+    sizes = ("--steps", args.steps, "--repeat", args.repeat)
+    ours = run_side(__file__, sys.executable, "rlpipe", sizes)
+    untuned = run_side(__file__, sys.executable, "rlpipe", sizes, RLPIPE_MALLOPT="0")
+    theirs = run_side(__file__, args.peer_python, "torch", sizes)
     print(f"CleanRL SAC update step (17-256-256, batch 256), per step, best of {args.repeat} x {args.steps} steps, "
           f"each side in its own process")
     print(f"peer: torch {theirs['version']}" if theirs else "peer: not measured")
