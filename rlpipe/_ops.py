@@ -898,6 +898,25 @@ def _mark_view(out, base, view_fn, may_copy=False):
     return out
 
 
+def _new_view(base, data, view_fn):
+    """``_mark_view(wrap(data, base.device), base, view_fn)`` in one step, for the fast paths that
+    build a view without a graph: a new leaf over ``data`` sharing base's version counter."""
+    t = _new_tensor(Tensor)
+    t._data, t._device, t._requires_grad, t._grad, t.grad_fn, t._output_nr, t._hooks = \
+        data, base._device, False, None, None, 0, None
+    t._vc = counter = base._vc
+    parent = base._view_of
+    if parent is None:
+        t._view_of = (base, view_fn, counter[0])
+    else:
+        parent_fn = parent[1]
+        t._view_of = (parent[0], lambda a: view_fn(parent_fn(a)), counter[0])
+    return t
+
+
+_new_tensor = Tensor.__new__
+
+
 def _view_index(index):
     """``index`` (a tuple of basic index parts) such that NumPy returns a view even where every
     dimension is taken by an integer (``a[0]`` of a 1-d array is a scalar copy, ``a[0, ...]`` a
@@ -963,8 +982,10 @@ def _reshaped_without_graph(input, shape, copy_ok):
         return None
     new = out.shape
     if new == data.shape:
-        return _mark_view(wrap(out, input._device), input, lambda a: a)
-    return _mark_view(wrap(out, input._device), input, lambda a: a.reshape(new), may_copy=copy_ok)
+        return _new_view(input, out, lambda a: a)
+    if copy_ok:
+        return _mark_view(wrap(out, input._device), input, lambda a: a.reshape(new), may_copy=True)
+    return _new_view(input, out, lambda a: a.reshape(new))
 
 
 @tensor_method
@@ -984,14 +1005,14 @@ def reshape(input, *shape):
 def view(input, *shape):
     """reshape that never copies: a RuntimeError where the layout would need a copy.
     ``view(dtype)`` reinterprets the bytes, as in torch."""
-    if len(shape) == 1 and not isinstance(shape[0], (builtins.int, tuple, list)):
-        dtype = _dtypes.as_dtype(shape[0])
-        return _mark_view(wrap(input._data.view(dtype.np), input._device), input, lambda a: a.view(dtype.np))
     plain = _plain_shape(shape)
     if plain is not None and not (input._requires_grad and _grad_state[0]):
         out = _reshaped_without_graph(input, plain, False)
         if out is not None:
             return out
+    if len(shape) == 1 and not isinstance(shape[0], (builtins.int, tuple, list)):
+        dtype = _dtypes.as_dtype(shape[0])
+        return _mark_view(wrap(input._data.view(dtype.np), input._device), input, lambda a: a.view(dtype.np))
     shape = _infer_shape(_shape_arg(shape), input.numel())
     probe = input._data.view()
     try:
@@ -1050,8 +1071,11 @@ def unsqueeze(input, dim):
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
     d = dim % n
-    shape = input.shape
-    return reshape(input, shape[:d] + (1,) + shape[d:])
+    shape = input._data.shape
+    shape = shape[:d] + (1,) + shape[d:]
+    if not (input._requires_grad and _grad_state[0]):  # a new unit dim is always a view
+        return _new_view(input, input._data.reshape(shape), lambda a: a.reshape(shape))
+    return reshape(input, shape)
 
 
 @tensor_method
@@ -1351,17 +1375,29 @@ def getitem(input, index):
     if not (input._requires_grad and _grad_state[0]) and input._data.ndim and _is_plain_basic(index):
         # the common case without a graph: ints and slices give a view, straight from the backend
         view_index = index + (Ellipsis,) if type(index) is tuple else (index, Ellipsis)
-        return _mark_view(wrap(input._data[view_index], input._device), input, lambda a: a[view_index])
+        try:
+            data = input._data[view_index]
+        except IndexError as e:
+            raise _index_error(e) from None
+        return _new_view(input, data, lambda a: a[view_index])
     index, advanced = _convert_index(input, index)
-    if advanced and builtins.any(type(p) is builtins.int for p in index):
-        # torch selects with integers first; NumPy would treat them as advanced indices
-        ints, rest = _split_integer_index(index)
-        selected = _mark_view(P.Index.apply(input, ints, False), input, lambda a: a[_view_index(ints)])
-        return P.Index.apply(selected, rest, True)
-    if advanced:
-        return P.Index.apply(input, index, True)
-    view_index = _view_index(index)  # a view even where integers take every dimension
-    return _mark_view(P.Index.apply(input, view_index, False), input, lambda a: a[view_index])
+    try:
+        if advanced and builtins.any(type(p) is builtins.int for p in index):
+            # torch selects with integers first; NumPy would treat them as advanced indices
+            ints, rest = _split_integer_index(index)
+            selected = _mark_view(P.Index.apply(input, ints, False), input, lambda a: a[_view_index(ints)])
+            return P.Index.apply(selected, rest, True)
+        if advanced:
+            return P.Index.apply(input, index, True)
+        view_index = _view_index(index)  # a view even where integers take every dimension
+        return _mark_view(P.Index.apply(input, view_index, False), input, lambda a: a[view_index])
+    except IndexError as e:
+        raise _index_error(e) from None
+
+
+def _index_error(error):
+    """NumPy's IndexError in torch's words (torch counts dimensions, NumPy axes)."""
+    return IndexError(str(error).replace(" for axis ", " for dimension "))
 
 
 _SLICE_BOUND = (builtins.int, type(None))
@@ -2015,7 +2051,7 @@ _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 def _index_add_positions(input, dim, index, source):
     """Checks index_add's arguments as torch does; returns the dim and the positions as int64.
     For a 0-d input only the dim and the dtypes are checked (the caller reshapes it)."""
-    d = input._dim(dim)
+    d = dim if type(dim) is builtins.int and 0 <= dim < input._data.ndim else input._dim(dim)
     if not isinstance(index, Tensor) or index._data.dtype not in _INDEX_DTYPES:
         raise RuntimeError("index_add_(): Expected dtype int32/int64 for index but got: "
                            f"{_LEGACY_TYPE_NAMES[index.dtype.name] if isinstance(index, Tensor) else type(index)}")
@@ -2037,8 +2073,9 @@ def _index_add_positions(input, dim, index, source):
                            f"Got self.shape = {list(shape)} source.shape = {list(source_shape)}")
     if values.ndim != 1:
         values = values.reshape(-1)
-    values = values.astype(np.int64, copy=False)
-    if values.size:  # argmin/argmax: a fraction of min/max's fixed cost on small arrays
+    if values.dtype != _INT64:
+        values = values.astype(np.int64)
+    if n_source:  # argmin/argmax: a fraction of min/max's fixed cost on small arrays
         n, lo, hi = shape[d], builtins.int(values[values.argmin()]), builtins.int(values[values.argmax()])
         if lo < 0 or hi >= n:
             raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension {d} with size {n}")
