@@ -2068,15 +2068,16 @@ def _index_add_positions(input, dim, index, source):
     if values.size != n_source:
         raise RuntimeError(f"index_add_(): Number of indices ({values.size}) should be equal to source.size(dim): "
                            f"({n_source}), for dim: {d}")
-    if len(source_shape) != len(shape) or source_shape[:d] != shape[:d] or source_shape[d + 1:] != shape[d + 1:]:
+    if len(source_shape) != len(shape) or len(shape) > 1 and (source_shape[:d] != shape[:d] or
+                                                              source_shape[d + 1:] != shape[d + 1:]):
         raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified dimension. "
                            f"Got self.shape = {list(shape)} source.shape = {list(source_shape)}")
     if values.ndim != 1:
         values = values.reshape(-1)
     if values.dtype != _INT64:
         values = values.astype(np.int64)
-    if n_source:  # argmin/argmax: a fraction of min/max's fixed cost on small arrays
-        n, lo, hi = shape[d], builtins.int(values[values.argmin()]), builtins.int(values[values.argmax()])
+    if n_source:
+        n, (lo, hi) = shape[d], input._device._backend.bounds(values)
         if lo < 0 or hi >= n:
             raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension {d} with size {n}")
     return d, values

@@ -82,6 +82,12 @@ def scatter_add(target, index, values):
     np.add.at(target, index, values)
 
 
+def bounds(values):
+    """(smallest, largest) of a non-empty integer array as Python ints; argmin and argmax cost a
+    fraction of min and max on small arrays (no ufunc reduction machinery)."""
+    return values.item(values.argmin()), values.item(values.argmax())
+
+
 def erf(x):
     from scipy.special import erf as _erf  # SciPy's erf is exact to float64 precision
     return _erf(x).astype(x.dtype, copy=False)
