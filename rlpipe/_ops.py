@@ -967,34 +967,24 @@ def _plain_shape(shape):
     return shape
 
 
-def _reshaped_without_graph(input, shape, copy_ok):
-    """``input`` reshaped to ``shape`` (plain ints) where no graph is recorded, or None where NumPy
-    refuses (the slow path then raises torch's error). A view shares input's version counter;
-    with ``copy_ok`` (reshape) the layout may force a copy."""
-    data = input._data
-    try:
-        if copy_ok:
-            out = data.reshape(shape)
-        else:
-            out = data.view()
-            out.shape = shape  # raises instead of copying
-    except (AttributeError, ValueError):
-        return None
-    new = out.shape
-    if new == data.shape:
-        return _new_view(input, out, lambda a: a)
-    if copy_ok:
-        return _mark_view(wrap(out, input._device), input, lambda a: a.reshape(new), may_copy=True)
-    return _new_view(input, out, lambda a: a.reshape(new))
+def _reshape_fn(new, old):
+    """The view function of a reshape from shape ``old`` to ``new``."""
+    return (lambda a: a) if new == old else (lambda a: a.reshape(new))
 
 
 @tensor_method
 def reshape(input, *shape):
-    plain = _plain_shape(shape)
-    if plain is not None and not (input._requires_grad and _grad_state[0]):
-        out = _reshaped_without_graph(input, plain, True)
-        if out is not None:
-            return out
+    plain = None if input._requires_grad and _grad_state[0] else _plain_shape(shape)
+    if plain is not None:  # no graph: NumPy reshapes, and its errors leave torch's to the checks below
+        try:
+            out = input._data.reshape(plain)
+        except ValueError:
+            pass
+        else:
+            new = out.shape
+            if new == input._data.shape:
+                return _new_view(input, out, lambda a: a)
+            return _mark_view(wrap(out, input._device), input, lambda a: a.reshape(new), may_copy=True)
     shape = _infer_shape(_shape_arg(shape), input.numel())
     if shape == input._data.shape:
         return _mark_view(P.Reshape.apply(input, shape), input, lambda a: a)
@@ -1005,11 +995,15 @@ def reshape(input, *shape):
 def view(input, *shape):
     """reshape that never copies: a RuntimeError where the layout would need a copy.
     ``view(dtype)`` reinterprets the bytes, as in torch."""
-    plain = _plain_shape(shape)
-    if plain is not None and not (input._requires_grad and _grad_state[0]):
-        out = _reshaped_without_graph(input, plain, False)
-        if out is not None:
-            return out
+    plain = None if input._requires_grad and _grad_state[0] else _plain_shape(shape)
+    if plain is not None:  # no graph: a NumPy view, whose errors leave torch's to the checks below
+        out = input._data.view()
+        try:
+            out.shape = plain  # raises instead of copying
+        except (AttributeError, ValueError):
+            pass
+        else:
+            return _new_view(input, out, _reshape_fn(out.shape, input._data.shape))
     if len(shape) == 1 and not isinstance(shape[0], (builtins.int, tuple, list)):
         dtype = _dtypes.as_dtype(shape[0])
         return _mark_view(wrap(input._data.view(dtype.np), input._device), input, lambda a: a.view(dtype.np))
