@@ -918,6 +918,25 @@ def _mark_view(out, base, view_fn, may_copy=False):
     return out
 
 
+def _new_view(base, data, view_fn):
+    """``_mark_view(wrap(data, base.device), base, view_fn)`` in one step, for the fast paths that
+    build a view without a graph: a new leaf over ``data`` sharing base's version counter."""
+    t = _new_tensor(Tensor)
+    t._data, t._device, t._requires_grad, t._grad, t.grad_fn, t._output_nr, t._hooks = \
+        data, base._device, False, None, None, 0, None
+    t._vc = counter = base._vc
+    parent = base._view_of
+    if parent is None:
+        t._view_of = (base, view_fn, counter[0])
+    else:
+        parent_fn = parent[1]
+        t._view_of = (parent[0], lambda a: view_fn(parent_fn(a)), counter[0])
+    return t
+
+
+_new_tensor = Tensor.__new__
+
+
 def _view_index(index):
     """``index`` (a tuple of basic index parts) such that NumPy returns a view even where every
     dimension is taken by an integer (``a[0]`` of a 1-d array is a scalar copy, ``a[0, ...]`` a
@@ -957,8 +976,35 @@ def _infer_shape(shape, numel):
     return shape
 
 
+def _plain_shape(shape):
+    """The shape arguments of view/reshape as a tuple when they are plain ints of at least -1
+    (given as the ints or as one tuple, list or Size), else None (the slow path converts them)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):  # a Size is a tuple
+        shape = tuple(shape[0])
+    for s in shape:
+        if type(s) is not builtins.int or s < -1:
+            return None
+    return shape
+
+
+def _reshape_fn(new, old):
+    """The view function of a reshape from shape ``old`` to ``new``."""
+    return (lambda a: a) if new == old else (lambda a: a.reshape(new))
+
+
 @tensor_method
 def reshape(input, *shape):
+    plain = None if input._requires_grad and _grad_state[0] else _plain_shape(shape)
+    if plain is not None:  # no graph: NumPy reshapes, and its errors leave torch's to the checks below
+        try:
+            out = input._data.reshape(plain)
+        except ValueError:
+            pass
+        else:
+            new = out.shape
+            if new == input._data.shape:
+                return _new_view(input, out, lambda a: a)
+            return _mark_view(wrap(out, input._device), input, lambda a: a.reshape(new), may_copy=True)
     shape = _infer_shape(_shape_arg(shape), input.numel())
     if shape == input._data.shape:
         return _mark_view(P.Reshape.apply(input, shape), input, lambda a: a)
@@ -969,6 +1015,15 @@ def reshape(input, *shape):
 def view(input, *shape):
     """reshape that never copies: a RuntimeError where the layout would need a copy.
     ``view(dtype)`` reinterprets the bytes, as in torch."""
+    plain = None if input._requires_grad and _grad_state[0] else _plain_shape(shape)
+    if plain is not None:  # no graph: a NumPy view, whose errors leave torch's to the checks below
+        out = input._data.view()
+        try:
+            out.shape = plain  # raises instead of copying
+        except (AttributeError, ValueError):
+            pass
+        else:
+            return _new_view(input, out, _reshape_fn(out.shape, input._data.shape))
     if len(shape) == 1 and not isinstance(shape[0], (builtins.int, tuple, list)):
         dtype = _dtypes.as_dtype(shape[0])
         return _mark_view(wrap(input._data.view(dtype.np), input._device), input, lambda a: a.view(dtype.np))
@@ -1038,8 +1093,11 @@ def unsqueeze(input, dim):
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
     d = dim % n
-    shape = input.shape
-    return reshape(input, shape[:d] + (1,) + shape[d:])
+    shape = input._data.shape
+    shape = shape[:d] + (1,) + shape[d:]
+    if not (input._requires_grad and _grad_state[0]):  # a new unit dim is always a view
+        return _new_view(input, input._data.reshape(shape), lambda a: a.reshape(shape))
+    return reshape(input, shape)
 
 
 @tensor_method
@@ -1354,17 +1412,50 @@ def _convert_index(t, index):
 
 @tensor_method("__getitem__")
 def getitem(input, index):
+    if not (input._requires_grad and _grad_state[0]) and input._data.ndim and _is_plain_basic(index):
+        # the common case without a graph: ints and slices give a view, straight from the backend
+        view_index = index + (Ellipsis,) if type(index) is tuple else (index, Ellipsis)
+        try:
+            data = input._data[view_index]
+        except IndexError as e:
+            raise _index_error(e) from None
+        return _new_view(input, data, lambda a: a[view_index])
     index, advanced = _convert_index(input, index)
-    if advanced and builtins.any(type(p) is builtins.int for p in index):
-        # torch selects with integers first; NumPy would treat them as advanced indices
-        ints, rest = _split_integer_index(index)
-        selected = _mark_view(P.Index.apply(input, ints, False), input, lambda a: a[_view_index(ints)])
-        return P.Index.apply(selected, rest, True)
-    out = P.Index.apply(input, index, advanced)
-    if advanced:
-        return out
-    view_index = _view_index(index)
-    return _mark_view(out, input, lambda a: a[view_index])
+    try:
+        if advanced and builtins.any(type(p) is builtins.int for p in index):
+            # torch selects with integers first; NumPy would treat them as advanced indices
+            ints, rest = _split_integer_index(index)
+            selected = _mark_view(P.Index.apply(input, ints, False), input, lambda a: a[_view_index(ints)])
+            return P.Index.apply(selected, rest, True)
+        if advanced:
+            return P.Index.apply(input, index, True)
+        view_index = _view_index(index)  # a view even where integers take every dimension
+        return _mark_view(P.Index.apply(input, view_index, False), input, lambda a: a[view_index])
+    except IndexError as e:
+        raise _index_error(e) from None
+
+
+def _index_error(error):
+    """NumPy's IndexError in torch's words (torch counts dimensions, NumPy axes)."""
+    return IndexError(str(error).replace(" for axis ", " for dimension "))
+
+
+_SLICE_BOUND = (builtins.int, type(None))
+
+
+def _is_plain_basic(index):
+    """Whether ``index`` is an int, a slice of ints with a positive step, or a tuple of those, None
+    and no Ellipsis: what NumPy indexes exactly as torch does (a view), so no conversion is needed."""
+    for part in index if type(index) is tuple else (index,):
+        kind = type(part)
+        if kind is builtins.int or part is None:
+            continue
+        if kind is not slice or type(part.start) not in _SLICE_BOUND or type(part.stop) not in _SLICE_BOUND:
+            return False
+        step = part.step
+        if step is not None and (type(step) is not builtins.int or step <= 0):
+            return False
+    return True
 
 
 def _split_integer_index(index):
@@ -1660,6 +1751,8 @@ def _cast(x, dtype):
         return x
     if not x._device._backend.supports(dtype.np):
         raise TypeError(f"{dtype} is not supported on {x._device} (the {x._device.type} backend has no such dtype)")
+    if not (x._requires_grad and _grad_state[0]):
+        return wrap(x._data.astype(dtype.np), x._device)  # what Cast computes, without its node
     return P.Cast.apply(x, dtype.np)
 
 
@@ -1832,6 +1925,42 @@ def _inplace(self, compute, *others):
     return self
 
 
+def _arithmetic_inplace(name, ufunc):
+    """Replaces Tensor's in-place arithmetic method ``name`` (``add_``, ``__iadd__`` ...) by one that,
+    where nothing needs recording, writes ``ufunc(self, other)`` straight into self's memory: a float
+    tensor (not bfloat16) with a Python int or float, or with a tensor of its dtype, device and shape.
+    Anything else (alpha=, broadcasting, promotion, graphs) takes the general method, whose result
+    is the same."""
+    general = getattr(Tensor, name)
+
+    def method(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs:
+            other, data = args[0], self._data
+            dtype, kind = data.dtype, type(other)
+            if dtype in FLOATING_NP and dtype != _BFLOAT16:
+                if kind is builtins.float or kind is builtins.int:
+                    operand, recording = other, self._requires_grad
+                elif isinstance(other, Tensor) and other._device is self._device and other._data.dtype == dtype \
+                        and other._data.shape == data.shape:
+                    operand, recording = other._data, self._requires_grad or other._requires_grad
+                else:
+                    recording = None
+                if recording is not None and not (recording and _grad_state[0]) \
+                        and self._device._backend.writable(data):
+                    getattr(self._device._backend.xp, ufunc)(data, operand, out=data)
+                    self._vc[0] += 1
+                    return self
+        return general(self, *args, **kwargs)
+    method.__name__, method.__doc__ = general.__name__, general.__doc__
+    setattr(Tensor, name, method)
+
+
+for _names, _ufunc in ((("add_", "__iadd__"), "add"), (("sub_", "__isub__"), "subtract"),
+                       (("mul_", "__imul__"), "multiply"), (("div_", "true_divide_", "__itruediv__"), "true_divide")):
+    for _name in _names:
+        _arithmetic_inplace(_name, _ufunc)
+
+
 @tensor_method
 def fill_(input, value):
     if isinstance(value, Tensor) and value.ndim:
@@ -1847,7 +1976,8 @@ def zero_(input):
 @tensor_method
 def copy_(input, src, non_blocking=False):
     """Copies ``src`` (broadcast, cast, moved to this device) into this tensor."""
-    if isinstance(src, Tensor):
+    if isinstance(src, Tensor) and not (src._device is input._device and src._data.dtype == input._data.dtype
+                                        and src._data.shape == input._data.shape):  # else nothing to convert
         src = to(src, input._device, input.dtype)
         if np.broadcast_shapes(tuple(src.shape), tuple(input.shape)) != tuple(input.shape):
             raise RuntimeError(f"The size of tensor a ({input.shape[-1] if input.ndim else 1}) must match the size of "
@@ -1970,32 +2100,69 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
 @tensor_method
 def index_add(input, dim, index, source, *, alpha=1):
     """A copy of input with ``alpha * source`` added at ``index`` along ``dim`` (repeats accumulate)."""
-    d = input._dim(dim)
-    if not isinstance(index, Tensor) or index.dtype not in (_dtypes.int64, _dtypes.int32):
+    if input.ndim == 0:  # a 0-d tensor is a one-element vector here
+        _index_add_positions(input, dim, index, source)  # torch's checks of the arguments as given
+        return reshape(index_add(reshape(input, 1), 0, index, reshape(source, -1), alpha=alpha), ())
+    d, values = _index_add_positions(input, dim, index, source)
+    return P.IndexAdd.apply(input, d, values, source, _scalar(alpha))
+
+
+_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
+
+
+def _index_add_positions(input, dim, index, source):
+    """Checks index_add's arguments as torch does; returns the dim and the positions as int64.
+    For a 0-d input only the dim and the dtypes are checked (the caller reshapes it)."""
+    d = dim if type(dim) is builtins.int and 0 <= dim < input._data.ndim else input._dim(dim)
+    if not isinstance(index, Tensor) or index._data.dtype not in _INDEX_DTYPES:
         raise RuntimeError("index_add_(): Expected dtype int32/int64 for index but got: "
                            f"{_LEGACY_TYPE_NAMES[index.dtype.name] if isinstance(index, Tensor) else type(index)}")
-    if index.ndim > 1:
+    if index._data.ndim > 1:
         raise IndexError(f"index_add_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: "
                          f"{_LEGACY_TYPE_NAMES[index.dtype.name]} and size: {list(index.shape)}")
-    if source.dtype is not input.dtype:
+    if source._data.dtype != input._data.dtype:
         raise RuntimeError(f"index_add_(): self ({_LEGACY_TYPE_NAMES[input.dtype.name]}) and source "
                            f"({_LEGACY_TYPE_NAMES[source.dtype.name]}) must have the same scalar type")
-    if input.ndim == 0:  # a 0-d tensor is a one-element vector here
-        return reshape(index_add(reshape(input, 1), 0, index, reshape(source, -1), alpha=alpha), ())
-    n_source = source.shape[d] if source.ndim else 1
-    if index.numel() != n_source:
-        raise RuntimeError(f"index_add_(): Number of indices ({index.numel()}) should be equal to source.size(dim): "
+    shape, source_shape, values = input._data.shape, source._data.shape, index._data
+    if not shape:
+        return d, None
+    n_source = source_shape[d] if source_shape else 1
+    if values.size != n_source:
+        raise RuntimeError(f"index_add_(): Number of indices ({values.size}) should be equal to source.size(dim): "
                            f"({n_source}), for dim: {d}")
-    if source.ndim != input.ndim or builtins.any(a != b for k, (a, b) in enumerate(zip(input.shape, source.shape))
-                                                 if k != d):
+    if len(source_shape) != len(shape) or len(shape) > 1 and (source_shape[:d] != shape[:d] or
+                                                              source_shape[d + 1:] != shape[d + 1:]):
         raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified dimension. "
-                           f"Got self.shape = {list(input.shape)} source.shape = {list(source.shape)}")
-    values = index._data.reshape(-1).astype(np.int64, copy=False)
-    if values.size:
-        n, lo, hi = input.shape[d], builtins.int(values.min()), builtins.int(values.max())
+                           f"Got self.shape = {list(shape)} source.shape = {list(source_shape)}")
+    if values.ndim != 1:
+        values = values.reshape(-1)
+    if values.dtype != _INT64:
+        values = values.astype(np.int64)
+    if n_source:
+        n, (lo, hi) = shape[d], input._device._backend.bounds(values)
         if lo < 0 or hi >= n:
             raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension {d} with size {n}")
-    return P.IndexAdd.apply(input, d, values, source, _scalar(alpha))
+    return d, values
+
+
+_index_add_general = Tensor.index_add_
+
+
+def index_add_(input, dim, index, source, *, alpha=1):
+    """index_add in place; where nothing needs recording, the sums go straight into input's memory
+    (the backend's unbuffered scatter-add: repeated positions accumulate)."""
+    if input._data.ndim and isinstance(source, Tensor) and source._device is input._device \
+            and not (_grad_state[0] and (input._requires_grad or source._requires_grad)):
+        d, values = _index_add_positions(input, dim, index, source)
+        _check_writable(input)
+        add = source._data if alpha == 1 else source._data * input._data.dtype.type(_scalar(alpha))
+        input._device._backend.scatter_add(input._data, (slice(None),) * d + (values,), add)
+        input._vc[0] += 1
+        return input
+    return _index_add_general(input, dim, index, source, alpha=alpha)
+
+
+Tensor.index_add_ = index_add_
 
 
 @inplace_variant

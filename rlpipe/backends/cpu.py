@@ -7,7 +7,10 @@ library (``erf``, ``erfinv``), the optimizer update steps (in place on the array
 generators, and ``fused``: the backend's fused kernels by name, which an op runs in place of its
 own formula. The CPU has none; the CUDA backend's kernels compute the same formulas in one launch.
 """
+import ctypes
 import functools
+import os
+import sys
 
 import numpy as np
 
@@ -79,6 +82,12 @@ def scatter_add(target, index, values):
     np.add.at(target, index, values)
 
 
+def bounds(values):
+    """(smallest, largest) of a non-empty integer array as Python ints; argmin and argmax cost a
+    fraction of min and max on small arrays (no ufunc reduction machinery)."""
+    return values.item(values.argmin()), values.item(values.argmax())
+
+
 def erf(x):
     from scipy.special import erf as _erf  # SciPy's erf is exact to float64 precision
     return _erf(x).astype(x.dtype, copy=False)
@@ -106,6 +115,61 @@ def zeta(s, q):
 
 
 fused = {}  # no fused kernels: every op runs its own NumPy formula
+
+
+# ---- the C allocator ----------------------------------------------------------------------
+# NumPy takes array memory from malloc. glibc serves a block of M_MMAP_THRESHOLD bytes or more
+# (128 KiB at start) with its own mmap and gives it back with munmap when freed, and it returns
+# free memory at the top of the heap to the system once more than M_TRIM_THRESHOLD has gathered
+# there. Its adaptive rule raises both after the first such block is freed, but only to that
+# block's size (threshold) and twice it (trim): a training step that frees and re-allocates a few
+# megabytes of 256x256 float32 temporaries (256 KiB each) gives pages back and faults them in
+# again, about a thousand minor page faults per SAC update, with their kernel time. rlpipe
+# therefore fixes both at the values the adaptive rule reaches at its ceiling (a 32 MiB block freed):
+# blocks under 32 MiB come from the heap, and up to 64 MiB of free heap is kept for reuse. Larger
+# arrays (replay-buffer storage) are still mapped and unmapped on their own. This is applied once,
+# when rlpipe is imported, on Linux with glibc only; it is skipped when RLPIPE_MALLOPT=0 or when
+# the user already tunes malloc through MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_,
+# MALLOC_TOP_PAD_ or GLIBC_TUNABLES.
+
+MMAP_THRESHOLD = 32 << 20
+TRIM_THRESHOLD = 64 << 20
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers (malloc.h)
+_USER_MALLOC_VARS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES")
+malloc_tuning = {"applied": False, "reason": "not attempted"}
+
+
+def tune_malloc(environ=os.environ):
+    """Sets glibc's mmap and trim thresholds as described above; returns (and stores in
+    ``malloc_tuning``) what was done: ``{"applied": True, "mmap_threshold": ..., "trim_threshold":
+    ...}`` or ``{"applied": False, "reason": ...}``."""
+    global malloc_tuning
+    malloc_tuning = _tune_malloc(environ)
+    return malloc_tuning
+
+
+def _tune_malloc(environ):
+    if environ.get("RLPIPE_MALLOPT", "1") == "0":
+        return {"applied": False, "reason": "RLPIPE_MALLOPT=0"}
+    user = [name for name in _USER_MALLOC_VARS if name in environ]
+    if user:
+        return {"applied": False, "reason": f"malloc is tuned by the environment ({', '.join(user)})"}
+    if not sys.platform.startswith("linux"):
+        return {"applied": False, "reason": f"not Linux ({sys.platform})"}
+    try:
+        libc = ctypes.CDLL(None)
+        gnu_get_libc_version, mallopt = libc.gnu_get_libc_version, libc.mallopt
+    except (OSError, AttributeError):
+        return {"applied": False, "reason": "the C library is not glibc"}
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    if not (mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
+        return {"applied": False, "reason": "mallopt refused the thresholds"}
+    gnu_get_libc_version.restype = ctypes.c_char_p
+    return {"applied": True, "mmap_threshold": MMAP_THRESHOLD, "trim_threshold": TRIM_THRESHOLD,
+            "glibc": gnu_get_libc_version().decode()}
+
+
+tune_malloc()
 
 
 # ---- optimizer steps, in place -----------------------------------------------------------

@@ -118,6 +118,11 @@ _SCATTER_ADD_DTYPES = frozenset(np.dtype(t) for t in (np.int32, np.uint32, np.ui
                                                       np.float64))
 
 
+def bounds(values):
+    """(smallest, largest) of a non-empty integer array as Python ints."""
+    return int(values.min()), int(values.max())
+
+
 def scatter_add(target, index, values):
     """target[index] += values, adding once per occurrence of a repeated index (atomics).
 
