@@ -1,4 +1,4 @@
-"""rlpipe.objectives.SACLoss against torchrl 0.14.1 (tests/fixtures/sac/sac_cases.npz, written by
+"""rlpipe.objectives.SACLoss and DiscreteSACLoss against torchrl 0.14.1 (tests/fixtures/sac/sac_cases.npz, written by
 make_sac_cases.py there) and against the losses worked out by hand with NumPy.
 
 The actor's Gaussian noise is fixed: ``rlpipe.distributions.normal.standard_normal`` hands out the
@@ -15,13 +15,14 @@ import rlpipe
 import rlpipe.distributions.normal as normal_mod
 from rlpipe import nn
 from rlpipe.envs.specs import Bounded
-from rlpipe.modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal, ValueOperator
-from rlpipe.objectives import SACLoss, SoftUpdate, ValueEstimators
+from rlpipe.distributions import Categorical
+from rlpipe.modules import MLP, NormalParamExtractor, OneHotCategorical, ProbabilisticActor, TanhNormal, ValueOperator
+from rlpipe.objectives import DiscreteSACLoss, SACLoss, SoftUpdate, ValueEstimators
 from rlpipe.tensordict import TensorDict, TensorDictModule
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "sac")
 sys.path.insert(0, HERE)
-from sac_case_specs import ACT, CASES, OBS  # noqa: E402
+from sac_case_specs import ACT, CASES, DISCRETE_CASES, NUM_ACTIONS, OBS  # noqa: E402
 
 sys.path.remove(HERE)
 REF = np.load(os.path.join(HERE, "sac_cases.npz"))
@@ -64,15 +65,35 @@ def _n_q(name):
     return len({k.split("/")[2] for k in REF.files if k.startswith(f"{name}/w/q")})
 
 
+def _discrete_actor(weights=None, one_hot=True):
+    net = MLP(in_features=OBS, out_features=NUM_ACTIONS, num_cells=[8])
+    if weights is not None:
+        _load(net, weights)
+    return ProbabilisticActor(TensorDictModule(net, in_keys=["observation"], out_keys=["logits"]), in_keys=["logits"],
+                              distribution_class=OneHotCategorical if one_hot else Categorical)
+
+
+def _action_values(weights=None):
+    net = MLP(in_features=OBS, out_features=NUM_ACTIONS, num_cells=[8])
+    return TensorDictModule(_load(net, weights) if weights is not None else net, in_keys=["observation"],
+                            out_keys=["action_value"])
+
+
 def _case(name):
     """(loss, input TensorDict, noise draws) of a recorded case."""
-    kwargs, estimator, shape, _, _, with_value = CASES[name]
     n_q = _n_q(name)
-    loss = SACLoss(_actor(_weights(name, "actor")), [_q(_weights(name, f"q{i}")) for i in range(n_q)],
-                   _value(_weights(name, "value")) if with_value else None, num_qvalue_nets=n_q, **kwargs)
+    if name in DISCRETE_CASES:
+        kwargs, estimator, shape, _, _, space = DISCRETE_CASES[name]
+        loss = DiscreteSACLoss(_discrete_actor(_weights(name, "actor"), space == "one-hot"),
+                               [_action_values(_weights(name, f"q{i}")) for i in range(n_q)], action_space=space,
+                               num_qvalue_nets=n_q, **kwargs)
+    else:
+        kwargs, estimator, shape, _, _, with_value = CASES[name]
+        loss = SACLoss(_actor(_weights(name, "actor")), [_q(_weights(name, f"q{i}")) for i in range(n_q)],
+                       _value(_weights(name, "value")) if with_value else None, num_qvalue_nets=n_q, **kwargs)
     if estimator is not None:
         loss.make_value_estimator(ValueEstimators[estimator[0]], **estimator[1])
-    return loss, _data(name, shape), [REF[f"{name}/eps/{i}"] for i in range(2)]
+    return loss, _data(name, shape), [REF[k] for k in sorted(REF.files) if k.startswith(f"{name}/eps/")]
 
 
 def _data(name, shape):
@@ -115,14 +136,17 @@ def _grad_sets(loss):
     nets = {"actor": list(loss.actor_network.parameters())}
     if loss.log_alpha.requires_grad:
         nets["log_alpha"] = [loss.log_alpha]
-    if loss._version == 1:
+    if getattr(loss, "_version", 2) == 1:
         nets["value"] = list(loss.value_network.parameters())
     return nets
 
 
 # ---- against torchrl ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(CASES))
+ALL_CASES = sorted([*CASES, *DISCRETE_CASES])
+
+
+@pytest.mark.parametrize("name", ALL_CASES)
 def test_outputs_and_priorities_match_torchrl(name):
     loss, td, eps = _case(name)
     out = _run(loss, td, eps)
@@ -135,7 +159,7 @@ def test_outputs_and_priorities_match_torchrl(name):
     assert not td["td_error"].requires_grad
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", ALL_CASES)
 def test_gradients_match_torchrl(name):
     """Each loss's gradients w.r.t. the actor, every critic (stacked as torchrl stacks them), the value
     network and log_alpha; zeros where torchrl's are zero (the loss does not reach those parameters)."""
@@ -363,3 +387,63 @@ def test_bad_arguments():
     with pytest.raises(RuntimeError, match=r"Batch size=.*6.* is incompatible with num_qvqlue_nets=4"):
         v1(td)
     assert "td_error" not in td.keys()  # the failed call wrote nothing
+
+
+# ---- DiscreteSACLoss ------------------------------------------------------------------------------
+
+def test_discrete_losses_by_hand():
+    """Exact expectations over the actions: the target sum_a' pi(a'|s') (min_i Q'_i(s', a') - alpha log pi),
+    the chosen actions' values, the actor's sum_a pi (alpha log pi - min_i Q_i) and the entropy."""
+    name = "discrete_onehot"
+    loss, td, _ = _case(name)
+    out = loss(td)
+    inp = {k.split("/")[-1]: REF[k].astype(np.float64) for k in REF.files if k.startswith(f"{name}/in/")}
+    w_actor, w_q = _weights(name, "actor"), [_weights(name, f"q{i}") for i in range(2)]
+
+    def policy(obs):
+        logits = _mlp(w_actor, obs)
+        log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        return np.exp(log_p), log_p
+    p_next, lp_next = policy(inp["next_observation"])
+    q_next = np.stack([_mlp(w, inp["next_observation"]) for w in w_q]).min(0)
+    target = inp["reward"][:, 0] + 0.99 * (1 - inp["terminated"][:, 0]) * (p_next * (q_next - lp_next)).sum(-1)
+    q = np.stack([_mlp(w, inp["observation"]) for w in w_q])
+    chosen = (q * inp["action"]).sum(-1)
+    p, lp = policy(inp["observation"])
+    np.testing.assert_allclose(out["loss_qvalue"].item(), _smooth_l1(chosen - target).sum(0).mean(), rtol=1e-5)
+    np.testing.assert_allclose(out["loss_actor"].item(), (p * (lp - q.min(0))).sum(-1).mean(), rtol=1e-5)
+    np.testing.assert_allclose(out["entropy"].item(), -(p * lp).sum(-1).mean(), rtol=1e-5)
+    np.testing.assert_allclose(td["td_error"].numpy(), np.abs(chosen - target).max(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loss.target_entropy.item(), 0.98 * math.log(NUM_ACTIONS), rtol=1e-6)
+    np.testing.assert_allclose(loss.alpha_loss(T([0.5, -1.0])).detach().numpy(), [0.0, 0.0])
+
+
+def test_discrete_each_loss_reaches_only_its_parameters():
+    rlpipe.manual_seed(3)
+    loss = DiscreteSACLoss(_discrete_actor(one_hot=False), _action_values(), action_space="categorical",
+                           num_actions=NUM_ACTIONS)
+    td = _data("discrete_categorical_skip", (6,))
+    out = loss(td)
+    actor, critics = list(loss.actor_network.parameters()), list(loss.qvalue_network.parameters())
+    out["loss_actor"].backward()
+    assert all(p.grad is None for p in critics + [loss.log_alpha]) and all(p.grad is not None for p in actor)
+    loss.zero_grad()
+    out["loss_qvalue"].backward()
+    assert all(p.grad is None for p in actor + [loss.log_alpha]) and all(p.grad is not None for p in critics)
+    assert all(p.grad is None for p in loss.target_qvalue_network.parameters())
+    assert loss.out_keys == ["loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy"]
+    assert len(loss.qvalue_network) == 2 and SoftUpdate(loss, eps=0.9).eps == 0.9
+
+
+def test_discrete_bad_arguments():
+    with pytest.raises(ValueError, match="num_actions needs to be provided if target_entropy == 'auto'"):
+        DiscreteSACLoss(_discrete_actor(), _action_values(), action_space="one-hot")
+    with pytest.warns(UserWarning, match="action_space was not specified"):
+        loss = DiscreteSACLoss(_discrete_actor(), _action_values(), num_actions=NUM_ACTIONS)
+    assert loss.action_space == "one-hot"
+    with pytest.raises(ValueError, match="action_space must be 'one-hot' or 'categorical', got 'binary'"):
+        DiscreteSACLoss(_discrete_actor(), _action_values(), action_space="binary", num_actions=NUM_ACTIONS)
+    with pytest.raises(NotImplementedError, match="Unknown loss l3"):
+        DiscreteSACLoss(_discrete_actor(), _action_values(), action_space="one-hot", num_actions=3, loss_function="l3")
+    with pytest.raises(RuntimeError, match="must match the length of the module list"):
+        DiscreteSACLoss(_discrete_actor(), [_action_values()], action_space="one-hot", num_actions=3)

@@ -1,4 +1,4 @@
-"""torchrl.objectives.sac: ``SACLoss``, the soft actor-critic losses.
+"""torchrl.objectives.sac: ``SACLoss`` and ``DiscreteSACLoss``, the soft actor-critic losses.
 
 Differences from torchrl 0.14, where rlpipe's stateful networks make them unavoidable:
 
@@ -23,16 +23,17 @@ import math
 import warnings
 
 from .. import _creation
-from .._ops import stack
+from .._ops import stack, where
 from ..autograd.grad_mode import no_grad
 from ..nn import Module, ModuleList, Parameter
 from ..tensordict import TensorDict
 from ..tensordict.nn.probabilistic import InteractionType, set_interaction_type
 from .common import LossModule
+from .dqn import _find_action_space
 from .utils import distance_loss, hold_out_net
 from .value.advantages import ValueEstimators
 
-__all__ = ["QValueEnsemble", "SACLoss"]
+__all__ = ["DiscreteSACLoss", "QValueEnsemble", "SACLoss"]
 
 _GAMMA_ERROR = ("Passing gamma / lambda parameters through the loss constructor is deprecated and has been "
                 "removed. Use loss.make_value_estimator(gamma=...) instead.")
@@ -94,52 +95,19 @@ class QValueEnsemble(ModuleList):
         return TensorDict({k: stack([o.get(k) for o in outs]) for k in self.out_keys}, batch_size=batch)
 
 
-class SACLoss(LossModule):
-    """The soft actor-critic losses (torchrl 0.14's ``SACLoss``; see the module docstring for what
-    differs).
+class _SACBase(LossModule):
+    """What SACLoss and DiscreteSACLoss share: the critics' ensemble, the temperature, the keys,
+    the reduction of the losses and the assembly of the output."""
 
-    ``actor_network`` is a ``ProbabilisticActor`` with a reparameterizable distribution (e.g.
-    ``TanhNormal``); ``qvalue_network`` reads the observation and the action and writes
-    ``"state_action_value"`` (one module, copied ``num_qvalue_nets`` times with fresh weights, or a
-    list of ``num_qvalue_nets`` modules). Without ``value_network`` (SAC v2, the default) the critics
-    regress on ``r + gamma * (1 - terminated) * (min_i Q'_i(s', a') - alpha * log pi(a'|s'))`` with
-    ``a' ~ pi(s')`` and the target critics ``Q'`` (``delay_qvalue=True``); with one (v1) the critics
-    regress on the target value network and the value network on ``min_i Q'_i(s, a) - alpha log pi(a|s)``,
-    each critic on its own slice of the batch.
-
-    ``forward`` returns ``loss_actor`` (``alpha * log pi(a|s) - min_i Q_i(s, a)``, whose gradient reaches
-    only the actor), ``loss_qvalue`` (the critics' distances, summed over the critics), ``loss_alpha``
-    (``-log_alpha * (log pi + target_entropy)``), ``loss_value`` (v1), the detached ``alpha`` and
-    ``entropy``; it writes the TD errors (absolute, the largest over the critics; squared in v1) into
-    the input under ``"td_error"``. ``target_entropy="auto"`` is minus the number of action elements
-    per sample. A ``"priority_weight"`` entry weights the losses. Targets come from the value
-    estimator (TD(0) with ``gamma=0.99`` by default; ``make_value_estimator``).
-    """
-
-    @dataclasses.dataclass
-    class _AcceptedKeys:
-        action: object = "action"
-        value: object = "state_value"
-        state_action_value: object = "state_action_value"
-        log_prob: object = "action_log_prob"
-        priority: object = "td_error"
-        reward: object = "reward"
-        done: object = "done"
-        terminated: object = "terminated"
-        priority_weight: object = "priority_weight"
-
-    default_keys = _AcceptedKeys
     default_value_estimator = ValueEstimators.TD0
     SUPPORTED_VALUE_ESTIMATORS = (ValueEstimators.TD0, ValueEstimators.TD1, ValueEstimators.TDLambda)
+    _base_out_keys = ("loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy")
 
-    def __init__(self, actor_network, qvalue_network, value_network=None, *, num_qvalue_nets=2,
-                 loss_function="smooth_l1", alpha_init=1.0, min_alpha=None, max_alpha=None, action_spec=None,
-                 fixed_alpha=False, target_entropy="auto", delay_actor=False, delay_qvalue=True, delay_value=True,
-                 gamma=None, priority_key=None, separate_losses=False, reduction=None, skip_done_states=False,
-                 deactivate_vmap=False, use_prioritized_weights="auto", scalar_output_mode=None):
-        super().__init__()
-        if gamma is not None:
-            raise TypeError(_GAMMA_ERROR)
+    def _setup(self, actor_network, qvalue_network, *, num_qvalue_nets, loss_function, alpha_init, min_alpha,
+               max_alpha, fixed_alpha, delay_actor, delay_qvalue, separate_losses, reduction, skip_done_states,
+               deactivate_vmap, use_prioritized_weights, scalar_output_mode, value_network=None, delay_value=True):
+        """Checks the arguments and registers the networks (actor, value network, critics), the
+        temperature and the settings."""
         if loss_function not in ("l2", "l1", "smooth_l1"):
             raise NotImplementedError(f"Unknown loss {loss_function}.")
         reduction = "mean" if reduction is None else reduction
@@ -151,8 +119,9 @@ class SACLoss(LossModule):
             raise ValueError(f"num_qvalue_nets must be a positive integer, got {num_qvalue_nets!r}")
         ensemble = self._ensemble(qvalue_network, num_qvalue_nets)
         if separate_losses and _shares_parameters(actor_network, qvalue_network):
-            raise NotImplementedError("separate_losses=True with a qvalue network that shares parameters with the "
-                                      "actor is not supported by rlpipe's SACLoss (its critics are deep copies).")
+            raise NotImplementedError(f"separate_losses=True with a qvalue network that shares parameters with the "
+                                      f"actor is not supported by rlpipe's {type(self).__name__} (its critics are "
+                                      "deep copies).")
         self.use_prioritized_weights = use_prioritized_weights
         self.delay_actor, self.delay_qvalue, self.delay_value = delay_actor, delay_qvalue, delay_value
         self.separate_losses, self.deactivate_vmap = separate_losses, deactivate_vmap
@@ -165,21 +134,14 @@ class SACLoss(LossModule):
             self.convert_to_functional(value_network, "value_network", create_target_params=delay_value)
         self.convert_to_functional(ensemble, "qvalue_network", create_target_params=delay_qvalue)
         self._init_alpha(alpha_init, min_alpha, max_alpha, fixed_alpha)
-        self.__dict__["_target_entropy_arg"] = target_entropy
-        self.__dict__["_action_spec"] = action_spec
         self.reduction = reduction
         if reduction == "none" and scalar_output_mode is None:
-            warnings.warn("SACLoss with reduction='none' cannot include scalar values (alpha, entropy) in the output "
-                          "TensorDict without changing their shape. These values will be excluded from the output. "
-                          "To suppress this warning, pass `scalar_output_mode='exclude'` to the constructor.",
-                          UserWarning, stacklevel=2)
+            warnings.warn(f"{type(self).__name__} with reduction='none' cannot include scalar values (alpha, entropy) "
+                          "in the output TensorDict without changing their shape. These values will be excluded from "
+                          "the output. To suppress this warning, pass `scalar_output_mode='exclude'` to the "
+                          "constructor.", UserWarning, stacklevel=3)
             scalar_output_mode = "exclude"
         self.scalar_output_mode = scalar_output_mode
-        prob = _prob_module(actor_network)
-        if prob is not None:
-            self.set_keys(log_prob=prob.log_prob_keys[0], action=prob.dist_sample_keys[0])
-        if priority_key is not None:
-            self.set_keys(priority=priority_key)
         self.__dict__["_in_keys"] = None
         self.__dict__["_out_keys"] = None
 
@@ -217,6 +179,151 @@ class SACLoss(LossModule):
             self.register_buffer("log_alpha", log_alpha)
         else:
             self.register_parameter("log_alpha", Parameter(log_alpha))
+
+    # ---- keys -----------------------------------------------------------------------------------
+    def _estimator_value_network(self):
+        return None  # the loss hands the estimator its next values
+
+    def _forward_value_estimator_keys(self, **kwargs):
+        super()._forward_value_estimator_keys(**kwargs)
+        self.__dict__["_in_keys"] = None
+
+    @property
+    def device(self):
+        for p in self.parameters():
+            return p.device
+        raise RuntimeError(f"At least one of the networks of {type(self).__name__} must have trainable parameters.")
+
+    @property
+    def in_keys(self):
+        if self.__dict__.get("_in_keys") is None:
+            keys = self.tensor_keys
+            actor_keys = list(self.actor_network.in_keys)
+            found = [keys.action, ("next", keys.reward), ("next", keys.done), ("next", keys.terminated), *actor_keys,
+                     *[("next",) + (k if isinstance(k, tuple) else (k,)) for k in actor_keys],
+                     *self.qvalue_network.in_keys]
+            if self._version == 1:
+                found += list(self.value_network.in_keys)
+            self.__dict__["_in_keys"] = list(dict.fromkeys(found))
+        return self.__dict__["_in_keys"]
+
+    @in_keys.setter
+    def in_keys(self, values):
+        self.__dict__["_in_keys"] = values
+
+    @property
+    def out_keys(self):
+        if self.__dict__.get("_out_keys") is None:
+            keys = list(self._base_out_keys)
+            self.__dict__["_out_keys"] = keys + (["loss_value"] if self._version == 1 else [])
+        return self.__dict__["_out_keys"]
+
+    @out_keys.setter
+    def out_keys(self, values):
+        self.__dict__["_out_keys"] = values
+
+    # ---- the losses -----------------------------------------------------------------------------
+    def _weights(self, tensordict):
+        if self.use_prioritized_weights in (True, "auto"):
+            return tensordict.get(self.tensor_keys.priority_weight, None)
+        return None
+
+    @property
+    def _alpha(self):
+        """``exp(log_alpha)``, detached, after clamping ``log_alpha`` in place into its bounds."""
+        if self.min_log_alpha is not None or self.max_log_alpha is not None:
+            with no_grad():
+                self.log_alpha.clamp_(self.min_log_alpha, self.max_log_alpha)
+        with no_grad():
+            return self.log_alpha.exp()
+
+    def alpha_loss(self, log_prob):
+        """The temperature's loss per sample, ``-log_alpha * (log_prob + target_entropy)``."""
+        return self._alpha_loss(log_prob)
+
+    def _alpha_loss(self, log_prob):
+        return -self.log_alpha * (log_prob + self.target_entropy)
+
+    def _q_values(self, ensemble, tensordict):
+        return ensemble.values(tensordict, self.tensor_keys.state_action_value)
+
+    def _output(self, tensordict, td_error, loss_actor, loss_qvalue, log_prob, loss_value=None):
+        """The TensorDict of loss terms (``td_error`` written into ``tensordict`` as the priority)."""
+        loss_alpha = self._reduce(self._alpha_loss(log_prob), self._weights(tensordict))
+        if loss_actor.shape != loss_qvalue.shape or (loss_value is not None and loss_actor.shape != loss_value.shape):
+            raise RuntimeError(f"Losses shape mismatch: {loss_actor.shape}, {loss_qvalue.shape} and "
+                               f"{None if loss_value is None else loss_value.shape}")
+        tensordict.set(self.tensor_keys.priority, td_error)
+        out = {"loss_actor": loss_actor, "loss_qvalue": loss_qvalue, "loss_alpha": loss_alpha}
+        if loss_value is not None:
+            out["loss_value"] = loss_value
+        if self.reduction != "none":
+            out.update(alpha=self._alpha, entropy=-log_prob.mean())
+            return TensorDict(out, batch_size=[])
+        td_out = TensorDict(out, batch_size=tensordict.batch_size)
+        if self.scalar_output_mode == "non_tensor":
+            td_out.set_non_tensor("alpha", self._alpha)
+            td_out.set_non_tensor("entropy", -log_prob.mean())
+        return td_out
+
+
+class SACLoss(_SACBase):
+    """The soft actor-critic losses (torchrl 0.14's ``SACLoss``; see the module docstring for what
+    differs).
+
+    ``actor_network`` is a ``ProbabilisticActor`` with a reparameterizable distribution (e.g.
+    ``TanhNormal``); ``qvalue_network`` reads the observation and the action and writes
+    ``"state_action_value"`` (one module, copied ``num_qvalue_nets`` times with fresh weights, or a
+    list of ``num_qvalue_nets`` modules). Without ``value_network`` (SAC v2, the default) the critics
+    regress on ``r + gamma * (1 - terminated) * (min_i Q'_i(s', a') - alpha * log pi(a'|s'))`` with
+    ``a' ~ pi(s')`` and the target critics ``Q'`` (``delay_qvalue=True``); with one (v1) the critics
+    regress on the target value network and the value network on ``min_i Q'_i(s, a) - alpha log pi(a|s)``,
+    each critic on its own slice of the batch.
+
+    ``forward`` returns ``loss_actor`` (``alpha * log pi(a|s) - min_i Q_i(s, a)``, whose gradient reaches
+    only the actor), ``loss_qvalue`` (the critics' distances, summed over the critics), ``loss_alpha``
+    (``-log_alpha * (log pi + target_entropy)``), ``loss_value`` (v1), the detached ``alpha`` and
+    ``entropy``; it writes the TD errors (absolute, the largest over the critics; squared in v1) into
+    the input under ``"td_error"``. ``target_entropy="auto"`` is minus the number of action elements
+    per sample. A ``"priority_weight"`` entry weights the losses. Targets come from the value
+    estimator (TD(0) with ``gamma=0.99`` by default; ``make_value_estimator``).
+    """
+
+    @dataclasses.dataclass
+    class _AcceptedKeys:
+        action: object = "action"
+        value: object = "state_value"
+        state_action_value: object = "state_action_value"
+        log_prob: object = "action_log_prob"
+        priority: object = "td_error"
+        reward: object = "reward"
+        done: object = "done"
+        terminated: object = "terminated"
+        priority_weight: object = "priority_weight"
+
+    default_keys = _AcceptedKeys
+
+    def __init__(self, actor_network, qvalue_network, value_network=None, *, num_qvalue_nets=2,
+                 loss_function="smooth_l1", alpha_init=1.0, min_alpha=None, max_alpha=None, action_spec=None,
+                 fixed_alpha=False, target_entropy="auto", delay_actor=False, delay_qvalue=True, delay_value=True,
+                 gamma=None, priority_key=None, separate_losses=False, reduction=None, skip_done_states=False,
+                 deactivate_vmap=False, use_prioritized_weights="auto", scalar_output_mode=None):
+        super().__init__()
+        if gamma is not None:
+            raise TypeError(_GAMMA_ERROR)
+        self._setup(actor_network, qvalue_network, num_qvalue_nets=num_qvalue_nets, loss_function=loss_function,
+                    alpha_init=alpha_init, min_alpha=min_alpha, max_alpha=max_alpha, fixed_alpha=fixed_alpha,
+                    delay_actor=delay_actor, delay_qvalue=delay_qvalue, separate_losses=separate_losses,
+                    reduction=reduction, skip_done_states=skip_done_states, deactivate_vmap=deactivate_vmap,
+                    use_prioritized_weights=use_prioritized_weights, scalar_output_mode=scalar_output_mode,
+                    value_network=value_network, delay_value=delay_value)
+        self.__dict__["_target_entropy_arg"] = target_entropy
+        self.__dict__["_action_spec"] = action_spec
+        prob = _prob_module(actor_network)
+        if prob is not None:
+            self.set_keys(log_prob=prob.log_prob_keys[0], action=prob.dist_sample_keys[0])
+        if priority_key is not None:
+            self.set_keys(priority=priority_key)
 
     # ---- target entropy -----------------------------------------------------------------------
     @property
@@ -259,63 +366,7 @@ class SACLoss(LossModule):
         _ = self.target_entropy
         return super().load_state_dict(*args, **kwargs)
 
-    # ---- keys -----------------------------------------------------------------------------------
-    def _estimator_value_network(self):
-        return None  # the loss hands the estimator its next values
-
-    def _forward_value_estimator_keys(self, **kwargs):
-        super()._forward_value_estimator_keys(**kwargs)
-        self.__dict__["_in_keys"] = None
-
-    @property
-    def device(self):
-        for p in self.parameters():
-            return p.device
-        raise RuntimeError("At least one of the networks of SACLoss must have trainable parameters.")
-
-    @property
-    def in_keys(self):
-        if self.__dict__.get("_in_keys") is None:
-            keys = self.tensor_keys
-            actor_keys = list(self.actor_network.in_keys)
-            found = [keys.action, ("next", keys.reward), ("next", keys.done), ("next", keys.terminated), *actor_keys,
-                     *[("next",) + (k if isinstance(k, tuple) else (k,)) for k in actor_keys],
-                     *self.qvalue_network.in_keys]
-            if self._version == 1:
-                found += list(self.value_network.in_keys)
-            self.__dict__["_in_keys"] = list(dict.fromkeys(found))
-        return self.__dict__["_in_keys"]
-
-    @in_keys.setter
-    def in_keys(self, values):
-        self.__dict__["_in_keys"] = values
-
-    @property
-    def out_keys(self):
-        if self.__dict__.get("_out_keys") is None:
-            keys = ["loss_actor", "loss_qvalue", "loss_alpha", "alpha", "entropy"]
-            self.__dict__["_out_keys"] = keys + (["loss_value"] if self._version == 1 else [])
-        return self.__dict__["_out_keys"]
-
-    @out_keys.setter
-    def out_keys(self, values):
-        self.__dict__["_out_keys"] = values
-
     # ---- the losses -----------------------------------------------------------------------------
-    def _weights(self, tensordict):
-        if self.use_prioritized_weights in (True, "auto"):
-            return tensordict.get(self.tensor_keys.priority_weight, None)
-        return None
-
-    @property
-    def _alpha(self):
-        """``exp(log_alpha)``, detached, after clamping ``log_alpha`` in place into its bounds."""
-        if self.min_log_alpha is not None or self.max_log_alpha is not None:
-            with no_grad():
-                self.log_alpha.clamp_(self.min_log_alpha, self.max_log_alpha)
-        with no_grad():
-            return self.log_alpha.exp()
-
     def forward(self, tensordict):
         if self._version == 1:
             loss_qvalue, metadata = self.qvalue_v1_loss(tensordict)
@@ -324,23 +375,8 @@ class SACLoss(LossModule):
             loss_qvalue, metadata = self.qvalue_v2_loss(tensordict)
             loss_value = None
         loss_actor, actor_metadata = self.actor_loss(tensordict)
-        log_prob = actor_metadata["log_prob"]
-        loss_alpha = self._reduce(self._alpha_loss(log_prob), self._weights(tensordict))
-        tensordict.set(self.tensor_keys.priority, metadata["td_error"])
-        if loss_actor.shape != loss_qvalue.shape or (loss_value is not None and loss_actor.shape != loss_value.shape):
-            raise RuntimeError(f"Losses shape mismatch: {loss_actor.shape}, {loss_qvalue.shape} and "
-                               f"{None if loss_value is None else loss_value.shape}")
-        out = {"loss_actor": loss_actor, "loss_qvalue": loss_qvalue, "loss_alpha": loss_alpha}
-        if loss_value is not None:
-            out["loss_value"] = loss_value
-        if self.reduction != "none":
-            out.update(alpha=self._alpha, entropy=-log_prob.mean())
-            return TensorDict(out, batch_size=[])
-        td_out = TensorDict(out, batch_size=tensordict.batch_size)
-        if self.scalar_output_mode == "non_tensor":
-            td_out.set_non_tensor("alpha", self._alpha)
-            td_out.set_non_tensor("entropy", -log_prob.mean())
-        return td_out
+        return self._output(tensordict, metadata["td_error"], loss_actor, loss_qvalue, actor_metadata["log_prob"],
+                            loss_value)
 
     def actor_loss(self, tensordict):
         """``alpha * log pi(a|s) - min_i Q_i(s, a)`` with ``a`` drawn (reparameterized) from the actor;
@@ -355,16 +391,6 @@ class SACLoss(LossModule):
             raise RuntimeError(f"Losses shape mismatch: {log_prob.shape} and {min_q.shape}")
         loss = self._alpha * log_prob - min_q
         return self._reduce(loss, self._weights(tensordict)), {"log_prob": log_prob.detach()}
-
-    def alpha_loss(self, log_prob):
-        """The temperature's loss per sample, ``-log_alpha * (log_prob + target_entropy)``."""
-        return self._alpha_loss(log_prob)
-
-    def _alpha_loss(self, log_prob):
-        return -self.log_alpha * (log_prob + self.target_entropy)
-
-    def _q_values(self, ensemble, tensordict):
-        return ensemble.values(tensordict, self.tensor_keys.state_action_value)
 
     def _compute_target_v2(self, tensordict):
         """The critics' regression target: the value estimator over
@@ -435,6 +461,121 @@ class SACLoss(LossModule):
             target = min_q - self._alpha * log_prob
         loss = distance_loss(pred, target, self.loss_function)
         return self._reduce(loss, self._weights(tensordict)), {}
+
+
+class DiscreteSACLoss(_SACBase):
+    """Soft actor-critic for discrete actions (torchrl 0.14's ``DiscreteSACLoss``; the critics are
+    handled as in ``SACLoss``, see the module docstring).
+
+    ``actor_network`` is a ``ProbabilisticActor`` over a categorical distribution (``Categorical`` or
+    ``OneHotCategorical``); ``qvalue_network`` reads the observation and writes ``"action_value"``, one
+    value per action. The expectations over actions are exact: the critics regress on
+    ``r + gamma * (1 - terminated) * sum_a' pi(a'|s') (min_i Q'_i(s', a') - alpha log pi(a'|s'))``,
+    ``loss_actor`` is ``sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a))`` (its gradient reaches
+    only the actor), ``loss_alpha`` is ``-log_alpha * (sum_a pi log pi + target_entropy)`` and
+    ``entropy`` the mean policy entropy. ``action_space`` (``"one-hot"`` by default, with a warning, or
+    ``"categorical"``, or a spec) says how ``"action"`` is stored; ``target_entropy="auto"`` is
+    ``target_entropy_weight * log(num_actions)``. The absolute TD errors (the largest over the critics)
+    are written into the input under ``"td_error"``.
+    """
+
+    @dataclasses.dataclass
+    class _AcceptedKeys:
+        action: object = "action"
+        value: object = "state_value"
+        action_value: object = "action_value"
+        priority: object = "td_error"
+        reward: object = "reward"
+        done: object = "done"
+        terminated: object = "terminated"
+        log_prob: object = "log_prob"
+        priority_weight: object = "priority_weight"
+
+    default_keys = _AcceptedKeys
+
+    def __init__(self, actor_network, qvalue_network, *, action_space=None, num_actions=None, num_qvalue_nets=2,
+                 loss_function="smooth_l1", alpha_init=1.0, min_alpha=None, max_alpha=None, fixed_alpha=False,
+                 target_entropy_weight=0.98, target_entropy="auto", delay_qvalue=True, priority_key=None,
+                 separate_losses=False, reduction=None, skip_done_states=False, deactivate_vmap=False,
+                 use_prioritized_weights="auto", scalar_output_mode=None):
+        super().__init__()
+        if target_entropy == "auto" and num_actions is None:
+            raise ValueError("num_actions needs to be provided if target_entropy == 'auto'")
+        if action_space is None:
+            warnings.warn("action_space was not specified. DiscreteSACLoss will default to 'one-hot'.",
+                          stacklevel=2)
+            action_space = "one-hot"
+        action_space = _find_action_space(action_space)
+        self._setup(actor_network, qvalue_network, num_qvalue_nets=num_qvalue_nets, loss_function=loss_function,
+                    alpha_init=alpha_init, min_alpha=min_alpha, max_alpha=max_alpha, fixed_alpha=fixed_alpha,
+                    delay_actor=False, delay_qvalue=delay_qvalue, separate_losses=separate_losses,
+                    reduction=reduction, skip_done_states=skip_done_states, deactivate_vmap=deactivate_vmap,
+                    use_prioritized_weights=use_prioritized_weights, scalar_output_mode=scalar_output_mode)
+        self.action_space = action_space
+        if target_entropy == "auto":
+            target_entropy = -math.log(1.0 / num_actions) * target_entropy_weight
+        self.register_buffer("target_entropy", _creation.tensor(float(target_entropy), device=self.device))
+        if priority_key is not None:
+            self.set_keys(priority=priority_key)
+
+    def forward(self, tensordict):
+        loss_qvalue, metadata = self.qvalue_loss(tensordict)
+        loss_actor, actor_metadata = self.actor_loss(tensordict)
+        return self._output(tensordict, metadata["td_error"], loss_actor, loss_qvalue, actor_metadata["log_prob"])
+
+    def _action_values(self, ensemble, tensordict):
+        return ensemble.values(tensordict, self.tensor_keys.action_value)
+
+    def _compute_target(self, tensordict):
+        """The critics' target: the value estimator over the exact expectation, under the policy,
+        of ``min_i Q'_i(s', .) - alpha log pi(.|s')`` (no gradient)."""
+        with no_grad():
+            next_td = tensordict.get("next").copy()
+            done = next_td.get(self.tensor_keys.done, None) if self.skip_done_states else None
+            alive = None if done is None or not bool(done.any()) else done.squeeze(-1).logical_not()
+            if alive is not None:
+                next_td = next_td[alive]
+            dist = self.actor_network.get_dist(next_td)
+            if alive is not None:
+                log_prob = dist.logits
+                prob = log_prob.exp()
+            else:
+                prob = dist.probs
+                log_prob = where(prob == 0, 1e-8, prob).log()
+            next_q = self._action_values(self.target_qvalue_network, next_td).min(0).values
+            next_value = (prob * (next_q - self._alpha * log_prob)).sum(-1).unsqueeze(-1)
+            if alive is not None:
+                next_value = _scatter(next_value, alive)
+            return self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
+
+    def _chosen(self, action_values, action):
+        """The values of the taken actions, ``[N, *B]`` from ``[N, *B, num_actions]``."""
+        action = action.expand(action_values.shape[0], *action.shape)
+        if self.action_space == "categorical":
+            if tuple(action.shape) != tuple(action_values.shape):
+                action = action.unsqueeze(-1)
+            return action_values.gather(-1, action.long()).squeeze(-1)
+        return (action_values * action.to(action_values.dtype)).sum(-1)
+
+    def qvalue_loss(self, tensordict):
+        """The critics' loss (summed over the critics) and ``{"td_error": ...}``."""
+        target = self._compute_target(tensordict)
+        action_values = self._action_values(self.qvalue_network, tensordict)
+        chosen = self._chosen(action_values, tensordict.get(self.tensor_keys.action))
+        td_error = (chosen.detach() - target).abs().max(0).values
+        loss = distance_loss(chosen, target.expand_as(chosen), self.loss_function).sum(0)
+        return self._reduce(loss, self._weights(tensordict)), {"td_error": td_error}
+
+    def actor_loss(self, tensordict):
+        """The expected ``alpha log pi - min_i Q_i`` under the policy, and ``{"log_prob": sum_a pi log pi}``."""
+        dist = self.actor_network.get_dist(tensordict.copy())
+        prob, log_prob = dist.probs, dist.logits
+        with hold_out_net(self.qvalue_network):
+            min_q = self._action_values(self.qvalue_network, tensordict).min(0).values
+        if log_prob.shape != min_q.shape:
+            raise RuntimeError(f"Losses shape mismatch: {log_prob.shape} and {min_q.shape}")
+        loss = (prob * (self._alpha * log_prob - min_q)).sum(-1)
+        return self._reduce(loss, self._weights(tensordict)), {"log_prob": (log_prob * prob).sum(-1).detach()}
 
 
 def _scatter(values, mask):
