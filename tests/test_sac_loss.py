@@ -447,3 +447,22 @@ def test_discrete_bad_arguments():
         DiscreteSACLoss(_discrete_actor(), _action_values(), action_space="one-hot", num_actions=3, loss_function="l3")
     with pytest.raises(RuntimeError, match="must match the length of the module list"):
         DiscreteSACLoss(_discrete_actor(), [_action_values()], action_space="one-hot", num_actions=3)
+
+
+# ---- cuda -----------------------------------------------------------------------------------------
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+@pytest.mark.parametrize("name", ["v2_l2_nstep", "v2_skip_done", "v1", "discrete_categorical_skip"])
+def test_cuda_matches_torchrl(name):
+    loss, td, eps = _case(name)
+    loss = loss.to("cuda")
+    td = td.to("cuda")
+    out = _run(loss, td, eps)
+    assert out["loss_qvalue"].device.type == "cuda" and td["td_error"].device.type == "cuda"
+    for key in out.keys():
+        np.testing.assert_allclose(out[key].detach().cpu().numpy(), REF[f"{name}/out/{key}"], rtol=2e-5, atol=2e-6,
+                                   err_msg=key)
+    np.testing.assert_allclose(td["td_error"].cpu().numpy(), REF[f"{name}/out/td_error"], rtol=2e-5, atol=2e-6)
+    (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()
+    assert all(p.grad is not None and p.grad.device.type == "cuda" for p in loss.actor_network.parameters())
