@@ -281,6 +281,13 @@ def test_one_critic_module_is_copied_with_redrawn_weights():
             assert all(np.array_equal(d, original) for d in drawn)
     for p, b in zip(q.parameters(), before):  # the given module is left as it was, and is not trained
         np.testing.assert_array_equal(p.detach().numpy(), b)
+    td = _data("v2", (6,))
+    stacked = loss.qvalue_network(td)  # every critic's output, stacked along a new leading dimension
+    assert stacked.batch_size == rlpipe.Size([3, 6]) and stacked["state_action_value"].shape == rlpipe.Size([3, 6, 1])
+    np.testing.assert_allclose(stacked["state_action_value"][1].detach().numpy(),
+                               loss.qvalue_network[1](td.copy())["state_action_value"].detach().numpy())
+    params = loss.qvalue_network_params.flatten_keys(".")
+    assert sorted(params.keys())[:2] == ["0.module.0.bias", "0.module.0.weight"] and len(params.keys()) == 12
     trained = {id(p) for p in loss.parameters()}
     assert all(id(p) in trained for c in copies for p in c) and not any(id(p) in trained for p in q.parameters())
     targets = [p for net in loss.target_qvalue_network for p in net.parameters()]
@@ -372,6 +379,9 @@ def test_bad_arguments():
         SACLoss(_actor(), _q(), reduction="max")
     with pytest.raises(ValueError, match="num_qvalue_nets must be a positive integer, got 0"):
         SACLoss(_actor(), _q(), num_qvalue_nets=0)
+    if not hasattr(TensorDict, "set_non_tensor"):
+        with pytest.raises(NotImplementedError, match="scalar_output_mode='non_tensor' needs non-tensor entries"):
+            SACLoss(_actor(), _q(), reduction="none", scalar_output_mode="non_tensor")
     with pytest.raises(ValueError, match="scalar_output_mode must be"):
         SACLoss(_actor(), _q(), scalar_output_mode="keep")
     with pytest.raises(TypeError, match="qvalue_network must be a module or a list of modules, got str"):

@@ -115,6 +115,9 @@ class _SACBase(LossModule):
             raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
         if scalar_output_mode not in (None, "exclude", "non_tensor"):
             raise ValueError(f"scalar_output_mode must be None, 'exclude' or 'non_tensor', got {scalar_output_mode!r}")
+        if scalar_output_mode == "non_tensor" and not hasattr(TensorDict, "set_non_tensor"):
+            raise NotImplementedError("scalar_output_mode='non_tensor' needs non-tensor entries, which rlpipe's "
+                                      "TensorDict does not hold; use scalar_output_mode='exclude'.")
         if not isinstance(num_qvalue_nets, int) or num_qvalue_nets < 1:
             raise ValueError(f"num_qvalue_nets must be a positive integer, got {num_qvalue_nets!r}")
         ensemble = self._ensemble(qvalue_network, num_qvalue_nets)
