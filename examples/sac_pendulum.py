@@ -2,11 +2,13 @@
 
     python examples/sac_pendulum.py --seed 0 [--total-frames 30000] [--device cpu]
 
-A tanh-squashed Gaussian actor, two Q-networks with Polyak-averaged targets and a learned entropy
-temperature. A SyncDataCollector steps the env with the stochastic actor, MultiStep turns each batch
-into n-step transitions and a replay buffer stores them; each collected frame is followed by
---updates-per-frame gradient steps. The deterministic actor (tanh of the mean) is evaluated every
---eval-every frames. Writes runs/sac_pendulum_seed{seed}.csv (and a .png when matplotlib is installed).
+A tanh-squashed Gaussian actor (a ProbabilisticActor with TanhNormal), two Q-networks and a learned
+entropy temperature, trained by SACLoss (squared TD errors against the Polyak-averaged target critics
+of SoftUpdate, the n-step discount read from MultiStep's steps_to_next_obs). A SyncDataCollector steps
+the env with the stochastic actor, MultiStep turns each batch into n-step transitions and a replay
+buffer stores them; each collected frame is followed by --updates-per-frame gradient steps. The
+deterministic actor (tanh of the mean) is evaluated every --eval-every frames. Writes
+runs/sac_pendulum_seed{seed}.csv (and a .png when matplotlib is installed).
 """
 import os
 
@@ -15,15 +17,17 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")       # time to more BLAS threads 
 
 import argparse
 import csv
-import math
 import time
 
 import rlpipe
 from rlpipe import nn
 from rlpipe.collectors import SyncDataCollector
 from rlpipe.data import LazyTensorStorage, TensorDictReplayBuffer
-from rlpipe.envs import GymEnv
+from rlpipe.envs import ExplorationType, GymEnv, set_exploration_type
+from rlpipe.modules import ProbabilisticActor, TanhNormal, ValueOperator
+from rlpipe.objectives import SACLoss, SoftUpdate
 from rlpipe.postprocs import MultiStep
+from rlpipe.tensordict import TensorDictModule
 
 
 def parse_args():
@@ -60,53 +64,48 @@ def mlp(n_in, n_out, hidden):
                          nn.Linear(hidden, n_out))
 
 
-class Actor(nn.Module):
-    """A Gaussian over pre-squash actions; ``sample`` returns tanh-squashed, rescaled actions and
-    their log-probabilities (with the change-of-variables correction)."""
+class GaussianHead(nn.Module):
+    """Splits a network's output into the location and the scale of a Gaussian (the log-scale
+    clamped to [-5, 2])."""
 
-    def __init__(self, n_obs, n_act, hidden, low, high):
+    def forward(self, out):
+        loc, log_std = out.chunk(2, -1)
+        return loc, log_std.clamp(-5.0, 2.0).exp()
+
+
+def make_actor(n_obs, n_act, hidden, action_spec):
+    """A policy drawing from tanh(Normal(loc, scale)) rescaled to the action bounds."""
+    net = TensorDictModule(nn.Sequential(mlp(n_obs, 2 * n_act, hidden), GaussianHead()), in_keys=["observation"],
+                           out_keys=["loc", "scale"])
+    return ProbabilisticActor(net, in_keys=["loc", "scale"], spec=action_spec, distribution_class=TanhNormal,
+                              distribution_kwargs={"low": action_spec.low, "high": action_spec.high},
+                              return_log_prob=True)
+
+
+class Concat(nn.Module):
+    """Runs ``net`` on its inputs joined along the last dimension."""
+
+    def __init__(self, net):
         super().__init__()
-        self.net = mlp(n_obs, 2 * n_act, hidden)
-        self.register_buffer("scale", (high - low) / 2)
-        self.register_buffer("center", (high + low) / 2)
+        self.net = net
 
-    def forward(self, obs):
-        mean, log_std = self.net(obs).chunk(2, -1)
-        return mean, log_std.clamp(-5.0, 2.0)
-
-    def sample(self, obs):
-        mean, log_std = self(obs)
-        std = log_std.exp()
-        noise = rlpipe.randn_like(mean)
-        squashed = (mean + std * noise).tanh()
-        log_prob = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)
-                    - (1 - squashed.pow(2) + 1e-6).log()).sum(-1)
-        return self.center + self.scale * squashed, log_prob
-
-    def greedy(self, obs):
-        return self.center + self.scale * self(obs)[0].tanh()
+    def forward(self, *inputs):
+        return self.net(rlpipe.cat(inputs, -1))
 
 
-class Critic(nn.Module):
-    """Two independent Q-networks Q(s, a); the smaller estimate curbs overestimation."""
-
-    def __init__(self, n_obs, n_act, hidden):
-        super().__init__()
-        self.q1, self.q2 = mlp(n_obs + n_act, 1, hidden), mlp(n_obs + n_act, 1, hidden)
-
-    def forward(self, obs, action):
-        x = rlpipe.cat([obs, action], -1)
-        return self.q1(x).squeeze(-1), self.q2(x).squeeze(-1)
+def make_critic(n_obs, n_act, hidden):
+    """Q(s, a): reads the observation and the action, writes "state_action_value"."""
+    return ValueOperator(Concat(mlp(n_obs + n_act, 1, hidden)), in_keys=["observation", "action"])
 
 
 def evaluate(actor, episodes, seed, device):
-    """Mean return of the deterministic actor over ``episodes`` episodes of a separate env."""
+    """Mean return of the deterministic actor (tanh of the mean) over ``episodes`` episodes of a separate env."""
     env = GymEnv("Pendulum-v1", device=device)
     env.set_seed(seed)
     returns = []
-    with rlpipe.no_grad():
+    with rlpipe.no_grad(), set_exploration_type(ExplorationType.DETERMINISTIC):
         for _ in range(episodes):
-            rollout = env.rollout(1_000, policy=lambda td: td.set("action", actor.greedy(td.get("observation"))))
+            rollout = env.rollout(1_000, policy=actor)
             returns.append(rollout["next", "reward"].sum().item())
     env.close()
     return sum(returns) / len(returns)
@@ -144,19 +143,14 @@ def main():
     env = GymEnv("Pendulum-v1", device=device)
     env.set_seed(args.seed)
     n_obs, n_act = env.observation_spec["observation"].shape[-1], env.action_spec.shape[-1]
-    actor = Actor(n_obs, n_act, args.hidden, env.action_spec.low, env.action_spec.high).to(device)
-    critic, target_critic = Critic(n_obs, n_act, args.hidden).to(device), Critic(n_obs, n_act, args.hidden).to(device)
-    target_critic.load_state_dict(critic.state_dict())
-    log_alpha = rlpipe.zeros((), device=device, requires_grad=True)
-    target_entropy = -float(n_act)
-    actor_opt = rlpipe.optim.Adam(actor.parameters(), lr=args.lr)
-    critic_opt = rlpipe.optim.Adam(critic.parameters(), lr=args.lr)
-    alpha_opt = rlpipe.optim.Adam([log_alpha], lr=args.lr)
+    actor = make_actor(n_obs, n_act, args.hidden, env.action_spec).to(device)
+    critics = [make_critic(n_obs, n_act, args.hidden).to(device) for _ in range(2)]
+    loss_module = SACLoss(actor, critics, num_qvalue_nets=2, loss_function="l2", alpha_init=1.0)
+    loss_module.make_value_estimator(gamma=args.gamma)  # gamma ** steps_to_next_obs per n-step transition
+    target_updater = SoftUpdate(loss_module, tau=args.tau)
+    optimizer = rlpipe.optim.Adam(loss_module.parameters(), lr=args.lr)  # actor, critics and log_alpha
 
-    def explore(td):
-        return td.set("action", actor.sample(td.get("observation"))[0])
-
-    collector = SyncDataCollector(env, explore, frames_per_batch=args.frames_per_batch, total_frames=args.total_frames,
+    collector = SyncDataCollector(env, actor, frames_per_batch=args.frames_per_batch, total_frames=args.total_frames,
                                   policy_device=device,
                                   init_random_frames=args.learning_starts,
                                   postproc=MultiStep(gamma=args.gamma, n_steps=args.n_steps))
@@ -164,33 +158,11 @@ def main():
                                     batch_size=args.batch_size)
 
     def update(batch):
-        obs, action = batch["observation"], batch["action"]
-        alpha = log_alpha.exp().detach()
-        with rlpipe.no_grad():
-            next_action, next_log_prob = actor.sample(batch["next", "observation"])
-            next_q = rlpipe.minimum(*target_critic(batch["next", "observation"], next_action))
-            alive = batch["next", "terminated"].squeeze(-1).logical_not().float()
-            target = batch["next", "reward"].squeeze(-1) + batch["gamma"] * alive * (next_q - alpha * next_log_prob)
-        q1, q2 = critic(obs, action)
-        critic_loss = nn.functional.mse_loss(q1, target) + nn.functional.mse_loss(q2, target)
-        critic_opt.zero_grad()
-        critic_loss.backward()
-        critic_opt.step()
-
-        new_action, log_prob = actor.sample(obs)
-        actor_loss = (alpha * log_prob - rlpipe.minimum(*critic(obs, new_action))).mean()
-        actor_opt.zero_grad()
-        actor_loss.backward()
-        actor_opt.step()
-
-        alpha_loss = -(log_alpha * (log_prob.detach() + target_entropy)).mean()
-        alpha_opt.zero_grad()
-        alpha_loss.backward()
-        alpha_opt.step()
-
-        with rlpipe.no_grad():
-            for p, tp in zip(critic.parameters(), target_critic.parameters()):
-                tp.mul_(1 - args.tau).add_(p, alpha=args.tau)
+        losses = loss_module(batch)
+        optimizer.zero_grad()
+        (losses["loss_actor"] + losses["loss_qvalue"] + losses["loss_alpha"]).backward()
+        optimizer.step()
+        target_updater.step()
 
     os.makedirs(args.out_dir, exist_ok=True)
     stem = os.path.join(args.out_dir, f"sac_pendulum_seed{args.seed}")
@@ -209,7 +181,8 @@ def main():
             bar.update(batch.numel())
         if frames // args.eval_every > (frames - batch.numel()) // args.eval_every:  # passed a multiple of it
             score = evaluate(actor, args.eval_episodes, args.seed + frames, device)
-            rows.append({"frames": frames, "eval_return": round(score, 2), "alpha": round(log_alpha.exp().item(), 4),
+            alpha = loss_module.log_alpha.exp().item()
+            rows.append({"frames": frames, "eval_return": round(score, 2), "alpha": round(alpha, 4),
                          "seconds": round(time.perf_counter() - start, 2)})
             if bar is not None:
                 bar.set_postfix(eval_return=score)

@@ -92,11 +92,11 @@ def test_dqn_double_target_updates_and_n_step_gamma():
     td["steps_to_next_obs"] = T(np.full((6, 1), 3))
     expected, _ = _dqn_by_hand(net, target, td, 0.9 ** 3, double=True)
     np.testing.assert_allclose(loss(td)["loss"].item(), expected, rtol=1e-5)
-    # priority weights multiply each sample's loss
+    # priority weights: torchrl's weighted mean sum(w * loss) / sum(w)
     td = _dqn_batch(rng)
     td["priority_weight"] = T(np.arange(6, dtype=np.float32))
     _, sq = _dqn_by_hand(net, target, td, 0.9, double=True)
-    np.testing.assert_allclose(loss(td)["loss"].item(), (sq * np.arange(6)).mean(), rtol=1e-5)
+    np.testing.assert_allclose(loss(td)["loss"].item(), (sq * np.arange(6)).sum() / 15, rtol=1e-5)
 
 
 def test_hard_update_and_no_delay():

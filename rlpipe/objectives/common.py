@@ -151,8 +151,13 @@ class LossModule(Module):
 
     # ---- reduction ----------------------------------------------------------------------------
     def _reduce(self, loss, weights=None):
+        """``loss`` reduced by ``self.reduction``; with importance ``weights`` the mean is the weighted
+        mean ``sum(w * loss) / sum(w)`` (torchrl's), the sum ``sum(w * loss)``."""
         if weights is not None:
-            loss = loss * weights.reshape(tuple(loss.shape))
+            weights = weights.reshape(tuple(loss.shape))
+            loss = loss * weights
+            if self.reduction == "mean":
+                return loss.sum() / weights.sum()
         if self.reduction == "mean":
             return loss.mean()
         if self.reduction == "sum":
