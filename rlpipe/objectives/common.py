@@ -182,7 +182,8 @@ def _updater_check_forward_prehook(module, args):
     """As torchrl: a loss with target networks that no updater looks after warns (a UserWarning,
     silenced by ``RL_WARNINGS=0``) each time it is called; the targets are then the user's to update."""
     if not all(module._has_update_associated.values()) and rl_warnings():
-        warnings.warn(module.TARGET_NET_WARNING, category=UserWarning, stacklevel=4)  # the caller's line: hook <- run <- _call_impl <- __call__
+        # stacklevel: the caller's line (hook <- run <- _call_impl <- __call__)
+        warnings.warn(module.TARGET_NET_WARNING, category=UserWarning, stacklevel=4)
 
 
 def _params_td(module):
