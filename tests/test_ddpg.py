@@ -80,3 +80,43 @@ def test_ddpg_bad_arguments():
         DDPGLoss(actor, value, gamma=0.9)
     with pytest.raises(NotImplementedError, match="Unknown loss huber"):
         DDPGLoss(actor, value, loss_function="huber")
+
+
+def _target_warnings(loss, data):
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss(data)
+    return [w for w in caught if "No target network updater" in str(w.message)]
+
+
+def test_target_net_warning_until_an_updater_is_associated(monkeypatch):
+    # torchrl 0.14.1: a loss holding target networks warns (UserWarning, the text below) on each call
+    # until a SoftUpdate/HardUpdate is built on it; RL_WARNINGS=0 silences it.
+    from rlpipe.objectives import HardUpdate
+    loss = build()[2]
+    caught = _target_warnings(loss, batch())
+    assert len(caught) == 1 and caught[0].category is UserWarning
+    assert str(caught[0].message) == (
+        "No target network updater has been associated with this loss module, but target parameters have been "
+        "found. While this is supported, it is expected that the target network updates will be manually "
+        "performed. You can deactivate this warning by turning the RL_WARNINGS env variable to False.")
+    monkeypatch.setenv("RL_WARNINGS", "0")
+    assert _target_warnings(loss, batch()) == []
+    monkeypatch.setenv("RL_WARNINGS", "1")
+    SoftUpdate(loss, eps=0.99)
+    assert _target_warnings(loss, batch()) == []
+    hard = build()[2]
+    HardUpdate(hard, value_network_update_interval=10)
+    assert _target_warnings(hard, batch()) == []
+
+
+def test_no_target_net_warning_without_targets():
+    from rlpipe.modules import QValueActor
+    from rlpipe.envs.specs import OneHot
+    from rlpipe.objectives import DQNLoss
+    actor = QValueActor(nn.Linear(3, 2), in_keys=["observation"], spec=OneHot(2))
+    data = batch()
+    data["action"] = torch.tensor([[1, 0], [0, 1], [1, 0]])
+    assert _target_warnings(DQNLoss(actor, delay_value=False), data) == []
+    assert len(_target_warnings(DQNLoss(actor, delay_value=True), data)) == 1

@@ -130,7 +130,7 @@ def test_counter_specs_and_repr():
         spec = env.done_spec[key]
         assert isinstance(spec, Categorical) and spec.n == 2
         assert spec.dtype is rlpipe.bool and tuple(spec.shape) == (1,)
-    assert repr(env) == "GymEnv(env=rlpipe_test/Counter-v0, batch_size=[], device=cpu)"
+    assert repr(env) == "GymEnv(env=rlpipe_test/Counter-v0, batch_size=rlpipe.Size([]), device=None)"
     assert env.env_name == COUNTER and env.num_envs is None
     env.close()
     assert env._is_closed
@@ -376,7 +376,7 @@ def test_vector_sync_specs_and_autoreset():
     assert tuple(env.observation_spec["observation"].shape) == (3, 1)
     assert tuple(env.reward_spec.shape) == (3, 1)
     assert tuple(env.done_spec["done"].shape) == (3, 1)
-    assert repr(env) == "GymEnv(env=rlpipe_test/Counter-v0, batch_size=[3], device=cpu)"
+    assert repr(env) == "GymEnv(env=rlpipe_test/Counter-v0, batch_size=rlpipe.Size([3]), device=None)"
     assert env.set_seed(1) == 4
     td = env.rollout(14, break_when_any_done=False)
     assert tuple(td.batch_size) == (3, 14)
@@ -496,7 +496,7 @@ def test_vector_set_seed_reproducible_cartpole():
 
 def test_wrapper_instances():
     env = GymWrapper(gym.make("CartPole-v1"))
-    assert repr(env) == "GymWrapper(env=CartPole-v1, batch_size=[], device=cpu)"
+    assert repr(env) == "GymWrapper(env=CartPole-v1, batch_size=rlpipe.Size([]), device=None)"
     assert env.rollout(3).batch_size[0] <= 3
     same = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync",
                         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
@@ -599,3 +599,26 @@ def test_no_warnings_from_gymnasium_checker():
         warnings.simplefilter("error")
         env = GymEnv(COUNTER)
         env.rollout(6)
+
+
+def test_deviceless_by_default_as_torchrl():
+    # torchrl 0.14.1: GymEnv("CartPole-v1").device is None; its reset/step/rollout TensorDicts have
+    # device None (the tensors live on the CPU); the root Composite specs have device None and the
+    # leaf specs device cpu. Given device="cpu", everything is on cpu.
+    env = GymEnv("CartPole-v1")
+    assert env.device is None
+    assert env.observation_spec.device is None and env.full_done_spec.device is None
+    assert env.observation_spec["observation"].device == rlpipe.device("cpu")
+    assert env.action_spec.device == rlpipe.device("cpu") and env.reward_spec.device == rlpipe.device("cpu")
+    td = env.reset()
+    assert td.device is None and td["observation"].device == rlpipe.device("cpu")
+    assert env.rand_action().device is None
+    stepped = env.step(env.rand_action(td))
+    assert stepped["next"].device is None and stepped["next", "reward"].device == rlpipe.device("cpu")
+    rollout = env.rollout(3)
+    assert rollout.device is None and rollout["next"].device is None
+    assert "device=None" in repr(rollout)
+    on_cpu = GymEnv("CartPole-v1", device="cpu")
+    assert on_cpu.device == rlpipe.device("cpu")
+    assert on_cpu.reset().device == rlpipe.device("cpu") and on_cpu.rollout(2).device == rlpipe.device("cpu")
+    assert repr(on_cpu) == "GymEnv(env=CartPole-v1, batch_size=rlpipe.Size([]), device=cpu)"

@@ -284,3 +284,19 @@ def test_ppo_errors():
     kl = KLPENPPOLoss(actor, critic, dtarg=1e-9, beta=1.0)
     out = kl(_ppo_batch(np.random.default_rng(1)))
     assert "kl" in out.keys() and float(kl.beta) == 2.0  # KL above 1.5 * dtarg: beta doubled
+
+
+def test_dqn_action_space_from_a_qvalue_actor_composite_spec():
+    # torchrl 0.14.1: QValueActor(..., spec=OneHot(2)).spec is a Composite holding "action"; DQNLoss
+    # reads its action space from that entry ("one_hot"; a Categorical spec gives "categorical").
+    from rlpipe.envs.specs import Categorical, Composite, OneHot
+    from rlpipe.modules import QValueActor
+    actor = QValueActor(nn.Linear(3, 2), in_keys=["observation"], spec=OneHot(2))
+    assert isinstance(actor.spec, Composite)
+    assert DQNLoss(actor, delay_value=False).action_space == "one-hot"
+    cat = QValueActor(nn.Linear(3, 2), in_keys=["observation"], spec=Categorical(2))
+    assert DQNLoss(cat, delay_value=False).action_space == "categorical"
+    nested = Composite(agent=Composite(action=OneHot(2)))
+    assert DQNLoss(actor, delay_value=False, action_space=nested).action_space == "one-hot"
+    with pytest.raises(KeyError, match="no 'action' entry"):
+        DQNLoss(actor, delay_value=False, action_space=Composite(obs=OneHot(2)))

@@ -123,3 +123,33 @@ def test_prioritized_reduction_and_max_priority_within_buffer():
     assert within.default_priority == 9
     within.update_priority(rlpipe.tensor([0]), rlpipe.tensor([1.]))
     assert within.default_priority == 2  # the max among the stored items, not the max ever
+
+
+def test_lazy_storages_log_their_shape_once_on_the_first_write():
+    # torchrl 0.14.1 logs (INFO, its library logger) "Initialized LazyTensorStorage with
+    # torch.Size([10]) shape" on a TensorDict's first extend, "Initialized LazyMemmapStorage with
+    # torch.Size([10, 2]) shape" for a tensor, and nothing on later writes.
+    import logging
+
+    import rlpipe
+    from rlpipe._utils import logger
+    from rlpipe.data import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer, TensorStorage
+
+    messages = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    handler = Keep(level=logging.INFO)
+    logger.addHandler(handler)
+    try:
+        rb = ReplayBuffer(storage=LazyTensorStorage(10))
+        rb.extend(rlpipe.TensorDict({"a": rlpipe.zeros(3, 2)}, [3]))
+        rb.extend(rlpipe.TensorDict({"a": rlpipe.zeros(3, 2)}, [3]))
+        ReplayBuffer(storage=LazyMemmapStorage(10)).extend(rlpipe.zeros(3, 2))
+        ReplayBuffer(storage=TensorStorage(rlpipe.zeros(4, 2))).extend(rlpipe.zeros(3, 2))
+    finally:
+        logger.removeHandler(handler)
+    assert messages == ["Initialized LazyTensorStorage with rlpipe.Size([10]) shape",
+                        "Initialized LazyMemmapStorage with rlpipe.Size([10, 2]) shape"]

@@ -24,7 +24,7 @@ A subclass implements:
 import numpy as np
 
 from .._creation import as_tensor
-from .._device import CPU, resolve
+from .._device import resolve
 from .._tensor import Size, host_array
 from ..tensordict import TensorDict, unravel_key_to_tuple
 
@@ -46,10 +46,10 @@ class EnvBase:
     ``set_seed()``, and specs. Subclasses implement the frame protocol (module docstring)."""
 
     batch_size = Size(())
-    device = CPU
+    device = None
 
     def __init__(self, *, device=None, batch_size=None):
-        self.device = CPU if device is None else resolve(device)
+        self.device = None if device is None else resolve(device)
         self.batch_size = Size(()) if batch_size is None else Size(batch_size)
         self._is_closed = False
 

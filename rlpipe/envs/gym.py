@@ -476,8 +476,7 @@ class GymWrapper(EnvBase):
         return f"{type(self).__name__}({self.env_name})"
 
     def __repr__(self):
-        return (f"{type(self).__name__}(env={self.env_name}, batch_size={list(self.batch_size)}, "
-                f"device={self.device})")
+        return f"{type(self).__name__}(env={self.env_name}, batch_size={self.batch_size!r}, device={self.device})"
 
 
 class GymEnv(GymWrapper):

@@ -11,7 +11,9 @@ which the caller sums, plus detached diagnostics). Differences from torchrl, sai
 """
 import copy
 import dataclasses
+import warnings
 
+from .._utils import rl_warnings
 from ..nn import Module
 from ..tensordict import TensorDict, unravel_key
 from .utils import default_value_kwargs
@@ -36,13 +38,23 @@ class LossModule(Module):
     default_value_estimator = None
     SUPPORTED_VALUE_ESTIMATORS = None
     functional = False  # the networks are stateful modules (see the module docstring)
+    TARGET_NET_WARNING = (
+        "No target network updater has been associated "
+        "with this loss module, but target parameters have been found. "
+        "While this is supported, it is expected that the target network "
+        "updates will be manually performed. You can deactivate this warning "
+        "by turning the RL_WARNINGS env variable to False."
+    )
 
     def __init__(self):
         super().__init__()
         self.__dict__["_tensor_keys"] = None
         self.__dict__["_value_estimator"] = None
         self.__dict__["_targets"] = {}  # name -> target name
+        # name -> whether a target updater (SoftUpdate/HardUpdate) looks after its target copy
+        self.__dict__["_has_update_associated"] = {}
         self.reduction = "mean"
+        self.register_forward_pre_hook(_updater_check_forward_prehook)
 
     # ---- keys ---------------------------------------------------------------------------------
     @property
@@ -130,6 +142,7 @@ class LossModule(Module):
         else:
             self.__dict__[target_name] = module  # the source itself (no separate target)
         self._targets[module_name] = target_name
+        self._has_update_associated[module_name] = not create_target_params
 
     def _target_pairs(self):
         return [(getattr(self, name), getattr(self, target)) for name, target in self._targets.items()]
@@ -168,6 +181,14 @@ class LossModule(Module):
 
     def forward(self, tensordict):
         raise NotImplementedError(f"{type(self).__name__} must define forward(tensordict)")
+
+
+def _updater_check_forward_prehook(module, args):
+    """As torchrl: a loss with target networks that no updater looks after warns (a UserWarning,
+    silenced by ``RL_WARNINGS=0``) each time it is called; the targets are then the user's to update."""
+    if not all(module._has_update_associated.values()) and rl_warnings():
+        # stacklevel: the caller's line (hook <- run <- _call_impl <- __call__)
+        warnings.warn(module.TARGET_NET_WARNING, category=UserWarning, stacklevel=4)
 
 
 def _params_td(module):

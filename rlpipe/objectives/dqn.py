@@ -3,6 +3,7 @@ import dataclasses
 import warnings
 
 from ..autograd.grad_mode import no_grad
+from ..envs.specs import Composite
 from ..nn import Module
 from ..tensordict import TensorDict, TensorDictModule
 from .common import LossModule
@@ -19,11 +20,23 @@ def _find_action_space(action_space):
         if action_space not in names:
             raise ValueError(f"action_space must be 'one-hot' or 'categorical', got {action_space!r}")
         return names[action_space]
+    if isinstance(action_space, Composite):  # a QValueActor's spec: the "action" entry, as torchrl
+        action_space = _action_entry(action_space)
     kind = type(action_space).__name__
     for name, space in (("OneHot", "one-hot"), ("Categorical", "categorical")):
         if kind.startswith(name) or kind.startswith("Discrete" if space == "categorical" else name):
             return space
     raise ValueError(f"action_space must be 'one-hot', 'categorical' or a OneHot/Categorical spec, got {kind}")
+
+
+def _action_entry(spec):
+    """The action spec inside a Composite: its "action" entry, else the first nested key ending in "action"."""
+    if "action" in spec.keys():
+        return spec["action"]
+    for key in spec.keys(True, True):
+        if isinstance(key, tuple) and key[-1] == "action":
+            return spec[key]
+    raise KeyError(f"action_space: the Composite spec has no 'action' entry (keys {list(spec.keys(True, True))})")
 
 
 class DQNLoss(LossModule):

@@ -75,6 +75,8 @@ class TargetNetUpdater:
         self.loss_module = loss_module
         self.initialized = False
         self.init_()
+        for name in loss_module._has_update_associated:  # the loss stops warning about its targets
+            loss_module._has_update_associated[name] = True
 
     def _tensor_pairs(self):
         for source, target in self.loss_module._target_pairs():

@@ -48,7 +48,7 @@ from ..._creation import zeros
 from ..._device import CPU, resolve
 from ..._ops import stack as _stack_tensors
 from ..._tensor import Tensor, wrap
-from ..._utils import unavailable
+from ..._utils import logger, unavailable
 from ...tensordict import TensorDict
 from .._checkpoint import (array_record, atomic_directory, load_state, open_array, plain_dtype, read_json, save_state,
                           write_json)
@@ -426,6 +426,9 @@ class TensorStorage(Storage):
     def _commit(self, write):
         if write.spec is not None:
             self._allocate(write.spec, write.device)
+            if isinstance(self, LazyTensorStorage):  # as torchrl, an INFO line on the first write
+                kind = "LazyMemmapStorage" if isinstance(self, LazyMemmapStorage) else "LazyTensorStorage"
+                logger.info(f"Initialized {kind} with {self._data.shape!r} shape")
         if write.cursor is None:  # given positions
             index = write.index if write.device is CPU else write.device._backend.xp.asarray(write.index)
             for store, rows in zip(self._arrays, write.values):
