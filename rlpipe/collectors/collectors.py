@@ -154,6 +154,7 @@ class SyncDataCollector(CollectorBase):
         self._iter = -1               # the batch being (or last) collected, as torchrl counts
         self._obs = None              # the frame the next step acts on
         self._traj_ids = None         # per env
+        self._carried = None          # skipped envs: the steps (kept rows, ids) the next batch starts with
         self._next_traj_id = 0
         # the policy's step: what it must return, and what it reads and writes besides the action
         self._action_shape = tuple(self.env.action_spec.shape)
@@ -176,7 +177,8 @@ class SyncDataCollector(CollectorBase):
         try:
             # the policy's grad mode and exploration type, once per batch rather than once per step
             with no_grad(), self._exploration.clone():
-                batch = self._assemble(*self._collect(random or isinstance(self.policy, RandomPolicy)))
+                collect = self._collect_skipping if self.env._skips_rows else self._collect
+                batch = self._assemble(*collect(random or isinstance(self.policy, RandomPolicy)))
         except BaseException:
             self._obs = None  # the steps collected so far are lost: the next batch starts afresh
             raise
@@ -220,6 +222,53 @@ class SyncDataCollector(CollectorBase):
             else:
                 self._obs = next_obs
         return steps, (first_ids, events)
+
+    def _collect_skipping(self, all_random):
+        """``_collect`` for an env whose steps may skip envs (``EnvBase``'s "Skipped envs"): steps
+        until every env has ``steps_per_batch`` transitions, its skipped steps left out. Returns the
+        steps, the trajectory ids [envs, T] and the index picking each env's transitions out of
+        the steps; the steps holding an env's transitions beyond T start the next batch."""
+        env = self.env
+        if self._obs is None or self.reset_at_each_iter:
+            self._start()
+            self._carried = None
+        T, n = self.steps_per_batch, self.n_envs
+        steps, kept, ids = self._carried or ([], [], [])  # kept: per step, the envs whose row is data
+        count = np.sum(kept, axis=0, dtype=np.int64) if kept else np.zeros(n, dtype=np.int64)
+        everyone = np.ones(n, dtype=bool)
+        if all_random:
+            if self._extra_keys is None and self._may_write_extras():
+                self._act(self._obs)  # learns the shapes of the policy's other outputs
+            zero_extras = tuple(np.zeros(shape, dtype) for _, shape, dtype in self._extra_keys or ())
+        while count.min() < T:
+            obs = self._obs
+            action, extras = (host_array(env.action_spec.rand()), zero_extras) if all_random else self._act(obs)
+            try:
+                next_obs, reward, terminated, truncated = env._step_frame(action)
+            except Exception as e:
+                raise RuntimeError(f"SyncDataCollector: {env!r} raised at step {len(steps)} of batch {self._iter}: "
+                                   f"{type(e).__name__}: {e}") from e
+            skipped = env._skipped_rows
+            data = everyone if skipped is None else ~skipped.reshape(n)
+            steps.append((obs, action, extras, next_obs, reward, terminated, truncated))
+            kept.append(data)
+            ids.append(self._traj_ids.copy())
+            count += data
+            done = (terminated | truncated).reshape(n) & data
+            if np.count_nonzero(done):
+                self._obs = dict(env._continue_frame(next_obs, done.reshape(terminated.shape)))
+                self._traj_ids[done] = self._new_traj_ids(int(np.count_nonzero(done)))
+            else:
+                self._obs = next_obs
+        kept = np.stack(kept, axis=1)  # [envs, steps]
+        picked = np.argsort(~kept, axis=1, kind="stable")[:, :T]  # each env's first T transitions, in order
+        rows = np.arange(n)[:, None]
+        rest = kept.copy()
+        rest[rows, picked] = False
+        later = np.flatnonzero(rest.any(axis=0))
+        first = int(later[0]) if later.size else len(steps)
+        self._carried = (steps[first:], list(rest[:, first:].T), ids[first:]) if later.size else None
+        return steps, np.stack(ids, axis=1)[rows, picked], (rows, picked)
 
     # ---- the policy's step ------------------------------------------------------------------------
     def _act(self, obs):
@@ -341,15 +390,17 @@ class SyncDataCollector(CollectorBase):
             raise ValueError(f"{self.env!r} returned an observation {name!r} of shape {list(actual)} at step {t} of "
                              f"batch {self._iter}; its observation spec expects {list(expected)}")
 
-    def _assemble(self, steps, trajectories):
+    def _assemble(self, steps, trajectories, picked=None):
         """The batch TensorDict: the steps' arrays stacked along a new time dim (after the env dims),
-        one key at a time."""
+        one key at a time. ``trajectories``: ``_collect``'s changes, or the ids themselves;
+        ``picked``: an index of the stacked arrays choosing the batch's transitions (skipped envs)."""
         time = len(self.env.batch_size)
         batch = Size(tuple(self.env.batch_size) + (self.steps_per_batch,))
         obs, actions, extras, next_obs, rewards, terminateds, truncateds = zip(*steps)
 
         def joined(arrays):
-            return wrap(_stack_steps(arrays, time))
+            stacked = _stack_steps(arrays, time)
+            return wrap(stacked if picked is None else stacked[picked])
 
         def joined_entry(records, key):  # the steps' records (frames, extras tuples) at one key or index
             return joined(list(map(operator.itemgetter(key), records)))
@@ -377,7 +428,7 @@ class SyncDataCollector(CollectorBase):
         next_td.set("truncated", joined(truncateds))
         next_td.set("done", next_td.get("terminated") | next_td.get("truncated"))
         td.set("next", next_td)
-        td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories)))
+        td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories) if picked is None else trajectories))
         return td if self.storing_device is None else td.to(self.storing_device)
 
     def __iter__(self):

@@ -20,6 +20,16 @@ A subclass implements:
   vectorized env returns the observation its autoreset already produced);
 - the specs: ``action_spec``, ``observation_spec`` (a ``Composite`` keyed like the frame),
   ``reward_spec``, ``done_spec`` (``Composite`` with done/terminated/truncated).
+
+Skipped envs. A batched simulator that cannot reset only some of its envs (a Gymnasium vector env
+whose autoreset mode is NEXT_STEP and that has no partial reset, as Gymnasium's native
+``CartPoleVectorEnv``) resets an env that ended during the *following* step, ignoring its action.
+Such an env sets ``_skips_rows = True``: its ``_continue_frame`` leaves the observations of the
+done envs as they were, and after each ``_step_frame`` its ``_skipped_rows`` is None, or a bool
+array of shape ``batch_size`` marking the envs whose step was that reset rather than a
+transition: their next observation is the first of a new episode, and the rest of their row
+(reward 0, not done) is not data. The collector drops those rows, so the reset step is never
+delivered as a transition, and steps on until every env has its frames.
 """
 import numpy as np
 
@@ -47,6 +57,8 @@ class EnvBase:
 
     batch_size = Size(())
     device = CPU
+    _skips_rows = False   # see "Skipped envs" in the module docstring
+    _skipped_rows = None
 
     def __init__(self, *, device=None, batch_size=None):
         self.device = CPU if device is None else resolve(device)
@@ -143,6 +155,11 @@ class EnvBase:
                     break
                 if break_when_all_done and bool(done.all()):
                     break
+                if self._skips_rows and bool(done.any()):
+                    raise NotImplementedError(
+                        f"{self!r}.rollout: this env resets its done envs during the next step (a NEXT_STEP "
+                        "autoreset without partial reset), which a rollout cannot drop; stop at the first done "
+                        "(break_when_any_done=True) or collect with SyncDataCollector, which drops the reset steps")
                 td = self._carry_over(td, done)
                 if callback is not None:  # as torchrl: on the next step's root, not after the last step
                     callback(self, td)
