@@ -310,6 +310,12 @@ def test_envpool_cartpole_transitions():
     env = TransformedEnv(env, StepCounter())
     data = collect(env, 8 * 25, batches=4)
     assert check_cartpole(data, max_steps=30) > 10
+    # a plain GymWrapper does not know envpool's partial reset: it skips the done envs instead
+    import envpool
+    pool = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=8, max_episode_steps=30, seed=3)
+    env = GymWrapper(pool)
+    assert env._skips_rows
+    assert check_cartpole(collect(TransformedEnv(env, StepCounter()), 8 * 25, batches=4), max_steps=30) > 10
     # partial resets also serve a transform's own truncations, and rollouts through dones
     env = TransformedEnv(MultiThreadedEnv(4, "CartPole-v1"), StepCounter(max_steps=3))
     td = env.rollout(9, break_when_any_done=False)

@@ -322,7 +322,7 @@ class GymWrapper(EnvBase):
         self._categorical_action_encoding = bool(categorical_action_encoding)
         if not hasattr(self, "env_name"):
             spec = getattr(env, "spec", None)
-            self.env_name = spec.id if spec is not None else type(getattr(env, "unwrapped", env)).__name__
+            self.env_name = getattr(spec, "id", None) or type(getattr(env, "unwrapped", env)).__name__
         self._vectorized = bool(batch_size)
         self._make_specs()
         if from_pixels:

@@ -1,0 +1,198 @@
+"""256 CartPoles with an MLP 4-64-64-2 policy (tanh, greedy action): frames/s of the SyncDataCollector
+against the bare vector loop with the same policy written in NumPy, on the same env, and torchrl
+0.14.1 (when importable, e.g. run from a virtualenv that has it) on the env it accepts.
+
+Envs: Gymnasium's native ``CartPoleVectorEnv`` (``vectorization_mode="vector_entry_point"``,
+NEXT_STEP autoreset, no partial reset: the collector drops the reset steps), envpool's pool (when
+envpool is installed; rlpipe resets done envs through ``reset(env_id)``), and Gymnasium's
+``SyncVectorEnv`` of 256 ``CartPole-v1`` with SAME_STEP autoreset (the only one of the three torchrl
+0.14 wraps: it refuses NEXT_STEP vector envs, and it has no envpool here). The bare loops count every
+step of every env, reset steps included, as frames: what a hand-written loop would report.
+
+    python benchmarks/bench_vector_env.py [--envs 256] [--frames 1024000] [--frames-per-batch 25600] [--repeat 3]
+"""
+from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
+
+import argparse
+import time
+import warnings
+
+import gymnasium as gym
+import numpy as np
+
+import rlpipe
+from rlpipe.collectors import SyncDataCollector
+from rlpipe.envs import GymEnv, GymWrapper, MultiThreadedEnvWrapper
+from rlpipe.tensordict import TensorDictModule
+
+torch, torchrl = import_peer("torchrl")
+try:
+    import envpool
+except ImportError:
+    envpool = None
+
+warnings.filterwarnings("ignore", message=".*precision lowered.*")  # envpool's Box spaces
+
+
+def best_fps(run, frames, repeat):
+    """The best frames/s over ``repeat`` runs of ``run(frames)`` (each builds its env first, untimed)."""
+    rates = []
+    for _ in range(repeat):
+        go = run(frames)
+        start = time.perf_counter()
+        go()
+        rates.append(frames / (time.perf_counter() - start))
+    return max(rates)
+
+
+# ---- the policy: the same weights in NumPy, rlpipe and torch -------------------------------------------
+
+def numpy_weights(seed=0):
+    rng = np.random.default_rng(seed)
+    sizes = [(4, 64), (64, 64), (64, 2)]
+    return [(rng.uniform(-1, 1, (i, o)).astype(np.float32) / np.sqrt(i), np.zeros(o, np.float32)) for i, o in sizes]
+
+
+def numpy_policy(weights):
+    (w1, b1), (w2, b2), (w3, b3) = weights
+
+    def act(obs):
+        h = np.tanh(obs @ w1 + b1)
+        h = np.tanh(h @ w2 + b2)
+        return (h @ w3 + b3).argmax(-1)
+    return act
+
+
+def load_linear(layer, w, b, lib):
+    layer.weight.data[...] = lib.as_tensor(np.ascontiguousarray(w.T))
+    layer.bias.data[...] = lib.as_tensor(b)
+
+
+def mlp(lib, weights):
+    """The MLP as ``lib.nn`` modules (rlpipe or torch), returning the greedy action."""
+    nn = lib.nn
+    net = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2))
+    for layer, (w, b) in zip([net[0], net[2], net[4]], weights):
+        load_linear(layer, w, b, lib)
+
+    class Greedy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def forward(self, observation):
+            return self.net(observation).argmax(-1)
+    return Greedy()
+
+
+# ---- the envs -----------------------------------------------------------------------------------------
+
+def make_native(n):
+    return gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")
+
+
+def make_sync(n):
+    return gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="sync",
+                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+
+
+def make_envpool(n):
+    return envpool.make("CartPole-v1", env_type="gymnasium", num_envs=n, seed=0)
+
+
+def bare_loop(make, n, weights):
+    def run(frames):
+        env = make(n)
+        act = numpy_policy(weights)
+
+        def go():
+            obs, _ = env.reset() if make is make_envpool else env.reset(seed=0)  # envpool: seeded when made
+            for _ in range(frames // n):
+                obs, _, _, _, _ = env.step(act(obs))
+            env.close()
+        return go
+    return run
+
+
+def rlpipe_collect(make, n, weights, fpb):
+    def run(frames):
+        if make is None:  # GymEnv's own construction of the native env
+            env = GymEnv("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point",
+                         categorical_action_encoding=True)
+        elif make is make_envpool:
+            env = MultiThreadedEnvWrapper(make(n), categorical_action_encoding=True)
+        else:
+            env = GymWrapper(make(n), categorical_action_encoding=True)
+        if make is not make_envpool:  # seeded when made
+            env.set_seed(0)
+        policy = TensorDictModule(mlp(rlpipe, weights), in_keys=["observation"], out_keys=["action"])
+        collector = SyncDataCollector(env, policy, frames_per_batch=fpb, total_frames=frames)
+
+        def go():
+            for _ in collector:
+                pass
+            collector.shutdown()
+        return go
+    return run
+
+
+def torchrl_collect(make, n, weights, fpb):
+    from tensordict.nn import TensorDictModule as TorchModule
+    from torchrl.collectors import Collector as TorchrlCollector
+    from torchrl.envs import GymWrapper as TorchrlGymWrapper
+
+    def run(frames):
+        env = TorchrlGymWrapper(make(n), categorical_action_encoding=True)
+        env.set_seed(0)
+        policy = TorchModule(mlp(torch, weights), in_keys=["observation"], out_keys=["action"])
+        collector = TorchrlCollector(env, policy, frames_per_batch=fpb, total_frames=frames)
+
+        def go():
+            with torch.no_grad():
+                for _ in collector:
+                    pass
+            collector.shutdown()
+        return go
+    return run
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", type=int, default=256)
+    parser.add_argument("--frames", type=int, default=1_024_000)
+    parser.add_argument("--frames-per-batch", type=int, default=25_600)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sync-frames", type=int, default=256_000, help="frames on the (slower) SyncVectorEnv")
+    args = parser.parse_args()
+    n, fpb, weights = args.envs, args.frames_per_batch, numpy_weights()
+
+    def fps(run, frames=args.frames):
+        return best_fps(run, frames, args.repeat)
+
+    print(f"{n} CartPoles, MLP 4-64-64-2 greedy policy, {args.frames} frames ({args.sync_frames} on SyncVectorEnv), "
+          f"{fpb} frames per batch, best of {args.repeat}; numpy {np.__version__}, gymnasium {gym.__version__}"
+          + (f", envpool {envpool.__version__}" if envpool else "")
+          + (f", torchrl {torchrl.__version__}" if torch else " (torchrl not importable: no torchrl column)"))
+    print(f"{'env':44s} {'bare loop':>11s} {'rlpipe':>11s} {'rlpipe/bare':>12s} {'torchrl':>10s} "
+          f"{'rlpipe/torchrl':>15s}")
+
+    def row(name, bare, ours, peer=None):
+        peer_cols = f"{peer:10,.0f} {ours / peer:14.1f}x" if peer else f"{'-':>10s} {'-':>15s}"
+        print(f"{name:44s} {bare:11,.0f} {ours:11,.0f} {100 * ours / bare:11.1f}% {peer_cols}", flush=True)
+
+    native_bare = fps(bare_loop(make_native, n, weights))
+    row("Gymnasium native CartPoleVectorEnv", native_bare, fps(rlpipe_collect(None, n, weights, fpb)))
+    if envpool is not None:
+        row("envpool CartPole-v1", fps(bare_loop(make_envpool, n, weights)),
+            fps(rlpipe_collect(make_envpool, n, weights, fpb)))
+    frames = args.sync_frames
+    sync_peer = fps(torchrl_collect(make_sync, n, weights, fpb), frames) if torch else None
+    row("Gymnasium SyncVectorEnv, SAME_STEP", fps(bare_loop(make_sync, n, weights), frames),
+        fps(rlpipe_collect(make_sync, n, weights, fpb), frames), sync_peer)
+    if sync_peer:
+        print(f"rlpipe on the native env vs torchrl on SyncVectorEnv: "
+              f"{fps(rlpipe_collect(None, n, weights, fpb)) / sync_peer:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
