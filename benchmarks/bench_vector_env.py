@@ -26,6 +26,10 @@ from rlpipe.envs import GymEnv, GymWrapper, MultiThreadedEnvWrapper
 from rlpipe.tensordict import TensorDictModule
 
 torch, torchrl = import_peer("torchrl")
+if torch:
+    import logging
+    logging.getLogger("torchrl").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", category=FutureWarning)
 try:
     import envpool
 except ImportError:
@@ -159,6 +163,32 @@ def torchrl_collect(make, n, weights, fpb):
     return run
 
 
+def torchrl_envpool(n, weights, fpb):
+    """torchrl's MultiThreadedEnv on envpool's CartPole, or the reason it cannot run (torchrl 0.14.1
+    converts envpool's spaces as ``gym`` ones, and envpool 1.2 gives ``gymnasium`` spaces)."""
+    from tensordict.nn import TensorDictModule as TorchModule
+    from torchrl.collectors import Collector as TorchrlCollector
+    from torchrl.envs import MultiThreadedEnv as TorchrlMultiThreadedEnv
+
+    try:
+        TorchrlMultiThreadedEnv(2, "CartPole-v1").close()
+    except Exception as err:
+        return f"{type(err).__name__}: {str(err)[:100]}"
+
+    def run(frames):
+        env = TorchrlMultiThreadedEnv(n, "CartPole-v1", create_env_kwargs={"seed": 0})
+        policy = TorchModule(mlp(torch, weights), in_keys=["observation"], out_keys=["action"])
+        collector = TorchrlCollector(env, policy, frames_per_batch=fpb, total_frames=frames)
+
+        def go():
+            with torch.no_grad():
+                for _ in collector:
+                    pass
+            collector.shutdown()
+        return go
+    return run
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, default=256)
@@ -186,8 +216,13 @@ def main():
     native = fps(bare_loop(make_native, n, weights), rlpipe_collect(None, n, weights, fpb))
     row("Gymnasium native CartPoleVectorEnv", *native)
     if envpool is not None:
-        pool = fps(bare_loop(make_envpool, n, weights), rlpipe_collect(make_envpool, n, weights, fpb))
-        row("envpool CartPole-v1", *pool)
+        runs = [bare_loop(make_envpool, n, weights), rlpipe_collect(make_envpool, n, weights, fpb)]
+        peer = torchrl_envpool(n, weights, fpb) if torch else None
+        if callable(peer):
+            runs.append(peer)
+        row("envpool CartPole-v1", *fps(*runs))
+        if isinstance(peer, str):
+            print(f"  torchrl's MultiThreadedEnv does not run here: {peer}")
     runs = [bare_loop(make_sync, n, weights), rlpipe_collect(make_sync, n, weights, fpb)]
     if torch:
         runs.append(torchrl_collect(make_sync, n, weights, fpb))
