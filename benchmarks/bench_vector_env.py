@@ -9,8 +9,8 @@ envpool is installed; rlpipe resets done envs through ``reset(env_id)``), and Gy
 collects from the last one only: its GymWrapper fails on the native env, its MultiThreadedEnv needs
 the ``gym`` package and then cannot convert envpool 1.2's gymnasium spaces (the script prints why).
 The bare loops count every step of every env, reset steps included, as frames: what a hand-written
-loop would report; the collector delivers only transitions (10% fewer frames per native step here,
-where the untrained policy's episodes last about 10 steps).
+loop would report; the collector delivers only transitions (about 1% fewer frames per native step
+here, where the untrained policy's episodes last about 85 steps).
 
     python benchmarks/bench_vector_env.py [--envs 256] [--frames 512000] [--frames-per-batch 25600] [--repeat 5]
 """
