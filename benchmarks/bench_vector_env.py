@@ -60,11 +60,12 @@ def best_fps(runs, frames, repeat):
 def numpy_weights(seed=0):
     rng = np.random.default_rng(seed)
     sizes = [(4, 64), (64, 64), (64, 2)]
-    return [(rng.uniform(-1, 1, (i, o)).astype(np.float32) / np.sqrt(i), np.zeros(o, np.float32)) for i, o in sizes]
+    return [((rng.uniform(-1, 1, (i, o)) / np.sqrt(i)).astype(np.float32), np.zeros(o, np.float32)) for i, o in sizes]
 
 
 def numpy_policy(weights):
     (w1, b1), (w2, b2), (w3, b3) = weights
+    assert all(a.dtype == np.float32 for pair in weights for a in pair)  # as the modules' parameters
 
     def act(obs):
         h = np.tanh(obs @ w1 + b1)

@@ -69,6 +69,13 @@ def _stack_steps(arrays, axis):
 _shape_of = operator.attrgetter("shape")
 
 
+def _most_dropped(dropped, n):
+    """The most rows any of ``n`` envs has among ``dropped`` (per step: None, or a bool mask of the
+    envs whose row is not data)."""
+    masks = [rows for rows in dropped if rows is not None]
+    return int(np.sum(masks, axis=0, dtype=np.int64).reshape(-1).max()) if masks else 0
+
+
 def _env_state_owner(env):
     """Where an environment's state_dict lives, as torchrl looks for it: a TransformedEnv's
     transform, else the environment itself."""
@@ -233,14 +240,14 @@ class SyncDataCollector(CollectorBase):
             self._start()
             self._carried = None
         T, n = self.steps_per_batch, self.n_envs
-        steps, kept, ids = self._carried or ([], [], [])  # kept: per step, the envs whose row is data
-        count = np.sum(kept, axis=0, dtype=np.int64) if kept else np.zeros(n, dtype=np.int64)
-        everyone = np.ones(n, dtype=bool)
+        # dropped: per step, None or the envs whose row is not data (skipped, or delivered in the last batch)
+        steps, dropped, ids = self._carried or ([], [], [])
+        need = T + _most_dropped(dropped, n)
         if all_random:
             if self._extra_keys is None and self._may_write_extras():
                 self._act(self._obs)  # learns the shapes of the policy's other outputs
             zero_extras = tuple(np.zeros(shape, dtype) for _, shape, dtype in self._extra_keys or ())
-        while count.min() < T:
+        while len(steps) < need:
             obs = self._obs
             action, extras = (host_array(env.action_spec.rand()), zero_extras) if all_random else self._act(obs)
             try:
@@ -248,27 +255,33 @@ class SyncDataCollector(CollectorBase):
             except Exception as e:
                 raise RuntimeError(f"SyncDataCollector: {env!r} raised at step {len(steps)} of batch {self._iter}: "
                                    f"{type(e).__name__}: {e}") from e
-            skipped = env._skipped_rows
-            data = everyone if skipped is None else ~skipped.reshape(n)
             steps.append((obs, action, extras, next_obs, reward, terminated, truncated))
-            kept.append(data)
             ids.append(self._traj_ids.copy())
-            count += data
-            done = (terminated | truncated).reshape(n) & data
+            dropped.append(env._skipped_rows)
+            done = terminated | truncated  # (a skipped env is not done)
             if np.count_nonzero(done):
-                self._obs = dict(env._continue_frame(next_obs, done.reshape(terminated.shape)))
+                self._obs = dict(env._continue_frame(next_obs, done))
+                done = done.reshape(n)
                 self._traj_ids[done] = self._new_traj_ids(int(np.count_nonzero(done)))
             else:
                 self._obs = next_obs
-        kept = np.stack(kept, axis=1)  # [envs, steps]
-        picked = np.argsort(~kept, axis=1, kind="stable")[:, :T]  # each env's first T transitions, in order
-        rows = np.arange(n)[:, None]
-        rest = kept.copy()
-        rest[rows, picked] = False
-        later = np.flatnonzero(rest.any(axis=0))
-        first = int(later[0]) if later.size else len(steps)
-        self._carried = (steps[first:], list(rest[:, first:].T), ids[first:]) if later.size else None
-        return steps, np.stack(ids, axis=1)[rows, picked], (rows, picked)
+            if len(steps) == need:  # enough steps unless some env skipped more than the carried steps made up
+                need = T + _most_dropped(dropped, n)
+        data = np.ones((len(steps), n), dtype=bool)  # [steps, envs]
+        partial = [j for j, rows in enumerate(dropped) if rows is not None]
+        if partial:
+            data[partial] = ~np.stack([dropped[j] for j in partial]).reshape(len(partial), n)
+        count = data.cumsum(axis=0)
+        envs, picked = np.nonzero((data & (count <= T)).T)  # each env's first T transitions, env by env
+        rest = data & (count > T)
+        later = np.flatnonzero(rest.any(axis=1))
+        if later.size:
+            first = int(later[0])
+            self._carried = (steps[first:], list(~rest[first:]), ids[first:])
+        else:
+            self._carried = None
+        flat = picked * n + envs  # into the steps' arrays stacked [steps * envs, ...]
+        return steps, np.concatenate(ids)[flat].reshape(n, T), flat
 
     # ---- the policy's step ------------------------------------------------------------------------
     def _act(self, obs):
@@ -393,14 +406,17 @@ class SyncDataCollector(CollectorBase):
     def _assemble(self, steps, trajectories, picked=None):
         """The batch TensorDict: the steps' arrays stacked along a new time dim (after the env dims),
         one key at a time. ``trajectories``: ``_collect``'s changes, or the ids themselves;
-        ``picked``: an index of the stacked arrays choosing the batch's transitions (skipped envs)."""
+        ``picked``: (skipped envs) the batch's transitions, ``[envs * T]`` indices into the steps'
+        arrays concatenated (step-major)."""
         time = len(self.env.batch_size)
         batch = Size(tuple(self.env.batch_size) + (self.steps_per_batch,))
         obs, actions, extras, next_obs, rewards, terminateds, truncateds = zip(*steps)
 
         def joined(arrays):
-            stacked = _stack_steps(arrays, time)
-            return wrap(stacked if picked is None else stacked[picked])
+            if picked is None:
+                return wrap(_stack_steps(arrays, time))
+            flat = np.concatenate(arrays) if arrays[0].ndim else np.array(arrays)  # [steps * envs, ...]
+            return wrap(flat.take(picked, axis=0).reshape(tuple(batch) + flat.shape[1:]))
 
         def joined_entry(records, key):  # the steps' records (frames, extras tuples) at one key or index
             return joined(list(map(operator.itemgetter(key), records)))

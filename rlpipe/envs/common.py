@@ -28,7 +28,7 @@ Such an env sets ``_skips_rows = True``: its ``_continue_frame`` leaves the obse
 done envs as they were, and after each ``_step_frame`` its ``_skipped_rows`` is None, or a bool
 array of shape ``batch_size`` marking the envs whose step was that reset rather than a
 transition: their next observation is the first of a new episode, and the rest of their row
-(reward 0, not done) is not data. The collector drops those rows, so the reset step is never
+(reward 0, never done) is not data. The collector drops those rows, so the reset step is never
 delivered as a transition, and steps on until every env has its frames.
 """
 import numpy as np

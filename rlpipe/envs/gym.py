@@ -106,7 +106,7 @@ def _converter(space, spec, copy):
     dt = _np_dtype(spec)
     if isinstance(space, (spaces.Box, spaces.MultiBinary)):
         if copy:
-            return lambda x: np.array(x, dtype=dt)
+            return lambda x: np.array(x, dtype=dt, order="C")  # C order: a transposed batch (CartPoleVectorEnv) too
 
         def box(x):
             if type(x) is np.ndarray and x.dtype == dt:
