@@ -13,6 +13,7 @@ loop would report; the collector delivers only transitions (about 1% fewer frame
 here, where the untrained policy's episodes last about 85 steps).
 
     python benchmarks/bench_vector_env.py [--envs 256] [--frames 512000] [--frames-per-batch 25600] [--repeat 5]
+                                          [--clock cpu|wall]
 """
 from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
 
@@ -41,7 +42,7 @@ except ImportError:
 warnings.filterwarnings("ignore", message=".*precision lowered.*")  # envpool's Box spaces
 
 
-def best_fps(runs, frames, repeat):
+def best_fps(runs, frames, repeat, clock):
     """The best frames/s of each of ``runs`` (each ``run(frames)`` builds its env, untimed, and
     returns the timed part) over ``repeat`` rounds, the runs taking turns within a round so that a
     load spike on a shared machine hits both sides of a ratio alike."""
@@ -49,9 +50,9 @@ def best_fps(runs, frames, repeat):
     for _ in range(repeat):
         for i, run in enumerate(runs):
             go = run(frames)
-            start = time.perf_counter()
+            start = clock()
             go()
-            best[i] = max(best[i], frames / (time.perf_counter() - start))
+            best[i] = max(best[i], frames / (clock() - start))
     return best
 
 
@@ -189,15 +190,21 @@ def main():
     parser.add_argument("--frames", type=int, default=512_000)
     parser.add_argument("--frames-per-batch", type=int, default=25_600)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                        help="time the single-threaded runs by this process's CPU time (default) or wall time")
     parser.add_argument("--sync-frames", type=int, default=128_000, help="frames on the (slower) SyncVectorEnv")
     args = parser.parse_args()
     n, fpb, weights = args.envs, args.frames_per_batch, numpy_weights()
 
-    def fps(*runs, frames=args.frames):
-        return best_fps(runs, frames, args.repeat)
+    def fps(*runs, frames=args.frames, threads=False):
+        # CPU time where everything runs in this thread: what other processes on a shared machine
+        # take does not count; wall time for envpool, whose C++ threads' CPU time would count
+        cpu = args.clock == "cpu" and not threads
+        return best_fps(runs, frames, args.repeat, time.process_time if cpu else time.perf_counter)
 
     print(f"{n} CartPoles, MLP 4-64-64-2 greedy policy, {args.frames} frames a run ({args.sync_frames} on "
-          f"SyncVectorEnv), {fpb} frames per batch, best of {args.repeat} interleaved runs; numpy {np.__version__}, "
+          f"SyncVectorEnv), {fpb} frames per batch, best of {args.repeat} interleaved runs, {args.clock} time "
+          f"(envpool: wall); numpy {np.__version__}, "
           f"gymnasium {gym.__version__}" + (f", envpool {envpool.__version__}" if envpool else "")
           + (f", torchrl {torchrl.__version__}" if torch else " (torchrl not importable: no torchrl column)"))
     print(f"{'env':44s} {'bare loop':>11s} {'rlpipe':>11s} {'rlpipe/bare':>12s} {'torchrl':>10s} "
@@ -219,7 +226,7 @@ def main():
         peer = torchrl_collect(peers[kind], n, weights, fpb) if kind in peers else None
         if callable(peer):
             runs.append(peer)
-        results[kind] = fps(*runs, frames=frames)
+        results[kind] = fps(*runs, frames=frames, threads=kind == "envpool")
         row(name, *results[kind])
         if isinstance(peer, str):
             print(f"    torchrl cannot collect from it: {peer}")

@@ -507,7 +507,7 @@ def test_wrapper_instances():
     # NEXT_STEP autoreset (make_vec's default): accepted, the done envs reset through reset_mask
     # (tests/test_vector_envs.py checks its transitions)
     next_step = GymWrapper(gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"))
-    assert not next_step._skips_rows
+    assert next_step._skips_rows and next_step._resets_rows
     assert tuple(next_step.rollout(30, break_when_any_done=False).batch_size) == (2, 30)
     next_step.close()
     with pytest.raises(TypeError, match="gymnasium.Env"):

@@ -108,22 +108,25 @@ def counter_env(mode, num_envs):
 MODES = ["native", "NEXT_STEP", "SAME_STEP", "DISABLED"]
 
 
-def expected_rows(num_envs, steps, lag):
+def expected_rows(num_envs, steps, lag, max_steps=None):
     """Brute force: per env, its first ``steps`` transitions as a dict of arrays [envs, steps]
     (t, episode, reward, terminated, truncated, traj id). ``lag``: the steps an env loses after each
-    episode (1 when the vector env resets it in a step of its own), which orders the new
-    trajectory ids: a done at an earlier step (then at a lower env index) gets the lower id."""
+    episode the env itself ends (1 when the vector env resets it in a step of its own), which
+    orders the new trajectory ids: a done at an earlier step (then at a lower env index) gets the
+    lower id. ``max_steps``: a StepCounter's truncation, which the wrapper resets at once."""
     rows = {k: np.zeros((num_envs, steps), np.int64) for k in ("t", "episode", "reward", "terminated", "truncated")}
     ends = []  # (global step of the done, env, episode that ends)
     for i in range(num_envs):
-        t = episode = 0
+        t = episode = lost = 0
         for j in range(steps):
             length = episode_length(i, episode)
             rows["t"][i, j], rows["episode"][i, j], rows["reward"][i, j] = t, episode, t + 1
-            if t + 1 == length:
-                rows["terminated"][i, j] = ends_terminated(i, episode)
-                rows["truncated"][i, j] = not ends_terminated(i, episode)
-                ends.append((j + lag * episode, i, episode))
+            by_env, by_counter = t + 1 == length, max_steps is not None and t + 1 == max_steps
+            if by_env or by_counter:
+                rows["terminated"][i, j] = by_env and ends_terminated(i, episode)
+                rows["truncated"][i, j] = by_counter or not ends_terminated(i, episode)
+                ends.append((j + lost, i, episode))
+                lost += lag if by_env else 0
                 t, episode = 0, episode + 1
             else:
                 t += 1
@@ -151,9 +154,9 @@ def collect(env, frames_per_batch, batches, **kwargs):
     return rlpipe.cat(out, 1)
 
 
-def check_counter_batch(data, num_envs, lag, transforms=True):
+def check_counter_batch(data, num_envs, lag, transforms=True, max_steps=None):
     steps = data.batch_size[1]
-    want = expected_rows(num_envs, steps, lag)
+    want = expected_rows(num_envs, steps, lag, max_steps)
     obs, nxt = arr(data["observation"]), arr(data["next", "observation"])
     action = arr(data["action"]).argmax(-1)
     np.testing.assert_array_equal(obs[..., 0], want["t"])
@@ -184,10 +187,10 @@ def check_counter_batch(data, num_envs, lag, transforms=True):
 def test_counter_transitions_exact(mode, steps_per_batch):
     num_envs = 5
     base = GymWrapper(counter_env(mode, num_envs))
-    assert base._skips_rows == (mode == "native")
+    assert base._skips_rows == (mode in ("native", "NEXT_STEP"))
     env = TransformedEnv(base, Compose(StepCounter(), RewardSum()))
     data = collect(env, num_envs * steps_per_batch, batches=40 // steps_per_batch + 2)
-    check_counter_batch(data, num_envs, lag=1 if mode == "native" else 0)
+    check_counter_batch(data, num_envs, lag=1 if mode in ("native", "NEXT_STEP") else 0)
 
 
 @pytest.mark.parametrize("mode", ["native", "NEXT_STEP"])
@@ -195,7 +198,7 @@ def test_counter_untransformed_and_random_frames(mode):
     """No transforms, and the first batches random (init_random_frames): the same transitions."""
     env = GymWrapper(counter_env(mode, 3))
     data = collect(env, 12, batches=6, init_random_frames=24)
-    check_counter_batch(data, 3, lag=1 if mode == "native" else 0, transforms=False)
+    check_counter_batch(data, 3, lag=1, transforms=False)
 
 
 def test_counter_policy_outputs_follow_their_transitions():
@@ -240,6 +243,15 @@ def test_native_env_rejects_a_truncation_it_did_not_make():
     data = collect(env, 6, batches=2)
     np.testing.assert_array_equal(arr(data["observation"])[..., 0], 0)
     assert arr(data["next", "truncated"]).all()
+
+
+def test_next_step_env_skips_its_own_ends_and_resets_a_transforms():
+    """A NEXT_STEP env with partial resets: an episode the env ends costs a skipped step (its
+    autoreset), one a StepCounter truncates is reset at once; both exact, in one batch."""
+    env = TransformedEnv(GymWrapper(counter_env("NEXT_STEP", 5)), Compose(StepCounter(max_steps=4), RewardSum()))
+    data = collect(env, 5 * 4, batches=12)
+    check_counter_batch(data, 5, lag=1, max_steps=4)
+    assert arr(data["next", "truncated"]).sum() > arr(data["next", "terminated"]).sum() > 0
 
 
 def test_native_env_rollout():
@@ -305,16 +317,16 @@ def test_envpool_cartpole_transitions():
     from rlpipe.envs import MultiThreadedEnv
 
     env = MultiThreadedEnv(8, "CartPole-v1", create_env_kwargs={"max_episode_steps": 30, "seed": 3})
-    assert tuple(env.batch_size) == (8,) and not env._skips_rows
+    assert tuple(env.batch_size) == (8,) and env._skips_rows and env._resets_rows
     assert repr(env) == "MultiThreadedEnv(env=CartPole-v1, num_workers=8, device=cpu)"
     env = TransformedEnv(env, StepCounter())
     data = collect(env, 8 * 25, batches=4)
     assert check_cartpole(data, max_steps=30) > 10
-    # a plain GymWrapper does not know envpool's partial reset: it skips the done envs instead
+    # a plain GymWrapper does not know envpool's partial reset: it skips the done envs the same way
     import envpool
     pool = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=8, max_episode_steps=30, seed=3)
     env = GymWrapper(pool)
-    assert env._skips_rows
+    assert env._skips_rows and not env._resets_rows
     assert check_cartpole(collect(TransformedEnv(env, StepCounter()), 8 * 25, batches=4), max_steps=30) > 10
     # partial resets also serve a transform's own truncations, and rollouts through dones
     env = TransformedEnv(MultiThreadedEnv(4, "CartPole-v1"), StepCounter(max_steps=3))

@@ -29,7 +29,10 @@ done envs as they were, and after each ``_step_frame`` its ``_skipped_rows`` is 
 array of shape ``batch_size`` marking the envs whose step was that reset rather than a
 transition: their next observation is the first of a new episode, and the rest of their row
 (reward 0, never done) is not data. The collector drops those rows, so the reset step is never
-delivered as a transition, and steps on until every env has its frames.
+delivered as a transition, and steps on until every env has its frames. An env that can also
+reset only some envs (envpool, Gymnasium's Sync/AsyncVectorEnv in NEXT_STEP mode) skips too,
+saving a reset call per step; ``_set_exact_resets(True)`` (what ``rollout`` asks, since it cannot
+drop rows) makes it reset done envs at once instead, and answers whether the env can.
 """
 import numpy as np
 
@@ -143,26 +146,30 @@ class EnvBase:
         else:
             td = tensordict
         steps = []
-        with no_grad():
-            for i in range(max_steps):
-                td = policy(td) if policy is not None else self.rand_action(td)
-                td = self.step(td)
-                steps.append(td)
-                if i == max_steps - 1:
-                    break
-                done = td.get(("next", "done"))
-                if break_when_any_done and bool(done.any()):
-                    break
-                if break_when_all_done and bool(done.all()):
-                    break
-                if self._skips_rows and bool(done.any()):
-                    raise NotImplementedError(
-                        f"{self!r}.rollout: this env resets its done envs during the next step (a NEXT_STEP "
-                        "autoreset without partial reset), which a rollout cannot drop; stop at the first done "
-                        "(break_when_any_done=True) or collect with SyncDataCollector, which drops the reset steps")
-                td = self._carry_over(td, done)
-                if callback is not None:  # as torchrl: on the next step's root, not after the last step
-                    callback(self, td)
+        exact = self._set_exact_resets(True)  # reset done envs at once: a rollout cannot drop a skipped step
+        try:
+            with no_grad():
+                for i in range(max_steps):
+                    td = policy(td) if policy is not None else self.rand_action(td)
+                    td = self.step(td)
+                    steps.append(td)
+                    if i == max_steps - 1:
+                        break
+                    done = td.get(("next", "done"))
+                    if break_when_any_done and bool(done.any()):
+                        break
+                    if break_when_all_done and bool(done.all()):
+                        break
+                    if not exact and bool(done.any()):
+                        raise NotImplementedError(
+                            f"{self!r}.rollout: this env resets its done envs during the next step (a NEXT_STEP "
+                            "autoreset without partial reset), which a rollout cannot drop; stop at the first done "
+                            "(break_when_any_done=True) or collect with SyncDataCollector, which drops the reset steps")
+                    td = self._carry_over(td, done)
+                    if callback is not None:  # as torchrl: on the next step's root, not after the last step
+                        callback(self, td)
+        finally:
+            self._set_exact_resets(False)
         out = stack(steps, len(self.batch_size))
         if set_truncated:
             last = (slice(None),) * len(self.batch_size) + (-1,)  # the last step along the time dim
@@ -183,6 +190,11 @@ class EnvBase:
         random generator instead)."""
         self._reset_frame(seed)
         return seed if static_seed else seed + max(int(np.prod(tuple(self.batch_size))), 1)
+
+    def _set_exact_resets(self, exact):
+        """Whether ``_continue_frame`` resets done envs at once while ``exact`` (see "Skipped
+        envs"): an env that never skips always does."""
+        return True
 
     def close(self):
         self._is_closed = True

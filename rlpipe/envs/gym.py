@@ -13,11 +13,12 @@ torchrl 0.14's ``GymEnv``/``GymWrapper`` semantics on rlpipe's frame protocol (`
 - ``vectorization_mode="vector_entry_point"`` builds the env's native vector env
   (``CartPoleVectorEnv``), and ``GymWrapper`` takes any ``gymnasium.vector.VectorEnv``, whatever
   its autoreset mode. NEXT_STEP and DISABLED: a done step's observation is already the true last
-  one; ``_continue_frame`` resets just the done envs where the env can (``reset_mask`` of
-  Gymnasium's Sync/AsyncVectorEnv, always with DISABLED; envpool's ``reset(env_id)``), else (the
-  native envs) the env *skips* those envs in its next step (``EnvBase``'s "Skipped envs"): the
-  collector drops the reset step, so it is never delivered as a transition.
-  (torchrl 0.14 refuses NEXT_STEP vector envs.)
+  one. NEXT_STEP: the env *skips* the envs it ended in its next step, which resets them
+  (``EnvBase``'s "Skipped envs"): the collector drops that reset step, so it is never delivered as
+  a transition, and no extra call into the env is made. Envs ended by a transform, every done env
+  of a DISABLED one, and (``rollout``) every done env are reset at once where the env can reset
+  only some (``reset_mask`` of Gymnasium's Sync/AsyncVectorEnv, always with DISABLED; envpool's
+  ``reset(env_id)``); the native envs cannot. (torchrl 0.14 refuses NEXT_STEP vector envs.)
 
 The frame methods are the collector's hot path: they take and return NumPy arrays, keep
 Gymnasium's observation dtypes, and build nothing but the minimal frame dict.
@@ -311,7 +312,8 @@ class GymWrapper(EnvBase):
         if isinstance(env, gym.vector.VectorEnv):
             mode = _autoreset_mode(env, type(self).__name__)
             self._same_step = mode == gym.vector.AutoresetMode.SAME_STEP
-            self._skips_rows = not self._same_step and not self._can_reset_rows(env, mode)
+            self._skips_rows = mode == gym.vector.AutoresetMode.NEXT_STEP
+            self._resets_rows = self._can_reset_rows(env, mode)
             batch_size = Size((int(env.num_envs),))
         elif isinstance(env, gym.Env):
             batch_size = Size(())
@@ -330,11 +332,18 @@ class GymWrapper(EnvBase):
         self._pending = None  # SAME_STEP: (frame of the step's returned obs, mask of autoreset envs)
         self._resetting = None  # skipping: the envs the next step resets (EnvBase's "Skipped envs")
         self._env_done = None  # NEXT_STEP: the envs the vector env itself ended at the last step
+        self._exact = False  # reset done envs at once rather than skip them (rollout's mode)
 
     @staticmethod
     def _can_reset_rows(env, mode):
-        """Whether ``_reset_rows`` works on this vector env (else its done envs are skipped)."""
+        """Whether ``_reset_rows`` works on this vector env."""
         return _resets_rows(env, mode)
+
+    def _set_exact_resets(self, exact):
+        """(EnvBase) A NEXT_STEP env that can reset only some envs resets the done ones at once
+        while ``exact``, rather than skipping them in the next step."""
+        self._exact = bool(exact)
+        return not self._skips_rows or self._resets_rows
 
     # ---- specs --------------------------------------------------------------------------------------
     def _make_specs(self):
@@ -491,17 +500,21 @@ class GymWrapper(EnvBase):
         return out
 
     def _continue_next_step(self, next_obs, done):
-        """``_continue_frame`` of a NEXT_STEP or DISABLED vector env: a reset of the done envs, or
-        (no partial reset) the observations as they are, the done envs skipped in the next step."""
-        if self._skips_rows:
-            unknown = done if self._env_done is None else done & ~self._env_done
-            if np.count_nonzero(unknown):
-                raise RuntimeError(
-                    f"{self._label()}: envs {np.flatnonzero(unknown).tolist()} are done but the vector env did not "
-                    "end their episodes, and it cannot reset only some envs (NEXT_STEP autoreset without "
-                    "reset_mask); limit episodes in the env itself (max_episode_steps) rather than with a transform")
-            self._resetting = done.copy()
-            return next_obs
+        """``_continue_frame`` of a NEXT_STEP or DISABLED vector env. NEXT_STEP (unless in exact
+        mode): the envs the env ended itself are skipped in its next step, which resets them (no
+        extra call into the env), their observations left as they are; the others (a transform's
+        truncation) and every done env of a DISABLED one are reset at once, where the env can."""
+        if self._skips_rows and not self._exact:
+            own = done if self._env_done is None else done & self._env_done
+            self._resetting = own if np.count_nonzero(own) else None
+            done = done & ~own
+            if not np.count_nonzero(done):
+                return next_obs
+        if not self._resets_rows:
+            raise RuntimeError(
+                f"{self._label()}: envs {np.flatnonzero(done).tolist()} are done but the vector env did not end their "
+                "episodes, and it cannot reset only some envs (NEXT_STEP autoreset without reset_mask); limit "
+                "episodes in the env itself (max_episode_steps) rather than with a transform")
         fresh = self._reset_rows(done)
         out = {key: np.array(next_obs[key]) for key in self._keys}
         for key in self._keys:

@@ -558,6 +558,9 @@ class TransformedEnv(EnvBase):
     def _skips_rows(self):
         return self.base_env._skips_rows
 
+    def _set_exact_resets(self, exact):
+        return self.base_env._set_exact_resets(exact)
+
     def _restarted(self, leaves, nexts, base_obs, rows):
         """The transforms' next frames with the envs in ``rows`` (a step that skipped them, see
         ``EnvBase``) restarted from the base env's observations there, as ``_continue`` restarts a

@@ -2,10 +2,11 @@
 made by ``envpool.make(..., env_type="gymnasium")``) and ``MultiThreadedEnv`` (by task id).
 
 envpool (``pip install rlpipe[envpool]``) steps every env of its pool in C++ threads and, as
-Gymnasium's NEXT_STEP autoreset, resets an env that ended during the following step. These
-wrappers reset the done envs themselves instead, through envpool's partial reset
-(``reset(env_id)``), when the collector continues: every step of every env is a transition, and the
-collector, ``rollout`` and transforms see the same frames as from any ``GymWrapper`` vector env.
+Gymnasium's NEXT_STEP autoreset, resets an env that ended during the following step. As any
+``GymWrapper`` NEXT_STEP vector env, these wrappers skip those reset steps (the collector drops
+them: no extra call into the pool), and reset through envpool's partial reset (``reset(env_id)``)
+the envs a transform ends and, in ``rollout``, every done env: the collector, ``rollout`` and
+transforms see exact transitions.
 
 Where rlpipe differs from torchrl 0.14: rewards and done flags are shaped ``[num_workers, 1]`` (as
 every rlpipe env's), not ``[num_workers]``; ``categorical_action_encoding`` is honoured (torchrl
