@@ -273,6 +273,8 @@ def test_autoreset_mode_checks():
         GymWrapper(env)
     env.metadata = {}  # Gymnasium's default: NEXT_STEP
     assert GymWrapper(env)._skips_rows
+    native = GymEnv("CartPole-v1", num_envs=2, vectorization_mode=gym.VectorizeMode.VECTOR_ENTRY_POINT)
+    assert native._skips_rows and not native._resets_rows  # Gymnasium's enum names the mode too
     with pytest.raises(ValueError, match="vectorization_mode must be 'sync', 'async' or 'vector_entry_point', "
                                          "got 'threads'"):
         GymEnv("CartPole-v1", num_envs=2, vectorization_mode="threads")
