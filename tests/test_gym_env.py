@@ -504,9 +504,11 @@ def test_wrapper_instances():
     assert tuple(venv.batch_size) == (2,) and tuple(venv.action_spec.shape) == (2,)
     assert tuple(venv.rollout(4, break_when_any_done=False).batch_size) == (2, 4)
     assert tuple(GymEnv(gym.make(COUNTER)).rollout(10).batch_size) == (5,)
-    next_step = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
-    with pytest.raises(ValueError, match="SAME_STEP"):
-        GymWrapper(next_step)
+    # NEXT_STEP autoreset (make_vec's default): accepted, the done envs reset through reset_mask
+    # (tests/test_vector_envs.py checks its transitions)
+    next_step = GymWrapper(gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"))
+    assert next_step._skips_rows and next_step._resets_rows
+    assert tuple(next_step.rollout(30, break_when_any_done=False).batch_size) == (2, 30)
     next_step.close()
     with pytest.raises(TypeError, match="gymnasium.Env"):
         GymWrapper(object())

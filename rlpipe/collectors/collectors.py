@@ -69,6 +69,13 @@ def _stack_steps(arrays, axis):
 _shape_of = operator.attrgetter("shape")
 
 
+def _most_dropped(dropped, n):
+    """The most rows any of ``n`` envs has among ``dropped`` (per step: None, or a bool mask of the
+    envs whose row is not data)."""
+    masks = [rows for rows in dropped if rows is not None]
+    return int(np.sum(masks, axis=0, dtype=np.int64).reshape(-1).max()) if masks else 0
+
+
 def _env_state_owner(env):
     """Where an environment's state_dict lives, as torchrl looks for it: a TransformedEnv's
     transform, else the environment itself."""
@@ -154,6 +161,7 @@ class SyncDataCollector(CollectorBase):
         self._iter = -1               # the batch being (or last) collected, as torchrl counts
         self._obs = None              # the frame the next step acts on
         self._traj_ids = None         # per env
+        self._carried = None          # skipped envs: the steps (kept rows, ids) the next batch starts with
         self._next_traj_id = 0
         # the policy's step: what it must return, and what it reads and writes besides the action
         self._action_shape = tuple(self.env.action_spec.shape)
@@ -176,7 +184,8 @@ class SyncDataCollector(CollectorBase):
         try:
             # the policy's grad mode and exploration type, once per batch rather than once per step
             with no_grad(), self._exploration.clone():
-                batch = self._assemble(*self._collect(random or isinstance(self.policy, RandomPolicy)))
+                collect = self._collect_skipping if self.env._skips_rows else self._collect
+                batch = self._assemble(*collect(random or isinstance(self.policy, RandomPolicy)))
         except BaseException:
             self._obs = None  # the steps collected so far are lost: the next batch starts afresh
             raise
@@ -220,6 +229,59 @@ class SyncDataCollector(CollectorBase):
             else:
                 self._obs = next_obs
         return steps, (first_ids, events)
+
+    def _collect_skipping(self, all_random):
+        """``_collect`` for an env whose steps may skip envs (``EnvBase``'s "Skipped envs"): steps
+        until every env has ``steps_per_batch`` transitions, its skipped steps left out. Returns the
+        steps, the trajectory ids [envs, T] and the index picking each env's transitions out of
+        the steps; the steps holding an env's transitions beyond T start the next batch."""
+        env = self.env
+        if self._obs is None or self.reset_at_each_iter:
+            self._start()
+            self._carried = None
+        T, n = self.steps_per_batch, self.n_envs
+        # dropped: per step, None or the envs whose row is not data (skipped, or delivered in the last batch)
+        steps, dropped, ids = self._carried or ([], [], [])
+        need = T + _most_dropped(dropped, n)
+        if all_random:
+            if self._extra_keys is None and self._may_write_extras():
+                self._act(self._obs)  # learns the shapes of the policy's other outputs
+            zero_extras = tuple(np.zeros(shape, dtype) for _, shape, dtype in self._extra_keys or ())
+        while len(steps) < need:
+            obs = self._obs
+            action, extras = (host_array(env.action_spec.rand()), zero_extras) if all_random else self._act(obs)
+            try:
+                next_obs, reward, terminated, truncated = env._step_frame(action)
+            except Exception as e:
+                raise RuntimeError(f"SyncDataCollector: {env!r} raised at step {len(steps)} of batch {self._iter}: "
+                                   f"{type(e).__name__}: {e}") from e
+            steps.append((obs, action, extras, next_obs, reward, terminated, truncated))
+            ids.append(self._traj_ids.copy())
+            dropped.append(env._skipped_rows)
+            done = terminated | truncated  # (a skipped env is not done)
+            if np.count_nonzero(done):
+                self._obs = dict(env._continue_frame(next_obs, done))
+                done = done.reshape(n)
+                self._traj_ids[done] = self._new_traj_ids(int(np.count_nonzero(done)))
+            else:
+                self._obs = next_obs
+            if len(steps) == need:  # enough steps unless some env skipped more than the carried steps made up
+                need = T + _most_dropped(dropped, n)
+        data = np.ones((len(steps), n), dtype=bool)  # [steps, envs]
+        partial = [j for j, rows in enumerate(dropped) if rows is not None]
+        if partial:
+            data[partial] = ~np.stack([dropped[j] for j in partial]).reshape(len(partial), n)
+        count = data.cumsum(axis=0)
+        envs, picked = np.nonzero((data & (count <= T)).T)  # each env's first T transitions, env by env
+        rest = data & (count > T)
+        later = np.flatnonzero(rest.any(axis=1))
+        if later.size:
+            first = int(later[0])
+            self._carried = (steps[first:], list(~rest[first:]), ids[first:])
+        else:
+            self._carried = None
+        flat = picked * n + envs  # into the steps' arrays stacked [steps * envs, ...]
+        return steps, np.concatenate(ids)[flat].reshape(n, T), flat
 
     # ---- the policy's step ------------------------------------------------------------------------
     def _act(self, obs):
@@ -341,15 +403,20 @@ class SyncDataCollector(CollectorBase):
             raise ValueError(f"{self.env!r} returned an observation {name!r} of shape {list(actual)} at step {t} of "
                              f"batch {self._iter}; its observation spec expects {list(expected)}")
 
-    def _assemble(self, steps, trajectories):
+    def _assemble(self, steps, trajectories, picked=None):
         """The batch TensorDict: the steps' arrays stacked along a new time dim (after the env dims),
-        one key at a time."""
+        one key at a time. ``trajectories``: ``_collect``'s changes, or the ids themselves;
+        ``picked``: (skipped envs) the batch's transitions, ``[envs * T]`` indices into the steps'
+        arrays concatenated (step-major)."""
         time = len(self.env.batch_size)
         batch = Size(tuple(self.env.batch_size) + (self.steps_per_batch,))
         obs, actions, extras, next_obs, rewards, terminateds, truncateds = zip(*steps)
 
         def joined(arrays):
-            return wrap(_stack_steps(arrays, time))
+            if picked is None:
+                return wrap(_stack_steps(arrays, time))
+            flat = np.concatenate(arrays) if arrays[0].ndim else np.array(arrays)  # [steps * envs, ...]
+            return wrap(flat.take(picked, axis=0).reshape(tuple(batch) + flat.shape[1:]))
 
         def joined_entry(records, key):  # the steps' records (frames, extras tuples) at one key or index
             return joined(list(map(operator.itemgetter(key), records)))
@@ -377,7 +444,7 @@ class SyncDataCollector(CollectorBase):
         next_td.set("truncated", joined(truncateds))
         next_td.set("done", next_td.get("terminated") | next_td.get("truncated"))
         td.set("next", next_td)
-        td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories)))
+        td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories) if picked is None else trajectories))
         return td if self.storing_device is None else td.to(self.storing_device)
 
     def __iter__(self):

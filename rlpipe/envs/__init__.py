@@ -2,11 +2,13 @@
 from .common import EnvBase
 from .specs import TensorSpec, Bounded, Unbounded, Categorical, OneHot, MultiCategorical, MultiOneHot, Binary, Composite
 from .gym import GymEnv, GymWrapper, from_gym_space
+from .libs.envpool import MultiThreadedEnv, MultiThreadedEnvWrapper
 from .transformed_env import Transform, TransformedEnv, Compose
 from .transforms import CheckFinite, StepCounter, RewardSum, DoubleToFloat, ObservationNorm, RenameTransform
 from .utils import check_env_specs, step_mdp, ExplorationType, exploration_type, set_exploration_type
 
 __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneHot", "MultiCategorical", "MultiOneHot",
-           "Binary", "Composite", "GymEnv", "GymWrapper", "from_gym_space", "Transform", "TransformedEnv", "Compose",
+           "Binary", "Composite", "GymEnv", "GymWrapper", "from_gym_space", "MultiThreadedEnv",
+           "MultiThreadedEnvWrapper", "Transform", "TransformedEnv", "Compose",
            "CheckFinite", "StepCounter", "RewardSum", "DoubleToFloat", "ObservationNorm", "RenameTransform",
            "check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type"]

@@ -20,6 +20,19 @@ A subclass implements:
   vectorized env returns the observation its autoreset already produced);
 - the specs: ``action_spec``, ``observation_spec`` (a ``Composite`` keyed like the frame),
   ``reward_spec``, ``done_spec`` (``Composite`` with done/terminated/truncated).
+
+Skipped envs. A batched simulator that cannot reset only some of its envs (a Gymnasium vector env
+whose autoreset mode is NEXT_STEP and that has no partial reset, as Gymnasium's native
+``CartPoleVectorEnv``) resets an env that ended during the *following* step, ignoring its action.
+Such an env sets ``_skips_rows = True``: its ``_continue_frame`` leaves the observations of the
+done envs as they were, and after each ``_step_frame`` its ``_skipped_rows`` is None, or a bool
+array of shape ``batch_size`` marking the envs whose step was that reset rather than a
+transition: their next observation is the first of a new episode, and the rest of their row
+(reward 0, never done) is not data. The collector drops those rows, so the reset step is never
+delivered as a transition, and steps on until every env has its frames. An env that can also
+reset only some envs (envpool, Gymnasium's Sync/AsyncVectorEnv in NEXT_STEP mode) skips too,
+saving a reset call per step; ``_set_exact_resets(True)`` (what ``rollout`` asks, since it cannot
+drop rows) makes it reset done envs at once instead, and answers whether the env can.
 """
 import numpy as np
 
@@ -47,6 +60,8 @@ class EnvBase:
 
     batch_size = Size(())
     device = None
+    _skips_rows = False   # see "Skipped envs" in the module docstring
+    _skipped_rows = None
 
     def __init__(self, *, device=None, batch_size=None):
         self.device = None if device is None else resolve(device)
@@ -131,21 +146,30 @@ class EnvBase:
         else:
             td = tensordict
         steps = []
-        with no_grad():
-            for i in range(max_steps):
-                td = policy(td) if policy is not None else self.rand_action(td)
-                td = self.step(td)
-                steps.append(td)
-                if i == max_steps - 1:
-                    break
-                done = td.get(("next", "done"))
-                if break_when_any_done and bool(done.any()):
-                    break
-                if break_when_all_done and bool(done.all()):
-                    break
-                td = self._carry_over(td, done)
-                if callback is not None:  # as torchrl: on the next step's root, not after the last step
-                    callback(self, td)
+        exact = self._set_exact_resets(True)  # reset done envs at once: a rollout cannot drop a skipped step
+        try:
+            with no_grad():
+                for i in range(max_steps):
+                    td = policy(td) if policy is not None else self.rand_action(td)
+                    td = self.step(td)
+                    steps.append(td)
+                    if i == max_steps - 1:
+                        break
+                    done = td.get(("next", "done"))
+                    if break_when_any_done and bool(done.any()):
+                        break
+                    if break_when_all_done and bool(done.all()):
+                        break
+                    if not exact and bool(done.any()):
+                        raise NotImplementedError(
+                            f"{self!r}.rollout: this env resets its done envs during the next step (a NEXT_STEP "
+                            "autoreset without partial reset), which a rollout cannot drop; stop at the first done "
+                            "(break_when_any_done=True) or collect with SyncDataCollector, which drops the reset steps")
+                    td = self._carry_over(td, done)
+                    if callback is not None:  # as torchrl: on the next step's root, not after the last step
+                        callback(self, td)
+        finally:
+            self._set_exact_resets(False)
         out = stack(steps, len(self.batch_size))
         if set_truncated:
             last = (slice(None),) * len(self.batch_size) + (-1,)  # the last step along the time dim
@@ -166,6 +190,11 @@ class EnvBase:
         random generator instead)."""
         self._reset_frame(seed)
         return seed if static_seed else seed + max(int(np.prod(tuple(self.batch_size))), 1)
+
+    def _set_exact_resets(self, exact):
+        """Whether ``_continue_frame`` resets done envs at once while ``exact`` (see "Skipped
+        envs"): an env that never skips always does."""
+        return True
 
     def close(self):
         self._is_closed = True

@@ -10,6 +10,15 @@ torchrl 0.14's ``GymEnv``/``GymWrapper`` semantics on rlpipe's frame protocol (`
   ``autoreset_mode=SAME_STEP``: a step that ends an episode reports its true last observation
   (``info["final_obs"]``) as the next observation, and ``_continue_frame`` hands out the reset
   observation the autoreset already produced. No transition ever spans two episodes.
+- ``vectorization_mode="vector_entry_point"`` builds the env's native vector env
+  (``CartPoleVectorEnv``), and ``GymWrapper`` takes any ``gymnasium.vector.VectorEnv``, whatever
+  its autoreset mode. NEXT_STEP and DISABLED: a done step's observation is already the true last
+  one. NEXT_STEP: the env *skips* the envs it ended in its next step, which resets them
+  (``EnvBase``'s "Skipped envs"): the collector drops that reset step, so it is never delivered as
+  a transition, and no extra call into the env is made. Envs ended by a transform, every done env
+  of a DISABLED one, and (``rollout``) every done env are reset at once where the env can reset
+  only some (``reset_mask`` of Gymnasium's Sync/AsyncVectorEnv, always with DISABLED; envpool's
+  ``reset(env_id)``); the native envs cannot. (torchrl 0.14 refuses NEXT_STEP vector envs.)
 
 The frame methods are the collector's hot path: they take and return NumPy arrays, keep
 Gymnasium's observation dtypes, and build nothing but the minimal frame dict.
@@ -98,7 +107,7 @@ def _converter(space, spec, copy):
     dt = _np_dtype(spec)
     if isinstance(space, (spaces.Box, spaces.MultiBinary)):
         if copy:
-            return lambda x: np.array(x, dtype=dt)
+            return lambda x: np.array(x, dtype=dt, order="C")  # C order: a transposed batch (CartPoleVectorEnv) too
 
         def box(x):
             if type(x) is np.ndarray and x.dtype == dt:
@@ -244,11 +253,43 @@ class _classproperty:
         return self.fget(owner)
 
 
+def _autoreset_mode(env, label):
+    """A vector env's ``AutoresetMode`` (NEXT_STEP where it does not say: Gymnasium's default)."""
+    gym = _gym()
+    modes = getattr(gym.vector, "AutoresetMode", None)
+    if modes is None:
+        raise ImportError(f"{label}: vector envs need gymnasium >= 1.1 (autoreset modes); found gymnasium "
+                          f"{gym.__version__}")
+    mode = env.metadata.get("autoreset_mode", getattr(env, "autoreset_mode", None))
+    if mode is None:
+        return modes.NEXT_STEP
+    try:
+        return modes(mode)
+    except ValueError:
+        raise ValueError(f"{label}: unknown autoreset_mode {mode!r} in the vector env's metadata; expected one of "
+                         f"{[m.value for m in modes]}") from None
+
+
+def _resets_rows(env, mode):
+    """Whether the vector env resets only the envs ``reset(options={"reset_mask": mask})`` names:
+    Gymnasium's own Sync/AsyncVectorEnv do, and DISABLED autoreset relies on it."""
+    gym = _gym()
+    if mode == gym.vector.AutoresetMode.DISABLED:
+        return True
+    return isinstance(env.unwrapped, (gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv))
+
+
 # ---- the wrapper -----------------------------------------------------------------------------------------
 
 class GymWrapper(EnvBase):
-    """A Gymnasium environment (``gymnasium.Env``, or a ``gymnasium.vector.VectorEnv`` built with
-    ``autoreset_mode=SAME_STEP``) as an rlpipe environment.
+    """A Gymnasium environment (``gymnasium.Env`` or ``gymnasium.vector.VectorEnv``) as an rlpipe
+    environment.
+
+    A vector env may autoreset in any mode (module docstring). One that resets its done envs in
+    the next step and cannot reset only some of them (NEXT_STEP without ``reset_mask``, as the
+    native ``CartPoleVectorEnv``) has these limits: ``rollout`` must stop at the first done, and
+    an episode the env itself did not end (a ``StepCounter(max_steps)`` truncation) cannot be
+    restarted (RuntimeError): give the env its own limit (``max_episode_steps``) instead.
 
     Args:
         env: the Gymnasium environment instance.
@@ -267,14 +308,12 @@ class GymWrapper(EnvBase):
         if env is None:
             raise TypeError(f"{type(self).__name__} needs a gymnasium.Env instance")
         gym = _gym()
+        self._same_step = self._skips_rows = False
         if isinstance(env, gym.vector.VectorEnv):
-            mode = env.metadata.get("autoreset_mode", getattr(env, "autoreset_mode", None))
-            same_step = getattr(getattr(gym.vector, "AutoresetMode", None), "SAME_STEP", "SameStep")
-            if mode != same_step:
-                raise ValueError(
-                    f"{type(self).__name__}: a vector env must autoreset in the same step "
-                    f"(autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP), got {mode}; with "
-                    "NEXT_STEP the step after a done would be a fake transition")
+            mode = _autoreset_mode(env, type(self).__name__)
+            self._same_step = mode == gym.vector.AutoresetMode.SAME_STEP
+            self._skips_rows = mode == gym.vector.AutoresetMode.NEXT_STEP
+            self._resets_rows = self._can_reset_rows(env, mode)
             batch_size = Size((int(env.num_envs),))
         elif isinstance(env, gym.Env):
             batch_size = Size(())
@@ -285,12 +324,26 @@ class GymWrapper(EnvBase):
         self._categorical_action_encoding = bool(categorical_action_encoding)
         if not hasattr(self, "env_name"):
             spec = getattr(env, "spec", None)
-            self.env_name = spec.id if spec is not None else type(getattr(env, "unwrapped", env)).__name__
+            self.env_name = getattr(spec, "id", None) or type(getattr(env, "unwrapped", env)).__name__
         self._vectorized = bool(batch_size)
         self._make_specs()
         if from_pixels:
             self._add_pixels(pixels_only)
-        self._pending = None  # vectorized: (frame of the step's returned obs, mask of autoreset envs)
+        self._pending = None  # SAME_STEP: (frame of the step's returned obs, mask of autoreset envs)
+        self._resetting = None  # skipping: the envs the next step resets (EnvBase's "Skipped envs")
+        self._env_done = None  # NEXT_STEP: the envs the vector env itself ended at the last step
+        self._exact = False  # reset done envs at once rather than skip them (rollout's mode)
+
+    @staticmethod
+    def _can_reset_rows(env, mode):
+        """Whether ``_reset_rows`` works on this vector env."""
+        return _resets_rows(env, mode)
+
+    def _set_exact_resets(self, exact):
+        """(EnvBase) A NEXT_STEP env that can reset only some envs resets the done ones at once
+        while ``exact``, rather than skipping them in the next step."""
+        self._exact = bool(exact)
+        return not self._skips_rows or self._resets_rows
 
     # ---- specs --------------------------------------------------------------------------------------
     def _make_specs(self):
@@ -367,7 +420,7 @@ class GymWrapper(EnvBase):
 
     # ---- the frame protocol -------------------------------------------------------------------------
     def _reset_frame(self, seed=None):
-        self._pending = None
+        self._pending = self._resetting = self._skipped_rows = self._env_done = None
         try:
             obs, _ = self._env.reset(seed=seed)
         except Exception as err:
@@ -401,7 +454,10 @@ class GymWrapper(EnvBase):
         frame = self._obs_frame(obs)
         done = terminated | truncated
         self._pending = None
-        if np.count_nonzero(done):
+        if not self._same_step:  # the observations are the step's own: the true last one where done
+            self._skipped_rows, self._resetting = self._resetting, None
+            self._env_done = done
+        elif np.count_nonzero(done):
             # SAME_STEP autoreset: ``obs`` holds the reset observation of the done envs; keep it
             # for _continue_frame and report each done env's true final observation instead.
             self._pending = (frame, done)
@@ -422,6 +478,8 @@ class GymWrapper(EnvBase):
         done = done.reshape(self.batch_size[0])
         if not np.count_nonzero(done):
             return next_obs
+        if not self._same_step:
+            return self._continue_next_step(next_obs, done)
         pending, self._pending = self._pending, None
         if pending is not None and done.tobytes() == pending[1].tobytes():
             # the usual case: exactly the envs Gymnasium reset; its observation array is the answer
@@ -436,14 +494,41 @@ class GymWrapper(EnvBase):
         # a partial reset of just those sub-envs.
         extra = done & ~auto
         if np.count_nonzero(extra):
-            try:
-                obs, _ = self._env.reset(options={"reset_mask": extra})
-            except Exception as err:
-                raise RuntimeError(f"{self._label()}: reset failed: {err}") from err
-            fresh = self._obs_frame(obs)
+            fresh = self._reset_rows(extra)
             for key in self._keys:
-                out[key][extra] = fresh[key][extra]
+                out[key][extra] = fresh[key]
         return out
+
+    def _continue_next_step(self, next_obs, done):
+        """``_continue_frame`` of a NEXT_STEP or DISABLED vector env. NEXT_STEP (unless in exact
+        mode): the envs the env ended itself are skipped in its next step, which resets them (no
+        extra call into the env), their observations left as they are; the others (a transform's
+        truncation) and every done env of a DISABLED one are reset at once, where the env can."""
+        if self._skips_rows and not self._exact:
+            own = done if self._env_done is None else done & self._env_done
+            self._resetting = own if np.count_nonzero(own) else None
+            done = done & ~own
+            if not np.count_nonzero(done):
+                return next_obs
+        if not self._resets_rows:
+            raise RuntimeError(
+                f"{self._label()}: envs {np.flatnonzero(done).tolist()} are done but the vector env did not end their "
+                "episodes, and it cannot reset only some envs (NEXT_STEP autoreset without reset_mask); limit "
+                "episodes in the env itself (max_episode_steps) rather than with a transform")
+        fresh = self._reset_rows(done)
+        out = {key: np.array(next_obs[key]) for key in self._keys}
+        for key in self._keys:
+            out[key][done] = fresh[key]
+        return out
+
+    def _reset_rows(self, mask):
+        """A frame of the first observations of the envs in ``mask`` (bool, ``[num_envs]``), after a
+        reset of just those envs; rows in mask order."""
+        try:
+            obs, _ = self._env.reset(options={"reset_mask": mask})
+        except Exception as err:
+            raise RuntimeError(f"{self._label()}: reset of envs {np.flatnonzero(mask).tolist()} failed: {err}") from err
+        return {key: value[mask] for key, value in self._obs_frame(obs).items()}
 
     # ---- the rest of the API ------------------------------------------------------------------------
     def set_seed(self, seed, static_seed=False):
@@ -489,7 +574,10 @@ class GymEnv(GymWrapper):
         num_envs: if given, ``gymnasium.make_vec`` builds that many copies (``batch_size=[num_envs]``).
         from_pixels, pixels_only: render frames into ``"pixels"`` (see ``GymWrapper``); the env is made
             with ``render_mode="rgb_array"``.
-        vectorization_mode: ``"sync"`` or ``"async"`` (subprocesses) for ``num_envs``.
+        vectorization_mode: for ``num_envs``: ``"sync"`` or ``"async"`` (subprocesses), which wrap
+            copies of the single env and autoreset in the same step, or ``"vector_entry_point"``:
+            the env's native vector env (``CartPole-v1``'s ``CartPoleVectorEnv`` steps every copy in
+            one NumPy call), with its own autoreset mode (see ``GymWrapper``).
         **kwargs: passed on to ``gymnasium.make`` / ``gymnasium.make_vec`` (the env's own kwargs).
     """
 
@@ -515,13 +603,17 @@ class GymEnv(GymWrapper):
             num_envs = int(num_envs)
             if num_envs < 1:
                 raise ValueError(f"GymEnv: num_envs must be >= 1, got {num_envs}")
-            if vectorization_mode not in ("sync", "async"):
-                raise ValueError(f"GymEnv: vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
+            mode = getattr(vectorization_mode, "value", vectorization_mode)  # a gymnasium VectorizeMode
+            if mode not in ("sync", "async", "vector_entry_point"):
+                raise ValueError(f"GymEnv: vectorization_mode must be 'sync', 'async' or 'vector_entry_point', "
+                                 f"got {vectorization_mode!r}")
             if not hasattr(gym.vector, "AutoresetMode"):
-                raise ImportError(f"GymEnv(num_envs=...) needs gymnasium >= 1.1 (same-step autoreset); "
+                raise ImportError(f"GymEnv(num_envs=...) needs gymnasium >= 1.1 (autoreset modes); "
                                   f"found gymnasium {gym.__version__}")
-            vector_kwargs = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP, "copy": False}
-            env = self._build(lambda: gym.make_vec(env_name, num_envs=num_envs, vectorization_mode=vectorization_mode,
+            vector_kwargs = {}
+            if mode != "vector_entry_point":  # a native vector env takes only the env's own kwargs
+                vector_kwargs = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP, "copy": False}
+            env = self._build(lambda: gym.make_vec(env_name, num_envs=num_envs, vectorization_mode=mode,
                                                    vector_kwargs=vector_kwargs, **kwargs), env_name)
         try:
             super().__init__(env, device=device, categorical_action_encoding=categorical_action_encoding,

@@ -518,6 +518,7 @@ class TransformedEnv(EnvBase):
             frame = t._reset(frame)
             roots.append(frame)
         self._roots, self._nexts = roots, None
+        self._skipped_rows = None
         return frame
 
     def _step_frame(self, action):
@@ -532,7 +533,8 @@ class TransformedEnv(EnvBase):
             roots = self._roots = self._nexts
         for inv in pipeline.action_hooks:
             action = inv(action)
-        next_obs, reward, terminated, truncated = self.base_env._step_frame(action)
+        base = self.base_env
+        next_obs, reward, terminated, truncated = base._step_frame(action)
         self._base_next = next_obs
         frame = dict(next_obs)
         frame[_REWARD] = reward
@@ -542,11 +544,39 @@ class TransformedEnv(EnvBase):
         for t, root in zip(pipeline.leaves, roots):
             frame = t._step(root, frame)
             nexts.append(frame)
+        self._skipped_rows = skipped = base._skipped_rows
+        if skipped is not None and nexts:
+            nexts = self._restarted(pipeline.leaves, nexts, next_obs, skipped)
+            frame = nexts[-1]
         self._nexts = nexts
         out = dict(frame)
         reward, terminated, truncated = out.pop(_REWARD), out.pop(_TERMINATED), out.pop(_TRUNCATED)
         self._next_out = out
         return out, reward, terminated, truncated
+
+    @property
+    def _skips_rows(self):
+        return self.base_env._skips_rows
+
+    def _set_exact_resets(self, exact):
+        return self.base_env._set_exact_resets(exact)
+
+    def _restarted(self, leaves, nexts, base_obs, rows):
+        """The transforms' next frames with the envs in ``rows`` (a step that skipped them, see
+        ``EnvBase``) restarted from the base env's observations there, as ``_continue`` restarts a
+        done env: a step counter at 0, an episode's reward sum at 0."""
+        done = rows.reshape(self._flag_shape)
+        frame = base_obs
+        out = []
+        for t, n in zip(leaves, nexts):
+            frame = t._continue(n, frame, done)
+            merged = dict(n)
+            for key, value in frame.items():
+                if key in merged:
+                    merged[key] = np.array(merged[key])
+                    merged[key][rows] = value[rows]
+            out.append(merged)
+        return out
 
     def _continue_frame(self, next_obs, done):
         """``next_obs`` must be what the last ``_step_frame`` returned (the transformed env keeps
