@@ -320,7 +320,7 @@ def test_envpool_cartpole_transitions():
 
     env = MultiThreadedEnv(8, "CartPole-v1", create_env_kwargs={"max_episode_steps": 30, "seed": 3})
     assert tuple(env.batch_size) == (8,) and env._skips_rows and env._resets_rows
-    assert repr(env) == "MultiThreadedEnv(env=CartPole-v1, num_workers=8, device=cpu)"
+    assert repr(env) == "MultiThreadedEnv(env=CartPole-v1, num_workers=8, device=None)"
     env = TransformedEnv(env, StepCounter())
     data = collect(env, 8 * 25, batches=4)
     assert check_cartpole(data, max_steps=30) > 10
@@ -356,7 +356,7 @@ def test_envpool_seeding_and_bad_input():
 
     pool = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=2)
     wrapped = MultiThreadedEnvWrapper(pool)
-    assert repr(wrapped) == "MultiThreadedEnvWrapper(num_workers=2, device=cpu)"
+    assert repr(wrapped) == "MultiThreadedEnvWrapper(num_workers=2, device=None)"
     with pytest.warns(UserWarning, match="cannot be reseeded"):
         wrapped.set_seed(1)
     with pytest.raises(TypeError, match="env must be an envpool pool, got CounterVectorEnv"):
