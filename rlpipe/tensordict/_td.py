@@ -6,29 +6,55 @@ and device moves apply to every leaf over the batch dimensions only.
 """
 import json
 import math
+import numbers
 import os
+import weakref
+from collections import OrderedDict
+from functools import wraps
 
 import numpy as np
 
 from .. import _ops, serialization as _serialization
-from .._creation import as_tensor
+from .._creation import as_tensor, zeros as _zeros
 from .._device import device as _device_cls, resolve
 from .._tensor import Size, Tensor, wrap
 from ..autograd.grad_mode import state as _grad_state
 from .keys import KeysView, unravel_key_to_tuple
 
 _NO_DEFAULT = object()
+# whether get(key) without a default returns None for a missing key (tensordict 0.14's default) or
+# raises KeyError (rlpipe's default, and tensordict's with TD_GET_DEFAULTS_TO_NONE=0): a one-item list,
+# so set_get_defaults_to_none changes what every TensorDict reads
+_GET_DEFAULTS_TO_NONE = [False]
+
+
+def set_get_defaults_to_none(set_to_none=True):
+    """Makes ``TensorDict.get(key)`` return None for a missing key (True) or raise KeyError (False,
+    rlpipe's default; tensordict 0.14 defaults to None)."""
+    _GET_DEFAULTS_TO_NONE[0] = bool(set_to_none)
+
+
+def get_defaults_to_none():
+    """Whether ``TensorDict.get(key)`` returns None for a missing key (see set_get_defaults_to_none)."""
+    return _GET_DEFAULTS_TO_NONE[0]
+
 
 
 def _as_batch_size(batch_size):
     if batch_size is None:
         return Size(())
-    if isinstance(batch_size, int):
-        return Size((batch_size,))
+    if isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool):
+        return Size((int(batch_size),))
+    if isinstance(batch_size, Tensor):
+        batch_size = batch_size.tolist()
     try:
-        return Size(int(s) for s in batch_size)
+        sizes = tuple(batch_size)
     except TypeError:
         raise TypeError(f"batch_size must be a sequence of ints, got {batch_size!r}") from None
+    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in sizes):
+        # tensordict 0.14 truncates nothing either: 1.5 or "a" is not a size (it raises ValueError there)
+        raise TypeError(f"batch_size must be a sequence of ints, got {batch_size!r}")
+    return Size(int(s) for s in sizes)
 
 
 def _is_key(index):
@@ -47,7 +73,12 @@ class TensorDict:
     >>> td[:2]["next", "reward"].shape
     rlpipe.Size([2, 1])
     """
-    __slots__ = ("_tensordict", "_batch_size", "_device", "_locked", "__weakref__")
+    # the last four are set only when used (read with getattr and a default), so building a
+    # TensorDict on the hot paths costs nothing more: the op a `with` block reverses, the stack of
+    # those for nested `with` blocks, the TensorDicts whose lock holds this one, and the results
+    # (flatten_keys, unflatten_keys) a locked TensorDict keeps
+    __slots__ = ("_tensordict", "_batch_size", "_device", "_locked", "__weakref__", "_last_op", "_last_op_queue",
+                 "_lock_parents", "_cache_store")
 
     def __init__(self, source=None, batch_size=None, device=None, names=None, non_blocking=None, lock=False,
                  **kwargs):
@@ -128,18 +159,86 @@ class TensorDict:
         return self._locked
 
     def lock_(self):
-        self._locked = True
-        for value in self._tensordict.values():
-            if isinstance(value, TensorDict):
-                value.lock_()
+        """Locks this TensorDict and every nested one: entries can then be written in place only
+        (``set_``, ``update_``, ``td[idx] = ...``), never added, removed or replaced. Returns self;
+        ``with td.lock_():`` locks for the block only."""
+        if not self._locked:
+            self._propagate_lock(None)
         return self
 
-    def unlock_(self):
-        self._locked = False
+    def _propagate_lock(self, parents):
+        """Locks self and its nested TensorDicts, recording in each the TensorDicts above it whose
+        lock holds it (a TensorDict nested under two roots stays locked while either is)."""
+        self._locked = True
+        if parents is None:
+            parents = []
+        else:
+            mine = getattr(self, "_lock_parents", None) or []
+            self._lock_parents = mine + [r for r in parents if not any(r is m for m in mine)]
+            parents = list(parents)
+        parents.append(weakref.ref(self))
         for value in self._tensordict.values():
             if isinstance(value, TensorDict):
-                value.unlock_()
+                value._propagate_lock(parents)
+
+    def unlock_(self):
+        """Unlocks this TensorDict and every nested one. RuntimeError (and everything stays locked)
+        when one of them is also held by a locked TensorDict that is not below self."""
+        nested = self._propagate_unlock()
+        try:
+            for sub in nested:
+                sub._check_unlock()
+            self._check_unlock()
+        except RuntimeError:
+            self.lock_()
+            raise
         return self
+
+    def _propagate_unlock(self):
+        self._locked = False
+        self._cache_store = None
+        nested = []
+        for value in self._tensordict.values():
+            if isinstance(value, TensorDict):
+                nested.extend(value._propagate_unlock())
+                nested.append(value)
+        return nested
+
+    def _check_unlock(self):
+        for ref in getattr(self, "_lock_parents", None) or ():
+            parent = ref()
+            if parent is not None and parent._locked:
+                raise RuntimeError("Cannot unlock a tensordict that is part of a locked graph. Unlock the root "
+                                   "tensordict first. If the tensordict is part of multiple graphs, group the graphs "
+                                   "under a common tensordict an unlock this root.")
+        self._lock_parents = []
+
+    @property
+    def _lock_parents_weakrefs(self):
+        """Weak references to the TensorDicts whose lock holds this one (tensordict's attribute)."""
+        return getattr(self, "_lock_parents", None) or []
+
+    @property
+    def _is_locked(self):
+        return self._locked
+
+    @property
+    def _cache(self):
+        """What a locked TensorDict remembers (None when unlocked)."""
+        return getattr(self, "_cache_store", None)
+
+    def _cached(self, name, args, compute):
+        """``compute()``, remembered under (name, args) while the TensorDict is locked: its keys
+        cannot change then, so flatten_keys/unflatten_keys give the same TensorDict every call."""
+        if not self._locked:
+            return compute()
+        cache = getattr(self, "_cache_store", None)
+        if cache is None:
+            cache = self._cache_store = {}
+        key = (name, args)
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
 
     def _check_unlocked(self):
         if self._locked:
@@ -164,6 +263,12 @@ class TensorDict:
             value = value.to(self._device)
         shape = value.batch_size if isinstance(value, TensorDict) else value.shape
         n = len(self._batch_size)
+        if isinstance(value, TensorDict) and len(shape) < n:
+            # tensordict gives a nested TensorDict with fewer batch dims the parent's batch size (on a
+            # shallow copy): RuntimeError naming the leaf that does not fit
+            value = value.copy()
+            value.batch_size = self._batch_size
+            shape = value.batch_size
         if tuple(shape[:n]) != tuple(self._batch_size):
             raise RuntimeError(f"batch dimension mismatch for key {key!r}: got batch_size="
                                f"{_shape_str(self._batch_size)} and value.shape={_shape_str(shape)}.")
@@ -176,10 +281,16 @@ class TensorDict:
             child = td._tensordict.get(part)
             if child is None and create:
                 child = td._tensordict[part] = TensorDict._build({}, td._batch_size, td._device)
-            if not isinstance(child, TensorDict):
+            if child is None:
                 raise KeyError(f'key "{path[:i + 1] if i else part}" not found in TensorDict with keys '
-                               f"{sorted(td._tensordict)}" if child is None else
-                               f'key {path[:i + 1]!r} is a tensor, not a nested TensorDict')
+                               f"{sorted(td._tensordict)}")
+            if not isinstance(child, TensorDict) and create:
+                raise KeyError(f"The entry {path[:i + 1]!r} is already present in the TensorDict as a tensor: "
+                               f"cannot set {path!r} under it")
+            if not isinstance(child, TensorDict):  # tensordict's error type and wording
+                raise ValueError(f"Expected a TensorDictBase instance but got {type(child).__name__} instead for "
+                                 f"key {path[i + 1:]!r}: the entry {path[:i + 1]!r} is a tensor, not a nested "
+                                 f"TensorDict")
             td = child
         return td
 
@@ -194,11 +305,15 @@ class TensorDict:
         except KeyError:
             if default is not _NO_DEFAULT:
                 return default
+            if _GET_DEFAULTS_TO_NONE[0]:
+                return None
             raise
         value = parent._tensordict.get(path[-1], _NO_DEFAULT)
         if value is _NO_DEFAULT:
             if default is not _NO_DEFAULT:
                 return default
+            if _GET_DEFAULTS_TO_NONE[0]:
+                return None
             raise KeyError(f'key "{key}" not found in TensorDict with keys {sorted(parent._tensordict)}')
         return value
 
@@ -219,11 +334,19 @@ class TensorDict:
 
     def set_(self, key, value):
         """Copies ``value`` into the existing entry ``key`` (KeyError if there is none)."""
-        current = self.get(key)
+        current = self.get(key, _NO_DEFAULT)
         if isinstance(current, TensorDict):
             current.update_(value)
-        else:
-            current.copy_(value if isinstance(value, Tensor) else as_tensor(value, device=current.device))
+            return self
+        value = value if isinstance(value, Tensor) else as_tensor(value, device=current.device)
+        try:
+            fits = np.broadcast_shapes(tuple(value.shape), tuple(current.shape)) == tuple(current.shape)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"Failed to update {key!r} in tensordict: the value of shape {_shape_str(value.shape)} "
+                             f"does not fit the entry of shape {_shape_str(current.shape)}")
+        current.copy_(value)
         return self
 
     def update(self, input_dict_or_td, clone=False, inplace=False, keys_to_update=None):
@@ -249,10 +372,34 @@ class TensorDict:
                 self.set(key, value)
         return self
 
-    def update_(self, input_dict_or_td, clone=False):
-        for key, value in input_dict_or_td.items():
+    def update_(self, input_dict_or_td, clone=False, *, non_blocking=False, keys_to_update=None):
+        """Copies every entry of ``input_dict_or_td`` into the existing entry of the same key (only
+        ``keys_to_update`` when given). KeyError, before anything is written, for a key self lacks."""
+        pairs = self._update_pairs(input_dict_or_td, keys_to_update)
+        for key, _ in pairs:
+            if self.get(key, None) is None:
+                raise KeyError(f"The key {key} was not found in the dest tensordict.")
+        for key, value in pairs:
             self.set_(key, value.clone() if clone else value)
         return self
+
+    @staticmethod
+    def _update_pairs(source, keys_to_update):
+        """(nested key, leaf) of a TensorDict or nested dict, filtered by ``keys_to_update`` (a key
+        selects its whole subtree)."""
+        pairs, stack = [], [((), source)]
+        while stack:
+            prefix, node = stack.pop()
+            for key, value in node.items():
+                full = prefix + unravel_key_to_tuple(key)
+                if isinstance(value, (TensorDict, dict)):
+                    stack.append((full, value))
+                else:
+                    pairs.append((full, value))
+        if keys_to_update is not None:
+            wanted = [unravel_key_to_tuple(k) for k in keys_to_update]
+            pairs = [(k, v) for k, v in pairs if any(k[:len(w)] == w for w in wanted)]
+        return [(k[0] if len(k) == 1 else k, v) for k, v in pairs]
 
     def setdefault(self, key, default, inplace=False):
         if self.get(key, None) is None:
@@ -304,7 +451,7 @@ class TensorDict:
             path = unravel_key_to_tuple(key)
             try:
                 parent = out._parent_of(path)
-            except KeyError:
+            except (KeyError, ValueError):
                 continue
             if len(path) > 1:  # copy the nested TensorDicts on the way, to leave self unchanged
                 parent = out
@@ -327,7 +474,10 @@ class TensorDict:
         path = unravel_key_to_tuple(key)
         if len(path) > 1 and not include_nested:
             raise TypeError(f"Nested keys such as {key!r} can only be looked up in keys(include_nested=True)")
-        value = self.get(path, None)
+        try:
+            value = self.get(path, None)
+        except ValueError:  # the path runs through a tensor
+            return False
         return value is not None and not (leaves_only and isinstance(value, TensorDict))
 
     def _walk(self, include_nested, leaves_only, prefix=()):
@@ -438,24 +588,40 @@ class TensorDict:
         return {k: v.numpy() if isinstance(v, TensorDict) else v.detach().cpu().numpy()
                 for k, v in self._tensordict.items()}
 
-    def flatten_keys(self, separator=".", inplace=False):
-        out = TensorDict._build({separator.join(k) if isinstance(k, tuple) else k: v
-                                 for k, v in self.items(include_nested=True, leaves_only=True)},
-                                self._batch_size, self._device)
-        if inplace:
-            self._tensordict = out._tensordict
-            return self
-        return out
+    def flatten_keys(self, separator=".", inplace=False, is_leaf=None):
+        """A TensorDict whose nested keys are joined with ``separator`` (``("a", "b")`` -> ``"a.b"``);
+        KeyError when two keys flatten to the same string. A locked TensorDict returns the same result
+        every call (tensordict caches it too)."""
+        if not inplace:
+            return self._cached("flatten_keys", separator, lambda: self._flat_keys(separator))
+        self._check_unlocked()
+        self._tensordict = self._flat_keys(separator)._tensordict
+        return self
+
+    def _flat_keys(self, separator):
+        entries = {}
+        for key, value in self.items(include_nested=True, leaves_only=True):
+            flat = separator.join(key) if isinstance(key, tuple) else key
+            if flat in entries:
+                raise KeyError(f"Flattening keys in tensordict causes keys [{flat!r}] to collide.")
+            entries[flat] = value
+        return TensorDict._build(entries, self._batch_size, self._device)
 
     def unflatten_keys(self, separator=".", inplace=False):
+        """The inverse of flatten_keys: ``"a.b"`` becomes the entry ``b`` of a nested TensorDict ``a``
+        (cached while locked, like flatten_keys)."""
+        if not inplace:
+            return self._cached("unflatten_keys", separator, lambda: self._unflat_keys(separator))
+        self._check_unlocked()
+        self._tensordict = self._unflat_keys(separator)._tensordict
+        return self
+
+    def _unflat_keys(self, separator):
         out = TensorDict._build({}, self._batch_size, self._device)
         for key, value in self.items():
             path = tuple(key.split(separator))
             parent = out._parent_of(path, create=True)
             parent._tensordict[path[-1]] = value.unflatten_keys(separator) if isinstance(value, TensorDict) else value
-        if inplace:
-            self._tensordict = out._tensordict
-            return self
         return out
 
     # ---- devices and dtypes ------------------------------------------------------------------------
@@ -496,6 +662,8 @@ class TensorDict:
             return self.get(index)
         if isinstance(index, list) and index and all(isinstance(i, (str, tuple)) for i in index):
             return self.select(*index)
+        if type(index) is range:
+            index = list(index)
         if not self._batch_size and index is not Ellipsis and index is not None:
             raise RuntimeError("indexing a tensordict with td.batch_dims==0 is not permitted")
         return self._index(self._batch_index(index))
@@ -534,20 +702,79 @@ class TensorDict:
         return Size(probe[index].shape)
 
     def __setitem__(self, index, value):
+        """``td[key] = value`` sets an entry; ``td[index] = other`` writes ``other`` (a TensorDict, a
+        dict or a tensor/number for every leaf) at ``index`` of the batch dims. Keys ``other`` has
+        and self lacks are created (zero-filled outside ``index``), as in tensordict, so a
+        ``TensorDict(batch_size=[N])`` can be filled row by row."""
         if _is_key(index):
             self.set(index, value)
             return
+        if type(index) is range:
+            index = list(index)
         index = self._batch_index(index)
         if isinstance(value, (TensorDict, dict)):
-            for key, sub in value.items():
-                target = self.get(key)
-                if isinstance(target, TensorDict):
-                    target[index] = sub
-                else:
-                    target[index] = sub
+            value = self._fit_to_index(index, value)
+            n_self, n_val = len(self._batch_size), len(value._batch_size)
+            self._write_at(index, value, n_self, n_val, (), dry=True)  # every check before any write
+            self._write_at(index, value, n_self, n_val, (), dry=False)
         else:
             for leaf in self.values(include_nested=True, leaves_only=True):
                 leaf[index] = value
+
+    def _fit_to_index(self, index, value):
+        """``value`` (TensorDict or dict) as a TensorDict of the batch size ``self[index]`` has:
+        expanded on the left when its batch size is a suffix of that, else re-batched."""
+        target = self._indexed_batch_size(index)
+        if not isinstance(value, TensorDict):
+            return TensorDict(value, batch_size=target, device=self._device)
+        if value._batch_size == target:
+            return value
+        n = len(value._batch_size)
+        if n and tuple(target[len(target) - n:]) == tuple(value._batch_size):
+            return value.expand(target)
+        try:
+            fitted = value.copy()
+            fitted.batch_size = target
+            return fitted
+        except RuntimeError:
+            raise RuntimeError(f"indexed destination TensorDict batch size is {_shape_str(target)} (batch_size = "
+                               f"{_shape_str(self._batch_size)}, index={index!r}), which differs from the source "
+                               f"batch size {_shape_str(value._batch_size)}") from None
+
+    def _write_at(self, index, value, n_self, n_val, prefix, dry):
+        """Writes every leaf of ``value`` at ``index`` (``n_self``/``n_val``: the batch dims of the
+        root and of the value). ``dry`` only checks: missing keys may be created, shapes fit."""
+        for key, sub in value._tensordict.items():
+            full = prefix + (key,)
+            dest = self._tensordict.get(key)
+            if dest is None:
+                self._check_unlocked()
+                if dry:
+                    continue
+                root_batch = tuple(self._batch_size[:n_self])
+                if isinstance(sub, TensorDict):
+                    dest = TensorDict._build({}, Size(root_batch + tuple(sub._batch_size[n_val:])), self._device)
+                else:
+                    dest = _zeros(root_batch + tuple(sub.shape[n_val:]), dtype=sub.dtype,
+                                      device=self._device if self._device is not None else sub.device)
+                self._tensordict[key] = dest
+            if isinstance(sub, TensorDict) != isinstance(dest, TensorDict):
+                raise TypeError(f"td[index] = value: the entry {full if prefix else key!r} is a "
+                                f"{type(dest).__name__} here and a {type(sub).__name__} in the value")
+            if isinstance(sub, TensorDict):
+                dest._write_at(index, sub, n_self, n_val, full, dry)
+            elif dry:
+                slot = tuple(value._batch_size[:n_val]) + tuple(dest.shape[n_self:])
+                try:
+                    fits = np.broadcast_shapes(tuple(sub.shape), slot) == slot
+                except ValueError:
+                    fits = False
+                if not fits:
+                    raise RuntimeError(f"td[index] = value: the entry {full if prefix else key!r} has shape "
+                                       f"{_shape_str(sub.shape)} in the value, which does not fit the indexed "
+                                       f"destination of shape {_shape_str(slot)}")
+            else:
+                dest[index] = sub
 
     # ---- batch-shape operations ----------------------------------------------------------------------
     def _feature(self, value):
@@ -633,13 +860,22 @@ class TensorDict:
         return tuple(out)
 
     def split(self, split_size, dim=0):
+        """Pieces of ``split_size`` along batch dim ``dim`` (the last one smaller), or of the sizes
+        in a list of ints, which must add up to the dim's size."""
         n = self._batch_size[self._batch_dim(dim)]
-        if isinstance(split_size, int):
-            sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
+        if isinstance(split_size, (int, np.integer)) and not isinstance(split_size, bool):
+            if split_size <= 0:
+                raise ValueError(f"TensorDict.split: split_size must be positive, got {split_size}.")
+            sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size or not n else [])
         else:
-            sizes = list(split_size)
-            if sum(sizes) != n:
-                raise RuntimeError(f"split sizes {sizes} do not sum to the size {n} of dim {dim}")
+            try:
+                sizes = [int(s) for s in split_size]
+            except (TypeError, ValueError):
+                raise TypeError(f"TensorDict.split: split_size must be an int or a list of ints, got "
+                                f"{split_size!r}") from None
+            if sum(sizes) != n or any(s < 0 for s in sizes):
+                raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's "
+                                   f"size at dimension {dim}), but got split_sizes={sizes}")
         return self._pieces(sizes, dim)
 
     def chunk(self, chunks, dim=0):
@@ -739,14 +975,25 @@ class TensorDict:
 
     # ---- comparison ------------------------------------------------------------------------------------
     def _compare(self, other, op):
+        if isinstance(other, dict):
+            other = TensorDict(other, batch_size=[], device=self._device)
         if isinstance(other, TensorDict):
+            mine, theirs = set(self._tensordict), set(other._tensordict)
+            if mine != theirs:
+                raise KeyError(f"keys in the two TensorDicts mismatch, got {sorted(mine)} and {sorted(theirs)}")
             return self.apply(op, other)
         return self._map(lambda t: op(t, other))
 
     def __eq__(self, other):
+        """A TensorDict of bools, leaf by leaf; False (not an error) against a string or another
+        object that is neither a TensorDict, a dict, a tensor nor a number, as in tensordict."""
+        if not isinstance(other, _COMPARABLE):
+            return False
         return self._compare(other, _ops.eq)
 
     def __ne__(self, other):
+        if not isinstance(other, _COMPARABLE):
+            return True
         return self._compare(other, _ops.ne)
 
     __hash__ = object.__hash__
@@ -844,6 +1091,448 @@ class TensorDict:
             raise RuntimeError(f"load_memmap: {prefix!r} holds no valid memory-mapped TensorDict ({e})") from None
         return td.lock_()
 
+    # ---- tensordict's wider API: copies, in-place writes, construction, state dicts -----------------
+    def to_tensordict(self, *, retain_none=None):
+        """A plain, unlocked TensorDict holding copies of every leaf."""
+        return self._map(lambda t: t.clone())
+
+    def contiguous(self, *, canonical=False, inplace=False):
+        """A new TensorDict whose leaves are contiguous (a contiguous leaf is kept, not copied);
+        ``inplace=True`` swaps the leaves of self instead."""
+        if inplace:
+            for key, value in self._tensordict.items():
+                if isinstance(value, TensorDict):
+                    value.contiguous(inplace=True)
+                else:
+                    self._tensordict[key] = value.contiguous()
+            return self
+        return self._map(lambda t: t.contiguous())
+
+    def is_contiguous(self):
+        return all(t.is_contiguous() for t in self.values(True, True))
+
+    def copy_(self, tensordict, non_blocking=False):
+        """Copies the leaves of ``tensordict`` into the leaves of self (same keys); returns self."""
+        return self.update_(tensordict, non_blocking=non_blocking)
+
+    def set_at_(self, key, value, index, *, non_blocking=False):
+        """Writes ``value`` into the existing entry ``key`` at batch ``index``; returns self."""
+        current = self.get(key, None)
+        if current is None:
+            raise KeyError(f'key "{key}" not found in TensorDict with keys {sorted(self._tensordict)}')
+        if type(index) is range:
+            index = list(index)
+        current[self._batch_index(index)] = value
+        return self
+
+    def get_at(self, key, index, default=_NO_DEFAULT):
+        """``self.get(key)[index]`` (``default`` when the key is missing)."""
+        current = self.get(key, _NO_DEFAULT if default is _NO_DEFAULT else None)
+        if current is None:
+            return default
+        return current[self._batch_index(list(index) if type(index) is range else index)]
+
+    def update_at_(self, input_dict_or_td, idx, clone=False, *, non_blocking=False, keys_to_update=None):
+        """Writes every entry of ``input_dict_or_td`` into the existing entry of self at batch index
+        ``idx``. KeyError, before anything is written, for a key self lacks."""
+        if isinstance(idx, tuple) and not idx:
+            return self.update_(input_dict_or_td, clone=clone, keys_to_update=keys_to_update)
+        pairs = self._update_pairs(input_dict_or_td, keys_to_update)
+        for key, value in pairs:
+            if self.get(key, None) is None:
+                raise KeyError(f"The key {key} was not found in the dest tensordict.")
+            if not isinstance(value, (Tensor, numbers.Number, np.ndarray)):
+                raise TypeError(f"update_at_: the entry {key!r} is a {type(value).__name__}, expected a tensor")
+        for key, value in pairs:
+            self.set_at_(key, value.clone() if clone and isinstance(value, Tensor) else value, idx)
+        return self
+
+    def copy_at_(self, tensordict, idx, non_blocking=False):
+        return self.update_at_(tensordict, idx, non_blocking=non_blocking)
+
+    def entry_class(self, key):
+        """The type of the entry ``key``: TensorDict for a nested TensorDict, else Tensor."""
+        return type(self.get(key))
+
+    def create_nested(self, key):
+        """Adds an empty nested TensorDict of this batch size under ``key``; returns self."""
+        self.set(key, TensorDict._build({}, self._batch_size, self._device))
+        return self
+
+    def clear(self):
+        """Removes every entry; returns self."""
+        self._check_unlocked()
+        self._tensordict.clear()
+        return self
+
+    def popitem(self):
+        """Removes and returns the (key, value) pair set last at the root."""
+        self._check_unlocked()
+        if not self._tensordict:
+            raise KeyError("popitem(): tensordict is empty")
+        return self._tensordict.popitem()
+
+    def sorted_keys(self):
+        return sorted(self._tensordict)
+
+    def ndimension(self):
+        return len(self._batch_size)
+
+    def depth(self):
+        """How many TensorDicts deep the deepest leaf sits (0 with no nested TensorDict)."""
+        return max((1 + v.depth() for v in self._tensordict.values() if isinstance(v, TensorDict)), default=0)
+
+    def param_count(self, *, count_duplicates=True):
+        """The number of elements of all leaves (each distinct leaf once unless ``count_duplicates``)."""
+        return sum(t.numel() for t in self._distinct_leaves(count_duplicates))
+
+    def bytes(self, *, count_duplicates=True):
+        """The number of bytes of all leaves (each distinct leaf once unless ``count_duplicates``)."""
+        return sum(t.numel() * t.element_size() for t in self._distinct_leaves(count_duplicates))
+
+    def _distinct_leaves(self, count_duplicates):
+        leaves = self.values(True, True)
+        return leaves if count_duplicates else list({id(t): t for t in leaves}.values())
+
+    def is_floating_point(self):
+        return all(t.is_floating_point() for t in self.values(True, True))
+
+    def filter_empty_(self):
+        """Removes the nested TensorDicts that hold no leaf (recursively); returns self."""
+        for key, value in list(self._tensordict.items()):
+            if isinstance(value, TensorDict) and value.filter_empty_().is_empty():
+                self._check_unlocked()
+                del self._tensordict[key]
+        return self
+
+    def split_keys(self, *key_sets, inplace=False, default=_NO_DEFAULT, strict=True, reproduce_struct=False):
+        """One TensorDict per key set (a list of keys, or a dict renaming them) and a last one with
+        what is left: ``td.split_keys(["a"], ["b"])`` -> (td with a, td with b, the rest)."""
+        rest = self.copy()
+        if strict:
+            default = _NO_DEFAULT
+        elif default is _NO_DEFAULT:
+            default = None
+        outs = []
+        for key_set in key_sets:
+            out = self.empty(recurse=reproduce_struct)
+            renames = key_set if isinstance(key_set, dict) else {key: key for key in key_set}
+            for key, new_key in renames.items():
+                value = rest.pop(key, default)
+                if value is not None:
+                    out.set(new_key, value)
+            outs.append(out)
+        if inplace:
+            self._check_unlocked()
+            self._tensordict = rest._tensordict
+            rest = self
+        if not reproduce_struct:
+            rest.filter_empty_()
+        return (*outs, rest)
+
+    @classmethod
+    def from_dict(cls, input_dict, batch_size=None, device=None, batch_dims=None, *, auto_batch_size=None,
+                  names=None):
+        """A TensorDict from a nested dict (nested dicts become nested TensorDicts). The batch size is
+        ``batch_size``, or with ``batch_dims``/``auto_batch_size`` the longest one every leaf
+        shares (at most ``batch_dims`` dims), else ``[]``, as in tensordict 0.14."""
+        if isinstance(input_dict, TensorDict):
+            return input_dict
+        if batch_dims is not None and batch_size is not None:
+            raise ValueError("Cannot pass both batch_size and batch_dims to `from_dict`.")
+        out = cls(batch_size=batch_size, device=device)
+        for key, value in input_dict.items():
+            out.set(key, cls.from_dict(value, batch_size=batch_size, device=device) if isinstance(value, dict)
+                    else value)
+        if batch_size is None and (auto_batch_size or batch_dims is not None and auto_batch_size is None):
+            out.auto_batch_size_(batch_dims)
+        return out
+
+    def from_dict_instance(self, input_dict, batch_size=None, device=None, batch_dims=None, *,
+                           auto_batch_size=None, names=None):
+        return type(self).from_dict(input_dict, batch_size=batch_size, device=device, batch_dims=batch_dims,
+                                    auto_batch_size=auto_batch_size)
+
+    def auto_batch_size_(self, batch_dims=None):
+        """Sets the batch size to the longest shape prefix every leaf shares (at most ``batch_dims``
+        dims), nested TensorDicts first; returns self."""
+        for value in self._tensordict.values():
+            if isinstance(value, TensorDict):
+                value.auto_batch_size_()
+        shapes = [tuple(v.batch_size if isinstance(v, TensorDict) else v.shape) for v in self._tensordict.values()]
+        if not shapes:
+            return self
+        common = []
+        for sizes in zip(*shapes):
+            if any(s != sizes[0] for s in sizes) or batch_dims is not None and len(common) == batch_dims:
+                break
+            common.append(sizes[0])
+        for value in self._tensordict.values():  # nested TensorDicts keep only what the parent has
+            if isinstance(value, TensorDict):
+                value._batch_size = Size(common)
+        self._batch_size = Size(common)
+        return self
+
+    @classmethod
+    def fromkeys(cls, keys, value=0):
+        """A TensorDict of batch size [] holding ``value`` under every key of ``keys``."""
+        out = cls(batch_size=[])
+        for key in keys:
+            out.set(key, value)
+        return out
+
+    def tolist(self, *, convert_nodes=True, convert_tensors=False, tolist_first=False, as_linked_list=False):
+        """Nested lists over the batch dims with a dict of the entries at each position (the leaves
+        stay tensors, or become lists with ``convert_tensors``). A TensorDict of batch size []
+        gives a dict."""
+        if not self._batch_size:
+            return {key: value.tolist(convert_tensors=convert_tensors) if isinstance(value, TensorDict)
+                    else value.tolist() if convert_tensors else value
+                    for key, value in self._tensordict.items()}
+        return [row.tolist(convert_tensors=convert_tensors) for row in self.unbind(0)]
+
+    def state_dict(self, destination=None, prefix="", keep_vars=False, flatten=True):
+        """The leaves as an OrderedDict, with ``"."``-joined keys (a nested OrderedDict per nested
+        TensorDict with ``flatten=False``); ``_metadata`` records each level's batch size and device."""
+        if destination is None:
+            destination = OrderedDict()
+        if not hasattr(destination, "_metadata"):
+            destination._metadata = OrderedDict()
+        destination._metadata[prefix[:-1] if prefix.endswith(".") else prefix] = {
+            "batch_size": self._batch_size, "device": self._device}
+        for key, value in self._tensordict.items():
+            if not isinstance(value, TensorDict):
+                destination[prefix + key] = value if keep_vars else value.detach()
+            elif flatten:
+                value.state_dict(destination, prefix + key + ".", keep_vars, True)
+            else:
+                destination[prefix + key] = value.state_dict(keep_vars=keep_vars, flatten=False)
+        return destination
+
+    def load_state_dict(self, state_dict, strict=True, assign=False, from_flatten=None):
+        """Loads what state_dict returned (flat or nested): copies into the existing leaves, or
+        replaces them with ``assign=True``. With ``strict``, RuntimeError unless the keys match."""
+        metadata = getattr(state_dict, "_metadata", None)
+        if from_flatten is None:
+            from_flatten = metadata is not None and set(state_dict) != set(self._tensordict)
+        if from_flatten:
+            state_dict = _unflatten_state_dict(state_dict)
+            metadata = state_dict._metadata
+        level = (metadata or {}).get("", {})
+        extra, missing = set(state_dict) - set(self._tensordict), set(self._tensordict) - set(state_dict)
+        if strict and (extra or missing):
+            raise RuntimeError(f"Cannot load state-dict because the key sets don't match: got state_dict extra "
+                               f"keys \n{extra}\n and tensordict extra keys\n{missing}\n")
+        device = level.get("device")
+        if device is not None and self._device is not None and resolve(device) != self._device:
+            raise RuntimeError("Loading data from another device is not yet supported.")
+        self.batch_size = level.get("batch_size", self._batch_size)
+        for key, item in state_dict.items():
+            if isinstance(item, dict):
+                dest = self._tensordict.get(key)
+                if dest is None:
+                    dest = self.empty()
+                dest.load_state_dict(item, strict=strict, assign=assign, from_flatten=False)
+                if key not in self._tensordict:
+                    self.set(key, dest)
+            else:
+                self.set(key, item, inplace=not assign)
+        return self
+
+    # ---- tensordict's wider API: batch-shape operations ----------------------------------------------
+    def _dims_tuple(self, dims):
+        """``dims`` (an int or a sequence) as non-negative batch dims, IndexError out of range."""
+        dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+        n = len(self._batch_size)
+        for d in dims:
+            if not -n <= d < n:
+                raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
+        return tuple(d % n for d in dims)
+
+    def repeat(self, *repeats):
+        """Tiles every leaf ``repeats[i]`` times along batch dim ``i`` (torch's Tensor.repeat over
+        the batch dims; feature dims are not repeated)."""
+        if len(repeats) == 1 and not isinstance(repeats[0], (int, np.integer)):
+            repeats = tuple(repeats[0].tolist() if isinstance(repeats[0], Tensor) else repeats[0])
+        if len(repeats) != len(self._batch_size):
+            raise ValueError(f"The number of repeat elements must match the number of dimensions of the "
+                             f"tensordict. Got {len(repeats)} but ndim={len(self._batch_size)}.")
+        new_batch = Size(s * r for s, r in zip(self._batch_size, repeats))
+        return self._map(lambda t: t.repeat(*repeats, *(1,) * (t.ndim - len(repeats))), new_batch)
+
+    def tile(self, dims):
+        """Like repeat, with ``dims`` padded with leading 1s (or new leading batch dims) as torch.tile."""
+        dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+        td = self
+        while len(dims) > len(td._batch_size):
+            td = td.unsqueeze(0)
+        return td.repeat(*(1,) * (len(td._batch_size) - len(dims)), *dims)
+
+    def repeat_interleave(self, repeats, dim=None, *, output_size=None):
+        """Repeats each element along batch dim ``dim`` (numpy.repeat's semantics); with ``dim=None``
+        over the flattened batch dims."""
+        if dim is None:
+            return self.reshape(-1).repeat_interleave(repeats, 0)
+        d = self._batch_dim(dim)
+        if isinstance(repeats, Tensor) and repeats.ndim:
+            length = int(repeats.sum())
+        else:
+            length = self._batch_size[d] * int(repeats)
+        new_batch = self._batch_size[:d] + (length,) + self._batch_size[d + 1:]
+        return self._map(lambda t: t.repeat_interleave(repeats, dim=d), Size(new_batch))
+
+    def roll(self, shifts, dims=None):
+        """Rolls every leaf along batch dims ``dims`` (over the flattened batch when None: rlpipe
+        rolls the batch only, where tensordict's leaves would also roll their feature elements)."""
+        if dims is None:
+            return self.reshape(-1).roll(shifts, 0).reshape(self._batch_size)
+        dims = self._dims_tuple(dims)
+        if isinstance(shifts, (int, np.integer)) and len(dims) == 1:
+            return self._map(lambda t: t.roll(int(shifts), dims[0]))
+        shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
+        return self._map(lambda t: t.roll(shifts, dims))
+
+    def flip(self, dims):
+        dims = self._dims_tuple(dims)
+        return self._map(lambda t: t.flip(dims))
+
+    def fliplr(self):
+        if len(self._batch_size) < 2:
+            raise RuntimeError("fliplr requires at least 2 batch dimensions")
+        return self.flip(1)
+
+    def flipud(self):
+        if len(self._batch_size) < 1:
+            raise RuntimeError("flipud requires at least 1 batch dimension")
+        return self.flip(0)
+
+    def movedim(self, source, destination):
+        """Moves batch dims ``source`` to positions ``destination`` (ints or sequences), as torch."""
+        source, destination = self._dims_tuple(source), self._dims_tuple(destination)
+        if len(source) != len(destination):
+            raise ValueError(f"movedim: source and destination must have the same number of elements, got "
+                             f"{len(source)} and {len(destination)}")
+        if len(set(source)) != len(source) or len(set(destination)) != len(destination):
+            raise RuntimeError("movedim: repeated dim in source or destination")
+        order = [d for d in range(len(self._batch_size)) if d not in source]
+        for dst, src in sorted(zip(destination, source)):
+            order.insert(dst, src)
+        return self.permute(order)
+
+    moveaxis = movedim
+
+    def swapaxes(self, axis0, axis1):
+        return self.transpose(axis0, axis1)
+
+    swapdims = swapaxes
+
+    def narrow(self, dim, start, length):
+        d = self._dims_tuple(dim)[0]
+        size = self._batch_size[d]
+        start = start + size if start < 0 else start
+        if not 0 <= start <= size or length < 0 or start + length > size:
+            raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}).")
+        return self[(slice(None),) * d + (slice(start, start + length),)]
+
+    def expand_as(self, other):
+        return self.expand(other.shape)
+
+    def broadcast_to(self, shape):
+        return self.expand(shape)
+
+    def tensor_split(self, indices_or_sections, dim=0):
+        """torch.tensor_split over batch dim ``dim``: a number of near-equal pieces or split indices."""
+        n = self._batch_size[self._batch_dim(dim)]
+        if isinstance(indices_or_sections, (int, np.integer)):
+            k = int(indices_or_sections)
+            if k <= 0:
+                raise RuntimeError(f"number of sections must be larger than 0, got {k}")
+            sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+        else:
+            bounds = [min(max(int(i), 0), n) for i in indices_or_sections]
+            edges = [0] + bounds + [n]
+            sizes = [max(b - a, 0) for a, b in zip(edges[:-1], edges[1:])]
+            starts = edges[:-1]
+            d = self._batch_dim(dim)
+            return tuple(self[(slice(None),) * d + (slice(a, a + s),)] for a, s in zip(starts, sizes))
+        return self._pieces(sizes, dim)
+
+    def atleast_1d(self):
+        return self if self._batch_size else self.unsqueeze(0)
+
+    def _new_filled(self, make, size, dtype, device):
+        """A TensorDict of batch size ``size`` whose leaves are ``make(shape, leaf)`` (the leaf's
+        feature dims kept)."""
+        size = Size(_ops._shape_arg(size))
+        device = self._device if device is _NO_DEFAULT else None if device is None else resolve(device)
+
+        def one(t):
+            out = make(size + self._feature(t), t)
+            out = out if dtype is None else out.to(dtype)
+            return out if device is None else out.to(device)
+        return self._map(one, size, device)
+
+    def new_zeros(self, *size, dtype=None, device=_NO_DEFAULT, requires_grad=False, **kwargs):
+        """A TensorDict of batch size ``size`` with zero leaves of the same dtypes and feature shapes."""
+        return self._new_filled(lambda shape, t: t.new_zeros(shape, requires_grad=requires_grad), size, dtype,
+                                device)
+
+    def new_ones(self, *size, dtype=None, device=_NO_DEFAULT, requires_grad=False, **kwargs):
+        return self._new_filled(lambda shape, t: t.new_ones(shape, requires_grad=requires_grad), size, dtype,
+                                device)
+
+    def new_empty(self, *size, dtype=None, device=_NO_DEFAULT, requires_grad=False, **kwargs):
+        return self._new_filled(lambda shape, t: t.new_empty(shape, requires_grad=requires_grad), size, dtype,
+                                device)
+
+    def new_full(self, size, fill_value, *, dtype=None, device=_NO_DEFAULT, requires_grad=False, **kwargs):
+        return self._new_filled(lambda shape, t: t.new_full(shape, fill_value, requires_grad=requires_grad),
+                                (size,), dtype, device)
+
+    def new_tensor(self, data, *, dtype=None, device=_NO_DEFAULT, requires_grad=False, **kwargs):
+        """A TensorDict with this one's keys: ``data`` (a tensor) copied into every leaf with the
+        leaf's dtype, or, for a TensorDict ``data``, its leaves copied with self's leaves' dtypes."""
+        if isinstance(data, TensorDict):
+            return self.apply(lambda t, other: t.new_tensor(other, dtype=dtype, requires_grad=requires_grad),
+                              data, batch_size=data.batch_size,
+                              device=data.device if device is _NO_DEFAULT else device)
+        data = data if isinstance(data, Tensor) else as_tensor(data)
+        batch = Size(data.shape)
+        target = (self._device if self._device is not None else data.device) if device is _NO_DEFAULT else device
+
+        def one(t):
+            return t.new_tensor(data, dtype=dtype, requires_grad=requires_grad, device=target)
+        return self._map(one, batch, None if target is None else resolve(target))
+
+    # ---- tensordict's wider API: dtype casts --------------------------------------------------------
+    def type(self, dst_type):
+        return self._map(lambda t: t.to(dst_type))
+
+    def _cast(self, name):
+        from .. import _dtypes
+        return self.type(getattr(_dtypes, name))
+
+    def float(self):
+        return self._cast("float32")
+
+    def double(self):
+        return self._cast("float64")
+
+    def half(self):
+        return self._cast("float16")
+
+    def bfloat16(self):
+        return self._cast("bfloat16")
+
+    def int(self):
+        return self._cast("int32")
+
+    def long(self):
+        return self._cast("int64")
+
+    def bool(self):
+        return self._cast("bool")
+
     # ---- printing --------------------------------------------------------------------------------------
     def __repr__(self):
         fields = []
@@ -860,6 +1549,9 @@ class TensorDict:
                 f"\n    device={self._device},\n    is_shared=False)") if fields else \
             (f"{type(self).__name__}(\n    fields={{\n    }},\n    batch_size={_shape_str(self._batch_size)},"
              f"\n    device={self._device},\n    is_shared=False)")
+
+
+_COMPARABLE = (TensorDict, dict, Tensor, numbers.Number, np.ndarray)
 
 
 def _stored_batch_size(batch_size):
@@ -884,3 +1576,155 @@ def _from_state(state):
     for key, value in state["entries"].items():
         td.set(key, value)
     return td
+
+
+def _unflatten_state_dict(flat):
+    """A flat state dict (``"a.b"`` keys and ``_metadata``) as nested OrderedDicts, each with its
+    level's ``_metadata``."""
+    def level(parent, part):
+        if part not in parent:
+            parent[part] = OrderedDict()
+            parent[part]._metadata = OrderedDict()
+        return parent[part]
+    root = OrderedDict()
+    root._metadata = OrderedDict()
+    for key, value in flat.items():
+        parts = key.split(".")
+        node = root
+        for part in parts[:-1]:
+            node = level(node, part)
+        node[parts[-1]] = value
+    for key, meta in (getattr(flat, "_metadata", None) or {}).items():
+        node = root
+        for part in key.split(".") if key else ():
+            node = level(node, part)
+        node._metadata[""] = meta
+    return root
+
+
+# ---- `with` blocks: `with td.lock_():` and `with td.permute(...) as view:` -----------------------------
+def _update_source(source, result):
+    """Writes ``result`` back into ``source`` when a `with` block over a reshaped view ends."""
+    return source.update_(result) if source.is_locked else source.update(result)
+
+
+def _unsqueeze_inverse(out, source, args, kwargs):
+    dim = args[0] if args else kwargs.get("dim")
+    if dim is None:
+        raise RuntimeError("Cannot use td.unsqueeze() as a decorator if the dimension is implicit.")
+    return _update_source(source, out.squeeze(dim))
+
+
+def _squeeze_inverse(out, source, args, kwargs):
+    dim = args[0] if args else kwargs.get("dim")
+    if dim is None:
+        raise RuntimeError("Cannot use td.squeeze() as a decorator if the dimension is implicit.")
+    return _update_source(source, out.unsqueeze(dim))
+
+
+def _permute_inverse(out, source, args, kwargs):
+    dims = [d % len(out.batch_size) for d in _ops._shape_arg(args or (kwargs.get("dims"),))]
+    return _update_source(source, out.permute([dims.index(i) for i in range(len(dims))]))
+
+
+def _flatten_inverse(out, source, args, kwargs):
+    start = args[0] if args else kwargs.get("start_dim", 0)
+    end = args[1] if len(args) > 1 else kwargs.get("end_dim", -1)
+    start, end = start % source.batch_dims, end % source.batch_dims
+    return _update_source(source, out.unflatten(start, source.batch_size[start:end + 1]))
+
+
+def _unflatten_inverse(out, source, args, kwargs):
+    dim = args[0] if args else kwargs["dim"]
+    sizes = args[1] if len(args) > 1 else kwargs["unflattened_size"]
+    dim = dim % source.batch_dims
+    return _update_source(source, out.flatten(dim, dim + len(sizes) - 1))
+
+
+def _roll_inverse(out, source, args, kwargs):
+    shifts = args[0] if args else kwargs["shifts"]
+    dims = args[1] if len(args) > 1 else kwargs.get("dims")
+    back = -shifts if isinstance(shifts, int) else tuple(-s for s in shifts)
+    return _update_source(source, out.roll(back, dims))
+
+
+def _movedim_inverse(out, source, args, kwargs):
+    src = args[0] if args else kwargs["source"]
+    dst = args[1] if len(args) > 1 else kwargs["destination"]
+    return _update_source(source, out.movedim(dst, src))
+
+
+def _separator(args, kwargs):
+    return args[0] if args else kwargs.get("separator", ".")
+
+
+# name of the method -> how the end of its `with` block undoes it (``out`` is what the method
+# returned, ``source`` the TensorDict it was called on), as tensordict's context managers do
+_WITH_INVERSES = {
+    "lock_": lambda out, source, args, kwargs: out.unlock_(),
+    "unlock_": lambda out, source, args, kwargs: out.lock_(),
+    "transpose": lambda out, source, args, kwargs: _update_source(source, out.transpose(*args, **kwargs)),
+    "permute": _permute_inverse,
+    "unsqueeze": _unsqueeze_inverse,
+    "squeeze": _squeeze_inverse,
+    "view": lambda out, source, args, kwargs: _update_source(source, out.view(source.batch_size)),
+    "flatten": _flatten_inverse,
+    "unflatten": _unflatten_inverse,
+    "flatten_keys": lambda out, source, args, kwargs: _update_source(
+        source, out.unflatten_keys(_separator(args, kwargs))),
+    "unflatten_keys": lambda out, source, args, kwargs: _update_source(
+        source, out.flatten_keys(_separator(args, kwargs))),
+    "flip": lambda out, source, args, kwargs: _update_source(source, out.flip(*args, **kwargs)),
+    "roll": _roll_inverse,
+    "movedim": _movedim_inverse,
+}
+
+
+def _with_block(name, method, lock_toggle):
+    """``method`` that also records on its result how a `with` block around it is undone.
+    ``lock_toggle``: lock_/unlock_ record nothing when the lock state did not change."""
+    @wraps(method)
+    def recorded(self, *args, **kwargs):
+        before = self._locked
+        out = method(self, *args, **kwargs)
+        if isinstance(out, TensorDict):
+            if lock_toggle and self._locked is before:
+                out._last_op = None
+            else:
+                out._last_op = (name, args, kwargs, weakref.ref(self))
+        return out
+    return recorded
+
+
+def _enter(self):
+    queue = getattr(self, "_last_op_queue", None)
+    if queue is None:
+        queue = self._last_op_queue = []
+    queue.append(getattr(self, "_last_op", None))
+    self._last_op = None
+    return self
+
+
+def _exit(self, exc_type, exc_value, traceback):
+    """Undoes the op that made this `with` block. A lock change is undone even when the block
+    raised; a reshaped view is written back only when the block ended normally (tensordict skips
+    both on an error, which leaves a TensorDict unlocked after a failed `with td.unlock_():`)."""
+    last = self._last_op_queue.pop()
+    if last is None:
+        return False
+    name, args, kwargs, ref = last
+    if exc_type is not None and name not in ("lock_", "unlock_"):
+        return False
+    source = ref()
+    if source is not None or name in ("lock_", "unlock_"):
+        _WITH_INVERSES[name](self, source, args, kwargs)
+        self._last_op = None  # the inverse recorded itself (lock_/unlock_): nothing left to undo
+    return False
+
+
+TensorDict.__enter__ = _enter
+TensorDict.__exit__ = _exit
+for _name in _WITH_INVERSES:
+    setattr(TensorDict, _name, _with_block(_name, getattr(TensorDict, _name), _name in ("lock_", "unlock_")))
+TensorDict.moveaxis = TensorDict.movedim
+TensorDict.swapaxes = TensorDict.swapdims = TensorDict.transpose
