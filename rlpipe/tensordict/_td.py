@@ -8,6 +8,7 @@ import json
 import math
 import numbers
 import os
+import textwrap
 import weakref
 from collections import OrderedDict
 from functools import wraps
@@ -22,6 +23,7 @@ from ..autograd.grad_mode import state as _grad_state
 from .keys import KeysView, unravel_key_to_tuple
 
 _NO_DEFAULT = object()
+_RAISE = object()  # get(key, _RAISE): KeyError for a missing key whatever set_get_defaults_to_none says
 # whether get(key) without a default returns None for a missing key (tensordict 0.14's default) or
 # raises KeyError (rlpipe's default, and tensordict's with TD_GET_DEFAULTS_TO_NONE=0): a one-item list,
 # so set_get_defaults_to_none changes what every TensorDict reads
@@ -303,17 +305,17 @@ class TensorDict:
         try:
             parent = self._parent_of(path)
         except KeyError:
-            if default is not _NO_DEFAULT:
-                return default
-            if _GET_DEFAULTS_TO_NONE[0]:
+            if default is _NO_DEFAULT and _GET_DEFAULTS_TO_NONE[0]:
                 return None
+            if default is not _NO_DEFAULT and default is not _RAISE:
+                return default
             raise
         value = parent._tensordict.get(path[-1], _NO_DEFAULT)
         if value is _NO_DEFAULT:
-            if default is not _NO_DEFAULT:
-                return default
-            if _GET_DEFAULTS_TO_NONE[0]:
+            if default is _NO_DEFAULT and _GET_DEFAULTS_TO_NONE[0]:
                 return None
+            if default is not _NO_DEFAULT and default is not _RAISE:
+                return default
             raise KeyError(f'key "{key}" not found in TensorDict with keys {sorted(parent._tensordict)}')
         return value
 
@@ -334,7 +336,7 @@ class TensorDict:
 
     def set_(self, key, value):
         """Copies ``value`` into the existing entry ``key`` (KeyError if there is none)."""
-        current = self.get(key, _NO_DEFAULT)
+        current = self.get(key, _RAISE)
         if isinstance(current, TensorDict):
             current.update_(value)
             return self
@@ -434,7 +436,7 @@ class TensorDict:
         """A TensorDict with only ``keys`` (nested keys keep their parents)."""
         out = TensorDict._build({}, self._batch_size, self._device)
         for key in keys:
-            value = self.get(key, None if not strict else _NO_DEFAULT)
+            value = self.get(key, None if not strict else _RAISE)
             if value is not None:
                 path = unravel_key_to_tuple(key)
                 parent = out._parent_of(path, create=True)
@@ -534,34 +536,63 @@ class TensorDict:
         return TensorDict._build(entries, batch_size, device)
 
     def apply(self, fn, *others, batch_size=None, device=_NO_DEFAULT, inplace=False, names=None,
-              filter_empty=None, default=_NO_DEFAULT, call_on_nested=False):
-        """Calls ``fn(leaf, *other_leaves)`` on every leaf; leaves where fn returns None are dropped."""
-        return self._apply_named(lambda key, value, *rest: fn(value, *rest), others, batch_size, device, inplace,
-                                 nested_keys=False, default=default)
+              filter_empty=None, default=_NO_DEFAULT, call_on_nested=False, out=None, is_leaf=None,
+              propagate_lock=False, num_threads=0, checked=False, **constructor_kwargs):
+        """Calls ``fn(leaf, *other_leaves)`` on every leaf (the same key of each TensorDict of
+        ``others``; ``default`` where one lacks it). Leaves where fn returns None are dropped, and so
+        are the nested TensorDicts left empty unless ``filter_empty=False``; None when nothing is
+        left. ``inplace`` writes the results into self's leaves, ``out`` into another TensorDict's."""
+        return self._apply_named(lambda key, value, *rest: fn(value, *rest), others, batch_size, device,
+                                 inplace, False, default, filter_empty, out)
 
     def named_apply(self, fn, *others, nested_keys=False, batch_size=None, device=_NO_DEFAULT, inplace=False,
-                    default=_NO_DEFAULT, **kwargs):
-        """Like apply, with the key passed first: ``fn(key, leaf, *other_leaves)``."""
-        return self._apply_named(fn, others, batch_size, device, inplace, nested_keys, default)
+                    default=_NO_DEFAULT, filter_empty=None, out=None, **kwargs):
+        """Like apply, with the key passed first: ``fn(key, leaf, *other_leaves)`` (the full nested
+        key with ``nested_keys``)."""
+        return self._apply_named(fn, others, batch_size, device, inplace, nested_keys, default, filter_empty, out)
 
-    def _apply_named(self, fn, others, batch_size, device, inplace, nested_keys, default, prefix=()):
+    def _fast_apply(self, fn, *others, named=False, nested_keys=False, batch_size=None, device=_NO_DEFAULT,
+                    inplace=False, default=_NO_DEFAULT, filter_empty=None, out=None, **kwargs):
+        """tensordict's internal apply (its threads are not used: one thread, the same results)."""
+        if named:
+            return self.named_apply(fn, *others, nested_keys=nested_keys, batch_size=batch_size, device=device,
+                                    inplace=inplace, default=default, filter_empty=filter_empty, out=out)
+        return self.apply(fn, *others, batch_size=batch_size, device=device, inplace=inplace, default=default,
+                          filter_empty=filter_empty, out=out)
+
+    def _apply_named(self, fn, others, batch_size, device, inplace, nested_keys, default, filter_empty=None,
+                     out=None):
+        result = self._apply_tree(fn, others, batch_size, device, inplace, nested_keys, default,
+                                  filter_empty is not False, ())
+        if out is not None:
+            out.update_(result)
+            return out
+        if filter_empty is not False and result.is_empty() and not self.is_empty():
+            return None
+        return result
+
+    def _apply_tree(self, fn, others, batch_size, device, inplace, nested_keys, default, drop_empty, prefix):
         batch_size = self._batch_size if batch_size is None else _as_batch_size(batch_size)
         device = self._device if device is _NO_DEFAULT else device
         entries = {}
         for key, value in self._tensordict.items():
-            rest = [o.get(key) if default is _NO_DEFAULT else o.get(key, default) for o in others]
-            full = prefix + (key,)
+            # an "other" that is not a TensorDict is the default standing in for a missing nested one
+            rest = [(o.get(key) if default is _NO_DEFAULT else o.get(key, default)) if isinstance(o, TensorDict)
+                    else o for o in others]
             if isinstance(value, TensorDict):
-                out = value._apply_named(fn, rest, batch_size + value._batch_size[len(self._batch_size):],
-                                         device, inplace, nested_keys, default, full)
-            else:
-                out = fn(full if nested_keys and prefix else key, value, *rest)
-                if out is None:
+                sub = value._apply_tree(fn, rest, batch_size + value._batch_size[len(self._batch_size):],
+                                        device, inplace, nested_keys, default, drop_empty, prefix + (key,))
+                if drop_empty and sub.is_empty() and not value.is_empty():
                     continue
-                if inplace and out is not value:
-                    value.copy_(out)
-                    out = value
-            entries[key] = out
+                entries[key] = sub
+                continue
+            new = fn(prefix + (key,) if nested_keys and prefix else key, value, *rest)
+            if new is None:
+                continue
+            if inplace and new is not value:
+                value.copy_(new)
+                new = value
+            entries[key] = new
         if inplace:
             self._tensordict.update(entries)
             return self
@@ -659,7 +690,7 @@ class TensorDict:
 
     def __getitem__(self, index):
         if _is_key(index):
-            return self.get(index)
+            return self.get(index, _RAISE)
         if isinstance(index, list) and index and all(isinstance(i, (str, tuple)) for i in index):
             return self.select(*index)
         if type(index) is range:
@@ -919,7 +950,7 @@ class TensorDict:
 
     def fill_(self, key, value):
         """Fills the entry ``key`` (every leaf under it) with ``value``."""
-        target = self.get(key)
+        target = self.get(key, _RAISE)
         for t in (target.values(True, True) if isinstance(target, TensorDict) else [target]):
             t.fill_(value)
         return self
@@ -1127,7 +1158,7 @@ class TensorDict:
 
     def get_at(self, key, index, default=_NO_DEFAULT):
         """``self.get(key)[index]`` (``default`` when the key is missing)."""
-        current = self.get(key, _NO_DEFAULT if default is _NO_DEFAULT else None)
+        current = self.get(key, _RAISE if default is _NO_DEFAULT else None)
         if current is None:
             return default
         return current[self._batch_index(list(index) if type(index) is range else index)]
@@ -1152,7 +1183,7 @@ class TensorDict:
 
     def entry_class(self, key):
         """The type of the entry ``key``: TensorDict for a nested TensorDict, else Tensor."""
-        return type(self.get(key))
+        return type(self.get(key, _RAISE))
 
     def create_nested(self, key):
         """Adds an empty nested TensorDict of this batch size under ``key``; returns self."""
@@ -1258,17 +1289,19 @@ class TensorDict:
         dims), nested TensorDicts first; returns self."""
         for value in self._tensordict.values():
             if isinstance(value, TensorDict):
-                value.auto_batch_size_()
-        shapes = [tuple(v.batch_size if isinstance(v, TensorDict) else v.shape) for v in self._tensordict.values()]
+                value.auto_batch_size_(batch_dims)
+        shapes = [tuple(v.batch_size if isinstance(v, TensorDict) else v.shape) for v in self._tensordict.values()
+                  if not (isinstance(v, TensorDict) and v.is_empty())]  # an empty one fits any batch size
         if not shapes:
+            self._batch_size = self._batch_size[:batch_dims] if batch_dims else self._batch_size
             return self
         common = []
         for sizes in zip(*shapes):
             if any(s != sizes[0] for s in sizes) or batch_dims is not None and len(common) == batch_dims:
                 break
             common.append(sizes[0])
-        for value in self._tensordict.values():  # nested TensorDicts keep only what the parent has
-            if isinstance(value, TensorDict):
+        for value in self._tensordict.values():
+            if isinstance(value, TensorDict) and value.is_empty():
                 value._batch_size = Size(common)
         self._batch_size = Size(common)
         return self
@@ -1533,22 +1566,336 @@ class TensorDict:
     def bool(self):
         return self._cast("bool")
 
+    # ---- tensordict's wider API: gradients, introspection, small helpers -----------------------------
+    @property
+    def names(self):
+        """tensordict's dim names: rlpipe does not name batch dims, so every name is None."""
+        return [None] * len(self._batch_size)
+
+    @property
+    def data(self):
+        """The leaves without their autograd history (``t.data`` of each), sharing memory."""
+        return self._map(lambda t: t.data)
+
+    @property
+    def requires_grad(self):
+        return any(t.requires_grad for t in self.values(True, True))
+
+    def requires_grad_(self, requires_grad=True):
+        for t in self.values(True, True):
+            t.requires_grad_(requires_grad)
+        return self
+
+    @property
+    def grad(self):
+        """A TensorDict of the leaves' gradients (a leaf without one is left out)."""
+        return self.apply(lambda t: t.grad)
+
+    def zero_grad(self, set_to_none=True):
+        for t in self.values(True, True):
+            if set_to_none:
+                t.grad = None
+            elif t.grad is not None:
+                t.grad.zero_()
+        return self
+
+    def detach_(self):
+        for t in self.values(True, True):
+            t.detach_()
+        return self
+
+    @property
+    def dtype(self):
+        """The dtype every leaf shares, or None when they differ (or there is no leaf)."""
+        dtypes = {t.dtype for t in self.values(True, True)}
+        return dtypes.pop() if len(dtypes) == 1 else None
+
+    @property
+    def is_cuda(self):
+        return self._device is not None and self._device.type == "cuda"
+
+    @property
+    def is_cpu(self):
+        return self._device is not None and self._device.type == "cpu"
+
+    @property
+    def is_meta(self):
+        return False
+
+    def data_ptr(self, *, storage=False):
+        """A TensorDict (batch size []) of every leaf's data pointer, as int64 tensors."""
+        return TensorDict({key: t.data_ptr() for key, t in self.items(True, True)}, batch_size=[])
+
+    def get_item_shape(self, key):
+        """The shape of the entry ``key`` (a nested TensorDict's batch size)."""
+        value = self.get(key, _RAISE)
+        return value.batch_size if isinstance(value, TensorDict) else value.shape
+
+    def replace(self, *args, **kwargs):
+        """A shallow copy with the entries of the dict/TensorDict argument and of ``kwargs`` set
+        (self is left unchanged)."""
+        if len(args) > 1:
+            raise RuntimeError(f"Only a single argument containing a dictionary-like structure of entries to "
+                               f"replace can be passed to replace. Received {len(args)} arguments instead.")
+        entries = dict(args[0].items()) if args else {}
+        if args and not isinstance(args[0], (dict, TensorDict)):
+            raise RuntimeError(f"Cannot use object type {type(args[0])} to update values in tensordict.")
+        entries.update(kwargs)
+        if not entries:
+            return self
+        return self.copy().update(entries)
+
+    def separates(self, *keys, default=_NO_DEFAULT, strict=True, filter_empty=True):
+        """Removes ``keys`` from self and returns them in a new TensorDict of the same batch size."""
+        strict = strict and default is _NO_DEFAULT
+        default = _NO_DEFAULT if strict else None
+        if strict:
+            for key in keys:
+                self.get(key, _RAISE)
+        out = self.empty(recurse=True)
+        for key in keys:
+            value = self.pop(key, default)
+            if value is not None:
+                out.set(key, value)
+        if filter_empty:
+            out.filter_empty_()
+        return out
+
+    def _join_entries(self, keys, out_key, dim, keep_entries, how):
+        entries = [self.get(key, _RAISE) for key in keys]
+        if not keep_entries:
+            for key in keys:
+                self.pop(key)
+        return self.set(out_key, how(entries, dim))
+
+    def cat_tensors(self, *keys, out_key, dim=0, keep_entries=False):
+        """Stores ``rlpipe.cat`` of the entries ``keys`` under ``out_key`` (removing them unless
+        ``keep_entries``); returns self."""
+        return self._join_entries(keys, out_key, dim, keep_entries, _ops.cat)
+
+    def stack_tensors(self, *keys, out_key, dim=0, keep_entries=False):
+        """Like cat_tensors, with ``rlpipe.stack``."""
+        return self._join_entries(keys, out_key, dim, keep_entries, _ops.stack)
+
+    def cat_from_tensordict(self, dim=0, *, sorted=None, out=None):
+        """``rlpipe.cat`` of every leaf along ``dim`` (alphabetical order with ``sorted=True``, or the
+        order of a list of keys)."""
+        return _ops.cat(self._ordered_leaves(sorted), dim)
+
+    def stack_from_tensordict(self, dim=0, *, sorted=None, out=None):
+        return _ops.stack(self._ordered_leaves(sorted), dim)
+
+    def _ordered_leaves(self, order):
+        keys = list(self.keys(True, True))
+        if order is True:
+            keys.sort(key=lambda k: (k,) if isinstance(k, str) else k)
+        elif order not in (None, False):
+            wanted = [unravel_key_to_tuple(k) for k in order]
+            if sorted(wanted) != sorted(unravel_key_to_tuple(k) for k in keys):
+                raise RuntimeError("The provided set of keys differs from the tensordict list of keys.")
+            keys = order
+        return [self.get(k) for k in keys]
+
+    def filter_non_tensor_data(self):
+        """rlpipe TensorDicts hold tensors only: a shallow copy."""
+        return self.copy()
+
+    def non_tensor_items(self, include_nested=False):
+        """rlpipe TensorDicts hold tensors only: always empty."""
+        return []
+
+    def clear_device_(self):
+        """Forgets the device (leaves stay where they are); returns self."""
+        for td in self._all_tensordicts():
+            td._device = None
+        return self
+
+    def auto_device_(self):
+        """Sets the device to the one all leaves share (None when they differ); returns self."""
+        devices = {t.device for t in self.values(True, True)}
+        device = devices.pop() if len(devices) == 1 else None
+        for td in self._all_tensordicts():
+            td._device = device
+        return self
+
+    def _all_tensordicts(self):
+        yield self
+        for value in self._tensordict.values():
+            if isinstance(value, TensorDict):
+                yield from value._all_tensordicts()
+
+    def atleast_2d(self):
+        td = self
+        while len(td._batch_size) < 2:
+            td = td.unsqueeze(0)
+        return td
+
+    def atleast_3d(self):
+        td = self
+        while len(td._batch_size) < 3:
+            td = td.unsqueeze(0)
+        return td
+
+    def rot90(self, k=1, dims=(0, 1)):
+        """Rotates the batch dims ``dims`` by 90 degrees ``k`` times (torch.rot90 over the batch)."""
+        if len(self._batch_size) < 2:
+            raise RuntimeError("rot90 requires at least 2 batch dimensions")
+        if len(dims) != 2:
+            raise RuntimeError("rot90 requires exactly 2 dims")
+        a, b = self._dims_tuple(dims)
+        if a == b:
+            raise RuntimeError(f"rot90: the dims must differ, got {tuple(dims)}")
+        k %= 4
+        if k == 0:
+            return self.clone()
+        if k == 2:
+            return self.flip((a, b))
+        return self.flip(b).transpose(a, b) if k == 1 else self.transpose(a, b).flip(b)
+
+    def save(self, prefix=None, copy_existing=False, num_threads=0):
+        """tensordict's save: memmap's files under ``prefix`` (this TensorDict is left as it is)."""
+        self.memmap(prefix)
+        return self
+
+    dumps = save
+
+    @classmethod
+    def load(cls, prefix, *args, **kwargs):
+        return cls.load_memmap(prefix)
+
+    def load_(self, prefix, *args, **kwargs):
+        """Copies what ``save(prefix)`` stored into the existing leaves; returns self."""
+        return self.update_(type(self).load_memmap(prefix))
+
+    def share_memory_(self):
+        """Locks the TensorDict, as tensordict's share_memory_ does (NumPy arrays are already visible
+        to threads; processes get their own copies, so is_shared() stays False)."""
+        return self.lock_()
+
+    def pin_memory(self, num_threads=None, inplace=False):
+        """No pinned memory in rlpipe: returns self."""
+        return self
+
+    def __copy__(self):
+        return self.copy()
+
+    def __deepcopy__(self, memo=None):
+        return self.clone()
+
+    # dtype casts under torch's dtype names (td.float32() is td.float())
+    def float32(self):
+        return self._cast("float32")
+
+    def float64(self):
+        return self._cast("float64")
+
+    def float16(self):
+        return self._cast("float16")
+
+    def int8(self):
+        return self._cast("int8")
+
+    def int16(self):
+        return self._cast("int16")
+
+    def int32(self):
+        return self._cast("int32")
+
+    def int64(self):
+        return self._cast("int64")
+
+    def uint8(self):
+        return self._cast("uint8")
+
     # ---- printing --------------------------------------------------------------------------------------
     def __repr__(self):
-        fields = []
-        for key, value in sorted(self._tensordict.items()):  # tensordict lists fields by key
-            if isinstance(value, TensorDict):
-                text = repr(value)
-            else:
-                text = (f"Tensor(shape={_shape_str(value.shape)}, device={value.device}, dtype={value.dtype}, "
-                        f"is_shared={value.is_shared()})")
-            fields.append(f"{key}: " + text.replace("\n", "\n    "))
-        body = ",\n        ".join(f.replace("\n", "\n    ") for f in fields)
-        return (f"{type(self).__name__}(\n    fields={{\n        {body}}},\n"
-                f"    batch_size={_shape_str(self._batch_size)},"
-                f"\n    device={self._device},\n    is_shared=False)") if fields else \
-            (f"{type(self).__name__}(\n    fields={{\n    }},\n    batch_size={_shape_str(self._batch_size)},"
-             f"\n    device={self._device},\n    is_shared=False)")
+        """tensordict's layout: the fields (sorted by key, see set_printoptions), then batch size,
+        device and is_shared, each part shown or not as the print options say."""
+        opts = _REPR_OPTIONS
+        fields = [f"{key}: {repr(value) if isinstance(value, TensorDict) else _leaf_repr(value, opts)}"
+                  for key, value in self._tensordict.items()]
+        if opts["sort_keys"] == "alphabetical":
+            fields.sort()
+        elif callable(opts["sort_keys"]):
+            fields.sort(key=opts["sort_keys"])
+        parts = [textwrap.indent("fields={" + textwrap.indent("\n" + ",\n".join(fields), "    ") + "}", "    ")]
+        if opts["show_batch_size"]:
+            parts.append(f"    batch_size={_shape_str(self._batch_size)}")
+        if opts["show_device"]:
+            parts.append(f"    device={self._device}")
+        if opts["show_is_shared"]:
+            parts.append("    is_shared=False")
+        return f"{type(self).__name__}(\n" + ",\n".join(parts) + ")"
+
+
+def _leaf_repr(t, opts):
+    """One leaf as tensordict prints it: ``Tensor(shape=..., device=..., dtype=..., is_shared=...)``."""
+    parts = []
+    if opts["show_shape"]:
+        parts.append(f"shape={_shape_str(t.shape)}")
+    if opts["show_field_device"]:
+        parts.append(f"device={t.device}")
+    if opts["show_dtype"]:
+        parts.append(f"dtype={t.dtype}")
+    if opts["show_field_is_shared"]:
+        parts.append(f"is_shared={t.is_shared()}")
+    if opts["show_grad"]:
+        parts.append(f"requires_grad={t.requires_grad}")
+    if opts["show_is_contiguous"]:
+        parts.append(f"is_contiguous={t.is_contiguous()}")
+    if opts["show_is_view"]:
+        parts.append(f"is_view={t._data.base is not None}")
+    if opts["show_storage_size"]:
+        base = t._data if t._data.base is None else t._data.base
+        parts.append(f"storage_size={base.nbytes}")
+    return f"{type(t).__name__}({', '.join(parts)})"
+
+
+# what TensorDict.__repr__ shows (tensordict's print options and defaults; "plain", tensordict's
+# value summaries, is not offered)
+_REPR_OPTIONS = {"show_batch_size": True, "show_device": True, "show_is_shared": True, "show_shape": True,
+                 "show_field_device": True, "show_dtype": True, "show_field_is_shared": True, "show_grad": False,
+                 "show_is_contiguous": False, "show_is_view": False, "show_storage_size": False,
+                 "sort_keys": "alphabetical"}
+_TERSE = {"show_device": False, "show_is_shared": False, "show_field_device": False, "show_dtype": False,
+          "show_field_is_shared": False}
+
+
+class set_printoptions:
+    """Chooses what ``repr(td)`` shows: ``with set_printoptions(show_dtype=False): ...``, as a
+    decorator, or for good with ``set_printoptions(...).set()``. ``verbose=False`` hides devices,
+    dtypes and is_shared. TypeError for an option tensordict does not have."""
+
+    def __init__(self, *, verbose=True, **options):
+        unknown = set(options) - set(_REPR_OPTIONS)
+        if unknown:
+            raise TypeError(f"Unknown printoptions: {unknown}. Valid options: {sorted(_REPR_OPTIONS)}")
+        self._options = {**({} if verbose else _TERSE), **options}
+        self._saved = []
+
+    def set(self):
+        self._saved.append(dict(_REPR_OPTIONS))
+        _REPR_OPTIONS.update(self._options)
+
+    def __enter__(self):
+        self.set()
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        _REPR_OPTIONS.update(self._saved.pop())
+        return False
+
+    def __call__(self, fn):
+        @wraps(fn)
+        def with_options(*args, **kwargs):
+            with set_printoptions(**self._options):
+                return fn(*args, **kwargs)
+        return with_options
+
+
+def get_printoptions():
+    """The current print options, as a dict (a copy)."""
+    return dict(_REPR_OPTIONS)
 
 
 _COMPARABLE = (TensorDict, dict, Tensor, numbers.Number, np.ndarray)
