@@ -7,8 +7,10 @@ and device moves apply to every leaf over the batch dimensions only.
 import json
 import math
 import numbers
+import operator
 import os
 import textwrap
+import warnings
 import weakref
 from collections import OrderedDict
 from functools import wraps
@@ -53,10 +55,13 @@ def _as_batch_size(batch_size):
         sizes = tuple(batch_size)
     except TypeError:
         raise TypeError(f"batch_size must be a sequence of ints, got {batch_size!r}") from None
-    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in sizes):
-        # tensordict 0.14 truncates nothing either: 1.5 or "a" is not a size (it raises ValueError there)
-        raise TypeError(f"batch_size must be a sequence of ints, got {batch_size!r}")
-    return Size(int(s) for s in sizes)
+    message = f"batch_size must be a sequence of ints, got {batch_size!r}"
+    if any(isinstance(s, bool) for s in sizes):
+        raise TypeError(message)
+    try:  # ints, NumPy ints and 0-d integer tensors; 1.5 or "a" is not a size (tensordict: ValueError)
+        return Size(operator.index(s) for s in sizes)
+    except TypeError:
+        raise TypeError(message) from None
 
 
 def _is_key(index):
@@ -215,6 +220,13 @@ class TensorDict:
                                    "under a common tensordict an unlock this root.")
         self._lock_parents = []
 
+    @is_locked.setter
+    def is_locked(self, value):
+        if value:
+            self.lock_()
+        else:
+            self.unlock_()
+
     @property
     def _lock_parents_weakrefs(self):
         """Weak references to the TensorDicts whose lock holds this one (tensordict's attribute)."""
@@ -237,7 +249,7 @@ class TensorDict:
         cache = getattr(self, "_cache_store", None)
         if cache is None:
             cache = self._cache_store = {}
-        key = (name, args)
+        key = name if args is None else (name, args)
         if key not in cache:
             cache[key] = compute()
         return cache[key]
@@ -319,7 +331,7 @@ class TensorDict:
             raise KeyError(f'key "{key}" not found in TensorDict with keys {sorted(parent._tensordict)}')
         return value
 
-    def set(self, key, value, inplace=False):
+    def set(self, key, value, inplace=False, *, non_blocking=False, **kwargs):
         """Stores ``value`` under ``key`` (nested keys create the intermediate TensorDicts)."""
         if (type(key) is str and type(value) is Tensor and not inplace and not self._locked
                 and (self._device is None or value._device is self._device)
@@ -417,7 +429,8 @@ class TensorDict:
         except KeyError:
             if default is not _NO_DEFAULT:
                 return default
-            raise KeyError(f'key "{key}" not found in TensorDict with keys {sorted(self._tensordict)}') from None
+            raise KeyError(f"You are trying to pop key `{key}` which is not in dict without providing default "
+                           f"value. Keys={sorted(self._tensordict)}") from None
 
     def __delitem__(self, key):
         self.pop(key)
@@ -427,6 +440,7 @@ class TensorDict:
         return self
 
     def rename_key_(self, old_key, new_key, safe=False):
+        self._check_unlocked()
         if safe and self.get(new_key, None) is not None:
             raise KeyError(f'key "{new_key}" already present in TensorDict.')
         self.set(new_key, self.pop(old_key))
@@ -466,7 +480,9 @@ class TensorDict:
             return self
         return out
 
-    def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
+    def keys(self, include_nested=False, leaves_only=False, is_leaf=None, *, sort=False):
+        if sort:
+            return self._keys_in_order(include_nested, leaves_only, True)
         return KeysView(self, include_nested, leaves_only)
 
     _keys_view_name = "_TensorDictKeysView"  # how tensordict prints keys()
@@ -492,16 +508,24 @@ class TensorDict:
             if not (leaves_only and nested):
                 yield full if prefix else key
 
-    def values(self, include_nested=False, leaves_only=False):
-        return [self.get(k) for k in self._walk(include_nested, leaves_only)]
+    def values(self, include_nested=False, leaves_only=False, is_leaf=None, *, sort=False):
+        return [self.get(k) for k in self._keys_in_order(include_nested, leaves_only, sort)]
 
-    def items(self, include_nested=False, leaves_only=False):
-        return [(k, self.get(k)) for k in self._walk(include_nested, leaves_only)]
+    def items(self, include_nested=False, leaves_only=False, is_leaf=None, *, sort=False):
+        return [(k, self.get(k)) for k in self._keys_in_order(include_nested, leaves_only, sort)]
+
+    def _keys_in_order(self, include_nested, leaves_only, sort):
+        keys = self._walk(include_nested, leaves_only)
+        return sorted(keys, key=lambda k: (k,) if isinstance(k, str) else k) if sort else keys
 
     def __contains__(self, key):
-        raise NotImplementedError("TensorDict does not support membership checks with the `in` keyword. If you want "
-                                  "to check if a particular key is in your TensorDict, please use `key in "
-                                  "tensordict.keys()` instead.")
+        """``key in td``: a string looks at the root keys, a tuple at the nested ones (tensordict
+        0.14; earlier versions raised)."""
+        if isinstance(key, str):
+            return key in self._tensordict
+        if isinstance(key, tuple) and key:
+            return self._has_key(key, True, False)
+        raise RuntimeError("key must be a NestedKey (a str or a possibly tuple of str).")
 
     def __len__(self):
         return self._batch_size[0] if self._batch_size else 0
@@ -562,13 +586,19 @@ class TensorDict:
 
     def _apply_named(self, fn, others, batch_size, device, inplace, nested_keys, default, filter_empty=None,
                      out=None):
-        result = self._apply_tree(fn, others, batch_size, device, inplace, nested_keys, default,
+        produced = [0]
+
+        def counted(*args):
+            new = fn(*args)
+            produced[0] += new is not None
+            return new
+        result = self._apply_tree(counted, others, batch_size, device, inplace, nested_keys, default,
                                   filter_empty is not False, ())
         if out is not None:
             out.update_(result)
             return out
-        if filter_empty is not False and result.is_empty() and not self.is_empty():
-            return None
+        if filter_empty is not False and not produced[0] and not self.is_empty():
+            return None  # fn returned None for every leaf
         return result
 
     def _apply_tree(self, fn, others, batch_size, device, inplace, nested_keys, default, drop_empty, prefix):
@@ -678,6 +708,9 @@ class TensorDict:
         """``index`` made to address batch dims only: '...' expands over the batch dims, not the
         features, and tensors/arrays become backend arrays once."""
         items = index if isinstance(index, tuple) else (index,)
+        if any(type(i) is range for i in items):
+            items = tuple(list(i) if type(i) is range else i for i in items)
+            index = items if isinstance(index, tuple) else items[0]
         if any(i is Ellipsis for i in items):
             used = sum(0 if i is None or i is Ellipsis else getattr(i, "ndim", 1)
                        if getattr(getattr(i, "dtype", None), "name", "") == "bool" else 1 for i in items)
@@ -819,11 +852,11 @@ class TensorDict:
             return t.view(shape) if view else t.reshape(shape)
         return self._map(reshape, new_batch)
 
-    def reshape(self, *shape):
-        return self._reshaped(shape)
+    def reshape(self, *shape, size=None):
+        return self._reshaped(shape if size is None else size)
 
-    def view(self, *shape):
-        return self._reshaped(shape, view=True)
+    def view(self, *shape, size=None):
+        return self._reshaped(shape if size is None else size, view=True)
 
     def _batch_dim(self, dim, extra=0, what=None):
         n = len(self._batch_size) + extra
@@ -1203,8 +1236,10 @@ class TensorDict:
             raise KeyError("popitem(): tensordict is empty")
         return self._tensordict.popitem()
 
+    @property
     def sorted_keys(self):
-        return sorted(self._tensordict)
+        """The root keys in alphabetical order (remembered while locked)."""
+        return self._cached("sorted_keys", None, lambda: sorted(self._tensordict))
 
     def ndimension(self):
         return len(self._batch_size)
@@ -1525,6 +1560,10 @@ class TensorDict:
     def new_tensor(self, data, *, dtype=None, device=_NO_DEFAULT, requires_grad=False, **kwargs):
         """A TensorDict with this one's keys: ``data`` (a tensor) copied into every leaf with the
         leaf's dtype, or, for a TensorDict ``data``, its leaves copied with self's leaves' dtypes."""
+        if isinstance(data, (Tensor, TensorDict)):
+            warnings.warn("To copy construct from a tensor, it is recommended to use sourceTensor.clone().detach() "
+                          "or sourceTensor.clone().detach().requires_grad_(True), rather than "
+                          "tensor.new_tensor(sourceTensor).", UserWarning, stacklevel=2)
         if isinstance(data, TensorDict):
             return self.apply(lambda t, other: t.new_tensor(other, dtype=dtype, requires_grad=requires_grad),
                               data, batch_size=data.batch_size,
@@ -1571,6 +1610,51 @@ class TensorDict:
     def names(self):
         """tensordict's dim names: rlpipe does not name batch dims, so every name is None."""
         return [None] * len(self._batch_size)
+
+    @names.setter
+    def names(self, value):
+        self._no_names(value)
+
+    def _no_names(self, names):
+        if names is not None and any(n is not None for n in names):
+            raise RuntimeError(f"rlpipe TensorDicts do not name their batch dims (got names={list(names)}); "
+                               f"only None names are accepted")
+
+    def refine_names(self, *names):
+        """RuntimeError unless every name is None (rlpipe does not name dims); returns self."""
+        self._no_names(names)
+        return self
+
+    def rename(self, *names, **rename_map):
+        self._no_names(names or list(rename_map.values()) or None)
+        return self.copy()
+
+    def rename_(self, *names, **rename_map):
+        self._no_names(names or list(rename_map.values()) or None)
+        return self
+
+    @property
+    def _has_non_tensor(self):
+        return False
+
+    def _check_batch_size(self):
+        """RuntimeError when a leaf or nested TensorDict does not start with the batch size."""
+        n = len(self._batch_size)
+        for key, value in self._tensordict.items():
+            shape = value.batch_size if isinstance(value, TensorDict) else value.shape
+            if tuple(shape[:n]) != tuple(self._batch_size):
+                raise RuntimeError(f"batch dimension mismatch for key {key!r}: got batch_size="
+                                   f"{_shape_str(self._batch_size)} and value.shape={_shape_str(shape)}.")
+            if isinstance(value, TensorDict):
+                value._check_batch_size()
+
+    def _check_device(self):
+        """RuntimeError when a leaf is not on the TensorDict's device (when it has one)."""
+        if self._device is None:
+            return
+        for key, value in self.items(True, True):
+            if value.device != self._device:
+                raise RuntimeError(f"the entry {key!r} is on {value.device}, the TensorDict on {self._device}")
 
     @property
     def data(self):
@@ -2068,6 +2152,22 @@ def _exit(self, exc_type, exc_value, traceback):
         self._last_op = None  # the inverse recorded itself (lock_/unlock_): nothing left to undo
     return False
 
+
+def _lock_like_source(method):
+    """``method`` whose result is locked when self is, as tensordict's shape ops and casts do."""
+    @wraps(method)
+    def keeps_lock(self, *args, **kwargs):
+        out = method(self, *args, **kwargs)
+        if self._locked and isinstance(out, TensorDict) and out is not self and not out._locked:
+            out.lock_()
+            out._last_op = None  # locking the result is not something a `with` block should undo
+        return out
+    return keeps_lock
+
+
+for _name in ("reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose", "expand",
+              "flip", "roll", "narrow", "repeat_interleave", "tile", "detach", "to", "masked_fill", "type"):
+    setattr(TensorDict, _name, _lock_like_source(getattr(TensorDict, _name)))
 
 TensorDict.__enter__ = _enter
 TensorDict.__exit__ = _exit
