@@ -587,13 +587,8 @@ class TensorDict:
     def _apply_named(self, fn, others, batch_size, device, inplace, nested_keys, default, filter_empty=None,
                      out=None):
         produced = [0]
-
-        def counted(*args):
-            new = fn(*args)
-            produced[0] += new is not None
-            return new
-        result = self._apply_tree(counted, others, batch_size, device, inplace, nested_keys, default,
-                                  filter_empty is not False, ())
+        result = self._apply_tree(fn, others, batch_size, device, inplace, nested_keys, default,
+                                  filter_empty is not False, (), produced)
         if out is not None:
             out.update_(result)
             return out
@@ -601,17 +596,19 @@ class TensorDict:
             return None  # fn returned None for every leaf
         return result
 
-    def _apply_tree(self, fn, others, batch_size, device, inplace, nested_keys, default, drop_empty, prefix):
+    def _apply_tree(self, fn, others, batch_size, device, inplace, nested_keys, default, drop_empty, prefix,
+                    produced):
+        """apply's walk; ``produced[0]`` counts the leaves where fn returned a value."""
         batch_size = self._batch_size if batch_size is None else _as_batch_size(batch_size)
         device = self._device if device is _NO_DEFAULT else device
         entries = {}
         for key, value in self._tensordict.items():
             # an "other" that is not a TensorDict is the default standing in for a missing nested one
             rest = [(o.get(key) if default is _NO_DEFAULT else o.get(key, default)) if isinstance(o, TensorDict)
-                    else o for o in others]
+                    else o for o in others] if others else ()
             if isinstance(value, TensorDict):
                 sub = value._apply_tree(fn, rest, batch_size + value._batch_size[len(self._batch_size):],
-                                        device, inplace, nested_keys, default, drop_empty, prefix + (key,))
+                                        device, inplace, nested_keys, default, drop_empty, prefix + (key,), produced)
                 if drop_empty and sub.is_empty() and not value.is_empty():
                     continue
                 entries[key] = sub
@@ -619,6 +616,7 @@ class TensorDict:
             new = fn(prefix + (key,) if nested_keys and prefix else key, value, *rest)
             if new is None:
                 continue
+            produced[0] += 1
             if inplace and new is not value:
                 value.copy_(new)
                 new = value
@@ -708,9 +706,8 @@ class TensorDict:
         """``index`` made to address batch dims only: '...' expands over the batch dims, not the
         features, and tensors/arrays become backend arrays once."""
         items = index if isinstance(index, tuple) else (index,)
-        if any(type(i) is range for i in items):
-            items = tuple(list(i) if type(i) is range else i for i in items)
-            index = items if isinstance(index, tuple) else items[0]
+        if type(index) is tuple and range in map(type, index):
+            items = index = tuple(list(i) if type(i) is range else i for i in items)
         if any(i is Ellipsis for i in items):
             used = sum(0 if i is None or i is Ellipsis else getattr(i, "ndim", 1)
                        if getattr(getattr(i, "dtype", None), "name", "") == "bool" else 1 for i in items)
