@@ -95,11 +95,15 @@ class TensorDict:
         self._locked = False
         if source is None:
             source = {}
+        elif kwargs:
+            raise ValueError("Either a source dictionary or keyword arguments must be provided, not both.")
         if not hasattr(source, "items"):
             raise ValueError("A TensorDict source is expected to be a TensorDictBase sub-type or a dictionary, "
                              f"but type(source)={type(source).__name__}.")
         for key, value in (*source.items(), *kwargs.items()):
             self.set(key, value)
+        if lock:
+            self.lock_()
 
     @classmethod
     def _build(cls, entries, batch_size, device):
@@ -677,23 +681,79 @@ class TensorDict:
 
     def _unflat_keys(self, separator):
         out = TensorDict._build({}, self._batch_size, self._device)
-        for key, value in self.items():
-            path = tuple(key.split(separator))
-            parent = out._parent_of(path, create=True)
-            parent._tensordict[path[-1]] = value.unflatten_keys(separator) if isinstance(value, TensorDict) else value
+        for key, value in self._tensordict.items():
+            if isinstance(value, TensorDict):  # a copy: merging more keys into it must not touch a cached result
+                value = value.unflatten_keys(separator).copy()
+            out._merge_at(tuple(key.split(separator)), value, key)
         return out
 
+    def _merge_at(self, path, value, flat_key):
+        """Puts ``value`` at ``path`` for unflatten_keys, merging TensorDicts; KeyError when it would
+        replace an entry (or needs a tensor to be a TensorDict), as tensordict does."""
+        message = (f"Unflattening key(s) in tensordict will override an existing for unflattened key "
+                   f"{flat_key!r} ({path!r})")
+        try:
+            parent = self._parent_of(path, create=True)
+        except (KeyError, ValueError):
+            raise KeyError(message) from None
+        existing = parent._tensordict.get(path[-1])
+        if existing is None:
+            parent._tensordict[path[-1]] = value
+        elif isinstance(existing, TensorDict) and isinstance(value, TensorDict):
+            for key, sub in value._tensordict.items():
+                existing._merge_at((key,), sub, flat_key)
+        else:
+            raise KeyError(message)
+
     # ---- devices and dtypes ------------------------------------------------------------------------
-    def to(self, *args, **kwargs):
-        """``to(device)`` moves every leaf (and sets ``device``); ``to(dtype)`` casts floating and all
-        leaves as Tensor.to does."""
-        target = kwargs.get("device")
+    def to(self, *args, device=None, dtype=None, other=None, batch_size=None, inplace=False,
+           non_blocking=False, non_blocking_pin=False, num_threads=None, **kwargs):
+        """``to(device)`` moves every leaf and sets ``device``; ``to(dtype)`` casts every leaf;
+        ``to(tensor)`` takes both from a tensor, ``to(other=td)`` from a TensorDict (its dtype only
+        when all its leaves share one); ``batch_size=`` re-batches the result. Self when nothing
+        changes; ``inplace=True`` swaps the leaves of self (RuntimeError when it is locked)."""
+        from .. import _dtypes
         for a in args:
-            if isinstance(a, (str, _device_cls)) or isinstance(a, int) and not isinstance(a, bool):
-                target = a
-        target = None if target is None else resolve(target)
-        moved = self._map(lambda t: t.to(*args, **kwargs), device=self._device if target is None else target)
-        return moved
+            if isinstance(a, TensorDict):
+                other = a
+            elif isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, bool):  # the positional non_blocking flag
+                continue
+            elif isinstance(a, (_dtypes.dtype, type, np.dtype)):
+                dtype = a
+            elif isinstance(a, (str, int, _device_cls)):
+                device = a
+            else:
+                raise TypeError(f"TensorDict.to() received an invalid argument: {a!r}")
+        if kwargs:
+            raise TypeError(f"TensorDict.to() got unexpected keyword arguments {sorted(kwargs)}")
+        if other is not None:
+            device, dtype = other.device, other.dtype
+        device = None if device is None else resolve(device)
+        moves = device is not None and (device != self._device or any(
+            t.device != device for t in self.values(True, True)))
+        if not moves and dtype is None and batch_size is None:
+            return self
+
+        def convert(t):
+            return t.to(device=device if moves else None, dtype=dtype)
+        if inplace:
+            if moves or dtype is not None:
+                self._check_unlocked()
+            for td in self._all_tensordicts():
+                for key, value in td._tensordict.items():
+                    if not isinstance(value, TensorDict):
+                        td._tensordict[key] = convert(value)
+                if moves:
+                    td._device = device
+            if batch_size is not None:
+                self.batch_size = batch_size
+            return self
+        out = self._map(convert, device=device if moves else self._device)
+        if batch_size is not None:
+            out.batch_size = batch_size
+        return out
 
     def cpu(self):
         return self.to("cpu")
@@ -760,7 +820,12 @@ class TensorDict:
                 (index.dtype.name if isinstance(index, np.ndarray) else index.dtype.name) != "bool":
             return Size((index.shape[0],) + tuple(self._batch_size[1:]))
         probe = wrap(np.broadcast_to(np.zeros((), np.uint8), tuple(self._batch_size)))
-        return Size(probe[index].shape)
+        try:
+            return Size(probe[index].shape)
+        except IndexError as e:
+            if "too many indices" in str(e):  # torch's wording
+                raise IndexError(f"too many indices for tensor of dimension {len(self._batch_size)}") from None
+            raise
 
     def __setitem__(self, index, value):
         """``td[key] = value`` sets an entry; ``td[index] = other`` writes ``other`` (a TensorDict, a
@@ -866,6 +931,13 @@ class TensorDict:
         return dim % n if n else 0
 
     def flatten(self, start_dim=0, end_dim=-1):
+        """Merges batch dims ``start_dim..end_dim`` into one (None: the defaults); a TensorDict of
+        batch size [] becomes one of batch size [1], as torch.flatten does with a 0-d tensor."""
+        start_dim, end_dim = 0 if start_dim is None else start_dim, -1 if end_dim is None else end_dim
+        if not self._batch_size:
+            if start_dim not in (0, -1) or end_dim not in (0, -1):
+                raise IndexError(f"flatten: dims ({start_dim}, {end_dim}) out of range for batch size []")
+            return self._reshaped((1,))
         s, e = self._batch_dim(start_dim), self._batch_dim(end_dim)
         if e < s:
             raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
@@ -901,6 +973,10 @@ class TensorDict:
 
     def transpose(self, dim0, dim1):
         order = list(range(len(self._batch_size)))
+        n = len(self._batch_size)
+        if not (-n <= dim0 < n and -n <= dim1 < n):
+            raise ValueError(f"dim0 and dim1 must be within the range of the number of dimensions of the "
+                             f"tensordict ({n}), got dim0={dim0} and dim1={dim1}.")
         a, b = self._batch_dim(dim0), self._batch_dim(dim1)
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
@@ -1027,12 +1103,17 @@ class TensorDict:
         return TensorDict._build(entries, Size(new_batch), first._device)
 
     @classmethod
-    def stack(cls, tds, dim=0):
-        return cls._join_tensordicts(list(tds), dim, "stack")
+    def stack(cls, tds, dim=0, *, out=None):
+        """The TensorDicts stacked along a new batch dim ``dim`` (written into ``out``, in place,
+        when given)."""
+        joined = cls._join_tensordicts(list(tds), dim, "stack")
+        return joined if out is None else out.update_(joined)
 
     @classmethod
-    def cat(cls, tds, dim=0):
-        return cls._join_tensordicts(list(tds), dim, "cat")
+    def cat(cls, tds, dim=0, *, out=None):
+        """The TensorDicts concatenated along batch dim ``dim`` (into ``out`` when given)."""
+        joined = cls._join_tensordicts(list(tds), dim, "cat")
+        return joined if out is None else out.update_(joined)
 
     # ---- comparison ------------------------------------------------------------------------------------
     def _compare(self, other, op):
@@ -1241,9 +1322,11 @@ class TensorDict:
     def ndimension(self):
         return len(self._batch_size)
 
+    @property
     def depth(self):
-        """How many TensorDicts deep the deepest leaf sits (0 with no nested TensorDict)."""
-        return max((1 + v.depth() for v in self._tensordict.values() if isinstance(v, TensorDict)), default=0)
+        """How many TensorDicts deep the deepest leaf sits (0 with no nested TensorDict; a property,
+        as in tensordict)."""
+        return max((1 + v.depth for v in self._tensordict.values() if isinstance(v, TensorDict)), default=0)
 
     def param_count(self, *, count_duplicates=True):
         """The number of elements of all leaves (each distinct leaf once unless ``count_duplicates``)."""
@@ -1507,20 +1590,17 @@ class TensorDict:
 
     def tensor_split(self, indices_or_sections, dim=0):
         """torch.tensor_split over batch dim ``dim``: a number of near-equal pieces or split indices."""
-        n = self._batch_size[self._batch_dim(dim)]
+        d = self._batch_dim(dim)
+        n = self._batch_size[d]
+        if isinstance(indices_or_sections, Tensor):  # a 0-d tensor is a number of sections, a 1-d one indices
+            indices_or_sections = indices_or_sections.tolist()
         if isinstance(indices_or_sections, (int, np.integer)):
             k = int(indices_or_sections)
             if k <= 0:
                 raise RuntimeError(f"number of sections must be larger than 0, got {k}")
-            sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
-        else:
-            bounds = [min(max(int(i), 0), n) for i in indices_or_sections]
-            edges = [0] + bounds + [n]
-            sizes = [max(b - a, 0) for a, b in zip(edges[:-1], edges[1:])]
-            starts = edges[:-1]
-            d = self._batch_dim(dim)
-            return tuple(self[(slice(None),) * d + (slice(a, a + s),)] for a, s in zip(starts, sizes))
-        return self._pieces(sizes, dim)
+            return self._pieces([n // k + (1 if i < n % k else 0) for i in range(k)], dim)
+        bounds = [int(i) for i in indices_or_sections]  # Python slicing: negative, past-the-end, descending
+        return tuple(self[(slice(None),) * d + (slice(a, b),)] for a, b in zip([0] + bounds, bounds + [None]))
 
     def atleast_1d(self):
         return self if self._batch_size else self.unsqueeze(0)
@@ -1655,8 +1735,15 @@ class TensorDict:
 
     @property
     def data(self):
-        """The leaves without their autograd history (``t.data`` of each), sharing memory."""
-        return self._map(lambda t: t.data)
+        """The leaves without their autograd history (``t.data`` of each), sharing memory; locked
+        when self is."""
+        return self._locked_if_self(self._map(lambda t: t.data))
+
+    def _locked_if_self(self, out):
+        if self._locked and out is not None and not out._locked:
+            out.lock_()
+            out._last_op = None
+        return out
 
     @property
     def requires_grad(self):
@@ -1669,8 +1756,9 @@ class TensorDict:
 
     @property
     def grad(self):
-        """A TensorDict of the leaves' gradients (a leaf without one is left out)."""
-        return self.apply(lambda t: t.grad)
+        """A TensorDict of the leaves' gradients (a leaf without one is left out; None when no leaf
+        has one); locked when self is."""
+        return self._locked_if_self(self.apply(lambda t: t.grad))
 
     def zero_grad(self, set_to_none=True):
         for t in self.values(True, True):
