@@ -1,0 +1,559 @@
+"""TensorDict's wider tensordict-0.14 API (issue 14): copies and in-place writes, construction helpers,
+state dicts, locking as a context manager and lock graphs, batch-shape operations, filling a
+preallocated TensorDict, print options, and the error types tensordict raises.
+
+Expected values come from NumPy on the same data (brute force) or, where noted, from what
+tensordict 0.14.3 returned for the same call (recorded here; the peer is never imported)."""
+# ruff: noqa: SIM118 - keys() membership is part of what is tested
+import gc
+import re
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import rlpipe
+from rlpipe.tensordict import (TensorDict, get_defaults_to_none, get_printoptions, pad, pad_sequence,
+                               set_get_defaults_to_none, set_printoptions)
+
+LOCK_ERROR = "Cannot modify locked TensorDict"
+
+
+def arange_td(*batch, feature=2):
+    """A TensorDict whose leaves hold distinct values: "a" [*batch, feature] and ("n", "b") [*batch]."""
+    n = int(np.prod(batch)) if batch else 1
+    a = np.arange(n * feature, dtype=np.float32).reshape(*batch, feature)
+    b = np.arange(n, dtype=np.int64).reshape(batch) * 10
+    return TensorDict({"a": rlpipe.tensor(a), "n": {"b": rlpipe.tensor(b)}}, batch_size=list(batch)), a, b
+
+
+def leaves(td):
+    return {k: v.numpy() for k, v in td.items(include_nested=True, leaves_only=True)}
+
+
+# ---- construction and batch sizes -------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [[1.5], [True], "a", [rlpipe.tensor(1.5)], [None]])
+def test_batch_size_that_is_not_a_sequence_of_ints_is_a_type_error(bad):
+    with pytest.raises(TypeError, match="batch_size must be a sequence of ints"):
+        TensorDict(batch_size=bad)
+
+
+def test_batch_size_accepts_numpy_ints_and_0d_integer_tensors():
+    assert TensorDict(batch_size=[np.int64(3), rlpipe.tensor(2)]).batch_size == rlpipe.Size([3, 2])
+    assert TensorDict(batch_size=np.int32(4)).batch_size == rlpipe.Size([4])
+
+
+def test_source_and_keyword_entries_together_is_a_value_error():
+    with pytest.raises(ValueError, match="not both"):
+        TensorDict({"b": 2}, a=1)
+    assert set(TensorDict(a=1, b=2).keys()) == {"a", "b"}
+
+
+def test_lock_argument_locks_the_new_tensordict():
+    td = TensorDict({"a": rlpipe.zeros(2), "n": {"b": rlpipe.zeros(2)}}, [2], lock=True)
+    assert td.is_locked and td["n"].is_locked
+
+
+def test_from_dict_batch_size_rules():
+    # tensordict 0.14.3: [] by default, the common prefix with auto_batch_size (nested TensorDicts get
+    # their own), at most batch_dims dims with batch_dims
+    d = {"a": rlpipe.zeros(3, 4), "b": {"c": rlpipe.zeros(3, 4, 2)}}
+    plain = TensorDict.from_dict(d)
+    assert plain.batch_size == rlpipe.Size([]) and plain["b"].batch_size == rlpipe.Size([])
+    auto = TensorDict.from_dict(d, auto_batch_size=True)
+    assert auto.batch_size == rlpipe.Size([3, 4]) and auto["b"].batch_size == rlpipe.Size([3, 4, 2])
+    one = TensorDict.from_dict(d, batch_dims=1)
+    assert one.batch_size == rlpipe.Size([3]) and one["b"].batch_size == rlpipe.Size([3])
+    given = TensorDict.from_dict(d, batch_size=[3])
+    assert given["b"].batch_size == rlpipe.Size([3])
+    with pytest.raises(ValueError, match="both batch_size and batch_dims"):
+        TensorDict.from_dict(d, batch_size=[3], batch_dims=1)
+    td = TensorDict(batch_size=[3])
+    assert TensorDict.from_dict(td) is td
+
+
+def test_fromkeys_puts_the_value_under_every_key():
+    td = TensorDict.fromkeys(["a", ("b", "c")], 1)
+    assert td.batch_size == rlpipe.Size([]) and td["a"].item() == 1 and td["b", "c"].item() == 1
+    assert TensorDict.fromkeys({"x"})["x"].item() == 0
+
+
+def test_auto_batch_size_ignores_empty_nested_tensordicts():
+    td = TensorDict({"a": rlpipe.zeros(3, 4), "e": TensorDict(batch_size=[])})
+    td.auto_batch_size_()
+    assert td.batch_size == rlpipe.Size([3, 4]) and td["e"].batch_size == rlpipe.Size([3, 4])
+
+
+# ---- copies and in-place writes -----------------------------------------------------------------------
+def test_to_tensordict_and_clone_copy_leaves_clone_false_shares_them():
+    td, a, _ = arange_td(3)
+    td.lock_()
+    full = td.to_tensordict()
+    assert not full.is_locked and full["a"] is not td["a"]
+    np.testing.assert_array_equal(full["a"].numpy(), a)
+    assert td.clone(recurse=False)["a"] is td["a"] and td.clone()["a"] is not td["a"]
+
+
+def test_contiguous_keeps_contiguous_leaves_and_copies_strided_ones():
+    base = rlpipe.arange(12.0).view(3, 4)
+    td = TensorDict({"t": base.t(), "c": rlpipe.zeros(4, 2)}, [4])
+    out = td.contiguous()
+    assert out is not td and out["c"] is td["c"] and out["t"].is_contiguous()
+    np.testing.assert_array_equal(out["t"].numpy(), base.numpy().T)
+    assert not td.is_contiguous() and out.is_contiguous()
+    assert td.contiguous(inplace=True) is td and td["t"].is_contiguous()
+
+
+def test_copy_and_update_write_in_place_and_check_every_key_first():
+    td, a, b = arange_td(3)
+    a_leaf, b_leaf = td["a"], td["n", "b"]
+    other = td.clone().zero_()
+    assert td.copy_(other) is td and td["a"] is a_leaf and float(a_leaf.sum()) == 0.0
+    td.update_({"a": rlpipe.ones(3, 2), "n": {"b": rlpipe.full((3,), 7)}})
+    assert td["a"] is a_leaf and td["n", "b"] is b_leaf and b_leaf.tolist() == [7, 7, 7]
+    with pytest.raises(KeyError, match="The key zz was not found in the dest tensordict"):
+        td.update_({"a": rlpipe.zeros(3, 2), "zz": rlpipe.zeros(3)})
+    assert float(a_leaf.sum()) == 6.0  # nothing written
+    td.update_({"a": rlpipe.full((3, 2), 2.0), "n": {"b": rlpipe.zeros(3)}}, keys_to_update=[("n", "b")])
+    assert float(a_leaf.sum()) == 6.0 and b_leaf.tolist() == [0, 0, 0]
+
+
+def test_set_at_get_at_and_update_at_write_one_index():
+    td, a, b = arange_td(4, 3)
+    td.set_at_("a", rlpipe.full((3, 2), -1.0), 1)
+    a[1] = -1.0
+    np.testing.assert_array_equal(td["a"].numpy(), a)
+    np.testing.assert_array_equal(td.get_at(("n", "b"), (slice(None), 2)).numpy(), b[:, 2])
+    assert td.get_at("missing", 0, default="x") == "x"
+    update = TensorDict({"a": rlpipe.zeros(4, 2), "n": {"b": rlpipe.full((4,), 5)}}, [4])
+    td.update_at_(update, (slice(None), 2))
+    a[:, 2], b[:, 2] = 0.0, 5
+    np.testing.assert_array_equal(td["a"].numpy(), a)
+    np.testing.assert_array_equal(td["n", "b"].numpy(), b)
+    with pytest.raises(KeyError, match="was not found"):
+        td.update_at_({"a": rlpipe.zeros(3, 2), "zz": rlpipe.zeros(3)}, 0)
+    np.testing.assert_array_equal(td["a"].numpy(), a)  # checked before writing
+    with pytest.raises(KeyError, match="zz"):
+        td.set_at_("zz", 1.0, 0)
+
+
+def test_set_in_place_with_a_shape_that_does_not_fit_is_a_value_error():
+    td = TensorDict({"a": rlpipe.zeros(())}, [])
+    with pytest.raises(ValueError, match="Failed to update 'a'"):
+        td.set_("a", rlpipe.randn(2))
+    assert td["a"].shape == rlpipe.Size([])
+
+
+def test_a_path_through_a_tensor_is_a_value_error_for_get_and_a_key_error_for_set():
+    td = TensorDict({"a": rlpipe.zeros(())}, [])
+    with pytest.raises(ValueError, match="Expected a TensorDictBase instance"):
+        td["a", "b"]
+    with pytest.raises(ValueError, match="Expected a TensorDictBase instance"):
+        td.get(("a", "b"), None)
+    with pytest.raises(KeyError, match="already present"):
+        td.set(("a", "b"), rlpipe.zeros(()))
+    assert ("a", "b") not in td.keys(True)
+
+
+def test_get_defaults_to_none_switch():
+    td = TensorDict({"a": 0, "b": {"c": 1}})
+    before = get_defaults_to_none()
+    try:
+        assert before is False
+        with pytest.raises(KeyError):
+            td.get("c")
+        set_get_defaults_to_none(True)
+        assert td.get("c") is None and td.get(("b", "d")) is None
+        with pytest.raises(KeyError):  # indexing still raises
+            td["c"]
+        with pytest.raises(KeyError):
+            td.select("c")
+        set_get_defaults_to_none(None)
+        assert get_defaults_to_none() is False
+    finally:
+        set_get_defaults_to_none(before)
+
+
+def test_split_keys_separates_and_replace():
+    td, _, _ = arange_td(3)
+    td["x"] = rlpipe.zeros(3)
+    first, rest = td.split_keys(["a", ("n", "b")])
+    assert set(first.keys(True, True)) == {"a", ("n", "b")} and set(rest.keys()) == {"x"}
+    renamed, rest = td.split_keys({"a": "A"})
+    assert set(renamed.keys()) == {"A"} and "a" not in rest and ("n", "b") in rest
+    with pytest.raises(KeyError):
+        td.split_keys(["missing"])
+    _, rest = td.split_keys(["missing"], strict=False)
+    assert set(rest.keys(True, True)) == {"a", ("n", "b"), "x"}
+    moved = td.separates("x")
+    assert set(moved.keys(True, True)) == {"x"} and "x" not in td
+    replaced = td.replace(a=rlpipe.ones(3, 2))
+    assert replaced is not td and float(replaced["a"].sum()) == 6.0 and float(td["a"].sum()) != 6.0
+
+
+def test_state_dict_is_flat_with_metadata_and_loads_back():
+    td, a, b = arange_td(3)
+    sd = td.state_dict()
+    # tensordict 0.14.3: OrderedDict([('a', ...), ('n.b', ...)]) and _metadata per level
+    assert isinstance(sd, OrderedDict) and list(sd) == ["a", "n.b"]
+    assert sd._metadata == {"": {"batch_size": rlpipe.Size([3]), "device": None},
+                            "n": {"batch_size": rlpipe.Size([3]), "device": None}}
+    nested = td.state_dict(flatten=False)
+    assert list(nested) == ["a", "n"] and list(nested["n"]) == ["b"]
+    target = td.clone().zero_()
+    a_leaf = target["a"]
+    assert target.load_state_dict(sd) is target and target["a"] is a_leaf
+    np.testing.assert_array_equal(target["a"].numpy(), a)
+    np.testing.assert_array_equal(target["n", "b"].numpy(), b)
+    target.zero_().load_state_dict(sd, assign=True)
+    assert target["a"] is not a_leaf and float(a_leaf.sum()) == 0.0
+    del sd["a"]
+    with pytest.raises(RuntimeError, match="key sets don't match"):
+        td.clone().load_state_dict(sd)
+    td.clone().load_state_dict(sd, strict=False)
+
+
+def test_tolist_lists_over_the_batch_dims():
+    td = TensorDict({"a": rlpipe.arange(4).view(2, 2), "b": {"c": rlpipe.ones(2)}}, [2])
+    rows = td.tolist()
+    assert len(rows) == 2 and rows[1]["a"].tolist() == [2, 3] and rows[0]["b"]["c"].item() == 1.0
+    assert td.tolist(convert_tensors=True) == [{"a": [0, 1], "b": {"c": 1.0}}, {"a": [2, 3], "b": {"c": 1.0}}]
+    assert TensorDict({"a": rlpipe.arange(2)}, []).tolist(convert_tensors=True) == {"a": [0, 1]}
+
+
+def test_small_helpers():
+    td, _, _ = arange_td(3)
+    assert td.entry_class("n") is TensorDict and td.entry_class("a") is rlpipe.Tensor
+    assert td.depth == 1 and TensorDict().depth == 0
+    assert td.sorted_keys == ["a", "n"]
+    assert td.get_item_shape("n") == rlpipe.Size([3]) and td.get_item_shape("a") == rlpipe.Size([3, 2])
+    assert td.param_count() == 9 and td.bytes() == 6 * 4 + 3 * 8
+    assert td.names == [None]
+    with pytest.raises(RuntimeError, match="do not name"):
+        td.refine_names("x")
+    with pytest.raises(RuntimeError, match="do not name"):
+        td.names = ["x"]
+    assert td.dtype is None and td.float().dtype == rlpipe.float32
+    created = td.create_nested(("m", "k"))
+    assert created is td and td["m", "k"].batch_size == td.batch_size
+    key, value = td.popitem()
+    assert key == "m" and isinstance(value, TensorDict)
+    td.cat_tensors("a", "a", out_key="aa", dim=-1, keep_entries=True)
+    assert td["aa"].shape == rlpipe.Size([3, 4])
+    assert td.clear() is td and td.is_empty()
+
+
+def test_in_looks_at_root_keys_or_nested_tuples():
+    td, _, _ = arange_td(3)
+    assert "a" in td and "b" not in td and ("n", "b") in td and ("n", "zz") not in td
+    with pytest.raises(RuntimeError, match="NestedKey"):
+        3 in td  # noqa: B015
+
+
+def test_equality_with_something_else_is_false_and_mismatched_keys_raise():
+    td, _, _ = arange_td(3)
+    assert (td == "z") is False and (td != "z") is True
+    assert (td == td.to_dict()).all()
+    with pytest.raises(KeyError, match="mismatch"):
+        td == td.exclude("a")  # noqa: B015
+
+
+# ---- locking ---------------------------------------------------------------------------------------
+def test_lock_and_unlock_as_context_managers_restore_the_state():
+    td, _, _ = arange_td(2)
+    with td.lock_() as same:
+        assert same is td and td.is_locked and td["n"].is_locked
+        with pytest.raises(RuntimeError, match=LOCK_ERROR):
+            td["x"] = rlpipe.zeros(2)
+        with td.unlock_():
+            td["x"] = rlpipe.zeros(2)
+        assert td.is_locked
+    assert not td.is_locked and not td["n"].is_locked and "x" in td
+    td.lock_()
+    with td.lock_():  # already locked: the block leaves it locked
+        pass
+    assert td.is_locked
+    td.is_locked = False
+    assert not td.is_locked
+
+
+def test_a_lock_block_is_undone_even_when_the_block_raises():
+    td, _, _ = arange_td(2)
+    with pytest.raises(ZeroDivisionError), td.lock_():
+        1 / 0  # noqa: B018
+    assert not td.is_locked
+
+
+def test_a_nested_tensordict_cannot_be_unlocked_while_its_root_is_locked():
+    td = TensorDict({("a", "b", "c"): 1.0}, []).lock_()
+    a, b = td["a"], td["a", "b"]
+    for sub in (a, b):
+        with pytest.raises(RuntimeError, match="Cannot unlock a tensordict that is part of a locked graph"):
+            sub.unlock_()
+        assert sub.is_locked
+    with pytest.raises(RuntimeError, match=LOCK_ERROR):
+        b["new"] = rlpipe.zeros(())
+    del td
+    gc.collect()
+    a.unlock_()  # the root is gone
+    assert not b.is_locked
+
+
+def test_a_tensordict_shared_by_two_locked_roots_stays_locked_until_both_are_unlocked():
+    td = TensorDict({("a", "b"): 1.0}, []).lock_()
+    a = td["a"]
+    other = TensorDict({"a": a}, []).lock_()
+    for root in (other, td):
+        with pytest.raises(RuntimeError, match="part of a locked graph"):
+            root.unlock_()
+        assert root.is_locked and a.is_locked  # a failed unlock leaves everything locked
+    both = TensorDict({"td": td, "other": other}, []).lock_()
+    both.unlock_()
+    assert not td.is_locked and not other.is_locked and not a.is_locked
+
+
+def test_locked_flatten_keys_is_cached_until_unlock():
+    td, _, _ = arange_td(2)
+    assert td._cache is None
+    td.lock_()
+    flat = td.flatten_keys()
+    assert flat is td.flatten_keys() and td.flatten_keys("-") is not flat and len(td._cache) == 2
+    assert td.unflatten_keys() is td.unflatten_keys()
+    td.unlock_()
+    assert td._cache is None and td.flatten_keys() is not flat
+    with pytest.raises(RuntimeError, match=LOCK_ERROR):
+        td.lock_().flatten_keys(inplace=True)
+
+
+def test_shape_ops_of_a_locked_tensordict_are_locked_copies_are_not():
+    td, _, _ = arange_td(2, 3)
+    td.lock_()
+    for out in (td.reshape(-1), td.view(6), td.unsqueeze(0), td.permute(1, 0), td.expand(4, 2, 3), td.flip(0),
+                td.float(), td.detach()):
+        assert out.is_locked and out["n"].is_locked
+    for out in (td.clone(), td.to_tensordict(), td.empty(), td.copy(), td.apply(lambda x: x)):
+        assert not out.is_locked
+
+
+# ---- `with` blocks over reshaped views -------------------------------------------------------------------
+def test_with_block_writes_new_entries_back_through_the_inverse_op():
+    td, _, _ = arange_td(2, 3)
+    with td.permute(1, 0) as tdt:
+        tdt["p"] = rlpipe.ones(3, 2)
+    with td.unsqueeze(0) as tdu:
+        tdu["u"] = rlpipe.full((1, 2, 3), 2.0)
+    with td.flatten_keys() as flat:
+        flat["n.new"] = rlpipe.full((2, 3), 3.0)
+    with td.flatten(0, 1) as flat:
+        flat["f"] = rlpipe.arange(6.0)
+    assert td["p"].shape == rlpipe.Size([2, 3]) and float(td["u"].sum()) == 12.0
+    assert float(td["n", "new"].sum()) == 18.0
+    np.testing.assert_array_equal(td["f"].numpy(), np.arange(6.0).reshape(2, 3))
+    with td.transpose(0, 1) as tdt:
+        tdt.apply_(lambda x: x * 0 + 1)
+    assert (td == 1).all()
+
+
+def test_with_block_that_raises_does_not_write_back():
+    td, _, _ = arange_td(2, 3)
+    with pytest.raises(ValueError), td.permute(1, 0) as tdt:
+        tdt["p"] = rlpipe.ones(3, 2)
+        raise ValueError("stop")
+    assert "p" not in td
+
+
+def test_squeeze_without_a_dim_cannot_be_a_with_block():
+    td, _, _ = arange_td(2, 1)
+    with pytest.raises(RuntimeError, match="implicit"), td.squeeze():
+        pass
+
+
+# ---- batch-shape operations (checked against NumPy on the same data) --------------------------------------
+def test_repeat_tile_and_repeat_interleave_match_numpy():
+    td, a, b = arange_td(2, 3)
+    out = td.repeat(2, 1)
+    np.testing.assert_array_equal(out["a"].numpy(), np.tile(a, (2, 1, 1)))
+    np.testing.assert_array_equal(out["n", "b"].numpy(), np.tile(b, (2, 1)))
+    np.testing.assert_array_equal(td.tile((2,))["a"].numpy(), np.tile(a, (1, 2, 1)))
+    assert td.tile((3, 1, 1)).batch_size == rlpipe.Size([3, 2, 3])
+    np.testing.assert_array_equal(td.repeat_interleave(2, dim=1)["a"].numpy(), np.repeat(a, 2, axis=1))
+    np.testing.assert_array_equal(td.repeat_interleave(rlpipe.tensor([1, 0, 2]), dim=1)["n", "b"].numpy(),
+                                  np.repeat(b, [1, 0, 2], axis=1))
+    np.testing.assert_array_equal(td.repeat_interleave(2)["n", "b"].numpy(), np.repeat(b.reshape(-1), 2))
+    with pytest.raises(ValueError, match="number of repeat elements"):
+        td.repeat(2)
+
+
+def test_roll_flip_movedim_narrow_rot90_match_numpy():
+    td, a, b = arange_td(2, 3)
+    np.testing.assert_array_equal(td.roll(1, 1)["a"].numpy(), np.roll(a, 1, axis=1))
+    np.testing.assert_array_equal(td.roll((1, 2), (0, 1))["n", "b"].numpy(), np.roll(b, (1, 2), axis=(0, 1)))
+    # dims=None rolls the flattened batch (rlpipe: the feature elements stay with their row)
+    np.testing.assert_array_equal(td.roll(1)["a"].numpy(),
+                                  np.roll(a.reshape(6, 2), 1, axis=0).reshape(2, 3, 2))
+    np.testing.assert_array_equal(td.flip((0, 1))["a"].numpy(), a[::-1, ::-1])
+    np.testing.assert_array_equal(td.fliplr()["n", "b"].numpy(), b[:, ::-1])
+    np.testing.assert_array_equal(td.movedim(0, 1)["a"].numpy(), np.moveaxis(a, 0, 1))
+    np.testing.assert_array_equal(td.narrow(1, 1, 2)["a"].numpy(), a[:, 1:3])
+    for k in range(-1, 4):
+        np.testing.assert_array_equal(td.rot90(k)["n", "b"].numpy(), np.rot90(b, k, axes=(0, 1)))
+    assert td.swapaxes(0, 1).batch_size == td.swapdims(0, 1).batch_size == rlpipe.Size([3, 2])
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        td.movedim(0, 5)
+    with pytest.raises(IndexError, match="exceeds dimension size"):
+        td.narrow(1, 2, 2)
+    with pytest.raises(ValueError, match="dim0 and dim1 must be within the range"):
+        td.transpose(-5, -6)
+
+
+def test_split_sizes_lists_and_errors():
+    td, a, _ = arange_td(5)
+    assert [p.batch_size[0] for p in td.split(2)] == [2, 2, 1]
+    pieces = td.split([1, 4])
+    np.testing.assert_array_equal(pieces[1]["a"].numpy(), a[1:])
+    with pytest.raises(ValueError, match="split_size must be positive, got 0"):
+        td.split(0)
+    with pytest.raises(RuntimeError, match="sum exactly to 5"):
+        td.split([1, 1])
+    assert [p.batch_size[0] for p in TensorDict(batch_size=[0]).split(2)] == [0]
+
+
+@pytest.mark.parametrize("sections,bounds", [
+    (2, [(0, 2), (2, 3)]), (rlpipe.tensor(3), [(0, 1), (1, 2), (2, 3)]), ([1, 3], [(0, 1), (1, 3), (3, 3)]),
+    ([-1], [(0, 2), (2, 3)]), ([6], [(0, 3), (3, 3)]), ([2, 1], [(0, 2), (2, 1), (1, 3)]),
+    (rlpipe.tensor([1, 2]), [(0, 1), (1, 2), (2, 3)])])
+def test_tensor_split_follows_torch_slicing(sections, bounds):
+    # pieces as torch.tensor_split gives them for a [3] tensor (torch 2.13): Python slices between indices
+    td, a, _ = arange_td(3)
+    pieces = td.tensor_split(sections)
+    assert len(pieces) == len(bounds)
+    for piece, (start, stop) in zip(pieces, bounds):
+        np.testing.assert_array_equal(piece["a"].numpy(), a[start:stop])
+        assert piece.batch_size == rlpipe.Size([len(a[start:stop])])
+
+
+def test_new_constructors_keep_feature_shapes_and_dtypes():
+    td, _, _ = arange_td(3)
+    for out, fill in ((td.new_zeros(2, 5), 0), (td.new_ones([2, 5]), 1), (td.new_full((2, 5), 7), 7)):
+        assert out.batch_size == rlpipe.Size([2, 5]) and out["a"].shape == rlpipe.Size([2, 5, 2])
+        assert out["n", "b"].dtype == rlpipe.int64 and (out == fill).all()
+    assert td.new_empty(0).batch_size == rlpipe.Size([0])
+    assert td.new_zeros(2, dtype=rlpipe.float64)["n", "b"].dtype == rlpipe.float64
+    with pytest.warns(UserWarning, match="To copy construct from a tensor"):
+        made = td.new_tensor(rlpipe.tensor([1.5, 2.5]))
+    assert made.batch_size == rlpipe.Size([2]) and made["n", "b"].tolist() == [1, 2]
+
+
+def test_pad_and_pad_sequence_match_tensordict():
+    td = TensorDict({"a": rlpipe.ones(3, 4), "b": {"c": rlpipe.ones(3)}}, [3])
+    # tensordict 0.14.3: pad(td, [1, 1], value=2)["b", "c"] == [2, 1, 1, 1, 2]
+    assert pad(td, [1, 1], value=2)["b", "c"].tolist() == [2, 1, 1, 1, 2]
+    grid = TensorDict({"a": rlpipe.ones(2, 3, 4)}, [2, 3])
+    # tensordict 0.14.3: pairs from the first batch dim on
+    assert pad(grid, [0, 1, 1, 0])["a"][..., 0].tolist() == [[0, 1, 1, 1], [0, 1, 1, 1], [0, 0, 0, 0]]
+    with pytest.raises(RuntimeError, match="pairs"):
+        pad(td, [0])
+    seq = pad_sequence([TensorDict({"a": rlpipe.ones(2, 4)}, [2]), TensorDict({"a": rlpipe.ones(3, 4)}, [3])],
+                       return_mask=True)
+    assert seq.batch_size == rlpipe.Size([2, 3]) and seq["a"].shape == rlpipe.Size([2, 3, 4])
+    assert seq["masks", "a"].tolist() == [[True, True, False], [True, True, True]]
+    assert float(seq["a"].sum()) == 20.0
+
+
+# ---- indexing and filling ------------------------------------------------------------------------------
+def test_filling_an_empty_tensordict_row_by_row_creates_the_keys():
+    buf = TensorDict(batch_size=[5, 3])
+    buf[0] = TensorDict({"x": rlpipe.ones(3, 2), "n": {"y": rlpipe.full((3,), 4.0)}}, [3])
+    buf[2] = {"x": rlpipe.full((3, 2), 2.0), "n": {"y": rlpipe.zeros(3)}}
+    expected = np.zeros((5, 3, 2), np.float32)
+    expected[0], expected[2] = 1.0, 2.0
+    np.testing.assert_array_equal(buf["x"].numpy(), expected)
+    assert buf["n"].batch_size == rlpipe.Size([5, 3]) and buf["n", "y"][0].tolist() == [4.0, 4.0, 4.0]
+
+
+def test_filling_a_locked_tensordict_cannot_add_keys_and_changes_nothing():
+    buf = TensorDict({"x": rlpipe.zeros(4)}, [4]).lock_()
+    with pytest.raises(RuntimeError, match=LOCK_ERROR):
+        buf[0] = TensorDict({"x": rlpipe.ones(()), "new": rlpipe.ones(())}, [])
+    assert buf["x"].tolist() == [0, 0, 0, 0] and "new" not in buf
+    buf[1] = TensorDict({"x": rlpipe.ones(())}, [])
+    assert buf["x"].tolist() == [0, 1, 0, 0]
+
+
+def test_setitem_batch_mismatch_names_the_problem_and_writes_nothing():
+    td, a, _ = arange_td(3)
+    with pytest.raises(RuntimeError, match="differs from the source batch size"):
+        td[:2] = td.clone()
+    bad = TensorDict({"a": rlpipe.zeros(5), "n": {"b": rlpipe.zeros(())}}, [])
+    with pytest.raises(RuntimeError, match="the entry 'a' has shape"):
+        td[0] = bad
+    np.testing.assert_array_equal(td["a"].numpy(), a)
+
+
+def test_setitem_broadcasts_a_value_whose_batch_size_is_a_suffix():
+    td, a, b = arange_td(2, 3)
+    td[:1] = td[0].clone().zero_()
+    a[:1], b[:1] = 0, 0
+    np.testing.assert_array_equal(td["a"].numpy(), a)
+    np.testing.assert_array_equal(td["n", "b"].numpy(), b)
+
+
+def test_nested_tensordict_with_fewer_batch_dims_takes_the_parent_batch_size():
+    td = TensorDict({"a": rlpipe.zeros(3)}, [3])
+    value = TensorDict({"z": rlpipe.ones(3, 2)}, [])
+    td["n"] = value
+    assert td["n"].batch_size == rlpipe.Size([3]) and value.batch_size == rlpipe.Size([])
+    with pytest.raises(RuntimeError, match="incompatible with the batch-size"):
+        td["m"] = TensorDict({"z": rlpipe.ones(2)}, [])
+
+
+def test_range_indices():
+    td, a, _ = arange_td(4, 3)
+    np.testing.assert_array_equal(td[range(2)]["a"].numpy(), a[:2])
+    np.testing.assert_array_equal(td[:, range(1, 3)]["a"].numpy(), a[:, 1:3])
+    td[range(1)] = td[range(1)].clone().zero_()
+    assert float(td["a"][0].sum()) == 0.0
+
+
+def test_too_many_indices_is_torch_index_error():
+    td, _, _ = arange_td(3)
+    with pytest.raises(IndexError, match=re.escape("too many indices for tensor of dimension 1")):
+        td[:, 0]
+
+
+# ---- apply ------------------------------------------------------------------------------------------
+def test_apply_filter_empty_out_and_default():
+    td, a, _ = arange_td(3)
+    assert td.apply(lambda x: None) is None
+    kept = td.apply(lambda x: None, filter_empty=False)
+    assert set(kept.keys(True)) == {"n"} and kept["n"].is_empty()
+    out = td.clone().zero_()
+    assert td.apply(lambda x: x + 1, out=out) is out
+    np.testing.assert_array_equal(out["a"].numpy(), a + 1)
+    extra = td.clone()
+    extra["m", "q"] = rlpipe.ones(3)
+    merged = extra.apply(lambda x, y: x if y is None else y * 0, td, default=None)
+    assert float(merged["m", "q"].sum()) == 3.0 and float(merged["a"].sum()) == 0.0
+    seen = []
+    td.named_apply(lambda key, x: seen.append(key), nested_keys=True)
+    assert seen == ["a", ("n", "b")]
+
+
+# ---- printing --------------------------------------------------------------------------------------------
+def test_print_options_change_the_repr_and_restore_it():
+    td = TensorDict({"b": rlpipe.zeros(3, 4), "a": {"c": rlpipe.zeros(3)}}, [3])
+    full = repr(td)
+    with set_printoptions(verbose=False):
+        # tensordict 0.14.3's text for the same TensorDict (torch. -> rlpipe.)
+        assert repr(td) == ("TensorDict(\n    fields={\n        a: TensorDict(\n            fields={\n"
+                            "                c: Tensor(shape=rlpipe.Size([3]))},\n"
+                            "            batch_size=rlpipe.Size([3])),\n"
+                            "        b: Tensor(shape=rlpipe.Size([3, 4]))},\n    batch_size=rlpipe.Size([3]))")
+    assert repr(td) == full and get_printoptions()["show_dtype"] is True
+    with pytest.raises(TypeError, match="Unknown printoptions"):
+        set_printoptions(colour=True)
+
+    @set_printoptions(show_batch_size=False, show_device=False, show_is_shared=False)
+    def shown():
+        return repr(TensorDict())
+    assert shown() == "TensorDict(\n    fields={\n    })"
