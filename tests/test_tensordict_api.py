@@ -557,3 +557,24 @@ def test_print_options_change_the_repr_and_restore_it():
     def shown():
         return repr(TensorDict())
     assert shown() == "TensorDict(\n    fields={\n    })"
+
+
+# ---- on a GPU ------------------------------------------------------------------------------------------
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_new_methods_keep_leaves_on_the_gpu():
+    td, a, b = arange_td(3, 2)
+    gpu = td.to("cuda")
+    assert gpu.to("cuda") is gpu and gpu.device == rlpipe.device("cuda:0")
+    buf = TensorDict(batch_size=[3, 2], device="cuda")
+    buf[1] = gpu[1]
+    assert buf["a"].device == rlpipe.device("cuda:0") and buf["n", "b"].device == rlpipe.device("cuda:0")
+    np.testing.assert_array_equal(buf["a"].cpu().numpy()[1], a[1])
+    for out in (gpu.repeat(2, 1), gpu.roll(1, 0), gpu.new_zeros(4), pad(gpu, [1, 0]), gpu.contiguous(),
+                gpu.to_tensordict(), gpu.tensor_split(2)[0]):
+        assert all(t.device == rlpipe.device("cuda:0") for t in out.values(True, True))
+    np.testing.assert_array_equal(gpu.roll(1, 0)["n", "b"].cpu().numpy(), np.roll(b, 1, axis=0))
+    gpu.update_at_({"a": rlpipe.zeros(2, 2, device="cuda")}, 0)
+    assert float(gpu["a"][0].sum().cpu()) == 0.0
+    back = gpu.to("cpu", inplace=True)
+    assert back is gpu and gpu["a"].device == rlpipe.device("cpu")
