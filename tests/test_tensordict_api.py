@@ -258,6 +258,48 @@ def test_equality_with_something_else_is_false_and_mismatched_keys_raise():
         td == td.exclude("a")  # noqa: B015
 
 
+def test_depth_counts_the_levels_above_the_deepest_leaf():
+    td = TensorDict({"a": {"b": {"c": {"d": 0}, "e": 0}, "f": 0}, "g": 0})
+    assert td.depth == 3
+    del td["a", "b", "c", "d"]  # an empty TensorDict holds no leaf
+    assert td.depth == 2
+
+
+def test_expand_as_a_tensordict_takes_each_leaf_shape():
+    td0 = TensorDict({"a": rlpipe.ones(3, 1, 4), "b": {"c": rlpipe.ones(3, 2, 1, 4)}}, batch_size=[3])
+    td1 = TensorDict({"a": rlpipe.zeros(2, 3, 5, 4), "b": {"c": rlpipe.zeros(2, 3, 2, 6, 4)}}, batch_size=[2, 3])
+    out = td0.expand_as(td1)
+    assert out.batch_size == rlpipe.Size([2, 3]) and out["b", "c"].shape == rlpipe.Size([2, 3, 2, 6, 4])
+    assert td0.expand_as(rlpipe.zeros(2, 3)).batch_size == rlpipe.Size([2, 3])
+
+
+def test_a_batch_size_empty_tensordict_takes_the_indices_a_0d_tensor_takes():
+    td = TensorDict({"a": rlpipe.tensor(1.0)}, [])
+    assert td[True].batch_size == rlpipe.Size([1]) and td[False].batch_size == rlpipe.Size([0])
+    assert td[None, True].batch_size == rlpipe.Size([1, 1])
+    with pytest.raises(RuntimeError, match="batch_dims==0"):
+        td[0]
+
+
+def test_keys_view_membership_errors_use_tensordict_wording():
+    td = TensorDict({"a": {"b": rlpipe.zeros(())}}, [])
+    with pytest.raises(TypeError, match="only supported when setting `include_nested=True`"):
+        ("a", "b") in td.keys()  # noqa: B015
+    with pytest.raises(TypeError, match="TensorDict keys are always strings"):
+        42 in td.keys()  # noqa: B015
+    assert ("a", "b") in td.keys(True) and ("a", "c") not in td.keys(True)
+
+
+def test_load_state_dict_ignores_empty_nested_entries_and_reads_the_legacy_format():
+    data = TensorDict({"a": {"b": {"c": {}}}, "d": 1}, [])
+    data.load_state_dict(TensorDict({"d": 0}, []).state_dict(), strict=True)
+    assert data["d"].item() == 0
+    legacy = OrderedDict([("a", rlpipe.tensor(1)), ("__batch_size", rlpipe.Size([])), ("__device", None)])
+    td = TensorDict({"a": 0}, [])
+    td.load_state_dict(legacy)
+    assert td["a"].item() == 1
+
+
 # ---- locking ---------------------------------------------------------------------------------------
 def test_lock_and_unlock_as_context_managers_restore_the_state():
     td, _, _ = arange_td(2)

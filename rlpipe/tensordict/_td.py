@@ -493,9 +493,13 @@ class TensorDict:
 
     def _has_key(self, key, include_nested, leaves_only):
         """``key in self.keys(include_nested, leaves_only)``; a nested key needs include_nested (TypeError)."""
-        path = unravel_key_to_tuple(key)
+        try:
+            path = unravel_key_to_tuple(key)
+        except TypeError:
+            raise TypeError(f"TensorDict keys are always strings. Got {key!r}") from None
         if len(path) > 1 and not include_nested:
-            raise TypeError(f"Nested keys such as {key!r} can only be looked up in keys(include_nested=True)")
+            raise TypeError(f"Nested membership checks with tuples of strings is only supported when setting "
+                            f"`include_nested=True` (got {key!r})")
         try:
             value = self.get(path, None)
         except ValueError:  # the path runs through a tensor
@@ -785,7 +789,7 @@ class TensorDict:
             return self.select(*index)
         if type(index) is range:
             index = list(index)
-        if not self._batch_size and index is not Ellipsis and index is not None:
+        if not self._batch_size and not _adds_dims_only(index):
             raise RuntimeError("indexing a tensordict with td.batch_dims==0 is not permitted")
         return self._index(self._batch_index(index))
 
@@ -1326,7 +1330,7 @@ class TensorDict:
     def depth(self):
         """How many TensorDicts deep the deepest leaf sits (0 with no nested TensorDict; a property,
         as in tensordict)."""
-        return max((1 + v.depth for v in self._tensordict.values() if isinstance(v, TensorDict)), default=0)
+        return max((len(key) - 1 if isinstance(key, tuple) else 0 for key in self._walk(True, True)), default=0)
 
     def param_count(self, *, count_duplicates=True):
         """The number of elements of all leaves (each distinct leaf once unless ``count_duplicates``)."""
@@ -1466,8 +1470,14 @@ class TensorDict:
         if from_flatten:
             state_dict = _unflatten_state_dict(state_dict)
             metadata = state_dict._metadata
-        level = (metadata or {}).get("", {})
-        extra, missing = set(state_dict) - set(self._tensordict), set(self._tensordict) - set(state_dict)
+        level = dict((metadata or {}).get("", {}))
+        if "__batch_size" in state_dict:  # the format of older tensordict versions
+            state_dict = OrderedDict(state_dict)
+            level = {"batch_size": state_dict.pop("__batch_size"), "device": state_dict.pop("__device", None)}
+        # nested TensorDicts (or dicts) without leaves may be missing on either side
+        extra = {k for k in set(state_dict) - set(self._tensordict) if not _holds_leaves(state_dict[k])}
+        missing = {k for k in set(self._tensordict) - set(state_dict) if not (
+            isinstance(self._tensordict[k], TensorDict) and self._tensordict[k].is_empty())}
         if strict and (extra or missing):
             raise RuntimeError(f"Cannot load state-dict because the key sets don't match: got state_dict extra "
                                f"keys \n{extra}\n and tensordict extra keys\n{missing}\n")
@@ -1583,6 +1593,10 @@ class TensorDict:
         return self[(slice(None),) * d + (slice(start, start + length),)]
 
     def expand_as(self, other):
+        """Expanded to a tensor's shape, or to another TensorDict leaf by leaf (each leaf takes the
+        shape of the other's leaf under the same key)."""
+        if isinstance(other, TensorDict):
+            return self.apply(lambda t, o: t.expand_as(o), other, batch_size=other.batch_size, device=other.device)
         return self.expand(other.shape)
 
     def broadcast_to(self, shape):
@@ -2070,6 +2084,14 @@ def get_printoptions():
 _COMPARABLE = (TensorDict, dict, Tensor, numbers.Number, np.ndarray)
 
 
+def _adds_dims_only(index):
+    """Whether ``index`` (None, ..., True/False, a 0-d bool tensor, or a tuple of those) can index a
+    TensorDict of batch size [], as it can a 0-d tensor."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is None or i is Ellipsis or isinstance(i, bool) or isinstance(i, Tensor) and i.ndim == 0
+               and i.dtype.name == "bool" for i in items)
+
+
 def _stored_batch_size(batch_size):
     """A batch size read from a checkpoint, checked: a list of ints >= 0 whose product fits in int64."""
     if (not isinstance(batch_size, list) or len(batch_size) > 64
@@ -2092,6 +2114,11 @@ def _from_state(state):
     for key, value in state["entries"].items():
         td.set(key, value)
     return td
+
+
+def _holds_leaves(item):
+    """Whether a state-dict entry holds a tensor (a nested dict counts only if one of its entries does)."""
+    return not isinstance(item, dict) or any(_holds_leaves(v) for v in item.values())
 
 
 def _unflatten_state_dict(flat):
