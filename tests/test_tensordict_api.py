@@ -620,3 +620,17 @@ def test_new_methods_keep_leaves_on_the_gpu():
     assert float(gpu["a"][0].sum().cpu()) == 0.0
     back = gpu.to("cpu", inplace=True)
     assert back is gpu and gpu["a"].device == rlpipe.device("cpu")
+
+
+def test_merge_tensordicts_first_value_wins_unless_every_one_has_the_key():
+    from rlpipe.tensordict import merge_tensordicts
+    td0 = TensorDict({"a": {"b0": 0}, "c": {"d": {"e": 0}}, "common": 0})
+    td1 = TensorDict({"a": {"b1": 1}, "f": {"g": {"h": 1}}, "common": 1})
+    td2 = TensorDict({"a": {"b2": 2}, "f": {"g": {"h": 2}}, "common": 2})
+    for callback in (lambda *v: rlpipe.stack(list(v)), {"common": lambda *v: rlpipe.stack(list(v))}):
+        td = merge_tensordicts(td0, td1, td2, callback_exist=callback)
+        assert [td["a", k].item() for k in ("b0", "b1", "b2")] == [0, 1, 2]
+        assert td["common"].tolist() == [0, 1, 2] and td["f", "g", "h"].item() == 1 and td["c", "d", "e"].item() == 0
+    assert merge_tensordicts(td0, td1)["common"].item() == 0
+    with pytest.raises(RuntimeError, match="at least 2"):
+        merge_tensordicts(td0)

@@ -1,11 +1,11 @@
-"""tensordict.functional's padding helpers for TensorDicts: ``pad`` (batch dims) and ``pad_sequence``
-(stack TensorDicts of different lengths)."""
+"""tensordict.functional for TensorDicts: ``pad`` (batch dims), ``pad_sequence`` (stack TensorDicts
+of different lengths) and ``merge_tensordicts``."""
 from .. import _ops
 from .._creation import full as _full
 from .._tensor import Size
 from ._td import TensorDict
 
-__all__ = ["pad", "pad_sequence"]
+__all__ = ["merge_tensordicts", "pad", "pad_sequence"]
 
 
 def pad(tensordict, pad_size, value=0.0):
@@ -72,3 +72,23 @@ def pad_sequence(list_of_tensordicts, pad_dim=0, padding_value=0.0, out=None, re
     if out is not None:
         return out.update_(result)
     return result
+
+
+def merge_tensordicts(*tensordicts, callback_exist=None):
+    """One TensorDict with the leaves of all of ``tensordicts`` (the first one's batch size). A key
+    several of them hold takes the first one's value, or ``callback_exist(*values)`` when every
+    TensorDict holds it (``callback_exist`` may be a dict of callables by nested key)."""
+    if len(tensordicts) < 2:
+        raise RuntimeError(f"at least 2 tensordicts must be provided, got {len(tensordicts)}")
+    out = tensordicts[0].empty(recurse=True)
+    seen = []
+    for td in tensordicts:
+        seen.extend(k for k in td.keys(True, True) if k not in seen)
+    for key in seen:
+        values = [td.get(key, None) for td in tensordicts]
+        callback = callback_exist.get(key) if isinstance(callback_exist, dict) else callback_exist
+        if callback is not None and all(v is not None for v in values):
+            out.set(key, callback(*values))
+        else:
+            out.set(key, next(v for v in values if v is not None))
+    return out
