@@ -634,3 +634,55 @@ def test_merge_tensordicts_first_value_wins_unless_every_one_has_the_key():
     assert merge_tensordicts(td0, td1)["common"].item() == 0
     with pytest.raises(RuntimeError, match="at least 2"):
         merge_tensordicts(td0)
+
+
+@pytest.mark.parametrize("op,args", [("repeat", (2, 1)), ("repeat_interleave", (2, 0)), ("roll", (1, 1)),
+                                     ("reshape", ((6,),)), ("flatten", (0, 1)), ("pad", ([1, 0, 0, 2],)),
+                                     ("gather", (1, rlpipe.tensor([[0, 2], [1, 0]])))])
+def test_inplace_shape_ops_keep_the_tensordict_and_its_nested_ones(op, args):
+    td, _, _ = arange_td(2, 3)
+    nested = td["n"]
+    expected = getattr(td, op)(*args)
+    out = getattr(td, op)(*args, inplace=True)
+    assert out is td and td["n"] is nested and td.batch_size == expected.batch_size
+    assert nested.batch_size == expected["n"].batch_size
+    for key, value in leaves(expected).items():
+        np.testing.assert_array_equal(td[key].numpy(), value)
+
+
+def test_pad_crops_with_negative_amounts_and_refuses_a_negative_size():
+    td, a, _ = arange_td(4, 3)
+    np.testing.assert_array_equal(pad(td, [-1, 0, 1, -2])["a"].numpy()[:, 1:], a[1:, :1])
+    assert pad(td, [-1, 0, 1, -2]).batch_size == rlpipe.Size([3, 2])
+    old = td["a"]
+    with pytest.raises(RuntimeError, match="negative output size"):
+        td.pad([-10, 0], inplace=True)
+    assert td["a"] is old and td.batch_size == rlpipe.Size([4, 3])
+
+
+def test_pad_sequence_along_a_feature_dim():
+    tds = [TensorDict({"a": rlpipe.ones(6, 3, 8), ("b", "c"): rlpipe.ones(6, 3)}, [6]),
+           TensorDict({"a": rlpipe.full((6, 5, 8), 2.0), ("b", "c"): rlpipe.full((6, 7), 2.0)}, [6])]
+    out = pad_sequence(tds, pad_dim=1, return_mask=("m", "k"))
+    assert out.batch_size == rlpipe.Size([2, 6]) and out["a"].shape == rlpipe.Size([2, 6, 5, 8])
+    assert out["b", "c"].shape == rlpipe.Size([2, 6, 7]) and float(out["a"][0, :, 3:].abs().sum()) == 0.0
+    assert out["m", "k", "a"].shape == rlpipe.Size([2, 6, 5])
+    assert out["m", "k", "b", "c"][0, 0].tolist() == [True] * 3 + [False] * 4
+
+
+@pytest.mark.parametrize("dims", [(1, 1, 0), (3, 2, 1, 0), (2, -1, 0), (2, 3, 0), (2, -4, 0), (2, 1)])
+def test_permute_with_a_bad_order_is_a_value_error(dims):
+    td = TensorDict({"a": rlpipe.zeros(4, 5, 6, 7)}, [4, 5, 6])
+    with pytest.raises(ValueError, match="permutation order"):
+        td.permute(*dims)
+
+
+def test_movedim_errors_and_identity():
+    td = TensorDict({"a": rlpipe.zeros(4, 5, 6, 7)}, [4, 5, 6])
+    assert td.movedim(1, 1) is td and td.moveaxis(0, 2).batch_size == rlpipe.Size([5, 6, 4])
+    with pytest.raises(RuntimeError, match="repeated dim in source"):
+        td.movedim((0, 0), (1, 2))
+    with pytest.raises(RuntimeError, match="repeated dim in destination"):
+        td.movedim((0, 1), (2, 2))
+    with pytest.raises(ValueError, match="same number of elements"):
+        td.movedim((0,), (1, 2))

@@ -967,11 +967,16 @@ class TensorDict:
         d = self._batch_dim(dim, extra=1, what="unsqueezing")
         return self._reshaped(self._batch_size[:d] + (1,) + self._batch_size[d:])
 
-    def permute(self, *dims):
-        dims = tuple(self._batch_dim(d) for d in _ops._shape_arg(dims))
+    def permute(self, *dims, **kwargs):
+        n = len(self._batch_size)
+        dims = tuple(_ops._shape_arg(dims if dims else (kwargs.pop("dims"),)))
+        if len(dims) != n or any(not -n <= d < n for d in dims):
+            raise ValueError(f"Received an permutation order {dims} incompatible with the tensordict shape "
+                             f"{_shape_str(self._batch_size)}.")
+        dims = tuple(d % n for d in dims)
         if sorted(dims) != list(range(len(self._batch_size))):
-            raise ValueError(f"Cannot compute the permutation, got dims={dims} but expected a permutation of the "
-                             f"{len(self._batch_size)} batch dims.")
+            raise ValueError(f"Received an permutation order {dims} incompatible with the tensordict shape "
+                             f"{_shape_str(self._batch_size)}: expected a permutation of the {n} batch dims.")
         new_batch = Size(self._batch_size[d] for d in dims)
         return self._map(lambda t: t.permute(*dims, *range(len(dims), t.ndim)), new_batch)
 
@@ -1032,12 +1037,13 @@ class TensorDict:
         extra = like.ndim - t.ndim
         return t.reshape(tuple(t.shape) + (1,) * extra).expand(tuple(t.shape) + tuple(like.shape[t.ndim:]))
 
-    def gather(self, dim, index):
+    def gather(self, dim, index, out=None):
         if not -len(self._batch_size) <= dim < len(self._batch_size):
             raise RuntimeError(f"Cannot gather tensordict with shape {_shape_str(self._batch_size)} along dim {dim}.")
         d = self._batch_dim(dim)
         new_batch = Size(index.shape)
-        return self._map(lambda t: t.gather(d, self._expanded(index, t).contiguous()), new_batch)
+        result = self._map(lambda t: t.gather(d, self._expanded(index, t).contiguous()), new_batch)
+        return result if out is None else out.update_(result)
 
     def masked_fill(self, mask, value):
         return self._map(lambda t: t.masked_fill(self._expanded(mask, t), value))
@@ -1570,9 +1576,13 @@ class TensorDict:
         if len(source) != len(destination):
             raise ValueError(f"movedim: source and destination must have the same number of elements, got "
                              f"{len(source)} and {len(destination)}")
-        if len(set(source)) != len(source) or len(set(destination)) != len(destination):
-            raise RuntimeError("movedim: repeated dim in source or destination")
+        if len(set(source)) != len(source):
+            raise RuntimeError(f"movedim: repeated dim in source {source}")
+        if len(set(destination)) != len(destination):
+            raise RuntimeError(f"movedim: repeated dim in destination {destination}")
         order = [d for d in range(len(self._batch_size)) if d not in source]
+        if source == destination:
+            return self
         for dst, src in sorted(zip(destination, source)):
             order.insert(dst, src)
         return self.permute(order)
@@ -1906,6 +1916,26 @@ class TensorDict:
         for value in self._tensordict.values():
             if isinstance(value, TensorDict):
                 yield from value._all_tensordicts()
+
+    def pad(self, pad_size, value=0.0, safe=True):
+        """tensordict.functional.pad as a method (``inplace=True`` keeps this TensorDict)."""
+        from .functional import pad
+        return pad(self, pad_size, value)
+
+    def _values_list(self, include_nested=False, leaves_only=False, **kwargs):
+        return self.values(include_nested, leaves_only)
+
+    def _become(self, result):
+        """Takes ``result``'s leaves and batch size, keeping this TensorDict and its nested ones (what
+        ``inplace=True`` of the shape ops does); returns self."""
+        for key, value in result._tensordict.items():
+            mine = self._tensordict.get(key)
+            if isinstance(value, TensorDict) and isinstance(mine, TensorDict):
+                mine._become(value)
+            else:
+                self._tensordict[key] = value
+        self._batch_size = result._batch_size
+        return self
 
     def atleast_2d(self):
         td = self
@@ -2280,6 +2310,20 @@ def _lock_like_source(method):
 for _name in ("reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose", "expand",
               "flip", "roll", "narrow", "repeat_interleave", "tile", "detach", "to", "masked_fill", "type"):
     setattr(TensorDict, _name, _lock_like_source(getattr(TensorDict, _name)))
+
+def _with_inplace(method):
+    """``method`` with tensordict's ``inplace=True``: the result's leaves replace self's, and self
+    (with its nested TensorDicts) is returned."""
+    @wraps(method)
+    def maybe_inplace(self, *args, inplace=False, **kwargs):
+        out = method(self, *args, **kwargs)
+        return self._become(out) if inplace and out is not self else out
+    return maybe_inplace
+
+
+for _name in ("repeat", "repeat_interleave", "roll", "gather", "reshape", "flatten", "unflatten", "pad", "tile",
+              "flip", "narrow", "expand", "squeeze", "unsqueeze", "permute", "transpose"):
+    setattr(TensorDict, _name, _with_inplace(getattr(TensorDict, _name)))
 
 TensorDict.__enter__ = _enter
 TensorDict.__exit__ = _exit

@@ -8,24 +8,34 @@ from ._td import TensorDict
 __all__ = ["merge_tensordicts", "pad", "pad_sequence"]
 
 
-def pad(tensordict, pad_size, value=0.0):
+def pad(tensordict, pad_size, value=0.0, inplace=False, safe=True):
     """Pads the batch dims of every leaf with ``value``: ``pad_size`` holds (before, after) pairs
-    from the first batch dim on (``[0, 1, 2, 0]``: one row after dim 0, two before dim 1). Unlike
-    torch's F.pad, which starts from the last dim, tensordict pairs start from the first."""
+    from the first batch dim on (``[0, 1, 2, 0]``: one row after dim 0, two before dim 1); negative
+    amounts crop, as in torch's F.pad. Unlike F.pad, which starts from the last dim, tensordict's
+    pairs start from the first. ``inplace=True`` puts the padded leaves into ``tensordict``."""
     if len(pad_size) % 2 or len(pad_size) > 2 * tensordict.batch_dims:
         raise RuntimeError(f"pad: pad_size must hold (before, after) pairs for at most the "
                            f"{tensordict.batch_dims} batch dims, got {list(pad_size)}")
     pairs = [(int(pad_size[i]), int(pad_size[i + 1])) for i in range(0, len(pad_size), 2)]
     new_batch = list(tensordict.batch_size)
+    src, dst = [], []
     for d, (before, after) in enumerate(pairs):
-        new_batch[d] += before + after
-    region = tuple(slice(before, before + n) for (before, _), n in zip(pairs, tensordict.batch_size))
+        n = new_batch[d]
+        new_batch[d] = n + before + after
+        if new_batch[d] < 0:
+            raise RuntimeError(f"pad: the padding {list(pad_size)} gives dim {d} (size {n}) a negative output "
+                               f"size {new_batch[d]}")
+        kept = max(n - max(-before, 0) - max(-after, 0), 0)
+        src.append(slice(max(-before, 0), max(-before, 0) + kept))
+        dst.append(slice(max(before, 0), max(before, 0) + kept))
+    src, dst = tuple(src), tuple(dst)
 
     def one(t):
         out = _full(tuple(new_batch) + tuple(t.shape[tensordict.batch_dims:]), value, dtype=t.dtype, device=t.device)
-        out[region] = t
+        out[dst] = t[src]
         return out
-    return tensordict._map(one, Size(new_batch))
+    padded = tensordict._map(one, Size(new_batch))
+    return tensordict._become(padded) if inplace else padded
 
 
 def pad_sequence(list_of_tensordicts, pad_dim=0, padding_value=0.0, out=None, return_mask=False):
@@ -40,15 +50,11 @@ def pad_sequence(list_of_tensordicts, pad_dim=0, padding_value=0.0, out=None, re
     for i, td in enumerate(tds):
         if sorted(map(str, td.keys(True, True))) != sorted(map(str, keys)):
             raise KeyError(f"pad_sequence: the TensorDict at position {i} has other keys than the first")
-    ndim = tds[0].batch_dims
     if pad_dim < 0:
         raise ValueError(f"pad_sequence: pad_dim must be >= 0, got {pad_dim}")
-    if ndim:
-        longest = max(td.batch_size[pad_dim] for td in tds)
-        batch = list(tds[0].batch_size)
-        batch[pad_dim] = longest
-    else:
-        batch = []
+    batch = list(tds[0].batch_size)
+    if pad_dim < len(batch):  # padding a batch dim: the result's batch dim is the longest
+        batch[pad_dim] = max(td.batch_size[pad_dim] for td in tds)
     result = TensorDict(batch_size=[len(tds), *batch], device=tds[0].device)
     masks = TensorDict(batch_size=[len(tds), *batch], device=tds[0].device)
     for key in keys:
