@@ -686,3 +686,49 @@ def test_movedim_errors_and_identity():
         td.movedim((0, 1), (2, 2))
     with pytest.raises(ValueError, match="same number of elements"):
         td.movedim((0,), (1, 2))
+
+
+def test_memmap_state_follows_views_and_ends_with_unlock(tmp_path):
+    # tensordict 0.14.3: indexed parts and views of a memmap_'d TensorDict are memory-mapped and
+    # locked; clones, exclude and apply results are not; unlocking ends the memory-mapped state
+    td = TensorDict({"a": rlpipe.zeros(3, 4)}, [3, 4]).memmap_(str(tmp_path))
+    for view in (td[0], td.unbind(0)[0], td.split(1)[0], td.view(-1), td.permute(1, 0)):
+        assert view.is_memmap() and view.is_locked
+    for copy in (td.clone(), td.exclude("a"), td.apply(lambda x: x)):
+        assert not copy.is_memmap()
+    td.unlock_()
+    assert not td.is_memmap() and not td[0].is_locked
+
+
+def test_separates_removes_emptied_nested_tensordicts_unless_asked_not_to():
+    td = TensorDict(a=0, b=TensorDict(c=0, d=0), unique=TensorDict(val=0))
+    out = td.separates("a", ("b", ("d",)), ("unique", "val"))
+    assert "unique" not in td and "unique" in out and ("b", "d") in out and ("b", "c") in td
+    td = TensorDict(a=0, unique=TensorDict(val=0))
+    td.separates(("unique", "val"), filter_empty=False)
+    assert "unique" in td
+    with pytest.raises(KeyError):
+        TensorDict(a=0).separates("a", "e")
+
+
+def test_split_argument_errors():
+    td = TensorDict({}, [3, 2])
+    with pytest.raises(TypeError, match="must be int or list of ints"):
+        td.split("1", 0)
+    with pytest.raises(TypeError, match="must be int or list of ints"):
+        td.split(["1", 2], 0)
+    with pytest.raises(RuntimeError, match="Insufficient number of elements in split_size"):
+        td.split([], 0)
+    with pytest.raises(IndexError, match="Incompatible dim"):
+        td.split(1, -3)
+    with pytest.raises(IndexError, match="Incompatible dim"):
+        TensorDict({"a": rlpipe.zeros(2, 1)}, []).split(1, 0)
+    with pytest.raises(ValueError, match="split_size must be positive, got -1."):
+        td.split(-1, -1)
+
+
+def test_sorted_keys_order_is_the_dot_joined_order():
+    td = TensorDict({"a-b": 0, "a": {"b": 1, "a": 2}, "ab": 3})
+    # sorted by "a-b", "a.a", "a.b", "ab": '-' (45) sorts before '.' (46)
+    assert td.keys(True, True, sort=True) == ["a-b", ("a", "a"), ("a", "b"), "ab"]
+    assert [v.item() for v in td.values(True, True, sort=True)] == [0, 2, 1, 3]

@@ -80,12 +80,13 @@ class TensorDict:
     >>> td[:2]["next", "reward"].shape
     rlpipe.Size([2, 1])
     """
-    # the last four are set only when used (read with getattr and a default), so building a
+    # the last five are set only when used (read with getattr and a default), so building a
     # TensorDict on the hot paths costs nothing more: the op a `with` block reverses, the stack of
     # those for nested `with` blocks, the TensorDicts whose lock holds this one, and the results
-    # (flatten_keys, unflatten_keys) a locked TensorDict keeps
+    # (flatten_keys, unflatten_keys) a locked TensorDict keeps, and whether memmap_ made it (True until
+    # it is unlocked; views and indexing results of such a TensorDict are memory-mapped too)
     __slots__ = ("_tensordict", "_batch_size", "_device", "_locked", "__weakref__", "_last_op", "_last_op_queue",
-                 "_lock_parents", "_cache_store")
+                 "_lock_parents", "_cache_store", "_memmap_state")
 
     def __init__(self, source=None, batch_size=None, device=None, names=None, non_blocking=None, lock=False,
                  **kwargs):
@@ -208,6 +209,7 @@ class TensorDict:
     def _propagate_unlock(self):
         self._locked = False
         self._cache_store = None
+        self._memmap_state = False
         nested = []
         for value in self._tensordict.values():
             if isinstance(value, TensorDict):
@@ -524,7 +526,7 @@ class TensorDict:
 
     def _keys_in_order(self, include_nested, leaves_only, sort):
         keys = self._walk(include_nested, leaves_only)
-        return sorted(keys, key=lambda k: (k,) if isinstance(k, str) else k) if sort else keys
+        return sorted(keys, key=lambda k: ".".join(k) if isinstance(k, tuple) else k) if sort else keys
 
     def __contains__(self, key):
         """``key in td``: a string looks at the root keys, a tuple at the nested ones (tensordict
@@ -794,6 +796,11 @@ class TensorDict:
         return self._index(self._batch_index(index))
 
     def _index(self, index):
+        if getattr(self, "_memmap_state", False) is True:  # not the hot path: only memory-mapped TensorDicts
+            return self._index_plain(index).lock_()._mark_memmap()
+        return self._index_plain(index)
+
+    def _index_plain(self, index):
         new_batch = self._indexed_batch_size(index)
         fast = None
         if isinstance(index, Tensor) and index._data.dtype.kind in "iu":
@@ -1008,19 +1015,23 @@ class TensorDict:
     def split(self, split_size, dim=0):
         """Pieces of ``split_size`` along batch dim ``dim`` (the last one smaller), or of the sizes
         in a list of ints, which must add up to the dim's size."""
+        if not -len(self._batch_size) <= dim < len(self._batch_size):
+            raise IndexError(f"Incompatible dim {dim} for tensordict with batch dims {len(self._batch_size)}: "
+                             f"dim out of range.")
         n = self._batch_size[self._batch_dim(dim)]
         if isinstance(split_size, (int, np.integer)) and not isinstance(split_size, bool):
             if split_size <= 0:
                 raise ValueError(f"TensorDict.split: split_size must be positive, got {split_size}.")
             sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size or not n else [])
         else:
-            try:
-                sizes = [int(s) for s in split_size]
-            except (TypeError, ValueError):
-                raise TypeError(f"TensorDict.split: split_size must be an int or a list of ints, got "
-                                f"{split_size!r}") from None
+            if isinstance(split_size, (str, bytes)) or not all(
+                    isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in split_size):
+                raise TypeError(f"split(): argument 'split_size' must be int or list of ints, got {split_size!r}")
+            sizes = [int(s) for s in split_size]
+            if not sizes:
+                raise RuntimeError(f"Insufficient number of elements in split_size: got [] for a dim of size {n}")
             if sum(sizes) != n or any(s < 0 for s in sizes):
-                raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's "
+                raise RuntimeError(f"split_with_sizes expects split_size to sum exactly to {n} (input tensor's "
                                    f"size at dimension {dim}), but got split_sizes={sizes}")
         return self._pieces(sizes, dim)
 
@@ -1199,14 +1210,21 @@ class TensorDict:
         meta = {"format": "rlpipe-tensordict-memmap", "version": 2, "batch_size": list(self._batch_size),
                 "leaves": leaves, "nested": nested}
         _serialization._write_atomically(meta_path, lambda f: f.write(json.dumps(meta).encode()))
-        return self.lock_()
+        return self.lock_()._mark_memmap()
 
     def memmap(self, prefix=None):
         """A memory-mapped copy (this TensorDict is left as it is)."""
         return self.clone().memmap_(prefix)
 
     def is_memmap(self):
-        return all(isinstance(t._data, np.memmap) for t in self.values(True, True))
+        """True for a TensorDict that memmap_ or load_memmap made (and its views and indexed parts)
+        until it is unlocked, as in tensordict."""
+        return getattr(self, "_memmap_state", False) is True
+
+    def _mark_memmap(self):
+        for td in self._all_tensordicts():
+            td._memmap_state = True
+        return self
 
     @classmethod
     def load_memmap(cls, prefix):
@@ -1241,7 +1259,7 @@ class TensorDict:
             raise RuntimeError(f"load_memmap: {prefix!r}: meta.json is nested too deeply") from None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RuntimeError(f"load_memmap: {prefix!r} holds no valid memory-mapped TensorDict ({e})") from None
-        return td.lock_()
+        return td.lock_()._mark_memmap()
 
     # ---- tensordict's wider API: copies, in-place writes, construction, state dicts -----------------
     def to_tensordict(self, *, retain_none=None):
@@ -1850,8 +1868,9 @@ class TensorDict:
             value = self.pop(key, default)
             if value is not None:
                 out.set(key, value)
+        out.filter_empty_()
         if filter_empty:
-            out.filter_empty_()
+            self.filter_empty_()
         return out
 
     def _join_entries(self, keys, out_key, dim, keep_entries, how):
@@ -2303,6 +2322,8 @@ def _lock_like_source(method):
         if self._locked and isinstance(out, TensorDict) and out is not self and not out._locked:
             out.lock_()
             out._last_op = None  # locking the result is not something a `with` block should undo
+            if self.is_memmap():
+                out._mark_memmap()
         return out
     return keeps_lock
 
