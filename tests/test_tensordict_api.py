@@ -732,3 +732,17 @@ def test_sorted_keys_order_is_the_dot_joined_order():
     # sorted by "a-b", "a.a", "a.b", "ab": '-' (45) sorts before '.' (46)
     assert td.keys(True, True, sort=True) == ["a-b", ("a", "a"), ("a", "b"), "ab"]
     assert [v.item() for v in td.values(True, True, sort=True)] == [0, 2, 1, 3]
+
+
+def test_operations_keep_a_tensordict_subclass():
+    class SubTD(TensorDict):
+        pass
+    t = SubTD(a=rlpipe.randn(3))
+    stack = rlpipe.stack([t, t])
+    unsqueezed = stack.unsqueeze(0)
+    results = [t.to(rlpipe.float64), t.to("cpu"), t.copy(), t.clone(), t.empty(), t.select(), t.exclude("a"),
+               t.split_keys({"a"})[0], t.flatten_keys(), t.unflatten_keys(), stack, stack[0], stack.unbind(0)[0],
+               stack.split(1)[0], stack.gather(0, rlpipe.ones((1,), dtype=rlpipe.int64)), unsqueezed,
+               unsqueezed.transpose(1, 0), unsqueezed.permute(1, 0), unsqueezed.squeeze(), unsqueezed.reshape(-1),
+               unsqueezed.view(-1), t.apply(lambda x: x), t.repeat(2)]
+    assert [type(r).__name__ for r in results] == ["SubTD"] * len(results)

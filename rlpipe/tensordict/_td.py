@@ -454,7 +454,7 @@ class TensorDict:
 
     def select(self, *keys, inplace=False, strict=True):
         """A TensorDict with only ``keys`` (nested keys keep their parents)."""
-        out = TensorDict._build({}, self._batch_size, self._device)
+        out = self._build({}, self._batch_size, self._device)
         for key in keys:
             value = self.get(key, None if not strict else _RAISE)
             if value is not None:
@@ -553,7 +553,7 @@ class TensorDict:
         """A TensorDict of the same batch size with no leaves (nested TensorDicts kept if ``recurse``)."""
         entries = {k: v.empty(recurse) for k, v in self._tensordict.items() if isinstance(v, TensorDict)} \
             if recurse else {}
-        return TensorDict._build(entries, self._batch_size, self._device)
+        return self._build(entries, self._batch_size, self._device)
 
     # ---- per-leaf transformations ------------------------------------------------------------------
     def _map(self, fn, batch_size=None, device=_NO_DEFAULT):
@@ -567,7 +567,7 @@ class TensorDict:
                 entries[key] = value._map(fn, nested, device)
             else:
                 entries[key] = fn(value)
-        return TensorDict._build(entries, batch_size, device)
+        return self._build(entries, batch_size, device)
 
     def apply(self, fn, *others, batch_size=None, device=_NO_DEFAULT, inplace=False, names=None,
               filter_empty=None, default=_NO_DEFAULT, call_on_nested=False, out=None, is_leaf=None,
@@ -634,7 +634,7 @@ class TensorDict:
         if inplace:
             self._tensordict.update(entries)
             return self
-        return TensorDict._build(entries, batch_size, device)
+        return self._build(entries, batch_size, device)
 
     def apply_(self, fn, *others):
         return self.apply(fn, *others, inplace=True)
@@ -674,7 +674,7 @@ class TensorDict:
             if flat in entries:
                 raise KeyError(f"Flattening keys in tensordict causes keys [{flat!r}] to collide.")
             entries[flat] = value
-        return TensorDict._build(entries, self._batch_size, self._device)
+        return self._build(entries, self._batch_size, self._device)
 
     def unflatten_keys(self, separator=".", inplace=False):
         """The inverse of flatten_keys: ``"a.b"`` becomes the entry ``b`` of a nested TensorDict ``a``
@@ -686,7 +686,7 @@ class TensorDict:
         return self
 
     def _unflat_keys(self, separator):
-        out = TensorDict._build({}, self._batch_size, self._device)
+        out = self._build({}, self._batch_size, self._device)
         for key, value in self._tensordict.items():
             if isinstance(value, TensorDict):  # a copy: merging more keys into it must not touch a cached result
                 value = value.unflatten_keys(separator).copy()
@@ -819,7 +819,7 @@ class TensorDict:
                 entries[key] = wrap(value._data.take(fast, axis=0), value._device)
             else:
                 entries[key] = value[index]
-        return TensorDict._build(entries, new_batch, self._device)
+        return self._build(entries, new_batch, self._device)
 
     def _leaf_device(self):
         for value in self._tensordict.values():
@@ -1121,7 +1121,7 @@ class TensorDict:
                 entries[key] = wrap(joined, values[0]._device)
             else:
                 entries[key] = (_ops.stack if how == "stack" else _ops.cat)(values, d)
-        return TensorDict._build(entries, Size(new_batch), first._device)
+        return type(first)._build(entries, Size(new_batch), first._device)
 
     @classmethod
     def stack(cls, tds, dim=0, *, out=None):
