@@ -744,5 +744,5 @@ def test_operations_keep_a_tensordict_subclass():
                t.split_keys({"a"})[0], t.flatten_keys(), t.unflatten_keys(), stack, stack[0], stack.unbind(0)[0],
                stack.split(1)[0], stack.gather(0, rlpipe.ones((1,), dtype=rlpipe.int64)), unsqueezed,
                unsqueezed.transpose(1, 0), unsqueezed.permute(1, 0), unsqueezed.squeeze(), unsqueezed.reshape(-1),
-               unsqueezed.view(-1), t.apply(lambda x: x), t.repeat(2)]
+               unsqueezed.view(-1), t.apply(lambda x: x), stack.repeat(2)]
     assert [type(r).__name__ for r in results] == ["SubTD"] * len(results)
