@@ -746,3 +746,32 @@ def test_operations_keep_a_tensordict_subclass():
                unsqueezed.transpose(1, 0), unsqueezed.permute(1, 0), unsqueezed.squeeze(), unsqueezed.reshape(-1),
                unsqueezed.view(-1), t.apply(lambda x: x), stack.repeat(2)]
     assert [type(r).__name__ for r in results] == ["SubTD"] * len(results)
+
+
+def test_tolist_options_match_tensordict():
+    # tensordict 0.14.3 gives these for position [1][2]
+    td = TensorDict(a=rlpipe.arange(24).view(2, 3, 4),
+                    b=TensorDict(c=rlpipe.arange(12).reshape(2, 3, 2), batch_size=(2, 3, 2)), batch_size=(2, 3))
+    plain = td.tolist()[1][2]
+    assert plain["a"].tolist() == [20, 21, 22, 23] and plain["b"]["c"].tolist() == [10, 11]
+    first = td.tolist(tolist_first=True)[1][2]
+    assert [d["c"].item() for d in first["b"]] == [10, 11]
+    assert td.tolist(convert_tensors=True)[1][2] == {"a": [20, 21, 22, 23], "b": {"c": [10, 11]}}
+    kept = td.tolist(convert_nodes=False)[1][2]
+    assert isinstance(kept, TensorDict) and kept.batch_size == rlpipe.Size([])
+    with pytest.raises(TypeError, match="convert_tensors"):
+        td.tolist(convert_tensors=True, convert_nodes=False)
+
+
+def test_update_and_update_in_place_take_keyword_entries():
+    td = TensorDict({"a": rlpipe.zeros(3)}, batch_size=[3])
+    td.update({"a": rlpipe.full((3,), 2.0), "b": rlpipe.full((3,), 3.0)}, a=rlpipe.full((3,), 7.0))
+    assert td["a"].tolist() == [7.0] * 3 and td["b"].tolist() == [3.0] * 3
+    assert td.update() is td and td.update_() is td
+    a = td["a"]
+    td.update_(a=rlpipe.ones(3))
+    assert td["a"] is a and a.tolist() == [1.0] * 3
+    with pytest.raises(KeyError, match="was not found"):
+        td.update_(c=rlpipe.ones(3))
+    with pytest.raises(KeyError, match="was not found"):
+        TensorDict(a=0).update_({"b": rlpipe.ones(())}, keys_to_update="b")

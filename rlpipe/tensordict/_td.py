@@ -369,9 +369,18 @@ class TensorDict:
         current.copy_(value)
         return self
 
-    def update(self, input_dict_or_td, clone=False, inplace=False, keys_to_update=None):
-        """Sets every entry of ``input_dict_or_td``, merging nested TensorDicts (only ``keys_to_update``
-        when given; nested keys allowed)."""
+    def update(self, input_dict_or_td=None, clone=False, inplace=False, keys_to_update=None, *,
+               non_blocking=False, update_batch_size=False, is_leaf=None, **kwargs):
+        """Sets every entry of ``input_dict_or_td`` and of ``kwargs`` (which win on a shared key),
+        merging nested TensorDicts (only ``keys_to_update`` when given; nested keys allowed)."""
+        if kwargs:
+            merged = dict(input_dict_or_td.items()) if input_dict_or_td is not None else {}
+            merged.update(kwargs)
+            input_dict_or_td = merged
+        if input_dict_or_td is None:
+            return self
+        if isinstance(keys_to_update, (str, tuple)):
+            keys_to_update = [keys_to_update]
         if keys_to_update is not None:
             wanted = {unravel_key_to_tuple(k) for k in keys_to_update}
             source = input_dict_or_td if isinstance(input_dict_or_td, TensorDict) else \
@@ -392,9 +401,18 @@ class TensorDict:
                 self.set(key, value)
         return self
 
-    def update_(self, input_dict_or_td, clone=False, *, non_blocking=False, keys_to_update=None):
-        """Copies every entry of ``input_dict_or_td`` into the existing entry of the same key (only
-        ``keys_to_update`` when given). KeyError, before anything is written, for a key self lacks."""
+    def update_(self, input_dict_or_td=None, clone=False, *, non_blocking=False, keys_to_update=None, **kwargs):
+        """Copies every entry of ``input_dict_or_td`` and of ``kwargs`` into the existing entry of the
+        same key (only ``keys_to_update`` when given). KeyError, before anything is written, for a key
+        self lacks."""
+        if kwargs:
+            merged = dict(input_dict_or_td.items()) if input_dict_or_td is not None else {}
+            merged.update(kwargs)
+            input_dict_or_td = merged
+        if input_dict_or_td is None:
+            return self
+        if isinstance(keys_to_update, (str, tuple)):
+            keys_to_update = [keys_to_update]
         pairs = self._update_pairs(input_dict_or_td, keys_to_update)
         for key, _ in pairs:
             if self.get(key, None) is None:
@@ -1459,13 +1477,23 @@ class TensorDict:
 
     def tolist(self, *, convert_nodes=True, convert_tensors=False, tolist_first=False, as_linked_list=False):
         """Nested lists over the batch dims with a dict of the entries at each position (the leaves
-        stay tensors, or become lists with ``convert_tensors``). A TensorDict of batch size []
-        gives a dict."""
-        if not self._batch_size:
-            return {key: value.tolist(convert_tensors=convert_tensors) if isinstance(value, TensorDict)
-                    else value.tolist() if convert_tensors else value
-                    for key, value in self._tensordict.items()}
-        return [row.tolist(convert_tensors=convert_tensors) for row in self.unbind(0)]
+        stay tensors, or become lists with ``convert_tensors``; nested TensorDicts become dicts, or
+        stay TensorDicts without ``convert_nodes``, or are listed over their own extra batch dims
+        with ``tolist_first``). A TensorDict of batch size [] gives a dict."""
+        if convert_tensors and not convert_nodes:
+            raise TypeError("tolist: convert_tensors=True needs convert_nodes=True")
+        options = {"convert_nodes": convert_nodes, "convert_tensors": convert_tensors, "tolist_first": tolist_first}
+        if self._batch_size:
+            return [row.tolist(**options) for row in self.unbind(0)]
+        if not convert_nodes:
+            return self
+        return {key: (value.tolist(**options) if tolist_first else value._as_plain_dict(convert_tensors))
+                if isinstance(value, TensorDict) else value.tolist() if convert_tensors else value
+                for key, value in self._tensordict.items()}
+
+    def _as_plain_dict(self, convert_tensors):
+        return {key: value._as_plain_dict(convert_tensors) if isinstance(value, TensorDict)
+                else value.tolist() if convert_tensors else value for key, value in self._tensordict.items()}
 
     def state_dict(self, destination=None, prefix="", keep_vars=False, flatten=True):
         """The leaves as an OrderedDict, with ``"."``-joined keys (a nested OrderedDict per nested
