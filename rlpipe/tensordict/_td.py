@@ -337,8 +337,9 @@ class TensorDict:
             raise KeyError(f'key "{key}" not found in TensorDict with keys {sorted(parent._tensordict)}')
         return value
 
-    def set(self, key, value, inplace=False, *, non_blocking=False, **kwargs):
-        """Stores ``value`` under ``key`` (nested keys create the intermediate TensorDicts)."""
+    def set(self, key, value, inplace=False, non_blocking=False):
+        """Stores ``value`` under ``key`` (nested keys create the intermediate TensorDicts).
+        ``non_blocking`` is accepted for tensordict's signature; copies are synchronous."""
         if (type(key) is str and type(value) is Tensor and not inplace and not self._locked
                 and (self._device is None or value._device is self._device)
                 and value._data.shape[:len(self._batch_size)] == self._batch_size):
