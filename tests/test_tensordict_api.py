@@ -775,3 +775,26 @@ def test_update_and_update_in_place_take_keyword_entries():
         td.update_(c=rlpipe.ones(3))
     with pytest.raises(KeyError, match="was not found"):
         TensorDict(a=0).update_({"b": rlpipe.ones(())}, keys_to_update="b")
+
+
+def test_update_with_another_batch_size():
+    # tensordict 0.14.3: a TensorDict whose leaves do not fit needs update_batch_size=True
+    td = TensorDict({"x": rlpipe.zeros(2)}, [2])
+    with pytest.raises(RuntimeError, match="update_batch_size"):
+        td.update(TensorDict({"x": rlpipe.ones(3)}, [3]))
+    fitting = TensorDict({"x": rlpipe.zeros(3, 4)}, [3, 4])
+    fitting.update(TensorDict({"y": rlpipe.zeros(3, 4, 5)}, [3]))
+    assert fitting.batch_size == rlpipe.Size([3, 4])
+    t, t1 = rlpipe.arange(24).view(2, 3, 4), rlpipe.arange(16).view(2, 2, 4)
+    td0 = TensorDict(a=t, b=TensorDict(c=t, batch_size=(2, 3)), batch_size=(2,))
+    nested = td0["b"]
+    td0.update(TensorDict(a=t, b=TensorDict(c=t1, batch_size=(2, 2)), batch_size=(2,)), update_batch_size=True)
+    assert td0["b"] is nested and nested.batch_size == rlpipe.Size([2, 2]) and td0["b", "c"] is t1
+    empty = TensorDict(batch_size=(3,))
+    assert empty.update(TensorDict(batch_size=(4,)), update_batch_size=True).batch_size == rlpipe.Size([4])
+    with pytest.raises(RuntimeError, match="inplace"):
+        TensorDict(batch_size=(3,)).update(TensorDict(batch_size=(4,)), update_batch_size=True, inplace=True)
+    with pytest.raises(RuntimeError, match="keys_to_update"):
+        TensorDict(batch_size=(3,)).update(TensorDict(batch_size=(4,)), update_batch_size=True, keys_to_update=["a"])
+    with pytest.raises(RuntimeError, match=LOCK_ERROR):
+        TensorDict(batch_size=(3,), lock=True).update(TensorDict(batch_size=(4,)), update_batch_size=True)

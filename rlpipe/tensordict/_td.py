@@ -382,14 +382,42 @@ class TensorDict:
             return self
         if isinstance(keys_to_update, (str, tuple)):
             keys_to_update = [keys_to_update]
+        if update_batch_size:
+            return self._update_with_batch_size(input_dict_or_td, clone, inplace, keys_to_update)
         if keys_to_update is not None:
-            wanted = {unravel_key_to_tuple(k) for k in keys_to_update}
-            source = input_dict_or_td if isinstance(input_dict_or_td, TensorDict) else \
-                TensorDict(input_dict_or_td, batch_size=self._batch_size, device=self._device)
-            for key, value in source.items(include_nested=True, leaves_only=True):
-                if unravel_key_to_tuple(key) in wanted:
-                    self.set(key, value.clone() if clone else value, inplace=inplace)
+            for key, value in self._update_pairs(input_dict_or_td, keys_to_update):
+                self.set(key, value.clone() if clone else value, inplace=inplace)
             return self
+        if isinstance(input_dict_or_td, TensorDict) and input_dict_or_td._batch_size != self._batch_size:
+            try:  # a TensorDict whose leaves do not fit: tensordict's error names update_batch_size
+                return self._update_entries(input_dict_or_td, clone, inplace)
+            except RuntimeError as e:
+                if "batch" not in str(e):
+                    raise
+                raise RuntimeError(f"update_batch_size must be set to True to be able to update tensordicts of "
+                                   f"different batch size: got {_shape_str(input_dict_or_td._batch_size)} for a "
+                                   f"TensorDict of batch size {_shape_str(self._batch_size)} ({e})") from None
+        return self._update_entries(input_dict_or_td, clone, inplace)
+
+    def _update_with_batch_size(self, other, clone, inplace, keys_to_update):
+        """update(update_batch_size=True): takes ``other``'s entries and batch size, nested TensorDicts
+        kept and re-batched."""
+        if inplace:
+            raise RuntimeError("update_batch_size=True cannot be used with inplace=True")
+        if keys_to_update is not None:
+            raise RuntimeError("update_batch_size=True cannot be used with keys_to_update")
+        self._check_unlocked()
+        batch = other.batch_size if isinstance(other, TensorDict) else self._batch_size
+        for key, value in other.items():
+            current = self._tensordict.get(key)
+            if isinstance(current, TensorDict) and isinstance(value, TensorDict):
+                current._update_with_batch_size(value, clone, False, None)
+            else:
+                self._tensordict[key] = value.clone() if clone else value
+        self.batch_size = batch
+        return self
+
+    def _update_entries(self, input_dict_or_td, clone, inplace):
         for key, value in input_dict_or_td.items():
             if clone and hasattr(value, "clone"):
                 value = value.clone()
