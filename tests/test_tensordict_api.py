@@ -798,3 +798,43 @@ def test_update_with_another_batch_size():
         TensorDict(batch_size=(3,)).update(TensorDict(batch_size=(4,)), update_batch_size=True, keys_to_update=["a"])
     with pytest.raises(RuntimeError, match=LOCK_ERROR):
         TensorDict(batch_size=(3,), lock=True).update(TensorDict(batch_size=(4,)), update_batch_size=True)
+
+
+@pytest.mark.parametrize("index", [1, range(1, 3), [0, 2], "mask", (slice(None), 1)])
+def test_sub_tensordict_writes_through_to_its_source(index):
+    td, a, b = arange_td(3, 2)
+    if index == "mask":
+        index = rlpipe.tensor([True, False, True])
+    sub = td._get_sub_tensordict(index)
+    np_index = np.asarray(index.numpy()) if isinstance(index, rlpipe.Tensor) else \
+        list(index) if isinstance(index, range) else index
+    assert sub.batch_size == td[index].batch_size and sub.get_parent_tensordict() is td
+    np.testing.assert_array_equal(sub["a"].numpy(), a[np_index])
+    sub.update(td[index].clone().zero_())  # existing keys are written in place
+    a[np_index], b[np_index] = 0, 0
+    np.testing.assert_array_equal(td["a"].numpy(), a)
+    np.testing.assert_array_equal(td["n", "b"].numpy(), b)
+    sub.set("new", rlpipe.ones(sub.batch_size))  # a new key: zeros outside the index
+    expected = np.zeros((3, 2), np.float32)
+    expected[np_index] = 1
+    np.testing.assert_array_equal(td["new"].numpy(), expected)
+    with pytest.raises(RuntimeError, match="prohibited for existing tensors"):
+        sub.set("a", rlpipe.ones(*sub.batch_size, 2))
+    with pytest.raises(RuntimeError, match="lazy representation"):
+        sub.batch_size = []
+    assert type(sub == 0) is TensorDict
+    copy = sub.to_tensordict()
+    copy["a"].fill_(7.0)  # a copy: the source is untouched
+    np.testing.assert_array_equal(td["a"].numpy(), a)
+
+
+def test_sub_tensordict_item_assignment_and_nesting():
+    td, a, _ = arange_td(3, 2)
+    sub = td.get_sub_tensordict(2)
+    sub["a"] = rlpipe.full((2, 2), -1.0)
+    assert float(td["a"][2].sum()) == -4.0
+    inner = td._get_sub_tensordict(1)._get_sub_tensordict(0)
+    inner.set_("a", rlpipe.full((2,), 5.0))
+    assert td["a"][1, 0].tolist() == [5.0, 5.0]
+    with pytest.raises(RuntimeError, match=LOCK_ERROR):
+        td.lock_()._get_sub_tensordict(0).set("other", rlpipe.zeros(2))

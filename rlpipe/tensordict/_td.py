@@ -1263,6 +1263,12 @@ class TensorDict:
         """A memory-mapped copy (this TensorDict is left as it is)."""
         return self.clone().memmap_(prefix)
 
+    def _get_sub_tensordict(self, idx):
+        """The part ``self[idx]`` as a sub-TensorDict that writes through to self (see _SubTensorDict)."""
+        return _SubTensorDict(self, idx)
+
+    get_sub_tensordict = _get_sub_tensordict
+
     def is_memmap(self):
         """True for a TensorDict that memmap_ or load_memmap made (and its views and indexed parts)
         until it is unlocked, as in tensordict."""
@@ -2185,6 +2191,98 @@ class set_printoptions:
 def get_printoptions():
     """The current print options, as a dict (a copy)."""
     return dict(_REPR_OPTIONS)
+
+
+class _SubTensorDict(TensorDict):
+    """``td._get_sub_tensordict(index)``: the part ``td[index]`` that reads from and writes to ``td``
+    (tensordict's sub-TensorDict). Reading gives ``td``'s leaves indexed; ``set_``/``update``/
+    ``td_sub[key] = value`` write into ``td`` at ``index``, and a new key is created in ``td`` (zeros
+    outside ``index``). Its keys, batch size and device cannot change on their own."""
+    __slots__ = ("_source", "_idx")
+
+    def __init__(self, source, idx):
+        self._source = source
+        self._idx = source._batch_index(list(idx) if type(idx) is range else idx)
+        self._batch_size = source._indexed_batch_size(self._idx)
+        self._device = source.device
+        self._locked = False
+
+    @property
+    def _tensordict(self):
+        """The source's entries at the index (nested TensorDicts as sub-TensorDicts of theirs)."""
+        return {key: value._get_sub_tensordict(self._idx) if isinstance(value, TensorDict) else value[self._idx]
+                for key, value in self._source._tensordict.items()}
+
+    @property
+    def batch_size(self):
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, value):
+        raise RuntimeError("Modifying the batch size of a lazy representation of a tensordict is not permitted. "
+                           "Consider instantiating the tensordict first by calling `td = td.to_tensordict()` "
+                           "before resetting the batch size.")
+
+    shape = batch_size
+
+    @classmethod
+    def _build(cls, entries, batch_size, device):
+        """What an operation on a sub-TensorDict returns: a plain TensorDict."""
+        return TensorDict._build(entries, batch_size, device)
+
+    def get_parent_tensordict(self):
+        return self._source
+
+    def set(self, key, value, inplace=False, non_blocking=False):
+        """A new key is created in the source (zeros outside the index); an existing one can only be
+        written in place (``inplace=True``, ``set_`` or ``td_sub[key] = value``)."""
+        path = unravel_key_to_tuple(key)
+        if self._source.get(path, None) is not None:
+            if not inplace:
+                raise RuntimeError(f"Calling set on a sub-TensorDict with the existing key {key!r} is prohibited for "
+                                   f"existing tensors: use set_ or set(..., inplace=True) to write in place")
+            return self.set_(key, value)
+        if isinstance(value, dict):
+            value = TensorDict(value, batch_size=self._batch_size, device=self._device)
+        holder = TensorDict._build({}, self._batch_size, self._device)
+        holder._tensordict[path[-1]] = holder._leaf(key, value)
+        parent = self._source._parent_of(path, create=True) if len(path) > 1 else self._source
+        parent._check_unlocked()
+        parent._write_at(self._idx, holder, len(self._source.batch_size), len(self._batch_size), (), dry=False)
+        return self
+
+    def set_(self, key, value):
+        current = self._source.get(key, _RAISE)
+        if isinstance(current, TensorDict):
+            current._get_sub_tensordict(self._idx).update_(value)
+        else:
+            current[self._idx] = value if isinstance(value, Tensor) else as_tensor(value, device=current.device)
+        return self
+
+    def __setitem__(self, index, value):
+        if not _is_key(index):
+            raise RuntimeError("Indexed assignment into a sub-TensorDict is not supported: index its source instead")
+        self.set(index, value, inplace=True)
+
+    def update(self, input_dict_or_td=None, clone=False, inplace=False, keys_to_update=None, **kwargs):
+        """Writes every entry into the source at the index (in place for the existing ones)."""
+        if kwargs:
+            merged = dict(input_dict_or_td.items()) if input_dict_or_td is not None else {}
+            merged.update({k: v for k, v in kwargs.items() if k not in ("non_blocking", "update_batch_size")})
+            input_dict_or_td = merged
+        for key, value in self._update_pairs({} if input_dict_or_td is None else input_dict_or_td, keys_to_update):
+            self.set(key, value.clone() if clone else value, inplace=True)
+        return self
+
+    def _check_unlocked(self):
+        self._source._check_unlocked()
+
+    def pop(self, key, default=_NO_DEFAULT):
+        raise RuntimeError("Cannot remove an entry of a sub-TensorDict: remove it from its source")
+
+    def to_tensordict(self, *, retain_none=None):
+        return TensorDict._build({k: v.to_tensordict() if isinstance(v, TensorDict) else v.clone()
+                                  for k, v in self._tensordict.items()}, self._batch_size, self._device)
 
 
 _COMPARABLE = (TensorDict, dict, Tensor, numbers.Number, np.ndarray)
