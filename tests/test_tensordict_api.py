@@ -838,3 +838,22 @@ def test_sub_tensordict_item_assignment_and_nesting():
     assert td["a"][1, 0].tolist() == [5.0, 5.0]
     with pytest.raises(RuntimeError, match=LOCK_ERROR):
         td.lock_()._get_sub_tensordict(0).set("other", rlpipe.zeros(2))
+
+
+def test_pickling_leaves_out_weak_references_and_locks_again():
+    import pickle
+    td = TensorDict({"a": rlpipe.arange(6.0).view(3, 2), "n": {"b": rlpipe.zeros(3)}}, [3])
+    view = td.unsqueeze(0)  # remembers how a `with` block would undo it
+    again = pickle.loads(pickle.dumps(view))
+    assert again.batch_size == rlpipe.Size([1, 3]) and again["a"].tolist() == [[[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]]
+    locked = pickle.loads(pickle.dumps(td.lock_()))
+    assert locked.is_locked and locked["n"].is_locked
+    locked.unlock_()
+    assert not locked["n"].is_locked
+
+
+def test_save_returns_the_memory_mapped_copy(tmp_path):
+    td, a, _ = arange_td(3)
+    saved = td.save(str(tmp_path / "td"))
+    assert saved is not td and saved.is_memmap() and not td.is_memmap()
+    np.testing.assert_array_equal(TensorDict.load(str(tmp_path / "td"))["a"].numpy(), a)

@@ -2048,9 +2048,9 @@ class TensorDict:
         return self.flip(b).transpose(a, b) if k == 1 else self.transpose(a, b).flip(b)
 
     def save(self, prefix=None, copy_existing=False, num_threads=0):
-        """tensordict's save: memmap's files under ``prefix`` (this TensorDict is left as it is)."""
-        self.memmap(prefix)
-        return self
+        """tensordict's save: memmap's files under ``prefix``; returns the memory-mapped copy (this
+        TensorDict is left as it is)."""
+        return self.memmap(prefix)
 
     dumps = save
 
@@ -2073,6 +2073,30 @@ class TensorDict:
 
     def __copy__(self):
         return self.copy()
+
+    # what `with` blocks, lock graphs and locked caches keep is tied to this process's objects (weak
+    # references): pickling leaves it out and unpickling locks again
+    _TRANSIENT = frozenset(("__weakref__", "_last_op", "_last_op_queue", "_lock_parents", "_cache_store", "_locked"))
+
+    def __getstate__(self):
+        state = dict(getattr(self, "__dict__", {}))
+        for klass in type(self).__mro__:
+            for name in getattr(klass, "__slots__", ()):
+                if name not in self._TRANSIENT and not isinstance(getattr(type(self), name, None), property) \
+                        and hasattr(self, name):
+                    state[name] = getattr(self, name)
+        state["_locked"] = self._locked
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        locked = state.pop("_locked", False)
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        self._locked = False
+        if locked:
+            self.lock_()
+            self._last_op = None
 
     def __deepcopy__(self, memo=None):
         return self.clone()
