@@ -843,7 +843,9 @@ class TensorDict:
         return self._index(self._batch_index(index))
 
     def _index(self, index):
-        if getattr(self, "_memmap_state", False) is True:  # not the hot path: only memory-mapped TensorDicts
+        if getattr(self, "_memmap_state", False) is True and _is_basic_index(index):
+            # a view of a memory-mapped TensorDict is memory-mapped and locked (a gather by tensor,
+            # list or mask is a plain copy), as in tensordict
             return self._index_plain(index).lock_()._mark_memmap()
         return self._index_plain(index)
 
@@ -2310,6 +2312,13 @@ class _SubTensorDict(TensorDict):
 
 
 _COMPARABLE = (TensorDict, dict, Tensor, numbers.Number, np.ndarray)
+
+
+def _is_basic_index(index):
+    """Whether ``index`` (ints, slices, ..., None, or a tuple of those) gives a view, not a copy."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer)) and not isinstance(i, bool)
+               for i in items)
 
 
 def _adds_dims_only(index):
