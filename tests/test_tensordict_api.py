@@ -858,3 +858,9 @@ def test_save_returns_the_memory_mapped_copy(tmp_path):
     saved = td.save(str(tmp_path / "td"))
     assert saved is not td and saved.is_memmap() and not td.is_memmap()
     np.testing.assert_array_equal(TensorDict.load(str(tmp_path / "td"))["a"].numpy(), a)
+
+
+def test_named_dims_are_refused_rather_than_dropped():
+    assert TensorDict(batch_size=[2], names=[None]).names == [None]
+    with pytest.raises(RuntimeError, match="do not name their batch dims"):
+        TensorDict(batch_size=[2], names=["time"])

@@ -94,6 +94,8 @@ class TensorDict:
         self._batch_size = _as_batch_size(batch_size)
         self._device = None if device is None else resolve(device)
         self._locked = False
+        if names is not None:
+            self._no_names(names)
         if source is None:
             source = {}
         elif kwargs:
