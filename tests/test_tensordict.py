@@ -436,9 +436,13 @@ def test_nested_membership_needs_include_nested():
         ("next", "reward") in make_td().keys()  # noqa: B015
 
 
-def test_in_on_the_tensordict_itself_raises():
-    with pytest.raises(NotImplementedError, match="`key in tensordict.keys\\(\\)`"):
-        "obs" in make_td()  # noqa: B015
+def test_in_on_the_tensordict_itself_looks_at_the_keys():
+    # tensordict 0.14: a string is a root key, a tuple a nested key; anything else is a RuntimeError
+    td = make_td()
+    assert "obs" in td and "missing" not in td and "reward" not in td
+    assert ("next", "reward") in td and ("next", "missing") not in td and ("obs", "x") not in td
+    with pytest.raises(RuntimeError, match="NestedKey"):
+        1 in td  # noqa: B015
 
 
 def test_is_empty_and_empty():

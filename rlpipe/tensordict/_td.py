@@ -6,12 +6,19 @@ and device moves apply to every leaf over the batch dimensions only.
 """
 import json
 import math
+import numbers
+import operator
 import os
+import textwrap
+import warnings
+import weakref
+from collections import OrderedDict
+from functools import wraps
 
 import numpy as np
 
 from .. import _ops, serialization as _serialization
-from .._creation import as_tensor
+from .._creation import as_tensor, zeros as _zeros
 from .._device import device as _device_cls, resolve
 from .._tensor import Size, Tensor, wrap
 from ..autograd.grad_mode import state as _grad_state
@@ -19,17 +26,43 @@ from ._math import TensorDictMath
 from .keys import KeysView, unravel_key_to_tuple
 
 _NO_DEFAULT = object()
+_RAISE = object()  # get(key, _RAISE): KeyError for a missing key whatever set_get_defaults_to_none says
+# whether get(key) without a default returns None for a missing key (tensordict 0.14's default) or
+# raises KeyError (rlpipe's default, and tensordict's with TD_GET_DEFAULTS_TO_NONE=0): a one-item list,
+# so set_get_defaults_to_none changes what every TensorDict reads
+_GET_DEFAULTS_TO_NONE = [False]
+
+
+def set_get_defaults_to_none(set_to_none=True):
+    """Makes ``TensorDict.get(key)`` return None for a missing key (True) or raise KeyError (False,
+    rlpipe's default; tensordict 0.14 defaults to None)."""
+    _GET_DEFAULTS_TO_NONE[0] = bool(set_to_none)
+
+
+def get_defaults_to_none():
+    """Whether ``TensorDict.get(key)`` returns None for a missing key (see set_get_defaults_to_none)."""
+    return _GET_DEFAULTS_TO_NONE[0]
+
 
 
 def _as_batch_size(batch_size):
     if batch_size is None:
         return Size(())
-    if isinstance(batch_size, int):
-        return Size((batch_size,))
+    if isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool):
+        return Size((int(batch_size),))
+    if isinstance(batch_size, Tensor):
+        batch_size = batch_size.tolist()
     try:
-        return Size(int(s) for s in batch_size)
+        sizes = tuple(batch_size)
     except TypeError:
         raise TypeError(f"batch_size must be a sequence of ints, got {batch_size!r}") from None
+    message = f"batch_size must be a sequence of ints, got {batch_size!r}"
+    if any(isinstance(s, bool) for s in sizes):
+        raise TypeError(message)
+    try:  # ints, NumPy ints and 0-d integer tensors; 1.5 or "a" is not a size (tensordict: ValueError)
+        return Size(operator.index(s) for s in sizes)
+    except TypeError:
+        raise TypeError(message) from None
 
 
 def _is_key(index):
@@ -48,7 +81,13 @@ class TensorDict(TensorDictMath):
     >>> td[:2]["next", "reward"].shape
     rlpipe.Size([2, 1])
     """
-    __slots__ = ("_tensordict", "_batch_size", "_device", "_locked", "__weakref__")
+    # the last five are set only when used (read with getattr and a default), so building a
+    # TensorDict on the hot paths costs nothing more: the op a `with` block reverses, the stack of
+    # those for nested `with` blocks, the TensorDicts whose lock holds this one, and the results
+    # (flatten_keys, unflatten_keys) a locked TensorDict keeps, and whether memmap_ made it (True until
+    # it is unlocked; views and indexing results of such a TensorDict are memory-mapped too)
+    __slots__ = ("_tensordict", "_batch_size", "_device", "_locked", "__weakref__", "_last_op", "_last_op_queue",
+                 "_lock_parents", "_cache_store", "_memmap_state")
 
     def __init__(self, source=None, batch_size=None, device=None, names=None, non_blocking=None, lock=False,
                  **kwargs):
@@ -56,13 +95,19 @@ class TensorDict(TensorDictMath):
         self._batch_size = _as_batch_size(batch_size)
         self._device = None if device is None else resolve(device)
         self._locked = False
+        if names is not None:
+            self._no_names(names)
         if source is None:
             source = {}
+        elif kwargs:
+            raise ValueError("Either a source dictionary or keyword arguments must be provided, not both.")
         if not hasattr(source, "items"):
             raise ValueError("A TensorDict source is expected to be a TensorDictBase sub-type or a dictionary, "
                              f"but type(source)={type(source).__name__}.")
         for key, value in (*source.items(), *kwargs.items()):
             self.set(key, value)
+        if lock:
+            self.lock_()
 
     @classmethod
     def _build(cls, entries, batch_size, device):
@@ -129,18 +174,94 @@ class TensorDict(TensorDictMath):
         return self._locked
 
     def lock_(self):
-        self._locked = True
-        for value in self._tensordict.values():
-            if isinstance(value, TensorDict):
-                value.lock_()
+        """Locks this TensorDict and every nested one: entries can then be written in place only
+        (``set_``, ``update_``, ``td[idx] = ...``), never added, removed or replaced. Returns self;
+        ``with td.lock_():`` locks for the block only."""
+        if not self._locked:
+            self._propagate_lock(None)
         return self
 
-    def unlock_(self):
-        self._locked = False
+    def _propagate_lock(self, parents):
+        """Locks self and its nested TensorDicts, recording in each the TensorDicts above it whose
+        lock holds it (a TensorDict nested under two roots stays locked while either is)."""
+        self._locked = True
+        if parents is None:
+            parents = []
+        else:
+            mine = getattr(self, "_lock_parents", None) or []
+            self._lock_parents = mine + [r for r in parents if not any(r is m for m in mine)]
+            parents = list(parents)
+        parents.append(weakref.ref(self))
         for value in self._tensordict.values():
             if isinstance(value, TensorDict):
-                value.unlock_()
+                value._propagate_lock(parents)
+
+    def unlock_(self):
+        """Unlocks this TensorDict and every nested one. RuntimeError (and everything stays locked)
+        when one of them is also held by a locked TensorDict that is not below self."""
+        nested = self._propagate_unlock()
+        try:
+            for sub in nested:
+                sub._check_unlock()
+            self._check_unlock()
+        except RuntimeError:
+            self.lock_()
+            raise
         return self
+
+    def _propagate_unlock(self):
+        self._locked = False
+        self._cache_store = None
+        self._memmap_state = False
+        nested = []
+        for value in self._tensordict.values():
+            if isinstance(value, TensorDict):
+                nested.extend(value._propagate_unlock())
+                nested.append(value)
+        return nested
+
+    def _check_unlock(self):
+        for ref in getattr(self, "_lock_parents", None) or ():
+            parent = ref()
+            if parent is not None and parent._locked:
+                raise RuntimeError("Cannot unlock a tensordict that is part of a locked graph. Unlock the root "
+                                   "tensordict first. If the tensordict is part of multiple graphs, group the graphs "
+                                   "under a common tensordict an unlock this root.")
+        self._lock_parents = []
+
+    @is_locked.setter
+    def is_locked(self, value):
+        if value:
+            self.lock_()
+        else:
+            self.unlock_()
+
+    @property
+    def _lock_parents_weakrefs(self):
+        """Weak references to the TensorDicts whose lock holds this one (tensordict's attribute)."""
+        return getattr(self, "_lock_parents", None) or []
+
+    @property
+    def _is_locked(self):
+        return self._locked
+
+    @property
+    def _cache(self):
+        """What a locked TensorDict remembers (None when unlocked)."""
+        return getattr(self, "_cache_store", None)
+
+    def _cached(self, name, args, compute):
+        """``compute()``, remembered under (name, args) while the TensorDict is locked: its keys
+        cannot change then, so flatten_keys/unflatten_keys give the same TensorDict every call."""
+        if not self._locked:
+            return compute()
+        cache = getattr(self, "_cache_store", None)
+        if cache is None:
+            cache = self._cache_store = {}
+        key = name if args is None else (name, args)
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
 
     def _check_unlocked(self):
         if self._locked:
@@ -165,6 +286,12 @@ class TensorDict(TensorDictMath):
             value = value.to(self._device)
         shape = value.batch_size if isinstance(value, TensorDict) else value.shape
         n = len(self._batch_size)
+        if isinstance(value, TensorDict) and len(shape) < n:
+            # tensordict gives a nested TensorDict with fewer batch dims the parent's batch size (on a
+            # shallow copy): RuntimeError naming the leaf that does not fit
+            value = value.copy()
+            value.batch_size = self._batch_size
+            shape = value.batch_size
         if tuple(shape[:n]) != tuple(self._batch_size):
             raise RuntimeError(f"batch dimension mismatch for key {key!r}: got batch_size="
                                f"{_shape_str(self._batch_size)} and value.shape={_shape_str(shape)}.")
@@ -177,10 +304,16 @@ class TensorDict(TensorDictMath):
             child = td._tensordict.get(part)
             if child is None and create:
                 child = td._tensordict[part] = TensorDict._build({}, td._batch_size, td._device)
-            if not isinstance(child, TensorDict):
+            if child is None:
                 raise KeyError(f'key "{path[:i + 1] if i else part}" not found in TensorDict with keys '
-                               f"{sorted(td._tensordict)}" if child is None else
-                               f'key {path[:i + 1]!r} is a tensor, not a nested TensorDict')
+                               f"{sorted(td._tensordict)}")
+            if not isinstance(child, TensorDict) and create:
+                raise KeyError(f"The entry {path[:i + 1]!r} is already present in the TensorDict as a tensor: "
+                               f"cannot set {path!r} under it")
+            if not isinstance(child, TensorDict):  # tensordict's error type and wording
+                raise ValueError(f"Expected a TensorDictBase instance but got {type(child).__name__} instead for "
+                                 f"key {path[i + 1:]!r}: the entry {path[:i + 1]!r} is a tensor, not a nested "
+                                 f"TensorDict")
             td = child
         return td
 
@@ -193,18 +326,23 @@ class TensorDict(TensorDictMath):
         try:
             parent = self._parent_of(path)
         except KeyError:
-            if default is not _NO_DEFAULT:
+            if default is _NO_DEFAULT and _GET_DEFAULTS_TO_NONE[0]:
+                return None
+            if default is not _NO_DEFAULT and default is not _RAISE:
                 return default
             raise
         value = parent._tensordict.get(path[-1], _NO_DEFAULT)
         if value is _NO_DEFAULT:
-            if default is not _NO_DEFAULT:
+            if default is _NO_DEFAULT and _GET_DEFAULTS_TO_NONE[0]:
+                return None
+            if default is not _NO_DEFAULT and default is not _RAISE:
                 return default
             raise KeyError(f'key "{key}" not found in TensorDict with keys {sorted(parent._tensordict)}')
         return value
 
-    def set(self, key, value, inplace=False):
-        """Stores ``value`` under ``key`` (nested keys create the intermediate TensorDicts)."""
+    def set(self, key, value, inplace=False, non_blocking=False):
+        """Stores ``value`` under ``key`` (nested keys create the intermediate TensorDicts).
+        ``non_blocking`` is accepted for tensordict's signature; copies are synchronous."""
         if (type(key) is str and type(value) is Tensor and not inplace and not self._locked
                 and (self._device is None or value._device is self._device)
                 and value._data.shape[:len(self._batch_size)] == self._batch_size):
@@ -220,24 +358,69 @@ class TensorDict(TensorDictMath):
 
     def set_(self, key, value):
         """Copies ``value`` into the existing entry ``key`` (KeyError if there is none)."""
-        current = self.get(key)
+        current = self.get(key, _RAISE)
         if isinstance(current, TensorDict):
             current.update_(value)
-        else:
-            current.copy_(value if isinstance(value, Tensor) else as_tensor(value, device=current.device))
+            return self
+        value = value if isinstance(value, Tensor) else as_tensor(value, device=current.device)
+        try:
+            fits = np.broadcast_shapes(tuple(value.shape), tuple(current.shape)) == tuple(current.shape)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"Failed to update {key!r} in tensordict: the value of shape {_shape_str(value.shape)} "
+                             f"does not fit the entry of shape {_shape_str(current.shape)}")
+        current.copy_(value)
         return self
 
-    def update(self, input_dict_or_td, clone=False, inplace=False, keys_to_update=None):
-        """Sets every entry of ``input_dict_or_td``, merging nested TensorDicts (only ``keys_to_update``
-        when given; nested keys allowed)."""
-        if keys_to_update is not None:
-            wanted = {unravel_key_to_tuple(k) for k in keys_to_update}
-            source = input_dict_or_td if isinstance(input_dict_or_td, TensorDict) else \
-                TensorDict(input_dict_or_td, batch_size=self._batch_size, device=self._device)
-            for key, value in source.items(include_nested=True, leaves_only=True):
-                if unravel_key_to_tuple(key) in wanted:
-                    self.set(key, value.clone() if clone else value, inplace=inplace)
+    def update(self, input_dict_or_td=None, clone=False, inplace=False, keys_to_update=None, *,
+               non_blocking=False, update_batch_size=False, is_leaf=None, **kwargs):
+        """Sets every entry of ``input_dict_or_td`` and of ``kwargs`` (which win on a shared key),
+        merging nested TensorDicts (only ``keys_to_update`` when given; nested keys allowed)."""
+        if kwargs:
+            merged = dict(input_dict_or_td.items()) if input_dict_or_td is not None else {}
+            merged.update(kwargs)
+            input_dict_or_td = merged
+        if input_dict_or_td is None:
             return self
+        if isinstance(keys_to_update, (str, tuple)):
+            keys_to_update = [keys_to_update]
+        if update_batch_size:
+            return self._update_with_batch_size(input_dict_or_td, clone, inplace, keys_to_update)
+        if keys_to_update is not None:
+            for key, value in self._update_pairs(input_dict_or_td, keys_to_update):
+                self.set(key, value.clone() if clone else value, inplace=inplace)
+            return self
+        if isinstance(input_dict_or_td, TensorDict) and input_dict_or_td._batch_size != self._batch_size:
+            try:  # a TensorDict whose leaves do not fit: tensordict's error names update_batch_size
+                return self._update_entries(input_dict_or_td, clone, inplace)
+            except RuntimeError as e:
+                if "batch" not in str(e):
+                    raise
+                raise RuntimeError(f"update_batch_size must be set to True to be able to update tensordicts of "
+                                   f"different batch size: got {_shape_str(input_dict_or_td._batch_size)} for a "
+                                   f"TensorDict of batch size {_shape_str(self._batch_size)} ({e})") from None
+        return self._update_entries(input_dict_or_td, clone, inplace)
+
+    def _update_with_batch_size(self, other, clone, inplace, keys_to_update):
+        """update(update_batch_size=True): takes ``other``'s entries and batch size, nested TensorDicts
+        kept and re-batched."""
+        if inplace:
+            raise RuntimeError("update_batch_size=True cannot be used with inplace=True")
+        if keys_to_update is not None:
+            raise RuntimeError("update_batch_size=True cannot be used with keys_to_update")
+        self._check_unlocked()
+        batch = other.batch_size if isinstance(other, TensorDict) else self._batch_size
+        for key, value in other.items():
+            current = self._tensordict.get(key)
+            if isinstance(current, TensorDict) and isinstance(value, TensorDict):
+                current._update_with_batch_size(value, clone, False, None)
+            else:
+                self._tensordict[key] = value.clone() if clone else value
+        self.batch_size = batch
+        return self
+
+    def _update_entries(self, input_dict_or_td, clone, inplace):
         for key, value in input_dict_or_td.items():
             if clone and hasattr(value, "clone"):
                 value = value.clone()
@@ -250,10 +433,43 @@ class TensorDict(TensorDictMath):
                 self.set(key, value)
         return self
 
-    def update_(self, input_dict_or_td, clone=False):
-        for key, value in input_dict_or_td.items():
+    def update_(self, input_dict_or_td=None, clone=False, *, non_blocking=False, keys_to_update=None, **kwargs):
+        """Copies every entry of ``input_dict_or_td`` and of ``kwargs`` into the existing entry of the
+        same key (only ``keys_to_update`` when given). KeyError, before anything is written, for a key
+        self lacks."""
+        if kwargs:
+            merged = dict(input_dict_or_td.items()) if input_dict_or_td is not None else {}
+            merged.update(kwargs)
+            input_dict_or_td = merged
+        if input_dict_or_td is None:
+            return self
+        if isinstance(keys_to_update, (str, tuple)):
+            keys_to_update = [keys_to_update]
+        pairs = self._update_pairs(input_dict_or_td, keys_to_update)
+        for key, _ in pairs:
+            if self.get(key, None) is None:
+                raise KeyError(f"The key {key} was not found in the dest tensordict.")
+        for key, value in pairs:
             self.set_(key, value.clone() if clone else value)
         return self
+
+    @staticmethod
+    def _update_pairs(source, keys_to_update):
+        """(nested key, leaf) of a TensorDict or nested dict, filtered by ``keys_to_update`` (a key
+        selects its whole subtree)."""
+        pairs, stack = [], [((), source)]
+        while stack:
+            prefix, node = stack.pop()
+            for key, value in node.items():
+                full = prefix + unravel_key_to_tuple(key)
+                if isinstance(value, (TensorDict, dict)):
+                    stack.append((full, value))
+                else:
+                    pairs.append((full, value))
+        if keys_to_update is not None:
+            wanted = [unravel_key_to_tuple(k) for k in keys_to_update]
+            pairs = [(k, v) for k, v in pairs if any(k[:len(w)] == w for w in wanted)]
+        return [(k[0] if len(k) == 1 else k, v) for k, v in pairs]
 
     def setdefault(self, key, default, inplace=False):
         if self.get(key, None) is None:
@@ -269,7 +485,8 @@ class TensorDict(TensorDictMath):
         except KeyError:
             if default is not _NO_DEFAULT:
                 return default
-            raise KeyError(f'key "{key}" not found in TensorDict with keys {sorted(self._tensordict)}') from None
+            raise KeyError(f"You are trying to pop key `{key}` which is not in dict without providing default "
+                           f"value. Keys={sorted(self._tensordict)}") from None
 
     def __delitem__(self, key):
         self.pop(key)
@@ -279,6 +496,7 @@ class TensorDict(TensorDictMath):
         return self
 
     def rename_key_(self, old_key, new_key, safe=False):
+        self._check_unlocked()
         if safe and self.get(new_key, None) is not None:
             raise KeyError(f'key "{new_key}" already present in TensorDict.')
         self.set(new_key, self.pop(old_key))
@@ -286,9 +504,9 @@ class TensorDict(TensorDictMath):
 
     def select(self, *keys, inplace=False, strict=True):
         """A TensorDict with only ``keys`` (nested keys keep their parents)."""
-        out = TensorDict._build({}, self._batch_size, self._device)
+        out = self._build({}, self._batch_size, self._device)
         for key in keys:
-            value = self.get(key, None if not strict else _NO_DEFAULT)
+            value = self.get(key, None if not strict else _RAISE)
             if value is not None:
                 path = unravel_key_to_tuple(key)
                 parent = out._parent_of(path, create=True)
@@ -305,7 +523,7 @@ class TensorDict(TensorDictMath):
             path = unravel_key_to_tuple(key)
             try:
                 parent = out._parent_of(path)
-            except KeyError:
+            except (KeyError, ValueError):
                 continue
             if len(path) > 1:  # copy the nested TensorDicts on the way, to leave self unchanged
                 parent = out
@@ -318,17 +536,26 @@ class TensorDict(TensorDictMath):
             return self
         return out
 
-    def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
+    def keys(self, include_nested=False, leaves_only=False, is_leaf=None, *, sort=False):
+        if sort:
+            return self._keys_in_order(include_nested, leaves_only, True)
         return KeysView(self, include_nested, leaves_only)
 
     _keys_view_name = "_TensorDictKeysView"  # how tensordict prints keys()
 
     def _has_key(self, key, include_nested, leaves_only):
         """``key in self.keys(include_nested, leaves_only)``; a nested key needs include_nested (TypeError)."""
-        path = unravel_key_to_tuple(key)
+        try:
+            path = unravel_key_to_tuple(key)
+        except TypeError:
+            raise TypeError(f"TensorDict keys are always strings. Got {key!r}") from None
         if len(path) > 1 and not include_nested:
-            raise TypeError(f"Nested keys such as {key!r} can only be looked up in keys(include_nested=True)")
-        value = self.get(path, None)
+            raise TypeError(f"Nested membership checks with tuples of strings is only supported when setting "
+                            f"`include_nested=True` (got {key!r})")
+        try:
+            value = self.get(path, None)
+        except ValueError:  # the path runs through a tensor
+            return False
         return value is not None and not (leaves_only and isinstance(value, TensorDict))
 
     def _walk(self, include_nested, leaves_only, prefix=()):
@@ -341,16 +568,24 @@ class TensorDict(TensorDictMath):
             if not (leaves_only and nested):
                 yield full if prefix else key
 
-    def values(self, include_nested=False, leaves_only=False):
-        return [self.get(k) for k in self._walk(include_nested, leaves_only)]
+    def values(self, include_nested=False, leaves_only=False, is_leaf=None, *, sort=False):
+        return [self.get(k) for k in self._keys_in_order(include_nested, leaves_only, sort)]
 
-    def items(self, include_nested=False, leaves_only=False):
-        return [(k, self.get(k)) for k in self._walk(include_nested, leaves_only)]
+    def items(self, include_nested=False, leaves_only=False, is_leaf=None, *, sort=False):
+        return [(k, self.get(k)) for k in self._keys_in_order(include_nested, leaves_only, sort)]
+
+    def _keys_in_order(self, include_nested, leaves_only, sort):
+        keys = self._walk(include_nested, leaves_only)
+        return sorted(keys, key=lambda k: ".".join(k) if isinstance(k, tuple) else k) if sort else keys
 
     def __contains__(self, key):
-        raise NotImplementedError("TensorDict does not support membership checks with the `in` keyword. If you want "
-                                  "to check if a particular key is in your TensorDict, please use `key in "
-                                  "tensordict.keys()` instead.")
+        """``key in td``: a string looks at the root keys, a tuple at the nested ones (tensordict
+        0.14; earlier versions raised)."""
+        if isinstance(key, str):
+            return key in self._tensordict
+        if isinstance(key, tuple) and key:
+            return self._has_key(key, True, False)
+        raise RuntimeError("key must be a NestedKey (a str or a possibly tuple of str).")
 
     def __len__(self):
         return self._batch_size[0] if self._batch_size else 0
@@ -368,7 +603,7 @@ class TensorDict(TensorDictMath):
         """A TensorDict of the same batch size with no leaves (nested TensorDicts kept if ``recurse``)."""
         entries = {k: v.empty(recurse) for k, v in self._tensordict.items() if isinstance(v, TensorDict)} \
             if recurse else {}
-        return TensorDict._build(entries, self._batch_size, self._device)
+        return self._build(entries, self._batch_size, self._device)
 
     # ---- per-leaf transformations ------------------------------------------------------------------
     def _map(self, fn, batch_size=None, device=_NO_DEFAULT):
@@ -382,41 +617,74 @@ class TensorDict(TensorDictMath):
                 entries[key] = value._map(fn, nested, device)
             else:
                 entries[key] = fn(value)
-        return TensorDict._build(entries, batch_size, device)
+        return self._build(entries, batch_size, device)
 
     def apply(self, fn, *others, batch_size=None, device=_NO_DEFAULT, inplace=False, names=None,
-              filter_empty=None, default=_NO_DEFAULT, call_on_nested=False):
-        """Calls ``fn(leaf, *other_leaves)`` on every leaf; leaves where fn returns None are dropped."""
-        return self._apply_named(lambda key, value, *rest: fn(value, *rest), others, batch_size, device, inplace,
-                                 nested_keys=False, default=default)
+              filter_empty=None, default=_NO_DEFAULT, call_on_nested=False, out=None, is_leaf=None,
+              propagate_lock=False, num_threads=0, checked=False, **constructor_kwargs):
+        """Calls ``fn(leaf, *other_leaves)`` on every leaf (the same key of each TensorDict of
+        ``others``; ``default`` where one lacks it). Leaves where fn returns None are dropped, and so
+        are the nested TensorDicts left empty unless ``filter_empty=False``; None when nothing is
+        left. ``inplace`` writes the results into self's leaves, ``out`` into another TensorDict's."""
+        return self._apply_named(lambda key, value, *rest: fn(value, *rest), others, batch_size, device,
+                                 inplace, False, default, filter_empty, out)
 
     def named_apply(self, fn, *others, nested_keys=False, batch_size=None, device=_NO_DEFAULT, inplace=False,
-                    default=_NO_DEFAULT, **kwargs):
-        """Like apply, with the key passed first: ``fn(key, leaf, *other_leaves)``."""
-        return self._apply_named(fn, others, batch_size, device, inplace, nested_keys, default)
+                    default=_NO_DEFAULT, filter_empty=None, out=None, **kwargs):
+        """Like apply, with the key passed first: ``fn(key, leaf, *other_leaves)`` (the full nested
+        key with ``nested_keys``)."""
+        return self._apply_named(fn, others, batch_size, device, inplace, nested_keys, default, filter_empty, out)
 
-    def _apply_named(self, fn, others, batch_size, device, inplace, nested_keys, default, prefix=()):
+    def _fast_apply(self, fn, *others, named=False, nested_keys=False, batch_size=None, device=_NO_DEFAULT,
+                    inplace=False, default=_NO_DEFAULT, filter_empty=None, out=None, **kwargs):
+        """tensordict's internal apply (its threads are not used: one thread, the same results)."""
+        if named:
+            return self.named_apply(fn, *others, nested_keys=nested_keys, batch_size=batch_size, device=device,
+                                    inplace=inplace, default=default, filter_empty=filter_empty, out=out)
+        return self.apply(fn, *others, batch_size=batch_size, device=device, inplace=inplace, default=default,
+                          filter_empty=filter_empty, out=out)
+
+    def _apply_named(self, fn, others, batch_size, device, inplace, nested_keys, default, filter_empty=None,
+                     out=None):
+        produced = [0]
+        result = self._apply_tree(fn, others, batch_size, device, inplace, nested_keys, default,
+                                  filter_empty is not False, (), produced)
+        if out is not None:
+            out.update_(result)
+            return out
+        if filter_empty is not False and not produced[0] and not self.is_empty():
+            return None  # fn returned None for every leaf
+        return result
+
+    def _apply_tree(self, fn, others, batch_size, device, inplace, nested_keys, default, drop_empty, prefix,
+                    produced):
+        """apply's walk; ``produced[0]`` counts the leaves where fn returned a value."""
         batch_size = self._batch_size if batch_size is None else _as_batch_size(batch_size)
         device = self._device if device is _NO_DEFAULT else device
         entries = {}
         for key, value in self._tensordict.items():
-            rest = [o.get(key) if default is _NO_DEFAULT else o.get(key, default) for o in others]
-            full = prefix + (key,)
+            # an "other" that is not a TensorDict is the default standing in for a missing nested one
+            rest = [(o.get(key) if default is _NO_DEFAULT else o.get(key, default)) if isinstance(o, TensorDict)
+                    else o for o in others] if others else ()
             if isinstance(value, TensorDict):
-                out = value._apply_named(fn, rest, batch_size + value._batch_size[len(self._batch_size):],
-                                         device, inplace, nested_keys, default, full)
-            else:
-                out = fn(full if nested_keys and prefix else key, value, *rest)
-                if out is None:
+                sub = value._apply_tree(fn, rest, batch_size + value._batch_size[len(self._batch_size):],
+                                        device, inplace, nested_keys, default, drop_empty, prefix + (key,), produced)
+                if drop_empty and sub.is_empty() and not value.is_empty():
                     continue
-                if inplace and out is not value:
-                    value.copy_(out)
-                    out = value
-            entries[key] = out
+                entries[key] = sub
+                continue
+            new = fn(prefix + (key,) if nested_keys and prefix else key, value, *rest)
+            if new is None:
+                continue
+            produced[0] += 1
+            if inplace and new is not value:
+                value.copy_(new)
+                new = value
+            entries[key] = new
         if inplace:
             self._tensordict.update(entries)
             return self
-        return TensorDict._build(entries, batch_size, device)
+        return self._build(entries, batch_size, device)
 
     def apply_(self, fn, *others):
         return self.apply(fn, *others, inplace=True)
@@ -439,37 +707,109 @@ class TensorDict(TensorDictMath):
         return {k: v.numpy() if isinstance(v, TensorDict) else v.detach().cpu().numpy()
                 for k, v in self._tensordict.items()}
 
-    def flatten_keys(self, separator=".", inplace=False):
-        out = TensorDict._build({separator.join(k) if isinstance(k, tuple) else k: v
-                                 for k, v in self.items(include_nested=True, leaves_only=True)},
-                                self._batch_size, self._device)
-        if inplace:
-            self._tensordict = out._tensordict
-            return self
-        return out
+    def flatten_keys(self, separator=".", inplace=False, is_leaf=None):
+        """A TensorDict whose nested keys are joined with ``separator`` (``("a", "b")`` -> ``"a.b"``);
+        KeyError when two keys flatten to the same string. A locked TensorDict returns the same result
+        every call (tensordict caches it too)."""
+        if not inplace:
+            return self._cached("flatten_keys", separator, lambda: self._flat_keys(separator))
+        self._check_unlocked()
+        self._tensordict = self._flat_keys(separator)._tensordict
+        return self
+
+    def _flat_keys(self, separator):
+        entries = {}
+        for key, value in self.items(include_nested=True, leaves_only=True):
+            flat = separator.join(key) if isinstance(key, tuple) else key
+            if flat in entries:
+                raise KeyError(f"Flattening keys in tensordict causes keys [{flat!r}] to collide.")
+            entries[flat] = value
+        return self._build(entries, self._batch_size, self._device)
 
     def unflatten_keys(self, separator=".", inplace=False):
-        out = TensorDict._build({}, self._batch_size, self._device)
-        for key, value in self.items():
-            path = tuple(key.split(separator))
-            parent = out._parent_of(path, create=True)
-            parent._tensordict[path[-1]] = value.unflatten_keys(separator) if isinstance(value, TensorDict) else value
-        if inplace:
-            self._tensordict = out._tensordict
-            return self
+        """The inverse of flatten_keys: ``"a.b"`` becomes the entry ``b`` of a nested TensorDict ``a``
+        (cached while locked, like flatten_keys)."""
+        if not inplace:
+            return self._cached("unflatten_keys", separator, lambda: self._unflat_keys(separator))
+        self._check_unlocked()
+        self._tensordict = self._unflat_keys(separator)._tensordict
+        return self
+
+    def _unflat_keys(self, separator):
+        out = self._build({}, self._batch_size, self._device)
+        for key, value in self._tensordict.items():
+            if isinstance(value, TensorDict):  # a copy: merging more keys into it must not touch a cached result
+                value = value.unflatten_keys(separator).copy()
+            out._merge_at(tuple(key.split(separator)), value, key)
         return out
 
+    def _merge_at(self, path, value, flat_key):
+        """Puts ``value`` at ``path`` for unflatten_keys, merging TensorDicts; KeyError when it would
+        replace an entry (or needs a tensor to be a TensorDict), as tensordict does."""
+        message = (f"Unflattening key(s) in tensordict will override an existing for unflattened key "
+                   f"{flat_key!r} ({path!r})")
+        try:
+            parent = self._parent_of(path, create=True)
+        except (KeyError, ValueError):
+            raise KeyError(message) from None
+        existing = parent._tensordict.get(path[-1])
+        if existing is None:
+            parent._tensordict[path[-1]] = value
+        elif isinstance(existing, TensorDict) and isinstance(value, TensorDict):
+            for key, sub in value._tensordict.items():
+                existing._merge_at((key,), sub, flat_key)
+        else:
+            raise KeyError(message)
+
     # ---- devices and dtypes ------------------------------------------------------------------------
-    def to(self, *args, **kwargs):
-        """``to(device)`` moves every leaf (and sets ``device``); ``to(dtype)`` casts floating and all
-        leaves as Tensor.to does."""
-        target = kwargs.get("device")
+    def to(self, *args, device=None, dtype=None, other=None, batch_size=None, inplace=False,
+           non_blocking=False, non_blocking_pin=False, num_threads=None, **kwargs):
+        """``to(device)`` moves every leaf and sets ``device``; ``to(dtype)`` casts every leaf;
+        ``to(tensor)`` takes both from a tensor, ``to(other=td)`` from a TensorDict (its dtype only
+        when all its leaves share one); ``batch_size=`` re-batches the result. Self when nothing
+        changes; ``inplace=True`` swaps the leaves of self (RuntimeError when it is locked)."""
+        from .. import _dtypes
         for a in args:
-            if isinstance(a, (str, _device_cls)) or isinstance(a, int) and not isinstance(a, bool):
-                target = a
-        target = None if target is None else resolve(target)
-        moved = self._map(lambda t: t.to(*args, **kwargs), device=self._device if target is None else target)
-        return moved
+            if isinstance(a, TensorDict):
+                other = a
+            elif isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, bool):  # the positional non_blocking flag
+                continue
+            elif isinstance(a, (_dtypes.dtype, type, np.dtype)):
+                dtype = a
+            elif isinstance(a, (str, int, _device_cls)):
+                device = a
+            else:
+                raise TypeError(f"TensorDict.to() received an invalid argument: {a!r}")
+        if kwargs:
+            raise TypeError(f"TensorDict.to() got unexpected keyword arguments {sorted(kwargs)}")
+        if other is not None:
+            device, dtype = other.device, other.dtype
+        device = None if device is None else resolve(device)
+        moves = device is not None and (device != self._device or any(
+            t.device != device for t in self.values(True, True)))
+        if not moves and dtype is None and batch_size is None:
+            return self
+
+        def convert(t):
+            return t.to(device=device if moves else None, dtype=dtype)
+        if inplace:
+            if moves or dtype is not None:
+                self._check_unlocked()
+            for td in self._all_tensordicts():
+                for key, value in td._tensordict.items():
+                    if not isinstance(value, TensorDict):
+                        td._tensordict[key] = convert(value)
+                if moves:
+                    td._device = device
+            if batch_size is not None:
+                self.batch_size = batch_size
+            return self
+        out = self._map(convert, device=device if moves else self._device)
+        if batch_size is not None:
+            out.batch_size = batch_size
+        return out
 
     def cpu(self):
         return self.to("cpu")
@@ -482,6 +822,8 @@ class TensorDict(TensorDictMath):
         """``index`` made to address batch dims only: '...' expands over the batch dims, not the
         features, and tensors/arrays become backend arrays once."""
         items = index if isinstance(index, tuple) else (index,)
+        if type(index) is tuple and range in map(type, index):
+            items = index = tuple(list(i) if type(i) is range else i for i in items)
         if any(i is Ellipsis for i in items):
             used = sum(0 if i is None or i is Ellipsis else getattr(i, "ndim", 1)
                        if getattr(getattr(i, "dtype", None), "name", "") == "bool" else 1 for i in items)
@@ -494,14 +836,23 @@ class TensorDict(TensorDictMath):
 
     def __getitem__(self, index):
         if _is_key(index):
-            return self.get(index)
+            return self.get(index, _RAISE)
         if isinstance(index, list) and index and all(isinstance(i, (str, tuple)) for i in index):
             return self.select(*index)
-        if not self._batch_size and index is not Ellipsis and index is not None:
+        if type(index) is range:
+            index = list(index)
+        if not self._batch_size and not _adds_dims_only(index):
             raise RuntimeError("indexing a tensordict with td.batch_dims==0 is not permitted")
         return self._index(self._batch_index(index))
 
     def _index(self, index):
+        if getattr(self, "_memmap_state", False) is True and _is_basic_index(index):
+            # a view of a memory-mapped TensorDict is memory-mapped and locked (a gather by tensor,
+            # list or mask is a plain copy), as in tensordict
+            return self._index_plain(index).lock_()._mark_memmap()
+        return self._index_plain(index)
+
+    def _index_plain(self, index):
         new_batch = self._indexed_batch_size(index)
         fast = None
         if isinstance(index, Tensor) and index._data.dtype.kind in "iu":
@@ -520,7 +871,7 @@ class TensorDict(TensorDictMath):
                 entries[key] = wrap(value._data.take(fast, axis=0), value._device)
             else:
                 entries[key] = value[index]
-        return TensorDict._build(entries, new_batch, self._device)
+        return self._build(entries, new_batch, self._device)
 
     def _leaf_device(self):
         for value in self._tensordict.values():
@@ -532,23 +883,87 @@ class TensorDict(TensorDictMath):
                 (index.dtype.name if isinstance(index, np.ndarray) else index.dtype.name) != "bool":
             return Size((index.shape[0],) + tuple(self._batch_size[1:]))
         probe = wrap(np.broadcast_to(np.zeros((), np.uint8), tuple(self._batch_size)))
-        return Size(probe[index].shape)
+        try:
+            return Size(probe[index].shape)
+        except IndexError as e:
+            if "too many indices" in str(e):  # torch's wording
+                raise IndexError(f"too many indices for tensor of dimension {len(self._batch_size)}") from None
+            raise
 
     def __setitem__(self, index, value):
+        """``td[key] = value`` sets an entry; ``td[index] = other`` writes ``other`` (a TensorDict, a
+        dict or a tensor/number for every leaf) at ``index`` of the batch dims. Keys ``other`` has
+        and self lacks are created (zero-filled outside ``index``), as in tensordict, so a
+        ``TensorDict(batch_size=[N])`` can be filled row by row."""
         if _is_key(index):
             self.set(index, value)
             return
+        if type(index) is range:
+            index = list(index)
         index = self._batch_index(index)
         if isinstance(value, (TensorDict, dict)):
-            for key, sub in value.items():
-                target = self.get(key)
-                if isinstance(target, TensorDict):
-                    target[index] = sub
-                else:
-                    target[index] = sub
+            value = self._fit_to_index(index, value)
+            n_self, n_val = len(self._batch_size), len(value._batch_size)
+            self._write_at(index, value, n_self, n_val, (), dry=True)  # every check before any write
+            self._write_at(index, value, n_self, n_val, (), dry=False)
         else:
             for leaf in self.values(include_nested=True, leaves_only=True):
                 leaf[index] = value
+
+    def _fit_to_index(self, index, value):
+        """``value`` (TensorDict or dict) as a TensorDict of the batch size ``self[index]`` has:
+        expanded on the left when its batch size is a suffix of that, else re-batched."""
+        target = self._indexed_batch_size(index)
+        if not isinstance(value, TensorDict):
+            return TensorDict(value, batch_size=target, device=self._device)
+        if value._batch_size == target:
+            return value
+        n = len(value._batch_size)
+        if n and tuple(target[len(target) - n:]) == tuple(value._batch_size):
+            return value.expand(target)
+        try:
+            fitted = value.copy()
+            fitted.batch_size = target
+            return fitted
+        except RuntimeError:
+            raise RuntimeError(f"indexed destination TensorDict batch size is {_shape_str(target)} (batch_size = "
+                               f"{_shape_str(self._batch_size)}, index={index!r}), which differs from the source "
+                               f"batch size {_shape_str(value._batch_size)}") from None
+
+    def _write_at(self, index, value, n_self, n_val, prefix, dry):
+        """Writes every leaf of ``value`` at ``index`` (``n_self``/``n_val``: the batch dims of the
+        root and of the value). ``dry`` only checks: missing keys may be created, shapes fit."""
+        for key, sub in value._tensordict.items():
+            full = prefix + (key,)
+            dest = self._tensordict.get(key)
+            if dest is None:
+                self._check_unlocked()
+                if dry:
+                    continue
+                root_batch = tuple(self._batch_size[:n_self])
+                if isinstance(sub, TensorDict):
+                    dest = TensorDict._build({}, Size(root_batch + tuple(sub._batch_size[n_val:])), self._device)
+                else:
+                    dest = _zeros(root_batch + tuple(sub.shape[n_val:]), dtype=sub.dtype,
+                                      device=self._device if self._device is not None else sub.device)
+                self._tensordict[key] = dest
+            if isinstance(sub, TensorDict) != isinstance(dest, TensorDict):
+                raise TypeError(f"td[index] = value: the entry {full if prefix else key!r} is a "
+                                f"{type(dest).__name__} here and a {type(sub).__name__} in the value")
+            if isinstance(sub, TensorDict):
+                dest._write_at(index, sub, n_self, n_val, full, dry)
+            elif dry:
+                slot = tuple(value._batch_size[:n_val]) + tuple(dest.shape[n_self:])
+                try:
+                    fits = np.broadcast_shapes(tuple(sub.shape), slot) == slot
+                except ValueError:
+                    fits = False
+                if not fits:
+                    raise RuntimeError(f"td[index] = value: the entry {full if prefix else key!r} has shape "
+                                       f"{_shape_str(sub.shape)} in the value, which does not fit the indexed "
+                                       f"destination of shape {_shape_str(slot)}")
+            else:
+                dest[index] = sub
 
     # ---- batch-shape operations ----------------------------------------------------------------------
     def _feature(self, value):
@@ -562,11 +977,11 @@ class TensorDict(TensorDictMath):
             return t.view(shape) if view else t.reshape(shape)
         return self._map(reshape, new_batch)
 
-    def reshape(self, *shape):
-        return self._reshaped(shape)
+    def reshape(self, *shape, size=None):
+        return self._reshaped(shape if size is None else size)
 
-    def view(self, *shape):
-        return self._reshaped(shape, view=True)
+    def view(self, *shape, size=None):
+        return self._reshaped(shape if size is None else size, view=True)
 
     def _batch_dim(self, dim, extra=0, what=None):
         n = len(self._batch_size) + extra
@@ -579,6 +994,13 @@ class TensorDict(TensorDictMath):
         return dim % n if n else 0
 
     def flatten(self, start_dim=0, end_dim=-1):
+        """Merges batch dims ``start_dim..end_dim`` into one (None: the defaults); a TensorDict of
+        batch size [] becomes one of batch size [1], as torch.flatten does with a 0-d tensor."""
+        start_dim, end_dim = 0 if start_dim is None else start_dim, -1 if end_dim is None else end_dim
+        if not self._batch_size:
+            if start_dim not in (0, -1) or end_dim not in (0, -1):
+                raise IndexError(f"flatten: dims ({start_dim}, {end_dim}) out of range for batch size []")
+            return self._reshaped((1,))
         s, e = self._batch_dim(start_dim), self._batch_dim(end_dim)
         if e < s:
             raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
@@ -604,16 +1026,25 @@ class TensorDict(TensorDictMath):
         d = self._batch_dim(dim, extra=1, what="unsqueezing")
         return self._reshaped(self._batch_size[:d] + (1,) + self._batch_size[d:])
 
-    def permute(self, *dims):
-        dims = tuple(self._batch_dim(d) for d in _ops._shape_arg(dims))
+    def permute(self, *dims, **kwargs):
+        n = len(self._batch_size)
+        dims = tuple(_ops._shape_arg(dims if dims else (kwargs.pop("dims"),)))
+        if len(dims) != n or any(not -n <= d < n for d in dims):
+            raise ValueError(f"Received an permutation order {dims} incompatible with the tensordict shape "
+                             f"{_shape_str(self._batch_size)}.")
+        dims = tuple(d % n for d in dims)
         if sorted(dims) != list(range(len(self._batch_size))):
-            raise ValueError(f"Cannot compute the permutation, got dims={dims} but expected a permutation of the "
-                             f"{len(self._batch_size)} batch dims.")
+            raise ValueError(f"Received an permutation order {dims} incompatible with the tensordict shape "
+                             f"{_shape_str(self._batch_size)}: expected a permutation of the {n} batch dims.")
         new_batch = Size(self._batch_size[d] for d in dims)
         return self._map(lambda t: t.permute(*dims, *range(len(dims), t.ndim)), new_batch)
 
     def transpose(self, dim0, dim1):
         order = list(range(len(self._batch_size)))
+        n = len(self._batch_size)
+        if not (-n <= dim0 < n and -n <= dim1 < n):
+            raise ValueError(f"dim0 and dim1 must be within the range of the number of dimensions of the "
+                             f"tensordict ({n}), got dim0={dim0} and dim1={dim1}.")
         a, b = self._batch_dim(dim0), self._batch_dim(dim1)
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
@@ -634,13 +1065,26 @@ class TensorDict(TensorDictMath):
         return tuple(out)
 
     def split(self, split_size, dim=0):
+        """Pieces of ``split_size`` along batch dim ``dim`` (the last one smaller), or of the sizes
+        in a list of ints, which must add up to the dim's size."""
+        if not -len(self._batch_size) <= dim < len(self._batch_size):
+            raise IndexError(f"Incompatible dim {dim} for tensordict with batch dims {len(self._batch_size)}: "
+                             f"dim out of range.")
         n = self._batch_size[self._batch_dim(dim)]
-        if isinstance(split_size, int):
-            sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
+        if isinstance(split_size, (int, np.integer)) and not isinstance(split_size, bool):
+            if split_size <= 0:
+                raise ValueError(f"TensorDict.split: split_size must be positive, got {split_size}.")
+            sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size or not n else [])
         else:
-            sizes = list(split_size)
-            if sum(sizes) != n:
-                raise RuntimeError(f"split sizes {sizes} do not sum to the size {n} of dim {dim}")
+            if isinstance(split_size, (str, bytes)) or not all(
+                    isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in split_size):
+                raise TypeError(f"split(): argument 'split_size' must be int or list of ints, got {split_size!r}")
+            sizes = [int(s) for s in split_size]
+            if not sizes:
+                raise RuntimeError(f"Insufficient number of elements in split_size: got [] for a dim of size {n}")
+            if sum(sizes) != n or any(s < 0 for s in sizes):
+                raise RuntimeError(f"split_with_sizes expects split_size to sum exactly to {n} (input tensor's "
+                                   f"size at dimension {dim}), but got split_sizes={sizes}")
         return self._pieces(sizes, dim)
 
     def chunk(self, chunks, dim=0):
@@ -656,12 +1100,13 @@ class TensorDict(TensorDictMath):
         extra = like.ndim - t.ndim
         return t.reshape(tuple(t.shape) + (1,) * extra).expand(tuple(t.shape) + tuple(like.shape[t.ndim:]))
 
-    def gather(self, dim, index):
+    def gather(self, dim, index, out=None):
         if not -len(self._batch_size) <= dim < len(self._batch_size):
             raise RuntimeError(f"Cannot gather tensordict with shape {_shape_str(self._batch_size)} along dim {dim}.")
         d = self._batch_dim(dim)
         new_batch = Size(index.shape)
-        return self._map(lambda t: t.gather(d, self._expanded(index, t).contiguous()), new_batch)
+        result = self._map(lambda t: t.gather(d, self._expanded(index, t).contiguous()), new_batch)
+        return result if out is None else out.update_(result)
 
     def masked_fill(self, mask, value):
         return self._map(lambda t: t.masked_fill(self._expanded(mask, t), value))
@@ -678,7 +1123,7 @@ class TensorDict(TensorDictMath):
 
     def fill_(self, key, value):
         """Fills the entry ``key`` (every leaf under it) with ``value``."""
-        target = self.get(key)
+        target = self.get(key, _RAISE)
         for t in (target.values(True, True) if isinstance(target, TensorDict) else [target]):
             t.fill_(value)
         return self
@@ -722,26 +1167,42 @@ class TensorDict(TensorDictMath):
                 entries[key] = wrap(joined, values[0]._device)
             else:
                 entries[key] = (_ops.stack if how == "stack" else _ops.cat)(values, d)
-        return TensorDict._build(entries, Size(new_batch), first._device)
+        return type(first)._build(entries, Size(new_batch), first._device)
 
     @classmethod
-    def stack(cls, tds, dim=0):
-        return cls._join_tensordicts(list(tds), dim, "stack")
+    def stack(cls, tds, dim=0, *, out=None):
+        """The TensorDicts stacked along a new batch dim ``dim`` (written into ``out``, in place,
+        when given)."""
+        joined = cls._join_tensordicts(list(tds), dim, "stack")
+        return joined if out is None else out.update_(joined)
 
     @classmethod
-    def cat(cls, tds, dim=0):
-        return cls._join_tensordicts(list(tds), dim, "cat")
+    def cat(cls, tds, dim=0, *, out=None):
+        """The TensorDicts concatenated along batch dim ``dim`` (into ``out`` when given)."""
+        joined = cls._join_tensordicts(list(tds), dim, "cat")
+        return joined if out is None else out.update_(joined)
 
     # ---- comparison ------------------------------------------------------------------------------------
     def _compare(self, other, op):
+        if isinstance(other, dict):
+            other = TensorDict(other, batch_size=[], device=self._device)
         if isinstance(other, TensorDict):
+            mine, theirs = set(self._tensordict), set(other._tensordict)
+            if mine != theirs:
+                raise KeyError(f"keys in the two TensorDicts mismatch, got {sorted(mine)} and {sorted(theirs)}")
             return self.apply(op, other)
         return self._map(lambda t: op(t, other))
 
     def __eq__(self, other):
+        """A TensorDict of bools, leaf by leaf; False (not an error) against a string or another
+        object that is neither a TensorDict, a dict, a tensor nor a number, as in tensordict."""
+        if not isinstance(other, _COMPARABLE):
+            return False
         return self._compare(other, _ops.eq)
 
     def __ne__(self, other):
+        if not isinstance(other, _COMPARABLE):
+            return True
         return self._compare(other, _ops.ne)
 
     __hash__ = object.__hash__
@@ -795,14 +1256,27 @@ class TensorDict(TensorDictMath):
         meta = {"format": "rlpipe-tensordict-memmap", "version": 2, "batch_size": list(self._batch_size),
                 "leaves": leaves, "nested": nested}
         _serialization._write_atomically(meta_path, lambda f: f.write(json.dumps(meta).encode()))
-        return self.lock_()
+        return self.lock_()._mark_memmap()
 
     def memmap(self, prefix=None):
         """A memory-mapped copy (this TensorDict is left as it is)."""
         return self.clone().memmap_(prefix)
 
+    def _get_sub_tensordict(self, idx):
+        """The part ``self[idx]`` as a sub-TensorDict that writes through to self (see _SubTensorDict)."""
+        return _SubTensorDict(self, idx)
+
+    get_sub_tensordict = _get_sub_tensordict
+
     def is_memmap(self):
-        return all(isinstance(t._data, np.memmap) for t in self.values(True, True))
+        """True for a TensorDict that memmap_ or load_memmap made (and its views and indexed parts)
+        until it is unlocked, as in tensordict."""
+        return getattr(self, "_memmap_state", False) is True
+
+    def _mark_memmap(self):
+        for td in self._all_tensordicts():
+            td._memmap_state = True
+        return self
 
     @classmethod
     def load_memmap(cls, prefix):
@@ -837,24 +1311,1019 @@ class TensorDict(TensorDictMath):
             raise RuntimeError(f"load_memmap: {prefix!r}: meta.json is nested too deeply") from None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RuntimeError(f"load_memmap: {prefix!r} holds no valid memory-mapped TensorDict ({e})") from None
-        return td.lock_()
+        return td.lock_()._mark_memmap()
+
+    # ---- tensordict's wider API: copies, in-place writes, construction, state dicts -----------------
+    def to_tensordict(self, *, retain_none=None):
+        """A plain, unlocked TensorDict holding copies of every leaf."""
+        return self._map(lambda t: t.clone())
+
+    def contiguous(self, *, canonical=False, inplace=False):
+        """A new TensorDict whose leaves are contiguous (a contiguous leaf is kept, not copied);
+        ``inplace=True`` swaps the leaves of self instead."""
+        if inplace:
+            for key, value in self._tensordict.items():
+                if isinstance(value, TensorDict):
+                    value.contiguous(inplace=True)
+                else:
+                    self._tensordict[key] = value.contiguous()
+            return self
+        return self._map(lambda t: t.contiguous())
+
+    def is_contiguous(self):
+        return all(t.is_contiguous() for t in self.values(True, True))
+
+    def copy_(self, tensordict, non_blocking=False):
+        """Copies the leaves of ``tensordict`` into the leaves of self (same keys); returns self."""
+        return self.update_(tensordict, non_blocking=non_blocking)
+
+    def set_at_(self, key, value, index, *, non_blocking=False):
+        """Writes ``value`` into the existing entry ``key`` at batch ``index``; returns self."""
+        current = self.get(key, None)
+        if current is None:
+            raise KeyError(f'key "{key}" not found in TensorDict with keys {sorted(self._tensordict)}')
+        if type(index) is range:
+            index = list(index)
+        current[self._batch_index(index)] = value
+        return self
+
+    def get_at(self, key, index, default=_NO_DEFAULT):
+        """``self.get(key)[index]`` (``default`` when the key is missing)."""
+        current = self.get(key, _RAISE if default is _NO_DEFAULT else None)
+        if current is None:
+            return default
+        return current[self._batch_index(list(index) if type(index) is range else index)]
+
+    def update_at_(self, input_dict_or_td, idx, clone=False, *, non_blocking=False, keys_to_update=None):
+        """Writes every entry of ``input_dict_or_td`` into the existing entry of self at batch index
+        ``idx``. KeyError, before anything is written, for a key self lacks."""
+        if isinstance(idx, tuple) and not idx:
+            return self.update_(input_dict_or_td, clone=clone, keys_to_update=keys_to_update)
+        pairs = self._update_pairs(input_dict_or_td, keys_to_update)
+        for key, value in pairs:
+            if self.get(key, None) is None:
+                raise KeyError(f"The key {key} was not found in the dest tensordict.")
+            if not isinstance(value, (Tensor, numbers.Number, np.ndarray)):
+                raise TypeError(f"update_at_: the entry {key!r} is a {type(value).__name__}, expected a tensor")
+        for key, value in pairs:
+            self.set_at_(key, value.clone() if clone and isinstance(value, Tensor) else value, idx)
+        return self
+
+    def copy_at_(self, tensordict, idx, non_blocking=False):
+        return self.update_at_(tensordict, idx, non_blocking=non_blocking)
+
+    def entry_class(self, key):
+        """The type of the entry ``key``: TensorDict for a nested TensorDict, else Tensor."""
+        return type(self.get(key, _RAISE))
+
+    def create_nested(self, key):
+        """Adds an empty nested TensorDict of this batch size under ``key``; returns self."""
+        self.set(key, TensorDict._build({}, self._batch_size, self._device))
+        return self
+
+    def clear(self):
+        """Removes every entry; returns self."""
+        self._check_unlocked()
+        self._tensordict.clear()
+        return self
+
+    def popitem(self):
+        """Removes and returns the (key, value) pair set last at the root."""
+        self._check_unlocked()
+        if not self._tensordict:
+            raise KeyError("popitem(): tensordict is empty")
+        return self._tensordict.popitem()
+
+    @property
+    def sorted_keys(self):
+        """The root keys in alphabetical order (remembered while locked)."""
+        return self._cached("sorted_keys", None, lambda: sorted(self._tensordict))
+
+    def ndimension(self):
+        return len(self._batch_size)
+
+    @property
+    def depth(self):
+        """How many TensorDicts deep the deepest leaf sits (0 with no nested TensorDict; a property,
+        as in tensordict)."""
+        return max((len(key) - 1 if isinstance(key, tuple) else 0 for key in self._walk(True, True)), default=0)
+
+    def param_count(self, *, count_duplicates=True):
+        """The number of elements of all leaves (each distinct leaf once unless ``count_duplicates``)."""
+        return sum(t.numel() for t in self._distinct_leaves(count_duplicates))
+
+    def bytes(self, *, count_duplicates=True):
+        """The number of bytes of all leaves (each distinct leaf once unless ``count_duplicates``)."""
+        return sum(t.numel() * t.element_size() for t in self._distinct_leaves(count_duplicates))
+
+    def _distinct_leaves(self, count_duplicates):
+        leaves = self.values(True, True)
+        return leaves if count_duplicates else list({id(t): t for t in leaves}.values())
+
+    def is_floating_point(self):
+        return all(t.is_floating_point() for t in self.values(True, True))
+
+    def filter_empty_(self):
+        """Removes the nested TensorDicts that hold no leaf (recursively); returns self."""
+        for key, value in list(self._tensordict.items()):
+            if isinstance(value, TensorDict) and value.filter_empty_().is_empty():
+                self._check_unlocked()
+                del self._tensordict[key]
+        return self
+
+    def split_keys(self, *key_sets, inplace=False, default=_NO_DEFAULT, strict=True, reproduce_struct=False):
+        """One TensorDict per key set (a list of keys, or a dict renaming them) and a last one with
+        what is left: ``td.split_keys(["a"], ["b"])`` -> (td with a, td with b, the rest)."""
+        rest = self.copy()
+        if strict:
+            default = _NO_DEFAULT
+        elif default is _NO_DEFAULT:
+            default = None
+        outs = []
+        for key_set in key_sets:
+            out = self.empty(recurse=reproduce_struct)
+            renames = key_set if isinstance(key_set, dict) else {key: key for key in key_set}
+            for key, new_key in renames.items():
+                value = rest.pop(key, default)
+                if value is not None:
+                    out.set(new_key, value)
+            outs.append(out)
+        if inplace:
+            self._check_unlocked()
+            self._tensordict = rest._tensordict
+            rest = self
+        if not reproduce_struct:
+            rest.filter_empty_()
+        return (*outs, rest)
+
+    @classmethod
+    def from_dict(cls, input_dict, batch_size=None, device=None, batch_dims=None, *, auto_batch_size=None,
+                  names=None):
+        """A TensorDict from a nested dict (nested dicts become nested TensorDicts). The batch size is
+        ``batch_size``, or with ``batch_dims``/``auto_batch_size`` the longest one every leaf
+        shares (at most ``batch_dims`` dims), else ``[]``, as in tensordict 0.14."""
+        if isinstance(input_dict, TensorDict):
+            return input_dict
+        if batch_dims is not None and batch_size is not None:
+            raise ValueError("Cannot pass both batch_size and batch_dims to `from_dict`.")
+        out = cls(batch_size=batch_size, device=device)
+        for key, value in input_dict.items():
+            out.set(key, cls.from_dict(value, batch_size=batch_size, device=device) if isinstance(value, dict)
+                    else value)
+        if batch_size is None and (auto_batch_size or batch_dims is not None and auto_batch_size is None):
+            out.auto_batch_size_(batch_dims)
+        return out
+
+    def from_dict_instance(self, input_dict, batch_size=None, device=None, batch_dims=None, *,
+                           auto_batch_size=None, names=None):
+        return type(self).from_dict(input_dict, batch_size=batch_size, device=device, batch_dims=batch_dims,
+                                    auto_batch_size=auto_batch_size)
+
+    def auto_batch_size_(self, batch_dims=None):
+        """Sets the batch size to the longest shape prefix every leaf shares (at most ``batch_dims``
+        dims), nested TensorDicts first; returns self."""
+        for value in self._tensordict.values():
+            if isinstance(value, TensorDict):
+                value.auto_batch_size_(batch_dims)
+        shapes = [tuple(v.batch_size if isinstance(v, TensorDict) else v.shape) for v in self._tensordict.values()
+                  if not (isinstance(v, TensorDict) and v.is_empty())]  # an empty one fits any batch size
+        if not shapes:
+            self._batch_size = self._batch_size[:batch_dims] if batch_dims else self._batch_size
+            return self
+        common = []
+        for sizes in zip(*shapes):
+            if any(s != sizes[0] for s in sizes) or batch_dims is not None and len(common) == batch_dims:
+                break
+            common.append(sizes[0])
+        for value in self._tensordict.values():
+            if isinstance(value, TensorDict) and value.is_empty():
+                value._batch_size = Size(common)
+        self._batch_size = Size(common)
+        return self
+
+    @classmethod
+    def fromkeys(cls, keys, value=0):
+        """A TensorDict of batch size [] holding ``value`` under every key of ``keys``."""
+        out = cls(batch_size=[])
+        for key in keys:
+            out.set(key, value)
+        return out
+
+    def tolist(self, *, convert_nodes=True, convert_tensors=False, tolist_first=False, as_linked_list=False):
+        """Nested lists over the batch dims with a dict of the entries at each position (the leaves
+        stay tensors, or become lists with ``convert_tensors``; nested TensorDicts become dicts, or
+        stay TensorDicts without ``convert_nodes``, or are listed over their own extra batch dims
+        with ``tolist_first``). A TensorDict of batch size [] gives a dict."""
+        if convert_tensors and not convert_nodes:
+            raise TypeError("tolist: convert_tensors=True needs convert_nodes=True")
+        options = {"convert_nodes": convert_nodes, "convert_tensors": convert_tensors, "tolist_first": tolist_first}
+        if self._batch_size:
+            return [row.tolist(**options) for row in self.unbind(0)]
+        if not convert_nodes:
+            return self
+        return {key: (value.tolist(**options) if tolist_first else value._as_plain_dict(convert_tensors))
+                if isinstance(value, TensorDict) else value.tolist() if convert_tensors else value
+                for key, value in self._tensordict.items()}
+
+    def _as_plain_dict(self, convert_tensors):
+        return {key: value._as_plain_dict(convert_tensors) if isinstance(value, TensorDict)
+                else value.tolist() if convert_tensors else value for key, value in self._tensordict.items()}
+
+    def state_dict(self, destination=None, prefix="", keep_vars=False, flatten=True):
+        """The leaves as an OrderedDict, with ``"."``-joined keys (a nested OrderedDict per nested
+        TensorDict with ``flatten=False``); ``_metadata`` records each level's batch size and device."""
+        if destination is None:
+            destination = OrderedDict()
+        if not hasattr(destination, "_metadata"):
+            destination._metadata = OrderedDict()
+        destination._metadata[prefix[:-1] if prefix.endswith(".") else prefix] = {
+            "batch_size": self._batch_size, "device": self._device}
+        for key, value in self._tensordict.items():
+            if not isinstance(value, TensorDict):
+                destination[prefix + key] = value if keep_vars else value.detach()
+            elif flatten:
+                value.state_dict(destination, prefix + key + ".", keep_vars, True)
+            else:
+                destination[prefix + key] = value.state_dict(keep_vars=keep_vars, flatten=False)
+        return destination
+
+    def load_state_dict(self, state_dict, strict=True, assign=False, from_flatten=None):
+        """Loads what state_dict returned (flat or nested): copies into the existing leaves, or
+        replaces them with ``assign=True``. With ``strict``, RuntimeError unless the keys match."""
+        metadata = getattr(state_dict, "_metadata", None)
+        if from_flatten is None:
+            from_flatten = metadata is not None and set(state_dict) != set(self._tensordict)
+        if from_flatten:
+            state_dict = _unflatten_state_dict(state_dict)
+            metadata = state_dict._metadata
+        level = dict((metadata or {}).get("", {}))
+        if "__batch_size" in state_dict:  # the format of older tensordict versions
+            state_dict = OrderedDict(state_dict)
+            level = {"batch_size": state_dict.pop("__batch_size"), "device": state_dict.pop("__device", None)}
+        # nested TensorDicts (or dicts) without leaves may be missing on either side
+        extra = {k for k in set(state_dict) - set(self._tensordict) if not _holds_leaves(state_dict[k])}
+        missing = {k for k in set(self._tensordict) - set(state_dict) if not (
+            isinstance(self._tensordict[k], TensorDict) and self._tensordict[k].is_empty())}
+        if strict and (extra or missing):
+            raise RuntimeError(f"Cannot load state-dict because the key sets don't match: got state_dict extra "
+                               f"keys \n{extra}\n and tensordict extra keys\n{missing}\n")
+        device = level.get("device")
+        if device is not None and self._device is not None and resolve(device) != self._device:
+            raise RuntimeError("Loading data from another device is not yet supported.")
+        self.batch_size = level.get("batch_size", self._batch_size)
+        for key, item in state_dict.items():
+            if isinstance(item, dict):
+                dest = self._tensordict.get(key)
+                if dest is None:
+                    dest = self.empty()
+                dest.load_state_dict(item, strict=strict, assign=assign, from_flatten=False)
+                if key not in self._tensordict:
+                    self.set(key, dest)
+            else:
+                self.set(key, item, inplace=not assign)
+        return self
+
+    # ---- tensordict's wider API: batch-shape operations ----------------------------------------------
+    def _dims_tuple(self, dims):
+        """``dims`` (an int or a sequence) as non-negative batch dims, IndexError out of range."""
+        dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+        n = len(self._batch_size)
+        for d in dims:
+            if not -n <= d < n:
+                raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
+        return tuple(d % n for d in dims)
+
+    def repeat(self, *repeats):
+        """Tiles every leaf ``repeats[i]`` times along batch dim ``i`` (torch's Tensor.repeat over
+        the batch dims; feature dims are not repeated)."""
+        if len(repeats) == 1 and not isinstance(repeats[0], (int, np.integer)):
+            repeats = tuple(repeats[0].tolist() if isinstance(repeats[0], Tensor) else repeats[0])
+        if len(repeats) != len(self._batch_size):
+            raise ValueError(f"The number of repeat elements must match the number of dimensions of the "
+                             f"tensordict. Got {len(repeats)} but ndim={len(self._batch_size)}.")
+        new_batch = Size(s * r for s, r in zip(self._batch_size, repeats))
+        return self._map(lambda t: t.repeat(*repeats, *(1,) * (t.ndim - len(repeats))), new_batch)
+
+    def tile(self, dims):
+        """Like repeat, with ``dims`` padded with leading 1s (or new leading batch dims) as torch.tile."""
+        dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+        td = self
+        while len(dims) > len(td._batch_size):
+            td = td.unsqueeze(0)
+        return td.repeat(*(1,) * (len(td._batch_size) - len(dims)), *dims)
+
+    def repeat_interleave(self, repeats, dim=None, *, output_size=None):
+        """Repeats each element along batch dim ``dim`` (numpy.repeat's semantics); with ``dim=None``
+        over the flattened batch dims."""
+        if dim is None:
+            return self.reshape(-1).repeat_interleave(repeats, 0)
+        d = self._batch_dim(dim)
+        if isinstance(repeats, Tensor) and repeats.ndim:
+            length = int(repeats.sum())
+        else:
+            length = self._batch_size[d] * int(repeats)
+        new_batch = self._batch_size[:d] + (length,) + self._batch_size[d + 1:]
+        return self._map(lambda t: t.repeat_interleave(repeats, dim=d), Size(new_batch))
+
+    def roll(self, shifts, dims=None):
+        """Rolls every leaf along batch dims ``dims`` (over the flattened batch when None: rlpipe
+        rolls the batch only, where tensordict's leaves would also roll their feature elements)."""
+        if dims is None:
+            return self.reshape(-1).roll(shifts, 0).reshape(self._batch_size)
+        dims = self._dims_tuple(dims)
+        if isinstance(shifts, (int, np.integer)) and len(dims) == 1:
+            return self._map(lambda t: t.roll(int(shifts), dims[0]))
+        shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
+        return self._map(lambda t: t.roll(shifts, dims))
+
+    def flip(self, dims):
+        dims = self._dims_tuple(dims)
+        return self._map(lambda t: t.flip(dims))
+
+    def fliplr(self):
+        if len(self._batch_size) < 2:
+            raise RuntimeError("fliplr requires at least 2 batch dimensions")
+        return self.flip(1)
+
+    def flipud(self):
+        if len(self._batch_size) < 1:
+            raise RuntimeError("flipud requires at least 1 batch dimension")
+        return self.flip(0)
+
+    def movedim(self, source, destination):
+        """Moves batch dims ``source`` to positions ``destination`` (ints or sequences), as torch."""
+        source, destination = self._dims_tuple(source), self._dims_tuple(destination)
+        if len(source) != len(destination):
+            raise ValueError(f"movedim: source and destination must have the same number of elements, got "
+                             f"{len(source)} and {len(destination)}")
+        if len(set(source)) != len(source):
+            raise RuntimeError(f"movedim: repeated dim in source {source}")
+        if len(set(destination)) != len(destination):
+            raise RuntimeError(f"movedim: repeated dim in destination {destination}")
+        order = [d for d in range(len(self._batch_size)) if d not in source]
+        if source == destination:
+            return self
+        for dst, src in sorted(zip(destination, source)):
+            order.insert(dst, src)
+        return self.permute(order)
+
+    moveaxis = movedim
+
+    def swapaxes(self, axis0, axis1):
+        return self.transpose(axis0, axis1)
+
+    swapdims = swapaxes
+
+    def narrow(self, dim, start, length):
+        d = self._dims_tuple(dim)[0]
+        size = self._batch_size[d]
+        start = start + size if start < 0 else start
+        if not 0 <= start <= size or length < 0 or start + length > size:
+            raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({size}).")
+        return self[(slice(None),) * d + (slice(start, start + length),)]
+
+    def expand_as(self, other):
+        """Expanded to a tensor's shape, or to another TensorDict leaf by leaf (each leaf takes the
+        shape of the other's leaf under the same key)."""
+        if isinstance(other, TensorDict):
+            return self.apply(lambda t, o: t.expand_as(o), other, batch_size=other.batch_size, device=other.device)
+        return self.expand(other.shape)
+
+    def broadcast_to(self, shape):
+        return self.expand(shape)
+
+    def tensor_split(self, indices_or_sections, dim=0):
+        """torch.tensor_split over batch dim ``dim``: a number of near-equal pieces or split indices."""
+        d = self._batch_dim(dim)
+        n = self._batch_size[d]
+        if isinstance(indices_or_sections, Tensor):  # a 0-d tensor is a number of sections, a 1-d one indices
+            indices_or_sections = indices_or_sections.tolist()
+        if isinstance(indices_or_sections, (int, np.integer)):
+            k = int(indices_or_sections)
+            if k <= 0:
+                raise RuntimeError(f"number of sections must be larger than 0, got {k}")
+            return self._pieces([n // k + (1 if i < n % k else 0) for i in range(k)], dim)
+        bounds = [int(i) for i in indices_or_sections]  # Python slicing: negative, past-the-end, descending
+        return tuple(self[(slice(None),) * d + (slice(a, b),)] for a, b in zip([0] + bounds, bounds + [None]))
+
+    def atleast_1d(self):
+        return self if self._batch_size else self.unsqueeze(0)
+
+    def _new_filled(self, make, size, dtype, device):
+        """A TensorDict of batch size ``size`` whose leaves are ``make(shape, leaf)`` (the leaf's
+        feature dims kept)."""
+        size = Size(_ops._shape_arg(size))
+        device = self._device if device is _NO_DEFAULT else None if device is None else resolve(device)
+
+        def one(t):
+            out = make(size + self._feature(t), t)
+            out = out if dtype is None else out.to(dtype)
+            return out if device is None else out.to(device)
+        return self._map(one, size, device)
+
+    def new_zeros(self, *size, dtype=None, device=_NO_DEFAULT, requires_grad=False, **kwargs):
+        """A TensorDict of batch size ``size`` with zero leaves of the same dtypes and feature shapes."""
+        return self._new_filled(lambda shape, t: t.new_zeros(shape, requires_grad=requires_grad), size, dtype,
+                                device)
+
+    def new_ones(self, *size, dtype=None, device=_NO_DEFAULT, requires_grad=False, **kwargs):
+        return self._new_filled(lambda shape, t: t.new_ones(shape, requires_grad=requires_grad), size, dtype,
+                                device)
+
+    def new_empty(self, *size, dtype=None, device=_NO_DEFAULT, requires_grad=False, **kwargs):
+        return self._new_filled(lambda shape, t: t.new_empty(shape, requires_grad=requires_grad), size, dtype,
+                                device)
+
+    def new_full(self, size, fill_value, *, dtype=None, device=_NO_DEFAULT, requires_grad=False, **kwargs):
+        return self._new_filled(lambda shape, t: t.new_full(shape, fill_value, requires_grad=requires_grad),
+                                (size,), dtype, device)
+
+    def new_tensor(self, data, *, dtype=None, device=_NO_DEFAULT, requires_grad=False, **kwargs):
+        """A TensorDict with this one's keys: ``data`` (a tensor) copied into every leaf with the
+        leaf's dtype, or, for a TensorDict ``data``, its leaves copied with self's leaves' dtypes."""
+        if isinstance(data, (Tensor, TensorDict)):
+            warnings.warn("To copy construct from a tensor, it is recommended to use sourceTensor.clone().detach() "
+                          "or sourceTensor.clone().detach().requires_grad_(True), rather than "
+                          "tensor.new_tensor(sourceTensor).", UserWarning, stacklevel=2)
+        if isinstance(data, TensorDict):
+            return self.apply(lambda t, other: t.new_tensor(other, dtype=dtype, requires_grad=requires_grad),
+                              data, batch_size=data.batch_size,
+                              device=data.device if device is _NO_DEFAULT else device)
+        data = data if isinstance(data, Tensor) else as_tensor(data)
+        batch = Size(data.shape)
+        target = (self._device if self._device is not None else data.device) if device is _NO_DEFAULT else device
+
+        def one(t):
+            return t.new_tensor(data, dtype=dtype, requires_grad=requires_grad, device=target)
+        return self._map(one, batch, None if target is None else resolve(target))
+
+    # ---- tensordict's wider API: dtype casts --------------------------------------------------------
+    def type(self, dst_type):
+        return self._map(lambda t: t.to(dst_type))
+
+    def _cast(self, name):
+        from .. import _dtypes
+        return self.type(getattr(_dtypes, name))
+
+    def float(self):
+        return self._cast("float32")
+
+    def double(self):
+        return self._cast("float64")
+
+    def half(self):
+        return self._cast("float16")
+
+    def bfloat16(self):
+        return self._cast("bfloat16")
+
+    def int(self):
+        return self._cast("int32")
+
+    def long(self):
+        return self._cast("int64")
+
+    def bool(self):
+        return self._cast("bool")
+
+    # ---- tensordict's wider API: gradients, introspection, small helpers -----------------------------
+    @property
+    def names(self):
+        """tensordict's dim names: rlpipe does not name batch dims, so every name is None."""
+        return [None] * len(self._batch_size)
+
+    @names.setter
+    def names(self, value):
+        self._no_names(value)
+
+    def _no_names(self, names):
+        if names is not None and any(n is not None for n in names):
+            raise RuntimeError(f"rlpipe TensorDicts do not name their batch dims (got names={list(names)}); "
+                               f"only None names are accepted")
+
+    def refine_names(self, *names):
+        """RuntimeError unless every name is None (rlpipe does not name dims); returns self."""
+        self._no_names(names)
+        return self
+
+    def rename(self, *names, **rename_map):
+        self._no_names(names or list(rename_map.values()) or None)
+        return self.copy()
+
+    def rename_(self, *names, **rename_map):
+        self._no_names(names or list(rename_map.values()) or None)
+        return self
+
+    @property
+    def _has_non_tensor(self):
+        return False
+
+    def _check_batch_size(self):
+        """RuntimeError when a leaf or nested TensorDict does not start with the batch size."""
+        n = len(self._batch_size)
+        for key, value in self._tensordict.items():
+            shape = value.batch_size if isinstance(value, TensorDict) else value.shape
+            if tuple(shape[:n]) != tuple(self._batch_size):
+                raise RuntimeError(f"batch dimension mismatch for key {key!r}: got batch_size="
+                                   f"{_shape_str(self._batch_size)} and value.shape={_shape_str(shape)}.")
+            if isinstance(value, TensorDict):
+                value._check_batch_size()
+
+    def _check_device(self):
+        """RuntimeError when a leaf is not on the TensorDict's device (when it has one)."""
+        if self._device is None:
+            return
+        for key, value in self.items(True, True):
+            if value.device != self._device:
+                raise RuntimeError(f"the entry {key!r} is on {value.device}, the TensorDict on {self._device}")
+
+    @property
+    def data(self):
+        """The leaves without their autograd history (``t.data`` of each), sharing memory; locked
+        when self is."""
+        return self._locked_if_self(self._map(lambda t: t.data))
+
+    def _locked_if_self(self, out):
+        if self._locked and out is not None and not out._locked:
+            out.lock_()
+            out._last_op = None
+        return out
+
+    @property
+    def requires_grad(self):
+        return any(t.requires_grad for t in self.values(True, True))
+
+    def requires_grad_(self, requires_grad=True):
+        for t in self.values(True, True):
+            t.requires_grad_(requires_grad)
+        return self
+
+    @property
+    def grad(self):
+        """A TensorDict of the leaves' gradients (a leaf without one is left out; None when no leaf
+        has one); locked when self is."""
+        return self._locked_if_self(self.apply(lambda t: t.grad))
+
+    def zero_grad(self, set_to_none=True):
+        for t in self.values(True, True):
+            if set_to_none:
+                t.grad = None
+            elif t.grad is not None:
+                t.grad.zero_()
+        return self
+
+    def detach_(self):
+        for t in self.values(True, True):
+            t.detach_()
+        return self
+
+    @property
+    def dtype(self):
+        """The dtype every leaf shares, or None when they differ (or there is no leaf)."""
+        dtypes = {t.dtype for t in self.values(True, True)}
+        return dtypes.pop() if len(dtypes) == 1 else None
+
+    @property
+    def is_cuda(self):
+        return self._device is not None and self._device.type == "cuda"
+
+    @property
+    def is_cpu(self):
+        return self._device is not None and self._device.type == "cpu"
+
+    @property
+    def is_meta(self):
+        return False
+
+    def data_ptr(self, *, storage=False):
+        """A TensorDict (batch size []) of every leaf's data pointer, as int64 tensors."""
+        return TensorDict({key: t.data_ptr() for key, t in self.items(True, True)}, batch_size=[])
+
+    def get_item_shape(self, key):
+        """The shape of the entry ``key`` (a nested TensorDict's batch size)."""
+        value = self.get(key, _RAISE)
+        return value.batch_size if isinstance(value, TensorDict) else value.shape
+
+    def replace(self, *args, **kwargs):
+        """A shallow copy with the entries of the dict/TensorDict argument and of ``kwargs`` set
+        (self is left unchanged)."""
+        if len(args) > 1:
+            raise RuntimeError(f"Only a single argument containing a dictionary-like structure of entries to "
+                               f"replace can be passed to replace. Received {len(args)} arguments instead.")
+        entries = dict(args[0].items()) if args else {}
+        if args and not isinstance(args[0], (dict, TensorDict)):
+            raise RuntimeError(f"Cannot use object type {type(args[0])} to update values in tensordict.")
+        entries.update(kwargs)
+        if not entries:
+            return self
+        return self.copy().update(entries)
+
+    def separates(self, *keys, default=_NO_DEFAULT, strict=True, filter_empty=True):
+        """Removes ``keys`` from self and returns them in a new TensorDict of the same batch size."""
+        strict = strict and default is _NO_DEFAULT
+        default = _NO_DEFAULT if strict else None
+        if strict:
+            for key in keys:
+                self.get(key, _RAISE)
+        out = self.empty(recurse=True)
+        for key in keys:
+            value = self.pop(key, default)
+            if value is not None:
+                out.set(key, value)
+        out.filter_empty_()
+        if filter_empty:
+            self.filter_empty_()
+        return out
+
+    def _join_entries(self, keys, out_key, dim, keep_entries, how):
+        entries = [self.get(key, _RAISE) for key in keys]
+        if not keep_entries:
+            for key in keys:
+                self.pop(key)
+        return self.set(out_key, how(entries, dim))
+
+    def cat_tensors(self, *keys, out_key, dim=0, keep_entries=False):
+        """Stores ``rlpipe.cat`` of the entries ``keys`` under ``out_key`` (removing them unless
+        ``keep_entries``); returns self."""
+        return self._join_entries(keys, out_key, dim, keep_entries, _ops.cat)
+
+    def stack_tensors(self, *keys, out_key, dim=0, keep_entries=False):
+        """Like cat_tensors, with ``rlpipe.stack``."""
+        return self._join_entries(keys, out_key, dim, keep_entries, _ops.stack)
+
+    def cat_from_tensordict(self, dim=0, *, sorted=None, out=None):
+        """``rlpipe.cat`` of every leaf along ``dim`` (alphabetical order with ``sorted=True``, or the
+        order of a list of keys)."""
+        return _ops.cat(self._ordered_leaves(sorted), dim)
+
+    def stack_from_tensordict(self, dim=0, *, sorted=None, out=None):
+        return _ops.stack(self._ordered_leaves(sorted), dim)
+
+    def _ordered_leaves(self, order):
+        keys = list(self.keys(True, True))
+        if order is True:
+            keys.sort(key=lambda k: (k,) if isinstance(k, str) else k)
+        elif order not in (None, False):
+            wanted = [unravel_key_to_tuple(k) for k in order]
+            if sorted(wanted) != sorted(unravel_key_to_tuple(k) for k in keys):
+                raise RuntimeError("The provided set of keys differs from the tensordict list of keys.")
+            keys = order
+        return [self.get(k) for k in keys]
+
+    def filter_non_tensor_data(self):
+        """rlpipe TensorDicts hold tensors only: a shallow copy."""
+        return self.copy()
+
+    def non_tensor_items(self, include_nested=False):
+        """rlpipe TensorDicts hold tensors only: always empty."""
+        return []
+
+    def clear_device_(self):
+        """Forgets the device (leaves stay where they are); returns self."""
+        for td in self._all_tensordicts():
+            td._device = None
+        return self
+
+    def auto_device_(self):
+        """Sets the device to the one all leaves share (None when they differ); returns self."""
+        devices = {t.device for t in self.values(True, True)}
+        device = devices.pop() if len(devices) == 1 else None
+        for td in self._all_tensordicts():
+            td._device = device
+        return self
+
+    def _all_tensordicts(self):
+        yield self
+        for value in self._tensordict.values():
+            if isinstance(value, TensorDict):
+                yield from value._all_tensordicts()
+
+    def pad(self, pad_size, value=0.0, safe=True):
+        """tensordict.functional.pad as a method (``inplace=True`` keeps this TensorDict)."""
+        from .functional import pad
+        return pad(self, pad_size, value)
+
+    def _values_list(self, include_nested=False, leaves_only=False, **kwargs):
+        return self.values(include_nested, leaves_only)
+
+    def _become(self, result):
+        """Takes ``result``'s leaves and batch size, keeping this TensorDict and its nested ones (what
+        ``inplace=True`` of the shape ops does); returns self."""
+        for key, value in result._tensordict.items():
+            mine = self._tensordict.get(key)
+            if isinstance(value, TensorDict) and isinstance(mine, TensorDict):
+                mine._become(value)
+            else:
+                self._tensordict[key] = value
+        self._batch_size = result._batch_size
+        return self
+
+    def atleast_2d(self):
+        td = self
+        while len(td._batch_size) < 2:
+            td = td.unsqueeze(0)
+        return td
+
+    def atleast_3d(self):
+        td = self
+        while len(td._batch_size) < 3:
+            td = td.unsqueeze(0)
+        return td
+
+    def rot90(self, k=1, dims=(0, 1)):
+        """Rotates the batch dims ``dims`` by 90 degrees ``k`` times (torch.rot90 over the batch)."""
+        if len(self._batch_size) < 2:
+            raise RuntimeError("rot90 requires at least 2 batch dimensions")
+        if len(dims) != 2:
+            raise RuntimeError("rot90 requires exactly 2 dims")
+        a, b = self._dims_tuple(dims)
+        if a == b:
+            raise RuntimeError(f"rot90: the dims must differ, got {tuple(dims)}")
+        k %= 4
+        if k == 0:
+            return self.clone()
+        if k == 2:
+            return self.flip((a, b))
+        return self.flip(b).transpose(a, b) if k == 1 else self.transpose(a, b).flip(b)
+
+    def save(self, prefix=None, copy_existing=False, num_threads=0):
+        """tensordict's save: memmap's files under ``prefix``; returns the memory-mapped copy (this
+        TensorDict is left as it is)."""
+        return self.memmap(prefix)
+
+    dumps = save
+
+    @classmethod
+    def load(cls, prefix, *args, **kwargs):
+        return cls.load_memmap(prefix)
+
+    def load_(self, prefix, *args, **kwargs):
+        """Copies what ``save(prefix)`` stored into the existing leaves; returns self."""
+        return self.update_(type(self).load_memmap(prefix))
+
+    def share_memory_(self):
+        """Locks the TensorDict, as tensordict's share_memory_ does (NumPy arrays are already visible
+        to threads; processes get their own copies, so is_shared() stays False)."""
+        return self.lock_()
+
+    def pin_memory(self, num_threads=None, inplace=False):
+        """No pinned memory in rlpipe: returns self."""
+        return self
+
+    def __copy__(self):
+        return self.copy()
+
+    # what `with` blocks, lock graphs and locked caches keep is tied to this process's objects (weak
+    # references): pickling leaves it out and unpickling locks again
+    _TRANSIENT = frozenset(("__weakref__", "_last_op", "_last_op_queue", "_lock_parents", "_cache_store", "_locked"))
+
+    def __getstate__(self):
+        state = dict(getattr(self, "__dict__", {}))
+        for klass in type(self).__mro__:
+            for name in getattr(klass, "__slots__", ()):
+                if name not in self._TRANSIENT and not isinstance(getattr(type(self), name, None), property) \
+                        and hasattr(self, name):
+                    state[name] = getattr(self, name)
+        state["_locked"] = self._locked
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        locked = state.pop("_locked", False)
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        self._locked = False
+        if locked:
+            self.lock_()
+            self._last_op = None
+
+    def __deepcopy__(self, memo=None):
+        return self.clone()
+
+    # dtype casts under torch's dtype names (td.float32() is td.float())
+    def float32(self):
+        return self._cast("float32")
+
+    def float64(self):
+        return self._cast("float64")
+
+    def float16(self):
+        return self._cast("float16")
+
+    def int8(self):
+        return self._cast("int8")
+
+    def int16(self):
+        return self._cast("int16")
+
+    def int32(self):
+        return self._cast("int32")
+
+    def int64(self):
+        return self._cast("int64")
+
+    def uint8(self):
+        return self._cast("uint8")
 
     # ---- printing --------------------------------------------------------------------------------------
     def __repr__(self):
-        fields = []
-        for key, value in sorted(self._tensordict.items()):  # tensordict lists fields by key
-            if isinstance(value, TensorDict):
-                text = repr(value)
-            else:
-                text = (f"Tensor(shape={_shape_str(value.shape)}, device={value.device}, dtype={value.dtype}, "
-                        f"is_shared={value.is_shared()})")
-            fields.append(f"{key}: " + text.replace("\n", "\n    "))
-        body = ",\n        ".join(f.replace("\n", "\n    ") for f in fields)
-        return (f"{type(self).__name__}(\n    fields={{\n        {body}}},\n"
-                f"    batch_size={_shape_str(self._batch_size)},"
-                f"\n    device={self._device},\n    is_shared=False)") if fields else \
-            (f"{type(self).__name__}(\n    fields={{\n    }},\n    batch_size={_shape_str(self._batch_size)},"
-             f"\n    device={self._device},\n    is_shared=False)")
+        """tensordict's layout: the fields (sorted by key, see set_printoptions), then batch size,
+        device and is_shared, each part shown or not as the print options say."""
+        opts = _REPR_OPTIONS
+        fields = [f"{key}: {repr(value) if isinstance(value, TensorDict) else _leaf_repr(value, opts)}"
+                  for key, value in self._tensordict.items()]
+        if opts["sort_keys"] == "alphabetical":
+            fields.sort()
+        elif callable(opts["sort_keys"]):
+            fields.sort(key=opts["sort_keys"])
+        parts = [textwrap.indent("fields={" + textwrap.indent("\n" + ",\n".join(fields), "    ") + "}", "    ")]
+        if opts["show_batch_size"]:
+            parts.append(f"    batch_size={_shape_str(self._batch_size)}")
+        if opts["show_device"]:
+            parts.append(f"    device={self._device}")
+        if opts["show_is_shared"]:
+            parts.append("    is_shared=False")
+        return f"{type(self).__name__}(\n" + ",\n".join(parts) + ")"
+
+
+def _leaf_repr(t, opts):
+    """One leaf as tensordict prints it: ``Tensor(shape=..., device=..., dtype=..., is_shared=...)``."""
+    parts = []
+    if opts["show_shape"]:
+        parts.append(f"shape={_shape_str(t.shape)}")
+    if opts["show_field_device"]:
+        parts.append(f"device={t.device}")
+    if opts["show_dtype"]:
+        parts.append(f"dtype={t.dtype}")
+    if opts["show_field_is_shared"]:
+        parts.append(f"is_shared={t.is_shared()}")
+    if opts["show_grad"]:
+        parts.append(f"requires_grad={t.requires_grad}")
+    if opts["show_is_contiguous"]:
+        parts.append(f"is_contiguous={t.is_contiguous()}")
+    if opts["show_is_view"]:
+        parts.append(f"is_view={t._data.base is not None}")
+    if opts["show_storage_size"]:
+        base = t._data if t._data.base is None else t._data.base
+        parts.append(f"storage_size={base.nbytes}")
+    return f"{type(t).__name__}({', '.join(parts)})"
+
+
+# what TensorDict.__repr__ shows (tensordict's print options and defaults; "plain", tensordict's
+# value summaries, is not offered)
+_REPR_OPTIONS = {"show_batch_size": True, "show_device": True, "show_is_shared": True, "show_shape": True,
+                 "show_field_device": True, "show_dtype": True, "show_field_is_shared": True, "show_grad": False,
+                 "show_is_contiguous": False, "show_is_view": False, "show_storage_size": False,
+                 "sort_keys": "alphabetical"}
+_TERSE = {"show_device": False, "show_is_shared": False, "show_field_device": False, "show_dtype": False,
+          "show_field_is_shared": False}
+
+
+class set_printoptions:
+    """Chooses what ``repr(td)`` shows: ``with set_printoptions(show_dtype=False): ...``, as a
+    decorator, or for good with ``set_printoptions(...).set()``. ``verbose=False`` hides devices,
+    dtypes and is_shared. TypeError for an option tensordict does not have."""
+
+    def __init__(self, *, verbose=True, **options):
+        unknown = set(options) - set(_REPR_OPTIONS)
+        if unknown:
+            raise TypeError(f"Unknown printoptions: {unknown}. Valid options: {sorted(_REPR_OPTIONS)}")
+        self._options = {**({} if verbose else _TERSE), **options}
+        self._saved = []
+
+    def set(self):
+        self._saved.append(dict(_REPR_OPTIONS))
+        _REPR_OPTIONS.update(self._options)
+
+    def __enter__(self):
+        self.set()
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        _REPR_OPTIONS.update(self._saved.pop())
+        return False
+
+    def __call__(self, fn):
+        @wraps(fn)
+        def with_options(*args, **kwargs):
+            with set_printoptions(**self._options):
+                return fn(*args, **kwargs)
+        return with_options
+
+
+def get_printoptions():
+    """The current print options, as a dict (a copy)."""
+    return dict(_REPR_OPTIONS)
+
+
+class _SubTensorDict(TensorDict):
+    """``td._get_sub_tensordict(index)``: the part ``td[index]`` that reads from and writes to ``td``
+    (tensordict's sub-TensorDict). Reading gives ``td``'s leaves indexed; ``set_``/``update``/
+    ``td_sub[key] = value`` write into ``td`` at ``index``, and a new key is created in ``td`` (zeros
+    outside ``index``). Its keys, batch size and device cannot change on their own."""
+    __slots__ = ("_source", "_idx")
+
+    def __init__(self, source, idx):
+        self._source = source
+        self._idx = source._batch_index(list(idx) if type(idx) is range else idx)
+        self._batch_size = source._indexed_batch_size(self._idx)
+        self._device = source.device
+        self._locked = False
+
+    @property
+    def _tensordict(self):
+        """The source's entries at the index (nested TensorDicts as sub-TensorDicts of theirs)."""
+        return {key: value._get_sub_tensordict(self._idx) if isinstance(value, TensorDict) else value[self._idx]
+                for key, value in self._source._tensordict.items()}
+
+    @property
+    def batch_size(self):
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, value):
+        raise RuntimeError("Modifying the batch size of a lazy representation of a tensordict is not permitted. "
+                           "Consider instantiating the tensordict first by calling `td = td.to_tensordict()` "
+                           "before resetting the batch size.")
+
+    shape = batch_size
+
+    @classmethod
+    def _build(cls, entries, batch_size, device):
+        """What an operation on a sub-TensorDict returns: a plain TensorDict."""
+        return TensorDict._build(entries, batch_size, device)
+
+    def get_parent_tensordict(self):
+        return self._source
+
+    def set(self, key, value, inplace=False, non_blocking=False):
+        """A new key is created in the source (zeros outside the index); an existing one can only be
+        written in place (``inplace=True``, ``set_`` or ``td_sub[key] = value``)."""
+        path = unravel_key_to_tuple(key)
+        if self._source.get(path, None) is not None:
+            if not inplace:
+                raise RuntimeError(f"Calling set on a sub-TensorDict with the existing key {key!r} is prohibited for "
+                                   f"existing tensors: use set_ or set(..., inplace=True) to write in place")
+            return self.set_(key, value)
+        if isinstance(value, dict):
+            value = TensorDict(value, batch_size=self._batch_size, device=self._device)
+        holder = TensorDict._build({}, self._batch_size, self._device)
+        holder._tensordict[path[-1]] = holder._leaf(key, value)
+        parent = self._source._parent_of(path, create=True) if len(path) > 1 else self._source
+        parent._check_unlocked()
+        parent._write_at(self._idx, holder, len(self._source.batch_size), len(self._batch_size), (), dry=False)
+        return self
+
+    def set_(self, key, value):
+        current = self._source.get(key, _RAISE)
+        if isinstance(current, TensorDict):
+            current._get_sub_tensordict(self._idx).update_(value)
+        else:
+            current[self._idx] = value if isinstance(value, Tensor) else as_tensor(value, device=current.device)
+        return self
+
+    def __setitem__(self, index, value):
+        if not _is_key(index):
+            raise RuntimeError("Indexed assignment into a sub-TensorDict is not supported: index its source instead")
+        self.set(index, value, inplace=True)
+
+    def update(self, input_dict_or_td=None, clone=False, inplace=False, keys_to_update=None, **kwargs):
+        """Writes every entry into the source at the index (in place for the existing ones)."""
+        if kwargs:
+            merged = dict(input_dict_or_td.items()) if input_dict_or_td is not None else {}
+            merged.update({k: v for k, v in kwargs.items() if k not in ("non_blocking", "update_batch_size")})
+            input_dict_or_td = merged
+        for key, value in self._update_pairs({} if input_dict_or_td is None else input_dict_or_td, keys_to_update):
+            self.set(key, value.clone() if clone else value, inplace=True)
+        return self
+
+    def _check_unlocked(self):
+        self._source._check_unlocked()
+
+    def pop(self, key, default=_NO_DEFAULT):
+        raise RuntimeError("Cannot remove an entry of a sub-TensorDict: remove it from its source")
+
+    def to_tensordict(self, *, retain_none=None):
+        return TensorDict._build({k: v.to_tensordict() if isinstance(v, TensorDict) else v.clone()
+                                  for k, v in self._tensordict.items()}, self._batch_size, self._device)
+
+
+_COMPARABLE = (TensorDict, dict, Tensor, numbers.Number, np.ndarray)
+
+
+def _is_basic_index(index):
+    """Whether ``index`` (ints, slices, ..., None, or a tuple of those) gives a view, not a copy."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer)) and not isinstance(i, bool)
+               for i in items)
+
+
+def _adds_dims_only(index):
+    """Whether ``index`` (None, ..., True/False, a 0-d bool tensor, or a tuple of those) can index a
+    TensorDict of batch size [], as it can a 0-d tensor."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is None or i is Ellipsis or isinstance(i, bool) or isinstance(i, Tensor) and i.ndim == 0
+               and i.dtype.name == "bool" for i in items)
 
 
 def _stored_batch_size(batch_size):
@@ -879,3 +2348,192 @@ def _from_state(state):
     for key, value in state["entries"].items():
         td.set(key, value)
     return td
+
+
+def _holds_leaves(item):
+    """Whether a state-dict entry holds a tensor (a nested dict counts only if one of its entries does)."""
+    return not isinstance(item, dict) or any(_holds_leaves(v) for v in item.values())
+
+
+def _unflatten_state_dict(flat):
+    """A flat state dict (``"a.b"`` keys and ``_metadata``) as nested OrderedDicts, each with its
+    level's ``_metadata``."""
+    def level(parent, part):
+        if part not in parent:
+            parent[part] = OrderedDict()
+            parent[part]._metadata = OrderedDict()
+        return parent[part]
+    root = OrderedDict()
+    root._metadata = OrderedDict()
+    for key, value in flat.items():
+        parts = key.split(".")
+        node = root
+        for part in parts[:-1]:
+            node = level(node, part)
+        node[parts[-1]] = value
+    for key, meta in (getattr(flat, "_metadata", None) or {}).items():
+        node = root
+        for part in key.split(".") if key else ():
+            node = level(node, part)
+        node._metadata[""] = meta
+    return root
+
+
+# ---- `with` blocks: `with td.lock_():` and `with td.permute(...) as view:` -----------------------------
+def _update_source(source, result):
+    """Writes ``result`` back into ``source`` when a `with` block over a reshaped view ends."""
+    return source.update_(result) if source.is_locked else source.update(result)
+
+
+def _unsqueeze_inverse(out, source, args, kwargs):
+    dim = args[0] if args else kwargs.get("dim")
+    if dim is None:
+        raise RuntimeError("Cannot use td.unsqueeze() as a decorator if the dimension is implicit.")
+    return _update_source(source, out.squeeze(dim))
+
+
+def _squeeze_inverse(out, source, args, kwargs):
+    dim = args[0] if args else kwargs.get("dim")
+    if dim is None:
+        raise RuntimeError("Cannot use td.squeeze() as a decorator if the dimension is implicit.")
+    return _update_source(source, out.unsqueeze(dim))
+
+
+def _permute_inverse(out, source, args, kwargs):
+    dims = [d % len(out.batch_size) for d in _ops._shape_arg(args or (kwargs.get("dims"),))]
+    return _update_source(source, out.permute([dims.index(i) for i in range(len(dims))]))
+
+
+def _flatten_inverse(out, source, args, kwargs):
+    start = args[0] if args else kwargs.get("start_dim", 0)
+    end = args[1] if len(args) > 1 else kwargs.get("end_dim", -1)
+    start, end = start % source.batch_dims, end % source.batch_dims
+    return _update_source(source, out.unflatten(start, source.batch_size[start:end + 1]))
+
+
+def _unflatten_inverse(out, source, args, kwargs):
+    dim = args[0] if args else kwargs["dim"]
+    sizes = args[1] if len(args) > 1 else kwargs["unflattened_size"]
+    dim = dim % source.batch_dims
+    return _update_source(source, out.flatten(dim, dim + len(sizes) - 1))
+
+
+def _roll_inverse(out, source, args, kwargs):
+    shifts = args[0] if args else kwargs["shifts"]
+    dims = args[1] if len(args) > 1 else kwargs.get("dims")
+    back = -shifts if isinstance(shifts, int) else tuple(-s for s in shifts)
+    return _update_source(source, out.roll(back, dims))
+
+
+def _movedim_inverse(out, source, args, kwargs):
+    src = args[0] if args else kwargs["source"]
+    dst = args[1] if len(args) > 1 else kwargs["destination"]
+    return _update_source(source, out.movedim(dst, src))
+
+
+def _separator(args, kwargs):
+    return args[0] if args else kwargs.get("separator", ".")
+
+
+# name of the method -> how the end of its `with` block undoes it (``out`` is what the method
+# returned, ``source`` the TensorDict it was called on), as tensordict's context managers do
+_WITH_INVERSES = {
+    "lock_": lambda out, source, args, kwargs: out.unlock_(),
+    "unlock_": lambda out, source, args, kwargs: out.lock_(),
+    "transpose": lambda out, source, args, kwargs: _update_source(source, out.transpose(*args, **kwargs)),
+    "permute": _permute_inverse,
+    "unsqueeze": _unsqueeze_inverse,
+    "squeeze": _squeeze_inverse,
+    "view": lambda out, source, args, kwargs: _update_source(source, out.view(source.batch_size)),
+    "flatten": _flatten_inverse,
+    "unflatten": _unflatten_inverse,
+    "flatten_keys": lambda out, source, args, kwargs: _update_source(
+        source, out.unflatten_keys(_separator(args, kwargs))),
+    "unflatten_keys": lambda out, source, args, kwargs: _update_source(
+        source, out.flatten_keys(_separator(args, kwargs))),
+    "flip": lambda out, source, args, kwargs: _update_source(source, out.flip(*args, **kwargs)),
+    "roll": _roll_inverse,
+    "movedim": _movedim_inverse,
+}
+
+
+def _with_block(name, method, lock_toggle):
+    """``method`` that also records on its result how a `with` block around it is undone.
+    ``lock_toggle``: lock_/unlock_ record nothing when the lock state did not change."""
+    @wraps(method)
+    def recorded(self, *args, **kwargs):
+        before = self._locked
+        out = method(self, *args, **kwargs)
+        if isinstance(out, TensorDict):
+            if lock_toggle and self._locked is before:
+                out._last_op = None
+            else:
+                out._last_op = (name, args, kwargs, weakref.ref(self))
+        return out
+    return recorded
+
+
+def _enter(self):
+    queue = getattr(self, "_last_op_queue", None)
+    if queue is None:
+        queue = self._last_op_queue = []
+    queue.append(getattr(self, "_last_op", None))
+    self._last_op = None
+    return self
+
+
+def _exit(self, exc_type, exc_value, traceback):
+    """Undoes the op that made this `with` block. A lock change is undone even when the block
+    raised; a reshaped view is written back only when the block ended normally (tensordict skips
+    both on an error, which leaves a TensorDict unlocked after a failed `with td.unlock_():`)."""
+    last = self._last_op_queue.pop()
+    if last is None:
+        return False
+    name, args, kwargs, ref = last
+    if exc_type is not None and name not in ("lock_", "unlock_"):
+        return False
+    source = ref()
+    if source is not None or name in ("lock_", "unlock_"):
+        _WITH_INVERSES[name](self, source, args, kwargs)
+        self._last_op = None  # the inverse recorded itself (lock_/unlock_): nothing left to undo
+    return False
+
+
+def _lock_like_source(method):
+    """``method`` whose result is locked when self is, as tensordict's shape ops and casts do."""
+    @wraps(method)
+    def keeps_lock(self, *args, **kwargs):
+        out = method(self, *args, **kwargs)
+        if self._locked and isinstance(out, TensorDict) and out is not self and not out._locked:
+            out.lock_()
+            out._last_op = None  # locking the result is not something a `with` block should undo
+            if self.is_memmap():
+                out._mark_memmap()
+        return out
+    return keeps_lock
+
+
+for _name in ("reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose", "expand",
+              "flip", "roll", "narrow", "repeat_interleave", "tile", "detach", "to", "masked_fill", "type"):
+    setattr(TensorDict, _name, _lock_like_source(getattr(TensorDict, _name)))
+
+def _with_inplace(method):
+    """``method`` with tensordict's ``inplace=True``: the result's leaves replace self's, and self
+    (with its nested TensorDicts) is returned."""
+    @wraps(method)
+    def maybe_inplace(self, *args, inplace=False, **kwargs):
+        out = method(self, *args, **kwargs)
+        return self._become(out) if inplace and out is not self else out
+    return maybe_inplace
+
+
+for _name in ("repeat", "repeat_interleave", "roll", "gather", "reshape", "flatten", "unflatten", "pad", "tile",
+              "flip", "narrow", "expand", "squeeze", "unsqueeze", "permute", "transpose"):
+    setattr(TensorDict, _name, _with_inplace(getattr(TensorDict, _name)))
+
+TensorDict.__enter__ = _enter
+TensorDict.__exit__ = _exit
+for _name in _WITH_INVERSES:
+    setattr(TensorDict, _name, _with_block(_name, getattr(TensorDict, _name), _name in ("lock_", "unlock_")))
+TensorDict.moveaxis = TensorDict.movedim
+TensorDict.swapaxes = TensorDict.swapdims = TensorDict.transpose

@@ -1,0 +1,100 @@
+"""tensordict.functional for TensorDicts: ``pad`` (batch dims), ``pad_sequence`` (stack TensorDicts
+of different lengths) and ``merge_tensordicts``."""
+from .. import _ops
+from .._creation import full as _full
+from .._tensor import Size
+from ._td import TensorDict
+
+__all__ = ["merge_tensordicts", "pad", "pad_sequence"]
+
+
+def pad(tensordict, pad_size, value=0.0, inplace=False, safe=True):
+    """Pads the batch dims of every leaf with ``value``: ``pad_size`` holds (before, after) pairs
+    from the first batch dim on (``[0, 1, 2, 0]``: one row after dim 0, two before dim 1); negative
+    amounts crop, as in torch's F.pad. Unlike F.pad, which starts from the last dim, tensordict's
+    pairs start from the first. ``inplace=True`` puts the padded leaves into ``tensordict``."""
+    if len(pad_size) % 2 or len(pad_size) > 2 * tensordict.batch_dims:
+        raise RuntimeError(f"pad: pad_size must hold (before, after) pairs for at most the "
+                           f"{tensordict.batch_dims} batch dims, got {list(pad_size)}")
+    pairs = [(int(pad_size[i]), int(pad_size[i + 1])) for i in range(0, len(pad_size), 2)]
+    new_batch = list(tensordict.batch_size)
+    src, dst = [], []
+    for d, (before, after) in enumerate(pairs):
+        n = new_batch[d]
+        new_batch[d] = n + before + after
+        if new_batch[d] < 0:
+            raise RuntimeError(f"pad: the padding {list(pad_size)} gives dim {d} (size {n}) a negative output "
+                               f"size {new_batch[d]}")
+        kept = max(n - max(-before, 0) - max(-after, 0), 0)
+        src.append(slice(max(-before, 0), max(-before, 0) + kept))
+        dst.append(slice(max(before, 0), max(before, 0) + kept))
+    src, dst = tuple(src), tuple(dst)
+
+    def one(t):
+        out = _full(tuple(new_batch) + tuple(t.shape[tensordict.batch_dims:]), value, dtype=t.dtype, device=t.device)
+        out[dst] = t[src]
+        return out
+    padded = tensordict._map(one, Size(new_batch))
+    return tensordict._become(padded) if inplace else padded
+
+
+def pad_sequence(list_of_tensordicts, pad_dim=0, padding_value=0.0, out=None, return_mask=False):
+    """Stacks TensorDicts whose leaves differ in length along dim ``pad_dim`` (a batch dim, or the
+    first feature dim of TensorDicts of batch size []), each padded with ``padding_value`` to the
+    longest. ``return_mask`` (True or a key) adds a TensorDict of bools, True where data is real,
+    under ``"masks"`` (or that key)."""
+    tds = list(list_of_tensordicts)
+    if not tds:
+        raise RuntimeError("pad_sequence cannot pad an empty list of TensorDicts")
+    keys = [k for k in tds[0].keys(True, True)]
+    for i, td in enumerate(tds):
+        if sorted(map(str, td.keys(True, True))) != sorted(map(str, keys)):
+            raise KeyError(f"pad_sequence: the TensorDict at position {i} has other keys than the first")
+    if pad_dim < 0:
+        raise ValueError(f"pad_sequence: pad_dim must be >= 0, got {pad_dim}")
+    batch = list(tds[0].batch_size)
+    if pad_dim < len(batch):  # padding a batch dim: the result's batch dim is the longest
+        batch[pad_dim] = max(td.batch_size[pad_dim] for td in tds)
+    result = TensorDict(batch_size=[len(tds), *batch], device=tds[0].device)
+    masks = TensorDict(batch_size=[len(tds), *batch], device=tds[0].device)
+    for key in keys:
+        leaves = [td.get(key) for td in tds]
+        length = max(t.shape[pad_dim] for t in leaves)
+        padded, mask_rows = [], []
+        for t in leaves:
+            extra = length - t.shape[pad_dim]
+            shape = list(t.shape)
+            shape[pad_dim] = extra
+            filler = _full(tuple(shape), padding_value, dtype=t.dtype, device=t.device)
+            padded.append(_ops.cat([t, filler], pad_dim))
+            mask = _full((length,), False, device=t.device)
+            mask[:t.shape[pad_dim]] = True
+            lead = tuple(t.shape[:pad_dim])
+            mask_rows.append(mask.reshape((1,) * len(lead) + (length,)).expand(lead + (length,)))
+        result.set(key, _ops.stack(padded, 0))
+        masks.set(key, _ops.stack(mask_rows, 0))
+    if return_mask:
+        result.set("masks" if return_mask is True else return_mask, masks)
+    if out is not None:
+        return out.update_(result)
+    return result
+
+
+def merge_tensordicts(*tensordicts, callback_exist=None):
+    """One TensorDict with the leaves of all of ``tensordicts`` (the first one's batch size). A key
+    several of them hold takes the first one's value, or ``callback_exist(*values)`` when every
+    TensorDict holds it (``callback_exist`` may be a dict of callables by nested key)."""
+    if len(tensordicts) < 2:
+        raise RuntimeError(f"at least 2 tensordicts must be provided, got {len(tensordicts)}")
+    out = tensordicts[0].empty(recurse=True)
+    seen = []
+    for td in tensordicts:
+        seen.extend(k for k in td.keys(True, True) if k not in seen)
+    for key in seen:
+        values = [td.get(key, None) for td in tensordicts]
+        callback = callback_exist.get(key) if isinstance(callback_exist, dict) else callback_exist
+        if callback is not None and all(v is not None for v in values):
+            out.set(key, callback(*values))
+        else:
+            out.set(key, next(v for v in values if v is not None))
+    return out
