@@ -14,7 +14,7 @@ import builtins
 
 import numpy as np
 
-from .. import _dtypes, _ops, autograd as _autograd
+from .. import _ops, autograd as _autograd
 from .._tensor import Size, Tensor
 from ..autograd.grad_mode import state as _grad_state
 
@@ -25,8 +25,6 @@ _UNARY = ("abs acos asin atan ceil cos cosh erf erfc exp expm1 floor frac lgamma
           "reciprocal round sigmoid sign sin sinh sqrt tan tanh trunc").split()
 # tests that give a bool TensorDict
 _TESTS = "isnan isfinite isinf isneginf isposinf isreal".split()
-_CASTS = {"float": _dtypes.float32, "double": _dtypes.float64, "half": _dtypes.float16,
-          "bfloat16": _dtypes.bfloat16, "int": _dtypes.int32, "long": _dtypes.int64, "bool": _dtypes.bool}
 
 
 def _shape_str(shape):
@@ -367,11 +365,6 @@ class TensorDictMath:
     def __invert__(self):
         return self._map(lambda t: ~t)
 
-    # ---- dtypes ------------------------------------------------------------------------------------
-    def type(self, dst_type):
-        """Every leaf cast with ``Tensor.type``."""
-        return self._map(lambda t: t.type(dst_type))
-
     # ---- reductions --------------------------------------------------------------------------------
     def _reduction_dims(self, dim):
         """``dim`` (an int or tuple of ints over the batch dims) as a tuple of non-negative ints."""
@@ -665,13 +658,6 @@ def _test(name):
     return op
 
 
-def _cast(name, dtype):
-    def op(self):
-        return self._map(lambda t: t.to(dtype))
-    op.__name__, op.__doc__ = name, f"Every leaf cast to {dtype}."
-    return op
-
-
 for _name in ("add iadd sub isub mul imul truediv itruediv pow ipow mod radd rmul rsub rtruediv rpow rmod lt le gt "
               "ge and or xor rand ror rxor").split():
     setattr(TensorDictMath, f"__{_name}__", _operator(getattr(TensorDictMath, f"__{_name}__")))
@@ -680,6 +666,4 @@ for _name in _UNARY:
     setattr(TensorDictMath, _name + "_", _unary_(_name))
 for _name in _TESTS:
     setattr(TensorDictMath, _name, _test(_name))
-for _name, _dtype in _CASTS.items():
-    setattr(TensorDictMath, _name, _cast(_name, _dtype))
-del _name, _dtype
+del _name

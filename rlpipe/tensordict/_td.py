@@ -1759,7 +1759,8 @@ class TensorDict(TensorDictMath):
 
     # ---- tensordict's wider API: dtype casts --------------------------------------------------------
     def type(self, dst_type):
-        return self._map(lambda t: t.to(dst_type))
+        """Every leaf cast with ``Tensor.type`` (a dtype or a name such as ``"torch.FloatTensor"``)."""
+        return self._map(lambda t: t.type(dst_type))
 
     def _cast(self, name):
         from .. import _dtypes
