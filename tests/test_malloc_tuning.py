@@ -66,11 +66,9 @@ def test_training_step_does_not_fault_after_warmup():
 
 
 @glibc_only
-def test_opting_out_leaves_glibc_defaults_and_their_faults():
+def test_opting_out_leaves_glibc_defaults():
     out = run_training(RLPIPE_MALLOPT="0")
     assert out["tuning"] == {"applied": False, "reason": "RLPIPE_MALLOPT=0"}
-    # what the tuning removes: glibc's defaults give pages back and fault them in again every step
-    assert out["faults"] > 100, out
 
 
 @glibc_only
