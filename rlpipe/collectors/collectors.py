@@ -62,11 +62,25 @@ def _stack_steps(arrays, axis):
     first = arrays[0]
     if not first.ndim or list(map(_shape_of, arrays)).count(first.shape) != len(arrays):
         return np.stack(arrays, axis)  # (which also names any shape mismatch)
-    out = np.concatenate(arrays).reshape((len(arrays),) + first.shape)
+    return _stack_same(arrays, axis)
+
+
+def _stack_same(arrays, axis):
+    """``_stack_steps`` for arrays known to share one shape, at least 1-d."""
+    out = np.concatenate(arrays).reshape((len(arrays),) + arrays[0].shape)
     return np.ascontiguousarray(np.moveaxis(out, 0, axis)) if axis else out
 
 
 _shape_of = operator.attrgetter("shape")
+
+
+def _nested(entries, batch):
+    """A TensorDict of batch size ``batch`` from {key tuple: tensor}: plain keys through ``set``'s
+    fast path, nested ones creating their TensorDicts."""
+    td = TensorDict._build({}, batch, None)
+    for key, value in entries.items():
+        td.set(key[0] if len(key) == 1 else key, value)
+    return td
 
 
 def _env_state_owner(env):
@@ -162,6 +176,7 @@ class SyncDataCollector(CollectorBase):
         self._step_buffers = {}       # its observation leaves' arrays, which each step overwrites
         self._to_policy_device = None  # host array -> array on the policy's GPU, when it has one
         self._extra_keys = None       # [(key, per-step shape, dtype)] the policy writes besides the action
+        self._observation_shapes = {}  # key -> the observation spec's shape there, looked up once
 
     # ---- collection ------------------------------------------------------------------------------
     def rollout(self, random=None):
@@ -333,7 +348,7 @@ class SyncDataCollector(CollectorBase):
     def _check_observation_shapes(self, key, arrays):
         """Raises a ValueError naming the env, the key and both shapes when a step's observation at
         ``key`` does not have the observation spec's shape."""
-        expected = tuple(self.env.observation_spec[key].shape)
+        expected = self._observation_shape(key)
         shapes = list(map(_shape_of, arrays))
         if shapes.count(expected) != len(shapes):
             t, actual = next((t, shape) for t, shape in enumerate(shapes) if shape != expected)
@@ -341,9 +356,16 @@ class SyncDataCollector(CollectorBase):
             raise ValueError(f"{self.env!r} returned an observation {name!r} of shape {list(actual)} at step {t} of "
                              f"batch {self._iter}; its observation spec expects {list(expected)}")
 
+    def _observation_shape(self, key):
+        """The observation spec's shape at ``key`` (looked up once per key)."""
+        shape = self._observation_shapes.get(key)
+        if shape is None:
+            shape = self._observation_shapes[key] = tuple(self.env.observation_spec[key].shape)
+        return shape
+
     def _assemble(self, steps, trajectories):
         """The batch TensorDict: the steps' arrays stacked along a new time dim (after the env dims),
-        one key at a time."""
+        one concatenate per key, each wrapped once."""
         time = len(self.env.batch_size)
         batch = Size(tuple(self.env.batch_size) + (self.steps_per_batch,))
         obs, actions, extras, next_obs, rewards, terminateds, truncateds = zip(*steps)
@@ -351,32 +373,27 @@ class SyncDataCollector(CollectorBase):
         def joined(arrays):
             return wrap(_stack_steps(arrays, time))
 
-        def joined_entry(records, key):  # the steps' records (frames, extras tuples) at one key or index
-            return joined(list(map(operator.itemgetter(key), records)))
+        def observations(frames):  # {key: stacked entry} of the steps' observation frames, shapes checked
+            out = {}
+            for key in frames[0]:
+                arrays = list(map(operator.itemgetter(key), frames))
+                self._check_observation_shapes(key, arrays)
+                out[key] = wrap(_stack_same(arrays, time) if arrays[0].ndim else np.stack(arrays, time))
+            return out
 
-        def joined_observation(frames, key):
-            arrays = list(map(operator.itemgetter(key), frames))
-            self._check_observation_shapes(key, arrays)
-            return joined(arrays)
-
-        td = TensorDict(batch_size=batch)
-        for key in obs[0]:
-            td.set(key, joined_observation(obs, key))
+        root = observations(obs)
         for i, (key, _, _) in enumerate(self._extra_keys or ()):
-            td.set(key, joined_entry(extras, i))
-        flags = np.zeros(tuple(batch) + (1,), dtype=bool)
+            root[key] = joined(list(map(operator.itemgetter(i), extras)))
         for key in DONE_KEYS:
-            if td.get(key, None) is None:
-                td.set(key, wrap(flags.copy()))
-        td.set("action", joined(actions))
-        next_td = TensorDict(batch_size=batch)
-        for key in next_obs[0]:
-            next_td.set(key, joined_observation(next_obs, key))
-        next_td.set("reward", joined(rewards))
-        next_td.set("terminated", joined(terminateds))
-        next_td.set("truncated", joined(truncateds))
-        next_td.set("done", next_td.get("terminated") | next_td.get("truncated"))
-        td.set("next", next_td)
+            root.setdefault((key,), wrap(np.zeros(tuple(batch) + (1,), dtype=bool)))
+        root[("action",)] = joined(actions)
+        terminated, truncated = _stack_steps(terminateds, time), _stack_steps(truncateds, time)
+        nxt = observations(next_obs)
+        nxt[("reward",)] = joined(rewards)
+        nxt[("terminated",)], nxt[("truncated",)] = wrap(terminated), wrap(truncated)
+        nxt[("done",)] = wrap(terminated | truncated)
+        td = _nested(root, batch)
+        td.set("next", _nested(nxt, batch))
         td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories)))
         return td if self.storing_device is None else td.to(self.storing_device)
 

@@ -244,8 +244,11 @@ class MultiStep(Module):
         for key, value in _leaves(td.get("next"), ("next",)):
             if key not in updates:
                 data = value._data
-                shifted = data.reshape((-1,) + data.shape[len(batch):])[rows].reshape(data.shape)
-                updates[key] = wrap(shifted, device)
+                if len(batch) > 1:  # whole rows of the [B*T, ...] view
+                    data = data.reshape((-1,) + data.shape[len(batch):])[rows].reshape(data.shape)
+                else:
+                    data = data[rows]
+                updates[key] = wrap(data, device)
         terminal = updates.get(self.terminated_key, updates.get(self.done_key))
         nonterminal = ~_bool(self._as_batch_shaped(terminal._data, batch, self.terminated_key))
         if valid is not None:
@@ -301,7 +304,7 @@ def _lookup(td, key, *default):
     for part in key:
         node = node.get(part, None) if isinstance(node, TensorDict) else None
         if node is None:
-            return td.get(key, *default)  # the default, or the KeyError naming the key
+            return default[0] if default else td.get(key)  # the default, or the KeyError naming the key
     return node
 
 
