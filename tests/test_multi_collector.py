@@ -44,7 +44,7 @@ from rlpipe.collectors import (
     SyncDataCollector,
     multi,
 )
-from rlpipe.envs import GymEnv
+from rlpipe.envs import GymEnv, StepCounter, TransformedEnv
 from rlpipe.postprocs import MultiStep
 from rlpipe.tensordict import TensorDictModule
 
@@ -1206,6 +1206,23 @@ def test_multisync_cat_results(cat_results, shape):
     obs = arr(batch["observation"]).reshape(-1).tolist()
     assert obs == [0, 1, 2, 0, 1, 2]  # worker 0's steps, then worker 1's
     assert arr(batch["collector", "traj_ids"]).reshape(-1).tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_multisync_workers_with_different_entries_cannot_be_stacked():
+    """Workers whose batches hold different entries (worker 1's env counts its steps) cannot form one
+    batch: the KeyError names both key sets, and the collector still shuts down cleanly."""
+    fns = [lambda: GymEnv(COUNTER), lambda: TransformedEnv(GymEnv(COUNTER), StepCounter())]
+    with MultiSyncDataCollector(fns, constant_policy(0), frames_per_batch=6, total_frames=6) as c:
+        with pytest.raises(KeyError, match="different keys.*step_count"):
+            collect(c)
+
+
+def test_multisync_cat_results_out_of_the_batch_dims():
+    """cat_results=2 on [3]-frame worker batches: the IndexError names the dim and the batch size."""
+    with MultiSyncDataCollector(counter_envs(), constant_policy(0), frames_per_batch=6, total_frames=6,
+                                cat_results=2) as c:
+        with pytest.raises(IndexError, match=r"dim 2 is out of range .*\[3\]"):
+            collect(c)
 
 
 def test_cat_results_bad_values():

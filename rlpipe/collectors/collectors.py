@@ -25,7 +25,7 @@ from ..nn import Module
 from ..tensordict import TensorDict, TensorDictModule
 from ..postprocs import split_trajectories
 from ._common import (SILENCE, TRAJ_IDS, CollectorBase, check_frame_counts, checked_init_random_frames,
-                      checked_split_trajs, normalized_total_frames, rl_warn, rounded_total_frames)
+                      checked_split_trajs, normalized_total_frames, rl_warn, rounded_total_frames, tensordict_of)
 
 __all__ = ["SyncDataCollector", "Collector", "BaseCollector", "RandomPolicy"]
 
@@ -72,15 +72,6 @@ def _stack_same(arrays, axis):
 
 
 _shape_of = operator.attrgetter("shape")
-
-
-def _nested(entries, batch):
-    """A TensorDict of batch size ``batch`` from {key tuple: tensor}: plain keys through ``set``'s
-    fast path, nested ones creating their TensorDicts."""
-    td = TensorDict._build({}, batch, None)
-    for key, value in entries.items():
-        td.set(key[0] if len(key) == 1 else key, value)
-    return td
 
 
 def _env_state_owner(env):
@@ -392,8 +383,8 @@ class SyncDataCollector(CollectorBase):
         nxt[("reward",)] = joined(rewards)
         nxt[("terminated",)], nxt[("truncated",)] = wrap(terminated), wrap(truncated)
         nxt[("done",)] = wrap(terminated | truncated)
-        td = _nested(root, batch)
-        td.set("next", _nested(nxt, batch))
+        td = tensordict_of(root, batch)
+        td.set("next", tensordict_of(nxt, batch))
         td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories)))
         return td if self.storing_device is None else td.to(self.storing_device)
 
