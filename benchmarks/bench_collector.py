@@ -2,7 +2,11 @@
 anchors were measured, side by side with a bare Gymnasium loop (and torchrl 0.14.1 when it is
 importable): frames/s for a random policy, an MLP 4-64-64-2 policy, and 8 vectorized envs.
 
-    python benchmarks/bench_collector.py [--frames 20000] [--frames-per-batch 1000]
+Then the seed's example (DESIGN.md): the same env and random policy, ``frames_per_batch=10``, with
+``MultiStep(n_steps=4, gamma=0.99)`` as postproc, against the same collector without postproc; the
+two run in alternation (``--seed-rounds`` rounds, best of each), so that both see the same load.
+
+    python benchmarks/bench_collector.py [--frames 20000] [--repeat 3] [--seed-rounds 7]
 """
 from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
 
@@ -14,6 +18,7 @@ import gymnasium as gym
 import rlpipe
 from rlpipe.collectors import RandomPolicy, SyncDataCollector
 from rlpipe.envs import GymEnv, StepCounter, TransformedEnv
+from rlpipe.postprocs import MultiStep
 
 torch, torchrl = import_peer("torchrl")
 
@@ -66,6 +71,31 @@ def rlpipe_collect(policy_kind, num_envs=None):
     return run
 
 
+def seed_example(postproc):
+    """The seed's example: frames_per_batch=10, a random policy, ``MultiStep(n_steps=4, gamma=0.99)``
+    as postproc when ``postproc`` is true."""
+    def run(frames):
+        env = TransformedEnv(GymEnv("CartPole-v1"), StepCounter())
+        env.set_seed(0)
+        collector = SyncDataCollector(env, policy=RandomPolicy(env.action_spec), frames_per_batch=10,
+                                      total_frames=frames,
+                                      postproc=MultiStep(n_steps=4, gamma=0.99) if postproc else None)
+        for _ in collector:
+            pass
+        collector.shutdown()
+    return run
+
+
+def seed_example_rows(frames, rounds):
+    """(frames/s without postproc, frames/s with MultiStep): the best of ``rounds`` alternated runs."""
+    plain, multistep = seed_example(False), seed_example(True)
+    best = [0.0, 0.0]
+    for _ in range(rounds):
+        best[0] = max(best[0], best_fps(plain, frames, 1))
+        best[1] = max(best[1], best_fps(multistep, frames, 1))
+    return best
+
+
 def torchrl_collect(policy_kind):
     from tensordict.nn import TensorDictModule
     from torchrl.collectors import Collector as TorchrlCollector, RandomPolicy as TorchrlRandom
@@ -99,6 +129,7 @@ def main():
     p = argparse.ArgumentParser(description="collector throughput")
     p.add_argument("--frames", type=int, default=20_000)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--seed-rounds", type=int, default=7, help="alternated runs of the seed's example (0: skip)")
     args = p.parse_args()
     rlpipe.manual_seed(0)
 
@@ -116,6 +147,13 @@ def main():
     for name, fps, peer in rows:
         ratio = f"{fps / peer:11.1f}x" if peer else ""
         print(f"{name:46s} {fps:12,.0f} {100 * fps / bare:9.1f}% {peer if peer else float('nan'):10,.0f} {ratio}")
+    if args.seed_rounds:
+        plain, multistep = seed_example_rows(args.frames // 2, args.seed_rounds)
+        print()
+        print(f"the seed's example (CartPole, random policy, frames_per_batch=10), best of {args.seed_rounds} "
+              "alternated runs")
+        print(f"{'without postproc fps':>22s} {'MultiStep(0.99, 4) fps':>23s} {'with / without':>15s}  (goal: >= 80%)")
+        print(f"{plain:22,.0f} {multistep:23,.0f} {100 * multistep / plain:14.1f}%")
 
 
 if __name__ == "__main__":
