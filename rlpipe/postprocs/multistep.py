@@ -70,11 +70,12 @@ def _window_lengths(xp, done, valid, n):
         last[..., -1] = True  # the batch ends
         if valid is not None:
             last[..., :-1] |= ~valid[..., 1:]  # the next step is invalid
-    m = xp.full(done.shape, n, dtype=xp.int64)
+    m = xp.empty(done.shape, dtype=xp.int64)
+    m.fill(n)
     for k in reversed(range(n)):  # downward, so the smallest k that ends the window is written last
-        xp.copyto(m[..., :T - k], k + 1, where=last[..., k:])
+        m[..., :T - k][last[..., k:]] = k + 1
     if valid is not None:
-        xp.copyto(m, 1, where=~valid)
+        m[~valid] = 1
     return m
 
 
