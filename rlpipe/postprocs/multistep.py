@@ -98,7 +98,9 @@ def _discounted_sum(xp, reward, m, gamma, n):
     total = reward + zero  # k = 0: every window holds its first step, and 0 + 1 * r is exactly r + 0
     T = reward.shape[-1]
     for k, discount in enumerate(_discounts(gamma, n, reward.dtype)[1:], 1):
-        total[..., :T - k] += xp.where(m[..., :T - k] > k, reward[..., k:] * discount, zero)
+        term = reward[..., k:] * discount
+        term[m[..., :T - k] <= k] = 0  # beyond the window
+        total[..., :T - k] += term
     return total
 
 
@@ -246,15 +248,15 @@ class MultiStep(Module):
             if key not in updates:
                 data = value._data
                 if len(batch) > 1:  # whole rows of the [B*T, ...] view
-                    data = data.reshape((-1,) + data.shape[len(batch):])[rows].reshape(data.shape)
+                    data = data.reshape((-1,) + data.shape[len(batch):]).take(rows, 0).reshape(data.shape)
                 else:
-                    data = data[rows]
+                    data = data.take(rows, 0)
                 updates[key] = wrap(data, device)
         terminal = updates.get(self.terminated_key, updates.get(self.done_key))
         nonterminal = ~_bool(self._as_batch_shaped(terminal._data, batch, self.terminated_key))
         if valid is not None:
             nonterminal &= valid
-        updates[("gamma",)] = wrap(backend.asarray(_gamma_table(self.gamma, n), index=device.index)[m], device)
+        updates[("gamma",)] = wrap(backend.asarray(_gamma_table(self.gamma, n), index=device.index).take(m), device)
         updates[("steps_to_next_obs",)] = wrap(m, device)
         updates[("nonterminal",)] = wrap(nonterminal, device)
         return updates
