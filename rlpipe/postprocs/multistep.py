@@ -342,6 +342,6 @@ def _bool(array):
 def _flat_rows(xp, m):
     """Row numbers, in the [B*T, ...] view of a [*B, T, ...] entry, of the last step of each window
     (``t + m[t] - 1``): one gather of whole rows per entry (much faster than element by element)."""
-    rows = xp.arange(m.size, dtype=xp.int64).reshape(m.shape) + m  # t + m[t] in the flat view
-    rows -= 1
+    rows = xp.arange(-1, m.size - 1, dtype=xp.int64).reshape(m.shape)  # t - 1 in the flat view
+    rows += m
     return rows.reshape(-1)
