@@ -2,10 +2,14 @@
 
 Times ``ms(td.clone())`` (as ``bench/peer_anchors.py`` timed torchrl) on a TensorDict of batch
 [B, T] with observation [B, T, 4], done [B, T, 1] and next/{observation [B, T, 4], done,
-terminated, truncated [B, T, 1], reward [B, T, 1]}, 2% of the steps done, at [1, 1000], [32, 1000],
-[256, 1000] and [32, 10000], on one thread. Both libraries get the same values (built with NumPy).
-Besides the ratio it prints rlpipe's time per element (per step of B*T), which stays flat when the
-time grows linearly in B*T, and whether both libraries agree on ("next", "reward"), gamma,
+terminated, truncated [B, T, 1], reward [B, T, 1]}, 2% of the steps done, at [1, 10] (a collector's
+small batch: the per-call overhead), [1, 1000], [32, 1000], [256, 1000] and [32, 10000], on one
+thread. Both libraries get the same values (built with NumPy). Beside them, ``numpy_multistep``: the
+same math written in plain NumPy on the same arrays (a copy of them timed with it, as td.clone()
+is), the floor for an implementation on arrays; its output must equal rlpipe's, every entry, or the
+script stops. rlpipe and the NumPy reference are timed in alternation (best of ``--repeat`` runs
+each). Besides the ratios it prints rlpipe's time per element (per step of B*T), which stays flat
+when the time grows linearly in B*T, and whether both libraries agree on ("next", "reward"), gamma,
 steps_to_next_obs and ("next", "observation") (done, terminated and nonterminal differ on purpose:
 DESIGN.md, "MultiStep semantics"). rlpipe never depends on the peer; run from an environment that
 also has torch==2.13.0 and torchrl==0.14.1 to get the ratios:
@@ -32,7 +36,7 @@ torch, tensordict, torchrl, _peer_postprocs = import_peer("tensordict", "torchrl
 PeerMultiStep = _peer_postprocs.MultiStep if _peer_postprocs else None
 
 GAMMA, N_STEPS, DONE_RATE = 0.99, 4, 0.02
-SHAPES = [(1, 1000), (32, 1000), (256, 1000), (32, 10000)]
+SHAPES = [(1, 10), (1, 1000), (32, 1000), (256, 1000), (32, 10000)]
 CUDA_SHAPE = (256, 10000)
 # torchrl 0.14.1 figures from DESIGN.md (ms per call), used when torchrl is not importable here
 ANCHORS_MS = {(32, 1000): 51.0, (256, 1000): 540.0}
@@ -105,8 +109,8 @@ def agreement(ours, theirs, batch):
 
 
 def numpy_multistep(arrays, gamma, n):
-    """The same math in plain NumPy on ``make_arrays``' nested dict (done, terminated, reward of
-    shape [B, T, 1]; no mask): the floor an implementation on arrays could reach. Returns the new
+    """The same math in plain NumPy on a nested dict like ``make_arrays``' (done, terminated, reward
+    of shape [*B, T, 1]; no mask): the floor an implementation on arrays could reach. Returns the new
     nested dict; the input is left as it is."""
     nxt = arrays["next"]
     batch = nxt["reward"].shape[:-1]
@@ -122,7 +126,7 @@ def numpy_multistep(arrays, gamma, n):
     for k in range(1, n):
         total[..., :T - k] += np.where(m[..., :T - k] > k, reward[..., k:] * np.float32(gamma ** k), np.float32(0))
     rows = (np.arange(m.size).reshape(batch) + m - 1).reshape(-1)
-    out = {key: value.reshape((-1,) + value.shape[2:])[rows].reshape(value.shape)
+    out = {key: value.reshape((-1,) + value.shape[len(batch):])[rows].reshape(value.shape)
            for key, value in nxt.items() if key != "reward"}
     out["reward"], out["original_reward"] = total[..., None], nxt["reward"]
     gammas = np.power(gamma, np.arange(n + 1, dtype=np.float64)).astype(np.float32)[m]
