@@ -345,8 +345,10 @@ class _MultiCollector(CollectorBase):
         ready = connection.wait(list(waiting), self.timeout)
         if not ready:
             self._fail(str(no_reply_error(self._name(), indices, self.timeout)))
-        conns = [r for r in ready if isinstance(r, connection.Connection)]
-        index = waiting[conns[0] if conns else ready[0]]
+        # a worker whose process has exited comes first (its last message, if any, then its death), so
+        # that a sibling whose batches are always ready cannot hide it
+        exited = [r for r in ready if not isinstance(r, connection.Connection)]
+        index = waiting[(exited or ready)[0]]
         try:
             kind, payload = self._workers[index].conn.recv()
         except (EOFError, OSError) as error:
