@@ -1104,6 +1104,8 @@ def test_worker_killed_while_iterating(cls, victim):
     next(it)
     next(it)
     os.kill(c._workers[victim].process.pid, signal.SIGKILL)
+    c._workers[victim].process.join(5)  # dead for sure: on a loaded machine the other worker could
+    # otherwise hand out 50 batches before the kill takes effect
     with pytest.raises(RuntimeError, match=f"worker {victim} died unexpectedly"):
         for _ in range(50):  # MultiaSync may still hand out a batch that was ready before the kill
             next(it)
