@@ -62,21 +62,30 @@ def n_step_returns(done, valid, reward, gamma, n):
 
 # ---- the math, on backend arrays (NumPy or CuPy: ``xp`` is the backend's namespace) --------------
 
-def _window_lengths(xp, done, valid, n):
-    """``window_lengths`` on bool arrays; ``valid=None`` means every step is valid."""
+def _window_lengths(xp, done, valid, n, cut=True):
+    """``window_lengths`` on bool arrays; ``valid=None`` means every step is valid, ``cut=False``
+    that no step is done either."""
     T = done.shape[-1]
-    last = done.copy()  # last[j]: a window that reaches step j ends there
-    if T:
-        last[..., -1] = True  # the batch ends
-        if valid is not None:
-            last[..., :-1] |= ~valid[..., 1:]  # the next step is invalid
     m = xp.empty(done.shape, dtype=xp.int64)
-    m.fill(n)
+    m[...] = xp.asarray(_full_windows(T, n))  # min(n, T - t): the windows only the batch's end cuts
+    if not cut:
+        return m
+    last = done.copy()  # last[j]: a window that reaches step j ends there (besides the batch's end)
+    if valid is not None and T:
+        last[..., :-1] |= ~valid[..., 1:]  # the next step is invalid
     for k in reversed(range(n)):  # downward, so the smallest k that ends the window is written last
         m[..., :T - k][last[..., k:]] = k + 1
     if valid is not None:
         m[~valid] = 1
     return m
+
+
+@functools.lru_cache(maxsize=256)
+def _full_windows(T, n):
+    """min(n, T - t) for t < T, as a read-only NumPy array."""
+    row = np.minimum(np.arange(T, 0, -1, dtype=np.int64), n)
+    row.flags.writeable = False
+    return row
 
 
 def _is_float(array):
@@ -88,10 +97,11 @@ def _float_reward(reward):
     return reward if _is_float(reward) else reward.astype(_dtypes.get_default_dtype().np)
 
 
-def _discounted_sum(xp, reward, m, gamma, n):
+def _discounted_sum(xp, reward, m, gamma, n, cut=True):
     """``windowed_discounted_sum`` on arrays: ``total[t] += gamma**k * reward[t + k]`` for ``k < m[t]``,
     term by term from ``total = 0``, each product rounded to the reward's dtype (as the fused kernel
-    does)."""
+    does). ``cut=False`` says that no window is shorter than ``min(n, T - t)`` (no done, no invalid
+    step): no term then needs zeroing."""
     zero = xp.zeros((), dtype=reward.dtype)
     if n == 0:
         return xp.zeros(reward.shape, dtype=reward.dtype)
@@ -99,7 +109,8 @@ def _discounted_sum(xp, reward, m, gamma, n):
     T = reward.shape[-1]
     for k, discount in enumerate(_discounts(gamma, n, reward.dtype)[1:], 1):
         term = reward[..., k:] * discount
-        term[m[..., :T - k] <= k] = 0  # beyond the window
+        if cut:
+            term[m[..., :T - k] <= k] = 0  # beyond the window
         total[..., :T - k] += term
     return total
 
@@ -125,8 +136,9 @@ def _n_step_returns(backend, done, valid, reward, gamma, n):
     it has one (cuda), else ``n`` vectorized passes of each."""
     fused = backend.fused.get("n_step_returns")
     if fused is None or not _is_float(reward) or reward.size == 0:
-        m = _window_lengths(backend.xp, done, valid, n)
-        return m, _discounted_sum(backend.xp, _float_reward(reward), m, gamma, n)
+        cut = valid is not None or bool(done.any())  # some window shorter than min(n, T - t)
+        m = _window_lengths(backend.xp, done, valid, n, cut)
+        return m, _discounted_sum(backend.xp, _float_reward(reward), m, gamma, n, cut)
     if valid is None:
         valid = backend.xp.ones(done.shape, dtype=bool)
     rows = (-1, reward.shape[-1])
