@@ -2,7 +2,15 @@
 anchors were measured, side by side with a bare Gymnasium loop (and torchrl 0.14.1 when it is
 importable): frames/s for a random policy, an MLP 4-64-64-2 policy, and 8 vectorized envs.
 
-    python benchmarks/bench_collector.py [--frames 20000] [--frames-per-batch 1000]
+Then the seed's example (DESIGN.md): the same env and random policy, ``frames_per_batch=10``, with
+``MultiStep(n_steps=4, gamma=0.99)`` as postproc, against the same collector without postproc, and
+with the same math in plain NumPy as postproc (``bench_multistep.numpy_multistep`` on the batch's
+arrays, nothing written back: the floor for any implementation on arrays); the three run in
+alternation (``--seed-rounds`` rounds, best of each), so that all see the same load, and are shown
+in frames/s and in frames per CPU-second (which the time other processes hold the cores does not
+count).
+
+    python benchmarks/bench_collector.py [--frames 20000] [--repeat 3] [--seed-rounds 7]
 """
 from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
 
@@ -14,6 +22,9 @@ import gymnasium as gym
 import rlpipe
 from rlpipe.collectors import RandomPolicy, SyncDataCollector
 from rlpipe.envs import GymEnv, StepCounter, TransformedEnv
+from rlpipe.postprocs import MultiStep
+
+from bench_multistep import numpy_multistep  # the script's folder is on sys.path
 
 torch, torchrl = import_peer("torchrl")
 
@@ -66,6 +77,45 @@ def rlpipe_collect(policy_kind, num_envs=None):
     return run
 
 
+def numpy_postproc(td):
+    """The floor for any postproc on arrays: ``bench_multistep.numpy_multistep`` (the same math in
+    plain NumPy) on the batch's arrays, its result dropped (no TensorDict built or written)."""
+    numpy_multistep({"next": {key: value.numpy() for key, value in td.get("next").items()}}, 0.99, 4)
+    return td
+
+
+def seed_example(postproc):
+    """The seed's example: frames_per_batch=10, a random policy, and ``postproc``: None,
+    "multistep" (``MultiStep(n_steps=4, gamma=0.99)``) or "numpy" (``numpy_postproc``)."""
+    post = {None: None, "numpy": numpy_postproc}.get(postproc) if postproc != "multistep" else \
+        MultiStep(n_steps=4, gamma=0.99)
+
+    def run(frames):
+        env = TransformedEnv(GymEnv("CartPole-v1"), StepCounter())
+        env.set_seed(0)
+        collector = SyncDataCollector(env, policy=RandomPolicy(env.action_spec), frames_per_batch=10,
+                                      total_frames=frames, postproc=post)
+        for _ in collector:
+            pass
+        collector.shutdown()
+    return run
+
+
+def seed_example_rows(frames, rounds):
+    """{postproc: [frames/s, frames per CPU-second]} for no postproc, MultiStep and the NumPy floor:
+    the best of ``rounds`` alternated runs of each (CPU time, unlike wall time, does not count the
+    time other processes hold the cores; both are shown)."""
+    best = {kind: [0.0, 0.0] for kind in (None, "multistep", "numpy")}
+    for _ in range(rounds):
+        for kind, row in best.items():
+            run = seed_example(kind)
+            wall, cpu = time.perf_counter(), time.process_time()
+            run(frames)
+            row[0] = max(row[0], frames / (time.perf_counter() - wall))
+            row[1] = max(row[1], frames / (time.process_time() - cpu))
+    return best
+
+
 def torchrl_collect(policy_kind):
     from tensordict.nn import TensorDictModule
     from torchrl.collectors import Collector as TorchrlCollector, RandomPolicy as TorchrlRandom
@@ -99,6 +149,7 @@ def main():
     p = argparse.ArgumentParser(description="collector throughput")
     p.add_argument("--frames", type=int, default=20_000)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--seed-rounds", type=int, default=7, help="alternated runs of the seed's example (0: skip)")
     args = p.parse_args()
     rlpipe.manual_seed(0)
 
@@ -116,7 +167,18 @@ def main():
     for name, fps, peer in rows:
         ratio = f"{fps / peer:11.1f}x" if peer else ""
         print(f"{name:46s} {fps:12,.0f} {100 * fps / bare:9.1f}% {peer if peer else float('nan'):10,.0f} {ratio}")
-
+    if args.seed_rounds:
+        best = seed_example_rows(args.frames // 2, args.seed_rounds)
+        plain, multistep, floor = best[None], best["multistep"], best["numpy"]
+        print()
+        print(f"the seed's example (CartPole, random policy, frames_per_batch=10), best of {args.seed_rounds} "
+              "alternated runs (goal: with MultiStep >= 80% of without); NumPy floor: the same math in plain "
+              "NumPy as postproc, nothing written back")
+        print(f"{'':22s} {'without postproc':>17s} {'MultiStep(0.99, 4)':>19s} {'with / without':>15s} "
+              f"{'NumPy floor':>12s} {'floor / without':>16s}")
+        for i, unit in enumerate(("frames/s", "frames per CPU-second")):
+            print(f"{unit:22s} {plain[i]:17,.0f} {multistep[i]:19,.0f} {100 * multistep[i] / plain[i]:14.1f}% "
+                  f"{floor[i]:12,.0f} {100 * floor[i] / plain[i]:15.1f}%")
 
 if __name__ == "__main__":
     main()

@@ -2,10 +2,14 @@
 
 Times ``ms(td.clone())`` (as ``bench/peer_anchors.py`` timed torchrl) on a TensorDict of batch
 [B, T] with observation [B, T, 4], done [B, T, 1] and next/{observation [B, T, 4], done,
-terminated, truncated [B, T, 1], reward [B, T, 1]}, 2% of the steps done, at [1, 1000], [32, 1000],
-[256, 1000] and [32, 10000], on one thread. Both libraries get the same values (built with NumPy).
-Besides the ratio it prints rlpipe's time per element (per step of B*T), which stays flat when the
-time grows linearly in B*T, and whether both libraries agree on ("next", "reward"), gamma,
+terminated, truncated [B, T, 1], reward [B, T, 1]}, 2% of the steps done, at [1, 10] (a collector's
+small batch: the per-call overhead), [1, 1000], [32, 1000], [256, 1000] and [32, 10000], on one
+thread. Both libraries get the same values (built with NumPy). Beside them, ``numpy_multistep``: the
+same math written in plain NumPy on the same arrays (a copy of them timed with it, as td.clone()
+is), the floor for an implementation on arrays; its output must equal rlpipe's, every entry, or the
+script stops. rlpipe and the NumPy reference are timed in alternation (best of ``--repeat`` runs
+each). Besides the ratios it prints rlpipe's time per element (per step of B*T), which stays flat
+when the time grows linearly in B*T, and whether both libraries agree on ("next", "reward"), gamma,
 steps_to_next_obs and ("next", "observation") (done, terminated and nonterminal differ on purpose:
 DESIGN.md, "MultiStep semantics"). rlpipe never depends on the peer; run from an environment that
 also has torch==2.13.0 and torchrl==0.14.1 to get the ratios:
@@ -19,6 +23,7 @@ timed best of 3 rather than of ``--repeat``.
 from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
 
 import argparse
+import functools
 import time
 
 import numpy as np
@@ -31,7 +36,7 @@ torch, tensordict, torchrl, _peer_postprocs = import_peer("tensordict", "torchrl
 PeerMultiStep = _peer_postprocs.MultiStep if _peer_postprocs else None
 
 GAMMA, N_STEPS, DONE_RATE = 0.99, 4, 0.02
-SHAPES = [(1, 1000), (32, 1000), (256, 1000), (32, 10000)]
+SHAPES = [(1, 10), (1, 1000), (32, 1000), (256, 1000), (32, 10000)]
 CUDA_SHAPE = (256, 10000)
 # torchrl 0.14.1 figures from DESIGN.md (ms per call), used when torchrl is not importable here
 ANCHORS_MS = {(32, 1000): 51.0, (256, 1000): 540.0}
@@ -103,6 +108,55 @@ def agreement(ours, theirs, batch):
     return "yes" if worst == 0 else f"yes (floats within 1e-6, max |diff| {worst:.1g})"
 
 
+def numpy_multistep(arrays, gamma, n):
+    """The same math in plain NumPy on a nested dict like ``make_arrays``' (done, terminated, reward
+    of shape [*B, T, 1]; no mask): the floor an implementation on arrays could reach. Returns the new
+    nested dict; the input is left as it is."""
+    nxt = arrays["next"]
+    batch = nxt["reward"].shape[:-1]
+    T = batch[-1]
+    n = min(n, T)
+    ends = nxt["done"][..., 0].copy()  # a window that reaches step j stops there
+    ends[..., -1] = True
+    m = np.full(batch, n, np.int64)
+    for k in range(n - 1, -1, -1):  # the smallest k that stops the window wins
+        m[..., :T - k][ends[..., k:]] = k + 1
+    reward = nxt["reward"][..., 0]
+    total = reward + np.float32(0)
+    for k in range(1, n):
+        total[..., :T - k] += np.where(m[..., :T - k] > k, reward[..., k:] * np.float32(gamma ** k), np.float32(0))
+    rows = (np.arange(m.size).reshape(batch) + m - 1).reshape(-1)
+    out = {key: value.reshape((-1,) + value.shape[len(batch):])[rows].reshape(value.shape)
+           for key, value in nxt.items() if key != "reward"}
+    out["reward"], out["original_reward"] = total[..., None], nxt["reward"]
+    gammas = np.power(gamma, np.arange(n + 1, dtype=np.float64)).astype(np.float32)[m]
+    return {**arrays, "next": out, "gamma": gammas, "steps_to_next_obs": m,
+            "nonterminal": ~out["terminated"][..., 0]}
+
+
+def copied(tree):
+    """A deep copy of a nested dict of arrays (what ``td.clone()`` is to the TensorDict)."""
+    return {k: copied(v) if isinstance(v, dict) else v.copy() for k, v in tree.items()}
+
+
+def numpy_reference_call(arrays):
+    """What is timed on the NumPy side: a copy of the input (as ``td.clone()``), then the math."""
+    return numpy_multistep(copied(arrays), GAMMA, N_STEPS)
+
+
+def same_as_numpy(td, tree, prefix=()):
+    """Whether every leaf of the NumPy reference's output equals rlpipe's, dtype and value."""
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            if not same_as_numpy(td, value, prefix + (key,)):
+                return False
+            continue
+        ours = np.asarray(td.get(prefix + (key,)).numpy())
+        if ours.dtype != value.dtype or not np.array_equal(ours, value.reshape(ours.shape)):
+            return False
+    return True
+
+
 def calls(number, batch):
     """Calls per timed run: ``number`` at 1 000 elements, fewer for bigger batches (at least 1)."""
     return max(number * 1000 // (batch[0] * batch[1]), 1)
@@ -121,14 +175,26 @@ def main():
         print(f"peer: torchrl {torchrl.__version__} on torch {torch.__version__} (measured now)")
     else:
         print("peer: DESIGN.md anchors for torchrl 0.14.1 (torch/torchrl not importable)")
-    print(f"MultiStep(gamma={GAMMA}, n_steps={N_STEPS}), {DONE_RATE:.0%} done, one thread, timing ms(td.clone())")
-    print(f"{'batch':>12s} {'rlpipe ms':>10s} {'ns/elem':>8s} {'peer ms':>10s} {'peer/rlpipe':>12s}  same result")
+    print(f"MultiStep(gamma={GAMMA}, n_steps={N_STEPS}), {DONE_RATE:.0%} done, one thread, timing ms(td.clone()); "
+          "NumPy: the same math on plain arrays (numpy_multistep(copy of the arrays))")
+    print(f"{'batch':>12s} {'rlpipe ms':>10s} {'ns/elem':>8s} {'NumPy ms':>9s} {'rlpipe/NumPy':>13s} {'peer ms':>10s} "
+          f"{'peer/rlpipe':>12s}  same result")
     ours = {}
     for batch in SHAPES:  # rlpipe first: torch's large buffers, once freed, slow later allocations down
-        fn, out = workload(rlpipe, rlpipe.TensorDict, MultiStep, make_arrays(*batch), batch)
-        ours[batch] = (measure(fn, calls(args.number, batch), args.repeat) / 1e3, out)
+        arrays = make_arrays(*batch)
+        fn, out = workload(rlpipe, rlpipe.TensorDict, MultiStep, arrays, batch)
+        number = calls(args.number, batch)
+        plain = numpy_multistep(arrays, GAMMA, N_STEPS)
+        if not same_as_numpy(out, plain):
+            raise AssertionError(f"rlpipe and the NumPy reference disagree at {list(batch)}")
+        reference = functools.partial(numpy_reference_call, arrays)
+        mine, floor = float("inf"), float("inf")
+        for _ in range(args.repeat):  # interleaved, so that both sides see the same load
+            mine = min(mine, measure(fn, number, 1) / 1e3)
+            floor = min(floor, measure(reference, number, 1) / 1e3)
+        ours[batch] = (mine, floor, out)
     for batch in SHAPES:
-        mine, out = ours[batch]
+        mine, floor, out = ours[batch]
         per_elem = mine * 1e6 / (batch[0] * batch[1])
         if torch is not None:
             start = time.perf_counter()
@@ -140,7 +206,8 @@ def main():
             peer, check = ANCHORS_MS.get(batch), "-"
         ratio = f"{peer / mine:11.1f}x" if peer else f"{'':>12s}"
         peer_ms = f"{peer:10.2f}" if peer else f"{'-':>10s}"
-        print(f"{str(list(batch)):>12s} {mine:10.3f} {per_elem:8.2f} {peer_ms} {ratio}  {check}")
+        print(f"{str(list(batch)):>12s} {mine:10.3f} {per_elem:8.2f} {floor:9.3f} {mine / floor:12.2f}x {peer_ms} "
+              f"{ratio}  {check}")
 
     if args.device == "cuda":
         print()

@@ -997,3 +997,23 @@ def test_bad_exploration_type():
     with pytest.raises(ValueError, match="'sometimes' is not a valid InteractionType"):
         SyncDataCollector(lambda: GymEnv("CartPole-v1"), None, frames_per_batch=5, total_frames=10,
                           exploration_type="sometimes")
+
+
+def test_nested_observations_stay_nested_in_the_batch():
+    """A Dict observation space holding a Dict (test_gym_env's Sensors: t steps since the reset,
+    done at t = 4): the batch keeps ("sensors", "mode") and ("sensors", "bits") in a nested
+    TensorDict, at the root and under "next", with the env's values at every step."""
+    from test_gym_env import SENSORS
+    with SyncDataCollector(GymEnv(SENSORS), None, frames_per_batch=6, total_frames=6) as c:
+        (batch,) = list(c)
+    t = np.array([0, 1, 2, 3, 0, 1])
+    t_next = np.array([1, 2, 3, 4, 1, 2])
+    for td, steps in ((batch, t), (batch["next"], t_next)):
+        assert isinstance(td.get("sensors"), rlpipe.TensorDict)
+        assert tuple(td.get("sensors").batch_size) == (6,)
+        np.testing.assert_array_equal(arr(td["sensors", "mode"]).argmax(-1), steps % 3)  # one-hot
+        bits = arr(td["sensors", "bits"])
+        assert bits.shape == (6, 4) and bits.dtype == np.int8
+        np.testing.assert_array_equal(bits, (steps[:, None] >> np.arange(4)) & 1)
+        np.testing.assert_array_equal(arr(td["position"]), np.stack([steps, -steps], -1))
+    np.testing.assert_array_equal(arr(batch["next", "done"])[:, 0], t_next == 4)

@@ -44,7 +44,7 @@ from rlpipe.collectors import (
     SyncDataCollector,
     multi,
 )
-from rlpipe.envs import GymEnv
+from rlpipe.envs import GymEnv, StepCounter, TransformedEnv
 from rlpipe.postprocs import MultiStep
 from rlpipe.tensordict import TensorDictModule
 
@@ -826,18 +826,21 @@ def test_multiasync_serves_workers_in_the_order_their_batches_were_asked_for():
     check_counter_async_batches(batches, action=1)
 
 
-def test_multiasync_notices_a_dead_worker_while_another_is_always_ready():
+@pytest.mark.parametrize("victim", [0, 1])
+def test_multiasync_notices_a_dead_worker_while_another_is_always_ready(victim):
+    """Whichever worker dies, and whatever order the pipes are polled in, its death is noticed
+    though the other worker always has a batch ready."""
     c = MultiaSyncDataCollector(counter_envs(), None, frames_per_batch=5, total_frames=-1, timeout=20)
     it = iter(c)
     next(it)
     next(it)
     time.sleep(0.05)
-    os.kill(c._workers[1].process.pid, signal.SIGKILL)
-    c._workers[1].process.join(5)
-    with pytest.raises(RuntimeError, match="worker 1 died unexpectedly"):
+    os.kill(c._workers[victim].process.pid, signal.SIGKILL)
+    c._workers[victim].process.join(5)
+    with pytest.raises(RuntimeError, match=f"worker {victim} died unexpectedly"):
         for _ in range(10):
             next(it)
-            time.sleep(0.03)  # worker 0 always has its next batch ready
+            time.sleep(0.03)  # the other worker always has its next batch ready
     c.shutdown()
     assert_clean()
 
@@ -1101,6 +1104,8 @@ def test_worker_killed_while_iterating(cls, victim):
     next(it)
     next(it)
     os.kill(c._workers[victim].process.pid, signal.SIGKILL)
+    c._workers[victim].process.join(5)  # dead for sure: on a loaded machine the other worker could
+    # otherwise hand out 50 batches before the kill takes effect
     with pytest.raises(RuntimeError, match=f"worker {victim} died unexpectedly"):
         for _ in range(50):  # MultiaSync may still hand out a batch that was ready before the kill
             next(it)
@@ -1206,6 +1211,23 @@ def test_multisync_cat_results(cat_results, shape):
     obs = arr(batch["observation"]).reshape(-1).tolist()
     assert obs == [0, 1, 2, 0, 1, 2]  # worker 0's steps, then worker 1's
     assert arr(batch["collector", "traj_ids"]).reshape(-1).tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_multisync_workers_with_different_entries_cannot_be_stacked():
+    """Workers whose batches hold different entries (worker 1's env counts its steps) cannot form one
+    batch: the KeyError names both key sets, and the collector still shuts down cleanly."""
+    fns = [lambda: GymEnv(COUNTER), lambda: TransformedEnv(GymEnv(COUNTER), StepCounter())]
+    with MultiSyncDataCollector(fns, constant_policy(0), frames_per_batch=6, total_frames=6) as c:
+        with pytest.raises(KeyError, match="different keys.*step_count"):
+            collect(c)
+
+
+def test_multisync_cat_results_out_of_the_batch_dims():
+    """cat_results=2 on [3]-frame worker batches: the IndexError names the dim and the batch size."""
+    with MultiSyncDataCollector(counter_envs(), constant_policy(0), frames_per_batch=6, total_frames=6,
+                                cat_results=2) as c:
+        with pytest.raises(IndexError, match=r"dim 2 is out of range .*\[3\]"):
+            collect(c)
 
 
 def test_cat_results_bad_values():

@@ -118,9 +118,15 @@ def batch_arrays(batch):
 
 def batch_from_arrays(batch_size, arrays):
     """The batch TensorDict around ``batch_arrays``' output (the arrays wrapped, not copied)."""
-    td = TensorDict(batch_size=Size(batch_size))
-    for key, array in arrays.items():
-        td.set(key, wrap(array))
+    return tensordict_of({key: wrap(array) for key, array in arrays.items()}, Size(batch_size))
+
+
+def tensordict_of(entries, batch_size):
+    """A TensorDict of ``batch_size`` (a Size) from {key tuple: Tensor}: plain keys through
+    ``set``'s fast path, nested ones creating their TensorDicts as ``set`` does."""
+    td = TensorDict._build({}, batch_size, None)
+    for key, value in entries.items():
+        td.set(key[0] if len(key) == 1 else key, value)
     return td
 
 

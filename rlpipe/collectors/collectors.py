@@ -25,7 +25,7 @@ from ..nn import Module
 from ..tensordict import TensorDict, TensorDictModule
 from ..postprocs import split_trajectories
 from ._common import (SILENCE, TRAJ_IDS, CollectorBase, check_frame_counts, checked_init_random_frames,
-                      checked_split_trajs, normalized_total_frames, rl_warn, rounded_total_frames)
+                      checked_split_trajs, normalized_total_frames, rl_warn, rounded_total_frames, tensordict_of)
 
 __all__ = ["SyncDataCollector", "Collector", "BaseCollector", "RandomPolicy"]
 
@@ -62,7 +62,12 @@ def _stack_steps(arrays, axis):
     first = arrays[0]
     if not first.ndim or list(map(_shape_of, arrays)).count(first.shape) != len(arrays):
         return np.stack(arrays, axis)  # (which also names any shape mismatch)
-    out = np.concatenate(arrays).reshape((len(arrays),) + first.shape)
+    return _stack_same(arrays, axis)
+
+
+def _stack_same(arrays, axis):
+    """``_stack_steps`` for arrays known to share one shape, at least 1-d."""
+    out = np.concatenate(arrays).reshape((len(arrays),) + arrays[0].shape)
     return np.ascontiguousarray(np.moveaxis(out, 0, axis)) if axis else out
 
 
@@ -170,6 +175,7 @@ class SyncDataCollector(CollectorBase):
         self._step_buffers = {}       # its observation leaves' arrays, which each step overwrites
         self._to_policy_device = None  # host array -> array on the policy's GPU, when it has one
         self._extra_keys = None       # [(key, per-step shape, dtype)] the policy writes besides the action
+        self._observation_shapes = {}  # key -> the observation spec's shape there, looked up once
 
     # ---- collection ------------------------------------------------------------------------------
     def rollout(self, random=None):
@@ -395,7 +401,7 @@ class SyncDataCollector(CollectorBase):
     def _check_observation_shapes(self, key, arrays):
         """Raises a ValueError naming the env, the key and both shapes when a step's observation at
         ``key`` does not have the observation spec's shape."""
-        expected = tuple(self.env.observation_spec[key].shape)
+        expected = self._observation_shape(key)
         shapes = list(map(_shape_of, arrays))
         if shapes.count(expected) != len(shapes):
             t, actual = next((t, shape) for t, shape in enumerate(shapes) if shape != expected)
@@ -403,47 +409,52 @@ class SyncDataCollector(CollectorBase):
             raise ValueError(f"{self.env!r} returned an observation {name!r} of shape {list(actual)} at step {t} of "
                              f"batch {self._iter}; its observation spec expects {list(expected)}")
 
+    def _observation_shape(self, key):
+        """The observation spec's shape at ``key`` (looked up once per key)."""
+        shape = self._observation_shapes.get(key)
+        if shape is None:
+            shape = self._observation_shapes[key] = tuple(self.env.observation_spec[key].shape)
+        return shape
+
     def _assemble(self, steps, trajectories, picked=None):
         """The batch TensorDict: the steps' arrays stacked along a new time dim (after the env dims),
-        one key at a time. ``trajectories``: ``_collect``'s changes, or the ids themselves;
-        ``picked``: (skipped envs) the batch's transitions, ``[envs * T]`` indices into the steps'
-        arrays concatenated (step-major)."""
+        one concatenate per key, each wrapped once. ``trajectories``: ``_collect``'s changes, or the
+        ids themselves; ``picked``: (skipped envs) the batch's transitions, ``[envs * T]`` indices
+        into the steps' arrays concatenated (step-major)."""
         time = len(self.env.batch_size)
         batch = Size(tuple(self.env.batch_size) + (self.steps_per_batch,))
         obs, actions, extras, next_obs, rewards, terminateds, truncateds = zip(*steps)
 
-        def joined(arrays):
+        def stacked(arrays, stack=_stack_steps):
             if picked is None:
-                return wrap(_stack_steps(arrays, time))
+                return stack(arrays, time)
             flat = np.concatenate(arrays) if arrays[0].ndim else np.array(arrays)  # [steps * envs, ...]
-            return wrap(flat.take(picked, axis=0).reshape(tuple(batch) + flat.shape[1:]))
+            return flat.take(picked, axis=0).reshape(tuple(batch) + flat.shape[1:])
 
-        def joined_entry(records, key):  # the steps' records (frames, extras tuples) at one key or index
-            return joined(list(map(operator.itemgetter(key), records)))
+        def joined(arrays):
+            return wrap(stacked(arrays))
 
-        def joined_observation(frames, key):
-            arrays = list(map(operator.itemgetter(key), frames))
-            self._check_observation_shapes(key, arrays)
-            return joined(arrays)
+        def observations(frames):  # {key: stacked entry} of the steps' observation frames, shapes checked
+            out = {}
+            for key in frames[0]:
+                arrays = list(map(operator.itemgetter(key), frames))
+                self._check_observation_shapes(key, arrays)
+                out[key] = wrap(stacked(arrays, _stack_same) if arrays[0].ndim else np.stack(arrays, time))
+            return out
 
-        td = TensorDict(batch_size=batch)
-        for key in obs[0]:
-            td.set(key, joined_observation(obs, key))
+        root = observations(obs)
         for i, (key, _, _) in enumerate(self._extra_keys or ()):
-            td.set(key, joined_entry(extras, i))
-        flags = np.zeros(tuple(batch) + (1,), dtype=bool)
+            root[key] = joined(list(map(operator.itemgetter(i), extras)))
         for key in DONE_KEYS:
-            if td.get(key, None) is None:
-                td.set(key, wrap(flags.copy()))
-        td.set("action", joined(actions))
-        next_td = TensorDict(batch_size=batch)
-        for key in next_obs[0]:
-            next_td.set(key, joined_observation(next_obs, key))
-        next_td.set("reward", joined(rewards))
-        next_td.set("terminated", joined(terminateds))
-        next_td.set("truncated", joined(truncateds))
-        next_td.set("done", next_td.get("terminated") | next_td.get("truncated"))
-        td.set("next", next_td)
+            root.setdefault((key,), wrap(np.zeros(tuple(batch) + (1,), dtype=bool)))
+        root[("action",)] = joined(actions)
+        terminated, truncated = stacked(terminateds), stacked(truncateds)
+        nxt = observations(next_obs)
+        nxt[("reward",)] = joined(rewards)
+        nxt[("terminated",)], nxt[("truncated",)] = wrap(terminated), wrap(truncated)
+        nxt[("done",)] = wrap(terminated | truncated)
+        td = tensordict_of(root, batch)
+        td.set("next", tensordict_of(nxt, batch))
         td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories) if picked is None else trajectories))
         return td if self.storing_device is None else td.to(self.storing_device)
 

@@ -57,8 +57,9 @@ class _WorkerState:
     """What a worker keeps between commands: its collector, its shared block, and a collected batch
     waiting to be handed over."""
 
-    def __init__(self, conn, collector, policy):
+    def __init__(self, conn, collector, policy, index, num_workers):
         self.conn, self.collector, self.policy = conn, collector, policy
+        self.index, self.num_workers = index, num_workers
         self.shm = None
         self.views = None    # [(key, array in the block)], in the layout's order
         self.layout = None   # the layout and block size of the batch waiting or last handed over
@@ -84,7 +85,8 @@ class _WorkerState:
 def _collect(worker, random):
     """Collects a batch; a batch whose layout differs from the block's (a first policy batch may add
     the policy's other outputs to random ones) waits for a new block, which it asks for."""
-    worker.waiting = batch_arrays(worker.collector.rollout(random=random))
+    worker.waiting = unique_traj_ids(batch_arrays(worker.collector.rollout(random=random)), worker.index,
+                                     worker.num_workers)
     layout = _layout(worker.waiting)
     if worker.views is None or layout != worker.layout:
         worker.views, worker.layout = None, layout
@@ -137,11 +139,12 @@ def _next_command(conn, parent_pid):
         return None
 
 
-def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed, inherited=()):
+def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed, place, inherited=()):
     """A worker process: answers the main process's commands until ``close`` (or the main process
     is gone), handing each collected batch over through its shared block; any failure is sent back
-    as an ``error`` with its traceback. ``inherited``: the main process's pipe ends a forked worker
-    holds copies of, closed at once so that the main process's death closes its pipe."""
+    as an ``error`` with its traceback. ``place``: (its index, the number of workers), which make
+    its trajectory ids unique. ``inherited``: the main process's pipe ends a forked worker holds
+    copies of, closed at once so that the main process's death closes its pipe."""
     parent_pid = os.getppid()
     for end in inherited:
         end.close()
@@ -149,7 +152,7 @@ def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed, inherited=
     try:
         _random.manual_seed(seed)  # forked workers would otherwise draw the same random actions
         collector = SyncDataCollector(create_env_fn, policy, total_frames=-1, **collector_kwargs)
-        worker = _WorkerState(conn, collector, policy)
+        worker = _WorkerState(conn, collector, policy, *place)
         conn.send(("ready", collector.frames_per_batch))  # after its own rounding for batched envs
         while True:
             message = _next_command(conn, parent_pid)
@@ -179,7 +182,7 @@ class _Worker:
 
     def __init__(self, index, process, conn):
         self.index, self.process, self.conn = index, process, conn
-        self.shm = self.views = None
+        self.shm = self.views = self.layout = None
 
     def release(self, timeout):
         """Stops the process (politely, then by force) and frees the block; never raises."""
@@ -278,7 +281,8 @@ class _MultiCollector(CollectorBase):
             parent, child = context.Pipe()
             inherited = [w.conn for w in self._workers] + [parent] if forked else []
             process = context.Process(target=_worker_main,
-                                      args=(child, env_fn, policy, kwargs, seeds[index], inherited),
+                                      args=(child, env_fn, policy, kwargs, seeds[index],
+                                            (index, self.num_workers), inherited),
                                       name=f"rlpipe-collector-{index}", daemon=True)
             process.start()
             child.close()
@@ -341,8 +345,10 @@ class _MultiCollector(CollectorBase):
         ready = connection.wait(list(waiting), self.timeout)
         if not ready:
             self._fail(str(no_reply_error(self._name(), indices, self.timeout)))
-        conns = [r for r in ready if isinstance(r, connection.Connection)]
-        index = waiting[conns[0] if conns else ready[0]]
+        # a worker whose process has exited comes first (its last message, if any, then its death), so
+        # that a sibling whose batches are always ready cannot hide it
+        exited = [r for r in ready if not isinstance(r, connection.Connection)]
+        index = waiting[(exited or ready)[0]]
         try:
             kind, payload = self._workers[index].conn.recv()
         except (EOFError, OSError) as error:
@@ -363,6 +369,7 @@ class _MultiCollector(CollectorBase):
             worker.shm.unlink()
         worker.shm = shared_memory.SharedMemory(create=True, size=size)
         worker.views = _views(worker.shm.buf, layout)
+        worker.layout = layout
         self._send(index, "attach", worker.shm.name)
 
     def _receive_batch(self, indices):
@@ -370,9 +377,9 @@ class _MultiCollector(CollectorBase):
         return self._unpack_batch(self._receive(indices, "batch")[0])
 
     def _unpack_batch(self, index):
-        """Worker ``index``'s batch as (index, TensorDict), copied out of its block."""
-        arrays = unique_traj_ids({key: view.copy() for key, view in self._workers[index].views}, index,
-                                 self.num_workers)
+        """Worker ``index``'s batch as (index, TensorDict), copied out of its block (its trajectory
+        ids already made unique by the worker)."""
+        arrays = {key: view.copy() for key, view in self._workers[index].views}
         self._in_flight.pop(index, None)
         return index, batch_from_arrays(arrays[TRAJ_IDS].shape, arrays)
 
@@ -529,14 +536,32 @@ class MultiSyncDataCollector(_MultiCollector):
                 self.update_policy_weights_()
             for index in range(self.num_workers):
                 self._request(index)
-            parts = [None] * self.num_workers
             while self._in_flight:
-                index, part = self._receive_batch(list(self._in_flight))
-                parts[index] = part
-            batch = TensorDict.stack(parts, 0) if self.cat_results == "stack" else \
-                TensorDict.cat(parts, self.cat_results)
+                self._in_flight.pop(self._receive(list(self._in_flight), "batch")[0])
+            batch = self._gather()
             self._frames += batch.numel()
             yield self._finish(batch)
+
+    def _gather(self):
+        """The batch made of every worker's part, read from their blocks with one stack (or
+        concatenate) per entry: the only copy the main process makes. Parts of different layouts
+        (different environments) are joined as TensorDicts, which names what does not fit."""
+        layout = self._workers[0].layout
+        part_batch = next(shape for key, _, shape, _ in layout if key == TRAJ_IDS)
+        dims = len(part_batch)
+        stack = self.cat_results == "stack"
+        if any(w.layout != layout for w in self._workers) or not (stack or -dims <= self.cat_results < dims):
+            parts = [self._unpack_batch(index)[1] for index in range(self.num_workers)]
+            return TensorDict.stack(parts, 0) if stack else TensorDict.cat(parts, self.cat_results)
+        leaves = zip(*[[view for _, view in worker.views] for worker in self._workers])
+        if stack:
+            batch_size = (self.num_workers,) + part_batch
+            arrays = [np.stack(leaf) for leaf in leaves]
+        else:
+            dim = self.cat_results % dims
+            batch_size = part_batch[:dim] + (part_batch[dim] * self.num_workers,) + part_batch[dim + 1:]
+            arrays = [np.concatenate(leaf, dim) for leaf in leaves]
+        return batch_from_arrays(batch_size, {key: array for (key, _, _, _), array in zip(layout, arrays)})
 
 
 class MultiaSyncDataCollector(_MultiCollector):

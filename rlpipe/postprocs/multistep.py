@@ -12,15 +12,17 @@ the batch (or of the valid steps, with a ``("collector", "mask")``):
   ``terminated`` entry), so ``r + gamma * nonterminal * V(next_obs)`` is the n-step target. Unlike
   torchrl, the last step of a batch is not marked terminal.
 
-Everything is computed with tensor ops in ``min(n, T)`` vectorized passes (no loop over batch or
-time), on whatever device the TensorDict lives; on a GPU the window lengths and discounted sums are
-one fused kernel launch per reward key.
+Everything is computed on the backend's arrays (NumPy or CuPy, wherever the TensorDict lives) in
+``min(n, T)`` vectorized passes, with no loop over batch or time, and each result is wrapped as a
+tensor once: on small batches (a collector's postproc) the cost is a few dozen array calls. On a
+GPU the window lengths and discounted sums are one fused kernel launch per reward key.
 """
+import functools
 import numbers
 
-from .. import _ops
-from .._creation import arange, full, ones, zeros
-from .. import _dtypes
+import numpy as np
+
+from .. import _dtypes, _ops
 from .._tensor import wrap
 from ..nn import Module
 from ..tensordict import TensorDict, unravel_key_to_tuple
@@ -38,42 +40,110 @@ def _check_arguments(gamma, n_steps):
 
 
 def window_lengths(done, valid, n):
-    """m[t] = min(n, T - t, 1 + first_done - t) for done/valid of shape [..., T], where first_done is
-    the first done at or after t and the batch ends early at the first invalid step after t; 1 on
-    invalid steps themselves (their windows are never used)."""
-    T = done.shape[-1]
-    batch = tuple(done.shape[:-1])
-    done_padded = _ops.cat([done, zeros(*batch, n, dtype=_dtypes.bool, device=done.device)], -1)
-    invalid_padded = _ops.cat([valid.logical_not(), ones(*batch, n, dtype=_dtypes.bool, device=done.device)], -1)
-    # last[j]: a window that reaches step j ends there (j is done, or j + 1 is invalid or past the batch)
-    last = done_padded[..., :-1] | invalid_padded[..., 1:]
-    m = full(tuple(done.shape), n, dtype=_dtypes.int64, device=done.device)
-    for k in reversed(range(n)):  # downward, so the smallest k that ends the window is written last
-        m = _ops.where(last[..., k:k + T], k + 1, m)
-    return _ops.where(valid, m, 1)
+    """m[t] = min(n, T - t, 1 + first_done - t) for done/valid tensors of shape [..., T], where
+    first_done is the first done at or after t and the batch ends early at the first invalid step
+    after t; 1 on invalid steps themselves (their windows are never used)."""
+    xp = done.device._backend.xp
+    return wrap(_window_lengths(xp, done._data, valid._data, n), done.device)
 
 
 def windowed_discounted_sum(reward, m, gamma, n):
-    """sum_{k < m[t]} gamma**k * reward[..., t + k], in ``n`` passes."""
-    T = reward.shape[-1]
-    padded = _ops.cat([reward, zeros(*reward.shape[:-1], n, dtype=reward.dtype, device=reward.device)], -1)
-    total = zeros(tuple(reward.shape), dtype=reward.dtype, device=reward.device)
-    for k in range(n):
-        total = total + _ops.where(m > k, padded[..., k:k + T] * float(gamma ** k), 0.0)
-    return total
+    """sum_{k < m[t]} gamma**k * reward[..., t + k], in ``n`` passes (tensors of shape [..., T])."""
+    xp = reward.device._backend.xp
+    return wrap(_discounted_sum(xp, _float_reward(reward._data), m._data, gamma, n), reward.device)
 
 
 def n_step_returns(done, valid, reward, gamma, n):
     """``(m, windowed_discounted_sum(reward, m, gamma, n))`` with ``m = window_lengths(done, valid, n)``,
     for [..., T] tensors of one shape."""
-    fused = done.device._backend.fused.get("n_step_returns")  # a one-launch kernel where a backend has one (cuda)
-    if fused is None or not reward.is_floating_point() or reward.numel() == 0:
-        m = window_lengths(done, valid, n)
-        return m, windowed_discounted_sum(reward, m, gamma, n)
+    m, total = _n_step_returns(done.device._backend, done._data, valid._data, reward._data, gamma, n)
+    return wrap(m, done.device), wrap(total, done.device)
+
+
+# ---- the math, on backend arrays (NumPy or CuPy: ``xp`` is the backend's namespace) --------------
+
+def _window_lengths(xp, done, valid, n, cut=True):
+    """``window_lengths`` on bool arrays; ``valid=None`` means every step is valid, ``cut=False``
+    that no step is done either."""
+    T = done.shape[-1]
+    m = xp.empty(done.shape, dtype=xp.int64)
+    m[...] = xp.asarray(_full_windows(T, n))  # min(n, T - t): the windows only the batch's end cuts
+    if not cut:
+        return m
+    last = done.copy()  # last[j]: a window that reaches step j ends there (besides the batch's end)
+    if valid is not None and T:
+        last[..., :-1] |= ~valid[..., 1:]  # the next step is invalid
+    for k in reversed(range(n)):  # downward, so the smallest k that ends the window is written last
+        m[..., :T - k][last[..., k:]] = k + 1
+    if valid is not None:
+        m[~valid] = 1
+    return m
+
+
+@functools.lru_cache(maxsize=256)
+def _full_windows(T, n):
+    """min(n, T - t) for t < T, as a read-only NumPy array."""
+    row = np.minimum(np.arange(T, 0, -1, dtype=np.int64), n)
+    row.flags.writeable = False
+    return row
+
+
+def _is_float(array):
+    return array.dtype.kind == "f" or array.dtype == _dtypes.bfloat16.np
+
+
+def _float_reward(reward):
+    """An integer or bool reward summed as torch would: in the default float dtype."""
+    return reward if _is_float(reward) else reward.astype(_dtypes.get_default_dtype().np)
+
+
+def _discounted_sum(xp, reward, m, gamma, n, cut=True):
+    """``windowed_discounted_sum`` on arrays: ``total[t] += gamma**k * reward[t + k]`` for ``k < m[t]``,
+    term by term from ``total = 0``, each product rounded to the reward's dtype (as the fused kernel
+    does). ``cut=False`` says that no window is shorter than ``min(n, T - t)`` (no done, no invalid
+    step): no term then needs zeroing."""
+    zero = xp.zeros((), dtype=reward.dtype)
+    if n == 0:
+        return xp.zeros(reward.shape, dtype=reward.dtype)
+    total = reward + zero  # k = 0: every window holds its first step, and 0 + 1 * r is exactly r + 0
+    T = reward.shape[-1]
+    for k, discount in enumerate(_discounts(gamma, n, reward.dtype)[1:], 1):
+        term = reward[..., k:] * discount
+        if cut:
+            term[m[..., :T - k] <= k] = 0  # beyond the window
+        total[..., :T - k] += term
+    return total
+
+
+@functools.lru_cache(maxsize=256)
+def _discounts(gamma, n, dtype):
+    """The scalars ``gamma ** k`` (a Python float each, rounded to ``dtype``) for k < n."""
+    return tuple(np.asarray(gamma ** k, dtype=dtype)[()] for k in range(n))
+
+
+@functools.lru_cache(maxsize=256)
+def _gamma_table(gamma, n):
+    """float32(gamma ** m) for m = 0..n, as a read-only NumPy array. gamma is a Python float:
+    raising it in float64 and rounding once gives float32(gamma ** m) on every backend; a float32
+    power would round gamma itself first and be an ulp or more off for most m."""
+    table = np.power(gamma, np.arange(n + 1, dtype=np.float64)).astype(np.float32)
+    table.flags.writeable = False
+    return table
+
+
+def _n_step_returns(backend, done, valid, reward, gamma, n):
+    """(m, discounted sums) for [..., T] arrays of one shape: the backend's one-launch kernel where
+    it has one (cuda), else ``n`` vectorized passes of each."""
+    fused = backend.fused.get("n_step_returns")
+    if fused is None or not _is_float(reward) or reward.size == 0:
+        cut = valid is not None or bool(done.any())  # some window shorter than min(n, T - t)
+        m = _window_lengths(backend.xp, done, valid, n, cut)
+        return m, _discounted_sum(backend.xp, _float_reward(reward), m, gamma, n, cut)
+    if valid is None:
+        valid = backend.xp.ones(done.shape, dtype=bool)
     rows = (-1, reward.shape[-1])
-    m, total = fused(done._data.reshape(rows), valid._data.reshape(rows), reward._data.reshape(rows), gamma, n)
-    shape = tuple(reward.shape)
-    return wrap(m.reshape(shape), reward.device), wrap(total.reshape(shape), reward.device)
+    m, total = fused(done.reshape(rows), valid.reshape(rows), reward.reshape(rows), gamma, n)
+    return m.reshape(reward.shape), total.reshape(reward.shape)
 
 
 class MultiStep(Module):
@@ -120,17 +190,14 @@ class MultiStep(Module):
         """Transforms ``td`` (a TensorDict with a time dimension, as forward checked) in place."""
         if self.n_steps == 0:
             return td
-        done = td.get(self.done_key)  # KeyError naming the key when missing
+        done = _lookup(td, self.done_key)  # KeyError naming the key when missing
         for key in self.reward_keys:
-            td.get(key)
+            _lookup(td, key)
         work, restore = self._time_last(td, done)
-        updates = self._compute(work)
-        for key, value in updates.items():  # nothing was written before this point
-            work.set(key, value)
+        updates = self._compute(work, done if work is td else work.get(self.done_key))
+        _write(work, updates)  # nothing was written before this point
         if restore is not None:
             td.update(restore(work))
-        elif work is not td:
-            td.update(work)
         return td
 
     def _time_last(self, td, done):
@@ -168,50 +235,52 @@ class MultiStep(Module):
             return back
         return permuted, restore
 
-    def _compute(self, td):
-        """Every new value, computed without touching ``td``."""
+    def _compute(self, td, done):
+        """Every new value ({key tuple: Tensor}), computed without touching ``td`` (whose ``done``
+        entry is given): on the backend's arrays, each result wrapped once."""
         batch = tuple(td.batch_size)
         n = min(self.n_steps, batch[-1])  # no window is longer than the batch: the same result, in at most T passes
-        done = self._as_batch_shaped(td.get(self.done_key), batch, self.done_key).bool()
-        mask = td.get(self.mask_key, None)
-        valid = ones(batch, dtype=_dtypes.bool, device=done.device) if mask is None else \
-            self._as_batch_shaped(mask, batch, self.mask_key).bool()
+        device = done.device
+        backend = device._backend
+        done = _bool(self._as_batch_shaped(done._data, batch, self.done_key))
+        mask = _lookup(td, self.mask_key, None)
+        valid = None if mask is None else _bool(self._as_batch_shaped(mask._data, batch, self.mask_key))
         m = None
         updates = {}
         for key in self.reward_keys:
-            reward = td.get(key)
-            m, summed = n_step_returns(done, valid, self._as_batch_shaped(reward, batch, key), self.gamma, n)
+            reward = _lookup(td, key)
+            m, summed = _n_step_returns(backend, done, valid, self._as_batch_shaped(reward._data, batch, key),
+                                        self.gamma, n)
             updates[key[:-1] + ("original_" + key[-1],)] = reward
-            updates[key] = summed.reshape(tuple(reward.shape))
+            updates[key] = wrap(summed.reshape(reward._data.shape), device)
         if m is None:  # no reward keys: the windows still shift the "next" entries
-            m = window_lengths(done, valid, n)
-        last = arange(batch[-1], device=done.device) + m - 1  # the step whose "next" entries are kept
-        rows = _flat_rows(last)
-        untouched = set(self.reward_keys) | {k[:-1] + ("original_" + k[-1],) for k in self.reward_keys}
-        next_td = td.get("next")
-        for key in next_td.keys(include_nested=True, leaves_only=True):
-            full_key = ("next",) + unravel_key_to_tuple(key)
-            if full_key in untouched:
-                continue
-            value = next_td.get(key)
-            features = tuple(value.shape[len(batch):])
-            updates[full_key] = value.reshape((-1,) + features)[rows].reshape(tuple(value.shape))
+            m = _window_lengths(backend.xp, done, valid, n)
+        rows = _flat_rows(backend.xp, m)  # the rows of the steps whose "next" entries are kept
+        for key, value in _leaves(td.get("next"), ("next",)):
+            if key not in updates:
+                data = value._data
+                if len(batch) > 1:  # whole rows of the [B*T, ...] view
+                    data = data.reshape((-1,) + data.shape[len(batch):]).take(rows, 0).reshape(data.shape)
+                else:
+                    data = data.take(rows, 0)
+                updates[key] = wrap(data, device)
         terminal = updates.get(self.terminated_key, updates.get(self.done_key))
-        nonterminal = self._as_batch_shaped(terminal, batch, self.terminated_key).bool().logical_not() & valid
-        # gamma is a Python float: raising it in float64 and rounding once gives float32(gamma ** m) on every
-        # backend; a float32 power would round gamma itself first and be an ulp or more off for most m
-        updates["gamma"] = (_ops.pow(self.gamma, m.to(_dtypes.float64))).to(_dtypes.float32)
-        updates["steps_to_next_obs"] = m
-        updates["nonterminal"] = nonterminal
+        nonterminal = ~_bool(self._as_batch_shaped(terminal._data, batch, self.terminated_key))
+        if valid is not None:
+            nonterminal &= valid
+        updates[("gamma",)] = wrap(backend.asarray(_gamma_table(self.gamma, n), index=device.index).take(m), device)
+        updates[("steps_to_next_obs",)] = wrap(m, device)
+        updates[("nonterminal",)] = wrap(nonterminal, device)
         return updates
 
     @staticmethod
     def _as_batch_shaped(value, batch, key):
-        shape = tuple(value.shape)
+        """The array ``value`` with the batch shape: as it is, or without a trailing 1."""
+        shape = value.shape
         if shape == batch:
             return value
-        if shape == batch + (1,):
-            return value.squeeze(-1)
+        if shape[:-1] == batch and shape[-1] == 1:
+            return value.reshape(batch)
         raise ValueError(f"MultiStep: the entry {key} has shape {list(shape)}; expected the batch shape "
                          f"{list(batch)}, possibly with a trailing 1")
 
@@ -244,11 +313,47 @@ class MultiStep(Module):
         self._tail = None
 
 
-def _flat_rows(last):
-    """Row numbers, in the [B*T, ...] view of a [*B, T, ...] entry, of the steps ``last`` picks: one
-    gather of whole rows per entry (much faster than gathering element by element)."""
-    T = last.shape[-1]
-    if T == 0:
-        return last.reshape(-1)
-    offsets = arange(last.numel() // T, device=last.device).reshape(-1, 1) * T
-    return (last.reshape(-1, T) + offsets).reshape(-1)
+def _lookup(td, key, *default):
+    """``td.get(key, *default)`` for a tuple key, walked one plain key at a time (``get``'s fast path)."""
+    node = td
+    for part in key:
+        node = node.get(part, None) if isinstance(node, TensorDict) else None
+        if node is None:
+            return default[0] if default else td.get(key)  # the default, or the KeyError naming the key
+    return node
+
+
+def _leaves(td, prefix):
+    """(key tuple, tensor) of every leaf under ``td``, whose own key is ``prefix``."""
+    for key, value in td.items():
+        if isinstance(value, TensorDict):
+            yield from _leaves(value, prefix + (key,))
+        else:
+            yield prefix + (key,), value
+
+
+def _write(td, updates):
+    """``td.set(key, value)`` for every {key tuple: tensor} of ``updates``, each set on its parent
+    TensorDict with a plain key (``set``'s fast path; the parents created as ``set`` would)."""
+    parents = {(): td}
+    for key, value in updates.items():
+        parent = parents.get(key[:-1])
+        if parent is None:
+            parent = _lookup(td, key[:-1], None)
+            if not isinstance(parent, TensorDict):
+                td.set(key, value)  # creates the parents (or raises as set does)
+                continue
+            parents[key[:-1]] = parent
+        parent.set(key[-1], value)
+
+
+def _bool(array):
+    return array if array.dtype == bool else array.astype(bool)
+
+
+def _flat_rows(xp, m):
+    """Row numbers, in the [B*T, ...] view of a [*B, T, ...] entry, of the last step of each window
+    (``t + m[t] - 1``): one gather of whole rows per entry (much faster than element by element)."""
+    rows = xp.arange(-1, m.size - 1, dtype=xp.int64).reshape(m.shape)  # t - 1 in the flat view
+    rows += m
+    return rows.reshape(-1)
