@@ -40,6 +40,11 @@ def _check_batch_size(batch_size, what):
     return int(batch_size)
 
 
+def _as_array(value):
+    """A sampler's output (a Tensor, or an array) as a NumPy array."""
+    return value.detach().cpu()._data if isinstance(value, Tensor) else np.asarray(value)
+
+
 def _no_index():
     return wrap(np.zeros(0, dtype=np.int64))
 
@@ -121,8 +126,11 @@ class ReplayBuffer:
 
     Differences from torchrl:
 
-    - ``prefetch`` greater than 0 raises ``NotImplementedError`` (rlpipe samples in the calling
-      thread), as do ``dim_extend`` other than 0, ``shared=True`` and a ``checkpointer``;
+    - ``prefetch`` is accepted and does nothing: rlpipe samples in the calling thread, so each
+      ``sample()`` draws its batch when called (the same batches, in the same order, as
+      sampling without prefetch; torchrl draws up to ``prefetch`` batches ahead in threads);
+      ``dim_extend`` other than 0, ``shared=True`` and a ``checkpointer`` raise
+      ``NotImplementedError``;
       ``pin_memory`` is accepted and does nothing (there is no pinned memory);
       ``transform`` may be one callable or a list; ``flush()`` is rlpipe's own;
     - ``rb[index]`` returns copies (torchrl returns views of its storage for ints and slices);
@@ -140,9 +148,8 @@ class ReplayBuffer:
     def __init__(self, *, storage=None, sampler=None, writer=None, collate_fn=None, pin_memory=False, prefetch=None,
                  transform=None, transform_factory=None, batch_size=None, dim_extend=None, checkpointer=None,
                  generator=None, shared=False, compilable=None, delayed_init=None):
-        if prefetch:
-            raise NotImplementedError(f"{type(self).__name__}: prefetch={prefetch!r}: rlpipe samples in the calling "
-                                      "thread; use prefetch=None or 0")
+        if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0):
+            raise ValueError(f"{type(self).__name__}: prefetch must be None or an int >= 0, got prefetch={prefetch!r}")
         for name, value, allowed in (("dim_extend", dim_extend, (None, 0)), ("shared", shared, (False,)),
                                      ("checkpointer", checkpointer, (None,))):
             if value not in allowed:
@@ -335,6 +342,7 @@ class ReplayBuffer:
         item = 8 + self._storage._item_bytes()  # the index and the item
         check_room(batch_size * item, f"sample: batch_size={batch_size} items of {item} bytes", physical_memory())
         index, info = self._sampler.sample(self._storage, batch_size)
+        index, info = _as_array(index), {key: _as_array(value) for key, value in info.items()}
         info["index"] = index
         data = self._read_transforms(self._collated(index))
         if include_info is None or include_info:

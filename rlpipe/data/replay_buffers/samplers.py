@@ -13,7 +13,7 @@ import numpy as np
 
 from ... import _dtypes
 from ... import random as _random
-from ..._tensor import Tensor
+from ..._tensor import Tensor, wrap
 from ..._utils import unavailable
 from ...tensordict import TensorDict
 from .._checkpoint import atomic_directory, load_state, save_state
@@ -53,6 +53,13 @@ class Sampler:
     _rng = None  # an rlpipe.Generator, or None for the default one
 
     def sample(self, storage, batch_size):
+        """(the positions drawn, an int64 Tensor; the info dict of Tensors, e.g.
+        ``"priority_weight"``), as torchrl's ``Sampler.sample``."""
+        index, info = self._sample(storage, batch_size)
+        return wrap(index), {key: wrap(np.asarray(value)) for key, value in info.items()}
+
+    def _sample(self, storage, batch_size):
+        """(positions, info) as NumPy arrays; what every sampler implements."""
         raise NotImplementedError
 
     def extend(self, index):
@@ -119,7 +126,7 @@ class RandomSampler(Sampler):
     def __init__(self, *, replacement=True):
         pass
 
-    def sample(self, storage, batch_size):
+    def _sample(self, storage, batch_size):
         n = len(storage)
         if n == 0:
             raise empty_storage_error()
@@ -139,9 +146,19 @@ class SamplerWithoutReplacement(Sampler):
         self._empty()
 
     def _empty(self):
-        self._sample_list = None
+        self._perm = None
         self.len_storage = 0
         self._ran_out = False
+
+    @property
+    def _sample_list(self):
+        """The positions left in the current permutation (an int64 Tensor), or None before the
+        first sample, as torchrl's attribute."""
+        return None if self._perm is None else wrap(self._perm)
+
+    @_sample_list.setter
+    def _sample_list(self, value):
+        self._perm = None if value is None else as_index_array(value, "_sample_list").copy()
 
     @property
     def ran_out(self):
@@ -154,25 +171,26 @@ class SamplerWithoutReplacement(Sampler):
     def _new_list(self, n):
         return self._randperm(n) if self.shuffle else np.arange(n, dtype=np.int64)
 
-    def sample(self, storage, batch_size):
+    def _sample(self, storage, batch_size):
         n = len(storage)
         if n == 0:
             raise empty_storage_error()
         if self.drop_last and n < batch_size:
-            raise ValueError(f"SamplerWithoutReplacement(drop_last=True): batch_size={batch_size} is larger than the "
-                             f"{n} items stored; a sample cannot be drawn without repeating items")
-        if self._sample_list is None or self.len_storage != n:
-            self._sample_list = self._new_list(n)
+            raise ValueError(f"The batch size {batch_size} is greater than the storage capacity: "
+                             f"batch_size={batch_size} is larger than the {n} items stored "
+                             "(SamplerWithoutReplacement(drop_last=True) cannot draw a sample without repeating items)")
+        if self._perm is None or self.len_storage != n:
+            self._perm = self._new_list(n)
         self.len_storage = n
-        index, rest = self._sample_list[:batch_size], self._sample_list[batch_size:]
+        index, rest = self._perm[:batch_size], self._perm[batch_size:]
         self._ran_out = len(rest) == 0 or self.drop_last and len(rest) < batch_size
-        self._sample_list = self._new_list(n) if self._ran_out else rest
+        self._perm = self._new_list(n) if self._ran_out else rest
         return index, {}
 
     def state_dict(self):
         return {"type": type(self).__name__, "drop_last": self.drop_last, "shuffle": self.shuffle,
                 "len_storage": self.len_storage, "ran_out": self._ran_out,
-                "sample_list": None if self._sample_list is None else self._sample_list.copy()}
+                "sample_list": None if self._perm is None else self._perm.copy()}
 
     def _load_plan(self, state, stored=None):
         super()._load_plan(state)
@@ -188,7 +206,7 @@ class SamplerWithoutReplacement(Sampler):
 
         def apply():
             self.drop_last, self.shuffle, self.len_storage = drop_last, shuffle, len_storage
-            self._ran_out, self._sample_list = ran_out, sample_list
+            self._ran_out, self._perm = ran_out, sample_list
         return apply
 
     def __repr__(self):
@@ -438,7 +456,7 @@ class PrioritizedSampler(Sampler):
         if self._max_priority_within_buffer and was_max and self._alpha:
             self._recompute_max()
 
-    def sample(self, storage, batch_size):
+    def _sample(self, storage, batch_size):
         n = len(storage)
         if n == 0:
             raise empty_storage_error()
@@ -622,7 +640,7 @@ class SliceSampler(Sampler):
             start, length = start[keep], length[keep]
         return start, length
 
-    def sample(self, storage, batch_size):
+    def _sample(self, storage, batch_size):
         if len(storage) == 0:
             raise empty_storage_error()
         seq_length, num_slices = self._adjusted_batch_size(batch_size)
@@ -685,7 +703,7 @@ class SliceSamplerWithoutReplacement(SliceSampler):
         super()._empty()
         self._order, self._seen, self._ran_out = None, None, False
 
-    def sample(self, storage, batch_size):
+    def _sample(self, storage, batch_size):
         if len(storage) == 0:
             raise empty_storage_error()
         seq_length, num_slices = self._adjusted_batch_size(batch_size)
@@ -731,7 +749,7 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         SliceSampler._empty(self)
         PrioritizedSampler._empty(self)
 
-    def sample(self, storage, batch_size):
+    def _sample(self, storage, batch_size):
         n = len(storage)
         if n == 0:
             raise empty_storage_error()

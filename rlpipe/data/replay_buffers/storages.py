@@ -22,6 +22,10 @@ Differences from torchrl 0.14:
   ``ValueError`` and a dtype of another kind ``TypeError`` (torchrl: ``RuntimeError``); dtypes
   of the same kind are cast (int32 into int64, float64 into float32), where torchrl needs the
   exact dtype;
+- a write of more items than ``max_size`` warns (``UserWarning``, torchrl's text: "A cursor of
+  length superior to the storage capacity was provided") and keeps the last ``max_size``; torchrl
+  0.14 warns only when ``storage.set`` is given such a cursor, its writers truncate silently;
+- ``ndim`` other than 1 raises ``NotImplementedError``;
 - an empty batch raises ``RuntimeError`` on every storage (torchrl returns an empty index for a
   TensorDict on a ``ListStorage`` and raises ``IndexError`` on a ``LazyTensorStorage``);
 - ``max_size`` must be positive (torchrl accepts 0 and fails on the first write);
@@ -39,6 +43,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 import weakref
 
 import numpy as np
@@ -63,6 +68,14 @@ _MEMMAP_STORAGE_REGISTRY = weakref.WeakSet()
 _Write = collections.namedtuple("_Write", "values index first cursor spec device")
 # a tensor storage's structure: "tensordict" or "tensor", leaf keys, per-item shapes, dtypes, item batch shape
 _Spec = collections.namedtuple("_Spec", "kind keys shapes dtypes item_batch")
+
+
+def _check_ndim(ndim, cls):
+    """torchrl's ``ndim`` argument: only its default, 1 (items are the rows of the first dim)."""
+    if ndim != 1:
+        raise NotImplementedError(f"{cls}: ndim={ndim!r} is not supported by rlpipe: a storage's items are the rows "
+                                  "of its first dimension (ndim=1); store a [B, T] batch as B items of [T], or "
+                                  "reshape it to B * T transitions")
 
 
 def _check_max_size(max_size, cls):
@@ -270,13 +283,13 @@ class ListStorage(Storage):
         self._items = []
 
     def _prepare(self, data, cursor=None, what="extend", at=None):
-        if isinstance(data, (list, tuple)):
+        if isinstance(data, (list, tuple, range)):
             items = list(data)
         elif isinstance(data, (TensorDict, Tensor)) and data.ndim:
             items = [data[i] for i in range(data.shape[0])]
         else:
-            raise TypeError(f"{what}: a ListStorage is extended with a list, a tuple, or a TensorDict/Tensor with a "
-                            f"batch dimension; got {type(data).__name__}")
+            raise TypeError(f"{what}: a ListStorage is extended with a list, a tuple, a range, or a TensorDict/Tensor "
+                            f"with a batch dimension; got {type(data).__name__}")
         if not items:
             raise RuntimeError(f"{what}: expected at least one element, got an empty {type(data).__name__}")
         write = _Write(items, *self._positions(len(items), cursor, at), None, None)
@@ -343,7 +356,8 @@ class TensorStorage(Storage):
 
     _state_types = frozenset({"TensorStorage", "LazyTensorStorage", "LazyMemmapStorage"})
 
-    def __init__(self, storage, max_size=None, *, device="cpu"):
+    def __init__(self, storage, max_size=None, *, device="cpu", ndim=1, compilable=False):
+        _check_ndim(ndim, "TensorStorage")
         if storage is None:
             raise ValueError("Expected storage to be non-null.")
         if not isinstance(storage, (TensorDict, Tensor)) or not storage.ndim:
@@ -367,6 +381,22 @@ class TensorStorage(Storage):
     def initialized(self):
         return self._spec is not None
 
+    @property
+    def _storage(self):
+        """The whole preallocated storage, ``max_size`` rows (a TensorDict or a Tensor over the
+        storage's arrays, written through), or None before the first write: torchrl's attribute."""
+        return self._data
+
+    def _init(self, data):
+        """Allocates the storage for items shaped like ``data`` (one item), writing nothing, as
+        torchrl's ``_init``."""
+        if not isinstance(data, (TensorDict, Tensor)):
+            raise TypeError(f"_init: {type(self).__name__} stores TensorDicts or Tensors, got {type(data).__name__}")
+        if self._spec is not None:
+            raise RuntimeError(f"_init: this {type(self).__name__} is already initialized")
+        write = self._prepare(data.unsqueeze(0), what="_init", at=np.zeros(1, dtype=np.int64))
+        self._allocate(write.spec, write.device)
+
     # ---- writing -----------------------------------------------------------------------------------
     def _prepare(self, data, cursor=None, what="extend", at=None):
         if isinstance(data, list):  # one item per element, stacked (as torchrl does)
@@ -383,6 +413,10 @@ class TensorStorage(Storage):
         n = batch[0]
         if n == 0:
             raise RuntimeError(f"{what}: expected at least one element, got a batch of 0 items")
+        if n > self.max_size:
+            warnings.warn(f"A cursor of length superior to the storage capacity was provided: {n} items for a storage "
+                          f"of max_size={self.max_size}, so only the last {self.max_size} are kept. Make sure the "
+                          "storage capacity is big enough for the batch size.", UserWarning, stacklevel=4)
         spec, device = self._spec, self._storage_device()
         if spec is None:
             if kind == "tensordict" and not leaves:
@@ -524,7 +558,8 @@ class LazyTensorStorage(TensorStorage):
     device (torchrl's default is "cpu").
     """
 
-    def __init__(self, max_size, *, device=None):
+    def __init__(self, max_size, *, device=None, ndim=1, compilable=False, consolidated=False):
+        _check_ndim(ndim, type(self).__name__)
         self._init_empty(max_size, device)
 
 
@@ -538,15 +573,31 @@ class LazyMemmapStorage(LazyTensorStorage):
     after a process restart) maps the same files again: contents, length and cursor come back,
     and writing goes on where it stopped. A replay buffer built on it gives every item the
     default priority; to get the sampler's state (priorities) back too, ``dumps`` the buffer and
-    ``loads`` it instead. torchrl does not reopen a scratch directory by itself.
+    ``loads`` it instead. torchrl does not reopen a scratch directory by itself (its
+    ``existsok=False`` refuses one; rlpipe accepts ``existsok`` and reopens).
+
+    **Cleanup**, as torchrl's: ``auto_cleanup`` (default: True for a temporary directory, False
+    for a ``scratch_dir`` given) removes the directory when the storage is garbage collected or
+    the process exits (Ctrl+C included); ``cleanup()`` removes it now and returns whether there
+    was anything to remove. Storages with ``auto_cleanup`` are in ``_MEMMAP_STORAGE_REGISTRY``.
     """
 
     _LAYOUT = "layout.json"
     _FORMAT = "rlpipe-memmap-storage"
 
-    def __init__(self, max_size, *, scratch_dir=None, device="cpu"):
+    def __init__(self, max_size, *, scratch_dir=None, device="cpu", ndim=1, existsok=False, compilable=False,
+                 shared_init=False, auto_cleanup=None):
+        _check_ndim(ndim, "LazyMemmapStorage")
+        if shared_init:
+            raise NotImplementedError("LazyMemmapStorage: shared_init=True (a storage initialized by whichever "
+                                      "process writes first) is not supported by rlpipe")
         super().__init__(max_size)
-        _MEMMAP_STORAGE_REGISTRY.add(self)
+        self._scratch_dir_is_temp = scratch_dir is None
+        self._auto_cleanup = self._scratch_dir_is_temp if auto_cleanup is None else bool(auto_cleanup)
+        self._cleaned_up = False
+        self._finalizer = None
+        if self._auto_cleanup:
+            _MEMMAP_STORAGE_REGISTRY.add(self)
         if resolve(device) is not CPU:
             raise ValueError(f"LazyMemmapStorage: memory maps live on the CPU, got device={device!r}; move samples "
                              "with a transform instead")
@@ -564,9 +615,22 @@ class LazyMemmapStorage(LazyTensorStorage):
     def _directory(self):
         if self.scratch_dir is None:
             self.scratch_dir = tempfile.mkdtemp(prefix="rlpipe-memmap-storage-")
-            weakref.finalize(self, shutil.rmtree, self.scratch_dir, True)
         os.makedirs(self.scratch_dir, exist_ok=True)
+        if self._auto_cleanup and self._finalizer is None:  # runs when collected, or at exit (Ctrl+C included)
+            self._finalizer = weakref.finalize(self, shutil.rmtree, self.scratch_dir, True)
         return self.scratch_dir
+
+    def cleanup(self):
+        """Removes the scratch directory and its files now; True if there was one to remove,
+        False otherwise (never written, removed already, or deleted by someone else)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        directory, self._cleaned_up = self.scratch_dir, True
+        if directory is None or not os.path.isdir(directory):
+            return False
+        shutil.rmtree(directory, ignore_errors=True)
+        return not os.path.exists(directory)
 
     def _allocate(self, spec, device):
         directory = self._directory()
