@@ -126,3 +126,121 @@ def test_buffer_accepts_prefetch_and_samples_the_same():
     assert b.sample()["x"].tolist() == first
     with pytest.raises(ValueError, match="prefetch must be None or an int >= 0, got prefetch=1.5"):
         ReplayBuffer(prefetch=1.5)
+
+
+# ---- prioritized sampler ---------------------------------------------------------------------------
+# torchrl 0.14.1's PrioritizedSampler needs its C++ extension, which the peer virtualenv cannot load;
+# these follow torchrl's source (samplers/prioritized.py) and hand-computed sums.
+def _prioritized_buffer(n=5, **kwargs):
+    from rlpipe.data import PrioritizedSampler
+    return ReplayBuffer(storage=LazyTensorStorage(n), sampler=PrioritizedSampler(n, alpha=1.0, beta=1.0, **kwargs),
+                        batch_size=2)
+
+
+def test_prioritized_sampler_torchrl_attributes():
+    rb = _prioritized_buffer()
+    assert rb.sampler._max_priority == (None, None) and rb.sampler.default_priority == 1.0
+    index = rb.extend(rlpipe.arange(3))
+    rb.update_priority(index, rlpipe.tensor([2.0, 5.0, 1.0]))
+    assert rb.sampler._max_priority == (5.0, 1)
+    assert rb.sampler._sum_tree[1] == pytest.approx(5.0)  # (5 + 1e-8) ** 1
+    assert rb.sampler._sum_tree.query(0, 3) == pytest.approx(8.0)
+    assert rb.sampler._sum_tree.query(0, 100) == pytest.approx(8.0) and rb.sampler._sum_tree.query(2, 1) == 0.0
+    assert rb.sampler._sum_tree[[0, 2]].tolist() == pytest.approx([2.0, 1.0])
+    with pytest.raises(IndexError, match=r"SumMinTree: index 7 is outside \[0, 5\)"):
+        rb.sampler._sum_tree[7]
+
+
+def test_prioritized_sampler_alpha_beta_settable_and_tensors():
+    from rlpipe.data import PrioritizedSampler
+    sampler = PrioritizedSampler(5, alpha=rlpipe.tensor(0.5), beta=0.4)
+    assert sampler.alpha == 0.5
+    sampler.alpha = 0.3
+    sampler.beta = rlpipe.tensor(0.25)
+    assert sampler.alpha == 0.3 and sampler.beta == 0.25
+    with pytest.raises(ValueError, match="alpha must be a finite number >= 0.0, got alpha=-1"):
+        sampler.alpha = -1
+    assert sampler.alpha == 0.3
+
+
+def test_prioritized_sampler_covers_items_it_was_not_told_of():
+    # torchrl 0.14: a new sampler over a filled storage gives every stored item the default priority
+    from rlpipe.data import PrioritizedSampler
+    rb = _prioritized_buffer()
+    rb.extend(rlpipe.arange(3))
+    other = ReplayBuffer(storage=rb.storage, sampler=PrioritizedSampler(5, alpha=1.0, beta=1.0), batch_size=2)
+    assert other.sample().shape == (2,)
+    assert [other.sampler._sum_tree[i] for i in range(5)] == pytest.approx([1.0, 1.0, 1.0, 0.0, 0.0])
+
+
+def test_prioritized_sampler_load_takes_alpha_and_max_from_the_state():
+    from rlpipe.data import PrioritizedSampler
+    source = PrioritizedSampler(4, alpha=0.8, beta=0.6)
+    source.extend(np.arange(2))
+    source.update_priority(np.arange(2), np.array([3.0, 1.0]))
+    target = PrioritizedSampler(4, alpha=0.5, beta=0.5)
+    target.load_state_dict(source.state_dict())
+    assert (target.alpha, target.beta) == (0.8, 0.6) and target._max_priority == (3.0, 0)
+    assert target._sum_tree[0] == pytest.approx(3.0 ** 0.8)
+    bad = dict(source.state_dict(), max_at=9)
+    with pytest.raises(ValueError, match=r"max_at must be None or a position in \[0, 4\), got 9"):
+        target.load_state_dict(bad)
+
+
+def test_extend_without_update_priority_uses_the_default():
+    from rlpipe.data import PrioritizedSampler
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(4), sampler=PrioritizedSampler(4, 1.0, 1.0),
+                                priority_key="p")
+    rb.extend(TensorDict({"a": rlpipe.arange(2), "p": rlpipe.tensor([3.0, 4.0])}, [2]), update_priority=False)
+    assert [rb.sampler._sum_tree[i] for i in range(2)] == pytest.approx([1.0, 1.0])
+    rb.extend(TensorDict({"a": rlpipe.arange(2), "p": rlpipe.tensor([3.0, 4.0])}, [2]))
+    assert [rb.sampler._sum_tree[i] for i in range(4)] == pytest.approx([1.0, 1.0, 3.0, 4.0])
+
+
+# ---- replacement=, slice sampler keys ----------------------------------------------------------------
+def test_replacement_keyword_dispatch():
+    # torchrl 0.14.1: dispatch to the without-replacement variant; TypeError text as below
+    from rlpipe.data import PrioritizedSampler, PrioritizedSliceSampler, SliceSampler, SliceSamplerWithoutReplacement
+    assert type(RandomSampler(replacement=False, drop_last=True)) is SamplerWithoutReplacement
+    assert type(RandomSampler(replacement=True)) is RandomSampler
+    made = SliceSampler(replacement=False, slice_len=5, shuffle=False)
+    assert type(made) is SliceSamplerWithoutReplacement and made.slice_len == 5 and made.shuffle is False
+    assert type(SamplerWithoutReplacement(replacement=False)) is SamplerWithoutReplacement
+    assert type(PrioritizedSliceSampler(slice_len=5, max_capacity=10, alpha=0.5, beta=0.5)) is PrioritizedSliceSampler
+    with pytest.raises(TypeError, match="PrioritizedSampler has no without-replacement variant; cannot be "
+                                        "instantiated with replacement=False."):
+        PrioritizedSampler(5, 0.5, 0.5, replacement=False)
+
+
+def _episodes_storage(done=None):
+    data = {"episode": rlpipe.tensor([0, 0, 0, 1, 1, 1]), "obs": rlpipe.arange(6)}
+    data[("next", "done")] = rlpipe.zeros(6, 1, dtype=rlpipe.bool) if done is None else done
+    storage = LazyTensorStorage(6)
+    storage.set(range(6), TensorDict(data, [6]))
+    return storage
+
+
+def test_slice_sampler_trajectory_key_resolution_and_info_keys():
+    # torchrl 0.14.1: values below printed by its SliceSampler
+    from rlpipe.data import SliceSampler
+    storage = _episodes_storage()
+    sampler = SliceSampler(num_slices=2, end_key="done", traj_key="episode", truncated_key="truncated")
+    _, info = sampler.sample(storage, 4)
+    assert sorted(info) == ["done", "terminated", "truncated"]
+    auto = SliceSampler(num_slices=2)
+    assert (auto._traj_key_auto, auto.traj_key, auto._fetch_traj) == (True, None, True)
+    index, _ = auto.sample(storage, 4)
+    assert (auto._traj_key_auto, auto.traj_key, auto._fetch_traj) == (False, "episode", True)
+    for first, second in index.reshape(2, 2).tolist():  # each slice stays inside one episode
+        assert first // 3 == second // 3 and second == first + 1
+    by_end = SliceSampler(num_slices=2, end_key=("next", "done"))
+    assert (by_end._traj_key_auto, by_end.traj_key, by_end._fetch_traj) == (False, None, False)
+
+
+def test_slice_sampler_refuses_a_multi_dimensional_end_signal():
+    from rlpipe.data import SliceSampler
+    storage = LazyTensorStorage(6)
+    storage.set(range(6), TensorDict({"obs": rlpipe.arange(6),
+                                      ("next", "done"): rlpipe.zeros(6, 2, 1, dtype=rlpipe.bool)}, [6]))
+    with pytest.raises(RuntimeError, match=r"end-of-trajectory signal to be 1-dimensional .* shape \[6, 2\]"):
+        SliceSampler(num_slices=2).sample(storage, 4)

@@ -274,10 +274,12 @@ class ReplayBuffer:
         return wrap(np.concatenate(written)) if written else _no_index()
 
     # ---- writing ------------------------------------------------------------------------------------
-    def extend(self, data):
+    def extend(self, data, *, update_priority=True):
         """Writes ``data``, one item per row (a TensorDict or Tensor along its first dimension, or
-        a list of items for a ListStorage); returns the positions written, an int64 Tensor."""
-        return self._write(data, "extend")
+        a list of items for a ListStorage); returns the positions written, an int64 Tensor.
+        ``update_priority=False`` gives the new items the default priority even when ``data``
+        holds ``priority_key`` (torchrl's keyword)."""
+        return self._write(data, "extend", use_priority=update_priority)
 
     def add(self, data):
         """Writes one item; returns its position (an empty index when a write-time transform
@@ -286,7 +288,7 @@ class ReplayBuffer:
         index = self._write(batch, "add")
         return int(index._data[0]) if index.shape[0] == 1 else index
 
-    def _write(self, data, what, first_transform=0):
+    def _write(self, data, what, first_transform=0, use_priority=True):
         on_write = [fn for _, fn, on in self._transforms[first_transform:] if on]
         saved = [(fn, fn._snapshot()) for fn in on_write if hasattr(fn, "_snapshot")]
         try:
@@ -297,6 +299,7 @@ class ReplayBuffer:
             if on_write and isinstance(data, (TensorDict, Tensor)) and (not data.ndim or not data.shape[0]):
                 return _no_index()  # everything held back
             stored, priority = self._before_write(data, what)
+            priority = priority if use_priority else None
             plan = self._writer._plan(stored, what)
             kept = plan.write.index[plan.write.first:] if plan.write is not None else plan.rows  # distinct positions
             self._sampler._check_index(kept)

@@ -41,12 +41,35 @@ def as_index_array(index, what):
 
 
 def _check_number(name, value, low=0.0, what="PrioritizedSampler"):
+    if isinstance(value, (Tensor, np.ndarray, np.generic)) and value.ndim == 0 and value.dtype != bool:
+        value = value.item()  # a 0-d tensor (a scheduler's value), as torchrl accepts
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < low:
         raise ValueError(f"{what}: {name} must be a finite number >= {low}, got {name}={value!r}")
     return float(value)
 
 
-class Sampler:
+# a with-replacement sampler class -> its without-replacement variant (filled below the classes)
+_WITHOUT_REPLACEMENT = {}
+
+
+class _SamplerMeta(type):
+    """``Cls(..., replacement=False)`` builds ``Cls``'s without-replacement variant (RandomSampler
+    -> SamplerWithoutReplacement, SliceSampler -> SliceSamplerWithoutReplacement), as torchrl's
+    samplers do; ``replacement=True`` (or given to a variant already) changes nothing, and
+    ``replacement=False`` to a sampler without a variant is a TypeError."""
+
+    def __call__(cls, *args, **kwargs):
+        if "replacement" in kwargs and not kwargs.pop("replacement"):
+            variant = _WITHOUT_REPLACEMENT.get(cls)
+            if variant is not None:
+                return variant(*args, **kwargs)
+            if cls not in _WITHOUT_REPLACEMENT.values():
+                raise TypeError(f"{cls.__name__} has no without-replacement variant; cannot be instantiated with "
+                                "replacement=False.")
+        return super().__call__(*args, **kwargs)
+
+
+class Sampler(metaclass=_SamplerMeta):
     """The sampler interface a replay buffer drives: ``sample(storage, batch_size)`` returns the
     positions and an info dict; ``extend(index)`` is told where new items were written."""
 
@@ -117,14 +140,6 @@ class Sampler:
 class RandomSampler(Sampler):
     """Uniform draws with replacement over the items stored. ``RandomSampler(replacement=False,
     **kwargs)`` builds a ``SamplerWithoutReplacement(**kwargs)`` instead, as torchrl's."""
-
-    def __new__(cls, *args, replacement=True, **kwargs):
-        if not replacement and cls is RandomSampler:
-            return SamplerWithoutReplacement(*args, **kwargs)
-        return super().__new__(cls)
-
-    def __init__(self, *, replacement=True):
-        pass
 
     def _sample(self, storage, batch_size):
         n = len(storage)
@@ -243,6 +258,19 @@ class SumMinTree:
     def min(self):
         return float(self._min[1])
 
+    def __getitem__(self, index):
+        """The leaf at ``index`` (a float), or the leaves at an array of positions."""
+        if isinstance(index, (numbers.Integral, np.integer)):
+            if not 0 <= index < self.capacity:
+                raise IndexError(f"SumMinTree: index {index} is outside [0, {self.capacity})")
+            return float(self._sum[self._size + int(index)])
+        return self.leaves(as_index_array(index, "SumMinTree[index]"))
+
+    def query(self, start, end):
+        """The sum of the leaves in ``[start, end)`` (clipped to the tree), as torchrl's trees."""
+        start, end = max(int(start), 0), min(int(end), self.capacity)
+        return float(self._sum[self._size + start:self._size + end].sum()) if end > start else 0.0
+
     def leaves(self, index=None):
         """The leaf values at ``index`` (all ``capacity`` leaves when None)."""
         if index is None:
@@ -323,8 +351,10 @@ class PrioritizedSampler(Sampler):
     item gets the largest priority among the items stored (recomputed when that item's priority
     changes or it is overwritten) instead of the largest ever given.
 
-    Unlike torchrl, the trees hold float64 (``dtype`` is accepted and ignored), and ``alpha``
-    cannot be changed after construction. Positions beyond ``max_capacity`` (a storage larger
+    ``alpha`` and ``beta`` can be set (a parameter scheduler does); a new ``alpha`` applies to
+    the priorities written afterwards, as in torchrl. Both are kept as floats (a 0-d tensor is
+    accepted). Unlike torchrl, the trees hold float64 (``dtype`` is accepted and ignored).
+    Positions beyond ``max_capacity`` (a storage larger
     than the sampler) grow the trees instead of failing.
     """
 
@@ -344,7 +374,7 @@ class PrioritizedSampler(Sampler):
         self.beta = beta
         self._eps = _check_number("eps", eps)
         self._tree = SumMinTree(max_capacity)
-        self._max_priority = None
+        self._top = None
         self._max_at = None  # where the max priority is (max_priority_within_buffer)
 
     @property
@@ -352,8 +382,24 @@ class PrioritizedSampler(Sampler):
         return self._tree.capacity
 
     @property
+    def _max_priority(self):
+        """(the largest priority given, where it was written), (None, None) before any: torchrl's
+        attribute."""
+        return (self._top, self._max_at)
+
+    @property
+    def _sum_tree(self):
+        """The tree of stored priorities, ``(p + eps) ** alpha`` (``_sum_tree[i]``,
+        ``_sum_tree.query(start, end)``), as torchrl's attribute."""
+        return self._tree
+
+    @property
     def alpha(self):
         return self._alpha
+
+    @alpha.setter
+    def alpha(self, value):
+        self._alpha = _check_number("alpha", value)
 
     @property
     def beta(self):
@@ -370,11 +416,11 @@ class PrioritizedSampler(Sampler):
     @property
     def default_priority(self):
         """The priority a new item gets: the largest given so far, or 1.0."""
-        return 1.0 if self._max_priority is None else self._max_priority
+        return 1.0 if self._top is None else self._top
 
     def _empty(self):
         self._tree = SumMinTree(self._tree.capacity)
-        self._max_priority = None
+        self._top = None
         self._max_at = None
 
     def _check_index(self, index):
@@ -389,6 +435,16 @@ class PrioritizedSampler(Sampler):
             self._tree = SumMinTree(max(top, 2 * self._tree.capacity))
             self._tree.load(np.concatenate([leaves, np.zeros(self._tree.capacity - len(leaves))]))
 
+    def _cover(self, n):
+        """Gives the default priority to the stored items this sampler was never told of (another
+        buffer wrote them into a shared storage, or the storage was loaded before this sampler
+        existed), as torchrl 0.14 does instead of failing."""
+        index = np.arange(n, dtype=np.int64)
+        self._grow(index)
+        unseen = index[self._tree.leaves(index) == 0]
+        if unseen.size:
+            self._set(unseen, np.full(unseen.shape, self.default_priority), unique=True)
+
     def extend(self, index):
         self._grow(index)
         if self._max_priority_within_buffer and self._max_at is not None and np.isin(self._max_at, index):
@@ -400,11 +456,11 @@ class PrioritizedSampler(Sampler):
         leaves = self._tree.leaves()
         leaves[np.asarray(exclude, dtype=np.int64)] = 0
         if not (leaves > 0).any():
-            self._max_priority = self._max_at = None
+            self._top = self._max_at = None
             return
         at = int(np.argmax(leaves))
-        self._max_priority = max(float(leaves[at]) ** (1.0 / self._alpha) - self._eps, 0.0) if self._alpha else \
-            self._max_priority
+        self._top = max(float(leaves[at]) ** (1.0 / self._alpha) - self._eps, 0.0) if self._alpha else \
+            self._top
         self._max_at = at
 
     def checked(self, index, priority, what="update_priority"):
@@ -450,8 +506,8 @@ class PrioritizedSampler(Sampler):
         at = int(np.argmax(priority))
         top = float(priority[at])
         was_max = self._max_at is not None and np.isin(self._max_at, index)
-        if self._max_priority is None or top > self._max_priority:
-            self._max_priority, self._max_at = top, int(index[at])
+        if self._top is None or top > self._top:
+            self._top, self._max_at = top, int(index[at])
         self._tree.update(index, (priority + self._eps) ** self._alpha, unique=unique)
         if self._max_priority_within_buffer and was_max and self._alpha:
             self._recompute_max()
@@ -460,6 +516,7 @@ class PrioritizedSampler(Sampler):
         n = len(storage)
         if n == 0:
             raise empty_storage_error()
+        self._cover(n)
         total, smallest = self._tree.total, self._tree.min
         if not total > 0 or not smallest > 0:
             raise RuntimeError(f"PrioritizedSampler: the stored items have no priorities (sum {total}, min "
@@ -471,7 +528,7 @@ class PrioritizedSampler(Sampler):
 
     def state_dict(self):
         return {"type": type(self).__name__, "max_capacity": self._tree.capacity, "alpha": self._alpha,
-                "beta": self._beta, "eps": self._eps, "max_priority": self._max_priority,
+                "beta": self._beta, "eps": self._eps, "max_priority": self._top, "max_at": self._max_at,
                 "priorities": self._tree.leaves()}
 
     def _load_plan(self, state, stored=None):
@@ -479,12 +536,14 @@ class PrioritizedSampler(Sampler):
         try:
             if state["max_capacity"] != self._tree.capacity:
                 raise ValueError(f"max_capacity {state['max_capacity']}, this sampler's is {self._tree.capacity}")
-            if state["alpha"] != self._alpha or state["eps"] != self._eps:
-                raise ValueError(f"alpha={state['alpha']}, eps={state['eps']}; this sampler has alpha={self._alpha}, "
-                                 f"eps={self._eps} (the stored priorities depend on both)")
+            alpha, eps = _check_number("alpha", state["alpha"]), _check_number("eps", state["eps"])
             beta = _check_number("beta", state["beta"])
             top = state["max_priority"]
             top = None if top is None else _check_number("max_priority", top)
+            max_at = state.get("max_at")
+            if max_at is not None and (isinstance(max_at, bool) or not isinstance(max_at, numbers.Integral)
+                                       or not 0 <= max_at < self._tree.capacity):
+                raise ValueError(f"max_at must be None or a position in [0, {self._tree.capacity}), got {max_at!r}")
             leaves = np.array(state["priorities"], dtype=np.float64)
             if leaves.shape != (self._tree.capacity,) or not (np.isfinite(leaves) & (leaves >= 0)).all():
                 raise ValueError(f"priorities must be {self._tree.capacity} finite non-negative numbers")
@@ -494,8 +553,8 @@ class PrioritizedSampler(Sampler):
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"load_state_dict: bad PrioritizedSampler state ({e})") from None
 
-        def apply():
-            self._beta, self._max_priority = beta, top
+        def apply():  # alpha and eps come with the priorities they produced, as torchrl's loads
+            self._alpha, self._eps, self._beta, self._top, self._max_at = alpha, eps, beta, top, max_at
             self._tree.load(leaves)
         return apply
 
@@ -553,8 +612,14 @@ class SliceSampler(Sampler):
             raise RuntimeError(f"To be used, {'ends' if ends is not None else 'trajectories'} requires "
                                "`cache_values` to be set to `True`.")
         self.num_slices, self.slice_len = num_slices, slice_len
+        fixed = ends is not None or trajectories is not None
+        # which entry marks the trajectories, as torchrl 0.14: the traj_key given, else the end_key
+        # given, else found on the first sample (("collector", "traj_ids"), then "episode", then
+        # the end key)
+        self._traj_key_auto = traj_key is None and end_key is None and not fixed
+        self._fetch_traj = traj_key is not None or self._traj_key_auto
         self.end_key = ("next", "done") if end_key is None else end_key
-        self.traj_key = "episode" if traj_key is None else traj_key
+        self.traj_key = traj_key
         self.truncated_key = truncated_key
         self.strict_length = strict_length
         self.cache_values = cache_values
@@ -593,7 +658,9 @@ class SliceSampler(Sampler):
         # newest item ends its (possibly unfinished) trajectory (what followed it was overwritten)
         full = n == storage.max_size
         cursor = (storage._cursor - 1) % storage.max_size if full else None
-        ids = stored.get(self.traj_key, None)
+        if self._traj_key_auto:
+            self._resolve_traj_key(stored)
+        ids = stored.get(self.traj_key, None) if self._fetch_traj and self.traj_key is not None else None
         if ids is not None:
             flags = end_flags(trajectory=_as_flat_array(ids)[:, 0], at_capacity=full, cursor=cursor)
         else:
@@ -601,12 +668,27 @@ class SliceSampler(Sampler):
             if done is None:
                 raise KeyError(f"SliceSampler: neither the trajectory key {self.traj_key!r} nor the end key "
                                f"{self.end_key!r} is stored (keys: {list(stored.keys(True))})")
-            flags = end_flags(end=_as_flat_array(done).any(axis=1), at_capacity=full, cursor=cursor)
+            done = _as_flat_array(done)
+            if done.shape[1] > 1:
+                raise RuntimeError(f"Expected the end-of-trajectory signal to be 1-dimensional (one value per item), "
+                                   f"got {self.end_key!r} of shape {list(done.shape)}")
+            flags = end_flags(end=done[:, 0], at_capacity=full, cursor=cursor)
         start, _, length = start_stop(flags)
         found = start[:, 0], length
         if self.cache_values:
             self._cache["found"] = found
         return found
+
+    def _resolve_traj_key(self, stored):
+        """Picks the trajectory entry on the first sample, as torchrl 0.14: ("collector",
+        "traj_ids") when stored, else "episode", else the end key."""
+        self._traj_key_auto = False
+        keys = set(stored.keys(True))
+        for candidate in (("collector", "traj_ids"), "episode"):
+            if candidate in keys:
+                self.traj_key, self._fetch_traj = candidate, True
+                return
+        self._fetch_traj = False
 
     def extend(self, index):
         self._cache.pop("found", None)
@@ -670,8 +752,12 @@ class SliceSampler(Sampler):
             return None if value is None else _as_flat_array(value)[:, :1].astype(bool)
 
         done, terminated = entry("done"), entry("terminated")
-        return {key: truncated, key[:-1] + ("done",): truncated if done is None else done | truncated,
-                key[:-1] + ("terminated",): np.zeros_like(truncated) if terminated is None else terminated}
+
+        def named(last):  # a one-part key is a plain string, as torchrl's info keys
+            full = key[:-1] + (last,)
+            return full[0] if len(full) == 1 else full
+        return {named(key[-1]): truncated, named("done"): truncated if done is None else done | truncated,
+                named("terminated"): np.zeros_like(truncated) if terminated is None else terminated}
 
     def __repr__(self):
         return (f"{type(self).__name__}(num_slices={self.num_slices}, slice_len={self.slice_len}, "
@@ -755,6 +841,7 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
             raise empty_storage_error()
         seq_length, num_slices = self._adjusted_batch_size(batch_size)
         start, length = self._eligible(storage, seq_length)
+        self._cover(n)
         left = np.zeros(n, dtype=np.int64)  # steps from each position to its trajectory's end, included
         for first, size in zip(start, length):
             left[(first + np.arange(size)) % n] = np.arange(size, 0, -1)
@@ -780,6 +867,8 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         return (f"{type(self).__name__}(max_capacity={self.max_capacity}, alpha={self._alpha}, beta={self._beta}, "
                 f"num_slices={self.num_slices}, slice_len={self.slice_len}, strict_length={self.strict_length})")
 
+
+_WITHOUT_REPLACEMENT.update({RandomSampler: SamplerWithoutReplacement, SliceSampler: SliceSamplerWithoutReplacement})
 
 ConsumingSampler = unavailable("ConsumingSampler", "consuming items after max_sample_count draws (with the "
                                "buffer's free list of slots) is not implemented", Sampler)
