@@ -244,3 +244,60 @@ def test_slice_sampler_refuses_a_multi_dimensional_end_signal():
                                       ("next", "done"): rlpipe.zeros(6, 2, 1, dtype=rlpipe.bool)}, [6]))
     with pytest.raises(RuntimeError, match=r"end-of-trajectory signal to be 1-dimensional .* shape \[6, 2\]"):
         SliceSampler(num_slices=2).sample(storage, 4)
+
+
+# ---- the buffer's generator -------------------------------------------------------------------------
+def test_buffer_generator_state_round_trips(tmp_path):
+    # torchrl 0.14: rb._rng is the generator; state_dict()["_rng"] holds its state and loading it
+    # replays the same draws (test_rb_core.TestRNG)
+    rb = ReplayBuffer(storage=LazyTensorStorage(100), generator=rlpipe.Generator())
+    assert ReplayBuffer(storage=LazyTensorStorage(4))._rng is None
+    rb.extend(rlpipe.arange(100))
+    rb._rng.set_state(rlpipe.random.get_rng_state())
+    state = rb.state_dict()
+    assert state["_rng"] is not None and ReplayBuffer().state_dict()["_rng"] is None
+    first = rb.sample(32).tolist()
+    rb.load_state_dict(state)
+    assert rb.sample(32).tolist() == first
+    rb.load_state_dict(state)
+    rb.dumps(tmp_path / "ckpt")
+    again = rb.sample(32).tolist()
+    assert again == first
+    rb.loads(tmp_path / "ckpt")
+    assert rb.sample(32).tolist() == first
+    with pytest.raises(ValueError, match="load_state_dict: bad '_rng' generator state"):
+        rb.load_state_dict(dict(state, _rng={"bit_generator": "nope"}))
+    assert rb.sample(32).tolist() != first  # the failed load changed nothing: the stream went on
+
+
+def test_iterating_without_batch_size_says_so():
+    rb = ReplayBuffer(storage=ListStorage(4))
+    rb.extend([1, 2])
+    with pytest.raises(RuntimeError, match="Cannot iterate over the replay buffer. Batch_size was not specified"):
+        next(iter(rb))
+
+
+def test_add_of_a_batched_tensordict_warns(monkeypatch):
+    # torchrl 0.14.1 warns "Using `add()` with a TensorDict that has batch_size=..." under RL_WARNINGS
+    rb = ReplayBuffer(storage=ListStorage(10), batch_size=3)
+    with pytest.warns(UserWarning, match=r"Using `add\(\)` with a TensorDict that has batch_size=\[1\]"):
+        rb.add(TensorDict({"a": rlpipe.zeros(1)}, [1]))
+    assert len(rb) == 1
+    monkeypatch.setenv("RL_WARNINGS", "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rb.add(TensorDict({"a": rlpipe.zeros(1)}, [1]))
+        rb.add(TensorDict({"a": rlpipe.zeros(1)}, []))
+
+
+def test_prioritized_buffer_sampler_device():
+    from rlpipe.data import PrioritizedReplayBuffer, PrioritizedSampler, TensorDictPrioritizedReplayBuffer
+    rb = TensorDictPrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=LazyTensorStorage(8), sampler_device="cpu",
+                                           batch_size=4)
+    rb.extend(TensorDict({"obs": rlpipe.arange(8), "td_error": rlpipe.linspace(0.1, 1.0, 8)}, [8]))
+    sample = rb.sample()
+    assert rb._sampler.device == rlpipe.device("cpu") and sample["index"].device == rlpipe.device("cpu")
+    with pytest.raises(TypeError, match="sampler_device cannot be passed when sampler is provided."):
+        PrioritizedReplayBuffer(alpha=0.7, beta=0.5, sampler=PrioritizedSampler(4, 0.7, 0.5), sampler_device="cpu")
+    with pytest.raises(NotImplementedError, match="PrioritizedSampler: device='cuda:0': rlpipe keeps its priority"):
+        PrioritizedSampler(4, 0.7, 0.5, device="cuda:0")

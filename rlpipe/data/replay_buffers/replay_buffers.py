@@ -17,12 +17,14 @@ stored as ``B * T`` transitions (torchrl would need a storage with ``ndim=2``).
 Bad input raises before anything changes: a rejected ``extend`` leaves the storage, the sampler
 and the MultiStep stream as they were.
 """
+import copy
 import os
+import warnings
 
 import numpy as np
 
 from ..._tensor import Tensor, wrap
-from ..._utils import unavailable
+from ..._utils import rl_warnings, unavailable
 from ...postprocs.multistep import MultiStep
 from ...random import Generator
 from ...tensordict import TensorDict
@@ -236,6 +238,14 @@ class ReplayBuffer:
             raise TypeError(f"generator must be an rlpipe.Generator or None, got {type(generator).__name__}")
         self._sampler._rng = generator
 
+    @property
+    def _rng(self):
+        """The generator the sampler draws from (None: rlpipe's default one), torchrl's attribute."""
+        return self._sampler._rng
+
+    def _rng_state(self):
+        return None if self._rng is None else copy.deepcopy(self._rng.get_state())
+
     # ---- transforms ---------------------------------------------------------------------------------
     def _entry(self, transform, invert):
         if isinstance(transform, MultiStep):
@@ -283,7 +293,13 @@ class ReplayBuffer:
 
     def add(self, data):
         """Writes one item; returns its position (an empty index when a write-time transform
-        holds it back)."""
+        holds it back). A TensorDict with a batch dimension is one item (of that batch size), with
+        torchrl's warning (silenced by ``RL_WARNINGS=0``)."""
+        if isinstance(data, TensorDict) and data.batch_dims and rl_warnings():
+            warnings.warn(f"Using `add()` with a TensorDict that has batch_size={list(data.batch_size)}: it is "
+                          "stored as one item. Use `extend()` to add multiple elements, or `add()` with a single "
+                          "element (batch_size=[]). Set the RL_WARNINGS environment variable to '0' to silence "
+                          "this warning.", UserWarning, stacklevel=2)
         batch = data.unsqueeze(0) if isinstance(data, (TensorDict, Tensor)) else [data]
         index = self._write(batch, "add")
         return int(index._data[0]) if index.shape[0] == 1 else index
@@ -418,7 +434,8 @@ class ReplayBuffer:
     def __iter__(self):
         """Samples until the sampler runs out (never, for a sampler with replacement)."""
         if self._batch_size is None:
-            raise RuntimeError("Cannot iterate over a replay buffer without a batch_size: give one to the constructor")
+            raise RuntimeError("Cannot iterate over the replay buffer. Batch_size was not specified during "
+                               "construction of the replay buffer: give one to the constructor")
         while True:
             yield self.sample()
             if self._sampler.ran_out:
@@ -444,8 +461,10 @@ class ReplayBuffer:
         self._writer._empty()
 
     def state_dict(self):
+        """``"_storage"``, ``"_sampler"``, ``"_batch_size"`` and ``"_rng"`` (the generator's state,
+        None without a generator), as torchrl's keys, in rlpipe's own formats."""
         return {"_storage": self._storage.state_dict(), "_sampler": self._sampler.state_dict(),
-                "_batch_size": self._batch_size}
+                "_batch_size": self._batch_size, "_rng": self._rng_state()}
 
     def load_state_dict(self, state_dict):
         """Restores a ``state_dict()``; checks all of it before changing anything."""
@@ -454,11 +473,20 @@ class ReplayBuffer:
                              f"{sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__}")
         batch_size = state_dict["_batch_size"]
         batch_size = None if batch_size is None else _check_batch_size(batch_size, "load_state_dict")
+        rng = state_dict.get("_rng")
+        if rng is not None:
+            generator = Generator()
+            try:
+                generator.set_state(copy.deepcopy(rng))
+            except (TypeError, ValueError, KeyError) as e:
+                raise ValueError(f"load_state_dict: bad '_rng' generator state ({e})") from None
         plans = [self._storage._load_plan(state_dict["_storage"])]
         plans.append(self._sampler._load_plan(state_dict["_sampler"], stored=state_dict["_storage"]["len"]))
         for apply in plans:
             apply()
         self._batch_size = batch_size
+        if rng is not None:  # a new generator in that state, as torchrl's
+            self.set_rng(generator)
 
     def dumps(self, path):
         """Saves the buffer to the directory ``path``: written beside it, then swapped in."""
@@ -469,7 +497,7 @@ class ReplayBuffer:
                              "delete the live storage. Dump to another directory")
         with atomic_directory(target) as tmp:
             save_state(tmp, {"_storage": self._storage._state(copy=False), "_sampler": self._sampler.state_dict(),
-                             "_batch_size": self._batch_size})
+                             "_batch_size": self._batch_size, "_rng": self._rng_state()})
 
     def loads(self, path):
         """Restores what ``dumps`` wrote (into this buffer's own storage and sampler types)."""
@@ -534,12 +562,14 @@ class TensorDictReplayBuffer(ReplayBuffer):
         self.update_priority(index.reshape(rows, -1)[:, 0], _per_row(priority, rows))
 
 
-def _prioritized(cls, alpha, beta, eps, storage, sampler, kwargs):
+def _prioritized(cls, alpha, beta, eps, storage, sampler, kwargs, sampler_device=None):
     storage = ListStorage(1000) if storage is None else _built(storage, Storage)
     if sampler is None:
         if not isinstance(storage, Storage) or storage.max_size >= 2 ** 40:
             raise ValueError(f"{cls}: a prioritized buffer needs a storage with a bounded max_size, got {storage!r}")
-        sampler = PrioritizedSampler(storage.max_size, alpha, beta, eps)
+        sampler = PrioritizedSampler(storage.max_size, alpha, beta, eps, device=sampler_device)
+    elif sampler_device is not None:
+        raise TypeError("sampler_device cannot be passed when sampler is provided.")
     return dict(kwargs, storage=storage, sampler=sampler)
 
 
@@ -547,21 +577,23 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     """A ReplayBuffer with ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``, or with
     the ``sampler`` given (as in torchrl, which then ignores ``alpha``, ``beta`` and ``eps``)."""
 
-    def __init__(self, *, alpha, beta, eps=1e-8, storage=None, sampler=None, **kwargs):
-        super().__init__(**_prioritized(type(self).__name__, alpha, beta, eps, storage, sampler, kwargs))
+    def __init__(self, *, alpha, beta, eps=1e-8, storage=None, sampler=None, sampler_device=None, **kwargs):
+        super().__init__(**_prioritized(type(self).__name__, alpha, beta, eps, storage, sampler, kwargs,
+                                        sampler_device))
 
 
 class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
     """A TensorDictReplayBuffer with ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``
     (it takes no ``sampler``, as in torchrl)."""
 
-    def __init__(self, *, alpha, beta, priority_key="td_error", eps=1e-8, storage=None, **kwargs):
+    def __init__(self, *, alpha, beta, priority_key="td_error", eps=1e-8, storage=None, sampler_device=None,
+                 **kwargs):
         if "sampler" in kwargs:
             raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument 'sampler': it "
                             "builds its PrioritizedSampler from alpha, beta and eps; use a TensorDictReplayBuffer "
                             "to give another sampler")
         super().__init__(priority_key=priority_key, **_prioritized(type(self).__name__, alpha, beta, eps, storage,
-                                                                   None, kwargs))
+                                                                   None, kwargs, sampler_device))
 
 
 ReplayBufferEnsemble = unavailable("ReplayBufferEnsemble", "ensembles of replay buffers are not implemented",

@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from ... import _dtypes
+from ... import _device, _dtypes
 from ... import random as _random
 from ..._tensor import Tensor, wrap
 from ..._utils import unavailable
@@ -367,6 +367,10 @@ class PrioritizedSampler(Sampler):
                              f"reduction={reduction!r}")
         self.reduction = reduction
         self._max_priority_within_buffer = bool(max_priority_within_buffer)
+        if device is not None and str(getattr(device, "type", device)).split(":")[0] != "cpu":
+            raise NotImplementedError(f"PrioritizedSampler: device={device!r}: rlpipe keeps its priority trees on the "
+                                      "CPU (device='cpu' or None); the samples themselves stay on the storage's device")
+        self.device = _device.CPU
         if isinstance(max_capacity, bool) or not isinstance(max_capacity, numbers.Integral) or max_capacity <= 0:
             raise ValueError("PrioritizedSampler: max_capacity must be a positive int, "
                              f"got max_capacity={max_capacity!r}")
