@@ -301,3 +301,48 @@ def test_prioritized_buffer_sampler_device():
         PrioritizedReplayBuffer(alpha=0.7, beta=0.5, sampler=PrioritizedSampler(4, 0.7, 0.5), sampler_device="cpu")
     with pytest.raises(NotImplementedError, match="PrioritizedSampler: device='cuda:0': rlpipe keeps its priority"):
         PrioritizedSampler(4, 0.7, 0.5, device="cuda:0")
+
+
+# ---- StalenessAwareSampler (torchrl 0.14.1's samplers/staleness.py) ----------------------------------
+def _versioned_buffer(versions, **kwargs):
+    from rlpipe.data.replay_buffers.samplers import StalenessAwareSampler
+    sampler = StalenessAwareSampler(**kwargs)
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(len(versions)), sampler=sampler, batch_size=4)
+    rb.extend(TensorDict({"obs": rlpipe.arange(len(versions)),
+                          "policy_version": rlpipe.tensor([float(v) for v in versions])}, [len(versions)]))
+    return rb, sampler
+
+
+def test_staleness_sampler_weights_and_gate():
+    rlpipe.manual_seed(0)
+    rb, sampler = _versioned_buffer([0.0] * 50 + [9.0] * 50)
+    sampler.consumer_version = 10  # staleness 10 (weight 1/11) and 1 (weight 1/2)
+    index, info = sampler.sample(rb.storage, 20_000)  # more draws than items: with replacement
+    fresh = (index >= 50).float().mean().item()
+    assert fresh == pytest.approx((1 / 2) / (1 / 2 + 1 / 11), abs=0.01)
+    assert set(info["staleness"].tolist()) == {1.0, 10.0} and info["staleness"].dtype == rlpipe.float32
+    sampler.max_staleness = 3
+    index, _ = sampler.sample(rb.storage, 8)
+    assert (index >= 50).all() and index.unique().numel() == 8  # enough eligible items: no repeats
+    sampler.consumer_version = 100
+    with pytest.raises(RuntimeError, match="All 100 entries in the buffer exceed max_staleness=3"):
+        rb.sample()
+
+
+def test_staleness_sampler_custom_weight_state_and_errors():
+    rb, sampler = _versioned_buffer([0.0, 0.0, 5.0, 5.0], staleness_weight_fn=lambda s: (s == 0).float())
+    sampler.consumer_version = 5
+    for _ in range(5):
+        assert set(rb.sample(2)["obs"].tolist()) == {2, 3}  # weight 0 for the stale two
+    sampler.increment_consumer_version()
+    assert sampler.state_dict() == {"type": "StalenessAwareSampler", "consumer_version": 6, "max_staleness": -1}
+    from rlpipe.data.replay_buffers.samplers import StalenessAwareSampler
+    other = StalenessAwareSampler()
+    other.load_state_dict({"consumer_version": 42, "max_staleness": 7})  # torchrl's keys
+    assert (other.consumer_version, other.max_staleness) == (42, 7)
+    bare = TensorDictReplayBuffer(storage=LazyTensorStorage(4), sampler=StalenessAwareSampler(), batch_size=2)
+    bare.extend(TensorDict({"obs": rlpipe.arange(4)}, [4]))
+    with pytest.raises(KeyError, match="Could not find key 'policy_version'"):
+        bare.sample()
+    with pytest.raises(TypeError, match="staleness_weight_fn must be callable, got int"):
+        StalenessAwareSampler(staleness_weight_fn=3)
