@@ -346,3 +346,47 @@ def test_staleness_sampler_custom_weight_state_and_errors():
         bare.sample()
     with pytest.raises(TypeError, match="staleness_weight_fn must be callable, got int"):
         StalenessAwareSampler(staleness_weight_fn=3)
+
+
+# ---- SliceSampler span ---------------------------------------------------------------------------------
+def _slice_shapes(span, draws=300):
+    """The (first step, length) pairs of the slices drawn from ten trajectories of ten steps."""
+    from rlpipe.data import SliceSampler
+    storage = LazyTensorStorage(100)
+    storage.set(range(100), TensorDict({"eps": rlpipe.arange(100) // 10, "obs": rlpipe.arange(100) % 10}, [100]))
+    sampler = SliceSampler(num_slices=10, traj_key="eps", span=span)
+    seen = set()
+    for _ in range(draws):
+        index, info = sampler.sample(storage, 50)
+        obs, ends = storage[index]["obs"].tolist(), info[("next", "truncated")].reshape(-1).tolist()
+        begin = 0
+        for i, end in enumerate(ends):
+            if end:
+                seen.add((obs[begin], i - begin + 1))
+                begin = i + 1
+    return seen
+
+
+@pytest.mark.parametrize("span,expected", [
+    # torchrl 0.14.1 draws exactly these (first step, length) pairs, each about equally often
+    ((2, 2), {(0, 3), (0, 4), (0, 5), (1, 5), (2, 5), (3, 5), (4, 5), (5, 5), (6, 4), (7, 3)}),
+    ((True, False), {(0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (1, 5), (2, 5), (3, 5), (4, 5), (5, 5)}),
+    ((False, 3), {(0, 5), (1, 5), (2, 5), (3, 5), (4, 5), (5, 5), (6, 4)}),
+    (False, {(0, 5), (1, 5), (2, 5), (3, 5), (4, 5), (5, 5)}),
+])
+def test_slice_sampler_span(span, expected):
+    rlpipe.manual_seed(0)
+    assert _slice_shapes(span) == expected
+
+
+def test_slice_sampler_span_errors_and_prioritized_left_span():
+    from rlpipe.data import PrioritizedSliceSampler, SliceSampler
+    with pytest.raises(ValueError, match="span must be a bool, a non-negative int, or a pair"):
+        SliceSampler(num_slices=2, span=(1, 2, 3))
+    storage = LazyTensorStorage(20)
+    storage.set(range(20), TensorDict({"episode": rlpipe.arange(20) // 10}, [20]))
+    with pytest.raises(ValueError, match="The right and left span must be strictly lower than the sequence length"):
+        SliceSampler(slice_len=5, span=5).sample(storage, 10)
+    with pytest.warns(UserWarning, match="Left spanning is disabled for PrioritizedSliceSampler"):
+        sampler = PrioritizedSliceSampler(max_capacity=10, alpha=0.5, beta=0.5, slice_len=5, span=3)
+    assert sampler.span == (0, 3)

@@ -8,6 +8,7 @@ importance weights. Random numbers come from ``rlpipe``'s default CPU generator 
 """
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -572,6 +573,26 @@ def _as_flat_array(value):
     return array.reshape(len(array), -1) if array.ndim else array.reshape(1, 1)
 
 
+def _check_span(span):
+    """torchrl's ``span`` as a (left, right) pair of bools or non-negative ints."""
+    pair = (span, span) if isinstance(span, (bool, numbers.Integral)) else tuple(span) if isinstance(
+        span, (tuple, list)) else None
+    if pair is None or len(pair) != 2 or not all(isinstance(v, (bool, numbers.Integral)) and v >= 0 for v in pair):
+        raise ValueError(f"SliceSampler: span must be a bool, a non-negative int, or a pair of them (left, right), "
+                         f"got span={span!r}")
+    return tuple(v if isinstance(v, bool) else int(v) for v in pair)
+
+
+def _span_steps(span, seq_length):
+    """How many steps a slice of ``seq_length`` may hang over one end (0 without a span)."""
+    if span is True:
+        return seq_length - 1
+    if span > seq_length - 1:
+        raise ValueError(f"The right and left span must be strictly lower than the sequence length, got span={span} "
+                         f"for slices of {seq_length} steps")
+    return int(span)
+
+
 class SliceSampler(Sampler):
     """Samples ``num_slices`` contiguous slices of ``slice_len`` steps (give one of the two; the
     other is ``batch_size`` divided by it), each from one trajectory, as torchrl's.
@@ -590,7 +611,18 @@ class SliceSampler(Sampler):
     ``terminated`` (stored, or False), each ``[N, 1]``; ``truncated_key=None`` leaves them out.
 
     A trajectory that runs past the end of a full storage on to position 0 is one trajectory,
-    as in torchrl. Differences from torchrl: ``span``, ``pad_output``, ``fragmented``, ``end_keys`` and ``use_gpu`` are
+    as in torchrl.
+
+    ``span`` (a bool or int, or a pair of them for the left and right ends; torchrl's) lets a
+    slice hang over the start or the end of its trajectory; the part outside is cut off, so such
+    slices are shorter. On the left, by up to ``slice_len - 1`` steps (True) or ``k`` steps (an
+    int ``k``); on the right, as torchrl counts it, until a single step is left (True) or
+    ``k + 1`` steps are (an int ``k``); an int must be smaller than the slice length. With a right span,
+    trajectories shorter than the slice are sampled even with ``strict_length=True``. Unlike
+    torchrl, a slice always keeps at least one step (torchrl can draw an empty slice with
+    ``span=True``).
+
+    Differences from torchrl: ``pad_output``, ``fragmented``, ``end_keys`` and ``use_gpu`` are
     not supported (``NotImplementedError`` when set).
     """
 
@@ -604,7 +636,8 @@ class SliceSampler(Sampler):
         for name, value in (("num_slices", num_slices), ("slice_len", slice_len)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0):
                 raise ValueError(f"SliceSampler: {name} must be a positive int, got {name}={value!r}")
-        for name, value in (("span", span), ("use_gpu", use_gpu), ("pad_output", pad_output),
+        self.span = _check_span(span)
+        for name, value in (("use_gpu", use_gpu), ("pad_output", pad_output),
                             ("fragmented", fragmented), ("end_keys", end_keys)):
             if value not in (False, None, (False, False)):
                 raise NotImplementedError(f"SliceSampler: {name}={value!r} is not supported by rlpipe")
@@ -718,7 +751,7 @@ class SliceSampler(Sampler):
         start, length = self._trajectories(storage)
         if not length.size:
             raise RuntimeError("SliceSampler: the storage holds no trajectory")
-        if self.strict_length:
+        if self.strict_length and not self.span[1]:
             keep = length >= seq_length
             if not keep.any():
                 raise RuntimeError(f"Did not find a single trajectory with sufficient length (length range: "
@@ -734,9 +767,24 @@ class SliceSampler(Sampler):
         return self._slices(storage, start, length, self._randint(len(length), num_slices), seq_length)
 
     def _slices(self, storage, start, length, chosen, seq_length):
-        """The positions of one slice per chosen trajectory, at a uniform offset inside it."""
-        steps = np.minimum(length[chosen], seq_length)
-        offset = np.floor(self._uniform(len(chosen)) * (length[chosen] - steps + 1)).astype(np.int64)
+        """The positions of one slice per chosen trajectory, at a uniform offset inside it (or
+        hanging over its ends by up to the span, then cut to it)."""
+        size = length[chosen]
+        if not any(self.span):
+            steps = np.minimum(size, seq_length)
+            offset = np.floor(self._uniform(len(chosen)) * (size - steps + 1)).astype(np.int64)
+        else:
+            low = -_span_steps(self.span[0], seq_length)  # the first step of a slice, relative to its trajectory
+            right = self.span[1]
+            # the last start, as torchrl's: a full slice without a right span; with span[1]=k, one that keeps
+            # k + 1 steps; with span[1]=True, the trajectory's last step (torchrl: one past it, an empty slice)
+            high = size - seq_length if not right else size - 1 if right is True else size - 1 - _span_steps(
+                right, seq_length)
+            high = np.minimum(np.maximum(high, low), size - 1)
+            offset = np.floor(self._uniform(len(chosen)) * (high - low + 1)).astype(np.int64) + low
+            stop = np.minimum(offset + seq_length, size)
+            offset = np.maximum(offset, 0)
+            steps = stop - offset
         first = start[chosen] + offset
         ends = np.cumsum(steps)
         index = np.repeat(first - (ends - steps), steps) + np.arange(int(ends[-1]) if len(ends) else 0)
@@ -828,6 +876,10 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
             raise TypeError(f"PrioritizedSliceSampler needs max_capacity, alpha and beta, got "
                             f"max_capacity={max_capacity!r}, alpha={alpha!r}, beta={beta!r}")
         SliceSampler.__init__(self, **slice_kwargs)
+        if self.span[0]:  # starts are drawn from the priorities of stored positions: none lies before a trajectory
+            warnings.warn(f"Left spanning is disabled for {type(self).__name__} and will be automatically turned off "
+                          f"(span={self.span} becomes {(0, self.span[1])}).", UserWarning, stacklevel=2)
+            self.span = (0, self.span[1])
         PrioritizedSampler.__init__(self, max_capacity, alpha, beta, eps=eps, dtype=dtype, reduction=reduction,
                                     max_priority_within_buffer=max_priority_within_buffer)
 
@@ -849,7 +901,12 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         left = np.zeros(n, dtype=np.int64)  # steps from each position to its trajectory's end, included
         for first, size in zip(start, length):
             left[(first + np.arange(size)) % n] = np.arange(size, 0, -1)
-        can_start = left >= seq_length
+        # a right span lets a slice run past its trajectory's end (torchrl: by at most span[1] steps; with
+        # span[1]=True any position but a trajectory's last one may start a slice)
+        right = self.span[1]
+        need = seq_length if not right else min(seq_length, 2) if right is True else seq_length - _span_steps(
+            right, seq_length)
+        can_start = left >= need
         if not self.strict_length:
             can_start[start % n] = True
         priority = self._tree.leaves()[:n] * can_start
