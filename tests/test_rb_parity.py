@@ -390,3 +390,52 @@ def test_slice_sampler_span_errors_and_prioritized_left_span():
     with pytest.warns(UserWarning, match="Left spanning is disabled for PrioritizedSliceSampler"):
         sampler = PrioritizedSliceSampler(max_capacity=10, alpha=0.5, beta=0.5, slice_len=5, span=3)
     assert sampler.span == (0, 3)
+
+
+def _short_trajectories(lengths, slice_len, num_slices, with_init=True, **kwargs):
+    from rlpipe.data import SliceSampler
+    parts = []
+    for tid, n in enumerate(lengths):
+        entries = {"traj": rlpipe.full((n,), tid, dtype=rlpipe.int64), "obs": rlpipe.arange(n).float()}
+        if with_init:
+            init = rlpipe.zeros(n, 1, dtype=rlpipe.bool)
+            init[0] = True
+            entries["is_init"] = init
+        parts.append(TensorDict(entries, [n]))
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(sum(lengths)), batch_size=num_slices * slice_len,
+                                sampler=SliceSampler(slice_len=slice_len, traj_key="traj", strict_length=False,
+                                                     **kwargs))
+    rb.extend(rlpipe.cat(parts))
+    return rb
+
+
+def test_slice_sampler_pad_output_mask_and_truncated():
+    # torchrl 0.14.1: slices padded to slice_len with their last real step, ("collector", "mask") [B*T]
+    # True on real steps, truncated on the last real step, is_init on every slice start
+    rlpipe.manual_seed(0)
+    rb = _short_trajectories([2, 5, 3, 4], slice_len=6, num_slices=4, pad_output=True)
+    for _ in range(5):
+        sample = rb.sample()
+        mask = sample["collector", "mask"].reshape(4, 6)
+        assert sample["collector", "mask"].dtype == rlpipe.bool and sample.batch_size == (24,)
+        lengths = mask.sum(-1).tolist()
+        obs = sample["obs"].reshape(4, 6).tolist()
+        trunc = sample["next", "truncated"].reshape(4, 6).tolist()
+        for row, n in enumerate(lengths):
+            assert mask[row, :n].all() and not mask[row, n:].any()
+            assert obs[row][n:] == [obs[row][n - 1]] * (6 - n)  # the last real step, repeated
+            assert trunc[row] == [False] * (n - 1) + [True] + [False] * (6 - n)
+        assert sample["is_init"].reshape(4, 6)[:, 0].all()
+    long_only = _short_trajectories([8, 8], slice_len=4, num_slices=2, pad_output=True)
+    assert ("collector", "mask") not in long_only.sample().keys(True)  # nothing to pad
+
+
+def test_slice_sampler_marks_slice_starts_only_where_is_init_is_stored():
+    rlpipe.manual_seed(0)
+    rb = _short_trajectories([3, 8, 2, 7, 5], slice_len=6, num_slices=4)
+    sample = rb.sample()
+    init = sample["is_init"].reshape(-1).tolist()
+    trunc = sample["next", "truncated"].reshape(-1).tolist()
+    starts = [0] + [i + 1 for i, t in enumerate(trunc[:-1]) if t]
+    assert all(init[i] for i in starts)
+    assert "is_init" not in _short_trajectories([3, 6, 2], 5, 3, with_init=False, pad_output=True).sample().keys()

@@ -622,8 +622,15 @@ class SliceSampler(Sampler):
     torchrl, a slice always keeps at least one step (torchrl can draw an empty slice with
     ``span=True``).
 
-    Differences from torchrl: ``pad_output``, ``fragmented``, ``end_keys`` and ``use_gpu`` are
-    not supported (``NotImplementedError`` when set).
+    When the stored items hold ``init_key`` (default ``"is_init"``), the sample's ``init_key`` is
+    also True at the first step of every slice, so a recurrent module splitting on it treats the
+    slices as separate sequences (torchrl's). ``pad_output=True`` (with ``strict_length=False``)
+    pads every slice to ``slice_len`` steps, repeating its last real step, whenever a stored
+    trajectory is shorter than that, and adds ``("collector", "mask")`` (``[N]`` bools, False on
+    the padding); ``truncated`` then sits on each slice's last real step.
+
+    Differences from torchrl: ``fragmented``, ``end_keys`` and ``use_gpu`` are not supported
+    (``NotImplementedError`` when set).
     """
 
     def __init__(self, *, num_slices=None, slice_len=None, end_key=None, traj_key=None, ends=None,
@@ -637,7 +644,12 @@ class SliceSampler(Sampler):
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0):
                 raise ValueError(f"SliceSampler: {name} must be a positive int, got {name}={value!r}")
         self.span = _check_span(span)
-        for name, value in (("use_gpu", use_gpu), ("pad_output", pad_output),
+        if pad_output and strict_length:
+            raise ValueError("pad_output=True is incompatible with strict_length=True: with strict lengths every slice "
+                             "is full, there is nothing to pad; set strict_length=False")
+        self.pad_output = bool(pad_output)
+        self.init_key = init_key
+        for name, value in (("use_gpu", use_gpu),
                             ("fragmented", fragmented), ("end_keys", end_keys)):
             if value not in (False, None, (False, False)):
                 raise NotImplementedError(f"SliceSampler: {name}={value!r} is not supported by rlpipe")
@@ -786,18 +798,43 @@ class SliceSampler(Sampler):
             offset = np.maximum(offset, 0)
             steps = stop - offset
         first = start[chosen] + offset
-        ends = np.cumsum(steps)
-        index = np.repeat(first - (ends - steps), steps) + np.arange(int(ends[-1]) if len(ends) else 0)
-        index %= len(storage)  # a slice may wrap around a full storage
-        return index, self._info(storage, index, ends - 1)
+        return self._positions(storage, first, steps, seq_length, pad=self.pad_output and (length < seq_length).any())
 
-    def _info(self, storage, index, last):
+    def _positions(self, storage, first, steps, seq_length, pad=False):
+        """(index, info) of slices of ``steps`` steps from ``first``; padded to ``seq_length`` with
+        their last step repeated when ``pad``."""
+        if pad:
+            t = np.arange(seq_length)
+            real = t[None, :] < steps[:, None]
+            index = (first[:, None] + np.minimum(t[None, :], steps[:, None] - 1)).reshape(-1)
+            begins = np.arange(len(steps)) * seq_length
+            last, mask = begins + steps - 1, real.reshape(-1)
+        else:
+            ends = np.cumsum(steps)
+            index = np.repeat(first - (ends - steps), steps) + np.arange(int(ends[-1]) if len(ends) else 0)
+            begins, last, mask = ends - steps, ends - 1, None
+        index %= len(storage)  # a slice may wrap around a full storage
+        return index, self._info(storage, index, last, begins, mask)
+
+    def _info(self, storage, index, last, begins=None, mask=None):
+        """The info of slices read at ``index``: truncated/done/terminated (``last``: each slice's
+        last real step), the slice starts marked in ``init_key`` (``begins``), the padding mask."""
+        info = {} if mask is None else {("collector", "mask"): mask}
+        stored = None
+        if self.init_key is not None and begins is not None:
+            stored = storage._gather(index)
+            init = stored.get(self.init_key, None) if isinstance(stored, TensorDict) else None
+            if init is not None:  # never made up: only where the storage tracks episode starts
+                init = init.detach().cpu()._data.astype(bool)
+                marker = np.zeros_like(init)
+                marker[begins] = True
+                info[self.init_key] = init | marker
         if self.truncated_key is None:
-            return {}
+            return info
         key = self.truncated_key if isinstance(self.truncated_key, tuple) else (self.truncated_key,)
         truncated = np.zeros((len(index), 1), dtype=bool)
         truncated[last] = True
-        stored = storage._gather(index)
+        stored = storage._gather(index) if stored is None else stored
 
         def entry(name):
             value = stored.get(key[:-1] + (name,), None) if isinstance(stored, TensorDict) else None
@@ -808,8 +845,9 @@ class SliceSampler(Sampler):
         def named(last):  # a one-part key is a plain string, as torchrl's info keys
             full = key[:-1] + (last,)
             return full[0] if len(full) == 1 else full
-        return {named(key[-1]): truncated, named("done"): truncated if done is None else done | truncated,
-                named("terminated"): np.zeros_like(truncated) if terminated is None else terminated}
+        info.update({named(key[-1]): truncated, named("done"): truncated if done is None else done | truncated,
+                     named("terminated"): np.zeros_like(truncated) if terminated is None else terminated})
+        return info
 
     def __repr__(self):
         return (f"{type(self).__name__}(num_slices={self.num_slices}, slice_len={self.slice_len}, "
@@ -817,17 +855,25 @@ class SliceSampler(Sampler):
                 f"strict_length={self.strict_length})")
 
 
-class SliceSamplerWithoutReplacement(SliceSampler):
+class SliceSamplerWithoutReplacement(SliceSampler, SamplerWithoutReplacement):
     """A SliceSampler that draws each trajectory at most once per pass: the trajectories are
     walked in a random permutation (in order with ``shuffle=False``), ``num_slices`` per sample,
     one slice at a uniform offset in each; a new pass starts when they are used up (``ran_out``
     is True after the sample that used them up). The last sample of a pass is shorter unless
-    ``drop_last``. A change of the trajectories (a write) starts a new pass."""
+    ``drop_last``. A change of the trajectories (a write) starts a new pass. It is a
+    ``SamplerWithoutReplacement`` too, as torchrl's (its state is the trajectory order)."""
 
     def __init__(self, *, drop_last=False, shuffle=True, **kwargs):
-        super().__init__(**kwargs)
+        SliceSampler.__init__(self, **kwargs)
         self.drop_last, self.shuffle = bool(drop_last), bool(shuffle)
         self._order, self._seen, self._ran_out = None, None, False
+        self._perm, self.len_storage = None, 0  # SamplerWithoutReplacement's position state: unused here
+
+    def state_dict(self):
+        return Sampler.state_dict(self)
+
+    def _load_plan(self, state, stored=None):
+        return Sampler._load_plan(self, state, stored)
 
     @property
     def ran_out(self):
@@ -919,7 +965,7 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         steps = np.minimum(left[anchor], seq_length)
         ends = np.cumsum(steps)
         index = (np.repeat(anchor - (ends - steps), steps) + np.arange(int(ends[-1]))) % n
-        info = self._info(storage, index, ends - 1)
+        info = self._info(storage, index, ends - 1, ends - steps)
         weight = (priority[anchor] / priority[can_start].min()) ** -self._beta
         info["priority_weight"] = np.repeat(weight, steps).astype(np.float32)
         return index, info
