@@ -439,3 +439,22 @@ def test_slice_sampler_marks_slice_starts_only_where_is_init_is_stored():
     starts = [0] + [i + 1 for i, t in enumerate(trunc[:-1]) if t]
     assert all(init[i] for i in starts)
     assert "is_init" not in _short_trajectories([3, 6, 2], 5, 3, with_init=False, pad_output=True).sample().keys()
+
+
+@pytest.mark.parametrize("within", [True, False])
+def test_prioritized_max_priority_tracking(within):
+    # torchrl 0.14's rule (test_samplers.test_prb_update_max_priority), worked through by hand on a
+    # 3-item buffer: within the buffer, the max follows the items stored and, among equal
+    # priorities, sits at the lowest position; otherwise it is the largest ever given
+    from rlpipe.data import PrioritizedSampler
+    rb = ReplayBuffer(storage=LazyTensorStorage(3),
+                      sampler=PrioritizedSampler(3, alpha=1.0, beta=1.0, max_priority_within_buffer=within))
+    expected_within = [(6.0, 0), (6.0, 0), (6.0, 0), (5.0, 1), (4.0, 2)]
+    for step, value in enumerate(range(5)):
+        index = rb.add(rlpipe.tensor(value))
+        rb.update_priority(index, 6 - value)
+        assert rb.sampler._max_priority == (expected_within[step] if within else (6.0, 0))
+    assert rb.sampler._max_capacity == 3
+    index = rb.extend(rlpipe.arange(3))
+    rb.update_priority(index, 12 if within else 5)
+    assert rb.sampler._max_priority == ((12.0, 0) if within else (6.0, 0))

@@ -386,6 +386,8 @@ class PrioritizedSampler(Sampler):
     def max_capacity(self):
         return self._tree.capacity
 
+    _max_capacity = max_capacity  # torchrl's attribute name
+
     @property
     def _max_priority(self):
         """(the largest priority given, where it was written), (None, None) before any: torchrl's
@@ -508,11 +510,12 @@ class PrioritizedSampler(Sampler):
     def _set(self, index, priority, unique=False):
         if not index.size:
             return
-        at = int(np.argmax(priority))
-        top = float(priority[at])
+        top = float(priority.max())
+        at = int(index[priority == top].min())  # among equal priorities, the lowest position (torchrl's argmax)
         was_max = self._max_at is not None and np.isin(self._max_at, index)
-        if self._top is None or top > self._top:
-            self._top, self._max_at = top, int(index[at])
+        if self._top is None or top > self._top or (
+                self._max_priority_within_buffer and top == self._top and at < self._max_at):
+            self._top, self._max_at = top, at
         self._tree.update(index, (priority + self._eps) ** self._alpha, unique=unique)
         if self._max_priority_within_buffer and was_max and self._alpha:
             self._recompute_max()
