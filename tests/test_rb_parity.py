@@ -458,3 +458,36 @@ def test_prioritized_max_priority_tracking(within):
     index = rb.extend(rlpipe.arange(3))
     rb.update_priority(index, 12 if within else 5)
     assert rb.sampler._max_priority == ((12.0, 0) if within else (6.0, 0))
+
+
+# ---- in-place writes that add entries; read_all_in_order / write_all ---------------------------------------
+def test_in_place_write_adds_new_entries_zero_filled():
+    # torchrl 0.14.1: a [0, 7, 8, 3], d [0., 1., 2., 0.] float32, len 4, cursor 4
+    rb = ReplayBuffer(storage=LazyTensorStorage(6))
+    rb.extend(TensorDict({"a": rlpipe.arange(4)}, [4]))
+    rb[1:3] = TensorDict({"a": rlpipe.tensor([7, 8]), "d": rlpipe.tensor([1.0, 2.0])}, [2])
+    assert rb[:]["a"].tolist() == [0, 7, 8, 3] and rb[:]["d"].tolist() == [0.0, 1.0, 2.0, 0.0]
+    assert rb[:]["d"].dtype == rlpipe.float32 and len(rb) == 4 and rb.writer._cursor == 4
+    with pytest.raises(KeyError, match=r"missing \['a'\], unexpected \[\]"):  # a missing entry: still refused
+        rb[0:1] = TensorDict({"d": rlpipe.tensor([5.0])}, [1])
+    with pytest.raises(KeyError, match=r"unexpected \['e'\]"):  # extend never adds entries (rlpipe's rule)
+        rb.extend(TensorDict({"a": rlpipe.arange(1), "d": rlpipe.zeros(1), "e": rlpipe.zeros(1)}, [1]))
+    memmap = ReplayBuffer(storage=LazyMemmapStorage(4))
+    memmap.extend(TensorDict({"a": rlpipe.arange(2)}, [2]))
+    with pytest.raises(KeyError, match=r"unexpected \['d'\]"):
+        memmap[0:1] = TensorDict({"a": rlpipe.tensor([1]), "d": rlpipe.tensor([1.0])}, [1])
+
+
+def test_read_all_in_order_and_write_all():
+    # torchrl 0.14.1: keys ['index', 'obs'], [0, 1, 2], then [10, 11, 12, 3, 4, 5]
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10))
+    rb.extend(TensorDict({"obs": rlpipe.arange(6)}, [6]))
+    part = rb.read_all_in_order(end=3)
+    assert sorted(part.keys()) == ["index", "obs"] and part["obs"].tolist() == [0, 1, 2]
+    part["obs"] = part["obs"] + 10
+    rb.write_all(part, end=3)
+    assert rb.read_all_in_order()["obs"].tolist() == [10, 11, 12, 3, 4, 5]
+    everything = rb.read_all_in_order()
+    everything["target"] = everything["obs"] * 2
+    rb.write_all(everything)
+    assert rb[:]["target"].tolist() == [20, 22, 24, 6, 8, 10]

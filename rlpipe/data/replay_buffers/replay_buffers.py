@@ -385,6 +385,19 @@ class ReplayBuffer:
         """Overwrites the items at storage positions ``index``; the write cursor stays."""
         self._storage.set(self._storage._locate(index), value, set_cursor=False)
 
+    def read_all_in_order(self, end=None):
+        """The stored items in storage order, ``rb[:]`` (``rb[:end]`` with ``end``), as torchrl's;
+        change them and give them back with ``write_all``."""
+        return self[:] if end is None else self[:end]
+
+    def write_all(self, data, end=None):
+        """Writes ``data`` back over the first items in storage order, ``rb[:end] = data``
+        (``end`` defaults to the number of rows of ``data``), as torchrl's; new entries of a
+        TensorDict (a computed column) are added to a tensor storage."""
+        if end is None:
+            end = data.shape[0] if isinstance(data, (TensorDict, Tensor)) and data.ndim else len(data)
+        self[:end] = data
+
     def set_(self, key, value):
         """Overwrites entry ``key`` of every stored item with ``value`` (``len(self)`` rows)."""
         self._entry_write(key, value, slice(None))

@@ -18,7 +18,10 @@ Differences from torchrl 0.14:
   (items are the rows of the first dimension, a ``[B, T]`` batch is ``B`` items of ``[T]``, as
   with torchrl's default ``ndim=1``);
 - a batch whose keys differ from the storage's raises ``KeyError`` (torchrl keeps the old values
-  of a missing entry and adds an extra entry as a new one); a per-item shape that differs raises
+  of a missing entry and adds an extra entry as a new one); only an in-place write (``set``,
+  ``rb[index] = data``, ``write_all``) with every stored entry may bring new ones, which are added
+  zero-filled for the other items, as torchrl does (not on a ``LazyMemmapStorage``, whose file
+  layout is fixed); a per-item shape that differs raises
   ``ValueError`` and a dtype of another kind ``TypeError`` (torchrl: ``RuntimeError``); dtypes
   of the same kind are cast (int32 into int64, float64 into float32), where torchrl needs the
   exact dtype;
@@ -428,9 +431,25 @@ class TensorStorage(Storage):
             check_room(self.max_size * row, f"{what}: max_size={self.max_size} rows of {row} bytes", self._room())
             values = [v for _, v in leaves]
         else:
+            if at is not None:  # an in-place write (set, rb[index] = ...) may add entries; extend may not
+                leaves, spec = self._with_new_keys(spec, kind, leaves, what)
             values = self._matched(spec, kind, leaves, batch, what)
         values = [v._data if v._device is device else v.to(device)._data for v in values]
-        return _Write(values, *self._positions(n, cursor, at), spec if self._spec is None else None, device)
+        return _Write(values, *self._positions(n, cursor, at), spec if spec is not self._spec else None, device)
+
+    _adds_keys = True  # whether a write may bring new entries (the memory-mapped layout is fixed)
+
+    def _with_new_keys(self, spec, kind, leaves, what):
+        """(leaves, spec): an in-place write of a TensorDict with every stored entry and some new
+        ones adds them to the storage, zero-filled for the other items, as torchrl's storages do
+        (``rb[:] = data`` with a computed column; a missing entry is still an error)."""
+        stored = set(spec.keys)
+        extra = [(k, v) for k, v in leaves if k not in stored]
+        if kind != spec.kind or not extra or not self._adds_keys or any(k not in dict(leaves) for k in spec.keys):
+            return leaves, spec
+        return leaves, spec._replace(keys=spec.keys + [k for k, _ in extra],
+                                     shapes=spec.shapes + [tuple(v.shape[1:]) for _, v in extra],
+                                     dtypes=spec.dtypes + [v._data.dtype for _, v in extra])
 
     def _matched(self, spec, kind, leaves, batch, what):
         """The data's leaves in the storage's order, after checking them against the storage."""
@@ -458,7 +477,13 @@ class TensorStorage(Storage):
         return values
 
     def _commit(self, write):
-        if write.spec is not None:
+        if write.spec is not None and self._spec is not None:  # new entries: zero-filled arrays beside the others
+            old = len(self._spec.keys)
+            added = [zeros((self.max_size,) + shape, dtype=_dtypes.from_numpy_dtype(dt),
+                           device=self._data.device)._data
+                     for shape, dt in zip(write.spec.shapes[old:], write.spec.dtypes[old:])]
+            self._set_arrays(write.spec, self._arrays + added, self._data.device)
+        elif write.spec is not None:
             self._allocate(write.spec, write.device)
         if write.cursor is None:  # given positions
             index = write.index if write.device is CPU else write.device._backend.xp.asarray(write.index)
@@ -584,6 +609,7 @@ class LazyMemmapStorage(LazyTensorStorage):
 
     _LAYOUT = "layout.json"
     _FORMAT = "rlpipe-memmap-storage"
+    _adds_keys = False  # its files and layout.json are fixed at the first write
 
     def __init__(self, max_size, *, scratch_dir=None, device="cpu", ndim=1, existsok=False, compilable=False,
                  shared_init=False, auto_cleanup=None):
