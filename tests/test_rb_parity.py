@@ -491,3 +491,35 @@ def test_read_all_in_order_and_write_all():
     everything["target"] = everything["obs"] * 2
     rb.write_all(everything)
     assert rb[:]["target"].tolist() == [20, 22, 24, 6, 8, 10]
+
+
+def test_save_and_load_hooks(tmp_path):
+    # torchrl 0.14.1 sets shift=5, is_full=False for 5 items in a storage of 10 (test_storage_save_hook)
+    class Scale:
+        shift = None
+        is_full = None
+
+        def __init__(self, factor):
+            self.factor = factor
+
+        def __call__(self, data, path=None):
+            return data * self.factor
+
+    rb = ReplayBuffer(storage=LazyTensorStorage(10))
+    saving = Scale(10)
+    rb.register_save_hook(saving)
+    rb.extend(rlpipe.arange(5))
+    rb.dumps(tmp_path / "a")
+    assert (saving.shift, saving.is_full) == (5, False)
+    other = ReplayBuffer(storage=LazyTensorStorage(10))
+    other.load(tmp_path / "a")  # torchrl's alias of loads
+    assert other[:].tolist() == [0, 10, 20, 30, 40]  # what the save hook wrote
+    rb.extend(rlpipe.arange(7))  # 12 written: full, the last at position 1
+    rb.save(tmp_path / "b")
+    assert (saving.shift, saving.is_full) == (2, True)
+    back = ReplayBuffer(storage=LazyTensorStorage(10))
+    back.register_load_hook(lambda data: data // 10)
+    back.loads(tmp_path / "b")
+    assert back[:].tolist() == [5, 6, 2, 3, 4, 0, 1, 2, 3, 4]
+    with pytest.raises(TypeError, match="a storage hook must be callable, got int"):
+        rb.register_save_hook(3)

@@ -509,12 +509,27 @@ class ReplayBuffer:
             raise ValueError(f"dumps: {target!r} holds the storage's scratch_dir {scratch!r}; replacing it would "
                              "delete the live storage. Dump to another directory")
         with atomic_directory(target) as tmp:
-            save_state(tmp, {"_storage": self._storage._state(copy=False), "_sampler": self._sampler.state_dict(),
+            save_state(tmp, {"_storage": self._storage._saved_state(target), "_sampler": self._sampler.state_dict(),
                              "_batch_size": self._batch_size, "_rng": self._rng_state()})
 
     def loads(self, path):
         """Restores what ``dumps`` wrote (into this buffer's own storage and sampler types)."""
-        self.load_state_dict(load_state(path, mmap_mode=None))
+        state = load_state(path, mmap_mode=None)
+        if isinstance(state, dict) and "_storage" in state:
+            state = dict(state, _storage=self._storage._loaded_state(state["_storage"]))
+        self.load_state_dict(state)
+
+    save = dumps  # torchrl's aliases
+    load = loads
+
+    def register_save_hook(self, hook):
+        """A ``hook(data, path=...)`` run on the stored contents when ``dumps`` writes them
+        (torchrl's; ``hook.shift`` and ``hook.is_full`` are set first when it has them)."""
+        self._storage.register_save_hook(hook)
+
+    def register_load_hook(self, hook):
+        """A ``hook(data)`` run on the stored contents ``loads`` reads back (torchrl's)."""
+        self._storage.register_load_hook(hook)
 
 
 class TensorDictReplayBuffer(ReplayBuffer):

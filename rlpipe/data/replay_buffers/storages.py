@@ -246,10 +246,55 @@ class Storage:
     def dumps(self, path):
         """Writes the storage to the directory ``path`` (atomically: .json and .npy files)."""
         with atomic_directory(path) as tmp:
-            save_state(tmp, self._state(copy=False))
+            save_state(tmp, self._saved_state(path))
 
     def loads(self, path):
-        self.load_state_dict(load_state(path, mmap_mode=None))
+        self.load_state_dict(self._loaded_state(load_state(path, mmap_mode=None)))
+
+    # save/load hooks (torchrl's): callables ``hook(data, path=...)`` that transform the stored
+    # contents on their way to disk (dumps) or back (loads); a save hook with a ``shift`` or an
+    # ``is_full`` attribute gets the position after the last item written and whether the storage
+    # is full, as torchrl's checkpointers set them
+    _DATA_FIELD = "data"
+
+    def register_save_hook(self, hook):
+        self._check_hook(hook).__dict__.setdefault("_save_hooks", []).append(hook)
+
+    def register_load_hook(self, hook):
+        self._check_hook(hook).__dict__.setdefault("_load_hooks", []).append(hook)
+
+    def _check_hook(self, hook):
+        if not callable(hook):
+            raise TypeError(f"a storage hook must be callable, got {type(hook).__name__}")
+        return self
+
+    def _saved_state(self, path):
+        """What ``dumps`` writes: the state, its contents passed through the save hooks."""
+        state = self._state(copy=False)
+        hooks = self.__dict__.get("_save_hooks", ())
+        if not hooks:
+            return state
+        n = len(self)
+        shift = (self._cursor - 1) % self.max_size + 1 if n else 0
+        for hook in hooks:
+            if hasattr(hook, "shift"):
+                hook.shift = shift
+            if hasattr(hook, "is_full"):
+                hook.is_full = n == self.max_size
+        data = state[self._DATA_FIELD]
+        for hook in hooks:
+            data = hook(data, path=path)
+        return dict(state, **{self._DATA_FIELD: data})
+
+    def _loaded_state(self, state):
+        """A loaded state, its contents passed through the load hooks."""
+        hooks = self.__dict__.get("_load_hooks", ())
+        if not hooks or not isinstance(state, dict) or self._DATA_FIELD not in state:
+            return state
+        data = state[self._DATA_FIELD]
+        for hook in hooks:
+            data = hook(data)
+        return dict(state, **{self._DATA_FIELD: data})
 
     def _check_state(self, state, types):
         """(length, cursor) of a state after checking its fields."""
@@ -279,6 +324,8 @@ class ListStorage(Storage):
     list (torchrl would try to stack any pytree). ``dumps`` saves what rlpipe checkpoints can hold
     (tensors, TensorDicts, arrays, numbers, strings, lists, tuples, dicts): no pickle.
     """
+
+    _DATA_FIELD = "items"
 
     def __init__(self, max_size=None):
         super().__init__()
