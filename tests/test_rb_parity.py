@@ -523,3 +523,24 @@ def test_save_and_load_hooks(tmp_path):
     assert back[:].tolist() == [5, 6, 2, 3, 4, 0, 1, 2, 3, 4]
     with pytest.raises(TypeError, match="a storage hook must be callable, got int"):
         rb.register_save_hook(3)
+
+
+@pytest.mark.cuda
+def test_cuda_storage_in_place_write_adds_entries_and_samples_by_staleness():
+    from rlpipe import backends
+    if not backends.cuda_available():
+        pytest.skip("cuda backend unavailable (CuPy or a GPU missing)")
+    rb = ReplayBuffer(storage=LazyTensorStorage(6, device="cuda"), batch_size=4)
+    rb.extend(TensorDict({"a": rlpipe.arange(4, device="cuda")}, [4], device="cuda"))
+    rb[1:3] = TensorDict({"a": rlpipe.tensor([7, 8], device="cuda"),
+                          "d": rlpipe.tensor([1.0, 2.0], device="cuda")}, [2], device="cuda")
+    stored = rb[:]
+    assert stored["d"].device.type == "cuda" and stored["d"].tolist() == [0.0, 1.0, 2.0, 0.0]
+    from rlpipe.data.replay_buffers.samplers import StalenessAwareSampler
+    fresh = TensorDictReplayBuffer(storage=LazyTensorStorage(4, device="cuda"), batch_size=2,
+                                   sampler=StalenessAwareSampler(max_staleness=1))
+    fresh.extend(TensorDict({"policy_version": rlpipe.tensor([0.0, 0.0, 5.0, 5.0], device="cuda")}, [4],
+                            device="cuda"))
+    fresh.sampler.consumer_version = 5
+    sample = fresh.sample()
+    assert sample["index"].tolist() in ([2, 3], [3, 2]) and sample["staleness"].tolist() == [0.0, 0.0]
