@@ -18,8 +18,10 @@ from rlpipe.tensordict import TensorDict
 def test_extend_past_capacity_warns_and_keeps_the_last_rows():
     # torchrl 0.14.1: the rows kept are [3, 4, 2], cursor 2; its TensorStorage.set warns with this text
     rb = ReplayBuffer(storage=LazyTensorStorage(3))
-    with pytest.warns(UserWarning, match="A cursor of length superior to the storage capacity was provided: 5 items"):
+    with pytest.warns(UserWarning, match="A cursor of length superior to the storage capacity was provided: 5 items") \
+            as caught:
         rb.extend(rlpipe.arange(5))
+    assert caught[0].filename == __file__  # the warning names the caller's line, not rlpipe's
     assert rb[:].tolist() == [3, 4, 2] and rb.writer._cursor == 2
     with warnings.catch_warnings():
         warnings.simplefilter("error")

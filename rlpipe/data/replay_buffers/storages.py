@@ -73,6 +73,15 @@ _Write = collections.namedtuple("_Write", "values index first cursor spec device
 _Spec = collections.namedtuple("_Spec", "kind keys shapes dtypes item_batch")
 
 
+def _user_stacklevel():
+    """The ``warnings.warn`` stacklevel of the first caller outside rlpipe (so a warning names
+    the user's line, whichever buffer or storage method it came through)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("rlpipe."):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _check_ndim(ndim, cls):
     """torchrl's ``ndim`` argument: only its default, 1 (items are the rows of the first dim)."""
     if ndim != 1:
@@ -466,7 +475,8 @@ class TensorStorage(Storage):
         if n > self.max_size:
             warnings.warn(f"A cursor of length superior to the storage capacity was provided: {n} items for a storage "
                           f"of max_size={self.max_size}, so only the last {self.max_size} are kept. Make sure the "
-                          "storage capacity is big enough for the batch size.", UserWarning, stacklevel=4)
+                          "storage capacity is big enough for the batch size.", UserWarning,
+                          stacklevel=_user_stacklevel())
         spec, device = self._spec, self._storage_device()
         if spec is None:
             if kind == "tensordict" and not leaves:
