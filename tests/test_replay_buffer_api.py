@@ -85,8 +85,9 @@ def test_storage_set_get_len_and_in_place_buffer_writes():
 def test_constructor_keywords_and_sample_options():
     assert ReplayBuffer(prefetch=0).batch_size is None
     assert ReplayBuffer(prefetch=None, pin_memory=True, batch_size=2).batch_size == 2
-    with pytest.raises(NotImplementedError, match="prefetch=2"):
-        ReplayBuffer(prefetch=2)
+    assert ReplayBuffer(prefetch=2, batch_size=2).batch_size == 2  # accepted; sampling stays in the calling thread
+    with pytest.raises(ValueError, match="prefetch must be None or an int >= 0, got prefetch=-1"):
+        ReplayBuffer(prefetch=-1)
     rb = ReplayBuffer(storage=ListStorage(5), collate_fn=lambda items: sorted(int(x) for x in items))
     rb.extend([rlpipe.tensor(i) for i in range(5)])
     picked = rb.sample(3)

@@ -77,8 +77,10 @@ def test_batch_size_must_divide_and_arguments_are_checked():
         SliceSampler(num_slices=2, slice_len=2)
     with pytest.raises(RuntimeError, match="requires `cache_values`"):
         SliceSampler(num_slices=2, ends=rlpipe.zeros(4, dtype=rlpipe.bool))
-    with pytest.raises(NotImplementedError, match="span"):
-        SliceSampler(num_slices=2, span=True)
+    with pytest.raises(NotImplementedError, match="fragmented"):
+        SliceSampler(num_slices=2, fragmented=True)
+    with pytest.raises(ValueError, match="pad_output=True is incompatible with strict_length=True"):
+        SliceSampler(num_slices=2, pad_output=True)
 
 
 def test_static_ends_and_the_newest_item_ends_a_trajectory():

@@ -17,12 +17,14 @@ stored as ``B * T`` transitions (torchrl would need a storage with ``ndim=2``).
 Bad input raises before anything changes: a rejected ``extend`` leaves the storage, the sampler
 and the MultiStep stream as they were.
 """
+import copy
 import os
+import warnings
 
 import numpy as np
 
 from ..._tensor import Tensor, wrap
-from ..._utils import unavailable
+from ..._utils import rl_warnings, unavailable
 from ...postprocs.multistep import MultiStep
 from ...random import Generator
 from ...tensordict import TensorDict
@@ -38,6 +40,11 @@ def _check_batch_size(batch_size, what):
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
         raise ValueError(f"{what}: batch_size must be a positive int, got batch_size={batch_size!r}")
     return int(batch_size)
+
+
+def _as_array(value):
+    """A sampler's output (a Tensor, or an array) as a NumPy array."""
+    return value.detach().cpu()._data if isinstance(value, Tensor) else np.asarray(value)
 
 
 def _no_index():
@@ -121,8 +128,11 @@ class ReplayBuffer:
 
     Differences from torchrl:
 
-    - ``prefetch`` greater than 0 raises ``NotImplementedError`` (rlpipe samples in the calling
-      thread), as do ``dim_extend`` other than 0, ``shared=True`` and a ``checkpointer``;
+    - ``prefetch`` is accepted and does nothing: rlpipe samples in the calling thread, so each
+      ``sample()`` draws its batch when called (the same batches, in the same order, as
+      sampling without prefetch; torchrl draws up to ``prefetch`` batches ahead in threads);
+      ``dim_extend`` other than 0, ``shared=True`` and a ``checkpointer`` raise
+      ``NotImplementedError``;
       ``pin_memory`` is accepted and does nothing (there is no pinned memory);
       ``transform`` may be one callable or a list; ``flush()`` is rlpipe's own;
     - ``rb[index]`` returns copies (torchrl returns views of its storage for ints and slices);
@@ -140,9 +150,8 @@ class ReplayBuffer:
     def __init__(self, *, storage=None, sampler=None, writer=None, collate_fn=None, pin_memory=False, prefetch=None,
                  transform=None, transform_factory=None, batch_size=None, dim_extend=None, checkpointer=None,
                  generator=None, shared=False, compilable=None, delayed_init=None):
-        if prefetch:
-            raise NotImplementedError(f"{type(self).__name__}: prefetch={prefetch!r}: rlpipe samples in the calling "
-                                      "thread; use prefetch=None or 0")
+        if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0):
+            raise ValueError(f"{type(self).__name__}: prefetch must be None or an int >= 0, got prefetch={prefetch!r}")
         for name, value, allowed in (("dim_extend", dim_extend, (None, 0)), ("shared", shared, (False,)),
                                      ("checkpointer", checkpointer, (None,))):
             if value not in allowed:
@@ -229,6 +238,14 @@ class ReplayBuffer:
             raise TypeError(f"generator must be an rlpipe.Generator or None, got {type(generator).__name__}")
         self._sampler._rng = generator
 
+    @property
+    def _rng(self):
+        """The generator the sampler draws from (None: rlpipe's default one), torchrl's attribute."""
+        return self._sampler._rng
+
+    def _rng_state(self):
+        return None if self._rng is None else copy.deepcopy(self._rng.get_state())
+
     # ---- transforms ---------------------------------------------------------------------------------
     def _entry(self, transform, invert):
         if isinstance(transform, MultiStep):
@@ -267,19 +284,27 @@ class ReplayBuffer:
         return wrap(np.concatenate(written)) if written else _no_index()
 
     # ---- writing ------------------------------------------------------------------------------------
-    def extend(self, data):
+    def extend(self, data, *, update_priority=True):
         """Writes ``data``, one item per row (a TensorDict or Tensor along its first dimension, or
-        a list of items for a ListStorage); returns the positions written, an int64 Tensor."""
-        return self._write(data, "extend")
+        a list of items for a ListStorage); returns the positions written, an int64 Tensor.
+        ``update_priority=False`` gives the new items the default priority even when ``data``
+        holds ``priority_key`` (torchrl's keyword)."""
+        return self._write(data, "extend", use_priority=update_priority)
 
     def add(self, data):
         """Writes one item; returns its position (an empty index when a write-time transform
-        holds it back)."""
+        holds it back). A TensorDict with a batch dimension is one item (of that batch size), with
+        torchrl's warning (silenced by ``RL_WARNINGS=0``)."""
+        if isinstance(data, TensorDict) and data.batch_dims and rl_warnings():
+            warnings.warn(f"Using `add()` with a TensorDict that has batch_size={list(data.batch_size)}: it is "
+                          "stored as one item. Use `extend()` to add multiple elements, or `add()` with a single "
+                          "element (batch_size=[]). Set the RL_WARNINGS environment variable to '0' to silence "
+                          "this warning.", UserWarning, stacklevel=2)
         batch = data.unsqueeze(0) if isinstance(data, (TensorDict, Tensor)) else [data]
         index = self._write(batch, "add")
         return int(index._data[0]) if index.shape[0] == 1 else index
 
-    def _write(self, data, what, first_transform=0):
+    def _write(self, data, what, first_transform=0, use_priority=True):
         on_write = [fn for _, fn, on in self._transforms[first_transform:] if on]
         saved = [(fn, fn._snapshot()) for fn in on_write if hasattr(fn, "_snapshot")]
         try:
@@ -290,6 +315,7 @@ class ReplayBuffer:
             if on_write and isinstance(data, (TensorDict, Tensor)) and (not data.ndim or not data.shape[0]):
                 return _no_index()  # everything held back
             stored, priority = self._before_write(data, what)
+            priority = priority if use_priority else None
             plan = self._writer._plan(stored, what)
             kept = plan.write.index[plan.write.first:] if plan.write is not None else plan.rows  # distinct positions
             self._sampler._check_index(kept)
@@ -335,6 +361,7 @@ class ReplayBuffer:
         item = 8 + self._storage._item_bytes()  # the index and the item
         check_room(batch_size * item, f"sample: batch_size={batch_size} items of {item} bytes", physical_memory())
         index, info = self._sampler.sample(self._storage, batch_size)
+        index, info = _as_array(index), {key: _as_array(value) for key, value in info.items()}
         info["index"] = index
         data = self._read_transforms(self._collated(index))
         if include_info is None or include_info:
@@ -357,6 +384,19 @@ class ReplayBuffer:
     def __setitem__(self, index, value):
         """Overwrites the items at storage positions ``index``; the write cursor stays."""
         self._storage.set(self._storage._locate(index), value, set_cursor=False)
+
+    def read_all_in_order(self, end=None):
+        """The stored items in storage order, ``rb[:]`` (``rb[:end]`` with ``end``), as torchrl's;
+        change them and give them back with ``write_all``."""
+        return self[:] if end is None else self[:end]
+
+    def write_all(self, data, end=None):
+        """Writes ``data`` back over the first items in storage order, ``rb[:end] = data``
+        (``end`` defaults to the number of rows of ``data``), as torchrl's; new entries of a
+        TensorDict (a computed column) are added to a tensor storage."""
+        if end is None:
+            end = data.shape[0] if isinstance(data, (TensorDict, Tensor)) and data.ndim else len(data)
+        self[:end] = data
 
     def set_(self, key, value):
         """Overwrites entry ``key`` of every stored item with ``value`` (``len(self)`` rows)."""
@@ -407,7 +447,8 @@ class ReplayBuffer:
     def __iter__(self):
         """Samples until the sampler runs out (never, for a sampler with replacement)."""
         if self._batch_size is None:
-            raise RuntimeError("Cannot iterate over a replay buffer without a batch_size: give one to the constructor")
+            raise RuntimeError("Cannot iterate over the replay buffer. Batch_size was not specified during "
+                               "construction of the replay buffer: give one to the constructor")
         while True:
             yield self.sample()
             if self._sampler.ran_out:
@@ -433,8 +474,10 @@ class ReplayBuffer:
         self._writer._empty()
 
     def state_dict(self):
+        """``"_storage"``, ``"_sampler"``, ``"_batch_size"`` and ``"_rng"`` (the generator's state,
+        None without a generator), as torchrl's keys, in rlpipe's own formats."""
         return {"_storage": self._storage.state_dict(), "_sampler": self._sampler.state_dict(),
-                "_batch_size": self._batch_size}
+                "_batch_size": self._batch_size, "_rng": self._rng_state()}
 
     def load_state_dict(self, state_dict):
         """Restores a ``state_dict()``; checks all of it before changing anything."""
@@ -443,11 +486,20 @@ class ReplayBuffer:
                              f"{sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__}")
         batch_size = state_dict["_batch_size"]
         batch_size = None if batch_size is None else _check_batch_size(batch_size, "load_state_dict")
+        rng = state_dict.get("_rng")
+        if rng is not None:
+            generator = Generator()
+            try:
+                generator.set_state(copy.deepcopy(rng))
+            except (TypeError, ValueError, KeyError) as e:
+                raise ValueError(f"load_state_dict: bad '_rng' generator state ({e})") from None
         plans = [self._storage._load_plan(state_dict["_storage"])]
         plans.append(self._sampler._load_plan(state_dict["_sampler"], stored=state_dict["_storage"]["len"]))
         for apply in plans:
             apply()
         self._batch_size = batch_size
+        if rng is not None:  # a new generator in that state, as torchrl's
+            self.set_rng(generator)
 
     def dumps(self, path):
         """Saves the buffer to the directory ``path``: written beside it, then swapped in."""
@@ -457,12 +509,27 @@ class ReplayBuffer:
             raise ValueError(f"dumps: {target!r} holds the storage's scratch_dir {scratch!r}; replacing it would "
                              "delete the live storage. Dump to another directory")
         with atomic_directory(target) as tmp:
-            save_state(tmp, {"_storage": self._storage._state(copy=False), "_sampler": self._sampler.state_dict(),
-                             "_batch_size": self._batch_size})
+            save_state(tmp, {"_storage": self._storage._saved_state(target), "_sampler": self._sampler.state_dict(),
+                             "_batch_size": self._batch_size, "_rng": self._rng_state()})
 
     def loads(self, path):
         """Restores what ``dumps`` wrote (into this buffer's own storage and sampler types)."""
-        self.load_state_dict(load_state(path, mmap_mode=None))
+        state = load_state(path, mmap_mode=None)
+        if isinstance(state, dict) and "_storage" in state:
+            state = dict(state, _storage=self._storage._loaded_state(state["_storage"]))
+        self.load_state_dict(state)
+
+    save = dumps  # torchrl's aliases
+    load = loads
+
+    def register_save_hook(self, hook):
+        """A ``hook(data, path=...)`` run on the stored contents when ``dumps`` writes them
+        (torchrl's; ``hook.shift`` and ``hook.is_full`` are set first when it has them)."""
+        self._storage.register_save_hook(hook)
+
+    def register_load_hook(self, hook):
+        """A ``hook(data)`` run on the stored contents ``loads`` reads back (torchrl's)."""
+        self._storage.register_load_hook(hook)
 
 
 class TensorDictReplayBuffer(ReplayBuffer):
@@ -523,12 +590,14 @@ class TensorDictReplayBuffer(ReplayBuffer):
         self.update_priority(index.reshape(rows, -1)[:, 0], _per_row(priority, rows))
 
 
-def _prioritized(cls, alpha, beta, eps, storage, sampler, kwargs):
+def _prioritized(cls, alpha, beta, eps, storage, sampler, kwargs, sampler_device=None):
     storage = ListStorage(1000) if storage is None else _built(storage, Storage)
     if sampler is None:
         if not isinstance(storage, Storage) or storage.max_size >= 2 ** 40:
             raise ValueError(f"{cls}: a prioritized buffer needs a storage with a bounded max_size, got {storage!r}")
-        sampler = PrioritizedSampler(storage.max_size, alpha, beta, eps)
+        sampler = PrioritizedSampler(storage.max_size, alpha, beta, eps, device=sampler_device)
+    elif sampler_device is not None:
+        raise TypeError("sampler_device cannot be passed when sampler is provided.")
     return dict(kwargs, storage=storage, sampler=sampler)
 
 
@@ -536,21 +605,23 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     """A ReplayBuffer with ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``, or with
     the ``sampler`` given (as in torchrl, which then ignores ``alpha``, ``beta`` and ``eps``)."""
 
-    def __init__(self, *, alpha, beta, eps=1e-8, storage=None, sampler=None, **kwargs):
-        super().__init__(**_prioritized(type(self).__name__, alpha, beta, eps, storage, sampler, kwargs))
+    def __init__(self, *, alpha, beta, eps=1e-8, storage=None, sampler=None, sampler_device=None, **kwargs):
+        super().__init__(**_prioritized(type(self).__name__, alpha, beta, eps, storage, sampler, kwargs,
+                                        sampler_device))
 
 
 class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
     """A TensorDictReplayBuffer with ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``
     (it takes no ``sampler``, as in torchrl)."""
 
-    def __init__(self, *, alpha, beta, priority_key="td_error", eps=1e-8, storage=None, **kwargs):
+    def __init__(self, *, alpha, beta, priority_key="td_error", eps=1e-8, storage=None, sampler_device=None,
+                 **kwargs):
         if "sampler" in kwargs:
             raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument 'sampler': it "
                             "builds its PrioritizedSampler from alpha, beta and eps; use a TensorDictReplayBuffer "
                             "to give another sampler")
         super().__init__(priority_key=priority_key, **_prioritized(type(self).__name__, alpha, beta, eps, storage,
-                                                                   None, kwargs))
+                                                                   None, kwargs, sampler_device))
 
 
 ReplayBufferEnsemble = unavailable("ReplayBufferEnsemble", "ensembles of replay buffers are not implemented",

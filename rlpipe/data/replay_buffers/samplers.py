@@ -8,12 +8,13 @@ importance weights. Random numbers come from ``rlpipe``'s default CPU generator 
 """
 import math
 import numbers
+import warnings
 
 import numpy as np
 
-from ... import _dtypes
+from ... import _device, _dtypes
 from ... import random as _random
-from ..._tensor import Tensor
+from ..._tensor import Tensor, wrap
 from ..._utils import unavailable
 from ...tensordict import TensorDict
 from .._checkpoint import atomic_directory, load_state, save_state
@@ -41,18 +42,48 @@ def as_index_array(index, what):
 
 
 def _check_number(name, value, low=0.0, what="PrioritizedSampler"):
+    if isinstance(value, (Tensor, np.ndarray, np.generic)) and value.ndim == 0 and value.dtype != bool:
+        value = value.item()  # a 0-d tensor (a scheduler's value), as torchrl accepts
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < low:
         raise ValueError(f"{what}: {name} must be a finite number >= {low}, got {name}={value!r}")
     return float(value)
 
 
-class Sampler:
+# a with-replacement sampler class -> its without-replacement variant (filled below the classes)
+_WITHOUT_REPLACEMENT = {}
+
+
+class _SamplerMeta(type):
+    """``Cls(..., replacement=False)`` builds ``Cls``'s without-replacement variant (RandomSampler
+    -> SamplerWithoutReplacement, SliceSampler -> SliceSamplerWithoutReplacement), as torchrl's
+    samplers do; ``replacement=True`` (or given to a variant already) changes nothing, and
+    ``replacement=False`` to a sampler without a variant is a TypeError."""
+
+    def __call__(cls, *args, **kwargs):
+        if "replacement" in kwargs and not kwargs.pop("replacement"):
+            variant = _WITHOUT_REPLACEMENT.get(cls)
+            if variant is not None:
+                return variant(*args, **kwargs)
+            if cls not in _WITHOUT_REPLACEMENT.values():
+                raise TypeError(f"{cls.__name__} has no without-replacement variant; cannot be instantiated with "
+                                "replacement=False.")
+        return super().__call__(*args, **kwargs)
+
+
+class Sampler(metaclass=_SamplerMeta):
     """The sampler interface a replay buffer drives: ``sample(storage, batch_size)`` returns the
     positions and an info dict; ``extend(index)`` is told where new items were written."""
 
     _rng = None  # an rlpipe.Generator, or None for the default one
 
     def sample(self, storage, batch_size):
+        """(the positions drawn, an int64 Tensor; the info dict of Tensors, e.g.
+        ``"priority_weight"``), as torchrl's ``Sampler.sample``."""
+        index, info = self._sample(storage, batch_size)
+        return wrap(index), {key: wrap(np.asarray(value)) for key, value in info.items()}
+
+    def _sample(self, storage, batch_size):
+        """(positions, info) as NumPy arrays; what every sampler implements."""
         raise NotImplementedError
 
     def extend(self, index):
@@ -111,15 +142,7 @@ class RandomSampler(Sampler):
     """Uniform draws with replacement over the items stored. ``RandomSampler(replacement=False,
     **kwargs)`` builds a ``SamplerWithoutReplacement(**kwargs)`` instead, as torchrl's."""
 
-    def __new__(cls, *args, replacement=True, **kwargs):
-        if not replacement and cls is RandomSampler:
-            return SamplerWithoutReplacement(*args, **kwargs)
-        return super().__new__(cls)
-
-    def __init__(self, *, replacement=True):
-        pass
-
-    def sample(self, storage, batch_size):
+    def _sample(self, storage, batch_size):
         n = len(storage)
         if n == 0:
             raise empty_storage_error()
@@ -139,9 +162,19 @@ class SamplerWithoutReplacement(Sampler):
         self._empty()
 
     def _empty(self):
-        self._sample_list = None
+        self._perm = None
         self.len_storage = 0
         self._ran_out = False
+
+    @property
+    def _sample_list(self):
+        """The positions left in the current permutation (an int64 Tensor), or None before the
+        first sample, as torchrl's attribute."""
+        return None if self._perm is None else wrap(self._perm)
+
+    @_sample_list.setter
+    def _sample_list(self, value):
+        self._perm = None if value is None else as_index_array(value, "_sample_list").copy()
 
     @property
     def ran_out(self):
@@ -154,25 +187,26 @@ class SamplerWithoutReplacement(Sampler):
     def _new_list(self, n):
         return self._randperm(n) if self.shuffle else np.arange(n, dtype=np.int64)
 
-    def sample(self, storage, batch_size):
+    def _sample(self, storage, batch_size):
         n = len(storage)
         if n == 0:
             raise empty_storage_error()
         if self.drop_last and n < batch_size:
-            raise ValueError(f"SamplerWithoutReplacement(drop_last=True): batch_size={batch_size} is larger than the "
-                             f"{n} items stored; a sample cannot be drawn without repeating items")
-        if self._sample_list is None or self.len_storage != n:
-            self._sample_list = self._new_list(n)
+            raise ValueError(f"The batch size {batch_size} is greater than the storage capacity: "
+                             f"batch_size={batch_size} is larger than the {n} items stored "
+                             "(SamplerWithoutReplacement(drop_last=True) cannot draw a sample without repeating items)")
+        if self._perm is None or self.len_storage != n:
+            self._perm = self._new_list(n)
         self.len_storage = n
-        index, rest = self._sample_list[:batch_size], self._sample_list[batch_size:]
+        index, rest = self._perm[:batch_size], self._perm[batch_size:]
         self._ran_out = len(rest) == 0 or self.drop_last and len(rest) < batch_size
-        self._sample_list = self._new_list(n) if self._ran_out else rest
+        self._perm = self._new_list(n) if self._ran_out else rest
         return index, {}
 
     def state_dict(self):
         return {"type": type(self).__name__, "drop_last": self.drop_last, "shuffle": self.shuffle,
                 "len_storage": self.len_storage, "ran_out": self._ran_out,
-                "sample_list": None if self._sample_list is None else self._sample_list.copy()}
+                "sample_list": None if self._perm is None else self._perm.copy()}
 
     def _load_plan(self, state, stored=None):
         super()._load_plan(state)
@@ -188,7 +222,7 @@ class SamplerWithoutReplacement(Sampler):
 
         def apply():
             self.drop_last, self.shuffle, self.len_storage = drop_last, shuffle, len_storage
-            self._ran_out, self._sample_list = ran_out, sample_list
+            self._ran_out, self._perm = ran_out, sample_list
         return apply
 
     def __repr__(self):
@@ -224,6 +258,19 @@ class SumMinTree:
     @property
     def min(self):
         return float(self._min[1])
+
+    def __getitem__(self, index):
+        """The leaf at ``index`` (a float), or the leaves at an array of positions."""
+        if isinstance(index, (numbers.Integral, np.integer)):
+            if not 0 <= index < self.capacity:
+                raise IndexError(f"SumMinTree: index {index} is outside [0, {self.capacity})")
+            return float(self._sum[self._size + int(index)])
+        return self.leaves(as_index_array(index, "SumMinTree[index]"))
+
+    def query(self, start, end):
+        """The sum of the leaves in ``[start, end)`` (clipped to the tree), as torchrl's trees."""
+        start, end = max(int(start), 0), min(int(end), self.capacity)
+        return float(self._sum[self._size + start:self._size + end].sum()) if end > start else 0.0
 
     def leaves(self, index=None):
         """The leaf values at ``index`` (all ``capacity`` leaves when None)."""
@@ -305,8 +352,10 @@ class PrioritizedSampler(Sampler):
     item gets the largest priority among the items stored (recomputed when that item's priority
     changes or it is overwritten) instead of the largest ever given.
 
-    Unlike torchrl, the trees hold float64 (``dtype`` is accepted and ignored), and ``alpha``
-    cannot be changed after construction. Positions beyond ``max_capacity`` (a storage larger
+    ``alpha`` and ``beta`` can be set (a parameter scheduler does); a new ``alpha`` applies to
+    the priorities written afterwards, as in torchrl. Both are kept as floats (a 0-d tensor is
+    accepted). Unlike torchrl, the trees hold float64 (``dtype`` is accepted and ignored).
+    Positions beyond ``max_capacity`` (a storage larger
     than the sampler) grow the trees instead of failing.
     """
 
@@ -319,6 +368,10 @@ class PrioritizedSampler(Sampler):
                              f"reduction={reduction!r}")
         self.reduction = reduction
         self._max_priority_within_buffer = bool(max_priority_within_buffer)
+        if device is not None and str(getattr(device, "type", device)).split(":")[0] != "cpu":
+            raise NotImplementedError(f"PrioritizedSampler: device={device!r}: rlpipe keeps its priority trees on the "
+                                      "CPU (device='cpu' or None); the samples themselves stay on the storage's device")
+        self.device = _device.CPU
         if isinstance(max_capacity, bool) or not isinstance(max_capacity, numbers.Integral) or max_capacity <= 0:
             raise ValueError("PrioritizedSampler: max_capacity must be a positive int, "
                              f"got max_capacity={max_capacity!r}")
@@ -326,16 +379,34 @@ class PrioritizedSampler(Sampler):
         self.beta = beta
         self._eps = _check_number("eps", eps)
         self._tree = SumMinTree(max_capacity)
-        self._max_priority = None
+        self._top = None
         self._max_at = None  # where the max priority is (max_priority_within_buffer)
 
     @property
     def max_capacity(self):
         return self._tree.capacity
 
+    _max_capacity = max_capacity  # torchrl's attribute name
+
+    @property
+    def _max_priority(self):
+        """(the largest priority given, where it was written), (None, None) before any: torchrl's
+        attribute."""
+        return (self._top, self._max_at)
+
+    @property
+    def _sum_tree(self):
+        """The tree of stored priorities, ``(p + eps) ** alpha`` (``_sum_tree[i]``,
+        ``_sum_tree.query(start, end)``), as torchrl's attribute."""
+        return self._tree
+
     @property
     def alpha(self):
         return self._alpha
+
+    @alpha.setter
+    def alpha(self, value):
+        self._alpha = _check_number("alpha", value)
 
     @property
     def beta(self):
@@ -352,11 +423,11 @@ class PrioritizedSampler(Sampler):
     @property
     def default_priority(self):
         """The priority a new item gets: the largest given so far, or 1.0."""
-        return 1.0 if self._max_priority is None else self._max_priority
+        return 1.0 if self._top is None else self._top
 
     def _empty(self):
         self._tree = SumMinTree(self._tree.capacity)
-        self._max_priority = None
+        self._top = None
         self._max_at = None
 
     def _check_index(self, index):
@@ -371,6 +442,16 @@ class PrioritizedSampler(Sampler):
             self._tree = SumMinTree(max(top, 2 * self._tree.capacity))
             self._tree.load(np.concatenate([leaves, np.zeros(self._tree.capacity - len(leaves))]))
 
+    def _cover(self, n):
+        """Gives the default priority to the stored items this sampler was never told of (another
+        buffer wrote them into a shared storage, or the storage was loaded before this sampler
+        existed), as torchrl 0.14 does instead of failing."""
+        index = np.arange(n, dtype=np.int64)
+        self._grow(index)
+        unseen = index[self._tree.leaves(index) == 0]
+        if unseen.size:
+            self._set(unseen, np.full(unseen.shape, self.default_priority), unique=True)
+
     def extend(self, index):
         self._grow(index)
         if self._max_priority_within_buffer and self._max_at is not None and np.isin(self._max_at, index):
@@ -382,11 +463,11 @@ class PrioritizedSampler(Sampler):
         leaves = self._tree.leaves()
         leaves[np.asarray(exclude, dtype=np.int64)] = 0
         if not (leaves > 0).any():
-            self._max_priority = self._max_at = None
+            self._top = self._max_at = None
             return
         at = int(np.argmax(leaves))
-        self._max_priority = max(float(leaves[at]) ** (1.0 / self._alpha) - self._eps, 0.0) if self._alpha else \
-            self._max_priority
+        self._top = max(float(leaves[at]) ** (1.0 / self._alpha) - self._eps, 0.0) if self._alpha else \
+            self._top
         self._max_at = at
 
     def checked(self, index, priority, what="update_priority"):
@@ -429,19 +510,21 @@ class PrioritizedSampler(Sampler):
     def _set(self, index, priority, unique=False):
         if not index.size:
             return
-        at = int(np.argmax(priority))
-        top = float(priority[at])
+        top = float(priority.max())
+        at = int(index[priority == top].min())  # among equal priorities, the lowest position (torchrl's argmax)
         was_max = self._max_at is not None and np.isin(self._max_at, index)
-        if self._max_priority is None or top > self._max_priority:
-            self._max_priority, self._max_at = top, int(index[at])
+        if self._top is None or top > self._top or (
+                self._max_priority_within_buffer and top == self._top and at < self._max_at):
+            self._top, self._max_at = top, at
         self._tree.update(index, (priority + self._eps) ** self._alpha, unique=unique)
         if self._max_priority_within_buffer and was_max and self._alpha:
             self._recompute_max()
 
-    def sample(self, storage, batch_size):
+    def _sample(self, storage, batch_size):
         n = len(storage)
         if n == 0:
             raise empty_storage_error()
+        self._cover(n)
         total, smallest = self._tree.total, self._tree.min
         if not total > 0 or not smallest > 0:
             raise RuntimeError(f"PrioritizedSampler: the stored items have no priorities (sum {total}, min "
@@ -453,7 +536,7 @@ class PrioritizedSampler(Sampler):
 
     def state_dict(self):
         return {"type": type(self).__name__, "max_capacity": self._tree.capacity, "alpha": self._alpha,
-                "beta": self._beta, "eps": self._eps, "max_priority": self._max_priority,
+                "beta": self._beta, "eps": self._eps, "max_priority": self._top, "max_at": self._max_at,
                 "priorities": self._tree.leaves()}
 
     def _load_plan(self, state, stored=None):
@@ -461,12 +544,14 @@ class PrioritizedSampler(Sampler):
         try:
             if state["max_capacity"] != self._tree.capacity:
                 raise ValueError(f"max_capacity {state['max_capacity']}, this sampler's is {self._tree.capacity}")
-            if state["alpha"] != self._alpha or state["eps"] != self._eps:
-                raise ValueError(f"alpha={state['alpha']}, eps={state['eps']}; this sampler has alpha={self._alpha}, "
-                                 f"eps={self._eps} (the stored priorities depend on both)")
+            alpha, eps = _check_number("alpha", state["alpha"]), _check_number("eps", state["eps"])
             beta = _check_number("beta", state["beta"])
             top = state["max_priority"]
             top = None if top is None else _check_number("max_priority", top)
+            max_at = state.get("max_at")
+            if max_at is not None and (isinstance(max_at, bool) or not isinstance(max_at, numbers.Integral)
+                                       or not 0 <= max_at < self._tree.capacity):
+                raise ValueError(f"max_at must be None or a position in [0, {self._tree.capacity}), got {max_at!r}")
             leaves = np.array(state["priorities"], dtype=np.float64)
             if leaves.shape != (self._tree.capacity,) or not (np.isfinite(leaves) & (leaves >= 0)).all():
                 raise ValueError(f"priorities must be {self._tree.capacity} finite non-negative numbers")
@@ -476,8 +561,8 @@ class PrioritizedSampler(Sampler):
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"load_state_dict: bad PrioritizedSampler state ({e})") from None
 
-        def apply():
-            self._beta, self._max_priority = beta, top
+        def apply():  # alpha and eps come with the priorities they produced, as torchrl's loads
+            self._alpha, self._eps, self._beta, self._top, self._max_at = alpha, eps, beta, top, max_at
             self._tree.load(leaves)
         return apply
 
@@ -489,6 +574,26 @@ class PrioritizedSampler(Sampler):
 def _as_flat_array(value):
     array = value.detach().cpu()._data if isinstance(value, Tensor) else np.asarray(value)
     return array.reshape(len(array), -1) if array.ndim else array.reshape(1, 1)
+
+
+def _check_span(span):
+    """torchrl's ``span`` as a (left, right) pair of bools or non-negative ints."""
+    pair = (span, span) if isinstance(span, (bool, numbers.Integral)) else tuple(span) if isinstance(
+        span, (tuple, list)) else None
+    if pair is None or len(pair) != 2 or not all(isinstance(v, (bool, numbers.Integral)) and v >= 0 for v in pair):
+        raise ValueError(f"SliceSampler: span must be a bool, a non-negative int, or a pair of them (left, right), "
+                         f"got span={span!r}")
+    return tuple(v if isinstance(v, bool) else int(v) for v in pair)
+
+
+def _span_steps(span, seq_length):
+    """How many steps a slice of ``seq_length`` may hang over one end (0 without a span)."""
+    if span is True:
+        return seq_length - 1
+    if span > seq_length - 1:
+        raise ValueError(f"The right and left span must be strictly lower than the sequence length, got span={span} "
+                         f"for slices of {seq_length} steps")
+    return int(span)
 
 
 class SliceSampler(Sampler):
@@ -509,8 +614,26 @@ class SliceSampler(Sampler):
     ``terminated`` (stored, or False), each ``[N, 1]``; ``truncated_key=None`` leaves them out.
 
     A trajectory that runs past the end of a full storage on to position 0 is one trajectory,
-    as in torchrl. Differences from torchrl: ``span``, ``pad_output``, ``fragmented``, ``end_keys`` and ``use_gpu`` are
-    not supported (``NotImplementedError`` when set).
+    as in torchrl.
+
+    ``span`` (a bool or int, or a pair of them for the left and right ends; torchrl's) lets a
+    slice hang over the start or the end of its trajectory; the part outside is cut off, so such
+    slices are shorter. On the left, by up to ``slice_len - 1`` steps (True) or ``k`` steps (an
+    int ``k``); on the right, as torchrl counts it, until a single step is left (True) or
+    ``k + 1`` steps are (an int ``k``); an int must be smaller than the slice length. With a right span,
+    trajectories shorter than the slice are sampled even with ``strict_length=True``. Unlike
+    torchrl, a slice always keeps at least one step (torchrl can draw an empty slice with
+    ``span=True``).
+
+    When the stored items hold ``init_key`` (default ``"is_init"``), the sample's ``init_key`` is
+    also True at the first step of every slice, so a recurrent module splitting on it treats the
+    slices as separate sequences (torchrl's). ``pad_output=True`` (with ``strict_length=False``)
+    pads every slice to ``slice_len`` steps, repeating its last real step, whenever a stored
+    trajectory is shorter than that, and adds ``("collector", "mask")`` (``[N]`` bools, False on
+    the padding); ``truncated`` then sits on each slice's last real step.
+
+    Differences from torchrl: ``fragmented``, ``end_keys`` and ``use_gpu`` are not supported
+    (``NotImplementedError`` when set).
     """
 
     def __init__(self, *, num_slices=None, slice_len=None, end_key=None, traj_key=None, ends=None,
@@ -523,7 +646,13 @@ class SliceSampler(Sampler):
         for name, value in (("num_slices", num_slices), ("slice_len", slice_len)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0):
                 raise ValueError(f"SliceSampler: {name} must be a positive int, got {name}={value!r}")
-        for name, value in (("span", span), ("use_gpu", use_gpu), ("pad_output", pad_output),
+        self.span = _check_span(span)
+        if pad_output and strict_length:
+            raise ValueError("pad_output=True is incompatible with strict_length=True: with strict lengths every slice "
+                             "is full, there is nothing to pad; set strict_length=False")
+        self.pad_output = bool(pad_output)
+        self.init_key = init_key
+        for name, value in (("use_gpu", use_gpu),
                             ("fragmented", fragmented), ("end_keys", end_keys)):
             if value not in (False, None, (False, False)):
                 raise NotImplementedError(f"SliceSampler: {name}={value!r} is not supported by rlpipe")
@@ -535,8 +664,14 @@ class SliceSampler(Sampler):
             raise RuntimeError(f"To be used, {'ends' if ends is not None else 'trajectories'} requires "
                                "`cache_values` to be set to `True`.")
         self.num_slices, self.slice_len = num_slices, slice_len
+        fixed = ends is not None or trajectories is not None
+        # which entry marks the trajectories, as torchrl 0.14: the traj_key given, else the end_key
+        # given, else found on the first sample (("collector", "traj_ids"), then "episode", then
+        # the end key)
+        self._traj_key_auto = traj_key is None and end_key is None and not fixed
+        self._fetch_traj = traj_key is not None or self._traj_key_auto
         self.end_key = ("next", "done") if end_key is None else end_key
-        self.traj_key = "episode" if traj_key is None else traj_key
+        self.traj_key = traj_key
         self.truncated_key = truncated_key
         self.strict_length = strict_length
         self.cache_values = cache_values
@@ -575,7 +710,9 @@ class SliceSampler(Sampler):
         # newest item ends its (possibly unfinished) trajectory (what followed it was overwritten)
         full = n == storage.max_size
         cursor = (storage._cursor - 1) % storage.max_size if full else None
-        ids = stored.get(self.traj_key, None)
+        if self._traj_key_auto:
+            self._resolve_traj_key(stored)
+        ids = stored.get(self.traj_key, None) if self._fetch_traj and self.traj_key is not None else None
         if ids is not None:
             flags = end_flags(trajectory=_as_flat_array(ids)[:, 0], at_capacity=full, cursor=cursor)
         else:
@@ -583,12 +720,27 @@ class SliceSampler(Sampler):
             if done is None:
                 raise KeyError(f"SliceSampler: neither the trajectory key {self.traj_key!r} nor the end key "
                                f"{self.end_key!r} is stored (keys: {list(stored.keys(True))})")
-            flags = end_flags(end=_as_flat_array(done).any(axis=1), at_capacity=full, cursor=cursor)
+            done = _as_flat_array(done)
+            if done.shape[1] > 1:
+                raise RuntimeError(f"Expected the end-of-trajectory signal to be 1-dimensional (one value per item), "
+                                   f"got {self.end_key!r} of shape {list(done.shape)}")
+            flags = end_flags(end=done[:, 0], at_capacity=full, cursor=cursor)
         start, _, length = start_stop(flags)
         found = start[:, 0], length
         if self.cache_values:
             self._cache["found"] = found
         return found
+
+    def _resolve_traj_key(self, stored):
+        """Picks the trajectory entry on the first sample, as torchrl 0.14: ("collector",
+        "traj_ids") when stored, else "episode", else the end key."""
+        self._traj_key_auto = False
+        keys = set(stored.keys(True))
+        for candidate in (("collector", "traj_ids"), "episode"):
+            if candidate in keys:
+                self.traj_key, self._fetch_traj = candidate, True
+                return
+        self._fetch_traj = False
 
     def extend(self, index):
         self._cache.pop("found", None)
@@ -614,7 +766,7 @@ class SliceSampler(Sampler):
         start, length = self._trajectories(storage)
         if not length.size:
             raise RuntimeError("SliceSampler: the storage holds no trajectory")
-        if self.strict_length:
+        if self.strict_length and not self.span[1]:
             keep = length >= seq_length
             if not keep.any():
                 raise RuntimeError(f"Did not find a single trajectory with sufficient length (length range: "
@@ -622,7 +774,7 @@ class SliceSampler(Sampler):
             start, length = start[keep], length[keep]
         return start, length
 
-    def sample(self, storage, batch_size):
+    def _sample(self, storage, batch_size):
         if len(storage) == 0:
             raise empty_storage_error()
         seq_length, num_slices = self._adjusted_batch_size(batch_size)
@@ -630,30 +782,75 @@ class SliceSampler(Sampler):
         return self._slices(storage, start, length, self._randint(len(length), num_slices), seq_length)
 
     def _slices(self, storage, start, length, chosen, seq_length):
-        """The positions of one slice per chosen trajectory, at a uniform offset inside it."""
-        steps = np.minimum(length[chosen], seq_length)
-        offset = np.floor(self._uniform(len(chosen)) * (length[chosen] - steps + 1)).astype(np.int64)
+        """The positions of one slice per chosen trajectory, at a uniform offset inside it (or
+        hanging over its ends by up to the span, then cut to it)."""
+        size = length[chosen]
+        if not any(self.span):
+            steps = np.minimum(size, seq_length)
+            offset = np.floor(self._uniform(len(chosen)) * (size - steps + 1)).astype(np.int64)
+        else:
+            low = -_span_steps(self.span[0], seq_length)  # the first step of a slice, relative to its trajectory
+            right = self.span[1]
+            # the last start, as torchrl's: a full slice without a right span; with span[1]=k, one that keeps
+            # k + 1 steps; with span[1]=True, the trajectory's last step (torchrl: one past it, an empty slice)
+            high = size - seq_length if not right else size - 1 if right is True else size - 1 - _span_steps(
+                right, seq_length)
+            high = np.minimum(np.maximum(high, low), size - 1)
+            offset = np.floor(self._uniform(len(chosen)) * (high - low + 1)).astype(np.int64) + low
+            stop = np.minimum(offset + seq_length, size)
+            offset = np.maximum(offset, 0)
+            steps = stop - offset
         first = start[chosen] + offset
-        ends = np.cumsum(steps)
-        index = np.repeat(first - (ends - steps), steps) + np.arange(int(ends[-1]) if len(ends) else 0)
-        index %= len(storage)  # a slice may wrap around a full storage
-        return index, self._info(storage, index, ends - 1)
+        return self._positions(storage, first, steps, seq_length, pad=self.pad_output and (length < seq_length).any())
 
-    def _info(self, storage, index, last):
+    def _positions(self, storage, first, steps, seq_length, pad=False):
+        """(index, info) of slices of ``steps`` steps from ``first``; padded to ``seq_length`` with
+        their last step repeated when ``pad``."""
+        if pad:
+            t = np.arange(seq_length)
+            real = t[None, :] < steps[:, None]
+            index = (first[:, None] + np.minimum(t[None, :], steps[:, None] - 1)).reshape(-1)
+            begins = np.arange(len(steps)) * seq_length
+            last, mask = begins + steps - 1, real.reshape(-1)
+        else:
+            ends = np.cumsum(steps)
+            index = np.repeat(first - (ends - steps), steps) + np.arange(int(ends[-1]) if len(ends) else 0)
+            begins, last, mask = ends - steps, ends - 1, None
+        index %= len(storage)  # a slice may wrap around a full storage
+        return index, self._info(storage, index, last, begins, mask)
+
+    def _info(self, storage, index, last, begins=None, mask=None):
+        """The info of slices read at ``index``: truncated/done/terminated (``last``: each slice's
+        last real step), the slice starts marked in ``init_key`` (``begins``), the padding mask."""
+        info = {} if mask is None else {("collector", "mask"): mask}
+        stored = None
+        if self.init_key is not None and begins is not None:
+            stored = storage._gather(index)
+            init = stored.get(self.init_key, None) if isinstance(stored, TensorDict) else None
+            if init is not None:  # never made up: only where the storage tracks episode starts
+                init = init.detach().cpu()._data.astype(bool)
+                marker = np.zeros_like(init)
+                marker[begins] = True
+                info[self.init_key] = init | marker
         if self.truncated_key is None:
-            return {}
+            return info
         key = self.truncated_key if isinstance(self.truncated_key, tuple) else (self.truncated_key,)
         truncated = np.zeros((len(index), 1), dtype=bool)
         truncated[last] = True
-        stored = storage._gather(index)
+        stored = storage._gather(index) if stored is None else stored
 
         def entry(name):
             value = stored.get(key[:-1] + (name,), None) if isinstance(stored, TensorDict) else None
             return None if value is None else _as_flat_array(value)[:, :1].astype(bool)
 
         done, terminated = entry("done"), entry("terminated")
-        return {key: truncated, key[:-1] + ("done",): truncated if done is None else done | truncated,
-                key[:-1] + ("terminated",): np.zeros_like(truncated) if terminated is None else terminated}
+
+        def named(last):  # a one-part key is a plain string, as torchrl's info keys
+            full = key[:-1] + (last,)
+            return full[0] if len(full) == 1 else full
+        info.update({named(key[-1]): truncated, named("done"): truncated if done is None else done | truncated,
+                     named("terminated"): np.zeros_like(truncated) if terminated is None else terminated})
+        return info
 
     def __repr__(self):
         return (f"{type(self).__name__}(num_slices={self.num_slices}, slice_len={self.slice_len}, "
@@ -661,17 +858,25 @@ class SliceSampler(Sampler):
                 f"strict_length={self.strict_length})")
 
 
-class SliceSamplerWithoutReplacement(SliceSampler):
+class SliceSamplerWithoutReplacement(SliceSampler, SamplerWithoutReplacement):
     """A SliceSampler that draws each trajectory at most once per pass: the trajectories are
     walked in a random permutation (in order with ``shuffle=False``), ``num_slices`` per sample,
     one slice at a uniform offset in each; a new pass starts when they are used up (``ran_out``
     is True after the sample that used them up). The last sample of a pass is shorter unless
-    ``drop_last``. A change of the trajectories (a write) starts a new pass."""
+    ``drop_last``. A change of the trajectories (a write) starts a new pass. It is a
+    ``SamplerWithoutReplacement`` too, as torchrl's (its state is the trajectory order)."""
 
     def __init__(self, *, drop_last=False, shuffle=True, **kwargs):
-        super().__init__(**kwargs)
+        SliceSampler.__init__(self, **kwargs)
         self.drop_last, self.shuffle = bool(drop_last), bool(shuffle)
         self._order, self._seen, self._ran_out = None, None, False
+        self._perm, self.len_storage = None, 0  # SamplerWithoutReplacement's position state: unused here
+
+    def state_dict(self):
+        return Sampler.state_dict(self)
+
+    def _load_plan(self, state, stored=None):
+        return Sampler._load_plan(self, state, stored)
 
     @property
     def ran_out(self):
@@ -685,7 +890,7 @@ class SliceSamplerWithoutReplacement(SliceSampler):
         super()._empty()
         self._order, self._seen, self._ran_out = None, None, False
 
-    def sample(self, storage, batch_size):
+    def _sample(self, storage, batch_size):
         if len(storage) == 0:
             raise empty_storage_error()
         seq_length, num_slices = self._adjusted_batch_size(batch_size)
@@ -720,6 +925,10 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
             raise TypeError(f"PrioritizedSliceSampler needs max_capacity, alpha and beta, got "
                             f"max_capacity={max_capacity!r}, alpha={alpha!r}, beta={beta!r}")
         SliceSampler.__init__(self, **slice_kwargs)
+        if self.span[0]:  # starts are drawn from the priorities of stored positions: none lies before a trajectory
+            warnings.warn(f"Left spanning is disabled for {type(self).__name__} and will be automatically turned off "
+                          f"(span={self.span} becomes {(0, self.span[1])}).", UserWarning, stacklevel=2)
+            self.span = (0, self.span[1])
         PrioritizedSampler.__init__(self, max_capacity, alpha, beta, eps=eps, dtype=dtype, reduction=reduction,
                                     max_priority_within_buffer=max_priority_within_buffer)
 
@@ -731,16 +940,22 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         SliceSampler._empty(self)
         PrioritizedSampler._empty(self)
 
-    def sample(self, storage, batch_size):
+    def _sample(self, storage, batch_size):
         n = len(storage)
         if n == 0:
             raise empty_storage_error()
         seq_length, num_slices = self._adjusted_batch_size(batch_size)
         start, length = self._eligible(storage, seq_length)
+        self._cover(n)
         left = np.zeros(n, dtype=np.int64)  # steps from each position to its trajectory's end, included
         for first, size in zip(start, length):
             left[(first + np.arange(size)) % n] = np.arange(size, 0, -1)
-        can_start = left >= seq_length
+        # a right span lets a slice run past its trajectory's end (torchrl: by at most span[1] steps; with
+        # span[1]=True any position but a trajectory's last one may start a slice)
+        right = self.span[1]
+        need = seq_length if not right else min(seq_length, 2) if right is True else seq_length - _span_steps(
+            right, seq_length)
+        can_start = left >= need
         if not self.strict_length:
             can_start[start % n] = True
         priority = self._tree.leaves()[:n] * can_start
@@ -753,7 +968,7 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         steps = np.minimum(left[anchor], seq_length)
         ends = np.cumsum(steps)
         index = (np.repeat(anchor - (ends - steps), steps) + np.arange(int(ends[-1]))) % n
-        info = self._info(storage, index, ends - 1)
+        info = self._info(storage, index, ends - 1, ends - steps)
         weight = (priority[anchor] / priority[can_start].min()) ** -self._beta
         info["priority_weight"] = np.repeat(weight, steps).astype(np.float32)
         return index, info
@@ -763,10 +978,110 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
                 f"num_slices={self.num_slices}, slice_len={self.slice_len}, strict_length={self.strict_length})")
 
 
+def _freshness(staleness):
+    """torchrl's default staleness weight, ``1 / (staleness + 1)``."""
+    return 1.0 / (staleness + 1.0)
+
+
+class StalenessAwareSampler(Sampler):
+    """Samples by freshness, for asynchronous training where stored data comes from older policy
+    versions (torchrl's): an item's staleness is ``consumer_version - policy_version`` (its
+    ``version_key`` entry), items staler than ``max_staleness`` are never drawn (``-1``: no
+    limit), and the others are drawn with probability proportional to
+    ``staleness_weight_fn(staleness)`` (default ``1 / (staleness + 1)``; a callable taking and
+    returning a float Tensor), without replacement when there are enough of them. The info holds
+    ``"staleness"``. The training loop moves ``consumer_version`` on (``consumer_version = step``
+    or ``increment_consumer_version()``)."""
+
+    def __init__(self, max_staleness=-1, staleness_weight_fn=None, version_key="policy_version"):
+        if staleness_weight_fn is not None and not callable(staleness_weight_fn):
+            raise TypeError(f"StalenessAwareSampler: staleness_weight_fn must be callable, got "
+                            f"{type(staleness_weight_fn).__name__}")
+        self.max_staleness = max_staleness
+        self._version_key = version_key
+        self._weight_fn = staleness_weight_fn
+        self._consumer_version = 0
+
+    @property
+    def consumer_version(self):
+        return self._consumer_version
+
+    @consumer_version.setter
+    def consumer_version(self, value):
+        self._consumer_version = value
+
+    def increment_consumer_version(self):
+        self._consumer_version += 1
+
+    def _versions(self, storage, n):
+        whole = getattr(storage, "_storage", None)
+        stored = whole if isinstance(whole, TensorDict) else storage[:]
+        versions = stored.get(self._version_key, None) if isinstance(stored, TensorDict) else None
+        if versions is None:
+            raise KeyError(f"Could not find key {self._version_key!r} in the replay buffer storage. Make sure data "
+                           "written to the buffer contains this key (e.g. stamped by the PolicyVersion transform).")
+        return _as_flat_array(versions)[:n, 0].astype(np.float64)
+
+    def _weights(self, staleness):
+        if self._weight_fn is None:
+            return _freshness(staleness)
+        weights = self._weight_fn(wrap(staleness.astype(np.float32)))
+        return np.asarray(weights.detach().cpu()._data if isinstance(weights, Tensor) else weights, dtype=np.float64)
+
+    def _sample(self, storage, batch_size):
+        n = len(storage)
+        if n == 0:
+            raise empty_storage_error()
+        staleness = self._consumer_version - self._versions(storage, n)
+        valid = np.arange(n, dtype=np.int64)
+        if self.max_staleness >= 0:
+            valid = valid[staleness <= self.max_staleness]
+            if not valid.size:
+                raise RuntimeError(f"All {n} entries in the buffer exceed max_staleness={self.max_staleness} "
+                                   f"(consumer_version={self._consumer_version}). Increase max_staleness or update "
+                                   "the collector's policy weights more often.")
+        weights = self._weights(staleness[valid])
+        if weights.shape != valid.shape or not (np.isfinite(weights) & (weights >= 0)).all() or not weights.sum() > 0:
+            raise ValueError("StalenessAwareSampler: staleness_weight_fn must return one finite, non-negative weight "
+                             f"per item, not all zero; got {weights!r}")
+        if batch_size > valid.size:  # with replacement: more draws than eligible items
+            chosen = np.searchsorted(np.cumsum(weights), self._uniform(batch_size) * weights.sum(), side="right")
+            chosen = np.minimum(chosen, valid.size - 1)
+        else:  # without replacement: the largest u ** (1 / w) (Efraimidis-Spirakis)
+            with np.errstate(divide="ignore"):
+                keys = np.log(self._uniform(valid.size)) / weights
+            chosen = np.argsort(-keys, kind="stable")[:batch_size]
+        index = valid[chosen]
+        return index, {"staleness": staleness[index].astype(np.float32)}
+
+    def _empty(self):
+        self._consumer_version = 0
+
+    def state_dict(self):
+        return {"type": type(self).__name__, "consumer_version": self._consumer_version,
+                "max_staleness": self.max_staleness}
+
+    def _load_plan(self, state, stored=None):
+        if isinstance(state, dict) and "type" not in state:  # torchrl's keys only
+            state = dict(state, type=type(self).__name__)
+        super()._load_plan(state)
+        try:
+            version, max_staleness = int(state["consumer_version"]), int(state["max_staleness"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"load_state_dict: bad StalenessAwareSampler state ({e})") from None
+
+        def apply():
+            self._consumer_version, self.max_staleness = version, max_staleness
+        return apply
+
+    def __repr__(self):
+        return f"{type(self).__name__}(consumer_version={self._consumer_version}, max_staleness={self.max_staleness})"
+
+
+_WITHOUT_REPLACEMENT.update({RandomSampler: SamplerWithoutReplacement, SliceSampler: SliceSamplerWithoutReplacement})
+
 ConsumingSampler = unavailable("ConsumingSampler", "consuming items after max_sample_count draws (with the "
                                "buffer's free list of slots) is not implemented", Sampler)
 PromptGroupSampler = unavailable("PromptGroupSampler", "rlpipe has no LLM samplers", Sampler)
-StalenessAwareSampler = unavailable("StalenessAwareSampler", "staleness-weighted sampling is not implemented",
-                                    Sampler)
 StreamingSliceSampler = unavailable("StreamingSliceSampler", "streaming slices are not implemented", Sampler)
 SamplerEnsemble = unavailable("SamplerEnsemble", "ensembles of samplers are not implemented", Sampler)

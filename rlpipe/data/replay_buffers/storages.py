@@ -18,10 +18,17 @@ Differences from torchrl 0.14:
   (items are the rows of the first dimension, a ``[B, T]`` batch is ``B`` items of ``[T]``, as
   with torchrl's default ``ndim=1``);
 - a batch whose keys differ from the storage's raises ``KeyError`` (torchrl keeps the old values
-  of a missing entry and adds an extra entry as a new one); a per-item shape that differs raises
+  of a missing entry and adds an extra entry as a new one); only an in-place write (``set``,
+  ``rb[index] = data``, ``write_all``) with every stored entry may bring new ones, which are added
+  zero-filled for the other items, as torchrl does (not on a ``LazyMemmapStorage``, whose file
+  layout is fixed); a per-item shape that differs raises
   ``ValueError`` and a dtype of another kind ``TypeError`` (torchrl: ``RuntimeError``); dtypes
   of the same kind are cast (int32 into int64, float64 into float32), where torchrl needs the
   exact dtype;
+- a write of more items than ``max_size`` warns (``UserWarning``, torchrl's text: "A cursor of
+  length superior to the storage capacity was provided") and keeps the last ``max_size``; torchrl
+  0.14 warns only when ``storage.set`` is given such a cursor, its writers truncate silently;
+- ``ndim`` other than 1 raises ``NotImplementedError``;
 - an empty batch raises ``RuntimeError`` on every storage (torchrl returns an empty index for a
   TensorDict on a ``ListStorage`` and raises ``IndexError`` on a ``LazyTensorStorage``);
 - ``max_size`` must be positive (torchrl accepts 0 and fails on the first write);
@@ -39,6 +46,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 import weakref
 
 import numpy as np
@@ -63,6 +71,23 @@ _MEMMAP_STORAGE_REGISTRY = weakref.WeakSet()
 _Write = collections.namedtuple("_Write", "values index first cursor spec device")
 # a tensor storage's structure: "tensordict" or "tensor", leaf keys, per-item shapes, dtypes, item batch shape
 _Spec = collections.namedtuple("_Spec", "kind keys shapes dtypes item_batch")
+
+
+def _user_stacklevel():
+    """The ``warnings.warn`` stacklevel of the first caller outside rlpipe (so a warning names
+    the user's line, whichever buffer or storage method it came through)."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("rlpipe."):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _check_ndim(ndim, cls):
+    """torchrl's ``ndim`` argument: only its default, 1 (items are the rows of the first dim)."""
+    if ndim != 1:
+        raise NotImplementedError(f"{cls}: ndim={ndim!r} is not supported by rlpipe: a storage's items are the rows "
+                                  "of its first dimension (ndim=1); store a [B, T] batch as B items of [T], or "
+                                  "reshape it to B * T transitions")
 
 
 def _check_max_size(max_size, cls):
@@ -230,10 +255,55 @@ class Storage:
     def dumps(self, path):
         """Writes the storage to the directory ``path`` (atomically: .json and .npy files)."""
         with atomic_directory(path) as tmp:
-            save_state(tmp, self._state(copy=False))
+            save_state(tmp, self._saved_state(path))
 
     def loads(self, path):
-        self.load_state_dict(load_state(path, mmap_mode=None))
+        self.load_state_dict(self._loaded_state(load_state(path, mmap_mode=None)))
+
+    # save/load hooks (torchrl's): callables ``hook(data, path=...)`` that transform the stored
+    # contents on their way to disk (dumps) or back (loads); a save hook with a ``shift`` or an
+    # ``is_full`` attribute gets the position after the last item written and whether the storage
+    # is full, as torchrl's checkpointers set them
+    _DATA_FIELD = "data"
+
+    def register_save_hook(self, hook):
+        self._check_hook(hook).__dict__.setdefault("_save_hooks", []).append(hook)
+
+    def register_load_hook(self, hook):
+        self._check_hook(hook).__dict__.setdefault("_load_hooks", []).append(hook)
+
+    def _check_hook(self, hook):
+        if not callable(hook):
+            raise TypeError(f"a storage hook must be callable, got {type(hook).__name__}")
+        return self
+
+    def _saved_state(self, path):
+        """What ``dumps`` writes: the state, its contents passed through the save hooks."""
+        state = self._state(copy=False)
+        hooks = self.__dict__.get("_save_hooks", ())
+        if not hooks:
+            return state
+        n = len(self)
+        shift = (self._cursor - 1) % self.max_size + 1 if n else 0
+        for hook in hooks:
+            if hasattr(hook, "shift"):
+                hook.shift = shift
+            if hasattr(hook, "is_full"):
+                hook.is_full = n == self.max_size
+        data = state[self._DATA_FIELD]
+        for hook in hooks:
+            data = hook(data, path=path)
+        return dict(state, **{self._DATA_FIELD: data})
+
+    def _loaded_state(self, state):
+        """A loaded state, its contents passed through the load hooks."""
+        hooks = self.__dict__.get("_load_hooks", ())
+        if not hooks or not isinstance(state, dict) or self._DATA_FIELD not in state:
+            return state
+        data = state[self._DATA_FIELD]
+        for hook in hooks:
+            data = hook(data)
+        return dict(state, **{self._DATA_FIELD: data})
 
     def _check_state(self, state, types):
         """(length, cursor) of a state after checking its fields."""
@@ -264,19 +334,21 @@ class ListStorage(Storage):
     (tensors, TensorDicts, arrays, numbers, strings, lists, tuples, dicts): no pickle.
     """
 
+    _DATA_FIELD = "items"
+
     def __init__(self, max_size=None):
         super().__init__()
         self.max_size = sys.maxsize if max_size is None else _check_max_size(max_size, "ListStorage")
         self._items = []
 
     def _prepare(self, data, cursor=None, what="extend", at=None):
-        if isinstance(data, (list, tuple)):
+        if isinstance(data, (list, tuple, range)):
             items = list(data)
         elif isinstance(data, (TensorDict, Tensor)) and data.ndim:
             items = [data[i] for i in range(data.shape[0])]
         else:
-            raise TypeError(f"{what}: a ListStorage is extended with a list, a tuple, or a TensorDict/Tensor with a "
-                            f"batch dimension; got {type(data).__name__}")
+            raise TypeError(f"{what}: a ListStorage is extended with a list, a tuple, a range, or a TensorDict/Tensor "
+                            f"with a batch dimension; got {type(data).__name__}")
         if not items:
             raise RuntimeError(f"{what}: expected at least one element, got an empty {type(data).__name__}")
         write = _Write(items, *self._positions(len(items), cursor, at), None, None)
@@ -343,7 +415,8 @@ class TensorStorage(Storage):
 
     _state_types = frozenset({"TensorStorage", "LazyTensorStorage", "LazyMemmapStorage"})
 
-    def __init__(self, storage, max_size=None, *, device="cpu"):
+    def __init__(self, storage, max_size=None, *, device="cpu", ndim=1, compilable=False):
+        _check_ndim(ndim, "TensorStorage")
         if storage is None:
             raise ValueError("Expected storage to be non-null.")
         if not isinstance(storage, (TensorDict, Tensor)) or not storage.ndim:
@@ -367,6 +440,22 @@ class TensorStorage(Storage):
     def initialized(self):
         return self._spec is not None
 
+    @property
+    def _storage(self):
+        """The whole preallocated storage, ``max_size`` rows (a TensorDict or a Tensor over the
+        storage's arrays, written through), or None before the first write: torchrl's attribute."""
+        return self._data
+
+    def _init(self, data):
+        """Allocates the storage for items shaped like ``data`` (one item), writing nothing, as
+        torchrl's ``_init``."""
+        if not isinstance(data, (TensorDict, Tensor)):
+            raise TypeError(f"_init: {type(self).__name__} stores TensorDicts or Tensors, got {type(data).__name__}")
+        if self._spec is not None:
+            raise RuntimeError(f"_init: this {type(self).__name__} is already initialized")
+        write = self._prepare(data.unsqueeze(0), what="_init", at=np.zeros(1, dtype=np.int64))
+        self._allocate(write.spec, write.device)
+
     # ---- writing -----------------------------------------------------------------------------------
     def _prepare(self, data, cursor=None, what="extend", at=None):
         if isinstance(data, list):  # one item per element, stacked (as torchrl does)
@@ -383,6 +472,11 @@ class TensorStorage(Storage):
         n = batch[0]
         if n == 0:
             raise RuntimeError(f"{what}: expected at least one element, got a batch of 0 items")
+        if n > self.max_size:
+            warnings.warn(f"A cursor of length superior to the storage capacity was provided: {n} items for a storage "
+                          f"of max_size={self.max_size}, so only the last {self.max_size} are kept. Make sure the "
+                          "storage capacity is big enough for the batch size.", UserWarning,
+                          stacklevel=_user_stacklevel())
         spec, device = self._spec, self._storage_device()
         if spec is None:
             if kind == "tensordict" and not leaves:
@@ -394,9 +488,25 @@ class TensorStorage(Storage):
             check_room(self.max_size * row, f"{what}: max_size={self.max_size} rows of {row} bytes", self._room())
             values = [v for _, v in leaves]
         else:
+            if at is not None:  # an in-place write (set, rb[index] = ...) may add entries; extend may not
+                leaves, spec = self._with_new_keys(spec, kind, leaves, what)
             values = self._matched(spec, kind, leaves, batch, what)
         values = [v._data if v._device is device else v.to(device)._data for v in values]
-        return _Write(values, *self._positions(n, cursor, at), spec if self._spec is None else None, device)
+        return _Write(values, *self._positions(n, cursor, at), spec if spec is not self._spec else None, device)
+
+    _adds_keys = True  # whether a write may bring new entries (the memory-mapped layout is fixed)
+
+    def _with_new_keys(self, spec, kind, leaves, what):
+        """(leaves, spec): an in-place write of a TensorDict with every stored entry and some new
+        ones adds them to the storage, zero-filled for the other items, as torchrl's storages do
+        (``rb[:] = data`` with a computed column; a missing entry is still an error)."""
+        stored = set(spec.keys)
+        extra = [(k, v) for k, v in leaves if k not in stored]
+        if kind != spec.kind or not extra or not self._adds_keys or any(k not in dict(leaves) for k in spec.keys):
+            return leaves, spec
+        return leaves, spec._replace(keys=spec.keys + [k for k, _ in extra],
+                                     shapes=spec.shapes + [tuple(v.shape[1:]) for _, v in extra],
+                                     dtypes=spec.dtypes + [v._data.dtype for _, v in extra])
 
     def _matched(self, spec, kind, leaves, batch, what):
         """The data's leaves in the storage's order, after checking them against the storage."""
@@ -424,7 +534,13 @@ class TensorStorage(Storage):
         return values
 
     def _commit(self, write):
-        if write.spec is not None:
+        if write.spec is not None and self._spec is not None:  # new entries: zero-filled arrays beside the others
+            old = len(self._spec.keys)
+            added = [zeros((self.max_size,) + shape, dtype=_dtypes.from_numpy_dtype(dt),
+                           device=self._data.device)._data
+                     for shape, dt in zip(write.spec.shapes[old:], write.spec.dtypes[old:])]
+            self._set_arrays(write.spec, self._arrays + added, self._data.device)
+        elif write.spec is not None:
             self._allocate(write.spec, write.device)
             if isinstance(self, LazyTensorStorage):  # as torchrl, an INFO line on the first write
                 kind = "LazyMemmapStorage" if isinstance(self, LazyMemmapStorage) else "LazyTensorStorage"
@@ -527,7 +643,8 @@ class LazyTensorStorage(TensorStorage):
     device (torchrl's default is "cpu").
     """
 
-    def __init__(self, max_size, *, device=None):
+    def __init__(self, max_size, *, device=None, ndim=1, compilable=False, consolidated=False):
+        _check_ndim(ndim, type(self).__name__)
         self._init_empty(max_size, device)
 
 
@@ -541,15 +658,32 @@ class LazyMemmapStorage(LazyTensorStorage):
     after a process restart) maps the same files again: contents, length and cursor come back,
     and writing goes on where it stopped. A replay buffer built on it gives every item the
     default priority; to get the sampler's state (priorities) back too, ``dumps`` the buffer and
-    ``loads`` it instead. torchrl does not reopen a scratch directory by itself.
+    ``loads`` it instead. torchrl does not reopen a scratch directory by itself (its
+    ``existsok=False`` refuses one; rlpipe accepts ``existsok`` and reopens).
+
+    **Cleanup**, as torchrl's: ``auto_cleanup`` (default: True for a temporary directory, False
+    for a ``scratch_dir`` given) removes the directory when the storage is garbage collected or
+    the process exits (Ctrl+C included); ``cleanup()`` removes it now and returns whether there
+    was anything to remove. Storages with ``auto_cleanup`` are in ``_MEMMAP_STORAGE_REGISTRY``.
     """
 
     _LAYOUT = "layout.json"
     _FORMAT = "rlpipe-memmap-storage"
+    _adds_keys = False  # its files and layout.json are fixed at the first write
 
-    def __init__(self, max_size, *, scratch_dir=None, device="cpu"):
+    def __init__(self, max_size, *, scratch_dir=None, device="cpu", ndim=1, existsok=False, compilable=False,
+                 shared_init=False, auto_cleanup=None):
+        _check_ndim(ndim, "LazyMemmapStorage")
+        if shared_init:
+            raise NotImplementedError("LazyMemmapStorage: shared_init=True (a storage initialized by whichever "
+                                      "process writes first) is not supported by rlpipe")
         super().__init__(max_size)
-        _MEMMAP_STORAGE_REGISTRY.add(self)
+        self._scratch_dir_is_temp = scratch_dir is None
+        self._auto_cleanup = self._scratch_dir_is_temp if auto_cleanup is None else bool(auto_cleanup)
+        self._cleaned_up = False
+        self._finalizer = None
+        if self._auto_cleanup:
+            _MEMMAP_STORAGE_REGISTRY.add(self)
         if resolve(device) is not CPU:
             raise ValueError(f"LazyMemmapStorage: memory maps live on the CPU, got device={device!r}; move samples "
                              "with a transform instead")
@@ -567,9 +701,22 @@ class LazyMemmapStorage(LazyTensorStorage):
     def _directory(self):
         if self.scratch_dir is None:
             self.scratch_dir = tempfile.mkdtemp(prefix="rlpipe-memmap-storage-")
-            weakref.finalize(self, shutil.rmtree, self.scratch_dir, True)
         os.makedirs(self.scratch_dir, exist_ok=True)
+        if self._auto_cleanup and self._finalizer is None:  # runs when collected, or at exit (Ctrl+C included)
+            self._finalizer = weakref.finalize(self, shutil.rmtree, self.scratch_dir, True)
         return self.scratch_dir
+
+    def cleanup(self):
+        """Removes the scratch directory and its files now; True if there was one to remove,
+        False otherwise (never written, removed already, or deleted by someone else)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        directory, self._cleaned_up = self.scratch_dir, True
+        if directory is None or not os.path.isdir(directory):
+            return False
+        shutil.rmtree(directory, ignore_errors=True)
+        return not os.path.exists(directory)
 
     def _allocate(self, spec, device):
         directory = self._directory()
