@@ -9,9 +9,10 @@ from ..envs.utils import RandomPolicy
 from ..tensordict.nn import NormalParamExtractor
 from .models import MLP, ConvNet
 from .tensordict_module import (SafeModule, Actor, ValueOperator, ProbabilisticActor, SafeProbabilisticModule,
-                                SafeProbabilisticTensorDictSequential, QValueModule, QValueActor, EGreedyModule)
+                                SafeProbabilisticTensorDictSequential, QValueModule, QValueActor, EGreedyModule,
+                                GRUModule, LSTMModule, recurrent_mode, set_recurrent_mode)
 
 __all__ = ["RandomPolicy", "NormalParamExtractor", "MLP", "ConvNet", "SafeModule", "Actor", "ValueOperator",
            "ProbabilisticActor", "SafeProbabilisticModule", "SafeProbabilisticTensorDictSequential", "QValueModule",
            "QValueActor", "EGreedyModule", "Delta", "IndependentNormal", "MaskedCategorical", "OneHotCategorical",
-           "TanhNormal"]
+           "TanhNormal", "GRUModule", "LSTMModule", "recurrent_mode", "set_recurrent_mode"]

@@ -1170,6 +1170,12 @@ class TensorDict(TensorDictMath):
         return type(first)._build(entries, Size(new_batch), first._device)
 
     @classmethod
+    def maybe_dense_stack(cls, items, dim=0, *, out=None, **kwargs):
+        """tensordict's stack that goes lazy where it must: rlpipe has no lazy stacks, so this is
+        ``stack`` (TensorDicts whose keys differ raise as there)."""
+        return cls.stack(list(items), dim, out=out)
+
+    @classmethod
     def stack(cls, tds, dim=0, *, out=None):
         """The TensorDicts stacked along a new batch dim ``dim`` (written into ``out``, in place,
         when given)."""

@@ -4,3 +4,4 @@ from .common import SafeModule
 from .actors import (Actor, ValueOperator, ProbabilisticActor, SafeProbabilisticModule,
                      SafeProbabilisticTensorDictSequential, QValueModule, QValueActor)
 from .exploration import EGreedyModule
+from .rnn import GRUModule, LSTMModule, recurrent_mode, set_recurrent_mode

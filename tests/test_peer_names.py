@@ -1,0 +1,66 @@
+"""Names that the peers' code imports and type-checks with, where rlpipe has one TensorDict class and
+no lazy stacks, tensorclasses or recurrent modules: they exist, answer as tensordict/torchrl do for
+what rlpipe has, and say plainly what rlpipe lacks."""
+import pytest
+
+import rlpipe
+from rlpipe.modules import GRUModule, LSTMModule, recurrent_mode, set_recurrent_mode
+from rlpipe.tensordict import (LazyStackedTensorDict, TensorDict, TensorDictBase, is_tensor_collection,
+                               is_tensorclass, tensorclass)
+
+
+def td(n=2, **entries):
+    return TensorDict({"a": rlpipe.arange(n, dtype=rlpipe.float32), **entries}, [n])
+
+
+def test_every_tensordict_is_a_tensordictbase_and_a_tensor_collection():
+    assert isinstance(td(), TensorDictBase)
+    assert is_tensor_collection(td()) and is_tensor_collection(TensorDict)
+    assert not is_tensor_collection(rlpipe.ones(2)) and not is_tensor_collection({"a": 1})
+    assert not is_tensorclass(td()) and not is_tensorclass(TensorDict)
+
+
+def test_tensorclass_says_it_is_not_available():
+    with pytest.raises(NotImplementedError, match="tensorclass is not available in rlpipe"):
+        @tensorclass
+        class Data:
+            x: rlpipe.Tensor
+
+
+def test_maybe_dense_stack_stacks_densely():
+    out = LazyStackedTensorDict.maybe_dense_stack([td(), td()], 1)
+    assert out.batch_size == rlpipe.Size([2, 2]) and type(out) is TensorDict
+    assert out["a"].tolist() == [[0.0, 0.0], [1.0, 1.0]]
+    assert TensorDict.maybe_dense_stack([td(), td()]).batch_size == rlpipe.Size([2, 2])
+    with pytest.raises(KeyError):
+        TensorDict.maybe_dense_stack([td(), td(b=rlpipe.ones(2))])
+
+
+def test_lazy_stacks_say_they_are_not_available():
+    with pytest.raises(NotImplementedError, match="LazyStackedTensorDict is not available in rlpipe"):
+        LazyStackedTensorDict(td(), td())
+    with pytest.raises(NotImplementedError, match="lazy_stack is not available"):
+        LazyStackedTensorDict.lazy_stack([td(), td()])
+
+
+def test_set_recurrent_mode_as_context_and_decorator():
+    assert recurrent_mode() is False
+    with set_recurrent_mode(True):
+        assert recurrent_mode() is True
+        with set_recurrent_mode("sequential"):
+            assert recurrent_mode() is False
+        assert recurrent_mode() is True
+    assert recurrent_mode() is False
+
+    @set_recurrent_mode("recurrent")
+    def inside():
+        return recurrent_mode()
+    assert inside() is True and recurrent_mode() is False
+    with pytest.raises(ValueError, match="mode must be True, False, 'recurrent' or 'sequential', got 'fast'"):
+        set_recurrent_mode("fast")
+
+
+@pytest.mark.parametrize("cls", [GRUModule, LSTMModule])
+def test_recurrent_modules_say_they_are_not_available(cls):
+    with pytest.raises(NotImplementedError, match=f"{cls.__name__} is not available in rlpipe"):
+        cls(input_size=3, hidden_size=4, in_key="obs", out_key="h")
