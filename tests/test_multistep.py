@@ -224,11 +224,13 @@ REWARD_KEY_SETS = {1: [("next", "reward")], 2: [("next", "reward"), ("next", "co
 
 def run_and_compare(arrays, batch_shape, n, gamma, reward_keys=(("next", "reward"),), what=""):
     td = make_td(arrays, batch_shape)
+    before = snapshot(td)
     out = MultiStep(gamma, n, reward_keys=list(reward_keys))(td)
-    assert out is td
+    assert out is not td
+    assert_snapshot_equal(td, before)  # the input keeps its entries, as torchrl's
     expected = reference_multistep(arrays, batch_shape, n, gamma, reward_keys=reward_keys)
-    assert_matches(leaf_arrays(td), expected, what=what)
-    assert tuple(td.batch_size) == tuple(batch_shape)
+    assert_matches(leaf_arrays(out), expected, what=what)
+    assert tuple(out.batch_size) == tuple(batch_shape)
 
 
 def _random_case(seed, lead_dims, p_done, trailing, terminated):
@@ -282,7 +284,7 @@ def test_mask_stops_windows_and_masked_steps_are_not_nonterminal():
               ("next", "terminated"): np.zeros(6, bool), ("next", "observation"): r[:, None] * 10,
               ("collector", "mask"): np.array([1, 1, 1, 0, 0, 0], bool)}
     td = make_td(arrays, (6,))
-    MultiStep(1.0, 4)(td)
+    td = MultiStep(1.0, 4)(td)
     np.testing.assert_array_equal(arr(td["steps_to_next_obs"]), [3, 2, 1, 1, 1, 1])
     np.testing.assert_allclose(arr(td["next", "reward"]), [6, 5, 3, 4, 5, 6])
     np.testing.assert_array_equal(arr(td["next", "observation"])[:, 0], [30, 30, 30, 40, 50, 60])
@@ -354,7 +356,7 @@ def test_golden_torchrl(path):
     arrays, batch = golden_input(z)
     gamma, n = float(z["gamma_in"]), int(z["n_steps"])
     td = make_td(arrays, batch)
-    MultiStep(gamma, n)(td)
+    td = MultiStep(gamma, n)(td)
     got = {"out_next_reward": td["next", "reward"], "out_original_reward": td["next", "original_reward"],
            "out_gamma": td["gamma"], "out_steps_to_next_obs": td["steps_to_next_obs"],
            "out_next_observation": td["next", "observation"]}
@@ -405,8 +407,8 @@ def test_n_steps_one_adds_keys_and_keeps_values():
     td, arrays = simple_td(T=7, lead=(2,), done_at=(3,))
     before = snapshot(td)
     out = MultiStep(0.9, 1)(td)
-    assert out is td
-    got = leaf_arrays(td)
+    assert out is not td
+    got = leaf_arrays(out)
     assert set(got) == set(before[0]) | NEW_KEYS | {("next", "original_reward")}
     for key, (_, value) in before[0].items():
         np.testing.assert_array_equal(got[key], value, err_msg=str(key))
@@ -418,21 +420,25 @@ def test_n_steps_one_adds_keys_and_keeps_values():
     assert got[("nonterminal",)].dtype == np.bool_
 
 
-def test_transform_is_in_place():
+def test_transform_returns_a_new_tensordict_and_leaves_the_input_alone():
+    """As torchrl 0.14's MultiStep: the output is a new TensorDict (its nested "next" too) that
+    shares the tensors it does not rewrite; the input keeps its keys and values."""
     td, _ = simple_td(T=8)
-    next_td = td["next"]
+    next_td, obs = td["next"], td["observation"]
+    before = snapshot(td)
     out = MultiStep(0.5, 3)(td)
-    assert out is td
-    assert td["next"] is next_td  # the nested TensorDict is updated, not replaced
-    assert "original_reward" in next_td.keys()
-    assert "gamma" in td.keys()
+    assert out is not td and out["next"] is not next_td
+    assert td["next"] is next_td and "original_reward" not in next_td.keys() and "gamma" not in td.keys()
+    assert_snapshot_equal(td, before)
+    assert "original_reward" in out["next"].keys() and "gamma" in out.keys()
+    assert out["observation"] is obs
 
 
 def test_seed_step_count_example():
     td = TensorDict({"step_count": rlpipe.arange(10),
                      "next": {"step_count": rlpipe.arange(1, 11), "done": rlpipe.zeros(10, 1, dtype=rlpipe.bool),
                               "reward": rlpipe.ones(10, 1)}}, batch_size=[10])
-    MultiStep(0.99, 4)(td)
+    td = MultiStep(0.99, 4)(td)
     np.testing.assert_array_equal(arr(td["next", "step_count"]), [4, 5, 6, 7, 8, 9, 10, 10, 10, 10])
     np.testing.assert_array_equal(arr(td["step_count"]), np.arange(10))
     np.testing.assert_array_equal(arr(td["steps_to_next_obs"]), [4, 4, 4, 4, 4, 4, 4, 3, 2, 1])
@@ -450,7 +456,7 @@ def test_window_into_a_terminal_state_is_terminal():
     td = make_td({("next", "observation"): obs, ("next", "reward"): np.ones((6, 1), np.float32),
                   ("next", "done"): term, ("next", "terminated"): term,
                   ("next", "truncated"): np.zeros((6, 1), bool)}, (6,))
-    MultiStep(0.9, 3)(td)
+    td = MultiStep(0.9, 3)(td)
     np.testing.assert_array_equal(arr(td["steps_to_next_obs"]), [3, 2, 1, 3, 2, 1])
     np.testing.assert_array_equal(arr(td["next", "terminated"])[:, 0], [1, 1, 1, 0, 0, 0])
     np.testing.assert_array_equal(arr(td["next", "done"])[:, 0], [1, 1, 1, 0, 0, 0])
@@ -464,7 +470,7 @@ def test_truncation_ends_the_window_but_stays_nonterminal():
     td = make_td({("next", "observation"): obs, ("next", "reward"): np.ones(5, np.float32),
                   ("next", "done"): trunc, ("next", "terminated"): np.zeros(5, bool),
                   ("next", "truncated"): trunc}, (5,))
-    MultiStep(1.0, 4)(td)
+    td = MultiStep(1.0, 4)(td)
     np.testing.assert_array_equal(arr(td["steps_to_next_obs"]), [2, 1, 3, 2, 1])
     np.testing.assert_allclose(arr(td["next", "reward"]), [2, 1, 3, 2, 1])
     np.testing.assert_array_equal(arr(td["next", "truncated"]), [1, 1, 0, 0, 0])
@@ -476,13 +482,13 @@ def test_truncation_ends_the_window_but_stays_nonterminal():
 def test_without_terminated_entry_done_decides_nonterminal():
     done = np.array([0, 1, 0, 0], bool)
     td = make_td({("next", "reward"): np.ones(4, np.float32), ("next", "done"): done}, (4,))
-    MultiStep(0.9, 2)(td)
+    td = MultiStep(0.9, 2)(td)
     np.testing.assert_array_equal(arr(td["nonterminal"]), [0, 0, 1, 1])
 
 
 def test_numpy_integer_n_steps_and_integer_gamma_are_accepted():
     td, arrays = simple_td(T=5)
-    MultiStep(1, np.int64(2))(td)
+    td = MultiStep(1, np.int64(2))(td)
     expected = reference_multistep(arrays, (5,), 2, 1.0)
     assert_matches(leaf_arrays(td), expected)
 
@@ -551,13 +557,13 @@ def test_bad_tensordict_raises_and_leaves_it_unchanged(kind):
     assert_snapshot_equal(td, before)
 
 
-def test_locked_tensordict_raises_and_is_unchanged():
+def test_locked_tensordict_is_transformed_into_a_new_one():
     td, _ = simple_td(T=5, done_at=(1,))
     td.lock_()
     before = snapshot(td)
-    with pytest.raises(RuntimeError, match="locked"):
-        MultiStep(0.9, 3)(td)
+    out = MultiStep(0.9, 3)(td)
     assert_snapshot_equal(td, before)
+    assert "gamma" in out.keys() and "gamma" not in td.keys()
 
 
 def test_not_a_tensordict():
@@ -598,7 +604,7 @@ def test_streaming_equals_batch_transform(n, lead):
         T = int(rng.integers(1, 45))
         arrays = _stream_arrays(rng, lead, T)
         whole = make_td(arrays, lead + (T,))
-        MultiStep(0.9, n)(whole)
+        whole = MultiStep(0.9, n)(whole)
         expected = leaf_arrays(whole)
         if n:
             assert_matches(expected, reference_multistep(arrays, lead + (T,), n, 0.9))
@@ -716,13 +722,12 @@ def test_cuda_matches_cpu(case):
         return
     cpu = make_td(arrays, shape)
     gpu = make_td(arrays, shape, device="cuda")
-    MultiStep(gamma, n, reward_keys=keys)(cpu)
+    cpu = MultiStep(gamma, n, reward_keys=keys)(cpu)
     out = MultiStep(gamma, n, reward_keys=keys)(gpu)
-    assert out is gpu
-    for key, value in leaves(gpu).items():
+    for key, value in leaves(out).items():
         assert value.device.type == "cuda", key
-    assert_matches(leaf_arrays(gpu), leaf_arrays(cpu), what=case)
-    assert_matches(leaf_arrays(gpu), reference_multistep(arrays, shape, n, gamma, reward_keys=keys), what=case)
+    assert_matches(leaf_arrays(out), leaf_arrays(cpu), what=case)
+    assert_matches(leaf_arrays(out), reference_multistep(arrays, shape, n, gamma, reward_keys=keys), what=case)
 
 
 @pytest.mark.cuda

@@ -149,8 +149,9 @@ def _n_step_returns(backend, done, valid, reward, gamma, n):
 class MultiStep(Module):
     """Rewrites a ``[*B, T]`` TensorDict with n-step returns (see the module docstring).
 
-    ``MultiStep(gamma, n_steps)`` returns the input TensorDict, transformed in place; on bad input
-    it raises before changing anything. ``streaming=True`` keeps the last ``n_steps - 1`` frames
+    ``MultiStep(gamma, n_steps)`` returns a new TensorDict, as torchrl's does: the input keeps its
+    entries (the output shares the tensors it does not rewrite; ``n_steps=0`` returns the input
+    itself). On bad input it raises before changing anything. ``streaming=True`` keeps the last ``n_steps - 1`` frames
     of every batch and completes their windows with the next batch (``flush()`` emits the rest):
     each frame comes out exactly once with its exact return, ``n_steps - 1`` frames late.
     """
@@ -184,10 +185,12 @@ class MultiStep(Module):
                              f"batch_size={list(tensordict.batch_size)}")
         if self.streaming:
             return self._stream(tensordict)
-        return self._transform(tensordict)
+        # a new TensorDict, as torchrl's: the input keeps its entries (the copy shares their tensors)
+        return self._transform(tensordict.clone(recurse=False))
 
     def _transform(self, td):
-        """Transforms ``td`` (a TensorDict with a time dimension, as forward checked) in place."""
+        """Transforms ``td`` (a TensorDict with a time dimension, as forward checked; a copy of the
+        caller's) in place."""
         if self.n_steps == 0:
             return td
         done = _lookup(td, self.done_key)  # KeyError naming the key when missing
