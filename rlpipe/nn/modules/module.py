@@ -12,6 +12,7 @@ import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
+from ... import __future__ as _future
 from ... import _dtypes
 from ..._tensor import Tensor, wrap
 from ...autograd.function import Function, as_array, null_context
@@ -503,9 +504,17 @@ class Module:
         if recurse:
             for module in self.children():
                 module._apply(fn)
+        overwrite = _future.get_overwrite_module_params_on_conversion() and \
+            not _future.get_swap_module_params_on_conversion()
         with no_grad():
-            for param in self._parameters.values():
+            for key, param in self._parameters.items():
                 if param is None:
+                    continue
+                if overwrite:  # rlpipe.__future__'s switch: new Parameter objects, as torch makes them
+                    new = Parameter(fn(param), requires_grad=param.requires_grad)
+                    if param.grad is not None:
+                        new.grad = fn(param.grad).requires_grad_(param.grad.requires_grad)
+                    self._parameters[key] = new
                     continue
                 param.data = fn(param)
                 if param.grad is not None:
@@ -641,7 +650,9 @@ class Module:
                 continue
             try:
                 with no_grad():
-                    if assign:
+                    if assign and _future.get_swap_module_params_on_conversion():
+                        param.data = value.detach()  # the object stays, the checkpoint's data comes in
+                    elif assign:
                         if isinstance(param, Parameter):
                             value = value.requires_grad_(param.requires_grad) if isinstance(value, Parameter) \
                                 else Parameter(value, requires_grad=param.requires_grad)
