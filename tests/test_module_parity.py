@@ -1,5 +1,7 @@
 """Module behaviour that PyTorch's own nn test files check, as torch 2.13 behaves (measured there):
-rlpipe.__future__'s conversion switches."""
+rlpipe.__future__'s conversion switches, ParameterDict's dict methods and update rules."""
+from collections import OrderedDict
+
 import pytest
 
 import rlpipe as r
@@ -71,3 +73,62 @@ def test_assign_without_swap_replaces_the_parameter():
     m.load_state_dict(sd, assign=True)
     assert m.weight is not w and type(m.weight) is nn.Parameter and m.weight.requires_grad
     assert r.equal(m.weight, sd["weight"])
+
+
+def _pd(*names):
+    return nn.ParameterDict(OrderedDict((n, nn.Parameter(r.zeros(1))) for n in names))
+
+
+def test_parameter_dict_update_sorts_a_plain_dict_but_keeps_ordered_inputs():
+    pd = _pd("z")
+    pd.update({"b": r.ones(1), "a": r.ones(1)})
+    assert list(pd) == ["z", "a", "b"]
+    pd.update(OrderedDict([("d", r.ones(1)), ("c", r.ones(1))]))
+    pd.update([("f", r.ones(1)), ("e", r.ones(1))])
+    pd.update(_pd("h", "g"))
+    assert list(pd) == ["z", "a", "b", "d", "c", "f", "e", "h", "g"]
+
+
+@pytest.mark.parametrize("bad, error, message", [
+    (1, TypeError, "ParametersDict.update should be called with an iterable of key/value pairs, but got int"),
+    ([1], TypeError, "ParameterDict update sequence element #0 should be Iterable; isint"),
+    ([("a", r.ones(1)), ("b",)], ValueError, "ParameterDict update sequence element #1 has length 1; 2 is required"),
+])
+def test_parameter_dict_update_errors_name_the_bad_element(bad, error, message):
+    pd = _pd("x")
+    with pytest.raises(error, match=message):
+        pd.update(bad)
+    assert list(pd)[0] == "x"
+
+
+def test_parameter_dict_popitem_setdefault_reversed():
+    pd = _pd("a", "b", "c")
+    last = pd["c"]
+    assert list(reversed(pd)) == ["c", "b", "a"]
+    key, value = pd.popitem()
+    assert key == "c" and value is last and list(pd) == ["a", "b"]
+    p = nn.Parameter(r.ones(2))
+    assert pd.setdefault("d", p) is p and pd["d"] is p
+    assert pd.setdefault("d", nn.Parameter(r.zeros(2))) is p
+    assert pd.setdefault("e") is None and "e" in pd
+    with pytest.raises(KeyError):
+        nn.ParameterDict().popitem()
+
+
+def test_parameter_dict_copy_fromkeys_and_union_share_parameters():
+    pd = _pd("a", "b")
+    cp = pd.copy()
+    assert type(cp) is nn.ParameterDict and list(cp) == ["a", "b"] and cp["a"] is pd["a"]
+    cp["c"] = r.ones(1)
+    assert "c" not in pd
+    p = nn.Parameter(r.ones(1))
+    fk = pd.fromkeys(["x", "y"], p)
+    assert type(fk) is nn.ParameterDict and fk["x"] is p and fk["y"] is p
+    other = _pd("b", "z")
+    both = pd | other
+    assert list(both) == ["a", "b", "z"] and both["b"] is other["b"] and pd["b"] is not other["b"]
+    back = other | pd
+    assert list(back) == ["b", "z", "a"] and back["b"] is pd["b"]
+    same = pd
+    pd |= other
+    assert pd is same and list(pd) == ["a", "b", "z"]

@@ -236,15 +236,21 @@ class ModuleDict(Module):
         if not isinstance(modules, Iterable):
             raise TypeError("ModuleDict.update should be called with an iterable of key/value pairs, but got "
                             + type(modules).__name__)
-        for j, pair in enumerate(modules):
-            if not isinstance(pair, Iterable):
-                raise TypeError(f"ModuleDict update sequence element #{j} should be Iterable; is{type(pair).__name__}")
-            if len(pair) != 2:
-                raise ValueError(f"ModuleDict update sequence element #{j} has length {len(pair)}; 2 is required")
-            self[pair[0]] = pair[1]
+        _update_from_pairs(self, modules, "ModuleDict")
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleDict has no forward: look up its modules and call them")
+
+
+def _update_from_pairs(target, pairs, kind):
+    """Sets ``target[k] = v`` for each (k, v) of ``pairs``, raising torch's errors for an element that
+    is not a pair."""
+    for j, pair in enumerate(pairs):
+        if not isinstance(pair, Iterable):
+            raise TypeError(f"{kind} update sequence element #{j} should be Iterable; is{type(pair).__name__}")
+        if len(pair) != 2:
+            raise ValueError(f"{kind} update sequence element #{j} has length {len(pair)}; 2 is required")
+        target[pair[0]] = pair[1]
 
 
 def _entry_repr(key, value, type_name):
@@ -355,8 +361,57 @@ class ParameterDict(Module):
         for key in list(self._keys):
             del self[key]
 
+    def __reversed__(self):
+        return reversed(list(self._keys))
+
+    def popitem(self):
+        """Removes and returns the last (key, value) pair."""
+        if not self._keys:
+            raise KeyError("popitem(): dictionary is empty")
+        key = next(reversed(self._keys))
+        return key, self.pop(key)
+
+    def setdefault(self, key, default=None):
+        """``self[key]``, first set to ``default`` when ``key`` is absent."""
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def copy(self):
+        """A new ParameterDict holding the same parameter objects (a shallow copy)."""
+        return ParameterDict(OrderedDict(self.items()))
+
+    def fromkeys(self, keys, default=None):
+        """A new ParameterDict with each of ``keys`` set to ``default``."""
+        return ParameterDict((k, default) for k in keys)
+
+    def __or__(self, other):
+        merged = self.copy()
+        merged.update(other)
+        return merged
+
+    def __ror__(self, other):
+        merged = other.copy()
+        merged.update(self)
+        return merged
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
     def update(self, parameters):
-        pairs = parameters.items() if isinstance(parameters, Mapping) or hasattr(parameters, "items") else parameters
+        """Adds (or replaces) entries from a mapping or an iterable of (key, value) pairs. As in torch, an
+        OrderedDict, a ParameterDict or pairs keep their order; a plain dict's keys go in sorted."""
+        if not isinstance(parameters, Iterable):
+            raise TypeError("ParametersDict.update should be called with an iterable of key/value pairs, but got "
+                            + type(parameters).__name__)  # torch's words, "ParametersDict" included
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            pairs = parameters.items()
+        elif isinstance(parameters, Mapping):
+            pairs = sorted(parameters.items())
+        else:
+            _update_from_pairs(self, parameters, "ParameterDict")
+            return
         for key, value in pairs:
             self[key] = value
 
