@@ -132,3 +132,24 @@ def test_parameter_dict_copy_fromkeys_and_union_share_parameters():
     same = pd
     pd |= other
     assert pd is same and list(pd) == ["a", "b", "z"]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: nn.ParameterList([nn.Parameter(r.randn(2, 2)), nn.Parameter(r.randn(2))]),
+    lambda: nn.ParameterDict({"a": nn.Parameter(r.randn(2, 2)), "b": nn.Parameter(r.randn(2))}),
+    lambda: nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3)),
+])
+def test_replicate_for_data_parallel_is_a_shallow_replica_without_parameters(make):
+    m = make()
+    rep = m._replicate_for_data_parallel()
+    assert type(rep) is type(m) and rep is not m and rep._is_replica is True
+    assert not hasattr(m, "_is_replica")
+    assert rep._parameters == {} and len(m._parameters) == len(dict(m.named_parameters(recurse=False)))
+    assert rep._modules == m._modules and rep._modules is not m._modules
+    assert rep._buffers == m._buffers and rep._buffers is not m._buffers
+    assert all(a is b for a, b in zip(rep.children(), m.children()))
+    for name, p in m.named_parameters(recurse=False):
+        setattr(rep, name, p.view_as(p))
+        got = getattr(rep, name)
+        assert got._base is p and got.grad_fn is not None and r.equal(got, p)
+    assert len(list(rep.parameters(recurse=False))) == 0  # views are plain attributes there

@@ -498,6 +498,17 @@ class Module:
         return self
 
     # ---- moving and casting -------------------------------------------------------------------
+    def _replicate_for_data_parallel(self):
+        """A shallow replica as torch's DataParallel makes one: it shares the submodules and buffers dicts'
+        contents but holds no parameters of its own (the caller sets them, usually as views)."""
+        replica = self.__new__(type(self))
+        replica.__dict__ = self.__dict__.copy()
+        replica._parameters = {}
+        replica._buffers = replica._buffers.copy()
+        replica._modules = replica._modules.copy()
+        replica._is_replica = True
+        return replica
+
     def _apply(self, fn, recurse=True):
         """Applies ``fn`` to every parameter, gradient and buffer. Parameters keep their identity
         (their data is swapped), so optimizers holding them stay valid."""
