@@ -153,3 +153,37 @@ def test_replicate_for_data_parallel_is_a_shallow_replica_without_parameters(mak
         got = getattr(rep, name)
         assert got._base is p and got.grad_fn is not None and r.equal(got, p)
     assert len(list(rep.parameters(recurse=False))) == 0  # views are plain attributes there
+
+
+class _Identity(r.autograd.Function):
+    @staticmethod
+    def forward(ctx, *args):
+        return args
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return grads
+
+
+def test_inplace_on_an_input_returned_as_is_names_the_function_class():
+    x = r.rand(3, requires_grad=True).clone()
+    y, = _Identity.apply(x)
+    with pytest.raises(RuntimeError, match="^Output 0 of _Identity is a view and is being modified inplace. This view "
+                       "was created inside a custom Function"):
+        y += 1
+
+
+def test_inplace_on_a_hooked_module_input_names_backward_hook_function():
+    class AddsInPlace(nn.Module):
+        def forward(self, a):
+            a += 1
+            return a
+
+    m = AddsInPlace()
+    m.register_full_backward_hook(lambda *a: None)
+    x = r.rand(2, requires_grad=True).clone()
+    with pytest.raises(RuntimeError, match="^Output 0 of BackwardHookFunction is a view and is being modified inplace"):
+        m(x)
+    m2 = nn.Linear(2, 2)
+    m2.register_full_backward_hook(lambda *a: None)
+    assert m2(x).grad_fn.name() == "BackwardHookFunctionBackward"

@@ -206,7 +206,7 @@ class Function:
                 if any(o is a for a in args):
                     t = wrap(o._data, device)
                     t._vc = o._vc
-                    t.__dict__["_returned_input_of"] = ctx.name()
+                    t.__dict__["_returned_input_of"] = type(ctx).__name__  # torch names the Function class here
             else:
                 t = o
             if isinstance(t, Tensor) and t._data.dtype in FLOATING_NP and id(o) not in ctx._non_diff:

@@ -975,7 +975,7 @@ def _parse_to(*args, **kwargs):
     return given.get("device"), given.get("dtype")
 
 
-class _BackwardHookFunction(Function):
+class BackwardHookFunction(Function):
     """An identity op around a module's inputs and outputs whose node carries the module's backward
     hooks: the output node sees grad_output, the input node grad_input."""
 
@@ -993,7 +993,7 @@ class _BackwardHookFunction(Function):
 
 
 class _BackwardHook:
-    """Wires a module's full backward (pre-)hooks through _BackwardHookFunction nodes, as torch's
+    """Wires a module's full backward (pre-)hooks through BackwardHookFunction nodes, as torch's
     utils.hooks.BackwardHook does."""
 
     def __init__(self, module, user_hooks, user_pre_hooks):
@@ -1014,7 +1014,7 @@ class _BackwardHook:
         tensors = [args[i] for i in index]
         if not (any(t.requires_grad for t in tensors) and is_grad_enabled()):
             return args, None
-        wrapped = _BackwardHookFunction.apply(*tensors)
+        wrapped = BackwardHookFunction.apply(*tensors)
         wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
         node = next(t.grad_fn for t in wrapped if t.grad_fn is not None)
         on_node(node)
