@@ -17,7 +17,7 @@ from ._device import device as _device_cls, resolve as _resolve_device
 from ._dtypes import FLOATING_NP, scalar_kind
 from ._dispatch import NO_HOOK, handle_torch_function, has_torch_function
 from ._tensor import Tensor, method_decorator, tensor_method, wrap
-from .autograd.function import explain
+from .autograd.function import explain, returned_input_error
 from .autograd.grad_mode import state as _grad_state
 
 __all__ = """add sub mul div true_divide divide floor_divide remainder pow neg negative abs absolute sign
@@ -1900,11 +1900,7 @@ def _inplace(self, compute, *others):
     if self.grad_fn is None and self._requires_grad:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     if "_returned_input_of" in self.__dict__:
-        raise RuntimeError(f"Output {self._output_nr} of {self.__dict__['_returned_input_of']} is a view and is being "
-                           "modified inplace. This view was created inside a custom Function (or because an input was "
-                           "returned as-is) and the autograd logic to handle view+inplace would override the custom "
-                           "backward associated with the custom Function, leading to incorrect gradients. This "
-                           "behavior is forbidden. You can fix this by cloning the output of the custom Function.")
+        raise returned_input_error(self, "is being modified inplace")
     if view is not None and view[0].grad_fn is None and view[0]._requires_grad:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     base_before = _snapshot(view[0]) if view is not None else None

@@ -171,6 +171,19 @@ def test_inplace_on_an_input_returned_as_is_names_the_function_class():
     with pytest.raises(RuntimeError, match="^Output 0 of _Identity is a view and is being modified inplace. This view "
                        "was created inside a custom Function"):
         y += 1
+    a, b = _Identity.apply(x.clone(), x.clone())
+    multi = ("^Output 0 of _Identity is a view and is being modified inplace. This view is the output of a function "
+             "that returns multiple views. Such functions do not allow the output views to be modified inplace. You "
+             "should replace the inplace operation by an out-of-place one.$")
+    with pytest.raises(RuntimeError, match=multi):
+        a.add_(1)
+    x2 = r.rand(3, requires_grad=True).clone()
+    y2, = _Identity.apply(x2)
+    x2.mul_(2)
+    with pytest.raises(RuntimeError, match="^Output 0 of _Identity is a view and its base or another view of its base "
+                       "has been modified inplace. This view was created inside a custom Function .* You can fix this "
+                       "by cloning the output of the custom Function.$"):
+        y2 * 3
 
 
 def test_inplace_on_a_hooked_module_input_names_backward_hook_function():
@@ -187,3 +200,35 @@ def test_inplace_on_a_hooked_module_input_names_backward_hook_function():
     m2 = nn.Linear(2, 2)
     m2.register_full_backward_hook(lambda *a: None)
     assert m2(x).grad_fn.name() == "BackwardHookFunctionBackward"
+
+
+def test_using_an_input_returned_as_is_after_its_base_changed_raises_in_grad_mode_only():
+    x = r.rand(3, requires_grad=True).clone()
+    w = r.rand(3, requires_grad=True).clone()
+    a, b = _Identity.apply(x, w)
+    assert r.equal((a * 2).detach(), x.detach() * 2)  # unchanged base: usable
+    w.mul_(2)
+    with pytest.raises(RuntimeError, match="^Output 1 of _Identity is a view and its base or another view of its base "
+                       "has been modified inplace. This view is the output of a function that returns multiple views. "
+                       "Such functions do not allow the output views to be modified inplace."):
+        b + 1
+    a + 1  # the other output's base is unchanged
+    with r.no_grad():
+        b + 1  # torch checks only when it records the op
+    b.detach() + 1
+
+
+def test_hooked_module_input_cannot_be_used_after_its_base_changed():
+    class KeepsInput(nn.Module):
+        def forward(self, a):
+            self.inp = a
+            return a.clone()
+
+    m = KeepsInput()
+    m.register_full_backward_pre_hook(lambda *a: None)
+    x = r.rand(4, requires_grad=True).clone()
+    m(x).sum().backward()
+    m.inp + 2  # fine while x is unchanged
+    x[0] *= 1
+    with pytest.raises(RuntimeError, match="^Output 0 of BackwardHookFunction is a view and its base or another view"):
+        m.inp + 2

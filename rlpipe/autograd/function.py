@@ -174,6 +174,8 @@ class Function:
             if isinstance(a, Tensor):
                 if a._view_of is not None and a._view_of[2] != a._vc[0]:
                     a._refresh_view()
+                if "_returned_input_of" in a.__dict__:
+                    _check_returned_input(a)
                 if a._requires_grad:
                     needs.append(True)
                     edges.append(a if a.grad_fn is None else (a.grad_fn, a._output_nr))
@@ -207,6 +209,8 @@ class Function:
                     t = wrap(o._data, device)
                     t._vc = o._vc
                     t.__dict__["_returned_input_of"] = type(ctx).__name__  # torch names the Function class here
+                    t.__dict__["_returned_input_version"] = o._vc[0]
+                    t.__dict__["_returned_input_multi"] = len(outs) > 1
             else:
                 t = o
             if isinstance(t, Tensor) and t._data.dtype in FLOATING_NP and id(o) not in ctx._non_diff:
@@ -257,6 +261,27 @@ def edge_of(t):
     if t._view_of is not None and t._view_of[2] != t._vc[0]:
         t._refresh_view()
     return t if t.grad_fn is None else (t.grad_fn, t._output_nr)
+
+
+def returned_input_error(t, what):
+    """torch's RuntimeError for a forbidden in-place change reaching ``t``, an input a custom Function returned
+    as-is (so a view of that input); ``what`` says what happened to it."""
+    if t.__dict__["_returned_input_multi"]:
+        why = ("This view is the output of a function that returns multiple views. Such functions do not allow the "
+               "output views to be modified inplace. You should replace the inplace operation by an out-of-place one.")
+    else:
+        why = ("This view was created inside a custom Function (or because an input was returned as-is) and the "
+               "autograd logic to handle view+inplace would override the custom backward associated with the custom "
+               "Function, leading to incorrect gradients. This behavior is forbidden. You can fix this by cloning the "
+               "output of the custom Function.")
+    return RuntimeError(f"Output {t._output_nr} of {t.__dict__['_returned_input_of']} is a view and {what}. {why}")
+
+
+def _check_returned_input(t):
+    """Raises when ``t`` (see ``returned_input_error``) is used in a recorded op after its input, or another
+    view of it, was modified in place: torch checks only when it records the op."""
+    if t._vc[0] != t.__dict__["_returned_input_version"]:
+        raise returned_input_error(t, "its base or another view of its base has been modified inplace")
 
 
 def _versions_of(saved, args, values, results, raw):
