@@ -74,6 +74,16 @@ def _shape_str(shape):
     return f"rlpipe.Size({list(shape)})"
 
 
+def is_tensor_collection(obj):
+    """Whether ``obj`` (an instance or a class) is a TensorDict: rlpipe's only tensor collection."""
+    return issubclass(obj if isinstance(obj, type) else type(obj), TensorDict)
+
+
+def _str_to_index(index):
+    """tensordict's normalisation of a stored index: a list becomes a tuple, anything else is kept."""
+    return tuple(index) if isinstance(index, list) else index
+
+
 class TensorDict(TensorDictMath):
     """A dictionary of tensors (and nested TensorDicts) whose shapes all start with ``batch_size``.
 

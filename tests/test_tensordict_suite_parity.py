@@ -1,0 +1,121 @@
+"""Names tensordict 0.14.3 offers that tensordict's own test suite imports at module level, with the
+behaviour tensordict 0.14.3 gives them (values checked against tensordict 0.14.3)."""
+import sys
+
+import pytest
+
+import rlpipe
+from rlpipe.tensordict import TensorDict
+
+
+def test_module_level_names_import():
+    import rlpipe.tensordict as td_pkg
+    from rlpipe._subclasses import FakeTensor, FakeTensorMode  # noqa: F401
+    from rlpipe.tensordict._archive import _ArchiveReader  # noqa: F401
+    from rlpipe.tensordict._lazy import _CustomOpTensorDict  # noqa: F401
+    from rlpipe.tensordict.memmap import MemoryMappedTensor  # noqa: F401
+    from rlpipe.tensordict.nn.params import TensorDictParams  # noqa: F401
+    from rlpipe.tensordict.persistent import _has_h5
+    from rlpipe.tensordict.tensorclass import NonTensorData, NonTensorDataBase, NonTensorStack  # noqa: F401
+    assert _has_h5 is False
+    for name in ["lazy_legacy", "lazy_stack", "load_memmap", "PersistentTensorDict", "is_leaf_nontensor",
+                 "set_capture_non_tensor_stack", "TensorClass", "is_memmap_archive", "pack_memmap",
+                 "refresh_archive_checksums", "unpack_memmap", "set_lazy_legacy", "dense_stack_tds"]:
+        assert hasattr(td_pkg, name), name
+
+
+@pytest.mark.parametrize("name", ["TensorClass", "NonTensorData", "NonTensorStack", "PersistentTensorDict",
+                                  "MemoryMappedTensor"])
+def test_out_of_scope_classes_raise_when_built(name):
+    import rlpipe.tensordict as td_pkg
+    with pytest.raises(NotImplementedError, match=f"{name} is not available in rlpipe"):
+        getattr(td_pkg, name)()
+
+
+def test_out_of_scope_functions_raise():
+    import rlpipe.tensordict as td_pkg
+    with pytest.raises(NotImplementedError, match="pack_memmap is not available"):
+        td_pkg.pack_memmap("x")
+    with pytest.raises(NotImplementedError, match="lazy_stack is not available"):
+        td_pkg.lazy_stack([TensorDict()])
+
+
+def test_tensorclass_decorates_at_import_and_raises_when_built():
+    from rlpipe.tensordict import tensorclass
+
+    @tensorclass
+    class MyClass:
+        x: int
+
+    assert MyClass.__name__ == "MyClass"
+    with pytest.raises(NotImplementedError, match="MyClass is not available in rlpipe"):
+        MyClass(x=1)
+    with pytest.raises(TypeError, match="expects a class"):
+        tensorclass(3)
+    # the submodule of the same name decorates too (an aliased import can rebind the attribute to it)
+    module = sys.modules["rlpipe.tensordict.tensorclass"]
+    assert module(MyClass).__name__ == "MyClass"
+
+
+def test_lock_error_text():
+    from rlpipe.tensordict.utils import _LOCK_ERROR
+    assert _LOCK_ERROR == ("Cannot modify locked TensorDict. For in-place modification, consider using the "
+                           "`set_()` method and make sure the key is present.")
+
+
+def test_lazy_legacy_switch_is_context_manager_and_decorator():
+    from rlpipe.tensordict.utils import lazy_legacy, set_lazy_legacy
+    assert lazy_legacy() is False
+    assert lazy_legacy(allow_none=True) is None
+    with set_lazy_legacy(True):
+        assert lazy_legacy() is True
+    assert lazy_legacy() is False
+
+    @set_lazy_legacy(True)
+    def inside():
+        return lazy_legacy()
+    assert inside() is True
+    assert lazy_legacy() is False
+
+
+def test_is_leaf_nontensor():
+    from rlpipe.tensordict.base import _NESTED_TENSORS_AS_LISTS, _is_leaf_nontensor
+    # tensordict 0.14.3: True, False, False / True, False
+    assert _is_leaf_nontensor(rlpipe.Tensor) is True
+    assert _is_leaf_nontensor(TensorDict) is False
+    assert _is_leaf_nontensor(int) is False
+    assert _NESTED_TENSORS_AS_LISTS(rlpipe.Tensor) is True
+    assert _NESTED_TENSORS_AS_LISTS(TensorDict) is False
+
+
+def test_getitem_batch_size():
+    from rlpipe.tensordict.utils import _getitem_batch_size
+    size = rlpipe.Size([4, 3])
+    # tensordict 0.14.3: torch.Size([4]), torch.Size([1, 4, 3]), torch.Size([1, 2, 3])
+    assert _getitem_batch_size(size, (slice(None), 0)) == rlpipe.Size([4])
+    assert _getitem_batch_size(size, None) == rlpipe.Size([1, 4, 3])
+    assert _getitem_batch_size(size, rlpipe.tensor([[0, 1]])) == rlpipe.Size([1, 2, 3])
+
+
+def test_convert_ellipsis_to_idx():
+    from rlpipe.tensordict.utils import convert_ellipsis_to_idx
+    full = slice(None)
+    assert convert_ellipsis_to_idx((Ellipsis, 0), rlpipe.Size([4, 3, 2])) == (full, full, 0)
+    assert convert_ellipsis_to_idx(Ellipsis, rlpipe.Size([4, 3])) == (full, full)
+
+
+def test_check_recursive_properties_and_str_to_index():
+    from rlpipe.tensordict._td import _str_to_index
+    from rlpipe.tensordict.utils import _check_recursive_properties
+    td = TensorDict(a=rlpipe.zeros(3), b={"c": rlpipe.zeros(3)}, batch_size=[3])
+    assert _check_recursive_properties(td) is True
+    assert _str_to_index([0, 1]) == (0, 1)
+    assert _str_to_index("1:3") == "1:3"
+
+
+def test_dense_stack_tds():
+    from rlpipe.tensordict.functional import dense_stack_tds
+    td = TensorDict(a=rlpipe.zeros(3), b={"c": rlpipe.zeros(3)}, batch_size=[3])
+    out = dense_stack_tds([td, td], 1)
+    assert type(out) is TensorDict and out.batch_size == rlpipe.Size([3, 2])
+    assert out["b", "c"].shape == rlpipe.Size([3, 2])
