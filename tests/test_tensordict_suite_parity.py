@@ -119,3 +119,18 @@ def test_dense_stack_tds():
     out = dense_stack_tds([td, td], 1)
     assert type(out) is TensorDict and out.batch_size == rlpipe.Size([3, 2])
     assert out["b", "c"].shape == rlpipe.Size([3, 2])
+
+
+def test_printoptions_plain_summaries():
+    from rlpipe.tensordict import get_printoptions, set_printoptions
+    assert get_printoptions()["plain"] is False
+    td = TensorDict(f=rlpipe.tensor([[1.5, 2.0], [3.25, -4.0]]), i=rlpipe.tensor([[3, -1], [7, 2]]),
+                    e=rlpipe.zeros(2, 0), batch_size=[2])
+    with set_printoptions(plain=True):
+        text = repr(td)
+    assert get_printoptions()["plain"] is False
+    # tensordict 0.14.3 prints these three summaries for the same values
+    assert "is_shared=False, [])" in text
+    assert "is_shared=False, mean=0.6875, std=3.21)" in text
+    assert "is_shared=False, min=-1, max=7)" in text
+    assert "mean=" not in repr(td)

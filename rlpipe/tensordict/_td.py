@@ -2183,13 +2183,26 @@ def _leaf_repr(t, opts):
     if opts["show_storage_size"]:
         base = t._data if t._data.base is None else t._data.base
         parts.append(f"storage_size={base.nbytes}")
+    if opts["plain"]:
+        parts.append(_plain_summary(t))
     return f"{type(t).__name__}({', '.join(parts)})"
 
 
-# what TensorDict.__repr__ shows (tensordict's print options and defaults; "plain", tensordict's
-# value summaries, is not offered)
-_REPR_OPTIONS = {"show_batch_size": True, "show_device": True, "show_is_shared": True, "show_shape": True,
-                 "show_field_device": True, "show_dtype": True, "show_field_is_shared": True, "show_grad": False,
+def _plain_summary(t):
+    """The value summary of ``set_printoptions(plain=True)``: ``mean=..., std=...`` (4 significant
+    digits, computed in float64) for floating leaves, ``min=..., max=...`` otherwise, ``[]`` if empty."""
+    if t.numel() == 0:
+        return "[]"
+    if t.is_floating_point() or t.is_complex():
+        wide = t.double()
+        return f"mean={wide.mean().item():.4g}, std={wide.std().item():.4g}"
+    return f"min={t.min().item()}, max={t.max().item()}"
+
+
+# what TensorDict.__repr__ shows (tensordict's print options and defaults)
+_REPR_OPTIONS = {"plain": False, "show_batch_size": True, "show_device": True, "show_is_shared": True,
+                 "show_shape": True, "show_field_device": True, "show_dtype": True, "show_field_is_shared": True,
+                 "show_grad": False,
                  "show_is_contiguous": False, "show_is_view": False, "show_storage_size": False,
                  "sort_keys": "alphabetical"}
 _TERSE = {"show_device": False, "show_is_shared": False, "show_field_device": False, "show_dtype": False,
