@@ -134,3 +134,50 @@ def test_printoptions_plain_summaries():
     assert "is_shared=False, mean=0.6875, std=3.21)" in text
     assert "is_shared=False, min=-1, max=7)" in text
     assert "mean=" not in repr(td)
+
+
+def _td3():
+    return TensorDict(a=rlpipe.arange(3), b={"c": rlpipe.ones(3, 2)}, batch_size=[3])
+
+
+def test_is_non_tensor_and_as_tensor():
+    td = _td3()
+    assert td.is_non_tensor("a") is False and td.is_non_tensor(("b", "c")) is False
+    with pytest.raises(KeyError, match="zz"):
+        td.is_non_tensor("zz")
+    out = td.as_tensor()
+    assert out is not td and out["a"] is td["a"] and out.batch_size == rlpipe.Size([3])
+
+
+def test_from_list():
+    out = TensorDict.from_list([{"a": rlpipe.zeros(2)}, {"a": rlpipe.ones(2)}])
+    # tensordict 0.14.3: batch [2], the dicts' own batch size [] (no auto batch size)
+    assert out.batch_size == rlpipe.Size([2]) and out["a"].tolist() == [[0.0, 0.0], [1.0, 1.0]]
+    out = TensorDict.from_list([{"a": rlpipe.zeros(2, 3)}, {"a": rlpipe.ones(2, 3)}], auto_batch_size=True)
+    assert out.batch_size == rlpipe.Size([2, 2, 3])
+    out = TensorDict.from_list([{"a": rlpipe.zeros(2, 3)}, {"a": rlpipe.ones(2, 3)}], batch_size=[2, 2])
+    assert out.batch_size == rlpipe.Size([2, 2])
+    with pytest.raises(ValueError, match=r"The provided batch size \(\[3\]\) does not match the length of the list "
+                                         r"\(1\)"):
+        TensorDict.from_list([{"a": rlpipe.zeros(2)}], batch_size=[3])
+
+
+def test_namedtuple_and_tuple_round_trips():
+    td = _td3()
+    nt = td.to_namedtuple()
+    assert type(nt).__name__ == "GenericDict" and nt._fields == ("a", "b") and nt.b._fields == ("c",)
+    assert nt.a is td["a"]
+    assert TensorDict.from_namedtuple(nt).batch_size == rlpipe.Size([])
+    assert TensorDict.from_namedtuple(nt, auto_batch_size=True).batch_size == rlpipe.Size([3])
+    back = TensorDict.from_namedtuple(nt, batch_size=[3])
+    assert back["b", "c"].shape == rlpipe.Size([3, 2])
+    out = TensorDict.from_tuple((rlpipe.zeros(3), (rlpipe.ones(3), rlpipe.ones(3))), auto_batch_size=True)
+    assert out.batch_size == rlpipe.Size([3])
+    assert list(out.keys(True)) == ["0", ("1", "0"), ("1", "1"), "1"]
+
+
+def test_lazy_stack_method_raises():
+    with pytest.raises(NotImplementedError, match="lazy_stack is not available in rlpipe"):
+        TensorDict.lazy_stack([_td3(), _td3()])
+    with pytest.raises(NotImplementedError, match="lazy_stack is not available in rlpipe"):
+        TensorDict.from_list([{"a": rlpipe.zeros(2)}], lazy=True)

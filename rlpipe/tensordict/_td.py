@@ -12,7 +12,7 @@ import os
 import textwrap
 import warnings
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from functools import wraps
 
 import numpy as np
@@ -72,6 +72,10 @@ def _is_key(index):
 
 def _shape_str(shape):
     return f"rlpipe.Size({list(shape)})"
+
+
+def _is_namedtuple(obj):
+    return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
 
 def is_tensor_collection(obj):
@@ -1524,6 +1528,86 @@ class TensorDict(TensorDictMath):
         for key in keys:
             out.set(key, value)
         return out
+
+    def _with_batch(self, batch_size, auto_batch_size, batch_dims):
+        """self with ``batch_size`` set, or the common leading dims (``auto_batch_size``/``batch_dims``)."""
+        if batch_size is not None:
+            self.batch_size = batch_size
+        elif auto_batch_size or batch_dims is not None:
+            self.auto_batch_size_(batch_dims)
+        return self
+
+    @classmethod
+    def from_namedtuple(cls, named_tuple, *, auto_batch_size=False, batch_dims=None, device=None, batch_size=None):
+        """A TensorDict with one entry per field of ``named_tuple`` (nested namedtuples become nested
+        TensorDicts); batch size as in ``from_dict``."""
+        def as_dict(nt):
+            return {name: as_dict(value) if _is_namedtuple(value) else value
+                    for name, value in zip(nt._fields, nt)}
+        return cls.from_dict(as_dict(named_tuple), device=device)._with_batch(batch_size, auto_batch_size,
+                                                                                batch_dims)
+
+    @classmethod
+    def from_tuple(cls, obj, *, auto_batch_size=False, batch_dims=None, device=None, batch_size=None):
+        """A TensorDict with the items of tuple ``obj`` under keys ``"0"``, ``"1"``, ... (nested tuples
+        become nested TensorDicts); batch size as in ``from_dict``."""
+        def as_dict(items):
+            return {str(i): as_dict(value) if isinstance(value, tuple) else value for i, value in enumerate(items)}
+        return cls.from_dict(as_dict(obj), device=device)._with_batch(batch_size, auto_batch_size, batch_dims)
+
+    @classmethod
+    def from_list(cls, input, *, auto_batch_size=None, batch_size=None, device=None, batch_dims=None, names=None,
+                  lazy=None):
+        """The items of ``input`` (dicts, turned into TensorDicts with ``from_dict``, or TensorDicts)
+        stacked along a new first dim. ``batch_size`` (its first dim must be ``len(input)``) and
+        ``batch_dims`` count that new dim. ``lazy=True`` raises NotImplementedError (no lazy stacks)."""
+        if lazy:
+            return cls.lazy_stack(input)
+        if batch_size is not None:
+            given, batch_size = batch_size, [batch_size] if isinstance(batch_size, int) else list(batch_size)
+            if batch_size[0] != len(input):
+                raise ValueError(f"The provided batch size ({given}) does not match the length of the list "
+                                 f"({len(input)}).")
+            batch_size = batch_size[1:]
+        if batch_dims is not None:
+            batch_dims -= 1
+        items = [d if isinstance(d, TensorDict) else
+                 cls.from_dict(d, batch_size=batch_size, device=device, batch_dims=batch_dims,
+                               auto_batch_size=auto_batch_size) for d in input]
+        return cls.stack(items, 0)
+
+    def to_namedtuple(self, dest_cls=None):
+        """The entries as a namedtuple (class ``GenericDict`` unless ``dest_cls`` is given), nested
+        TensorDicts as nested namedtuples; the leaves are shared, not copied."""
+        values = {key: value.to_namedtuple() if isinstance(value, TensorDict) else value
+                  for key, value in self._tensordict.items()}
+        if dest_cls is None:
+            dest_cls = namedtuple("GenericDict", list(values))
+        return dest_cls(**values)
+
+    def as_tensor(self):
+        """A TensorDict of the same leaves (tensordict's turns memory-mapped leaves into plain tensors;
+        rlpipe's memory-mapped leaves already are Tensors)."""
+        return self._map(lambda t: t)
+
+    def is_non_tensor(self, key):
+        """Always False for an existing key (rlpipe has no non-tensor data); KeyError for a missing one."""
+        self.get(key, _RAISE)
+        return False
+
+    def pin_memory_(self, num_threads=0):
+        """No pinned memory in rlpipe: returns self."""
+        return self
+
+    def load_memmap_(self, prefix, *args, **kwargs):
+        """Copies what ``memmap_(prefix)`` stored into the existing leaves; returns self."""
+        return self.load_(prefix)
+
+    @classmethod
+    def lazy_stack(cls, input, dim=0, *, out=None, **kwargs):
+        """tensordict's lazy stack: not available in rlpipe (``TensorDict.stack`` stacks densely)."""
+        raise NotImplementedError("TensorDict.lazy_stack is not available in rlpipe: lazy stacks are not "
+                                  "implemented; TensorDict.stack stacks densely")
 
     def tolist(self, *, convert_nodes=True, convert_tensors=False, tolist_first=False, as_linked_list=False):
         """Nested lists over the batch dims with a dict of the entries at each position (the leaves
