@@ -181,3 +181,15 @@ def test_lazy_stack_method_raises():
         TensorDict.lazy_stack([_td3(), _td3()])
     with pytest.raises(NotImplementedError, match="lazy_stack is not available in rlpipe"):
         TensorDict.from_list([{"a": rlpipe.zeros(2)}], lazy=True)
+
+
+def test_locked_nested_keys_are_cached_until_unlock():
+    td = TensorDict(a=rlpipe.zeros(3), b={"c": rlpipe.zeros(3)}, batch_size=[3]).lock_()
+    first = list(td.keys(True))
+    # tensordict 0.14.3 fills the cache of a locked TensorDict when its nested keys are listed
+    assert td._cache and first == ["a", ("b", "c"), "b"] and list(td.keys(True)) == first
+    assert list(td.keys(True, True)) == ["a", ("b", "c")]
+    td.unlock_()
+    assert td._cache is None
+    td["d"] = rlpipe.ones(3)
+    assert list(td.keys(True)) == ["a", ("b", "c"), "b", "d"]

@@ -574,11 +574,18 @@ class TensorDict(TensorDictMath):
 
     def _walk(self, include_nested, leaves_only, prefix=()):
         # tensordict's order: a nested TensorDict's keys come before the key of the TensorDict itself
+        if include_nested and self._locked and not prefix:
+            # a locked TensorDict's nested keys cannot change: walked once, then read from the cache
+            yield from self._cached("keys", leaves_only, lambda: tuple(self._walk_tree(leaves_only)))
+            return
+        yield from self._walk_tree(leaves_only, include_nested, prefix)
+
+    def _walk_tree(self, leaves_only, include_nested=True, prefix=()):
         for key, value in self._tensordict.items():
             nested = isinstance(value, TensorDict)
             full = prefix + (key,)
             if nested and include_nested:
-                yield from value._walk(include_nested, leaves_only, full)
+                yield from value._walk_tree(leaves_only, include_nested, full)
             if not (leaves_only and nested):
                 yield full if prefix else key
 
