@@ -193,3 +193,52 @@ def test_locked_nested_keys_are_cached_until_unlock():
     assert td._cache is None
     td["d"] = rlpipe.ones(3)
     assert list(td.keys(True)) == ["a", ("b", "c"), "b", "d"]
+
+
+def _sub():
+    src = TensorDict(a=rlpipe.zeros(2, 3, 4), b={"c": rlpipe.zeros(2, 3)}, batch_size=[2, 3])
+    return src, src._get_sub_tensordict(1)
+
+
+def test_sub_tensordict_removals_act_on_the_source():
+    # tensordict 0.14.3: del/pop/clear/rename_key_ on a sub-TensorDict change its source
+    src, sub = _sub()
+    del sub["a"]
+    assert list(src.keys()) == ["b"] and list(sub.keys()) == ["b"]
+    src, sub = _sub()
+    assert sub.pop(("b", "c")).shape == rlpipe.Size([3]) and list(src.keys(True)) == ["a", "b"]
+    assert sub.pop("zz", None) is None
+    with pytest.raises(KeyError, match="zz"):
+        sub.pop("zz")
+    src, sub = _sub()
+    assert sub.clear() is sub and list(src.keys()) == []
+    src, sub = _sub()
+    sub.rename_key_("a", "z")
+    assert list(src.keys()) == ["b", "z"] and src["z"].shape == rlpipe.Size([2, 3, 4])
+    src, sub = _sub()
+    src.lock_()
+    with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict"):
+        del sub["a"]
+    assert "a" in src.keys()
+
+
+def test_sub_tensordict_indexed_assignment_writes_the_source():
+    src, sub = _sub()
+    sub[:2] = {"a": rlpipe.ones(2, 4), "b": {"c": rlpipe.ones(2)}}
+    # tensordict 0.14.3: 8 ones in src["a"][1, :2], src["b", "c"][1] == [1, 1, 0]
+    assert src["a"][1, :2].sum().item() == 8 and src["a"].sum().item() == 8
+    assert src["b", "c"][1].tolist() == [1.0, 1.0, 0.0] and src["b", "c"][0].sum().item() == 0
+
+
+def test_sub_tensordict_lock_batch_size_and_clone():
+    src, sub = _sub()
+    with pytest.raises(RuntimeError, match="Cannot lock a _SubTensorDict. Lock the parent tensordict instead."):
+        sub.lock_()
+    with pytest.raises(RuntimeError, match="Modifying the batch size of a lazy representation"):
+        sub.auto_batch_size_()
+    shallow = sub.clone(recurse=False)
+    assert type(shallow) is type(sub) and shallow._source is not src and shallow._source["a"] is src["a"]
+    deep = sub.clone()
+    assert type(deep) is TensorDict and (deep == sub).all()
+    src.lock_()
+    assert sub.is_locked

@@ -2363,9 +2363,7 @@ class _SubTensorDict(TensorDict):
 
     @batch_size.setter
     def batch_size(self, value):
-        raise RuntimeError("Modifying the batch size of a lazy representation of a tensordict is not permitted. "
-                           "Consider instantiating the tensordict first by calling `td = td.to_tensordict()` "
-                           "before resetting the batch size.")
+        raise RuntimeError(self._BATCH_ERROR)
 
     shape = batch_size
 
@@ -2404,9 +2402,45 @@ class _SubTensorDict(TensorDict):
         return self
 
     def __setitem__(self, index, value):
-        if not _is_key(index):
-            raise RuntimeError("Indexed assignment into a sub-TensorDict is not supported: index its source instead")
-        self.set(index, value, inplace=True)
+        """``td_sub[key] = value`` writes the entry in place; ``td_sub[idx] = value`` writes the part
+        ``idx`` of this view (read, assigned, written back into the source at this view's index)."""
+        if _is_key(index):
+            self.set(index, value, inplace=True)
+            return
+        part = self.to_tensordict()
+        part[index] = value
+        self.update(part)
+
+    _BATCH_ERROR = ("Modifying the batch size of a lazy representation of a tensordict is not permitted. "
+                    "Consider instantiating the tensordict first by calling `td = td.to_tensordict()` before "
+                    "resetting the batch size.")
+
+    def auto_batch_size_(self, batch_dims=None):
+        raise RuntimeError(self._BATCH_ERROR)
+
+    def lock_(self):
+        raise RuntimeError("Cannot lock a _SubTensorDict. Lock the parent tensordict instead.")
+
+    @property
+    def is_locked(self):
+        return self._source.is_locked
+
+    def clone(self, recurse=True, **kwargs):
+        """A plain TensorDict copy (``recurse=True``), or a view at the same index of a shallow copy of
+        the source (``recurse=False``), as tensordict does."""
+        if recurse:
+            return self.to_tensordict()
+        return _SubTensorDict(self._source.clone(recurse=False), self._idx)
+
+    def rename_key_(self, old_key, new_key, safe=False):
+        """Renames the entry in the source (all of it, not only this view's part); returns self."""
+        self._source.rename_key_(old_key, new_key, safe=safe)
+        return self
+
+    def clear(self):
+        """Removes every entry from the source; returns self."""
+        self._source.clear()
+        return self
 
     def update(self, input_dict_or_td=None, clone=False, inplace=False, keys_to_update=None, **kwargs):
         """Writes every entry into the source at the index (in place for the existing ones)."""
@@ -2422,7 +2456,12 @@ class _SubTensorDict(TensorDict):
         self._source._check_unlocked()
 
     def pop(self, key, default=_NO_DEFAULT):
-        raise RuntimeError("Cannot remove an entry of a sub-TensorDict: remove it from its source")
+        """Removes the entry from the source (all of it) and returns this view's part of it."""
+        value = self.get(key, None)
+        if value is None:
+            return self._source.pop(key, default)  # the default, or the source's KeyError
+        self._source.pop(key)
+        return value
 
     def to_tensordict(self, *, retain_none=None):
         return TensorDict._build({k: v.to_tensordict() if isinstance(v, TensorDict) else v.clone()
