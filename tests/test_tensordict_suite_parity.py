@@ -242,3 +242,14 @@ def test_sub_tensordict_lock_batch_size_and_clone():
     assert type(deep) is TensorDict and (deep == sub).all()
     src.lock_()
     assert sub.is_locked
+
+
+@pytest.mark.parametrize("call, name", [(lambda s: s.exclude("a", inplace=True), "exclude"),
+                                        (lambda s: s.flatten_keys(inplace=True), "exclude"),
+                                        (lambda s: s.select("a", inplace=True), "select")])
+def test_sub_tensordict_has_no_inplace_key_ops(call, name):
+    src, sub = _sub()
+    with pytest.raises(RuntimeError, match=f"Cannot call {name} inplace on a lazy tensordict."):
+        call(sub)
+    assert list(src.keys(True)) == ["a", ("b", "c"), "b"]
+    assert list(sub.exclude("a").keys()) == ["b"] and list(sub.flatten_keys().keys()) == ["a", "b.c"]

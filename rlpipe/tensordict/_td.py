@@ -2432,6 +2432,25 @@ class _SubTensorDict(TensorDict):
             return self.to_tensordict()
         return _SubTensorDict(self._source.clone(recurse=False), self._idx)
 
+    @staticmethod
+    def _no_inplace(name, inplace):
+        if inplace:
+            raise RuntimeError(f"Cannot call {name} inplace on a lazy tensordict.")
+
+    def select(self, *keys, inplace=False, strict=True):
+        """A TensorDict of the selected entries; ``inplace=True`` is a RuntimeError (a view's keys are
+        its source's), as in tensordict."""
+        self._no_inplace("select", inplace)
+        return super().select(*keys, strict=strict)
+
+    def exclude(self, *keys, inplace=False):
+        self._no_inplace("exclude", inplace)
+        return super().exclude(*keys)
+
+    def flatten_keys(self, separator=".", inplace=False, is_leaf=None):
+        self._no_inplace("exclude", inplace)  # tensordict's message names exclude here too
+        return super().flatten_keys(separator)
+
     def rename_key_(self, old_key, new_key, safe=False):
         """Renames the entry in the source (all of it, not only this view's part); returns self."""
         self._source.rename_key_(old_key, new_key, safe=safe)
