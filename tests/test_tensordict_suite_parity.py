@@ -253,3 +253,15 @@ def test_sub_tensordict_has_no_inplace_key_ops(call, name):
         call(sub)
     assert list(src.keys(True)) == ["a", ("b", "c"), "b"]
     assert list(sub.exclude("a").keys()) == ["b"] and list(sub.flatten_keys().keys()) == ["a", "b.c"]
+
+
+def test_sub_tensordict_lock_state_follows_the_source():
+    src, sub = _sub()
+    with pytest.raises(RuntimeError, match="Cannot lock a _SubTensorDict. Lock the parent tensordict instead."):
+        sub.is_locked = True
+    sub.is_locked = False  # tensordict 0.14.3: unlocking an unlocked view is allowed
+    assert sub.unlock_() is sub and not src.is_locked
+    src.lock_()
+    with pytest.raises(RuntimeError, match="Cannot unlock a _SubTensorDict. Unlock the parent tensordict instead."):
+        sub.unlock_()
+    assert src.is_locked and sub.is_locked

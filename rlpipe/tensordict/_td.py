@@ -2425,6 +2425,19 @@ class _SubTensorDict(TensorDict):
     def is_locked(self):
         return self._source.is_locked
 
+    @is_locked.setter
+    def is_locked(self, value):
+        if value:
+            self.lock_()
+        else:
+            self.unlock_()
+
+    def unlock_(self):
+        """Nothing to do while the source is unlocked; RuntimeError while it is locked."""
+        if self._source.is_locked:
+            raise RuntimeError("Cannot unlock a _SubTensorDict. Unlock the parent tensordict instead.")
+        return self
+
     def clone(self, recurse=True, **kwargs):
         """A plain TensorDict copy (``recurse=True``), or a view at the same index of a shallow copy of
         the source (``recurse=False``), as tensordict does."""
