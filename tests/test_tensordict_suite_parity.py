@@ -265,3 +265,40 @@ def test_sub_tensordict_lock_state_follows_the_source():
     with pytest.raises(RuntimeError, match="Cannot unlock a _SubTensorDict. Unlock the parent tensordict instead."):
         sub.unlock_()
     assert src.is_locked and sub.is_locked
+
+
+def test_memmap_existing_files_and_meta(tmp_path):
+    import json
+    td = TensorDict(a=rlpipe.ones(3), b={"c": rlpipe.ones(3)}, batch_size=[3]).memmap_(tmp_path / "x")
+    # tensordict 0.14.3's meta.json records the batch size under "shape", nested ones too
+    assert json.load(open(tmp_path / "x" / "meta.json"))["shape"] == [3]
+    assert json.load(open(tmp_path / "x" / "b" / "meta.json"))["shape"] == [3]
+    leaves = {key: td[key] for key in td.keys(True, True)}
+    with pytest.raises(RuntimeError, match=r"A filename was provided but the tensor already has a file associated "
+                                           r"\(.*a.memmap\). To copy the tensor onto the new location, pass "
+                                           r"copy_existing=True."):
+        td.memmap_(tmp_path / "y")
+    assert not (tmp_path / "y").exists()
+    again = td.memmap_()  # no prefix: already in files, nothing moves
+    assert again is td and all(td[key] is value for key, value in leaves.items())
+    copy = td.memmap_(tmp_path / "z", copy_existing=True)
+    assert (copy == 1).all() and (tmp_path / "z" / "b" / "meta.json").exists()
+    loaded = TensorDict.load_memmap(tmp_path / "z", device="cpu")
+    assert (loaded == 1).all() and loaded.batch_size == rlpipe.Size([3])
+
+
+def test_memmap_like_and_return_early(tmp_path):
+    td = TensorDict(a=rlpipe.ones(3), b={"c": rlpipe.ones(3, 2)}, batch_size=[3])
+    like = td.memmap_like(tmp_path / "like")
+    # tensordict 0.14.3: zeros, same shapes and dtypes, memory-mapped and locked; the source untouched
+    assert like.is_memmap() and like.is_locked and (like == 0).all() and (td == 1).all()
+    assert like["b", "c"].shape == rlpipe.Size([3, 2]) and like["a"].dtype == td["a"].dtype
+    future = td.memmap(tmp_path / "copy", return_early=True)
+    assert (future.result() == 1).all() and future.result().is_memmap() and not td.is_memmap()
+
+
+def test_sub_tensordict_cannot_be_memory_mapped():
+    src, sub = _sub()
+    with pytest.raises(RuntimeError, match="Converting a sub-tensordict values to memmap cannot be done."):
+        sub.memmap_()
+    assert not src.is_memmap()

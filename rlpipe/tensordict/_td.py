@@ -4,6 +4,7 @@ Behaviour follows the ``tensordict`` library (0.14): keys are strings or tuples 
 nested entries, every leaf's shape starts with ``batch_size``, and indexing, reshaping, stacking
 and device moves apply to every leaf over the batch dimensions only.
 """
+import concurrent.futures
 import json
 import math
 import numbers
@@ -72,6 +73,13 @@ def _is_key(index):
 
 def _shape_str(shape):
     return f"rlpipe.Size({list(shape)})"
+
+
+def _done(result):
+    """A future that already holds ``result`` (what ``return_early=True`` returns)."""
+    future = concurrent.futures.Future()
+    future.set_result(result)
+    return future
 
 
 def _is_namedtuple(obj):
@@ -1258,6 +1266,13 @@ class TensorDict(TensorDictMath):
 
         Over an older checkpoint, its ``meta.json`` goes first and the new one is written last, so
         a save interrupted half-way leaves a folder that ``load_memmap`` refuses, never a mix."""
+        mapped = self._mapped_file()
+        if mapped is not None and not copy_existing:
+            if prefix is None:
+                return self.lock_()._mark_memmap()  # already in files: nothing to do, as in tensordict
+            if os.path.dirname(os.path.abspath(mapped)) != os.path.abspath(os.fspath(prefix)):
+                raise RuntimeError(f"A filename was provided but the tensor already has a file associated ({mapped}). "
+                                   f"To copy the tensor onto the new location, pass copy_existing=True.")
         if prefix is None:
             import tempfile
             prefix = tempfile.mkdtemp(prefix="rlpipe-memmap-")
@@ -1268,7 +1283,7 @@ class TensorDict(TensorDictMath):
         leaves, nested = {}, []
         for key, value in self._tensordict.items():
             if isinstance(value, TensorDict):
-                value.memmap_(os.path.join(prefix, key))
+                value.memmap_(os.path.join(prefix, key), copy_existing=True)  # the check above covered it
                 nested.append(key)
                 continue
             if value.device.type != "cpu":
@@ -1280,14 +1295,32 @@ class TensorDict(TensorDictMath):
             target.flush()
             leaves[key] = {"shape": list(host.shape), "dtype": value.dtype.name}
             self._tensordict[key] = wrap(target)
+        # "shape" is tensordict's name for the batch size in its meta.json
         meta = {"format": "rlpipe-tensordict-memmap", "version": 2, "batch_size": list(self._batch_size),
-                "leaves": leaves, "nested": nested}
+                "shape": list(self._batch_size), "leaves": leaves, "nested": nested}
         _serialization._write_atomically(meta_path, lambda f: f.write(json.dumps(meta).encode()))
         return self.lock_()._mark_memmap()
 
-    def memmap(self, prefix=None):
-        """A memory-mapped copy (this TensorDict is left as it is)."""
-        return self.clone().memmap_(prefix)
+    def _mapped_file(self):
+        """The file of the first leaf (nested ones included) that lives in a memory-mapped file, or None."""
+        for value in self._tensordict.values():
+            found = value._mapped_file() if isinstance(value, TensorDict) else getattr(value._data, "filename", None)
+            if found is not None:
+                return found
+        return None
+
+    def memmap(self, prefix=None, copy_existing=False, *, num_threads=0, return_early=False, **kwargs):
+        """A memory-mapped copy (this TensorDict is left as it is). ``return_early=True`` returns a
+        future whose ``result()`` is that copy (rlpipe writes the files before returning)."""
+        out = self.clone().memmap_(prefix, copy_existing=True, num_threads=num_threads)
+        return _done(out) if return_early else out
+
+    def memmap_like(self, prefix=None, copy_existing=False, *, existsok=True, num_threads=0, return_early=False,
+                    **kwargs):
+        """A memory-mapped TensorDict of the same structure, shapes and dtypes whose files hold zeros
+        (the values are not copied); locked, as ``memmap_`` leaves it."""
+        out = self._map(lambda t: _zeros(t.shape, dtype=t.dtype)).memmap_(prefix, num_threads=num_threads)
+        return _done(out) if return_early else out
 
     def _get_sub_tensordict(self, idx):
         """The part ``self[idx]`` as a sub-TensorDict that writes through to self (see _SubTensorDict)."""
@@ -1306,7 +1339,13 @@ class TensorDict(TensorDictMath):
         return self
 
     @classmethod
-    def load_memmap(cls, prefix):
+    def load_memmap(cls, prefix, device=None, non_blocking=False, **kwargs):
+        """See ``_load_memmap``; with ``device``, the loaded TensorDict moved there."""
+        out = cls._load_memmap(prefix)
+        return out if device is None else out.to(device)
+
+    @classmethod
+    def _load_memmap(cls, prefix):
         """The TensorDict that memmap_(prefix) wrote (any nested folder loads on its own too).
 
         Loading never changes the files: leaves are mapped copy-on-write, so the TensorDict is
@@ -2463,6 +2502,9 @@ class _SubTensorDict(TensorDict):
     def flatten_keys(self, separator=".", inplace=False, is_leaf=None):
         self._no_inplace("exclude", inplace)  # tensordict's message names exclude here too
         return super().flatten_keys(separator)
+
+    def memmap_(self, prefix=None, copy_existing=False, num_threads=0):
+        raise RuntimeError("Converting a sub-tensordict values to memmap cannot be done.")
 
     def rename_key_(self, old_key, new_key, safe=False):
         """Renames the entry in the source (all of it, not only this view's part); returns self."""
