@@ -302,3 +302,18 @@ def test_sub_tensordict_cannot_be_memory_mapped():
     with pytest.raises(RuntimeError, match="Converting a sub-tensordict values to memmap cannot be done."):
         sub.memmap_()
     assert not src.is_memmap()
+
+
+def test_tensordict_assert_allclose_td_ignores_batch_sizes():
+    from rlpipe.tensordict import assert_allclose_td as td_assert
+    from rlpipe.tensordict.utils import assert_allclose_td as utils_assert
+    assert td_assert is utils_assert
+    # tensordict 0.14.3: True for the same leaves under different batch sizes
+    assert td_assert(TensorDict(a=rlpipe.zeros(3)), TensorDict(a=rlpipe.zeros(3), batch_size=[3])) is True
+    with pytest.raises(AssertionError):
+        td_assert(TensorDict(a=rlpipe.zeros(3)), TensorDict(a=rlpipe.zeros(2), batch_size=[2]))
+    with pytest.raises(KeyError):
+        td_assert(TensorDict(a=rlpipe.zeros(3)), TensorDict(b=rlpipe.zeros(3)))
+    from rlpipe.testing import assert_allclose_td as strict
+    with pytest.raises(AssertionError, match="batch_size mismatch"):
+        strict(TensorDict(a=rlpipe.zeros(3)), TensorDict(a=rlpipe.zeros(3), batch_size=[3]))

@@ -1,6 +1,5 @@
 """Layer 4: ``TensorDict``, the batched nested container, and the modules that read and write it."""
 from .. import serialization as _serialization
-from ..testing import assert_allclose_td
 from ._td import (TensorDict, _from_state, _to_state, get_defaults_to_none, get_printoptions, set_get_defaults_to_none,
                   set_printoptions)
 from ._archive import is_memmap_archive, pack_memmap, refresh_archive_checksums, unpack_memmap
@@ -11,7 +10,8 @@ from .functional import dense_stack_tds, merge_tensordicts, pad, pad_sequence
 from .memmap import MemoryMappedTensor
 from .persistent import PersistentTensorDict
 from .tensorclass import MetaData, NonTensorData, NonTensorStack, TensorClass
-from .utils import (capture_non_tensor_stack, lazy_legacy, list_to_stack, set_capture_non_tensor_stack,
+from .utils import (assert_allclose_td, capture_non_tensor_stack, lazy_legacy, list_to_stack,
+                    set_capture_non_tensor_stack,
                     set_lazy_legacy, set_list_to_stack)
 from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
 from .nn import TensorDictModule, TensorDictSequential

@@ -9,7 +9,7 @@ import functools
 import numpy as np
 
 from .._tensor import Size, Tensor
-from ..testing import assert_allclose_td
+from .. import testing as _testing
 from ._td import TensorDict
 from .base import is_tensor_collection
 from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
@@ -86,6 +86,13 @@ def list_to_stack(allow_none=False):
 def capture_non_tensor_stack(allow_none=False):
     """The capture-non-tensor-stack mode (False unless set)."""
     return _read(set_capture_non_tensor_stack, allow_none, False)
+
+
+def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
+    """tensordict's check that two TensorDicts hold the same keys and close values (returns True).
+    As in tensordict, batch sizes are not compared (``rlpipe.testing.assert_allclose_td`` compares them
+    too); leaves of different shapes still fail."""
+    return _testing.assert_allclose_td(actual, expected, rtol, atol, equal_nan, msg, check_batch_size=False)
 
 
 def is_non_tensor(data):
