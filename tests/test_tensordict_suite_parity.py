@@ -317,3 +317,11 @@ def test_tensordict_assert_allclose_td_ignores_batch_sizes():
     from rlpipe.testing import assert_allclose_td as strict
     with pytest.raises(AssertionError, match="batch_size mismatch"):
         strict(TensorDict(a=rlpipe.zeros(3)), TensorDict(a=rlpipe.zeros(3), batch_size=[3]))
+
+
+def test_sub_tensordict_nested_assignment_creates_missing_keys():
+    src = TensorDict(n=TensorDict(a=rlpipe.zeros(2, 3), batch_size=[2, 3]), batch_size=[2])
+    sub = src._get_sub_tensordict(1)
+    sub["n"] = TensorDict(b=rlpipe.ones(3), batch_size=[3])
+    # tensordict 0.14.3 creates ("n", "b") in the source: ones at index 1, zeros elsewhere
+    assert src["n", "b"].tolist() == [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]] and (src["n", "a"] == 0).all()

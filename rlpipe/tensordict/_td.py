@@ -2435,7 +2435,8 @@ class _SubTensorDict(TensorDict):
     def set_(self, key, value):
         current = self._source.get(key, _RAISE)
         if isinstance(current, TensorDict):
-            current._get_sub_tensordict(self._idx).update_(value)
+            # keys of value missing from current are created (zeros outside the index), as in tensordict
+            current._get_sub_tensordict(self._idx).update(value)
         else:
             current[self._idx] = value if isinstance(value, Tensor) else as_tensor(value, device=current.device)
         return self
