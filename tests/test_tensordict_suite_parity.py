@@ -325,3 +325,23 @@ def test_sub_tensordict_nested_assignment_creates_missing_keys():
     sub["n"] = TensorDict(b=rlpipe.ones(3), batch_size=[3])
     # tensordict 0.14.3 creates ("n", "b") in the source: ones at index 1, zeros elsewhere
     assert src["n", "b"].tolist() == [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]] and (src["n", "a"] == 0).all()
+
+
+@pytest.mark.parametrize("name, args", [("permute", (1, 0)), ("unsqueeze", (0,)), ("squeeze", ()),
+                                        ("transpose", (0, 1))])
+def test_sub_tensordict_refuses_dense_only_shape_ops(name, args):
+    sub = TensorDict(a=rlpipe.zeros(2, 3, 4, 5), batch_size=[2, 3, 4])._get_sub_tensordict(1)
+    with pytest.raises(RuntimeError, match=f"Cannot call `{name}` on a sub-tensordict. Make it dense before calling "
+                                           f"this method by calling `to_tensordict`."):
+        getattr(sub, name)(*args)
+    assert getattr(sub.to_tensordict(), name)(*args) is not None
+
+
+def test_sub_tensordict_view_and_popitem():
+    src, sub = _sub()
+    with pytest.raises(RuntimeError, match="Cannot call `view` on a sub-tensordict. Call `reshape` instead."):
+        sub.view(-1)
+    assert sub.reshape(-1).batch_size == rlpipe.Size([3])
+    with pytest.raises(NotImplementedError, match="popitem not implemented for class _SubTensorDict."):
+        sub.popitem()
+    assert list(src.keys()) == ["a", "b"]

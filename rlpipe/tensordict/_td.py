@@ -2507,6 +2507,13 @@ class _SubTensorDict(TensorDict):
     def memmap_(self, prefix=None, copy_existing=False, num_threads=0):
         raise RuntimeError("Converting a sub-tensordict values to memmap cannot be done.")
 
+    def popitem(self):
+        raise NotImplementedError("popitem not implemented for class _SubTensorDict.")
+
+    def view(self, *args, **kwargs):
+        raise RuntimeError("Cannot call `view` on a sub-tensordict. Call `reshape` instead.")
+
+
     def rename_key_(self, old_key, new_key, safe=False):
         """Renames the entry in the source (all of it, not only this view's part); returns self."""
         self._source.rename_key_(old_key, new_key, safe=safe)
@@ -2542,6 +2549,19 @@ class _SubTensorDict(TensorDict):
         return TensorDict._build({k: v.to_tensordict() if isinstance(v, TensorDict) else v.clone()
                                   for k, v in self._tensordict.items()}, self._batch_size, self._device)
 
+
+
+def _dense_only(name):
+    def refuse(self, *args, **kwargs):
+        raise RuntimeError(f"Cannot call `{name}` on a sub-tensordict. Make it dense before calling this method by "
+                           f"calling `to_tensordict`.")
+    refuse.__name__ = name
+    refuse.__doc__ = f"Not on a sub-TensorDict (tensordict refuses it too): ``to_tensordict().{name}(...)``."
+    return refuse
+
+
+for _name in ("permute", "unsqueeze", "squeeze", "transpose"):
+    setattr(_SubTensorDict, _name, _dense_only(_name))
 
 _COMPARABLE = (TensorDict, dict, Tensor, numbers.Number, np.ndarray)
 
