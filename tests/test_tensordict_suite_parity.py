@@ -345,3 +345,17 @@ def test_sub_tensordict_view_and_popitem():
     with pytest.raises(NotImplementedError, match="popitem not implemented for class _SubTensorDict."):
         sub.popitem()
     assert list(src.keys()) == ["a", "b"]
+
+
+def test_apply_out_replaces_the_leaves_of_out():
+    td = TensorDict(a=rlpipe.zeros(3), c=rlpipe.arange(3), batch_size=[3])
+    out = TensorDict(a=rlpipe.ones(3), c=rlpipe.arange(3), batch_size=[3])
+    old_c = out["c"]
+    # tensordict 0.14.3: out's "c" becomes a new float32 tensor [1.5, 2.5, 3.5]
+    assert td.apply(lambda x: x + 1.5, out=out) is out
+    assert out["c"] is not old_c and out["c"].dtype == rlpipe.float32 and out["c"].tolist() == [1.5, 2.5, 3.5]
+    assert td.apply(lambda x: x.float(), out=td) is td and td["c"].dtype == rlpipe.float32
+    locked = TensorDict(a=rlpipe.ones(3), batch_size=[3]).lock_()
+    with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict"):
+        TensorDict(a=rlpipe.zeros(3), batch_size=[3]).apply(lambda x: x + 1, out=locked)
+    assert (locked["a"] == 1).all()

@@ -654,7 +654,7 @@ class TensorDict(TensorDictMath):
         """Calls ``fn(leaf, *other_leaves)`` on every leaf (the same key of each TensorDict of
         ``others``; ``default`` where one lacks it). Leaves where fn returns None are dropped, and so
         are the nested TensorDicts left empty unless ``filter_empty=False``; None when nothing is
-        left. ``inplace`` writes the results into self's leaves, ``out`` into another TensorDict's."""
+        left. ``inplace`` writes the results into self's leaves; ``out`` receives them as its new leaves."""
         return self._apply_named(lambda key, value, *rest: fn(value, *rest), others, batch_size, device,
                                  inplace, False, default, filter_empty, out)
 
@@ -679,7 +679,9 @@ class TensorDict(TensorDictMath):
         result = self._apply_tree(fn, others, batch_size, device, inplace, nested_keys, default,
                                   filter_empty is not False, (), produced)
         if out is not None:
-            out.update_(result)
+            # tensordict sets the results into out: they replace its leaves (new dtype included), and a
+            # locked out is a RuntimeError
+            out.update(result)
             return out
         if filter_empty is not False and not produced[0] and not self.is_empty():
             return None  # fn returned None for every leaf
