@@ -359,3 +359,14 @@ def test_apply_out_replaces_the_leaves_of_out():
     with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict"):
         TensorDict(a=rlpipe.zeros(3), batch_size=[3]).apply(lambda x: x + 1, out=locked)
     assert (locked["a"] == 1).all()
+
+
+def test_sub_tensordict_split_keys_inplace():
+    src, sub = _sub()
+    first, rest = sub.split_keys(["a"], inplace=True)
+    # tensordict 0.14.3: the rest is the view itself, and "a" left the source
+    assert rest is sub and list(first.keys()) == ["a"] and first["a"].shape == rlpipe.Size([3, 4])
+    assert list(src.keys(True)) == [("b", "c"), "b"]
+    src, sub = _sub()
+    first, rest = sub.split_keys([("b", "c")])
+    assert rest is not sub and list(src.keys(True)) == ["a", ("b", "c"), "b"] and list(rest.keys()) == ["a"]

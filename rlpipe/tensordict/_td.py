@@ -2512,6 +2512,22 @@ class _SubTensorDict(TensorDict):
     def popitem(self):
         raise NotImplementedError("popitem not implemented for class _SubTensorDict.")
 
+    def split_keys(self, *key_sets, inplace=False, **kwargs):
+        """As TensorDict.split_keys; ``inplace=True`` removes the split keys from the source (all of
+        each entry) and returns this view last."""
+        *outs, rest = super().split_keys(*key_sets, **kwargs)
+        if not inplace:
+            return (*outs, rest)
+        self._check_unlocked()
+        kept = set(rest.keys(True, True))
+        for key in list(self._source.keys(True, True)):
+            if key not in kept:
+                self._source.pop(key)
+        if not kwargs.get("reproduce_struct"):
+            self._source.filter_empty_()
+        return (*outs, self)
+
+
     def view(self, *args, **kwargs):
         raise RuntimeError("Cannot call `view` on a sub-tensordict. Call `reshape` instead.")
 
