@@ -370,3 +370,13 @@ def test_sub_tensordict_split_keys_inplace():
     src, sub = _sub()
     first, rest = sub.split_keys([("b", "c")])
     assert rest is not sub and list(src.keys(True)) == ["a", ("b", "c"), "b"] and list(rest.keys()) == ["a"]
+
+
+def test_is_tensor_collection_class_check_and_sub_to_inplace():
+    from rlpipe.tensordict.base import _is_tensor_collection
+    assert _is_tensor_collection(TensorDict) is True and _is_tensor_collection(rlpipe.Tensor) is False
+    src, sub = _sub()
+    with pytest.raises(TypeError, match="Cannot send a _SubTensorDict instance to device/dtype inplace."):
+        sub.to(rlpipe.float64, inplace=True)
+    assert src["a"].dtype == rlpipe.float32
+    assert sub.to(rlpipe.float64)["a"].dtype == rlpipe.float64

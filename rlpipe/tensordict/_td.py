@@ -2512,6 +2512,14 @@ class _SubTensorDict(TensorDict):
     def popitem(self):
         raise NotImplementedError("popitem not implemented for class _SubTensorDict.")
 
+    def to(self, *args, inplace=False, **kwargs):
+        """As TensorDict.to, on a plain copy; ``inplace=True`` is a TypeError (a view has no leaves of its
+        own to swap), as in tensordict."""
+        if inplace:
+            raise TypeError("Cannot send a _SubTensorDict instance to device/dtype inplace.")
+        return super().to(*args, **kwargs)
+
+
     def split_keys(self, *key_sets, inplace=False, **kwargs):
         """As TensorDict.split_keys; ``inplace=True`` removes the split keys from the source (all of
         each entry) and returns this view last."""

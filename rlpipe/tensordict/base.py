@@ -19,5 +19,11 @@ def _is_leaf_nontensor(cls):
 
 
 is_leaf_nontensor = _is_leaf_nontensor
+
+
+def _is_tensor_collection(cls):
+    """Whether the class ``cls`` is a tensor collection (rlpipe's: TensorDict and its subclasses)."""
+    return issubclass(cls, TensorDict)
+
 # tensordict's is_leaf that also treats nested (jagged) tensors as leaves: rlpipe has no nested tensors
 _NESTED_TENSORS_AS_LISTS = _is_leaf_nontensor
