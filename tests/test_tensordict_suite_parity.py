@@ -380,3 +380,10 @@ def test_is_tensor_collection_class_check_and_sub_to_inplace():
         sub.to(rlpipe.float64, inplace=True)
     assert src["a"].dtype == rlpipe.float32
     assert sub.to(rlpipe.float64)["a"].dtype == rlpipe.float64
+
+
+def test_sub_tensordict_cannot_replace_a_nested_tensordict_by_a_tensor():
+    src, sub = _sub()
+    with pytest.raises(ValueError, match="Tried to replace a tensordict with an incompatible object of type"):
+        sub.update({"b": rlpipe.zeros(3)})
+    assert isinstance(src["b"], TensorDict) and (src["b", "c"] == 0).all()

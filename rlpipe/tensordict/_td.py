@@ -2437,6 +2437,9 @@ class _SubTensorDict(TensorDict):
     def set_(self, key, value):
         current = self._source.get(key, _RAISE)
         if isinstance(current, TensorDict):
+            if not isinstance(value, (TensorDict, dict)):
+                raise ValueError(f"Tried to replace a tensordict with an incompatible object of type "
+                                 f"{type(value)}")
             # keys of value missing from current are created (zeros outside the index), as in tensordict
             current._get_sub_tensordict(self._idx).update(value)
         else:
