@@ -387,3 +387,15 @@ def test_sub_tensordict_cannot_replace_a_nested_tensordict_by_a_tensor():
     with pytest.raises(ValueError, match="Tried to replace a tensordict with an incompatible object of type"):
         sub.update({"b": rlpipe.zeros(3)})
     assert isinstance(src["b"], TensorDict) and (src["b", "c"] == 0).all()
+
+
+def test_update_keys_to_update_tuple_is_a_sequence_of_keys():
+    td = TensorDict(a=rlpipe.zeros(2), batch_size=[2])
+    other = TensorDict({"My": {"father": {"was": rlpipe.ones(2), "a": rlpipe.ones(2)}, "relentlessly": rlpipe.ones(2)},
+                        "x": rlpipe.ones(2)}, batch_size=[2])
+    td.update(other, keys_to_update=(("My", ("father",), "was"), ("My", "relentlessly")))
+    # tensordict 0.14.3: exactly these two leaves (and their parent) arrive
+    assert set(td.keys(True, True)) == {"a", ("My", "father", "was"), ("My", "relentlessly")}
+    td = TensorDict(a=rlpipe.zeros(2), batch_size=[2])
+    td.update(other, keys_to_update=("x",))
+    assert set(td.keys(True, True)) == {"a", "x"}

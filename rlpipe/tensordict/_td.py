@@ -405,8 +405,8 @@ class TensorDict(TensorDictMath):
             input_dict_or_td = merged
         if input_dict_or_td is None:
             return self
-        if isinstance(keys_to_update, (str, tuple)):
-            keys_to_update = [keys_to_update]
+        if isinstance(keys_to_update, str):
+            keys_to_update = [keys_to_update]  # a tuple is a sequence of keys, as in tensordict
         if update_batch_size:
             return self._update_with_batch_size(input_dict_or_td, clone, inplace, keys_to_update)
         if keys_to_update is not None:
@@ -465,8 +465,8 @@ class TensorDict(TensorDictMath):
             input_dict_or_td = merged
         if input_dict_or_td is None:
             return self
-        if isinstance(keys_to_update, (str, tuple)):
-            keys_to_update = [keys_to_update]
+        if isinstance(keys_to_update, str):
+            keys_to_update = [keys_to_update]  # a tuple is a sequence of keys, as in tensordict
         pairs = self._update_pairs(input_dict_or_td, keys_to_update)
         for key, _ in pairs:
             if self.get(key, None) is None:
