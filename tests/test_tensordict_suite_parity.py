@@ -394,8 +394,25 @@ def test_update_keys_to_update_tuple_is_a_sequence_of_keys():
     other = TensorDict({"My": {"father": {"was": rlpipe.ones(2), "a": rlpipe.ones(2)}, "relentlessly": rlpipe.ones(2)},
                         "x": rlpipe.ones(2)}, batch_size=[2])
     td.update(other, keys_to_update=(("My", ("father",), "was"), ("My", "relentlessly")))
-    # tensordict 0.14.3: exactly these two leaves (and their parent) arrive
-    assert set(td.keys(True, True)) == {"a", ("My", "father", "was"), ("My", "relentlessly")}
+    # tensordict 0.14.3: "My" was missing, so its entries on the way arrive, and "father" whole
+    assert set(td.keys(True, True)) == {"a", ("My", "father", "was"), ("My", "father", "a"), ("My", "relentlessly")}
+    td = TensorDict(a=rlpipe.zeros(2), My={"father": {"z": rlpipe.zeros(2)}}, batch_size=[2])
+    td.update(other, keys_to_update=(("My", ("father",), "was"), ("My", "relentlessly")))
+    # an existing nested TensorDict is filtered further: "a" of father does not arrive
+    assert set(td.keys(True, True)) == {"a", ("My", "father", "was"), ("My", "father", "z"), ("My", "relentlessly")}
+    assert (td["My", "father", "was"] == 1).all() and (td["My", "father", "z"] == 0).all()
     td = TensorDict(a=rlpipe.zeros(2), batch_size=[2])
     td.update(other, keys_to_update=("x",))
     assert set(td.keys(True, True)) == {"a", "x"}
+
+
+def test_view_as_dtype():
+    td = TensorDict(a=rlpipe.zeros(2, 3), b={"c": rlpipe.zeros(2)}, batch_size=[2])
+    out = td.view(rlpipe.uint8, batch_size=[])
+    # tensordict 0.14.3: batch [], a -> [2, 12] uint8, b.c -> [8]
+    assert out.batch_size == rlpipe.Size([]) and out["a"].shape == rlpipe.Size([2, 12])
+    assert out["a"].dtype == rlpipe.uint8 and out["b", "c"].shape == rlpipe.Size([8])
+    assert td.view(dtype=rlpipe.int32, batch_size=[2])["a"].dtype == rlpipe.int32
+    assert td.view(-1).batch_size == rlpipe.Size([2])
+    sub = TensorDict(a=rlpipe.zeros(2, 3), batch_size=[2])._get_sub_tensordict(0)
+    assert sub.view(rlpipe.uint8, batch_size=[])["a"].shape == rlpipe.Size([12])

@@ -18,7 +18,7 @@ from functools import wraps
 
 import numpy as np
 
-from .. import _ops, serialization as _serialization
+from .. import _dtypes, _ops, serialization as _serialization
 from .._creation import as_tensor, zeros as _zeros
 from .._device import device as _device_cls, resolve
 from .._tensor import Size, Tensor, wrap
@@ -410,8 +410,8 @@ class TensorDict(TensorDictMath):
         if update_batch_size:
             return self._update_with_batch_size(input_dict_or_td, clone, inplace, keys_to_update)
         if keys_to_update is not None:
-            for key, value in self._update_pairs(input_dict_or_td, keys_to_update):
-                self.set(key, value.clone() if clone else value, inplace=inplace)
+            wanted = [unravel_key_to_tuple(k) for k in keys_to_update]
+            self._update_selected(input_dict_or_td, wanted, clone, inplace, ())
             return self
         if isinstance(input_dict_or_td, TensorDict) and input_dict_or_td._batch_size != self._batch_size:
             try:  # a TensorDict whose leaves do not fit: tensordict's error names update_batch_size
@@ -474,6 +474,21 @@ class TensorDict(TensorDictMath):
         for key, value in pairs:
             self.set_(key, value.clone() if clone else value)
         return self
+
+    def _update_selected(self, other, wanted, clone, inplace, prefix):
+        """update's walk with ``keys_to_update``: the entries of ``other`` on the way to a wanted key.
+        As in tensordict, a nested TensorDict self lacks there arrives whole (all its entries), one
+        self has is entered and filtered further."""
+        for key, value in other.items():
+            full = prefix + unravel_key_to_tuple(key)
+            on_path = [w for w in wanted if w[:len(full)] == full or full[:len(w)] == w]
+            if not on_path:
+                continue
+            whole = any(full[:len(w)] == w for w in on_path)
+            if isinstance(value, (TensorDict, dict)) and not whole and isinstance(self.get(full, None), TensorDict):
+                self._update_selected(value, wanted, clone, inplace, full)
+            else:
+                self.set(full, value.clone() if clone else value, inplace=inplace)
 
     @staticmethod
     def _update_pairs(source, keys_to_update):
@@ -1011,8 +1026,17 @@ class TensorDict(TensorDictMath):
     def reshape(self, *shape, size=None):
         return self._reshaped(shape if size is None else size)
 
-    def view(self, *shape, size=None):
+    def view(self, *shape, size=None, batch_size=None, dtype=None):
+        """``view(*shape)`` reshapes the batch dims as a view; ``view(dtype, batch_size=...)`` views
+        every leaf's bytes as ``dtype`` (tensordict's dtype view: the result has ``batch_size``)."""
+        if dtype is None and len(shape) == 1 and isinstance(shape[0], _dtypes.dtype):
+            dtype = shape[0]
+        if dtype is not None:
+            return self._view_dtype(dtype, batch_size)
         return self._reshaped(shape if size is None else size, view=True)
+
+    def _view_dtype(self, dtype, batch_size):
+        return self.apply(lambda t: t.view(dtype), batch_size=batch_size)
 
     def _batch_dim(self, dim, extra=0, what=None):
         n = len(self._batch_size) + extra
@@ -2539,7 +2563,10 @@ class _SubTensorDict(TensorDict):
         return (*outs, self)
 
 
-    def view(self, *args, **kwargs):
+    def view(self, *args, dtype=None, **kwargs):
+        """A dtype view works (it copies nothing it writes); a shape view is refused, as in tensordict."""
+        if dtype is not None or (len(args) == 1 and isinstance(args[0], _dtypes.dtype)):
+            return super().view(*args, dtype=dtype, **kwargs)
         raise RuntimeError("Cannot call `view` on a sub-tensordict. Call `reshape` instead.")
 
 
@@ -2559,7 +2586,12 @@ class _SubTensorDict(TensorDict):
             merged = dict(input_dict_or_td.items()) if input_dict_or_td is not None else {}
             merged.update({k: v for k, v in kwargs.items() if k not in ("non_blocking", "update_batch_size")})
             input_dict_or_td = merged
-        for key, value in self._update_pairs({} if input_dict_or_td is None else input_dict_or_td, keys_to_update):
+        if keys_to_update is not None and input_dict_or_td is not None:
+            keys_to_update = [keys_to_update] if isinstance(keys_to_update, str) else keys_to_update
+            wanted = [unravel_key_to_tuple(k) for k in keys_to_update]
+            self._update_selected(input_dict_or_td, wanted, clone, True, ())
+            return self
+        for key, value in self._update_pairs({} if input_dict_or_td is None else input_dict_or_td, None):
             self.set(key, value.clone() if clone else value, inplace=True)
         return self
 
