@@ -102,6 +102,10 @@ def test_convert_ellipsis_to_idx():
     full = slice(None)
     assert convert_ellipsis_to_idx((Ellipsis, 0), rlpipe.Size([4, 3, 2])) == (full, full, 0)
     assert convert_ellipsis_to_idx(Ellipsis, rlpipe.Size([4, 3])) == (full, full)
+    # tensordict 0.14.3: None keeps its place and adds no batch dim to count
+    assert convert_ellipsis_to_idx((None, Ellipsis, 0), [3, 4, 5]) == (None, full, full, 0)
+    with pytest.raises(RuntimeError, match="An index can only have one ellipsis at most."):
+        convert_ellipsis_to_idx((Ellipsis, 0, Ellipsis), [3, 4, 5])
 
 
 def test_check_recursive_properties_and_str_to_index():

@@ -119,6 +119,8 @@ def _getitem_batch_size(batch_size, index):
 def convert_ellipsis_to_idx(idx, batch_size):
     """``idx`` with its Ellipsis replaced by as many full slices as it stands for in ``batch_size``."""
     items = idx if isinstance(idx, tuple) else (idx,)
+    if sum(1 for item in items if item is Ellipsis) > 1:
+        raise RuntimeError("An index can only have one ellipsis at most.")
     dims = sum(1 for item in items if item is not None and item is not Ellipsis)
     out = []
     for item in items:
