@@ -420,3 +420,28 @@ def test_view_as_dtype():
     assert td.view(-1).batch_size == rlpipe.Size([2])
     sub = TensorDict(a=rlpipe.zeros(2, 3), batch_size=[2])._get_sub_tensordict(0)
     assert sub.view(rlpipe.uint8, batch_size=[])["a"].shape == rlpipe.Size([12])
+
+
+def test_from_any():
+    import collections
+    import dataclasses
+
+    class D(collections.UserDict):
+        pass
+
+    @dataclasses.dataclass
+    class Data:
+        a: int
+
+    out = TensorDict.from_any(D(a=0))
+    assert isinstance(out["a"], rlpipe.Tensor) and out["a"].item() == 0
+    # tensordict 0.14.3: a list becomes a tensor, a tensor stays, auto_batch_size finds [3, 2]
+    assert isinstance(TensorDict.from_any([[1, 2], [3, 4]]), rlpipe.Tensor)
+    assert TensorDict.from_any({"a": rlpipe.zeros(3, 2)}, auto_batch_size=True).batch_size == rlpipe.Size([3, 2])
+    tree = ([[-1, 0, 1], [2, 3, 4]], {"t": rlpipe.zeros(2), "tuple": (1, 2)}, {"dc": Data(a=0)})
+    td = TensorDict.from_any(tree)
+    assert td["1", "t"] is tree[1]["t"]
+    assert set(td.keys(True, True)) == {"0", ("1", "t"), ("1", "tuple", "0"), ("1", "tuple", "1"), ("2", "dc", "a")}
+    # tensordict makes a NonTensorStack of a ragged list; rlpipe has none: the tensor conversion fails
+    with pytest.raises(RuntimeError, match="could not build a tensor from the data"):
+        TensorDict.from_any({"ragged": [[1, 2], [3]]})

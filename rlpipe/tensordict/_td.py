@@ -82,6 +82,23 @@ def _done(result):
     return future
 
 
+def _any_to_entries(obj):
+    """from_any's conversion: nested dicts of tensors (or a tensor for a leaf)."""
+    import dataclasses
+    from collections.abc import Mapping
+    if isinstance(obj, (TensorDict, Tensor)):
+        return obj
+    if isinstance(obj, Mapping):
+        return {str(key): _any_to_entries(value) for key, value in obj.items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _any_to_entries(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if _is_namedtuple(obj):
+        return {name: _any_to_entries(value) for name, value in zip(obj._fields, obj)}
+    if isinstance(obj, tuple):
+        return {str(i): _any_to_entries(value) for i, value in enumerate(obj)}
+    return as_tensor(obj)
+
+
 def _is_namedtuple(obj):
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
@@ -1608,6 +1625,18 @@ class TensorDict(TensorDictMath):
         elif auto_batch_size or batch_dims is not None:
             self.auto_batch_size_(batch_dims)
         return self
+
+    @classmethod
+    def from_any(cls, obj, *, auto_batch_size=False, batch_dims=None, device=None, batch_size=None):
+        """A TensorDict (or a Tensor) from a nested structure: mappings (dict, UserDict) and dataclasses
+        become TensorDicts, namedtuples and tuples TensorDicts keyed by field or ``"0"``, ``"1"``...; a
+        list becomes a tensor (rlpipe has no non-tensor stacks: a ragged list is a RuntimeError), a
+        tensor stays as it is. Batch size as in ``from_dict``."""
+        converted = _any_to_entries(obj)
+        if not isinstance(converted, dict):
+            return converted
+        out = cls.from_dict(converted, device=device)
+        return out._with_batch(batch_size, auto_batch_size, batch_dims)
 
     @classmethod
     def from_namedtuple(cls, named_tuple, *, auto_batch_size=False, batch_dims=None, device=None, batch_size=None):
