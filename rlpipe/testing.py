@@ -208,9 +208,10 @@ def _key_order(key):
     return (key,) if isinstance(key, str) else key
 
 
-def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
+def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, msg="", *, check_batch_size=True):
     """Asserts that two TensorDicts hold the same keys (nested included), the same batch size, and
     close values under every key (``assert_close`` with these tolerances; defaults by dtype).
+    ``check_batch_size=False`` skips the batch sizes (tensordict's own ``assert_allclose_td`` does).
 
     Raises ``AssertionError`` naming the differing keys (the error is also a ``KeyError``, which is what
     tensordict raises for it), or the batch sizes, or the first key whose values differ along with the
@@ -233,10 +234,13 @@ def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, m
         differing = ", ".join(map(repr, sorted(set(only_a) | set(only_e), key=_key_order)))
         raise _KeysMismatchError(f"actual and expected tensordict keys mismatch, keys {{{differing}}} appear in one "
                                  f"but not the other ({'; '.join(parts)}).{suffix}")
-    if tuple(actual.batch_size) != tuple(expected.batch_size):
+    if not check_batch_size:
+        pass
+    elif tuple(actual.batch_size) != tuple(expected.batch_size):
         raise AssertionError(f"batch_size mismatch: actual {actual.batch_size} != expected "
                              f"{expected.batch_size}.{suffix}")
-    for key in sorted(set(actual.keys(include_nested=True)) - keys_a, key=_key_order):  # nested TensorDicts
+    nested_keys = set(actual.keys(include_nested=True)) - keys_a if check_batch_size else ()
+    for key in sorted(nested_keys, key=_key_order):  # nested TensorDicts
         sub_a, sub_e = actual.get(key), expected.get(key)
         if _is_td(sub_a) and _is_td(sub_e) and tuple(sub_a.batch_size) != tuple(sub_e.batch_size):
             raise AssertionError(f"batch_size mismatch for {key!r}: actual {sub_a.batch_size} != expected "

@@ -1,17 +1,29 @@
 """Layer 4: ``TensorDict``, the batched nested container, and the modules that read and write it."""
 from .. import serialization as _serialization
-from ..testing import assert_allclose_td
 from ._td import (TensorDict, _from_state, _to_state, get_defaults_to_none, get_printoptions, set_get_defaults_to_none,
                   set_printoptions)
-from .base import (LazyStackedTensorDict, TensorDictBase, is_tensor_collection, is_tensorclass,
+from ._archive import is_memmap_archive, pack_memmap, refresh_archive_checksums, unpack_memmap
+from ._lazy import lazy_stack
+from .base import (LazyStackedTensorDict, TensorDictBase, is_leaf_nontensor, is_tensor_collection, is_tensorclass,
                    tensorclass)
-from .functional import merge_tensordicts, pad, pad_sequence
+from .functional import dense_stack_tds, merge_tensordicts, pad, pad_sequence
+from .memmap import MemoryMappedTensor
+from .persistent import PersistentTensorDict
+from .tensorclass import MetaData, NonTensorData, NonTensorStack, TensorClass
+from .utils import (assert_allclose_td, capture_non_tensor_stack, lazy_legacy, list_to_stack,
+                    set_capture_non_tensor_stack,
+                    set_lazy_legacy, set_list_to_stack)
 from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
 from .nn import TensorDictModule, TensorDictSequential
 
 _serialization.register_type(TensorDict, "TensorDict", _to_state, _from_state)
+load_memmap = TensorDict.load_memmap
 
 __all__ = ["assert_allclose_td", "TensorDict", "TensorDictBase", "LazyStackedTensorDict", "is_tensor_collection",
            "is_tensorclass", "tensorclass", "TensorDictModule", "TensorDictSequential", "get_defaults_to_none",
            "get_printoptions", "merge_tensordicts", "pad", "pad_sequence", "set_get_defaults_to_none",
-           "set_printoptions", "unravel_key", "unravel_key_list", "unravel_key_to_tuple"]
+           "set_printoptions", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
+           "is_memmap_archive", "pack_memmap", "refresh_archive_checksums", "unpack_memmap", "lazy_stack",
+           "is_leaf_nontensor", "dense_stack_tds", "MemoryMappedTensor", "PersistentTensorDict", "MetaData",
+           "NonTensorData", "NonTensorStack", "TensorClass", "capture_non_tensor_stack", "lazy_legacy",
+           "list_to_stack", "set_capture_non_tensor_stack", "set_lazy_legacy", "set_list_to_stack", "load_memmap"]

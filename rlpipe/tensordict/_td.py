@@ -4,6 +4,7 @@ Behaviour follows the ``tensordict`` library (0.14): keys are strings or tuples 
 nested entries, every leaf's shape starts with ``batch_size``, and indexing, reshaping, stacking
 and device moves apply to every leaf over the batch dimensions only.
 """
+import concurrent.futures
 import json
 import math
 import numbers
@@ -12,12 +13,12 @@ import os
 import textwrap
 import warnings
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from functools import wraps
 
 import numpy as np
 
-from .. import _ops, serialization as _serialization
+from .. import _dtypes, _ops, serialization as _serialization
 from .._creation import as_tensor, zeros as _zeros
 from .._device import device as _device_cls, resolve
 from .._tensor import Size, Tensor, wrap
@@ -72,6 +73,44 @@ def _is_key(index):
 
 def _shape_str(shape):
     return f"rlpipe.Size({list(shape)})"
+
+
+def _done(result):
+    """A future that already holds ``result`` (what ``return_early=True`` returns)."""
+    future = concurrent.futures.Future()
+    future.set_result(result)
+    return future
+
+
+def _any_to_entries(obj):
+    """from_any's conversion: nested dicts of tensors (or a tensor for a leaf)."""
+    import dataclasses
+    from collections.abc import Mapping
+    if isinstance(obj, (TensorDict, Tensor)):
+        return obj
+    if isinstance(obj, Mapping):
+        return {str(key): _any_to_entries(value) for key, value in obj.items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _any_to_entries(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if _is_namedtuple(obj):
+        return {name: _any_to_entries(value) for name, value in zip(obj._fields, obj)}
+    if isinstance(obj, tuple):
+        return {str(i): _any_to_entries(value) for i, value in enumerate(obj)}
+    return as_tensor(obj)
+
+
+def _is_namedtuple(obj):
+    return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
+
+
+def is_tensor_collection(obj):
+    """Whether ``obj`` (an instance or a class) is a TensorDict: rlpipe's only tensor collection."""
+    return issubclass(obj if isinstance(obj, type) else type(obj), TensorDict)
+
+
+def _str_to_index(index):
+    """tensordict's normalisation of a stored index: a list becomes a tuple, anything else is kept."""
+    return tuple(index) if isinstance(index, list) else index
 
 
 class TensorDict(TensorDictMath):
@@ -383,13 +422,13 @@ class TensorDict(TensorDictMath):
             input_dict_or_td = merged
         if input_dict_or_td is None:
             return self
-        if isinstance(keys_to_update, (str, tuple)):
-            keys_to_update = [keys_to_update]
+        if isinstance(keys_to_update, str):
+            keys_to_update = [keys_to_update]  # a tuple is a sequence of keys, as in tensordict
         if update_batch_size:
             return self._update_with_batch_size(input_dict_or_td, clone, inplace, keys_to_update)
         if keys_to_update is not None:
-            for key, value in self._update_pairs(input_dict_or_td, keys_to_update):
-                self.set(key, value.clone() if clone else value, inplace=inplace)
+            wanted = [unravel_key_to_tuple(k) for k in keys_to_update]
+            self._update_selected(input_dict_or_td, wanted, clone, inplace, ())
             return self
         if isinstance(input_dict_or_td, TensorDict) and input_dict_or_td._batch_size != self._batch_size:
             try:  # a TensorDict whose leaves do not fit: tensordict's error names update_batch_size
@@ -443,8 +482,8 @@ class TensorDict(TensorDictMath):
             input_dict_or_td = merged
         if input_dict_or_td is None:
             return self
-        if isinstance(keys_to_update, (str, tuple)):
-            keys_to_update = [keys_to_update]
+        if isinstance(keys_to_update, str):
+            keys_to_update = [keys_to_update]  # a tuple is a sequence of keys, as in tensordict
         pairs = self._update_pairs(input_dict_or_td, keys_to_update)
         for key, _ in pairs:
             if self.get(key, None) is None:
@@ -452,6 +491,21 @@ class TensorDict(TensorDictMath):
         for key, value in pairs:
             self.set_(key, value.clone() if clone else value)
         return self
+
+    def _update_selected(self, other, wanted, clone, inplace, prefix):
+        """update's walk with ``keys_to_update``: the entries of ``other`` on the way to a wanted key.
+        As in tensordict, a nested TensorDict self lacks there arrives whole (all its entries), one
+        self has is entered and filtered further."""
+        for key, value in other.items():
+            full = prefix + unravel_key_to_tuple(key)
+            on_path = [w for w in wanted if w[:len(full)] == full or full[:len(w)] == w]
+            if not on_path:
+                continue
+            whole = any(full[:len(w)] == w for w in on_path)
+            if isinstance(value, (TensorDict, dict)) and not whole and isinstance(self.get(full, None), TensorDict):
+                self._update_selected(value, wanted, clone, inplace, full)
+            else:
+                self.set(full, value.clone() if clone else value, inplace=inplace)
 
     @staticmethod
     def _update_pairs(source, keys_to_update):
@@ -560,11 +614,18 @@ class TensorDict(TensorDictMath):
 
     def _walk(self, include_nested, leaves_only, prefix=()):
         # tensordict's order: a nested TensorDict's keys come before the key of the TensorDict itself
+        if include_nested and self._locked and not prefix:
+            # a locked TensorDict's nested keys cannot change: walked once, then read from the cache
+            yield from self._cached("keys", leaves_only, lambda: tuple(self._walk_tree(leaves_only)))
+            return
+        yield from self._walk_tree(leaves_only, include_nested, prefix)
+
+    def _walk_tree(self, leaves_only, include_nested=True, prefix=()):
         for key, value in self._tensordict.items():
             nested = isinstance(value, TensorDict)
             full = prefix + (key,)
             if nested and include_nested:
-                yield from value._walk(include_nested, leaves_only, full)
+                yield from value._walk_tree(leaves_only, include_nested, full)
             if not (leaves_only and nested):
                 yield full if prefix else key
 
@@ -625,7 +686,7 @@ class TensorDict(TensorDictMath):
         """Calls ``fn(leaf, *other_leaves)`` on every leaf (the same key of each TensorDict of
         ``others``; ``default`` where one lacks it). Leaves where fn returns None are dropped, and so
         are the nested TensorDicts left empty unless ``filter_empty=False``; None when nothing is
-        left. ``inplace`` writes the results into self's leaves, ``out`` into another TensorDict's."""
+        left. ``inplace`` writes the results into self's leaves; ``out`` receives them as its new leaves."""
         return self._apply_named(lambda key, value, *rest: fn(value, *rest), others, batch_size, device,
                                  inplace, False, default, filter_empty, out)
 
@@ -650,7 +711,9 @@ class TensorDict(TensorDictMath):
         result = self._apply_tree(fn, others, batch_size, device, inplace, nested_keys, default,
                                   filter_empty is not False, (), produced)
         if out is not None:
-            out.update_(result)
+            # tensordict sets the results into out: they replace its leaves (new dtype included), and a
+            # locked out is a RuntimeError
+            out.update(result)
             return out
         if filter_empty is not False and not produced[0] and not self.is_empty():
             return None  # fn returned None for every leaf
@@ -980,8 +1043,17 @@ class TensorDict(TensorDictMath):
     def reshape(self, *shape, size=None):
         return self._reshaped(shape if size is None else size)
 
-    def view(self, *shape, size=None):
+    def view(self, *shape, size=None, batch_size=None, dtype=None):
+        """``view(*shape)`` reshapes the batch dims as a view; ``view(dtype, batch_size=...)`` views
+        every leaf's bytes as ``dtype`` (tensordict's dtype view: the result has ``batch_size``)."""
+        if dtype is None and len(shape) == 1 and isinstance(shape[0], _dtypes.dtype):
+            dtype = shape[0]
+        if dtype is not None:
+            return self._view_dtype(dtype, batch_size)
         return self._reshaped(shape if size is None else size, view=True)
+
+    def _view_dtype(self, dtype, batch_size):
+        return self.apply(lambda t: t.view(dtype), batch_size=batch_size)
 
     def _batch_dim(self, dim, extra=0, what=None):
         n = len(self._batch_size) + extra
@@ -1237,6 +1309,13 @@ class TensorDict(TensorDictMath):
 
         Over an older checkpoint, its ``meta.json`` goes first and the new one is written last, so
         a save interrupted half-way leaves a folder that ``load_memmap`` refuses, never a mix."""
+        mapped = self._mapped_file()
+        if mapped is not None and not copy_existing:
+            if prefix is None:
+                return self.lock_()._mark_memmap()  # already in files: nothing to do, as in tensordict
+            if os.path.dirname(os.path.abspath(mapped)) != os.path.abspath(os.fspath(prefix)):
+                raise RuntimeError(f"A filename was provided but the tensor already has a file associated ({mapped}). "
+                                   f"To copy the tensor onto the new location, pass copy_existing=True.")
         if prefix is None:
             import tempfile
             prefix = tempfile.mkdtemp(prefix="rlpipe-memmap-")
@@ -1247,7 +1326,7 @@ class TensorDict(TensorDictMath):
         leaves, nested = {}, []
         for key, value in self._tensordict.items():
             if isinstance(value, TensorDict):
-                value.memmap_(os.path.join(prefix, key))
+                value.memmap_(os.path.join(prefix, key), copy_existing=True)  # the check above covered it
                 nested.append(key)
                 continue
             if value.device.type != "cpu":
@@ -1259,14 +1338,32 @@ class TensorDict(TensorDictMath):
             target.flush()
             leaves[key] = {"shape": list(host.shape), "dtype": value.dtype.name}
             self._tensordict[key] = wrap(target)
+        # "shape" is tensordict's name for the batch size in its meta.json
         meta = {"format": "rlpipe-tensordict-memmap", "version": 2, "batch_size": list(self._batch_size),
-                "leaves": leaves, "nested": nested}
+                "shape": list(self._batch_size), "leaves": leaves, "nested": nested}
         _serialization._write_atomically(meta_path, lambda f: f.write(json.dumps(meta).encode()))
         return self.lock_()._mark_memmap()
 
-    def memmap(self, prefix=None):
-        """A memory-mapped copy (this TensorDict is left as it is)."""
-        return self.clone().memmap_(prefix)
+    def _mapped_file(self):
+        """The file of the first leaf (nested ones included) that lives in a memory-mapped file, or None."""
+        for value in self._tensordict.values():
+            found = value._mapped_file() if isinstance(value, TensorDict) else getattr(value._data, "filename", None)
+            if found is not None:
+                return found
+        return None
+
+    def memmap(self, prefix=None, copy_existing=False, *, num_threads=0, return_early=False, **kwargs):
+        """A memory-mapped copy (this TensorDict is left as it is). ``return_early=True`` returns a
+        future whose ``result()`` is that copy (rlpipe writes the files before returning)."""
+        out = self.clone().memmap_(prefix, copy_existing=True, num_threads=num_threads)
+        return _done(out) if return_early else out
+
+    def memmap_like(self, prefix=None, copy_existing=False, *, existsok=True, num_threads=0, return_early=False,
+                    **kwargs):
+        """A memory-mapped TensorDict of the same structure, shapes and dtypes whose files hold zeros
+        (the values are not copied); locked, as ``memmap_`` leaves it."""
+        out = self._map(lambda t: _zeros(t.shape, dtype=t.dtype)).memmap_(prefix, num_threads=num_threads)
+        return _done(out) if return_early else out
 
     def _get_sub_tensordict(self, idx):
         """The part ``self[idx]`` as a sub-TensorDict that writes through to self (see _SubTensorDict)."""
@@ -1285,7 +1382,13 @@ class TensorDict(TensorDictMath):
         return self
 
     @classmethod
-    def load_memmap(cls, prefix):
+    def load_memmap(cls, prefix, device=None, non_blocking=False, **kwargs):
+        """See ``_load_memmap``; with ``device``, the loaded TensorDict moved there."""
+        out = cls._load_memmap(prefix)
+        return out if device is None else out.to(device)
+
+    @classmethod
+    def _load_memmap(cls, prefix):
         """The TensorDict that memmap_(prefix) wrote (any nested folder loads on its own too).
 
         Loading never changes the files: leaves are mapped copy-on-write, so the TensorDict is
@@ -1514,6 +1617,98 @@ class TensorDict(TensorDictMath):
         for key in keys:
             out.set(key, value)
         return out
+
+    def _with_batch(self, batch_size, auto_batch_size, batch_dims):
+        """self with ``batch_size`` set, or the common leading dims (``auto_batch_size``/``batch_dims``)."""
+        if batch_size is not None:
+            self.batch_size = batch_size
+        elif auto_batch_size or batch_dims is not None:
+            self.auto_batch_size_(batch_dims)
+        return self
+
+    @classmethod
+    def from_any(cls, obj, *, auto_batch_size=False, batch_dims=None, device=None, batch_size=None):
+        """A TensorDict (or a Tensor) from a nested structure: mappings (dict, UserDict) and dataclasses
+        become TensorDicts, namedtuples and tuples TensorDicts keyed by field or ``"0"``, ``"1"``...; a
+        list becomes a tensor (rlpipe has no non-tensor stacks: a ragged list is a RuntimeError), a
+        tensor stays as it is. Batch size as in ``from_dict``."""
+        converted = _any_to_entries(obj)
+        if not isinstance(converted, dict):
+            return converted
+        out = cls.from_dict(converted, device=device)
+        return out._with_batch(batch_size, auto_batch_size, batch_dims)
+
+    @classmethod
+    def from_namedtuple(cls, named_tuple, *, auto_batch_size=False, batch_dims=None, device=None, batch_size=None):
+        """A TensorDict with one entry per field of ``named_tuple`` (nested namedtuples become nested
+        TensorDicts); batch size as in ``from_dict``."""
+        def as_dict(nt):
+            return {name: as_dict(value) if _is_namedtuple(value) else value
+                    for name, value in zip(nt._fields, nt)}
+        return cls.from_dict(as_dict(named_tuple), device=device)._with_batch(batch_size, auto_batch_size,
+                                                                                batch_dims)
+
+    @classmethod
+    def from_tuple(cls, obj, *, auto_batch_size=False, batch_dims=None, device=None, batch_size=None):
+        """A TensorDict with the items of tuple ``obj`` under keys ``"0"``, ``"1"``, ... (nested tuples
+        become nested TensorDicts); batch size as in ``from_dict``."""
+        def as_dict(items):
+            return {str(i): as_dict(value) if isinstance(value, tuple) else value for i, value in enumerate(items)}
+        return cls.from_dict(as_dict(obj), device=device)._with_batch(batch_size, auto_batch_size, batch_dims)
+
+    @classmethod
+    def from_list(cls, input, *, auto_batch_size=None, batch_size=None, device=None, batch_dims=None, names=None,
+                  lazy=None):
+        """The items of ``input`` (dicts, turned into TensorDicts with ``from_dict``, or TensorDicts)
+        stacked along a new first dim. ``batch_size`` (its first dim must be ``len(input)``) and
+        ``batch_dims`` count that new dim. ``lazy=True`` raises NotImplementedError (no lazy stacks)."""
+        if lazy:
+            return cls.lazy_stack(input)
+        if batch_size is not None:
+            given, batch_size = batch_size, [batch_size] if isinstance(batch_size, int) else list(batch_size)
+            if batch_size[0] != len(input):
+                raise ValueError(f"The provided batch size ({given}) does not match the length of the list "
+                                 f"({len(input)}).")
+            batch_size = batch_size[1:]
+        if batch_dims is not None:
+            batch_dims -= 1
+        items = [d if isinstance(d, TensorDict) else
+                 cls.from_dict(d, batch_size=batch_size, device=device, batch_dims=batch_dims,
+                               auto_batch_size=auto_batch_size) for d in input]
+        return cls.stack(items, 0)
+
+    def to_namedtuple(self, dest_cls=None):
+        """The entries as a namedtuple (class ``GenericDict`` unless ``dest_cls`` is given), nested
+        TensorDicts as nested namedtuples; the leaves are shared, not copied."""
+        values = {key: value.to_namedtuple() if isinstance(value, TensorDict) else value
+                  for key, value in self._tensordict.items()}
+        if dest_cls is None:
+            dest_cls = namedtuple("GenericDict", list(values))
+        return dest_cls(**values)
+
+    def as_tensor(self):
+        """A TensorDict of the same leaves (tensordict's turns memory-mapped leaves into plain tensors;
+        rlpipe's memory-mapped leaves already are Tensors)."""
+        return self._map(lambda t: t)
+
+    def is_non_tensor(self, key):
+        """Always False for an existing key (rlpipe has no non-tensor data); KeyError for a missing one."""
+        self.get(key, _RAISE)
+        return False
+
+    def pin_memory_(self, num_threads=0):
+        """No pinned memory in rlpipe: returns self."""
+        return self
+
+    def load_memmap_(self, prefix, *args, **kwargs):
+        """Copies what ``memmap_(prefix)`` stored into the existing leaves; returns self."""
+        return self.load_(prefix)
+
+    @classmethod
+    def lazy_stack(cls, input, dim=0, *, out=None, **kwargs):
+        """tensordict's lazy stack: not available in rlpipe (``TensorDict.stack`` stacks densely)."""
+        raise NotImplementedError("TensorDict.lazy_stack is not available in rlpipe: lazy stacks are not "
+                                  "implemented; TensorDict.stack stacks densely")
 
     def tolist(self, *, convert_nodes=True, convert_tensors=False, tolist_first=False, as_linked_list=False):
         """Nested lists over the batch dims with a dict of the entries at each position (the leaves
@@ -2173,13 +2368,26 @@ def _leaf_repr(t, opts):
     if opts["show_storage_size"]:
         base = t._data if t._data.base is None else t._data.base
         parts.append(f"storage_size={base.nbytes}")
+    if opts["plain"]:
+        parts.append(_plain_summary(t))
     return f"{type(t).__name__}({', '.join(parts)})"
 
 
-# what TensorDict.__repr__ shows (tensordict's print options and defaults; "plain", tensordict's
-# value summaries, is not offered)
-_REPR_OPTIONS = {"show_batch_size": True, "show_device": True, "show_is_shared": True, "show_shape": True,
-                 "show_field_device": True, "show_dtype": True, "show_field_is_shared": True, "show_grad": False,
+def _plain_summary(t):
+    """The value summary of ``set_printoptions(plain=True)``: ``mean=..., std=...`` (4 significant
+    digits, computed in float64) for floating leaves, ``min=..., max=...`` otherwise, ``[]`` if empty."""
+    if t.numel() == 0:
+        return "[]"
+    if t.is_floating_point() or t.is_complex():
+        wide = t.double()
+        return f"mean={wide.mean().item():.4g}, std={wide.std().item():.4g}"
+    return f"min={t.min().item()}, max={t.max().item()}"
+
+
+# what TensorDict.__repr__ shows (tensordict's print options and defaults)
+_REPR_OPTIONS = {"plain": False, "show_batch_size": True, "show_device": True, "show_is_shared": True,
+                 "show_shape": True, "show_field_device": True, "show_dtype": True, "show_field_is_shared": True,
+                 "show_grad": False,
                  "show_is_contiguous": False, "show_is_view": False, "show_storage_size": False,
                  "sort_keys": "alphabetical"}
 _TERSE = {"show_device": False, "show_is_shared": False, "show_field_device": False, "show_dtype": False,
@@ -2249,9 +2457,7 @@ class _SubTensorDict(TensorDict):
 
     @batch_size.setter
     def batch_size(self, value):
-        raise RuntimeError("Modifying the batch size of a lazy representation of a tensordict is not permitted. "
-                           "Consider instantiating the tensordict first by calling `td = td.to_tensordict()` "
-                           "before resetting the batch size.")
+        raise RuntimeError(self._BATCH_ERROR)
 
     shape = batch_size
 
@@ -2284,15 +2490,124 @@ class _SubTensorDict(TensorDict):
     def set_(self, key, value):
         current = self._source.get(key, _RAISE)
         if isinstance(current, TensorDict):
-            current._get_sub_tensordict(self._idx).update_(value)
+            if not isinstance(value, (TensorDict, dict)):
+                raise ValueError(f"Tried to replace a tensordict with an incompatible object of type "
+                                 f"{type(value)}")
+            # keys of value missing from current are created (zeros outside the index), as in tensordict
+            current._get_sub_tensordict(self._idx).update(value)
         else:
             current[self._idx] = value if isinstance(value, Tensor) else as_tensor(value, device=current.device)
         return self
 
     def __setitem__(self, index, value):
-        if not _is_key(index):
-            raise RuntimeError("Indexed assignment into a sub-TensorDict is not supported: index its source instead")
-        self.set(index, value, inplace=True)
+        """``td_sub[key] = value`` writes the entry in place; ``td_sub[idx] = value`` writes the part
+        ``idx`` of this view (read, assigned, written back into the source at this view's index)."""
+        if _is_key(index):
+            self.set(index, value, inplace=True)
+            return
+        part = self.to_tensordict()
+        part[index] = value
+        self.update(part)
+
+    _BATCH_ERROR = ("Modifying the batch size of a lazy representation of a tensordict is not permitted. "
+                    "Consider instantiating the tensordict first by calling `td = td.to_tensordict()` before "
+                    "resetting the batch size.")
+
+    def auto_batch_size_(self, batch_dims=None):
+        raise RuntimeError(self._BATCH_ERROR)
+
+    def lock_(self):
+        raise RuntimeError("Cannot lock a _SubTensorDict. Lock the parent tensordict instead.")
+
+    @property
+    def is_locked(self):
+        return self._source.is_locked
+
+    @is_locked.setter
+    def is_locked(self, value):
+        if value:
+            self.lock_()
+        else:
+            self.unlock_()
+
+    def unlock_(self):
+        """Nothing to do while the source is unlocked; RuntimeError while it is locked."""
+        if self._source.is_locked:
+            raise RuntimeError("Cannot unlock a _SubTensorDict. Unlock the parent tensordict instead.")
+        return self
+
+    def clone(self, recurse=True, **kwargs):
+        """A plain TensorDict copy (``recurse=True``), or a view at the same index of a shallow copy of
+        the source (``recurse=False``), as tensordict does."""
+        if recurse:
+            return self.to_tensordict()
+        return _SubTensorDict(self._source.clone(recurse=False), self._idx)
+
+    @staticmethod
+    def _no_inplace(name, inplace):
+        if inplace:
+            raise RuntimeError(f"Cannot call {name} inplace on a lazy tensordict.")
+
+    def select(self, *keys, inplace=False, strict=True):
+        """A TensorDict of the selected entries; ``inplace=True`` is a RuntimeError (a view's keys are
+        its source's), as in tensordict."""
+        self._no_inplace("select", inplace)
+        return super().select(*keys, strict=strict)
+
+    def exclude(self, *keys, inplace=False):
+        self._no_inplace("exclude", inplace)
+        return super().exclude(*keys)
+
+    def flatten_keys(self, separator=".", inplace=False, is_leaf=None):
+        self._no_inplace("exclude", inplace)  # tensordict's message names exclude here too
+        return super().flatten_keys(separator)
+
+    def memmap_(self, prefix=None, copy_existing=False, num_threads=0):
+        raise RuntimeError("Converting a sub-tensordict values to memmap cannot be done.")
+
+    def popitem(self):
+        raise NotImplementedError("popitem not implemented for class _SubTensorDict.")
+
+    def to(self, *args, inplace=False, **kwargs):
+        """As TensorDict.to, on a plain copy; ``inplace=True`` is a TypeError (a view has no leaves of its
+        own to swap), as in tensordict."""
+        if inplace:
+            raise TypeError("Cannot send a _SubTensorDict instance to device/dtype inplace.")
+        return super().to(*args, **kwargs)
+
+
+    def split_keys(self, *key_sets, inplace=False, **kwargs):
+        """As TensorDict.split_keys; ``inplace=True`` removes the split keys from the source (all of
+        each entry) and returns this view last."""
+        *outs, rest = super().split_keys(*key_sets, **kwargs)
+        if not inplace:
+            return (*outs, rest)
+        self._check_unlocked()
+        kept = set(rest.keys(True, True))
+        for key in list(self._source.keys(True, True)):
+            if key not in kept:
+                self._source.pop(key)
+        if not kwargs.get("reproduce_struct"):
+            self._source.filter_empty_()
+        return (*outs, self)
+
+
+    def view(self, *args, dtype=None, **kwargs):
+        """A dtype view works (it copies nothing it writes); a shape view is refused, as in tensordict."""
+        if dtype is not None or (len(args) == 1 and isinstance(args[0], _dtypes.dtype)):
+            return super().view(*args, dtype=dtype, **kwargs)
+        raise RuntimeError("Cannot call `view` on a sub-tensordict. Call `reshape` instead.")
+
+
+    def rename_key_(self, old_key, new_key, safe=False):
+        """Renames the entry in the source (all of it, not only this view's part); returns self."""
+        self._source.rename_key_(old_key, new_key, safe=safe)
+        return self
+
+    def clear(self):
+        """Removes every entry from the source; returns self."""
+        self._source.clear()
+        return self
 
     def update(self, input_dict_or_td=None, clone=False, inplace=False, keys_to_update=None, **kwargs):
         """Writes every entry into the source at the index (in place for the existing ones)."""
@@ -2300,7 +2615,12 @@ class _SubTensorDict(TensorDict):
             merged = dict(input_dict_or_td.items()) if input_dict_or_td is not None else {}
             merged.update({k: v for k, v in kwargs.items() if k not in ("non_blocking", "update_batch_size")})
             input_dict_or_td = merged
-        for key, value in self._update_pairs({} if input_dict_or_td is None else input_dict_or_td, keys_to_update):
+        if keys_to_update is not None and input_dict_or_td is not None:
+            keys_to_update = [keys_to_update] if isinstance(keys_to_update, str) else keys_to_update
+            wanted = [unravel_key_to_tuple(k) for k in keys_to_update]
+            self._update_selected(input_dict_or_td, wanted, clone, True, ())
+            return self
+        for key, value in self._update_pairs({} if input_dict_or_td is None else input_dict_or_td, None):
             self.set(key, value.clone() if clone else value, inplace=True)
         return self
 
@@ -2308,12 +2628,30 @@ class _SubTensorDict(TensorDict):
         self._source._check_unlocked()
 
     def pop(self, key, default=_NO_DEFAULT):
-        raise RuntimeError("Cannot remove an entry of a sub-TensorDict: remove it from its source")
+        """Removes the entry from the source (all of it) and returns this view's part of it."""
+        value = self.get(key, None)
+        if value is None:
+            return self._source.pop(key, default)  # the default, or the source's KeyError
+        self._source.pop(key)
+        return value
 
     def to_tensordict(self, *, retain_none=None):
         return TensorDict._build({k: v.to_tensordict() if isinstance(v, TensorDict) else v.clone()
                                   for k, v in self._tensordict.items()}, self._batch_size, self._device)
 
+
+
+def _dense_only(name):
+    def refuse(self, *args, **kwargs):
+        raise RuntimeError(f"Cannot call `{name}` on a sub-tensordict. Make it dense before calling this method by "
+                           f"calling `to_tensordict`.")
+    refuse.__name__ = name
+    refuse.__doc__ = f"Not on a sub-TensorDict (tensordict refuses it too): ``to_tensordict().{name}(...)``."
+    return refuse
+
+
+for _name in ("permute", "unsqueeze", "squeeze", "transpose"):
+    setattr(_SubTensorDict, _name, _dense_only(_name))
 
 _COMPARABLE = (TensorDict, dict, Tensor, numbers.Number, np.ndarray)
 

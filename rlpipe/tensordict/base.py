@@ -1,38 +1,29 @@
 """tensordict.base's names for code that type-checks TensorDicts. rlpipe has one TensorDict class (no
 lazy stacks, no tensorclasses), so the base class is that class."""
-from .._utils import unavailable
-from ._td import TensorDict
+from .._tensor import Tensor
+from ._lazy import LazyStackedTensorDict
+from ._td import TensorDict, is_tensor_collection
+from .tensorclass import is_tensorclass, tensorclass
 
-__all__ = ["TensorDictBase", "is_tensor_collection", "is_tensorclass", "tensorclass", "LazyStackedTensorDict"]
+__all__ = ["TensorDictBase", "is_tensor_collection", "is_tensorclass", "tensorclass", "LazyStackedTensorDict",
+           "is_leaf_nontensor"]
 
 # tensordict's abstract base: every rlpipe TensorDict is one, so isinstance(td, TensorDictBase) holds
 TensorDictBase = TensorDict
 
 
-def is_tensor_collection(obj):
-    """Whether ``obj`` (an instance or a class) is a TensorDict: rlpipe's only tensor collection."""
-    return issubclass(obj if isinstance(obj, type) else type(obj), TensorDict)
+def _is_leaf_nontensor(cls):
+    """``is_leaf`` test for ``keys``/``items``/``apply``: a class is a leaf when it is a Tensor class
+    (rlpipe has no non-tensor data, tensordict's other kind of leaf)."""
+    return issubclass(cls, Tensor)
 
 
-def is_tensorclass(obj):
-    """Always False: rlpipe has no tensorclasses (``tensorclass`` raises NotImplementedError)."""
-    return False
+is_leaf_nontensor = _is_leaf_nontensor
 
 
-def tensorclass(cls=None, **kwargs):
-    """tensordict's ``@tensorclass`` decorator: not available in rlpipe (a TensorDict holds the same
-    entries under string keys)."""
-    raise NotImplementedError("tensorclass is not available in rlpipe: use a TensorDict with the same entries")
+def _is_tensor_collection(cls):
+    """Whether the class ``cls`` is a tensor collection (rlpipe's: TensorDict and its subclasses)."""
+    return issubclass(cls, TensorDict)
 
-
-class _LazyStack:
-    maybe_dense_stack = staticmethod(TensorDict.maybe_dense_stack)
-
-    @classmethod
-    def lazy_stack(cls, items, dim=0, **kwargs):
-        raise NotImplementedError("LazyStackedTensorDict.lazy_stack is not available in rlpipe: lazy stacks are "
-                                  "not implemented; TensorDict.stack stacks densely")
-
-
-LazyStackedTensorDict = unavailable("LazyStackedTensorDict", "lazy stacks are not implemented; TensorDict.stack "
-                                    "stacks densely", _LazyStack)
+# tensordict's is_leaf that also treats nested (jagged) tensors as leaves: rlpipe has no nested tensors
+_NESTED_TENSORS_AS_LISTS = _is_leaf_nontensor

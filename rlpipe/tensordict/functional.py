@@ -98,3 +98,11 @@ def merge_tensordicts(*tensordicts, callback_exist=None):
         else:
             out.set(key, next(v for v in values if v is not None))
     return out
+
+
+def dense_stack_tds(td_list, dim=0):
+    """Stacks TensorDicts densely along ``dim`` (tensordict's, which also densifies a lazy stack: rlpipe's
+    stacks are always dense, so this is ``TensorDict.stack``)."""
+    if isinstance(td_list, TensorDict):
+        return td_list
+    return TensorDict.stack(list(td_list), dim)

@@ -5,10 +5,12 @@ from ..keys import unravel_key, unravel_key_list
 from .probabilistic import (InteractionType, set_interaction_type, interaction_type, ProbabilisticTensorDictModule,
                             ProbabilisticTensorDictSequential)
 from .distributions import NormalParamExtractor
+from .params import TensorDictParams
 from .utils import mappings, biased_softplus, inv_softplus, add_custom_mapping
-from . import distributions, probabilistic, utils
+from . import distributions, params, probabilistic, utils
 
 __all__ = ["TensorDictModule", "TensorDictModuleBase", "TensorDictSequential", "WrapModule", "unravel_key",
            "unravel_key_list", "InteractionType", "set_interaction_type", "interaction_type",
            "ProbabilisticTensorDictModule", "ProbabilisticTensorDictSequential",
-           "NormalParamExtractor", "mappings", "biased_softplus", "inv_softplus", "add_custom_mapping"]
+           "NormalParamExtractor", "TensorDictParams", "mappings",
+           "biased_softplus", "inv_softplus", "add_custom_mapping"]

@@ -1,0 +1,143 @@
+"""tensordict.utils' public names and the few private helpers users and tensordict's tests reach for.
+
+``set_lazy_legacy``, ``set_list_to_stack`` and ``set_capture_non_tensor_stack`` are switches for
+behaviours rlpipe does not have (lazy stacks, non-tensor data): they record the mode, work as context
+managers and decorators like tensordict's, and change nothing else.
+"""
+import functools
+
+import numpy as np
+
+from .._tensor import Size, Tensor
+from .. import testing as _testing
+from ._td import TensorDict
+from .base import is_tensor_collection
+from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
+from .tensorclass import is_tensorclass
+from .._utils import unavailable
+
+__all__ = ["assert_allclose_td", "convert_ellipsis_to_idx", "is_non_tensor", "is_tensor_collection", "is_tensorclass",
+           "lazy_legacy", "list_to_stack", "capture_non_tensor_stack", "set_capture_non_tensor_stack",
+           "set_lazy_legacy", "set_list_to_stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
+           "TensorDictFuture"]
+
+_LOCK_ERROR = ("Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` method and "
+               "make sure the key is present.")
+
+TensorDictFuture = unavailable("TensorDictFuture", "rlpipe runs TensorDict ops synchronously (no futures)")
+
+
+class _Switch:
+    """A process-wide flag set for a ``with`` block or around a decorated function, or at once by
+    ``.set()``; subclasses give the flag a name and a default."""
+    _state = None
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def set(self):
+        type(self)._state = self.mode
+
+    def __enter__(self):
+        self._prev = type(self)._state
+        self.set()
+        return self
+
+    def __exit__(self, *exc):
+        type(self)._state = self._prev
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def run_in_mode(*args, **kwargs):
+            with type(self)(self.mode):
+                return fn(*args, **kwargs)
+        return run_in_mode
+
+
+class set_lazy_legacy(_Switch):
+    """tensordict's switch for the legacy lazy ops (lazy stack, permute and friends returning views).
+    rlpipe's ops are always dense, so the mode is recorded and read by ``lazy_legacy`` only."""
+
+
+class set_list_to_stack(_Switch):
+    """tensordict's switch for stacking lists into non-tensor data; recorded only (no non-tensor data)."""
+
+
+class set_capture_non_tensor_stack(_Switch):
+    """tensordict's switch for capturing stacks of non-tensor data; recorded only (no non-tensor data)."""
+
+
+def _read(switch, allow_none, default):
+    state = switch._state
+    return state if state is not None or allow_none else default
+
+
+def lazy_legacy(allow_none=False):
+    """The lazy-legacy mode (False unless set; None when unset and ``allow_none``)."""
+    return _read(set_lazy_legacy, allow_none, False)
+
+
+def list_to_stack(allow_none=False):
+    """The list-to-stack mode (True unless set, as in tensordict 0.14)."""
+    return _read(set_list_to_stack, allow_none, True)
+
+
+def capture_non_tensor_stack(allow_none=False):
+    """The capture-non-tensor-stack mode (False unless set)."""
+    return _read(set_capture_non_tensor_stack, allow_none, False)
+
+
+def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
+    """tensordict's check that two TensorDicts hold the same keys and close values (returns True).
+    As in tensordict, batch sizes are not compared (``rlpipe.testing.assert_allclose_td`` compares them
+    too); leaves of different shapes still fail."""
+    return _testing.assert_allclose_td(actual, expected, rtol, atol, equal_nan, msg, check_batch_size=False)
+
+
+def is_non_tensor(data):
+    """Always False: rlpipe has no non-tensor data."""
+    return False
+
+
+def _as_numpy_index(index):
+    if isinstance(index, tuple):
+        return tuple(_as_numpy_index(item) for item in index)
+    if isinstance(index, Tensor):
+        return np.asarray(index.tolist())
+    if isinstance(index, range):
+        return list(index)
+    return index
+
+
+def _getitem_batch_size(batch_size, index):
+    """The batch size that indexing a batch of shape ``batch_size`` with ``index`` gives (NumPy's
+    indexing rules, which torch's follow)."""
+    return Size(np.broadcast_to(np.empty((), np.int8), tuple(batch_size))[_as_numpy_index(index)].shape)
+
+
+def convert_ellipsis_to_idx(idx, batch_size):
+    """``idx`` with its Ellipsis replaced by as many full slices as it stands for in ``batch_size``."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    if sum(1 for item in items if item is Ellipsis) > 1:
+        raise RuntimeError("An index can only have one ellipsis at most.")
+    dims = sum(1 for item in items if item is not None and item is not Ellipsis)
+    out = []
+    for item in items:
+        if item is Ellipsis:
+            out.extend([slice(None)] * (len(batch_size) - dims))
+        else:
+            out.append(item)
+    return tuple(out)
+
+
+def _check_recursive_properties(td):
+    """Checks that every nested TensorDict of ``td`` shares its lock state and batch dims prefix;
+    returns True, or raises AssertionError naming the key."""
+    for key, value in td.items(include_nested=True):
+        if isinstance(value, TensorDict):
+            if value.is_locked != td.is_locked:
+                raise AssertionError(f"lock state of {key!r} is {value.is_locked}, its root's is {td.is_locked}")
+            if tuple(value.batch_size[:td.batch_dims]) != tuple(td.batch_size):
+                raise AssertionError(f"batch size of {key!r} is {value.batch_size}, not led by {td.batch_size}")
+    return True
