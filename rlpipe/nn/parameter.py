@@ -55,7 +55,7 @@ _UNINITIALIZED_HINT = ("This error happens when you are using a `LazyModule` or 
                        "to initialize the parameters before using them.")
 
 
-class _UninitializedMixin:
+class UninitializedTensorMixin:
     """A placeholder tensor whose shape is not known yet (lazy modules). It remembers its device and
     dtype (in an empty array); ``materialize(shape)`` gives it data and turns it into ``cls_to_become``.
     Its shape cannot be read and it cannot take part in an op, as in torch."""
@@ -109,7 +109,7 @@ class _UninitializedMixin:
         return (type(self), (self.requires_grad, self.device, self.dtype))
 
 
-class UninitializedParameter(_UninitializedMixin, Parameter):
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
     """A parameter whose shape is set on a lazy module's first call (``materialize``); it then becomes
     a plain ``Parameter``, keeping its identity."""
 
@@ -122,7 +122,7 @@ class UninitializedParameter(_UninitializedMixin, Parameter):
         pass
 
 
-class UninitializedBuffer(_UninitializedMixin, Tensor):
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
     """A buffer whose shape is set on a lazy module's first call; it then becomes a plain ``Tensor``."""
 
     cls_to_become = Tensor
@@ -138,4 +138,4 @@ class UninitializedBuffer(_UninitializedMixin, Tensor):
 
 def is_lazy(param):
     """Whether ``param`` is a placeholder that a lazy module has not materialized yet."""
-    return isinstance(param, _UninitializedMixin)
+    return isinstance(param, UninitializedTensorMixin)
