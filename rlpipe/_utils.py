@@ -1,4 +1,6 @@
 """Small helpers at torchrl's ``torchrl._utils`` path."""
+import copy
+import functools
 import logging
 import os
 import sys
@@ -26,6 +28,34 @@ def rl_warnings():
 
 
 RL_WARNINGS = rl_warnings()  # as torchrl: the value at import
+
+
+class ScopedSetting:
+    """A context manager that also decorates functions: inside a ``with`` block (or a call of the
+    decorated function) the one-item list ``_store`` holds ``_setting()``; the previous value comes
+    back after. Subclasses give ``_store`` and parse their argument in ``__init__``."""
+    _store = None
+
+    def _setting(self):
+        raise NotImplementedError
+
+    def clone(self):
+        return copy.copy(self)
+
+    def __enter__(self):
+        self._prev = self._store[0]
+        self._store[0] = self._setting()
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        self._store[0] = self._prev
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def run_with_setting(*args, **kwargs):
+            with self.clone():
+                return fn(*args, **kwargs)
+        return run_with_setting
 
 
 def unavailable(name, why, base=object):

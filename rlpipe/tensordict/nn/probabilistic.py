@@ -7,10 +7,10 @@ distribution has none). ``interaction_type()`` is None outside any ``set_interac
 module then uses its own default. The setting is process-wide, not per thread.
 """
 import enum
-import functools
 import warnings
 from textwrap import indent
 
+from ..._utils import ScopedSetting
 from ..keys import unravel_key
 from .common import TensorDictModuleBase, TensorDictSequential
 
@@ -47,10 +47,11 @@ def interaction_type():
     return _current[0]
 
 
-class set_interaction_type:
+class set_interaction_type(ScopedSetting):
     """Context manager (and decorator) setting the interaction type of every probabilistic and
     exploration module called inside it. ``type`` is an ``InteractionType``, its name as a string
     (any case), or None (each module's default)."""
+    _store = _current
 
     def __init__(self, type=InteractionType.DETERMINISTIC):
         if not isinstance(type, InteractionType) and type is not None:
@@ -59,22 +60,8 @@ class set_interaction_type:
             type = InteractionType(type.lower())
         self.type = type
 
-    def clone(self):
-        return type(self)(self.type)
-
-    def __enter__(self):
-        self.prev = _current[0]
-        _current[0] = self.type
-
-    def __exit__(self, exc_type, exc_value, traceback):
-        _current[0] = self.prev
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def run_with_type(*args, **kwargs):
-            with self.clone():
-                return fn(*args, **kwargs)
-        return run_with_type
+    def _setting(self):
+        return self.type
 
 
 def _log_prob_key_for(key):
