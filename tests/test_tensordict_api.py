@@ -6,7 +6,10 @@ Expected values come from NumPy on the same data (brute force) or, where noted, 
 tensordict 0.14.3 returned for the same call (recorded here; the peer is never imported)."""
 # ruff: noqa: SIM118 - keys() membership is part of what is tested
 import gc
+import os
 import re
+import subprocess
+import sys
 from collections import OrderedDict
 
 import numpy as np
@@ -155,23 +158,45 @@ def test_a_path_through_a_tensor_is_a_value_error_for_get_and_a_key_error_for_se
     assert ("a", "b") not in td.keys(True)
 
 
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(rlpipe.__file__)))
+
+
 def test_get_defaults_to_none_switch():
     td = TensorDict({"a": 0, "b": {"c": 1}})
     before = get_defaults_to_none()
     try:
-        assert before is False
-        with pytest.raises(KeyError):
-            td.get("c")
-        set_get_defaults_to_none(True)
-        assert td.get("c") is None and td.get(("b", "d")) is None
+        assert before is True  # tensordict 0.14's default: get() of a missing key is None
+        assert td.get("c") is None and td.get(("b", "d")) is None and td.get(("x", "y")) is None
+        assert td.get("c", 3) == 3
         with pytest.raises(KeyError):  # indexing still raises
             td["c"]
         with pytest.raises(KeyError):
             td.select("c")
+        set_get_defaults_to_none(False)
+        with pytest.raises(KeyError, match='key "c" not found'):
+            td.get("c")
+        assert td.get("c", None) is None
         set_get_defaults_to_none(None)
         assert get_defaults_to_none() is False
     finally:
         set_get_defaults_to_none(before)
+
+
+@pytest.mark.parametrize("text,expected", [("0", "KeyError"), ("1", "None"), ("false", "KeyError")])
+def test_get_defaults_to_none_env(text, expected):
+    # TD_GET_DEFAULTS_TO_NONE sets the starting value, as in tensordict
+    code = ("from rlpipe.tensordict import TensorDict\n"
+            "try:\n    print(TensorDict().get('x'))\nexcept KeyError:\n    print('KeyError')")
+    env = dict(os.environ, TD_GET_DEFAULTS_TO_NONE=text, PYTHONPATH=_ROOT)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == expected
+
+
+def test_get_defaults_to_none_env_rejects_garbage():
+    env = dict(os.environ, TD_GET_DEFAULTS_TO_NONE="maybe", PYTHONPATH=_ROOT)
+    out = subprocess.run([sys.executable, "-c", "import rlpipe.tensordict"], env=env, capture_output=True,
+                         text=True)
+    assert out.returncode != 0 and "TD_GET_DEFAULTS_TO_NONE must be a boolean" in out.stderr
 
 
 def test_split_keys_separates_and_replace():

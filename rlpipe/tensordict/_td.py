@@ -27,16 +27,33 @@ from ._math import TensorDictMath
 from .keys import KeysView, unravel_key_to_tuple
 
 _NO_DEFAULT = object()
+_MASK_DTYPES = ("bool", "uint8")  # index dtypes torch reads as a mask (uint8 with a deprecation warning)
 _RAISE = object()  # get(key, _RAISE): KeyError for a missing key whatever set_get_defaults_to_none says
-# whether get(key) without a default returns None for a missing key (tensordict 0.14's default) or
-# raises KeyError (rlpipe's default, and tensordict's with TD_GET_DEFAULTS_TO_NONE=0): a one-item list,
-# so set_get_defaults_to_none changes what every TensorDict reads
-_GET_DEFAULTS_TO_NONE = [False]
+
+
+def _env_flag(name, default):
+    """The boolean environment variable ``name`` ("1"/"true"/"yes"/"on" or "0"/"false"/"no"/"off"),
+    ``default`` when unset; ValueError naming it for any other text."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    if text.strip().lower() in ("1", "true", "yes", "y", "on", "t"):
+        return True
+    if text.strip().lower() in ("0", "false", "no", "n", "off", "f"):
+        return False
+    raise ValueError(f"environment variable {name} must be a boolean such as 1 or 0, got {text!r}")
+
+
+# whether get(key) without a default returns None for a missing key (tensordict 0.14's default, and
+# rlpipe's) or raises KeyError (TD_GET_DEFAULTS_TO_NONE=0): a one-item list, so set_get_defaults_to_none
+# changes what every TensorDict reads
+_GET_DEFAULTS_TO_NONE = [_env_flag("TD_GET_DEFAULTS_TO_NONE", True)]
 
 
 def set_get_defaults_to_none(set_to_none=True):
-    """Makes ``TensorDict.get(key)`` return None for a missing key (True) or raise KeyError (False,
-    rlpipe's default; tensordict 0.14 defaults to None)."""
+    """Makes ``TensorDict.get(key)`` return None for a missing key (True, the default as in tensordict
+    0.14) or raise KeyError (False); the environment variable ``TD_GET_DEFAULTS_TO_NONE`` sets the
+    starting value. ``td[key]`` raises KeyError either way."""
     _GET_DEFAULTS_TO_NONE[0] = bool(set_to_none)
 
 
@@ -831,7 +848,6 @@ class TensorDict(TensorDictMath):
         ``to(tensor)`` takes both from a tensor, ``to(other=td)`` from a TensorDict (its dtype only
         when all its leaves share one); ``batch_size=`` re-batches the result. Self when nothing
         changes; ``inplace=True`` swaps the leaves of self (RuntimeError when it is locked)."""
-        from .. import _dtypes
         for a in args:
             if isinstance(a, TensorDict):
                 other = a
@@ -889,7 +905,7 @@ class TensorDict(TensorDictMath):
             items = index = tuple(list(i) if type(i) is range else i for i in items)
         if any(i is Ellipsis for i in items):
             used = sum(0 if i is None or i is Ellipsis else getattr(i, "ndim", 1)
-                       if getattr(getattr(i, "dtype", None), "name", "") == "bool" else 1 for i in items)
+                       if getattr(getattr(i, "dtype", None), "name", "") in _MASK_DTYPES else 1 for i in items)
             fill = (slice(None),) * max(len(self._batch_size) - used, 0)
             expanded = []
             for i in items:
@@ -918,9 +934,10 @@ class TensorDict(TensorDictMath):
     def _index_plain(self, index):
         new_batch = self._indexed_batch_size(index)
         fast = None
-        if isinstance(index, Tensor) and index._data.dtype.kind in "iu":
+        if isinstance(index, Tensor) and index._data.dtype.kind in "iu" and index._data.dtype.name != "uint8":
             fast = index._data if index._device is self._leaf_device() else None
-        elif isinstance(index, np.ndarray) and index.dtype.kind in "iu" and self._leaf_device() in (None, "cpu"):
+        elif (isinstance(index, np.ndarray) and index.dtype.kind in "iu" and index.dtype.name != "uint8"
+              and self._leaf_device() in (None, "cpu")):
             fast = index
         return self._index_with(index, fast, new_batch)
 
@@ -943,7 +960,7 @@ class TensorDict(TensorDictMath):
 
     def _indexed_batch_size(self, index):
         if isinstance(index, (Tensor, np.ndarray)) and index.ndim == 1 and \
-                (index.dtype.name if isinstance(index, np.ndarray) else index.dtype.name) != "bool":
+                index.dtype.name not in _MASK_DTYPES:
             return Size((index.shape[0],) + tuple(self._batch_size[1:]))
         probe = wrap(np.broadcast_to(np.zeros((), np.uint8), tuple(self._batch_size)))
         try:
@@ -1395,7 +1412,6 @@ class TensorDict(TensorDictMath):
         writable in place but its writes stay in memory (tensordict maps them read-write, and its
         writes reach the files). Each leaf file must hold exactly the bytes of the shape and dtype
         ``meta.json`` records; otherwise a RuntimeError names the leaf."""
-        from .. import _dtypes
         try:
             with open(os.path.join(prefix, "meta.json")) as f:
                 meta = json.load(f)
@@ -1964,7 +1980,6 @@ class TensorDict(TensorDictMath):
         return self._map(lambda t: t.type(dst_type))
 
     def _cast(self, name):
-        from .. import _dtypes
         return self.type(getattr(_dtypes, name))
 
     def float(self):
@@ -2200,10 +2215,12 @@ class TensorDict(TensorDictMath):
             if isinstance(value, TensorDict):
                 yield from value._all_tensordicts()
 
-    def pad(self, pad_size, value=0.0, safe=True):
+    def pad(self, pad_size, value=0.0, inplace=False, safe=True):
         """tensordict.functional.pad as a method (``inplace=True`` keeps this TensorDict)."""
-        from .functional import pad
-        return pad(self, pad_size, value)
+        # absolute: a relative import in a function warns once an import alias (torch -> rlpipe)
+        # has replaced this module's __spec__
+        from rlpipe.tensordict.functional import pad
+        return pad(self, pad_size, value, inplace=inplace, safe=safe)
 
     def _values_list(self, include_nested=False, leaves_only=False, **kwargs):
         return self.values(include_nested, leaves_only)
