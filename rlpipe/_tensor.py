@@ -80,6 +80,22 @@ class Tensor:
     def is_contiguous(self, memory_format=None):
         return bool(self._data.flags.c_contiguous)
 
+    def stride(self, dim=None):
+        """The step, in elements, between neighbours along each dim (one dim's when ``dim`` is given),
+        as torch reports it: 0 along an expanded dim. A NumPy view may step backwards (negative)
+        where torch would have copied."""
+        steps = tuple(s // self._data.dtype.itemsize for s in self._data.strides)
+        if dim is None:
+            return steps
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(f"stride(): argument 'dim' (position 1) must be int, not {type(dim).__name__}")
+        if not steps:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        if not -len(steps) <= dim < len(steps):
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-len(steps)}, "
+                             f"{len(steps) - 1}], but got {dim})")
+        return steps[dim]
+
     def data_ptr(self):
         return self._data.__array_interface__["data"][0] if self._device is CPU else self._data.data.ptr
 

@@ -127,3 +127,120 @@ def test_no_import_warning_through_an_import_alias():
     out = subprocess.run([sys.executable, "-c", _ALIASED], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "ok"
+
+
+# ---- consolidate ---------------------------------------------------------------------------------
+def _td_to_consolidate():
+    return TensorDict({"a": rlpipe.arange(6.0).view(2, 3),
+                       "b": TensorDict({"c": rlpipe.ones(2, dtype=rlpipe.float16)}, [2])}, [2])
+
+
+def test_consolidate_copies_leaves_into_one_padded_storage():
+    td = _td_to_consolidate()
+    out = td.consolidate()
+    storage = out._consolidated["storage"]
+    # tensordict 0.14.3: float32 [2, 3] (24 bytes) then float16 [2] (4 bytes, padded to 8): 32 bytes
+    assert storage.dtype == rlpipe.uint8 and storage.shape == rlpipe.Size([32])
+    assert out.is_consolidated() and not td.is_consolidated() and not out["b"].is_consolidated()
+    assert out.is_locked and out["b"].is_locked and not td.is_locked
+    assert (out == td).all() and out["b", "c"].dtype == rlpipe.float16
+    meta = out._consolidated["metadata"]
+    assert meta["leaves"]["a"][1:] == ([2, 3], 0, 24, 0) and meta["b"]["leaves"]["c"][1:] == ([2], 24, 32, 4)
+    storage *= 0  # the leaves are views of the storage
+    assert (out["a"] == 0).all() and (out["b", "c"] == 0).all() and (td["a"] == rlpipe.arange(6.0).view(2, 3)).all()
+    out.set("a", rlpipe.ones(2, 3), inplace=True)  # a locked TensorDict still takes in-place writes
+    np.testing.assert_array_equal(storage.numpy()[:24].view(np.float32), np.ones(6, np.float32))
+
+
+def test_consolidate_of_a_consolidated_tensordict_is_itself():
+    out = _td_to_consolidate().consolidate()
+    assert out.consolidate() is out
+    moved = out.to("cpu")  # device None -> cpu: a new TensorDict, consolidated and locked (tensordict 0.14.3)
+    assert moved is not out and moved.device == rlpipe.device("cpu") and moved.is_consolidated() and moved.is_locked
+    assert moved.to("cpu") is moved
+
+
+def test_consolidate_unlock_drops_the_storage_link():
+    out = _td_to_consolidate().consolidate()
+    with out.unlock_():
+        assert not out.is_locked and not out.is_consolidated()
+        out["new"] = rlpipe.zeros(2)
+    assert out.is_locked and not out.is_consolidated()
+    with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict"):
+        out["other"] = rlpipe.zeros(2)
+
+
+def test_consolidate_detaches_and_accepts_non_contiguous_leaves():
+    base = rlpipe.arange(24.0, requires_grad=True)
+    transposed = base.reshape(2, 3, 4).transpose(0, 1)
+    strided = rlpipe.arange(48).reshape(3, 4, 4)[..., ::2]
+    out = TensorDict({"t": transposed, "s": strided}, []).consolidate()
+    assert not out["t"].requires_grad and (out["t"] == transposed).all() and (out["s"] == strided).all()
+    assert out["s"].dtype == rlpipe.int64 and out["s"].shape == rlpipe.Size([3, 4, 2])
+
+
+def test_consolidate_into_a_file(tmp_path):
+    path = tmp_path / "td.mmap"
+    out = _td_to_consolidate().consolidate(filename=path)
+    assert out.device == rlpipe.device("cpu") and out.is_consolidated()
+    out.set_("a", rlpipe.full((2, 3), 7.0))
+    out._consolidated["storage"].numpy().flush()
+    np.testing.assert_array_equal(np.fromfile(path, dtype=np.uint8)[:24].view(np.float32), np.full(6, 7.0, np.float32))
+
+
+def test_consolidate_inplace_and_return_early():
+    td = _td_to_consolidate()
+    nested = td["b"]
+    out = td.consolidate(inplace=True)
+    assert out is td and td["b"] is nested and td.is_consolidated() and td.is_locked
+    td._consolidated["storage"].zero_()
+    assert (td["a"] == 0).all()
+    with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict"):
+        TensorDict({"a": rlpipe.zeros(3)}, [3]).lock_().consolidate(inplace=True)
+    future = _td_to_consolidate().consolidate(return_early=True)
+    assert future.result().is_consolidated()
+    with pytest.raises(NotImplementedError, match="use_buffer"):
+        _td_to_consolidate().consolidate(return_early=True, use_buffer=True)
+    with pytest.raises(NotImplementedError, match="non_blocking"):
+        _td_to_consolidate().consolidate(return_early=True, non_blocking=True)
+
+
+def test_consolidate_rejects_a_file_off_the_cpu(tmp_path):
+    with pytest.raises(ValueError, match="file-backed storage lives on the cpu, got device='cuda'"):
+        _td_to_consolidate().consolidate(filename=tmp_path / "x", device="cuda")
+
+
+def test_consolidate_empty_and_clone():
+    out = TensorDict({}, [3]).consolidate()
+    assert out.is_consolidated() and out._consolidated["storage"].shape == rlpipe.Size([0])
+    clone = _td_to_consolidate().consolidate().clone()  # as tensordict: a plain, unlocked copy
+    assert not clone.is_consolidated() and not clone.is_locked
+
+
+# ---- Tensor.stride ---------------------------------------------------------------------------------
+def test_tensor_stride_matches_torch():
+    # values from torch 2.13
+    t = rlpipe.zeros(3, 4)
+    assert t.stride() == (4, 1) and t.stride(-1) == 1 and t.stride(0) == 4
+    assert t.expand(2, 3, 4).stride() == (0, 4, 1)
+    assert rlpipe.arange(48).reshape(3, 4, 4)[..., ::2].stride() == (16, 4, 2)
+    assert rlpipe.zeros(()).stride() == ()
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)"):
+        t.stride(2)
+    with pytest.raises(IndexError, match="Dimension specified as 0 but tensor has no dimensions"):
+        rlpipe.zeros(()).stride(0)
+    with pytest.raises(TypeError, match="must be int, not str"):
+        t.stride("a")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_consolidate_onto_cuda_and_back():
+    td = _td_to_consolidate()
+    out = td.consolidate(device="cuda")
+    assert out.device.type == "cuda" and out["b", "c"].device.type == "cuda" and out.is_consolidated()
+    assert out._consolidated["storage"].device.type == "cuda"
+    back = out.to("cpu")
+    assert back.is_consolidated() and back.is_locked and (back == td).all()
+    out._consolidated["storage"].zero_()
+    assert (out["a"] == 0).all() and (out["b", "c"] == 0).all()

@@ -310,10 +310,10 @@ class SyncDataCollector(CollectorBase):
                 raise
         out = self.policy(td)  # under rollout's no_grad
         written = td if out is None else out
-        action = self._host_action(written.get("action"))
+        action = self._host_action(written["action"])
         if self._extra_keys is None:
             self._extra_keys = self._find_extras(written, obs)
-        extras = tuple([written.get(key)._host() for key, _, _ in self._extra_keys]) if self._extra_keys else ()
+        extras = tuple([written[key]._host() for key, _, _ in self._extra_keys]) if self._extra_keys else ()
         return action, extras
 
     def _make_step_td(self, obs):
@@ -325,7 +325,7 @@ class SyncDataCollector(CollectorBase):
             td = td.to(device)
             self._to_policy_device = functools.partial(device._backend.asarray, index=device.index)
         self._step_td = td
-        self._step_buffers = {k: td.get(k)._data for k in obs}
+        self._step_buffers = {k: td[k]._data for k in obs}
         return td
 
     def _host_action(self, action):
@@ -352,7 +352,7 @@ class SyncDataCollector(CollectorBase):
             key = (key,) if isinstance(key, str) else tuple(key)
             if key in known or key[0] in ("next", "collector") or _is_private(key):
                 continue
-            value = written.get(key)
+            value = written[key]
             if isinstance(value, Tensor):
                 extras.append((key, tuple(value.shape), value._data.dtype))
         return extras

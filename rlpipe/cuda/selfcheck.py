@@ -152,7 +152,7 @@ def multistep_mismatches(cpu_out, gpu_out):
     """The entries where the GPU's result differs from the CPU's (floats to the tests' rtol/atol)."""
     wrong = []
     for key in cpu_out.keys(True, True):
-        want, have = cpu_out.get(key).numpy(), gpu_out.get(key).cpu().numpy()
+        want, have = cpu_out[key].numpy(), gpu_out[key].cpu().numpy()
         close = (np.allclose(have, want, rtol=1e-6, atol=1e-5) if want.dtype.kind == "f"
                  else np.array_equal(have, want))
         if have.shape != want.shape or have.dtype != want.dtype or not close:

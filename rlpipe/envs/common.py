@@ -100,7 +100,7 @@ class EnvBase:
 
     def _action_array(self, tensordict):
         """The action as a host array in the action spec's format (one-hot stays one-hot)."""
-        return tensordict.get("action").detach().cpu().numpy()
+        return tensordict["action"].detach().cpu().numpy()
 
     def step(self, tensordict):
         """Steps with ``tensordict["action"]``; writes ``("next", ...)``: observations, reward, done,
@@ -155,7 +155,7 @@ class EnvBase:
                     steps.append(td)
                     if i == max_steps - 1:
                         break
-                    done = td.get(("next", "done"))
+                    done = td[("next", "done")]
                     if break_when_any_done and bool(done.any()):
                         break
                     if break_when_all_done and bool(done.all()):
@@ -174,14 +174,14 @@ class EnvBase:
         if set_truncated:
             last = (slice(None),) * len(self.batch_size) + (-1,)  # the last step along the time dim
             for key in ("truncated", "done"):
-                flags = out.get(("next", key))
+                flags = out[("next", key)]
                 flags[last] = True
         return out
 
     def _carry_over(self, td, done):
         """The root TensorDict of the following step: the "next" entries, with done envs reset."""
         next_td = td.get("next")
-        next_obs = {unravel_key_to_tuple(k): host_array(next_td.get(k)) for k in self.observation_spec.keys(True, True)}
+        next_obs = {unravel_key_to_tuple(k): host_array(next_td[k]) for k in self.observation_spec.keys(True, True)}
         return self._root(self._continue_frame(next_obs, host_array(done)))  # an env on a GPU: copied to the host
 
     def set_seed(self, seed, static_seed=False):

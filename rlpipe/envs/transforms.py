@@ -409,7 +409,7 @@ class ObservationNorm(_KeyWise):
         while collected < num_iter:
             td = parent.rollout(max_steps=int(num_iter))
             collected += td.numel()
-            data.append(host_array(td.get(_key_str(key))))
+            data.append(host_array(td[_key_str(key)]))
         dtype = np.float64 if data[0].dtype == np.float64 else np.float32
         data = np.concatenate(data, axis=cat_dim).astype(np.float64)
         dims = [reduce_dim] if isinstance(reduce_dim, int) else list(reduce_dim)

@@ -136,7 +136,7 @@ def check_env_specs(env, return_contiguous=True, check_dtype=True, seed=None, te
     env_dims = len(env.batch_size)
     batch = tuple(rollout.batch_size)
     for key, (group, spec) in expected.items():
-        value = rollout.get(key)
+        value = rollout[key]
         if not isinstance(value, Tensor):
             raise AssertionError(  # noqa: TRY004 - a failed check, as every other mismatchf"The entry {_key_str(key)!r} of the rollout is a {type(value).__name__}, "
                                  "not a tensor")
@@ -153,7 +153,7 @@ def check_env_specs(env, return_contiguous=True, check_dtype=True, seed=None, te
     for t in range(steps):
         step = rollout[(Ellipsis, t)]
         for key, (group, spec) in expected.items():
-            value = step.get(key)
+            value = step[key]
             if not check_dtype and value.dtype is not spec.dtype:
                 value = value.to(spec.dtype)
             if not spec.is_in(value):

@@ -73,15 +73,15 @@ class DDPGLoss(LossModule):
 
     def _q(self, actor, value, td):
         """Q(s, actor(s)) through ``value`` (the actor writes the action into a copy of ``td``)."""
-        return value(actor(td.copy())).get(self.tensor_keys.state_action_value).squeeze(-1)
+        return value(actor(td.copy()))[self.tensor_keys.state_action_value].squeeze(-1)
 
     def loss_value(self, tensordict):
         """The critic's loss and the detached diagnostics."""
         keys = self.tensor_keys
         td_copy = tensordict.copy()
-        predicted = self.value_network(td_copy).get(keys.state_action_value).squeeze(-1)
+        predicted = self.value_network(td_copy)[keys.state_action_value].squeeze(-1)
         with no_grad():
-            next_value = self._q(self.target_actor_network, self.target_value_network, tensordict.get("next"))
+            next_value = self._q(self.target_actor_network, self.target_value_network, tensordict["next"])
             target = self.value_estimator.value_estimate(td_copy, next_value=next_value.unsqueeze(-1)).squeeze(-1)
             td_error = (predicted.detach() - target).pow(2)
         tensordict.set(keys.priority, td_error)

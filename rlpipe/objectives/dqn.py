@@ -121,14 +121,14 @@ class DQNLoss(LossModule):
         return (action_values * action.to(action_values.dtype)).sum(-1)
 
     def _action_values(self, network, td):
-        return network(td.copy()).get(self.tensor_keys.action_value)
+        return network(td.copy())[self.tensor_keys.action_value]
 
     def forward(self, tensordict):
         keys = self.tensor_keys
         td_copy = tensordict.copy()
         action_values = self._action_values(self.value_network, td_copy)
         td_copy.set(keys.action_value, action_values)
-        predicted = self._chosen(action_values, tensordict.get(keys.action))
+        predicted = self._chosen(action_values, tensordict[keys.action])
         with no_grad():
             next_td = tensordict.get("next")
             next_values = self._action_values(self.target_value_network, next_td)

@@ -109,7 +109,7 @@ class PPOLoss(LossModule):
             if self.critic_network is None:
                 raise RuntimeError("Critic network is not specified, cannot compute advantage within forward.")
             self.value_estimator(tensordict)
-            advantage = tensordict.get(self.tensor_keys.advantage)
+            advantage = tensordict[self.tensor_keys.advantage]
         if self.normalize_advantage and advantage.numel() > 1:
             advantage = _standardize(advantage)
         return advantage
@@ -122,7 +122,7 @@ class PPOLoss(LossModule):
         if prev_log_prob.requires_grad:
             raise RuntimeError(f"tensordict stored {self.tensor_keys.sample_log_prob} requires grad.")
         dist = self.actor_network.get_dist(tensordict)
-        log_prob = dist.log_prob(tensordict.get(self.tensor_keys.action))
+        log_prob = dist.log_prob(tensordict[self.tensor_keys.action])
         log_weight = (log_prob - prev_log_prob).unsqueeze(-1)
         return log_weight, dist, (prev_log_prob - log_prob).unsqueeze(-1)
 

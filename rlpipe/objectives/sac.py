@@ -84,7 +84,7 @@ class QValueEnsemble(ModuleList):
 
     def values(self, tensordict, key=None):
         key = self.out_keys[0] if key is None else key
-        outs = [net(tensordict.select(*self.in_keys, strict=False)).get(key) for net in self]
+        outs = [net(tensordict.select(*self.in_keys, strict=False))[key] for net in self]
         return stack(outs, 0)
 
     def forward(self, tensordict):
@@ -92,7 +92,7 @@ class QValueEnsemble(ModuleList):
         of batch size ``[N, *tensordict.batch_size]`` and returns it."""
         outs = [net(tensordict.select(*self.in_keys, strict=False)) for net in self]
         batch = [len(outs), *tensordict.batch_size]
-        return TensorDict({k: stack([o.get(k) for o in outs]) for k in self.out_keys}, batch_size=batch)
+        return TensorDict({k: stack([o[k] for o in outs]) for k in self.out_keys}, batch_size=batch)
 
 
 class _SACBase(LossModule):
@@ -400,7 +400,7 @@ class SACLoss(_SACBase):
         ``min_i Q'_i(s', a') - alpha * log pi(a'|s')`` with ``a' ~ pi(s')`` (no gradient)."""
         keys = self.tensor_keys
         with no_grad():
-            next_td = tensordict.get("next").copy()
+            next_td = tensordict["next"].copy()
             next_action, next_log_prob = self._next_action(next_td)
             next_td.set(keys.action, next_action)
             q = self._q_values(self.target_qvalue_network, next_td)
@@ -436,10 +436,10 @@ class SACLoss(_SACBase):
         if not shape or shape[0] % n != 0:
             raise RuntimeError(f"Batch size={tensordict.shape} is incompatible with num_qvqlue_nets={n}.")
         with no_grad():
-            next_td = tensordict.get("next").copy()
+            next_td = tensordict["next"].copy()
             with set_interaction_type(InteractionType.DETERMINISTIC):
                 self.target_actor_network(next_td)
-            next_value = self.target_value_network(next_td).get(self.tensor_keys.value)
+            next_value = self.target_value_network(next_td)[self.tensor_keys.value]
             target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
         chunks = tensordict.reshape(n, -1, *shape[1:])
         targets = target.reshape(n, -1, *target.shape[1:])
@@ -454,7 +454,7 @@ class SACLoss(_SACBase):
         ``a`` drawn from the target actor."""
         keys = self.tensor_keys
         td_copy = tensordict.select(*self.value_network.in_keys, strict=False).detach()
-        pred = self.value_network(td_copy).get(keys.value).squeeze(-1)
+        pred = self.value_network(td_copy)[keys.value].squeeze(-1)
         with no_grad():
             action, log_prob = _rsample_and_log_prob(self.target_actor_network.get_dist(td_copy))
             td_copy.set(keys.action, action)
@@ -533,7 +533,7 @@ class DiscreteSACLoss(_SACBase):
         """The critics' target: the value estimator over the exact expectation, under the policy,
         of ``min_i Q'_i(s', .) - alpha log pi(.|s')`` (no gradient)."""
         with no_grad():
-            next_td = tensordict.get("next").copy()
+            next_td = tensordict["next"].copy()
             done = next_td.get(self.tensor_keys.done, None) if self.skip_done_states else None
             alive = None if done is None or not bool(done.any()) else done.squeeze(-1).logical_not()
             if alive is not None:
@@ -564,7 +564,7 @@ class DiscreteSACLoss(_SACBase):
         """The critics' loss (summed over the critics) and ``{"td_error": ...}``."""
         target = self._compute_target(tensordict)
         action_values = self._action_values(self.qvalue_network, tensordict)
-        chosen = self._chosen(action_values, tensordict.get(self.tensor_keys.action))
+        chosen = self._chosen(action_values, tensordict[self.tensor_keys.action])
         td_error = (chosen.detach() - target).abs().max(0).values
         loss = distance_loss(chosen, target.expand_as(chosen), self.loss_function).sum(0)
         return self._reduce(loss, self._weights(tensordict)), {"td_error": td_error}

@@ -25,8 +25,8 @@ class DensifyReward(TensorDictModuleBase):
         self.discount = discount
 
     def forward(self, tensordict):
-        done = tensordict.get(("next", self.in_keys[1]))
-        reward = tensordict.get(("next", self.in_keys[0]))
+        done = tensordict[("next", self.in_keys[1])]
+        reward = tensordict[("next", self.in_keys[0])]
         if reward.shape != done.shape:
             raise RuntimeError(f"DensifyReward: reward and done state are expected to have the same shape. Got "
                                f"reward.shape={list(reward.shape)} and done.shape={list(done.shape)}.")

@@ -197,7 +197,7 @@ class MultiStep(Module):
         for key in self.reward_keys:
             _lookup(td, key)
         work, restore = self._time_last(td, done)
-        updates = self._compute(work, done if work is td else work.get(self.done_key))
+        updates = self._compute(work, done if work is td else work[self.done_key])
         _write(work, updates)  # nothing was written before this point
         if restore is not None:
             td.update(restore(work))
@@ -259,7 +259,7 @@ class MultiStep(Module):
         if m is None:  # no reward keys: the windows still shift the "next" entries
             m = _window_lengths(backend.xp, done, valid, n)
         rows = _flat_rows(backend.xp, m)  # the rows of the steps whose "next" entries are kept
-        for key, value in _leaves(td.get("next"), ("next",)):
+        for key, value in _leaves(td["next"], ("next",)):
             if key not in updates:
                 data = value._data
                 if len(batch) > 1:  # whole rows of the [B*T, ...] view
@@ -322,7 +322,7 @@ def _lookup(td, key, *default):
     for part in key:
         node = node.get(part, None) if isinstance(node, TensorDict) else None
         if node is None:
-            return default[0] if default else td.get(key)  # the default, or the KeyError naming the key
+            return default[0] if default else td[key]  # the default, or the KeyError naming the key
     return node
 
 

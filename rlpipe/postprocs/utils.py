@@ -30,7 +30,7 @@ def split_trajectories(tensordict, *, prefix=None, trajectory_key=None, done_key
         ids = ids.reshape(n)
         starts = _ops.cat([ids.new_ones(1, dtype=_dtypes.bool), ids[1:] != ids[:-1]]) if n else ids.bool()
     else:
-        done = tensordict.get(done_key).reshape(tuple(tensordict.batch_size)).bool()
+        done = tensordict[done_key].reshape(tuple(tensordict.batch_size)).bool()
         row_start = zeros(tuple(done.shape), dtype=_dtypes.bool, device=done.device)
         row_start[..., 0] = True
         starts = (row_start | _ops.cat([row_start[..., :1], done[..., :-1]], -1)).reshape(n)

@@ -143,7 +143,7 @@ class TensorDict(TensorDictMath):
     # (flatten_keys, unflatten_keys) a locked TensorDict keeps, and whether memmap_ made it (True until
     # it is unlocked; views and indexing results of such a TensorDict are memory-mapped too)
     __slots__ = ("_tensordict", "_batch_size", "_device", "_locked", "__weakref__", "_last_op", "_last_op_queue",
-                 "_lock_parents", "_cache_store", "_memmap_state")
+                 "_lock_parents", "_cache_store", "_memmap_state", "_consolidated")
 
     def __init__(self, source=None, batch_size=None, device=None, names=None, non_blocking=None, lock=False,
                  **kwargs):
@@ -269,6 +269,7 @@ class TensorDict(TensorDictMath):
         self._locked = False
         self._cache_store = None
         self._memmap_state = False
+        self._consolidated = None  # writes may now replace leaves: no longer views of one storage
         nested = []
         for value in self._tensordict.values():
             if isinstance(value, TensorDict):
@@ -744,7 +745,7 @@ class TensorDict(TensorDictMath):
         entries = {}
         for key, value in self._tensordict.items():
             # an "other" that is not a TensorDict is the default standing in for a missing nested one
-            rest = [(o.get(key) if default is _NO_DEFAULT else o.get(key, default)) if isinstance(o, TensorDict)
+            rest = [o.get(key, _RAISE if default is _NO_DEFAULT else default) if isinstance(o, TensorDict)
                     else o for o in others] if others else ()
             if isinstance(value, TensorDict):
                 sub = value._apply_tree(fn, rest, batch_size + value._batch_size[len(self._batch_size):],
@@ -870,6 +871,8 @@ class TensorDict(TensorDictMath):
             t.device != device for t in self.values(True, True)))
         if not moves and dtype is None and batch_size is None:
             return self
+        if moves and dtype is None and batch_size is None and not inplace and self.is_consolidated():
+            return self.consolidate(device=device)  # one storage moved, still consolidated and locked
 
         def convert(t):
             return t.to(device=device if moves else None, dtype=dtype)
@@ -1381,6 +1384,34 @@ class TensorDict(TensorDictMath):
         (the values are not copied); locked, as ``memmap_`` leaves it."""
         out = self._map(lambda t: _zeros(t.shape, dtype=t.dtype)).memmap_(prefix, num_threads=num_threads)
         return _done(out) if return_early else out
+
+    def consolidate(self, filename=None, *, num_threads=0, device=None, non_blocking=False, inplace=False,
+                    return_early=False, use_buffer=False, share_memory=False, pin_memory=False, metadata=False):
+        """A locked copy whose leaves are views of one flat uint8 storage (``td._consolidated["storage"]``),
+        in the file ``filename`` when given (then on the cpu), on ``device`` when given; self when it is
+        consolidated already. Unlocking it drops the storage link. ``inplace=True`` makes self's leaves
+        the views. ``return_early=True`` returns a future holding the result (rlpipe copies before
+        returning; ``num_threads``, ``share_memory``, ``pin_memory`` and ``metadata`` change nothing)."""
+        if return_early and use_buffer:
+            raise NotImplementedError("consolidate(return_early=True) does not support use_buffer=True")
+        if return_early and non_blocking:
+            raise NotImplementedError("consolidate(return_early=True) does not support non_blocking=True")
+        if self.is_consolidated() and filename is None and (device is None or resolve(device) == self._device):
+            out = self
+        else:
+            from rlpipe.tensordict._consolidate import consolidate
+            out = consolidate(self, filename, device)
+            if inplace:
+                self._check_unlocked()
+                storage = out._consolidated
+                out.unlock_()
+                out = self._become(out).lock_()
+                out._consolidated = storage
+        return _done(out) if return_early else out
+
+    def is_consolidated(self):
+        """Whether consolidate() made this TensorDict (and it has not been unlocked since)."""
+        return getattr(self, "_consolidated", None) is not None
 
     def _get_sub_tensordict(self, idx):
         """The part ``self[idx]`` as a sub-TensorDict that writes through to self (see _SubTensorDict)."""

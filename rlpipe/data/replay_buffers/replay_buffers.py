@@ -585,7 +585,7 @@ class TensorDictReplayBuffer(ReplayBuffer):
         """Updates priorities from a sample that carries ``"index"`` and ``priority_key``."""
         if not isinstance(self._sampler, PrioritizedSampler):
             return
-        index, priority = data.get("index"), data.get(self.priority_key)
+        index, priority = data["index"], data[self.priority_key]
         rows = data.batch_size[0] if data.batch_dims else 1
         self.update_priority(index.reshape(rows, -1)[:, 0], _per_row(priority, rows))
 

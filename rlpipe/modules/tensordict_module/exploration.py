@@ -61,8 +61,8 @@ class EGreedyModule(Module):
         key = self.action_key
         target = tensordict
         if isinstance(key, tuple) and len(key) > 1:
-            target, key = tensordict.get(key[:-1]), key[-1]
-        action = target.get(key)
+            target, key = tensordict[key[:-1]], key[-1]
+        action = target[key]
         if action.device != self.eps.device:
             raise RuntimeError(f"Expected action and e-greedy module to be on the same device, but got "
                                f"action.device={action.device} and e-greedy device={self.eps.device}.")

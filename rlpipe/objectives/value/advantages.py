@@ -177,15 +177,15 @@ class ValueEstimatorBase(TensorDictModuleBase):
                 if v is None:
                     raise ValueError(f"The tensor with key {k} is missing, and no value network was provided.")
             return value, next_value.detach()
-        value = self.value_network(tensordict).get(key)
+        value = self.value_network(tensordict)[key]
         with no_grad():
-            next_value = self.value_network(tensordict.get("next")).get(key)
+            next_value = self.value_network(tensordict["next"])[key]
         return value, next_value
 
     def _signals(self, tensordict):
         keys = self.tensor_keys
-        reward = tensordict.get(("next", keys.reward))
-        done = tensordict.get(("next", keys.done))
+        reward = tensordict[("next", keys.reward)]
+        done = tensordict[("next", keys.done)]
         terminated = tensordict.get(("next", keys.terminated), done)
         if self.average_rewards:
             reward = reward - reward.mean()
@@ -265,7 +265,7 @@ class ValueEstimatorBase(TensorDictModuleBase):
         if self.value_network is not None:
             with no_grad():
                 self.value_network(next_td)
-        return next_td.get(key).detach()
+        return next_td[key].detach()
 
 
 class TD0Estimator(ValueEstimatorBase):

@@ -149,7 +149,7 @@ class TensorDictModuleBase(Module):
         return _new_td(values), tuple(args), kwargs, True
 
     def _dispatch_result(self, tensordict):
-        out = tuple(tensordict.get(key) for key in self.out_keys)
+        out = tuple(tensordict[key] for key in self.out_keys)
         return out[0] if len(out) == 1 else out
 
     def reset_parameters_recursive(self):

@@ -175,7 +175,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
     def log_prob(self, tensordict, *, dist=None):
         """The log-probability of the out-key entries of ``tensordict`` under the distribution it describes."""
         dist = self.get_dist(tensordict) if dist is None else dist
-        return dist.log_prob(*(tensordict.get(key) for key in self._out_keys))
+        return dist.log_prob(*(tensordict[key] for key in self._out_keys))
 
     def forward(self, tensordict, tensordict_out=None, _requires_sample=True):
         tensordict_out = tensordict if tensordict_out is None else tensordict_out
@@ -185,7 +185,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
             value = _sample(dist, interaction, self.n_empirical_estimate, type(self).__name__)
             tensordict_out.set(self._out_keys[0], value)
         else:
-            value = tensordict.get(self._out_keys[0])
+            value = tensordict[self._out_keys[0]]
         if self.return_log_prob:
             tensordict_out.set(self.log_prob_key, dist.log_prob(value))
         return tensordict_out
