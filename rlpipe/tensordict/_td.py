@@ -28,6 +28,7 @@ from .keys import KeysView, unravel_key_to_tuple
 
 _NO_DEFAULT = object()
 _MASK_DTYPES = ("bool", "uint8")  # index dtypes torch reads as a mask (uint8 with a deprecation warning)
+_INT_INDEX_CHARS = frozenset("bhilqpHILQP")  # NumPy's integer type codes but uint8's ("B"): row indices
 _RAISE = object()  # get(key, _RAISE): KeyError for a missing key whatever set_get_defaults_to_none says
 
 
@@ -937,10 +938,10 @@ class TensorDict(TensorDictMath):
     def _index_plain(self, index):
         new_batch = self._indexed_batch_size(index)
         fast = None
-        if isinstance(index, Tensor) and index._data.dtype.kind in "iu" and index._data.dtype.name != "uint8":
+        if isinstance(index, Tensor) and index._data.dtype.char in _INT_INDEX_CHARS:
             fast = index._data if index._device is self._leaf_device() else None
-        elif (isinstance(index, np.ndarray) and index.dtype.kind in "iu" and index.dtype.name != "uint8"
-              and self._leaf_device() in (None, "cpu")):
+        elif isinstance(index, np.ndarray) and index.dtype.char in _INT_INDEX_CHARS and \
+                self._leaf_device() in (None, "cpu"):
             fast = index
         return self._index_with(index, fast, new_batch)
 
