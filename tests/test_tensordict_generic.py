@@ -114,8 +114,13 @@ td.pad([0, 1], inplace=True)
 torch.stack([td, td])
 td.to(torch.float64)
 with tempfile.TemporaryDirectory() as d:
-    td.memmap_(d)
+    td.clone().memmap_(d)
     TensorDict.load_memmap(d)
+import tensordict.nn.common, tensordict.nn.probabilistic
+from tensordict.nn import TensorDictModule
+TensorDictModule(torch.nn.Linear(4, 2), in_keys=["a"], out_keys=["b"])(TensorDict({"a": torch.ones(3, 4)}, [3]))
+assert tensordict.nn.common.is_tensor_collection(td)
+tensordict.nn.probabilistic._distribution_named("normal")
 print("ok")
 """
 

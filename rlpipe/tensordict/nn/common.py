@@ -62,7 +62,7 @@ _TD_CLASSES = []  # filled on first use: rlpipe.tensordict imports this file
 
 def _td_classes():
     if not _TD_CLASSES:
-        from .. import _td
+        from rlpipe.tensordict import _td  # absolute: see rlpipe.tensordict.TensorDict.pad
         names = ("TensorDictBase", "TensorDict")
         _TD_CLASSES.append(tuple(getattr(_td, n) for n in names if isinstance(getattr(_td, n, None), type)))
     return _TD_CLASSES[0]
@@ -78,7 +78,7 @@ def is_tensor_collection(obj):
 
 
 def _new_td(values=None, batch_size=()):
-    from .._td import TensorDict
+    from rlpipe.tensordict._td import TensorDict
     td = TensorDict({}, batch_size=list(batch_size))
     for key, value in (values or {}).items():
         td.set(key, value)

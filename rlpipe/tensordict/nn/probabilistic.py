@@ -75,7 +75,7 @@ def _sample(dist, interaction, n_empirical_estimate, owner):
         if hasattr(dist, "deterministic_sample"):
             return dist.deterministic_sample
         try:
-            from ...distributions import constraints
+            from rlpipe.distributions import constraints  # absolute: see rlpipe.tensordict.TensorDict.pad
             real = isinstance(dist.support, type(constraints.real))
         except (NotImplementedError, AttributeError, ImportError):
             real = True
@@ -201,8 +201,8 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
 def _distribution_named(name):
     """tensordict's ``distributions_maps``, over the distributions rlpipe has. Delta and TanhNormal are
     torchrl's, in rlpipe.modules.distributions: imported here, on demand, as tensordict's own Delta."""
-    from ... import distributions
-    from ...modules import distributions as torchrl_distributions
+    from rlpipe import distributions
+    from rlpipe.modules import distributions as torchrl_distributions
     names = {"normal": "Normal", "categorical": "Categorical", "onehotcategorical": "OneHotCategorical",
              "tanhnormal": "TanhNormal", "delta": "Delta", "bernoulli": "Bernoulli"}
     name = names.get(name.lower(), name)
