@@ -249,3 +249,12 @@ def test_consolidate_onto_cuda_and_back():
     assert back.is_consolidated() and back.is_locked and (back == td).all()
     out._consolidated["storage"].zero_()
     assert (out["a"] == 0).all() and (out["b", "c"] == 0).all()
+
+
+# ---- get() of a missing key is None, but operations that need the key still raise ----------------
+def test_apply_with_another_tensordict_lacking_a_key_raises():
+    # tensordict 0.14.3: KeyError 'key "x" not found in TensorDict with keys [\'y\']'
+    a, b = TensorDict({"x": rlpipe.zeros(2)}, []), TensorDict({"y": rlpipe.zeros(2)}, [])
+    with pytest.raises(KeyError, match='key "x" not found in TensorDict with keys'):
+        a.apply(lambda x, y: x, b)
+    assert a.apply(lambda x, y: x + 1 if y is None else y, b, default=None)["x"].tolist() == [1.0, 1.0]
