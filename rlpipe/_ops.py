@@ -104,7 +104,7 @@ def _scalar(x):
 
 def _tensor_like(x, like):
     """A NumPy array or nested list operand as a tensor on ``like``'s device."""
-    from ._creation import as_tensor
+    from rlpipe._creation import as_tensor
     return as_tensor(x, device=like._device)
 
 
@@ -245,7 +245,7 @@ true_divide = divide = div
 
 
 def full_like(like, value):
-    from ._creation import full
+    from rlpipe._creation import full
     return full((), value, dtype=like.dtype, device=like.device)
 
 
@@ -477,7 +477,7 @@ def where(condition, input=None, other=None, *, out=None):
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype "
                            f"{condition.dtype}")
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
-        from ._creation import as_tensor
+        from rlpipe._creation import as_tensor
         input = as_tensor(input, device=condition.device)
     x, y = _operands(input, other)
     return P.Where.apply(condition, x, y)
@@ -1484,7 +1484,7 @@ def setitem(input, index, value):
         if value.dtype is not input.dtype:
             value = _cast(value, input.dtype)
     elif not isinstance(value, _NUMBER):
-        from ._creation import as_tensor
+        from rlpipe._creation import as_tensor
         value = as_tensor(value, dtype=input.dtype, device=input._device)
     else:
         value = _scalar(value)
@@ -1985,7 +1985,7 @@ def copy_(input, src, non_blocking=False):
         input._vc[0] += 1
         return input
     if not isinstance(src, Tensor):
-        from ._creation import full
+        from rlpipe._creation import full
         src = full((), src, dtype=input.dtype, device=input._device)
     return _inplace(input, lambda old, s: expand(s, old.shape) + 0, src)
 
@@ -2216,7 +2216,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     if repeats is None:
         if input.ndim != 1:
             raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
-        from ._creation import arange
+        from rlpipe._creation import arange
         return repeat_interleave(arange(input.shape[0], device=input.device), input, 0, output_size=output_size)
     if dim is None:
         input, dim = flatten(input), 0
@@ -2294,7 +2294,7 @@ def isneginf(input):
 @tensor_method
 def isreal(input):
     """True everywhere: rlpipe has no complex dtypes."""
-    from ._creation import ones_like
+    from rlpipe._creation import ones_like
     return ones_like(input, dtype=_dtypes.bool)
 
 

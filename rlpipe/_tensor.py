@@ -177,7 +177,7 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Computes the gradient of this tensor with respect to the graph's leaves, into ``.grad``."""
-        from .autograd.engine import backward
+        from rlpipe.autograd.engine import backward
         backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph, inputs)
 
     def retain_grad(self):
@@ -202,13 +202,13 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self.grad_fn is not None:
             return self._register_node_hook(hook)
-        from .utils.hooks import RemovableHandle
+        from rlpipe.utils.hooks import RemovableHandle
         if self._hooks is None:
             self._hooks = {}
         return RemovableHandle.add(self._hooks, hook)
 
     def _register_node_hook(self, hook):
-        from .utils.hooks import RemovableHandle
+        from rlpipe.utils.hooks import RemovableHandle
         node = self.grad_fn
         if node._tensor_hooks is None:
             node._tensor_hooks = {}
@@ -332,7 +332,7 @@ class Tensor:
         return (_rebuild, (self._host(), str(self._device), self._requires_grad))
 
     def __repr__(self):
-        from ._format import tensor_repr
+        from rlpipe._format import tensor_repr
         return tensor_repr(self)
 
     def __str__(self):
@@ -340,7 +340,7 @@ class Tensor:
 
 
 def _rebuild(array, device, requires_grad):
-    from ._creation import tensor
+    from rlpipe._creation import tensor
     return tensor(array, device=device, requires_grad=requires_grad)
 
 

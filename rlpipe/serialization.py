@@ -605,7 +605,7 @@ class _Unpacker:
             return host
         t = self.place(wrap(host, CPU), r.device)
         if r.kind == "parameter":
-            from .nn.parameter import Parameter
+            from rlpipe.nn.parameter import Parameter
             return Parameter(t, r.requires_grad)
         return t.requires_grad_(True) if r.requires_grad else t
 

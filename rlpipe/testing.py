@@ -65,7 +65,7 @@ def _is_td(obj):
     if isinstance(obj, Tensor):
         return False
     try:
-        from .tensordict import TensorDict
+        from rlpipe.tensordict import TensorDict
     except ImportError:  # pragma: no cover - the tensordict layer is part of rlpipe
         return False
     return isinstance(obj, TensorDict)
@@ -168,7 +168,7 @@ def assert_close(actual, expected, rtol=None, atol=None, *, equal_nan=False, che
             _fail(message, msg)
         return None
     if isinstance(actual, np.ndarray) and isinstance(expected, np.ndarray):
-        from ._creation import as_tensor
+        from rlpipe._creation import as_tensor
         return _compare_tensors(as_tensor(actual), as_tensor(expected), rtol, atol, equal_nan, check_device,
                                 check_dtype, msg)
     if isinstance(actual, Mapping) and isinstance(expected, Mapping):
@@ -270,8 +270,8 @@ def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, m
 
 def get_default_devices():
     """torchrl.testing's: ``[cpu]`` without a GPU, ``[cuda:0]`` with one, every device with more."""
-    from . import cuda
-    from ._device import device
+    from rlpipe import cuda
+    from rlpipe._device import device
     count = cuda.device_count()
     if count == 0:
         return [device("cpu")]
@@ -282,7 +282,7 @@ def get_default_devices():
 
 def make_tc(td):
     """A tensorclass with one Tensor field per key of ``td`` (torchrl.testing's)."""
-    from .tensordict import tensorclass  # an ImportError until rlpipe.tensordict offers tensorclass
+    from rlpipe.tensordict import tensorclass  # an ImportError until rlpipe.tensordict offers tensorclass
 
     fields = type("MyClass", (), {"__annotations__": {key: Tensor for key in td.keys()}})
     return tensorclass(fields)

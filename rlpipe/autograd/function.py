@@ -116,14 +116,14 @@ class Function:
 
     def register_hook(self, fn):
         """fn(grad_inputs, grad_outputs) runs after this node's backward; it may return new grad_inputs."""
-        from ..utils.hooks import RemovableHandle
+        from rlpipe.utils.hooks import RemovableHandle
         if self._post_hooks is None:
             self._post_hooks = {}
         return RemovableHandle.add(self._post_hooks, fn)
 
     def register_prehook(self, fn):
         """fn(grad_outputs) runs before this node's backward; it may return new grad_outputs."""
-        from ..utils.hooks import RemovableHandle
+        from rlpipe.utils.hooks import RemovableHandle
         if self._pre_hooks is None:
             self._pre_hooks = {}
         return RemovableHandle.add(self._pre_hooks, fn)
@@ -160,7 +160,7 @@ class Function:
             if type(out) is tuple:
                 return tuple(wrap(as_array(o, device), device) for o in out)
             return wrap(as_array(out, device), device)
-        from .grad_mode import no_grad
+        from rlpipe.autograd.grad_mode import no_grad
         with no_grad():
             return cls.forward(null_context(device._backend), *values, **kwargs)
 
@@ -192,7 +192,7 @@ class Function:
             except (ValueError, TypeError) as e:
                 raise RuntimeError(explain(e, values)) from None
         else:
-            from .grad_mode import no_grad
+            from rlpipe.autograd.grad_mode import no_grad
             with no_grad():
                 out = cls.forward(ctx, *values, **kwargs)
             ctx._input_shapes = tuple(a.shape if isinstance(a, Tensor) else None for a in args)

@@ -58,7 +58,7 @@ def _analytical(out, wrt):
     for j in range(out.numel()):
         seed = xp.zeros(out.numel(), dtype=out._data.dtype)
         seed[j] = 1
-        from .._tensor import wrap
+        from rlpipe._tensor import wrap
         gs = grad(out, wrt, grad_outputs=wrap(seed.reshape(out._data.shape), out.device), retain_graph=True,
                   allow_unused=True)
         for r, (g, x) in zip(rows, zip(gs, wrt)):

@@ -12,7 +12,7 @@ def cuda_backend():
     global _cuda
     if _cuda is None:
         try:
-            from . import cuda as module
+            from rlpipe.backends import cuda as module
         except ImportError as e:
             raise RuntimeError(f"{_CUDA_HINT} ({e})") from None
         if not module.is_available():

@@ -569,6 +569,6 @@ _MULTI_NAMES = {"MultiCollector": "_MultiCollector", "MultiSyncCollector": "Mult
 def __getattr__(name):
     # torchrl.collectors.collectors also re-exports the multi-process collectors, which import this module
     if name in _MULTI_NAMES:
-        from . import multi
+        from rlpipe.collectors import multi
         return getattr(multi, _MULTI_NAMES[name])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,7 @@ def device_count():
 
 def synchronize(device=None):
     """Waits until every kernel queued on the GPU has finished."""
-    from .._device import resolve
+    from rlpipe._device import resolve
     index = None if device is None else resolve(device if not isinstance(device, int) else f"cuda:{device}").index
     backends.cuda_backend().synchronize(index)
 
@@ -23,13 +23,13 @@ def current_device():
 
 
 def set_device(device):
-    from .._device import resolve
+    from rlpipe._device import resolve
     backends.cuda_backend().set_device(resolve(device if not isinstance(device, int) else f"cuda:{device}").index)
 
 
 def manual_seed(seed):
     """Seeds the generators of every GPU (rlpipe keeps one seed for all of them)."""
-    from .. import random
+    from rlpipe import random
     random._cuda_seed[0] = int(seed)
     for gen in random._cuda_generators.values():
         gen.manual_seed(seed)

@@ -133,8 +133,8 @@ class EnvBase:
         marks the last step truncated (and done).
         ``auto_cast_to_device`` is accepted: rlpipe's policy and env share the env's device.
         ``return_contiguous`` is accepted (rollouts are always stacked)."""
-        from .._ops import stack
-        from ..autograd.grad_mode import no_grad
+        from rlpipe._ops import stack
+        from rlpipe.autograd.grad_mode import no_grad
         if break_when_any_done is None:
             break_when_any_done = not break_when_all_done
         if break_when_all_done and break_when_any_done:

@@ -44,7 +44,7 @@ def _gym():
 
 
 def _specs():
-    from . import specs
+    from rlpipe.envs import specs
     return specs
 
 

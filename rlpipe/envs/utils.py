@@ -78,7 +78,7 @@ def step_mdp(tensordict, next_tensordict=None, keep_other=True, exclude_reward=T
 
 
 def _leaves(spec, prefix=()):
-    from .specs import Composite
+    from rlpipe.envs.specs import Composite
     if spec is None:
         return {}
     if isinstance(spec, Composite):  # a full spec: its keys are the entries' keys

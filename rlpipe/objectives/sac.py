@@ -345,7 +345,7 @@ class SACLoss(_SACBase):
 
     def _auto_target_entropy(self):
         """Minus the number of action elements per sample, read from the action spec."""
-        from ..envs.specs import Composite
+        from rlpipe.envs.specs import Composite
         spec = self._action_spec if self._action_spec is not None else getattr(self.actor_network, "spec", None)
         if spec is None:
             raise RuntimeError("Cannot infer the dimensionality of the action. Consider providing the target entropy "
@@ -591,7 +591,7 @@ def _scatter(values, mask):
 def _spec_numel(spec, skip):
     """Elements of one sample of ``spec`` past its first ``skip`` (container) dimensions; the sum
     over the leaves of a Composite."""
-    from ..envs.specs import Composite
+    from rlpipe.envs.specs import Composite
     if isinstance(spec, Composite):
         return sum(_spec_numel(s, skip) for s in spec.values() if s is not None)
     return math.prod(tuple(spec.shape)[skip:])

@@ -66,7 +66,7 @@ class TargetNetUpdater:
     The constructor copies every source into its target (``init_``); ``step()`` updates them."""
 
     def __init__(self, loss_module):
-        from .common import LossModule
+        from rlpipe.objectives.common import LossModule
         if not isinstance(loss_module, LossModule):
             raise ValueError("The loss_module must be a LossModule instance.")
         pairs = loss_module._target_pairs()

@@ -88,7 +88,7 @@ class _CollectorWorker:
         self.warnings = []
         self._error = None
         try:  # an error here is kept for info() to raise: Ray then reports the cause itself, not a dead actor
-            from ... import random as _random
+            from rlpipe import random as _random
             _random.manual_seed(seed)  # distinct random streams (random actions, exploration) per actor
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -120,7 +120,7 @@ class _CollectorWorker:
         self.policy.load_state_dict(_state_to_tensors(weights))
 
     def set_seed(self, seed, static_seed=False):
-        from ... import random as _random
+        from rlpipe import random as _random
         _random.manual_seed(seed)
         return self.collector.set_seed(seed, static_seed)
 

@@ -206,7 +206,7 @@ class ConvNet(Sequential):
     @classmethod
     def default_atari_dqn(cls, num_actions):
         """The network of the DQN paper (Mnih et al. 2015): three ReLU convolutions, then a 512-unit MLP."""
-        from ...nn import ReLU
+        from rlpipe.nn import ReLU
         cnn = ConvNet(activation_class=ReLU, num_cells=[32, 64, 64], kernel_sizes=[8, 4, 3], strides=[4, 2, 1])
         mlp = MLP(activation_class=ReLU, out_features=num_actions, num_cells=[512])
         return Sequential(cnn, mlp)

@@ -586,7 +586,7 @@ class Module:
 
     def to_empty(self, *, device, recurse=True):
         """Moves to ``device`` without copying values (they are uninitialized afterwards)."""
-        from ..._creation import empty_like
+        from rlpipe._creation import empty_like
         return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
 
     def share_memory(self):
@@ -944,7 +944,7 @@ def _parse_to(*args, **kwargs):
     """(device, dtype) from Tensor.to's three forms: ``(device, dtype, non_blocking, copy)``,
     ``(dtype, non_blocking, copy)`` and ``(tensor, non_blocking, copy)``; any other combination
     raises torch's TypeError."""
-    from ..._device import device as device_cls
+    from rlpipe._device import device as device_cls
 
     def type_name(a):
         return {device_cls: "rlpipe.device", _dtypes.dtype: "rlpipe.dtype"}.get(type(a)) or \

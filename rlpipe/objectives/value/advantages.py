@@ -223,7 +223,7 @@ class ValueEstimatorBase(TensorDictModuleBase):
         return tensordict
 
     def _dispatched(self, kwargs):
-        from ...tensordict import TensorDict
+        from rlpipe.tensordict import TensorDict
         values = {}
         for key in self.in_keys:
             name = key if isinstance(key, str) else "_".join(key)

@@ -56,7 +56,7 @@ class CSVExperiment:
         path = os.path.join(self.log_dir, "videos", f"{tag}_{global_step}.{self.video_format}")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if self.video_format == "pt":
-            from ...serialization import save
+            from rlpipe.serialization import save
             save(vid_tensor, path)
         elif self.video_format == "memmap":
             host_array(vid_tensor).tofile(path)

@@ -58,7 +58,7 @@ class TensorboardLogger(Logger):
         self.experiment.add_scalar(name, value, global_step=step)
 
     def log_video(self, name, video, step=None, fps=30, **kwargs):
-        from .csv import CSVExperiment
+        from rlpipe.record.loggers.csv import CSVExperiment
         CSVExperiment(self.experiment.log_dir, video_format="mp4", video_fps=fps).add_video(
             name, host_array(video), global_step=step, **kwargs)
 

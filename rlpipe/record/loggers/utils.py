@@ -13,8 +13,8 @@ def generate_exp_name(model_name, experiment_name):
 def get_logger(logger_type, logger_name, experiment_name, **kwargs):
     """A logger by type: ``"csv"`` or ``"tensorboard"`` (``log_dir=logger_name``), None for ``""``/None.
     ``"wandb"`` and ``"mlflow"`` are not available in rlpipe (ValueError)."""
-    from .csv import CSVLogger
-    from .tensorboard import TensorboardLogger
+    from rlpipe.record.loggers.csv import CSVLogger
+    from rlpipe.record.loggers.tensorboard import TensorboardLogger
     if logger_type in ("", None):
         return None
     if logger_type == "csv":
