@@ -67,7 +67,9 @@ class TensorDictMath:
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         """rlpipe's top-level functions called with a TensorDict (``rlpipe.stack(tds)``,
         ``rlpipe.where(mask, td, 0)``, ``rlpipe.zeros_like(td)`` ...) run the TensorDict's own method."""
-        from ._torch_func import TD_HANDLED_FUNCTIONS
+        # an absolute import: a relative one inside a function warns (ImportWarning) once an import
+        # shim has re-registered this package under another name (tensordict -> rlpipe.tensordict)
+        from rlpipe.tensordict._torch_func import TD_HANDLED_FUNCTIONS
         handler = TD_HANDLED_FUNCTIONS.get(func)
         if handler is None:
             return NotImplemented
