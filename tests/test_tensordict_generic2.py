@@ -4,6 +4,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+import rlpipe
+from rlpipe.tensordict import TensorDict
+
 
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,3 +33,116 @@ def test_no_import_warning_under_the_peer_import_shim():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def _named():
+    nested = TensorDict({"b": rlpipe.zeros(2, 3, 4, 5)}, [2, 3, 4])
+    return TensorDict({"a": rlpipe.zeros(2, 3, 4), "n": nested}, [2, 3], names=["x", "y"])
+
+
+# (operation, names of the result): tensordict 0.14.3's values
+_NAMED_OPS = [
+    (lambda td: td["n"], ["x", "y", None]),
+    (lambda td: td[0], ["y"]),
+    (lambda td: td[:, 0], ["x"]),
+    (lambda td: td[None], [None, "x", "y"]),
+    (lambda td: td[:, None], ["x", None, "y"]),
+    (lambda td: td[..., 0], ["x"]),
+    (lambda td: td[rlpipe.tensor([0, 1])], ["x", "y"]),
+    (lambda td: td[rlpipe.ones(2, 3, dtype=rlpipe.bool)], [None]),
+    (lambda td: td.unsqueeze(0), [None, "x", "y"]),
+    (lambda td: td.unsqueeze(-1), ["x", "y", None]),
+    (lambda td: td.unsqueeze(1).squeeze(1), ["x", "y"]),
+    (lambda td: td.permute(1, 0), ["y", "x"]),
+    (lambda td: td.transpose(1, 0), ["y", "x"]),
+    (lambda td: td.clone()["n"], ["x", "y", None]),
+    (lambda td: td.to(rlpipe.float64), ["x", "y"]),
+    (lambda td: td.apply(lambda t: t + 1), ["x", "y"]),
+    (lambda td: td.apply(lambda t: t[0], batch_size=[3]), [None]),
+    (lambda td: td.view(-1), [None]),
+    (lambda td: td.view(2, 3), ["x", "y"]),
+    (lambda td: td.flatten(0, 1), [None]),
+    (lambda td: td.expand(5, 2, 3), [None, "x", "y"]),
+    (lambda td: td.repeat(1, 2), ["x", "y"]),
+    (lambda td: td.repeat_interleave(2, dim=1), ["x", "y"]),
+    (lambda td: rlpipe.stack([td, td], 0), [None, "x", "y"]),
+    (lambda td: rlpipe.cat([td, td], 1), ["x", "y"]),
+    (lambda td: td.unbind(1)[0], ["x"]),
+    (lambda td: td.split(1, 0)[1], ["x", "y"]),
+    (lambda td: td.select("a"), ["x", "y"]),
+    (lambda td: td.exclude("a"), ["x", "y"]),
+    (lambda td: td + 1, ["x", "y"]),
+    (lambda td: td == td.clone(), [None, None]),
+    (lambda td: td.gather(1, rlpipe.zeros(2, 2, dtype=rlpipe.int64)), ["x", "y"]),
+    (lambda td: td.roll(1, 0), ["x", "y"]),
+]
+
+
+@pytest.mark.parametrize("op,expected", _NAMED_OPS)
+def test_named_dims_follow_the_batch_dims(op, expected):
+    assert op(_named()).names == expected
+
+
+def test_named_dims_set_validate_and_propagate():
+    td = _named()
+    assert td.names == ["x", "y"] and td["n"].names == ["x", "y", None]
+    td.names[0] = "changed"  # a copy
+    assert td.names == ["x", "y"]
+    with pytest.raises(ValueError, match=r"Some dimension names are non-unique: \['x', 'x'\]"):
+        TensorDict({}, [2, 3], names=["x", "x"])
+    with pytest.raises(ValueError, match="the length of the dimension names must equate the tensordict batch_dims "
+                                         r"attribute. Got \['x'\] for batch_dims 2"):
+        td.names = ["x"]
+    assert td.names == ["x", "y"]
+    assert td.rename_("p", "q") is td and td["n"].names == ["p", "q", None]
+    assert td.rename_(p="r").names == ["r", "q"]
+    with pytest.raises(ValueError, match="Passed both a name map and a name list"):
+        td.rename_("c", q="d")
+    with pytest.raises(ValueError, match="Neither a name map nor a name list was passed"):
+        td.rename_()
+    with pytest.raises(ValueError, match="Some names to be renamed were not part of the tensordict names"):
+        td.rename_(z="c")
+    renamed = td.rename("u", "v")
+    assert renamed.names == ["u", "v"] and renamed["n"].names == ["u", "v", None]
+    assert td.names == ["r", "q"] and td["n"].names == ["r", "q", None]
+    td.names = None
+    assert td.names == [None, None] and td["n"].names == [None, None, None]
+    assert TensorDict({}, [2, 3]).refine_names(..., "b").names == [None, "b"]
+    with pytest.raises(RuntimeError, match=r"refine_names: cannot coerce TensorDict names \['a', 'b'\] with "
+                                           r"\[None, 'b'\]"):
+        TensorDict({}, [2, 3], names=["a", "b"]).refine_names(None, "b")
+    locked = TensorDict({}, [2], names=["x"]).lock_()
+    assert locked.rename_("t").names == ["t"]
+
+
+def test_named_dims_and_nested_entries():
+    parent = TensorDict({}, [2], names=["b"])
+    child = TensorDict({"x": rlpipe.zeros(2, 3)}, [2, 3], names=[None, "o"])
+    parent["c"] = child  # stored as a renamed shallow copy; the caller's TensorDict is left alone
+    assert parent["c"].names == ["b", "o"] and child.names == [None, "o"] and parent["c"] is not child
+    same = TensorDict({"x": rlpipe.zeros(2, 3)}, [2, 3], names=["b", "z"])
+    parent["d"] = same
+    assert parent["d"] is same
+    with pytest.raises(RuntimeError, match=r"cannot coerce TensorDict names \['k', 'o'\] with \['b', 'o'\]"):
+        parent["e"] = TensorDict({}, [2, 3], names=["k", "o"])
+    assert "e" not in parent.keys()
+    parent["f", "g"] = rlpipe.zeros(2)
+    assert parent["f"].names == ["b"]
+    built = TensorDict({"c": child}, [2], names=["b"])
+    assert built["c"] is not child and built["c"].names == ["b", "o"] and child.names == [None, "o"]
+    # naming after the fact renames the nested TensorDicts themselves (their own names are dropped)
+    unnamed = TensorDict({"c": child}, [2])
+    unnamed.rename_("batch")
+    assert unnamed["c"] is child and child.names == ["batch", None]
+
+
+def test_named_dims_batch_size_changes_and_stacks():
+    td = TensorDict({"a": rlpipe.zeros(2, 3)}, [2, 3], names=["x", "y"])
+    td.batch_size = [2]
+    assert td.names == ["x"]
+    td.batch_size = [2, 3]
+    assert td.names == ["x", None]
+    other = td.clone()
+    other.names = ["x", "q"]
+    assert rlpipe.stack([td, other], 1).names == [None, None, None]
+    assert rlpipe.cat([td, other], 0).names == ["x", None]

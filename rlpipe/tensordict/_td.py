@@ -120,13 +120,14 @@ class TensorDict(TensorDictMath):
     >>> td[:2]["next", "reward"].shape
     rlpipe.Size([2, 1])
     """
-    # the last five are set only when used (read with getattr and a default), so building a
+    # the last six are set only when used (read with getattr and a default), so building a
     # TensorDict on the hot paths costs nothing more: the op a `with` block reverses, the stack of
     # those for nested `with` blocks, the TensorDicts whose lock holds this one, and the results
-    # (flatten_keys, unflatten_keys) a locked TensorDict keeps, and whether memmap_ made it (True until
-    # it is unlocked; views and indexing results of such a TensorDict are memory-mapped too)
+    # (flatten_keys, unflatten_keys) a locked TensorDict keeps, whether memmap_ made it (True until
+    # it is unlocked; views and indexing results of such a TensorDict are memory-mapped too), and the
+    # batch dims' names (a list, None where a dim has no name)
     __slots__ = ("_tensordict", "_batch_size", "_device", "_locked", "__weakref__", "_last_op", "_last_op_queue",
-                 "_lock_parents", "_cache_store", "_memmap_state")
+                 "_lock_parents", "_cache_store", "_memmap_state", "_names")
 
     def __init__(self, source=None, batch_size=None, device=None, names=None, non_blocking=None, lock=False,
                  **kwargs):
@@ -134,8 +135,6 @@ class TensorDict(TensorDictMath):
         self._batch_size = _as_batch_size(batch_size)
         self._device = None if device is None else resolve(device)
         self._locked = False
-        if names is not None:
-            self._no_names(names)
         if source is None:
             source = {}
         elif kwargs:
@@ -143,6 +142,8 @@ class TensorDict(TensorDictMath):
         if not hasattr(source, "items"):
             raise ValueError("A TensorDict source is expected to be a TensorDictBase sub-type or a dictionary, "
                              f"but type(source)={type(source).__name__}.")
+        if names is not None:  # first: nested TensorDicts are then stored renamed copies, as in tensordict
+            self.names = names
         for key, value in (*source.items(), *kwargs.items()):
             self.set(key, value)
         if lock:
@@ -174,6 +175,9 @@ class TensorDict(TensorDictMath):
             if tuple(shape[:len(new)]) != tuple(new):
                 raise RuntimeError(f"the tensor {key!r} has shape {_shape_str(shape)} which is incompatible with "
                                    f"the batch-size {_shape_str(new)}.")
+        names = getattr(self, "_names", None)
+        if names is not None:  # dims kept keep their names; new dims have none
+            self._names = (names + [None] * len(new))[:len(new)]
         self._batch_size = new
 
     shape = batch_size
@@ -334,6 +338,19 @@ class TensorDict(TensorDictMath):
         if tuple(shape[:n]) != tuple(self._batch_size):
             raise RuntimeError(f"batch dimension mismatch for key {key!r}: got batch_size="
                                f"{_shape_str(self._batch_size)} and value.shape={_shape_str(shape)}.")
+        if isinstance(value, TensorDict) and getattr(self, "_names", None) is not None:
+            value = self._named_child(value)
+        return value
+
+    def _named_child(self, value):
+        """A nested TensorDict with our names on its leading dims: itself when it has them already,
+        else a shallow copy renamed (RuntimeError when one of its names differs from ours)."""
+        names = self._names
+        theirs = value.names
+        if theirs[:len(names)] == names:
+            return value
+        value = value.copy()
+        value.refine_names(*names, *theirs[len(names):])
         return value
 
     def _parent_of(self, path, create=False):
@@ -343,6 +360,8 @@ class TensorDict(TensorDictMath):
             child = td._tensordict.get(part)
             if child is None and create:
                 child = td._tensordict[part] = TensorDict._build({}, td._batch_size, td._device)
+                if getattr(td, "_names", None) is not None:
+                    child._names = list(td._names)
             if child is None:
                 raise KeyError(f'key "{path[:i + 1] if i else part}" not found in TensorDict with keys '
                                f"{sorted(td._tensordict)}")
@@ -905,7 +924,14 @@ class TensorDict(TensorDictMath):
             index = list(index)
         if not self._batch_size and not _adds_dims_only(index):
             raise RuntimeError("indexing a tensordict with td.batch_dims==0 is not permitted")
-        return self._index(self._batch_index(index))
+        index = self._batch_index(index)
+        out = self._index(index)
+        names = getattr(self, "_names", None)
+        if names is not None:
+            names = _indexed_names(names, index)
+            if names is not None and len(names) == len(out._batch_size):
+                out._set_names(names)
+        return out
 
     def _index(self, index):
         if getattr(self, "_memmap_state", False) is True and _is_basic_index(index):
@@ -1238,7 +1264,16 @@ class TensorDict(TensorDictMath):
                 entries[key] = wrap(joined, values[0]._device)
             else:
                 entries[key] = (_ops.stack if how == "stack" else _ops.cat)(values, d)
-        return type(first)._build(entries, Size(new_batch), first._device)
+        joined = type(first)._build(entries, Size(new_batch), first._device)
+        if any(getattr(td, "_names", None) is not None for td in tds):
+            # stack: the new dim has no name, and no dim has one unless all the TensorDicts agree;
+            # cat: the first TensorDict's names (tensordict's choices)
+            names = first.names
+            if how == "stack":
+                names = names[:d] + [None] + names[d:] if all(td.names == first.names for td in tds) else None
+            if names is not None:
+                joined._set_names(names)
+        return joined
 
     @classmethod
     def maybe_dense_stack(cls, items, dim=0, *, out=None, **kwargs):
@@ -1988,32 +2023,81 @@ class TensorDict(TensorDictMath):
     # ---- tensordict's wider API: gradients, introspection, small helpers -----------------------------
     @property
     def names(self):
-        """tensordict's dim names: rlpipe does not name batch dims, so every name is None."""
-        return [None] * len(self._batch_size)
+        """The batch dims' names (None for an unnamed dim), as a new list."""
+        names = getattr(self, "_names", None)
+        return list(names) if names is not None else [None] * len(self._batch_size)
 
     @names.setter
     def names(self, value):
-        self._no_names(value)
+        """Names the batch dims (nested TensorDicts' leading dims too); None erases every name."""
+        if value is None:
+            self._set_names(None)
+            return
+        value = list(value)
+        if len(value) != len(self._batch_size):
+            raise ValueError(f"the length of the dimension names must equate the tensordict batch_dims attribute. "
+                             f"Got {value} for batch_dims {len(self._batch_size)}.")
+        named = [n for n in value if n is not None]
+        if len(set(named)) != len(named):
+            raise ValueError(f"Some dimension names are non-unique: {value}.")
+        self._set_names(value)
 
-    def _no_names(self, names):
-        if names is not None and any(n is not None for n in names):
-            raise RuntimeError(f"rlpipe TensorDicts do not name their batch dims (got names={list(names)}); "
-                               f"only None names are accepted")
+    def _set_names(self, names):
+        """Stores ``names`` (already checked; None erases) here and on every nested TensorDict, whose
+        dims past ours lose their names (as in tensordict)."""
+        if names is None:
+            if getattr(self, "_names", None) is not None:
+                self._names = None
+            for value in self._tensordict.values():
+                if isinstance(value, TensorDict):
+                    value._set_names(None)
+            return
+        self._names = list(names)
+        for value in self._tensordict.values():
+            if isinstance(value, TensorDict):
+                value._set_names(list(names) + [None] * (len(value._batch_size) - len(names)))
+
+    def _has_names(self):
+        names = getattr(self, "_names", None)
+        return names is not None and any(n is not None for n in names)
 
     def refine_names(self, *names):
-        """RuntimeError unless every name is None (rlpipe does not name dims); returns self."""
-        self._no_names(names)
+        """Names the unnamed batch dims (``...`` stands for the dims left); a dim that has a name
+        must be given that same name (RuntimeError otherwise). Returns self."""
+        if any(n is Ellipsis for n in names):
+            at = names.index(Ellipsis)
+            names = names[:at] + (None,) * (len(self._batch_size) - len(names) + 1) + names[at + 1:]
+        current = self.names
+        if len(names) != len(current):
+            raise ValueError(f"the length of the dimension names must equate the tensordict batch_dims attribute. "
+                             f"Got {list(names)} for batch_dims {len(current)}.")
+        if any(old is not None and new != old for old, new in zip(current, names)):
+            raise RuntimeError(f"refine_names: cannot coerce TensorDict names {current} with {list(names)}.")
+        self.names = [old if old is not None else new for old, new in zip(current, names)]
         return self
 
     def rename(self, *names, **rename_map):
-        self._no_names(names or list(rename_map.values()) or None)
-        return self.copy()
+        """rename_ on a shallow copy (new TensorDicts, the same tensors)."""
+        return self.copy().rename_(*names, **rename_map)
 
     def rename_(self, *names, **rename_map):
-        self._no_names(names or list(rename_map.values()) or None)
+        """Names the batch dims: ``rename_("time", None)`` gives every dim a name (None erases one),
+        ``rename_(time="t")`` renames the named ones. Returns self."""
+        if names and rename_map:
+            raise ValueError("Passed both a name map and a name list. Only one is accepted.")
+        if not names and not rename_map:
+            raise ValueError("Neither a name map nor a name list was passed. Only one is accepted.")
+        if names:
+            self.names = names
+            return self
+        current = self.names
+        missing = [k for k in rename_map if k not in current]
+        if missing:
+            raise ValueError(f"Some names to be renamed were not part of the tensordict names: {rename_map.keys()} "
+                             f"vs {current}.")
+        self.names = [rename_map.get(n, n) if n is not None else None for n in current]
         return self
 
-    @property
     def _has_non_tensor(self):
         return False
 
@@ -2215,6 +2299,9 @@ class TensorDict(TensorDictMath):
             else:
                 self._tensordict[key] = value
         self._batch_size = result._batch_size
+        names = getattr(result, "_names", None)
+        if names is not None or getattr(self, "_names", None) is not None:
+            self._names = names
         return self
 
     def atleast_2d(self):
@@ -2854,6 +2941,111 @@ def _lock_like_source(method):
         return out
     return keeps_lock
 
+
+def _names_like_source(rule):
+    """A method wrapper: the TensorDict result (or each one of a tuple of results) of a named
+    TensorDict gets the names ``rule(self, names, args, kwargs)`` gives (None: left unnamed)."""
+    def wrap_method(method):
+        @wraps(method)
+        def named(self, *args, **kwargs):
+            out = method(self, *args, **kwargs)
+            names = getattr(self, "_names", None)
+            if names is None or out is self:
+                return out
+            new = rule(self, names, args, kwargs)
+            for one in (out if isinstance(out, tuple) else (out,)):
+                if isinstance(one, TensorDict) and new is not None and len(new) == len(one._batch_size):
+                    one._set_names(new)
+            return out
+        return named
+    return wrap_method
+
+
+def _squeezed_names(self, names, args, kwargs):
+    dim = args[0] if args else kwargs.get("dim")
+    sizes = self._batch_size
+    if dim is None:
+        return [n for n, size in zip(names, sizes) if size != 1]
+    d = dim % len(sizes)
+    return names[:d] + names[d + 1:] if sizes[d] == 1 else names
+
+
+def _unsqueezed_names(self, names, args, kwargs):
+    dim = args[0] if args else kwargs["dim"]
+    d = dim if dim >= 0 else dim + len(names) + 1
+    return names[:d] + [None] + names[d:]
+
+
+def _permuted_names(self, names, args, kwargs):
+    dims = tuple(_ops._shape_arg(args if args else (kwargs["dims"],)))
+    return [names[d % len(names)] for d in dims]
+
+
+def _expanded_names(self, names, args, kwargs):
+    shape = _ops._shape_arg(args if args else (kwargs.get("shape", ()),))
+    return [None] * (len(shape) - len(names)) + names
+
+
+def _indexed_names(names, index):
+    """The names left by indexing the batch dims with ``index`` (its '...' expanded): an int drops
+    its dim, a slice or a 1-D index tensor keeps it, None adds an unnamed dim and a boolean mask
+    merges the dims it covers into an unnamed one; None (unnamed result) for anything else, a second
+    index tensor included."""
+    out, pos, gathered = [], 0, False
+    for i in (index if isinstance(index, tuple) else (index,)):
+        ndim = getattr(i, "ndim", None)
+        if i is None:
+            out.append(None)
+        elif isinstance(i, slice):
+            out.append(names[pos])
+            pos += 1
+        elif isinstance(i, numbers.Integral) or ndim == 0:
+            pos += 1
+        elif ndim is not None and getattr(i, "dtype", None) is not None and i.dtype.name == "bool":
+            out.append(None)
+            pos += ndim
+        elif (ndim == 1 or isinstance(i, list)) and not gathered:
+            out.append(names[pos])
+            pos += 1
+            gathered = True
+        else:
+            return None
+    return out + names[pos:]
+
+
+def _same_names(self, names, args, kwargs):
+    return names
+
+
+def _no_names(self, names, args, kwargs):
+    return [None] * len(names)
+
+
+for _name, _rule in (("squeeze", _squeezed_names), ("unsqueeze", _unsqueezed_names),
+                     ("permute", _permuted_names), ("expand", _expanded_names), ("_compare", _no_names)):
+    setattr(TensorDict, _name, _names_like_source(_rule)(getattr(TensorDict, _name)))
+# results with self's batch dims, in the same order (sizes may differ): the names carry over
+for _name in ("clone", "copy", "detach", "to", "select", "exclude", "empty", "contiguous", "masked_fill", "gather",
+              "roll", "flip", "fliplr", "flipud", "narrow", "repeat", "repeat_interleave", "tile", "pad",
+              "flatten_keys", "unflatten_keys", "to_tensordict", "_cast", "_elementwise", "where"):
+    setattr(TensorDict, _name, _names_like_source(_same_names)(getattr(TensorDict, _name)))
+
+
+def _names_if_same_batch(method):
+    """``method`` (apply, view, reshape) whose result keeps self's names when its batch size is self's."""
+    @wraps(method)
+    def named(self, *args, **kwargs):
+        out = method(self, *args, **kwargs)
+        names = getattr(self, "_names", None)
+        if names is not None and isinstance(out, TensorDict) and out is not self \
+                and out._batch_size == self._batch_size:
+            out._set_names(names)
+        return out
+    return named
+
+
+for _name in ("apply", "named_apply", "view", "reshape"):
+    setattr(TensorDict, _name, _names_if_same_batch(getattr(TensorDict, _name)))
 
 for _name in ("reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose", "expand",
               "flip", "roll", "narrow", "repeat_interleave", "tile", "detach", "to", "masked_fill", "type"):
