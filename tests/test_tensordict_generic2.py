@@ -146,3 +146,67 @@ def test_named_dims_batch_size_changes_and_stacks():
     other.names = ["x", "q"]
     assert rlpipe.stack([td, other], 1).names == [None, None, None]
     assert rlpipe.cat([td, other], 0).names == ["x", None]
+
+
+# torch 2.13's shapes and first values (flattened) for the tensor functions tensordict's tests call
+_X = lambda: rlpipe.arange(24).view(2, 3, 4)  # noqa: E731
+_SHAPE_OPS = [
+    (lambda x: rlpipe.fliplr(x), [2, 3, 4], [8, 9, 10, 11, 4, 5, 6, 7]),
+    (lambda x: x.fliplr(), [2, 3, 4], [8, 9, 10, 11, 4, 5, 6, 7]),
+    (lambda x: rlpipe.flipud(x), [2, 3, 4], [12, 13, 14, 15, 16, 17, 18, 19]),
+    (lambda x: rlpipe.rot90(x), [3, 2, 4], [8, 9, 10, 11, 20, 21, 22, 23]),
+    (lambda x: rlpipe.rot90(x, 2, (1, 2)), [2, 3, 4], [11, 10, 9, 8, 7, 6, 5, 4]),
+    (lambda x: rlpipe.rot90(x, 3), [3, 2, 4], [12, 13, 14, 15, 0, 1, 2, 3]),
+    (lambda x: rlpipe.rot90(x, -1, [2, 0]), [4, 3, 2], [3, 15, 7, 19, 11, 23, 2, 14]),
+    (lambda x: x.rot90(1, (0, 2)), [4, 3, 2], [3, 15, 7, 19, 11, 23, 2, 14]),
+    (lambda x: rlpipe.rot90(x, 0), [2, 3, 4], [0, 1, 2, 3, 4, 5, 6, 7]),
+    (lambda x: rlpipe.tile(x, (2,)), [2, 3, 8], [0, 1, 2, 3, 0, 1, 2, 3]),
+    (lambda x: rlpipe.tile(x, (2, 1, 1, 2)), [2, 2, 3, 8], [0, 1, 2, 3, 0, 1, 2, 3]),
+    (lambda x: x.tile(2, 1), [2, 6, 4], [0, 1, 2, 3, 4, 5, 6, 7]),
+    (lambda x: rlpipe.permute(x, dims=(2, 0, 1)), [4, 2, 3], [0, 4, 8, 12, 16, 20, 1, 5]),
+    (lambda x: rlpipe.atleast_1d(x[0, 0, 3]), [1], [3]),
+    (lambda x: rlpipe.atleast_2d(x[0, 0, 1:3]), [1, 2], [1, 2]),
+    (lambda x: rlpipe.atleast_3d(x[0, 0, 3]), [1, 1, 1], [3]),
+    (lambda x: rlpipe.atleast_3d(x[0, 0, 1:3]), [1, 2, 1], [1, 2]),
+    (lambda x: rlpipe.atleast_3d(x[0]), [3, 4, 1], [0, 1, 2, 3, 4, 5, 6, 7]),
+    (lambda x: rlpipe.atleast_3d(x), [2, 3, 4], [0, 1, 2, 3, 4, 5, 6, 7]),
+]
+
+
+@pytest.mark.parametrize("op,shape,head", _SHAPE_OPS)
+def test_shape_functions_match_torch(op, shape, head):
+    out = op(_X())
+    assert list(out.shape) == shape and out.flatten()[:8].tolist() == head
+
+
+def test_shape_function_errors_match_torch():
+    x = _X()
+    assert [list(t.shape) for t in rlpipe.atleast_1d(rlpipe.tensor(1), rlpipe.tensor([2]))] == [[1], [1]]
+    assert [list(t.shape) for t in rlpipe.atleast_1d([rlpipe.tensor(1), rlpipe.tensor([2])])] == [[1], [1]]
+    with pytest.raises(RuntimeError, match="Input must be >= 2-d."):
+        rlpipe.fliplr(x[0, 0])
+    with pytest.raises(RuntimeError, match="Input must be >= 1-d."):
+        rlpipe.flipud(rlpipe.tensor(1))
+    with pytest.raises(RuntimeError, match="expected total rotation dims == 2, but got dims = 1"):
+        rlpipe.rot90(x, 1, (0,))
+    with pytest.raises(RuntimeError, match="expected rotation dims to be different, but got dim0 = 1 and dim1 = 1"):
+        rlpipe.rot90(x, 1, (1, 1))
+    with pytest.raises(RuntimeError, match="expected total dims >= 2, but got total dims = 1"):
+        rlpipe.rot90(x[0, 0])
+    with pytest.raises(TypeError, match="permute"):
+        rlpipe.permute(x, 0, 1, 2, dims=(0, 1, 2))
+
+
+def test_torch_functions_on_tensordicts_run_the_methods():
+    td = TensorDict({"b": rlpipe.arange(6).view(2, 3)}, [2, 3])
+    assert rlpipe.fliplr(td)["b"].tolist() == [[2, 1, 0], [5, 4, 3]]
+    assert rlpipe.flipud(td)["b"].tolist() == [[3, 4, 5], [0, 1, 2]]
+    assert rlpipe.rot90(td)["b"].tolist() == [[2, 5], [1, 4], [0, 3]]
+    assert rlpipe.tile(td, (2, 1)).batch_size == (4, 3)
+    assert rlpipe.broadcast_to(td, (4, 2, 3))["b"].shape == (4, 2, 3)
+    assert rlpipe.permute(td, dims=(1, 0))["b"].tolist() == [[0, 3], [1, 4], [2, 5]]
+    td0 = TensorDict({"a": rlpipe.zeros(3)}, [])
+    assert rlpipe.atleast_1d(td0).batch_size == (1,)
+    assert rlpipe.atleast_2d(td).batch_size == (2, 3)
+    # tensordict puts the new dims first, where torch.atleast_3d appends one to a 2-d tensor
+    assert rlpipe.atleast_3d(td).batch_size == (1, 2, 3)

@@ -113,7 +113,7 @@ def _clone(td, memory_format=None):
 
 TD_HANDLED_FUNCTIONS = {getattr(_ops, name): _method(name) for name in (
     "unbind split chunk masked_select squeeze unsqueeze permute transpose flatten unflatten flip roll "
-    "narrow movedim").split()}
+    "narrow movedim expand fliplr flipud rot90 tile atleast_1d atleast_2d atleast_3d").split()}
 TD_HANDLED_FUNCTIONS.update({getattr(_ops, name): _reduction(name) for name in ("sum", "mean", "prod")})
 TD_HANDLED_FUNCTIONS.update({getattr(_ops, name): _spread(name) for name in ("std", "var")})
 TD_HANDLED_FUNCTIONS.update({
