@@ -210,3 +210,48 @@ def test_torch_functions_on_tensordicts_run_the_methods():
     assert rlpipe.atleast_2d(td).batch_size == (2, 3)
     # tensordict puts the new dims first, where torch.atleast_3d appends one to a 2-d tensor
     assert rlpipe.atleast_3d(td).batch_size == (1, 2, 3)
+
+
+def test_gather_inplace_and_its_errors():
+    td = TensorDict({"a": rlpipe.arange(12).view(3, 4), "n": {"b": rlpipe.arange(12).view(3, 4)}}, [3, 4])
+    nested = td["n"]
+    index = rlpipe.tensor([[0, 2], [1, 3], [2, 0]])
+    out = td.gather(1, index, inplace=True)
+    assert out is td and td["n"] is nested and td.batch_size == (3, 2)
+    assert td["a"].tolist() == [[0, 2], [5, 7], [10, 8]] and td["n", "b"].tolist() == td["a"].tolist()
+    td = TensorDict({"a": rlpipe.zeros(3, 4)}, [3, 4])
+    with pytest.raises(NotImplementedError, match=r"gather\(inplace=True\) requires index.ndim == self.batch_dims "
+                                                  r"so the result keeps the same number of batch dims; got "
+                                                  r"index.ndim=1 and batch_dims=2"):
+        td.gather(0, rlpipe.tensor([0, 1]), inplace=True)
+    with pytest.raises(ValueError, match="`out` and `inplace=True` are mutually exclusive in gather."):
+        td.gather(0, rlpipe.zeros(3, 4, dtype=rlpipe.int64), out=td.clone(), inplace=True)
+    assert td.batch_size == (3, 4) and td.gather(0, rlpipe.tensor([0, 1])).batch_size == (2,)
+
+
+def test_update_refuses_unrelated_batch_sizes():
+    # tensordict 0.14.3: a batch size that starts the other is fine, two that differ in a shared dim are not
+    for mine, theirs in [([3, 4], [3]), ([3], [3, 4]), ([3], []), ([], [3])]:
+        td = TensorDict({"x": rlpipe.zeros(3, 4)}, mine)
+        td.update(TensorDict({"y": rlpipe.ones(3, 4)}, theirs))
+        assert td.batch_size == tuple(mine) and td["y"].shape == (3, 4)
+    td = TensorDict(batch_size=[3])
+    with pytest.raises(RuntimeError, match="update_batch_size must be set to True to be able to update tensordicts "
+                                           "of different batch size"):
+        td.update(TensorDict(batch_size=[4]))
+    assert td.update(TensorDict(batch_size=[4]), update_batch_size=True).batch_size == (4,)
+
+
+def test_subclass_validation_hook_sees_every_set_and_update():
+    class Plus1(TensorDict):
+        def _validate_value_generic(self, value, **kwargs):
+            return super()._validate_value_generic(value, **kwargs) + 1
+
+    td = Plus1({}, [2], device="cpu")
+    td.set("x", rlpipe.zeros(2))
+    td.update({"y": rlpipe.zeros(2)})
+    td["z"] = rlpipe.zeros(2)
+    assert td["x"].tolist() == td["y"].tolist() == td["z"].tolist() == [1.0, 1.0]
+    plain = TensorDict({}, [2])
+    value = rlpipe.zeros(2)
+    assert plain.set("x", value)["x"] is value  # the base class stores the value itself

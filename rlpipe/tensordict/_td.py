@@ -406,13 +406,27 @@ class TensorDict(TensorDictMath):
                 and value._data.shape[:len(self._batch_size)] == self._batch_size):
             self._tensordict[key] = value  # the common case (every policy step), already checked
             return self
+        return self._set_checked(key, value, inplace)
+
+    def _set_checked(self, key, value, inplace=False, non_blocking=False):
+        """``set`` without its fast path: every value goes through _leaf and _validate_value_generic."""
         path = unravel_key_to_tuple(key)
         if inplace and self.get(key, None) is not None:
             return self.set_(key, value)
         self._check_unlocked()
         parent = self._parent_of(path, create=True)
-        parent._tensordict[path[-1]] = parent._leaf(key, value)
+        parent._tensordict[path[-1]] = self._validate_value_generic(parent._leaf(key, value))
         return self
+
+    def _validate_value_generic(self, value, **kwargs):
+        """What ``set``/``update`` store for ``value`` once rlpipe has checked it (itself): tensordict's
+        hook, which a subclass may override to change the value (calling super() first)."""
+        return value
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls._validate_value_generic is not TensorDict._validate_value_generic:
+            cls.set = TensorDict._set_checked  # the fast path would skip the subclass's hook
 
     def set_(self, key, value):
         """Copies ``value`` into the existing entry ``key`` (KeyError if there is none)."""
@@ -450,6 +464,11 @@ class TensorDict(TensorDictMath):
             self._update_selected(input_dict_or_td, wanted, clone, inplace, ())
             return self
         if isinstance(input_dict_or_td, TensorDict) and input_dict_or_td._batch_size != self._batch_size:
+            k = min(len(self._batch_size), len(input_dict_or_td._batch_size))
+            if self._batch_size[:k] != input_dict_or_td._batch_size[:k]:  # neither batch size starts the other
+                raise RuntimeError(f"update_batch_size must be set to True to be able to update tensordicts of "
+                                   f"different batch size: got {_shape_str(input_dict_or_td._batch_size)} for a "
+                                   f"TensorDict of batch size {_shape_str(self._batch_size)}")
             try:  # a TensorDict whose leaves do not fit: tensordict's error names update_batch_size
                 return self._update_entries(input_dict_or_td, clone, inplace)
             except RuntimeError as e:
@@ -1197,12 +1216,22 @@ class TensorDict(TensorDictMath):
         extra = like.ndim - t.ndim
         return t.reshape(tuple(t.shape) + (1,) * extra).expand(tuple(t.shape) + tuple(like.shape[t.ndim:]))
 
-    def gather(self, dim, index, out=None):
+    def gather(self, dim, index, out=None, inplace=False):
+        """torch.gather along batch dim ``dim`` for every leaf; ``inplace=True`` puts the results into
+        self (index must then have as many dims as the batch, so that the batch dims stay)."""
+        if inplace and out is not None:
+            raise ValueError("`out` and `inplace=True` are mutually exclusive in gather.")
+        if inplace and index.ndim != len(self._batch_size):
+            raise NotImplementedError(f"gather(inplace=True) requires index.ndim == self.batch_dims so the result "
+                                      f"keeps the same number of batch dims; got index.ndim={index.ndim} and "
+                                      f"batch_dims={len(self._batch_size)}. Use inplace=False instead.")
         if not -len(self._batch_size) <= dim < len(self._batch_size):
             raise RuntimeError(f"Cannot gather tensordict with shape {_shape_str(self._batch_size)} along dim {dim}.")
         d = self._batch_dim(dim)
         new_batch = Size(index.shape)
         result = self._map(lambda t: t.gather(d, self._expanded(index, t).contiguous()), new_batch)
+        if inplace:
+            return self._become(result)
         return result if out is None else out.update_(result)
 
     def masked_fill(self, mask, value):
@@ -3061,7 +3090,7 @@ def _with_inplace(method):
     return maybe_inplace
 
 
-for _name in ("repeat", "repeat_interleave", "roll", "gather", "reshape", "flatten", "unflatten", "pad", "tile",
+for _name in ("repeat", "repeat_interleave", "roll", "reshape", "flatten", "unflatten", "pad", "tile",
               "flip", "narrow", "expand", "squeeze", "unsqueeze", "permute", "transpose"):
     setattr(TensorDict, _name, _with_inplace(getattr(TensorDict, _name)))
 
