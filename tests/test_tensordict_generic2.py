@@ -255,3 +255,28 @@ def test_subclass_validation_hook_sees_every_set_and_update():
     plain = TensorDict({}, [2])
     value = rlpipe.zeros(2)
     assert plain.set("x", value)["x"] is value  # the base class stores the value itself
+
+
+def test_from_module_nests_parameters_and_buffers():
+    nn = rlpipe.nn
+    m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Sequential(nn.Linear(4, 2)), nn.BatchNorm1d(2))
+    td = TensorDict.from_module(m)
+    # tensordict 0.14.3's keys: the ReLU, which holds nothing, is left out
+    assert sorted(td.keys(True, True)) == [("0", "bias"), ("0", "weight"), ("2", "0", "bias"), ("2", "0", "weight"),
+                                           ("3", "bias"), ("3", "num_batches_tracked"), ("3", "running_mean"),
+                                           ("3", "running_var"), ("3", "weight")]
+    assert td.batch_size == () and td.device is None and not td.is_locked
+    assert td["0", "weight"] is m[0].weight and td["3", "running_mean"] is m[3].running_mean
+    assert TensorDict.from_module(m, lock=True).is_locked
+    from_sd = TensorDict.from_module(m, use_state_dict=True)
+    assert sorted(from_sd.keys(True, True)) == sorted(td.keys(True, True))
+    assert from_sd["0", "weight"] is not m[0].weight and (from_sd["0", "weight"] == m[0].weight).all()
+    assert td.grad is None
+    m(rlpipe.randn(5, 3)).sum().backward()
+    assert sorted(td.grad.keys(True, True)) == [("0", "bias"), ("0", "weight"), ("2", "0", "bias"),
+                                                ("2", "0", "weight"), ("3", "bias"), ("3", "weight")]
+    m.zero_grad(set_to_none=True)
+    assert td.grad is None
+    assert TensorDict.from_module(nn.ReLU()).is_empty()
+    with pytest.raises(NotImplementedError, match="as_module=True"):
+        TensorDict.from_module(m, as_module=True)

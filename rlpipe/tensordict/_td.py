@@ -1673,6 +1673,33 @@ class TensorDict(TensorDictMath):
         return self
 
     @classmethod
+    def from_module(cls, module, as_module=False, lock=False, use_state_dict=False):
+        """The parameters and buffers of ``module`` and its submodules (the tensors themselves),
+        nested by submodule name; submodules holding none are left out. ``use_state_dict=True``
+        reads ``module.state_dict()`` instead (what its hooks give). ``as_module=True`` would give a
+        TensorDictParams, which rlpipe does not have (NotImplementedError)."""
+        if as_module:
+            raise NotImplementedError("TensorDict.from_module(as_module=True) is not available in rlpipe: "
+                                      "TensorDictParams is not implemented")
+        if use_state_dict:
+            td = cls(module.state_dict(), []).unflatten_keys(".")
+        else:
+            td = cls._from_module_tree(module)
+        return td.lock_() if lock else td
+
+    @classmethod
+    def _from_module_tree(cls, module):
+        td = cls({}, [])
+        for name, tensor in (*module._parameters.items(), *module._buffers.items()):
+            if tensor is not None:
+                td._tensordict[name] = tensor
+        for name, sub in module._modules.items():
+            nested = cls._from_module_tree(sub) if sub is not None else None
+            if nested is not None and nested._tensordict:
+                td._tensordict[name] = nested
+        return td
+
+    @classmethod
     def fromkeys(cls, keys, value=0):
         """A TensorDict of batch size [] holding ``value`` under every key of ``keys``."""
         out = cls(batch_size=[])
