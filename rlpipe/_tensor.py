@@ -80,6 +80,12 @@ class Tensor:
     def is_contiguous(self, memory_format=None):
         return bool(self._data.flags.c_contiguous)
 
+    def stride(self, dim=None):
+        """The strides in elements (torch's unit; NumPy counts bytes): a tuple, or one int for ``dim``."""
+        size = self._data.itemsize
+        strides = tuple(s // size for s in self._data.strides)
+        return strides if dim is None else strides[self._dim(dim)]
+
     def data_ptr(self):
         return self._data.__array_interface__["data"][0] if self._device is CPU else self._data.data.ptr
 

@@ -280,3 +280,49 @@ def test_from_module_nests_parameters_and_buffers():
     assert TensorDict.from_module(nn.ReLU()).is_empty()
     with pytest.raises(NotImplementedError, match="as_module=True"):
         TensorDict.from_module(m, as_module=True)
+
+
+def test_strides_and_empty_strided_match_torch():
+    x = rlpipe.arange(24).view(2, 3, 4)
+    assert x.stride() == (12, 4, 1) and (x.stride(1), x.stride(-1)) == (4, 1)
+    assert x.transpose(0, 2).stride() == (1, 4, 12)
+    assert rlpipe.zeros(3, 1).expand(3, 4).stride() == (1, 0) and rlpipe.tensor(1.0).stride() == ()
+    odd = rlpipe.empty_strided((1, 4, 5), (5, 5, 1))
+    assert odd.shape == (1, 4, 5) and odd.stride() == (5, 5, 1) and odd.is_contiguous()
+    assert rlpipe.empty_strided((2,), (1,), dtype=rlpipe.int64).dtype == rlpipe.int64
+    cols = rlpipe.empty_strided((2, 3), (1, 2))
+    assert cols.stride() == (1, 2) and not cols.is_contiguous()
+    cols.copy_(rlpipe.arange(6).view(2, 3))
+    assert cols.tolist() == [[0, 1, 2], [3, 4, 5]] and cols.contiguous().stride() == (3, 1)
+    assert rlpipe.empty_strided((0, 3), (3, 1)).shape == (0, 3)
+    with pytest.raises(RuntimeError, match=r"dimensionality of sizes \(2\) must match dimensionality of strides \(1\)"):
+        rlpipe.empty_strided((2, 3), (1,))
+
+
+def test_contiguous_canonical_copies_only_odd_strides():
+    odd = rlpipe.empty_strided((1, 4, 5), (5, 5, 1))
+    odd.copy_(rlpipe.arange(20).view(1, 4, 5))
+    plain = rlpipe.randn(2, 3, 4)
+    td = TensorDict({"odd": odd, "plain": plain, "n": TensorDict({"leaf": odd}, [])}, [])
+    kept = td.contiguous()
+    assert kept["odd"].data_ptr() == odd.data_ptr() and kept["odd"].stride() == (5, 5, 1)
+    canon = td.contiguous(canonical=True)
+    assert canon["odd"].stride() == (20, 5, 1) and canon["odd"].data_ptr() != odd.data_ptr()
+    assert canon["odd"].tolist() == odd.tolist() and canon["n", "leaf"].stride() == (20, 5, 1)
+    assert canon["plain"].data_ptr() == plain.data_ptr()
+    assert td.contiguous(canonical=True, inplace=True) is td and td["odd"].stride() == (20, 5, 1)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_new_shape_functions_and_strides_on_cuda():
+    x = rlpipe.arange(6, device="cuda").view(2, 3)
+    assert x.stride() == (3, 1) and x.t().stride() == (1, 3)
+    cols = rlpipe.empty_strided((2, 3), (1, 2), device="cuda")
+    cols.copy_(x)
+    assert cols.device == x.device and cols.stride() == (1, 2) and cols.cpu().tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert rlpipe.fliplr(x).cpu().tolist() == [[2, 1, 0], [5, 4, 3]]
+    assert rlpipe.rot90(x).cpu().tolist() == [[2, 5], [1, 4], [0, 3]]
+    assert rlpipe.tile(x, (2,)).shape == (2, 6) and rlpipe.atleast_3d(x).shape == (2, 3, 1)
+    td = TensorDict({"x": x}, [2, 3], device="cuda", names=["a", "b"])
+    assert td.permute(1, 0).names == ["b", "a"] and td.contiguous(canonical=True)["x"].device == x.device

@@ -99,6 +99,15 @@ def _any_to_entries(obj):
     return as_tensor(obj)
 
 
+def _canonical(t):
+    """``t`` when its strides are the row-major ones of its shape, else a row-major copy."""
+    strides, step = [], 1
+    for n in reversed(t.shape):
+        strides.append(step)
+        step *= n
+    return t if t.stride() == tuple(reversed(strides)) else t.clone()
+
+
 def _is_namedtuple(obj):
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
@@ -1491,15 +1500,18 @@ class TensorDict(TensorDictMath):
 
     def contiguous(self, *, canonical=False, inplace=False):
         """A new TensorDict whose leaves are contiguous (a contiguous leaf is kept, not copied);
-        ``inplace=True`` swaps the leaves of self instead."""
+        ``canonical=True`` also copies a leaf whose strides are not the row-major ones of its shape
+        (a contiguous tensor may have odd strides on its size-1 dims); ``inplace=True`` swaps the
+        leaves of self instead."""
+        fix = _canonical if canonical else _ops.contiguous
         if inplace:
             for key, value in self._tensordict.items():
                 if isinstance(value, TensorDict):
-                    value.contiguous(inplace=True)
+                    value.contiguous(canonical=canonical, inplace=True)
                 else:
-                    self._tensordict[key] = value.contiguous()
+                    self._tensordict[key] = fix(value)
             return self
-        return self._map(lambda t: t.contiguous())
+        return self._map(fix)
 
     def is_contiguous(self):
         return all(t.is_contiguous() for t in self.values(True, True))
