@@ -75,6 +75,16 @@ _NAMED_OPS = [
     (lambda td: td == td.clone(), [None, None]),
     (lambda td: td.gather(1, rlpipe.zeros(2, 2, dtype=rlpipe.int64)), ["x", "y"]),
     (lambda td: td.roll(1, 0), ["x", "y"]),
+    (lambda td: td.sum(0), ["y"]),
+    (lambda td: td.sum(-1), ["x"]),
+    (lambda td: td.sum((0, 1)), []),
+    (lambda td: td.mean(1, keepdim=True), ["x", "y"]),
+    (lambda td: td.mean(dim="feature"), ["x", "y"]),
+    (lambda td: td.sum(), []),
+    (lambda td: td.std(1), ["x"]),
+    (lambda td: td.amax(0), ["y"]),
+    (lambda td: td.quantile(0.5, dim=0), ["y"]),
+    (lambda td: rlpipe.zeros_like(td), ["x", "y"]),
 ]
 
 

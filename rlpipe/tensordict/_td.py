@@ -23,7 +23,7 @@ from .._creation import as_tensor, zeros as _zeros
 from .._device import device as _device_cls, resolve
 from .._tensor import Size, Tensor, wrap
 from ..autograd.grad_mode import state as _grad_state
-from ._math import TensorDictMath
+from ._math import _NO_DIM, TensorDictMath
 from .keys import KeysView, unravel_key_to_tuple
 
 _NO_DEFAULT = object()
@@ -3085,12 +3085,25 @@ def _same_names(self, names, args, kwargs):
     return names
 
 
+def _reduced_names(self, names, args, kwargs):
+    """The names a reduction (``_reduce(name, dim, keepdim, ...)``) leaves: the dims it removes go."""
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", _NO_DIM)
+    keepdim = (args[2] if len(args) > 2 else kwargs.get("keepdim", False)) is True
+    if isinstance(dim, str) or keepdim:
+        return names
+    if dim is None or dim is _NO_DIM:
+        return []
+    dims = self._reduction_dims(dim)
+    return [n for i, n in enumerate(names) if i not in dims]
+
+
 def _no_names(self, names, args, kwargs):
     return [None] * len(names)
 
 
 for _name, _rule in (("squeeze", _squeezed_names), ("unsqueeze", _unsqueezed_names),
-                     ("permute", _permuted_names), ("expand", _expanded_names), ("_compare", _no_names)):
+                     ("permute", _permuted_names), ("expand", _expanded_names), ("_compare", _no_names),
+                     ("_reduce", _reduced_names)):
     setattr(TensorDict, _name, _names_like_source(_rule)(getattr(TensorDict, _name)))
 # results with self's batch dims, in the same order (sizes may differ): the names carry over
 for _name in ("clone", "copy", "detach", "to", "select", "exclude", "empty", "contiguous", "masked_fill", "gather",
