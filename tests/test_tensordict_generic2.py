@@ -336,3 +336,11 @@ def test_new_shape_functions_and_strides_on_cuda():
     assert rlpipe.tile(x, (2,)).shape == (2, 6) and rlpipe.atleast_3d(x).shape == (2, 3, 1)
     td = TensorDict({"x": x}, [2, 3], device="cuda", names=["a", "b"])
     assert td.permute(1, 0).names == ["b", "a"] and td.contiguous(canonical=True)["x"].device == x.device
+
+
+def test_copies_keep_the_names_of_every_level():
+    inner = TensorDict({"v": rlpipe.zeros(2, 3, 4)}, [2, 3, 4], names=[None, None, "deep"])
+    td = TensorDict({"i": inner}, [2], names=["b"])
+    assert td["i"].names == ["b", None, "deep"]
+    for out in (td.clone(), td.copy(), td.detach(), td.to(rlpipe.float64), td.apply(lambda t: t + 1)):
+        assert out.names == ["b"] and out["i"].names == ["b", None, "deep"]

@@ -725,7 +725,11 @@ class TensorDict(TensorDictMath):
                 entries[key] = value._map(fn, nested, device)
             else:
                 entries[key] = fn(value)
-        return self._build(entries, batch_size, device)
+        out = self._build(entries, batch_size, device)
+        names = getattr(self, "_names", None)
+        if names is not None and batch_size == self._batch_size:  # each nested TensorDict keeps its own
+            out._names = list(names)
+        return out
 
     def apply(self, fn, *others, batch_size=None, device=_NO_DEFAULT, inplace=False, names=None,
               filter_empty=None, default=_NO_DEFAULT, call_on_nested=False, out=None, is_leaf=None,
@@ -794,7 +798,11 @@ class TensorDict(TensorDictMath):
         if inplace:
             self._tensordict.update(entries)
             return self
-        return self._build(entries, batch_size, device)
+        out = self._build(entries, batch_size, device)
+        names = getattr(self, "_names", None)
+        if names is not None and batch_size == self._batch_size:  # each nested TensorDict keeps its own
+            out._names = list(names)
+        return out
 
     def apply_(self, fn, *others):
         return self.apply(fn, *others, inplace=True)
@@ -3022,7 +3030,8 @@ def _names_like_source(rule):
                 return out
             new = rule(self, names, args, kwargs)
             for one in (out if isinstance(out, tuple) else (out,)):
-                if isinstance(one, TensorDict) and new is not None and len(new) == len(one._batch_size):
+                if isinstance(one, TensorDict) and new is not None and len(new) == len(one._batch_size) \
+                        and getattr(one, "_names", None) != new:  # equal: set level by level already
                     one._set_names(new)
             return out
         return named
@@ -3119,7 +3128,7 @@ def _names_if_same_batch(method):
         out = method(self, *args, **kwargs)
         names = getattr(self, "_names", None)
         if names is not None and isinstance(out, TensorDict) and out is not self \
-                and out._batch_size == self._batch_size:
+                and out._batch_size == self._batch_size and getattr(out, "_names", None) != names:
             out._set_names(names)
         return out
     return named
