@@ -344,3 +344,17 @@ def test_copies_keep_the_names_of_every_level():
     assert td["i"].names == ["b", None, "deep"]
     for out in (td.clone(), td.copy(), td.detach(), td.to(rlpipe.float64), td.apply(lambda t: t + 1)):
         assert out.names == ["b"] and out["i"].names == ["b", None, "deep"]
+
+
+def test_names_survive_pickling_in_a_fresh_process():
+    # a fresh interpreter has named nothing yet: unpickling must still bring the names back
+    code = ("import pickle, sys\n"
+            "td = pickle.loads(sys.stdin.buffer.read())\n"
+            "print(td.names, td['n'].names, td[0].names)\n")
+    td = TensorDict({"n": TensorDict({}, [2, 3])}, [2], names=["b"])
+    import pickle
+    env = dict(os.environ, PYTHONPATH=_ROOT)
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(td), env=env, capture_output=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.decode().strip() == "['b'] ['b', None] []"

@@ -11,6 +11,7 @@ the batch dims. In-place forms (``add_``, ``+=``, ``exp_`` ...) compute every le
 write only when all of them succeeded, so a failing call leaves the TensorDict unchanged.
 """
 import builtins
+import importlib
 
 import numpy as np
 
@@ -59,6 +60,12 @@ def _leaf_call(name, *args, **kwargs):
     return lambda t: getattr(t, name)(*args, **kwargs)
 
 
+# rlpipe.tensordict._torch_func's table, once loaded. Not a relative import inside a function: that
+# warns (ImportWarning) once an import shim has re-registered this package under another name
+# (tensordict -> rlpipe.tensordict)
+_HANDLED = []
+
+
 class TensorDictMath:
     """The math methods of TensorDict (see the module docstring)."""
     __slots__ = ()
@@ -67,10 +74,9 @@ class TensorDictMath:
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         """rlpipe's top-level functions called with a TensorDict (``rlpipe.stack(tds)``,
         ``rlpipe.where(mask, td, 0)``, ``rlpipe.zeros_like(td)`` ...) run the TensorDict's own method."""
-        # an absolute import: a relative one inside a function warns (ImportWarning) once an import
-        # shim has re-registered this package under another name (tensordict -> rlpipe.tensordict)
-        from rlpipe.tensordict._torch_func import TD_HANDLED_FUNCTIONS
-        handler = TD_HANDLED_FUNCTIONS.get(func)
+        if not _HANDLED:  # imported on first use (_torch_func imports this module)
+            _HANDLED.append(importlib.import_module("rlpipe.tensordict._torch_func").TD_HANDLED_FUNCTIONS)
+        handler = _HANDLED[0].get(func)
         if handler is None:
             return NotImplemented
         return handler(*args, **(kwargs or {}))

@@ -34,6 +34,11 @@ _RAISE = object()  # get(key, _RAISE): KeyError for a missing key whatever set_g
 _GET_DEFAULTS_TO_NONE = [False]
 
 
+# True once a TensorDict has been named: until then no names code runs (reading an unset slot with
+# getattr and a default costs an exception), so unnamed TensorDicts pay nothing for names
+_NAMES_USED = [False]
+
+
 def set_get_defaults_to_none(set_to_none=True):
     """Makes ``TensorDict.get(key)`` return None for a missing key (True) or raise KeyError (False,
     rlpipe's default; tensordict 0.14 defaults to None)."""
@@ -184,7 +189,7 @@ class TensorDict(TensorDictMath):
             if tuple(shape[:len(new)]) != tuple(new):
                 raise RuntimeError(f"the tensor {key!r} has shape {_shape_str(shape)} which is incompatible with "
                                    f"the batch-size {_shape_str(new)}.")
-        names = getattr(self, "_names", None)
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
         if names is not None:  # dims kept keep their names; new dims have none
             self._names = (names + [None] * len(new))[:len(new)]
         self._batch_size = new
@@ -347,7 +352,7 @@ class TensorDict(TensorDictMath):
         if tuple(shape[:n]) != tuple(self._batch_size):
             raise RuntimeError(f"batch dimension mismatch for key {key!r}: got batch_size="
                                f"{_shape_str(self._batch_size)} and value.shape={_shape_str(shape)}.")
-        if isinstance(value, TensorDict) and getattr(self, "_names", None) is not None:
+        if isinstance(value, TensorDict) and (getattr(self, "_names", None) if _NAMES_USED[0] else None) is not None:
             value = self._named_child(value)
         return value
 
@@ -369,7 +374,7 @@ class TensorDict(TensorDictMath):
             child = td._tensordict.get(part)
             if child is None and create:
                 child = td._tensordict[part] = TensorDict._build({}, td._batch_size, td._device)
-                if getattr(td, "_names", None) is not None:
+                if (getattr(td, "_names", None) if _NAMES_USED[0] else None) is not None:
                     child._names = list(td._names)
             if child is None:
                 raise KeyError(f'key "{path[:i + 1] if i else part}" not found in TensorDict with keys '
@@ -726,7 +731,7 @@ class TensorDict(TensorDictMath):
             else:
                 entries[key] = fn(value)
         out = self._build(entries, batch_size, device)
-        names = getattr(self, "_names", None)
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
         if names is not None and batch_size == self._batch_size:  # each nested TensorDict keeps its own
             out._names = list(names)
         return out
@@ -799,7 +804,7 @@ class TensorDict(TensorDictMath):
             self._tensordict.update(entries)
             return self
         out = self._build(entries, batch_size, device)
-        names = getattr(self, "_names", None)
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
         if names is not None and batch_size == self._batch_size:  # each nested TensorDict keeps its own
             out._names = list(names)
         return out
@@ -962,7 +967,7 @@ class TensorDict(TensorDictMath):
             raise RuntimeError("indexing a tensordict with td.batch_dims==0 is not permitted")
         index = self._batch_index(index)
         out = self._index(index)
-        names = getattr(self, "_names", None)
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
         if names is not None:
             names = _indexed_names(names, index)
             if names is not None and len(names) == len(out._batch_size):
@@ -1311,7 +1316,7 @@ class TensorDict(TensorDictMath):
             else:
                 entries[key] = (_ops.stack if how == "stack" else _ops.cat)(values, d)
         joined = type(first)._build(entries, Size(new_batch), first._device)
-        if any(getattr(td, "_names", None) is not None for td in tds):
+        if any((getattr(td, "_names", None) if _NAMES_USED[0] else None) is not None for td in tds):
             # stack: the new dim has no name, and no dim has one unless all the TensorDicts agree;
             # cat: the first TensorDict's names (tensordict's choices)
             names = first.names
@@ -2100,7 +2105,7 @@ class TensorDict(TensorDictMath):
     @property
     def names(self):
         """The batch dims' names (None for an unnamed dim), as a new list."""
-        names = getattr(self, "_names", None)
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
         return list(names) if names is not None else [None] * len(self._batch_size)
 
     @names.setter
@@ -2122,19 +2127,20 @@ class TensorDict(TensorDictMath):
         """Stores ``names`` (already checked; None erases) here and on every nested TensorDict, whose
         dims past ours lose their names (as in tensordict)."""
         if names is None:
-            if getattr(self, "_names", None) is not None:
+            if (getattr(self, "_names", None) if _NAMES_USED[0] else None) is not None:
                 self._names = None
             for value in self._tensordict.values():
                 if isinstance(value, TensorDict):
                     value._set_names(None)
             return
+        _NAMES_USED[0] = True
         self._names = list(names)
         for value in self._tensordict.values():
             if isinstance(value, TensorDict):
                 value._set_names(list(names) + [None] * (len(value._batch_size) - len(names)))
 
     def _has_names(self):
-        names = getattr(self, "_names", None)
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
         return names is not None and any(n is not None for n in names)
 
     def refine_names(self, *names):
@@ -2375,8 +2381,8 @@ class TensorDict(TensorDictMath):
             else:
                 self._tensordict[key] = value
         self._batch_size = result._batch_size
-        names = getattr(result, "_names", None)
-        if names is not None or getattr(self, "_names", None) is not None:
+        names = (getattr(result, "_names", None) if _NAMES_USED[0] else None)
+        if names is not None or (getattr(self, "_names", None) if _NAMES_USED[0] else None) is not None:
             self._names = names
         return self
 
@@ -2452,6 +2458,8 @@ class TensorDict(TensorDictMath):
     def __setstate__(self, state):
         state = dict(state)
         locked = state.pop("_locked", False)
+        if state.get("_names") is not None:
+            _NAMES_USED[0] = True
         for name, value in state.items():
             object.__setattr__(self, name, value)
         self._locked = False
@@ -3025,7 +3033,7 @@ def _names_like_source(rule):
         @wraps(method)
         def named(self, *args, **kwargs):
             out = method(self, *args, **kwargs)
-            names = getattr(self, "_names", None)
+            names = getattr(self, "_names", None) if _NAMES_USED[0] else None
             if names is None or out is self:
                 return out
             new = rule(self, names, args, kwargs)
@@ -3126,7 +3134,7 @@ def _names_if_same_batch(method):
     @wraps(method)
     def named(self, *args, **kwargs):
         out = method(self, *args, **kwargs)
-        names = getattr(self, "_names", None)
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
         if names is not None and isinstance(out, TensorDict) and out is not self \
                 and out._batch_size == self._batch_size and getattr(out, "_names", None) != names:
             out._set_names(names)

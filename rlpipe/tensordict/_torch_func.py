@@ -51,7 +51,7 @@ def _like(fn):
         if refused:
             raise RuntimeError(f"keyword arguments {refused} are not supported with {fn.__name__} with TensorDict")
         out = td._map(lambda t: fn(t, *args, dtype=dtype, device=device))
-        if getattr(td, "_names", None) is not None:
+        if td._has_names():
             out._set_names(td._names)
         return out if device is None else out.to(device)
     return handler
