@@ -85,6 +85,16 @@ _NAMED_OPS = [
     (lambda td: td.amax(0), ["y"]),
     (lambda td: td.quantile(0.5, dim=0), ["y"]),
     (lambda td: rlpipe.zeros_like(td), ["x", "y"]),
+    (lambda td: td.all(0), ["y"]),
+    (lambda td: td.any(-1), ["x"]),
+    (lambda td: td.flatten(0, 1), [None]),
+    (lambda td: td.unsqueeze(-1).flatten(1, 2), ["x", None]),
+    (lambda td: td.unflatten(1, (3, 1)), ["x", None, "y"]),
+    (lambda td: td[rlpipe.ones(2, dtype=rlpipe.bool)], ["x", "y"]),
+    (lambda td: td[True], [None, "x", "y"]),
+    (lambda td: td[rlpipe.tensor([0, 1]), rlpipe.tensor([1, 2])], ["x"]),
+    (lambda td: td[0, ..., rlpipe.tensor(-1)], []),
+    (lambda td: td.where(rlpipe.zeros(2, 3, dtype=rlpipe.bool), td.clone()), ["x", "y"]),
 ]
 
 

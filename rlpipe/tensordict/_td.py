@@ -3079,7 +3079,7 @@ def _indexed_names(names, index):
     out, pos, gathered = [], 0, False
     for i in (index if isinstance(index, tuple) else (index,)):
         ndim = getattr(i, "ndim", None)
-        if i is None:
+        if i is None or i is True or i is False:
             out.append(None)
         elif isinstance(i, slice):
             out.append(names[pos])
@@ -3087,10 +3087,11 @@ def _indexed_names(names, index):
         elif isinstance(i, numbers.Integral) or ndim == 0:
             pos += 1
         elif ndim is not None and getattr(i, "dtype", None) is not None and i.dtype.name == "bool":
-            out.append(None)
+            out.append(names[pos] if ndim == 1 else None)
             pos += ndim
-        elif (ndim == 1 or isinstance(i, list)) and not gathered:
-            out.append(names[pos])
+        elif ndim == 1 or isinstance(i, list):  # index tensors broadcast into the first one's dim
+            if not gathered:
+                out.append(names[pos])
             pos += 1
             gathered = True
         else:
@@ -3114,17 +3115,39 @@ def _reduced_names(self, names, args, kwargs):
     return [n for i, n in enumerate(names) if i not in dims]
 
 
+def _bool_reduced_names(self, names, args, kwargs):
+    """The names all(dim)/any(dim) (``_reduce_bool(how, dim)``) leave."""
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    return None if dim is None else names[:dim % len(names)] + names[dim % len(names) + 1:]
+
+
+def _flattened_names(self, names, args, kwargs):
+    start = args[0] if args else kwargs.get("start_dim", 0)
+    end = args[1] if len(args) > 1 else kwargs.get("end_dim", -1)
+    if not names:
+        return None
+    start, end = (0 if start is None else start) % len(names), (-1 if end is None else end) % len(names)
+    return names[:start] + [None] + names[end + 1:]
+
+
+def _unflattened_names(self, names, args, kwargs):
+    dim = (args[0] if args else kwargs["dim"]) % len(names)
+    sizes = args[1] if len(args) > 1 else kwargs["unflattened_size"]
+    return names[:dim] + [None] * (len(sizes) - 1) + names[dim:]  # the last new dim keeps the name (tensordict)
+
+
 def _no_names(self, names, args, kwargs):
     return [None] * len(names)
 
 
 for _name, _rule in (("squeeze", _squeezed_names), ("unsqueeze", _unsqueezed_names),
                      ("permute", _permuted_names), ("expand", _expanded_names), ("_compare", _no_names),
-                     ("_reduce", _reduced_names)):
+                     ("_reduce", _reduced_names), ("_reduce_bool", _bool_reduced_names),
+                     ("flatten", _flattened_names), ("unflatten", _unflattened_names)):
     setattr(TensorDict, _name, _names_like_source(_rule)(getattr(TensorDict, _name)))
 # results with self's batch dims, in the same order (sizes may differ): the names carry over
 for _name in ("clone", "copy", "detach", "to", "select", "exclude", "empty", "contiguous", "masked_fill", "gather",
-              "roll", "flip", "fliplr", "flipud", "narrow", "repeat", "repeat_interleave", "tile", "pad",
+              "roll", "flip", "fliplr", "flipud", "narrow", "repeat", "repeat_interleave", "pad",
               "flatten_keys", "unflatten_keys", "to_tensordict", "_cast", "_elementwise", "where"):
     setattr(TensorDict, _name, _names_like_source(_same_names)(getattr(TensorDict, _name)))
 
