@@ -150,6 +150,10 @@ def test_named_dims_and_nested_entries():
     assert parent["f"].names == ["b"]
     built = TensorDict({"c": child}, [2], names=["b"])
     assert built["c"] is not child and built["c"].names == ["b", "o"] and child.names == [None, "o"]
+    # an unnamed TensorDict takes the leading names of a named child
+    unnamed_parent = TensorDict({}, [2])
+    unnamed_parent["c"] = TensorDict({}, [2, 3], names=["k", "o"])
+    assert unnamed_parent.names == ["k"] and unnamed_parent["c"].names == ["k", "o"]
     # naming after the fact renames the nested TensorDicts themselves (their own names are dropped)
     unnamed = TensorDict({"c": child}, [2])
     unnamed.rename_("batch")

@@ -352,8 +352,11 @@ class TensorDict(TensorDictMath):
         if tuple(shape[:n]) != tuple(self._batch_size):
             raise RuntimeError(f"batch dimension mismatch for key {key!r}: got batch_size="
                                f"{_shape_str(self._batch_size)} and value.shape={_shape_str(shape)}.")
-        if isinstance(value, TensorDict) and (getattr(self, "_names", None) if _NAMES_USED[0] else None) is not None:
-            value = self._named_child(value)
+        if _NAMES_USED[0] and isinstance(value, TensorDict):
+            if getattr(self, "_names", None) is not None:
+                value = self._named_child(value)
+            elif value._has_names():  # an unnamed TensorDict takes the names of a named child (tensordict)
+                self._set_names(value.names[:n])
         return value
 
     def _named_child(self, value):
