@@ -372,3 +372,21 @@ def test_names_survive_pickling_in_a_fresh_process():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.decode().strip() == "['b'] ['b', None] []"
+
+
+def test_load_state_dict_strict_key_check():
+    src = TensorDict({"x": rlpipe.ones(3, 4), "n": TensorDict({"y": rlpipe.ones(3, 4, 2)}, [3, 4, 2]),
+                      "e": TensorDict({}, [3])}, [3])
+    sd = src.state_dict()
+    # tensordict 0.14.3: extra keys holding tensors are refused (the message lists every differing key) ...
+    with pytest.raises(RuntimeError, match="Cannot load state-dict because the key sets don't match: got state_dict "
+                                           "extra keys"):
+        TensorDict({}, [3]).load_state_dict(sd)
+    with pytest.raises(RuntimeError, match=r"tensordict extra keys\n\{'z'\}"):
+        TensorDict({"x": rlpipe.zeros(3, 4), "n": {"y": rlpipe.zeros(3, 4, 2)}, "z": rlpipe.zeros(3)},
+                   [3]).load_state_dict(sd)
+    # ... while a nested TensorDict without leaves may be missing, and strict=False loads anything
+    dest = TensorDict({"x": rlpipe.zeros(3, 4), "n": TensorDict({"y": rlpipe.zeros(3, 4, 2)}, [3, 4, 2])}, [3])
+    assert dest.load_state_dict(sd)["x"].sum().item() == 12.0
+    loose = TensorDict({}, [3]).load_state_dict(sd, strict=False)
+    assert loose["n", "y"].shape == (3, 4, 2) and loose["x"].sum().item() == 12.0

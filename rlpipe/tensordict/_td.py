@@ -1878,11 +1878,12 @@ class TensorDict(TensorDictMath):
         if "__batch_size" in state_dict:  # the format of older tensordict versions
             state_dict = OrderedDict(state_dict)
             level = {"batch_size": state_dict.pop("__batch_size"), "device": state_dict.pop("__device", None)}
-        # nested TensorDicts (or dicts) without leaves may be missing on either side
-        extra = {k for k in set(state_dict) - set(self._tensordict) if not _holds_leaves(state_dict[k])}
-        missing = {k for k in set(self._tensordict) - set(state_dict) if not (
-            isinstance(self._tensordict[k], TensorDict) and self._tensordict[k].is_empty())}
-        if strict and (extra or missing):
+        # nested TensorDicts (or dicts) without leaves may be missing on either side; the message
+        # lists every key that differs, as tensordict's does
+        extra, missing = set(state_dict) - set(self._tensordict), set(self._tensordict) - set(state_dict)
+        if strict and (any(_holds_leaves(state_dict[k]) for k in extra) or any(
+                not (isinstance(self._tensordict[k], TensorDict) and self._tensordict[k].is_empty())
+                for k in missing)):
             raise RuntimeError(f"Cannot load state-dict because the key sets don't match: got state_dict extra "
                                f"keys \n{extra}\n and tensordict extra keys\n{missing}\n")
         device = level.get("device")
@@ -3075,10 +3076,11 @@ def _expanded_names(self, names, args, kwargs):
 
 
 def _indexed_names(names, index):
-    """The names left by indexing the batch dims with ``index`` (its '...' expanded): an int drops
-    its dim, a slice or a 1-D index tensor keeps it, None adds an unnamed dim and a boolean mask
-    merges the dims it covers into an unnamed one; None (unnamed result) for anything else, a second
-    index tensor included."""
+    """The names left by indexing the batch dims with ``index`` (its '...' expanded), as tensordict
+    0.14.3 names them: an int drops its dim; a slice, a 1-D boolean mask or a 1-D index tensor keeps
+    it (later index tensors, broadcast into the first one's dim, drop theirs); None or True adds an
+    unnamed dim; an N-D mask merges the dims it covers into an unnamed one. None (an unnamed result)
+    for anything else."""
     out, pos, gathered = [], 0, False
     for i in (index if isinstance(index, tuple) else (index,)):
         ndim = getattr(i, "ndim", None)
