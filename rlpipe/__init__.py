@@ -12,7 +12,7 @@ from ._tensor import Tensor, Size
 from . import _ops
 from ._ops import *  # noqa: F401,F403 - the functional API (add, sum, cat, where, ...)
 from ._ops import max, min, sum, all, any, abs, round, pow  # shadowing builtins on purpose, as torch does
-from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, full, zeros_like,
+from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,
                         ones_like, empty_like, full_like, arange, linspace, logspace, eye)
 from ._creation import (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor,
                         CharTensor, ByteTensor, BoolTensor)  # torch's legacy constructors

@@ -145,6 +145,21 @@ def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=Non
     return _filled(_size(size), 0, dtype, device, requires_grad)
 
 
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """A zero-filled tensor of shape ``size`` laid out with ``stride`` (in elements) over a buffer
+    just large enough; ``stride()`` then gives ``stride`` back."""
+    size, stride = _size((size,)), _size((stride,))
+    if len(size) != len(stride):
+        raise RuntimeError(f"dimensionality of sizes ({len(size)}) must match dimensionality of strides "
+                           f"({len(stride)})")
+    needed = 0 if 0 in size else 1 + builtins.sum((n - 1) * s for n, s in zip(size, stride))
+    flat = _filled((needed,), 0, dtype, device, False)
+    xp = flat._device._backend.xp
+    data = xp.lib.stride_tricks.as_strided(flat._data, size, tuple(s * flat._data.itemsize for s in stride))
+    t = wrap(data, flat._device)
+    return t.requires_grad_(True) if requires_grad else t
+
+
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()

@@ -29,7 +29,8 @@ max min amax amin argmax argmin var std var_mean std_mean logsumexp norm all any
 cumprod softmax log_softmax one_hot reshape flatten unflatten squeeze unsqueeze permute transpose swapaxes
 swapdims t movedim moveaxis broadcast_to broadcast_tensors narrow select clone cat concat concatenate
 stack hstack vstack split chunk tensor_split unbind gather take_along_dim scatter scatter_add index_select
-masked_fill masked_select nonzero unique matmul mm bmm dot outer einsum flip roll""".split()
+masked_fill masked_select nonzero unique matmul mm bmm dot outer einsum flip roll fliplr flipud rot90 tile
+atleast_1d atleast_2d atleast_3d""".split()
 
 _BFLOAT16 = _dtypes.bfloat16.np
 _NUMBER = (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)
@@ -1101,7 +1102,11 @@ def unsqueeze(input, dim):
 
 
 @tensor_method
-def permute(input, *dims):
+def permute(input, *dims, **kwargs):
+    if kwargs:  # torch.permute(input, dims=...)
+        if dims or set(kwargs) != {"dims"}:
+            raise TypeError(f"permute() takes the dims positionally or as dims=, got {dims} and {sorted(kwargs)}")
+        dims = (kwargs["dims"],)
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(permute, (input, *dims), {})
     dims = _shape_arg(dims)
@@ -1155,6 +1160,8 @@ moveaxis = movedim
 
 @tensor_method("expand", "broadcast_to")
 def expand(input, *sizes):
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(expand, (input, *sizes), {})
     sizes = _shape_arg(sizes)
     if len(sizes) < input.ndim:
         raise RuntimeError(f"expand(rlpipe.{input.dtype.name}{{{list(input.shape)}}}, size={list(sizes)}): the number "
@@ -1218,6 +1225,80 @@ def roll(input, shifts, dims=None):
     if isinstance(dims, (tuple, list)):
         return P.Roll.apply(input, tuple(shifts), tuple(input._dim(d) for d in dims))
     return P.Roll.apply(input, shifts, input._dim(dims))
+
+
+@tensor_method
+def fliplr(input):
+    """Reverses dim 1 (the columns); input must have at least 2 dims."""
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(fliplr, (input,), {})
+    if input.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return flip(input, (1,))
+
+
+@tensor_method
+def flipud(input):
+    """Reverses dim 0 (the rows); input must have at least 1 dim."""
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(flipud, (input,), {})
+    if input.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return flip(input, (0,))
+
+
+@tensor_method
+def rot90(input, k=1, dims=(0, 1)):
+    """Rotates by ``k`` quarter turns in the plane of ``dims``, from the first dim towards the second."""
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(rot90, (input, k, dims), {})
+    dims = tuple(dims)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if input.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
+    d0, d1 = input._dim(dims[0]), input._dim(dims[1])
+    if d0 == d1:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} and dim1 = {dims[1]}")
+    k %= 4
+    if k == 1:
+        return transpose(flip(input, (d1,)), d0, d1)
+    if k == 2:
+        return flip(input, (d0, d1))
+    if k == 3:
+        return transpose(flip(input, (d0,)), d0, d1)
+    return clone(input)
+
+
+@tensor_method
+def tile(input, *dims):
+    """``repeat`` with ``dims`` padded with leading 1s up to input's number of dims."""
+    if type(input) is not Tensor and has_torch_function(input):
+        return handle_torch_function(tile, (input, *dims), {})
+    dims = tuple(_shape_arg(dims))
+    return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
+
+
+def _atleast(name, ndim, grow):
+    """torch.atleast_Nd: each tensor viewed with at least ``ndim`` dims (``grow(shape)`` when it has
+    fewer); one tensor in, one out; several (or a list) in, a tuple out."""
+    def op(*tensors):
+        if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+            return tuple(op(t) for t in tensors[0])
+        if len(tensors) != 1:
+            return tuple(op(t) for t in tensors)
+        (input,) = tensors
+        if type(input) is not Tensor and has_torch_function(input):
+            return handle_torch_function(op, (input,), {})
+        return input if input.ndim >= ndim else reshape(input, grow(tuple(input.shape)))
+    op.__name__ = op.__qualname__ = name
+    return op
+
+
+atleast_1d = _atleast("atleast_1d", 1, lambda shape: (1,))
+atleast_2d = _atleast("atleast_2d", 2, lambda shape: (1,) * (2 - len(shape)) + shape)
+atleast_3d = _atleast("atleast_3d", 3,
+                      lambda shape: {0: (1, 1, 1), 1: (1,) + shape + (1,)}.get(len(shape), shape + (1,)))
 
 
 @tensor_method

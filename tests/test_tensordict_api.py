@@ -254,10 +254,11 @@ def test_small_helpers():
     assert td.get_item_shape("n") == rlpipe.Size([3]) and td.get_item_shape("a") == rlpipe.Size([3, 2])
     assert td.param_count() == 9 and td.bytes() == 6 * 4 + 3 * 8
     assert td.names == [None]
-    with pytest.raises(RuntimeError, match="do not name"):
-        td.refine_names("x")
-    with pytest.raises(RuntimeError, match="do not name"):
-        td.names = ["x"]
+    assert td.refine_names("x").names == ["x"] and td["n"].names == ["x"]
+    with pytest.raises(RuntimeError, match=r"refine_names: cannot coerce TensorDict names \['x'\] with \['y'\]"):
+        td.refine_names("y")
+    td.names = None
+    assert td.names == [None]
     assert td.dtype is None and td.float().dtype == rlpipe.float32
     created = td.create_nested(("m", "k"))
     assert created is td and td["m", "k"].batch_size == td.batch_size
@@ -886,7 +887,6 @@ def test_save_returns_the_memory_mapped_copy(tmp_path):
     np.testing.assert_array_equal(TensorDict.load(str(tmp_path / "td"))["a"].numpy(), a)
 
 
-def test_named_dims_are_refused_rather_than_dropped():
+def test_named_dims_are_kept():
     assert TensorDict(batch_size=[2], names=[None]).names == [None]
-    with pytest.raises(RuntimeError, match="do not name their batch dims"):
-        TensorDict(batch_size=[2], names=["time"])
+    assert TensorDict(batch_size=[2], names=["time"]).names == ["time"]

@@ -23,7 +23,7 @@ from .._creation import as_tensor, zeros as _zeros
 from .._device import device as _device_cls, resolve
 from .._tensor import Size, Tensor, wrap
 from ..autograd.grad_mode import state as _grad_state
-from ._math import TensorDictMath
+from ._math import _NO_DIM, TensorDictMath
 from .keys import KeysView, unravel_key_to_tuple
 
 _NO_DEFAULT = object()
@@ -49,6 +49,11 @@ def _env_flag(name, default):
 # rlpipe's) or raises KeyError (TD_GET_DEFAULTS_TO_NONE=0): a one-item list, so set_get_defaults_to_none
 # changes what every TensorDict reads
 _GET_DEFAULTS_TO_NONE = [_env_flag("TD_GET_DEFAULTS_TO_NONE", True)]
+
+
+# True once a TensorDict has been named: until then no names code runs (reading an unset slot with
+# getattr and a default costs an exception), so unnamed TensorDicts pay nothing for names
+_NAMES_USED = [False]
 
 
 def set_get_defaults_to_none(set_to_none=True):
@@ -117,6 +122,15 @@ def _any_to_entries(obj):
     return as_tensor(obj)
 
 
+def _canonical(t):
+    """``t`` when its strides are the row-major ones of its shape, else a row-major copy."""
+    strides, step = [], 1
+    for n in reversed(t.shape):
+        strides.append(step)
+        step *= n
+    return t if t.stride() == tuple(reversed(strides)) else t.clone()
+
+
 def _is_namedtuple(obj):
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
@@ -138,13 +152,14 @@ class TensorDict(TensorDictMath):
     >>> td[:2]["next", "reward"].shape
     rlpipe.Size([2, 1])
     """
-    # the last five are set only when used (read with getattr and a default), so building a
+    # the last six are set only when used (read with getattr and a default), so building a
     # TensorDict on the hot paths costs nothing more: the op a `with` block reverses, the stack of
     # those for nested `with` blocks, the TensorDicts whose lock holds this one, and the results
-    # (flatten_keys, unflatten_keys) a locked TensorDict keeps, and whether memmap_ made it (True until
-    # it is unlocked; views and indexing results of such a TensorDict are memory-mapped too)
+    # (flatten_keys, unflatten_keys) a locked TensorDict keeps, whether memmap_ made it (True until
+    # it is unlocked; views and indexing results of such a TensorDict are memory-mapped too), and the
+    # batch dims' names (a list, None where a dim has no name)
     __slots__ = ("_tensordict", "_batch_size", "_device", "_locked", "__weakref__", "_last_op", "_last_op_queue",
-                 "_lock_parents", "_cache_store", "_memmap_state", "_consolidated")
+                 "_lock_parents", "_cache_store", "_memmap_state", "_consolidated", "_names")
 
     def __init__(self, source=None, batch_size=None, device=None, names=None, non_blocking=None, lock=False,
                  **kwargs):
@@ -152,8 +167,6 @@ class TensorDict(TensorDictMath):
         self._batch_size = _as_batch_size(batch_size)
         self._device = None if device is None else resolve(device)
         self._locked = False
-        if names is not None:
-            self._no_names(names)
         if source is None:
             source = {}
         elif kwargs:
@@ -161,6 +174,8 @@ class TensorDict(TensorDictMath):
         if not hasattr(source, "items"):
             raise ValueError("A TensorDict source is expected to be a TensorDictBase sub-type or a dictionary, "
                              f"but type(source)={type(source).__name__}.")
+        if names is not None:  # first: nested TensorDicts are then stored renamed copies, as in tensordict
+            self.names = names
         for key, value in (*source.items(), *kwargs.items()):
             self.set(key, value)
         if lock:
@@ -192,6 +207,9 @@ class TensorDict(TensorDictMath):
             if tuple(shape[:len(new)]) != tuple(new):
                 raise RuntimeError(f"the tensor {key!r} has shape {_shape_str(shape)} which is incompatible with "
                                    f"the batch-size {_shape_str(new)}.")
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
+        if names is not None:  # dims kept keep their names; new dims have none
+            self._names = (names + [None] * len(new))[:len(new)]
         self._batch_size = new
 
     shape = batch_size
@@ -353,6 +371,22 @@ class TensorDict(TensorDictMath):
         if tuple(shape[:n]) != tuple(self._batch_size):
             raise RuntimeError(f"batch dimension mismatch for key {key!r}: got batch_size="
                                f"{_shape_str(self._batch_size)} and value.shape={_shape_str(shape)}.")
+        if _NAMES_USED[0] and isinstance(value, TensorDict):
+            if getattr(self, "_names", None) is not None:
+                value = self._named_child(value)
+            elif value._has_names():  # an unnamed TensorDict takes the names of a named child (tensordict)
+                self._set_names(value.names[:n])
+        return value
+
+    def _named_child(self, value):
+        """A nested TensorDict with our names on its leading dims: itself when it has them already,
+        else a shallow copy renamed (RuntimeError when one of its names differs from ours)."""
+        names = self._names
+        theirs = value.names
+        if theirs[:len(names)] == names:
+            return value
+        value = value.copy()
+        value.refine_names(*names, *theirs[len(names):])
         return value
 
     def _parent_of(self, path, create=False):
@@ -362,6 +396,8 @@ class TensorDict(TensorDictMath):
             child = td._tensordict.get(part)
             if child is None and create:
                 child = td._tensordict[part] = TensorDict._build({}, td._batch_size, td._device)
+                if (getattr(td, "_names", None) if _NAMES_USED[0] else None) is not None:
+                    child._names = list(td._names)
             if child is None:
                 raise KeyError(f'key "{path[:i + 1] if i else part}" not found in TensorDict with keys '
                                f"{sorted(td._tensordict)}")
@@ -406,13 +442,27 @@ class TensorDict(TensorDictMath):
                 and value._data.shape[:len(self._batch_size)] == self._batch_size):
             self._tensordict[key] = value  # the common case (every policy step), already checked
             return self
+        return self._set_checked(key, value, inplace)
+
+    def _set_checked(self, key, value, inplace=False, non_blocking=False):
+        """``set`` without its fast path: every value goes through _leaf and _validate_value_generic."""
         path = unravel_key_to_tuple(key)
         if inplace and self.get(key, None) is not None:
             return self.set_(key, value)
         self._check_unlocked()
         parent = self._parent_of(path, create=True)
-        parent._tensordict[path[-1]] = parent._leaf(key, value)
+        parent._tensordict[path[-1]] = self._validate_value_generic(parent._leaf(key, value))
         return self
+
+    def _validate_value_generic(self, value, **kwargs):
+        """What ``set``/``update`` store for ``value`` once rlpipe has checked it (itself): tensordict's
+        hook, which a subclass may override to change the value (calling super() first)."""
+        return value
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls._validate_value_generic is not TensorDict._validate_value_generic:
+            cls.set = TensorDict._set_checked  # the fast path would skip the subclass's hook
 
     def set_(self, key, value):
         """Copies ``value`` into the existing entry ``key`` (KeyError if there is none)."""
@@ -450,6 +500,11 @@ class TensorDict(TensorDictMath):
             self._update_selected(input_dict_or_td, wanted, clone, inplace, ())
             return self
         if isinstance(input_dict_or_td, TensorDict) and input_dict_or_td._batch_size != self._batch_size:
+            k = min(len(self._batch_size), len(input_dict_or_td._batch_size))
+            if self._batch_size[:k] != input_dict_or_td._batch_size[:k]:  # neither batch size starts the other
+                raise RuntimeError(f"update_batch_size must be set to True to be able to update tensordicts of "
+                                   f"different batch size: got {_shape_str(input_dict_or_td._batch_size)} for a "
+                                   f"TensorDict of batch size {_shape_str(self._batch_size)}")
             try:  # a TensorDict whose leaves do not fit: tensordict's error names update_batch_size
                 return self._update_entries(input_dict_or_td, clone, inplace)
             except RuntimeError as e:
@@ -697,7 +752,11 @@ class TensorDict(TensorDictMath):
                 entries[key] = value._map(fn, nested, device)
             else:
                 entries[key] = fn(value)
-        return self._build(entries, batch_size, device)
+        out = self._build(entries, batch_size, device)
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
+        if names is not None and batch_size == self._batch_size:  # each nested TensorDict keeps its own
+            out._names = list(names)
+        return out
 
     def apply(self, fn, *others, batch_size=None, device=_NO_DEFAULT, inplace=False, names=None,
               filter_empty=None, default=_NO_DEFAULT, call_on_nested=False, out=None, is_leaf=None,
@@ -766,7 +825,11 @@ class TensorDict(TensorDictMath):
         if inplace:
             self._tensordict.update(entries)
             return self
-        return self._build(entries, batch_size, device)
+        out = self._build(entries, batch_size, device)
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
+        if names is not None and batch_size == self._batch_size:  # each nested TensorDict keeps its own
+            out._names = list(names)
+        return out
 
     def apply_(self, fn, *others):
         return self.apply(fn, *others, inplace=True)
@@ -926,7 +989,14 @@ class TensorDict(TensorDictMath):
             index = list(index)
         if not self._batch_size and not _adds_dims_only(index):
             raise RuntimeError("indexing a tensordict with td.batch_dims==0 is not permitted")
-        return self._index(self._batch_index(index))
+        index = self._batch_index(index)
+        out = self._index(index)
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
+        if names is not None:
+            names = _indexed_names(names, index)
+            if names is not None and len(names) == len(out._batch_size):
+                out._set_names(names)
+        return out
 
     def _index(self, index):
         if getattr(self, "_memmap_state", False) is True and _is_basic_index(index):
@@ -1193,12 +1263,22 @@ class TensorDict(TensorDictMath):
         extra = like.ndim - t.ndim
         return t.reshape(tuple(t.shape) + (1,) * extra).expand(tuple(t.shape) + tuple(like.shape[t.ndim:]))
 
-    def gather(self, dim, index, out=None):
+    def gather(self, dim, index, out=None, inplace=False):
+        """torch.gather along batch dim ``dim`` for every leaf; ``inplace=True`` puts the results into
+        self (index must then have as many dims as the batch, so that the batch dims stay)."""
+        if inplace and out is not None:
+            raise ValueError("`out` and `inplace=True` are mutually exclusive in gather.")
+        if inplace and index.ndim != len(self._batch_size):
+            raise NotImplementedError(f"gather(inplace=True) requires index.ndim == self.batch_dims so the result "
+                                      f"keeps the same number of batch dims; got index.ndim={index.ndim} and "
+                                      f"batch_dims={len(self._batch_size)}. Use inplace=False instead.")
         if not -len(self._batch_size) <= dim < len(self._batch_size):
             raise RuntimeError(f"Cannot gather tensordict with shape {_shape_str(self._batch_size)} along dim {dim}.")
         d = self._batch_dim(dim)
         new_batch = Size(index.shape)
         result = self._map(lambda t: t.gather(d, self._expanded(index, t).contiguous()), new_batch)
+        if inplace:
+            return self._become(result)
         return result if out is None else out.update_(result)
 
     def masked_fill(self, mask, value):
@@ -1260,7 +1340,16 @@ class TensorDict(TensorDictMath):
                 entries[key] = wrap(joined, values[0]._device)
             else:
                 entries[key] = (_ops.stack if how == "stack" else _ops.cat)(values, d)
-        return type(first)._build(entries, Size(new_batch), first._device)
+        joined = type(first)._build(entries, Size(new_batch), first._device)
+        if any((getattr(td, "_names", None) if _NAMES_USED[0] else None) is not None for td in tds):
+            # stack: the new dim has no name, and no dim has one unless all the TensorDicts agree;
+            # cat: the first TensorDict's names (tensordict's choices)
+            names = first.names
+            if how == "stack":
+                names = names[:d] + [None] + names[d:] if all(td.names == first.names for td in tds) else None
+            if names is not None:
+                joined._set_names(names)
+        return joined
 
     @classmethod
     def maybe_dense_stack(cls, items, dim=0, *, out=None, **kwargs):
@@ -1477,15 +1566,18 @@ class TensorDict(TensorDictMath):
 
     def contiguous(self, *, canonical=False, inplace=False):
         """A new TensorDict whose leaves are contiguous (a contiguous leaf is kept, not copied);
-        ``inplace=True`` swaps the leaves of self instead."""
+        ``canonical=True`` also copies a leaf whose strides are not the row-major ones of its shape
+        (a contiguous tensor may have odd strides on its size-1 dims); ``inplace=True`` swaps the
+        leaves of self instead."""
+        fix = _canonical if canonical else _ops.contiguous
         if inplace:
             for key, value in self._tensordict.items():
                 if isinstance(value, TensorDict):
-                    value.contiguous(inplace=True)
+                    value.contiguous(canonical=canonical, inplace=True)
                 else:
-                    self._tensordict[key] = value.contiguous()
+                    self._tensordict[key] = fix(value)
             return self
-        return self._map(lambda t: t.contiguous())
+        return self._map(fix)
 
     def is_contiguous(self):
         return all(t.is_contiguous() for t in self.values(True, True))
@@ -1659,6 +1751,33 @@ class TensorDict(TensorDictMath):
         return self
 
     @classmethod
+    def from_module(cls, module, as_module=False, lock=False, use_state_dict=False):
+        """The parameters and buffers of ``module`` and its submodules (the tensors themselves),
+        nested by submodule name; submodules holding none are left out. ``use_state_dict=True``
+        reads ``module.state_dict()`` instead (what its hooks give). ``as_module=True`` would give a
+        TensorDictParams, which rlpipe does not have (NotImplementedError)."""
+        if as_module:
+            raise NotImplementedError("TensorDict.from_module(as_module=True) is not available in rlpipe: "
+                                      "TensorDictParams is not implemented")
+        if use_state_dict:
+            td = cls(module.state_dict(), []).unflatten_keys(".")
+        else:
+            td = cls._from_module_tree(module)
+        return td.lock_() if lock else td
+
+    @classmethod
+    def _from_module_tree(cls, module):
+        td = cls({}, [])
+        for name, tensor in (*module._parameters.items(), *module._buffers.items()):
+            if tensor is not None:
+                td._tensordict[name] = tensor
+        for name, sub in module._modules.items():
+            nested = cls._from_module_tree(sub) if sub is not None else None
+            if nested is not None and nested._tensordict:
+                td._tensordict[name] = nested
+        return td
+
+    @classmethod
     def fromkeys(cls, keys, value=0):
         """A TensorDict of batch size [] holding ``value`` under every key of ``keys``."""
         out = cls(batch_size=[])
@@ -1809,11 +1928,12 @@ class TensorDict(TensorDictMath):
         if "__batch_size" in state_dict:  # the format of older tensordict versions
             state_dict = OrderedDict(state_dict)
             level = {"batch_size": state_dict.pop("__batch_size"), "device": state_dict.pop("__device", None)}
-        # nested TensorDicts (or dicts) without leaves may be missing on either side
-        extra = {k for k in set(state_dict) - set(self._tensordict) if not _holds_leaves(state_dict[k])}
-        missing = {k for k in set(self._tensordict) - set(state_dict) if not (
-            isinstance(self._tensordict[k], TensorDict) and self._tensordict[k].is_empty())}
-        if strict and (extra or missing):
+        # nested TensorDicts (or dicts) without leaves may be missing on either side; the message
+        # lists every key that differs, as tensordict's does
+        extra, missing = set(state_dict) - set(self._tensordict), set(self._tensordict) - set(state_dict)
+        if strict and (any(_holds_leaves(state_dict[k]) for k in extra) or any(
+                not (isinstance(self._tensordict[k], TensorDict) and self._tensordict[k].is_empty())
+                for k in missing)):
             raise RuntimeError(f"Cannot load state-dict because the key sets don't match: got state_dict extra "
                                f"keys \n{extra}\n and tensordict extra keys\n{missing}\n")
         device = level.get("device")
@@ -2038,32 +2158,82 @@ class TensorDict(TensorDictMath):
     # ---- tensordict's wider API: gradients, introspection, small helpers -----------------------------
     @property
     def names(self):
-        """tensordict's dim names: rlpipe does not name batch dims, so every name is None."""
-        return [None] * len(self._batch_size)
+        """The batch dims' names (None for an unnamed dim), as a new list."""
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
+        return list(names) if names is not None else [None] * len(self._batch_size)
 
     @names.setter
     def names(self, value):
-        self._no_names(value)
+        """Names the batch dims (nested TensorDicts' leading dims too); None erases every name."""
+        if value is None:
+            self._set_names(None)
+            return
+        value = list(value)
+        if len(value) != len(self._batch_size):
+            raise ValueError(f"the length of the dimension names must equate the tensordict batch_dims attribute. "
+                             f"Got {value} for batch_dims {len(self._batch_size)}.")
+        named = [n for n in value if n is not None]
+        if len(set(named)) != len(named):
+            raise ValueError(f"Some dimension names are non-unique: {value}.")
+        self._set_names(value)
 
-    def _no_names(self, names):
-        if names is not None and any(n is not None for n in names):
-            raise RuntimeError(f"rlpipe TensorDicts do not name their batch dims (got names={list(names)}); "
-                               f"only None names are accepted")
+    def _set_names(self, names):
+        """Stores ``names`` (already checked; None erases) here and on every nested TensorDict, whose
+        dims past ours lose their names (as in tensordict)."""
+        if names is None:
+            if (getattr(self, "_names", None) if _NAMES_USED[0] else None) is not None:
+                self._names = None
+            for value in self._tensordict.values():
+                if isinstance(value, TensorDict):
+                    value._set_names(None)
+            return
+        _NAMES_USED[0] = True
+        self._names = list(names)
+        for value in self._tensordict.values():
+            if isinstance(value, TensorDict):
+                value._set_names(list(names) + [None] * (len(value._batch_size) - len(names)))
+
+    def _has_names(self):
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
+        return names is not None and any(n is not None for n in names)
 
     def refine_names(self, *names):
-        """RuntimeError unless every name is None (rlpipe does not name dims); returns self."""
-        self._no_names(names)
+        """Names the unnamed batch dims (``...`` stands for the dims left); a dim that has a name
+        must be given that same name (RuntimeError otherwise). Returns self."""
+        if any(n is Ellipsis for n in names):
+            at = names.index(Ellipsis)
+            names = names[:at] + (None,) * (len(self._batch_size) - len(names) + 1) + names[at + 1:]
+        current = self.names
+        if len(names) != len(current):
+            raise ValueError(f"the length of the dimension names must equate the tensordict batch_dims attribute. "
+                             f"Got {list(names)} for batch_dims {len(current)}.")
+        if any(old is not None and new != old for old, new in zip(current, names)):
+            raise RuntimeError(f"refine_names: cannot coerce TensorDict names {current} with {list(names)}.")
+        self.names = [old if old is not None else new for old, new in zip(current, names)]
         return self
 
     def rename(self, *names, **rename_map):
-        self._no_names(names or list(rename_map.values()) or None)
-        return self.copy()
+        """rename_ on a shallow copy (new TensorDicts, the same tensors)."""
+        return self.copy().rename_(*names, **rename_map)
 
     def rename_(self, *names, **rename_map):
-        self._no_names(names or list(rename_map.values()) or None)
+        """Names the batch dims: ``rename_("time", None)`` gives every dim a name (None erases one),
+        ``rename_(time="t")`` renames the named ones. Returns self."""
+        if names and rename_map:
+            raise ValueError("Passed both a name map and a name list. Only one is accepted.")
+        if not names and not rename_map:
+            raise ValueError("Neither a name map nor a name list was passed. Only one is accepted.")
+        if names:
+            self.names = names
+            return self
+        current = self.names
+        missing = [k for k in rename_map if k not in current]
+        if missing:
+            raise ValueError(f"Some names to be renamed were not part of the tensordict names: {rename_map.keys()} "
+                             f"vs {current}.")
+        self.names = [rename_map.get(n, n) if n is not None else None for n in current]
         return self
 
-    @property
     def _has_non_tensor(self):
         return False
 
@@ -2267,6 +2437,9 @@ class TensorDict(TensorDictMath):
             else:
                 self._tensordict[key] = value
         self._batch_size = result._batch_size
+        names = (getattr(result, "_names", None) if _NAMES_USED[0] else None)
+        if names is not None or (getattr(self, "_names", None) if _NAMES_USED[0] else None) is not None:
+            self._names = names
         return self
 
     def atleast_2d(self):
@@ -2341,6 +2514,8 @@ class TensorDict(TensorDictMath):
     def __setstate__(self, state):
         state = dict(state)
         locked = state.pop("_locked", False)
+        if state.get("_names") is not None:
+            _NAMES_USED[0] = True
         for name, value in state.items():
             object.__setattr__(self, name, value)
         self._locked = False
@@ -2907,6 +3082,149 @@ def _lock_like_source(method):
     return keeps_lock
 
 
+def _names_like_source(rule):
+    """A method wrapper: the TensorDict result (or each one of a tuple of results) of a named
+    TensorDict gets the names ``rule(self, names, args, kwargs)`` gives (None: left unnamed)."""
+    def wrap_method(method):
+        @wraps(method)
+        def named(self, *args, **kwargs):
+            out = method(self, *args, **kwargs)
+            names = getattr(self, "_names", None) if _NAMES_USED[0] else None
+            if names is None or out is self:
+                return out
+            new = rule(self, names, args, kwargs)
+            for one in (out if isinstance(out, tuple) else (out,)):
+                if isinstance(one, TensorDict) and new is not None and len(new) == len(one._batch_size) \
+                        and getattr(one, "_names", None) != new:  # equal: set level by level already
+                    one._set_names(new)
+            return out
+        return named
+    return wrap_method
+
+
+def _squeezed_names(self, names, args, kwargs):
+    dim = args[0] if args else kwargs.get("dim")
+    sizes = self._batch_size
+    if dim is None:
+        return [n for n, size in zip(names, sizes) if size != 1]
+    d = dim % len(sizes)
+    return names[:d] + names[d + 1:] if sizes[d] == 1 else names
+
+
+def _unsqueezed_names(self, names, args, kwargs):
+    dim = args[0] if args else kwargs["dim"]
+    d = dim if dim >= 0 else dim + len(names) + 1
+    return names[:d] + [None] + names[d:]
+
+
+def _permuted_names(self, names, args, kwargs):
+    dims = tuple(_ops._shape_arg(args if args else (kwargs["dims"],)))
+    return [names[d % len(names)] for d in dims]
+
+
+def _expanded_names(self, names, args, kwargs):
+    shape = _ops._shape_arg(args if args else (kwargs.get("shape", ()),))
+    return [None] * (len(shape) - len(names)) + names
+
+
+def _indexed_names(names, index):
+    """The names left by indexing the batch dims with ``index`` (its '...' expanded), as tensordict
+    0.14.3 names them: an int drops its dim; a slice, a 1-D boolean mask or a 1-D index tensor keeps
+    it (later index tensors, broadcast into the first one's dim, drop theirs); None or True adds an
+    unnamed dim; an N-D mask merges the dims it covers into an unnamed one. None (an unnamed result)
+    for anything else."""
+    out, pos, gathered = [], 0, False
+    for i in (index if isinstance(index, tuple) else (index,)):
+        ndim = getattr(i, "ndim", None)
+        if i is None or i is True or i is False:
+            out.append(None)
+        elif isinstance(i, slice):
+            out.append(names[pos])
+            pos += 1
+        elif isinstance(i, numbers.Integral) or ndim == 0:
+            pos += 1
+        elif ndim is not None and getattr(i, "dtype", None) is not None and i.dtype.name == "bool":
+            out.append(names[pos] if ndim == 1 else None)
+            pos += ndim
+        elif ndim == 1 or isinstance(i, list):  # index tensors broadcast into the first one's dim
+            if not gathered:
+                out.append(names[pos])
+            pos += 1
+            gathered = True
+        else:
+            return None
+    return out + names[pos:]
+
+
+def _same_names(self, names, args, kwargs):
+    return names
+
+
+def _reduced_names(self, names, args, kwargs):
+    """The names a reduction (``_reduce(name, dim, keepdim, ...)``) leaves: the dims it removes go."""
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", _NO_DIM)
+    keepdim = (args[2] if len(args) > 2 else kwargs.get("keepdim", False)) is True
+    if isinstance(dim, str) or keepdim:
+        return names
+    if dim is None or dim is _NO_DIM:
+        return []
+    dims = self._reduction_dims(dim)
+    return [n for i, n in enumerate(names) if i not in dims]
+
+
+def _bool_reduced_names(self, names, args, kwargs):
+    """The names all(dim)/any(dim) (``_reduce_bool(how, dim)``) leave."""
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    return None if dim is None else names[:dim % len(names)] + names[dim % len(names) + 1:]
+
+
+def _flattened_names(self, names, args, kwargs):
+    start = args[0] if args else kwargs.get("start_dim", 0)
+    end = args[1] if len(args) > 1 else kwargs.get("end_dim", -1)
+    if not names:
+        return None
+    start, end = (0 if start is None else start) % len(names), (-1 if end is None else end) % len(names)
+    return names[:start] + [None] + names[end + 1:]
+
+
+def _unflattened_names(self, names, args, kwargs):
+    dim = (args[0] if args else kwargs["dim"]) % len(names)
+    sizes = args[1] if len(args) > 1 else kwargs["unflattened_size"]
+    return names[:dim] + [None] * (len(sizes) - 1) + names[dim:]  # the last new dim keeps the name (tensordict)
+
+
+def _no_names(self, names, args, kwargs):
+    return [None] * len(names)
+
+
+for _name, _rule in (("squeeze", _squeezed_names), ("unsqueeze", _unsqueezed_names),
+                     ("permute", _permuted_names), ("expand", _expanded_names), ("_compare", _no_names),
+                     ("_reduce", _reduced_names), ("_reduce_bool", _bool_reduced_names),
+                     ("flatten", _flattened_names), ("unflatten", _unflattened_names)):
+    setattr(TensorDict, _name, _names_like_source(_rule)(getattr(TensorDict, _name)))
+# results with self's batch dims, in the same order (sizes may differ): the names carry over
+for _name in ("clone", "copy", "detach", "to", "select", "exclude", "empty", "contiguous", "masked_fill", "gather",
+              "roll", "flip", "fliplr", "flipud", "narrow", "repeat", "repeat_interleave", "pad",
+              "flatten_keys", "unflatten_keys", "to_tensordict", "_cast", "_elementwise", "where"):
+    setattr(TensorDict, _name, _names_like_source(_same_names)(getattr(TensorDict, _name)))
+
+
+def _names_if_same_batch(method):
+    """``method`` (apply, view, reshape) whose result keeps self's names when its batch size is self's."""
+    @wraps(method)
+    def named(self, *args, **kwargs):
+        out = method(self, *args, **kwargs)
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
+        if names is not None and isinstance(out, TensorDict) and out is not self \
+                and out._batch_size == self._batch_size and getattr(out, "_names", None) != names:
+            out._set_names(names)
+        return out
+    return named
+
+
+for _name in ("apply", "named_apply", "view", "reshape"):
+    setattr(TensorDict, _name, _names_if_same_batch(getattr(TensorDict, _name)))
+
 for _name in ("reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose", "expand",
               "flip", "roll", "narrow", "repeat_interleave", "tile", "detach", "to", "masked_fill", "type"):
     setattr(TensorDict, _name, _lock_like_source(getattr(TensorDict, _name)))
@@ -2921,7 +3239,7 @@ def _with_inplace(method):
     return maybe_inplace
 
 
-for _name in ("repeat", "repeat_interleave", "roll", "gather", "reshape", "flatten", "unflatten", "pad", "tile",
+for _name in ("repeat", "repeat_interleave", "roll", "reshape", "flatten", "unflatten", "pad", "tile",
               "flip", "narrow", "expand", "squeeze", "unsqueeze", "permute", "transpose"):
     setattr(TensorDict, _name, _with_inplace(getattr(TensorDict, _name)))
 

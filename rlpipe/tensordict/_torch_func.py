@@ -51,6 +51,8 @@ def _like(fn):
         if refused:
             raise RuntimeError(f"keyword arguments {refused} are not supported with {fn.__name__} with TensorDict")
         out = td._map(lambda t: fn(t, *args, dtype=dtype, device=device))
+        if td._has_names():
+            out._set_names(td._names)
         return out if device is None else out.to(device)
     return handler
 
@@ -113,7 +115,7 @@ def _clone(td, memory_format=None):
 
 TD_HANDLED_FUNCTIONS = {getattr(_ops, name): _method(name) for name in (
     "unbind split chunk masked_select squeeze unsqueeze permute transpose flatten unflatten flip roll "
-    "narrow movedim").split()}
+    "narrow movedim expand fliplr flipud rot90 tile atleast_1d atleast_2d atleast_3d").split()}
 TD_HANDLED_FUNCTIONS.update({getattr(_ops, name): _reduction(name) for name in ("sum", "mean", "prod")})
 TD_HANDLED_FUNCTIONS.update({getattr(_ops, name): _spread(name) for name in ("std", "var")})
 TD_HANDLED_FUNCTIONS.update({
