@@ -18,6 +18,7 @@ from ._dtypes import FLOATING_NP, scalar_kind
 from ._dispatch import NO_HOOK, handle_torch_function, has_torch_function
 from ._tensor import Tensor, method_decorator, tensor_method, wrap
 from .autograd.function import explain, returned_input_error
+from .backends.cpu import silence_fp_warnings, restore_fp_warnings
 from .autograd.grad_mode import state as _grad_state
 
 __all__ = """add sub mul div true_divide divide floor_divide remainder pow neg negative abs absolute sign
@@ -1832,8 +1833,12 @@ def _cast(x, dtype):
         return x
     if not x._device._backend.supports(dtype.np):
         raise TypeError(f"{dtype} is not supported on {x._device} (the {x._device.type} backend has no such dtype)")
-    if not (x._requires_grad and _grad_state[0]):
-        return wrap(x._data.astype(dtype.np), x._device)  # what Cast computes, without its node
+    if not (x._requires_grad and _grad_state[0]):  # what Cast computes, without its node
+        quiet = silence_fp_warnings()  # NaN or inf to an integer type: torch gives a value, no warning
+        try:
+            return wrap(x._data.astype(dtype.np), x._device)
+        finally:
+            restore_fp_warnings(quiet)
     return P.Cast.apply(x, dtype.np)
 
 

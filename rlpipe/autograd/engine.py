@@ -3,6 +3,7 @@ from .function import as_array, edge_of, NOT_A_TENSOR
 from .grad_mode import no_grad
 from .._dispatch import handle_torch_function, has_torch_function
 from .._tensor import Tensor, wrap
+from ..backends.cpu import silence_fp_warnings, restore_fp_warnings
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
@@ -82,7 +83,15 @@ def _roots(tensors, grad_tensors, create_graph):
 def _run(roots, retain_graph, inputs, accumulate):
     """Propagates the root gradients through the graph: a node runs its backward once every node that
     feeds it a gradient has run. With ``inputs``, returns their gradients instead of accumulating into
-    the leaves."""
+    the leaves. NumPy's floating-point warnings stay off meanwhile, as for the forward ops."""
+    quiet = silence_fp_warnings()
+    try:
+        return _walk(roots, retain_graph, inputs, accumulate)
+    finally:
+        restore_fp_warnings(quiet)
+
+
+def _walk(roots, retain_graph, inputs, accumulate):
     capture = _capture_positions(inputs)
     found = [None] * (len(inputs) if inputs is not None else 0)
     root_nodes = {id(edge[0]): edge[0] for edge, _ in roots if type(edge) is tuple}

@@ -12,6 +12,7 @@ import numpy as np
 
 from .grad_mode import state as _grad_state
 from .._tensor import Tensor, wrap, FLOATING_NP
+from ..backends.cpu import silence_fp_warnings, restore_fp_warnings
 
 _FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after "
           "they have already been freed). Saved intermediate values of the graph are freed when you call "
@@ -152,11 +153,14 @@ class Function:
         if device is None:
             raise TypeError(f"{cls.__name__}.apply() needs at least one Tensor argument")
         if raw:
+            quiet = silence_fp_warnings()
             try:
                 out = cls.forward(_null_contexts.get(device._backend) or null_context(device._backend),
                                   *values, **kwargs)
             except (ValueError, TypeError) as e:  # NumPy's words for a shape or dtype torch rejects
                 raise RuntimeError(explain(e, values)) from None
+            finally:
+                restore_fp_warnings(quiet)
             if type(out) is tuple:
                 return tuple(wrap(as_array(o, device), device) for o in out)
             return wrap(as_array(out, device), device)
@@ -187,10 +191,13 @@ class Function:
         ctx.needs_input_grad = tuple(needs)
         ctx._edges = edges
         if cls.raw:
+            quiet = silence_fp_warnings()
             try:
                 out = cls.forward(ctx, *values, **kwargs)
             except (ValueError, TypeError) as e:
                 raise RuntimeError(explain(e, values)) from None
+            finally:
+                restore_fp_warnings(quiet)
         else:
             from rlpipe.autograd.grad_mode import no_grad
             with no_grad():
