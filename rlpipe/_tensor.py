@@ -328,11 +328,17 @@ def _rebuild(array, device, requires_grad):
     return tensor(array, device=device, requires_grad=requires_grad)
 
 
+def size_repr(shape):
+    """A shape as torch prints it: ``torch.Size([2, 3])``, or ``rlpipe.Size([2, 3])`` unless rlpipe
+    stands in for torch (see ``_dtypes.shown_module``). Every repr and message that shows a shape uses it."""
+    return f"{_dtypes.shown_module()}.Size({list(shape)})"
+
+
 class Size(tuple):
     """A tensor's shape: a tuple of ints."""
 
     def __repr__(self):
-        return f"rlpipe.Size({list(self)})"
+        return size_repr(self)
 
     def numel(self):
         n = 1

@@ -21,7 +21,7 @@ import numpy as np
 from .. import _dtypes, _ops, serialization as _serialization
 from .._creation import as_tensor, zeros as _zeros
 from .._device import device as _device_cls, resolve
-from .._tensor import Size, Tensor, wrap
+from .._tensor import Size, Tensor, wrap, size_repr as _shape_str
 from ..autograd.grad_mode import state as _grad_state
 from ._math import TensorDictMath
 from .keys import KeysView, unravel_key_to_tuple
@@ -69,10 +69,6 @@ def _as_batch_size(batch_size):
 def _is_key(index):
     return isinstance(index, str) or isinstance(index, tuple) and index and all(
         isinstance(i, str) or isinstance(i, tuple) and _is_key(i) for i in index)
-
-
-def _shape_str(shape):
-    return f"rlpipe.Size({list(shape)})"
 
 
 def _done(result):
