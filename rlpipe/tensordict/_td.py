@@ -20,11 +20,12 @@ import numpy as np
 
 from .. import _dtypes, _ops, serialization as _serialization
 from .._creation import as_tensor, zeros as _zeros
-from .._device import device as _device_cls, resolve
+from .._device import CPU as _CPU, device as _device_cls, resolve
 from .._tensor import Size, Tensor, wrap, size_repr as _shape_str
 from ..autograd.grad_mode import state as _grad_state
 from ._math import TensorDictMath
 from .keys import KeysView, unravel_key_to_tuple
+from .memmap import MemoryMappedTensor
 
 _NO_DEFAULT = object()
 _RAISE = object()  # get(key, _RAISE): KeyError for a missing key whatever set_get_defaults_to_none says
@@ -69,6 +70,12 @@ def _as_batch_size(batch_size):
 def _is_key(index):
     return isinstance(index, str) or isinstance(index, tuple) and index and all(
         isinstance(i, str) or isinstance(i, tuple) and _is_key(i) for i in index)
+
+
+def _check_cpu_leaf(key, value):
+    """memmap_ maps CPU data only: RuntimeError naming the leaf and its device otherwise."""
+    if value.device.type != "cpu":
+        raise RuntimeError(f"memmap_: {key!r} is on {value.device}; move the TensorDict to the CPU first")
 
 
 def _done(result):
@@ -1301,20 +1308,19 @@ class TensorDict(TensorDictMath):
     def memmap_(self, prefix=None, copy_existing=False, num_threads=0):
         """Moves every leaf into a NumPy memory-mapped file under ``prefix`` (one ``.npy`` file per
         leaf, one folder and ``meta.json`` per nested TensorDict), so the data can exceed RAM and
-        outlive the process; then locks the TensorDict (in-place writes only).
+        outlive the process; then locks the TensorDict (in-place writes only). The leaves become
+        ``MemoryMappedTensor``s. Without ``prefix``, each leaf not memory-mapped yet moves into
+        anonymous memory instead: no file, nothing left behind, as in tensordict.
 
         Over an older checkpoint, its ``meta.json`` goes first and the new one is written last, so
         a save interrupted half-way leaves a folder that ``load_memmap`` refuses, never a mix."""
+        if prefix is None:
+            return self._memmap_anonymous()
         mapped = self._mapped_file()
         if mapped is not None and not copy_existing:
-            if prefix is None:
-                return self.lock_()._mark_memmap()  # already in files: nothing to do, as in tensordict
             if os.path.dirname(os.path.abspath(mapped)) != os.path.abspath(os.fspath(prefix)):
                 raise RuntimeError(f"A filename was provided but the tensor already has a file associated ({mapped}). "
                                    f"To copy the tensor onto the new location, pass copy_existing=True.")
-        if prefix is None:
-            import tempfile
-            prefix = tempfile.mkdtemp(prefix="rlpipe-memmap-")
         os.makedirs(prefix, exist_ok=True)
         meta_path = os.path.join(prefix, "meta.json")
         if os.path.lexists(meta_path):
@@ -1325,19 +1331,27 @@ class TensorDict(TensorDictMath):
                 value.memmap_(os.path.join(prefix, key), copy_existing=True)  # the check above covered it
                 nested.append(key)
                 continue
-            if value.device.type != "cpu":
-                raise RuntimeError(f"memmap_: {key!r} is on {value.device}; move the TensorDict to the CPU first")
-            host = value.detach()._data
-            target = np.lib.format.open_memmap(os.path.join(prefix, key + ".memmap"), mode="w+", dtype=host.dtype,
-                                               shape=host.shape)
-            target[...] = host
-            target.flush()
-            leaves[key] = {"shape": list(host.shape), "dtype": value.dtype.name}
-            self._tensordict[key] = wrap(target)
+            _check_cpu_leaf(key, value)
+            leaf = MemoryMappedTensor.from_tensor(value, filename=os.path.join(prefix, key + ".memmap"), existsok=True)
+            leaf._data.flush()
+            leaves[key] = {"shape": list(leaf.shape), "dtype": value.dtype.name}
+            self._tensordict[key] = leaf
         # "shape" is tensordict's name for the batch size in its meta.json
         meta = {"format": "rlpipe-tensordict-memmap", "version": 2, "batch_size": list(self._batch_size),
                 "shape": list(self._batch_size), "leaves": leaves, "nested": nested}
         _serialization._write_atomically(meta_path, lambda f: f.write(json.dumps(meta).encode()))
+        return self.lock_()._mark_memmap()
+
+    def _memmap_anonymous(self):
+        """memmap_() without a prefix: leaves that are not MemoryMappedTensors yet are copied into
+        anonymous memory maps (all leaves are checked before any moves); then locks."""
+        for key, value in self.items(True, True):
+            if not isinstance(value, MemoryMappedTensor):
+                _check_cpu_leaf(key, value)
+        for td in self._all_tensordicts():
+            for key, value in td._tensordict.items():
+                if not isinstance(value, (TensorDict, MemoryMappedTensor)):
+                    td._tensordict[key] = MemoryMappedTensor.from_tensor(value)
         return self.lock_()._mark_memmap()
 
     def _mapped_file(self):
@@ -1373,8 +1387,11 @@ class TensorDict(TensorDictMath):
         return getattr(self, "_memmap_state", False) is True
 
     def _mark_memmap(self):
+        """Marks this TensorDict and its nested ones memory-mapped, on the CPU device (a memory-mapped
+        TensorDict made with device=None reports cpu, as in tensordict)."""
         for td in self._all_tensordicts():
             td._memmap_state = True
+            td._device = _CPU
         return self
 
     @classmethod
@@ -1407,7 +1424,7 @@ class TensorDict(TensorDictMath):
                     raise ValueError(f"leaf {key!r}: {e}") from None
                 if list(array.shape) != leaf["shape"] or array.dtype != getattr(_dtypes, leaf["dtype"]).np:
                     raise ValueError(f"{key} does not match its recorded shape or dtype")
-                td._tensordict[key] = td._leaf(key, wrap(array))
+                td._tensordict[key] = td._leaf(key, MemoryMappedTensor._over(array))
             for key in meta["nested"]:
                 if not isinstance(key, str) or "/" in key or key.startswith("."):
                     raise ValueError(f"bad key {key!r}")
