@@ -1,5 +1,5 @@
-"""MemoryMappedTensor leaves of memory-mapped TensorDicts, and memmap_() without a prefix leaving no
-files behind. Expected types, strings and messages are what tensordict 0.14.3 gives."""
+"""MemoryMappedTensor leaves of memory-mapped TensorDicts, memmap_() without a prefix leaving no
+files behind, and share_memory_. Expected types, strings and messages are what tensordict 0.14.3 gives."""
 import io
 import os
 import tempfile
@@ -125,6 +125,58 @@ def test_save_and_load_a_memory_mapped_tensordict():
     loaded = rlpipe.load(buffer)
     assert type(loaded["a"]) is MemoryMappedTensor and loaded["a"].tolist() == td["a"].tolist()
     assert type(loaded["td"]["a"]) is MemoryMappedTensor and (loaded["td"] == td).all()
+
+
+def test_share_memory_moves_leaves_and_marks_the_tensordict(monkeypatch):
+    monkeypatch.delitem(__import__("sys").modules, "torch", raising=False)
+    td = TensorDict(a=rlpipe.zeros(4, 3, 2, 1, 5), batch_size=[4, 3, 2, 1])
+    a = td["a"]
+    assert not td.is_shared() and not a.is_shared()
+    assert td.share_memory_() is td and td.is_locked
+    assert td["a"] is a and a.is_shared()
+    # tensordict 0.14.3 (test_repr.py::test_repr_share_memory), with rlpipe's module name
+    assert repr(td) == """TensorDict(
+    fields={
+        a: Tensor(shape=rlpipe.Size([4, 3, 2, 1, 5]), device=cpu, dtype=rlpipe.float32, is_shared=True)},
+    batch_size=rlpipe.Size([4, 3, 2, 1]),
+    device=None,
+    is_shared=True)"""
+
+
+def test_shared_state_ends_with_unlock_and_is_not_copied():
+    td = _td().share_memory_()
+    assert td.is_shared() and td["b"].is_shared() and td["b", "c"].is_shared()
+    assert not td.clone().is_shared() and not td.select("a").is_shared() and not td[1:3].is_shared()
+    td.unlock_()
+    # tensordict 0.14.3: unlocking ends the shared state; the leaves stay in shared memory
+    assert not td.is_shared() and not td["b"].is_shared() and td["a"].is_shared()
+    td.lock_()
+    assert not td.is_shared()
+
+
+def test_share_memory_and_memmap_exclude_each_other():
+    shared = _td().share_memory_()
+    with pytest.raises(RuntimeError, match="^memmap and shared memory are mutually exclusive features.$"):
+        shared.memmap_()
+    assert not shared.is_memmap() and type(shared["a"]) is rlpipe.Tensor
+    mapped = _td().memmap_()
+    with pytest.raises(RuntimeError, match="^memmap and shared memory are mutually exclusive features.$"):
+        mapped.share_memory_()
+    assert not mapped.is_shared() and not mapped["a"].is_shared() and type(mapped["a"]) is MemoryMappedTensor
+
+
+def test_share_memory_of_a_sub_tensordict_raises():
+    td = _td()
+    with pytest.raises(RuntimeError, match="^Casting a sub-tensordict values to shared memory cannot be done.$"):
+        td._get_sub_tensordict(0).share_memory_()
+    assert not td.is_shared() and not td["a"].is_shared() and not td.is_locked
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_a_cuda_tensordict_is_shared():
+    assert TensorDict(a=rlpipe.zeros(2), batch_size=[2], device="cuda").is_shared()  # tensordict: always on CUDA
+    assert not TensorDict(a=rlpipe.zeros(2), batch_size=[2]).is_shared()
 
 
 @pytest.mark.cuda

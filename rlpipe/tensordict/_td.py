@@ -123,13 +123,14 @@ class TensorDict(TensorDictMath):
     >>> td[:2]["next", "reward"].shape
     rlpipe.Size([2, 1])
     """
-    # the last five are set only when used (read with getattr and a default), so building a
+    # the last six are set only when used (read with getattr and a default), so building a
     # TensorDict on the hot paths costs nothing more: the op a `with` block reverses, the stack of
     # those for nested `with` blocks, the TensorDicts whose lock holds this one, and the results
-    # (flatten_keys, unflatten_keys) a locked TensorDict keeps, and whether memmap_ made it (True until
-    # it is unlocked; views and indexing results of such a TensorDict are memory-mapped too)
+    # (flatten_keys, unflatten_keys) a locked TensorDict keeps, whether memmap_ made it (True until
+    # it is unlocked; views and indexing results of such a TensorDict are memory-mapped too), and
+    # whether share_memory_ made it shared (True until it is unlocked)
     __slots__ = ("_tensordict", "_batch_size", "_device", "_locked", "__weakref__", "_last_op", "_last_op_queue",
-                 "_lock_parents", "_cache_store", "_memmap_state")
+                 "_lock_parents", "_cache_store", "_memmap_state", "_shared_state")
 
     def __init__(self, source=None, batch_size=None, device=None, names=None, non_blocking=None, lock=False,
                  **kwargs):
@@ -255,6 +256,7 @@ class TensorDict(TensorDictMath):
         self._locked = False
         self._cache_store = None
         self._memmap_state = False
+        self._shared_state = False
         nested = []
         for value in self._tensordict.values():
             if isinstance(value, TensorDict):
@@ -311,7 +313,13 @@ class TensorDict(TensorDictMath):
                                "`set_()` method and make sure the key is present.")
 
     def is_shared(self):
-        return False
+        """True once share_memory_ moved this TensorDict (or one it is nested in) into shared memory,
+        until it is unlocked; always True on a CUDA device. As tensordict documents, a TensorDict
+        merely holding shared tensors, or one indexed from a shared one, is not shared (tensordict
+        0.14.3 does call ``td[0]``, ``view`` and ``unbind`` results of a shared TensorDict shared)."""
+        if self._device is not None and self._device.type == "cuda":
+            return True
+        return getattr(self, "_shared_state", False) is True
 
     # ---- entries ---------------------------------------------------------------------------------
     def _leaf(self, key, value):
@@ -1314,6 +1322,8 @@ class TensorDict(TensorDictMath):
 
         Over an older checkpoint, its ``meta.json`` goes first and the new one is written last, so
         a save interrupted half-way leaves a folder that ``load_memmap`` refuses, never a mix."""
+        if getattr(self, "_shared_state", False) is True:
+            raise RuntimeError("memmap and shared memory are mutually exclusive features.")
         if prefix is None:
             return self._memmap_anonymous()
         mapped = self._mapped_file()
@@ -2277,8 +2287,16 @@ class TensorDict(TensorDictMath):
         return self.update_(type(self).load_memmap(prefix))
 
     def share_memory_(self):
-        """Locks the TensorDict, as tensordict's share_memory_ does (NumPy arrays are already visible
-        to threads; processes get their own copies, so is_shared() stays False)."""
+        """Moves every leaf into shared memory (``Tensor.share_memory_``: memory that worker processes
+        forked afterwards share) and locks the TensorDict; is_shared() is then True for it and its
+        nested TensorDicts, as in tensordict. RuntimeError on a memory-mapped TensorDict."""
+        if self.is_memmap():
+            raise RuntimeError("memmap and shared memory are mutually exclusive features.")
+        for td in self._all_tensordicts():
+            for value in td._tensordict.values():
+                if not isinstance(value, TensorDict):
+                    value.share_memory_()
+            td._shared_state = True
         return self.lock_()
 
     def pin_memory(self, num_threads=None, inplace=False):
@@ -2290,7 +2308,8 @@ class TensorDict(TensorDictMath):
 
     # what `with` blocks, lock graphs and locked caches keep is tied to this process's objects (weak
     # references): pickling leaves it out and unpickling locks again
-    _TRANSIENT = frozenset(("__weakref__", "_last_op", "_last_op_queue", "_lock_parents", "_cache_store", "_locked"))
+    _TRANSIENT = frozenset(("__weakref__", "_last_op", "_last_op_queue", "_lock_parents", "_cache_store", "_locked",
+                            "_shared_state"))
 
     def __getstate__(self):
         state = dict(getattr(self, "__dict__", {}))
@@ -2357,7 +2376,7 @@ class TensorDict(TensorDictMath):
         if opts["show_device"]:
             parts.append(f"    device={self._device}")
         if opts["show_is_shared"]:
-            parts.append("    is_shared=False")
+            parts.append(f"    is_shared={self.is_shared()}")
         return f"{type(self).__name__}(\n" + ",\n".join(parts) + ")"
 
 
@@ -2577,6 +2596,9 @@ class _SubTensorDict(TensorDict):
 
     def memmap_(self, prefix=None, copy_existing=False, num_threads=0):
         raise RuntimeError("Converting a sub-tensordict values to memmap cannot be done.")
+
+    def share_memory_(self):
+        raise RuntimeError("Casting a sub-tensordict values to shared memory cannot be done.")
 
     def popitem(self):
         raise NotImplementedError("popitem not implemented for class _SubTensorDict.")
