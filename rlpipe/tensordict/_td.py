@@ -72,6 +72,34 @@ def _is_key(index):
         isinstance(i, str) or isinstance(i, tuple) and _is_key(i) for i in index)
 
 
+def _infer_batch(shape, numel):
+    """A new batch shape with its -1 filled in. When the -1 cannot be filled, tensordict raises
+    AssertionError (its type, kept for code that catches it): 'invalid shape [4, -1] for a batch of 6',
+    'only one dimension can be inferred'; other misfits are torch's RuntimeError."""
+    if shape.count(-1) > 1:
+        raise AssertionError("only one dimension can be inferred")
+    known = math.prod(s for s in shape if s != -1)
+    if -1 in shape and (known == 0 or numel % known):
+        raise AssertionError(f"invalid shape {list(shape)} for a batch of {numel}")
+    return _ops._infer_shape(shape, numel)
+
+
+def _key_str(path):
+    """A key path as messages show it: 'a' for one part, ('a', 'b') for several."""
+    return repr(path[0] if len(path) == 1 else path)
+
+
+def _batch_mismatch(key, batch_size, shape, given):
+    """The RuntimeError for a value whose leading dims are not the batch size: tensordict's words and
+    the key; for a non-tensor value (a number, say), why it became a tensor."""
+    hint = ""
+    if not isinstance(given, (Tensor, TensorDict, dict)):
+        hint = (f" The {type(given).__name__} became a tensor of shape {list(shape)}: rlpipe has no NonTensorData "
+                f"to store it as it is.")
+    return RuntimeError(f"batch dimension mismatch, got self.batch_size={_shape_str(batch_size)} and "
+                        f"value.shape={_shape_str(shape)} for key {key!r}.{hint}")
+
+
 def _check_cpu_leaf(key, value):
     """memmap_ maps CPU data only: RuntimeError naming the leaf and its device otherwise."""
     if value.device.type != "cpu":
@@ -325,6 +353,7 @@ class TensorDict(TensorDictMath):
     def _leaf(self, key, value):
         """``value`` checked (and converted) to live under ``key``: a tensor or TensorDict whose
         leading dims are the batch size, on this TensorDict's device."""
+        given = value
         if isinstance(value, dict):
             value = TensorDict(value, batch_size=self._batch_size, device=self._device)
         elif not isinstance(value, (Tensor, TensorDict)):
@@ -343,9 +372,28 @@ class TensorDict(TensorDictMath):
             value.batch_size = self._batch_size
             shape = value.batch_size
         if tuple(shape[:n]) != tuple(self._batch_size):
-            raise RuntimeError(f"batch dimension mismatch for key {key!r}: got batch_size="
-                               f"{_shape_str(self._batch_size)} and value.shape={_shape_str(shape)}.")
+            raise _batch_mismatch(key, self._batch_size, shape, given)
         return value
+
+    def _check_not_inside(self, path, value):
+        """ValueError when storing ``value`` at ``path`` would put a TensorDict inside itself (this one
+        or one on the way to ``path`` would be nested in ``value``), as tensordict does after 0.14
+        (0.14.3 stores it, and the TensorDict then has no end)."""
+        if not isinstance(value, TensorDict):
+            return
+        on_path = {id(td) for td in self._existing_path(path)}
+        if any(id(nested) in on_path for nested in value._all_tensordicts()):
+            raise ValueError(f"Cannot set a tensordict inside itself (key {path if len(path) > 1 else path[0]!r})")
+
+    def _existing_path(self, path):
+        """This TensorDict and the nested ones that exist on the way to ``path``'s last part."""
+        chain = [self]
+        for part in path[:-1]:
+            child = chain[-1]._tensordict.get(part)
+            if not isinstance(child, TensorDict):
+                break
+            chain.append(child)
+        return chain
 
     def _parent_of(self, path, create=False):
         """The TensorDict holding the last part of ``path``."""
@@ -362,8 +410,8 @@ class TensorDict(TensorDictMath):
                                f"cannot set {path!r} under it")
             if not isinstance(child, TensorDict):  # tensordict's error type and wording
                 raise ValueError(f"Expected a TensorDictBase instance but got {type(child).__name__} instead for "
-                                 f"key {path[i + 1:]!r}: the entry {path[:i + 1]!r} is a tensor, not a nested "
-                                 f"TensorDict")
+                                 f"key {path[i + 1:]!r}: {_key_str(path[:i + 1])} is a {type(child).__name__}, not "
+                                 f"a tensordict, so it has no entry {_key_str(path[i + 1:])}")
             td = child
         return td
 
@@ -402,7 +450,13 @@ class TensorDict(TensorDictMath):
         if inplace and self.get(key, None) is not None:
             return self.set_(key, value)
         self._check_unlocked()
-        parent = self._parent_of(path, create=True)
+        self._check_not_inside(path, value)
+        try:
+            parent = self._parent_of(path)
+        except (KeyError, ValueError):  # nested TensorDicts to create (or a tensor in the way: KeyError below),
+            # created only once the value is known to fit the deepest existing one (they take its batch size)
+            self._existing_path(path)[-1]._leaf(key, value)
+            parent = self._parent_of(path, create=True)
         parent._tensordict[path[-1]] = parent._leaf(key, value)
         return self
 
@@ -551,7 +605,8 @@ class TensorDict(TensorDictMath):
             if default is not _NO_DEFAULT:
                 return default
             raise KeyError(f"You are trying to pop key `{key}` which is not in dict without providing default "
-                           f"value. Keys={sorted(self._tensordict)}") from None
+                           f'value: key "{key}" not found in {type(self).__name__} with keys '
+                           f"{sorted(self._tensordict)}") from None
 
     def __delitem__(self, key):
         self.pop(key)
@@ -1044,7 +1099,7 @@ class TensorDict(TensorDictMath):
         return tuple(value.shape[len(self._batch_size):])
 
     def _reshaped(self, new_batch, view=False):
-        new_batch = Size(_ops._infer_shape(_ops._shape_arg(new_batch), self.numel()))
+        new_batch = Size(_infer_batch(_ops._shape_arg(new_batch), self.numel()))
 
         def reshape(t):
             shape = new_batch + self._feature(t)
@@ -1221,8 +1276,8 @@ class TensorDict(TensorDictMath):
             if not isinstance(td, TensorDict):
                 raise TypeError(f"{how}: expected TensorDicts, got {type(td).__name__} at position {i}")
             if td._tensordict.keys() != first._tensordict.keys():
-                raise KeyError(f"{how}: the TensorDicts have different keys: {sorted(first._tensordict)} and "
-                               f"{sorted(td._tensordict)} (position {i})")
+                raise KeyError(f"{how}: tensordict {i} has keys {sorted(td._tensordict)} but tensordict 0 has keys "
+                               f"{sorted(first._tensordict)}")
         if how == "stack":
             for i, td in enumerate(tds):
                 if td._batch_size != first._batch_size:
@@ -2049,8 +2104,7 @@ class TensorDict(TensorDictMath):
         for key, value in self._tensordict.items():
             shape = value.batch_size if isinstance(value, TensorDict) else value.shape
             if tuple(shape[:n]) != tuple(self._batch_size):
-                raise RuntimeError(f"batch dimension mismatch for key {key!r}: got batch_size="
-                                   f"{_shape_str(self._batch_size)} and value.shape={_shape_str(shape)}.")
+                raise _batch_mismatch(key, self._batch_size, shape, value)
             if isinstance(value, TensorDict):
                 value._check_batch_size()
 
@@ -2505,6 +2559,7 @@ class _SubTensorDict(TensorDict):
         """A new key is created in the source (zeros outside the index); an existing one can only be
         written in place (``inplace=True``, ``set_`` or ``td_sub[key] = value``)."""
         path = unravel_key_to_tuple(key)
+        self._check_not_inside(path, value)
         if self._source.get(path, None) is not None:
             if not inplace:
                 raise RuntimeError(f"Calling set on a sub-TensorDict with the existing key {key!r} is prohibited for "
