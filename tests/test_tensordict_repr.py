@@ -94,11 +94,17 @@ def test_shapes_in_messages_follow_the_shim(as_torch):
 def test_real_shim_in_a_fresh_process():
     """Through tools/peer_shim.py (the shim the peers' test files run under), from a fresh interpreter."""
     script = textwrap.dedent("""
+        import warnings
+        warnings.simplefilter("error")  # as tensordict's test files run
         import peer_shim  # noqa: F401
         import torch
+        import tensordict._td  # a submodule imported by its alias keeps rlpipe's __spec__ ...
         from tensordict import TensorDict
         inner = TensorDict(c=torch.ones(2, dtype=torch.uint8), batch_size=[2])
-        print(repr(TensorDict(a=torch.zeros(2, 3, dtype=torch.float64), b=inner, batch_size=[2])))
+        td = TensorDict(a=torch.zeros(2, 3, dtype=torch.float64), b=inner, batch_size=[2])
+        td.float()  # ... so a relative import inside a function raises no ImportWarning
+        assert tensordict._td.__spec__.name == "rlpipe.tensordict._td"
+        print(repr(td))
     """)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tools")]))
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
