@@ -58,11 +58,11 @@ def test_missing_nested_entry_under_a_tensor():
 def test_cat_and_stack_name_the_tensordicts_whose_keys_differ():
     td0 = TensorDict(a=rlpipe.zeros(2), batch_size=[2])
     td1 = TensorDict(a=rlpipe.zeros(2), b=rlpipe.zeros(2), batch_size=[2])
-    with pytest.raises(KeyError, match=re.escape("cat: tensordict 2 has keys ['a', 'b'] but tensordict 0 has keys "
-                                                 "['a']")):
+    with pytest.raises(KeyError, match=re.escape("cat: the TensorDicts have different keys: tensordict 2 has keys "
+                                                 "['a', 'b'] but tensordict 0 has keys ['a']")):
         rlpipe.cat([td0, td0, td1])
-    with pytest.raises(KeyError, match=re.escape("stack: tensordict 1 has keys ['a'] but tensordict 0 has keys "
-                                                 "['a', 'b']")):
+    with pytest.raises(KeyError, match=re.escape("stack: the TensorDicts have different keys: tensordict 1 has keys "
+                                                 "['a'] but tensordict 0 has keys ['a', 'b']")):
         rlpipe.stack([td1, td0])
 
 

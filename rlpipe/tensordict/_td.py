@@ -1276,8 +1276,8 @@ class TensorDict(TensorDictMath):
             if not isinstance(td, TensorDict):
                 raise TypeError(f"{how}: expected TensorDicts, got {type(td).__name__} at position {i}")
             if td._tensordict.keys() != first._tensordict.keys():
-                raise KeyError(f"{how}: tensordict {i} has keys {sorted(td._tensordict)} but tensordict 0 has keys "
-                               f"{sorted(first._tensordict)}")
+                raise KeyError(f"{how}: the TensorDicts have different keys: tensordict {i} has keys "
+                               f"{sorted(td._tensordict)} but tensordict 0 has keys {sorted(first._tensordict)}")
         if how == "stack":
             for i, td in enumerate(tds):
                 if td._batch_size != first._batch_size:
