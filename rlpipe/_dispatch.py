@@ -12,6 +12,7 @@ hook returns (``NotImplemented`` from every hook raises TypeError). The call pas
 own arguments, defaults included, in its signature's order. Plain tensors pay one ``type(x) is
 Tensor`` test per watched argument.
 """
+from ._dtypes import shown_module
 from ._tensor import Tensor
 
 NO_HOOK = frozenset({Tensor, int, float, bool, type(None), str})
@@ -45,5 +46,5 @@ def handle_torch_function(func, args, kwargs, relevant=None):
         result = t.__torch_function__(func, tuple(types), args, kwargs)
         if result is not NotImplemented:
             return result
-    raise TypeError(f"no implementation found for 'rlpipe.{func.__name__}' on types that implement "
+    raise TypeError(f"no implementation found for '{shown_module()}.{func.__name__}' on types that implement "
                     f"__torch_function__: {[t.__name__ for t in types]}")

@@ -1,9 +1,28 @@
 """Data types and PyTorch's type-promotion rules."""
 import builtins
+import sys
 
 import numpy as np
 
 from .backends import cpu as _cpu
+
+
+def shown_module():
+    """The module name that reprs and messages put before rlpipe's public names: ``"torch"`` when
+    rlpipe stands in for torch, else ``"rlpipe"``.
+
+    rlpipe stands in for torch when ``sys.modules["torch"]`` is a module whose ``Tensor`` is rlpipe's
+    own ``Tensor`` (an import shim that maps ``torch`` to ``rlpipe``). Then ``Size``, dtypes and legacy
+    tensor type names print as torch prints them (``torch.Size([2])``, ``torch.float32``,
+    ``torch.FloatTensor``), so code and doctests written against torch's reprs run unchanged. With a
+    real torch, or none, imported, they print ``rlpipe.Size([2])``, ``rlpipe.float32``. Asked at each
+    call (not cached), since a shim may be installed after rlpipe is imported.
+    """
+    torch = sys.modules.get("torch")
+    core = sys.modules.get(__name__.rpartition(".")[0] + "._tensor")
+    if torch is not None and core is not None and getattr(torch, "Tensor", None) is getattr(core, "Tensor", 0):
+        return "torch"
+    return "rlpipe"
 
 
 class dtype:
@@ -19,7 +38,7 @@ class dtype:
         self._rank = rank  # the promotion category: 0 bool, 2 integer, 3 floating
 
     def __repr__(self):
-        return f"rlpipe.{self.name}"
+        return f"{shown_module()}.{self.name}"
 
     def __reduce__(self):
         return self.name
@@ -148,14 +167,15 @@ def result_type(dims, zero_dims=(), scalar_ranks=()):
 
 def _info_dtype(kind, type, floating):
     if not isinstance(type, dtype):
-        raise TypeError(f"{kind}(): argument 'type' (position 1) must be rlpipe.dtype, "
+        raise TypeError(f"{kind}(): argument 'type' (position 1) must be {shown_module()}.dtype, "
                         f"not {builtins.type(type).__name__}")
     if type.is_floating_point != floating or type is bool:
         if type is bool and not floating:
-            raise TypeError("rlpipe.bool is not supported by rlpipe.iinfo")
+            raise TypeError(f"{bool!r} is not supported by {shown_module()}.iinfo")
         other = "iinfo" if floating else "finfo"
         need = "a floating point" if floating else "an integer"
-        raise TypeError(f"rlpipe.{kind}() requires {need} input type. Use rlpipe.{other} to handle 'rlpipe.{kind}'")
+        m = shown_module()
+        raise TypeError(f"{m}.{kind}() requires {need} input type. Use {m}.{other} to handle '{m}.{kind}'")
     return type
 
 

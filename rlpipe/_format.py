@@ -117,7 +117,7 @@ def tensor_repr(t, prefix="tensor("):
     dtype = t.dtype
     default = _dtypes.get_default_dtype()
     if dtype is not default and (dtype.name not in ("int64", "bool") or values.size == 0):
-        suffixes.append(f"dtype=rlpipe.{dtype.name}")
+        suffixes.append(f"dtype={dtype!r}")
     if t.grad_fn is not None:
         suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
     elif t._requires_grad:

@@ -663,7 +663,8 @@ class _ValuesIndices(collections.namedtuple("_ValuesIndices", ["values", "indice
     __slots__ = ()
 
     def __repr__(self):
-        return f"rlpipe.return_types.{type(self).__name__}(\nvalues={self.values!r},\nindices={self.indices!r})"
+        return (f"{_dtypes.shown_module()}.return_types.{type(self).__name__}(\nvalues={self.values!r},"
+                f"\nindices={self.indices!r})")
 
 
 max_return = type("max", (_ValuesIndices,), {"__slots__": ()})
@@ -1165,7 +1166,7 @@ def expand(input, *sizes):
         return handle_torch_function(expand, (input, *sizes), {})
     sizes = _shape_arg(sizes)
     if len(sizes) < input.ndim:
-        raise RuntimeError(f"expand(rlpipe.{input.dtype.name}{{{list(input.shape)}}}, size={list(sizes)}): the number "
+        raise RuntimeError(f"expand({input.dtype!r}{{{list(input.shape)}}}, size={list(sizes)}): the number "
                            f"of sizes provided ({len(sizes)}) must be greater or equal to the number of dimensions "
                            f"in the tensor ({input.ndim})")
     own = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
@@ -1895,10 +1896,11 @@ _LEGACY_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half"
 
 @tensor_method("type")
 def type_(input, dtype=None, non_blocking=False):
-    """With no dtype: the legacy type name ('rlpipe.FloatTensor'); else a cast."""
+    """With no dtype: the legacy type name ('torch.FloatTensor' under a torch shim, else 'rlpipe.FloatTensor');
+    else a cast."""
     if dtype is None:
         where = "cuda." if input._device.type == "cuda" else ""
-        return f"rlpipe.{where}{_LEGACY_TYPE_NAMES[input.dtype.name]}Tensor"
+        return f"{_dtypes.shown_module()}.{where}{_LEGACY_TYPE_NAMES[input.dtype.name]}Tensor"
     return _cast(input, _dtypes.as_dtype(dtype))
 
 

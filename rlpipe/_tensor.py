@@ -315,14 +315,15 @@ class Tensor:
         return memo[id(self)]
 
     def share_memory_(self):
-        """Moves a CPU tensor's data into shared memory (for worker processes); no-op on a GPU."""
+        """Moves a CPU tensor's data into shared memory: an anonymous shared mapping, which worker
+        processes forked afterwards share (as torch's, it leaves no name in /dev/shm behind); no-op on a GPU."""
         if self._device is CPU and not self.is_shared():
-            from multiprocessing import shared_memory
-            block = shared_memory.SharedMemory(create=True, size=max(self._data.nbytes, 1))
-            shared = np.ndarray(self._data.shape, dtype=self._data.dtype, buffer=block.buf)
+            import mmap
+            block = mmap.mmap(-1, max(self._data.nbytes, 1))
+            shared = np.ndarray(self._data.shape, dtype=self._data.dtype, buffer=block)
             shared[...] = self._data
             self._data = shared
-            self.__dict__["_shared_block"] = block  # keeps the block alive as long as the tensor
+            self.__dict__["_shared_block"] = block  # keeps the mapping alive as long as the tensor
         return self
 
     def is_shared(self):
@@ -344,11 +345,17 @@ def _rebuild(array, device, requires_grad):
     return tensor(array, device=device, requires_grad=requires_grad)
 
 
+def size_repr(shape):
+    """A shape as torch prints it: ``torch.Size([2, 3])``, or ``rlpipe.Size([2, 3])`` unless rlpipe
+    stands in for torch (see ``_dtypes.shown_module``). Every repr and message that shows a shape uses it."""
+    return f"{_dtypes.shown_module()}.Size({list(shape)})"
+
+
 class Size(tuple):
     """A tensor's shape: a tuple of ints."""
 
     def __repr__(self):
-        return f"rlpipe.Size({list(self)})"
+        return size_repr(self)
 
     def numel(self):
         n = 1

@@ -134,14 +134,14 @@ class _Packer:
         pack = _PACK.get(cls)
         if pack is not None:
             return pack(self, obj)
+        registered = _REGISTERED.get(cls)  # before the Tensor test: a registered Tensor subclass
+        if registered is not None:
+            name, to_state, _ = registered
+            return {"t": "object", "type": name, "v": self.node(to_state(obj))}
         if isinstance(obj, Tensor):
             return self.tensor(obj)
         if isinstance(obj, np.generic):
             return self.numpy_scalar(obj)
-        registered = _REGISTERED.get(cls)
-        if registered is not None:
-            name, to_state, _ = registered
-            return {"t": "object", "type": name, "v": self.node(to_state(obj))}
         raise _unsupported(obj)
 
     def _enter(self, obj):

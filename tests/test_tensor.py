@@ -771,3 +771,21 @@ def test_cuda_without_cupy_says_how_to_install_it(make):
         pytest.skip("a GPU is available")
     with pytest.raises(RuntimeError, match=r"CuPy.*pip install 'rlpipe\[cuda12\]' or 'rlpipe\[cuda13\]'"):
         make()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_share_memory_is_shared_with_forked_children_and_leaves_no_shm_name():
+    import os
+    shm = "/dev/shm"
+    before = set(os.listdir(shm)) if os.path.isdir(shm) else set()
+    t = r.arange(4.0)
+    assert t.share_memory_() is t and t.is_shared() and t.tolist() == [0.0, 1.0, 2.0, 3.0]
+    pid = os.fork()
+    if pid == 0:  # the child writes; the parent must see it (torch's shared memory does the same)
+        t[1] = 10.0
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0 and t.tolist() == [0.0, 10.0, 2.0, 3.0]
+    assert not r.arange(2.0).is_shared()
+    after = set(os.listdir(shm)) if os.path.isdir(shm) else set()
+    assert after - before == set()  # anonymous memory: nothing named is left behind

@@ -27,10 +27,15 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec):
         root, _, rest = spec.name.partition(".")
-        return importlib.import_module(TARGETS[root] + ("." + rest if rest else ""))
+        module = importlib.import_module(TARGETS[root] + ("." + rest if rest else ""))
+        spec.loader_state = module.__spec__
+        return module
 
     def exec_module(self, module):
-        pass  # already imported by create_module
+        # already imported by create_module; importlib has just set module.__spec__ to the alias's
+        # spec: put rlpipe's back, or every relative import inside an rlpipe function would warn
+        # (ImportWarning "__package__ != __spec__.parent", an error under filterwarnings("error"))
+        module.__spec__ = module.__spec__.loader_state
 
 
 sys.meta_path.insert(0, _Alias())

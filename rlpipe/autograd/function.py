@@ -81,7 +81,7 @@ class Function:
             if counter[0] != version:
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified by an "
-                    f"inplace operation: [rlpipe.{dtype} {list(shape)}] is at version {counter[0]}; expected "
+                    f"inplace operation: [{dtype!r} {list(shape)}] is at version {counter[0]}; expected "
                     f"version {version} instead. Hint: clone() the tensor before modifying it in place.")
         return saved
 

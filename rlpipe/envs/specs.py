@@ -21,7 +21,7 @@ import numpy as np
 from .. import _dtypes, _ops
 from .._creation import as_tensor, from_numpy, full, zeros, zeros_like
 from .._device import CPU, resolve
-from .._tensor import Size, Tensor, host_array
+from .._tensor import Size, Tensor, host_array, size_repr as _shape_str
 from ..random import rand as _rand
 from ..random import randn as _randn
 from ..tensordict import TensorDict, unravel_key_to_tuple
@@ -94,10 +94,6 @@ def _tensor(value, dtype=None, device=None):
             return value
         value = value.detach()
     return as_tensor(value, dtype=dtype, device=device)
-
-
-def _shape_str(shape):
-    return f"rlpipe.Size({list(shape)})"
 
 
 def _check_positive_int(n, what):

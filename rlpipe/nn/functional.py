@@ -272,7 +272,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         raise RuntimeError("'weight' must be 2-D")
     if input.dtype not in (_dtypes.int64, _dtypes.int32):
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-                           f"Long, Int; but got rlpipe.{_type_name(input)}Tensor instead (while checking arguments "
+                           f"Long, Int; but got {input.type()} instead (while checking arguments "
                            "for embedding)")
     if sparse:
         raise RuntimeError("embedding(sparse=True): rlpipe has no sparse tensors")
@@ -444,8 +444,7 @@ def _check_conv(x, weight, bias, stride, pads, dilation, groups):
                            f"({kernel[0]} x {kernel[1]}). Kernel size can't be greater than actual input size")
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.dtype is not x.dtype:
-            raise RuntimeError(f"Input type (rlpipe.{_type_name(x)}Tensor) and {name} type "
-                               f"(rlpipe.{_type_name(t)}Tensor) should be the same")
+            raise RuntimeError(f"Input type ({x.type()}) and {name} type ({t.type()}) should be the same")
     _require_float(x, "slow_conv2d_cpu")
 
 

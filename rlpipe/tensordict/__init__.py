@@ -1,5 +1,6 @@
 """Layer 4: ``TensorDict``, the batched nested container, and the modules that read and write it."""
 from .. import serialization as _serialization
+from .._tensor import Tensor
 from ._td import (TensorDict, _from_state, _to_state, get_defaults_to_none, get_printoptions, set_get_defaults_to_none,
                   set_printoptions)
 from ._archive import is_memmap_archive, pack_memmap, refresh_archive_checksums, unpack_memmap
@@ -17,6 +18,8 @@ from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
 from .nn import TensorDictModule, TensorDictSequential
 
 _serialization.register_type(TensorDict, "TensorDict", _to_state, _from_state)
+# saved as its values; loaded into a new anonymous memory map
+_serialization.register_type(MemoryMappedTensor, "MemoryMappedTensor", Tensor.detach, MemoryMappedTensor.from_tensor)
 load_memmap = TensorDict.load_memmap
 
 __all__ = ["assert_allclose_td", "TensorDict", "TensorDictBase", "LazyStackedTensorDict", "is_tensor_collection",

@@ -15,7 +15,7 @@ import builtins
 import numpy as np
 
 from .. import _ops, autograd as _autograd
-from .._tensor import Size, Tensor
+from .._tensor import Size, Tensor, size_repr as _shape_str
 from ..autograd.grad_mode import state as _grad_state
 
 _NO_DIM = object()
@@ -25,10 +25,6 @@ _UNARY = ("abs acos asin atan ceil cos cosh erf erfc exp expm1 floor frac lgamma
           "reciprocal round sigmoid sign sin sinh sqrt tan tanh trunc").split()
 # tests that give a bool TensorDict
 _TESTS = "isnan isfinite isinf isneginf isposinf isreal".split()
-
-
-def _shape_str(shape):
-    return f"rlpipe.Size({list(shape)})"
 
 
 def _is_td(x):

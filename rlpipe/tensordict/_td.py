@@ -20,11 +20,12 @@ import numpy as np
 
 from .. import _dtypes, _ops, serialization as _serialization
 from .._creation import as_tensor, zeros as _zeros
-from .._device import device as _device_cls, resolve
-from .._tensor import Size, Tensor, wrap
+from .._device import CPU as _CPU, device as _device_cls, resolve
+from .._tensor import Size, Tensor, wrap, size_repr as _shape_str
 from ..autograd.grad_mode import state as _grad_state
 from ._math import _NO_DIM, TensorDictMath
 from .keys import KeysView, unravel_key_to_tuple
+from .memmap import MemoryMappedTensor
 
 _NO_DEFAULT = object()
 _MASK_DTYPES = ("bool", "uint8")  # index dtypes torch reads as a mask (uint8 with a deprecation warning)
@@ -94,8 +95,38 @@ def _is_key(index):
         isinstance(i, str) or isinstance(i, tuple) and _is_key(i) for i in index)
 
 
-def _shape_str(shape):
-    return f"rlpipe.Size({list(shape)})"
+def _infer_batch(shape, numel):
+    """A new batch shape with its -1 filled in. When the -1 cannot be filled, tensordict raises
+    AssertionError (its type, kept for code that catches it): 'invalid shape [4, -1] for a batch of 6',
+    'only one dimension can be inferred'; other misfits are torch's RuntimeError."""
+    if shape.count(-1) > 1:
+        raise AssertionError("only one dimension can be inferred")
+    known = math.prod(s for s in shape if s != -1)
+    if -1 in shape and (known == 0 or numel % known):
+        raise AssertionError(f"invalid shape {list(shape)} for a batch of {numel}")
+    return _ops._infer_shape(shape, numel)
+
+
+def _key_str(path):
+    """A key path as messages show it: 'a' for one part, ('a', 'b') for several."""
+    return repr(path[0] if len(path) == 1 else path)
+
+
+def _batch_mismatch(key, batch_size, shape, given):
+    """The RuntimeError for a value whose leading dims are not the batch size: tensordict's words and
+    the key; for a non-tensor value (a number, say), why it became a tensor."""
+    hint = ""
+    if not isinstance(given, (Tensor, TensorDict, dict)):
+        hint = (f" The {type(given).__name__} became a tensor of shape {list(shape)}: rlpipe has no NonTensorData "
+                f"to store it as it is.")
+    return RuntimeError(f"batch dimension mismatch, got self.batch_size={_shape_str(batch_size)} and "
+                        f"value.shape={_shape_str(shape)} for key {key!r}.{hint}")
+
+
+def _check_cpu_leaf(key, value):
+    """memmap_ maps CPU data only: RuntimeError naming the leaf and its device otherwise."""
+    if value.device.type != "cpu":
+        raise RuntimeError(f"memmap_: {key!r} is on {value.device}; move the TensorDict to the CPU first")
 
 
 def _done(result):
@@ -152,14 +183,15 @@ class TensorDict(TensorDictMath):
     >>> td[:2]["next", "reward"].shape
     rlpipe.Size([2, 1])
     """
-    # the last six are set only when used (read with getattr and a default), so building a
+    # the slots after _locked are set only when used (read with getattr and a default), so building a
     # TensorDict on the hot paths costs nothing more: the op a `with` block reverses, the stack of
     # those for nested `with` blocks, the TensorDicts whose lock holds this one, and the results
     # (flatten_keys, unflatten_keys) a locked TensorDict keeps, whether memmap_ made it (True until
-    # it is unlocked; views and indexing results of such a TensorDict are memory-mapped too), and the
-    # batch dims' names (a list, None where a dim has no name)
+    # it is unlocked; views and indexing results of such a TensorDict are memory-mapped too), and
+    # whether share_memory_ made it shared (True until it is unlocked), and the batch dims' names (a
+    # list, None where a dim has no name)
     __slots__ = ("_tensordict", "_batch_size", "_device", "_locked", "__weakref__", "_last_op", "_last_op_queue",
-                 "_lock_parents", "_cache_store", "_memmap_state", "_consolidated", "_names")
+                 "_lock_parents", "_cache_store", "_memmap_state", "_consolidated", "_names", "_shared_state")
 
     def __init__(self, source=None, batch_size=None, device=None, names=None, non_blocking=None, lock=False,
                  **kwargs):
@@ -289,6 +321,7 @@ class TensorDict(TensorDictMath):
         self._cache_store = None
         self._memmap_state = False
         self._consolidated = None  # writes may now replace leaves: no longer views of one storage
+        self._shared_state = False
         nested = []
         for value in self._tensordict.values():
             if isinstance(value, TensorDict):
@@ -345,12 +378,19 @@ class TensorDict(TensorDictMath):
                                "`set_()` method and make sure the key is present.")
 
     def is_shared(self):
-        return False
+        """True once share_memory_ moved this TensorDict (or one it is nested in) into shared memory,
+        until it is unlocked; always True on a CUDA device. As tensordict documents, a TensorDict
+        merely holding shared tensors, or one indexed from a shared one, is not shared (tensordict
+        0.14.3 does call ``td[0]``, ``view`` and ``unbind`` results of a shared TensorDict shared)."""
+        if self._device is not None and self._device.type == "cuda":
+            return True
+        return getattr(self, "_shared_state", False) is True
 
     # ---- entries ---------------------------------------------------------------------------------
     def _leaf(self, key, value):
         """``value`` checked (and converted) to live under ``key``: a tensor or TensorDict whose
         leading dims are the batch size, on this TensorDict's device."""
+        given = value
         if isinstance(value, dict):
             value = TensorDict(value, batch_size=self._batch_size, device=self._device)
         elif not isinstance(value, (Tensor, TensorDict)):
@@ -369,8 +409,7 @@ class TensorDict(TensorDictMath):
             value.batch_size = self._batch_size
             shape = value.batch_size
         if tuple(shape[:n]) != tuple(self._batch_size):
-            raise RuntimeError(f"batch dimension mismatch for key {key!r}: got batch_size="
-                               f"{_shape_str(self._batch_size)} and value.shape={_shape_str(shape)}.")
+            raise _batch_mismatch(key, self._batch_size, shape, given)
         if _NAMES_USED[0] and isinstance(value, TensorDict):
             if getattr(self, "_names", None) is not None:
                 value = self._named_child(value)
@@ -389,6 +428,26 @@ class TensorDict(TensorDictMath):
         value.refine_names(*names, *theirs[len(names):])
         return value
 
+    def _check_not_inside(self, path, value):
+        """ValueError when storing ``value`` at ``path`` would put a TensorDict inside itself (this one
+        or one on the way to ``path`` would be nested in ``value``), as tensordict does after 0.14
+        (0.14.3 stores it, and the TensorDict then has no end)."""
+        if not isinstance(value, TensorDict):
+            return
+        on_path = {id(td) for td in self._existing_path(path)}
+        if any(id(nested) in on_path for nested in value._all_tensordicts()):
+            raise ValueError(f"Cannot set a tensordict inside itself (key {path if len(path) > 1 else path[0]!r})")
+
+    def _existing_path(self, path):
+        """This TensorDict and the nested ones that exist on the way to ``path``'s last part."""
+        chain = [self]
+        for part in path[:-1]:
+            child = chain[-1]._tensordict.get(part)
+            if not isinstance(child, TensorDict):
+                break
+            chain.append(child)
+        return chain
+
     def _parent_of(self, path, create=False):
         """The TensorDict holding the last part of ``path``."""
         td = self
@@ -406,8 +465,8 @@ class TensorDict(TensorDictMath):
                                f"cannot set {path!r} under it")
             if not isinstance(child, TensorDict):  # tensordict's error type and wording
                 raise ValueError(f"Expected a TensorDictBase instance but got {type(child).__name__} instead for "
-                                 f"key {path[i + 1:]!r}: the entry {path[:i + 1]!r} is a tensor, not a nested "
-                                 f"TensorDict")
+                                 f"key {path[i + 1:]!r}: {_key_str(path[:i + 1])} is a {type(child).__name__}, not "
+                                 f"a tensordict, so it has no entry {_key_str(path[i + 1:])}")
             td = child
         return td
 
@@ -450,7 +509,13 @@ class TensorDict(TensorDictMath):
         if inplace and self.get(key, None) is not None:
             return self.set_(key, value)
         self._check_unlocked()
-        parent = self._parent_of(path, create=True)
+        self._check_not_inside(path, value)
+        try:
+            parent = self._parent_of(path)
+        except (KeyError, ValueError):  # nested TensorDicts to create (or a tensor in the way: KeyError below),
+            # created only once the value is known to fit the deepest existing one (they take its batch size)
+            self._existing_path(path)[-1]._leaf(key, value)
+            parent = self._parent_of(path, create=True)
         parent._tensordict[path[-1]] = self._validate_value_generic(parent._leaf(key, value))
         return self
 
@@ -614,7 +679,8 @@ class TensorDict(TensorDictMath):
             if default is not _NO_DEFAULT:
                 return default
             raise KeyError(f"You are trying to pop key `{key}` which is not in dict without providing default "
-                           f"value. Keys={sorted(self._tensordict)}") from None
+                           f'value: key "{key}" not found in {type(self).__name__} with keys '
+                           f"{sorted(self._tensordict)}") from None
 
     def __delitem__(self, key):
         self.pop(key)
@@ -1124,7 +1190,7 @@ class TensorDict(TensorDictMath):
         return tuple(value.shape[len(self._batch_size):])
 
     def _reshaped(self, new_batch, view=False):
-        new_batch = Size(_ops._infer_shape(_ops._shape_arg(new_batch), self.numel()))
+        new_batch = Size(_infer_batch(_ops._shape_arg(new_batch), self.numel()))
 
         def reshape(t):
             shape = new_batch + self._feature(t)
@@ -1311,8 +1377,8 @@ class TensorDict(TensorDictMath):
             if not isinstance(td, TensorDict):
                 raise TypeError(f"{how}: expected TensorDicts, got {type(td).__name__} at position {i}")
             if td._tensordict.keys() != first._tensordict.keys():
-                raise KeyError(f"{how}: the TensorDicts have different keys: {sorted(first._tensordict)} and "
-                               f"{sorted(td._tensordict)} (position {i})")
+                raise KeyError(f"{how}: the TensorDicts have different keys: tensordict {i} has keys "
+                               f"{sorted(td._tensordict)} but tensordict 0 has keys {sorted(first._tensordict)}")
         if how == "stack":
             for i, td in enumerate(tds):
                 if td._batch_size != first._batch_size:
@@ -1415,20 +1481,21 @@ class TensorDict(TensorDictMath):
     def memmap_(self, prefix=None, copy_existing=False, num_threads=0):
         """Moves every leaf into a NumPy memory-mapped file under ``prefix`` (one ``.npy`` file per
         leaf, one folder and ``meta.json`` per nested TensorDict), so the data can exceed RAM and
-        outlive the process; then locks the TensorDict (in-place writes only).
+        outlive the process; then locks the TensorDict (in-place writes only). The leaves become
+        ``MemoryMappedTensor``s. Without ``prefix``, each leaf not memory-mapped yet moves into
+        anonymous memory instead: no file, nothing left behind, as in tensordict.
 
         Over an older checkpoint, its ``meta.json`` goes first and the new one is written last, so
         a save interrupted half-way leaves a folder that ``load_memmap`` refuses, never a mix."""
+        if getattr(self, "_shared_state", False) is True:
+            raise RuntimeError("memmap and shared memory are mutually exclusive features.")
+        if prefix is None:
+            return self._memmap_anonymous()
         mapped = self._mapped_file()
         if mapped is not None and not copy_existing:
-            if prefix is None:
-                return self.lock_()._mark_memmap()  # already in files: nothing to do, as in tensordict
             if os.path.dirname(os.path.abspath(mapped)) != os.path.abspath(os.fspath(prefix)):
                 raise RuntimeError(f"A filename was provided but the tensor already has a file associated ({mapped}). "
                                    f"To copy the tensor onto the new location, pass copy_existing=True.")
-        if prefix is None:
-            import tempfile
-            prefix = tempfile.mkdtemp(prefix="rlpipe-memmap-")
         os.makedirs(prefix, exist_ok=True)
         meta_path = os.path.join(prefix, "meta.json")
         if os.path.lexists(meta_path):
@@ -1439,19 +1506,27 @@ class TensorDict(TensorDictMath):
                 value.memmap_(os.path.join(prefix, key), copy_existing=True)  # the check above covered it
                 nested.append(key)
                 continue
-            if value.device.type != "cpu":
-                raise RuntimeError(f"memmap_: {key!r} is on {value.device}; move the TensorDict to the CPU first")
-            host = value.detach()._data
-            target = np.lib.format.open_memmap(os.path.join(prefix, key + ".memmap"), mode="w+", dtype=host.dtype,
-                                               shape=host.shape)
-            target[...] = host
-            target.flush()
-            leaves[key] = {"shape": list(host.shape), "dtype": value.dtype.name}
-            self._tensordict[key] = wrap(target)
+            _check_cpu_leaf(key, value)
+            leaf = MemoryMappedTensor.from_tensor(value, filename=os.path.join(prefix, key + ".memmap"), existsok=True)
+            leaf._data.flush()
+            leaves[key] = {"shape": list(leaf.shape), "dtype": value.dtype.name}
+            self._tensordict[key] = leaf
         # "shape" is tensordict's name for the batch size in its meta.json
         meta = {"format": "rlpipe-tensordict-memmap", "version": 2, "batch_size": list(self._batch_size),
                 "shape": list(self._batch_size), "leaves": leaves, "nested": nested}
         _serialization._write_atomically(meta_path, lambda f: f.write(json.dumps(meta).encode()))
+        return self.lock_()._mark_memmap()
+
+    def _memmap_anonymous(self):
+        """memmap_() without a prefix: leaves that are not MemoryMappedTensors yet are copied into
+        anonymous memory maps (all leaves are checked before any moves); then locks."""
+        for key, value in self.items(True, True):
+            if not isinstance(value, MemoryMappedTensor):
+                _check_cpu_leaf(key, value)
+        for td in self._all_tensordicts():
+            for key, value in td._tensordict.items():
+                if not isinstance(value, (TensorDict, MemoryMappedTensor)):
+                    td._tensordict[key] = MemoryMappedTensor.from_tensor(value)
         return self.lock_()._mark_memmap()
 
     def _mapped_file(self):
@@ -1515,8 +1590,11 @@ class TensorDict(TensorDictMath):
         return getattr(self, "_memmap_state", False) is True
 
     def _mark_memmap(self):
+        """Marks this TensorDict and its nested ones memory-mapped, on the CPU device (a memory-mapped
+        TensorDict made with device=None reports cpu, as in tensordict)."""
         for td in self._all_tensordicts():
             td._memmap_state = True
+            td._device = _CPU
         return self
 
     @classmethod
@@ -1548,7 +1626,7 @@ class TensorDict(TensorDictMath):
                     raise ValueError(f"leaf {key!r}: {e}") from None
                 if list(array.shape) != leaf["shape"] or array.dtype != getattr(_dtypes, leaf["dtype"]).np:
                     raise ValueError(f"{key} does not match its recorded shape or dtype")
-                td._tensordict[key] = td._leaf(key, wrap(array))
+                td._tensordict[key] = td._leaf(key, MemoryMappedTensor._over(array))
             for key in meta["nested"]:
                 if not isinstance(key, str) or "/" in key or key.startswith("."):
                     raise ValueError(f"bad key {key!r}")
@@ -2243,8 +2321,7 @@ class TensorDict(TensorDictMath):
         for key, value in self._tensordict.items():
             shape = value.batch_size if isinstance(value, TensorDict) else value.shape
             if tuple(shape[:n]) != tuple(self._batch_size):
-                raise RuntimeError(f"batch dimension mismatch for key {key!r}: got batch_size="
-                                   f"{_shape_str(self._batch_size)} and value.shape={_shape_str(shape)}.")
+                raise _batch_mismatch(key, self._batch_size, shape, value)
             if isinstance(value, TensorDict):
                 value._check_batch_size()
 
@@ -2486,8 +2563,16 @@ class TensorDict(TensorDictMath):
         return self.update_(type(self).load_memmap(prefix))
 
     def share_memory_(self):
-        """Locks the TensorDict, as tensordict's share_memory_ does (NumPy arrays are already visible
-        to threads; processes get their own copies, so is_shared() stays False)."""
+        """Moves every leaf into shared memory (``Tensor.share_memory_``: memory that worker processes
+        forked afterwards share) and locks the TensorDict; is_shared() is then True for it and its
+        nested TensorDicts, as in tensordict. RuntimeError on a memory-mapped TensorDict."""
+        if self.is_memmap():
+            raise RuntimeError("memmap and shared memory are mutually exclusive features.")
+        for td in self._all_tensordicts():
+            for value in td._tensordict.values():
+                if not isinstance(value, TensorDict):
+                    value.share_memory_()
+            td._shared_state = True
         return self.lock_()
 
     def pin_memory(self, num_threads=None, inplace=False):
@@ -2499,7 +2584,8 @@ class TensorDict(TensorDictMath):
 
     # what `with` blocks, lock graphs and locked caches keep is tied to this process's objects (weak
     # references): pickling leaves it out and unpickling locks again
-    _TRANSIENT = frozenset(("__weakref__", "_last_op", "_last_op_queue", "_lock_parents", "_cache_store", "_locked"))
+    _TRANSIENT = frozenset(("__weakref__", "_last_op", "_last_op_queue", "_lock_parents", "_cache_store", "_locked",
+                            "_shared_state"))
 
     def __getstate__(self):
         state = dict(getattr(self, "__dict__", {}))
@@ -2568,7 +2654,7 @@ class TensorDict(TensorDictMath):
         if opts["show_device"]:
             parts.append(f"    device={self._device}")
         if opts["show_is_shared"]:
-            parts.append("    is_shared=False")
+            parts.append(f"    is_shared={self.is_shared()}")
         return f"{type(self).__name__}(\n" + ",\n".join(parts) + ")"
 
 
@@ -2697,6 +2783,7 @@ class _SubTensorDict(TensorDict):
         """A new key is created in the source (zeros outside the index); an existing one can only be
         written in place (``inplace=True``, ``set_`` or ``td_sub[key] = value``)."""
         path = unravel_key_to_tuple(key)
+        self._check_not_inside(path, value)
         if self._source.get(path, None) is not None:
             if not inplace:
                 raise RuntimeError(f"Calling set on a sub-TensorDict with the existing key {key!r} is prohibited for "
@@ -2788,6 +2875,9 @@ class _SubTensorDict(TensorDict):
 
     def memmap_(self, prefix=None, copy_existing=False, num_threads=0):
         raise RuntimeError("Converting a sub-tensordict values to memmap cannot be done.")
+
+    def share_memory_(self):
+        raise RuntimeError("Casting a sub-tensordict values to shared memory cannot be done.")
 
     def popitem(self):
         raise NotImplementedError("popitem not implemented for class _SubTensorDict.")

@@ -145,8 +145,10 @@ class _WrappedHook:
 
 
 def _typename(obj):
-    return "rlpipe.Tensor" if type(obj) is Tensor else type(obj).__module__.split(".")[0] + "." + type(obj).__name__ \
-        if type(obj).__module__ != "builtins" else type(obj).__name__
+    if type(obj) is Tensor:
+        return f"{_dtypes.shown_module()}.Tensor"
+    module = type(obj).__module__
+    return type(obj).__name__ if module == "builtins" else module.split(".")[0] + "." + type(obj).__name__
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -936,8 +938,8 @@ class Module:
 
 
 _TO_TAIL = "bool non_blocking = False, bool copy = False, *, memory_format memory_format = None)"
-_TO_SIGNATURES = ("(rlpipe.device device = None, rlpipe.dtype dtype = None, " + _TO_TAIL,
-                  "(rlpipe.dtype dtype, " + _TO_TAIL, "(Tensor tensor, " + _TO_TAIL)
+_TO_SIGNATURES = ("({m}.device device = None, {m}.dtype dtype = None, " + _TO_TAIL,
+                  "({m}.dtype dtype, " + _TO_TAIL, "(Tensor tensor, " + _TO_TAIL)
 
 
 def _parse_to(*args, **kwargs):
@@ -947,8 +949,9 @@ def _parse_to(*args, **kwargs):
     from rlpipe._device import device as device_cls
 
     def type_name(a):
-        return {device_cls: "rlpipe.device", _dtypes.dtype: "rlpipe.dtype"}.get(type(a)) or \
-            ("Tensor" if isinstance(a, Tensor) else type(a).__name__)
+        if type(a) in (device_cls, _dtypes.dtype):
+            return f"{_dtypes.shown_module()}.{type(a).__name__}"
+        return "Tensor" if isinstance(a, Tensor) else type(a).__name__
 
     if len(args) > 4:
         raise TypeError(f"to() takes from 0 to 4 positional arguments but {len(args)} were given")
@@ -967,7 +970,7 @@ def _parse_to(*args, **kwargs):
             not all(v is None and k in ("device", "dtype", "memory_format") or checks[k](v) for k, v in given.items()):
         got = ", ".join([type_name(a) for a in args] + [f"{k}={type_name(v)}" for k, v in kwargs.items()])
         raise TypeError(f"to() received an invalid combination of arguments - got ({got}), but expected one of:\n"
-                        + "\n".join(" * " + s for s in _TO_SIGNATURES))
+                        + "\n".join(" * " + s.format(m=_dtypes.shown_module()) for s in _TO_SIGNATURES))
     if given.get("copy"):
         raise RuntimeError(".to() does not accept copy argument")
     if "tensor" in given:
