@@ -831,7 +831,6 @@ class TensorDict(TensorDictMath):
         ``to(tensor)`` takes both from a tensor, ``to(other=td)`` from a TensorDict (its dtype only
         when all its leaves share one); ``batch_size=`` re-batches the result. Self when nothing
         changes; ``inplace=True`` swaps the leaves of self (RuntimeError when it is locked)."""
-        from .. import _dtypes
         for a in args:
             if isinstance(a, TensorDict):
                 other = a
@@ -1395,7 +1394,6 @@ class TensorDict(TensorDictMath):
         writable in place but its writes stay in memory (tensordict maps them read-write, and its
         writes reach the files). Each leaf file must hold exactly the bytes of the shape and dtype
         ``meta.json`` records; otherwise a RuntimeError names the leaf."""
-        from .. import _dtypes
         try:
             with open(os.path.join(prefix, "meta.json")) as f:
                 meta = json.load(f)
@@ -1964,7 +1962,6 @@ class TensorDict(TensorDictMath):
         return self._map(lambda t: t.type(dst_type))
 
     def _cast(self, name):
-        from .. import _dtypes
         return self.type(getattr(_dtypes, name))
 
     def float(self):
@@ -2202,7 +2199,9 @@ class TensorDict(TensorDictMath):
 
     def pad(self, pad_size, value=0.0, safe=True):
         """tensordict.functional.pad as a method (``inplace=True`` keeps this TensorDict)."""
-        from .functional import pad
+        # absolute: a relative import here warns (ImportWarning) once an import alias such as
+        # ``tensordict._td`` has rebound this module's __spec__
+        from rlpipe.tensordict.functional import pad
         return pad(self, pad_size, value)
 
     def _values_list(self, include_nested=False, leaves_only=False, **kwargs):
