@@ -52,3 +52,23 @@ def test_memmap_like_leaves_live_in_their_own_files(tmp_path):
     for key in td.keys(True):
         assert like[key].untyped_storage().data_ptr() != td[key].untyped_storage().data_ptr()
     assert like.is_memmap()
+
+
+def test_backward_errors_name_keys_as_tensordict_does():
+    # tensordict 0.14.3's texts: a root key as 'a', a nested one as ('n', 'a')
+    x = rlpipe.randn(3, requires_grad=True)
+    out = TensorDict({"a": x * 2, "n": {"a": x * 3}})
+    with pytest.raises(KeyError, match=r"Missing gradient entry for key 'a' in the gradient tensordict"):
+        out.backward(TensorDict(b=rlpipe.ones(3)))
+    with pytest.raises(KeyError, match=r"Missing gradient entry for key \('n', 'a'\) in the gradient"):
+        out.backward(TensorDict(a=rlpipe.ones(3)))
+    with pytest.raises(TypeError, match="^gradient must be a TensorDictBase instance with entries matching the "
+                                        "differentiable leaves of the tensordict, got Tensor instead.$"):
+        out.backward(rlpipe.ones(3))
+    with pytest.raises(RuntimeError, match=r"^grad can be implicitly created only for scalar outputs: the leaf at "
+                                           r"key 'a' has shape \(3,\)\. Pass a gradient"):
+        out.backward()
+    with pytest.raises(RuntimeError, match=r"^Mismatch in shape: the gradient at key \('n', 'a'\) has shape "
+                                           r"\(4,\) but the corresponding leaf has shape \(3,\)\.$"):
+        out.backward(TensorDict({"a": rlpipe.ones(3), "n": {"a": rlpipe.ones(4)}}))
+    assert x.grad is None  # every failed call left the graph untouched
