@@ -221,3 +221,28 @@ def test_load_memmap_into_a_bad_out_fails_and_leaves_it_unchanged(tmp_path):
     with pytest.raises(TypeError, match="^Loading a _SubTensorDict into a TensorDict output is not supported. "
                                         "Provide a _SubTensorDict as `out` or None.$"):
         TensorDict.load_memmap(tmp_path / "sub", out=TensorDict(batch_size=[3]))
+
+
+# ---- tensor_split with negative indices and tensor arguments (the values torch 2.13 gives) ------------
+@pytest.mark.parametrize("arg, expected", [
+    ([-1], [[0, 1, 2], [3]]), ([-6], [[], [0, 1, 2, 3]]), ([6], [[0, 1, 2, 3], []]),
+    ([3, 1], [[0, 1, 2], [], [1, 2, 3]]), ([2, 2, 1, 5], [[0, 1], [], [], [1, 2, 3], []]),
+    (rlpipe.tensor(3), [[0, 1], [2], [3]]), (rlpipe.tensor([1, -1]), [[0], [1, 2], [3]]),
+    (rlpipe.tensor([], dtype=rlpipe.int64), [[0, 1, 2, 3]])])
+def test_tensor_split_like_torch(arg, expected):
+    t = rlpipe.arange(4)
+    assert [p.tolist() for p in rlpipe.tensor_split(t, arg)] == expected
+    td = TensorDict({"a": t}, [4])
+    assert [p["a"].tolist() for p in td.tensor_split(arg)] == expected
+
+
+@pytest.mark.parametrize("arg, error", [
+    (0, "^number of sections must be larger than 0, got 0$"),
+    (-1, "^number of sections must be larger than 0, got -1$"),
+    (rlpipe.tensor(0), "^number of sections must be larger than 0, got 0$"),
+    (rlpipe.tensor([[1]]), "^tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+                           "one-dimensional tensor, but got a tensor with 2 dims$"),
+    (rlpipe.tensor(2.0), "^tensor_split expected tensor_indices_or_sections to have dtype of long, but got Float$")])
+def test_tensor_split_errors_like_torch(arg, error):
+    with pytest.raises(RuntimeError, match=error):
+        rlpipe.tensor_split(rlpipe.arange(4), arg)
