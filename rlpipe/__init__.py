@@ -8,7 +8,7 @@ from ._dtypes import (dtype, bool, uint8, int8, int16, int32, int64, float16, bf
                       half, float, double, short, int, long, get_default_dtype, set_default_dtype,
                       promote_types, finfo, iinfo)
 from ._device import device, set_default_device, get_default_device
-from ._tensor import Tensor, Size
+from ._tensor import Tensor, Size, UntypedStorage
 from . import _ops
 from ._ops import *  # noqa: F401,F403 - the functional API (add, sum, cat, where, ...)
 from ._ops import max, min, sum, all, any, abs, round, pow  # shadowing builtins on purpose, as torch does

@@ -1440,15 +1440,33 @@ def chunk(input, chunks, dim=0):
 
 @tensor_method
 def tensor_split(input, indices_or_sections, dim=0):
+    """``k`` near-equal pieces along ``dim`` (an int or a 0-d int64 tensor), or the pieces between
+    split indices (a sequence or a 1-d int64 tensor; negative ones count from the end, as in Python
+    slicing, and a descending pair gives an empty piece)."""
     d = input._dim(dim)
     n = input.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = _split_points(indices_or_sections)
     if isinstance(indices_or_sections, builtins.int):
         k = indices_or_sections
+        if k <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {k}")
         sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
     else:
-        bounds = [0] + [builtins.min(builtins.max(i, 0), n) for i in indices_or_sections] + [n]
+        bounds = [0] + [builtins.min(builtins.max(i + n if i < 0 else i, 0), n) for i in indices_or_sections] + [n]
         return tuple(input[(slice(None),) * d + (slice(a, builtins.max(a, b)),)] for a, b in zip(bounds, bounds[1:]))
     return _split_views(input, sizes, d, False)
+
+
+def _split_points(t):
+    """tensor_split's tensor argument as an int (0-d) or a list of ints (1-d); int64 only, as in torch."""
+    if t.dim() > 1:
+        raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+                           f"one-dimensional tensor, but got a tensor with {t.dim()} dims")
+    if t.dtype is not _dtypes.int64:
+        raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have dtype of long, but got "
+                           f"{_LEGACY_TYPE_NAMES.get(t.dtype.name, t.dtype.name)}")
+    return t.tolist()
 
 
 @tensor_method

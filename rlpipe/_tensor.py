@@ -97,7 +97,11 @@ class Tensor:
         return steps[dim]
 
     def data_ptr(self):
-        return self._data.__array_interface__["data"][0] if self._device is CPU else self._data.data.ptr
+        return _address(self._data, self._device)
+
+    def untyped_storage(self):
+        """The memory block this tensor's data lives in (a view reports its base's block)."""
+        return UntypedStorage(self._data, self._device)
 
     @property
     def _version(self):
@@ -349,6 +353,38 @@ def size_repr(shape):
     """A shape as torch prints it: ``torch.Size([2, 3])``, or ``rlpipe.Size([2, 3])`` unless rlpipe
     stands in for torch (see ``_dtypes.shown_module``). Every repr and message that shows a shape uses it."""
     return f"{_dtypes.shown_module()}.Size({list(shape)})"
+
+
+def _address(array, device):
+    """The address of the first element of a NumPy (CPU) or CuPy (GPU) array."""
+    return array.__array_interface__["data"][0] if device is CPU else array.data.ptr
+
+
+class UntypedStorage:
+    """The memory block under a tensor, as ``Tensor.untyped_storage()`` gives it: ``data_ptr()`` is
+    the block's start address, which views of one tensor share, and ``nbytes()`` its size."""
+    __slots__ = ("_root", "device")
+
+    def __init__(self, array, device):
+        kind = np.ndarray if isinstance(array, np.ndarray) else type(array)
+        while isinstance(array.base, kind):  # walk from a view to the array that owns the block
+            array = array.base
+        self._root, self.device = array, device
+
+    def data_ptr(self):
+        return _address(self._root, self.device)
+
+    def nbytes(self):
+        return int(self._root.nbytes)
+
+    size = nbytes
+    __len__ = nbytes
+
+    def element_size(self):
+        return 1
+
+    def __repr__(self):
+        return f"UntypedStorage(nbytes={self.nbytes()}, device={self.device})"
 
 
 class Size(tuple):

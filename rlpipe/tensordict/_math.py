@@ -509,7 +509,8 @@ class TensorDictMath:
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Backpropagates from every leaf that requires grad; ``gradient`` (a TensorDict with those
         keys) is needed unless every such leaf holds one element."""
-        pairs = [(k, t) for k, t in self._leaf_items() if t.requires_grad]
+        # keys as tensordict names them in its errors: 'a' at the root, ('n', 'a') below
+        pairs = [(k[0] if len(k) == 1 else k, t) for k, t in self._leaf_items() if t.requires_grad]
         if not pairs:
             raise RuntimeError("backward() cannot be called on a tensordict that has no leaf tensor requiring "
                                "gradients.")
@@ -521,8 +522,8 @@ class TensorDictMath:
                                        f"{key!r} has shape {tuple(t.shape)}. Pass a gradient tensordict matching "
                                        f"the structure of this tensordict to backward().")
         elif not _is_td(gradient):
-            raise TypeError(f"gradient must be a TensorDict with entries matching the differentiable leaves of the "
-                            f"tensordict, got {type(gradient).__name__} instead.")
+            raise TypeError(f"gradient must be a TensorDictBase instance with entries matching the differentiable "
+                            f"leaves of the tensordict, got {type(gradient).__name__} instead.")
         else:
             grads = [gradient.get(key, None) for key, _ in pairs]
             for (key, t), g in zip(pairs, grads):

@@ -171,9 +171,64 @@ def is_tensor_collection(obj):
     return issubclass(obj if isinstance(obj, type) else type(obj), TensorDict)
 
 
+def _index_to_str(index):
+    """A batch index as JSON data, in tensordict 0.14's tagged form (``["tuple", [...]]``,
+    ``["slice", {...}]``, ``["tensor", values, device]`` ...), which _str_to_index reverses."""
+    if isinstance(index, (tuple, list)):
+        return ["tuple" if isinstance(index, tuple) else "list", [_index_to_str(i) for i in index]]
+    if isinstance(index, (slice, range)):
+        return ["slice" if isinstance(index, slice) else "range",
+                {"start": index.start, "stop": index.stop, "step": index.step}]
+    if isinstance(index, (Tensor, np.ndarray)):
+        return ["tensor", index.tolist(), str(getattr(index, "device", "cpu"))]
+    if index is Ellipsis:
+        return ["ellipsis"]
+    return index.item() if isinstance(index, np.generic) else index
+
+
 def _str_to_index(index):
-    """tensordict's normalisation of a stored index: a list becomes a tuple, anything else is kept."""
-    return tuple(index) if isinstance(index, list) else index
+    """The batch index _index_to_str stored; an untagged list (older metadata) is a tuple of indices."""
+    if not isinstance(index, (tuple, list)):
+        return index
+    if not index:
+        return ()
+    tag, rest = index[0], index[1:]
+    if tag in ("tuple", "list") and len(rest) == 1 and isinstance(rest[0], list):
+        items = [_str_to_index(i) for i in rest[0]]
+        return tuple(items) if tag == "tuple" else items
+    if tag in ("slice", "range") and len(rest) == 1 and isinstance(rest[0], dict):
+        return (slice if tag == "slice" else range)(rest[0]["start"], rest[0]["stop"], rest[0]["step"])
+    if tag == "tensor" and len(rest) == 2:
+        try:
+            return as_tensor(rest[0], device=rest[1])
+        except RuntimeError as e:  # values or a device no tensor can have
+            raise ValueError(f"bad tensor index {rest!r}: {e}") from None
+    if tag == "ellipsis" and not rest:
+        return Ellipsis
+    return tuple(_str_to_index(i) for i in index)
+
+
+_UNSAFE_IN_NAMES = frozenset('/<>:"|?*\\ %' + "".join(map(chr, range(32))) + chr(127))
+
+
+def _file_name(key):
+    """The file or folder name memmap_ gives entry ``key``: tensordict's robust keys, each unsafe
+    character written %XX, '' as '%' and '.' or '..' as %2E per dot, so no key leaves the prefix."""
+    if key in ("", ".", ".."):
+        return "%2E" * len(key) or "%"
+    return "".join(f"%{ord(c):02X}" if c in _UNSAFE_IN_NAMES else c for c in key)
+
+
+def _stored_name(key, version):
+    """The name a memmap folder of format ``version`` holds entry ``key`` under (before version 3,
+    the key itself, which must then be a plain file name)."""
+    if not isinstance(key, str):
+        raise ValueError(f"bad key {key!r}")
+    if version >= 3:
+        return _file_name(key)
+    if "/" in key or key.startswith("."):
+        raise ValueError(f"bad key {key!r}")
+    return key
 
 
 class TensorDict(TensorDictMath):
@@ -1478,12 +1533,14 @@ class TensorDict(TensorDictMath):
         return self._map(lambda t: getattr(t, how)(d), self._batch_size[:d] + self._batch_size[d + 1:])
 
     # ---- memory-mapped storage ------------------------------------------------------------------------
-    def memmap_(self, prefix=None, copy_existing=False, num_threads=0):
+    def memmap_(self, prefix=None, copy_existing=False, num_threads=0, *, robust_key=None, **kwargs):
         """Moves every leaf into a NumPy memory-mapped file under ``prefix`` (one ``.npy`` file per
         leaf, one folder and ``meta.json`` per nested TensorDict), so the data can exceed RAM and
         outlive the process; then locks the TensorDict (in-place writes only). The leaves become
-        ``MemoryMappedTensor``s. Without ``prefix``, each leaf not memory-mapped yet moves into
-        anonymous memory instead: no file, nothing left behind, as in tensordict.
+        ``MemoryMappedTensor``s. File and folder names are the keys with unsafe characters escaped
+        (tensordict's ``robust_key=True``, which rlpipe always applies); an empty leaf gets no file
+        (``meta.json`` records its shape and dtype). Without ``prefix``, each leaf not memory-mapped
+        yet moves into anonymous memory instead: no file, nothing left behind, as in tensordict.
 
         Over an older checkpoint, its ``meta.json`` goes first and the new one is written last, so
         a save interrupted half-way leaves a folder that ``load_memmap`` refuses, never a mix."""
@@ -1502,19 +1559,19 @@ class TensorDict(TensorDictMath):
             os.remove(meta_path)
         leaves, nested = {}, []
         for key, value in self._tensordict.items():
+            path = os.path.join(prefix, _file_name(key))
             if isinstance(value, TensorDict):
-                value.memmap_(os.path.join(prefix, key), copy_existing=True)  # the check above covered it
+                value.memmap_(path, copy_existing=True)  # the check above covered it
                 nested.append(key)
                 continue
             _check_cpu_leaf(key, value)
-            leaf = MemoryMappedTensor.from_tensor(value, filename=os.path.join(prefix, key + ".memmap"), existsok=True)
+            leaves[key] = {"shape": list(value.shape), "dtype": value.dtype.name}
+            if value.numel() == 0:
+                continue  # nothing to map (a file could not be mapped either)
+            leaf = MemoryMappedTensor.from_tensor(value, filename=path + ".memmap", existsok=True)
             leaf._data.flush()
-            leaves[key] = {"shape": list(leaf.shape), "dtype": value.dtype.name}
             self._tensordict[key] = leaf
-        # "shape" is tensordict's name for the batch size in its meta.json
-        meta = {"format": "rlpipe-tensordict-memmap", "version": 2, "batch_size": list(self._batch_size),
-                "shape": list(self._batch_size), "leaves": leaves, "nested": nested}
-        _serialization._write_atomically(meta_path, lambda f: f.write(json.dumps(meta).encode()))
+        self._write_memmap_meta(prefix, leaves=leaves, nested=nested)
         return self.lock_()._mark_memmap()
 
     def _memmap_anonymous(self):
@@ -1528,6 +1585,14 @@ class TensorDict(TensorDictMath):
                 if not isinstance(value, (TensorDict, MemoryMappedTensor)):
                     td._tensordict[key] = MemoryMappedTensor.from_tensor(value)
         return self.lock_()._mark_memmap()
+
+    def _write_memmap_meta(self, prefix, **entries):
+        """Writes ``prefix/meta.json`` last and atomically (see memmap_)."""
+        # "shape" is tensordict's name for the batch size in its meta.json
+        meta = {"format": "rlpipe-tensordict-memmap", "version": 3, "batch_size": list(self._batch_size),
+                "shape": list(self._batch_size), **entries}
+        _serialization._write_atomically(os.path.join(prefix, "meta.json"),
+                                         lambda f: f.write(json.dumps(meta).encode()))
 
     def _mapped_file(self):
         """The file of the first leaf (nested ones included) that lives in a memory-mapped file, or None."""
@@ -1598,10 +1663,48 @@ class TensorDict(TensorDictMath):
         return self
 
     @classmethod
-    def load_memmap(cls, prefix, device=None, non_blocking=False, **kwargs):
-        """See ``_load_memmap``; with ``device``, the loaded TensorDict moved there."""
-        out = cls._load_memmap(prefix)
-        return out if device is None else out.to(device)
+    def load_memmap(cls, prefix, device=None, non_blocking=False, *, out=None, **kwargs):
+        """See ``_load_memmap``; with ``device``, the loaded TensorDict moved there. With ``out`` (an
+        unlocked TensorDict of the same batch size), the loaded leaves replace out's and the entries
+        out has beyond them are removed (its nested TensorDicts are kept and filled the same way);
+        out is returned, neither locked nor memory-mapped, as in tensordict."""
+        if out is not None and device is not None and out.device is not None and resolve(device) != out.device:
+            raise ValueError(f"Cannot load a tensordict on device {device} into a tensordict on device "
+                             f"{out.device}.")
+        loaded = cls._load_memmap(prefix)
+        device = device if out is None or out.device is None else out.device
+        loaded = loaded if device is None else loaded.to(device)
+        if out is None:
+            return loaded
+        if isinstance(loaded, _SubTensorDict):
+            if not isinstance(out, _SubTensorDict):
+                raise TypeError(f"Loading a _SubTensorDict into a {type(out).__name__} output is not supported. "
+                                f"Provide a _SubTensorDict as `out` or None.")
+            out._source._take_entries(loaded._source)
+            return out
+        if isinstance(out, _SubTensorDict):
+            raise TypeError(f"load_memmap: {prefix!r} holds a TensorDict, which cannot be loaded into a "
+                            f"_SubTensorDict output; pass a TensorDict as `out` or None.")
+        return out._take_entries(loaded)
+
+    def _take_entries(self, other):
+        """Makes self hold exactly the entries of ``other`` (same batch size): its leaves, in nested
+        TensorDicts of self where self has them. Returns self."""
+        if other._batch_size != self._batch_size:
+            raise RuntimeError(f"Cannot load a tensordict of batch size {_shape_str(other._batch_size)} into one of "
+                               f"batch size {_shape_str(self._batch_size)}.")
+        self._check_unlocked()
+        for key in [key for key in self._tensordict if key not in other._tensordict]:
+            del self._tensordict[key]
+        for key, value in other._tensordict.items():
+            if isinstance(value, TensorDict):
+                mine = self._tensordict.get(key)
+                if not isinstance(mine, TensorDict) or mine._batch_size != value._batch_size:
+                    mine = self._tensordict[key] = self._build({}, value._batch_size, self._device)
+                mine._take_entries(value)
+            else:
+                self._tensordict[key] = value
+        return self
 
     @classmethod
     def _load_memmap(cls, prefix):
@@ -1610,30 +1713,28 @@ class TensorDict(TensorDictMath):
         Loading never changes the files: leaves are mapped copy-on-write, so the TensorDict is
         writable in place but its writes stay in memory (tensordict maps them read-write, and its
         writes reach the files). Each leaf file must hold exactly the bytes of the shape and dtype
-        ``meta.json`` records; otherwise a RuntimeError names the leaf."""
+        ``meta.json`` records; otherwise a RuntimeError names the leaf. A leaf whose file is gone is
+        left out, as tensordict does. A folder that ``_SubTensorDict.memmap`` wrote loads as a
+        _SubTensorDict of its source."""
         try:
             with open(os.path.join(prefix, "meta.json")) as f:
                 meta = json.load(f)
             if not isinstance(meta, dict) or meta.get("format") != "rlpipe-tensordict-memmap":
                 raise ValueError("not an rlpipe TensorDict memmap directory")
+            if meta.get("kind") == "sub":
+                source = TensorDict._load_memmap(os.path.join(prefix, "_source"))
+                return _SubTensorDict(source, _str_to_index(meta["index"]))
+            version = meta.get("version", 2)
             td = cls(batch_size=_stored_batch_size(meta["batch_size"]))
             for key, leaf in meta["leaves"].items():
-                if not isinstance(key, str) or "/" in key or key.startswith("."):
-                    raise ValueError(f"bad key {key!r}")
-                try:
-                    array = _serialization.open_npy(os.path.join(prefix, key + ".memmap"), mmap_mode="c")
-                except ValueError as e:
-                    raise ValueError(f"leaf {key!r}: {e}") from None
-                if list(array.shape) != leaf["shape"] or array.dtype != getattr(_dtypes, leaf["dtype"]).np:
-                    raise ValueError(f"{key} does not match its recorded shape or dtype")
-                td._tensordict[key] = td._leaf(key, MemoryMappedTensor._over(array))
+                array = _load_leaf(os.path.join(prefix, _stored_name(key, version)), key, leaf)
+                if array is not None:
+                    td._tensordict[key] = td._leaf(key, MemoryMappedTensor._over(array))
             for key in meta["nested"]:
-                if not isinstance(key, str) or "/" in key or key.startswith("."):
-                    raise ValueError(f"bad key {key!r}")
-                td._tensordict[key] = td._leaf(key, cls.load_memmap(os.path.join(prefix, key)))
+                td._tensordict[key] = td._leaf(key, cls.load_memmap(os.path.join(prefix, _stored_name(key, version))))
         except RecursionError:
             raise RuntimeError(f"load_memmap: {prefix!r}: meta.json is nested too deeply") from None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             raise RuntimeError(f"load_memmap: {prefix!r} holds no valid memory-mapped TensorDict ({e})") from None
         return td.lock_()._mark_memmap()
 
@@ -2879,6 +2980,24 @@ class _SubTensorDict(TensorDict):
     def share_memory_(self):
         raise RuntimeError("Casting a sub-tensordict values to shared memory cannot be done.")
 
+    def memmap(self, prefix=None, copy_existing=False, *, num_threads=0, return_early=False, **kwargs):
+        """A memory-mapped copy of the whole source (under ``prefix/_source``) viewed at this index,
+        as tensordict does; ``load_memmap(prefix)`` gives such a view back."""
+        source = self._source.memmap(None if prefix is None else os.path.join(prefix, "_source"))
+        if prefix is not None:
+            self._write_memmap_meta(prefix, kind="sub", index=_index_to_str(self._idx))
+        out = _SubTensorDict(source, self._idx)
+        return _done(out) if return_early else out
+
+    def load_memmap_(self, prefix, *args, **kwargs):
+        """Copies what ``memmap(prefix)`` stored into the existing leaves: the whole source when a
+        sub-TensorDict was stored (as tensordict does), this view's part otherwise; returns self."""
+        loaded = TensorDict.load_memmap(prefix)
+        if isinstance(loaded, _SubTensorDict):
+            self._source.update_(loaded._source)
+            return self
+        return self.update_(loaded)
+
     def popitem(self):
         raise NotImplementedError("popitem not implemented for class _SubTensorDict.")
 
@@ -2983,6 +3102,27 @@ def _adds_dims_only(index):
     items = index if isinstance(index, tuple) else (index,)
     return all(i is None or i is Ellipsis or isinstance(i, bool) or isinstance(i, Tensor) and i.ndim == 0
                and i.dtype.name == "bool" for i in items)
+
+
+def _load_leaf(path, key, leaf):
+    """The array memmap_ stored for ``key`` at ``path`` (+ ``.memmap``), mapped copy-on-write and
+    checked against the shape and dtype ``leaf`` records; an empty one is rebuilt from them; None
+    when the file is gone."""
+    shape = _stored_batch_size(leaf["shape"])
+    dtype = getattr(_dtypes, leaf["dtype"])
+    if not isinstance(dtype, _dtypes.dtype):
+        raise ValueError(f"leaf {key!r}: unknown dtype {leaf['dtype']!r}")
+    if math.prod(shape) == 0:
+        return np.empty(shape, dtype=dtype.np)
+    try:
+        array = _serialization.open_npy(path + ".memmap", mmap_mode="c")
+    except FileNotFoundError:
+        return None
+    except ValueError as e:
+        raise ValueError(f"leaf {key!r}: {e}") from None
+    if list(array.shape) != shape or array.dtype != dtype.np:
+        raise ValueError(f"{key} does not match its recorded shape or dtype")
+    return array
 
 
 def _stored_batch_size(batch_size):
