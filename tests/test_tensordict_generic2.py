@@ -390,3 +390,21 @@ def test_load_state_dict_strict_key_check():
     assert dest.load_state_dict(sd)["x"].sum().item() == 12.0
     loose = TensorDict({}, [3]).load_state_dict(sd, strict=False)
     assert loose["n", "y"].shape == (3, 4, 2) and loose["x"].sum().item() == 12.0
+
+
+def test_an_nd_index_tensor_repeats_the_indexed_dims_name():
+    # tensordict 0.14.3: td[:, [[0, 1], [1, 2]]].names == ['a', 'b', 'b', 'c'], and a later 1-D index
+    # tensor broadcast into the first one's dims drops its own name
+    td = TensorDict({"x": rlpipe.zeros(3, 4, 5)}, [3, 4, 5], names=["a", "b", "c"])
+    index = rlpipe.tensor([[0, 1], [1, 2]])
+    assert td[:, index].names == ["a", "b", "b", "c"] and td[:, index].batch_size == (3, 2, 2, 5)
+    assert td[0, index].names == ["b", "b", "c"]
+    assert td[..., index, :].names == ["a", "b", "b", "c"]
+    assert td[:, index.numpy()].names == ["a", "b", "b", "c"]
+    assert td[:, index, rlpipe.tensor([0, 1])].names == ["a", "b", "b"]
+
+
+def test_has_non_tensor_is_a_false_property():
+    td = TensorDict({"x": rlpipe.zeros(3)}, [3])
+    assert td._has_non_tensor is False  # a property in tensordict: `if not td._has_non_tensor` must hold
+    assert td._fast_apply(lambda x: None, filter_empty=True, num_threads=2, checked=False) is None

@@ -2413,7 +2413,9 @@ class TensorDict(TensorDictMath):
         self.names = [rename_map.get(n, n) if n is not None else None for n in current]
         return self
 
+    @property
     def _has_non_tensor(self):
+        """False: rlpipe has no non-tensor leaves (a property, as in tensordict)."""
         return False
 
     def _check_batch_size(self):
@@ -3359,10 +3361,10 @@ def _expanded_names(self, names, args, kwargs):
 
 def _indexed_names(names, index):
     """The names left by indexing the batch dims with ``index`` (its '...' expanded), as tensordict
-    0.14.3 names them: an int drops its dim; a slice, a 1-D boolean mask or a 1-D index tensor keeps
-    it (later index tensors, broadcast into the first one's dim, drop theirs); None or True adds an
-    unnamed dim; an N-D mask merges the dims it covers into an unnamed one. None (an unnamed result)
-    for anything else."""
+    0.14.3 names them: an int drops its dim; a slice or a 1-D boolean mask keeps it, an N-D index
+    tensor repeats it N times (later index tensors, broadcast into the first one's dims, drop
+    theirs); None or True adds an unnamed dim; an N-D mask merges the dims it covers into an
+    unnamed one. None (an unnamed result) for anything else."""
     out, pos, gathered = [], 0, False
     for i in (index if isinstance(index, tuple) else (index,)):
         ndim = getattr(i, "ndim", None)
@@ -3376,9 +3378,9 @@ def _indexed_names(names, index):
         elif ndim is not None and getattr(i, "dtype", None) is not None and i.dtype.name == "bool":
             out.append(names[pos] if ndim == 1 else None)
             pos += ndim
-        elif ndim == 1 or isinstance(i, list):  # index tensors broadcast into the first one's dim
-            if not gathered:
-                out.append(names[pos])
+        elif ndim or isinstance(i, list):  # index tensors broadcast into the first one's dims,
+            if not gathered:  # which all take the indexed dim's name
+                out += [names[pos]] * (ndim or np.ndim(i))
             pos += 1
             gathered = True
         else:
