@@ -2109,34 +2109,36 @@ _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 def _index_add_positions(input, dim, index, source):
     """Checks index_add's arguments as torch does; returns the dim and the positions as int64.
     For a 0-d input only the dim and the dtypes are checked (the caller reshapes it)."""
-    d = dim if type(dim) is builtins.int and 0 <= dim < input._data.ndim else input._dim(dim)
-    if not isinstance(index, Tensor) or index._data.dtype not in _INDEX_DTYPES:
+    data, values = input._data, index._data if isinstance(index, Tensor) else None
+    d = dim if type(dim) is builtins.int and 0 <= dim < data.ndim else input._dim(dim)
+    if values is None or values.dtype not in _INDEX_DTYPES:
         raise RuntimeError("index_add_(): Expected dtype int32/int64 for index but got: "
-                           f"{_LEGACY_TYPE_NAMES[index.dtype.name] if isinstance(index, Tensor) else type(index)}")
-    if index._data.ndim > 1:
+                           f"{_LEGACY_TYPE_NAMES[index.dtype.name] if values is not None else type(index)}")
+    if values.ndim > 1:
         raise IndexError(f"index_add_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: "
                          f"{_LEGACY_TYPE_NAMES[index.dtype.name]} and size: {list(index.shape)}")
-    if source._data.dtype != input._data.dtype:
+    if source._data.dtype != data.dtype:
         raise RuntimeError(f"index_add_(): self ({_LEGACY_TYPE_NAMES[input.dtype.name]}) and source "
                            f"({_LEGACY_TYPE_NAMES[source.dtype.name]}) must have the same scalar type")
-    shape, source_shape, values = input._data.shape, source._data.shape, index._data
+    shape, source_shape = data.shape, source._data.shape
     if not shape:
         return d, None
     n_source = source_shape[d] if source_shape else 1
     if values.size != n_source:
         raise RuntimeError(f"index_add_(): Number of indices ({values.size}) should be equal to source.size(dim): "
                            f"({n_source}), for dim: {d}")
-    if len(source_shape) != len(shape) or len(shape) > 1 and (source_shape[:d] != shape[:d] or
-                                                              source_shape[d + 1:] != shape[d + 1:]):
+    if source_shape != shape and (len(source_shape) != len(shape) or source_shape[:d] != shape[:d]
+                                  or source_shape[d + 1:] != shape[d + 1:]):
         raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified dimension. "
                            f"Got self.shape = {list(shape)} source.shape = {list(source_shape)}")
-    if values.ndim != 1:
+    if values.dtype is not _INT64:
+        values = values.reshape(-1).astype(np.int64)
+    elif values.ndim != 1:
         values = values.reshape(-1)
-    if values.dtype != _INT64:
-        values = values.astype(np.int64)
     if n_source:
-        n, (lo, hi) = shape[d], input._device._backend.bounds(values)
-        if lo < 0 or hi >= n:
+        backend, n = input._device._backend, shape[d]
+        if not backend.below(values, n):
+            lo, hi = backend.bounds(values)
             raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension {d} with size {n}")
     return d, values
 
@@ -2152,7 +2154,7 @@ def index_add_(input, dim, index, source, *, alpha=1):
         d, values = _index_add_positions(input, dim, index, source)
         _check_writable(input)
         add = source._data if alpha == 1 else source._data * input._data.dtype.type(_scalar(alpha))
-        input._device._backend.scatter_add(input._data, (slice(None),) * d + (values,), add)
+        input._device._backend.scatter_add(input._data, P.along(values, d), add)
         input._vc[0] += 1
         return input
     return _index_add_general(input, dim, index, source, alpha=alpha)

@@ -88,6 +88,13 @@ def bounds(values):
     return values.item(values.argmin()), values.item(values.argmax())
 
 
+def below(values, n):
+    """Whether every element of a non-empty int64 array lies in [0, n): seen as uint64, negatives
+    are above any n, so one argmax decides."""
+    u = values.view(np.uint64)
+    return u.item(u.argmax()) < n
+
+
 def erf(x):
     from scipy.special import erf as _erf  # SciPy's erf is exact to float64 precision
     return _erf(x).astype(x.dtype, copy=False)

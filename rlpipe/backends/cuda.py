@@ -123,6 +123,12 @@ def bounds(values):
     return int(values.min()), int(values.max())
 
 
+def below(values, n):
+    """Whether every element of a non-empty int64 array lies in [0, n): seen as uint64, negatives
+    are above any n, so one max (one synchronization) decides."""
+    return int(values.view(cupy.uint64).max()) < n
+
+
 def scatter_add(target, index, values):
     """target[index] += values, adding once per occurrence of a repeated index (atomics).
 
