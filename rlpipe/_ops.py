@@ -976,38 +976,39 @@ def _infer_shape(shape, numel):
     return shape
 
 
-def _plain_shape(shape):
-    """The shape arguments of view/reshape as a tuple when they are plain ints of at least -1
-    (given as the ints or as one tuple, list or Size), else None (the slow path converts them)."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):  # a Size is a tuple
-        shape = tuple(shape[0])
-    for s in shape:
-        if type(s) is not builtins.int or s < -1:
-            return None
+def _numpy_shape(shape):
+    """view/reshape's shape arguments as NumPy takes them: the ints, or the one tuple, list or Size
+    they came in. NumPy refuses what is not an int (TypeError) or not a valid shape (ValueError)
+    but reads any negative size as -1: the fast paths check that the result is what was asked
+    or that the one negative size was -1; else the slow paths convert the arguments and raise
+    torch's errors."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0]) if type(shape[0]) is list else shape[0]  # a Size is a tuple
     return shape
 
 
-def _reshape_fn(new, old):
-    """The view function of a reshape from shape ``old`` to ``new``."""
-    return (lambda a: a) if new == old else (lambda a: a.reshape(new))
+def _same_array(a):
+    """The view function of a reshape to the same shape."""
+    return a
 
 
 @tensor_method
 def reshape(input, *shape):
-    plain = None if input._requires_grad and _grad_state[0] else _plain_shape(shape)
-    if plain is not None:  # no graph: NumPy reshapes, and its errors leave torch's to the checks below
+    if not (input._requires_grad and _grad_state[0]):  # no graph: NumPy reshapes
+        given = _numpy_shape(shape)
         try:
-            out = input._data.reshape(plain)
-        except ValueError:
+            out = input._data.reshape(given)
+        except (ValueError, TypeError):
             pass
         else:
             new = out.shape
-            if new == input._data.shape:
-                return _new_view(input, out, lambda a: a)
-            return _mark_view(wrap(out, input._device), input, lambda a: a.reshape(new), may_copy=True)
+            if new == given or -1 in given:  # NumPy reads any negative size as -1, torch only -1
+                if new == input._data.shape:
+                    return _new_view(input, out, _same_array)
+                return _mark_view(wrap(out, input._device), input, lambda a: a.reshape(new), may_copy=True)
     shape = _infer_shape(_shape_arg(shape), input.numel())
     if shape == input._data.shape:
-        return _mark_view(P.Reshape.apply(input, shape), input, lambda a: a)
+        return _mark_view(P.Reshape.apply(input, shape), input, _same_array)
     return _mark_view(P.Reshape.apply(input, shape), input, lambda a: a.reshape(shape), may_copy=True)
 
 
@@ -1015,18 +1016,18 @@ def reshape(input, *shape):
 def view(input, *shape):
     """reshape that never copies: a RuntimeError where the layout would need a copy.
     ``view(dtype)`` reinterprets the bytes, as in torch."""
-    plain = None if input._requires_grad and _grad_state[0] else _plain_shape(shape)
-    if plain is not None:  # no graph: a NumPy view, whose errors leave torch's to the checks below
-        out = input._data.view()
+    if not (input._requires_grad and _grad_state[0]):  # no graph: a NumPy view
+        out, given = input._data.view(), _numpy_shape(shape)
         try:
-            out.shape = plain  # raises instead of copying
-        except (AttributeError, ValueError):
+            out.shape = given  # raises instead of copying
+        except (AttributeError, ValueError, TypeError):
             pass
         else:
-            return _new_view(input, out, _reshape_fn(out.shape, input._data.shape))
+            new = out.shape
+            if new == given or -1 in given:  # as in reshape
+                return _new_view(input, out, _same_array if new == input._data.shape else lambda a: a.reshape(new))
     if len(shape) == 1 and not isinstance(shape[0], (builtins.int, tuple, list)):
-        dtype = _dtypes.as_dtype(shape[0])
-        return _mark_view(wrap(input._data.view(dtype.np), input._device), input, lambda a: a.view(dtype.np))
+        return _view_dtype(input, _dtypes.as_dtype(shape[0]))
     shape = _infer_shape(_shape_arg(shape), input.numel())
     probe = input._data.view()
     try:
@@ -1035,6 +1036,11 @@ def view(input, *shape):
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
                            "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
     return reshape(input, shape)
+
+
+def _view_dtype(input, dtype):
+    """``input.view(dtype)``: the same bytes read as ``dtype``."""
+    return _mark_view(wrap(input._data.view(dtype.np), input._device), input, lambda a: a.view(dtype.np))
 
 
 @tensor_method

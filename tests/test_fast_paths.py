@@ -106,6 +106,9 @@ def test_view_and_reshape_errors_are_unchanged():
         x.view(4, 3)
     with pytest.raises(RuntimeError, match=r"^shape '\[-2, 3\]' is invalid for input of size 6$"):
         x.view(-2, 3)  # NumPy would read any negative size as 'infer'
+    with pytest.raises(RuntimeError, match=r"^shape '\[-3, 2\]' is invalid for input of size 6$"):
+        x.reshape([-3, 2])
+    assert x.view(np.int64(3), -1).shape == x.reshape([np.int64(-1), 2]).shape == (3, 2)
     with pytest.raises(RuntimeError, match="^only one dimension can be inferred$"):
         x.reshape(-1, -1)
 
