@@ -92,10 +92,15 @@ def bounds(values):
     return values.item(values.argmin()), values.item(values.argmax())
 
 
+# the unsigned dtype of each integer width: a view as it puts negative values above every positive one
+UNSIGNED = {d.itemsize: d for d in map(np.dtype, (np.uint8, np.uint16, np.uint32, np.uint64))}
+
+
 def below(values, n):
-    """Whether every element of a non-empty int64 array lies in [0, n): seen as uint64, negatives
-    are above any n, so one argmax decides."""
-    u = values.view(np.uint64)
+    """Whether every element of a non-empty integer (or bool) array lies in [0, n): seen as
+    unsigned, negatives are above any n, so one argmax decides (a fraction of two comparisons
+    and two reductions)."""
+    u = values.view(UNSIGNED[values.dtype.itemsize])
     return u.item(u.argmax()) < n
 
 

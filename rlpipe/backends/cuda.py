@@ -124,9 +124,9 @@ def bounds(values):
 
 
 def below(values, n):
-    """Whether every element of a non-empty int64 array lies in [0, n): seen as uint64, negatives
-    are above any n, so one max (one synchronization) decides."""
-    return int(values.view(cupy.uint64).max()) < n
+    """Whether every element of a non-empty integer (or bool) array lies in [0, n): seen as
+    unsigned, negatives are above any n, so one max (one synchronization) decides."""
+    return int(values.view(np.dtype(f"u{values.dtype.itemsize}")).max()) < n
 
 
 def scatter_add(target, index, values):
