@@ -2106,15 +2106,19 @@ def index_add(input, dim, index, source, *, alpha=1):
         _index_add_positions(input, dim, index, source)  # torch's checks of the arguments as given
         return reshape(index_add(reshape(input, 1), 0, index, reshape(source, -1), alpha=alpha), ())
     d, values = _index_add_positions(input, dim, index, source)
-    return P.IndexAdd.apply(input, d, values, source, _scalar(alpha))
+    try:
+        return P.IndexAdd.apply(input, d, values, source, _scalar(alpha))
+    except IndexError:  # the backend's index_add checks the positions
+        raise _index_out_of_range(input, d, values) from None
 
 
 _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 
 
 def _index_add_positions(input, dim, index, source):
-    """Checks index_add's arguments as torch does; returns the dim and the positions as int64.
-    For a 0-d input only the dim and the dtypes are checked (the caller reshapes it)."""
+    """Checks index_add's arguments as torch does, but for the positions' range (the backend's
+    index_add checks it as it adds); returns the dim and the positions as int64. For a 0-d input
+    only the dim and the dtypes are checked (the caller reshapes it)."""
     data, values = input._data, index._data if isinstance(index, Tensor) else None
     d = dim if type(dim) is builtins.int and 0 <= dim < data.ndim else input._dim(dim)
     if values is None or values.dtype not in _INDEX_DTYPES:
@@ -2141,12 +2145,15 @@ def _index_add_positions(input, dim, index, source):
         values = values.reshape(-1).astype(np.int64)
     elif values.ndim != 1:
         values = values.reshape(-1)
-    if n_source:
-        backend, n = input._device._backend, shape[d]
-        if not backend.below(values, n):
-            lo, hi = backend.bounds(values)
-            raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension {d} with size {n}")
     return d, values
+
+
+def _index_out_of_range(input, d, values):
+    """torch's error for positions outside input's dim ``d`` (the backend's index_add finds them):
+    it names the first one."""
+    n = input._data.shape[d]
+    first = builtins.int(values[(values < 0) | (values >= n)][0])
+    return RuntimeError(f"index {first} is out of bounds for dimension {d} with size {n}")
 
 
 _index_add_general = Tensor.index_add_
@@ -2160,7 +2167,10 @@ def index_add_(input, dim, index, source, *, alpha=1):
         d, values = _index_add_positions(input, dim, index, source)
         _check_writable(input)
         add = source._data if alpha == 1 else source._data * input._data.dtype.type(_scalar(alpha))
-        input._device._backend.scatter_add(input._data, P.along(values, d), add)
+        try:
+            input._device._backend.index_add(input._data, d, values, add)
+        except IndexError:
+            raise _index_out_of_range(input, d, values) from None
         input._vc[0] += 1
         return input
     return _index_add_general(input, dim, index, source, alpha=alpha)

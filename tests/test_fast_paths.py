@@ -304,6 +304,26 @@ def test_index_add_errors_leave_the_target_unchanged(bad, error, message):
     assert x.tolist() == [[1.0] * 3] * 2 and x._version == 0
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("grad", [False, True], ids=["fast", "recording"])
+@pytest.mark.parametrize("dim, bad, message", [
+    (0, [0, 2], "^index 2 is out of bounds for dimension 0 with size 2$"),
+    (1, [-1, 0], "^index -1 is out of bounds for dimension 1 with size 3$"),
+    (1, [3, -4], "^index 3 is out of bounds for dimension 1 with size 3$"),  # the first one is named
+    (0, [-3, 5], "^index -3 is out of bounds for dimension 0 with size 2$"),
+])
+def test_index_add_out_of_range_writes_nothing_on_either_path(device, grad, dim, bad, message):
+    """The backend checks the positions as it adds (NumPy's add.at checks them all before it
+    writes; negatives are refused first): in place without a graph, in place with one, and out of
+    place, torch's error and the target unchanged."""
+    y = r.ones(2, 3, device=device, requires_grad=grad) * 1
+    source, index = r.ones(2, 2 if dim else 3, device=device), r.tensor(bad, device=device)
+    for call in (y.index_add_, lambda *args: r.index_add(y, *args)):
+        with pytest.raises(RuntimeError, match=message):
+            call(dim, index, source)
+        assert host(y).tolist() == [[1.0] * 3] * 2 and y._version == 0
+
+
 def test_index_add_shape_dtype_and_memory_errors():
     x = r.ones(2, 3)
     with pytest.raises(RuntimeError, match=r"source tensor shape must match self tensor shape, excluding the specified "

@@ -86,10 +86,20 @@ def scatter_add(target, index, values):
     np.add.at(target, index, values)
 
 
-def bounds(values):
-    """(smallest, largest) of a non-empty integer array as Python ints; argmin and argmax cost a
-    fraction of min and max on small arrays (no ufunc reduction machinery)."""
-    return values.item(values.argmin()), values.item(values.argmax())
+def along(positions, dim):
+    """The index that picks ``positions`` (a 1-d integer array) along ``dim`` and every position
+    of the other dims; along dim 0 the bare array."""
+    return positions if dim == 0 else (slice(None),) * dim + (positions,)
+
+
+def index_add(target, dim, positions, values):
+    """``scatter_add`` of ``values`` at ``positions`` (1-d, int64) along ``dim`` where every
+    position lies in [0, target.shape[dim]); else an IndexError, nothing written. NumPy's add.at
+    checks every index before it writes, but reads a negative one from the end: negatives are
+    refused first, with one argmin (a fraction of checking both bounds here)."""
+    if positions.size and positions.item(positions.argmin()) < 0:
+        raise IndexError("a negative position")
+    np.add.at(target, along(positions, dim), values)
 
 
 # the unsigned dtype of each integer width: a view as it puts negative values above every positive one

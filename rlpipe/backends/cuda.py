@@ -23,6 +23,8 @@ import numpy as np
 import cupy
 import cupyx
 
+from . import cpu as _cpu
+
 xp = cupy
 name = "cuda"
 ndarray = cupy.ndarray
@@ -118,15 +120,19 @@ _SCATTER_ADD_DTYPES = frozenset(np.dtype(t) for t in (np.int32, np.uint32, np.ui
                                                       np.float64))
 
 
-def bounds(values):
-    """(smallest, largest) of a non-empty integer array as Python ints."""
-    return int(values.min()), int(values.max())
-
-
 def below(values, n):
     """Whether every element of a non-empty integer (or bool) array lies in [0, n): seen as
     unsigned, negatives are above any n, so one max (one synchronization) decides."""
-    return int(values.view(np.dtype(f"u{values.dtype.itemsize}")).max()) < n
+    return int(values.view(_cpu.UNSIGNED[values.dtype.itemsize]).max()) < n
+
+
+def index_add(target, dim, positions, values):
+    """``scatter_add`` of ``values`` at ``positions`` (1-d, int64) along ``dim`` where every
+    position lies in [0, target.shape[dim]); else an IndexError, nothing written (cupyx's
+    scatter_add does not check: here one max decides)."""
+    if positions.size and not below(positions, target.shape[dim]):
+        raise IndexError("a position out of range")
+    scatter_add(target, _cpu.along(positions, dim), values)
 
 
 def scatter_add(target, index, values):

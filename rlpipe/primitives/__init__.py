@@ -5,7 +5,7 @@
 each a ``Function`` with its forward and backward. Every primitive is importable from here by
 name: ``from rlpipe import primitives as P; P.Add.apply(x, y)``.
 """
-from .base import Op, unbroadcast, shape_of, along, along_dim, expand_reduced, sign_of  # noqa: F401
+from .base import Op, unbroadcast, shape_of, along_dim, expand_reduced, sign_of  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
 from .activations import *  # noqa: F401,F403
 from .reductions import *  # noqa: F401,F403

@@ -1,6 +1,7 @@
 """Reading and writing by index: x[index], index_put, gather, scatter, index_select, embedding.
 """
-from .base import Op, unbroadcast, shape_of, along, along_dim
+from ..backends.cpu import along
+from .base import Op, unbroadcast, shape_of, along_dim
 
 
 class Index(Op):
@@ -139,7 +140,7 @@ class IndexAdd(Op):
     @staticmethod
     def forward(ctx, x, dim, index, source, alpha):
         out = x.copy()
-        ctx.be.scatter_add(out, along(index, dim), source if alpha == 1 else source * x.dtype.type(alpha))
+        ctx.be.index_add(out, dim, index, source if alpha == 1 else source * x.dtype.type(alpha))
         ctx.args = dim, index, alpha
         return out
 
