@@ -265,10 +265,10 @@ class SyncDataCollector(CollectorBase):
             ids.append(self._traj_ids.copy())
             dropped.append(env._skipped_rows)
             done = terminated | truncated  # (a skipped env is not done)
-            if np.count_nonzero(done):
+            ended = np.count_nonzero(done)
+            if ended:
                 self._obs = dict(env._continue_frame(next_obs, done))
-                done = done.reshape(n)
-                self._traj_ids[done] = self._new_traj_ids(int(np.count_nonzero(done)))
+                self._traj_ids[done.reshape(n)] = self._new_traj_ids(ended)
             else:
                 self._obs = next_obs
             if len(steps) == need:  # enough steps unless some env skipped more than the carried steps made up

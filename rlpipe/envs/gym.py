@@ -475,7 +475,7 @@ class GymWrapper(EnvBase):
         done = np.asarray(done, dtype=bool)
         if not self._vectorized:
             return self._reset_frame(None) if np.count_nonzero(done) else next_obs
-        done = done.reshape(self.batch_size[0])
+        done = done.reshape(-1)  # [envs] (the vector env's batch_size)
         if not np.count_nonzero(done):
             return next_obs
         if not self._same_step:
