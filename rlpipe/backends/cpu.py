@@ -2,7 +2,8 @@
 
 Every backend module exposes the same names: ``xp`` (the array namespace the ops' formulas are
 written against), device helpers, ``quietly`` (silence inf/nan warnings), ``scatter_add``
-(unbuffered ``a[index] += values``), the special functions whose implementation depends on the
+(unbuffered ``a[index] += values``), ``index_add`` (the same along one dim, its positions checked)
+and ``below`` (an integer array's range test), the special functions whose implementation depends on the
 library (``erf``, ``erfinv``), the optimizer update steps (in place on the arrays), random
 generators, and ``fused``: the backend's fused kernels by name, which an op runs in place of its
 own formula. The CPU has none; the CUDA backend's kernels compute the same formulas in one launch.

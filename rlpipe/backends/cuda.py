@@ -1,7 +1,7 @@
 """CUDA backend: CuPy arrays and hand-written fused kernels.
 
 This module offers the names of ``cpu.py``: the array namespace, device helpers, ``scatter_add``,
-``quietly``, the special functions (``erf``, ``erfinv``), the optimizer steps and the random
+``index_add``, ``below``, ``quietly``, the special functions (``erf``, ``erfinv``), the optimizer steps and the random
 generator. Where an op's formula (written in the op itself, in ``rlpipe/primitives``) would take
 several CuPy calls, ``fused`` maps its name to one hand-written ``cupy.ElementwiseKernel`` that
 computes the same formula in one launch; each optimizer step likewise updates the parameter and
