@@ -2155,7 +2155,9 @@ def _index_add_positions(input, dim, index, source):
 
 def _index_out_of_range(input, d, values):
     """torch's error for positions outside input's dim ``d`` (the backend's index_add finds them):
-    it names the first one."""
+    an IndexError for a vector (torch's 1-d kernel), else a RuntimeError naming the first one."""
+    if input._data.ndim == 1:
+        return IndexError("index out of range in self")
     n = input._data.shape[d]
     first = builtins.int(values[(values < 0) | (values >= n)][0])
     return RuntimeError(f"index {first} is out of bounds for dimension {d} with size {n}")

@@ -324,6 +324,18 @@ def test_index_add_out_of_range_writes_nothing_on_either_path(device, grad, dim,
         assert host(y).tolist() == [[1.0] * 3] * 2 and y._version == 0
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape, bad", [((3,), [0, 5]), ((3,), [-1]), ((), [1])])
+def test_index_add_out_of_range_on_a_vector_is_torchs_index_error(device, shape, bad):
+    """torch's 1-d kernel (a 0-d input counts as one) raises IndexError without the position."""
+    x = r.zeros(shape, device=device)
+    source = r.ones(len(bad), device=device) if shape else r.tensor(1.0, device=device)
+    for call in (x.index_add_, lambda *args: r.index_add(x, *args)):
+        with pytest.raises(IndexError, match="^index out of range in self$"):
+            call(0, r.tensor(bad, device=device), source)
+        assert x._version == 0 and not host(x).any()
+
+
 def test_index_add_shape_dtype_and_memory_errors():
     x = r.ones(2, 3)
     with pytest.raises(RuntimeError, match=r"source tensor shape must match self tensor shape, excluding the specified "
