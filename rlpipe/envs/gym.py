@@ -475,7 +475,7 @@ class GymWrapper(EnvBase):
         done = np.asarray(done, dtype=bool)
         if not self._vectorized:
             return self._reset_frame(None) if np.count_nonzero(done) else next_obs
-        done = done.reshape(self.batch_size[0])
+        done = done.reshape(-1)  # [envs] (the vector env's batch_size)
         if not np.count_nonzero(done):
             return next_obs
         if not self._same_step:
@@ -506,10 +506,11 @@ class GymWrapper(EnvBase):
         truncation) and every done env of a DISABLED one are reset at once, where the env can."""
         if self._skips_rows and not self._exact:
             own = done if self._env_done is None else done & self._env_done
-            self._resetting = own if np.count_nonzero(own) else None
-            done = done & ~own
-            if not np.count_nonzero(done):
+            ended = np.count_nonzero(own)
+            self._resetting = own if ended else None
+            if ended == np.count_nonzero(done):  # (own is part of done) every done env ended itself
                 return next_obs
+            done = done & ~own
         if not self._resets_rows:
             raise RuntimeError(
                 f"{self._label()}: envs {np.flatnonzero(done).tolist()} are done but the vector env did not end their "

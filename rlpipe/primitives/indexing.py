@@ -1,5 +1,6 @@
 """Reading and writing by index: x[index], index_put, gather, scatter, index_select, embedding.
 """
+from ..backends.cpu import along
 from .base import Op, unbroadcast, shape_of, along_dim
 
 
@@ -102,8 +103,7 @@ class IndexSelect(Op):
     def backward(ctx, g):
         shape, dim, index = ctx.args
         out = ctx.xp.zeros(shape, dtype=g.dtype)
-        where = (slice(None),) * dim + (index,)
-        ctx.be.scatter_add(out, where, g)
+        ctx.be.scatter_add(out, along(index, dim), g)
         return out, None, None
 
 
@@ -139,9 +139,8 @@ class IndexAdd(Op):
 
     @staticmethod
     def forward(ctx, x, dim, index, source, alpha):
-        where = (slice(None),) * dim + (index,)
         out = x.copy()
-        ctx.be.scatter_add(out, where, source if alpha == 1 else source * x.dtype.type(alpha))
+        ctx.be.index_add(out, dim, index, source if alpha == 1 else source * x.dtype.type(alpha))
         ctx.args = dim, index, alpha
         return out
 

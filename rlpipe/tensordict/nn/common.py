@@ -262,9 +262,13 @@ class TensorDictModule(TensorDictModuleBase):
     # ---- the call ----------------------------------------------------------------------------
     def _call_module(self, tensors, **kwargs):
         kwargs.update(self.method_kwargs)
+        # a Module is a submodule: read from the table, without Module.__getattr__'s lookup chain
+        module = self._modules.get("module")
+        if module is None:  # a plain callable, stored as an attribute
+            module = self.module
         if self.method is None:
-            return self.module(*tensors, **kwargs)
-        return getattr(self.module, self.method)(*tensors, **kwargs)
+            return module(*tensors, **kwargs)
+        return getattr(module, self.method)(*tensors, **kwargs)
 
     def _read(self, tensordict, key):
         value = tensordict.get(key, _MISSING, **self._get_kwargs)
@@ -312,6 +316,8 @@ class TensorDictModule(TensorDictModuleBase):
                 out = self._call_module(values, **kwargs)
                 if out is None:
                     out = ()
+                elif type(out) is Tensor:  # the usual single output: no collection to look into
+                    out = (out,)
                 is_td = is_tensor_collection(out)
                 if (is_td or isinstance(out, collections.abc.Mapping)) and all(
                         _has(out, key) if is_td else key in out for key in self._out_keys_source):
