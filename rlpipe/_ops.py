@@ -7,6 +7,7 @@ import builtins
 import collections
 import functools
 import math
+import operator
 import string
 
 import numpy as np
@@ -963,9 +964,16 @@ def _refresh_view(view):
 
 
 def _shape_arg(args):
+    """The sizes given as ints or as one tuple, list or Size: each must be an integer (a Python or
+    NumPy int, or an integer 0-d tensor), as torch asks: TypeError for a float or None."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
-    return tuple(builtins.int(a) for a in args)
+    try:
+        return tuple(operator.index(a) for a in args)
+    except TypeError:
+        bad = next(i for i, a in enumerate(args) if not hasattr(type(a), "__index__"))
+        raise TypeError(f"argument 'size' must be tuple of ints, but found element of type "
+                        f"{type(args[bad]).__name__} at pos {bad}") from None
 
 
 def _infer_shape(shape, numel):
@@ -1034,8 +1042,8 @@ def view(input, *shape):
             new = out.shape
             if new == given or -1 in given:  # as in reshape
                 return _new_view(input, out, _same_array if new == input._data.shape else lambda a: a.reshape(new))
-    if len(shape) == 1 and not isinstance(shape[0], (builtins.int, tuple, list)):
-        return _view_dtype(input, _dtypes.as_dtype(shape[0]))
+    if len(shape) == 1 and isinstance(shape[0], _dtypes.dtype):
+        return _view_dtype(input, shape[0])
     shape = _infer_shape(_shape_arg(shape), input.numel())
     probe = input._data.view()
     try:

@@ -113,6 +113,20 @@ def test_view_and_reshape_errors_are_unchanged():
         x.reshape(-1, -1)
 
 
+@pytest.mark.parametrize("method", ["view", "reshape"])
+@pytest.mark.parametrize("sizes", [(2.0, 3), (None,), (2.5,), ([3, 2.0],)])
+def test_sizes_must_be_integers_as_torch_asks(method, sizes):
+    # torch 2.13: x.view(2.0, 3) and x.view(None) are TypeErrors (NumPy and int() would take them)
+    with pytest.raises(TypeError, match="must be tuple of ints, but found element of type"):
+        getattr(r.zeros(6), method)(*sizes)
+
+
+def test_integer_sizes_of_every_kind_and_view_as_a_dtype():
+    x = r.zeros(6)
+    assert x.view(np.int64(2), r.tensor(3)).shape == x.reshape((r.tensor(2), 3)).shape == (2, 3)
+    assert x.view(r.float64).shape == (3,) and x.view(r.float64).dtype is r.float64
+
+
 def test_reshape_copies_where_the_layout_needs_it_and_only_then_is_a_view():
     x = grid("cpu")
     flat = x.t().reshape(-1)
