@@ -825,9 +825,13 @@ class TensorDict(TensorDictMath):
                 yield full if prefix else key
 
     def values(self, include_nested=False, leaves_only=False, is_leaf=None, *, sort=False):
+        if type(self) is TensorDict and not (include_nested or leaves_only or sort):
+            return list(self._tensordict.values())  # the root's own entries: no walk, no get per key
         return [self.get(k) for k in self._keys_in_order(include_nested, leaves_only, sort)]
 
     def items(self, include_nested=False, leaves_only=False, is_leaf=None, *, sort=False):
+        if type(self) is TensorDict and not (include_nested or leaves_only or sort):
+            return list(self._tensordict.items())
         return [(k, self.get(k)) for k in self._keys_in_order(include_nested, leaves_only, sort)]
 
     def _keys_in_order(self, include_nested, leaves_only, sort):
