@@ -180,7 +180,7 @@ class EnvBase:
 
     def _carry_over(self, td, done):
         """The root TensorDict of the following step: the "next" entries, with done envs reset."""
-        next_td = td.get("next")
+        next_td = td["next"]
         next_obs = {unravel_key_to_tuple(k): host_array(next_td[k]) for k in self.observation_spec.keys(True, True)}
         return self._root(self._continue_frame(next_obs, host_array(done)))  # an env on a GPU: copied to the host
 
