@@ -12,15 +12,22 @@ def shown_module():
     rlpipe stands in for torch, else ``"rlpipe"``.
 
     rlpipe stands in for torch when ``sys.modules["torch"]`` is a module whose ``Tensor`` is rlpipe's
-    own ``Tensor`` (an import shim that maps ``torch`` to ``rlpipe``). Then ``Size``, dtypes and legacy
-    tensor type names print as torch prints them (``torch.Size([2])``, ``torch.float32``,
-    ``torch.FloatTensor``), so code and doctests written against torch's reprs run unchanged. With a
-    real torch, or none, imported, they print ``rlpipe.Size([2])``, ``rlpipe.float32``. Asked at each
-    call (not cached), since a shim may be installed after rlpipe is imported.
+    own ``Tensor`` (an import shim that maps ``torch`` to ``rlpipe``), or, before anything imported
+    ``torch``, when ``torchrl`` or ``tensordict`` is rlpipe under an alias (a torchrl script that never
+    imports torch itself). Then ``Size``, dtypes and legacy tensor type names print as torch prints
+    them (``torch.Size([2])``, ``torch.float32``, ``torch.FloatTensor``), so code and doctests written
+    against torch's reprs run unchanged. With a real torch, or no alias, they print
+    ``rlpipe.Size([2])``, ``rlpipe.float32``. Asked at each call (not cached), since a shim may be
+    installed after rlpipe is imported.
     """
-    torch = sys.modules.get("torch")
-    core = sys.modules.get(__name__.rpartition(".")[0] + "._tensor")
-    if torch is not None and core is not None and getattr(torch, "Tensor", None) is getattr(core, "Tensor", 0):
+    package = __name__.rpartition(".")[0]
+    modules = sys.modules
+    torch = modules.get("torch")
+    if torch is not None:
+        core = modules.get(package + "._tensor")
+        return "torch" if getattr(torch, "Tensor", None) is getattr(core, "Tensor", 0) else "rlpipe"
+    if modules.get("torchrl", 0) is modules.get(package) or modules.get("tensordict", 0) is modules.get(
+            package + ".tensordict"):
         return "torch"
     return "rlpipe"
 

@@ -484,6 +484,19 @@ def test_split_trajs_vectorized():
     assert arr(b["collector", "mask"]).sum() == 14
 
 
+
+def test_batches_name_the_time_dim_as_torchrl():
+    """torchrl 0.14.1's collector batches name their last dim "time" (nested "next" too), after
+    split_trajs as well ([None, "time"])."""
+    (b,) = collect(SyncDataCollector(GymEnv(COUNTER), constant_policy(1), frames_per_batch=7, total_frames=7))
+    assert b.names == ["time"] and b["next"].names == ["time"]
+    (b,) = collect(SyncDataCollector(GymEnv(COUNTER, num_envs=2), constant_policy(0), frames_per_batch=14,
+                                     total_frames=14))
+    assert b.names == [None, "time"] and b["next"].names == [None, "time"]
+    (b,) = collect(SyncDataCollector(GymEnv(COUNTER), constant_policy(1), frames_per_batch=7, total_frames=7,
+                                     split_trajs=True))
+    assert tuple(b.batch_size) == (2, 5) and b.names == [None, "time"]
+
 def test_multistep_postproc_keys():
     collector = SyncDataCollector(GymEnv(COUNTER), constant_policy(1), frames_per_batch=7, total_frames=7,
                                   postproc=MultiStep(0.99, 4))

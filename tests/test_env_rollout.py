@@ -61,3 +61,14 @@ def test_rollout_callback_policy_and_continuation(env):
     start = step_mdp(rollout[-1])
     more = env.rollout(2, auto_reset=False, tensordict=start)
     assert more["step_count"].squeeze(-1).tolist() == [2, 3]
+
+
+def test_rollout_names_the_time_dim_as_torchrl(env):
+    out = env.rollout(3)
+    assert out.names == ["time"] and out["next"].names == ["time"]  # torchrl 0.14.1's names
+    batched = GymEnv("CartPole-v1", num_envs=2)
+    try:
+        out = batched.rollout(3, break_when_any_done=False)
+    finally:
+        batched.close()
+    assert tuple(out.batch_size) == (2, 3) and out.names == [None, "time"]

@@ -289,6 +289,7 @@ def test_multisync_batch_shape_keys_and_dtypes():
     assert len(batches) == 2
     for b in batches:
         assert tuple(b.batch_size) == (W, 10)
+        assert b.names == [None, "time"] and b["next"].names == [None, "time"]  # torchrl 0.14.1's names
         assert keyset(b) == ROOT_KEYS
         assert tuple(b["observation"].shape) == (W, 10, 1) and b["observation"].dtype is rlpipe.float32
         assert tuple(b["action"].shape) == (W, 10, 2)
@@ -329,7 +330,7 @@ def test_multisync_vectorized_workers_batch_is_workers_envs_time():
         batches = collect(c)
     assert len(batches) == 2
     for k, b in enumerate(batches):
-        assert tuple(b.batch_size) == (W, 2, 7)
+        assert tuple(b.batch_size) == (W, 2, 7) and b.names == [None, None, "time"]
         assert b.numel() == 28
         assert tuple(b["observation"].shape) == (W, 2, 7, 1)
         assert tuple(b["action"].shape) == (W, 2, 7, 2)
@@ -425,7 +426,7 @@ def test_multiasync_batches_and_total_frames():
         batches = collect(c)
     assert len(batches) == 70 // 7
     for b in batches:
-        assert tuple(b.batch_size) == (7,)
+        assert tuple(b.batch_size) == (7,) and b.names == ["time"]
         assert keyset(b) == ROOT_KEYS
         assert tuple(b["observation"].shape) == (7, 1)
     assert sum(b.numel() for b in batches) == 70
@@ -548,7 +549,7 @@ def test_multisync_split_trajs():
     with MultiSyncDataCollector(counter_envs(), constant_policy(1), frames_per_batch=14, total_frames=14,
                                 split_trajs=True) as c:
         (b,) = collect(c)
-    assert tuple(b.batch_size) == (4, 5)
+    assert tuple(b.batch_size) == (4, 5) and b.names == [None, "time"]
     ids = arr(b["collector", "traj_ids"])
     mask = arr(b["collector", "mask"])
     order = np.argsort([ids[r][mask[r]][0] for r in range(4)])
@@ -568,7 +569,7 @@ def test_multiasync_split_trajs():
         batches = collect(c)
     assert len(batches) == 2
     for b in batches:  # one first batch per worker: trajectories of 5 and 2 frames
-        assert tuple(b.batch_size) == (2, 5)
+        assert tuple(b.batch_size) == (2, 5) and b.names == [None, "time"]
         np.testing.assert_array_equal(arr(b["collector", "mask"]).sum(-1), [5, 2])
         np.testing.assert_array_equal(arr(b["observation"])[..., 0], [[0, 1, 2, 3, 4], [0, 1, 0, 0, 0]])
     firsts = sorted(int(arr(b["collector", "traj_ids"])[0, 0]) for b in batches)

@@ -159,6 +159,16 @@ def test_loss_module_keys_estimators_and_errors():
         ("module", "weight"), ("module", "bias")}
 
 
+def test_dqn_loss_without_next_names_the_missing_key():
+    """A batch without "next" is a KeyError naming it (torchrl 0.14.1 fails later, with an AttributeError
+    on None, since tensordict's get() returns None), and the batch is left as it was."""
+    td = _dqn_batch(np.random.default_rng(0))
+    del td["next"]
+    with pytest.raises(KeyError, match='key "next" not found'):
+        DQNLoss(_q_net(), action_space="categorical")(td)
+    assert set(td.keys()) == {"observation", "action"}
+
+
 # ---- PPO ------------------------------------------------------------------------------------------
 
 def _ppo_modules(seed=0):

@@ -66,3 +66,18 @@ def test_set_recurrent_mode_as_context_and_decorator():
 def test_recurrent_modules_say_they_are_not_available(cls):
     with pytest.raises(NotImplementedError, match=f"{cls.__name__} is not available in rlpipe"):
         cls(input_size=3, hidden_size=4, in_key="obs", out_key="h")
+
+
+def test_torchrl_data_names_the_spec_classes():
+    # torchrl 0.14 code imports its specs from torchrl.data and torchrl.data.tensor_specs
+    import rlpipe.data
+    from rlpipe.data import OneHot, tensor_specs
+    from rlpipe.envs import specs
+    assert OneHot is specs.OneHot and tensor_specs.Composite is specs.Composite
+    assert tensor_specs.BoxList is specs.BoxList and tensor_specs.__all__ == specs.__all__
+    for name in ("Binary", "Bounded", "BoundedContinuous", "Categorical", "Composite", "MultiCategorical",
+                 "MultiOneHot", "OneHot", "TensorSpec", "Unbounded", "UnboundedContinuous", "UnboundedDiscrete"):
+        assert getattr(rlpipe.data, name) is getattr(specs, name) and name in rlpipe.data.__all__
+    assert OneHot(3).rand().shape == rlpipe.Size([3])
+    with pytest.raises(AttributeError, match="module 'rlpipe.data' has no attribute 'OneHotDiscreteTensorSpec'"):
+        rlpipe.data.OneHotDiscreteTensorSpec  # noqa: B018 - gone from torchrl.data in 0.14

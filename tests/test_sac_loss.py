@@ -397,6 +397,11 @@ def test_bad_arguments():
     with pytest.raises(RuntimeError, match=r"Batch size=.*6.* is incompatible with num_qvqlue_nets=4"):
         v1(td)
     assert "td_error" not in td.keys()  # the failed call wrote nothing
+    q_elsewhere = ValueOperator(MLP(in_features=OBS + ACT, out_features=1, num_cells=[8]),
+                                in_keys=["observation", "action"], out_keys=["q"])
+    for value in (None, _value(_weights("v1", "value"))):  # a KeyError naming the critics' missing output
+        with pytest.raises(KeyError, match='key "state_action_value" not found'):
+            SACLoss(_actor(), q_elsewhere, value)(_data("v2" if value is None else "v1", (6,)))
 
 
 # ---- DiscreteSACLoss ------------------------------------------------------------------------------

@@ -83,6 +83,26 @@ def test_filename(tmp_path):
     assert type(loaded["a"]) is MemoryMappedTensor and loaded["a"].filename == str(tmp_path / "x" / "a.memmap")
 
 
+
+def test_a_map_over_a_file_is_shared(tmp_path, monkeypatch):
+    """tensordict 0.14.3 maps files shared: those leaves (and their basic-index views) report is_shared()
+    and print is_shared=True; anonymous maps, copies and advanced-index results do not."""
+    monkeypatch.delitem(__import__("sys").modules, "torch", raising=False)
+    td = TensorDict(a=rlpipe.ones(3, 2), batch_size=[3]).memmap_(tmp_path / "x")
+    a = td["a"]
+    assert a.is_shared() and a[0].is_shared() and td[0]["a"].is_shared()
+    assert not a[[0, 1]].is_shared() and not (a + 1).is_shared() and not a.clone().is_shared()
+    assert TensorDict.load_memmap(tmp_path / "x")["a"].is_shared()
+    assert not MemoryMappedTensor.from_tensor(rlpipe.ones(2)).is_shared()
+    assert MemoryMappedTensor.from_tensor(rlpipe.ones(2), filename=tmp_path / "m.npy").is_shared()
+    assert not td.is_shared()
+    assert repr(td) == """TensorDict(
+    fields={
+        a: MemoryMappedTensor(shape=rlpipe.Size([3, 2]), device=cpu, dtype=rlpipe.float32, is_shared=True)},
+    batch_size=rlpipe.Size([3]),
+    device=cpu,
+    is_shared=False)"""
+
 def test_from_tensor(tmp_path):
     source = rlpipe.arange(6, dtype=rlpipe.int32).view(2, 3)
     m = MemoryMappedTensor(source)

@@ -60,6 +60,21 @@ def test_shown_module_is_torch_under_a_shim(as_torch):
     assert _dtypes.shown_module() == "torch"
 
 
+@pytest.mark.parametrize("alias, target", [("torchrl", "rlpipe"), ("tensordict", "rlpipe.tensordict")])
+def test_shown_module_is_torch_when_only_torchrl_or_tensordict_is_aliased(monkeypatch, alias, target):
+    # a torchrl script that never imports torch itself (torchrl's first getting-started tutorial)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.delitem(sys.modules, "torchrl", raising=False)
+    monkeypatch.delitem(sys.modules, "tensordict", raising=False)
+    assert _dtypes.shown_module() == "rlpipe"
+    monkeypatch.setitem(sys.modules, alias, sys.modules[target])
+    assert _dtypes.shown_module() == "torch" and repr(rlpipe.Size([2])) == "torch.Size([2])"
+    other = types.ModuleType("torch")
+    other.Tensor = type("Tensor", (), {})
+    monkeypatch.setitem(sys.modules, "torch", other)  # a real torch beside: rlpipe names itself
+    assert _dtypes.shown_module() == "rlpipe"
+
+
 def test_reprs_under_a_shim_match_torch(as_torch):
     assert repr(rlpipe.Size([4, 3])) == "torch.Size([4, 3])"
     assert repr(rlpipe.zeros(4, 3).shape) == "torch.Size([4, 3])"

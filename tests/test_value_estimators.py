@@ -349,6 +349,12 @@ def test_module_errors():
         broken = _transitions(np.random.default_rng(1))
         del broken["next", "reward"]
         gae(broken)
+    no_next = _transitions(np.random.default_rng(1)).exclude("next")
+    for estimator in (gae, TD0Estimator(gamma=0.9, value_network=net)):  # a KeyError naming "next", not
+        with pytest.raises(KeyError, match='key "next" not found'):  # a failure on None further on
+            estimator.value_estimate(no_next.clone())
+        with pytest.raises(KeyError, match='key "next" not found'):
+            estimator(no_next.clone())
 
 
 # ---- cuda -----------------------------------------------------------------------------------------

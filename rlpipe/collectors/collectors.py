@@ -180,7 +180,7 @@ class SyncDataCollector(CollectorBase):
     # ---- collection ------------------------------------------------------------------------------
     def rollout(self, random=None):
         """The next batch before ``split_trajs`` and ``postproc`` (torchrl's ``rollout``), counted in
-        the frames collected.
+        the frames collected; its last batch dim is named ``"time"``, as torchrl names it.
         ``random``: whether the policy is replaced by random actions for this whole batch (by default
         torchrl's rule: while the frames collected before it are below ``init_random_frames``). The
         multi-process collectors' workers call this, their main process deciding ``random``."""
@@ -192,6 +192,7 @@ class SyncDataCollector(CollectorBase):
             with no_grad(), self._exploration.clone():
                 collect = self._collect_skipping if self.env._skips_rows else self._collect
                 batch = self._assemble(*collect(random or isinstance(self.policy, RandomPolicy)))
+            batch.refine_names(..., "time")  # as torchrl's batches
         except BaseException:
             self._obs = None  # the steps collected so far are lost: the next batch starts afresh
             raise
@@ -466,8 +467,8 @@ class SyncDataCollector(CollectorBase):
         try:
             while self.total_frames == -1 or self._frames < self.total_frames:
                 batch = self.rollout()
-                if self.split_trajs:
-                    batch = split_trajectories(batch)
+                if self.split_trajs:  # [trajectories, time], the time dim named as torchrl's collector names it
+                    batch = split_trajectories(batch).refine_names(..., "time")
                 if self.postproc is not None:
                     batch = self.postproc(batch)
                 if bar is not None:

@@ -394,10 +394,12 @@ class _MultiCollector(CollectorBase):
         return sum(self._in_flight.values()) + sum(batch.numel() for _, batch in self._ready)
 
     def _finish(self, batch):
-        """What the user sees: split, post-processed and on the storing device."""
+        """What the user sees: its last batch dim named "time" (as torchrl's), split, post-processed and
+        on the storing device."""
         self._iter += 1
+        batch.refine_names(..., "time")
         if self.split_trajs:
-            batch = split_trajectories(batch)
+            batch = split_trajectories(batch).refine_names(..., "time")
         if self.postproc is not None:
             batch = self.postproc(batch)
         return batch if self.storing_device is None else batch.to(self.storing_device)

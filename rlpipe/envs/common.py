@@ -126,7 +126,7 @@ class EnvBase:
                 break_when_any_done=None, break_when_all_done=None, return_contiguous=True, tensordict=None,
                 set_truncated=False):
         """Up to ``max_steps`` steps (``policy(td)``, random actions without one), stacked along a new
-        last batch dim, as torchrl's ``rollout``. ``break_when_any_done`` (the default unless
+        last batch dim named ``"time"``, as torchrl's ``rollout``. ``break_when_any_done`` (the default unless
         ``break_when_all_done`` is set) stops after the step where any env is done; otherwise done envs
         are reset and continue. ``callback(env, td)`` runs on the root of each following step (not
         after the last). ``auto_reset=False`` starts from ``tensordict`` (required then). ``set_truncated``
@@ -170,7 +170,7 @@ class EnvBase:
                         callback(self, td)
         finally:
             self._set_exact_resets(False)
-        out = stack(steps, len(self.batch_size))
+        out = stack(steps, len(self.batch_size)).refine_names(..., "time")  # torchrl names the stacked dim
         if set_truncated:
             last = (slice(None),) * len(self.batch_size) + (-1,)  # the last step along the time dim
             for key in ("truncated", "done"):
@@ -180,7 +180,7 @@ class EnvBase:
 
     def _carry_over(self, td, done):
         """The root TensorDict of the following step: the "next" entries, with done envs reset."""
-        next_td = td.get("next")
+        next_td = td["next"]
         next_obs = {unravel_key_to_tuple(k): host_array(next_td[k]) for k in self.observation_spec.keys(True, True)}
         return self._root(self._continue_frame(next_obs, host_array(done)))  # an env on a GPU: copied to the host
 

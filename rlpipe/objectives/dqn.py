@@ -130,7 +130,7 @@ class DQNLoss(LossModule):
         td_copy.set(keys.action_value, action_values)
         predicted = self._chosen(action_values, tensordict[keys.action])
         with no_grad():
-            next_td = tensordict.get("next")
+            next_td = tensordict["next"]
             next_values = self._action_values(self.target_value_network, next_td)
             if self.double_dqn:
                 greedy = self._action_values(self.value_network, next_td).argmax(-1, keepdim=True)

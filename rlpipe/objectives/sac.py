@@ -443,8 +443,8 @@ class SACLoss(_SACBase):
             target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
         chunks = tensordict.reshape(n, -1, *shape[1:])
         targets = target.reshape(n, -1, *target.shape[1:])
-        pred = stack([net(chunks[i].select(*net.in_keys, strict=False)).get(
-            self.tensor_keys.state_action_value) for i, net in enumerate(self.qvalue_network)]).squeeze(-1)
+        pred = stack([net(chunks[i].select(*net.in_keys, strict=False))[self.tensor_keys.state_action_value]
+                      for i, net in enumerate(self.qvalue_network)]).squeeze(-1)
         loss = distance_loss(pred, targets, self.loss_function).reshape(shape)
         td_error = (pred.detach() - targets).pow(2).flatten(0, 1)
         return self._reduce(loss, self._weights(tensordict)), {"td_error": td_error}

@@ -59,6 +59,11 @@ class MemoryMappedTensor(Tensor):
             raise RuntimeError("The MemoryMappedTensor has no file associated.")
         return name
 
+    def is_shared(self):
+        """True for a map over a file (tensordict maps files shared, and a ``share_memory_`` then leaves
+        the data in the file), False for anonymous memory, as tensordict 0.14.3."""
+        return getattr(self._data, "filename", None) is not None or Tensor.is_shared(self)
+
     def __getitem__(self, index):
         return _mapped_view(Tensor.__getitem__(self, index))
 

@@ -261,7 +261,7 @@ class ValueEstimatorBase(TensorDictModuleBase):
 
     def _next_value(self, tensordict):
         key = self.tensor_keys.value
-        next_td = tensordict.get("next")
+        next_td = tensordict["next"]
         if self.value_network is not None:
             with no_grad():
                 self.value_network(next_td)
