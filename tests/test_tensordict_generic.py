@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import rlpipe
-from rlpipe.tensordict import TensorDict
+from rlpipe.tensordict import TensorDict, set_get_defaults_to_none
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(rlpipe.__file__)))
 
@@ -258,3 +258,19 @@ def test_apply_with_another_tensordict_lacking_a_key_raises():
     with pytest.raises(KeyError, match='key "x" not found in TensorDict with keys'):
         a.apply(lambda x, y: x, b)
     assert a.apply(lambda x, y: x + 1 if y is None else y, b, default=None)["x"].tolist() == [1.0, 1.0]
+
+
+def test_get_at_and_entry_class_of_a_missing_key_follow_get():
+    # tensordict 0.14.3: get_at("b", 0) is None, get_at("b", 0, default=5) is 5, entry_class("b") is NoneType
+    td = TensorDict({"a": rlpipe.zeros(3)}, [3])
+    assert td.get_at("b", 0) is None and td.get_at("b", 0, default=5) == 5
+    assert td.entry_class("b") is type(None) and td.entry_class("a") is rlpipe.Tensor
+    assert td.get_at("a", 1).item() == 0
+    set_get_defaults_to_none(False)  # a plain switch, as in tensordict
+    try:
+        with pytest.raises(KeyError, match='key "b" not found'):
+            td.get_at("b", 0)
+        with pytest.raises(KeyError, match='key "b" not found'):
+            td.entry_class("b")
+    finally:
+        set_get_defaults_to_none(True)

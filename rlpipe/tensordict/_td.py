@@ -1780,10 +1780,11 @@ class TensorDict(TensorDictMath):
         return self
 
     def get_at(self, key, index, default=_NO_DEFAULT):
-        """``self.get(key)[index]`` (``default`` when the key is missing)."""
-        current = self.get(key, _RAISE if default is _NO_DEFAULT else None)
+        """``self.get(key)[index]``; for a missing key ``default`` when given, else what ``get`` gives
+        (None, as tensordict 0.14, or a KeyError under ``set_get_defaults_to_none(False)``)."""
+        current = self.get(key) if default is _NO_DEFAULT else self.get(key, None)
         if current is None:
-            return default
+            return None if default is _NO_DEFAULT else default
         return current[self._batch_index(list(index) if type(index) is range else index)]
 
     def update_at_(self, input_dict_or_td, idx, clone=False, *, non_blocking=False, keys_to_update=None):
@@ -1805,8 +1806,9 @@ class TensorDict(TensorDictMath):
         return self.update_at_(tensordict, idx, non_blocking=non_blocking)
 
     def entry_class(self, key):
-        """The type of the entry ``key``: TensorDict for a nested TensorDict, else Tensor."""
-        return type(self.get(key, _RAISE))
+        """The type of the entry ``key``: TensorDict for a nested TensorDict, else Tensor (NoneType
+        for a missing key, as ``get`` gives None, in tensordict 0.14)."""
+        return type(self.get(key))
 
     def create_nested(self, key):
         """Adds an empty nested TensorDict of this batch size under ``key``; returns self."""
