@@ -206,3 +206,13 @@ def test_memmap_of_a_gpu_leaf_fails_and_changes_nothing():
     with pytest.raises(RuntimeError, match=r"memmap_: 'b' is on cuda:0; move the TensorDict to the CPU first"):
         td.memmap_()
     assert type(td["a"]) is rlpipe.Tensor and not td.is_memmap() and not td.is_locked
+
+
+def test_memmap_into_the_folder_it_already_lives_in_keeps_the_data(tmp_path):
+    td = TensorDict(a=rlpipe.arange(6.0), batch_size=[6])
+    td.memmap_(tmp_path)
+    td.memmap_(tmp_path)  # rewriting a leaf's own file must not truncate what it maps first
+    assert td["a"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert TensorDict.load_memmap(tmp_path)["a"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    again = MemoryMappedTensor.from_tensor(td["a"], filename=td["a"].filename, existsok=True)
+    assert again.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]

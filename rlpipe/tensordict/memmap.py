@@ -46,6 +46,9 @@ class MemoryMappedTensor(Tensor):
             filename = os.fspath(filename)
             if os.path.exists(filename) and not existsok:
                 raise RuntimeError(f"The file {filename} already exists.")
+            source = getattr(host, "filename", None)
+            if source is not None and os.path.exists(filename) and os.path.samefile(source, filename):
+                host = np.array(host)  # opening the file for writing truncates what host maps
             array = np.lib.format.open_memmap(filename, mode="w+", dtype=host.dtype, shape=host.shape)
         if copy_data:
             array[...] = host
