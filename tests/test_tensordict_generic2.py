@@ -408,3 +408,27 @@ def test_has_non_tensor_is_a_false_property():
     td = TensorDict({"x": rlpipe.zeros(3)}, [3])
     assert td._has_non_tensor is False  # a property in tensordict: `if not td._has_non_tensor` must hold
     assert td._fast_apply(lambda x: None, filter_empty=True, num_threads=2, checked=False) is None
+
+
+def test_a_subclass_keeps_its_own_set_beside_a_validation_hook():
+    calls = []
+
+    class Checked(TensorDict):
+        def _validate_value_generic(self, value, **kwargs):
+            return value
+
+        def set(self, key, value, *args, **kwargs):
+            calls.append(key)
+            return super().set(key, value, *args, **kwargs)
+
+    Checked({}, []).set("a", rlpipe.zeros(()))
+    assert calls == ["a"]
+
+
+def test_in_place_shape_ops_refuse_a_locked_tensordict():
+    td = TensorDict({"x": rlpipe.arange(6.0).view(2, 3)}, [2, 3]).lock_()
+    with pytest.raises(RuntimeError, match="locked"):
+        td.reshape(6, inplace=True)
+    with pytest.raises(RuntimeError, match="locked"):
+        td.gather(1, rlpipe.zeros(2, 1, dtype=rlpipe.int64), inplace=True)
+    assert td.batch_size == (2, 3) and td["x"].shape == (2, 3)

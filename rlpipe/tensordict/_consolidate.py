@@ -19,11 +19,10 @@ def consolidate(td, filename=None, device_arg=None):
     leaves = [(path, leaf) for path, leaf in td._leaf_items()]
     device = _target_device(td, leaves, device_arg, filename)
     layout, total = _layout(leaves)
-    xp = device._backend.xp
     if filename is not None:
         storage = _file_buffer(filename, total)
-    else:
-        storage = xp.zeros(total, dtype=xp.uint8)
+    else:  # on the target GPU itself, not the current one
+        storage = device._backend.full((total,), 0, np.uint8, device.index)
     views = []
     for (_, leaf), (start, nbytes) in zip(leaves, layout):
         data = leaf._data if leaf._device is device else leaf.to(device)._data

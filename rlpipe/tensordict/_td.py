@@ -581,7 +581,7 @@ class TensorDict(TensorDictMath):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if cls._validate_value_generic is not TensorDict._validate_value_generic:
+        if cls._validate_value_generic is not TensorDict._validate_value_generic and "set" not in cls.__dict__:
             cls.set = TensorDict._set_checked  # the fast path would skip the subclass's hook
 
     def set_(self, key, value):
@@ -1572,7 +1572,10 @@ class TensorDict(TensorDictMath):
             leaves[key] = {"shape": list(value.shape), "dtype": value.dtype.name}
             if value.numel() == 0:
                 continue  # nothing to map (a file could not be mapped either)
-            leaf = MemoryMappedTensor.from_tensor(value, filename=path + ".memmap", existsok=True)
+            target = path + ".memmap"
+            if _maps_file(value, target):  # rewriting the file would first truncate the data it maps
+                value = value.clone()
+            leaf = MemoryMappedTensor.from_tensor(value, filename=target, existsok=True)
             leaf._data.flush()
             self._tensordict[key] = leaf
         self._write_memmap_meta(prefix, leaves=leaves, nested=nested)
@@ -2615,7 +2618,8 @@ class TensorDict(TensorDictMath):
 
     def _become(self, result):
         """Takes ``result``'s leaves and batch size, keeping this TensorDict and its nested ones (what
-        ``inplace=True`` of the shape ops does); returns self."""
+        ``inplace=True`` of the shape ops does); returns self. A locked TensorDict refuses."""
+        self._check_unlocked()
         for key, value in result._tensordict.items():
             mine = self._tensordict.get(key)
             if isinstance(value, TensorDict) and isinstance(mine, TensorDict):
@@ -3110,6 +3114,12 @@ def _adds_dims_only(index):
     items = index if isinstance(index, tuple) else (index,)
     return all(i is None or i is Ellipsis or isinstance(i, bool) or isinstance(i, Tensor) and i.ndim == 0
                and i.dtype.name == "bool" for i in items)
+
+
+def _maps_file(tensor, path):
+    """Whether ``tensor`` maps (a part of) the file ``path``."""
+    name = getattr(tensor._data, "filename", None)
+    return name is not None and os.path.exists(path) and os.path.samefile(name, path)
 
 
 def _load_leaf(path, key, leaf):
