@@ -968,12 +968,14 @@ def _shape_arg(args):
     NumPy int, or an integer 0-d tensor), as torch asks: TypeError for a float or None."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
-    try:
-        return tuple(operator.index(a) for a in args)
-    except TypeError:
-        bad = next(i for i, a in enumerate(args) if not hasattr(type(a), "__index__"))
-        raise TypeError(f"argument 'size' must be tuple of ints, but found element of type "
-                        f"{type(args[bad]).__name__} at pos {bad}") from None
+    sizes = []
+    for pos, a in enumerate(args):
+        try:
+            sizes.append(operator.index(a))
+        except TypeError:
+            raise TypeError(f"argument 'size' must be tuple of ints, but found element of type "
+                            f"{type(a).__name__} at pos {pos}") from None
+    return tuple(sizes)
 
 
 def _infer_shape(shape, numel):
@@ -2068,7 +2070,11 @@ def _arithmetic_inplace(name, ufunc):
                     recording = None
                 if recording is not None and not (recording and _grad_state[0]) \
                         and self._device._backend.writable(data):
-                    getattr(self._device._backend.xp, ufunc)(data, operand, out=data)
+                    quiet = silence_fp_warnings()  # x /= 0 gives inf, as in torch, without a warning
+                    try:
+                        getattr(self._device._backend.xp, ufunc)(data, operand, out=data)
+                    finally:
+                        restore_fp_warnings(quiet)
                     self._vc[0] += 1
                     return self
         return general(self, *args, **kwargs)

@@ -125,6 +125,8 @@ def test_integer_sizes_of_every_kind_and_view_as_a_dtype():
     x = r.zeros(6)
     assert x.view(np.int64(2), r.tensor(3)).shape == x.reshape((r.tensor(2), 3)).shape == (2, 3)
     assert x.view(r.float64).shape == (3,) and x.view(r.float64).dtype is r.float64
+    with pytest.raises(TypeError, match="found element of type Tensor at pos 1"):
+        x.reshape(2, r.tensor(3.0))  # a float 0-d tensor is not a size either (torch: TypeError)
 
 
 def test_reshape_copies_where_the_layout_needs_it_and_only_then_is_a_view():

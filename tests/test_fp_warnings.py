@@ -56,3 +56,23 @@ def test_the_callers_numpy_settings_are_untouched():
         r.log(r.tensor([0.0]))  # rlpipe's own op stays quiet
         with pytest.raises(FloatingPointError):
             np.log(np.array([0.0]))
+
+
+def test_in_place_arithmetic_does_not_warn():
+    x = r.tensor([0.0, 1.0, -1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x.div_(0)
+        x /= 0
+    assert np.isnan(x[0].item()) and x[1].item() == np.inf and x[2].item() == -np.inf
+
+
+@pytest.mark.parametrize("optimizer", [r.optim.SGD, r.optim.Adam, r.optim.RMSprop, r.optim.Adagrad])
+def test_an_optimizer_step_on_an_inf_gradient_does_not_warn(optimizer):
+    p = r.nn.Parameter(r.ones(3))
+    step = optimizer([p], lr=0.1)
+    p.grad = r.tensor([np.inf, 1.0, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        step.step()
+    assert not np.isfinite(p[0].item()) and np.isfinite(p[1].item())  # torch: nan (inf for SGD)

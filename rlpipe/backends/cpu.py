@@ -74,7 +74,7 @@ try:  # NumPy 2 keeps its floating-point error settings in a context variable: s
     # both are the context variable's own C methods, called once per op
     silence_fp_warnings = functools.partial(_extobj_contextvar.set, _make_extobj(all="ignore"))
     restore_fp_warnings = _extobj_contextvar.reset
-except ImportError:  # another NumPy layout: the public context, ~1 us
+except (ImportError, AttributeError, TypeError):  # another NumPy layout: the public context, ~1 us
     def silence_fp_warnings():
         state = np.errstate(all="ignore")
         state.__enter__()
@@ -82,6 +82,19 @@ except ImportError:  # another NumPy layout: the public context, ~1 us
 
     def restore_fp_warnings(token):
         token.__exit__(None, None, None)
+
+
+def without_fp_warnings(fn):
+    """``fn`` run with NumPy's floating-point warnings off (an optimizer step on an inf gradient
+    gives nan, as in torch, without a warning)."""
+    @functools.wraps(fn)
+    def quiet(*args, **kwargs):
+        token = silence_fp_warnings()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            restore_fp_warnings(token)
+    return quiet
 
 
 def quietly():
@@ -259,6 +272,7 @@ def _direction(param, grad, weight_decay, maximize):
     return np.negative(grad) if maximize else grad
 
 
+@without_fp_warnings
 def sgd_step(param, grad, momentum_buffer, lr, momentum, dampening, weight_decay, nesterov,
              maximize, first_step):
     """One torch.optim.SGD update of ``param`` (and ``momentum_buffer`` when momentum > 0)."""
@@ -275,6 +289,7 @@ def sgd_step(param, grad, momentum_buffer, lr, momentum, dampening, weight_decay
     param -= lr * g
 
 
+@without_fp_warnings
 def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps,
               weight_decay, amsgrad, maximize, decoupled):
     """One torch.optim.Adam (``decoupled=False``) or AdamW (``decoupled=True``) update.
@@ -308,6 +323,7 @@ def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1,
     param -= scratch
 
 
+@without_fp_warnings
 def rmsprop_step(param, grad, square_avg, momentum_buffer, grad_avg, lr, alpha, eps, weight_decay,
                  momentum, centered, maximize):
     """One torch.optim.RMSprop update (buffers given as None when unused)."""
@@ -340,6 +356,7 @@ def rmsprop_step(param, grad, square_avg, momentum_buffer, grad_avg, lr, alpha, 
     param -= scratch
 
 
+@without_fp_warnings
 def adagrad_step(param, grad, state_sum, step, lr, lr_decay, weight_decay, eps, maximize):
     """One torch.optim.Adagrad update of ``param`` and ``state_sum`` (dense gradients).
 
