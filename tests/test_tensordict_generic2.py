@@ -432,3 +432,13 @@ def test_in_place_shape_ops_refuse_a_locked_tensordict():
     with pytest.raises(RuntimeError, match="locked"):
         td.gather(1, rlpipe.zeros(2, 1, dtype=rlpipe.int64), inplace=True)
     assert td.batch_size == (2, 3) and td["x"].shape == (2, 3)
+
+
+def test_a_failed_set_leaves_the_names_as_they_were():
+    td = TensorDict({"a": rlpipe.zeros(3)}, [3])
+    named = TensorDict({"x": rlpipe.zeros(3)}, [3], names=["t"])
+    with pytest.raises(KeyError, match="already present in the TensorDict as a tensor"):
+        td.set(("a", "b"), named)  # no store: the parent must not take the child's names
+    assert td.names == [None]
+    td.set("c", named)
+    assert td.names == ["t"]  # a real store adopts them, as tensordict 0.14.3

@@ -442,9 +442,10 @@ class TensorDict(TensorDictMath):
         return getattr(self, "_shared_state", False) is True
 
     # ---- entries ---------------------------------------------------------------------------------
-    def _leaf(self, key, value):
+    def _leaf(self, key, value, adopt_names=True):
         """``value`` checked (and converted) to live under ``key``: a tensor or TensorDict whose
-        leading dims are the batch size, on this TensorDict's device."""
+        leading dims are the batch size, on this TensorDict's device. With ``adopt_names`` (a real
+        store, not a check) an unnamed self takes the names of a named TensorDict value."""
         given = value
         if isinstance(value, dict):
             value = TensorDict(value, batch_size=self._batch_size, device=self._device)
@@ -468,7 +469,7 @@ class TensorDict(TensorDictMath):
         if _NAMES_USED[0] and isinstance(value, TensorDict):
             if getattr(self, "_names", None) is not None:
                 value = self._named_child(value)
-            elif value._has_names():  # an unnamed TensorDict takes the names of a named child (tensordict)
+            elif adopt_names and value._has_names():  # an unnamed TensorDict takes a named child's names
                 self._set_names(value.names[:n])
         return value
 
@@ -569,7 +570,7 @@ class TensorDict(TensorDictMath):
             parent = self._parent_of(path)
         except (KeyError, ValueError):  # nested TensorDicts to create (or a tensor in the way: KeyError below),
             # created only once the value is known to fit the deepest existing one (they take its batch size)
-            self._existing_path(path)[-1]._leaf(key, value)
+            self._existing_path(path)[-1]._leaf(key, value, adopt_names=False)  # a check only
             parent = self._parent_of(path, create=True)
         parent._tensordict[path[-1]] = self._validate_value_generic(parent._leaf(key, value))
         return self
