@@ -216,3 +216,14 @@ def test_memmap_into_the_folder_it_already_lives_in_keeps_the_data(tmp_path):
     assert TensorDict.load_memmap(tmp_path)["a"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     again = MemoryMappedTensor.from_tensor(td["a"], filename=td["a"].filename, existsok=True)
     assert again.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+@pytest.mark.parametrize("entries", [{"meta.json": {"a": rlpipe.zeros(2)}},
+                                     {"x": rlpipe.zeros(2), "x.memmap": {"a": rlpipe.zeros(2)}}],
+                         ids=["nested meta.json", "leaf beside a nested x.memmap"])
+def test_memmap_refuses_colliding_file_names_before_writing_anything(tmp_path, entries):
+    td = TensorDict({"first": rlpipe.ones(2), **entries}, [2])
+    with pytest.raises(ValueError, match="a name another entry"):
+        td.memmap_(tmp_path)
+    assert not td.is_locked and not any(isinstance(v, MemoryMappedTensor) for v in td.values(True, True))
+    assert os.listdir(tmp_path) == []

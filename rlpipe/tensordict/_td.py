@@ -1553,6 +1553,7 @@ class TensorDict(TensorDictMath):
             raise RuntimeError("memmap and shared memory are mutually exclusive features.")
         if prefix is None:
             return self._memmap_anonymous()
+        self._check_memmap_layout()
         mapped = self._mapped_file()
         if mapped is not None and not copy_existing:
             if os.path.dirname(os.path.abspath(mapped)) != os.path.abspath(os.fspath(prefix)):
@@ -1581,6 +1582,21 @@ class TensorDict(TensorDictMath):
             self._tensordict[key] = leaf
         self._write_memmap_meta(prefix, leaves=leaves, nested=nested)
         return self.lock_()._mark_memmap()
+
+    def _check_memmap_layout(self):
+        """Before memmap_(prefix) writes anything: every leaf on the CPU, and no two entries of one
+        TensorDict (nor an entry and its meta.json) on the same file name."""
+        for td in self._all_tensordicts():
+            taken = {"meta.json"}
+            for key, value in td._tensordict.items():
+                nested = isinstance(value, TensorDict)
+                if not nested:
+                    _check_cpu_leaf(key, value)
+                name = _file_name(key) + ("" if nested else ".memmap")
+                if name in taken:
+                    raise ValueError(f"memmap_: the entry {key!r} would be stored as {name!r}, a name another entry "
+                                     "(or meta.json) of the same TensorDict already takes")
+                taken.add(name)
 
     def _memmap_anonymous(self):
         """memmap_() without a prefix: leaves that are not MemoryMappedTensors yet are copied into
