@@ -442,3 +442,16 @@ def test_a_failed_set_leaves_the_names_as_they_were():
     assert td.names == [None]
     td.set("c", named)
     assert td.names == ["t"]  # a real store adopts them, as tensordict 0.14.3
+
+
+def test_pad_names_as_tensordict_whichever_way_inplace_is_passed():
+    # tensordict 0.14.3: td.pad([0, 1]) and functional pad give unnamed dims; in place the dims keep theirs
+    from rlpipe.tensordict.functional import pad
+
+    def named():
+        return TensorDict({"a": rlpipe.ones(3, 2)}, [3, 2], names=["t", "e"])
+    assert named().pad([0, 1]).names == [None, None] and pad(named(), [0, 1]).names == [None, None]
+    for inplace in (lambda td: td.pad([0, 1], inplace=True), lambda td: td.pad([0, 1], 0.0, True),
+                    lambda td: pad(td, [0, 1], inplace=True)):
+        td = named()
+        assert inplace(td) is td and td.names == ["t", "e"] and td.batch_size == (4, 2)

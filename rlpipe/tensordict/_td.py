@@ -3469,7 +3469,7 @@ for _name, _rule in (("squeeze", _squeezed_names), ("unsqueeze", _unsqueezed_nam
     setattr(TensorDict, _name, _names_like_source(_rule)(getattr(TensorDict, _name)))
 # results with self's batch dims, in the same order (sizes may differ): the names carry over
 for _name in ("clone", "copy", "detach", "to", "select", "exclude", "empty", "contiguous", "masked_fill", "gather",
-              "roll", "flip", "fliplr", "flipud", "narrow", "repeat", "repeat_interleave", "pad",
+              "roll", "flip", "fliplr", "flipud", "narrow", "repeat", "repeat_interleave",
               "flatten_keys", "unflatten_keys", "to_tensordict", "_cast", "_elementwise", "where"):
     setattr(TensorDict, _name, _names_like_source(_same_names)(getattr(TensorDict, _name)))
 
@@ -3504,7 +3504,7 @@ def _with_inplace(method):
     return maybe_inplace
 
 
-for _name in ("repeat", "repeat_interleave", "roll", "reshape", "flatten", "unflatten", "pad", "tile",
+for _name in ("repeat", "repeat_interleave", "roll", "reshape", "flatten", "unflatten", "tile",
               "flip", "narrow", "expand", "squeeze", "unsqueeze", "permute", "transpose"):
     setattr(TensorDict, _name, _with_inplace(getattr(TensorDict, _name)))
 

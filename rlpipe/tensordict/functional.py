@@ -35,7 +35,11 @@ def pad(tensordict, pad_size, value=0.0, inplace=False, safe=True):
         out[dst] = t[src]
         return out
     padded = tensordict._map(one, Size(new_batch))
-    return tensordict._become(padded) if inplace else padded
+    if not inplace:
+        return padded  # unnamed, as tensordict's pad
+    if tensordict._has_names():  # in place, the dims keep their names (tensordict)
+        padded._set_names(tensordict.names)
+    return tensordict._become(padded)
 
 
 def pad_sequence(list_of_tensordicts, pad_dim=0, padding_value=0.0, out=None, return_mask=False):
