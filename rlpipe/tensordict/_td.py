@@ -1570,7 +1570,6 @@ class TensorDict(TensorDictMath):
                 value.memmap_(path, copy_existing=True)  # the check above covered it
                 nested.append(key)
                 continue
-            _check_cpu_leaf(key, value)
             leaves[key] = {"shape": list(value.shape), "dtype": value.dtype.name}
             if value.numel() == 0:
                 continue  # nothing to map (a file could not be mapped either)
