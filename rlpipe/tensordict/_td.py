@@ -2959,16 +2959,9 @@ class _SubTensorDict(TensorDict):
     def lock_(self):
         raise RuntimeError("Cannot lock a _SubTensorDict. Lock the parent tensordict instead.")
 
-    @property
+    @TensorDict.is_locked.getter  # TensorDict's setter (lock_/unlock_), the source's state
     def is_locked(self):
         return self._source.is_locked
-
-    @is_locked.setter
-    def is_locked(self, value):
-        if value:
-            self.lock_()
-        else:
-            self.unlock_()
 
     def unlock_(self):
         """Nothing to do while the source is unlocked; RuntimeError while it is locked."""
