@@ -322,12 +322,10 @@ class Tensor:
         """Moves a CPU tensor's data into shared memory: an anonymous shared mapping, which worker
         processes forked afterwards share (as torch's, it leaves no name in /dev/shm behind); no-op on a GPU."""
         if self._device is CPU and not self.is_shared():
-            import mmap
-            block = mmap.mmap(-1, max(self._data.nbytes, 1))
-            shared = np.ndarray(self._data.shape, dtype=self._data.dtype, buffer=block)
+            shared = self._device._backend.anonymous_shared(self._data.shape, self._data.dtype)
             shared[...] = self._data
             self._data = shared
-            self.__dict__["_shared_block"] = block  # keeps the mapping alive as long as the tensor
+            self.__dict__["_shared_block"] = shared.base  # marks the tensor shared (is_shared)
         return self
 
     def is_shared(self):

@@ -10,6 +10,7 @@ own formula. The CPU has none; the CUDA backend's kernels compute the same formu
 """
 import ctypes
 import functools
+import math
 import os
 import sys
 
@@ -48,6 +49,14 @@ def asarray(obj, dtype=None, index=None):
     if hasattr(obj, "__cuda_array_interface__"):  # a CuPy array coming back to the host
         obj = obj.get()
     return np.asarray(obj, dtype=dtype)
+
+
+def anonymous_shared(shape, dtype):
+    """A zero-filled array in an anonymous shared memory mapping: worker processes forked afterwards
+    share it, and it leaves no file or /dev/shm name behind (the array's ``base`` is the mapping)."""
+    import mmap
+    dtype = np.dtype(dtype)
+    return np.ndarray(shape, dtype=dtype, buffer=mmap.mmap(-1, max(math.prod(shape) * dtype.itemsize, 1)))
 
 
 def full(shape, value, dtype, index=None):

@@ -1,9 +1,9 @@
 """tensordict.memmap: ``MemoryMappedTensor``, the type of a memory-mapped TensorDict's leaves."""
-import mmap
 import os
 
 import numpy as np
 
+from .. import backends
 from .._format import tensor_repr
 from .._tensor import Tensor, host_array, init_from, wrap
 
@@ -40,8 +40,7 @@ class MemoryMappedTensor(Tensor):
         ``copy_data=False`` leaves the values zero."""
         host = host_array(input)
         if filename is None:
-            nbytes = max(host.size * host.dtype.itemsize, 1)
-            array = np.ndarray(host.shape, dtype=host.dtype, buffer=mmap.mmap(-1, nbytes))
+            array = backends.cpu.anonymous_shared(host.shape, host.dtype)
         else:
             filename = os.fspath(filename)
             if os.path.exists(filename) and not existsok:
