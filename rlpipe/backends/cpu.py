@@ -1,7 +1,7 @@
 """CPU backend: NumPy arrays, and what NumPy alone cannot say about them.
 
 Every backend module exposes the same names: ``xp`` (the array namespace the ops' formulas are
-written against), device helpers, ``quietly`` (silence inf/nan warnings), ``scatter_add``
+written against), device helpers, ``silence_fp_warnings`` (inf/nan without warnings), ``scatter_add``
 (unbuffered ``a[index] += values``), ``index_add`` (the same along one dim, its positions checked)
 and ``below`` (an integer array's range test), the special functions whose implementation depends on the
 library (``erf``, ``erfinv``), the optimizer update steps (in place on the arrays), random
@@ -104,12 +104,6 @@ def without_fp_warnings(fn):
         finally:
             restore_fp_warnings(token)
     return quiet
-
-
-def quietly():
-    """A context in which division by zero and invalid values give inf/nan without warnings,
-    as on a GPU and in torch (used where such values are expected or masked out)."""
-    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
 
 
 def may_share_memory(a, b):

@@ -1,7 +1,7 @@
 """CUDA backend: CuPy arrays and hand-written fused kernels.
 
 This module offers the names of ``cpu.py``: the array namespace, device helpers, ``scatter_add``,
-``index_add``, ``below``, ``quietly``, the special functions (``erf``, ``erfinv``), the optimizer steps and the random
+``index_add``, ``below``, the special functions (``erf``, ``erfinv``), the optimizer steps and the random
 generator. Where an op's formula (written in the op itself, in ``rlpipe/primitives``) would take
 several CuPy calls, ``fused`` maps its name to one hand-written ``cupy.ElementwiseKernel`` that
 computes the same formula in one launch; each optimizer step likewise updates the parameter and
@@ -15,7 +15,6 @@ holds its first array.
 Importing this module raises ImportError when CuPy is missing; ``backends/__init__.py``
 turns that into a message saying what to install.
 """
-import contextlib
 import functools
 
 import numpy as np
@@ -96,11 +95,6 @@ def supports(dtype):
         return np.dtype(dtype).name != "bfloat16"
     except TypeError:
         return False
-
-
-def quietly():
-    """GPU arithmetic never warns about inf/nan: nothing to silence."""
-    return contextlib.nullcontext()
 
 
 def may_share_memory(a, b):

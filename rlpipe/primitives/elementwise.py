@@ -69,14 +69,14 @@ class Pow(Op):
         x, y, out = ctx.saved_tensors
         need_x, need_y = ctx.needs_input_grad
         gx = gy = None
-        with ctx.be.quietly():  # inf/nan at x == 0 are masked out below
-            if need_x:  # d/dx x**y = y * x**(y-1), taken as 0 where y == 0
-                gx = xp.where(xp.equal(y, 0), 0, g * y * xp.power(x, y - 1))
-                gx = unbroadcast(gx.astype(g.dtype, copy=False), shape_of(x))
-            if need_y:  # d/dy x**y = x**y * log(x), taken as 0 where x == 0 and y >= 0
-                with_log = g * out * xp.log(xp.asarray(x, dtype=g.dtype) if shape_of(x) is None else x)
-                gy = xp.where(xp.logical_and(xp.equal(x, 0), y >= 0), 0, with_log)
-                gy = unbroadcast(gy.astype(g.dtype, copy=False), shape_of(y))
+        # inf/nan at x == 0 are masked out below
+        if need_x:  # d/dx x**y = y * x**(y-1), taken as 0 where y == 0
+            gx = xp.where(xp.equal(y, 0), 0, g * y * xp.power(x, y - 1))
+            gx = unbroadcast(gx.astype(g.dtype, copy=False), shape_of(x))
+        if need_y:  # d/dy x**y = x**y * log(x), taken as 0 where x == 0 and y >= 0
+            with_log = g * out * xp.log(xp.asarray(x, dtype=g.dtype) if shape_of(x) is None else x)
+            gy = xp.where(xp.logical_and(xp.equal(x, 0), y >= 0), 0, with_log)
+            gy = unbroadcast(gy.astype(g.dtype, copy=False), shape_of(y))
         return gx, gy
 
 
@@ -265,8 +265,8 @@ class Sqrt(Op):
 
     @staticmethod
     def backward(ctx, g):
-        with ctx.be.quietly():  # infinite at 0, as in torch
-            return g / (2 * ctx.saved_tensors[0])
+        # infinite at 0, as in torch
+        return g / (2 * ctx.saved_tensors[0])
 
 
 class Rsqrt(Op):
@@ -362,8 +362,7 @@ class FloorDivide(Op):
         ctx.shapes = shape_of(x), shape_of(y)
         ctx.mode = mode
         if mode == "trunc":
-            with ctx.be.quietly():
-                return ctx.xp.trunc(x / y)
+            return ctx.xp.trunc(x / y)
         return ctx.xp.floor_divide(x, y)
 
     @staticmethod

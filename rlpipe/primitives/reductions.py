@@ -144,8 +144,7 @@ class Std(Var):
     def backward(ctx, g):
         xp = ctx.xp
         std = ctx.std
-        with ctx.be.quietly():
-            scaled = xp.where(std == 0, 0, g / (2 * std)).astype(g.dtype, copy=False)
+        scaled = xp.where(std == 0, 0, g / (2 * std)).astype(g.dtype, copy=False)
         return Var.backward(ctx, scaled)
 
 
@@ -205,9 +204,8 @@ class Norm(Op):
             return xp.zeros_like(x), None, None, None
         norm = expand_reduced(ctx.out, x.shape, dims, keepdim)
         g = expand_reduced(g, x.shape, dims, keepdim)
-        with ctx.be.quietly():
-            scaled = x if p == 2 else sign_of(xp, x) * xp.where(x == 0, 0, xp.power(xp.abs(x), p - 1))
-            out = xp.where(norm == 0, 0, scaled * g / xp.power(norm, p - 1))
+        scaled = x if p == 2 else sign_of(xp, x) * xp.where(x == 0, 0, xp.power(xp.abs(x), p - 1))
+        out = xp.where(norm == 0, 0, scaled * g / xp.power(norm, p - 1))
         return out.astype(x.dtype, copy=False), None, None, None
 
 
