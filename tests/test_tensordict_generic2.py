@@ -95,6 +95,10 @@ _NAMED_OPS = [
     (lambda td: td[rlpipe.tensor([0, 1]), rlpipe.tensor([1, 2])], ["x"]),
     (lambda td: td[0, ..., rlpipe.tensor(-1)], []),
     (lambda td: td.where(rlpipe.zeros(2, 3, dtype=rlpipe.bool), td.clone()), ["x", "y"]),
+    (lambda td: td.copy(), ["x", "y"]),
+    (lambda td: td.clone(recurse=False), ["x", "y"]),
+    (lambda td: td.clone()["n"], ["x", "y", None]),
+    (lambda td: td.copy()["n"], ["x", "y", None]),
 ]
 
 

@@ -879,10 +879,15 @@ class TensorDict(TensorDictMath):
             else:
                 entries[key] = fn(value)
         out = self._build(entries, batch_size, device)
-        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
-        if names is not None and batch_size == self._batch_size:  # each nested TensorDict keeps its own
-            out._names = list(names)
+        if batch_size == self._batch_size:  # each nested TensorDict keeps its own names
+            self._names_to(out)
         return out
+
+    def _names_to(self, out):
+        """Gives ``out`` (a new TensorDict with self's batch dims) self's dim names, if any."""
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
+        if names is not None:
+            out._names = list(names)
 
     def apply(self, fn, *others, batch_size=None, device=_NO_DEFAULT, inplace=False, names=None,
               filter_empty=None, default=_NO_DEFAULT, call_on_nested=False, out=None, is_leaf=None,
@@ -952,17 +957,26 @@ class TensorDict(TensorDictMath):
             self._tensordict.update(entries)
             return self
         out = self._build(entries, batch_size, device)
-        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
-        if names is not None and batch_size == self._batch_size:  # each nested TensorDict keeps its own
-            out._names = list(names)
+        if batch_size == self._batch_size:  # each nested TensorDict keeps its own names
+            self._names_to(out)
         return out
+
+    def _names_to(self, out):
+        """Gives ``out`` (a new TensorDict with self's batch dims) self's dim names, if any."""
+        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
+        if names is not None:
+            out._names = list(names)
 
     def apply_(self, fn, *others):
         return self.apply(fn, *others, inplace=True)
 
     def copy(self):
         """A shallow copy: new TensorDicts, the same tensors."""
-        return self._map(lambda t: t)
+        entries = {key: value.copy() if isinstance(value, TensorDict) else value
+                   for key, value in self._tensordict.items()}
+        out = self._build(entries, self._batch_size, self._device)
+        self._names_to(out)
+        return out
 
     def clone(self, recurse=True):
         return self._map(lambda t: t.clone()) if recurse else self.copy()
@@ -3460,7 +3474,7 @@ for _name, _rule in (("squeeze", _squeezed_names), ("unsqueeze", _unsqueezed_nam
                      ("flatten", _flattened_names), ("unflatten", _unflattened_names)):
     setattr(TensorDict, _name, _names_like_source(_rule)(getattr(TensorDict, _name)))
 # results with self's batch dims, in the same order (sizes may differ): the names carry over
-for _name in ("clone", "copy", "detach", "to", "select", "exclude", "empty", "contiguous", "masked_fill", "gather",
+for _name in ("detach", "to", "select", "exclude", "empty", "contiguous", "masked_fill", "gather",
               "roll", "flip", "fliplr", "flipud", "narrow", "repeat", "repeat_interleave",
               "flatten_keys", "unflatten_keys", "to_tensordict", "_cast", "_elementwise", "where"):
     setattr(TensorDict, _name, _names_like_source(_same_names)(getattr(TensorDict, _name)))
