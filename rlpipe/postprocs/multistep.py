@@ -17,7 +17,9 @@ Everything is computed on the backend's arrays (NumPy or CuPy, wherever the Tens
 tensor once: on small batches (a collector's postproc) the cost is a few dozen array calls. On a
 GPU the window lengths and discounted sums are one fused kernel launch per reward key.
 """
+import collections
 import functools
+import math
 import numbers
 
 import numpy as np
@@ -44,13 +46,14 @@ def window_lengths(done, valid, n):
     first_done is the first done at or after t and the batch ends early at the first invalid step
     after t; 1 on invalid steps themselves (their windows are never used)."""
     xp = done.device._backend.xp
-    return wrap(_window_lengths(xp, done._data, valid._data, n), done.device)
+    return wrap(xp.array(_windows(xp, _ends(done._data, valid._data), n).m), done.device)
 
 
 def windowed_discounted_sum(reward, m, gamma, n):
-    """sum_{k < m[t]} gamma**k * reward[..., t + k], in ``n`` passes (tensors of shape [..., T])."""
+    """sum_{k < m[t]} gamma**k * reward[..., t + k] (tensors of shape [..., T])."""
     xp = reward.device._backend.xp
-    return wrap(_discounted_sum(xp, _float_reward(reward._data), m._data, gamma, n), reward.device)
+    gather = _gather_index(xp, m._data, _Tables(tuple(m.shape), n))
+    return wrap(_discounted_sum(xp, _float_reward(reward._data), gather, gamma, n), reward.device)
 
 
 def n_step_returns(done, valid, reward, gamma, n):
@@ -61,31 +64,71 @@ def n_step_returns(done, valid, reward, gamma, n):
 
 
 # ---- the math, on backend arrays (NumPy or CuPy: ``xp`` is the backend's namespace) --------------
+# The windows depend only on where they stop: their lengths m and, for the discounted sums, the
+# flat indices of their steps form a plan, kept per done pattern for small batches (a collector's
+# postproc meets the same few patterns again and again). Each sum is then one gather of the
+# rewards, one product and one sum over k: a few array calls whatever n.
 
-def _window_lengths(xp, done, valid, n, cut=True):
-    """``window_lengths`` on bool arrays; ``valid=None`` means every step is valid, ``cut=False``
-    that no step is done either."""
-    T = done.shape[-1]
-    m = xp.empty(done.shape, dtype=xp.int64)
-    m[...] = xp.asarray(_full_windows(T, n))  # min(n, T - t): the windows only the batch's end cuts
-    if not cut:
-        return m
-    last = done.copy()  # last[j]: a window that reaches step j ends there (besides the batch's end)
-    if valid is not None and T:
-        last[..., :-1] |= ~valid[..., 1:]  # the next step is invalid
+def _ends(done, valid):
+    """Where windows stop ([*B, T] bool): at a done step, and, with a ``valid`` mask, at an invalid
+    step (its own window is one step) and just before one (the batch ends early there)."""
+    if valid is None:
+        return done
+    ends = done | ~valid
+    ends[..., :-1] |= ~valid[..., 1:]
+    return ends
+
+
+class _Tables:
+    """What windows of n steps over a [*B, T] array (``size`` elements, seen flat) have in common."""
+
+    def __init__(self, shape, n):
+        T = shape[-1]
+        self.size = math.prod(shape)
+        self.ks = np.arange(n)[:, None]
+        rows = shape[:-1]
+        starts = (np.arange(math.prod(rows)) * T).reshape(rows + (1, 1))  # each row's first flat index
+        self.steps = starts + self.ks + np.arange(T)  # [*B, n, T]: the flat index of step t + k
+        self.full = np.broadcast_to(np.minimum(np.arange(T, 0, -1), n), shape)  # min(n, T - t): no window cut
+
+
+_Plan = collections.namedtuple("_Plan", "m rows gather")
+
+
+def _plan(xp, ends, n, tables):
+    """For stops ``ends``: the windows' lengths ``m``, the flat ``rows`` of their last steps
+    (``t + m[t] - 1``: one gather of whole rows per "next" entry) and their ``gather`` indices."""
+    T = ends.shape[-1]
+    m = xp.array(tables.full)
     for k in reversed(range(n)):  # downward, so the smallest k that ends the window is written last
-        m[..., :T - k][last[..., k:]] = k + 1
-    if valid is not None:
-        m[~valid] = 1
-    return m
+        m[..., :T - k][ends[..., k:]] = k + 1
+    return _Plan(m, _last_rows(xp, m), _gather_index(xp, m, tables))
 
 
-@functools.lru_cache(maxsize=256)
-def _full_windows(T, n):
-    """min(n, T - t) for t < T, as a read-only NumPy array."""
-    row = np.minimum(np.arange(T, 0, -1, dtype=np.int64), n)
-    row.flags.writeable = False
-    return row
+def _last_rows(xp, m):
+    """``t + m[t] - 1`` for every step t of the [*B, T] windows ``m``, t counted flat."""
+    return (xp.arange(-1, m.size - 1, dtype=xp.int64).reshape(m.shape) + m).reshape(-1)
+
+
+def _gather_index(xp, m, tables):
+    """[*B, n, T] flat indices into the [*B, T] values seen flat with one 0 appended: step t + k
+    where k < m[t], else that 0 (at index ``size``)."""
+    return xp.where(xp.asarray(tables.ks) < m[..., None, :], xp.asarray(tables.steps), tables.size)
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_plan(shape, n, ends_bytes):
+    plan = _plan(np, np.frombuffer(ends_bytes, dtype=bool).reshape(shape), n, _Tables(shape, n))
+    for array in plan:
+        array.flags.writeable = False  # shared by every batch with these stops
+    return plan
+
+
+def _windows(xp, ends, n):
+    """The plan for the stops ``ends``: kept when the batch is small and on the host, else built anew."""
+    if xp is np and n * ends.size <= 1024:
+        return _cached_plan(ends.shape, n, ends.tobytes())
+    return _plan(xp, ends, n, _Tables(ends.shape, n))
 
 
 def _is_float(array):
@@ -97,28 +140,22 @@ def _float_reward(reward):
     return reward if _is_float(reward) else reward.astype(_dtypes.get_default_dtype().np)
 
 
-def _discounted_sum(xp, reward, m, gamma, n, cut=True):
-    """``windowed_discounted_sum`` on arrays: ``total[t] += gamma**k * reward[t + k]`` for ``k < m[t]``,
-    term by term from ``total = 0``, each product rounded to the reward's dtype (as the fused kernel
-    does). ``cut=False`` says that no window is shorter than ``min(n, T - t)`` (no done, no invalid
-    step): no term then needs zeroing."""
-    zero = xp.zeros((), dtype=reward.dtype)
-    if n == 0:
-        return xp.zeros(reward.shape, dtype=reward.dtype)
-    total = reward + zero  # k = 0: every window holds its first step, and 0 + 1 * r is exactly r + 0
-    T = reward.shape[-1]
-    for k, discount in enumerate(_discounts(gamma, n, reward.dtype)[1:], 1):
-        term = reward[..., k:] * discount
-        if cut:
-            term[m[..., :T - k] <= k] = 0  # beyond the window
-        total[..., :T - k] += term
-    return total
+def _discounted_sum(xp, reward, gather, gamma, n):
+    """``sum_{k < m[t]} gamma**k * reward[..., t + k]`` through the plan's ``gather`` indices: term by
+    term in k's order from 0, each product and partial sum rounded to the reward's dtype (as the
+    fused kernel does: a sum over an outer axis adds whole rows one after the other)."""
+    flat = xp.concatenate((reward.reshape(-1), xp.zeros(1, dtype=reward.dtype)))
+    terms = flat.take(gather)
+    terms *= xp.asarray(_discounts(gamma, n, reward.shape[-1], reward.dtype))
+    return xp.add.reduce(terms, axis=-2) if xp is np else terms.sum(axis=-2)
 
 
 @functools.lru_cache(maxsize=256)
-def _discounts(gamma, n, dtype):
-    """The scalars ``gamma ** k`` (a Python float each, rounded to ``dtype``) for k < n."""
-    return tuple(np.asarray(gamma ** k, dtype=dtype)[()] for k in range(n))
+def _discounts(gamma, n, T, dtype):
+    """[n, T]: ``gamma ** k`` in row k (a Python float rounded to ``dtype``), read-only."""
+    rows = np.repeat(np.array([gamma ** k for k in range(n)], dtype=dtype)[:, None], T, axis=1)
+    rows.flags.writeable = False
+    return rows
 
 
 @functools.lru_cache(maxsize=256)
@@ -132,18 +169,30 @@ def _gamma_table(gamma, n):
 
 
 def _n_step_returns(backend, done, valid, reward, gamma, n):
-    """(m, discounted sums) for [..., T] arrays of one shape: the backend's one-launch kernel where
-    it has one (cuda), else ``n`` vectorized passes of each."""
+    """(m, discounted sums) for [..., T] arrays of one shape."""
+    m, _, (total,) = _n_step(backend, done, valid, [reward], gamma, n)
+    return m, total
+
+
+def _n_step(backend, done, valid, rewards, gamma, n):
+    """``(m, rows, sums)`` for [*B, T] arrays: the windows' lengths, the flat rows of their last
+    steps and each reward's discounted sums. From the backend's one-launch kernel where it has one
+    (cuda) for every reward, else from the plan's gathers."""
+    xp = backend.xp
     fused = backend.fused.get("n_step_returns")
-    if fused is None or not _is_float(reward) or reward.size == 0:
-        cut = valid is not None or bool(done.any())  # some window shorter than min(n, T - t)
-        m = _window_lengths(backend.xp, done, valid, n, cut)
-        return m, _discounted_sum(backend.xp, _float_reward(reward), m, gamma, n, cut)
+    if fused is None or not rewards or not all(_is_float(reward) and reward.size for reward in rewards):
+        plan = _windows(xp, _ends(done, valid), n)
+        sums = [_discounted_sum(xp, _float_reward(reward), plan.gather, gamma, n) for reward in rewards]
+        return xp.array(plan.m), plan.rows, sums
     if valid is None:
-        valid = backend.xp.ones(done.shape, dtype=bool)
-    rows = (-1, reward.shape[-1])
-    m, total = fused(done.reshape(rows), valid.reshape(rows), reward.reshape(rows), gamma, n)
-    return m.reshape(reward.shape), total.reshape(reward.shape)
+        valid = xp.ones(done.shape, dtype=bool)
+    flat = (-1, done.shape[-1])
+    sums = []
+    for reward in rewards:
+        m, total = fused(done.reshape(flat), valid.reshape(flat), reward.reshape(flat), gamma, n)
+        sums.append(total.reshape(done.shape))
+    m = m.reshape(done.shape)
+    return m, _last_rows(xp, m), sums
 
 
 class MultiStep(Module):
@@ -194,11 +243,11 @@ class MultiStep(Module):
         if self.n_steps == 0:
             return td
         done = _lookup(td, self.done_key)  # KeyError naming the key when missing
-        for key in self.reward_keys:
-            _lookup(td, key)
+        rewards = [_lookup(td, key) for key in self.reward_keys]
         work, restore = self._time_last(td, done)
-        updates = self._compute(work, done if work is td else work[self.done_key])
-        _write(work, updates)  # nothing was written before this point
+        if work is not td:
+            done, rewards = work[self.done_key], [work[key] for key in self.reward_keys]
+        _write(work, self._compute(work, done, rewards))  # nothing was written before this point
         if restore is not None:
             td.update(restore(work))
         return td
@@ -238,9 +287,9 @@ class MultiStep(Module):
             return back
         return permuted, restore
 
-    def _compute(self, td, done):
-        """Every new value ({key tuple: Tensor}), computed without touching ``td`` (whose ``done``
-        entry is given): on the backend's arrays, each result wrapped once."""
+    def _compute(self, td, done, rewards):
+        """Every new value ({key tuple: Tensor}), computed without touching ``td`` (whose ``done`` and
+        reward entries are given): on the backend's arrays, each result wrapped once."""
         batch = tuple(td.batch_size)
         n = min(self.n_steps, batch[-1])  # no window is longer than the batch: the same result, in at most T passes
         device = done.device
@@ -248,17 +297,12 @@ class MultiStep(Module):
         done = _bool(self._as_batch_shaped(done._data, batch, self.done_key))
         mask = _lookup(td, self.mask_key, None)
         valid = None if mask is None else _bool(self._as_batch_shaped(mask._data, batch, self.mask_key))
-        m = None
+        arrays = [self._as_batch_shaped(reward._data, batch, key) for key, reward in zip(self.reward_keys, rewards)]
+        m, rows, sums = _n_step(backend, done, valid, arrays, self.gamma, n)
         updates = {}
-        for key in self.reward_keys:
-            reward = _lookup(td, key)
-            m, summed = _n_step_returns(backend, done, valid, self._as_batch_shaped(reward._data, batch, key),
-                                        self.gamma, n)
+        for key, reward, summed in zip(self.reward_keys, rewards, sums):
             updates[key[:-1] + ("original_" + key[-1],)] = reward
             updates[key] = wrap(summed.reshape(reward._data.shape), device)
-        if m is None:  # no reward keys: the windows still shift the "next" entries
-            m = _window_lengths(backend.xp, done, valid, n)
-        rows = _flat_rows(backend.xp, m)  # the rows of the steps whose "next" entries are kept
         for key, value in _leaves(td["next"], ("next",)):
             if key not in updates:
                 data = value._data
@@ -352,11 +396,3 @@ def _write(td, updates):
 
 def _bool(array):
     return array if array.dtype == bool else array.astype(bool)
-
-
-def _flat_rows(xp, m):
-    """Row numbers, in the [B*T, ...] view of a [*B, T, ...] entry, of the last step of each window
-    (``t + m[t] - 1``): one gather of whole rows per entry (much faster than element by element)."""
-    rows = xp.arange(-1, m.size - 1, dtype=xp.int64).reshape(m.shape)  # t - 1 in the flat view
-    rows += m
-    return rows.reshape(-1)
