@@ -256,6 +256,19 @@ def test_random_batches_match_reference(lead_dims, p_done, trailing, terminated)
         run_and_compare(arrays, shape, n, gamma, keys, what=f"seed={seed} shape={shape} n={n} gamma={gamma}")
 
 
+def test_plans_kept_for_small_batches_are_not_changed_through_outputs():
+    """Small batches reuse the window plan of their done pattern: writing into one output (its
+    window lengths, gammas, shifted entries) must not change the next batch's result."""
+    rng = np.random.default_rng(77)
+    stream = MultiStep(0.9, 4)
+    for i in range(40):  # 10-frame batches, as a collector's postproc sees: few distinct patterns
+        arrays = random_arrays(rng, (10,), p_done=0.1)
+        out = stream(make_td(arrays, (10,)))
+        assert_matches(leaf_arrays(out), reference_multistep(arrays, (10,), 4, 0.9), what=f"batch {i}")
+        for key in ("steps_to_next_obs", "gamma", "nonterminal", ("next", "done"), ("next", "reward")):
+            out[key].zero_()
+
+
 @pytest.mark.parametrize("n", range(1, 9))
 def test_every_n_and_short_batches(n):
     """Every n against every T around it (T < n, T == n, T > n), with and without dones."""

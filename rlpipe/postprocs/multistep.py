@@ -12,10 +12,11 @@ the batch (or of the valid steps, with a ``("collector", "mask")``):
   ``terminated`` entry), so ``r + gamma * nonterminal * V(next_obs)`` is the n-step target. Unlike
   torchrl, the last step of a batch is not marked terminal.
 
-Everything is computed on the backend's arrays (NumPy or CuPy, wherever the TensorDict lives) in
-``min(n, T)`` vectorized passes, with no loop over batch or time, and each result is wrapped as a
-tensor once: on small batches (a collector's postproc) the cost is a few dozen array calls. On a
-GPU the window lengths and discounted sums are one fused kernel launch per reward key.
+Everything is computed on the backend's arrays (NumPy or CuPy, wherever the TensorDict lives),
+with no loop over batch or time, and each result is wrapped as a tensor once. The windows depend
+only on where they stop: their plan (lengths, rows to shift, gather indices) is kept per done
+pattern for small batches, so a collector's postproc costs about twenty array calls whatever n.
+On a GPU the window lengths and discounted sums are one fused kernel launch per reward key.
 """
 import collections
 import functools
@@ -46,7 +47,7 @@ def window_lengths(done, valid, n):
     first_done is the first done at or after t and the batch ends early at the first invalid step
     after t; 1 on invalid steps themselves (their windows are never used)."""
     xp = done.device._backend.xp
-    return wrap(xp.array(_windows(xp, _ends(done._data, valid._data), n).m), done.device)
+    return wrap(xp.array(_windows(xp, _ends(done._data, valid._data), n, 1.0).m), done.device)
 
 
 def windowed_discounted_sum(reward, m, gamma, n):
@@ -92,17 +93,22 @@ class _Tables:
         self.full = np.broadcast_to(np.minimum(np.arange(T, 0, -1), n), shape)  # min(n, T - t): no window cut
 
 
-_Plan = collections.namedtuple("_Plan", "m rows gather")
+_Plan = collections.namedtuple("_Plan", "m rows gammas gather")
 
 
-def _plan(xp, ends, n, tables):
+def _plan(xp, ends, n, gamma, tables):
     """For stops ``ends``: the windows' lengths ``m``, the flat ``rows`` of their last steps
-    (``t + m[t] - 1``: one gather of whole rows per "next" entry) and their ``gather`` indices."""
+    (``t + m[t] - 1``: one gather of whole rows per "next" entry), ``gammas`` (``gamma ** m``) and
+    their ``gather`` indices."""
     T = ends.shape[-1]
     m = xp.array(tables.full)
     for k in reversed(range(n)):  # downward, so the smallest k that ends the window is written last
         m[..., :T - k][ends[..., k:]] = k + 1
-    return _Plan(m, _last_rows(xp, m), _gather_index(xp, m, tables))
+    return _Plan(m, _last_rows(xp, m), _gammas(xp, m, gamma, n), _gather_index(xp, m, tables))
+
+
+def _gammas(xp, m, gamma, n):
+    return xp.asarray(_gamma_table(gamma, n)).take(m)
 
 
 def _last_rows(xp, m):
@@ -117,18 +123,18 @@ def _gather_index(xp, m, tables):
 
 
 @functools.lru_cache(maxsize=512)
-def _cached_plan(shape, n, ends_bytes):
-    plan = _plan(np, np.frombuffer(ends_bytes, dtype=bool).reshape(shape), n, _Tables(shape, n))
+def _cached_plan(shape, n, gamma, ends_bytes):
+    plan = _plan(np, np.frombuffer(ends_bytes, dtype=bool).reshape(shape), n, gamma, _Tables(shape, n))
     for array in plan:
         array.flags.writeable = False  # shared by every batch with these stops
     return plan
 
 
-def _windows(xp, ends, n):
+def _windows(xp, ends, n, gamma):
     """The plan for the stops ``ends``: kept when the batch is small and on the host, else built anew."""
     if xp is np and n * ends.size <= 1024:
-        return _cached_plan(ends.shape, n, ends.tobytes())
-    return _plan(xp, ends, n, _Tables(ends.shape, n))
+        return _cached_plan(ends.shape, n, gamma, ends.tobytes())
+    return _plan(xp, ends, n, gamma, _Tables(ends.shape, n))
 
 
 def _is_float(array):
@@ -144,10 +150,18 @@ def _discounted_sum(xp, reward, gather, gamma, n):
     """``sum_{k < m[t]} gamma**k * reward[..., t + k]`` through the plan's ``gather`` indices: term by
     term in k's order from 0, each product and partial sum rounded to the reward's dtype (as the
     fused kernel does: a sum over an outer axis adds whole rows one after the other)."""
-    flat = xp.concatenate((reward.reshape(-1), xp.zeros(1, dtype=reward.dtype)))
+    flat = xp.concatenate((reward.reshape(-1), _zero(reward.dtype) if xp is np else xp.zeros(1, dtype=reward.dtype)))
     terms = flat.take(gather)
     terms *= xp.asarray(_discounts(gamma, n, reward.shape[-1], reward.dtype))
     return xp.add.reduce(terms, axis=-2) if xp is np else terms.sum(axis=-2)
+
+
+@functools.lru_cache(maxsize=16)
+def _zero(dtype):
+    """A read-only NumPy array [0] of ``dtype`` (the value gathered outside the windows)."""
+    zero = np.zeros(1, dtype=dtype)
+    zero.flags.writeable = False
+    return zero
 
 
 @functools.lru_cache(maxsize=256)
@@ -170,20 +184,20 @@ def _gamma_table(gamma, n):
 
 def _n_step_returns(backend, done, valid, reward, gamma, n):
     """(m, discounted sums) for [..., T] arrays of one shape."""
-    m, _, (total,) = _n_step(backend, done, valid, [reward], gamma, n)
+    m, _, _, (total,) = _n_step(backend, done, valid, [reward], gamma, n)
     return m, total
 
 
 def _n_step(backend, done, valid, rewards, gamma, n):
-    """``(m, rows, sums)`` for [*B, T] arrays: the windows' lengths, the flat rows of their last
-    steps and each reward's discounted sums. From the backend's one-launch kernel where it has one
-    (cuda) for every reward, else from the plan's gathers."""
+    """``(m, rows, gammas, sums)`` for [*B, T] arrays: the windows' lengths, the flat rows of their
+    last steps, ``gamma ** m`` and each reward's discounted sums (m and gammas new arrays). From the
+    backend's one-launch kernel where it has one (cuda) for every reward, else from the plan's gathers."""
     xp = backend.xp
     fused = backend.fused.get("n_step_returns")
     if fused is None or not rewards or not all(_is_float(reward) and reward.size for reward in rewards):
-        plan = _windows(xp, _ends(done, valid), n)
+        plan = _windows(xp, _ends(done, valid), n, gamma)
         sums = [_discounted_sum(xp, _float_reward(reward), plan.gather, gamma, n) for reward in rewards]
-        return xp.array(plan.m), plan.rows, sums
+        return xp.array(plan.m), plan.rows, xp.array(plan.gammas), sums
     if valid is None:
         valid = xp.ones(done.shape, dtype=bool)
     flat = (-1, done.shape[-1])
@@ -192,7 +206,7 @@ def _n_step(backend, done, valid, rewards, gamma, n):
         m, total = fused(done.reshape(flat), valid.reshape(flat), reward.reshape(flat), gamma, n)
         sums.append(total.reshape(done.shape))
     m = m.reshape(done.shape)
-    return m, _last_rows(xp, m), sums
+    return m, _last_rows(xp, m), _gammas(xp, m, gamma, n), sums
 
 
 class MultiStep(Module):
@@ -247,7 +261,8 @@ class MultiStep(Module):
         work, restore = self._time_last(td, done)
         if work is not td:
             done, rewards = work[self.done_key], [work[key] for key in self.reward_keys]
-        _write(work, self._compute(work, done, rewards))  # nothing was written before this point
+        for parent, key, value in self._compute(work, done, rewards):  # nothing was written before this point
+            parent.set(key, value)
         if restore is not None:
             td.update(restore(work))
         return td
@@ -288,37 +303,38 @@ class MultiStep(Module):
         return permuted, restore
 
     def _compute(self, td, done, rewards):
-        """Every new value ({key tuple: Tensor}), computed without touching ``td`` (whose ``done`` and
-        reward entries are given): on the backend's arrays, each result wrapped once."""
+        """Every new value, as ``(parent TensorDict, key, tensor)`` writes into ``td`` (whose ``done``
+        and reward entries are given), computed without touching it: on the backend's arrays, each
+        result wrapped once."""
         batch = tuple(td.batch_size)
-        n = min(self.n_steps, batch[-1])  # no window is longer than the batch: the same result, in at most T passes
+        n = min(self.n_steps, batch[-1])  # no window is longer than the batch: the same result
         device = done.device
-        backend = device._backend
         done = _bool(self._as_batch_shaped(done._data, batch, self.done_key))
         mask = _lookup(td, self.mask_key, None)
         valid = None if mask is None else _bool(self._as_batch_shaped(mask._data, batch, self.mask_key))
         arrays = [self._as_batch_shaped(reward._data, batch, key) for key, reward in zip(self.reward_keys, rewards)]
-        m, rows, sums = _n_step(backend, done, valid, arrays, self.gamma, n)
-        updates = {}
+        m, rows, gammas, sums = _n_step(device._backend, done, valid, arrays, self.gamma, n)
+        writes, written = [], []
         for key, reward, summed in zip(self.reward_keys, rewards, sums):
-            updates[key[:-1] + ("original_" + key[-1],)] = reward
-            updates[key] = wrap(summed.reshape(reward._data.shape), device)
-        for key, value in _leaves(td["next"], ("next",)):
-            if key not in updates:
+            parent, original = _lookup(td, key[:-1]), "original_" + key[-1]
+            writes += [(parent, key[-1], wrap(summed.reshape(reward._data.shape), device)), (parent, original, reward)]
+            written += [key, key[:-1] + (original,)]
+        shifted = {}  # every other "next" entry, from the last step of each window
+        for key, parent, value in _leaves(td.get("next"), ("next",)):
+            if key not in written:
                 data = value._data
                 if len(batch) > 1:  # whole rows of the [B*T, ...] view
                     data = data.reshape((-1,) + data.shape[len(batch):]).take(rows, 0).reshape(data.shape)
                 else:
                     data = data.take(rows, 0)
-                updates[key] = wrap(data, device)
-        terminal = updates.get(self.terminated_key, updates.get(self.done_key))
+                shifted[key] = wrap(data, device)
+                writes.append((parent, key[-1], shifted[key]))
+        terminal = shifted.get(self.terminated_key, shifted.get(self.done_key))
         nonterminal = ~_bool(self._as_batch_shaped(terminal._data, batch, self.terminated_key))
         if valid is not None:
             nonterminal &= valid
-        updates[("gamma",)] = wrap(backend.asarray(_gamma_table(self.gamma, n), index=device.index).take(m), device)
-        updates[("steps_to_next_obs",)] = wrap(m, device)
-        updates[("nonterminal",)] = wrap(nonterminal, device)
-        return updates
+        return writes + [(td, "gamma", wrap(gammas, device)), (td, "steps_to_next_obs", wrap(m, device)),
+                         (td, "nonterminal", wrap(nonterminal, device))]
 
     @staticmethod
     def _as_batch_shaped(value, batch, key):
@@ -371,27 +387,12 @@ def _lookup(td, key, *default):
 
 
 def _leaves(td, prefix):
-    """(key tuple, tensor) of every leaf under ``td``, whose own key is ``prefix``."""
+    """(key tuple, parent TensorDict, tensor) of every leaf under ``td``, whose own key is ``prefix``."""
     for key, value in td.items():
         if isinstance(value, TensorDict):
             yield from _leaves(value, prefix + (key,))
         else:
-            yield prefix + (key,), value
-
-
-def _write(td, updates):
-    """``td.set(key, value)`` for every {key tuple: tensor} of ``updates``, each set on its parent
-    TensorDict with a plain key (``set``'s fast path; the parents created as ``set`` would)."""
-    parents = {(): td}
-    for key, value in updates.items():
-        parent = parents.get(key[:-1])
-        if parent is None:
-            parent = _lookup(td, key[:-1], None)
-            if not isinstance(parent, TensorDict):
-                td.set(key, value)  # creates the parents (or raises as set does)
-                continue
-            parents[key[:-1]] = parent
-        parent.set(key[-1], value)
+            yield prefix + (key,), td, value
 
 
 def _bool(array):
