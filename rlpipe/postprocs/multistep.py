@@ -53,7 +53,7 @@ def window_lengths(done, valid, n):
 def windowed_discounted_sum(reward, m, gamma, n):
     """sum_{k < m[t]} gamma**k * reward[..., t + k] (tensors of shape [..., T])."""
     xp = reward.device._backend.xp
-    gather = _gather_index(xp, m._data, _Tables(tuple(m.shape), n))
+    gather = _gather_index(xp, m._data, _tables(tuple(m.shape), n))
     return wrap(_discounted_sum(xp, _float_reward(reward._data), gather, gamma, n), reward.device)
 
 
@@ -93,6 +93,20 @@ class _Tables:
         self.full = np.broadcast_to(np.minimum(np.arange(T, 0, -1), n), shape)  # min(n, T - t): no window cut
 
 
+def _tables(shape, n):
+    """The tables of ``shape``, kept for all but huge batches (where they would hold much memory)."""
+    return _cached_tables(shape, n) if n * math.prod(shape) <= 1 << 16 else _Tables(shape, n)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_tables(shape, n):
+    tables = _Tables(shape, n)
+    for array in vars(tables).values():
+        if isinstance(array, np.ndarray):
+            array.flags.writeable = False
+    return tables
+
+
 _Plan = collections.namedtuple("_Plan", "m rows gammas gather")
 
 
@@ -124,7 +138,7 @@ def _gather_index(xp, m, tables):
 
 @functools.lru_cache(maxsize=512)
 def _cached_plan(shape, n, gamma, ends_bytes):
-    plan = _plan(np, np.frombuffer(ends_bytes, dtype=bool).reshape(shape), n, gamma, _Tables(shape, n))
+    plan = _plan(np, np.frombuffer(ends_bytes, dtype=bool).reshape(shape), n, gamma, _tables(shape, n))
     for array in plan:
         array.flags.writeable = False  # shared by every batch with these stops
     return plan
@@ -134,7 +148,7 @@ def _windows(xp, ends, n, gamma):
     """The plan for the stops ``ends``: kept when the batch is small and on the host, else built anew."""
     if xp is np and n * ends.size <= 1024:
         return _cached_plan(ends.shape, n, gamma, ends.tobytes())
-    return _plan(xp, ends, n, gamma, _Tables(ends.shape, n))
+    return _plan(xp, ends, n, gamma, _tables(ends.shape, n))
 
 
 def _is_float(array):
