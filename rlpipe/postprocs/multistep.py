@@ -47,7 +47,7 @@ def window_lengths(done, valid, n):
     first_done is the first done at or after t and the batch ends early at the first invalid step
     after t; 1 on invalid steps themselves (their windows are never used)."""
     xp = done.device._backend.xp
-    return wrap(xp.array(_windows(xp, _ends(done._data, valid._data), n, 1.0).m), done.device)
+    return wrap(xp.array(_plan_of(xp, _ends(done._data, valid._data), n, 1.0).m), done.device)
 
 
 def windowed_discounted_sum(reward, m, gamma, n):
@@ -122,6 +122,7 @@ def _plan(xp, ends, n, gamma, tables):
 
 
 def _gammas(xp, m, gamma, n):
+    """``float32(gamma ** m)`` for the window lengths ``m``."""
     return xp.asarray(_gamma_table(gamma, n)).take(m)
 
 
@@ -144,7 +145,7 @@ def _cached_plan(shape, n, gamma, ends_bytes):
     return plan
 
 
-def _windows(xp, ends, n, gamma):
+def _plan_of(xp, ends, n, gamma):
     """The plan for the stops ``ends``: kept when the batch is small and on the host, else built anew."""
     if xp is np and n * ends.size <= 1024:
         return _cached_plan(ends.shape, n, gamma, ends.tobytes())
@@ -209,7 +210,7 @@ def _n_step(backend, done, valid, rewards, gamma, n):
     xp = backend.xp
     fused = backend.fused.get("n_step_returns")
     if fused is None or not rewards or not all(_is_float(reward) and reward.size for reward in rewards):
-        plan = _windows(xp, _ends(done, valid), n, gamma)
+        plan = _plan_of(xp, _ends(done, valid), n, gamma)
         sums = [_discounted_sum(xp, _float_reward(reward), plan.gather, gamma, n) for reward in rewards]
         return xp.array(plan.m), plan.rows, xp.array(plan.gammas), sums
     if valid is None:
