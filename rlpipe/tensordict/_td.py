@@ -531,6 +531,8 @@ class TensorDict(TensorDictMath):
             value = self._tensordict.get(key, _NO_DEFAULT)
             if value is not _NO_DEFAULT:
                 return value
+            if default is not _NO_DEFAULT and default is not _RAISE:  # a plain key is missing here
+                return default
         path = unravel_key_to_tuple(key)
         try:
             parent = self._parent_of(path)
