@@ -314,16 +314,17 @@ class TensorDictModule(TensorDictModuleBase):
                 values = ()
             try:
                 out = self._call_module(values, **kwargs)
-                if out is None:
+                if type(out) is Tensor:  # the usual single output: no collection to look into
+                    out = (out,)
+                elif out is None:
                     out = ()
-                elif type(out) is Tensor:  # the usual single output: no collection to look into
-                    out = (out,)
-                is_td = is_tensor_collection(out)
-                if (is_td or isinstance(out, collections.abc.Mapping)) and all(
-                        _has(out, key) if is_td else key in out for key in self._out_keys_source):
-                    out = tuple(out.get(key) for key in self._out_keys_source)
-                if not isinstance(out, tuple):
-                    out = (out,)
+                else:
+                    is_td = is_tensor_collection(out)
+                    if (is_td or isinstance(out, collections.abc.Mapping)) and all(
+                            _has(out, key) if is_td else key in out for key in self._out_keys_source):
+                        out = tuple(out.get(key) for key in self._out_keys_source)
+                    if not isinstance(out, tuple):
+                        out = (out,)
                 result = self._write_to_tensordict(tensordict, out, tensordict_out)
             except Exception as err:
                 # strict=False: a missing input was passed as None; if anything then fails, that is the cause
