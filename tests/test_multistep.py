@@ -256,6 +256,29 @@ def test_random_batches_match_reference(lead_dims, p_done, trailing, terminated)
         run_and_compare(arrays, shape, n, gamma, keys, what=f"seed={seed} shape={shape} n={n} gamma={gamma}")
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, "bfloat16"])
+def test_small_and_large_batch_sums_agree_bit_for_bit(dtype):
+    """Small batches sum through gathers, large ones in n passes: the same terms in the same order,
+    so the same bits (infinite rewards included: nothing outside a window is multiplied by 0)."""
+    from rlpipe.postprocs import multistep
+    dtype = rlpipe.bfloat16.np if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(78)
+    for trial in range(200):
+        shape = [(10,), (3, 7), (2, 2, 5), (1, 1)][trial % 4]
+        n = int(rng.integers(1, 7))
+        done = rng.random(shape) < 0.25
+        valid = rng.random(shape) < 0.9 if trial % 3 == 0 else None
+        reward = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape))
+        reward[rng.random(shape) < 0.05] = np.inf
+        reward = reward.astype(dtype)
+        plan = multistep._plan_of(np, multistep._ends(done, valid), n, 0.93)
+        assert plan.gather is not None  # the small-batch path
+        gathered = multistep._discounted_sum(np, reward, plan, 0.93, n)
+        passes = multistep._sum_in_passes(np, reward, plan.m, 0.93, n)
+        assert gathered.dtype == passes.dtype == dtype
+        np.testing.assert_array_equal(gathered.astype(np.float64), passes.astype(np.float64), err_msg=f"trial {trial}")
+
+
 def test_plans_kept_for_small_batches_are_not_changed_through_outputs():
     """Small batches reuse the window plan of their done pattern: writing into one output (its
     window lengths, gammas, shifted entries) must not change the next batch's result."""

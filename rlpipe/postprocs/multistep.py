@@ -53,8 +53,7 @@ def window_lengths(done, valid, n):
 def windowed_discounted_sum(reward, m, gamma, n):
     """sum_{k < m[t]} gamma**k * reward[..., t + k] (tensors of shape [..., T])."""
     xp = reward.device._backend.xp
-    gather = _gather_index(xp, m._data, _tables(tuple(m.shape), n))
-    return wrap(_discounted_sum(xp, _float_reward(reward._data), gather, gamma, n), reward.device)
+    return wrap(_sum_in_passes(xp, _float_reward(reward._data), m._data, gamma, n), reward.device)
 
 
 def n_step_returns(done, valid, reward, gamma, n):
@@ -65,10 +64,12 @@ def n_step_returns(done, valid, reward, gamma, n):
 
 
 # ---- the math, on backend arrays (NumPy or CuPy: ``xp`` is the backend's namespace) --------------
-# The windows depend only on where they stop: their lengths m and, for the discounted sums, the
-# flat indices of their steps form a plan, kept per done pattern for small batches (a collector's
-# postproc meets the same few patterns again and again). Each sum is then one gather of the
-# rewards, one product and one sum over k: a few array calls whatever n.
+# The windows depend only on where they stop: their lengths m, the rows of their last steps and,
+# for small batches, the flat indices of their steps form a plan, kept per done pattern (a
+# collector's postproc meets the same few patterns again and again). A small batch's sum is then
+# one gather of the rewards, one product and one sum over k: a few array calls whatever n. A large
+# batch's sum takes n passes over the rewards instead (no [n, *B, T] temporaries); both add the
+# same terms in the same order, so they agree bit for bit.
 
 def _ends(done, valid):
     """Where windows stop ([*B, T] bool): at a done step, and, with a ``valid`` mask, at an invalid
@@ -110,15 +111,16 @@ def _cached_tables(shape, n):
 _Plan = collections.namedtuple("_Plan", "m rows gammas gather")
 
 
-def _plan(xp, ends, n, gamma, tables):
+def _plan(xp, ends, n, gamma, gather):
     """For stops ``ends``: the windows' lengths ``m``, the flat ``rows`` of their last steps
-    (``t + m[t] - 1``: one gather of whole rows per "next" entry), ``gammas`` (``gamma ** m``) and
-    their ``gather`` indices."""
+    (``t + m[t] - 1``: one gather of whole rows per "next" entry), ``gammas`` (``gamma ** m``) and,
+    if ``gather``, their gather indices (else None)."""
     T = ends.shape[-1]
+    tables = _tables(ends.shape, n)
     m = xp.array(tables.full)
     for k in reversed(range(n)):  # downward, so the smallest k that ends the window is written last
         m[..., :T - k][ends[..., k:]] = k + 1
-    return _Plan(m, _last_rows(xp, m), _gammas(xp, m, gamma, n), _gather_index(xp, m, tables))
+    return _Plan(m, _last_rows(xp, m), _gammas(xp, m, gamma, n), _gather_index(xp, m, tables) if gather else None)
 
 
 def _gammas(xp, m, gamma, n):
@@ -139,17 +141,18 @@ def _gather_index(xp, m, tables):
 
 @functools.lru_cache(maxsize=512)
 def _cached_plan(shape, n, gamma, ends_bytes):
-    plan = _plan(np, np.frombuffer(ends_bytes, dtype=bool).reshape(shape), n, gamma, _tables(shape, n))
+    plan = _plan(np, np.frombuffer(ends_bytes, dtype=bool).reshape(shape), n, gamma, gather=True)
     for array in plan:
         array.flags.writeable = False  # shared by every batch with these stops
     return plan
 
 
 def _plan_of(xp, ends, n, gamma):
-    """The plan for the stops ``ends``: kept when the batch is small and on the host, else built anew."""
+    """The plan for the stops ``ends``: kept when the batch is small and on the host, else built
+    anew, without gather indices."""
     if xp is np and n * ends.size <= 1024:
         return _cached_plan(ends.shape, n, gamma, ends.tobytes())
-    return _plan(xp, ends, n, gamma, _tables(ends.shape, n))
+    return _plan(xp, ends, n, gamma, gather=False)
 
 
 def _is_float(array):
@@ -161,14 +164,29 @@ def _float_reward(reward):
     return reward if _is_float(reward) else reward.astype(_dtypes.get_default_dtype().np)
 
 
-def _discounted_sum(xp, reward, gather, gamma, n):
-    """``sum_{k < m[t]} gamma**k * reward[..., t + k]`` through the plan's ``gather`` indices: term by
-    term in k's order from 0, each product and partial sum rounded to the reward's dtype (as the
-    fused kernel does: a sum over an outer axis adds whole rows one after the other)."""
+def _discounted_sum(xp, reward, plan, gamma, n):
+    """``sum_{k < m[t]} gamma**k * reward[..., t + k]`` for the windows of ``plan``: term by term in
+    k's order from 0, each product and partial sum rounded to the reward's dtype (as the fused
+    kernel does), through the plan's gather indices where it has them (a sum over an outer axis
+    adds whole rows one after the other), else in n passes."""
+    if plan.gather is None:
+        return _sum_in_passes(xp, reward, plan.m, gamma, n)
     flat = xp.concatenate((reward.reshape(-1), _zero(reward.dtype) if xp is np else xp.zeros(1, dtype=reward.dtype)))
-    terms = flat.take(gather)
+    terms = flat.take(plan.gather)
     terms *= xp.asarray(_discounts(gamma, n, reward.shape[-1], reward.dtype))
     return xp.add.reduce(terms, axis=-2) if xp is np else terms.sum(axis=-2)
+
+
+def _sum_in_passes(xp, reward, m, gamma, n):
+    """``_discounted_sum`` as n passes over ``reward``: ``total[t] += gamma**k * reward[t + k]``
+    where ``k < m[t]``, from ``total = reward + 0`` (``0 + 1 * r`` is exactly ``r + 0``)."""
+    total = reward + _zero(reward.dtype)[0] if xp is np else reward + xp.zeros((), dtype=reward.dtype)
+    T = reward.shape[-1]
+    for k, discount in enumerate(_discounts(gamma, n, 1, reward.dtype)[1:, 0], 1):
+        term = reward[..., k:] * discount
+        term[m[..., :T - k] <= k] = 0  # beyond the window
+        total[..., :T - k] += term
+    return total
 
 
 @functools.lru_cache(maxsize=16)
@@ -211,7 +229,7 @@ def _n_step(backend, done, valid, rewards, gamma, n):
     fused = backend.fused.get("n_step_returns")
     if fused is None or not rewards or not all(_is_float(reward) and reward.size for reward in rewards):
         plan = _plan_of(xp, _ends(done, valid), n, gamma)
-        sums = [_discounted_sum(xp, _float_reward(reward), plan.gather, gamma, n) for reward in rewards]
+        sums = [_discounted_sum(xp, _float_reward(reward), plan, gamma, n) for reward in rewards]
         return xp.array(plan.m), plan.rows, xp.array(plan.gammas), sums
     if valid is None:
         valid = xp.ones(done.shape, dtype=bool)
