@@ -576,6 +576,9 @@ def _bad(kind):
     if kind == "mask [B,T,2]":
         base[("collector", "mask")] = np.ones((B, T, 2), bool)
         return make_td(base, (B, T)), ValueError, "mask"
+    if kind == "no next entry":  # done and reward at the root (custom keys): nothing to shift from
+        base = {("done",): base[("next", "done")], ("reward",): base[("next", "reward")]}
+        return make_td(base, (B, T)), KeyError, "next"
     if kind == "no batch dims":
         return make_td({("next", "reward"): np.float32(1.0), ("next", "done"): np.array(False)}, ()), \
             ValueError, "batch"
@@ -583,11 +586,12 @@ def _bad(kind):
 
 
 @pytest.mark.parametrize("kind", ["no reward", "no done", "done [B,T,2] vs reward [B,T,1]",
-                                  "done [B,T,2] vs observation [B,T,3]", "mask [B,T,2]", "no batch dims"])
+                                  "done [B,T,2] vs observation [B,T,3]", "mask [B,T,2]", "no next entry",
+                                  "no batch dims"])
 def test_bad_tensordict_raises_and_leaves_it_unchanged(kind):
     td, error, pattern = _bad(kind)
     before = snapshot(td)
-    transform = MultiStep(0.9, 3)
+    transform = MultiStep(0.9, 3, **({"done_key": "done", "reward_keys": "reward"} if kind == "no next entry" else {}))
     with pytest.raises(error, match=pattern):
         transform(td)
     assert_snapshot_equal(td, before)

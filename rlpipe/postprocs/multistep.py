@@ -353,7 +353,7 @@ class MultiStep(Module):
             writes += [(parent, key[-1], wrap(summed.reshape(reward._data.shape), device)), (parent, original, reward)]
             written += [key, key[:-1] + (original,)]
         shifted = {}  # every other "next" entry, from the last step of each window
-        for key, parent, value in _leaves(td.get("next"), ("next",)):
+        for key, parent, value in _leaves(td["next"], ("next",)):
             if key not in written:
                 data = value._data
                 if len(batch) > 1:  # whole rows of the [B*T, ...] view
