@@ -140,11 +140,12 @@ def index_add(target, dim, positions, values):
         negative = positions.item(positions.argmin()) < 0
     if negative:
         raise IndexError("a negative position")
-    np.add.at(target, positions if dim == 0 else along(positions, dim), values)
+    _add_at(target, positions if dim == 0 else along(positions, dim), values)
 
 
 # where each int64's most significant byte lies in its bytes
 _SIGN_BYTES = slice(7, None, 8) if sys.byteorder == "little" else slice(0, None, 8)
+_add_at = np.add.at  # looked up once: c51.py calls index_add 256 times per batch
 
 
 # the unsigned dtype of each integer width: a view as it puts negative values above every positive one
