@@ -1534,7 +1534,8 @@ def _convert_index(t, index):
 
 @tensor_method("__getitem__")
 def getitem(input, index):
-    if not (input._requires_grad and _grad_state[0]) and input._data.ndim and _is_plain_basic(index):
+    if not (input._requires_grad and _grad_state[0]) and input._data.ndim \
+            and (type(index) is builtins.int or _is_plain_basic(index)):  # x[i] (c51.py's rows) without a call
         # the common case without a graph: ints and slices give a view, straight from the backend
         view_index = index + (Ellipsis,) if type(index) is tuple else (index, Ellipsis)
         try:
