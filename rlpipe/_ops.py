@@ -14,12 +14,12 @@ import numpy as np
 
 from . import _dtypes
 from . import primitives as P
-from ._device import device as _device_cls, resolve as _resolve_device
+from ._device import CPU as _CPU, device as _device_cls, resolve as _resolve_device
 from ._dtypes import FLOATING_NP, scalar_kind
 from ._dispatch import NO_HOOK, handle_torch_function, has_torch_function
 from ._tensor import Tensor, method_decorator, tensor_method, wrap
 from .autograd.function import explain, returned_input_error
-from .backends.cpu import silence_fp_warnings, restore_fp_warnings
+from .backends.cpu import index_add as _cpu_index_add, silence_fp_warnings, restore_fp_warnings
 from .autograd.grad_mode import state as _grad_state
 
 __all__ = """add sub mul div true_divide divide floor_divide remainder pow neg negative abs absolute sign
@@ -1534,7 +1534,8 @@ def _convert_index(t, index):
 
 @tensor_method("__getitem__")
 def getitem(input, index):
-    if not (input._requires_grad and _grad_state[0]) and input._data.ndim and _is_plain_basic(index):
+    if not (input._requires_grad and _grad_state[0]) and input._data.ndim \
+            and (type(index) is builtins.int or _is_plain_basic(index)):  # x[i] (c51.py's rows) without a call
         # the common case without a graph: ints and slices give a view, straight from the backend
         view_index = index + (Ellipsis,) if type(index) is tuple else (index, Ellipsis)
         try:
@@ -2288,19 +2289,37 @@ _index_add_general = Tensor.index_add_
 
 def index_add_(input, dim, index, source, *, alpha=1):
     """index_add in place; where nothing needs recording, the sums go straight into input's memory
-    (the backend's unbuffered scatter-add: repeated positions accumulate)."""
-    if input._data.ndim and isinstance(source, Tensor) and source._device is input._device \
+    (the backend's unbuffered scatter-add: repeated positions accumulate, one after the other in
+    index order, as torch's CPU kernel adds them), without NumPy's floating-point warnings (inf -
+    inf is nan, as in torch). c51.py's case, a CPU vector with int64 positions and a source of
+    their length, is recognised by a few tests of the arrays, which pass only where every one of
+    torch's argument checks would; other calls go through those checks."""
+    vector = type(index) is Tensor is type(source)
+    if vector:
+        data, positions, values = input._data, index._data, source._data
+        vector = positions.dtype is _INT64 and values.dtype is data.dtype \
+            and data.ndim == values.ndim == positions.ndim == 1 and len(positions) == len(values) \
+            and type(dim) is builtins.int and -1 <= dim <= 0 and alpha == 1 \
+            and input._device is source._device is index._device is _CPU \
+            and not (_grad_state[0] and (input._requires_grad or source._requires_grad)) and data.flags.writeable
+    if vector:
+        d, kernel = 0, _cpu_index_add
+    elif input._data.ndim and isinstance(source, Tensor) and source._device is input._device \
             and not (_grad_state[0] and (input._requires_grad or source._requires_grad)):
-        d, values = _index_add_positions(input, dim, index, source)
+        d, positions = _index_add_positions(input, dim, index, source)
         _check_writable(input)
-        add = source._data if alpha == 1 else source._data * input._data.dtype.type(_scalar(alpha))
-        try:
-            input._device._backend.index_add(input._data, d, values, add)
-        except IndexError:
-            raise _index_out_of_range(input, d, values) from None
-        input._vc[0] += 1
-        return input
-    return _index_add_general(input, dim, index, source, alpha=alpha)
+        data, values, kernel = input._data, source._data, input._device._backend.index_add
+    else:
+        return _index_add_general(input, dim, index, source, alpha=alpha)
+    quiet = silence_fp_warnings()
+    try:
+        kernel(data, d, positions, values if alpha == 1 else values * data.dtype.type(_scalar(alpha)))
+    except IndexError:
+        raise _index_out_of_range(input, d, positions) from None
+    finally:
+        restore_fp_warnings(quiet)
+    input._vc[0] += 1
+    return input
 
 
 Tensor.index_add_ = index_add_

@@ -372,3 +372,99 @@ def test_index_add_with_grad_takes_the_recording_path():
     (y * r.tensor([1.0, 10.0, 100.0])).sum().backward()
     assert y.tolist() == [0.0, 0.0, 3.0]
     assert source.grad.tolist() == [100.0, 100.0] and base.grad.tolist() == [1.0, 10.0, 100.0]
+
+
+def sequential_index_add(target, positions, source, alpha=1):
+    """torch's 1-d CPU kernel written out: one add per position, in index order, each rounded to
+    the target's dtype (NumPy scalars of that dtype), after ``source * alpha`` in that dtype."""
+    out = np.array(target)
+    with np.errstate(over="ignore", invalid="ignore"):  # float16 sums past 65504 are inf
+        scaled = [s * out.dtype.type(alpha) for s in np.asarray(source, out.dtype)]
+        for value, position in zip(scaled, positions):
+            out[position] = out[position] + value
+    return out
+
+
+def test_index_add_on_a_vector_rounds_after_each_add_in_index_order():
+    """1 + 2**-24 is a tie that float32 rounds back to 1, so adding 2**-24 twice leaves 1; one
+    rounding of the exact sum (what a float64 bincount would give) is 1 + 2**-23. Added after
+    2**-23, each of the two is a tie again, and both go to the even neighbour, 1 + 2**-22."""
+    tiny = 2.0 ** -24
+    x = r.ones(2)
+    with r.no_grad():
+        x.index_add_(0, r.tensor([0, 0, 1, 1, 1]), r.tensor([tiny, tiny, 2 * tiny, tiny, tiny]))
+    assert x.tolist() == [1.0, 1.0 + 2.0 ** -22]
+    assert x._version == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64", "int32"])
+@pytest.mark.parametrize("alpha", [1, -2])
+@pytest.mark.parametrize("on", ["vector", "row"])
+def test_index_add_with_repeated_positions_matches_sequential_adds_bit_for_bit(dtype, alpha, on):
+    """Random vectors and rows of a matrix (c51.py's target[i]) with many repeated positions, each
+    float scale mixed so the adds round: every bit as the sequential definition (torch 2.13's CPU
+    kernel gives the same bits on these 480 cases, and on 1,500 more from another generator)."""
+    rng = np.random.default_rng(7)
+    for case in range(40):
+        n, k = int(rng.integers(1, 9)), int(rng.integers(0, 40))
+        positions = rng.integers(0, n, k)
+        if dtype.startswith("int"):
+            target, source = rng.integers(-50, 50, (3, n)), rng.integers(-50, 50, k)
+        else:
+            target = rng.standard_normal((3, n)) * rng.choice([1e-3, 1.0, 1e3])
+            source = rng.standard_normal(k) * rng.choice([1e-4, 1.0, 1e4], k)
+        t = r.tensor(target).to(getattr(r, dtype))
+        base = t.numpy().copy()
+        with r.no_grad():
+            vector = t[case % 3] if on == "row" else t[case % 3].clone()
+            vector.index_add_(0, r.tensor(positions), r.tensor(source).to(t.dtype), alpha=alpha)
+        expected = sequential_index_add(base[case % 3], positions, r.tensor(source).to(t.dtype).numpy(), alpha)
+        assert vector.numpy().tobytes() == expected.tobytes(), (case, vector.numpy(), expected)
+        if on == "row":  # written through to the matrix, the other rows untouched
+            base[case % 3] = expected
+            assert t.numpy().tobytes() == base.tobytes()
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 3)], ids=["vector", "matrix"])
+def test_index_add_without_a_graph_overflows_to_inf_and_nan_without_warnings(shape, recwarn):
+    """float32 sums past its range give inf, and inf + -inf nan, as in torch: no NumPy warning
+    (tensordict's own tests turn warnings into errors); alpha's product overflows quietly too."""
+    x = r.full(shape, 3e38)
+    with r.no_grad():
+        x.index_add_(0, r.tensor([0, 0]), r.full((2,) + shape[1:], 3e38))
+        x.index_add_(0, r.tensor([0]), r.full((1,) + shape[1:], float("-inf")))
+        x.index_add_(0, r.tensor([1]), r.full((1,) + shape[1:], 3e38), alpha=2)
+    first, second = x.numpy()[0], x.numpy()[1]
+    assert np.isnan(first).all() and np.isposinf(second).all()
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+@pytest.mark.parametrize("count", [200, 300], ids=["sign-bytes", "argmin"])
+@pytest.mark.parametrize("where", [0, -1])
+def test_index_add_refuses_a_negative_position_among_many(count, where):
+    """The CPU kernel tests the positions' signs by their bytes up to 256 of them, by argmin beyond:
+    a negative anywhere is torch's error on either side of that line, nothing written."""
+    positions = np.arange(count) % 5
+    positions[where] = -1
+    x, matrix = r.zeros(5), r.zeros(5, 2)
+    with pytest.raises(IndexError, match="^index out of range in self$"):
+        x.index_add_(0, r.tensor(positions), r.ones(count))
+    with pytest.raises(RuntimeError, match="^index -1 is out of bounds for dimension 0 with size 5$"):
+        matrix.index_add_(0, r.tensor(positions), r.ones(count, 2))
+    assert not x.numpy().any() and not matrix.numpy().any() and x._version == matrix._version == 0
+    positions[where] = 4
+    x.index_add_(0, r.tensor(positions), r.ones(count))
+    assert x.tolist() == np.bincount(positions, minlength=5).tolist()
+
+
+@pytest.mark.parametrize("dim, error, message", [
+    (0.0, TypeError, "dim must be an int, got float"),
+    (True, TypeError, "dim must be an int, got bool"),
+    (1, IndexError, r"Dimension out of range \(expected to be in range of \[-1, 0\], but got 1\)"),
+])
+def test_index_add_on_a_vector_checks_dim_like_every_call(dim, error, message):
+    """The vector fast path takes only an int dim of 0 or -1; others get the general checks."""
+    x = r.zeros(3)
+    with pytest.raises(error, match=message):
+        x.index_add_(dim, r.tensor([0]), r.ones(1))
+    assert x._version == 0 and not x.numpy().any()

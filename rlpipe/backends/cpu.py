@@ -128,13 +128,24 @@ def along(positions, dim):
 
 
 def index_add(target, dim, positions, values):
-    """``scatter_add`` of ``values`` at ``positions`` (1-d, int64) along ``dim`` where every
+    """``scatter_add`` of ``values`` at ``positions`` (1-d, native int64) along ``dim`` where every
     position lies in [0, target.shape[dim]); else an IndexError, nothing written. NumPy's add.at
     checks every index before it writes, but reads a negative one from the end: negatives are
-    refused first, with one argmin (a fraction of checking both bounds here)."""
-    if positions.size and positions.item(positions.argmin()) < 0:
+    refused first. Up to 256 positions, their sign bytes are tested at once, as ASCII (below 0x80
+    exactly where the int64 is not negative; a copy of 2 KiB at most, 0.2 us for 101 positions
+    where an argmin's fixed cost is 0.3 us); beyond, by one argmin, which grows more slowly."""
+    if positions.size <= 256:
+        negative = not positions.tobytes()[_SIGN_BYTES].isascii()
+    else:
+        negative = positions.item(positions.argmin()) < 0
+    if negative:
         raise IndexError("a negative position")
-    np.add.at(target, along(positions, dim), values)
+    _add_at(target, positions if dim == 0 else along(positions, dim), values)
+
+
+# where each int64's most significant byte lies in its bytes
+_SIGN_BYTES = slice(7, None, 8) if sys.byteorder == "little" else slice(0, None, 8)
+_add_at = np.add.at  # looked up once: c51.py calls index_add 256 times per batch
 
 
 # the unsigned dtype of each integer width: a view as it puts negative values above every positive one
