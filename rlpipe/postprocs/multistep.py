@@ -81,31 +81,25 @@ def _ends(done, valid):
     return ends
 
 
-class _Tables:
-    """What windows of n steps over a [*B, T] array (``size`` elements, seen flat) have in common."""
-
-    def __init__(self, shape, n):
-        T = shape[-1]
-        self.size = math.prod(shape)
-        self.ks = np.arange(n)[:, None]
-        rows = shape[:-1]
-        starts = (np.arange(math.prod(rows)) * T).reshape(rows + (1, 1))  # each row's first flat index
-        self.steps = starts + self.ks + np.arange(T)  # [*B, n, T]: the flat index of step t + k
-        self.full = np.broadcast_to(np.minimum(np.arange(T, 0, -1), n), shape)  # min(n, T - t): no window cut
-
-
-def _tables(shape, n):
-    """The tables of ``shape``, kept for all but huge batches (where they would hold much memory)."""
-    return _cached_tables(shape, n) if n * math.prod(shape) <= 1 << 16 else _Tables(shape, n)
+@functools.lru_cache(maxsize=64)
+def _gather_tables(shape, n):
+    """``(ks, steps)`` for windows of n steps over a [*B, T] array seen flat (read-only): ``ks`` the
+    column k = 0..n-1, ``steps[..., k, t]`` the flat index of step t + k. Only small batches gather."""
+    T = shape[-1]
+    ks = np.arange(n)[:, None]
+    rows = shape[:-1]
+    starts = (np.arange(math.prod(rows)) * T).reshape(rows + (1, 1))  # each row's first flat index
+    steps = starts + ks + np.arange(T)
+    ks.flags.writeable = steps.flags.writeable = False
+    return ks, steps
 
 
-@functools.lru_cache(maxsize=16)
-def _cached_tables(shape, n):
-    tables = _Tables(shape, n)
-    for array in vars(tables).values():
-        if isinstance(array, np.ndarray):
-            array.flags.writeable = False
-    return tables
+@functools.lru_cache(maxsize=256)
+def _full_windows(T, n):
+    """min(n, T - t) for t < T (the windows only the batch's end cuts), as a read-only NumPy array."""
+    row = np.minimum(np.arange(T, 0, -1, dtype=np.int64), n)
+    row.flags.writeable = False
+    return row
 
 
 _Plan = collections.namedtuple("_Plan", "m rows gammas gather")
@@ -116,11 +110,11 @@ def _plan(xp, ends, n, gamma, gather):
     (``t + m[t] - 1``: one gather of whole rows per "next" entry), ``gammas`` (``gamma ** m``) and,
     if ``gather``, their gather indices (else None)."""
     T = ends.shape[-1]
-    tables = _tables(ends.shape, n)
-    m = xp.array(tables.full)
+    m = xp.empty(ends.shape, dtype=xp.int64)
+    m[...] = xp.asarray(_full_windows(T, n))
     for k in reversed(range(n)):  # downward, so the smallest k that ends the window is written last
         m[..., :T - k][ends[..., k:]] = k + 1
-    return _Plan(m, _last_rows(xp, m), _gammas(xp, m, gamma, n), _gather_index(xp, m, tables) if gather else None)
+    return _Plan(m, _last_rows(xp, m), _gammas(xp, m, gamma, n), _gather_index(m, n) if gather else None)
 
 
 def _gammas(xp, m, gamma, n):
@@ -133,10 +127,11 @@ def _last_rows(xp, m):
     return (xp.arange(-1, m.size - 1, dtype=xp.int64).reshape(m.shape) + m).reshape(-1)
 
 
-def _gather_index(xp, m, tables):
+def _gather_index(m, n):
     """[*B, n, T] flat indices into the [*B, T] values seen flat with one 0 appended: step t + k
-    where k < m[t], else that 0 (at index ``size``)."""
-    return xp.where(xp.asarray(tables.ks) < m[..., None, :], xp.asarray(tables.steps), tables.size)
+    where k < m[t], else that 0 (at index ``m.size``). NumPy only (small batches)."""
+    ks, steps = _gather_tables(m.shape, n)
+    return np.where(ks < m[..., None, :], steps, m.size)
 
 
 @functools.lru_cache(maxsize=512)
