@@ -2233,9 +2233,20 @@ def index_add(input, dim, index, source, *, alpha=1):
         return reshape(index_add(reshape(input, 1), 0, index, reshape(source, -1), alpha=alpha), ())
     d, values = _index_add_positions(input, dim, index, source)
     try:
-        return P.IndexAdd.apply(input, d, values, source, _scalar(alpha))
+        return P.IndexAdd.apply(input, d, values, source, _scalar(alpha), _sums_in_float32(input, d, index, alpha))
     except IndexError:  # the backend's index_add checks the positions
         raise _index_out_of_range(input, d, values) from None
+
+
+_HALF_TYPES = (np.dtype(np.float16), _BFLOAT16)
+
+
+def _sums_in_float32(input, d, index, alpha):
+    """Whether torch's CPU index_add takes these sums in float32 and rounds once (see
+    ``primitives.indexing.index_add_into``): checked after ``_index_add_positions``."""
+    data = input._data
+    return data.dtype in _HALF_TYPES and data.ndim > 1 and d in (0, data.ndim - 1) and alpha == 1 \
+        and index._data.dtype is _INT64 and input._device is _CPU
 
 
 _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
@@ -2308,7 +2319,8 @@ def index_add_(input, dim, index, source, *, alpha=1):
             and not (_grad_state[0] and (input._requires_grad or source._requires_grad)):
         d, positions = _index_add_positions(input, dim, index, source)
         _check_writable(input)
-        data, values, kernel = input._data, source._data, input._device._backend.index_add
+        data, values, backend = input._data, source._data, input._device._backend
+        kernel = functools.partial(P.index_add_into, backend, in_float32=_sums_in_float32(input, d, index, alpha))
     else:
         return _index_add_general(input, dim, index, source, alpha=alpha)
     quiet = silence_fp_warnings()

@@ -1,5 +1,7 @@
 """Reading and writing by index: x[index], index_put, gather, scatter, index_select, embedding.
 """
+import numpy as np
+
 from ..backends.cpu import along
 from .base import Op, unbroadcast, shape_of, along_dim
 
@@ -133,14 +135,27 @@ class Embedding(Op):
         return gw, None, None, None
 
 
+def index_add_into(be, target, dim, positions, values, in_float32=False):
+    """``be.index_add`` of ``values`` into ``target``, each repeated position added in turn and
+    rounded to the target's dtype; ``in_float32``: the sums of a float16/bfloat16 target taken in
+    float32 and rounded once (torch's CPU kernel for 2+-dim tensors along the first or last dim,
+    int64 positions and alpha 1, where it adds through scatter_add)."""
+    if not in_float32:
+        be.index_add(target, dim, positions, values)
+        return
+    sums = target.astype(np.float32)
+    be.index_add(sums, dim, positions, values.astype(np.float32))
+    target[...] = sums
+
+
 class IndexAdd(Op):
     """A copy of x with ``alpha * source`` added at the positions ``index`` picks along ``dim``
-    (repeated positions accumulate)."""
+    (repeated positions accumulate; see ``index_add_into`` for ``in_float32``)."""
 
     @staticmethod
-    def forward(ctx, x, dim, index, source, alpha):
+    def forward(ctx, x, dim, index, source, alpha, in_float32=False):
         out = x.copy()
-        ctx.be.index_add(out, dim, index, source if alpha == 1 else source * x.dtype.type(alpha))
+        index_add_into(ctx.be, out, dim, index, source if alpha == 1 else source * x.dtype.type(alpha), in_float32)
         ctx.args = dim, index, alpha
         return out
 
