@@ -240,14 +240,32 @@ def edit_state(path, edit):
     (path / "state.json").write_text(json.dumps(meta))
 
 
-@pytest.mark.parametrize("cursor", [0, 2, 5])
-def test_rb_loads_refuses_a_cursor_other_than_the_length(tmp_path, cursor):
+@pytest.mark.parametrize("cursor", [4, 7])
+def test_rb_loads_refuses_a_cursor_beyond_the_length(tmp_path, cursor):
     path = dumped(tmp_path)
     edit_state(path, lambda s: s["_storage"].update(cursor=cursor))
     rb = ReplayBuffer(storage=LazyTensorStorage(8))
-    with pytest.raises(ValueError, match=rf"cursor {cursor}.*length 3"):
+    with pytest.raises(ValueError, match=rf"cursor {cursor} beyond length 3"):
         rb.loads(path)
     assert len(rb) == 0
+
+
+def test_storage_set_beyond_the_cursor_dumps_and_loads(tmp_path):
+    """torchrl's ``storage.set(range(3), data)`` grows a storage without moving its write cursor: the
+    state it dumps (length 3, cursor 0) loads back, and a later extend writes from the cursor without
+    counting rows it never wrote (torchrl 0.14's writer counts them: 5 rows, two of them garbage)."""
+    storage = LazyTensorStorage(10)
+    storage.set(range(3), TensorDict({"a": rlpipe.arange(3)}, [3]))
+    storage.dumps(tmp_path)
+    loaded = LazyTensorStorage(10)
+    loaded.set(range(3), TensorDict({"a": rlpipe.zeros(3, dtype=rlpipe.int64)}, [3]))
+    loaded.loads(tmp_path)
+    assert len(loaded) == 3 and loaded[:]["a"].tolist() == [0, 1, 2]
+    rb = ReplayBuffer(storage=loaded)
+    rb.extend(TensorDict({"a": rlpipe.tensor([7, 8])}, [2]))
+    assert len(rb) == 3 and rb.storage[:]["a"].tolist() == [7, 8, 2]
+    rb.extend(TensorDict({"a": rlpipe.tensor([9, 10])}, [2]))
+    assert len(rb) == 4 and rb.storage[:]["a"].tolist() == [7, 8, 9, 10]
 
 
 def test_rb_loads_refuses_priorities_on_unwritten_slots(tmp_path):

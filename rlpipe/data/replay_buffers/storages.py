@@ -28,6 +28,10 @@ Differences from torchrl 0.14:
 - a write of more items than ``max_size`` warns (``UserWarning``, torchrl's text: "A cursor of
   length superior to the storage capacity was provided") and keeps the last ``max_size``; torchrl
   0.14 warns only when ``storage.set`` is given such a cursor, its writers truncate silently;
+- ``storage.set(positions, data)`` grows the length to cover the positions without moving the write
+  cursor, and a later write from the cursor counts only rows written: after ``set(range(3), ...)``
+  an ``extend`` of 2 overwrites rows 0-1 and the length stays 3 (torchrl's writer counts 5, two of
+  them rows never written);
 - ``ndim`` other than 1 raises ``NotImplementedError``;
 - an empty batch raises ``RuntimeError`` on every storage (torchrl returns an empty index for a
   TensorDict on a ``ListStorage`` and raises ``IndexError`` on a ``LazyTensorStorage``);
@@ -187,7 +191,9 @@ class Storage:
             self._meta[0] = max(len(self), int(write.index.max()) + 1)
             return
         n = len(write.index)
-        self._meta[0] = min(len(self) + n, self.max_size)
+        if n:  # the rows up to the last one written are filled (``set`` may have filled more already)
+            end = int(write.index[0]) + n
+            self._meta[0] = self.max_size if end >= self.max_size else max(len(self), end)
         self._meta[1] = write.cursor
 
     def set(self, cursor, data, *, set_cursor=True):
@@ -319,9 +325,10 @@ class Storage:
                 or not 0 <= cursor < self.max_size:
             raise ValueError(f"load_state_dict: bad length {length!r} or cursor {cursor!r} "
                              f"for max_size={self.max_size}")
-        if length < self.max_size and cursor != length:
-            raise ValueError(f"load_state_dict: cursor {cursor} with length {length}: writes start at 0, so until "
-                             f"the storage is full (max_size={self.max_size}) the cursor equals the length")
+        if length < self.max_size and cursor > length:  # writes from the cursor grow the length past it;
+            # ``set`` grows it without moving the cursor, so the cursor may trail, never lead
+            raise ValueError(f"load_state_dict: cursor {cursor} beyond length {length}: until the storage is full "
+                             f"(max_size={self.max_size}) every write ends at or below the length")
         return length, cursor
 
 
