@@ -588,6 +588,23 @@ def test_sample_and_write_transforms():
     np.testing.assert_array_equal(arr(sample["doubled"]), 2 * arr(sample["observation"]))
 
 
+def test_in_place_writes_go_through_the_write_transforms():
+    """``rb[index] = value`` runs the write-time (inverted) transforms, as torchrl's ``transform.inv``:
+    with +1 on write and +1 on read, a 0 written reads back as 2; a write the storage refuses leaves
+    the stored items and the length as they were."""
+    rb = ReplayBuffer(storage=LazyTensorStorage(12))
+    rb.append_transform(lambda x: x + 1, invert=True)
+    rb.append_transform(lambda x: x + 1)
+    rb.extend(TensorDict({"a": rlpipe.arange(10)}, [10]))
+    rb[3:5] = TensorDict({"a": rlpipe.zeros(2, dtype=rlpipe.int64)}, [2])
+    rb[rlpipe.tensor([7])] = TensorDict({"a": rlpipe.tensor([100])}, [1])
+    assert rb.storage[:]["a"].tolist() == [1, 2, 3, 1, 1, 6, 7, 101, 9, 10]
+    assert rb[3:5]["a"].tolist() == [2, 2] and len(rb) == 10
+    with pytest.raises(ValueError, match="2 positions for 3 items"):
+        rb[0:2] = TensorDict({"a": rlpipe.zeros(3, dtype=rlpipe.int64)}, [3])
+    assert rb.storage[:]["a"].tolist() == [1, 2, 3, 1, 1, 6, 7, 101, 9, 10] and len(rb) == 10
+
+
 # ----------------------------------------------------------------------------------------------
 # 6. MultiStep as the buffer's transform
 

@@ -304,16 +304,32 @@ class ReplayBuffer:
         index = self._write(batch, "add")
         return int(index._data[0]) if index.shape[0] == 1 else index
 
-    def _write(self, data, what, first_transform=0, use_priority=True):
+    def _through_write_transforms(self, data, first_transform=0):
+        """``(data, restore)``: ``data`` through the write-time transforms (None when they hold it
+        all back) and a function that puts their state back, for a write that then fails."""
         on_write = [fn for _, fn, on in self._transforms[first_transform:] if on]
         saved = [(fn, fn._snapshot()) for fn in on_write if hasattr(fn, "_snapshot")]
+
+        def restore():
+            for fn, state in saved:
+                fn._restore(state)
         try:
             for fn in on_write:
                 data = fn(data)
                 if data is None:
-                    return _no_index()
-            if on_write and isinstance(data, (TensorDict, Tensor)) and (not data.ndim or not data.shape[0]):
-                return _no_index()  # everything held back
+                    return None, restore
+        except BaseException:
+            restore()
+            raise
+        if on_write and isinstance(data, (TensorDict, Tensor)) and (not data.ndim or not data.shape[0]):
+            return None, restore  # everything held back
+        return data, restore
+
+    def _write(self, data, what, first_transform=0, use_priority=True):
+        data, restore = self._through_write_transforms(data, first_transform)
+        if data is None:
+            return _no_index()
+        try:
             stored, priority = self._before_write(data, what)
             priority = priority if use_priority else None
             plan = self._writer._plan(stored, what)
@@ -324,8 +340,7 @@ class ReplayBuffer:
             else:
                 priority = None
         except BaseException:
-            for fn, state in saved:
-                fn._restore(state)
+            restore()
             raise
         index = self._writer._apply(plan)
         self._sampler.extend(kept)
@@ -382,8 +397,16 @@ class ReplayBuffer:
 
     # ---- in-place writes to what is stored (torchrl's set_, update_, set_at_, rb[index] = value) ------
     def __setitem__(self, index, value):
-        """Overwrites the items at storage positions ``index``; the write cursor stays."""
-        self._storage.set(self._storage._locate(index), value, set_cursor=False)
+        """Overwrites the items at storage positions ``index`` with ``value`` through the write-time
+        transforms (torchrl's ``transform.inv``); the write cursor stays."""
+        value, restore = self._through_write_transforms(value)
+        if value is None:
+            return
+        try:
+            self._storage.set(self._storage._locate(index), value, set_cursor=False)
+        except BaseException:
+            restore()
+            raise
 
     def read_all_in_order(self, end=None):
         """The stored items in storage order, ``rb[:]`` (``rb[:end]`` with ``end``), as torchrl's;
