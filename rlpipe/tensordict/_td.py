@@ -881,14 +881,14 @@ class TensorDict(TensorDictMath):
             else:
                 entries[key] = fn(value)
         out = self._build(entries, batch_size, device)
-        if batch_size == self._batch_size:  # each nested TensorDict keeps its own names
-            self._names_to(out)
+        self._names_to(out)
         return out
 
     def _names_to(self, out):
-        """Gives ``out`` (a new TensorDict with self's batch dims) self's dim names, if any."""
+        """Gives ``out`` self's dim names, if any, when it has self's batch size (each nested
+        TensorDict keeps its own)."""
         names = getattr(self, "_names", None) if _NAMES_USED[0] else None
-        if names is not None:
+        if names is not None and out._batch_size == self._batch_size:
             out._names = list(names)
 
     def apply(self, fn, *others, batch_size=None, device=_NO_DEFAULT, inplace=False, names=None,
@@ -959,15 +959,8 @@ class TensorDict(TensorDictMath):
             self._tensordict.update(entries)
             return self
         out = self._build(entries, batch_size, device)
-        if batch_size == self._batch_size:  # each nested TensorDict keeps its own names
-            self._names_to(out)
+        self._names_to(out)
         return out
-
-    def _names_to(self, out):
-        """Gives ``out`` (a new TensorDict with self's batch dims) self's dim names, if any."""
-        names = getattr(self, "_names", None) if _NAMES_USED[0] else None
-        if names is not None:
-            out._names = list(names)
 
     def apply_(self, fn, *others):
         return self.apply(fn, *others, inplace=True)
