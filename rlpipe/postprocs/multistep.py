@@ -175,7 +175,7 @@ def _discounted_sum(xp, reward, plan, gamma, n):
 def _sum_in_passes(xp, reward, m, gamma, n):
     """``_discounted_sum`` as n passes over ``reward``: ``total[t] += gamma**k * reward[t + k]``
     where ``k < m[t]``, from ``total = reward + 0`` (``0 + 1 * r`` is exactly ``r + 0``)."""
-    total = reward + _zero(reward.dtype)[0] if xp is np else reward + xp.zeros((), dtype=reward.dtype)
+    total = reward + reward.dtype.type(0)
     T = reward.shape[-1]
     for k, discount in enumerate(_discounts(gamma, n, 1, reward.dtype)[1:, 0], 1):
         term = reward[..., k:] * discount
