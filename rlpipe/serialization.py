@@ -108,6 +108,15 @@ _REGISTERED = {}  # type -> (name, to_state, from_state)
 _BY_REGISTERED_NAME = {}  # name -> from_state
 
 
+_parameter_type = None  # nn.Parameter, which rlpipe.nn.parameter (a layer above) registers when it loads
+
+
+def register_parameter_type(cls):
+    """Sets the class that load() rebuilds saved parameters as: ``cls(tensor, requires_grad)``."""
+    global _parameter_type
+    _parameter_type = cls
+
+
 def register_type(cls, name, to_state, from_state):
     """Lets save/load store instances of ``cls`` (a type from a layer above the core, such as
     TensorDict): ``to_state(obj)`` gives plain storable data, ``from_state(data)`` rebuilds the
@@ -605,8 +614,7 @@ class _Unpacker:
             return host
         t = self.place(wrap(host, CPU), r.device)
         if r.kind == "parameter":
-            from rlpipe.nn.parameter import Parameter
-            return Parameter(t, r.requires_grad)
+            return _parameter_type(t, r.requires_grad)
         return t.requires_grad_(True) if r.requires_grad else t
 
     def bytes_(self, n):

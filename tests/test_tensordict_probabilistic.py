@@ -175,3 +175,15 @@ def test_probabilistic_actor_as_torchrl():
     np.testing.assert_allclose(actor.log_prob(out).detach().numpy(), out["action_log_prob"].detach().numpy())
     with pytest.raises(TypeError, match="must be an instance of ProbabilisticTensorDictModule"):
         ProbabilisticTensorDictSequential(net)
+
+
+def test_distributions_by_name_and_the_default_delta():
+    import rlpipe.modules
+    default = ProbabilisticTensorDictModule(in_keys=["param"], out_keys=["action"])
+    assert default.distribution_class is rlpipe.modules.Delta  # tensordict's Delta, which torchrl's modules export
+    named = {name: ProbabilisticTensorDictModule(in_keys=["loc", "scale"], distribution_class=name).distribution_class
+             for name in ("normal", "TanhNormal", "tanhnormal", "IndependentNormal", "delta")}
+    assert named == {"normal": Normal, "TanhNormal": TanhNormal, "tanhnormal": TanhNormal,
+                     "IndependentNormal": rlpipe.modules.IndependentNormal, "delta": rlpipe.modules.Delta}
+    with pytest.raises(ValueError, match="unknown distribution name 'Gumbel'"):
+        ProbabilisticTensorDictModule(in_keys=["loc"], distribution_class="Gumbel")

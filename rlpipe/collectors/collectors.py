@@ -565,14 +565,5 @@ class SyncDataCollector(CollectorBase):
 # torchrl 0.14's names for the same classes
 Collector = SyncDataCollector
 BaseCollector = CollectorBase
-_MULTI_NAMES = {"MultiCollector": "_MultiCollector", "MultiSyncCollector": "MultiSyncDataCollector",
-                "MultiAsyncCollector": "MultiaSyncDataCollector", "MultiSyncDataCollector": "MultiSyncDataCollector",
-                "MultiaSyncDataCollector": "MultiaSyncDataCollector"}
-
-
-def __getattr__(name):
-    # torchrl.collectors.collectors also re-exports the multi-process collectors, which import this module
-    if name in _MULTI_NAMES:
-        from rlpipe.collectors import multi
-        return getattr(multi, _MULTI_NAMES[name])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# torchrl.collectors.collectors also exports the multi-process collectors; they build on this module, so
+# rlpipe.collectors sets them here once both are loaded

@@ -1,6 +1,7 @@
 """``Parameter`` and ``Buffer``: tensors that a Module registers when they are assigned to it."""
 from .._creation import empty
 from .._tensor import Tensor, init_from
+from ..serialization import register_parameter_type
 
 
 class Parameter(Tensor):
@@ -33,6 +34,9 @@ class Parameter(Tensor):
 
 def _rebuild_parameter(data, requires_grad):
     return Parameter(data, requires_grad)
+
+
+register_parameter_type(Parameter)
 
 
 class Buffer(Tensor):

@@ -16,7 +16,6 @@ import warnings
 from .._utils import rl_warnings
 from ..nn import Module
 from ..tensordict import TensorDict, unravel_key
-from .utils import default_value_kwargs
 from .value.advantages import GAE, TD0Estimator, TD1Estimator, TDLambdaEstimator, ValueEstimatorBase, \
     ValueEstimators
 
@@ -24,6 +23,23 @@ __all__ = ["LossModule"]
 
 _ESTIMATORS = {ValueEstimators.TD0: TD0Estimator, ValueEstimators.TD1: TD1Estimator,
                ValueEstimators.TDLambda: TDLambdaEstimator, ValueEstimators.GAE: GAE}
+
+_DEFAULT_VALUE_KWARGS = {
+    ValueEstimators.TD0: {"gamma": 0.99, "differentiable": True},
+    ValueEstimators.TD1: {"gamma": 0.99, "differentiable": True},
+    ValueEstimators.TDLambda: {"gamma": 0.99, "lmbda": 0.95, "differentiable": True},
+    ValueEstimators.GAE: {"gamma": 0.99, "lmbda": 0.95, "differentiable": True},
+}
+
+
+def default_value_kwargs(value_type):
+    """The keyword arguments a loss module builds an estimator of ``value_type`` with by default
+    (``{"gamma": 0.99, "lmbda": 0.95, "differentiable": True}`` for TD(lambda))."""
+    try:
+        return dict(_DEFAULT_VALUE_KWARGS[ValueEstimators(value_type) if isinstance(value_type, str) else
+                                          value_type])
+    except (KeyError, ValueError):
+        raise NotImplementedError(f"No value estimator registered for {value_type!r}.") from None
 
 
 class LossModule(Module):

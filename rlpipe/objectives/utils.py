@@ -1,30 +1,14 @@
-"""torchrl.objectives.utils: target-network updaters, ``distance_loss``, the value estimators' defaults."""
+"""torchrl.objectives.utils: target-network updaters, ``distance_loss``, the value estimators' defaults
+(``default_value_kwargs``, defined beside ``LossModule``, which builds estimators with them)."""
 import warnings
 
 from ..autograd.grad_mode import no_grad
 from ..nn import functional as F
+from .common import LossModule, default_value_kwargs
 from .value.advantages import ValueEstimators
 
 __all__ = ["HardUpdate", "SoftUpdate", "TargetNetUpdater", "ValueEstimators", "default_value_kwargs",
            "distance_loss", "hold_out_net"]
-
-_DEFAULT_VALUE_KWARGS = {
-    ValueEstimators.TD0: {"gamma": 0.99, "differentiable": True},
-    ValueEstimators.TD1: {"gamma": 0.99, "differentiable": True},
-    ValueEstimators.TDLambda: {"gamma": 0.99, "lmbda": 0.95, "differentiable": True},
-    ValueEstimators.GAE: {"gamma": 0.99, "lmbda": 0.95, "differentiable": True},
-}
-
-
-def default_value_kwargs(value_type):
-    """The keyword arguments a loss module builds an estimator of ``value_type`` with by default
-    (``{"gamma": 0.99, "lmbda": 0.95, "differentiable": True}`` for TD(lambda))."""
-    try:
-        return dict(_DEFAULT_VALUE_KWARGS[ValueEstimators(value_type) if isinstance(value_type, str) else
-                                          value_type])
-    except (KeyError, ValueError):
-        raise NotImplementedError(f"No value estimator registered for {value_type!r}.") from None
-
 
 def distance_loss(v1, v2, loss_function, strict_shape=True):
     """The elementwise distance ``"l2"`` (squared error), ``"l1"`` or ``"smooth_l1"`` between two
@@ -66,7 +50,6 @@ class TargetNetUpdater:
     The constructor copies every source into its target (``init_``); ``step()`` updates them."""
 
     def __init__(self, loss_module):
-        from rlpipe.objectives.common import LossModule
         if not isinstance(loss_module, LossModule):
             raise ValueError("The loss_module must be a LossModule instance.")
         pairs = loss_module._target_pairs()

@@ -2,6 +2,9 @@
 ``rlpipe.distributions``."""
 from .continuous import Delta, IndependentNormal, SafeTanhTransform, TanhNormal
 from .discrete import MaskedCategorical, OneHotCategorical, ReparamGradientStrategy
+from ...tensordict.nn.probabilistic import register_distributions
+
+register_distributions(IndependentNormal, TanhNormal, MaskedCategorical, OneHotCategorical)
 
 __all__ = ["Delta", "IndependentNormal", "MaskedCategorical", "OneHotCategorical", "ReparamGradientStrategy",
            "SafeTanhTransform", "TanhNormal"]

@@ -1,12 +1,10 @@
 """torchrl's continuous action distributions: ``TanhNormal`` (a Normal squashed into [low, high]),
-``IndependentNormal`` and ``Delta``.
+``IndependentNormal``, and ``Delta`` (tensordict's, which probabilistic modules default to).
 
 Importing this module turns distribution argument validation off by default
 (``Distribution.set_default_validate_args(False)``), as importing torchrl does: the checks cost a
 device sync per distribution built in a training loop. Pass ``validate_args=True`` or set the
 default back to get them."""
-import math
-
 import numpy as np
 
 from ... import distributions as D
@@ -16,6 +14,7 @@ from ...autograd import no_grad
 from ...distributions.transformed_distribution import TransformedDistribution
 from ...distributions.utils import sum_rightmost
 from ...primitives import Op
+from ...tensordict.nn._delta import Delta
 
 __all__ = ["TanhNormal", "IndependentNormal", "Delta", "SafeTanhTransform"]
 
@@ -208,57 +207,3 @@ class IndependentNormal(D.Independent):
     @property
     def deterministic_sample(self):
         return self.mean
-
-
-class Delta(D.Distribution):
-    """All mass on ``param``: log_prob is +inf where a value matches it (within atol + rtol |param|)
-    over the event, -inf elsewhere. Without shapes, the last dim of param is the event."""
-    arg_constraints = {}
-
-    def __init__(self, param, atol=1e-6, rtol=1e-6, batch_shape=None, event_shape=None):
-        batch_shape = () if batch_shape is None else batch_shape
-        event_shape = () if event_shape is None else event_shape
-        self.update(param)
-        self.atol, self.rtol = atol, rtol
-        if not len(batch_shape) and not len(event_shape):
-            batch_shape, event_shape = param.shape[:-1], param.shape[-1:]
-        super().__init__(batch_shape=batch_shape, event_shape=event_shape)
-
-    def expand(self, batch_shape, _instance=None):
-        if tuple(self.batch_shape) != tuple(batch_shape):
-            return type(self)(self.param.expand((*batch_shape, *self.event_shape)), atol=self.atol, rtol=self.rtol,
-                              batch_shape=batch_shape, event_shape=self.event_shape)
-        return self
-
-    def update(self, param):
-        self.param = param
-
-    def _is_equal(self, value):
-        param = self.param.expand_as(value)
-        is_equal = (value - param).abs() < self.atol + self.rtol * param.abs()
-        for _ in self.event_shape:
-            is_equal = is_equal.all(-1)
-        return is_equal
-
-    def log_prob(self, value):
-        is_equal = self._is_equal(value)
-        return (is_equal.to(value.dtype) * 2 - 1) * math.inf
-
-    def sample(self, size=None):
-        with no_grad():
-            return self.rsample(size)
-
-    def rsample(self, size=None):
-        return self.param.expand(*(size or ()), *self.param.shape)
-
-    @property
-    def mode(self):
-        return self.param
-
-    @property
-    def deterministic_sample(self):
-        return self.mean
-
-    @property
-    def mean(self):
-        return self.param

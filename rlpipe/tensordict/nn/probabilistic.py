@@ -10,8 +10,10 @@ import enum
 import warnings
 from textwrap import indent
 
+from ... import distributions
 from ..._utils import ScopedSetting
 from ..keys import unravel_key
+from ._delta import Delta
 from .common import TensorDictModuleBase, TensorDictSequential
 
 __all__ = ["InteractionType", "set_interaction_type", "interaction_type", "ProbabilisticTensorDictModule",
@@ -198,17 +200,25 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         return f"{type(self).__name__}(\n{body})"
 
 
+_NAMED_DISTRIBUTIONS = {"Delta": Delta}  # beyond rlpipe.distributions; rlpipe.modules adds torchrl's
+
+
+def register_distributions(*classes):
+    """Lets probabilistic modules take these distribution classes by their name (rlpipe.modules.distributions
+    registers torchrl's TanhNormal and others this way, from the layer above)."""
+    _NAMED_DISTRIBUTIONS.update({cls.__name__: cls for cls in classes})
+
+
 def _distribution_named(name):
-    """tensordict's ``distributions_maps``, over the distributions rlpipe has. Delta and TanhNormal are
-    torchrl's, in rlpipe.modules.distributions: imported here, on demand, as tensordict's own Delta."""
-    from rlpipe import distributions
-    from rlpipe.modules import distributions as torchrl_distributions
+    """tensordict's ``distributions_maps``, over the distributions rlpipe has: rlpipe.distributions',
+    Delta, and the registered ones (torchrl's once rlpipe.modules is imported)."""
     names = {"normal": "Normal", "categorical": "Categorical", "onehotcategorical": "OneHotCategorical",
              "tanhnormal": "TanhNormal", "delta": "Delta", "bernoulli": "Bernoulli"}
     name = names.get(name.lower(), name)
-    found = getattr(distributions, name, None) or getattr(torchrl_distributions, name, None)
+    found = getattr(distributions, name, None) or _NAMED_DISTRIBUTIONS.get(name)
     if found is None:
-        raise ValueError(f"unknown distribution name {name!r}; known: {sorted(names)}")
+        raise ValueError(f"unknown distribution name {name!r}; known: {sorted(names)} (torchrl's, such as "
+                         "TanhNormal, once rlpipe.modules is imported)")
     return found
 
 
