@@ -7,6 +7,6 @@ from .modules import (Identity, Linear, Bilinear, Threshold, ReLU, RReLU, Hardta
                       Softshrink, PReLU, Softsign, Tanhshrink, Softmin, Softmax, Softmax2d, LogSoftmax, Flatten,
                       Unflatten, Dropout, LayerNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Embedding, Conv2d,
                       MaxPool2d, AvgPool2d, L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntropyLoss,
-                      BCELoss, BCEWithLogitsLoss)
+                      BCELoss, BCEWithLogitsLoss, RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell)
 from .modules import LazyModuleMixin, LazyLinear, LazyConv2d
 from . import functional, init, utils
