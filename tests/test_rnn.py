@@ -65,23 +65,34 @@ def _case_id(k):
                                not value)
 
 
-@pytest.mark.parametrize("k", range(len(CASES)), ids=_case_id)
-def test_values_and_gradients_equal_torchs(k):
+def check_against_golden(k, device="cpu"):
+    """Case ``k`` of the golden file run on ``device``: outputs, final states and every gradient of the
+    weighted loss equal torch's to 1e-10 (float64)."""
     case = CASES[k]
-    module = (_cell if case["module"] == "cell" else _layer)(case)
+    module = (_cell if case["module"] == "cell" else _layer)(case).to(device)
     missing, unexpected = module.load_state_dict({n: r.tensor(v) for n, v in _arrays(k, "param").items()})
     assert list(missing) == [] and list(unexpected) == []
-    inputs = {n: r.tensor(v, requires_grad=True) for n, v in _arrays(k, "in").items()}
+    inputs = {n: r.tensor(v, device=device, requires_grad=True) for n, v in _arrays(k, "in").items()}
     outputs = _run(case, module, inputs)
     expected, weights = _arrays(k, "out"), _arrays(k, "gout")
     assert sorted(outputs) == sorted(expected)
     for name, value in outputs.items():
-        np.testing.assert_allclose(value.detach().numpy(), expected[name], rtol=0, atol=1e-10, err_msg=name)
-    loss = sum((value * r.tensor(weights[name])).sum() for name, value in outputs.items())
+        assert value.device.type == r.device(device).type
+        np.testing.assert_allclose(_host(value), expected[name], rtol=0, atol=1e-10, err_msg=name)
+    loss = sum((value * r.tensor(weights[name], device=device)).sum() for name, value in outputs.items())
     loss.backward()
     leaves = {**inputs, **dict(module.named_parameters())}
     for name, grad in _arrays(k, "grad").items():
-        np.testing.assert_allclose(leaves[name].grad.numpy(), grad, rtol=0, atol=1e-10, err_msg=f"grad {name}")
+        np.testing.assert_allclose(_host(leaves[name].grad), grad, rtol=0, atol=1e-10, err_msg=f"grad {name}")
+
+
+def _host(t):
+    return t.detach().cpu().numpy()
+
+
+@pytest.mark.parametrize("k", range(len(CASES)), ids=_case_id)
+def test_values_and_gradients_equal_torchs(k):
+    check_against_golden(k)
 
 
 def test_golden_file_covers_every_kind_and_argument():
