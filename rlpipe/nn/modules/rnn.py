@@ -34,7 +34,10 @@ def lstm_gates(gates, c):
     size = c.shape[-1]
     scale, shift = _lstm_activation_constants(size, gates)
     act = _ops.tanh(gates * scale) * scale + shift  # sigmoid on i, f, o and tanh on g, in three ops
-    i, f, g, o = act.chunk(4, 1)  # one graph node (its backward one concatenate) rather than four slices
+    if act.requires_grad:  # one graph node (its backward one concatenate) rather than four
+        i, f, g, o = act.chunk(4, 1)
+    else:  # four plain slices cost less than a chunk when no graph is recorded
+        i, f, g, o = (act[:, k * size:(k + 1) * size] for k in range(4))
     c = f * c + i * g
     return o * _ops.tanh(c), c
 
@@ -282,7 +285,10 @@ class RNNBase(Module):
         b_ih, b_hh = params[2:4] if self.bias else (None, None)
         w_hr = params[-1] if self.proj_size > 0 else None
         x_gates = F.linear(x, w_ih, b_ih)
-        steps = x_gates.unbind(0) if batch_sizes is None else x_gates.split(batch_sizes, 0)
+        if batch_sizes is not None:
+            steps = x_gates.split(batch_sizes, 0)
+        else:  # (one step: indexing is a tenth of an unbind's cost)
+            steps = x_gates.unbind(0) if len(x_gates) > 1 else [x_gates[0]]
         order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
         h0, finished, outputs = state, [], [None] * len(steps)
         if reverse and batch_sizes is not None:  # a reversed packed batch starts with its longest sequences only
