@@ -1,12 +1,12 @@
 """Layer 4: ``TensorDict``, the batched nested container, and the modules that read and write it."""
 from .. import serialization as _serialization
 from .._tensor import Tensor
-from ._td import (TensorDict, _from_state, _to_state, get_defaults_to_none, get_printoptions, set_get_defaults_to_none,
-                  set_printoptions)
+from ._common import get_defaults_to_none, set_get_defaults_to_none
+from ._repr import get_printoptions, set_printoptions
+from ._td import TensorDict, _from_state, _to_state
 from ._archive import is_memmap_archive, pack_memmap, refresh_archive_checksums, unpack_memmap
-from ._lazy import lazy_stack
-from .base import (LazyStackedTensorDict, TensorDictBase, is_leaf_nontensor, is_tensor_collection, is_tensorclass,
-                   tensorclass)
+from ._lazy import LazyStackedTensorDict, lazy_stack
+from .base import TensorDictBase, is_leaf_nontensor, is_tensor_collection, is_tensorclass, tensorclass
 from .functional import dense_stack_tds, merge_tensordicts, pad, pad_sequence
 from .memmap import MemoryMappedTensor
 from .persistent import PersistentTensorDict
