@@ -222,14 +222,9 @@ class _EntriesMixin:
                non_blocking=False, update_batch_size=False, is_leaf=None, **kwargs):
         """Sets every entry of ``input_dict_or_td`` and of ``kwargs`` (which win on a shared key),
         merging nested TensorDicts (only ``keys_to_update`` when given; nested keys allowed)."""
-        if kwargs:
-            merged = dict(input_dict_or_td.items()) if input_dict_or_td is not None else {}
-            merged.update(kwargs)
-            input_dict_or_td = merged
+        input_dict_or_td, keys_to_update = _update_arguments(input_dict_or_td, keys_to_update, kwargs)
         if input_dict_or_td is None:
             return self
-        if isinstance(keys_to_update, str):
-            keys_to_update = [keys_to_update]  # a tuple is a sequence of keys, as in tensordict
         if update_batch_size:
             return self._update_with_batch_size(input_dict_or_td, clone, inplace, keys_to_update)
         if keys_to_update is not None:
@@ -287,14 +282,9 @@ class _EntriesMixin:
         """Copies every entry of ``input_dict_or_td`` and of ``kwargs`` into the existing entry of the
         same key (only ``keys_to_update`` when given). KeyError, before anything is written, for a key
         self lacks."""
-        if kwargs:
-            merged = dict(input_dict_or_td.items()) if input_dict_or_td is not None else {}
-            merged.update(kwargs)
-            input_dict_or_td = merged
+        input_dict_or_td, keys_to_update = _update_arguments(input_dict_or_td, keys_to_update, kwargs)
         if input_dict_or_td is None:
             return self
-        if isinstance(keys_to_update, str):
-            keys_to_update = [keys_to_update]  # a tuple is a sequence of keys, as in tensordict
         pairs = self._update_pairs(input_dict_or_td, keys_to_update)
         for key, _ in pairs:
             if self.get(key, None) is None:
@@ -628,3 +618,15 @@ def _batch_mismatch(key, batch_size, shape, given):
                 f"to store it as it is.")
     return RuntimeError(f"batch dimension mismatch, got self.batch_size={_shape_str(batch_size)} and "
                         f"value.shape={_shape_str(shape)} for key {key!r}.{hint}")
+
+
+def _update_arguments(input_dict_or_td, keys_to_update, kwargs):
+    """update/update_'s source with the keyword entries merged in (they win on a shared key), and
+    ``keys_to_update`` as a sequence of keys (a tuple is one, as in tensordict; a string is one key)."""
+    if kwargs:
+        merged = dict(input_dict_or_td.items()) if input_dict_or_td is not None else {}
+        merged.update(kwargs)
+        input_dict_or_td = merged
+    if isinstance(keys_to_update, str):
+        keys_to_update = [keys_to_update]
+    return input_dict_or_td, keys_to_update
