@@ -377,45 +377,31 @@ def _from_state(state):
     return td
 
 
+# ---- the wrappers TensorDict's ops get: the result's dim names, lock state, inplace= and `with` block --------
 for _name, _rule in (("squeeze", _squeezed_names), ("unsqueeze", _unsqueezed_names),
                      ("permute", _permuted_names), ("expand", _expanded_names), ("_compare", _no_names),
                      ("_reduce", _reduced_names), ("_reduce_bool", _bool_reduced_names),
                      ("flatten", _flattened_names), ("unflatten", _unflattened_names)):
     setattr(TensorDict, _name, _names_like_source(_rule)(getattr(TensorDict, _name)))
-
-
 # results with self's batch dims, in the same order (sizes may differ): the names carry over
 for _name in ("detach", "to", "select", "exclude", "empty", "contiguous", "masked_fill", "gather",
               "roll", "flip", "fliplr", "flipud", "narrow", "repeat", "repeat_interleave",
               "flatten_keys", "unflatten_keys", "to_tensordict", "_cast", "_elementwise", "where"):
     setattr(TensorDict, _name, _names_like_source(_same_names)(getattr(TensorDict, _name)))
-
-
 for _name in ("apply", "named_apply", "view", "reshape"):
     setattr(TensorDict, _name, _names_if_same_batch(getattr(TensorDict, _name)))
-
 
 for _name in ("reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose", "expand",
               "flip", "roll", "narrow", "repeat_interleave", "tile", "detach", "to", "masked_fill", "type"):
     setattr(TensorDict, _name, _lock_like_source(getattr(TensorDict, _name)))
 
-
 for _name in ("repeat", "repeat_interleave", "roll", "reshape", "flatten", "unflatten", "tile",
               "flip", "narrow", "expand", "squeeze", "unsqueeze", "permute", "transpose"):
     setattr(TensorDict, _name, _with_inplace(getattr(TensorDict, _name)))
 
-
 TensorDict.__enter__ = _enter
-
-
 TensorDict.__exit__ = _exit
-
-
 for _name in _WITH_INVERSES:
     setattr(TensorDict, _name, _with_block(_name, getattr(TensorDict, _name), _name in ("lock_", "unlock_")))
-
-
 TensorDict.moveaxis = TensorDict.movedim
-
-
 TensorDict.swapaxes = TensorDict.swapdims = TensorDict.transpose
