@@ -52,7 +52,7 @@ def _like(fn):
             raise RuntimeError(f"keyword arguments {refused} are not supported with {fn.__name__} with TensorDict")
         out = td._map(lambda t: fn(t, *args, dtype=dtype, device=device))
         if td._has_names():
-            out._set_names(td._names)
+            out._set_names(td.names)
         return out if device is None else out.to(device)
     return handler
 
