@@ -48,6 +48,8 @@ LAYERS = {
     # torchrl._utils's path, but plain-Python helpers (key handling, warnings switches, ``unavailable``)
     # that import nothing from rlpipe; the core uses them, so they sit in it
     "rlpipe._utils": CORE_LAYER,
+    # the closeness check behind testing.assert_close and tensordict's assert_allclose_td: array math only
+    "rlpipe._closeness": CORE_LAYER,
     "rlpipe.nn": 3,
     "rlpipe.optim": 3,
     "rlpipe.distributions": 3,
