@@ -128,6 +128,7 @@ TRUNCATED = ("truncated",)
 ACTION = ("action",)
 RESET = ("_reset",)
 STEP_EXTRAS = (REWARD, TERMINATED, TRUNCATED)  # entries of a next frame that are not observations
+_FLAGS = (DONE, TERMINATED, TRUNCATED)
 
 
 # ---- frames and TensorDicts ---------------------------------------------------------------------------
@@ -402,7 +403,7 @@ class TransformProtocol:
     def _frame_reset(self, frame):
         batch_size = self._batch_size()
         out = self._reset(TensorDict(batch_size=batch_size), root_tensordict(frame, batch_size))
-        return frame_of(out, DONE_KEYS)
+        return frame_of(out, _FLAGS)
 
     def _frame_step(self, root, next_frame, action):
         batch_size = self._batch_size()
@@ -417,7 +418,7 @@ class TransformProtocol:
         state = {key: value for key, value in next_frame.items() if key not in STEP_EXTRAS}
         tensordict = frame_to_tensordict(state, batch_size)
         tensordict.set(RESET, as_tensor(done))
-        out = frame_of(self._reset(tensordict, root_tensordict(frame, batch_size)), DONE_KEYS)
+        out = frame_of(self._reset(tensordict, root_tensordict(frame, batch_size)), _FLAGS)
         for key, value in state.items():  # rows not reset go on from the step
             if key in out:
                 out[key] = np.where(_done_like(done, value), out[key], value)
