@@ -9,6 +9,7 @@ import pytest
 
 import rlpipe
 from rlpipe.collectors import MultiSyncDataCollector, SyncDataCollector
+from rlpipe.data import LazyTensorStorage, ReplayBuffer
 from rlpipe.envs import (Bounded, Compose, GymEnv, StepCounter, Transform, TransformedEnv, Unbounded,
                          check_env_specs)
 
@@ -216,3 +217,34 @@ def test_inverse_by_keys_in_rollout_and_collector():
         expected = SCALE * pendulum_reward(np.asarray(td["observation"]), 2 * action)
         np.testing.assert_allclose(np.asarray(td["next", "reward"])[..., 0], expected, rtol=1e-4, atol=1e-5)
     collector.shutdown()
+
+
+class ShiftObservation(Transform):
+    """torchrl style, by keys: ``shifted = observation + 1`` through ``_apply_transform``; mapped at
+    resets too, as torchrl's observation transforms do it (``_reset`` calls ``_call``)."""
+
+    def __init__(self):
+        super().__init__(in_keys=["observation"], out_keys=["shifted"])
+
+    def _apply_transform(self, observation):
+        return observation + 1
+
+    def _reset(self, tensordict, tensordict_reset):
+        return self._call(tensordict_reset)
+
+    def transform_observation_spec(self, observation_spec):
+        observation_spec["shifted"] = Unbounded(shape=observation_spec["observation"].shape, dtype="float32")
+        return observation_spec
+
+
+def test_apply_transform_in_an_env_and_in_a_replay_buffer():
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), ShiftObservation())
+    env.set_seed(0)
+    td = SyncDataCollector(env, frames_per_batch=60, total_frames=60).next()
+    for prefix in ((), ("next",)):
+        np.testing.assert_array_equal(np.asarray(td[prefix + ("shifted",)]),
+                                      np.asarray(td[prefix + ("observation",)]) + 1)
+    buffer = ReplayBuffer(storage=LazyTensorStorage(100), batch_size=8, transform=ShiftObservation())
+    buffer.extend(td.exclude("shifted", ("next", "shifted")).reshape(-1))
+    sample = buffer.sample()
+    np.testing.assert_array_equal(np.asarray(sample["shifted"]), np.asarray(sample["observation"]) + 1)
