@@ -248,3 +248,8 @@ def test_apply_transform_in_an_env_and_in_a_replay_buffer():
     buffer.extend(td.exclude("shifted", ("next", "shifted")).reshape(-1))
     sample = buffer.sample()
     np.testing.assert_array_equal(np.asarray(sample["shifted"]), np.asarray(sample["observation"]) + 1)
+
+
+def test_a_transform_with_the_old_frame_hook_names_is_refused_where_it_is_defined():
+    with pytest.raises(TypeError, match=r"Old defines \['_continue', '_inv_action'\], frame hooks rlpipe renamed"):
+        type("Old", (Transform,), {"_continue": lambda self, n, f, d: f, "_inv_action": lambda self, a: a})

@@ -47,6 +47,14 @@ class Transform(TransformProtocol):
         self._container = None
         self.parent_specs = None
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        old = sorted(name for name in ("_continue", "_inv_action") if name in cls.__dict__)
+        if old:  # would be silently ignored: the env calls _frame_continue and _frame_inv
+            raise TypeError(f"{cls.__name__} defines {old}, frame hooks rlpipe renamed: write _frame_reset(frame), "
+                            "_frame_step(root, next_frame, action), _frame_continue(next_frame, frame, done) and "
+                            "_frame_inv(action, root), or torchrl's TensorDict methods (step_protocol.py)")
+
     def __call__(self, tensordict):
         return self.forward(tensordict)
 
