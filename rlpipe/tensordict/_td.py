@@ -25,7 +25,7 @@ from .._tensor import Size, Tensor, wrap, size_repr as _shape_str
 from ..autograd.grad_mode import state as _grad_state
 from ._math import _NO_DIM, TensorDictMath
 from .keys import KeysView, unravel_key_to_tuple
-from .memmap import MemoryMappedTensor
+from .memmap import MemoryMappedTensor, save_tensordict
 
 _NO_DEFAULT = object()
 _MASK_DTYPES = ("bool", "uint8")  # index dtypes torch reads as a mask (uint8 with a deprecation warning)
@@ -1556,8 +1556,9 @@ class TensorDict(TensorDictMath):
         (``meta.json`` records its shape and dtype). Without ``prefix``, each leaf not memory-mapped
         yet moves into anonymous memory instead: no file, nothing left behind, as in tensordict.
 
-        Over an older checkpoint, its ``meta.json`` goes first and the new one is written last, so
-        a save interrupted half-way leaves a folder that ``load_memmap`` refuses, never a mix."""
+        All or nothing (see ``memmap.save_tensordict``): on a failure, a full disk included
+        (``OSError(ENOSPC)``), this TensorDict stays as it was, in memory, and an older checkpoint
+        in ``prefix`` stays loadable; overwriting one needs room for both at once."""
         if getattr(self, "_shared_state", False) is True:
             raise RuntimeError("memmap and shared memory are mutually exclusive features.")
         if prefix is None:
@@ -1568,27 +1569,7 @@ class TensorDict(TensorDictMath):
             if os.path.dirname(os.path.abspath(mapped)) != os.path.abspath(os.fspath(prefix)):
                 raise RuntimeError(f"A filename was provided but the tensor already has a file associated ({mapped}). "
                                    f"To copy the tensor onto the new location, pass copy_existing=True.")
-        os.makedirs(prefix, exist_ok=True)
-        meta_path = os.path.join(prefix, "meta.json")
-        if os.path.lexists(meta_path):
-            os.remove(meta_path)
-        leaves, nested = {}, []
-        for key, value in self._tensordict.items():
-            path = os.path.join(prefix, _file_name(key))
-            if isinstance(value, TensorDict):
-                value.memmap_(path, copy_existing=True)  # the check above covered it
-                nested.append(key)
-                continue
-            leaves[key] = {"shape": list(value.shape), "dtype": value.dtype.name}
-            if value.numel() == 0:
-                continue  # nothing to map (a file could not be mapped either)
-            target = path + ".memmap"
-            if _maps_file(value, target):  # rewriting the file would first truncate the data it maps
-                value = value.clone()
-            leaf = MemoryMappedTensor.from_tensor(value, filename=target, existsok=True)
-            leaf._data.flush()
-            self._tensordict[key] = leaf
-        self._write_memmap_meta(prefix, leaves=leaves, nested=nested)
+        save_tensordict(self, prefix)
         return self.lock_()._mark_memmap()
 
     def _check_memmap_layout(self):
@@ -3132,12 +3113,6 @@ def _adds_dims_only(index):
     items = index if isinstance(index, tuple) else (index,)
     return all(i is None or i is Ellipsis or isinstance(i, bool) or isinstance(i, Tensor) and i.ndim == 0
                and i.dtype.name == "bool" for i in items)
-
-
-def _maps_file(tensor, path):
-    """Whether ``tensor`` maps (a part of) the file ``path``."""
-    name = getattr(tensor._data, "filename", None)
-    return name is not None and os.path.exists(path) and os.path.samefile(name, path)
 
 
 def _load_leaf(path, key, leaf):
