@@ -445,7 +445,7 @@ class _Unpacker:
         self.zf, self.size, self.place = zf, size, place
         self.buffers, self.objects = {}, {}  # buffers: by (entry name, read as bytes)
         self.unread = size  # bytes the storages still read may add up to
-        raw = bytes(self.entry(_MANIFEST))
+        raw = self.entry(_MANIFEST, as_bytes=True)
         try:
             manifest = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as e:
