@@ -9,6 +9,7 @@ generators, and ``fused``: the backend's fused kernels by name, which an op runs
 own formula. The CPU has none; the CUDA backend's kernels compute the same formulas in one launch.
 """
 import ctypes
+import errno
 import functools
 import math
 import os
@@ -57,6 +58,54 @@ def anonymous_shared(shape, dtype):
     import mmap
     dtype = np.dtype(dtype)
     return np.ndarray(shape, dtype=dtype, buffer=mmap.mmap(-1, max(math.prod(shape) * dtype.itemsize, 1)))
+
+
+def mapped_file(path, shape, dtype, *, npy=True):
+    """A writable ``np.memmap`` of ``shape`` and ``dtype`` on the file ``path``, created (or
+    overwritten) as an ``.npy`` file, or as raw bytes with ``npy=False``.
+
+    The file's disk space is reserved before it is mapped: on a full disk this raises
+    ``OSError(ENOSPC)`` naming ``path`` (and removes the file), where writing into an unreserved
+    (sparse) map would kill the process with SIGBUS on the first page the disk has no room for."""
+    dtype = np.dtype(dtype)
+    shape = tuple(shape)
+    with open(path, "wb") as f:
+        try:
+            if npy:
+                _write_npy_header(f, shape, dtype)
+            offset = f.tell()
+            f.flush()
+            _reserve(f.fileno(), offset + math.prod(shape) * dtype.itemsize)
+        except OSError as e:
+            f.close()
+            os.unlink(path)
+            raise OSError(e.errno, f"{e.strerror} (reserving the space of a {dtype}{list(shape)} array)",
+                          os.fspath(path)) from None
+    return np.memmap(path, dtype=dtype, mode="r+", offset=offset, shape=shape)
+
+
+def _write_npy_header(f, shape, dtype):
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+    try:
+        np.lib.format.write_array_header_1_0(f, header)
+    except ValueError:  # a header over 64 KiB (a very large structured dtype) needs format 2.0
+        np.lib.format.write_array_header_2_0(f, header)
+
+
+def _reserve(fd, size):
+    """Allocates the first ``size`` bytes of the file ``fd`` on disk, as zeros."""
+    fallocate = getattr(os, "posix_fallocate", None)  # absent on macOS and Windows
+    if fallocate is not None:
+        try:
+            return fallocate(fd, 0, size)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # a filesystem without fallocate
+                raise
+    zeros = memoryview(bytes(1 << 20))
+    position = os.fstat(fd).st_size
+    while position < size:
+        os.lseek(fd, position, os.SEEK_SET)
+        position += os.write(fd, zeros[:size - position])
 
 
 def full(shape, value, dtype, index=None):

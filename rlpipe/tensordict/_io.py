@@ -2,6 +2,7 @@
 one ``.npy`` file per leaf and a ``meta.json`` per TensorDict), ``consolidate``, state dicts, pickling,
 and the index (de)serialisation ``_SubTensorDict.memmap`` records."""
 import concurrent.futures
+import contextlib
 import json
 import math
 import os
@@ -12,10 +13,10 @@ import numpy as np
 from .. import _dtypes, serialization as _serialization
 from .._creation import as_tensor, zeros as _zeros
 from .._device import CPU as _CPU, resolve
-from .._tensor import Tensor
+from .._tensor import Tensor, host_array
 from ._common import _NAMES_USED
 from .base import TensorDictBase
-from .memmap import MemoryMappedTensor
+from .memmap import MemoryMappedTensor, Staging
 
 
 class _IOMixin:
@@ -31,8 +32,9 @@ class _IOMixin:
         (``meta.json`` records its shape and dtype). Without ``prefix``, each leaf not memory-mapped
         yet moves into anonymous memory instead: no file, nothing left behind, as in tensordict.
 
-        Over an older checkpoint, its ``meta.json`` goes first and the new one is written last, so
-        a save interrupted half-way leaves a folder that ``load_memmap`` refuses, never a mix."""
+        All or nothing (see ``save_tensordict``): on a failure, a full disk included
+        (``OSError(ENOSPC)``), this TensorDict stays as it was, in memory, and an older checkpoint
+        in ``prefix`` stays loadable; overwriting one needs room for both at once."""
         if getattr(self, "_shared_state", False) is True:
             raise RuntimeError("memmap and shared memory are mutually exclusive features.")
         if prefix is None:
@@ -43,27 +45,7 @@ class _IOMixin:
             if os.path.dirname(os.path.abspath(mapped)) != os.path.abspath(os.fspath(prefix)):
                 raise RuntimeError(f"A filename was provided but the tensor already has a file associated ({mapped}). "
                                    f"To copy the tensor onto the new location, pass copy_existing=True.")
-        os.makedirs(prefix, exist_ok=True)
-        meta_path = os.path.join(prefix, "meta.json")
-        if os.path.lexists(meta_path):
-            os.remove(meta_path)
-        leaves, nested = {}, []
-        for key, value in self._tensordict.items():
-            path = os.path.join(prefix, _file_name(key))
-            if isinstance(value, TensorDictBase):
-                value.memmap_(path, copy_existing=True)  # the check above covered it
-                nested.append(key)
-                continue
-            leaves[key] = {"shape": list(value.shape), "dtype": value.dtype.name}
-            if value.numel() == 0:
-                continue  # nothing to map (a file could not be mapped either)
-            target = path + ".memmap"
-            if _maps_file(value, target):  # rewriting the file would first truncate the data it maps
-                value = value.clone()
-            leaf = MemoryMappedTensor.from_tensor(value, filename=target, existsok=True)
-            leaf._data.flush()
-            self._tensordict[key] = leaf
-        self._write_memmap_meta(prefix, leaves=leaves, nested=nested)
+        save_tensordict(self, prefix)
         return self.lock_()._mark_memmap()
 
     def _check_memmap_layout(self):
@@ -329,6 +311,55 @@ def _str_to_index(index):
     return tuple(_str_to_index(i) for i in index)
 
 
+def save_tensordict(td, prefix):
+    """Writes the files of ``td.memmap_(prefix)``, then makes td's leaves maps of them.
+
+    All or nothing: every folder's new files are staged (their space reserved, their data
+    written) before any is moved into place, so a failure until then (a full disk:
+    ``OSError(ENOSPC)`` naming the file) leaves td in memory and an older checkpoint in
+    ``prefix`` as they were; this needs room for the old and the new files at once. The moves
+    start by removing the top ``meta.json`` and end by putting the new one there, so a process
+    killed during them leaves a folder that ``load_memmap`` refuses, never a mix."""
+    stagings, leaves = [], []
+    try:
+        _stage(td, prefix, stagings, leaves)
+    except BaseException:
+        for staging in stagings:
+            staging.discard()
+        raise
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(prefix, "meta.json"))
+    maps = {id(staging): staging.commit() for staging in reversed(stagings)}  # nested folders first
+    for owner, key, staging, name in leaves:
+        owner._tensordict[key] = MemoryMappedTensor._over(maps[id(staging)][name])
+
+
+def _stage(td, prefix, stagings, leaves):
+    """Stages td's files in ``prefix`` and its nested TensorDicts' in their folders; appends each
+    folder's Staging to ``stagings`` and (td, key, staging, file name) of each leaf to ``leaves``."""
+    os.makedirs(prefix, exist_ok=True)
+    staging = Staging(prefix)
+    stagings.append(staging)
+    records, nested = {}, []
+    for key, value in td._tensordict.items():
+        name = _file_name(key)
+        if not isinstance(value, Tensor):  # a nested TensorDict
+            if type(value).memmap_ is not _IOMixin.memmap_ or value.is_shared():
+                value.memmap_(prefix)  # a view (_SubTensorDict) or shared TensorDict: raises its error
+            _stage(value, os.path.join(prefix, name), stagings, leaves)
+            nested.append(key)
+            continue
+        records[key] = {"shape": list(value.shape), "dtype": value.dtype.name}
+        if value.numel() == 0:
+            continue  # nothing to map (a file could not be mapped either)
+        host = host_array(value)
+        array = staging.mapped(name + ".memmap", host.shape, host.dtype)
+        array[...] = host
+        array.flush()
+        leaves.append((td, key, staging, name + ".memmap"))
+    td._write_memmap_meta(staging.path, leaves=records, nested=nested)
+
+
 _UNSAFE_IN_NAMES = frozenset('/<>:"|?*\\ %' + "".join(map(chr, range(32))) + chr(127))
 
 
@@ -350,12 +381,6 @@ def _stored_name(key, version):
     if "/" in key or key.startswith("."):
         raise ValueError(f"bad key {key!r}")
     return key
-
-
-def _maps_file(tensor, path):
-    """Whether ``tensor`` maps (a part of) the file ``path``."""
-    name = getattr(tensor._data, "filename", None)
-    return name is not None and os.path.exists(path) and os.path.samefile(name, path)
 
 
 def _load_leaf(path, key, leaf):
