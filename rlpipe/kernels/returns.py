@@ -16,7 +16,7 @@ def n_step_returns(xp, done, valid, reward, gamma, n):
     term from k = 0, each discount, product and partial sum rounded to the reward's dtype."""
     rows, steps = reward.shape
     # a window ends after step t + k where done is set or the next step is invalid (past the end counts as invalid)
-    after = xp.concatenate((valid[:, 1:], xp.zeros((rows, n), dtype=bool)), axis=1)
+    after = xp.concatenate((valid[:, 1:], xp.zeros((rows, n + 1), dtype=bool)), axis=1)
     ends = xp.concatenate((done, xp.ones((rows, n), dtype=bool)), axis=1) | ~after
     m = xp.full(reward.shape, n, dtype=xp.int64)
     still_open = valid.copy()
