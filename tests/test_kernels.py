@@ -399,6 +399,15 @@ def activation_inputs(dtype, n=2048, seed=11):
     return x, rng.standard_normal(x.shape).astype(dtype)
 
 
+def op_backward(function, x, g, *args):
+    """The gradient a primitive's backward gives on the CPU at ``x`` for the output gradient ``g``."""
+    ctx = function()
+    ctx.be = cpu
+    function.forward(ctx, x, *args)
+    grads = function.backward(ctx, g)
+    return grads[0] if isinstance(grads, tuple) else grads  # one gradient per argument, or the only one
+
+
 def test_activation_formulas_are_the_ops_cpu_path():
     """The ops still run these formulas on the CPU (``kernels.get`` gives None there)."""
     from rlpipe import primitives as P
@@ -407,11 +416,22 @@ def test_activation_formulas_are_the_ops_cpu_path():
     with np.errstate(all="ignore"):
         cases = {"sigmoid": P.Sigmoid.forward(ctx, x), "leaky_relu": P.LeakyRelu.forward(ctx, x, 0.2),
                  "gelu": P.Gelu.forward(ctx, x, "none"), "gelu_tanh": P.Gelu.forward(ctx, x, "tanh"),
-                 "softplus": P.Softplus.forward(ctx, x, 2.0, 20.0)}
+                 "softplus": P.Softplus.forward(ctx, x, 2.0, 20.0),
+                 "relu_backward": op_backward(P.Relu, x, g),
+                 "leaky_relu_backward": op_backward(P.LeakyRelu, x, g, 0.01),
+                 "gelu_backward": op_backward(P.Gelu, x, g, "none"),
+                 "gelu_tanh_backward": op_backward(P.Gelu, x, g, "tanh"),
+                 "softplus_backward": op_backward(P.Softplus, x, g, 0.5, 5.0)}
+        # these two take the forward's output
+        y = {"sigmoid_backward": _sigmoid(x), "tanh_backward": np.tanh(x)}
+        cases["sigmoid_backward"] = op_backward(P.Sigmoid, x, g)
+        cases["tanh_backward"] = op_backward(P.Tanh, x, g)
+        assert set(cases) == set(ACTIVATIONS)
         for name, got in cases.items():
-            formula, _, params = ACTIVATION_FORMULAS[name]
-            np.testing.assert_allclose(got, formula(x, *params), rtol=1e-12, atol=1e-12, equal_nan=True,
-                                       err_msg=name)
+            first = y.get(name, x)
+            formula, arrays, params = ACTIVATION_FORMULAS[name]
+            want = formula(*(first, g)[:arrays], *params)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True, err_msg=name)
 
 
 # ---- CUDA against the references (a GPU, or the CuPy stand-in) --------------------------------------
