@@ -2,9 +2,10 @@
 hard* family, and softmax / log_softmax.
 
 Each formula is written here against ``ctx.xp``. Where a backend has a fused kernel for it
-(``backend.fused``; the CUDA backend has some, the CPU none) the op runs that kernel instead, in
-one line at the call site.
+(``rlpipe.kernels``; on cuda some, on the CPU none) the op runs that kernel instead, in one line
+at the call site.
 """
+from .. import kernels
 from .base import Op
 
 
@@ -18,13 +19,13 @@ class Tanh(Op):
     @staticmethod
     def backward(ctx, g):
         y, = ctx.saved_tensors
-        fused = ctx.be.fused.get("tanh_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        fused = kernels.get("tanh_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
         return fused(y, g) if fused else g * (1 - y * y)
 
 
 def _sigmoid(ctx, x):
     """1 / (1 + exp(-x)) without overflow (Sigmoid, Silu, Mish, Softplus's gradient)."""
-    fused = ctx.be.fused.get("sigmoid")  # a backend's one-launch kernel, where it has one (cuda)
+    fused = kernels.get("sigmoid", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
     if fused:
         return fused(x)
     xp = ctx.xp
@@ -42,7 +43,7 @@ class Sigmoid(Op):
     @staticmethod
     def backward(ctx, g):
         y, = ctx.saved_tensors
-        fused = ctx.be.fused.get("sigmoid_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        fused = kernels.get("sigmoid_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
         return fused(y, g) if fused else g * y * (1 - y)
 
 
@@ -55,7 +56,7 @@ class Relu(Op):
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        fused = ctx.be.fused.get("relu_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        fused = kernels.get("relu_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
         return fused(x, g) if fused else g * ~(x <= 0)  # nan passes the gradient, as in torch
 
 
@@ -64,13 +65,13 @@ class LeakyRelu(Op):
     def forward(ctx, x, slope):
         ctx.save_for_backward(x)
         ctx.slope = slope
-        fused = ctx.be.fused.get("leaky_relu")  # a backend's one-launch kernel, where it has one (cuda)
+        fused = kernels.get("leaky_relu", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
         return fused(x, slope) if fused else ctx.xp.where(x > 0, x, x * x.dtype.type(slope))
 
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        fused = ctx.be.fused.get("leaky_relu_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        fused = kernels.get("leaky_relu_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
         return (fused(x, g, ctx.slope) if fused else ctx.xp.where(x > 0, g, g * g.dtype.type(ctx.slope))), None
 
 
@@ -88,7 +89,7 @@ class Gelu(Op):
         ctx.save_for_backward(x)
         ctx.approximate = approximate
         tanh = approximate == "tanh"
-        fused = ctx.be.fused.get("gelu_tanh" if tanh else "gelu")  # a backend's one-launch kernel (cuda)
+        fused = kernels.get("gelu_tanh" if tanh else "gelu", ctx.be)  # a backend's one-launch kernel (cuda)
         if fused:
             return fused(x)
         dt = x.dtype.type
@@ -100,7 +101,7 @@ class Gelu(Op):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         tanh = ctx.approximate == "tanh"
-        fused = ctx.be.fused.get("gelu_tanh_backward" if tanh else "gelu_backward")  # one launch (cuda)
+        fused = kernels.get("gelu_tanh_backward" if tanh else "gelu_backward", ctx.be)  # one launch (cuda)
         if fused:
             return fused(x, g), None
         xp, dt = ctx.xp, x.dtype.type
@@ -115,7 +116,7 @@ class Gelu(Op):
 
 def _softplus(ctx, x, beta, threshold):
     """log1p(exp(beta * x)) / beta computed without overflow; x itself above the threshold, as torch does."""
-    fused = ctx.be.fused.get("softplus")  # a backend's one-launch kernel, where it has one (cuda)
+    fused = kernels.get("softplus", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
     if fused:
         return fused(x, beta, threshold)
     xp = ctx.xp
@@ -135,7 +136,7 @@ class Softplus(Op):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         beta, threshold = ctx.params
-        fused = ctx.be.fused.get("softplus_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        fused = kernels.get("softplus_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
         if fused:
             return fused(x, g, beta, threshold), None, None
         bx = x * x.dtype.type(beta)
