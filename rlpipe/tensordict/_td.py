@@ -18,7 +18,7 @@ from functools import wraps
 
 import numpy as np
 
-from .. import _dtypes, _ops, serialization as _serialization
+from .. import _dtypes, primitives as _ops, serialization as _serialization
 from .._creation import as_tensor, zeros as _zeros
 from .._device import CPU as _CPU, device as _device_cls, resolve
 from .._tensor import Size, Tensor, wrap, size_repr as _shape_str
