@@ -28,6 +28,8 @@ _NUMBER = (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)
 _INT64 = np.dtype(np.int64)
 
 
+# ---- declaring Tensor methods and operators ------------------------------------------------------
+
 @method_decorator
 def inplace_variant(op, names):
     """Decorator: attaches ``name_`` to Tensor for the op's name (or each of ``names``): ``x.add_(y)``
@@ -84,6 +86,8 @@ def _swallow_type_error(fn):
             return NotImplemented
     return method
 
+
+# ---- operands and promotion ----------------------------------------------------------------------
 
 def _scalar(x):
     """NumPy scalars count as Python scalars (PyTorch treats them so)."""
@@ -172,6 +176,8 @@ def _require_float(input, name, error=NotImplementedError):
     if not input.is_floating_point():
         raise error(f'"{name}" not implemented for \'{_LEGACY_TYPE_NAMES[input.dtype.name]}\'')
 
+
+# ---- views ---------------------------------------------------------------------------------------
 
 class AsView(Op):
     """Re-takes a view of an updated base: the view's grad_fn after an in-place op on it."""
@@ -266,6 +272,8 @@ def _refresh_view(view):
     view._view_of = (root, view_fn, view._vc[0])
 
 
+# ---- casts ---------------------------------------------------------------------------------------
+
 class Cast(Op):
     @staticmethod
     def forward(ctx, x, dtype):
@@ -298,6 +306,8 @@ _LEGACY_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half"
                        "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
                        "bool": "Bool"}
 
+
+# ---- in-place updates ----------------------------------------------------------------------------
 
 def _check_writable(t):
     if not t._device._backend.writable(t._data):
