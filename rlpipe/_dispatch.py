@@ -57,7 +57,8 @@ def torch_function(*watched, public=None):
     The test is generated inline in a wrapper with the function's own signature, so a call costs
     one extra Python call and no argument binding. A Tensor method declared under this decorator
     (``@tensor_method`` below it) is the undecorated function: its ``self`` is a Tensor, whose type
-    has no hook; declare it above where another watched argument may hold a container."""
+    has no hook; declare it above where another watched argument may hold a container. Inside an
+    op whose input has passed the test, call such ops as methods (``input.permute(order)``)."""
     def decorate(fn):
         return _hook_checking(fn, watched, public)
     return decorate

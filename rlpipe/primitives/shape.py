@@ -416,7 +416,7 @@ def transpose(input, dim0, dim1):
     order = list(range(input.ndim))
     a, b = input._dim(dim0), input._dim(dim1)
     order[a], order[b] = order[b], order[a]
-    return permute(input, order)
+    return input.permute(order)
 
 
 swapaxes = swapdims = transpose
@@ -437,7 +437,7 @@ def movedim(input, source, destination):
     order = [d for d in range(input.ndim) if d not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return permute(input, order)
+    return input.permute(order)
 
 
 moveaxis = movedim
@@ -503,7 +503,7 @@ def flip(input, dims):
 @tensor_method
 def roll(input, shifts, dims=None):
     if dims is None:
-        return reshape(Roll.apply(flatten(input), shifts, 0), input.shape)
+        return reshape(Roll.apply(input.flatten(), shifts, 0), input.shape)
     if isinstance(dims, (tuple, list)):
         return Roll.apply(input, tuple(shifts), tuple(input._dim(d) for d in dims))
     return Roll.apply(input, shifts, input._dim(dims))
@@ -515,7 +515,7 @@ def fliplr(input):
     """Reverses dim 1 (the columns); input must have at least 2 dims."""
     if input.ndim < 2:
         raise RuntimeError("Input must be >= 2-d.")
-    return flip(input, (1,))
+    return input.flip((1,))
 
 
 @torch_function("input")
@@ -524,7 +524,7 @@ def flipud(input):
     """Reverses dim 0 (the rows); input must have at least 1 dim."""
     if input.ndim < 1:
         raise RuntimeError("Input must be >= 1-d.")
-    return flip(input, (0,))
+    return input.flip((0,))
 
 
 @torch_function("input")
@@ -541,12 +541,12 @@ def rot90(input, k=1, dims=(0, 1)):
         raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} and dim1 = {dims[1]}")
     k %= 4
     if k == 1:
-        return transpose(flip(input, (d1,)), d0, d1)
+        return input.flip((d1,)).transpose(d0, d1)
     if k == 2:
-        return flip(input, (d0, d1))
+        return input.flip((d0, d1))
     if k == 3:
-        return transpose(flip(input, (d0,)), d0, d1)
-    return clone(input)
+        return input.flip((d0,)).transpose(d0, d1)
+    return input.clone()
 
 
 @torch_function("input")
@@ -704,7 +704,7 @@ def chunk(input, chunks, dim=0):
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = input.shape[input._dim(dim)]
-    return split(input, builtins.max(-(-n // chunks), 1), dim)
+    return input.split(builtins.max(-(-n // chunks), 1), dim)
 
 
 @tensor_method
@@ -754,7 +754,7 @@ def _matrix_transpose(self):
     if self._data.ndim < 2:
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
                            f"Got {self._data.ndim}-D tensor.")
-    return transpose(self, -2, -1)
+    return self.transpose(-2, -1)
 
 
 tensor_method("T", "H")(property(_reverse_dims))
