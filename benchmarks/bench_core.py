@@ -43,7 +43,7 @@ def mlp_params(lib, sizes=(4, 64, 64, 2), seed=0):
 
 def mlp(lib, params, x):
     """Three linear layers with ReLUs, through each library's functional linear (nn.Linear's op)."""
-    linear = torch.nn.functional.linear if lib is torch else rlpipe._ops.linear
+    linear = torch.nn.functional.linear if lib is torch else rlpipe.primitives.linear
     w1, b1, w2, b2, w3, b3 = params
     h = linear(x, w1, b1).relu()
     h = linear(h, w2, b2).relu()

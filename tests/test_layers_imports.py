@@ -24,7 +24,6 @@ LAYERS = {
     # the core: the tensor, its primitives and functional API, autograd, dtypes, devices, random,
     # creation and save/load
     "rlpipe._tensor": CORE_LAYER,
-    "rlpipe._ops": CORE_LAYER,
     "rlpipe._creation": CORE_LAYER,
     "rlpipe._device": CORE_LAYER,
     "rlpipe._dtypes": CORE_LAYER,

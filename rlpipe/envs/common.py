@@ -80,7 +80,7 @@ class EnvBase:
         marks the last step truncated (and done).
         ``auto_cast_to_device`` is accepted: rlpipe's policy and env share the env's device.
         ``return_contiguous`` is accepted (rollouts are always stacked)."""
-        from rlpipe._ops import stack
+        from rlpipe.primitives import stack
         from rlpipe.autograd.grad_mode import no_grad
         if break_when_any_done is None:
             break_when_any_done = not break_when_all_done

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from .. import _dtypes, _ops
+from .. import _dtypes, primitives as _ops
 from .._creation import as_tensor, from_numpy, full, zeros, zeros_like
 from .._device import CPU, resolve
 from .._tensor import Size, Tensor, host_array, size_repr as _shape_str

@@ -25,7 +25,7 @@ import numbers
 
 import numpy as np
 
-from .. import _dtypes, _ops, kernels
+from .. import _dtypes, kernels, primitives as _ops
 from .._tensor import wrap
 from ..nn import Module
 from ..tensordict import TensorDict, unravel_key_to_tuple

@@ -4,9 +4,14 @@ hard* family, and softmax / log_softmax.
 Each formula is written here against ``ctx.xp``. Where a backend has a fused kernel for it
 (``rlpipe.kernels``; on cuda some, on the CPU none) the op runs that kernel instead, in one line
 at the call site.
+
+Below the Functions, the public ops (relu, leaky_relu, gelu, softplus, sigmoid, tanh, softmax,
+log_softmax) and their Tensor methods; the other activations are ``nn.functional``'s.
 """
-from .. import kernels
+from .. import _dtypes, kernels
+from .._tensor import tensor_method
 from .base import Op
+from .common import inplace_variant, _cast, _require_float, _unary_float
 
 
 class Tanh(Op):
@@ -300,3 +305,48 @@ class Mish(Op):
     def backward(ctx, g):
         x, t = ctx.saved_tensors
         return g * (t + x * _sigmoid(ctx, x) * (1 - t * t))
+
+
+# ---- the public ops -------------------------------------------------------------------------------
+
+tanh = _unary_float(Tanh)
+sigmoid = _unary_float(Sigmoid)
+
+
+@inplace_variant
+@tensor_method
+def relu(input):
+    return Relu.apply(input)
+
+
+def leaky_relu(input, negative_slope=0.01):
+    _require_float(input, "leaky_relu_cpu")
+    return LeakyRelu.apply(input, float(negative_slope))
+
+
+def gelu(input, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    _require_float(input, "GeluKernelImpl")
+    return Gelu.apply(input, approximate)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    _require_float(input, "softplus_cpu")
+    return Softplus.apply(input, float(beta), float(threshold))
+
+
+@tensor_method
+def softmax(input, dim, dtype=None):
+    if dtype is None:
+        _require_float(input, "softmax_kernel_impl")
+    x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
+    return Softmax.apply(x, x._dim(dim) if x.ndim else None)
+
+
+@tensor_method
+def log_softmax(input, dim, dtype=None):
+    if dtype is None:
+        _require_float(input, "log_softmax_kernel_impl")
+    x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
+    return LogSoftmax.apply(x, x._dim(dim) if x.ndim else None)

@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 
-from .. import _dtypes, _ops
+from .. import _dtypes, primitives as _ops
 from .._creation import as_tensor
 from .._device import device as _device_cls, resolve
 from .._tensor import Size, Tensor

@@ -4,7 +4,7 @@ memory, and the ``with`` blocks that undo an op at their end (``with td.lock_():
 import weakref
 from functools import wraps
 
-from .. import _ops
+from .. import primitives as _ops
 from .base import TensorDictBase
 
 

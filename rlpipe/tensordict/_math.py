@@ -14,7 +14,7 @@ import builtins
 
 import numpy as np
 
-from .. import _ops, autograd as _autograd
+from .. import primitives as _ops, autograd as _autograd
 from .._tensor import Size, Tensor, size_repr as _shape_str
 from ..autograd.grad_mode import state as _grad_state
 

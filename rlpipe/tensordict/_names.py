@@ -5,7 +5,7 @@ from functools import wraps
 
 import numpy as np
 
-from .. import _ops
+from .. import primitives as _ops
 from ._common import _NAMES_USED
 from ._math import _NO_DIM
 from .base import TensorDictBase

@@ -7,7 +7,7 @@ from functools import wraps
 
 import numpy as np
 
-from .. import _dtypes, _ops
+from .. import _dtypes, primitives as _ops
 from .._creation import full as _full
 from .._tensor import Size, Tensor, wrap, size_repr as _shape_str
 from ._common import _NAMES_USED

@@ -5,7 +5,7 @@ the same name): ``rlpipe.stack(tds)``, ``rlpipe.where(mask, td, 0)``, ``rlpipe.z
 The core calls a handler with the function's own arguments, defaults included (see
 ``rlpipe._dispatch``); each handler maps them onto the TensorDict's methods.
 """
-from .. import _creation, _ops, autograd as _autograd, random as _random
+from .. import _creation, primitives as _ops, autograd as _autograd, random as _random
 from ..nn import functional as _F
 from ._math import _NO_DIM, _is_td
 

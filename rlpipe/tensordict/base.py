@@ -14,7 +14,7 @@ import abc
 
 import numpy as np
 
-from .. import _dtypes, _ops
+from .. import _dtypes, primitives as _ops
 from .._tensor import Tensor, size_repr as _shape_str
 from ._common import _NO_DEFAULT, _RAISE
 from ._math import TensorDictMath

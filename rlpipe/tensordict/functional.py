@@ -1,6 +1,6 @@
 """tensordict.functional for TensorDicts: ``pad`` (batch dims), ``pad_sequence`` (stack TensorDicts
 of different lengths) and ``merge_tensordicts``."""
-from .. import _ops
+from .. import primitives as _ops
 from .._creation import full as _full
 from ._td import TensorDict
 

@@ -59,7 +59,7 @@ import numpy as np
 from ... import _dtypes, backends
 from ..._creation import zeros
 from ..._device import CPU, resolve
-from ..._ops import stack as _stack_tensors
+from ...primitives import stack as _stack_tensors
 from ..._tensor import Tensor, wrap
 from ..._utils import logger, unavailable
 from ...tensordict import TensorDict

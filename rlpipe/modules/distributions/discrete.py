@@ -2,7 +2,7 @@
 ``MaskedCategorical`` (a Categorical over the actions a mask allows)."""
 import enum
 
-from ... import _ops, _dtypes
+from ... import primitives as _ops, _dtypes
 from ... import distributions as D
 from ...distributions.utils import finfo_of, lazy_property, logits_to_probs, probs_to_logits
 
