@@ -43,7 +43,7 @@ def mlp_params(lib, sizes=(4, 64, 64, 2), seed=0):
 
 def mlp(lib, params, x):
     """Three linear layers with ReLUs, through each library's functional linear (nn.Linear's op)."""
-    linear = torch.nn.functional.linear if lib is torch else rlpipe._ops.linear
+    linear = torch.nn.functional.linear if lib is torch else rlpipe.primitives.linear
     w1, b1, w2, b2, w3, b3 = params
     h = linear(x, w1, b1).relu()
     h = linear(h, w2, b2).relu()
@@ -51,18 +51,18 @@ def mlp(lib, params, x):
 
 
 class RlpipeAdam:
-    """Adam through the backend's fused update step (what rlpipe.optim.Adam will call)."""
+    """Adam through the fused update step of ``rlpipe.kernels`` (what rlpipe.optim.Adam will call)."""
 
     def __init__(self, params, lr=1e-3):
         self.params, self.lr, self.t = params, lr, 0
         self.state = [(np.zeros_like(p._data), np.zeros_like(p._data)) for p in params]
-        self.backend = rlpipe.backends.cpu
+        self.adam_step = rlpipe.kernels.get("adam_step", rlpipe.backends.cpu)
 
     def step(self):
         self.t += 1
         for p, (m, v) in zip(self.params, self.state):
-            self.backend.adam_step(p._data, p.grad._data, m, v, None, self.t, self.lr, 0.9, 0.999, 1e-8,
-                                   0.0, False, False, False)
+            self.adam_step(p._data, p.grad._data, m, v, None, self.t, self.lr, 0.9, 0.999, 1e-8,
+                           0.0, False, False, False)
 
     def zero_grad(self):
         for p in self.params:

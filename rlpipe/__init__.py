@@ -9,9 +9,31 @@ from ._dtypes import (dtype, bool, uint8, int8, int16, int32, int64, float16, bf
                       promote_types, finfo, iinfo)
 from ._device import device, set_default_device, get_default_device
 from ._tensor import Tensor, Size, UntypedStorage
-from . import _ops
-from ._ops import *  # noqa: F401,F403 - the functional API (add, sum, cat, where, ...)
-from ._ops import max, min, sum, all, any, abs, round, pow  # shadowing builtins on purpose, as torch does
+# the functional API, from the modules that define each op (max, sum, abs... shadow the builtins on
+# purpose, as torch's do)
+from .primitives.elementwise import (add, sub, mul, div, true_divide, divide, floor_divide, remainder, pow, neg,
+                                     negative, abs, absolute, sign, reciprocal, exp, expm1, log, log1p, log2, log10,
+                                     sqrt, rsqrt, square, sin, cos, erf, floor, ceil, trunc, fix, round, clamp, clip,
+                                     clamp_min, clamp_max, maximum, minimum, where, lerp, nan_to_num, erfc, frac)
+from .primitives.comparison import (eq, ne, lt, le, gt, ge, greater, greater_equal, less, less_equal, not_equal,
+                                    logical_and, logical_or, logical_xor, logical_not, bitwise_and, bitwise_or,
+                                    bitwise_xor, bitwise_not, isnan, isinf, isfinite, signbit, isclose, allclose,
+                                    equal, isposinf, isneginf, isreal)
+from .primitives.activations import (tanh, sigmoid, relu, leaky_relu, gelu, softplus, softmax, log_softmax)
+from .primitives.reductions import (sum, nansum, mean, prod, max, min, amax, amin, argmax, argmin, var, std, var_mean,
+                                    std_mean, logsumexp, norm, all, any, count_nonzero, cumsum, cumprod, cummax,
+                                    cummin, quantile)
+from .primitives.sorting import (sort, argsort, msort, topk)
+from .primitives.shape import (reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes,
+                               swapdims, t, movedim, moveaxis, broadcast_to, broadcast_tensors, narrow, select, clone,
+                               cat, concat, concatenate, stack, hstack, vstack, split, chunk, tensor_split, unbind,
+                               flip, roll, fliplr, flipud, rot90, tile, atleast_1d, atleast_2d, atleast_3d, tril,
+                               triu)
+from .primitives.indexing import (one_hot, gather, take_along_dim, scatter, scatter_add, index_select, masked_fill,
+                                  masked_select, nonzero, unique, index_add, repeat_interleave)
+from .primitives.linalg import (matmul, mm, bmm, dot, outer, einsum)
+from .primitives.special import (lgamma, digamma, atanh, arctanh, logit, asin, acos, atan, tan, sinh, cosh, arcsin,
+                                 arccos, arctan)
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,
                         ones_like, empty_like, full_like, arange, linspace, logspace, eye)
 from ._creation import (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor,

@@ -93,7 +93,7 @@ def as_tensor(data, dtype=None, device=None):
     """Like ``tensor`` but shares memory with a NumPy array or tensor when dtype and device allow."""
     dev = None if device is None else resolve(device)
     if isinstance(data, Tensor):
-        from rlpipe._ops import to
+        from rlpipe.primitives import to
         return to(data, dev if dev is not None else data.device, dtype if dtype is not None else data.dtype)
     if hasattr(data, "__cuda_array_interface__") and (dev is None or dev.type == "cuda"):
         dev = dev or resolve("cuda")

@@ -2,16 +2,16 @@
 
 ``rlpipe.stack(tds)``, ``rlpipe.where(mask, td, 0)``, ``rlpipe.zeros_like(td)``... must work on
 containers defined in higher layers (``TensorDict``) without the core importing them. As in
-PyTorch, such a function first tests the arguments that may hold a container::
-
-    if type(input) is not Tensor and has_torch_function(input):
-        return handle_torch_function(clone, (input,), {"memory_format": memory_format})
-
-and, when one's type defines ``__torch_function__(func, types, args, kwargs)``, returns what that
-hook returns (``NotImplemented`` from every hook raises TypeError). The call passes the function's
-own arguments, defaults included, in its signature's order. Plain tensors pay one ``type(x) is
-Tensor`` test per watched argument.
+PyTorch, such a function is declared with ``@torch_function("input")`` (naming the arguments that
+may hold a container); it first tests them and, when one's type defines
+``__torch_function__(func, types, args, kwargs)``, returns what that hook returns
+(``NotImplemented`` from every hook raises TypeError). The hook gets the function's own
+arguments, defaults included, in its signature's order (keyword-only ones in ``kwargs``). Plain
+tensors pay one ``type(x) is Tensor`` test (``type(x) in NO_HOOK`` for several watched arguments).
 """
+import functools
+import inspect
+
 from ._dtypes import shown_module
 from ._tensor import Tensor
 
@@ -48,3 +48,64 @@ def handle_torch_function(func, args, kwargs, relevant=None):
             return result
     raise TypeError(f"no implementation found for '{shown_module()}.{func.__name__}' on types that implement "
                     f"__torch_function__: {[t.__name__ for t in types]}")
+
+
+def torch_function(*watched, public=None):
+    """Decorator: the function first offers its call to the ``__torch_function__`` hook of the
+    types of its ``watched`` arguments (by name), passing itself (or ``public``) as ``func``.
+
+    The test is generated inline in a wrapper with the function's own signature, so a call costs
+    one extra Python call and no argument binding. A Tensor method declared under this decorator
+    (``@tensor_method`` below it) is the undecorated function: its ``self`` is a Tensor, whose type
+    has no hook; declare it above where another watched argument may hold a container. Inside an
+    op whose input has passed the test, call such ops as methods (``input.permute(order)``)."""
+    def decorate(fn):
+        return _hook_checking(fn, watched, public)
+    return decorate
+
+
+_CHECK = """
+def {name}({params}):
+    if {test} and has_torch_function({watched}):
+        return handle_torch_function(public, ({args}), {{{kwargs}}})
+    return fn({call})
+"""
+
+
+def _hook_checking(fn, watched, public):
+    """``fn`` behind the hook test of ``torch_function``, compiled from ``_CHECK``."""
+    signature = inspect.signature(fn).parameters
+    unknown = [w for w in watched if w not in signature]
+    if unknown:
+        raise ValueError(f"torch_function: {fn.__name__} has no argument named {unknown[0]!r}")
+    params, args, kwargs, call = [], [], [], []
+    for p in signature.values():
+        if p.kind is p.VAR_POSITIONAL:
+            params.append("*" + p.name)
+            args.append("*" + p.name)
+            call.append("*" + p.name)
+        elif p.kind is p.VAR_KEYWORD:
+            params.append("**" + p.name)
+            kwargs.append("**" + p.name)
+            call.append("**" + p.name)
+        elif p.kind is p.KEYWORD_ONLY:
+            if not any(q.startswith("*") for q in params):
+                params.append("*")
+            params.append(p.name if p.default is p.empty else p.name + "=None")  # defaults copied below
+            kwargs.append(f"{p.name!r}: {p.name}")
+            call.append(f"{p.name}={p.name}")
+        else:
+            params.append(p.name if p.default is p.empty else p.name + "=None")
+            args.append(p.name)
+            call.append(p.name)
+    test = f"type({watched[0]}) is not Tensor" if len(watched) == 1 else \
+        "(" + " or ".join(f"type({w}) not in NO_HOOK" for w in watched) + ")"
+    source = _CHECK.format(name=fn.__name__, params=", ".join(params), test=test, watched=", ".join(watched),
+                           args="".join(a + ", " for a in args), kwargs=", ".join(kwargs), call=", ".join(call))
+    namespace = {"Tensor": Tensor, "NO_HOOK": NO_HOOK, "has_torch_function": has_torch_function,
+                 "handle_torch_function": handle_torch_function, "fn": fn}
+    exec(compile(source, f"<torch_function check of {fn.__module__}.{fn.__qualname__}>", "exec"), namespace)
+    wrapper = functools.update_wrapper(namespace[fn.__name__], fn)
+    wrapper.__defaults__, wrapper.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+    namespace["public"] = wrapper if public is None else public
+    return wrapper

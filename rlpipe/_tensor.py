@@ -1,8 +1,8 @@
 """``Tensor``: a backend array with autograd attributes.
 
 This file holds the class's state and the methods that are not ops. The ops (``+``, ``sum``,
-``reshape`` ...) are defined in ``_ops.py``, where each calls a ``Function``, and the constructor
-and ``new_*`` methods in ``_creation.py``; ``@tensor_method`` attaches them to the class.
+``reshape`` ...) are defined in ``primitives/``, each next to the ``Function`` it calls, and the
+constructor and ``new_*`` methods in ``_creation.py``; ``@tensor_method`` attaches them to the class.
 """
 import numpy as np
 

@@ -168,7 +168,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     """Normal samples: from tensors of means and/or stds (broadcast), or floats with ``size``."""
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         like = mean if isinstance(mean, Tensor) else std
-        from rlpipe._ops import broadcast_tensors
+        from rlpipe.primitives import broadcast_tensors
         shape = tuple(broadcast_tensors(mean, std)[0].shape) if isinstance(mean, Tensor) and \
             isinstance(std, Tensor) else tuple(like.shape)
         if isinstance(std, Tensor) and bool((std < 0).any()):

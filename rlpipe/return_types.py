@@ -1,5 +1,28 @@
 """The named tuples that reductions returning (values, indices) give, as ``torch.return_types``."""
-from ._ops import (cummax_return as cummax, cummin_return as cummin, max_return as max,  # noqa: F401
-                   min_return as min, sort_return as sort, topk_return as topk)
+import collections
+
+from . import _dtypes
 
 __all__ = ["cummax", "cummin", "max", "min", "sort", "topk"]
+
+
+class _ValuesIndices(collections.namedtuple("_ValuesIndices", ["values", "indices"])):
+    """What max(dim)/min(dim) return: a (values, indices) tuple printed as torch prints it."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return (f"{_dtypes.shown_module()}.return_types.{type(self).__name__}(\nvalues={self.values!r},"
+                f"\nindices={self.indices!r})")
+
+
+def _named(name):
+    """A (values, indices) tuple type that prints as ``return_types.<name>``."""
+    return type(name, (_ValuesIndices,), {"__slots__": ()})
+
+
+max = _named("max")
+min = _named("min")
+sort = _named("sort")
+topk = _named("topk")
+cummax = _named("cummax")
+cummin = _named("cummin")

@@ -7,6 +7,7 @@ executable, so loading a file never runs code. ``save_model``/``load_model`` go 
 module's ``state_dict``, dropping tied (shared) tensors as safetensors.torch does. bfloat16 comes
 and goes through ml_dtypes. rlpipe assumes a little-endian host, as the format's bytes are.
 """
+import json
 import os
 
 import numpy as np
@@ -79,27 +80,54 @@ def save_file(tensors, filename, metadata=None):
     safetensors.serialize_file(specs, os.fspath(filename), metadata=metadata)
 
 
-def _tensors(entries, device):
-    out = {}
-    for name, entry in entries:
-        dtype = _FORMAT_DTYPES.get(entry["dtype"])
-        if dtype is None:
-            raise ValueError(f"tensor {name!r} has dtype {entry['dtype']}, which rlpipe does not support; "
-                             f"supported: {', '.join(_FORMAT_DTYPES)}")
-        array = np.frombuffer(entry["data"], dtype=dtype.np).reshape(entry["shape"])
-        out[name] = as_tensor(array, device=device)
-    return out
+def _dtype(name, format_dtype):
+    dtype = _FORMAT_DTYPES.get(format_dtype)
+    if dtype is None:
+        raise ValueError(f"tensor {name!r} has dtype {format_dtype}, which rlpipe does not support; "
+                         f"supported: {', '.join(_FORMAT_DTYPES)}")
+    return dtype
 
 
 def load(data, device="cpu"):
     """The tensors held in safetensors ``data`` (bytes)."""
-    return _tensors(safetensors.deserialize(data), device)
+    out = {}
+    for name, entry in safetensors.deserialize(data):
+        array = np.frombuffer(entry["data"], dtype=_dtype(name, entry["dtype"]).np).reshape(entry["shape"])
+        out[name] = as_tensor(array, device=device)
+    return out
 
 
 def load_file(filename, device="cpu"):
-    """The tensors of a safetensors file, on ``device``. Only parses the header and copies bytes."""
+    """The tensors of a safetensors file, on ``device``, in the header's order.
+
+    The package checks the header against the file (a ``SafetensorError`` otherwise); then each
+    tensor's bytes are read straight into its own array, so loading takes the file's size in
+    memory once (reading the file whole and splitting it took twice), and nothing stays open
+    or mapped: the file may be overwritten while the tensors live."""
+    with safetensors.safe_open(os.fspath(filename), framework="numpy"):
+        pass
+    out = {}
     with open(filename, "rb") as f:
-        return load(f.read(), device)
+        for name, (dtype, shape, start, stop) in _layout(f, filename).items():
+            array = np.empty(shape, _dtype(name, dtype).np)
+            f.seek(start)
+            if array.nbytes != stop - start or f.readinto(array.reshape(-1).view(np.uint8)) != array.nbytes:
+                raise SafetensorError(f"{os.fspath(filename)!r} changed while tensor {name!r} was read")
+            out[name] = as_tensor(array, device=device)
+    return out
+
+
+def _layout(f, filename):
+    """{name: (format dtype, shape, start, stop)} of a safetensors file the package has checked
+    (start and stop: byte offsets in the file)."""
+    try:
+        size = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(size))
+        header.pop("__metadata__", None)
+        return {name: (entry["dtype"], entry["shape"], 8 + size + entry["data_offsets"][0],
+                       8 + size + entry["data_offsets"][1]) for name, entry in header.items()}
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise SafetensorError(f"{os.fspath(filename)!r} changed while its header was read ({e})") from None
 
 
 def _drop_tied(state_dict, preferred=()):

@@ -433,23 +433,37 @@ def _list(value, what):
     return value
 
 
+def _read_into(src, view):
+    """Fills ``view`` from the file ``src`` in chunks (zipfile copies what it reads); returns the
+    number of bytes read (fewer at the end of the file)."""
+    filled = 0
+    while filled < len(view):
+        chunk = src.read(min(len(view) - filled, 1 << 20))
+        if not chunk:
+            break
+        view[filled:filled + len(chunk)] = chunk
+        filled += len(chunk)
+    return filled
+
+
 class _Unpacker:
     """Reads one checkpoint: checks the manifest, then rebuilds the root node, reading storages
     and making arrays only when a node refers to them."""
 
     def __init__(self, zf, size, place):
         self.zf, self.size, self.place = zf, size, place
-        self.buffers, self.blobs, self.objects = {}, {}, {}  # buffers and bytes objects by entry name
+        self.buffers, self.objects = {}, {}  # buffers: by (entry name, read as bytes)
         self.unread = size  # bytes the storages still read may add up to
-        raw = bytes(self.entry(_MANIFEST))
+        raw = self.entry(_MANIFEST, as_bytes=True)
         try:
             manifest = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as e:
             raise _bad(f"manifest.json is not valid JSON: {e}") from None
         self.storages, self.records, self.root = self.check(manifest)
 
-    def entry(self, name, nbytes=None):
-        """The bytes of an archive entry, in a fresh (aligned, writable) uint8 array."""
+    def entry(self, name, nbytes=None, as_bytes=False):
+        """The bytes of an archive entry, in a fresh (aligned, writable) uint8 array, or in a
+        bytes object (read in one piece: building one from an array would copy it)."""
         try:
             info = self.zf.getinfo(name)
         except KeyError:
@@ -460,17 +474,15 @@ class _Unpacker:
             raise _bad(f"entry {name!r} holds {info.file_size} bytes but the manifest says {nbytes}")
         if info.file_size > self.size:
             raise _bad(f"entry {name!r} claims {info.file_size} bytes, more than the whole file")
-        buf = np.empty(info.file_size, np.uint8)
         try:
             with self.zf.open(info) as src:
-                view, filled = memoryview(buf), 0
-                while filled < len(view):  # in chunks: zipfile copies what it reads
-                    chunk = src.read(min(len(view) - filled, 1 << 20))
-                    if not chunk:
-                        break
-                    view[filled:filled + len(chunk)] = chunk
-                    filled += len(chunk)
-                if filled != len(view) or src.read(1):
+                if as_bytes:
+                    buf = src.read(info.file_size)
+                    filled = len(buf)
+                else:
+                    buf = np.empty(info.file_size, np.uint8)
+                    filled = _read_into(src, memoryview(buf))
+                if filled != info.file_size or src.read(1):
                     raise _bad(f"entry {name!r} is truncated")
         except (zipfile.BadZipFile, EOFError, OSError, ValueError, RuntimeError) as e:
             # RuntimeError: zipfile's word for encrypted entries and unsupported zip versions
@@ -536,17 +548,18 @@ class _Unpacker:
         return _Record(rec["kind"], dt, tuple(shape), tuple(strides), offset, None if span is None else storage,
                        rec.get("device"), rec.get("requires_grad", False))
 
-    def buffer(self, sid):
-        """Storage ``sid``'s bytes, read once per entry however many storages name it."""
+    def buffer(self, sid, as_bytes=False):
+        """Storage ``sid``'s bytes (see ``entry``), read once per entry however many storages name
+        it (twice for an entry named both by arrays and by bytes, which ``save`` never writes)."""
         name, nbytes = self.storages[sid]
-        buf = self.buffers.get(name)
+        buf = self.buffers.get((name, as_bytes))
         if buf is None:
             if nbytes > self.unread:
                 raise _bad(f"storage {sid} ({name!r}, {nbytes} bytes) and the storages read before it add up to "
                            f"more than the file holds ({self.size} bytes)")
-            buf = self.buffers[name] = self.entry(name, nbytes)
+            buf = self.buffers[name, as_bytes] = self.entry(name, nbytes, as_bytes)
             self.unread -= nbytes
-        elif buf.nbytes != nbytes:
+        elif len(buf) != nbytes:
             raise _bad(f"entry {name!r} holds {buf.nbytes} bytes but storage {sid} says {nbytes}")
         return buf
 
@@ -622,10 +635,7 @@ class _Unpacker:
         sid = _int(n["s"], "a bytes node's storage")
         if sid >= len(self.storages):
             raise _bad(f"storage {sid} does not exist")
-        name = self.storages[sid][0]
-        if name not in self.blobs:  # bytes are immutable: one object serves every node
-            self.blobs[name] = bytes(self.buffer(sid))
-        return self.blobs[name]
+        return self.buffer(sid, as_bytes=True)  # bytes are immutable: one object serves every node
 
     def numpy_scalar(self, n):
         _want(n, {"t", "dtype", "v"}, "a numpy node")

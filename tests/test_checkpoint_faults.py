@@ -401,15 +401,15 @@ def test_memmap_over_an_old_folder_never_leaves_a_mixed_checkpoint(tmp_path, mon
     old = TensorDict({"a": rlpipe.zeros(4), "b": rlpipe.zeros(4), "n": {"c": rlpipe.zeros(4)}}, batch_size=[4])
     old.memmap_(tmp_path)
     new = TensorDict({"a": rlpipe.ones(4), "b": rlpipe.ones(4), "n": {"c": rlpipe.ones(4)}}, batch_size=[4])
-    real = np.lib.format.open_memmap
+    real = rlpipe.backends.cpu.mapped_file
     calls = []
 
-    def killed(*args, **kwargs):  # memmap_ has no cleanup to run: an exception stands for a kill
+    def killed(*args, **kwargs):  # an interrupt while a file is made (the test below kills for real)
         calls.append(args)
         if len(calls) > kill_at:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
-    monkeypatch.setattr(np.lib.format, "open_memmap", killed)
+    monkeypatch.setattr(rlpipe.backends.cpu, "mapped_file", killed)
     with pytest.raises(KeyboardInterrupt):
         new.memmap_(tmp_path)
     monkeypatch.undo()
@@ -420,6 +420,40 @@ def test_memmap_over_an_old_folder_never_leaves_a_mixed_checkpoint(tmp_path, mon
         return
     values = {loaded[k].sum().item() for k in ("a", "b", ("n", "c"))}
     assert values in ({0.0}, {4.0})
+
+
+MEMMAP_KILLED = """
+    import os, rlpipe
+    from rlpipe.tensordict import TensorDict
+    new = TensorDict({{"a": rlpipe.ones(4), "b": rlpipe.ones(4), "n": {{"c": rlpipe.ones(4)}}}}, batch_size=[4])
+    calls, real_map, real_replace = [], rlpipe.backends.cpu.mapped_file, os.replace
+    def killed(real):
+        def call(*args, **kwargs):
+            calls.append(args)
+            if len(calls) > {kill_at}:
+                os._exit(3)
+            return real(*args, **kwargs)
+        return call
+    rlpipe.backends.cpu.mapped_file, os.replace = killed(real_map), killed(real_replace)
+    new.memmap_("ckpt")
+"""
+
+
+@pytest.mark.parametrize("kill_at", range(11))
+def test_memmap_killed_at_any_file_step_leaves_the_old_or_the_new_checkpoint_or_none(tmp_path, kill_at):
+    """Killed while staging (3 files made, 2 meta.json renamed in the staging folders), an older
+    checkpoint loads as it was; killed among the 5 moves, the folder is refused or complete."""
+    old = TensorDict({"a": rlpipe.zeros(4), "b": rlpipe.zeros(4), "n": {"c": rlpipe.zeros(4)}}, batch_size=[4])
+    old.memmap_(tmp_path / "ckpt")
+    result = run_python(MEMMAP_KILLED.format(kill_at=kill_at), tmp_path)
+    assert result.returncode == (3 if kill_at < 10 else 0), result.stderr
+    try:
+        loaded = TensorDict.load_memmap(tmp_path / "ckpt")
+    except RuntimeError as e:
+        assert "load_memmap" in str(e) and kill_at >= 5
+        return
+    values = {loaded[k].sum().item() for k in ("a", "b", ("n", "c"))}
+    assert values == ({0.0} if kill_at < 5 else {4.0})
 
 
 # ---------------------------------------------------------------- 3. dumps over an existing checkpoint

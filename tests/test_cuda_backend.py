@@ -1,4 +1,4 @@
-"""The CUDA backend against the CPU reference: fused kernels, optimizer steps, helpers and RNG.
+"""The CUDA backend against the CPU reference: fused kernels (``rlpipe.kernels``), optimizer steps, helpers and RNG.
 
 Every test here needs CuPy and a GPU; without them the whole module is skipped, with the reason
 shown in pytest's summary (-rs).
@@ -6,7 +6,7 @@ shown in pytest's summary (-rs).
 import numpy as np
 import pytest
 
-from rlpipe import backends
+from rlpipe import backends, kernels
 from rlpipe import primitives as P
 from rlpipe.autograd.function import null_context
 
@@ -204,9 +204,9 @@ def test_sgd_step_matches_cpu(momentum, dampening, nesterov, weight_decay, maxim
     host, device, grads = start(dtype, {"momentum_buffer": momentum > 0})
     for step, g in enumerate(grads, start=1):
         for backend, state, grad in ((cpu, host, g), (cuda, device, cuda.asarray(g))):
-            backend.sgd_step(state["param"], grad, state["momentum_buffer"], lr=0.05,
-                             momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                             nesterov=nesterov, maximize=maximize, first_step=step == 1)
+            kernels.get("sgd_step", backend)(state["param"], grad, state["momentum_buffer"], lr=0.05,
+                                             momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                             nesterov=nesterov, maximize=maximize, first_step=step == 1)
         assert_states_match(device, host, dtype, step)
 
 
@@ -222,10 +222,10 @@ def test_adam_step_matches_cpu(amsgrad, weight_decay, decoupled, maximize, dtype
     grads = [grads[0], grads[1] * 0.1, grads[2] * 0.01]
     for step, g in enumerate(grads, start=1):
         for backend, state, grad in ((cpu, host, g), (cuda, device, cuda.asarray(g))):
-            backend.adam_step(state["param"], grad, state["exp_avg"], state["exp_avg_sq"],
-                              state["max_exp_avg_sq"], step=step, lr=0.01, beta1=0.9,
-                              beta2=0.999, eps=1e-8, weight_decay=weight_decay, amsgrad=amsgrad,
-                              maximize=maximize, decoupled=decoupled)
+            kernels.get("adam_step", backend)(state["param"], grad, state["exp_avg"], state["exp_avg_sq"],
+                                              state["max_exp_avg_sq"], step=step, lr=0.01, beta1=0.9,
+                                              beta2=0.999, eps=1e-8, weight_decay=weight_decay, amsgrad=amsgrad,
+                                              maximize=maximize, decoupled=decoupled)
         assert_states_match(device, host, dtype, step)
 
 
@@ -239,10 +239,10 @@ def test_rmsprop_step_matches_cpu(centered, momentum, weight_decay, maximize, dt
                                         "grad_avg": centered})
     for step, g in enumerate(grads, start=1):
         for backend, state, grad in ((cpu, host, g), (cuda, device, cuda.asarray(g))):
-            backend.rmsprop_step(state["param"], grad, state["square_avg"],
-                                 state["momentum_buffer"], state["grad_avg"], lr=0.01,
-                                 alpha=0.99, eps=1e-8, weight_decay=weight_decay,
-                                 momentum=momentum, centered=centered, maximize=maximize)
+            kernels.get("rmsprop_step", backend)(state["param"], grad, state["square_avg"],
+                                                 state["momentum_buffer"], state["grad_avg"], lr=0.01,
+                                                 alpha=0.99, eps=1e-8, weight_decay=weight_decay,
+                                                 momentum=momentum, centered=centered, maximize=maximize)
         assert_states_match(device, host, dtype, step)
 
 
@@ -250,8 +250,8 @@ def test_optimizer_steps_update_in_place():
     host, device, grads = start(np.float32, {"exp_avg": True, "exp_avg_sq": True}, fill=0.0)
     param, exp_avg = device["param"], device["exp_avg"]
     before = cuda.to_host(param).copy()
-    out = cuda.adam_step(param, cuda.asarray(grads[0]), exp_avg, device["exp_avg_sq"], None, 1,
-                         0.01, 0.9, 0.999, 1e-8, 0.0, False, False, False)
+    out = kernels.get("adam_step", cuda)(param, cuda.asarray(grads[0]), exp_avg, device["exp_avg_sq"], None, 1,
+                                         0.01, 0.9, 0.999, 1e-8, 0.0, False, False, False)
     assert out is None
     assert param is device["param"] and not np.array_equal(cuda.to_host(param), before)
 

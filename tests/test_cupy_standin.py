@@ -146,3 +146,73 @@ def test_device_pointer_and_cuda_array_interface():
     a = cp.arange(4, dtype=np.float32)
     assert a.data.ptr == a.__cuda_array_interface__["data"][0] and a.data.device_id == 0
     assert a.__cuda_array_interface__["shape"] == (4,)
+
+
+# CuPy's _scatter_op (cupy/_core/_routines_indexing.pyx, gh-2079): a basic index (ints, slices,
+# None, ...) fills the view with ndarray.fill, which takes scalars only; an advanced index (an
+# integer or boolean array or list, a bool) copies a host value to the device first.
+@pytest.mark.parametrize("key", [slice(0, 4), slice(None), Ellipsis, (slice(None), None)],
+                         ids=["slice", "all", "ellipsis", "newaxis"])
+def test_basic_assignment_refuses_a_host_array(key):
+    store = cp.zeros(4, cp.int64)
+    with pytest.raises(ValueError, match="non-scalar numpy.ndarray cannot be used for fill"):
+        store[key] = np.arange(4)
+    with pytest.raises(TypeError, match="Unsupported type <class 'list'>"):
+        store[key] = [0, 1, 2, 3]
+    np.testing.assert_array_equal(store.get(), [0, 0, 0, 0])  # nothing written
+
+
+def test_basic_assignment_with_an_int_index_refuses_a_host_row():
+    store = cp.zeros((2, 3), cp.float32)
+    for key in (0, np.int64(1), (1, slice(None))):
+        with pytest.raises(ValueError, match="non-scalar numpy.ndarray"):
+            store[key] = np.ones(3, np.float32)
+    np.testing.assert_array_equal(store.get(), np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("value", [7, 7.0, True, np.int32(7), np.float64(7.0), np.array(7), np.array(7.9)],
+                         ids=["int", "float", "bool", "np-int32", "np-float64", "0d-int", "0d-float"])
+def test_basic_assignment_accepts_scalars_and_0d_host_arrays(value):
+    store = cp.zeros(4, cp.int64)
+    store[1:3] = value
+    expected = int(np.asarray(value).astype(np.int64))
+    np.testing.assert_array_equal(store.get(), [0, expected, expected, 0])
+
+
+def test_basic_assignment_accepts_device_arrays():
+    store = cp.zeros((2, 3), cp.float32)
+    store[0:2] = cp.arange(6, dtype=cp.float32).reshape(2, 3)
+    store[1] = cp.full(3, 9, dtype=cp.float32)
+    store[0, :] = cp.asarray(np.float32(5))
+    np.testing.assert_array_equal(store.get(), [[5, 5, 5], [9, 9, 9]])
+
+
+@pytest.mark.parametrize("key", [np.array([1, 3]), [1, 3], cp.asarray(np.array([1, 3])),
+                                 np.array([False, True, False, True]), cp.asarray(np.array([0, 1, 0, 1], bool))],
+                         ids=["host-int-array", "list", "device-int-array", "host-mask", "device-mask"])
+@pytest.mark.parametrize("value", [np.array([5, 6]), [5, 6], cp.asarray(np.array([5, 6]))],
+                         ids=["host-array", "list", "device-array"])
+def test_advanced_assignment_copies_host_values_in(key, value):
+    store = cp.zeros(4, cp.int64)
+    store[key] = value
+    np.testing.assert_array_equal(store.get(), [0, 5, 0, 6])
+
+
+def test_a_0d_index_array_and_a_bool_index_scatter():
+    store = cp.zeros((2, 2), cp.int64)
+    store[np.array(1)] = np.array([3, 4])  # CuPy reads a 0-d index array as an array index
+    np.testing.assert_array_equal(store.get(), [[0, 0], [3, 4]])
+    store[True] = np.array([[1, 2], [5, 6]])  # and a bool as a 0-d mask
+    np.testing.assert_array_equal(store.get(), [[1, 2], [5, 6]])
+
+
+def test_fill_takes_scalars_only():
+    store = cp.zeros(3, cp.float32)
+    store.fill(np.array(2.5))
+    np.testing.assert_array_equal(store.get(), [2.5, 2.5, 2.5])
+    store.fill(cp.asarray(np.float32(1.5)))
+    np.testing.assert_array_equal(store.get(), [1.5, 1.5, 1.5])
+    with pytest.raises(ValueError, match="non-scalar numpy.ndarray cannot be used for fill"):
+        store.fill(np.ones(3))
+    with pytest.raises(ValueError, match="non-scalar cupy.ndarray cannot be used for fill"):
+        store.fill(cp.ones(3))

@@ -1,4 +1,6 @@
-"""Every CUDA kernel of rlpipe compiles with NVRTC for each dtype and each supported GPU architecture.
+"""Every CUDA kernel of rlpipe compiles with NVRTC for each dtype and each supported GPU architecture: the
+cuda backend's own (``erf``) and every source of every kernel in the ``rlpipe.kernels`` registry, so a
+kernel registered there is compiled here without further ado.
 
 No GPU is needed: CuPy generates a kernel's CUDA source from its parameters, operation and preamble
 in plain Python, and NVRTC is a library. The source is the one CuPy builds when the kernel is
@@ -22,6 +24,7 @@ except (ImportError, AttributeError, RuntimeError, OSError) as error:
     pytest.skip("NVRTC check needs the real CuPy and NVRTC (pip install cupy-cuda12x "
                 f"nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12): {error!r}", allow_module_level=True)
 
+from rlpipe import kernels  # noqa: E402
 from rlpipe.backends import cuda  # noqa: E402  (after the skip: it imports cupy)
 
 ARCHS = ("75", "80", "90")
@@ -78,12 +81,15 @@ def nvrtc_compile(source, options):
         nvrtc.destroyProgram(program)
 
 
-KERNELS = cuda.all_kernels()
+KERNELS = cuda.all_kernels() + kernels.cuda_kernels(cuda)
 
 
 def test_every_kernel_is_listed():
     names = [kernel.name for kernel in KERNELS]
     assert len(names) == len(set(names)), names
+    sources = [source for kernel in kernels.KERNELS.values() for source in kernel.sources]
+    assert len(KERNELS) == len(cuda.all_kernels()) + len(sources)
+    assert {"rlpipe_erf"} | {"rlpipe_" + source.name for source in sources} == set(names)
     for name in ("rlpipe_relu_backward", "rlpipe_gelu_tanh_backward", "rlpipe_sgd_momentum", "rlpipe_adam_amsgrad",
                  "rlpipe_rmsprop_centered_momentum", "rlpipe_adagrad"):
         assert name in names

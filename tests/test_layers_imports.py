@@ -24,7 +24,6 @@ LAYERS = {
     # the core: the tensor, its primitives and functional API, autograd, dtypes, devices, random,
     # creation and save/load
     "rlpipe._tensor": CORE_LAYER,
-    "rlpipe._ops": CORE_LAYER,
     "rlpipe._creation": CORE_LAYER,
     "rlpipe._device": CORE_LAYER,
     "rlpipe._dtypes": CORE_LAYER,
@@ -48,6 +47,8 @@ LAYERS = {
     # torchrl._utils's path, but plain-Python helpers (key handling, warnings switches, ``unavailable``)
     # that import nothing from rlpipe; the core uses them, so they sit in it
     "rlpipe._utils": CORE_LAYER,
+    # the closeness check behind testing.assert_close and tensordict's assert_allclose_td: array math only
+    "rlpipe._closeness": CORE_LAYER,
     "rlpipe.nn": 3,
     "rlpipe.optim": 3,
     "rlpipe.distributions": 3,
@@ -290,3 +291,30 @@ def test_import_circles_lists_each_circle(tmp_path):
         "2 modules ['pkg.d', 'pkg.e']; one cycle: pkg.d -> pkg.e -> pkg.d",
         "3 modules ['pkg.a', 'pkg.b', 'pkg.c']; one cycle: pkg.a -> pkg.b -> pkg.c -> pkg.a",
     ]
+
+
+MAX_MODULE_LINES = 1000  # a module longer than this is split by concern (issue 25); rlpipe has no generated tables
+
+
+def long_modules(root, limit=MAX_MODULE_LINES):
+    """(path, lines) of the Python files under ``root`` longer than ``limit`` lines."""
+    found = []
+    for path in sorted(pathlib.Path(root).rglob("*.py")):
+        with open(path, encoding="utf-8") as f:
+            lines = sum(1 for _ in f)
+        if lines > limit:
+            found.append((str(path.relative_to(pathlib.Path(root).parent)), lines))
+    return found
+
+
+def test_no_module_is_too_long_to_read():
+    assert not long_modules(RLPIPE_DIR), f"split these by concern (at most {MAX_MODULE_LINES} lines): " \
+        f"{long_modules(RLPIPE_DIR)}"
+
+
+def test_long_modules_finds_a_long_file(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "short.py").write_text("x = 1\n" * 10)
+    (pkg / "long.py").write_text("x = 1\n" * 11)
+    assert long_modules(pkg, limit=10) == [("pkg/long.py", 11)]

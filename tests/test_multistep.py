@@ -788,7 +788,7 @@ def test_cuda_fused_kernel_matches_the_tensor_ops(dtype):
     m_cpu = window_lengths(cpu[0], cpu[1], n)
     total_cpu = windowed_discounted_sum(cpu[2], m_cpu, gamma, n)
     cuda = rlpipe.backends.cuda_backend()
-    m, total = cuda.fused["n_step_returns"](*(cuda.asarray(a) for a in (done, valid, reward)), gamma, n)
+    m, total = rlpipe.kernels.get("n_step_returns", cuda)(*(cuda.asarray(a) for a in (done, valid, reward)), gamma, n)
     np.testing.assert_array_equal(cuda.to_host(m), m_cpu.numpy())
     assert total.dtype == dtype
     tol = {np.float16: 2e-3, np.float32: 1e-6, np.float64: 1e-14}[dtype]  # FMA contraction on a real GPU

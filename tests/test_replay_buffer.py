@@ -688,3 +688,41 @@ def test_multistep_transform_with_a_collector():
     assert len(rb) == 160
     for key, value in leaves(expected).items():
         np.testing.assert_array_equal(arr(got.get(key)), arr(value), err_msg=str(key))
+
+
+@pytest.mark.cuda
+def test_cuda_storage_writes_the_index_entry_as_a_device_array():
+    """The writers' "index" entry is copied to the GPU before the storage writes it with a slice
+    (CuPy refuses a host array there: "non-scalar numpy.ndarray cannot be used for fill")."""
+    from rlpipe import backends
+    from rlpipe.data import TensorDictMaxValueWriter
+    if not backends.cuda_available():
+        pytest.skip("cuda backend unavailable (CuPy or a GPU missing)")
+
+    def batch(values):
+        return TensorDict({"x": rlpipe.tensor(values, device="cuda")}, [len(values)], device="cuda")
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(4, device="cuda"), batch_size=2)
+    rb.extend(batch([1., 2., 3., 4.]))
+    rb.extend(batch([5., 6.]))  # wraps around: two slices
+    rb.add(TensorDict({"x": rlpipe.tensor(7., device="cuda")}, [], device="cuda"))
+    stored = rb.storage[:]
+    assert stored["index"].device.type == "cuda"
+    assert stored["x"].tolist() == [5., 6., 7., 4.] and stored["index"].tolist() == [0, 1, 2, 3]
+    sample = rb.sample()
+    np.testing.assert_array_equal(sample["x"].cpu().numpy(), stored["x"].cpu().numpy()[sample["index"].cpu().numpy()])
+
+    top = TensorDictReplayBuffer(storage=LazyTensorStorage(2, device="cuda"),
+                                 writer=TensorDictMaxValueWriter(rank_key="x"), batch_size=2)
+    top.extend(batch([3., 1., 2.]))
+    assert sorted(top.storage[:]["x"].tolist()) == [2., 3.]
+    assert top.storage[:]["index"].device.type == "cuda" and sorted(top.storage[:]["index"].tolist()) == [0, 1]
+
+    prioritized = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=1.0, storage=LazyTensorStorage(4, device="cuda"),
+                                                    batch_size=2)
+    td = batch([1., 2., 3.])
+    td.set("td_error", rlpipe.tensor([1., 2., 3.], device="cuda"))
+    prioritized.extend(td)
+    sample = prioritized.sample()
+    sample.set("td_error", rlpipe.ones(2, device="cuda"))
+    prioritized.update_tensordict_priority(sample)
+    assert prioritized.storage[:]["index"].tolist() == [0, 1, 2]

@@ -585,11 +585,16 @@ def test_protocol_for_other_containers():
 
 
 def test_core_does_not_import_the_tensordict_layer():
+    import importlib
+    import pkgutil
     import rlpipe._creation
     import rlpipe._dispatch
-    import rlpipe._ops
+    import rlpipe.primitives
     import rlpipe.random
-    for module in (rlpipe._ops, rlpipe._creation, rlpipe._dispatch, rlpipe.random):
+    families = [importlib.import_module(f"rlpipe.primitives.{m.name}")
+                for m in pkgutil.iter_modules(rlpipe.primitives.__path__)]
+    assert len(families) > 10
+    for module in (*families, rlpipe.primitives, rlpipe._creation, rlpipe._dispatch, rlpipe.random):
         with open(module.__file__) as f:
             assert "tensordict" not in f.read().replace("TensorDict", ""), module.__name__
 

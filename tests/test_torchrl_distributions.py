@@ -233,3 +233,11 @@ def test_torchrl_one_hot_categorical_matches_torchrl():
     (x * t64([1.0, 2.0, 3.0, 4.0])).sum().backward()
     assert np.abs(npy(logits.grad)).sum() > 0  # the probabilities' gradient passes through
     assert OneHotCategorical(probs=t64([[0.3], [0.7]])).num_samples == 2  # a trailing 1 is dropped
+
+
+def test_masked_categorical_from_probs_with_sparse_indices_matches_torchrl():
+    # torchrl 0.14.1: MaskedCategorical(probs=[.2, .3, .5], indices=[0, 2]) keeps the probabilities at the
+    # indices, renormalised (.2/.7, .5/.7), and log_prob(2) = log(.5/.7) = -0.33647
+    d = MaskedCategorical(probs=t64([0.2, 0.3, 0.5]), indices=r.tensor([0, 2]))
+    assert np.allclose(d.probs.numpy(), [0.2 / 0.7, 0.5 / 0.7])
+    assert math.isclose(float(d.log_prob(r.tensor(2))), math.log(0.5 / 0.7), rel_tol=1e-12)

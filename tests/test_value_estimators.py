@@ -367,7 +367,8 @@ def test_cuda_fused_kernel_matches_the_cpu(dtype, gae):
     cuda = rlpipe.backends.cuda_backend()
     rng = np.random.default_rng(21)
     v, nv, r, done, term = random_batch(rng, (6, 40), dtype, p_done=0.1)
-    adv, target = cuda.fused["value_estimate"](*(cuda.asarray(a) for a in (r, v, nv, done, term)), 0.97, 0.9, gae)
+    estimate = rlpipe.kernels.get("value_estimate", cuda)
+    adv, target = estimate(*(cuda.asarray(a) for a in (r, v, nv, done, term)), 0.97, 0.9, gae)
     assert adv.dtype == dtype and target.dtype == dtype
     if gae:
         ref_adv, ref_target = brute_gae(0.97, 0.9, v, nv, r, done, term, 1)

@@ -4,11 +4,11 @@ Every backend module exposes the same names: ``xp`` (the array namespace the ops
 written against), device helpers, ``silence_fp_warnings`` (inf/nan without warnings), ``scatter_add``
 (unbuffered ``a[index] += values``), ``index_add`` (the same along one dim, its positions checked)
 and ``below`` (an integer array's range test), the special functions whose implementation depends on the
-library (``erf``, ``erfinv``), the optimizer update steps (in place on the arrays), random
-generators, and ``fused``: the backend's fused kernels by name, which an op runs in place of its
-own formula. The CPU has none; the CUDA backend's kernels compute the same formulas in one launch.
+library (``erf``, ``erfinv``), random generators, and (here only) the C allocator's tuning. The fused
+computations (optimizer steps, returns, activations) live one layer up, in ``rlpipe/kernels``.
 """
 import ctypes
+import errno
 import functools
 import math
 import os
@@ -57,6 +57,54 @@ def anonymous_shared(shape, dtype):
     import mmap
     dtype = np.dtype(dtype)
     return np.ndarray(shape, dtype=dtype, buffer=mmap.mmap(-1, max(math.prod(shape) * dtype.itemsize, 1)))
+
+
+def mapped_file(path, shape, dtype, *, npy=True):
+    """A writable ``np.memmap`` of ``shape`` and ``dtype`` on the file ``path``, created (or
+    overwritten) as an ``.npy`` file, or as raw bytes with ``npy=False``.
+
+    The file's disk space is reserved before it is mapped: on a full disk this raises
+    ``OSError(ENOSPC)`` naming ``path`` (and removes the file), where writing into an unreserved
+    (sparse) map would kill the process with SIGBUS on the first page the disk has no room for."""
+    dtype = np.dtype(dtype)
+    shape = tuple(shape)
+    with open(path, "wb") as f:
+        try:
+            if npy:
+                _write_npy_header(f, shape, dtype)
+            offset = f.tell()
+            f.flush()
+            _reserve(f.fileno(), offset + math.prod(shape) * dtype.itemsize)
+        except OSError as e:
+            f.close()
+            os.unlink(path)
+            raise OSError(e.errno, f"{e.strerror} (reserving the space of a {dtype}{list(shape)} array)",
+                          os.fspath(path)) from None
+    return np.memmap(path, dtype=dtype, mode="r+", offset=offset, shape=shape)
+
+
+def _write_npy_header(f, shape, dtype):
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+    try:
+        np.lib.format.write_array_header_1_0(f, header)
+    except ValueError:  # a header over 64 KiB (a very large structured dtype) needs format 2.0
+        np.lib.format.write_array_header_2_0(f, header)
+
+
+def _reserve(fd, size):
+    """Allocates the first ``size`` bytes of the file ``fd`` on disk, as zeros."""
+    fallocate = getattr(os, "posix_fallocate", None)  # absent on macOS and Windows
+    if fallocate is not None:
+        try:
+            return fallocate(fd, 0, size)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # a filesystem without fallocate
+                raise
+    zeros = memoryview(bytes(1 << 20))
+    position = os.fstat(fd).st_size
+    while position < size:
+        os.lseek(fd, position, os.SEEK_SET)
+        position += os.write(fd, zeros[:size - position])
 
 
 def full(shape, value, dtype, index=None):
@@ -186,9 +234,6 @@ def zeta(s, q):
     return _zeta(s, q).astype(q.dtype, copy=False)
 
 
-fused = {}  # no fused kernels: every op runs its own NumPy formula
-
-
 # ---- the C allocator ----------------------------------------------------------------------
 # NumPy takes array memory from malloc. glibc serves a block of M_MMAP_THRESHOLD bytes or more
 # (128 KiB at start) with its own mmap and gives it back with munmap when freed, and it returns
@@ -242,151 +287,6 @@ def _tune_malloc(environ):
 
 
 tune_malloc()
-
-
-# ---- optimizer steps, in place -----------------------------------------------------------
-# Each update is a short run of NumPy calls that write into the state buffers or one scratch
-# array: on small parameters the fixed cost of a call dominates, so the steps avoid temporaries
-# and pass their constants as cached 0-d arrays (``_scalar``), which NumPy takes faster than
-# Python floats. A half-precision parameter is updated in float32 (``_in_float32``), as the
-# CUDA kernels do.
-
-@functools.lru_cache(maxsize=256)
-def _scalar(value, dtype):
-    """``value`` as a read-only 0-d array of ``dtype`` (constants recur across parameters and
-    steps)."""
-    out = np.array(value, dtype)
-    out.flags.writeable = False
-    return out
-
-
-def _in_float32(step, args):
-    """Runs ``step(**args)`` on float32 copies of its arrays, then rounds the results back into
-    the parameter and state buffers (every array but ``grad``). ``args`` is the caller's
-    ``locals()`` taken before it defines anything, so exactly its arguments."""
-    wide = {k: v.astype(np.float32) if isinstance(v, np.ndarray) else v for k, v in args.items()}
-    step(**wide)
-    for key, value in args.items():
-        if key != "grad" and isinstance(value, np.ndarray):
-            value[...] = wide[key]
-
-
-def _array(x):
-    """NumPy gives 0-d results as scalars; the steps write into their scratch arrays."""
-    return x if type(x) is np.ndarray else np.array(x)
-
-
-def _direction(param, grad, weight_decay, maximize):
-    """The gradient an update follows: negated to maximize, plus ``weight_decay * param``.
-
-    Without either it is ``grad`` itself, so callers must not write into the result."""
-    if weight_decay:
-        g = _array(param * _scalar(weight_decay, param.dtype))
-        return np.subtract(g, grad, out=g) if maximize else np.add(g, grad, out=g)
-    return np.negative(grad) if maximize else grad
-
-
-@without_fp_warnings
-def sgd_step(param, grad, momentum_buffer, lr, momentum, dampening, weight_decay, nesterov,
-             maximize, first_step):
-    """One torch.optim.SGD update of ``param`` (and ``momentum_buffer`` when momentum > 0)."""
-    if param.dtype.itemsize < 4:
-        return _in_float32(sgd_step, locals())
-    g = _direction(param, grad, weight_decay, maximize)
-    if momentum:
-        if first_step:
-            momentum_buffer[...] = g
-        else:
-            momentum_buffer *= momentum
-            momentum_buffer += (1 - dampening) * g
-        g = g + momentum * momentum_buffer if nesterov else momentum_buffer
-    param -= lr * g
-
-
-@without_fp_warnings
-def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps,
-              weight_decay, amsgrad, maximize, decoupled):
-    """One torch.optim.Adam (``decoupled=False``) or AdamW (``decoupled=True``) update.
-
-    ``step`` is the step count after this update (1 on the first call).
-    """
-    if param.dtype.itemsize < 4:
-        return _in_float32(adam_step, locals())
-    dtype = param.dtype
-    if weight_decay and decoupled:
-        param *= _scalar(1 - lr * weight_decay, dtype)
-        weight_decay = 0
-    g = _direction(param, grad, weight_decay, maximize)
-    # both averages move part of the way to their targets: x += (1 - beta) * (target - x)
-    scratch = _array(np.subtract(g, exp_avg))
-    scratch *= _scalar(1 - beta1, dtype)
-    exp_avg += scratch
-    np.multiply(g, g, out=scratch)
-    scratch -= exp_avg_sq
-    scratch *= _scalar(1 - beta2, dtype)
-    exp_avg_sq += scratch
-    if amsgrad:
-        np.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
-        exp_avg_sq = max_exp_avg_sq
-    # param -= lr / bias1 * exp_avg / (sqrt(v) / bias2_sqrt + eps), multiplied through by bias2_sqrt
-    bias2_sqrt = (1 - beta2 ** step) ** 0.5
-    np.sqrt(exp_avg_sq, out=scratch)
-    scratch += _scalar(eps * bias2_sqrt, dtype)
-    np.divide(exp_avg, scratch, out=scratch)
-    scratch *= _scalar(lr * bias2_sqrt / (1 - beta1 ** step), dtype)
-    param -= scratch
-
-
-@without_fp_warnings
-def rmsprop_step(param, grad, square_avg, momentum_buffer, grad_avg, lr, alpha, eps, weight_decay,
-                 momentum, centered, maximize):
-    """One torch.optim.RMSprop update (buffers given as None when unused)."""
-    if param.dtype.itemsize < 4:
-        return _in_float32(rmsprop_step, locals())
-    dtype = param.dtype
-    g = _direction(param, grad, weight_decay, maximize)
-    rate = _scalar(1 - alpha, dtype)
-    scratch = _array(np.multiply(g, g))  # the averages move (1 - alpha) of the way to g * g and g
-    scratch -= square_avg
-    scratch *= rate
-    square_avg += scratch
-    if centered:
-        np.subtract(g, grad_avg, out=scratch)
-        scratch *= rate
-        grad_avg += scratch
-        np.multiply(grad_avg, grad_avg, out=scratch)
-        np.subtract(square_avg, scratch, out=scratch)
-        np.sqrt(scratch, out=scratch)
-    else:
-        np.sqrt(square_avg, out=scratch)
-    scratch += _scalar(eps, dtype)
-    np.divide(g, scratch, out=scratch)
-    if momentum > 0:
-        momentum_buffer *= _scalar(momentum, dtype)
-        momentum_buffer += scratch
-        np.multiply(momentum_buffer, _scalar(lr, dtype), out=scratch)
-    else:
-        scratch *= _scalar(lr, dtype)
-    param -= scratch
-
-
-@without_fp_warnings
-def adagrad_step(param, grad, state_sum, step, lr, lr_decay, weight_decay, eps, maximize):
-    """One torch.optim.Adagrad update of ``param`` and ``state_sum`` (dense gradients).
-
-    ``step`` is the step count after this update (1 on the first call).
-    """
-    if param.dtype.itemsize < 4:
-        return _in_float32(adagrad_step, locals())
-    dtype = param.dtype
-    g = _direction(param, grad, weight_decay, maximize)
-    scratch = _array(np.multiply(g, g))
-    state_sum += scratch
-    np.sqrt(state_sum, out=scratch)
-    scratch += _scalar(eps, dtype)
-    np.divide(g, scratch, out=scratch)
-    scratch *= _scalar(lr / (1 + (step - 1) * lr_decay), dtype)
-    param -= scratch
 
 
 # ---- random numbers -----------------------------------------------------------------

@@ -1,8 +1,9 @@
 """``SyncDataCollector`` and ``RandomPolicy``, with torchrl's semantics.
 
-The collection loop drives the environment through its array-level frame protocol
-(``rlpipe/envs/common.py``): each step records one tuple of the frame's arrays, and each batch
-turns the steps into per-key arrays with one concatenate per key. No TensorDict is built per
+The collection loop drives the environment through the env step protocol
+(``rlpipe/envs/step_protocol.py``: what it calls, and how skipped rows are dropped): each step
+records one tuple of the frame's arrays, and each batch turns the steps into per-key arrays with
+one concatenate per key. No TensorDict is built per
 step: a TensorDict policy reads one reused TensorDict whose leaves wrap persistent buffers.
 """
 import functools
@@ -18,7 +19,8 @@ from .._creation import from_numpy
 from .._device import resolve as _resolve_device
 from .._tensor import Size, Tensor, host_array, wrap
 from ..autograd.grad_mode import no_grad
-from ..envs.common import EnvBase, DONE_KEYS
+from ..envs.common import EnvBase
+from ..envs.step_protocol import DONE_KEYS, most_dropped, pick_transitions, stack_same, stack_steps
 from ..envs.transforms import StepCounter, TransformedEnv
 from ..envs.utils import ExplorationType, RandomPolicy, set_exploration_type
 from ..nn import Module
@@ -56,29 +58,7 @@ def _policy_device(requested, policy):
     return _resolve_device("cpu")
 
 
-def _stack_steps(arrays, axis):
-    """``np.stack(arrays, axis)`` for per-step arrays of one shape, in a third of its time: one
-    concatenate (its per-array cost is far below stack's), then a reshape."""
-    first = arrays[0]
-    if not first.ndim or list(map(_shape_of, arrays)).count(first.shape) != len(arrays):
-        return np.stack(arrays, axis)  # (which also names any shape mismatch)
-    return _stack_same(arrays, axis)
-
-
-def _stack_same(arrays, axis):
-    """``_stack_steps`` for arrays known to share one shape, at least 1-d."""
-    out = np.concatenate(arrays).reshape((len(arrays),) + arrays[0].shape)
-    return np.ascontiguousarray(np.moveaxis(out, 0, axis)) if axis else out
-
-
 _shape_of = operator.attrgetter("shape")
-
-
-def _most_dropped(dropped, n):
-    """The most rows any of ``n`` envs has among ``dropped`` (per step: None, or a bool mask of the
-    envs whose row is not data)."""
-    masks = [rows for rows in dropped if rows is not None]
-    return int(np.sum(masks, axis=0, dtype=np.int64).reshape(-1).max()) if masks else 0
 
 
 def _env_state_owner(env):
@@ -238,8 +218,8 @@ class SyncDataCollector(CollectorBase):
         return steps, (first_ids, events)
 
     def _collect_skipping(self, all_random):
-        """``_collect`` for an env whose steps may skip envs (``EnvBase``'s "Skipped envs"): steps
-        until every env has ``steps_per_batch`` transitions, its skipped steps left out. Returns the
+        """``_collect`` for an env whose steps may skip envs ("Skipped rows", ``step_protocol.py``):
+        steps until every env has ``steps_per_batch`` transitions, its skipped steps left out. Returns the
         steps, the trajectory ids [envs, T] and the index picking each env's transitions out of
         the steps; the steps holding an env's transitions beyond T start the next batch."""
         env = self.env
@@ -249,7 +229,7 @@ class SyncDataCollector(CollectorBase):
         T, n = self.steps_per_batch, self.n_envs
         # dropped: per step, None or the envs whose row is not data (skipped, or delivered in the last batch)
         steps, dropped, ids = self._carried or ([], [], [])
-        need = T + _most_dropped(dropped, n)
+        need = T + most_dropped(dropped, n)
         if all_random:
             if self._extra_keys is None and self._may_write_extras():
                 self._act(self._obs)  # learns the shapes of the policy's other outputs
@@ -273,17 +253,8 @@ class SyncDataCollector(CollectorBase):
             else:
                 self._obs = next_obs
             if len(steps) == need:  # enough steps unless some env skipped more than the carried steps made up
-                need = T + _most_dropped(dropped, n)
-        data = np.ones((len(steps), n), dtype=bool)  # [steps, envs]
-        partial = [j for j, rows in enumerate(dropped) if rows is not None]
-        if partial:
-            data[partial] = ~np.stack([dropped[j] for j in partial]).reshape(len(partial), n)
-        # [envs, steps]: each env's running count of transitions along a contiguous row (a sixth of
-        # the time of counting down the columns of [steps, envs])
-        data = np.ascontiguousarray(data.T)
-        count = data.cumsum(axis=1)
-        envs, picked = np.nonzero(data & (count <= T))  # each env's first T transitions, env by env
-        rest = data & (count > T)
+                need = T + most_dropped(dropped, n)
+        envs, picked, rest = pick_transitions(dropped, n, T)
         later = np.flatnonzero(rest.any(axis=0))
         if later.size:
             first = int(later[0])
@@ -429,7 +400,7 @@ class SyncDataCollector(CollectorBase):
         batch = Size(tuple(self.env.batch_size) + (self.steps_per_batch,))
         obs, actions, extras, next_obs, rewards, terminateds, truncateds = zip(*steps)
 
-        def stacked(arrays, stack=_stack_steps):
+        def stacked(arrays, stack=stack_steps):
             if picked is None:
                 return stack(arrays, time)
             flat = np.concatenate(arrays) if arrays[0].ndim else np.array(arrays)  # [steps * envs, ...]
@@ -443,7 +414,7 @@ class SyncDataCollector(CollectorBase):
             for key in frames[0]:
                 arrays = list(map(operator.itemgetter(key), frames))
                 self._check_observation_shapes(key, arrays)
-                out[key] = wrap(stacked(arrays, _stack_same) if arrays[0].ndim else np.stack(arrays, time))
+                out[key] = wrap(stacked(arrays, stack_same) if arrays[0].ndim else np.stack(arrays, time))
             return out
 
         root = observations(obs)

@@ -2,7 +2,7 @@
 import math
 import numbers
 
-from .. import _ops
+from .. import primitives as _ops
 from .._creation import arange
 from .._tensor import Size
 from ..autograd import no_grad

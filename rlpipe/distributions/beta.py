@@ -5,7 +5,7 @@ reparameterized ``rsample``: ``sample`` draws X / (X + Y) from two Gamma draws, 
 log_prob, entropy, moments and KL are differentiable in both concentrations."""
 import numbers
 
-from .. import _ops
+from .. import primitives as _ops
 from .._tensor import Size, wrap
 from ..autograd import no_grad
 from ..random import _generator_for

@@ -1,7 +1,7 @@
 """``Categorical``: a distribution over ``{0, ..., K-1}`` from (unnormalized) ``probs`` or ``logits``."""
 import math
 
-from .. import _dtypes, _ops
+from .. import _dtypes, primitives as _ops
 from .._creation import arange, full
 from .._tensor import Size
 from ..autograd import no_grad

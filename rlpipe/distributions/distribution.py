@@ -1,7 +1,7 @@
 """``Distribution``: the base class, with torch.distributions' shapes, validation and repr."""
 import warnings
 
-from .. import _ops
+from .. import primitives as _ops
 from .._tensor import Tensor, Size
 from ..autograd import no_grad
 from . import constraints

@@ -4,7 +4,7 @@ import functools
 import math
 import warnings
 
-from .. import _ops
+from .. import primitives as _ops
 from .._creation import full_like
 from .bernoulli import Bernoulli
 from .beta import Beta, _xlogy

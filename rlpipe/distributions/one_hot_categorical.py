@@ -1,6 +1,6 @@
 """``OneHotCategorical``: a Categorical whose values are one-hot vectors over the K categories;
 ``OneHotCategoricalStraightThrough`` adds a straight-through ``rsample`` (gradients of the probs)."""
-from .. import _ops
+from .. import primitives as _ops
 from .._creation import eye
 from .._tensor import Size
 from . import constraints

@@ -8,7 +8,7 @@ import operator
 
 import numpy as np
 
-from .. import _ops
+from .. import primitives as _ops
 from .._creation import full_like, zeros_like
 from .._tensor import Size
 from . import constraints

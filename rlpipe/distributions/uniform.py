@@ -2,7 +2,7 @@
 import math
 import numbers
 
-from .. import _ops
+from .. import primitives as _ops
 from .._tensor import Size
 from . import constraints
 from .distribution import Distribution

@@ -3,7 +3,7 @@ import numbers
 
 import numpy as np
 
-from .. import _ops, _dtypes
+from .. import primitives as _ops, _dtypes
 from .._creation import tensor
 from .._tensor import Tensor, Size
 from ..autograd import enable_grad

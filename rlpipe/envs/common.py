@@ -1,66 +1,27 @@
-"""``EnvBase``: torchrl's environment API over TensorDicts, on an array-level "frame" protocol.
+"""``EnvBase``: torchrl's environment API over TensorDicts, built on the env step protocol.
 
-Environments (and the transforms wrapping them) exchange *frames*: plain dicts mapping key
-tuples (``("observation",)``, ``("pixels",)``, ``("step_count",)``) to host arrays whose leading
-dims are the env's ``batch_size``. TensorDicts are built only at the API boundary (``reset``,
-``step``, ``rollout``) and by the collector once per batch: it keeps each step's frame arrays as
-they come and stacks them per key when the batch is complete, so the per-step hot path never
-builds a TensorDict. Gymnasium hands out NumPy arrays, so frames are NumPy on the host; they
-become rlpipe tensors (on the env's ``device``) at the boundary.
-
-A subclass implements:
-
-- ``_reset_frame(seed=None) -> dict``: observations after a reset of every env;
-- ``_step_frame(action) -> (next_obs: dict, reward, terminated, truncated)``: one step of every env
-  with ``action`` (a host array in the action spec's format, batch-leading: one-hot for a OneHot
-  spec; the env converts it to what the simulator takes); reward float32 and the flags bool, each shaped
-  ``batch_size + (1,)``; ``next_obs`` holds the *true* last observation of an episode that ends;
-- ``_continue_frame(next_obs, done) -> dict``: the observations to act on next: ``next_obs``
-  where ``done`` (shaped ``batch_size + (1,)``) is False, a fresh reset where it is True (a
-  vectorized env returns the observation its autoreset already produced);
-- the specs: ``action_spec``, ``observation_spec`` (a ``Composite`` keyed like the frame),
-  ``reward_spec``, ``done_spec`` (``Composite`` with done/terminated/truncated).
-
-Skipped envs. A batched simulator that cannot reset only some of its envs (a Gymnasium vector env
-whose autoreset mode is NEXT_STEP and that has no partial reset, as Gymnasium's native
-``CartPoleVectorEnv``) resets an env that ended during the *following* step, ignoring its action.
-Such an env sets ``_skips_rows = True``: its ``_continue_frame`` leaves the observations of the
-done envs as they were, and after each ``_step_frame`` its ``_skipped_rows`` is None, or a bool
-array of shape ``batch_size`` marking the envs whose step was that reset rather than a
-transition: their next observation is the first of a new episode, and the rest of their row
-(reward 0, never done) is not data. The collector drops those rows, so the reset step is never
-delivered as a transition, and steps on until every env has its frames. An env that can also
-reset only some envs (envpool, Gymnasium's Sync/AsyncVectorEnv in NEXT_STEP mode) skips too,
-saving a reset call per step; ``_set_exact_resets(True)`` (what ``rollout`` asks, since it cannot
-drop rows) makes it reset done envs at once instead, and answers whether the env can.
+Subclasses implement the array-level frame methods (``_reset_frame``, ``_step_frame``,
+``_continue_frame``) and the specs; ``reset``, ``step``, ``rand_step`` and ``rollout`` turn frames
+into TensorDicts at this boundary. What a frame is, who resets, partial resets, skipped rows of
+vector envs and what the collector calls: ``step_protocol.py``.
 """
 import numpy as np
 
-from .._creation import as_tensor
 from .._device import resolve
-from .._tensor import Size, host_array
-from ..tensordict import TensorDict, unravel_key_to_tuple
+from .._tensor import Size
+from ..tensordict import TensorDict
+from .step_protocol import DONE_KEYS, carry_over, frame_to_tensordict, next_tensordict, root_tensordict
 
 __all__ = ["EnvBase", "frame_to_tensordict", "DONE_KEYS"]
-
-DONE_KEYS = ("done", "terminated", "truncated")
-
-
-def frame_to_tensordict(frame, batch_size, device=None, td=None, prefix=()):
-    """Writes a frame's arrays into ``td`` (a new TensorDict if None) under ``prefix``."""
-    td = TensorDict(batch_size=batch_size, device=device) if td is None else td
-    for key, value in frame.items():
-        td.set(prefix + unravel_key_to_tuple(key), as_tensor(value, device=device))
-    return td
 
 
 class EnvBase:
     """torchrl-style environment: ``reset()``, ``step(td)``, ``rand_step()``, ``rollout()``,
-    ``set_seed()``, and specs. Subclasses implement the frame protocol (module docstring)."""
+    ``set_seed()``, and specs. Subclasses implement the frame methods (``step_protocol.py``)."""
 
     batch_size = Size(())
     device = None
-    _skips_rows = False   # see "Skipped envs" in the module docstring
+    _skips_rows = False   # see "Skipped rows" in step_protocol.py
     _skipped_rows = None
 
     def __init__(self, *, device=None, batch_size=None):
@@ -68,7 +29,7 @@ class EnvBase:
         self.batch_size = Size(()) if batch_size is None else Size(batch_size)
         self._is_closed = False
 
-    # ---- the frame protocol (subclasses) ---------------------------------------------------------
+    # ---- the frame methods (subclasses; step_protocol.py) ----------------------------------------
     def _reset_frame(self, seed=None):
         raise NotImplementedError
 
@@ -79,20 +40,9 @@ class EnvBase:
         raise NotImplementedError
 
     # ---- TensorDict API ---------------------------------------------------------------------------
-    def _done_entries(self, terminated, truncated):
-        return {("done",): terminated | truncated, ("terminated",): terminated, ("truncated",): truncated}
-
-    def _root(self, frame):
-        """A root TensorDict from observations: done/terminated/truncated are False at the root,
-        since an episode that ended has been reset."""
-        frame = dict(frame)
-        flags = np.zeros(tuple(self.batch_size) + (1,), dtype=bool)
-        frame.update(self._done_entries(flags, flags))
-        return frame_to_tensordict(frame, self.batch_size, self.device)
-
     def reset(self, tensordict=None, seed=None):
         """A TensorDict with the first observations and done/terminated/truncated all False."""
-        out = self._root(self._reset_frame(seed))
+        out = root_tensordict(self._reset_frame(seed), self.batch_size, self.device)
         if tensordict is not None:
             tensordict.update(out)
             return tensordict
@@ -106,10 +56,7 @@ class EnvBase:
         """Steps with ``tensordict["action"]``; writes ``("next", ...)``: observations, reward, done,
         terminated and truncated. Returns the same TensorDict."""
         next_obs, reward, terminated, truncated = self._step_frame(self._action_array(tensordict))
-        frame = dict(next_obs)
-        frame[("reward",)] = reward
-        frame.update(self._done_entries(terminated, truncated))
-        tensordict.set("next", frame_to_tensordict(frame, self.batch_size, self.device))
+        tensordict.set("next", next_tensordict(next_obs, reward, terminated, truncated, self.batch_size, self.device))
         return tensordict
 
     def rand_step(self, tensordict=None):
@@ -133,7 +80,7 @@ class EnvBase:
         marks the last step truncated (and done).
         ``auto_cast_to_device`` is accepted: rlpipe's policy and env share the env's device.
         ``return_contiguous`` is accepted (rollouts are always stacked)."""
-        from rlpipe._ops import stack
+        from rlpipe.primitives import stack
         from rlpipe.autograd.grad_mode import no_grad
         if break_when_any_done is None:
             break_when_any_done = not break_when_all_done
@@ -165,7 +112,7 @@ class EnvBase:
                             f"{self!r}.rollout: this env resets its done envs during the next step (a NEXT_STEP "
                             "autoreset without partial reset), which a rollout cannot drop; stop at the first done "
                             "(break_when_any_done=True) or collect with SyncDataCollector, which drops the reset steps")
-                    td = self._carry_over(td, done)
+                    td = carry_over(self, td, done)
                     if callback is not None:  # as torchrl: on the next step's root, not after the last step
                         callback(self, td)
         finally:
@@ -178,12 +125,6 @@ class EnvBase:
                 flags[last] = True
         return out
 
-    def _carry_over(self, td, done):
-        """The root TensorDict of the following step: the "next" entries, with done envs reset."""
-        next_td = td["next"]
-        next_obs = {unravel_key_to_tuple(k): host_array(next_td[k]) for k in self.observation_spec.keys(True, True)}
-        return self._root(self._continue_frame(next_obs, host_array(done)))  # an env on a GPU: copied to the host
-
     def set_seed(self, seed, static_seed=False):
         """Seeds the environment(s); returns the seed for a next environment: ``seed`` itself with
         ``static_seed=True``, else ``seed`` plus the number of envs (torchrl derives it from its own
@@ -193,7 +134,7 @@ class EnvBase:
 
     def _set_exact_resets(self, exact):
         """Whether ``_continue_frame`` resets done envs at once while ``exact`` (see "Skipped
-        envs"): an env that never skips always does."""
+        rows", step_protocol.py): an env that never skips always does."""
         return True
 
     def close(self):

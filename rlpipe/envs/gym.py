@@ -1,6 +1,6 @@
 """Gymnasium environments: ``GymEnv`` (by id, single or vectorized) and ``GymWrapper`` (an instance).
 
-torchrl 0.14's ``GymEnv``/``GymWrapper`` semantics on rlpipe's frame protocol (``common.py``):
+torchrl 0.14's ``GymEnv``/``GymWrapper`` semantics on the env step protocol (``step_protocol.py``):
 
 - a Box observation goes to ``"observation"``; a Dict observation space puts its keys at the root
   (nested Dicts nest); Discrete observations are one-hot unless ``categorical_action_encoding``;
@@ -14,7 +14,7 @@ torchrl 0.14's ``GymEnv``/``GymWrapper`` semantics on rlpipe's frame protocol (`
   (``CartPoleVectorEnv``), and ``GymWrapper`` takes any ``gymnasium.vector.VectorEnv``, whatever
   its autoreset mode. NEXT_STEP and DISABLED: a done step's observation is already the true last
   one. NEXT_STEP: the env *skips* the envs it ended in its next step, which resets them
-  (``EnvBase``'s "Skipped envs"): the collector drops that reset step, so it is never delivered as
+  ("Skipped rows" in ``step_protocol.py``): the collector drops that reset step, so it is never delivered as
   a transition, and no extra call into the env is made. Envs ended by a transform, every done env
   of a DISABLED one, and (``rollout``) every done env are reset at once where the env can reset
   only some (``reset_mask`` of Gymnasium's Sync/AsyncVectorEnv, always with DISABLED; envpool's
@@ -330,7 +330,7 @@ class GymWrapper(EnvBase):
         if from_pixels:
             self._add_pixels(pixels_only)
         self._pending = None  # SAME_STEP: (frame of the step's returned obs, mask of autoreset envs)
-        self._resetting = None  # skipping: the envs the next step resets (EnvBase's "Skipped envs")
+        self._resetting = None  # skipping: the envs the next step resets ("Skipped rows", step_protocol.py)
         self._env_done = None  # NEXT_STEP: the envs the vector env itself ended at the last step
         self._exact = False  # reset done envs at once rather than skip them (rollout's mode)
 
@@ -418,7 +418,7 @@ class GymWrapper(EnvBase):
         self._obs_frame = obs_frame
         self._keys = tuple(unravel_key_to_tuple(k) for k in self.observation_spec.keys(True, True))
 
-    # ---- the frame protocol -------------------------------------------------------------------------
+    # ---- the frame methods (step_protocol.py) -------------------------------------------------------
     def _reset_frame(self, seed=None):
         self._pending = self._resetting = self._skipped_rows = self._env_done = None
         try:

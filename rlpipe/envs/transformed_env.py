@@ -1,138 +1,59 @@
 """How transforms plug into an environment: ``TransformedEnv``, the ``Transform`` base and ``Compose``.
 
-Transforms work on rlpipe's array-level *frames* (``common.py``): dicts mapping key tuples to host
-NumPy arrays with batch-leading dims. A ``TransformedEnv`` is an ``EnvBase`` whose frame methods
-call the base env's and pass the frames through its transforms, so the collector drives a
-transformed env exactly as a plain one, and ``reset``/``step``/``rollout`` (built on the frame
-methods) see the transformed data. The concrete transforms are in ``transforms.py``.
+A ``TransformedEnv`` is an ``EnvBase`` whose frame methods call the base env's and pass the frames
+through its transforms, so the collector drives a transformed env exactly as a plain one, and
+``reset``/``step``/``rollout`` see the transformed data. How frames flow through the transforms,
+and the rule that a transform is written against TensorDicts and specs as torchrl's are (with
+an array fast path behind the same interface): ``step_protocol.py``. The concrete transforms are
+in ``transforms.py``.
 
-The frame hooks of a ``Transform`` (all optional; none may modify the dicts or arrays it is
-given, each returns a new dict when it changes anything):
-
-- ``_reset(frame) -> frame``: every env starts an episode. ``frame`` holds the observations (as
-  the previous transform left them); the result is this transform's *root frame*.
-- ``_step(root, next_frame) -> next_frame``: one step of every env. ``root`` is the root frame
-  this transform returned for the state being stepped from (from ``_reset``/``_continue``, or its
-  own previous ``_step`` output when stepping on without ``_continue``); ``next_frame`` holds the
-  next observations plus ``("reward",)``, ``("terminated",)`` and ``("truncated",)`` (``done`` is
-  ``terminated | truncated``, computed afterwards). The result is this transform's *next frame*.
-- ``_continue(next_frame, frame, done) -> frame``: the root frame of the following step.
-  ``next_frame`` is this transform's output of the last ``_step``; ``frame`` holds the
-  observations to act on next as the previous transform left them (a fresh reset where ``done``,
-  a bool array shaped ``batch_size + (1,)``, is True); stateful transforms carry their values
-  over from ``next_frame`` where not done and restart them where done.
-- ``_call(frame) -> frame``: the stateless mapping of observation entries that the three
-  defaults above apply (``_reset``: ``_call(frame)``; ``_step``: ``_call(next_frame)``;
-  ``_continue``: ``_call(frame)``).
-- ``_inv_action(action) -> action``: the action array on its way to the base env (identity).
-
-The spec hooks (torchrl's): ``transform_observation_spec``, ``transform_reward_spec``,
-``transform_done_spec`` and ``transform_action_spec`` take a (cloned) spec and return the spec
-the transform's output follows; the specs a transform receives from the env before it are
-available as ``self.parent_specs`` while they run.
-
-``TransformedEnv`` flattens nested ``Compose``\\ s and keeps every transform's root and next
-frames itself, so transforms hold no per-episode state and may be re-used by ``parent`` views
-(``ObservationNorm.init_stats``). When no env is done, ``_continue_frame`` costs one ``any``.
+The specs a transform receives from the env before it are available as ``self.parent_specs``
+while its spec hooks run. ``TransformedEnv`` flattens nested ``Compose``\\ s and keeps every
+transform's root and next frames itself, so transforms hold no per-episode state and may be
+re-used by ``parent`` views (``ObservationNorm.init_stats``). When no env is done,
+``_continue_frame`` costs one ``any``.
 """
 import copy as _copy
-import types
 from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
 
-from .._creation import as_tensor
-from .._tensor import Tensor, host_array
-from ..tensordict import unravel_key_to_tuple
 from .common import EnvBase
 from .specs import Composite, TensorSpec
+from .step_protocol import (REWARD, TERMINATED, TRUNCATED, TransformProtocol, continue_chain, key_list, reset_chain,
+                            restart_rows, spec_chain, step_chain)
 
 __all__ = ["Compose", "Transform", "TransformedEnv"]
 
-_REWARD = ("reward",)
-_TERMINATED = ("terminated",)
-_TRUNCATED = ("truncated",)
-
-
-def _keys(keys, what, allow_none=False):
-    """A list of key tuples from a key or a sequence of keys (str or tuple of str)."""
-    if keys is None:
-        if allow_none:
-            return None
-        raise ValueError(f"{what} must be given")
-    if isinstance(keys, (str, tuple)):
-        keys = [keys]
-    try:
-        return [unravel_key_to_tuple(k) for k in keys]
-    except TypeError as err:
-        raise TypeError(f"{what}: {err}") from None
+_keys = key_list  # (transforms.py imports it from here)
 
 
 def _key_str(key):
     return key[0] if len(key) == 1 else key
 
 
-class Transform:
-    """Base of every transform (module docstring: frame hooks and spec hooks).
+class Transform(TransformProtocol):
+    """Base of every transform: torchrl's TensorDict methods and spec hooks, and the frame hooks
+    that run them (``step_protocol.py``, THE RULE).
 
-    ``in_keys``/``out_keys`` are lists of key tuples (given as strings or tuples). A transform
-    belongs to at most one container (a ``Compose`` or a ``TransformedEnv``); ``clone()`` gives
-    an unattached copy.
+    ``in_keys``/``out_keys``/``in_keys_inv``/``out_keys_inv`` are lists of key tuples (given as
+    strings or tuples). A transform belongs to at most one container (a ``Compose`` or a
+    ``TransformedEnv``); ``clone()`` gives an unattached copy.
     """
 
-    def __init__(self, in_keys=None, out_keys=None):
-        self.in_keys = _keys(in_keys, "in_keys", allow_none=True) or []
-        self.out_keys = _keys(out_keys, "out_keys", allow_none=True) if out_keys is not None else list(self.in_keys)
+    def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
         self._container = None
         self.parent_specs = None
 
-    # ---- frame hooks ------------------------------------------------------------------------------
-    def _call(self, frame):
-        return frame
-
-    def _reset(self, frame):
-        return self._call(frame)
-
-    def _step(self, root, next_frame):
-        return self._call(next_frame)
-
-    def _continue(self, next_frame, frame, done):
-        return self._call(frame)
-
-    def _inv_action(self, action):
-        return action
-
-    # ---- spec hooks -------------------------------------------------------------------------------
-    def transform_observation_spec(self, observation_spec):
-        return observation_spec
-
-    def transform_reward_spec(self, reward_spec):
-        return reward_spec
-
-    def transform_done_spec(self, done_spec):
-        return done_spec
-
-    def transform_action_spec(self, action_spec):
-        return action_spec
-
-    # ---- TensorDict use ---------------------------------------------------------------------------
-    def forward(self, tensordict):
-        """Applies the stateless mapping (``_call``) to the entries of ``tensordict`` (e.g. data from
-        a replay buffer); returns ``tensordict``. Stateful transforms raise NotImplementedError."""
-        frame = {}
-        for key in tensordict.keys(True, True):
-            value = tensordict.get(key)
-            if isinstance(value, Tensor):
-                frame[unravel_key_to_tuple(key)] = host_array(value)
-        out = self._call(frame)
-        for key, value in out.items():
-            if value is not frame.get(key):
-                tensordict.set(key, as_tensor(value, device=tensordict.device))
-        for key in frame:
-            if key not in out:
-                tensordict.pop(key)
-        return tensordict
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        old = sorted(name for name in ("_continue", "_inv_action") if name in cls.__dict__)
+        if old:  # would be silently ignored: the env calls _frame_continue and _frame_inv
+            raise TypeError(f"{cls.__name__} defines {old}, frame hooks rlpipe renamed: write _frame_reset(frame), "
+                            "_frame_step(root, next_frame, action), _frame_continue(next_frame, frame, done) and "
+                            "_frame_inv(action, root), or torchrl's TensorDict methods (step_protocol.py)")
 
     def __call__(self, tensordict):
         return self.forward(tensordict)
@@ -258,65 +179,80 @@ class Compose(Transform):
             out.extend(t._leaf_list())
         return out
 
-    # frame hooks (standalone use)
-    def _call(self, frame):
+    # torchrl's TensorDict methods: the children in order (inverses last to first)
+    def _call(self, next_tensordict):
         for t in self.transforms:
-            frame = t._call(frame)
-        return frame
+            next_tensordict = t._call(next_tensordict)
+        return next_tensordict
 
-    def _reset(self, frame):
-        roots = []
+    def _step(self, tensordict, next_tensordict):
         for t in self.transforms:
-            frame = t._reset(frame)
-            roots.append(frame)
-        self._roots, self._nexts = roots, None
-        return frame
+            next_tensordict = t._step(tensordict, next_tensordict)
+        return next_tensordict
 
-    def _step(self, root, next_frame):
-        if self._roots is None:
-            raise RuntimeError("Compose: _step before _reset")
-        nexts = []
-        for t, r in zip(self.transforms, self._roots):
-            next_frame = t._step(r, next_frame)
-            nexts.append(next_frame)
-        self._nexts = self._roots = nexts
-        return next_frame
+    def _reset(self, tensordict, tensordict_reset):
+        for t in self.transforms:
+            tensordict_reset = t._reset(tensordict, tensordict_reset)
+        return tensordict_reset
 
-    def _continue(self, next_frame, frame, done):
-        if self._nexts is None:
-            raise RuntimeError("Compose: _continue without a preceding _step")
-        roots = []
-        for t, n in zip(self.transforms, self._nexts):
-            frame = t._continue(n, frame, done)
-            roots.append(frame)
-        self._roots, self._nexts = roots, None
-        return frame
-
-    def _inv_action(self, action):
+    def _inv_call(self, tensordict):
         for t in reversed(self.transforms):
-            action = t._inv_action(action)
+            tensordict = t._inv_call(tensordict)
+        return tensordict
+
+    # frame hooks (standalone use: a TransformedEnv runs the leaves itself)
+    def _frame_reset(self, frame):
+        self._roots, self._nexts = reset_chain(self.transforms, frame), None
+        return self._roots[-1] if self._roots else frame
+
+    def _frame_step(self, root, next_frame, action):
+        if self._roots is None:
+            raise RuntimeError("Compose: _frame_step before _frame_reset")
+        nexts = step_chain(self.transforms, self._roots, next_frame, action)
+        self._nexts = self._roots = nexts
+        return nexts[-1] if nexts else next_frame
+
+    def _frame_continue(self, next_frame, frame, done):
+        if self._nexts is None:
+            raise RuntimeError("Compose: _frame_continue without a preceding _frame_step")
+        self._roots, self._nexts = continue_chain(self.transforms, self._nexts, frame, done), None
+        return self._roots[-1] if self._roots else frame
+
+    def _frame_inv(self, action, root):
+        roots = self._roots or [root] * len(self.transforms)
+        for t, own_root in zip(reversed(self.transforms), reversed(roots)):
+            action = t._frame_inv(action, own_root)
         return action
 
+    def _inverts_actions(self):
+        return any(t._inverts_actions() for t in self.transforms)
+
     # spec hooks: each child sees the specs its predecessors produced
-    def transform_observation_spec(self, observation_spec):
+    def _through_children(self, hook, spec):
         for t in self.transforms:
-            observation_spec = t.transform_observation_spec(observation_spec)
-        return observation_spec
+            spec = getattr(t, hook)(spec)
+        return spec
+
+    def transform_observation_spec(self, observation_spec):
+        return self._through_children("transform_observation_spec", observation_spec)
 
     def transform_action_spec(self, action_spec):
-        for t in self.transforms:
-            action_spec = t.transform_action_spec(action_spec)
-        return action_spec
+        return self._through_children("transform_action_spec", action_spec)
 
     def transform_reward_spec(self, reward_spec):
-        for t in self.transforms:
-            reward_spec = t.transform_reward_spec(reward_spec)
-        return reward_spec
+        return self._through_children("transform_reward_spec", reward_spec)
 
     def transform_done_spec(self, done_spec):
-        for t in self.transforms:
-            done_spec = t.transform_done_spec(done_spec)
-        return done_spec
+        return self._through_children("transform_done_spec", done_spec)
+
+    def transform_state_spec(self, state_spec):
+        return self._through_children("transform_state_spec", state_spec)
+
+    def transform_output_spec(self, output_spec):
+        return self._through_children("transform_output_spec", output_spec)
+
+    def transform_input_spec(self, input_spec):
+        return self._through_children("transform_input_spec", input_spec)
 
     def forward(self, tensordict):
         for t in self.transforms:
@@ -385,27 +321,12 @@ def _check_transform(transform, where):
                          f"{type(transform).__name__} instead.")
 
 
-def _run_spec_pipeline(transforms, obs, act, rew, done):
-    """The specs after ``transforms`` (each sees its predecessors' output as ``parent_specs``)."""
-    for t in transforms:
-        t.parent_specs = types.SimpleNamespace(observation_spec=obs, action_spec=act, reward_spec=rew,
-                                               done_spec=done)
-        try:
-            new_obs = t.transform_observation_spec(obs.clone())
-            new_rew = t.transform_reward_spec(rew.clone())
-            new_done = t.transform_done_spec(done.clone())
-            new_act = t.transform_action_spec(act.clone())
-        finally:
-            t.parent_specs = None
-        obs, rew, done, act = new_obs, new_rew, new_done, new_act
-    return obs, act, rew, done
-
-
 # ---- the environment ---------------------------------------------------------------------------------
 
 class _Pipeline(NamedTuple):
     """What a ``TransformedEnv`` runs: its leaf transforms, the specs they produce from the base env's,
-    the action hooks (``_inv_action`` of the transforms that have one, last transform first), and the
+    the action hooks ((index, ``_frame_inv``) of the transforms that invert actions, last transform
+    first), and the
     base env's spec version it was built from (None unless the base env is itself transformed: then
     only ``_invalidate_specs`` makes it stale)."""
     leaves: list
@@ -484,9 +405,9 @@ class TransformedEnv(EnvBase):
         if pipeline is not None and (pipeline.base_version is None or pipeline.base_version == base._spec_version):
             return pipeline
         leaves = self._leaf_list()
-        obs, act, rew, done = _run_spec_pipeline(leaves, base.observation_spec.clone(), base.action_spec.clone(),
-                                                 base.reward_spec.clone(), base.done_spec.clone())
-        hooks = [t._inv_action for t in reversed(leaves) if type(t)._inv_action is not Transform._inv_action]
+        obs, act, rew, done = spec_chain(leaves, base.observation_spec.clone(), base.action_spec.clone(),
+                                         base.reward_spec.clone(), base.done_spec.clone(), self.batch_size)
+        hooks = [(i, t._frame_inv) for i, t in reversed(list(enumerate(leaves))) if t._inverts_actions()]
         if pipeline is not None and pipeline.leaves != leaves:
             self._roots = self._nexts = None
         base_version = base._spec_version if isinstance(base, TransformedEnv) else None
@@ -509,17 +430,13 @@ class TransformedEnv(EnvBase):
     def done_spec(self):
         return self._built().done_spec
 
-    # ---- the frame protocol -----------------------------------------------------------------------
+    # ---- the frame methods (step_protocol.py) -----------------------------------------------------
     def _reset_frame(self, seed=None):
         leaves = self._built().leaves
         frame = self.base_env._reset_frame(seed)
-        roots = []
-        for t in leaves:
-            frame = t._reset(frame)
-            roots.append(frame)
-        self._roots, self._nexts = roots, None
+        self._roots, self._nexts = reset_chain(leaves, frame), None
         self._skipped_rows = None
-        return frame
+        return self._roots[-1] if leaves else frame
 
     def _step_frame(self, action):
         pipeline = self._pipeline  # _built()'s answer, without the call on the hot path where it cannot be stale
@@ -531,26 +448,24 @@ class TransformedEnv(EnvBase):
                                "(or after changing its transforms)")
         if self._nexts is not None:  # stepping on without _continue_frame: carry every frame over
             roots = self._roots = self._nexts
-        for inv in pipeline.action_hooks:
-            action = inv(action)
+        for index, inv in pipeline.action_hooks:
+            action = inv(action, roots[index])
         base = self.base_env
         next_obs, reward, terminated, truncated = base._step_frame(action)
         self._base_next = next_obs
         frame = dict(next_obs)
-        frame[_REWARD] = reward
-        frame[_TERMINATED] = terminated
-        frame[_TRUNCATED] = truncated
-        nexts = []
-        for t, root in zip(pipeline.leaves, roots):
-            frame = t._step(root, frame)
-            nexts.append(frame)
+        frame[REWARD] = reward
+        frame[TERMINATED] = terminated
+        frame[TRUNCATED] = truncated
+        nexts = step_chain(pipeline.leaves, roots, frame, action)
         self._skipped_rows = skipped = base._skipped_rows
         if skipped is not None and nexts:
-            nexts = self._restarted(pipeline.leaves, nexts, next_obs, skipped)
+            nexts = restart_rows(pipeline.leaves, nexts, next_obs, skipped, self._flag_shape)
+        if nexts:
             frame = nexts[-1]
         self._nexts = nexts
         out = dict(frame)
-        reward, terminated, truncated = out.pop(_REWARD), out.pop(_TERMINATED), out.pop(_TRUNCATED)
+        reward, terminated, truncated = out.pop(REWARD), out.pop(TERMINATED), out.pop(TRUNCATED)
         self._next_out = out
         return out, reward, terminated, truncated
 
@@ -560,23 +475,6 @@ class TransformedEnv(EnvBase):
 
     def _set_exact_resets(self, exact):
         return self.base_env._set_exact_resets(exact)
-
-    def _restarted(self, leaves, nexts, base_obs, rows):
-        """The transforms' next frames with the envs in ``rows`` (a step that skipped them, see
-        ``EnvBase``) restarted from the base env's observations there, as ``_continue`` restarts a
-        done env: a step counter at 0, an episode's reward sum at 0."""
-        done = rows.reshape(self._flag_shape)
-        frame = base_obs
-        out = []
-        for t, n in zip(leaves, nexts):
-            frame = t._continue(n, frame, done)
-            merged = dict(n)
-            for key, value in frame.items():
-                if key in merged:
-                    merged[key] = np.array(merged[key])
-                    merged[key][rows] = value[rows]
-            out.append(merged)
-        return out
 
     def _continue_frame(self, next_obs, done):
         """``next_obs`` must be what the last ``_step_frame`` returned (the transformed env keeps
@@ -592,12 +490,8 @@ class TransformedEnv(EnvBase):
         if not np.count_nonzero(done):
             self._roots, self._nexts = nexts, None
             return self._next_out
-        roots = []
-        for t, n in zip(leaves, nexts):
-            frame = t._continue(n, frame, done)
-            roots.append(frame)
-        self._roots, self._nexts = roots, None
-        return frame
+        self._roots, self._nexts = continue_chain(leaves, nexts, frame, done), None
+        return self._roots[-1] if leaves else frame
 
     # ---- the rest ----------------------------------------------------------------------------------
     def set_seed(self, seed, static_seed=False):

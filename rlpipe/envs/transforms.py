@@ -1,6 +1,6 @@
-"""torchrl's common transforms on rlpipe's frame protocol (``transformed_env.py``): ``StepCounter``,
-``RewardSum``, ``DoubleToFloat``, ``ObservationNorm`` and ``RenameTransform``, with torchrl 0.14's
-names and behaviour; and rlpipe's own ``CheckFinite``. ``Transform``, ``Compose`` and
+"""torchrl's common transforms, on the array fast path of the env step protocol (``step_protocol.py``):
+``StepCounter``, ``RewardSum``, ``DoubleToFloat``, ``ObservationNorm`` and ``RenameTransform``, with
+torchrl 0.14's names and behaviour; and rlpipe's own ``CheckFinite``. ``Transform``, ``Compose`` and
 ``TransformedEnv`` are importable from here too, as from torchrl's ``envs.transforms``.
 """
 import numpy as np
@@ -10,27 +10,20 @@ from .._creation import as_tensor
 from .._tensor import host_array
 from ..tensordict import unravel_key_to_tuple
 from .specs import Bounded, Categorical, Unbounded
-from .transformed_env import _REWARD, _TERMINATED, _TRUNCATED, Compose, Transform, TransformedEnv, _key_str, _keys
+from .step_protocol import REWARD as _REWARD, TERMINATED as _TERMINATED, TRUNCATED as _TRUNCATED
+from .step_protocol import STEP_EXTRAS as _STEP_EXTRAS, ArrayMapping, _done_like
+from .transformed_env import Compose, Transform, TransformedEnv, _key_str, _keys
 
 __all__ = ["CheckFinite", "Compose", "DoubleToFloat", "ObservationNorm", "RenameTransform", "RewardSum", "StepCounter",
            "Transform", "TransformedEnv"]
 
 _ONE = np.ones((), dtype=np.int64)
 _DONE = ("done",)
-_STEP_EXTRAS = (_REWARD, _TERMINATED, _TRUNCATED)  # entries of a next frame that are not observations
 _RESERVED = frozenset((_REWARD, _TERMINATED, _TRUNCATED, _DONE, ("action",)))
 
 
 def _bounds(spec):
     return host_array(spec.low), host_array(spec.high)
-
-
-def _done_like(done, value):
-    """``done`` (shaped batch + (1,)) broadcastable against ``value``."""
-    if done.ndim == value.ndim:
-        return done
-    nb = done.ndim - 1
-    return done.reshape(done.shape[:nb] + (1,) * (value.ndim - nb))
 
 
 class StepCounter(Transform):
@@ -70,12 +63,12 @@ class StepCounter(Transform):
             self._shape = tuple(self._parent_spec("done")["done"].shape)
         return np.zeros(self._shape, dtype=np.int64)
 
-    def _reset(self, frame):
+    def _frame_reset(self, frame):
         out = dict(frame)
         out[self._key] = self._zeros()
         return out
 
-    def _step(self, root, next_frame):
+    def _frame_step(self, root, next_frame, action):
         count = root[self._key] + _ONE  # (an array operand: NumPy converts a Python 1 slowly)
         out = dict(next_frame)
         out[self._key] = count
@@ -83,14 +76,11 @@ class StepCounter(Transform):
             out[_TRUNCATED] = next_frame[_TRUNCATED] | (count >= self.max_steps)
         return out
 
-    def _continue(self, next_frame, frame, done):
+    def _frame_continue(self, next_frame, frame, done):
         out = dict(frame)
         count = next_frame.get(self._key)
         out[self._key] = self._zeros() if count is None else np.where(done, 0, count)
         return out
-
-    def _call(self, frame):
-        return frame
 
     def forward(self, tensordict):
         raise NotImplementedError("StepCounter cannot be called independently, only its step and reset "
@@ -144,19 +134,19 @@ class RewardSum(Transform):
             raise RuntimeError("RewardSum needs its specs: put it in a TransformedEnv")
         return np.zeros(z[0], dtype=z[1])
 
-    def _reset(self, frame):
+    def _frame_reset(self, frame):
         out = dict(frame)
         for _, ok in self._pairs:
             out[ok] = self._zeros(ok)
         return out
 
-    def _step(self, root, next_frame):
+    def _frame_step(self, root, next_frame, action):
         out = dict(next_frame)
         for ik, ok in self._pairs:
             out[ok] = root[ok] + next_frame[ik]
         return out
 
-    def _continue(self, next_frame, frame, done):
+    def _frame_continue(self, next_frame, frame, done):
         out = dict(frame)
         for _, ok in self._pairs:
             value = next_frame[ok]
@@ -178,7 +168,7 @@ class RewardSum(Transform):
                 f"out_keys={[_key_str(k) for k in self.out_keys]})")
 
 
-class _KeyWise(Transform):
+class _KeyWise(ArrayMapping, Transform):
     """A stateless transform mapping each in key's array to its out key (``_apply_transform``), and
     each in key's spec likewise (``_transform_leaf_spec``)."""
 
@@ -195,7 +185,7 @@ class _KeyWise(Transform):
     def _pairs(self, frame):
         return zip(self.in_keys, self.out_keys)
 
-    def _call(self, frame):
+    def _frame_call(self, frame):
         out = None
         for ik, ok in self._pairs(frame):
             value = frame.get(ik)
@@ -237,8 +227,9 @@ class DoubleToFloat(_KeyWise):
         if inv is not None and any(k != ("action",) for k in inv):
             raise NotImplementedError("DoubleToFloat: in_keys_inv can only hold 'action' on rlpipe's frame protocol")
         self._inv_all = self._all and inv is None
-        self.in_keys_inv = inv or []
         super().__init__(in_keys=in_keys, out_keys=out_keys)
+        self.in_keys_inv = inv or []
+        self.out_keys_inv = list(self.in_keys_inv)
         self._cast_action = False
 
     def _pairs(self, frame):
@@ -273,7 +264,7 @@ class DoubleToFloat(_KeyWise):
             return self._transform_leaf_spec(action_spec)
         return action_spec
 
-    def _inv_action(self, action):
+    def _frame_inv(self, action, root):
         if self._cast_action and action.dtype != np.float64:
             return action.astype(np.float64)
         return action
@@ -455,7 +446,7 @@ class RenameTransform(_KeyWise):
         super().__init__(in_keys=in_keys, out_keys=out_keys)
         self.create_copy = bool(create_copy)
 
-    def _call(self, frame):
+    def _frame_call(self, frame):
         out = dict(frame)
         values = [out.get(k) if self.create_copy else out.pop(k, None) for k in self.in_keys]
         for ok, value in zip(self.out_keys, values):
@@ -518,15 +509,15 @@ class CheckFinite(Transform):
         raise ValueError(f"CheckFinite: {env!r} gave {what} in {_key_str(key)!r} at step {int(self._steps[index])} "
                          f"of env {list(index)} (step 0 is its reset); expected finite values")
 
-    def _reset(self, frame):
+    def _frame_reset(self, frame):
         self._steps = np.zeros(tuple(self._parent_spec("done")["done"].shape)[:-1], dtype=np.int64)
         return self._check(frame, ())
 
-    def _step(self, root, next_frame):
+    def _frame_step(self, root, next_frame, action):
         self._steps += 1
         return self._check(next_frame, ("next",))
 
-    def _continue(self, next_frame, frame, done):
+    def _frame_continue(self, next_frame, frame, done):
         self._steps[done.reshape(self._steps.shape)] = 0
         return self._check(frame, ())
 

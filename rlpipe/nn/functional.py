@@ -10,9 +10,9 @@ import warnings
 
 from .. import _dtypes
 from .. import primitives as P
-from .. import _ops as ops
-from .._ops import linear, one_hot, sigmoid, tanh, softplus, gelu  # noqa: F401 - re-exported as in torch
-from .._ops import _LEGACY_TYPE_NAMES, _inplace, _require_float
+from .. import primitives as ops
+from ..primitives import linear, one_hot, sigmoid, tanh, softplus, gelu  # noqa: F401 - re-exported as in torch
+from ..primitives import _LEGACY_TYPE_NAMES, _inplace, _require_float
 from .._creation import zeros
 from .._dispatch import handle_torch_function, has_torch_function
 from .._tensor import Tensor

@@ -5,7 +5,7 @@ import math
 import warnings
 
 from .. import primitives as P
-from .. import _ops as ops
+from .. import primitives as ops
 from .._creation import arange, eye
 from .._tensor import wrap
 from ..autograd import no_grad

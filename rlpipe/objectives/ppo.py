@@ -2,7 +2,7 @@
 import dataclasses
 import math
 
-from .. import _ops
+from .. import primitives as _ops
 from .._creation import tensor as _tensor
 from ..autograd.grad_mode import no_grad
 from ..tensordict import TensorDict

@@ -23,7 +23,7 @@ import math
 import warnings
 
 from .. import _creation
-from .._ops import stack, where
+from ..primitives import stack, where
 from ..autograd.grad_mode import no_grad
 from ..nn import Module, ModuleList, Parameter
 from ..tensordict import TensorDict

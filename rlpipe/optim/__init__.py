@@ -1,8 +1,8 @@
 # ruff: noqa: F401 - this module re-exports the public API
 """Optimizers and learning-rate schedules with torch.optim's interface.
 
-Each optimizer updates its parameters in place through the backend's step kernels (NumPy on
-the CPU, one fused CuPy kernel per parameter on a GPU); half-precision parameters are updated
+Each optimizer updates its parameters in place through the step kernels of ``rlpipe.kernels`` (NumPy
+on the CPU, one fused CuPy kernel per parameter on a GPU); half-precision parameters are updated
 in float32 arithmetic.
 """
 from .optimizer import Optimizer

@@ -1,4 +1,5 @@
 """Adagrad."""
+from .. import kernels
 from .._creation import full_like
 from .optimizer import Optimizer, _advance, _step_counter
 
@@ -42,6 +43,7 @@ class Adagrad(Optimizer):
         lr, lr_decay, weight_decay = group["lr"], group["lr_decay"], group["weight_decay"]
         eps, maximize = group["eps"], group["maximize"]
         for p, state in self._params_with_grad(group):
-            p._device._backend.adagrad_step(p._data, p.grad._data, state["sum"]._data, _advance(state["step"]),
-                                            lr, lr_decay, weight_decay, eps, maximize)
+            kernels.get("adagrad_step", p._device._backend)(
+                p._data, p.grad._data, state["sum"]._data, _advance(state["step"]), lr, lr_decay, weight_decay, eps,
+                maximize)
             p._vc[0] += 1

@@ -1,4 +1,5 @@
 """Adam, and with ``decoupled_weight_decay`` the AdamW variant."""
+from .. import kernels
 from .._creation import zeros_like
 from .optimizer import Optimizer, _advance, _step_counter
 
@@ -49,7 +50,7 @@ class Adam(Optimizer):
         weight_decay, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
         decoupled = group["decoupled_weight_decay"]
         for p, state in self._params_with_grad(group):
-            p._device._backend.adam_step(
+            kernels.get("adam_step", p._device._backend)(
                 p._data, p.grad._data, state["exp_avg"]._data, state["exp_avg_sq"]._data,
                 state["max_exp_avg_sq"]._data if amsgrad else None, _advance(state["step"]), lr, beta1, beta2,
                 eps, weight_decay, amsgrad, maximize, decoupled)

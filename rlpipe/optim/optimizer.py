@@ -6,8 +6,8 @@ tensors for their positions, so a dict saved from one optimizer loads into anoth
 other tensors of the same layout.
 
 An update never records a graph: it runs under ``no_grad`` and hands the raw backend arrays
-to the backend's in-place step (``p._device._backend.adam_step(...)``), which on a GPU is one
-fused kernel per parameter.
+to the in-place step kernel for its backend (``kernels.get("adam_step", p._device._backend)(...)``),
+which on a GPU is one fused launch per parameter.
 """
 import copy
 import warnings

@@ -1,4 +1,5 @@
 """RMSprop."""
+from .. import kernels
 from .._creation import zeros_like
 from .optimizer import Optimizer, _advance, _step_counter
 
@@ -40,7 +41,7 @@ class RMSprop(Optimizer):
         momentum, centered, maximize = group["momentum"], group["centered"], group["maximize"]
         for p, state in self._params_with_grad(group):
             _advance(state["step"])
-            p._device._backend.rmsprop_step(
+            kernels.get("rmsprop_step", p._device._backend)(
                 p._data, p.grad._data, state["square_avg"]._data,
                 state["momentum_buffer"]._data if momentum > 0 else None,
                 state["grad_avg"]._data if centered else None,

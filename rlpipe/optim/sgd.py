@@ -1,4 +1,5 @@
 """Stochastic gradient descent, with momentum, Nesterov momentum and weight decay."""
+from .. import kernels
 from .._creation import empty_like
 from .optimizer import Optimizer
 
@@ -40,6 +41,6 @@ class SGD(Optimizer):
                     buffer = state["momentum_buffer"] = empty_like(p)
                     first = True
                 buffer = buffer._data
-            p._device._backend.sgd_step(p._data, grad._data, buffer, lr, momentum, dampening, weight_decay,
-                                        nesterov, maximize, first)
+            kernels.get("sgd_step", p._device._backend)(p._data, grad._data, buffer, lr, momentum, dampening,
+                                                        weight_decay, nesterov, maximize, first)
             p._vc[0] += 1

@@ -25,7 +25,7 @@ import numbers
 
 import numpy as np
 
-from .. import _dtypes, _ops
+from .. import _dtypes, kernels, primitives as _ops
 from .._tensor import wrap
 from ..nn import Module
 from ..tensordict import TensorDict, unravel_key_to_tuple
@@ -221,7 +221,7 @@ def _n_step(backend, done, valid, rewards, gamma, n):
     last steps, ``gamma ** m`` and each reward's discounted sums (m and gammas new arrays). From the
     backend's one-launch kernel where it has one (cuda) for every reward, else from the plan's gathers."""
     xp = backend.xp
-    fused = backend.fused.get("n_step_returns")
+    fused = kernels.get("n_step_returns", backend)
     if fused is None or not rewards or not all(_is_float(reward) and reward.size for reward in rewards):
         plan = _plan_of(xp, _ends(done, valid), n, gamma)
         sums = [_discounted_sum(xp, _float_reward(reward), plan, gamma, n) for reward in rewards]

@@ -1,5 +1,5 @@
 """Trajectory utilities: split a batch into padded trajectories; discounted returns with resets."""
-from .. import _ops
+from .. import primitives as _ops
 from .._creation import arange, ones_like, zeros
 from .. import _dtypes
 from ..tensordict import unravel_key_to_tuple

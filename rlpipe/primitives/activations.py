@@ -2,10 +2,16 @@
 hard* family, and softmax / log_softmax.
 
 Each formula is written here against ``ctx.xp``. Where a backend has a fused kernel for it
-(``backend.fused``; the CUDA backend has some, the CPU none) the op runs that kernel instead, in
-one line at the call site.
+(``rlpipe.kernels``; on cuda some, on the CPU none) the op runs that kernel instead, in one line
+at the call site.
+
+Below the Functions, the public ops (relu, leaky_relu, gelu, softplus, sigmoid, tanh, softmax,
+log_softmax) and their Tensor methods; the other activations are ``nn.functional``'s.
 """
+from .. import _dtypes, kernels
+from .._tensor import tensor_method
 from .base import Op
+from .common import inplace_variant, _cast, _require_float, _unary_float
 
 
 class Tanh(Op):
@@ -18,13 +24,13 @@ class Tanh(Op):
     @staticmethod
     def backward(ctx, g):
         y, = ctx.saved_tensors
-        fused = ctx.be.fused.get("tanh_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        fused = kernels.get("tanh_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
         return fused(y, g) if fused else g * (1 - y * y)
 
 
 def _sigmoid(ctx, x):
     """1 / (1 + exp(-x)) without overflow (Sigmoid, Silu, Mish, Softplus's gradient)."""
-    fused = ctx.be.fused.get("sigmoid")  # a backend's one-launch kernel, where it has one (cuda)
+    fused = kernels.get("sigmoid", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
     if fused:
         return fused(x)
     xp = ctx.xp
@@ -42,7 +48,7 @@ class Sigmoid(Op):
     @staticmethod
     def backward(ctx, g):
         y, = ctx.saved_tensors
-        fused = ctx.be.fused.get("sigmoid_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        fused = kernels.get("sigmoid_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
         return fused(y, g) if fused else g * y * (1 - y)
 
 
@@ -55,7 +61,7 @@ class Relu(Op):
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        fused = ctx.be.fused.get("relu_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        fused = kernels.get("relu_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
         return fused(x, g) if fused else g * ~(x <= 0)  # nan passes the gradient, as in torch
 
 
@@ -64,13 +70,13 @@ class LeakyRelu(Op):
     def forward(ctx, x, slope):
         ctx.save_for_backward(x)
         ctx.slope = slope
-        fused = ctx.be.fused.get("leaky_relu")  # a backend's one-launch kernel, where it has one (cuda)
+        fused = kernels.get("leaky_relu", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
         return fused(x, slope) if fused else ctx.xp.where(x > 0, x, x * x.dtype.type(slope))
 
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        fused = ctx.be.fused.get("leaky_relu_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        fused = kernels.get("leaky_relu_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
         return (fused(x, g, ctx.slope) if fused else ctx.xp.where(x > 0, g, g * g.dtype.type(ctx.slope))), None
 
 
@@ -88,7 +94,7 @@ class Gelu(Op):
         ctx.save_for_backward(x)
         ctx.approximate = approximate
         tanh = approximate == "tanh"
-        fused = ctx.be.fused.get("gelu_tanh" if tanh else "gelu")  # a backend's one-launch kernel (cuda)
+        fused = kernels.get("gelu_tanh" if tanh else "gelu", ctx.be)  # a backend's one-launch kernel (cuda)
         if fused:
             return fused(x)
         dt = x.dtype.type
@@ -100,7 +106,7 @@ class Gelu(Op):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         tanh = ctx.approximate == "tanh"
-        fused = ctx.be.fused.get("gelu_tanh_backward" if tanh else "gelu_backward")  # one launch (cuda)
+        fused = kernels.get("gelu_tanh_backward" if tanh else "gelu_backward", ctx.be)  # one launch (cuda)
         if fused:
             return fused(x, g), None
         xp, dt = ctx.xp, x.dtype.type
@@ -115,7 +121,7 @@ class Gelu(Op):
 
 def _softplus(ctx, x, beta, threshold):
     """log1p(exp(beta * x)) / beta computed without overflow; x itself above the threshold, as torch does."""
-    fused = ctx.be.fused.get("softplus")  # a backend's one-launch kernel, where it has one (cuda)
+    fused = kernels.get("softplus", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
     if fused:
         return fused(x, beta, threshold)
     xp = ctx.xp
@@ -135,7 +141,7 @@ class Softplus(Op):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         beta, threshold = ctx.params
-        fused = ctx.be.fused.get("softplus_backward")  # a backend's one-launch kernel, where it has one (cuda)
+        fused = kernels.get("softplus_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
         if fused:
             return fused(x, g, beta, threshold), None, None
         bx = x * x.dtype.type(beta)
@@ -299,3 +305,48 @@ class Mish(Op):
     def backward(ctx, g):
         x, t = ctx.saved_tensors
         return g * (t + x * _sigmoid(ctx, x) * (1 - t * t))
+
+
+# ---- the public ops -------------------------------------------------------------------------------
+
+tanh = _unary_float(Tanh)
+sigmoid = _unary_float(Sigmoid)
+
+
+@inplace_variant
+@tensor_method
+def relu(input):
+    return Relu.apply(input)
+
+
+def leaky_relu(input, negative_slope=0.01):
+    _require_float(input, "leaky_relu_cpu")
+    return LeakyRelu.apply(input, float(negative_slope))
+
+
+def gelu(input, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    _require_float(input, "GeluKernelImpl")
+    return Gelu.apply(input, approximate)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    _require_float(input, "softplus_cpu")
+    return Softplus.apply(input, float(beta), float(threshold))
+
+
+@tensor_method
+def softmax(input, dim, dtype=None):
+    if dtype is None:
+        _require_float(input, "softmax_kernel_impl")
+    x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
+    return Softmax.apply(x, x._dim(dim) if x.ndim else None)
+
+
+@tensor_method
+def log_softmax(input, dim, dtype=None):
+    if dtype is None:
+        _require_float(input, "log_softmax_kernel_impl")
+    x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
+    return LogSoftmax.apply(x, x._dim(dim) if x.ndim else None)

@@ -2,12 +2,12 @@
 
 A primitive is a small ``Function`` over backend arrays. ``forward(ctx, ...)`` receives NumPy or
 CuPy arrays (and plain Python values) and uses ``ctx.xp`` (the array namespace) or ``ctx.be`` (the
-backend: ``scatter_add``, ``erf``, fused kernels), so the same code runs on both devices.
+backend: ``scatter_add``, ``erf``; fused kernels come from ``rlpipe.kernels``), so the same code runs on both devices.
 ``Function.apply`` and the backward walk run them with NumPy's floating-point warnings off: inf and
 nan come out as in torch, and a formula may divide by zero where its result is masked out.
 ``backward(ctx, grad)`` returns one gradient per forward argument (None where the argument needs
-none). Promotion, argument checking and views are handled by the callers
-(``_ops.py``, ``nn/functional.py``).
+none). Promotion, argument checking and views are handled by the callers: the public ops below
+the Functions in each family's module (with ``common``'s helpers) and ``nn/functional.py``.
 """
 from ..autograd.function import Function
 

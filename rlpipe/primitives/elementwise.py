@@ -1,9 +1,23 @@
-"""Elementwise primitives: arithmetic (with broadcasting and Python-number operands), comparisons
-that pick (maximum, clamp, where), math functions, and the piecewise-constant ones (sign, floor, ...).
+"""Elementwise arithmetic and math: the Functions (with broadcasting and Python-number operands;
+maximum, clamp and where, which pick; the piecewise-constant sign, floor...) and the public ops
+``add``... ``where``, ``lerp``, ``nan_to_num``, with their Tensor methods, in-place variants and
+operators (``+ - * / // % **``, unary ``-``, ``abs``), and the no-graph fast path of ``x += y``.
 """
+import builtins
 import math
 
+import numpy as np
+
+from .. import _dtypes
+from .._dtypes import FLOATING_NP, scalar_kind
+from .._dispatch import torch_function
+from .._tensor import Tensor, tensor_method, wrap
+from ..autograd.grad_mode import state as _grad_state
+from ..backends.cpu import silence_fp_warnings, restore_fp_warnings
 from .base import Op, unbroadcast, shape_of, sign_of
+from .common import (_BFLOAT16, _NUMBER, _C_TYPE_NAMES, _LEGACY_TYPE_NAMES, inplace_variant, tensor_operator,
+                     _binary, _cast, _float_input, _into, _operands, _require_float, _scalar, _unary_float)
+from .comparison import logical_and, lt, ne
 
 
 class Add(Op):
@@ -97,8 +111,8 @@ class Remainder(Op):
         return unbroadcast(g, shape_of(x)), gy
 
 
-for _binary in (Add, Sub, Mul, Div, Pow, Remainder):
-    _binary.scalar_operands = True
+for _function in (Add, Sub, Mul, Div, Pow, Remainder):
+    _function.scalar_operands = True
 
 
 class Neg(Op):
@@ -398,7 +412,7 @@ class Lerp(Op):
         ctx.save_for_backward(start, end, weight)
         diff = end - start
         if shape_of(weight) is None:  # a Python number: one formula for every element
-            out = start + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
+            out = start + weight * diff if builtins.abs(weight) < 0.5 else end - diff * (1 - weight)
         else:
             out = xp.where(xp.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
         return out.astype(start.dtype, copy=False)
@@ -428,3 +442,369 @@ class NanToNum(Op):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return ctx.xp.where(ctx.xp.isfinite(x), g, ctx.xp.zeros((), dtype=g.dtype)), None, None, None
+
+
+# ---- the public ops -------------------------------------------------------------------------------
+
+def _scaled(other, alpha):
+    return other if alpha == 1 else mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+
+
+@tensor_operator("add", Add)
+@inplace_variant
+@tensor_method
+def add(input, other, *, alpha=1):
+    return _binary(Add, input, _scaled(other, alpha))
+
+
+@tensor_operator("sub", Sub)
+@inplace_variant
+@tensor_method
+def sub(input, other, *, alpha=1):
+    is_bool = [isinstance(x, (builtins.bool, np.bool_)) or isinstance(x, Tensor) and x._data.dtype == np.bool_
+               for x in (input, other)]
+    if builtins.all(is_bool):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    if builtins.any(is_bool):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+                           "to invert a mask, use the `~` or `logical_not()` operator instead.")
+    return _binary(Sub, input, _scaled(other, alpha))
+
+
+@tensor_operator("mul", Mul)
+@inplace_variant
+@tensor_method
+def mul(input, other):
+    return _binary(Mul, input, other)
+
+
+@tensor_operator("truediv", Div)
+@inplace_variant("div", "true_divide")
+@tensor_method("div", "true_divide", "divide")
+def div(input, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return _binary(Div, input, other, floating=True)
+    if rounding_mode == "floor":
+        _check_integer_divisor(input, other)
+        return FloorDivide.apply(*_operands(input, other), "floor")
+    if rounding_mode == "trunc":
+        a, b = _operands(input, other)
+        like = a if isinstance(a, Tensor) else b
+        a, b = (x if isinstance(x, Tensor) else full_like(like, x) for x in (a, b))
+        if like.is_floating_point():
+            return FloorDivide.apply(a, b, "trunc")
+        floor = floor_divide(a, b)  # integers: round toward zero instead of down
+        rounded_down = logical_and(ne(remainder(a, b), 0), ne(lt(a, 0), lt(b, 0)))
+        return where(rounded_down, floor + 1, floor)
+    raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
+
+
+true_divide = divide = div
+
+
+def full_like(like, value):
+    from rlpipe._creation import full
+    return full((), value, dtype=like.dtype, device=like.device)
+
+
+def _check_integer_divisor(input, other):
+    a, b = _operands(input, other)
+    t = a if isinstance(a, Tensor) else b
+    if not t.is_floating_point():
+        zero = b == 0 if not isinstance(b, Tensor) else builtins.bool((b._data == 0).any())
+        if zero:
+            raise RuntimeError("ZeroDivisionError")
+
+
+@tensor_operator("floordiv")
+@inplace_variant
+@tensor_method
+def floor_divide(input, other):
+    _check_integer_divisor(input, other)
+    try:
+        a, b = _operands(input, other)
+    except TypeError:
+        return NotImplemented
+    return FloorDivide.apply(a, b, "floor_divide")
+
+
+@tensor_operator("mod", Remainder)
+@inplace_variant
+@tensor_method
+def remainder(input, other):
+    _check_integer_divisor(input, other)
+    return _binary(Remainder, input, other)
+
+
+@tensor_operator("pow", Pow)
+@inplace_variant
+@tensor_method
+def pow(input, exponent):
+    if isinstance(exponent, _NUMBER) and isinstance(input, Tensor):
+        exponent = _scalar(exponent)
+        if input._data.dtype.kind in "iu" and isinstance(exponent, builtins.int) and exponent < 0:
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+    base, exp_ = _operands(input, exponent)
+    t = base if isinstance(base, Tensor) else exp_
+    if t._data.dtype.kind in "iu" and isinstance(exp_, Tensor) and builtins.bool((exp_._data < 0).any()):
+        return _integer_pow(base, exp_)
+    return Pow.apply(base, exp_)
+
+
+def _integer_pow(base, exponent):
+    """torch's integer power with negative exponents: 1**-n = 1, (-1)**-n = +-1, otherwise 0."""
+    xp = exponent._device._backend.xp
+    b = base._data if isinstance(base, Tensor) else base
+    e = exponent._data
+    positive = xp.power(b, xp.maximum(e, 0))
+    odd = (e % 2) != 0
+    negative = xp.where(xp.equal(b, 1), 1, xp.where(xp.equal(b, -1), xp.where(odd, -1, 1), 0))
+    return wrap(xp.where(e < 0, negative, positive).astype(positive.dtype), exponent._device)
+
+
+@inplace_variant
+@tensor_method("neg", "negative", "__neg__")
+def neg(input):
+    if input.dtype is _dtypes.bool:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+    return Neg.apply(input)
+
+
+negative = neg
+
+
+@inplace_variant
+@tensor_method("abs", "absolute", "__abs__")
+def abs(input):
+    return Abs.apply(input)
+
+
+absolute = abs
+
+
+@inplace_variant
+@tensor_method
+def sign(input):
+    return Sign.apply(input)
+
+
+@inplace_variant
+@tensor_method
+def reciprocal(input):
+    return Reciprocal.apply(_float_input(input))
+
+
+exp = _unary_float(Exp)
+expm1 = _unary_float(Expm1)
+log = _unary_float(Log)
+log1p = _unary_float(Log1p)
+sqrt = _unary_float(Sqrt)
+rsqrt = _unary_float(Rsqrt)
+sin = _unary_float(Sin)
+cos = _unary_float(Cos)
+
+
+erf = _unary_float(Erf)
+
+
+@tensor_method
+def log2(input):
+    return log(input) / float(np.log(2))
+
+
+@tensor_method
+def log10(input):
+    return log(input) / float(np.log(10))
+
+
+@tensor_method
+def square(input):
+    if input._data.dtype == np.bool_:
+        input = _cast(input, _dtypes.int64)
+    return mul(input, input)
+
+
+@inplace_variant
+@tensor_method
+def floor(input):
+    return Floor.apply(input) if input.is_floating_point() else input.clone()
+
+
+@inplace_variant
+@tensor_method
+def ceil(input):
+    return Ceil.apply(input) if input.is_floating_point() else input.clone()
+
+
+@inplace_variant
+@tensor_method("trunc", "fix")
+def trunc(input):
+    return Trunc.apply(input) if input.is_floating_point() else input.clone()
+
+
+fix = trunc
+
+
+@inplace_variant
+@tensor_method
+def round(input, *, decimals=0):
+    if not input.is_floating_point():
+        return input.clone()
+    return Round.apply(input, decimals) if decimals else Round.apply(input)
+
+
+@inplace_variant("clamp", "clip")
+@tensor_method("clamp", "clip")
+def clamp(input, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    bounds = [_scalar(b) if isinstance(b, _NUMBER) else b for b in (min, max)]
+    given = [b for b in bounds if b is not None]
+    tensors = [input] + [b for b in given if isinstance(b, Tensor)]
+    target = _dtypes.result_type([t.dtype for t in tensors if t._data.ndim],
+                                 [t.dtype for t in tensors if not t._data.ndim],
+                                 [scalar_kind(b) for b in given if not isinstance(b, Tensor)])
+    cast = lambda b: _cast(b, target) if isinstance(b, Tensor) else b
+    return Clamp.apply(cast(input), *map(cast, bounds))
+
+
+clip = clamp
+
+
+@inplace_variant
+@tensor_method
+def clamp_min(input, min):
+    return clamp(input, min=min)
+
+
+@inplace_variant
+@tensor_method
+def clamp_max(input, max):
+    return clamp(input, max=max)
+
+
+@tensor_method
+@torch_function("input", "other")
+def maximum(input, other):
+    return _binary(Maximum, input, other)
+
+
+@tensor_method
+@torch_function("input", "other")
+def minimum(input, other):
+    return _binary(Minimum, input, other)
+
+
+@torch_function("input", "other")
+def where(condition, input=None, other=None, *, out=None):
+    """Picks ``input`` where ``condition`` holds and ``other`` elsewhere (scalars allowed)."""
+    if out is not None:
+        return _into(out, where(condition, input, other))
+    if input is None and other is None:
+        return condition.nonzero(as_tuple=True)  # (a method: indexing imports this module)
+    if not isinstance(condition, Tensor):
+        raise TypeError(f"where(): condition must be a Tensor, got {type(condition).__name__}")
+    if condition.dtype is not _dtypes.bool:
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{condition.dtype}")
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        from rlpipe._creation import as_tensor
+        input = as_tensor(input, device=condition.device)
+    x, y = _operands(input, other)
+    return Where.apply(condition, x, y)
+
+
+def _arithmetic_inplace(name, ufunc):
+    """Replaces Tensor's in-place arithmetic method ``name`` (``add_``, ``__iadd__`` ...) by one that,
+    where nothing needs recording, writes ``ufunc(self, other)`` straight into self's memory: a float
+    tensor (not bfloat16) with a Python int or float, or with a tensor of its dtype, device and shape.
+    Anything else (alpha=, broadcasting, promotion, graphs) takes the general method, whose result
+    is the same."""
+    general = getattr(Tensor, name)
+
+    def method(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs:
+            other, data = args[0], self._data
+            dtype, kind = data.dtype, type(other)
+            if dtype in FLOATING_NP and dtype != _BFLOAT16:
+                if kind is builtins.float or kind is builtins.int:
+                    operand, recording = other, self._requires_grad
+                elif isinstance(other, Tensor) and other._device is self._device and other._data.dtype == dtype \
+                        and other._data.shape == data.shape:
+                    operand, recording = other._data, self._requires_grad or other._requires_grad
+                else:
+                    recording = None
+                if recording is not None and not (recording and _grad_state[0]) \
+                        and self._device._backend.writable(data):
+                    quiet = silence_fp_warnings()  # x /= 0 gives inf, as in torch, without a warning
+                    try:
+                        getattr(self._device._backend.xp, ufunc)(data, operand, out=data)
+                    finally:
+                        restore_fp_warnings(quiet)
+                    self._vc[0] += 1
+                    return self
+        return general(self, *args, **kwargs)
+    method.__name__, method.__doc__ = general.__name__, general.__doc__
+    setattr(Tensor, name, method)
+
+
+for _names, _ufunc in ((("add_", "__iadd__"), "add"), (("sub_", "__isub__"), "subtract"),
+                       (("mul_", "__imul__"), "multiply"), (("div_", "true_divide_", "__itruediv__"), "true_divide")):
+    for _name in _names:
+        _arithmetic_inplace(_name, _ufunc)
+
+
+@tensor_method("where")
+def _where_method(self, condition, other):
+    return where(condition, self, other)
+
+
+@tensor_method("__pos__")
+def _positive(self):
+    return self
+
+
+@inplace_variant
+@tensor_method
+def lerp(input, end, weight):
+    """input + weight * (end - input); ``weight`` a number or a tensor (all three broadcast)."""
+    kernel = "lerp_kernel_tensor" if isinstance(weight, Tensor) else "lerp_kernel_scalar"
+    _require_float(input, kernel)
+    if not isinstance(end, Tensor):
+        raise TypeError(f"lerp(): argument 'end' must be Tensor, not {type(end).__name__}")
+    for name, other in (("end", end), ("weight", weight)):
+        if isinstance(other, Tensor) and other.dtype is not input.dtype and (name == "end" or other.ndim):
+            raise RuntimeError(f"expected dtype {_C_TYPE_NAMES[input.dtype.name]} for `{name}` but got dtype "
+                               f"{_C_TYPE_NAMES[other.dtype.name]}")
+    weight = _cast(weight, input.dtype) if isinstance(weight, Tensor) else builtins.float(_scalar(weight))
+    return Lerp.apply(input, end, weight)
+
+
+@inplace_variant
+@tensor_method
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (by default 0 and the dtype's
+    largest and lowest finite values); integer and bool tensors come back as copies."""
+    if not input.is_floating_point():
+        return input.clone()
+    info = _dtypes.finfo(input.dtype)
+    return NanToNum.apply(input, nan, info.max if posinf is None else posinf,
+                            info.min if neginf is None else neginf)
+
+
+@inplace_variant
+@tensor_method
+def erfc(input):
+    """1 - erf(x) (computed so: it loses relative precision where erfc is tiny, x > ~4 in float32)."""
+    return 1 - erf(input)
+
+
+@inplace_variant
+@tensor_method
+def frac(input):
+    """x - trunc(x): the fractional part, with x's sign."""
+    if not input.is_floating_point():
+        raise RuntimeError(f'"frac_cpu" not implemented for \'{_LEGACY_TYPE_NAMES[input.dtype.name]}\'')
+    return input - trunc(input)

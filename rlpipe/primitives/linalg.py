@@ -1,6 +1,17 @@
-"""Products: matmul, linear (x @ w.T + b in one node) and einsum.
+"""Products: the Functions (matmul, linear: x @ w.T + b in one node, einsum) and the public ops
+(matmul and the ``@`` operator, mm, bmm, dot, outer, einsum, linear).
 """
+import builtins
+import collections
+import string
+
+import numpy as np
+
+from .._tensor import Tensor, tensor_method
 from .base import Op, unbroadcast
+from .common import _C_TYPE_NAMES, tensor_operator, _tensor_like
+from .elementwise import mul
+from .shape import unsqueeze
 
 
 class MatMul(Op):
@@ -53,7 +64,7 @@ class Linear(Op):
 
 
 class Einsum(Op):
-    """einsum with an explicit equation (``_ops.einsum`` makes it explicit and expands '...')."""
+    """einsum with an explicit equation (the public ``einsum`` makes it explicit and expands '...')."""
 
     @staticmethod
     def forward(ctx, *operands, inputs, output):
@@ -82,3 +93,108 @@ class Einsum(Op):
             grads.append(unbroadcast(xp.broadcast_to(partial, xp.broadcast_shapes(partial.shape, x.shape)), x.shape)
                          .astype(x.dtype, copy=False))
         return tuple(grads)
+
+
+# ---- the public ops -------------------------------------------------------------------------------
+
+@tensor_operator("matmul", inplace=False)
+@tensor_method
+def matmul(input, other):
+    if not isinstance(input, Tensor):
+        input = _tensor_like(input, other)
+    if not isinstance(other, Tensor):
+        other = _tensor_like(other, input)
+    if input._data.dtype != other._data.dtype:  # equal, not identical: unpickled arrays have their own dtype objects
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_C_TYPE_NAMES.get(input.dtype.name)}"
+                           f" != {_C_TYPE_NAMES.get(other.dtype.name)}")
+    try:
+        return MatMul.apply(input, other)
+    except RuntimeError:
+        raise RuntimeError(_matmul_error(input, other)) from None
+
+
+def _matmul_error(a, b):
+    if a.ndim == 0 or b.ndim == 0:
+        return f"both arguments to matmul need to be at least 1D, but they are {a.ndim}D and {b.ndim}D"
+    k_a, k_b = a.shape[-1], (b.shape[-2] if b.ndim > 1 else b.shape[0])
+    rows = builtins.int(np.prod(a.shape[:-1])) if a.ndim > 1 else 1
+    if k_a != k_b:
+        return f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k_a} and {k_b}x{b.shape[-1] if b.ndim > 1 else 1})"
+    return f"matmul: batch dimensions {list(a.shape[:-2])} and {list(b.shape[:-2])} cannot be broadcast"
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias, as one fused op (what nn.Linear runs)."""
+    dt = input._data.dtype
+    if weight._data.dtype != dt or bias is not None and bias._data.dtype != dt:
+        raise RuntimeError(f"linear: expected input, weight and bias of one dtype, got {input.dtype}, "
+                           f"{weight.dtype} and {None if bias is None else bias.dtype}")
+    try:
+        return Linear.apply(input, weight, bias)
+    except (RuntimeError, AttributeError):  # the shapes are checked only once something failed
+        x, w = input._data, weight._data
+        if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({builtins.int(np.prod(x.shape[:-1]))}x"
+                               f"{x.shape[-1] if x.ndim else 1} and {w.shape[-1]}x{w.shape[0]})") from None
+        if bias is not None and bias._data.shape not in ((w.shape[0],), (1,), ()):
+            raise RuntimeError(f"linear: bias of shape {list(bias.shape)} does not match {w.shape[0]} output "
+                               "features") from None
+        raise
+
+
+@tensor_method
+def mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"mm(): expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
+    return matmul(input, mat2)
+
+
+@tensor_method
+def bmm(input, mat2):
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise RuntimeError(f"bmm(): expected 3D tensors, got {input.ndim}D and {mat2.ndim}D")
+    if input.shape[0] != mat2.shape[0]:
+        raise RuntimeError(f"bmm(): batch sizes differ: {input.shape[0]} and {mat2.shape[0]}")
+    return matmul(input, mat2)
+
+
+@tensor_method
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    return matmul(input, other)
+
+
+@tensor_method
+def outer(input, vec2):
+    return mul(unsqueeze(input, 1), unsqueeze(vec2, 0))
+
+
+def einsum(equation, *operands):
+    """Einstein summation, with '...' and the implicit (no '->') form."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    equation = equation.replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != len(operands):
+        raise ValueError(f"einsum(): the equation has {len(inputs)} operands but {len(operands)} were given")
+    free = [c for c in string.ascii_letters if c not in equation]
+    ranks = [op.ndim - (len(sub) - 3) for sub, op in zip(inputs, operands) if "..." in sub]
+    ellipsis_letters = "".join(free[:builtins.max(ranks, default=0)])
+    expanded = []
+    for sub, op in zip(inputs, operands):
+        if "..." in sub:  # an operand with fewer '...' dims takes the rightmost letters, as broadcasting does
+            n = op.ndim - (len(sub) - 3)
+            sub = sub.replace("...", ellipsis_letters[len(ellipsis_letters) - n:] if n > 0 else "")
+        if len(sub) != op.ndim:
+            raise ValueError(f"einsum(): the subscripts {sub!r} do not match an operand with {op.ndim} dimensions")
+        expanded.append(sub)
+    if arrow:
+        output = rhs.replace("...", ellipsis_letters)
+    else:
+        counts = collections.Counter("".join(expanded))
+        output = ellipsis_letters + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ellipsis_letters))
+    if len({o._data.dtype for o in operands}) > 1:
+        raise RuntimeError(f"einsum(): operands do not have the same dtype: {[o.dtype.name for o in operands]}")
+    return Einsum.apply(*operands, inputs=tuple(expanded), output=output)

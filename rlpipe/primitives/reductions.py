@@ -1,6 +1,23 @@
-"""Reductions (sum, mean, prod, extremes, var/std, logsumexp, norm) and cumulative sums and products.
+"""Reductions (sum, mean, prod, extremes, var/std, logsumexp, norm, all/any), cumulative sums,
+products and extremes, and quantiles: the Functions and the public ops.
 """
+import builtins
+import math
+
+import numpy as np
+
+from .. import _dtypes
+from .._dispatch import torch_function
+from .._dtypes import FLOATING_NP
+from .._tensor import Tensor, tensor_method, wrap
+from ..return_types import max as max_return, min as min_return, cummax as cummax_return, cummin as cummin_return
 from .base import Op, along_dim, expand_reduced, sign_of
+from .common import _INT64, _LEGACY_TYPE_NAMES, _cast, _float_input
+from .comparison import isnan, ne
+from .elementwise import maximum, minimum, where
+from .indexing import Gather
+from .shape import narrow, reshape, squeeze, stack
+from .sorting import _zeros_like_int, sort
 
 
 class Sum(Op):
@@ -22,13 +39,13 @@ class Mean(Op):
     def forward(ctx, x, dims, keepdim, dtype):
         ctx.args = x.shape, dims, keepdim
         out = ctx.xp.mean(x, axis=dims, keepdims=keepdim, dtype=dtype)
-        ctx.count = x.size // max(out.size, 1) if x.size else 0
+        ctx.count = x.size // builtins.max(out.size, 1) if x.size else 0
         return out
 
     @staticmethod
     def backward(ctx, g):
         shape, dims, keepdim = ctx.args
-        g = expand_reduced(g, shape, dims, keepdim) / max(ctx.count, 1)
+        g = expand_reduced(g, shape, dims, keepdim) / builtins.max(ctx.count, 1)
         return ctx.xp.broadcast_to(g, shape), None, None, None
 
 
@@ -117,7 +134,7 @@ class Var(Op):
     def forward(ctx, x, dims, correction, keepdim):
         xp = ctx.xp
         diff = x - xp.mean(x, axis=dims, keepdims=True)
-        denom = max(_count(x.shape, dims) - correction, 0)
+        denom = builtins.max(_count(x.shape, dims) - correction, 0)
         ctx.save_for_backward(diff)
         ctx.args = dims, keepdim, denom
         scale = 1.0 / denom if denom else float("inf")  # 0/0 gives nan and s/0 inf, as in torch
@@ -255,3 +272,322 @@ class CumProd(Op):
             index[d] = slice(i, i + 1)
             grad[tuple(index)] = tail
         return grad, None, None
+
+
+# ---- the public ops -------------------------------------------------------------------------------
+
+def _reduce_dims(x, dim):
+    """Normalized reduction dims: None for all, else a sorted tuple (duplicates rejected)."""
+    if dim is None or x._data.ndim == 0:
+        if dim is not None:
+            dims = [x._dim(d) for d in (dim if isinstance(dim, (list, tuple)) else (dim,))]
+            if len(set(dims)) < len(dims):
+                raise RuntimeError(f"dim {dims[0]} appears multiple times in the list of dims")
+        return None
+    if isinstance(dim, (list, tuple)):
+        if not dim:
+            return None
+        dims = [x._dim(d) for d in dim]
+        for d in dims:
+            if dims.count(d) > 1:
+                raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        return tuple(sorted(dims))
+    return (x._dim(dim),)
+
+
+def _accumulator(x, dtype):
+    """The NumPy dtype a sum or product accumulates in: int64 for integers and bools, float32 for
+    half types (their result is cast back), as torch does."""
+    if dtype is not None:
+        return _dtypes.as_dtype(dtype).np
+    if x._data.dtype in FLOATING_NP:
+        return np.dtype(np.float32) if x._data.dtype.itemsize < 4 else None
+    return np.dtype(np.int64)
+
+
+def _back_to_half(result, input, dtype):
+    return _cast(result, input.dtype) if dtype is None and input._data.dtype.itemsize < 4 and \
+        input.is_floating_point() else result
+
+
+@torch_function("input")
+@tensor_method
+def sum(input, dim=None, keepdim=False, *, dtype=None):
+    return _back_to_half(Sum.apply(input, _reduce_dims(input, dim), keepdim, _accumulator(input, dtype)),
+                         input, dtype)
+
+
+@tensor_method
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    if not input.is_floating_point():
+        return sum(input, dim, keepdim, dtype=dtype)
+    return sum(where(isnan(input), 0.0, input), dim, keepdim, dtype=dtype)
+
+
+@torch_function("input")
+@tensor_method
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    if dtype is None and not input.is_floating_point():
+        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "
+                           f"or complex dtype. Got: {input.dtype.name.capitalize()}")
+    if dtype is not None:
+        input = _cast(input, _dtypes.as_dtype(dtype))
+    return Mean.apply(input, _reduce_dims(input, dim), keepdim, None)
+
+
+@torch_function("input")
+@tensor_method
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    if dim is not None:
+        dim = input._dim(dim)  # checked even for 0-d tensors, which have nothing to reduce
+        if not input.ndim:
+            dim = None
+    return Prod.apply(input, dim, keepdim, _accumulator(input, dtype))
+
+
+def _extreme(input, dim, keepdim, other, largest):
+    if isinstance(dim, Tensor):  # max(a, b) is maximum(a, b)
+        other, dim = dim, None
+    if other is not None:
+        return maximum(input, other) if largest else minimum(input, other)
+    if dim is None:
+        if input.numel() == 0:
+            raise RuntimeError(f"{'max' if largest else 'min'}(): Expected reduction dim to be specified for "
+                               "input.numel() == 0. Specify the reduction dim with the 'dim' argument.")
+        return (Amax if largest else Amin).apply(input, None, False)
+    d = input._dim(dim)
+    if input.ndim == 0:
+        return (max_return if largest else min_return)(input.clone(), _zeros_like_int(input))
+    values, indices = ExtremeAlongDim.apply(input, d, keepdim, largest)
+    return (max_return if largest else min_return)(values, indices)
+
+
+@tensor_method
+def max(input, dim=None, keepdim=False, *, other=None):
+    """max(x): the largest value; max(x, dim): (values, indices); max(x, y): maximum(x, y)."""
+    return _extreme(input, dim, keepdim, other, True)
+
+
+@tensor_method
+def min(input, dim=None, keepdim=False, *, other=None):
+    return _extreme(input, dim, keepdim, other, False)
+
+
+@tensor_method
+def amax(input, dim=(), keepdim=False):
+    return _extreme_values(Amax, input, dim, keepdim, "amax")
+
+
+@tensor_method
+def amin(input, dim=(), keepdim=False):
+    return _extreme_values(Amin, input, dim, keepdim, "amin")
+
+
+def _extreme_values(function, input, dim, keepdim, name):
+    dims = _reduce_dims(input, dim)
+    if dims is None and input.numel() == 0:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+    return function.apply(input, dims, keepdim)
+
+
+def _arg_extreme(input, dim, keepdim, name):
+    data = input._data
+    if data.dtype == np.bool_:
+        raise RuntimeError(f"{name}(): does not support bool input")
+    if dim is None:
+        out = getattr(data.reshape(-1), name)()
+        if keepdim:
+            out = out.reshape((1,) * data.ndim)
+    else:
+        ndim = data.ndim
+        axis = dim if type(dim) is builtins.int and -ndim <= dim < ndim else input._dim(dim) if ndim else None
+        out = getattr(data, name)(axis=axis, keepdims=keepdim)
+    backend = input._device._backend
+    if type(out) is not backend.ndarray:  # a 0-d result comes back as a NumPy scalar
+        out = backend.xp.asarray(out)
+    if out.dtype != _INT64:  # (intp is int32 on some platforms)
+        out = out.astype(np.int64)
+    return wrap(out, input._device)
+
+
+@tensor_method
+def argmax(input, dim=None, keepdim=False):
+    return _arg_extreme(input, dim, keepdim, "argmax")
+
+
+@tensor_method
+def argmin(input, dim=None, keepdim=False):
+    return _arg_extreme(input, dim, keepdim, "argmin")
+
+
+@torch_function("input")
+@tensor_method
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return _spread(Var, input, dim, unbiased, keepdim, correction)
+
+
+def _spread(function, input, dim, unbiased, keepdim, correction):
+    if unbiased is not None and correction is not None:
+        raise RuntimeError("var(): cannot give both 'unbiased' and 'correction'")
+    if isinstance(dim, builtins.bool):  # var(x, False): the legacy 'unbiased' positional
+        unbiased, dim = dim, None
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    if not input.is_floating_point():
+        raise RuntimeError(f"std and var only support floating point and complex dtypes, got {input.dtype}")
+    return function.apply(input, _reduce_dims(input, dim), correction, keepdim)
+
+
+@torch_function("input")
+@tensor_method
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return _spread(Std, input, dim, unbiased, keepdim, correction)
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
+
+@tensor_method
+def logsumexp(input, dim, keepdim=False):
+    dims = _reduce_dims(input, dim)
+    return LogSumExp.apply(_float_input(input), tuple(range(input.ndim)) if dims is None else dims, keepdim)
+
+
+@tensor_method
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """The vector p-norm over ``dim`` (all elements by default); 'fro' is the 2-norm."""
+    if not input.is_floating_point():
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                           f"Got {_LEGACY_TYPE_NAMES[input.dtype.name]}")
+    x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
+    dims = _reduce_dims(x, dim)
+    if p == "fro":
+        p = 2
+    if p in (float("inf"), "inf"):
+        return amax(abs(x), dims or (), keepdim)
+    if p in (float("-inf"), "-inf"):
+        return amin(abs(x), dims or (), keepdim)
+    if isinstance(p, str):
+        raise RuntimeError(f"norm(): unsupported p={p!r}; expected a number, 'fro', inf or -inf")
+    return Norm.apply(x, builtins.float(p), dims, keepdim)
+
+
+@tensor_method
+def all(input, dim=None, keepdim=False):
+    return _logical_reduce(input, dim, keepdim, "all")
+
+
+@tensor_method
+def any(input, dim=None, keepdim=False):
+    return _logical_reduce(input, dim, keepdim, "any")
+
+
+def _logical_reduce(input, dim, keepdim, name):
+    xp = input._device._backend.xp
+    out = xp.asarray(getattr(xp, name)(input._data, axis=_reduce_dims(input, dim), keepdims=keepdim))
+    return wrap(out.astype(np.uint8) if input._data.dtype == np.uint8 else out, input._device)
+
+
+@tensor_method
+def count_nonzero(input, dim=None):
+    return sum(ne(input, 0), dim)
+
+
+@tensor_method
+def cumsum(input, dim, *, dtype=None):
+    return _cumulative(CumSum, input, dim, dtype)
+
+
+@tensor_method
+def cumprod(input, dim, *, dtype=None):
+    return _cumulative(CumProd, input, dim, dtype)
+
+
+def _cumulative(function, input, dim, dtype):
+    d = input._dim(dim)
+    if not input.ndim:
+        input = reshape(input, 1)
+        return reshape(_back_to_half(function.apply(input, 0, _accumulator(input, dtype)), input, dtype), ())
+    return _back_to_half(function.apply(input, d, _accumulator(input, dtype)), input, dtype)
+
+
+def _running_extreme(input, dim, largest):
+    """(values, indices) of the running max (or min) along ``dim``; on ties the later index wins, as
+    in torch. The indices come from one pass over the dim; the values gather the input through them
+    (so gradients reach the elements that were picked)."""
+    d = input._dim(dim)
+    x = input if input.ndim else reshape(input, 1)
+    xp = x._device._backend.xp
+    data = xp.moveaxis(x._data, d if input.ndim else 0, 0)
+    best, index = data[0].copy(), xp.zeros(data.shape[1:], dtype=np.int64)
+    indices = xp.empty(data.shape, dtype=np.int64)
+    indices[0] = index
+    for i in range(1, data.shape[0]):
+        better = ((data[i] >= best) if largest else (data[i] <= best)) | (data[i] != data[i])  # NaN wins
+        index = xp.where(better, i, index)
+        best = xp.where(better, data[i], best)
+        indices[i] = index
+    indices = wrap(xp.ascontiguousarray(xp.moveaxis(indices, 0, d if input.ndim else 0)), x._device)
+    values = Gather.apply(x, d if input.ndim else 0, indices._data)
+    if not input.ndim:
+        return reshape(values, ()), reshape(indices, ())
+    return values, indices
+
+
+@tensor_method
+def cummax(input, dim):
+    return cummax_return(*_running_extreme(input, dim, True))
+
+
+@tensor_method
+def cummin(input, dim):
+    return cummin_return(*_running_extreme(input, dim, False))
+
+
+_QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+@tensor_method
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    """The q-th quantiles along ``dim`` (all elements when None), interpolated between the two
+    nearest sorted values as torch.quantile does; a 1-D ``q`` adds a leading dim of its size."""
+    if not input.is_floating_point():
+        raise RuntimeError("quantile() input tensor must be either float or double dtype")
+    if interpolation not in _QUANTILE_MODES:
+        raise ValueError(f"quantile() interpolation must be one of {', '.join(_QUANTILE_MODES)}. "
+                         f"Got {interpolation}")
+    qs = q.detach().cpu().numpy().astype(np.float64) if isinstance(q, Tensor) else np.asarray(q, np.float64)
+    if qs.ndim > 1:
+        raise RuntimeError("quantile() q must be a scalar or 1D tensor")
+    bad = [v for v in qs.reshape(-1).tolist() if not 0 <= v <= 1]
+    if bad:
+        raise RuntimeError(f"quantile() q must be in the range [0, 1] but got {bad[0]}")
+    x, d = (reshape(input, -1), 0) if dim is None else (input, input._dim(dim))
+    if x.ndim == 0:
+        x, d = reshape(x, 1), 0
+    n = x.shape[d]
+    if n == 0:
+        raise RuntimeError("quantile() input tensor must be non-empty")
+    ordered = sort(x, d).values
+    nan = any(isnan(x), d, keepdim=True)
+    picked = []
+    for value in qs.reshape(-1):
+        pos = value * (n - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        if interpolation == "nearest":
+            lo = hi = builtins.int(np.round(pos))
+        frac = {"lower": 0.0, "higher": 1.0, "midpoint": 0.5}.get(interpolation, pos - lo)
+        low, high = narrow(ordered, d, lo, 1), narrow(ordered, d, hi, 1)
+        picked.append(where(nan, math.nan, low if lo == hi else low + (high - low) * frac))
+    out = stack(picked, 0) if qs.ndim else picked[0]
+    axis = d + 1 if qs.ndim else d
+    if dim is None:
+        return reshape(out, (len(picked),) + (1,) * input.ndim) if keepdim and qs.ndim else \
+            reshape(out, (1,) * input.ndim) if keepdim else reshape(out, (-1,) if qs.ndim else ())
+    return out if keepdim else squeeze(out, axis)

@@ -1,7 +1,19 @@
-"""Shape and layout (reshape, permute, expand, repeat, flip, roll, cat, stack, split, pad), casts,
-copies between devices, and the nodes behind views updated in place.
+"""Shape and layout: the Functions (reshape, permute, expand, repeat, flip, roll, cat, stack, split,
+clone, pad, triangles) and the public ops, most of them views of their input (reshape, view,
+squeeze, transpose, expand, split...; ``common._mark_view`` records it), the joins and splits,
+and the Tensor properties ``T``/``mT``.
 """
+import builtins
+import operator
+
+import numpy as np
+
+from .. import _dtypes
+from .._dispatch import torch_function
+from .._tensor import Tensor, tensor_method, wrap
+from ..autograd.grad_mode import state as _grad_state
 from .base import Op, unbroadcast
+from .common import _LEGACY_TYPE_NAMES, inplace_variant, _cast, _into, _mark_view, _new_view
 
 
 class Reshape(Op):
@@ -131,30 +143,6 @@ class Split(Op):
         return (xp.stack(grads, axis=dim) if squeeze else xp.concatenate(grads, axis=dim)), None, None, None
 
 
-class Cast(Op):
-    @staticmethod
-    def forward(ctx, x, dtype):
-        ctx.dtype = x.dtype
-        return x.astype(dtype)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g.astype(ctx.dtype), None
-
-
-class ToDevice(Op):
-    """Copies between devices; the caller sets the output tensor's device."""
-
-    @staticmethod
-    def forward(ctx, x, source, target):
-        ctx.source = source
-        return target._backend.asarray(x, index=target.index)
-
-    @staticmethod
-    def backward(ctx, g):
-        return ctx.source._backend.asarray(g, index=ctx.source.index), None, None
-
-
 class Clone(Op):
     @staticmethod
     def forward(ctx, x):
@@ -163,41 +151,6 @@ class Clone(Op):
     @staticmethod
     def backward(ctx, g):
         return g
-
-
-class AsView(Op):
-    """Re-takes a view of an updated base: the view's grad_fn after an in-place op on it."""
-
-    @staticmethod
-    def forward(ctx, base, view_fn):
-        ctx.args = base.shape, view_fn
-        return view_fn(base)
-
-    @staticmethod
-    def backward(ctx, g):
-        shape, view_fn = ctx.args
-        out = ctx.xp.zeros(shape, dtype=g.dtype)
-        view_fn(out)[...] = g
-        return out, None
-
-
-class ViewUpdate(Op):
-    """base with its view ``view_fn(base)`` replaced by ``value``: the base's grad_fn after an
-    in-place op on one of its views (torch's CopySlices)."""
-
-    @staticmethod
-    def forward(ctx, base, value, view_fn):
-        out = base.copy()
-        view_fn(out)[...] = value
-        ctx.args = view_fn, value.shape
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        view_fn, value_shape = ctx.args
-        gb = g.copy()
-        view_fn(gb)[...] = 0
-        return gb, unbroadcast(view_fn(g).copy(), value_shape), None
 
 
 def _source_positions(xp, n, before, after, mode):
@@ -276,3 +229,553 @@ class Triangle(Op):
         diagonal, upper = ctx.args
         return (ctx.xp.triu if upper else ctx.xp.tril)(g, diagonal), None, None
 
+
+# ---- the public ops -------------------------------------------------------------------------------
+
+def _shape_arg(args):
+    """The sizes given as ints or as one tuple, list or Size: each must be an integer (a Python or
+    NumPy int, or an integer 0-d tensor), as torch asks: TypeError for a float or None."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    sizes = []
+    for pos, a in enumerate(args):
+        try:
+            sizes.append(operator.index(a))
+        except TypeError:
+            raise TypeError(f"argument 'size' must be tuple of ints, but found element of type "
+                            f"{type(a).__name__} at pos {pos}") from None
+    return tuple(sizes)
+
+
+def _infer_shape(shape, numel):
+    if list(shape).count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+
+def _numpy_shape(shape):
+    """view/reshape's shape arguments as NumPy takes them: the ints, or the one tuple, list or Size
+    they came in. NumPy refuses what is not an int (TypeError) or not a valid shape (ValueError)
+    but reads any negative size as -1: the fast paths check that the result is what was asked
+    or that the one negative size was -1; else the slow paths convert the arguments and raise
+    torch's errors."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0]) if type(shape[0]) is list else shape[0]  # a Size is a tuple
+    return shape
+
+
+def _same_array(a):
+    """The view function of a reshape to the same shape."""
+    return a
+
+
+@tensor_method
+def reshape(input, *shape):
+    if not (input._requires_grad and _grad_state[0]):  # no graph: NumPy reshapes
+        given = _numpy_shape(shape)
+        try:
+            out = input._data.reshape(given)
+        except (ValueError, TypeError):
+            pass
+        else:
+            new = out.shape
+            if new == given or -1 in given:  # NumPy reads any negative size as -1, torch only -1
+                if new == input._data.shape:
+                    return _new_view(input, out, _same_array)
+                return _mark_view(wrap(out, input._device), input, lambda a: a.reshape(new), may_copy=True)
+    shape = _infer_shape(_shape_arg(shape), input.numel())
+    if shape == input._data.shape:
+        return _mark_view(Reshape.apply(input, shape), input, _same_array)
+    return _mark_view(Reshape.apply(input, shape), input, lambda a: a.reshape(shape), may_copy=True)
+
+
+@tensor_method
+def view(input, *shape):
+    """reshape that never copies: a RuntimeError where the layout would need a copy.
+    ``view(dtype)`` reinterprets the bytes, as in torch."""
+    if not (input._requires_grad and _grad_state[0]):  # no graph: a NumPy view
+        out, given = input._data.view(), _numpy_shape(shape)
+        try:
+            out.shape = given  # raises instead of copying
+        except (AttributeError, ValueError, TypeError):
+            pass
+        else:
+            new = out.shape
+            if new == given or -1 in given:  # as in reshape
+                return _new_view(input, out, _same_array if new == input._data.shape else lambda a: a.reshape(new))
+    if len(shape) == 1 and isinstance(shape[0], _dtypes.dtype):
+        return _view_dtype(input, shape[0])
+    shape = _infer_shape(_shape_arg(shape), input.numel())
+    probe = input._data.view()
+    try:
+        probe.shape = shape
+    except AttributeError:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                           "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
+    return reshape(input, shape)
+
+
+def _view_dtype(input, dtype):
+    """``input.view(dtype)``: the same bytes read as ``dtype``."""
+    return _mark_view(wrap(input._data.view(dtype.np), input._device), input, lambda a: a.view(dtype.np))
+
+
+@tensor_method
+def view_as(input, other):
+    return view(input, other.shape)
+
+
+@tensor_method
+def reshape_as(input, other):
+    return reshape(input, other.shape)
+
+
+@torch_function("input")
+@tensor_method
+def flatten(input, start_dim=0, end_dim=-1):
+    if input.ndim == 0:
+        return reshape(input, 1)
+    s, e = input._dim(start_dim), input._dim(end_dim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = input.shape
+    n = 1
+    for d in range(s, e + 1):
+        n *= shape[d]
+    return reshape(input, shape[:s] + (n,) + shape[e + 1:])
+
+
+@torch_function("input")
+@tensor_method
+def unflatten(input, dim, sizes):
+    d = input._dim(dim)
+    sizes = tuple(sizes)
+    inner = _infer_shape(sizes, input.shape[d])
+    return reshape(input, input.shape[:d] + inner + input.shape[d + 1:])
+
+
+@torch_function("input")
+@tensor_method
+def squeeze(input, dim=None):
+    shape = input.shape
+    if dim is None:
+        dims = [d for d, s in enumerate(shape) if s == 1]
+    else:
+        dims = [input._dim(d) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    return reshape(input, tuple(s for d, s in enumerate(shape) if not (d in dims and s == 1)))
+
+
+@torch_function("input")
+@tensor_method
+def unsqueeze(input, dim):
+    n = input.ndim + 1
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    d = dim % n
+    shape = input._data.shape
+    shape = shape[:d] + (1,) + shape[d:]
+    if not (input._requires_grad and _grad_state[0]):  # a new unit dim is always a view
+        return _new_view(input, input._data.reshape(shape), lambda a: a.reshape(shape))
+    return reshape(input, shape)
+
+
+@torch_function("input")
+@tensor_method
+def permute(input, *dims, **kwargs):
+    if kwargs:  # torch.permute(input, dims=...)
+        if dims or set(kwargs) != {"dims"}:
+            raise TypeError(f"permute() takes the dims positionally or as dims=, got {dims} and {sorted(kwargs)}")
+        dims = (kwargs["dims"],)
+    dims = _shape_arg(dims)
+    if len(dims) != input.ndim:
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
+                           f"length of the desired ordering of dimensions i.e. input.dim() = {input.ndim} "
+                           f"is not equal to len(dims) = {len(dims)}")
+    dims = tuple(input._dim(d) for d in dims)
+    if len(set(dims)) != len(dims):
+        raise RuntimeError(f"permute(): duplicate dims are not allowed (got {dims})")
+    return _mark_view(Permute.apply(input, dims), input, lambda a: a.transpose(dims))
+
+
+@torch_function("input")
+@tensor_method("transpose", "swapaxes", "swapdims")
+def transpose(input, dim0, dim1):
+    if input.ndim == 0:
+        input._dim(dim0), input._dim(dim1)
+        return _mark_view(Reshape.apply(input, ()), input, lambda a: a)
+    order = list(range(input.ndim))
+    a, b = input._dim(dim0), input._dim(dim1)
+    order[a], order[b] = order[b], order[a]
+    return input.permute(order)
+
+
+swapaxes = swapdims = transpose
+
+
+@tensor_method
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return transpose(input, 0, 1) if input.ndim == 2 else reshape(input, input.shape)
+
+
+@torch_function("input")
+@tensor_method("movedim", "moveaxis")
+def movedim(input, source, destination):
+    src = [input._dim(d) for d in (source if isinstance(source, (tuple, list)) else (source,))]
+    dst = [input._dim(d) for d in (destination if isinstance(destination, (tuple, list)) else (destination,))]
+    order = [d for d in range(input.ndim) if d not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return input.permute(order)
+
+
+moveaxis = movedim
+
+
+@torch_function("input")
+@tensor_method("expand", "broadcast_to")
+def expand(input, *sizes):
+    sizes = _shape_arg(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError(f"expand({input.dtype!r}{{{list(input.shape)}}}, size={list(sizes)}): the number "
+                           f"of sizes provided ({len(sizes)}) must be greater or equal to the number of dimensions "
+                           f"in the tensor ({input.ndim})")
+    own = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
+    shape = []
+    for i, (want, have) in enumerate(zip(sizes, own)):
+        if want == -1:
+            if i < len(sizes) - input.ndim:
+                raise RuntimeError("expand: -1 is not allowed in a leading, non-existing dimension")
+            want = have
+        elif have != 1 and want != have:
+            raise RuntimeError(f"The expanded size of the tensor ({want}) must match the existing size ({have}) "
+                               f"at non-singleton dimension {i}.  Target sizes: {list(sizes)}.  "
+                               f"Tensor sizes: {list(input.shape)}")
+        shape.append(want)
+    shape = tuple(shape)
+    return _mark_view(Expand.apply(input, shape), input, lambda a: input._device._backend.xp.broadcast_to(a, shape))
+
+
+@tensor_method
+def expand_as(input, other):
+    return expand(input, other.shape)
+
+
+broadcast_to = expand
+
+
+def broadcast_tensors(*tensors):
+    try:
+        shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    except ValueError:
+        raise RuntimeError(f"shape mismatch: objects cannot be broadcast to a single shape: "
+                           f"{[list(t.shape) for t in tensors]}") from None
+    return tuple(expand(t, shape) for t in tensors)
+
+
+@tensor_method
+def repeat(input, *sizes):
+    sizes = _shape_arg(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    return Repeat.apply(input, sizes)
+
+
+@torch_function("input")
+@tensor_method
+def flip(input, dims):
+    dims = tuple(input._dim(d) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
+    return Flip.apply(input, dims)
+
+
+@torch_function("input")
+@tensor_method
+def roll(input, shifts, dims=None):
+    if dims is None:
+        return reshape(Roll.apply(input.flatten(), shifts, 0), input.shape)
+    if isinstance(dims, (tuple, list)):
+        return Roll.apply(input, tuple(shifts), tuple(input._dim(d) for d in dims))
+    return Roll.apply(input, shifts, input._dim(dims))
+
+
+@torch_function("input")
+@tensor_method
+def fliplr(input):
+    """Reverses dim 1 (the columns); input must have at least 2 dims."""
+    if input.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return input.flip((1,))
+
+
+@torch_function("input")
+@tensor_method
+def flipud(input):
+    """Reverses dim 0 (the rows); input must have at least 1 dim."""
+    if input.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return input.flip((0,))
+
+
+@torch_function("input")
+@tensor_method
+def rot90(input, k=1, dims=(0, 1)):
+    """Rotates by ``k`` quarter turns in the plane of ``dims``, from the first dim towards the second."""
+    dims = tuple(dims)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if input.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {input.ndim}")
+    d0, d1 = input._dim(dims[0]), input._dim(dims[1])
+    if d0 == d1:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} and dim1 = {dims[1]}")
+    k %= 4
+    if k == 1:
+        return input.flip((d1,)).transpose(d0, d1)
+    if k == 2:
+        return input.flip((d0, d1))
+    if k == 3:
+        return input.flip((d0,)).transpose(d0, d1)
+    return input.clone()
+
+
+@torch_function("input")
+@tensor_method
+def tile(input, *dims):
+    """``repeat`` with ``dims`` padded with leading 1s up to input's number of dims."""
+    dims = tuple(_shape_arg(dims))
+    return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
+
+
+def _atleast(name, ndim, grow):
+    """torch.atleast_Nd: each tensor viewed with at least ``ndim`` dims (``grow(shape)`` when it has
+    fewer); one tensor in, one out; several (or a list) in, a tuple out."""
+    def op(*tensors):
+        if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+            return tuple(op(t) for t in tensors[0])
+        if len(tensors) != 1:
+            return tuple(op(t) for t in tensors)
+        return one(tensors[0])
+
+    @torch_function("input", public=op)
+    def one(input):
+        return input if input.ndim >= ndim else reshape(input, grow(tuple(input.shape)))
+    op.__name__ = op.__qualname__ = name
+    return op
+
+
+atleast_1d = _atleast("atleast_1d", 1, lambda shape: (1,))
+atleast_2d = _atleast("atleast_2d", 2, lambda shape: (1,) * (2 - len(shape)) + shape)
+atleast_3d = _atleast("atleast_3d", 3,
+                      lambda shape: {0: (1, 1, 1), 1: (1,) + shape + (1,)}.get(len(shape), shape + (1,)))
+
+
+@torch_function("input")
+@tensor_method
+def narrow(input, dim, start, length):
+    d = input._dim(dim)
+    start = start + input.shape[d] if start < 0 else start
+    if start < 0 or start + length > input.shape[d]:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({input.shape[d]}).")
+    return input[(slice(None),) * d + (slice(start, start + length),)]
+
+
+@tensor_method
+def select(input, dim, index):
+    d = input._dim(dim)
+    return input[(slice(None),) * d + (index,)]
+
+
+@tensor_method
+def contiguous(input, memory_format=None):
+    return input if input.is_contiguous() else Clone.apply(input)
+
+
+@torch_function("input")
+@tensor_method
+def clone(input, *, memory_format=None):
+    return Clone.apply(input)
+
+
+def _join_inputs(tensors, name):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError(f"{name}(): expected a non-empty list of Tensors")
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}(): expected a sequence of Tensors, got an element of type {type(t).__name__}")
+    target = _dtypes.result_type([t.dtype for t in tensors])
+    return [t if t.dtype is target else _cast(t, target) for t in tensors]
+
+
+@torch_function("tensors")
+def cat(tensors, dim=0, *, out=None):
+    if out is not None:
+        return _into(out, cat(tensors, dim))
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"cat(): argument 'tensors' must be a tuple or list of Tensors, got {type(tensors).__name__}")
+    tensors = _join_inputs(tensors, "cat")
+    for i, t in enumerate(tensors):
+        if t.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    kept = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]  # torch skips legacy empty 1-D inputs
+    if not kept:
+        return tensors[0].clone()
+    d = kept[0]._dim(dim)
+    first = kept[0].shape
+    for i, t in enumerate(kept):
+        if t.ndim != len(first) or builtins.any(a != b for k, (a, b) in enumerate(zip(t.shape, first)) if k != d):
+            raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
+                               f"{list(first)} but got size {list(t.shape)} for tensor number {i} in the list.")
+    return Cat.apply(*kept, dim=d)
+
+
+concat = concatenate = cat
+
+
+@torch_function("tensors")
+def stack(tensors, dim=0, *, out=None):
+    if out is not None:
+        return _into(out, stack(tensors, dim))
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"stack(): argument 'tensors' must be a tuple or list of Tensors, got "
+                        f"{type(tensors).__name__}")
+    tensors = _join_inputs(tensors, "stack")
+    first = tensors[0].shape
+    for i, t in enumerate(tensors):
+        if t.shape != first:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(first)} at entry 0 "
+                               f"and {list(t.shape)} at entry {i}")
+    n = tensors[0].ndim + 1
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return Stack.apply(*tensors, dim=dim % n)
+
+
+def hstack(tensors):
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    return cat([t.reshape(1, -1) if t.ndim == 1 else t for t in tensors], 0)
+
+
+def _split_views(input, sizes, dim, squeeze):
+    pieces = Split.apply(input, sizes, dim, squeeze)
+    at = 0
+    for piece, n in zip(pieces, sizes):
+        index = (slice(None),) * dim + ((at, Ellipsis) if squeeze else (slice(at, at + n),))
+        _mark_view(piece, input, lambda a, index=index: a[index])
+        at += n
+    return pieces
+
+
+@torch_function("tensor")
+@tensor_method
+def split(tensor, split_size_or_sections, dim=0):
+    d = tensor._dim(dim)
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = [builtins.int(s) for s in split_size_or_sections]
+        if builtins.sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size "
+                               f"at dimension {d}), but got split_sizes={sizes}")
+    else:
+        size = builtins.int(split_size_or_sections)
+        if size <= 0:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
+        sizes = [size] * (n // size) + ([n % size] if n % size else [])
+    return _split_views(tensor, sizes or [0], d, False)
+
+
+@torch_function("input")
+@tensor_method
+def chunk(input, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    n = input.shape[input._dim(dim)]
+    return input.split(builtins.max(-(-n // chunks), 1), dim)
+
+
+@tensor_method
+def tensor_split(input, indices_or_sections, dim=0):
+    """``k`` near-equal pieces along ``dim`` (an int or a 0-d int64 tensor), or the pieces between
+    split indices (a sequence or a 1-d int64 tensor; negative ones count from the end, as in Python
+    slicing, and a descending pair gives an empty piece)."""
+    d = input._dim(dim)
+    n = input.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        indices_or_sections = _split_points(indices_or_sections)
+    if isinstance(indices_or_sections, builtins.int):
+        k = indices_or_sections
+        if k <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {k}")
+        sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+    else:
+        bounds = [0] + [builtins.min(builtins.max(i + n if i < 0 else i, 0), n) for i in indices_or_sections] + [n]
+        return tuple(input[(slice(None),) * d + (slice(a, builtins.max(a, b)),)] for a, b in zip(bounds, bounds[1:]))
+    return _split_views(input, sizes, d, False)
+
+
+def _split_points(t):
+    """tensor_split's tensor argument as an int (0-d) or a list of ints (1-d); int64 only, as in torch."""
+    if t.dim() > 1:
+        raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+                           f"one-dimensional tensor, but got a tensor with {t.dim()} dims")
+    if t.dtype is not _dtypes.int64:
+        raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have dtype of long, but got "
+                           f"{_LEGACY_TYPE_NAMES.get(t.dtype.name, t.dtype.name)}")
+    return t.tolist()
+
+
+@torch_function("input")
+@tensor_method
+def unbind(input, dim=0):
+    d = input._dim(dim)
+    return _split_views(input, [1] * input.shape[d], d, True)
+
+
+def _reverse_dims(self):
+    dims = (1, 0) if self._data.ndim == 2 else tuple(range(self._data.ndim - 1, -1, -1))
+    return _mark_view(Permute.apply(self, dims), self, lambda a: a.transpose(dims))
+
+
+def _matrix_transpose(self):
+    if self._data.ndim < 2:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
+                           f"Got {self._data.ndim}-D tensor.")
+    return self.transpose(-2, -1)
+
+
+tensor_method("T", "H")(property(_reverse_dims))
+tensor_method("mT", "mH")(property(_matrix_transpose))
+
+
+def _triangle(input, diagonal, upper):
+    if input.ndim < 2:
+        raise RuntimeError(f"{'triu' if upper else 'tril'}: input tensor must have at least 2 dimensions")
+    return Triangle.apply(input, builtins.int(diagonal), upper)
+
+
+@inplace_variant
+@tensor_method
+def tril(input, diagonal=0):
+    """The lower triangle of the last two dims (on and below ``diagonal``), zeros above it."""
+    return _triangle(input, diagonal, False)
+
+
+@inplace_variant
+@tensor_method
+def triu(input, diagonal=0):
+    """The upper triangle of the last two dims (on and above ``diagonal``), zeros below it."""
+    return _triangle(input, diagonal, True)

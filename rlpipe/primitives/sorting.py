@@ -1,4 +1,12 @@
-"""Ordering along a dimension: sort, argsort and topk (the k first of a sort)."""
+"""Ordering along a dimension: the ``Sort`` Function (sort, argsort and topk, the k first of a
+sort) and the public ops.
+"""
+import builtins
+
+import numpy as np
+
+from .._tensor import tensor_method, wrap
+from ..return_types import sort as sort_return, topk as topk_return
 from .base import Op, along_dim
 
 
@@ -29,3 +37,44 @@ class Sort(Op):
         out = ctx.xp.zeros(shape, dtype=g.dtype)
         out[along_dim(ctx.xp, idx, dim)] = g
         return out, None, None, None
+
+
+# ---- the public ops -------------------------------------------------------------------------------
+
+def _zeros_like_int(t):
+    return wrap(t._device._backend.xp.zeros(t._data.shape, dtype=np.int64), t._device)
+
+
+def _sorted(input, dim, descending, k=None):
+    d = input._dim(dim)
+    if input.ndim == 0:
+        return input.clone(), _zeros_like_int(input)
+    return Sort.apply(input, d, descending, k)
+
+
+@tensor_method
+def sort(input, dim=-1, descending=False, stable=False):
+    """(values, indices) sorted along ``dim``. Always stable: equal values keep their order."""
+    return sort_return(*_sorted(input, dim, descending))
+
+
+@tensor_method
+def argsort(input, dim=-1, descending=False, stable=False):
+    return _sorted(input, dim, descending)[1]
+
+
+@tensor_method
+def msort(input):
+    return _sorted(input, 0, False)[0]
+
+
+@tensor_method
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    """The ``k`` largest (smallest) values along ``dim`` and their indices; always in sorted order,
+    ties in index order."""
+    d = input._dim(dim)
+    if not 0 <= k <= (input.shape[d] if input.ndim else 1):
+        raise RuntimeError("selected index k out of range")
+    if input.ndim == 0:
+        return topk_return(*_sorted(input, d, largest))
+    return topk_return(*Sort.apply(input, d, largest, builtins.int(k)))

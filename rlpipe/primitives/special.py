@@ -3,12 +3,19 @@ trigonometric functions torch has beyond sin/cos/tanh: asin, acos, atan, tan, si
 
 The gamma-family functions come from the backend (SciPy on the CPU, ``cupyx.scipy.special`` on a
 GPU); atanh and logit are plain formulas over the array namespace.
+
+Below the Functions, the public ops and their Tensor methods (``x.lgamma()``, ``x.arcsin()``...).
 """
 import math
 
+from .._tensor import tensor_method
 from .base import Op
+from .common import inplace_variant, _float_input, _unary_float
 
-__all__ = ["Lgamma", "Digamma", "Atanh", "Logit", "Asin", "Acos", "Atan", "Tan", "Sinh", "Cosh"]
+
+__all__ = ["Lgamma", "Digamma", "Atanh", "Logit", "Asin", "Acos", "Atan", "Tan", "Sinh", "Cosh",
+           "lgamma", "digamma", "atanh", "arctanh", "logit", "asin", "acos", "atan", "tan", "sinh", "cosh",
+           "arcsin", "arccos", "arctan"]
 
 
 def trigamma(be, xp, x):
@@ -148,3 +155,29 @@ class Cosh(Op):
     @staticmethod
     def backward(ctx, g):
         return g * ctx.xp.sinh(ctx.saved_tensors[0])
+
+
+# ---- the public ops -------------------------------------------------------------------------------
+
+lgamma = _unary_float(Lgamma)
+digamma = _unary_float(Digamma)
+atanh = _unary_float(Atanh)
+arctanh = tensor_method("arctanh")(atanh)
+
+
+@inplace_variant
+@tensor_method
+def logit(input, eps=None):
+    """log(p / (1 - p)); with ``eps``, p is first clamped to [eps, 1 - eps]."""
+    return Logit.apply(_float_input(input), None if eps is None else float(eps))
+
+
+asin = _unary_float(Asin)
+acos = _unary_float(Acos)
+atan = _unary_float(Atan)
+tan = _unary_float(Tan)
+sinh = _unary_float(Sinh)
+cosh = _unary_float(Cosh)
+arcsin = tensor_method("arcsin")(asin)
+arccos = tensor_method("arccos")(acos)
+arctan = tensor_method("arctan")(atan)

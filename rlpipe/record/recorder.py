@@ -58,16 +58,20 @@ class VideoRecorder(Transform):
             if pixels is not None:
                 self.obs.append(_to_chw(np.asarray(pixels)))
 
-    def _call(self, frame):
-        self._record(frame)
-        return frame
+    def _call(self, next_tensordict):
+        """Records the frame of ``next_tensordict`` (a TensorDict or a frame: both have ``get``)."""
+        self._record(next_tensordict)
+        return next_tensordict
 
-    def _continue(self, next_frame, frame, done):
+    def _frame_reset(self, frame):
+        return self._call(frame)
+
+    def _frame_continue(self, next_frame, frame, done):
         if np.any(done):  # an episode restarted: its first frame (a frame carried over was recorded by _step)
             self._record(frame)
         return frame
 
-    def _step(self, root, next_frame):
+    def _frame_step(self, root, next_frame, action):
         self._record(next_frame)
         if self.dump_on_done and bool(np.all(next_frame[("terminated",)] | next_frame[("truncated",)])):
             self.dump()

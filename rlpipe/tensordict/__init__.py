@@ -1,12 +1,31 @@
-"""Layer 4: ``TensorDict``, the batched nested container, and the modules that read and write it."""
+"""Layer 4: ``TensorDict``, the batched nested container, and the modules that read and write it.
+
+Layout (a module imports only modules of the lines above its own or of its own line; no import cycles):
+
+- ``keys.py``, ``memmap.py``, ``tensorclass.py``, ``_common.py``: nested keys, ``MemoryMappedTensor``, the
+  tensorclass names, shared sentinels and switches.
+- ``_math.py``: ``TensorDictMath``, arithmetic, elementwise math and reductions written against the contract;
+  ``_torch_func.py``: the rlpipe functions a TensorDict answers (``rlpipe.stack(tds)``...).
+- ``base.py``: ``TensorDictBase``, the abstract contract every kind of TensorDict implements (storage, per-leaf
+  functions, batch ops, locking) and the behaviour shared by all kinds, written against it.
+- ``_entries.py`` (storage: get/set/update/keys, batch size, device), ``_lock.py`` (locking, caches, ``with``
+  blocks), ``_apply.py`` (per-leaf functions, copies, ``to``), ``_index.py`` (``td[index]`` read and write),
+  ``_shape.py`` (reshape/permute/stack/cat...), ``_names.py`` (dim names), ``_io.py`` (memmap, consolidate,
+  state dicts, pickling; ``_consolidate.py`` lays out the buffer), ``_construct.py`` (``from_dict``/``from_any``/
+  ``tolist``...), ``_repr.py`` (printing): one mixin each, over the slots of the dense TensorDict.
+- ``_td.py``: ``TensorDict``, the dense kind (its slots and the mixins), and ``_SubTensorDict``, a view at an
+  index that writes through to its source.
+- ``functional.py``, ``utils.py``, ``_lazy.py``, ``persistent.py``, ``_archive.py``: tensordict's
+  module-level functions and the names rlpipe keeps for code that imports them; ``nn/``: the TensorDict modules.
+"""
 from .. import serialization as _serialization
 from .._tensor import Tensor
-from ._td import (TensorDict, _from_state, _to_state, get_defaults_to_none, get_printoptions, set_get_defaults_to_none,
-                  set_printoptions)
+from ._common import get_defaults_to_none, set_get_defaults_to_none
+from ._repr import get_printoptions, set_printoptions
+from ._td import TensorDict, _from_state, _to_state
 from ._archive import is_memmap_archive, pack_memmap, refresh_archive_checksums, unpack_memmap
-from ._lazy import lazy_stack
-from .base import (LazyStackedTensorDict, TensorDictBase, is_leaf_nontensor, is_tensor_collection, is_tensorclass,
-                   tensorclass)
+from ._lazy import LazyStackedTensorDict, lazy_stack
+from .base import TensorDictBase, is_leaf_nontensor, is_tensor_collection, is_tensorclass, tensorclass
 from .functional import dense_stack_tds, merge_tensordicts, pad, pad_sequence
 from .memmap import MemoryMappedTensor
 from .persistent import PersistentTensorDict

@@ -5,10 +5,13 @@ Layout, as in tensordict 0.14: the leaves in depth-first key order, each padded 
 multiple of 8 bytes; ``td._consolidated`` is ``{"storage": uint8 tensor, "metadata": nested dict}``
 where a leaf's metadata is ``(dtype name, shape, start, stop, padding)``.
 """
+import os
+
 import numpy as np
 
 from .._device import device as _device_cls, resolve
 from .._tensor import Tensor, wrap
+from .memmap import new_mapped_file
 
 _ALIGN = 8
 
@@ -63,11 +66,12 @@ def _layout(leaves):
 
 
 def _file_buffer(filename, total):
-    """A writable uint8 array of ``total`` bytes mapped on ``filename`` (created or overwritten)."""
+    """A writable uint8 array of ``total`` bytes mapped on ``filename`` (created or overwritten),
+    its disk space reserved first (on a full disk: OSError(ENOSPC), the old file left as it was)."""
     if total == 0:
         open(filename, "wb").close()
         return np.zeros(0, dtype=np.uint8)
-    return np.memmap(filename, dtype=np.uint8, mode="w+", shape=(total,))
+    return new_mapped_file(os.fspath(filename), (total,), np.uint8, npy=False)
 
 
 def _metadata(td, leaves, layout):

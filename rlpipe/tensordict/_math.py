@@ -1,8 +1,8 @@
 """Arithmetic, elementwise math and reductions on TensorDicts, leaf by leaf (tensordict 0.14's API).
 
-``TensorDictMath`` is a mixin of ``TensorDict``: it relies on ``_tensordict`` (the entries),
-``_batch_size``, ``_device``, ``_build`` and ``_map``, and on ``expand``/``masked_select``-style
-batch operations of the class that inherits it.
+``TensorDictMath`` is a mixin of ``TensorDictBase`` and works through its contract only (``items``,
+``batch_size``, ``device``, ``_build``, ``_map``, ``apply``, ``expand``, ``get``/``set``...), so every
+kind of TensorDict has it.
 
 Operand rules, as in tensordict: a number or 0-d tensor applies to every leaf; a tensor with
 dims is broadcast against the batch size and lined up with the *leading* dims of each leaf; a
@@ -14,7 +14,7 @@ import builtins
 
 import numpy as np
 
-from .. import _ops, autograd as _autograd
+from .. import primitives as _ops, autograd as _autograd
 from .._tensor import Size, Tensor, size_repr as _shape_str
 from ..autograd.grad_mode import state as _grad_state
 
@@ -59,20 +59,10 @@ class TensorDictMath:
     """The math methods of TensorDict (see the module docstring)."""
     __slots__ = ()
 
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        """rlpipe's top-level functions called with a TensorDict (``rlpipe.stack(tds)``,
-        ``rlpipe.where(mask, td, 0)``, ``rlpipe.zeros_like(td)`` ...) run the TensorDict's own method."""
-        from rlpipe.tensordict._torch_func import TD_HANDLED_FUNCTIONS  # absolute: see TensorDict.pad
-        handler = TD_HANDLED_FUNCTIONS.get(func)
-        if handler is None:
-            return NotImplemented
-        return handler(*args, **(kwargs or {}))
-
     # ---- walking leaves ------------------------------------------------------------------------
     def _leaf_items(self, prefix=()):
         """(key tuple, leaf) for every leaf, nested ones included, in insertion order."""
-        for key, value in self._tensordict.items():
+        for key, value in self.items():
             if _is_td(value):
                 yield from value._leaf_items(prefix + (key,))
             else:
@@ -81,12 +71,12 @@ class TensorDictMath:
     def _rebuild(self, values, prefix=()):
         """A TensorDict shaped like this one whose leaves are ``values[key tuple]``."""
         entries = {k: v._rebuild(values, prefix + (k,)) if _is_td(v) else values[prefix + (k,)]
-                   for k, v in self._tensordict.items()}
-        return self._build(entries, self._batch_size, self._device)
+                   for k, v in self.items()}
+        return self._build(entries, self.batch_size, self.device)
 
     def _paired(self, other, fn, default):
         """A TensorDict of ``fn(leaf, other_leaf)``; the key sets must match unless ``default`` fills gaps."""
-        mine, theirs = self._tensordict, other._tensordict
+        mine, theirs = dict(self.items()), dict(other.items())
         if default is None and mine.keys() != theirs.keys():
             missing = [k for k in mine if k not in theirs]
             extra = [k for k in theirs if k not in mine]
@@ -104,21 +94,21 @@ class TensorDictMath:
                 entries[key] = a._map(lambda t, b=b: fn(t, b)) if _is_td(a) else b._map(lambda t, a=a: fn(a, t))
             else:
                 entries[key] = fn(a, b)
-        return self._build(entries, self._batch_size, self._device)
+        return self._build(entries, self.batch_size, self.device)
 
     def _broadcast(self, others):
         """``self`` and ``others`` brought to one batch shape: tensors with dims and TensorDicts of
         another batch size are broadcast against the batch size (tensordict's rule)."""
         shapes = [tuple(o.batch_size) if _is_td(o) else tuple(o.shape) for o in others
-                  if isinstance(o, Tensor) and o.ndim or _is_td(o) and o.batch_size != self._batch_size]
+                  if isinstance(o, Tensor) and o.ndim or _is_td(o) and o.batch_size != self.batch_size]
         if not shapes:
             return self, others
         try:
-            shape = Size(np.broadcast_shapes(tuple(self._batch_size), *shapes))
+            shape = Size(np.broadcast_shapes(tuple(self.batch_size), *shapes))
         except ValueError:
-            raise RuntimeError(f"the TensorDict of batch size {_shape_str(self._batch_size)} cannot be broadcast "
+            raise RuntimeError(f"the TensorDict of batch size {_shape_str(self.batch_size)} cannot be broadcast "
                                f"with operands of shape {[list(s) for s in shapes]}") from None
-        td = self if shape == self._batch_size else self.expand(shape)
+        td = self if shape == self.batch_size else self.expand(shape)
         return td, [o if not isinstance(o, Tensor) and not _is_td(o) or tuple(o.shape) == tuple(shape)
                     or isinstance(o, Tensor) and not o.ndim else o.expand(shape) for o in others]
 
@@ -144,9 +134,9 @@ class TensorDictMath:
     def _elementwise_(self, fn, *others):
         """In place: every ``fn(leaf, *operands)`` is computed first, then all are written."""
         out = self._elementwise(fn, *others)
-        if out._batch_size != self._batch_size:
-            raise RuntimeError(f"output with batch size {_shape_str(self._batch_size)} doesn't match the broadcast "
-                               f"batch size {_shape_str(out._batch_size)}")
+        if out.batch_size != self.batch_size:
+            raise RuntimeError(f"output with batch size {_shape_str(self.batch_size)} doesn't match the broadcast "
+                               f"batch size {_shape_str(out.batch_size)}")
         pairs = list(zip((t for _, t in self._leaf_items()), (t for _, t in out._leaf_items())))
         tracking = _grad_state[0] and any(leaf._requires_grad or result._requires_grad for leaf, result in pairs)
         for leaf, result in pairs:  # every check before the first write
@@ -364,7 +354,7 @@ class TensorDictMath:
     # ---- reductions --------------------------------------------------------------------------------
     def _reduction_dims(self, dim):
         """``dim`` (an int or tuple of ints over the batch dims) as a tuple of non-negative ints."""
-        n = len(self._batch_size)
+        n = len(self.batch_size)
         dims = dim if isinstance(dim, tuple) else (dim,)
         for d in dims:
             if not isinstance(d, int) or not -n <= d < n:
@@ -374,8 +364,8 @@ class TensorDictMath:
     def _reduced(self, leaf_fn, batch_fn):
         """A TensorDict of ``leaf_fn(leaf, td)`` with batch sizes ``batch_fn(td)`` at every level."""
         entries = {k: v._reduced(leaf_fn, batch_fn) if _is_td(v) else leaf_fn(v, self)
-                   for k, v in self._tensordict.items()}
-        return self._build(entries, Size(batch_fn(self)), self._device)
+                   for k, v in self.items()}
+        return self._build(entries, Size(batch_fn(self)), self.device)
 
     def _reduce(self, name, dim=_NO_DIM, keepdim=_NO_DIM, reduce=None, call=None, **kwargs):
         """tensordict's reduction rules: no dim reduces each leaf entirely (batch size []); an int or
@@ -410,7 +400,7 @@ class TensorDictMath:
         """One tensor: the leaves joined (flattened, or along ``dim``) and reduced together."""
         leaves = [t for _, t in self._leaf_items()]
         if not leaves:
-            raise ValueError(f"cannot reduce a TensorDict without leaves (batch size {_shape_str(self._batch_size)})")
+            raise ValueError(f"cannot reduce a TensorDict without leaves (batch size {_shape_str(self.batch_size)})")
         if dim is _NO_DIM:
             return call(_ops.cat([t.reshape(-1) for t in leaves]), **kwargs)
         if dim == "feature":
@@ -472,11 +462,11 @@ class TensorDictMath:
     def logsumexp(self, dim=None, keepdim=False, *, out=None):
         """log(sum(exp)) over batch dims (all of them by default); features are kept. With ``out``,
         the result is written into that TensorDict, which is returned."""
-        n = len(self._batch_size)
+        n = len(self.batch_size)
         dims = tuple(range(n)) if dim is None else dim if isinstance(dim, tuple) else (dim,)
         if any(not isinstance(d, int) or not -n <= d < n for d in dims):
             raise ValueError(f"The dimension {dim} is incompatible with a tensordict with batch_size "
-                             f"{_shape_str(self._batch_size)}.")
+                             f"{_shape_str(self.batch_size)}.")
         result = self._reduce("logsumexp", tuple(d % n for d in dims), keepdim)
         return result if out is None else result._into(out)
 
@@ -561,9 +551,9 @@ class TensorDictMath:
         return self._map(lambda t: t.softmax(d, dtype=dtype))
 
     def _softmax_dim(self, dim):
-        n = len(self._batch_size)
+        n = len(self.batch_size)
         if not isinstance(dim, int) or not -n <= dim < n:
-            raise IndexError(f"Incompatible dim {dim} for tensordict with shape {_shape_str(self._batch_size)}.")
+            raise IndexError(f"Incompatible dim {dim} for tensordict with shape {_shape_str(self.batch_size)}.")
         return dim % n
 
     # ---- selection ----------------------------------------------------------------------------
@@ -593,20 +583,20 @@ class TensorDictMath:
                 return a._where_td(condition, b, pad)
             return _ops.where(_right_expand(condition, present), a, b)
 
-        mine, theirs = self._tensordict, other._tensordict
+        mine, theirs = dict(self.items()), dict(other.items())
         entries = {key: pick(key, mine.get(key), theirs.get(key))
                    for key in (*mine, *(k for k in theirs if k not in mine))}
-        return self._build(entries, self._batch_size, self._device)
+        return self._build(entries, self.batch_size, self.device)
 
     def masked_select(self, mask):
         """The batch elements where ``mask`` (shaped like the leading batch dims) is True, stacked in
         one new leading dim."""
-        if tuple(mask.shape) != tuple(self._batch_size[:mask.ndim]):
+        if tuple(mask.shape) != tuple(self.batch_size[:mask.ndim]):
             raise RuntimeError(f"masked_select: the mask's shape {list(mask.shape)} does not match the leading "
-                               f"batch dims {list(self._batch_size)}")
+                               f"batch dims {list(self.batch_size)}")
         n = int(mask.sum().item())
-        new_batch = Size((n,) + tuple(self._batch_size[mask.ndim:]))
-        return self._reduced(lambda t, td: t[mask], lambda td: new_batch + tuple(td.batch_size[len(self._batch_size):]))
+        new_batch = Size((n,) + tuple(self.batch_size[mask.ndim:]))
+        return self._reduced(lambda t, td: t[mask], lambda td: new_batch + tuple(td.batch_size[len(self.batch_size):]))
 
 
 def _features_flat(t, ndim):

@@ -5,7 +5,7 @@ the same name): ``rlpipe.stack(tds)``, ``rlpipe.where(mask, td, 0)``, ``rlpipe.z
 The core calls a handler with the function's own arguments, defaults included (see
 ``rlpipe._dispatch``); each handler maps them onto the TensorDict's methods.
 """
-from .. import _creation, _ops, autograd as _autograd, random as _random
+from .. import _creation, primitives as _ops, autograd as _autograd, random as _random
 from ..nn import functional as _F
 from ._math import _NO_DIM, _is_td
 
@@ -52,7 +52,7 @@ def _like(fn):
             raise RuntimeError(f"keyword arguments {refused} are not supported with {fn.__name__} with TensorDict")
         out = td._map(lambda t: fn(t, *args, dtype=dtype, device=device))
         if td._has_names():
-            out._set_names(td._names)
+            out._set_names(td.names)
         return out if device is None else out.to(device)
     return handler
 

@@ -1,45 +1,15 @@
 """tensordict.functional for TensorDicts: ``pad`` (batch dims), ``pad_sequence`` (stack TensorDicts
 of different lengths) and ``merge_tensordicts``."""
-from .. import _ops
+from .. import primitives as _ops
 from .._creation import full as _full
-from .._tensor import Size
 from ._td import TensorDict
 
 __all__ = ["merge_tensordicts", "pad", "pad_sequence"]
 
 
 def pad(tensordict, pad_size, value=0.0, inplace=False, safe=True):
-    """Pads the batch dims of every leaf with ``value``: ``pad_size`` holds (before, after) pairs
-    from the first batch dim on (``[0, 1, 2, 0]``: one row after dim 0, two before dim 1); negative
-    amounts crop, as in torch's F.pad. Unlike F.pad, which starts from the last dim, tensordict's
-    pairs start from the first. ``inplace=True`` puts the padded leaves into ``tensordict``."""
-    if len(pad_size) % 2 or len(pad_size) > 2 * tensordict.batch_dims:
-        raise RuntimeError(f"pad: pad_size must hold (before, after) pairs for at most the "
-                           f"{tensordict.batch_dims} batch dims, got {list(pad_size)}")
-    pairs = [(int(pad_size[i]), int(pad_size[i + 1])) for i in range(0, len(pad_size), 2)]
-    new_batch = list(tensordict.batch_size)
-    src, dst = [], []
-    for d, (before, after) in enumerate(pairs):
-        n = new_batch[d]
-        new_batch[d] = n + before + after
-        if new_batch[d] < 0:
-            raise RuntimeError(f"pad: the padding {list(pad_size)} gives dim {d} (size {n}) a negative output "
-                               f"size {new_batch[d]}")
-        kept = max(n - max(-before, 0) - max(-after, 0), 0)
-        src.append(slice(max(-before, 0), max(-before, 0) + kept))
-        dst.append(slice(max(before, 0), max(before, 0) + kept))
-    src, dst = tuple(src), tuple(dst)
-
-    def one(t):
-        out = _full(tuple(new_batch) + tuple(t.shape[tensordict.batch_dims:]), value, dtype=t.dtype, device=t.device)
-        out[dst] = t[src]
-        return out
-    padded = tensordict._map(one, Size(new_batch))
-    if not inplace:
-        return padded  # unnamed, as tensordict's pad
-    if tensordict._has_names():  # in place, the dims keep their names (tensordict)
-        padded._set_names(tensordict.names)
-    return tensordict._become(padded)
+    """Pads the batch dims of every leaf with ``value``: see ``TensorDict.pad``."""
+    return tensordict.pad(pad_size, value, inplace=inplace, safe=safe)
 
 
 def pad_sequence(list_of_tensordicts, pad_dim=0, padding_value=0.0, out=None, return_mask=False):

@@ -9,9 +9,8 @@ import functools
 import numpy as np
 
 from .._tensor import Size, Tensor
-from .. import testing as _testing
-from ._td import TensorDict
-from .base import is_tensor_collection
+from .._closeness import _compare_tensors
+from .base import TensorDictBase, is_tensor_collection
 from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
 from .tensorclass import is_tensorclass
 from .._utils import unavailable
@@ -92,7 +91,7 @@ def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, m
     """tensordict's check that two TensorDicts hold the same keys and close values (returns True).
     As in tensordict, batch sizes are not compared (``rlpipe.testing.assert_allclose_td`` compares them
     too); leaves of different shapes still fail."""
-    return _testing.assert_allclose_td(actual, expected, rtol, atol, equal_nan, msg, check_batch_size=False)
+    return _assert_allclose_td(actual, expected, rtol, atol, equal_nan, msg, False)
 
 
 def is_non_tensor(data):
@@ -135,9 +134,81 @@ def _check_recursive_properties(td):
     """Checks that every nested TensorDict of ``td`` shares its lock state and batch dims prefix;
     returns True, or raises AssertionError naming the key."""
     for key, value in td.items(include_nested=True):
-        if isinstance(value, TensorDict):
+        if isinstance(value, TensorDictBase):
             if value.is_locked != td.is_locked:
                 raise AssertionError(f"lock state of {key!r} is {value.is_locked}, its root's is {td.is_locked}")
             if tuple(value.batch_size[:td.batch_dims]) != tuple(td.batch_size):
                 raise AssertionError(f"batch size of {key!r} is {value.batch_size}, not led by {td.batch_size}")
+    return True
+
+
+def _is_td(obj):
+    return isinstance(obj, TensorDictBase)
+
+
+class _KeysMismatchError(AssertionError, KeyError):
+    """Keys differ: an AssertionError, and a KeyError as tensordict raises for it."""
+    __str__ = BaseException.__str__
+
+
+def _key_order(key):
+    return (key,) if isinstance(key, str) else key
+
+
+def _assert_allclose_td(actual, expected, rtol, atol, equal_nan, msg, check_batch_size):
+    """Asserts that two TensorDicts hold the same keys (nested included), the same batch size, and
+    close values under every key (``assert_close`` with these tolerances; defaults by dtype).
+    ``check_batch_size=False`` skips the batch sizes (tensordict's own ``assert_allclose_td`` does;
+    ``rlpipe.testing.assert_allclose_td`` compares them).
+
+    Raises ``AssertionError`` naming the differing keys (the error is also a ``KeyError``, which is what
+    tensordict raises for it), or the batch sizes, or the first key whose values differ along with the
+    greatest difference; ``msg`` is appended to the message. Returns True.
+    """
+    if not _is_td(actual) or not _is_td(expected):
+        raise TypeError("assert_allclose inputs must be of TensorDict type, got "
+                        f"{type(actual).__name__} and {type(expected).__name__}")
+    suffix = f"\t{msg}" if msg else ""
+    keys_a = set(actual.keys(include_nested=True, leaves_only=True))
+    keys_e = set(expected.keys(include_nested=True, leaves_only=True))
+    if keys_a != keys_e:
+        only_a = sorted(keys_a - keys_e, key=_key_order)
+        only_e = sorted(keys_e - keys_a, key=_key_order)
+        parts = []
+        if only_a:
+            parts.append(f"only in actual: {', '.join(map(repr, only_a))}")
+        if only_e:
+            parts.append(f"only in expected: {', '.join(map(repr, only_e))}")
+        differing = ", ".join(map(repr, sorted(set(only_a) | set(only_e), key=_key_order)))
+        raise _KeysMismatchError(f"actual and expected tensordict keys mismatch, keys {{{differing}}} appear in one "
+                                 f"but not the other ({'; '.join(parts)}).{suffix}")
+    if not check_batch_size:
+        pass
+    elif tuple(actual.batch_size) != tuple(expected.batch_size):
+        raise AssertionError(f"batch_size mismatch: actual {actual.batch_size} != expected "
+                             f"{expected.batch_size}.{suffix}")
+    nested_keys = set(actual.keys(include_nested=True)) - keys_a if check_batch_size else ()
+    for key in sorted(nested_keys, key=_key_order):  # nested TensorDicts
+        sub_a, sub_e = actual.get(key), expected.get(key)
+        if _is_td(sub_a) and _is_td(sub_e) and tuple(sub_a.batch_size) != tuple(sub_e.batch_size):
+            raise AssertionError(f"batch_size mismatch for {key!r}: actual {sub_a.batch_size} != expected "
+                                 f"{sub_e.batch_size}.{suffix}")
+    for key in sorted(keys_a, key=_key_order):
+        a, e = actual.get(key), expected.get(key)
+        if not isinstance(a, Tensor) or not isinstance(e, Tensor):
+            if isinstance(a, Tensor) != isinstance(e, Tensor):
+                raise AssertionError(f"key {key!r}: a {type(a).__name__} in actual but a {type(e).__name__} "
+                                     f"in expected.{suffix}")
+            continue
+
+        def describe(generated, key=key, a=a, e=e):
+            head = f"key {key!r} does not match"
+            if a.shape == e.shape and a.dtype is e.dtype:
+                diff = a.detach()._host().astype(np.float64) - e.detach()._host().astype(np.float64)
+                with np.errstate(invalid="ignore", over="ignore"):
+                    mse = float(np.sqrt(np.mean(diff ** 2))) if diff.size else 0.0
+                head += f", got mse = {mse:4.4f}"
+            return f"{head}:\n{generated}{suffix}"
+
+        _compare_tensors(a, e, rtol, atol, equal_nan, True, True, describe)
     return True

@@ -8,6 +8,10 @@ What CuPy does where it differs from NumPy, and this class does too:
 - reductions and scalar indexing give 0-d arrays, never NumPy scalars;
 - a NumPy array given to an operator, a ufunc or a function raises TypeError ("Unsupported
   type"), while Python and NumPy scalars are accepted (CuPy's ``_scalar.CScalar`` rule);
+- assignment refuses host arrays where CuPy does (gh-2079): ``a[basic] = value`` (ints,
+  slices, None, ``...``) fills the view, so a host value must be a scalar (a NumPy array of
+  ndim > 0 raises ValueError, a list TypeError); ``a[advanced] = value`` (an integer or
+  boolean array or list in the index) copies a host array or list to the device first;
 - every array lives on a device (``x.device``); an operation runs on the current device and
   raises ValueError for an array that lives on another one (no peer access between the fake
   devices); views stay on the device of the array they view.
@@ -338,10 +342,14 @@ class ndarray:
         return call_numpy(type(self._array).__getitem__, (self, key), {}, check_device=_is_advanced(key))
 
     def __setitem__(self, key, value):
-        # CuPy copies host values (NumPy arrays, lists) to the device for assignment
-        if isinstance(value, np.ndarray):
+        # CuPy's _scatter_op: an advanced index copies a host value to the device (cupy.array);
+        # a basic one calls fill() with any value that is not a cupy.ndarray
+        key = _index(key)
+        if not _scatters(key):
+            value = value if isinstance(value, ndarray) else _fill_value(value, self.dtype)
+        elif isinstance(value, np.ndarray):
             value = _wrap(value, get_device_id())
-        call_numpy(type(self._array).__setitem__, (self, _index(key), value), {})
+        call_numpy(type(self._array).__setitem__, (self, key, value), {})
 
     # ---- the NumPy protocols: dispatch to the stand-in's functions ----------------------------
 
@@ -370,7 +378,11 @@ class ndarray:
         return call_numpy(type(self._array).astype, (self, dtype), dict(order=order, copy=True, **kwargs))
 
     def fill(self, value):
-        self._array.fill(kernel_scalar(value))
+        if isinstance(value, ndarray):
+            if value.ndim:
+                raise ValueError("non-scalar cupy.ndarray cannot be used for fill")
+            value = value._array.astype(self.dtype).item()
+        self._array.fill(_fill_value(value, self.dtype))
 
     def view(self, dtype=None):
         return _wrap(self._array.view() if dtype is None else self._array.view(dtype), self._device_id)
@@ -387,6 +399,22 @@ def _index_part(part):
     if isinstance(part, (np.ndarray, list)):
         return _wrap(np.asarray(part), get_device_id())
     return part
+
+
+def _fill_value(value, dtype):
+    """A host value as CuPy's ``fill`` takes it: a scalar, or a 0-d NumPy array (its item)."""
+    if isinstance(value, np.ndarray):
+        if value.shape != ():
+            raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
+        return value.astype(dtype).item()
+    return kernel_scalar(value)
+
+
+def _scatters(key):
+    """Whether CuPy assigns through ``key`` by scatter (an array index; CuPy turns bools into
+    arrays too) rather than by filling a view."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(p, (ndarray, bool, np.bool_)) for p in parts)
 
 
 def _is_advanced(key):

@@ -16,9 +16,15 @@ stored as ``B * T`` transitions (torchrl would need a storage with ``ndim=2``).
 
 Bad input raises before anything changes: a rejected ``extend`` leaves the storage, the sampler
 and the MultiStep stream as they were.
+
+Threads: every buffer is safe to use from several threads at once (writers, samplers, priority
+updates), as torchrl's: each call that reads or changes the storage, the sampler or the writer
+holds the buffer's re-entrant lock, so concurrent calls take effect one after the other.
 """
 import copy
+import functools
 import os
+import threading
 import warnings
 
 import numpy as np
@@ -74,6 +80,15 @@ def _is_key(index):
     return isinstance(index, tuple) and bool(index) and all(isinstance(k, str) or _is_key(k) for k in index)
 
 
+def _locked(method):
+    """``method``, run holding the buffer's lock (re-entrant: a locked method may call another)."""
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._replay_lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
 def _built(given, cls):
     """A storage or sampler, or what a factory (a callable, as torchrl accepts) returns."""
     return given() if callable(given) and not isinstance(given, cls) else given
@@ -118,6 +133,19 @@ class ReplayBuffer:
     (an ``rlpipe.Generator``) drives the sampler; by default rlpipe's global one does, so
     ``rlpipe.manual_seed`` makes sampling reproducible.
 
+    Threads: a buffer may be written, sampled, indexed and given new priorities from several
+    threads at once, as torchrl's. Each call that reads or changes the storage, the sampler or
+    the writer (``extend``, ``add``, ``flush``, ``sample``, ``update_priority``, ``rb[index]``,
+    ``rb[index] = ...``, ``set_``, ``set_at_``, ``update_``, ``empty``, ``state_dict``,
+    ``load_state_dict``, ``dumps``, ``loads``, ``len()``) holds the buffer's re-entrant lock
+    (``_replay_lock``, torchrl's name), so concurrent calls act as if made one after the other:
+    no row is lost or written twice, ``len()`` and ``write_count`` agree, and a ring that wraps
+    holds exactly the last ``max_size`` items of that order. Write-time transforms run under the
+    lock (a streaming MultiStep sees whole batches in that order); sample-time transforms and
+    ``collate_fn`` run outside it, on the sample's copy. Between two calls other threads may
+    act: an index from ``sample()`` can be overwritten before its ``update_priority``. Writers,
+    samplers and storages used directly, and two buffers sharing one storage, are not locked.
+
     Checkpoints: ``state_dict``/``load_state_dict`` in memory; ``dumps(path)``/``loads(path)``
     write and read a directory of ``.json`` and ``.npy`` files (storage contents, write cursor,
     sampler state with the priorities), atomically, without pickle. Transforms keep their own
@@ -150,6 +178,7 @@ class ReplayBuffer:
     def __init__(self, *, storage=None, sampler=None, writer=None, collate_fn=None, pin_memory=False, prefetch=None,
                  transform=None, transform_factory=None, batch_size=None, dim_extend=None, checkpointer=None,
                  generator=None, shared=False, compilable=None, delayed_init=None):
+        self._replay_lock = threading.RLock()
         if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0):
             raise ValueError(f"{type(self).__name__}: prefetch must be None or an int >= 0, got prefetch={prefetch!r}")
         for name, value, allowed in (("dim_extend", dim_extend, (None, 0)), ("shared", shared, (False,)),
@@ -226,13 +255,25 @@ class ReplayBuffer:
         """The transforms, in order (a tuple; torchrl gives a Compose)."""
         return tuple(given for given, _, _ in self._transforms)
 
+    @_locked
     def __len__(self):
         return len(self._storage)
+
+    # the lock is not copied or pickled: a copy gets its own
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        del state["_replay_lock"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._replay_lock = threading.RLock()
 
     def __repr__(self):
         return (f"{type(self).__name__}(\n    storage={self._storage!r},\n    sampler={self._sampler!r},\n"
                 f"    batch_size={self._batch_size},\n    transform={list(self.transform)!r})")
 
+    @_locked
     def set_rng(self, generator):
         if generator is not None and not isinstance(generator, Generator):
             raise TypeError(f"generator must be an rlpipe.Generator or None, got {type(generator).__name__}")
@@ -254,16 +295,19 @@ class ReplayBuffer:
             raise TypeError(f"a replay-buffer transform must be callable, got {type(transform).__name__}")
         return transform, transform, bool(invert)
 
+    @_locked
     def append_transform(self, transform, *, invert=False):
         """Adds a transform at the end: run on samples, or on written data with ``invert=True``
         (a MultiStep always runs on written data)."""
         self._transforms.append(self._entry(transform, invert))
         return self
 
+    @_locked
     def insert_transform(self, index, transform, *, invert=False):
         self._transforms.insert(index, self._entry(transform, invert))
         return self
 
+    @_locked
     def flush(self):
         """Writes the frames write-time transforms hold back (a streaming MultiStep's last
         ``n_steps - 1``), as the ends of their trajectories; returns the positions written.
@@ -325,6 +369,7 @@ class ReplayBuffer:
             return None, restore  # everything held back
         return data, restore
 
+    @_locked
     def _write(self, data, what, first_transform=0, use_priority=True):
         data, restore = self._through_write_transforms(data, first_transform)
         if data is None:
@@ -371,6 +416,17 @@ class ReplayBuffer:
                 raise RuntimeError("batch_size not specified. You can specify the batch_size when constructing the "
                                    "replay buffer, or pass it to the sample method (got None for both).")
         batch_size = _check_batch_size(batch_size, "sample")
+        raw, info = self._draw(batch_size)
+        data = self._read_transforms(self._collated(raw))
+        if include_info is None or include_info:
+            data = self._attach(data, info)
+        if return_info:
+            return data, {key: wrap(value) for key, value in info.items()}
+        return data
+
+    @_locked
+    def _draw(self, batch_size):
+        """(the items drawn, not yet collated; the info dict with ``"index"``) for ``sample``."""
         if len(self._storage) == 0:
             raise empty_storage_error()
         item = 8 + self._storage._item_bytes()  # the index and the item
@@ -378,24 +434,18 @@ class ReplayBuffer:
         index, info = self._sampler.sample(self._storage, batch_size)
         index, info = _as_array(index), {key: _as_array(value) for key, value in info.items()}
         info["index"] = index
-        data = self._read_transforms(self._collated(index))
-        if include_info is None or include_info:
-            data = self._attach(data, info)
-        if return_info:
-            return data, {key: wrap(value) for key, value in info.items()}
-        return data
+        if self._collate_fn is not None and isinstance(self._storage, ListStorage):
+            return [self._storage._items[i] for i in index], info  # torchrl's collate_fn gets the list of items
+        return self._storage._gather(index), info
 
     def _attach(self, data, info):
         return data
 
-    def _collated(self, index):
-        if self._collate_fn is None:
-            return self._storage._gather(index)
-        if isinstance(self._storage, ListStorage):  # torchrl's collate_fn gets the list of items
-            return self._collate_fn([self._storage._items[i] for i in index])
-        return self._collate_fn(self._storage._gather(index))
+    def _collated(self, raw):
+        return raw if self._collate_fn is None else self._collate_fn(raw)
 
     # ---- in-place writes to what is stored (torchrl's set_, update_, set_at_, rb[index] = value) ------
+    @_locked
     def __setitem__(self, index, value):
         """Overwrites the items at storage positions ``index`` with ``value`` through the write-time
         transforms (torchrl's ``transform.inv``); the write cursor stays."""
@@ -429,6 +479,7 @@ class ReplayBuffer:
         """Overwrites entry ``key`` of the items at storage positions ``index``."""
         self._entry_write(key, value, index)
 
+    @_locked
     def update_(self, data):
         """Overwrites, for each entry of the TensorDict ``data`` (``len(self)`` rows), that entry
         of every stored item."""
@@ -440,6 +491,7 @@ class ReplayBuffer:
         stored.update(data)
         self._storage.set(np.arange(len(self), dtype=np.int64), stored.exclude(*self._info_only()), set_cursor=False)
 
+    @_locked
     def _entry_write(self, key, value, index):
         positions = np.atleast_1d(self._storage._locate(index))
         stored = self._storage._gather(positions)
@@ -460,8 +512,10 @@ class ReplayBuffer:
             return self[:][index]
         if isinstance(index, tuple):
             return self[index[0]] if len(index) == 1 else self[:][index]
-        positions = self._storage._locate(index)
-        return self._read_transforms(self._stored(self._storage._gather(positions), positions))
+        with self._replay_lock:
+            positions = self._storage._locate(index)
+            data = self._stored(self._storage._gather(positions), positions)
+        return self._read_transforms(data)
 
     def _stored(self, data, positions):
         """What ``rb[index]`` gives for the items read at ``positions`` (before the transforms)."""
@@ -478,6 +532,7 @@ class ReplayBuffer:
                 return
 
     # ---- priorities ---------------------------------------------------------------------------------
+    @_locked
     def update_priority(self, index, priority):
         """Sets the priorities of the items at ``index`` (ignored by non-prioritized samplers,
         as in torchrl). Priorities must be finite and non-negative."""
@@ -490,18 +545,21 @@ class ReplayBuffer:
             self._sampler.update_priority(index, priority)
 
     # ---- emptying and checkpoints -------------------------------------------------------------------
+    @_locked
     def empty(self):
         """Forgets every item and the sampler's state (the storage keeps its structure)."""
         self._storage._empty()
         self._sampler._empty()
         self._writer._empty()
 
+    @_locked
     def state_dict(self):
         """``"_storage"``, ``"_sampler"``, ``"_batch_size"`` and ``"_rng"`` (the generator's state,
         None without a generator), as torchrl's keys, in rlpipe's own formats."""
         return {"_storage": self._storage.state_dict(), "_sampler": self._sampler.state_dict(),
                 "_batch_size": self._batch_size, "_rng": self._rng_state()}
 
+    @_locked
     def load_state_dict(self, state_dict):
         """Restores a ``state_dict()``; checks all of it before changing anything."""
         if not isinstance(state_dict, dict) or not {"_storage", "_sampler", "_batch_size"} <= set(state_dict):
@@ -524,6 +582,7 @@ class ReplayBuffer:
         if rng is not None:  # a new generator in that state, as torchrl's
             self.set_rng(generator)
 
+    @_locked
     def dumps(self, path):
         """Saves the buffer to the directory ``path``: written beside it, then swapped in."""
         scratch = getattr(self._storage, "scratch_dir", None)
@@ -535,6 +594,7 @@ class ReplayBuffer:
             save_state(tmp, {"_storage": self._storage._saved_state(target), "_sampler": self._sampler.state_dict(),
                              "_batch_size": self._batch_size, "_rng": self._rng_state()})
 
+    @_locked
     def loads(self, path):
         """Restores what ``dumps`` wrote (into this buffer's own storage and sampler types)."""
         state = load_state(path, mmap_mode=None)
@@ -569,6 +629,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
     ``rb[index]`` adds ``"index"`` when reading. ``extend`` reduces a ``priority_key`` entry
     with more than one value per item (``[B, T]`` items) to its per-row max; torchrl's
     ``extend`` passes it to ``update_priority`` unreduced, which fails for such items.
+
+    Thread-safe as ``ReplayBuffer`` (one lock around each write, sample and priority update).
     """
 
     _INFO_KEYS = ("priority_weight",)
@@ -626,7 +688,8 @@ def _prioritized(cls, alpha, beta, eps, storage, sampler, kwargs, sampler_device
 
 class PrioritizedReplayBuffer(ReplayBuffer):
     """A ReplayBuffer with ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``, or with
-    the ``sampler`` given (as in torchrl, which then ignores ``alpha``, ``beta`` and ``eps``)."""
+    the ``sampler`` given (as in torchrl, which then ignores ``alpha``, ``beta`` and ``eps``).
+    Thread-safe as ``ReplayBuffer``: a write, a sample and a priority update never interleave."""
 
     def __init__(self, *, alpha, beta, eps=1e-8, storage=None, sampler=None, sampler_device=None, **kwargs):
         super().__init__(**_prioritized(type(self).__name__, alpha, beta, eps, storage, sampler, kwargs,
@@ -635,7 +698,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
 class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
     """A TensorDictReplayBuffer with ``PrioritizedSampler(storage.max_size, alpha, beta, eps)``
-    (it takes no ``sampler``, as in torchrl)."""
+    (it takes no ``sampler``, as in torchrl). Thread-safe as ``ReplayBuffer``: a write, a sample
+    and a priority update never interleave."""
 
     def __init__(self, *, alpha, beta, priority_key="td_error", eps=1e-8, storage=None, sampler_device=None,
                  **kwargs):

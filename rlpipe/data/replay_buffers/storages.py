@@ -43,6 +43,7 @@ Differences from torchrl 0.14:
   and the rows), not torchrl's ``"_storage"``/``"initialized"``/``"_len"``.
 """
 import collections
+import contextlib
 import functools
 import math
 import numbers
@@ -55,10 +56,10 @@ import weakref
 
 import numpy as np
 
-from ... import _dtypes
+from ... import _dtypes, backends
 from ..._creation import zeros
 from ..._device import CPU, resolve
-from ..._ops import stack as _stack_tensors
+from ...primitives import stack as _stack_tensors
 from ..._tensor import Tensor, wrap
 from ..._utils import logger, unavailable
 from ...tensordict import TensorDict
@@ -726,19 +727,30 @@ class LazyMemmapStorage(LazyTensorStorage):
         return not os.path.exists(directory)
 
     def _allocate(self, spec, device):
+        """Creates the files with their disk space reserved: on a full disk, OSError(ENOSPC) naming
+        the file, and the files made so far are removed again (the storage stays empty)."""
         directory = self._directory()
-        arrays, records = [], []
-        for i, (shape, dt) in enumerate(zip(spec.shapes, spec.dtypes)):
-            file = f"{i}.npy"
-            mapped = np.lib.format.open_memmap(os.path.join(directory, file), mode="w+", dtype=plain_dtype(dt),
-                                               shape=(self.max_size,) + shape)
-            arrays.append(np.asarray(mapped).view(dt))
-            records.append(array_record(arrays[-1], file))
-        meta = np.lib.format.open_memmap(os.path.join(directory, "cursor.npy"), mode="w+", dtype=np.int64, shape=(2,))
-        write_json(os.path.join(directory, self._LAYOUT),
-                   {"format": self._FORMAT, "version": 1, "max_size": self.max_size, "kind": spec.kind,
-                    "item_batch": list(spec.item_batch), "leaves": [[list(k), r] for k, r in zip(spec.keys, records)]})
-        self._meta = np.asarray(meta)  # length and cursor now live in the file
+        created = []
+
+        def mapped(file, shape, dtype):
+            created.append(os.path.join(directory, file))
+            return np.asarray(backends.cpu.mapped_file(created[-1], shape, dtype))
+        try:
+            arrays, records = [], []
+            for i, (shape, dt) in enumerate(zip(spec.shapes, spec.dtypes)):
+                arrays.append(mapped(f"{i}.npy", (self.max_size,) + shape, plain_dtype(dt)).view(dt))
+                records.append(array_record(arrays[-1], f"{i}.npy"))
+            meta = mapped("cursor.npy", (2,), np.int64)
+            write_json(os.path.join(directory, self._LAYOUT),
+                       {"format": self._FORMAT, "version": 1, "max_size": self.max_size, "kind": spec.kind,
+                        "item_batch": list(spec.item_batch),
+                        "leaves": [[list(k), r] for k, r in zip(spec.keys, records)]})
+        except BaseException:
+            for path in created:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            raise
+        self._meta = meta  # length and cursor now live in the file
         self._set_arrays(spec, arrays, CPU)
 
     def _reopen(self):

@@ -42,6 +42,13 @@ def _rows(data, what):
     raise TypeError(f"{what}: expected a TensorDict, a Tensor or a list of items, got {type(data).__name__}")
 
 
+def _positions_on(positions, device):
+    """The int64 host array ``positions`` as a Tensor on ``device`` (None: the CPU), copied there:
+    a GPU tensor must hold a device array, which the storage can write with a slice."""
+    value = wrap(positions)
+    return value if device is None or device == value.device else value.to(device)
+
+
 class Writer:
     """The writer interface: ``register_storage``, ``add``, ``extend``, ``state_dict``."""
 
@@ -132,7 +139,7 @@ class TensorDictRoundRobinWriter(RoundRobinWriter):
             return data
         index, _, _ = self._storage._positions(data.batch_size[0])
         data = data.copy()
-        value = wrap(index, data.device) if data.device is not None else wrap(index)
+        value = _positions_on(index, data.device)
         extra = data.batch_dims - 1
         if extra:
             value = value.reshape((-1,) + (1,) * extra).expand(tuple(data.batch_size))
@@ -194,7 +201,7 @@ class TensorDictMaxValueWriter(Writer):
         rows = np.fromiter(target.values(), np.int64, len(target))
         result[rows] = positions
         chosen = data[wrap(rows)].copy()
-        chosen.set("index", wrap(positions, chosen.device) if chosen.device is not None else wrap(positions))
+        chosen.set("index", _positions_on(positions, chosen.device))
         write = self._storage._prepare(chosen, what=what, at=positions)
         return _Plan(write, rows, result, (heap, cursor))
 

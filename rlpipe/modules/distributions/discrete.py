@@ -2,7 +2,8 @@
 ``MaskedCategorical`` (a Categorical over the actions a mask allows)."""
 import enum
 
-from ... import _ops, _dtypes
+from ... import primitives as _ops, _dtypes
+from ..._creation import zeros_like
 from ... import distributions as D
 from ...distributions.utils import finfo_of, lazy_property, logits_to_probs, probs_to_logits
 
@@ -91,7 +92,7 @@ class MaskedCategorical(D.Categorical):
             if mask.dtype == _dtypes.bool:
                 probs = probs.masked_fill(~mask, 0)
             else:
-                probs = _ops.zeros_like(probs).scatter(-1, indices, probs.gather(-1, indices))
+                probs = zeros_like(probs).scatter(-1, indices, probs.gather(-1, indices))
             probs = probs / probs.sum(-1, keepdim=True)
             logits = probs.log()
         num_samples = logits.shape[-1]

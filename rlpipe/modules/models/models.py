@@ -4,7 +4,7 @@ import copy
 from collections.abc import Sequence
 from numbers import Number
 
-from ... import _ops
+from ... import primitives as _ops
 from ...nn import Conv2d, Dropout, ELU, LazyConv2d, LazyLinear, Linear, Module, Sequential, Tanh
 from .utils import SquashDims, Squeeze2dLayer, create_on_device
 

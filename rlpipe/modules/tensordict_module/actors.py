@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 
-from ... import _ops
+from ... import primitives as _ops
 from ..._dtypes import int64
 from ...envs.specs import Binary, Categorical, Composite, MultiCategorical, MultiOneHot, OneHot, TensorSpec
 from ...tensordict import TensorDictModule, TensorDictSequential

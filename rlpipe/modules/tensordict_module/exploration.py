@@ -1,7 +1,7 @@
 """Exploration modules (torchrl.modules.tensordict_module.exploration): ``EGreedyModule``."""
 import warnings
 
-from ... import _ops
+from ... import primitives as _ops
 from ..._creation import as_tensor
 from ...random import rand
 from ..._dtypes import float32

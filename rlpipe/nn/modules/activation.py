@@ -5,7 +5,7 @@ module takes it) overwrites the input instead of allocating the result.
 """
 import warnings
 
-from ... import primitives as RF, _ops
+from ... import primitives as RF
 from ...primitives import Elu, Silu
 from ..._creation import empty
 from .. import functional as F
@@ -117,7 +117,7 @@ class Sigmoid(Module):
     """``1 / (1 + exp(-x))``."""
 
     def forward(self, input):
-        return _ops.sigmoid(input)
+        return RF.sigmoid(input)
 
     def _inference_op(self, dtype, device):
         return RF.Sigmoid, ()
@@ -138,7 +138,7 @@ class Tanh(Module):
     """Hyperbolic tangent."""
 
     def forward(self, input):
-        return _ops.tanh(input)
+        return RF.tanh(input)
 
     def _inference_op(self, dtype, device):
         return RF.Tanh, ()

@@ -3,30 +3,38 @@
 The behaviour is PyTorch's ``torch.nn.Module``: attribute assignment registers parameters,
 buffers and submodules; iteration yields them in registration order, shared ones once;
 ``state_dict``/``load_state_dict`` use dotted names; hooks run in ``_call_impl``'s order.
+
+This module is ``Module``'s public home and holds its core: attributes, registration, lookup by
+dotted path, hooks (global and per module) and ``__call__``. ``Module`` derives its iteration,
+modes and device/dtype moves from ``_module_traversal`` and its ``state_dict``/``load_state_dict``
+from ``_module_state``; ``_module_backward_hooks`` wires full backward hooks into the graph.
 """
 import functools
 import inspect
-import itertools
 import warnings
 import weakref
-from collections import OrderedDict, namedtuple
-from collections.abc import Mapping
+from collections import OrderedDict
 
-from ... import __future__ as _future
 from ... import _dtypes
 from ..._tensor import Tensor, wrap
-from ...autograd.function import Function, as_array, null_context
-from ...autograd.grad_mode import is_grad_enabled, no_grad
+from ...autograd.function import as_array, null_context
 from ...autograd.grad_mode import state as _grad_state
 from ...utils.hooks import RemovableHandle
-from ..parameter import Buffer, Parameter, is_lazy
+from ..parameter import Buffer, Parameter
+from ._module_backward_hooks import BackwardHookFunction, _BackwardHook
+from ._module_state import _EXTRA_STATE_KEY_SUFFIX, _IncompatibleKeys, _StateDictMixin  # noqa: F401 - re-exported
+from ._module_traversal import _parse_to, _TraversalMixin  # noqa: F401 - re-exported
 
 __all__ = ["register_module_forward_pre_hook", "register_module_forward_hook",
            "register_module_full_backward_pre_hook", "register_module_backward_hook",
            "register_module_full_backward_hook", "register_module_buffer_registration_hook",
            "register_module_module_registration_hook", "register_module_parameter_registration_hook", "Module"]
 
-_EXTRA_STATE_KEY_SUFFIX = "_extra_state"
+# the parts' classes name this module as theirs, as before the split (pickles record that path)
+for _cls in (_IncompatibleKeys, BackwardHookFunction, _BackwardHook):
+    _cls.__module__ = __name__
+del _cls
+
 
 # hooks that apply to every module
 _global_forward_pre_hooks = OrderedDict()
@@ -151,17 +159,6 @@ def _typename(obj):
     return type(obj).__name__ if module == "builtins" else module.split(".")[0] + "." + type(obj).__name__
 
 
-class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
-    __slots__ = ()
-
-    def __repr__(self):
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return super().__repr__()
-
-    __str__ = __repr__
-
-
 def _addindent(text, spaces):
     lines = text.split("\n")
     if len(lines) == 1:
@@ -169,7 +166,7 @@ def _addindent(text, spaces):
     return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
 
 
-class Module:
+class Module(_TraversalMixin, _StateDictMixin):
     """Base class for all neural network modules: subclass it, create submodules and parameters
     in ``__init__`` after ``super().__init__()``, and compute in ``forward``."""
     dump_patches = False
@@ -401,335 +398,6 @@ class Module:
             raise AttributeError("`" + name + "` is not a buffer")
         return getattr(module, name)
 
-    def get_extra_state(self):
-        """Override (with set_extra_state) to keep extra state in ``state_dict``."""
-        raise RuntimeError("Reached a code path in Module.get_extra_state() that should never be called.")
-
-    def set_extra_state(self, state):
-        raise RuntimeError("Reached a code path in Module.set_extra_state() that should never be called.")
-
-    # ---- iteration ----------------------------------------------------------------------------
-    def _named_members(self, get_members, prefix="", recurse=True, remove_duplicate=True):
-        seen = set()
-        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else \
-            [(prefix, self)]
-        for module_prefix, module in modules:
-            for name, value in get_members(module):
-                if value is None or id(value) in seen:
-                    continue
-                if remove_duplicate:
-                    seen.add(id(value))
-                yield (module_prefix + "." if module_prefix else "") + name, value
-
-    def parameters(self, recurse=True):
-        for _, param in self.named_parameters(recurse=recurse):
-            yield param
-
-    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
-        yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse, remove_duplicate)
-
-    def buffers(self, recurse=True):
-        for _, buf in self.named_buffers(recurse=recurse):
-            yield buf
-
-    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
-        yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
-
-    def children(self):
-        for _, module in self.named_children():
-            yield module
-
-    def named_children(self):
-        seen = set()
-        for name, module in self._modules.items():
-            if module is not None and id(module) not in seen:
-                seen.add(id(module))
-                yield name, module
-
-    def modules(self):
-        for _, module in self.named_modules():
-            yield module
-
-    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
-        if memo is None:
-            memo = set()
-        if self in memo:
-            return
-        if remove_duplicate:
-            memo.add(self)
-        yield prefix, self
-        for name, module in self._modules.items():
-            if module is not None:
-                yield from module.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
-
-    # ---- modes and gradients ------------------------------------------------------------------
-    def train(self, mode=True):
-        if not isinstance(mode, bool):
-            raise ValueError("training mode is expected to be boolean")
-        self.training = mode
-        for module in self.children():
-            module.train(mode)
-        return self
-
-    def eval(self):
-        return self.train(False)
-
-    def requires_grad_(self, requires_grad=True):
-        for p in self.parameters():
-            p.requires_grad_(requires_grad)
-        return self
-
-    def zero_grad(self, set_to_none=True):
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:  # zeroed in place: the same tensor stays p.grad
-                if p.grad.grad_fn is not None:
-                    p.grad.detach_()
-                else:
-                    p.grad.requires_grad_(False)
-                p.grad.zero_()
-
-    def apply(self, fn):
-        """Calls ``fn`` on every submodule (children first) and then on this module."""
-        for module in self.children():
-            module.apply(fn)
-        fn(self)
-        return self
-
-    # ---- moving and casting -------------------------------------------------------------------
-    def _replicate_for_data_parallel(self):
-        """A shallow replica as torch's DataParallel makes one: it shares the submodules and buffers dicts'
-        contents but holds no parameters of its own (the caller sets them, usually as views)."""
-        replica = self.__new__(type(self))
-        replica.__dict__ = self.__dict__.copy()
-        replica._parameters = {}
-        replica._buffers = replica._buffers.copy()
-        replica._modules = replica._modules.copy()
-        replica._is_replica = True
-        return replica
-
-    def _apply(self, fn, recurse=True):
-        """Applies ``fn`` to every parameter, gradient and buffer. Parameters keep their identity
-        (their data is swapped), so optimizers holding them stay valid."""
-        if recurse:
-            for module in self.children():
-                module._apply(fn)
-        overwrite = _future.get_overwrite_module_params_on_conversion() and \
-            not _future.get_swap_module_params_on_conversion()
-        with no_grad():
-            for key, param in self._parameters.items():
-                if param is None:
-                    continue
-                if overwrite:  # rlpipe.__future__'s switch: new Parameter objects, as torch makes them
-                    new = Parameter(fn(param), requires_grad=param.requires_grad)
-                    if param.grad is not None:
-                        new.grad = fn(param.grad).requires_grad_(param.grad.requires_grad)
-                    self._parameters[key] = new
-                    continue
-                param.data = fn(param)
-                if param.grad is not None:
-                    param.grad.data = fn(param.grad)
-            for key, buf in self._buffers.items():
-                if buf is not None:
-                    self._buffers[key] = fn(buf)
-        return self
-
-    def to(self, *args, **kwargs):
-        """``to(device)``, ``to(dtype)``, ``to(tensor)``, ``to(device, dtype, non_blocking)``: only
-        floating parameters and buffers change dtype."""
-        device, dtype = _parse_to(*args, **kwargs)
-        if dtype is not None and not dtype.is_floating_point:
-            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
-                            f"dtype={dtype}")
-
-        def convert(t):
-            return t.to(device=device, dtype=dtype if t.is_floating_point() else None)
-        return self._apply(convert)
-
-    def cpu(self):
-        return self._apply(lambda t: t.cpu())
-
-    def cuda(self, device=None):
-        return self._apply(lambda t: t.cuda(device))
-
-    def _unsupported(self, kind):
-        raise RuntimeError(f"rlpipe does not support {kind} devices; use cpu() or cuda()")
-
-    def ipu(self, device=None):
-        self._unsupported("IPU")
-
-    def xpu(self, device=None):
-        self._unsupported("XPU")
-
-    def mtia(self, device=None):
-        self._unsupported("MTIA")
-
-    def _cast_floating(self, dtype):
-        return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
-
-    def float(self):
-        return self._cast_floating(_dtypes.float32)
-
-    def double(self):
-        return self._cast_floating(_dtypes.float64)
-
-    def half(self):
-        return self._cast_floating(_dtypes.float16)
-
-    def bfloat16(self):
-        return self._cast_floating(_dtypes.bfloat16)
-
-    def type(self, dst_type):
-        """Casts every parameter and buffer (integer ones too) to ``dst_type``."""
-        return self._apply(lambda t: t.to(dst_type))
-
-    def to_empty(self, *, device, recurse=True):
-        """Moves to ``device`` without copying values (they are uninitialized afterwards)."""
-        from rlpipe._creation import empty_like
-        return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
-
-    def share_memory(self):
-        return self._apply(lambda t: t.share_memory_())
-
-    # ---- state_dict -----------------------------------------------------------------------------
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
-        for name, param in self._parameters.items():
-            if param is not None:
-                destination[prefix + name] = param if keep_vars else param.detach()
-        for name, buf in self._buffers.items():
-            if buf is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = buf if keep_vars else buf.detach()
-        if type(self).get_extra_state is not Module.get_extra_state:
-            destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
-
-    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
-        """An OrderedDict of every parameter and persistent buffer by dotted name (detached unless
-        ``keep_vars``)."""
-        if args:  # the deprecated positional form (destination, prefix, keep_vars)
-            warnings.warn("Positional args are being deprecated, use kwargs instead.", FutureWarning, stacklevel=2)
-            destination = args[0]
-            prefix = args[1] if len(args) > 1 else prefix
-            keep_vars = args[2] if len(args) > 2 else keep_vars
-        if destination is None:
-            destination = OrderedDict()
-            destination._metadata = OrderedDict()
-        local_metadata = dict(version=self._version)
-        if hasattr(destination, "_metadata"):
-            destination._metadata[prefix[:-1]] = local_metadata
-        for hook in self._state_dict_pre_hooks.values():
-            hook(self, prefix, keep_vars)
-        self._save_to_state_dict(destination, prefix, keep_vars)
-        for name, module in self._modules.items():
-            if module is not None:
-                module.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
-        for hook in self._state_dict_hooks.values():
-            result = hook(self, destination, prefix, local_metadata)
-            if getattr(hook, "_from_public_api", False):
-                if result is not None:
-                    raise RuntimeError("state_dict post-hook must return None")
-            elif result is not None:
-                destination = result
-        return destination
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs):
-        for hook in self._load_state_dict_pre_hooks.values():
-            hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)
-        persistent = {k: v for k, v in self._buffers.items() if k not in self._non_persistent_buffers_set}
-        local_state = {k: v for k, v in itertools.chain(self._parameters.items(), persistent.items()) if v is not None}
-        assign = local_metadata.get("assign_to_params_buffers", False)
-        for name, param in local_state.items():
-            key = prefix + name
-            if key not in state_dict:
-                if strict:
-                    missing_keys.append(key)
-                continue
-            value = state_dict[key]
-            if is_lazy(param):  # a lazy module's placeholder that received a placeholder: nothing to copy
-                continue
-            if not isinstance(value, Tensor):
-                # torch's words (its tests match them); rlpipe.Tensor is what rlpipe wants there
-                error_msgs.append(f'While copying the parameter named "{key}", expected torch.Tensor or Tensor-like '
-                                  f"object from checkpoint but received {type(value)} (an rlpipe.Tensor is needed)")
-                continue
-            if param.ndim == 0 and value.ndim == 1 and value.shape[0] == 1:  # an old checkpoint's format
-                value = value[0]
-            if value.shape != param.shape:
-                error_msgs.append(f"size mismatch for {key}: copying a param with shape {value.shape} from checkpoint, "
-                                  f"the shape in current model is {param.shape}.")
-                continue
-            try:
-                with no_grad():
-                    if assign and _future.get_swap_module_params_on_conversion():
-                        param.data = value.detach()  # the object stays, the checkpoint's data comes in
-                    elif assign:
-                        if isinstance(param, Parameter):
-                            value = value.requires_grad_(param.requires_grad) if isinstance(value, Parameter) \
-                                else Parameter(value, requires_grad=param.requires_grad)
-                        setattr(self, name, value)
-                    else:
-                        param.copy_(value)
-            except Exception as ex:
-                error_msgs.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
-                                  f"{param.size()} and whose dimensions in the checkpoint are {value.size()}, an "
-                                  f"exception occurred : {ex.args}.")
-        extra_key = prefix + _EXTRA_STATE_KEY_SUFFIX
-        if type(self).set_extra_state is not Module.set_extra_state:
-            if extra_key in state_dict:
-                self.set_extra_state(state_dict[extra_key])
-            elif strict:
-                missing_keys.append(extra_key)
-        elif strict and extra_key in state_dict:
-            unexpected_keys.append(extra_key)
-        if strict:
-            for key in state_dict:
-                if key.startswith(prefix) and key != extra_key:
-                    head, _, rest = key[len(prefix):].partition(".")
-                    if rest and head not in self._modules or not rest and head not in local_state:
-                        unexpected_keys.append(key)
-
-    def load_state_dict(self, state_dict, strict=True, assign=False):
-        """Copies parameters and buffers from ``state_dict``. Returns (missing_keys, unexpected_keys);
-        with ``strict`` any of those, like a shape mismatch, raises one RuntimeError listing all."""
-        if not isinstance(state_dict, Mapping):
-            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        missing_keys, unexpected_keys, error_msgs = [], [], []
-        metadata = getattr(state_dict, "_metadata", None)
-        state_dict = OrderedDict(state_dict)
-
-        def load(module, local_state, prefix=""):
-            local_metadata = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))
-            if assign:
-                local_metadata["assign_to_params_buffers"] = assign
-            module._load_from_state_dict(local_state, prefix, local_metadata, True, missing_keys, unexpected_keys,
-                                         error_msgs)
-            for name, child in module._modules.items():
-                if child is not None:
-                    child_prefix = prefix + name + "."
-                    load(child, {k: v for k, v in local_state.items() if k.startswith(child_prefix)}, child_prefix)
-            incompatible = _IncompatibleKeys(missing_keys, unexpected_keys)
-            for hook in module._load_state_dict_post_hooks.values():
-                if hook(module, incompatible) is not None:
-                    raise RuntimeError("Hooks registered with ``register_load_state_dict_post_hook`` are not expected "
-                                       "to return new values, if incompatible_keys need to be modified, it should be "
-                                       "done inplace.")
-
-        load(self, state_dict)
-        if strict:
-            if unexpected_keys:
-                error_msgs.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in unexpected_keys)))
-            if missing_keys:
-                error_msgs.insert(0, "Missing key(s) in state_dict: {}. ".format(
-                    ", ".join(f'"{k}"' for k in missing_keys)))
-        if error_msgs:
-            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
-                type(self).__name__, "\n\t".join(error_msgs)))
-        return _IncompatibleKeys(missing_keys, unexpected_keys)
-
     # ---- hook registration ----------------------------------------------------------------------
     @staticmethod
     def _add_hook(table, hook, prepend=False, extra=()):
@@ -935,144 +603,6 @@ class Module:
             else:
                 text += "\n  " + "\n  ".join(lines) + "\n"
         return text + ")"
-
-
-_TO_TAIL = "bool non_blocking = False, bool copy = False, *, memory_format memory_format = None)"
-_TO_SIGNATURES = ("({m}.device device = None, {m}.dtype dtype = None, " + _TO_TAIL,
-                  "({m}.dtype dtype, " + _TO_TAIL, "(Tensor tensor, " + _TO_TAIL)
-
-
-def _parse_to(*args, **kwargs):
-    """(device, dtype) from Tensor.to's three forms: ``(device, dtype, non_blocking, copy)``,
-    ``(dtype, non_blocking, copy)`` and ``(tensor, non_blocking, copy)``; any other combination
-    raises torch's TypeError."""
-    from rlpipe._device import device as device_cls
-
-    def type_name(a):
-        if type(a) in (device_cls, _dtypes.dtype):
-            return f"{_dtypes.shown_module()}.{type(a).__name__}"
-        return "Tensor" if isinstance(a, Tensor) else type(a).__name__
-
-    if len(args) > 4:
-        raise TypeError(f"to() takes from 0 to 4 positional arguments but {len(args)} were given")
-    first = args[0] if args else None
-    names = ("tensor" if isinstance(first, Tensor) else "dtype" if isinstance(first, _dtypes.dtype) else "device",
-             "non_blocking", "copy")
-    if names[0] == "device":
-        names = ("device", "dtype") + names[1:]
-    given = dict(zip(names, args))
-    checks = {"tensor": lambda v: isinstance(v, Tensor), "device": lambda v: isinstance(v, (str, int, device_cls)),
-              "dtype": lambda v: isinstance(v, _dtypes.dtype), "non_blocking": lambda v: isinstance(v, bool),
-              "copy": lambda v: isinstance(v, bool), "memory_format": lambda v: True}
-    valid = len(args) <= len(names) and not set(given) & set(kwargs) and set(kwargs) <= set(checks) - {"tensor"}
-    given.update(kwargs)
-    if not valid or "tensor" in given and {"device", "dtype"} & set(kwargs) or \
-            not all(v is None and k in ("device", "dtype", "memory_format") or checks[k](v) for k, v in given.items()):
-        got = ", ".join([type_name(a) for a in args] + [f"{k}={type_name(v)}" for k, v in kwargs.items()])
-        raise TypeError(f"to() received an invalid combination of arguments - got ({got}), but expected one of:\n"
-                        + "\n".join(" * " + s.format(m=_dtypes.shown_module()) for s in _TO_SIGNATURES))
-    if given.get("copy"):
-        raise RuntimeError(".to() does not accept copy argument")
-    if "tensor" in given:
-        return given["tensor"].device, given["tensor"].dtype
-    return given.get("device"), given.get("dtype")
-
-
-class BackwardHookFunction(Function):
-    """An identity op around a module's inputs and outputs whose node carries the module's backward
-    hooks: the output node sees grad_output, the input node grad_input."""
-
-    @staticmethod
-    def forward(ctx, *args):
-        ctx.mark_non_differentiable(*[a for a in args if not a.requires_grad])
-        return args
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return grads
-
-    def name(self):
-        return "BackwardHookFunctionBackward"
-
-
-class _BackwardHook:
-    """Wires a module's full backward (pre-)hooks through BackwardHookFunction nodes, as torch's
-    utils.hooks.BackwardHook does."""
-
-    def __init__(self, module, user_hooks, user_pre_hooks):
-        self.module, self.user_hooks, self.user_pre_hooks = module, user_hooks, user_pre_hooks
-        self.grad_outputs = None
-        self.n_inputs = self.n_outputs = -1
-        self.input_index = self.output_index = None
-
-    @staticmethod
-    def _pack(indices, values, size):
-        out = [None] * size
-        for i, v in zip(indices, values):
-            out[i] = v
-        return tuple(out)
-
-    def _wrap_tensors(self, on_node, args):
-        index = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        tensors = [args[i] for i in index]
-        if not (any(t.requires_grad for t in tensors) and is_grad_enabled()):
-            return args, None
-        wrapped = BackwardHookFunction.apply(*tensors)
-        wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
-        node = next(t.grad_fn for t in wrapped if t.grad_fn is not None)
-        on_node(node)
-        out = list(args)
-        for i, t in zip(index, wrapped):
-            out[i] = t
-        return tuple(out), index
-
-    def setup_input_hook(self, args):
-        def on_node(node):
-            def hook(grad_input, _):
-                if self.grad_outputs is None:
-                    return None
-                result = self._pack(self.input_index, grad_input, self.n_inputs)
-                for user_hook in self.user_hooks:
-                    out = user_hook(self.module, result, self.grad_outputs)
-                    if out is None:
-                        continue
-                    if len(out) != len(result):
-                        raise RuntimeError(f"Backward hook returned an invalid number of grad_input, got {len(out)}, "
-                                           f"but expected {len(result)}")
-                    result = out
-                self.grad_outputs = None
-                return tuple(result[i] for i in self.input_index)
-            node.register_hook(hook)
-        wrapped, self.input_index = self._wrap_tensors(on_node, args)
-        self.n_inputs = len(args)
-        return wrapped
-
-    def setup_output_hook(self, result):
-        def on_node(node):
-            def hook(_, grad_output):
-                self.grad_outputs = self._pack(self.output_index, grad_output, self.n_outputs)
-                for pre_hook in self.user_pre_hooks:
-                    out = pre_hook(self.module, self.grad_outputs)
-                    if out is None:
-                        continue
-                    if len(out) != len(self.grad_outputs):
-                        raise RuntimeError(f"Backward pre hook returned an invalid number of grad_output, got "
-                                           f"{len(out)}, but expected {len(self.grad_outputs)}")
-                    self.grad_outputs = out
-                local = self.grad_outputs
-                if self.input_index is None:  # no input needs a gradient: the hooks run now
-                    for user_hook in self.user_hooks:
-                        out = user_hook(self.module, self._pack([], [], self.n_inputs), self.grad_outputs)
-                        if out is not None and not (isinstance(out, tuple) and all(o is None for o in out)):
-                            raise RuntimeError("Backward hook for Modules where no input requires gradient should "
-                                               "always return None or None for all gradients.")
-                    self.grad_outputs = None
-                return tuple(local[i] for i in self.output_index)
-            node.register_hook(hook)
-        single = not isinstance(result, tuple)
-        wrapped, self.output_index = self._wrap_tensors(on_node, (result,) if single else result)
-        self.n_outputs = 1 if single else len(result)
-        return wrapped[0] if single else wrapped
 
 
 def run_without_graph(modules, input):

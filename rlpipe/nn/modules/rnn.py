@@ -9,7 +9,7 @@ import math
 import numbers
 import warnings
 
-from ... import _ops
+from ... import primitives as ops
 from ..._creation import full, ones, zeros
 from .. import functional as F
 from .. import init
@@ -25,7 +25,7 @@ __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell"
 
 def rnn_gates(gates, nonlinearity="tanh"):
     """The Elman update: ``tanh`` (or ``relu``) of ``x W_ih^T + b_ih + h W_hh^T + b_hh``."""
-    return _ops.tanh(gates) if nonlinearity == "tanh" else _ops.relu(gates)
+    return ops.tanh(gates) if nonlinearity == "tanh" else ops.relu(gates)
 
 
 def lstm_gates(gates, c):
@@ -33,13 +33,13 @@ def lstm_gates(gates, c):
     i, f, g, o) and the cell state ``c`` (``[B, H]``): returns ``(o * tanh(c'), c')`` with ``c' = f * c + i * g``."""
     size = c.shape[-1]
     scale, shift = _lstm_activation_constants(size, gates)
-    act = _ops.tanh(gates * scale) * scale + shift  # sigmoid on i, f, o and tanh on g, in three ops
+    act = ops.tanh(gates * scale) * scale + shift  # sigmoid on i, f, o and tanh on g, in three ops
     if act.requires_grad:  # one graph node (its backward one concatenate) rather than four
         i, f, g, o = act.chunk(4, 1)
     else:  # four plain slices cost less than a chunk when no graph is recorded
         i, f, g, o = (act[:, k * size:(k + 1) * size] for k in range(4))
     c = f * c + i * g
-    return o * _ops.tanh(c), c
+    return o * ops.tanh(c), c
 
 
 def gru_gates(x_gates, h_gates, h):
@@ -48,14 +48,14 @@ def gru_gates(x_gates, h_gates, h):
     ``n = tanh(x_n + r * h_n)``, ``h' = (1 - z) * n + z * h``."""
     size = h.shape[-1]
     rz = _sigmoid(x_gates[:, :2 * size] + h_gates[:, :2 * size])
-    n = _ops.tanh(x_gates[:, 2 * size:] + rz[:, :size] * h_gates[:, 2 * size:])
+    n = ops.tanh(x_gates[:, 2 * size:] + rz[:, :size] * h_gates[:, 2 * size:])
     return n + rz[:, size:] * (h - n)
 
 
 def _sigmoid(x):
     # sigmoid(x) = (1 + tanh(x / 2)) / 2: on NumPy, tanh is about 20x faster than the overflow-safe
     # exp-and-where that rlpipe.sigmoid runs, which dominated a whole LSTM forward
-    return _ops.tanh(x * 0.5) * 0.5 + 0.5
+    return ops.tanh(x * 0.5) * 0.5 + 0.5
 
 
 _CONSTANTS = {}
@@ -67,8 +67,8 @@ def _lstm_activation_constants(size, like):
     key = (size, like.dtype, like.device)
     pair = _CONSTANTS.get(key)
     if pair is None:
-        scale = _ops.cat([full((2 * size,), 0.5), ones(size), full((size,), 0.5)]).to(like.dtype).to(like.device)
-        shift = _ops.cat([full((2 * size,), 0.5), zeros(size), full((size,), 0.5)]).to(like.dtype).to(like.device)
+        scale = ops.cat([full((2 * size,), 0.5), ones(size), full((size,), 0.5)]).to(like.dtype).to(like.device)
+        shift = ops.cat([full((2 * size,), 0.5), zeros(size), full((size,), 0.5)]).to(like.dtype).to(like.device)
         pair = _CONSTANTS[key] = (scale, shift)
     return pair
 
@@ -273,7 +273,7 @@ class RNNBase(Module):
                 out, last = self._run_direction(x, initial, self._all_weights[index], batch_sizes, direction == 1)
                 outputs.append(out)
                 finals.append(last)
-            x = outputs[0] if len(outputs) == 1 else _ops.cat(outputs, -1)
+            x = outputs[0] if len(outputs) == 1 else ops.cat(outputs, -1)
         return x, tuple(_stack(parts) for parts in zip(*finals))
 
     def _run_direction(self, x, state, names, batch_sizes, reverse):
@@ -299,8 +299,8 @@ class RNNBase(Module):
             state = self._step(steps[t], state, w_hh, b_hh, w_hr)
             outputs[t] = state[0]
         if finished:
-            state = tuple(_ops.cat([s, *parts[::-1]], 0) for s, parts in zip(state, zip(*finished)))
-        return (_stack(outputs) if batch_sizes is None else _ops.cat(outputs, 0)), state
+            state = tuple(ops.cat([s, *parts[::-1]], 0) for s, parts in zip(state, zip(*finished)))
+        return (_stack(outputs) if batch_sizes is None else ops.cat(outputs, 0)), state
 
     def _step(self, x_gates, state, w_hh, b_hh, w_hr):
         """One time step of this layer's cell; ``state`` is ``(h,)`` or ``(h, c)``."""
@@ -316,7 +316,7 @@ class RNNBase(Module):
 
 def _stack(tensors):
     """``stack(tensors, 0)``; an unsqueeze for one tensor, which costs a tenth of a stack (a single step)."""
-    return tensors[0].unsqueeze(0) if len(tensors) == 1 else _ops.stack(tensors, 0)
+    return tensors[0].unsqueeze(0) if len(tensors) == 1 else ops.stack(tensors, 0)
 
 
 def _resize_state(state, rows, h0, finished):
@@ -328,7 +328,7 @@ def _resize_state(state, rows, h0, finished):
         finished.append(tuple(s[rows:] for s in state))
         return tuple(s[:rows] for s in state)
     if rows > current:
-        return tuple(_ops.cat([s, s0[current:rows]], 0) for s, s0 in zip(state, h0))
+        return tuple(ops.cat([s, s0[current:rows]], 0) for s, s0 in zip(state, h0))
     return state
 
 

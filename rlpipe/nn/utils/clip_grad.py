@@ -5,7 +5,7 @@
 import types
 import warnings
 
-from ... import _ops as ops
+from ... import primitives as ops
 from ..._creation import tensor as _tensor
 from ..._tensor import Tensor
 from ...autograd import no_grad

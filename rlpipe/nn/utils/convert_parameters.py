@@ -1,5 +1,5 @@
 """Flattening parameters into one vector and writing one back, as torch.nn.utils.convert_parameters."""
-from ... import _ops as ops
+from ... import primitives as ops
 from ..._tensor import Tensor
 
 

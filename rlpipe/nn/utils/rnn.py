@@ -8,7 +8,7 @@ Every function here is built from differentiable ops, so gradients flow through 
 from collections import namedtuple
 from collections.abc import Iterable
 
-from ... import _ops
+from ... import primitives as ops
 from ..._creation import as_tensor, full, tensor
 from ..._dtypes import float16, float32, float64, int32, int64
 
@@ -79,7 +79,7 @@ def invert_permutation(permutation):
     """The inverse of ``permutation`` (None stays None)."""
     if permutation is None:
         return None
-    return _ops.argsort(permutation)
+    return ops.argsort(permutation)
 
 
 def _lengths_list(lengths):
@@ -109,7 +109,7 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     if batch_first:
         input = input.transpose(0, 1)
     batch_sizes = _batch_sizes(lengths)
-    data = _ops.cat([input[t, :n] for t, n in enumerate(batch_sizes)], 0)
+    data = ops.cat([input[t, :n] for t, n in enumerate(batch_sizes)], 0)
     return PackedSequence(data, tensor(batch_sizes, dtype=int64), sorted_indices, None)
 
 
@@ -146,7 +146,7 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
         rows.append(_padded(data[offset:offset + n], batch, padding_value, 0))
         offset += n
     rows += [full((batch, *rest), padding_value, dtype=data.dtype, device=data.device)] * (steps - len(rows))
-    padded = _ops.stack(rows, 0)
+    padded = ops.stack(rows, 0)
     lengths = tensor([sum(1 for n in batch_sizes if n > b) for b in range(batch)], dtype=int64)
     if batch_first:
         padded = padded.transpose(0, 1)
@@ -164,7 +164,7 @@ def _padded(x, size, padding_value, dim, left=False):
     shape = list(x.shape)
     shape[dim] = missing
     pad = full(shape, padding_value, dtype=x.dtype, device=x.device)
-    return _ops.cat([pad, x] if left else [x, pad], dim)
+    return ops.cat([pad, x] if left else [x, pad], dim)
 
 
 def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="right"):
@@ -178,7 +178,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
     sequences = tuple(sequences)
     longest = max(s.size(0) for s in sequences)
     padded = [_padded(s, longest, padding_value, 0, left=padding_side == "left") for s in sequences]
-    return _ops.stack(padded, 0 if batch_first else 1)
+    return ops.stack(padded, 0 if batch_first else 1)
 
 
 def unpad_sequence(padded_sequences, lengths, batch_first=False):

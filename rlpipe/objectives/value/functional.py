@@ -9,8 +9,8 @@ torchrl runs a Python loop over time (``generalized_advantage_estimate``) or a c
 ``[T]`` geometric kernel (the ``vec_`` functions). rlpipe computes every estimate the same way for
 both names: the recursion ``x[t] = b[t] + c[t] * x[t + 1]`` (GAE: ``b`` the TD error, ``c`` =
 gamma * lmbda * not done) in one backward pass over time, each step one vectorized operation over
-the whole batch; on a GPU the whole estimate is one fused kernel launch (``value_estimate`` in the
-cuda backend's ``fused``). The estimates are differentiable with respect to the values and rewards
+the whole batch; on a GPU the whole estimate is one fused kernel launch (``value_estimate`` in
+``rlpipe.kernels``). The estimates are differentiable with respect to the values and rewards
 (the gradient is the same recursion run forward in time). ``rolling_gamma=False`` is not
 implemented (torchrl implements it only in the non-vectorized functions).
 """
@@ -18,7 +18,7 @@ import numbers
 import warnings
 
 from ..._tensor import Tensor
-from ... import _dtypes
+from ... import _dtypes, kernels
 from ...primitives.base import Op
 
 __all__ = [
@@ -73,7 +73,7 @@ class _ValueEstimate(Op):
     @staticmethod
     def forward(ctx, reward, value, next_value, done, terminated, gamma, lmbda, gae):
         xp = ctx.xp
-        fused = ctx.be.fused.get("value_estimate")
+        fused = kernels.get("value_estimate", ctx.be)
         if fused is not None and not ctx.needs_input_grad and isinstance(gamma, float) and isinstance(lmbda, float):
             return fused(reward, value, next_value, done, terminated, gamma, lmbda, gae)
         dtype = value.dtype

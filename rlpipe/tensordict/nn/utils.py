@@ -2,7 +2,7 @@
 ``biased_softplus``, ``inv_softplus`` and ``expln``."""
 import math
 
-from ... import _ops
+from ... import primitives as _ops
 from ...nn.modules.module import Module
 
 __all__ = ["mappings", "biased_softplus", "inv_softplus", "expln", "add_custom_mapping"]

@@ -1,0 +1,382 @@
+"""The base of the tensor specs (``rlpipe.envs.specs`` is their public home): the shared helpers that
+check shapes, dtypes and devices, the spaces (``ContinuousBox``, ``CategoricalBox``, ``BinaryBox``,
+``BoxList``) and ``TensorSpec``, the base class every spec derives from.
+"""
+import builtins
+import math
+
+import numpy as np
+
+from .. import _dtypes, primitives as _ops
+from .._creation import as_tensor, from_numpy, full, zeros
+from .._device import CPU, resolve
+from .._tensor import Size, Tensor, host_array, size_repr as _shape_str
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+def _size(shape, what="shape"):
+    if shape is None:
+        return None
+    if isinstance(shape, (builtins.int, np.integer)) and not isinstance(shape, builtins.bool):
+        return Size((builtins.int(shape),))
+    try:
+        out = Size(builtins.int(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"{what} must be a sequence of ints, got {shape!r}") from None
+    if any(s < 0 for s in out):
+        raise ValueError(f"{what} must have non-negative sizes, got {list(out)}")
+    return out
+
+
+def _extra_shape(shape):
+    """The ``shape`` argument of rand/zero: None, an int, or a sequence of ints."""
+    return Size(()) if shape is None else _size(shape)
+
+
+def _device(device):
+    return CPU if device is None else resolve(device)
+
+
+def _dtype(dtype, default):
+    return default if dtype is None else _dtypes.as_dtype(dtype)
+
+
+def _tensor(value, dtype=None, device=None):
+    """``value`` (number, list, ndarray, Tensor) as an rlpipe tensor, without a gradient."""
+    if isinstance(value, Tensor):
+        if ((dtype is None or value.dtype is _dtypes.as_dtype(dtype))
+                and (device is None or value.device == resolve(device)) and not value.requires_grad):
+            return value
+        value = value.detach()
+    return as_tensor(value, dtype=dtype, device=device)
+
+
+def _check_positive_int(n, what):
+    if isinstance(n, builtins.bool) or not isinstance(n, (builtins.int, np.integer)):
+        if isinstance(n, Tensor) and n.numel() == 1 and not n.is_floating_point():
+            n = n.item()
+        else:
+            raise TypeError(f"{what} must be a positive int, got {n!r}")
+    if n <= 0:
+        raise ValueError(f"{what} must be a positive int, got {n}")
+    return builtins.int(n)
+
+
+def _iinfo_range(dtype):
+    if dtype is _dtypes.bool:
+        return 0, 1
+    if dtype.is_floating_point:
+        return -math.inf, math.inf
+    info = np.iinfo(dtype.np)
+    return builtins.int(info.min), builtins.int(info.max)
+
+
+def _indent(text, n=4):
+    pad = " " * n
+    return "\n".join(pad + line if line else line for line in text.split("\n"))
+
+
+def _tensor_summary(t):
+    return f"Tensor(shape={_shape_str(t.shape)}, device={t.device}, dtype={t.dtype}, contiguous=True)"
+
+
+# ---- spaces ---------------------------------------------------------------------------------------
+class ContinuousBox:
+    """The box ``[low, high]`` of a ``Bounded`` (or ``Unbounded``) spec; ``low``/``high`` are tensors."""
+
+    def __init__(self, low, high):
+        self.low, self.high = low, high
+
+    @property
+    def device(self):
+        return self.low.device
+
+    def to(self, device):
+        return ContinuousBox(self.low.to(device), self.high.to(device))
+
+    def clone(self):
+        return ContinuousBox(self.low.clone(), self.high.clone())
+
+    def __iter__(self):
+        yield self.low
+        yield self.high
+
+    def __eq__(self, other):
+        return (isinstance(other, ContinuousBox) and self.low.shape == other.low.shape
+                and self.low.dtype == other.low.dtype and self.low.device == other.low.device
+                and bool(_ops.equal(self.low, other.low)) and bool(_ops.equal(self.high, other.high)))
+
+    def __repr__(self):
+        return f"ContinuousBox(\n    low={_tensor_summary(self.low)},\n    high={_tensor_summary(self.high)})"
+
+
+class CategoricalBox:
+    """The discrete space ``{0, ..., n - 1}``."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def to(self, device):
+        return self
+
+    def clone(self):
+        return CategoricalBox(self.n)
+
+    def __eq__(self, other):
+        return isinstance(other, CategoricalBox) and type(other) is type(self) and self.n == other.n
+
+    def __repr__(self):
+        return f"{type(self).__name__}(n={self.n})"
+
+
+DiscreteBox = CategoricalBox
+
+
+class BinaryBox(CategoricalBox):
+    """The space of ``n`` bits."""
+
+
+class BoxList:
+    """One ``CategoricalBox`` per sub-space (multi-categorical / multi-one-hot specs)."""
+
+    def __init__(self, boxes):
+        self.boxes = list(boxes)
+
+    @classmethod
+    def from_nvec(cls, nvec):
+        return cls(CategoricalBox(builtins.int(n)) for n in np.asarray(nvec).reshape(-1))
+
+    def to(self, device):
+        return self
+
+    def clone(self):
+        return BoxList(b.clone() for b in self.boxes)
+
+    def __len__(self):
+        return len(self.boxes)
+
+    def __iter__(self):
+        return iter(self.boxes)
+
+    def __getitem__(self, i):
+        return self.boxes[i]
+
+    def __eq__(self, other):
+        return isinstance(other, BoxList) and self.boxes == other.boxes
+
+    def __repr__(self):
+        return f"BoxList(boxes={self.boxes})"
+
+
+# ---- base -------------------------------------------------------------------------------------------
+_LIST_CHECK_SIZE = 64  # elements: up to here a host array's values are checked as a Python list
+
+
+class TensorSpec:
+    """Base of every spec: ``shape``, ``dtype``, ``device``, ``space`` and ``domain``."""
+
+    shape = Size(())
+    dtype = None
+    device = CPU
+    space = None
+    domain = ""
+
+    # ---- to override ----
+    def rand(self, shape=None):
+        raise NotImplementedError
+
+    def zero(self, shape=None):
+        return zeros(_extra_shape(shape) + self.shape, dtype=self.dtype, device=self.device)
+
+    def zeros(self, shape=None):
+        return self.zero(shape)
+
+    def one(self, shape=None):
+        return full(_extra_shape(shape) + self.shape, 1, dtype=self.dtype, device=self.device)
+
+    def _values_in(self, val):
+        """Whether ``val`` (right shape, right dtype) lies in the space."""
+        return True
+
+    def _project(self, val):
+        return val.to(self.dtype)
+
+    def _with(self, shape=None, device=None, dtype=None, reshape=False):
+        """A copy of this spec with a new ``shape`` (expanded, or reshaped when ``reshape``), ``device``
+        or ``dtype``."""
+        raise NotImplementedError
+
+    # ---- shared ----
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def ndimension(self):
+        return len(self.shape)
+
+    def numel(self):
+        return self.shape.numel()
+
+    def _has_shape(self, val):
+        shape = val.shape
+        n = len(self.shape)
+        return len(shape) >= n and (n == 0 or tuple(shape[len(shape) - n:]) == tuple(self.shape))
+
+    def is_in(self, val):
+        """True when ``val`` is a tensor whose shape ends with ``shape``, of this dtype, inside the space."""
+        if not isinstance(val, Tensor):
+            return False
+        if val.dtype is not self.dtype or not self._has_shape(val):
+            return False
+        if val.numel() == 0:
+            return True
+        return builtins.bool(self._values_in(val))
+
+    def host_membership_test(self):
+        """A function ``test(array) -> bool``: whether a host (NumPy) array lies in the space, as
+        ``is_in`` decides for a tensor, but cheaper for the common specs, which leave the shape to
+        the caller. The collector checks every action a policy returns with it."""
+        values_test = self._host_values_test()
+        if values_test is None:
+            return lambda array: self.is_in(from_numpy(np.asarray(array)))
+        dtype = self.dtype.np
+        return lambda array: array.dtype == dtype and values_test(array)
+
+    def _host_values_test(self):
+        """``_values_in`` for a host array of the right dtype, as a function; None where ``is_in``
+        decides. Arrays of up to ``_LIST_CHECK_SIZE`` elements are checked as Python lists, whose
+        methods cost less than NumPy's per-call overhead at a few elements."""
+        return None
+
+    def contains(self, val):
+        return self.is_in(val)
+
+    def assert_is_in(self, val):
+        if not self.is_in(val):
+            got = (f"shape={_shape_str(val.shape)}, dtype={val.dtype}" if isinstance(val, Tensor)
+                   else f"a {type(val).__name__}")
+            raise AssertionError(f"Encoding failed because value is not in space. Consider calling "
+                                 f"project(val) first. value={val!r} ({got}), spec={self!r}")
+
+    def type_check(self, value, key=None):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Expected a rlpipe Tensor{'' if key is None else f' for {key!r}'}, "
+                             f"got {type(value).__name__}")
+        if value.dtype is not self.dtype:
+            raise ValueError(f"Expected dtype {self.dtype}{'' if key is None else f' for {key!r}'}, "
+                             f"got {value.dtype}")
+
+    def _shaped(self, val):
+        """``val`` as a tensor on this device whose shape ends with ``shape`` (reshaped when the
+        number of elements allows)."""
+        val = _tensor(val, device=self.device)
+        if not self._has_shape(val):
+            if val.numel() == self.shape.numel():
+                val = val.reshape(self.shape)
+            else:
+                raise ValueError(f"{type(self).__name__}: the shape of the value {_shape_str(val.shape)} does not "
+                                 f"end with the spec's shape {_shape_str(self.shape)}")
+        return val
+
+    def project(self, val):
+        """``val`` mapped into the space (clamped, rounded, cast); returned unchanged when already in it."""
+        val = self._shaped(val)
+        if self.is_in(val):
+            return val
+        return self._project(val)
+
+    def encode(self, val, ignore_device=False):
+        """A host value (NumPy array, number, list, tensor) as a tensor of this dtype and shape on ``device``."""
+        val = val if isinstance(val, Tensor) else np.asarray(val)
+        return self._shaped(_tensor(val, dtype=self.dtype, device=self.device))
+
+    def to_numpy(self, val, safe=None):
+        """A tensor of this spec as a NumPy array of its dtype (what a Gymnasium env takes)."""
+        if safe:
+            self.assert_is_in(val)
+        return host_array(val)
+
+    def expand(self, *shape):
+        """The spec with new leading dims: ``shape`` must end with the current ``shape`` (where the
+        spec has a size-1 dim, any size is accepted, as ``Tensor.expand``)."""
+        if len(shape) == 1 and not isinstance(shape[0], (builtins.int, np.integer)):
+            shape = shape[0]
+        shape = _size(shape)
+        n = len(self.shape)
+        if len(shape) < n or builtins.any(new != old and old != 1
+                                          for new, old in zip(shape[len(shape) - n:], self.shape)):
+            raise ValueError(f"{type(self).__name__}.expand: the new shape {list(shape)} must end with the "
+                             f"spec's shape {list(self.shape)}")
+        return self._with(shape=shape)
+
+    def _check_reshape(self, shape):
+        if shape.numel() != self.shape.numel():
+            raise ValueError(f"{type(self).__name__}: cannot reshape {list(self.shape)} to {list(shape)}")
+        return self._with(shape=shape, reshape=True)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (builtins.int, np.integer)):
+            shape = shape[0]
+        shape = list(shape)
+        if shape.count(-1) == 1:
+            known = builtins.int(np.prod([s for s in shape if s != -1]))
+            shape[shape.index(-1)] = self.shape.numel() // known if known else 0
+        return self._check_reshape(_size(shape))
+
+    view = reshape
+
+    def unsqueeze(self, dim):
+        n = len(self.shape) + 1
+        if not -n <= dim < n:
+            raise IndexError(f"unsqueeze: dim {dim} out of range for a spec of shape {list(self.shape)}")
+        dim = dim + n if dim < 0 else dim
+        return self._check_reshape(Size(self.shape[:dim] + (1,) + self.shape[dim:]))
+
+    def squeeze(self, dim=None):
+        if dim is None:
+            shape = Size(s for s in self.shape if s != 1)
+        else:
+            n = len(self.shape)
+            if not -n <= dim < n:
+                raise IndexError(f"squeeze: dim {dim} out of range for a spec of shape {list(self.shape)}")
+            dim = dim + n if dim < 0 else dim
+            shape = self.shape if self.shape[dim] != 1 else Size(self.shape[:dim] + self.shape[dim + 1:])
+        return self if shape == self.shape else self._check_reshape(shape)
+
+    def clone(self):
+        return self._with()
+
+    def to(self, dest):
+        """The spec on another device, or (given an rlpipe dtype) with another dtype."""
+        if isinstance(dest, _dtypes.dtype):
+            return self if dest is self.dtype else self._with(dtype=dest)
+        dev = resolve(dest)
+        if dev is self.device:
+            return self
+        return self._with(device=dev)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else device)
+
+    def _eq_fields(self, other):
+        return True
+
+    def __eq__(self, other):
+        return (type(other) is type(self) and other.shape == self.shape and other.dtype is self.dtype
+                and other.device == self.device and other.space == self.space and self._eq_fields(other))
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = None
+
+    def _repr_name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        space = _indent(repr(self.space)).lstrip()
+        return (f"{self._repr_name()}(\n    shape={_shape_str(self.shape)},\n    space={space},\n    "
+                f"device={self.device},\n    dtype={self.dtype},\n    domain={self.domain})")

@@ -1,0 +1,129 @@
+"""Comparisons, logic, bit operations and the elementwise tests (isnan, isclose...): not
+differentiable, so no Functions; each op computes its boolean (or integer) result on the backend.
+Declares the operators ``== != < <= > >= & | ^ ~``.
+"""
+import builtins
+
+from .. import _dtypes
+from .._tensor import Tensor, tensor_method, wrap
+from ..autograd.function import explain
+from .common import _LEGACY_TYPE_NAMES, tensor_operator, _operands
+
+
+def _compare(ufunc_name):
+    def op(input, other):
+        try:
+            a, b = _operands(input, other)
+        except TypeError:
+            return NotImplemented
+        t = a if isinstance(a, Tensor) else b
+        av = a._data if isinstance(a, Tensor) else a
+        bv = b._data if isinstance(b, Tensor) else b
+        if isinstance(a, Tensor) and isinstance(b, Tensor) and a._device is not b._device:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"{a._device} and {b._device}!")
+        try:
+            return wrap(getattr(t._device._backend.xp, ufunc_name)(av, bv), t._device)
+        except (ValueError, TypeError) as e:
+            raise RuntimeError(explain(e, [av, bv])) from None
+    op.__name__ = ufunc_name
+    return op
+
+
+def _comparison(name, ufunc_name, *aliases):
+    """A comparison, declared as Tensor method ``name`` (and ``aliases``) and as operator ``__name__``."""
+    method = tensor_method(name, *aliases)(_compare(ufunc_name))
+    return tensor_operator(name, reflected=False, inplace=False)(method)
+
+
+eq = _comparison("eq", "equal")
+ne = _comparison("ne", "not_equal", "not_equal")
+lt = _comparison("lt", "less", "less")
+le = _comparison("le", "less_equal", "less_equal")
+gt = _comparison("gt", "greater", "greater")
+ge = _comparison("ge", "greater_equal", "greater_equal")
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+logical_and = tensor_method(_compare("logical_and"))
+logical_or = tensor_method(_compare("logical_or"))
+logical_xor = tensor_method(_compare("logical_xor"))
+def _bitwise(name):
+    compare = _compare(name)
+
+    def op(input, other):
+        for x in (input, other):
+            if isinstance(x, Tensor):
+                _require_float_free(x, name)
+            elif isinstance(x, builtins.float):
+                raise NotImplementedError(f'"{name}_cpu" not implemented for \'Float\'')
+        return compare(input, other)
+    op.__name__ = name
+    return op
+
+
+def _require_float_free(x, name):
+    if x.is_floating_point():
+        raise NotImplementedError(f'"{name}_cpu" not implemented for \'{_LEGACY_TYPE_NAMES[x.dtype.name]}\'')
+
+
+bitwise_and = tensor_operator("and")(tensor_method(_bitwise("bitwise_and")))
+bitwise_or = tensor_operator("or")(tensor_method(_bitwise("bitwise_or")))
+bitwise_xor = tensor_operator("xor")(tensor_method(_bitwise("bitwise_xor")))
+
+
+def _elementwise_test(name):
+    def op(input):
+        return wrap(getattr(input._device._backend.xp, name)(input._data), input._device)
+    op.__name__ = name
+    return op
+
+
+logical_not = tensor_method(_elementwise_test("logical_not"))
+isnan = tensor_method(_elementwise_test("isnan"))
+isinf = tensor_method(_elementwise_test("isinf"))
+isfinite = tensor_method(_elementwise_test("isfinite"))
+signbit = tensor_method(_elementwise_test("signbit"))
+
+
+@tensor_method
+def bitwise_not(input):
+    _require_float_free(input, "bitwise_not")
+    return wrap(input._device._backend.xp.invert(input._data), input._device)
+
+
+@tensor_method
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = _operands(input, other)
+    return wrap(input._device._backend.xp.isclose(a._data, b._data if isinstance(b, Tensor) else b,
+                                                  rtol=rtol, atol=atol, equal_nan=equal_nan), input._device)
+
+
+@tensor_method
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return builtins.bool(isclose(input, other, rtol, atol, equal_nan).all())
+
+
+@tensor_method
+def equal(input, other):
+    return input.shape == other.shape and builtins.bool(eq(input, other).all())
+
+
+@tensor_method("__invert__")
+def _invert(self):
+    return logical_not(self) if self.dtype is _dtypes.bool else bitwise_not(self)
+
+
+@tensor_method
+def isposinf(input):
+    return logical_and(isinf(input), gt(input, 0))
+
+
+@tensor_method
+def isneginf(input):
+    return logical_and(isinf(input), lt(input, 0))
+
+
+@tensor_method
+def isreal(input):
+    """True everywhere: rlpipe has no complex dtypes."""
+    from rlpipe._creation import ones_like
+    return ones_like(input, dtype=_dtypes.bool)
