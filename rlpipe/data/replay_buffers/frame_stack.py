@@ -1,9 +1,9 @@
-"""``FrameStackReplayBuffer``: Atari-style replay that stores every frame once and builds frame
-stacks and n-step returns when it samples (as Dopamine and Tianshou do).
+"""``FrameStackReplayBuffer``: Atari-style replay that stores every frame once and builds the
+frame stacks when it samples (as Dopamine and Tianshou do).
 
 A buffer of stacked transitions (torchrl's: ``"pixels"`` and ``("next", "pixels")``, each
 ``[4, 84, 84]``) spends 56 KB per transition; this one spends one 84x84 frame (7 KB) plus about
-100 bytes of links and step data, and one extra frame per finished episode (its last
+70 bytes of links, step data and window, and one extra frame per finished episode (its last
 observation). ``sample`` returns exactly what ``CatFrames(N=frame_stack, dim=-3, padding=...)``
 followed by ``MultiStep(gamma, n_steps)`` over each whole trajectory would give for the same
 transitions.
@@ -13,6 +13,9 @@ observation of a step, the step's ``action``, reward and done flags. Each slot c
 stamp (0, 1, 2, ... in write order; the slot is ``stamp % capacity``) and the stamps of the
 previous and next frames of its trajectory. A stamp whose slot has been written again is dead:
 links never need to be cleared, and a stack or window that would reach a dead frame is detected.
+A stack is gathered by following the links back from its last frame. A transition's n-step
+window (its length, the frame after it and the discounted reward sum, ``MultiStep``'s terms in
+``MultiStep``'s order) is worked out once, when the window is complete: it never changes after.
 
 **Trajectories.** Row ``e`` of a ``[num_envs, T]`` batch (a ``[T]`` batch is row 0) continues
 environment ``e``'s trajectory from the previous ``extend``, unless that trajectory ended (done)
@@ -76,7 +79,9 @@ _FLAG_KEYS = ("done", "terminated", "truncated")
 _UNKNOWN_TRAJ = np.iinfo(np.int64).min  # an open trajectory from a batch without trajectory ids
 _KEYS = {"action": "action", "reward": ("next", "reward"), "done": ("next", "done"),
          "terminated": ("next", "terminated"), "truncated": ("next", "truncated")}
-_LINKS = {"stamp": np.int64, "prev": np.int64, "next": np.int64, "step": np.bool_, "final": np.bool_}
+# links between frames, and each sampleable transition's window: its length m and the frame after it
+_LINKS = {"stamp": np.int64, "prev": np.int64, "next": np.int64, "step": np.bool_, "final": np.bool_,
+          "m": np.int32, "after": np.int64}
 
 
 def _check_positive_int(name, value):
@@ -243,6 +248,9 @@ class _Slots:
     def __init__(self, capacity, layout, directory):
         self.capacity = capacity
         specs = dict(layout, **{name: ((), np.dtype(dt)) for name, dt in _LINKS.items()})
+        reward_shape, reward_dtype = layout["reward"]
+        specs["n_step_reward"] = (reward_shape, reward_dtype if reward_dtype.kind == "f" else
+                                  np.dtype(_dtypes.get_default_dtype().np))
         nbytes = capacity * sum(int(np.prod(shape)) * dt.itemsize for shape, dt in specs.values())
         room = physical_memory() if directory is None else (shutil.disk_usage(directory).free, "free disk space")
         check_room(nbytes, f"FrameStackReplayBuffer({capacity}): the slot arrays", room)
@@ -333,7 +341,8 @@ class FrameStackReplayBuffer:
         self._open_pending = np.zeros(0, np.int64)  # ... the stored frame after that step, -1 for none
         self._open_traj = np.zeros(0, np.int64)  # ... its trajectory id
         self._ready = np.zeros(self.capacity, bool)
-        self._tree = SumMinTree(self.capacity)
+        self._count = 0  # sampleable transitions
+        self._tree = SumMinTree(self.capacity) if self.prioritized else None  # priorities, 0 where not sampleable
         self._priority = np.ones(self.capacity) if self.prioritized else None
         self._top = None  # the largest priority given
 
@@ -342,9 +351,8 @@ class FrameStackReplayBuffer:
             raise TypeError(f"generator must be an rlpipe.Generator or None, got {type(generator).__name__}")
         self._rng = generator
 
-    @_locked
     def __len__(self):
-        return int(np.count_nonzero(self._ready))
+        return self._count
 
     @property
     def write_count(self):
@@ -355,8 +363,10 @@ class FrameStackReplayBuffer:
     def nbytes(self):
         """Bytes held for the stored data: the slot arrays, the sampling tree and the flags."""
         slots = 0 if self._slots is None else sum(a.nbytes for a in self._slots.arrays.values())
-        extra = self._tree._sum.nbytes + self._tree._min.nbytes + self._ready.nbytes
-        return slots + extra + (0 if self._priority is None else self._priority.nbytes)
+        extra = self._ready.nbytes
+        if self._tree is not None:
+            extra += self._tree._sum.nbytes + self._tree._min.nbytes + self._priority.nbytes
+        return slots + extra
 
     def __repr__(self):
         return (f"FrameStackReplayBuffer(capacity={self.capacity}, frame_stack={self.frame_stack}, "
@@ -375,21 +385,22 @@ class FrameStackReplayBuffer:
         return np.where(alive, self._slots.arrays[link][stamps % self.capacity], -1)
 
     def _stack(self, stamps):
-        """([B, frame_stack] stamps of each stamp's stack, oldest first, where a position before
-        the trajectory's first frame holds that first frame; [B, frame_stack] padding mask; [B]
-        whether every frame of the stack is stored)."""
+        """[B, frame_stack] stamps of each stamp's stack, oldest first; a position before the
+        trajectory's first frame holds that first frame again. Where a frame on the way was
+        overwritten the links read are stale: ``_stored_stacks`` tells."""
         k = self.frame_stack
         index = np.empty((len(stamps), k), np.int64)
-        pad = np.zeros((len(stamps), k), bool)
-        ok = self._alive(stamps)
         index[:, -1] = current = stamps
+        prev = self._slots.prev
         for j in range(k - 2, -1, -1):
-            back = self._follow(current, "prev")
-            pad[:, j] = start = back < 0
-            ok &= start | self._alive(back)
-            current = np.where(start, current, back)
+            back = prev[current % self.capacity]
+            current = np.where(back < 0, current, back)
             index[:, j] = current
-        return index, pad, ok
+        return index
+
+    def _stored_stacks(self, index):
+        """Whether every frame of each stack (rows of ``_stack``) is still stored."""
+        return self._alive(index).all(axis=1)
 
     def _windows(self, stamps):
         """Each step's n-step window: (complete [B] bool, m [B], [B, n_steps] stamps of its steps,
@@ -417,10 +428,6 @@ class FrameStackReplayBuffer:
             active &= ~ends
             current = following
         return complete, m, steps, after
-
-    def _sampleable(self, stamps):
-        complete = self._windows(stamps)[0]
-        return complete & self._stack(stamps)[2]
 
     # ---- writing --------------------------------------------------------------------------------
     @_locked
@@ -509,21 +516,37 @@ class FrameStackReplayBuffer:
 
     def _refresh(self, victims, written, candidates):
         """Recomputes which transitions are sampleable: none of the frames just written or of
-        ``victims`` (stacks through overwritten frames) until checked; then ``candidates``."""
+        ``victims`` (stacks through overwritten frames) until checked; then ``candidates``,
+        keeping the windows of those that are."""
         C = self.capacity
         self._set_ready(np.concatenate([victims[self._alive(victims)], written]) % C, None)
         candidates = np.unique(candidates[self._alive(candidates)])
-        self._set_ready(candidates % C, self._sampleable(candidates))
+        complete, m, steps, after = self._windows(candidates)
+        ready = complete & self._stored_stacks(self._stack(candidates))
+        self._keep_windows(candidates[ready] % C, m[ready], steps[ready], after[ready])
+        self._set_ready(candidates % C, ready)
+
+    def _keep_windows(self, slots, m, steps, after):
+        """Stores the windows of sampleable transitions: m, the frame after, the n-step reward
+        (``MultiStep``'s sum, the same terms in the same order)."""
+        arrays = self._slots.arrays
+        arrays["m"][slots], arrays["after"][slots] = m, after
+        reward = arrays["reward"]
+        rewards = np.where(steps >= 0, reward[steps % self.capacity].reshape(steps.shape), reward.dtype.type(0))
+        lengths = np.ones(steps.shape, np.int64)
+        lengths[:, 0] = m
+        summed = windowed_discounted_sum(wrap(rewards), wrap(lengths), self.gamma, self.n_steps)._data[:, 0]
+        arrays["n_step_reward"][slots] = summed.reshape((-1,) + reward.shape[1:])
 
     def _set_ready(self, slots, ready):
         slots, first = np.unique(slots, return_index=True)
         ready = np.zeros(slots.shape, bool) if ready is None else ready[first]
+        self._count += int(np.count_nonzero(ready)) - int(np.count_nonzero(self._ready[slots]))
         self._ready[slots] = ready
-        self._tree.update(slots, np.where(ready, self._mass(slots), 0.0), unique=True)
+        if self._tree is not None:
+            self._tree.update(slots, np.where(ready, self._mass(slots), 0.0), unique=True)
 
     def _mass(self, slots):
-        if self._priority is None:
-            return np.ones(slots.shape)
         return (self._priority[slots] + self.eps) ** self.alpha
 
     # ---- reading --------------------------------------------------------------------------------
@@ -537,7 +560,7 @@ class FrameStackReplayBuffer:
                 raise RuntimeError("FrameStackReplayBuffer.sample: batch_size not specified; give it to sample() or "
                                    "to the constructor")
         batch_size = _check_batch_size(batch_size, "FrameStackReplayBuffer.sample")
-        if not self._tree.total > 0:
+        if not self._count:
             raise empty_storage_error("FrameStackReplayBuffer.sample: no transition is sampleable yet")
         slots = self._draw(batch_size)
         data = self._transitions(slots)
@@ -547,12 +570,31 @@ class FrameStackReplayBuffer:
         return data
 
     def _draw(self, batch_size):
-        slots = np.zeros(batch_size, np.int64)
-        todo = np.ones(batch_size, bool)
-        while todo.any():  # a rounding step past the last sampleable slot draws again
-            mass = _random.rand(int(todo.sum()), dtype=_dtypes.float64, generator=self._rng)._data
-            slots[todo] = np.minimum(self._tree.find(mass * self._tree.total), self.capacity - 1)
-            todo = ~self._ready[slots]
+        """Slots of sampleable transitions: by priority from the tree, else uniformly (drawn among
+        the slots written and drawn again where not sampleable; a few, as most are)."""
+        if self._tree is not None:
+            mass = _random.rand(batch_size, dtype=_dtypes.float64, generator=self._rng)._data * self._tree.total
+            return self._sampleable_near(np.minimum(self._tree.find(mass), self.capacity - 1))
+        filled = min(self._write_count, self.capacity)
+        slots = np.empty(batch_size, np.int64)
+        todo = np.arange(batch_size)
+        for _ in range(8):
+            slots[todo] = _random.randint(0, filled, (len(todo),), generator=self._rng)._data
+            todo = todo[~self._ready[slots[todo]]]
+            if not todo.size:
+                return slots
+        ready = np.flatnonzero(self._ready)  # few are sampleable: draw among them
+        slots[todo] = ready[_random.randint(0, len(ready), (len(todo),), generator=self._rng)._data]
+        return slots
+
+    def _sampleable_near(self, slots):
+        """``slots``, where rounding in the tree's search stepped onto a slot of weight 0 moved to
+        the nearest sampleable slot before it (or after it)."""
+        stray = ~self._ready[slots]
+        if stray.any():
+            ready = np.flatnonzero(self._ready)
+            at = np.searchsorted(ready, slots[stray])
+            slots[stray] = ready[np.maximum(at - 1, 0)]
         return slots
 
     @_locked
@@ -572,37 +614,28 @@ class FrameStackReplayBuffer:
         return self._transitions(slots)
 
     def _transitions(self, slots):
-        stamps = self._slots.stamp[slots]
-        _, m, steps, after = self._windows(stamps)
         arrays, C = self._slots.arrays, self.capacity
-        last = steps[np.arange(len(stamps)), m - 1] % C
-        reward = arrays["reward"]
-        rewards = np.where(steps >= 0, reward[steps % C].reshape(steps.shape), reward.dtype.type(0))
-        lengths = np.ones(steps.shape, np.int64)
-        lengths[:, 0] = m
-        summed = windowed_discounted_sum(wrap(rewards), wrap(lengths), self.gamma, self.n_steps)._data[:, 0]
-        nxt = {"reward": wrap(np.ascontiguousarray(summed).reshape((-1,) + reward.shape[1:])),
-               "original_reward": wrap(reward[slots])}
-        for flag in _FLAG_KEYS:
-            if flag in arrays:
-                nxt[flag] = wrap(arrays[flag][last])
-        out = TensorDict({"action": wrap(arrays["action"][slots]), "next": TensorDict(batch_size=[len(slots)]),
+        stamps, after = arrays["stamp"][slots], arrays["after"][slots]
+        last = arrays["prev"][after % C] % C  # the window's last step
+        both = self._frames(np.concatenate([stamps, after]))
+        B = len(slots)
+        nxt = {"reward": wrap(arrays["n_step_reward"][slots]), "original_reward": wrap(arrays["reward"][slots]),
+               **{flag: wrap(arrays[flag][last]) for flag in _FLAG_KEYS if flag in arrays}}
+        m = arrays["m"][slots].astype(np.int64)
+        out = TensorDict({"action": wrap(arrays["action"][slots]), "next": nxt,
                           "gamma": wrap(np.power(self.gamma, m.astype(np.float64)).astype(np.float32)),
                           "steps_to_next_obs": wrap(m), "index": wrap(slots.astype(np.int64)),
-                          "nonterminal": wrap(~arrays["terminated"][last].reshape(-1).astype(bool))},
-                         batch_size=[len(slots)])
-        out.set(self.frame_key, self._frames(stamps))
-        out.set(("next",) + self.frame_key, self._frames(after))
-        for key, value in nxt.items():
-            out.set(("next", key), value)
+                          "nonterminal": wrap(~arrays["terminated"][last].reshape(-1).astype(bool))}, batch_size=[B])
+        out.set(self.frame_key, both[:B])
+        out.set(("next",) + self.frame_key, both[B:])
         return out
 
     def _frames(self, stamps):
         """The stacks of frames ending at ``stamps``, [B, frame_stack, *frame]."""
-        index, pad, _ = self._stack(stamps)
+        index = self._stack(stamps)
         frames = self._slots.frame[index % self.capacity]
         if self.padding == "constant":
-            frames[pad] = 0
+            frames[:, :-1][index[:, :-1] == index[:, 1:]] = 0  # a repeated frame: before the trajectory's first
         return wrap(frames)
 
     # ---- priorities -----------------------------------------------------------------------------
@@ -625,7 +658,7 @@ class FrameStackReplayBuffer:
         if not (np.isfinite(priority) & (priority >= 0) & (priority + self.eps > 0)).all():
             raise ValueError(f"update_priority: priorities must be finite and >= 0 (> 0 when eps=0), got "
                              f"{priority.tolist()[:8]}")
-        if self._priority is None or not slots.size:
+        if self._tree is None or not slots.size:
             return
         slots, last = np.unique(slots[::-1], return_index=True)  # for a repeated index the last priority wins
         self._priority[slots] = priority[::-1][last]
@@ -692,21 +725,25 @@ class FrameStackReplayBuffer:
                     self._slots.arrays[name][...] = array
             self._write_count, (self._open_last, self._open_pending, self._open_traj) = write_count, envs
             self._ready, self._priority, self._top = ready.copy(), priority, top
+            self._count = int(np.count_nonzero(ready))
             self.alpha, self.beta, self.eps = numbers_
             self.batch_size = batch_size
-            self._tree = SumMinTree(self.capacity)
-            self._tree.load(np.where(ready, self._mass(np.arange(self.capacity)), 0.0))
+            if self._tree is not None:
+                self._tree = SumMinTree(self.capacity)
+                self._tree.load(np.where(ready, self._mass(np.arange(self.capacity)), 0.0))
         return apply
 
     def _layout_of(self, arrays):
         """The slot layout of saved slot arrays, checked against this buffer's capacity."""
-        if set(_LINKS) - set(arrays) or not {"frame", "action", "reward", "done", "terminated"} <= set(arrays):
+        if not set(_LINKS) | {"frame", "action", "reward", "done", "terminated", "n_step_reward"} <= set(arrays):
             raise ValueError(f"the slot arrays are {sorted(arrays)}")
         layout = {}
         for name, array in arrays.items():
             array = np.asarray(array)
             if array.shape[:1] != (self.capacity,):
                 raise ValueError(f"slot array {name!r} has shape {list(array.shape)}, expected [{self.capacity}, ...]")
+            if name == "n_step_reward":
+                continue
             if name in _LINKS:
                 if array.dtype != np.dtype(_LINKS[name]) or array.ndim != 1:
                     raise ValueError(f"slot array {name!r} is {array.dtype}{list(array.shape)}")
