@@ -330,7 +330,7 @@ def with_entry(td, key, value):
 
 @pytest.mark.parametrize("change, error, match", [
     (lambda td: with_entry(td, "pixels", td["pixels"].to(rlpipe.float32)), TypeError,
-     r"'pixels',\) must be uint8 frames, got dtype float32"),
+     r"entry 'pixels' must be uint8 frames, got dtype float32"),
     (lambda td: with_entry(td, "pixels", rlpipe.zeros((6, 3), dtype=rlpipe.uint8)), ValueError,
      r"\[H, W\] or \[C, H, W\] = \[3, 4\]; got frames of shape \[3\]"),
     (lambda td: with_entry(td, "pixels", rlpipe.zeros((6, 4, 4), dtype=rlpipe.uint8)), ValueError,

@@ -104,16 +104,21 @@ def _check_rate(name, value, low=0.0):
     return float(value)
 
 
+def _name(key):
+    """A key as the user wrote it: "pixels" rather than ("pixels",)."""
+    return key[0] if len(key) == 1 else key
+
+
 def _host(value, key):
     if not isinstance(value, Tensor):
-        raise TypeError(f"FrameStackReplayBuffer.extend: entry {key!r} must be a Tensor, got {type(value).__name__}")
+        raise TypeError(f"FrameStackReplayBuffer.extend: entry {_name(key)!r} must be a Tensor, got {type(value).__name__}")
     return value.detach().cpu()._data
 
 
 def _one_per_step(array, key, rows):
     """``array`` ([*rows] or [*rows, 1]) as [*rows]: one value per step."""
     if array.shape[:len(rows)] != rows or array.shape[len(rows):] not in ((), (1,)):
-        raise ValueError(f"FrameStackReplayBuffer.extend: entry {key!r} must hold one value per step, shape "
+        raise ValueError(f"FrameStackReplayBuffer.extend: entry {_name(key)!r} must hold one value per step, shape "
                          f"{list(rows)} or {list(rows) + [1]}; got {list(array.shape)}")
     return array.reshape(rows)
 
@@ -132,7 +137,7 @@ class _Batch:
         for key in (frame_key,) + _STEP_KEYS + (("next", "truncated"), ("next",) + frame_key):
             value = td.get(key, None)
             if value is None and (key in _STEP_KEYS or key == frame_key):
-                raise KeyError(f"FrameStackReplayBuffer.extend: the batch has no entry {key!r} (entries: "
+                raise KeyError(f"FrameStackReplayBuffer.extend: the batch has no entry {_name(key)!r} (entries: "
                                f"{sorted(map(str, td.keys(True, True)))})")
             if value is not None:
                 array = _host(value, key)
@@ -162,12 +167,12 @@ class _Batch:
             if frames is None:
                 continue
             if frames.dtype != np.uint8:
-                raise TypeError(f"FrameStackReplayBuffer.extend: entry {key!r} must be uint8 frames, got dtype "
+                raise TypeError(f"FrameStackReplayBuffer.extend: entry {_name(key)!r} must be uint8 frames, got dtype "
                                 f"{frames.dtype}")
             frame = frames.shape[2:]
             expected = layout["frame"][0] if layout else frame
             if len(frame) not in (2, 3) or frame != expected:
-                raise ValueError(f"FrameStackReplayBuffer.extend: entry {key!r} must hold one frame per step, "
+                raise ValueError(f"FrameStackReplayBuffer.extend: entry {_name(key)!r} must hold one frame per step, "
                                  f"[H, W] or [C, H, W]{f' = {list(expected)}' if layout else ''}; got frames of "
                                  f"shape {list(frame)}")
 
