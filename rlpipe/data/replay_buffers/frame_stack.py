@@ -111,7 +111,8 @@ def _name(key):
 
 def _host(value, key):
     if not isinstance(value, Tensor):
-        raise TypeError(f"FrameStackReplayBuffer.extend: entry {_name(key)!r} must be a Tensor, got {type(value).__name__}")
+        raise TypeError(f"FrameStackReplayBuffer.extend: entry {_name(key)!r} must be a Tensor, got "
+                        f"{type(value).__name__}")
     return value.detach().cpu()._data
 
 
@@ -451,6 +452,8 @@ class FrameStackReplayBuffer:
             self._slots = _Slots(self.capacity, batch.layout(), self.scratch_dir)
         victims = self._stacks_through(np.arange(self._write_count, self._write_count + plan.total) % self.capacity)
         self._write_frames(batch, plan, last)
+        self._write_steps(batch, plan)
+        self._join_open_ends(plan, last, pending)
         self._update_envs(batch, plan, E)
         written = np.concatenate([plan.obs[plan.write_obs], plan.extra_stamp[plan.extra]])
         rewound = np.concatenate([self._back(last[plan.open], self.n_steps), plan.obs.reshape(-1)])
@@ -480,6 +483,7 @@ class FrameStackReplayBuffer:
         return np.concatenate(found)
 
     def _write_frames(self, batch, plan, open_last):
+        """Writes the batch's frames with their stamps and previous frames."""
         slots, C = self._slots, self.capacity
         obs, extra = plan.obs[plan.write_obs], plan.extra_stamp[plan.extra]
         slots.frame[obs % C] = batch.frames[plan.write_obs]
@@ -492,21 +496,27 @@ class FrameStackReplayBuffer:
             slots.next[extra % C] = -1
             slots.step[extra % C] = False
             slots.final[extra % C] = batch.boundary[plan.extra]
-        steps = plan.obs.reshape(-1) % C
+
+    def _write_steps(self, batch, plan):
+        """Writes each step's data and next frame into its observation's slot."""
+        slots = self._slots
+        steps = plan.obs.reshape(-1) % self.capacity
         slots.next[steps] = plan.obs_next().reshape(-1)
         slots.step[steps] = True
         slots.final[steps] = False
         for name, values in batch.stored().items():
             slots.arrays[name][steps] = values.reshape((-1,) + values.shape[2:])
-        linked = plan.cont & ~plan.reuse & self._alive(open_last)  # the open end's next frame is this row's first
-        slots.next[open_last[linked] % C] = plan.obs[linked, 0]
-        ended = plan.broken & self._alive(self._open_pending_of(len(plan.broken)))
-        slots.final[self._open_pending_of(len(plan.broken))[ended] % C] = True
         if self._priority is not None:
             self._priority[steps] = 1.0 if self._top is None else self._top
 
-    def _open_pending_of(self, E):
-        return self._env_state(self._open_pending, E)
+    def _join_open_ends(self, plan, open_last, open_pending):
+        """Links each continued trajectory to this batch's first frame (when its pending frame was
+        not reused), and ends the trajectories a new id broke off at their pending frame."""
+        slots, C = self._slots, self.capacity
+        linked = plan.cont & ~plan.reuse & self._alive(open_last)
+        slots.next[open_last[linked] % C] = plan.obs[linked, 0]
+        ended = plan.broken & self._alive(open_pending)
+        slots.final[open_pending[ended] % C] = True
 
     def _update_envs(self, batch, plan, E):
         size = max(E, len(self._open_last))
