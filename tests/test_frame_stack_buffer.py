@@ -513,3 +513,32 @@ def _threads():
     everything = rb[rb.sampleable_indices()]
     assert sorted(step_ids(everything).tolist()) == sorted(refs["where"])
     assert_rows_match(everything, refs)
+
+
+def test_a_bad_state_is_refused_and_changes_nothing():
+    rb, world, ring, refs = fill(2, (3, 4), 2, 2, "same")
+    before = rb[rb.sampleable_indices()]
+    state = rb.state_dict()
+    other = FrameStackReplayBuffer(rb.capacity + 1, frame_stack=2, n_steps=2, gamma=GAMMA)
+    with pytest.raises(ValueError, match=f"capacity={rb.capacity}, this buffer has capacity={rb.capacity + 1}"):
+        other.load_state_dict(state)
+    broken = dict(state, arrays=dict(state["arrays"], frame=state["arrays"]["frame"][:-1]))
+    with pytest.raises(ValueError, match="slot array 'frame' has shape"):
+        rb.load_state_dict(broken)
+    with pytest.raises(ValueError, match="bad state"):
+        rb.load_state_dict({"config": state["config"]})
+    assert_same(rb[rb.sampleable_indices()], before)
+
+
+def test_another_frame_key():
+    td = good_batch(8)
+    td.set("observation", td.pop("pixels"))
+    td.set(("next", "observation"), td.pop(("next", "pixels")))
+    rb = FrameStackReplayBuffer(32, frame_stack=2, frame_key="observation")
+    rb.extend(td)
+    sample = rb[rb.sampleable_indices()]
+    assert len(rb) == 8 and "pixels" not in sample.keys()
+    np.testing.assert_array_equal(sample["observation"][:, -1].numpy(), td["observation"].numpy())
+    np.testing.assert_array_equal(sample["next", "observation"][:, -1].numpy(), td["next", "observation"].numpy())
+    with pytest.raises(KeyError, match=r"has no entry .observation. \(entries: action, collector/traj_ids, next/done"):
+        rb.extend(good_batch(8))

@@ -139,7 +139,7 @@ class _Batch:
             value = td.get(key, None)
             if value is None and (key in _STEP_KEYS or key == frame_key):
                 raise KeyError(f"FrameStackReplayBuffer.extend: the batch has no entry {_name(key)!r} (entries: "
-                               f"{sorted(map(str, td.keys(True, True)))})")
+                               f"{', '.join(sorted('/'.join(unravel_key_to_tuple(k)) for k in td.keys(True, True)))})")
             if value is not None:
                 array = _host(value, key)
                 self.entries[key] = array.reshape(self.rows + array.shape[td.batch_dims:])
