@@ -183,12 +183,16 @@ def step_ids(sample):
 
 
 def assert_rows_match(sample, refs):
+    """Every entry of every sampled row equals the reference row it comes from (its dtype and
+    shape too); the sample has no other entries but "index" (and "priority_weight")."""
     for row, fid in enumerate(step_ids(sample)):
         e, j, t = refs["where"][int(fid)]
         ref = refs[e, j]
-        for key in ["pixels", "action", "gamma", "steps_to_next_obs", "nonterminal",
-                    *[("next", k) for k in ["pixels", "reward", "original_reward", "done", "terminated",
-                                            "truncated"]]]:
+        keys = set(ref.keys(True, True))
+        extra = set(sample.keys(True, True)) - keys
+        assert keys <= set(sample.keys(True, True))
+        assert "index" in extra and extra <= {"index", "priority_weight"}
+        for key in keys:
             got, want = sample[key][row], ref[key][t]
             assert got.dtype == want.dtype and got.shape == want.shape, (key, got, want)
             np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=str((key, e, j, t)))
@@ -542,3 +546,15 @@ def test_another_frame_key():
     np.testing.assert_array_equal(sample["next", "observation"][:, -1].numpy(), td["next", "observation"].numpy())
     with pytest.raises(KeyError, match=r"has no entry .observation. \(entries: action, collector/traj_ids, next/done"):
         rb.extend(good_batch(8))
+
+
+def test_sum_tree_leaves_set_to_zero_count_in_neither_sum_nor_min():
+    """The buffer masks unsampleable slots out of the priority tree by setting them to 0."""
+    from rlpipe.data import SumMinTree
+    tree = SumMinTree(6)
+    tree.update(np.arange(6), [3.0, 1.0, 4.0, 1.5, 5.0, 9.0])
+    tree.update([1, 3], [0.0, 0.0])
+    assert tree.total == 21.0 and tree.min == 3.0
+    rebuilt = SumMinTree(6)
+    rebuilt.load(tree.leaves())
+    np.testing.assert_array_equal(rebuilt._min, tree._min)
