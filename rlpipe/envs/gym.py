@@ -382,13 +382,10 @@ class GymWrapper(EnvBase):
         # wrapper_frame_skip=1 where the Gymnasium env repeats actions itself: its ``frameskip``)
         self.frame_skip = self.wrapper_frame_skip = int(frame_skip)
 
-    def _env_step(self, action):
-        """Gymnasium's ``step``, repeated ``wrapper_frame_skip`` times with one action: rewards summed,
-        stopping after a step where any env is done. (``_env`` is looked up per call: envpool's
-        ``set_seed`` replaces it.)"""
+    def _repeated_step(self, action):
+        """Gymnasium's ``step`` repeated ``wrapper_frame_skip`` times with one action: rewards summed,
+        stopping after a step where any env is done."""
         step = self._env.step
-        if self.wrapper_frame_skip == 1:
-            return step(action)
         total = 0
         for _ in range(self.wrapper_frame_skip):
             obs, reward, terminated, truncated, info = step(action)
@@ -499,7 +496,8 @@ class GymWrapper(EnvBase):
         if self._vectorized:
             return self._step_vectorized(action)
         try:
-            obs, reward, terminated, truncated, _ = self._env_step(self._to_gym_action(action))
+            step = self._env.step if self.wrapper_frame_skip == 1 else self._repeated_step  # no extra call: hot path
+            obs, reward, terminated, truncated, _ = step(self._to_gym_action(action))
         except Exception as err:
             raise RuntimeError(f"{self._label()}: step failed: {err}") from err
         # fresh arrays (the TensorDicts built from frames share their memory), copied from
@@ -511,7 +509,8 @@ class GymWrapper(EnvBase):
 
     def _step_vectorized(self, action):
         try:
-            obs, reward, terminated, truncated, info = self._env_step(self._to_gym_action(action))
+            step = self._env.step if self.wrapper_frame_skip == 1 else self._repeated_step
+            obs, reward, terminated, truncated, info = step(self._to_gym_action(action))
         except Exception as err:
             raise RuntimeError(f"{self._label()}: step failed: {err}") from err
         frame = self._obs_frame(obs)
