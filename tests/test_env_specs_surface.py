@@ -243,3 +243,15 @@ def test_pendulum_bounds_in_full_spec():
         assert np.asarray(high.numpy()).tolist() == [1.0, 1.0, 8.0]
     finally:
         env.close()
+
+
+def test_check_env_specs_both_runs_each_rollout_mode(cartpole, monkeypatch):
+    modes = []
+    rollout = cartpole.rollout
+
+    def recording(*args, **kwargs):
+        modes.append(kwargs["break_when_any_done"])
+        return rollout(*args, **kwargs)
+    monkeypatch.setattr(cartpole, "rollout", recording)
+    check_env_specs(cartpole, seed=0, break_when_any_done="both")
+    assert modes == [True, False]

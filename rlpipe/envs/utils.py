@@ -109,7 +109,12 @@ def check_env_specs(env, return_contiguous=True, check_dtype=True, seed=None, te
     entries and the action; under ``"next"``, the observation, reward and done entries (state
     entries there are ignored). ``seed`` seeds the env first (``env.set_seed``).
     ``return_contiguous`` is accepted for torchrl compatibility (rollouts are always contiguous).
+    ``break_when_any_done="both"`` runs the check with True, then with False (as torchrl).
     """
+    if break_when_any_done == "both":
+        for mode in (True, False):
+            check_env_specs(env, return_contiguous, check_dtype, seed, tensordict, break_when_any_done=mode)
+        return
     if seed is not None:
         env.set_seed(seed)
     obs = _leaves(env.observation_spec)
