@@ -255,3 +255,22 @@ def test_check_env_specs_both_runs_each_rollout_mode(cartpole, monkeypatch):
     monkeypatch.setattr(cartpole, "rollout", recording)
     check_env_specs(cartpole, seed=0, break_when_any_done="both")
     assert modes == [True, False]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_spec_surface_on_cuda():
+    env = GymEnv("Pendulum-v1", device="cuda", num_envs=2)
+    try:
+        cuda = rlpipe.device("cuda:0")
+        assert env.full_action_spec["action"].device == cuda and env.input_spec.device == cuda
+        fake = env.fake_tensordict()
+        assert fake["next", "reward"].device == cuda and list(fake.batch_size) == [2]
+        unbatched = env.action_spec_unbatched
+        assert unbatched.device == cuda and list(unbatched.shape) == [1]
+        assert np.asarray(unbatched.high.cpu().numpy()).tolist() == [2.0]
+        env.action_spec_unbatched = unbatched
+        assert list(env.action_spec.shape) == [2, 1] and env.action_spec.device == cuda
+        check_env_specs(env, seed=0, break_when_any_done="both")
+    finally:
+        env.close()
