@@ -381,6 +381,12 @@ class GymWrapper(EnvBase):
         # torchrl's two attributes: the repeats asked for, and those this wrapper does (GymEnv sets
         # wrapper_frame_skip=1 where the Gymnasium env repeats actions itself: its ``frameskip``)
         self.frame_skip = self.wrapper_frame_skip = int(frame_skip)
+        self._bind_step()
+
+    def _bind_step(self):
+        """Binds ``_gym_step`` (what a step calls, with no extra call on the hot path): the wrapped env's
+        ``step``, or ``_repeated_step`` with a ``frame_skip``. Call it again after replacing ``_env``."""
+        self._gym_step = self._env.step if self.wrapper_frame_skip == 1 else self._repeated_step
 
     def _repeated_step(self, action):
         """Gymnasium's ``step`` repeated ``wrapper_frame_skip`` times with one action: rewards summed,
@@ -496,8 +502,7 @@ class GymWrapper(EnvBase):
         if self._vectorized:
             return self._step_vectorized(action)
         try:
-            step = self._env.step if self.wrapper_frame_skip == 1 else self._repeated_step  # no extra call: hot path
-            obs, reward, terminated, truncated, _ = step(self._to_gym_action(action))
+            obs, reward, terminated, truncated, _ = self._gym_step(self._to_gym_action(action))
         except Exception as err:
             raise RuntimeError(f"{self._label()}: step failed: {err}") from err
         # fresh arrays (the TensorDicts built from frames share their memory), copied from
@@ -509,8 +514,7 @@ class GymWrapper(EnvBase):
 
     def _step_vectorized(self, action):
         try:
-            step = self._env.step if self.wrapper_frame_skip == 1 else self._repeated_step
-            obs, reward, terminated, truncated, info = step(self._to_gym_action(action))
+            obs, reward, terminated, truncated, info = self._gym_step(self._to_gym_action(action))
         except Exception as err:
             raise RuntimeError(f"{self._label()}: step failed: {err}") from err
         frame = self._obs_frame(obs)

@@ -159,10 +159,9 @@ class SpecSurface:
 
     @observation_spec.setter
     def observation_spec(self, value):
-        if not isinstance(value, Composite):
-            self._check_shape("observation_spec", value, unbatched_hint=False)
-            value = Composite(observation=value, shape=self.batch_size, device=value.device)
         self._check_shape("observation_spec", value, unbatched_hint=False)
+        if not isinstance(value, Composite):  # a leaf goes under "observation"
+            value = Composite(observation=value, shape=self.batch_size, device=value.device)
         self.__dict__["_observation_spec"] = self._on_device(value)
 
     @property
