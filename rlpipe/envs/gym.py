@@ -646,7 +646,9 @@ class GymEnv(GymWrapper):
             the env's native vector env (``CartPole-v1``'s ``CartPoleVectorEnv`` steps every copy in
             one NumPy call), with its own autoreset mode (see ``GymWrapper``).
         frame_skip: repeat each action this many times (see ``GymWrapper``); an env whose constructor
-            takes ``frameskip`` (ALE) gets it and repeats actions itself, as in torchrl.
+            takes ``frameskip`` (ALE) gets it and repeats actions itself, as in torchrl. Unlike
+            torchrl, which always passes ``frameskip`` (1 by default, replacing ALE v5's 4), rlpipe
+            passes it only for a ``frame_skip`` above 1 and otherwise keeps the env's own default.
         batch_size: only an empty one (see ``GymWrapper``).
         **kwargs: passed on to ``gymnasium.make`` / ``gymnasium.make_vec``: the env's own kwargs and
             Gymnasium's wrapper options (``render_mode``, ``max_episode_steps``, ``disable_env_checker``...).
