@@ -104,7 +104,18 @@ def _float_dtype(dtype):
     return dt
 
 
+# rlpipe.func.vmap puts a function here while a vmapped function runs: it decides whether a draw is
+# allowed and whether it differs across the batch (its ``randomness``), calling _plain_draw for the numbers
+vmap_draw_hook = [None]
+
+
 def _draw(kind, size, dtype, device, generator, requires_grad, **params):
+    if vmap_draw_hook[0] is not None:
+        return vmap_draw_hook[0](_plain_draw, kind, size, dtype, device, generator, requires_grad, params)
+    return _plain_draw(kind, size, dtype, device, generator, requires_grad, params)
+
+
+def _plain_draw(kind, size, dtype, device, generator, requires_grad, params):
     dev = _device(device)
     state = _generator_for(dev, generator)._state
     t = wrap(getattr(state, kind)(size, dtype.np, **params), dev)
