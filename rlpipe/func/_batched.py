@@ -92,14 +92,21 @@ class BatchedTensor:
         if name.startswith("__"):
             raise AttributeError(name)
         if name.startswith("_"):  # a core op reached into the tensor: it has no rule and cannot run on this
-            caller = sys._getframe(1).f_code.co_name
-            raise TypeError(f"vmap: no batching rule for '{caller}' (it needs a Tensor, got a batched tensor; "
-                            f"its attribute {name!r} was read)")
+            raise TypeError(f"vmap: no batching rule for '{_public_caller()}' (it needs a Tensor, got a batched "
+                            f"tensor; its attribute {name!r} was read)")
         raise RuntimeError(f"vmap: no batching rule for 'Tensor.{name}'")
 
     @classmethod
     def __torch_function__(cls, func, types, args, kwargs=None):
         return dispatch(func.__name__, func, args, kwargs or {})
+
+
+def _public_caller():
+    """The name of the innermost public function (not ``_private``) on the stack above our caller."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name.startswith("_"):
+        frame = frame.f_back
+    return "?" if frame is None else frame.f_code.co_name
 
 
 def dispatch(name, func, args, kwargs):
@@ -399,10 +406,10 @@ def _matmul(level, name, func, args, kwargs):
     ndim = builtins.max(a.ndim - a_batched, b.ndim - b_batched)
     a, b = _pad(a, ndim) if a_batched else a, _pad(b, ndim) if b_batched else b
     out = a @ b
-    if b_vector:
-        out = out.squeeze(-1)
     if a_vector:
         out = out.squeeze(-2)
+    if b_vector:
+        out = out.squeeze(-1)
     return _wrap(out, level)
 
 
@@ -444,6 +451,30 @@ def _loss(level, name, func, args, kwargs):
         return _wrap(loss, level)
     flat = loss.reshape(loss.shape[0], -1)
     return _wrap(flat.mean(1) if reduction == "mean" else flat.sum(1), level)
+
+
+@_rule("broadcast_tensors", methods=False)
+def _broadcast(level, name, func, args, kwargs):
+    unwrapped = [_unwrap(a, level) for a in args]
+    ndim = builtins.max(v.ndim - b for v, b in unwrapped)
+    padded = [(_pad(v, ndim), b) if b else (v, b) for v, b in unwrapped]
+    shape = [1] * ndim
+    for v, b in padded:
+        sizes = tuple(v.shape[1:]) if b else tuple(v.shape)
+        for i, s in enumerate(sizes[::-1]):
+            shape[-1 - i] = builtins.max(shape[-1 - i], s)
+    return tuple(_wrap(v.expand(v.shape[0], *shape), level) if b else v.expand(*shape) for v, b in padded)
+
+
+@_rule("_is_all_true", methods=False)
+def _all_samples(level, name, func, args, kwargs):
+    return func(_unwrap(args[0], level)[0])
+
+
+@_rule("zeros_like", "ones_like", "full_like", "empty_like", methods=False)
+def _like(level, name, func, args, kwargs):
+    value, _ = _unwrap(args[0], level)
+    return _wrap(func(value, *args[1:], **kwargs), level)
 
 
 # ---- random ops ---------------------------------------------------------------------------------
