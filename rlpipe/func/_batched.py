@@ -418,18 +418,14 @@ BatchedTensor.__rmatmul__ = _reflected("__matmul__")
 
 @_rule("linear", methods=False)
 def _linear(level, name, func, args, kwargs):
-    (x, x_batched), (w, w_batched) = _unwrap(args[0], level), _unwrap(args[1], level)
-    bias, b_batched = _unwrap(_get(args, kwargs, 2, "bias"), level)
-    if not w_batched and not b_batched:
-        return _wrap(func(x, w, bias), level)
-    # one weight per sample: (B, M, in) @ (B, in, out), the sample's leading dims folded into M
-    x = _expanded(x, x_batched, level)
-    w = _expanded(w, w_batched, level)
-    lead = tuple(x.shape[1:-1])
-    out = x.reshape(x.shape[0], -1, x.shape[-1]) @ w.transpose(-1, -2)
-    if bias is not None:
-        out = out + (bias.unsqueeze(-2) if b_batched else bias)
-    return _wrap(out.reshape(out.shape[0], *lead, out.shape[-1]), level)
+    x, (w, w_batched) = _unwrap(args[0], level)[0], _unwrap(args[1], level)
+    bias = _get(args, kwargs, 2, "bias")
+    if not w_batched and not _unwrap(bias, level)[1]:
+        return _wrap(func(x, w, _unwrap(bias, level)[0]), level)
+    # one weight per sample: the matmul and add rules, which broadcast without copying the input
+    weight_t = BatchedTensor(w.transpose(-1, -2), level) if w_batched else w.transpose(-1, -2)
+    out = _matmul(level, "matmul", None, (args[0], weight_t), {})
+    return out if bias is None else _elementwise(level, "__add__", None, (out, bias), {})
 
 
 # ---- losses ---------------------------------------------------------------------------------------
