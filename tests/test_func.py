@@ -312,6 +312,11 @@ def test_vmap_randomness_modes():
     assert same.shape == (4, 3) and bool((same == same[0]).all())
     different = vmap(lambda t: t + rlpipe.randn_like(t), randomness="different")(rlpipe.zeros(4, 3))
     assert different.shape == (4, 3) and len({tuple(row) for row in different.tolist()}) == 4
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        vmap(lambda t: t + rlpipe.randint(0, 5, (3,)))(rlpipe.zeros(4, 3))
+    ints = vmap(lambda t: t + rlpipe.randint(0, 1000, (3,)), randomness="different")(rlpipe.zeros(4, 3,
+                                                                                                   dtype=rlpipe.long))
+    assert ints.dtype == rlpipe.int64 and len({tuple(row) for row in ints.tolist()}) == 4
     assert rlpipe.randn(2).shape == (2,)  # the hook is gone after the call
     rlpipe.manual_seed(3)
     sample = vmap(lambda m: Normal(m, 1.0).rsample(), randomness="different")(rlpipe.zeros(5, 2))
