@@ -221,6 +221,10 @@ IDX = rlpipe.tensor([[0, 1], [2, 3], [4, 0], [1, 1]])
     lambda a: rlpipe.cat([a, rlpipe.ones(2)]), lambda a: rlpipe.stack([a, C], -1),
     lambda a: a.unbind(0)[2], lambda a: a.chunk(5)[1], lambda a: a[1:3], lambda a: a[..., -1],
     lambda a: a[rlpipe.tensor([0, 2, 2])], lambda a: a.cumsum(0), lambda a: rlpipe.zeros_like(a) + a,
+    lambda a: a.view(5, 1).movedim(0, 1), lambda a: a.flip(0), lambda a: a.narrow(0, 1, 2),
+    lambda a: a.view(5, 1).select(1, 0), lambda a: a.split(2)[2], lambda a: a.view(1, 5, 1).flatten(0, 1),
+    lambda a: a.view(5, 1).transpose(dim0=0, dim1=1), lambda a: a.unflatten(0, (5, 1)), lambda a: a.cumprod(-1),
+    lambda a: a.view(5, 1).expand_as(rlpipe.ones(5, 2)), lambda a: (a > 0).any(), lambda a: a.var(0, keepdim=True),
 ])
 def test_vmap_equals_a_loop(f):
     same_as_loop(f, A)

@@ -288,15 +288,15 @@ def _reduction(level, name, func, args, kwargs):
     return _wrap(_call(name, None, args, kwargs), level)
 
 
-# the ops whose argument at each given position is a dim (or dims) of the input
-_ALONG = {"softmax": (1,), "log_softmax": (1,), "cumsum": (1,), "cumprod": (1,), "logcumsumexp": (1,),
-          "flip": (1,), "unbind": (1,), "chunk": (2,), "split": (2,), "select": (1,), "narrow": (1,),
-          "transpose": (1, 2), "swapaxes": (1, 2), "movedim": (1, 2), "moveaxis": (1, 2), "flatten": (1, 2),
-          "unflatten": (1,), "squeeze": (1,), "unsqueeze": (1,)}
-_NAMES = {"softmax": "dim", "log_softmax": "dim", "cumsum": "dim", "cumprod": "dim", "logcumsumexp": "dim",
-          "flip": "dims", "unbind": "dim", "chunk": "dim", "split": "dim", "select": "dim", "narrow": "dim",
-          "unflatten": "dim", "squeeze": "dim", "unsqueeze": "dim"}
-_DEFAULTS = {"unbind": 0, "chunk": 0, "split": 0, "flatten": (0, -1)}
+# the ops along dims: each dim argument's (position, keyword, default)
+_DIM = ((1, "dim", None),)
+_PAIR = ((1, "dim0", None), (2, "dim1", None))
+_MOVE = ((1, "source", None), (2, "destination", None))
+_ALONG = {"softmax": _DIM, "log_softmax": _DIM, "cumsum": _DIM, "cumprod": _DIM, "logcumsumexp": _DIM,
+          "select": _DIM, "narrow": _DIM, "unflatten": _DIM, "squeeze": _DIM, "unsqueeze": _DIM,
+          "flip": ((1, "dims", None),), "unbind": ((1, "dim", 0),), "chunk": ((2, "dim", 0),),
+          "split": ((2, "dim", 0),), "transpose": _PAIR, "swapaxes": _PAIR, "movedim": _MOVE, "moveaxis": _MOVE,
+          "flatten": ((1, "start_dim", 0), (2, "end_dim", -1))}
 
 
 @_rule(*_ALONG)
@@ -308,12 +308,7 @@ def _along(level, name, func, args, kwargs):
         return _wrap(value.squeeze(dims) if dims else value.reshape(value.shape), level)
     if name == "unsqueeze":
         ndim += 1
-    for i, pos in enumerate(_ALONG[name]):
-        keyword = _NAMES.get(name, ("dim0", "dim1") if name in ("transpose", "swapaxes") else
-                             ("start_dim", "end_dim") if name == "flatten" else ("source", "destination"))
-        keyword = keyword if isinstance(keyword, str) else keyword[i]
-        default = _DEFAULTS.get(name)
-        default = default[i] if isinstance(default, tuple) else default
+    for pos, keyword, default in _ALONG[name]:
         args, kwargs = _set(args, kwargs, pos, keyword, _dims(_get(args, kwargs, pos, keyword, default), ndim))
     return _wrap(_call(name, None, args, kwargs), level)
 

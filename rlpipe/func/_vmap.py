@@ -47,7 +47,7 @@ def _run(func, leaves, dims, spec, kwargs, size, out_dims, randomness):
     hook, random.vmap_draw_hook[0] = random.vmap_draw_hook[0], _draw
     level = len(batch_sizes)
     try:
-        batched = [BatchedTensor(leaf.movedim(d, 0), level) if d is not None else leaf
+        batched = [leaf if d is None else BatchedTensor(leaf if d % leaf.ndim == 0 else leaf.movedim(d, 0), level)
                    for leaf, d in zip(leaves, dims)]
         output = func(*tree_unflatten(batched, spec), **kwargs)
         out_leaves, out_spec = tree_flatten(output)
