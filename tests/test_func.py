@@ -418,3 +418,16 @@ def test_grad_of_a_functional_call_over_parameters():
     g = grad(lambda p: (functional_call(lin, p, (x,)) ** 2).sum())(params)
     close(g["weight"], rlpipe.tensor([[11.0, 17.5, 27.6], [2.25, -3.375, -2.7]]))  # torch 2.13
     close(g["bias"], rlpipe.tensor([7.4, -4.05]))
+
+
+def test_vmap_of_grad_gives_per_sample_gradients():
+    rlpipe.manual_seed(1)
+    w, xs, grid = rlpipe.randn(3), rlpipe.randn(5, 3), rlpipe.randn(4, 5, 3)
+    f = lambda w, x: rlpipe.tanh(w * x).sum() ** 2  # noqa: E731
+    close(vmap(grad(f), in_dims=(None, 0))(w, xs), rlpipe.stack([grad(f)(w, x) for x in xs]))
+    close(vmap(grad(f, argnums=1), in_dims=(None, 0))(w, xs), rlpipe.stack([grad(f, argnums=1)(w, x) for x in xs]))
+    g, value = vmap(grad_and_value(f))(xs, xs)
+    close(g, rlpipe.stack([grad(f)(x, x) for x in xs]))
+    close(value, rlpipe.stack([f(x, x) for x in xs]))
+    nested = vmap(vmap(grad(f), in_dims=(None, 0)), in_dims=(None, 0))(w, grid)
+    close(nested, rlpipe.stack([rlpipe.stack([grad(f)(w, x) for x in row]) for row in grid]))

@@ -2,8 +2,10 @@
 import functools
 
 from .. import autograd
+from .._creation import ones_like
 from .._tensor import Tensor
 from ..utils._pytree import tree_flatten, tree_unflatten
+from ._batched import BatchedTensor, batch_sizes
 
 __all__ = ["grad", "grad_and_value"]
 
@@ -22,22 +24,25 @@ def grad_and_value(func, argnums=0, has_aux=False):
             if not -len(args) <= p < len(args):
                 raise RuntimeError(f"Got argnums={argnums} but only {len(args)} positional inputs")
         args = list(args)
-        flats = []
+        flats, inputs = [], []
         with autograd.enable_grad():
             for p in positions:
                 leaves, spec = tree_flatten(args[p])
-                leaves = [_differentiable(leaf) for leaf in leaves]
-                flats.append((leaves, spec))
-                args[p] = tree_unflatten(leaves, spec)
+                physical = [_differentiable(leaf) for leaf in leaves]
+                inputs += physical
+                flats.append((len(leaves), spec))
+                args[p] = tree_unflatten([_batched(x) for x in physical], spec)
             output = func(*args, **kwargs)
             value, aux = _split_aux(output, has_aux)
             _check_scalar(value)
-            inputs = [leaf for leaves, _ in flats for leaf in leaves]
-            grads = autograd.grad(value, inputs, allow_unused=True, materialize_grads=True) if inputs else ()
-        grads, out = list(grads), []
-        for leaves, spec in flats:
-            out.append(tree_unflatten(grads[:len(leaves)], spec))
-            grads = grads[len(leaves):]
+            # inside vmap every sample's value depends on its own inputs only: one backward gives them all
+            value_physical = _physical(value, len(batch_sizes))
+            grads = autograd.grad(value_physical, inputs, ones_like(value_physical), allow_unused=True,
+                                  materialize_grads=True) if inputs else ()
+        grads, out = [_batched(g) for g in grads], []
+        for count, spec in flats:
+            out.append(tree_unflatten(grads[:count], spec))
+            grads = grads[count:]
         gradient = out[0] if isinstance(argnums, int) else tuple(out)
         value = value.detach()
         return (gradient, (value, aux)) if has_aux else (gradient, value)
@@ -64,12 +69,31 @@ def _check_argnums(argnums):
 
 
 def _differentiable(leaf):
-    if not isinstance(leaf, Tensor):
+    """A new leaf holding ``leaf``'s data; inside vmap, batched at every level (see _physical)."""
+    if not isinstance(leaf, (Tensor, BatchedTensor)):
         raise RuntimeError(f"grad: expected the differentiated arguments to hold only Tensors, got "
                            f"{type(leaf).__name__}")
     if not leaf.is_floating_point():
         raise RuntimeError(f"grad: only floating point Tensors can be differentiated, got dtype {leaf.dtype}")
-    return leaf.detach().requires_grad_(True)
+    return _physical(leaf, len(batch_sizes)).detach().requires_grad_(True)
+
+
+def _physical(x, level):
+    """x's data as one tensor of shape (B1, ..., B_level, *x.shape) over the vmap levels 1..level, a
+    level where x is not batched expanded to its batch size."""
+    if level == 0:
+        return x
+    if type(x) is BatchedTensor and x._level == level:
+        return _physical(x._value, level - 1)
+    data = _physical(x, level - 1)
+    return data.unsqueeze(level - 1).expand(*data.shape[:level - 1], batch_sizes[level - 1], *data.shape[level - 1:])
+
+
+def _batched(data):
+    """The inverse of _physical: data batched at every vmap level in progress."""
+    for level in range(1, len(batch_sizes) + 1):
+        data = BatchedTensor(data, level)
+    return data
 
 
 def _split_aux(output, has_aux):
@@ -82,7 +106,7 @@ def _split_aux(output, has_aux):
 
 
 def _check_scalar(value):
-    if not isinstance(value, Tensor):
+    if not isinstance(value, (Tensor, BatchedTensor)):
         raise RuntimeError("grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got "
                            f"{type(value).__name__}")
     if value.numel() != 1 or value.ndim != 0:
