@@ -431,3 +431,19 @@ def test_vmap_of_grad_gives_per_sample_gradients():
     close(value, rlpipe.stack([f(x, x) for x in xs]))
     nested = vmap(vmap(grad(f), in_dims=(None, 0)), in_dims=(None, 0))(w, grid)
     close(nested, rlpipe.stack([rlpipe.stack([grad(f)(w, x) for x in row]) for row in grid]))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_vmap_ensemble_and_grad_on_cuda():
+    critics = [critic().to("cuda") for _ in range(3)]
+    params, base = TensorDict.from_modules(*critics), critic().to("cuda")
+    obs = rlpipe.randn(6, 4, device="cuda")
+    values = vmap(lambda p, x: functional_call(base, p, (x,)), (0, None), randomness="different")(params, obs)
+    assert values.device == rlpipe.device("cuda:0")
+    close(values.cpu(), rlpipe.stack([m(obs) for m in critics]).detach().cpu())
+    noise = vmap(lambda x: x + rlpipe.randn_like(x), randomness="different")(obs)
+    assert noise.device == rlpipe.device("cuda:0") and noise.shape == (6, 4)
+    f = lambda w, x: (w * x).sum() ** 2  # noqa: E731
+    w = rlpipe.ones(4, device="cuda")
+    close(vmap(grad(f), in_dims=(None, 0))(w, obs).cpu(), rlpipe.stack([grad(f)(w, x).cpu() for x in obs]))
