@@ -7,7 +7,7 @@ import rlpipe
 import rlpipe.nn.functional as F
 from rlpipe import nn
 from rlpipe.distributions import Categorical, Normal
-from rlpipe.func import functional_call, grad, grad_and_value, vmap
+from rlpipe.func import functional_call, grad, grad_and_value, stack_module_state, vmap
 from rlpipe.tensordict import TensorDict
 
 
@@ -348,6 +348,25 @@ def test_ensemble_of_ten_critics_equals_a_loop_forward_and_backward():
     stacked = TensorDict.from_modules(*critics)
     with rlpipe.no_grad():
         close(vmap(lambda p, x: functional_call(base, p, (x,)), (0, None))(stacked, obs), values.detach())
+
+
+def test_ensemble_through_stack_module_state():
+    critics = [critic() for _ in range(4)]
+    for m in critics:
+        m.register_buffer("scale", rlpipe.rand(1) + 1)
+    params, buffers = stack_module_state(critics)
+    assert list(params) == [n for n, _ in critics[0].named_parameters()] and list(buffers) == ["scale"]
+    assert params["0.weight"].shape == (4, 16, 4) and params["0.weight"].is_leaf and params["0.weight"].requires_grad
+    assert not buffers["scale"].requires_grad
+    obs = rlpipe.randn(6, 4)
+    out = vmap(lambda p, b, x: functional_call(critics[0], (p, b), (x,)), (0, 0, None))(params, buffers, obs)
+    close(out, rlpipe.stack([m(obs) for m in critics]).detach())
+    out.sum().backward()
+    assert params["4.bias"].grad.shape == (4, 1) and critics[0][4].bias.grad is None
+    with pytest.raises(RuntimeError, match="same class"):
+        stack_module_state([critic(), nn.Linear(4, 1)])
+    with pytest.raises(RuntimeError, match="at least one model"):
+        stack_module_state([])
 
 
 def test_ensemble_through_to_module():

@@ -1,7 +1,7 @@
 """``functional_call``: run a module with some of its parameters and buffers replaced by given tensors."""
 import contextlib
 
-__all__ = ["functional_call", "reparametrized"]
+__all__ = ["functional_call", "reparametrized", "stack_module_state"]
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
@@ -125,3 +125,30 @@ def _put(owner, table, name, old):
         del table[name]
     else:
         table[name] = old
+
+
+def stack_module_state(models):
+    """``(params, buffers)``: dicts of the parameters and buffers of ``models`` (of one class, all in
+    training or all in eval mode) stacked along a new first dim, named as in ``named_parameters``:
+    new leaves, detached from the models' own, for ``vmap`` over an ensemble."""
+    if len(models) == 0:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if len({m.training for m in models}) != 1:
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval mode.")
+    if len({type(m) for m in models}) != 1:
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+    return (_stacked([dict(m.named_parameters()) for m in models]),
+            _stacked([dict(m.named_buffers()) for m in models]))
+
+
+def _stacked(dicts):
+    return {name: _stacked_leaf([d[name] for d in dicts], name) for name in dicts[0]}
+
+
+def _stacked_leaf(tensors, name):
+    from ..primitives.shape import stack
+    requires_grad = {t.requires_grad for t in tensors}
+    if len(requires_grad) != 1:
+        raise RuntimeError(f"Expected {name} from each model to have the same .requires_grad")
+    result = stack(tensors)
+    return result.detach().requires_grad_() if requires_grad.pop() else result
