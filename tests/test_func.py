@@ -219,6 +219,7 @@ IDX = rlpipe.tensor([[0, 1], [2, 3], [4, 0], [1, 1]])
     lambda a: a.reshape(-1, 1).permute(1, 0), lambda a: a.view(5, 1).transpose(0, 1).squeeze(),
     lambda a: a.unsqueeze(-1).expand(5, 3), lambda a: a.view(1, 5).flatten(), lambda a: a.unsqueeze(0).T,
     lambda a: rlpipe.cat([a, rlpipe.ones(2)]), lambda a: rlpipe.stack([a, C], -1),
+    lambda a: rlpipe.cat([rlpipe.ones(2), a]), lambda a: rlpipe.stack([C, a]),  # a plain tensor first
     lambda a: a.unbind(0)[2], lambda a: a.chunk(5)[1], lambda a: a[1:3], lambda a: a[..., -1],
     lambda a: a[rlpipe.tensor([0, 2, 2])], lambda a: a.cumsum(0), lambda a: rlpipe.zeros_like(a) + a,
     lambda a: a.view(5, 1).movedim(0, 1), lambda a: a.flip(0), lambda a: a.narrow(0, 1, 2),
