@@ -467,3 +467,18 @@ def test_vmap_ensemble_and_grad_on_cuda():
     f = lambda w, x: (w * x).sum() ** 2  # noqa: E731
     w = rlpipe.ones(4, device="cuda")
     close(vmap(grad(f), in_dims=(None, 0))(w, obs).cpu(), rlpipe.stack([grad(f)(w, x).cpu() for x in obs]))
+
+
+def test_a_failing_vmapped_call_leaves_nothing_behind():
+    net = critic()
+    params = TensorDict.from_modules(critic(), critic())
+    own = net[0].weight
+
+    def failing(p, x):
+        functional_call(net, p, (x,))
+        return rlpipe.sort(functional_call(net, p, (x,)))
+    with pytest.raises(TypeError, match="no batching rule for 'sort'"):
+        vmap(failing, (0, None))(params, rlpipe.randn(3, 4))
+    assert net[0].weight is own
+    assert rlpipe.randn(2).shape == (2,)  # no randomness mode left behind
+    close(vmap(lambda a: a * 2)(A), A * 2)  # nor a vmap level
