@@ -48,6 +48,8 @@ from . import __future__  # torch.__future__'s switches for module conversions
 from . import return_types
 from .serialization import save, load
 from . import nn, optim, distributions  # as torch exposes torch.nn, torch.optim and torch.distributions
+from . import func
+from .func import vmap
 from .nn._compile import compile  # noqa: A001 - torch.compile's name, shadowing the builtin as torch does
 from . import tensordict, testing, postprocs, data
 from .tensordict import TensorDict

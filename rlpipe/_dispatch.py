@@ -19,18 +19,19 @@ NO_HOOK = frozenset({Tensor, int, float, bool, type(None), str})
 
 
 def _hook_type(value):
-    """The type of ``value`` (or of the first element of a list/tuple of them) if it defines the hook."""
+    """The type of ``value`` (or of the first element of a list/tuple of them that is not a plain
+    Tensor) if it defines the hook."""
     t = type(value)
     if (t is list or t is tuple) and value:
-        t = type(value[0])
+        t = next((type(v) for v in value if type(v) is not Tensor), Tensor)
     if t in NO_HOOK or issubclass(t, Tensor):
         return None
     return t if getattr(t, "__torch_function__", None) is not None else None
 
 
 def has_torch_function(*values):
-    """True when one of ``values`` (or the first element of one that is a list/tuple) has a type that
-    implements ``__torch_function__`` and is not a Tensor."""
+    """True when one of ``values`` (or the first element of one that is a list/tuple, plain Tensors
+    skipped) has a type that implements ``__torch_function__`` and is not a Tensor."""
     return any(_hook_type(v) is not None for v in values)
 
 

@@ -104,10 +104,24 @@ def _float_dtype(dtype):
     return dt
 
 
+# rlpipe.func.vmap puts a function here while a vmapped function runs: it decides whether a draw is
+# allowed and whether it differs across the batch (its ``randomness``), calling _plain_draw for the numbers
+vmap_draw_hook = [None]
+
+
 def _draw(kind, size, dtype, device, generator, requires_grad, **params):
+    if vmap_draw_hook[0] is not None:
+        return vmap_draw_hook[0](_plain_draw, kind, size, dtype, device, generator, requires_grad, params)
+    return _plain_draw(kind, size, dtype, device, generator, requires_grad, params)
+
+
+def _plain_draw(kind, size, dtype, device, generator, requires_grad, params):
     dev = _device(device)
     state = _generator_for(dev, generator)._state
-    t = wrap(getattr(state, kind)(size, dtype.np, **params), dev)
+    if kind == "integers":  # (its arguments come in another order)
+        t = wrap(state.integers(params["low"], params["high"], size, dtype.np), dev)
+    else:
+        t = wrap(getattr(state, kind)(size, dtype.np, **params), dev)
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -130,9 +144,8 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
     if high <= low:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     dt = _dtypes.int64 if dtype is None else _dtypes.as_dtype(dtype)
-    dev = _device(device)
-    state = _generator_for(dev, generator)._state
-    return wrap(state.integers(low, high, _size((size,) if isinstance(size, int) else (size,)), dt.np), dev)
+    return _draw("integers", _size((size,) if isinstance(size, int) else (size,)), dt, device, generator, False,
+                 low=low, high=high)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):

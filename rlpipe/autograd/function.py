@@ -151,7 +151,8 @@ class Function:
         if requires_grad and _grad_state[0]:
             return cls._record(device._backend, device, args, values, kwargs)
         if device is None:
-            raise TypeError(f"{cls.__name__}.apply() needs at least one Tensor argument")
+            raise TypeError(f"{cls.__name__}.apply() needs at least one Tensor argument, got "
+                            f"{[type(a).__name__ for a in args]}")
         if raw:
             quiet = silence_fp_warnings()
             try:

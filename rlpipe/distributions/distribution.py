@@ -4,6 +4,7 @@ import warnings
 from .. import primitives as _ops
 from .._tensor import Tensor, Size
 from ..autograd import no_grad
+from ..primitives.reductions import _is_all_true
 from . import constraints
 from .utils import lazy_property, extended_size
 
@@ -44,7 +45,7 @@ class Distribution:
                 if param not in self.__dict__ and isinstance(getattr(type(self), param, None), lazy_property):
                     continue  # derived lazily from the parameter that was given
                 value = getattr(self, param)
-                if not bool(constraint.check(value).all()):
+                if not _is_all_true(constraint.check(value)):
                     raise ValueError(f"Expected parameter {param} ({type(value).__name__} of shape "
                                      f"{tuple(value.shape)}) of distribution {self!r} to satisfy the constraint "
                                      f"{constraint!r}, but found invalid values:\n{value}")
@@ -122,7 +123,7 @@ class Distribution:
     def _validate_sample(self, value):
         """Checks that ``value`` is a tensor whose right-most dimensions match the event shape, that
         broadcasts with batch_shape + event_shape, and that lies in the support."""
-        if not isinstance(value, Tensor):
+        if not isinstance(value, Tensor) and not hasattr(type(value), "__torch_function__"):  # (vmap's stand-in)
             raise ValueError("The value argument to log_prob must be a Tensor")
         event_dim_start = value.ndim - len(self._event_shape)
         if tuple(value.shape[event_dim_start:]) != tuple(self._event_shape):
@@ -139,7 +140,7 @@ class Distribution:
             warnings.warn(f"{type(self)} does not define `support` to enable sample validation. Please initialize "
                           "the distribution with `validate_args=False` to turn off validation.", stacklevel=2)
             return
-        if not bool(support.check(value).all()):
+        if not _is_all_true(support.check(value)):
             raise ValueError(f"Expected value argument ({type(value).__name__} of shape {tuple(value.shape)}) to be "
                              f"within the support ({support!r}) of the distribution {self!r}, but found invalid "
                              f"values:\n{value}")

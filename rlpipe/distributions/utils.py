@@ -17,12 +17,17 @@ euler_constant = 0.57721566490153286060  # the Euler-Mascheroni constant
 def broadcast_all(*values):
     """Broadcasts tensors and numbers to one shape; numbers become tensors of the first tensor's dtype and
     device (the default dtype when all are numbers)."""
-    if not all(isinstance(v, (Tensor, numbers.Number)) for v in values):
+    if not all(_tensor_like(v) or isinstance(v, numbers.Number) for v in values):
         raise ValueError("Input arguments must all be instances of numbers.Number or rlpipe.Tensor, got "
                          + ", ".join(type(v).__name__ for v in values))
-    like = next((v for v in values if isinstance(v, Tensor)), None)
+    like = next((v for v in values if _tensor_like(v)), None)
     options = dict(dtype=_dtypes.get_default_dtype()) if like is None else dict(dtype=like.dtype, device=like.device)
-    return tuple(_ops.broadcast_tensors(*[v if isinstance(v, Tensor) else tensor(v, **options) for v in values]))
+    return tuple(_ops.broadcast_tensors(*[v if _tensor_like(v) else tensor(v, **options) for v in values]))
+
+
+def _tensor_like(value):
+    """A Tensor, or (as in torch) an object standing for one through ``__torch_function__`` (vmap's)."""
+    return isinstance(value, Tensor) or hasattr(type(value), "__torch_function__")
 
 
 def finfo_of(dtype):

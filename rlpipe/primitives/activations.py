@@ -9,6 +9,7 @@ Below the Functions, the public ops (relu, leaky_relu, gelu, softplus, sigmoid, 
 log_softmax) and their Tensor methods; the other activations are ``nn.functional``'s.
 """
 from .. import _dtypes, kernels
+from .._dispatch import torch_function
 from .._tensor import tensor_method
 from .base import Op
 from .common import inplace_variant, _cast, _require_float, _unary_float
@@ -313,17 +314,20 @@ tanh = _unary_float(Tanh)
 sigmoid = _unary_float(Sigmoid)
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def relu(input):
     return Relu.apply(input)
 
 
+@torch_function("input")
 def leaky_relu(input, negative_slope=0.01):
     _require_float(input, "leaky_relu_cpu")
     return LeakyRelu.apply(input, float(negative_slope))
 
 
+@torch_function("input")
 def gelu(input, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
@@ -331,11 +335,13 @@ def gelu(input, approximate="none"):
     return Gelu.apply(input, approximate)
 
 
+@torch_function("input")
 def softplus(input, beta=1.0, threshold=20.0):
     _require_float(input, "softplus_cpu")
     return Softplus.apply(input, float(beta), float(threshold))
 
 
+@torch_function("input")
 @tensor_method
 def softmax(input, dim, dtype=None):
     if dtype is None:
@@ -344,6 +350,7 @@ def softmax(input, dim, dtype=None):
     return Softmax.apply(x, x._dim(dim) if x.ndim else None)
 
 
+@torch_function("input")
 @tensor_method
 def log_softmax(input, dim, dtype=None):
     if dtype is None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._dtypes import FLOATING_NP, scalar_kind
+from .._dispatch import torch_function
 from .._tensor import Tensor, method_decorator, tensor_method, wrap
 from ..autograd.function import returned_input_error
 from ..autograd.grad_mode import state as _grad_state
@@ -168,7 +169,7 @@ def _unary_float(fn):
         return fn.apply(_float_input(input))
     op.__name__ = fn.__name__.lower()
     op.__doc__ = f"Elementwise {op.__name__}; integer inputs give the default float dtype."
-    return inplace_variant(tensor_method(op))
+    return torch_function("input")(inplace_variant(tensor_method(op)))
 
 
 def _require_float(input, name, error=NotImplementedError):

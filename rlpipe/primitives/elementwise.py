@@ -450,6 +450,7 @@ def _scaled(other, alpha):
     return other if alpha == 1 else mul(other, alpha) if isinstance(other, Tensor) else other * alpha
 
 
+@torch_function("input", "other")
 @tensor_operator("add", Add)
 @inplace_variant
 @tensor_method
@@ -457,6 +458,7 @@ def add(input, other, *, alpha=1):
     return _binary(Add, input, _scaled(other, alpha))
 
 
+@torch_function("input", "other")
 @tensor_operator("sub", Sub)
 @inplace_variant
 @tensor_method
@@ -472,6 +474,7 @@ def sub(input, other, *, alpha=1):
     return _binary(Sub, input, _scaled(other, alpha))
 
 
+@torch_function("input", "other")
 @tensor_operator("mul", Mul)
 @inplace_variant
 @tensor_method
@@ -479,6 +482,7 @@ def mul(input, other):
     return _binary(Mul, input, other)
 
 
+@torch_function("input", "other")
 @tensor_operator("truediv", Div)
 @inplace_variant("div", "true_divide")
 @tensor_method("div", "true_divide", "divide")
@@ -537,6 +541,7 @@ def remainder(input, other):
     return _binary(Remainder, input, other)
 
 
+@torch_function("input", "exponent")
 @tensor_operator("pow", Pow)
 @inplace_variant
 @tensor_method
@@ -563,6 +568,7 @@ def _integer_pow(base, exponent):
     return wrap(xp.where(e < 0, negative, positive).astype(positive.dtype), exponent._device)
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method("neg", "negative", "__neg__")
 def neg(input):
@@ -575,6 +581,7 @@ def neg(input):
 negative = neg
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method("abs", "absolute", "__abs__")
 def abs(input):
@@ -619,6 +626,7 @@ def log10(input):
     return log(input) / float(np.log(10))
 
 
+@torch_function("input")
 @tensor_method
 def square(input):
     if input._data.dtype == np.bool_:
@@ -655,6 +663,7 @@ def round(input, *, decimals=0):
     return Round.apply(input, decimals) if decimals else Round.apply(input)
 
 
+@torch_function("input")
 @inplace_variant("clamp", "clip")
 @tensor_method("clamp", "clip")
 def clamp(input, min=None, max=None):
@@ -673,12 +682,14 @@ def clamp(input, min=None, max=None):
 clip = clamp
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def clamp_min(input, min):
     return clamp(input, min=min)
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def clamp_max(input, max):

@@ -7,6 +7,7 @@ import string
 
 import numpy as np
 
+from .._dispatch import torch_function
 from .._tensor import Tensor, tensor_method
 from .base import Op, unbroadcast
 from .common import _C_TYPE_NAMES, tensor_operator, _tensor_like
@@ -97,6 +98,7 @@ class Einsum(Op):
 
 # ---- the public ops -------------------------------------------------------------------------------
 
+@torch_function("input", "other")
 @tensor_operator("matmul", inplace=False)
 @tensor_method
 def matmul(input, other):
@@ -123,6 +125,7 @@ def _matmul_error(a, b):
     return f"matmul: batch dimensions {list(a.shape[:-2])} and {list(b.shape[:-2])} cannot be broadcast"
 
 
+@torch_function("input", "weight", "bias")
 def linear(input, weight, bias=None):
     """input @ weight.T + bias, as one fused op (what nn.Linear runs)."""
     dt = input._data.dtype

@@ -488,6 +488,12 @@ def any(input, dim=None, keepdim=False):
     return _logical_reduce(input, dim, keepdim, "any")
 
 
+@torch_function("input")
+def _is_all_true(input):
+    """bool(input.all()) (torch._is_all_true): under vmap, over every sample of the batch."""
+    return builtins.bool(all(input))
+
+
 def _logical_reduce(input, dim, keepdim, name):
     xp = input._device._backend.xp
     out = xp.asarray(getattr(xp, name)(input._data, axis=_reduce_dims(input, dim), keepdims=keepdim))

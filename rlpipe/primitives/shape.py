@@ -475,6 +475,7 @@ def expand_as(input, other):
 broadcast_to = expand
 
 
+@torch_function("tensors")
 def broadcast_tensors(*tensors):
     try:
         shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))

@@ -20,6 +20,8 @@ Layout (a module imports only modules of the lines above its own or of its own l
 """
 from .. import serialization as _serialization
 from .._tensor import Tensor
+from ..utils import _pytree
+from ._construct import tree_flatten_td, tree_unflatten_td
 from ._common import get_defaults_to_none, set_get_defaults_to_none
 from ._repr import get_printoptions, set_printoptions
 from ._td import TensorDict, _from_state, _to_state
@@ -37,6 +39,7 @@ from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
 from .nn import TensorDictModule, TensorDictSequential
 
 _serialization.register_type(TensorDict, "TensorDict", _to_state, _from_state)
+_pytree.register_pytree_node(TensorDict, tree_flatten_td, tree_unflatten_td)
 # saved as its values; loaded into a new anonymous memory map
 _serialization.register_type(MemoryMappedTensor, "MemoryMappedTensor", Tensor.detach, MemoryMappedTensor.from_tensor)
 load_memmap = TensorDict.load_memmap

@@ -84,6 +84,92 @@ class _ConstructMixin:
         return td
 
     @classmethod
+    def from_modules(cls, *modules, as_module=False, lock=True, use_state_dict=False, lazy_stack=False,
+                     expand_identical=False):
+        """The parameters and buffers of ``modules`` (of one structure) stacked along a new first dim,
+        for ``vmap`` over an ensemble: new leaves (parameters stay parameters, with their
+        ``requires_grad``; buffers become Buffers), detached from the modules'; locked unless
+        ``lock=False``. ``lazy_stack=True`` stacks lazily instead (the modules' own tensors, so
+        gradients reach them); ``expand_identical=True`` expands a tensor shared by every module
+        instead of copying it."""
+        if as_module:
+            raise NotImplementedError("TensorDict.from_modules(as_module=True) is not available in rlpipe: "
+                                      "TensorDictParams is not implemented")
+        if not modules:
+            raise ValueError("TensorDict.from_modules needs at least one module, got none")
+        tds = [cls.from_module(m, use_state_dict=use_state_dict) for m in modules]
+        if lazy_stack:
+            return cls.lazy_stack(tds)
+        keys = [set(td.keys(True, True)) for td in tds]
+        for other in keys[1:]:
+            if other != keys[0]:
+                raise ValueError(f"All key sets must match. Got {sorted(map(str, other ^ keys[0]))} in one but not "
+                                 "another.")
+        out = cls({}, [len(tds)])
+        for key in tds[0].keys(True, True):
+            out.set(key, _stacked([td.get(key) for td in tds], expand_identical))
+        return out.lock_() if lock else out
+
+    def to_module(self, module, *, inplace=None, return_swap=True, swap_dest=None, use_state_dict=False,
+                  non_blocking=False, preserve_module_state=True, memo=None):
+        """Writes the entries into ``module`` as its parameters, buffers and (nested keys) those of its
+        submodules; returns what they replace as a TensorDict (into ``swap_dest`` when given), or
+        None with ``return_swap=False``. As a context manager (``with params.to_module(m): ...``) it
+        puts the replaced ones back on exit, also when the block raises (tensordict does not then).
+        ``inplace=True`` copies the values into the module's own tensors instead.
+        ``preserve_module_state`` keeps a parameter registered as a parameter (a value that records
+        gradients, or a batched one inside vmap, is registered as it is, so gradients reach it) and
+        a buffer as a buffer. ``use_state_dict`` runs the module's load-state-dict pre-hooks first."""
+        if memo is not None:
+            raise RuntimeError("memo cannot be passed to the public to_module anymore.")
+        source = self
+        if use_state_dict:
+            if inplace is not None:
+                raise RuntimeError("inplace argument cannot be passed when use_state_dict=True.")
+            source = self._through_load_hooks(module)
+        swap = source._write_to_module(module, bool(inplace), return_swap, preserve_module_state)
+        if not return_swap:
+            return None
+        if swap_dest is None:
+            return type(self)._from_swap(swap)
+        _put_swapped(swap_dest, swap)
+        return swap_dest
+
+    def _through_load_hooks(self, module):
+        """The entries as the module's load_state_dict pre-hooks leave them, Parameter/Buffer where the
+        module has one."""
+        state_dict = dict(self.flatten_keys(".").items())
+        for hook in module._load_state_dict_pre_hooks.values():
+            hook(state_dict, "", {}, True, [], [], [])
+        current = dict(module.named_parameters(remove_duplicate=False))
+        buffers = dict(module.named_buffers(remove_duplicate=False))
+        from ..nn.parameter import Buffer, Parameter
+        converted = {key: Parameter(value) if key in current else Buffer(value) if key in buffers else value
+                     for key, value in state_dict.items()}
+        return type(self)(converted, []).unflatten_keys(".")
+
+    def _write_to_module(self, module, inplace, return_swap, preserve):
+        """Writes every entry (nested ones into submodules); the replaced values as a nested dict."""
+        missing = [key for key, value in self._tensordict.items() if isinstance(value, TensorDictBase)
+                   and module._modules.get(key) is None]
+        if missing:
+            raise KeyError(f"to_module: {type(module).__name__} has no submodule named {missing[0]!r}")
+        swap = {}
+        for key, value in self._tensordict.items():
+            if isinstance(value, TensorDictBase):
+                swap[key] = value._write_to_module(module._modules[key], inplace, return_swap, preserve)
+            else:
+                swap[key] = _set_module_tensor(module, key, value, inplace, preserve)
+        return swap
+
+    @classmethod
+    def _from_swap(cls, swap):
+        out = cls({}, [])
+        for key, value in swap.items():
+            out._tensordict[key] = cls._from_swap(value) if isinstance(value, dict) else value
+        return out
+
+    @classmethod
     def fromkeys(cls, keys, value=0):
         """A TensorDict of batch size [] holding ``value`` under every key of ``keys``."""
         out = cls(batch_size=[])
@@ -199,3 +285,78 @@ def _any_to_entries(obj):
 
 def _is_namedtuple(obj):
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
+
+
+def _stacked(tensors, expand_identical):
+    """from_modules' leaf: the modules' tensors stacked into a new parameter or buffer."""
+    from ..primitives.shape import stack
+    from ..autograd.grad_mode import no_grad
+    from ..nn.parameter import Buffer, Parameter
+    first = tensors[0]
+    if expand_identical and all(t is first for t in tensors):
+        return first.expand(len(tensors), *first.shape)
+    with no_grad():
+        out = stack(tensors)
+    return Parameter(out, first.requires_grad) if isinstance(first, Parameter) else Buffer(out)
+
+
+def _set_module_tensor(module, name, value, inplace, preserve):
+    """Puts ``value`` into ``module`` as ``name`` (tensordict's rules, see to_module); returns the old value."""
+    from ..func._batched import BatchedTensor
+    from ..nn.parameter import Buffer, Parameter
+    params, buffers, attrs = module._parameters, module._buffers, module.__dict__
+    table = params if name in params else buffers if name in buffers else attrs if name in attrs else None
+    if table is None:
+        raise KeyError(f"to_module: {type(module).__name__} has no parameter, buffer or attribute named {name!r}")
+    old = table[name]
+    if inplace:
+        copy = old.clone()
+        old.data.copy_(value.data)
+        return copy
+    is_tensor = isinstance(value, (Tensor, BatchedTensor))
+    if table is params and preserve and old is not None and is_tensor and (
+            not isinstance(value, Parameter) or value.requires_grad != old.requires_grad):
+        if not (isinstance(value, BatchedTensor) or value.requires_grad):  # else registered as it is
+            value = Parameter(value, requires_grad=old.requires_grad)
+    elif table is buffers and preserve and isinstance(value, Parameter):
+        value = Buffer(value, persistent=name not in module._non_persistent_buffers_set)
+    del table[name]
+    if isinstance(value, Parameter) or table is params and is_tensor:
+        params[name] = value
+    elif table is buffers and is_tensor:
+        buffers[name] = value
+    else:
+        attrs[name] = value
+    return old
+
+
+def _put_swapped(dest, swap):
+    """Writes the replaced values into TensorDict ``dest`` (as tensordict does, whether locked or not)."""
+    for key, value in swap.items():
+        if isinstance(value, dict):
+            _put_swapped(dest._tensordict[key], value)
+        elif dest._tensordict.get(key) is not value:
+            dest._tensordict[key] = value
+
+
+def tree_flatten_td(td):
+    """The pytree children of a TensorDict (its entries) and what rebuilds it."""
+    keys = list(td._tensordict)
+    values = [td._tensordict[k] for k in keys]
+    first = values[0] if values else None
+    first_ndim = None if first is None else len(first.batch_size) if isinstance(first, TensorDictBase) else first.ndim
+    return values, (type(td), keys, len(td.batch_size), td.batch_size, td.device, first_ndim)
+
+
+def tree_unflatten_td(values, context):
+    """The TensorDict of ``values``; inside vmap the leaves lost (or gained) dims, and its batch
+    size follows the first entry's."""
+    cls, keys, batch_dims, batch_size, device, first_ndim = context
+    if values:
+        first = values[0]
+        shape = first.batch_size if isinstance(first, TensorDictBase) else first.shape
+        batch_size = tuple(shape[:max(0, batch_dims + len(shape) - first_ndim)])
+    out = cls({}, batch_size, device=device)
+    for key, value in zip(keys, values):
+        out._tensordict[key] = value
+    return out

@@ -200,6 +200,13 @@ def _separator(args, kwargs):
 
 # name of the method -> how the end of its `with` block undoes it (``out`` is what the method
 # returned, ``source`` the TensorDict it was called on), as tensordict's context managers do
+def _to_module_inverse(out, source, args, kwargs):
+    """Puts back what ``to_module`` replaced; the values it takes out go into ``source`` (when alive)."""
+    restored = out.to_module(*args, **{**kwargs, "swap_dest": source})
+    if restored is not None:
+        restored._last_op = None  # putting back is not something a later `with` block should undo
+
+
 _WITH_INVERSES = {
     "lock_": lambda out, source, args, kwargs: out.unlock_(),
     "unlock_": lambda out, source, args, kwargs: out.lock_(),
@@ -217,6 +224,7 @@ _WITH_INVERSES = {
     "flip": lambda out, source, args, kwargs: _update_source(source, out.flip(*args, **kwargs)),
     "roll": _roll_inverse,
     "movedim": _movedim_inverse,
+    "to_module": _to_module_inverse,
 }
 
 
@@ -246,17 +254,17 @@ def _enter(self):
 
 
 def _exit(self, exc_type, exc_value, traceback):
-    """Undoes the op that made this `with` block. A lock change is undone even when the block
-    raised; a reshaped view is written back only when the block ended normally (tensordict skips
+    """Undoes the op that made this `with` block. A lock change and a to_module are undone even when
+    the block raised; a reshaped view is written back only when the block ended normally (tensordict skips
     both on an error, which leaves a TensorDict unlocked after a failed `with td.unlock_():`)."""
     last = self._last_op_queue.pop()
     if last is None:
         return False
     name, args, kwargs, ref = last
-    if exc_type is not None and name not in ("lock_", "unlock_"):
+    if exc_type is not None and name not in ("lock_", "unlock_", "to_module"):
         return False
     source = ref()
-    if source is not None or name in ("lock_", "unlock_"):
+    if source is not None or name in ("lock_", "unlock_", "to_module"):
         _WITH_INVERSES[name](self, source, args, kwargs)
         self._last_op = None  # the inverse recorded itself (lock_/unlock_): nothing left to undo
     return False

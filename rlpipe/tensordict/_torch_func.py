@@ -10,14 +10,24 @@ from ..nn import functional as _F
 from ._math import _NO_DIM, _is_td
 
 
+def _only_tensordicts(name, items):
+    """Tensors first, then a TensorDict: the core's TypeError for a TensorDict among Tensors (a
+    TensorDict first is TensorDict.stack/cat's to check)."""
+    if not _is_td(items[0]):
+        element = next(item for item in items if _is_td(item))
+        raise TypeError(f"{name}(): expected a sequence of Tensors, got an element of type {type(element).__name__}")
+
+
 def _stack(tensordicts, dim=0, *, out=None):
     """``rlpipe.stack`` of TensorDicts (with ``out``: written into that TensorDict)."""
+    _only_tensordicts("stack", tensordicts)
     result = type(tensordicts[0]).stack(tensordicts, dim)
     return result if out is None else result._into(out)
 
 
 def _cat(tensordicts, dim=0, *, out=None):
     """``rlpipe.cat`` of TensorDicts (with ``out``: written into that TensorDict)."""
+    _only_tensordicts("cat", tensordicts)
     result = type(tensordicts[0]).cat(tensordicts, dim)
     return result if out is None else result._into(out)
 

@@ -2,7 +2,16 @@
 leaves and back. ``None`` is an empty node (no leaf), as in torch; anything else is a leaf."""
 import collections
 
-__all__ = ["TreeSpec", "LeafSpec", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_map", "tree_structure"]
+__all__ = ["TreeSpec", "LeafSpec", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_map", "tree_structure",
+           "register_pytree_node"]
+
+_NODES = {}  # container types registered by higher layers: type -> (flatten_fn, unflatten_fn)
+
+
+def register_pytree_node(cls, flatten_fn, unflatten_fn, **kwargs):
+    """Makes ``cls`` a container node: ``flatten_fn(node)`` gives ``(children, context)`` and
+    ``unflatten_fn(children, context)`` rebuilds it (torch's serialization options are ignored)."""
+    _NODES[cls] = (flatten_fn, unflatten_fn)
 
 
 class TreeSpec:
@@ -39,6 +48,10 @@ def _children(tree):
     """(node type, context, children) of a container node, or None for a leaf."""
     if tree is None:
         return type(None), None, []
+    registered = _NODES.get(type(tree))
+    if registered is not None:
+        children, context = registered[0](tree)
+        return type(tree), context, list(children)
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):
         return type(tree), type(tree), list(tree)
     if isinstance(tree, (list, tuple)):
@@ -76,6 +89,8 @@ def _build(leaves, spec):
     children = [_build(leaves, child) for child in spec.children_specs]
     if spec.type is type(None):
         return None
+    if spec.type in _NODES:
+        return _NODES[spec.type][1](children, spec.context)
     if spec.context is spec.type:  # a namedtuple
         return spec.type(*children)
     if issubclass(spec.type, dict):

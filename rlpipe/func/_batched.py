@@ -1,0 +1,479 @@
+"""``BatchedTensor``: what a vmapped function sees in place of a tensor mapped over one dimension.
+
+It holds a ``value`` whose dim 0 is the mapped (batch) dimension and shows the rest as its shape.
+Every op it supports has a batching rule here: the same op run once on the values, with dims
+shifted past the batch dim and operands aligned so that the batch dims meet. Top-level functions
+reach the rules through the ``__torch_function__`` protocol, Tensor methods and operators through
+the methods below. An op with no rule raises an error naming it, never computes a wrong result.
+Nested vmaps nest wrappers: a level-2 tensor's value may be a level-1 BatchedTensor, whose own
+rules then run; an operand of a lower level is an unbatched operand at the higher one.
+"""
+import builtins
+import operator
+import sys
+
+from .._tensor import Size, Tensor
+
+__all__ = ["BatchedTensor", "batch_sizes"]
+
+# the batch size of each vmap level in progress (level n is batch_sizes[n - 1])
+batch_sizes = []
+_RULES = {}
+
+
+class BatchedTensor:
+    """A tensor mapped over by vmap at ``level`` (see the module docstring)."""
+    __slots__ = ("_value", "_level")
+    __array_ufunc__ = None  # NumPy must not turn it into an object array
+
+    def __init__(self, value, level):
+        self._value, self._level = value, level
+
+    @property
+    def shape(self):
+        return Size(self._value.shape[1:])
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    @property
+    def ndim(self):
+        return self._value.ndim - 1
+
+    def dim(self):
+        return self.ndim
+
+    def numel(self):
+        return self.shape.numel()
+
+    def __len__(self):
+        if not self.ndim:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def device(self):
+        return self._value.device
+
+    @property
+    def requires_grad(self):
+        return self._value.requires_grad
+
+    @property
+    def grad_fn(self):
+        return self._value.grad_fn
+
+    def is_floating_point(self):
+        return self._value.is_floating_point()
+
+    @property
+    def T(self):
+        return self.permute(*range(self.ndim - 1, -1, -1))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def __repr__(self):
+        return f"BatchedTensor(lvl={self._level}, bdim=0, value=\n{self._value!r})"
+
+    def __bool__(self):
+        raise RuntimeError("vmap: It looks like you're attempting to use a Tensor in some data-dependent control "
+                           "flow. We don't support that yet, please shout over at the rlpipe issue tracker.")
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError("vmap: a batched tensor cannot be converted to an array inside the vmapped function")
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name.startswith("_"):  # a core op reached into the tensor: it has no rule and cannot run on this
+            raise TypeError(f"vmap: no batching rule for '{_public_caller()}' (it needs a Tensor, got a batched "
+                            f"tensor; its attribute {name!r} was read)")
+        raise RuntimeError(f"vmap: no batching rule for 'Tensor.{name}'")
+
+    @classmethod
+    def __torch_function__(cls, func, types, args, kwargs=None):
+        return dispatch(func.__name__, func, args, kwargs or {})
+
+
+def _public_caller():
+    """The name of the innermost public function (not ``_private``) on the stack above our caller."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name.startswith("_"):
+        frame = frame.f_back
+    return "?" if frame is None else frame.f_code.co_name
+
+
+def dispatch(name, func, args, kwargs):
+    """Runs op ``name`` (the public function ``func``, or None for a method) by its batching rule at the
+    innermost level among its arguments."""
+    rule = _RULES.get(name)
+    if rule is None:
+        raise RuntimeError(f"vmap: no batching rule for '{name}'")
+    level = builtins.max(_levels(args, kwargs))
+    return rule(level, name, func, args, kwargs)
+
+
+def _levels(args, kwargs):
+    for a in (*args, *kwargs.values()):
+        if type(a) is BatchedTensor:
+            yield a._level
+        elif isinstance(a, (list, tuple)):
+            yield from (x._level for x in a if type(x) is BatchedTensor)
+    yield 0
+
+
+def _method(name):
+    def method(self, *args, **kwargs):
+        return dispatch(name, None, (self, *args), kwargs)
+    method.__name__ = name
+    return method
+
+
+def _rule(*names, methods=True):
+    """Declares a batching rule for ops ``names`` (and, unless ``methods`` is False, the methods of the
+    same names on BatchedTensor)."""
+    def register(fn):
+        for name in names:
+            _RULES[name] = fn
+            if methods and name not in BatchedTensor.__dict__:
+                setattr(BatchedTensor, name, _method(name))
+        return fn
+    return register
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+def _unwrap(x, level):
+    """(the value, True) for a tensor batched at ``level``, else (x, False)."""
+    if type(x) is BatchedTensor and x._level == level:
+        return x._value, True
+    return x, False
+
+
+def _wrap(result, level):
+    if isinstance(result, (Tensor, BatchedTensor)):
+        return BatchedTensor(result, level)
+    if isinstance(result, tuple):
+        items = [_wrap(r, level) for r in result]
+        return type(result)(*items) if hasattr(result, "_fields") else tuple(items)
+    if isinstance(result, list):
+        return [_wrap(r, level) for r in result]
+    return result
+
+
+def _is_tensor(x):
+    return isinstance(x, (Tensor, BatchedTensor))
+
+
+def _pad(value, ndim):
+    """A batched value with size-1 dims inserted after the batch dim up to ``ndim`` logical dims."""
+    missing = ndim - (value.ndim - 1)
+    return value.reshape((value.shape[0],) + (1,) * missing + tuple(value.shape[1:])) if missing > 0 else value
+
+
+def _expanded(x, batched, level):
+    """x's value with the batch dim: an unbatched x is expanded (a view) to the level's batch size."""
+    if batched:
+        return x
+    if not _is_tensor(x):
+        raise TypeError(f"vmap: expected a tensor, got {type(x).__name__}")
+    return x.unsqueeze(0).expand(batch_sizes[level - 1], *x.shape)
+
+
+def _dim(d, ndim):
+    """The physical dim of logical dim ``d`` of a tensor with ``ndim`` logical dims."""
+    if not isinstance(d, int):
+        raise TypeError(f"vmap: expected an int dim, got {type(d).__name__}")
+    if not -builtins.max(ndim, 1) <= d < builtins.max(ndim, 1):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-builtins.max(ndim, 1)}, "
+                         f"{builtins.max(ndim, 1) - 1}], but got {d})")
+    return (d % builtins.max(ndim, 1)) + 1
+
+
+def _dims(d, ndim):
+    return [_dim(x, ndim) for x in d] if isinstance(d, (list, tuple)) else _dim(d, ndim)
+
+
+def _get(args, kwargs, pos, name, default=None):
+    if len(args) > pos:
+        return args[pos]
+    return kwargs.get(name, default)
+
+
+def _set(args, kwargs, pos, name, value):
+    if len(args) > pos:
+        return args[:pos] + (value,) + args[pos + 1:], kwargs
+    return args, {**kwargs, name: value}
+
+
+def _call(name, func, args, kwargs):
+    """The op on values: the public function, else the method of the first argument."""
+    if func is not None:
+        return func(*args, **kwargs)
+    return getattr(args[0], name)(*args[1:], **kwargs)
+
+
+# ---- elementwise ops: operands aligned, broadcast as per sample --------------------------------------
+
+_OPERATORS = {
+    "__add__": operator.add, "__sub__": operator.sub, "__mul__": operator.mul, "__truediv__": operator.truediv,
+    "__floordiv__": operator.floordiv, "__mod__": operator.mod, "__pow__": operator.pow,
+    "__eq__": operator.eq, "__ne__": operator.ne, "__lt__": operator.lt, "__le__": operator.le,
+    "__gt__": operator.gt, "__ge__": operator.ge, "__and__": operator.and_, "__or__": operator.or_,
+    "__xor__": operator.xor, "__neg__": operator.neg, "__abs__": operator.abs, "__invert__": operator.invert,
+}
+_UNARY = ("neg negative abs exp exp2 expm1 log log1p log2 log10 sqrt rsqrt square reciprocal sign sgn floor ceil "
+          "round trunc frac sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh sigmoid relu relu6 softplus "
+          "leaky_relu gelu elu selu silu mish hardtanh logsigmoid erf erfc erfinv lgamma digamma logit clamp clip "
+          "clamp_min clamp_max logical_not bitwise_not isnan isinf isfinite nan_to_num float double half bfloat16 "
+          "int long bool to type detach clone contiguous").split()
+_NARY = ("add sub subtract rsub mul multiply div divide true_divide floor_divide remainder fmod pow float_power "
+         "maximum minimum fmax fmin eq ne lt le gt ge greater greater_equal less less_equal not_equal "
+         "logical_and logical_or logical_xor bitwise_and bitwise_or atan2 hypot xlogy copysign lerp addcmul "
+         "addcdiv where type_as masked_fill").split()
+
+
+def _elementwise(level, name, func, args, kwargs):
+    unwrapped = [_unwrap(a, level) for a in args]
+    ndim = builtins.max([v.ndim - b for v, b in unwrapped if _is_tensor(v)], default=0)
+    values = [_pad(v, ndim) if b else v for v, b in unwrapped]
+    if name in _OPERATORS:
+        return _wrap(_OPERATORS[name](*values), level)
+    return _wrap(_call(name, func, tuple(values), kwargs), level)
+
+
+_rule(*_OPERATORS, *_UNARY, *[n for n in _NARY if n != "where"])(_elementwise)
+_rule("where", methods=False)(_elementwise)
+
+
+def _reflected(name):
+    def method(self, other):
+        return dispatch(name, None, (other, self), {})
+    return method
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor"):
+    setattr(BatchedTensor, f"__r{_name}__", _reflected(f"__{_name}__"))
+BatchedTensor.__hash__ = object.__hash__  # __eq__ is elementwise
+
+
+# ---- reductions and ops along a dim ---------------------------------------------------------------
+
+_REDUCTIONS = {"sum": 1, "nansum": 1, "mean": 1, "nanmean": 1, "prod": 1, "amax": 1, "amin": 1, "max": 1, "min": 1,
+               "std": 1, "var": 1, "logsumexp": 1, "all": 1, "any": 1, "argmax": 1, "argmin": 1,
+               "count_nonzero": 1, "norm": 2}
+_FULL = {"max": "amax", "min": "amin"}  # the op that reduces a flattened tensor when no dim is given
+
+
+@_rule(*_REDUCTIONS)
+def _reduction(level, name, func, args, kwargs):
+    other = kwargs.get("other") if kwargs.get("other") is not None else _get(args, kwargs, 1, "dim")
+    if name in ("max", "min") and _is_tensor(other):
+        return _elementwise(level, "maximum" if name == "max" else "minimum", None, (args[0], other), {})
+    value, _ = _unwrap(args[0], level)
+    args = (value,) + tuple(args[1:])
+    pos = _REDUCTIONS[name]
+    dim = _get(args, kwargs, pos, "dim")
+    if dim is None or dim == () and name in ("amax", "amin"):
+        args, kwargs = _set(args, kwargs, pos, "dim", 1)
+        args = (value.reshape(value.shape[0], -1),) + args[1:]
+        return _wrap(_call(_FULL.get(name, name), None, args, kwargs), level)
+    args, kwargs = _set(args, kwargs, pos, "dim", _dims(dim, value.ndim - 1))
+    return _wrap(_call(name, None, args, kwargs), level)
+
+
+# the ops along dims: each dim argument's (position, keyword, default)
+_DIM = ((1, "dim", None),)
+_PAIR = ((1, "dim0", None), (2, "dim1", None))
+_MOVE = ((1, "source", None), (2, "destination", None))
+_ALONG = {"softmax": _DIM, "log_softmax": _DIM, "cumsum": _DIM, "cumprod": _DIM, "logcumsumexp": _DIM,
+          "select": _DIM, "narrow": _DIM, "unflatten": _DIM, "squeeze": _DIM, "unsqueeze": _DIM,
+          "flip": ((1, "dims", None),), "unbind": ((1, "dim", 0),), "chunk": ((2, "dim", 0),),
+          "split": ((2, "dim", 0),), "transpose": _PAIR, "swapaxes": _PAIR, "movedim": _MOVE, "moveaxis": _MOVE,
+          "flatten": ((1, "start_dim", 0), (2, "end_dim", -1))}
+
+
+@_rule(*_ALONG)
+def _along(level, name, func, args, kwargs):
+    value, _ = _unwrap(args[0], level)
+    args, ndim = (value,) + tuple(args[1:]), value.ndim - 1
+    if name == "squeeze" and _get(args, kwargs, 1, "dim") is None:
+        dims = tuple(i + 1 for i, s in enumerate(value.shape[1:]) if s == 1)
+        return _wrap(value.squeeze(dims) if dims else value.reshape(value.shape), level)
+    if name == "unsqueeze":
+        ndim += 1
+    for pos, keyword, default in _ALONG[name]:
+        args, kwargs = _set(args, kwargs, pos, keyword, _dims(_get(args, kwargs, pos, keyword, default), ndim))
+    return _wrap(_call(name, None, args, kwargs), level)
+
+
+# ---- shape ops ------------------------------------------------------------------------------------
+
+def _sizes(rest):
+    """The sizes given as varargs or as one sequence."""
+    if len(rest) == 1 and isinstance(rest[0], (list, tuple)):
+        return tuple(rest[0])
+    return tuple(rest)
+
+
+@_rule("reshape", "view")
+def _reshape(level, name, func, args, kwargs):
+    value, _ = _unwrap(args[0], level)
+    sizes = _sizes(args[1:] or (kwargs.get("shape"),))
+    if sizes and not isinstance(sizes[0], int):  # view(dtype)
+        raise RuntimeError(f"vmap: no batching rule for '{name}' with {sizes}")
+    return _wrap(value.reshape(value.shape[0], *sizes), level)
+
+
+@_rule("permute")
+def _permute(level, name, func, args, kwargs):
+    value, _ = _unwrap(args[0], level)
+    dims = _sizes(args[1:] or (kwargs.get("dims"),))
+    return _wrap(value.permute(0, *_dims(list(dims), value.ndim - 1)), level)
+
+
+@_rule("expand")
+def _expand(level, name, func, args, kwargs):
+    value, _ = _unwrap(args[0], level)
+    sizes = _sizes(args[1:] or (kwargs.get("size"),))
+    value = _pad(value, len(sizes))
+    return _wrap(value.expand(value.shape[0], *sizes), level)
+
+
+@_rule("expand_as", "reshape_as", "view_as")
+def _as(level, name, func, args, kwargs):
+    return dispatch(name[:-3], None, (args[0], tuple(args[1].shape)), {})
+
+
+@_rule("cat", "concat", "concatenate", "stack", methods=False)
+def _join(level, name, func, args, kwargs):
+    tensors = _get(args, kwargs, 0, "tensors")
+    dim = _get(args, kwargs, 1, "dim", 0)
+    values = [_expanded(*_unwrap(t, level), level) for t in tensors]
+    ndim = values[0].ndim - 1 + (name == "stack")
+    return _wrap(func(values, _dim(dim, ndim)), level)
+
+
+@_rule("gather", "take_along_dim")
+def _gather(level, name, func, args, kwargs):
+    value = _expanded(*_unwrap(args[0], level), level)
+    index = _expanded(*_unwrap(_get(args, kwargs, 2, "index") if name == "gather" else args[1], level), level)
+    if name == "take_along_dim":
+        return _wrap(value.take_along_dim(index, _dim(_get(args, kwargs, 2, "dim"), value.ndim - 1)), level)
+    return _wrap(value.gather(_dim(_get(args, kwargs, 1, "dim"), value.ndim - 1), index), level)
+
+
+@_rule("__getitem__")
+def _getitem(level, name, func, args, kwargs):
+    value, _ = _unwrap(args[0], level)
+    index = args[1] if isinstance(args[1], tuple) else (args[1],)
+    batched = [i for i, x in enumerate(index) if type(x) is BatchedTensor and x._level == level]
+    advanced = [i for i, x in enumerate(index) if _is_tensor(x) or isinstance(x, list)]
+    if advanced and advanced != list(range(advanced[0], advanced[-1] + 1)):
+        raise RuntimeError("vmap: no batching rule for '__getitem__' with advanced indices apart from each other")
+    if not batched:
+        return _wrap(value[(slice(None),) + index], level)
+    if len(index) != 1 or index[0].dtype.is_floating_point or str(index[0].dtype) == "rlpipe.bool":
+        raise RuntimeError("vmap: no batching rule for '__getitem__' with a batched index other than one integer "
+                           "tensor")
+    from .._creation import arange
+    ids = index[0]._value
+    rows = arange(value.shape[0], device=value.device).reshape((-1,) + (1,) * (ids.ndim - 1))
+    return _wrap(value[rows, ids], level)
+
+
+# ---- linear algebra ------------------------------------------------------------------------------
+
+@_rule("matmul", "mm", "bmm", "__matmul__")
+def _matmul(level, name, func, args, kwargs):
+    (a, a_batched), (b, b_batched) = _unwrap(args[0], level), _unwrap(args[1], level)
+    a_vector, b_vector = a.ndim - a_batched == 1, b.ndim - b_batched == 1
+    if a_vector:
+        a = a.unsqueeze(-2)
+    if b_vector:
+        b = b.unsqueeze(-1)
+    ndim = builtins.max(a.ndim - a_batched, b.ndim - b_batched)
+    a, b = _pad(a, ndim) if a_batched else a, _pad(b, ndim) if b_batched else b
+    out = a @ b
+    if a_vector:
+        out = out.squeeze(-2)
+    if b_vector:
+        out = out.squeeze(-1)
+    return _wrap(out, level)
+
+
+BatchedTensor.__rmatmul__ = _reflected("__matmul__")
+
+
+@_rule("linear", methods=False)
+def _linear(level, name, func, args, kwargs):
+    x, (w, w_batched) = _unwrap(args[0], level)[0], _unwrap(args[1], level)
+    bias = _get(args, kwargs, 2, "bias")
+    if not w_batched and not _unwrap(bias, level)[1]:
+        return _wrap(func(x, w, _unwrap(bias, level)[0]), level)
+    # one weight per sample: the matmul and add rules, which broadcast without copying the input
+    weight_t = BatchedTensor(w.transpose(-1, -2), level) if w_batched else w.transpose(-1, -2)
+    out = _matmul(level, "matmul", None, (args[0], weight_t), {})
+    return out if bias is None else _elementwise(level, "__add__", None, (out, bias), {})
+
+
+# ---- losses ---------------------------------------------------------------------------------------
+
+@_rule("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", methods=False)
+def _loss(level, name, func, args, kwargs):
+    (a, a_batched), (b, b_batched) = _unwrap(args[0], level), _unwrap(args[1], level)
+    ndim = builtins.max(a.ndim - a_batched, b.ndim - b_batched)
+    a = _pad(_expanded(a, a_batched, level), ndim)
+    b = _pad(_expanded(b, b_batched, level), ndim)
+    shape = [builtins.max(x, y) for x, y in zip(a.shape, b.shape)]
+    reduction = _get(args, kwargs, 4, "reduction", "mean")
+    if args[2] is not None or args[3] is not None:
+        raise RuntimeError(f"vmap: no batching rule for '{name}' with size_average or reduce")
+    extra = {"beta": _get(args, kwargs, 5, "beta", 1.0)} if name == "smooth_l1_loss" else \
+        {"delta": _get(args, kwargs, 5, "delta", 1.0)} if name == "huber_loss" else {}
+    loss = func(a.expand(*shape), b.expand(*shape), reduction="none", **extra)
+    if reduction == "none":
+        return _wrap(loss, level)
+    flat = loss.reshape(loss.shape[0], -1)
+    return _wrap(flat.mean(1) if reduction == "mean" else flat.sum(1), level)
+
+
+@_rule("broadcast_tensors", methods=False)
+def _broadcast(level, name, func, args, kwargs):
+    unwrapped = [_unwrap(a, level) for a in args]
+    ndim = builtins.max(v.ndim - b for v, b in unwrapped)
+    padded = [(_pad(v, ndim), b) if b else (v, b) for v, b in unwrapped]
+    shape = [1] * ndim
+    for v, b in padded:
+        sizes = tuple(v.shape[1:]) if b else tuple(v.shape)
+        for i, s in enumerate(sizes[::-1]):
+            shape[-1 - i] = builtins.max(shape[-1 - i], s)
+    return tuple(_wrap(v.expand(v.shape[0], *shape), level) if b else v.expand(*shape) for v, b in padded)
+
+
+@_rule("_is_all_true", methods=False)
+def _all_samples(level, name, func, args, kwargs):
+    return func(_unwrap(args[0], level)[0])
+
+
+@_rule("zeros_like", "ones_like", "full_like", "empty_like", methods=False)
+def _like(level, name, func, args, kwargs):
+    value, _ = _unwrap(args[0], level)
+    return _wrap(func(value, *args[1:], **kwargs), level)
+
+
+# ---- random ops ---------------------------------------------------------------------------------
+
+@_rule("randn_like", "rand_like", methods=False)
+def _random_like(level, name, func, args, kwargs):
+    from .. import random
+    draw = random.randn if name == "randn_like" else random.rand
+    x = args[0]
+    return draw(tuple(x.shape), dtype=kwargs.get("dtype") or x.dtype, device=kwargs.get("device") or x.device,
+                requires_grad=bool(kwargs.get("requires_grad")))
