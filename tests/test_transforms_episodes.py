@@ -1,0 +1,272 @@
+# ruff: noqa: SIM118 - TensorDict.keys() is the API
+"""torchrl's return, action and episode transforms (``rlpipe/envs/transforms_episodes.py``).
+
+The exact checks use a tiny deterministic Gymnasium env: its observation is the number of steps
+since its reset, the reward of step ``t`` (1-based) is ``t``, it terminates after ``length`` steps,
+and it records the actions it receives (so an inverse transform's output can be read back).
+"""
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import rlpipe
+from rlpipe import TensorDict
+from rlpipe.envs import GymEnv, StepCounter
+from rlpipe.envs.specs import Bounded, OneHot, Unbounded
+from rlpipe.envs.transforms import (
+    ActionScaling,
+    Compose,
+    DiscreteActionProjection,
+    Reward2GoTransform,
+    TargetReturn,
+    TerminateTransform,
+    TrajCounter,
+    TransformedEnv,
+)
+
+
+class TallyEnv(gym.Env):
+    """obs = [t], reward = t, terminates at t == length; ``actions`` lists what it was given."""
+
+    def __init__(self, length=5, discrete=0, low=-2.0, high=2.0):
+        self.length = length
+        self.observation_space = gym.spaces.Box(0.0, 100.0, shape=(1,), dtype=np.float32)
+        self.action_space = (gym.spaces.Discrete(discrete) if discrete else
+                             gym.spaces.Box(np.float32(low), np.float32(high), shape=(2,), dtype=np.float32))
+        self.t = 0
+        self.actions = []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], dtype=np.float32), {}
+
+    def step(self, action):
+        self.actions.append(np.array(action))
+        self.t += 1
+        return np.array([self.t], dtype=np.float32), float(self.t), self.t >= self.length, False, {}
+
+
+gym.register(id="RlpipeTestTally-v0", entry_point=TallyEnv)
+
+
+def arr(x):
+    return np.array(x.detach().cpu().numpy()) if isinstance(x, rlpipe.Tensor) else np.asarray(x)
+
+
+def flat(x):
+    return arr(x).ravel().tolist()
+
+
+def tally_env(**kwargs):
+    return GymEnv(TallyEnv(**kwargs))
+
+
+# ---- TargetReturn ------------------------------------------------------------------------------------------
+
+def test_target_return_reduce_subtracts_each_reward_and_restarts_at_reset():
+    env = TransformedEnv(tally_env(length=3), TargetReturn(10.0))
+    td = env.rollout(7, break_when_any_done=False)
+    # rewards 1, 2, 3 per episode: 10 -> 9 -> 7 -> 4, then a reset to 10
+    assert flat(td["target_return"]) == [10.0, 9.0, 7.0, 10.0, 9.0, 7.0, 10.0]
+    assert flat(td["next", "target_return"]) == [9.0, 7.0, 4.0, 9.0, 7.0, 4.0, 9.0]
+    assert td["target_return"].dtype is rlpipe.float32
+
+
+def test_target_return_constant_mode_and_spec():
+    env = TransformedEnv(tally_env(length=3), TargetReturn(5, mode="constant"))
+    td = env.rollout(4, break_when_any_done=False)
+    assert flat(td["next", "target_return"]) == [5.0] * 4
+    spec = env.observation_spec["target_return"]
+    assert isinstance(spec, Unbounded) and tuple(spec.shape) == (1,) and spec.dtype is rlpipe.float32
+
+
+def test_target_return_on_a_vector_env_restarts_each_env_on_its_own():
+    env = TransformedEnv(GymEnv("RlpipeTestTally-v0", num_envs=2, length=2), TargetReturn(3.0))
+    td = env.rollout(3, break_when_any_done=False)
+    assert arr(td["next", "target_return"])[..., 0].tolist() == [[2.0, 0.0, 2.0]] * 2
+
+
+def test_target_return_bad_arguments():
+    with pytest.raises(ValueError, match="Mode can only be 'reduce' or 'constant'"):
+        TargetReturn(1.0, mode="sum")
+    with pytest.raises(TypeError, match="target_return must be a number"):
+        TargetReturn("high")
+    with pytest.raises(NotImplementedError, match="forward|parent"):
+        TargetReturn(1.0).forward(TensorDict({}, []))
+
+
+# ---- Reward2GoTransform ------------------------------------------------------------------------------------
+
+def reward_batch():
+    reward = rlpipe.tensor([[1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 1.0, 1.0]]).unsqueeze(-1)
+    done = rlpipe.tensor([[False, True, False, True], [False, False, False, True]]).unsqueeze(-1)
+    return TensorDict({"next": {"reward": reward, "done": done}}, [2, 4])
+
+
+def test_reward2go_by_hand():
+    out = Reward2GoTransform(gamma=0.5, out_keys=["reward_to_go"]).inv(reward_batch())
+    # row 0: episodes [1, 2] and [3, 4]: 1 + 0.5 * 2, 2, 3 + 0.5 * 4, 4; row 1: 1 + .5 + .25 + .125, ...
+    assert arr(out["reward_to_go"])[..., 0].tolist() == [[2.0, 2.0, 5.0, 4.0], [1.875, 1.75, 1.5, 1.0]]
+    assert flat(out["next", "reward"]) == [1.0, 2.0, 3.0, 4.0, 1.0, 1.0, 1.0, 1.0]  # in key kept
+
+
+def test_reward2go_default_keys_overwrite_the_reward_and_forward_is_identity():
+    t = Reward2GoTransform()
+    data = reward_batch()
+    assert t(data) is data and flat(data["next", "reward"])[:2] == [1.0, 2.0]
+    out = t.inv(data)
+    assert arr(out["next", "reward"])[0, :, 0].tolist() == [3.0, 2.0, 7.0, 4.0]
+    assert flat(data["next", "reward"])[:2] == [1.0, 2.0]  # inv works on a copy
+
+
+def test_reward2go_needs_episode_ends_and_refuses_an_env():
+    data = reward_batch()
+    data["next", "done"] = rlpipe.zeros(2, 4, 1, dtype=rlpipe.bool)
+    with pytest.raises(RuntimeError, match="No episode ends found"):
+        Reward2GoTransform().inv(data)
+    with pytest.raises(KeyError, match="Could not find any of the input keys"):
+        Reward2GoTransform(in_keys=[("next", "missing")]).inv(reward_batch())
+    with pytest.raises(ValueError, match="only an inverse transform"):
+        TransformedEnv(tally_env(), Reward2GoTransform())
+    with pytest.raises(ValueError, match="gamma must be one number"):
+        Reward2GoTransform(gamma=[0.9, 0.8])
+
+
+def test_reward2go_in_a_replay_buffer_on_write():
+    from rlpipe.data import LazyTensorStorage, ReplayBuffer
+    t = Reward2GoTransform(gamma=1.0, out_keys=["reward_to_go"])
+    rb = ReplayBuffer(storage=LazyTensorStorage(10))
+    rb.append_transform(t.inv, invert=True)
+    rb.extend(reward_batch()[1])
+    assert sorted(flat(rb[:]["reward_to_go"])) == [1.0, 2.0, 3.0, 4.0]
+
+
+# ---- ActionScaling -----------------------------------------------------------------------------------------
+
+def test_action_scaling_maps_unit_actions_to_the_env_range():
+    base = TallyEnv(low=-2.0, high=6.0)
+    env = TransformedEnv(GymEnv(base), ActionScaling())
+    spec = env.action_spec
+    assert isinstance(spec, Bounded) and flat(spec.low) == [-1.0, -1.0] and flat(spec.high) == [1.0, 1.0]
+    t = env.transform
+    assert flat(t.loc) == [2.0, 2.0] and flat(t.scale) == [4.0, 4.0]
+    td = env.reset()
+    td["action"] = rlpipe.tensor([-1.0, 0.5])
+    env.step(td)
+    assert base.actions[-1].tolist() == [-2.0, 4.0]
+    # forward (a replay buffer's): env actions to the normalized space
+    out = t(TensorDict({"action": rlpipe.tensor([6.0, 2.0])}, []))
+    assert flat(out["action"]) == [1.0, 0.0]
+
+
+def test_action_scaling_zero_one_range_and_explicit_loc_scale():
+    env = TransformedEnv(tally_env(low=0.0, high=4.0), ActionScaling(standard_normal=False))
+    assert flat(env.action_spec.low) == [0.0, 0.0] and flat(env.action_spec.high) == [1.0, 1.0]
+    assert flat(env.transform.denormalize(rlpipe.tensor([0.25, 1.0]))) == [1.0, 4.0]
+    t = ActionScaling(loc=1.0, scale=2.0)
+    env = TransformedEnv(tally_env(low=-1.0, high=3.0), t)
+    # the env's box [-1, 3] seen through (a - 1) / 2
+    assert flat(env.action_spec.low) == [-1.0, -1.0] and flat(env.action_spec.high) == [1.0, 1.0]
+    assert flat(t.normalize(rlpipe.tensor([5.0]))) == [2.0]
+
+
+def test_action_scaling_from_stats_and_errors():
+    t = ActionScaling.from_stats(mean=[1.0, 2.0], std=[0.5, 0.0])
+    assert flat(t.loc) == [1.0, 2.0] and flat(t.scale) == [0.5, pytest.approx(1e-6)]
+    with pytest.raises(ValueError, match="exactly one of"):
+        ActionScaling.from_stats(mean=[1.0], std=[1.0], low=[0.0], high=[1.0])
+    with pytest.raises(ValueError, match="both be provided"):
+        ActionScaling(loc=1.0)
+    with pytest.raises(ValueError, match="must not contain zero"):
+        ActionScaling(loc=0.0, scale=[1.0, 0.0])
+    with pytest.raises(ValueError, match="forward-only mode"):
+        ActionScaling(in_keys_inv=[])
+    with pytest.raises(ValueError, match="single action key"):
+        ActionScaling(in_keys_inv=["a", "b"])
+    with pytest.raises(RuntimeError, match="has not been initialized"):
+        ActionScaling().normalize(rlpipe.zeros(2))
+    with pytest.raises(RuntimeError, match="bounded continuous action spec"):
+        TransformedEnv(tally_env(discrete=3), ActionScaling()).action_spec
+    with pytest.raises(ValueError, match="does not match the loc/scale dimension"):
+        ActionScaling(loc=[0.0, 0.0], scale=[1.0, 1.0]).normalize(rlpipe.zeros(3))
+
+
+def test_action_scaling_forward_only_leaves_the_env_alone():
+    base = TallyEnv()
+    env = TransformedEnv(GymEnv(base), ActionScaling(in_keys_inv=[], loc=1.0, scale=2.0))
+    assert flat(env.action_spec.high) == [2.0, 2.0]
+    td = env.reset()
+    td["action"] = rlpipe.tensor([0.5, -0.5])
+    env.step(td)
+    assert base.actions[-1].tolist() == [0.5, -0.5]
+
+
+# ---- DiscreteActionProjection ------------------------------------------------------------------------------
+
+def test_discrete_action_projection_keeps_small_actions_and_draws_big_ones():
+    base = TallyEnv(discrete=3)
+    env = TransformedEnv(GymEnv(base, categorical_action_encoding=False), DiscreteActionProjection(3, 5))
+    spec = env.action_spec
+    assert isinstance(spec, OneHot) and tuple(spec.shape) == (5,)
+    td = env.reset()
+    td["action"] = rlpipe.tensor([0, 0, 1, 0, 0])
+    env.step(td)
+    assert int(base.actions[-1]) == 2
+    for _ in range(20):
+        td["action"] = rlpipe.tensor([0, 0, 0, 0, 1])
+        env.step(td)
+        assert int(base.actions[-1]) in (0, 1, 2)
+    t = DiscreteActionProjection(2, 4)
+    assert arr(t.inv(TensorDict({"action": rlpipe.tensor([0, 1, 0, 0])}, []))["action"]).tolist() == [0, 1]
+    assert arr(t(TensorDict({"action": rlpipe.tensor([0, 1])}, []))["action"]).tolist() == [0, 1, 0, 0]
+
+
+def test_discrete_action_projection_errors():
+    with pytest.raises(RuntimeError, match="greater or equal"):
+        DiscreteActionProjection(5, 3)
+    with pytest.raises(RuntimeError, match="must match self.max_actions=4"):
+        DiscreteActionProjection(2, 4).inv(TensorDict({"action": rlpipe.tensor([0, 1, 0])}, []))
+
+
+# ---- TrajCounter and TerminateTransform --------------------------------------------------------------------
+
+def test_traj_counter_numbers_episodes():
+    env = TransformedEnv(tally_env(length=2), TrajCounter())
+    td = env.rollout(5, break_when_any_done=False)
+    assert flat(td["traj_count"]) == [0, 0, 1, 1, 2]
+    assert flat(td["next", "traj_count"]) == [0, 0, 1, 1, 2]
+    assert env.observation_spec["traj_count"].dtype is rlpipe.int64
+    td = env.rollout(1)
+    assert flat(td["traj_count"]) == [3]
+    assert env.transform.state_dict() == {"traj_count": 4}
+
+
+def test_traj_counter_on_a_vector_env_never_repeats_a_number():
+    env = TransformedEnv(GymEnv("RlpipeTestTally-v0", num_envs=2, length=2), TrajCounter())
+    td = env.rollout(4, break_when_any_done=False)
+    # two envs reset together at start and after every second step: 0/1, then 2/3
+    assert arr(td["traj_count"])[..., 0].tolist() == [[0, 0, 2, 2], [1, 1, 3, 3]]
+    t = TrajCounter()
+    t.load_state_dict({"traj_count": 7})
+    assert t.state_dict() == {"traj_count": 7}
+    with pytest.raises(RuntimeError, match="within an environment"):
+        t(TensorDict({}, []))
+
+
+def test_terminate_transform_ends_the_episode_when_stop_says_so():
+    stop = TerminateTransform(lambda next_td: next_td["observation"] >= 2)
+    env = TransformedEnv(tally_env(length=10), Compose(StepCounter(), stop))
+    td = env.rollout(10)
+    assert flat(td["next", "observation"]) == [1.0, 2.0]
+    assert flat(td["next", "terminated"]) == [False, True] and flat(td["next", "done"]) == [False, True]
+    td = env.rollout(5, break_when_any_done=False)
+    assert flat(td["next", "step_count"]) == [1, 2, 1, 2, 1]  # the env was reset after each stop
+
+
+def test_terminate_transform_errors():
+    with pytest.raises(ValueError, match="must be a callable"):
+        TerminateTransform(3)
+    env = TransformedEnv(tally_env(), TerminateTransform(lambda td: rlpipe.ones(3, dtype=rlpipe.bool)))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        env.rollout(2)
