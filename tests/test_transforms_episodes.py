@@ -87,6 +87,18 @@ def test_target_return_on_a_vector_env_restarts_each_env_on_its_own():
     assert arr(td["next", "target_return"])[..., 0].tolist() == [[2.0, 0.0, 2.0]] * 2
 
 
+def test_target_return_reset_and_step_without_an_env():
+    t = TargetReturn(10.0, in_keys=["reward"], out_keys=["target_return"], reset_key="_reset")
+    td = TensorDict({("next", "reward"): rlpipe.tensor([[1.0], [2.5]])}, [2])
+    root = t._reset(td, td.empty())
+    assert flat(root["target_return"]) == [10.0, 10.0]
+    next_td = t._step(root, td["next"])
+    assert flat(next_td["target_return"]) == [9.0, 7.5]
+    # a partial reset restarts only the rows under "_reset"
+    state = TensorDict({"_reset": rlpipe.tensor([[True], [False]]), "target_return": next_td["target_return"]}, [2])
+    assert flat(t._reset(state, td.empty())["target_return"]) == [10.0, 7.5]
+
+
 def test_target_return_bad_arguments():
     with pytest.raises(ValueError, match="Mode can only be 'reduce' or 'constant'"):
         TargetReturn(1.0, mode="sum")

@@ -84,9 +84,13 @@ class TargetReturn(Transform):
         return observations[key]
 
     def _reset(self, tensordict, tensordict_reset):
-        for in_key, out_key in zip(self.in_keys, self.out_keys):
-            spec = self._in_spec(in_key)
-            start = np.full(tuple(spec.shape), self.target_return, dtype=spec.dtype.np)
+        shape = tuple(tensordict.batch_size) + (1,)
+        reset = _reset_mask(tensordict, shape)
+        for out_key in self.out_keys:
+            start = np.full(shape, self.target_return, dtype=np.float32)  # torchrl's dtype, whatever the reward's
+            last = tensordict.get(out_key, None)
+            if last is not None:
+                start = np.where(reset, start, host_array(last))
             tensordict_reset.set(out_key, as_tensor(start, device=tensordict_reset.device))
         return tensordict_reset
 
