@@ -12,24 +12,30 @@ import pytest
 import rlpipe
 from rlpipe import TensorDict
 from rlpipe.envs import GymEnv, StepCounter
-from rlpipe.envs.specs import Bounded, OneHot, Unbounded
+from rlpipe.envs.specs import Bounded, MultiCategorical, MultiOneHot, OneHot, Unbounded
 from rlpipe.envs.transforms import (
+    ActionDiscretizer,
     ActionScaling,
     Compose,
     DiscreteActionProjection,
+    RandomCropTensorDict,
+    RandomTruncationTransform,
     Reward2GoTransform,
     TargetReturn,
     TerminateTransform,
+    TimeMaxPool,
     TrajCounter,
     TransformedEnv,
 )
 
 
 class TallyEnv(gym.Env):
-    """obs = [t], reward = t, terminates at t == length; ``actions`` lists what it was given."""
+    """obs = [t], reward = t, terminates at t == length; ``actions`` lists what it was given.
+    ``alternate``: obs = [(-1) ** t * (t + 1)] instead (1, -2, 3, -4, ...)."""
 
-    def __init__(self, length=5, discrete=0, low=-2.0, high=2.0):
+    def __init__(self, length=5, discrete=0, low=-2.0, high=2.0, alternate=False):
         self.length = length
+        self.alternate = alternate
         self.observation_space = gym.spaces.Box(0.0, 100.0, shape=(1,), dtype=np.float32)
         self.action_space = (gym.spaces.Discrete(discrete) if discrete else
                              gym.spaces.Box(np.float32(low), np.float32(high), shape=(2,), dtype=np.float32))
@@ -39,12 +45,16 @@ class TallyEnv(gym.Env):
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.t = 0
-        return np.array([0.0], dtype=np.float32), {}
+        return self._obs(), {}
+
+    def _obs(self):
+        value = (-1) ** self.t * (self.t + 1) if self.alternate else self.t
+        return np.array([value], dtype=np.float32)
 
     def step(self, action):
         self.actions.append(np.array(action))
         self.t += 1
-        return np.array([self.t], dtype=np.float32), float(self.t), self.t >= self.length, False, {}
+        return self._obs(), float(self.t), self.t >= self.length, False, {}
 
 
 gym.register(id="RlpipeTestTally-v0", entry_point=TallyEnv)
@@ -282,3 +292,133 @@ def test_terminate_transform_errors():
     env = TransformedEnv(tally_env(), TerminateTransform(lambda td: rlpipe.ones(3, dtype=rlpipe.bool)))
     with pytest.raises(ValueError, match="does not broadcast"):
         env.rollout(2)
+
+
+# ---- ActionDiscretizer -------------------------------------------------------------------------------------
+
+def test_action_discretizer_median_values_by_hand():
+    base = TallyEnv(low=-2.0, high=2.0)
+    t = ActionDiscretizer([2, 4])
+    env = TransformedEnv(GymEnv(base), t)
+    spec = env.action_spec
+    assert isinstance(spec, MultiCategorical) and flat(spec.nvec) == [2, 4]
+    # interval midpoints of [-2, 2]: halves at -1, 1; quarters at -1.5, -0.5, 0.5, 1.5
+    td = env.reset()
+    td["action"] = rlpipe.tensor([1, 2])
+    env.step(td)
+    assert base.actions[-1].tolist() == [1.0, 0.5]
+    td["action"] = rlpipe.tensor([0, 0])
+    env.step(td)
+    assert base.actions[-1].tolist() == [-1.0, -1.5]
+    assert env.rollout(3)["action"].dtype is rlpipe.int64
+
+
+def test_action_discretizer_low_high_one_hot_and_random():
+    base = TallyEnv(low=0.0, high=4.0)
+    env = TransformedEnv(GymEnv(base), ActionDiscretizer(4, sampling=ActionDiscretizer.SamplingStrategy.HIGH,
+                                                         categorical=False))
+    assert isinstance(env.action_spec, MultiOneHot) and tuple(env.action_spec.shape) == (8,)
+    td = env.reset()
+    td["action"] = rlpipe.tensor([1, 0, 0, 0, 0, 0, 0, 1])
+    env.step(td)
+    assert base.actions[-1].tolist() == [1.0, 4.0]  # the high ends of [0, 1] and [3, 4]
+    env = TransformedEnv(GymEnv(base), ActionDiscretizer(2, sampling=ActionDiscretizer.SamplingStrategy.LOW))
+    td = env.reset()
+    td["action"] = rlpipe.tensor([1, 0])
+    env.step(td)
+    assert base.actions[-1].tolist() == [2.0, 0.0]
+    env = TransformedEnv(GymEnv(base), ActionDiscretizer(2, sampling=3))
+    td = env.reset()
+    for _ in range(10):
+        td["action"] = rlpipe.tensor([1, 0])
+        env.step(td)
+        a = base.actions[-1]
+        assert 2.0 <= a[0] <= 4.0 and 0.0 <= a[1] <= 2.0  # the low end plus a jitter within the interval
+
+
+def test_action_discretizer_errors():
+    with pytest.raises(TypeError, match="must be Bounded"):
+        TransformedEnv(tally_env(discrete=3), ActionDiscretizer(3)).action_spec
+    with pytest.raises(ValueError, match="num_intervals must be a positive int"):
+        ActionDiscretizer(0)
+    with pytest.raises(ValueError, match="3 entries for an action of 2 elements"):
+        TransformedEnv(tally_env(), ActionDiscretizer([2, 3, 4])).action_spec
+    with pytest.raises(RuntimeError, match="without a parent env"):
+        ActionDiscretizer(3).inv(TensorDict({"action": rlpipe.tensor([1, 2])}, []))
+
+
+# ---- RandomTruncationTransform -----------------------------------------------------------------------------
+
+def test_random_truncation_spreads_first_episodes_then_uses_max_horizon():
+    rlpipe.manual_seed(0)
+    env = TransformedEnv(GymEnv("RlpipeTestTally-v0", num_envs=6, length=100),
+                         Compose(StepCounter(), RandomTruncationTransform(2, 4)))
+    td = env.rollout(13, break_when_any_done=False)
+    count, truncated = arr(td["next", "step_count"])[..., 0], arr(td["next", "truncated"])[..., 0]
+    np.testing.assert_array_equal(arr(td["next", "done"])[..., 0], truncated)
+    for row_count, row_trunc in zip(count, truncated):
+        lengths = row_count[row_trunc].tolist()
+        assert 1 <= lengths[0] <= 4 and lengths[1:] == [4] * (len(lengths) - 1)  # prob=0: later ones are full
+    assert len({int(row[row_t][0]) for row, row_t in zip(count, truncated)}) > 1  # the envs are spread
+
+
+def test_random_truncation_with_prob_one_draws_within_the_bounds_and_needs_a_step_counter():
+    rlpipe.manual_seed(1)
+    env = TransformedEnv(GymEnv("RlpipeTestTally-v0", num_envs=4, length=100),
+                         Compose(StepCounter(), RandomTruncationTransform(2, 3, prob=1.0)))
+    td = env.rollout(30, break_when_any_done=False)
+    count, truncated = arr(td["next", "step_count"])[..., 0], arr(td["next", "truncated"])[..., 0]
+    later = [length for row, row_t in zip(count, truncated) for length in row[row_t][1:].tolist()]
+    assert set(later) == {2, 3}
+    with pytest.raises(RuntimeError, match="requires a StepCounter earlier"):
+        TransformedEnv(tally_env(), RandomTruncationTransform(2, 3)).done_spec
+    with pytest.raises(ValueError, match=r"min_horizon \(5\) must be <= max_horizon \(3\)"):
+        RandomTruncationTransform(5, 3)
+    with pytest.raises(ValueError, match="prob must be in"):
+        RandomTruncationTransform(1, 3, prob=1.5)
+
+
+# ---- TimeMaxPool -------------------------------------------------------------------------------------------
+
+def test_time_max_pool_by_hand_and_zeroed_at_reset():
+    # obs 1, -2, 3, -4 per episode; a window of 3 that a reset fills with zeros
+    env = TransformedEnv(tally_env(length=3, alternate=True), TimeMaxPool(["observation"], ["pooled"], T=3))
+    td = env.rollout(7, break_when_any_done=False)
+    assert flat(td["pooled"]) == [1.0, 1.0, 3.0, 1.0, 1.0, 3.0, 1.0]
+    assert flat(td["next", "pooled"]) == [1.0, 3.0, 3.0, 1.0, 3.0, 3.0, 1.0]
+    assert flat(td["next", "observation"])[:3] == [-2.0, 3.0, -4.0]  # the in key is kept
+    assert "pooled" in env.observation_spec.keys()
+
+
+def test_time_max_pool_errors():
+    with pytest.raises(ValueError, match="greater or equal to one"):
+        TimeMaxPool(T=0)
+    with pytest.raises(ValueError, match="same number of elements"):
+        TimeMaxPool(["a", "b"], ["c"])
+    with pytest.raises(NotImplementedError, match="cannot be called independently"):
+        TimeMaxPool()(TensorDict({}, []))
+
+
+# ---- RandomCropTensorDict ----------------------------------------------------------------------------------
+
+def test_random_crop_takes_consecutive_steps():
+    data = TensorDict({"a": rlpipe.arange(20).reshape(2, 10), "b": rlpipe.arange(40).reshape(2, 10, 2)}, [2, 10])
+    for _ in range(10):
+        out = RandomCropTensorDict(3)(data)
+        assert out.batch_size == (2, 3)
+        a = arr(out["a"])
+        assert (np.diff(a, axis=1) == 1).all() and a[0, 0] <= 7 and 10 <= a[1, 0] <= 17
+        np.testing.assert_array_equal(arr(out["b"])[..., 0], 2 * a)
+
+
+def test_random_crop_with_mask_stays_in_the_valid_steps():
+    mask = rlpipe.tensor([[True] * 4 + [False] * 6, [True] * 10])
+    data = TensorDict({"a": rlpipe.arange(20).reshape(2, 10), "mask": mask}, [2, 10])
+    starts = {int(arr(RandomCropTensorDict(3, mask_key="mask")(data)["a"])[0, 0]) for _ in range(40)}
+    assert starts == {0, 1}  # windows of 3 within the first 4 steps
+    with pytest.raises(RuntimeError, match="minimum trajectory length is 4"):
+        RandomCropTensorDict(5, mask_key="mask")(data)
+    with pytest.raises(RuntimeError, match="Cannot sample trajectories of length 11"):
+        RandomCropTensorDict(11)(data)
+    with pytest.raises(RuntimeError, match="empty shape"):
+        RandomCropTensorDict(1)(TensorDict({}, []))

@@ -1,21 +1,26 @@
 """torchrl 0.14's transforms about returns, actions and episodes, written on TensorDicts as torchrl's
 are (``step_protocol.py``, THE RULE): ``TargetReturn``, ``Reward2GoTransform``, ``ActionScaling``,
-``DiscreteActionProjection``, ``TrajCounter`` and ``TerminateTransform``. Where rlpipe's env
+``DiscreteActionProjection``, ``ActionDiscretizer``, ``TrajCounter``, ``TerminateTransform``,
+``RandomTruncationTransform``, ``TimeMaxPool`` and ``RandomCropTensorDict``. Where rlpipe's env
 protocol cannot express a torchrl option (an env takes one ``"action"`` input; ``done`` is always
 ``terminated | truncated``), the option raises ``NotImplementedError`` saying so.
 """
+import warnings
+from enum import IntEnum
+
 import numpy as np
 
 from .. import _dtypes
 from .._creation import as_tensor
 from .._tensor import Tensor, host_array
-from ..random import randint
+from ..random import rand, randint
 from ..tensordict import unravel_key_to_tuple
-from .specs import Bounded, OneHot, Unbounded
-from .step_protocol import ACTION, REWARD, RESET, TERMINATED
+from .specs import Bounded, Categorical, MultiCategorical, MultiOneHot, OneHot, Unbounded
+from .step_protocol import ACTION, REWARD, RESET, TERMINATED, TRUNCATED
 from .transformed_env import Transform, TransformedEnv, _key_str, _keys
 
-__all__ = ["ActionScaling", "DiscreteActionProjection", "Reward2GoTransform", "TargetReturn", "TerminateTransform",
+__all__ = ["ActionDiscretizer", "ActionScaling", "DiscreteActionProjection", "RandomCropTensorDict",
+           "RandomTruncationTransform", "Reward2GoTransform", "TargetReturn", "TerminateTransform", "TimeMaxPool",
            "TrajCounter"]
 
 _DONE = ("done",)
@@ -441,6 +446,108 @@ class DiscreteActionProjection(Transform):
                 f"{self.max_actions}, in_keys_inv={[_key_str(k) for k in self.in_keys_inv]})")
 
 
+
+class ActionDiscretizer(Transform):
+    """Lets a discrete-action algorithm (DQN, ...) drive a bounded continuous action: each action
+    element gets ``num_intervals`` values (an int, or one per element), and the policy picks one
+    (a ``MultiCategorical``, or ``MultiOneHot`` with ``categorical=False``; ``Categorical`` /
+    ``OneHot`` for a scalar action). Value ``k`` of ``n`` is ``low + pos[k] * (high - low)`` with
+    ``pos`` from ``custom_arange`` (``sampling``: interval MEDIAN (default), LOW or HIGH end, or
+    RANDOM: the LOW end plus a uniform jitter within the interval)."""
+
+    class SamplingStrategy(IntEnum):
+        MEDIAN = 0
+        LOW = 1
+        HIGH = 2
+        RANDOM = 3
+
+    def __init__(self, num_intervals, action_key="action", out_action_key=None, sampling=None, categorical=True):
+        out_action_key = action_key if out_action_key is None else out_action_key
+        _only_action(_keys(action_key, "action_key"), "action_key", "ActionDiscretizer")
+        _only_action(_keys(out_action_key, "out_action_key"), "out_action_key", "ActionDiscretizer")
+        super().__init__(in_keys_inv=[action_key], out_keys_inv=[out_action_key])
+        self.action_key, self.out_action_key = action_key, out_action_key
+        counts = host_array(num_intervals)
+        if counts.dtype.kind not in "iu" or counts.ndim > 1 or (counts < 1).any():
+            raise ValueError(f"ActionDiscretizer: num_intervals must be a positive int or a 1-d sequence of them, "
+                             f"got {num_intervals!r}")
+        self.num_intervals = num_intervals
+        self._counts = counts
+        self.sampling = self.SamplingStrategy.MEDIAN if sampling is None else self.SamplingStrategy(sampling)
+        self.categorical = bool(categorical)
+        self.intervals = None  # per action element: its values (host arrays), set from the action spec
+
+    def custom_arange(self, nint, device=None):
+        """The positions in [0, 1] of the ``nint`` values within the action's range (override for
+        another strategy)."""
+        start = np.arange(nint, dtype=np.float64) / nint
+        end = (1 - start)[::-1]
+        if self.sampling == self.SamplingStrategy.MEDIAN:
+            return (start + end) / 2
+        return end if self.sampling == self.SamplingStrategy.HIGH else start
+
+    def transform_action_spec(self, action_spec):
+        if not isinstance(action_spec, Bounded):
+            raise TypeError(f"action spec type {type(action_spec)} is not supported. The action spec type must be "
+                            "Bounded.")
+        batch = tuple(self._env_batch_size or ())
+        shape = tuple(action_spec.shape)[len(batch):]
+        low = host_array(action_spec.low)[(0,) * len(batch)].astype(np.float64).reshape(-1)
+        high = host_array(action_spec.high)[(0,) * len(batch)].astype(np.float64).reshape(-1)
+        if len(shape) > 1:
+            raise NotImplementedError(f"ActionDiscretizer: actions of one dim or a scalar, got shape {list(shape)}")
+        n_act = low.size
+        if self._counts.size not in (1, n_act):
+            raise ValueError(f"ActionDiscretizer: num_intervals has {self._counts.size} entries for an action of "
+                             f"{n_act} elements")
+        nvec = np.broadcast_to(self._counts.reshape(-1), (n_act,)).astype(np.int64)
+        self.nvec = nvec
+        self._action_shape = shape
+        self._dtype = action_spec.dtype.np
+        self.intervals = [lo + self.custom_arange(int(n)) * (hi - lo) for lo, hi, n in zip(low, high, nvec)]
+        self.jitters = (high - low) / nvec
+        return self._discrete_spec(batch, shape, nvec, action_spec.device)
+
+    def _discrete_spec(self, batch, shape, nvec, device):
+        if not shape:
+            n = int(nvec[0])
+            return Categorical(n, shape=batch, device=device) if self.categorical else \
+                OneHot(n, shape=batch + (n,), device=device)
+        if self.categorical:
+            return MultiCategorical(nvec, shape=batch + shape, device=device, remove_singleton=False)
+        return MultiOneHot(nvec, shape=batch + (int(nvec.sum()),), device=device)
+
+    def _indices(self, action):
+        """The chosen value's index per action element, [..., n_act]."""
+        if self.categorical:
+            return action.astype(np.int64).reshape(action.shape + (1,) * (not self._shaped))
+        parts = np.split(action, np.cumsum(self.nvec)[:-1], axis=-1)
+        return np.stack([part.argmax(-1) for part in parts], -1)
+
+    @property
+    def _shaped(self):
+        return self._action_shape != ()
+
+    def _continuous(self, action):
+        if self.intervals is None:
+            raise RuntimeError(f"Cannot execute transform {type(self).__name__} without a parent env.")
+        index = self._indices(np.asarray(action))
+        values = np.stack([self.intervals[d][index[..., d]] for d in range(len(self.intervals))], -1)
+        if self.sampling == self.SamplingStrategy.RANDOM:
+            values = values + self.jitters * host_array(rand(*values.shape, dtype=_dtypes.float64))
+        values = values.astype(self._dtype)
+        return values if self._shaped else values[..., 0]
+
+    def _inv_apply_transform(self, action):
+        return _like(self._continuous(host_array(action)), action)
+
+    def _frame_inv(self, action, root):
+        return self._continuous(action)
+
+    def __repr__(self):
+        return (f"ActionDiscretizer(num_intervals={self.num_intervals}, action_key={self.action_key}, "
+                f"out_action_key={self.out_action_key}, sampling={int(self.sampling)}, categorical={self.categorical})")
+
 # ---- episodes -------------------------------------------------------------------------------------------
 
 class TrajCounter(Transform):
@@ -532,3 +639,213 @@ class TerminateTransform(Transform):
 
     def __repr__(self):
         return f"TerminateTransform(stop={self.stop!r})"
+
+
+def _positive_int(value, name, owner):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{owner}: {name} must be an int >= 1, got {value!r}")
+    return int(value)
+
+
+class RandomTruncationTransform(Transform):
+    """Truncates episodes at random horizons so that envs started together drift apart.
+
+    At the first reset each env draws a horizon uniformly in [1, ``max_horizon``]; at each later
+    (partial) reset an env draws one in [``min_horizon``, ``max_horizon``] with probability
+    ``prob`` (``first_episode_prob`` for its first episode after the spread), else gets
+    ``max_horizon``. A step whose ``step_count`` (from a ``StepCounter`` placed before) reaches
+    the horizon sets ``truncated``. Horizons come from rlpipe's global generator.
+    """
+
+    def __init__(self, min_horizon, max_horizon, prob=0.0, first_episode_prob=None, *, step_count_key="step_count",
+                 truncated_key="truncated", done_key="done"):
+        super().__init__()
+        first_episode_prob = prob if first_episode_prob is None else first_episode_prob
+        for name, value in (("prob", prob), ("first_episode_prob", first_episode_prob)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        if min_horizon < 1:
+            raise ValueError(f"min_horizon must be >= 1, got {min_horizon}")
+        if max_horizon < 1:
+            raise ValueError(f"max_horizon must be >= 1, got {max_horizon}")
+        if min_horizon > max_horizon:
+            raise ValueError(f"min_horizon ({min_horizon}) must be <= max_horizon ({max_horizon})")
+        if unravel_key_to_tuple(truncated_key) != TRUNCATED or unravel_key_to_tuple(done_key) != _DONE:
+            raise NotImplementedError("RandomTruncationTransform: rlpipe envs have one 'truncated' and one 'done' key")
+        self.prob, self.first_episode_prob = float(prob), float(first_episode_prob)
+        self.min_horizon, self.max_horizon = int(min_horizon), int(max_horizon)
+        self.step_count_key, self.truncated_key, self.done_key = step_count_key, truncated_key, done_key
+        self._count_key = unravel_key_to_tuple(step_count_key)
+        self._horizons = self._first_episode = None
+
+    def _draw(self, low, shape):
+        return host_array(randint(low, self.max_horizon + 1, shape))
+
+    def _reset(self, tensordict, tensordict_reset):
+        step_count = tensordict_reset.get(self._count_key, None)
+        if step_count is None:
+            return tensordict_reset
+        shape = tuple(step_count.shape)
+        if self._horizons is None or self._horizons.shape != shape:  # the first reset: spread the horizons
+            self._horizons = self._draw(1, shape)
+            self._first_episode = np.ones(shape, dtype=bool)
+            return tensordict_reset
+        reset = tensordict.get(RESET, None)
+        mask = None if reset is None else host_array(reset).reshape(shape)
+        if mask is not None and mask.any():
+            count = int(mask.sum())
+            new = self._draw(self.min_horizon, (count,))
+            prob = np.where(self._first_episode[mask], self.first_episode_prob, self.prob)
+            new[host_array(rand(count, dtype=_dtypes.float64)) >= prob] = self.max_horizon
+            self._horizons[mask] = new
+            self._first_episode[mask] = False
+        return tensordict_reset
+
+    def _step(self, tensordict, next_tensordict):
+        step_count = next_tensordict.get(self._count_key, None)
+        if step_count is None or self._horizons is None:
+            return next_tensordict
+        reached = host_array(step_count) >= self._horizons
+        truncated = host_array(next_tensordict.get(TRUNCATED))
+        next_tensordict.set(TRUNCATED, as_tensor(truncated | reached, device=next_tensordict.device))
+        return next_tensordict
+
+    def transform_done_spec(self, done_spec):
+        observations = self._parent_spec("observation")
+        if self._count_key not in {unravel_key_to_tuple(k) for k in observations.keys(True, True)}:
+            raise RuntimeError(f"RandomTruncationTransform requires a StepCounter earlier in the transform chain that "
+                               f"writes the {self.step_count_key!r} step-count key. Use:\n"
+                               f"  Compose(StepCounter(), RandomTruncationTransform(...))")
+        if TRUNCATED not in {unravel_key_to_tuple(k) for k in done_spec.keys(True, True)}:
+            done_spec[TRUNCATED] = Categorical(2, shape=done_spec["done"].shape, dtype=_dtypes.bool,
+                                               device=done_spec.device)
+        return done_spec
+
+    def forward(self, tensordict):
+        raise NotImplementedError("RandomTruncationTransform cannot be called independently, only its step and reset "
+                                  "methods are functional.")
+
+    def __repr__(self):
+        return (f"RandomTruncationTransform(min_horizon={self.min_horizon}, max_horizon={self.max_horizon}, "
+                f"prob={self.prob}, first_episode_prob={self.first_episode_prob})")
+
+
+# ---- observations and sequences -------------------------------------------------------------------------
+
+class TimeMaxPool(Transform):
+    """The elementwise maximum of each ``in_keys`` observation over the last ``T`` steps, as
+    torchrl's: the window is a buffer of ``T`` entries that a reset fills with zeros, so the
+    first values of an episode are pooled with zeros too (a negative observation reads 0)."""
+
+    def __init__(self, in_keys=None, out_keys=None, T=1, reset_key=None):
+        in_keys = _keys(in_keys, "in_keys", allow_none=True) or [("observation",)]
+        out_keys = list(in_keys) if out_keys is None else _keys(out_keys, "out_keys")
+        if T < 1:
+            raise ValueError("TimeMaxPoolTransform T parameter should have a value greater or equal to one.")
+        if len(in_keys) != len(out_keys):
+            raise ValueError("TimeMaxPoolTransform in_keys and out_keys don't have the same number of elements")
+        if reset_key is not None and unravel_key_to_tuple(reset_key) != RESET:
+            raise NotImplementedError(f"TimeMaxPool: rlpipe envs have one reset key, '_reset'; got {reset_key!r}")
+        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        self.buffer_size = int(T)
+        self.reset_key = "_reset"
+        self._buffers = {}
+
+    def _reset(self, tensordict, tensordict_reset):
+        rows = _reset_mask(tensordict, tuple(tensordict.batch_size))
+        for buffer in self._buffers.values():
+            buffer[:, rows] = 0
+        for in_key in self.in_keys:
+            if tensordict_reset.get(in_key, None) is None:
+                previous = tensordict.get(in_key, None)
+                if previous is None:
+                    raise KeyError(f"Could not find {_key_str(in_key)} in the reset data.")
+                tensordict_reset.set(in_key, previous)
+        return self._pool(tensordict_reset, rows)
+
+    def _call(self, next_tensordict):
+        return self._pool(next_tensordict, np.ones(tuple(next_tensordict.batch_size), dtype=bool))
+
+    def _pool(self, tensordict, rows):
+        """Pushes the rows ``rows`` of each in key into its window; their max goes to the out key."""
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            value = tensordict.get(in_key)
+            data = host_array(value)
+            buffer = self._buffers.get(in_key)
+            if buffer is None or buffer.shape[1:] != data.shape:
+                buffer = self._buffers[in_key] = np.zeros((self.buffer_size,) + data.shape, dtype=data.dtype)
+            window = np.roll(buffer[:, rows], 1, axis=0)
+            window[0] = data[rows]
+            buffer[:, rows] = window
+            pooled = np.zeros_like(data)
+            pooled[rows] = window.max(axis=0)
+            tensordict.set(out_key, _like(pooled, value))
+        return tensordict
+
+    def forward(self, tensordict):
+        raise NotImplementedError("TimeMaxPool cannot be called independently, only its step and reset methods are "
+                                  "functional (it pools over the steps of an env).")
+
+    def transform_observation_spec(self, observation_spec):
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            if out_key != in_key:
+                observation_spec[out_key] = observation_spec[in_key].clone()
+        return observation_spec
+
+    def __repr__(self):
+        return f"TimeMaxPool(in_keys={[_key_str(k) for k in self.in_keys]}, T={self.buffer_size})"
+
+
+class RandomCropTensorDict(Transform):
+    """A replay-buffer (or module) transform: a random window of ``sub_seq_len`` consecutive
+    steps along ``sample_dim`` of each sampled sequence. With ``mask_key`` (valid steps first,
+    then padding) the window lies within each sequence's valid steps. Every window is equally
+    likely (torchrl 0.14 never draws the last one)."""
+
+    def __init__(self, sub_seq_len, sample_dim=-1, mask_key=None):
+        self.sub_seq_len = _positive_int(sub_seq_len, "sub_seq_len", "RandomCropTensorDict")
+        if sample_dim > 0:
+            warnings.warn("A positive shape has been passed to the RandomCropTensorDict constructor. This may have "
+                          "unexpected behaviors when the passed tensordicts have inconsistent batch dimensions.",
+                          stacklevel=2)
+        self.sample_dim = sample_dim
+        self.mask_key = mask_key
+        super().__init__()
+
+    def _starts(self, tensordict, idx_shape):
+        """The first step of each window, shaped ``idx_shape``."""
+        dim, length = self.sample_dim, tensordict.shape[self.sample_dim]
+        mask = None if self.mask_key is None else tensordict.get(self.mask_key, None)
+        if mask is None:
+            return host_array(randint(length - self.sub_seq_len + 1, idx_shape))
+        if tuple(mask.shape) != tuple(tensordict.shape):
+            raise ValueError(f"Expected a mask of the same shape as the tensordict. Got mask.shape={list(mask.shape)} "
+                             f"and tensordict.shape={list(tensordict.shape)} instead.")
+        lengths = host_array(mask).astype(np.int64).cumsum(dim).max(dim, keepdims=True)
+        if (lengths < self.sub_seq_len).any():
+            raise RuntimeError(f"Cannot sample trajectories of length {self.sub_seq_len} when the minimum trajectory "
+                               f"length is {int(lengths.min())}.")
+        uniform = host_array(rand(*idx_shape, dtype=_dtypes.float64))
+        return (uniform * (lengths - self.sub_seq_len + 1)).astype(np.int64)
+
+    def forward(self, tensordict):
+        shape = tuple(tensordict.shape)
+        if not shape:
+            raise RuntimeError("Cannot sub-sample from a tensordict with an empty shape.")
+        dim = self.sample_dim
+        if shape[dim] < self.sub_seq_len:
+            raise RuntimeError(f"Cannot sample trajectories of length {self.sub_seq_len} along dimension {dim} given a "
+                               f"tensordict of shape {list(shape)}. Consider reducing the sub_seq_len parameter or "
+                               f"increase sample length.")
+        idx_shape = list(shape)
+        idx_shape[dim] = 1
+        steps_shape = [1] * len(shape)
+        steps_shape[dim] = self.sub_seq_len
+        index = self._starts(tensordict, tuple(idx_shape)) + np.arange(self.sub_seq_len).reshape(steps_shape)
+        return tensordict.gather(dim=dim, index=as_tensor(index, device=tensordict.device))
+
+    def _reset(self, tensordict, tensordict_reset):
+        raise RuntimeError("RandomCropTensorDict is a replay-buffer transform: it cannot be used in an env")
+
+    def __repr__(self):
+        return f"RandomCropTensorDict(sub_seq_len={self.sub_seq_len}, sample_dim={self.sample_dim})"
