@@ -15,6 +15,7 @@ from rlpipe.envs import GymEnv, StepCounter
 from rlpipe.envs.specs import Bounded, MultiCategorical, MultiOneHot, OneHot, Unbounded
 from rlpipe.envs.transforms import (
     ActionDiscretizer,
+    ActionMask,
     ActionScaling,
     Compose,
     DiscreteActionProjection,
@@ -422,3 +423,63 @@ def test_random_crop_with_mask_stays_in_the_valid_steps():
         RandomCropTensorDict(11)(data)
     with pytest.raises(RuntimeError, match="empty shape"):
         RandomCropTensorDict(1)(TensorDict({}, []))
+
+
+# ---- ActionMask --------------------------------------------------------------------------------------------
+
+class MaskEnv(gym.Env):
+    """Four actions; the allowed ones start as [T, F, F, T] and rotate by one at each step. Taking
+    a forbidden action is recorded in ``bad``."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Dict({"observation": gym.spaces.Box(0.0, 100.0, (1,), np.float32),
+                                                  "action_mask": gym.spaces.MultiBinary(4)})
+        self.action_space = gym.spaces.Discrete(4)
+        self.t, self.bad = 0, 0
+
+    def _mask(self):
+        return np.roll(np.array([1, 0, 0, 1], dtype=np.int8), self.t)
+
+    def _obs(self):
+        return {"observation": np.array([self.t], np.float32), "action_mask": self._mask()}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.bad += int(not self._mask()[int(action)])
+        self.t += 1
+        return self._obs(), 0.0, self.t >= 6, False, {}
+
+
+@pytest.mark.parametrize("categorical", [True, False])
+def test_action_mask_random_actions_respect_the_mask(categorical):
+    base = MaskEnv()
+    env = TransformedEnv(GymEnv(base, categorical_action_encoding=categorical), ActionMask())
+    rlpipe.manual_seed(0)
+    td = env.rollout(60, break_when_any_done=False)
+    assert base.bad == 0
+    actions = arr(td["action"]) if categorical else arr(td["action"]).argmax(-1)
+    masks = arr(td["action_mask"]).astype(bool)
+    assert masks[np.arange(60), actions].all()
+    assert len(set(actions.tolist())) == 4  # every action is allowed somewhere, and drawn
+    spec = env.action_spec
+    assert flat(spec.mask) == flat(td["next", "action_mask"][-1].bool())
+    allowed = int(np.flatnonzero(spec.mask)[0])
+    forbidden = int(np.flatnonzero(~spec.mask)[0])
+    as_action = (lambda i: rlpipe.tensor(i)) if categorical else (lambda i: rlpipe.nn.functional.one_hot(
+        rlpipe.tensor(i), 4).to(spec.dtype))
+    assert spec.is_in(as_action(allowed)) and not spec.is_in(as_action(forbidden))
+
+
+def test_action_mask_errors():
+    with pytest.raises(ValueError, match="must be a nested key"):
+        ActionMask(mask_key=3)
+    with pytest.raises(ValueError, match="The action spec must be one of"):
+        TransformedEnv(tally_env(), ActionMask()).action_spec
+    with pytest.raises(KeyError, match="no mask entry 'action_mask'"):
+        TransformedEnv(tally_env(discrete=3), ActionMask()).reset()
+    with pytest.raises(RuntimeError, match="outside an env"):
+        ActionMask()(TensorDict({}, []))
