@@ -12,13 +12,16 @@ import pytest
 import rlpipe
 from rlpipe import TensorDict
 from rlpipe.envs import GymEnv, StepCounter
+from rlpipe.tensordict.nn import TensorDictModule
 from rlpipe.envs.specs import Bounded, MultiCategorical, MultiOneHot, OneHot, Unbounded
 from rlpipe.envs.transforms import (
     ActionDiscretizer,
     ActionMask,
     ActionScaling,
+    BurnInTransform,
     Compose,
     DiscreteActionProjection,
+    ModuleTransform,
     RandomCropTensorDict,
     RandomTruncationTransform,
     Reward2GoTransform,
@@ -483,3 +486,63 @@ def test_action_mask_errors():
         TransformedEnv(tally_env(discrete=3), ActionMask()).reset()
     with pytest.raises(RuntimeError, match="outside an env"):
         ActionMask()(TensorDict({}, []))
+
+
+# ---- ModuleTransform and BurnInTransform -------------------------------------------------------------------
+
+def test_module_transform_runs_the_module_on_each_step_and_on_samples():
+    double = TensorDictModule(lambda obs: obs * 2, in_keys=["observation"], out_keys=["double"])
+    spec = Unbounded(shape=(1,))
+    t = ModuleTransform(module=double, no_grad=True,
+                        observation_spec_transform=lambda s: s.set("double", spec) or s)
+    env = TransformedEnv(tally_env(length=5), t)
+    td = env.rand_step(env.rand_step(env.reset())["next"])  # (as torchrl's, a reset's output is not transformed)
+    assert flat(td["next", "double"]) == [4.0]
+    assert "double" in env.observation_spec.keys()
+    sample = t(TensorDict({"observation": rlpipe.tensor([[1.5]])}, [1]))
+    assert flat(sample["double"]) == [3.0]
+    assert t.in_keys == [("observation",)] and t.out_keys == [("double",)]
+
+
+def test_module_transform_inverse_changes_the_action_the_env_gets():
+    base = TallyEnv()
+    halve = TensorDictModule(lambda a: a / 2, in_keys=["action"], out_keys=["action"])
+    env = TransformedEnv(GymEnv(base), ModuleTransform(module_factory=lambda: halve, inverse=True))
+    td = env.reset()
+    td["action"] = rlpipe.tensor([1.0, -2.0])
+    env.step(td)
+    assert base.actions[-1].tolist() == [0.5, -1.0]
+    with pytest.raises(ValueError, match="At least one of"):
+        ModuleTransform()
+    with pytest.raises(ValueError, match="Only one of"):
+        ModuleTransform(module=halve, module_factory=lambda: halve)
+
+
+def running_sum_module():
+    # a stand-in for a recurrent module: next hidden = the first hidden + the observations so far
+    return TensorDictModule(lambda obs, hidden: hidden[:, :1] + obs.cumsum(1), in_keys=["obs", "hidden"],
+                            out_keys=[("next", "hidden")])
+
+
+def test_burn_in_starts_the_kept_steps_from_the_burnt_in_state():
+    obs = rlpipe.tensor([[1.0, 2.0, 3.0, 4.0, 5.0], [10.0, 20.0, 30.0, 40.0, 50.0]]).unsqueeze(-1)
+    hidden = rlpipe.zeros(2, 5, 1) + rlpipe.tensor([[100.0], [200.0]]).unsqueeze(1)
+    data = TensorDict({"obs": obs, "hidden": hidden}, [2, 5])
+    t = BurnInTransform(running_sum_module(), burn_in=2)
+    assert t.out_keys == [("hidden",)]
+    out = t(data)
+    assert out.batch_size == (2, 3)
+    # first kept step: the first hidden plus the two burnt-in observations; the later steps unchanged
+    assert arr(out["hidden"])[..., 0].tolist() == [[103.0, 100.0, 100.0], [230.0, 200.0, 200.0]]
+    assert arr(out["obs"])[..., 0].tolist() == [[3.0, 4.0, 5.0], [30.0, 40.0, 50.0]]
+    assert BurnInTransform(running_sum_module(), burn_in=0)(data) is data
+
+
+def test_burn_in_errors():
+    with pytest.raises(ValueError, match="must be TensorDictModules"):
+        BurnInTransform([lambda td: td], burn_in=1)
+    with pytest.raises(RuntimeError, match="only be appended to a ReplayBuffer"):
+        TransformedEnv(tally_env(), BurnInTransform(running_sum_module(), burn_in=1)).rollout(2)
+    data = TensorDict({"obs": rlpipe.zeros(2, 2, 1), "hidden": rlpipe.zeros(2, 2, 1)}, [2, 2])
+    with pytest.raises(ValueError, match="T > burn_in=2"):
+        BurnInTransform(running_sum_module(), burn_in=2)(data)

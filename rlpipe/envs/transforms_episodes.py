@@ -1,25 +1,30 @@
 """torchrl 0.14's transforms about returns and episodes, written on TensorDicts as torchrl's are
 (``step_protocol.py``, THE RULE): ``TargetReturn``, ``Reward2GoTransform``, ``TrajCounter``,
-``TerminateTransform``, ``RandomTruncationTransform``, ``TimeMaxPool`` and ``RandomCropTensorDict``;
+``TerminateTransform``, ``RandomTruncationTransform``, ``TimeMaxPool``, ``RandomCropTensorDict``,
+``ModuleTransform`` and ``BurnInTransform``;
 and, re-exported from ``transforms_actions.py``, the action transforms. Where rlpipe's env protocol
 cannot express a torchrl option (an env takes one ``"action"`` input; ``done`` is always
 ``terminated | truncated``), the option raises ``NotImplementedError`` saying so.
 """
 import warnings
+from contextlib import nullcontext
 
 import numpy as np
 
 from .. import _dtypes
 from .._creation import as_tensor
 from .._tensor import host_array
+from ..autograd import no_grad
 from ..random import rand, randint
 from ..tensordict import unravel_key_to_tuple
-from .specs import Bounded, Categorical, Unbounded
+from ..tensordict.nn import TensorDictModuleBase
+from .specs import Bounded, Categorical, TensorSpec, Unbounded
 from .step_protocol import REWARD, RESET, TERMINATED, TRUNCATED
 from .transformed_env import Transform, TransformedEnv, _key_str, _keys
 from .transforms_actions import ActionDiscretizer, ActionMask, ActionScaling, DiscreteActionProjection, _like
 
-__all__ = ["ActionDiscretizer", "ActionMask", "ActionScaling", "DiscreteActionProjection", "RandomCropTensorDict",
+__all__ = ["ActionDiscretizer", "ActionMask", "ActionScaling", "BurnInTransform", "DiscreteActionProjection",
+           "ModuleTransform", "RandomCropTensorDict",
            "RandomTruncationTransform", "Reward2GoTransform", "TargetReturn", "TerminateTransform", "TimeMaxPool",
            "TrajCounter"]
 
@@ -495,3 +500,137 @@ class RandomCropTensorDict(Transform):
 
     def __repr__(self):
         return f"RandomCropTensorDict(sub_seq_len={self.sub_seq_len}, sample_dim={self.sample_dim})"
+
+
+
+# ---- modules --------------------------------------------------------------------------------------------
+
+class ModuleTransform(Transform):
+    """A TensorDict module as a transform: ``module`` (or ``module_factory()``) runs on each step's
+    output (``_call``, and ``forward`` for a replay buffer), or with ``inverse=True`` on the input
+    before the env steps. ``no_grad``: without building a graph. ``<name>_spec_transform``: the
+    spec the module's output has, or a function of the spec before it (default: unchanged)."""
+
+    def __init__(self, *, module=None, module_factory=None, no_grad=False, inverse=False, device=None,
+                 use_ray_service=False, actor_name=None, num_gpus=None, num_cpus=None,
+                 observation_spec_transform=None, action_spec_transform=None, reward_spec_transform=None,
+                 done_spec_transform=None, state_spec_transform=None):
+        if module is None and module_factory is None:
+            raise ValueError("At least one of `module` or `module_factory` must be provided.")
+        if module is not None and module_factory is not None:
+            raise ValueError("Only one of `module` or `module_factory` must be provided.")
+        if use_ray_service or actor_name is not None or num_gpus or num_cpus:
+            raise NotImplementedError("ModuleTransform: the Ray service options are not supported by rlpipe")
+        module = module if module is not None else module_factory()
+        if not callable(module):
+            raise TypeError(f"ModuleTransform: module must be callable, got {type(module).__name__}")
+        if device is not None:
+            module = module.to(device)
+        keys_in, keys_out = list(getattr(module, "in_keys", [])), list(getattr(module, "out_keys", []))
+        super().__init__(in_keys=[] if inverse else keys_in, out_keys=[] if inverse else keys_out,
+                         in_keys_inv=keys_out if inverse else [], out_keys_inv=keys_in if inverse else [])
+        self.module, self.no_grad, self.inverse = module, bool(no_grad), bool(inverse)
+        self.observation_spec_transform = observation_spec_transform
+        self.action_spec_transform = action_spec_transform
+        self.reward_spec_transform = reward_spec_transform
+        self.done_spec_transform = done_spec_transform
+        self.state_spec_transform = state_spec_transform
+
+    def _run(self, tensordict):
+        with no_grad() if self.no_grad else nullcontext():
+            return self.module(tensordict)
+
+    def forward(self, tensordict):
+        return self._call(tensordict)
+
+    def _call(self, next_tensordict):
+        return next_tensordict if self.inverse else self._run(next_tensordict)
+
+    def _inv_call(self, tensordict):
+        return self._run(tensordict) if self.inverse else tensordict
+
+    def _spec(self, name, spec):
+        change = getattr(self, name + "_spec_transform")
+        if change is None:
+            return spec
+        return change if isinstance(change, TensorSpec) else change(spec)
+
+    def transform_observation_spec(self, observation_spec):
+        return self._spec("observation", observation_spec)
+
+    def transform_action_spec(self, action_spec):
+        return self._spec("action", action_spec)
+
+    def transform_reward_spec(self, reward_spec):
+        return self._spec("reward", reward_spec)
+
+    def transform_done_spec(self, done_spec):
+        return self._spec("done", done_spec)
+
+    def transform_state_spec(self, state_spec):
+        return self._spec("state", state_spec)
+
+    def __repr__(self):
+        return f"ModuleTransform(module={self.module!r}, inverse={self.inverse})"
+
+
+class BurnInTransform(Transform):
+    """A replay-buffer transform for recurrent policies: of sampled ``[B, T]`` sequences, runs
+    ``modules`` without a graph over the first ``burn_in`` steps and returns the other ``T -
+    burn_in`` steps, whose first step's ``out_keys`` (the recurrent states, read from ``"next"``
+    of the last burnt-in step) are those the modules reached."""
+
+    def __init__(self, modules, burn_in, out_keys=None):
+        modules = list(modules) if isinstance(modules, (list, tuple)) else [modules]
+        for module in modules:
+            if not isinstance(module, TensorDictModuleBase):
+                raise ValueError(f"All modules must be TensorDictModules, but a {type(module)} was provided.")
+        if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)) or burn_in < 0:
+            raise ValueError(f"BurnInTransform: burn_in must be an int >= 0, got {burn_in!r}")
+        in_keys = sorted({unravel_key_to_tuple(k) for m in modules for k in m.in_keys})
+        if out_keys is None:
+            out_keys = sorted({unravel_key_to_tuple(k)[1:] for m in modules for k in m.out_keys
+                               if unravel_key_to_tuple(k)[0] == "next"})
+        else:
+            out_keys = [self._without_next(unravel_key_to_tuple(k)) for k in out_keys]
+        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        self.modules = modules
+        self.burn_in = int(burn_in)
+
+    @staticmethod
+    def _without_next(key):
+        if key[0] != "next":
+            return key
+        warnings.warn(f"The 'next' key is not needed in the BurnInTransform `out_key` {key} and will be ignored. This "
+                      "transform already assumes that `out_keys` will be retrieved from the next time step of the "
+                      "burnt-in data.", stacklevel=3)
+        return key[1:]
+
+    def _call(self, next_tensordict):
+        raise RuntimeError("BurnInTransform can only be appended to a ReplayBuffer")
+
+    def _step(self, tensordict, next_tensordict):
+        raise RuntimeError("BurnInTransform can only be appended to a ReplayBuffer.")
+
+    def forward(self, tensordict):
+        if self.burn_in == 0:
+            return tensordict
+        if tensordict.batch_dims < 2 or tensordict.batch_size[1] <= self.burn_in:
+            raise ValueError(f"BurnInTransform: expected [B, T] sequences with T > burn_in={self.burn_in}, got a batch "
+                             f"of {list(tensordict.batch_size)}")
+        burnt, out = tensordict[:, :self.burn_in], tensordict[:, self.burn_in:]
+        with no_grad():
+            for module in self.modules:
+                burnt = module(burnt)
+        for key in self.out_keys:
+            state = burnt.get(("next",) + key)[:, -1]
+            value = out.get(key, None)
+            value = state.new_zeros((out.batch_size[0], out.batch_size[1]) + tuple(state.shape[1:])) \
+                if value is None else value.clone()
+            value[:, 0] = state
+            out.set(key, value)
+        return out
+
+    def __repr__(self):
+        return (f"BurnInTransform(burn_in={self.burn_in}, in_keys={[_key_str(k) for k in self.in_keys]}, "
+                f"out_keys={[_key_str(k) for k in self.out_keys]})")
