@@ -22,6 +22,7 @@ from rlpipe.envs.transforms import (
     Compose,
     DiscreteActionProjection,
     ModuleTransform,
+    NextStateReconstructor,
     RandomCropTensorDict,
     RandomTruncationTransform,
     Reward2GoTransform,
@@ -546,3 +547,33 @@ def test_burn_in_errors():
     data = TensorDict({"obs": rlpipe.zeros(2, 2, 1), "hidden": rlpipe.zeros(2, 2, 1)}, [2, 2])
     with pytest.raises(ValueError, match="T > burn_in=2"):
         BurnInTransform(running_sum_module(), burn_in=2)(data)
+
+
+# ---- NextStateReconstructor --------------------------------------------------------------------------------
+
+def compact_sample():
+    return TensorDict({"observation": rlpipe.tensor([[1.0], [2.0], [3.0], [4.0], [5.0], [6.0]]),
+                       "collector": {"traj_ids": rlpipe.tensor([0, 0, 0, 1, 1, 1])},
+                       "step_count": rlpipe.tensor([0, 1, 2, 0, 1, 3]),
+                       "next": {"done": rlpipe.tensor([[False], [True], [False], [False], [False], [False]])}}, [6])
+
+
+def test_next_state_reconstructor_by_hand():
+    out = NextStateReconstructor()(compact_sample())
+    # 1 -> 2 within trajectory 0; 2 ends an episode (done); 3 -> 4 crosses trajectories; 6 is last
+    np.testing.assert_array_equal(arr(out["next", "observation"])[:, 0], [2.0, np.nan, np.nan, 5.0, 6.0, np.nan])
+    out = NextStateReconstructor(["observation"], step_count_key="step_count", fill_value=-1.0)(compact_sample())
+    assert flat(out["next", "observation"]) == [2.0, -1.0, -1.0, 5.0, -1.0, -1.0]  # 1 -> 3 skips a step
+
+
+def test_next_state_reconstructor_errors():
+    data = compact_sample()
+    del data["collector"]
+    with pytest.raises(KeyError, match="trajectory key"):
+        NextStateReconstructor()(data)
+    out = NextStateReconstructor(strict=False)(data)
+    assert np.isnan(arr(out["next", "observation"])[1, 0]) and flat(out["next", "observation"])[2] == 4.0
+    with pytest.raises(TypeError, match="non-floating dtype"):
+        NextStateReconstructor(["step_count"])(compact_sample())
+    with pytest.raises(ValueError, match="flat"):
+        NextStateReconstructor()(TensorDict({}, [2, 3]))

@@ -1,7 +1,7 @@
 """torchrl 0.14's transforms about returns and episodes, written on TensorDicts as torchrl's are
 (``step_protocol.py``, THE RULE): ``TargetReturn``, ``Reward2GoTransform``, ``TrajCounter``,
 ``TerminateTransform``, ``RandomTruncationTransform``, ``TimeMaxPool``, ``RandomCropTensorDict``,
-``ModuleTransform`` and ``BurnInTransform``;
+``ModuleTransform``, ``BurnInTransform`` and ``NextStateReconstructor``;
 and, re-exported from ``transforms_actions.py``, the action transforms. Where rlpipe's env protocol
 cannot express a torchrl option (an env takes one ``"action"`` input; ``done`` is always
 ``terminated | truncated``), the option raises ``NotImplementedError`` saying so.
@@ -24,7 +24,7 @@ from .transformed_env import Transform, TransformedEnv, _key_str, _keys
 from .transforms_actions import ActionDiscretizer, ActionMask, ActionScaling, DiscreteActionProjection, _like
 
 __all__ = ["ActionDiscretizer", "ActionMask", "ActionScaling", "BurnInTransform", "DiscreteActionProjection",
-           "ModuleTransform", "RandomCropTensorDict",
+           "ModuleTransform", "NextStateReconstructor", "RandomCropTensorDict",
            "RandomTruncationTransform", "Reward2GoTransform", "TargetReturn", "TerminateTransform", "TimeMaxPool",
            "TrajCounter"]
 
@@ -501,6 +501,73 @@ class RandomCropTensorDict(Transform):
     def __repr__(self):
         return f"RandomCropTensorDict(sub_seq_len={self.sub_seq_len}, sample_dim={self.sample_dim})"
 
+
+
+
+class NextStateReconstructor(Transform):
+    """A replay-buffer transform for data stored without ``("next", k)`` observations (a
+    collector's ``compact_obs``): in a flat sample, ``("next", k)[i] = k[i + 1]`` where position
+    ``i + 1`` is the next step of the same trajectory (same ``traj_key``, no ``done_key`` at ``i``,
+    and with ``step_count_key`` a count one higher), else ``fill_value``. ``strict``: a missing
+    marker key is a KeyError (else its check is dropped)."""
+
+    def __init__(self, keys=("observation",), *, traj_key=("collector", "traj_ids"), done_key=("next", "done"),
+                 step_count_key=None, fill_value=float("nan"), strict=True):
+        super().__init__()
+        self.keys = tuple(unravel_key_to_tuple(k) for k in ([keys] if isinstance(keys, str) else keys))
+        self.traj_key, self.done_key, self.step_count_key = traj_key, done_key, step_count_key
+        self.fill_value = fill_value
+        self.strict = bool(strict)
+
+    def _marker(self, tensordict, key, what, size):
+        """The ``key`` entry as a host array of ``size`` rows (its first element per row), or None."""
+        value = tensordict.get(unravel_key_to_tuple(key), None)
+        if value is None:
+            if self.strict:
+                raise KeyError(f"NextStateReconstructor: {what} {key!r} is not present in the sampled batch. Pass the "
+                               "corresponding constructor kwarg explicitly (or `None` to disable), or `strict=False` "
+                               "to drop the check silently.")
+            return None
+        array = host_array(value)
+        if array.shape[0] != size:
+            raise ValueError(f"NextStateReconstructor: marker tensor has leading dim {array.shape[0]} but sample "
+                             f"batch size is {size}.")
+        return array.reshape(size, -1)[:, 0]
+
+    def _next_is_valid(self, tensordict, size):
+        """Per position: whether position + 1 is its next step (host bool array)."""
+        valid = np.arange(size) < size - 1
+        checks = ((self.traj_key, "trajectory key", lambda m: m[1:] == m[:-1]),
+                  (self.done_key, "done key", lambda m: ~m[:-1].astype(bool)),
+                  (self.step_count_key, "step-count key", lambda m: m[1:] == m[:-1] + 1))
+        for key, what, same_trajectory in checks:
+            marker = None if key is None else self._marker(tensordict, key, what, size)
+            if marker is not None and size > 1:
+                valid[:-1] &= same_trajectory(marker)
+        return valid
+
+    def forward(self, tensordict):
+        if tensordict.batch_dims != 1:
+            raise ValueError(f"NextStateReconstructor expects a flat ``(B,)`` sample. Got batch_size="
+                             f"{tuple(tensordict.batch_size)}. Reshape or use a 1-d storage / sampler combination.")
+        size = tensordict.batch_size[0]
+        if size < 1:
+            return tensordict
+        valid = self._next_is_valid(tensordict, size)
+        for key in self.keys:
+            value = tensordict.get(key)
+            root = host_array(value)
+            if root.dtype.kind != "f" and isinstance(self.fill_value, float) and np.isnan(self.fill_value):
+                raise TypeError(f"NextStateReconstructor: root key {_key_str(key)!r} has non-floating dtype "
+                                f"{value.dtype}; pass an explicit integer `fill_value` for this key (NaN cannot be "
+                                "represented).")
+            shifted = np.concatenate([root[1:], root[:1]])
+            rows = valid.reshape((size,) + (1,) * (root.ndim - 1))
+            tensordict.set(("next",) + key, _like(np.where(rows, shifted, root.dtype.type(self.fill_value)), value))
+        return tensordict
+
+    def __repr__(self):
+        return f"NextStateReconstructor(keys={[_key_str(k) for k in self.keys]}, traj_key={self.traj_key!r})"
 
 
 # ---- modules --------------------------------------------------------------------------------------------
