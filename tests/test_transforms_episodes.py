@@ -30,6 +30,7 @@ from rlpipe.envs.transforms import (
     TerminateTransform,
     TimeMaxPool,
     TrajCounter,
+    gSDENoise,
     TransformedEnv,
 )
 
@@ -577,3 +578,26 @@ def test_next_state_reconstructor_errors():
         NextStateReconstructor(["step_count"])(compact_sample())
     with pytest.raises(ValueError, match="flat"):
         NextStateReconstructor()(TensorDict({}, [2, 3]))
+
+
+# ---- gSDENoise ---------------------------------------------------------------------------------------------
+
+def test_gsde_noise_is_drawn_at_reset_and_carried_through_the_episode():
+    rlpipe.manual_seed(0)
+    env = TransformedEnv(GymEnv("RlpipeTestTally-v0", num_envs=2, length=3), gSDENoise(state_dim=3, action_dim=2))
+    assert tuple(env.observation_spec["_eps_gSDE"].shape) == (2, 2, 3)
+    td = env.rollout(6, break_when_any_done=False)
+    eps = arr(td["_eps_gSDE"])  # [env, step, 2, 3]
+    assert eps.shape == (2, 6, 2, 3) and eps.std() > 0.3
+    np.testing.assert_array_equal(eps[:, 1], eps[:, 0])
+    np.testing.assert_array_equal(eps[:, 2], eps[:, 0])
+    assert not np.isclose(eps[:, 3], eps[:, 0]).any()  # redrawn at each episode's reset
+    np.testing.assert_array_equal(arr(td["next", "_eps_gSDE"]), eps)
+
+
+def test_gsde_noise_without_dims_is_zero():
+    env = TransformedEnv(tally_env(), gSDENoise())
+    td = env.rollout(2)
+    assert arr(td["_eps_gSDE"]).tolist() == [[0.0], [0.0]]
+    with pytest.raises(NotImplementedError, match="TensorDictPrimer options"):
+        gSDENoise(default_value=1.0)

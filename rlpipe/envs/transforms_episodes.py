@@ -1,7 +1,7 @@
 """torchrl 0.14's transforms about returns and episodes, written on TensorDicts as torchrl's are
 (``step_protocol.py``, THE RULE): ``TargetReturn``, ``Reward2GoTransform``, ``TrajCounter``,
 ``TerminateTransform``, ``RandomTruncationTransform``, ``TimeMaxPool``, ``RandomCropTensorDict``,
-``ModuleTransform``, ``BurnInTransform`` and ``NextStateReconstructor``;
+``ModuleTransform``, ``BurnInTransform``, ``NextStateReconstructor`` and ``gSDENoise``;
 and, re-exported from ``transforms_actions.py``, the action transforms. Where rlpipe's env protocol
 cannot express a torchrl option (an env takes one ``"action"`` input; ``done`` is always
 ``terminated | truncated``), the option raises ``NotImplementedError`` saying so.
@@ -15,7 +15,7 @@ from .. import _dtypes
 from .._creation import as_tensor
 from .._tensor import host_array
 from ..autograd import no_grad
-from ..random import rand, randint
+from ..random import rand, randint, randn
 from ..tensordict import unravel_key_to_tuple
 from ..tensordict.nn import TensorDictModuleBase
 from .specs import Bounded, Categorical, TensorSpec, Unbounded
@@ -26,7 +26,7 @@ from .transforms_actions import ActionDiscretizer, ActionMask, ActionScaling, Di
 __all__ = ["ActionDiscretizer", "ActionMask", "ActionScaling", "BurnInTransform", "DiscreteActionProjection",
            "ModuleTransform", "NextStateReconstructor", "RandomCropTensorDict",
            "RandomTruncationTransform", "Reward2GoTransform", "TargetReturn", "TerminateTransform", "TimeMaxPool",
-           "TrajCounter"]
+           "TrajCounter", "gSDENoise"]
 
 _DONE = ("done",)
 
@@ -568,6 +568,52 @@ class NextStateReconstructor(Transform):
 
     def __repr__(self):
         return f"NextStateReconstructor(keys={[_key_str(k) for k in self.keys]}, traj_key={self.traj_key!r})"
+
+
+
+class gSDENoise(Transform):
+    """The exploration noise of a gSDE module (``"_eps_gSDE"``) as an env entry, as torchrl's
+    ``TensorDictPrimer`` of it: a reset sets it (standard normal of shape ``(action_dim,
+    state_dim)`` when both dims are given, else zeros of shape ``(1,)``, after the env's batch
+    dims or ``shape``) and each step carries it over. TensorDictPrimer's other options (``kwargs``)
+    are not supported."""
+
+    KEY = ("_eps_gSDE",)
+
+    def __init__(self, state_dim=None, action_dim=None, shape=None, **kwargs):
+        if kwargs:
+            raise NotImplementedError(f"gSDENoise: TensorDictPrimer options {sorted(kwargs)} are not supported by "
+                                      "rlpipe")
+        super().__init__(in_keys=[], out_keys=[self.KEY])
+        self.state_dim, self.action_dim = state_dim, action_dim
+        self.shape = () if shape is None else tuple(shape)
+        self.random = state_dim is not None and action_dim is not None
+        self._tail = (action_dim, state_dim) if self.random else (1,)
+
+    def _full_shape(self, batch_size):
+        return (self.shape or tuple(batch_size)) + self._tail
+
+    def _reset(self, tensordict, tensordict_reset):
+        shape = self._full_shape(tensordict_reset.batch_size)
+        noise = randn(*shape) if self.random else np.zeros(shape, dtype=np.float32)
+        tensordict_reset.set(self.KEY, _like(host_array(noise), tensordict_reset))
+        return tensordict_reset
+
+    def _step(self, tensordict, next_tensordict):
+        if next_tensordict.get(self.KEY, None) is None:
+            next_tensordict.set(self.KEY, tensordict.get(self.KEY))
+        return next_tensordict
+
+    def forward(self, tensordict):
+        return tensordict
+
+    def transform_observation_spec(self, observation_spec):
+        observation_spec[self.KEY] = Unbounded(shape=self._full_shape(observation_spec.shape),
+                                               device=observation_spec.device)
+        return observation_spec
+
+    def __repr__(self):
+        return f"gSDENoise(state_dim={self.state_dim}, action_dim={self.action_dim}, random={self.random})"
 
 
 # ---- modules --------------------------------------------------------------------------------------------
