@@ -353,6 +353,17 @@ def test_action_discretizer_errors():
         ActionDiscretizer(3).inv(TensorDict({"action": rlpipe.tensor([1, 2])}, []))
 
 
+def test_action_discretizer_builds_its_values_from_the_parent_when_asked():
+    t = ActionDiscretizer(2)
+    env = TransformedEnv(GymEnv("RlpipeTestTally-v0", num_envs=2, low=0.0, high=2.0), t)
+    t.intervals = None
+    t._init()
+    assert [v.tolist() for v in t.intervals] == [[0.5, 1.5], [0.5, 1.5]]
+    out = t.inv(TensorDict({"action": rlpipe.tensor([[0, 1], [1, 1]])}, [2]))
+    assert arr(out["action"]).tolist() == [[0.5, 1.5], [1.5, 1.5]]
+    assert tuple(env.action_spec.shape) == (2, 2)
+
+
 # ---- RandomTruncationTransform -----------------------------------------------------------------------------
 
 def test_random_truncation_spreads_first_episodes_then_uses_max_horizon():
@@ -488,6 +499,8 @@ def test_action_mask_errors():
         TransformedEnv(tally_env(discrete=3), ActionMask()).reset()
     with pytest.raises(RuntimeError, match="outside an env"):
         ActionMask()(TensorDict({}, []))
+    with pytest.raises(RuntimeError, match="parent cannot be None"):
+        ActionMask()._call(TensorDict({}, []))
 
 
 # ---- ModuleTransform and BurnInTransform -------------------------------------------------------------------

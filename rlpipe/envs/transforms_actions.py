@@ -154,11 +154,12 @@ class ActionMask(Transform):
         return _masked_spec(action_spec)
 
     def _call(self, next_tensordict):
+        spec = self.action_spec
         mask = next_tensordict.get(self.in_keys[1], None)
         if mask is None:
             raise KeyError(f"ActionMask: no mask entry {_key_str(self.in_keys[1])!r} in the observations (keys: "
                            f"{sorted(map(str, next_tensordict.keys(True, True)))})")
-        self.action_spec.update_mask(mask)
+        spec.update_mask(mask)
         return next_tensordict
 
     def _reset(self, tensordict, tensordict_reset):
@@ -486,9 +487,17 @@ class ActionDiscretizer(Transform):
     def _shaped(self):
         return self._action_shape != ()
 
+    def _init(self):
+        """Builds the action values from the env's action spec (as torchrl's lazy initialisation)."""
+        parent = self.parent
+        if parent is None:
+            raise RuntimeError(f"Cannot execute transform {type(self).__name__} without a parent env.")
+        self._env_batch_size = parent.batch_size
+        self.transform_action_spec(parent.action_spec.clone())
+
     def _continuous(self, action):
         if self.intervals is None:
-            raise RuntimeError(f"Cannot execute transform {type(self).__name__} without a parent env.")
+            self._init()
         index = self._indices(np.asarray(action))
         values = np.stack([self.intervals[d][index[..., d]] for d in range(len(self.intervals))], -1)
         if self.sampling == self.SamplingStrategy.RANDOM:

@@ -329,6 +329,10 @@ class RandomTruncationTransform(Transform):
         self._count_key = unravel_key_to_tuple(step_count_key)
         self._horizons = self._first_episode = None
 
+    @property
+    def _initialized(self):
+        return self._horizons is not None
+
     def _draw(self, low, shape):
         return host_array(randint(low, self.max_horizon + 1, shape))
 
