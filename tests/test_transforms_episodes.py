@@ -614,3 +614,18 @@ def test_gsde_noise_without_dims_is_zero():
     assert arr(td["_eps_gSDE"]).tolist() == [[0.0], [0.0]]
     with pytest.raises(NotImplementedError, match="TensorDictPrimer options"):
         gSDENoise(default_value=1.0)
+
+
+# ---- in a collector ----------------------------------------------------------------------------------------
+
+def test_episode_transforms_in_a_collector_over_vector_env_resets():
+    from rlpipe.collectors import SyncDataCollector
+    base = GymEnv("RlpipeTestTally-v0", num_envs=3, length=4)
+    env = TransformedEnv(base, Compose(TrajCounter(), TargetReturn(20.0), ActionScaling()))
+    collector = SyncDataCollector(env, frames_per_batch=24, total_frames=24)
+    data = next(iter(collector))
+    assert data.batch_size == (3, 8)
+    assert arr(data["next", "traj_count"])[..., 0].tolist() == [[0] * 4 + [3] * 4, [1] * 4 + [4] * 4,
+                                                                [2] * 4 + [5] * 4]
+    assert arr(data["next", "target_return"])[..., 0].tolist() == [[19.0, 17.0, 14.0, 10.0] * 2] * 3
+    assert (np.abs(arr(data["action"])) <= 1).all()
