@@ -32,6 +32,19 @@ def _like(array, tensor):
 
 
 
+class _ActionOnly:
+    """Frame hooks of a transform that changes only the action: the observation frames pass
+    through untouched (no TensorDict per step). Mixed in before ``Transform``."""
+
+    def _frame_reset(self, frame):
+        return frame
+
+    def _frame_step(self, root, next_frame, action):
+        return next_frame
+
+    def _frame_continue(self, next_frame, frame, done):
+        return frame
+
 class _Masked:
     """A ``OneHot`` or ``Categorical`` spec with torchrl's action mask (``update_mask``): ``rand``
     draws only allowed categories and ``is_in`` refuses the others. Mixed in before the spec."""
@@ -168,7 +181,7 @@ class ActionMask(Transform):
     def __repr__(self):
         return f"ActionMask(action_key={_key_str(self.in_keys[0])!r}, mask_key={_key_str(self.in_keys[1])!r})"
 
-class ActionScaling(Transform):
+class ActionScaling(_ActionOnly, Transform):
     """Exposes a normalized continuous action space and maps the policy's actions back to the
     env's range: with ``loc = (high + low) / 2`` and ``scale = (high - low) / 2`` of the action
     spec (or given ``loc``/``scale``), the env gets ``a * scale + loc`` (``standard_normal``: the
@@ -359,7 +372,7 @@ class ActionScaling(Transform):
                 f"in_keys_inv={[_key_str(k) for k in self.in_keys_inv]})")
 
 
-class DiscreteActionProjection(Transform):
+class DiscreteActionProjection(_ActionOnly, Transform):
     """Lets a policy over ``max_actions`` one-hot actions act in an env with ``num_actions_effective``
     ones: an action beyond the env's range becomes a random one within it. ``forward`` (with
     ``include_forward``) re-encodes env actions as ``max_actions``-wide one-hots."""
@@ -406,7 +419,7 @@ class DiscreteActionProjection(Transform):
 
 
 
-class ActionDiscretizer(Transform):
+class ActionDiscretizer(_ActionOnly, Transform):
     """Lets a discrete-action algorithm (DQN, ...) drive a bounded continuous action: each action
     element gets ``num_intervals`` values (an int, or one per element), and the policy picks one
     (a ``MultiCategorical``, or ``MultiOneHot`` with ``categorical=False``; ``Categorical`` /
