@@ -157,6 +157,8 @@ def test_reward2go_needs_episode_ends_and_refuses_an_env():
         Reward2GoTransform(in_keys=[("next", "missing")]).inv(reward_batch())
     with pytest.raises(ValueError, match="only an inverse transform"):
         TransformedEnv(tally_env(), Reward2GoTransform())
+    with pytest.raises(ValueError, match="only an inverse transform"):
+        TransformedEnv(tally_env(), Compose(Reward2GoTransform())).reset()
     with pytest.raises(ValueError, match="gamma must be one number"):
         Reward2GoTransform(gamma=[0.9, 0.8])
 
@@ -614,6 +616,13 @@ def test_gsde_noise_without_dims_is_zero():
     assert arr(td["_eps_gSDE"]).tolist() == [[0.0], [0.0]]
     with pytest.raises(NotImplementedError, match="TensorDictPrimer options"):
         gSDENoise(default_value=1.0)
+
+
+def test_gsde_noise_forward_primes_a_sample():
+    out = gSDENoise(state_dim=3, action_dim=2, shape=(4,))(TensorDict({"a": rlpipe.zeros(4)}, [4]))
+    assert tuple(out["_eps_gSDE"].shape) == (4, 2, 3) and (arr(out["_eps_gSDE"]) != 0).all()
+    with pytest.raises(RuntimeError, match="leading shape of the spec must match"):
+        gSDENoise(shape=(2,))(TensorDict({"a": rlpipe.zeros(4)}, [4]))
 
 
 # ---- in a collector ----------------------------------------------------------------------------------------

@@ -195,6 +195,9 @@ class Reward2GoTransform(Transform):
     def _call(self, next_tensordict):
         raise ValueError(self.ENV_ERR)
 
+    def transform_observation_spec(self, observation_spec):
+        raise ValueError(self.ENV_ERR)  # (reached inside a Compose that an env holds)
+
     def __repr__(self):
         return f"Reward2GoTransform(gamma={float(self.gamma.item())}, in_keys={[_key_str(k) for k in self.in_keys]})"
 
@@ -579,8 +582,8 @@ class gSDENoise(Transform):
     """The exploration noise of a gSDE module (``"_eps_gSDE"``) as an env entry, as torchrl's
     ``TensorDictPrimer`` of it: a reset sets it (standard normal of shape ``(action_dim,
     state_dim)`` when both dims are given, else zeros of shape ``(1,)``, after the env's batch
-    dims or ``shape``) and each step carries it over. TensorDictPrimer's other options (``kwargs``)
-    are not supported."""
+    dims or ``shape``) and each step carries it over; ``forward`` sets a fresh one. TensorDictPrimer's
+    other options (``kwargs``) are not supported."""
 
     KEY = ("_eps_gSDE",)
 
@@ -598,10 +601,18 @@ class gSDENoise(Transform):
         return (self.shape or tuple(batch_size)) + self._tail
 
     def _reset(self, tensordict, tensordict_reset):
-        shape = self._full_shape(tensordict_reset.batch_size)
+        return self._prime(tensordict_reset)
+
+    def _prime(self, tensordict):
+        """``tensordict`` with a fresh noise entry."""
+        shape = self._full_shape(tensordict.batch_size)
+        if tuple(shape[:tensordict.batch_dims]) != tuple(tensordict.batch_size):
+            raise RuntimeError(f"The leading shape of the spec must match the tensordict's, but it does not: got "
+                               f"tensordict.shape={list(tensordict.batch_size)} whereas the noise's shape is "
+                               f"{list(shape)}.")
         noise = randn(*shape) if self.random else np.zeros(shape, dtype=np.float32)
-        tensordict_reset.set(self.KEY, _like(host_array(noise), tensordict_reset))
-        return tensordict_reset
+        tensordict.set(self.KEY, _like(host_array(noise), tensordict))
+        return tensordict
 
     def _step(self, tensordict, next_tensordict):
         if next_tensordict.get(self.KEY, None) is None:
@@ -609,7 +620,8 @@ class gSDENoise(Transform):
         return next_tensordict
 
     def forward(self, tensordict):
-        return tensordict
+        """Sets a fresh noise entry (a replay buffer's sample, or a policy's input)."""
+        return self._prime(tensordict)
 
     def transform_observation_spec(self, observation_spec):
         observation_spec[self.KEY] = Unbounded(shape=self._full_shape(observation_spec.shape),
