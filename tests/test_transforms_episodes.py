@@ -638,3 +638,18 @@ def test_episode_transforms_in_a_collector_over_vector_env_resets():
                                                                 [2] * 4 + [5] * 4]
     assert arr(data["next", "target_return"])[..., 0].tolist() == [[19.0, 17.0, 14.0, 10.0] * 2] * 3
     assert (np.abs(arr(data["action"])) <= 1).all()
+
+
+def test_compose_indexing_insert_and_append():
+    target, counter = TargetReturn(5.0), TrajCounter()
+    env = TransformedEnv(tally_env(length=2), Compose(target))
+    env.append_transform(counter)
+    env.insert_transform(0, StepCounter())
+    assert env.transform[1] is target and env.transform[2] is counter
+    td = env.rollout(3, break_when_any_done=False)
+    assert flat(td["next", "target_return"]) == [4.0, 2.0, 4.0]
+    assert flat(td["traj_count"]) == [0, 0, 1] and flat(td["next", "step_count"]) == [1, 2, 1]
+    tail = env.transform[1:]
+    assert isinstance(tail[0], TargetReturn) and tail[0] is not target and tail[1].state_dict() == {"traj_count": 2}
+    with pytest.raises(AttributeError, match="already set"):
+        Compose(target)
