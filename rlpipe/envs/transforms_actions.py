@@ -1,7 +1,8 @@
 """torchrl 0.14's action transforms, written on TensorDicts as torchrl's are (``step_protocol.py``,
-THE RULE), each with an array fast path for the action (``_frame_inv``): ``ActionMask``,
-``ActionScaling``, ``DiscreteActionProjection`` and ``ActionDiscretizer``. An rlpipe env takes one
-input, ``"action"``: an option naming another action key raises ``NotImplementedError``.
+THE RULE): ``ActionMask``, ``ActionScaling``, ``DiscreteActionProjection`` and ``ActionDiscretizer``;
+the last three map the action on arrays (``_frame_inv``) and pass observation frames through. An
+rlpipe env takes one input, ``"action"``: an option naming another action key raises
+``NotImplementedError``.
 Re-exported by ``transforms_episodes.py``.
 """
 from enum import IntEnum
@@ -18,6 +19,7 @@ from .transformed_env import Transform, TransformedEnv, _key_str, _keys
 
 __all__ = ["ActionDiscretizer", "ActionMask", "ActionScaling", "DiscreteActionProjection"]
 
+
 def _only_action(keys, what, name):
     """``keys`` (a key list), checked to be empty or ``["action"]``: the only input an rlpipe env takes."""
     if keys and keys != [ACTION]:
@@ -29,7 +31,6 @@ def _only_action(keys, what, name):
 def _like(array, tensor):
     """``array`` (host) as a tensor on ``tensor``'s device."""
     return as_tensor(array, device=tensor.device)
-
 
 
 class _ActionOnly:
@@ -44,6 +45,7 @@ class _ActionOnly:
 
     def _frame_continue(self, next_frame, frame, done):
         return frame
+
 
 class _Masked:
     """A ``OneHot`` or ``Categorical`` spec with torchrl's action mask (``update_mask``): ``rand``
@@ -180,6 +182,7 @@ class ActionMask(Transform):
 
     def __repr__(self):
         return f"ActionMask(action_key={_key_str(self.in_keys[0])!r}, mask_key={_key_str(self.in_keys[1])!r})"
+
 
 class ActionScaling(_ActionOnly, Transform):
     """Exposes a normalized continuous action space and maps the policy's actions back to the
@@ -416,7 +419,6 @@ class DiscreteActionProjection(_ActionOnly, Transform):
     def __repr__(self):
         return (f"DiscreteActionProjection(num_actions_effective={self.num_actions_effective}, max_actions="
                 f"{self.max_actions}, in_keys_inv={[_key_str(k) for k in self.in_keys_inv]})")
-
 
 
 class ActionDiscretizer(_ActionOnly, Transform):
