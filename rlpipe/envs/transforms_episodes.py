@@ -407,11 +407,18 @@ class TimeMaxPool(Transform):
         super().__init__(in_keys=in_keys, out_keys=out_keys)
         self.buffer_size = int(T)
         self.reset_key = "_reset"
-        self._buffers = {}
+
+    @staticmethod
+    def _buffer_name(in_key):
+        """The attribute holding ``in_key``'s window (torchrl's name for it)."""
+        return "_maxpool_buffer_" + "_".join(in_key)
+
+    def _windows(self):
+        return [w for w in (self.__dict__.get(self._buffer_name(k)) for k in self.in_keys) if w is not None]
 
     def _reset(self, tensordict, tensordict_reset):
         rows = _reset_mask(tensordict, tuple(tensordict.batch_size))
-        for buffer in self._buffers.values():
+        for buffer in self._windows():
             buffer[:, rows] = 0
         for in_key in self.in_keys:
             if tensordict_reset.get(in_key, None) is None:
@@ -429,9 +436,10 @@ class TimeMaxPool(Transform):
         for in_key, out_key in zip(self.in_keys, self.out_keys):
             value = tensordict.get(in_key)
             data = host_array(value)
-            buffer = self._buffers.get(in_key)
+            buffer = self.__dict__.get(self._buffer_name(in_key))
             if buffer is None or buffer.shape[1:] != data.shape:
-                buffer = self._buffers[in_key] = np.zeros((self.buffer_size,) + data.shape, dtype=data.dtype)
+                buffer = np.zeros((self.buffer_size,) + data.shape, dtype=data.dtype)
+                setattr(self, self._buffer_name(in_key), buffer)
             window = np.roll(buffer[:, rows], 1, axis=0)
             window[0] = data[rows]
             buffer[:, rows] = window
