@@ -272,6 +272,14 @@ def test_traj_counter_numbers_episodes():
     assert env.transform.state_dict() == {"traj_count": 4}
 
 
+def test_traj_counter_tensordict_reset_numbers_only_the_reset_rows():
+    t = TrajCounter()
+    env = TransformedEnv(GymEnv("RlpipeTestTally-v0", num_envs=3), t)
+    assert flat(env.reset()["traj_count"]) == [0, 1, 2]
+    partial = TensorDict({"_reset": rlpipe.tensor([[False], [True], [False]])}, [3])
+    assert flat(t._reset(partial, TensorDict({}, [3]))["traj_count"]) == [0, 3, 0]
+
+
 def test_traj_counter_on_a_vector_env_never_repeats_a_number():
     env = TransformedEnv(GymEnv("RlpipeTestTally-v0", num_envs=2, length=2), TrajCounter())
     td = env.rollout(4, break_when_any_done=False)

@@ -80,16 +80,46 @@ class TargetReturn(Transform):
             raise KeyError(f"TargetReturn: in_key {_key_str(key)!r} is neither the reward nor an observation")
         return observations[key]
 
+    def _restart(self, shape, reset, last):
+        """The targets after a reset: ``target_return`` where ``reset``, ``last`` elsewhere (host arrays)."""
+        start = np.full(shape, self.target_return, dtype=np.float32)  # torchrl's dtype, whatever the reward's
+        return start if last is None else np.where(reset, start, last)
+
     def _reset(self, tensordict, tensordict_reset):
         shape = tuple(tensordict.batch_size) + (1,)
         reset = _reset_mask(tensordict, shape)
         for out_key in self.out_keys:
-            start = np.full(shape, self.target_return, dtype=np.float32)  # torchrl's dtype, whatever the reward's
             last = tensordict.get(out_key, None)
-            if last is not None:
-                start = np.where(reset, start, host_array(last))
+            start = self._restart(shape, reset, None if last is None else host_array(last))
             tensordict_reset.set(out_key, as_tensor(start, device=tensordict_reset.device))
         return tensordict_reset
+
+    # the frame hooks: the same formulas on arrays (TargetReturn may run in a collector's loop)
+    def _frame_reset(self, frame):
+        out = dict(frame)
+        shape = tuple(self._batch_size()) + (1,)
+        for out_key in self.out_keys:
+            out[out_key] = self._restart(shape, True, None)
+        return out
+
+    def _frame_step(self, root, next_frame, action):
+        out = dict(next_frame)
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            if in_key in next_frame:
+                out[out_key] = self._apply_transform(next_frame[in_key], root[out_key])
+            elif not self.missing_tolerance:
+                raise KeyError(f"TargetReturn: '{_key_str(in_key)}' not found in the step's output (keys: "
+                               f"{sorted(map(str, next_frame))})")
+            else:
+                out[out_key] = root[out_key]
+        return out
+
+    def _frame_continue(self, next_frame, frame, done):
+        out = dict(frame)
+        for out_key in self.out_keys:
+            last = next_frame[out_key]
+            out[out_key] = self._restart(last.shape, done, last)
+        return out
 
     def _step(self, tensordict, next_tensordict):
         for out_key in self.out_keys:
@@ -220,15 +250,18 @@ class TrajCounter(Transform):
         self._traj_count = 0
         self._initialized = False
 
-    def _reset(self, tensordict, tensordict_reset):
+    def _numbers(self, reset):
+        """New trajectory numbers where ``reset`` (a bool host array), 0 elsewhere."""
         self._initialized = True
-        shape = tuple(self._parent_spec("done")["done"].shape)
-        reset = _reset_mask(tensordict, shape)
         count = int(reset.sum())
-        episodes = np.zeros(shape, dtype=np.int64)
+        episodes = np.zeros(reset.shape, dtype=np.int64)
         episodes[reset] = np.arange(self._traj_count, self._traj_count + count)
         self._traj_count += count
-        tensordict_reset.set(self.out_keys[0], as_tensor(episodes, device=tensordict_reset.device))
+        return episodes
+
+    def _reset(self, tensordict, tensordict_reset):
+        reset = _reset_mask(tensordict, tuple(self._parent_spec("done")["done"].shape))
+        tensordict_reset.set(self.out_keys[0], as_tensor(self._numbers(reset), device=tensordict_reset.device))
         return tensordict_reset
 
     def _step(self, tensordict, next_tensordict):
@@ -236,6 +269,23 @@ class TrajCounter(Transform):
             raise RuntimeError("_step was called before _reset was called.")
         next_tensordict.set(self.out_keys[0], tensordict.get(self.out_keys[0]))
         return next_tensordict
+
+    # the frame hooks: the same on arrays (TrajCounter may run in a collector's loop)
+    def _frame_reset(self, frame):
+        out = dict(frame)
+        out[self.out_keys[0]] = self._numbers(np.ones(tuple(self._parent_spec("done")["done"].shape), dtype=bool))
+        return out
+
+    def _frame_step(self, root, next_frame, action):
+        out = dict(next_frame)
+        out[self.out_keys[0]] = root[self.out_keys[0]]
+        return out
+
+    def _frame_continue(self, next_frame, frame, done):
+        out = dict(frame)
+        key = self.out_keys[0]
+        out[key] = np.where(done, self._numbers(done), next_frame[key])
+        return out
 
     def _call(self, next_tensordict):
         raise RuntimeError("TrajCounter can only be called within an environment step or reset.")
