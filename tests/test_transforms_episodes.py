@@ -661,3 +661,20 @@ def test_compose_indexing_insert_and_append():
     assert isinstance(tail[0], TargetReturn) and tail[0] is not target and tail[1].state_dict() == {"traj_count": 2}
     with pytest.raises(AttributeError, match="already set"):
         Compose(target)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_transforms_on_a_cuda_env_give_the_cpu_values():
+    rollouts = []
+    for device in ("cpu", "cuda"):
+        rlpipe.manual_seed(0)
+        env = TransformedEnv(GymEnv(TallyEnv(length=3, alternate=True), device=device),
+                             Compose(TargetReturn(10.0), TrajCounter(), TimeMaxPool(T=2), ActionScaling(),
+                                     gSDENoise()))
+        td = env.rollout(5, break_when_any_done=False)
+        assert td["target_return"].device.type == device
+        rollouts.append({k: arr(v) for k, v in td.items(True, True)})
+    for key, value in rollouts[0].items():
+        if key != "action":  # (random actions, drawn on each device)
+            np.testing.assert_array_equal(value, rollouts[1][key], err_msg=str(key))
