@@ -222,6 +222,18 @@ def test_action_scaling_from_stats_and_errors():
         ActionScaling(loc=[0.0, 0.0], scale=[1.0, 1.0]).normalize(rlpipe.zeros(3))
 
 
+def test_action_scaling_state_dict_round_trip_updates_the_env():
+    t = ActionScaling(loc=0.0, scale=1.0)
+    env = TransformedEnv(tally_env(low=-2.0, high=2.0), t)
+    assert flat(env.action_spec.high) == [2.0, 2.0]
+    t.load_state_dict({"loc": rlpipe.tensor([0.0, 1.0]), "scale": rlpipe.tensor([2.0, 1.0])})
+    assert flat(env.action_spec.low) == [-1.0, -3.0] and flat(env.action_spec.high) == [1.0, 1.0]
+    assert sorted(t.state_dict()) == ["loc", "scale"]
+    with pytest.raises(ValueError, match="must not contain zero"):
+        t.scale = [1.0, 0.0]
+    assert flat(t.scale) == [2.0, 1.0]
+
+
 def test_action_scaling_forward_only_leaves_the_env_alone():
     base = TallyEnv()
     env = TransformedEnv(GymEnv(base), ActionScaling(in_keys_inv=[], loc=1.0, scale=2.0))

@@ -235,6 +235,7 @@ class ActionScaling(_ActionOnly, Transform):
     @loc.setter
     def loc(self, value):
         self._loc = self._float(value, "loc")
+        self._invalidate()
 
     @property
     def scale(self):
@@ -242,7 +243,11 @@ class ActionScaling(_ActionOnly, Transform):
 
     @scale.setter
     def scale(self, value):
-        self._scale = self._float(value, "scale")
+        scale = self._float(value, "scale")
+        if (scale == 0).any():
+            raise ValueError("scale must not contain zero entries (would cause division by zero).")
+        self._scale = scale
+        self._invalidate()
 
     @property
     def initialized(self):
