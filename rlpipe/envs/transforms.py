@@ -526,3 +526,7 @@ class CheckFinite(Transform):
 
     def __repr__(self):
         return f"CheckFinite(in_keys={[_key_str(k) for k in self.in_keys] or 'all floating'})"
+
+from . import transforms_episodes as _episodes  # noqa: E402 - torchrl's episode/action transforms, re-exported
+from .transforms_episodes import *  # noqa: E402,F403
+__all__ += _episodes.__all__
