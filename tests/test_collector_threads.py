@@ -203,3 +203,32 @@ def test_shutdown_from_another_thread_while_a_worker_hangs(cls):
     assert time.monotonic() - start < 10, "shutdown must not wait for the hung step"
     _check_outcome(outcome)
     assert_clean()
+
+
+# ---- processes started by a thread that has ended since ------------------------------------------------
+
+def _made_in_a_thread(make):
+    made = []
+    thread = threading.Thread(target=lambda: made.append(make()))
+    thread.start()
+    thread.join()
+    return made[0]
+
+
+@pytest.mark.parametrize("cls", COLLECTORS)
+def test_workers_started_by_a_thread_outlive_it(cls):
+    """Workers die with their main process, not with the thread that started them (Linux's
+    parent-death signal follows the starting thread: it is only used for the main thread)."""
+    c = _made_in_a_thread(lambda: cls(counter_envs(), None, frames_per_batch=10, total_frames=40, timeout=60))
+    time.sleep(0.3)
+    assert [b.numel() for b in c] == [10] * 4
+    c.shutdown()
+    assert_clean()
+
+
+def test_async_vector_env_started_by_a_thread_outlives_it():
+    env = _made_in_a_thread(lambda: GymEnv("CartPole-v1", num_envs=2, vectorization_mode="async"))
+    time.sleep(0.3)
+    assert env.rollout(5, break_when_any_done=False).batch_size == (2, 5)
+    env.close()
+    assert_clean()
