@@ -628,7 +628,14 @@ class MultiSyncDataCollector(_MultiCollector):
 
     Workers start with ``fork`` where the platform has it (so lambdas and local policies work), else
     ``spawn`` (which needs picklable ``create_env_fn`` and policy); ``mp_start_method`` overrides.
-    ``timeout`` (seconds) bounds the wait for any worker's reply."""
+    ``timeout`` (seconds) bounds the wait for any worker's reply.
+
+    ``track_policy_version=True`` (torchrl's option) tags every frame with ``"policy_version"`` and
+    ``("next", "policy_version")`` (int64): the version of the weights that collected it, counted by
+    ``update_policy_weights_()`` calls (0 before the first; ``policy_version`` is the latest). A
+    MultiSync batch is collected with one version. A learner thread may call
+    ``update_policy_weights_()`` while another iterates, and ``shutdown()`` from another thread
+    ends the iterating thread's loop."""
 
     def frames_per_batch_worker(self):
         if self.requested_frames_per_batch % self.num_workers:
