@@ -52,33 +52,51 @@ ORPHAN_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("cls", ["MultiSyncDataCollector", "MultiaSyncDataCollector"])
-def test_workers_exit_when_the_main_process_is_killed(cls):
+def _run_and_kill(script, sig):
+    """Runs ``script`` in a new main process, reads the pids (first line) and shared block names
+    (second line) it prints, leaves its children a second (to get stuck, if they do), then kills
+    it with ``sig``: returns (pids, block names)."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    main = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT.format(cls=cls)], stdout=subprocess.PIPE,
-                            text=True, env=env, cwd=ROOT)
+    main = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     pids = []
     try:
         pids = [int(p) for p in main.stdout.readline().split()]
         blocks = main.stdout.readline().split()
-        assert len(pids) == 2, f"expected 2 worker pids from the main process, got {pids}"
-        main.send_signal(signal.SIGKILL)
+        assert len(pids) >= 2, f"expected the children's pids from the main process, got {pids}"
+        time.sleep(1.0)  # the children are asleep in the env's step
+        assert _wait_gone(pids, 0) == pids, "the children should be running before the main process dies"
+        main.send_signal(sig)
         main.wait(30)
-        survivors = _wait_gone(pids, 10)
-        assert not survivors, f"{cls}: workers {survivors} still alive 10 s after their main process was killed"
-        leaked = blocks
-        deadline = time.monotonic() + 10
-        while leaked and time.monotonic() < deadline:
-            time.sleep(0.1)
-            leaked = [name for name in leaked if os.path.exists(f"/dev/shm/{name}")]
-        assert not leaked, f"{cls}: shared blocks {leaked} outlived the killed main process and its workers"
+        return pids, blocks
+    except BaseException:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        raise
     finally:
         if main.poll() is None:
             main.kill()
             main.wait()
-        for pid in pids:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+
+
+def _check_gone(what, pids, blocks):
+    survivors = _wait_gone(pids, 10)
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, f"{what}: processes {survivors} still alive 10 s after their main process was killed"
+    leaked = blocks
+    deadline = time.monotonic() + 10
+    while leaked and time.monotonic() < deadline:
+        time.sleep(0.1)
+        leaked = [name for name in leaked if os.path.exists(f"/dev/shm/{name}")]
+    assert not leaked, f"{what}: shared blocks {leaked} outlived the killed main process and its workers"
+
+
+@pytest.mark.parametrize("cls", ["MultiSyncDataCollector", "MultiaSyncDataCollector"])
+def test_workers_exit_when_the_main_process_is_killed(cls):
+    pids, blocks = _run_and_kill(ORPHAN_SCRIPT.format(cls=cls), signal.SIGKILL)
+    assert len(pids) == 2, f"expected 2 worker pids from the main process, got {pids}"
+    _check_gone(cls, pids, blocks)
 
 
 # ---- issue 26 item 4: workers stuck in an env step die with their main process, whatever killed it ------
@@ -140,46 +158,6 @@ STUCK_VECTOR_ENV_SCRIPT = STICKS + textwrap.dedent("""
     print(flush=True)
     env.rollout(10, break_when_any_done=False)  # sticks in step 11
 """)
-
-
-def _run_and_kill(script, sig):
-    """Runs ``script`` in a new main process, reads the pids (first line) and shared block names
-    (second line) it prints, lets its children get stuck, then kills it with ``sig``: returns
-    (pids, block names)."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    main = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    pids = []
-    try:
-        pids = [int(p) for p in main.stdout.readline().split()]
-        blocks = main.stdout.readline().split()
-        assert len(pids) >= 2, f"expected the children's pids from the main process, got {pids}"
-        time.sleep(1.0)  # the children are asleep in the env's step
-        assert _wait_gone(pids, 0) == pids, "the children should be running before the main process dies"
-        main.send_signal(sig)
-        main.wait(30)
-        return pids, blocks
-    except BaseException:
-        for pid in pids:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        raise
-    finally:
-        if main.poll() is None:
-            main.kill()
-            main.wait()
-
-
-def _check_gone(what, pids, blocks):
-    survivors = _wait_gone(pids, 10)
-    for pid in survivors:
-        os.kill(pid, signal.SIGKILL)
-    assert not survivors, f"{what}: processes {survivors} still alive 10 s after their main process was killed"
-    leaked = blocks
-    deadline = time.monotonic() + 10
-    while leaked and time.monotonic() < deadline:
-        time.sleep(0.1)
-        leaked = [name for name in leaked if os.path.exists(f"/dev/shm/{name}")]
-    assert not leaked, f"{what}: shared blocks {leaked} outlived the killed main process and its workers"
 
 
 @pytest.mark.parametrize("cls, sig, in_thread", [

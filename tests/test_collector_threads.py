@@ -15,7 +15,6 @@ from test_multi_collector import (  # noqa: F401 - the autouse fixture checks th
     HANGS,
     W,
     assert_clean,
-    by_worker,
     check_counter_async_batches,
     check_counter_sync_batch,
     counter_envs,
@@ -63,63 +62,84 @@ class Stamped(nn.Module):
         return action, observation * 0 + self.stamp
 
 
-def _learner(collector, module, stop, updates):
-    """Sets ``stamp`` to 1, 2, ... and sends each version until ``stop`` is set; the MLP's weights
-    change in place too, after each update (the collector must have copied them)."""
-    while not stop.is_set():
-        with rlpipe.no_grad():
-            module.stamp.fill_(float(len(updates) + 1))
-            collector.update_policy_weights_()
-            updates.append(collector.policy_version)
-            for p in module.mlp.parameters():
-                p.mul_(-1.0)
-        time.sleep(0.001)
+def collect_while_learning(collector, module):
+    """The batches of ``collector``, iterated while a learner thread sets ``module.stamp`` to 1, 2,
+    ... and sends each version (then flips the MLP's weights in place: the collector must have
+    copied them) until the iteration is over."""
+    stop, updates, errors = threading.Event(), [], []
 
+    def learn():
+        while not stop.is_set():
+            with rlpipe.no_grad():
+                module.stamp.fill_(float(len(updates) + 1))
+                try:
+                    collector.update_policy_weights_()
+                except RuntimeError as error:  # a RayCollector shuts down once total_frames is reached
+                    errors.append(error)
+                    return
+                updates.append(collector.policy_version)
+                for p in module.mlp.parameters():
+                    p.mul_(-1.0)
+            time.sleep(0.001)
 
-@pytest.mark.parametrize("cls", COLLECTORS)
-def test_learner_thread_updates_while_another_iterates(cls):
-    module = Stamped()
-    policy = TensorDictModule(module, in_keys=["observation"], out_keys=["action", "stamp"])
-    fpb, total = (20 if cls is MultiSyncDataCollector else 10), 2000
-    c = cls(counter_envs(), policy, frames_per_batch=fpb, total_frames=total, timeout=60, track_policy_version=True)
-    assert c.policy_version == 0
-    stop, updates = threading.Event(), []
-    learner = threading.Thread(target=_learner, args=(c, module, stop, updates), daemon=True)
+    learner = threading.Thread(target=learn, daemon=True)
     learner.start()
     try:
         batches = []
-        for b in c:
+        for b in collector:
             batches.append(b)
-            if len(batches) == 10 and not updates:
+            if len(batches) == 3 and not updates:
                 time.sleep(0.5)  # a slow machine: let the learner start before the collection is over
     finally:
         stop.set()
-        learner.join(30)
-        c.shutdown()
+        learner.join(60)
     assert not learner.is_alive()
-    assert updates == list(range(1, len(updates) + 1)) and c.policy_version == len(updates)
-    assert sum(b.numel() for b in batches) == total  # every frame arrived
-    if cls is MultiSyncDataCollector:
-        for k, b in enumerate(batches):
-            check_counter_sync_batch(b, k)
-    else:
-        check_counter_async_batches(batches)
-    seen = set()
+    assert all("shut down" in str(error) for error in errors), errors
+    assert updates == list(range(1, len(updates) + 1)), "each update is the next version"
+    return batches
+
+
+def check_policy_versions(batches, stacked, num_workers=W):
+    """Each frame's ``"policy_version"`` (and ``("next", "policy_version")``) is the version of the
+    weights that collected it (their stamp); a stacked (sync) batch has one; each worker's versions
+    never go back; the learner's updates reached the data (3 versions at least)."""
+    per_worker = {w: [] for w in range(num_workers)}
     for b in batches:
         version = arr(b["policy_version"])
         assert version.dtype == np.int64 and version.shape == tuple(b.batch_size)
         np.testing.assert_array_equal(arr(b["next", "policy_version"]), version)
-        # the version is that of the weights which collected the frame: their stamp
         np.testing.assert_array_equal(arr(b["stamp"])[..., 0], version)
-        if cls is MultiSyncDataCollector:
-            assert len(np.unique(version)) == 1, "a MultiSync batch is collected with one version"
-        seen.update(np.unique(version).tolist())
-    assert len(seen) >= 3, f"the learner's updates should reach the data; versions seen: {sorted(seen)}"
-    per_worker = by_worker(batches) if cls is not MultiSyncDataCollector else {
-        w: [b[w] for b in batches] for w in range(W)}
-    for w, mine in per_worker.items():
-        versions = np.concatenate([arr(b["policy_version"]).reshape(-1) for b in mine])
+        if stacked:
+            assert len(np.unique(version)) == 1, "a sync batch is collected with one version"
+            for w in range(num_workers):
+                per_worker[w].append(version[w])
+        else:
+            per_worker[int(arr(b["collector", "traj_ids"]).reshape(-1)[0]) % num_workers].append(version)
+    for w, versions in per_worker.items():
+        versions = np.concatenate([v.reshape(-1) for v in versions])
         assert (np.diff(versions) >= 0).all(), f"worker {w}: versions go back: {versions}"
+    seen = np.unique(np.concatenate([arr(b["policy_version"]).reshape(-1) for b in batches]))
+    assert len(seen) >= 3, f"the learner's updates should reach the data; versions seen: {seen}"
+
+
+@pytest.mark.parametrize("cls", COLLECTORS)
+def test_learner_thread_updates_while_another_iterates(cls):
+    """Every frame arrives, in its worker's stream, tagged with the version of its weights."""
+    module = Stamped()
+    policy = TensorDictModule(module, in_keys=["observation"], out_keys=["action", "stamp"])
+    sync = cls is MultiSyncDataCollector
+    with cls(counter_envs(), policy, frames_per_batch=20 if sync else 10, total_frames=2000, timeout=60,
+             track_policy_version=True) as c:
+        assert c.policy_version == 0
+        batches = collect_while_learning(c, module)
+        assert c.policy_version == c.get_policy_version() > 0
+    assert sum(b.numel() for b in batches) == 2000  # every frame arrived
+    if sync:
+        for k, b in enumerate(batches):
+            check_counter_sync_batch(b, k)
+    else:
+        check_counter_async_batches(batches)
+    check_policy_versions(batches, stacked=sync)
 
 
 def test_policy_version_is_off_by_default_and_kept_by_state_dict():

@@ -5,7 +5,6 @@ test's actors can be scheduled. Environments and policies defined here reach the
 (cloudpickle), since the worker processes cannot import this test module.
 """
 import sys
-import threading
 import time
 import warnings
 
@@ -16,6 +15,8 @@ from gymnasium import spaces
 
 ray = pytest.importorskip("ray")
 
+from test_collector_threads import Stamped, check_policy_versions, collect_while_learning
+
 import rlpipe
 from rlpipe import nn
 from rlpipe.collectors.distributed import RayCollector
@@ -23,6 +24,7 @@ from rlpipe.envs import GymEnv
 from rlpipe.tensordict import TensorDictModule
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ray.cloudpickle.register_pickle_by_value(sys.modules[Stamped.__module__])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -111,19 +113,6 @@ class LinearPolicy(nn.Module):
 
     def forward(self, observation):
         return self.linear(observation).tanh() * 2.0
-
-
-class Stamped(nn.Module):
-    """A Counter policy with large weights (a 256-unit MLP) whose second output, ``stamp``, is its
-    parameter ``stamp``: the data says which weights collected it."""
-
-    def __init__(self):
-        super().__init__()
-        self.mlp = nn.Sequential(nn.Linear(1, 256), nn.Tanh(), nn.Linear(256, 256), nn.Tanh(), nn.Linear(256, 2))
-        self.stamp = nn.Parameter(rlpipe.zeros(1))
-
-    def forward(self, observation):
-        return nn.functional.one_hot(self.mlp(observation).argmax(-1), 2), observation * 0 + self.stamp
 
 
 def by_hand(obs, module):
@@ -332,59 +321,16 @@ def test_weight_update_seed_and_transport():
 
 @pytest.mark.parametrize("sync", [True, False])
 def test_learner_thread_updates_while_another_iterates(sync):
-    """Every frame arrives; each carries the version of the weights that collected it (their
-    stamp), non-decreasing per actor; a sync round has one version."""
+    """Every frame arrives, tagged with the version of the weights that collected it."""
     module = Stamped()
     policy = TensorDictModule(module, in_keys=["observation"], out_keys=["action", "stamp"])
-    stop, updates, errors = threading.Event(), [], []
-
-    def learner():
-        while not stop.is_set():
-            with rlpipe.no_grad():
-                module.stamp.fill_(float(len(updates) + 1))
-            try:
-                collector.update_policy_weights_()
-            except RuntimeError as error:  # the collection ended (total_frames), which releases the actors
-                errors.append(error)
-                return
-            updates.append(collector.policy_version)
-            time.sleep(0.005)
-
     with RayCollector([make_counter] * 2, policy, frames_per_batch=20, total_frames=600, sync=sync,
                       track_policy_version=True, timeout=120) as collector:
         assert collector.policy_version == 0
-        thread = threading.Thread(target=learner, daemon=True)
-        thread.start()
-        try:
-            batches = []
-            for b in collector:
-                batches.append(b)
-                if len(batches) == 3 and not updates:
-                    time.sleep(0.5)  # a slow machine: let the learner start before the collection is over
-        finally:
-            stop.set()
-            thread.join(60)
-    assert not thread.is_alive()
-    assert all("shut down" in str(error) for error in errors), errors
-    assert updates == list(range(1, len(updates) + 1))
+        batches = collect_while_learning(collector, module)
+        assert collector.policy_version == collector.get_policy_version() > 0
     assert sum(b.numel() for b in batches) == 600
-    per_actor = {0: [], 1: []}
-    for b in batches:
-        version = arr(b["policy_version"])
-        assert version.dtype == np.int64 and version.shape == tuple(b.batch_size)
-        np.testing.assert_array_equal(arr(b["next", "policy_version"]), version)
-        np.testing.assert_array_equal(arr(b["stamp"])[..., 0], version)
-        if sync:
-            assert len(np.unique(version)) == 1
-            for actor in range(2):
-                per_actor[actor].append(version[actor])
-        else:
-            per_actor[int(arr(b["collector", "traj_ids"])[0]) % 2].append(version)
-    seen = np.unique(np.concatenate([v.reshape(-1) for v in per_actor[0] + per_actor[1]]))
-    assert len(seen) >= 3, seen
-    for actor, versions in per_actor.items():
-        versions = np.concatenate(versions)
-        assert (np.diff(versions) >= 0).all(), (actor, versions)
+    check_policy_versions(batches, stacked=sync)
 
 
 def test_env_fault_names_the_actor_and_the_cause():

@@ -256,6 +256,7 @@ class RayCollector(CollectorBase):
         self._pending = {}         # in-flight collect ref -> actor index
         self._sent_at = {}         # in-flight collect ref -> time.monotonic() when it was sent
         self._update_refs = []     # (actor index, ref) of weight updates queued behind a collect
+        self._next_weights = {}    # busy actor index -> (weights ref, version) to send before its next collect
         self._closed = False
         self.track_policy_version = bool(track_policy_version)
         self._version = 0          # update_policy_weights_() calls so far
@@ -350,6 +351,9 @@ class RayCollector(CollectorBase):
     def _submit(self, index):
         """Asks actor ``index`` for a batch; returns the collect's ref, now pending."""
         with self._lock:
+            if index in self._next_weights:  # weights published while it was collecting
+                self._update_refs.append((index, self._actors[index].update_weights.remote(
+                    *self._next_weights.pop(index))))
             ref = self._actors[index].collect.remote()
             self._pending[ref] = index
             self._sent_at[ref] = time.monotonic()
@@ -442,9 +446,9 @@ class RayCollector(CollectorBase):
         """Sends policy weights to the actors (all, or ``worker_ids``): by default the current
         ``state_dict`` of the policy given at construction; or a Module's, or a state dict. The weights
         are put in the object store once, as NumPy arrays, for every actor. An actor that is collecting
-        loads them after its current batch. A policy that is not an ``nn.Module`` has nothing to send.
-        Each call is a new policy version (see ``track_policy_version``); any thread may call it
-        while another iterates."""
+        loads them before its next batch (only the last, if several calls come meanwhile). A policy that
+        is not an ``nn.Module`` has nothing to send. Each call is a new policy version (see
+        ``track_policy_version``); any thread may call it while another iterates."""
         self._check_open()
         if policy_weights is None:
             if not isinstance(self.policy, Module):
@@ -474,12 +478,15 @@ class RayCollector(CollectorBase):
             self._check_open()  # (again: another thread may have shut it down meanwhile)
             self._version += 1
             busy = set(self._pending.values())
-            sent = [(i, self._actors[i].update_weights.remote(ref, self._version)) for i in ids]
-            # queued behind the collect in flight: checked when that actor reports next
-            self._update_refs.extend((i, update) for i, update in sent if i in busy)
+            # a collecting actor gets the latest weights before its next collect (several updates meanwhile:
+            # only the last, so that a fast learner does not queue updates faster than the actor loads them)
+            self._next_weights.update((i, (ref, self._version)) for i in ids if i in busy)
+            idle = [i for i in ids if i not in busy]
+            for i in idle:  # weights kept for it while it was collecting are older
+                self._next_weights.pop(i, None)
+            sent = [(i, self._actors[i].update_weights.remote(ref, self._version)) for i in idle]
         for i, update in sent:
-            if i not in busy:
-                self._fetch(update, i, "loading policy weights")
+            self._fetch(update, i, "loading policy weights")
 
     @property
     def policy_version(self):
@@ -525,6 +532,7 @@ class RayCollector(CollectorBase):
             self._pending.clear()
             self._sent_at.clear()
             self._update_refs = []
+            self._next_weights.clear()
             self._closed = True
         ray = self._ray
         try:
