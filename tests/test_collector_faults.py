@@ -52,33 +52,159 @@ ORPHAN_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("cls", ["MultiSyncDataCollector", "MultiaSyncDataCollector"])
-def test_workers_exit_when_the_main_process_is_killed(cls):
+def _run_and_kill(script, sig):
+    """Runs ``script`` in a new main process, reads the pids (first line) and shared block names
+    (second line) it prints, leaves its children a second (to get stuck, if they do), then kills
+    it with ``sig``: returns (pids, block names)."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    main = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT.format(cls=cls)], stdout=subprocess.PIPE,
-                            text=True, env=env, cwd=ROOT)
+    main = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     pids = []
     try:
         pids = [int(p) for p in main.stdout.readline().split()]
         blocks = main.stdout.readline().split()
-        assert len(pids) == 2, f"expected 2 worker pids from the main process, got {pids}"
-        main.send_signal(signal.SIGKILL)
+        assert len(pids) >= 2, f"expected the children's pids from the main process, got {pids}"
+        time.sleep(1.0)  # the children are asleep in the env's step
+        assert _wait_gone(pids, 0) == pids, "the children should be running before the main process dies"
+        main.send_signal(sig)
         main.wait(30)
-        survivors = _wait_gone(pids, 10)
-        assert not survivors, f"{cls}: workers {survivors} still alive 10 s after their main process was killed"
-        leaked = blocks
-        deadline = time.monotonic() + 10
-        while leaked and time.monotonic() < deadline:
-            time.sleep(0.1)
-            leaked = [name for name in leaked if os.path.exists(f"/dev/shm/{name}")]
-        assert not leaked, f"{cls}: shared blocks {leaked} outlived the killed main process and its workers"
+        return pids, blocks
+    except BaseException:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        raise
     finally:
         if main.poll() is None:
             main.kill()
             main.wait()
-        for pid in pids:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+
+
+def _check_gone(what, pids, blocks):
+    survivors = _wait_gone(pids, 10)
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, f"{what}: processes {survivors} still alive 10 s after their main process was killed"
+    leaked = blocks
+    deadline = time.monotonic() + 10
+    while leaked and time.monotonic() < deadline:
+        time.sleep(0.1)
+        leaked = [name for name in leaked if os.path.exists(f"/dev/shm/{name}")]
+    assert not leaked, f"{what}: shared blocks {leaked} outlived the killed main process and its workers"
+
+
+@pytest.mark.parametrize("cls", ["MultiSyncDataCollector", "MultiaSyncDataCollector"])
+def test_workers_exit_when_the_main_process_is_killed(cls):
+    pids, blocks = _run_and_kill(ORPHAN_SCRIPT.format(cls=cls), signal.SIGKILL)
+    assert len(pids) == 2, f"expected 2 worker pids from the main process, got {pids}"
+    _check_gone(cls, pids, blocks)
+
+
+# ---- issue 26 item 4: workers stuck in an env step die with their main process, whatever killed it ------
+
+STICKS = textwrap.dedent("""
+    import sys, time
+    import gymnasium as gym
+    import numpy as np
+
+    class Sticks(gym.Env):
+        \"\"\"Steps 10 times, then sleeps in its 11th step for 10 minutes.\"\"\"
+        observation_space = gym.spaces.Box(0.0, 1e6, (1,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+        steps = 0
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return np.zeros(1, np.float32), dict()
+
+        def step(self, action):
+            self.steps += 1
+            if self.steps > 10:
+                time.sleep(600)
+            return np.ones(1, np.float32), 0.0, False, False, dict()
+
+    gym.register("RlpipeSticks-v0", entry_point=Sticks)
+""")
+
+STUCK_COLLECTOR_SCRIPT = STICKS + textwrap.dedent("""
+    import threading
+    from multiprocessing import resource_tracker
+    from rlpipe.collectors import {cls}
+    from rlpipe.envs import GymEnv
+    made = []
+    make = lambda: made.append({cls}(lambda: GymEnv("RlpipeSticks-v0"), None, num_workers=2,  # noqa: E731
+                                     frames_per_batch={fpb}, total_frames=-1, timeout=1200))
+    if {in_thread}:  # a thread that ends: the workers must not die with it, only with the process
+        thread = threading.Thread(target=make)
+        thread.start()
+        thread.join()
+    else:
+        make()
+    c = made[0]
+    it = iter(c)
+    while any(w.shm is None for w in c._workers):  # each worker's first batch: 10 steps, through its block
+        next(it)
+    # the workers' next batch sticks in step 11
+    print(" ".join(str(w.process.pid) for w in c._workers), resource_tracker._resource_tracker._pid, flush=True)
+    print(" ".join(w.shm.name for w in c._workers), flush=True)
+    for _ in it:
+        pass
+""")
+
+STUCK_VECTOR_ENV_SCRIPT = STICKS + textwrap.dedent("""
+    from rlpipe.envs import GymEnv
+    env = GymEnv("RlpipeSticks-v0", num_envs=2, vectorization_mode="async")
+    env.rollout(10, break_when_any_done=False)
+    print(" ".join(str(p.pid) for p in env.env.unwrapped.processes), flush=True)
+    print(flush=True)
+    env.rollout(10, break_when_any_done=False)  # sticks in step 11
+""")
+
+
+@pytest.mark.parametrize("cls, sig, in_thread", [
+    ("MultiSyncDataCollector", signal.SIGKILL, False),
+    ("MultiSyncDataCollector", signal.SIGTERM, False),
+    ("MultiaSyncDataCollector", signal.SIGKILL, False),
+    ("MultiaSyncDataCollector", signal.SIGTERM, False),
+    ("MultiSyncDataCollector", signal.SIGKILL, True),
+])
+def test_workers_stuck_in_a_step_die_with_the_main_process(cls, sig, in_thread):
+    """Both workers sleep in their env's step when the main process dies: they, the resource
+    tracker (last pid) and the shared blocks are gone within 10 s. ``in_thread``: the collector
+    was made by a thread that has ended since."""
+    fpb = 20 if cls == "MultiSyncDataCollector" else 10  # 10 steps a worker
+    pids, blocks = _run_and_kill(STUCK_COLLECTOR_SCRIPT.format(cls=cls, fpb=fpb, in_thread=in_thread), sig)
+    assert len(pids) == 3 and len(blocks) == 2, (pids, blocks)
+    _check_gone(cls, pids, blocks)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_async_vector_env_subprocesses_stuck_in_a_step_die_with_the_main_process(sig):
+    pids, _ = _run_and_kill(STUCK_VECTOR_ENV_SCRIPT, sig)
+    assert len(pids) == 2, pids
+    _check_gone("GymEnv(vectorization_mode='async')", pids, [])
+
+
+# ---- issue 26 item 7: a dead async vector-env subprocess leaks no process ------------------------------------
+
+@pytest.mark.parametrize("closer", ["env.close", "collector.shutdown"])
+def test_closing_an_async_vector_env_with_a_killed_subprocess_reaps_every_subprocess(closer):
+    """Three rounds: one of the two subprocesses is SIGKILLed; the env's next step fails clearly,
+    and closing (the env, or the collector over it) leaves neither the other subprocess running
+    nor the killed one a zombie (its /proc entry is gone once reaped)."""
+    for _ in range(3):
+        env = GymEnv("CartPole-v1", num_envs=2, vectorization_mode="async")
+        collector = SyncDataCollector(env, None, frames_per_batch=10, total_frames=-1)
+        next(iter(collector))
+        pids = [p.pid for p in env.env.unwrapped.processes]
+        os.kill(pids[0], signal.SIGKILL)
+        assert _wait_gone(pids[:1], 10) == []
+        with pytest.raises(RuntimeError, match=r"GymEnv\(CartPole-v1\)"):
+            env.rollout(5)
+        if closer == "env.close":
+            env.close()
+        collector.shutdown()
+        left = [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
+        assert not left, f"subprocesses {left} are still running or zombies after {closer}()"
 
 
 # ---- 8: after a transient error the next batch starts a fresh trajectory --------------------------------

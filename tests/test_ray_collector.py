@@ -15,6 +15,8 @@ from gymnasium import spaces
 
 ray = pytest.importorskip("ray")
 
+from test_collector_threads import Stamped, check_policy_versions, collect_while_learning
+
 import rlpipe
 from rlpipe import nn
 from rlpipe.collectors.distributed import RayCollector
@@ -22,6 +24,7 @@ from rlpipe.envs import GymEnv
 from rlpipe.tensordict import TensorDictModule
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ray.cloudpickle.register_pickle_by_value(sys.modules[Stamped.__module__])
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -314,6 +317,20 @@ def test_weight_update_seed_and_transport():
     with pytest.raises(RuntimeError, match="shut down"):
         collector.update_policy_weights_()
     collector.shutdown()  # twice is fine
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_learner_thread_updates_while_another_iterates(sync):
+    """Every frame arrives, tagged with the version of the weights that collected it."""
+    module = Stamped()
+    policy = TensorDictModule(module, in_keys=["observation"], out_keys=["action", "stamp"])
+    with RayCollector([make_counter] * 2, policy, frames_per_batch=20, total_frames=600, sync=sync,
+                      track_policy_version=True, timeout=120) as collector:
+        assert collector.policy_version == 0
+        batches = collect_while_learning(collector, module)
+        assert collector.policy_version == collector.get_policy_version() > 0
+    assert sum(b.numel() for b in batches) == 600
+    check_policy_versions(batches, stacked=sync)
 
 
 def test_env_fault_names_the_actor_and_the_cause():

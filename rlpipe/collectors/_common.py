@@ -2,6 +2,7 @@
 ``RayCollector``): the base class, the checks of the frame counts, torchrl's warnings, and the
 plain-array form in which a batch leaves a worker process or a Ray actor."""
 import warnings
+from collections import OrderedDict
 
 import numpy as np
 
@@ -10,6 +11,7 @@ from .._utils import rl_warnings
 from ..tensordict import TensorDict
 
 TRAJ_IDS = ("collector", "traj_ids")
+POLICY_VERSION = ("policy_version",)  # torchrl's track_policy_version entry (and under "next")
 
 
 class CollectorBase:
@@ -128,6 +130,23 @@ def tensordict_of(entries, batch_size):
     for key, value in entries.items():
         td.set(key[0] if len(key) == 1 else key, value)
     return td
+
+
+def tag_policy_version(arrays, batch_size, version):
+    """Adds torchrl's ``track_policy_version`` entries to ``batch_arrays``' output: ``"policy_version"``
+    and ``("next", "policy_version")`` (int64, one per frame), both ``version``: that of the weights
+    the batch was collected with (torchrl's root entry of a batch's first frame may still carry
+    the version before; here the whole batch has one)."""
+    arrays[POLICY_VERSION] = np.full(tuple(batch_size), version, np.int64)
+    if any(key[0] == "next" for key in arrays):
+        arrays[("next",) + POLICY_VERSION] = np.full(tuple(batch_size), version, np.int64)
+    return arrays
+
+
+def weight_arrays(state_dict):
+    """{name: contiguous host array} copies of a state_dict's tensors: the weights as they are now,
+    whatever the caller changes in place later."""
+    return OrderedDict((name, np.array(host_array(value), order="C", copy=True)) for name, value in state_dict.items())
 
 
 def unique_traj_ids(arrays, worker, num_workers):

@@ -5,9 +5,17 @@ Every batch comes back through one shared-memory block per worker: the worker se
 of its first batch, the main process allocates the block, and the worker writes each batch there
 for the main process to copy out once. Commands, weights and small replies travel on the pipes.
 ``split_trajs`` and ``postproc`` run in the main process, as in torchrl.
+
+Threads: one thread at a time talks to the workers (a lock), ``update_policy_weights_`` only
+publishes the weights for the next batch requests to carry (any thread may call it while another
+iterates), and ``shutdown`` from another thread ends that thread's loop. Workers die with the main
+process, whatever it died of (``rlpipe._processes``).
 """
+import contextlib
+import functools
 import multiprocessing as mp
 import os
+import threading
 import traceback
 import weakref
 from collections import OrderedDict
@@ -16,13 +24,14 @@ from multiprocessing import connection, resource_tracker, shared_memory
 import numpy as np
 
 from .. import random as _random
+from .._processes import die_with_parent, parent_watch, reap
 from .._creation import from_numpy
 from ..nn import Module
 from ..postprocs import split_trajectories
 from ..tensordict import TensorDict
 from ._common import (SILENCE, TRAJ_IDS, CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts,
                       checked_init_random_frames, checked_split_trajs, no_reply_error, normalized_total_frames, rl_warn,
-                      rounded_total_frames, unique_traj_ids)
+                      rounded_total_frames, tag_policy_version, unique_traj_ids, weight_arrays)
 from ..envs.utils import ExplorationType, set_exploration_type
 from .collectors import SyncDataCollector
 
@@ -57,9 +66,11 @@ class _WorkerState:
     """What a worker keeps between commands: its collector, its shared block, and a collected batch
     waiting to be handed over."""
 
-    def __init__(self, conn, collector, policy, index, num_workers):
+    def __init__(self, conn, collector, policy, index, num_workers, track_policy_version):
         self.conn, self.collector, self.policy = conn, collector, policy
         self.index, self.num_workers = index, num_workers
+        self.track_policy_version = track_policy_version
+        self.policy_version = 0  # the version of the weights last loaded
         self.shm = None
         self.views = None    # [(key, array in the block)], in the layout's order
         self.layout = None   # the layout and block size of the batch waiting or last handed over
@@ -85,8 +96,10 @@ class _WorkerState:
 def _collect(worker, random):
     """Collects a batch; a batch whose layout differs from the block's (a first policy batch may add
     the policy's other outputs to random ones) waits for a new block, which it asks for."""
-    worker.waiting = unique_traj_ids(batch_arrays(worker.collector.rollout(random=random)), worker.index,
-                                     worker.num_workers)
+    batch = worker.collector.rollout(random=random)
+    worker.waiting = unique_traj_ids(batch_arrays(batch), worker.index, worker.num_workers)
+    if worker.track_policy_version:
+        tag_policy_version(worker.waiting, batch.batch_size, worker.policy_version)
     layout = _layout(worker.waiting)
     if worker.views is None or layout != worker.layout:
         worker.views, worker.layout = None, layout
@@ -102,8 +115,10 @@ def _attach(worker, name):
     worker.views = _views(worker.shm.buf, worker.layout[0])
 
 
-def _update(worker, weights):
+def _update(worker, versioned_weights):
+    version, weights = versioned_weights
     worker.policy.load_state_dict({k: from_numpy(v) for k, v in weights.items()})
+    worker.policy_version = version
 
 
 def _seed(worker, args):
@@ -139,12 +154,15 @@ def _next_command(conn, parent_pid):
         return None
 
 
-def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed, place, inherited=()):
+def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed, place, watch, inherited=()):
     """A worker process: answers the main process's commands until ``close`` (or the main process
     is gone), handing each collected batch over through its shared block; any failure is sent back
-    as an ``error`` with its traceback. ``place``: (its index, the number of workers), which make
-    its trajectory ids unique. ``inherited``: the main process's pipe ends a forked worker holds
-    copies of, closed at once so that the main process's death closes its pipe."""
+    as an ``error`` with its traceback. ``place``: (its index, the number of workers, whether to
+    tag batches with their policy version); the first two make its trajectory ids unique.
+    ``watch``: ``parent_watch``'s output, so that it dies with the main process. ``inherited``: the
+    main process's pipe ends a forked worker holds copies of, closed at once so that the main
+    process's death closes its pipe."""
+    die_with_parent(*watch)
     parent_pid = os.getppid()
     for end in inherited:
         end.close()
@@ -183,6 +201,7 @@ class _Worker:
     def __init__(self, index, process, conn):
         self.index, self.process, self.conn = index, process, conn
         self.shm = self.views = self.layout = None
+        self.weights = None  # the (version, weights) it was sent last
 
     def release(self, timeout):
         """Stops the process (politely, then by force) and frees the block; never raises."""
@@ -190,13 +209,7 @@ class _Worker:
             self.conn.send(("close", None))
         except Exception:
             pass
-        self.process.join(timeout)
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join(1.0)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
+        reap(self.process, timeout)
         self.conn.close()
         self.views = None
         if self.shm is not None:
@@ -208,9 +221,25 @@ class _Worker:
             self.shm = None
 
 
-def _release_all(workers, timeout=5.0):
+def _release_all(workers, wake_ends, timeout=5.0):
     for worker in workers:
         worker.release(timeout)
+    for end in wake_ends:
+        end.close()
+
+
+def _talks_to_workers(method):
+    """``method`` run holding the workers' pipes and blocks (``_MultiCollector._talking``)."""
+    @functools.wraps(method)
+    def holding_the_pipes(self, *args, **kwargs):
+        with self._talking():
+            return method(self, *args, **kwargs)
+    return holding_the_pipes
+
+
+class _ShutDown(RuntimeError):
+    """A collector's shutdown() (from another thread) met while talking to its workers: its
+    iterator ends, other calls raise it."""
 
 
 class _MultiCollector(CollectorBase):
@@ -221,7 +250,7 @@ class _MultiCollector(CollectorBase):
                  postproc=None, split_trajs=False, max_frames_per_traj=None, init_random_frames=0,
                  reset_at_each_iter=False, device=None, storing_device=None, policy_device=None, env_device=None,
                  update_at_each_batch=False, cat_results=None, timeout=300.0, mp_start_method=None,
-                 exploration_type=ExplorationType.RANDOM):
+                 exploration_type=ExplorationType.RANDOM, track_policy_version=False):
         if callable(create_env_fn) and not isinstance(create_env_fn, (list, tuple)):
             if num_workers is None:
                 raise ValueError("num_workers is needed when create_env_fn is a single function; pass a list of "
@@ -264,6 +293,11 @@ class _MultiCollector(CollectorBase):
         self._ready = []      # (worker index, batch) received but not yet yielded
         self._closed = False
         self._error = None
+        self.track_policy_version = bool(track_policy_version)
+        self._version = 0       # update_policy_weights_() calls so far (torchrl's policy version)
+        self._weights = None    # (version, weights) the next batch requests carry to workers that lack them
+        self._weights_lock = threading.Lock()  # update_policy_weights_ may run in another thread
+        self._io_lock = threading.RLock()      # one thread at a time talks to the workers
         self._frames_per_worker = self.frames_per_batch_worker()
         kwargs = dict(frames_per_batch=self._frames_per_worker, max_frames_per_traj=max_frames_per_traj,
                       reset_at_each_iter=reset_at_each_iter,
@@ -275,14 +309,17 @@ class _MultiCollector(CollectorBase):
         resource_tracker.ensure_running()  # before the workers start, so they share it and never unlink our blocks
         seeds = _random.randint(0, 2 ** 31 - 1, (self.num_workers,)).tolist()  # from the caller's seed
         self._workers = []
-        self._finalizer = weakref.finalize(self, _release_all, self._workers)
+        self._wake, self._waker = context.Pipe(duplex=False)  # shutdown() wakes a thread waiting for workers
+        self._finalizer = weakref.finalize(self, _release_all, self._workers, (self._wake, self._waker))
         forked = mp_start_method == "fork"
+        watch = parent_watch(mp_start_method)
         for index, env_fn in enumerate(create_env_fn):
             parent, child = context.Pipe()
-            inherited = [w.conn for w in self._workers] + [parent] if forked else []
+            inherited = [w.conn for w in self._workers] + [parent, self._wake, self._waker] if forked else []
             process = context.Process(target=_worker_main,
                                       args=(child, env_fn, policy, kwargs, seeds[index],
-                                            (index, self.num_workers), inherited),
+                                            (index, self.num_workers, self.track_policy_version), watch,
+                                            inherited),
                                       name=f"rlpipe-collector-{index}", daemon=True)
             process.start()
             child.close()
@@ -312,12 +349,21 @@ class _MultiCollector(CollectorBase):
         return f"{self._name()}: worker {index} died unexpectedly ({why})"
 
     def _fail(self, message):
+        if self._closed:  # a failure caused by shutdown() from another thread is that shutdown
+            self._check_usable()
         self._error = message
         raise RuntimeError(message)
 
+    @contextlib.contextmanager
+    def _talking(self):
+        """Holds the workers' pipes and blocks for one exchange with them (shutdown() waits for it)."""
+        with self._io_lock:
+            self._check_usable()
+            yield
+
     def _check_usable(self):
         if self._closed:
-            raise RuntimeError(f"{self._name()} has been shut down")
+            raise _ShutDown(f"{self._name()} has been shut down")
         if self._error is not None:
             raise RuntimeError(f"{self._name()} is unusable after an earlier failure ({self._error.splitlines()[0]}); "
                                "call shutdown()")
@@ -342,7 +388,8 @@ class _MultiCollector(CollectorBase):
             worker = self._workers[index]
             waiting[worker.conn] = index
             waiting[worker.process.sentinel] = index
-        ready = connection.wait(list(waiting), self.timeout)
+        ready = connection.wait(list(waiting) + [self._wake], self.timeout)
+        self._check_usable()  # woken by shutdown() from another thread
         if not ready:
             self._fail(str(no_reply_error(self._name(), indices, self.timeout)))
         # a worker whose process has exited comes first (its last message, if any, then its death), so
@@ -383,9 +430,14 @@ class _MultiCollector(CollectorBase):
         self._in_flight.pop(index, None)
         return index, batch_from_arrays(arrays[TRAJ_IDS].shape, arrays)
 
-    def _request(self, index):
-        """Asks worker ``index`` for its next batch: random actions throughout while the frames
-        collected so far are below ``init_random_frames`` (torchrl's rule)."""
+    def _request(self, index, weights):
+        """Asks worker ``index`` for its next batch, sending it ``weights`` first (``_latest_weights()``)
+        unless it has them: random actions throughout while the frames collected so far are below
+        ``init_random_frames`` (torchrl's rule)."""
+        worker = self._workers[index]
+        if weights is not None and worker.weights is not weights:
+            self._send(index, "update", weights)
+            worker.weights = weights
         self._send(index, "collect", self._frames < self.init_random_frames)
         self._in_flight[index] = self._worker_frames[index]
 
@@ -419,18 +471,44 @@ class _MultiCollector(CollectorBase):
         return -(-self.total_frames // self._frames_per_yield())  # exact when the workers' batches are equal
 
     def update_policy_weights_(self, policy_weights=None):
-        """Sends the policy's current parameters and buffers (or ``policy_weights``: a state_dict or
-        a Module) to every worker; each loads them before its next batch."""
+        """Copies the policy's current parameters and buffers (or ``policy_weights``: a state_dict or
+        a Module) as policy version ``policy_version + 1``; each worker loads them before its next
+        batch (a batch being collected keeps its weights). Any thread may call it while another
+        iterates: it only publishes the weights, which the next batch requests carry; several
+        updates between two requests reach a worker once (the last)."""
+        self._check_usable()
         if policy_weights is None:
             if not isinstance(self.policy, Module):
                 return  # a random or plain-function policy has no weights
             policy_weights = self.policy
         if isinstance(policy_weights, Module):
             policy_weights = policy_weights.state_dict()
-        weights = {k: np.ascontiguousarray(v.detach().cpu().numpy()) for k, v in policy_weights.items()}
-        for index in range(self.num_workers):
-            self._send(index, "update", weights)
+        self._publish(weight_arrays(policy_weights))
 
+    def _publish(self, weights, version=None):
+        """Makes ``weights`` the ones the next batch requests carry, as ``version`` (default: the
+        next one)."""
+        with self._weights_lock:
+            self._version = self._version + 1 if version is None else int(version)
+            self._weights = (self._version, weights)
+
+    def _latest_weights(self):
+        """(version, weights) last published, or None."""
+        with self._weights_lock:
+            return self._weights
+
+    @property
+    def policy_version(self):
+        """torchrl's policy version: the number of ``update_policy_weights_()`` calls so far (the
+        version the next batches will carry), or None without ``track_policy_version``. A batch's
+        own ``"policy_version"`` entry says which weights collected it."""
+        return self._version if self.track_policy_version else None
+
+    def get_policy_version(self):
+        """``policy_version`` (torchrl's method, for remote calls)."""
+        return self.policy_version
+
+    @_talks_to_workers
     def set_seed(self, seed, static_seed=False):
         """Seeds worker 0's environment with ``seed``, worker 1's with the seed that returns, and so
         on; returns the last one, as torchrl does. Batches being collected are dropped."""
@@ -440,6 +518,7 @@ class _MultiCollector(CollectorBase):
             seed = self._receive([index], "seed")[1][1]
         return seed
 
+    @_talks_to_workers
     def reset(self, index=None):
         """Resets the workers' environments: all, worker ``index`` (an int), or those where
         ``index`` is True (a sequence of one bool per worker: torchrl's ``reset_idx``). The next
@@ -457,6 +536,7 @@ class _MultiCollector(CollectorBase):
         for i in indices:
             self._send(i, "reset")
 
+    @_talks_to_workers
     def state_dict(self):
         """torchrl's layout: ``worker0``, ``worker1``, ... (each worker collector's
         ``state_dict()``, its trajectory counter ``traj_pool`` included, without the policy), then
@@ -470,10 +550,13 @@ class _MultiCollector(CollectorBase):
             state[f"worker{index}"] = self._receive([index], "state")[1][1]
         state["frames"] = self._frames
         state["iter"] = self._iter
+        if self.track_policy_version:
+            state["policy_version"] = self._version
         if isinstance(self.policy, Module):
             state["policy_state_dict"] = self.policy.state_dict()
         return state
 
+    @_talks_to_workers
     def load_state_dict(self, state_dict):
         self._drain(keep=False)
         self._frames = int(state_dict["frames"])
@@ -481,15 +564,43 @@ class _MultiCollector(CollectorBase):
         for index in range(self.num_workers):
             if f"worker{index}" in state_dict:
                 self._send(index, "load_state_dict", state_dict[f"worker{index}"])
+        version = state_dict.get("policy_version") if self.track_policy_version else None
         if "policy_state_dict" in state_dict and isinstance(self.policy, Module):
             self.policy.load_state_dict(state_dict["policy_state_dict"])
-            self.update_policy_weights_()
+            self._publish(weight_arrays(self.policy.state_dict()), version)  # a restored version, not a new one
+        elif version is not None:
+            with self._weights_lock:
+                self._version = int(version)
 
     def shutdown(self, timeout=5.0):
-        """Stops every worker and frees the shared blocks; always returns, leaving no child process."""
+        """Stops every worker and frees the shared blocks; always returns, leaving no child process.
+        Called from another thread, it ends the loop iterating this collector there (which leaves
+        the pipes and blocks at once, unless it is writing to a worker busy collecting: after
+        ``timeout`` s the workers are killed, which frees it)."""
         self._closed = True
-        if self._finalizer.detach() is not None:
-            _release_all(self._workers, timeout)
+        if self._finalizer.detach() is None:  # released already
+            return
+        self._waker.send_bytes(b"")  # wakes a thread waiting for the workers
+        held = self._io_lock.acquire(timeout=timeout)
+        try:
+            if not held:
+                for worker in self._workers:
+                    reap(worker.process, 0)
+                held = self._io_lock.acquire()
+            _release_all(self._workers, (self._wake, self._waker), timeout)
+        finally:
+            if held:
+                self._io_lock.release()
+
+    def __iter__(self):
+        self._check_usable()
+        try:
+            yield from self._iterate()
+        except _ShutDown:  # shutdown() from another thread ends the loop
+            return
+
+    def _iterate(self):
+        raise NotImplementedError
 
     def __repr__(self):
         return (f"{self._name()}(num_workers={self.num_workers}, frames_per_batch={self.requested_frames_per_batch}, "
@@ -517,7 +628,14 @@ class MultiSyncDataCollector(_MultiCollector):
 
     Workers start with ``fork`` where the platform has it (so lambdas and local policies work), else
     ``spawn`` (which needs picklable ``create_env_fn`` and policy); ``mp_start_method`` overrides.
-    ``timeout`` (seconds) bounds the wait for any worker's reply."""
+    ``timeout`` (seconds) bounds the wait for any worker's reply.
+
+    ``track_policy_version=True`` (torchrl's option) tags every frame with ``"policy_version"`` and
+    ``("next", "policy_version")`` (int64): the version of the weights that collected it, counted by
+    ``update_policy_weights_()`` calls (0 before the first; ``policy_version`` is the latest). A
+    MultiSync batch is collected with one version. A learner thread may call
+    ``update_policy_weights_()`` while another iterates, and ``shutdown()`` from another thread
+    ends the iterating thread's loop."""
 
     def frames_per_batch_worker(self):
         if self.requested_frames_per_batch % self.num_workers:
@@ -530,17 +648,19 @@ class MultiSyncDataCollector(_MultiCollector):
     def _frames_per_yield(self):
         return sum(self._worker_frames)
 
-    def __iter__(self):
-        self._check_usable()
-        self._drain(keep=False)  # the rest of a gather an exception interrupted
+    def _iterate(self):
+        with self._talking():
+            self._drain(keep=False)  # the rest of a gather an exception interrupted
         while self.total_frames == -1 or self._frames < self.total_frames:
-            if self.update_at_each_batch:
-                self.update_policy_weights_()
-            for index in range(self.num_workers):
-                self._request(index)
-            while self._in_flight:
-                self._in_flight.pop(self._receive(list(self._in_flight), "batch")[0])
-            batch = self._gather()
+            with self._talking():
+                if self.update_at_each_batch:
+                    self.update_policy_weights_()
+                weights = self._latest_weights()  # one version for the whole batch
+                for index in range(self.num_workers):
+                    self._request(index, weights)
+                while self._in_flight:
+                    self._in_flight.pop(self._receive(list(self._in_flight), "batch")[0])
+                batch = self._gather()
             self._frames += batch.numel()
             yield self._finish(batch)
 
@@ -580,23 +700,23 @@ class MultiaSyncDataCollector(_MultiCollector):
     def _needs_more(self):
         return self.total_frames == -1 or self._frames + self._pending_frames() < self.total_frames
 
-    def __iter__(self):
-        self._check_usable()
+    def _iterate(self):
         while True:
-            if self.update_at_each_batch:
-                self.update_policy_weights_()
-            for index in range(self.num_workers):  # idle workers start a batch while frames are still needed
+            with self._talking():
+                if self.update_at_each_batch:
+                    self.update_policy_weights_()
+                for index in range(self.num_workers):  # idle workers start a batch while frames are still needed
+                    if index not in self._in_flight and self._needs_more():
+                        self._request(index, self._latest_weights())
+                if self._ready:  # batches that arrived while state_dict() or reset() waited
+                    index, batch = self._ready.pop(0)
+                elif self._in_flight:
+                    index, batch = self._receive_batch(list(self._in_flight))
+                else:
+                    return
+                self._frames += batch.numel()
                 if index not in self._in_flight and self._needs_more():
-                    self._request(index)
-            if self._ready:  # batches that arrived while state_dict() or reset() waited
-                index, batch = self._ready.pop(0)
-            elif self._in_flight:
-                index, batch = self._receive_batch(list(self._in_flight))
-            else:
-                return
-            self._frames += batch.numel()
-            if index not in self._in_flight and self._needs_more():
-                self._request(index)  # before the yield: the worker collects while the caller works
+                    self._request(index, self._latest_weights())  # before the yield: the worker collects meanwhile
             yield self._finish(batch)
 
 

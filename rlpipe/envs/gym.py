@@ -28,10 +28,14 @@ go to ``gymnasium.make`` (``render_mode``, ``max_episode_steps``, the env's own)
 The frame methods are the collector's hot path: they take and return NumPy arrays, keep
 Gymnasium's observation dtypes, and build nothing but the minimal frame dict.
 """
+import functools
+import multiprocessing as mp
+
 import numpy as np
 
 from .. import _dtypes
 from .. import random as _random
+from .._processes import die_with_parent, parent_watch, reap
 from .._tensor import Size
 from .common import EnvBase
 from ..tensordict import unravel_key_to_tuple
@@ -46,6 +50,29 @@ def _gym():
     except ImportError as err:  # pragma: no cover - gymnasium is a dependency of rlpipe.envs.gym
         raise ImportError("rlpipe.envs.GymEnv needs gymnasium (pip install gymnasium)") from err
     return gymnasium
+
+
+def _async_worker(watch, *args):
+    """Gymnasium's async vector env worker, dying with the process that made the vector env
+    (``rlpipe._processes``): a worker stuck in its env's step would otherwise outlive it."""
+    die_with_parent(*watch)
+    from gymnasium.vector.async_vector_env import _async_worker as gymnasium_worker
+    gymnasium_worker(*args)
+
+
+def _close_gym_env(env, timeout=5.0):
+    """Closes a Gymnasium env. An async vector env's subprocesses are reaped (none is left
+    running or a zombie): closed politely while all live, else terminated (a dead one's pipe is
+    broken), then waited for ``timeout`` s before being killed."""
+    if not isinstance(getattr(env, "unwrapped", None), _gym().vector.AsyncVectorEnv):
+        env.close()
+        return
+    processes = list(env.unwrapped.processes)
+    try:
+        env.close(terminate=not all(p.is_alive() for p in processes))
+    finally:
+        for process in processes:
+            reap(process, timeout)
 
 
 def _specs():
@@ -620,9 +647,11 @@ class GymWrapper(EnvBase):
         return int(self.batch_size[0]) if self._vectorized else None
 
     def close(self):
-        if not self._is_closed:
-            self._env.close()
-        super().close()
+        try:
+            if not self._is_closed:
+                _close_gym_env(self._env)
+        finally:
+            super().close()
 
     def _label(self):
         return f"{type(self).__name__}({self.env_name})"
@@ -696,6 +725,9 @@ class GymEnv(GymWrapper):
             vector_kwargs = {}
             if mode != "vector_entry_point":  # a native vector env takes only the env's own kwargs
                 vector_kwargs = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP, "copy": False}
+            if mode == "async":
+                start_method = mp.get_context().get_start_method()  # (the context Gymnasium will use)
+                vector_kwargs["worker"] = functools.partial(_async_worker, parent_watch(start_method))
             env = self._build(lambda: gym.make_vec(env_name, num_envs=num_envs, vectorization_mode=mode,
                                                    vector_kwargs=vector_kwargs, **kwargs), env_name)
         try:
@@ -703,7 +735,7 @@ class GymEnv(GymWrapper):
                              from_pixels=from_pixels, pixels_only=pixels_only,
                              frame_skip=1 if native_skip else frame_skip, batch_size=batch_size)
         except BaseException:
-            env.close()
+            _close_gym_env(env)
             raise
         self.frame_skip = int(frame_skip)
 

@@ -31,6 +31,7 @@ Where rlpipe differs from torchrl 0.14 (``torchrl/collectors/distributed/ray.py`
 """
 import os
 import secrets
+import threading
 import time
 import warnings
 from collections import OrderedDict
@@ -45,7 +46,7 @@ from ...nn import Module
 from ...postprocs import split_trajectories
 from .._common import (CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts, checked_init_random_frames,
                       checked_split_trajs, no_reply_error, normalized_total_frames, rounded_total_frames,
-                      unique_traj_ids)
+                      tag_policy_version, unique_traj_ids)
 from ..collectors import SyncDataCollector
 
 __all__ = ["RayCollector"]
@@ -79,10 +80,12 @@ class _CollectorWorker:
     """What runs inside one Ray actor: a ``SyncDataCollector`` that never stops by itself
     (``total_frames=-1``); the driver asks for one batch at a time."""
 
-    def __init__(self, index, num_collectors, create_env_fn, policy, collector_kwargs, seed):
+    def __init__(self, index, num_collectors, create_env_fn, policy, collector_kwargs, seed, track_policy_version):
         self.index = index
         self.num_collectors = num_collectors
         self.policy = policy
+        self.track_policy_version = track_policy_version
+        self.policy_version = 0  # the version of the weights last loaded
         self.collector = None
         self._batches = None
         self.warnings = []
@@ -114,10 +117,14 @@ class _CollectorWorker:
             self._batches = None
             self.collector.reset()  # a later batch starts fresh trajectories
             raise
-        return tuple(batch.batch_size), unique_traj_ids(batch_arrays(batch), self.index, self.num_collectors)
+        arrays = unique_traj_ids(batch_arrays(batch), self.index, self.num_collectors)
+        if self.track_policy_version:
+            tag_policy_version(arrays, batch.batch_size, self.policy_version)
+        return tuple(batch.batch_size), arrays
 
-    def update_weights(self, weights):
+    def update_weights(self, weights, version):
         self.policy.load_state_dict(_state_to_tensors(weights))
+        self.policy_version = version
 
     def set_seed(self, seed, static_seed=False):
         from rlpipe import random as _random
@@ -180,6 +187,11 @@ class RayCollector(CollectorBase):
             ``postproc`` to run it inside the actors.
         update_after_each_batch: send the weights before each round (sync) or to an actor before it
             collects again (async), as torchrl.
+        track_policy_version: tag every batch with ``"policy_version"`` and ``("next",
+            "policy_version")`` (int64 per frame, torchrl's keys): the version of the weights the
+            actor collected it with, counted by ``update_policy_weights_()`` calls (0 before the
+            first); ``policy_version`` is the latest. A learner thread may update the weights while
+            another iterates: a sync round is collected with one version.
 
     ``actor_locations`` lists where each actor runs: ``{"node_id", "ip", "pid"}`` (errors name them too).
         timeout: seconds to wait for any actor's reply once the actors have started (a batch, weights,
@@ -193,7 +205,7 @@ class RayCollector(CollectorBase):
     def __init__(self, create_env_fn, policy=None, *, num_collectors=None, frames_per_batch, total_frames=-1,
                  sync=False, ray_init_config=None, remote_config=None, collector_kwargs=None,
                  update_after_each_batch=False, postproc=None, split_trajs=False, max_frames_per_traj=None,
-                 init_random_frames=0, reset_at_each_iter=False, timeout=300.0):
+                 init_random_frames=0, reset_at_each_iter=False, timeout=300.0, track_policy_version=False):
         ray = _import_ray()
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"RayCollector: timeout must be a positive number of seconds, got timeout={timeout!r}")
@@ -244,7 +256,11 @@ class RayCollector(CollectorBase):
         self._pending = {}         # in-flight collect ref -> actor index
         self._sent_at = {}         # in-flight collect ref -> time.monotonic() when it was sent
         self._update_refs = []     # (actor index, ref) of weight updates queued behind a collect
+        self._next_weights = {}    # busy actor index -> (weights ref, version) to send before its next collect
         self._closed = False
+        self.track_policy_version = bool(track_policy_version)
+        self._version = 0          # update_policy_weights_() calls so far
+        self._lock = threading.RLock()  # the bookkeeping above, shared with a thread updating the weights
 
         if not ray.is_initialized():
             ray.init(**(ray_init_config or {}))
@@ -256,7 +272,8 @@ class RayCollector(CollectorBase):
             policy_ref = ray.put(policy)  # one serialized copy, read by every actor
             for i in range(n):
                 self._actors.append(worker.options(**options[i]).remote(i, n, env_fns[i], policy_ref, kwargs_list[i],
-                                                                        int(seeds[i] >> np.uint64(1))))
+                                                                        int(seeds[i] >> np.uint64(1)),
+                                                                        self.track_policy_version))
             refs = [a.info.remote() for a in self._actors]
             # no timeout: the actors may wait for the cluster's resources (see remote_config)
             infos = [self._fetch(ref, i, "starting", timeout=None) for i, ref in enumerate(refs)]
@@ -333,15 +350,20 @@ class RayCollector(CollectorBase):
 
     def _submit(self, index):
         """Asks actor ``index`` for a batch; returns the collect's ref, now pending."""
-        ref = self._actors[index].collect.remote()
-        self._pending[ref] = index
-        self._sent_at[ref] = time.monotonic()
-        return ref
+        with self._lock:
+            if index in self._next_weights:  # weights published while it was collecting
+                self._update_refs.append((index, self._actors[index].update_weights.remote(
+                    *self._next_weights.pop(index))))
+            ref = self._actors[index].collect.remote()
+            self._pending[ref] = index
+            self._sent_at[ref] = time.monotonic()
+            return ref
 
     def _take(self, ref):
         """Removes a finished collect from the pending ones; returns its actor's index."""
-        del self._sent_at[ref]
-        return self._pending.pop(ref)
+        with self._lock:
+            del self._sent_at[ref]
+            return self._pending.pop(ref)
 
     def _wait(self, refs, count):
         """The first ``count`` of the pending collects ``refs`` to finish. A collect pending for
@@ -361,13 +383,11 @@ class RayCollector(CollectorBase):
     def _check_updates(self, index):
         """Raises for a finished weight update of actor ``index`` that failed."""
         ray = self._ray
-        keep = []
-        for i, ref in self._update_refs:
-            if i == index and ray.wait([ref], timeout=0)[0]:
-                self._fetch(ref, i, "loading policy weights")
-            else:
-                keep.append((i, ref))
-        self._update_refs = keep
+        with self._lock:
+            done = [(i, ref) for i, ref in self._update_refs if i == index and ray.wait([ref], timeout=0)[0]]
+            self._update_refs = [entry for entry in self._update_refs if entry not in done]
+        for i, ref in done:
+            self._fetch(ref, i, "loading policy weights")
 
     # ---- iteration ------------------------------------------------------------------------------------
     def __iter__(self):
@@ -381,7 +401,8 @@ class RayCollector(CollectorBase):
         while not self._done():
             if self.update_after_each_batch:
                 self.update_policy_weights_()
-            refs = [self._submit(i) for i in range(self.num_collectors)]  # busy, should shutdown() come now
+            with self._lock:  # one weight version for the whole round
+                refs = [self._submit(i) for i in range(self.num_collectors)]  # busy, should shutdown() come now
             self._wait(refs, len(refs))
             parts = []
             for i, ref in enumerate(refs):
@@ -425,7 +446,9 @@ class RayCollector(CollectorBase):
         """Sends policy weights to the actors (all, or ``worker_ids``): by default the current
         ``state_dict`` of the policy given at construction; or a Module's, or a state dict. The weights
         are put in the object store once, as NumPy arrays, for every actor. An actor that is collecting
-        loads them after its current batch. A policy that is not an ``nn.Module`` has nothing to send."""
+        loads them before its next batch (only the last, if several calls come meanwhile). A policy that
+        is not an ``nn.Module`` has nothing to send. Each call is a new policy version (see
+        ``track_policy_version``); any thread may call it while another iterates."""
         self._check_open()
         if policy_weights is None:
             if not isinstance(self.policy, Module):
@@ -451,13 +474,29 @@ class RayCollector(CollectorBase):
         ids = range(self.num_collectors) if worker_ids is None else (
             [worker_ids] if isinstance(worker_ids, int) else list(worker_ids))
         ref = self._ray.put(arrays)
-        busy = set(self._pending.values())
-        sent = [(i, self._actors[i].update_weights.remote(ref)) for i in ids]
+        with self._lock:
+            self._check_open()  # (again: another thread may have shut it down meanwhile)
+            self._version += 1
+            busy = set(self._pending.values())
+            # a collecting actor gets the latest weights before its next collect (several updates meanwhile:
+            # only the last, so that a fast learner does not queue updates faster than the actor loads them)
+            self._next_weights.update((i, (ref, self._version)) for i in ids if i in busy)
+            idle = [i for i in ids if i not in busy]
+            for i in idle:  # weights kept for it while it was collecting are older
+                self._next_weights.pop(i, None)
+            sent = [(i, self._actors[i].update_weights.remote(ref, self._version)) for i in idle]
         for i, update in sent:
-            if i in busy:  # queued behind the collect in flight: checked when that actor reports next
-                self._update_refs.append((i, update))
-            else:
-                self._fetch(update, i, "loading policy weights")
+            self._fetch(update, i, "loading policy weights")
+
+    @property
+    def policy_version(self):
+        """The number of ``update_policy_weights_()`` calls so far (the version the next batches
+        carry), or None without ``track_policy_version`` (torchrl's attribute)."""
+        return self._version if self.track_policy_version else None
+
+    def get_policy_version(self):
+        """``policy_version`` (torchrl's method, for remote calls)."""
+        return self.policy_version
 
     def set_seed(self, seed, static_seed=False):
         """Seeds the actors one after the other (each its environment and random stream, from the seed
@@ -487,12 +526,14 @@ class RayCollector(CollectorBase):
         """Closes the idle actors' environments (waiting at most ``timeout`` seconds), then kills every
         actor (``ray.kill``). Never raises; safe to call twice. ``shutdown_ray=True`` also shuts Ray
         down (torchrl's option; by default Ray stays up for other users)."""
-        actors, self._actors = self._actors, []
-        busy = set(self._pending.values())
-        self._pending.clear()
-        self._sent_at.clear()
-        self._update_refs = []
-        self._closed = True
+        with self._lock:
+            actors, self._actors = self._actors, []
+            busy = set(self._pending.values())
+            self._pending.clear()
+            self._sent_at.clear()
+            self._update_refs = []
+            self._next_weights.clear()
+            self._closed = True
         ray = self._ray
         try:
             closing = [actor.close.remote() for i, actor in enumerate(actors) if i not in busy]
