@@ -49,6 +49,9 @@ LAYERS = {
     "rlpipe._utils": CORE_LAYER,
     # the closeness check behind testing.assert_close and tensordict's assert_allclose_td: array math only
     "rlpipe._closeness": CORE_LAYER,
+    # child processes that die with their parent (prctl, reaping): standard library only; the envs' async
+    # vector envs and the collectors' workers both use it
+    "rlpipe._processes": CORE_LAYER,
     "rlpipe.nn": 3,
     "rlpipe.optim": 3,
     "rlpipe.distributions": 3,
