@@ -17,6 +17,10 @@ from ._common import _NAMES_USED
 from .base import TensorDictBase
 from .memmap import MemoryMappedTensor
 
+# loaders of the other kinds of TensorDict a meta.json can record (its "kind" -> fn(prefix, meta)),
+# filled in by the modules that define those kinds
+_LOADERS = {}
+
 
 class _IOMixin:
     """Memory maps, consolidation, state dicts and pickling (see the module docstring)."""
@@ -179,6 +183,8 @@ class _IOMixin:
                 meta = json.load(f)
             if not isinstance(meta, dict) or meta.get("format") != "rlpipe-tensordict-memmap":
                 raise ValueError("not an rlpipe TensorDict memmap directory")
+            if meta.get("kind") in _LOADERS:
+                return _LOADERS[meta["kind"]](prefix, meta)
             if meta.get("kind") == "sub":
                 source = cls._dense_type._load_memmap(os.path.join(prefix, "_source"))
                 return source._get_sub_tensordict(_str_to_index(meta["index"]))

@@ -1,26 +1,711 @@
-"""tensordict._lazy's names: lazy stacks and lazy custom-op views are out of rlpipe's scope (stacking
-is dense). They exist for code that imports them and raise NotImplementedError when built."""
+"""``LazyStackedTensorDict``: TensorDicts stacked without copying (tensordict 0.14's lazy stack).
+
+A lazy stack keeps its TensorDicts in ``tensordicts`` and stacks an entry only when it is read, so
+the stacked TensorDicts may hold entries of different shapes (heterogeneous stacks); reading such an
+entry raises tensordict's RuntimeError, unless ``as_list=True`` or ``as_padded_tensor=True`` asks for
+a list or a padded tensor. Its keys are those every stacked TensorDict has. Writes (``set``,
+``update``, ``td[index] = ...``) go to the stacked TensorDicts, split along ``stack_dim``.
+
+``_CustomOpTensorDict`` (tensordict's lazy views) stays out of scope: shape ops return TensorDicts.
+"""
+import json
+import os
+
+import numpy as np
+
+from .. import _ops, serialization as _serialization
+from .._creation import as_tensor, full as _full
+from .._tensor import Size, Tensor
 from .._utils import unavailable
+from ._common import _NO_DEFAULT, _RAISE, _is_key
+from ._io import _LOADERS
 from ._td import TensorDict
+from .base import TensorDictBase
+from .keys import unravel_key_to_tuple
+from .utils import _getitem_batch_size, convert_ellipsis_to_idx
 
-__all__ = ["LazyStackedTensorDict", "_CustomOpTensorDict"]
+__all__ = ["LazyStackedTensorDict", "_CustomOpTensorDict", "lazy_stack"]
 
+_STACK_ERROR = ("Failed to stack tensors within a tensordict. You can use nested tensors, padded tensors or "
+                "return lists via specialized keyword arguments. Check the TensorDict.lazy_stack documentation!")
+_MEMMAP_KIND = "lazy_stack"
 
-class _LazyStack:
-    maybe_dense_stack = staticmethod(TensorDict.maybe_dense_stack)
-
-    @classmethod
-    def lazy_stack(cls, items, dim=0, **kwargs):
-        raise NotImplementedError("LazyStackedTensorDict.lazy_stack is not available in rlpipe: lazy stacks are "
-                                  "not implemented; TensorDict.stack stacks densely")
-
-
-LazyStackedTensorDict = unavailable("LazyStackedTensorDict", "lazy stacks are not implemented; TensorDict.stack "
-                                    "stacks densely", _LazyStack)
 _CustomOpTensorDict = unavailable("_CustomOpTensorDict", "lazy views are not implemented; TensorDict's shape "
                                   "ops return TensorDicts")
 
 
+def _stack_leaves(values, dim, as_list=False, as_padded_tensor=False, as_nested_tensor=False,
+                  padding_side="right", padding_value=0.0):
+    """The stacked entries ``values`` (Tensors or TensorDicts) read from each stacked TensorDict."""
+    if sum((bool(as_list), bool(as_padded_tensor), bool(as_nested_tensor))) > 1:
+        raise TypeError("as_list, as_padded_tensor and as_nested_tensor are exclusive.")
+    if all(isinstance(v, Tensor) for v in values):
+        if as_list:
+            return list(values)
+        if as_padded_tensor:
+            return _pad(values, padding_side, padding_value)
+        if as_nested_tensor:
+            raise RuntimeError("as_nested_tensor: rlpipe has no nested tensors; use as_padded_tensor=True or "
+                               "as_list=True")
+        try:
+            return _ops.stack(values, dim)
+        except (RuntimeError, ValueError):
+            raise RuntimeError(f"{_STACK_ERROR} (shapes: {[list(v.shape) for v in values]})") from None
+    if all(isinstance(v, TensorDictBase) for v in values):
+        return LazyStackedTensorDict.lazy_stack(values, dim)
+    raise TypeError(f"cannot stack a mix of {sorted({type(v).__name__ for v in values})}")
+
+
+def _pad(tensors, side, value):
+    """torch.nn.utils.rnn.pad_sequence(batch_first=True): the tensors padded along their first dim to
+    the longest, then stacked (their other dims must agree)."""
+    if side not in ("left", "right"):
+        raise ValueError(f"padding_side must be 'left' or 'right', got {side!r}")
+    longest = max(t.shape[0] if t.ndim else 1 for t in tensors)
+    padded = []
+    for t in tensors:
+        t = t.reshape(1) if not t.ndim else t
+        filler = _full((longest - t.shape[0], *t.shape[1:]), value, dtype=t.dtype, device=t.device)
+        padded.append(_ops.cat([t, filler] if side == "right" else [filler, t], 0))
+    try:
+        return _ops.stack(padded, 0)
+    except (RuntimeError, ValueError):
+        raise RuntimeError(f"as_padded_tensor pads the first dim only; the other dims differ: "
+                           f"{[list(t.shape) for t in tensors]}") from None
+
+
+class LazyStackedTensorDict(TensorDictBase):
+    """TensorDicts stacked along ``stack_dim`` without copying (see the module docstring).
+
+    >>> a = TensorDict({"obs": rlpipe.zeros(3, 4)}, [3])
+    >>> b = TensorDict({"obs": rlpipe.zeros(3, 5)}, [3])
+    >>> s = LazyStackedTensorDict(a, b)          # batch size [2, 3]
+    >>> s[1] is b, s.get("obs", as_list=True)[1].shape
+    (True, rlpipe.Size([3, 5]))
+    """
+    __slots__ = ("tensordicts", "stack_dim", "_batch_size", "_stack_name", "__weakref__")
+
+    def __init__(self, *tensordicts, stack_dim=0, batch_size=None, device=None, names=None, stack_dim_name=None,
+                 strict_shape=False, hook_out=None, hook_in=None):
+        if not tensordicts:
+            tensordicts = ()
+            first = TensorDict(batch_size=batch_size, device=device)
+        else:
+            first = tensordicts[0]
+        for i, td in enumerate(tensordicts):
+            if not isinstance(td, TensorDictBase):
+                raise TypeError(f"LazyStackedTensorDict expects TensorDicts, got {type(td).__name__} at position {i}")
+            if td.batch_size != first.batch_size:
+                raise RuntimeError(f"batch sizes in tensordicts differs, LazyStackedTensorDict cannot be created. "
+                                   f"Got td[0].batch_size={first.batch_size} and td[{i}].batch_size={td.batch_size}")
+        n = len(first.batch_size)
+        if stack_dim < 0:
+            if stack_dim < -(n + 1):
+                raise RuntimeError(f"Couldn't infer stack dim from negative value, got stack_dim={stack_dim}")
+            stack_dim += n + 1
+        if stack_dim > n:
+            raise RuntimeError(f"Stack dim {stack_dim} is too big for batch size {first.batch_size}.")
+        self.tensordicts = list(tensordicts)
+        self.stack_dim = stack_dim
+        self._batch_size = Size((*first.batch_size[:stack_dim], len(tensordicts), *first.batch_size[stack_dim:]))
+        self._stack_name = stack_dim_name
+        if tensordicts and batch_size is not None and Size(batch_size) != self._batch_size:
+            raise RuntimeError(f"batch_size does not match self.batch_size: {Size(batch_size)} vs {self._batch_size}.")
+        if names is not None:
+            self.names = names
+
+    @classmethod
+    def _new(cls, tds, stack_dim, name=None):
+        """A lazy stack over already-checked TensorDicts (sharing one batch size)."""
+        out = cls.__new__(cls)
+        out.tensordicts = list(tds)
+        out.stack_dim = stack_dim
+        inner = tds[0].batch_size
+        out._batch_size = Size((*inner[:stack_dim], len(tds), *inner[stack_dim:]))
+        out._stack_name = name
+        return out
+
+    # ---- building -----------------------------------------------------------------------------
+    @classmethod
+    def lazy_stack(cls, items, dim=0, *, device=None, out=None, stack_dim_name=None, strict_shape=False,
+                   **get_kwargs):
+        """Stacks TensorDicts lazily (tensors: stacked densely, or as a list/padded tensor with the
+        keyword arguments ``get`` takes)."""
+        items = list(items)
+        if not items:
+            raise RuntimeError("items cannot be empty")
+        if all(isinstance(item, Tensor) for item in items):
+            return _stack_leaves(items, dim, **get_kwargs)
+        if out is not None:
+            stacked = cls(*items, stack_dim=dim)
+            if out.batch_size != stacked.batch_size:
+                raise RuntimeError(f"out.batch_size and stacked batch size must match, got out.batch_size="
+                                   f"{out.batch_size} and batch_size={stacked.batch_size}")
+            return out.update(stacked)
+        return cls(*items, stack_dim=dim, stack_dim_name=stack_dim_name, device=device)
+
+    stack = lazy_stack
+
+    @classmethod
+    def maybe_dense_stack(cls, items, dim=0, out=None, strict=False):
+        """A dense stack (a Tensor or a TensorDict) where the items share keys and shapes, a lazy one
+        otherwise."""
+        items = list(items)
+        if items and all(isinstance(item, TensorDictBase) for item in items) and not _same_structure(items):
+            return cls.lazy_stack(items, dim, out=out)
+        return _ops.stack(items, dim) if out is None else _ops.stack(items, dim, out=out)
+
+    def insert(self, index, tensordict):
+        """Inserts ``tensordict`` (of the stacked TensorDicts' batch size) at ``index`` of the stack."""
+        if not isinstance(tensordict, TensorDictBase):
+            raise TypeError(f"Expected new value to be TensorDictBase instance but got {type(tensordict).__name__} "
+                            f"instead.")
+        inner = self._inner_batch_size()
+        if tensordict.batch_size != inner:
+            raise ValueError(f"Batch sizes in tensordicts differs, LazyStackedTensorDict cannot be created. "
+                             f"Got {tensordict.batch_size} and {inner}")
+        self._check_unlocked()
+        self.tensordicts.insert(index, tensordict)
+        self._batch_size = Size((*inner[:self.stack_dim], len(self.tensordicts), *inner[self.stack_dim:]))
+
+    def append(self, tensordict):
+        self.insert(len(self.tensordicts), tensordict)
+
+    def extend(self, tensordicts):
+        for td in (tensordicts.unbind(self.stack_dim) if isinstance(tensordicts, TensorDictBase) else tensordicts):
+            self.append(td)
+
+    def _inner_batch_size(self):
+        b = self._batch_size
+        return Size((*b[:self.stack_dim], *b[self.stack_dim + 1:]))
+
+    def _lazy_like(self, tds):
+        return self._new(tds, self.stack_dim, self._stack_name) if tds else self._empty_like()
+
+    def _empty_like(self):
+        out = type(self).__new__(type(self))
+        out.tensordicts, out.stack_dim, out._stack_name = [], self.stack_dim, self._stack_name
+        out._batch_size = Size((*self._batch_size[:self.stack_dim], 0, *self._batch_size[self.stack_dim + 1:]))
+        return out
+
+    def _each(self, method, *args, **kwargs):
+        """A lazy stack of ``td.method(*args, **kwargs)`` for every stacked TensorDict."""
+        return self._lazy_like([getattr(td, method)(*args, **kwargs) for td in self.tensordicts])
+
+    # ---- storage ------------------------------------------------------------------------------
+    @property
+    def batch_size(self):
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, new):
+        new = Size(new)
+        if len(new) <= self.stack_dim or new[self.stack_dim] != len(self.tensordicts):
+            raise RuntimeError(f"a lazy stack's batch size must keep {len(self.tensordicts)} at its stack dim "
+                               f"{self.stack_dim}, got {new}")
+        inner = Size((*new[:self.stack_dim], *new[self.stack_dim + 1:]))
+        for td in self.tensordicts:
+            td.batch_size = inner
+        self._batch_size = new
+
+    shape = batch_size
+
+    @property
+    def batch_dims(self):
+        return len(self._batch_size)
+
+    ndim = batch_dims
+
+    @property
+    def device(self):
+        devices = {td.device for td in self.tensordicts}
+        return devices.pop() if len(devices) == 1 else None
+
+    @property
+    def names(self):
+        inner = self.tensordicts[0].names if self.tensordicts else [None] * (len(self._batch_size) - 1)
+        return [*inner[:self.stack_dim], self._stack_name, *inner[self.stack_dim:]]
+
+    @names.setter
+    def names(self, value):
+        self._set_names(value)
+
+    def _has_names(self):
+        return self._stack_name is not None or any(td._has_names() for td in self.tensordicts)
+
+    def _set_names(self, names):
+        if names is None:
+            self._stack_name = None
+            inner = None
+        else:
+            names = list(names)
+            if len(names) != len(self._batch_size):
+                raise ValueError(f"names must have one name per batch dim ({len(self._batch_size)}), got {names}")
+            self._stack_name = names[self.stack_dim]
+            inner = names[:self.stack_dim] + names[self.stack_dim + 1:]
+        for td in self.tensordicts:
+            td._set_names(inner)
+
+    @classmethod
+    def _build(cls, entries, batch_size, device):
+        """Results with new entries are dense TensorDicts."""
+        return TensorDict._build(entries, batch_size, device)
+
+    def get(self, key, default=_NO_DEFAULT, *, as_list=False, as_padded_tensor=False, as_nested_tensor=False,
+            padding_side="right", padding_value=0.0, layout=None):
+        """The entry ``key`` stacked along ``stack_dim``: a Tensor, or a lazy stack of the nested
+        TensorDicts. Entries of different shapes raise RuntimeError unless ``as_list=True`` (a list,
+        one per stacked TensorDict) or ``as_padded_tensor=True`` (padded along their first dim)."""
+        values, missing = [], object()
+        for td in self.tensordicts:
+            value = td.get(key) if default is _NO_DEFAULT else td.get(key, _RAISE if default is _RAISE else missing)
+            if value is None and default is _NO_DEFAULT:
+                return None
+            if value is missing:
+                return default
+            values.append(value)
+        if not values:
+            raise KeyError(f'key "{key}" not found in an empty LazyStackedTensorDict')
+        return _stack_leaves(values, self.stack_dim, as_list, as_padded_tensor, as_nested_tensor, padding_side,
+                             padding_value)
+
+    def _split(self, value, key):
+        """``value`` (of this stack's batch size) cut into one part per stacked TensorDict."""
+        if isinstance(value, dict):
+            value = TensorDict(value, batch_size=self._batch_size, device=self.device)
+        elif not isinstance(value, (Tensor, TensorDictBase)):
+            value = as_tensor(value, device=self.device)
+        shape = value.batch_size if isinstance(value, TensorDictBase) else value.shape
+        if tuple(shape[:len(self._batch_size)]) != tuple(self._batch_size):
+            raise RuntimeError(f"batch dimension mismatch for key {key!r}: got shape {list(shape)} but the "
+                               f"lazy stack's batch size is {list(self._batch_size)}")
+        return value.unbind(self.stack_dim)
+
+    def set(self, key, value, inplace=False, non_blocking=False):
+        """Stores ``value`` (of this stack's batch size) under ``key``, split along ``stack_dim``."""
+        self._check_unlocked() if not inplace else None
+        parts = self._split(value, key)
+        for td, part in zip(self.tensordicts, parts):
+            td.set(key, part, inplace=inplace)
+        return self
+
+    def set_(self, key, value):
+        self.get(key, _RAISE)
+        return self.set(key, value, inplace=True)
+
+    def update(self, input_dict_or_td=None, clone=False, inplace=False, keys_to_update=None, **kwargs):
+        source = {} if input_dict_or_td is None else input_dict_or_td
+        wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in (
+            [keys_to_update] if isinstance(keys_to_update, str) else keys_to_update)}
+        for key, value in source.items():
+            if wanted is not None and unravel_key_to_tuple(key) not in wanted:
+                continue
+            current = self.get(key, None)
+            if isinstance(current, TensorDictBase) and isinstance(value, (dict, TensorDictBase)):
+                current.update(value, clone=clone, inplace=inplace)
+            else:
+                self.set(key, value.clone() if clone else value, inplace=inplace)
+        return self
+
+    def update_(self, input_dict_or_td=None, clone=False, *, non_blocking=False, keys_to_update=None, **kwargs):
+        for key in ({} if input_dict_or_td is None else input_dict_or_td).keys():
+            self.get(key, _RAISE)
+        return self.update(input_dict_or_td, clone, inplace=True, keys_to_update=keys_to_update)
+
+    def update_at_(self, input_dict_or_td, idx, clone=False, *, non_blocking=False, keys_to_update=None):
+        part = self[idx]
+        part.update_(input_dict_or_td, clone, keys_to_update=keys_to_update)
+        self[idx] = part
+        return self
+
+    def pop(self, key, default=_NO_DEFAULT):
+        value = self.get(key, _RAISE if default is _NO_DEFAULT else None)
+        if value is None:
+            return default
+        for td in self.tensordicts:
+            td.pop(key)
+        return value
+
+    def rename_key_(self, old_key, new_key, safe=False):
+        self.get(old_key, _RAISE)
+        for td in self.tensordicts:
+            td.rename_key_(old_key, new_key, safe=safe)
+        return self
+
+    def popitem(self):
+        keys = list(self.keys())
+        if not keys:
+            raise KeyError("popitem(): lazy stacked tensordict is empty")
+        return keys[-1], self.pop(keys[-1])
+
+    def keys(self, include_nested=False, leaves_only=False, is_leaf=None, *, sort=False):
+        """The keys every stacked TensorDict has, in the first one's order."""
+        if not self.tensordicts:
+            return []
+        rest = [set(td.keys(include_nested, leaves_only)) for td in self.tensordicts[1:]]
+        keys = [k for k in self.tensordicts[0].keys(include_nested, leaves_only) if all(k in r for r in rest)]
+        return sorted(keys, key=lambda k: (k,) if isinstance(k, str) else k) if sort else keys
+
+    def values(self, include_nested=False, leaves_only=False, is_leaf=None, *, sort=False):
+        return [self.get(k) for k in self.keys(include_nested, leaves_only, sort=sort)]
+
+    def items(self, include_nested=False, leaves_only=False, is_leaf=None, *, sort=False):
+        return [(k, self.get(k)) for k in self.keys(include_nested, leaves_only, sort=sort)]
+
+    def __contains__(self, key):
+        if not _is_key(key):
+            raise NotImplementedError("TensorDict does not support membership checks with the `in` keyword. If "
+                                      "you want to check if a particular key is in your TensorDict, please use "
+                                      "`key in tensordict.keys()` instead.")
+        path = unravel_key_to_tuple(key)
+        return bool(self.tensordicts) and all(td.get(path, None) is not None for td in self.tensordicts)
+
+    def select(self, *keys, inplace=False, strict=True):
+        if inplace:
+            for td in self.tensordicts:
+                td.select(*keys, inplace=True, strict=strict)
+            return self
+        return self._each("select", *keys, strict=strict)
+
+    def exclude(self, *keys, inplace=False):
+        if inplace:
+            for td in self.tensordicts:
+                td.exclude(*keys, inplace=True)
+            return self
+        return self._each("exclude", *keys)
+
+    def split_keys(self, *key_sets, inplace=False, default=_NO_DEFAULT, strict=True, reproduce_struct=False):
+        """Lazy stacks of each key set's entries, and of the rest, last."""
+        parts = [td.split_keys(*key_sets, inplace=inplace, default=default, strict=strict,
+                               reproduce_struct=reproduce_struct) for td in self.tensordicts]
+        return tuple(self._lazy_like(list(column)) for column in zip(*parts))
+
+    def is_empty(self):
+        return all(td.is_empty() for td in self.tensordicts)
+
+    def empty(self, recurse=False, **kwargs):
+        return self._each("empty", recurse=recurse)
+
+    def __len__(self):
+        return self._batch_size[0] if self._batch_size else 0
+
+    # ---- per-leaf functions, copies and moves -------------------------------------------------
+    def _map(self, fn, batch_size=None, device=_NO_DEFAULT):
+        if batch_size is not None and Size(batch_size) != self._batch_size:
+            return self.contiguous()._map(fn, batch_size, device)
+        return self._lazy_like([td._map(fn, None, device) for td in self.tensordicts])
+
+    def apply(self, fn, *others, batch_size=None, inplace=False, **kwargs):
+        """``fn`` on every leaf of every stacked TensorDict (``others``: TensorDicts split along
+        ``stack_dim`` alike); a new batch size makes the result dense."""
+        if batch_size is not None:
+            return self.contiguous().apply(fn, *others, batch_size=batch_size, inplace=inplace, **kwargs)
+        split = [o.unbind(self.stack_dim) for o in others]
+        results = [td.apply(fn, *(parts[i] for parts in split), inplace=inplace, **kwargs)
+                   for i, td in enumerate(self.tensordicts)]
+        if inplace:
+            return self
+        if all(r is None for r in results):
+            return None
+        return self._lazy_like(results)
+
+    def named_apply(self, fn, *others, **kwargs):
+        split = [o.unbind(self.stack_dim) for o in others]
+        return self._lazy_like([td.named_apply(fn, *(parts[i] for parts in split), **kwargs)
+                                for i, td in enumerate(self.tensordicts)])
+
+    def clone(self, recurse=True, **kwargs):
+        return self._each("clone", recurse)
+
+    def copy(self):
+        return self._each("copy")
+
+    def to(self, *args, **kwargs):
+        return self._each("to", *args, **kwargs)
+
+    def detach(self):
+        return self._each("detach")
+
+    def contiguous(self):
+        """A dense TensorDict of the stacked entries (RuntimeError for entries of different shapes)."""
+        return TensorDict._build({k: v.contiguous() for k, v in self.items()}, self._batch_size, self.device)
+
+    def to_tensordict(self, *, retain_none=None):
+        return self.contiguous()
+
+    def densify(self, *, layout=None):
+        """A dense TensorDict (rlpipe has no nested tensors: entries of different shapes raise RuntimeError)."""
+        return self.contiguous()
+
+    def is_contiguous(self):
+        return False
+
+    # ---- batch dims ---------------------------------------------------------------------------
+    def __getitem__(self, index):
+        if _is_key(index):
+            value = self.get(index, _RAISE)
+            return value
+        if isinstance(index, list) and index and all(_is_key(k) for k in index):
+            return self.select(*index)
+        stack_item, rest, new_stack_dim = self._split_index(index)
+        if isinstance(stack_item, (int, np.integer)):
+            td = self.tensordicts[stack_item]
+            return td[rest] if rest else td
+        picked = [self.tensordicts[i] for i in stack_item]
+        tds = [td[rest] for td in picked] if rest else picked
+        if not tds:
+            out = self._empty_like()
+            out._batch_size = _getitem_batch_size(self._batch_size, self._plain_index(index))
+            return out
+        return self._new(tds, new_stack_dim, self._stack_name)
+
+    @staticmethod
+    def _plain_index(index):
+        return tuple(index.tolist() if isinstance(item, Tensor) else item
+                     for item in (index if isinstance(index, tuple) else (index,)))
+
+    def _split_index(self, index):
+        """``index`` as (the stacked TensorDicts it picks: an int or a list of positions, the index of
+        each of them, the stack dim of the result)."""
+        items = convert_ellipsis_to_idx(self._plain_index(index), self._batch_size)
+        if any(item is None for item in items):
+            raise IndexError("indexing a LazyStackedTensorDict with None is not supported: unsqueeze it instead")
+        if len(items) > len(self._batch_size):
+            raise IndexError(f"too many indices for tensor of dimension {len(self._batch_size)}")
+        items = list(items) + [slice(None)] * (len(self._batch_size) - len(items))
+        d = self.stack_dim
+        stack_item, rest = items[d], tuple(items[:d] + items[d + 1:])
+        n = len(self.tensordicts)
+        if isinstance(stack_item, (bool, np.bool_)):
+            raise IndexError("indexing a LazyStackedTensorDict with a bool is not supported")
+        if isinstance(stack_item, (int, np.integer)):
+            if not -n <= stack_item < n:
+                raise IndexError(f"index {stack_item} is out of bounds for dimension {d} with size {n}")
+            return int(stack_item) % n, self._trim(rest), None
+        positions = np.arange(n)[stack_item if not isinstance(stack_item, list) else np.asarray(stack_item)]
+        if positions.ndim != 1:
+            raise IndexError(f"the index along the stack dim {d} must pick a 1-d selection, got {stack_item!r}")
+        if any(not isinstance(i, (slice, int, np.integer)) for i in rest):
+            raise IndexError("indexing a LazyStackedTensorDict with a selection along the stack dim and a "
+                             "list/tensor index along another dim is not supported")
+        new_dim = sum(1 for i in items[:d] if isinstance(i, slice))
+        return positions.tolist(), self._trim(rest), new_dim
+
+    @staticmethod
+    def _trim(rest):
+        """The index of each stacked TensorDict, without trailing full slices (empty: none)."""
+        rest = list(rest)
+        while rest and isinstance(rest[-1], slice) and rest[-1] == slice(None):
+            rest.pop()
+        return tuple(rest)
+
+    def __setitem__(self, index, value):
+        if _is_key(index):
+            self.set(index, value)
+            return
+        stack_item, rest, new_dim = self._split_index(index)
+        if isinstance(stack_item, int):
+            targets, parts = [stack_item], [value]
+        else:
+            targets = stack_item
+            if isinstance(value, dict):
+                value = TensorDict(value, batch_size=_getitem_batch_size(self._batch_size, self._plain_index(index)))
+            parts = value.unbind(new_dim) if isinstance(value, TensorDictBase) else [value] * len(targets)
+            if len(parts) != len(targets):
+                raise RuntimeError(f"the value has {len(parts)} entries along the stack dim, the index picks "
+                                   f"{len(targets)}")
+        for i, part in zip(targets, parts):
+            if rest:
+                self.tensordicts[i][rest] = part
+            elif isinstance(part, TensorDictBase):
+                self.tensordicts[i].update(part)
+            else:
+                self.tensordicts[i][...] = part
+
+    def unbind(self, dim=0):
+        d = self._batch_dim(dim)
+        if d == self.stack_dim:
+            return tuple(self.tensordicts)
+        inner = d - (d > self.stack_dim)
+        columns = [td.unbind(inner) for td in self.tensordicts]
+        stack_dim = self.stack_dim - (d < self.stack_dim)
+        return tuple(self._new(list(column), stack_dim, self._stack_name) for column in zip(*columns))
+
+    def reshape(self, *shape, size=None):
+        shape = size if size is not None else shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        if tuple(shape) == tuple(self._batch_size):
+            return self
+        return self.contiguous().reshape(*shape)
+
+    view = reshape
+
+    def permute(self, *dims, **kwargs):
+        order = list(dims[0] if len(dims) == 1 and not isinstance(dims[0], int) else dims)
+        order = [self._batch_dim(d) for d in order]
+        if sorted(order) != list(range(len(self._batch_size))):
+            raise RuntimeError(f"permute: {order} is not a permutation of the batch dims {len(self._batch_size)}")
+        new_stack = order.index(self.stack_dim)
+        inner = [d - (d > self.stack_dim) for d in order if d != self.stack_dim]
+        tds = [td.permute(inner) for td in self.tensordicts] if inner else self.tensordicts
+        return self._new(tds, new_stack, self._stack_name)
+
+    def unsqueeze(self, dim):
+        d = self._batch_dim(dim, extra=1, what="unsqueezing")
+        if d <= self.stack_dim:
+            return self._new([td.unsqueeze(d) for td in self.tensordicts], self.stack_dim + 1, self._stack_name)
+        return self._each("unsqueeze", d - 1)
+
+    def squeeze(self, dim=None):
+        if dim is None:
+            return self.contiguous().squeeze() if len(self.tensordicts) == 1 else \
+                self._new([td.squeeze() for td in self.tensordicts],
+                          sum(1 for s in self._batch_size[:self.stack_dim] if s != 1), self._stack_name)
+        d = self._batch_dim(dim, what="squeezing")
+        if self._batch_size[d] != 1:
+            return self
+        if d == self.stack_dim:
+            return self.tensordicts[0]
+        return self._new([td.squeeze(d - (d > self.stack_dim)) for td in self.tensordicts],
+                         self.stack_dim - (d < self.stack_dim), self._stack_name)
+
+    def expand(self, *shape):
+        shape = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        extra = len(shape) - len(self._batch_size)
+        stack = self.stack_dim + extra
+        if extra < 0 or shape[stack] not in (-1, len(self.tensordicts)):
+            raise RuntimeError(f"cannot expand a lazy stack of batch size {list(self._batch_size)} to {list(shape)}")
+        inner = shape[:stack] + shape[stack + 1:]
+        return self._new([td.expand(inner) for td in self.tensordicts], stack, self._stack_name)
+
+    def split(self, split_size, dim=0):
+        n = self._batch_size[self._batch_dim(dim)]
+        sizes = list(split_size) if not isinstance(split_size, int) else \
+            [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
+        return self._pieces(sizes, dim)
+
+    def repeat(self, *repeats):
+        return self.contiguous().repeat(*repeats)
+
+    def flip(self, dims):
+        dims = self._dims_tuple(dims)
+        tds = self.tensordicts[::-1] if self.stack_dim in dims else list(self.tensordicts)
+        inner = [d - (d > self.stack_dim) for d in dims if d != self.stack_dim]
+        return self._new([td.flip(inner) for td in tds] if inner else tds, self.stack_dim, self._stack_name)
+
+    def _pairwise(self, other, method):
+        if isinstance(other, TensorDictBase):
+            others = other.unbind(self.stack_dim)
+            return self._lazy_like([getattr(td, method)(o) for td, o in zip(self.tensordicts, others)])
+        return self._each(method, other)
+
+    def __eq__(self, other):
+        return self._pairwise(other, "__eq__")
+
+    def __ne__(self, other):
+        return self._pairwise(other, "__ne__")
+
+    __hash__ = None
+
+    def all(self, dim=None):
+        if dim is None:
+            return all(td.all() for td in self.tensordicts)
+        return self.contiguous().all(dim)
+
+    def any(self, dim=None):
+        if dim is None:
+            return any(td.any() for td in self.tensordicts)
+        return self.contiguous().any(dim)
+
+    # ---- locking and storage ------------------------------------------------------------------
+    @property
+    def is_locked(self):
+        return bool(self.tensordicts) and all(td.is_locked for td in self.tensordicts)
+
+    def _check_unlocked(self):
+        if self.is_locked:
+            raise RuntimeError("Cannot modify locked TensorDict. For in-place modification, consider using the "
+                               "`set_()` method and make sure the key is present.")
+
+    def lock_(self):
+        for td in self.tensordicts:
+            td.lock_()
+        return self
+
+    def unlock_(self):
+        for td in self.tensordicts:
+            td.unlock_()
+        return self
+
+    def share_memory_(self):
+        for td in self.tensordicts:
+            td.share_memory_()
+        return self
+
+    def memmap_(self, prefix=None, copy_existing=False, num_threads=0, **kwargs):
+        """Memory-maps every stacked TensorDict (under ``prefix/<i>``; ``prefix/meta.json`` records the
+        stack); returns self, locked."""
+        for i, td in enumerate(self.tensordicts):
+            td.memmap_(None if prefix is None else os.path.join(prefix, str(i)), copy_existing=copy_existing)
+        if prefix is not None:
+            meta = {"format": "rlpipe-tensordict-memmap", "version": 3, "kind": _MEMMAP_KIND,
+                    "stack_dim": self.stack_dim, "count": len(self.tensordicts),
+                    "batch_size": list(self._batch_size)}
+            _serialization._write_atomically(os.path.join(prefix, "meta.json"),
+                                             lambda f: f.write(json.dumps(meta).encode()))
+        return self
+
+    def memmap(self, prefix=None, copy_existing=False, *, num_threads=0, return_early=False, **kwargs):
+        return self.clone().memmap_(prefix, copy_existing=True)
+
+    @classmethod
+    def load_memmap(cls, prefix, device=None, non_blocking=False, *, out=None, **kwargs):
+        """The lazy stack ``memmap_(prefix)`` stored (``TensorDict.load_memmap`` gives it too)."""
+        out = TensorDict.load_memmap(prefix, device)
+        if not isinstance(out, cls):
+            raise RuntimeError(f"load_memmap: {prefix!r} holds a {type(out).__name__}, not a lazy stack")
+        return out
+
+    def __repr__(self):
+        fields = ",\n".join(f"        {k}: {_entry_repr(v)}" for k, v in zip(self.keys(), self._raw_values()))
+        return (f"LazyStackedTensorDict(\n    fields={{\n{fields}}},\n    batch_size={self._batch_size},\n"
+                f"    device={self.device},\n    stack_dim={self.stack_dim})")
+
+    def _raw_values(self):
+        return [[td.get(k) for td in self.tensordicts] for k in self.keys()]
+
+
+def _entry_repr(values):
+    if all(isinstance(v, TensorDictBase) for v in values):
+        return "LazyStackedTensorDict(...)"
+    shapes = {tuple(v.shape) for v in values}
+    shape = list(shapes.pop()) if len(shapes) == 1 else "heterogeneous"
+    return f"Tensor(shape={shape}, dtype={values[0].dtype})"
+
+
+def _same_structure(tds):
+    """Whether the TensorDicts have the same keys and every entry the same shape (a dense stack works)."""
+    first = {k: tuple(v.shape) if isinstance(v, Tensor) else None for k, v in tds[0].items(True, True)}
+    for td in tds[1:]:
+        if {k: tuple(v.shape) if isinstance(v, Tensor) else None for k, v in td.items(True, True)} != first:
+            return False
+    return True
+
+
+def _load_lazy(prefix, meta):
+    """The lazy stack a ``meta.json`` of kind "lazy_stack" describes (every part loaded as itself)."""
+    count = meta["count"]
+    if not isinstance(count, int) or count < 1:
+        raise ValueError(f"count must be a positive int, got {count!r}")
+    tds = [TensorDict.load_memmap(os.path.join(prefix, str(i))) for i in range(count)]
+    return LazyStackedTensorDict(*tds, stack_dim=int(meta["stack_dim"]))
+
+
+_LOADERS[_MEMMAP_KIND] = _load_lazy
+TensorDictBase._lazy_type = LazyStackedTensorDict
+
+
 def lazy_stack(items, dim=0, **kwargs):
-    """tensordict.lazy_stack: not available in rlpipe (no lazy stacks; ``TensorDict.stack`` is dense)."""
+    """Stacks TensorDicts into a ``LazyStackedTensorDict`` (tensors: a dense stack; see
+    ``LazyStackedTensorDict.lazy_stack``)."""
     return LazyStackedTensorDict.lazy_stack(items, dim, **kwargs)
+

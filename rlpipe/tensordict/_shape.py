@@ -193,9 +193,9 @@ class _ShapeMixin:
 
     @classmethod
     def maybe_dense_stack(cls, items, dim=0, *, out=None, **kwargs):
-        """tensordict's stack that goes lazy where it must: rlpipe has no lazy stacks, so this is
-        ``stack`` (TensorDicts whose keys differ raise as there)."""
-        return cls.stack(list(items), dim, out=out)
+        """A dense stack where the TensorDicts share keys and shapes, a ``LazyStackedTensorDict``
+        otherwise (see ``LazyStackedTensorDict.maybe_dense_stack``)."""
+        return cls._lazy_type.maybe_dense_stack(items, dim, out=out)
 
     @classmethod
     def stack(cls, tds, dim=0, *, out=None):

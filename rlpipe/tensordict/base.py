@@ -368,9 +368,8 @@ class TensorDictBase(TensorDictMath):
 
     @classmethod
     def lazy_stack(cls, input, dim=0, *, out=None, **kwargs):
-        """tensordict's lazy stack: not available in rlpipe (``TensorDict.stack`` stacks densely)."""
-        raise NotImplementedError("TensorDict.lazy_stack is not available in rlpipe: lazy stacks are not "
-                                  "implemented; TensorDict.stack stacks densely")
+        """The TensorDicts stacked into a ``LazyStackedTensorDict`` (see its ``lazy_stack``)."""
+        return cls._lazy_type.lazy_stack(input, dim, out=out, **kwargs)
 
     # ---- batch-shape operations written with other ops ------------------------------------------
     def _dims_tuple(self, dims):
