@@ -24,7 +24,7 @@ def test_module_level_names_import():
         assert hasattr(td_pkg, name), name
 
 
-@pytest.mark.parametrize("name", ["TensorClass", "NonTensorData", "NonTensorStack", "PersistentTensorDict"])
+@pytest.mark.parametrize("name", ["TensorClass", "PersistentTensorDict"])
 def test_out_of_scope_classes_raise_when_built(name):
     import rlpipe.tensordict as td_pkg
     with pytest.raises(NotImplementedError, match=f"{name} is not available in rlpipe"):

@@ -20,7 +20,7 @@ from .._utils import unavailable
 from ._common import _NO_DEFAULT, _RAISE, _is_key
 from ._io import _LOADERS
 from ._td import TensorDict
-from .base import TensorDictBase
+from .base import TensorDictBase, _non_tensor_value
 from .keys import unravel_key_to_tuple
 from .utils import _getitem_batch_size, convert_ellipsis_to_idx
 
@@ -51,6 +51,8 @@ def _stack_leaves(values, dim, as_list=False, as_padded_tensor=False, as_nested_
             return _ops.stack(values, dim)
         except (RuntimeError, ValueError):
             raise RuntimeError(f"{_STACK_ERROR} (shapes: {[list(v.shape) for v in values]})") from None
+    if any(getattr(v, "_is_non_tensor", False) for v in values):
+        return TensorDictBase._non_tensor_types[2](values, dim, "stack")
     if all(isinstance(v, TensorDictBase) for v in values):
         return LazyStackedTensorDict.lazy_stack(values, dim)
     raise TypeError(f"cannot stack a mix of {sorted({type(v).__name__ for v in values})}")
@@ -443,8 +445,7 @@ class LazyStackedTensorDict(TensorDictBase):
     # ---- batch dims ---------------------------------------------------------------------------
     def __getitem__(self, index):
         if _is_key(index):
-            value = self.get(index, _RAISE)
-            return value
+            return _non_tensor_value(self.get(index, _RAISE))
         if isinstance(index, list) and index and all(_is_key(k) for k in index):
             return self.select(*index)
         stack_item, rest, new_stack_dim = self._split_index(index)
@@ -691,7 +692,7 @@ def _same_structure(tds):
     return True
 
 
-def _load_lazy(prefix, meta):
+def _load_lazy(prefix, meta, load_dense):
     """The lazy stack a ``meta.json`` of kind "lazy_stack" describes (every part loaded as itself)."""
     count = meta["count"]
     if not isinstance(count, int) or count < 1:

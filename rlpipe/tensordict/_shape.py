@@ -167,7 +167,9 @@ class _ShapeMixin:
         entries = {}
         for key in keys:
             values = [td._tensordict[key] for td in tds]
-            if isinstance(values[0], TensorDictBase):
+            if any(getattr(v, "_is_non_tensor", False) for v in values):
+                entries[key] = cls._non_tensor_types[2](values, d, how)
+            elif isinstance(values[0], TensorDictBase):
                 entries[key] = cls._join_tensordicts(values, d, how)
             elif not any(v._requires_grad for v in values) and all(v._device is values[0]._device for v in values):
                 xp = values[0]._device._backend.xp
