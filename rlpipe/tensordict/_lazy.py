@@ -19,6 +19,7 @@ from .._tensor import Size, Tensor
 from .._utils import unavailable
 from ._common import _NO_DEFAULT, _RAISE, _is_key
 from ._io import _LOADERS
+from ._shape import _join_leaves
 from ._td import TensorDict
 from .base import TensorDictBase, _non_tensor_value
 from .keys import unravel_key_to_tuple
@@ -48,7 +49,7 @@ def _stack_leaves(values, dim, as_list=False, as_padded_tensor=False, as_nested_
             raise RuntimeError("as_nested_tensor: rlpipe has no nested tensors; use as_padded_tensor=True or "
                                "as_list=True")
         try:
-            return _ops.stack(values, dim)
+            return _join_leaves(values, dim, "stack")
         except (RuntimeError, ValueError):
             raise RuntimeError(f"{_STACK_ERROR} (shapes: {[list(v.shape) for v in values]})") from None
     if any(getattr(v, "_is_non_tensor", False) for v in values):
@@ -258,14 +259,12 @@ class LazyStackedTensorDict(TensorDictBase):
         """The entry ``key`` stacked along ``stack_dim``: a Tensor, or a lazy stack of the nested
         TensorDicts. Entries of different shapes raise RuntimeError unless ``as_list=True`` (a list,
         one per stacked TensorDict) or ``as_padded_tensor=True`` (padded along their first dim)."""
-        values, missing = [], object()
-        for td in self.tensordicts:
-            value = td.get(key) if default is _NO_DEFAULT else td.get(key, _RAISE if default is _RAISE else missing)
-            if value is None and default is _NO_DEFAULT:
-                return None
-            if value is missing:
-                return default
-            values.append(value)
+        missing = object()
+        values = [td.get(key, missing) for td in self.tensordicts]
+        if any(value is missing for value in values):
+            if default is _NO_DEFAULT or default is _RAISE:  # what get(key) of a TensorDict gives: None or KeyError
+                return next(td.get(key, default) for td, value in zip(self.tensordicts, values) if value is missing)
+            return default
         if not values:
             raise KeyError(f'key "{key}" not found in an empty LazyStackedTensorDict')
         return _stack_leaves(values, self.stack_dim, as_list, as_padded_tensor, as_nested_tensor, padding_side,
