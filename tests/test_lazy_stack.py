@@ -96,10 +96,35 @@ def test_index_across_the_stack_dim():
     assert type(s1[:, 0]) is TensorDict and s1[:, 0]["b"].tolist() == [0.0, 1.0, 2.0]
     assert s1[0:2, 1]["b"].tolist() == [11.0, 12.0][:0] + [10.0, 11.0]
     assert s[..., 0]["b"].tolist() == [0.0, 10.0]
-    with pytest.raises(IndexError, match="None"):
-        s[None]
     with pytest.raises(IndexError, match="too many indices"):
         s[0, 0, 0]
+
+
+def test_any_index_numpy_takes():
+    s = lazy_stack([*_pair()])  # "b": [[0, 1, 2], [10, 11, 12]]
+    assert s[None].batch_size == rlpipe.Size([1, 2, 3]) and s[None]["b"].tolist() == [[[0.0, 1.0, 2.0],
+                                                                                           [10.0, 11.0, 12.0]]]
+    picked = s[[0, 1, 1], [2, 0, 2]]  # stack dim and another dim broadcast together: elements (0,2) (1,0) (1,2)
+    assert isinstance(picked, LazyStackedTensorDict) and picked["b"].tolist() == [2.0, 10.0, 12.0]
+    assert picked.get("obs", as_list=True)[1].shape == rlpipe.Size([5])
+    grid = s[rlpipe.tensor([[1, 0], [0, 0]])]
+    assert grid.batch_size == rlpipe.Size([2, 2, 3]) and grid["b"][0, 0].tolist() == [10.0, 11.0, 12.0]
+    mask = rlpipe.tensor([[True, False, True], [False, True, False]])
+    assert s[mask]["b"].tolist() == [0.0, 2.0, 11.0]
+    s1 = lazy_stack([*_pair()], 1)  # batch [3, 2]
+    # torch's rule: the int only removes its dim (NumPy would put the list's dim first): [3] here
+    assert s1[:, 1, None].batch_size == rlpipe.Size([3, 1])
+    assert s1[1, [1, 0]]["b"].tolist() == [11.0, 1.0]
+
+
+def test_setitem_at_any_index():
+    a, b = _pair()
+    s = lazy_stack([a, b])
+    s[rlpipe.tensor([[True, False, True], [False, True, False]])] = TensorDict({"b": rlpipe.tensor([-1.0, -2.0,
+                                                                                                      -3.0])}, [3])
+    assert a["b"].tolist() == [-1.0, 1.0, -2.0] and b["b"].tolist() == [10.0, -3.0, 12.0]
+    s[[0, 1], [1, 2]] = 0.5
+    assert a["b"].tolist() == [-1.0, 0.5, -2.0] and b["b"].tolist() == [10.0, -3.0, 0.5]
 
 
 def test_set_and_setitem_write_into_the_stacked_tensordicts():

@@ -150,6 +150,25 @@ class LazyStackedTensorDict(TensorDictBase):
     stack = lazy_stack
 
     @classmethod
+    def cat(cls, tds, dim=0, *, out=None):
+        """Lazy stacks joined along batch dim ``dim``: along their stack dim, one lazy stack of all
+        their TensorDicts; along another (same stack dim and length), the stacked TensorDicts
+        joined pairwise; anything else is joined densely."""
+        tds = list(tds)
+        first = tds[0]
+        d = first._batch_dim(dim)
+        lazy = all(isinstance(td, cls) and td.stack_dim == first.stack_dim for td in tds)
+        if lazy and d == first.stack_dim:
+            joined = cls._new([part for td in tds for part in td.tensordicts], d, first._stack_name)
+        elif lazy and all(len(td.tensordicts) == len(first.tensordicts) for td in tds):
+            inner = d - (d > first.stack_dim)
+            joined = cls._new([_ops.cat(list(parts), inner) for parts in zip(*(td.tensordicts for td in tds))],
+                              first.stack_dim, first._stack_name)
+        else:
+            joined = TensorDict.cat([td.contiguous() if isinstance(td, cls) else td for td in tds], d)
+        return joined if out is None else out.update_(joined)
+
+    @classmethod
     def maybe_dense_stack(cls, items, dim=0, out=None, strict=False):
         """A dense stack (a Tensor or a TensorDict) where the items share keys and shapes, a lazy one
         otherwise."""
@@ -190,6 +209,11 @@ class LazyStackedTensorDict(TensorDictBase):
         out.tensordicts, out.stack_dim, out._stack_name = [], self.stack_dim, self._stack_name
         out._batch_size = Size((*self._batch_size[:self.stack_dim], 0, *self._batch_size[self.stack_dim + 1:]))
         return out
+
+    def _all_tensordicts(self):
+        """The stacked TensorDicts and every TensorDict nested in them (what a parent's checks walk)."""
+        for td in self.tensordicts:
+            yield from td._all_tensordicts()
 
     def _each(self, method, *args, **kwargs):
         """A lazy stack of ``td.method(*args, **kwargs)`` for every stacked TensorDict."""
@@ -392,9 +416,42 @@ class LazyStackedTensorDict(TensorDictBase):
 
     # ---- per-leaf functions, copies and moves -------------------------------------------------
     def _map(self, fn, batch_size=None, device=_NO_DEFAULT):
-        if batch_size is not None and Size(batch_size) != self._batch_size:
+        """``fn`` on every leaf of every stacked TensorDict. A new ``batch_size`` (a parent's batch op)
+        keeps the stack lazy when the op's dims lie before the stack dim; otherwise the result is dense."""
+        new_dim, inner = self._moved_stack(batch_size)
+        if new_dim is None:
             return self.contiguous()._map(fn, batch_size, device)
-        return self._lazy_like([td._map(fn, None, device) for td in self.tensordicts])
+        return self._new([td._map(fn, inner, device) for td in self.tensordicts], new_dim, self._stack_name)
+
+    def _moved_stack(self, batch_size):
+        """(the stack dim, the stacked TensorDicts' batch size) after a batch op that gives this stack
+        ``batch_size`` and leaves its trailing dims from the stack dim on alone; (None, None) when the
+        op reaches the stack dim."""
+        if batch_size is None or Size(batch_size) == self._batch_size:
+            return self.stack_dim, None
+        new, old = tuple(batch_size), tuple(self._batch_size)
+        tail = len(old) - self.stack_dim
+        if len(new) < tail or new[len(new) - tail:] != old[self.stack_dim:]:
+            return None, None
+        new_dim = len(new) - tail
+        return new_dim, Size(new[:new_dim] + new[new_dim + 1:])
+
+    def _index_with(self, index, fast, new_batch):
+        """A parent's ``td[index]`` reaching this stack (its leading dims are the parent's)."""
+        return self[index]
+
+    def _apply_tree(self, fn, others, batch_size, device, inplace, nested_keys, default, drop_empty, prefix,
+                    produced):
+        """A parent's ``apply`` reaching this stack: each stacked TensorDict's part of it."""
+        new_dim, inner = self._moved_stack(batch_size)
+        if new_dim is None:
+            return self.contiguous()._apply_tree(fn, others, batch_size, device, inplace, nested_keys, default,
+                                                 drop_empty, prefix, produced)
+        split = [o.unbind(self.stack_dim) if isinstance(o, TensorDictBase) else [o] * len(self.tensordicts)
+                 for o in others]
+        parts = [td._apply_tree(fn, [column[i] for column in split], inner, device, inplace, nested_keys, default,
+                                drop_empty, prefix, produced) for i, td in enumerate(self.tensordicts)]
+        return self if inplace else self._new(parts, new_dim, self._stack_name)
 
     def apply(self, fn, *others, batch_size=None, inplace=False, **kwargs):
         """``fn`` on every leaf of every stacked TensorDict (``others``: TensorDicts split along
@@ -447,7 +504,10 @@ class LazyStackedTensorDict(TensorDictBase):
             return _non_tensor_value(self.get(index, _RAISE))
         if isinstance(index, list) and index and all(_is_key(k) for k in index):
             return self.select(*index)
-        stack_item, rest, new_stack_dim = self._split_index(index)
+        split = self._split_index(index)
+        if split is None:
+            return self._gather(index)
+        stack_item, rest, new_stack_dim = split
         if isinstance(stack_item, (int, np.integer)):
             td = self.tensordicts[stack_item]
             return td[rest] if rest else td
@@ -461,35 +521,72 @@ class LazyStackedTensorDict(TensorDictBase):
 
     @staticmethod
     def _plain_index(index):
-        return tuple(index.tolist() if isinstance(item, Tensor) else item
+        return tuple(item.tolist() if isinstance(item, Tensor) else list(item) if isinstance(item, range) else item
                      for item in (index if isinstance(index, tuple) else (index,)))
 
     def _split_index(self, index):
         """``index`` as (the stacked TensorDicts it picks: an int or a list of positions, the index of
-        each of them, the stack dim of the result)."""
-        items = convert_ellipsis_to_idx(self._plain_index(index), self._batch_size)
-        if any(item is None for item in items):
-            raise IndexError("indexing a LazyStackedTensorDict with None is not supported: unsqueeze it instead")
+        each of them, the stack dim of the result), or None for an index this cannot split (None,
+        bool masks, lists or tensors along several dims...: ``_gather``'s)."""
+        items = tuple(np.flatnonzero(item) if np.ndim(item) == 1 and np.asarray(item).dtype == bool else item
+                      for item in self._plain_index(index))  # a 1-d mask picks the positions it holds True at
+        if any(item is None or isinstance(item, (bool, np.bool_)) or np.ndim(item) > 1
+               for item in items if item is not Ellipsis):
+            return None
+        items = convert_ellipsis_to_idx(items, self._batch_size)
         if len(items) > len(self._batch_size):
             raise IndexError(f"too many indices for tensor of dimension {len(self._batch_size)}")
         items = list(items) + [slice(None)] * (len(self._batch_size) - len(items))
         d = self.stack_dim
         stack_item, rest = items[d], tuple(items[:d] + items[d + 1:])
         n = len(self.tensordicts)
-        if isinstance(stack_item, (bool, np.bool_)):
-            raise IndexError("indexing a LazyStackedTensorDict with a bool is not supported")
         if isinstance(stack_item, (int, np.integer)):
             if not -n <= stack_item < n:
                 raise IndexError(f"index {stack_item} is out of bounds for dimension {d} with size {n}")
             return int(stack_item) % n, self._trim(rest), None
-        positions = np.arange(n)[stack_item if not isinstance(stack_item, list) else np.asarray(stack_item)]
-        if positions.ndim != 1:
-            raise IndexError(f"the index along the stack dim {d} must pick a 1-d selection, got {stack_item!r}")
         if any(not isinstance(i, (slice, int, np.integer)) for i in rest):
-            raise IndexError("indexing a LazyStackedTensorDict with a selection along the stack dim and a "
-                             "list/tensor index along another dim is not supported")
+            return None  # a selection along the stack dim and a list/tensor along another: they broadcast
+        positions = np.arange(n)[stack_item if not isinstance(stack_item, list) else np.asarray(stack_item, np.int64)]
         new_dim = sum(1 for i in items[:d] if isinstance(i, slice))
         return positions.tolist(), self._trim(rest), new_dim
+
+    def _grids(self, index):
+        """(the stacked TensorDict each element of ``self[index]`` comes from, its flat position in
+        that TensorDict's batch), as arrays of ``self[index]``'s batch shape (NumPy's indexing rules)."""
+        shape, d = tuple(self._batch_size), self.stack_dim
+        inner = shape[:d] + shape[d + 1:]
+        owner = np.broadcast_to(np.arange(shape[d]).reshape((shape[d],) + (1,) * (len(shape) - d - 1)), shape)
+        flat = np.broadcast_to(np.expand_dims(np.arange(int(np.prod(inner))).reshape(inner), d), shape)
+        np_index = tuple(np.asarray(i) if isinstance(i, list) else i for i in self._plain_index(index))
+        try:
+            return _index_like_torch(owner, np_index), _index_like_torch(flat, np_index), inner
+        except IndexError as e:
+            raise IndexError(f"{e} (index {index!r} of a lazy stack of batch size {list(shape)})") from None
+
+    def _gather(self, index):
+        """``self[index]`` for any index NumPy takes: where several stacked TensorDicts meet, a lazy
+        stack along the dim over which the source changes (nested lazy stacks when it changes along
+        several)."""
+        owner, flat, inner = self._grids(index)
+        return self._assemble(owner, flat, inner)
+
+    def _assemble(self, owner, flat, inner):
+        if owner.size == 0 or (owner == owner.flat[0]).all():
+            return self._element(int(owner.flat[0]) if owner.size else 0, flat, inner)
+        varying = [k for k in range(owner.ndim) if (np.diff(owner, axis=k) != 0).any()]
+        k = varying[0]
+        parts = [self._assemble(np.take(owner, i, k), np.take(flat, i, k), inner) for i in range(owner.shape[k])]
+        return self._new(parts, k, self._stack_name if len(varying) == 1 else None)
+
+    def _element(self, position, flat, inner):
+        """The part of stacked TensorDict ``position`` at the flat positions ``flat`` (of its batch)."""
+        td = self.tensordicts[position]
+        if not inner:
+            return td if flat.ndim == 0 else td.expand(flat.shape)
+        if flat.shape == inner and (flat.ravel() == np.arange(flat.size)).all():
+            return td  # all of it, in order
+        coords = np.unravel_index(flat, inner)
+        return td[tuple(int(c) for c in coords) if flat.ndim == 0 else coords]
 
     @staticmethod
     def _trim(rest):
@@ -503,7 +600,11 @@ class LazyStackedTensorDict(TensorDictBase):
         if _is_key(index):
             self.set(index, value)
             return
-        stack_item, rest, new_dim = self._split_index(index)
+        split = self._split_index(index)
+        if split is None:
+            self._scatter(index, value)
+            return
+        stack_item, rest, new_dim = split
         if isinstance(stack_item, int):
             targets, parts = [stack_item], [value]
         else:
@@ -521,6 +622,28 @@ class LazyStackedTensorDict(TensorDictBase):
                 self.tensordicts[i].update(part)
             else:
                 self.tensordicts[i][...] = part
+
+    def _scatter(self, index, value):
+        """``self[index] = value`` for any index NumPy takes: each stacked TensorDict receives the
+        elements of ``value`` that land in it."""
+        owner, flat, inner = self._grids(index)
+        if isinstance(value, dict):
+            value = TensorDict(value, batch_size=owner.shape)
+        if isinstance(value, TensorDictBase) and tuple(value.batch_size) != owner.shape:
+            value = value.expand(owner.shape)
+        for position in np.unique(owner):
+            mask = owner == position
+            batched = isinstance(value, TensorDictBase) or isinstance(value, Tensor) and value.ndim
+            part = value[as_tensor(mask)] if batched else value
+            td = self.tensordicts[int(position)]
+            if not inner:  # a TensorDict of batch []: it takes the last value meant for it
+                if isinstance(part, TensorDictBase):
+                    td.update(part[-1])
+                else:
+                    td[...] = part[-1] if batched else part
+                continue
+            coords = np.unravel_index(flat[mask], inner)
+            td[coords] = part
 
     def unbind(self, dim=0):
         d = self._batch_dim(dim)
@@ -672,6 +795,18 @@ class LazyStackedTensorDict(TensorDictBase):
 
     def _raw_values(self):
         return [[td.get(k) for td in self.tensordicts] for k in self.keys()]
+
+
+def _index_like_torch(array, items):
+    """``array[items]`` with torch's rule for ints beside lists/tensors: an int only removes its dim
+    (NumPy would broadcast it with them and move their dims first)."""
+    items = convert_ellipsis_to_idx(items, array.shape)
+    advanced = [isinstance(i, np.ndarray) for i in items]
+    if not any(advanced):
+        return array[items]
+    out = array[tuple(slice(None) if adv else i for i, adv in zip(items, advanced))]
+    return out[tuple(i if adv else slice(None) for i, adv in zip(items, advanced)
+                     if adv or not isinstance(i, (int, np.integer)) or isinstance(i, (bool, np.bool_)))]
 
 
 def _entry_repr(values):
