@@ -17,8 +17,9 @@ Layout (a module imports only modules of the lines above its own or of its own l
   index that writes through to its source.
 - ``functional.py``, ``utils.py``, ``persistent.py``, ``_archive.py``: tensordict's module-level functions
   and the names rlpipe keeps for code that imports them; ``_lazy.py``: ``LazyStackedTensorDict``, stacks
-  of TensorDicts kept apart (entries may differ in shape); ``_nontensor.py``: ``NonTensorData`` and
-  ``NonTensorStack``, Python objects as entries; ``nn/``: the TensorDict modules.
+  of TensorDicts kept apart (entries may differ in shape), its indexing in ``_lazy_index.py``;
+  ``_nontensor.py``: ``NonTensorData`` and ``NonTensorStack``, Python objects as entries; ``nn/``: the
+  TensorDict modules.
 """
 import sys as _sys
 
