@@ -162,6 +162,8 @@ class _IndexMixin:
                 raise TypeError(f"td[index] = value: the entry {full if prefix else key!r} is a "
                                 f"{type(dest).__name__} here and a {type(sub).__name__} in the value")
             if isinstance(sub, TensorDictBase):
+                if isinstance(sub, self._lazy_type) and not isinstance(dest, self._lazy_type):
+                    sub = sub.contiguous()  # a dense entry takes a lazy stack's stacked entries
                 dest._write_at(index, sub, n_self, n_val, full, dry)
             elif dry:
                 slot = tuple(value._batch_size[:n_val]) + tuple(dest.shape[n_self:])

@@ -434,6 +434,11 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         new_dim = len(new) - tail
         return new_dim, Size(new[:new_dim] + new[new_dim + 1:])
 
+    def _write_at(self, index, value, n_self, n_val, prefix, dry):
+        """A parent's ``td[index] = value`` reaching this stack (checked when written)."""
+        if not dry:
+            self[index] = value
+
     def _index_with(self, index, fast, new_batch):
         """A parent's ``td[index]`` reaching this stack (its leading dims are the parent's)."""
         return self[index]

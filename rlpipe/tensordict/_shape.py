@@ -187,6 +187,8 @@ class _ShapeMixin:
             values = [td._tensordict[key] for td in tds]
             if any(getattr(v, "_is_non_tensor", False) for v in values):
                 entries[key] = cls._non_tensor_types[2](values, d, how)
+            elif any(isinstance(v, cls._lazy_type) for v in values):  # nested lazy stacks stay lazy
+                entries[key] = getattr(cls._lazy_type, how)(values, d)
             elif isinstance(values[0], TensorDictBase):
                 entries[key] = cls._join_tensordicts(values, d, how)
             else:
