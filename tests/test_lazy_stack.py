@@ -272,3 +272,15 @@ def test_maybe_dense_stack_and_stack_of_different_shapes():
 def test_from_list_lazy():
     out = TensorDict.from_list([{"a": rlpipe.zeros(2)}, {"a": rlpipe.zeros(3)}], lazy=True)
     assert isinstance(out, LazyStackedTensorDict) and out.batch_size == rlpipe.Size([2])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_lazy_stack_on_cuda():
+    a, b = _pair()
+    s = lazy_stack([a, b]).to("cuda")
+    assert s.device.type == "cuda" and s.get("b").device.type == "cuda"
+    assert s.get("b").cpu().tolist() == [[0.0, 1.0, 2.0], [10.0, 11.0, 12.0]]
+    assert s[[1, 0], 1]["b"].cpu().tolist() == [11.0, 1.0]
+    padded = lazy_stack([TensorDict({"x": rlpipe.ones(1)}), TensorDict({"x": rlpipe.ones(2)})]).to("cuda")
+    assert padded.get("x", as_padded_tensor=True).cpu().tolist() == [[1.0, 0.0], [1.0, 1.0]]

@@ -147,3 +147,13 @@ def test_load_memmap_of_corrupt_non_tensor_meta(tmp_path):
     meta_path.write_text(json.dumps(meta))
     with pytest.raises(RuntimeError, match="items must be a list"):
         TensorDict.load_memmap(tmp_path / "td")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_non_tensor_entries_move_to_cuda():
+    td = rlpipe.stack([TensorDict({"s": "a", "v": rlpipe.zeros(2)}, []), TensorDict({"s": "b", "v": rlpipe.ones(2)},
+                                                                                      [])])
+    moved = td.to("cuda")
+    assert moved["v"].device.type == "cuda" and moved["s"] == ["a", "b"] and moved[1]["s"] == "b"
+    assert moved.flip(0)["s"] == ["b", "a"]
