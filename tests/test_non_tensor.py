@@ -101,6 +101,21 @@ def test_non_tensor_data_and_stack_classes():
         NonTensorStack.from_list([["a", "b"], "c"])
 
 
+def test_comparison_is_object_by_object():
+    s = NonTensorStack("a", "b")
+    assert (s == NonTensorStack("a", "c")).tolist() == [True, False]
+    assert (s != "a").tolist() == [False, True]
+    assert (NonTensorData(3, batch_size=[2]) == NonTensorData(3, batch_size=[2])).tolist() == [True, True]
+
+
+def test_consolidate_keeps_non_tensor_entries():
+    td = rlpipe.stack([TensorDict({"s": "a", "v": rlpipe.zeros(2)}, []), TensorDict({"s": "b", "v": rlpipe.ones(2)},
+                                                                                      [])])
+    c = td.consolidate()
+    assert c["s"] == ["a", "b"] and c[1]["s"] == "b" and c["v"].tolist() == [[0.0, 0.0], [1.0, 1.0]]
+    assert c._consolidated["metadata"]["s"]["non_tensors"]["data"] == ["a", "b"]
+
+
 def test_lazy_stack_of_non_tensor_entries():
     tds = [TensorDict({"s": f"x{i}", "obs": rlpipe.zeros(i + 1)}, []) for i in range(3)]
     lz = lazy_stack(tds)

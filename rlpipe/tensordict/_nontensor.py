@@ -17,7 +17,7 @@ import json
 
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _ops
 from .._creation import as_tensor, zeros as _zeros
 from .._tensor import Size, Tensor
 from ._common import _NO_DEFAULT, _as_batch_size
@@ -65,6 +65,29 @@ class NonTensorDataBase(TensorDict):
                 raise TypeError(f"memmap: the non-tensor entry {key!r} holds a {type(obj).__name__} ({obj!r:.60}) "
                                 f"that JSON cannot store unchanged; rlpipe stores non-tensor data as JSON only "
                                 f"(never pickled): use str, int, float, bool, None, lists or dicts of those")
+
+    def _object_array(self):
+        """The objects as a NumPy object array of the batch's shape."""
+        positions, objects = self._positions()
+        table = np.empty(len(objects), dtype=object)
+        for i, obj in enumerate(objects):
+            table[i] = obj
+        return table[np.asarray(positions.tolist(), dtype=np.int64)]
+
+    def _compare_objects(self, other, op):
+        """``self == other`` (or !=, |, ^...) object by object: a bool tensor of the batch's shape, as
+        tensordict gives for non-tensor entries."""
+        theirs = other._object_array() if getattr(other, "_is_non_tensor", False) else other
+        mine = self._object_array()
+        return as_tensor(np.asarray(_OBJECT_OPS[op](mine, theirs), dtype=bool), device=self._device)
+
+    def __eq__(self, other):
+        return self._compare_objects(other, _ops.eq)
+
+    def __ne__(self, other):
+        return self._compare_objects(other, _ops.ne)
+
+    __hash__ = object.__hash__
 
     def get_non_tensor(self, key=None, default=None):
         return self.value() if key is None else super().get_non_tensor(key, default)
@@ -230,6 +253,9 @@ class NonTensorStack(NonTensorDataBase):
 
 MetaData = NonTensorData
 
+# the ops a parent's comparison passes down, as NumPy applies them to object arrays
+_OBJECT_OPS = {_ops.eq: np.equal, _ops.ne: np.not_equal}
+
 
 def _list_shape(data):
     shape = []
@@ -267,7 +293,6 @@ def _join(values, dim, how):
         positions, items = value._positions()
         parts.append(positions + len(objects))
         objects.extend(items)
-    from .. import _ops
     joined = _ops.stack(parts, dim) if how == "stack" else _ops.cat(parts, dim)
     return NonTensorStack._make(joined, objects, values[0]._device)
 

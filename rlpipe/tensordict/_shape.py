@@ -231,6 +231,8 @@ class _ShapeMixin:
     def _compare(self, other, op):
         if isinstance(other, dict):
             other = self._dense_type(other, batch_size=[], device=self._device)
+        if self._is_non_tensor:
+            return self._compare_objects(other, op)
         if isinstance(other, TensorDictBase):
             mine, theirs = set(self._tensordict), set(other._tensordict)
             if mine != theirs:
