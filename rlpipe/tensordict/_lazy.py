@@ -208,6 +208,11 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         out._batch_size = Size((*self._batch_size[:self.stack_dim], 0, *self._batch_size[self.stack_dim + 1:]))
         return out
 
+    def _walk_tree(self, leaves_only, include_nested=True, prefix=()):
+        for key in self.keys(include_nested, leaves_only):
+            path = prefix + unravel_key_to_tuple(key)
+            yield path if len(path) > 1 else path[0]
+
     def _all_tensordicts(self):
         """The stacked TensorDicts and every TensorDict nested in them (what a parent's checks walk)."""
         for td in self.tensordicts:
@@ -317,23 +322,26 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self.set(key, value, inplace=True)
 
     def update(self, input_dict_or_td=None, clone=False, inplace=False, keys_to_update=None, **kwargs):
-        source = {} if input_dict_or_td is None else input_dict_or_td
-        wanted = None if keys_to_update is None else {unravel_key_to_tuple(k) for k in (
-            [keys_to_update] if isinstance(keys_to_update, str) else keys_to_update)}
-        for key, value in source.items():
-            if wanted is not None and unravel_key_to_tuple(key) not in wanted:
-                continue
-            current = self.get(key, None)
-            if isinstance(current, TensorDictBase) and isinstance(value, (dict, TensorDictBase)):
-                current.update(value, clone=clone, inplace=inplace)
-            else:
-                self.set(key, value.clone() if clone else value, inplace=inplace)
+        """Each stacked TensorDict updated with its part of the argument (split along ``stack_dim``;
+        a lazy stack's entries need not be stackable)."""
+        if input_dict_or_td is None:
+            return self
+        parts = self._split(input_dict_or_td, "update")
+        for td, part in zip(self.tensordicts, parts):
+            td.update(part, clone=clone, inplace=inplace, keys_to_update=keys_to_update)
         return self
 
     def update_(self, input_dict_or_td=None, clone=False, *, non_blocking=False, keys_to_update=None, **kwargs):
-        for key in ({} if input_dict_or_td is None else input_dict_or_td).keys():
-            self.get(key, _RAISE)
-        return self.update(input_dict_or_td, clone, inplace=True, keys_to_update=keys_to_update)
+        """As update, into existing entries only: KeyError, before any write, for a key self lacks."""
+        if input_dict_or_td is None:
+            return self
+        source = input_dict_or_td if isinstance(input_dict_or_td, TensorDictBase) else \
+            TensorDict(input_dict_or_td, batch_size=self._batch_size, device=self.device)
+        mine = set(self.keys(True, True))
+        missing = [k for k in source.keys(True, True) if k not in mine]
+        if missing:
+            raise KeyError(f"update_: keys {missing} are not in the lazy stack (keys {sorted(map(str, mine))})")
+        return self.update(source, clone, inplace=True, keys_to_update=keys_to_update)
 
     def update_at_(self, input_dict_or_td, idx, clone=False, *, non_blocking=False, keys_to_update=None):
         part = self[idx]
