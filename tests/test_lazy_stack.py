@@ -269,6 +269,16 @@ def test_maybe_dense_stack_and_stack_of_different_shapes():
         rlpipe.stack([a, b])
 
 
+def test_assert_allclose_td_compares_heterogeneous_stacks_pair_by_pair():
+    from rlpipe.tensordict import assert_allclose_td
+    a, b = _pair()
+    assert assert_allclose_td(lazy_stack([a, b]), lazy_stack([a.clone(), b.clone()]))
+    changed = b.clone()
+    changed["obs"][0, 0] = 5.0
+    with pytest.raises(AssertionError, match="key 'obs' does not match"):
+        assert_allclose_td(lazy_stack([a, b]), lazy_stack([a, changed]))
+
+
 def test_from_list_lazy():
     out = TensorDict.from_list([{"a": rlpipe.zeros(2)}, {"a": rlpipe.zeros(3)}], lazy=True)
     assert isinstance(out, LazyStackedTensorDict) and out.batch_size == rlpipe.Size([2])

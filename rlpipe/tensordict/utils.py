@@ -170,6 +170,12 @@ def _assert_allclose_td(actual, expected, rtol, atol, equal_nan, msg, check_batc
     if not _is_td(actual) or not _is_td(expected):
         raise TypeError("assert_allclose inputs must be of TensorDict type, got "
                         f"{type(actual).__name__} and {type(expected).__name__}")
+    lazy = TensorDictBase._lazy_type
+    if isinstance(actual, lazy) and isinstance(expected, lazy) and actual.stack_dim == expected.stack_dim \
+            and len(actual.tensordicts) == len(expected.tensordicts):  # pair by pair: entries may differ in shape
+        for a, e in zip(actual.tensordicts, expected.tensordicts):
+            _assert_allclose_td(a, e, rtol, atol, equal_nan, msg, check_batch_size)
+        return True
     suffix = f"\t{msg}" if msg else ""
     keys_a = set(actual.keys(include_nested=True, leaves_only=True))
     keys_e = set(expected.keys(include_nested=True, leaves_only=True))
