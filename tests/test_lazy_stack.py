@@ -263,7 +263,14 @@ def test_maybe_dense_stack_and_stack_of_different_shapes():
     dense = LazyStackedTensorDict.maybe_dense_stack([a.exclude("obs"), b.exclude("obs")])
     assert type(dense) is TensorDict
     lazy = TensorDict.maybe_dense_stack([a, b])
-    assert isinstance(lazy, LazyStackedTensorDict)
+    assert isinstance(lazy, LazyStackedTensorDict)  # "obs" differs in shape
+    # same keys, a nested entry that differs: dense at the top, lazy only there (tensordict's best intention)
+    td0 = TensorDict({"x": rlpipe.zeros(2), "n": {"c": rlpipe.zeros(1)}, "s": "p"}, [])
+    td1 = TensorDict({"x": rlpipe.ones(2), "n": {"c": rlpipe.zeros(2)}, "s": "q"}, [])
+    best = LazyStackedTensorDict.maybe_dense_stack([td0, td1])
+    assert type(best) is TensorDict and best["x"].tolist() == [[0.0, 0.0], [1.0, 1.0]]
+    assert isinstance(best.get("n"), LazyStackedTensorDict) and best["s"] == ["p", "q"]
+    assert isinstance(TensorDict.maybe_dense_stack([td0, td0.exclude("x")]), LazyStackedTensorDict)
     # as in tensordict 0.14 (lazy legacy off): a dense stack of different shapes is an error
     with pytest.raises(RuntimeError, match="cannot be joined"):
         rlpipe.stack([a, b])

@@ -168,12 +168,16 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
 
     @classmethod
     def maybe_dense_stack(cls, items, dim=0, out=None, strict=False):
-        """A dense stack (a Tensor or a TensorDict) where the items share keys and shapes, a lazy one
-        otherwise."""
+        """Tensordict's best-intention stack: dense where it can be. TensorDicts with the same keys give
+        a TensorDict whose entries of one shape are stacked densely and whose nested TensorDicts are
+        stacked the same way (lazily only where they differ); TensorDicts with other keys, or an
+        entry whose shapes differ, give a lazy stack."""
         items = list(items)
-        if items and all(isinstance(item, TensorDictBase) for item in items) and not _same_structure(items):
-            return cls.lazy_stack(items, dim, out=out)
-        return _ops.stack(items, dim) if out is None else _ops.stack(items, dim, out=out)
+        if not items or not all(isinstance(item, TensorDictBase) for item in items) or _same_structure(items):
+            return _ops.stack(items, dim) if out is None else _ops.stack(items, dim, out=out)
+        dense = _best_intention_stack(items, dim)
+        stacked = dense if dense is not None else cls.lazy_stack(items, dim)
+        return stacked if out is None else out.update(stacked)
 
     def insert(self, index, tensordict):
         """Inserts ``tensordict`` (of the stacked TensorDicts' batch size) at ``index`` of the stack."""
@@ -677,6 +681,29 @@ def _same_structure(tds):
         if {k: tuple(v.shape) if isinstance(v, Tensor) else None for k, v in td.items(True, True)} != first:
             return False
     return True
+
+
+def _best_intention_stack(tds, dim):
+    """A dense TensorDict stacking ``tds`` (dense TensorDicts with the same keys) entry by entry, nested
+    ones with maybe_dense_stack; None when they differ in keys or in a tensor's shape."""
+    first = tds[0]
+    if any(isinstance(td, LazyStackedTensorDict) or td.keys() != first.keys() or td.batch_size != first.batch_size
+           for td in tds):
+        return None
+    d = first._batch_dim(dim, extra=1)
+    entries = {}
+    for key in first.keys():
+        values = [td.get(key) for td in tds]
+        if any(getattr(v, "_is_non_tensor", False) for v in values):
+            entries[key] = TensorDictBase._non_tensor_types[2](values, d, "stack")
+        elif all(isinstance(v, TensorDictBase) for v in values):
+            entries[key] = LazyStackedTensorDict.maybe_dense_stack(values, d)
+        elif all(isinstance(v, Tensor) for v in values) and len({tuple(v.shape) for v in values}) == 1:
+            entries[key] = _join_leaves(values, d, "stack")
+        else:
+            return None
+    batch = first.batch_size
+    return TensorDict._build(entries, Size((*batch[:d], len(tds), *batch[d:])), first.device)
 
 
 def _load_lazy(prefix, meta, load_dense):
