@@ -135,7 +135,7 @@ class _LazyIndexMixin:
             if rest:
                 self.tensordicts[i][rest] = part
             elif isinstance(part, TensorDictBase):
-                self.tensordicts[i].update(part)
+                self.tensordicts[i].update(part, inplace=True)  # existing entries written in place
             else:
                 self.tensordicts[i][...] = part
 
