@@ -286,6 +286,17 @@ def test_assert_allclose_td_compares_heterogeneous_stacks_pair_by_pair():
         assert_allclose_td(lazy_stack([a, b]), lazy_stack([a, changed]))
 
 
+def test_to_lazystack():
+    td = TensorDict({"a": rlpipe.arange(6.0).reshape(2, 3)}, [2, 3])
+    lz = td.to_lazystack(1)
+    assert isinstance(lz, LazyStackedTensorDict) and lz.stack_dim == 1 and len(lz.tensordicts) == 3
+    assert lz.to_lazystack(1) is lz
+    swapped = lz.to_lazystack(0)
+    assert swapped.stack_dim == 0 and swapped["a"].tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    with pytest.raises(RuntimeError, match="inplace=True"):
+        lz.contiguous(inplace=True)
+
+
 def test_from_list_lazy():
     out = TensorDict.from_list([{"a": rlpipe.zeros(2)}, {"a": rlpipe.zeros(3)}], lazy=True)
     assert isinstance(out, LazyStackedTensorDict) and out.batch_size == rlpipe.Size([2])

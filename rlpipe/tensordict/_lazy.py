@@ -499,8 +499,11 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     def detach(self):
         return self._each("detach")
 
-    def contiguous(self):
+    def contiguous(self, *, canonical=False, inplace=False):
         """A dense TensorDict of the stacked entries (RuntimeError for entries of different shapes)."""
+        if inplace:
+            raise RuntimeError("contiguous(inplace=True) is not supported on a LazyStackedTensorDict: it would "
+                               "change the object's type; call to_tensordict() instead")
         return TensorDict._build({k: v.contiguous() for k, v in self.items()}, self._batch_size, self.device)
 
     def to_tensordict(self, *, retain_none=None):

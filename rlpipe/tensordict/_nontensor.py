@@ -92,6 +92,9 @@ class NonTensorDataBase(TensorDict):
     def get_non_tensor(self, key=None, default=None):
         return self.value() if key is None else super().get_non_tensor(key, default)
 
+    def contiguous(self, *args, **kwargs):
+        return self  # the objects are their own contiguous form
+
     def to_dict(self, *args, **kwargs):
         return self.value()
 

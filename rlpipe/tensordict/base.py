@@ -376,6 +376,14 @@ class TensorDictBase(TensorDictMath):
         """Copies what ``memmap_(prefix)`` stored into the existing leaves; returns self."""
         return self.load_(prefix)
 
+    def to_lazystack(self, dim=0):
+        """A ``LazyStackedTensorDict`` of this TensorDict's parts along batch dim ``dim`` (a lazy stack
+        along another dim: its stack dim moved there)."""
+        d = self._batch_dim(dim)
+        if getattr(self, "stack_dim", None) == d:
+            return self
+        return self._lazy_type.lazy_stack(list(self.unbind(d)), d)
+
     @classmethod
     def lazy_stack(cls, input, dim=0, *, out=None, **kwargs):
         """The TensorDicts stacked into a ``LazyStackedTensorDict`` (see its ``lazy_stack``)."""
