@@ -297,6 +297,14 @@ def test_to_lazystack():
         lz.contiguous(inplace=True)
 
 
+def test_cat_into_an_out_lazy_stack():
+    a, b = _pair()
+    out = lazy_stack([a.clone(), b.clone()])
+    out.tensordicts[1]["obs"].zero_()
+    result = rlpipe.cat([lazy_stack([a, b])], dim=0, out=out)
+    assert result is out and out.tensordicts[1]["obs"].sum().item() == 15.0
+
+
 def test_from_list_lazy():
     out = TensorDict.from_list([{"a": rlpipe.zeros(2)}, {"a": rlpipe.zeros(3)}], lazy=True)
     assert isinstance(out, LazyStackedTensorDict) and out.batch_size == rlpipe.Size([2])

@@ -446,6 +446,16 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         new_dim = len(new) - tail
         return new_dim, Size(new[:new_dim] + new[new_dim + 1:])
 
+    def _into(self, out):
+        """The ``out=`` form: into a lazy stack like this one, pair by pair (entries may differ in
+        shape); into anything else, the stacked entries."""
+        if isinstance(out, LazyStackedTensorDict) and out.stack_dim == self.stack_dim \
+                and len(out.tensordicts) == len(self.tensordicts):
+            for mine, theirs in zip(self.tensordicts, out.tensordicts):
+                mine._into(theirs)
+            return out
+        return self.contiguous()._into(out)
+
     def _write_at(self, index, value, n_self, n_val, prefix, dry):
         """A parent's ``td[index] = value`` reaching this stack (checked when written)."""
         if not dry:
