@@ -305,6 +305,25 @@ def test_cat_into_an_out_lazy_stack():
     assert result is out and out.tensordicts[1]["obs"].sum().item() == 15.0
 
 
+def test_a_lazy_stack_inside_a_tensordict():
+    a, b = _pair()
+    parent = TensorDict({"lz": lazy_stack([a, b])}, [2])
+    assert parent["lz", "n", "c"].shape == rlpipe.Size([2, 3, 2])  # a nested key read through the stack
+    assert parent.get(("lz", "missing")) is None
+    doubled = parent.apply(lambda x: x * 2)
+    assert isinstance(doubled.get("lz"), LazyStackedTensorDict) and doubled["lz", "b"][1].tolist() == [20.0, 22.0,
+                                                                                                        24.0]
+    assert parent[1]["lz", "b"].tolist() == [10.0, 11.0, 12.0]
+
+
+def test_lazy_stack_into_out_writes_in_place():
+    a, b = _pair()
+    out = TensorDict({"b": rlpipe.zeros(2, 3)}, [2, 3])
+    target = out["b"]
+    result = LazyStackedTensorDict.lazy_stack([a.select("b"), b.select("b")], out=out)
+    assert result is out and out["b"] is target and target.tolist() == [[0.0, 1.0, 2.0], [10.0, 11.0, 12.0]]
+
+
 def test_from_list_lazy():
     out = TensorDict.from_list([{"a": rlpipe.zeros(2)}, {"a": rlpipe.zeros(3)}], lazy=True)
     assert isinstance(out, LazyStackedTensorDict) and out.batch_size == rlpipe.Size([2])

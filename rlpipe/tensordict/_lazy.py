@@ -8,6 +8,7 @@ a list or a padded tensor. Its keys are those every stacked TensorDict has. Writ
 
 ``_CustomOpTensorDict`` (tensordict's lazy views) stays out of scope: shape ops return TensorDicts.
 """
+import collections.abc
 import json
 import os
 
@@ -142,7 +143,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
             if out.batch_size != stacked.batch_size:
                 raise RuntimeError(f"out.batch_size and stacked batch size must match, got out.batch_size="
                                    f"{out.batch_size} and batch_size={stacked.batch_size}")
-            return out.update(stacked)
+            return stacked._into(out)  # out's existing leaves written in place
         return cls(*items, stack_dim=dim, stack_dim_name=stack_dim_name, device=device)
 
     stack = lazy_stack
@@ -227,6 +228,12 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self._lazy_like([getattr(td, method)(*args, **kwargs) for td in self.tensordicts])
 
     # ---- storage ------------------------------------------------------------------------------
+    @property
+    def _tensordict(self):
+        """The entries as a mapping read and written through get/set/pop (a dense TensorDict's slot, for
+        the code of a parent TensorDict that walks its children's entries)."""
+        return _LazyEntries(self)
+
     @property
     def batch_size(self):
         return self._batch_size
@@ -677,6 +684,29 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
 
     def _raw_values(self):
         return [[td.get(k) for td in self.tensordicts] for k in self.keys()]
+
+
+class _LazyEntries(collections.abc.MutableMapping):
+    """A lazy stack's entries as a mapping: reading one stacks it, writing one splits it."""
+    __slots__ = ("_stack",)
+
+    def __init__(self, stack):
+        self._stack = stack
+
+    def __getitem__(self, key):
+        return self._stack.get(key, _RAISE)
+
+    def __setitem__(self, key, value):
+        self._stack.set(key, value)
+
+    def __delitem__(self, key):
+        self._stack.pop(key)
+
+    def __iter__(self):
+        return iter(self._stack.keys())
+
+    def __len__(self):
+        return len(self._stack.keys())
 
 
 def _entry_repr(values):
