@@ -2,7 +2,10 @@
 
 Measures, on one thread: indexing 256 random rows of a 100 000-row TensorDict (the same int64
 index tensor every call), stacking 1 000 single-row TensorDicts (``td[i]``, batch ``[]``) into one
-of batch [1000], and ``apply`` of an elementwise function over a nested TensorDict of batch [1000].
+of batch [1000], and ``apply`` of an elementwise function over a nested TensorDict of batch [1000];
+then lazy stacks: ``lazy_stack`` of 1 000 heterogeneous TensorDicts (batch ``[]``, an "obs" of 1 to 7
+features, a "reward" [1] and a ("next", "obs") like "obs"), indexing 256 of them (an int64 tensor)
+and reading the homogeneous "reward" of all 1 000 (a dense [1000, 1] tensor).
 Every TensorDict has the same five leaves: obs [N, 4] float32, action [N, 2] int64, reward [N, 1]
 float32, done [N, 1] bool and ("next", "obs") [N, 4] float32. rlpipe never depends on the peer; run
 from an environment that also has torch==2.13.0 and tensordict==0.14.3 to get the ratios:
@@ -37,8 +40,20 @@ def make_td(lib, TensorDict, n, seed=0):
     }, batch_size=[n])
 
 
-def workloads(lib, TensorDict):
+def make_ragged(lib, TensorDict, n, seed=3):
+    """n TensorDicts of batch [] whose "obs" and ("next", "obs") have 1 to 7 features."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        obs = rng.standard_normal(i % 7 + 1).astype(np.float32)
+        out.append(TensorDict({"obs": lib.tensor(obs), "reward": lib.tensor(rng.standard_normal(1).astype(np.float32)),
+                               "next": {"obs": lib.tensor(obs + 1)}}, batch_size=[]))
+    return out
+
+
+def workloads(lib, td_module):
     """name -> (callable, result of one call) for one library (rlpipe, or torch with tensordict)."""
+    TensorDict, lazy_stack = td_module.TensorDict, td_module.lazy_stack
     big = make_td(lib, TensorDict, 100_000)
     idx = lib.tensor(np.random.default_rng(1).integers(0, 100_000, 256).astype(np.int64))
     rows = [big[i] for i in range(1000)]
@@ -48,11 +63,24 @@ def workloads(lib, TensorDict):
         "stack 1000 one-row TensorDicts": lambda: lib.stack(rows, 0),
         "apply(lambda x: x * 2), nested, batch [1000]": lambda: small.apply(lambda x: x * 2),
     }
+    ragged = make_ragged(lib, TensorDict, 1000)
+    lazy = lazy_stack(ragged, 0)
+    pick = lib.tensor(np.random.default_rng(4).integers(0, 1000, 256).astype(np.int64))
+    fns.update({
+        "lazy_stack 1000 heterogeneous TensorDicts": lambda: lazy_stack(ragged, 0),
+        "index 256 of a 1000-TensorDict lazy stack": lambda: lazy[pick],
+        'lazy stack of 1000: get("reward")': lambda: lazy.get("reward"),
+    })
     return {name: (fn, fn()) for name, fn in fns.items()}
 
 
 def leaves(td):
-    """{key: NumPy array} of a TensorDict's leaves, to check both libraries did the same work."""
+    """{key: NumPy array} of a TensorDict's leaves (a tensor: itself; a lazy stack: each stacked
+    TensorDict's, keyed by position), to check both libraries did the same work."""
+    if hasattr(td, "tensordicts"):
+        return {(i, k): v for i, part in enumerate(td.tensordicts) for k, v in leaves(part).items()}
+    if not hasattr(td, "items"):
+        return {(): np.asarray(td.numpy())}
     return {k: np.asarray(v.numpy()) for k, v in td.items(include_nested=True, leaves_only=True)}
 
 
@@ -68,15 +96,15 @@ def main():
                    "(stacking runs number/100 calls, apply number/10)")
     args = p.parse_args()
 
-    ours = workloads(rlpipe, rlpipe.TensorDict)
-    theirs = workloads(torch, tensordict.TensorDict) if torch is not None else {}
+    ours = workloads(rlpipe, rlpipe.tensordict)
+    theirs = workloads(torch, tensordict) if torch is not None else {}
     if torch is not None:
         print(f"peer: tensordict {tensordict.__version__} on torch {torch.__version__} (measured now)")
     else:
         print("peer: DESIGN.md anchors for tensordict 0.14.3 (torch/tensordict not importable)")
     print(f"{'workload':46s} {'rlpipe us':>10s} {'peer us':>10s} {'peer/rlpipe':>12s}  same result")
     for name, (fn, out) in ours.items():
-        scale = 1 if name.startswith("index") else 100 if name.startswith("stack") else 10
+        scale = 1 if name.startswith("index 256 rows") else 100 if "stack" in name.split()[0] else 10
         number = max(args.number // scale, 3)
         mine = measure(fn, number, args.repeat)
         peer = measure(theirs[name][0], number, args.repeat) if name in theirs else ANCHORS_US.get(name)

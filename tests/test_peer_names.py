@@ -34,15 +34,14 @@ def test_maybe_dense_stack_stacks_densely():
     assert out.batch_size == rlpipe.Size([2, 2]) and type(out) is TensorDict
     assert out["a"].tolist() == [[0.0, 0.0], [1.0, 1.0]]
     assert TensorDict.maybe_dense_stack([td(), td()]).batch_size == rlpipe.Size([2, 2])
-    with pytest.raises(KeyError):
-        TensorDict.maybe_dense_stack([td(), td(b=rlpipe.ones(2))])
+    mixed = TensorDict.maybe_dense_stack([td(), td(b=rlpipe.ones(2))])  # keys differ: lazy, as in tensordict
+    assert type(mixed) is LazyStackedTensorDict and mixed.keys() == ["a"]
 
 
-def test_lazy_stacks_say_they_are_not_available():
-    with pytest.raises(NotImplementedError, match="LazyStackedTensorDict is not available in rlpipe"):
-        LazyStackedTensorDict(td(), td())
-    with pytest.raises(NotImplementedError, match="lazy_stack is not available"):
-        LazyStackedTensorDict.lazy_stack([td(), td()])
+def test_lazy_stacks_are_built():
+    out = LazyStackedTensorDict.lazy_stack([td(), td()])
+    assert type(out) is LazyStackedTensorDict and out.batch_size == rlpipe.Size([2, 2])
+    assert type(LazyStackedTensorDict(td(), td())) is LazyStackedTensorDict
 
 
 def test_set_recurrent_mode_as_context_and_decorator():

@@ -36,8 +36,8 @@ def test_batch_mismatch_names_the_key():
 def test_batch_mismatch_of_a_number_says_why_it_became_a_tensor():
     td = TensorDict(a=rlpipe.zeros(3), batch_size=[3])
     with pytest.raises(RuntimeError, match=re.escape(
-            "value.shape=rlpipe.Size([]) for key 'n'. The int became a tensor of shape []: rlpipe has no "
-            "NonTensorData to store it as it is.")):
+            "value.shape=rlpipe.Size([]) for key 'n'. The int became a tensor of shape []: set_non_tensor stores "
+            "it as it is (NonTensorData).")):
         td["n"] = 1
     assert list(td.keys()) == ["a"]
 

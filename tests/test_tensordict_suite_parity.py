@@ -24,7 +24,7 @@ def test_module_level_names_import():
         assert hasattr(td_pkg, name), name
 
 
-@pytest.mark.parametrize("name", ["TensorClass", "NonTensorData", "NonTensorStack", "PersistentTensorDict"])
+@pytest.mark.parametrize("name", ["TensorClass", "PersistentTensorDict"])
 def test_out_of_scope_classes_raise_when_built(name):
     import rlpipe.tensordict as td_pkg
     with pytest.raises(NotImplementedError, match=f"{name} is not available in rlpipe"):
@@ -35,8 +35,7 @@ def test_out_of_scope_functions_raise():
     import rlpipe.tensordict as td_pkg
     with pytest.raises(NotImplementedError, match="pack_memmap is not available"):
         td_pkg.pack_memmap("x")
-    with pytest.raises(NotImplementedError, match="lazy_stack is not available"):
-        td_pkg.lazy_stack([TensorDict()])
+    assert type(td_pkg.lazy_stack([TensorDict()])) is td_pkg.LazyStackedTensorDict
 
 
 def test_tensorclass_decorates_at_import_and_raises_when_built():
@@ -179,11 +178,10 @@ def test_namedtuple_and_tuple_round_trips():
     assert list(out.keys(True)) == ["0", ("1", "0"), ("1", "1"), "1"]
 
 
-def test_lazy_stack_method_raises():
-    with pytest.raises(NotImplementedError, match="lazy_stack is not available in rlpipe"):
-        TensorDict.lazy_stack([_td3(), _td3()])
-    with pytest.raises(NotImplementedError, match="lazy_stack is not available in rlpipe"):
-        TensorDict.from_list([{"a": rlpipe.zeros(2)}], lazy=True)
+def test_lazy_stack_method_builds_lazy_stacks():
+    from rlpipe.tensordict import LazyStackedTensorDict
+    assert type(TensorDict.lazy_stack([_td3(), _td3()])) is LazyStackedTensorDict
+    assert type(TensorDict.from_list([{"a": rlpipe.zeros(2)}], lazy=True)) is LazyStackedTensorDict
 
 
 def test_locked_nested_keys_are_cached_until_unlock():

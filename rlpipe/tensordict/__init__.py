@@ -15,9 +15,14 @@ Layout (a module imports only modules of the lines above its own or of its own l
   ``tolist``...), ``_repr.py`` (printing): one mixin each, over the slots of the dense TensorDict.
 - ``_td.py``: ``TensorDict``, the dense kind (its slots and the mixins), and ``_SubTensorDict``, a view at an
   index that writes through to its source.
-- ``functional.py``, ``utils.py``, ``_lazy.py``, ``persistent.py``, ``_archive.py``: tensordict's
-  module-level functions and the names rlpipe keeps for code that imports them; ``nn/``: the TensorDict modules.
+- ``functional.py``, ``utils.py``, ``persistent.py``, ``_archive.py``: tensordict's module-level functions
+  and the names rlpipe keeps for code that imports them; ``_lazy.py``: ``LazyStackedTensorDict``, stacks
+  of TensorDicts kept apart (entries may differ in shape), its indexing in ``_lazy_index.py``;
+  ``_nontensor.py``: ``NonTensorData`` and ``NonTensorStack``, Python objects as entries; ``nn/``: the
+  TensorDict modules.
 """
+import sys as _sys
+
 from .. import serialization as _serialization
 from .._tensor import Tensor
 from ..utils import _pytree
@@ -31,13 +36,18 @@ from .base import TensorDictBase, is_leaf_nontensor, is_tensor_collection, is_te
 from .functional import dense_stack_tds, merge_tensordicts, pad, pad_sequence
 from .memmap import MemoryMappedTensor
 from .persistent import PersistentTensorDict
-from .tensorclass import MetaData, NonTensorData, NonTensorStack, TensorClass
+from ._nontensor import MetaData, NonTensorData, NonTensorDataBase, NonTensorStack
+from .tensorclass import TensorClass
 from .utils import (assert_allclose_td, capture_non_tensor_stack, lazy_legacy, list_to_stack,
                     set_capture_non_tensor_stack,
                     set_lazy_legacy, set_list_to_stack)
 from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
 from .nn import TensorDictModule, TensorDictSequential
 
+# the non-tensor classes also where tensordict has them (the package's `tensorclass` attribute is the
+# decorator, so the module is read from sys.modules)
+for _name in ("MetaData", "NonTensorData", "NonTensorDataBase", "NonTensorStack"):
+    setattr(_sys.modules[__name__ + ".tensorclass"], _name, globals()[_name])
 _serialization.register_type(TensorDict, "TensorDict", _to_state, _from_state)
 _pytree.register_pytree_node(TensorDict, tree_flatten_td, tree_unflatten_td)
 # saved as its values; loaded into a new anonymous memory map
@@ -50,5 +60,6 @@ __all__ = ["assert_allclose_td", "TensorDict", "TensorDictBase", "LazyStackedTen
            "set_printoptions", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
            "is_memmap_archive", "pack_memmap", "refresh_archive_checksums", "unpack_memmap", "lazy_stack",
            "is_leaf_nontensor", "dense_stack_tds", "MemoryMappedTensor", "PersistentTensorDict", "MetaData",
-           "NonTensorData", "NonTensorStack", "TensorClass", "capture_non_tensor_stack", "lazy_legacy",
-           "list_to_stack", "set_capture_non_tensor_stack", "set_lazy_legacy", "set_list_to_stack", "load_memmap"]
+           "NonTensorData", "NonTensorDataBase", "NonTensorStack", "TensorClass", "capture_non_tensor_stack",
+           "lazy_legacy", "list_to_stack", "set_capture_non_tensor_stack", "set_lazy_legacy", "set_list_to_stack",
+           "load_memmap"]

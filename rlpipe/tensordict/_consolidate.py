@@ -26,15 +26,15 @@ def consolidate(td, filename=None, device_arg=None):
         storage = _file_buffer(filename, total)
     else:  # on the target GPU itself, not the current one
         storage = device._backend.full((total,), 0, np.uint8, device.index)
-    views = []
+    views = {}  # id(leaf) -> its views, in _leaf_items' order (a leaf stored under two keys has two)
     for (_, leaf), (start, nbytes) in zip(leaves, layout):
         data = leaf._data if leaf._device is device else leaf.to(device)._data
         view = storage[start:start + nbytes].view(data.dtype).reshape(data.shape)
         view[...] = data
-        views.append(wrap(view, device))
-    ordered = iter(views)  # _map visits the leaves in _leaf_items' order
+        views.setdefault(id(leaf), []).append(wrap(view, device))
     keep = td.device if device_arg is None and filename is None else device
-    out = td._map(lambda leaf: next(ordered), device=keep)
+    # a tensor _map meets that is no leaf of _leaf_items' (a NonTensorStack's positions) is kept
+    out = td._map(lambda leaf: views[id(leaf)].pop(0) if views.get(id(leaf)) else leaf, device=keep)
     out._consolidated = {"storage": wrap(storage, device), "metadata": _metadata(out, leaves, layout)}
     return out.lock_()
 
@@ -84,6 +84,9 @@ def _metadata(td, leaves, layout):
                 "cls_metadata": {"device": None if sub.device is None else str(sub.device),
                                  "names": [None] * sub.batch_dims, "batch_size": list(sub.batch_size),
                                  "is_locked": False}}
+        if sub._is_non_tensor:  # its objects, where tensordict records them
+            meta["non_tensors"]["data"] = sub.value()
+            return meta
         for key, value in sub._tensordict.items():
             if isinstance(value, Tensor):
                 start, nbytes = spans[prefix + (key,)]

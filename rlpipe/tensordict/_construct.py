@@ -220,9 +220,7 @@ class _ConstructMixin:
                   lazy=None):
         """The items of ``input`` (dicts, turned into TensorDicts with ``from_dict``, or TensorDicts)
         stacked along a new first dim. ``batch_size`` (its first dim must be ``len(input)``) and
-        ``batch_dims`` count that new dim. ``lazy=True`` raises NotImplementedError (no lazy stacks)."""
-        if lazy:
-            return cls.lazy_stack(input)
+        ``batch_dims`` count that new dim. ``lazy=True`` stacks them into a LazyStackedTensorDict."""
         if batch_size is not None:
             given, batch_size = batch_size, [batch_size] if isinstance(batch_size, int) else list(batch_size)
             if batch_size[0] != len(input):
@@ -234,6 +232,8 @@ class _ConstructMixin:
         items = [d if isinstance(d, TensorDictBase) else
                  cls.from_dict(d, batch_size=batch_size, device=device, batch_dims=batch_dims,
                                auto_batch_size=auto_batch_size) for d in input]
+        if lazy:
+            return cls.lazy_stack(items)
         return cls.stack(items, 0)
 
     def to_namedtuple(self, dest_cls=None):

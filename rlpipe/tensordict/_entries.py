@@ -69,10 +69,7 @@ class _EntriesMixin:
         if isinstance(value, dict):
             value = self._dense_type(value, batch_size=self._batch_size, device=self._device)
         elif not isinstance(value, (Tensor, TensorDictBase)):
-            try:
-                value = as_tensor(value, device=self._device)
-            except (TypeError, RuntimeError) as e:
-                raise TypeError(f"TensorDict entry {key!r}: cannot store a {type(value).__name__} ({e})") from None
+            value = self._as_entry(value)
         if self._device is not None and value.device != self._device:
             value = value.to(self._device)
         shape = value.batch_size if isinstance(value, TensorDictBase) else value.shape
@@ -91,6 +88,22 @@ class _EntriesMixin:
             elif adopt_names and value._has_names():  # an unnamed TensorDict takes a named child's names
                 self._set_names(value.names[:n])
         return value
+
+    def _as_entry(self, value):
+        """A tensor for numbers and (nested lists of) numbers; non-tensor data for anything else, as
+        in tensordict 0.14: a string or object is NonTensorData, a list of them of the batch's length
+        (under ``set_list_to_stack(True)``, the default) a NonTensorStack."""
+        if not isinstance(value, (str, bytes)):
+            try:
+                return as_tensor(value, device=self._device)
+            except (TypeError, ValueError, RuntimeError):
+                pass
+        non_tensor_data, non_tensor_stack, *_, list_to_stack = self._non_tensor_types
+        if isinstance(value, list) and self._batch_size and len(value) == self._batch_size[0] and list_to_stack():
+            stack = non_tensor_stack.from_list(value, device=self._device)
+            if stack._batch_size == self._batch_size[:len(stack._batch_size)]:
+                return stack.expand(self._batch_size) if stack._batch_size != self._batch_size else stack
+        return non_tensor_data(value, batch_size=self._batch_size, device=self._device)
 
     def _named_child(self, value):
         """A nested TensorDict with our names on its leading dims: itself when it has them already,
@@ -614,8 +627,8 @@ def _batch_mismatch(key, batch_size, shape, given):
     the key; for a non-tensor value (a number, say), why it became a tensor."""
     hint = ""
     if not isinstance(given, (Tensor, TensorDictBase, dict)):
-        hint = (f" The {type(given).__name__} became a tensor of shape {list(shape)}: rlpipe has no NonTensorData "
-                f"to store it as it is.")
+        hint = (f" The {type(given).__name__} became a tensor of shape {list(shape)}: set_non_tensor stores it as "
+                f"it is (NonTensorData).")
     return RuntimeError(f"batch dimension mismatch, got self.batch_size={_shape_str(batch_size)} and "
                         f"value.shape={_shape_str(shape)} for key {key!r}.{hint}")
 

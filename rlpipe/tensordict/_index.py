@@ -9,7 +9,7 @@ from .._tensor import Size, Tensor, wrap, size_repr as _shape_str
 from ..autograd.grad_mode import state as _grad_state
 from ._common import _INT_INDEX_CHARS, _MASK_DTYPES, _NAMES_USED, _NO_DEFAULT, _RAISE, _is_key
 from ._names import _indexed_names
-from .base import TensorDictBase
+from .base import TensorDictBase, _non_tensor_value
 
 
 class _IndexMixin:
@@ -34,7 +34,7 @@ class _IndexMixin:
 
     def __getitem__(self, index):
         if _is_key(index):
-            return self.get(index, _RAISE)
+            return _non_tensor_value(self.get(index, _RAISE))
         if isinstance(index, list) and index and all(isinstance(i, (str, tuple)) for i in index):
             return self.select(*index)
         if type(index) is range:
@@ -142,6 +142,11 @@ class _IndexMixin:
         for key, sub in value._tensordict.items():
             full = prefix + (key,)
             dest = self._tensordict.get(key)
+            if getattr(sub, "_is_non_tensor", False) or getattr(dest, "_is_non_tensor", False):
+                self._check_unlocked() if dest is None else None
+                if not dry:  # non-tensor data: the entry is replaced by one holding the new objects
+                    self._tensordict[key] = self._non_tensor_types[3](dest, index, sub, self._batch_size, self._device)
+                continue
             if dest is None:
                 self._check_unlocked()
                 if dry:
@@ -157,6 +162,8 @@ class _IndexMixin:
                 raise TypeError(f"td[index] = value: the entry {full if prefix else key!r} is a "
                                 f"{type(dest).__name__} here and a {type(sub).__name__} in the value")
             if isinstance(sub, TensorDictBase):
+                if isinstance(sub, self._lazy_type) and not isinstance(dest, self._lazy_type):
+                    sub = sub.contiguous()  # a dense entry takes a lazy stack's stacked entries
                 dest._write_at(index, sub, n_self, n_val, full, dry)
             elif dry:
                 slot = tuple(value._batch_size[:n_val]) + tuple(dest.shape[n_self:])

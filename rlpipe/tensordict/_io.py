@@ -18,6 +18,11 @@ from ._common import _NAMES_USED
 from .base import TensorDictBase
 from .memmap import MemoryMappedTensor, Staging
 
+# loaders of the other kinds of TensorDict a meta.json can record (its "kind" -> fn(prefix, meta,
+# load_dense), load_dense() giving the TensorDict of the leaves it lists), filled in by the modules
+# that define those kinds
+_LOADERS = {}
+
 
 class _IOMixin:
     """Memory maps, consolidation, state dicts and pickling (see the module docstring)."""
@@ -55,6 +60,8 @@ class _IOMixin:
             taken = {"meta.json"}
             for key, value in td._tensordict.items():
                 nested = isinstance(value, TensorDictBase)
+                if value._is_non_tensor if nested else False:
+                    value._check_json(key)
                 if not nested:
                     _check_cpu_leaf(key, value)
                 name = _file_name(key) + ("" if nested else ".memmap")
@@ -67,7 +74,7 @@ class _IOMixin:
         """memmap_() without a prefix: leaves that are not MemoryMappedTensors yet are copied into
         anonymous memory maps (all leaves are checked before any moves); then locks."""
         for key, value in self.items(True, True):
-            if not isinstance(value, MemoryMappedTensor):
+            if not isinstance(value, (MemoryMappedTensor, TensorDictBase)):  # non-tensor data: no leaf to map
                 _check_cpu_leaf(key, value)
         for td in self._all_tensordicts():
             for key, value in td._tensordict.items():
@@ -164,19 +171,27 @@ class _IOMixin:
             if meta.get("kind") == "sub":
                 source = cls._dense_type._load_memmap(os.path.join(prefix, "_source"))
                 return source._get_sub_tensordict(_str_to_index(meta["index"]))
-            version = meta.get("version", 2)
-            td = cls(batch_size=_stored_batch_size(meta["batch_size"]))
-            for key, leaf in meta["leaves"].items():
-                array = _load_leaf(os.path.join(prefix, _stored_name(key, version)), key, leaf)
-                if array is not None:
-                    td._tensordict[key] = td._leaf(key, MemoryMappedTensor._over(array))
-            for key in meta["nested"]:
-                td._tensordict[key] = td._leaf(key, cls.load_memmap(os.path.join(prefix, _stored_name(key, version))))
+            if meta.get("kind") in _LOADERS:
+                return _LOADERS[meta["kind"]](prefix, meta, lambda: cls._load_dense(prefix, meta))
+            td = cls._load_dense(prefix, meta)
         except RecursionError:
             raise RuntimeError(f"load_memmap: {prefix!r}: meta.json is nested too deeply") from None
         except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             raise RuntimeError(f"load_memmap: {prefix!r} holds no valid memory-mapped TensorDict ({e})") from None
         return td.lock_()._mark_memmap()
+
+    @classmethod
+    def _load_dense(cls, prefix, meta):
+        """The TensorDict of the leaves and nested folders ``meta`` lists (unlocked)."""
+        version = meta.get("version", 2)
+        td = cls(batch_size=_stored_batch_size(meta["batch_size"]))
+        for key, leaf in meta["leaves"].items():
+            array = _load_leaf(os.path.join(prefix, _stored_name(key, version)), key, leaf)
+            if array is not None:
+                td._tensordict[key] = td._leaf(key, MemoryMappedTensor._over(array))
+        for key in meta["nested"]:
+            td._tensordict[key] = td._leaf(key, cls.load_memmap(os.path.join(prefix, _stored_name(key, version))))
+        return td
 
     def state_dict(self, destination=None, prefix="", keep_vars=False, flatten=True):
         """The leaves as an OrderedDict, with ``"."``-joined keys (a nested OrderedDict per nested

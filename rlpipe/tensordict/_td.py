@@ -142,8 +142,8 @@ class _SubTensorDict(TensorDict):
     @property
     def _tensordict(self):
         """The source's entries at the index (nested TensorDicts as sub-TensorDicts of theirs)."""
-        return {key: value._get_sub_tensordict(self._idx) if isinstance(value, TensorDict) else value[self._idx]
-                for key, value in self._source._tensordict.items()}
+        return {key: value._get_sub_tensordict(self._idx) if isinstance(value, TensorDict) and not value._is_non_tensor
+                else value[self._idx] for key, value in self._source._tensordict.items()}
 
     @property
     def batch_size(self):

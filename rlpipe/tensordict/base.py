@@ -29,6 +29,7 @@ class TensorDictBase(TensorDictMath):
     """A dict of tensors sharing leading batch dims, acting like one tensor: the contract (abstract
     methods) and the behaviour written against it (see the module docstring)."""
     __slots__ = ()
+    _is_non_tensor = False  # True for NonTensorData and NonTensorStack
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -354,9 +355,18 @@ class TensorDictBase(TensorDictMath):
         return self._map(lambda t: t)
 
     def is_non_tensor(self, key):
-        """Always False for an existing key (rlpipe has no non-tensor data); KeyError for a missing one."""
-        self.get(key, _RAISE)
-        return False
+        """Whether the entry ``key`` is non-tensor data (NonTensorData/NonTensorStack); KeyError for a
+        missing key."""
+        value = self.get(key, _RAISE)
+        return isinstance(value, TensorDictBase) and value._is_non_tensor
+
+    def set_non_tensor(self, key, value):
+        """Stores ``value`` (any Python object, a number too) as NonTensorData under ``key``."""
+        return self.set(key, self._non_tensor_types[0](value, batch_size=self.batch_size, device=self.device))
+
+    def get_non_tensor(self, key, default=_NO_DEFAULT):
+        """The object(s) stored under ``key`` (a list for a NonTensorStack); other entries as ``get``."""
+        return _non_tensor_value(self.get(key, default))
 
     def pin_memory_(self, num_threads=0):
         """No pinned memory in rlpipe: returns self."""
@@ -366,11 +376,18 @@ class TensorDictBase(TensorDictMath):
         """Copies what ``memmap_(prefix)`` stored into the existing leaves; returns self."""
         return self.load_(prefix)
 
+    def to_lazystack(self, dim=0):
+        """A ``LazyStackedTensorDict`` of this TensorDict's parts along batch dim ``dim`` (a lazy stack
+        along another dim: its stack dim moved there)."""
+        d = self._batch_dim(dim)
+        if getattr(self, "stack_dim", None) == d:
+            return self
+        return self._lazy_type.lazy_stack(list(self.unbind(d)), d)
+
     @classmethod
     def lazy_stack(cls, input, dim=0, *, out=None, **kwargs):
-        """tensordict's lazy stack: not available in rlpipe (``TensorDict.stack`` stacks densely)."""
-        raise NotImplementedError("TensorDict.lazy_stack is not available in rlpipe: lazy stacks are not "
-                                  "implemented; TensorDict.stack stacks densely")
+        """The TensorDicts stacked into a ``LazyStackedTensorDict`` (see its ``lazy_stack``)."""
+        return cls._lazy_type.lazy_stack(input, dim, out=out, **kwargs)
 
     # ---- batch-shape operations written with other ops ------------------------------------------
     def _dims_tuple(self, dims):
@@ -490,8 +507,8 @@ class TensorDictBase(TensorDictMath):
 
     @property
     def _has_non_tensor(self):
-        """False: rlpipe has no non-tensor leaves (a property, as in tensordict)."""
-        return False
+        """Whether an entry (nested ones included) is non-tensor data (a property, as in tensordict)."""
+        return any(getattr(v, "_is_non_tensor", False) for v in self.values(True))
 
     @property
     def requires_grad(self):
@@ -588,12 +605,14 @@ class TensorDictBase(TensorDictMath):
         return [self.get(k) for k in keys]
 
     def filter_non_tensor_data(self):
-        """rlpipe TensorDicts hold tensors only: a shallow copy."""
-        return self.copy()
+        """A shallow copy without the non-tensor entries."""
+        keys = [k for k, _ in self.non_tensor_items(True)]
+        return self.exclude(*keys) if keys else self.copy()
 
     def non_tensor_items(self, include_nested=False):
-        """rlpipe TensorDicts hold tensors only: always empty."""
-        return []
+        """(key, NonTensorData/NonTensorStack) for every non-tensor entry (nested ones too with
+        ``include_nested``); like tensordict, ``keys(leaves_only=True)`` leaves them out."""
+        return [(k, v) for k, v in self.items(include_nested) if getattr(v, "_is_non_tensor", False)]
 
     def _values_list(self, include_nested=False, leaves_only=False, **kwargs):
         return self.values(include_nested, leaves_only)
@@ -676,6 +695,11 @@ class TensorDictBase(TensorDictMath):
 
 TensorDictBase.__abstractmethods__ = frozenset(
     name for name, member in vars(TensorDictBase).items() if getattr(member, "__isabstractmethod__", False))
+
+
+def _non_tensor_value(value):
+    """What ``td[key]`` gives for the entry ``value``: a non-tensor entry's object(s), else itself."""
+    return value.value() if getattr(value, "_is_non_tensor", False) else value
 
 
 def is_tensor_collection(obj):

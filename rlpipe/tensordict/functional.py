@@ -75,8 +75,9 @@ def merge_tensordicts(*tensordicts, callback_exist=None):
 
 
 def dense_stack_tds(td_list, dim=0):
-    """Stacks TensorDicts densely along ``dim`` (tensordict's, which also densifies a lazy stack: rlpipe's
-    stacks are always dense, so this is ``TensorDict.stack``)."""
+    """Stacks TensorDicts densely along ``dim``; a lazy stack is made dense (``contiguous``)."""
     if isinstance(td_list, TensorDict):
         return td_list
+    if isinstance(td_list, TensorDict._lazy_type):
+        return td_list.contiguous()
     return TensorDict.stack(list(td_list), dim)

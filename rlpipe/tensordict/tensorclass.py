@@ -1,15 +1,16 @@
-"""tensordict.tensorclass's names. rlpipe has no tensorclasses and no non-tensor data (out of scope:
-a TensorDict holds the same entries under string keys), so each name here exists, for code that
-imports it, and raises NotImplementedError when used."""
+"""tensordict.tensorclass's names. rlpipe has no tensorclasses (out of scope: a TensorDict holds the
+same entries under string keys): ``tensorclass``/``TensorClass`` exist for code that imports them and
+raise NotImplementedError when used. The non-tensor data classes (``NonTensorData``,
+``NonTensorStack``, ``MetaData``) live in ``_nontensor.py``, a module above this one; the package's
+``__init__`` puts them here too, where tensordict has them."""
 import sys
 import types
 
 from .._utils import unavailable
 
-__all__ = ["tensorclass", "TensorClass", "NonTensorData", "NonTensorDataBase", "NonTensorStack", "is_tensorclass"]
+__all__ = ["tensorclass", "TensorClass", "is_tensorclass"]
 
 _WHY = "rlpipe has no tensorclasses: use a TensorDict with the same entries"
-_NON_TENSOR = "rlpipe has no non-tensor data: a TensorDict holds tensors and TensorDicts only"
 
 
 def is_tensorclass(obj):
@@ -31,10 +32,6 @@ def tensorclass(cls=None, **kwargs):
 
 
 TensorClass = unavailable("TensorClass", _WHY)
-NonTensorDataBase = unavailable("NonTensorDataBase", _NON_TENSOR)
-NonTensorData = unavailable("NonTensorData", _NON_TENSOR, NonTensorDataBase)
-NonTensorStack = unavailable("NonTensorStack", _NON_TENSOR)
-MetaData = NonTensorData
 
 
 class _CallableModule(types.ModuleType):

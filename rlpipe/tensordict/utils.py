@@ -1,8 +1,9 @@
 """tensordict.utils' public names and the few private helpers users and tensordict's tests reach for.
 
-``set_lazy_legacy``, ``set_list_to_stack`` and ``set_capture_non_tensor_stack`` are switches for
-behaviours rlpipe does not have (lazy stacks, non-tensor data): they record the mode, work as context
-managers and decorators like tensordict's, and change nothing else.
+``set_lazy_legacy`` and ``set_capture_non_tensor_stack`` are switches for behaviours rlpipe does not
+have (lazy shape ops, capturing identical non-tensor stacks): they record the mode, work as context
+managers and decorators like tensordict's, and change nothing else. ``set_list_to_stack`` decides how a
+list of non-numbers is stored (a NonTensorStack, the default, or one NonTensorData).
 """
 import functools
 
@@ -60,7 +61,8 @@ class set_lazy_legacy(_Switch):
 
 
 class set_list_to_stack(_Switch):
-    """tensordict's switch for stacking lists into non-tensor data; recorded only (no non-tensor data)."""
+    """tensordict's switch for storing a list of non-numbers as a NonTensorStack (True, the default)
+    rather than as one NonTensorData."""
 
 
 class set_capture_non_tensor_stack(_Switch):
@@ -95,8 +97,8 @@ def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, m
 
 
 def is_non_tensor(data):
-    """Always False: rlpipe has no non-tensor data."""
-    return False
+    """Whether ``data`` is non-tensor data (a NonTensorData or NonTensorStack, or their class)."""
+    return bool(getattr(data, "_is_non_tensor", False))
 
 
 def _as_numpy_index(index):
@@ -168,6 +170,12 @@ def _assert_allclose_td(actual, expected, rtol, atol, equal_nan, msg, check_batc
     if not _is_td(actual) or not _is_td(expected):
         raise TypeError("assert_allclose inputs must be of TensorDict type, got "
                         f"{type(actual).__name__} and {type(expected).__name__}")
+    lazy = TensorDictBase._lazy_type
+    if isinstance(actual, lazy) and isinstance(expected, lazy) and actual.stack_dim == expected.stack_dim \
+            and len(actual.tensordicts) == len(expected.tensordicts):  # pair by pair: entries may differ in shape
+        for a, e in zip(actual.tensordicts, expected.tensordicts):
+            _assert_allclose_td(a, e, rtol, atol, equal_nan, msg, check_batch_size)
+        return True
     suffix = f"\t{msg}" if msg else ""
     keys_a = set(actual.keys(include_nested=True, leaves_only=True))
     keys_e = set(expected.keys(include_nested=True, leaves_only=True))
