@@ -12,7 +12,7 @@ import collections.abc
 import json
 import os
 
-from .. import _ops, serialization as _serialization
+from .. import primitives as _ops, serialization as _serialization
 from .._creation import as_tensor, full as _full
 from .._tensor import Size, Tensor
 from .._utils import unavailable

@@ -17,7 +17,7 @@ import json
 
 import numpy as np
 
-from .. import _dtypes, _ops
+from .. import _dtypes, primitives as _ops
 from .._creation import as_tensor, zeros as _zeros
 from .._tensor import Size, Tensor
 from ._common import _NO_DEFAULT, _as_batch_size
