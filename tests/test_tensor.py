@@ -789,3 +789,16 @@ def test_share_memory_is_shared_with_forked_children_and_leaves_no_shm_name():
     assert not r.arange(2.0).is_shared()
     after = set(os.listdir(shm)) if os.path.isdir(shm) else set()
     assert after - before == set()  # anonymous memory: nothing named is left behind
+
+
+def test_a_range_indexes_as_a_sequence_of_positions():
+    # torch 2.13: x = arange(12.).reshape(3, 4); x[range(2), 1] -> [1., 5.]; x[1, range(1, 3)] -> [5., 6.];
+    # x[range(0), :] has shape [0, 4]; x[(range(2), range(2))] -> [0., 5.]
+    x = r.arange(12.0).reshape(3, 4)
+    assert x[range(2), 1].tolist() == [1.0, 5.0]
+    assert x[range(2)].shape == (2, 4)
+    assert x[1, range(1, 3)].tolist() == [5.0, 6.0]
+    assert x[range(0), :].shape == (0, 4)
+    assert x[(range(2), range(2))].tolist() == [0.0, 5.0]
+    x[range(1, 3), 0] = -1.0
+    assert x[:, 0].tolist() == [0.0, -1.0, -1.0]

@@ -239,6 +239,8 @@ def _index_part(t, item, xp):
         if item.step is not None and fix(item.step) <= 0:
             raise ValueError("step must be greater than zero")
         return slice(fix(item.start), fix(item.stop), fix(item.step)), False
+    if isinstance(item, range):  # a sequence of positions to torch, as a list would be
+        item = np.arange(item.start, item.stop, item.step, dtype=np.int64)
     if isinstance(item, (list, np.ndarray, builtins.bool, np.bool_)) or hasattr(item, "__cuda_array_interface__"):
         return t._device._backend.asarray(item if not isinstance(item, list) or item else np.zeros(0, np.int64)), True
     error = TypeError if isinstance(item, str) else IndexError
