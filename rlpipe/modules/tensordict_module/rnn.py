@@ -269,20 +269,20 @@ def _index(array, like):
     return as_tensor(np.asarray(array, dtype=np.int64), dtype=int64, device=like.device)
 
 
-def _checked_layer(name, layer_name, layer, input_size, hidden_size):
-    if not layer.batch_first:
+def _given_or_new(name, layer_name, given, input_size, hidden_size, batch_first, build):
+    """The layer given (checked), or ``build()`` when none is."""
+    if given is None:
+        if not batch_first:
+            raise ValueError(f"{name}: batch_first must be True, got {batch_first!r}")
+        if not hidden_size:
+            raise ValueError(f"{name}: hidden_size must be passed, got {hidden_size!r}")
+        return build()
+    if not given.batch_first:
         raise ValueError(f"{name}: the {layer_name} given must have batch_first=True, got batch_first=False")
     if input_size is not None or hidden_size is not None:
         raise ValueError(f"{name}: give either {layer_name}= or input_size/hidden_size, not both (got "
                          f"input_size={input_size!r}, hidden_size={hidden_size!r})")
-    return layer
-
-
-def _check_new_layer(name, batch_first, hidden_size):
-    if not batch_first:
-        raise ValueError(f"{name}: batch_first must be True, got {batch_first!r}")
-    if not hidden_size:
-        raise ValueError(f"{name}: hidden_size must be passed, got {hidden_size!r}")
+    return given
 
 
 class LSTMModule(_RecurrentModule):
@@ -303,14 +303,9 @@ class LSTMModule(_RecurrentModule):
                  proj_size=0, bidirectional=False, python_based=False, recurrent_backend="pad", *, in_key=None,
                  in_keys=None, out_key=None, out_keys=None, device=None, lstm=None, default_recurrent_mode=None):
         super().__init__()
-        name = type(self).__name__
-        if lstm is not None:
-            lstm = _checked_layer(name, "lstm", lstm, input_size, hidden_size)
-        else:
-            _check_new_layer(name, batch_first, hidden_size)
-            lstm = LSTM(input_size=input_size, hidden_size=hidden_size, num_layers=num_layers, bias=bias,
-                        dropout=dropout, proj_size=proj_size, device=device, batch_first=True,
-                        bidirectional=bidirectional)
+        lstm = _given_or_new(type(self).__name__, "lstm", lstm, input_size, hidden_size, batch_first, lambda: LSTM(
+            input_size=input_size, hidden_size=hidden_size, num_layers=num_layers, bias=bias, dropout=dropout,
+            proj_size=proj_size, device=device, batch_first=True, bidirectional=bidirectional))
         self._setup(lstm, in_key, in_keys, out_key, out_keys, recurrent_backend, default_recurrent_mode)
 
     def _state_shapes(self):
@@ -336,13 +331,9 @@ class GRUModule(_RecurrentModule):
                  bidirectional=False, python_based=False, recurrent_backend="pad", *, in_key=None, in_keys=None,
                  out_key=None, out_keys=None, device=None, gru=None, default_recurrent_mode=None):
         super().__init__()
-        name = type(self).__name__
-        if gru is not None:
-            gru = _checked_layer(name, "gru", gru, input_size, hidden_size)
-        else:
-            _check_new_layer(name, batch_first, hidden_size)
-            gru = GRU(input_size=input_size, hidden_size=hidden_size, num_layers=num_layers, bias=bias,
-                      dropout=dropout, device=device, batch_first=True, bidirectional=bidirectional)
+        gru = _given_or_new(type(self).__name__, "gru", gru, input_size, hidden_size, batch_first, lambda: GRU(
+            input_size=input_size, hidden_size=hidden_size, num_layers=num_layers, bias=bias, dropout=dropout,
+            device=device, batch_first=True, bidirectional=bidirectional))
         self._setup(gru, in_key, in_keys, out_key, out_keys, recurrent_backend, default_recurrent_mode)
 
     def _state_shapes(self):
