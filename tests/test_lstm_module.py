@@ -1,16 +1,22 @@
 """``LSTMModule`` and ``GRUModule`` against torchrl 0.14.1's outputs (tests/fixtures/lstm_module_golden.json,
 written by make_lstm_module_golden.py), step-by-step runs against whole-sequence runs on random episodes, the
-``is_init`` resets, the keys, the recurrent mode, and bad inputs."""
+``is_init`` resets, the keys, the recurrent mode, bad inputs, and a policy in ``SyncDataCollector`` whose
+batches replay in recurrent mode."""
 import json
 import os
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
 import rlpipe
 from rlpipe import nn
+from rlpipe.collectors import SyncDataCollector
+from rlpipe.envs import GymEnv, Transform, TransformedEnv
+from rlpipe.envs.specs import Categorical
 from rlpipe.modules import GRUModule, LSTMModule, recurrent_mode, set_recurrent_mode
-from rlpipe.tensordict import TensorDict
+from rlpipe.tensordict import TensorDict, TensorDictModule, TensorDictSequential
+from test_gym_env import Counter
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 with open(os.path.join(FIXTURES, "lstm_module_golden.json")) as _f:
@@ -272,3 +278,74 @@ def test_bad_inputs():
     # the module is still usable
     td = module(TensorDict({"obs": rlpipe.randn(4, 2), "is_init": init}, batch_size=[4]))
     assert td["y"].shape == (4, 3)
+
+
+# ---- in a collector -----------------------------------------------------------------------------
+class IsInit(Transform):
+    """Writes ``is_init`` (True at each episode's first step), standing in for torchrl's InitTracker."""
+
+    def __init__(self):
+        super().__init__(in_keys=[], out_keys=["is_init"])
+
+    def _flags(self, value):
+        return np.full(tuple(self.parent.done_spec["done"].shape), value)
+
+    def _frame_reset(self, frame):
+        return {**frame, ("is_init",): self._flags(True)}
+
+    def _frame_step(self, root, next_frame, action):
+        return {**next_frame, ("is_init",): self._flags(False)}
+
+    def _frame_continue(self, next_frame, frame, done):
+        return {**frame, ("is_init",): done.copy()}
+
+    def transform_observation_spec(self, observation_spec):
+        observation_spec["is_init"] = Categorical(2, shape=self.parent.done_spec["done"].shape, dtype=rlpipe.bool)
+        return observation_spec
+
+
+COUNTER = "rlpipe_test/LSTMModuleCounter-v0"
+if COUNTER not in gym.registry:
+    gym.register(COUNTER, entry_point=Counter)  # observation [t], episodes of 5 steps
+
+
+def recurrent_policy():
+    rlpipe.manual_seed(0)
+    lstm = LSTMModule(input_size=1, hidden_size=4, in_key="observation", out_key="embed")
+    head = TensorDictModule(nn.Linear(4, 2), in_keys=["embed"], out_keys=["logits"])
+    pick = TensorDictModule(lambda logits: nn.functional.one_hot(logits.argmax(-1), 2), in_keys=["logits"],
+                            out_keys=["action"])
+    return lstm, TensorDictSequential(lstm, head, pick)
+
+
+def test_collector_carries_the_state_and_sequences_replay_it():
+    lstm, policy = recurrent_policy()
+    env = TransformedEnv(GymEnv(COUNTER), IsInit())
+    collector = SyncDataCollector(env, policy, frames_per_batch=12, total_frames=24)
+    first, second = list(collector)
+    data = rlpipe.cat([first, second], 0)
+    assert data["recurrent_state_h"].shape == (24, 1, 4)
+    is_init = arr(data["is_init"])[:, 0]
+    np.testing.assert_array_equal(is_init, np.arange(24) % 5 == 0)
+    # the recorded states are the ones the policy ran from: replaying step by step gives the same outputs
+    states = {}
+    for step in range(24):
+        td = TensorDict({"observation": data["observation"][step], "is_init": data["is_init"][step], **states},
+                        batch_size=[])
+        lstm(td)
+        np.testing.assert_allclose(arr(td["embed"]), arr(data["embed"][step]), atol=1e-6)
+        if step + 1 < 24 and not is_init[step + 1]:
+            for key in ("recurrent_state_h", "recurrent_state_c"):
+                np.testing.assert_allclose(arr(data[key][step + 1]), arr(td["next", key]), atol=1e-6)
+        states = {key: td["next", key] for key in ("recurrent_state_h", "recurrent_state_c")}
+    # training on the batch as one sequence (stored states zeroed where an episode starts, as a primer
+    # resets them) gives the outputs the collection computed
+    for key in ("recurrent_state_h", "recurrent_state_c"):
+        data[key] = rlpipe.where(data["is_init"][..., None], rlpipe.zeros_like(data[key]), data[key])
+    replay = data.select("observation", "is_init", "recurrent_state_h", "recurrent_state_c").clone()
+    with set_recurrent_mode(True):
+        lstm(replay)
+    np.testing.assert_allclose(arr(replay["embed"]), arr(data["embed"]), atol=1e-5)
+    # and gradients flow through whole sequences
+    replay["embed"].pow(2).sum().backward()
+    assert all(np.abs(arr(p.grad)).sum() > 0 for p in lstm.parameters())
