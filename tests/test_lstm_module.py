@@ -25,36 +25,53 @@ STATES = {"lstm": ["recurrent_state_h", "recurrent_state_c"], "gru": ["recurrent
 MODULES = {"lstm": LSTMModule, "gru": GRUModule}
 
 
-def t(x, dtype=rlpipe.float32):
-    return rlpipe.tensor(np.asarray(x), dtype=dtype)
+def t(x, dtype=rlpipe.float32, device="cpu"):
+    return rlpipe.tensor(np.asarray(x), dtype=dtype, device=device)
 
 
 def arr(x):
-    return np.asarray(x.detach().numpy(), dtype=np.float64)
+    return np.asarray(x.detach().cpu().numpy(), dtype=np.float64)
 
 
-def module_with_params(kind, params, **kwargs):
-    module = MODULES[kind](input_size=2, hidden_size=3, num_layers=2, in_key="obs", out_key="y", **kwargs)
+def module_with_params(kind, params, device="cpu", **kwargs):
+    module = MODULES[kind](input_size=2, hidden_size=3, num_layers=2, in_key="obs", out_key="y", device=device,
+                           **kwargs)
     layer = getattr(module, kind)
     for name, p in layer.named_parameters():
-        p.data = t(params[name])
+        p.data = t(params[name], device=device)
     return module
 
 
-@pytest.mark.parametrize("case", GOLDEN, ids=lambda c: f"{c['kind']}-{'seq' if c['recurrent'] else 'step'}")
-def test_matches_torchrl(case):
-    module = module_with_params(case["kind"], case["params"])
-    inputs = {k: t(v, rlpipe.bool if k == "is_init" else rlpipe.float32) for k, v in case["inputs"].items()}
+def check_golden(case, device):
+    module = module_with_params(case["kind"], case["params"], device)
+    inputs = {k: t(v, rlpipe.bool if k == "is_init" else rlpipe.float32, device)
+              for k, v in case["inputs"].items()}
     obs = inputs["obs"].requires_grad_(True)
     td = TensorDict(inputs, batch_size=case["batch"])
     with set_recurrent_mode(case["recurrent"]):
         out = module(td)
-    assert out is td
+    assert out is td and td["y"].device.type == device
     np.testing.assert_allclose(arr(td["y"]), case["outputs"]["y"], atol=2e-6)
     for name in STATES[case["kind"]]:
         np.testing.assert_allclose(arr(td["next", name]), case["outputs"][f"next.{name}"], atol=2e-6)
-    (td["y"] * t(case["y_weight"])).sum().backward()
+    (td["y"] * t(case["y_weight"], device=device)).sum().backward()
     np.testing.assert_allclose(arr(obs.grad), case["obs_grad"], atol=2e-6)
+
+
+def _case_id(case):
+    return f"{case['kind']}-{'seq' if case['recurrent'] else 'step'}"
+
+
+@pytest.mark.parametrize("case", GOLDEN, ids=_case_id)
+def test_matches_torchrl(case):
+    check_golden(case, "cpu")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+@pytest.mark.parametrize("case", GOLDEN, ids=_case_id)
+def test_matches_torchrl_on_cuda(case):
+    check_golden(case, "cuda")
 
 
 def random_episodes(rng, envs, steps):
