@@ -280,12 +280,16 @@ def test_bad_inputs():
     check_refused(module, TensorDict({"obs": rlpipe.randn(4, 2)}, batch_size=[4]), KeyError,
                   r"no 'is_init' entry \(add an InitTracker transform")
     check_refused(module, TensorDict({"obs": rlpipe.randn(4, 5), "is_init": init}, batch_size=[4]), ValueError,
-                  r"'obs' must have shape \[\*batch, 2\] \(here \[4, 2\] .*got \[4, 1, 5\]")
+                  r"'obs' must have shape \[\*batch, 2\] \(here \[4, 2\]\), got \[4, 5\]")
     check_refused(module, TensorDict({"obs": rlpipe.randn(4), "is_init": init}, batch_size=[4]), ValueError,
-                  r"'obs' must have shape \[\*batch, 2\].*got \[4, 1\]")
+                  r"'obs' must have shape \[\*batch, 2\].*got \[4\]")
+    check_refused(module, TensorDict({"obs": rlpipe.randn(4, 2), "is_init": rlpipe.ones(4, 2, dtype=rlpipe.bool)},
+                                     batch_size=[4]), ValueError,
+                  r"'is_init' must have shape \[\*batch, 1\] \(here \[4, 1\]\), got \[4, 2\]")
     states = {"recurrent_state_h": rlpipe.zeros(4, 2, 3), "recurrent_state_c": rlpipe.zeros(4, 2, 3)}
     check_refused(module, TensorDict({"obs": rlpipe.randn(4, 2), "is_init": init, **states}, batch_size=[4]),
-                  ValueError, r"the state 'recurrent_state_h' must have shape \[\*batch, 1, 3\], got \[4, 1, 2, 3\]")
+                  ValueError, r"the state 'recurrent_state_h' must have shape \[\*batch, 1, 3\] \(here \[4, 1, 3\]\), "
+                  r"got \[4, 2, 3\]")
     check_refused(module, TensorDict({"obs": rlpipe.randn(4, 2), "is_init": init,
                                       "recurrent_state_h": rlpipe.zeros(4, 1, 3)}, batch_size=[4]),
                   RuntimeError, r"the state 'recurrent_state_c' is missing")

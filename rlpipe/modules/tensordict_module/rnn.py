@@ -7,6 +7,8 @@ tensordict's last batch dim) is cut where ``is_init`` is set, and each piece sta
 its first step, as a primer-reset environment stores it (zeros). torchrl picks among several backends
 (``pad``, ``scan``, ``triton``) for that; rlpipe computes the ``pad`` result for ``pad``, ``scan`` and
 ``auto`` alike."""
+import math
+
 import numpy as np
 
 from ... import primitives as _ops
@@ -124,65 +126,66 @@ class _RecurrentModule(TensorDictModuleBase):
 
     def forward(self, tensordict):
         recurrent = self.recurrent_mode
-        shaped = self._time_shaped(tensordict, recurrent)
-        value = self._read_value(shaped)
-        is_init = self._read_is_init(shaped)
-        states = self._read_states(shaped, value)
+        batch = tuple(tensordict.shape)
+        rows_steps = self._rows_and_steps(batch, recurrent)
+        value = self._read_value(tensordict, rows_steps)
+        is_init = self._read_is_init(tensordict, rows_steps)
+        states = self._read_states(tensordict, rows_steps, value)
         if not recurrent:
             # a step that starts an episode must not inherit the previous episode's state
             mask = is_init.reshape(*is_init.shape, 1, 1)
             states = [_ops.where(mask, zeros_like(s), s) for s in states]
         output, next_states = self._run(value, states, is_init)
         for key, out in zip(self.out_keys, [output, *next_states]):
-            shaped.set(key, out)
-        if shaped is not tensordict:
-            tensordict.update(shaped.reshape(tensordict.shape))
+            tensordict.set(key, out.reshape(*batch, *out.shape[2:]))
         return tensordict
 
-    def _time_shaped(self, tensordict, recurrent):
-        """The tensordict as [batch, time]: [N, 1] step by step, the last batch dim as time in sequences."""
+    def _rows_and_steps(self, batch, recurrent):
+        """The entries are read as [rows, steps, ...]: one step per row step by step; in recurrent mode the
+        last batch dim is time and the others are rows."""
         if not recurrent:
-            return tensordict.reshape(-1).unsqueeze(-1)
-        if tensordict.ndim == 0:
+            return math.prod(batch), 1
+        if not batch:
             raise ValueError(f"{type(self).__name__} in recurrent mode needs a tensordict with at least one batch "
                              "dim (time), got batch_size []")
-        if tensordict.ndim == 1:
-            return tensordict.unsqueeze(0)
-        return tensordict if tensordict.ndim == 2 else tensordict.flatten(0, -2)
+        return math.prod(batch[:-1]), batch[-1]
 
-    def _read_value(self, shaped):
+    def _read_value(self, tensordict, rows_steps):
         key, size = self.in_keys[0], self._layer.input_size
-        value = shaped.get(key, None)
+        value = tensordict.get(key, None)
         if value is None:
             raise KeyError(f"{type(self).__name__}: the input tensordict has no {key!r} entry (its in_keys[0])")
-        if value.dim() != 3 or value.shape[-1] != size:
-            expected = [*shaped.shape[:-1], size] if len(shaped.shape) > 1 else [size]
+        if value.dim() != tensordict.ndim + 1 or value.shape[-1] != size:
             raise ValueError(f"{type(self).__name__}: {key!r} must have shape [*batch, {size}] (here "
-                             f"{expected} over the tensordict's batch), got {list(value.shape)}")
-        return value
+                             f"{[*tensordict.shape, size]}), got {list(value.shape)}")
+        return value.reshape(*rows_steps, size)
 
-    def _read_is_init(self, shaped):
-        is_init = shaped.get("is_init", None)
+    def _read_is_init(self, tensordict, rows_steps):
+        is_init = tensordict.get("is_init", None)
         if is_init is None:
             raise KeyError(f"{type(self).__name__}: the input tensordict has no 'is_init' entry (add an "
                            "InitTracker transform to the environment, or write it)")
-        return is_init.reshape(shaped.shape)
+        if is_init.numel() != math.prod(rows_steps):
+            raise ValueError(f"{type(self).__name__}: 'is_init' must have shape [*batch, 1] (here "
+                             f"{[*tensordict.shape, 1]}), got {list(is_init.shape)}")
+        return is_init.reshape(rows_steps)
 
-    def _read_states(self, shaped, value):
-        """The state entries, zeros where none is given; all or none must be present."""
+    def _read_states(self, tensordict, rows_steps, value):
+        """The state entries as [rows, steps, L, H], zeros where none is given; all or none must be present."""
         keys = self.in_keys[1:1 + self._n_states]
-        states = [shaped.get(key, None) for key in keys]
-        shapes = [(*shaped.shape, *shape) for shape in self._state_shapes()]
+        states = [tensordict.get(key, None) for key in keys]
+        shapes = self._state_shapes()
         if all(s is None for s in states):
-            return [zeros(*shape, dtype=value.dtype, device=value.device) for shape in shapes]
+            return [zeros(*rows_steps, *shape, dtype=value.dtype, device=value.device) for shape in shapes]
+        batch = tuple(tensordict.shape)
         for key, state, shape in zip(keys, states, shapes):
             if state is None:
                 raise RuntimeError(f"{type(self).__name__}: the state {key!r} is missing while {keys} are not all "
                                    "missing (give all the states or none)")
-            if tuple(state.shape) != shape:
-                raise ValueError(f"{type(self).__name__}: the state {key!r} must have shape [*batch, {shape[-2]}, "
-                                 f"{shape[-1]}], got {list(state.shape)} (tensordict batch {list(shaped.shape)})")
-        return states
+            if tuple(state.shape) != (*batch, *shape):
+                raise ValueError(f"{type(self).__name__}: the state {key!r} must have shape [*batch, {shape[0]}, "
+                                 f"{shape[1]}] (here {[*batch, *shape]}), got {list(state.shape)}")
+        return [state.reshape(*rows_steps, *shape) for state, shape in zip(states, shapes)]
 
     def _run(self, value, states, is_init):
         """Output [B, T, H] and next states [B, T, L, H] (zero but at each piece's last step) on pieces of the
