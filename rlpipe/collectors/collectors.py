@@ -296,7 +296,8 @@ class SyncDataCollector(CollectorBase):
                 written.set(key, zeros_like(written[("next", *key)]))
             self._extra_keys = self._find_extras(written, obs)
         self._next_states = [(key, written[("next", *key)]) for key in self._state_keys]
-        extras = tuple([written[key]._host() for key, _, _ in self._extra_keys]) if self._extra_keys else ()
+        # copies: an output may be a view of the observation buffers, which the next step overwrites
+        extras = tuple([np.array(written[key]._host()) for key, _, _ in self._extra_keys]) if self._extra_keys else ()
         return action, extras
 
     def _make_step_td(self, obs):
