@@ -1,6 +1,6 @@
 """Recurrent DQN (an LSTMModule Q-network) on CartPole-v1 without its velocities, in one file.
 
-    python examples/recurrent_dqn_cartpole.py --net lstm --seed 0 [--total-frames 100000] [--device cpu]
+    python examples/recurrent_dqn_cartpole.py --net lstm --seed 0 [--total-frames 50000] [--device cpu]
     python examples/recurrent_dqn_cartpole.py --net mlp --seed 0      # the feed-forward baseline
 
 The Q-network sees only the cart position and the pole angle (observation indices 0 and 2): the
@@ -42,7 +42,7 @@ def parse_args():
     p.add_argument("--net", choices=["lstm", "mlp"], default="lstm", help="recurrent or feed-forward Q-network")
     p.add_argument("--seed", type=int, default=0, help="seed of rlpipe's random generator and of the environments")
     p.add_argument("--device", default="cpu", help="cpu, or cuda where CuPy and a GPU are available")
-    p.add_argument("--total-frames", type=int, default=100_000, help="environment frames to collect")
+    p.add_argument("--total-frames", type=int, default=50_000, help="environment frames to collect")
     p.add_argument("--seq-len", type=int, default=20, help="frames per collected batch = per training sequence")
     p.add_argument("--batch-size", type=int, default=32, help="sequences per gradient step")
     p.add_argument("--updates-per-batch", type=int, default=2, help="gradient steps after each collected batch")
@@ -51,7 +51,7 @@ def parse_args():
     p.add_argument("--gamma", type=float, default=0.99, help="the discount factor")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
     p.add_argument("--eps-end", type=float, default=0.05, help="epsilon once the decay is over (it starts at 1)")
-    p.add_argument("--eps-frames", type=int, default=20_000, help="frames over which epsilon decays linearly")
+    p.add_argument("--eps-frames", type=int, default=15_000, help="frames over which epsilon decays linearly")
     p.add_argument("--learning-starts", type=int, default=2_000, help="frames before training")
     p.add_argument("--target-update", type=int, default=250, help="gradient steps between target-net copies")
     p.add_argument("--eval-every", type=int, default=5_000, help="frames between evaluations of the greedy policy")
