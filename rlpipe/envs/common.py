@@ -4,20 +4,28 @@ Subclasses implement the array-level frame methods (``_reset_frame``, ``_step_fr
 ``_continue_frame``) and the specs; ``reset``, ``step``, ``rand_step`` and ``rollout`` turn frames
 into TensorDicts at this boundary. What a frame is, who resets, partial resets, skipped rows of
 vector envs and what the collector calls: ``step_protocol.py``.
+
+The spec surface is torchrl 0.14's (``spec_surface`` below: ``input_spec``/``output_spec``, the
+``full_*`` specs, their ``*_unbatched`` forms, the key lists, ``fake_tensordict``), with one
+restriction of the step protocol: an env has one action, under ``"action"``, and one reward, under
+``"reward"``; setting a spec with other keys is refused.
 """
 import numpy as np
 
 from .._device import resolve
 from .._tensor import Size
 from ..tensordict import TensorDict
+from .spec_surface import SpecSurface
 from .step_protocol import DONE_KEYS, carry_over, frame_to_tensordict, next_tensordict, root_tensordict
 
 __all__ = ["EnvBase", "frame_to_tensordict", "DONE_KEYS"]
 
 
-class EnvBase:
+class EnvBase(SpecSurface):
     """torchrl-style environment: ``reset()``, ``step(td)``, ``rand_step()``, ``rollout()``,
-    ``set_seed()``, and specs. Subclasses implement the frame methods (``step_protocol.py``)."""
+    ``set_seed()``, and specs (``SpecSurface``). Subclasses implement the frame methods
+    (``step_protocol.py``) and set ``action_spec``, ``observation_spec``, ``reward_spec`` and
+    ``done_spec``."""
 
     batch_size = Size(())
     device = None
@@ -60,11 +68,14 @@ class EnvBase:
         return tensordict
 
     def rand_step(self, tensordict=None):
+        """A step with a random action. Without ``tensordict`` the env is reset first (torchrl steps
+        from where the env is, which fails on a fresh Gymnasium env)."""
         tensordict = self.reset() if tensordict is None else tensordict
         tensordict.set("action", self.action_spec.rand())
         return self.step(tensordict)
 
     def rand_action(self, tensordict=None):
+        """``tensordict`` (a new one without it) with a random ``"action"`` from ``action_spec``."""
         tensordict = TensorDict(batch_size=self.batch_size, device=self.device) if tensordict is None else tensordict
         tensordict.set("action", self.action_spec.rand())
         return tensordict
@@ -143,11 +154,3 @@ class EnvBase:
     def __repr__(self):
         return f"{type(self).__name__}(batch_size={list(self.batch_size)}, device={self.device})"
 
-    # full specs, as torchrl names them
-    @property
-    def full_observation_spec(self):
-        return self.observation_spec
-
-    @property
-    def full_done_spec(self):
-        return self.done_spec

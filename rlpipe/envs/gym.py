@@ -20,6 +20,11 @@ torchrl 0.14's ``GymEnv``/``GymWrapper`` semantics on the env step protocol (``s
   only some (``reset_mask`` of Gymnasium's Sync/AsyncVectorEnv, always with DISABLED; envpool's
   ``reset(env_id)``); the native envs cannot. (torchrl 0.14 refuses NEXT_STEP vector envs.)
 
+Options as torchrl's: ``frame_skip`` repeats each action (rewards summed, stopping at a done; an env
+whose constructor takes ``frameskip``, as ALE's, repeats itself), ``from_pixels``/``pixels_only`` add
+rendered frames, ``categorical_action_encoding``, ``device``, an empty ``batch_size``; other kwargs
+go to ``gymnasium.make`` (``render_mode``, ``max_episode_steps``, the env's own).
+
 The frame methods are the collector's hot path: they take and return NumPy arrays, keep
 Gymnasium's observation dtypes, and build nothing but the minimal frame dict.
 """
@@ -89,6 +94,13 @@ def _identity(x):
 def _np_dtype(spec):
     dtype = spec.dtype
     return np.dtype(getattr(dtype, "np", dtype))
+
+
+def _check_frame_skip(frame_skip):
+    if isinstance(frame_skip, bool) or not isinstance(frame_skip, (int, np.integer)):
+        raise ValueError(f"frame_skip must be an integer, got {frame_skip!r}")
+    if frame_skip < 1:
+        raise ValueError(f"frame_skip must be >= 1 (the number of times each action is applied), got {frame_skip}")
 
 
 def _one_hot(index, n, dtype):
@@ -253,6 +265,27 @@ class _classproperty:
         return self.fget(owner)
 
 
+def _takes_frameskip(env_id, vector_entry_point):
+    """Whether the registered env's constructor takes ``frameskip`` (ALE's do): then it repeats actions
+    itself, as torchrl asks it to."""
+    import inspect
+
+    gym = _gym()
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error:
+        return False  # an unknown id: gymnasium.make reports it
+    if "frameskip" in (spec.kwargs or {}):
+        return True
+    entry = spec.vector_entry_point if vector_entry_point else spec.entry_point
+    if isinstance(entry, str):
+        entry = gym.envs.registration.load_env_creator(entry)
+    try:
+        return "frameskip" in inspect.signature(entry).parameters
+    except (TypeError, ValueError):  # a callable without a signature
+        return False
+
+
 def _autoreset_mode(env, label):
     """A vector env's ``AutoresetMode`` (NEXT_STEP where it does not say: Gymnasium's default)."""
     gym = _gym()
@@ -299,14 +332,23 @@ class GymWrapper(EnvBase):
         from_pixels: also write the rendered frame (``env.render()``, the env made with
             ``render_mode="rgb_array"``) under ``"pixels"``: uint8, ``[H, W, 3]``.
         pixels_only: with ``from_pixels``, ``"pixels"`` is the only observation (default True, as torchrl).
+        frame_skip: each step repeats the action this many times (an int, default 1): the rewards
+            are summed, the observation is the last one, and the repetition stops after a step where
+            an env is done (as torchrl). Not for a vector env that skips rows (NEXT_STEP autoreset).
+        batch_size: as torchrl: the env's batch size is the vector env's ``[num_envs]`` (or ``[]``);
+            only an empty ``batch_size`` is accepted.
     """
 
     def __init__(self, env=None, device=None, categorical_action_encoding=False, from_pixels=False,
-                 pixels_only=True, **kwargs):
+                 pixels_only=True, frame_skip=1, batch_size=None, **kwargs):
         if kwargs:
             raise TypeError(f"{type(self).__name__}: unexpected arguments {sorted(kwargs)}")
         if env is None:
             raise TypeError(f"{type(self).__name__} needs a gymnasium.Env instance")
+        _check_frame_skip(frame_skip)
+        if batch_size is not None and len(Size(batch_size)):
+            raise ValueError(f"{type(self).__name__}: batch_size must be empty (a Gymnasium env's batch size is "
+                             f"its vector env's [num_envs]), got {list(Size(batch_size))}")
         gym = _gym()
         self._same_step = self._skips_rows = False
         if isinstance(env, gym.vector.VectorEnv):
@@ -333,6 +375,30 @@ class GymWrapper(EnvBase):
         self._resetting = None  # skipping: the envs the next step resets ("Skipped rows", step_protocol.py)
         self._env_done = None  # NEXT_STEP: the envs the vector env itself ended at the last step
         self._exact = False  # reset done envs at once rather than skip them (rollout's mode)
+        if frame_skip > 1 and self._skips_rows:
+            raise ValueError(f"{self._label()}: frame_skip={frame_skip} needs a vector env that resets its done envs "
+                             "in the same step (a NEXT_STEP autoreset would skip a repeated step)")
+        # torchrl's two attributes: the repeats asked for, and those this wrapper does (GymEnv sets
+        # wrapper_frame_skip=1 where the Gymnasium env repeats actions itself: its ``frameskip``)
+        self.frame_skip = self.wrapper_frame_skip = int(frame_skip)
+        self._bind_step()
+
+    def _bind_step(self):
+        """Binds ``_gym_step`` (what a step calls, with no extra call on the hot path): the wrapped env's
+        ``step``, or ``_repeated_step`` with a ``frame_skip``. Call it again after replacing ``_env``."""
+        self._gym_step = self._env.step if self.wrapper_frame_skip == 1 else self._repeated_step
+
+    def _repeated_step(self, action):
+        """Gymnasium's ``step`` repeated ``wrapper_frame_skip`` times with one action: rewards summed,
+        stopping after a step where any env is done."""
+        step = self._env.step
+        total = 0
+        for _ in range(self.wrapper_frame_skip):
+            obs, reward, terminated, truncated, info = step(action)
+            total = total + reward
+            if np.any(terminated) or np.any(truncated):
+                break
+        return obs, total, terminated, truncated, info
 
     @staticmethod
     def _can_reset_rows(env, mode):
@@ -436,7 +502,7 @@ class GymWrapper(EnvBase):
         if self._vectorized:
             return self._step_vectorized(action)
         try:
-            obs, reward, terminated, truncated, _ = self._env.step(self._to_gym_action(action))
+            obs, reward, terminated, truncated, _ = self._gym_step(self._to_gym_action(action))
         except Exception as err:
             raise RuntimeError(f"{self._label()}: step failed: {err}") from err
         # fresh arrays (the TensorDicts built from frames share their memory), copied from
@@ -448,7 +514,7 @@ class GymWrapper(EnvBase):
 
     def _step_vectorized(self, action):
         try:
-            obs, reward, terminated, truncated, info = self._env.step(self._to_gym_action(action))
+            obs, reward, terminated, truncated, info = self._gym_step(self._to_gym_action(action))
         except Exception as err:
             raise RuntimeError(f"{self._label()}: step failed: {err}") from err
         frame = self._obs_frame(obs)
@@ -579,25 +645,41 @@ class GymEnv(GymWrapper):
             copies of the single env and autoreset in the same step, or ``"vector_entry_point"``:
             the env's native vector env (``CartPole-v1``'s ``CartPoleVectorEnv`` steps every copy in
             one NumPy call), with its own autoreset mode (see ``GymWrapper``).
-        **kwargs: passed on to ``gymnasium.make`` / ``gymnasium.make_vec`` (the env's own kwargs).
+        frame_skip: repeat each action this many times (see ``GymWrapper``); an env whose constructor
+            takes ``frameskip`` (ALE) gets it and repeats actions itself, as in torchrl. Unlike
+            torchrl, which always passes ``frameskip`` (1 by default, replacing ALE v5's 4), rlpipe
+            passes it only for a ``frame_skip`` above 1 and otherwise keeps the env's own default.
+        batch_size: only an empty one (see ``GymWrapper``).
+        **kwargs: passed on to ``gymnasium.make`` / ``gymnasium.make_vec``: the env's own kwargs and
+            Gymnasium's wrapper options (``render_mode``, ``max_episode_steps``, ``disable_env_checker``...).
     """
 
     def __init__(self, env_name, device=None, categorical_action_encoding=False, num_envs=None,
-                 vectorization_mode="sync", **kwargs):
+                 vectorization_mode="sync", frame_skip=1, batch_size=None, **kwargs):
         gym = _gym()
+        _check_frame_skip(frame_skip)
         if not isinstance(env_name, str):
             if num_envs is not None:
                 raise ValueError("GymEnv: num_envs needs an env id (an instance cannot be copied); "
                                  "pass a gymnasium VectorEnv instance instead")
             if kwargs:
                 raise TypeError(f"GymEnv: make kwargs {sorted(kwargs)} need an env id, got an instance")
-            super().__init__(env_name, device=device, categorical_action_encoding=categorical_action_encoding)
+            super().__init__(env_name, device=device, categorical_action_encoding=categorical_action_encoding,
+                             frame_skip=frame_skip, batch_size=batch_size)
             return
         self.env_name = env_name
         from_pixels = kwargs.pop("from_pixels", False)
         pixels_only = kwargs.pop("pixels_only", True)
         if from_pixels:
             kwargs.setdefault("render_mode", "rgb_array")
+        native_vector = num_envs is not None and getattr(vectorization_mode, "value", vectorization_mode) == \
+            "vector_entry_point"
+        native_skip = frame_skip > 1 and _takes_frameskip(env_name, native_vector)
+        if native_skip:
+            if "frameskip" in kwargs:
+                raise ValueError(f"GymEnv: give frame_skip or frameskip, not both (got frame_skip={frame_skip}, "
+                                 f"frameskip={kwargs['frameskip']})")
+            kwargs["frameskip"] = frame_skip
         if num_envs is None:
             env = self._build(lambda: gym.make(env_name, **kwargs), env_name)
         else:
@@ -618,10 +700,12 @@ class GymEnv(GymWrapper):
                                                    vector_kwargs=vector_kwargs, **kwargs), env_name)
         try:
             super().__init__(env, device=device, categorical_action_encoding=categorical_action_encoding,
-                             from_pixels=from_pixels, pixels_only=pixels_only)
+                             from_pixels=from_pixels, pixels_only=pixels_only,
+                             frame_skip=1 if native_skip else frame_skip, batch_size=batch_size)
         except BaseException:
             env.close()
             raise
+        self.frame_skip = int(frame_skip)
 
     @staticmethod
     def _build(make, env_name):

@@ -105,18 +105,25 @@ def check_env_specs(env, return_contiguous=True, check_dtype=True, seed=None, te
     dims) and, with ``check_dtype``, dtype, and that every step's value lies in its spec
     (``is_in``). Raises an AssertionError naming the first mismatching key; returns None.
 
-    Keys expected: at the root, the observation and done entries and the action; under ``"next"``,
-    the observation, reward and done entries. ``seed`` seeds the env first (``env.set_seed``).
+    Keys expected (as torchrl's ``fake_tensordict``): at the root, the state, observation and done
+    entries and the action; under ``"next"``, the observation, reward and done entries (state
+    entries there are ignored). ``seed`` seeds the env first (``env.set_seed``).
     ``return_contiguous`` is accepted for torchrl compatibility (rollouts are always contiguous).
+    ``break_when_any_done="both"`` runs the check with True, then with False (as torchrl).
     """
+    if break_when_any_done == "both":
+        for mode in (True, False):
+            check_env_specs(env, return_contiguous, check_dtype, seed, tensordict, break_when_any_done=mode)
+        return
     if seed is not None:
         env.set_seed(seed)
     obs = _leaves(env.observation_spec)
     done = _leaves(env.done_spec)
     reward = _leaves(env.reward_spec, ("reward",))
     action = _leaves(env.action_spec, ("action",))
+    state = _leaves(env.state_spec)
     expected = {}
-    for group, specs in (("observation", obs), ("done", done), ("action", action)):
+    for group, specs in (("state", state), ("observation", obs), ("done", done), ("action", action)):
         for key, spec in specs.items():
             expected[key] = (group, spec)
     for group, specs in (("observation", obs), ("reward", reward), ("done", done)):
@@ -131,7 +138,9 @@ def check_env_specs(env, return_contiguous=True, check_dtype=True, seed=None, te
         fake = {k for k in expected if k[0] != "next" and k != ("action",)}
         _check_keys(root, fake)
         raise AssertionError(f"check_env_specs: the rollout failed: {err}") from err
-    _check_keys({unravel_key_to_tuple(k) for k in rollout.keys(True, True)}, set(expected))
+    # as torchrl, state entries may or may not be repeated under "next": not compared there
+    real = {unravel_key_to_tuple(k) for k in rollout.keys(True, True)} - {("next",) + k for k in state}
+    _check_keys(real, set(expected))
 
     env_dims = len(env.batch_size)
     batch = tuple(rollout.batch_size)

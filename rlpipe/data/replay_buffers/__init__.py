@@ -1,5 +1,6 @@
 """torchrl's ``torchrl.data.replay_buffers`` package: buffers, storages, samplers and writers.
 Names rlpipe does not implement exist and raise NotImplementedError when built."""
+from .frame_stack import FrameStackReplayBuffer
 from .replay_buffers import (PrioritizedReplayBuffer, RemoteTensorDictReplayBuffer, ReplayBuffer, ReplayBufferEnsemble,
                              TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer)
 from .sample_units import SampleUnit, Sequence, Transition
@@ -15,7 +16,7 @@ from .writers import (ImmutableDatasetWriter, RoundRobinWriter, TensorDictMaxVal
                       Writer, WriterEnsemble)
 
 __all__ = ["ReplayBuffer", "TensorDictReplayBuffer", "PrioritizedReplayBuffer", "TensorDictPrioritizedReplayBuffer",
-           "ReplayBufferEnsemble", "RemoteTensorDictReplayBuffer",
+           "ReplayBufferEnsemble", "RemoteTensorDictReplayBuffer", "FrameStackReplayBuffer",
            "SampleUnit", "Transition", "Sequence",
            "Storage", "ListStorage", "TensorStorage", "LazyTensorStorage", "LazyMemmapStorage", "LazyStackStorage",
            "CompressedListStorage", "StorageEnsemble",

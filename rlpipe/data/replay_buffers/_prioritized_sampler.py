@@ -13,7 +13,7 @@ from ._sampler_base import Sampler, _check_number, as_index_array, empty_storage
 class SumMinTree:
     """Sums and minima over ``capacity`` leaves, in two flat binary trees (node ``i`` has the
     children ``2i`` and ``2i + 1``; the leaves start at ``size``, the next power of two). Leaves
-    never written count 0 in the sum and +inf in the min.
+    never written, or set to 0, count 0 in the sum and +inf in the min.
 
     Updates and prefix-sum searches take a whole batch at once, with one NumPy pass per tree
     level and no loop over the batch. NumPy's per-call cost dominates at batch 256, so the top
@@ -80,7 +80,7 @@ class SumMinTree:
         node = index + self._size
         s, m = self._sum, self._min
         s[node] = values
-        m[node] = values
+        m[node] = np.where(values > 0, values, np.inf)  # a 0 leaf holds nothing, as in load()
         lo, hi = int(node.min()), int(node.max()) + 1
         if hi - lo == len(node):  # distinct and contiguous
             return self._pull(lo, hi)

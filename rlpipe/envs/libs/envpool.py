@@ -140,6 +140,7 @@ class MultiThreadedEnv(MultiThreadedEnvWrapper):
                 raise
             self._env.close()
             self._env = env
+            self._bind_step()
         return GymWrapper.set_seed(self, seed, static_seed=static_seed)
 
     def __repr__(self):
