@@ -351,6 +351,19 @@ def test_tensordict_module_policy():
     check_bookkeeping(batches)
 
 
+def test_outputs_that_view_the_observation_are_recorded_per_step():
+    # the policy's step TensorDict reuses its observation buffers: a view of them must be copied at each step
+    def policy(td):
+        td.set("first_two", td["observation"][..., :2])
+        td.set("action", rlpipe.tensor(np.array([1, 0], np.int64)))
+        return td
+    env = GymEnv("CartPole-v1")
+    env.set_seed(0)
+    batch = collect(SyncDataCollector(env, policy, frames_per_batch=6, total_frames=6))[0]
+    np.testing.assert_array_equal(arr(batch["first_two"]), arr(batch["observation"])[:, :2])
+    assert len(np.unique(arr(batch["first_two"])[:, 0])) == 6
+
+
 def test_plain_module_policy_is_wrapped():
     rlpipe.manual_seed(0)
     module = TanhPolicy()

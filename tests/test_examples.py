@@ -171,3 +171,15 @@ def test_dqn_getting_started_smoke(tmp_path):
         import imageio
         reader = imageio.get_reader(str(root / "videos" / "video_0.mp4"))
         assert 2 <= reader.count_frames() <= 21 and reader.get_meta_data()["size"] == (600, 400)
+
+
+@pytest.mark.parametrize("net", ["lstm", "mlp"])
+def test_recurrent_dqn_cartpole_smoke(tmp_path, net):
+    run_example("recurrent_dqn_cartpole.py", "--net", net, "--total-frames", 400, "--learning-starts", 200,
+                "--eval-every", 200, "--eval-episodes", 1, "--batch-size", 4, "--out-dir", tmp_path, "--no-progress")
+    rows = read_csv(tmp_path / f"recurrent_dqn_cartpole_{net}_seed0.csv",
+                    ["frames", "eval_return", "epsilon", "seconds"])
+    assert [int(r["frames"]) for r in rows] == [200, 400]
+    assert all(1 <= v <= 500 for v in floats(rows, "eval_return"))  # a CartPole-v1 episode's return
+    eps = floats(rows, "epsilon")
+    assert 0 < eps[1] < eps[0] < 1

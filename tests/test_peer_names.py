@@ -4,7 +4,7 @@ what rlpipe has, and say plainly what rlpipe lacks."""
 import pytest
 
 import rlpipe
-from rlpipe.modules import GRUModule, LSTMModule, recurrent_mode, set_recurrent_mode
+from rlpipe.modules import recurrent_mode, set_recurrent_mode
 from rlpipe.tensordict import (LazyStackedTensorDict, TensorDict, TensorDictBase, is_tensor_collection,
                                is_tensorclass, tensorclass)
 
@@ -45,26 +45,23 @@ def test_lazy_stacks_are_built():
 
 
 def test_set_recurrent_mode_as_context_and_decorator():
-    assert recurrent_mode() is False
+    # outside any block torchrl's recurrent_mode() is None: each module follows its default_recurrent_mode
+    assert recurrent_mode() is None
     with set_recurrent_mode(True):
         assert recurrent_mode() is True
         with set_recurrent_mode("sequential"):
             assert recurrent_mode() is False
         assert recurrent_mode() is True
-    assert recurrent_mode() is False
+    assert recurrent_mode() is None
 
     @set_recurrent_mode("recurrent")
     def inside():
         return recurrent_mode()
-    assert inside() is True and recurrent_mode() is False
+    assert inside() is True and recurrent_mode() is None
     with pytest.raises(ValueError, match="mode must be True, False, 'recurrent' or 'sequential', got 'fast'"):
         set_recurrent_mode("fast")
-
-
-@pytest.mark.parametrize("cls", [GRUModule, LSTMModule])
-def test_recurrent_modules_say_they_are_not_available(cls):
-    with pytest.raises(NotImplementedError, match=f"{cls.__name__} is not available in rlpipe"):
-        cls(input_size=3, hidden_size=4, in_key="obs", out_key="h")
+    with pytest.raises(ValueError, match="mode must be True, False, 'recurrent' or 'sequential', got 1"):
+        set_recurrent_mode(1)
 
 
 def test_torchrl_data_names_the_spec_classes():

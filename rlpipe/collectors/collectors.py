@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .._creation import from_numpy
+from .._creation import from_numpy, zeros_like
 from .._device import resolve as _resolve_device
 from .._tensor import Size, Tensor, host_array, wrap
 from ..autograd.grad_mode import no_grad
@@ -155,6 +155,8 @@ class SyncDataCollector(CollectorBase):
         self._step_buffers = {}       # its observation leaves' arrays, which each step overwrites
         self._to_policy_device = None  # host array -> array on the policy's GPU, when it has one
         self._extra_keys = None       # [(key, per-step shape, dtype)] the policy writes besides the action
+        self._state_keys = ()         # k for each ("next", k) the policy writes that the env does not give
+        self._next_states = []        # [(k, the policy's last ("next", k))]: its k at the next step
         self._observation_shapes = {}  # key -> the observation spec's shape there, looked up once
 
     # ---- collection ------------------------------------------------------------------------------
@@ -283,12 +285,19 @@ class SyncDataCollector(CollectorBase):
                 for key, value in obs.items():
                     self._check_observation_shapes(key, [value])
                 raise
+        for key, value in self._next_states:  # torchrl's step_mdp: ("next", k) -> k (a recurrent state)
+            td.set(key, value)
         out = self.policy(td)  # under rollout's no_grad
         written = td if out is None else out
         action = self._host_action(written["action"])
         if self._extra_keys is None:
+            self._state_keys = self._find_states(written, obs)
+            for key in self._state_keys:  # this first step ran with none, as a zero state: recorded so
+                written.set(key, zeros_like(written[("next", *key)]))
             self._extra_keys = self._find_extras(written, obs)
-        extras = tuple([written[key]._host() for key, _, _ in self._extra_keys]) if self._extra_keys else ()
+        self._next_states = [(key, written[("next", *key)]) for key in self._state_keys]
+        # copies: an output may be a view of the observation buffers, which the next step overwrites
+        extras = tuple([np.array(written[key]._host()) for key, _, _ in self._extra_keys]) if self._extra_keys else ()
         return action, extras
 
     def _make_step_td(self, obs):
@@ -316,6 +325,13 @@ class SyncDataCollector(CollectorBase):
             raise ValueError(f"the policy returned an action outside the action spec at frame {self._frames}: "
                              f"{action} not in {self.env.action_spec}")
         return data
+
+    @staticmethod
+    def _find_states(written, obs):
+        """The keys k of the ("next", k) entries the policy wrote that the env does not give (a recurrent
+        module's next state): each step gives them to the next one, and the batch records k."""
+        keys = [(key,) if isinstance(key, str) else tuple(key) for key in written.keys(True, True)]
+        return [key[1:] for key in keys if key[0] == "next" and key[1:] not in obs and not _is_private(key[1:])]
 
     @staticmethod
     def _find_extras(written, obs):
