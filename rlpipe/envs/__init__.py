@@ -5,6 +5,8 @@ from .gym import GymEnv, GymWrapper, from_gym_space
 from .libs.envpool import MultiThreadedEnv, MultiThreadedEnvWrapper
 from .transformed_env import Transform, TransformedEnv, Compose
 from .transforms import CheckFinite, StepCounter, RewardSum, DoubleToFloat, ObservationNorm, RenameTransform
+from .transforms_tensors import *  # noqa: F401,F403
+from . import transforms_tensors as _tensors
 from .utils import check_env_specs, step_mdp, ExplorationType, exploration_type, set_exploration_type
 
 __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneHot", "MultiCategorical", "MultiOneHot",
@@ -12,3 +14,4 @@ __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneH
            "MultiThreadedEnvWrapper", "Transform", "TransformedEnv", "Compose",
            "CheckFinite", "StepCounter", "RewardSum", "DoubleToFloat", "ObservationNorm", "RenameTransform",
            "check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type"]
+__all__ += _tensors.__all__

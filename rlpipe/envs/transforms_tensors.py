@@ -1,0 +1,711 @@
+"""torchrl 0.14's transforms of entries and keys, written against TensorDicts and specs as torchrl's
+are (``step_protocol.py``, THE RULE): the reset tracker ``InitTracker``; the reward maps
+``RewardScaling``, ``RewardClipping``, ``BinarizeReward`` and ``SignTransform``; the shape and value
+maps ``CatTensors``, ``UnsqueezeTransform``, ``SqueezeTransform``, ``PermuteTransform``,
+``FlattenObservation``, ``ClipTransform`` and ``DTypeCastTransform``; and the key filters
+``ExcludeTransform`` and ``SelectTransform``.
+
+Where rlpipe differs: an rlpipe env has one reward, the done flags ``done``/``terminated``/
+``truncated`` and one action, and takes no input but ``"action"``. So these transforms may change
+the reward in place but not write it under a new key, never drop the reward or the done flags,
+and invert only ``"action"`` (``in_keys_inv``/``out_keys_inv``); asking for more is a clear error.
+"""
+import numpy as np
+
+from .. import _dtypes
+from .._creation import as_tensor, ones, zeros
+from .._tensor import Tensor
+from ..primitives.shape import cat
+from ..tensordict import unravel_key_to_tuple
+from .specs import Binary, Bounded, Categorical, Unbounded
+from .step_protocol import ACTION, REWARD, RESET, key_list
+from .transformed_env import Transform, _key_str
+
+__all__ = ["BinarizeReward", "CatTensors", "ClipTransform", "DTypeCastTransform", "ExcludeTransform",
+           "FlattenObservation", "InitTracker", "PermuteTransform", "RewardClipping", "RewardScaling",
+           "SelectTransform", "SignTransform", "SqueezeTransform", "UnsqueezeTransform"]
+
+_DONE_KEYS = (("done",), ("terminated",), ("truncated",))
+_FLOAT_MAX = float(np.finfo(np.float32).max)
+
+
+def _names(keys):
+    return [_key_str(k) for k in keys]
+
+
+def _spec_keys(spec):
+    return {unravel_key_to_tuple(k) for k in spec.keys(True, True)}
+
+
+def _tolerant_call(transform, tensordict):
+    """``transform._call`` with missing entries skipped (a reset lacks the reward)."""
+    mode = transform._missing_tolerance
+    transform._missing_tolerance = True
+    try:
+        return transform._call(tensordict)
+    finally:
+        transform._missing_tolerance = mode
+
+
+def _reshaped_spec(spec, function):
+    """``spec`` after ``function``, a map of tensors that moves, adds or merges dims (bounds included)."""
+    if isinstance(spec, Bounded):
+        low, high = function(spec.low), function(spec.high)
+        return Bounded(low=low, high=high, shape=low.shape, dtype=spec.dtype, device=spec.device)
+    return spec._with(shape=function(zeros(spec.shape)).shape, reshape=True)
+
+
+class _EntryTransform(Transform):
+    """A transform of entries: each ``in_keys`` entry (an observation, or the reward in place) through
+    ``_apply_transform`` into ``out_keys``, its spec through ``_transform_spec``; the action, if
+    ``in_keys_inv`` holds it, through ``_inv_apply_transform`` and its spec through
+    ``_inv_transform_spec``. ``_maps_reset``: the reset observations are mapped too."""
+
+    _maps_reset = True
+
+    def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        name = type(self).__name__
+        if len(self.in_keys) != len(self.out_keys):
+            raise ValueError(f"{name}: in_keys and out_keys must have the same length, got {len(self.in_keys)} "
+                             f"and {len(self.out_keys)}")
+        if len(self.in_keys_inv) != len(self.out_keys_inv):
+            raise ValueError(f"{name}: in_keys_inv and out_keys_inv must have the same length, got "
+                             f"{len(self.in_keys_inv)} and {len(self.out_keys_inv)}")
+        inverted = set(self.in_keys_inv) | set(self.out_keys_inv)
+        if inverted - {ACTION}:
+            raise NotImplementedError(f"{name}: in_keys_inv/out_keys_inv can only hold 'action' (an rlpipe env "
+                                      f"takes no other input), got {_names(sorted(inverted))}")
+
+    def _reset(self, tensordict, tensordict_reset):
+        return _tolerant_call(self, tensordict_reset) if self._maps_reset else tensordict_reset
+
+    def _transform_spec(self, spec):
+        return spec
+
+    def _inv_transform_spec(self, spec):
+        return spec
+
+    def transform_observation_spec(self, observation_spec):
+        keys = _spec_keys(observation_spec)
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            if in_key == REWARD and out_key != REWARD:
+                raise NotImplementedError(f"{type(self).__name__}: the reward can only be transformed in place on "
+                                          f"an rlpipe env (one reward), got out_key {_key_str(out_key)!r}")
+            if in_key in keys:
+                observation_spec[out_key] = self._transform_spec(observation_spec[in_key].clone())
+        return observation_spec
+
+    def transform_reward_spec(self, reward_spec):
+        if REWARD in self.in_keys:
+            return self._transform_spec(reward_spec.clone())
+        return reward_spec
+
+    def transform_action_spec(self, action_spec):
+        if self.in_keys_inv:
+            return self._inv_transform_spec(action_spec.clone())
+        return action_spec
+
+
+# ---- resets ------------------------------------------------------------------------------------------
+
+class InitTracker(Transform):
+    """Marks the first step of each episode: the root ``init_key`` entry (bool, shaped like
+    ``done``) is True right after an env's reset and False after every step."""
+
+    def __init__(self, init_key="is_init"):
+        if not isinstance(init_key, str):
+            raise ValueError("init_key can only be of type str as it will be the leaf key associated to each "
+                             f"reset flag, got {type(init_key).__name__}")
+        super().__init__(in_keys=[], out_keys=[init_key])
+        self.init_key = init_key
+        self._key = (init_key,)
+        self._shape = None
+
+    @property
+    def init_keys(self):
+        return [self.init_key]
+
+    @property
+    def reset_keys(self):
+        return ["_reset"]
+
+    # torchrl's TensorDict methods
+    def _call(self, next_tensordict):
+        if self._key not in _spec_keys(next_tensordict):
+            done = next_tensordict.get("done")
+            next_tensordict.set(self._key, zeros(done.shape, dtype=_dtypes.bool, device=done.device))
+        return next_tensordict
+
+    def _reset(self, tensordict, tensordict_reset):
+        reset = tensordict.get(RESET, None)
+        done = tensordict_reset.get("done")
+        if reset is None:
+            init = ones(done.shape, dtype=_dtypes.bool, device=done.device)
+        else:
+            init = reset.clone()
+            if init.ndim < done.ndim:
+                init = init.unsqueeze(-1)
+        tensordict_reset.set(self._key, init)
+        return tensordict_reset
+
+    # the array fast path: the same flags on frames
+    def _flag_shape(self):
+        if self._shape is None:
+            self._shape = tuple(self._parent_spec("done")["done"].shape)
+        return self._shape
+
+    def _frame_reset(self, frame):
+        out = dict(frame)
+        out[self._key] = np.ones(self._flag_shape(), dtype=bool)
+        return out
+
+    def _frame_step(self, root, next_frame, action):
+        out = dict(next_frame)
+        out[self._key] = np.zeros(self._flag_shape(), dtype=bool)
+        return out
+
+    def _frame_continue(self, next_frame, frame, done):
+        out = dict(frame)
+        out[self._key] = np.array(done, dtype=bool).reshape(self._flag_shape())
+        return out
+
+    def forward(self, tensordict):
+        raise NotImplementedError("InitTracker cannot be executed without a parent environment (it marks resets)")
+
+    def transform_observation_spec(self, observation_spec):
+        shape = self._parent_spec("done")["done"].shape
+        self._shape = tuple(shape)
+        observation_spec[self._key] = Categorical(2, dtype=_dtypes.bool, device=observation_spec.device, shape=shape)
+        return observation_spec
+
+    def __repr__(self):
+        return f"InitTracker(init_key={self.init_key!r})"
+
+
+# ---- rewards -----------------------------------------------------------------------------------------
+
+class _RewardTransform(_EntryTransform):
+    """A map of the reward (``in_keys`` default ``["reward"]``); a reset has no reward to map."""
+
+    _maps_reset = False
+
+    def __init__(self, in_keys=None, out_keys=None):
+        super().__init__(in_keys=["reward"] if in_keys is None else in_keys, out_keys=out_keys)
+
+
+class RewardScaling(_RewardTransform):
+    """The affine map ``reward * scale + loc`` (``(reward - loc) / scale`` when ``standard_normal``);
+    ``scale`` is clamped to at least 1e-6."""
+
+    _state_keys = ("loc", "scale")
+
+    def __init__(self, loc, scale, in_keys=None, out_keys=None, standard_normal=False):
+        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        self.standard_normal = bool(standard_normal)
+        self.loc = loc
+        self.scale = scale
+
+    @property
+    def loc(self):
+        return self._loc
+
+    @loc.setter
+    def loc(self, value):
+        self._loc = _numeric(value, "RewardScaling", "loc")
+
+    @property
+    def scale(self):
+        return self._scale
+
+    @scale.setter
+    def scale(self, value):
+        self._scale = _numeric(value, "RewardScaling", "scale").clamp_min(1e-6)
+
+    def _apply_transform(self, reward):
+        if self.standard_normal:
+            return (reward - self.loc) / self.scale
+        return reward * self.scale + self.loc
+
+    def _transform_spec(self, spec):
+        if isinstance(spec, Unbounded):
+            return spec
+        raise NotImplementedError(f"RewardScaling.transform_reward_spec not implemented for tensor spec of type "
+                                  f"{type(spec).__name__}")
+
+    def __repr__(self):
+        return f"RewardScaling(loc={self.loc.item():4.4f}, scale={self.scale.item():4.4f}, keys={self.in_keys})"
+
+
+def _numeric(value, owner, name):
+    """``value`` (a number, array or tensor) as a float tensor, else a TypeError naming ``name``."""
+    kind = value.dtype.np.kind if isinstance(value, Tensor) else np.asarray(value).dtype.kind
+    if kind not in "fiu":
+        raise TypeError(f"{owner}: {name} must be a real number or tensor, got {value!r}")
+    tensor = value if isinstance(value, Tensor) else as_tensor(np.asarray(value))
+    return tensor if tensor.dtype.is_floating_point else tensor.to(_dtypes.float32)
+
+
+class RewardClipping(_RewardTransform):
+    """Clamps the reward to ``[clamp_min, clamp_max]`` (either may be None: no bound there)."""
+
+    def __init__(self, clamp_min=None, clamp_max=None, in_keys=None, out_keys=None):
+        if clamp_min is None and clamp_max is None:
+            raise TypeError("RewardClipping: at least one of clamp_min and clamp_max must be given")
+        if clamp_min is not None and clamp_max is not None and float(clamp_min) > float(clamp_max):
+            raise ValueError(f"RewardClipping: clamp_min ({clamp_min}) must not exceed clamp_max ({clamp_max})")
+        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        self.clamp_min = None if clamp_min is None else _numeric(clamp_min, "RewardClipping", "clamp_min")
+        self.clamp_max = None if clamp_max is None else _numeric(clamp_max, "RewardClipping", "clamp_max")
+
+    def _apply_transform(self, reward):
+        if self.clamp_max is None:
+            return reward.clamp_min(self.clamp_min)
+        if self.clamp_min is None:
+            return reward.clamp_max(self.clamp_max)
+        return reward.clamp(self.clamp_min, self.clamp_max)
+
+    def _transform_spec(self, spec):
+        if not isinstance(spec, Unbounded):
+            raise NotImplementedError(f"RewardClipping.transform_reward_spec not implemented for tensor spec of "
+                                      f"type {type(spec).__name__}")
+        low = -_FLOAT_MAX if self.clamp_min is None else self.clamp_min
+        high = _FLOAT_MAX if self.clamp_max is None else self.clamp_max
+        return Bounded(low, high, shape=spec.shape, device=spec.device, dtype=spec.dtype)
+
+    def __repr__(self):
+        bound = lambda v: "None" if v is None else f"{float(v):4.4f}"  # noqa: E731
+        return (f"RewardClipping(clamp_min={bound(self.clamp_min)}, clamp_max={bound(self.clamp_max)}, "
+                f"keys={self.in_keys})")
+
+
+class BinarizeReward(_RewardTransform):
+    """The reward as 1 where it is positive, else 0 (int8); its last dim must be 1."""
+
+    def _apply_transform(self, reward):
+        if not reward.shape or reward.shape[-1] != 1:
+            raise RuntimeError(f"Reward shape last dimension must be singleton, got reward of shape "
+                               f"{list(reward.shape)}")
+        return (reward > 0.0).to(_dtypes.int8)
+
+    def _transform_spec(self, spec):
+        return Binary(n=1, device=spec.device, shape=spec.shape)
+
+
+class SignTransform(_EntryTransform):
+    """The sign (-1, 0 or 1) of each ``in_keys`` entry, observations or the reward (and of the
+    action with ``in_keys_inv=["action"]``); the specs become bounded in [-1, 1]."""
+
+    def _apply_transform(self, value):
+        return value.sign()
+
+    _inv_apply_transform = _apply_transform
+
+    def _transform_spec(self, spec):
+        return Bounded(low=-1.0, high=1.0, shape=spec.shape, device=spec.device, dtype=spec.dtype)
+
+
+class ClipTransform(_EntryTransform):
+    """Clamps each ``in_keys`` entry (and the action with ``in_keys_inv``) to ``[low, high]``
+    (scalars; either may be None). The specs become ``Bounded(low - eps, high + eps)``, eps being
+    float32's resolution, as torchrl's."""
+
+    def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None, *, low=None, high=None):
+        if low is None and high is None:
+            raise TypeError("Either one or both of `high` and `low` must be provided.")
+        low, high = self._bound(low, low, high), self._bound(high, low, high)
+        if low is not None and high is not None and bool(low >= high):
+            raise ValueError(f"`low` must be strictly lower than `high`, got low={low.item()} and "
+                             f"high={high.item()}.")
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        self.low, self.high = low, high
+        self.eps = float(np.finfo(np.float32).resolution)
+
+    @staticmethod
+    def _bound(value, low, high):
+        if value is None:
+            return None
+        if np.size(value) != 1 if not isinstance(value, Tensor) else value.numel() != 1:
+            raise TypeError(f"low and high must be scalars or None. Got low={low} and high={high}.")
+        return _numeric(value, "ClipTransform", "low/high").reshape(())
+
+    def _apply_transform(self, value):
+        if self.low is None:
+            return value.clamp_max(self.high)
+        if self.high is None:
+            return value.clamp_min(self.low)
+        return value.clamp(self.low, self.high)
+
+    _inv_apply_transform = _apply_transform
+
+    def _transform_spec(self, spec):
+        low = -_FLOAT_MAX if self.low is None else self.low - self.eps
+        high = _FLOAT_MAX if self.high is None else self.high + self.eps
+        return Bounded(low=low, high=high, shape=spec.shape, device=spec.device, dtype=spec.dtype)
+
+
+# ---- shapes ------------------------------------------------------------------------------------------
+
+def _feature_dim(dim, transform):
+    """A non-negative ``dim`` counts from the first dim after the env's batch dims (torchrl's rule)."""
+    if dim < 0:
+        return dim
+    batch = transform._env_batch_size
+    if batch is None and transform.parent is not None:
+        batch = transform.parent.batch_size
+    return dim if batch is None else len(batch) + dim
+
+
+class UnsqueezeTransform(_EntryTransform):
+    """Inserts a dim of size 1 at ``dim`` into each ``in_keys`` entry (the action: removes it with
+    ``in_keys_inv``). ``dim`` must be negative unless ``allow_positive_dim``: then it counts from
+    the first dim after the env's batch dims."""
+
+    def __init__(self, dim=None, *, allow_positive_dim=False, in_keys=None, out_keys=None, in_keys_inv=None,
+                 out_keys_inv=None):
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"{type(self).__name__}: dim must be an int, got {dim!r}")
+        if dim >= 0 and not allow_positive_dim:
+            raise RuntimeError("dim should be smaller than 0 to accommodate for envs of different batch_sizes. "
+                               f"Turn allow_positive_dim to accommodate for positive dim (got dim={dim}).")
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        self.allow_positive_dim = allow_positive_dim
+        self._dim = int(dim)
+
+    @property
+    def dim(self):
+        return _feature_dim(self._dim, self)
+
+    @property
+    def unsqueeze_dim(self):
+        return self.dim
+
+    def _apply_transform(self, value):
+        return value.unsqueeze(self.dim)
+
+    def _inv_apply_transform(self, value):
+        return value.squeeze(self.dim)
+
+    def _transform_spec(self, spec):
+        return _reshaped_spec(spec, self._apply_transform)
+
+    _inv_transform_spec = _transform_spec  # the action spec seen outside is the env's, mapped forward
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(dim={self.dim}, in_keys={self.in_keys}, out_keys={self.out_keys}, "
+                f"in_keys_inv={self.in_keys_inv}, out_keys_inv={self.out_keys_inv})")
+
+
+class SqueezeTransform(UnsqueezeTransform):
+    """Removes the dim of size 1 at ``dim`` from each ``in_keys`` entry (the action: inserts it
+    with ``in_keys_inv``); ``dim`` as ``UnsqueezeTransform``'s."""
+
+    def __init__(self, dim=None, *args, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None,
+                 **kwargs):
+        if dim is None:
+            if "squeeze_dim" not in kwargs:
+                raise TypeError(f"dim must be passed to {type(self).__name__} constructor.")
+            dim = kwargs.pop("squeeze_dim")
+        super().__init__(dim, *args, in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv,
+                         out_keys_inv=out_keys_inv, **kwargs)
+
+    @property
+    def squeeze_dim(self):
+        return self.dim
+
+    _apply_transform = UnsqueezeTransform._inv_apply_transform
+    _inv_apply_transform = UnsqueezeTransform._apply_transform
+
+
+class PermuteTransform(_EntryTransform):
+    """Permutes the trailing dims of each ``in_keys`` entry: ``dims`` is a reordering of
+    ``[-len(dims), ..., -1]`` (the action is permuted back with ``in_keys_inv``)."""
+
+    def __init__(self, dims, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+        dims = list(dims)
+        if sorted(dims) != list(range(-len(dims), 0)):
+            raise ValueError(f"Only tailing dims with negative indices are supported by PermuteTransform. Got "
+                             f"{dims} instead.")
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        self.dims = dims
+
+    @staticmethod
+    def _invert_permute(dims):
+        n = len(dims)
+        return [dims.index(i - n) - n for i in range(n)]
+
+    @staticmethod
+    def _permuted(value, dims):
+        return value.permute(*range(value.ndim - len(dims)), *dims)
+
+    def _apply_transform(self, value):
+        return self._permuted(value, self.dims)
+
+    def _inv_apply_transform(self, value):
+        return self._permuted(value, self._invert_permute(self.dims))
+
+    def _transform_spec(self, spec):
+        return _reshaped_spec(spec, self._apply_transform)
+
+    _inv_transform_spec = _transform_spec  # the action spec seen outside is the env's, mapped forward
+
+
+class FlattenObservation(_EntryTransform):
+    """Flattens dims ``first_dim`` to ``last_dim`` of each ``in_keys`` entry (default ``["pixels"]``).
+    The dims must be negative unless ``allow_positive_dim`` (then they count after the batch dims)."""
+
+    def __init__(self, first_dim, last_dim, in_keys=None, out_keys=None, allow_positive_dim=False):
+        for name, dim in (("first_dim", first_dim), ("last_dim", last_dim)):
+            if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+                raise TypeError(f"FlattenObservation: {name} must be an int, got {dim!r}")
+            if not allow_positive_dim and dim >= 0:
+                raise ValueError(f"{name} should be smaller than 0 to accommodate for envs of different "
+                                 f"batch_sizes (got {dim}).")
+        super().__init__(in_keys=["pixels"] if in_keys is None else in_keys, out_keys=out_keys)
+        self._first_dim, self._last_dim = int(first_dim), int(last_dim)
+
+    @property
+    def first_dim(self):
+        return _feature_dim(self._first_dim, self)
+
+    @property
+    def last_dim(self):
+        return _feature_dim(self._last_dim, self)
+
+    def _apply_transform(self, value):
+        return value.flatten(self.first_dim, self.last_dim)
+
+    def _transform_spec(self, spec):
+        return _reshaped_spec(spec, self._apply_transform)
+
+    def __repr__(self):
+        return (f"FlattenObservation(first_dim={self.first_dim}, last_dim={self.last_dim}, in_keys={self.in_keys}, "
+                f"out_keys={self.out_keys})")
+
+
+def _sort_key(key):
+    return "_-|-_".join(unravel_key_to_tuple(key))
+
+
+class CatTensors(Transform):
+    """Concatenates the ``in_keys`` entries along ``dim`` into ``out_key`` (and deletes them, with
+    ``del_keys``). ``in_keys=None``: every observation with one feature dim, found from the env's
+    specs. ``sort``: the keys are concatenated in sorted order; ``unsqueeze_if_oor``: an entry
+    with too few dims gets a new one at ``dim``."""
+
+    def __init__(self, in_keys=None, out_key="observation_vector", dim=-1, *, del_keys=True,
+                 unsqueeze_if_oor=False, sort=True):
+        if in_keys is None and dim != -1:
+            raise ValueError("Lazy call to CatTensors is only supported when `dim=-1`.")
+        if not isinstance(out_key, (str, tuple)):
+            raise TypeError(f"CatTensors requires out_key to be of type NestedKey, got {type(out_key).__name__}")
+        in_keys = key_list(in_keys, "in_keys", allow_none=True)
+        if in_keys is not None and sort:
+            in_keys = sorted(in_keys, key=_sort_key)
+        super().__init__(in_keys=in_keys or [], out_keys=[out_key])
+        self._initialized = in_keys is not None
+        self.dim = int(dim)
+        self._del_keys = bool(del_keys)
+        self.unsqueeze_if_oor = bool(unsqueeze_if_oor)
+
+    @property
+    def keys_to_exclude(self):
+        return [key for key in self.in_keys if key != self.out_keys[0]]
+
+    def _call(self, next_tensordict):
+        if not self._initialized:
+            raise RuntimeError("CatTensors(in_keys=None) finds its keys in its env's specs: put it in a "
+                               "TransformedEnv, or pass in_keys")
+        values = [next_tensordict.get(key, None) for key in self.in_keys]
+        if any(value is None for value in values):
+            raise KeyError(f"CatTensor failed, as it expected input keys = {_names(self.in_keys)} but got a "
+                           f"TensorDict with keys {sorted(map(str, next_tensordict.keys(True, True)))}")
+        if self.unsqueeze_if_oor:
+            position = self.dim if self.dim >= 0 else -self.dim - 1
+            values = [v if position < v.ndim else v.unsqueeze(-1 if self.dim > 0 else 0) for v in values]
+        next_tensordict.set(self.out_keys[0], cat(values, dim=self.dim))
+        if self._del_keys:
+            next_tensordict.exclude(*self.keys_to_exclude, inplace=True)
+        return next_tensordict
+
+    forward = _call
+
+    def _reset(self, tensordict, tensordict_reset):
+        return self._call(tensordict_reset)
+
+    def _find_in_keys(self, observation_spec):
+        batch_dims = len(self._env_batch_size or ())
+        keys = [unravel_key_to_tuple(k) for k, spec in observation_spec.items(True, True)
+                if len(spec.shape) == batch_dims + 1]
+        return sorted(keys, key=_sort_key)
+
+    def transform_observation_spec(self, observation_spec):
+        if not self._initialized:
+            self.in_keys = self._find_in_keys(observation_spec)
+            self._initialized = True
+        missing = [k for k in self.in_keys if k not in _spec_keys(observation_spec)]
+        if missing or not self.in_keys:
+            raise ValueError(f"CatTensor got a list of keys that does not match the keys in observation_spec: "
+                             f"{_names(missing or self.in_keys)} (observations: "
+                             f"{sorted(map(str, observation_spec.keys(True, True)))})")
+        specs = [observation_spec[k] for k in self.in_keys]
+        shape = list(specs[0].shape)
+        shape[self.dim] = sum(spec.shape[self.dim] if spec.shape else 1 for spec in specs)
+        observation_spec[self.out_keys[0]] = Unbounded(shape=shape, dtype=specs[0].dtype, device=specs[0].device)
+        if self._del_keys:
+            for key in self.keys_to_exclude:
+                del observation_spec[key]
+        return observation_spec
+
+    def __repr__(self):
+        return f"CatTensors(in_keys={self.in_keys}, out_key={self.out_keys[0]})"
+
+
+# ---- dtypes ------------------------------------------------------------------------------------------
+
+class DTypeCastTransform(_EntryTransform):
+    """Casts ``in_keys`` entries from ``dtype_in`` to ``dtype_out`` (and the action back from
+    ``dtype_out`` to ``dtype_in`` with ``in_keys_inv=["action"]``). With neither ``in_keys`` nor
+    ``in_keys_inv``, the keys are every observation and reward of ``dtype_in`` (and the action if
+    it is of ``dtype_in``), found from the env's specs; outside an env, every entry of ``dtype_in``."""
+
+    def __init__(self, dtype_in, dtype_out, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+        for name, dtype in (("dtype_in", dtype_in), ("dtype_out", dtype_out)):
+            if not isinstance(dtype, _dtypes.dtype):
+                raise TypeError(f"DTypeCastTransform: {name} must be an rlpipe dtype, got {dtype!r}")
+        if in_keys is None and out_keys is not None:
+            raise ValueError("DTypeCastTransform: out_keys were passed without in_keys; the order in which the "
+                             f"entries of {dtype_in} are found cannot be guaranteed: pass in_keys too")
+        self._auto = in_keys is None
+        self._auto_inv = in_keys is None and in_keys_inv is None
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        self.dtype_in, self.dtype_out = dtype_in, dtype_out
+
+    def _apply_transform(self, value):
+        return value.to(self.dtype_out)
+
+    def _inv_apply_transform(self, value):
+        return value.to(self.dtype_in)
+
+    def _call(self, next_tensordict):
+        if not (self._auto and self._env_batch_size is None):
+            return super()._call(next_tensordict)
+        for key, value in list(next_tensordict.items(True, True)):
+            if isinstance(value, Tensor) and value.dtype is self.dtype_in:
+                next_tensordict.set(key, self._apply_transform(value))
+        return next_tensordict
+
+    forward = _call
+
+    def _inv_call(self, tensordict):
+        if self._auto_inv and self._env_batch_size is None:
+            return tensordict
+        return super()._inv_call(tensordict)
+
+    def _transform_spec(self, spec):
+        if spec.dtype is not self.dtype_in:
+            raise TypeError(f"DTypeCastTransform: the spec's dtype is {spec.dtype}, expected {self.dtype_in}")
+        return spec.to(self.dtype_out)
+
+    def _inv_transform_spec(self, spec):
+        return self._transform_spec(spec)
+
+    def transform_observation_spec(self, observation_spec):
+        if self._auto:
+            self.in_keys = [unravel_key_to_tuple(k) for k, v in observation_spec.items(True, True)
+                            if v.dtype is self.dtype_in]
+            if self._parent_spec("reward").dtype is self.dtype_in:
+                self.in_keys.append(REWARD)
+            self.out_keys = list(self.in_keys)
+        return super().transform_observation_spec(observation_spec)
+
+    def transform_action_spec(self, action_spec):
+        if self._auto_inv:
+            self.in_keys_inv = [ACTION] if action_spec.dtype is self.dtype_in else []
+            self.out_keys_inv = list(self.in_keys_inv)
+        return super().transform_action_spec(action_spec)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(in_keys={self.in_keys}, out_keys={self.out_keys}, in_keys_inv="
+                f"{self.in_keys_inv}, out_keys_inv={self.out_keys_inv})")
+
+
+# ---- keys --------------------------------------------------------------------------------------------
+
+def _check_not_protocol(keys, owner):
+    kept = [k for k in keys if k in _DONE_KEYS or k in (REWARD, ACTION)]
+    if kept:
+        raise NotImplementedError(f"{owner}: {_names(kept)} cannot be removed: an rlpipe env always has its "
+                                  "reward, done flags and action")
+
+
+class ExcludeTransform(Transform):
+    """Removes the ``excluded_keys`` observations (absent ones are ignored). ``inverse=True``: they
+    would be removed from an env's input, which on rlpipe holds only the action: nothing to do."""
+
+    def __init__(self, *excluded_keys, inverse=False):
+        super().__init__()
+        try:
+            self.excluded_keys = key_list(list(excluded_keys), "excluded_keys")
+        except TypeError:
+            raise TypeError("excluded keys must be a list or tuple of strings or tuples of strings.") from None
+        _check_not_protocol(self.excluded_keys, "ExcludeTransform")
+        self.inverse = bool(inverse)
+
+    def _call(self, next_tensordict):
+        return next_tensordict if self.inverse else next_tensordict.exclude(*self.excluded_keys)
+
+    forward = _call
+
+    def _inv_call(self, tensordict):
+        return tensordict.exclude(*self.excluded_keys) if self.inverse else tensordict
+
+    def _reset(self, tensordict, tensordict_reset):
+        return self._call(tensordict_reset)
+
+    def transform_observation_spec(self, observation_spec):
+        if self.inverse:
+            return observation_spec
+        keys = _spec_keys(observation_spec)
+        for key in self.excluded_keys:
+            if key not in keys:
+                raise KeyError(f"Key {_key_str(key)!r} not found in the environment outputs "
+                               f"{sorted(map(str, keys))}.")
+            del observation_spec[key]
+        return observation_spec
+
+    def __repr__(self):
+        return f"ExcludeTransform(excluded_keys={_names(self.excluded_keys)}, inverse={self.inverse})"
+
+
+class SelectTransform(Transform):
+    """Keeps only the ``selected_keys`` observations (with the reward and the done flags, which an
+    rlpipe env always keeps: ``keep_rewards``/``keep_dones`` must stay True)."""
+
+    def __init__(self, *selected_keys, keep_rewards=True, keep_dones=True):
+        super().__init__()
+        try:
+            self.selected_keys = key_list(list(selected_keys), "selected_keys")
+        except TypeError:
+            raise TypeError("selected keys must be a list or tuple of strings or tuples of strings.") from None
+        if not keep_rewards or not keep_dones:
+            raise NotImplementedError("SelectTransform: keep_rewards=False/keep_dones=False: an rlpipe env always "
+                                      "has its reward and done flags")
+        self.keep_reward_keys = self.keep_done_keys = True
+
+    def _call(self, next_tensordict):
+        return next_tensordict.select(*self.selected_keys, REWARD, *_DONE_KEYS, strict=False)
+
+    forward = _call
+
+    def _reset(self, tensordict, tensordict_reset):
+        return self._call(tensordict_reset)
+
+    def transform_observation_spec(self, observation_spec):
+        for key in list(_spec_keys(observation_spec)):
+            if key not in self.selected_keys:
+                del observation_spec[key]
+        return observation_spec
+
+    def __repr__(self):
+        return f"SelectTransform(selected_keys={_names(self.selected_keys)})"

@@ -1,0 +1,301 @@
+# ruff: noqa: SIM118 - TensorDict.keys() is the API
+"""torchrl's transforms of entries and keys (``rlpipe.envs.transforms_tensors``).
+
+The checks use a tiny deterministic Gymnasium env written here: at step ``t`` since its reset its
+observations are ``grid = t * [[0, 1, 2], [3, 4, 5]]``, ``pos = [t, -t]`` and ``vel = [10 t]``,
+the reward of the step that reaches ``t`` is ``t - 2`` (so -1, 0, 1, 2, ...) and it terminates at
+``t == length``. Every expected value below is worked out from that by hand.
+"""
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import rlpipe
+from rlpipe import TensorDict
+from rlpipe.collectors import RandomPolicy, SyncDataCollector
+from rlpipe.envs import (BinarizeReward, CatTensors, ClipTransform, Compose, DTypeCastTransform, ExcludeTransform,
+                         FlattenObservation, GymEnv, InitTracker, PermuteTransform, RewardClipping, RewardScaling,
+                         SelectTransform, SignTransform, SqueezeTransform, StepCounter, TransformedEnv,
+                         UnsqueezeTransform)
+from rlpipe.envs.specs import Binary, Bounded, Categorical, Unbounded
+from rlpipe.envs.utils import check_env_specs
+
+
+class GridEnv(gym.Env):
+    """Observations ``grid``, ``pos``, ``vel`` and reward as the module docstring says."""
+
+    def __init__(self, length=4, action_dtype=np.float32):
+        self.length = length
+        box = lambda shape: gym.spaces.Box(-100.0, 100.0, shape=shape, dtype=np.float32)  # noqa: E731
+        self.observation_space = gym.spaces.Dict({"grid": box((2, 3)), "pos": box((2,)), "vel": box((1,))})
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=action_dtype)
+        self.t = 0
+        self.actions = []
+
+    def _obs(self):
+        t = self.t
+        return {"grid": (t * np.arange(6, dtype=np.float32)).reshape(2, 3), "pos": np.array([t, -t], np.float32),
+                "vel": np.array([10 * t], np.float32)}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.actions.append(np.array(action))
+        self.t += 1
+        return self._obs(), float(self.t - 2), self.t >= self.length, False, {}
+
+
+gym.register(id="RlpipeTfaGrid-v0", entry_point=GridEnv)
+
+
+def arr(x):
+    return np.array(x.detach().cpu().numpy())
+
+
+def grid_env(*transforms, **kwargs):
+    return TransformedEnv(GymEnv(GridEnv(**kwargs)), Compose(*transforms))
+
+
+def rollout(env, steps=4, **kwargs):
+    env.set_seed(0)
+    check_env_specs(env)
+    return env.rollout(steps, **kwargs)
+
+
+# ---- InitTracker -----------------------------------------------------------------------------------------
+
+def test_init_tracker_marks_each_first_step_through_autoresets():
+    env = TransformedEnv(GymEnv("RlpipeTfaGrid-v0", num_envs=2, length=3), InitTracker())
+    spec = env.observation_spec["is_init"]
+    assert isinstance(spec, Categorical) and spec.dtype is rlpipe.bool and spec.shape == (2, 1)
+    td = rollout(env, 7, break_when_any_done=False)
+    # steps since reset: 0 1 2 | 0 1 2 | 0: is_init exactly where the env was just reset
+    expected = [True, False, False, True, False, False, True]
+    assert arr(td["is_init"])[..., 0].tolist() == [expected, expected]
+    assert not arr(td["next", "is_init"]).any()
+    np.testing.assert_array_equal(arr(td["is_init"])[..., 0], arr(td["pos"])[..., 0] == 0)
+
+
+def test_init_tracker_in_a_collector_and_a_custom_key():
+    env = TransformedEnv(GymEnv(GridEnv(length=3)), Compose(StepCounter(), InitTracker("first")))
+    collector = SyncDataCollector(env, RandomPolicy(env.action_spec), frames_per_batch=7, total_frames=7)
+    data = next(iter(collector))
+    collector.shutdown()
+    assert arr(data["first"])[:, 0].tolist() == [True, False, False, True, False, False, True]
+    np.testing.assert_array_equal(arr(data["first"])[:, 0], arr(data["step_count"])[:, 0] == 0)
+
+
+def test_init_tracker_tensordict_methods_and_errors():
+    t = InitTracker()
+    root = TensorDict({"done": rlpipe.zeros(3, 1, dtype=rlpipe.bool)}, [3])
+    assert arr(t._reset(TensorDict(batch_size=[3]), root.clone())["is_init"]).all()
+    partial = TensorDict({"_reset": rlpipe.tensor([[True], [False], [True]])}, [3])
+    assert arr(t._reset(partial, root.clone())["is_init"])[:, 0].tolist() == [True, False, True]
+    flat = TensorDict({"_reset": rlpipe.tensor([False, True, False])}, [3])
+    assert arr(t._reset(flat, root.clone())["is_init"]).tolist() == [[False], [True], [False]]
+    assert not arr(t._call(root.clone())["is_init"]).any()
+    assert t.out_keys == [("is_init",)] and t.init_keys == ["is_init"]
+    with pytest.raises(NotImplementedError, match="parent environment"):
+        t(root)
+    with pytest.raises(ValueError, match="init_key can only be of type str"):
+        InitTracker(("a", "b"))
+
+
+# ---- rewards --------------------------------------------------------------------------------------------
+
+def test_reward_scaling_values_standard_normal_and_forward():
+    td = rollout(grid_env(RewardScaling(loc=1.0, scale=2.0)))
+    assert arr(td["next", "reward"])[:, 0].tolist() == [-1.0, 1.0, 3.0, 5.0]  # 2 * (t - 2) + 1
+    td = rollout(grid_env(RewardScaling(loc=1.0, scale=2.0, standard_normal=True)))
+    assert arr(td["next", "reward"])[:, 0].tolist() == [-1.0, -0.5, 0.0, 0.5]  # (t - 3) / 2
+    t = RewardScaling(0.0, 0.0, in_keys=["r"], out_keys=["r2"])
+    assert t.scale.item() == pytest.approx(1e-6)  # clamped
+    out = t(TensorDict({"r": rlpipe.tensor([[2.0]])}, [1]))
+    assert arr(out["r2"]).tolist() == [[pytest.approx(2e-6)]] and arr(out["r"]).tolist() == [[2.0]]
+    assert sorted(RewardScaling(1.0, 2.0).state_dict()) == ["loc", "scale"]
+    assert repr(RewardScaling(1.0, 2.0)) == "RewardScaling(loc=1.0000, scale=2.0000, keys=[('reward',)])"
+
+
+def test_reward_scaling_and_clipping_errors():
+    with pytest.raises(NotImplementedError, match="Bounded"):
+        RewardScaling(0.0, 1.0)._transform_spec(Bounded(-1.0, 1.0, shape=(1,)))
+    with pytest.raises(TypeError, match="loc must be a real number"):
+        RewardScaling("a", 1.0)
+    with pytest.raises(NotImplementedError, match="in place"):
+        grid_env(RewardScaling(0.0, 1.0, out_keys=["scaled"])).observation_spec
+    with pytest.raises(TypeError, match="at least one"):
+        RewardClipping()
+    with pytest.raises(ValueError, match="must not exceed"):
+        RewardClipping(1.0, -1.0)
+
+
+def test_reward_clipping_values_and_spec():
+    env = grid_env(RewardClipping(-0.5, 1.0))
+    spec = env.reward_spec
+    assert isinstance(spec, Bounded) and arr(spec.low).tolist() == [-0.5] and arr(spec.high).tolist() == [1.0]
+    assert arr(rollout(env)["next", "reward"])[:, 0].tolist() == [-0.5, 0.0, 1.0, 1.0]
+    assert arr(rollout(grid_env(RewardClipping(clamp_min=0.0)))["next", "reward"])[:, 0].tolist() == [0, 0, 1, 2]
+    assert arr(rollout(grid_env(RewardClipping(clamp_max=0.0)))["next", "reward"])[:, 0].tolist() == [-1, 0, 0, 0]
+
+
+def test_binarize_reward_values_spec_and_shape_error():
+    env = grid_env(BinarizeReward())
+    assert isinstance(env.reward_spec, Binary) and env.reward_spec.shape == (1,)
+    reward = rollout(env)["next", "reward"]
+    assert reward.dtype is rlpipe.int8 and arr(reward)[:, 0].tolist() == [0, 0, 1, 1]
+    with pytest.raises(RuntimeError, match="must be singleton"):
+        BinarizeReward()(TensorDict({"reward": rlpipe.ones(2, 3)}, [2]))
+
+
+def test_sign_transform_observations_reward_and_action():
+    env = grid_env(SignTransform(in_keys=["pos", "reward"], in_keys_inv=["action"]))
+    spec = env.observation_spec["pos"]
+    assert isinstance(spec, Bounded) and arr(spec.low).tolist() == [-1, -1] and arr(spec.high).tolist() == [1, 1]
+    assert isinstance(env.reward_spec, Bounded)
+    td = rollout(env)
+    assert arr(td["pos"]).tolist() == [[0, 0], [1, -1], [1, -1], [1, -1]]  # the reset observation too
+    assert arr(td["next", "reward"])[:, 0].tolist() == [-1, 0, 1, 1]
+    env.rollout(1, policy=lambda td: td.set("action", rlpipe.tensor([-0.25])))
+    assert env.base_env._env.actions[-1].tolist() == [-1.0]  # the action reaches the env as its sign
+
+
+# ---- values and shapes ----------------------------------------------------------------------------------
+
+def test_clip_transform_values_specs_and_errors():
+    env = grid_env(ClipTransform(in_keys=["pos"], low=-1.5, high=2.0))
+    spec = env.observation_spec["pos"]
+    eps = float(np.finfo(np.float32).resolution)
+    np.testing.assert_allclose(arr(spec.low), [-1.5 - eps] * 2)
+    np.testing.assert_allclose(arr(spec.high), [2.0 + eps] * 2)
+    assert arr(rollout(env)["next", "pos"]).tolist() == [[1, -1], [2, -1.5], [2, -1.5], [2, -1.5]]
+    high_only = ClipTransform(in_keys=["x"], high=0.0)(TensorDict({"x": rlpipe.tensor([-3.0, 3.0])}, []))
+    assert arr(high_only["x"]).tolist() == [-3.0, 0.0]
+    with pytest.raises(TypeError, match="Either one or both"):
+        ClipTransform(in_keys=["x"])
+    with pytest.raises(ValueError, match="strictly lower"):
+        ClipTransform(in_keys=["x"], low=1.0, high=1.0)
+    with pytest.raises(TypeError, match="must be scalars"):
+        ClipTransform(in_keys=["x"], low=np.zeros(2))
+    with pytest.raises(NotImplementedError, match="only hold 'action'"):
+        ClipTransform(in_keys_inv=["state"], low=0.0)
+
+
+def test_unsqueeze_and_squeeze_observations_and_action():
+    env = grid_env(UnsqueezeTransform(-2, in_keys=["pos"], in_keys_inv=["action"]))
+    assert env.observation_spec["pos"].shape == (1, 2) and env.action_spec.shape == (1, 1)
+    spec = env.observation_spec["pos"]
+    assert arr(spec.low).tolist() == [[-100.0, -100.0]]
+    td = rollout(env)
+    assert td["pos"].shape == (4, 1, 2) and arr(td["next", "pos"])[1].tolist() == [[2.0, -2.0]]
+    assert td["action"].shape == (4, 1, 1) and env.base_env._env.actions[-1].shape == (1,)
+    env = grid_env(UnsqueezeTransform(-1, in_keys=["pos"]), SqueezeTransform(-1, in_keys=["pos"]))
+    assert env.observation_spec["pos"].shape == (2,)
+    assert arr(rollout(env)["pos"])[2].tolist() == [2.0, -2.0]
+    positive = TransformedEnv(GymEnv("RlpipeTfaGrid-v0", num_envs=3),
+                              UnsqueezeTransform(0, allow_positive_dim=True, in_keys=["vel"]))
+    assert positive.transform.dim == 1 and positive.observation_spec["vel"].shape == (3, 1, 1)
+    with pytest.raises(RuntimeError, match="allow_positive_dim"):
+        UnsqueezeTransform(0, in_keys=["x"])
+    with pytest.raises(TypeError, match="dim must be passed"):
+        SqueezeTransform(in_keys=["x"])
+    assert SqueezeTransform(squeeze_dim=-1).squeeze_dim == -1
+
+
+def test_permute_transform_values_specs_and_inverse():
+    env = grid_env(PermuteTransform([-1, -2], in_keys=["grid"]))
+    assert env.observation_spec["grid"].shape == (3, 2)
+    td = rollout(env)
+    assert arr(td["grid"])[1].tolist() == [[0, 3], [1, 4], [2, 5]]  # t = 1: the transpose of [[0,1,2],[3,4,5]]
+    t = PermuteTransform([-2, -3, -1])
+    assert t._invert_permute([-2, -3, -1]) == [-2, -3, -1]
+    assert t._invert_permute([-1, -3, -2]) == [-2, -1, -3]
+    x = rlpipe.arange(24).reshape(2, 3, 4)
+    assert t._apply_transform(x).shape == (3, 2, 4)
+    assert arr(t._inv_apply_transform(t._apply_transform(x))).tolist() == arr(x).tolist()
+    with pytest.raises(ValueError, match="tailing dims"):
+        PermuteTransform([0, 1])
+
+
+def test_flatten_observation_values_and_errors():
+    env = grid_env(FlattenObservation(-2, -1, in_keys=["grid"]))
+    assert env.observation_spec["grid"].shape == (6,)
+    assert arr(rollout(env)["next", "grid"])[1].tolist() == [0, 2, 4, 6, 8, 10]
+    assert FlattenObservation(-2, -1).in_keys == [("pixels",)]
+    with pytest.raises(ValueError, match="first_dim should be smaller than 0"):
+        FlattenObservation(0, -1)
+
+
+def test_cat_tensors_keys_values_and_lazy_keys():
+    env = grid_env(CatTensors(["vel", "pos"], out_key="obs"))
+    assert set(env.observation_spec.keys()) == {"grid", "obs"} and env.observation_spec["obs"].shape == (3,)
+    td = rollout(env)
+    assert arr(td["next", "obs"])[1].tolist() == [2.0, -2.0, 20.0]  # sorted: pos, then vel
+    assert "pos" not in td.keys() and "vel" not in td.keys()
+    lazy = grid_env(CatTensors(del_keys=False))  # the one-feature-dim observations: pos and vel
+    assert set(lazy.observation_spec.keys()) == {"grid", "pos", "vel", "observation_vector"}
+    assert lazy.transform[0].in_keys == [("pos",), ("vel",)]
+    out = CatTensors(["b", "a"], "c", dim=-2, unsqueeze_if_oor=True)(TensorDict({"a": rlpipe.zeros(1),
+                                                                                "b": rlpipe.ones(1)}, []))
+    assert arr(out["c"]).tolist() == [[0.0], [1.0]] and list(out.keys()) == ["c"]  # each gets a dim -2
+    with pytest.raises(KeyError, match="expected input keys"):
+        CatTensors(["a", "z"], "c")(TensorDict({"a": rlpipe.ones(2)}, []))
+    with pytest.raises(ValueError, match="does not match the keys"):
+        grid_env(CatTensors(["pos", "nope"])).observation_spec
+    with pytest.raises(ValueError, match="dim=-1"):
+        CatTensors(dim=0)
+
+
+def test_dtype_cast_automatic_keys_and_action():
+    env = grid_env(DTypeCastTransform(rlpipe.float32, rlpipe.float64))
+    assert all(spec.dtype is rlpipe.float64 for spec in env.observation_spec.values())
+    assert env.reward_spec.dtype is rlpipe.float64 and env.action_spec.dtype is rlpipe.float64
+    td = rollout(env)
+    assert td["pos"].dtype is rlpipe.float64 and td["next", "reward"].dtype is rlpipe.float64
+    assert td["action"].dtype is rlpipe.float64 and env.base_env._env.actions[-1].dtype == np.float32
+    only = grid_env(DTypeCastTransform(rlpipe.float32, rlpipe.float64, in_keys=["vel"]))
+    assert only.observation_spec["vel"].dtype is rlpipe.float64 and only.observation_spec["pos"].dtype is rlpipe.float32
+    assert only.action_spec.dtype is rlpipe.float32
+    loose = DTypeCastTransform(rlpipe.float32, rlpipe.int64)(TensorDict({"a": rlpipe.tensor([1.5]),
+                                                                         "b": rlpipe.tensor([2])}, []))
+    assert loose["a"].dtype is rlpipe.int64 and arr(loose["a"]).tolist() == [1]
+    with pytest.raises(TypeError, match="expected rlpipe.float64"):
+        grid_env(DTypeCastTransform(rlpipe.float64, rlpipe.float32, in_keys=["pos"])).observation_spec
+    with pytest.raises(ValueError, match="out_keys were passed without in_keys"):
+        DTypeCastTransform(rlpipe.float32, rlpipe.float64, out_keys=["x"])
+
+
+# ---- keys -----------------------------------------------------------------------------------------------
+
+def test_exclude_and_select_transforms():
+    env = grid_env(ExcludeTransform("grid", ("pos",)))
+    assert list(env.observation_spec.keys()) == ["vel"]
+    td = rollout(env)
+    assert "grid" not in td.keys() and "pos" not in td["next"].keys() and "reward" in td["next"].keys()
+    env = grid_env(SelectTransform("pos"))
+    assert list(env.observation_spec.keys()) == ["pos"]
+    td = rollout(env)
+    assert sorted(td["next"].keys()) == ["done", "pos", "reward", "terminated", "truncated"]
+    assert sorted(SelectTransform("a")(TensorDict({"a": rlpipe.ones(1), "b": rlpipe.ones(1)}, [])).keys()) == ["a"]
+    with pytest.raises(KeyError, match="not found in the environment outputs"):
+        grid_env(ExcludeTransform("nope")).observation_spec
+    with pytest.raises(NotImplementedError, match="cannot be removed"):
+        ExcludeTransform("reward")
+    with pytest.raises(NotImplementedError, match="keep_rewards"):
+        SelectTransform("pos", keep_rewards=False)
+    with pytest.raises(TypeError, match="excluded keys must be"):
+        ExcludeTransform(3)
+
+
+def test_compose_indexing_insert_and_append():
+    env = grid_env(SignTransform(in_keys=["pos"]))
+    env.append_transform(ClipTransform(in_keys=["vel"], high=15.0))
+    env.insert_transform(0, RewardScaling(0.0, 10.0))
+    assert [type(t).__name__ for t in env.transform] == ["RewardScaling", "SignTransform", "ClipTransform"]
+    td = rollout(env)
+    assert arr(td["next", "vel"])[:, 0].tolist() == [10, 15, 15, 15]
+    assert arr(td["next", "reward"])[:, 0].tolist() == [-10, 0, 10, 20]
+    assert isinstance(env.transform[1:], Compose) and len(env.transform[1:]) == 2
+    assert isinstance(env.reward_spec, Unbounded)
