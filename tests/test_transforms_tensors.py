@@ -15,8 +15,8 @@ from rlpipe import TensorDict
 from rlpipe.collectors import RandomPolicy, SyncDataCollector
 from rlpipe.envs import (BinarizeReward, CatTensors, ClipTransform, Compose, DTypeCastTransform, ExcludeTransform,
                          FlattenObservation, GymEnv, InitTracker, PermuteTransform, RewardClipping, RewardScaling,
-                         SelectTransform, SignTransform, SqueezeTransform, StepCounter, TransformedEnv,
-                         UnsqueezeTransform)
+                         SelectTransform, SignTransform, SqueezeTransform, StepCounter, TensorDictPrimer,
+                         TransformedEnv, UnsqueezeTransform)
 from rlpipe.envs.specs import Binary, Bounded, Categorical, Unbounded
 from rlpipe.envs.utils import check_env_specs
 
@@ -299,3 +299,38 @@ def test_compose_indexing_insert_and_append():
     assert arr(td["next", "reward"])[:, 0].tolist() == [-10, 0, 10, 20]
     assert isinstance(env.transform[1:], Compose) and len(env.transform[1:]) == 2
     assert isinstance(env.reward_spec, Unbounded)
+
+
+# ---- TensorDictPrimer -----------------------------------------------------------------------------------
+
+def test_primer_adds_entries_at_reset_and_carries_them_over():
+    env = TransformedEnv(GymEnv("RlpipeTfaGrid-v0", num_envs=2),
+                         TensorDictPrimer(h=Unbounded(shape=(3,)), c=Bounded(0.0, 1.0, shape=(1,)), expand_specs=True,
+                                          default_value={"h": 2.0, "c": lambda: rlpipe.full((2, 1), 0.5)}))
+    assert env.observation_spec["h"].shape == (2, 3) and env.observation_spec["c"].shape == (2, 1)
+    td = rollout(env, 5, break_when_any_done=False)
+    assert arr(td["h"]).tolist() == [[[2.0] * 3] * 5] * 2 and arr(td["next", "h"]).tolist() == arr(td["h"]).tolist()
+    assert (arr(td["c"]) == 0.5).all()
+    primer = env.transform
+    root = TensorDict({"h": rlpipe.full((2, 3), 7.0), "c": rlpipe.zeros(2, 1)}, [2])
+    nxt = primer._step(root, TensorDict({"c": rlpipe.ones(2, 1)}, [2]))
+    assert (arr(nxt["h"]) == 7.0).all() and (arr(nxt["c"]) == 1.0).all()  # an entry already there is kept
+
+
+def test_primer_random_forward_and_errors():
+    primer = TensorDictPrimer({"x": Bounded(-1.0, 1.0, shape=(4, 2)), "shape": [4]}, random=True)
+    out = primer(TensorDict(batch_size=[4]))
+    assert out["x"].shape == (4, 2) and (np.abs(arr(out["x"])) <= 1.0).all() and len(set(arr(out["x"]).ravel())) > 1
+    with pytest.raises(RuntimeError, match="leading shape of the spec"):
+        primer(TensorDict(batch_size=[3]))
+    with pytest.raises(RuntimeError, match="expand_specs wasn't specified"):
+        unexpanded = TensorDictPrimer(h=Unbounded(shape=(3,)))
+        TransformedEnv(GymEnv("RlpipeTfaGrid-v0", num_envs=2), unexpanded).observation_spec
+    with pytest.raises(ValueError, match="incompatible"):
+        TensorDictPrimer(h=Unbounded(shape=(3,)), random=True, default_value=1.0)
+    with pytest.raises(ValueError, match="must match the primers keys"):
+        TensorDictPrimer(h=Unbounded(shape=(3,)), default_value={"g": 1.0})
+    with pytest.raises(ValueError, match="subtype of the TensorSpec"):
+        TensorDictPrimer(h=3)
+    with pytest.raises(ValueError, match="outside its spec"):
+        TensorDictPrimer(h=Unbounded(shape=(3,)), default_value=lambda: rlpipe.zeros(2))(TensorDict(batch_size=[]))

@@ -2,8 +2,8 @@
 are (``step_protocol.py``, THE RULE): the reset tracker ``InitTracker``; the reward maps
 ``RewardScaling``, ``RewardClipping``, ``BinarizeReward`` and ``SignTransform``; the shape and value
 maps ``CatTensors``, ``UnsqueezeTransform``, ``SqueezeTransform``, ``PermuteTransform``,
-``FlattenObservation``, ``ClipTransform`` and ``DTypeCastTransform``; and the key filters
-``ExcludeTransform`` and ``SelectTransform``.
+``FlattenObservation``, ``ClipTransform`` and ``DTypeCastTransform``; the key filters
+``ExcludeTransform`` and ``SelectTransform``; and ``TensorDictPrimer``.
 
 Where rlpipe differs: an rlpipe env has one reward, the done flags ``done``/``terminated``/
 ``truncated`` and one action, and takes no input but ``"action"``. So these transforms may change
@@ -13,17 +13,17 @@ and invert only ``"action"`` (``in_keys_inv``/``out_keys_inv``); asking for more
 import numpy as np
 
 from .. import _dtypes
-from .._creation import as_tensor, ones, zeros
+from .._creation import as_tensor, full, ones, zeros
 from .._tensor import Tensor
 from ..primitives.shape import cat
 from ..tensordict import unravel_key_to_tuple
-from .specs import Binary, Bounded, Categorical, Unbounded
+from .specs import Binary, Bounded, Categorical, Composite, TensorSpec, Unbounded
 from .step_protocol import ACTION, REWARD, RESET, key_list
 from .transformed_env import Transform, _key_str
 
 __all__ = ["BinarizeReward", "CatTensors", "ClipTransform", "DTypeCastTransform", "ExcludeTransform",
            "FlattenObservation", "InitTracker", "PermuteTransform", "RewardClipping", "RewardScaling",
-           "SelectTransform", "SignTransform", "SqueezeTransform", "UnsqueezeTransform"]
+           "SelectTransform", "SignTransform", "SqueezeTransform", "TensorDictPrimer", "UnsqueezeTransform"]
 
 _DONE_KEYS = (("done",), ("terminated",), ("truncated",))
 _FLOAT_MAX = float(np.finfo(np.float32).max)
@@ -709,3 +709,108 @@ class SelectTransform(Transform):
 
     def __repr__(self):
         return f"SelectTransform(selected_keys={_names(self.selected_keys)})"
+
+
+# ---- primers -----------------------------------------------------------------------------------------
+
+class TensorDictPrimer(Transform):
+    """Adds entries the env does not produce (a recurrent state, say) at each reset, with the values
+    ``default_value`` gives (a number, a callable returning a tensor, or a dict of either keyed
+    like the primers; 0 by default) or drawn from their specs (``random=True``); a step carries
+    each entry over unchanged into ``"next"`` unless something wrote it there. ``primers``: a dict
+    or ``Composite`` of specs (or the specs as keyword arguments). Specs without the env's batch
+    dims need ``expand_specs=True``. On rlpipe the entries are observations (rlpipe envs have no
+    state spec)."""
+
+    def __init__(self, primers=None, random=None, default_value=None, reset_key=None, expand_specs=None,
+                 single_default_value=False, call_before_env_reset=False, **kwargs):
+        device = kwargs.pop("device", None)
+        if primers is not None and kwargs:
+            raise RuntimeError(f"providing the primers as a dictionary is incompatible with extra keys "
+                               f"{sorted(kwargs)} provided as kwargs.")
+        if single_default_value or call_before_env_reset:
+            raise NotImplementedError("TensorDictPrimer: single_default_value and call_before_env_reset are not "
+                                      "supported on rlpipe")
+        if reset_key is not None and unravel_key_to_tuple(reset_key) != RESET:
+            raise NotImplementedError(f"TensorDictPrimer: an rlpipe env has one reset key, '_reset', got {reset_key!r}")
+        primers = kwargs if primers is None else primers
+        if not isinstance(primers, Composite):
+            primers = dict(primers)
+            shape, batch_size = primers.pop("shape", None), primers.pop("batch_size", None)
+            for key, spec in primers.items():
+                if not isinstance(spec, (TensorSpec, dict)):
+                    raise ValueError(f"The values of the primers must be a subtype of the TensorSpec class. Got "
+                                     f"{type(spec).__name__} for {key!r} instead.")
+            primers = Composite(primers, device=device, shape=shape if batch_size is None else batch_size)
+        if random and default_value:
+            raise ValueError("Setting random to True and providing a default_value are incompatible.")
+        super().__init__()
+        self.primers = primers
+        self.random = random
+        self.expand_specs = expand_specs
+        self.reset_key = "_reset"
+        self.default_value = self._defaults(0.0 if default_value is None else default_value)
+
+    def _defaults(self, default_value):
+        keys = [unravel_key_to_tuple(k) for k in self.primers.keys(True, True)]
+        if not isinstance(default_value, dict):
+            return {key: default_value for key in keys}
+        out = {unravel_key_to_tuple(k): v for k, v in default_value.items()}
+        if set(out) != set(keys):
+            raise ValueError(f"If a default_value dictionary is provided, it must match the primers keys: got "
+                             f"{_names(sorted(out))}, primers {_names(keys)}")
+        return out
+
+    def _value(self, key, spec):
+        if self.random:
+            return spec.rand()
+        value = self.default_value[key]
+        if callable(value):
+            value = value()
+            if not spec.is_in(value):
+                raise ValueError(f"TensorDictPrimer: default_value for {_key_str(key)!r} gave a value outside its "
+                                 f"spec (shape {list(value.shape)}, dtype {value.dtype}; spec {spec})")
+            return value
+        return full(spec.shape, value, dtype=spec.dtype, device=spec.device)
+
+    def _fill(self, tensordict):
+        for key, spec in self.primers.items(True, True):
+            tensordict.set(key, self._value(unravel_key_to_tuple(key), spec))
+        return tensordict
+
+    def forward(self, tensordict):
+        for key, spec in self.primers.items(True, True):
+            if tuple(spec.shape[:tensordict.ndim]) != tuple(tensordict.shape):
+                raise RuntimeError(f"The leading shape of the spec must match the tensordict's, but it does not: got "
+                                   f"tensordict.shape={list(tensordict.shape)} whereas {key} spec's shape is "
+                                   f"{list(spec.shape)}.")
+        return self._fill(tensordict)
+
+    def _reset(self, tensordict, tensordict_reset):
+        return self._fill(tensordict_reset)
+
+    def _step(self, tensordict, next_tensordict):
+        present = _spec_keys(next_tensordict)
+        for key in self.primers.keys(True, True):
+            if unravel_key_to_tuple(key) not in present:
+                next_tensordict.set(key, tensordict.get(key))
+        return next_tensordict
+
+    def transform_observation_spec(self, observation_spec):
+        batch = tuple(observation_spec.shape)
+        if tuple(self.primers.shape[:len(batch)]) != batch:
+            if self.expand_specs:
+                self.primers = self.primers.expand(*batch, *self.primers.shape)
+            elif self.expand_specs is None:
+                raise RuntimeError(f"expand_specs wasn't specified in the TensorDictPrimer constructor, and the shape "
+                                   f"of the primers {list(self.primers.shape)} and observation specs {list(batch)} "
+                                   "mismatch - indicating a batch-size incongruency. Make sure the expand_specs arg "
+                                   "is properly set or that the primer shape matches the environment batch-size.")
+            else:
+                self.primers.shape = observation_spec.shape
+        for key, spec in self.primers.items(True, True):
+            observation_spec[key] = spec.clone()
+        return observation_spec
+
+    def __repr__(self):
+        return f"TensorDictPrimer(primers={self.primers}, default_value={self.default_value}, random={self.random})"
