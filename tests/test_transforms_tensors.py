@@ -16,7 +16,7 @@ from rlpipe.collectors import RandomPolicy, SyncDataCollector
 from rlpipe.envs import (BinarizeReward, CatTensors, ClipTransform, Compose, DTypeCastTransform, ExcludeTransform,
                          FlattenObservation, GymEnv, InitTracker, PermuteTransform, RewardClipping, RewardScaling,
                          SelectTransform, SignTransform, SqueezeTransform, StepCounter, TensorDictPrimer,
-                         TransformedEnv, UnsqueezeTransform)
+                         TransformedEnv, UnsqueezeTransform, VecNorm, VecNormV2)
 from rlpipe.envs.specs import Binary, Bounded, Categorical, Unbounded
 from rlpipe.envs.utils import check_env_specs
 
@@ -334,3 +334,81 @@ def test_primer_random_forward_and_errors():
         TensorDictPrimer(h=3)
     with pytest.raises(ValueError, match="outside its spec"):
         TensorDictPrimer(h=Unbounded(shape=(3,)), default_value=lambda: rlpipe.zeros(2))(TensorDict(batch_size=[]))
+
+
+# ---- VecNorm, VecNormV2 ---------------------------------------------------------------------------------
+
+SQRT_1_5, STEP3 = 1.5 ** 0.5, 1.5 / 1.25 ** 0.5  # (x - mean) / std over {0, 1, 2} and over {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("make", [lambda: VecNorm(["pos", "reward"], decay=1.0),
+                                  lambda: VecNormV2(["pos", "reward"], decay=1.0)])
+def test_vecnorms_without_decay_use_the_mean_and_std_of_everything_seen(make):
+    env = grid_env(make())
+    assert isinstance(env.observation_spec["pos"], Unbounded)  # was Bounded
+    td = env.rollout(4)  # (no set_seed, no check_env_specs: each reset and step would count)
+    # pos[0] seen so far: 0 (reset), 1, 2, 3: population statistics, the reset value included
+    np.testing.assert_allclose(arr(td["next", "pos"])[:3, 0], [1.0, SQRT_1_5, STEP3], rtol=1e-5)
+    np.testing.assert_allclose(arr(td["next", "pos"])[:3, 1], [-1.0, -SQRT_1_5, -STEP3], rtol=1e-5)
+    # rewards -1, 0, 1, 2 (a reset has none): one value has no spread and gives 0
+    np.testing.assert_allclose(arr(td["next", "reward"])[:3, 0], [0.0, 1.0, SQRT_1_5], rtol=1e-5, atol=1e-6)
+    t = env.transform[0]
+    np.testing.assert_allclose(arr(t.loc["pos"]).reshape(-1), [2.0, -2.0])  # mean of 0..4
+    np.testing.assert_allclose(arr(t.scale["pos"]).reshape(-1), [2.0 ** 0.5] * 2, rtol=1e-5)
+
+
+def test_vecnorm_v2_decay_bias_correction_and_batches():
+    t = VecNormV2(["x"], decay=0.5)
+    t(TensorDict({"x": rlpipe.tensor([0.0])}, []))
+    out = t(TensorDict({"x": rlpipe.tensor([1.0])}, []))
+    # loc = 0.5 * (0.5 * 0 + 0.5 * 0) ... = 0.25 * 0 + 0.5 * 1, corrected by 1 - 0.5 ** 2 = 0.75
+    np.testing.assert_allclose(arr(t.loc["x"]), [2 / 3], rtol=1e-6)
+    np.testing.assert_allclose(arr(t.scale["x"]), [(0.5 / 0.75 - 0.25 / 0.75) ** 0.5], rtol=1e-6)
+    np.testing.assert_allclose(arr(out["x"]), [(1 - 2 / 3) / (1 / 3) ** 0.5], rtol=1e-5)
+    per_env = VecNormV2(["x"], decay=1.0)
+    per_env(TensorDict({"x": rlpipe.tensor([[0.0], [10.0]])}, [2]))
+    per_env(TensorDict({"x": rlpipe.tensor([[2.0], [10.0]])}, [2]))
+    assert arr(per_env.loc["x"]).tolist() == [[1.0], [10.0]]  # one statistic per batch element
+    pooled = VecNormV2(["x"], decay=1.0, reduce_batch_dims=True)
+    pooled(TensorDict({"x": rlpipe.tensor([[0.0], [10.0]])}, [2]))
+    assert arr(pooled.loc["x"]).tolist() == [5.0] and int(pooled._count[("x",)]) == 2
+    with pytest.raises(NotImplementedError, match="stateful=False"):
+        VecNormV2(["x"], stateful=False)
+    with pytest.raises(KeyError, match="not found"):
+        pooled(TensorDict({"y": rlpipe.ones(2)}, [2]))
+
+
+def test_vecnorm_legacy_counts_every_row_of_a_batch():
+    t = VecNorm(["x"], decay=1.0)
+    t(TensorDict({"x": rlpipe.tensor([[0.0], [2.0]])}, [2]))
+    out = t(TensorDict({"x": rlpipe.tensor([[4.0], [6.0]])}, [2]))
+    # mean of {0, 2, 4, 6} = 3, population std = sqrt(5)
+    np.testing.assert_allclose(arr(out["x"])[:, 0], [1 / 5 ** 0.5, 3 / 5 ** 0.5], rtol=1e-6)
+    assert arr(t._count[("x",)]).tolist() == [4.0] and arr(t._sum[("x",)]).tolist() == [12.0]
+    assert isinstance(VecNorm(["x"], new_api=True), VecNormV2)
+    with pytest.raises(NotImplementedError, match="shared_td"):
+        VecNorm(["x"], shared_td=TensorDict())
+    with pytest.raises(ValueError, match="one shape per in key"):
+        VecNorm(["x", "y"], shapes=[(1,)])
+
+
+@pytest.mark.parametrize("cls", [VecNorm, VecNormV2])
+def test_vecnorm_freeze_denorm_observation_norm_and_state(cls):
+    t = cls(["x"], decay=1.0)
+    with pytest.raises(RuntimeError, match="initialized"):
+        t.frozen_copy()
+    for value in (0.0, 2.0, 4.0):
+        t(TensorDict({"x": rlpipe.tensor([value])}, []))
+    frozen = t.frozen_copy()
+    out = frozen(TensorDict({"x": rlpipe.tensor([8.0])}, []))
+    np.testing.assert_allclose(arr(out["x"]), [(8 - 2) / (8 / 3) ** 0.5], rtol=1e-5)  # stats of {0, 2, 4}
+    np.testing.assert_allclose(arr(frozen.loc["x"]).reshape(-1), [2.0])
+    back = frozen.denorm(TensorDict({"x": rlpipe.tensor([1.5])}, []))
+    np.testing.assert_allclose(arr(back["x"]), [1.5 * (8 / 3) ** 0.5 + 2], rtol=1e-5)
+    norm = frozen.to_observation_norm()
+    np.testing.assert_allclose(arr(norm(TensorDict({"x": rlpipe.tensor([8.0])}, []))["x"]), arr(out["x"]), rtol=1e-5)
+    copy = cls(["x"], decay=1.0)
+    copy.load_state_dict(t.state_dict())
+    np.testing.assert_allclose(arr(copy.loc["x"]), arr(t.loc["x"]))
+    with pytest.raises(KeyError, match="unexpected key"):
+        copy.load_state_dict({"bogus": rlpipe.ones(1)})
