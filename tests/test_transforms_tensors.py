@@ -14,9 +14,10 @@ import rlpipe
 from rlpipe import TensorDict
 from rlpipe.collectors import RandomPolicy, SyncDataCollector
 from rlpipe.envs import (BinarizeReward, CatTensors, ClipTransform, Compose, DTypeCastTransform, ExcludeTransform,
-                         FlattenObservation, GymEnv, InitTracker, PermuteTransform, RewardClipping, RewardScaling,
+                         FiniteTensorDictCheck, FlattenObservation, GymEnv, InitTracker, LineariseRewards,
+                         PermuteTransform, RewardClipping, RewardScaling,
                          SelectTransform, SignTransform, SqueezeTransform, StepCounter, TensorDictPrimer,
-                         TransformedEnv, UnsqueezeTransform, VecNorm, VecNormV2)
+                         TransformedEnv, UnaryTransform, UnsqueezeTransform, VecNorm, VecNormV2)
 from rlpipe.envs.specs import Binary, Bounded, Categorical, Unbounded
 from rlpipe.envs.utils import check_env_specs
 
@@ -412,3 +413,44 @@ def test_vecnorm_freeze_denorm_observation_norm_and_state(cls):
     np.testing.assert_allclose(arr(copy.loc["x"]), arr(t.loc["x"]))
     with pytest.raises(KeyError, match="unexpected key"):
         copy.load_state_dict({"bogus": rlpipe.ones(1)})
+
+
+# ---- LineariseRewards, UnaryTransform, FiniteTensorDictCheck --------------------------------------------
+
+def test_linearise_rewards_values_specs_and_errors():
+    t = LineariseRewards(["r"], weights=[1.0, -2.0, 0.5])
+    out = t(TensorDict({"r": rlpipe.tensor([[1.0, 2.0, 3.0], [0.0, 1.0, -2.0]])}, [2]))
+    assert arr(out["r"]).tolist() == [[-1.5], [-3.0]]
+    spec = t._transform_spec(Bounded(0.0, 1.0, shape=(3,)))
+    assert spec.shape == (1,) and arr(spec.low).tolist() == [-2.0] and arr(spec.high).tolist() == [1.5]
+    assert LineariseRewards(["r"])._transform_spec(Unbounded(shape=(4, 3))).shape == (4, 1)
+    env = grid_env(LineariseRewards(["reward"], weights=[3.0]))
+    assert arr(rollout(env)["next", "reward"])[:, 0].tolist() == [-3.0, 0.0, 3.0, 6.0]
+    with pytest.raises(ValueError, match="unidimensional"):
+        LineariseRewards(["r"], weights=[[1.0]])
+    with pytest.raises(ValueError, match="rewards and weights should match"):
+        t(TensorDict({"r": rlpipe.ones(2)}, []))
+    with pytest.raises(NotImplementedError, match="discrete"):
+        t._transform_spec(Categorical(3, shape=(3,)))
+
+
+def test_unary_transform_observations_and_action():
+    env = grid_env(UnaryTransform(["pos"], ["pos2"], ["action"], ["action"], fn=lambda x: (x * 2).to(rlpipe.int64),
+                                  inv_fn=lambda a: a.clamp(-0.5, 0.5)))
+    spec = env.observation_spec["pos2"]
+    assert isinstance(spec, Unbounded) and spec.dtype is rlpipe.int64 and spec.shape == (2,)
+    td = rollout(env)
+    assert arr(td["pos2"]).tolist() == [[0, 0], [2, -2], [4, -4], [6, -6]] and "pos" in td.keys()
+    env.rollout(1, policy=lambda td: td.set("action", rlpipe.tensor([0.9])))
+    assert env.base_env._env.actions[-1].tolist() == [0.5]
+    with pytest.raises(TypeError, match="must be callables"):
+        UnaryTransform(["a"], ["b"], fn=3)
+
+
+def test_finite_tensordict_check():
+    check = FiniteTensorDictCheck()
+    data = TensorDict({"a": rlpipe.ones(2), "b": {"c": rlpipe.tensor([1.0, float("nan")])}}, [2])
+    with pytest.raises(ValueError, match=r"\('b', 'c'\) holds NaN or inf"):
+        check(data)
+    assert check(TensorDict({"a": rlpipe.ones(2), "n": rlpipe.arange(2)}, [2]))["a"].shape == (2,)
+    assert rollout(grid_env(FiniteTensorDictCheck()))["next", "pos"].shape == (4, 2)

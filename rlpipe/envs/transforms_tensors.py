@@ -3,7 +3,8 @@ are (``step_protocol.py``, THE RULE): the reset tracker ``InitTracker``; the rew
 ``RewardScaling``, ``RewardClipping``, ``BinarizeReward`` and ``SignTransform``; the shape and value
 maps ``CatTensors``, ``UnsqueezeTransform``, ``SqueezeTransform``, ``PermuteTransform``,
 ``FlattenObservation``, ``ClipTransform`` and ``DTypeCastTransform``; the key filters
-``ExcludeTransform`` and ``SelectTransform``; and ``TensorDictPrimer``.
+``ExcludeTransform`` and ``SelectTransform``; ``TensorDictPrimer``; ``LineariseRewards``,
+``UnaryTransform`` and ``FiniteTensorDictCheck``.
 
 Where rlpipe differs: an rlpipe env has one reward, the done flags ``done``/``terminated``/
 ``truncated`` and one action, and takes no input but ``"action"``. So these transforms may change
@@ -13,7 +14,7 @@ and invert only ``"action"`` (``in_keys_inv``/``out_keys_inv``); asking for more
 import numpy as np
 
 from .. import _dtypes
-from .._creation import as_tensor, full, ones, zeros
+from .._creation import as_tensor, full, ones, tensor, zeros
 from .._tensor import Tensor
 from ..primitives.shape import cat
 from ..tensordict import unravel_key_to_tuple
@@ -22,8 +23,9 @@ from .step_protocol import ACTION, REWARD, RESET, key_list
 from .transformed_env import Transform, _key_str
 
 __all__ = ["BinarizeReward", "CatTensors", "ClipTransform", "DTypeCastTransform", "ExcludeTransform",
-           "FlattenObservation", "InitTracker", "PermuteTransform", "RewardClipping", "RewardScaling",
-           "SelectTransform", "SignTransform", "SqueezeTransform", "TensorDictPrimer", "UnsqueezeTransform"]
+           "FiniteTensorDictCheck", "FlattenObservation", "InitTracker", "LineariseRewards", "PermuteTransform",
+           "RewardClipping", "RewardScaling", "SelectTransform", "SignTransform", "SqueezeTransform",
+           "TensorDictPrimer", "UnaryTransform", "UnsqueezeTransform"]
 
 _DONE_KEYS = (("done",), ("terminated",), ("truncated",))
 _FLOAT_MAX = float(np.finfo(np.float32).max)
@@ -242,8 +244,9 @@ def _numeric(value, owner, name):
     kind = value.dtype.np.kind if isinstance(value, Tensor) else np.asarray(value).dtype.kind
     if kind not in "fiu":
         raise TypeError(f"{owner}: {name} must be a real number or tensor, got {value!r}")
-    tensor = value if isinstance(value, Tensor) else as_tensor(np.asarray(value))
-    return tensor if tensor.dtype.is_floating_point else tensor.to(_dtypes.float32)
+    # as torch: a NumPy array keeps its dtype, Python numbers and lists become float32
+    out = value if isinstance(value, Tensor) else as_tensor(value) if isinstance(value, np.ndarray) else tensor(value)
+    return out if out.dtype.is_floating_point else out.to(_dtypes.float32)
 
 
 class RewardClipping(_RewardTransform):
@@ -303,6 +306,70 @@ class SignTransform(_EntryTransform):
 
     def _transform_spec(self, spec):
         return Bounded(low=-1.0, high=1.0, shape=spec.shape, device=spec.device, dtype=spec.dtype)
+
+
+class LineariseRewards(_RewardTransform):
+    """A weighted sum of a vector of rewards (the last dim) as one reward: ``(weights * reward)
+    .sum(-1, keepdim=True)``; ``weights`` default to ones. Bounded specs keep exact bounds."""
+
+    def __init__(self, in_keys, out_keys=None, *, weights=None):
+        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        if weights is not None:
+            weights = _numeric(weights, "LineariseRewards", "weights")
+            if weights.ndim >= 2:
+                raise ValueError(f"Expected weights to be a unidimensional tensor. Got {weights.ndim} dimension.")
+        self.weights = weights
+
+    def _weights_for(self, n, like):
+        weights = ones(n, dtype=like.dtype, device=like.device) if self.weights is None else self.weights
+        if weights.numel() != n:
+            raise ValueError(f"The number of rewards and weights should match. Got: {n} and {weights.numel()}")
+        return weights
+
+    def _apply_transform(self, reward):
+        if self.weights is None:
+            return reward.sum(dim=-1, keepdim=True)
+        return (self._weights_for(reward.shape[-1], reward) * reward).sum(dim=-1, keepdim=True)
+
+    def _transform_spec(self, spec):
+        if spec.domain != "continuous":
+            raise NotImplementedError("Aggregation of rewards that take discrete values is not supported.")
+        weights = self._weights_for(spec.shape[-1], spec.zero())
+        if not isinstance(spec, Bounded):
+            return Unbounded(shape=tuple(spec.shape[:-1]) + (1,), dtype=spec.dtype, device=spec.device)
+        positive, negative = weights.clamp(min=0), weights.clamp(max=0)
+        low = (positive * spec.low).sum(-1, keepdim=True) + (negative * spec.high).sum(-1, keepdim=True)
+        high = (positive * spec.high).sum(-1, keepdim=True) + (negative * spec.low).sum(-1, keepdim=True)
+        return Bounded(low=low, high=high, shape=low.shape, dtype=spec.dtype, device=spec.device)
+
+
+class UnaryTransform(_EntryTransform):
+    """``fn`` (a function of one tensor returning a tensor) on each ``in_keys`` entry, written to
+    ``out_keys``; ``inv_fn`` (default ``fn``) on the action with ``in_keys_inv``. The new specs are
+    ``Unbounded``, shaped and typed like ``fn``'s output on the spec's zero, as torchrl's.
+    rlpipe's frames hold tensors only: ``fn`` must return one (no strings or other non-tensor data)."""
+
+    def __init__(self, in_keys, out_keys, in_keys_inv=None, out_keys_inv=None, *, fn, inv_fn=None,
+                 use_raw_nontensor=False):
+        if not callable(fn) or (inv_fn is not None and not callable(inv_fn)):
+            raise TypeError(f"UnaryTransform: fn and inv_fn must be callables, got {fn!r} and {inv_fn!r}")
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        self._fn, self._inv_fn = fn, inv_fn
+        self._use_raw_nontensor = use_raw_nontensor
+
+    def _apply_transform(self, value):
+        return self._fn(value)
+
+    def _inv_apply_transform(self, value):
+        return (self._fn if self._inv_fn is None else self._inv_fn)(value)
+
+    def _transform_spec(self, spec):
+        out = self._fn(spec.zero())
+        if not isinstance(out, Tensor):
+            raise TypeError(f"UnaryTransform: fn must return a tensor on rlpipe, got {type(out).__name__}")
+        return Unbounded(shape=out.shape, dtype=out.dtype, device=out.device)
+
+    _inv_transform_spec = _transform_spec  # the action spec seen outside: the env's, mapped forward
 
 
 class ClipTransform(_EntryTransform):
@@ -814,3 +881,25 @@ class TensorDictPrimer(Transform):
 
     def __repr__(self):
         return f"TensorDictPrimer(primers={self.primers}, default_value={self.default_value}, random={self.random})"
+
+
+# ---- checks ------------------------------------------------------------------------------------------
+
+class FiniteTensorDictCheck(Transform):
+    """Raises a ValueError naming the entry when a step's or a reset's data holds NaN or inf."""
+
+    def __init__(self):
+        super().__init__(in_keys=[])
+
+    def _call(self, next_tensordict):
+        for key, value in next_tensordict.items(True, True):
+            if isinstance(value, Tensor) and (value.dtype.is_floating_point or value.dtype.is_complex) \
+                    and not bool(value.isfinite().all()):
+                raise ValueError(f"Encountered a non-finite tensor: entry {_key_str(unravel_key_to_tuple(key))!r} "
+                                 f"holds NaN or inf; expected finite values")
+        return next_tensordict
+
+    forward = _call
+
+    def _reset(self, tensordict, tensordict_reset):
+        return self._call(tensordict_reset)
