@@ -181,7 +181,10 @@ def test_clip_transform_values_specs_and_errors():
     with pytest.raises(TypeError, match="must be scalars"):
         ClipTransform(in_keys=["x"], low=np.zeros(2))
     with pytest.raises(NotImplementedError, match="only hold 'action'"):
-        ClipTransform(in_keys_inv=["state"], low=0.0)
+        grid_env(ClipTransform(in_keys_inv=["state"], low=0.0)).action_spec
+    inverse = ClipTransform(in_keys_inv=["state"], low=0.0).inv(TensorDict({"state": rlpipe.tensor([-1.0, 1.0])}, []))
+    assert arr(inverse["state"]).tolist() == [0.0, 1.0]  # outside an env any key is inverted
+    assert isinstance(ClipTransform(low=0.0).transform_observation_spec(Unbounded(shape=(2,))), Bounded)  # a leaf
 
 
 def test_unsqueeze_and_squeeze_observations_and_action():

@@ -74,10 +74,6 @@ class _EntryTransform(Transform):
         if len(self.in_keys_inv) != len(self.out_keys_inv):
             raise ValueError(f"{name}: in_keys_inv and out_keys_inv must have the same length, got "
                              f"{len(self.in_keys_inv)} and {len(self.out_keys_inv)}")
-        inverted = set(self.in_keys_inv) | set(self.out_keys_inv)
-        if inverted - {ACTION}:
-            raise NotImplementedError(f"{name}: in_keys_inv/out_keys_inv can only hold 'action' (an rlpipe env "
-                                      f"takes no other input), got {_names(sorted(inverted))}")
 
     def _reset(self, tensordict, tensordict_reset):
         return _tolerant_call(self, tensordict_reset) if self._maps_reset else tensordict_reset
@@ -89,6 +85,8 @@ class _EntryTransform(Transform):
         return spec
 
     def transform_observation_spec(self, observation_spec):
+        if not isinstance(observation_spec, Composite):  # a leaf spec, as torchrl's hooks take too
+            return self._transform_spec(observation_spec.clone())
         keys = _spec_keys(observation_spec)
         for in_key, out_key in zip(self.in_keys, self.out_keys):
             if in_key == REWARD and out_key != REWARD:
@@ -104,6 +102,10 @@ class _EntryTransform(Transform):
         return reward_spec
 
     def transform_action_spec(self, action_spec):
+        inverted = set(self.in_keys_inv) | set(self.out_keys_inv)
+        if inverted - {ACTION}:  # (outside an env, inv() maps any keys)
+            raise NotImplementedError(f"{type(self).__name__}: in an env, in_keys_inv/out_keys_inv can only hold "
+                                      f"'action' (an rlpipe env takes no other input), got {_names(sorted(inverted))}")
         if self.in_keys_inv:
             return self._inv_transform_spec(action_spec.clone())
         return action_spec
