@@ -250,6 +250,10 @@ def test_cat_tensors_keys_values_and_lazy_keys():
         grid_env(CatTensors(["pos", "nope"])).observation_spec
     with pytest.raises(ValueError, match="dim=-1"):
         CatTensors(dim=0)
+    leaf = Unbounded(shape=(3,))
+    assert CatTensors(["a"], "b").transform_observation_spec(leaf) is leaf
+    with pytest.raises(ValueError, match="multiple input keys"):
+        CatTensors(["a", "c"], "b").transform_observation_spec(leaf)
 
 
 def test_dtype_cast_automatic_keys_and_action():
@@ -411,6 +415,9 @@ def test_vecnorm_freeze_denorm_observation_norm_and_state(cls):
     np.testing.assert_allclose(arr(back["x"]), [1.5 * (8 / 3) ** 0.5 + 2], rtol=1e-5)
     norm = frozen.to_observation_norm()
     np.testing.assert_allclose(arr(norm(TensorDict({"x": rlpipe.tensor([8.0])}, []))["x"]), arr(out["x"]), rtol=1e-5)
+    t(TensorDict({"x": rlpipe.tensor([6.0])}, []))  # the original goes on learning
+    seen = [0.0, 2.0, 4.0, 6.0] if cls is VecNorm else [0.0, 2.0, 4.0]  # the old copy shares its sums
+    np.testing.assert_allclose(arr(frozen.loc["x"]).reshape(-1), [np.mean(seen)])
     copy = cls(["x"], decay=1.0)
     copy.load_state_dict(t.state_dict())
     np.testing.assert_allclose(arr(copy.loc["x"]), arr(t.loc["x"]))

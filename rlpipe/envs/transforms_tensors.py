@@ -609,6 +609,11 @@ class CatTensors(Transform):
         return sorted(keys, key=_sort_key)
 
     def transform_observation_spec(self, observation_spec):
+        if not isinstance(observation_spec, Composite):  # a leaf: the one entry's spec, unchanged (torchrl's)
+            if len(self.in_keys) > 1:
+                raise ValueError("CatTensor cannot infer the output observation spec as there are multiple input "
+                                 "keys but only one observation_spec.")
+            return observation_spec
         if not self._initialized:
             self.in_keys = self._find_in_keys(observation_spec)
             self._initialized = True

@@ -222,6 +222,13 @@ class VecNorm(_RunningNorm):
     def _step(self, tensordict, next_tensordict):
         return self._call(next_tensordict)
 
+    def frozen_copy(self):
+        """A copy that never updates the statistics but reads this one's as they go on changing
+        (torchrl's: the copy shares the running sums)."""
+        copy = super().frozen_copy()
+        copy._sum, copy._ssq, copy._count = self._sum, self._ssq, self._count
+        return copy
+
     def _get_loc_scale(self):
         if not self._initialized():
             raise RuntimeError("VecNorm must be initialized (see data) before its loc and scale exist.")
