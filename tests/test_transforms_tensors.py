@@ -15,10 +15,10 @@ from rlpipe import TensorDict
 from rlpipe.collectors import RandomPolicy, SyncDataCollector
 from rlpipe.envs import (BinarizeReward, CatTensors, ClipTransform, Compose, DTypeCastTransform, ExcludeTransform,
                          FiniteTensorDictCheck, FlattenObservation, GymEnv, InitTracker, LineariseRewards,
-                         PermuteTransform, RewardClipping, RewardScaling,
+                         PermuteTransform, RemoveEmptySpecs, RenameTransform, Stack, RewardClipping, RewardScaling,
                          SelectTransform, SignTransform, SqueezeTransform, StepCounter, TensorDictPrimer,
                          TransformedEnv, UnaryTransform, UnsqueezeTransform, VecNorm, VecNormV2)
-from rlpipe.envs.specs import Binary, Bounded, Categorical, Unbounded
+from rlpipe.envs.specs import Binary, Bounded, Categorical, Composite, Unbounded
 from rlpipe.envs.utils import check_env_specs
 
 
@@ -464,3 +464,39 @@ def test_finite_tensordict_check():
         check(data)
     assert check(TensorDict({"a": rlpipe.ones(2), "n": rlpipe.arange(2)}, [2]))["a"].shape == (2,)
     assert rollout(grid_env(FiniteTensorDictCheck()))["next", "pos"].shape == (4, 2)
+
+
+# ---- RemoveEmptySpecs, Stack ----------------------------------------------------------------------------
+
+def test_remove_empty_specs_data_and_spec():
+    data = TensorDict({"a": rlpipe.ones(2), "b": {"c": {}}, "d": {}}, [2])
+    out = RemoveEmptySpecs()(data)
+    assert list(out.keys(True)) == ["a"]
+    env = grid_env(RemoveEmptySpecs())
+    spec = env.observation_spec.clone()
+    spec["empty"] = Composite(shape=())
+    assert sorted(env.transform[0].transform_observation_spec(spec).keys()) == ["grid", "pos", "vel"]
+    assert rollout(env)["next", "pos"].shape == (4, 2)
+
+
+def test_stack_values_specs_and_inverse():
+    env = grid_env(RenameTransform(["pos"], ["pos2"], create_copy=True), Stack(["pos", "pos2"], "both", dim=-2))
+    spec = env.observation_spec["both"]
+    assert spec.shape == (2, 2) and isinstance(spec, Bounded) and "pos" not in env.observation_spec.keys()
+    assert arr(spec.low).tolist() == [[-100.0, -100.0]] * 2
+    td = rollout(env)
+    assert arr(td["next", "both"])[1].tolist() == [[2.0, -2.0], [2.0, -2.0]]  # pos at t = 2, twice
+    data = TensorDict({"a": {"x": rlpipe.zeros(3)}, "b": rlpipe.ones(3)}, [])
+    out = Stack([("a", "x"), "b"], "ab")(data)
+    assert arr(out["ab"]).tolist() == [[0.0, 1.0]] * 3 and sorted(out.keys()) == ["ab"]  # empty parent "a" gone
+    unstacked = Stack(["x", "y"], "xy", in_key_inv="xy", out_keys_inv=["x", "y"]).inv(
+        TensorDict({"xy": rlpipe.tensor([[1.0, 2.0]])}, []))
+    assert arr(unstacked["x"]).tolist() == [1.0] and arr(unstacked["y"]).tolist() == [2.0]
+    with pytest.raises(ValueError, match="cannot be in in_keys"):
+        Stack(["a", "b"], "a")
+    with pytest.raises(ValueError, match="dim should be negative"):
+        Stack(["a", "b"], "c", dim=0)
+    with pytest.raises(ValueError, match="given together"):
+        Stack(["a", "b"], "c", in_key_inv="c")
+    with pytest.raises(NotImplementedError, match="one type, shape and dtype"):
+        grid_env(Stack(["pos", "vel"], "both")).observation_spec

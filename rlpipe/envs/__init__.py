@@ -5,9 +5,10 @@ from .gym import GymEnv, GymWrapper, from_gym_space
 from .libs.envpool import MultiThreadedEnv, MultiThreadedEnvWrapper
 from .transformed_env import Transform, TransformedEnv, Compose
 from .transforms import CheckFinite, StepCounter, RewardSum, DoubleToFloat, ObservationNorm, RenameTransform
+from .transforms_keys import *  # noqa: F401,F403
 from .transforms_tensors import *  # noqa: F401,F403
 from .transforms_vecnorm import *  # noqa: F401,F403
-from . import transforms_tensors as _tensors, transforms_vecnorm as _vecnorm
+from . import transforms_keys as _keys_t, transforms_tensors as _tensors, transforms_vecnorm as _vecnorm
 from .utils import check_env_specs, step_mdp, ExplorationType, exploration_type, set_exploration_type
 
 __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneHot", "MultiCategorical", "MultiOneHot",
@@ -15,4 +16,4 @@ __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneH
            "MultiThreadedEnvWrapper", "Transform", "TransformedEnv", "Compose",
            "CheckFinite", "StepCounter", "RewardSum", "DoubleToFloat", "ObservationNorm", "RenameTransform",
            "check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type"]
-__all__ += _tensors.__all__ + _vecnorm.__all__
+__all__ += _keys_t.__all__ + _tensors.__all__ + _vecnorm.__all__

@@ -2,8 +2,7 @@
 are (``step_protocol.py``, THE RULE): the reset tracker ``InitTracker``; the reward maps
 ``RewardScaling``, ``RewardClipping``, ``BinarizeReward`` and ``SignTransform``; the shape and value
 maps ``CatTensors``, ``UnsqueezeTransform``, ``SqueezeTransform``, ``PermuteTransform``,
-``FlattenObservation``, ``ClipTransform`` and ``DTypeCastTransform``; the key filters
-``ExcludeTransform`` and ``SelectTransform``; ``TensorDictPrimer``; ``LineariseRewards``,
+``FlattenObservation``, ``ClipTransform`` and ``DTypeCastTransform``; ``TensorDictPrimer``; ``LineariseRewards``,
 ``UnaryTransform`` and ``FiniteTensorDictCheck``.
 
 Where rlpipe differs: an rlpipe env has one reward, the done flags ``done``/``terminated``/
@@ -22,12 +21,11 @@ from .specs import Binary, Bounded, Categorical, Composite, TensorSpec, Unbounde
 from .step_protocol import ACTION, REWARD, RESET, key_list
 from .transformed_env import Transform, _key_str
 
-__all__ = ["BinarizeReward", "CatTensors", "ClipTransform", "DTypeCastTransform", "ExcludeTransform",
-           "FiniteTensorDictCheck", "FlattenObservation", "InitTracker", "LineariseRewards", "PermuteTransform",
-           "RewardClipping", "RewardScaling", "SelectTransform", "SignTransform", "SqueezeTransform",
-           "TensorDictPrimer", "UnaryTransform", "UnsqueezeTransform"]
+__all__ = ["BinarizeReward", "CatTensors", "ClipTransform", "DTypeCastTransform", "FiniteTensorDictCheck",
+           "FlattenObservation", "InitTracker", "LineariseRewards", "PermuteTransform", "RewardClipping",
+           "RewardScaling", "SignTransform", "SqueezeTransform", "TensorDictPrimer", "UnaryTransform",
+           "UnsqueezeTransform"]
 
-_DONE_KEYS = (("done",), ("terminated",), ("truncated",))
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
 
@@ -702,87 +700,6 @@ class DTypeCastTransform(_EntryTransform):
     def __repr__(self):
         return (f"{type(self).__name__}(in_keys={self.in_keys}, out_keys={self.out_keys}, in_keys_inv="
                 f"{self.in_keys_inv}, out_keys_inv={self.out_keys_inv})")
-
-
-# ---- keys --------------------------------------------------------------------------------------------
-
-def _check_not_protocol(keys, owner):
-    kept = [k for k in keys if k in _DONE_KEYS or k in (REWARD, ACTION)]
-    if kept:
-        raise NotImplementedError(f"{owner}: {_names(kept)} cannot be removed: an rlpipe env always has its "
-                                  "reward, done flags and action")
-
-
-class ExcludeTransform(Transform):
-    """Removes the ``excluded_keys`` observations (absent ones are ignored). ``inverse=True``: they
-    would be removed from an env's input, which on rlpipe holds only the action: nothing to do."""
-
-    def __init__(self, *excluded_keys, inverse=False):
-        super().__init__()
-        try:
-            self.excluded_keys = key_list(list(excluded_keys), "excluded_keys")
-        except TypeError:
-            raise TypeError("excluded keys must be a list or tuple of strings or tuples of strings.") from None
-        _check_not_protocol(self.excluded_keys, "ExcludeTransform")
-        self.inverse = bool(inverse)
-
-    def _call(self, next_tensordict):
-        return next_tensordict if self.inverse else next_tensordict.exclude(*self.excluded_keys)
-
-    forward = _call
-
-    def _inv_call(self, tensordict):
-        return tensordict.exclude(*self.excluded_keys) if self.inverse else tensordict
-
-    def _reset(self, tensordict, tensordict_reset):
-        return self._call(tensordict_reset)
-
-    def transform_observation_spec(self, observation_spec):
-        if self.inverse:
-            return observation_spec
-        keys = _spec_keys(observation_spec)
-        for key in self.excluded_keys:
-            if key not in keys:
-                raise KeyError(f"Key {_key_str(key)!r} not found in the environment outputs "
-                               f"{sorted(map(str, keys))}.")
-            del observation_spec[key]
-        return observation_spec
-
-    def __repr__(self):
-        return f"ExcludeTransform(excluded_keys={_names(self.excluded_keys)}, inverse={self.inverse})"
-
-
-class SelectTransform(Transform):
-    """Keeps only the ``selected_keys`` observations (with the reward and the done flags, which an
-    rlpipe env always keeps: ``keep_rewards``/``keep_dones`` must stay True)."""
-
-    def __init__(self, *selected_keys, keep_rewards=True, keep_dones=True):
-        super().__init__()
-        try:
-            self.selected_keys = key_list(list(selected_keys), "selected_keys")
-        except TypeError:
-            raise TypeError("selected keys must be a list or tuple of strings or tuples of strings.") from None
-        if not keep_rewards or not keep_dones:
-            raise NotImplementedError("SelectTransform: keep_rewards=False/keep_dones=False: an rlpipe env always "
-                                      "has its reward and done flags")
-        self.keep_reward_keys = self.keep_done_keys = True
-
-    def _call(self, next_tensordict):
-        return next_tensordict.select(*self.selected_keys, REWARD, *_DONE_KEYS, strict=False)
-
-    forward = _call
-
-    def _reset(self, tensordict, tensordict_reset):
-        return self._call(tensordict_reset)
-
-    def transform_observation_spec(self, observation_spec):
-        for key in list(_spec_keys(observation_spec)):
-            if key not in self.selected_keys:
-                del observation_spec[key]
-        return observation_spec
-
-    def __repr__(self):
-        return f"SelectTransform(selected_keys={_names(self.selected_keys)})"
 
 
 # ---- primers -----------------------------------------------------------------------------------------
