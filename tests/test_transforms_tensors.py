@@ -489,6 +489,12 @@ def test_stack_values_specs_and_inverse():
     data = TensorDict({"a": {"x": rlpipe.zeros(3)}, "b": rlpipe.ones(3)}, [])
     out = Stack([("a", "x"), "b"], "ab")(data)
     assert arr(out["ab"]).tolist() == [[0.0, 1.0]] * 3 and sorted(out.keys()) == ["ab"]  # empty parent "a" gone
+    nested = TensorDict({"p": {"u": rlpipe.zeros(2)}, "q": {"u": rlpipe.ones(2)}}, [])
+    both = Stack(["p", "q"], "pq", in_key_inv="pq", out_keys_inv=["p", "q"], dim=0, allow_positive_dim=True)
+    out = both(nested)
+    assert arr(out["pq", "u"]).tolist() == [[0.0, 0.0], [1.0, 1.0]]  # TensorDicts stack whole
+    back = both.inv(out)
+    assert arr(back["q", "u"]).tolist() == [1.0, 1.0] and "pq" not in back.keys()
     unstacked = Stack(["x", "y"], "xy", in_key_inv="xy", out_keys_inv=["x", "y"]).inv(
         TensorDict({"xy": rlpipe.tensor([[1.0, 2.0]])}, []))
     assert arr(unstacked["x"]).tolist() == [1.0] and arr(unstacked["y"]).tolist() == [2.0]

@@ -168,12 +168,12 @@ class Stack(Transform):
         self._del_keys = bool(del_keys)
 
     def _call(self, next_tensordict):
-        present = _spec_keys(next_tensordict)
-        missing = [k for k in self.in_keys if k not in present]
+        found = [next_tensordict.get(k, None) for k in self.in_keys]  # tensors, or TensorDicts stacked whole
+        missing = [k for k, value in zip(self.in_keys, found) if value is None]
         if missing and not self._missing_tolerance:
             raise KeyError(f"{self}: {_names(missing)} not found in the tensordict (keys: "
-                           f"{sorted(map(str, present))})")
-        values = [next_tensordict.get(k) for k in self.in_keys if k in present]
+                           f"{sorted(map(str, next_tensordict.keys(True, True)))})")
+        values = [value for value in found if value is not None]
         if not values:
             return next_tensordict
         next_tensordict.set(self.out_keys[0], primitives.stack(values, self.dim))
@@ -197,9 +197,10 @@ class Stack(Transform):
             self._missing_tolerance = mode
 
     def _inv_call(self, tensordict):
-        if not self.in_keys_inv or self.in_keys_inv[0] not in _spec_keys(tensordict):
+        stacked = tensordict.get(self.in_keys_inv[0], None) if self.in_keys_inv else None
+        if stacked is None:
             return tensordict
-        values = tensordict.get(self.in_keys_inv[0]).unbind(self.dim)
+        values = stacked.unbind(self.dim)
         for value, key in zip(values, self.out_keys_inv):
             tensordict.set(key, value)
         return tensordict.exclude(self.in_keys_inv[0])
