@@ -434,6 +434,9 @@ def test_linearise_rewards_values_specs_and_errors():
     spec = t._transform_spec(Bounded(0.0, 1.0, shape=(3,)))
     assert spec.shape == (1,) and arr(spec.low).tolist() == [-2.0] and arr(spec.high).tolist() == [1.5]
     assert LineariseRewards(["r"])._transform_spec(Unbounded(shape=(4, 3))).shape == (4, 1)
+    per_agent = Composite(a=Composite(r=Bounded(-1.0, 1.0, shape=(2,))), b=Composite(r=Unbounded(shape=(2,))))
+    per_agent = LineariseRewards([("a", "r"), ("b", "r")]).transform_reward_spec(per_agent)
+    assert arr(per_agent["a", "r"].high).tolist() == [2.0] and per_agent["b", "r"].shape == (1,)
     env = grid_env(LineariseRewards(["reward"], weights=[3.0]))
     assert arr(rollout(env)["next", "reward"])[:, 0].tolist() == [-3.0, 0.0, 3.0, 6.0]
     with pytest.raises(ValueError, match="unidimensional"):

@@ -85,16 +85,22 @@ class _EntryTransform(Transform):
     def transform_observation_spec(self, observation_spec):
         if not isinstance(observation_spec, Composite):  # a leaf spec, as torchrl's hooks take too
             return self._transform_spec(observation_spec.clone())
-        keys = _spec_keys(observation_spec)
         for in_key, out_key in zip(self.in_keys, self.out_keys):
-            if in_key == REWARD and out_key != REWARD:
+            if in_key == REWARD and out_key != REWARD and self._env_batch_size is not None:
                 raise NotImplementedError(f"{type(self).__name__}: the reward can only be transformed in place on "
                                           f"an rlpipe env (one reward), got out_key {_key_str(out_key)!r}")
+        return self._transform_entries(observation_spec)
+
+    def _transform_entries(self, composite):
+        keys = _spec_keys(composite)
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
             if in_key in keys:
-                observation_spec[out_key] = self._transform_spec(observation_spec[in_key].clone())
-        return observation_spec
+                composite[out_key] = self._transform_spec(composite[in_key].clone())
+        return composite
 
     def transform_reward_spec(self, reward_spec):
+        if isinstance(reward_spec, Composite):  # torchrl's whole reward spec, called outside an env
+            return self._transform_entries(reward_spec)
         if REWARD in self.in_keys:
             return self._transform_spec(reward_spec.clone())
         return reward_spec
