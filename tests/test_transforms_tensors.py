@@ -14,10 +14,10 @@ import rlpipe
 from rlpipe import TensorDict
 from rlpipe.collectors import RandomPolicy, SyncDataCollector
 from rlpipe.envs import (BinarizeReward, CatTensors, ClipTransform, Compose, DTypeCastTransform, ExcludeTransform,
-                         FiniteTensorDictCheck, FlattenObservation, GymEnv, InitTracker, LineariseRewards,
-                         PermuteTransform, RemoveEmptySpecs, RenameTransform, Stack, RewardClipping, RewardScaling,
-                         SelectTransform, SignTransform, SqueezeTransform, StepCounter, TensorDictPrimer,
-                         TransformedEnv, UnaryTransform, UnsqueezeTransform, VecNorm, VecNormV2)
+                         FiniteTensorDictCheck, FlattenAction, FlattenObservation, GymEnv, InitTracker,
+                         LineariseRewards, PermuteTransform, RemoveEmptySpecs, RenameTransform, RewardClipping,
+                         RewardScaling, SelectTransform, SignTransform, SqueezeTransform, Stack, StepCounter,
+                         TensorDictPrimer, TransformedEnv, UnaryTransform, UnsqueezeTransform, VecNorm, VecNormV2)
 from rlpipe.envs.specs import Binary, Bounded, Categorical, Composite, Unbounded
 from rlpipe.envs.utils import check_env_specs
 
@@ -25,11 +25,11 @@ from rlpipe.envs.utils import check_env_specs
 class GridEnv(gym.Env):
     """Observations ``grid``, ``pos``, ``vel`` and reward as the module docstring says."""
 
-    def __init__(self, length=4, action_dtype=np.float32):
+    def __init__(self, length=4, action_dtype=np.float32, action_shape=(1,)):
         self.length = length
         box = lambda shape: gym.spaces.Box(-100.0, 100.0, shape=shape, dtype=np.float32)  # noqa: E731
         self.observation_space = gym.spaces.Dict({"grid": box((2, 3)), "pos": box((2,)), "vel": box((1,))})
-        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=action_dtype)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=action_shape, dtype=action_dtype)
         self.t = 0
         self.actions = []
 
@@ -509,3 +509,22 @@ def test_stack_values_specs_and_inverse():
         Stack(["a", "b"], "c", in_key_inv="c")
     with pytest.raises(NotImplementedError, match="one type, shape and dtype"):
         grid_env(Stack(["pos", "vel"], "both")).observation_spec
+
+
+def test_flatten_action_spec_inverse_and_forward():
+    env = grid_env(FlattenAction(), action_shape=(2, 3))
+    spec = env.action_spec
+    assert spec.shape == (6,) and arr(spec.low).tolist() == [-1.0] * 6
+    check_env_specs(env)
+    env.rollout(1, policy=lambda td: td.set("action", rlpipe.arange(6, dtype=rlpipe.float32) / 10))
+    np.testing.assert_allclose(env.base_env._env.actions[-1], [[0.0, 0.1, 0.2], [0.3, 0.4, 0.5]], rtol=1e-6)
+    t = FlattenAction(action_shape=(2, 2))
+    assert t(TensorDict({"action": rlpipe.ones(5, 2, 2)}, [5]))["action"].shape == (5, 4)
+    back = t.inv(TensorDict({"action": rlpipe.arange(4.0)}, []))
+    assert arr(back["action"]).tolist() == [[0.0, 1.0], [2.0, 3.0]]
+    with pytest.raises(RuntimeError, match="no stored unflatten shape"):
+        FlattenAction().inv(TensorDict({"action": rlpipe.ones(4)}, []))
+    with pytest.raises(ValueError, match="must be <= last_dim"):
+        FlattenAction(-1, -2)
+    with pytest.raises(RuntimeError, match="not compatible"):
+        grid_env(FlattenAction(-3, -1)).action_spec

@@ -3,7 +3,7 @@ are (``step_protocol.py``, THE RULE): the reset tracker ``InitTracker``; the rew
 ``RewardScaling``, ``RewardClipping``, ``BinarizeReward`` and ``SignTransform``; the shape and value
 maps ``CatTensors``, ``UnsqueezeTransform``, ``SqueezeTransform``, ``PermuteTransform``,
 ``FlattenObservation``, ``ClipTransform`` and ``DTypeCastTransform``; ``TensorDictPrimer``; ``LineariseRewards``,
-``UnaryTransform`` and ``FiniteTensorDictCheck``.
+``UnaryTransform``, ``FiniteTensorDictCheck`` and ``FlattenAction``.
 
 Where rlpipe differs: an rlpipe env has one reward, the done flags ``done``/``terminated``/
 ``truncated`` and one action, and takes no input but ``"action"``. So these transforms may change
@@ -22,9 +22,9 @@ from .step_protocol import ACTION, REWARD, RESET, key_list
 from .transformed_env import Transform, _key_str
 
 __all__ = ["BinarizeReward", "CatTensors", "ClipTransform", "DTypeCastTransform", "FiniteTensorDictCheck",
-           "FlattenObservation", "InitTracker", "LineariseRewards", "PermuteTransform", "RewardClipping",
-           "RewardScaling", "SignTransform", "SqueezeTransform", "TensorDictPrimer", "UnaryTransform",
-           "UnsqueezeTransform"]
+           "FlattenAction", "FlattenObservation", "InitTracker", "LineariseRewards", "PermuteTransform",
+           "RewardClipping", "RewardScaling", "SignTransform", "SqueezeTransform", "TensorDictPrimer",
+           "UnaryTransform", "UnsqueezeTransform"]
 
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
@@ -554,6 +554,72 @@ class FlattenObservation(_EntryTransform):
     def __repr__(self):
         return (f"FlattenObservation(first_dim={self.first_dim}, last_dim={self.last_dim}, in_keys={self.in_keys}, "
                 f"out_keys={self.out_keys})")
+
+
+class FlattenAction(_EntryTransform):
+    """The action as the policy sees it with dims ``first_dim`` to ``last_dim`` flattened; its
+    original span (from the env's action spec, or ``action_shape``) is restored before the env
+    steps. ``forward`` (a replay buffer's) flattens ``in_keys`` (default: the action)."""
+
+    _maps_reset = False
+
+    def __init__(self, first_dim=-2, last_dim=-1, in_keys_inv=None, out_keys_inv=None, in_keys=None, out_keys=None,
+                 allow_positive_dim=False, *, action_shape=None):
+        for name, dim in (("first_dim", first_dim), ("last_dim", last_dim)):
+            if not allow_positive_dim and dim >= 0:
+                raise ValueError(f"{name} should be smaller than 0 to accommodate for envs of different batch_sizes. "
+                                 f"Set allow_positive_dim=True to allow positive dimensions (got {dim}).")
+        if first_dim > last_dim:
+            raise ValueError(f"first_dim ({first_dim}) must be <= last_dim ({last_dim}).")
+        in_keys_inv = key_list(in_keys_inv, "in_keys_inv", allow_none=True) or [ACTION]
+        in_keys = in_keys_inv if in_keys is None else in_keys
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        self._first_dim, self._last_dim = int(first_dim), int(last_dim)
+        self.allow_positive_dim = bool(allow_positive_dim)
+        span = None if action_shape is None else tuple(int(n) for n in action_shape)
+        self._unflatten_shapes = {} if span is None else {key: span for key in self.in_keys_inv}
+
+    @property
+    def first_dim(self):
+        return _feature_dim(self._first_dim, self)
+
+    @property
+    def last_dim(self):
+        return _feature_dim(self._last_dim, self)
+
+    def _apply_transform(self, value):
+        return value.flatten(self.first_dim, self.last_dim)
+
+    def _call(self, next_tensordict):
+        return next_tensordict  # a step's output holds no action
+
+    def _inv_call(self, tensordict):
+        merged = self.first_dim if self._first_dim >= 0 else self.last_dim  # (where the span sits once flat)
+        for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv):
+            value = tensordict.get(out_key, None)
+            if value is None:
+                if not self._missing_tolerance:
+                    raise KeyError(f"FlattenAction: {_key_str(out_key)!r} not found in the tensordict")
+                continue
+            span = self._unflatten_shapes.get(in_key)
+            if span is None:
+                raise RuntimeError(f"FlattenAction has no stored unflatten shape for key {_key_str(in_key)!r}. Pass "
+                                   "``action_shape`` to the constructor or attach the transform to a TransformedEnv.")
+            tensordict.set(in_key, value.unflatten(merged, span))
+        return tensordict
+
+    def _inv_transform_spec(self, spec):
+        ndim = len(spec.shape)
+        first, last = (dim + ndim if dim < 0 else dim for dim in (self.first_dim, self.last_dim))
+        if first < 0 or last >= ndim or first > last:
+            raise RuntimeError(f"FlattenAction(first_dim={self._first_dim}, last_dim={self._last_dim}) is not "
+                               f"compatible with an action of shape {tuple(spec.shape)}.")
+        self._unflatten_shapes[self.in_keys_inv[0]] = tuple(spec.shape[first:last + 1])
+        return _reshaped_spec(spec, self._apply_transform)
+
+    def __repr__(self):
+        return (f"FlattenAction(first_dim={self.first_dim}, last_dim={self.last_dim}, in_keys_inv={self.in_keys_inv}, "
+                f"out_keys_inv={self.out_keys_inv})")
 
 
 def _sort_key(key):
