@@ -14,7 +14,7 @@ import rlpipe
 from rlpipe import TensorDict
 from rlpipe.collectors import RandomPolicy, SyncDataCollector
 from rlpipe.envs import (BinarizeReward, CatTensors, ClipTransform, Compose, DTypeCastTransform, ExcludeTransform,
-                         FiniteTensorDictCheck, FlattenAction, FlattenObservation, GymEnv, InitTracker,
+                         ExpandAs, FiniteTensorDictCheck, FlattenAction, FlattenObservation, GymEnv, InitTracker,
                          LineariseRewards, PermuteTransform, RemoveEmptySpecs, RenameTransform, RewardClipping,
                          RewardScaling, SelectTransform, SignTransform, SqueezeTransform, Stack, StepCounter,
                          TensorDictPrimer, TransformedEnv, UnaryTransform, UnsqueezeTransform, VecNorm, VecNormV2)
@@ -528,3 +528,18 @@ def test_flatten_action_spec_inverse_and_forward():
         FlattenAction(-1, -2)
     with pytest.raises(RuntimeError, match="not compatible"):
         grid_env(FlattenAction(-3, -1)).action_spec
+
+
+def test_expand_as_done_to_an_observation_and_errors():
+    env = grid_env(ExpandAs("done", "pos", out_key="done_pos"), ExpandAs("vel", "reward", out_key="vel_r"))
+    assert env.observation_spec["done_pos"].shape == (2,) and env.observation_spec["done_pos"].dtype is rlpipe.bool
+    td = rollout(env)
+    assert arr(td["done_pos"]).tolist() == [[False, False]] * 4
+    assert arr(td["next", "done_pos"])[-1].tolist() == [True, True]  # terminated at t = 4
+    assert arr(td["vel_r"]).tolist() == [[0.0], [10.0], [20.0], [30.0]]  # (already the reward's shape)
+    out = ExpandAs("a", "b")(TensorDict({"a": rlpipe.tensor([1.0, 2.0]), "b": rlpipe.zeros(2, 3)}, [2]))
+    assert arr(out["a"]).tolist() == [[1.0] * 3, [2.0] * 3]
+    with pytest.raises(KeyError, match="'b' not found"):
+        ExpandAs("a", "b")(TensorDict({"a": rlpipe.ones(2)}, [2]))
+    with pytest.raises(NotImplementedError, match="keep their shapes"):
+        grid_env(ExpandAs("done", "pos")).observation_spec

@@ -3,7 +3,7 @@ are (``step_protocol.py``, THE RULE): the reset tracker ``InitTracker``; the rew
 ``RewardScaling``, ``RewardClipping``, ``BinarizeReward`` and ``SignTransform``; the shape and value
 maps ``CatTensors``, ``UnsqueezeTransform``, ``SqueezeTransform``, ``PermuteTransform``,
 ``FlattenObservation``, ``ClipTransform`` and ``DTypeCastTransform``; ``TensorDictPrimer``; ``LineariseRewards``,
-``UnaryTransform``, ``FiniteTensorDictCheck`` and ``FlattenAction``.
+``UnaryTransform``, ``FiniteTensorDictCheck``, ``FlattenAction`` and ``ExpandAs``.
 
 Where rlpipe differs: an rlpipe env has one reward, the done flags ``done``/``terminated``/
 ``truncated`` and one action, and takes no input but ``"action"``. So these transforms may change
@@ -21,10 +21,10 @@ from .specs import Binary, Bounded, Categorical, Composite, TensorSpec, Unbounde
 from .step_protocol import ACTION, REWARD, RESET, key_list
 from .transformed_env import Transform, _key_str
 
-__all__ = ["BinarizeReward", "CatTensors", "ClipTransform", "DTypeCastTransform", "FiniteTensorDictCheck",
-           "FlattenAction", "FlattenObservation", "InitTracker", "LineariseRewards", "PermuteTransform",
-           "RewardClipping", "RewardScaling", "SignTransform", "SqueezeTransform", "TensorDictPrimer",
-           "UnaryTransform", "UnsqueezeTransform"]
+__all__ = ["BinarizeReward", "CatTensors", "ClipTransform", "DTypeCastTransform", "ExpandAs",
+           "FiniteTensorDictCheck", "FlattenAction", "FlattenObservation", "InitTracker", "LineariseRewards",
+           "PermuteTransform", "RewardClipping", "RewardScaling", "SignTransform", "SqueezeTransform",
+           "TensorDictPrimer", "UnaryTransform", "UnsqueezeTransform"]
 
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
@@ -620,6 +620,67 @@ class FlattenAction(_EntryTransform):
     def __repr__(self):
         return (f"FlattenAction(first_dim={self.first_dim}, last_dim={self.last_dim}, in_keys_inv={self.in_keys_inv}, "
                 f"out_keys_inv={self.out_keys_inv})")
+
+
+def _expand_as_right(value, ref):
+    """``value`` with trailing dims of size 1 added until it has ``ref``'s dims, expanded to its shape."""
+    while value.ndim < ref.ndim:
+        value = value.unsqueeze(-1)
+    return value.expand(ref.shape)
+
+
+class ExpandAs(Transform):
+    """Expands ``in_key`` to the right to the shape of ``ref_key`` (trailing dims of size 1 added
+    first), written to ``out_key`` (default: ``in_key``). On rlpipe the result is an observation
+    (the reward and the done flags keep their shapes), the reference any output entry."""
+
+    def __init__(self, in_key, ref_key, out_key=None):
+        out_key = in_key if out_key is None else out_key
+        super().__init__(in_keys=[in_key], out_keys=[out_key])
+        self.in_key, self.ref_key, self.out_key = self.in_keys[0], key_list(ref_key, "ref_key")[0], self.out_keys[0]
+
+    def _call(self, next_tensordict):
+        ref, value = next_tensordict.get(self.ref_key, None), next_tensordict.get(self.in_key, None)
+        if ref is None or value is None:
+            if self._missing_tolerance:
+                return next_tensordict
+            missing = self.ref_key if ref is None else self.in_key
+            raise KeyError(f"{self!r}: {_key_str(missing)!r} not found in the tensordict (keys: "
+                           f"{sorted(map(str, next_tensordict.keys(True, True)))})")
+        next_tensordict.set(self.out_key, _expand_as_right(value, ref))
+        return next_tensordict
+
+    forward = _call
+
+    def _reset(self, tensordict, tensordict_reset):
+        tensordict_reset = _tolerant_call(self, tensordict_reset)
+        value = tensordict_reset.get(self.in_key, None)
+        if value is not None and self.out_key not in _spec_keys(tensordict_reset):  # the reference is a reward
+            ref = zeros(self._output_spec(self.ref_key).shape, dtype=value.dtype, device=value.device)
+            tensordict_reset.set(self.out_key, _expand_as_right(value, ref))
+        return tensordict_reset
+
+    def _output_spec(self, key):
+        if key == REWARD:
+            return self._parent_spec("reward")
+        for name in ("done", "observation"):
+            spec = self._parent_spec(name)
+            if key in _spec_keys(spec):
+                return spec[key]
+        raise KeyError(f"Key {_key_str(key)!r} was not found in output specs.")
+
+    def transform_observation_spec(self, observation_spec):
+        if self.out_key == REWARD or self.out_key in (("done",), ("terminated",), ("truncated",)):
+            raise NotImplementedError(f"ExpandAs: on rlpipe the reward and done flags keep their shapes; write "
+                                      f"{_key_str(self.in_key)!r} expanded under a new out_key")
+        spec, ref = self._output_spec(self.in_key), self._output_spec(self.ref_key)
+        while len(spec.shape) < len(ref.shape):
+            spec = spec.unsqueeze(-1)
+        observation_spec[self.out_key] = spec.expand(ref.shape)
+        return observation_spec
+
+    def __repr__(self):
+        return f"ExpandAs(in_key={self.in_key}, ref_key={self.ref_key}, out_key={self.out_key})"
 
 
 def _sort_key(key):
