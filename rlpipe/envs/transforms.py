@@ -531,3 +531,6 @@ class CheckFinite(Transform):
 
     def __repr__(self):
         return f"CheckFinite(in_keys={[_key_str(k) for k in self.in_keys] or 'all floating'})"
+
+
+_vecnorm._RunningNorm._observation_norm = ObservationNorm  # VecNorm.to_observation_norm's class (no import circle)

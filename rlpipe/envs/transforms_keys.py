@@ -10,6 +10,7 @@ from ..tensordict import TensorDictBase, unravel_key_to_tuple
 from .specs import Bounded, Composite
 from .step_protocol import ACTION, REWARD, key_list
 from .transformed_env import Transform, _key_str
+from .transforms_tensors import _tolerant_call
 
 __all__ = ["ExcludeTransform", "RemoveEmptySpecs", "SelectTransform", "Stack"]
 
@@ -189,12 +190,7 @@ class Stack(Transform):
     forward = _call
 
     def _reset(self, tensordict, tensordict_reset):
-        mode = self._missing_tolerance
-        self._missing_tolerance = True
-        try:
-            return self._call(tensordict_reset)
-        finally:
-            self._missing_tolerance = mode
+        return _tolerant_call(self, tensordict_reset)
 
     def _inv_call(self, tensordict):
         stacked = tensordict.get(self.in_keys_inv[0], None) if self.in_keys_inv else None

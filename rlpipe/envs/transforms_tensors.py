@@ -37,12 +37,15 @@ def _spec_keys(spec):
     return {unravel_key_to_tuple(k) for k in spec.keys(True, True)}
 
 
-def _tolerant_call(transform, tensordict):
-    """``transform._call`` with missing entries skipped (a reset lacks the reward)."""
+def _tolerant_call(transform, tensordict, method="_call"):
+    """``transform._call(tensordict)`` (or ``method(tensordict, tensordict)``, a ``_step``) with
+    missing entries skipped: a reset lacks the reward."""
     mode = transform._missing_tolerance
     transform._missing_tolerance = True
     try:
-        return transform._call(tensordict)
+        if method == "_call":
+            return transform._call(tensordict)
+        return getattr(transform, method)(tensordict, tensordict)
     finally:
         transform._missing_tolerance = mode
 
@@ -523,19 +526,19 @@ class PermuteTransform(_EntryTransform):
     _inv_transform_spec = _transform_spec  # the action spec seen outside is the env's, mapped forward
 
 
-class FlattenObservation(_EntryTransform):
-    """Flattens dims ``first_dim`` to ``last_dim`` of each ``in_keys`` entry (default ``["pixels"]``).
-    The dims must be negative unless ``allow_positive_dim`` (then they count after the batch dims)."""
+class _Flattening:
+    """Dims ``first_dim`` to ``last_dim`` flattened (FlattenObservation's and FlattenAction's):
+    negative dims unless ``allow_positive_dim`` (then they count after the env's batch dims)."""
 
-    def __init__(self, first_dim, last_dim, in_keys=None, out_keys=None, allow_positive_dim=False):
+    def _set_dims(self, first_dim, last_dim, allow_positive_dim):
         for name, dim in (("first_dim", first_dim), ("last_dim", last_dim)):
             if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
-                raise TypeError(f"FlattenObservation: {name} must be an int, got {dim!r}")
+                raise TypeError(f"{type(self).__name__}: {name} must be an int, got {dim!r}")
             if not allow_positive_dim and dim >= 0:
                 raise ValueError(f"{name} should be smaller than 0 to accommodate for envs of different "
-                                 f"batch_sizes (got {dim}).")
-        super().__init__(in_keys=["pixels"] if in_keys is None else in_keys, out_keys=out_keys)
+                                 f"batch_sizes. Set allow_positive_dim=True to allow positive dimensions (got {dim}).")
         self._first_dim, self._last_dim = int(first_dim), int(last_dim)
+        self.allow_positive_dim = bool(allow_positive_dim)
 
     @property
     def first_dim(self):
@@ -547,6 +550,15 @@ class FlattenObservation(_EntryTransform):
 
     def _apply_transform(self, value):
         return value.flatten(self.first_dim, self.last_dim)
+
+
+class FlattenObservation(_Flattening, _EntryTransform):
+    """Flattens dims ``first_dim`` to ``last_dim`` of each ``in_keys`` entry (default ``["pixels"]``).
+    The dims must be negative unless ``allow_positive_dim`` (then they count after the batch dims)."""
+
+    def __init__(self, first_dim, last_dim, in_keys=None, out_keys=None, allow_positive_dim=False):
+        self._set_dims(first_dim, last_dim, allow_positive_dim)
+        super().__init__(in_keys=["pixels"] if in_keys is None else in_keys, out_keys=out_keys)
 
     def _transform_spec(self, spec):
         return _reshaped_spec(spec, self._apply_transform)
@@ -556,7 +568,7 @@ class FlattenObservation(_EntryTransform):
                 f"out_keys={self.out_keys})")
 
 
-class FlattenAction(_EntryTransform):
+class FlattenAction(_Flattening, _EntryTransform):
     """The action as the policy sees it with dims ``first_dim`` to ``last_dim`` flattened; its
     original span (from the env's action spec, or ``action_shape``) is restored before the env
     steps. ``forward`` (a replay buffer's) flattens ``in_keys`` (default: the action)."""
@@ -565,30 +577,14 @@ class FlattenAction(_EntryTransform):
 
     def __init__(self, first_dim=-2, last_dim=-1, in_keys_inv=None, out_keys_inv=None, in_keys=None, out_keys=None,
                  allow_positive_dim=False, *, action_shape=None):
-        for name, dim in (("first_dim", first_dim), ("last_dim", last_dim)):
-            if not allow_positive_dim and dim >= 0:
-                raise ValueError(f"{name} should be smaller than 0 to accommodate for envs of different batch_sizes. "
-                                 f"Set allow_positive_dim=True to allow positive dimensions (got {dim}).")
+        self._set_dims(first_dim, last_dim, allow_positive_dim)
         if first_dim > last_dim:
             raise ValueError(f"first_dim ({first_dim}) must be <= last_dim ({last_dim}).")
         in_keys_inv = key_list(in_keys_inv, "in_keys_inv", allow_none=True) or [ACTION]
         in_keys = in_keys_inv if in_keys is None else in_keys
         super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
-        self._first_dim, self._last_dim = int(first_dim), int(last_dim)
-        self.allow_positive_dim = bool(allow_positive_dim)
         span = None if action_shape is None else tuple(int(n) for n in action_shape)
         self._unflatten_shapes = {} if span is None else {key: span for key in self.in_keys_inv}
-
-    @property
-    def first_dim(self):
-        return _feature_dim(self._first_dim, self)
-
-    @property
-    def last_dim(self):
-        return _feature_dim(self._last_dim, self)
-
-    def _apply_transform(self, value):
-        return value.flatten(self.first_dim, self.last_dim)
 
     def _call(self, next_tensordict):
         return next_tensordict  # a step's output holds no action

@@ -15,6 +15,7 @@ from ..tensordict import TensorDict, unravel_key_to_tuple
 from .specs import Bounded, Unbounded
 from .step_protocol import REWARD
 from .transformed_env import Compose, Transform, _key_str
+from .transforms_tensors import _tolerant_call
 
 __all__ = ["VecNorm", "VecNormV2"]
 
@@ -42,6 +43,10 @@ def _sum_left(value, dest):
 class _RunningNorm(Transform):
     """What both VecNorms share: keys, freezing, the spec of a normalized entry, ``loc``/``scale``
     as TensorDicts, ``denorm``, ``to_observation_norm`` and the state dict."""
+
+    # ObservationNorm, which transforms.py defines and hands over here: it imports this module, so
+    # importing it back would make an import circle
+    _observation_norm = None
 
     def _check_keys(self, shared, what):
         if shared is not None:
@@ -80,12 +85,7 @@ class _RunningNorm(Transform):
         return self._get_loc_scale()[1]
 
     def _reset(self, tensordict, tensordict_reset):
-        mode = self._missing_tolerance
-        self._missing_tolerance = True
-        try:
-            return self._step(tensordict_reset, tensordict_reset)
-        finally:
-            self._missing_tolerance = mode
+        return _tolerant_call(self, tensordict_reset, "_step")  # (reset observations update the statistics)
 
     def _cast_int(self):
         return False
@@ -116,9 +116,8 @@ class _RunningNorm(Transform):
     def to_observation_norm(self):
         """An ``ObservationNorm`` per key (a ``Compose`` of them for several keys) with the current
         ``loc`` and ``scale``, for inference with fixed statistics."""
-        from .transforms import ObservationNorm  # (transforms.py imports this module)
         loc, scale = self._get_loc_scale()
-        norms = [ObservationNorm(loc=loc.get(k), scale=scale.get(k), standard_normal=True, in_keys=[k],
+        norms = [self._observation_norm(loc=loc.get(k), scale=scale.get(k), standard_normal=True, in_keys=[k],
                                  out_keys=[ok], eps=self.eps) for k, ok in zip(self.in_keys, self.out_keys)]
         return Compose(*norms) if len(norms) > 1 else norms[0]
 
