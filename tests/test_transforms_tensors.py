@@ -524,6 +524,12 @@ def test_flatten_action_spec_inverse_and_forward():
     assert arr(back["action"]).tolist() == [[0.0, 1.0], [2.0, 3.0]]
     with pytest.raises(RuntimeError, match="no stored unflatten shape"):
         FlattenAction().inv(TensorDict({"action": rlpipe.ones(4)}, []))
+    assert t._inv_apply_transform(rlpipe.arange(4.0)).shape == (2, 2)
+    two = FlattenAction(in_keys_inv=["a", "b"], action_shape=(2, 2))
+    with pytest.raises(RuntimeError, match="disambiguate"):
+        two._inv_apply_transform(rlpipe.arange(4.0))
+    both = two.inv(TensorDict({"a": rlpipe.arange(4.0), "b": rlpipe.zeros(4)}, []))
+    assert both["a"].shape == (2, 2) and both["b"].shape == (2, 2)
     with pytest.raises(ValueError, match="must be <= last_dim"):
         FlattenAction(-1, -2)
     with pytest.raises(RuntimeError, match="not compatible"):

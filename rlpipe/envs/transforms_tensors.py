@@ -589,19 +589,27 @@ class FlattenAction(_Flattening, _EntryTransform):
     def _call(self, next_tensordict):
         return next_tensordict  # a step's output holds no action
 
-    def _inv_call(self, tensordict):
+    def _unflatten(self, value, key):
+        span = self._unflatten_shapes.get(key)
+        if span is None:
+            raise RuntimeError(f"FlattenAction has no stored unflatten shape for key {_key_str(key)!r}. Pass "
+                               "``action_shape`` to the constructor or attach the transform to a TransformedEnv.")
         merged = self.first_dim if self._first_dim >= 0 else self.last_dim  # (where the span sits once flat)
+        return value.unflatten(merged, span)
+
+    def _inv_apply_transform(self, value):
+        if len(self.in_keys_inv) != 1:
+            raise RuntimeError(f"FlattenAction._inv_apply_transform cannot disambiguate between "
+                               f"{len(self.in_keys_inv)} action keys: use inv(tensordict), which knows each key")
+        return self._unflatten(value, self.in_keys_inv[0])
+
+    def _inv_call(self, tensordict):
         for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv):
             value = tensordict.get(out_key, None)
-            if value is None:
-                if not self._missing_tolerance:
-                    raise KeyError(f"FlattenAction: {_key_str(out_key)!r} not found in the tensordict")
-                continue
-            span = self._unflatten_shapes.get(in_key)
-            if span is None:
-                raise RuntimeError(f"FlattenAction has no stored unflatten shape for key {_key_str(in_key)!r}. Pass "
-                                   "``action_shape`` to the constructor or attach the transform to a TransformedEnv.")
-            tensordict.set(in_key, value.unflatten(merged, span))
+            if value is not None:
+                tensordict.set(in_key, self._unflatten(value, in_key))
+            elif not self._missing_tolerance:
+                raise KeyError(f"FlattenAction: {_key_str(out_key)!r} not found in the tensordict")
         return tensordict
 
     def _inv_transform_spec(self, spec):
