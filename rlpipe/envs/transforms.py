@@ -13,9 +13,14 @@ from .specs import Bounded, Categorical, Unbounded
 from .step_protocol import REWARD as _REWARD, TERMINATED as _TERMINATED, TRUNCATED as _TRUNCATED
 from .step_protocol import STEP_EXTRAS as _STEP_EXTRAS, ArrayMapping, _done_like
 from .transformed_env import Compose, Transform, TransformedEnv, _key_str, _keys
+from . import transforms_keys as _keys_t, transforms_tensors as _tensors, transforms_vecnorm as _vecnorm
+from .transforms_keys import *  # noqa: F401,F403  (torchrl's transforms of entries and keys)
+from .transforms_tensors import *  # noqa: F401,F403
+from .transforms_vecnorm import *  # noqa: F401,F403
 
 __all__ = ["CheckFinite", "Compose", "DoubleToFloat", "ObservationNorm", "RenameTransform", "RewardSum", "StepCounter",
            "Transform", "TransformedEnv"]
+__all__ += _keys_t.__all__ + _tensors.__all__ + _vecnorm.__all__
 
 _ONE = np.ones((), dtype=np.int64)
 _DONE = ("done",)
@@ -530,3 +535,5 @@ class CheckFinite(Transform):
 from . import transforms_episodes as _episodes  # noqa: E402 - torchrl's episode/action transforms, re-exported
 from .transforms_episodes import *  # noqa: E402,F403
 __all__ += _episodes.__all__
+
+_vecnorm._RunningNorm._observation_norm = ObservationNorm  # VecNorm.to_observation_norm's class (no import circle)

@@ -1,0 +1,370 @@
+"""torchrl 0.14's running normalizations ``VecNorm`` (the older one, with decayed sums) and
+``VecNormV2`` (decayed moments with a bias correction), written against TensorDicts as torchrl's
+(``step_protocol.py``, THE RULE).
+
+Where rlpipe differs: statistics live in the transform object of each process: they are not
+shared between the workers of a multi-process collector (``shared_td``/``shared_data`` are
+refused), and ``VecNormV2(stateful=False)`` (statistics carried in the data) is not offered.
+"""
+import math
+from collections import OrderedDict
+
+from .. import _dtypes
+from .._creation import zeros
+from ..tensordict import TensorDict, unravel_key_to_tuple
+from .specs import Bounded, Unbounded
+from .step_protocol import REWARD
+from .transformed_env import Compose, Transform, _key_str
+from .transforms_tensors import _tolerant_call
+
+__all__ = ["VecNorm", "VecNormV2"]
+
+_SEP = ".-|-."
+
+
+def _spec_keys(spec):
+    return {unravel_key_to_tuple(k) for k in spec.keys(True, True)}
+
+
+def _unbounded(spec, cast_int=False):
+    """A Bounded spec as Unbounded (normalized values have no bounds); integers as float32 with ``cast_int``."""
+    dtype = _dtypes.float32 if cast_int and not spec.dtype.is_floating_point else spec.dtype
+    if isinstance(spec, Bounded) or dtype is not spec.dtype:
+        return Unbounded(shape=spec.shape, dtype=dtype, device=spec.device)
+    return spec
+
+
+def _sum_left(value, dest):
+    while value.ndim > dest.ndim:
+        value = value.sum(0)
+    return value
+
+
+class _RunningNorm(Transform):
+    """What both VecNorms share: keys, freezing, the spec of a normalized entry, ``loc``/``scale``
+    as TensorDicts, ``denorm``, ``to_observation_norm`` and the state dict."""
+
+    # ObservationNorm, which transforms.py defines and hands over here: it imports this module, so
+    # importing it back would make an import circle
+    _observation_norm = None
+
+    def _check_keys(self, shared, what):
+        if shared is not None:
+            raise NotImplementedError(f"{type(self).__name__}: {what} (statistics shared between processes) is not "
+                                      "supported on rlpipe")
+        if len(self.in_keys) != len(self.out_keys):
+            raise ValueError(f"{type(self).__name__}: in_keys and out_keys must have the same length, got "
+                             f"{len(self.in_keys)} and {len(self.out_keys)}")
+        self.frozen = False
+
+    def freeze(self):
+        """Stops the statistics from being updated; returns self."""
+        self.frozen = True
+        return self
+
+    def unfreeze(self):
+        self.frozen = False
+        return self
+
+    def frozen_copy(self):
+        """A copy that normalizes with the current statistics and never updates them."""
+        if not self._initialized():
+            raise RuntimeError("Make sure the VecNorm has been initialized before creating a frozen copy.")
+        return self.clone().freeze()
+
+    @property
+    def standard_normal(self):
+        return True
+
+    @property
+    def loc(self):
+        return self._get_loc_scale()[0]
+
+    @property
+    def scale(self):
+        return self._get_loc_scale()[1]
+
+    def _reset(self, tensordict, tensordict_reset):
+        return _tolerant_call(self, tensordict_reset, "_step")  # (reset observations update the statistics)
+
+    def _cast_int(self):
+        return False
+
+    def transform_observation_spec(self, observation_spec):
+        keys = _spec_keys(observation_spec)
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            if in_key == REWARD and out_key != REWARD:
+                raise NotImplementedError(f"{type(self).__name__}: the reward can only be normalized in place on an "
+                                          f"rlpipe env (one reward), got out_key {_key_str(out_key)!r}")
+            if in_key in keys:
+                observation_spec[out_key] = _unbounded(observation_spec[in_key], self._cast_int())
+        return observation_spec
+
+    def denorm(self, tensordict):
+        """The values before normalization: each ``out_keys`` entry of (a shallow copy of)
+        ``tensordict`` times ``scale`` plus ``loc``, written to the matching ``in_keys`` entry."""
+        if not self._initialized():
+            raise RuntimeError("VecNorm must be initialized before calling denorm.")
+        tensordict = tensordict.clone(False)
+        loc, scale = self._get_loc_scale()
+        present = _spec_keys(tensordict)
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            if out_key in present:
+                tensordict.set(in_key, tensordict.get(out_key) * scale.get(in_key) + loc.get(in_key))
+        return tensordict
+
+    def to_observation_norm(self):
+        """An ``ObservationNorm`` per key (a ``Compose`` of them for several keys) with the current
+        ``loc`` and ``scale``, for inference with fixed statistics."""
+        loc, scale = self._get_loc_scale()
+        norms = [self._observation_norm(loc=loc.get(k), scale=scale.get(k), standard_normal=True, in_keys=[k],
+                                 out_keys=[ok], eps=self.eps) for k, ok in zip(self.in_keys, self.out_keys)]
+        return Compose(*norms) if len(norms) > 1 else norms[0]
+
+    # ---- state: the running statistics, as flat tensors ----------------------------------------
+    def _stats(self):
+        raise NotImplementedError
+
+    def state_dict(self, prefix=""):
+        """The running statistics (empty before any data), keyed ``<prefix><stat>.-|-.<key>``."""
+        out = OrderedDict()
+        for stat, per_key in self._stats().items():
+            for key, value in per_key.items():
+                out[prefix + stat + _SEP + _SEP.join(key)] = value
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        stats = {}
+        for name, value in state_dict.items():
+            stat, _, key = name.partition(_SEP)
+            if stat not in self._stat_names or not key:
+                raise KeyError(f"{type(self).__name__}.load_state_dict: unexpected key {name!r} (expected "
+                               f"'<stat>{_SEP}<key>' with stat among {list(self._stat_names)})")
+            stats.setdefault(stat, {})[tuple(key.split(_SEP))] = value.clone()
+        missing = sorted(set(self.state_dict()) - set(state_dict)) if strict else []
+        if missing:
+            raise KeyError(f"{type(self).__name__}.load_state_dict: missing keys {missing}")
+        self._load_stats(stats)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(decay={self.decay:4.4f},eps={self.eps:4.4f}, in_keys={self.in_keys}, "
+                f"out_keys={self.out_keys})")
+
+
+def _as_td(per_key):
+    out = TensorDict()
+    for key, value in per_key.items():
+        out.set(key, value)
+    return out
+
+
+class VecNorm(_RunningNorm):
+    """Normalizes ``in_keys`` entries (default ``["observation", "reward"]``) by running statistics:
+    decayed sums of the values, of their squares and of the number of samples (``decay`` per
+    update, every row of a batch counted), giving ``(value - mean) / std`` with ``std`` at least
+    ``eps``. Reset observations update the statistics too, as torchrl's. ``new_api=True`` returns
+    a ``VecNormV2`` instead. ``shapes``: the feature shape of each key (default: the entry's shape
+    after the batch dims)."""
+
+    _stat_names = ("sum", "ssq", "count")
+
+    def __new__(cls, *args, new_api=None, **kwargs):
+        if new_api:
+            return VecNormV2(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, in_keys=None, out_keys=None, shared_td=None, lock=None, decay=0.9999, eps=1e-4, shapes=None,
+                 new_api=None):
+        super().__init__(in_keys=["observation", "reward"] if in_keys is None else in_keys, out_keys=out_keys)
+        self._check_keys(shared_td, "shared_td")
+        if shapes is not None and len(shapes) != len(self.in_keys):
+            raise ValueError(f"VecNorm: shapes must give one shape per in key ({len(self.in_keys)}), got {len(shapes)}")
+        self.lock = lock
+        self.decay, self.eps, self.shapes = float(decay), float(eps), shapes
+        self._sum, self._ssq, self._count = {}, {}, {}
+
+    def _initialized(self):
+        return bool(self._count)
+
+    def _init(self, key, value, batch_dims):
+        if key in self._count:
+            return
+        if self.shapes is None:
+            shape = tuple(value.shape[batch_dims:])
+        else:
+            shape = tuple(self.shapes[self.in_keys.index(key)])
+        self._sum[key] = zeros(shape, dtype=value.dtype, device=value.device)
+        self._ssq[key] = zeros(shape, dtype=value.dtype, device=value.device)
+        self._count[key] = zeros(1, dtype=_dtypes.float32, device=value.device)
+
+    def _update(self, key, value, n):
+        if not self.frozen:
+            self._sum[key] = self._sum[key] * self.decay + _sum_left(value, self._sum[key])
+            self._ssq[key] = self._ssq[key] * self.decay + _sum_left(value.pow(2), self._ssq[key])
+            self._count[key] = self._count[key] * self.decay + n
+        mean = self._sum[key] / self._count[key]
+        std = (self._ssq[key] / self._count[key] - mean.pow(2)).clamp_min(self.eps).sqrt()
+        return (value - mean) / std.clamp_min(self.eps)
+
+    def _call(self, next_tensordict):
+        present = _spec_keys(next_tensordict)
+        for key, out_key in zip(self.in_keys, self.out_keys):
+            if key not in present:  # (torchrl's: a missing entry is skipped, not an error)
+                continue
+            value = next_tensordict.get(key)
+            self._init(key, value, next_tensordict.ndim)
+            next_tensordict.set(out_key, self._update(key, value, max(1, next_tensordict.numel())))
+        return next_tensordict
+
+    forward = _call
+
+    def _step(self, tensordict, next_tensordict):
+        return self._call(next_tensordict)
+
+    def frozen_copy(self):
+        """A copy that never updates the statistics but reads this one's as they go on changing
+        (torchrl's: the copy shares the running sums)."""
+        copy = super().frozen_copy()
+        copy._sum, copy._ssq, copy._count = self._sum, self._ssq, self._count
+        return copy
+
+    def _get_loc_scale(self):
+        if not self._initialized():
+            raise RuntimeError("VecNorm must be initialized (see data) before its loc and scale exist.")
+        loc, scale = {}, {}
+        for key in self._count:
+            loc[key] = self._sum[key] / self._count[key]
+            scale[key] = (self._ssq[key] / self._count[key] - loc[key].pow(2)).clamp_min(self.eps).sqrt()
+        return _as_td(loc), _as_td(scale)
+
+    def _stats(self):
+        return {"sum": self._sum, "ssq": self._ssq, "count": self._count}
+
+    def _load_stats(self, stats):
+        self._sum, self._ssq, self._count = (stats.get(name, {}) for name in self._stat_names)
+
+
+class VecNormV2(_RunningNorm):
+    """Normalizes ``in_keys`` entries by running moments: at each update (a step, or a reset for
+    the entries it has) ``loc`` and ``var`` move towards the value and its square by ``1 - decay``
+    (``1 / count`` when ``decay == 1``), each key counting its own updates; the value is then
+    ``(value - loc / c) / sqrt((var - loc**2) / c)`` (the root at least ``eps``) with the bias
+    correction ``c = 1 - decay**count``. Statistics are kept per batch element unless
+    ``reduce_batch_dims``: then a batch's mean counts as its number of rows."""
+
+    _stat_names = ("loc", "var", "count")
+
+    def __init__(self, in_keys, out_keys=None, *, lock=None, stateful=True, decay=0.9999, eps=1e-4,
+                 shared_data=None, reduce_batch_dims=False):
+        if not stateful:
+            raise NotImplementedError("VecNormV2(stateful=False) (statistics carried in the data) is not supported "
+                                      "on rlpipe")
+        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        self._check_keys(shared_data, "shared_data")
+        self.stateful, self.lock = True, lock
+        self.decay, self.eps = float(decay), float(eps)
+        self.reduce_batch_dims = bool(reduce_batch_dims)
+        self._loc = self._var = self._count = None
+        self._cast_int_to_float = False
+
+    def _initialized(self):
+        return self._loc is not None
+
+    @property
+    def initialized(self):
+        return self._initialized()
+
+    def _cast_int(self):
+        return True
+
+    def transform_reward_spec(self, reward_spec):
+        if REWARD in self.in_keys:
+            return _unbounded(reward_spec, cast_int=True)
+        return reward_spec
+
+    def _float(self, value):
+        return value if value.dtype.is_floating_point else value.to(_dtypes.float32)
+
+    def _init(self, data, batch_dims):
+        """Zero statistics for every in key, shaped like ``data``'s entries (the env's specs for
+        those a reset lacks, as torchrl's)."""
+        self._loc, self._var, self._count = {}, {}, {}
+        present = _spec_keys(data)
+        for key in self.in_keys:
+            value = data.get(key) if key in present else self._spec_zero(key)
+            value = self._float(value)
+            if self.reduce_batch_dims and batch_dims:
+                value = value.mean(dim=tuple(range(batch_dims)))
+            self._loc[key] = zeros(value.shape, dtype=value.dtype, device=value.device)
+            self._var[key] = zeros(value.shape, dtype=value.dtype, device=value.device)
+            self._count[key] = zeros((), dtype=_dtypes.int64, device=value.device)
+
+    def _spec_zero(self, key):
+        try:
+            spec = self._parent_spec("reward") if key == REWARD else self._parent_spec("observation")[key]
+        except (RuntimeError, KeyError):
+            raise KeyError(f"VecNormV2: no entry {_key_str(key)!r} in the first data seen, and no env spec to take "
+                           "its shape from") from None
+        return spec.zero()
+
+    def _update(self, key, value, batch_dims):
+        value = self._float(value)
+        if self.reduce_batch_dims and batch_dims:
+            n = int(math.prod(value.shape[:batch_dims]))
+            self._count[key] = self._count[key] + n
+            dims = tuple(range(batch_dims))
+            mean, square = value.mean(dim=dims), value.pow(2).mean(dim=dims)
+            weight = 1 - self.decay ** n if self.decay != 1.0 else n / self._count[key]
+        else:
+            self._count[key] = self._count[key] + 1
+            mean, square = value, value.pow(2)
+            weight = 1 - self.decay if self.decay != 1.0 else 1 / self._count[key]
+        if not isinstance(weight, float):
+            weight = weight.to(mean.dtype)
+        self._loc[key] = self._loc[key].lerp(mean, weight)
+        self._var[key] = self._var[key].lerp(square, weight)
+
+    def _loc_scale_of(self, key):
+        loc, count = self._loc[key], self._count[key]
+        correction = 1 - (count * math.log(self.decay)).exp().to(loc.dtype) if self.decay != 1.0 else 1
+        var = (self._var[key] - loc.pow(2)) / correction
+        return loc / correction, var.sqrt().clamp_min(self.eps)
+
+    def _step(self, tensordict, next_tensordict):
+        present = _spec_keys(next_tensordict)
+        missing = [k for k in self.in_keys if k not in present]
+        if missing and not self._missing_tolerance:
+            raise KeyError(f"VecNormV2: {[_key_str(k) for k in missing]} not found in the tensordict (keys: "
+                           f"{sorted(map(str, next_tensordict.keys(True, True)))})")
+        if self._loc is None:
+            self._init(next_tensordict, next_tensordict.ndim)
+        for key, out_key in zip(self.in_keys, self.out_keys):
+            if key in present:
+                value = next_tensordict.get(key)
+                if not self.frozen:
+                    self._update(key, value, next_tensordict.ndim)
+                loc, scale = self._loc_scale_of(key)
+                next_tensordict.set(out_key, (self._float(value) - loc) / scale)
+        return next_tensordict
+
+    def _call(self, next_tensordict):
+        return self._step(next_tensordict, next_tensordict)
+
+    forward = _call
+
+    def _get_loc_scale(self):
+        if self._loc is None:
+            raise RuntimeError("VecNormV2 must be initialized (see data) before its loc and scale exist.")
+        pairs = {key: self._loc_scale_of(key) for key in self._loc}
+        return _as_td({k: v[0] for k, v in pairs.items()}), _as_td({k: v[1] for k, v in pairs.items()})
+
+    def _stats(self):
+        if self._loc is None:
+            return {}
+        return {"loc": self._loc, "var": self._var, "count": self._count}
+
+    def _load_stats(self, stats):
+        if not stats:
+            self._loc = self._var = self._count = None
+            return
+        self._loc, self._var, self._count = (stats.get(name, {}) for name in self._stat_names)
