@@ -382,7 +382,7 @@ def _getitem(level, name, func, args, kwargs):
     if len(index) != 1 or index[0].dtype.is_floating_point or str(index[0].dtype) == "rlpipe.bool":
         raise RuntimeError("vmap: no batching rule for '__getitem__' with a batched index other than one integer "
                            "tensor")
-    from .._creation import arange
+    from rlpipe._creation import arange
     ids = index[0]._value
     rows = arange(value.shape[0], device=value.device).reshape((-1,) + (1,) * (ids.ndim - 1))
     return _wrap(value[rows, ids], level)
@@ -472,7 +472,7 @@ def _like(level, name, func, args, kwargs):
 
 @_rule("randn_like", "rand_like", methods=False)
 def _random_like(level, name, func, args, kwargs):
-    from .. import random
+    from rlpipe import random
     draw = random.randn if name == "randn_like" else random.rand
     x = args[0]
     return draw(tuple(x.shape), dtype=kwargs.get("dtype") or x.dtype, device=kwargs.get("device") or x.device,

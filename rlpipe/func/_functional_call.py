@@ -146,7 +146,7 @@ def _stacked(dicts):
 
 
 def _stacked_leaf(tensors, name):
-    from ..primitives.shape import stack
+    from rlpipe.primitives.shape import stack
     requires_grad = {t.requires_grad for t in tensors}
     if len(requires_grad) != 1:
         raise RuntimeError(f"Expected {name} from each model to have the same .requires_grad")

@@ -132,7 +132,7 @@ def _draw(draw, kind, size, dtype, device, generator, requires_grad, params):
 
 def _concat(chunks, out_dims):
     """The outputs of the chunks joined along their mapped dims."""
-    from ..primitives.shape import cat
+    from rlpipe.primitives.shape import cat
     flat = [tree_flatten(c) for c in chunks]
     dims = _leaf_dims(out_dims, chunks[0], "out_dims")
     leaves = [cat([f[0][i] for f in flat], d) if d is not None else flat[0][0][i] for i, d in enumerate(dims)]

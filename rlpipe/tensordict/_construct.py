@@ -143,7 +143,7 @@ class _ConstructMixin:
             hook(state_dict, "", {}, True, [], [], [])
         current = dict(module.named_parameters(remove_duplicate=False))
         buffers = dict(module.named_buffers(remove_duplicate=False))
-        from ..nn.parameter import Buffer, Parameter
+        from rlpipe.nn.parameter import Buffer, Parameter
         converted = {key: Parameter(value) if key in current else Buffer(value) if key in buffers else value
                      for key, value in state_dict.items()}
         return type(self)(converted, []).unflatten_keys(".")
@@ -289,9 +289,9 @@ def _is_namedtuple(obj):
 
 def _stacked(tensors, expand_identical):
     """from_modules' leaf: the modules' tensors stacked into a new parameter or buffer."""
-    from ..primitives.shape import stack
-    from ..autograd.grad_mode import no_grad
-    from ..nn.parameter import Buffer, Parameter
+    from rlpipe.primitives.shape import stack
+    from rlpipe.autograd.grad_mode import no_grad
+    from rlpipe.nn.parameter import Buffer, Parameter
     first = tensors[0]
     if expand_identical and all(t is first for t in tensors):
         return first.expand(len(tensors), *first.shape)
@@ -302,8 +302,8 @@ def _stacked(tensors, expand_identical):
 
 def _set_module_tensor(module, name, value, inplace, preserve):
     """Puts ``value`` into ``module`` as ``name`` (tensordict's rules, see to_module); returns the old value."""
-    from ..func._batched import BatchedTensor
-    from ..nn.parameter import Buffer, Parameter
+    from rlpipe.func._batched import BatchedTensor
+    from rlpipe.nn.parameter import Buffer, Parameter
     params, buffers, attrs = module._parameters, module._buffers, module.__dict__
     table = params if name in params else buffers if name in buffers else attrs if name in attrs else None
     if table is None:
