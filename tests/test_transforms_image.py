@@ -342,3 +342,92 @@ def test_catframes_spec():
     assert float(out["pixels"].high.min()) == 1.0
     out = CatFrames(N=2, dim=-1, in_keys=["observation"], out_keys=["o2"]).transform_observation_spec(out)
     assert out["o2"].shape == (10,) and out["observation"].shape == (5,)
+
+
+# ---- FrameSkipTransform, NoopResetEnv, EndOfLifeTransform (ale_py is not installed: a fake env with lives) ----
+
+class _CountingEnv:
+    """Observation: the steps since the reset; reward 1 a step; terminates after ``length`` steps;
+    ``ale.lives()`` starts at 3 and drops every second step, as an ALE env exposes it."""
+
+    def __new__(cls, length=5):
+        gym = pytest.importorskip("gymnasium")
+
+        class CountingEnv(gym.Env):
+            observation_space = gym.spaces.Box(0, 100, (1,), np.float32)
+            action_space = gym.spaces.Discrete(2)
+
+            def __init__(self):
+                self.length, self.t, self.n_lives = length, 0, 3
+                self.ale = type("Ale", (), {"lives": lambda _: self.n_lives})()
+
+            def _obs(self):
+                return np.array([self.t], dtype=np.float32)
+
+            def reset(self, seed=None, options=None):
+                super().reset(seed=seed)
+                self.t, self.n_lives = 0, 3
+                return self._obs(), {}
+
+            def step(self, action):
+                self.t += 1
+                self.n_lives -= self.t % 2 == 0
+                return self._obs(), 1.0, self.t >= self.length, False, {}
+
+        return CountingEnv()
+
+
+def _wrapped(length, *transforms):
+    from rlpipe.envs import GymWrapper
+    return TransformedEnv(GymWrapper(_CountingEnv(length)), Compose(*transforms))
+
+
+def test_frame_skip_repeats_and_sums_rewards():
+    from rlpipe.envs import FrameSkipTransform
+    data = _wrapped(5, FrameSkipTransform(2)).rollout(5)
+    assert data["next", "observation"].numpy()[:, 0].tolist() == [2, 4, 5]  # stops at the episode's end
+    assert data["next", "reward"].numpy()[:, 0].tolist() == [2, 2, 1]
+    assert data["next", "terminated"].numpy()[:, 0].tolist() == [False, False, True]
+    with pytest.raises(ValueError, match="frame_skip should have a value greater or equal to one, got 0"):
+        FrameSkipTransform(0)
+    with pytest.raises(RuntimeError, match="can only be used when appended to a transformed env"):
+        FrameSkipTransform(2)(TensorDict({}, []))
+
+
+def test_base_env_transforms_must_come_first():
+    from rlpipe.envs import FrameSkipTransform, StepCounter
+    env = _wrapped(5, StepCounter(), FrameSkipTransform(2))
+    with pytest.raises(NotImplementedError, match="FrameSkipTransform must be the first transform of its env"):
+        env.rollout(2)
+
+
+def test_noop_reset():
+    from rlpipe.envs import NoopResetEnv
+    assert _wrapped(10, NoopResetEnv(3, random=False)).reset()["observation"].tolist() == [3.0]
+    rlpipe.manual_seed(0)
+    counts = {int(_wrapped(10, NoopResetEnv(3)).reset()["observation"][0]) for _ in range(12)}
+    assert counts <= {0, 1, 2} and len(counts) > 1
+    env = _wrapped(2, NoopResetEnv(3, random=False))
+    with pytest.raises(RuntimeError, match=r"repeatedly done or truncated before the sampled number of noops \(=3\)"):
+        env.reset()
+    batched = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), NoopResetEnv(2))
+    with pytest.raises(ValueError, match="NoopResetEnv is designed to work on single env instances"):
+        batched.reset()
+    with pytest.raises(ValueError, match="noops must be a non-negative int, got -1"):
+        NoopResetEnv(-1)
+
+
+def test_end_of_life():
+    from rlpipe.envs import EndOfLifeTransform
+    env = _wrapped(7, EndOfLifeTransform())
+    spec = env.observation_spec
+    assert spec["end-of-life"].shape == (1,) and spec["end-of-life"].dtype is rlpipe.bool
+    assert spec["lives"].shape == () and spec["lives"].dtype is rlpipe.int64
+    check_env_specs(env, seed=0)
+    data = env.rollout(10)
+    assert data["lives"].tolist()[0] == 3 and not data["end-of-life"].numpy()[0, 0]
+    assert data["next", "lives"].tolist() == [3, 2, 2, 1, 1, 0, 0]
+    assert data["next", "end-of-life"].numpy()[:, 0].tolist() == [False, True, False, True, False, True, True]
+    assert data["next", "done"].numpy()[:, 0].tolist() == [False] * 6 + [True]  # a lost life does not end it
+    with pytest.raises(NotImplementedError, match="one done key, 'done'; got 'terminated'"):
+        EndOfLifeTransform(done_key="terminated")

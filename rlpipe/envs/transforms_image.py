@@ -1,5 +1,6 @@
 """torchrl 0.14's image transforms: ``ToTensorImage``, ``GrayScale``, ``Resize``, ``CenterCrop``,
-``Crop`` and ``CatFrames``, written against TensorDicts and specs as torchrl's are
+``Crop`` and ``CatFrames``, and the Atari ones on the base env: ``FrameSkipTransform``,
+``NoopResetEnv`` and ``EndOfLifeTransform``, written against TensorDicts and specs as torchrl's are
 (``step_protocol.py``, THE RULE), with array frame hooks behind them: Atari pipelines run these
 on every step, so no TensorDict is built per step.
 
@@ -19,12 +20,14 @@ import numpy as np
 from .. import _dtypes
 from .._creation import as_tensor
 from .._tensor import host_array
+from ..random import randint
 from ..tensordict import unravel_key_to_tuple
-from .specs import Bounded
-from .step_protocol import STEP_EXTRAS, ArrayMapping, TransformProtocol, _done_like
-from .transformed_env import Transform, _key_str
+from .specs import Bounded, Unbounded
+from .step_protocol import REWARD, STEP_EXTRAS, TERMINATED, TRUNCATED, ArrayMapping, TransformProtocol, _done_like
+from .transformed_env import Transform, TransformedEnv, _key_str
 
-__all__ = ["CatFrames", "CenterCrop", "Crop", "GrayScale", "Resize", "ToTensorImage"]
+__all__ = ["CatFrames", "CenterCrop", "Crop", "EndOfLifeTransform", "FrameSkipTransform", "GrayScale",
+           "NoopResetEnv", "Resize", "ToTensorImage"]
 
 IMAGE_KEYS = ["pixels"]
 _RESERVED = frozenset(STEP_EXTRAS) | {("done",), ("action",)}
@@ -486,3 +489,159 @@ def _trajectory_starts(done):
     restart[:, 0] = True
     restart[:, 1:] = done[:, :-1]
     return np.maximum.accumulate(np.where(restart, np.arange(n_time), 0), axis=1)
+
+
+# ---- transforms that act on the base env (Atari) ----------------------------------------------------
+
+_MAX_NOOPS_TRIALS = 10
+
+
+class _BaseEnvTransform(Transform):
+    """A transform that steps or reads the base env itself. It must come first among the env's
+    transforms: the frames it makes come straight from the base env, with none of the transforms
+    before it applied (torchrl steps its ``parent``: the base env and those transforms)."""
+
+    def _env(self):
+        node = self._container
+        while node is not None and not isinstance(node, TransformedEnv):
+            node = node._container
+        if node is None:
+            raise RuntimeError(f"{type(self).__name__} can only be used when appended to a transformed env.")
+        if node._leaf_list()[0] is not self:
+            raise NotImplementedError(f"{type(self).__name__} must be the first transform of its env on rlpipe (it "
+                                      "steps the base env, before any other transform)")
+        return node.base_env
+
+    def forward(self, tensordict):
+        raise RuntimeError(f"{type(self).__name__} can only be used when appended to a transformed env.")
+
+
+class FrameSkipTransform(_BaseEnvTransform):
+    """Each action repeated ``frame_skip`` times on the base env, the rewards summed. Like rlpipe's
+    ``GymEnv(frame_skip=...)`` (unlike torchrl, which steps on into the next episode) the repeats
+    stop after a step where any env is done."""
+
+    def __init__(self, frame_skip=1):
+        super().__init__()
+        if isinstance(frame_skip, bool) or not isinstance(frame_skip, (int, np.integer)) or frame_skip < 1:
+            raise ValueError(f"frame_skip should have a value greater or equal to one, got {frame_skip!r}.")
+        self.frame_skip = int(frame_skip)
+
+    def _frame_step(self, root, next_frame, action):
+        if self.frame_skip == 1:
+            return next_frame
+        env = self._env()
+        if env._skips_rows:
+            raise ValueError("FrameSkipTransform needs an env that resets its done envs in the same step (a "
+                             "NEXT_STEP autoreset would skip a repeated step)")
+        frame, reward = next_frame, next_frame[REWARD]
+        for _ in range(self.frame_skip - 1):
+            if np.any(frame[TERMINATED]) or np.any(frame[TRUNCATED]):
+                break
+            obs, step_reward, terminated, truncated = env._step_frame(action)
+            frame = dict(obs)
+            frame[TERMINATED], frame[TRUNCATED] = terminated, truncated
+            reward = reward + step_reward
+        frame = dict(frame)
+        frame[REWARD] = reward
+        return frame
+
+    def __repr__(self):
+        return f"FrameSkipTransform(frame_skip={self.frame_skip})"
+
+
+class NoopResetEnv(_BaseEnvTransform):
+    """After each reset, ``noops`` random actions (``random``: a number drawn in [0, noops) from
+    rlpipe's generator); an episode that ends meanwhile is reset and the noops start over, up to
+    10 times. For an env of one instance, as torchrl's."""
+
+    def __init__(self, noops=30, random=True):
+        super().__init__()
+        if isinstance(noops, bool) or not isinstance(noops, (int, np.integer)) or noops < 0:
+            raise ValueError(f"NoopResetEnv: noops must be a non-negative int, got {noops!r}")
+        self.noops, self.random = int(noops), bool(random)
+
+    def _frame_reset(self, frame):
+        env = self._env()
+        if int(np.prod(tuple(env.batch_size))) > 1:
+            raise ValueError("The parent environment batch-size is non-null. NoopResetEnv is designed to work on "
+                             "single env instances, as partial reset is currently not supported.")
+        noops = int(randint(self.noops, (1,)).item()) if self.random and self.noops else self.noops
+        for _ in range(_MAX_NOOPS_TRIALS + 1):
+            obs = self._run_noops(env, frame, noops)
+            if obs is not None:
+                return obs
+            frame = env._reset_frame()
+        raise RuntimeError(f"Parent env was repeatedly done or truncated before the sampled number of noops "
+                           f"(={noops}) could be applied. ")
+
+    @staticmethod
+    def _run_noops(env, frame, noops):
+        """The observations after ``noops`` random actions from ``frame``; None if the episode ends."""
+        for _ in range(noops):
+            frame, _, terminated, truncated = env._step_frame(host_array(env.action_spec.rand()))
+            if np.any(terminated) or np.any(truncated):
+                return None
+        return frame
+
+    def _frame_continue(self, next_frame, frame, done):
+        return self._frame_reset(frame) if np.any(done) else frame
+
+    def __repr__(self):
+        return f"NoopResetEnv(noops={self.noops}, random={self.random})"
+
+
+class EndOfLifeTransform(_BaseEnvTransform):
+    """Writes ``lives_key`` (int64, the base env's lives, read at ``eol_attribute``: an int, an
+    array or a callable, on the base env or, failing that, on the Gymnasium env it wraps) and
+    ``eol_key`` (shaped like ``done``): True after a step that lost a life or ended the episode.
+    The end of a life does not end the episode: a loss can read it in place of ``done``."""
+
+    def __init__(self, eol_key="end-of-life", lives_key="lives", done_key="done", eol_attribute="unwrapped.ale.lives"):
+        super().__init__(in_keys=[done_key], out_keys=[eol_key, lives_key])
+        if unravel_key_to_tuple(done_key) != ("done",):
+            raise NotImplementedError(f"EndOfLifeTransform: rlpipe envs have one done key, 'done'; got {done_key!r}")
+        self.eol_key, self.lives_key, self.done_key = eol_key, lives_key, done_key
+        self.eol_attribute = eol_attribute.split(".")
+
+    def _lives(self, env):
+        first = self.eol_attribute[0]
+        lives = getattr(env, first) if hasattr(env, first) else getattr(env._env, first)
+        for name in self.eol_attribute[1:]:
+            lives = [getattr(x, name) for x in lives] if isinstance(lives, list) else getattr(lives, name)
+        if isinstance(lives, list):
+            lives = [x() if callable(x) else x for x in lives]
+        elif callable(lives):
+            lives = lives()
+        return np.asarray(lives, dtype=np.int64).reshape(tuple(env.batch_size))
+
+    def _frame_reset(self, frame):
+        env = self._env()
+        out = dict(frame)
+        out[unravel_key_to_tuple(self.lives_key)] = self._lives(env)
+        out[unravel_key_to_tuple(self.eol_key)] = np.zeros(tuple(env.batch_size) + (1,), dtype=bool)
+        return out
+
+    def _frame_step(self, root, next_frame, action):
+        lives_key = unravel_key_to_tuple(self.lives_key)
+        lives = self._lives(self._env())
+        lost = (root[lives_key] > lives).reshape(next_frame[TERMINATED].shape)
+        out = dict(next_frame)
+        out[lives_key] = lives
+        out[unravel_key_to_tuple(self.eol_key)] = lost | next_frame[TERMINATED] | next_frame[TRUNCATED]
+        return out
+
+    def _frame_continue(self, next_frame, frame, done):
+        out = self._frame_reset(frame)
+        eol_key = unravel_key_to_tuple(self.eol_key)
+        out[eol_key] = np.where(done, False, next_frame[eol_key])
+        return out
+
+    def transform_observation_spec(self, observation_spec):
+        env = self._env()
+        observation_spec[self.eol_key] = self._parent_spec("done")["done"].clone()
+        observation_spec[self.lives_key] = Unbounded(shape=env.batch_size, device=env.device, dtype=_dtypes.int64)
+        return observation_spec
+
+    def __repr__(self):
+        return f"EndOfLifeTransform(eol_key={self.eol_key!r}, lives_key={self.lives_key!r})"
