@@ -431,3 +431,23 @@ def test_end_of_life():
     assert data["next", "done"].numpy()[:, 0].tolist() == [False] * 6 + [True]  # a lost life does not end it
     with pytest.raises(NotImplementedError, match="one done key, 'done'; got 'terminated'"):
         EndOfLifeTransform(done_key="terminated")
+
+
+def test_catframes_in_a_collector():
+    from rlpipe.collectors import SyncDataCollector
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2),
+                         CatFrames(N=4, dim=-1, in_keys=["observation"], out_keys=["stack"]))
+    env.set_seed(3)
+    collector = SyncDataCollector(env, None, frames_per_batch=60, total_frames=60)
+    data = next(iter(collector))
+    collector.shutdown()
+    stack, nxt = data["stack"].numpy(), data["next", "stack"].numpy()
+    done = data["next", "done"].numpy()[..., 0]
+    assert done.any()
+    np.testing.assert_array_equal(nxt[..., 12:], data["next", "observation"].numpy())
+    np.testing.assert_array_equal(stack[..., 12:], data["observation"].numpy())
+    carried = ~done[:, :-1]  # where no episode ended, the next root window is the step's next window
+    np.testing.assert_array_equal(stack[:, 1:][carried], nxt[:, :-1][carried])
+    restarted = done[:, :-1]  # a new episode starts with four copies of its first observation
+    first = data["observation"].numpy()[:, 1:][restarted]
+    np.testing.assert_array_equal(stack[:, 1:][restarted], np.concatenate([first] * 4, -1))
