@@ -451,3 +451,14 @@ def test_catframes_in_a_collector():
     restarted = done[:, :-1]  # a new episode starts with four copies of its first observation
     first = data["observation"].numpy()[:, 1:][restarted]
     np.testing.assert_array_equal(stack[:, 1:][restarted], np.concatenate([first] * 4, -1))
+
+
+def test_catframes_single_env_restarts_after_done():
+    env = TransformedEnv(GymEnv("CartPole-v1"), CatFrames(N=3, dim=-1, in_keys=["observation"], out_keys=["s"]))
+    env.set_seed(0)
+    data = env.rollout(60, break_when_any_done=False)
+    done = data["next", "done"].numpy()[:, 0]
+    assert done.any()
+    first = np.concatenate([[True], done[:-1]])
+    expected = _expected_windows(data["observation"].numpy(), first, 3)
+    np.testing.assert_array_equal(data["s"].numpy(), expected)

@@ -380,8 +380,10 @@ class CatFrames(Transform):
         out = dict(frame)
         for in_key, out_key in zip(self.in_keys, self.out_keys):
             value = self._get(frame, in_key)
-            window = next_frame[out_key]
-            out[out_key] = np.where(_done_like(done, window), self._first_window(value), window)
+            rows = done.reshape(done.shape[:-1])  # the envs whose episode starts: a fresh window
+            window = next_frame[out_key].copy()
+            window[rows] = self._first_window(value[rows])
+            out[out_key] = window
         return out
 
     @staticmethod
