@@ -462,3 +462,14 @@ def test_catframes_single_env_restarts_after_done():
     first = np.concatenate([[True], done[:-1]])
     expected = _expected_windows(data["observation"].numpy(), first, 3)
     np.testing.assert_array_equal(data["s"].numpy(), expected)
+
+
+def test_catframes_tensordict_methods_and_passive_forwards():
+    from rlpipe.envs import EndOfLifeTransform, NoopResetEnv
+    transform = CatFrames(N=3, dim=-1, in_keys=["obs"], out_keys=["stack"], padding="constant", padding_value=9)
+    reset = transform._reset(TensorDict({}, [2]), TensorDict({"obs": rlpipe.tensor([[1.0], [2.0]])}, [2]))
+    assert reset["stack"].tolist() == [[9, 9, 1], [9, 9, 2]]
+    nxt = transform._step(reset, TensorDict({"obs": rlpipe.tensor([[3.0], [4.0]])}, [2]))
+    assert nxt["stack"].tolist() == [[9, 1, 3], [9, 2, 4]]
+    td = TensorDict({"done": rlpipe.zeros(1, dtype=rlpipe.bool)}, [])
+    assert EndOfLifeTransform()(td) is td and NoopResetEnv()(td) is td  # torchrl's _call: unchanged

@@ -386,6 +386,21 @@ class CatFrames(Transform):
             out[out_key] = window
         return out
 
+    # torchrl's TensorDict methods, on the same windows
+    def _reset(self, tensordict, tensordict_reset):
+        self._env_check()
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            value = tensordict_reset.get(in_key)
+            tensordict_reset.set(out_key, as_tensor(self._first_window(host_array(value)), device=value.device))
+        return tensordict_reset
+
+    def _step(self, tensordict, next_tensordict):
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            value = next_tensordict.get(in_key)
+            window = self._next_window(host_array(tensordict.get(out_key)), host_array(value))
+            next_tensordict.set(out_key, as_tensor(window, device=value.device))
+        return next_tensordict
+
     @staticmethod
     def _get(frame, key):
         value = frame.get(key)
@@ -515,7 +530,8 @@ class _BaseEnvTransform(Transform):
         return node.base_env
 
     def forward(self, tensordict):
-        raise RuntimeError(f"{type(self).__name__} can only be used when appended to a transformed env.")
+        """Outside an env, the data as it is (torchrl's ``_call``)."""
+        return tensordict
 
 
 class FrameSkipTransform(_BaseEnvTransform):
@@ -547,6 +563,9 @@ class FrameSkipTransform(_BaseEnvTransform):
         frame = dict(frame)
         frame[REWARD] = reward
         return frame
+
+    def forward(self, tensordict):
+        raise RuntimeError("FrameSkipTransform can only be used when appended to a transformed env.")
 
     def __repr__(self):
         return f"FrameSkipTransform(frame_skip={self.frame_skip})"
