@@ -1,8 +1,8 @@
 """torchrl 0.14's image transforms: ``ToTensorImage``, ``GrayScale``, ``Resize``, ``CenterCrop``,
-``Crop`` and ``CatFrames``, and the Atari ones on the base env: ``FrameSkipTransform``,
-``NoopResetEnv`` and ``EndOfLifeTransform``, written against TensorDicts and specs as torchrl's are
-(``step_protocol.py``, THE RULE), with array frame hooks behind them: Atari pipelines run these
-on every step, so no TensorDict is built per step.
+``Crop`` and ``CatFrames``, and the Atari ones that step or read the base env (first among an env's
+transforms): ``FrameSkipTransform``, ``NoopResetEnv`` and ``EndOfLifeTransform``, written against
+TensorDicts and specs as torchrl's are (``step_protocol.py``, THE RULE), with array frame hooks
+behind them: Atari pipelines run these on every step, so no TensorDict is built per step.
 
 The images are NumPy arrays on the host, channels first (``[..., C, H, W]``) after
 ``ToTensorImage``, as torchvision's. Like torchrl, ``Resize(w, h)``, ``Crop(w, h)`` and
