@@ -17,10 +17,13 @@ from . import transforms_keys as _keys_t, transforms_tensors as _tensors, transf
 from .transforms_keys import *  # noqa: F401,F403  (torchrl's transforms of entries and keys)
 from .transforms_tensors import *  # noqa: F401,F403
 from .transforms_vecnorm import *  # noqa: F401,F403
+from .transforms_image import *  # noqa: F401,F403  (torchrl's image transforms and CatFrames)
+from .transforms_image import __all__ as _image_all
 
 __all__ = ["CheckFinite", "Compose", "DoubleToFloat", "ObservationNorm", "RenameTransform", "RewardSum", "StepCounter",
            "Transform", "TransformedEnv"]
 __all__ += _keys_t.__all__ + _tensors.__all__ + _vecnorm.__all__
+__all__ += _image_all
 
 _ONE = np.ones((), dtype=np.int64)
 _DONE = ("done",)
