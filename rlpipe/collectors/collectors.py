@@ -26,7 +26,7 @@ from ..envs.utils import ExplorationType, RandomPolicy, set_exploration_type
 from ..nn import Module
 from ..tensordict import TensorDict, TensorDictModule
 from ..postprocs import split_trajectories
-from ._common import (SILENCE, TRAJ_IDS, CollectorBase, check_frame_counts, checked_init_random_frames,
+from ._common import (POLICY_VERSION, SILENCE, TRAJ_IDS, CollectorBase, check_frame_counts, checked_init_random_frames,
                       checked_split_trajs, normalized_total_frames, rl_warn, rounded_total_frames, tensordict_of)
 
 __all__ = ["SyncDataCollector", "Collector", "BaseCollector", "RandomPolicy"]
@@ -99,12 +99,21 @@ class SyncDataCollector(CollectorBase):
 
     ``frames_per_batch`` is the frames of one batch (torchrl's ``requested_frames_per_batch``, also
     set); torchrl's own ``frames_per_batch`` attribute is the steps per env (``steps_per_batch``
-    here)."""
+    here).
+
+    ``reset_at_each_iter=True`` starts every batch from a reset, with new trajectory ids (torchrl's
+    first such batch starts at id ``num_envs``: its construction's reset uses the first ones).
+    ``split_trajs=True`` yields ``[trajectories, max_len]`` batches (zero-padded, rows env by env,
+    ``("collector", "mask")`` marking the steps), as torchrl's ``split_trajectories``.
+    ``track_policy_version=True`` tags every frame with ``"policy_version"`` and
+    ``("next", "policy_version")`` (int64): the number of ``update_policy_weights_()`` calls before
+    the batch (torchrl's root entry of a batch's first frame may still carry the version before;
+    here the whole batch has one)."""
 
     def __init__(self, create_env_fn, policy=None, *, frames_per_batch, total_frames=-1, postproc=None,
                  max_frames_per_traj=None, init_random_frames=0, reset_at_each_iter=False, split_trajs=False,
                  device=None, storing_device=None, progress_bar=False, env_device=None, policy_device=None,
-                 exploration_type=ExplorationType.RANDOM):
+                 exploration_type=ExplorationType.RANDOM, track_policy_version=False):
         total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
         self.env = create_env_fn if isinstance(create_env_fn, EnvBase) else create_env_fn()
@@ -142,6 +151,8 @@ class SyncDataCollector(CollectorBase):
         self.exploration_type = self._exploration.type
         self.storing_device = storing_device if storing_device is not None else device
         self.progress_bar = progress_bar
+        self.track_policy_version = bool(track_policy_version)
+        self._version = 0             # update_policy_weights_() calls so far (torchrl's policy version)
         self._frames = 0
         self._iter = -1               # the batch being (or last) collected, as torchrl counts
         self._obs = None              # the frame the next step acts on
@@ -447,6 +458,10 @@ class SyncDataCollector(CollectorBase):
         td = tensordict_of(root, batch)
         td.set("next", tensordict_of(nxt, batch))
         td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories) if picked is None else trajectories))
+        if self.track_policy_version:
+            version = wrap(np.full(tuple(batch), self._version, np.int64))
+            td.set(POLICY_VERSION[0], version)
+            td.set(("next",) + POLICY_VERSION, version.clone())
         return td if self.storing_device is None else td.to(self.storing_device)
 
     def __iter__(self):
@@ -500,7 +515,20 @@ class SyncDataCollector(CollectorBase):
         self._obs = None
 
     def update_policy_weights_(self, policy_weights=None):
-        """In one process the collector uses the policy object itself: there is nothing to copy."""
+        """In one process the collector uses the policy object itself: there is nothing to copy.
+        With ``track_policy_version`` each call is a new policy version, as torchrl counts them."""
+        if self.track_policy_version:
+            self._version += 1
+
+    @property
+    def policy_version(self):
+        """torchrl's policy version: the number of ``update_policy_weights_()`` calls so far (the
+        version the next batches carry), or None without ``track_policy_version``."""
+        return self._version if self.track_policy_version else None
+
+    def get_policy_version(self):
+        """``policy_version`` (torchrl's method, for remote calls)."""
+        return self.policy_version
 
     def state_dict(self):
         """What a resumed collection needs, laid out as torchrl's: ``policy_state_dict`` (a Module
@@ -515,6 +543,8 @@ class SyncDataCollector(CollectorBase):
         state["frames"] = self._frames
         state["iter"] = self._iter
         state["traj_pool"] = {"traj_id": wrap(np.array(self._next_traj_id, dtype=np.int64))}
+        if self.track_policy_version:
+            state["policy_version"] = self._version
         return state
 
     def load_state_dict(self, state_dict):
@@ -536,6 +566,8 @@ class SyncDataCollector(CollectorBase):
             load(state_dict["env_state_dict"])
         if "policy_state_dict" in state_dict and isinstance(self.policy, Module):
             self.policy.load_state_dict(state_dict["policy_state_dict"])
+        if self.track_policy_version and state_dict.get("policy_version") is not None:
+            self._version = int(state_dict["policy_version"])
 
     def shutdown(self):
         """Closes the environment; always safe to call."""
