@@ -5,13 +5,16 @@ The env is test_collector's ``Counter`` (observation ``[t]``, ``t`` from 0, rewa
 terminated when ``t`` reaches 5), so every batch is known by hand; the values marked "torchrl 0.14.1" were
 recorded from torchrl's ``Collector`` on the same env and policy.
 """
+import gymnasium as gym
 import numpy as np
+import pytest
 
 import rlpipe
 
 from rlpipe.collectors import SyncDataCollector
 from rlpipe.envs import GymEnv
 from test_collector import COUNTER, arr, collect, constant_policy
+from test_gym_env import Counter
 
 ACTION_1 = constant_policy(1)
 
@@ -98,3 +101,98 @@ def test_split_trajs_of_a_vector_env_as_torchrl():
                                   [[15, 0, 0], [11, 12, 13], [15, 0, 0], [11, 12, 13]])
     np.testing.assert_array_equal(arr(second["next", "done"])[..., 0], [[1, 0, 0], [0, 0, 0]] * 2)
     np.testing.assert_array_equal(arr(second["action"])[..., 1], mask)  # padded actions are zeros
+
+
+# ---- trajs_per_batch ---------------------------------------------------------------------------------------
+
+class Cycling(Counter):
+    """A Counter whose episodes last 2, 4, 2, 4, ... steps."""
+
+    def reset(self, *, seed=None, options=None):
+        self.episodes = getattr(self, "episodes", -1) + 1
+        self.terminate_at = 2 if self.episodes % 2 == 0 else 4
+        return super().reset(seed=seed, options=options)
+
+
+CYCLING = "rlpipe_test/CollectorCycling-v0"
+if CYCLING not in gym.registry:
+    gym.register(CYCLING, entry_point=Cycling)
+
+
+def test_trajs_per_batch_pads_whole_trajectories_as_torchrl():
+    """torchrl 0.14.1's four batches, the same (episodes cross the batches of 4 frames)."""
+    collector = SyncDataCollector(GymEnv(CYCLING), ACTION_1, frames_per_batch=4, total_frames=24, trajs_per_batch=2)
+    batches = collect(collector)
+    assert len(batches) == 4
+    for k, batch in enumerate(batches):
+        assert tuple(batch.batch_size) == (2, 4)
+        np.testing.assert_array_equal(arr(batch["collector", "mask"]), [[1, 1, 0, 0], [1, 1, 1, 1]])
+        np.testing.assert_array_equal(arr(batch["observation"])[..., 0], [[0, 1, 0, 0], [0, 1, 2, 3]])
+        np.testing.assert_array_equal(arr(batch["next", "observation"])[..., 0], [[1, 2, 0, 0], [1, 2, 3, 4]])
+        np.testing.assert_array_equal(arr(batch["next", "done"])[..., 0], [[0, 1, 0, 0], [0, 0, 0, 1]])
+        np.testing.assert_array_equal(arr(batch["next", "reward"])[..., 0], [[11, 12, 0, 0], [11, 12, 13, 14]])
+        np.testing.assert_array_equal(arr(batch["action"])[..., 1], [[1, 1, 0, 0], [1, 1, 1, 1]])
+        np.testing.assert_array_equal(arr(batch["collector", "traj_ids"]), [[2 * k] * 2 + [0] * 2, [2 * k + 1] * 4])
+
+
+def test_trajs_per_batch_cat_of_a_vector_env():
+    """Both envs run episodes of 2, 4, 2, ... steps; batches of 3 steps per env. Within a frame batch the
+    trajectories that complete are taken in id order (torchrl's argsort), then concatenated."""
+    collector = SyncDataCollector(GymEnv(CYCLING, num_envs=2), ACTION_1, frames_per_batch=6, total_frames=36,
+                                  trajs_per_batch=3, traj_format="cat")
+    batches = collect(collector)
+    ids = [arr(b["collector", "traj_ids"]).tolist() for b in batches]
+    assert ids == [[0, 0, 1, 1, 2, 2, 2, 2], [3, 3, 3, 3, 4, 4, 5, 5], [6, 6, 6, 6, 7, 7, 7, 7, 8, 8],
+                   [9, 9, 10, 10, 10, 10, 11, 11, 11, 11]]
+    first = batches[0]
+    assert tuple(first.batch_size) == (8,) and ("collector", "mask") not in first.keys(True)
+    np.testing.assert_array_equal(arr(first["observation"])[:, 0], [0, 1, 0, 1, 0, 1, 2, 3])
+    np.testing.assert_array_equal(arr(first["next", "observation"])[:, 0], [1, 2, 1, 2, 1, 2, 3, 4])
+    np.testing.assert_array_equal(arr(first["next", "done"])[:, 0], [0, 1, 0, 1, 0, 0, 0, 1])
+
+
+def test_trajs_per_batch_drops_the_episodes_a_reset_interrupts():
+    """reset_at_each_iter: batches of 3 steps hold a whole episode of 2 steps and the first step of one of 4,
+    which the next batch's reset ends: only the short ones are yielded (torchrl 0.14.1 drops them too)."""
+    collector = SyncDataCollector(GymEnv(CYCLING), ACTION_1, frames_per_batch=3, total_frames=24, trajs_per_batch=2,
+                                  reset_at_each_iter=True)
+    batches = collect(collector)
+    assert len(batches) == 4
+    for k, batch in enumerate(batches):
+        np.testing.assert_array_equal(arr(batch["collector", "traj_ids"]), [[4 * k] * 2, [4 * k + 2] * 2])
+        np.testing.assert_array_equal(arr(batch["collector", "mask"]), np.ones((2, 2), bool))
+
+
+def test_trajs_per_batch_reset_drops_what_was_assembled():
+    collector = SyncDataCollector(GymEnv(CYCLING), ACTION_1, frames_per_batch=8, total_frames=-1, trajs_per_batch=1)
+    it = iter(collector)
+    first = next(it)  # the first batch of frames completes trajectories 0 (2 steps), 1 (4) and 2 (2); 3 runs
+    np.testing.assert_array_equal(arr(first["collector", "traj_ids"]), [[0, 0]])
+    collector.reset()
+    second = next(it)  # 1, 2 and 3 are gone: the new frames start trajectory 4 (2 steps) from the reset
+    np.testing.assert_array_equal(arr(second["collector", "traj_ids"]), [[4, 4]])
+    np.testing.assert_array_equal(arr(second["observation"])[..., 0], [[0, 1]])
+    assert next(it)["collector", "traj_ids"].shape == (1, 4)  # then 5 (4 steps)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(trajs_per_batch=0), ValueError, r"trajs_per_batch must be a positive integer \(or None\), got 0"),
+    (dict(trajs_per_batch=-2), ValueError, r"trajs_per_batch must be a positive integer \(or None\), got -2"),
+    (dict(trajs_per_batch=1.5), TypeError, r"trajs_per_batch must be a positive integer \(or None\), got 1.5 \(float"),
+    (dict(trajs_per_batch=True), TypeError, r"got True \(bool\)"),
+    (dict(traj_format="cat"), ValueError, "traj_format has no effect unless trajs_per_batch is set"),
+    (dict(trajs_per_batch=2, traj_format="flat"), ValueError, "traj_format must be 'padded' or 'cat', got 'flat'"),
+    (dict(trajs_per_batch=2, split_trajs=True), ValueError, "split_trajs=True cannot be combined with trajs_per_batch"),
+])
+def test_trajs_per_batch_bad_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        SyncDataCollector(GymEnv(COUNTER), ACTION_1, frames_per_batch=4, total_frames=8, **kwargs)
+
+
+def test_trajs_per_batch_needs_the_trajectory_ids():
+    def drop_ids(batch):
+        return batch.exclude(("collector", "traj_ids"))
+    collector = SyncDataCollector(GymEnv(COUNTER), ACTION_1, frames_per_batch=4, total_frames=8, trajs_per_batch=1,
+                                  postproc=drop_ids)
+    with pytest.raises(KeyError, match=r"trajs_per_batch requires \('collector', 'traj_ids'\)"):
+        collect(collector)

@@ -16,6 +16,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .._creation import from_numpy, zeros_like
+from ..primitives import cat
 from .._device import resolve as _resolve_device
 from .._tensor import Size, Tensor, host_array, wrap
 from ..autograd.grad_mode import no_grad
@@ -26,8 +27,9 @@ from ..envs.utils import ExplorationType, RandomPolicy, set_exploration_type
 from ..nn import Module
 from ..tensordict import TensorDict, TensorDictModule
 from ..postprocs import split_trajectories
-from ._common import (POLICY_VERSION, SILENCE, TRAJ_IDS, CollectorBase, check_frame_counts, checked_init_random_frames,
-                      checked_split_trajs, normalized_total_frames, rl_warn, rounded_total_frames, tensordict_of)
+from ._common import (POLICY_VERSION, SILENCE, TRAJ_IDS, CollectorBase, add_trajectory_chunks, check_frame_counts,
+                      checked_init_random_frames, checked_split_trajs, checked_trajs_per_batch, normalized_total_frames,
+                      rl_warn, rounded_total_frames, tensordict_of)
 
 __all__ = ["SyncDataCollector", "Collector", "BaseCollector", "RandomPolicy"]
 
@@ -105,6 +107,12 @@ class SyncDataCollector(CollectorBase):
     first such batch starts at id ``num_envs``: its construction's reset uses the first ones).
     ``split_trajs=True`` yields ``[trajectories, max_len]`` batches (zero-padded, rows env by env,
     ``("collector", "mask")`` marking the steps), as torchrl's ``split_trajectories``.
+    ``trajs_per_batch=N`` yields batches of ``N`` whole trajectories instead (each ends with a
+    done; those still running wait for their next steps; ``total_frames`` still bounds the
+    collection): ``[N, max_len]`` zero-padded with ``("collector", "mask")`` (``traj_format``
+    ``"padded"``, the default), or concatenated into one flat batch (``"cat"``). torchrl 0.14 warns
+    that its default becomes ``"cat"`` in 0.16; rlpipe does not. Episodes a reset interrupts
+    (``reset_at_each_iter``, ``reset()``, ``set_seed()``) are dropped.
     ``track_policy_version=True`` tags every frame with ``"policy_version"`` and
     ``("next", "policy_version")`` (int64): the number of ``update_policy_weights_()`` calls before
     the batch (torchrl's root entry of a batch's first frame may still carry the version before;
@@ -113,7 +121,8 @@ class SyncDataCollector(CollectorBase):
     def __init__(self, create_env_fn, policy=None, *, frames_per_batch, total_frames=-1, postproc=None,
                  max_frames_per_traj=None, init_random_frames=0, reset_at_each_iter=False, split_trajs=False,
                  device=None, storing_device=None, progress_bar=False, env_device=None, policy_device=None,
-                 exploration_type=ExplorationType.RANDOM, track_policy_version=False):
+                 exploration_type=ExplorationType.RANDOM, track_policy_version=False, trajs_per_batch=None,
+                 traj_format=None):
         total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
         self.env = create_env_fn if isinstance(create_env_fn, EnvBase) else create_env_fn()
@@ -147,6 +156,7 @@ class SyncDataCollector(CollectorBase):
         self.init_random_frames = init_random_frames
         self.reset_at_each_iter = reset_at_each_iter
         self.split_trajs = checked_split_trajs(split_trajs)
+        self.trajs_per_batch, self.traj_format = checked_trajs_per_batch(trajs_per_batch, traj_format, self.split_trajs)
         self._exploration = set_exploration_type(exploration_type)  # checks it (ValueError)
         self.exploration_type = self._exploration.type
         self.storing_device = storing_device if storing_device is not None else device
@@ -159,6 +169,7 @@ class SyncDataCollector(CollectorBase):
         self._traj_ids = None         # per env
         self._carried = None          # skipped envs: the steps (kept rows, ids) the next batch starts with
         self._next_traj_id = 0
+        self._assembly = None         # trajs_per_batch: (running trajectories, whole ones not yet yielded)
         # the policy's step: what it must return, and what it reads and writes besides the action
         self._action_shape = tuple(self.env.action_spec.shape)
         self._action_in_spec = self.env.action_spec.host_membership_test()
@@ -465,6 +476,12 @@ class SyncDataCollector(CollectorBase):
         return td if self.storing_device is None else td.to(self.storing_device)
 
     def __iter__(self):
+        if self.trajs_per_batch is None:
+            return self._batches()
+        return self._trajectory_batches()
+
+    def _batches(self):
+        """The batches of ``frames_per_batch`` frames, split and post-processed."""
         bar = self._progress_bar()
         try:
             while self.total_frames == -1 or self._frames < self.total_frames:
@@ -479,6 +496,33 @@ class SyncDataCollector(CollectorBase):
         finally:
             if bar is not None:
                 bar.close()
+
+    def _trajectory_batches(self):
+        """``trajs_per_batch``'s batches: whole trajectories, assembled across the frame batches, in
+        the order they complete (within a frame batch, by trajectory id). An episode that can no
+        longer complete (a reset interrupted it) is dropped."""
+        # trajectory id -> its chunks so far; the whole trajectories not yet yielded (reset() empties both)
+        running, complete = self._assembly = {}, []
+        for batch in self._batches():
+            add_trajectory_chunks(batch, running, complete)
+            alive = self._running_traj_ids()
+            for traj_id in [i for i in running if i not in alive]:
+                del running[traj_id]
+            while len(complete) >= self.trajs_per_batch:
+                chosen = complete[:self.trajs_per_batch]
+                del complete[:self.trajs_per_batch]
+                flat = cat(chosen, 0) if len(chosen) > 1 else chosen[0]
+                yield flat if self.traj_format == "cat" else split_trajectories(flat)
+
+    def _running_traj_ids(self):
+        """The ids of the trajectories that later batches go on with (none after a failed batch or a
+        reset; with ``reset_at_each_iter``, none: the next batch starts from a reset)."""
+        if self._obs is None or self.reset_at_each_iter:
+            return set()
+        alive = set(self._traj_ids.ravel().tolist())
+        if self._carried is not None:
+            alive.update(np.concatenate(self._carried[2]).ravel().tolist())
+        return alive
 
     def _progress_bar(self):
         if not self.progress_bar:
@@ -505,7 +549,8 @@ class SyncDataCollector(CollectorBase):
         return out
 
     def reset(self, index=None):
-        """Resets the environments: the next batch starts new trajectories. Resetting only some
+        """Resets the environments: the next batch starts new trajectories (with ``trajs_per_batch``,
+        the trajectories assembled but not yet yielded are dropped, as torchrl). Resetting only some
         (``index``) of a batched environment is not supported (torchrl's partial reset)."""
         if index is not None:
             if not self.env.batch_size:
@@ -513,6 +558,8 @@ class SyncDataCollector(CollectorBase):
             raise NotImplementedError("SyncDataCollector.reset(index): resetting only some of the batched "
                                       "environments is not supported; reset() resets them all")
         self._obs = None
+        for part in self._assembly or ():  # as torchrl: no steps from before the reset in later batches
+            part.clear()
 
     def update_policy_weights_(self, policy_weights=None):
         """In one process the collector uses the policy object itself: there is nothing to copy.
