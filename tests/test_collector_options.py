@@ -13,6 +13,7 @@ import rlpipe
 
 from rlpipe.collectors import SyncDataCollector
 from rlpipe.envs import GymEnv
+from rlpipe.envs.transforms import NextStateReconstructor
 from test_collector import COUNTER, arr, collect, constant_policy
 from test_gym_env import Counter
 
@@ -196,3 +197,38 @@ def test_trajs_per_batch_needs_the_trajectory_ids():
                                   postproc=drop_ids)
     with pytest.raises(KeyError, match=r"trajs_per_batch requires \('collector', 'traj_ids'\)"):
         collect(collector)
+
+
+# ---- compact_obs -------------------------------------------------------------------------------------------
+
+def test_compact_obs_leaves_the_next_observations_out_as_torchrl():
+    (batch,) = collect(SyncDataCollector(GymEnv(COUNTER), ACTION_1, frames_per_batch=4, total_frames=4,
+                                         compact_obs=True))
+    # torchrl 0.14.1's keys for the same collection
+    assert sorted(map(str, batch.keys(True, True))) == sorted(map(str, [
+        ("collector", "traj_ids"), ("next", "done"), ("next", "reward"), ("next", "terminated"),
+        ("next", "truncated"), "action", "done", "observation", "terminated", "truncated"]))
+    np.testing.assert_array_equal(arr(batch["observation"])[:, 0], [0, 1, 2, 3])
+    np.testing.assert_array_equal(arr(batch["next", "reward"])[:, 0], [11, 12, 13, 14])
+
+
+@pytest.mark.parametrize("num_envs", [None, 3])
+def test_compact_obs_round_trip_through_next_state_reconstructor(num_envs):
+    """NextStateReconstructor rebuilds ("next", "observation") of a flattened compact batch: the full
+    collection's value wherever the next step is in the sample, NaN at an episode's end and at the end of
+    each env's steps (here: exactly the frames whose next observation is 5 or which end a batch)."""
+    def batches(compact_obs):
+        env = GymEnv(COUNTER) if num_envs is None else GymEnv(COUNTER, num_envs=num_envs)
+        return collect(SyncDataCollector(env, ACTION_1, frames_per_batch=12, total_frames=24,
+                                         compact_obs=compact_obs))
+    for full, compact in zip(batches(False), batches(True)):
+        flat = compact.reshape(-1)
+        assert ("next", "observation") not in flat.keys(True)
+        rebuilt = arr(NextStateReconstructor()(flat)["next", "observation"])[:, 0]
+        expected = arr(full.reshape(-1)["next", "observation"])[:, 0]
+        steps = 12 if num_envs is None else 4
+        batch_end = (np.arange(12) % steps) == steps - 1
+        lost = (expected == 5) | batch_end
+        assert np.isnan(rebuilt[lost]).all()
+        np.testing.assert_array_equal(rebuilt[~lost], expected[~lost])
+        assert (~lost).sum() >= 6

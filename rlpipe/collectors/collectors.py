@@ -113,6 +113,10 @@ class SyncDataCollector(CollectorBase):
     ``"padded"``, the default), or concatenated into one flat batch (``"cat"``). torchrl 0.14 warns
     that its default becomes ``"cat"`` in 0.16; rlpipe does not. Episodes a reset interrupts
     (``reset_at_each_iter``, ``reset()``, ``set_seed()``) are dropped.
+    ``compact_obs=True`` (torchrl's option) leaves the ``("next", ...)`` observations out of the
+    batches (they are the next frame's root ones, except at an episode's or a batch's end): the
+    ``NextStateReconstructor`` transform rebuilds them from a flat sample (NaN where the next step
+    is not in it). ``("next", "reward")`` and the done flags stay.
     ``track_policy_version=True`` tags every frame with ``"policy_version"`` and
     ``("next", "policy_version")`` (int64): the number of ``update_policy_weights_()`` calls before
     the batch (torchrl's root entry of a batch's first frame may still carry the version before;
@@ -122,7 +126,7 @@ class SyncDataCollector(CollectorBase):
                  max_frames_per_traj=None, init_random_frames=0, reset_at_each_iter=False, split_trajs=False,
                  device=None, storing_device=None, progress_bar=False, env_device=None, policy_device=None,
                  exploration_type=ExplorationType.RANDOM, track_policy_version=False, trajs_per_batch=None,
-                 traj_format=None):
+                 traj_format=None, compact_obs=False):
         total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
         self.env = create_env_fn if isinstance(create_env_fn, EnvBase) else create_env_fn()
@@ -162,6 +166,7 @@ class SyncDataCollector(CollectorBase):
         self.storing_device = storing_device if storing_device is not None else device
         self.progress_bar = progress_bar
         self.track_policy_version = bool(track_policy_version)
+        self.compact_obs = bool(compact_obs)
         self._version = 0             # update_policy_weights_() calls so far (torchrl's policy version)
         self._frames = 0
         self._iter = -1               # the batch being (or last) collected, as torchrl counts
@@ -462,7 +467,7 @@ class SyncDataCollector(CollectorBase):
             root.setdefault((key,), wrap(np.zeros(tuple(batch) + (1,), dtype=bool)))
         root[("action",)] = joined(actions)
         terminated, truncated = stacked(terminateds), stacked(truncateds)
-        nxt = observations(next_obs)
+        nxt = {} if self.compact_obs else observations(next_obs)
         nxt[("reward",)] = joined(rewards)
         nxt[("terminated",)], nxt[("truncated",)] = wrap(terminated), wrap(truncated)
         nxt[("done",)] = wrap(terminated | truncated)
