@@ -232,3 +232,76 @@ def test_compact_obs_round_trip_through_next_state_reconstructor(num_envs):
         assert np.isnan(rebuilt[lost]).all()
         np.testing.assert_array_equal(rebuilt[~lost], expected[~lost])
         assert (~lost).sum() >= 6
+
+
+# ---- actions outside the action spec -----------------------------------------------------------------------
+
+def one_hot_1_1(td):
+    td.set("action", rlpipe.tensor([1, 1]))
+    return td
+
+
+def constant_torque(value):
+    def policy(td):
+        td.set("action", rlpipe.tensor([value]))
+        return td
+    return policy
+
+
+def test_actions_outside_the_spec_reach_the_env_as_torchrl():
+    """torchrl 0.14.1 on the same collections: a one-hot [1, 1] is stored as given and read by its argmax
+    (action 0: reward t); Pendulum clips a torque of 5 to 2 itself (the same rewards as 2)."""
+    (batch,) = collect(SyncDataCollector(GymEnv(COUNTER), one_hot_1_1, frames_per_batch=5, total_frames=5))
+    np.testing.assert_array_equal(arr(batch["action"]), [[1, 1]] * 5)
+    np.testing.assert_array_equal(arr(batch["next", "reward"])[:, 0], [1, 2, 3, 4, 5])
+
+    def pendulum_batch(torque):
+        env = GymEnv("Pendulum-v1")
+        env.set_seed(0)
+        return collect(SyncDataCollector(env, constant_torque(torque), frames_per_batch=5, total_frames=5))[0]
+    over, at_bound = pendulum_batch(5.0), pendulum_batch(2.0)
+    np.testing.assert_array_equal(arr(over["action"])[:, 0], [5.0] * 5)
+    np.testing.assert_allclose(arr(over["next", "reward"])[:, 0], [-8.415810585021973, -8.645183563232422,
+                                                                   -8.834403038024902, -8.977234840393066,
+                                                                   -9.069242477416992], rtol=1e-6)
+    np.testing.assert_array_equal(arr(over["next", "reward"]), arr(at_bound["next", "reward"]))
+
+
+def test_an_env_that_refuses_an_action_names_it():
+    """A Categorical index past the spec reaches the env, whose refusal is the collector's RuntimeError."""
+    def index_7(td):
+        td.set("action", rlpipe.tensor(7))
+        return td
+    collector = SyncDataCollector(GymEnv(COUNTER, categorical_action_encoding=True), index_7, frames_per_batch=5,
+                                  total_frames=5)
+    with pytest.raises(RuntimeError, match=r"CollectorCounter-v0.*step 0 of batch 0"):
+        collect(collector)
+
+
+def test_check_action_spec_refuses_before_the_env_steps():
+    env = GymEnv("Pendulum-v1")
+    env.set_seed(0)
+    collector = SyncDataCollector(env, constant_torque(5.0), frames_per_batch=5, total_frames=10,
+                                  check_action_spec=True)
+    with pytest.raises(ValueError, match=r"outside the action spec at frame 0"):
+        collect(collector)
+    assert collector.check_action_spec is True
+    ok = SyncDataCollector(GymEnv("Pendulum-v1"), constant_torque(2.0), frames_per_batch=5, total_frames=5,
+                           check_action_spec=True)
+    assert tuple(collect(ok)[0].batch_size) == (5,)  # on the bound is in the spec
+
+
+# ---- the multi-process collectors pass the options to their workers ---------------------------------------
+
+def test_multisync_passes_compact_obs_and_check_action_spec_to_its_workers():
+    from rlpipe.collectors import MultiSyncDataCollector
+    envs = [lambda: GymEnv(COUNTER)] * 2
+    with MultiSyncDataCollector(envs, ACTION_1, frames_per_batch=8, total_frames=8, compact_obs=True,
+                                timeout=60) as collector:
+        (batch,) = collect(collector)
+    assert ("next", "observation") not in batch.keys(True) and ("next", "reward") in batch.keys(True)
+    np.testing.assert_array_equal(arr(batch["observation"])[..., 0], [[0, 1, 2, 3]] * 2)
+    with MultiSyncDataCollector(envs, one_hot_1_1, frames_per_batch=8, total_frames=8, check_action_spec=True,
+                                timeout=60) as collector:
+        with pytest.raises(RuntimeError, match="outside the action spec"):
+            collect(collector)

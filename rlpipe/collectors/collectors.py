@@ -113,6 +113,11 @@ class SyncDataCollector(CollectorBase):
     ``"padded"``, the default), or concatenated into one flat batch (``"cat"``). torchrl 0.14 warns
     that its default becomes ``"cat"`` in 0.16; rlpipe does not. Episodes a reset interrupts
     (``reset_at_each_iter``, ``reset()``, ``set_seed()``) are dropped.
+    Actions: the policy's action must be a Tensor of the action spec's shape; as torchrl, its values
+    go to the environment unchecked (an out-of-bounds continuous action is clipped or refused by
+    the Gymnasium env itself, a one-hot action is read by its argmax). ``check_action_spec=True``
+    (rlpipe's) raises a ValueError at the first action outside the spec instead, before the
+    environment sees it (a check per step).
     ``compact_obs=True`` (torchrl's option) leaves the ``("next", ...)`` observations out of the
     batches (they are the next frame's root ones, except at an episode's or a batch's end): the
     ``NextStateReconstructor`` transform rebuilds them from a flat sample (NaN where the next step
@@ -126,7 +131,7 @@ class SyncDataCollector(CollectorBase):
                  max_frames_per_traj=None, init_random_frames=0, reset_at_each_iter=False, split_trajs=False,
                  device=None, storing_device=None, progress_bar=False, env_device=None, policy_device=None,
                  exploration_type=ExplorationType.RANDOM, track_policy_version=False, trajs_per_batch=None,
-                 traj_format=None, compact_obs=False):
+                 traj_format=None, compact_obs=False, check_action_spec=False):
         total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
         self.env = create_env_fn if isinstance(create_env_fn, EnvBase) else create_env_fn()
@@ -177,7 +182,8 @@ class SyncDataCollector(CollectorBase):
         self._assembly = None         # trajs_per_batch: (running trajectories, whole ones not yet yielded)
         # the policy's step: what it must return, and what it reads and writes besides the action
         self._action_shape = tuple(self.env.action_spec.shape)
-        self._action_in_spec = self.env.action_spec.host_membership_test()
+        self.check_action_spec = bool(check_action_spec)
+        self._action_in_spec = self.env.action_spec.host_membership_test() if self.check_action_spec else None
         self._step_td = None          # reused TensorDict for TensorDict policies, made at their first step
         self._step_buffers = {}       # its observation leaves' arrays, which each step overwrites
         self._to_policy_device = None  # host array -> array on the policy's GPU, when it has one
@@ -340,15 +346,15 @@ class SyncDataCollector(CollectorBase):
         return td
 
     def _host_action(self, action):
-        """The policy's action as a host array, checked (a Tensor of the spec's shape, in the spec)
-        before the environment sees it."""
+        """The policy's action as a host array, checked (a Tensor of the spec's shape; in the spec
+        with ``check_action_spec``) before the environment sees it."""
         if not isinstance(action, Tensor):
             raise TypeError(f"the policy must write a Tensor under 'action', got {type(action).__name__}")
         if action._data.shape != self._action_shape:
             raise ValueError(f"the policy returned an action of shape {list(action.shape)}; the action spec "
                              f"expects {list(self._action_shape)}")
         data = action._host()  # the host array, without building intermediate tensors
-        if not self._action_in_spec(data):
+        if self.check_action_spec and not self._action_in_spec(data):
             raise ValueError(f"the policy returned an action outside the action spec at frame {self._frames}: "
                              f"{action} not in {self.env.action_spec}")
         return data
