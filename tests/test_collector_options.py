@@ -305,3 +305,19 @@ def test_multisync_passes_compact_obs_and_check_action_spec_to_its_workers():
                                 timeout=60) as collector:
         with pytest.raises(RuntimeError, match="outside the action spec"):
             collect(collector)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+@pytest.mark.parametrize("traj_format", ["padded", "cat"])
+def test_trajs_per_batch_on_a_cuda_storing_device(traj_format):
+    def batches(device):
+        collector = SyncDataCollector(GymEnv(CYCLING), ACTION_1, frames_per_batch=4, total_frames=12,
+                                      trajs_per_batch=2, traj_format=traj_format, storing_device=device,
+                                      track_policy_version=True, compact_obs=True)
+        return collect(collector)
+    for cpu, cuda in zip(batches("cpu"), batches("cuda"), strict=True):
+        assert cuda["observation"].device.type == "cuda"
+        assert sorted(map(str, cpu.keys(True, True))) == sorted(map(str, cuda.keys(True, True)))
+        for key in cpu.keys(True, True):
+            np.testing.assert_array_equal(arr(cpu[key]), arr(cuda[key]))

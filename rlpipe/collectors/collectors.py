@@ -16,7 +16,6 @@ from collections import OrderedDict
 import numpy as np
 
 from .._creation import from_numpy, zeros_like
-from ..primitives import cat
 from .._device import resolve as _resolve_device
 from .._tensor import Size, Tensor, host_array, wrap
 from ..autograd.grad_mode import no_grad
@@ -25,6 +24,7 @@ from ..envs.step_protocol import DONE_KEYS, most_dropped, pick_transitions, stac
 from ..envs.transforms import StepCounter, TransformedEnv
 from ..envs.utils import ExplorationType, RandomPolicy, set_exploration_type
 from ..nn import Module
+from ..primitives import cat
 from ..tensordict import TensorDict, TensorDictModule
 from ..postprocs import split_trajectories
 from ._common import (POLICY_VERSION, SILENCE, TRAJ_IDS, CollectorBase, add_trajectory_chunks, check_frame_counts,
