@@ -689,7 +689,7 @@ def test_policy_one_hot_with_two_ones():
         td.set("action", rlpipe.tensor([1, 1]))
         return td
 
-    collector = SyncDataCollector(GymEnv(COUNTER), policy, frames_per_batch=5, total_frames=5)
+    collector = SyncDataCollector(GymEnv(COUNTER), policy, frames_per_batch=5, total_frames=5, check_action_spec=True)
     assert isinstance(collector.env.action_spec, OneHot)
     with pytest.raises(ValueError, match="outside the action spec"):
         collect(collector)
@@ -703,7 +703,7 @@ def test_policy_categorical_index_out_of_range():
 
     env = GymEnv(COUNTER, categorical_action_encoding=True)
     assert isinstance(env.action_spec, Categorical)
-    collector = SyncDataCollector(env, policy, frames_per_batch=5, total_frames=5)
+    collector = SyncDataCollector(env, policy, frames_per_batch=5, total_frames=5, check_action_spec=True)
     with pytest.raises(ValueError, match="outside the action spec"):
         collect(collector)
     collector.shutdown()

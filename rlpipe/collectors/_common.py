@@ -8,6 +8,7 @@ import numpy as np
 
 from .._tensor import Size, host_array, wrap
 from .._utils import rl_warnings
+from ..primitives import cat
 from ..tensordict import TensorDict
 
 TRAJ_IDS = ("collector", "traj_ids")
@@ -97,6 +98,54 @@ def checked_split_trajs(split_trajs):
     if not isinstance(split_trajs, (bool, np.bool_)):
         raise TypeError(f"split_trajs must be True or False, got {split_trajs!r} ({type(split_trajs).__name__})")
     return bool(split_trajs)
+
+
+def checked_trajs_per_batch(trajs_per_batch, traj_format, split_trajs):
+    """(trajs_per_batch, traj_format) checked: ``None`` or a positive integer, and ``"padded"``
+    (the default) or ``"cat"``, which only ``trajs_per_batch`` uses (torchrl's errors). Unlike
+    torchrl, ``split_trajs=True`` with ``trajs_per_batch`` is refused: the batches are already whole
+    trajectories."""
+    if trajs_per_batch is not None:
+        if isinstance(trajs_per_batch, bool) or not isinstance(trajs_per_batch, (int, np.integer)):
+            raise TypeError(f"trajs_per_batch must be a positive integer (or None), got {trajs_per_batch!r} "
+                            f"({type(trajs_per_batch).__name__})")
+        if trajs_per_batch <= 0:
+            raise ValueError(f"trajs_per_batch must be a positive integer (or None), got {trajs_per_batch}")
+        if split_trajs:
+            raise ValueError("split_trajs=True cannot be combined with trajs_per_batch: its batches are whole "
+                             "trajectories already (traj_format='padded' pads them as split_trajs does)")
+    if traj_format is None:
+        return trajs_per_batch, "padded"
+    if traj_format not in ("padded", "cat"):
+        raise ValueError(f"traj_format must be 'padded' or 'cat', got {traj_format!r}.")
+    if traj_format != "padded" and trajs_per_batch is None:
+        raise ValueError("traj_format has no effect unless trajs_per_batch is set: the collector only assembles "
+                         "whole trajectories when asked to yield them. Set trajs_per_batch to the number of "
+                         "complete trajectories per batch.")
+    return (None if trajs_per_batch is None else int(trajs_per_batch)), traj_format
+
+
+def add_trajectory_chunks(batch, running, complete):
+    """Files a batch's steps by trajectory (``("collector", "traj_ids")``, as torchrl's
+    ``_traj_ingest``): each trajectory's steps extend ``running[id]`` (a list of flat chunks); one
+    whose last step is done moves to ``complete``, concatenated, in id order."""
+    flat = batch.reshape(-1)
+    ids = flat.get(TRAJ_IDS, None)
+    if ids is None:
+        raise KeyError("trajs_per_batch requires ('collector', 'traj_ids') in every collector batch: a postproc "
+                       "must keep it")
+    ids = host_array(ids).reshape(-1)
+    order = np.argsort(ids, kind="stable")
+    flat = flat[wrap(order)]
+    ids = ids[order]
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    done = host_array(flat.get(("next", "done"))).reshape(len(ids), -1).any(-1)
+    for start, stop in zip(starts.tolist(), np.r_[starts[1:], len(ids)].tolist()):
+        traj_id = int(ids[start])
+        running.setdefault(traj_id, []).append(flat[start:stop])
+        if done[stop - 1]:
+            chunks = running.pop(traj_id)
+            complete.append(cat(chunks, 0) if len(chunks) > 1 else chunks[0])
 
 
 def rounded_total_frames(total_frames, frames_per_batch, stacklevel):

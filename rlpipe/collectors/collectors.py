@@ -24,10 +24,12 @@ from ..envs.step_protocol import DONE_KEYS, most_dropped, pick_transitions, stac
 from ..envs.transforms import StepCounter, TransformedEnv
 from ..envs.utils import ExplorationType, RandomPolicy, set_exploration_type
 from ..nn import Module
+from ..primitives import cat
 from ..tensordict import TensorDict, TensorDictModule
 from ..postprocs import split_trajectories
-from ._common import (SILENCE, TRAJ_IDS, CollectorBase, check_frame_counts, checked_init_random_frames,
-                      checked_split_trajs, normalized_total_frames, rl_warn, rounded_total_frames, tensordict_of)
+from ._common import (POLICY_VERSION, SILENCE, TRAJ_IDS, CollectorBase, add_trajectory_chunks, check_frame_counts,
+                      checked_init_random_frames, checked_split_trajs, checked_trajs_per_batch, normalized_total_frames,
+                      rl_warn, rounded_total_frames, tensordict_of)
 
 __all__ = ["SyncDataCollector", "Collector", "BaseCollector", "RandomPolicy"]
 
@@ -99,12 +101,37 @@ class SyncDataCollector(CollectorBase):
 
     ``frames_per_batch`` is the frames of one batch (torchrl's ``requested_frames_per_batch``, also
     set); torchrl's own ``frames_per_batch`` attribute is the steps per env (``steps_per_batch``
-    here)."""
+    here).
+
+    ``reset_at_each_iter=True`` starts every batch from a reset, with new trajectory ids (torchrl's
+    first such batch starts at id ``num_envs``: its construction's reset uses the first ones).
+    ``split_trajs=True`` yields ``[trajectories, max_len]`` batches (zero-padded, rows env by env,
+    ``("collector", "mask")`` marking the steps), as torchrl's ``split_trajectories``.
+    ``trajs_per_batch=N`` yields batches of ``N`` whole trajectories instead (each ends with a
+    done; those still running wait for their next steps; ``total_frames`` still bounds the
+    collection): ``[N, max_len]`` zero-padded with ``("collector", "mask")`` (``traj_format``
+    ``"padded"``, the default), or concatenated into one flat batch (``"cat"``). torchrl 0.14 warns
+    that its default becomes ``"cat"`` in 0.16; rlpipe does not. Episodes a reset interrupts
+    (``reset_at_each_iter``, ``reset()``, ``set_seed()``) are dropped.
+    Actions: the policy's action must be a Tensor of the action spec's shape; as torchrl, its values
+    go to the environment unchecked (an out-of-bounds continuous action is clipped or refused by
+    the Gymnasium env itself, a one-hot action is read by its argmax). ``check_action_spec=True``
+    (rlpipe's) raises a ValueError at the first action outside the spec instead, before the
+    environment sees it (a check per step).
+    ``compact_obs=True`` (torchrl's option) leaves the ``("next", ...)`` observations out of the
+    batches (they are the next frame's root ones, except at an episode's or a batch's end): the
+    ``NextStateReconstructor`` transform rebuilds them from a flat sample (NaN where the next step
+    is not in it). ``("next", "reward")`` and the done flags stay.
+    ``track_policy_version=True`` tags every frame with ``"policy_version"`` and
+    ``("next", "policy_version")`` (int64): the number of ``update_policy_weights_()`` calls before
+    the batch (torchrl's root entry of a batch's first frame may still carry the version before;
+    here the whole batch has one)."""
 
     def __init__(self, create_env_fn, policy=None, *, frames_per_batch, total_frames=-1, postproc=None,
                  max_frames_per_traj=None, init_random_frames=0, reset_at_each_iter=False, split_trajs=False,
                  device=None, storing_device=None, progress_bar=False, env_device=None, policy_device=None,
-                 exploration_type=ExplorationType.RANDOM):
+                 exploration_type=ExplorationType.RANDOM, track_policy_version=False, trajs_per_batch=None,
+                 traj_format=None, compact_obs=False, check_action_spec=False):
         total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
         self.env = create_env_fn if isinstance(create_env_fn, EnvBase) else create_env_fn()
@@ -138,19 +165,25 @@ class SyncDataCollector(CollectorBase):
         self.init_random_frames = init_random_frames
         self.reset_at_each_iter = reset_at_each_iter
         self.split_trajs = checked_split_trajs(split_trajs)
+        self.trajs_per_batch, self.traj_format = checked_trajs_per_batch(trajs_per_batch, traj_format, self.split_trajs)
         self._exploration = set_exploration_type(exploration_type)  # checks it (ValueError)
         self.exploration_type = self._exploration.type
         self.storing_device = storing_device if storing_device is not None else device
         self.progress_bar = progress_bar
+        self.track_policy_version = bool(track_policy_version)
+        self.compact_obs = bool(compact_obs)
+        self._version = 0             # update_policy_weights_() calls so far (torchrl's policy version)
         self._frames = 0
         self._iter = -1               # the batch being (or last) collected, as torchrl counts
         self._obs = None              # the frame the next step acts on
         self._traj_ids = None         # per env
         self._carried = None          # skipped envs: the steps (kept rows, ids) the next batch starts with
         self._next_traj_id = 0
+        self._assembly = None         # trajs_per_batch: (running trajectories, whole ones not yet yielded)
         # the policy's step: what it must return, and what it reads and writes besides the action
         self._action_shape = tuple(self.env.action_spec.shape)
-        self._action_in_spec = self.env.action_spec.host_membership_test()
+        self.check_action_spec = bool(check_action_spec)
+        self._action_in_spec = self.env.action_spec.host_membership_test() if self.check_action_spec else None
         self._step_td = None          # reused TensorDict for TensorDict policies, made at their first step
         self._step_buffers = {}       # its observation leaves' arrays, which each step overwrites
         self._to_policy_device = None  # host array -> array on the policy's GPU, when it has one
@@ -313,15 +346,15 @@ class SyncDataCollector(CollectorBase):
         return td
 
     def _host_action(self, action):
-        """The policy's action as a host array, checked (a Tensor of the spec's shape, in the spec)
-        before the environment sees it."""
+        """The policy's action as a host array, checked (a Tensor of the spec's shape; in the spec
+        with ``check_action_spec``) before the environment sees it."""
         if not isinstance(action, Tensor):
             raise TypeError(f"the policy must write a Tensor under 'action', got {type(action).__name__}")
         if action._data.shape != self._action_shape:
             raise ValueError(f"the policy returned an action of shape {list(action.shape)}; the action spec "
                              f"expects {list(self._action_shape)}")
         data = action._host()  # the host array, without building intermediate tensors
-        if not self._action_in_spec(data):
+        if self.check_action_spec and not self._action_in_spec(data):
             raise ValueError(f"the policy returned an action outside the action spec at frame {self._frames}: "
                              f"{action} not in {self.env.action_spec}")
         return data
@@ -440,16 +473,26 @@ class SyncDataCollector(CollectorBase):
             root.setdefault((key,), wrap(np.zeros(tuple(batch) + (1,), dtype=bool)))
         root[("action",)] = joined(actions)
         terminated, truncated = stacked(terminateds), stacked(truncateds)
-        nxt = observations(next_obs)
+        nxt = {} if self.compact_obs else observations(next_obs)
         nxt[("reward",)] = joined(rewards)
         nxt[("terminated",)], nxt[("truncated",)] = wrap(terminated), wrap(truncated)
         nxt[("done",)] = wrap(terminated | truncated)
         td = tensordict_of(root, batch)
         td.set("next", tensordict_of(nxt, batch))
         td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories) if picked is None else trajectories))
+        if self.track_policy_version:
+            version = wrap(np.full(tuple(batch), self._version, np.int64))
+            td.set(POLICY_VERSION[0], version)
+            td.set(("next",) + POLICY_VERSION, version.clone())
         return td if self.storing_device is None else td.to(self.storing_device)
 
     def __iter__(self):
+        if self.trajs_per_batch is None:
+            return self._batches()
+        return self._trajectory_batches()
+
+    def _batches(self):
+        """The batches of ``frames_per_batch`` frames, split and post-processed."""
         bar = self._progress_bar()
         try:
             while self.total_frames == -1 or self._frames < self.total_frames:
@@ -464,6 +507,33 @@ class SyncDataCollector(CollectorBase):
         finally:
             if bar is not None:
                 bar.close()
+
+    def _trajectory_batches(self):
+        """``trajs_per_batch``'s batches: whole trajectories, assembled across the frame batches, in
+        the order they complete (within a frame batch, by trajectory id). An episode that can no
+        longer complete (a reset interrupted it) is dropped."""
+        # trajectory id -> its chunks so far; the whole trajectories not yet yielded (reset() empties both)
+        running, complete = self._assembly = {}, []
+        for batch in self._batches():
+            add_trajectory_chunks(batch, running, complete)
+            alive = self._running_traj_ids()
+            for traj_id in [i for i in running if i not in alive]:
+                del running[traj_id]
+            while len(complete) >= self.trajs_per_batch:
+                chosen = complete[:self.trajs_per_batch]
+                del complete[:self.trajs_per_batch]
+                flat = cat(chosen, 0) if len(chosen) > 1 else chosen[0]
+                yield flat if self.traj_format == "cat" else split_trajectories(flat)
+
+    def _running_traj_ids(self):
+        """The ids of the trajectories that later batches go on with (none after a failed batch or a
+        reset; with ``reset_at_each_iter``, none: the next batch starts from a reset)."""
+        if self._obs is None or self.reset_at_each_iter:
+            return set()
+        alive = set(self._traj_ids.ravel().tolist())
+        if self._carried is not None:
+            alive.update(np.concatenate(self._carried[2]).ravel().tolist())
+        return alive
 
     def _progress_bar(self):
         if not self.progress_bar:
@@ -490,7 +560,8 @@ class SyncDataCollector(CollectorBase):
         return out
 
     def reset(self, index=None):
-        """Resets the environments: the next batch starts new trajectories. Resetting only some
+        """Resets the environments: the next batch starts new trajectories (with ``trajs_per_batch``,
+        the trajectories assembled but not yet yielded are dropped, as torchrl). Resetting only some
         (``index``) of a batched environment is not supported (torchrl's partial reset)."""
         if index is not None:
             if not self.env.batch_size:
@@ -498,9 +569,24 @@ class SyncDataCollector(CollectorBase):
             raise NotImplementedError("SyncDataCollector.reset(index): resetting only some of the batched "
                                       "environments is not supported; reset() resets them all")
         self._obs = None
+        for part in self._assembly or ():  # as torchrl: no steps from before the reset in later batches
+            part.clear()
 
     def update_policy_weights_(self, policy_weights=None):
-        """In one process the collector uses the policy object itself: there is nothing to copy."""
+        """In one process the collector uses the policy object itself: there is nothing to copy.
+        With ``track_policy_version`` each call is a new policy version, as torchrl counts them."""
+        if self.track_policy_version:
+            self._version += 1
+
+    @property
+    def policy_version(self):
+        """torchrl's policy version: the number of ``update_policy_weights_()`` calls so far (the
+        version the next batches carry), or None without ``track_policy_version``."""
+        return self._version if self.track_policy_version else None
+
+    def get_policy_version(self):
+        """``policy_version`` (torchrl's method, for remote calls)."""
+        return self.policy_version
 
     def state_dict(self):
         """What a resumed collection needs, laid out as torchrl's: ``policy_state_dict`` (a Module
@@ -515,6 +601,8 @@ class SyncDataCollector(CollectorBase):
         state["frames"] = self._frames
         state["iter"] = self._iter
         state["traj_pool"] = {"traj_id": wrap(np.array(self._next_traj_id, dtype=np.int64))}
+        if self.track_policy_version:
+            state["policy_version"] = self._version
         return state
 
     def load_state_dict(self, state_dict):
@@ -536,6 +624,8 @@ class SyncDataCollector(CollectorBase):
             load(state_dict["env_state_dict"])
         if "policy_state_dict" in state_dict and isinstance(self.policy, Module):
             self.policy.load_state_dict(state_dict["policy_state_dict"])
+        if self.track_policy_version and state_dict.get("policy_version") is not None:
+            self._version = int(state_dict["policy_version"])
 
     def shutdown(self):
         """Closes the environment; always safe to call."""

@@ -250,7 +250,8 @@ class _MultiCollector(CollectorBase):
                  postproc=None, split_trajs=False, max_frames_per_traj=None, init_random_frames=0,
                  reset_at_each_iter=False, device=None, storing_device=None, policy_device=None, env_device=None,
                  update_at_each_batch=False, cat_results=None, timeout=300.0, mp_start_method=None,
-                 exploration_type=ExplorationType.RANDOM, track_policy_version=False):
+                 exploration_type=ExplorationType.RANDOM, track_policy_version=False, compact_obs=False,
+                 check_action_spec=False):
         if callable(create_env_fn) and not isinstance(create_env_fn, (list, tuple)):
             if num_workers is None:
                 raise ValueError("num_workers is needed when create_env_fn is a single function; pass a list of "
@@ -300,7 +301,8 @@ class _MultiCollector(CollectorBase):
         self._io_lock = threading.RLock()      # one thread at a time talks to the workers
         self._frames_per_worker = self.frames_per_batch_worker()
         kwargs = dict(frames_per_batch=self._frames_per_worker, max_frames_per_traj=max_frames_per_traj,
-                      reset_at_each_iter=reset_at_each_iter,
+                      reset_at_each_iter=reset_at_each_iter, compact_obs=compact_obs,
+                      check_action_spec=check_action_spec,
                       exploration_type=set_exploration_type(exploration_type).type,  # checked here (ValueError)
                       policy_device=policy_device if policy_device is not None else device)
         if mp_start_method is None:
@@ -629,6 +631,7 @@ class MultiSyncDataCollector(_MultiCollector):
     Workers start with ``fork`` where the platform has it (so lambdas and local policies work), else
     ``spawn`` (which needs picklable ``create_env_fn`` and policy); ``mp_start_method`` overrides.
     ``timeout`` (seconds) bounds the wait for any worker's reply.
+    ``compact_obs`` and ``check_action_spec`` reach each worker's ``SyncDataCollector``.
 
     ``track_policy_version=True`` (torchrl's option) tags every frame with ``"policy_version"`` and
     ``("next", "policy_version")`` (int64): the version of the weights that collected it, counted by
