@@ -1,6 +1,7 @@
 """Creating tensors: from data, filled, ranges, and their ``*_like`` forms."""
 import builtins
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -41,12 +42,12 @@ def _finish(data, device, requires_grad):
 
 def _host_array(data, dtype):
     """``data`` as a NumPy array and the dtype torch would give it: each element's own type
-    (Python float: the default dtype, NumPy scalars and arrays: their dtype), promoted."""
+    (Python float: the default dtype, NumPy scalars and arrays, tensors: their dtype), promoted."""
     if isinstance(data, Tensor):
         return data._host(), data.dtype if dtype is None else _dtypes.as_dtype(dtype)
     if hasattr(data, "__cuda_array_interface__"):
         data = data.get()
-    if isinstance(data, (list, tuple)):
+    if _is_sequence(data):
         data = _nested_host(data)
     inferred = _infer_dtype(data) if dtype is None else _dtypes.as_dtype(dtype)
     try:
@@ -62,15 +63,23 @@ def _host_array(data, dtype):
     return array, inferred
 
 
+def _is_sequence(data):
+    """What torch reads as a sequence of elements: a list, tuple, deque, range... but not a string."""
+    return isinstance(data, Sequence) and not isinstance(data, (str, bytes))
+
+
 def _infer_dtype(data):
     if isinstance(data, (np.ndarray, np.generic)):
         return _dtypes.from_numpy_dtype(data.dtype)
-    if isinstance(data, (list, tuple)):
+    if isinstance(data, list):
         out = None
         for item in data:
             d = _infer_dtype(item)
             out = d if out is None else _dtypes.promote_types(out, d)
         return out or _dtypes.get_default_dtype()
+    if isinstance(data, builtins.complex):
+        raise TypeError("rlpipe has no complex dtypes: could not build a tensor from a complex number "
+                        f"({data!r})")
     kind = _dtypes.scalar_kind(data)
     if kind is None:
         raise TypeError(f"could not infer a dtype for an element of type {type(data).__name__}")
@@ -78,9 +87,16 @@ def _infer_dtype(data):
 
 
 def _nested_host(data):
-    """Lists may hold tensors: their values (as NumPy) take their place."""
-    return [_nested_host(d) if isinstance(d, (list, tuple)) else d._host() if isinstance(d, Tensor) else d
+    """A sequence as nested lists; a tensor inside counts as one number (torch calls ``item()`` on it),
+    kept as a 0-d array so that its dtype takes part in the promotion."""
+    return [_nested_host(d) if _is_sequence(d) else _tensor_element(d) if isinstance(d, Tensor) else d
             for d in data]
+
+
+def _tensor_element(t):
+    if t.numel() != 1:
+        raise ValueError("only one element tensors can be converted to Python scalars")
+    return t._host().reshape(())
 
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
