@@ -7,7 +7,7 @@ numbers run after run, but not the numbers PyTorch would give.
 import builtins
 
 from . import _dtypes
-from ._creation import _size, _device
+from ._creation import _size, _device, creation_out
 from ._device import CPU, resolve
 from ._dispatch import handle_torch_function, has_torch_function
 from ._tensor import Tensor, wrap
@@ -125,11 +125,13 @@ def _plain_draw(kind, size, dtype, device, generator, requires_grad, params):
     return t.requires_grad_(True) if requires_grad else t
 
 
+@creation_out
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1)."""
     return _draw("uniform", _size(size), _float_dtype(dtype), device, generator, requires_grad)
 
 
+@creation_out
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples."""
     return _draw("normal", _size(size), _float_dtype(dtype), device, generator, requires_grad)

@@ -10,7 +10,7 @@ import numpy as np
 from .._dispatch import torch_function
 from .._tensor import Tensor, tensor_method
 from .base import Op, unbroadcast
-from .common import _C_TYPE_NAMES, tensor_operator, _tensor_like
+from .common import _C_TYPE_NAMES, tensor_operator, _tensor_like, with_out
 from .elementwise import mul
 from .shape import unsqueeze
 
@@ -98,7 +98,7 @@ class Einsum(Op):
 
 # ---- the public ops -------------------------------------------------------------------------------
 
-@torch_function("input", "other")
+@with_out("input", "other")
 @tensor_operator("matmul", inplace=False)
 @tensor_method
 def matmul(input, other):
@@ -145,6 +145,7 @@ def linear(input, weight, bias=None):
         raise
 
 
+@with_out()
 @tensor_method
 def mm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
