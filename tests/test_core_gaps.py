@@ -191,3 +191,112 @@ def test_creation_functions_write_into_out_in_its_dtype():
     double = rlpipe.zeros(2, dtype=rlpipe.double)
     assert rlpipe.rand(2, out=double) is double and double.dtype is rlpipe.float64
     assert 0 <= double.min().item() and double.max().item() < 1
+
+
+# ---- GAE's value-network chunking and shifted single call (torchrl 0.14.1's values) ---------------
+
+def _gae_batch():
+    """2 rows of 6 steps: a truncation at row 0 step 2 and row 1 step 3 (their next observation is a
+    real final one, not the following step's), a termination at row 1 step 1."""
+    obs = np.sin(np.arange(2 * 7 * 3, dtype=np.float32).reshape(2, 7, 3) / np.float32(10))
+    root, nxt = obs[:, :-1].copy(), obs[:, 1:].copy()
+    done, terminated = np.zeros((2, 6, 1), bool), np.zeros((2, 6, 1), bool)
+    done[0, 2], nxt[0, 2] = True, [2.0, -1.0, 0.5]
+    done[1, 1], terminated[1, 1], nxt[1, 1] = True, True, [9.0, 9.0, 9.0]
+    done[1, 3], nxt[1, 3] = True, [-3.0, 1.0, 0.25]
+    reward = np.linspace(-1, 1, 12, dtype=np.float32).reshape(2, 6, 1)
+    return rlpipe.tensordict.TensorDict({
+        "observation": rlpipe.tensor(root),
+        "next": {"observation": rlpipe.tensor(nxt), "reward": rlpipe.tensor(reward), "done": rlpipe.tensor(done),
+                 "terminated": rlpipe.tensor(terminated)}}, batch_size=[2, 6])
+
+
+def _gae(**kwargs):
+    from rlpipe.objectives.value import GAE
+    from rlpipe.tensordict.nn import TensorDictModule
+    linear = rlpipe.nn.Linear(3, 1)
+    with rlpipe.no_grad():
+        linear.weight.copy_(rlpipe.tensor([[0.5, -0.25, 1.0]]))
+        linear.bias.fill_(0.1)
+    net = TensorDictModule(linear, in_keys=["observation"], out_keys=["state_value"])
+    return GAE(gamma=0.9, lmbda=0.8, value_network=net, **kwargs)(_gae_batch())
+
+
+_GAE_PLAIN = {
+    "advantage": [-1.094542, -0.538443, 0.090013, -0.873203, -0.591217, -0.297746, -0.643263, -0.530888, -0.445343,
+                  -0.725427, 1.130156, 0.814995],
+    "value_target": [-0.820831, 0.091388, 1.028636, 0.2993, 0.719362, 1.042773, 0.431923, 0.272727, 0.02385,
+                     -0.623636, 0.864385, 0.214336],
+    "state_value": [0.273711, 0.629831, 0.938623, 1.172503, 1.31058, 1.340519, 1.075186, 0.803615, 0.469192,
+                    0.101791, -0.265771, -0.600659],
+    ("next", "state_value"): [0.629831, 0.938623, 1.85, 1.31058, 1.340519, 1.259646, 0.803615, 11.35, 0.101791,
+                              -1.4, -0.600659, -0.87296],
+}
+_GAE_SHIFTED = {  # budget 1: each row's last step is pushed out by its truncation
+    "advantage": [-1.094542, -0.538443, 0.090013, -0.718852, -0.37684, 0.0, -0.643263, -0.530888, -0.445343,
+                  -0.725427, 0.54336, 0.0],
+    "value_target": [-0.820831, 0.091388, 1.028636, 0.453652, 0.93374, 0.0, 0.431923, 0.272727, 0.02385, -0.623636,
+                     0.277589, 0.0],
+    "state_value": _GAE_PLAIN["state_value"],
+    ("next", "state_value"): [0.629831, 0.938623, 1.85, 1.31058, 1.340519, 1.340519, 0.803615, 0.469192, 0.101791,
+                              -1.4, -0.600659, -0.600659],
+}
+
+
+def _check_gae(td, expected):
+    for key, values in expected.items():
+        np.testing.assert_allclose(np.asarray(td[key].tolist(), dtype=float).ravel(), values, atol=2e-6,
+                                   err_msg=str(key))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num_chunks": 2}, {"num_chunk": 2}, {"value_chunk_size": 1},
+                                    {"value_chunk_size": 4, "value_chunk_dim": 1},
+                                    {"num_chunks": 3, "value_chunk_dim": -1}, {"num_chunks": 50}],
+                         ids=str)
+def test_gae_chunking_changes_no_result(kwargs):
+    _check_gae(_gae(**kwargs), _GAE_PLAIN)
+
+
+def test_gae_chunks_call_the_network_on_pieces():
+    from rlpipe.objectives.value import GAE
+    sizes = []
+
+    def net(td):
+        sizes.append(tuple(td.batch_size))
+        td.set("state_value", td["observation"].sum(-1, keepdim=True))
+        return td
+    net.in_keys = ["observation"]
+    GAE(gamma=0.9, lmbda=0.8, value_network=net, value_chunk_size=4, value_chunk_dim=1)(_gae_batch())
+    assert sizes == [(2, 4), (2, 2), (2, 4), (2, 2)]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num_chunks": 2, "value_chunk_dim": 1}], ids=str)
+def test_gae_shifted_single_call_as_torchrl(kwargs):
+    td = _gae(shifted=True, **kwargs)
+    _check_gae(td, _GAE_SHIFTED)
+    assert td["shifted_valid"].tolist() == [[True] * 5 + [False]] * 2
+
+
+def test_gae_shifted_with_budget_for_the_truncations_matches_the_two_calls():
+    td = _gae(shifted=True, shifted_budget=2)
+    # the terminal step's next value is the following step's (masked out by the termination)
+    _check_gae(td, {**_GAE_PLAIN, ("next", "state_value"): [0.629831, 0.938623, 1.85, 1.31058, 1.340519, 1.259646,
+                                                            0.803615, 0.469192, 0.101791, -1.4, -0.600659, -0.87296]})
+    assert td["shifted_valid"].all().item()
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"num_chunks": 2, "value_chunk_size": 2}, ValueError, "value_chunk_size and num_chunks cannot both be set. Use "
+     "value_chunk_size to specify a chunk size or num_chunks to specify a number of chunks."),
+    ({"num_chunks": 0}, ValueError, "num_chunks must be >= 1, got 0."),
+    ({"value_chunk_size": 1.5}, TypeError, "value_chunk_size must be an integer or None, got <class 'float'>."),
+    ({"num_chunks": True}, TypeError, "num_chunks must be an integer or None, got <class 'bool'>."),
+    ({"num_chunks": 2, "num_chunk": 3}, ValueError, "num_chunks and num_chunk cannot both be set to different values."),
+    ({"shifted_budget": 0}, ValueError, "shifted_budget must be >= 1, got 0."),
+    ({"shifted": "yes"}, ValueError, "shifted must be a boolean, got 'yes'."),
+], ids=str)
+def test_gae_option_errors_as_torchrl(kwargs, error, message):
+    from rlpipe.objectives.value import GAE
+    with pytest.raises(error) as info:
+        GAE(gamma=0.9, lmbda=0.8, value_network=None, **kwargs)
+    assert str(info.value) == message
