@@ -211,15 +211,17 @@ def _gae_batch():
                  "terminated": rlpipe.tensor(terminated)}}, batch_size=[2, 6])
 
 
-def _gae(**kwargs):
-    from rlpipe.objectives.value import GAE
+def _gae(estimator="GAE", **kwargs):
+    from rlpipe.objectives import value
     from rlpipe.tensordict.nn import TensorDictModule
     linear = rlpipe.nn.Linear(3, 1)
     with rlpipe.no_grad():
         linear.weight.copy_(rlpipe.tensor([[0.5, -0.25, 1.0]]))
         linear.bias.fill_(0.1)
     net = TensorDictModule(linear, in_keys=["observation"], out_keys=["state_value"])
-    return GAE(gamma=0.9, lmbda=0.8, value_network=net, **kwargs)(_gae_batch())
+    if estimator != "TD0Estimator":
+        kwargs["lmbda"] = 0.8
+    return getattr(value, estimator)(gamma=0.9, value_network=net, **kwargs)(_gae_batch())
 
 
 _GAE_PLAIN = {
@@ -300,3 +302,27 @@ def test_gae_option_errors_as_torchrl(kwargs, error, message):
     with pytest.raises(error) as info:
         GAE(gamma=0.9, lmbda=0.8, value_network=None, **kwargs)
     assert str(info.value) == message
+
+
+def test_gae_average_over_the_kept_samples_when_shifted():
+    np.testing.assert_allclose(_gae(shifted=True, average_gae=True)["advantage"].flatten().tolist(), [
+        -1.492911, -0.21669, 1.225586, -0.63072, 0.15418, 0.0, -0.457247, -0.199352, -0.00303, -0.64581, 2.265994,
+        0.0], atol=5e-6)
+    np.testing.assert_allclose(_gae(average_gae=True)["advantage"].flatten().tolist(), [
+        -1.17562, -0.343651, 0.596571, -0.84448, -0.422606, 0.016451, -0.50047, -0.332348, -0.204365, -0.623394,
+        2.152709, 1.681203], atol=5e-6)
+
+
+@pytest.mark.parametrize("estimator, shifted, chunked", [
+    ("TD0Estimator", [-0.433152, 0.026579, 1.028636, 0.724976, 0.93374, 0.0, 0.814162, 0.272727, 0.546157, -0.623636,
+                      0.277589, 0.0],
+     [-0.433152, 0.026579, 1.028636, 0.724976, 0.93374, 1.042773, 0.814162, 0.272727, 0.546157, -0.623636, 0.277589,
+      0.214336]),
+    ("TDLambdaEstimator", [-0.820831, 0.091388, 1.028636, 0.453652, 0.93374, 0.0, 0.431923, 0.272727, 0.02385,
+                           -0.623636, 0.277589, 0.0], _GAE_PLAIN["value_target"]),
+])
+def test_the_td_estimators_take_the_same_options(estimator, shifted, chunked):
+    td = _gae(estimator, shifted=True)
+    np.testing.assert_allclose(td["value_target"].flatten().tolist(), shifted, atol=2e-6)
+    assert td["shifted_valid"].tolist() == [[True] * 5 + [False]] * 2
+    np.testing.assert_allclose(_gae(estimator, num_chunks=2)["value_target"].flatten().tolist(), chunked, atol=2e-6)

@@ -43,7 +43,9 @@ class ValueEstimators(enum.Enum):
 
 class ValueEstimatorBase(TensorDictModuleBase):
     """What the estimators share: the keys, the value-network calls, the ``forward`` that writes the
-    advantage and the value target. Subclasses define ``_estimate(gamma, value, next_value, reward,
+    advantage and the value target. Every estimator takes torchrl's value-call options
+    (``value_chunk_size``, ``num_chunks`` or its alias ``num_chunk``, ``value_chunk_dim``,
+    ``shifted_budget``; see the module docstring). Subclasses define ``_estimate(gamma, value, next_value, reward,
     done, terminated, time_dim) -> (advantage, value_target)``."""
 
     @dataclasses.dataclass
@@ -321,7 +323,7 @@ class ValueEstimatorBase(TensorDictModuleBase):
                 done, terminated = done.masked_fill(last, True), terminated.masked_fill(last, False)
             advantage, target = self._estimate(self._gamma(tensordict, reward), value, next_value, reward, done,
                                                terminated, time_dim)
-            advantage = self._post_advantage(advantage)
+            advantage = self._post_advantage(advantage, valid)
         if valid is not None:
             tensordict.set("shifted_valid", valid)
             advantage = advantage.masked_fill(~_like(valid, advantage.shape), 0)
@@ -347,7 +349,7 @@ class ValueEstimatorBase(TensorDictModuleBase):
             td.set(key, value)
         return td
 
-    def _post_advantage(self, advantage):
+    def _post_advantage(self, advantage, valid):
         return advantage
 
     def value_estimate(self, tensordict, target_params=None, next_value=None, time_dim=None, **kwargs):
@@ -383,10 +385,10 @@ class TD0Estimator(ValueEstimatorBase):
 
     def __init__(self, *, gamma, value_network, shifted=False, average_rewards=False, differentiable=False,
                  advantage_key=None, value_target_key=None, value_key=None, skip_existing=None, device=None,
-                 deactivate_vmap=False):
+                 deactivate_vmap=False, **value_calls):
         super().__init__(value_network=value_network, shifted=shifted, differentiable=differentiable,
                          advantage_key=advantage_key, value_target_key=value_target_key, value_key=value_key,
-                         skip_existing=skip_existing, device=device, average_rewards=average_rewards)
+                         skip_existing=skip_existing, device=device, average_rewards=average_rewards, **value_calls)
         self._register_coefficient("gamma", gamma)
 
     def _estimate(self, gamma, value, next_value, reward, done, terminated, time_dim):
@@ -400,11 +402,11 @@ class TDLambdaEstimator(ValueEstimatorBase):
 
     def __init__(self, *, gamma, lmbda, value_network, average_rewards=False, differentiable=False,
                  vectorized=True, skip_existing=None, advantage_key=None, value_target_key=None, value_key=None,
-                 shifted=False, device=None, time_dim=None, deactivate_vmap=False):
+                 shifted=False, device=None, time_dim=None, deactivate_vmap=False, **value_calls):
         super().__init__(value_network=value_network, shifted=shifted, differentiable=differentiable,
                          advantage_key=advantage_key, value_target_key=value_target_key, value_key=value_key,
                          skip_existing=skip_existing, device=device, time_dim=time_dim,
-                         average_rewards=average_rewards)
+                         average_rewards=average_rewards, **value_calls)
         self._register_coefficient("gamma", gamma)
         self._register_coefficient("lmbda", lmbda)
         self.vectorized = vectorized  # one implementation serves both (see functional.py)
@@ -421,11 +423,11 @@ class TD1Estimator(TDLambdaEstimator):
 
     def __init__(self, *, gamma, value_network, average_rewards=False, differentiable=False, skip_existing=None,
                  advantage_key=None, value_target_key=None, value_key=None, shifted=False, device=None,
-                 time_dim=None, deactivate_vmap=False):
+                 time_dim=None, deactivate_vmap=False, **value_calls):
         super().__init__(gamma=gamma, lmbda=1.0, value_network=value_network, average_rewards=average_rewards,
                          differentiable=differentiable, skip_existing=skip_existing, advantage_key=advantage_key,
                          value_target_key=value_target_key, value_key=value_key, shifted=shifted, device=device,
-                         time_dim=time_dim)
+                         time_dim=time_dim, **value_calls)
 
 
 class GAE(ValueEstimatorBase):
@@ -434,13 +436,10 @@ class GAE(ValueEstimatorBase):
 
     def __init__(self, *, gamma, lmbda, value_network, average_gae=False, differentiable=False, vectorized=None,
                  skip_existing=None, advantage_key=None, value_target_key=None, value_key=None, shifted=False,
-                 device=None, time_dim=None, auto_reset_env=False, deactivate_vmap=False, value_chunk_size=None,
-                 num_chunks=None, num_chunk=None, value_chunk_dim=0, shifted_budget=1):
+                 device=None, time_dim=None, auto_reset_env=False, deactivate_vmap=False, **value_calls):
         super().__init__(value_network=value_network, shifted=shifted, differentiable=differentiable,
                          advantage_key=advantage_key, value_target_key=value_target_key, value_key=value_key,
-                         skip_existing=skip_existing, device=device, time_dim=time_dim,
-                         value_chunk_size=value_chunk_size, num_chunks=num_chunks, num_chunk=num_chunk,
-                         value_chunk_dim=value_chunk_dim, shifted_budget=shifted_budget)
+                         skip_existing=skip_existing, device=device, time_dim=time_dim, **value_calls)
         self._register_coefficient("gamma", gamma)
         self._register_coefficient("lmbda", lmbda)
         self.average_gae = average_gae
@@ -453,10 +452,16 @@ class GAE(ValueEstimatorBase):
         return generalized_advantage_estimate(gamma, self.lmbda, value, next_value, reward, done, terminated,
                                               time_dim=time_dim)
 
-    def _post_advantage(self, advantage):
+    def _post_advantage(self, advantage, valid):
         if not self.average_gae:
             return advantage
-        return (advantage - advantage.mean()) / advantage.std().clamp_min(1e-4)
+        if valid is None:
+            return (advantage - advantage.mean()) / advantage.std().clamp_min(1e-4)
+        kept = _like(valid, advantage.shape).to(advantage.dtype)  # torchrl: the kept samples' mean and (biased) std
+        count = kept.sum().clamp_min(1)
+        mean = (advantage * kept).sum() / count
+        std = (((advantage - mean) ** 2 * kept).sum() / count).sqrt().clamp_min(1e-4)
+        return (advantage - mean) / std
 
 
 def _positive_int(value, name):
