@@ -326,3 +326,33 @@ def test_the_td_estimators_take_the_same_options(estimator, shifted, chunked):
     np.testing.assert_allclose(td["value_target"].flatten().tolist(), shifted, atol=2e-6)
     assert td["shifted_valid"].tolist() == [[True] * 5 + [False]] * 2
     np.testing.assert_allclose(_gae(estimator, num_chunks=2)["value_target"].flatten().tolist(), chunked, atol=2e-6)
+
+
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
+    not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")])]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_out_and_creation_out_on_a_device(device):
+    x = rlpipe.tensor(A, device=device)
+    out = rlpipe.zeros(0, device=device)
+    assert rlpipe.add(x, x, out=out) is out and out.device == x.device and out.tolist() == [2.0, 4.0, 6.0]
+    values, indices = rlpipe.zeros(0, device=device), rlpipe.zeros(0, dtype=rlpipe.long, device=device)
+    rlpipe.max(rlpipe.tensor(M, device=device), 1, out=(values, indices))
+    assert (values.tolist(), indices.tolist()) == ([5.0, 4.0], [1, 0])
+    made = rlpipe.zeros(1, device=device)
+    assert rlpipe.arange(3, out=made) is made and made.device == x.device and made.tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gae_shifted_and_chunked_on_a_device(device):
+    from rlpipe.objectives.value import GAE
+    from rlpipe.tensordict.nn import TensorDictModule
+    linear = rlpipe.nn.Linear(3, 1)
+    with rlpipe.no_grad():
+        linear.weight.copy_(rlpipe.tensor([[0.5, -0.25, 1.0]]))
+        linear.bias.fill_(0.1)
+    net = TensorDictModule(linear.to(device), in_keys=["observation"], out_keys=["state_value"])
+    td = GAE(gamma=0.9, lmbda=0.8, value_network=net, shifted=True, num_chunks=2, value_chunk_dim=1)(
+        _gae_batch().to(device))
+    _check_gae(td, _GAE_SHIFTED)
