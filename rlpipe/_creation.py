@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _dtypes
 from ._device import CPU, _default as _default_device, resolve
-from ._dispatch import handle_torch_function, has_torch_function, torch_function
+from ._dispatch import handle_torch_function, has_torch_function
 from ._tensor import Size, Tensor, init_from, tensor_method, wrap
 from .primitives.common import _LEGACY_TYPE_NAMES, _store
 
@@ -150,34 +150,35 @@ def _filled(size, fill, dtype, device, requires_grad):
     return t.requires_grad_(True) if requires_grad else t
 
 
-def _create_into(out, fn, args, kwargs):
-    """torch's ``out=`` for a creation function: the values made in out's dtype on out's device and
-    written into out, which is resized to them silently; a different ``dtype`` is refused."""
+def create_into(out, fn, args, dtype, **kwargs):
+    """torch's ``out=`` for a creation function (each hands its call here when given ``out``):
+    ``fn(*args, **kwargs)`` made in out's dtype on out's device and written into out, which is
+    resized to it silently and returned; a different ``dtype`` is refused. (A hand-off rather than
+    a wrapper: a wrapper's keyword forwarding would cost every call without ``out``.)"""
     if not isinstance(out, Tensor):
         raise TypeError(f"{fn.__name__}(): argument 'out' must be Tensor, not {type(out).__name__}")
-    dtype = kwargs.get("dtype")
     if dtype is not None and _dtypes.as_dtype(dtype) is not out.dtype:
         raise RuntimeError(f"dtype {_LEGACY_TYPE_NAMES[_dtypes.as_dtype(dtype).name]} does not match dtype of out "
                            f"parameter ({_LEGACY_TYPE_NAMES[out.dtype.name]})")
-    made = fn(*args, **{**kwargs, "dtype": out.dtype, "device": out.device, "requires_grad": False})
+    made = fn(*args, dtype=out.dtype, device=out.device, **kwargs)
     return _store(out, made._data, warn=False)
 
 
-creation_out = torch_function(out=_create_into)  # the decorator that gives a creation function out=
-
-
-@creation_out
-def zeros(*size, dtype=None, device=None, requires_grad=False):
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+    if out is not None:
+        return create_into(out, zeros, size, dtype)
     return _filled(_size(size), 0, dtype, device, requires_grad)
 
 
-@creation_out
-def ones(*size, dtype=None, device=None, requires_grad=False):
+def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+    if out is not None:
+        return create_into(out, ones, size, dtype)
     return _filled(_size(size), 1, dtype, device, requires_grad)
 
 
-@creation_out
-def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None):
+def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, out=None):
+    if out is not None:
+        return create_into(out, empty, size, dtype)
     return _filled(_size(size), 0, dtype, device, requires_grad)
 
 
@@ -196,8 +197,9 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     return t.requires_grad_(True) if requires_grad else t
 
 
-@creation_out
-def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, out=None):
+    if out is not None:
+        return create_into(out, full, (size, fill_value), dtype)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     if dtype is None and _dtypes.scalar_kind(fill_value) is not None:
@@ -250,8 +252,9 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
     return full(input.shape, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-@creation_out
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False, out=None):
+    if out is not None:
+        return create_into(out, arange, (start, end, step), dtype)
     if end is None:
         start, end = 0, start
     start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))

@@ -114,7 +114,7 @@ def _hook_checking(fn, watched, public, write_out=None):
             params.insert(len(params) - params[-1].startswith("**"), "*")
         params.insert(len(params) - params[-1].startswith("**"), "out=None")
         kwargs.append("'out': out")
-    test = "False" if not watched else f"type({watched[0]}) is not Tensor" if len(watched) == 1 else \
+    test = f"type({watched[0]}) is not Tensor" if len(watched) == 1 else \
         "(" + " or ".join(f"type({w}) not in NO_HOOK" for w in watched) + ")"
     source = _CHECK.format(name=fn.__name__, params=", ".join(params), test=test, watched=", ".join(watched),
                            args="".join(a + ", " for a in args), kwargs=", ".join(kwargs), call=", ".join(call),

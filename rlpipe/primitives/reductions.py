@@ -12,7 +12,7 @@ from .._dtypes import FLOATING_NP
 from .._tensor import Tensor, tensor_method, wrap
 from ..return_types import max as max_return, min as min_return, cummax as cummax_return, cummin as cummin_return
 from .base import Op, along_dim, expand_reduced, sign_of
-from .common import _INT64, _LEGACY_TYPE_NAMES, _cast, _float_input, with_out
+from .common import _INT64, _LEGACY_TYPE_NAMES, _cast, _float_input, _write_out, with_out
 from .comparison import isnan, ne
 from .elementwise import maximum, minimum, where
 from .indexing import Gather
@@ -362,16 +362,18 @@ def _extreme(input, dim, keepdim, other, largest):
     return (max_return if largest else min_return)(values, indices)
 
 
-@with_out()
 @tensor_method
-def max(input, dim=None, keepdim=False, *, other=None):
+def max(input, dim=None, keepdim=False, *, other=None, out=None):
     """max(x): the largest value; max(x, dim): (values, indices); max(x, y): maximum(x, y)."""
+    if out is not None:  # (a hand-off, not with_out's wrapper, which would cost every call)
+        return _write_out(out, max, (input, dim, keepdim), {"other": other})
     return _extreme(input, dim, keepdim, other, True)
 
 
-@with_out()
 @tensor_method
-def min(input, dim=None, keepdim=False, *, other=None):
+def min(input, dim=None, keepdim=False, *, other=None, out=None):
+    if out is not None:
+        return _write_out(out, min, (input, dim, keepdim), {"other": other})
     return _extreme(input, dim, keepdim, other, False)
 
 
