@@ -54,6 +54,8 @@ from .nn._compile import compile  # noqa: A001 - torch.compile's name, shadowing
 from . import tensordict, testing, postprocs, data
 from .tensordict import TensorDict
 
+from math import pi, e, inf, nan  # torch's constants, the same Python floats
+
 Tensor.__module__ = "rlpipe"  # prints as <class 'rlpipe.Tensor'>
 
 __version__ = "0.1.0"

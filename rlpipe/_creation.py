@@ -1,6 +1,7 @@
 """Creating tensors: from data, filled, ranges, and their ``*_like`` forms."""
 import builtins
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -8,6 +9,7 @@ from . import _dtypes
 from ._device import CPU, _default as _default_device, resolve
 from ._dispatch import handle_torch_function, has_torch_function
 from ._tensor import Size, Tensor, init_from, tensor_method, wrap
+from .primitives.common import _LEGACY_TYPE_NAMES, _store
 
 
 def _device(device):
@@ -41,12 +43,12 @@ def _finish(data, device, requires_grad):
 
 def _host_array(data, dtype):
     """``data`` as a NumPy array and the dtype torch would give it: each element's own type
-    (Python float: the default dtype, NumPy scalars and arrays: their dtype), promoted."""
+    (Python float: the default dtype, NumPy scalars and arrays, tensors: their dtype), promoted."""
     if isinstance(data, Tensor):
         return data._host(), data.dtype if dtype is None else _dtypes.as_dtype(dtype)
     if hasattr(data, "__cuda_array_interface__"):
         data = data.get()
-    if isinstance(data, (list, tuple)):
+    if _is_sequence(data):
         data = _nested_host(data)
     inferred = _infer_dtype(data) if dtype is None else _dtypes.as_dtype(dtype)
     try:
@@ -62,15 +64,23 @@ def _host_array(data, dtype):
     return array, inferred
 
 
+def _is_sequence(data):
+    """What torch reads as a sequence of elements: a list, tuple, deque, range... but not a string."""
+    return isinstance(data, Sequence) and not isinstance(data, (str, bytes))
+
+
 def _infer_dtype(data):
     if isinstance(data, (np.ndarray, np.generic)):
         return _dtypes.from_numpy_dtype(data.dtype)
-    if isinstance(data, (list, tuple)):
+    if isinstance(data, list):
         out = None
         for item in data:
             d = _infer_dtype(item)
             out = d if out is None else _dtypes.promote_types(out, d)
         return out or _dtypes.get_default_dtype()
+    if isinstance(data, builtins.complex):
+        raise TypeError("rlpipe has no complex dtypes: could not build a tensor from a complex number "
+                        f"({data!r})")
     kind = _dtypes.scalar_kind(data)
     if kind is None:
         raise TypeError(f"could not infer a dtype for an element of type {type(data).__name__}")
@@ -78,9 +88,16 @@ def _infer_dtype(data):
 
 
 def _nested_host(data):
-    """Lists may hold tensors: their values (as NumPy) take their place."""
-    return [_nested_host(d) if isinstance(d, (list, tuple)) else d._host() if isinstance(d, Tensor) else d
+    """A sequence as nested lists; a tensor inside counts as one number (torch calls ``item()`` on it),
+    kept as a 0-d array so that its dtype takes part in the promotion."""
+    return [_nested_host(d) if _is_sequence(d) else _tensor_element(d) if isinstance(d, Tensor) else d
             for d in data]
+
+
+def _tensor_element(t):
+    if t.numel() != 1:
+        raise ValueError("only one element tensors can be converted to Python scalars")
+    return t._host().reshape(())
 
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
@@ -133,15 +150,35 @@ def _filled(size, fill, dtype, device, requires_grad):
     return t.requires_grad_(True) if requires_grad else t
 
 
+def create_into(out, fn, args, dtype, **kwargs):
+    """torch's ``out=`` for a creation function (each hands its call here when given ``out``):
+    ``fn(*args, **kwargs)`` made in out's dtype on out's device and written into out, which is
+    resized to it silently and returned; a different ``dtype`` is refused. (A hand-off rather than
+    a wrapper: a wrapper's keyword forwarding would cost every call without ``out``.)"""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{fn.__name__}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if dtype is not None and _dtypes.as_dtype(dtype) is not out.dtype:
+        raise RuntimeError(f"dtype {_LEGACY_TYPE_NAMES[_dtypes.as_dtype(dtype).name]} does not match dtype of out "
+                           f"parameter ({_LEGACY_TYPE_NAMES[out.dtype.name]})")
+    made = fn(*args, dtype=out.dtype, device=out.device, **kwargs)
+    return _store(out, made._data, warn=False)
+
+
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+    if out is not None:
+        return create_into(out, zeros, size, dtype)
     return _filled(_size(size), 0, dtype, device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+    if out is not None:
+        return create_into(out, ones, size, dtype)
     return _filled(_size(size), 1, dtype, device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, out=None):
+    if out is not None:
+        return create_into(out, empty, size, dtype)
     return _filled(_size(size), 0, dtype, device, requires_grad)
 
 
@@ -160,7 +197,9 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     return t.requires_grad_(True) if requires_grad else t
 
 
-def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, out=None):
+    if out is not None:
+        return create_into(out, full, (size, fill_value), dtype)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     if dtype is None and _dtypes.scalar_kind(fill_value) is not None:
@@ -213,7 +252,9 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
     return full(input.shape, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False, out=None):
+    if out is not None:
+        return create_into(out, arange, (start, end, step), dtype)
     if end is None:
         start, end = 0, start
     start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))

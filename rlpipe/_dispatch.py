@@ -8,6 +8,8 @@ may hold a container); it first tests them and, when one's type defines
 (``NotImplemented`` from every hook raises TypeError). The hook gets the function's own
 arguments, defaults included, in its signature's order (keyword-only ones in ``kwargs``). Plain
 tensors pay one ``type(x) is Tensor`` test (``type(x) in NO_HOOK`` for several watched arguments).
+The same generated wrapper gives an op torch's ``out=`` argument (``torch_function(..., out=writer)``):
+one ``out is not None`` test when it is not used.
 """
 import functools
 import inspect
@@ -51,9 +53,11 @@ def handle_torch_function(func, args, kwargs, relevant=None):
                     f"__torch_function__: {[t.__name__ for t in types]}")
 
 
-def torch_function(*watched, public=None):
+def torch_function(*watched, public=None, out=None):
     """Decorator: the function first offers its call to the ``__torch_function__`` hook of the
     types of its ``watched`` arguments (by name), passing itself (or ``public``) as ``func``.
+    ``out``: a writer ``out(out_tensor, fn, args, kwargs)`` that the call goes through when the
+    caller passes ``out=`` (a keyword the wrapper adds; ``fn`` itself never sees it).
 
     The test is generated inline in a wrapper with the function's own signature, so a call costs
     one extra Python call and no argument binding. A Tensor method declared under this decorator
@@ -61,7 +65,7 @@ def torch_function(*watched, public=None):
     has no hook; declare it above where another watched argument may hold a container. Inside an
     op whose input has passed the test, call such ops as methods (``input.permute(order)``)."""
     def decorate(fn):
-        return _hook_checking(fn, watched, public)
+        return _hook_checking(fn, watched, public, out)
     return decorate
 
 
@@ -69,12 +73,16 @@ _CHECK = """
 def {name}({params}):
     if {test} and has_torch_function({watched}):
         return handle_torch_function(public, ({args}), {{{kwargs}}})
-    return fn({call})
+{out_branch}    return fn({call})
+"""
+_OUT_BRANCH = """    if out is not None:
+        return write_out(out, fn, ({args}), {{{kwargs}}})
 """
 
 
-def _hook_checking(fn, watched, public):
-    """``fn`` behind the hook test of ``torch_function``, compiled from ``_CHECK``."""
+def _hook_checking(fn, watched, public, write_out=None):
+    """``fn`` behind the hook test of ``torch_function`` (and the ``out=`` branch), compiled from
+    ``_CHECK``."""
     signature = inspect.signature(fn).parameters
     unknown = [w for w in watched if w not in signature]
     if unknown:
@@ -99,14 +107,24 @@ def _hook_checking(fn, watched, public):
             params.append(p.name if p.default is p.empty else p.name + "=None")
             args.append(p.name)
             call.append(p.name)
+    out_branch = ""
+    if write_out is not None:
+        out_branch = _OUT_BRANCH.format(args="".join(a + ", " for a in args), kwargs=", ".join(kwargs))
+        if not any(q[0] == "*" and q[:2] != "**" for q in params):
+            params.insert(len(params) - params[-1].startswith("**"), "*")
+        params.insert(len(params) - params[-1].startswith("**"), "out=None")
+        kwargs.append("'out': out")
     test = f"type({watched[0]}) is not Tensor" if len(watched) == 1 else \
         "(" + " or ".join(f"type({w}) not in NO_HOOK" for w in watched) + ")"
     source = _CHECK.format(name=fn.__name__, params=", ".join(params), test=test, watched=", ".join(watched),
-                           args="".join(a + ", " for a in args), kwargs=", ".join(kwargs), call=", ".join(call))
+                           args="".join(a + ", " for a in args), kwargs=", ".join(kwargs), call=", ".join(call),
+                           out_branch=out_branch)
     namespace = {"Tensor": Tensor, "NO_HOOK": NO_HOOK, "has_torch_function": has_torch_function,
-                 "handle_torch_function": handle_torch_function, "fn": fn}
+                 "handle_torch_function": handle_torch_function, "fn": fn, "write_out": write_out}
     exec(compile(source, f"<torch_function check of {fn.__module__}.{fn.__qualname__}>", "exec"), namespace)
     wrapper = functools.update_wrapper(namespace[fn.__name__], fn)
     wrapper.__defaults__, wrapper.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+    if write_out is not None:
+        wrapper.__kwdefaults__ = {**(fn.__kwdefaults__ or {}), "out": None}
     namespace["public"] = wrapper if public is None else public
     return wrapper

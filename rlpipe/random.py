@@ -7,7 +7,7 @@ numbers run after run, but not the numbers PyTorch would give.
 import builtins
 
 from . import _dtypes
-from ._creation import _size, _device
+from ._creation import _size, _device, create_into
 from ._device import CPU, resolve
 from ._dispatch import handle_torch_function, has_torch_function
 from ._tensor import Tensor, wrap
@@ -125,13 +125,17 @@ def _plain_draw(kind, size, dtype, device, generator, requires_grad, params):
     return t.requires_grad_(True) if requires_grad else t
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
     """Uniform samples in [0, 1)."""
+    if out is not None:
+        return create_into(out, rand, size, dtype, generator=generator)
     return _draw("uniform", _size(size), _float_dtype(dtype), device, generator, requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
     """Standard normal samples."""
+    if out is not None:
+        return create_into(out, randn, size, dtype, generator=generator)
     return _draw("normal", _size(size), _float_dtype(dtype), device, generator, requires_grad)
 
 

@@ -23,7 +23,7 @@ X = rlpipe.ones(2, 3)
 INDEX = rlpipe.tensor([[0]])
 
 CASES = {  # name: (call, the function the hook should see, its args, its kwargs)
-    "sum": (lambda: rlpipe.sum(R), rlpipe.sum, (R, None, False), {"dtype": None}),
+    "sum": (lambda: rlpipe.sum(R), rlpipe.sum, (R, None, False), {"dtype": None, "out": None}),
     "var": (lambda: rlpipe.var(R, 1, correction=0), rlpipe.var, (R, 1, None, False), {"correction": 0}),
     "cat": (lambda: rlpipe.cat([R, R], 1), rlpipe.cat, ([R, R], 1), {"out": None}),
     "permute": (lambda: rlpipe.permute(R, 1, 0), rlpipe.permute, (R, 1, 0), {}),

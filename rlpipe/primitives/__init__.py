@@ -20,7 +20,8 @@ How to add an op, say ``foo``, to a family's module:
 3. decorators declare the rest: ``@tensor_method`` makes it ``x.foo()`` (``@tensor_method("foo",
    "alias")`` for several names), ``@inplace_variant`` adds ``x.foo_()``, ``@tensor_operator("add",
    Add)`` the operators, and ``@torch_function("input")`` (outermost) lets a container such as
-   TensorDict answer ``rlpipe.foo(td)`` through its ``__torch_function__``;
+   TensorDict answer ``rlpipe.foo(td)`` through its ``__torch_function__``; ``@with_out("input")``
+   in its place does that and gives ``rlpipe.foo`` torch's ``out=`` (``common._write_out``);
 4. if it belongs to the functional API (``rlpipe.foo``), add it to its family's import in
    ``rlpipe/__init__.py``.
 """

@@ -11,6 +11,7 @@ decorators that declare an op as Tensor methods and operators.
   view and its base differentiable).
 """
 import builtins
+import warnings
 
 import numpy as np
 
@@ -169,7 +170,7 @@ def _unary_float(fn):
         return fn.apply(_float_input(input))
     op.__name__ = fn.__name__.lower()
     op.__doc__ = f"Elementwise {op.__name__}; integer inputs give the default float dtype."
-    return torch_function("input")(inplace_variant(tensor_method(op)))
+    return with_out("input")(inplace_variant(tensor_method(op)))
 
 
 def _require_float(input, name, error=NotImplementedError):
@@ -339,25 +340,89 @@ def _write(t, values):
 def _check_write(t, values):
     """Raises PyTorch's error where an in-place op could not store ``values`` in ``t`` (a dtype of
     higher kind, or a shape that does not broadcast to t's)."""
-    if values.dtype != t._data.dtype:
-        new, own = _dtypes.from_numpy_dtype(values.dtype), t.dtype
-        if new._rank > own._rank:
-            raise RuntimeError(f"result type {_LEGACY_TYPE_NAMES[new.name]} can't be cast to the desired output "
-                               f"type {_LEGACY_TYPE_NAMES[own.name]}")
+    _check_cast(values.dtype, t)
     if values.shape != t._data.shape:
         if np.broadcast_shapes(values.shape, t._data.shape) != t._data.shape:
             raise RuntimeError(f"output with shape {list(t._data.shape)} doesn't match the broadcast shape "
                                f"{list(np.broadcast_shapes(values.shape, t._data.shape))}")
 
 
-def _into(out, result):
-    """The ``out=`` form of a function: ``result`` copied into the tensor ``out``, which is returned."""
-    if not isinstance(out, Tensor):
-        raise TypeError(f"out must be a Tensor, got {type(out).__name__}")
-    if tuple(out.shape) != tuple(result.shape):
-        raise RuntimeError(f"out has shape {list(out.shape)} but the result has shape {list(result.shape)} "
-                           "(rlpipe does not resize out= tensors)")
-    return out.copy_(result)
+def _check_cast(np_dtype, t):
+    """PyTorch's error where values of ``np_dtype`` cannot be stored in ``t`` (a dtype of higher kind)."""
+    if np_dtype != t._data.dtype:
+        new, own = _dtypes.from_numpy_dtype(np_dtype), t.dtype
+        if new._rank > own._rank:
+            raise RuntimeError(f"result type {_LEGACY_TYPE_NAMES[new.name]} can't be cast to the desired output "
+                               f"type {_LEGACY_TYPE_NAMES[own.name]}")
+
+
+# ---- out= arguments ------------------------------------------------------------------------------
+
+def _store(out, values, warn=True):
+    """Writes ``values`` into the tensor ``out``, first resizing out to their shape where it differs
+    (with torch's deprecation warning when out had elements and ``warn``); returns out."""
+    if values.shape != out._data.shape:
+        if warn and out._data.size:
+            warnings.warn(f"An output with one or more elements was resized since it had shape "
+                          f"{list(out._data.shape)}, which does not match the required output shape "
+                          f"{list(values.shape)}. This behavior is deprecated, and in a future PyTorch release "
+                          "outputs will not be resized unless they have zero elements. You can explicitly reuse "
+                          "an out tensor t by resizing it, inplace, to zero elements with t.resize_(0).",
+                          UserWarning, stacklevel=4)
+        out._data = out._device._backend.full(values.shape, 0, out._data.dtype, out._device.index)
+    _write(out, values)
+    return out
+
+
+def _refuse_grad(name, out, args, kwargs):
+    """torch's error for ``out=`` while a graph is recorded and an input (or out) requires grad."""
+    if not _grad_state[0]:
+        return
+    for value in (out, *args, *kwargs.values()):
+        values = value if isinstance(value, (list, tuple)) else (value,)
+        if builtins.any(isinstance(v, Tensor) and v._requires_grad for v in values):
+            raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
+                               "differentiation, but one of the arguments requires grad.")
+
+
+def _write_out(out, fn, args, kwargs):
+    """torch's ``out=`` for an op (the writer ``torch_function(..., out=_write_out)`` calls): ``fn``'s
+    result written into ``out`` (cast to its dtype where torch allows, resized where its shape
+    differs) and out returned; a pair of results (max and min along a dim) into a pair of tensors
+    of exactly their dtypes."""
+    _refuse_grad(fn.__name__, out, args, kwargs)
+    result = fn(*args, **kwargs)
+    if not isinstance(result, tuple):
+        if not isinstance(out, Tensor):
+            raise TypeError(f"{fn.__name__}(): argument 'out' must be Tensor, not {type(out).__name__}")
+        _check_cast(result._data.dtype, out)
+        return _store(out, result._data)
+    if not isinstance(out, (tuple, list)) or len(out) != len(result):
+        raise TypeError(f"{fn.__name__}(): argument 'out' must be a tuple of {len(result)} Tensors, "
+                        f"not {type(out).__name__}")
+    for o, r in zip(out, result):
+        if isinstance(o, Tensor) and o._data.dtype != r._data.dtype:
+            raise RuntimeError(f"Expected out tensor to have dtype {_C_TYPE_NAMES[r.dtype.name]}, but got "
+                               f"{_C_TYPE_NAMES[o.dtype.name]} instead")
+    return type(result)(*(_store(o, r._data) for o, r in zip(out, result)))
+
+
+def _write_out_in_its_dtype(out, fn, args, kwargs):
+    """``_write_out`` for an op that computes in out's dtype unless its ``dtype=`` says otherwise
+    (which must then be out's own), as torch's ``sum`` does."""
+    if isinstance(out, Tensor):
+        dtype = kwargs["dtype"]
+        if dtype is not None and _dtypes.as_dtype(dtype) is not out.dtype:
+            raise RuntimeError(f"Expected out tensor to have dtype {_C_TYPE_NAMES[_dtypes.as_dtype(dtype).name]}, "
+                               f"but got {_C_TYPE_NAMES[out.dtype.name]} instead")
+        kwargs = {**kwargs, "dtype": out.dtype}
+    return _write_out(out, fn, args, kwargs)
+
+
+def with_out(*watched, in_out_dtype=False):
+    """Decorator: ``torch_function(*watched)`` that also takes torch's ``out=`` (see ``_write_out``;
+    ``in_out_dtype``: computed in out's dtype, see ``_write_out_in_its_dtype``)."""
+    return torch_function(*watched, out=_write_out_in_its_dtype if in_out_dtype else _write_out)
 
 
 def _inplace(self, compute, *others):

@@ -16,7 +16,7 @@ from ..autograd.grad_mode import state as _grad_state
 from ..backends.cpu import silence_fp_warnings, restore_fp_warnings
 from .base import Op, unbroadcast, shape_of, sign_of
 from .common import (_BFLOAT16, _NUMBER, _C_TYPE_NAMES, _LEGACY_TYPE_NAMES, inplace_variant, tensor_operator,
-                     _binary, _cast, _float_input, _into, _operands, _require_float, _scalar, _unary_float)
+                     _binary, _cast, _float_input, _operands, _require_float, _scalar, _unary_float, with_out)
 from .comparison import logical_and, lt, ne
 
 
@@ -450,7 +450,7 @@ def _scaled(other, alpha):
     return other if alpha == 1 else mul(other, alpha) if isinstance(other, Tensor) else other * alpha
 
 
-@torch_function("input", "other")
+@with_out("input", "other")
 @tensor_operator("add", Add)
 @inplace_variant
 @tensor_method
@@ -458,7 +458,7 @@ def add(input, other, *, alpha=1):
     return _binary(Add, input, _scaled(other, alpha))
 
 
-@torch_function("input", "other")
+@with_out("input", "other")
 @tensor_operator("sub", Sub)
 @inplace_variant
 @tensor_method
@@ -474,7 +474,7 @@ def sub(input, other, *, alpha=1):
     return _binary(Sub, input, _scaled(other, alpha))
 
 
-@torch_function("input", "other")
+@with_out("input", "other")
 @tensor_operator("mul", Mul)
 @inplace_variant
 @tensor_method
@@ -482,7 +482,7 @@ def mul(input, other):
     return _binary(Mul, input, other)
 
 
-@torch_function("input", "other")
+@with_out("input", "other")
 @tensor_operator("truediv", Div)
 @inplace_variant("div", "true_divide")
 @tensor_method("div", "true_divide", "divide")
@@ -568,7 +568,7 @@ def _integer_pow(base, exponent):
     return wrap(xp.where(e < 0, negative, positive).astype(positive.dtype), exponent._device)
 
 
-@torch_function("input")
+@with_out("input")
 @inplace_variant
 @tensor_method("neg", "negative", "__neg__")
 def neg(input):
@@ -581,7 +581,7 @@ def neg(input):
 negative = neg
 
 
-@torch_function("input")
+@with_out("input")
 @inplace_variant
 @tensor_method("abs", "absolute", "__abs__")
 def abs(input):
@@ -663,7 +663,7 @@ def round(input, *, decimals=0):
     return Round.apply(input, decimals) if decimals else Round.apply(input)
 
 
-@torch_function("input")
+@with_out("input")
 @inplace_variant("clamp", "clip")
 @tensor_method("clamp", "clip")
 def clamp(input, min=None, max=None):
@@ -708,11 +708,9 @@ def minimum(input, other):
     return _binary(Minimum, input, other)
 
 
-@torch_function("input", "other")
-def where(condition, input=None, other=None, *, out=None):
+@with_out("input", "other")
+def where(condition, input=None, other=None):
     """Picks ``input`` where ``condition`` holds and ``other`` elsewhere (scalars allowed)."""
-    if out is not None:
-        return _into(out, where(condition, input, other))
     if input is None and other is None:
         return condition.nonzero(as_tuple=True)  # (a method: indexing imports this module)
     if not isinstance(condition, Tensor):

@@ -15,7 +15,7 @@ from ..autograd.grad_mode import state as _grad_state
 from ..backends.cpu import along, index_add as _cpu_index_add, silence_fp_warnings, restore_fp_warnings
 from .base import Op, unbroadcast, shape_of, along_dim
 from .common import (_BFLOAT16, _NUMBER, _INT64, _LEGACY_TYPE_NAMES, inplace_variant, _cast, _check_writable,
-                     _inplace, _into, _mark_view, _new_view, _scalar, _view_index)
+                     _inplace, with_out, _mark_view, _new_view, _scalar, _view_index)
 from .elementwise import Where
 from .shape import expand, flatten, reshape
 
@@ -366,11 +366,9 @@ def _along_dim_index(input, dim, index, name):
     return d, values
 
 
-@torch_function("input")
+@with_out("input")
 @tensor_method
-def gather(input, dim, index, *, sparse_grad=False, out=None):
-    if out is not None:
-        return _into(out, gather(input, dim, index))
+def gather(input, dim, index, *, sparse_grad=False):
     d, idx = _along_dim_index(input, dim, index, "gather")
     return Gather.apply(input, d, idx)
 

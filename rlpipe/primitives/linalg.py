@@ -10,7 +10,7 @@ import numpy as np
 from .._dispatch import torch_function
 from .._tensor import Tensor, tensor_method
 from .base import Op, unbroadcast
-from .common import _C_TYPE_NAMES, tensor_operator, _tensor_like
+from .common import _C_TYPE_NAMES, tensor_operator, _tensor_like, _write_out, with_out
 from .elementwise import mul
 from .shape import unsqueeze
 
@@ -98,7 +98,7 @@ class Einsum(Op):
 
 # ---- the public ops -------------------------------------------------------------------------------
 
-@torch_function("input", "other")
+@with_out("input", "other")
 @tensor_operator("matmul", inplace=False)
 @tensor_method
 def matmul(input, other):
@@ -146,7 +146,9 @@ def linear(input, weight, bias=None):
 
 
 @tensor_method
-def mm(input, mat2):
+def mm(input, mat2, *, out=None):
+    if out is not None:  # (a hand-off, not with_out's wrapper, which would cost every call)
+        return _write_out(out, mm, (input, mat2), {})
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"mm(): expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
     return matmul(input, mat2)

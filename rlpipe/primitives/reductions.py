@@ -12,7 +12,7 @@ from .._dtypes import FLOATING_NP
 from .._tensor import Tensor, tensor_method, wrap
 from ..return_types import max as max_return, min as min_return, cummax as cummax_return, cummin as cummin_return
 from .base import Op, along_dim, expand_reduced, sign_of
-from .common import _INT64, _LEGACY_TYPE_NAMES, _cast, _float_input
+from .common import _INT64, _LEGACY_TYPE_NAMES, _cast, _float_input, _write_out, with_out
 from .comparison import isnan, ne
 from .elementwise import maximum, minimum, where
 from .indexing import Gather
@@ -310,7 +310,7 @@ def _back_to_half(result, input, dtype):
         input.is_floating_point() else result
 
 
-@torch_function("input")
+@with_out("input", in_out_dtype=True)
 @tensor_method
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     return _back_to_half(Sum.apply(input, _reduce_dims(input, dim), keepdim, _accumulator(input, dtype)),
@@ -324,7 +324,7 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     return sum(where(isnan(input), 0.0, input), dim, keepdim, dtype=dtype)
 
 
-@torch_function("input")
+@with_out("input")
 @tensor_method
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is None and not input.is_floating_point():
@@ -363,13 +363,17 @@ def _extreme(input, dim, keepdim, other, largest):
 
 
 @tensor_method
-def max(input, dim=None, keepdim=False, *, other=None):
+def max(input, dim=None, keepdim=False, *, other=None, out=None):
     """max(x): the largest value; max(x, dim): (values, indices); max(x, y): maximum(x, y)."""
+    if out is not None:  # (a hand-off, not with_out's wrapper, which would cost every call)
+        return _write_out(out, max, (input, dim, keepdim), {"other": other})
     return _extreme(input, dim, keepdim, other, True)
 
 
 @tensor_method
-def min(input, dim=None, keepdim=False, *, other=None):
+def min(input, dim=None, keepdim=False, *, other=None, out=None):
+    if out is not None:
+        return _write_out(out, min, (input, dim, keepdim), {"other": other})
     return _extreme(input, dim, keepdim, other, False)
 
 

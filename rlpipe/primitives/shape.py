@@ -13,7 +13,7 @@ from .._dispatch import torch_function
 from .._tensor import Tensor, tensor_method, wrap
 from ..autograd.grad_mode import state as _grad_state
 from .base import Op, unbroadcast
-from .common import _LEGACY_TYPE_NAMES, inplace_variant, _cast, _into, _mark_view, _new_view
+from .common import _LEGACY_TYPE_NAMES, inplace_variant, _cast, _mark_view, _new_view, with_out
 
 
 class Reshape(Op):
@@ -619,10 +619,8 @@ def _join_inputs(tensors, name):
     return [t if t.dtype is target else _cast(t, target) for t in tensors]
 
 
-@torch_function("tensors")
-def cat(tensors, dim=0, *, out=None):
-    if out is not None:
-        return _into(out, cat(tensors, dim))
+@with_out("tensors")
+def cat(tensors, dim=0):
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"cat(): argument 'tensors' must be a tuple or list of Tensors, got {type(tensors).__name__}")
     tensors = _join_inputs(tensors, "cat")
@@ -644,10 +642,8 @@ def cat(tensors, dim=0, *, out=None):
 concat = concatenate = cat
 
 
-@torch_function("tensors")
-def stack(tensors, dim=0, *, out=None):
-    if out is not None:
-        return _into(out, stack(tensors, dim))
+@with_out("tensors")
+def stack(tensors, dim=0):
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"stack(): argument 'tensors' must be a tuple or list of Tensors, got "
                         f"{type(tensors).__name__}")

@@ -10,6 +10,11 @@ from ..nn import functional as _F
 from ._math import _NO_DIM, _is_td
 
 
+def _written(result, out):
+    """The result of a function called with ``out=``: written into that TensorDict, which is returned."""
+    return result if out is None else result._into(out)
+
+
 def _only_tensordicts(name, items):
     """Tensors first, then a TensorDict: the core's TypeError for a TensorDict among Tensors (a
     TensorDict first is TensorDict.stack/cat's to check)."""
@@ -22,14 +27,14 @@ def _stack(tensordicts, dim=0, *, out=None):
     """``rlpipe.stack`` of TensorDicts (with ``out``: written into that TensorDict)."""
     _only_tensordicts("stack", tensordicts)
     result = type(tensordicts[0]).stack(tensordicts, dim)
-    return result if out is None else result._into(out)
+    return _written(result, out)
 
 
 def _cat(tensordicts, dim=0, *, out=None):
     """``rlpipe.cat`` of TensorDicts (with ``out``: written into that TensorDict)."""
     _only_tensordicts("cat", tensordicts)
     result = type(tensordicts[0]).cat(tensordicts, dim)
-    return result if out is None else result._into(out)
+    return _written(result, out)
 
 
 def _method(name):
@@ -38,9 +43,9 @@ def _method(name):
 
 
 def _reduction(name):
-    """Handler for rlpipe.sum/mean/prod(td, dim, keepdim, dtype=...)."""
-    def handler(td, dim=None, keepdim=False, *, dtype=None):
-        return getattr(td, name)(_NO_DIM if dim is None else dim, keepdim, dtype=dtype)
+    """Handler for rlpipe.sum/mean/prod(td, dim, keepdim, dtype=..., out=...)."""
+    def handler(td, dim=None, keepdim=False, *, dtype=None, out=None):
+        return _written(getattr(td, name)(_NO_DIM if dim is None else dim, keepdim, dtype=dtype), out)
     return handler
 
 
@@ -84,12 +89,12 @@ def _gather(td, dim, index, *, sparse_grad=False, out=None):
     if sparse_grad:
         raise NotImplementedError("sparse_grad=True not implemented for rlpipe.gather(tensordict, ...)")
     result = td.gather(dim, index)
-    return result if out is None else result._into(out)
+    return _written(result, out)
 
 
 def _where_out(condition, input=None, other=None, *, out=None):
     result = _where(condition, input, other)
-    return result if out is None else result._into(out)
+    return _written(result, out)
 
 
 def _loss(fn):
