@@ -1,4 +1,5 @@
 """SerialEnv, ParallelEnv and EnvCreator (torchrl 0.14's batched envs on the env step protocol)."""
+import functools
 import os
 import signal
 import time
@@ -240,3 +241,22 @@ def test_env_creator_builds_once_and_exposes_the_specs():
     assert len(built) == 2
     with pytest.raises(TypeError, match="create_env_fn must be callable, got int"):
         EnvCreator(3)
+
+
+def test_spawned_worker_with_a_picklable_creator():
+    env = ParallelEnv(1, functools.partial(GymEnv, "CartPole-v1"), mp_start_method="spawn")
+    env.set_seed(4)
+    got = env.rollout(5, table_policy(np.zeros((1, 5), dtype=np.int64)))
+    env.close()
+    ref = cartpole()
+    ref.set_seed(4)
+    want = ref.rollout(5, table_policy(np.zeros(5, dtype=np.int64)))
+    np.testing.assert_array_equal(got["next", "observation"].numpy()[0], want["next", "observation"].numpy())
+
+
+def test_transformed_envs_inside_the_workers():
+    env = ParallelEnv(2, lambda: TransformedEnv(cartpole(), StepCounter(max_steps=3)))
+    assert "step_count" in env.observation_spec.keys()
+    td = env.rollout(7, break_when_any_done=False)
+    env.close()
+    np.testing.assert_array_equal(td["next", "step_count"].numpy()[..., 0], [[1, 2, 3, 1, 2, 3, 1]] * 2)
