@@ -1,5 +1,6 @@
 """SerialEnv, ParallelEnv and EnvCreator (torchrl 0.14's batched envs on the env step protocol)."""
 import functools
+import gc
 import os
 import signal
 import time
@@ -260,3 +261,14 @@ def test_transformed_envs_inside_the_workers():
     td = env.rollout(7, break_when_any_done=False)
     env.close()
     np.testing.assert_array_equal(td["next", "step_count"].numpy()[..., 0], [[1, 2, 3, 1, 2, 3, 1]] * 2)
+
+
+def test_a_collected_env_frees_its_workers_and_block():
+    env = ParallelEnv(2, cartpole)
+    env.reset()
+    workers, block = env._resources
+    path, processes = f"/dev/shm/{block.name}", [w.process for w in workers]
+    del env, workers, block
+    gc.collect()
+    assert not os.path.exists(path)
+    assert not any(p.is_alive() for p in processes)
