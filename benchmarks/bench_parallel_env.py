@@ -1,7 +1,8 @@
 """Throughput of 4 CartPole-v1 workers in subprocesses with random actions: rlpipe's
 ``ParallelEnv(4, GymEnv("CartPole-v1"))`` against Gymnasium's ``AsyncVectorEnv(4,
 shared_memory=True)`` and torchrl 0.14.1's ``ParallelEnv`` (run by the peer interpreter, when there
-is one), each side in its own process, in frames/s (4 frames per step).
+is one) in its own process, in frames/s (4 frames per step). Gymnasium and rlpipe run in one
+process, in alternation (best of ``--repeat`` rounds each), so that both see the same load.
 
 rlpipe is measured three ways: its frame loop (``_step_frame``, and ``_continue_frame`` after a
 done: what ``SyncDataCollector`` calls), ``SyncDataCollector`` with a random policy, and
@@ -22,24 +23,29 @@ import numpy as np
 from peer_process import peer_python, run_side
 
 WORKERS = 4
+GYMNASIUM = "Gymnasium AsyncVectorEnv(4, shared_memory=True), step loop"
+TORCHRL = "torchrl 0.14 ParallelEnv, rollout"
 
 
-def best_fps(run, frames, repeat):
-    """The best frames/s over ``repeat`` runs of ``run(steps)`` (``frames`` = steps * WORKERS)."""
+def best_fps(runs, frames, repeat):
+    """{name: the best frames/s over ``repeat`` rounds} of each ``run(steps)`` in ``runs`` ({name:
+    run}, ``frames`` = steps * WORKERS), run in alternation so that all see the same load."""
     steps = frames // WORKERS
-    rates = []
+    rates = {name: 0.0 for name in runs}
     for _ in range(repeat):
-        start = time.perf_counter()
-        run(steps)
-        rates.append(steps * WORKERS / (time.perf_counter() - start))
-    return max(rates)
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run(steps)
+            rates[name] = max(rates[name], steps * WORKERS / (time.perf_counter() - start))
+    return rates
 
 
 def random_actions(steps):
     return np.random.default_rng(0).integers(0, 2, size=(steps, WORKERS))
 
 
-def gymnasium_side(frames, repeat):
+def gymnasium_loop():
+    """Gymnasium's step loop and its vector env (to close)."""
     import gymnasium as gym
     envs = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * WORKERS, shared_memory=True)
     envs.reset(seed=0)
@@ -47,13 +53,11 @@ def gymnasium_side(frames, repeat):
     def run(steps):
         for action in random_actions(steps):
             envs.step(action)
-    try:
-        return {"Gymnasium AsyncVectorEnv(4, shared_memory=True), step loop": best_fps(run, frames, repeat)}
-    finally:
-        envs.close()
+    return run, envs
 
 
-def rlpipe_side(frames, repeat):
+def local_side(frames, repeat):
+    """Gymnasium and rlpipe, measured in alternation."""
     from rlpipe.collectors import RandomPolicy, SyncDataCollector
     from rlpipe.envs import GymEnv, ParallelEnv
 
@@ -75,13 +79,14 @@ def rlpipe_side(frames, repeat):
         for _ in collector:
             pass
 
+    gym_loop, gym_envs = gymnasium_loop()
     try:
-        return {"rlpipe ParallelEnv, frame loop": best_fps(frame_loop, frames, repeat),
-                "rlpipe ParallelEnv, rollout": best_fps(lambda s: env.rollout(s, break_when_any_done=False),
-                                                        frames, repeat),
-                "rlpipe ParallelEnv, SyncDataCollector": best_fps(collect, frames, repeat)}
+        return best_fps({GYMNASIUM: gym_loop, "rlpipe ParallelEnv, frame loop": frame_loop,
+                         "rlpipe ParallelEnv, rollout": lambda s: env.rollout(s, break_when_any_done=False),
+                         "rlpipe ParallelEnv, SyncDataCollector": collect}, frames, repeat)
     finally:
         env.close(raise_if_closed=False)
+        gym_envs.close()
 
 
 def torchrl_side(frames, repeat):
@@ -97,14 +102,13 @@ def torchrl_side(frames, repeat):
             pass
 
     try:
-        return {"torchrl 0.14 ParallelEnv, rollout": best_fps(lambda s: env.rollout(s, break_when_any_done=False),
-                                                              frames, repeat),
-                "torchrl 0.14 ParallelEnv, Collector": best_fps(collect, frames, repeat)}
+        return best_fps({TORCHRL: lambda s: env.rollout(s, break_when_any_done=False),
+                         "torchrl 0.14 ParallelEnv, Collector": collect}, frames, repeat)
     finally:
         env.close(raise_if_closed=False)
 
 
-SIDES = {"gymnasium": gymnasium_side, "rlpipe": rlpipe_side, "torchrl": torchrl_side}
+SIDES = {"local": local_side, "torchrl": torchrl_side}
 
 
 def main():
@@ -117,10 +121,9 @@ def main():
         print(json.dumps(SIDES[args.side](args.frames, args.repeat)))
         return
     figures = {}
-    for side, python in (("gymnasium", sys.executable), ("rlpipe", sys.executable), ("torchrl", peer_python())):
+    for side, python in (("local", sys.executable), ("torchrl", peer_python())):
         figures.update(run_side(__file__, python, side, (f"--frames={args.frames}", f"--repeat={args.repeat}")) or {})
-    gym_fps = figures.get("Gymnasium AsyncVectorEnv(4, shared_memory=True), step loop")
-    torchrl_fps = figures.get("torchrl 0.14 ParallelEnv, rollout")
+    gym_fps, torchrl_fps = figures.get(GYMNASIUM), figures.get(TORCHRL)
     for name, fps in figures.items():
         ratios = []
         if gym_fps and name.startswith("rlpipe"):
