@@ -272,3 +272,10 @@ def test_a_collected_env_frees_its_workers_and_block():
     gc.collect()
     assert not os.path.exists(path)
     assert not any(p.is_alive() for p in processes)
+
+
+def test_async_vector_envs_inside_the_workers():
+    env = ParallelEnv(2, cartpole, {"num_envs": 2, "vectorization_mode": "async"})  # workers start processes
+    td = env.rollout(30, break_when_any_done=False)
+    env.close()
+    assert td.batch_size == rlpipe.Size([2, 2, 30]) and td["next", "done"].numpy().any()

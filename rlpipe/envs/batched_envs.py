@@ -420,16 +420,19 @@ class ParallelEnv(_BatchedEnv):
             method if one was set, else ``fork`` where available; spawn needs a picklable
             ``create_env_fn``).
         timeout: seconds to wait for a worker's answer (default 120).
+        daemon: whether the workers are daemonic processes (default False, as torchrl: a daemonic
+            worker cannot start processes of its own, an async vector env's).
     """
 
     def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None, mp_start_method=None,
-                 timeout=120.0):
+                 timeout=120.0, daemon=False):
         if mp_start_method is not None and mp_start_method not in mp.get_all_start_methods():
             raise ValueError(f"mp_start_method must be one of {mp.get_all_start_methods()}, got {mp_start_method!r}")
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         self._mp_start_method = mp_start_method
         self._timeout = float(timeout)
+        self.daemon = bool(daemon)
         self._resources = []
         super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device)
 
@@ -456,7 +459,7 @@ class ParallelEnv(_BatchedEnv):
             for i, (fn, kwargs) in enumerate(zip(self.create_env_fn, self.create_env_kwargs)):
                 parent, child = context.Pipe()
                 inherited = [w.conn for w in workers] + [parent] if method == "fork" else []
-                process = context.Process(target=_worker_main, name=f"rlpipe-ParallelEnv-{i}", daemon=True,
+                process = context.Process(target=_worker_main, name=f"rlpipe-ParallelEnv-{i}", daemon=self.daemon,
                                           args=(child, fn, kwargs, i, block.name, layout, self._obs_keys, watch,
                                                 inherited))
                 process.start()
