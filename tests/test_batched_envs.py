@@ -200,6 +200,8 @@ def test_bad_arguments():
         ParallelEnv(2, cartpole, [{}, {}, {}])
     with pytest.raises(RuntimeError, match=r"len\(create_env_fn\) and num_workers mismatch, got 1 and 2"):
         SerialEnv(2, [cartpole])
+    with pytest.raises(TypeError, match="create_env_kwargs must be a list of one item per worker, got int"):
+        SerialEnv(2, cartpole, 5)
     with pytest.raises(ValueError, match="mp_start_method must be one of"):
         ParallelEnv(2, cartpole, mp_start_method="thread")
     env = SerialEnv(2, cartpole)

@@ -131,7 +131,9 @@ class _Runner:
 # ---- what both batched envs share ----------------------------------------------------------------------
 
 def _per_worker(value, num_workers, what):
-    """``value`` (one item, or a list of one per worker) as a list of ``num_workers`` items."""
+    """``value`` (a list or tuple of one item per worker) as a list, checked for its length."""
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{what} must be a list of one item per worker, got {type(value).__name__}")
     if len(value) != num_workers:
         raise RuntimeError(f"len({what}) and num_workers mismatch, got {len(value)} and {num_workers}.")
     return list(value)
