@@ -3,6 +3,8 @@ from .common import EnvBase
 from .specs import TensorSpec, Bounded, Unbounded, Categorical, OneHot, MultiCategorical, MultiOneHot, Binary, Composite
 from .gym import GymEnv, GymWrapper, from_gym_space
 from .libs.envpool import MultiThreadedEnv, MultiThreadedEnvWrapper
+from .batched_envs import *  # noqa: F403 - SerialEnv, ParallelEnv, EnvCreator, env_creator
+from .batched_envs import __all__ as _batched_all
 from .transformed_env import Transform, TransformedEnv, Compose
 from .transforms import CheckFinite, StepCounter, RewardSum, DoubleToFloat, ObservationNorm, RenameTransform
 from .transforms_episodes import *  # noqa: F403 - TargetReturn, ActionScaling, ...
@@ -21,5 +23,6 @@ __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneH
            "CheckFinite", "StepCounter", "RewardSum", "DoubleToFloat", "ObservationNorm", "RenameTransform",
            "check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type"]
 __all__ += _episodes_all
+__all__ += _batched_all
 __all__ += _keys_t.__all__ + _tensors.__all__ + _vecnorm.__all__
 __all__ += _image_all

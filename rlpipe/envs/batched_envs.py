@@ -1,0 +1,523 @@
+"""Batched environments: ``SerialEnv`` (every env in this process) and ``ParallelEnv`` (one worker
+process per env), torchrl 0.14's, on the env step protocol (``step_protocol.py``).
+
+Both are envs of ``batch_size = [num_workers, *inner]`` (``inner``: the batch size of the envs
+they batch, ``[]`` for a single env, ``[n]`` for a vector env), with the first env's specs
+batched along a new leading dim. Every sub-env writes its frames into its rows of one set of
+buffers (one NumPy array per observation key, ``"action"``, ``"reward"``, the done flags), and a
+frame method answers with copies of those arrays: a ``SerialEnv`` holds them in its own memory,
+a ``ParallelEnv`` in one ``multiprocessing.shared_memory`` block its workers write in place.
+Only a one-byte command and a one-byte reply cross a worker's pipe at each step.
+
+Where rlpipe differs from torchrl 0.14:
+
+- ``ParallelEnv`` starts its workers with ``fork`` where the platform has it (lambdas and local
+  functions work, no re-import), else ``spawn``; a start method set with
+  ``multiprocessing.set_start_method`` or ``mp_start_method`` takes precedence. torchrl uses
+  ``spawn`` unless a global method is set.
+- ``set_seed(seed)`` seeds the envs one after the other, each with the seed the previous one
+  returned (torchrl's chain): with rlpipe's envs, worker ``i`` of single envs gets ``seed + i``,
+  and the next seed ``seed + num_workers * max(1, prod(inner))`` is returned. It also seeds
+  rlpipe's generator in this process (random actions), as ``GymEnv.set_seed`` does.
+- every env must have the first env's specs (torchrl also batches heterogeneous envs lazily).
+- a worker that dies, or does not answer within ``timeout`` seconds, is a RuntimeError naming it
+  (torchrl waits without bound); the workers are then shut down, and the next call starts new ones.
+"""
+import multiprocessing as mp
+import pickle
+import traceback
+import weakref
+from collections.abc import Mapping
+from copy import deepcopy
+from multiprocessing import connection, resource_tracker, shared_memory
+
+import numpy as np
+
+from .. import random as _random
+from .._processes import die_with_parent, parent_watch, reap
+from ..tensordict import unravel_key_to_tuple
+from .common import EnvBase
+from .env_creator import EnvCreator, env_creator, get_env_metadata
+from .step_protocol import ACTION, REWARD, TERMINATED, TRUNCATED
+
+__all__ = ["SerialEnv", "ParallelEnv", "EnvCreator", "env_creator"]  # (the creators: env_creator.py)
+
+_ALIGN = 64                 # bytes: each buffer starts on a cache line
+_DONE_IN = ("_done",)       # the done mask a continue command reads
+_SKIPPED = ("_skipped",)    # the rows a vector env skipped at the last step (step_protocol.py)
+_STEP = b"s"                # the step command: all its data is in the buffers
+_OK = b"k"
+_ERROR = b"e"
+_CALL = b"c"
+
+
+# ---- the buffers ---------------------------------------------------------------------------------------
+
+def _np_dtype(spec):
+    return np.dtype(getattr(spec.dtype, "np", spec.dtype))
+
+
+def _buffer_specs(meta, num_workers):
+    """{key: (shape, dtype)} of every buffer, for ``num_workers`` envs described by ``meta``."""
+    flag_shape = (num_workers,) + tuple(meta.batch_size) + (1,)
+    buffers = {ACTION: ((num_workers,) + tuple(meta.action_spec.shape), _np_dtype(meta.action_spec))}
+    for key in meta.observation_spec.keys(True, True):
+        spec = meta.observation_spec[key]
+        buffers[unravel_key_to_tuple(key)] = ((num_workers,) + tuple(spec.shape), _np_dtype(spec))
+    buffers[REWARD] = (flag_shape, np.dtype(np.float32))
+    for key in (TERMINATED, TRUNCATED, _DONE_IN):
+        buffers[key] = (flag_shape, np.dtype(bool))
+    buffers[_SKIPPED] = (flag_shape[:-1], np.dtype(bool))
+    return buffers
+
+
+def _layout(buffer_specs):
+    """[(key, shape, dtype str, offset)] packing the buffers in one block, and the block's size."""
+    layout, offset = [], 0
+    for key, (shape, dtype) in buffer_specs.items():
+        layout.append((key, shape, dtype.str, offset))
+        offset += -(-int(np.prod(shape)) * dtype.itemsize // _ALIGN) * _ALIGN
+    return layout, max(offset, 1)
+
+
+def _arrays(block, layout):
+    return {key: np.ndarray(shape, dtype=np.dtype(dtype), buffer=block, offset=offset)
+            for key, shape, dtype, offset in layout}
+
+
+def _rows(arrays, index):
+    """Env ``index``'s rows of the buffers: views, 0-d ones too."""
+    return {key: array[index, ...] for key, array in arrays.items()}
+
+
+class _Runner:
+    """One env and its rows of the buffers: runs the commands of the batched env on it, reading its
+    action (and done mask) from its rows and writing its frames there. The same in a ``SerialEnv``
+    and in a ``ParallelEnv``'s worker."""
+
+    def __init__(self, env, rows, obs_keys):
+        self.env, self.rows, self.obs_keys = env, rows, obs_keys
+        self.next_obs = None  # the last step's observations, which a continue carries on from
+
+    def _write_obs(self, frame):
+        rows = self.rows
+        for key in self.obs_keys:
+            rows[key][...] = frame[key]
+
+    def reset(self, seed):
+        self._write_obs(self.env._reset_frame(seed))
+
+    def step(self):
+        rows = self.rows
+        next_obs, reward, terminated, truncated = self.env._step_frame(rows[ACTION].copy())
+        self.next_obs = next_obs
+        self._write_obs(next_obs)
+        rows[REWARD][...] = reward
+        rows[TERMINATED][...] = terminated
+        rows[TRUNCATED][...] = truncated
+        skipped = self.env._skipped_rows
+        rows[_SKIPPED][...] = False if skipped is None else skipped
+
+    def continue_(self):
+        self._write_obs(self.env._continue_frame(self.next_obs, self.rows[_DONE_IN].copy()))
+
+    def set_seed(self, seed, static_seed):
+        return self.env.set_seed(seed, static_seed=static_seed)
+
+    def set_exact_resets(self, exact):
+        return self.env._set_exact_resets(exact)
+
+
+# ---- what both batched envs share ----------------------------------------------------------------------
+
+def _per_worker(value, num_workers, what):
+    """``value`` (a list or tuple of one item per worker) as a list, checked for its length."""
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{what} must be a list of one item per worker, got {type(value).__name__}")
+    if len(value) != num_workers:
+        raise RuntimeError(f"len({what}) and num_workers mismatch, got {len(value)} and {num_workers}.")
+    return list(value)
+
+
+class _BatchedEnv(EnvBase):
+    """The batched env over ``_run(indices, command, args)`` (the subclasses: in-process calls, or
+    commands to worker processes); torchrl's ``BatchedEnvBase``."""
+
+    def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None):
+        if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
+            raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        num_workers = int(num_workers)
+        self._single_task = callable(create_env_fn)
+        if callable(create_env_fn):
+            create_env_fn = [create_env_fn] * num_workers
+        create_env_fn = _per_worker(create_env_fn, num_workers, "create_env_fn")
+        for fn in create_env_fn:
+            if not callable(fn):
+                raise TypeError(f"create_env_fn must be a callable or a list of callables, got {type(fn).__name__}")
+        if create_env_kwargs is None or isinstance(create_env_kwargs, Mapping):
+            create_env_kwargs = [deepcopy(dict(create_env_kwargs or {})) for _ in range(num_workers)]
+        create_env_kwargs = _per_worker(create_env_kwargs, num_workers, "create_env_kwargs")
+        self.num_workers = num_workers
+        self.create_env_fn = create_env_fn
+        self.create_env_kwargs = [dict(kwargs) for kwargs in create_env_kwargs]
+        self.is_closed = True
+        self._buffers = None
+        meta = get_env_metadata(create_env_fn[0], self.create_env_kwargs[0])
+        self.meta_data = meta
+        super().__init__(device=meta.device if device is None else device,
+                         batch_size=(num_workers,) + tuple(meta.batch_size))
+        self._set_specs(meta)
+
+    def _set_specs(self, meta):
+        """The first env's specs, batched along a new leading dim."""
+        batch = tuple(self.batch_size)
+        self._per_env = max(int(np.prod(tuple(meta.batch_size), dtype=np.int64)), 1)
+        self._skips_rows = meta.skips_rows
+        self.action_spec = meta.action_spec.expand(*((self.num_workers,) + tuple(meta.action_spec.shape)))
+        self.observation_spec = meta.observation_spec.expand(*batch)
+        self.reward_spec = meta.reward_spec.expand(*((self.num_workers,) + tuple(meta.reward_spec.shape)))
+        self.done_spec = meta.done_spec.expand(*batch)
+        if not meta.state_spec.is_empty():
+            self.state_spec = meta.state_spec.expand(*batch)
+        self._buffer_specs = _buffer_specs(meta, self.num_workers)
+        self._obs_keys = tuple(unravel_key_to_tuple(k) for k in meta.observation_spec.keys(True, True))
+        self._flag_shape = batch + (1,)
+
+    def update_kwargs(self, kwargs):
+        """Updates each env's construction kwargs from a dict (every env) or a list of one dict per env;
+        they take effect when the workers (re)start."""
+        if isinstance(kwargs, Mapping):
+            for env_kwargs in self.create_env_kwargs:
+                env_kwargs.update(kwargs)
+            return
+        for env_kwargs, new in zip(self.create_env_kwargs, _per_worker(kwargs, self.num_workers, "kwargs")):
+            env_kwargs.update(new)
+
+    # ---- starting and stopping -------------------------------------------------------------------
+    def start(self):
+        """Builds the envs (torchrl starts them at the first call that needs them, as here)."""
+        if not self.is_closed:
+            raise RuntimeError("trying to start a environment that is not closed.")
+        self._start_workers()
+        self.is_closed = False
+
+    def _ensure_started(self):
+        if self.is_closed:
+            self.start()
+
+    def close(self, *, raise_if_closed=True):
+        """Stops the envs (and worker processes). Closing a closed env is a RuntimeError unless
+        ``raise_if_closed=False`` (as torchrl); a later call that needs the envs starts them again."""
+        if self.is_closed:
+            if raise_if_closed:
+                raise RuntimeError("trying to close a closed environment")
+            return
+        self.is_closed = True
+        self._shutdown_workers()
+
+    def _all(self):
+        return range(self.num_workers)
+
+    # ---- the frame methods (step_protocol.py) ----------------------------------------------------
+    def _observations(self):
+        buffers = self._buffers
+        return {key: buffers[key].copy() for key in self._obs_keys}
+
+    def _reset_frame(self, seed=None):
+        self._ensure_started()
+        self._skipped_rows = None
+        seeds = [None] * self.num_workers if seed is None else [seed + i * self._per_env for i in self._all()]
+        self._run(self._all(), "reset", [(s,) for s in seeds])
+        return self._observations()
+
+    def _step_frame(self, action):
+        self._ensure_started()
+        if type(action) is not np.ndarray:
+            action = np.asarray(action)
+        buffers = self._buffers
+        if action.shape != buffers[ACTION].shape:
+            raise ValueError(f"{type(self).__name__}: expected an action of shape {buffers[ACTION].shape}, got "
+                             f"{action.shape}")
+        buffers[ACTION][...] = action
+        self._run(self._all(), "step")
+        if self._skips_rows:
+            skipped = buffers[_SKIPPED]
+            self._skipped_rows = skipped.copy() if skipped.any() else None
+        return (self._observations(), buffers[REWARD].copy(), buffers[TERMINATED].copy(),
+                buffers[TRUNCATED].copy())
+
+    def _continue_frame(self, next_obs, done):
+        done = np.asarray(done, dtype=bool).reshape(self._flag_shape)
+        workers = np.flatnonzero(done.reshape(self.num_workers, -1).any(axis=1))
+        if not len(workers):
+            return next_obs
+        self._ensure_started()
+        buffers = self._buffers
+        buffers[_DONE_IN][...] = done
+        self._run(workers.tolist(), "continue_")
+        out = {}
+        for key in self._obs_keys:
+            out[key] = np.array(next_obs[key])
+            out[key][workers] = buffers[key][workers]
+        return out
+
+    def _set_exact_resets(self, exact):
+        if not self._skips_rows:
+            return True
+        self._ensure_started()
+        return all(self._run(self._all(), "set_exact_resets", [(exact,)] * self.num_workers))
+
+    def set_seed(self, seed=None, static_seed=False):
+        """Seeds the envs one after the other, each with the seed the previous one returned (the
+        module docstring); returns the last one's."""
+        self._ensure_started()
+        first = seed
+        for i in self._all():
+            seed = self._run([i], "set_seed", [(seed, static_seed)])[0]
+        if first is not None:  # (after the envs: a SerialEnv's GymEnvs seed it too)
+            _random.manual_seed(first)
+        return seed
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(num_workers={self.num_workers}, env={self.meta_data.env_str}, "
+                f"batch_size={list(self.batch_size)}, device={self.device})")
+
+
+class SerialEnv(_BatchedEnv):
+    """``num_workers`` envs stepped one after the other in this process, as one env of batch size
+    ``[num_workers, *inner]`` (torchrl's ``SerialEnv``; module docstring).
+
+    Args:
+        num_workers: the number of envs (>= 1).
+        create_env_fn: a callable building an env (an ``EnvCreator`` too), or a list of one per env.
+        create_env_kwargs: the kwargs of ``create_env_fn``: a dict for every env or a list of one per env.
+        device: the device of the TensorDicts (default: the first env's).
+    """
+
+    def _start_workers(self):
+        layout, size = _layout(self._buffer_specs)
+        self._buffers = _arrays(bytearray(size), layout)
+        self._runners = []
+        try:
+            for i, (fn, kwargs) in enumerate(zip(self.create_env_fn, self.create_env_kwargs)):
+                self._runners.append(_Runner(fn(**kwargs), _rows(self._buffers, i), self._obs_keys))
+        except BaseException:
+            self._shutdown_workers()
+            raise
+
+    def _shutdown_workers(self):
+        runners, self._runners = self._runners, []
+        for runner in runners:
+            runner.env.close()
+
+    def _run(self, indices, command, args=None):
+        runners = self._runners
+        if args is None:
+            return [getattr(runners[i], command)() for i in indices]
+        return [getattr(runners[i], command)(*a) for i, a in zip(indices, args)]
+
+
+# ---- ParallelEnv: the worker side ---------------------------------------------------------------------
+
+def _describe(error):
+    return f"{type(error).__name__}: {error}\n{''.join(traceback.format_exception(error)).rstrip()}"
+
+
+def _answer(conn, runner, message):
+    """Runs one command message on ``runner`` and replies: ``_OK`` (plus the pickled result of a
+    call) or ``_ERROR`` plus the failure's description."""
+    try:
+        if message == _STEP:
+            runner.step()
+            conn.send_bytes(_OK)
+            return
+        command, args = pickle.loads(message[1:])
+        result = getattr(runner, command)(*args)
+    except Exception as error:
+        conn.send_bytes(_ERROR + _describe(error).encode())
+        return
+    conn.send_bytes(_OK + pickle.dumps(result))
+
+
+def _worker_main(conn, create_env_fn, kwargs, index, block_name, layout, obs_keys, watch, inherited):
+    """A worker process: builds its env, then answers commands until ``close`` or until the main
+    process closes its pipe (it is killed when the main process dies: ``rlpipe._processes``).
+    ``inherited``: the main process's pipe ends a forked worker holds copies of, closed at once."""
+    die_with_parent(*watch)
+    for end in inherited:
+        end.close()
+    block = runner = env = None
+    try:
+        block = shared_memory.SharedMemory(name=block_name)
+        env = create_env_fn(**kwargs)
+        runner = _Runner(env, _rows(_arrays(block.buf, layout), index), obs_keys)
+        conn.send_bytes(_OK)
+        while True:
+            message = conn.recv_bytes()
+            if message[:1] == _CALL and pickle.loads(message[1:])[0] == "close":
+                break
+            _answer(conn, runner, message)
+    except EOFError:
+        pass  # the main process closed its end
+    except BaseException as error:  # noqa: B902 - a failure to start must reach the main process
+        try:
+            conn.send_bytes(_ERROR + _describe(error).encode())
+        except Exception:
+            pass
+    finally:
+        runner = None  # (the block cannot close while arrays view it)
+        if env is not None:
+            env.close()
+        if block is not None:
+            block.close()
+        conn.close()
+
+
+# ---- ParallelEnv: the main side -----------------------------------------------------------------------
+
+class _Worker:
+    def __init__(self, index, process, conn):
+        self.index, self.process, self.conn = index, process, conn
+
+
+def _release(resources, timeout):
+    """Stops every worker (politely, then by force) and frees the shared block; never raises.
+    ``resources``: [workers, block], emptied."""
+    workers, block = resources or ([], None)
+    resources.clear()
+    for worker in workers:
+        try:
+            worker.conn.send_bytes(_CALL + pickle.dumps(("close", ())))
+        except Exception:
+            pass
+    for worker in workers:
+        reap(worker.process, timeout)
+        worker.conn.close()
+    if block is not None:
+        try:
+            block.close()
+        except BufferError:  # arrays of a collected env still view it: unlinking frees it all the same
+            pass
+        try:
+            block.unlink()
+        except FileNotFoundError:
+            pass
+
+
+class ParallelEnv(_BatchedEnv):
+    """``num_workers`` envs, each in its own worker process, as one env of batch size
+    ``[num_workers, *inner]`` (torchrl's ``ParallelEnv``; module docstring).
+
+    The workers share one ``multiprocessing.shared_memory`` block with this process (actions in,
+    observations, rewards and done flags out, written in place) and get one-byte commands over a
+    pipe. They die with this process, whatever it dies of, and ``close()`` (or the env's garbage
+    collection) stops them and frees the block. An exception in a worker is a RuntimeError here
+    naming the worker and the original exception; a worker that dies or does not answer within
+    ``timeout`` s is a RuntimeError too, after which every worker is stopped.
+
+    Args: as ``SerialEnv``'s, and
+        mp_start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"`` (default: the global start
+            method if one was set, else ``fork`` where available; spawn needs a picklable
+            ``create_env_fn``).
+        timeout: seconds to wait for a worker's answer (default 120).
+        daemon: whether the workers are daemonic processes (default False, as torchrl: a daemonic
+            worker cannot start processes of its own, an async vector env's).
+    """
+
+    def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None, mp_start_method=None,
+                 timeout=120.0, daemon=False):
+        if mp_start_method is not None and mp_start_method not in mp.get_all_start_methods():
+            raise ValueError(f"mp_start_method must be one of {mp.get_all_start_methods()}, got {mp_start_method!r}")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        self._mp_start_method = mp_start_method
+        self._timeout = float(timeout)
+        self.daemon = bool(daemon)
+        self._resources = []
+        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device)
+
+    def _start_method(self):
+        if self._mp_start_method is not None:
+            return self._mp_start_method
+        method = mp.get_start_method(allow_none=True)
+        if method is not None:
+            return method
+        return "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+
+    def _start_workers(self):
+        method = self._start_method()
+        context = mp.get_context(method)
+        resource_tracker.ensure_running()  # before the workers start, so they share it and never unlink the block
+        layout, size = _layout(self._buffer_specs)
+        block = shared_memory.SharedMemory(create=True, size=size)
+        workers = []
+        self._resources = [workers, block]
+        self._finalizer = weakref.finalize(self, _release, self._resources, 5.0)
+        self._buffers = _arrays(block.buf, layout)
+        watch = parent_watch(method)
+        try:
+            for i, (fn, kwargs) in enumerate(zip(self.create_env_fn, self.create_env_kwargs)):
+                parent, child = context.Pipe()
+                inherited = [w.conn for w in workers] + [parent] if method == "fork" else []
+                process = context.Process(target=_worker_main, name=f"rlpipe-ParallelEnv-{i}", daemon=self.daemon,
+                                          args=(child, fn, kwargs, i, block.name, layout, self._obs_keys, watch,
+                                                inherited))
+                process.start()
+                child.close()
+                workers.append(_Worker(i, process, parent))
+            self._gather(self._all(), "start")
+        except BaseException:
+            self._shutdown_workers()
+            raise
+
+    def _shutdown_workers(self, timeout=5.0):
+        self._buffers = None  # (the block cannot close while arrays view it)
+        _release(self._resources, timeout)
+
+    def _run(self, indices, command, args=None):
+        workers = self._resources[0]
+        for k, i in enumerate(indices):
+            message = _STEP if command == "step" else _CALL + pickle.dumps((command, args[k] if args else ()))
+            try:
+                workers[i].conn.send_bytes(message)
+            except OSError:  # a broken pipe: the worker is gone
+                self._lost(i, command, died=True)
+        return self._gather(indices, command)
+
+    def _gather(self, indices, command):
+        """Every worker's answer to ``command`` (results of calls, None otherwise); the first
+        failure, once every answer is in, as a RuntimeError naming its worker."""
+        results, failure = [], None
+        for i in indices:
+            reply = self._receive(i, command)
+            if reply[:1] == _ERROR:
+                failure = failure or (i, reply[1:].decode())
+                results.append(None)
+            else:
+                results.append(pickle.loads(reply[1:]) if len(reply) > 1 else None)
+        if failure is not None:
+            raise RuntimeError(f"ParallelEnv: worker {failure[0]} failed in {command!r}: {failure[1]}")
+        return results
+
+    def _receive(self, index, command):
+        worker = self._resources[0][index]
+        conn = worker.conn
+        if not conn.poll():
+            ready = connection.wait([conn, worker.process.sentinel], self._timeout)
+            if conn not in ready:
+                self._lost(index, command, died=bool(ready))
+        try:
+            return conn.recv_bytes()
+        except (EOFError, OSError):
+            self._lost(index, command, died=True)
+
+    def _lost(self, index, command, died):
+        """A worker that died or hangs: every worker is stopped, and a RuntimeError says so."""
+        process = self._resources[0][index].process
+        self.is_closed = True
+        self._shutdown_workers(timeout=0.2)  # (which also joins the dead worker: its exit code)
+        what = f"died (exit code {process.exitcode})" if died else f"did not answer within {self._timeout:g} s"
+        raise RuntimeError(f"ParallelEnv: worker {index} {what} in {command!r}; the workers were shut down "
+                           "(the next call starts new ones)")
