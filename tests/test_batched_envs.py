@@ -281,3 +281,14 @@ def test_async_vector_envs_inside_the_workers():
     td = env.rollout(30, break_when_any_done=False)
     env.close()
     assert td.batch_size == rlpipe.Size([2, 2, 30]) and td["next", "done"].numpy().any()
+
+
+def test_collector_refuses_a_batched_env_of_next_step_reset_vector_envs():
+    # their skipped rows are tracked for a one-dim batch only: a clear error, not an IndexError mid-collection
+    env = SerialEnv(2, lambda: GymEnv("CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point"))
+    try:
+        expected = r"batch size \[2, 2\].*reset in the step after.*vectorization_mode='sync'"
+        with pytest.raises(ValueError, match=expected):
+            SyncDataCollector(env, frames_per_batch=40, total_frames=80)
+    finally:
+        env.close(raise_if_closed=False)

@@ -143,6 +143,12 @@ class SyncDataCollector(CollectorBase):
                 raise ValueError("max_frames_per_traj is set but the environment already has a 'step_count' entry: "
                                  "use its StepCounter(max_steps=...) instead")
             self.env = TransformedEnv(self.env, StepCounter(max_steps=max_frames_per_traj))
+        if self.env._skips_rows and len(self.env.batch_size) > 1:
+            raise ValueError(f"SyncDataCollector: an environment of batch size {list(self.env.batch_size)} whose inner "
+                             "vector envs reset in the step after an episode ends (Gymnasium's NEXT_STEP autoreset, "
+                             "e.g. vectorization_mode='vector_entry_point') cannot be collected yet; expected a batch "
+                             "of one dim for such envs. Batch envs that reset in the same step instead (GymEnv(..., "
+                             "num_envs=n) with vectorization_mode='sync' or 'async')")
         self.n_envs = max(int(np.prod(tuple(self.env.batch_size))), 1)
         if frames_per_batch % self.n_envs:
             rl_warn(f"frames_per_batch ({frames_per_batch}) is not exactly divisible by the number of batched "
