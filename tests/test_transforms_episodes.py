@@ -172,6 +172,16 @@ def test_reward2go_in_a_replay_buffer_on_write():
     assert sorted(flat(rb[:]["reward_to_go"])) == [1.0, 2.0, 3.0, 4.0]
 
 
+def test_reward2go_appended_to_a_replay_buffer_runs_inv_on_write_as_torchrl():
+    from rlpipe.data import LazyTensorStorage, ReplayBuffer
+    rb = ReplayBuffer(storage=LazyTensorStorage(10))
+    rb.append_transform(Reward2GoTransform(gamma=0.5, out_keys=["reward_to_go"]))
+    data = reward_batch()
+    rb.extend(data)
+    assert arr(rb[:]["reward_to_go"])[..., 0].tolist() == [[2.0, 2.0, 5.0, 4.0], [1.875, 1.75, 1.5, 1.0]]
+    assert "reward_to_go" not in data.keys()  # the caller's data is left as it was
+
+
 # ---- ActionScaling -----------------------------------------------------------------------------------------
 
 def test_action_scaling_maps_unit_actions_to_the_env_range():
