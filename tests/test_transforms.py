@@ -576,3 +576,38 @@ def test_transform_state_dict_round_trip_and_errors():
     assert target[1].loc.tolist() == [0.0, 0.0] and target[1].scale.tolist() == [3.0, 4.0]
     with pytest.raises(KeyError, match="unexpected key '5.loc'"):
         target.load_state_dict({"5.loc": rlpipe.zeros(2)})
+
+
+# ---- a transform is an nn.Module, as torchrl's ---------------------------------------------------------------
+
+class _ScaledByLinear(Transform):
+    """A transform holding a module: "obs" through a 1 -> 1 linear layer."""
+
+    def __init__(self):
+        super().__init__(in_keys=["obs"])
+        self.linear = rlpipe.nn.Linear(1, 1)
+
+    def _apply_transform(self, value):
+        return self.linear(value)
+
+
+def test_transforms_are_modules_that_go_in_a_sequential():
+    scale = ObservationNorm(loc=1.0, scale=2.0, in_keys=["obs"])
+    double = _ScaledByLinear()
+    with rlpipe.no_grad():
+        double.linear.weight.fill_(2.0)
+        double.linear.bias.zero_()
+    model = rlpipe.nn.Sequential(scale, double)
+    out = model(TensorDict({"obs": rlpipe.tensor([[3.0], [5.0]])}, [2]))
+    assert arr(out["obs"]).ravel().tolist() == [14.0, 22.0]  # x * 2 + 1 (standard_normal=False), then * 2
+    assert isinstance(scale, rlpipe.nn.Module) and scale.state_dict().keys() == {"loc", "scale"}
+
+
+def test_a_compose_sees_its_transforms_modules_and_a_transform_not_its_compose():
+    inner = _ScaledByLinear()
+    compose = Compose(StepCounter(), inner)
+    assert [name for name, _ in compose.named_modules()] == ["", "transforms", "transforms.0", "transforms.1",
+                                                             "transforms.1.linear"]
+    assert list(compose.parameters()) == list(inner.linear.parameters()) and len(list(inner.modules())) == 2
+    assert compose.to("cpu") is compose and compose.eval() is compose and not inner.linear.training
+    assert inner.container is compose
