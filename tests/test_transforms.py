@@ -267,6 +267,11 @@ def test_observation_norm_negative_scale_keeps_bounds_ordered():
     check_env_specs(env)
 
 
+def test_observation_norm_transforms_a_leaf_spec_given_alone_as_torchrl():
+    spec = ObservationNorm(loc=1.0, scale=2.0).transform_observation_spec(Bounded(0.0, 1.0, shape=(3,)))
+    assert arr(spec.low).tolist() == [1.0, 1.0, 1.0] and arr(spec.high).tolist() == [3.0, 3.0, 3.0]
+
+
 @pytest.mark.parametrize("standard_normal", [False, True])
 def test_observation_norm_init_stats_on_cartpole(standard_normal):
     num_iter = 300

@@ -9,7 +9,7 @@ from .. import _dtypes
 from .._creation import as_tensor
 from .._tensor import host_array
 from ..tensordict import unravel_key_to_tuple
-from .specs import Bounded, Categorical, Unbounded
+from .specs import Bounded, Categorical, Composite, Unbounded
 from .step_protocol import REWARD as _REWARD, TERMINATED as _TERMINATED, TRUNCATED as _TRUNCATED
 from .step_protocol import STEP_EXTRAS as _STEP_EXTRAS, ArrayMapping, _done_like
 from .transformed_env import Compose, Transform, TransformedEnv, _key_str, _keys
@@ -208,6 +208,8 @@ class _KeyWise(ArrayMapping, Transform):
         raise NotImplementedError
 
     def transform_observation_spec(self, observation_spec):
+        if not isinstance(observation_spec, Composite):  # one leaf spec: transformed itself, as torchrl's
+            return self._transform_leaf_spec(observation_spec)
         for ik, ok in self._spec_pairs(observation_spec):
             observation_spec[ok] = self._transform_leaf_spec(observation_spec[ik])
         return observation_spec
