@@ -78,6 +78,20 @@ def test_step_counter_counts_by_hand_over_episodes():
     assert td["step_count"].dtype is rlpipe.int64 and tuple(td["step_count"].shape) == (12, 1)
 
 
+def test_step_counter_tensordict_methods_by_hand_as_torchrl():
+    counter = StepCounter(max_steps=2)
+    done = rlpipe.zeros(3, 1, dtype=rlpipe.bool)
+    td = counter._reset(TensorDict({"done": done}, [3]), TensorDict({}, [3]))
+    assert arr(td["step_count"]).ravel().tolist() == [0, 0, 0]
+    for expected_count, expected_truncated in ((1, False), (2, True)):
+        nxt = counter._step(td, TensorDict({"done": done}, [3]))
+        assert arr(nxt["step_count"]).ravel().tolist() == [expected_count] * 3
+        assert arr(nxt["truncated"]).ravel().tolist() == arr(nxt["done"]).ravel().tolist() == [expected_truncated] * 3
+        td = TensorDict({"step_count": nxt["step_count"]}, [3])
+    td["_reset"] = rlpipe.tensor([[True], [False], [True]])
+    assert arr(counter._reset(td, TensorDict({}, [3]))["step_count"]).ravel().tolist() == [0, 2, 0]
+
+
 def test_step_counter_stops_rollout_at_done():
     env = TransformedEnv(counter_env(length=5), StepCounter())
     td = env.rollout(100)

@@ -87,6 +87,30 @@ class StepCounter(Transform):
         out[self._key] = self._zeros() if count is None else np.where(done, 0, count)
         return out
 
+    # torchrl's TensorDict methods, for a StepCounter driven by hand (the env runs the frame hooks above)
+    def _reset(self, tensordict, tensordict_reset):
+        """``step_count`` 0 where ``"_reset"`` is set (everywhere without it), else kept."""
+        count = tensordict.get(self._key, None)
+        reset = tensordict.get("_reset", None)
+        if count is None or reset is None:
+            done = tensordict.get("done")
+            count = (done if count is None else count).to(_dtypes.int64 if count is None else count.dtype)
+            reset = as_tensor(np.ones(tuple(count.shape), dtype=bool), device=count.device)
+        tensordict_reset.set(self._key, count.masked_fill(reset, 0))
+        return tensordict_reset
+
+    def _step(self, tensordict, next_tensordict):
+        """``("next", "step_count") = step_count + 1``; with ``max_steps``, ``truncated`` and
+        ``done`` set where the count reaches it."""
+        count = tensordict.get(self._key) + 1
+        next_tensordict.set(self._key, count)
+        if self.max_steps is not None:
+            truncated = count >= self.max_steps
+            for key in (_TRUNCATED, ("done",)):
+                before = next_tensordict.get(key, None)
+                next_tensordict.set(key, truncated if before is None else before | truncated)
+        return next_tensordict
+
     def forward(self, tensordict):
         raise NotImplementedError("StepCounter cannot be called independently, only its step and reset "
                                   "methods are functional (use it in a TransformedEnv).")
