@@ -159,6 +159,10 @@ def test_reward2go_needs_episode_ends_and_refuses_an_env():
         TransformedEnv(tally_env(), Reward2GoTransform())
     with pytest.raises(ValueError, match="only an inverse transform"):
         TransformedEnv(tally_env(), Compose(Reward2GoTransform())).reset()
+    env, inner = TransformedEnv(tally_env()), Compose(Reward2GoTransform())
+    with pytest.raises(ValueError, match="only an inverse transform"):
+        env.append_transform(inner)  # as torchrl: refused when the Compose joins the env
+    assert len(env.transform) == 0 and inner.container is None
     with pytest.raises(ValueError, match="gamma must be one number"):
         Reward2GoTransform(gamma=[0.9, 0.8])
 

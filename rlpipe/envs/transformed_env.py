@@ -165,6 +165,16 @@ class Compose(Transform):
             t._set_container(self)
         self._roots = self._nexts = None
 
+    def _set_container(self, container):
+        before = self._container
+        super()._set_container(container)
+        try:
+            for t in self.transforms:  # each child checks where it now sits (Reward2GoTransform refuses an env)
+                t._set_container(self)
+        except BaseException:
+            self._container = before
+            raise
+
     def state_dict(self, prefix=""):
         """Every child's state, under ``"<index>."`` (as a module list names them)."""
         out = OrderedDict()
