@@ -19,6 +19,7 @@ from rlpipe import TensorDict
 from rlpipe.data import (LazyMemmapStorage, LazyTensorStorage, ListStorage, PrioritizedReplayBuffer,
                          PrioritizedSampler, RandomSampler, ReplayBuffer, SamplerWithoutReplacement, SumMinTree,
                          TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer)
+from rlpipe.envs.transformed_env import Transform
 from rlpipe.postprocs import MultiStep
 from td_helpers import arr, leaves
 
@@ -586,6 +587,30 @@ def test_sample_and_write_transforms():
     sample = rb.sample()
     np.testing.assert_array_equal(arr(sample["seen"]), [1, 1, 1])
     np.testing.assert_array_equal(arr(sample["doubled"]), 2 * arr(sample["observation"]))
+
+
+class _AddOnInvTimesTenOnForward(Transform):
+    """An env transform: ``inv`` adds 1 to "a", ``forward`` multiplies it by 10."""
+
+    def __init__(self):
+        super().__init__(in_keys=["a"], in_keys_inv=["a"])
+
+    def _apply_transform(self, value):
+        return value * 10
+
+    def _inv_apply_transform(self, value):
+        return value + 1
+
+
+@pytest.mark.parametrize("invert", [False, True])
+def test_an_env_transform_runs_inv_on_write_and_forward_on_sample_as_torchrl(invert):
+    rb = ReplayBuffer(storage=LazyTensorStorage(4), batch_size=4)
+    rb.append_transform(_AddOnInvTimesTenOnForward(), invert=invert)
+    data = TensorDict({"a": rlpipe.arange(4)}, [4])
+    rb.extend(data)
+    stored, read = ([0, 10, 20, 30], [1, 11, 21, 31]) if invert else ([1, 2, 3, 4], [10, 20, 30, 40])
+    assert rb.storage[:]["a"].tolist() == stored and data["a"].tolist() == [0, 1, 2, 3]
+    assert set(rb.sample()["a"].tolist()) <= set(read) and rb[:]["a"].tolist() == read
 
 
 def test_in_place_writes_go_through_the_write_transforms():

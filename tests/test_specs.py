@@ -172,7 +172,9 @@ def test_bounded_discrete_covers_every_integer():
 
 
 def test_bounded_shapes_and_broadcasting():
-    assert Bounded(0.0, 1.0).shape == ()
+    with pytest.raises(RuntimeError, match=r"Bounded: scalar low=0.0 and high=1.0 need an explicit shape"):
+        Bounded(0.0, 1.0)  # as torchrl: scalar bounds give no shape
+    assert Bounded(0.0, 1.0, shape=()).shape == ()
     assert Bounded(0.0, 1.0, shape=4).shape == (4,)
     spec = Bounded(np.zeros(3), 1.0, shape=(2, 3))
     assert spec.shape == (2, 3) and spec.low.shape == (2, 3) and spec.high.shape == (2, 3)
@@ -190,7 +192,7 @@ def test_bounded_errors():
     with pytest.raises(ValueError, match="do not broadcast"):
         Bounded(np.zeros(3), np.ones(2))
     with pytest.raises(ValueError, match="NaN"):
-        Bounded(float("nan"), 1.0)
+        Bounded(float("nan"), 1.0, shape=())
     with pytest.raises(TypeError, match="low and high"):
         Bounded(0.0)
     with pytest.raises(TypeError, match="unexpected keyword"):
@@ -214,7 +216,7 @@ def test_unbounded():
     spec = Unbounded((3,))
     assert isinstance(spec, UnboundedContinuous) and isinstance(spec, Unbounded)
     assert spec.dtype is rlpipe.float32 and spec.domain == "continuous" and "UnboundedContinuous(" in repr(spec)
-    assert Unbounded().shape == () and Unbounded(4).shape == (4,)
+    assert Unbounded().shape == (1,) and Unbounded(4).shape == (4,)  # torchrl's default shape is [1]
     x = spec.rand((N,)).numpy()
     assert 0.8 < x.std() < 1.2 and abs(x.mean()) < 0.2
     assert spec.is_in(rlpipe.full((3,), 1e30))

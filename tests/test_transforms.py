@@ -78,6 +78,20 @@ def test_step_counter_counts_by_hand_over_episodes():
     assert td["step_count"].dtype is rlpipe.int64 and tuple(td["step_count"].shape) == (12, 1)
 
 
+def test_step_counter_tensordict_methods_by_hand_as_torchrl():
+    counter = StepCounter(max_steps=2)
+    done = rlpipe.zeros(3, 1, dtype=rlpipe.bool)
+    td = counter._reset(TensorDict({"done": done}, [3]), TensorDict({}, [3]))
+    assert arr(td["step_count"]).ravel().tolist() == [0, 0, 0]
+    for expected_count, expected_truncated in ((1, False), (2, True)):
+        nxt = counter._step(td, TensorDict({"done": done}, [3]))
+        assert arr(nxt["step_count"]).ravel().tolist() == [expected_count] * 3
+        assert arr(nxt["truncated"]).ravel().tolist() == arr(nxt["done"]).ravel().tolist() == [expected_truncated] * 3
+        td = TensorDict({"step_count": nxt["step_count"]}, [3])
+    td["_reset"] = rlpipe.tensor([[True], [False], [True]])
+    assert arr(counter._reset(td, TensorDict({}, [3]))["step_count"]).ravel().tolist() == [0, 2, 0]
+
+
 def test_step_counter_stops_rollout_at_done():
     env = TransformedEnv(counter_env(length=5), StepCounter())
     td = env.rollout(100)
@@ -265,6 +279,11 @@ def test_observation_norm_negative_scale_keeps_bounds_ordered():
     spec = env.observation_spec["observation"]
     np.testing.assert_allclose(arr(spec.low), [-100.0]) and np.testing.assert_allclose(arr(spec.high), [0.0])
     check_env_specs(env)
+
+
+def test_observation_norm_transforms_a_leaf_spec_given_alone_as_torchrl():
+    spec = ObservationNorm(loc=1.0, scale=2.0).transform_observation_spec(Bounded(0.0, 1.0, shape=(3,)))
+    assert arr(spec.low).tolist() == [1.0, 1.0, 1.0] and arr(spec.high).tolist() == [3.0, 3.0, 3.0]
 
 
 @pytest.mark.parametrize("standard_normal", [False, True])
@@ -576,3 +595,38 @@ def test_transform_state_dict_round_trip_and_errors():
     assert target[1].loc.tolist() == [0.0, 0.0] and target[1].scale.tolist() == [3.0, 4.0]
     with pytest.raises(KeyError, match="unexpected key '5.loc'"):
         target.load_state_dict({"5.loc": rlpipe.zeros(2)})
+
+
+# ---- a transform is an nn.Module, as torchrl's ---------------------------------------------------------------
+
+class _ScaledByLinear(Transform):
+    """A transform holding a module: "obs" through a 1 -> 1 linear layer."""
+
+    def __init__(self):
+        super().__init__(in_keys=["obs"])
+        self.linear = rlpipe.nn.Linear(1, 1)
+
+    def _apply_transform(self, value):
+        return self.linear(value)
+
+
+def test_transforms_are_modules_that_go_in_a_sequential():
+    scale = ObservationNorm(loc=1.0, scale=2.0, in_keys=["obs"])
+    double = _ScaledByLinear()
+    with rlpipe.no_grad():
+        double.linear.weight.fill_(2.0)
+        double.linear.bias.zero_()
+    model = rlpipe.nn.Sequential(scale, double)
+    out = model(TensorDict({"obs": rlpipe.tensor([[3.0], [5.0]])}, [2]))
+    assert arr(out["obs"]).ravel().tolist() == [14.0, 22.0]  # x * 2 + 1 (standard_normal=False), then * 2
+    assert isinstance(scale, rlpipe.nn.Module) and scale.state_dict().keys() == {"loc", "scale"}
+
+
+def test_a_compose_sees_its_transforms_modules_and_a_transform_not_its_compose():
+    inner = _ScaledByLinear()
+    compose = Compose(StepCounter(), inner)
+    assert [name for name, _ in compose.named_modules()] == ["", "transforms", "transforms.0", "transforms.1",
+                                                             "transforms.1.linear"]
+    assert list(compose.parameters()) == list(inner.linear.parameters()) and len(list(inner.modules())) == 2
+    assert compose.to("cpu") is compose and compose.eval() is compose and not inner.linear.training
+    assert inner.container is compose

@@ -159,6 +159,10 @@ def test_reward2go_needs_episode_ends_and_refuses_an_env():
         TransformedEnv(tally_env(), Reward2GoTransform())
     with pytest.raises(ValueError, match="only an inverse transform"):
         TransformedEnv(tally_env(), Compose(Reward2GoTransform())).reset()
+    env, inner = TransformedEnv(tally_env()), Compose(Reward2GoTransform())
+    with pytest.raises(ValueError, match="only an inverse transform"):
+        env.append_transform(inner)  # as torchrl: refused when the Compose joins the env
+    assert len(env.transform) == 0 and inner.container is None
     with pytest.raises(ValueError, match="gamma must be one number"):
         Reward2GoTransform(gamma=[0.9, 0.8])
 
@@ -170,6 +174,16 @@ def test_reward2go_in_a_replay_buffer_on_write():
     rb.append_transform(t.inv, invert=True)
     rb.extend(reward_batch()[1])
     assert sorted(flat(rb[:]["reward_to_go"])) == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_reward2go_appended_to_a_replay_buffer_runs_inv_on_write_as_torchrl():
+    from rlpipe.data import LazyTensorStorage, ReplayBuffer
+    rb = ReplayBuffer(storage=LazyTensorStorage(10))
+    rb.append_transform(Reward2GoTransform(gamma=0.5, out_keys=["reward_to_go"]))
+    data = reward_batch()
+    rb.extend(data)
+    assert arr(rb[:]["reward_to_go"])[..., 0].tolist() == [[2.0, 2.0, 5.0, 4.0], [1.875, 1.75, 1.5, 1.0]]
+    assert "reward_to_go" not in data.keys()  # the caller's data is left as it was
 
 
 # ---- ActionScaling -----------------------------------------------------------------------------------------

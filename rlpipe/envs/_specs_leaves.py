@@ -36,8 +36,9 @@ class Bounded(TensorSpec):
     """Values in the box ``[low, high]`` (both inclusive); ``low``/``high`` broadcast to ``shape``.
 
     ``Bounded(low, high, shape=None, device=None, dtype=None)``: ``dtype`` defaults to the default
-    float dtype; ``shape`` to the broadcast shape of ``low`` and ``high``. A floating dtype gives a
-    ``BoundedContinuous`` (domain "continuous"), an integer or bool one a ``BoundedDiscrete``.
+    float dtype; ``shape`` to the broadcast shape of ``low`` and ``high`` (scalar bounds need a ``shape``,
+    as torchrl). A floating dtype gives a ``BoundedContinuous`` (domain "continuous"), an integer or
+    bool one a ``BoundedDiscrete``.
     """
     domain = "continuous"
 
@@ -63,6 +64,8 @@ class Bounded(TensorSpec):
         shape = _size(shape)
         low = _tensor(low, dtype=self.dtype, device=self.device)
         high = _tensor(high, dtype=self.dtype, device=self.device)
+        if shape is None and low.ndim == 0 and high.ndim == 0:
+            raise RuntimeError(f"Bounded: scalar low={low.item()} and high={high.item()} need an explicit shape")
         if shape is None:
             try:
                 shape = Size(np.broadcast_shapes(tuple(low.shape), tuple(high.shape)))
@@ -194,7 +197,7 @@ class BoundedDiscrete(Bounded):
 
 
 class Unbounded(TensorSpec):
-    """Any value of ``dtype`` (default: the default float dtype) with shape ``shape`` (default ``[]``).
+    """Any value of ``dtype`` (default: the default float dtype) with shape ``shape`` (default ``[1]``, as torchrl).
 
     A floating dtype gives an ``UnboundedContinuous``, an integer or bool one an ``UnboundedDiscrete``.
     ``rand`` draws standard normals (integers: uniform in [-100, 100] within the dtype's range).
@@ -211,7 +214,7 @@ class Unbounded(TensorSpec):
     def __init__(self, shape=None, device=None, dtype=None, **kwargs):
         if kwargs:
             raise TypeError(f"Unbounded got unexpected keyword arguments {sorted(kwargs)}")
-        self.shape = Size(()) if shape is None else _size(shape)
+        self.shape = Size((1,)) if shape is None else _size(shape)
         self.device = _device(device)
         self.dtype = _dtype(dtype, self._default_dtype())
         self.domain = "continuous" if self.dtype.is_floating_point else "discrete"

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..nn import Module, ModuleList
 from .common import EnvBase
 from .specs import Composite, TensorSpec
 from .step_protocol import (REWARD, TERMINATED, TRUNCATED, TransformProtocol, continue_chain, key_list, reset_chain,
@@ -33,17 +34,22 @@ def _key_str(key):
     return key[0] if len(key) == 1 else key
 
 
-class Transform(TransformProtocol):
+class Transform(TransformProtocol, Module):
     """Base of every transform: torchrl's TensorDict methods and spec hooks, and the frame hooks
     that run them (``step_protocol.py``, THE RULE).
 
     ``in_keys``/``out_keys``/``in_keys_inv``/``out_keys_inv`` are lists of key tuples (given as
     strings or tuples). A transform belongs to at most one container (a ``Compose`` or a
-    ``TransformedEnv``); ``clone()`` gives an unattached copy.
+    ``TransformedEnv``); ``clone()`` gives an unattached copy. As torchrl's, a transform is an
+    ``nn.Module``: it goes in an ``nn.Sequential``, and ``to``, ``parameters()``, ``train``/``eval``
+    see the modules it holds; calling it runs ``forward`` without module hooks, and
+    ``state_dict`` holds the transform's own state (below).
     """
 
     def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
-        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        Module.__init__(self)
+        TransformProtocol.__init__(self, in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv,
+                                   out_keys_inv=out_keys_inv)
         self._container = None
         self.parent_specs = None
 
@@ -57,6 +63,12 @@ class Transform(TransformProtocol):
 
     def __call__(self, tensordict):
         return self.forward(tensordict)
+
+    def __setattr__(self, name, value):
+        if name == "_container":  # the Compose holding this transform is not a child module of it
+            object.__setattr__(self, name, value)
+        else:
+            Module.__setattr__(self, name, value)
 
     # ---- containers -------------------------------------------------------------------------------
     def _set_container(self, container):
@@ -114,9 +126,6 @@ class Transform(TransformProtocol):
         finally:
             self._container, self.parent_specs = container, specs
 
-    def to(self, *args, **kwargs):
-        return self
-
     # ---- state (what a checkpoint of the env, or a collector's env_state_dict, holds) --------------
     _state_keys = ()  # the tensors a transform may hold: ObservationNorm's loc and scale
 
@@ -151,10 +160,20 @@ class Compose(Transform):
             transforms = tuple(transforms[0])
         for t in transforms:
             _check_transform(t, "Compose")
-        self.transforms = list(transforms)
+        self.transforms = ModuleList(transforms)
         for t in self.transforms:
             t._set_container(self)
         self._roots = self._nexts = None
+
+    def _set_container(self, container):
+        before = self._container
+        super()._set_container(container)
+        try:
+            for t in self.transforms:  # each child checks where it now sits (Reward2GoTransform refuses an env)
+                t._set_container(self)
+        except BaseException:
+            self._container = before
+            raise
 
     def state_dict(self, prefix=""):
         """Every child's state, under ``"<index>."`` (as a module list names them)."""

@@ -9,7 +9,7 @@ from .. import _dtypes
 from .._creation import as_tensor
 from .._tensor import host_array
 from ..tensordict import unravel_key_to_tuple
-from .specs import Bounded, Categorical, Unbounded
+from .specs import Bounded, Categorical, Composite, Unbounded
 from .step_protocol import REWARD as _REWARD, TERMINATED as _TERMINATED, TRUNCATED as _TRUNCATED
 from .step_protocol import STEP_EXTRAS as _STEP_EXTRAS, ArrayMapping, _done_like
 from .transformed_env import Compose, Transform, TransformedEnv, _key_str, _keys
@@ -89,6 +89,30 @@ class StepCounter(Transform):
         count = next_frame.get(self._key)
         out[self._key] = self._zeros() if count is None else np.where(done, 0, count)
         return out
+
+    # torchrl's TensorDict methods, for a StepCounter driven by hand (the env runs the frame hooks above)
+    def _reset(self, tensordict, tensordict_reset):
+        """``step_count`` 0 where ``"_reset"`` is set (everywhere without it), else kept."""
+        count = tensordict.get(self._key, None)
+        reset = tensordict.get("_reset", None)
+        if count is None or reset is None:
+            done = tensordict.get("done")
+            count = (done if count is None else count).to(_dtypes.int64 if count is None else count.dtype)
+            reset = as_tensor(np.ones(tuple(count.shape), dtype=bool), device=count.device)
+        tensordict_reset.set(self._key, count.masked_fill(reset, 0))
+        return tensordict_reset
+
+    def _step(self, tensordict, next_tensordict):
+        """``("next", "step_count") = step_count + 1``; with ``max_steps``, ``truncated`` and
+        ``done`` set where the count reaches it."""
+        count = tensordict.get(self._key) + 1
+        next_tensordict.set(self._key, count)
+        if self.max_steps is not None:
+            truncated = count >= self.max_steps
+            for key in (_TRUNCATED, ("done",)):
+                before = next_tensordict.get(key, None)
+                next_tensordict.set(key, truncated if before is None else before | truncated)
+        return next_tensordict
 
     def forward(self, tensordict):
         raise NotImplementedError("StepCounter cannot be called independently, only its step and reset "
@@ -211,6 +235,8 @@ class _KeyWise(ArrayMapping, Transform):
         raise NotImplementedError
 
     def transform_observation_spec(self, observation_spec):
+        if not isinstance(observation_spec, Composite):  # one leaf spec: transformed itself, as torchrl's
+            return self._transform_leaf_spec(observation_spec)
         for ik, ok in self._spec_pairs(observation_spec):
             observation_spec[ok] = self._transform_leaf_spec(observation_spec[ik])
         return observation_spec

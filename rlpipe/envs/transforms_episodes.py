@@ -169,9 +169,8 @@ class Reward2GoTransform(Transform):
     """The discounted return to go of each step, a replay-buffer transform run on written data
     (``inv``): ``out_keys[i][t] = in_keys[i][t] + gamma * (1 - done[t]) * out_keys[i][t + 1]``
     along the time dim (-2 of a ``[*B, T, 1]`` reward). Every row must hold an episode end.
-    ``forward`` (a sample) leaves data unchanged; in an env it is an error, as in torchrl. An
-    rlpipe ``ReplayBuffer`` runs a transform's ``forward`` only: give it
-    ``append_transform(t.inv, invert=True)`` (torchrl's buffer calls ``inv`` on ``extend`` itself).
+    ``forward`` (a sample) leaves data unchanged; in an env it is an error, as in torchrl. A
+    ``ReplayBuffer`` given it (``append_transform(t)``) runs ``inv`` on what it writes.
     """
 
     ENV_ERR = "The Reward2GoTransform is only an inverse transform and can only be applied to the replay buffer."

@@ -7,7 +7,9 @@ batch (one item per row) round-robin, ``add`` one item, ``sample`` draws ``batch
 reads priorities from ``priority_key`` on extend; it leaves the TensorDicts given to it unchanged.
 
 Transforms: a callable given as ``transform`` or through ``append_transform`` runs on every
-sample (``invert=True``: on the data being written instead), as in torchrl. A
+sample (``invert=True``: on the data being written instead), as in torchrl. An env ``Transform``
+runs both ways, as torchrl's: its ``inv`` on the data written, its ``forward`` on every sample
+(``invert=True`` swaps them), so ``append_transform(Reward2GoTransform(...))`` stores returns. A
 ``rlpipe.postprocs.MultiStep`` always runs on write, in streaming mode (torchrl's
 ``MultiStepTransform``): consecutive collector batches are stored as exact n-step transitions,
 each ``n_steps - 1`` frames late; ``flush()`` writes the frames still held back, and the
@@ -26,11 +28,13 @@ import functools
 import os
 import threading
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
 from ..._tensor import Tensor, wrap
 from ..._utils import rl_warnings, unavailable
+from ...envs.transformed_env import Transform
 from ...postprocs.multistep import MultiStep
 from ...random import Generator
 from ...tensordict import TensorDict
@@ -92,6 +96,14 @@ def _locked(method):
 def _built(given, cls):
     """A storage or sampler, or what a factory (a callable, as torchrl accepts) returns."""
     return given() if callable(given) and not isinstance(given, cls) else given
+
+
+class _Entry(NamedTuple):
+    """One transform of a buffer: what the user gave, and what runs on written data and on
+    samples (None: nothing)."""
+    given: object
+    on_write: object
+    on_read: object
 
 
 class _StreamingMultiStep:
@@ -211,7 +223,7 @@ class ReplayBuffer:
         self._storage, self._sampler, self._writer = storage, sampler, writer
         self._collate_fn = collate_fn
         self._batch_size = None if batch_size is None else _check_batch_size(batch_size, type(self).__name__)
-        self._transforms = []  # (what the user gave, the callable run, whether it runs on write)
+        self._transforms = []  # _Entry per transform
         for t in transform if isinstance(transform, (list, tuple)) else () if transform is None else (transform,):
             self.append_transform(t)
         self.set_rng(generator)
@@ -253,7 +265,7 @@ class ReplayBuffer:
     @property
     def transform(self):
         """The transforms, in order (a tuple; torchrl gives a Compose)."""
-        return tuple(given for given, _, _ in self._transforms)
+        return tuple(entry.given for entry in self._transforms)
 
     @_locked
     def __len__(self):
@@ -290,15 +302,19 @@ class ReplayBuffer:
     # ---- transforms ---------------------------------------------------------------------------------
     def _entry(self, transform, invert):
         if isinstance(transform, MultiStep):
-            return transform, _StreamingMultiStep(transform), True
+            return _Entry(transform, _StreamingMultiStep(transform), None)
+        if isinstance(transform, Transform):
+            write, read = (transform, transform.inv) if invert else (transform.inv, transform)
+            return _Entry(transform, write, read)
         if not callable(transform):
             raise TypeError(f"a replay-buffer transform must be callable, got {type(transform).__name__}")
-        return transform, transform, bool(invert)
+        return _Entry(transform, transform, None) if invert else _Entry(transform, None, transform)
 
     @_locked
     def append_transform(self, transform, *, invert=False):
         """Adds a transform at the end: run on samples, or on written data with ``invert=True``
-        (a MultiStep always runs on written data)."""
+        (a MultiStep always runs on written data). An env ``Transform`` runs its ``inv`` on
+        written data and its ``forward`` on samples (``invert=True``: the other way round)."""
         self._transforms.append(self._entry(transform, invert))
         return self
 
@@ -313,8 +329,8 @@ class ReplayBuffer:
         ``n_steps - 1``), as the ends of their trajectories; returns the positions written.
         Call it when collection stops. rlpipe only: torchrl keeps those frames."""
         written = []
-        for i, (_, fn, on_write) in enumerate(self._transforms):
-            if not (on_write and hasattr(fn, "flush")):
+        for i, (_, fn, _) in enumerate(self._transforms):
+            if not hasattr(fn, "flush"):
                 continue
             saved = fn._snapshot()
             held = fn.flush()
@@ -351,12 +367,14 @@ class ReplayBuffer:
     def _through_write_transforms(self, data, first_transform=0):
         """``(data, restore)``: ``data`` through the write-time transforms (None when they hold it
         all back) and a function that puts their state back, for a write that then fails."""
-        on_write = [fn for _, fn, on in self._transforms[first_transform:] if on]
+        on_write = [entry.on_write for entry in self._transforms[first_transform:] if entry.on_write is not None]
         saved = [(fn, fn._snapshot()) for fn in on_write if hasattr(fn, "_snapshot")]
 
         def restore():
             for fn, state in saved:
                 fn._restore(state)
+        if on_write and isinstance(data, TensorDict):
+            data = data.clone(False)  # as torchrl's transform.inv: the caller's TensorDict keeps its entries
         try:
             for fn in on_write:
                 data = fn(data)
@@ -401,9 +419,9 @@ class ReplayBuffer:
 
     # ---- reading ------------------------------------------------------------------------------------
     def _read_transforms(self, data):
-        for _, fn, on_write in self._transforms:
-            if not on_write:
-                data = fn(data)
+        for entry in self._transforms:
+            if entry.on_read is not None:
+                data = entry.on_read(data)
         return data
 
     def sample(self, batch_size=None, return_info=False, include_info=None):
