@@ -206,7 +206,7 @@ def test_bad_inputs():
         Pair(a=rlpipe.ones(2), z=rlpipe.ones(2), batch_size=[2])
     with pytest.raises(TypeError, match="missing 1 required argument.*'a'"):
         Pair(batch_size=[2])
-    with pytest.raises(TypeError, match="takes 2 positional arguments"):
+    with pytest.raises(TypeError, match="takes 3 positional arguments but 4 were given"):
         Pair(rlpipe.ones(2), rlpipe.ones(2), rlpipe.ones(2), batch_size=[2])
     pair = Pair(a=rlpipe.ones(2), batch_size=[2])
     with pytest.raises(AttributeError, match="Cannot set the attribute 'z', expected attributes are"):

@@ -24,6 +24,9 @@ from .utils import is_tensorclass
 
 __all__ = ["tensorclass", "TensorClass", "is_tensorclass", "from_dataclass"]
 
+# members of a decorated class not carried over: the instance layout, and what @dataclass generates
+_NOT_COPIED = frozenset({"__dict__", "__weakref__", "__init__", "__repr__", "__eq__", "__hash__", "__match_args__",
+                         "__dataclass_fields__", "__dataclass_params__"})
 _OPTIONS = ("autocast", "nocast", "frozen", "shadow", "tensor_only")
 # methods whose TensorDict result stays a TensorDict (or is not one to wrap)
 _RAW_RESULTS = frozenset({"to_tensordict", "to_dict", "state_dict", "items", "values", "keys", "get", "pop",
@@ -50,6 +53,9 @@ class _Field:
 
     def __set__(self, obj, value):
         obj._set_field(self.name, value)
+
+    def __delete__(self, obj):
+        obj._set_field(self.name, None)
 
 
 def _field_default(value):
@@ -105,18 +111,26 @@ def _setup(cls, options):
         if not options["shadow"] and name not in getattr(cls, "_fields", ()) and _is_reserved(name):
             raise AttributeError(f"Attribute name {name} can't be used with @tensorclass or TensorClass. To allow "
                                  f"it, use @tensorclass(shadow=True) or TensorClass['shadow'].")
-    hints = _type_hints(cls)
     cls._fields = tuple(fields)
     cls.__expected_keys__ = frozenset(fields)
     cls._defaults = defaults
-    cls._type_hints = {name: hints.get(name, typing.Any) for name in fields}
-    cls._nested_types = {name: hint for name, hint in cls._type_hints.items()
-                         if isinstance(hint, type) and is_tensorclass(hint)}
+    _resolve_hints(cls)
     for option in _OPTIONS:
         setattr(cls, "_" + option, bool(options[option]))
     cls._is_tensorclass = True
     for name in fields:
         setattr(cls, name, _Field(name))
+
+
+def _resolve_hints(cls):
+    """Reads the fields' annotations into ``_type_hints`` and the tensorclass-typed ones into
+    ``_nested_types``. Tried again at each construction while a string annotation is unresolved (a
+    class defined later in its module)."""
+    hints = _type_hints(cls)
+    cls._type_hints = {name: hints.get(name, typing.Any) for name in cls._fields}
+    cls._nested_types = {name: hint for name, hint in cls._type_hints.items()
+                         if isinstance(hint, type) and is_tensorclass(hint)}
+    cls._hints_resolved = not any(isinstance(hint, str) for hint in cls._type_hints.values())
 
 
 def _unwrap(value):
@@ -139,6 +153,7 @@ class TensorClass:
     construction, ``shadow`` allows fields named like TensorDict attributes."""
 
     _preset = frozenset()
+    _autocast = _nocast = _frozen = _shadow = _tensor_only = False
 
     def __init_subclass__(cls, **options):
         unknown = set(options) - set(_OPTIONS)
@@ -161,6 +176,8 @@ class TensorClass:
                                            "__module__": cls.__module__})
 
     def __init__(self, *args, batch_size=None, device=None, names=None, non_blocking=None, **kwargs):
+        if not type(self)._hints_resolved:
+            _resolve_hints(type(self))
         values = self._bind(args, kwargs)
         td = TensorDict({}, batch_size=[] if batch_size is None else batch_size, device=device, names=names)
         self.__dict__["_tensordict"] = td
@@ -177,8 +194,8 @@ class TensorClass:
     def _bind(cls, args, kwargs):
         """{field: value} from the constructor's arguments, defaults filled in (dataclass's TypeErrors)."""
         if len(args) > len(cls._fields):
-            raise TypeError(f"{cls.__name__}.__init__() takes {len(cls._fields)} positional arguments for its "
-                            f"fields {list(cls._fields)} but {len(args)} were given")
+            raise TypeError(f"{cls.__name__}.__init__() takes {len(cls._fields) + 1} positional arguments but "
+                            f"{len(args) + 1} were given (fields: {list(cls._fields)})")
         values = dict(zip(cls._fields, args))
         for name, value in kwargs.items():
             if name not in cls.__expected_keys__:
@@ -222,7 +239,7 @@ class TensorClass:
         if value is None:
             return None
         if getattr(value, "_is_non_tensor", False):
-            return _non_tensor_value(value)
+            return _uniform(_non_tensor_value(value))
         nested = self._nested.get(name)
         if nested is not None and isinstance(value, TensorDictBase):
             return nested._from_tensordict(value)
@@ -380,6 +397,13 @@ class TensorClass:
 
     __hash__ = None
 
+    def __enter__(self):
+        self._tensordict.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._tensordict.__exit__(*exc)
+
     def __getstate__(self):
         return {"_tensordict": self._tensordict, "_nested": self._nested}
 
@@ -441,6 +465,23 @@ class TensorClass:
         return _repr(self)
 
 
+def _forward_operator(name):
+    """``tc <op> other``: the TensorDict's operator, the result as the tensorclass."""
+    def operator(self, *args):
+        result = getattr(self._tensordict, name)(*_unwrap(args))
+        return result if result is NotImplemented else self._wrap(result)
+    operator.__name__ = name
+    return operator
+
+
+for _name in ("add", "radd", "iadd", "sub", "rsub", "isub", "mul", "rmul", "imul", "truediv", "rtruediv",
+              "itruediv", "pow", "rpow", "ipow", "neg", "abs", "invert", "and", "or", "xor", "lt", "le", "gt",
+              "ge"):
+    _dunder = f"__{_name}__"
+    if hasattr(TensorDict, _dunder):
+        setattr(TensorClass, _dunder, _forward_operator(_dunder))
+
+
 def _as_dataclass_field(cls, name):
     """A ``dataclasses.Field`` describing one field (name, type, default)."""
     default = cls._defaults.get(name, dataclasses.MISSING)
@@ -450,6 +491,27 @@ def _as_dataclass_field(cls, name):
         made = dataclasses.field(default=default)
     made.name, made.type = name, cls._type_hints.get(name)
     return made
+
+
+def _uniform(data):
+    """A non-tensor entry's data; a (nested) list whose items are all equal gives that item, as a stack
+    of equal non-tensor data reads in tensordict."""
+    if type(data) is not list:
+        return data
+    items = data
+    while items and all(type(i) is list for i in items):
+        items = [x for i in items for x in i]
+    if items and all(type(i) is not list for i in items) and all(_same(i, items[0]) for i in items):
+        return items[0]
+    return data
+
+
+def _same(a, b):
+    """``a == b`` for non-tensor data, False where the comparison is not a plain bool."""
+    try:
+        return bool(a is b or a == b)
+    except Exception:  # an object whose == is elementwise or raises
+        return False
 
 
 def _first_tensorclass(args):
@@ -495,7 +557,7 @@ def tensorclass(cls=None, *, autocast=False, frozen=False, nocast=False, shadow=
     def wrap(target):
         if not isinstance(target, type):
             raise TypeError(f"tensorclass expects a class to decorate, got {type(target).__name__}")
-        namespace = {k: v for k, v in target.__dict__.items() if k not in ("__dict__", "__weakref__")}
+        namespace = {k: v for k, v in target.__dict__.items() if k not in _NOT_COPIED}
         bases = tuple(b for b in target.__bases__ if b is not object)
         if not any(issubclass(b, TensorClass) for b in bases):
             bases += (TensorClass,)
