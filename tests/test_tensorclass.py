@@ -1,5 +1,6 @@
 """@tensorclass and TensorClass: fields over a TensorDict, forwarded methods, nesting, conversions,
 replay-buffer items. Expected values are worked out by hand from the inputs."""
+import dataclasses
 import pickle
 
 import numpy as np
@@ -50,6 +51,8 @@ def test_is_tensorclass_and_collection():
     assert not is_tensorclass(TensorDict({}, [])) and not is_tensorclass(rlpipe.zeros(1))
     assert is_tensor_collection(p) and not isinstance(p, TensorDict)
     assert [f.name for f in Point.fields()] == ["x", "label"]
+    assert dataclasses.is_dataclass(p) and [f.name for f in dataclasses.fields(p)] == ["x", "label"]
+    assert dataclasses.fields(Point)[1].default == "p"
 
 
 def test_assignment_and_none():
@@ -191,6 +194,27 @@ def test_options_autocast_nocast_frozen():
     with pytest.raises(RuntimeError):
         ice.t = rlpipe.zeros(1)
     assert ice.t.item() == 1.0
+
+
+def test_tensor_only_and_overridden_setattr():
+    class Strict(TensorClass["tensor_only"]):
+        t: Tensor
+        td: TensorDict
+
+    strict = Strict(t=2, td={"inner": {"v": 1.5}})
+    assert isinstance(strict.t, Tensor) and strict.t.item() == 2
+    assert isinstance(strict.td, TensorDict) and strict.td["inner", "v"].item() == 1.5
+    seen = []
+
+    class Logged(TensorClass):
+        a: Tensor
+
+        def __setattr__(self, name, value):
+            seen.append(name)
+            super().__setattr__(name, value)
+
+    Logged(a=rlpipe.ones(1), batch_size=[1])
+    assert seen == ["a"]  # the constructor sets fields through __setattr__
 
 
 def test_subclass_inherits_fields():

@@ -8,6 +8,7 @@ method is forwarded, and a TensorDict result is given back as the tensorclass (`
 ``tc.unbind(0)``, ``rlpipe.stack([tc, tc])``). The non-tensor data classes (``NonTensorData``...) live in
 ``_nontensor.py``; the package's ``__init__`` puts them here too, where tensordict has them.
 """
+import collections.abc
 import dataclasses
 import functools
 import sys
@@ -118,6 +119,7 @@ def _setup(cls, options):
     for option in _OPTIONS:
         setattr(cls, "_" + option, bool(options[option]))
     cls._is_tensorclass = True
+    cls.__dataclass_fields__ = {name: _as_dataclass_field(cls, name) for name in fields}
     for name in fields:
         setattr(cls, name, _Field(name))
 
@@ -131,6 +133,11 @@ def _resolve_hints(cls):
     cls._nested_types = {name: hint for name, hint in cls._type_hints.items()
                          if isinstance(hint, type) and is_tensorclass(hint)}
     cls._hints_resolved = not any(isinstance(hint, str) for hint in cls._type_hints.values())
+
+
+def _plain_dict(mapping):
+    """A mapping (a UserDict...) as a dict, nested mappings too."""
+    return {k: _plain_dict(v) if isinstance(v, collections.abc.Mapping) else v for k, v in mapping.items()}
 
 
 def _unwrap(value):
@@ -183,7 +190,7 @@ class TensorClass:
         self.__dict__["_tensordict"] = td
         self.__dict__["_nested"] = type(self)._nested_types
         for name, value in values.items():
-            self._set_field(name, value)
+            setattr(self, name, value)  # through __setattr__, which a subclass may override
         if type(self)._frozen:
             td.lock_()
         post_init = getattr(self, "__post_init__", None)
@@ -268,18 +275,23 @@ class TensorClass:
 
     def _cast(self, name, value):
         """``value`` for the field ``name``: a dict given to a tensorclass-typed field becomes that class;
-        under ``autocast``, a value is cast to the field's annotation (Tensor, int, float, bool, str)."""
-        hint = type(self)._type_hints.get(name)
-        if isinstance(value, dict) and name in type(self)._nested_types:
-            return hint.from_dict(value, batch_size=self._tensordict.batch_size)
-        if not type(self)._autocast or not isinstance(hint, type) or isinstance(value, hint):
+        under ``tensor_only``, mappings become TensorDicts and anything else a tensor; under
+        ``autocast``, a value is cast to the field's annotation (Tensor, int, float, bool, str)."""
+        cls, td = type(self), self._tensordict
+        hint = cls._type_hints.get(name)
+        if isinstance(value, dict) and name in cls._nested_types:
+            return hint.from_dict(value, batch_size=td.batch_size)
+        if cls._tensor_only and not isinstance(value, (Tensor, TensorDictBase)) and not is_tensorclass(value):
+            if isinstance(value, collections.abc.Mapping):
+                return TensorDict(_plain_dict(value), batch_size=td.batch_size, device=td.device)
+            return as_tensor(value, device=td.device)
+        if not cls._autocast or not isinstance(hint, type):
             return value
         try:
             if issubclass(hint, Tensor):
-                return as_tensor(value, device=self._tensordict.device)
+                return value if isinstance(value, Tensor) else as_tensor(value, device=td.device)
             if hint in (int, float, bool, str):
-                return NonTensorData(hint(value), batch_size=self._tensordict.batch_size,
-                                     device=self._tensordict.device)
+                return NonTensorData(hint(value), batch_size=td.batch_size, device=td.device)
         except (TypeError, ValueError) as err:
             raise TypeError(f"Failed to cast the value of '{name}' ({type(value).__name__}) to the type "
                             f"annotation {hint.__name__}") from err
@@ -459,7 +471,7 @@ class TensorClass:
     @classmethod
     def fields(cls):
         """The dataclass fields, as ``dataclasses.fields`` describes them."""
-        return tuple(_as_dataclass_field(cls, name) for name in cls._fields)
+        return dataclasses.fields(cls)
 
     def __repr__(self):
         return _repr(self)
@@ -490,6 +502,7 @@ def _as_dataclass_field(cls, name):
     else:
         made = dataclasses.field(default=default)
     made.name, made.type = name, cls._type_hints.get(name)
+    made._field_type = dataclasses._FIELD  # what dataclasses.fields() keeps
     return made
 
 
