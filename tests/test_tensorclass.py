@@ -10,6 +10,7 @@ import rlpipe
 from rlpipe import Tensor
 from rlpipe.data import LazyTensorStorage, ReplayBuffer
 from rlpipe.tensordict import TensorClass, TensorDict, is_tensor_collection, is_tensorclass, tensorclass
+from rlpipe.tensordict.tensorclass import from_dataclass
 
 
 @tensorclass
@@ -224,6 +225,34 @@ def test_subclass_inherits_fields():
     t = Triple(rlpipe.ones(1), batch_size=[1])
     assert Triple._fields == ("a", "b", "c") and t.a.item() == 1.0 and t.c is None
 
+    class Labelled(Point):  # a subclass of a decorated class
+        weight: Tensor = None
+
+    row = Labelled(rlpipe.zeros(2), "l", rlpipe.ones(()))
+    assert is_tensorclass(Labelled) and row.label == "l" and row.weight.item() == 1.0
+
+
+def test_decorating_keeps_the_class():
+    class Plain:
+        v: Tensor
+
+        def doubled(self):
+            return self.v * 2
+
+    assert tensorclass(Plain) is Plain and not issubclass(Plain, TensorClass)
+    assert Plain(v=rlpipe.tensor([1.0, 2.0]), batch_size=[2]).doubled().tolist() == [2.0, 4.0]
+
+    @dataclasses.dataclass
+    class Record:
+        n: int
+        t: Tensor = None
+
+    Made = from_dataclass(Record, autocast=True)
+    assert Made is not Record and dataclasses.is_dataclass(Record) and Record(n=1).n == 1
+    made = from_dataclass(Record(n=3, t=rlpipe.ones(2)))
+    assert is_tensorclass(made) and made.t.tolist() == [1.0, 1.0] and isinstance(made.n, Tensor)
+    assert Made(n="4").n == 4
+
 
 def test_bad_inputs():
     with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
@@ -242,8 +271,8 @@ def test_bad_inputs():
         Pair(a=rlpipe.ones(3), batch_size=[2])
     with pytest.raises(KeyError, match=r"\['z'\] are not fields of Pair"):
         Pair.from_tensordict(TensorDict({"a": rlpipe.ones(2), "z": rlpipe.ones(2)}, [2]))
-    with pytest.raises(KeyError, match="key 'z' not found in Pair"):
-        pair.get("z")
+    assert pair.get("z") is None and pair.get("z", 5) == 5  # TensorDict.get's default (tensordict 0.14)
+    assert pair.get("batch_size") == (2,) and pair._non_tensordict == {"b": None}
     with pytest.raises(AttributeError, match="Attribute name apply can't be used"):
         class Clash(TensorClass):
             apply: Tensor

@@ -28,6 +28,8 @@ __all__ = ["tensorclass", "TensorClass", "is_tensorclass", "from_dataclass"]
 # members of a decorated class not carried over: the instance layout, and what @dataclass generates
 _NOT_COPIED = frozenset({"__dict__", "__weakref__", "__init__", "__repr__", "__eq__", "__hash__", "__match_args__",
                          "__dataclass_fields__", "__dataclass_params__"})
+# TensorClass members that @tensorclass does not install on the class it decorates in place
+_NOT_INSTALLED = frozenset({"__dict__", "__weakref__", "__module__", "__doc__", "__qualname__"})
 _OPTIONS = ("autocast", "nocast", "frozen", "shadow", "tensor_only")
 # methods whose TensorDict result stays a TensorDict (or is not one to wrap)
 _RAW_RESULTS = frozenset({"to_tensordict", "to_dict", "state_dict", "items", "values", "keys", "get", "pop",
@@ -167,7 +169,6 @@ class TensorClass:
         if unknown:
             raise TypeError(f"{cls.__name__}: unknown tensorclass options {sorted(unknown)}, expected some of "
                             f"{list(_OPTIONS)}")
-        super().__init_subclass__()
         if cls.__dict__.get("_is_option_base"):
             return
         chosen = {o: options.get(o, o in cls._preset or getattr(cls, "_" + o, False)) for o in _OPTIONS}
@@ -337,6 +338,12 @@ class TensorClass:
         self._tensordict.batch_size = value
 
     @property
+    def _non_tensordict(self):
+        """tensordict's store of the None fields: {name: None} for every field without an entry."""
+        present = self._tensordict.keys()
+        return {name: None for name in self._fields if name not in present}
+
+    @property
     def shape(self):
         return self._tensordict.batch_size
 
@@ -353,15 +360,21 @@ class TensorClass:
         self._tensordict.names = value
 
     def get(self, key, *default):
-        """A field's value (``key`` a name, or a tuple walking nested tensorclasses)."""
+        """A field's value (``key`` a name, or a tuple walking nested tensorclasses); another name reads
+        an attribute (``get("batch_size")``) or, failing that, the TensorDict (None where absent)."""
         path = (key,) if isinstance(key, str) else tuple(key)
         if path[0] not in type(self).__expected_keys__:
-            if default:
-                return default[0]
-            raise KeyError(f"key '{path[0]}' not found in {type(self).__name__} with fields {list(self._fields)}")
+            if len(path) == 1 and hasattr(type(self), path[0]):
+                return getattr(self, path[0])
+            return self._wrap(self._tensordict.get(key, *default))
         value = getattr(self, path[0])
         if len(path) == 1:
             return value
+        if not hasattr(value, "get") or isinstance(value, Tensor):
+            if default:
+                return default[0]
+            raise KeyError(f"{type(self).__name__}.get({key!r}): the field '{path[0]}' is a "
+                           f"{type(value).__name__}, which has no entry {path[1:]!r}")
         return value.get(path[1:], *default)
 
     def set(self, key, value, inplace=False, non_blocking=False):
@@ -560,8 +573,9 @@ def _repr(tc):
 
 
 def tensorclass(cls=None, *, autocast=False, frozen=False, nocast=False, shadow=False, tensor_only=False):
-    """tensordict's ``@tensorclass`` decorator (also ``@tensorclass(autocast=True)``...): the class
-    rebuilt as a ``TensorClass`` subclass with the same name, fields, defaults and methods."""
+    """tensordict's ``@tensorclass`` decorator (also ``@tensorclass(autocast=True)``...): the class itself,
+    given TensorClass's methods (its own win) and its fields' descriptors, as tensordict does (it is not a
+    ``TensorClass`` subclass; a subclass of a tensorclass is a tensorclass too)."""
     options = {"autocast": autocast, "frozen": frozen, "nocast": nocast, "shadow": shadow,
                "tensor_only": tensor_only}
     if autocast and nocast:
@@ -570,11 +584,15 @@ def tensorclass(cls=None, *, autocast=False, frozen=False, nocast=False, shadow=
     def wrap(target):
         if not isinstance(target, type):
             raise TypeError(f"tensorclass expects a class to decorate, got {type(target).__name__}")
-        namespace = {k: v for k, v in target.__dict__.items() if k not in _NOT_COPIED}
-        bases = tuple(b for b in target.__bases__ if b is not object)
-        if not any(issubclass(b, TensorClass) for b in bases):
-            bases += (TensorClass,)
-        return type(target.__name__, bases, namespace, **options)
+        if issubclass(target, TensorClass):
+            return type(target.__name__, (target,), {"__module__": target.__module__}, **options)
+        for name in _NOT_COPIED & set(target.__dict__) - {"__dict__", "__weakref__"}:
+            delattr(target, name)  # what @dataclass generated: TensorClass's take over
+        for name, member in TensorClass.__dict__.items():
+            if name not in target.__dict__ and name not in _NOT_INSTALLED:
+                setattr(target, name, member)
+        _setup(target, {**{o: False for o in _OPTIONS}, **options})
+        return target
     if cls is None:
         return wrap
     return wrap(cls)
@@ -583,9 +601,15 @@ def tensorclass(cls=None, *, autocast=False, frozen=False, nocast=False, shadow=
 def from_dataclass(obj, *, dest_cls=None, **kwargs):
     """A tensorclass instance (or, given a class, a tensorclass) from a dataclass."""
     if isinstance(obj, type):
-        return tensorclass(obj, **kwargs)
-    target = dest_cls or tensorclass(type(obj), **kwargs)
+        return tensorclass(_copy_class(obj), **kwargs)
+    target = dest_cls or tensorclass(_copy_class(type(obj)), **kwargs)
     return target(**{f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
+
+
+def _copy_class(cls):
+    """A new class with ``cls``'s name, bases and members (so decorating it leaves ``cls`` as it is)."""
+    namespace = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
+    return type(cls.__name__, cls.__bases__, namespace)
 
 
 class _CallableModule(types.ModuleType):
