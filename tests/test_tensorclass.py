@@ -187,6 +187,13 @@ def test_options_autocast_nocast_frozen():
 
     assert Keep(n=4).n == 4 and not isinstance(Keep(n=4).n, Tensor)
 
+    class Chain(TensorClass, autocast=True):
+        t: Tensor
+        link: "Chain" = None  # the class naming itself, resolved when it is built
+
+    chain = Chain(t=1.0, link={"t": 2.0})
+    assert type(chain.link) is Chain and chain.link.t.item() == 2.0 and chain.link.link is None
+
     @tensorclass(frozen=True)
     class Ice:
         t: Tensor

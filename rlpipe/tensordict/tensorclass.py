@@ -85,14 +85,20 @@ def _own_annotations(klass):
 
 
 def _type_hints(cls):
-    """The fields' annotations, resolved where they are strings (left as they are where that fails)."""
-    try:
-        return typing.get_type_hints(cls)
-    except Exception:  # an annotation naming something not importable here: keep the strings
-        hints = {}
-        for klass in reversed(cls.__mro__):
-            hints.update(klass.__dict__.get("__annotations__", {}))
-        return hints
+    """The fields' annotations, each string one evaluated in its module (the class's own name naming
+    the class), left a string where that fails (a name local to a function)."""
+    hints = {}
+    for klass in reversed(cls.__mro__):
+        hints.update(klass.__dict__.get("__annotations__", {}))
+    scope = dict(vars(sys.modules[cls.__module__])) if cls.__module__ in sys.modules else {}
+    scope.setdefault(cls.__name__, cls)
+    for name, note in hints.items():
+        if isinstance(note, str):
+            try:
+                hints[name] = eval(note, scope)  # noqa: S307 (an annotation, as typing.get_type_hints does)
+            except Exception:  # not resolvable here: kept as the string
+                pass
+    return hints
 
 
 def _is_reserved(name):
@@ -117,10 +123,10 @@ def _setup(cls, options):
     cls._fields = tuple(fields)
     cls.__expected_keys__ = frozenset(fields)
     cls._defaults = defaults
+    cls._is_tensorclass = True  # before the hints: a field may name the class itself
     _resolve_hints(cls)
     for option in _OPTIONS:
         setattr(cls, "_" + option, bool(options[option]))
-    cls._is_tensorclass = True
     cls.__dataclass_fields__ = {name: _as_dataclass_field(cls, name) for name in fields}
     for name in fields:
         setattr(cls, name, _Field(name))
@@ -286,13 +292,15 @@ class TensorClass:
             if isinstance(value, collections.abc.Mapping):
                 return TensorDict(_plain_dict(value), batch_size=td.batch_size, device=td.device)
             return as_tensor(value, device=td.device)
-        if not cls._autocast or not isinstance(hint, type):
+        if not cls._autocast or not isinstance(hint, type) or hint is typing.Any:
             return value
         try:
             if issubclass(hint, Tensor):
                 return value if isinstance(value, Tensor) else as_tensor(value, device=td.device)
             if hint in (int, float, bool, str):
                 return NonTensorData(hint(value), batch_size=td.batch_size, device=td.device)
+            if isinstance(value, hint) and not issubclass(hint, TensorDictBase) and not is_tensorclass(hint):
+                return NonTensorData(value, batch_size=td.batch_size, device=td.device)  # kept as it is
         except (TypeError, ValueError) as err:
             raise TypeError(f"Failed to cast the value of '{name}' ({type(value).__name__}) to the type "
                             f"annotation {hint.__name__}") from err
