@@ -225,6 +225,18 @@ def test_tensor_only_and_overridden_setattr():
     assert seen == ["a"]  # the constructor sets fields through __setattr__
 
 
+def test_shadow_fields_named_like_the_batch_keywords():
+    @tensorclass(shadow=True)
+    class Odd:
+        batch_size: str
+        device: str
+
+    odd = Odd(batch_size="big", device="gpu")
+    assert odd.batch_size == "big" and odd.device == "gpu" and odd._tensordict.batch_size == ()
+    assert repr(odd).endswith("device=NonTensorData(data='gpu', batch_size=rlpipe.Size([]), device=None),\n"
+                              "    shape=rlpipe.Size([]),\n    is_shared=False)")
+
+
 def test_subclass_inherits_fields():
     class Triple(Pair):
         c: Tensor = None

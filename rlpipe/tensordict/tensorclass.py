@@ -192,8 +192,14 @@ class TensorClass:
     def __init__(self, *args, batch_size=None, device=None, names=None, non_blocking=None, **kwargs):
         if not type(self)._hints_resolved:
             _resolve_hints(type(self))
+        shadowed = {"batch_size": batch_size, "device": device, "names": names}
+        for name in type(self).__expected_keys__ & shadowed.keys():  # fields named so (shadow=True)
+            if shadowed[name] is not None:
+                kwargs[name] = shadowed.pop(name)
         values = self._bind(args, kwargs)
-        td = TensorDict({}, batch_size=[] if batch_size is None else batch_size, device=device, names=names)
+        batch_size = shadowed.get("batch_size")
+        td = TensorDict({}, batch_size=[] if batch_size is None else batch_size, device=shadowed.get("device"),
+                        names=shadowed.get("names"))
         self.__dict__["_tensordict"] = td
         self.__dict__["_nested"] = type(self)._nested_types
         for name, value in values.items():
@@ -570,9 +576,11 @@ def _repr(tc):
         entries.append(f"{name}={shown}")
     entries += [f"{name}=None" for name in tc._fields if name not in td.keys()]
     opts = _REPR_OPTIONS
-    if opts["show_batch_size"]:
-        entries.append(f"batch_size={_shape_str(td.batch_size)}")
-    if opts["show_device"]:
+    if opts["show_batch_size"]:  # a field named batch_size (shadow=True) shows the batch size as shape
+        label = "shape" if "batch_size" in tc.__expected_keys__ else "batch_size"
+        if label not in tc.__expected_keys__:
+            entries.append(f"{label}={_shape_str(td.batch_size)}")
+    if opts["show_device"] and "device" not in tc.__expected_keys__:
         entries.append(f"device={td.device}")
     if opts["show_is_shared"]:
         entries.append(f"is_shared={td.is_shared()}")
