@@ -1,6 +1,7 @@
 """@tensorclass and TensorClass: fields over a TensorDict, forwarded methods, nesting, conversions,
 replay-buffer items. Expected values are worked out by hand from the inputs."""
 import dataclasses
+import inspect
 import pickle
 
 import numpy as np
@@ -273,6 +274,12 @@ def test_decorating_keeps_the_class():
     assert Made(n="4").n == 4
 
 
+def test_signature_and_right_operators():
+    assert list(inspect.signature(Pair).parameters) == ["a", "b", "batch_size", "device", "names"]
+    pair = Pair(a=rlpipe.tensor([True, False]), batch_size=[2])
+    assert (True ^ pair).a.tolist() == [False, True] and (2.0 - Pair(a=rlpipe.ones(1), batch_size=[1])).a.item() == 1.0
+
+
 def test_bad_inputs():
     with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
         Pair(a=rlpipe.ones(2), z=rlpipe.ones(2), batch_size=[2])
@@ -297,8 +304,9 @@ def test_bad_inputs():
             apply: Tensor
     with pytest.raises(ValueError, match="unknown options"):
         TensorClass["fast"]
-    with pytest.raises(TypeError, match="expected a Pair, got a Point"):
+    with pytest.raises(ValueError, match=r"same members\) assignment: Pair has fields \['a', 'b'\], the Point"):
         pair[0] = make_point(1)[0]
+    assert pair.a.tolist() == [1.0, 1.0]
 
 
 def test_replay_buffer_returns_the_tensorclass():

@@ -11,6 +11,7 @@ method is forwarded, and a TensorDict result is given back as the tensorclass (`
 import collections.abc
 import dataclasses
 import functools
+import inspect
 import sys
 import types
 import typing
@@ -130,6 +131,20 @@ def _setup(cls, options):
     cls.__dataclass_fields__ = {name: _as_dataclass_field(cls, name) for name in fields}
     for name in fields:
         setattr(cls, name, _Field(name))
+    cls.__signature__ = _signature(cls)
+
+
+def _signature(cls):
+    """The constructor's signature as ``inspect.signature`` shows it: the fields, then batch_size,
+    device and names."""
+    params = []
+    for name in cls._fields:
+        default = cls._defaults.get(name, inspect.Parameter.empty)
+        default = None if isinstance(default, _Factory) else default
+        params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default))
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None)
+               for name in ("batch_size", "device", "names") if name not in cls.__expected_keys__]
+    return inspect.Signature(params)
 
 
 def _resolve_hints(cls):
@@ -321,7 +336,7 @@ class TensorClass:
         except AttributeError:
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'") from None
         if not callable(attr) or name in _RAW_RESULTS:
-            return attr
+            return self._wrap(attr) if isinstance(attr, TensorDictBase) else attr  # td.grad: a TensorDict
 
         @functools.wraps(attr)
         def forwarded(*args, **kwargs):
@@ -364,6 +379,10 @@ class TensorClass:
     @property
     def device(self):
         return self._tensordict.device
+
+    @device.setter
+    def device(self, value):
+        self._tensordict.device = value  # refused by the TensorDict, with its message
 
     @property
     def names(self):
@@ -412,9 +431,10 @@ class TensorClass:
         if isinstance(index, str):
             self.set(index, value)
             return
-        if is_tensorclass(value) and type(value) is not type(self):
-            raise TypeError(f"{type(self).__name__}[...] = value: expected a {type(self).__name__}, "
-                            f"got a {type(value).__name__}")
+        if is_tensorclass(value) and value.__expected_keys__ != type(self).__expected_keys__:
+            raise ValueError(f"__setitem__ is only allowed for same-class or compatible class (i.e. same members) "
+                             f"assignment: {type(self).__name__} has fields {sorted(self._fields)}, the "
+                             f"{type(value).__name__} given has {sorted(value._fields)}")
         self._tensordict[_unwrap(index)] = _unwrap(value)
 
     def __len__(self):
@@ -514,8 +534,8 @@ def _forward_operator(name):
 
 
 for _name in ("add", "radd", "iadd", "sub", "rsub", "isub", "mul", "rmul", "imul", "truediv", "rtruediv",
-              "itruediv", "pow", "rpow", "ipow", "neg", "abs", "invert", "and", "or", "xor", "lt", "le", "gt",
-              "ge"):
+              "itruediv", "pow", "rpow", "ipow", "neg", "abs", "invert", "and", "or", "xor", "rand", "ror", "rxor",
+              "lt", "le", "gt", "ge"):
     _dunder = f"__{_name}__"
     if hasattr(TensorDict, _dunder):
         setattr(TensorClass, _dunder, _forward_operator(_dunder))
