@@ -205,6 +205,9 @@ class TensorClass:
                                            "__module__": cls.__module__})
 
     def __init__(self, *args, batch_size=None, device=None, names=None, non_blocking=None, **kwargs):
+        if not hasattr(type(self), "_fields"):
+            raise NotImplementedError(f"{type(self).__name__} is an abstract base class and cannot be instantiated "
+                                      "directly: subclass it with annotated fields")
         if not type(self)._hints_resolved:
             _resolve_hints(type(self))
         shadowed = {"batch_size": batch_size, "device": device, "names": names}
