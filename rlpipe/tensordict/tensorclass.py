@@ -174,6 +174,12 @@ def _unwrap(value):
     return value
 
 
+def _td_property(name, doc):
+    """A property reading and writing the inner TensorDict's attribute ``name``."""
+    return property(lambda self: getattr(self._tensordict, name),
+                    lambda self, value: setattr(self._tensordict, name, value), doc=doc)
+
+
 class TensorClass:
     """The base class of tensorclasses: ``class Pair(TensorClass): a: Tensor; b: str = "x"``.
 
@@ -361,13 +367,9 @@ class TensorClass:
         return first._wrap(func(*_unwrap(args), **_unwrap(kwargs or {})))
 
     # ---- the TensorDict's shape, device and entries ----------------------------------------------
-    @property
-    def batch_size(self):
-        return self._tensordict.batch_size
-
-    @batch_size.setter
-    def batch_size(self, value):
-        self._tensordict.batch_size = value
+    batch_size = _td_property("batch_size", "The batch size (settable, as the TensorDict's).")
+    device = _td_property("device", "The device (setting it is refused by the TensorDict, with its message).")
+    names = _td_property("names", "The dimension names (settable, as the TensorDict's).")
 
     @property
     def _non_tensordict(self):
@@ -378,22 +380,6 @@ class TensorClass:
     @property
     def shape(self):
         return self._tensordict.batch_size
-
-    @property
-    def device(self):
-        return self._tensordict.device
-
-    @device.setter
-    def device(self, value):
-        self._tensordict.device = value  # refused by the TensorDict, with its message
-
-    @property
-    def names(self):
-        return self._tensordict.names
-
-    @names.setter
-    def names(self, value):
-        self._tensordict.names = value
 
     def get(self, key, *default):
         """A field's value (``key`` a name, or a tuple walking nested tensorclasses); another name reads
