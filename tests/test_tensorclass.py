@@ -200,6 +200,7 @@ def test_options_autocast_nocast_frozen():
         t: Tensor
 
     ice = Ice(t=rlpipe.ones(1), batch_size=[1])
+    assert {ice: 1}[ice] == 1 and Pair.__hash__ is None
     with pytest.raises(RuntimeError):
         ice.t = rlpipe.zeros(1)
     assert ice.t.item() == 1.0
@@ -278,6 +279,22 @@ def test_signature_and_right_operators():
     assert list(inspect.signature(Pair).parameters) == ["a", "b", "batch_size", "device", "names"]
     pair = Pair(a=rlpipe.tensor([True, False]), batch_size=[2])
     assert (True ^ pair).a.tolist() == [False, True] and (2.0 - Pair(a=rlpipe.ones(1), batch_size=[1])).a.item() == 1.0
+
+
+def test_post_init_runs_on_construction_and_from_tensordict():
+    class Positive(TensorClass):
+        v: Tensor
+
+        def __post_init__(self):
+            if (self.v <= 0).any():
+                raise ValueError(f"v must be positive, got {self.v.tolist()}")
+
+    assert Positive(v=rlpipe.ones(2), batch_size=[2]).v.tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match=r"v must be positive, got \[-1.0\]"):
+        Positive(v=-rlpipe.ones(1), batch_size=[1])
+    with pytest.raises(ValueError, match="v must be positive"):
+        Positive._from_tensordict(TensorDict({"v": rlpipe.zeros(1)}, [1]))
+    assert Positive.from_tensordict(TensorDict({"v": rlpipe.zeros(1)}, [1])).v.tolist() == [0.0]  # no check
 
 
 def test_bad_inputs():

@@ -132,6 +132,8 @@ def _setup(cls, options):
     for name in fields:
         setattr(cls, name, _Field(name))
     cls.__signature__ = _signature(cls)
+    if cls._frozen:  # hashable, as a frozen dataclass: by identity (its tensors compare elementwise)
+        cls.__hash__ = object.__hash__
 
 
 def _signature(cls):
@@ -260,7 +262,7 @@ class TensorClass:
 
     # ---- wrapping and unwrapping ---------------------------------------------------------------
     @classmethod
-    def _from_tensordict(cls, td, nested=None):
+    def _over(cls, td, nested=None):
         """An instance over ``td`` as it is (no check, no copy)."""
         out = object.__new__(cls)
         out.__dict__["_tensordict"] = td
@@ -273,7 +275,7 @@ class TensorClass:
         if result is self._tensordict:
             return self
         if isinstance(result, TensorDictBase) and not getattr(result, "_is_non_tensor", False):
-            return type(self)._from_tensordict(result, self._nested)
+            return type(self)._over(result, self._nested)
         if type(result) in (tuple, list) and result and all(isinstance(r, TensorDictBase) for r in result):
             return type(result)(self._wrap(r) for r in result)
         return result
@@ -286,7 +288,7 @@ class TensorClass:
             return _uniform(_non_tensor_value(value))
         nested = self._nested.get(name)
         if nested is not None and isinstance(value, TensorDictBase):
-            return nested._from_tensordict(value)
+            return nested._over(value)
         return value
 
     def _set_field(self, name, value):
@@ -472,6 +474,15 @@ class TensorClass:
         return {name: out[name] for name in self._fields if name in out}
 
     @classmethod
+    def _from_tensordict(cls, tensordict, non_tensordict=None, safe=True):
+        """``from_tensordict``, then ``__post_init__`` where the class has one (tensordict's)."""
+        out = cls.from_tensordict(tensordict, non_tensordict, safe)
+        post_init = getattr(out, "__post_init__", None)
+        if post_init is not None:
+            post_init()
+        return out
+
+    @classmethod
     def from_tensordict(cls, tensordict, non_tensordict=None, safe=True):
         """An instance over ``tensordict`` (not copied); ``non_tensordict`` sets further fields. With
         ``safe``, a key that is not a field raises KeyError."""
@@ -480,7 +491,7 @@ class TensorClass:
             if extra:
                 raise KeyError(f"{cls.__name__}.from_tensordict: keys {extra} are not fields of "
                                f"{cls.__name__} (fields: {list(cls._fields)})")
-        out = cls._from_tensordict(tensordict)
+        out = cls._over(tensordict)
         for name, value in (non_tensordict or {}).items():
             out._set_field(name, value)
         return out
