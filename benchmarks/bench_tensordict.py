@@ -5,7 +5,9 @@ index tensor every call), stacking 1 000 single-row TensorDicts (``td[i]``, batc
 of batch [1000], and ``apply`` of an elementwise function over a nested TensorDict of batch [1000];
 then lazy stacks: ``lazy_stack`` of 1 000 heterogeneous TensorDicts (batch ``[]``, an "obs" of 1 to 7
 features, a "reward" [1] and a ("next", "obs") like "obs"), indexing 256 of them (an int64 tensor)
-and reading the homogeneous "reward" of all 1 000 (a dense [1000, 1] tensor).
+and reading the homogeneous "reward" of all 1 000 (a dense [1000, 1] tensor); then tensorclasses (a
+``TensorClass`` with the five leaves as fields, "next" a TensorDict): reading a field of a batch-[1000]
+instance, and ``stack`` of 1 000 one-row instances.
 Every TensorDict has the same five leaves: obs [N, 4] float32, action [N, 2] int64, reward [N, 1]
 float32, done [N, 1] bool and ("next", "obs") [N, 4] float32. rlpipe never depends on the peer; run
 from an environment that also has torch==2.13.0 and tensordict==0.14.3 to get the ratios:
@@ -71,7 +73,30 @@ def workloads(lib, td_module):
         "index 256 of a 1000-TensorDict lazy stack": lambda: lazy[pick],
         'lazy stack of 1000: get("reward")': lambda: lazy.get("reward"),
     })
+    fns.update(tensorclass_workloads(lib, td_module, small))
     return {name: (fn, fn()) for name, fn in fns.items()}
+
+
+def tensorclass_workloads(lib, td_module, td):
+    """Field read and stacking of a TensorClass holding ``td``'s five leaves."""
+    class Transition(td_module.TensorClass):
+        obs: lib.Tensor
+        action: lib.Tensor
+        reward: lib.Tensor
+        done: lib.Tensor
+        next: td_module.TensorDict
+
+    tc = Transition.from_tensordict(td)
+    rows = [tc[i] for i in range(1000)]
+    return {"TensorClass field read (tc.obs), batch [1000]": lambda: tc.obs,
+            "stack 1000 one-row TensorClasses": lambda: lib.stack(rows, 0)}
+
+
+def calls_per_run(name, number):
+    """How many calls one timed run makes: ``number`` for the cheap workloads, fewer for the costly."""
+    if name.startswith(("index 256 rows", "TensorClass field")):
+        return number
+    return max(number // (100 if name.split()[0] == "stack" else 10), 3)
 
 
 def leaves(td):
@@ -104,8 +129,7 @@ def main():
         print("peer: DESIGN.md anchors for tensordict 0.14.3 (torch/tensordict not importable)")
     print(f"{'workload':46s} {'rlpipe us':>10s} {'peer us':>10s} {'peer/rlpipe':>12s}  same result")
     for name, (fn, out) in ours.items():
-        scale = 1 if name.startswith("index 256 rows") else 100 if "stack" in name.split()[0] else 10
-        number = max(args.number // scale, 3)
+        number = calls_per_run(name, args.number)
         mine = measure(fn, number, args.repeat)
         peer = measure(theirs[name][0], number, args.repeat) if name in theirs else ANCHORS_US.get(name)
         ratio = f"{peer / mine:11.2f}x" if peer else f"{'':>12s}"

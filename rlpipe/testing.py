@@ -130,7 +130,7 @@ def get_default_devices():
 
 def make_tc(td):
     """A tensorclass with one Tensor field per key of ``td`` (torchrl.testing's)."""
-    from rlpipe.tensordict import tensorclass  # an ImportError until rlpipe.tensordict offers tensorclass
+    from rlpipe.tensordict import tensorclass
 
     fields = type("MyClass", (), {"__annotations__": {key: Tensor for key in td.keys()}})
     return tensorclass(fields)

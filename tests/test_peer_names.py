@@ -1,6 +1,6 @@
-"""Names that the peers' code imports and type-checks with, where rlpipe has one TensorDict class and
-no lazy stacks, tensorclasses or recurrent modules: they exist, answer as tensordict/torchrl do for
-what rlpipe has, and say plainly what rlpipe lacks."""
+"""Names that the peers' code imports and type-checks with (TensorDict kinds, tensorclasses, recurrent
+modules): they exist, answer as tensordict/torchrl do for what rlpipe has, and say plainly what rlpipe
+lacks."""
 import pytest
 
 import rlpipe
@@ -20,13 +20,13 @@ def test_every_tensordict_is_a_tensordictbase_and_a_tensor_collection():
     assert not is_tensorclass(td()) and not is_tensorclass(TensorDict)
 
 
-def test_tensorclass_says_it_is_not_available():
-    # decorating works (modules defining a tensorclass at import time load); building one raises
+def test_tensorclass_builds_instances():
+    # tensorclasses exist since issue 30 (they raised NotImplementedError before): tests/test_tensorclass.py
     @tensorclass
     class Data:
         x: rlpipe.Tensor
-    with pytest.raises(NotImplementedError, match="Data is not available in rlpipe: rlpipe has no tensorclasses"):
-        Data(x=rlpipe.zeros(1))
+    data = Data(x=rlpipe.zeros(1), batch_size=[1])
+    assert is_tensorclass(data) and is_tensor_collection(data) and data.x.tolist() == [0.0]
 
 
 def test_maybe_dense_stack_stacks_densely():

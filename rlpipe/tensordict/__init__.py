@@ -2,8 +2,8 @@
 
 Layout (a module imports only modules of the lines above its own or of its own line; no import cycles):
 
-- ``keys.py``, ``memmap.py``, ``tensorclass.py``, ``_common.py``: nested keys, ``MemoryMappedTensor``, the
-  tensorclass names, shared sentinels and switches.
+- ``keys.py``, ``memmap.py``, ``_common.py``: nested keys, ``MemoryMappedTensor``, shared sentinels and
+  switches.
 - ``_math.py``: ``TensorDictMath``, arithmetic, elementwise math and reductions written against the contract;
   ``_torch_func.py``: the rlpipe functions a TensorDict answers (``rlpipe.stack(tds)``...).
 - ``base.py``: ``TensorDictBase``, the abstract contract every kind of TensorDict implements (storage, per-leaf
@@ -20,6 +20,8 @@ Layout (a module imports only modules of the lines above its own or of its own l
   of TensorDicts kept apart (entries may differ in shape), its indexing in ``_lazy_index.py``;
   ``_nontensor.py``: ``NonTensorData`` and ``NonTensorStack``, Python objects as entries; ``nn/``: the
   TensorDict modules.
+- ``tensorclass.py``: ``@tensorclass`` and ``TensorClass``, typed fields over a TensorDict (``is_tensorclass``
+  is in ``utils.py``).
 """
 import sys as _sys
 
@@ -32,12 +34,12 @@ from ._repr import get_printoptions, set_printoptions
 from ._td import TensorDict, _from_state, _to_state
 from ._archive import is_memmap_archive, pack_memmap, refresh_archive_checksums, unpack_memmap
 from ._lazy import LazyStackedTensorDict, lazy_stack
-from .base import TensorDictBase, is_leaf_nontensor, is_tensor_collection, is_tensorclass, tensorclass
+from .base import TensorDictBase, is_leaf_nontensor, is_tensor_collection
 from .functional import dense_stack_tds, merge_tensordicts, pad, pad_sequence
 from .memmap import MemoryMappedTensor
 from .persistent import PersistentTensorDict
 from ._nontensor import MetaData, NonTensorData, NonTensorDataBase, NonTensorStack
-from .tensorclass import TensorClass
+from .tensorclass import TensorClass, is_tensorclass, tensorclass
 from .utils import (assert_allclose_td, capture_non_tensor_stack, lazy_legacy, list_to_stack,
                     set_capture_non_tensor_stack,
                     set_lazy_legacy, set_list_to_stack)

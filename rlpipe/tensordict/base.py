@@ -20,9 +20,8 @@ from ._common import _NO_DEFAULT, _RAISE
 from ._math import TensorDictMath
 from ._torch_func import TD_HANDLED_FUNCTIONS
 from .keys import unravel_key_to_tuple
-from .tensorclass import is_tensorclass, tensorclass
 
-__all__ = ["TensorDictBase", "is_tensor_collection", "is_tensorclass", "tensorclass", "is_leaf_nontensor"]
+__all__ = ["TensorDictBase", "is_tensor_collection", "is_leaf_nontensor"]
 
 
 class TensorDictBase(TensorDictMath):
@@ -703,8 +702,8 @@ def _non_tensor_value(value):
 
 
 def is_tensor_collection(obj):
-    """Whether ``obj`` (an instance or a class) is a TensorDict: rlpipe's only tensor collection."""
-    return issubclass(obj if isinstance(obj, type) else type(obj), TensorDictBase)
+    """Whether ``obj`` (an instance or a class) is a TensorDict or a tensorclass."""
+    return _is_tensor_collection(obj if isinstance(obj, type) else type(obj))
 
 
 def _is_leaf_nontensor(cls):
@@ -717,8 +716,9 @@ is_leaf_nontensor = _is_leaf_nontensor
 
 
 def _is_tensor_collection(cls):
-    """Whether the class ``cls`` is a tensor collection (rlpipe's: TensorDict and its subclasses)."""
-    return issubclass(cls, TensorDictBase)
+    """Whether the class ``cls`` is a tensor collection: TensorDict and its subclasses, tensorclasses
+    (marked by their ``_is_tensorclass`` attribute: tensorclass.py sits above this module)."""
+    return issubclass(cls, TensorDictBase) or getattr(cls, "_is_tensorclass", False) is True
 
 
 # tensordict's is_leaf that also treats nested (jagged) tensors as leaves: rlpipe has no nested tensors

@@ -13,7 +13,6 @@ from .._tensor import Size, Tensor
 from .._closeness import _compare_tensors
 from .base import TensorDictBase, is_tensor_collection
 from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
-from .tensorclass import is_tensorclass
 from .._utils import unavailable
 
 __all__ = ["assert_allclose_td", "convert_ellipsis_to_idx", "is_non_tensor", "is_tensor_collection", "is_tensorclass",
@@ -94,6 +93,12 @@ def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, m
     As in tensordict, batch sizes are not compared (``rlpipe.testing.assert_allclose_td`` compares them
     too); leaves of different shapes still fail."""
     return _assert_allclose_td(actual, expected, rtol, atol, equal_nan, msg, False)
+
+
+def is_tensorclass(obj):
+    """Whether ``obj`` (an instance or a class) is a tensorclass (``@tensorclass`` or ``TensorClass``'s)."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    return getattr(cls, "_is_tensorclass", False) is True
 
 
 def is_non_tensor(data):

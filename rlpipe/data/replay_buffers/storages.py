@@ -62,7 +62,7 @@ from ..._device import CPU, resolve
 from ...primitives import stack as _stack_tensors
 from ..._tensor import Tensor, wrap
 from ..._utils import logger, unavailable
-from ...tensordict import TensorDict
+from ...tensordict import TensorDict, is_tensorclass
 from .._checkpoint import (array_record, atomic_directory, load_state, open_array, plain_dtype, read_json, save_state,
                           write_json)
 
@@ -443,6 +443,7 @@ class TensorStorage(Storage):
         self._spec = None
         self._arrays = None  # one backend array per leaf, [max_size, *item_shape]
         self._data = None  # a TensorDict (or Tensor) over those arrays
+        self._item_class = None  # the tensorclass written, if one was: reads give it back
 
     @property
     def initialized(self):
@@ -457,6 +458,7 @@ class TensorStorage(Storage):
     def _init(self, data):
         """Allocates the storage for items shaped like ``data`` (one item), writing nothing, as
         torchrl's ``_init``."""
+        data = self._untyped(data)
         if not isinstance(data, (TensorDict, Tensor)):
             raise TypeError(f"_init: {type(self).__name__} stores TensorDicts or Tensors, got {type(data).__name__}")
         if self._spec is not None:
@@ -465,7 +467,17 @@ class TensorStorage(Storage):
         self._allocate(write.spec, write.device)
 
     # ---- writing -----------------------------------------------------------------------------------
+    def _untyped(self, data):
+        """``data`` (or a list of items) with tensorclasses as their TensorDicts; their class is kept,
+        so reads give it back, as torchrl's storage (which holds the tensorclass itself) does."""
+        first = data[0] if isinstance(data, list) and data else data
+        if not is_tensorclass(first):
+            return data
+        self._item_class = type(first)
+        return [item._tensordict for item in data] if isinstance(data, list) else data._tensordict
+
     def _prepare(self, data, cursor=None, what="extend", at=None):
+        data = self._untyped(data)
         if isinstance(data, list):  # one item per element, stacked (as torchrl does)
             data = _stacked(data, what, type(self).__name__)
         if isinstance(data, TensorDict):
@@ -601,8 +613,10 @@ class TensorStorage(Storage):
                 index = device._backend.xp.asarray(index)
             return wrap(self._arrays[0].take(index, axis=0), device)
         if np.ndim(index) == 0:
-            return self._data[index].clone()
-        return self._data[index if device is CPU else wrap(device._backend.xp.asarray(index), device)]
+            rows = self._data[index].clone()
+        else:
+            rows = self._data[index if device is CPU else wrap(device._backend.xp.asarray(index), device)]
+        return rows if self._item_class is None else self._item_class.from_tensordict(rows, safe=False)
 
     def _locate(self, index):
         if self._spec is None:
