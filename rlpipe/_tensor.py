@@ -47,6 +47,8 @@ class Tensor:
     def dim(self):
         return self._data.ndim
 
+    ndimension = dim  # torch's older name for dim()
+
     def numel(self):
         return int(self._data.size)
 

@@ -802,3 +802,9 @@ def test_a_range_indexes_as_a_sequence_of_positions():
     assert x[(range(2), range(2))].tolist() == [0.0, 5.0]
     x[range(1, 3), 0] = -1.0
     assert x[:, 0].tolist() == [0.0, -1.0, -1.0]
+
+
+def test_ndimension_is_dim():
+    # torch 2.13: torch.zeros(2, 3).ndimension() == 2, torch.tensor(1.).ndimension() == 0
+    assert r.zeros(2, 3).ndimension() == 2
+    assert r.tensor(1.0).ndimension() == 0
