@@ -1,0 +1,84 @@
+"""Errors that say what went wrong and what to do: each test checks the error's type and that its
+message names the offending thing and the fix (issue 31, item 6)."""
+import numpy as np
+import pytest
+from td_helpers import arr, leaves, make_td
+from test_collector import COUNTER, collect, constant_policy
+
+import rlpipe
+from rlpipe.collectors import SyncDataCollector
+from rlpipe.data import LazyTensorStorage, TensorDictReplayBuffer
+from rlpipe.envs import GymEnv
+from rlpipe.postprocs import MultiStep
+
+# ---- MultiStep applied to data that was n-stepped already -------------------------------------------
+
+
+def trajectory(T=8):
+    """One episode of T steps: reward t, observation t, done at the last step."""
+    t = np.arange(T)
+    return make_td({("observation",): t[:, None].astype(np.float32),
+                    ("next", "observation"): (t + 1)[:, None].astype(np.float32),
+                    ("next", "reward"): t[:, None].astype(np.float32),
+                    ("next", "done"): (t == T - 1)[:, None],
+                    ("next", "terminated"): (t == T - 1)[:, None]}, [T])
+
+
+def snapshot(td):
+    return {key: arr(value).copy() for key, value in leaves(td).items()}
+
+
+def assert_same(before, td):
+    after = snapshot(td)
+    assert after.keys() == before.keys()
+    for key in before:
+        np.testing.assert_array_equal(after[key], before[key], err_msg=str(key))
+
+
+def assert_double_n_step_error(excinfo):
+    message = str(excinfo.value)
+    assert "steps_to_next_obs" in message  # what was found
+    assert "n-stepped before" in message  # what it means
+    assert "allow_repeated=True" in message  # how to opt in
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_multistep_refuses_n_stepped_input(streaming):
+    stepped = MultiStep(0.99, 4)(trajectory())
+    again = MultiStep(0.99, 3, streaming=streaming)
+    before = snapshot(stepped)
+    with pytest.raises(ValueError, match="already has a 'steps_to_next_obs' entry") as excinfo:
+        again(stepped)
+    assert_double_n_step_error(excinfo)
+    assert_same(before, stepped)  # the data is untouched
+    # the MultiStep stays usable: fresh data goes through (streaming: nothing of the refused batch was kept)
+    out = again(trajectory())
+    if streaming:
+        out = rlpipe.cat([out, again.flush()], 0)
+    expected = MultiStep(0.99, 3)(trajectory())
+    assert_same(snapshot(expected), out)
+
+
+def test_multistep_allow_repeated_applies_again():
+    stepped = MultiStep(0.99, 4)(trajectory())
+    twice = MultiStep(0.99, 3, allow_repeated=True)(stepped)
+    # windows of 3 over data whose next observation is already 4 steps ahead: observation 6 at t=0 (1 + 3 + 2)
+    assert arr(twice["next", "observation"])[0, 0] == 6
+    assert arr(twice["steps_to_next_obs"])[0] == 3
+
+
+def test_collector_multistep_into_replay_buffer_multistep():
+    """The issue's case: a collector's postproc=MultiStep(4) feeding a buffer with transform=MultiStep(3)."""
+    collector = SyncDataCollector(GymEnv(COUNTER), constant_policy(1), frames_per_batch=7, total_frames=14,
+                                  postproc=MultiStep(0.99, 4))
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(100), transform=MultiStep(0.99, 3), batch_size=4)
+    batch, fresh = (b.clone() for b in collect(collector))
+    with pytest.raises(ValueError, match="already has a 'steps_to_next_obs' entry") as excinfo:
+        rb.extend(batch)
+    assert_double_n_step_error(excinfo)
+    assert len(rb) == 0
+    # the buffer still takes plain collector batches
+    fresh = fresh.exclude("steps_to_next_obs", "gamma", "nonterminal", ("next", "original_reward"))
+    rb.extend(fresh)
+    rb.flush()
+    assert len(rb) == 7
