@@ -82,3 +82,36 @@ def test_collector_multistep_into_replay_buffer_multistep():
     rb.extend(fresh)
     rb.flush()
     assert len(rb) == 7
+
+
+# ---- a policy that writes no "action" ---------------------------------------------------------------
+
+
+def logits_policy(td):
+    """Writes "logits" but forgets "action"."""
+    td.set("logits", rlpipe.zeros(tuple(td.batch_size) + (2,)))
+    return td
+
+
+def assert_missing_action_error(excinfo):
+    message = str(excinfo.value)
+    assert "'logits_policy'" in message  # the policy
+    assert "wrote no 'action' entry" in message  # the key it must write
+    assert "wrote ['logits']" in message  # what it wrote instead
+
+
+@pytest.mark.parametrize("num_envs", [None, 2])
+def test_collector_names_a_policy_without_action(num_envs):
+    env = GymEnv(COUNTER) if num_envs is None else GymEnv(COUNTER, num_envs=num_envs)
+    collector = SyncDataCollector(env, logits_policy, frames_per_batch=4, total_frames=4)
+    with pytest.raises(KeyError) as excinfo:
+        next(iter(collector))
+    assert_missing_action_error(excinfo)
+    collector.shutdown()
+
+
+def test_rollout_names_a_policy_without_action():
+    with pytest.raises(KeyError) as excinfo:
+        GymEnv(COUNTER).rollout(3, logits_policy)
+    assert_missing_action_error(excinfo)
+    assert "inputs ['done', 'observation', 'terminated', 'truncated']" in str(excinfo.value)
