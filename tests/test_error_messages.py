@@ -6,6 +6,7 @@ from td_helpers import arr, leaves, make_td
 from test_collector import COUNTER, collect, constant_policy
 
 import rlpipe
+from rlpipe import nn
 from rlpipe.collectors import SyncDataCollector
 from rlpipe.data import LazyTensorStorage, TensorDictReplayBuffer
 from rlpipe.envs import GymEnv
@@ -115,3 +116,41 @@ def test_rollout_names_a_policy_without_action():
         GymEnv(COUNTER).rollout(3, logits_policy)
     assert_missing_action_error(excinfo)
     assert "inputs ['done', 'observation', 'terminated', 'truncated']" in str(excinfo.value)
+
+
+# ---- a NumPy array where an op wants a Tensor ----------------------------------------------------------
+
+
+def assert_not_a_tensor_error(excinfo, op, argument):
+    message = str(excinfo.value)
+    assert f"{op}(): argument '{argument}' must be rlpipe.Tensor" in message  # the op, the expected type
+    assert "got numpy.ndarray" in message  # the actual one
+    assert "rlpipe.as_tensor(x)" in message and "rlpipe.from_numpy(x)" in message  # the fix
+
+
+def test_linear_module_on_a_numpy_array():
+    layer = nn.Linear(3, 2)
+    x = np.ones((4, 3), np.float32)
+    with pytest.raises(TypeError) as excinfo:
+        layer(x)
+    assert_not_a_tensor_error(excinfo, "linear", "input")
+    # the fix the message gives works
+    expected = x @ arr(layer.weight).T + arr(layer.bias)
+    np.testing.assert_allclose(arr(layer(rlpipe.as_tensor(x))), expected, rtol=1e-6)
+    np.testing.assert_allclose(arr(layer(rlpipe.from_numpy(x))), expected, rtol=1e-6)
+
+
+def test_functional_linear_names_the_numpy_argument():
+    with pytest.raises(TypeError) as excinfo:
+        nn.functional.linear(rlpipe.ones(1, 3), np.ones((2, 3), np.float32))
+    assert_not_a_tensor_error(excinfo, "linear", "weight")
+
+
+def test_an_unrelated_attribute_error_passes_through():
+    class NotATensor:
+        """Has the hook, so linear hands it the call, whose AttributeError must stay as it is."""
+        @classmethod
+        def __torch_function__(cls, func, types, args, kwargs):
+            raise AttributeError("from the hook")
+    with pytest.raises(AttributeError, match="from the hook"):
+        nn.functional.linear(NotATensor(), rlpipe.ones(2, 3))
