@@ -154,3 +154,24 @@ def test_an_unrelated_attribute_error_passes_through():
             raise AttributeError("from the hook")
     with pytest.raises(AttributeError, match="from the hook"):
         nn.functional.linear(NotATensor(), rlpipe.ones(2, 3))
+
+
+# ---- saving a whole Module -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_save_a_module_suggests_its_state_dict(tmp_path, nested):
+    layer = nn.Linear(3, 2)
+    path = tmp_path / "layer.pt"
+    with pytest.raises(TypeError) as excinfo:
+        rlpipe.save({"policy": layer} if nested else layer, path)
+    message = str(excinfo.value)
+    assert "cannot store object of type 'rlpipe.nn.modules.linear.Linear'" in message  # what it got
+    assert "save(module.state_dict(), path)" in message and "load_state_dict" in message  # the fix
+    assert ("at ['policy']" if nested else "at the top level") in message
+    assert not path.exists()
+    # the fix the message gives works
+    rlpipe.save(layer.state_dict(), path)
+    copy = nn.Linear(3, 2)
+    copy.load_state_dict(rlpipe.load(path))
+    np.testing.assert_array_equal(arr(copy.weight), arr(layer.weight))
