@@ -9,7 +9,7 @@ import rlpipe
 from rlpipe import nn
 from rlpipe.collectors import SyncDataCollector
 from rlpipe.data import LazyTensorStorage, TensorDictReplayBuffer
-from rlpipe.envs import GymEnv
+from rlpipe.envs import GymEnv, SerialEnv
 from rlpipe.postprocs import MultiStep
 
 # ---- MultiStep applied to data that was n-stepped already -------------------------------------------
@@ -175,3 +175,56 @@ def test_save_a_module_suggests_its_state_dict(tmp_path, nested):
     copy = nn.Linear(3, 2)
     copy.load_state_dict(rlpipe.load(path))
     np.testing.assert_array_equal(arr(copy.weight), arr(layer.weight))
+
+
+# ---- categorical actions against a one-hot action spec ---------------------------------------------
+
+
+def categorical_policy(td):
+    """Writes action indices (what a Categorical distribution samples), not one-hot vectors."""
+    td.set("action", rlpipe.ones(tuple(td.batch_size), dtype=rlpipe.int64))
+    return td
+
+
+def assert_categorical_hint(excinfo):
+    message = str(excinfo.value)
+    assert "one-hot" in message and "categorical_action_encoding=True" in message
+
+
+@pytest.mark.parametrize("num_envs", [None, 2])
+def test_collector_suggests_categorical_action_encoding(num_envs):
+    kwargs = {} if num_envs is None else {"num_envs": num_envs}
+    collector = SyncDataCollector(GymEnv(COUNTER, **kwargs), categorical_policy, frames_per_batch=4, total_frames=4)
+    with pytest.raises(ValueError, match=r"the policy returned an action of shape") as excinfo:
+        next(iter(collector))
+    assert_categorical_hint(excinfo)
+    collector.shutdown()
+    # the fix the message gives works: the counter's reward is t + 10 * action
+    env = GymEnv(COUNTER, categorical_action_encoding=True, **kwargs)
+    (batch,) = collect(SyncDataCollector(env, categorical_policy, frames_per_batch=4, total_frames=4))
+    assert (arr(batch["next", "reward"]) >= 10).all()
+
+
+@pytest.mark.parametrize("num_envs", [None, 2])
+def test_env_step_suggests_categorical_action_encoding(num_envs):
+    env = GymEnv(COUNTER) if num_envs is None else GymEnv(COUNTER, num_envs=num_envs)
+    with pytest.raises(ValueError, match=r"expected an action of shape") as excinfo:
+        env.rollout(3, categorical_policy)
+    assert_categorical_hint(excinfo)
+
+
+def test_batched_env_suggests_categorical_action_encoding():
+    env = SerialEnv(2, lambda: GymEnv(COUNTER))
+    with pytest.raises(ValueError, match=r"SerialEnv: expected an action of shape") as excinfo:
+        env.rollout(3, categorical_policy)
+    assert_categorical_hint(excinfo)
+    env.close()
+
+
+def test_a_wrong_one_hot_width_gets_no_categorical_hint():
+    env = GymEnv(COUNTER, num_envs=2)
+    td = env.reset()
+    td.set("action", rlpipe.zeros(2, 3, dtype=rlpipe.int64))
+    with pytest.raises(ValueError, match=r"expected an action of shape") as excinfo:
+        env.step(td)
+    assert "categorical_action_encoding" not in str(excinfo.value)

@@ -20,8 +20,8 @@ from .._device import resolve as _resolve_device
 from .._tensor import Size, Tensor, host_array, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase
-from ..envs.step_protocol import (DONE_KEYS, missing_action_error, most_dropped, pick_transitions, stack_same,
-                                  stack_steps)
+from ..envs.step_protocol import (DONE_KEYS, missing_action_error, most_dropped, one_hot_hint, pick_transitions,
+                                  stack_same, stack_steps)
 from ..envs.transforms import StepCounter, TransformedEnv
 from ..envs.utils import ExplorationType, RandomPolicy, set_exploration_type
 from ..nn import Module
@@ -363,7 +363,7 @@ class SyncDataCollector(CollectorBase):
             raise TypeError(f"the policy must write a Tensor under 'action', got {type(action).__name__}")
         if action._data.shape != self._action_shape:
             raise ValueError(f"the policy returned an action of shape {list(action.shape)}; the action spec "
-                             f"expects {list(self._action_shape)}")
+                             f"expects {list(self._action_shape)}{one_hot_hint(self.env.action_spec, action.shape)}")
         data = action._host()  # the host array, without building intermediate tensors
         if self.check_action_spec and not self._action_in_spec(data):
             raise ValueError(f"the policy returned an action outside the action spec at frame {self._frames}: "

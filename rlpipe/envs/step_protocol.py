@@ -113,11 +113,11 @@ import numpy as np
 from .._creation import as_tensor
 from .._tensor import Tensor, host_array
 from ..tensordict import TensorDict, unravel_key_to_tuple
-from .specs import Composite
+from .specs import Composite, OneHot
 
 __all__ = ["ACTION", "DONE_KEYS", "REWARD", "RESET", "TERMINATED", "TRUNCATED", "ArrayMapping", "TransformProtocol",
            "carry_over", "continue_chain", "done_entries", "frame_of", "frame_to_tensordict", "key_list",
-           "missing_action_error", "most_dropped", "next_tensordict", "pick_transitions", "reset_chain",
+           "missing_action_error", "most_dropped", "one_hot_hint", "next_tensordict", "pick_transitions", "reset_chain",
            "restart_rows", "root_tensordict", "spec_chain", "stack_same", "stack_steps", "step_chain"]
 
 DONE_KEYS = ("done", "terminated", "truncated")
@@ -161,6 +161,16 @@ def missing_action_error(policy, output, given):
     return KeyError(f"the policy {name!r} wrote no 'action' entry: a policy must write the action to take under the "
                     "key 'action' (a TensorDictModule with out_keys=['action'], or a ProbabilisticActor sampling "
                     f"it); it wrote {wrote}, besides its inputs {inputs}")
+
+
+def one_hot_hint(spec, shape):
+    """What to do when an action of ``shape`` looks like indices into the one-hot action ``spec``
+    (a sentence to append to a shape error), else ""."""
+    indices = tuple(spec.shape[:-1])
+    if isinstance(spec, OneHot) and tuple(shape) in (indices, indices + (1,)):
+        return ("; the action spec is one-hot and this looks like categorical actions (indices): create the env "
+                "with categorical_action_encoding=True, or write one-hot actions")
+    return ""
 
 
 def done_entries(terminated, truncated):
