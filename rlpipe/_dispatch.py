@@ -73,11 +73,29 @@ _CHECK = """
 def {name}({params}):
     if {test} and has_torch_function({watched}):
         return handle_torch_function(public, ({args}), {{{kwargs}}})
-{out_branch}    return fn({call})
+{out_branch}    try:
+        return fn({call})
+    except AttributeError as error:
+        mistyped = not_a_tensor(error, {name!r}, {watched_names!r}, ({watched},))
+        if mistyped is None:
+            raise
+        raise mistyped from None
 """
 _OUT_BRANCH = """    if out is not None:
         return write_out(out, fn, ({args}), {{{kwargs}}})
 """
+
+
+def _not_a_tensor(error, name, watched_names, watched):
+    """The TypeError for an op that failed on a watched argument that is no Tensor (an ``error``
+    raised on that very object, such as a NumPy array's missing ``_data``), else None."""
+    for arg_name, value in zip(watched_names, watched):
+        if error.obj is value and not isinstance(value, Tensor):
+            return TypeError(f"{name}(): argument {arg_name!r} must be {shown_module()}.Tensor, got "
+                             f"{type(value).__module__}.{type(value).__qualname__}; convert it with "
+                             f"{shown_module()}.as_tensor(x) (or {shown_module()}.from_numpy(x) to share a NumPy "
+                             "array's memory)")
+    return None
 
 
 def _hook_checking(fn, watched, public, write_out=None):
@@ -118,9 +136,10 @@ def _hook_checking(fn, watched, public, write_out=None):
         "(" + " or ".join(f"type({w}) not in NO_HOOK" for w in watched) + ")"
     source = _CHECK.format(name=fn.__name__, params=", ".join(params), test=test, watched=", ".join(watched),
                            args="".join(a + ", " for a in args), kwargs=", ".join(kwargs), call=", ".join(call),
-                           out_branch=out_branch)
+                           out_branch=out_branch, watched_names=tuple(watched))
     namespace = {"Tensor": Tensor, "NO_HOOK": NO_HOOK, "has_torch_function": has_torch_function,
-                 "handle_torch_function": handle_torch_function, "fn": fn, "write_out": write_out}
+                 "handle_torch_function": handle_torch_function, "fn": fn, "write_out": write_out,
+                 "not_a_tensor": _not_a_tensor}
     exec(compile(source, f"<torch_function check of {fn.__module__}.{fn.__qualname__}>", "exec"), namespace)
     wrapper = functools.update_wrapper(namespace[fn.__name__], fn)
     wrapper.__defaults__, wrapper.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__

@@ -77,6 +77,9 @@ def _type_name(obj):
 
 
 def _unsupported(obj, detail=""):
+    if not detail and callable(getattr(type(obj), "state_dict", None)):  # a Module, an optimizer...
+        detail = (" (objects are not pickled: save its state_dict() instead, as in save(module.state_dict(), path), "
+                  "and restore it with module.load_state_dict(load(path)))")
     return _Located(TypeError, f"cannot store object of type {_type_name(obj)!r}{detail}")
 
 

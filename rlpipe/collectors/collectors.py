@@ -20,7 +20,8 @@ from .._device import resolve as _resolve_device
 from .._tensor import Size, Tensor, host_array, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase
-from ..envs.step_protocol import DONE_KEYS, most_dropped, pick_transitions, stack_same, stack_steps
+from ..envs.step_protocol import (DONE_KEYS, missing_action_error, most_dropped, one_hot_hint, pick_transitions,
+                                  stack_same, stack_steps)
 from ..envs.transforms import StepCounter, TransformedEnv
 from ..envs.utils import ExplorationType, RandomPolicy, set_exploration_type
 from ..nn import Module
@@ -328,7 +329,11 @@ class SyncDataCollector(CollectorBase):
             td.set(key, value)
         out = self.policy(td)  # under rollout's no_grad
         written = td if out is None else out
-        action = self._host_action(written["action"])
+        try:
+            action = written["action"]
+        except KeyError:
+            raise missing_action_error(self.policy, written, obs.keys()) from None
+        action = self._host_action(action)
         if self._extra_keys is None:
             self._state_keys = self._find_states(written, obs)
             for key in self._state_keys:  # this first step ran with none, as a zero state: recorded so
@@ -358,7 +363,7 @@ class SyncDataCollector(CollectorBase):
             raise TypeError(f"the policy must write a Tensor under 'action', got {type(action).__name__}")
         if action._data.shape != self._action_shape:
             raise ValueError(f"the policy returned an action of shape {list(action.shape)}; the action spec "
-                             f"expects {list(self._action_shape)}")
+                             f"expects {list(self._action_shape)}{one_hot_hint(self.env.action_spec, action.shape)}")
         data = action._host()  # the host array, without building intermediate tensors
         if self.check_action_spec and not self._action_in_spec(data):
             raise ValueError(f"the policy returned an action outside the action spec at frame {self._frames}: "

@@ -38,7 +38,7 @@ from .._processes import die_with_parent, parent_watch, reap
 from ..tensordict import unravel_key_to_tuple
 from .common import EnvBase
 from .env_creator import EnvCreator, env_creator, get_env_metadata
-from .step_protocol import ACTION, REWARD, TERMINATED, TRUNCATED
+from .step_protocol import ACTION, REWARD, TERMINATED, TRUNCATED, one_hot_hint
 
 __all__ = ["SerialEnv", "ParallelEnv", "EnvCreator", "env_creator"]  # (the creators: env_creator.py)
 
@@ -239,7 +239,7 @@ class _BatchedEnv(EnvBase):
         buffers = self._buffers
         if action.shape != buffers[ACTION].shape:
             raise ValueError(f"{type(self).__name__}: expected an action of shape {buffers[ACTION].shape}, got "
-                             f"{action.shape}")
+                             f"{action.shape}{one_hot_hint(self.action_spec, action.shape)}")
         buffers[ACTION][...] = action
         self._run(self._all(), "step")
         if self._skips_rows:

@@ -16,7 +16,8 @@ from .._device import resolve
 from .._tensor import Size
 from ..tensordict import TensorDict
 from .spec_surface import SpecSurface
-from .step_protocol import DONE_KEYS, carry_over, frame_to_tensordict, next_tensordict, root_tensordict
+from .step_protocol import (DONE_KEYS, carry_over, frame_to_tensordict, missing_action_error, next_tensordict,
+                            root_tensordict)
 
 __all__ = ["EnvBase", "frame_to_tensordict", "DONE_KEYS"]
 
@@ -108,7 +109,7 @@ class EnvBase(SpecSurface):
         try:
             with no_grad():
                 for i in range(max_steps):
-                    td = policy(td) if policy is not None else self.rand_action(td)
+                    td = self.rand_action(td) if policy is None else self._policy_step(policy, td)
                     td = self.step(td)
                     steps.append(td)
                     if i == max_steps - 1:
@@ -134,6 +135,14 @@ class EnvBase(SpecSurface):
             for key in ("truncated", "done"):
                 flags = out[("next", key)]
                 flags[last] = True
+        return out
+
+    def _policy_step(self, policy, td):
+        """``policy(td)``, which must write ``"action"`` (a KeyError naming the policy otherwise)."""
+        given = list(td.keys())
+        out = policy(td)
+        if "action" not in out.keys():
+            raise missing_action_error(policy, out, given)
         return out
 
     def set_seed(self, seed, static_seed=False):

@@ -38,6 +38,7 @@ from .. import random as _random
 from .._processes import die_with_parent, parent_watch, reap
 from .._tensor import Size
 from .common import EnvBase
+from .step_protocol import one_hot_hint
 from ..tensordict import unravel_key_to_tuple
 from .specs import Binary, Bounded, Categorical, Composite, MultiCategorical, MultiOneHot, OneHot, Unbounded
 
@@ -525,7 +526,8 @@ class GymWrapper(EnvBase):
             action = np.asarray(action)
         if action.shape != self._action_shape:
             raise ValueError(f"{self._label()}: expected an action of shape {self._action_shape} "
-                             f"({type(self.action_spec).__name__}), got {action.shape}")
+                             f"({type(self.action_spec).__name__}), got {action.shape}"
+                             f"{one_hot_hint(self.action_spec, action.shape)}")
         if self._vectorized:
             return self._step_vectorized(action)
         try:

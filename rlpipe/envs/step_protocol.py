@@ -113,12 +113,12 @@ import numpy as np
 from .._creation import as_tensor
 from .._tensor import Tensor, host_array
 from ..tensordict import TensorDict, unravel_key_to_tuple
-from .specs import Composite
+from .specs import Composite, OneHot
 
 __all__ = ["ACTION", "DONE_KEYS", "REWARD", "RESET", "TERMINATED", "TRUNCATED", "ArrayMapping", "TransformProtocol",
            "carry_over", "continue_chain", "done_entries", "frame_of", "frame_to_tensordict", "key_list",
-           "most_dropped", "next_tensordict", "pick_transitions", "reset_chain", "restart_rows", "root_tensordict",
-           "spec_chain", "stack_same", "stack_steps", "step_chain"]
+           "missing_action_error", "most_dropped", "one_hot_hint", "next_tensordict", "pick_transitions", "reset_chain",
+           "restart_rows", "root_tensordict", "spec_chain", "stack_same", "stack_steps", "step_chain"]
 
 DONE_KEYS = ("done", "terminated", "truncated")
 DONE = ("done",)
@@ -149,6 +149,28 @@ def frame_of(tensordict, drop=()):
         if key not in drop and isinstance(value, Tensor):
             frame[key] = host_array(value)
     return frame
+
+
+def missing_action_error(policy, output, given):
+    """The KeyError for a policy whose ``output`` TensorDict has no ``"action"`` entry, naming the
+    policy and the keys it wrote (those of ``output`` but the ``given`` ones it was called with)."""
+    name = getattr(policy, "__qualname__", type(policy).__name__)
+    given = {unravel_key_to_tuple(key) for key in given}
+    wrote = [key for key in output.keys() if unravel_key_to_tuple(key) not in given]
+    inputs = sorted((key[0] if len(key) == 1 else key for key in given), key=str)
+    return KeyError(f"the policy {name!r} wrote no 'action' entry: a policy must write the action to take under the "
+                    "key 'action' (a TensorDictModule with out_keys=['action'], or a ProbabilisticActor sampling "
+                    f"it); it wrote {wrote}, besides its inputs {inputs}")
+
+
+def one_hot_hint(spec, shape):
+    """What to do when an action of ``shape`` looks like indices into the one-hot action ``spec``
+    (a sentence to append to a shape error), else ""."""
+    indices = tuple(spec.shape[:-1])
+    if isinstance(spec, OneHot) and tuple(shape) in (indices, indices + (1,)):
+        return ("; the action spec is one-hot and this looks like categorical actions (indices): create the env "
+                "with categorical_action_encoding=True, or write one-hot actions")
+    return ""
 
 
 def done_entries(terminated, truncated):

@@ -245,10 +245,16 @@ class MultiStep(Module):
     itself). On bad input it raises before changing anything. ``streaming=True`` keeps the last ``n_steps - 1`` frames
     of every batch and completes their windows with the next batch (``flush()`` emits the rest):
     each frame comes out exactly once with its exact return, ``n_steps - 1`` frames late.
+
+    ``allow_repeated`` (rlpipe only; torchrl has no such check): data that already holds a
+    ``"steps_to_next_obs"`` entry was n-stepped before (say by a collector's ``postproc=MultiStep``
+    and then a replay buffer's ``transform=MultiStep``). Stepping it again compounds the windows
+    silently, so by default it raises a ``ValueError``; ``allow_repeated=True`` applies it anyway.
     """
 
     def __init__(self, gamma, n_steps, *, reward_keys=(("next", "reward"),), done_key=("next", "done"),
-                 terminated_key=("next", "terminated"), mask_key=("collector", "mask"), streaming=False):
+                 terminated_key=("next", "terminated"), mask_key=("collector", "mask"), streaming=False,
+                 allow_repeated=False):
         super().__init__()
         _check_arguments(gamma, n_steps)
         self.gamma = float(gamma)
@@ -260,6 +266,7 @@ class MultiStep(Module):
         self.terminated_key = unravel_key_to_tuple(terminated_key)
         self.mask_key = unravel_key_to_tuple(mask_key)
         self.streaming = streaming
+        self.allow_repeated = allow_repeated
         self._tail = None
 
     def extra_repr(self):
@@ -274,10 +281,24 @@ class MultiStep(Module):
         if tensordict.batch_dims == 0:
             raise ValueError("MultiStep needs a TensorDict with a time dimension (batch_size [*B, T]), got "
                              f"batch_size={list(tensordict.batch_size)}")
+        if not self.allow_repeated:
+            self._refuse_n_stepped(tensordict)
         if self.streaming:
             return self._stream(tensordict)
         # a new TensorDict, as torchrl's: the input keeps its entries (the copy shares their tensors)
         return self._transform(tensordict.clone(recurse=False))
+
+    def _refuse_n_stepped(self, td):
+        """Raises when ``td`` holds a previous MultiStep's output (its ``"steps_to_next_obs"`` entry)."""
+        previous = td.get("steps_to_next_obs", None)
+        if previous is not None:
+            raise ValueError(
+                f"MultiStep(n_steps={self.n_steps}): the input already has a 'steps_to_next_obs' entry (shape "
+                f"{list(previous.shape)}), a MultiStep output: it was n-stepped before, for example by a collector's "
+                "postproc=MultiStep feeding a replay buffer with transform=MultiStep. Applying n-step again would "
+                "compound the windows (the next observation and the discounted reward would reach over both "
+                "windows). Keep only one MultiStep, or pass MultiStep(..., allow_repeated=True) to apply it again "
+                "on purpose")
 
     def _transform(self, td):
         """Transforms ``td`` (a TensorDict with a time dimension, as forward checked; a copy of the
