@@ -180,6 +180,18 @@ def test_metadata_that_does_not_fit_the_storage_is_refused():
         TensorDict.from_consolidated(_file_bytes({"cls": "TensorDict", "non_tensors": {}, "leaves": {}}))
 
 
+def test_metadata_whose_shapes_contradict_the_batch_size_is_refused():
+    meta = TensorDict({"a": rlpipe.ones(2)}, [2]).consolidate()._consolidated["metadata"]
+    meta["cls_metadata"]["batch_size"] = [3]
+    with pytest.raises(ValueError, match=r"'a' has shape \[2\], which does not start with its TensorDict's batch "
+                                         r"size \[3\]"):
+        TensorDict.from_consolidated(_file_bytes(meta))
+    meta["cls_metadata"]["batch_size"] = [2]
+    meta["cls"] = "LazyStackedTensorDict"
+    with pytest.raises(ValueError, match="cannot rebuild a 'LazyStackedTensorDict'; expected a TensorDict"):
+        TensorDict.from_consolidated(_file_bytes(meta))
+
+
 def test_missing_file_raises_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
         TensorDict.from_consolidated(tmp_path / "absent.bin")

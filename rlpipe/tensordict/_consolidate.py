@@ -8,6 +8,8 @@ where a leaf's metadata is ``(dtype name, shape, start, stop, padding)``. A file
 as a little-endian int64, which ``TensorDict.from_consolidated`` reads back (nothing is executed).
 """
 import json
+import math
+import mmap
 import os
 
 import numpy as np
@@ -15,6 +17,7 @@ import numpy as np
 from .. import _dtypes
 from .._device import device as _device_cls, resolve
 from .._tensor import Tensor, wrap
+from ._common import _as_batch_size
 from .memmap import new_mapped_file
 
 _ALIGN = 8
@@ -147,9 +150,10 @@ def from_consolidated(cls, source):
 
 def _read_file(filename):
     """The file's bytes, mapped copy-on-write (writes to the result never reach the file)."""
-    if os.path.getsize(filename) == 0:
-        return np.zeros(0, dtype=np.uint8)
-    return np.memmap(filename, dtype=np.uint8, mode="c")
+    with open(filename, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return np.zeros(0, dtype=np.uint8)
+        return np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8)
 
 
 def _split_file_bytes(data, where):
@@ -183,31 +187,53 @@ def rebuild(cls, metadata, storage):
     return out
 
 
-def _build(cls, meta, storage):
+def _build(cls, meta, storage, outer=()):
+    """The TensorDict ``meta`` describes (class ``cls``), its batch size starting with ``outer``, every
+    entry checked against it; built without the per-entry checks of ``set``."""
     from ._nontensor import NonTensorData, NonTensorStack
-    extra = {k: v for k, v in meta.items() if k not in ("cls", "non_tensors", "leaves", "cls_metadata", "size")}
     info = meta["cls_metadata"]
-    device = info["device"]
+    batch_size = _as_batch_size(info["batch_size"])
+    _check_prefix(meta["cls"], batch_size, outer)
     if meta["cls"] == "NonTensorStack":
-        return NonTensorStack.from_list(meta["non_tensors"]["data"], device=device)
-    entries = {key: NonTensorData(data, batch_size=batch_size, device=device)
-               for key, (data, batch_size, device) in meta["non_tensors"].items()}
-    entries.update((key, _leaf(key, spec, storage)) for key, spec in meta["leaves"].items())
-    entries.update((key, _build(cls, sub, storage)) for key, sub in extra.items())
+        return NonTensorStack.from_list(meta["non_tensors"]["data"], device=info["device"])
+    if meta["cls"] != "TensorDict":
+        raise ValueError(f"from_consolidated: cannot rebuild a {meta['cls']!r}; expected a TensorDict")
+    entries = {}
+    for key, (data, size, device) in meta["non_tensors"].items():
+        entries[key] = NonTensorData(data, batch_size=size, device=device)
+        _check_prefix(key, entries[key].batch_size, batch_size)
+    for key, spec in meta["leaves"].items():
+        entries[key] = _leaf(key, spec, storage)
+        _check_prefix(key, entries[key].shape, batch_size)
+    for key, sub in meta.items():
+        if key not in _META_FIELDS:
+            entries[key] = _build(cls._dense_type, sub, storage, batch_size)
+    device = None if info["device"] is None else resolve(info["device"])
+    out = cls._build(entries, batch_size, device)
     names = info.get("names")
-    return cls(entries, batch_size=info["batch_size"], device=device,
-               names=names if names and any(n is not None for n in names) else None)
+    if names and any(n is not None for n in names):
+        out.names = names
+    return out
+
+
+_META_FIELDS = frozenset(("cls", "non_tensors", "leaves", "cls_metadata", "size"))
+_DTYPES = {"torch." + d.name: d for d in _dtypes.ALL} | {"rlpipe." + d.name: d for d in _dtypes.ALL}
+
+
+def _check_prefix(key, shape, batch_size):
+    if tuple(shape[:len(batch_size)]) != tuple(batch_size):
+        raise ValueError(f"from_consolidated: {key!r} has shape {list(shape)}, which does not start with its "
+                         f"TensorDict's batch size {list(batch_size)}")
 
 
 def _leaf(key, spec, storage):
     """The view of ``storage`` that leaf ``key``'s ``(dtype, shape, start, stop, pad)`` names."""
-    dtype_name, shape, start, stop, _ = spec[:5]
-    dtype = getattr(_dtypes, dtype_name.rpartition(".")[2], None)
-    if not isinstance(dtype, _dtypes.dtype):
+    dtype_name, shape, start, stop = spec[:4]
+    dtype = _DTYPES.get(dtype_name)
+    if dtype is None:
         raise ValueError(f"from_consolidated: leaf {key!r} has the unknown dtype {dtype_name!r}")
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if not 0 <= start <= stop <= storage.shape[0] or stop - start < nbytes:
         raise ValueError(f"from_consolidated: leaf {key!r} needs {nbytes} bytes at [{start}, {stop}) of a "
                          f"{storage.shape[0]}-byte storage")
-    data = storage._data[start:start + nbytes].view(dtype.np).reshape(shape)
-    return wrap(data, storage._device)
+    return wrap(storage._data[start:start + nbytes].view(dtype.np).reshape(shape), storage._device)
