@@ -190,15 +190,17 @@ def rebuild(cls, metadata, storage):
 def _build(cls, meta, storage, outer=()):
     """The TensorDict ``meta`` describes (class ``cls``), its batch size starting with ``outer``, every
     entry checked against it; built without the per-entry checks of ``set``."""
-    from ._nontensor import NonTensorData, NonTensorStack
     info = meta["cls_metadata"]
     batch_size = _as_batch_size(info["batch_size"])
     _check_prefix(meta["cls"], batch_size, outer)
     if meta["cls"] == "NonTensorStack":
+        from ._nontensor import NonTensorStack  # a layer below (it imports this package's _io)
         return NonTensorStack.from_list(meta["non_tensors"]["data"], device=info["device"])
     if meta["cls"] != "TensorDict":
         raise ValueError(f"from_consolidated: cannot rebuild a {meta['cls']!r}; expected a TensorDict")
     entries = {}
+    if meta["non_tensors"]:
+        from ._nontensor import NonTensorData
     for key, (data, size, device) in meta["non_tensors"].items():
         entries[key] = NonTensorData(data, batch_size=size, device=device)
         _check_prefix(key, entries[key].batch_size, batch_size)

@@ -13,7 +13,7 @@ import numpy as np
 from .. import _dtypes, serialization as _serialization
 from .._creation import as_tensor, zeros as _zeros
 from .._device import CPU as _CPU, resolve
-from .._tensor import Tensor, host_array
+from .._tensor import Tensor, host_array, wrap
 from ._common import _NAMES_USED
 from .base import TensorDictBase
 from .memmap import MemoryMappedTensor, Staging
@@ -266,8 +266,9 @@ class _IOMixin:
         """A consolidated TensorDict pickles as its one storage and its metadata (tensordict 0.14's
         consolidated transport); any other pickles its state."""
         if self.is_consolidated():
-            return _from_consolidated_state, (type(self), self._consolidated["metadata"],
-                                              self._consolidated["storage"])
+            storage = self._consolidated["storage"]
+            return _from_consolidated_state, (type(self), self._consolidated["metadata"], storage._host(),
+                                              str(storage.device))
         return super().__reduce_ex__(protocol)
 
     def __getstate__(self):
@@ -293,10 +294,12 @@ class _IOMixin:
             self._last_op = None
 
 
-def _from_consolidated_state(cls, metadata, storage):
-    """Unpickles a consolidated TensorDict (see ``__reduce_ex__``)."""
+def _from_consolidated_state(cls, metadata, array, device):
+    """Unpickles a consolidated TensorDict (see ``__reduce_ex__``): its storage wraps the unpickled
+    array (no copy on the cpu)."""
     from rlpipe.tensordict._consolidate import rebuild
-    return rebuild(cls, metadata, storage)
+    storage = wrap(array, _CPU)
+    return rebuild(cls, metadata, storage if device == "cpu" else storage.to(device))
 
 
 def _check_cpu_leaf(key, value):
