@@ -204,9 +204,11 @@ def _build(cls, meta, storage, outer=()):
     for key, (data, size, device) in meta["non_tensors"].items():
         entries[key] = NonTensorData(data, batch_size=size, device=device)
         _check_prefix(key, entries[key].batch_size, batch_size)
+    array, prefix = storage._data, list(batch_size)
     for key, spec in meta["leaves"].items():
-        entries[key] = _leaf(key, spec, storage)
-        _check_prefix(key, entries[key].shape, batch_size)
+        if spec[1][:len(prefix)] != prefix:
+            _check_prefix(key, spec[1], batch_size)
+        entries[key] = wrap(_leaf_array(key, spec, array), storage._device)
     for key, sub in meta.items():
         if key not in _META_FIELDS:
             entries[key] = _build(cls._dense_type, sub, storage, batch_size)
@@ -228,14 +230,15 @@ def _check_prefix(key, shape, batch_size):
                          f"TensorDict's batch size {list(batch_size)}")
 
 
-def _leaf(key, spec, storage):
-    """The view of ``storage`` that leaf ``key``'s ``(dtype, shape, start, stop, pad)`` names."""
+def _leaf_array(key, spec, array):
+    """The view of the storage's ``array`` that leaf ``key``'s ``(dtype, shape, start, stop, pad)``
+    names."""
     dtype_name, shape, start, stop = spec[:4]
     dtype = _DTYPES.get(dtype_name)
     if dtype is None:
         raise ValueError(f"from_consolidated: leaf {key!r} has the unknown dtype {dtype_name!r}")
     nbytes = math.prod(shape) * dtype.itemsize
-    if not 0 <= start <= stop <= storage.shape[0] or stop - start < nbytes:
+    if not 0 <= start <= stop <= len(array) or stop - start < nbytes:
         raise ValueError(f"from_consolidated: leaf {key!r} needs {nbytes} bytes at [{start}, {stop}) of a "
-                         f"{storage.shape[0]}-byte storage")
-    return wrap(storage._data[start:start + nbytes].view(dtype.np).reshape(shape), storage._device)
+                         f"{len(array)}-byte storage")
+    return array[start:start + nbytes].view(dtype.np).reshape(shape)
