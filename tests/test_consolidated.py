@@ -137,10 +137,12 @@ def test_device_and_empty_tensordict_round_trip(tmp_path):
     assert back.batch_size == rlpipe.Size([5]) and list(back.keys()) == [] and back.is_consolidated()
 
 
-def test_a_file_is_mapped_copy_on_write(tmp_path):
-    TensorDict({"a": rlpipe.ones(4)}, [4]).consolidate(tmp_path / "c.bin")
+@pytest.mark.parametrize("rows", [4, 1 << 19])  # a small file is read whole, one of 2 MiB mapped
+def test_writes_to_a_loaded_file_never_reach_it(tmp_path, rows):
+    TensorDict({"a": rlpipe.arange(rows, dtype=rlpipe.float32)}, [rows]).consolidate(tmp_path / "c.bin")
     before = (tmp_path / "c.bin").read_bytes()
     out = TensorDict.from_consolidated(tmp_path / "c.bin")
+    assert out["a"].numpy().tobytes() == np.arange(rows, dtype=np.float32).tobytes()
     out["a"].zero_()
     assert (tmp_path / "c.bin").read_bytes() == before and (out["a"] == 0).all()
 

@@ -149,11 +149,16 @@ def from_consolidated(cls, source):
 
 
 def _read_file(filename):
-    """The file's bytes, mapped copy-on-write (writes to the result never reach the file)."""
-    with open(filename, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return np.zeros(0, dtype=np.uint8)
+    """The file's bytes, a private copy: read whole when small (faster than a map), else mapped
+    copy-on-write; writes to the result never reach the file."""
+    with open(filename, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < _READ_WHOLE_BELOW:
+            return np.frombuffer(bytearray(f.read()), dtype=np.uint8)
         return np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8)
+
+
+_READ_WHOLE_BELOW = 1 << 20
 
 
 def _split_file_bytes(data, where):
@@ -162,12 +167,12 @@ def _split_file_bytes(data, where):
     if data.size < 8:
         raise ValueError(f"from_consolidated: {where} holds {data.size} bytes, fewer than the 8 of the "
                          "metadata length: not a consolidated TensorDict")
-    length = int(np.asarray(data[-8:]).view("<i8")[0])
+    length = int.from_bytes(data[-8:].tobytes(), "little", signed=True)
     if not 0 < length <= data.size - 8:
         raise ValueError(f"from_consolidated: {where} records {length} bytes of metadata, expected 1 to "
                          f"{data.size - 8}: not a consolidated TensorDict")
     try:
-        metadata = json.loads(bytes(data[-8 - length:-8]).decode("utf-8"))
+        metadata = json.loads(data[-8 - length:-8].tobytes())
     except (UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"from_consolidated: {where} holds no valid JSON metadata ({e})") from None
     return data[:-8 - length], metadata
