@@ -77,6 +77,7 @@ def test_round_trips_are_bit_exact(route, tmp_path):
            "uint8 tensor": lambda: TensorDict.from_consolidated(rlpipe.tensor(np.frombuffer(raw, np.uint8)))}[route]()
     _assert_bit_exact(out, td)
     assert out.is_consolidated() and out.is_locked and not out["next"].is_consolidated()
+    assert out.device == consolidated.device and out["next"].device == consolidated["next"].device
 
 
 def test_zero_dim_leaves_in_a_batchless_tensordict_round_trip():
@@ -205,3 +206,15 @@ def test_a_file_consolidate_cannot_describe_in_json_is_refused(tmp_path):
     with pytest.raises(TypeError, match="metadata cannot be written to a file as JSON"):
         td.consolidate(tmp_path / "c.bin")
     assert not (tmp_path / "c.bin").exists() and not td.is_locked and td.consolidate().is_consolidated()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_a_cuda_tensordict_round_trips_on_its_device():
+    td = _td()
+    del td["tags"], td["bf16"]  # a stack's positions stay off the storage; CuPy has no bfloat16
+    on_gpu = td.consolidate(device="cuda")
+    for out in (TensorDict.from_consolidated(on_gpu), pickle.loads(pickle.dumps(on_gpu))):
+        assert out.device.type == "cuda" and out["next", "obs"].device.type == "cuda" and out.is_consolidated()
+        assert out._consolidated["storage"].device.type == "cuda"
+        _assert_bit_exact(out.to("cpu"), td.to("cpu"))

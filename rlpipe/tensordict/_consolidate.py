@@ -29,7 +29,8 @@ def consolidate(td, filename=None, device_arg=None):
     leaves = [(path, leaf) for path, leaf in td._leaf_items()]
     device = _target_device(td, leaves, device_arg, filename)
     layout, total = _layout(leaves)
-    metadata = _metadata(td, leaves, layout)
+    keep = td.device if device_arg is None and filename is None else device  # the result's device
+    metadata = _metadata(td, leaves, layout, None if keep == td.device else keep)
     if filename is not None:
         storage = _file_buffer(filename, total, _json_suffix(metadata))
     else:  # on the target GPU itself, not the current one
@@ -40,7 +41,6 @@ def consolidate(td, filename=None, device_arg=None):
         view = storage[start:start + nbytes].view(data.dtype).reshape(data.shape)
         view[...] = data
         views.setdefault(id(leaf), []).append(wrap(view, device))
-    keep = td.device if device_arg is None and filename is None else device
     # a tensor _map meets that is no leaf of _leaf_items' (a NonTensorStack's positions) is kept
     out = td._map(lambda leaf: views[id(leaf)].pop(0) if views.get(id(leaf)) else leaf, device=keep)
     out._consolidated = {"storage": wrap(storage, device), "metadata": metadata}
@@ -91,16 +91,17 @@ def _file_buffer(filename, total, suffix):
     return mapped[:total]
 
 
-def _metadata(td, leaves, layout):
+def _metadata(td, leaves, layout, moved_to=None):
     """tensordict's consolidated metadata: per TensorDict its class, batch size, device, names and
     lock state, its NonTensorData as ``(object, batch size, device)``; per leaf its dtype (torch's
     name, so that tensordict reads rlpipe's files), shape, start, stop and padding. A NonTensorStack
-    is a nested entry holding its objects as a nested list under ``non_tensors["data"]``."""
+    is a nested entry holding its objects as a nested list under ``non_tensors["data"]``. Every
+    device is ``moved_to`` when given (the result's, where consolidate moves the TensorDict)."""
     spans = {path: (start, nbytes) for (path, _), (start, nbytes) in zip(leaves, layout)}
 
     def walk(sub, prefix):
         meta = {"cls": type(sub).__name__, "non_tensors": {}, "leaves": {},
-                "cls_metadata": {"device": _device_name(sub.device), "names": sub.names,
+                "cls_metadata": {"device": _device_name(moved_to or sub.device), "names": sub.names,
                                  "batch_size": list(sub.batch_size), "is_locked": sub.is_locked}}
         if sub._is_non_tensor:  # a NonTensorStack (a NonTensorData is recorded by its parent)
             meta["non_tensors"]["data"] = sub.tolist()
@@ -112,7 +113,8 @@ def _metadata(td, leaves, layout):
                 meta["leaves"][key] = ("torch." + value.dtype.name, list(value.shape), start,
                                        start + nbytes + pad, pad)
             elif type(value).__name__ == "NonTensorData":
-                meta["non_tensors"][key] = (value.value(), list(value.batch_size), _device_name(value.device))
+                meta["non_tensors"][key] = (value.value(), list(value.batch_size),
+                                            _device_name(moved_to or value.device))
             else:
                 meta[key] = walk(value, prefix + (key,))
         return meta
