@@ -19,8 +19,10 @@ from an environment that also has torch==2.13.0 and tensordict==0.14.3 to get th
 from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
 
 import argparse
+import atexit
 import os
 import pickle
+import shutil
 import tempfile
 
 import numpy as np
@@ -100,7 +102,9 @@ def tensorclass_workloads(lib, td_module, td):
 
 def consolidated_workloads(td_module, td):
     """Consolidating ``td``, reading it back from a consolidated file, and pickle round trips."""
-    path = os.path.join(tempfile.mkdtemp(prefix="bench-consolidated-"), "batch.bin")
+    folder = tempfile.mkdtemp(prefix="bench-consolidated-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, "batch.bin")
     consolidated = td.consolidate(path)
     return {"consolidate(), batch [1000]": td.consolidate,
             "from_consolidated(file), batch [1000]": lambda: td_module.TensorDict.from_consolidated(path),
