@@ -7,7 +7,9 @@ then lazy stacks: ``lazy_stack`` of 1 000 heterogeneous TensorDicts (batch ``[]`
 features, a "reward" [1] and a ("next", "obs") like "obs"), indexing 256 of them (an int64 tensor)
 and reading the homogeneous "reward" of all 1 000 (a dense [1000, 1] tensor); then tensorclasses (a
 ``TensorClass`` with the five leaves as fields, "next" a TensorDict): reading a field of a batch-[1000]
-instance, and ``stack`` of 1 000 one-row instances.
+instance, and ``stack`` of 1 000 one-row instances; then consolidated transport of the batch-[1000]
+TensorDict: ``consolidate()``, ``from_consolidated`` of the file ``consolidate(filename)`` wrote,
+and a pickle round trip (dumps + loads) of the consolidated and of the plain TensorDict.
 Every TensorDict has the same five leaves: obs [N, 4] float32, action [N, 2] int64, reward [N, 1]
 float32, done [N, 1] bool and ("next", "obs") [N, 4] float32. rlpipe never depends on the peer; run
 from an environment that also has torch==2.13.0 and tensordict==0.14.3 to get the ratios:
@@ -17,6 +19,11 @@ from an environment that also has torch==2.13.0 and tensordict==0.14.3 to get th
 from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
 
 import argparse
+import atexit
+import os
+import pickle
+import shutil
+import tempfile
 
 import numpy as np
 from bench_core import measure  # the script's folder is on sys.path
@@ -74,6 +81,7 @@ def workloads(lib, td_module):
         'lazy stack of 1000: get("reward")': lambda: lazy.get("reward"),
     })
     fns.update(tensorclass_workloads(lib, td_module, small))
+    fns.update(consolidated_workloads(td_module, small))
     return {name: (fn, fn()) for name, fn in fns.items()}
 
 
@@ -90,6 +98,18 @@ def tensorclass_workloads(lib, td_module, td):
     rows = [tc[i] for i in range(1000)]
     return {"TensorClass field read (tc.obs), batch [1000]": lambda: tc.obs,
             "stack 1000 one-row TensorClasses": lambda: lib.stack(rows, 0)}
+
+
+def consolidated_workloads(td_module, td):
+    """Consolidating ``td``, reading it back from a consolidated file, and pickle round trips."""
+    folder = tempfile.mkdtemp(prefix="bench-consolidated-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, "batch.bin")
+    consolidated = td.consolidate(path)
+    return {"consolidate(), batch [1000]": td.consolidate,
+            "from_consolidated(file), batch [1000]": lambda: td_module.TensorDict.from_consolidated(path),
+            "pickle round trip, consolidated [1000]": lambda: pickle.loads(pickle.dumps(consolidated)),
+            "pickle round trip, plain [1000]": lambda: pickle.loads(pickle.dumps(td))}
 
 
 def calls_per_run(name, number):

@@ -11,8 +11,9 @@ Layout (a module imports only modules of the lines above its own or of its own l
 - ``_entries.py`` (storage: get/set/update/keys, batch size, device), ``_lock.py`` (locking, caches, ``with``
   blocks), ``_apply.py`` (per-leaf functions, copies, ``to``), ``_index.py`` (``td[index]`` read and write),
   ``_shape.py`` (reshape/permute/stack/cat...), ``_names.py`` (dim names), ``_io.py`` (memmap, consolidate,
-  state dicts, pickling; ``_consolidate.py`` lays out the buffer), ``_construct.py`` (``from_dict``/``from_any``/
-  ``tolist``...), ``_repr.py`` (printing): one mixin each, over the slots of the dense TensorDict.
+  state dicts, pickling; ``_consolidate.py`` lays out the buffer and rebuilds from it: ``from_consolidated``
+  and unpickling), ``_construct.py`` (``from_dict``/``from_any``/``tolist``...), ``_repr.py`` (printing): one
+  mixin each, over the slots of the dense TensorDict.
 - ``_td.py``: ``TensorDict``, the dense kind (its slots and the mixins), and ``_SubTensorDict``, a view at an
   index that writes through to its source.
 - ``functional.py``, ``utils.py``, ``persistent.py``, ``_archive.py``: tensordict's module-level functions

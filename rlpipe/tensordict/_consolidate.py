@@ -3,14 +3,21 @@ becoming views of it, so that one transfer or one file moves the whole TensorDic
 
 Layout, as in tensordict 0.14: the leaves in depth-first key order, each padded with zeros to a
 multiple of 8 bytes; ``td._consolidated`` is ``{"storage": uint8 tensor, "metadata": nested dict}``
-where a leaf's metadata is ``(dtype name, shape, start, stop, padding)``.
+where a leaf's metadata is ``(dtype name, shape, start, stop, padding)``. A file written by
+``consolidate(filename)`` holds the storage, then the metadata as UTF-8 JSON, then the JSON's length
+as a little-endian int64, which ``TensorDict.from_consolidated`` reads back (nothing is executed).
 """
+import json
+import math
+import mmap
 import os
 
 import numpy as np
 
+from .. import _dtypes
 from .._device import device as _device_cls, resolve
 from .._tensor import Tensor, wrap
+from ._common import _as_batch_size
 from .memmap import new_mapped_file
 
 _ALIGN = 8
@@ -22,8 +29,10 @@ def consolidate(td, filename=None, device_arg=None):
     leaves = [(path, leaf) for path, leaf in td._leaf_items()]
     device = _target_device(td, leaves, device_arg, filename)
     layout, total = _layout(leaves)
+    keep = td.device if device_arg is None and filename is None else device  # the result's device
+    metadata = _metadata(td, leaves, layout, None if keep == td.device else keep)
     if filename is not None:
-        storage = _file_buffer(filename, total)
+        storage = _file_buffer(filename, total, _json_suffix(metadata))
     else:  # on the target GPU itself, not the current one
         storage = device._backend.full((total,), 0, np.uint8, device.index)
     views = {}  # id(leaf) -> its views, in _leaf_items' order (a leaf stored under two keys has two)
@@ -32,10 +41,9 @@ def consolidate(td, filename=None, device_arg=None):
         view = storage[start:start + nbytes].view(data.dtype).reshape(data.shape)
         view[...] = data
         views.setdefault(id(leaf), []).append(wrap(view, device))
-    keep = td.device if device_arg is None and filename is None else device
     # a tensor _map meets that is no leaf of _leaf_items' (a NonTensorStack's positions) is kept
     out = td._map(lambda leaf: views[id(leaf)].pop(0) if views.get(id(leaf)) else leaf, device=keep)
-    out._consolidated = {"storage": wrap(storage, device), "metadata": _metadata(out, leaves, layout)}
+    out._consolidated = {"storage": wrap(storage, device), "metadata": metadata}
     return out.lock_()
 
 
@@ -65,34 +73,179 @@ def _layout(leaves):
     return layout, offset
 
 
-def _file_buffer(filename, total):
-    """A writable uint8 array of ``total`` bytes mapped on ``filename`` (created or overwritten),
-    its disk space reserved first (on a full disk: OSError(ENOSPC), the old file left as it was)."""
-    if total == 0:
-        open(filename, "wb").close()
-        return np.zeros(0, dtype=np.uint8)
-    return new_mapped_file(os.fspath(filename), (total,), np.uint8, npy=False)
+def _json_suffix(metadata):
+    """The bytes a consolidated file ends with: the metadata as JSON, then its length (int64)."""
+    try:
+        text = json.dumps(metadata).encode("utf-8")
+    except TypeError as e:  # a non-tensor object JSON cannot carry
+        raise TypeError(f"consolidate: the metadata cannot be written to a file as JSON ({e})") from None
+    return text + np.array([len(text)], dtype="<i8").tobytes()
 
 
-def _metadata(td, leaves, layout):
-    """tensordict's consolidated metadata: per TensorDict its class and batch size, per leaf its
-    dtype, shape, start, stop and padding."""
+def _file_buffer(filename, total, suffix):
+    """A writable uint8 array of ``total`` bytes mapped on ``filename`` (created or overwritten), the
+    file ending with ``suffix``; its disk space is reserved first (on a full disk: OSError(ENOSPC),
+    the old file left as it was)."""
+    mapped = new_mapped_file(os.fspath(filename), (total + len(suffix),), np.uint8, npy=False)
+    mapped[total:] = np.frombuffer(suffix, dtype=np.uint8)
+    return mapped[:total]
+
+
+def _metadata(td, leaves, layout, moved_to=None):
+    """tensordict's consolidated metadata: per TensorDict its class, batch size, device, names and
+    lock state, its NonTensorData as ``(object, batch size, device)``; per leaf its dtype (torch's
+    name, so that tensordict reads rlpipe's files), shape, start, stop and padding. A NonTensorStack
+    is a nested entry holding its objects as a nested list under ``non_tensors["data"]``. Every
+    device is ``moved_to`` when given (the result's, where consolidate moves the TensorDict)."""
     spans = {path: (start, nbytes) for (path, _), (start, nbytes) in zip(leaves, layout)}
 
     def walk(sub, prefix):
         meta = {"cls": type(sub).__name__, "non_tensors": {}, "leaves": {},
-                "cls_metadata": {"device": None if sub.device is None else str(sub.device),
-                                 "names": [None] * sub.batch_dims, "batch_size": list(sub.batch_size),
-                                 "is_locked": False}}
-        if sub._is_non_tensor:  # its objects, where tensordict records them
-            meta["non_tensors"]["data"] = sub.value()
+                "cls_metadata": {"device": _device_name(moved_to or sub.device), "names": sub.names,
+                                 "batch_size": list(sub.batch_size), "is_locked": sub.is_locked}}
+        if sub._is_non_tensor:  # a NonTensorStack (a NonTensorData is recorded by its parent)
+            meta["non_tensors"]["data"] = sub.tolist()
             return meta
         for key, value in sub._tensordict.items():
             if isinstance(value, Tensor):
                 start, nbytes = spans[prefix + (key,)]
                 pad = (-nbytes) % _ALIGN
-                meta["leaves"][key] = (str(value.dtype), list(value.shape), start, start + nbytes + pad, pad)
+                meta["leaves"][key] = ("torch." + value.dtype.name, list(value.shape), start,
+                                       start + nbytes + pad, pad)
+            elif type(value).__name__ == "NonTensorData":
+                meta["non_tensors"][key] = (value.value(), list(value.batch_size),
+                                            _device_name(moved_to or value.device))
             else:
                 meta[key] = walk(value, prefix + (key,))
         return meta
     return walk(td, ())
+
+
+def _device_name(device):
+    return None if device is None else str(device)
+
+
+
+# ---- from_consolidated ----------------------------------------------------------------------------
+def from_consolidated(cls, source):
+    """The TensorDict that ``source`` holds: a file ``consolidate(filename)`` wrote (tensordict's
+    only form), the bytes of such a file (bytes, bytearray, memoryview or a 1-d uint8 Tensor), or a
+    consolidated TensorDict (then a new one over the same storage)."""
+    if isinstance(source, (str, os.PathLike)):
+        storage, metadata = _split_file_bytes(_read_file(source), source)
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        storage, metadata = _split_file_bytes(np.frombuffer(source, dtype=np.uint8), "the buffer")
+    elif isinstance(source, Tensor):
+        if source.dtype.name != "uint8" or source.dim() != 1:
+            raise ValueError(f"from_consolidated: a buffer must be a 1-d uint8 tensor, got dtype={source.dtype} "
+                             f"and shape={tuple(source.shape)}")
+        storage, metadata = _split_file_bytes(source._host(), "the buffer")
+    elif hasattr(source, "is_consolidated") and not isinstance(source, type):
+        if not source.is_consolidated():
+            raise ValueError("from_consolidated: the TensorDict is not consolidated; call consolidate() first")
+        return rebuild(cls, source._consolidated["metadata"], source._consolidated["storage"])
+    else:
+        raise TypeError(f"from_consolidated: expected a file name, a buffer or a consolidated TensorDict, "
+                        f"got {type(source).__name__}")
+    return rebuild(cls, metadata, wrap(storage, resolve("cpu")))
+
+
+def _read_file(filename):
+    """The file's bytes, a private copy: read whole when small (faster than a map), else mapped
+    copy-on-write; writes to the result never reach the file."""
+    with open(filename, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < _READ_WHOLE_BELOW:
+            return np.frombuffer(bytearray(f.read()), dtype=np.uint8)
+        return np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8)
+
+
+_READ_WHOLE_BELOW = 1 << 20
+
+
+def _split_file_bytes(data, where):
+    """(storage, metadata) of a consolidated file's bytes: ValueError naming ``where`` if they are
+    not one."""
+    if data.size < 8:
+        raise ValueError(f"from_consolidated: {where} holds {data.size} bytes, fewer than the 8 of the "
+                         "metadata length: not a consolidated TensorDict")
+    length = int.from_bytes(data[-8:].tobytes(), "little", signed=True)
+    if not 0 < length <= data.size - 8:
+        raise ValueError(f"from_consolidated: {where} records {length} bytes of metadata, expected 1 to "
+                         f"{data.size - 8}: not a consolidated TensorDict")
+    try:
+        metadata = json.loads(data[-8 - length:-8].tobytes())
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"from_consolidated: {where} holds no valid JSON metadata ({e})") from None
+    return data[:-8 - length], metadata
+
+
+def rebuild(cls, metadata, storage):
+    """A locked TensorDict of class ``cls`` whose leaves are views of ``storage`` as ``metadata``
+    lays them out, consolidated (``_consolidated`` holds both). ValueError if ``metadata`` does not
+    describe a TensorDict inside ``storage``."""
+    try:
+        out = _build(cls, metadata, storage)
+    except (KeyError, TypeError, IndexError, AttributeError) as e:
+        raise ValueError(f"from_consolidated: the metadata does not describe a consolidated TensorDict "
+                         f"({type(e).__name__}: {e})") from None
+    out.lock_()
+    out._consolidated = {"storage": storage, "metadata": metadata}
+    return out
+
+
+def _build(cls, meta, storage, outer=()):
+    """The TensorDict ``meta`` describes (class ``cls``), its batch size starting with ``outer``, every
+    entry checked against it; built without the per-entry checks of ``set``."""
+    info = meta["cls_metadata"]
+    batch_size = _as_batch_size(info["batch_size"])
+    _check_prefix(meta["cls"], batch_size, outer)
+    if meta["cls"] == "NonTensorStack":
+        from ._nontensor import NonTensorStack  # a layer below (it imports this package's _io)
+        return NonTensorStack.from_list(meta["non_tensors"]["data"], device=info["device"])
+    if meta["cls"] != "TensorDict":
+        raise ValueError(f"from_consolidated: cannot rebuild a {meta['cls']!r}; expected a TensorDict")
+    entries = {}
+    if meta["non_tensors"]:
+        from ._nontensor import NonTensorData
+    for key, (data, size, device) in meta["non_tensors"].items():
+        entries[key] = NonTensorData(data, batch_size=size, device=device)
+        _check_prefix(key, entries[key].batch_size, batch_size)
+    array, prefix = storage._data, list(batch_size)
+    for key, spec in meta["leaves"].items():
+        if spec[1][:len(prefix)] != prefix:
+            _check_prefix(key, spec[1], batch_size)
+        entries[key] = wrap(_leaf_array(key, spec, array), storage._device)
+    for key, sub in meta.items():
+        if key not in _META_FIELDS:
+            entries[key] = _build(cls._dense_type, sub, storage, batch_size)
+    device = None if info["device"] is None else resolve(info["device"])
+    out = cls._build(entries, batch_size, device)
+    names = info.get("names")
+    if names and any(n is not None for n in names):
+        out.names = names
+    return out
+
+
+_META_FIELDS = frozenset(("cls", "non_tensors", "leaves", "cls_metadata", "size"))
+_DTYPES = {"torch." + d.name: d for d in _dtypes.ALL} | {"rlpipe." + d.name: d for d in _dtypes.ALL}
+
+
+def _check_prefix(key, shape, batch_size):
+    if tuple(shape[:len(batch_size)]) != tuple(batch_size):
+        raise ValueError(f"from_consolidated: {key!r} has shape {list(shape)}, which does not start with its "
+                         f"TensorDict's batch size {list(batch_size)}")
+
+
+def _leaf_array(key, spec, array):
+    """The view of the storage's ``array`` that leaf ``key``'s ``(dtype, shape, start, stop, pad)``
+    names."""
+    dtype_name, shape, start, stop = spec[:4]
+    dtype = _DTYPES.get(dtype_name)
+    if dtype is None:
+        raise ValueError(f"from_consolidated: leaf {key!r} has the unknown dtype {dtype_name!r}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if not 0 <= start <= stop <= len(array) or stop - start < nbytes:
+        raise ValueError(f"from_consolidated: leaf {key!r} needs {nbytes} bytes at [{start}, {stop}) of a "
+                         f"{len(array)}-byte storage")
+    return array[start:start + nbytes].view(dtype.np).reshape(shape)

@@ -13,7 +13,7 @@ import numpy as np
 from .. import _dtypes, serialization as _serialization
 from .._creation import as_tensor, zeros as _zeros
 from .._device import CPU as _CPU, resolve
-from .._tensor import Tensor, host_array
+from .._tensor import Tensor, host_array, wrap
 from ._common import _NAMES_USED
 from .base import TensorDictBase
 from .memmap import MemoryMappedTensor, Staging
@@ -136,6 +136,15 @@ class _IOMixin:
                 out._consolidated = storage
         return _done(out) if return_early else out
 
+    @classmethod
+    def from_consolidated(cls, source):
+        """The TensorDict held by ``source``: a file that ``consolidate(filename)`` wrote (as in
+        tensordict 0.14), the bytes of such a file, or a consolidated TensorDict (a new TensorDict over
+        its storage). The result is consolidated and locked, its leaves views of the one storage (a
+        file is mapped copy-on-write: writes never reach it)."""
+        from rlpipe.tensordict._consolidate import from_consolidated
+        return from_consolidated(cls, source)
+
     def is_consolidated(self):
         """Whether consolidate() made this TensorDict (and it has not been unlocked since)."""
         return getattr(self, "_consolidated", None) is not None
@@ -253,6 +262,15 @@ class _IOMixin:
     _TRANSIENT = frozenset(("__weakref__", "_last_op", "_last_op_queue", "_lock_parents", "_cache_store", "_locked",
                             "_shared_state"))
 
+    def __reduce_ex__(self, protocol):
+        """A consolidated TensorDict pickles as its one storage and its metadata (tensordict 0.14's
+        consolidated transport); any other pickles its state."""
+        if self.is_consolidated():
+            storage = self._consolidated["storage"]
+            return _from_consolidated_state, (type(self), self._consolidated["metadata"], storage._host(),
+                                              str(storage.device))
+        return super().__reduce_ex__(protocol)
+
     def __getstate__(self):
         state = dict(getattr(self, "__dict__", {}))
         for klass in type(self).__mro__:
@@ -274,6 +292,14 @@ class _IOMixin:
         if locked:
             self.lock_()
             self._last_op = None
+
+
+def _from_consolidated_state(cls, metadata, array, device):
+    """Unpickles a consolidated TensorDict (see ``__reduce_ex__``): its storage wraps the unpickled
+    array (no copy on the cpu)."""
+    from rlpipe.tensordict._consolidate import rebuild
+    storage = wrap(array, _CPU)
+    return rebuild(cls, metadata, storage if device == "cpu" else storage.to(device))
 
 
 def _check_cpu_leaf(key, value):
