@@ -200,16 +200,15 @@ def _build(cls, meta, storage, outer=()):
     info = meta["cls_metadata"]
     batch_size = _as_batch_size(info["batch_size"])
     _check_prefix(meta["cls"], batch_size, outer)
+    # NonTensorData and NonTensorStack: _nontensor (above this module) hands them over on TensorDictBase
+    non_tensor_data, non_tensor_stack = cls._non_tensor_types[:2]
     if meta["cls"] == "NonTensorStack":
-        from ._nontensor import NonTensorStack  # a layer below (it imports this package's _io)
-        return NonTensorStack.from_list(meta["non_tensors"]["data"], device=info["device"])
+        return non_tensor_stack.from_list(meta["non_tensors"]["data"], device=info["device"])
     if meta["cls"] != "TensorDict":
         raise ValueError(f"from_consolidated: cannot rebuild a {meta['cls']!r}; expected a TensorDict")
     entries = {}
-    if meta["non_tensors"]:
-        from ._nontensor import NonTensorData
     for key, (data, size, device) in meta["non_tensors"].items():
-        entries[key] = NonTensorData(data, batch_size=size, device=device)
+        entries[key] = non_tensor_data(data, batch_size=size, device=device)
         _check_prefix(key, entries[key].batch_size, batch_size)
     array, prefix = storage._data, list(batch_size)
     for key, spec in meta["leaves"].items():
