@@ -1,16 +1,22 @@
-"""Child processes that die with their parent, and their reaping: what the multi-process collectors
-and Gymnasium's async vector envs (through ``GymEnv``) share."""
+"""Child processes that die with their parent, and their reaping: what the multi-process collectors,
+``ParallelEnv`` and Gymnasium's async vector envs (through ``GymEnv``) share; also how a worker lays
+out the arrays it shares with the main process in one block, and how it reports a failure."""
 import ctypes
+import math
 import os
 import signal
 import sys
 import threading
 import time
+import traceback
 
-__all__ = ["parent_watch", "die_with_parent", "reap"]
+import numpy as np
+
+__all__ = ["parent_watch", "die_with_parent", "reap", "pack", "views", "describe"]
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _WATCHDOG_S = 0.2       # how often a watchdog thread looks for its parent
+_ALIGN = 64             # bytes: each array of a shared block starts on a cache line
 
 
 def parent_watch(start_method):
@@ -62,3 +68,25 @@ def reap(process, timeout):
     if process.is_alive():
         process.kill()
         process.join()
+
+
+def pack(entries):
+    """[(key, shape, dtype str, offset)] placing each ``(key, shape, dtype)`` of ``entries`` in one shared
+    block, each array on a cache line, and the block's size in bytes."""
+    layout, offset = [], 0
+    for key, shape, dtype in entries:
+        dtype = np.dtype(dtype)
+        layout.append((key, tuple(shape), dtype.str, offset))
+        offset += -(-math.prod(shape) * dtype.itemsize // _ALIGN) * _ALIGN
+    return layout, max(offset, 1)
+
+
+def views(buffer, layout):
+    """{key: the array ``layout`` places in ``buffer``}, in the layout's order."""
+    return {key: np.ndarray(shape, dtype=np.dtype(dtype), buffer=buffer, offset=offset)
+            for key, shape, dtype, offset in layout}
+
+
+def describe(error):
+    """A worker's failure as the main process reports it: type, message and the worker's traceback."""
+    return f"{type(error).__name__}: {error}\n{''.join(traceback.format_exception(error)).rstrip()}"

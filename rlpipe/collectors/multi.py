@@ -16,7 +16,6 @@ import functools
 import multiprocessing as mp
 import os
 import threading
-import traceback
 import weakref
 from collections import OrderedDict
 from multiprocessing import connection, resource_tracker, shared_memory
@@ -24,7 +23,7 @@ from multiprocessing import connection, resource_tracker, shared_memory
 import numpy as np
 
 from .. import random as _random
-from .._processes import die_with_parent, parent_watch, reap
+from .._processes import describe, die_with_parent, pack, parent_watch, reap, views
 from .._creation import from_numpy
 from ..nn import Module
 from ..postprocs import split_trajectories
@@ -38,28 +37,18 @@ from .collectors import SyncDataCollector
 __all__ = ["MultiSyncDataCollector", "MultiaSyncDataCollector", "MultiSyncCollector", "MultiAsyncCollector",
            "MultiCollector"]
 
-_ALIGN = 64  # bytes: each leaf of a shared block starts on a cache line
 _PARENT_CHECK_S = 1.0  # how often an idle worker checks that its main process is still alive
 
 
 # ---- the worker side ---------------------------------------------------------------------------------
 
 def _layout(arrays):
-    """[(key, dtype str, shape, offset)] and the block size for ``arrays`` packed in one block."""
-    layout, offset = [], 0
-    for key, array in arrays.items():
-        layout.append((key, array.dtype.str, array.shape, offset))
-        offset += -(-array.nbytes // _ALIGN) * _ALIGN
-    return layout, max(offset, 1)
+    """The shared-block layout and size of a batch's ``arrays`` (see ``_processes.pack``)."""
+    return pack((key, array.shape, array.dtype) for key, array in arrays.items())
 
 
 def _views(buffer, layout):
-    return [(key, np.ndarray(shape, dtype=np.dtype(dtype), buffer=buffer, offset=offset))
-            for key, dtype, shape, offset in layout]
-
-
-def _describe(error):
-    return f"{type(error).__name__}: {error}\n{''.join(traceback.format_exception(error)).rstrip()}"
+    return list(views(buffer, layout).items())
 
 
 class _WorkerState:
@@ -183,7 +172,7 @@ def _worker_main(conn, create_env_fn, policy, collector_kwargs, seed, place, wat
             worker.hand_over()
     except BaseException as error:  # noqa: B902 - every failure must reach the main process
         try:
-            conn.send(("error", _describe(error)))
+            conn.send(("error", describe(error)))
         except Exception:
             pass
     finally:
@@ -672,7 +661,7 @@ class MultiSyncDataCollector(_MultiCollector):
         concatenate) per entry: the only copy the main process makes. Parts of different layouts
         (different environments) are joined as TensorDicts, which names what does not fit."""
         layout = self._workers[0].layout
-        part_batch = next(shape for key, _, shape, _ in layout if key == TRAJ_IDS)
+        part_batch = next(shape for key, shape, _, _ in layout if key == TRAJ_IDS)
         dims = len(part_batch)
         stack = self.cat_results == "stack"
         if any(w.layout != layout for w in self._workers) or not (stack or -dims <= self.cat_results < dims):

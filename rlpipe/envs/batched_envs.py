@@ -25,7 +25,6 @@ Where rlpipe differs from torchrl 0.14:
 """
 import multiprocessing as mp
 import pickle
-import traceback
 import weakref
 from collections.abc import Mapping
 from copy import deepcopy
@@ -34,7 +33,7 @@ from multiprocessing import connection, resource_tracker, shared_memory
 import numpy as np
 
 from .. import random as _random
-from .._processes import die_with_parent, parent_watch, reap
+from .._processes import describe, die_with_parent, pack, parent_watch, reap, views
 from ..tensordict import unravel_key_to_tuple
 from .common import EnvBase
 from .env_creator import EnvCreator, env_creator, get_env_metadata
@@ -42,7 +41,6 @@ from .step_protocol import ACTION, REWARD, TERMINATED, TRUNCATED, one_hot_hint
 
 __all__ = ["SerialEnv", "ParallelEnv", "EnvCreator", "env_creator"]  # (the creators: env_creator.py)
 
-_ALIGN = 64                 # bytes: each buffer starts on a cache line
 _DONE_IN = ("_done",)       # the done mask a continue command reads
 _SKIPPED = ("_skipped",)    # the rows a vector env skipped at the last step (step_protocol.py)
 _STEP = b"s"                # the step command: all its data is in the buffers
@@ -58,31 +56,16 @@ def _np_dtype(spec):
 
 
 def _buffer_specs(meta, num_workers):
-    """{key: (shape, dtype)} of every buffer, for ``num_workers`` envs described by ``meta``."""
+    """[(key, shape, dtype)] of every buffer, for ``num_workers`` envs described by ``meta``."""
     flag_shape = (num_workers,) + tuple(meta.batch_size) + (1,)
-    buffers = {ACTION: ((num_workers,) + tuple(meta.action_spec.shape), _np_dtype(meta.action_spec))}
+    buffers = [(ACTION, (num_workers,) + tuple(meta.action_spec.shape), _np_dtype(meta.action_spec))]
     for key in meta.observation_spec.keys(True, True):
         spec = meta.observation_spec[key]
-        buffers[unravel_key_to_tuple(key)] = ((num_workers,) + tuple(spec.shape), _np_dtype(spec))
-    buffers[REWARD] = (flag_shape, np.dtype(np.float32))
-    for key in (TERMINATED, TRUNCATED, _DONE_IN):
-        buffers[key] = (flag_shape, np.dtype(bool))
-    buffers[_SKIPPED] = (flag_shape[:-1], np.dtype(bool))
+        buffers.append((unravel_key_to_tuple(key), (num_workers,) + tuple(spec.shape), _np_dtype(spec)))
+    buffers.append((REWARD, flag_shape, np.dtype(np.float32)))
+    buffers += [(key, flag_shape, np.dtype(bool)) for key in (TERMINATED, TRUNCATED, _DONE_IN)]
+    buffers.append((_SKIPPED, flag_shape[:-1], np.dtype(bool)))
     return buffers
-
-
-def _layout(buffer_specs):
-    """[(key, shape, dtype str, offset)] packing the buffers in one block, and the block's size."""
-    layout, offset = [], 0
-    for key, (shape, dtype) in buffer_specs.items():
-        layout.append((key, shape, dtype.str, offset))
-        offset += -(-int(np.prod(shape)) * dtype.itemsize // _ALIGN) * _ALIGN
-    return layout, max(offset, 1)
-
-
-def _arrays(block, layout):
-    return {key: np.ndarray(shape, dtype=np.dtype(dtype), buffer=block, offset=offset)
-            for key, shape, dtype, offset in layout}
 
 
 def _rows(arrays, index):
@@ -297,8 +280,8 @@ class SerialEnv(_BatchedEnv):
     """
 
     def _start_workers(self):
-        layout, size = _layout(self._buffer_specs)
-        self._buffers = _arrays(bytearray(size), layout)
+        layout, size = pack(self._buffer_specs)
+        self._buffers = views(bytearray(size), layout)
         self._runners = []
         try:
             for i, (fn, kwargs) in enumerate(zip(self.create_env_fn, self.create_env_kwargs)):
@@ -321,10 +304,6 @@ class SerialEnv(_BatchedEnv):
 
 # ---- ParallelEnv: the worker side ---------------------------------------------------------------------
 
-def _describe(error):
-    return f"{type(error).__name__}: {error}\n{''.join(traceback.format_exception(error)).rstrip()}"
-
-
 def _answer(conn, runner, message):
     """Runs one command message on ``runner`` and replies: ``_OK`` (plus the pickled result of a
     call) or ``_ERROR`` plus the failure's description."""
@@ -336,7 +315,7 @@ def _answer(conn, runner, message):
         command, args = pickle.loads(message[1:])
         result = getattr(runner, command)(*args)
     except Exception as error:
-        conn.send_bytes(_ERROR + _describe(error).encode())
+        conn.send_bytes(_ERROR + describe(error).encode())
         return
     conn.send_bytes(_OK + pickle.dumps(result))
 
@@ -352,7 +331,7 @@ def _worker_main(conn, create_env_fn, kwargs, index, block_name, layout, obs_key
     try:
         block = shared_memory.SharedMemory(name=block_name)
         env = create_env_fn(**kwargs)
-        runner = _Runner(env, _rows(_arrays(block.buf, layout), index), obs_keys)
+        runner = _Runner(env, _rows(views(block.buf, layout), index), obs_keys)
         conn.send_bytes(_OK)
         while True:
             message = conn.recv_bytes()
@@ -363,7 +342,7 @@ def _worker_main(conn, create_env_fn, kwargs, index, block_name, layout, obs_key
         pass  # the main process closed its end
     except BaseException as error:  # noqa: B902 - a failure to start must reach the main process
         try:
-            conn.send_bytes(_ERROR + _describe(error).encode())
+            conn.send_bytes(_ERROR + describe(error).encode())
         except Exception:
             pass
     finally:
@@ -450,12 +429,12 @@ class ParallelEnv(_BatchedEnv):
         method = self._start_method()
         context = mp.get_context(method)
         resource_tracker.ensure_running()  # before the workers start, so they share it and never unlink the block
-        layout, size = _layout(self._buffer_specs)
+        layout, size = pack(self._buffer_specs)
         block = shared_memory.SharedMemory(create=True, size=size)
         workers = []
         self._resources = [workers, block]
         self._finalizer = weakref.finalize(self, _release, self._resources, 5.0)
-        self._buffers = _arrays(block.buf, layout)
+        self._buffers = views(block.buf, layout)
         watch = parent_watch(method)
         try:
             for i, (fn, kwargs) in enumerate(zip(self.create_env_fn, self.create_env_kwargs)):
