@@ -339,3 +339,16 @@ def test_lazy_stack_on_cuda():
     assert s[[1, 0], 1]["b"].cpu().tolist() == [11.0, 1.0]
     padded = lazy_stack([TensorDict({"x": rlpipe.ones(1)}), TensorDict({"x": rlpipe.ones(2)})]).to("cuda")
     assert padded.get("x", as_padded_tensor=True).cpu().tolist() == [[1.0, 0.0], [1.0, 1.0]]
+
+
+def test_memmap_of_a_tensordict_holding_a_lazy_stack_is_refused_before_writing(tmp_path):
+    # a clear TypeError naming the entry and what to do (it was an AttributeError), nothing written, td unchanged
+    stack = lazy_stack([TensorDict({"x": rlpipe.zeros(3)}, []), TensorDict({"x": rlpipe.ones(3)}, [])])
+    td = TensorDict({"ls": stack, "y": rlpipe.arange(2.0)}, [2])
+    with pytest.raises(TypeError, match=r"'ls' is a LazyStackedTensorDict.*contiguous\(\)"):
+        td.memmap_(tmp_path / "ckpt")
+    assert not (tmp_path / "ckpt").exists()
+    assert not td.is_locked and td["y"].tolist() == [0.0, 1.0]
+    td["ls"] = td["ls"].contiguous()
+    td.memmap_(tmp_path / "ckpt")
+    assert TensorDict.load_memmap(tmp_path / "ckpt")["ls", "x"].tolist() == [[0.0] * 3, [1.0] * 3]

@@ -54,12 +54,16 @@ class _IOMixin:
         return self.lock_()._mark_memmap()
 
     def _check_memmap_layout(self):
-        """Before memmap_(prefix) writes anything: every leaf on the CPU, and no two entries of one
-        TensorDict (nor an entry and its meta.json) on the same file name."""
+        """Before memmap_(prefix) writes anything: every leaf on the CPU, every nested TensorDict a dense
+        one, and no two entries of one TensorDict (nor an entry and its meta.json) on the same file name."""
         for td in self._all_tensordicts():
             taken = {"meta.json"}
             for key, value in td._tensordict.items():
                 nested = isinstance(value, TensorDictBase)
+                if nested and not isinstance(value, self._dense_type):
+                    raise TypeError(f"memmap_: the entry {key!r} is a {type(value).__name__}, which cannot be memory-"
+                                    "mapped inside a TensorDict yet; memmap it on its own (value.memmap_(path)) or "
+                                    f"store it dense (td[{key!r}] = td[{key!r}].contiguous())")
                 if value._is_non_tensor if nested else False:
                     value._check_json(key)
                 if not nested:
