@@ -17,7 +17,7 @@ import time
 import timeit
 
 import numpy as np
-from peer_process import peer_python, run_side
+from peer_process import peer_python, print_side_by_side, run_side
 
 INPUT, HIDDEN, STEPS, BATCH = 64, 128, 32, 64
 
@@ -72,12 +72,7 @@ def main():
     ours = measure_side("rlpipe", args.repeat)
     theirs = run_side(__file__, args.peer_python, "torch", ("--repeat", args.repeat))
     print(f"LSTM({INPUT} -> {HIDDEN}), float32, one thread, us per call, best of {args.repeat}")
-    print(f"peer: torch {theirs['version']} (own process)" if theirs else "peer: not measured")
-    print(f"{'workload':36s} {'rlpipe':>10s} {'torch':>10s} {'rlpipe/torch':>13s}")
-    for name, mine in ours["us"].items():
-        peer = theirs["us"][name] if theirs else float("nan")
-        ratio = f"{mine / peer:12.2f}x" if theirs else ""
-        print(f"{name:36s} {mine:10.1f} {peer:10.1f} {ratio}")
+    print_side_by_side(ours, theirs, "workload", "10.1f")
 
 
 if __name__ == "__main__":

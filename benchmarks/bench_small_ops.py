@@ -20,7 +20,7 @@ import time
 import timeit
 
 import numpy as np
-from peer_process import peer_python, run_side
+from peer_process import peer_python, print_side_by_side, run_side
 
 BATCH, ATOMS = 128, 101
 
@@ -104,12 +104,7 @@ def main():
     ours = measure_side("rlpipe", args.number, args.repeat)
     theirs = run_side(__file__, args.peer_python, "torch", ("--number", args.number, "--repeat", args.repeat))
     print(f"small ops on C51-sized tensors ({BATCH}x{ATOMS} float32), no grad, us per call, best of {args.repeat}")
-    print(f"peer: torch {theirs['version']} (own process)" if theirs else "peer: not measured")
-    print(f"{'op':36s} {'rlpipe':>9s} {'torch':>9s} {'rlpipe/torch':>13s}")
-    for name, mine in ours["us"].items():
-        peer = theirs["us"][name] if theirs else float("nan")
-        ratio = f"{mine / peer:12.2f}x" if theirs else ""
-        print(f"{name:36s} {mine:9.2f} {peer:9.2f} {ratio}")
+    print_side_by_side(ours, theirs, "op", "9.2f")
 
 
 if __name__ == "__main__":

@@ -26,3 +26,15 @@ def run_side(script, python, side, args=(), **env):
         print(f"{side} side not measured ({python}): {proc.stderr.strip().splitlines()[-1:]}")
         return None
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def print_side_by_side(ours, theirs, label, number_format):
+    """The table of ``ours["us"]`` beside the torch side's (``theirs``, None when not measured), with
+    their ratio; ``label`` heads the first column, ``number_format`` (e.g. "9.2f") shows the times."""
+    print(f"peer: torch {theirs['version']} (own process)" if theirs else "peer: not measured")
+    width = int(number_format.split(".")[0])
+    print(f"{label:36s} {'rlpipe':>{width}s} {'torch':>{width}s} {'rlpipe/torch':>13s}")
+    for name, mine in ours["us"].items():
+        peer = theirs["us"][name] if theirs else float("nan")
+        ratio = f"{mine / peer:12.2f}x" if theirs else ""
+        print(f"{name:36s} {mine:{number_format}} {peer:{number_format}} {ratio}")
