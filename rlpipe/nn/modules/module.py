@@ -203,6 +203,8 @@ class Module(_TraversalMixin, _StateDictMixin):
             super().__init__(*args, **kwargs)
 
     def forward(self, *args, **kwargs):
+        """The module's computation, which subclasses define; call the module (``m(x)``) rather than ``forward`` so that
+        its hooks run."""
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     # ---- registration ------------------------------------------------------------------------
@@ -253,6 +255,7 @@ class Module(_TraversalMixin, _StateDictMixin):
         self._modules[name] = _run_registration_hooks(_global_module_registration_hooks, self, name, module)
 
     def register_module(self, name, module):
+        """``add_module(name, module)`` under torch's other name."""
         self.add_module(name, module)
 
     def __setattr__(self, name, value):
@@ -380,6 +383,7 @@ class Module(_TraversalMixin, _StateDictMixin):
         setattr(parent, name, module)
 
     def get_parameter(self, target):
+        """The Parameter at the dotted path ``target`` ("block.0.weight"); AttributeError naming the missing part."""
         module_path, _, name = target.rpartition(".")
         module = self.get_submodule(module_path)
         if not hasattr(module, name):
@@ -390,6 +394,7 @@ class Module(_TraversalMixin, _StateDictMixin):
         return param
 
     def get_buffer(self, target):
+        """The buffer at the dotted path ``target`` ("norm.running_mean"); AttributeError naming the missing part."""
         module_path, _, name = target.rpartition(".")
         module = self.get_submodule(module_path)
         if not hasattr(module, name):
