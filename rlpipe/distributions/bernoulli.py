@@ -56,6 +56,7 @@ class Bernoulli(Distribution):
 
     @property
     def param_shape(self):
+        """The shape of the parameter (``probs`` or ``logits``, whichever was given)."""
         return self._param.size()
 
     @property

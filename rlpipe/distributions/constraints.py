@@ -14,6 +14,7 @@ class Constraint:
     event_dim = 0
 
     def check(self, value):
+        """A bool tensor: True where ``value`` lies in the region (one result per event)."""
         raise NotImplementedError
 
     def __repr__(self):
@@ -48,6 +49,7 @@ class _Dependent(Constraint):
 
 
 def is_dependent(constraint):
+    """True when ``constraint`` is a placeholder that depends on other parameters (it cannot be checked)."""
     return isinstance(constraint, _Dependent)
 
 
@@ -77,10 +79,12 @@ class _IndependentConstraint(Constraint):
 
     @property
     def is_discrete(self):
+        """Whether the base constraint is discrete."""
         return self.base_constraint.is_discrete
 
     @property
     def event_dim(self):
+        """The base constraint's event dims plus ``reinterpreted_batch_ndims``."""
         return self.base_constraint.event_dim + self.reinterpreted_batch_ndims
 
     def check(self, value):

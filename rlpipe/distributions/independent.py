@@ -33,10 +33,12 @@ class Independent(Distribution):
 
     @property
     def has_rsample(self):
+        """Whether the base distribution has reparameterized samples."""
         return self.base_dist.has_rsample
 
     @property
     def has_enumerate_support(self):
+        """True when the base distribution enumerates its support and no batch dims are reinterpreted."""
         return self.reinterpreted_batch_ndims == 0 and self.base_dist.has_enumerate_support
 
     @constraints.dependent_property

@@ -70,6 +70,7 @@ class TransformedDistribution(Distribution):
 
     @property
     def has_rsample(self):
+        """Whether the base distribution has reparameterized samples (the transforms keep the gradient)."""
         return self.base_dist.has_rsample
 
     def sample(self, sample_shape=()):
