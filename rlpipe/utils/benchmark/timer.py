@@ -59,9 +59,11 @@ class Timer:
         return Measurement(number_per_run=number, raw_times=[self._timeit(number)], task_spec=self._task_spec)
 
     def repeat(self, repeat=-1, number=-1):
+        """Not implemented, as in torch: use ``blocked_autorange``."""
         raise NotImplementedError("See `Timer.blocked_autorange.`")
 
     def autorange(self, callback=None):
+        """Not implemented, as in torch: use ``blocked_autorange``."""
         raise NotImplementedError("See `Timer.blocked_autorange.`")
 
     def _estimate_block_size(self, min_run_time):
