@@ -1,5 +1,10 @@
 """Errors that say what went wrong and what to do: each test checks the error's type and that its
 message names the offending thing and the fix (issue 31, item 6)."""
+import os
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from td_helpers import arr, leaves, make_td
@@ -233,6 +238,22 @@ def test_module_keeps_the_other_failure_as_the_cause():
         Picky()(np.ones(2))
     assert_not_a_tensor_error(excinfo, "Picky.forward", "x")
     assert str(excinfo.value.__cause__) == "picky"
+
+
+# ---- the NVRTC check under the CuPy stand-in -------------------------------------------------------------
+
+
+def test_nvrtc_check_skip_says_the_stand_in_hides_cupy():
+    """Under RLPIPE_CUPY_STANDIN=1 the NVRTC module is skipped because the stand-in replaces CuPy, which
+    its reason says, instead of asking to install packages that may well be installed."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                          "tests/test_kernels_nvrtc.py"], cwd=root, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "RLPIPE_CUPY_STANDIN": "1"})
+    assert "1 skipped" in run.stdout, run.stdout + run.stderr
+    assert "the CuPy stand-in (RLPIPE_CUPY_STANDIN=1) replaces CuPy" in run.stdout  # what is the case
+    assert "without RLPIPE_CUPY_STANDIN" in run.stdout  # what to do
+    assert "pip install" not in run.stdout
 
 
 # ---- saving a whole Module -------------------------------------------------------------------------------
