@@ -34,6 +34,16 @@ def test_every_public_name_has_a_docstring(tool):
     assert not missing, f"{len(missing)} public names without a docstring:\n" + "\n".join(missing)
 
 
+def test_every_public_class_has_its_own_docstring(tool):
+    """Stricter than the tool, which lets a class inherit its base's docstring as ``inspect.getdoc`` does:
+    ``help(Normal)`` showing Distribution's text would not describe Normal."""
+    bare = [f"{module.__name__}.{name}" for module in tool._modules() for name, obj in vars(module).items()
+            if isinstance(obj, type) and obj.__module__ == module.__name__ and not name.startswith("_")
+            and not vars(obj).get("__doc__") and f"{module.__name__}.{name}".startswith(CHECKED)
+            and not f"{module.__name__}.{name}".startswith(NOT_YET)]
+    assert not bare, f"{len(bare)} public classes without a docstring of their own:\n" + "\n".join(bare)
+
+
 _SYNTHETIC = '''
 import os
 from os.path import join

@@ -9,6 +9,8 @@ __all__ = ["Independent"]
 
 
 class Independent(Distribution):
+    """``base_distribution`` with its ``reinterpreted_batch_ndims`` rightmost batch dims counted as event dims:
+    ``log_prob`` sums over them."""
     arg_constraints = {}
 
     def __init__(self, base_distribution, reinterpreted_batch_ndims, validate_args=None):

@@ -11,6 +11,7 @@ __all__ = ["OneHotCategorical", "OneHotCategoricalStraightThrough"]
 
 
 class OneHotCategorical(Distribution):
+    """A Categorical whose samples are one-hot vectors over the last dim of ``probs`` (or ``logits``)."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
     support = constraints.one_hot
     has_enumerate_support = True

@@ -12,6 +12,8 @@ __all__ = ["TransformedDistribution"]
 
 
 class TransformedDistribution(Distribution):
+    """``base_distribution`` pushed through ``transforms`` in order: samples are transformed, ``log_prob`` subtracts
+    each log |det Jacobian|."""
     arg_constraints = {}
 
     def __init__(self, base_distribution, transforms, validate_args=None):

@@ -260,6 +260,7 @@ identity_transform = ComposeTransform([])
 
 
 class ExpTransform(Transform):
+    """``y = exp(x)``, from the reals to the positive numbers; log-det ``x``."""
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
@@ -348,6 +349,7 @@ class AffineTransform(Transform):
 
 
 class SigmoidTransform(Transform):
+    """``y = sigmoid(x)``, clamped inside (0, 1); log-det ``-softplus(-x) - softplus(x)``."""
     domain = constraints.real
     codomain = constraints.unit_interval
     bijective = True

@@ -35,6 +35,7 @@ class TreeSpec:
 
 
 class LeafSpec(TreeSpec):
+    """The spec of a single leaf (what ``tree_flatten`` gives for anything it does not open)."""
     def __init__(self):
         self.type, self.context, self.children_specs, self.num_leaves = None, None, [], 1
 

@@ -18,6 +18,7 @@ def timer():
 
 
 class Language(enum.Enum):
+    """The language of a timed statement; only PYTHON is supported (CPP exists for torch compatibility)."""
     PYTHON = 0
     CPP = 1
 
