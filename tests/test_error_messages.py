@@ -195,6 +195,20 @@ def test_module_with_hooks_on_a_numpy_array_says_to_convert_it():
     assert seen == ["ndarray"]
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_module_on_a_cupy_array_says_to_convert_it():
+    import cupy
+    module = nn.Conv2d(3, 4, 3).cuda()
+    x = cupy.ones((1, 3, 5, 5), dtype=cupy.float32)
+    with pytest.raises(TypeError) as excinfo:
+        module(x)
+    message = str(excinfo.value)
+    assert "Conv2d.forward(): argument 'input' must be rlpipe.Tensor" in message and "ndarray" in message
+    assert "rlpipe.as_tensor(x)" in message
+    assert module(rlpipe.as_tensor(x, device="cuda")).shape == (1, 4, 3, 3)  # the fix works
+
+
 class TwoInputs(nn.Module):
     """A user's module whose second input is the array."""
 
