@@ -62,12 +62,15 @@ __version__ = "0.1.0"
 
 
 def is_tensor(obj):
+    """True when ``obj`` is an rlpipe Tensor (a Parameter included)."""
     return isinstance(obj, Tensor)
 
 
 def numel(input):
+    """The number of elements of ``input``."""
     return input.numel()
 
 
 def is_floating_point(input):
+    """True when ``input`` has a float dtype."""
     return input.is_floating_point()

@@ -165,18 +165,21 @@ def create_into(out, fn, args, dtype, **kwargs):
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+    """A tensor of shape ``size`` (ints or one sequence) filled with 0, in the default float dtype unless given."""
     if out is not None:
         return create_into(out, zeros, size, dtype)
     return _filled(_size(size), 0, dtype, device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+    """A tensor of shape ``size`` filled with 1, in the default float dtype unless given."""
     if out is not None:
         return create_into(out, ones, size, dtype)
     return _filled(_size(size), 1, dtype, device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, out=None):
+    """A tensor of shape ``size``; unlike torch's, its memory is zero-filled rather than left uninitialized."""
     if out is not None:
         return create_into(out, empty, size, dtype)
     return _filled(_size(size), 0, dtype, device, requires_grad)
@@ -198,6 +201,8 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False, out=None):
+    """A tensor of shape ``size`` filled with ``fill_value``; the dtype follows the value (bool, int64, default float)
+    unless given."""
     if out is not None:
         return create_into(out, full, (size, fill_value), dtype)
     if isinstance(fill_value, Tensor):
@@ -224,6 +229,7 @@ def _filled_like(input, fill, dtype, device, requires_grad):
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    """Zeros with the shape of ``input`` and, unless given, its dtype and device."""
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(zeros_like, (input,), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
@@ -231,6 +237,7 @@ def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_fo
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    """Ones with the shape of ``input`` and, unless given, its dtype and device."""
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(ones_like, (input,), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
@@ -238,6 +245,7 @@ def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_for
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    """A zero-filled tensor with the shape, dtype and device of ``input`` (torch leaves it uninitialized)."""
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(empty_like, (input,), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
@@ -245,6 +253,7 @@ def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_fo
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    """``fill_value`` everywhere, with the shape of ``input`` and, unless given, its dtype and device."""
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(full_like, (input, fill_value), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
@@ -253,6 +262,8 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False, out=None):
+    """The values ``start, start + step, ...`` below ``end`` (``arange(n)``: 0 to n - 1); int64 unless one bound or the
+    step is a float."""
     if out is not None:
         return create_into(out, arange, (start, end, step), dtype)
     if end is None:
@@ -273,6 +284,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    """``steps`` evenly spaced values from ``start`` to ``end``, both included."""
     if steps < 0:
         raise RuntimeError(f"linspace(): number of steps must be non-negative, got {steps}")
     dt = _dtypes.get_default_dtype() if dtype is None else _dtypes.as_dtype(dtype)
@@ -280,11 +292,13 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
 
 
 def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
+    """``steps`` values ``base ** v`` for ``v`` evenly spaced from ``start`` to ``end``."""
     dt = _dtypes.get_default_dtype() if dtype is None else _dtypes.as_dtype(dtype)
     return _finish(np.logspace(start, end, steps, base=base).astype(dt.np), _device(device), requires_grad)
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    """An ``n`` x ``m`` (square by default) matrix with ones on the diagonal and zeros elsewhere."""
     dt = _dtypes.get_default_dtype() if dtype is None else _dtypes.as_dtype(dtype)
     return _finish(np.eye(n, n if m is None else m, dtype=dt.np), _device(device), requires_grad)
 
@@ -295,6 +309,8 @@ def _new_method(fn):
         return fn(*args, dtype=self.dtype if dtype is None else dtype,
                   device=self.device if device is None else device, requires_grad=requires_grad, **kwargs)
     method.__name__ = "new_" + fn.__name__
+    method.__doc__ = (f"Like ``{fn.__name__}`` (size or data first), with this tensor's dtype and device unless "
+                      "others are given.")
     return tensor_method(method)
 
 

@@ -92,6 +92,7 @@ def set_default_device(device):
 
 
 def get_default_device():
+    """The device creation functions use when none is given (the CPU unless changed)."""
     return _default[0]
 
 

@@ -91,11 +91,25 @@ def _not_a_tensor(error, name, watched_names, watched):
     raised on that very object, such as a NumPy array's missing ``_data``), else None."""
     for arg_name, value in zip(watched_names, watched):
         if error.obj is value and not isinstance(value, Tensor):
-            return TypeError(f"{name}(): argument {arg_name!r} must be {shown_module()}.Tensor, got "
-                             f"{type(value).__module__}.{type(value).__qualname__}; convert it with "
-                             f"{shown_module()}.as_tensor(x) (or {shown_module()}.from_numpy(x) to share a NumPy "
-                             "array's memory)")
+            return not_a_tensor_error(name, arg_name, value)
     return None
+
+
+def not_a_tensor_error(name, arg_name, value):
+    """The TypeError for ``value``, no Tensor, passed as argument ``arg_name`` of ``name`` (an op, or a
+    module's forward): it names both, the type it got, and how to convert it. ``is_not_a_tensor_error``
+    recognizes it."""
+    error = TypeError(f"{name}(): argument {arg_name!r} must be {shown_module()}.Tensor, got "
+                      f"{type(value).__module__}.{type(value).__qualname__}; convert it with "
+                      f"{shown_module()}.as_tensor(x) (or {shown_module()}.from_numpy(x) to share a NumPy "
+                      "array's memory)")
+    error._rlpipe_not_a_tensor = True
+    return error
+
+
+def is_not_a_tensor_error(error):
+    """Whether ``error`` is one that ``not_a_tensor_error`` made (an inner op already named the argument)."""
+    return getattr(error, "_rlpipe_not_a_tensor", False)
 
 
 def _hook_checking(fn, watched, public, write_out=None):

@@ -52,9 +52,11 @@ class dtype:
 
     @property
     def is_complex(self):
+        """Always False: rlpipe has no complex dtypes."""
         return False
 
     def to_real(self):
+        """The dtype itself (the real counterpart of a real dtype, as torch's ``to_real``)."""
         return self
 
 
@@ -81,16 +83,19 @@ _default = [float32]
 
 
 def get_default_dtype():
+    """The float dtype that creation functions use when none is given (float32 unless changed)."""
     return _default[0]
 
 
 def set_default_dtype(d):
+    """Sets the float dtype for creation functions and Python floats; TypeError for a non-float dtype."""
     if not isinstance(d, dtype) or not d.is_floating_point:
         raise TypeError(f"set_default_dtype: expected a floating point rlpipe.dtype, got {d!r}")
     _default[0] = d
 
 
 def from_numpy_dtype(np_dtype):
+    """The rlpipe dtype of a NumPy dtype; TypeError naming the supported ones when there is none."""
     try:
         return _FROM_NP[np_dtype]
     except KeyError:
@@ -127,6 +132,7 @@ def _promote_pair(a, b):
 
 
 def promote_types(a, b):
+    """The dtype an op on tensors of dtypes ``a`` and ``b`` returns (float16 with bfloat16 gives float32)."""
     return _promote_pair(as_dtype(a), as_dtype(b))
 
 

@@ -98,6 +98,7 @@ def _with_suffixes(body, suffixes, indent):
 
 
 def tensor_repr(t, prefix="tensor("):
+    """The text ``repr(t)`` shows, laid out as torch prints it: values, then device, dtype and grad suffixes."""
     values = t._host()
     if values.dtype.kind not in "biuf":  # bfloat16 and other extension types print through float32
         values = values.astype(np.float32)

@@ -25,61 +25,76 @@ class Tensor:
     # ---- basic attributes ----
     @property
     def shape(self):
+        """The size of each dimension, as a ``Size`` (a tuple)."""
         return Size(self._data.shape)
 
     def size(self, dim=None):
+        """The shape as a ``Size``, or the length of dimension ``dim`` (negative counts from the end)."""
         if dim is None:
             return Size(self._data.shape)
         return self._data.shape[self._dim(dim)]
 
     @property
     def dtype(self):
+        """The element type (``rlpipe.float32``...)."""
         return _dtypes.from_numpy_dtype(self._data.dtype)
 
     @property
     def device(self):
+        """The device the data lives on (``cpu`` or ``cuda:N``)."""
         return self._device
 
     @property
     def ndim(self):
+        """The number of dimensions."""
         return self._data.ndim
 
     def dim(self):
+        """The number of dimensions (also ``ndimension()``)."""
         return self._data.ndim
 
     ndimension = dim  # torch's older name for dim()
 
     def numel(self):
+        """The number of elements (also ``nelement()``)."""
         return int(self._data.size)
 
     nelement = numel
 
     def element_size(self):
+        """Bytes per element."""
         return self._data.dtype.itemsize
 
     @property
     def itemsize(self):
+        """Bytes per element (the property form of ``element_size()``)."""
         return self._data.dtype.itemsize
 
     @property
     def nbytes(self):
+        """Bytes the elements take: ``numel() * element_size()``."""
         return int(self._data.nbytes)
 
     @property
     def is_cuda(self):
+        """True when the tensor lives on a GPU."""
         return self._device.type == "cuda"
 
     @property
     def is_leaf(self):
+        """True when no op recorded this tensor (no ``grad_fn``): backward accumulates into its ``.grad``."""
         return self.grad_fn is None
 
     def is_floating_point(self):
+        """True for float16, bfloat16, float32 and float64 tensors."""
         return self._data.dtype in FLOATING_NP
 
     def is_complex(self):
+        """Always False: rlpipe has no complex dtypes."""
         return False
 
     def is_contiguous(self, memory_format=None):
+        """True when the elements are laid out row-major without gaps (``memory_format`` is accepted and ignored)."""
         return bool(self._data.flags.c_contiguous)
 
     def stride(self, dim=None):
@@ -99,6 +114,7 @@ class Tensor:
         return steps[dim]
 
     def data_ptr(self):
+        """The address of the first element (for a view, its own first element, not its base's start)."""
         return _address(self._data, self._device)
 
     def untyped_storage(self):
@@ -128,6 +144,7 @@ class Tensor:
     # ---- .data: a detached tensor over the same storage (not sharing the version counter) ----
     @property
     def data(self):
+        """A tensor sharing this one's memory, detached from the graph; assigning one replaces this tensor's data."""
         out = wrap(self._data, self._device)
         return out
 
@@ -140,6 +157,7 @@ class Tensor:
     # ---- autograd ----
     @property
     def requires_grad(self):
+        """Whether ops on this tensor are recorded for backward; only float tensors may set it."""
         return self._requires_grad
 
     @requires_grad.setter
@@ -148,6 +166,8 @@ class Tensor:
 
     @property
     def grad(self):
+        """The gradient accumulated by backward (None until then); an assigned one must match dtype, device and
+        shape."""
         return self._grad
 
     @grad.setter
@@ -168,9 +188,11 @@ class Tensor:
 
     @property
     def retains_grad(self):
+        """True after ``retain_grad()`` on a non-leaf tensor."""
         return self.__dict__.get("_retains_grad", False)
 
     def requires_grad_(self, requires_grad=True):
+        """Sets ``requires_grad`` in place and returns the tensor; only a leaf may turn it off."""
         if self.grad_fn is not None and not requires_grad:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use "
                                "a computed variable in a subgraph that doesn't require differentiation use "
@@ -227,6 +249,7 @@ class Tensor:
         return out
 
     def detach_(self):
+        """Cuts this tensor from the graph in place (not allowed for a view that has a ``grad_fn``)."""
         if self._view_of is not None and self.grad_fn is not None:
             raise RuntimeError("Can't detach views in-place. Use detach() instead.")
         self.grad_fn = None
@@ -235,11 +258,13 @@ class Tensor:
 
     # ---- conversion to Python and NumPy ----
     def item(self):
+        """The value of a one-element tensor as a Python number."""
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
         return self._data.reshape(()).item() if self._device is CPU else self._data.item()
 
     def tolist(self):
+        """The data as nested Python lists of numbers (copied to the host from a GPU)."""
         return self._host().tolist()
 
     def numpy(self, *, force=False):
@@ -331,6 +356,7 @@ class Tensor:
         return self
 
     def is_shared(self):
+        """True after ``share_memory_()`` on a CPU tensor; always True on a GPU, as in torch."""
         return "_shared_block" in self.__dict__ or self._device is not CPU
 
     def __reduce_ex__(self, protocol):
@@ -372,15 +398,18 @@ class UntypedStorage:
         self._root, self.device = array, device
 
     def data_ptr(self):
+        """The start address of the whole memory block."""
         return _address(self._root, self.device)
 
     def nbytes(self):
+        """The block's size in bytes (also ``size()`` and ``len()``)."""
         return int(self._root.nbytes)
 
     size = nbytes
     __len__ = nbytes
 
     def element_size(self):
+        """Always 1: a storage counts bytes."""
         return 1
 
     def __repr__(self):
@@ -394,6 +423,7 @@ class Size(tuple):
         return size_repr(self)
 
     def numel(self):
+        """The product of the sizes: the number of elements of a tensor of this shape."""
         n = 1
         for s in self:
             n *= s

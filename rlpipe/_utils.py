@@ -40,6 +40,7 @@ class ScopedSetting:
         raise NotImplementedError
 
     def clone(self):
+        """A shallow copy, so nested or recursive uses of one decorator each keep their own previous value."""
         return copy.copy(self)
 
     def __enter__(self):

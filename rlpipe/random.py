@@ -24,6 +24,8 @@ class Generator:
         self._state = self.device._backend.RandomState(self._seed, self.device.index)
 
     def manual_seed(self, seed):
+        """Restarts this generator's stream from ``seed`` (negative seeds wrap modulo 2**64, as in torch); returns the
+        generator."""
         seed = builtins.int(seed)
         if seed < 0:
             seed += 1 << 64
@@ -34,17 +36,21 @@ class Generator:
         return self
 
     def seed(self):
+        """Reseeds from a fresh random 63-bit seed and returns it."""
         import secrets
         self.manual_seed(secrets.randbits(63))
         return self._seed
 
     def initial_seed(self):
+        """The seed this generator's stream last started from."""
         return self._seed
 
     def get_state(self):
+        """The stream's state (for ``set_state``); its format is the backend's, not torch's ByteTensor."""
         return self._state.get_state()
 
     def set_state(self, state):
+        """Restores a state from ``get_state``; returns the generator."""
         self._state.set_state(state)
         return self
 
@@ -82,18 +88,22 @@ def manual_seed(seed):
 
 
 def seed():
+    """Reseeds the default CPU generator from a fresh random seed and returns it."""
     return default_generator.seed()
 
 
 def initial_seed():
+    """The seed the default CPU generator last started from."""
     return default_generator.initial_seed()
 
 
 def get_rng_state():
+    """The default CPU generator's state (backend format, not torch's ByteTensor)."""
     return default_generator.get_state()
 
 
 def set_rng_state(state):
+    """Restores the default CPU generator's state from ``get_rng_state``."""
     default_generator.set_state(state)
 
 
@@ -162,12 +172,15 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, device=None):
+    """Random integers in [low, high) (``randint_like(x, high)``: [0, high)) with input's shape, dtype and device unless
+    given."""
     if high is None:
         low, high = 0, low
     return randint(low, high, input.shape, dtype=dtype or input.dtype, device=device or input.device)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False):
+    """Uniform samples in [0, 1) with input's shape, dtype and device unless given."""
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(rand_like, (input,), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad})
@@ -175,6 +188,7 @@ def rand_like(input, *, dtype=None, device=None, requires_grad=False):
 
 
 def randn_like(input, *, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples with input's shape, dtype and device unless given."""
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(randn_like, (input,), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad})
@@ -239,14 +253,17 @@ def _fill_with(self, kind, generator, **params):
 
 
 def uniform_(self, a=0.0, b=1.0, *, generator=None):
+    """Fills the tensor with samples uniform in [a, b), in place."""
     return _fill_with(self, "uniform", generator, low=float(a), high=float(b))
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    """Fills the tensor with normal samples of the given ``mean`` and ``std``, in place."""
     return _fill_with(self, "normal", generator, mean=float(mean), std=float(std))
 
 
 def random_(self, low=0, high=None, *, generator=None):
+    """Fills the tensor with integers uniform in [low, high) (``random_(high)``: [0, high)), in place."""
     if high is None:
         low, high = 0, low
     values = randint(low, high, tuple(self.shape), generator=generator, device=self.device)
@@ -254,11 +271,13 @@ def random_(self, low=0, high=None, *, generator=None):
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
+    """Fills the tensor with 1 with probability ``p`` (a number or a tensor), else 0, in place."""
     u = _draw("uniform", tuple(self.shape), _dtypes.float64, self.device, generator, False)
     return self.copy_(u < p)
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
+    """Fills the tensor with exponential samples of rate ``lambd`` (inverse CDF of uniform draws), in place."""
     u = _draw("uniform", tuple(self.shape), self.dtype, self.device, generator, False)
     return self.copy_(-(1 - u).log() / lambd)
 
@@ -268,5 +287,12 @@ Tensor.normal_ = normal_
 Tensor.random_ = random_
 Tensor.bernoulli_ = bernoulli_
 Tensor.exponential_ = exponential_
-Tensor.bernoulli = lambda self, p=None, *, generator=None: bernoulli(self, p, generator=generator)
+
+
+def _bernoulli_method(self, p=None, *, generator=None):
+    """1 with probability given by this tensor's values (or ``p``), else 0, in this tensor's dtype."""
+    return bernoulli(self, p, generator=generator)
+
+
+Tensor.bernoulli = _bernoulli_method
 Tensor.multinomial = multinomial

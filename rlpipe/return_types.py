@@ -17,7 +17,8 @@ class _ValuesIndices(collections.namedtuple("_ValuesIndices", ["values", "indice
 
 def _named(name):
     """A (values, indices) tuple type that prints as ``return_types.<name>``."""
-    return type(name, (_ValuesIndices,), {"__slots__": ()})
+    doc = f"The ``(values, indices)`` named tuple that ``{name}`` returns, printed as ``return_types.{name}``."
+    return type(name, (_ValuesIndices,), {"__slots__": (), "__doc__": doc})
 
 
 max = _named("max")

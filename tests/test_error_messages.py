@@ -1,5 +1,10 @@
 """Errors that say what went wrong and what to do: each test checks the error's type and that its
 message names the offending thing and the fix (issue 31, item 6)."""
+import os
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from td_helpers import arr, leaves, make_td
@@ -154,6 +159,115 @@ def test_an_unrelated_attribute_error_passes_through():
             raise AttributeError("from the hook")
     with pytest.raises(AttributeError, match="from the hook"):
         nn.functional.linear(NotATensor(), rlpipe.ones(2, 3))
+
+
+MODULES_ON_ARRAYS = [  # (module, a valid input's shape and dtype): every input path of the layers
+    (lambda: nn.Conv2d(3, 4, 3), (1, 3, 5, 5), np.float32),
+    (lambda: nn.ReLU(), (2, 3), np.float32),
+    (lambda: nn.LayerNorm(3), (2, 3), np.float32),
+    (lambda: nn.Embedding(5, 2), (4,), np.int64),
+    (lambda: nn.MaxPool2d(2), (1, 3, 4, 4), np.float32),
+    (lambda: nn.AvgPool2d(2), (1, 3, 4, 4), np.float32),
+    (lambda: nn.Flatten(), (2, 3, 4), np.float32),
+    (lambda: nn.Dropout(0.5), (2, 3), np.float32),
+    (lambda: nn.Hardswish(), (2, 3), np.float32),
+    (lambda: nn.LSTM(3, 4), (5, 3), np.float32),
+]
+
+
+@pytest.mark.parametrize("make, shape, dtype", MODULES_ON_ARRAYS)
+def test_module_on_a_numpy_array_says_to_convert_it(make, shape, dtype):
+    module = make()
+    x = np.ones(shape, dtype)
+    with pytest.raises(TypeError) as excinfo:
+        module(x)
+    assert_not_a_tensor_error(excinfo, f"{type(module).__name__}.forward", "input")
+    module(rlpipe.as_tensor(x))  # the fix the message gives works, and the failed call left the module usable
+
+
+def test_module_with_hooks_on_a_numpy_array_says_to_convert_it():
+    module = nn.Conv2d(3, 4, 3)
+    seen = []
+    module.register_forward_pre_hook(lambda m, args: seen.append(type(args[0]).__name__))
+    with pytest.raises(TypeError) as excinfo:
+        module(np.ones((1, 3, 5, 5), np.float32))
+    assert_not_a_tensor_error(excinfo, "Conv2d.forward", "input")
+    assert seen == ["ndarray"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_module_on_a_cupy_array_says_to_convert_it():
+    import cupy
+    module = nn.Conv2d(3, 4, 3).cuda()
+    x = cupy.ones((1, 3, 5, 5), dtype=cupy.float32)
+    with pytest.raises(TypeError) as excinfo:
+        module(x)
+    message = str(excinfo.value)
+    assert "Conv2d.forward(): argument 'input' must be rlpipe.Tensor" in message and "ndarray" in message
+    assert "rlpipe.as_tensor(x)" in message
+    assert module(rlpipe.as_tensor(x, device="cuda")).shape == (1, 4, 3, 3)  # the fix works
+
+
+class TwoInputs(nn.Module):
+    """A user's module whose second input is the array."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Conv2d(3, 2, 1)
+
+    def forward(self, obs, action):
+        return self.layer(obs) * action.unsqueeze(-1)
+
+
+def test_module_names_the_numpy_argument():
+    module = TwoInputs()
+    obs = rlpipe.ones(1, 3, 2, 2)
+    with pytest.raises(TypeError) as excinfo:
+        module(obs, np.ones((1, 2, 2), np.float32))
+    assert_not_a_tensor_error(excinfo, "TwoInputs.forward", "action")
+    with pytest.raises(TypeError) as excinfo:
+        module(obs, action=np.ones((1, 2, 2), np.float32))
+    assert_not_a_tensor_error(excinfo, "TwoInputs.forward", "action")
+    assert module(obs, rlpipe.ones(1, 2, 2)).shape == (1, 2, 2, 2)
+
+
+def test_module_keeps_the_error_that_is_not_about_an_array():
+    class Broken(nn.Module):
+        def forward(self, x):
+            raise AttributeError("from forward")
+
+    with pytest.raises(AttributeError, match="from forward"):
+        Broken()(rlpipe.ones(2))
+
+
+def test_module_keeps_the_other_failure_as_the_cause():
+    """A TypeError raised on something else while an input is an array: the message suggests the
+    conversion and the original failure stays attached."""
+    class Picky(nn.Module):
+        def forward(self, x):
+            raise TypeError("picky")
+
+    with pytest.raises(TypeError) as excinfo:
+        Picky()(np.ones(2))
+    assert_not_a_tensor_error(excinfo, "Picky.forward", "x")
+    assert str(excinfo.value.__cause__) == "picky"
+
+
+# ---- the NVRTC check under the CuPy stand-in -------------------------------------------------------------
+
+
+def test_nvrtc_check_skip_says_the_stand_in_hides_cupy():
+    """Under RLPIPE_CUPY_STANDIN=1 the NVRTC module is skipped because the stand-in replaces CuPy, which
+    its reason says, instead of asking to install packages that may well be installed."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                          "tests/test_kernels_nvrtc.py"], cwd=root, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "RLPIPE_CUPY_STANDIN": "1"})
+    assert "1 skipped" in run.stdout, run.stdout + run.stderr
+    assert "the CuPy stand-in (RLPIPE_CUPY_STANDIN=1) replaces CuPy" in run.stdout  # what is the case
+    assert "without RLPIPE_CUPY_STANDIN" in run.stdout  # what to do
+    assert "pip install" not in run.stdout
 
 
 # ---- saving a whole Module -------------------------------------------------------------------------------

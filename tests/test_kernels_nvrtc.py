@@ -9,10 +9,23 @@ compiles it with (its include paths and language standard, ``-ftz=true``, ``-arc
 
 This needs the real CuPy (not the test stand-in) and NVRTC with the CUDA headers:
 ``pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12``; without them the
-module is skipped.
+module is skipped, and so it is under ``RLPIPE_CUPY_STANDIN=1``, whose stand-in hides a real CuPy.
 """
+import sys
+
 import numpy as np
 import pytest
+
+
+def skip_reason(error):
+    """Why the module cannot run, as the case is: the session's CuPy stand-in hides the real CuPy, or
+    CuPy or NVRTC is missing (``error``, what the import raised)."""
+    if getattr(sys.modules.get("cupy"), "__name__", None) == "cupy_standin":
+        return ("NVRTC check skipped: the CuPy stand-in (RLPIPE_CUPY_STANDIN=1) replaces CuPy in this test "
+                "session; run this module without RLPIPE_CUPY_STANDIN to compile with the real CuPy and NVRTC")
+    return ("NVRTC check needs the real CuPy and NVRTC (pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12 "
+            f"nvidia-cuda-runtime-cu12): {error!r}")
+
 
 try:
     import cupy
@@ -21,8 +34,7 @@ try:
     from cupy.cuda import nvrtc
     NVRTC_VERSION = nvrtc.getVersion()  # loads libnvrtc: fails here when it is missing
 except (ImportError, AttributeError, RuntimeError, OSError) as error:
-    pytest.skip("NVRTC check needs the real CuPy and NVRTC (pip install cupy-cuda12x "
-                f"nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12): {error!r}", allow_module_level=True)
+    pytest.skip(skip_reason(error), allow_module_level=True)
 
 from rlpipe import kernels  # noqa: E402
 from rlpipe.backends import cuda  # noqa: E402  (after the skip: it imports cupy)

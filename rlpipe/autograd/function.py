@@ -45,6 +45,7 @@ _null_contexts = {}
 
 
 def null_context(backend):
+    """The shared no-op ctx for ``backend``, which forward receives when no graph is recorded."""
     ctx = _null_contexts.get(backend)
     if ctx is None:
         ctx = _null_contexts[backend] = _NullContext(backend)
@@ -67,13 +68,16 @@ class Function:
     # ---- ctx API used inside forward/backward ----
     @property
     def xp(self):
+        """The array namespace (``numpy`` or ``cupy``) of the device the op runs on, for raw forwards and backwards."""
         return self.be.xp
 
     def save_for_backward(self, *values):
+        """Keeps ``values`` for backward (read back as ``ctx.saved_tensors``); in-place changes to them are detected."""
         self._saved = values
 
     @property
     def saved_tensors(self):
+        """What forward saved, in order; RuntimeError if the graph was freed or a saved tensor was changed in place."""
         saved = self._saved
         if saved is None:
             raise RuntimeError(_FREED)
@@ -86,24 +90,31 @@ class Function:
         return saved
 
     def mark_non_differentiable(self, *values):
+        """Marks outputs of forward that get no gradient (their ``requires_grad`` stays False)."""
         self._non_diff = tuple(id(v) for v in values)
 
     def set_materialize_grads(self, value):
+        """With False, backward receives None (not zeros) for outputs whose gradient was not computed."""
         self._materialize = bool(value)
 
     def mark_dirty(self, *values):
+        """Accepted for torch compatibility (inputs changed in place by forward); rlpipe needs no bookkeeping for it."""
         pass
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
+        """Computes the op's outputs from its inputs (backend arrays when ``raw``, else Tensors); may save on
+        ``ctx``."""
         raise NotImplementedError("a Function subclass must define forward(ctx, *args)")
 
     @staticmethod
     def backward(ctx, *grad_outputs):
+        """One gradient per forward input (None for a non-differentiable one) from the gradients of the outputs."""
         raise NotImplementedError("a Function subclass must define backward(ctx, *grad_outputs)")
 
     # ---- node API (what grad_fn shows) ----
     def name(self):
+        """The node's name as ``grad_fn`` shows it, torch's where one exists (``MulBackward0``)."""
         # built-in nodes carry torch's numbered names (node_name where ours differ); custom ones, torch's unnumbered
         return getattr(self, "node_name", None) or type(self).__name__ + ("Backward0" if self.raw else "Backward")
 
@@ -112,6 +123,8 @@ class Function:
 
     @property
     def next_functions(self):
+        """The nodes the gradient flows to next, one ``(node, output_nr)`` per Tensor input (``AccumulateGrad`` for
+        leaves)."""
         return tuple((None, 0) if e is None else (AccumulateGrad(e), 0) if isinstance(e, Tensor) else e
                      for e in self._edges if e is not NOT_A_TENSOR)
 
@@ -132,6 +145,7 @@ class Function:
     # ---- running an op ----
     @classmethod
     def apply(cls, *args, **kwargs):
+        """Runs the op on ``args``; when an input requires grad, records a node so backward reaches the inputs."""
         device = None
         requires_grad = False
         raw = cls.raw
@@ -318,6 +332,7 @@ class AccumulateGrad:
         self.variable = variable
 
     def name(self):
+        """Always ``"AccumulateGrad"``, as torch names the node that adds into a leaf's ``.grad``."""
         return "AccumulateGrad"
 
     def __repr__(self):

@@ -9,10 +9,12 @@ state = [True, False]
 
 
 def is_grad_enabled():
+    """True unless gradient recording is off (``no_grad``, ``inference_mode``); process-wide in rlpipe."""
     return state[0]
 
 
 def is_inference_mode_enabled():
+    """True inside ``inference_mode()``; process-wide in rlpipe, not per thread."""
     return state[1]
 
 

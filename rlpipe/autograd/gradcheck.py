@@ -7,7 +7,7 @@ from .._tensor import Tensor
 
 
 class GradcheckError(RuntimeError):
-    pass
+    """Raised by ``gradcheck`` (unless ``raise_exception=False``) when analytical and numerical gradients differ."""
 
 
 def _as_tuple(x):

@@ -22,6 +22,7 @@ def cuda_backend():
 
 
 def cuda_available():
+    """True when the CUDA backend loads (CuPy imports and finds a GPU)."""
     try:
         cuda_backend()
         return True
@@ -30,6 +31,7 @@ def cuda_available():
 
 
 def get(device_type):
+    """The backend module for ``"cpu"`` or ``"cuda"``; RuntimeError for another device type."""
     if device_type == "cpu":
         return cpu
     if device_type == "cuda":

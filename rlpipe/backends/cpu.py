@@ -28,6 +28,7 @@ ndarray = np.ndarray
 
 
 def is_available():
+    """Always True: NumPy is always there."""
     return True
 
 
@@ -37,10 +38,12 @@ def finfo(np_dtype):
 
 
 def device_count():
+    """1: the host counts as one device."""
     return 1
 
 
 def synchronize(index=None):
+    """A no-op: NumPy computes synchronously."""
     pass
 
 
@@ -116,10 +119,12 @@ def full(shape, value, dtype, index=None):
 
 
 def to_host(a):
+    """The array itself: CPU arrays already live in host memory."""
     return a
 
 
 def supports(dtype):
+    """Always True: NumPy holds every rlpipe dtype (bfloat16 through ml_dtypes)."""
     return True
 
 
@@ -155,6 +160,7 @@ def without_fp_warnings(fn):
 
 
 def may_share_memory(a, b):
+    """Whether two NumPy arrays might overlap in memory (NumPy's conservative test)."""
     return np.may_share_memory(a, b)
 
 
@@ -209,21 +215,25 @@ def below(values, n):
 
 
 def erf(x):
+    """The error function (SciPy's), in x's dtype."""
     from scipy.special import erf as _erf  # SciPy's erf is exact to float64 precision
     return _erf(x).astype(x.dtype, copy=False)
 
 
 def erfinv(x):
+    """The inverse error function (SciPy's), in x's dtype."""
     from scipy.special import erfinv as _erfinv
     return _erfinv(x).astype(x.dtype, copy=False)
 
 
 def lgamma(x):
+    """log |Gamma(x)| (SciPy's gammaln), in x's dtype."""
     from scipy.special import gammaln
     return gammaln(x).astype(x.dtype, copy=False)
 
 
 def digamma(x):
+    """The derivative of lgamma (SciPy's psi), in x's dtype."""
     from scipy.special import psi
     return psi(x).astype(x.dtype, copy=False)
 
@@ -298,6 +308,8 @@ class RandomState:
         self.rng = np.random.Generator(np.random.PCG64(seed))
 
     def uniform(self, shape, dtype, low=0.0, high=1.0):
+        """Samples uniform in [low, high) of ``shape``, drawn in float32 for float32 (float64 otherwise) and cast to
+        ``dtype``."""
         out = self.rng.random(shape, dtype=np.float64 if dtype != np.float32 else np.float32)
         if low != 0.0 or high != 1.0:
             return (out * (high - low) + low).astype(dtype, copy=False)
@@ -307,15 +319,18 @@ class RandomState:
         return out
 
     def normal(self, shape, dtype, mean=0.0, std=1.0):
+        """Normal samples of ``shape`` with ``mean`` and ``std``, cast to ``dtype``."""
         out = self.rng.standard_normal(shape, dtype=np.float64 if dtype != np.float32 else np.float32)
         if mean != 0.0 or std != 1.0:
             out = out * std + mean
         return out.astype(dtype, copy=False)
 
     def integers(self, low, high, shape, dtype):
+        """int64 draws uniform in [low, high), cast to ``dtype``."""
         return self.rng.integers(low, high, size=shape, dtype=np.int64).astype(dtype, copy=False)
 
     def permutation(self, n):
+        """A random permutation of 0..n-1 as int64."""
         return self.rng.permutation(n).astype(np.int64, copy=False)
 
     def standard_gamma(self, concentration):
@@ -323,7 +338,9 @@ class RandomState:
         return self.rng.standard_gamma(concentration.astype(np.float64)).astype(concentration.dtype, copy=False)
 
     def get_state(self):
+        """The PCG64 bit generator's state (a dict, as NumPy gives it)."""
         return self.rng.bit_generator.state
 
     def set_state(self, state):
+        """Restores a state from ``get_state``."""
         self.rng.bit_generator.state = state

@@ -49,6 +49,7 @@ def current_device():
 
 
 def set_device(index):
+    """Makes GPU ``index`` CuPy's current device."""
     cupy.cuda.runtime.setDevice(index)
 
 
@@ -90,6 +91,7 @@ def supports(dtype):
 
 
 def may_share_memory(a, b):
+    """Whether two CuPy arrays might overlap in memory; a host array never shares with a device one."""
     if isinstance(a, cupy.ndarray) and isinstance(b, cupy.ndarray):
         return bool(cupy.may_share_memory(a, b))
     return False  # a host array never shares memory with a device one
@@ -174,20 +176,24 @@ _ERF = elementwise("erf", "T x", "T y", "y = (T)erf((acc_t)x);")
 
 
 def erf(x):
+    """The error function, by the backend's own elementwise kernel, in x's dtype."""
     return run(_ERF, x)
 
 
 def erfinv(x):
+    """The inverse error function (cupyx.scipy.special), in x's dtype."""
     from cupyx.scipy.special import erfinv as _erfinv
     return _erfinv(x).astype(x.dtype, copy=False)
 
 
 def lgamma(x):
+    """log |Gamma(x)| (cupyx.scipy.special.gammaln), in x's dtype."""
     from cupyx.scipy.special import gammaln
     return gammaln(x).astype(x.dtype, copy=False)
 
 
 def digamma(x):
+    """The derivative of lgamma (cupyx.scipy.special), in x's dtype."""
     from cupyx.scipy.special import digamma as _digamma
     return _digamma(x).astype(x.dtype, copy=False)
 
@@ -223,6 +229,7 @@ class RandomState:
             self.rng = cupy.random.Generator(self.bits)
 
     def uniform(self, shape, dtype, low=0.0, high=1.0):
+        """Samples uniform in [low, high) of ``shape`` on this GPU, cast to ``dtype``."""
         with self.device:
             out = self.rng.random(shape, dtype=np.float64 if dtype != np.float32 else np.float32)
             if low != 0.0 or high != 1.0:
@@ -233,6 +240,7 @@ class RandomState:
             return out
 
     def normal(self, shape, dtype, mean=0.0, std=1.0):
+        """Normal samples of ``shape`` with ``mean`` and ``std`` on this GPU, cast to ``dtype``."""
         with self.device:
             out = self.rng.standard_normal(
                 shape, dtype=np.float64 if dtype != np.float32 else np.float32)
@@ -241,6 +249,7 @@ class RandomState:
             return out.astype(dtype, copy=False)
 
     def integers(self, low, high, shape, dtype):
+        """int64 draws uniform in [low, high) on this GPU, cast to ``dtype``."""
         with self.device:
             out = self.rng.integers(low, high, size=shape, dtype=np.int64)
             return out.astype(dtype, copy=False)

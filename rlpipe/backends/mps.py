@@ -2,8 +2,10 @@
 
 
 def is_available():
+    """Always False: rlpipe has no Metal backend."""
     return False
 
 
 def is_built():
+    """Always False: rlpipe is not built with Metal support."""
     return False

@@ -8,6 +8,7 @@ def is_available():
 
 
 def device_count():
+    """The number of visible GPUs (0 when CUDA is unavailable)."""
     return backends.cuda_backend().device_count() if is_available() else 0
 
 
@@ -19,10 +20,12 @@ def synchronize(device=None):
 
 
 def current_device():
+    """The index of CuPy's current GPU."""
     return backends.cuda_backend().current_device()
 
 
 def set_device(device):
+    """Makes ``device`` (an index, 'cuda:N' or a device) the current GPU."""
     from rlpipe._device import resolve
     backends.cuda_backend().set_device(resolve(device if not isinstance(device, int) else f"cuda:{device}").index)
 

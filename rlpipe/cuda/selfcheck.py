@@ -37,17 +37,21 @@ class Report:
         self.lines, self.failed, self.title = [], [], None
 
     def section(self, title):
+        """Starts a new titled section; later failures are counted against it."""
         self.lines += ["", f"== {title} =="]
         self.title = title
 
     def add(self, text):
+        """Appends a line to the report."""
         self.lines.append(text)
 
     def fail(self, text):
+        """Appends a FAILED line and marks the current section failed."""
         self.add(f"FAILED: {text}")
         self.failed.append(self.title)
 
     def text(self):
+        """The whole report, ending with the verdict (all passed, or the failed sections)."""
         verdict = f"FAILED ({', '.join(dict.fromkeys(self.failed))})" if self.failed else "all passed"
         return "\n".join(self.lines + ["", f"self-check: {verdict}"]) + "\n"
 
@@ -91,10 +95,13 @@ def run_subprocess(command, cwd):
 
 
 def last_lines(text, n=15):
+    """The last ``n`` lines of ``text``, indented for the report."""
     return ["  | " + line for line in text.strip().splitlines()[-n:]]
 
 
 def run_cuda_tests(report, tests_dir):
+    """Runs the cuda-marked tests with pytest in a subprocess and reports their summary (skipped without tests or
+    pytest)."""
     report.section("cuda-marked tests")
     if not tests_dir.is_dir():
         report.add(f"skipped: no tests at {tests_dir} (the tests ship with a source checkout, not with a wheel)")
@@ -130,6 +137,7 @@ def best_time(fn, repeat):
 
 
 def timing_line(what, cpu_s, gpu_s):
+    """One aligned report line comparing a CPU and a GPU time, with their ratio."""
     return f"{what:<40s} cpu {cpu_s * 1e3:9.3f} ms   gpu {gpu_s * 1e3:9.3f} ms   gpu/cpu {gpu_s / cpu_s:7.3f}"
 
 
@@ -243,6 +251,7 @@ def run_dqn(report, examples_dir, flags=DQN_FLAGS, python=(sys.executable,)):
 
 # ---------------------------------------------------------------------------------------------------
 def parse_args(argv):
+    """The command line of ``python -m rlpipe.cuda.selfcheck``: --quick, --skip-tests, --out FILE."""
     p = argparse.ArgumentParser(prog="python -m rlpipe.cuda.selfcheck", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="smaller benchmarks, and no DQN")
     p.add_argument("--skip-tests", action="store_true", help="do not run the cuda-marked test suite")

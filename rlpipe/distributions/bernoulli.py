@@ -19,6 +19,7 @@ def binary_cross_entropy_with_logits(logits, target):
 
 
 class Bernoulli(Distribution):
+    """1 with probability ``probs`` (or ``sigmoid(logits)``), else 0; samples in the parameter's float dtype."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
     has_enumerate_support = True
@@ -56,6 +57,7 @@ class Bernoulli(Distribution):
 
     @property
     def param_shape(self):
+        """The shape of the parameter (``probs`` or ``logits``, whichever was given)."""
         return self._param.size()
 
     @property

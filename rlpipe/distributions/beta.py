@@ -29,6 +29,8 @@ def _standard_gamma(concentration):
 
 
 class Beta(Distribution):
+    """Beta(concentration1, concentration0) on [0, 1]; samples through two Gamma draws, without gradients (no
+    ``rsample``, unlike torch)."""
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
     support = constraints.unit_interval
     has_rsample = False

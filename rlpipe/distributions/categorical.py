@@ -61,6 +61,7 @@ class Categorical(Distribution):
 
     @property
     def param_shape(self):
+        """The shape of the parameter (``probs`` or ``logits``): ``batch_shape`` plus the number of categories."""
         return self._param.size()
 
     @property

@@ -14,6 +14,7 @@ class Constraint:
     event_dim = 0
 
     def check(self, value):
+        """A bool tensor: True where ``value`` lies in the region (one result per event)."""
         raise NotImplementedError
 
     def __repr__(self):
@@ -48,6 +49,7 @@ class _Dependent(Constraint):
 
 
 def is_dependent(constraint):
+    """True when ``constraint`` is a placeholder that depends on other parameters (it cannot be checked)."""
     return isinstance(constraint, _Dependent)
 
 
@@ -77,10 +79,12 @@ class _IndependentConstraint(Constraint):
 
     @property
     def is_discrete(self):
+        """Whether the base constraint is discrete."""
         return self.base_constraint.is_discrete
 
     @property
     def event_dim(self):
+        """The base constraint's event dims plus ``reinterpreted_batch_ndims``."""
         return self.base_constraint.event_dim + self.reinterpreted_batch_ndims
 
     def check(self, value):
@@ -95,6 +99,7 @@ class _IndependentConstraint(Constraint):
 
 
 class _Boolean(Constraint):
+    """0 or 1."""
     is_discrete = True
 
     def check(self, value):
@@ -102,6 +107,7 @@ class _Boolean(Constraint):
 
 
 class _OneHot(Constraint):
+    """One-hot vectors along the last dim."""
     is_discrete = True
     event_dim = 1
 
@@ -118,6 +124,7 @@ class _Bounded(Constraint):
 
 
 class _IntegerInterval(_Bounded):
+    """Integers in ``[lower_bound, upper_bound]``."""
     is_discrete = True
     _bounds = ("lower_bound", "upper_bound")
 
@@ -129,6 +136,7 @@ class _IntegerInterval(_Bounded):
 
 
 class _IntegerGreaterThan(_Bounded):
+    """Integers ``>= lower_bound``."""
     is_discrete = True
     _bounds = ("lower_bound",)
 
@@ -140,11 +148,13 @@ class _IntegerGreaterThan(_Bounded):
 
 
 class _Real(Constraint):
+    """Any real number (not NaN)."""
     def check(self, value):
         return value == value  # False for nan
 
 
 class _GreaterThan(_Bounded):
+    """Numbers ``> lower_bound``."""
     _bounds = ("lower_bound",)
 
     def __init__(self, lower_bound):
@@ -155,11 +165,13 @@ class _GreaterThan(_Bounded):
 
 
 class _GreaterThanEq(_GreaterThan):
+    """Numbers ``>= lower_bound``."""
     def check(self, value):
         return self.lower_bound <= value
 
 
 class _LessThan(_Bounded):
+    """Numbers ``< upper_bound``."""
     _bounds = ("upper_bound",)
 
     def __init__(self, upper_bound):
@@ -170,6 +182,7 @@ class _LessThan(_Bounded):
 
 
 class _Interval(_Bounded):
+    """Numbers in ``[lower_bound, upper_bound]``."""
     _bounds = ("lower_bound", "upper_bound")
 
     def __init__(self, lower_bound, upper_bound):
@@ -180,11 +193,13 @@ class _Interval(_Bounded):
 
 
 class _HalfOpenInterval(_Interval):
+    """Numbers in ``[lower_bound, upper_bound)``."""
     def check(self, value):
         return (self.lower_bound <= value) & (value < self.upper_bound)
 
 
 class _Simplex(Constraint):
+    """Non-negative vectors along the last dim that sum to 1 (within 1e-6)."""
     event_dim = 1
 
     def check(self, value):

@@ -22,6 +22,8 @@ class Distribution:
 
     @staticmethod
     def set_default_validate_args(value):
+        """Turns argument and sample validation on or off for every distribution created afterwards without
+        ``validate_args``."""
         if value not in (True, False):
             raise ValueError(f"set_default_validate_args expects True or False, got {value!r}")
         Distribution._validate_args = value
@@ -56,34 +58,42 @@ class Distribution:
 
     @property
     def batch_shape(self):
+        """The shape of the batch of independent distributions."""
         return self._batch_shape
 
     @property
     def event_shape(self):
+        """The shape of one sample of one distribution (``()`` for a scalar distribution)."""
         return self._event_shape
 
     @property
     def arg_constraints(self):
+        """``{parameter name: constraint}`` that validation checks the parameters against."""
         raise NotImplementedError
 
     @property
     def support(self):
+        """The constraint every value of the distribution satisfies (``log_prob``'s inputs are checked against it)."""
         raise NotImplementedError
 
     @property
     def mean(self):
+        """The mean of each distribution, of shape ``batch_shape + event_shape``."""
         raise NotImplementedError
 
     @property
     def mode(self):
+        """The most likely value of each distribution."""
         raise NotImplementedError(f"{type(self)} does not implement mode")
 
     @property
     def variance(self):
+        """The variance of each distribution, of shape ``batch_shape + event_shape``."""
         raise NotImplementedError
 
     @property
     def stddev(self):
+        """The standard deviation: the square root of ``variance``."""
         return self.variance.sqrt()
 
     def sample(self, sample_shape=()):
@@ -96,25 +106,34 @@ class Distribution:
         raise NotImplementedError
 
     def sample_n(self, n):
+        """``sample((n,))``, with torch's FutureWarning."""
         warnings.warn("`sample_n(n)` will be deprecated. Use `sample((n,))` instead.", FutureWarning, stacklevel=2)
         return self.sample(Size((n,)))
 
     def log_prob(self, value):
+        """The log of the probability (density or mass) of ``value`` under each distribution, of shape ``batch_shape``
+        (broadcast with value's leading dims)."""
         raise NotImplementedError
 
     def cdf(self, value):
+        """The cumulative distribution function at ``value``."""
         raise NotImplementedError
 
     def icdf(self, value):
+        """The inverse of ``cdf``: the value below which the given probability lies."""
         raise NotImplementedError
 
     def enumerate_support(self, expand=True):
+        """Every value of a discrete distribution, stacked along a new dim 0 (expanded over ``batch_shape`` unless
+        ``expand=False``)."""
         raise NotImplementedError
 
     def entropy(self):
+        """The entropy of each distribution (in nats), of shape ``batch_shape``."""
         raise NotImplementedError
 
     def perplexity(self):
+        """``exp(entropy())``."""
         return _ops.exp(self.entropy())
 
     def _extended_shape(self, sample_shape=()):

@@ -9,6 +9,8 @@ __all__ = ["Independent"]
 
 
 class Independent(Distribution):
+    """``base_distribution`` with its ``reinterpreted_batch_ndims`` rightmost batch dims counted as event dims:
+    ``log_prob`` sums over them."""
     arg_constraints = {}
 
     def __init__(self, base_distribution, reinterpreted_batch_ndims, validate_args=None):
@@ -33,10 +35,12 @@ class Independent(Distribution):
 
     @property
     def has_rsample(self):
+        """Whether the base distribution has reparameterized samples."""
         return self.base_dist.has_rsample
 
     @property
     def has_enumerate_support(self):
+        """True when the base distribution enumerates its support and no batch dims are reinterpreted."""
         return self.reinterpreted_batch_ndims == 0 and self.base_dist.has_enumerate_support
 
     @constraints.dependent_property

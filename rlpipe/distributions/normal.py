@@ -15,6 +15,7 @@ _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
 class Normal(Distribution):
+    """The Gaussian with mean ``loc`` and standard deviation ``scale`` (broadcast together); reparameterized samples."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True

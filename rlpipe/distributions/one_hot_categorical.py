@@ -11,6 +11,7 @@ __all__ = ["OneHotCategorical", "OneHotCategoricalStraightThrough"]
 
 
 class OneHotCategorical(Distribution):
+    """A Categorical whose samples are one-hot vectors over the last dim of ``probs`` (or ``logits``)."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
     support = constraints.one_hot
     has_enumerate_support = True
@@ -34,10 +35,12 @@ class OneHotCategorical(Distribution):
 
     @property
     def probs(self):
+        """The probability of each category (normalized over the last dim)."""
         return self._categorical.probs
 
     @property
     def logits(self):
+        """The log-probability of each category (normalized to logsumexp 0)."""
         return self._categorical.logits
 
     @property
@@ -55,6 +58,7 @@ class OneHotCategorical(Distribution):
 
     @property
     def param_shape(self):
+        """The shape of the parameter: ``batch_shape`` plus the number of categories."""
         return self._categorical.param_shape
 
     def sample(self, sample_shape=()):

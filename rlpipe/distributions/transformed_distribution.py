@@ -12,6 +12,8 @@ __all__ = ["TransformedDistribution"]
 
 
 class TransformedDistribution(Distribution):
+    """``base_distribution`` pushed through ``transforms`` in order: samples are transformed, ``log_prob`` subtracts
+    each log |det Jacobian|."""
     arg_constraints = {}
 
     def __init__(self, base_distribution, transforms, validate_args=None):
@@ -70,6 +72,7 @@ class TransformedDistribution(Distribution):
 
     @property
     def has_rsample(self):
+        """Whether the base distribution has reparameterized samples (the transforms keep the gradient)."""
         return self.base_dist.has_rsample
 
     def sample(self, sample_shape=()):

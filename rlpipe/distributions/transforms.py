@@ -35,6 +35,7 @@ class Transform:
 
     @property
     def event_dim(self):
+        """How many rightmost dims form one event, when domain and codomain agree (else ValueError)."""
         if self.domain.event_dim == self.codomain.event_dim:
             return self.domain.event_dim
         raise ValueError("Please use either .domain.event_dim or .codomain.event_dim")
@@ -48,9 +49,11 @@ class Transform:
 
     @property
     def sign(self):
+        """+1 or -1: whether the transform is increasing or decreasing (for monotone elementwise transforms)."""
         raise NotImplementedError
 
     def with_cache(self, cache_size=1):
+        """This transform with ``cache_size`` (0 or 1) changed: itself when it already has it."""
         if self._cache_size == cache_size:
             return self
         if type(self).__init__ is Transform.__init__:
@@ -92,15 +95,19 @@ class Transform:
         raise NotImplementedError
 
     def log_abs_det_jacobian(self, x, y):
+        """``log |dy/dx|`` at ``x`` (with ``y = t(x)``), elementwise; summed over the event dims where the transform has
+        them."""
         raise NotImplementedError
 
     def __repr__(self):
         return type(self).__name__ + "()"
 
     def forward_shape(self, shape):
+        """The shape of ``t(x)`` for an ``x`` of ``shape`` (the same shape for elementwise transforms)."""
         return shape
 
     def inverse_shape(self, shape):
+        """The shape of ``t.inv(y)`` for a ``y`` of ``shape``."""
         return shape
 
 
@@ -113,10 +120,12 @@ class _InverseTransform(Transform):
 
     @constraints.dependent_property(is_discrete=False)
     def domain(self):
+        """The inverted transform's codomain."""
         return self._inv.codomain
 
     @constraints.dependent_property(is_discrete=False)
     def codomain(self):
+        """The inverted transform's domain."""
         return self._inv.domain
 
     @property
@@ -171,6 +180,7 @@ class ComposeTransform(Transform):
 
     @constraints.dependent_property(is_discrete=False)
     def domain(self):
+        """The first part's domain, widened to as many event dims as the parts together need."""
         if not self.parts:
             return constraints.real
         domain = self.parts[0].domain
@@ -182,6 +192,7 @@ class ComposeTransform(Transform):
 
     @constraints.dependent_property(is_discrete=False)
     def codomain(self):
+        """The last part's codomain, widened to as many event dims as the parts together need."""
         if not self.parts:
             return constraints.real
         codomain = self.parts[-1].codomain
@@ -249,6 +260,7 @@ identity_transform = ComposeTransform([])
 
 
 class ExpTransform(Transform):
+    """``y = exp(x)``, from the reals to the positive numbers; log-det ``x``."""
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
@@ -285,10 +297,12 @@ class AffineTransform(Transform):
 
     @constraints.dependent_property(is_discrete=False)
     def domain(self):
+        """The real numbers, with ``event_dim`` dims per event."""
         return constraints.real if self.event_dim == 0 else constraints.independent(constraints.real, self.event_dim)
 
     @constraints.dependent_property(is_discrete=False)
     def codomain(self):
+        """The real numbers, with ``event_dim`` dims per event."""
         return constraints.real if self.event_dim == 0 else constraints.independent(constraints.real, self.event_dim)
 
     def with_cache(self, cache_size=1):
@@ -335,6 +349,7 @@ class AffineTransform(Transform):
 
 
 class SigmoidTransform(Transform):
+    """``y = sigmoid(x)``, clamped inside (0, 1); log-det ``-softplus(-x) - softplus(x)``."""
     domain = constraints.real
     codomain = constraints.unit_interval
     bijective = True

@@ -12,6 +12,8 @@ __all__ = ["Uniform"]
 
 
 class Uniform(Distribution):
+    """Uniform on ``[low, high)`` (broadcast together; ValueError where low >= high when validating); reparameterized
+    samples."""
     arg_constraints = {"low": constraints.dependent(is_discrete=False, event_dim=0),
                        "high": constraints.dependent(is_discrete=False, event_dim=0)}
     has_rsample = True

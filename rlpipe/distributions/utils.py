@@ -31,14 +31,17 @@ def _tensor_like(value):
 
 
 def finfo_of(dtype):
+    """NumPy's float info (eps, tiny, max...) for an rlpipe float dtype."""
     return np.finfo(dtype.np)
 
 
 def standard_normal(shape, dtype, device):
+    """N(0, 1) samples of ``shape``."""
     return randn(shape, dtype=dtype, device=device)
 
 
 def standard_uniform(shape, dtype, device):
+    """Samples uniform in [0, 1) of ``shape``."""
     return rand(shape, dtype=dtype, device=device)
 
 
@@ -48,6 +51,7 @@ def sum_rightmost(value, dim):
 
 
 def logits_to_probs(logits, is_binary=False):
+    """Probabilities from logits: sigmoid for a binary variable, softmax over the last dim otherwise."""
     return logits.sigmoid() if is_binary else _ops.softmax(logits, -1)
 
 
@@ -58,6 +62,8 @@ def clamp_probs(probs):
 
 
 def probs_to_logits(probs, is_binary=False):
+    """Logits from probabilities (clamped eps away from 0 and 1): log(p / (1 - p)) for a binary variable, log(p)
+    otherwise."""
     clamped = clamp_probs(probs)
     return clamped.log() - (-clamped).log1p() if is_binary else clamped.log()
 

@@ -24,6 +24,7 @@ class OptimizedModule(Module):
 
     @property
     def training(self):
+        """The wrapped module's training flag (setting it sets the wrapped module's)."""
         return self._orig_mod.training
 
     @training.setter

@@ -39,18 +39,22 @@ def _maybe_inplace(input, inplace, compute):
 
 
 def relu(input, inplace=False):
+    """``max(input, 0)``; with ``inplace=True`` written into ``input``."""
     return _maybe_inplace(input, inplace, ops.relu)
 
 
 def relu_(input):
+    """``relu`` in place."""
     return relu(input, inplace=True)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """``input`` where positive, ``negative_slope * input`` elsewhere; optionally in place."""
     return _maybe_inplace(input, inplace, lambda x: ops.leaky_relu(x, negative_slope))
 
 
 def leaky_relu_(input, negative_slope=0.01):
+    """``leaky_relu`` in place."""
     return leaky_relu(input, negative_slope, inplace=True)
 
 
@@ -62,10 +66,12 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
 
 
 def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    """``hardtanh`` in place."""
     return hardtanh(input, min_val, max_val, inplace=True)
 
 
 def relu6(input, inplace=False):
+    """``min(max(input, 0), 6)`` (``hardtanh`` over [0, 6])."""
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
@@ -75,10 +81,12 @@ def _elu(input, inplace, alpha, scale, input_scale, name):
 
 
 def elu(input, alpha=1.0, inplace=False):
+    """``input`` where positive, ``alpha * (exp(input) - 1)`` elsewhere (float input only)."""
     return _elu(input, inplace, alpha, 1.0, 1.0, "elu_cpu")
 
 
 def elu_(input, alpha=1.0):
+    """``elu`` in place."""
     return elu(input, alpha, inplace=True)
 
 
@@ -87,10 +95,12 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def selu(input, inplace=False):
+    """``scale * elu(input, alpha)`` with the self-normalizing constants alpha ~ 1.6733 and scale ~ 1.0507."""
     return _elu(input, inplace, _SELU_ALPHA, _SELU_SCALE, 1.0, "elu_cpu")
 
 
 def celu(input, alpha=1.0, inplace=False):
+    """``input`` where positive, ``alpha * (exp(input / alpha) - 1)`` elsewhere; RuntimeError for alpha 0."""
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError")
     return _elu(input, inplace, alpha, 1.0, 1.0 / alpha, "elu_cpu")
@@ -105,15 +115,18 @@ _threshold = threshold
 
 
 def threshold_(input, threshold, value):
+    """``threshold`` in place."""
     return _threshold(input, threshold, value, inplace=True)
 
 
 def silu(input, inplace=False):
+    """``input * sigmoid(input)`` (also called swish)."""
     _require_float(input, "silu_cpu")
     return _maybe_inplace(input, inplace, P.Silu.apply)
 
 
 def mish(input, inplace=False):
+    """``input * tanh(softplus(input))``."""
     _require_float(input, "mish_cpu")
     return _maybe_inplace(input, inplace, P.Mish.apply)
 
@@ -141,10 +154,12 @@ def softshrink(input, lambd=0.5):
 
 
 def softsign(input):
+    """``input / (1 + |input|)``."""
     return input / (ops.abs(input) + 1)
 
 
 def tanhshrink(input):
+    """``input - tanh(input)``."""
     return input - ops.tanh(input)
 
 
@@ -160,6 +175,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
 
 
 def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """``rrelu`` in place."""
     return rrelu(input, lower, upper, training, inplace=True)
 
 
@@ -203,18 +219,22 @@ def _softmax_dim(name, ndim, stacklevel):
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """``exp(x) / sum(exp(x))`` along ``dim``; without ``dim``, torch's legacy choice (dim 0 for 0-, 1- and 3-d input,
+    else 1) with a warning."""
     if dim is None:
         dim = _softmax_dim("softmax", input.ndim, _stacklevel)
     return ops.softmax(input, dim, dtype)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """``log(softmax(x))`` along ``dim``, computed stably; ``dim`` defaults as in ``softmax``."""
     if dim is None:
         dim = _softmax_dim("log_softmax", input.ndim, _stacklevel)
     return ops.log_softmax(input, dim, dtype)
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """``softmax(-x)`` along ``dim``: the smallest values get the largest weights."""
     if dim is None:
         dim = _softmax_dim("softmin", input.ndim, _stacklevel)
     if dtype is not None:
@@ -516,6 +536,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                             return_indices=True):
+    """``max_pool2d`` that also returns the flat index of each maximum in its input plane."""
     return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 

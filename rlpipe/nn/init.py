@@ -57,11 +57,13 @@ def _calculate_correct_fan(tensor, mode):
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    """Fills ``tensor`` with samples uniform in [a, b), without recording a graph; returns it."""
     with no_grad():
         return tensor.uniform_(a, b, generator=generator)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    """Fills ``tensor`` with normal samples of ``mean`` and ``std``, without recording a graph; returns it."""
     with no_grad():
         return tensor.normal_(mean, std, generator=generator)
 
@@ -86,15 +88,18 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 
 
 def constant_(tensor, val):
+    """Fills ``tensor`` with ``val``, without recording a graph; returns it."""
     with no_grad():
         return tensor.fill_(val)
 
 
 def ones_(tensor):
+    """Fills ``tensor`` with 1, without recording a graph; returns it."""
     return constant_(tensor, 1.0)
 
 
 def zeros_(tensor):
+    """Fills ``tensor`` with 0, without recording a graph; returns it."""
     with no_grad():
         return tensor.zero_()
 

@@ -76,12 +76,15 @@ class UninitializedTensorMixin:
 
     @property
     def shape(self):
+        """Not available before materialization: RuntimeError saying to run ``forward`` first."""
         raise RuntimeError(
             "Can't access the shape of an uninitialized parameter or buffer. This error usually happens in "
             "`load_state_dict` when trying to load an uninitialized parameter into an initialized one. Call "
             "`forward` to initialize the parameters before accessing their attributes.")
 
     def _refuse(self, *args, **kwargs):
+        """What size(), dim(), numel(), len(), indexing and arithmetic do on a placeholder: ValueError saying to run
+        ``forward`` first."""
         raise ValueError(f"Attempted to use an uninitialized parameter. {_UNINITIALIZED_HINT}")
 
     size = dim = numel = nelement = __len__ = __getitem__ = __setitem__ = _refuse

@@ -90,6 +90,7 @@ class LRScheduler:
         return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
 
     def load_state_dict(self, state_dict):
+        """Restores the attributes saved by ``state_dict`` (the schedule's position and settings)."""
         self.__dict__.update(state_dict)
 
 
@@ -188,6 +189,8 @@ class LambdaLR(LRScheduler):
         return state
 
     def load_state_dict(self, state_dict):
+        """Restores the schedule's attributes, and the saved attributes of lambdas that are callable objects (plain
+        functions are not saved, as in torch)."""
         state_dict = dict(state_dict)
         saved = state_dict.pop("lr_lambdas")
         self.__dict__.update(state_dict)

@@ -16,6 +16,7 @@ from .common import inplace_variant, _cast, _require_float, _unary_float
 
 
 class Tanh(Op):
+    """tanh(x); gradient g * (1 - tanh(x)**2), from the saved output."""
     @staticmethod
     def forward(ctx, x):
         out = ctx.xp.tanh(x)
@@ -40,6 +41,7 @@ def _sigmoid(ctx, x):
 
 
 class Sigmoid(Op):
+    """1 / (1 + exp(-x)); gradient g * y * (1 - y), from the saved output y."""
     @staticmethod
     def forward(ctx, x):
         out = _sigmoid(ctx, x)
@@ -54,6 +56,7 @@ class Sigmoid(Op):
 
 
 class Relu(Op):
+    """max(x, 0); the gradient passes where x > 0 (and at NaN, as in torch)."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -67,6 +70,7 @@ class Relu(Op):
 
 
 class LeakyRelu(Op):
+    """x for x > 0, else slope * x; gradient g or g * slope."""
     @staticmethod
     def forward(ctx, x, slope):
         ctx.save_for_backward(x)
@@ -132,6 +136,7 @@ def _softplus(ctx, x, beta, threshold):
 
 
 class Softplus(Op):
+    """log(1 + exp(beta x)) / beta (x itself where beta x > threshold); gradient g * sigmoid(beta x)."""
     @staticmethod
     def forward(ctx, x, beta, threshold):
         ctx.save_for_backward(x)
@@ -150,6 +155,7 @@ class Softplus(Op):
 
 
 class Softmax(Op):
+    """exp(x) / sum(exp(x)) along ``dim``, shifted by the max; gradient y * (g - sum(g * y))."""
     @staticmethod
     def forward(ctx, x, dim):
         xp = ctx.xp
@@ -170,6 +176,7 @@ class Softmax(Op):
 
 
 class LogSoftmax(Op):
+    """x - log(sum(exp(x))) along ``dim``, shifted by the max; gradient g - softmax(x) * sum(g)."""
     @staticmethod
     def forward(ctx, x, dim):
         xp = ctx.xp
@@ -318,17 +325,20 @@ sigmoid = _unary_float(Sigmoid)
 @inplace_variant
 @tensor_method
 def relu(input):
+    """``max(input, 0)`` elementwise."""
     return Relu.apply(input)
 
 
 @torch_function("input")
 def leaky_relu(input, negative_slope=0.01):
+    """``input`` where positive, ``negative_slope * input`` elsewhere (float input only)."""
     _require_float(input, "leaky_relu_cpu")
     return LeakyRelu.apply(input, float(negative_slope))
 
 
 @torch_function("input")
 def gelu(input, approximate="none"):
+    """``x * Phi(x)`` with Phi the standard normal CDF, or its tanh approximation with ``approximate="tanh"``."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
     _require_float(input, "GeluKernelImpl")
@@ -337,6 +347,7 @@ def gelu(input, approximate="none"):
 
 @torch_function("input")
 def softplus(input, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta * x)) / beta``, linear (x itself) where ``beta * x > threshold``."""
     _require_float(input, "softplus_cpu")
     return Softplus.apply(input, float(beta), float(threshold))
 
@@ -344,6 +355,7 @@ def softplus(input, beta=1.0, threshold=20.0):
 @torch_function("input")
 @tensor_method
 def softmax(input, dim, dtype=None):
+    """``exp(x) / sum(exp(x))`` along ``dim``, computed without overflow (cast to ``dtype`` first when given)."""
     if dtype is None:
         _require_float(input, "softmax_kernel_impl")
     x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))
@@ -353,6 +365,8 @@ def softmax(input, dim, dtype=None):
 @torch_function("input")
 @tensor_method
 def log_softmax(input, dim, dtype=None):
+    """``x - logsumexp(x)`` along ``dim``, more accurate than ``log(softmax(x))`` (cast to ``dtype`` first when
+    given)."""
     if dtype is None:
         _require_float(input, "log_softmax_kernel_impl")
     x = input if dtype is None else _cast(input, _dtypes.as_dtype(dtype))

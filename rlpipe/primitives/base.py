@@ -13,6 +13,7 @@ from ..autograd.function import Function
 
 
 class Op(Function):
+    """A built-in primitive: a Function whose forward and backward take and return backend arrays (``raw``)."""
     raw = True
 
 
@@ -30,6 +31,7 @@ def unbroadcast(g, shape):
 
 
 def shape_of(x):
+    """The shape of a backend array, or None for a Python number operand."""
     return getattr(x, "shape", None)
 
 

@@ -277,6 +277,7 @@ def _refresh_view(view):
 # ---- casts ---------------------------------------------------------------------------------------
 
 class Cast(Op):
+    """x converted to another dtype; the gradient is converted back to the input dtype."""
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.dtype = x.dtype

@@ -67,6 +67,7 @@ def _dtype_method(dtype):
     def method(self, memory_format=None):
         return _cast(self, dtype)
     method.__name__ = dtype.name
+    method.__doc__ = f"The tensor cast to {dtype.name} (itself when it already is); ``memory_format`` is ignored."
     return method
 
 
@@ -82,16 +83,20 @@ def type_(input, dtype=None, non_blocking=False):
 
 @tensor_method
 def type_as(input, other):
+    """``input`` cast to ``other``'s dtype (itself when they already match)."""
     return _cast(input, other.dtype)
 
 
 @tensor_method
 def cpu(input, memory_format=None):
+    """The tensor on the CPU (itself when it is there already); the copy is differentiable."""
     return _to_device(input, "cpu")
 
 
 @tensor_method
 def cuda(input, device=None, non_blocking=False, memory_format=None):
+    """The tensor on a GPU (the current one, or ``device``: an index or a 'cuda:N' string); itself when it is there
+    already."""
     if device is None:
         return _to_device(input, "cuda")
     return _to_device(input, device if not isinstance(device, builtins.int) else f"cuda:{device}")
@@ -99,6 +104,7 @@ def cuda(input, device=None, non_blocking=False, memory_format=None):
 
 @tensor_method
 def fill_(input, value):
+    """Writes ``value`` (a number or a 0-d tensor) into every element, in place."""
     if isinstance(value, Tensor) and value.ndim:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions.")
     return copy_(input, value)
@@ -106,6 +112,7 @@ def fill_(input, value):
 
 @tensor_method
 def zero_(input):
+    """Writes 0 into every element, in place."""
     return fill_(input, 0)
 
 

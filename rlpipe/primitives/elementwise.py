@@ -21,6 +21,7 @@ from .comparison import logical_and, lt, ne
 
 
 class Add(Op):
+    """x + y (broadcast); each side's gradient is g summed back to its shape."""
     @staticmethod
     def forward(ctx, x, y):
         ctx.shapes = shape_of(x), shape_of(y)
@@ -32,6 +33,7 @@ class Add(Op):
 
 
 class Sub(Op):
+    """x - y (broadcast); gradients g and -g, summed back to each side's shape."""
     @staticmethod
     def forward(ctx, x, y):
         ctx.shapes = shape_of(x), shape_of(y)
@@ -43,6 +45,7 @@ class Sub(Op):
 
 
 class Mul(Op):
+    """x * y (broadcast); gradients g * y and g * x."""
     @staticmethod
     def forward(ctx, x, y):
         ctx.save_for_backward(x, y)
@@ -57,6 +60,7 @@ class Mul(Op):
 
 
 class Div(Op):
+    """x / y (broadcast); gradients g / y and -g * x / y**2."""
     @staticmethod
     def forward(ctx, x, y):
         ctx.save_for_backward(x, y)
@@ -71,6 +75,7 @@ class Div(Op):
 
 
 class Pow(Op):
+    """x ** y; gradients g * y * x**(y-1) (0 where y == 0) and g * x**y * log(x) (0 where x == 0, y >= 0)."""
     @staticmethod
     def forward(ctx, x, y):
         out = ctx.xp.power(x, y)
@@ -95,6 +100,7 @@ class Pow(Op):
 
 
 class Remainder(Op):
+    """x mod y with the divisor's sign (Python's %); gradients g and -g * floor(x / y)."""
     @staticmethod
     def forward(ctx, x, y):
         ctx.save_for_backward(x, y)
@@ -116,6 +122,7 @@ for _function in (Add, Sub, Mul, Div, Pow, Remainder):
 
 
 class Neg(Op):
+    """-x; gradient -g."""
     @staticmethod
     def forward(ctx, x):
         return -x
@@ -126,6 +133,7 @@ class Neg(Op):
 
 
 class Abs(Op):
+    """|x|; gradient g * sign(x) (0 at x == 0)."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -138,6 +146,7 @@ class Abs(Op):
 
 
 class Reciprocal(Op):
+    """1 / x; gradient -g / x**2."""
     @staticmethod
     def forward(ctx, x):
         out = 1 / x
@@ -169,6 +178,7 @@ class Maximum(Op):
 
 
 class Minimum(Maximum):
+    """min(x, y) elementwise; a tie sends half the gradient to each side, as torch does."""
     pick = "minimum"
 
 
@@ -210,6 +220,7 @@ class Clamp(Op):
 
 
 class Where(Op):
+    """cond ? x : y; the gradient goes to x where cond holds and to y elsewhere."""
     @staticmethod
     def forward(ctx, cond, x, y):
         ctx.cond = cond
@@ -225,6 +236,7 @@ class Where(Op):
 
 
 class Exp(Op):
+    """exp(x); gradient g * exp(x)."""
     @staticmethod
     def forward(ctx, x):
         out = ctx.xp.exp(x)
@@ -237,6 +249,7 @@ class Exp(Op):
 
 
 class Expm1(Op):
+    """exp(x) - 1, accurate near 0; gradient g * exp(x)."""
     @staticmethod
     def forward(ctx, x):
         out = ctx.xp.expm1(x)
@@ -249,6 +262,7 @@ class Expm1(Op):
 
 
 class Log(Op):
+    """log(x); gradient g / x."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -260,6 +274,7 @@ class Log(Op):
 
 
 class Log1p(Op):
+    """log(1 + x), accurate near 0; gradient g / (1 + x)."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -271,6 +286,7 @@ class Log1p(Op):
 
 
 class Sqrt(Op):
+    """sqrt(x); gradient g / (2 sqrt(x)), infinite at 0 as in torch."""
     @staticmethod
     def forward(ctx, x):
         out = ctx.xp.sqrt(x)
@@ -284,6 +300,7 @@ class Sqrt(Op):
 
 
 class Rsqrt(Op):
+    """1 / sqrt(x); gradient -g / (2 x**1.5)."""
     @staticmethod
     def forward(ctx, x):
         out = 1 / ctx.xp.sqrt(x)
@@ -297,6 +314,7 @@ class Rsqrt(Op):
 
 
 class Sin(Op):
+    """sin(x); gradient g * cos(x)."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -308,6 +326,7 @@ class Sin(Op):
 
 
 class Cos(Op):
+    """cos(x); gradient -g * sin(x)."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -319,6 +338,7 @@ class Cos(Op):
 
 
 class Erf(Op):
+    """The error function; gradient g * 2 / sqrt(pi) * exp(-x**2)."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -345,24 +365,29 @@ class _Stepwise(Op):
 
 
 class Sign(_Stepwise):
+    """-1, 0 or 1 (0 for NaN; bool stays bool); gradient zero."""
     @staticmethod
     def forward(ctx, x):
         return sign_of(ctx.xp, x) if x.dtype != bool else x.copy()
 
 
 class Floor(_Stepwise):
+    """Rounds down; gradient zero."""
     fn = "floor"
 
 
 class Ceil(_Stepwise):
+    """Rounds up; gradient zero."""
     fn = "ceil"
 
 
 class Trunc(_Stepwise):
+    """Rounds toward zero; gradient zero."""
     fn = "trunc"
 
 
 class Round(_Stepwise):
+    """Rounds half to even (at ``decimals`` places when given); gradient zero."""
     fn = "round"
 
 
@@ -455,6 +480,7 @@ def _scaled(other, alpha):
 @inplace_variant
 @tensor_method
 def add(input, other, *, alpha=1):
+    """``input + alpha * other``, broadcast, in the promoted dtype (``other`` may be a number); also ``+``."""
     return _binary(Add, input, _scaled(other, alpha))
 
 
@@ -463,6 +489,7 @@ def add(input, other, *, alpha=1):
 @inplace_variant
 @tensor_method
 def sub(input, other, *, alpha=1):
+    """``input - alpha * other``, broadcast; RuntimeError for bool operands (use ``^`` or ``~``); also ``-``."""
     is_bool = [isinstance(x, (builtins.bool, np.bool_)) or isinstance(x, Tensor) and x._data.dtype == np.bool_
                for x in (input, other)]
     if builtins.all(is_bool):
@@ -479,6 +506,7 @@ def sub(input, other, *, alpha=1):
 @inplace_variant
 @tensor_method
 def mul(input, other):
+    """``input * other``, broadcast, in the promoted dtype; also ``*``."""
     return _binary(Mul, input, other)
 
 
@@ -487,6 +515,8 @@ def mul(input, other):
 @inplace_variant("div", "true_divide")
 @tensor_method("div", "true_divide", "divide")
 def div(input, other, *, rounding_mode=None):
+    """``input / other``: true division (integers give a float), or rounded with ``rounding_mode`` "floor" or "trunc";
+    also ``/``. ``true_divide`` and ``divide`` are the same op."""
     if rounding_mode is None:
         return _binary(Div, input, other, floating=True)
     if rounding_mode == "floor":
@@ -508,6 +538,7 @@ true_divide = divide = div
 
 
 def full_like(like, value):
+    """A 0-d tensor holding ``value`` with ``like``'s dtype and device (the operand of an integer trunc division)."""
     from rlpipe._creation import full
     return full((), value, dtype=like.dtype, device=like.device)
 
@@ -525,6 +556,8 @@ def _check_integer_divisor(input, other):
 @inplace_variant
 @tensor_method
 def floor_divide(input, other):
+    """``input / other`` rounded down (``//``); RuntimeError for an integer division by zero, and no gradient, as in
+    torch."""
     _check_integer_divisor(input, other)
     try:
         a, b = _operands(input, other)
@@ -537,6 +570,8 @@ def floor_divide(input, other):
 @inplace_variant
 @tensor_method
 def remainder(input, other):
+    """``input`` modulo ``other``, with the sign of ``other`` (Python's ``%``); RuntimeError for an integer modulo by
+    zero."""
     _check_integer_divisor(input, other)
     return _binary(Remainder, input, other)
 
@@ -546,6 +581,8 @@ def remainder(input, other):
 @inplace_variant
 @tensor_method
 def pow(input, exponent):
+    """``input ** exponent`` elementwise (either may be a number); integers to negative integer powers follow torch (0
+    unless the base is 1 or -1)."""
     if isinstance(exponent, _NUMBER) and isinstance(input, Tensor):
         exponent = _scalar(exponent)
         if input._data.dtype.kind in "iu" and isinstance(exponent, builtins.int) and exponent < 0:
@@ -572,6 +609,7 @@ def _integer_pow(base, exponent):
 @inplace_variant
 @tensor_method("neg", "negative", "__neg__")
 def neg(input):
+    """``-input``; RuntimeError for a bool tensor (use ``~``). ``negative`` is the same op."""
     if input.dtype is _dtypes.bool:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
                            "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
@@ -585,6 +623,7 @@ negative = neg
 @inplace_variant
 @tensor_method("abs", "absolute", "__abs__")
 def abs(input):
+    """The absolute value, elementwise. ``absolute`` is the same op."""
     return Abs.apply(input)
 
 
@@ -594,12 +633,14 @@ absolute = abs
 @inplace_variant
 @tensor_method
 def sign(input):
+    """-1, 0 or 1 elementwise, in input's dtype (0 for NaN)."""
     return Sign.apply(input)
 
 
 @inplace_variant
 @tensor_method
 def reciprocal(input):
+    """``1 / input``; integer inputs give the default float dtype."""
     return Reciprocal.apply(_float_input(input))
 
 
@@ -618,17 +659,20 @@ erf = _unary_float(Erf)
 
 @tensor_method
 def log2(input):
+    """The base-2 logarithm, elementwise."""
     return log(input) / float(np.log(2))
 
 
 @tensor_method
 def log10(input):
+    """The base-10 logarithm, elementwise."""
     return log(input) / float(np.log(10))
 
 
 @torch_function("input")
 @tensor_method
 def square(input):
+    """``input * input``; a bool tensor gives int64."""
     if input._data.dtype == np.bool_:
         input = _cast(input, _dtypes.int64)
     return mul(input, input)
@@ -637,18 +681,21 @@ def square(input):
 @inplace_variant
 @tensor_method
 def floor(input):
+    """Rounds down elementwise; integer tensors come back as copies."""
     return Floor.apply(input) if input.is_floating_point() else input.clone()
 
 
 @inplace_variant
 @tensor_method
 def ceil(input):
+    """Rounds up elementwise; integer tensors come back as copies."""
     return Ceil.apply(input) if input.is_floating_point() else input.clone()
 
 
 @inplace_variant
 @tensor_method("trunc", "fix")
 def trunc(input):
+    """Rounds toward zero elementwise (also ``fix``); integer tensors come back as copies."""
     return Trunc.apply(input) if input.is_floating_point() else input.clone()
 
 
@@ -658,6 +705,7 @@ fix = trunc
 @inplace_variant
 @tensor_method
 def round(input, *, decimals=0):
+    """Rounds half to even, at ``decimals`` decimal places; integer tensors come back as copies."""
     if not input.is_floating_point():
         return input.clone()
     return Round.apply(input, decimals) if decimals else Round.apply(input)
@@ -667,6 +715,8 @@ def round(input, *, decimals=0):
 @inplace_variant("clamp", "clip")
 @tensor_method("clamp", "clip")
 def clamp(input, min=None, max=None):
+    """Limits ``input`` to ``[min, max]`` (numbers or tensors, one may be None); the gradient passes inside the range.
+    ``clip`` is the same op."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     bounds = [_scalar(b) if isinstance(b, _NUMBER) else b for b in (min, max)]
@@ -686,6 +736,7 @@ clip = clamp
 @inplace_variant
 @tensor_method
 def clamp_min(input, min):
+    """``clamp(input, min=min)``: no value below ``min``."""
     return clamp(input, min=min)
 
 
@@ -693,18 +744,21 @@ def clamp_min(input, min):
 @inplace_variant
 @tensor_method
 def clamp_max(input, max):
+    """``clamp(input, max=max)``: no value above ``max``."""
     return clamp(input, max=max)
 
 
 @tensor_method
 @torch_function("input", "other")
 def maximum(input, other):
+    """The larger of ``input`` and ``other`` elementwise (broadcast); a tie splits the gradient."""
     return _binary(Maximum, input, other)
 
 
 @tensor_method
 @torch_function("input", "other")
 def minimum(input, other):
+    """The smaller of ``input`` and ``other`` elementwise (broadcast); a tie splits the gradient."""
     return _binary(Minimum, input, other)
 
 
@@ -767,6 +821,7 @@ for _names, _ufunc in ((("add_", "__iadd__"), "add"), (("sub_", "__isub__"), "su
 
 @tensor_method("where")
 def _where_method(self, condition, other):
+    """``self`` where ``condition`` holds, ``other`` elsewhere (torch's ``Tensor.where``)."""
     return where(condition, self, other)
 
 

@@ -63,6 +63,7 @@ class IndexPut(Op):
 
 
 class Gather(Op):
+    """out[i][j] = x[i][index[i][j]] along ``dim`` (take_along_axis); the gradient is scatter-added back."""
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.args = x.shape, dim, index
@@ -110,6 +111,7 @@ class Scatter(Op):
 
 
 class IndexSelect(Op):
+    """The slices of x at ``index`` along ``dim``; the gradient is scatter-added back (repeats accumulate)."""
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.args = x.shape, dim, index
@@ -257,6 +259,8 @@ def _convert_index(t, index):
 
 @tensor_method("__getitem__")
 def getitem(input, index):
+    """``input[index]`` with torch's rules: ints, slices, None and Ellipsis give a view; index tensors, lists and masks
+    give a copy."""
     if not (input._requires_grad and _grad_state[0]) and input._data.ndim \
             and (type(index) is builtins.int or _is_plain_basic(index)):  # x[i] (c51.py's rows) without a call
         # the common case without a graph: ints and slices give a view, straight from the backend
@@ -322,6 +326,8 @@ def _split_integer_index(index):
 
 @tensor_method("__setitem__")
 def setitem(input, index, value):
+    """``input[index] = value`` in place (value cast to input's dtype); recorded in the graph when either side requires
+    grad."""
     index, _ = _convert_index(input, index)
     if isinstance(value, Tensor):
         if value._device is not input._device:
@@ -369,12 +375,16 @@ def _along_dim_index(input, dim, index, name):
 @with_out("input")
 @tensor_method
 def gather(input, dim, index, *, sparse_grad=False):
+    """Picks ``input`` values along ``dim`` at the int64 ``index`` (same number of dims): ``out[i][j] =
+    input[i][index[i][j]]`` for dim 1."""
     d, idx = _along_dim_index(input, dim, index, "gather")
     return Gather.apply(input, d, idx)
 
 
 @tensor_method
 def take_along_dim(input, indices, dim=None):
+    """``gather`` with ``input`` and ``indices`` broadcast outside ``dim``; over the flattened tensors when ``dim`` is
+    None."""
     if dim is None:
         return gather(flatten(input), 0, flatten(indices))
     d = input._dim(dim)
@@ -402,6 +412,8 @@ def _scatter(input, dim, index, src, add, name):
 @inplace_variant
 @tensor_method
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    """A copy of ``input`` with ``src`` (a tensor or a number, also ``value=``) written at the int64 ``index`` along
+    ``dim``; ``reduce="add"`` is ``scatter_add``, other reduces are not supported."""
     if reduce is not None:
         if reduce != "add":
             raise RuntimeError(f"scatter(): reduce={reduce!r} is not supported by rlpipe; only 'add'")
@@ -412,11 +424,13 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
 @inplace_variant
 @tensor_method
 def scatter_add(input, dim, index, src):
+    """A copy of ``input`` with ``src`` added at the int64 ``index`` along ``dim``; repeated positions accumulate."""
     return _scatter(input, dim, index, src, True, "scatter_add")
 
 
 @tensor_method
 def index_select(input, dim, index):
+    """The slices of ``input`` at the positions of the 1-d int64 (or int32) ``index`` along ``dim``, as a copy."""
     if not isinstance(index, Tensor) or index.dtype not in (_dtypes.int64, _dtypes.int32):
         raise RuntimeError("index_select(): Expected dtype int32 or int64 for index")
     if index.ndim > 1:
@@ -432,6 +446,7 @@ def index_select(input, dim, index):
 @inplace_variant
 @tensor_method
 def masked_fill(input, mask, value):
+    """A copy of ``input`` with ``value`` (a number or a 0-d tensor) where the bool ``mask`` (broadcast) is True."""
     if not isinstance(mask, Tensor) or mask.dtype is not _dtypes.bool:
         raise RuntimeError(f"masked_fill only supports boolean masks, but got mask with dtype "
                            f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}")
@@ -448,12 +463,15 @@ def masked_fill(input, mask, value):
 @torch_function("input")
 @tensor_method
 def masked_select(input, mask):
+    """The elements where the bool ``mask`` is True (both broadcast), as a 1-d copy."""
     shape = np.broadcast_shapes(tuple(input.shape), tuple(mask.shape))
     return getitem(expand(input, shape), expand(mask, shape))
 
 
 @tensor_method
 def nonzero(input, *, as_tuple=False):
+    """The int64 indices of the nonzero elements: one row per element (an n x ndim tensor), or one tensor per dim with
+    ``as_tuple=True``."""
     xp = input._device._backend.xp
     idx = xp.nonzero(input._data)
     if as_tuple:

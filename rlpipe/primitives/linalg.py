@@ -16,6 +16,8 @@ from .shape import unsqueeze
 
 
 class MatMul(Op):
+    """a @ b (NumPy matmul: 1-d operands, broadcast batches); gradients g @ b.T and a.T @ g, summed back over broadcast
+    batch dims."""
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -102,6 +104,8 @@ class Einsum(Op):
 @tensor_operator("matmul", inplace=False)
 @tensor_method
 def matmul(input, other):
+    """The matrix product with NumPy's and torch's rules: dot product for two vectors, batched and broadcast above 2
+    dims; both operands must share a dtype. Also ``@``."""
     if not isinstance(input, Tensor):
         input = _tensor_like(input, other)
     if not isinstance(other, Tensor):
@@ -147,6 +151,7 @@ def linear(input, weight, bias=None):
 
 @tensor_method
 def mm(input, mat2, *, out=None):
+    """The product of two matrices (2-d only)."""
     if out is not None:  # (a hand-off, not with_out's wrapper, which would cost every call)
         return _write_out(out, mm, (input, mat2), {})
     if input.ndim != 2 or mat2.ndim != 2:
@@ -156,6 +161,7 @@ def mm(input, mat2, *, out=None):
 
 @tensor_method
 def bmm(input, mat2):
+    """The products of two batches of matrices (3-d, equal batch sizes), without broadcasting."""
     if input.ndim != 3 or mat2.ndim != 3:
         raise RuntimeError(f"bmm(): expected 3D tensors, got {input.ndim}D and {mat2.ndim}D")
     if input.shape[0] != mat2.shape[0]:
@@ -165,6 +171,7 @@ def bmm(input, mat2):
 
 @tensor_method
 def dot(input, other):
+    """The dot product of two 1-d tensors, as a 0-d tensor."""
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     return matmul(input, other)
@@ -172,6 +179,7 @@ def dot(input, other):
 
 @tensor_method
 def outer(input, vec2):
+    """The outer product of two vectors: ``out[i, j] = input[i] * vec2[j]``."""
     return mul(unsqueeze(input, 1), unsqueeze(vec2, 0))
 
 

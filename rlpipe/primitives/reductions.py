@@ -21,6 +21,7 @@ from .sorting import _zeros_like_int, sort
 
 
 class Sum(Op):
+    """The sum over ``dims``; the gradient is g broadcast back to x's shape."""
     @staticmethod
     def forward(ctx, x, dims, keepdim, dtype):
         ctx.args = x.shape, dims, keepdim
@@ -35,6 +36,7 @@ class Sum(Op):
 
 
 class Mean(Op):
+    """The mean over ``dims``; the gradient is g / count, broadcast back to x's shape."""
     @staticmethod
     def forward(ctx, x, dims, keepdim, dtype):
         ctx.args = x.shape, dims, keepdim
@@ -103,6 +105,7 @@ class Amax(Op):
 
 
 class Amin(Amax):
+    """The smallest values over ``dims``; tied minima share the gradient evenly, as torch does."""
     pick = "min"
 
 
@@ -130,6 +133,7 @@ class ExtremeAlongDim(Op):
 
 
 class Var(Op):
+    """sum((x - mean)**2) / (n - correction) over ``dims``; gradient 2 g (x - mean) / (n - correction)."""
     @staticmethod
     def forward(ctx, x, dims, correction, keepdim):
         xp = ctx.xp
@@ -173,6 +177,7 @@ def _count(shape, dims):
 
 
 class LogSumExp(Op):
+    """log(sum(exp(x))) over ``dims``, shifted by the max to avoid overflow; gradient g * softmax(x)."""
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         xp = ctx.xp
@@ -227,6 +232,7 @@ class Norm(Op):
 
 
 class CumSum(Op):
+    """Running sums along ``dim``; the gradient is the reversed running sum of g."""
     @staticmethod
     def forward(ctx, x, dim, dtype):
         ctx.dim = dim
@@ -241,6 +247,7 @@ class CumSum(Op):
 
 
 class CumProd(Op):
+    """Running products along ``dim``; the gradient handles zeros without dividing by them."""
     @staticmethod
     def forward(ctx, x, dim, dtype):
         out = ctx.xp.cumprod(x, axis=dim, dtype=dtype)
@@ -313,12 +320,15 @@ def _back_to_half(result, input, dtype):
 @with_out("input", in_out_dtype=True)
 @tensor_method
 def sum(input, dim=None, keepdim=False, *, dtype=None):
+    """The sum over ``dim`` (all elements when None); integers and bools sum in int64, half types in float32 and come
+    back in their dtype, unless ``dtype`` is given."""
     return _back_to_half(Sum.apply(input, _reduce_dims(input, dim), keepdim, _accumulator(input, dtype)),
                          input, dtype)
 
 
 @tensor_method
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    """``sum`` with NaNs counted as 0."""
     if not input.is_floating_point():
         return sum(input, dim, keepdim, dtype=dtype)
     return sum(where(isnan(input), 0.0, input), dim, keepdim, dtype=dtype)
@@ -327,6 +337,8 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
 @with_out("input")
 @tensor_method
 def mean(input, dim=None, keepdim=False, *, dtype=None):
+    """The mean over ``dim`` (all elements when None); RuntimeError for integer input unless a float ``dtype`` is
+    given."""
     if dtype is None and not input.is_floating_point():
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point "
                            f"or complex dtype. Got: {input.dtype.name.capitalize()}")
@@ -338,6 +350,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
 @torch_function("input")
 @tensor_method
 def prod(input, dim=None, keepdim=False, *, dtype=None):
+    """The product over ``dim`` (one int, or all elements when None); integers multiply in int64."""
     if dim is not None:
         dim = input._dim(dim)  # checked even for 0-d tensors, which have nothing to reduce
         if not input.ndim:
@@ -372,6 +385,7 @@ def max(input, dim=None, keepdim=False, *, other=None, out=None):
 
 @tensor_method
 def min(input, dim=None, keepdim=False, *, other=None, out=None):
+    """min(x): the smallest value; min(x, dim): (values, indices); min(x, y): minimum(x, y)."""
     if out is not None:
         return _write_out(out, min, (input, dim, keepdim), {"other": other})
     return _extreme(input, dim, keepdim, other, False)
@@ -379,11 +393,13 @@ def min(input, dim=None, keepdim=False, *, other=None, out=None):
 
 @tensor_method
 def amax(input, dim=(), keepdim=False):
+    """The largest values over ``dim`` (an int or a tuple; all elements by default); tied maxima share the gradient."""
     return _extreme_values(Amax, input, dim, keepdim, "amax")
 
 
 @tensor_method
 def amin(input, dim=(), keepdim=False):
+    """The smallest values over ``dim`` (an int or a tuple; all elements by default); tied minima share the gradient."""
     return _extreme_values(Amin, input, dim, keepdim, "amin")
 
 
@@ -417,17 +433,21 @@ def _arg_extreme(input, dim, keepdim, name):
 
 @tensor_method
 def argmax(input, dim=None, keepdim=False):
+    """The int64 index of the largest value along ``dim`` (in the flattened tensor when None)."""
     return _arg_extreme(input, dim, keepdim, "argmax")
 
 
 @tensor_method
 def argmin(input, dim=None, keepdim=False):
+    """The int64 index of the smallest value along ``dim`` (in the flattened tensor when None)."""
     return _arg_extreme(input, dim, keepdim, "argmin")
 
 
 @torch_function("input")
 @tensor_method
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """The variance over ``dim``, divided by ``n - correction`` (1 by default; ``unbiased=False`` means 0); float input
+    only."""
     return _spread(Var, input, dim, unbiased, keepdim, correction)
 
 
@@ -446,19 +466,23 @@ def _spread(function, input, dim, unbiased, keepdim, correction):
 @torch_function("input")
 @tensor_method
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """The standard deviation over ``dim`` (``sqrt(var)``, same arguments); its gradient is 0 where the spread is 0."""
     return _spread(Std, input, dim, unbiased, keepdim, correction)
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """``(var, mean)`` over ``dim``, with ``var``'s arguments."""
     return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """``(std, mean)`` over ``dim``, with ``std``'s arguments."""
     return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
 @tensor_method
 def logsumexp(input, dim, keepdim=False):
+    """``log(sum(exp(input)))`` over ``dim``, computed without overflow; integers give the default float dtype."""
     dims = _reduce_dims(input, dim)
     return LogSumExp.apply(_float_input(input), tuple(range(input.ndim)) if dims is None else dims, keepdim)
 
@@ -484,11 +508,15 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 
 @tensor_method
 def all(input, dim=None, keepdim=False):
+    """True where every element over ``dim`` (all elements when None) is nonzero: a bool tensor (uint8 for uint8 input,
+    as in torch)."""
     return _logical_reduce(input, dim, keepdim, "all")
 
 
 @tensor_method
 def any(input, dim=None, keepdim=False):
+    """True where some element over ``dim`` (all elements when None) is nonzero: a bool tensor (uint8 for uint8
+    input)."""
     return _logical_reduce(input, dim, keepdim, "any")
 
 
@@ -506,16 +534,19 @@ def _logical_reduce(input, dim, keepdim, name):
 
 @tensor_method
 def count_nonzero(input, dim=None):
+    """The number of nonzero elements over ``dim`` (all when None), as int64."""
     return sum(ne(input, 0), dim)
 
 
 @tensor_method
 def cumsum(input, dim, *, dtype=None):
+    """Running sums along ``dim`` (integers accumulate in int64 unless ``dtype`` is given)."""
     return _cumulative(CumSum, input, dim, dtype)
 
 
 @tensor_method
 def cumprod(input, dim, *, dtype=None):
+    """Running products along ``dim`` (integers accumulate in int64 unless ``dtype`` is given)."""
     return _cumulative(CumProd, input, dim, dtype)
 
 
@@ -552,11 +583,13 @@ def _running_extreme(input, dim, largest):
 
 @tensor_method
 def cummax(input, dim):
+    """``(values, indices)`` of the running maximum along ``dim``; on ties the later index wins, as in torch."""
     return cummax_return(*_running_extreme(input, dim, True))
 
 
 @tensor_method
 def cummin(input, dim):
+    """``(values, indices)`` of the running minimum along ``dim``; on ties the later index wins, as in torch."""
     return cummin_return(*_running_extreme(input, dim, False))
 
 

@@ -30,6 +30,7 @@ class Reshape(Op):
 
 
 class Permute(Op):
+    """Reorders the dims (NumPy transpose); the gradient goes through the inverse permutation."""
     @staticmethod
     def forward(ctx, x, dims):
         ctx.dims = dims
@@ -44,6 +45,7 @@ class Permute(Op):
 
 
 class Expand(Op):
+    """Broadcasts x to a larger shape without copying; the gradient is summed back to x's shape."""
     @staticmethod
     def forward(ctx, x, shape):
         ctx.shape = x.shape
@@ -55,6 +57,7 @@ class Expand(Op):
 
 
 class Repeat(Op):
+    """Tiles x ``repeats`` times along each dim (NumPy tile); the gradient sums the tiles."""
     @staticmethod
     def forward(ctx, x, repeats):
         shape = (1,) * (len(repeats) - x.ndim) + x.shape
@@ -72,6 +75,7 @@ class Repeat(Op):
 
 
 class Flip(Op):
+    """Reverses the order along ``dims`` into a copy; the gradient is flipped back."""
     @staticmethod
     def forward(ctx, x, dims):
         ctx.dims = dims
@@ -83,6 +87,7 @@ class Flip(Op):
 
 
 class Roll(Op):
+    """Shifts elements cyclically along ``dims``; the gradient is rolled back."""
     @staticmethod
     def forward(ctx, x, shifts, dims):
         ctx.args = shifts, dims
@@ -96,6 +101,7 @@ class Roll(Op):
 
 
 class Cat(Op):
+    """Joins the inputs along an existing dim; the gradient is split back into their sizes."""
     @staticmethod
     def forward(ctx, *xs, dim):
         ctx.dim = dim
@@ -112,6 +118,7 @@ class Cat(Op):
 
 
 class Stack(Op):
+    """Joins equal-shaped inputs along a new dim; each gets its slice of the gradient."""
     @staticmethod
     def forward(ctx, *xs, dim):
         ctx.dim = dim
@@ -144,6 +151,7 @@ class Split(Op):
 
 
 class Clone(Op):
+    """A copy of x; the gradient passes unchanged."""
     @staticmethod
     def forward(ctx, x):
         return x.copy()
@@ -281,6 +289,8 @@ def _same_array(a):
 
 @tensor_method
 def reshape(input, *shape):
+    """The same elements in a new shape (ints or one tuple; one -1 is inferred): a view when the layout allows, else a
+    copy."""
     if not (input._requires_grad and _grad_state[0]):  # no graph: NumPy reshapes
         given = _numpy_shape(shape)
         try:
@@ -332,17 +342,20 @@ def _view_dtype(input, dtype):
 
 @tensor_method
 def view_as(input, other):
+    """``view(other.shape)``."""
     return view(input, other.shape)
 
 
 @tensor_method
 def reshape_as(input, other):
+    """``reshape(other.shape)``."""
     return reshape(input, other.shape)
 
 
 @torch_function("input")
 @tensor_method
 def flatten(input, start_dim=0, end_dim=-1):
+    """The dims ``start_dim`` to ``end_dim`` merged into one (a 0-d tensor gives 1 element); a view when possible."""
     if input.ndim == 0:
         return reshape(input, 1)
     s, e = input._dim(start_dim), input._dim(end_dim)
@@ -358,6 +371,7 @@ def flatten(input, start_dim=0, end_dim=-1):
 @torch_function("input")
 @tensor_method
 def unflatten(input, dim, sizes):
+    """Dim ``dim`` split into ``sizes`` (one may be -1); a view when possible."""
     d = input._dim(dim)
     sizes = tuple(sizes)
     inner = _infer_shape(sizes, input.shape[d])
@@ -367,6 +381,7 @@ def unflatten(input, dim, sizes):
 @torch_function("input")
 @tensor_method
 def squeeze(input, dim=None):
+    """Removes size-1 dims: all of them, or those among ``dim`` (an int or a tuple); a view."""
     shape = input.shape
     if dim is None:
         dims = [d for d, s in enumerate(shape) if s == 1]
@@ -378,6 +393,7 @@ def squeeze(input, dim=None):
 @torch_function("input")
 @tensor_method
 def unsqueeze(input, dim):
+    """A view with a new size-1 dim inserted at ``dim`` (negative counts from the end of the result)."""
     n = input.ndim + 1
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
@@ -392,6 +408,7 @@ def unsqueeze(input, dim):
 @torch_function("input")
 @tensor_method
 def permute(input, *dims, **kwargs):
+    """A view with the dims reordered as ``dims`` (ints or one sequence, or ``dims=``)."""
     if kwargs:  # torch.permute(input, dims=...)
         if dims or set(kwargs) != {"dims"}:
             raise TypeError(f"permute() takes the dims positionally or as dims=, got {dims} and {sorted(kwargs)}")
@@ -410,6 +427,7 @@ def permute(input, *dims, **kwargs):
 @torch_function("input")
 @tensor_method("transpose", "swapaxes", "swapdims")
 def transpose(input, dim0, dim1):
+    """A view with dims ``dim0`` and ``dim1`` swapped. ``swapaxes`` and ``swapdims`` are the same op."""
     if input.ndim == 0:
         input._dim(dim0), input._dim(dim1)
         return _mark_view(Reshape.apply(input, ()), input, lambda a: a)
@@ -424,6 +442,7 @@ swapaxes = swapdims = transpose
 
 @tensor_method
 def t(input):
+    """The transpose of a matrix (0-d and 1-d tensors come back unchanged, as views); RuntimeError above 2 dims."""
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
     return transpose(input, 0, 1) if input.ndim == 2 else reshape(input, input.shape)
@@ -432,6 +451,8 @@ def t(input):
 @torch_function("input")
 @tensor_method("movedim", "moveaxis")
 def movedim(input, source, destination):
+    """A view with the dims at ``source`` moved to ``destination`` (ints or sequences), the others keeping their order.
+    ``moveaxis`` is the same op."""
     src = [input._dim(d) for d in (source if isinstance(source, (tuple, list)) else (source,))]
     dst = [input._dim(d) for d in (destination if isinstance(destination, (tuple, list)) else (destination,))]
     order = [d for d in range(input.ndim) if d not in src]
@@ -446,6 +467,8 @@ moveaxis = movedim
 @torch_function("input")
 @tensor_method("expand", "broadcast_to")
 def expand(input, *sizes):
+    """A view broadcast to ``sizes`` (-1 keeps a dim's size); only size-1 dims grow, new ones are added in front.
+    ``broadcast_to`` is the same op."""
     sizes = _shape_arg(sizes)
     if len(sizes) < input.ndim:
         raise RuntimeError(f"expand({input.dtype!r}{{{list(input.shape)}}}, size={list(sizes)}): the number "
@@ -469,6 +492,7 @@ def expand(input, *sizes):
 
 @tensor_method
 def expand_as(input, other):
+    """``expand(other.shape)``."""
     return expand(input, other.shape)
 
 
@@ -477,6 +501,7 @@ broadcast_to = expand
 
 @torch_function("tensors")
 def broadcast_tensors(*tensors):
+    """The tensors expanded (as views) to their common broadcast shape."""
     try:
         shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
     except ValueError:
@@ -487,6 +512,7 @@ def broadcast_tensors(*tensors):
 
 @tensor_method
 def repeat(input, *sizes):
+    """A copy tiled ``sizes[i]`` times along each dim (more sizes than dims add leading dims)."""
     sizes = _shape_arg(sizes)
     if len(sizes) < input.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
@@ -496,6 +522,7 @@ def repeat(input, *sizes):
 @torch_function("input")
 @tensor_method
 def flip(input, dims):
+    """A copy with the order reversed along ``dims`` (torch's flip copies too)."""
     dims = tuple(input._dim(d) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
     return Flip.apply(input, dims)
 
@@ -503,6 +530,7 @@ def flip(input, dims):
 @torch_function("input")
 @tensor_method
 def roll(input, shifts, dims=None):
+    """Elements shifted cyclically by ``shifts`` along ``dims`` (over the flattened tensor when ``dims`` is None)."""
     if dims is None:
         return reshape(Roll.apply(input.flatten(), shifts, 0), input.shape)
     if isinstance(dims, (tuple, list)):
@@ -572,6 +600,8 @@ def _atleast(name, ndim, grow):
     def one(input):
         return input if input.ndim >= ndim else reshape(input, grow(tuple(input.shape)))
     op.__name__ = op.__qualname__ = name
+    op.__doc__ = (f"Each tensor with at least {ndim} dims (views, size-1 dims added as NumPy's {name} does); one "
+                  "tensor in, one out, several (or a list) in, a tuple out.")
     return op
 
 
@@ -584,6 +614,7 @@ atleast_3d = _atleast("atleast_3d", 3,
 @torch_function("input")
 @tensor_method
 def narrow(input, dim, start, length):
+    """A view of ``length`` elements of dim ``dim`` from ``start`` (negative counts from the end)."""
     d = input._dim(dim)
     start = start + input.shape[d] if start < 0 else start
     if start < 0 or start + length > input.shape[d]:
@@ -593,18 +624,21 @@ def narrow(input, dim, start, length):
 
 @tensor_method
 def select(input, dim, index):
+    """A view at position ``index`` of dim ``dim``, which it removes."""
     d = input._dim(dim)
     return input[(slice(None),) * d + (index,)]
 
 
 @tensor_method
 def contiguous(input, memory_format=None):
+    """The tensor itself when its layout is row-major, else a row-major copy."""
     return input if input.is_contiguous() else Clone.apply(input)
 
 
 @torch_function("input")
 @tensor_method
 def clone(input, *, memory_format=None):
+    """A copy of the data, connected to the graph (the gradient passes through)."""
     return Clone.apply(input)
 
 
@@ -621,6 +655,8 @@ def _join_inputs(tensors, name):
 
 @with_out("tensors")
 def cat(tensors, dim=0):
+    """The tensors joined along the existing dim ``dim`` (promoted to a common dtype; empty 1-d tensors skipped, as in
+    torch). ``concat`` and ``concatenate`` are the same op."""
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"cat(): argument 'tensors' must be a tuple or list of Tensors, got {type(tensors).__name__}")
     tensors = _join_inputs(tensors, "cat")
@@ -644,6 +680,7 @@ concat = concatenate = cat
 
 @with_out("tensors")
 def stack(tensors, dim=0):
+    """Equal-shaped tensors joined along a new dim ``dim``."""
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"stack(): argument 'tensors' must be a tuple or list of Tensors, got "
                         f"{type(tensors).__name__}")
@@ -660,10 +697,12 @@ def stack(tensors, dim=0):
 
 
 def hstack(tensors):
+    """The tensors joined column-wise: along dim 1, or dim 0 for 1-d ones."""
     return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
 
 
 def vstack(tensors):
+    """The tensors joined row-wise along dim 0, 1-d ones taken as rows."""
     return cat([t.reshape(1, -1) if t.ndim == 1 else t for t in tensors], 0)
 
 
@@ -680,6 +719,8 @@ def _split_views(input, sizes, dim, squeeze):
 @torch_function("tensor")
 @tensor_method
 def split(tensor, split_size_or_sections, dim=0):
+    """Views of consecutive pieces along ``dim``: of ``split_size_or_sections`` elements each (the last may be smaller),
+    or of the listed sizes."""
     d = tensor._dim(dim)
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, (list, tuple)):
@@ -698,6 +739,7 @@ def split(tensor, split_size_or_sections, dim=0):
 @torch_function("input")
 @tensor_method
 def chunk(input, chunks, dim=0):
+    """``chunks`` views of near-equal size along ``dim`` (fewer when the size does not allow them, as in torch)."""
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = input.shape[input._dim(dim)]
@@ -738,16 +780,19 @@ def _split_points(t):
 @torch_function("input")
 @tensor_method
 def unbind(input, dim=0):
+    """The views at each position of ``dim``, with that dim removed, as a tuple."""
     d = input._dim(dim)
     return _split_views(input, [1] * input.shape[d], d, True)
 
 
 def _reverse_dims(self):
+    """The tensor with all dims reversed (a transpose for a matrix); also ``H`` (no complex dtypes)."""
     dims = (1, 0) if self._data.ndim == 2 else tuple(range(self._data.ndim - 1, -1, -1))
     return _mark_view(Permute.apply(self, dims), self, lambda a: a.transpose(dims))
 
 
 def _matrix_transpose(self):
+    """The last two dims swapped, for a batch of matrices; also ``mH`` (no complex dtypes)."""
     if self._data.ndim < 2:
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
                            f"Got {self._data.ndim}-D tensor.")

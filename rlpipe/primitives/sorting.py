@@ -60,11 +60,13 @@ def sort(input, dim=-1, descending=False, stable=False):
 
 @tensor_method
 def argsort(input, dim=-1, descending=False, stable=False):
+    """The int64 indices that sort ``input`` along ``dim`` (``sort``'s second result; always stable)."""
     return _sorted(input, dim, descending)[1]
 
 
 @tensor_method
 def msort(input):
+    """The values sorted along dim 0, ascending."""
     return _sorted(input, 0, False)[0]
 
 

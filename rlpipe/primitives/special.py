@@ -52,6 +52,7 @@ class Digamma(Op):
 
 
 class Atanh(Op):
+    """The inverse hyperbolic tangent; gradient g / (1 - x**2)."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -87,6 +88,7 @@ class Logit(Op):
 
 
 class Asin(Op):
+    """arcsin(x); gradient g / sqrt(1 - x**2)."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -99,6 +101,7 @@ class Asin(Op):
 
 
 class Acos(Op):
+    """arccos(x); gradient -g / sqrt(1 - x**2)."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -111,6 +114,7 @@ class Acos(Op):
 
 
 class Atan(Op):
+    """arctan(x); gradient g / (1 + x**2)."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -123,6 +127,7 @@ class Atan(Op):
 
 
 class Tan(Op):
+    """tan(x); gradient g * (1 + tan(x)**2), from the saved output."""
     @staticmethod
     def forward(ctx, x):
         out = ctx.xp.tan(x)
@@ -136,6 +141,7 @@ class Tan(Op):
 
 
 class Sinh(Op):
+    """sinh(x); gradient g * cosh(x)."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -147,6 +153,7 @@ class Sinh(Op):
 
 
 class Cosh(Op):
+    """cosh(x); gradient g * sinh(x)."""
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)

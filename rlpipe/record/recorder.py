@@ -38,6 +38,7 @@ class VideoRecorder(Transform):
 
     @property
     def skip(self):
+        """Records every ``skip``-th frame; unless set, 1 under a batched env and 2 otherwise, as torchrl decides."""
         if self._skip is None:  # decided once, when first needed (the env is known by then)
             parent = self.parent
             if parent is None:

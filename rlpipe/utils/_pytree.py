@@ -23,6 +23,7 @@ class TreeSpec:
         self.num_leaves = sum(child.num_leaves for child in children_specs)
 
     def is_leaf(self):
+        """False: this spec describes a container."""
         return False
 
     def __eq__(self, other):
@@ -34,10 +35,12 @@ class TreeSpec:
 
 
 class LeafSpec(TreeSpec):
+    """The spec of a single leaf (what ``tree_flatten`` gives for anything it does not open)."""
     def __init__(self):
         self.type, self.context, self.children_specs, self.num_leaves = None, None, [], 1
 
     def is_leaf(self):
+        """True: this spec stands for one leaf."""
         return True
 
     def __repr__(self):
@@ -101,10 +104,12 @@ def _build(leaves, spec):
 
 
 def tree_leaves(tree):
+    """The leaves of ``tree``, left to right (``tree_flatten``'s first result)."""
     return tree_flatten(tree)[0]
 
 
 def tree_structure(tree):
+    """The TreeSpec of ``tree`` (``tree_flatten``'s second result)."""
     return tree_flatten(tree)[1]
 
 

@@ -26,11 +26,13 @@ class RemovableHandle:
 
     @classmethod
     def add(cls, hooks_dict, hook):
+        """Stores ``hook`` in ``hooks_dict`` under a new id and returns the handle that removes it."""
         handle = cls(hooks_dict)
         hooks_dict[handle.id] = hook
         return handle
 
     def remove(self):
+        """Takes the hook out of its table(s); does nothing if it is gone already."""
         for ref in (self.hooks_dict_ref, *self.extra_dict_ref):
             table = ref()
             if table is not None:

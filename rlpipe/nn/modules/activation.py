@@ -347,6 +347,7 @@ class PReLU(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Sets every slope back to ``init`` (0.25 by default)."""
         nn_init.constant_(self.weight, self.init)
 
     def forward(self, input):

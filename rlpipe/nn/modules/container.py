@@ -27,10 +27,12 @@ class _ModuleSequence:
         return iter(self._modules.values())
 
     def append(self, module):
+        """Adds ``module`` at the end (under the next index); returns self."""
         self.add_module(str(len(self)), module)
         return self
 
     def pop(self, key):
+        """Removes the module at ``key`` (an index) and returns it."""
         module = self[key]
         del self[key]
         return module
@@ -106,6 +108,7 @@ class Sequential(_ModuleSequence, Module):
         return self
 
     def insert(self, index, module):
+        """Puts ``module`` before position ``index`` (negative counts from the end) and renumbers; returns self."""
         if not isinstance(module, Module):
             raise AssertionError(f"module should be of type: {Module}")
         n = len(self)
@@ -117,6 +120,7 @@ class Sequential(_ModuleSequence, Module):
         return self
 
     def extend(self, sequential):
+        """Appends each module of ``sequential`` (any iterable of modules); returns self."""
         for module in sequential:
             self.append(module)
         return self
@@ -151,6 +155,7 @@ class ModuleList(_ModuleSequence, Module):
         return ModuleList(chain(self, other))
 
     def insert(self, index, module):
+        """Puts ``module`` before position ``index`` and renumbers the modules after it."""
         items = list(self._modules.values())
         items.insert(index, module)
         self._modules = OrderedDict()
@@ -158,6 +163,7 @@ class ModuleList(_ModuleSequence, Module):
             self.add_module(str(i), m)
 
     def extend(self, modules):
+        """Appends each module of the iterable ``modules``; TypeError for a single module or tensor; returns self."""
         if isinstance(modules, (Module, Tensor)) or not hasattr(modules, "__iter__"):
             raise TypeError("ModuleList.extend should be called with an iterable, but got " + type(modules).__name__)
         for module in modules:
@@ -211,20 +217,25 @@ class ModuleDict(Module):
         return key in self._modules
 
     def clear(self):
+        """Removes every module."""
         self._modules.clear()
 
     def pop(self, key):
+        """Removes the module under ``key`` and returns it."""
         value = self[key]
         del self[key]
         return value
 
     def keys(self):
+        """The names of the modules, in insertion order."""
         return self._modules.keys()
 
     def items(self):
+        """``(name, module)`` pairs, in insertion order."""
         return self._modules.items()
 
     def values(self):
+        """The modules, in insertion order."""
         return self._modules.values()
 
     def update(self, modules):
@@ -293,11 +304,13 @@ class ParameterList(Module):
         return self.extend(parameters)
 
     def append(self, value):
+        """Adds ``value`` at the end (a tensor becomes a Parameter); returns self."""
         self._size += 1
         setattr(self, str(self._size - 1), _as_parameter(value))
         return self
 
     def extend(self, values):
+        """Appends each value of the iterable ``values``; TypeError for a single tensor; returns self."""
         if isinstance(values, Tensor) or not hasattr(values, "__iter__"):
             raise TypeError("ParameterList.extend should be called with an iterable, but got " + type(values).__name__)
         for value in values:
@@ -341,23 +354,29 @@ class ParameterDict(Module):
         return key in self._keys
 
     def keys(self):
+        """The parameter names, in insertion order."""
         return self._keys.keys()
 
     def items(self):
+        """``(name, parameter)`` pairs, in insertion order."""
         return ((k, self[k]) for k in self._keys)
 
     def values(self):
+        """The parameters, in insertion order."""
         return (self[k] for k in self._keys)
 
     def get(self, key, default=None):
+        """The parameter under ``key``, or ``default`` when there is none."""
         return self[key] if key in self else default
 
     def pop(self, key):
+        """Removes the parameter under ``key`` and returns it."""
         value = self[key]
         del self[key]
         return value
 
     def clear(self):
+        """Removes every parameter."""
         for key in list(self._keys):
             del self[key]
 

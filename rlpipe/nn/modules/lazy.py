@@ -33,6 +33,8 @@ class LazyModuleMixin:
         return any(is_lazy(t) for t in itertools.chain(self._parameters.values(), self._buffers.values()))
 
     def initialize_parameters(self, *args, **kwargs):
+        """Gives the placeholder parameters their shapes from the first input, then initializes them; subclasses define
+        it."""
         raise NotImplementedError(f"initialize_parameters is not implemented for {type(self).__name__}")
 
     def _lazy_load_hook(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
@@ -75,6 +77,8 @@ class LazyLinear(LazyModuleMixin, Linear):
             super().reset_parameters()
 
     def initialize_parameters(self, input, *args, **kwargs):
+        """Takes ``in_features`` from the last dim of the first input, materializes weight and bias and initializes
+        them."""
         if self.has_uninitialized_params():
             with no_grad():
                 self.in_features = input.shape[-1]
@@ -103,6 +107,8 @@ class LazyConv2d(LazyModuleMixin, Conv2d):
             super().reset_parameters()
 
     def initialize_parameters(self, input, *args, **kwargs):
+        """Takes ``in_channels`` from dim -3 of the first (3-d or 4-d) input, materializes weight and bias and
+        initializes them."""
         if self.has_uninitialized_params():
             with no_grad():
                 if input.ndim not in (3, 4):

@@ -79,6 +79,7 @@ class Bilinear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Redraws weight and bias uniformly in [-1/sqrt(in1_features), 1/sqrt(in1_features)], as torch does."""
         bound = 1 / math.sqrt(self.weight.size(1))
         init.uniform_(self.weight, -bound, bound)
         if self.bias is not None:

@@ -16,6 +16,7 @@ import weakref
 from collections import OrderedDict
 
 from ... import _dtypes
+from ..._dispatch import is_not_a_tensor_error, not_a_tensor_error
 from ..._tensor import Tensor, wrap
 from ...autograd.function import as_array, null_context
 from ...autograd.grad_mode import state as _grad_state
@@ -152,6 +153,41 @@ class _WrappedHook:
             self.module = weakref.ref(state["module"])
 
 
+def _is_array(value):
+    """Whether ``value`` is a NumPy (or CuPy) array: what a module gets where the caller forgot
+    ``rlpipe.as_tensor``."""
+    return not isinstance(value, Tensor) and any(c.__name__ == "ndarray" for c in type(value).__mro__)
+
+
+def _array_argument(forward, args, kwargs):
+    """``(name, value)`` of the first argument of ``forward`` that is an array (or holds one in a tuple or
+    list, as an RNN's ``hx``), else None."""
+    try:
+        arguments = inspect.signature(forward).bind(*args, **kwargs).arguments
+    except TypeError:  # the call did not even match the signature: name the inputs by position
+        arguments = {**{f"input {i}": a for i, a in enumerate(args)}, **kwargs}
+    for name, value in arguments.items():
+        parts = value if isinstance(value, (tuple, list)) else (value,)
+        found = next((part for part in parts if _is_array(part)), None)
+        if found is not None:
+            return name, found
+    return None
+
+
+def _raise_if_array_input(module, error, args, kwargs):
+    """Where ``module``'s forward failed with ``error`` (an AttributeError or TypeError) and an input is a
+    NumPy array, raises the TypeError the ops give for one (naming the argument, suggesting
+    ``rlpipe.as_tensor``); returns where no input is an array or an inner op has already named it."""
+    if is_not_a_tensor_error(error):
+        return
+    found = _array_argument(module.forward, args, kwargs)
+    if found is None:
+        return
+    mistyped = not_a_tensor_error(f"{type(module).__name__}.forward", *found)
+    # the array's own missing attribute leaves no doubt; any other failure stays attached as the cause
+    raise mistyped from (None if getattr(error, "obj", None) is found[1] else error)
+
+
 def _typename(obj):
     if type(obj) is Tensor:
         return f"{_dtypes.shown_module()}.Tensor"
@@ -203,6 +239,8 @@ class Module(_TraversalMixin, _StateDictMixin):
             super().__init__(*args, **kwargs)
 
     def forward(self, *args, **kwargs):
+        """The module's computation, which subclasses define; call the module (``m(x)``) rather than ``forward`` so that
+        its hooks run."""
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     # ---- registration ------------------------------------------------------------------------
@@ -253,6 +291,7 @@ class Module(_TraversalMixin, _StateDictMixin):
         self._modules[name] = _run_registration_hooks(_global_module_registration_hooks, self, name, module)
 
     def register_module(self, name, module):
+        """``add_module(name, module)`` under torch's other name."""
         self.add_module(name, module)
 
     def __setattr__(self, name, value):
@@ -380,6 +419,7 @@ class Module(_TraversalMixin, _StateDictMixin):
         setattr(parent, name, module)
 
     def get_parameter(self, target):
+        """The Parameter at the dotted path ``target`` ("block.0.weight"); AttributeError naming the missing part."""
         module_path, _, name = target.rpartition(".")
         module = self.get_submodule(module_path)
         if not hasattr(module, name):
@@ -390,6 +430,7 @@ class Module(_TraversalMixin, _StateDictMixin):
         return param
 
     def get_buffer(self, target):
+        """The buffer at the dotted path ``target`` ("norm.running_mean"); AttributeError naming the missing part."""
         module_path, _, name = target.rpartition(".")
         module = self.get_submodule(module_path)
         if not hasattr(module, name):
@@ -477,7 +518,11 @@ class Module(_TraversalMixin, _StateDictMixin):
         if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks
                 or _global_forward_hooks or _global_forward_pre_hooks or _global_backward_hooks
                 or _global_backward_pre_hooks):
-            return self.forward(*args, **kwargs)
+            try:
+                return self.forward(*args, **kwargs)
+            except (AttributeError, TypeError) as error:
+                _raise_if_array_input(self, error, args, kwargs)
+                raise
         result = None
         called_always = set()
 
@@ -501,7 +546,11 @@ class Module(_TraversalMixin, _StateDictMixin):
             if full_hooks or pre_hooks:
                 backward_hook = _BackwardHook(self, full_hooks, pre_hooks)
                 args = backward_hook.setup_input_hook(args)
-            result = self.forward(*args, **kwargs)
+            try:
+                result = self.forward(*args, **kwargs)
+            except (AttributeError, TypeError) as error:
+                _raise_if_array_input(self, error, args, kwargs)
+                raise
             for hook_id, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
                 if hook_id in self._forward_hooks_always_called or hook_id in _global_forward_hooks_always_called:
                     called_always.add(hook_id)

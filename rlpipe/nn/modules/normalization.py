@@ -26,6 +26,7 @@ class LayerNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Sets the weight back to ones and the bias to zeros (when affine)."""
         if self.elementwise_affine:
             init.ones_(self.weight)
             if self.bias is not None:

@@ -39,6 +39,7 @@ class Embedding(Module):
         self.sparse = sparse
 
     def reset_parameters(self):
+        """Redraws the embeddings from N(0, 1), with the ``padding_idx`` row zeroed."""
         init.normal_(self.weight)
         self._fill_padding_idx_with_zero()
 

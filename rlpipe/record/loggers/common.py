@@ -17,15 +17,19 @@ class Logger:
         raise NotImplementedError
 
     def log_scalar(self, name, value, step=None):
+        """Records ``value`` under ``name`` at ``step``."""
         raise NotImplementedError
 
     def log_video(self, name, video, step=None, **kwargs):
+        """Records ``video`` (frames, uint8) under ``name`` at ``step``."""
         raise NotImplementedError
 
     def log_hparams(self, cfg):
+        """Records the hyper-parameters ``cfg`` (a dict or a config object)."""
         raise NotImplementedError
 
     def log_histogram(self, name, data, **kwargs):
+        """Records the distribution of the values in ``data`` under ``name``."""
         raise NotImplementedError
 
     def __repr__(self):

@@ -39,6 +39,7 @@ class CSVExperiment:
         return self.files[path]
 
     def add_scalar(self, name, value, global_step=None):
+        """Appends ``global_step,value`` to ``scalars/<name>.csv`` (the step defaults to the count so far)."""
         if global_step is None:
             global_step = len(self.scalars[name])
         value = float(value)
@@ -71,6 +72,7 @@ class CSVExperiment:
             write_video(path, frames, **kwargs)
 
     def add_text(self, tag, text, global_step=None):
+        """Writes ``text`` to ``texts/<tag><step>.txt`` (the step defaults to a per-tag counter)."""
         if global_step is None:
             global_step = self.text_counter[tag]
             self.text_counter[tag] += 1
@@ -79,6 +81,7 @@ class CSVExperiment:
         out.flush()
 
     def close(self):
+        """Closes the files this experiment opened."""
         for f in getattr(self, "files", {}).values():  # (a constructor that failed has none)
             f.close()
         self.files = {}

@@ -31,6 +31,7 @@ class TaskSpec:
         return f"stmt:{f' ({self.sub_label})' if self.sub_label else ''}\n{textwrap.indent(self.stmt, '  ')}"
 
     def setup_str(self):
+        """The setup code as a report line (indented block when multi-line); empty for no setup."""
         if self.setup == "pass" or not self.setup:
             return ""
         return f"setup:\n{textwrap.indent(self.setup, '  ')}" if "\n" in self.setup else f"setup: {self.setup}"
@@ -69,6 +70,7 @@ class Measurement:
 
     @property
     def times(self):
+        """Seconds per run of the statement, one per measured block."""
         return [t / self.number_per_run for t in self.raw_times]
 
     @property
@@ -77,26 +79,32 @@ class Measurement:
 
     @property
     def median(self):
+        """The median of ``times``."""
         return _quantile(self._sorted_times, 0.5)
 
     @property
     def mean(self):
+        """The mean of ``times``."""
         return sum(self.times) / len(self.raw_times)
 
     @property
     def iqr(self):
+        """The interquartile range of ``times`` (75th minus 25th percentile)."""
         ordered = self._sorted_times
         return _quantile(ordered, 0.75) - _quantile(ordered, 0.25)
 
     @property
     def title(self):
+        """The task's title (label or statement, with the sub-label)."""
         return self.task_spec.title
 
     @property
     def has_warnings(self):
+        """True when the spread of the times (IQR relative to the median) is large enough to warn about."""
         return bool(self._warnings())
 
     def meets_confidence(self, threshold=_IQR_WARN_THRESHOLD):
+        """True when the IQR relative to the median is below ``threshold``."""
         return self.iqr / self.median < threshold
 
     def _warnings(self):

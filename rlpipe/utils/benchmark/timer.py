@@ -18,6 +18,7 @@ def timer():
 
 
 class Language(enum.Enum):
+    """The language of a timed statement; only PYTHON is supported (CPP exists for torch compatibility)."""
     PYTHON = 0
     CPP = 1
 
@@ -59,9 +60,11 @@ class Timer:
         return Measurement(number_per_run=number, raw_times=[self._timeit(number)], task_spec=self._task_spec)
 
     def repeat(self, repeat=-1, number=-1):
+        """Not implemented, as in torch: use ``blocked_autorange``."""
         raise NotImplementedError("See `Timer.blocked_autorange.`")
 
     def autorange(self, callback=None):
+        """Not implemented, as in torch: use ``blocked_autorange``."""
         raise NotImplementedError("See `Timer.blocked_autorange.`")
 
     def _estimate_block_size(self, min_run_time):

@@ -82,6 +82,7 @@ class SummaryWriter:
         return self._writers[log_dir]
 
     def get_logdir(self):
+        """The directory the event files are written to."""
         return self.log_dir
 
     def _add(self, summary, global_step, walltime, writer=None):
@@ -136,10 +137,12 @@ class SummaryWriter:
                 run.add_scalar(tag, value, global_step)
 
     def flush(self):
+        """Writes the pending events of every open event file to disk."""
         for writer in self._writers.values():
             writer.flush()
 
     def close(self):
+        """Flushes and closes every event file."""
         for writer in self._writers.values():
             writer.close()
         self._writers = {}
