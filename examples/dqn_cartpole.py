@@ -7,7 +7,8 @@ n-step transitions; a replay buffer stores them; every batch is followed by a fe
 DQNLoss (the Huber loss against a target network, the n-step discount read from MultiStep's
 steps_to_next_obs), the target network copied by HardUpdate. The greedy policy is evaluated every --eval-every frames;
 training stops once its mean return over --eval-episodes episodes reaches --target-return.
-Writes runs/dqn_cartpole_seed{seed}.csv (and a .png when matplotlib is installed).
+Writes runs/dqn_cartpole_seed{seed}.csv row by row (and redraws a .png when matplotlib is installed); Ctrl-C stops
+the run and keeps them.
 """
 import os
 
@@ -15,8 +16,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads: these 
 os.environ.setdefault("OMP_NUM_THREADS", "1")       # time to more BLAS threads (badly so on a busy machine)
 
 import argparse
-import csv
-import time
 
 import rlpipe
 from rlpipe import nn
@@ -25,16 +24,19 @@ from rlpipe.data import LazyTensorStorage, TensorDictReplayBuffer
 from rlpipe.envs import GymEnv
 from rlpipe.objectives import DQNLoss, HardUpdate
 from rlpipe.postprocs import MultiStep
+from rlpipe.record import RunLog
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--seed", type=int, default=0, help="seed of rlpipe's random generator and of the environments")
     p.add_argument("--device", default="cpu", help="cpu, or cuda where CuPy and a GPU are available")
     p.add_argument("--total-frames", type=int, default=100_000, help="environment frames to collect at most")
     p.add_argument("--frames-per-batch", type=int, default=10,
                    help="frames the collector gathers between training phases")
-    p.add_argument("--updates-per-batch", type=int, default=5, help="gradient steps after each collected batch")
+    p.add_argument("--updates-per-frame", type=float, default=0.5,
+                   help="gradient steps per collected frame (0.5: 5 after each batch of 10)")
     p.add_argument("--n-steps", type=int, default=3, help="steps of the n-step return (MultiStep)")
     p.add_argument("--gamma", type=float, default=0.99, help="the discount factor")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
@@ -86,29 +88,6 @@ def evaluate(q_net, episodes, seed, device):
     return sum(returns) / len(returns)
 
 
-def progress(total, disabled):
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return None if disabled else tqdm(total=total, unit="frames")
-
-
-def save_plot(rows, path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([r["frames"] for r in rows], [r["eval_return"] for r in rows], marker="o")
-    ax.set(xlabel="environment frames", ylabel="greedy return (mean of eval episodes)", title="DQN, CartPole-v1")
-    ax.grid(alpha=0.3)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return True
-
 
 def main():
     args = parse_args()
@@ -136,49 +115,34 @@ def main():
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(args.buffer_size, device=device),
                                     batch_size=args.batch_size)
 
-    os.makedirs(args.out_dir, exist_ok=True)
-    stem = os.path.join(args.out_dir, f"dqn_cartpole_seed{args.seed}")
-    rows, frames, updates, solved_at = [], 0, 0, None
-    bar = progress(args.total_frames, args.no_progress)
-    start = time.perf_counter()
-    for batch in collector:
-        frames += batch.numel()
-        buffer.extend(batch.reshape(-1))
-        policy.eps = max(args.eps_end, args.eps_start - (args.eps_start - args.eps_end) * frames / args.eps_frames)
-        if frames >= args.learning_starts:
-            for _ in range(args.updates_per_batch):
-                loss = loss_module(buffer.sample())["loss"]
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                target_updater.step()  # a copy every --target-update gradient steps
-                updates += 1
-        if bar is not None:
-            bar.update(batch.numel())
-        if frames // args.eval_every > (frames - batch.numel()) // args.eval_every:  # passed a multiple of it
-            score = evaluate(q_net, args.eval_episodes, args.seed + frames, device)
-            rows.append({"frames": frames, "eval_return": score, "epsilon": round(policy.eps, 4),
-                         "seconds": round(time.perf_counter() - start, 2)})
-            if bar is not None:
-                bar.set_postfix(eval_return=score)
-            else:
-                print(f"frames {frames:>7d}  eval return {score:6.1f}  epsilon {policy.eps:.3f}", flush=True)
-            if score >= args.target_return:
-                solved_at = frames
-                break
+    frames, owed, solved_at = 0, 0.0, None
+    with RunLog(args.out_dir, f"dqn_cartpole_seed{args.seed}", ["frames", "eval_return", "epsilon", "seconds"],
+                plot=("frames", "eval_return"), title="DQN, CartPole-v1: greedy return",
+                total=args.total_frames, progress=not args.no_progress) as log:
+        for batch in collector:
+            frames += batch.numel()
+            buffer.extend(batch.reshape(-1))
+            policy.eps = max(args.eps_end, args.eps_start - (args.eps_start - args.eps_end) * frames / args.eps_frames)
+            if frames >= args.learning_starts:
+                owed += args.updates_per_frame * batch.numel()
+                while owed >= 1:
+                    loss = loss_module(buffer.sample())["loss"]
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    target_updater.step()  # a copy every --target-update gradient steps
+                    owed -= 1
+            log.advance(batch.numel())
+            if frames // args.eval_every > (frames - batch.numel()) // args.eval_every:  # passed a multiple of it
+                score = evaluate(q_net, args.eval_episodes, args.seed + frames, device)
+                log.write(frames=frames, eval_return=score, epsilon=round(policy.eps, 4), seconds=round(log.seconds, 2))
+                if score >= args.target_return:
+                    solved_at = frames
+                    break
     collector.shutdown()
-    if bar is not None:
-        bar.close()
-
-    with open(stem + ".csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["frames", "eval_return", "epsilon", "seconds"])
-        writer.writeheader()
-        writer.writerows(rows)
-    seconds = time.perf_counter() - start
     outcome = f"reached {args.target_return} at {solved_at} frames" if solved_at else \
         f"did not reach {args.target_return} within {frames} frames"
-    print(f"seed {args.seed}: {outcome}, {seconds:.1f} s ({frames / seconds:,.0f} frames/s); wrote {stem}.csv"
-          + (" and .png" if save_plot(rows, stem + ".png") else ""))
+    log.finish(f"seed {args.seed}: {outcome}", frames)
     return solved_at
 
 

@@ -21,7 +21,8 @@ from rlpipe import nn
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--device", default="cpu", help="cpu, or cuda where CuPy and a GPU are available")
     p.add_argument("--steps", type=int, default=10_000, help="steps of the training-loop section")
     p.add_argument("--lr", type=float, default=1e-4, help="SGD's learning rate in the training-loop section")

@@ -8,7 +8,8 @@ of SoftUpdate, the n-step discount read from MultiStep's steps_to_next_obs). A S
 the env with the stochastic actor, MultiStep turns each batch into n-step transitions and a replay
 buffer stores them; each collected frame is followed by --updates-per-frame gradient steps. The
 deterministic actor (tanh of the mean) is evaluated every --eval-every frames. Writes
-runs/sac_pendulum_seed{seed}.csv (and a .png when matplotlib is installed).
+runs/sac_pendulum_seed{seed}.csv row by row (and redraws a .png when matplotlib is installed); Ctrl-C stops the
+run and keeps them.
 """
 import os
 
@@ -16,8 +17,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads: these 
 os.environ.setdefault("OMP_NUM_THREADS", "1")       # time to more BLAS threads (badly so on a busy machine)
 
 import argparse
-import csv
-import time
 
 import rlpipe
 from rlpipe import nn
@@ -27,11 +26,13 @@ from rlpipe.envs import ExplorationType, GymEnv, set_exploration_type
 from rlpipe.modules import ProbabilisticActor, TanhNormal, ValueOperator
 from rlpipe.objectives import SACLoss, SoftUpdate
 from rlpipe.postprocs import MultiStep
+from rlpipe.record import RunLog
 from rlpipe.tensordict import TensorDictModule
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--seed", type=int, default=0, help="seed of rlpipe's random generator and of the environments")
     p.add_argument("--device", default="cpu", help="cpu, or cuda where CuPy and a GPU are available")
     p.add_argument("--total-frames", type=int, default=30_000, help="environment frames to collect")
@@ -111,30 +112,6 @@ def evaluate(actor, episodes, seed, device):
     return sum(returns) / len(returns)
 
 
-def progress(total, disabled):
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return None if disabled else tqdm(total=total, unit="frames")
-
-
-def save_plot(rows, path):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot([r["frames"] for r in rows], [r["eval_return"] for r in rows], marker="o")
-    ax.set(xlabel="environment frames", ylabel="deterministic return (mean of eval episodes)",
-           title="SAC, Pendulum-v1")
-    ax.grid(alpha=0.3)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return True
-
 
 def main():
     args = parse_args()
@@ -164,45 +141,30 @@ def main():
         optimizer.step()
         target_updater.step()
 
-    os.makedirs(args.out_dir, exist_ok=True)
-    stem = os.path.join(args.out_dir, f"sac_pendulum_seed{args.seed}")
-    rows, frames, owed, solved_at = [], 0, 0.0, None
-    bar = progress(args.total_frames, args.no_progress)
-    start = time.perf_counter()
-    for batch in collector:
-        frames += batch.numel()
-        buffer.extend(batch.reshape(-1))
-        if frames >= args.learning_starts:
-            owed += args.updates_per_frame * batch.numel()
-            while owed >= 1:
-                update(buffer.sample())
-                owed -= 1
-        if bar is not None:
-            bar.update(batch.numel())
-        if frames // args.eval_every > (frames - batch.numel()) // args.eval_every:  # passed a multiple of it
-            score = evaluate(actor, args.eval_episodes, args.seed + frames, device)
-            alpha = loss_module.log_alpha.exp().item()
-            rows.append({"frames": frames, "eval_return": round(score, 2), "alpha": round(alpha, 4),
-                         "seconds": round(time.perf_counter() - start, 2)})
-            if bar is not None:
-                bar.set_postfix(eval_return=score)
-            else:
-                print(f"frames {frames:>7d}  eval return {score:8.1f}  alpha {rows[-1]['alpha']:.3f}", flush=True)
-            if solved_at is None and score > args.target_return:
-                solved_at = frames
+    frames, owed, solved_at = 0, 0.0, None
+    with RunLog(args.out_dir, f"sac_pendulum_seed{args.seed}", ["frames", "eval_return", "alpha", "seconds"],
+                plot=("frames", "eval_return"), title="SAC, Pendulum-v1: deterministic return",
+                total=args.total_frames, progress=not args.no_progress) as log:
+        for batch in collector:
+            frames += batch.numel()
+            buffer.extend(batch.reshape(-1))
+            if frames >= args.learning_starts:
+                owed += args.updates_per_frame * batch.numel()
+                while owed >= 1:
+                    update(buffer.sample())
+                    owed -= 1
+            log.advance(batch.numel())
+            if frames // args.eval_every > (frames - batch.numel()) // args.eval_every:  # passed a multiple of it
+                score = evaluate(actor, args.eval_episodes, args.seed + frames, device)
+                log.write(frames=frames, eval_return=round(score, 2),
+                          alpha=round(loss_module.log_alpha.exp().item(), 4), seconds=round(log.seconds, 2))
+                if solved_at is None and score > args.target_return:
+                    solved_at = frames
     collector.shutdown()
-    if bar is not None:
-        bar.close()
-
-    with open(stem + ".csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["frames", "eval_return", "alpha", "seconds"])
-        writer.writeheader()
-        writer.writerows(rows)
-    seconds = time.perf_counter() - start
     outcome = f"first above {args.target_return} at {solved_at} frames" if solved_at else \
         f"never above {args.target_return} within {frames} frames"
-    print(f"seed {args.seed}: {outcome}, final eval {rows[-1]['eval_return'] if rows else float('nan')}, "
-          f"{seconds:.1f} s; wrote {stem}.csv" + (" and .png" if save_plot(rows, stem + ".png") else ""))
+    final = log.rows[-1]["eval_return"] if log.rows else float("nan")
+    log.finish(f"seed {args.seed}: {outcome}, final eval {final}", frames)
     return solved_at
 
 

@@ -120,7 +120,7 @@ def test_modules_tour_smoke(tmp_path):
 
 def test_collect_multistep_smoke(tmp_path):
     out_csv = tmp_path / "collect_multistep.csv"
-    run_example("collect_multistep.py", "--out", out_csv)
+    run_example("collect_multistep.py", "--out-dir", tmp_path)
     rows = read_csv(out_csv, ["step_count", "next_step_count", "reward", "n_step_reward", "gamma",
                               "steps_to_next_obs"])
     assert len(rows) == 10  # one batch of --frames-per-batch 10
@@ -133,7 +133,7 @@ def test_collect_multistep_smoke(tmp_path):
 
 def test_fit_sine_smoke(tmp_path):
     out_csv = tmp_path / "fit_sine.csv"
-    run_example("fit_sine.py", "--steps", 50, "--hidden", 16, "--batch", 64, "--out", out_csv)
+    run_example("fit_sine.py", "--steps", 50, "--hidden", 16, "--batch", 64, "--out-dir", tmp_path, "--no-progress")
     rows = read_csv(out_csv, ["step", "loss"])
     assert [int(r["step"]) for r in rows] == list(range(1, 51))
     assert all(v >= 0 for v in floats(rows, "loss"))
@@ -161,7 +161,7 @@ def test_dqn_getting_started_smoke(tmp_path):
             __import__(module)
         except ImportError:
             video = False
-    run_example("dqn_getting_started.py", "--log-dir", tmp_path, "--init-random-frames", 300, "--max-frames", 800,
+    run_example("dqn_getting_started.py", "--out-dir", tmp_path, "--init-random-frames", 300, "--total-frames", 800,
                 "--video-steps", 20, *([] if video else ["--no-video"]))
     root = tmp_path / "dqn_seed0"
     lengths = [line.split(",") for line in (root / "scalars" / "max_episode_length.csv").read_text().splitlines()]
