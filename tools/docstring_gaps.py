@@ -10,8 +10,11 @@ reference read it), so it needs none of its own.
 """
 import importlib
 import inspect
+import pathlib
 import pkgutil
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # the rlpipe of this tree, not an install
 
 
 def _modules():
