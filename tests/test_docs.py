@@ -1,38 +1,110 @@
-"""Every Python block of the documentation runs: the blocks of one page run in order, in one fresh
-namespace, so each page is self-contained and its asserts check what the page claims."""
+"""Every Python block of the documentation and of README.md runs: the blocks of one page run in order, in
+one fresh namespace, so each page is self-contained and its asserts check what the page claims. A ```text
+block right after a ```python block is what that block prints. The README stays short, and the API reference
+lists every public name."""
+import contextlib
 import importlib
+import io
 import pathlib
 import re
+import sys
 import types
 
 import pytest
 
-DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n?", re.S | re.M)
+# rlpipe's logger (torchrl's format) writes to the stdout of the time rlpipe was imported, with a timestamp:
+# such lines of a shown output are not compared
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ \[rlpipe[\w.]*\]\[[A-Z]+\] ")
+README_MAX_WORDS = 1500
 
 
 def python_blocks(page):
     return BLOCK.findall(page.read_text())
 
 
-PAGES = sorted(p for p in DOCS.rglob("*.md") if python_blocks(p))
+def blocks_with_output(text):
+    """``[(code, shown output or None)]``: each ```python block, with the ```text block that follows it
+    with nothing but blank lines between."""
+    fences = list(FENCE.finditer(text))
+    pairs = []
+    for index, fence in enumerate(fences):
+        if fence.group(1) != "python":
+            continue
+        after = fences[index + 1] if index + 1 < len(fences) else None
+        shown = None
+        if after is not None and after.group(1) == "text" and not text[fence.end():after.start()].strip():
+            shown = after.group(2)
+        pairs.append((fence.group(2), shown))
+    return pairs
+
+
+def without_log_lines(output):
+    return "\n".join(line for line in output.splitlines() if not LOG_LINE.match(line)).strip()
+
+
+PAGES = sorted(p for p in DOCS.rglob("*.md") if python_blocks(p)) + [README]
 
 
 def test_the_docs_have_code_to_run():
-    assert PAGES, f"no page under {DOCS} has a ```python block"
+    assert len(PAGES) > 1, f"no page under {DOCS} has a ```python block"
+    assert python_blocks(README), "README.md has no ```python block"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_page_runs(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # files a page writes land in a scratch folder
+    for alias in ("torch", "tensordict", "torchrl"):  # rlpipe standing in for torch would print torch.Size
+        monkeypatch.delitem(sys.modules, alias, raising=False)
     namespace = {"__name__": "__docs__"}
-    for number, block in enumerate(python_blocks(page), 1):
-        exec(compile(block, f"{page.name}[block {number}]", "exec"), namespace)
+    for number, (block, shown) in enumerate(blocks_with_output(page.read_text()), 1):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(block, f"{page.name}[block {number}]", "exec"), namespace)
+        if shown is not None:
+            assert without_log_lines(printed.getvalue()) == without_log_lines(shown), \
+                f"{page.name}: block {number} prints something else than the output shown after it"
 
 
 def test_block_pattern_finds_fenced_python_only():
     text = "x\n```python\na = 1\n```\n```bash\nls\n```\n```python\nb = 2\n```\n"
     assert BLOCK.findall(text) == ["a = 1\n", "b = 2\n"]
+
+
+def test_shown_output_is_the_text_block_right_after():
+    text = ("```python\nprint(1)\n```\n\n```text\n1\n```\n"          # output shown
+            "```python\nx = 2\n```\nSome prose.\n```text\nan illustration\n```\n"  # prose between: not output
+            "```python\ny = 3\n```\n")
+    assert blocks_with_output(text) == [("print(1)\n", "1\n"), ("x = 2\n", None), ("y = 3\n", None)]
+
+
+def test_log_lines_are_left_out_of_the_comparison():
+    shown = "2026-11-28 20:45:01,386 [rlpipe][INFO] Initialized LazyTensorStorage\n1000 3\n"
+    assert without_log_lines(shown) == "1000 3"
+    assert without_log_lines("[rlpipe] not a log line\n") == "[rlpipe] not a log line"
+
+
+def words(text):
+    """Every whitespace-separated word, code blocks and tables included (what ``wc -w`` counts)."""
+    return len(text.split())
+
+
+def test_readme_is_short():
+    assert words(README.read_text()) <= README_MAX_WORDS, \
+        f"README.md has {words(README.read_text())} words, more than {README_MAX_WORDS}: move details to docs/"
+
+
+def test_readme_links_reach_files():
+    # the README's relative links (docs pages, the page of deliberate differences) point at files that exist
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README.read_text())
+    local = [link for link in links if "://" not in link]
+    assert "docs/coming-from-pytorch.md" in local
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert not missing, f"README.md links to missing files {missing}"
 
 
 # the API reference: one ``::: module`` block per public module, its members listed by name
