@@ -4,6 +4,7 @@ block right after a ```python block is what that block prints. The README stays 
 lists every public name."""
 import contextlib
 import importlib
+import importlib.util
 import io
 import pathlib
 import re
@@ -86,6 +87,18 @@ def test_log_lines_are_left_out_of_the_comparison():
     shown = "2026-11-28 20:45:01,386 [rlpipe][INFO] Initialized LazyTensorStorage\n1000 3\n"
     assert without_log_lines(shown) == "1000 3"
     assert without_log_lines("[rlpipe] not a log line\n") == "[rlpipe] not a log line"
+
+
+def test_reference_fences_interpreter_examples():
+    # the Griffe extension that turns docstrings' >>> examples into code blocks for the API reference
+    pytest.importorskip("griffe")  # the docs extra
+    spec = importlib.util.spec_from_file_location("doctest_blocks", DOCS / "_ext" / "doctest_blocks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    doc = "Text.\n\n    >>> td['next', 'reward'].shape\n    rlpipe.Size([2, 1])\n\nMore text.\n>>> 1\n1"
+    assert module.fence_doctests(doc) == ("Text.\n\n    ```pycon\n    >>> td['next', 'reward'].shape\n"
+                                          "    rlpipe.Size([2, 1])\n    ```\n\nMore text.\n```pycon\n>>> 1\n1\n```")
+    assert module.fence_doctests("no example here") == "no example here"
 
 
 def words(text):
