@@ -13,6 +13,7 @@ import operator
 import sys
 
 from .._tensor import Size, Tensor
+from ._ensemble import EnsembleLinear
 
 __all__ = ["BatchedTensor", "batch_sizes"]
 
@@ -417,10 +418,22 @@ def _linear(level, name, func, args, kwargs):
     bias = _get(args, kwargs, 2, "bias")
     if not w_batched and not _unwrap(bias, level)[1]:
         return _wrap(func(x, w, _unwrap(bias, level)[0]), level)
-    # one weight per sample: the matmul and add rules, which broadcast without copying the input
+    b, b_batched = _unwrap(bias, level)
+    if _ensemble_ready(x, w, b, b_batched):
+        return _wrap(EnsembleLinear.apply(x, w, b, _unwrap(args[0], level)[1]), level)
+    # (nested levels or odd shapes) the matmul and add rules, which broadcast without copying the input
     weight_t = BatchedTensor(w.transpose(-1, -2), level) if w_batched else w.transpose(-1, -2)
     out = _matmul(level, "matmul", None, (args[0], weight_t), {})
     return out if bias is None else _elementwise(level, "__add__", None, (out, bias), {})
+
+
+def _ensemble_ready(x, w, b, b_batched):
+    """Whether EnsembleLinear takes this call: plain tensors of one dtype, a [E, out, in] weight and
+    a [E, out] bias or none."""
+    tensors = (x, w) if b is None else (x, w, b)
+    if any(not isinstance(t, Tensor) or t.dtype != w.dtype for t in tensors) or w.ndim != 3 or x.ndim == 0:
+        return False
+    return x.shape[-1] == w.shape[2] and (b is None or b_batched and tuple(b.shape) == tuple(w.shape[:2]))
 
 
 # ---- losses ---------------------------------------------------------------------------------------
