@@ -61,3 +61,12 @@ def test_vmapped_linear_shape_mismatch_raises():
     x, w, b = leaves((6, 2), (4, 5, 3), (4, 5))
     with pytest.raises(RuntimeError, match=r"shapes cannot be multiplied \(6x2 and 3x5\)"):
         vmap(F.linear, (None, 0, 0))(x, w, b)
+
+
+def test_a_missing_method_is_a_runtime_error_naming_it_and_hasattr_says_false():
+    def probe(x):
+        assert not hasattr(x, "batch_size")  # how TensorDictModule tells a tensor from a TensorDict
+        with pytest.raises(RuntimeError, match="vmap: no batching rule for 'Tensor.median'"):
+            x.median()
+        return x * 2
+    assert rlpipe.equal(vmap(probe)(rlpipe.ones(3, 2)), rlpipe.full((3, 2), 2.0))

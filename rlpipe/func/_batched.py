@@ -22,6 +22,11 @@ batch_sizes = []
 _RULES = {}
 
 
+class NoBatchingRule(RuntimeError, AttributeError):
+    """A method of a batched tensor without a batching rule: a RuntimeError naming it, and an
+    AttributeError so that ``hasattr(x, name)`` (how code tells tensors from TensorDicts) says False."""
+
+
 class BatchedTensor:
     """A tensor mapped over by vmap at ``level`` (see the module docstring)."""
     __slots__ = ("_value", "_level")
@@ -95,7 +100,7 @@ class BatchedTensor:
         if name.startswith("_"):  # a core op reached into the tensor: it has no rule and cannot run on this
             raise TypeError(f"vmap: no batching rule for '{_public_caller()}' (it needs a Tensor, got a batched "
                             f"tensor; its attribute {name!r} was read)")
-        raise RuntimeError(f"vmap: no batching rule for 'Tensor.{name}'")
+        raise NoBatchingRule(f"vmap: no batching rule for 'Tensor.{name}'")
 
     @classmethod
     def __torch_function__(cls, func, types, args, kwargs=None):
