@@ -30,6 +30,7 @@ class NoBatchingRule(RuntimeError, AttributeError):
 class BatchedTensor:
     """A tensor mapped over by vmap at ``level`` (see the module docstring)."""
     __slots__ = ("_value", "_level")
+    _is_non_tensor = False  # a tensor to the TensorDicts that hold it inside vmap
     __array_ufunc__ = None  # NumPy must not turn it into an object array
 
     def __init__(self, value, level):
