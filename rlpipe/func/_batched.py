@@ -38,19 +38,24 @@ class BatchedTensor:
 
     @property
     def shape(self):
+        """The shape of one sample (the mapped dim left out)."""
         return Size(self._value.shape[1:])
 
     def size(self, dim=None):
+        """``shape``, or its entry ``dim``."""
         return self.shape if dim is None else self.shape[dim]
 
     @property
     def ndim(self):
+        """The number of dims of one sample."""
         return self._value.ndim - 1
 
     def dim(self):
+        """``ndim``."""
         return self.ndim
 
     def numel(self):
+        """The number of elements of one sample."""
         return self.shape.numel()
 
     def __len__(self):
@@ -60,29 +65,36 @@ class BatchedTensor:
 
     @property
     def dtype(self):
+        """The value's dtype."""
         return self._value.dtype
 
     @property
     def device(self):
+        """The value's device."""
         return self._value.device
 
     @property
     def requires_grad(self):
+        """Whether the value records gradients."""
         return self._value.requires_grad
 
     @property
     def grad_fn(self):
+        """The node that made the value (None for a leaf)."""
         return self._value.grad_fn
 
     def is_floating_point(self):
+        """Whether the dtype is a floating-point one."""
         return self._value.is_floating_point()
 
     @property
     def T(self):
+        """A sample's dims reversed."""
         return self.permute(*range(self.ndim - 1, -1, -1))
 
     @property
     def mT(self):
+        """A sample's last two dims swapped."""
         return self.transpose(-2, -1)
 
     def __repr__(self):
@@ -139,6 +151,8 @@ def _method(name):
     def method(self, *args, **kwargs):
         return dispatch(name, None, (self, *args), kwargs)
     method.__name__ = name
+    method.__doc__ = getattr(getattr(Tensor, name, None), "__doc__", None) or \
+        f"``Tensor.{name}`` applied to every sample (its batching rule)."
     return method
 
 

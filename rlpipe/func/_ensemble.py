@@ -17,6 +17,7 @@ class EnsembleLinear(Op):
 
     @staticmethod
     def forward(ctx, x, w, b, x_batched):
+        """``[E, ..., out]``: every sample's product, the bias added in place."""
         ensemble, features = w.shape[0], w.shape[1]
         lead = x.shape[1:-1] if x_batched else x.shape[:-1]
         rows = x.reshape(ensemble, -1, x.shape[-1]) if x_batched else x.reshape(-1, x.shape[-1])
@@ -29,6 +30,7 @@ class EnsembleLinear(Op):
 
     @staticmethod
     def backward(ctx, g):
+        """The gradients of x (summed over the samples when x is shared), w and b."""
         xp = ctx.xp
         rows, w = ctx.saved_tensors
         need_x, need_w, need_b, _ = ctx.needs_input_grad

@@ -76,6 +76,7 @@ class LossModule(Module):
     # ---- keys ---------------------------------------------------------------------------------
     @property
     def tensor_keys(self):
+        """The entry names the loss reads and writes (a dataclass; change them with ``set_keys``)."""
         if self._tensor_keys is None:
             self.__dict__["_tensor_keys"] = self._AcceptedKeys()
         return self._tensor_keys
@@ -218,6 +219,8 @@ class LossModule(Module):
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {self.reduction!r}")
 
     def forward(self, tensordict):
+        """The loss terms for the data in ``tensordict``: a TensorDict of ``loss_*`` entries (to sum
+        and backpropagate) and detached diagnostics."""
         raise NotImplementedError(f"{type(self).__name__} must define forward(tensordict)")
 
 

@@ -86,10 +86,12 @@ class QValueEnsemble(ModuleList):
 
     @property
     def in_keys(self):
+        """The entries every member reads."""
         return list(self[0].in_keys)
 
     @property
     def out_keys(self):
+        """The entries every member writes."""
         return list(self[0].out_keys)
 
     def values(self, tensordict, key=None):
