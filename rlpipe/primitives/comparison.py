@@ -5,6 +5,7 @@ Declares the operators ``== != < <= > >= & | ^ ~``.
 import builtins
 
 from .. import _dtypes
+from .._dispatch import torch_function
 from .._tensor import Tensor, tensor_method, wrap
 from ..autograd.function import explain
 from .common import _LEGACY_TYPE_NAMES, tensor_operator, _operands
@@ -33,7 +34,10 @@ def _compare(ufunc_name):
 def _comparison(name, ufunc_name, *aliases):
     """A comparison, declared as Tensor method ``name`` (and ``aliases``) and as operator ``__name__``."""
     method = tensor_method(name, *aliases)(_compare(ufunc_name))
-    return tensor_operator(name, reflected=False, inplace=False)(method)
+    tensor_operator(name, reflected=False, inplace=False)(method)
+    public = torch_function("input", "other")(method)
+    public.__name__ = name  # (what a __torch_function__ hook reads: vmap's rules go by torch's op names)
+    return public
 
 
 eq = _comparison("eq", "equal")
@@ -77,10 +81,10 @@ def _elementwise_test(name):
     return op
 
 
-logical_not = tensor_method(_elementwise_test("logical_not"))
-isnan = tensor_method(_elementwise_test("isnan"))
-isinf = tensor_method(_elementwise_test("isinf"))
-isfinite = tensor_method(_elementwise_test("isfinite"))
+logical_not = torch_function("input")(tensor_method(_elementwise_test("logical_not")))
+isnan = torch_function("input")(tensor_method(_elementwise_test("isnan")))
+isinf = torch_function("input")(tensor_method(_elementwise_test("isinf")))
+isfinite = torch_function("input")(tensor_method(_elementwise_test("isfinite")))
 signbit = tensor_method(_elementwise_test("signbit"))
 
 

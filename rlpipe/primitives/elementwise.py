@@ -591,12 +591,14 @@ def abs(input):
 absolute = abs
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def sign(input):
     return Sign.apply(input)
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def reciprocal(input):
@@ -616,11 +618,15 @@ cos = _unary_float(Cos)
 erf = _unary_float(Erf)
 
 
+@torch_function("input")
+@inplace_variant
 @tensor_method
 def log2(input):
     return log(input) / float(np.log(2))
 
 
+@torch_function("input")
+@inplace_variant
 @tensor_method
 def log10(input):
     return log(input) / float(np.log(10))
@@ -634,18 +640,21 @@ def square(input):
     return mul(input, input)
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def floor(input):
     return Floor.apply(input) if input.is_floating_point() else input.clone()
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def ceil(input):
     return Ceil.apply(input) if input.is_floating_point() else input.clone()
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method("trunc", "fix")
 def trunc(input):
@@ -655,6 +664,7 @@ def trunc(input):
 fix = trunc
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def round(input, *, decimals=0):
@@ -682,14 +692,14 @@ def clamp(input, min=None, max=None):
 clip = clamp
 
 
-@torch_function("input")
+@torch_function("input", "min")
 @inplace_variant
 @tensor_method
 def clamp_min(input, min):
     return clamp(input, min=min)
 
 
-@torch_function("input")
+@torch_function("input", "max")
 @inplace_variant
 @tensor_method
 def clamp_max(input, max):
@@ -810,6 +820,7 @@ def erfc(input):
     return 1 - erf(input)
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def frac(input):

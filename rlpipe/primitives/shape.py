@@ -279,6 +279,7 @@ def _same_array(a):
     return a
 
 
+@torch_function("input")
 @tensor_method
 def reshape(input, *shape):
     if not (input._requires_grad and _grad_state[0]):  # no graph: NumPy reshapes
@@ -591,6 +592,7 @@ def narrow(input, dim, start, length):
     return input[(slice(None),) * d + (slice(start, start + length),)]
 
 
+@torch_function("input")
 @tensor_method
 def select(input, dim, index):
     d = input._dim(dim)
