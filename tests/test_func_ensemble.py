@@ -70,3 +70,15 @@ def test_a_missing_method_is_a_runtime_error_naming_it_and_hasattr_says_false():
             x.median()
         return x * 2
     assert rlpipe.equal(vmap(probe)(rlpipe.ones(3, 2)), rlpipe.full((3, 2), 2.0))
+
+
+def test_named_tensors_walks_parameters_then_buffers_like_the_module_methods():
+    from rlpipe import nn
+    from rlpipe.func._functional_call import named_tensors
+    shared = nn.Linear(2, 2)
+    net = nn.Sequential(shared, nn.BatchNorm1d(2), shared)
+    for dedupe in (True, False):
+        expected = [*net.named_parameters(remove_duplicate=dedupe), *net.named_buffers(remove_duplicate=dedupe)]
+        got = list(named_tensors(net, remove_duplicate=dedupe))
+        assert [n for n, _ in got] == [n for n, _ in expected]
+        assert all(a is b for (_, a), (_, b) in zip(got, expected))

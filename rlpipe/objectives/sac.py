@@ -28,6 +28,7 @@ from .. import _creation
 from ..primitives import stack, where
 from ..autograd.grad_mode import no_grad
 from ..func import functional_call, vmap
+from ..func._functional_call import named_tensors
 from ..nn import Module, ModuleList, Parameter
 from ..tensordict import TensorDict
 from ..tensordict.nn.probabilistic import InteractionType, set_interaction_type
@@ -128,7 +129,7 @@ class QValueEnsemble(ModuleList):
 
     def _stacked_state(self):
         """{name: the members' parameter or buffer ``name`` stacked along a new first dim}."""
-        states = [dict(net.named_parameters()) | dict(net.named_buffers()) for net in self]
+        states = [dict(named_tensors(net)) for net in self]
         return {name: stack([state[name] for state in states]) for name in states[0]}
 
 
