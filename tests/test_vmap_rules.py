@@ -115,3 +115,22 @@ def test_public_functions_reach_the_rules():
         close(vmap(op)(x), loop(op, x))
     for op in (rlpipe.eq, rlpipe.gt, rlpipe.le):
         close(vmap(op)(x, y), loop(op, x, y))
+
+
+def test_diagonal_is_a_writable_view_with_gradients_and_a_batching_rule():
+    import numpy as np
+    x = rlpipe.arange(24.0).reshape(2, 3, 4)
+    for offset, dim1, dim2 in [(0, 0, 1), (1, 1, 2), (-1, 0, 2), (0, -1, -2), (5, 1, 2)]:
+        expected = np.diagonal(x.numpy(), offset, dim1, dim2)
+        assert np.array_equal(rlpipe.diagonal(x, offset, dim1, dim2).numpy(), expected)
+    m = rlpipe.ones(3, 3)
+    m.diagonal().zero_()  # written through, as torch's view
+    assert rlpipe.equal(m, 1 - rlpipe.eye(3))
+    w = rlpipe.randn(3, 4, dtype=rlpipe.float64, requires_grad=True)
+    assert rlpipe.autograd.gradcheck(lambda a: a.diagonal(1).sin(), (w,))
+    z = rlpipe.randn(5, 3, 4)
+    op = lambda a: a.diagonal(-1)  # noqa: E731
+    close(vmap(op)(z), loop(op, z))
+    close(vmap(op, in_dims=2)(z), loop(op, z, in_dims=2))
+    with pytest.raises(RuntimeError, match="diagonal dimensions cannot be identical 1, -2"):
+        x.diagonal(0, 1, -2)

@@ -359,7 +359,7 @@ _ALONG = {"softmax": _DIM, "log_softmax": _DIM, "cumsum": _DIM, "cumprod": _DIM,
           "select": _DIM, "narrow": _DIM, "unflatten": _DIM, "squeeze": _DIM, "unsqueeze": _DIM,
           "flip": ((1, "dims", None),), "unbind": ((1, "dim", 0),), "chunk": ((2, "dim", 0),),
           "split": ((2, "dim", 0),), "transpose": _PAIR, "swapaxes": _PAIR, "movedim": _MOVE, "moveaxis": _MOVE,
-          "flatten": ((1, "start_dim", 0), (2, "end_dim", -1))}
+          "flatten": ((1, "start_dim", 0), (2, "end_dim", -1)), "diagonal": ((2, "dim1", 0), (3, "dim2", 1))}
 
 
 @_rule(*_ALONG)
