@@ -38,7 +38,7 @@ def inplace_variant(op, names):
     computes ``add(x, y)`` and writes the result into x (see ``_inplace``)."""
     for name in names:
         def method(self, *args, _name=name + "_", **kwargs):
-            if not isinstance(self, Tensor):  # Tensor.abs_(x) on a tensor-like (vmap's batched tensor): its rule
+            if not isinstance(self, Tensor) and hasattr(type(self), "__torch_function__"):  # vmap's batched tensor
                 return type(self).__torch_function__(getattr(Tensor, _name), (type(self),), (self, *args), kwargs)
             return _inplace(self, lambda src, *others: op(src, *others, **kwargs), *args)
         method.__name__ = name + "_"
