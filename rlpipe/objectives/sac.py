@@ -122,14 +122,14 @@ class QValueEnsemble(ModuleList):
             return [stack([o[k] for o in outs]) for k in keys]
         base = self[0]
 
-        def member(params, inputs):
-            out = functional_call(base, params, (inputs.copy(),))
+        def member(params, inputs):  # (inputs: a TensorDict vmap built for this call, free to write into)
+            out = functional_call(base, params, (inputs,), tie_weights=False)  # the state holds every alias
             return tuple(out[k] for k in keys)
         return list(vmap(member, (0, input_dim), randomness=self.randomness)(self._stacked_state(), data))
 
     def _stacked_state(self):
         """{name: the members' parameter or buffer ``name`` stacked along a new first dim}."""
-        states = [dict(named_tensors(net)) for net in self]
+        states = [dict(named_tensors(net, remove_duplicate=False)) for net in self]
         return {name: stack([state[name] for state in states]) for name in states[0]}
 
 
