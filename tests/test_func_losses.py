@@ -92,3 +92,30 @@ def test_a_critic_with_dropout_runs_under_vmap_with_different_randomness():
         loss.qvalue_network.values(_data("v2", (6,)))
     loss.qvalue_network.eval()  # no draws once dropout is off
     assert loss.qvalue_network.values(_data("v2", (6,))).shape == (3, 6, 1)
+
+
+class _TiedCritic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Linear(5, 5)
+        self.net = nn.Sequential(nn.Linear(5, 5), nn.Tanh(), self.inner, nn.Tanh(), self.inner, nn.Linear(5, 1))
+
+    def forward(self, observation, action):
+        return self.net(rlpipe.cat([observation, action], -1))
+
+
+def test_critics_with_tied_weights_under_vmap_equal_the_loop():
+    from rlpipe.modules import ValueOperator
+    rlpipe.manual_seed(3)
+    loss = SACLoss(_actor(), ValueOperator(_TiedCritic(), in_keys=["observation", "action"]), num_qvalue_nets=2)
+    td = _data("v2", (6,))
+    ensemble = loss.qvalue_network
+    results = []
+    for use_vmap in (True, False):
+        ensemble.use_vmap = use_vmap
+        values = ensemble.values(td)
+        grads = rlpipe.autograd.grad(values.pow(2).sum(), list(ensemble.parameters()))
+        results.append((values.detach(), grads))
+    np.testing.assert_allclose(results[0][0].numpy(), results[1][0].numpy(), rtol=1e-6, atol=1e-7)
+    for got, expected in zip(results[0][1], results[1][1]):
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-7)
