@@ -134,3 +134,14 @@ def test_diagonal_is_a_writable_view_with_gradients_and_a_batching_rule():
     close(vmap(op, in_dims=2)(z), loop(op, z, in_dims=2))
     with pytest.raises(RuntimeError, match="diagonal dimensions cannot be identical 1, -2"):
         x.diagonal(0, 1, -2)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_new_rules_on_cuda():
+    m = rlpipe.randn(2, 3, 3)
+    close(vmap(rlpipe.diagonal)(m.cuda()).cpu(), loop(rlpipe.diagonal, m))
+    x, t = rlpipe.randn(3, 4, 5).log_softmax(-1), rlpipe.randint(0, 5, (3, 4))
+    close(vmap(F.nll_loss)(x.cuda(), t.cuda()).cpu(), loop(F.nll_loss, x, t))
+    y = rlpipe.randn(4, 3)
+    close(vmap(lambda a: a.abs_().diagonal(0, 0, -1) if a.ndim > 1 else a.abs_())(y.cuda()).cpu(), y.abs())
