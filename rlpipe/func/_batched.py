@@ -13,6 +13,7 @@ import operator
 import sys
 
 from .._tensor import Size, Tensor
+from ._ensemble import EnsembleLinear
 
 __all__ = ["BatchedTensor", "batch_sizes"]
 
@@ -21,9 +22,15 @@ batch_sizes = []
 _RULES = {}
 
 
+class NoBatchingRule(RuntimeError, AttributeError):
+    """A method of a batched tensor without a batching rule: a RuntimeError naming it, and an
+    AttributeError so that ``hasattr(x, name)`` (how code tells tensors from TensorDicts) says False."""
+
+
 class BatchedTensor:
     """A tensor mapped over by vmap at ``level`` (see the module docstring)."""
     __slots__ = ("_value", "_level")
+    _is_non_tensor = False  # a tensor to the TensorDicts that hold it inside vmap
     __array_ufunc__ = None  # NumPy must not turn it into an object array
 
     def __init__(self, value, level):
@@ -31,19 +38,24 @@ class BatchedTensor:
 
     @property
     def shape(self):
+        """The shape of one sample (the mapped dim left out)."""
         return Size(self._value.shape[1:])
 
     def size(self, dim=None):
+        """``shape``, or its entry ``dim``."""
         return self.shape if dim is None else self.shape[dim]
 
     @property
     def ndim(self):
+        """The number of dims of one sample."""
         return self._value.ndim - 1
 
     def dim(self):
+        """``ndim``."""
         return self.ndim
 
     def numel(self):
+        """The number of elements of one sample."""
         return self.shape.numel()
 
     def __len__(self):
@@ -53,33 +65,46 @@ class BatchedTensor:
 
     @property
     def dtype(self):
+        """The value's dtype."""
         return self._value.dtype
 
     @property
     def device(self):
+        """The value's device."""
         return self._value.device
 
     @property
     def requires_grad(self):
+        """Whether the value records gradients."""
         return self._value.requires_grad
 
     @property
     def grad_fn(self):
+        """The node that made the value (None for a leaf)."""
         return self._value.grad_fn
 
     def is_floating_point(self):
+        """Whether the dtype is a floating-point one."""
         return self._value.is_floating_point()
 
     @property
     def T(self):
+        """A sample's dims reversed."""
         return self.permute(*range(self.ndim - 1, -1, -1))
 
     @property
     def mT(self):
+        """A sample's last two dims swapped."""
         return self.transpose(-2, -1)
 
     def __repr__(self):
         return f"BatchedTensor(lvl={self._level}, bdim=0, value=\n{self._value!r})"
+
+    def item(self):
+        """Not possible inside vmap (one number per sample): torch's error."""
+        raise RuntimeError("vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over "
+                           "calling .item() on a Tensor, please try to rewrite what you're doing with other "
+                           "operations.")
 
     def __bool__(self):
         raise RuntimeError("vmap: It looks like you're attempting to use a Tensor in some data-dependent control "
@@ -94,7 +119,7 @@ class BatchedTensor:
         if name.startswith("_"):  # a core op reached into the tensor: it has no rule and cannot run on this
             raise TypeError(f"vmap: no batching rule for '{_public_caller()}' (it needs a Tensor, got a batched "
                             f"tensor; its attribute {name!r} was read)")
-        raise RuntimeError(f"vmap: no batching rule for 'Tensor.{name}'")
+        raise NoBatchingRule(f"vmap: no batching rule for 'Tensor.{name}'")
 
     @classmethod
     def __torch_function__(cls, func, types, args, kwargs=None):
@@ -115,6 +140,11 @@ def dispatch(name, func, args, kwargs):
     rule = _RULES.get(name)
     if rule is None:
         raise RuntimeError(f"vmap: no batching rule for '{name}'")
+    if "out" in kwargs:
+        if kwargs["out"] is not None:
+            raise RuntimeError(f"vmap: no batching rule for '{name}' with out= (the fallback path doesn't work on "
+                               "out= or view ops)")
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}  # (what a public function's wrapper passes)
     level = builtins.max(_levels(args, kwargs))
     return rule(level, name, func, args, kwargs)
 
@@ -132,6 +162,8 @@ def _method(name):
     def method(self, *args, **kwargs):
         return dispatch(name, None, (self, *args), kwargs)
     method.__name__ = name
+    method.__doc__ = getattr(getattr(Tensor, name, None), "__doc__", None) or \
+        f"``Tensor.{name}`` applied to every sample (its batching rule)."
     return method
 
 
@@ -232,11 +264,11 @@ _UNARY = ("neg negative abs exp exp2 expm1 log log1p log2 log10 sqrt rsqrt squar
           "round trunc frac sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh sigmoid relu relu6 softplus "
           "leaky_relu gelu elu selu silu mish hardtanh logsigmoid erf erfc erfinv lgamma digamma logit clamp clip "
           "clamp_min clamp_max logical_not bitwise_not isnan isinf isfinite nan_to_num float double half bfloat16 "
-          "int long bool to type detach clone contiguous").split()
+          "int long bool detach clone contiguous").split()
 _NARY = ("add sub subtract rsub mul multiply div divide true_divide floor_divide remainder fmod pow float_power "
          "maximum minimum fmax fmin eq ne lt le gt ge greater greater_equal less less_equal not_equal "
          "logical_and logical_or logical_xor bitwise_and bitwise_or atan2 hypot xlogy copysign lerp addcmul "
-         "addcdiv where type_as masked_fill").split()
+         "addcdiv where masked_fill").split()
 
 
 def _elementwise(level, name, func, args, kwargs):
@@ -250,6 +282,34 @@ def _elementwise(level, name, func, args, kwargs):
 
 _rule(*_OPERATORS, *_UNARY, *[n for n in _NARY if n != "where"])(_elementwise)
 _rule("where", methods=False)(_elementwise)
+
+
+@_rule("to", "type", "type_as")
+def _convert(level, name, func, args, kwargs):
+    """A dtype or device conversion: a tensor argument only gives the dtype and device."""
+    value, _ = _unwrap(args[0], level)
+    return _wrap(getattr(value, name)(*[_unwrap(a, level)[0] for a in args[1:]], **kwargs), level)
+
+
+def _inplace(level, name, func, args, kwargs):
+    """``self.op_(*others)`` on a batched self: the op in place on its value, operands aligned; an
+    unbatched self cannot take a batched operand (torch's error)."""
+    value, batched = _unwrap(args[0], level)
+    others = [_unwrap(a, level) for a in args[1:]]
+    if not batched:
+        if any(b for _, b in others):
+            raise RuntimeError(f"vmap: {name}(self, *extra_args) is not possible because there exists a Tensor "
+                               "`other` in extra_args that has more elements than `self`. This happened due to "
+                               "`other` being vmapped over but `self` not being vmapped over in a vmap. Please try "
+                               f"to use out-of-place operators instead of {name}.")
+        getattr(value, name)(*[v for v, _ in others], **kwargs)
+        return args[0]
+    ndim = value.ndim - 1
+    getattr(value, name)(*[_pad(v, ndim) if b else v for v, b in others], **kwargs)
+    return args[0]
+
+
+_rule(*[n + "_" for n in (*_UNARY, *_NARY, "zero", "fill") if hasattr(Tensor, n + "_")])(_inplace)
 
 
 def _reflected(name):
@@ -280,6 +340,9 @@ def _reduction(level, name, func, args, kwargs):
     args = (value,) + tuple(args[1:])
     pos = _REDUCTIONS[name]
     dim = _get(args, kwargs, pos, "dim")
+    if dim is not None and value.ndim == 1:  # a 0-d sample: dim 0 or -1 is all of it
+        _dims(dim, 0)
+        dim = None
     if dim is None or dim == () and name in ("amax", "amin"):
         args, kwargs = _set(args, kwargs, pos, "dim", 1)
         args = (value.reshape(value.shape[0], -1),) + args[1:]
@@ -296,18 +359,27 @@ _ALONG = {"softmax": _DIM, "log_softmax": _DIM, "cumsum": _DIM, "cumprod": _DIM,
           "select": _DIM, "narrow": _DIM, "unflatten": _DIM, "squeeze": _DIM, "unsqueeze": _DIM,
           "flip": ((1, "dims", None),), "unbind": ((1, "dim", 0),), "chunk": ((2, "dim", 0),),
           "split": ((2, "dim", 0),), "transpose": _PAIR, "swapaxes": _PAIR, "movedim": _MOVE, "moveaxis": _MOVE,
-          "flatten": ((1, "start_dim", 0), (2, "end_dim", -1))}
+          "flatten": ((1, "start_dim", 0), (2, "end_dim", -1)), "diagonal": ((2, "dim1", 0), (3, "dim2", 1))}
 
 
 @_rule(*_ALONG)
 def _along(level, name, func, args, kwargs):
-    value, _ = _unwrap(args[0], level)
+    original, (value, _) = args[0], _unwrap(args[0], level)
     args, ndim = (value,) + tuple(args[1:]), value.ndim - 1
-    if name == "squeeze" and _get(args, kwargs, 1, "dim") is None:
-        dims = tuple(i + 1 for i, s in enumerate(value.shape[1:]) if s == 1)
-        return _wrap(value.squeeze(dims) if dims else value.reshape(value.shape), level)
+    if name == "squeeze" and ndim:  # as a view of the kept sizes (also a view of an empty tensor)
+        dim = _get(args, kwargs, 1, "dim")
+        dims = range(1, ndim + 1) if dim is None else _dims(dim if isinstance(dim, (list, tuple)) else [dim], ndim)
+        return _wrap(value.view([s for i, s in enumerate(value.shape) if not (i in dims and s == 1)]), level)
     if name == "unsqueeze":
         ndim += 1
+    elif ndim == 0 and name == "squeeze":
+        if _get(args, kwargs, 1, "dim") is not None:
+            _dims(_get(args, kwargs, 1, "dim"), 0)
+        return _wrap(value.view(value.shape), level)  # a 0-d sample: a view of it, as in torch
+    elif ndim == 0 and name in ("transpose", "swapaxes", "flip", "movedim", "moveaxis"):
+        for pos, keyword, default in _ALONG[name]:
+            _dims(_get(args, kwargs, pos, keyword, default), 0)  # (checks the dims)
+        return original  # a 0-d sample: torch returns the input itself
     for pos, keyword, default in _ALONG[name]:
         args, kwargs = _set(args, kwargs, pos, keyword, _dims(_get(args, kwargs, pos, keyword, default), ndim))
     return _wrap(_call(name, None, args, kwargs), level)
@@ -356,7 +428,12 @@ def _join(level, name, func, args, kwargs):
     tensors = _get(args, kwargs, 0, "tensors")
     dim = _get(args, kwargs, 1, "dim", 0)
     values = [_expanded(*_unwrap(t, level), level) for t in tensors]
-    ndim = values[0].ndim - 1 + (name == "stack")
+    full = [v for v in values if v.ndim != 2 or v.shape[1]]
+    ndim = (full or values)[0].ndim - 1 + (name == "stack")
+    if name != "stack" and full:  # torch's cat takes a 1-d empty tensor (legacy) as empty in any shape
+        empty = list(full[0].shape)
+        empty[_dim(dim, ndim)] = 0
+        values = [v if v.ndim != 2 or v.shape[1] else v.reshape(empty) for v in values]
     return _wrap(func(values, _dim(dim, ndim)), level)
 
 
@@ -393,6 +470,10 @@ def _getitem(level, name, func, args, kwargs):
 @_rule("matmul", "mm", "bmm", "__matmul__")
 def _matmul(level, name, func, args, kwargs):
     (a, a_batched), (b, b_batched) = _unwrap(args[0], level), _unwrap(args[1], level)
+    wanted = {"mm": 2, "bmm": 3}.get(name)
+    if wanted is not None and (a.ndim - a_batched, b.ndim - b_batched) != (wanted, wanted):
+        raise RuntimeError(f"Shape mismatch: Got incorrect dims for {name}(a, b). a has dim {a.ndim - a_batched} and "
+                           f"b has dim {b.ndim - b_batched}, but expected them to have dim {wanted} and dim {wanted}")
     a_vector, b_vector = a.ndim - a_batched == 1, b.ndim - b_batched == 1
     if a_vector:
         a = a.unsqueeze(-2)
@@ -417,10 +498,22 @@ def _linear(level, name, func, args, kwargs):
     bias = _get(args, kwargs, 2, "bias")
     if not w_batched and not _unwrap(bias, level)[1]:
         return _wrap(func(x, w, _unwrap(bias, level)[0]), level)
-    # one weight per sample: the matmul and add rules, which broadcast without copying the input
+    b, b_batched = _unwrap(bias, level)
+    if _ensemble_ready(x, w, b, b_batched):
+        return _wrap(EnsembleLinear.apply(x, w, b, _unwrap(args[0], level)[1]), level)
+    # (nested levels or odd shapes) the matmul and add rules, which broadcast without copying the input
     weight_t = BatchedTensor(w.transpose(-1, -2), level) if w_batched else w.transpose(-1, -2)
     out = _matmul(level, "matmul", None, (args[0], weight_t), {})
     return out if bias is None else _elementwise(level, "__add__", None, (out, bias), {})
+
+
+def _ensemble_ready(x, w, b, b_batched):
+    """Whether EnsembleLinear takes this call: plain tensors of one dtype, a [E, out, in] weight and
+    a [E, out] bias or none."""
+    tensors = (x, w) if b is None else (x, w, b)
+    if any(not isinstance(t, Tensor) or t.dtype != w.dtype for t in tensors) or w.ndim != 3 or x.ndim == 0:
+        return False
+    return x.shape[-1] == w.shape[2] and (b is None or b_batched and tuple(b.shape) == tuple(w.shape[:2]))
 
 
 # ---- losses ---------------------------------------------------------------------------------------
@@ -442,6 +535,30 @@ def _loss(level, name, func, args, kwargs):
         return _wrap(loss, level)
     flat = loss.reshape(loss.shape[0], -1)
     return _wrap(flat.mean(1) if reduction == "mean" else flat.sum(1), level)
+
+
+@_rule("nll_loss", methods=False)
+def _nll_loss(level, name, func, args, kwargs):
+    """Each sample's nll_loss (input ``[C]`` or ``[N, C]``): the per-element losses of all samples in
+    one call, then each sample's sum or weighted mean."""
+    (x, x_batched), (t, t_batched) = _unwrap(args[0], level), _unwrap(args[1], level)
+    weight, ignore_index = _get(args, kwargs, 2, "weight"), _get(args, kwargs, 4, "ignore_index", -100)
+    reduction = _get(args, kwargs, 6, "reduction", "mean")
+    if x.ndim - x_batched not in (1, 2) or _unwrap(weight, level)[1] or _get(args, kwargs, 3, "size_average") \
+            is not None or _get(args, kwargs, 5, "reduce") is not None:
+        raise RuntimeError("vmap: no batching rule for 'nll_loss' with this input (only [C] or [N, C] per sample, "
+                           "an unbatched weight and no size_average/reduce)")
+    x, t = _expanded(x, x_batched, level), _expanded(t, t_batched, level)
+    size, classes = x.shape[0], x.shape[-1]
+    flat_t = t.reshape(-1)
+    losses = func(x.reshape(-1, classes), flat_t, weight, None, ignore_index, None, "none").reshape(size, -1)
+    if reduction == "none":
+        return _wrap(losses.reshape(t.shape), level)
+    if reduction == "sum":
+        return _wrap(losses.sum(1), level)
+    kept = flat_t != ignore_index
+    counted = kept.to(x.dtype) if weight is None else weight[flat_t.where(kept, 0)] * kept
+    return _wrap(losses.sum(1) / counted.reshape(size, -1).sum(1), level)
 
 
 @_rule("broadcast_tensors", methods=False)

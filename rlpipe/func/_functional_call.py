@@ -1,7 +1,7 @@
 """``functional_call``: run a module with some of its parameters and buffers replaced by given tensors."""
 import contextlib
 
-__all__ = ["functional_call", "reparametrized", "stack_module_state"]
+__all__ = ["functional_call", "named_tensors", "reparametrized", "stack_module_state"]
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
@@ -53,12 +53,25 @@ def _flat(mapping):
     return dict(mapping.items())
 
 
+def named_tensors(module, remove_duplicate=True):
+    """(dotted name, tensor) of every parameter, then every buffer, of ``module`` and its submodules,
+    in one walk over the modules (``named_parameters`` and ``named_buffers`` walk once each)."""
+    modules = list(module.named_modules(remove_duplicate=remove_duplicate))
+    seen = set()
+    for table in ("_parameters", "_buffers"):
+        for prefix, sub in modules:
+            for name, tensor in sub.__dict__[table].items():
+                if tensor is None or remove_duplicate and id(tensor) in seen:
+                    continue
+                seen.add(id(tensor))
+                yield (prefix + "." + name if prefix else name), tensor
+
+
 def _tied_names(module):
     """{name: [every name of the same tensor]} for the parameters and buffers registered more than once."""
     by_tensor = {}
-    for named in (module.named_parameters(remove_duplicate=False), module.named_buffers(remove_duplicate=False)):
-        for name, tensor in named:
-            by_tensor.setdefault(id(tensor), []).append(name)
+    for name, tensor in named_tensors(module, remove_duplicate=False):
+        by_tensor.setdefault(id(tensor), []).append(name)
     return {name: names for names in by_tensor.values() if len(names) > 1 for name in names}
 
 

@@ -25,15 +25,24 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
 
+    name = getattr(func, "__name__", repr(func))
+    _check_dims_types(name, in_dims, out_dims)
+
     @functools.wraps(func)
     def wrapped(*args, **kwargs):
+        if not args:
+            raise ValueError(f"vmap({name})(<inputs>): got no inputs. Maybe you forgot to add inputs, or you are "
+                             "trying to vmap over a function with no inputs. The latter is unsupported.")
         leaves, spec = tree_flatten(args)
         dims = _leaf_dims(in_dims, args, "in_dims")
         size = _batch_size(leaves, dims, in_dims)
         if chunk_size is None or chunk_size >= size:
             return _run(func, leaves, dims, spec, kwargs, size, out_dims, randomness)
         chunks = []
+        state = random.get_rng_state() if randomness == "same" else None
         for start in range(0, size, chunk_size):
+            if state is not None:  # every chunk draws the same numbers, as one call would
+                random.set_rng_state(state)
             part = [leaf.narrow(d, start, min(chunk_size, size - start)) if d is not None else leaf
                     for leaf, d in zip(leaves, dims)]
             chunks.append(_run(func, part, dims, spec, kwargs, min(chunk_size, size - start), out_dims, randomness))
@@ -51,13 +60,24 @@ def _run(func, leaves, dims, spec, kwargs, size, out_dims, randomness):
                    for leaf, d in zip(leaves, dims)]
         output = func(*tree_unflatten(batched, spec), **kwargs)
         out_leaves, out_spec = tree_flatten(output)
-        out = [_unbatched(leaf, d, level, size) for leaf, d in zip(out_leaves, _leaf_dims(out_dims, output,
-                                                                                         "out_dims"))]
+        out = [_unbatched(leaf, d, level, size) for leaf, d in zip(out_leaves, _out_leaf_dims(out_dims, output))]
         return tree_unflatten(out, out_spec)
     finally:
         random.vmap_draw_hook[0] = hook
         batch_sizes.pop()
         _randomness.pop()
+
+
+def _check_dims_types(name, in_dims, out_dims):
+    """torch's errors for in_dims that is not an int, None or a tuple, and out_dims that is not an int,
+    None or a (nested) collection of them."""
+    if in_dims is not None and not isinstance(in_dims, (int, tuple)):
+        raise ValueError(f"vmap({name}, in_dims={in_dims}, ...)(<inputs>): expected `in_dims` to be int or a "
+                         f"(potentially nested) tuple matching the structure of inputs, got: {type(in_dims)}.")
+    if not all(d is None or isinstance(d, int) for d in tree_flatten(out_dims)[0]):
+        raise ValueError(f"vmap({name}, ..., out_dims={out_dims}): out_dims must be an int, None or a python "
+                         "collection of ints representing where in the outputs the vmapped dimension should "
+                         "appear.")
 
 
 def _leaf_dims(dims, tree, what):
@@ -67,12 +87,20 @@ def _leaf_dims(dims, tree, what):
         return [dims] * len(tree_flatten(tree)[0])
     node, dims_node = _children(tree), _children(dims)
     if node is None or dims_node is None or len(node[2]) != len(dims_node[2]) or \
-            (isinstance(dims, dict) and list(dims) != list(node[1] or [])):
+            (isinstance(dims, dict) and list(dims) != list(node[1] or [])) or \
+            (isinstance(dims, list) != isinstance(tree, list)):  # a list is not a tuple to a pytree
         raise ValueError(f"vmap: {what} is not compatible with the structure of "
-                         f"{'inputs' if what == 'in_dims' else 'outputs'}. {what} has structure "
+                         f"`{'inputs' if what == 'in_dims' else 'outputs'}`. {what} has structure "
                          f"{tree_flatten(dims)[1]} but {'inputs' if what == 'in_dims' else 'outputs'} has structure "
                          f"{tree_flatten(tree)[1]}.")
     return [d for child, child_dims in zip(node[2], dims_node[2]) for d in _leaf_dims(child_dims, child, what)]
+
+
+def _out_leaf_dims(out_dims, output):
+    """The out_dim of each output leaf (a 1-tuple for a single tensor output too, as in torch)."""
+    if isinstance(out_dims, tuple) and len(out_dims) == 1 and isinstance(output, (Tensor, BatchedTensor)):
+        out_dims = out_dims[0]
+    return _leaf_dims(out_dims, output, "out_dims")
 
 
 def _batch_size(leaves, dims, in_dims):
@@ -80,6 +108,9 @@ def _batch_size(leaves, dims, in_dims):
     for leaf, d in zip(leaves, dims):
         if d is None:
             continue
+        if not isinstance(d, int):
+            raise ValueError(f"vmap: Got in_dim={d} for an input but in_dim must be either an integer dimension or "
+                             "None.")
         if not isinstance(leaf, (Tensor, BatchedTensor)):
             raise ValueError(f"vmap: Got in_dim={d} for an input but the input is of type {type(leaf).__name__}. "
                              "We cannot vmap over non-Tensor arguments, please use None as the respective in_dim")
@@ -88,8 +119,8 @@ def _batch_size(leaves, dims, in_dims):
                              f"{leaf.ndim} so expected in_dim to satisfy -{leaf.ndim} <= in_dim < {leaf.ndim}.")
         sizes.append(leaf.shape[d])
     if not sizes:
-        raise ValueError(f"vmap: At least one input must be mapped over (got in_dims={in_dims}: every input is "
-                         "unmapped)")
+        raise ValueError(f"vmap: Expected at least one Tensor to vmap over. At least one input must be mapped over "
+                         f"(got in_dims={in_dims}: every input is unmapped)")
     if any(s != sizes[0] for s in sizes):
         raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
                          f"{sizes} for the mapped dimension")
@@ -101,13 +132,13 @@ def _unbatched(leaf, out_dim, level, size):
     expanded along it)."""
     if type(leaf) is BatchedTensor and leaf._level == level:
         if out_dim is None:
-            raise ValueError("vmap: Can not return a BatchedTensor when out_dim is None")
+            raise ValueError("vmap: can not return a BatchedTensor when out_dim is None")
         value = leaf._value
         return value.movedim(0, out_dim) if out_dim != 0 else value
     if not isinstance(leaf, (Tensor, BatchedTensor)):
         if out_dim is not None:
-            raise ValueError(f"vmap: `{type(leaf).__name__}` outputs must be returned with out_dim=None (got "
-                             f"out_dim={out_dim}): only Tensors can be mapped")
+            raise ValueError(f"vmap: the function must only return Tensors, got type {type(leaf)}. Did you mean to "
+                             f"set out_dims= to None for output? (got out_dim={out_dim})")
         return leaf
     if out_dim is None:
         return leaf
@@ -134,6 +165,6 @@ def _concat(chunks, out_dims):
     """The outputs of the chunks joined along their mapped dims."""
     from rlpipe.primitives.shape import cat
     flat = [tree_flatten(c) for c in chunks]
-    dims = _leaf_dims(out_dims, chunks[0], "out_dims")
+    dims = _out_leaf_dims(out_dims, chunks[0])
     leaves = [cat([f[0][i] for f in flat], d) if d is not None else flat[0][0][i] for i, d in enumerate(dims)]
     return tree_unflatten(leaves, flat[0][1])

@@ -14,7 +14,7 @@ from .. import primitives as ops
 from ..primitives import linear, one_hot, sigmoid, tanh, softplus, gelu  # noqa: F401 - re-exported as in torch
 from ..primitives import _LEGACY_TYPE_NAMES, _inplace, _require_float
 from .._creation import zeros
-from .._dispatch import handle_torch_function, has_torch_function
+from .._dispatch import handle_torch_function, has_torch_function, torch_function
 from .._tensor import Tensor
 from ..autograd import no_grad
 from ..random import rand
@@ -729,6 +729,7 @@ def _class_index_loss(input, target, weight, ignore_index, reduction, smoothing,
     return ops.reshape(loss, ()) if input.ndim == 1 and reduction == "none" else loss
 
 
+@torch_function("input", "target")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-input[n, target[n]] (times the class weight), reduced; ``input`` holds log-probabilities."""
     reduction = _reduction(size_average, reduce, reduction)

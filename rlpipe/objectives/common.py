@@ -15,6 +15,7 @@ import warnings
 
 from .._utils import rl_warnings
 from ..nn import Module
+from ..nn.modules.dropout import _DropoutNd
 from ..tensordict import TensorDict, unravel_key
 from .value.advantages import GAE, TD0Estimator, TD1Estimator, TDLambdaEstimator, ValueEstimatorBase, \
     ValueEstimators
@@ -75,6 +76,7 @@ class LossModule(Module):
     # ---- keys ---------------------------------------------------------------------------------
     @property
     def tensor_keys(self):
+        """The entry names the loss reads and writes (a dataclass; change them with ``set_keys``)."""
         if self._tensor_keys is None:
             self.__dict__["_tensor_keys"] = self._AcceptedKeys()
         return self._tensor_keys
@@ -178,6 +180,27 @@ class LossModule(Module):
                 return _params_td(getattr(self, module_name))
         return super().__getattr__(name)
 
+    # ---- vmap over ensembles -------------------------------------------------------------------
+    @property
+    def vmap_randomness(self):
+        """vmap's mode for random ops in the loss's vmapped networks (torchrl's): ``"different"`` when
+        a network holds a random module (dropout), else ``"error"``, unless set with
+        ``set_vmap_randomness``."""
+        if self.__dict__.get("_vmap_randomness") is None:
+            random = any(isinstance(m, _DropoutNd) for m in self.modules())
+            self.__dict__["_vmap_randomness"] = "different" if random else "error"
+        return self.__dict__["_vmap_randomness"]
+
+    def set_vmap_randomness(self, value):
+        """Sets ``vmap_randomness`` to ``"error"``, ``"same"`` or ``"different"``."""
+        if value not in ("error", "same", "different"):
+            raise ValueError(f"Wrong vmap randomness, should be one of 'error', 'same' or 'different', got {value!r}.")
+        self.__dict__["_vmap_randomness"] = value
+        self._make_vmap()
+
+    def _make_vmap(self):
+        """Hands the vmap settings to the loss's vmapped networks (none in the base class)."""
+
     # ---- reduction ----------------------------------------------------------------------------
     def _reduce(self, loss, weights=None):
         """``loss`` reduced by ``self.reduction``; with importance ``weights`` the mean is the weighted
@@ -196,6 +219,8 @@ class LossModule(Module):
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {self.reduction!r}")
 
     def forward(self, tensordict):
+        """The loss terms for the data in ``tensordict``: a TensorDict of ``loss_*`` entries (to sum
+        and backpropagate) and detached diagnostics."""
         raise NotImplementedError(f"{type(self).__name__} must define forward(tensordict)")
 
 

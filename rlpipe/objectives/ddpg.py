@@ -60,6 +60,8 @@ class DDPGLoss(LossModule):
 
     @property
     def in_keys(self):
+        """The entries the loss reads: the networks' inputs, now and at the next step, and the
+        reward and done flags."""
         keys = self.tensor_keys
         own = [*self.actor_in_keys, *self.value_network.in_keys]
         nested = [("next",) + (k if isinstance(k, tuple) else (k,)) for k in own]

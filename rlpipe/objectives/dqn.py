@@ -107,6 +107,8 @@ class DQNLoss(LossModule):
 
     @property
     def in_keys(self):
+        """The entries the loss reads: the action, the next reward and done flags and the value
+        network's inputs (now and at the next step)."""
         keys = self.tensor_keys
         net = list(self.value_network.in_keys)
         return [keys.action, ("next", keys.reward), ("next", keys.done), ("next", keys.terminated), *net,

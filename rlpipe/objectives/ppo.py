@@ -95,6 +95,7 @@ class PPOLoss(LossModule):
 
     @property
     def out_keys(self):
+        """The entries ``forward`` returns (loss terms and diagnostics)."""
         keys = ["loss_objective"]
         if self.entropy_bonus:
             keys += ["entropy", "loss_entropy"]
@@ -221,6 +222,7 @@ class ClipPPOLoss(PPOLoss):
 
     @property
     def out_keys(self):
+        """PPOLoss's entries and ``clip_fraction``."""
         return super().out_keys + ["clip_fraction"]
 
     def forward(self, tensordict):

@@ -3,11 +3,13 @@
 Differences from torchrl 0.14, where rlpipe's stateful networks make them unavoidable:
 
 * the ``num_qvalue_nets`` Q-networks are ordinary modules held in ``loss.qvalue_network`` (a
-  ``QValueEnsemble``, a ``ModuleList`` with the in- and out-keys of its members) and run one after
-  the other instead of under ``vmap``. From one module, the loss makes ``num_qvalue_nets`` deep copies
-  and redraws every parameter uniformly between the smallest and the largest value of the original,
-  as torchrl does when it expands the parameters; from a list of modules, it uses those modules
-  themselves (torchrl stacks copies of their parameters), so training updates them;
+  ``QValueEnsemble``, a ``ModuleList`` with the in- and out-keys of its members); as in torchrl they
+  run under ``vmap`` over their stacked parameters (stacked at each call, so the trained tensors stay
+  the members' own), or one after the other with ``deactivate_vmap=True``. From one module, the
+  loss makes ``num_qvalue_nets`` deep copies and redraws every parameter uniformly between the
+  smallest and the largest value of the original, as torchrl does when it expands the parameters;
+  from a list of modules, it uses those modules themselves (torchrl stacks copies of their
+  parameters), so training updates them;
 * ``loss.qvalue_network_params`` nests the copies' parameters under ``"0"``, ``"1"``, ... instead of
   stacking them along a leading dimension (``flatten_keys().values()`` still lists the trainable
   parameters);
@@ -25,6 +27,8 @@ import warnings
 from .. import _creation
 from ..primitives import stack, where
 from ..autograd.grad_mode import no_grad
+from ..func import functional_call, vmap
+from ..func._functional_call import named_tensors
 from ..nn import Module, ModuleList, Parameter
 from ..tensordict import TensorDict
 from ..tensordict.nn.probabilistic import InteractionType, set_interaction_type
@@ -72,27 +76,61 @@ def _redrawn_copy(module):
 
 class QValueEnsemble(ModuleList):
     """``num_qvalue_nets`` Q-networks with one set of in- and out-keys; ``values(td)`` runs each on
-    ``td`` and stacks their first output along a new leading dimension ``[N, *B, 1]``."""
+    ``td`` and stacks their first output along a new leading dimension ``[N, *B, 1]``.
+
+    As torchrl's losses do, the members run as one batched computation: ``vmap`` over
+    ``functional_call`` of the first member with the members' parameters stacked (a differentiable
+    stack, so gradients reach each member). ``use_vmap = False`` (the loss's ``deactivate_vmap``)
+    runs them one after the other instead; ``randomness`` is vmap's mode for random ops inside."""
+    use_vmap = True
+    randomness = "error"
 
     @property
     def in_keys(self):
+        """The entries every member reads."""
         return list(self[0].in_keys)
 
     @property
     def out_keys(self):
+        """The entries every member writes."""
         return list(self[0].out_keys)
 
     def values(self, tensordict, key=None):
+        """The members' ``key`` output (the first out-key by default), stacked: ``[N, *B, ...]``."""
         key = self.out_keys[0] if key is None else key
-        outs = [net(tensordict.select(*self.in_keys, strict=False))[key] for net in self]
-        return stack(outs, 0)
+        return self._outputs(tensordict, [key])[0]
 
     def forward(self, tensordict):
         """Writes every network's outputs, stacked along a new leading dimension, into a TensorDict
         of batch size ``[N, *tensordict.batch_size]`` and returns it."""
-        outs = [net(tensordict.select(*self.in_keys, strict=False)) for net in self]
-        batch = [len(outs), *tensordict.batch_size]
-        return TensorDict({k: stack([o[k] for o in outs]) for k in self.out_keys}, batch_size=batch)
+        keys = self.out_keys
+        batch = [len(self), *tensordict.batch_size]
+        return TensorDict(dict(zip(keys, self._outputs(tensordict, keys))), batch_size=batch)
+
+    def chunk_values(self, chunks, key=None):
+        """Member ``i`` on ``chunks[i]`` (a TensorDict whose first dim has one entry per member): their
+        ``key`` outputs stacked, ``[N, *B, ...]``."""
+        key = self.out_keys[0] if key is None else key
+        return self._outputs(chunks, [key], input_dim=0)[0]
+
+    def _outputs(self, tensordict, keys, input_dim=None):
+        """The members' ``keys`` outputs on ``tensordict`` (the same for all, or with ``input_dim=0``
+        member i's input is ``tensordict[i]``), each stacked along a new leading dim."""
+        data = tensordict.select(*self.in_keys, strict=False)
+        if not self.use_vmap:
+            outs = [net((data if input_dim is None else data[i]).copy()) for i, net in enumerate(self)]
+            return [stack([o[k] for o in outs]) for k in keys]
+        base = self[0]
+
+        def member(params, inputs):  # (inputs: a TensorDict vmap built for this call, free to write into)
+            out = functional_call(base, params, (inputs,), tie_weights=False)  # the state holds every alias
+            return tuple(out[k] for k in keys)
+        return list(vmap(member, (0, input_dim), randomness=self.randomness)(self._stacked_state(), data))
+
+    def _stacked_state(self):
+        """{name: the members' parameter or buffer ``name`` stacked along a new first dim}."""
+        states = [dict(named_tensors(net, remove_duplicate=False)) for net in self]
+        return {name: stack([state[name] for state in states]) for name in states[0]}
 
 
 class _SACBase(LossModule):
@@ -136,6 +174,7 @@ class _SACBase(LossModule):
         if value_network is not None:
             self.convert_to_functional(value_network, "value_network", create_target_params=delay_value)
         self.convert_to_functional(ensemble, "qvalue_network", create_target_params=delay_qvalue)
+        self._make_vmap()
         self._init_alpha(alpha_init, min_alpha, max_alpha, fixed_alpha)
         self.reduction = reduction
         if reduction == "none" and scalar_output_mode is None:
@@ -147,6 +186,12 @@ class _SACBase(LossModule):
         self.scalar_output_mode = scalar_output_mode
         self.__dict__["_in_keys"] = None
         self.__dict__["_out_keys"] = None
+
+    def _make_vmap(self):
+        """The critics' ensembles (trained and target) run under vmap unless ``deactivate_vmap``, with
+        the loss's ``vmap_randomness``."""
+        for ensemble in (self.qvalue_network, self.target_qvalue_network):
+            ensemble.use_vmap, ensemble.randomness = not self.deactivate_vmap, self.vmap_randomness
 
     @staticmethod
     def _ensemble(qvalue_network, n):
@@ -443,8 +488,7 @@ class SACLoss(_SACBase):
             target = self.value_estimator.value_estimate(tensordict, next_value=next_value).squeeze(-1)
         chunks = tensordict.reshape(n, -1, *shape[1:])
         targets = target.reshape(n, -1, *target.shape[1:])
-        pred = stack([net(chunks[i].select(*net.in_keys, strict=False))[self.tensor_keys.state_action_value]
-                      for i, net in enumerate(self.qvalue_network)]).squeeze(-1)
+        pred = self.qvalue_network.chunk_values(chunks, self.tensor_keys.state_action_value).squeeze(-1)
         loss = distance_loss(pred, targets, self.loss_function).reshape(shape)
         td_error = (pred.detach() - targets).pow(2).flatten(0, 1)
         return self._reduce(loss, self._weights(tensordict)), {"td_error": td_error}

@@ -37,7 +37,9 @@ def inplace_variant(op, names):
     """Decorator: attaches ``name_`` to Tensor for the op's name (or each of ``names``): ``x.add_(y)``
     computes ``add(x, y)`` and writes the result into x (see ``_inplace``)."""
     for name in names:
-        def method(self, *args, **kwargs):
+        def method(self, *args, _name=name + "_", **kwargs):
+            if not isinstance(self, Tensor) and hasattr(type(self), "__torch_function__"):  # vmap's batched tensor
+                return type(self).__torch_function__(getattr(Tensor, _name), (type(self),), (self, *args), kwargs)
             return _inplace(self, lambda src, *others: op(src, *others, **kwargs), *args)
         method.__name__ = name + "_"
         method.__doc__ = f"In-place {name}."

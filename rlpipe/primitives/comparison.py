@@ -5,6 +5,7 @@ Declares the operators ``== != < <= > >= & | ^ ~``.
 import builtins
 
 from .. import _dtypes
+from .._dispatch import torch_function
 from .._tensor import Tensor, tensor_method, wrap
 from ..autograd.function import explain
 from .common import _LEGACY_TYPE_NAMES, tensor_operator, _operands
@@ -36,7 +37,10 @@ def _comparison(name, ufunc_name, symbol, *aliases):
            f"also the ``{symbol}`` operator")
     doc += f"; ``{aliases[0]}`` is the same op." if aliases else "."
     method = tensor_method(name, *aliases)(_compare(ufunc_name, doc))
-    return tensor_operator(name, reflected=False, inplace=False)(method)
+    tensor_operator(name, reflected=False, inplace=False)(method)
+    public = torch_function("input", "other")(method)
+    public.__name__ = name  # (what a __torch_function__ hook reads: vmap's rules go by torch's op names)
+    return public
 
 
 eq = _comparison("eq", "equal", "==")
@@ -83,10 +87,10 @@ def _elementwise_test(name, where):
     return op
 
 
-logical_not = tensor_method(_elementwise_test("logical_not", "``input`` is zero"))
-isnan = tensor_method(_elementwise_test("isnan", "``input`` is NaN"))
-isinf = tensor_method(_elementwise_test("isinf", "``input`` is +inf or -inf"))
-isfinite = tensor_method(_elementwise_test("isfinite", "``input`` is neither inf nor NaN"))
+logical_not = torch_function("input")(tensor_method(_elementwise_test("logical_not", "``input`` is zero")))
+isnan = torch_function("input")(tensor_method(_elementwise_test("isnan", "``input`` is NaN")))
+isinf = torch_function("input")(tensor_method(_elementwise_test("isinf", "``input`` is +inf or -inf")))
+isfinite = torch_function("input")(tensor_method(_elementwise_test("isfinite", "``input`` is neither inf nor NaN")))
 signbit = tensor_method(_elementwise_test("signbit", "the sign bit of ``input`` is set (negative numbers and -0.0)"))
 
 

@@ -630,6 +630,7 @@ def abs(input):
 absolute = abs
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def sign(input):
@@ -637,6 +638,7 @@ def sign(input):
     return Sign.apply(input)
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def reciprocal(input):
@@ -657,12 +659,16 @@ cos = _unary_float(Cos)
 erf = _unary_float(Erf)
 
 
+@torch_function("input")
+@inplace_variant
 @tensor_method
 def log2(input):
     """The base-2 logarithm, elementwise."""
     return log(input) / float(np.log(2))
 
 
+@torch_function("input")
+@inplace_variant
 @tensor_method
 def log10(input):
     """The base-10 logarithm, elementwise."""
@@ -678,6 +684,7 @@ def square(input):
     return mul(input, input)
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def floor(input):
@@ -685,6 +692,7 @@ def floor(input):
     return Floor.apply(input) if input.is_floating_point() else input.clone()
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def ceil(input):
@@ -692,6 +700,7 @@ def ceil(input):
     return Ceil.apply(input) if input.is_floating_point() else input.clone()
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method("trunc", "fix")
 def trunc(input):
@@ -702,6 +711,7 @@ def trunc(input):
 fix = trunc
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def round(input, *, decimals=0):
@@ -732,7 +742,7 @@ def clamp(input, min=None, max=None):
 clip = clamp
 
 
-@torch_function("input")
+@torch_function("input", "min")
 @inplace_variant
 @tensor_method
 def clamp_min(input, min):
@@ -740,7 +750,7 @@ def clamp_min(input, min):
     return clamp(input, min=min)
 
 
-@torch_function("input")
+@torch_function("input", "max")
 @inplace_variant
 @tensor_method
 def clamp_max(input, max):
@@ -865,6 +875,7 @@ def erfc(input):
     return 1 - erf(input)
 
 
+@torch_function("input")
 @inplace_variant
 @tensor_method
 def frac(input):

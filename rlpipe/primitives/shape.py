@@ -287,6 +287,7 @@ def _same_array(a):
     return a
 
 
+@torch_function("input")
 @tensor_method
 def reshape(input, *shape):
     """The same elements in a new shape (ints or one tuple; one -1 is inferred): a view when the layout allows, else a
@@ -622,11 +623,47 @@ def narrow(input, dim, start, length):
     return input[(slice(None),) * d + (slice(start, start + length),)]
 
 
+@torch_function("input")
 @tensor_method
 def select(input, dim, index):
     """A view at position ``index`` of dim ``dim``, which it removes."""
     d = input._dim(dim)
     return input[(slice(None),) * d + (index,)]
+
+
+def _diagonal_of(xp, a, offset, dim1, dim2):
+    """The writable view of ``a``'s diagonal ``offset`` in dims ``dim1``/``dim2``, moved to the end."""
+    view = xp.diagonal(a, offset, dim1, dim2)
+    if not getattr(view.flags, "writeable", True):  # NumPy hands out diagonals read-only; torch's are views
+        view.flags.writeable = True
+    return view
+
+
+class Diagonal(Op):
+    @staticmethod
+    def forward(ctx, x, offset, dim1, dim2):
+        ctx.args = x.shape, offset, dim1, dim2
+        return _diagonal_of(ctx.xp, x, offset, dim1, dim2)
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, offset, dim1, dim2 = ctx.args
+        grad = ctx.xp.zeros(shape, dtype=g.dtype)
+        _diagonal_of(ctx.xp, grad, offset, dim1, dim2)[...] = g
+        return grad, None, None, None
+
+
+@torch_function("input")
+@tensor_method
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal ``offset`` (above the main one when positive) of the matrices in dims ``dim1`` and
+    ``dim2``, as a view whose last dim runs along it."""
+    d1, d2 = input._dim(dim1), input._dim(dim2)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    xp = input._device._backend.xp
+    return _mark_view(Diagonal.apply(input, int(offset), d1, d2), input,
+                      lambda a: _diagonal_of(xp, a, int(offset), d1, d2))
 
 
 @tensor_method

@@ -41,6 +41,12 @@ class ValueEstimators(enum.Enum):
     VTrace = "V-trace"
 
 
+def _key_property(field):
+    """A read-only property: the estimator's ``tensor_keys.<field>``."""
+    return property(lambda self: getattr(self.tensor_keys, field),
+                    doc=f"The key of the ``{field}`` entry (``tensor_keys.{field}``).")
+
+
 class ValueEstimatorBase(TensorDictModuleBase):
     """What the estimators share: the keys, the value-network calls, the ``forward`` that writes the
     advantage and the value target. Every estimator takes torchrl's value-call options
@@ -109,6 +115,7 @@ class ValueEstimatorBase(TensorDictModuleBase):
     # ---- keys ---------------------------------------------------------------------------------
     @property
     def tensor_keys(self):
+        """The entry names the estimator reads and writes (set with ``set_keys``)."""
         if self._tensor_keys is None:
             self.set_keys()
         return self._tensor_keys
@@ -134,40 +141,19 @@ class ValueEstimatorBase(TensorDictModuleBase):
         conf.update(kwargs)
         self._tensor_keys = self._AcceptedKeys(**conf)
 
-    @property
-    def advantage_key(self):
-        return self.tensor_keys.advantage
-
-    @property
-    def value_key(self):
-        return self.tensor_keys.value
-
-    @property
-    def value_target_key(self):
-        return self.tensor_keys.value_target
-
-    @property
-    def reward_key(self):
-        return self.tensor_keys.reward
-
-    @property
-    def done_key(self):
-        return self.tensor_keys.done
-
-    @property
-    def terminated_key(self):
-        return self.tensor_keys.terminated
-
-    @property
-    def steps_to_next_obs_key(self):
-        return self.tensor_keys.steps_to_next_obs
-
-    @property
-    def sample_log_prob_key(self):
-        return self.tensor_keys.sample_log_prob
+    advantage_key = _key_property("advantage")
+    value_key = _key_property("value")
+    value_target_key = _key_property("value_target")
+    reward_key = _key_property("reward")
+    done_key = _key_property("done")
+    terminated_key = _key_property("terminated")
+    steps_to_next_obs_key = _key_property("steps_to_next_obs")
+    sample_log_prob_key = _key_property("sample_log_prob")
 
     @property
     def in_keys(self):
+        """The entries the estimator reads: its value network's inputs, now and at the next step, and the
+        next reward, done and terminated flags."""
         net_keys = list(getattr(self.value_network, "in_keys", []))
         keys = self.tensor_keys
         return net_keys + [("next", keys.reward), ("next", keys.done), ("next", keys.terminated)] + \
@@ -175,6 +161,7 @@ class ValueEstimatorBase(TensorDictModuleBase):
 
     @property
     def out_keys(self):
+        """The entries the estimator writes: the advantage and the value target."""
         return [self.tensor_keys.advantage, self.tensor_keys.value_target]
 
     # ---- pieces -------------------------------------------------------------------------------

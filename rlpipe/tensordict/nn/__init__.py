@@ -5,6 +5,7 @@ from ..keys import unravel_key, unravel_key_list
 from .probabilistic import (InteractionType, set_interaction_type, interaction_type, ProbabilisticTensorDictModule,
                             ProbabilisticTensorDictSequential)
 from .distributions import NormalParamExtractor
+from .ensemble import EnsembleModule
 from .params import TensorDictParams
 from .utils import mappings, biased_softplus, inv_softplus, add_custom_mapping
 from . import distributions, params, probabilistic, utils
@@ -13,4 +14,4 @@ __all__ = ["TensorDictModule", "TensorDictModuleBase", "TensorDictSequential", "
            "unravel_key_list", "InteractionType", "set_interaction_type", "interaction_type",
            "ProbabilisticTensorDictModule", "ProbabilisticTensorDictSequential",
            "NormalParamExtractor", "TensorDictParams", "mappings",
-           "biased_softplus", "inv_softplus", "add_custom_mapping"]
+           "biased_softplus", "inv_softplus", "add_custom_mapping", "EnsembleModule"]
