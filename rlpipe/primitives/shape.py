@@ -640,6 +640,7 @@ def _diagonal_of(xp, a, offset, dim1, dim2):
 
 
 class Diagonal(Op):
+    """The diagonal of two dims of ``x`` (offset above or below); its gradient is zeros with ``g`` on that diagonal."""
     @staticmethod
     def forward(ctx, x, offset, dim1, dim2):
         ctx.args = x.shape, offset, dim1, dim2
