@@ -3,18 +3,20 @@
 Parameters, their names, shapes, order and initialisation are torch's, so a torch ``state_dict`` loads
 as it is. A layer projects the input of every time step in one matmul per layer and direction; each step
 then costs one ``h @ W_hh.T`` and the gate math, which is written once per kind of cell below
-(``lstm_gates``, ``gru_gates``, ``rnn_gates``) in public differentiable ops.
+(``lstm_gates``, ``gru_gates``, ``rnn_gates``). An LSTM layer without projection over a padded (not packed)
+sequence runs as one graph node (``rnn_fused.LSTMLayer``), its gates in the ``lstm_cell`` kernel.
 """
 import math
 import numbers
 import warnings
 
 from ... import primitives as ops
-from ..._creation import full, ones, zeros
+from ..._creation import zeros
 from .. import functional as F
 from .. import init
 from ..utils.rnn import PackedSequence
 from ._params import register_optional
+from .rnn_fused import LSTMGates, LSTMLayer
 from .module import Module
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
@@ -30,16 +32,9 @@ def rnn_gates(gates, nonlinearity="tanh"):
 
 def lstm_gates(gates, c):
     """The LSTM update from the summed pre-activations ``gates`` (``[B, 4 * H]``, columns in the order
-    i, f, g, o) and the cell state ``c`` (``[B, H]``): returns ``(o * tanh(c'), c')`` with ``c' = f * c + i * g``."""
-    size = c.shape[-1]
-    scale, shift = _lstm_activation_constants(size, gates)
-    act = ops.tanh(gates * scale) * scale + shift  # sigmoid on i, f, o and tanh on g, in three ops
-    if act.requires_grad:  # one graph node (its backward one concatenate) rather than four
-        i, f, g, o = act.chunk(4, 1)
-    else:  # four plain slices cost less than a chunk when no graph is recorded
-        i, f, g, o = (act[:, k * size:(k + 1) * size] for k in range(4))
-    c = f * c + i * g
-    return o * ops.tanh(c), c
+    i, f, g, o) and the cell state ``c`` (``[B, H]``): returns ``(o * tanh(c'), c')`` with ``c' = f * c + i * g``
+    (one graph node, running the ``lstm_cell`` kernel)."""
+    return LSTMGates.apply(gates, c)
 
 
 def gru_gates(x_gates, h_gates, h):
@@ -56,21 +51,6 @@ def _sigmoid(x):
     # sigmoid(x) = (1 + tanh(x / 2)) / 2: on NumPy, tanh is about 20x faster than the overflow-safe
     # exp-and-where that rlpipe.sigmoid runs, which dominated a whole LSTM forward
     return ops.tanh(x * 0.5) * 0.5 + 0.5
-
-
-_CONSTANTS = {}
-
-
-def _lstm_activation_constants(size, like):
-    """``(scale, shift)`` over the 4 * size gate columns: 0.5 and 0.5 on i, f, o (a sigmoid written
-    with tanh, see ``_sigmoid``), 1 and 0 on g (a plain tanh); cached per size, dtype and device."""
-    key = (size, like.dtype, like.device)
-    pair = _CONSTANTS.get(key)
-    if pair is None:
-        scale = ops.cat([full((2 * size,), 0.5), ones(size), full((size,), 0.5)]).to(like.dtype).to(like.device)
-        shift = ops.cat([full((2 * size,), 0.5), zeros(size), full((size,), 0.5)]).to(like.dtype).to(like.device)
-        pair = _CONSTANTS[key] = (scale, shift)
-    return pair
 
 
 # ---- the layers ----------------------------------------------------------------------------------
@@ -284,6 +264,9 @@ class RNNBase(Module):
         w_ih, w_hh = params[:2]
         b_ih, b_hh = params[2:4] if self.bias else (None, None)
         w_hr = params[-1] if self.proj_size > 0 else None
+        if self.mode == "LSTM" and w_hr is None and batch_sizes is None and _same_dtype(x, *state, w_ih):
+            out, h, c = LSTMLayer.apply(x, *state, w_ih, w_hh, b_ih, b_hh, reverse=reverse)
+            return out, (h, c)
         x_gates = F.linear(x, w_ih, b_ih)
         if batch_sizes is not None:
             steps = x_gates.split(batch_sizes, 0)
@@ -312,6 +295,10 @@ class RNNBase(Module):
         if self.mode == "GRU":
             return (gru_gates(x_gates, h_gates, h),)
         return (rnn_gates(x_gates + h_gates, "tanh" if self.mode == "RNN_TANH" else "relu"),)
+
+
+def _same_dtype(*tensors):
+    return all(t.dtype == tensors[0].dtype for t in tensors)
 
 
 def _stack(tensors):
