@@ -144,6 +144,7 @@ class RNNBase(Module):
     # ---- argument checks (torch's messages) ----
 
     def check_input(self, input, batch_sizes):
+        """Raises torch's errors for an input of the wrong dtype, number of dimensions or feature size."""
         weight_dtype = getattr(self, self._flat_weights_names[0]).dtype
         if input.dtype != weight_dtype:
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({weight_dtype}). Convert "
@@ -161,17 +162,21 @@ class RNNBase(Module):
         return input.size(0) if self.batch_first else input.size(1)
 
     def get_expected_hidden_size(self, input, batch_sizes):
+        """``(layers * directions, batch, output size)``: the shape ``h_0`` must have for ``input``."""
         return self.num_layers * self._directions, self._mini_batch(input, batch_sizes), self._output_size
 
     def check_hidden_size(self, hx, expected_hidden_size, msg="Expected hidden size {}, got {}"):
+        """Raises a RuntimeError (``msg``) when ``hx`` does not have the expected shape."""
         if hx.size() != expected_hidden_size:
             raise RuntimeError(msg.format(expected_hidden_size, list(hx.size())))
 
     def check_forward_args(self, input, hidden, batch_sizes):
+        """Checks the input and the initial state's shape(s), with torch's messages."""
         self.check_input(input, batch_sizes)
         self.check_hidden_size(hidden, self.get_expected_hidden_size(input, batch_sizes))
 
     def permute_hidden(self, hx, permutation):
+        """The state with its batch reordered by ``permutation`` (a packed batch's sorting), or as it is."""
         return hx if permutation is None else hx.index_select(1, permutation)
 
     # ---- the forward pass ----
@@ -223,6 +228,7 @@ class RNNBase(Module):
         return hx
 
     def forward(self, input, hx=None):
+        """``(output, h_n)`` (``(output, (h_n, c_n))`` for an LSTM) for a padded, unbatched or packed ``input``."""
         packed_input = isinstance(input, PackedSequence)
         x, batch_sizes, sorted_indices, unsorted_indices, hx, batched = self._prepare(input, hx)
         state = hx if isinstance(hx, tuple) else (hx,)
@@ -376,9 +382,11 @@ class LSTM(RNNBase):
         super().__init__("LSTM", *args, **kwargs)
 
     def get_expected_cell_size(self, input, batch_sizes):
+        """``(layers * directions, batch, hidden_size)``: the shape ``c_0`` must have for ``input``."""
         return self.num_layers * self._directions, self._mini_batch(input, batch_sizes), self.hidden_size
 
     def check_forward_args(self, input, hidden, batch_sizes):
+        """Checks the input and the initial state's shape(s), with torch's messages."""
         self.check_input(input, batch_sizes)
         self.check_hidden_size(hidden[0], self.get_expected_hidden_size(input, batch_sizes),
                                "Expected hidden[0] size {}, got {}")
@@ -386,6 +394,7 @@ class LSTM(RNNBase):
                                "Expected hidden[1] size {}, got {}")
 
     def permute_hidden(self, hx, permutation):
+        """The state with its batch reordered by ``permutation`` (a packed batch's sorting), or as it is."""
         if permutation is None:
             return hx
         return hx[0].index_select(1, permutation), hx[1].index_select(1, permutation)
@@ -443,6 +452,7 @@ class RNNCellBase(Module):
         return s.format(**self.__dict__)
 
     def reset_parameters(self):
+        """Redraws every parameter uniformly in ``±1/sqrt(hidden_size)``, as torch."""
         bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
         for weight in self.parameters():
             init.uniform_(weight, -bound, bound)
@@ -487,6 +497,7 @@ class RNNCell(RNNCellBase):
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):
+        """``h'`` for ``input`` (``[B, input_size]`` or unbatched) and ``hx`` (zeros when None)."""
         input, (h,), batched = self._batched(input, [("hidden", hx)], "RNNCell")
         if self.nonlinearity not in ("tanh", "relu"):
             raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
@@ -502,6 +513,7 @@ class LSTMCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, num_chunks=4, device=device, dtype=dtype)
 
     def forward(self, input, hx=None):
+        """``(h', c')`` for ``input`` and ``hx = (h, c)`` (zeros when None)."""
         pair = (None, None) if hx is None else hx
         input, (h, c), batched = self._batched(input, [("hx[0]", pair[0]), ("hx[1]", pair[1])], "LSTMCell")
         x_gates, h_gates = self._gate_parts(input, h)
@@ -516,6 +528,7 @@ class GRUCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, num_chunks=3, device=device, dtype=dtype)
 
     def forward(self, input, hx=None):
+        """``h'`` for ``input`` and ``hx`` (zeros when None)."""
         input, (h,), batched = self._batched(input, [("hidden", hx)], "GRUCell")
         h = gru_gates(*self._gate_parts(input, h), h)
         return h if batched else h.squeeze(0)

@@ -16,6 +16,7 @@ class LSTMGates(Op):
 
     @staticmethod
     def forward(ctx, gates, c):
+        """Runs the ``lstm_cell`` kernel; keeps the activated gates, ``c`` and ``tanh(c')``."""
         xp = ctx.xp
         c = _contiguous(xp, c)
         act, c_out, tanh_c, h = xp.empty_like(gates), xp.empty_like(c), xp.empty_like(c), xp.empty_like(c)
@@ -25,6 +26,7 @@ class LSTMGates(Op):
 
     @staticmethod
     def backward(ctx, dh, dc):
+        """The gradients of ``gates`` and ``c``, from the ``lstm_cell_backward`` kernel."""
         xp = ctx.xp
         act, c, tanh_c = ctx.saved_tensors
         d_gates, dc_prev = xp.empty_like(act), xp.empty_like(c)
@@ -39,6 +41,7 @@ class LSTMLayer(Op):
 
     @staticmethod
     def forward(ctx, x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse=False):
+        """The input projection of every step in one matmul, then per step ``h @ w_hh.T`` and the kernel."""
         xp = ctx.xp
         given, x = x, (x[::-1] if reverse else x)
         steps, batch = x.shape[:2]
@@ -61,6 +64,8 @@ class LSTMLayer(Op):
 
     @staticmethod
     def backward(ctx, d_out, d_hn, d_cn):
+        """Back through time step by step (the kernel, then ``d_gates @ w_hh``); the input and weight
+        gradients after the loop, each one matmul over all steps."""
         xp = ctx.xp
         x, hs, cs, tanh_cs, act, w_ih, w_hh, _ = ctx.saved_tensors
         reverse = ctx.reverse
