@@ -120,6 +120,23 @@ class _RecurrentModule(TensorDictModuleBase):
         """The (layers x directions, size) of each state."""
         raise NotImplementedError
 
+    def make_tensordict_primer(self):
+        """A ``TensorDictPrimer`` for the environment: it declares the recurrent states as observations of
+        shape ``[layers * directions, size]`` (expanded to the env's batch), sets them to zeros at each reset
+        and carries them from step to step, so a collector or ``rollout`` hands the policy's
+        ``("next", state)`` back to it at the next step. The out keys must be ``("next", <in key>)``."""
+        from ...envs.specs import Unbounded
+        from ...envs.transforms import TensorDictPrimer
+
+        state_keys = self.in_keys[1:1 + self._n_states]
+        for in_key, out_key in zip(state_keys, self.out_keys[1:]):
+            if _as_tuple(out_key) != ("next", *_as_tuple(in_key)):
+                raise RuntimeError("make_tensordict_primer is supposed to work with in_keys/out_keys that have "
+                                   "compatible names, ie. the out_keys should be named after ('next', <in_key>). "
+                                   f"Got in_keys={self.in_keys} and out_keys={self.out_keys} instead.")
+        specs = {_as_tuple(key): Unbounded(shape=shape) for key, shape in zip(state_keys, self._state_shapes())}
+        return TensorDictPrimer(specs, expand_specs=True)
+
     def _call_layer(self, x, states):
         """``(output, [final states])`` of the layer on ``x`` from the initial ``states``."""
         raise NotImplementedError
@@ -207,6 +224,10 @@ class _RecurrentModule(TensorDictModuleBase):
             output, finals = self._call_layer(packed, first)
             output = pad_packed_sequence(output, batch_first=True, total_length=pieces.longest)[0]
         return pieces.unpad(output), [pieces.place_last(h.transpose(0, 1)) for h in finals]
+
+
+def _as_tuple(key):
+    return key if isinstance(key, tuple) else (key,)
 
 
 def _at_last_step(state, steps):
