@@ -221,3 +221,12 @@ def test_the_lstm_layer_runs_the_fused_node_and_the_cell_the_step_node():
     assert out.grad_fn.name() == "LSTMLayerBackward0"
     h, c = r.nn.LSTMCell(2, 3)(r.randn(2, 2))
     assert h.grad_fn.name() == "LSTMGatesBackward0"
+
+
+def test_an_empty_batch_runs_forward_and_backward():
+    """PyTorch's test_RNN_input_size_zero: a batch of no sequences gives empty outputs and zero gradients."""
+    lstm = r.nn.LSTM(3, 4)
+    out, (h, c) = lstm(r.zeros(5, 0, 3))
+    assert out.shape == (5, 0, 4) and h.shape == (1, 0, 4) and c.shape == (1, 0, 4)
+    out.sum().backward()
+    assert not lstm.weight_hh_l0.grad.any() and not lstm.bias_ih_l0.grad.any()

@@ -46,7 +46,8 @@ class LSTMLayer(Op):
         given, x = x, (x[::-1] if reverse else x)
         steps, batch = x.shape[:2]
         size = h0.shape[-1]
-        x_gates = _input_projection(xp, x.reshape(steps * batch, -1), w_ih, b_ih, b_hh).reshape(steps, batch, -1)
+        x_gates = _input_projection(xp, x.reshape(steps * batch, x.shape[-1]), w_ih, b_ih, b_hh).reshape(
+            steps, batch, 4 * size)
         hs, cs = xp.empty((steps + 1, batch, size), x.dtype), xp.empty((steps + 1, batch, size), x.dtype)
         tanh_cs, act = xp.empty((steps, batch, size), x.dtype), xp.empty_like(x_gates)
         hs[0], cs[0] = h0, c0
@@ -106,8 +107,8 @@ def _weight_gradients(ctx, x, hs, d_gates):
     """The gradients of ``w_ih``, ``w_hh``, ``b_ih`` and ``b_hh``, each one matmul (or sum) over every step."""
     flat = d_gates.reshape(-1, d_gates.shape[-1])
     needs = ctx.needs_input_grad
-    d_w_ih = flat.T @ x.reshape(flat.shape[0], -1) if needs[3] else None
-    d_w_hh = flat.T @ hs[:-1].reshape(flat.shape[0], -1) if needs[4] else None
+    d_w_ih = flat.T @ x.reshape(flat.shape[0], x.shape[-1]) if needs[3] else None
+    d_w_hh = flat.T @ hs[:-1].reshape(flat.shape[0], hs.shape[-1]) if needs[4] else None
     d_bias = flat.sum(0) if needs[5] or needs[6] else None
     return d_w_ih, d_w_hh, d_bias if needs[5] else None, d_bias if needs[6] else None
 

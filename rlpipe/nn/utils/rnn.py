@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from ... import primitives as ops
 from ..._creation import as_tensor, full, tensor
-from ..._dtypes import float16, float32, float64, int32, int64
+from ..._dtypes import float16, float32, float64, int8, int16, int32, int64, uint8
 
 __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
            "unpad_sequence", "pack_sequence", "unpack_sequence"]
@@ -73,6 +73,18 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
     def int(self):
         """This sequence with int32 data."""
         return self.to(dtype=int32)
+
+    def short(self):
+        """This sequence with int16 data."""
+        return self.to(dtype=int16)
+
+    def char(self):
+        """This sequence with int8 data."""
+        return self.to(dtype=int8)
+
+    def byte(self):
+        """This sequence with uint8 data."""
+        return self.to(dtype=uint8)
 
     @property
     def is_cuda(self):
