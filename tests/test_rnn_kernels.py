@@ -230,3 +230,15 @@ def test_an_empty_batch_runs_forward_and_backward():
     assert out.shape == (5, 0, 4) and h.shape == (1, 0, 4) and c.shape == (1, 0, 4)
     out.sum().backward()
     assert not lstm.weight_hh_l0.grad.any() and not lstm.bias_ih_l0.grad.any()
+
+
+def test_the_two_bias_gradients_are_independent_tensors():
+    """One sum over the steps serves both biases; changing one gradient in place (clip_grad_norm_) leaves the
+    other alone."""
+    lstm = r.nn.LSTM(2, 3)
+    out, _ = lstm(r.randn(4, 2, 2))
+    out.sum().backward()
+    assert r.equal(lstm.bias_ih_l0.grad, lstm.bias_hh_l0.grad)
+    before = lstm.bias_hh_l0.grad.clone()
+    lstm.bias_ih_l0.grad.mul_(2)
+    assert r.equal(lstm.bias_hh_l0.grad, before)
