@@ -4,14 +4,14 @@
     python examples/recurrent_dqn_cartpole.py --net mlp --seed 0      # the feed-forward baseline
 
 The Q-network sees only the cart position and the pole angle (observation indices 0 and 2): the
-velocities must be inferred from what came before, which a feed-forward net cannot do. A
-SyncDataCollector steps the env with the epsilon-greedy network step by step; the LSTM's state travels
-from ("next", "recurrent_state_h"/"_c") to the next step's "recurrent_state_h"/"_c", and each batch of
---seq-len frames is kept whole as one training sequence (with the state stored at each step). Training
-replays sampled sequences in recurrent mode (set_recurrent_mode(True): one LSTM run per sequence, cut where
-an episode starts), with 1-step targets from a target network on the same sequences. "is_init" (an
-episode's first step) is read from StepCounter's step_count; the stored state is zeroed there, as
-torchrl's TensorDictPrimer would reset it.
+velocities must be inferred from what came before, which a feed-forward net cannot do. As in torchrl's
+recurrent tutorial, the env gets an InitTracker ("is_init": an episode's first step) and the LSTMModule's
+make_tensordict_primer() (the state as an observation, zeros at each reset); a SyncDataCollector steps it
+with the epsilon-greedy network step by step, handing ("next", "recurrent_state_h"/"_c") to the next step,
+and each batch of --seq-len frames is kept whole as one training sequence (with the state stored at each
+step). Training replays sampled sequences in recurrent mode (set_recurrent_mode(True): one LSTM run per
+sequence, cut where an episode starts, each piece from its stored first state), with 1-step targets from a
+target network on the same sequences.
 
 Every --eval-every frames the greedy policy plays --eval-episodes episodes. Writes
 runs/recurrent_dqn_cartpole_{net}_seed{seed}.csv and a .png (with the other net's curve when its CSV is
@@ -30,7 +30,7 @@ import time
 import rlpipe
 from rlpipe import nn
 from rlpipe.collectors import SyncDataCollector
-from rlpipe.envs import GymEnv, RewardSum, StepCounter, TransformedEnv
+from rlpipe.envs import GymEnv, InitTracker, RewardSum, TransformedEnv
 from rlpipe.modules import EGreedyModule, LSTMModule, QValueModule, set_recurrent_mode
 from rlpipe.tensordict import TensorDictModule, TensorDictSequential
 
@@ -62,17 +62,20 @@ def parse_args():
     return p.parse_args()
 
 
-def make_env(device, seed):
-    env = TransformedEnv(GymEnv("CartPole-v1", device=device, categorical_action_encoding=True),
-                         StepCounter())
+def make_env(device, seed, q_net):
+    """CartPole with InitTracker, RewardSum and, for a recurrent q_net, its LSTM's primer."""
+    env = TransformedEnv(GymEnv("CartPole-v1", device=device, categorical_action_encoding=True), InitTracker())
     env.append_transform(RewardSum())
+    for module in q_net.modules():
+        if isinstance(module, LSTMModule):
+            env.append_transform(module.make_tensordict_primer())
     env.set_seed(seed)
     return env
 
 
-def hide_velocities(observation, step_count):
-    """The cart position and pole angle (indices 0 and 2), and whether this step starts an episode."""
-    return observation[..., 0::2], step_count == 0
+def hide_velocities(observation):
+    """The cart position and pole angle (indices 0 and 2)."""
+    return observation[..., 0::2]
 
 
 def make_q_net(net, hidden, device):
@@ -88,18 +91,14 @@ def make_q_net(net, hidden, device):
 
 def greedy_policy(q_net):
     """Acts step by step on the env's tensordicts: hides the velocities, runs q_net, picks the argmax."""
-    observe = TensorDictModule(hide_velocities, in_keys=["observation", "step_count"],
-                               out_keys=["position", "is_init"])
+    observe = TensorDictModule(hide_velocities, in_keys=["observation"], out_keys=["position"])
     return TensorDictSequential(observe, q_net, QValueModule(action_space="categorical"))
 
 
 def training_sequence(batch, net):
-    """What training reads of a collected batch [seq_len]; the LSTM state is zeroed where an episode starts."""
+    """What training reads of a collected batch [seq_len] (the primer stored zeros where an episode starts)."""
     keys = ["position", "is_init", "action", ("next", "reward"), ("next", "terminated"), ("next", "truncated")]
-    seq = batch.select(*keys, *(STATE_KEYS if net == "lstm" else [])).clone()
-    for key in STATE_KEYS if net == "lstm" else []:
-        seq[key] = rlpipe.where(seq["is_init"][..., None], rlpipe.zeros_like(seq[key]), seq[key])
-    return seq
+    return batch.select(*keys, *(STATE_KEYS if net == "lstm" else [])).clone()
 
 
 def td_loss(q_net, target_net, batch, gamma):
@@ -120,7 +119,7 @@ def td_loss(q_net, target_net, batch, gamma):
 
 def evaluate(policy, episodes, seed, device):
     """Mean return of ``policy`` over ``episodes`` episodes, collected step by step by a SyncDataCollector."""
-    env = make_env(device, seed)
+    env = make_env(device, seed, policy)
     collector = SyncDataCollector(env, policy, frames_per_batch=500, total_frames=-1)
     returns = []
     for batch in collector:
@@ -168,8 +167,8 @@ def main():
     args = parse_args()
     rlpipe.manual_seed(args.seed)
     device = rlpipe.device(args.device)
-    env = make_env(device, args.seed)
     q_net = make_q_net(args.net, args.hidden, device)
+    env = make_env(device, args.seed, q_net)
     target_net = copy.deepcopy(q_net)
     optimizer = rlpipe.optim.Adam(q_net.parameters(), lr=args.lr)
     explore = EGreedyModule(env.action_spec, eps_init=1.0, eps_end=args.eps_end, annealing_num_steps=args.eps_frames,

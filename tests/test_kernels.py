@@ -27,16 +27,17 @@ OPTIM = ("sgd_step", "adam_step", "rmsprop_step", "adagrad_step")
 RETURNS = ("n_step_returns", "value_estimate")
 ACTIVATIONS = ("relu_backward", "leaky_relu", "leaky_relu_backward", "sigmoid", "sigmoid_backward", "tanh_backward",
                "gelu", "gelu_tanh", "gelu_backward", "gelu_tanh_backward", "softplus", "softplus_backward")
+RECURRENT = ("lstm_cell", "lstm_cell_backward")  # tested in test_rnn_kernels.py
 
 
 # ---- the registry -------------------------------------------------------------------------------
 
 def test_every_kernel_is_registered_and_tested_here():
-    assert set(kernels.KERNELS) == set(OPTIM + RETURNS + ACTIVATIONS)
+    assert set(kernels.KERNELS) == set(OPTIM + RETURNS + ACTIVATIONS + RECURRENT)
 
 
 def test_get_on_the_cpu():
-    for name in OPTIM:  # the reference runs on the CPU
+    for name in OPTIM + RECURRENT:  # the reference runs on the CPU
         step = kernels.get(name, cpu)
         assert step.func is kernels.KERNELS[name].reference and step.args == (np,)
         assert kernels.get(name, cpu) is step  # looked up once per backend

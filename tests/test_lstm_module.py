@@ -4,6 +4,7 @@ written by make_lstm_module_golden.py), step-by-step runs against whole-sequence
 batches replay in recurrent mode."""
 import json
 import os
+import threading
 
 import gymnasium as gym
 import numpy as np
@@ -247,6 +248,8 @@ def test_constructor_errors():
         LSTMModule(2, 3, recurrent_backend="cudnn", in_key="obs", out_key="y")
     with pytest.raises(RuntimeError, match="recurrent_backend='triton' needs Triton kernels"):
         GRUModule(2, 3, recurrent_backend="triton", in_key="obs", out_key="y")
+    with pytest.raises(TypeError, match="incompatible function arguments: in_keys must be a list of keys, got 'abc'"):
+        LSTMModule(2, 3, in_keys="abc", out_key="y")
 
 
 def test_recurrent_mode():
@@ -263,6 +266,64 @@ def test_recurrent_mode():
         module.recurrent_mode = True
     with pytest.raises(RuntimeError, match=r"lstm.set_recurrent_mode\(\) API has been removed in v0.8"):
         module.set_recurrent_mode(True)
+
+
+def test_recurrent_mode_is_per_thread():
+    module = LSTMModule(2, 3, in_key="obs", out_key="y")
+    seen = []
+    with set_recurrent_mode(True):
+        thread = threading.Thread(target=lambda: seen.append((recurrent_mode(), module.recurrent_mode)))
+        thread.start()
+        thread.join()
+        assert module.recurrent_mode is True
+    assert seen == [(None, False)]
+
+
+@pytest.mark.parametrize("recurrent", [False, True], ids=["step", "sequence"])
+def test_called_with_tensors_returns_the_output_and_next_states(recurrent):
+    """tensordict's dispatch: the in_keys' tensors by position or name; the batch is the input's leading dims."""
+    module = LSTMModule(2, 3, num_layers=2, in_keys=["obs", "h0", "c0"], out_keys=["y", ("next", "h0"), ("next", "c0")])
+    batch = (4, 5) if recurrent else (4,)
+    obs, h0, c0 = rlpipe.randn(*batch, 2), rlpipe.randn(*batch, 2, 3), rlpipe.randn(*batch, 2, 3)
+    is_init = rlpipe.zeros(*batch, dtype=rlpipe.bool)
+    with set_recurrent_mode(recurrent):
+        y, h, c = module(obs=obs, h0=h0, c0=c0, is_init=is_init)
+        positional = module(obs, h0, c0, is_init)
+        td = module(TensorDict({"obs": obs, "h0": h0, "c0": c0, "is_init": is_init[..., None]}, batch_size=batch))
+    for got, key in zip((y, h, c), ["y", ("next", "h0"), ("next", "c0")]):
+        np.testing.assert_array_equal(arr(got), arr(td[key]))
+    for a, b in zip(positional, (y, h, c)):
+        np.testing.assert_array_equal(arr(a), arr(b))
+    with pytest.raises(KeyError, match="no 'obs' among the tensors given"):
+        module(h0=h0, c0=c0, is_init=is_init)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_python_and_cudnn_based_swap_the_layer_class_and_keep_the_weights(kind):
+    module = MODULES[kind](input_size=2, hidden_size=3, num_layers=2, in_key="obs", out_key="y", dropout=0.25)
+    torch_class, python_class = (nn.LSTM, rlpipe.modules.LSTM) if kind == "lstm" else (nn.GRU, rlpipe.modules.GRU)
+    layer = getattr(module, kind)
+    td = TensorDict({"obs": rlpipe.randn(4, 2), "is_init": rlpipe.zeros(4, 1, dtype=rlpipe.bool)}, batch_size=[4])
+    module.eval()
+    want = arr(module(td.clone())["y"])
+    assert module.make_python_based() is module and type(getattr(module, kind)) is python_class
+    swapped = getattr(module, kind)
+    assert swapped is not layer and swapped.dropout == 0.25 and swapped.num_layers == 2 and swapped.batch_first
+    assert module.make_python_based() is module and getattr(module, kind) is swapped  # already Python: kept
+    np.testing.assert_array_equal(arr(module(td.clone())["y"]), want)
+    assert type(getattr(module.make_cudnn_based(), kind)) is torch_class
+    np.testing.assert_array_equal(arr(module(td.clone())["y"]), want)
+
+
+def test_torchrls_layer_classes_take_torchrls_arguments():
+    lstm = rlpipe.modules.LSTM(2, 3, 2, False, False)  # input, hidden, num_layers, batch_first, bias
+    assert (lstm.num_layers, lstm.batch_first, lstm.bias) == (2, False, False)
+    assert rlpipe.modules.LSTM(2, 3).batch_first and rlpipe.modules.GRU(2, 3).batch_first
+    gru = rlpipe.modules.GRU(2, 3, 1, False)  # input, hidden, num_layers, bias
+    assert (gru.bias, gru.batch_first) == (False, True)
+    assert repr(rlpipe.modules.LSTM(2, 3, use_scan=True)) == "LSTM(2, 3, batch_first=True)"
+    assert isinstance(rlpipe.modules.LSTMCell(2, 3), nn.LSTMCell) and isinstance(rlpipe.modules.GRUCell(2, 3),
+                                                                                  nn.GRUCell)
 
 
 def check_refused(module, td, error, message):

@@ -23,6 +23,7 @@ from ..envs.common import EnvBase
 from ..envs.step_protocol import (DONE_KEYS, missing_action_error, most_dropped, one_hot_hint, pick_transitions,
                                   stack_same, stack_steps)
 from ..envs.transforms import StepCounter, TransformedEnv
+from ..envs.policy_states import policy_next_keys, reset_mask
 from ..envs.utils import ExplorationType, RandomPolicy, set_exploration_type
 from ..nn import Module
 from ..primitives import cat
@@ -197,6 +198,8 @@ class SyncDataCollector(CollectorBase):
         self._extra_keys = None       # [(key, per-step shape, dtype)] the policy writes besides the action
         self._state_keys = ()         # k for each ("next", k) the policy writes that the env does not give
         self._next_states = []        # [(k, the policy's last ("next", k))]: its k at the next step
+        self._primed_keys = ()        # k for each ("next", k) the policy writes over an entry the env only carries
+        self._primed_states = {}      # {k: the policy's last ("next", k)} (host arrays), which the next frames take
         self._observation_shapes = {}  # key -> the observation spec's shape there, looked up once
 
     # ---- collection ------------------------------------------------------------------------------
@@ -250,10 +253,12 @@ class SyncDataCollector(CollectorBase):
             except Exception as e:
                 raise RuntimeError(f"SyncDataCollector: {env!r} raised at frame {self._frames + t * self.n_envs} "
                                    f"(step {t} of batch {self._iter}): {type(e).__name__}: {e}") from e
+            if self._primed_states and not all_random:  # (a random step's action is not the policy's)
+                next_obs = self._with_primed_states(next_obs)
             record((obs, action, extras, next_obs, reward, terminated, truncated))
             if (terminated[0] or truncated[0]) if single else (terminated.any() or truncated.any()):
                 done = terminated | truncated
-                self._obs = dict(env._continue_frame(next_obs, done))
+                self._obs = self._continued(next_obs, done)
                 self._start_new_trajectories(done.reshape(shape), t, events)
             else:
                 self._obs = next_obs
@@ -284,13 +289,15 @@ class SyncDataCollector(CollectorBase):
             except Exception as e:
                 raise RuntimeError(f"SyncDataCollector: {env!r} raised at step {len(steps)} of batch {self._iter}: "
                                    f"{type(e).__name__}: {e}") from e
+            if self._primed_states and not all_random:  # (a random step's action is not the policy's)
+                next_obs = self._with_primed_states(next_obs)
             steps.append((obs, action, extras, next_obs, reward, terminated, truncated))
             ids.append(self._traj_ids.copy())
             dropped.append(env._skipped_rows)
             done = terminated | truncated  # (a skipped env is not done)
             ended = np.count_nonzero(done)
             if ended:
-                self._obs = dict(env._continue_frame(next_obs, done))
+                self._obs = self._continued(next_obs, done)
                 self._traj_ids[done.reshape(n)] = self._new_traj_ids(ended)
             else:
                 self._obs = next_obs
@@ -336,10 +343,13 @@ class SyncDataCollector(CollectorBase):
         action = self._host_action(action)
         if self._extra_keys is None:
             self._state_keys = self._find_states(written, obs)
+            self._primed_keys = self._find_primed(written, obs)
             for key in self._state_keys:  # this first step ran with none, as a zero state: recorded so
                 written.set(key, zeros_like(written[("next", *key)]))
             self._extra_keys = self._find_extras(written, obs)
         self._next_states = [(key, written[("next", *key)]) for key in self._state_keys]
+        if self._primed_keys:  # copies: the policy may hand out views of its buffers
+            self._primed_states = {key: np.array(written[("next", *key)]._host()) for key in self._primed_keys}
         # copies: an output may be a view of the observation buffers, which the next step overwrites
         extras = tuple([np.array(written[key]._host()) for key, _, _ in self._extra_keys]) if self._extra_keys else ()
         return action, extras
@@ -376,6 +386,28 @@ class SyncDataCollector(CollectorBase):
         module's next state): each step gives them to the next one, and the batch records k."""
         keys = [(key,) if isinstance(key, str) else tuple(key) for key in written.keys(True, True)]
         return [key[1:] for key in keys if key[0] == "next" and key[1:] not in obs and not _is_private(key[1:])]
+
+    def _find_primed(self, written, obs):
+        """The keys k of the ("next", k) entries the policy wrote over observations that the environment only
+        carries from step to step (a ``TensorDictPrimer``'s recurrent state, from ``make_tensordict_primer()``):
+        as torchrl, the policy's value is the step's ("next", k) and the next step's k (``policy_states``)."""
+        return [key for key in policy_next_keys(written, self.env) if key in obs]
+
+    def _with_primed_states(self, next_obs):
+        """The step's next frame with the policy's states in place of the entries the env carried."""
+        out = dict(next_obs)
+        out.update(self._primed_states)
+        return out
+
+    def _continued(self, next_obs, done):
+        """The frame after a step where ``done`` envs ended: the env's (reset rows), the policy's states
+        going on in the other rows."""
+        frame = dict(self.env._continue_frame(next_obs, done))
+        batch_dims = len(self.env.batch_size)
+        for key in self._primed_states:
+            value = next_obs[key]
+            frame[key] = np.where(reset_mask(done, value, batch_dims), frame[key], value)
+        return frame
 
     @staticmethod
     def _find_extras(written, obs):

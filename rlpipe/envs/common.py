@@ -15,6 +15,7 @@ import numpy as np
 from .._device import resolve
 from .._tensor import Size
 from ..tensordict import TensorDict
+from .policy_states import carry_into_root, only_common_keys, policy_next_entries
 from .spec_surface import SpecSurface
 from .step_protocol import (DONE_KEYS, carry_over, frame_to_tensordict, missing_action_error, next_tensordict,
                             root_tensordict)
@@ -110,7 +111,10 @@ class EnvBase(SpecSurface):
             with no_grad():
                 for i in range(max_steps):
                     td = self.rand_action(td) if policy is None else self._policy_step(policy, td)
+                    from_policy = policy_next_entries(td, self)  # its ("next", k): a recurrent state
                     td = self.step(td)
+                    for key, value in from_policy.items():  # torchrl's step keeps them (and a primer's carry yields)
+                        td.set(("next", *key), value)
                     steps.append(td)
                     if i == max_steps - 1:
                         break
@@ -124,12 +128,13 @@ class EnvBase(SpecSurface):
                             f"{self!r}.rollout: this env resets its done envs during the next step (a NEXT_STEP "
                             "autoreset without partial reset), which a rollout cannot drop; stop at the first done "
                             "(break_when_any_done=True) or collect with SyncDataCollector, which drops the reset steps")
-                    td = carry_over(self, td, done)
+                    td = carry_into_root(carry_over(self, td, done), from_policy, done, len(self.batch_size))
                     if callback is not None:  # as torchrl: on the next step's root, not after the last step
                         callback(self, td)
         finally:
             self._set_exact_resets(False)
-        out = stack(steps, len(self.batch_size)).refine_names(..., "time")  # torchrl names the stacked dim
+        # a policy's state the first step did not start from (no primer): torchrl's stack keeps only ("next", k)
+        out = stack(only_common_keys(steps), len(self.batch_size)).refine_names(..., "time")  # torchrl's dim name
         if set_truncated:
             last = (slice(None),) * len(self.batch_size) + (-1,)  # the last step along the time dim
             for key in ("truncated", "done"):

@@ -13,11 +13,12 @@ formulas in ``rlpipe/primitives/activations.py``) or does the job off the GPU (t
 
 - ``returns.py``: n-step returns (``n_step_returns``) and GAE / TD(lambda) (``value_estimate``);
 - ``optim.py``: the optimizer steps (``sgd_step``, ``adam_step``, ``rmsprop_step``, ``adagrad_step``);
-- ``activations.py``: fused activations and their gradients (``sigmoid``, ``gelu_backward``, ...).
+- ``activations.py``: fused activations and their gradients (``sigmoid``, ``gelu_backward``, ...);
+- ``recurrent.py``: the LSTM step's gate math and its backward (``lstm_cell``, ``lstm_cell_backward``).
 
 This layer imports only ``rlpipe.backends`` (the array namespace, kernel plumbing) and the standard library.
 """
 from ._registry import KERNELS, cuda_kernels, get
-from . import activations, optim, returns  # noqa: F401 - each registers its kernels
+from . import activations, optim, recurrent, returns  # noqa: F401 - each registers its kernels
 
 __all__ = ["KERNELS", "cuda_kernels", "get"]

@@ -10,9 +10,11 @@ from ..tensordict.nn import NormalParamExtractor
 from .models import MLP, ConvNet
 from .tensordict_module import (SafeModule, Actor, ValueOperator, ProbabilisticActor, SafeProbabilisticModule,
                                 SafeProbabilisticTensorDictSequential, QValueModule, QValueActor, EGreedyModule,
-                                GRUModule, LSTMModule, recurrent_mode, set_recurrent_mode)
+                                GRUModule, LSTMModule, recurrent_mode, set_recurrent_mode, GRU, GRUCell, LSTM,
+                                LSTMCell)
 
 __all__ = ["RandomPolicy", "NormalParamExtractor", "MLP", "ConvNet", "SafeModule", "Actor", "ValueOperator",
            "ProbabilisticActor", "SafeProbabilisticModule", "SafeProbabilisticTensorDictSequential", "QValueModule",
            "QValueActor", "EGreedyModule", "Delta", "IndependentNormal", "MaskedCategorical", "OneHotCategorical",
-           "TanhNormal", "GRUModule", "LSTMModule", "recurrent_mode", "set_recurrent_mode"]
+           "TanhNormal", "GRUModule", "LSTMModule", "recurrent_mode", "set_recurrent_mode", "GRU", "GRUCell", "LSTM",
+           "LSTMCell"]

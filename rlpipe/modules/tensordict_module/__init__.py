@@ -5,3 +5,4 @@ from .actors import (Actor, ValueOperator, ProbabilisticActor, SafeProbabilistic
                      SafeProbabilisticTensorDictSequential, QValueModule, QValueActor)
 from .exploration import EGreedyModule
 from .rnn import GRUModule, LSTMModule, recurrent_mode, set_recurrent_mode
+from .rnn import GRU, GRUCell, LSTM, LSTMCell

@@ -8,6 +8,7 @@ its first step, as a primer-reset environment stores it (zeros). torchrl picks a
 (``pad``, ``scan``, ``triton``) for that; rlpipe computes the ``pad`` result for ``pad``, ``scan`` and
 ``auto`` alike."""
 import math
+import threading
 
 import numpy as np
 
@@ -15,15 +16,31 @@ from ... import primitives as _ops
 from ..._creation import as_tensor, zeros, zeros_like
 from ..._dtypes import int64
 from ..._utils import ScopedSetting
-from ...nn import GRU, LSTM
+from ... import nn
 from ...nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ...tensordict.keys import unravel_key_list
 from ...tensordict.nn.common import TensorDictModuleBase
 
-__all__ = ["set_recurrent_mode", "recurrent_mode", "LSTMModule", "GRUModule"]
+__all__ = ["set_recurrent_mode", "recurrent_mode", "LSTMModule", "GRUModule", "LSTMCell", "GRUCell", "LSTM", "GRU"]
 
 _MODES = {True: True, False: False, None: None, "recurrent": True, "sequential": False}
-_current = [None]
+
+
+class _PerThread(threading.local):
+    """A one-item slot (``slot[0]``) with a value per thread: a ``set_recurrent_mode`` block in one thread
+    leaves the others' mode alone, as torchrl's."""
+
+    def __init__(self):
+        self.value = None
+
+    def __getitem__(self, index):
+        return self.value
+
+    def __setitem__(self, index, value):
+        self.value = value
+
+
+_current = _PerThread()
 
 
 def recurrent_mode():
@@ -84,7 +101,8 @@ class _RecurrentModule(TensorDictModuleBase):
             raise ValueError(f"{type(self).__name__}: give either {side}_keys or {side}_key, not both or none; got "
                              f"{side}_keys={keys!r} and {side}_key={key!r}")
         if not isinstance(keys, (list, tuple)) and key is None:
-            raise TypeError(f"{type(self).__name__}: {side}_keys must be a list of keys, got {keys!r}")
+            raise TypeError(f"{type(self).__name__}: incompatible function arguments: {side}_keys must be a list of "
+                            f"keys, got {keys!r}")
         return unravel_key_list([key, *defaults] if key is not None else list(keys))
 
     @property
@@ -109,22 +127,69 @@ class _RecurrentModule(TensorDictModuleBase):
                            "`default_recurrent_mode` keyword argument in the constructor.")
 
     def make_python_based(self):
-        """rlpipe has one implementation of the layer (written in Python): returns self."""
-        return self
+        """Swaps the layer for torchrl's Python class (``rlpipe.modules.LSTM``/``GRU``), same weights, as
+        torchrl; rlpipe computes both classes the same way. Returns self."""
+        return self._swap_layer(self._python_class)
 
     def make_cudnn_based(self):
-        """rlpipe has one implementation of the layer (no cuDNN): returns self."""
+        """Swaps the layer back to ``nn.LSTM``/``nn.GRU`` (torchrl's cuDNN-backed class), same weights.
+        Returns self."""
+        return self._swap_layer(self._torch_class)
+
+    def _swap_layer(self, cls):
+        layer = self._layer
+        if type(layer) is cls:
+            return self
+        kwargs = dict(num_layers=layer.num_layers, bias=layer.bias, batch_first=True, dropout=layer.dropout,
+                      bidirectional=layer.bidirectional)
+        if layer.proj_size:
+            kwargs["proj_size"] = layer.proj_size
+        weight = next(layer.parameters())
+        new = cls(layer.input_size, layer.hidden_size, device=weight.device, dtype=weight.dtype, **kwargs)
+        new.load_state_dict(layer.state_dict())
+        new.train(layer.training)
+        setattr(self, self._layer_attr, new)
         return self
 
     def _state_shapes(self):
         """The (layers x directions, size) of each state."""
         raise NotImplementedError
 
+    def make_tensordict_primer(self):
+        """A ``TensorDictPrimer`` for the environment: it declares the recurrent states as observations of
+        shape ``[layers * directions, size]`` (expanded to the env's batch), sets them to zeros at each reset
+        and carries them from step to step, so a collector or ``rollout`` hands the policy's
+        ``("next", state)`` back to it at the next step. The out keys must be ``("next", <in key>)``."""
+        from ...envs.specs import Unbounded
+        from ...envs.transforms import TensorDictPrimer
+
+        state_keys = self.in_keys[1:1 + self._n_states]
+        for in_key, out_key in zip(state_keys, self.out_keys[1:]):
+            if _as_tuple(out_key) != ("next", *_as_tuple(in_key)):
+                raise RuntimeError("make_tensordict_primer is supposed to work with in_keys/out_keys that have "
+                                   "compatible names, ie. the out_keys should be named after ('next', <in_key>). "
+                                   f"Got in_keys={self.in_keys} and out_keys={self.out_keys} instead.")
+        specs = {_as_tuple(key): Unbounded(shape=shape) for key, shape in zip(state_keys, self._state_shapes())}
+        return TensorDictPrimer(specs, expand_specs=True)
+
     def _call_layer(self, x, states):
         """``(output, [final states])`` of the layer on ``x`` from the initial ``states``."""
         raise NotImplementedError
 
-    def forward(self, tensordict):
+    def forward(self, *args, **kwargs):
+        """Reads the input, the states and ``is_init`` from a tensordict and writes the output and the next
+        states into it; or, called with tensors (positionally or by key name, as tensordict's ``dispatch``),
+        returns the output and the next states."""
+        tensordict, _, _, dispatched = self._dispatch(args, kwargs)
+        if not dispatched:
+            return self._run_on(tensordict)
+        value = tensordict.get(self.in_keys[0], None)
+        if value is None:
+            raise KeyError(f"{type(self).__name__}: no {self.in_keys[0]!r} among the tensors given (its in_keys[0])")
+        tensordict.batch_size = value.shape[:-1]
+        return self._dispatch_result(self._run_on(tensordict))
+
+    def _run_on(self, tensordict):
         recurrent = self.recurrent_mode
         batch = tuple(tensordict.shape)
         rows_steps = self._rows_and_steps(batch, recurrent)
@@ -207,6 +272,10 @@ class _RecurrentModule(TensorDictModuleBase):
             output, finals = self._call_layer(packed, first)
             output = pad_packed_sequence(output, batch_first=True, total_length=pieces.longest)[0]
         return pieces.unpad(output), [pieces.place_last(h.transpose(0, 1)) for h in finals]
+
+
+def _as_tuple(key):
+    return key if isinstance(key, tuple) else (key,)
 
 
 def _at_last_step(state, steps):
@@ -299,6 +368,7 @@ class LSTMModule(_RecurrentModule):
     axis is cut at ``is_init``. ``python_based`` is accepted (rlpipe has one implementation)."""
     _layer_attr = "lstm"
     _n_states = 2
+    _torch_class = nn.LSTM
     DEFAULT_IN_KEYS = ["recurrent_state_h", "recurrent_state_c"]
     DEFAULT_OUT_KEYS = [("next", "recurrent_state_h"), ("next", "recurrent_state_c")]
 
@@ -306,7 +376,7 @@ class LSTMModule(_RecurrentModule):
                  proj_size=0, bidirectional=False, python_based=False, recurrent_backend="pad", *, in_key=None,
                  in_keys=None, out_key=None, out_keys=None, device=None, lstm=None, default_recurrent_mode=None):
         super().__init__()
-        lstm = _given_or_new(type(self).__name__, "lstm", lstm, input_size, hidden_size, batch_first, lambda: LSTM(
+        lstm = _given_or_new(type(self).__name__, "lstm", lstm, input_size, hidden_size, batch_first, lambda: nn.LSTM(
             input_size=input_size, hidden_size=hidden_size, num_layers=num_layers, bias=bias, dropout=dropout,
             proj_size=proj_size, device=device, batch_first=True, bidirectional=bidirectional))
         self._setup(lstm, in_key, in_keys, out_key, out_keys, recurrent_backend, default_recurrent_mode)
@@ -327,6 +397,7 @@ class GRUModule(_RecurrentModule):
     ``["y", ("next", "recurrent_state")]``."""
     _layer_attr = "gru"
     _n_states = 1
+    _torch_class = nn.GRU
     DEFAULT_IN_KEYS = ["recurrent_state"]
     DEFAULT_OUT_KEYS = [("next", "recurrent_state")]
 
@@ -334,7 +405,7 @@ class GRUModule(_RecurrentModule):
                  bidirectional=False, python_based=False, recurrent_backend="pad", *, in_key=None, in_keys=None,
                  out_key=None, out_keys=None, device=None, gru=None, default_recurrent_mode=None):
         super().__init__()
-        gru = _given_or_new(type(self).__name__, "gru", gru, input_size, hidden_size, batch_first, lambda: GRU(
+        gru = _given_or_new(type(self).__name__, "gru", gru, input_size, hidden_size, batch_first, lambda: nn.GRU(
             input_size=input_size, hidden_size=hidden_size, num_layers=num_layers, bias=bias, dropout=dropout,
             device=device, batch_first=True, bidirectional=bidirectional))
         self._setup(gru, in_key, in_keys, out_key, out_keys, recurrent_backend, default_recurrent_mode)
@@ -346,3 +417,40 @@ class GRUModule(_RecurrentModule):
     def _call_layer(self, x, states):
         output, h = self.gru(x, states[0])
         return output, [h]
+
+
+# ---- torchrl's Python layers ------------------------------------------------------------------------
+
+class LSTMCell(nn.LSTMCell):
+    """torchrl's ``LSTMCell`` (its Python implementation of ``nn.LSTMCell``): rlpipe's cell is Python already,
+    so this is ``nn.LSTMCell`` under torchrl's name."""
+
+
+class GRUCell(nn.GRUCell):
+    """torchrl's ``GRUCell``: ``nn.GRUCell`` under torchrl's name (see ``LSTMCell``)."""
+
+
+class LSTM(nn.LSTM):
+    """torchrl's ``LSTM`` : ``nn.LSTM`` with torchrl's signature,
+    ``batch_first`` before ``bias`` and True by default. ``use_scan`` (torchrl's scan-based forward, same
+    results) is accepted; rlpipe runs its one implementation."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, batch_first=True, bias=True, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None, use_scan=False):
+        super().__init__(input_size, hidden_size, num_layers=num_layers, bias=bias, batch_first=batch_first,
+                         dropout=dropout, bidirectional=bidirectional, proj_size=proj_size, device=device,
+                         dtype=dtype)
+
+
+class GRU(nn.GRU):
+    """torchrl's ``GRU`` : ``nn.GRU`` with ``batch_first=True`` by default;
+    ``use_scan`` accepted as for ``LSTM``."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=True, dropout=0.0,
+                 bidirectional=False, device=None, dtype=None, use_scan=False):
+        super().__init__(input_size, hidden_size, num_layers=num_layers, bias=bias, batch_first=batch_first,
+                         dropout=dropout, bidirectional=bidirectional, device=device, dtype=dtype)
+
+
+LSTMModule._python_class = LSTM
+GRUModule._python_class = GRU

@@ -3,18 +3,20 @@
 Parameters, their names, shapes, order and initialisation are torch's, so a torch ``state_dict`` loads
 as it is. A layer projects the input of every time step in one matmul per layer and direction; each step
 then costs one ``h @ W_hh.T`` and the gate math, which is written once per kind of cell below
-(``lstm_gates``, ``gru_gates``, ``rnn_gates``) in public differentiable ops.
+(``lstm_gates``, ``gru_gates``, ``rnn_gates``). An LSTM layer without projection over a padded (not packed)
+sequence runs as one graph node (``rnn_fused.LSTMLayer``), its gates in the ``lstm_cell`` kernel.
 """
 import math
 import numbers
 import warnings
 
 from ... import primitives as ops
-from ..._creation import full, ones, zeros
+from ..._creation import zeros
 from .. import functional as F
 from .. import init
 from ..utils.rnn import PackedSequence
 from ._params import register_optional
+from .rnn_fused import LSTMGates, LSTMLayer
 from .module import Module
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
@@ -30,16 +32,9 @@ def rnn_gates(gates, nonlinearity="tanh"):
 
 def lstm_gates(gates, c):
     """The LSTM update from the summed pre-activations ``gates`` (``[B, 4 * H]``, columns in the order
-    i, f, g, o) and the cell state ``c`` (``[B, H]``): returns ``(o * tanh(c'), c')`` with ``c' = f * c + i * g``."""
-    size = c.shape[-1]
-    scale, shift = _lstm_activation_constants(size, gates)
-    act = ops.tanh(gates * scale) * scale + shift  # sigmoid on i, f, o and tanh on g, in three ops
-    if act.requires_grad:  # one graph node (its backward one concatenate) rather than four
-        i, f, g, o = act.chunk(4, 1)
-    else:  # four plain slices cost less than a chunk when no graph is recorded
-        i, f, g, o = (act[:, k * size:(k + 1) * size] for k in range(4))
-    c = f * c + i * g
-    return o * ops.tanh(c), c
+    i, f, g, o) and the cell state ``c`` (``[B, H]``): returns ``(o * tanh(c'), c')`` with ``c' = f * c + i * g``
+    (one graph node, running the ``lstm_cell`` kernel)."""
+    return LSTMGates.apply(gates, c)
 
 
 def gru_gates(x_gates, h_gates, h):
@@ -56,21 +51,6 @@ def _sigmoid(x):
     # sigmoid(x) = (1 + tanh(x / 2)) / 2: on NumPy, tanh is about 20x faster than the overflow-safe
     # exp-and-where that rlpipe.sigmoid runs, which dominated a whole LSTM forward
     return ops.tanh(x * 0.5) * 0.5 + 0.5
-
-
-_CONSTANTS = {}
-
-
-def _lstm_activation_constants(size, like):
-    """``(scale, shift)`` over the 4 * size gate columns: 0.5 and 0.5 on i, f, o (a sigmoid written
-    with tanh, see ``_sigmoid``), 1 and 0 on g (a plain tanh); cached per size, dtype and device."""
-    key = (size, like.dtype, like.device)
-    pair = _CONSTANTS.get(key)
-    if pair is None:
-        scale = ops.cat([full((2 * size,), 0.5), ones(size), full((size,), 0.5)]).to(like.dtype).to(like.device)
-        shift = ops.cat([full((2 * size,), 0.5), zeros(size), full((size,), 0.5)]).to(like.dtype).to(like.device)
-        pair = _CONSTANTS[key] = (scale, shift)
-    return pair
 
 
 # ---- the layers ----------------------------------------------------------------------------------
@@ -164,6 +144,7 @@ class RNNBase(Module):
     # ---- argument checks (torch's messages) ----
 
     def check_input(self, input, batch_sizes):
+        """Raises torch's errors for an input of the wrong dtype, number of dimensions or feature size."""
         weight_dtype = getattr(self, self._flat_weights_names[0]).dtype
         if input.dtype != weight_dtype:
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({weight_dtype}). Convert "
@@ -181,17 +162,21 @@ class RNNBase(Module):
         return input.size(0) if self.batch_first else input.size(1)
 
     def get_expected_hidden_size(self, input, batch_sizes):
+        """``(layers * directions, batch, output size)``: the shape ``h_0`` must have for ``input``."""
         return self.num_layers * self._directions, self._mini_batch(input, batch_sizes), self._output_size
 
     def check_hidden_size(self, hx, expected_hidden_size, msg="Expected hidden size {}, got {}"):
+        """Raises a RuntimeError (``msg``) when ``hx`` does not have the expected shape."""
         if hx.size() != expected_hidden_size:
             raise RuntimeError(msg.format(expected_hidden_size, list(hx.size())))
 
     def check_forward_args(self, input, hidden, batch_sizes):
+        """Checks the input and the initial state's shape(s), with torch's messages."""
         self.check_input(input, batch_sizes)
         self.check_hidden_size(hidden, self.get_expected_hidden_size(input, batch_sizes))
 
     def permute_hidden(self, hx, permutation):
+        """The state with its batch reordered by ``permutation`` (a packed batch's sorting), or as it is."""
         return hx if permutation is None else hx.index_select(1, permutation)
 
     # ---- the forward pass ----
@@ -243,6 +228,7 @@ class RNNBase(Module):
         return hx
 
     def forward(self, input, hx=None):
+        """``(output, h_n)`` (``(output, (h_n, c_n))`` for an LSTM) for a padded, unbatched or packed ``input``."""
         packed_input = isinstance(input, PackedSequence)
         x, batch_sizes, sorted_indices, unsorted_indices, hx, batched = self._prepare(input, hx)
         state = hx if isinstance(hx, tuple) else (hx,)
@@ -284,6 +270,9 @@ class RNNBase(Module):
         w_ih, w_hh = params[:2]
         b_ih, b_hh = params[2:4] if self.bias else (None, None)
         w_hr = params[-1] if self.proj_size > 0 else None
+        if self.mode == "LSTM" and w_hr is None and batch_sizes is None and _same_dtype(x, *state, w_ih):
+            out, h, c = LSTMLayer.apply(x, *state, w_ih, w_hh, b_ih, b_hh, reverse=reverse)
+            return out, (h, c)
         x_gates = F.linear(x, w_ih, b_ih)
         if batch_sizes is not None:
             steps = x_gates.split(batch_sizes, 0)
@@ -312,6 +301,10 @@ class RNNBase(Module):
         if self.mode == "GRU":
             return (gru_gates(x_gates, h_gates, h),)
         return (rnn_gates(x_gates + h_gates, "tanh" if self.mode == "RNN_TANH" else "relu"),)
+
+
+def _same_dtype(*tensors):
+    return all(t.dtype == tensors[0].dtype for t in tensors)
 
 
 def _stack(tensors):
@@ -389,9 +382,11 @@ class LSTM(RNNBase):
         super().__init__("LSTM", *args, **kwargs)
 
     def get_expected_cell_size(self, input, batch_sizes):
+        """``(layers * directions, batch, hidden_size)``: the shape ``c_0`` must have for ``input``."""
         return self.num_layers * self._directions, self._mini_batch(input, batch_sizes), self.hidden_size
 
     def check_forward_args(self, input, hidden, batch_sizes):
+        """Checks the input and the initial state's shape(s), with torch's messages."""
         self.check_input(input, batch_sizes)
         self.check_hidden_size(hidden[0], self.get_expected_hidden_size(input, batch_sizes),
                                "Expected hidden[0] size {}, got {}")
@@ -399,6 +394,7 @@ class LSTM(RNNBase):
                                "Expected hidden[1] size {}, got {}")
 
     def permute_hidden(self, hx, permutation):
+        """The state with its batch reordered by ``permutation`` (a packed batch's sorting), or as it is."""
         if permutation is None:
             return hx
         return hx[0].index_select(1, permutation), hx[1].index_select(1, permutation)
@@ -456,6 +452,7 @@ class RNNCellBase(Module):
         return s.format(**self.__dict__)
 
     def reset_parameters(self):
+        """Redraws every parameter uniformly in ``±1/sqrt(hidden_size)``, as torch."""
         bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
         for weight in self.parameters():
             init.uniform_(weight, -bound, bound)
@@ -500,6 +497,7 @@ class RNNCell(RNNCellBase):
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):
+        """``h'`` for ``input`` (``[B, input_size]`` or unbatched) and ``hx`` (zeros when None)."""
         input, (h,), batched = self._batched(input, [("hidden", hx)], "RNNCell")
         if self.nonlinearity not in ("tanh", "relu"):
             raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
@@ -515,6 +513,7 @@ class LSTMCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, num_chunks=4, device=device, dtype=dtype)
 
     def forward(self, input, hx=None):
+        """``(h', c')`` for ``input`` and ``hx = (h, c)`` (zeros when None)."""
         pair = (None, None) if hx is None else hx
         input, (h, c), batched = self._batched(input, [("hx[0]", pair[0]), ("hx[1]", pair[1])], "LSTMCell")
         x_gates, h_gates = self._gate_parts(input, h)
@@ -529,6 +528,7 @@ class GRUCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, num_chunks=3, device=device, dtype=dtype)
 
     def forward(self, input, hx=None):
+        """``h'`` for ``input`` and ``hx`` (zeros when None)."""
         input, (h,), batched = self._batched(input, [("hidden", hx)], "GRUCell")
         h = gru_gates(*self._gate_parts(input, h), h)
         return h if batched else h.squeeze(0)

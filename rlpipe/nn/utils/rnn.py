@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from ... import primitives as ops
 from ..._creation import as_tensor, full, tensor
-from ..._dtypes import float16, float32, float64, int32, int64
+from ..._dtypes import float16, float32, float64, int8, int16, int32, int64, uint8
 
 __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
            "unpad_sequence", "pack_sequence", "unpack_sequence"]
@@ -47,31 +47,52 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
         return type(self)(data, self.batch_sizes, move(self.sorted_indices), move(self.unsorted_indices))
 
     def cpu(self):
+        """This sequence with its data on the CPU."""
         return self.to("cpu")
 
     def cuda(self, device=None):
+        """This sequence with its data on a GPU (``device``, or the current one)."""
         return self.to("cuda" if device is None else device)
 
     def double(self):
+        """This sequence with float64 data."""
         return self.to(dtype=float64)
 
     def float(self):
+        """This sequence with float32 data."""
         return self.to(dtype=float32)
 
     def half(self):
+        """This sequence with float16 data."""
         return self.to(dtype=float16)
 
     def long(self):
+        """This sequence with int64 data."""
         return self.to(dtype=int64)
 
     def int(self):
+        """This sequence with int32 data."""
         return self.to(dtype=int32)
+
+    def short(self):
+        """This sequence with int16 data."""
+        return self.to(dtype=int16)
+
+    def char(self):
+        """This sequence with int8 data."""
+        return self.to(dtype=int8)
+
+    def byte(self):
+        """This sequence with uint8 data."""
+        return self.to(dtype=uint8)
 
     @property
     def is_cuda(self):
+        """Whether the data lives on a GPU."""
         return self.data.is_cuda
 
     def is_pinned(self):
+        """Always False: rlpipe has no pinned host memory."""
         return False
 
 

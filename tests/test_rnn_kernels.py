@@ -1,0 +1,244 @@
+"""The LSTM step kernels (``rlpipe.kernels.recurrent``) and the whole-sequence ``LSTMLayer`` node built on them.
+
+Independent references: the LSTM equations written out with SciPy's ``expit`` and NumPy's ``tanh``
+(forward), central finite differences of a scalar of the step's outputs (backward), the references run on
+CuPy (``cuda`` marker: a GPU or the stand-in), and ``gradcheck`` in float64. test_rnn.py holds the layers
+to torch's recorded values and gradients."""
+import functools
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+import rlpipe as r
+from rlpipe import backends, kernels
+from rlpipe.backends import cpu
+from rlpipe.nn.modules.rnn_fused import LSTMLayer
+
+B, H = 3, 5
+DTYPES = [np.float16, np.float32, np.float64]
+TOL = {np.float16: dict(rtol=3e-3, atol=3e-3), np.float32: dict(rtol=1e-5, atol=1e-6),
+       np.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+def step_inputs(dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    gates = (rng.standard_normal((B, 4 * H)) * 2).astype(dtype)
+    c = rng.standard_normal((B, H)).astype(dtype)
+    return gates, c
+
+
+def run_forward(cell, xp, gates, c):
+    act, c_out, tanh_c, h = (xp.empty_like(a) for a in (gates, c, c, c))
+    cell(gates, c, act, c_out, tanh_c, h)
+    return act, c_out, tanh_c, h
+
+
+def by_the_equations(gates, c):
+    """(act, c', tanh(c'), h') of one LSTM step, written out."""
+    i, f, g, o = np.split(gates.astype(np.float64), 4, axis=1)
+    i, f, g, o = expit(i), expit(f), np.tanh(g), expit(o)
+    c_new = f * c + i * g
+    return np.concatenate([i, f, g, o], 1), c_new, np.tanh(c_new), o * np.tanh(c_new)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_lstm_cell_reference_is_the_lstm_equations(dtype):
+    gates, c = step_inputs(dtype)
+    got = run_forward(kernels.get("lstm_cell", cpu), np, gates, c)
+    for g, w in zip(got, by_the_equations(gates, c.astype(np.float64))):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g, w, **TOL[dtype])
+
+
+def test_lstm_cell_by_hand():
+    gates = np.zeros((1, 4))  # every sigmoid 1/2, tanh 0
+    gates[0, 2] = np.arctanh(0.5)  # g = 0.5
+    act, c_out, tanh_c, h = run_forward(kernels.get("lstm_cell", cpu), np, gates, np.array([[2.0]]))
+    np.testing.assert_allclose(act, [[0.5, 0.5, 0.5, 0.5]], atol=1e-15)
+    np.testing.assert_allclose(c_out, [[0.5 * 2 + 0.5 * 0.5]], atol=1e-15)  # f * c + i * g
+    np.testing.assert_allclose(h, 0.5 * np.tanh(1.25), atol=1e-15)
+
+
+def step_backward(dtype, seed=1):
+    """The kernel's backward for random upstream gradients, and everything it needs."""
+    gates, c = step_inputs(dtype, seed)
+    act, _, tanh_c, _ = run_forward(kernels.get("lstm_cell", cpu), np, gates, c)
+    rng = np.random.default_rng(seed + 1)
+    dh, dc = rng.standard_normal((B, H)).astype(dtype), rng.standard_normal((B, H)).astype(dtype)
+    d_gates, dc_prev = np.empty_like(gates), np.empty_like(c)
+    kernels.get("lstm_cell_backward", cpu)(act, c, tanh_c, dh, dc, d_gates, dc_prev)
+    return (gates, c, act, tanh_c, dh, dc), (d_gates, dc_prev)
+
+
+def test_lstm_cell_backward_matches_finite_differences():
+    (gates, c, _, _, dh, dc), (d_gates, dc_prev) = step_backward(np.float64)
+
+    def loss(gates, c):
+        _, c_new, _, h = by_the_equations(gates, c)
+        return np.sum(dh * h) + np.sum(dc * c_new)
+
+    eps = 1e-6
+    for array, grad in ((gates, d_gates), (c, dc_prev)):
+        numeric = np.zeros_like(array)
+        for index in np.ndindex(array.shape):
+            saved = array[index]
+            array[index] = saved + eps
+            up = loss(gates, c)
+            array[index] = saved - eps
+            down = loss(gates, c)
+            array[index] = saved
+            numeric[index] = (up - down) / (2 * eps)
+        np.testing.assert_allclose(grad, numeric, rtol=1e-7, atol=1e-8)
+
+
+@functools.lru_cache(maxsize=None)
+def cuda():
+    return backends.cuda_backend()
+
+
+needs_cuda = pytest.mark.skipif(not backends.cuda_available(), reason="cuda backend unavailable (CuPy or a GPU)")
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_cuda_lstm_cell_matches_the_reference(dtype):
+    gates, c = step_inputs(dtype)
+    want = run_forward(kernels.get("lstm_cell", cpu), np, gates, c)
+    device = [cuda().asarray(a) for a in (gates, c)]
+    for cell in (kernels.get("lstm_cell", cuda()), functools.partial(kernels.KERNELS["lstm_cell"].reference,
+                                                                      cuda().xp)):
+        for g, w in zip(run_forward(cell, cuda().xp, *device), want):
+            assert g.dtype == dtype
+            np.testing.assert_allclose(cuda().to_host(g), w, **TOL[dtype])
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_cuda_lstm_cell_backward_matches_the_reference(dtype):
+    inputs, want = step_backward(dtype)
+    device = [cuda().asarray(a) for a in inputs[2:]]  # act, tanh_c, dh, dc
+    act, tanh_c, dh, dc = device
+    c = cuda().asarray(inputs[1])
+    for step in (kernels.get("lstm_cell_backward", cuda()),
+                 functools.partial(kernels.KERNELS["lstm_cell_backward"].reference, cuda().xp)):
+        d_gates, dc_prev = cuda().xp.empty_like(act), cuda().xp.empty_like(c)
+        step(act, c, tanh_c, dh, dc, d_gates, dc_prev)
+        for g, w in ((d_gates, want[0]), (dc_prev, want[1])):
+            assert g.dtype == dtype
+            np.testing.assert_allclose(cuda().to_host(g), w, **TOL[dtype])
+
+
+# ---- the whole-sequence node ---------------------------------------------------------------------------
+
+def layer_arguments(bias=True, seed=0, steps=4, batch=2, size=3, features=2):
+    r.manual_seed(seed)
+
+    def leaf(*shape):
+        return r.randn(*shape, dtype=r.float64, requires_grad=True)
+
+    biases = (leaf(4 * size), leaf(4 * size)) if bias else (None, None)
+    return (leaf(steps, batch, features), leaf(batch, size), leaf(batch, size), leaf(4 * size, features),
+            leaf(4 * size, size), *biases)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+def test_lstm_layer_passes_gradcheck(reverse, bias):
+    args = layer_arguments(bias)
+    tensors = tuple(a for a in args if a is not None)
+
+    def run(*tensors):
+        full = list(tensors) + [None, None] * (not bias)
+        return LSTMLayer.apply(*full, reverse=reverse)
+
+    assert r.autograd.gradcheck(run, tensors)
+
+
+def unrolled(x, h, c, w_ih, w_hh, b_ih, b_hh, reverse=False):
+    """The same layer from the per-step cell (a graph of ordinary ops per step)."""
+    steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
+    outputs = [None] * x.shape[0]
+    for t in steps:
+        gates = x[t] @ w_ih.T + h @ w_hh.T + b_ih + b_hh
+        i, f, g, o = gates.chunk(4, 1)
+        c = r.sigmoid(f) * c + r.sigmoid(i) * r.tanh(g)
+        h = r.sigmoid(o) * r.tanh(c)
+        outputs[t] = h
+    return r.stack(outputs), h, c
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_lstm_layer_equals_the_unrolled_equations_values_and_gradients(reverse):
+    args = layer_arguments(steps=5, batch=3, size=4, features=3, seed=3)
+    got = LSTMLayer.apply(*args, reverse=reverse)
+    want = unrolled(*args, reverse=reverse)
+    weights = [r.randn(*w.shape, dtype=r.float64) for w in want]
+    grads = r.autograd.grad(sum((g * w).sum() for g, w in zip(got, weights)), args)
+    grads_want = r.autograd.grad(sum((g * w).sum() for g, w in zip(want, weights)), args)
+    for g, w in zip(got + grads, want + grads_want):
+        np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_lstm_layer_backward_twice_with_retain_graph_gives_the_same_gradients():
+    args = layer_arguments()
+    out, h, c = LSTMLayer.apply(*args)
+    loss = out.sum() + c.sum()
+    first = [g.numpy().copy() for g in r.autograd.grad(loss, args, retain_graph=True)]
+    second = [g.numpy() for g in r.autograd.grad(loss, args)]
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_lstm_layer_skips_gradients_nobody_needs():
+    x, h0, c0, w_ih, w_hh, b_ih, b_hh = layer_arguments()
+    out, _, _ = LSTMLayer.apply(x.detach(), h0.detach(), c0.detach(), w_ih, w_hh.detach(), b_ih, b_hh)
+    out.sum().backward()
+    assert w_ih.grad is not None and b_ih.grad is not None
+    assert x.grad is None and w_hh.grad is None and h0.grad is None
+
+
+def test_changing_the_output_in_place_before_backward_raises():
+    args = layer_arguments()
+    out, h, c = LSTMLayer.apply(*args)
+    out.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
+
+
+def test_h_n_is_not_a_view_of_the_output():
+    out, h, _ = LSTMLayer.apply(*(a.detach() for a in layer_arguments()))
+    before = out[-1].clone()
+    h.add_(1)
+    assert r.equal(out[-1], before)
+
+
+def test_the_lstm_layer_runs_the_fused_node_and_the_cell_the_step_node():
+    lstm = r.nn.LSTM(2, 3)
+    out, _ = lstm(r.randn(4, 2, 2))
+    assert out.grad_fn.name() == "LSTMLayerBackward0"
+    h, c = r.nn.LSTMCell(2, 3)(r.randn(2, 2))
+    assert h.grad_fn.name() == "LSTMGatesBackward0"
+
+
+def test_an_empty_batch_runs_forward_and_backward():
+    """PyTorch's test_RNN_input_size_zero: a batch of no sequences gives empty outputs and zero gradients."""
+    lstm = r.nn.LSTM(3, 4)
+    out, (h, c) = lstm(r.zeros(5, 0, 3))
+    assert out.shape == (5, 0, 4) and h.shape == (1, 0, 4) and c.shape == (1, 0, 4)
+    out.sum().backward()
+    assert not lstm.weight_hh_l0.grad.any() and not lstm.bias_ih_l0.grad.any()
+
+
+def test_the_two_bias_gradients_are_independent_tensors():
+    """One sum over the steps serves both biases; changing one gradient in place (clip_grad_norm_) leaves the
+    other alone."""
+    lstm = r.nn.LSTM(2, 3)
+    out, _ = lstm(r.randn(4, 2, 2))
+    out.sum().backward()
+    assert r.equal(lstm.bias_ih_l0.grad, lstm.bias_hh_l0.grad)
+    before = lstm.bias_hh_l0.grad.clone()
+    lstm.bias_ih_l0.grad.mul_(2)
+    assert r.equal(lstm.bias_hh_l0.grad, before)
