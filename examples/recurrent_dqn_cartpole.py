@@ -14,8 +14,9 @@ sequence, cut where an episode starts, each piece from its stored first state), 
 target network on the same sequences.
 
 Every --eval-every frames the greedy policy plays --eval-episodes episodes. Writes
-runs/recurrent_dqn_cartpole_{net}_seed{seed}.csv and a .png (with the other net's curve when its CSV is
-there) when matplotlib is installed.
+runs/recurrent_dqn_cartpole_{net}_seed{seed}.csv row by row and redraws its .png (matplotlib), and at the end
+runs/recurrent_dqn_cartpole_seed{seed}.png with both nets' curves when both CSVs are there; Ctrl-C stops the run
+and keeps them.
 """
 import os
 
@@ -25,27 +26,29 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")       # time to more BLAS threads
 import argparse
 import copy
 import csv
-import time
 
 import rlpipe
 from rlpipe import nn
 from rlpipe.collectors import SyncDataCollector
 from rlpipe.envs import GymEnv, InitTracker, RewardSum, TransformedEnv
 from rlpipe.modules import EGreedyModule, LSTMModule, QValueModule, set_recurrent_mode
+from rlpipe.record import RunLog
 from rlpipe.tensordict import TensorDictModule, TensorDictSequential
 
 STATE_KEYS = ["recurrent_state_h", "recurrent_state_c"]
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--net", choices=["lstm", "mlp"], default="lstm", help="recurrent or feed-forward Q-network")
     p.add_argument("--seed", type=int, default=0, help="seed of rlpipe's random generator and of the environments")
     p.add_argument("--device", default="cpu", help="cpu, or cuda where CuPy and a GPU are available")
     p.add_argument("--total-frames", type=int, default=50_000, help="environment frames to collect")
     p.add_argument("--seq-len", type=int, default=20, help="frames per collected batch = per training sequence")
     p.add_argument("--batch-size", type=int, default=32, help="sequences per gradient step")
-    p.add_argument("--updates-per-batch", type=int, default=2, help="gradient steps after each collected batch")
+    p.add_argument("--updates-per-frame", type=float, default=0.1,
+                   help="gradient steps per collected frame (0.1: 2 after each sequence of 20)")
     p.add_argument("--buffer-size", type=int, default=2_500, help="sequences the replay keeps")
     p.add_argument("--hidden", type=int, default=64, help="units of the LSTM (or first layer) and of the head")
     p.add_argument("--gamma", type=float, default=0.99, help="the discount factor")
@@ -131,15 +134,8 @@ def evaluate(policy, episodes, seed, device):
     return sum(returns[:episodes]) / episodes
 
 
-def progress(total, disabled):
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return None if disabled else tqdm(total=total, unit="frames")
-
-
-def save_plot(out_dir, seed, path):
+def save_comparison_plot(out_dir, seed, path):
+    """Both nets' curves in one figure, from their CSVs (skipped without matplotlib)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -176,50 +172,41 @@ def main():
     collector = SyncDataCollector(env, TensorDictSequential(greedy_policy(q_net), explore),
                                   frames_per_batch=args.seq_len, total_frames=args.total_frames, policy_device=device)
 
-    os.makedirs(args.out_dir, exist_ok=True)
-    stem = os.path.join(args.out_dir, f"recurrent_dqn_cartpole_{args.net}_seed{args.seed}")
-    sequences, rows, frames, updates = [], [], 0, 0
-    bar = progress(args.total_frames, args.no_progress)
-    start = time.perf_counter()
-    for batch in collector:
-        frames += batch.numel()
-        explore.step(batch.numel())
-        sequences = (sequences + [training_sequence(batch, args.net)])[-args.buffer_size:]
-        if frames >= args.learning_starts:
-            for _ in range(args.updates_per_batch):
-                picks = rlpipe.randint(0, len(sequences), (args.batch_size,)).tolist()
-                loss = td_loss(q_net, target_net, rlpipe.stack([sequences[i] for i in picks]), args.gamma)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                updates += 1
-                if updates % args.target_update == 0:
-                    target_net.load_state_dict(q_net.state_dict())
-        if bar is not None:
-            bar.update(batch.numel())
-        if frames // args.eval_every > (frames - batch.numel()) // args.eval_every:  # passed a multiple of it
-            with rlpipe.no_grad():
-                score = evaluate(greedy_policy(q_net), args.eval_episodes, args.seed + frames, device)
-            eps = float(explore.eps.item())
-            rows.append({"frames": frames, "eval_return": score, "epsilon": round(eps, 4),
-                         "seconds": round(time.perf_counter() - start, 2)})
-            if bar is not None:
-                bar.set_postfix(eval_return=score)
-            else:
-                print(f"{args.net}: frames {frames:>7d}  eval return {score:6.1f}  epsilon {eps:.3f}", flush=True)
+    sequences, frames, owed = [], 0, 0.0
+    updates = 0
+    with RunLog(args.out_dir, f"recurrent_dqn_cartpole_{args.net}_seed{args.seed}",
+                ["frames", "eval_return", "epsilon", "seconds"], plot=("frames", "eval_return"),
+                title=f"DQN ({args.net}), CartPole-v1 without velocities: greedy return",
+                total=args.total_frames, progress=not args.no_progress) as log:
+        for batch in collector:
+            frames += batch.numel()
+            explore.step(batch.numel())
+            sequences = (sequences + [training_sequence(batch, args.net)])[-args.buffer_size:]
+            if frames >= args.learning_starts:
+                owed += args.updates_per_frame * batch.numel()
+                while owed >= 1:
+                    picks = rlpipe.randint(0, len(sequences), (args.batch_size,)).tolist()
+                    loss = td_loss(q_net, target_net, rlpipe.stack([sequences[i] for i in picks]), args.gamma)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    owed -= 1
+                    updates += 1
+                    if updates % args.target_update == 0:
+                        target_net.load_state_dict(q_net.state_dict())
+            log.advance(batch.numel())
+            if frames // args.eval_every > (frames - batch.numel()) // args.eval_every:  # passed a multiple of it
+                with rlpipe.no_grad():
+                    score = evaluate(greedy_policy(q_net), args.eval_episodes, args.seed + frames, device)
+                log.write(frames=frames, eval_return=score, epsilon=round(float(explore.eps.item()), 4),
+                          seconds=round(log.seconds, 2))
     collector.shutdown()
-    if bar is not None:
-        bar.close()
-
-    with open(stem + ".csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["frames", "eval_return", "epsilon", "seconds"])
-        writer.writeheader()
-        writer.writerows(rows)
-    seconds = time.perf_counter() - start
-    best = max((r["eval_return"] for r in rows), default=float("nan"))
-    print(f"{args.net}, seed {args.seed}: best greedy return {best:.1f} in {frames} frames, {seconds:.1f} s "
-          f"({frames / seconds:,.0f} frames/s); wrote {stem}.csv"
-          + (" and .png" if save_plot(args.out_dir, args.seed, stem + ".png") else ""))
+    best = max((r["eval_return"] for r in log.rows), default=float("nan"))
+    compared = os.path.join(args.out_dir, f"recurrent_dqn_cartpole_seed{args.seed}.png")
+    also = f"; both nets' curves in {compared}" if save_comparison_plot(args.out_dir, args.seed, compared) else ""
+    log.finish(f"{args.net}, seed {args.seed}: best greedy return {best:.1f} in {frames} frames", frames)
+    if also:
+        print(also[2:])
 
 
 if __name__ == "__main__":
