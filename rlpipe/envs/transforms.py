@@ -7,15 +7,16 @@ import numpy as np
 
 from .. import _dtypes
 from .._creation import as_tensor
-from .._tensor import host_array
+from .._tensor import Tensor, host_array
 from ..tensordict import unravel_key_to_tuple
 from .specs import Bounded, Categorical, Composite, Unbounded
 from .step_protocol import REWARD as _REWARD, TERMINATED as _TERMINATED, TRUNCATED as _TRUNCATED
-from .step_protocol import STEP_EXTRAS as _STEP_EXTRAS, ArrayMapping, _done_like
+from .step_protocol import ArrayMapping, _done_like, map_tensordict
 from .transformed_env import Compose, Transform, TransformedEnv, _key_str, _keys
 from . import transforms_keys as _keys_t, transforms_tensors as _tensors, transforms_vecnorm as _vecnorm
 from .transforms_keys import *  # noqa: F401,F403  (torchrl's transforms of entries and keys)
 from .transforms_tensors import *  # noqa: F401,F403
+from .transforms_tensors import DTypeCastTransform
 from .transforms_vecnorm import *  # noqa: F401,F403
 from .transforms_image import *  # noqa: F401,F403  (torchrl's image transforms and CatFrames)
 from .transforms_image import __all__ as _image_all
@@ -201,14 +202,18 @@ class RewardSum(Transform):
 
 
 class _KeyWise(ArrayMapping, Transform):
-    """A stateless transform mapping each in key's array to its out key (``_apply_transform``), and
-    each in key's spec likewise (``_transform_leaf_spec``)."""
+    """A stateless transform mapping each in key's array to its out key (``_apply_array``), and
+    each in key's spec likewise (``_transform_leaf_spec``); ``inv`` maps each ``out_keys_inv``
+    array to its ``in_keys_inv`` key (``_inv_apply_array``). torchrl's ``_call``,
+    ``_apply_transform`` and ``inv`` run the same array code on a TensorDict's entries."""
 
-    def __init__(self, in_keys=None, out_keys=None):
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
-        if len(self.in_keys) != len(self.out_keys):
-            raise ValueError(f"{type(self).__name__}: in_keys and out_keys must have the same length, got "
-                             f"{len(self.in_keys)} and {len(self.out_keys)}")
+    def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        for what, ins, outs in (("in_keys and out_keys", self.in_keys, self.out_keys),
+                                ("in_keys_inv and out_keys_inv", self.in_keys_inv, self.out_keys_inv)):
+            if len(ins) != len(outs):
+                raise ValueError(f"{type(self).__name__}: {what} must have the same length, got "
+                                 f"{len(ins)} and {len(outs)}")
         for k in self.in_keys + self.out_keys:
             if k in _RESERVED:
                 raise ValueError(f"{type(self).__name__}: {_key_str(k)!r} cannot be transformed on rlpipe's "
@@ -218,18 +223,41 @@ class _KeyWise(ArrayMapping, Transform):
         return zip(self.in_keys, self.out_keys)
 
     def _frame_call(self, frame):
-        out = None
-        for ik, ok in self._pairs(frame):
-            value = frame.get(ik)
-            if value is None:
-                continue
-            if out is None:
-                out = dict(frame)
-            out[ok] = self._apply_transform(value)
-        return frame if out is None else out
+        return _map_frame(frame, self._pairs(frame), self._apply_array)
+
+    def _apply_array(self, value):
+        raise NotImplementedError
+
+    def _inv_apply_array(self, value):
+        return value
 
     def _apply_transform(self, value):
-        raise NotImplementedError
+        """``_apply_array`` on a tensor (torchrl's per-entry method)."""
+        return _on_tensor(self._apply_array, value)
+
+    def _inv_apply_transform(self, value):
+        """``_inv_apply_array`` on a tensor."""
+        return _on_tensor(self._inv_apply_array, value)
+
+    def _call(self, next_tensordict):
+        """The in keys' entries of ``next_tensordict`` mapped into the out keys (in place)."""
+        return self.forward(next_tensordict)
+
+    def _inv_frame_call(self, frame):
+        return _map_frame(frame, zip(self.out_keys_inv, self.in_keys_inv), self._inv_apply_array)
+
+    def _inv_call(self, tensordict):
+        """The ``out_keys_inv`` entries of ``tensordict`` mapped into the ``in_keys_inv`` (in place)."""
+        return map_tensordict(tensordict, self._inv_frame_call)
+
+    def _only_action_inverted(self):
+        """In an env: a ValueError unless the inverse keys are empty or the action alone, unrenamed
+        (an rlpipe env takes one input, ``"action"``)."""
+        if self.in_keys_inv and (self.in_keys_inv != [("action",)] or self.out_keys_inv != [("action",)]):
+            raise ValueError(f"{type(self).__name__}: in an env, in_keys_inv/out_keys_inv can only be ['action'] (an "
+                             f"rlpipe env takes one input, 'action'), got in_keys_inv "
+                             f"{[_key_str(k) for k in self.in_keys_inv]} and out_keys_inv "
+                             f"{[_key_str(k) for k in self.out_keys_inv]}; outside an env, inv() maps any keys")
 
     def _transform_leaf_spec(self, spec):
         raise NotImplementedError
@@ -246,65 +274,57 @@ class _KeyWise(ArrayMapping, Transform):
         return [(ik, ok) for ik, ok in zip(self.in_keys, self.out_keys) if ik in keys]
 
 
-class DoubleToFloat(_KeyWise):
-    """float64 observations (and their specs) as float32. ``in_keys=None``: every float64
-    observation entry; a float64 action spec then becomes float32 too, and actions are cast back
-    to float64 on their way to the base env. ``in_keys_inv``: the action (``["action"]``) only."""
+def _on_tensor(function, value):
+    """``function`` (a map of host arrays) on ``value``, a tensor or an array, returned as given."""
+    if isinstance(value, Tensor):
+        return as_tensor(function(host_array(value)), device=value.device)
+    return function(value)
+
+
+def _map_frame(frame, pairs, function):
+    """``frame`` with ``function`` of each pair's source array written to its destination (a new
+    dict if anything changed)."""
+    out = None
+    for source, dest in pairs:
+        value = frame.get(source)
+        if value is None:
+            continue
+        if out is None:
+            out = dict(frame)
+        out[dest] = function(value)
+    return frame if out is None else out
+
+
+class DoubleToFloat(DTypeCastTransform):
+    """``DTypeCastTransform(float64, float32)``, as torchrl's: float64 entries (and their specs) as
+    float32; with ``in_keys_inv=["action"]`` (or no keys at all and a float64 action spec), float32
+    actions cast back to float64 for the base env. In an env it works on the frames' arrays."""
 
     def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
-        self._all = in_keys is None
-        if out_keys is not None and in_keys is None:
-            raise ValueError("DoubleToFloat: out_keys need in_keys")
-        if out_keys_inv is not None and out_keys_inv != in_keys_inv:
-            raise NotImplementedError("DoubleToFloat: out_keys_inv different from in_keys_inv")
-        inv = _keys(in_keys_inv, "in_keys_inv", allow_none=True)
-        if inv is not None and any(k != ("action",) for k in inv):
-            raise NotImplementedError("DoubleToFloat: in_keys_inv can only hold 'action' on rlpipe's frame protocol")
-        self._inv_all = self._all and inv is None
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
-        self.in_keys_inv = inv or []
-        self.out_keys_inv = list(self.in_keys_inv)
-        self._cast_action = False
+        super().__init__(_dtypes.float64, _dtypes.float32, in_keys=in_keys, out_keys=out_keys,
+                         in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
 
-    def _pairs(self, frame):
-        if not self._all:
-            return zip(self.in_keys, self.out_keys)
-        return [(k, k) for k, v in frame.items() if k not in _STEP_EXTRAS and v.dtype == np.float64]
+    # the env's frame hooks on arrays: the collector's fast path
+    def _frame_call(self, frame):
+        return _map_frame(frame, zip(self.in_keys, self.out_keys), _to_float32)
 
-    def _apply_transform(self, value):
-        return value.astype(np.float32) if value.dtype == np.float64 else value
+    def _frame_reset(self, frame):
+        return self._frame_call(frame)
 
-    def _transform_leaf_spec(self, spec):
-        if spec.dtype is not _dtypes.float64:
-            return spec
-        if isinstance(spec, Bounded):
-            low, high = _bounds(spec)
-            return Bounded(low=low.astype(np.float32), high=high.astype(np.float32), shape=spec.shape,
-                           dtype=_dtypes.float32, device=spec.device)
-        if isinstance(spec, Unbounded):
-            return Unbounded(shape=spec.shape, dtype=_dtypes.float32, device=spec.device)
-        raise NotImplementedError(f"DoubleToFloat: cannot convert a {type(spec).__name__} spec")
+    def _frame_step(self, root, next_frame, action):
+        return self._frame_call(next_frame)
 
-    def _spec_pairs(self, observation_spec):
-        if not self._all:
-            return super()._spec_pairs(observation_spec)
-        return [(unravel_key_to_tuple(k), unravel_key_to_tuple(k)) for k, v in observation_spec.items(True, True)
-                if v is not None and v.dtype is _dtypes.float64]
-
-    def transform_action_spec(self, action_spec):
-        self._cast_action = False
-        if (self._inv_all or self.in_keys_inv) and action_spec.dtype is _dtypes.float64:
-            self._cast_action = True
-            return self._transform_leaf_spec(action_spec)
-        return action_spec
+    def _frame_continue(self, next_frame, frame, done):
+        return self._frame_call(frame)
 
     def _frame_inv(self, action, root):
-        if self._cast_action and action.dtype != np.float64:
+        if ("action",) in self.in_keys_inv and action.dtype != np.float64:
             return action.astype(np.float64)
         return action
 
-    def __repr__(self):
-        return f"DoubleToFloat(in_keys={'all float64' if self._all else [_key_str(k) for k in self.in_keys]})"
+
+def _to_float32(value):
+    return value.astype(np.float32) if value.dtype == np.float64 else value
 
 
 class ObservationNorm(_KeyWise):
@@ -318,9 +338,7 @@ class ObservationNorm(_KeyWise):
                  standard_normal=False, eps=None):
         if in_keys is None:
             in_keys = ["observation"]
-        if in_keys_inv is not None or out_keys_inv is not None:
-            raise NotImplementedError("ObservationNorm: in_keys_inv/out_keys_inv are not supported")
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
         self.standard_normal = bool(standard_normal)
         self.eps = 1e-6 if eps is None else float(eps)
         self._loc = self._scale = None
@@ -375,13 +393,23 @@ class ObservationNorm(_KeyWise):
             params = self._cast[dtype] = (self._loc.astype(dtype), self._scale.astype(dtype))
         return params
 
-    def _apply_transform(self, value):
+    def _apply_array(self, value):
         if value.dtype.kind != "f":
             value = value.astype(np.float32)
         loc, scale = self._params(value.dtype)
         if self.standard_normal:
             return (value - loc) / scale
         return value * scale + loc
+
+    def _inv_apply_array(self, value):
+        loc, scale = self._params(value.dtype)
+        if self.standard_normal:
+            return value * scale + loc
+        return (value - loc) / scale
+
+    def transform_action_spec(self, action_spec):
+        self._only_action_inverted()
+        return action_spec
 
     def _transform_leaf_spec(self, spec):
         if not self.initialized:
@@ -397,7 +425,7 @@ class ObservationNorm(_KeyWise):
         if isinstance(spec, Bounded):
             low, high = _bounds(spec)
             with np.errstate(over="ignore", invalid="ignore"):
-                a, b = self._apply_transform(low), self._apply_transform(high)
+                a, b = self._apply_array(low), self._apply_array(high)
             # the same float arithmetic as the observations: the bounds stay exact bounds
             lo, hi = np.minimum(a, b), np.maximum(a, b)
             return Bounded(low=np.broadcast_to(lo, shape), high=np.broadcast_to(hi, shape), shape=spec.shape,
@@ -413,6 +441,7 @@ class ObservationNorm(_KeyWise):
         ``1/std`` when not ``standard_normal``). ``keep_dims``: reduced dims to keep as size 1."""
         if self.initialized:
             raise RuntimeError("Loc/Scale are already initialized")
+        _check_cat_dim(reduce_dim, cat_dim)
         if isinstance(num_iter, bool) or not isinstance(num_iter, (int, np.integer)) or num_iter < 1:
             raise ValueError(f"init_stats: num_iter must be a positive int, got {num_iter!r}")
         if len(self.in_keys) > 1 and key is None:
@@ -465,28 +494,51 @@ class ObservationNorm(_KeyWise):
                 f"{self.standard_normal}, initialized={self.initialized})")
 
 
+def _check_cat_dim(reduce_dim, cat_dim):
+    """torchrl's rule for ``init_stats``: ``cat_dim`` is one of the reduced dims."""
+    if isinstance(reduce_dim, int):
+        if cat_dim is not None and cat_dim != reduce_dim:
+            raise ValueError(f"cat_dim must be part of or equal to reduce_dim, got cat_dim={cat_dim} and "
+                             f"reduce_dim={reduce_dim}")
+    elif cat_dim is None:
+        raise ValueError(f"cat_dim must be specified if reduce_dim is not an integer, got reduce_dim={reduce_dim}")
+    elif cat_dim not in reduce_dim:
+        raise ValueError(f"cat_dim must be part of or equal to reduce_dim, got cat_dim={cat_dim} and "
+                         f"reduce_dim={tuple(reduce_dim)}")
+
+
 class RenameTransform(_KeyWise):
-    """Renames observation entries: ``in_keys[i]`` becomes ``out_keys[i]`` (kept too with
-    ``create_copy=True``), in the frames and in the observation spec."""
+    """Renames entries: ``in_keys[i]`` becomes ``out_keys[i]`` (kept too with ``create_copy=True``),
+    in the frames and in the observation spec; ``inv`` renames ``out_keys_inv[i]`` back to
+    ``in_keys_inv[i]`` (outside an env: an rlpipe env's one input is ``"action"``)."""
 
     def __init__(self, in_keys, out_keys, in_keys_inv=None, out_keys_inv=None, create_copy=False):
-        if in_keys_inv is not None or out_keys_inv is not None:
-            raise NotImplementedError("RenameTransform: in_keys_inv/out_keys_inv (renaming inputs) are not "
-                                      "supported on rlpipe's frame protocol")
         in_keys, out_keys = _keys(in_keys, "in_keys"), _keys(out_keys, "out_keys")
-        if len(in_keys) != len(out_keys):
-            raise ValueError(f"RenameTransform: in_keys and out_keys must have the same length, got "
-                             f"{len(in_keys)} and {len(out_keys)}")
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        if in_keys_inv is not None and out_keys_inv is None:
+            out_keys_inv = in_keys_inv
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
         self.create_copy = bool(create_copy)
 
-    def _frame_call(self, frame):
+    def _rename(self, frame, sources, dests):
         out = dict(frame)
-        values = [out.get(k) if self.create_copy else out.pop(k, None) for k in self.in_keys]
-        for ok, value in zip(self.out_keys, values):
+        values = [out.get(k) if self.create_copy else out.pop(k, None) for k in sources]
+        for dest, value in zip(dests, values):
             if value is not None:
-                out[ok] = value
+                out[dest] = value
         return out
+
+    def _frame_call(self, frame):
+        return self._rename(frame, self.in_keys, self.out_keys)
+
+    def _inv_frame_call(self, frame):
+        return self._rename(frame, self.out_keys_inv, self.in_keys_inv)
+
+    def transform_action_spec(self, action_spec):
+        if self.in_keys_inv:
+            raise ValueError(f"RenameTransform: in an env, in_keys_inv {[_key_str(k) for k in self.in_keys_inv]} "
+                             "cannot be renamed: an rlpipe env has one input, 'action' (outside an env, inv() "
+                             "renames any keys)")
+        return action_spec
 
     def transform_observation_spec(self, observation_spec):
         keys = {unravel_key_to_tuple(k) for k in observation_spec.keys(True, True)}
