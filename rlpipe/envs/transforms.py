@@ -140,21 +140,69 @@ class StepCounter(Transform):
 class RewardSum(Transform):
     """The running return of each episode: ``("next", out_key) = out_key + reward`` at every step,
     0 after a reset. ``in_keys`` default to ``["reward"]``, ``out_keys`` to ``["episode_reward"]``
-    (``episode_`` + the in key's last name); the sums are observations (in the observation spec)."""
+    (``episode_`` + the in key's last name); the sums are observations (in the observation spec).
+    Outside an env, calling it writes each in key's cumulative sum along the dim named ``"time"``
+    (torchrl's offline mode). ``reset_keys``: the ``"_reset"`` entry of each in key, for the
+    TensorDict methods used without an env (an rlpipe env has one, ``"_reset"``)."""
 
-    def __init__(self, in_keys=None, out_keys=None, reset_keys=None):
+    def __init__(self, in_keys=None, out_keys=None, reset_keys=None, *, reward_spec=False):
         in_keys = _keys(in_keys, "in_keys", allow_none=True) or [_REWARD]
         if out_keys is None:
             out_keys = [k[:-1] + ("episode_" + k[-1],) for k in in_keys]
         out_keys = _keys(out_keys, "out_keys")
         if len(in_keys) != len(out_keys):
-            raise ValueError(f"RewardSum: in_keys and out_keys must have the same length, got "
-                             f"{len(in_keys)} and {len(out_keys)}")
-        if reset_keys is not None:
-            raise NotImplementedError("RewardSum: reset_keys (multi-agent resets) are not supported")
+            raise ValueError(f"RewardSum expects the same number of input and output keys, got in_keys "
+                             f"{[_key_str(k) for k in in_keys]} and out_keys {[_key_str(k) for k in out_keys]}")
         super().__init__(in_keys=in_keys, out_keys=out_keys)
+        self._reset_keys = None if reset_keys is None else [_key_str(k) for k in _keys(reset_keys, "reset_keys")]
+        self.reward_spec = bool(reward_spec)
         self._pairs = list(zip(self.in_keys, self.out_keys))
         self._zero = {}
+
+    @property
+    def reset_keys(self):
+        """The reset entry of each in key: those given, else the env's ``"_reset"`` for every in key."""
+        keys = self._reset_keys
+        if keys is None:
+            if self.parent is None:
+                raise TypeError("reset_keys not provided but parent env not found. Make sure that the reset_keys "
+                                "are provided during construction if the transform does not have a container env.")
+            keys = ["_reset"] * len(self.in_keys)
+        if len(keys) != len(self.in_keys):
+            raise ValueError(f"Could not match the env reset_keys {list(keys)} with the in_keys "
+                             f"{[_key_str(k) for k in self.in_keys]}. Please make sure that these have the same "
+                             "length.")
+        return keys
+
+    # torchrl's TensorDict methods, for a RewardSum driven by hand (the env runs the frame hooks)
+    def _reset(self, tensordict, tensordict_reset):
+        """Each sum set to 0 where its reset entry is True (everywhere without one), else kept."""
+        for (_, out_key), reset_key in zip(self._pairs, self.reset_keys):
+            value = tensordict.get(out_key, None)
+            if value is None:
+                zeros = np.zeros(*self._zero[out_key]) if out_key in self._zero else np.zeros(1, np.float32)
+                tensordict_reset.set(out_key, as_tensor(zeros, device=tensordict_reset.device))
+                continue
+            values = host_array(value)
+            reset = tensordict.get(reset_key, None)
+            reset = np.ones((), bool) if reset is None else host_array(reset)
+            reset = reset.reshape(reset.shape + (1,) * (values.ndim - reset.ndim))
+            tensordict_reset.set(out_key, as_tensor(np.where(reset, np.zeros((), values.dtype), values),
+                                                    device=value.device))
+        return tensordict_reset
+
+    def _step(self, tensordict, next_tensordict):
+        """``("next", out_key) = out_key + ("next", in_key)`` (the sum starts at 0)."""
+        for in_key, out_key in self._pairs:
+            reward = next_tensordict.get(in_key, None)
+            if reward is None:
+                if not self._missing_tolerance:
+                    raise KeyError(f"RewardSum: {_key_str(in_key)!r} not found in the tensordict (keys: "
+                                   f"{sorted(map(str, next_tensordict.keys(True, True)))})")
+                continue
+            previous = tensordict.get(out_key, None)
+            next_tensordict.set(out_key, reward if previous is None else previous + reward)
+        return next_tensordict
 
     def _in_spec(self, key):
         if key == _REWARD:
@@ -187,9 +235,20 @@ class RewardSum(Transform):
         return out
 
     def forward(self, tensordict):
-        raise NotImplementedError("RewardSum only works in a TransformedEnv (it keeps a running sum)")
+        """Offline: each in key's cumulative sum along the dim named ``"time"``, into its out key."""
+        names = list(tensordict.names)
+        if "time" not in names:
+            raise ValueError(f"At least one dimension of the tensordict must be named 'time' in offline mode, "
+                             f"got the dim names {names}")
+        dim = names.index("time")
+        for in_key, out_key in self._pairs:
+            tensordict.set(out_key, tensordict[in_key].cumsum(dim))
+        return tensordict
 
     def transform_observation_spec(self, observation_spec):
+        if self.reward_spec:
+            raise NotImplementedError("RewardSum(reward_spec=True): an rlpipe env has one reward, 'reward'; the "
+                                      "sums can only be observations (reward_spec=False)")
         for ik, ok in self._pairs:
             spec = self._in_spec(ik)
             self._zero[ok] = (tuple(spec.shape), spec.dtype.np)
