@@ -102,6 +102,8 @@ def test_observation_norm_inverse_and_tensor_apply(standard_normal):
 def test_observation_norm_errors():
     with pytest.raises(RuntimeError, match="Loc/Scale have not been initialized"):
         ObservationNorm(in_keys=["a"])._apply_transform(rlpipe.tensor([1.0]))
+    with pytest.raises(ValueError, match="cat_dim must be part of or equal to reduce_dim"):  # checked first
+        ObservationNorm(loc=0.0, scale=1.0).init_stats(num_iter=11, cat_dim=1)
     t = ObservationNorm(in_keys=["a"])
     with pytest.raises(ValueError, match="cat_dim must be part of or equal to reduce_dim, got cat_dim=1"):
         t.init_stats(num_iter=11, cat_dim=1)
@@ -113,3 +115,14 @@ def test_observation_norm_errors():
                                                      out_keys_inv=["action_inv"]))
     with pytest.raises(ValueError, match=r"in_keys_inv/out_keys_inv can only be \['action'\].*\['action_inv'\]"):
         _ = env.action_spec
+
+
+def test_dtype_cast_inverse_without_inverse_keys_casts_every_dtype_out_entry():
+    t = DTypeCastTransform(rlpipe.float64, rlpipe.float32, in_keys=["obs"])
+    td = TensorDict({"a": rlpipe.tensor([1.0]), ("n", "b"): rlpipe.tensor([2.0]),
+                     "i": rlpipe.tensor([3], dtype=rlpipe.int64)}, [1])
+    out = t.inv(td)
+    assert out["a"].dtype is rlpipe.float64 and out["n", "b"].dtype is rlpipe.float64
+    assert out["i"].dtype is rlpipe.int64 and td["a"].dtype is rlpipe.float32
+    only = DTypeCastTransform(rlpipe.float64, rlpipe.float32, in_keys_inv=["a"]).inv(td)
+    assert only["a"].dtype is rlpipe.float64 and only["n", "b"].dtype is rlpipe.float32

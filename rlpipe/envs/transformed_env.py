@@ -296,6 +296,17 @@ class Compose(Transform):
         self.transforms.insert(index, transform)
         self._invalidate()
 
+    def pop(self, index=-1):
+        """Removes and returns the transform at ``index`` (the last by default), now unattached."""
+        n = len(self.transforms)
+        if not -n <= index < n:
+            raise IndexError(f"Compose.pop: index {index} is out of range for {n} transforms")
+        transform = self.transforms[index]
+        del self.transforms[index]
+        transform._container = None
+        self._invalidate()
+        return transform
+
     def __getitem__(self, item):
         if isinstance(item, slice):
             return Compose(*[t.clone() for t in self.transforms[item]])

@@ -498,9 +498,9 @@ class ObservationNorm(_KeyWise):
         along ``cat_dim`` (default ``reduce_dim``), and its mean and (unbiased) std over
         ``reduce_dim`` (an int or a list) give ``loc`` and ``scale`` (as ``-mean/std`` and
         ``1/std`` when not ``standard_normal``). ``keep_dims``: reduced dims to keep as size 1."""
+        _check_cat_dim(reduce_dim, cat_dim)
         if self.initialized:
             raise RuntimeError("Loc/Scale are already initialized")
-        _check_cat_dim(reduce_dim, cat_dim)
         if isinstance(num_iter, bool) or not isinstance(num_iter, (int, np.integer)) or num_iter < 1:
             raise ValueError(f"init_stats: num_iter must be a positive int, got {num_iter!r}")
         if len(self.in_keys) > 1 and key is None:

@@ -776,7 +776,8 @@ class DTypeCastTransform(_EntryTransform):
     """Casts ``in_keys`` entries from ``dtype_in`` to ``dtype_out`` (and the action back from
     ``dtype_out`` to ``dtype_in`` with ``in_keys_inv=["action"]``). With neither ``in_keys`` nor
     ``in_keys_inv``, the keys are every observation and reward of ``dtype_in`` (and the action if
-    it is of ``dtype_in``), found from the env's specs; outside an env, every entry of ``dtype_in``."""
+    it is of ``dtype_in``), found from the env's specs; outside an env, every entry of ``dtype_in``
+    (and, without ``in_keys_inv``, ``inv`` casts every entry of ``dtype_out`` back)."""
 
     def __init__(self, dtype_in, dtype_out, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
         for name, dtype in (("dtype_in", dtype_in), ("dtype_out", dtype_out)):
@@ -787,6 +788,7 @@ class DTypeCastTransform(_EntryTransform):
                              f"entries of {dtype_in} are found cannot be guaranteed: pass in_keys too")
         self._auto = in_keys is None
         self._auto_inv = in_keys is None and in_keys_inv is None
+        self._inv_given = in_keys_inv is not None
         super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
         self.dtype_in, self.dtype_out = dtype_in, dtype_out
 
@@ -807,7 +809,10 @@ class DTypeCastTransform(_EntryTransform):
     forward = _call
 
     def _inv_call(self, tensordict):
-        if self._auto_inv and self._env_batch_size is None:
+        if not self._inv_given and self._env_batch_size is None:  # torchrl: every entry of dtype_out
+            for key, value in list(tensordict.items(True, True)):
+                if isinstance(value, Tensor) and value.dtype is self.dtype_out:
+                    tensordict.set(key, self._inv_apply_transform(value))
             return tensordict
         return super()._inv_call(tensordict)
 
