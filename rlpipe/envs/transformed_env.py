@@ -108,6 +108,10 @@ class Transform(TransformProtocol, Module):
     def _leaf_list(self):
         return [self]
 
+    def transform_env_device(self, device):
+        """The device of the env after this transform, from the one before it (unchanged by default)."""
+        return device
+
     def _parent_spec(self, name):
         """The ``name`` spec ("observation", "reward", "done", "action") of the env before this transform."""
         specs = self.parent_specs
@@ -356,9 +360,9 @@ def _check_transform(transform, where):
 class _Pipeline(NamedTuple):
     """What a ``TransformedEnv`` runs: its leaf transforms, the specs they produce from the base env's,
     the action hooks ((index, ``_frame_inv``) of the transforms that invert actions, last transform
-    first), and the
-    base env's spec version it was built from (None unless the base env is itself transformed: then
-    only ``_invalidate_specs`` makes it stale)."""
+    first), the base env's spec version it was built from (None unless the base env is itself
+    transformed: then only ``_invalidate_specs`` makes it stale), and the env's device after the
+    transforms (``DeviceCastTransform`` moves it)."""
     leaves: list
     observation_spec: Composite
     action_spec: TensorSpec
@@ -366,6 +370,7 @@ class _Pipeline(NamedTuple):
     done_spec: Composite
     action_hooks: list
     base_version: object
+    device: object
 
 class TransformedEnv(EnvBase):
     """An environment with transforms: ``TransformedEnv(env, transform=None)``.
@@ -441,8 +446,22 @@ class TransformedEnv(EnvBase):
         if pipeline is not None and pipeline.leaves != leaves:
             self._roots = self._nexts = None
         base_version = base._spec_version if isinstance(base, TransformedEnv) else None
-        self._pipeline = _Pipeline(leaves, obs, act, rew, done, hooks, base_version)
+        device = base.device
+        for t in leaves:
+            device = t.transform_env_device(device)
+        self._pipeline = _Pipeline(leaves, obs, act, rew, done, hooks, base_version, device)
         return self._pipeline
+
+    @property
+    def device(self):
+        """The device of the env's TensorDicts: the base env's, unless a transform moves it."""
+        if "base_env" not in self.__dict__:  # (EnvBase.__init__, before the base env is set)
+            return self.__dict__.get("_device")
+        return self._built().device
+
+    @device.setter
+    def device(self, value):
+        self.__dict__["_device"] = value
 
     @property
     def observation_spec(self):

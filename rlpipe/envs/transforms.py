@@ -675,5 +675,8 @@ class CheckFinite(Transform):
 from . import transforms_episodes as _episodes  # noqa: E402 - torchrl's episode/action transforms, re-exported
 from .transforms_episodes import *  # noqa: E402,F403
 __all__ += _episodes.__all__
+from . import transforms_misc as _misc  # noqa: E402 - torchrl's device and hashing transforms, re-exported
+from .transforms_misc import *  # noqa: E402,F403
+__all__ += _misc.__all__
 
 _vecnorm._RunningNorm._observation_norm = ObservationNorm  # VecNorm.to_observation_norm's class (no import circle)

@@ -16,7 +16,7 @@ from .. import _dtypes
 from .._creation import as_tensor, full, ones, tensor, zeros
 from .._tensor import Tensor
 from ..primitives.shape import cat
-from ..tensordict import unravel_key_to_tuple
+from ..tensordict import NonTensorData, unravel_key_to_tuple
 from .specs import Binary, Bounded, Categorical, Composite, TensorSpec, Unbounded
 from .step_protocol import ACTION, REWARD, RESET, key_list
 from .transformed_env import Transform, _key_str
@@ -366,11 +366,17 @@ class UnaryTransform(_EntryTransform):
         self._fn, self._inv_fn = fn, inv_fn
         self._use_raw_nontensor = use_raw_nontensor
 
+    def _raw(self, value):
+        """A ``NonTensorData``'s data (unless ``use_raw_nontensor``), as torchrl hands it to ``fn``."""
+        if not self._use_raw_nontensor and isinstance(value, NonTensorData):
+            return value.data if not value.batch_size else value.tolist()
+        return value
+
     def _apply_transform(self, value):
-        return self._fn(value)
+        return self._fn(self._raw(value))
 
     def _inv_apply_transform(self, value):
-        return (self._fn if self._inv_fn is None else self._inv_fn)(value)
+        return (self._fn if self._inv_fn is None else self._inv_fn)(self._raw(value))
 
     def _transform_spec(self, spec):
         out = self._fn(spec.zero())

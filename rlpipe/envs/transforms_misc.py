@@ -1,0 +1,170 @@
+"""torchrl 0.14's device and hashing transforms, written on TensorDicts as torchrl's are
+(``step_protocol.py``, THE RULE): ``DeviceCastTransform`` and ``Hash``.
+
+Where rlpipe differs: an env's frames are host arrays and its TensorDicts are built on one device
+(``env.device``), so in an env ``DeviceCastTransform`` moves the whole env (no keys: the env's
+device becomes the transform's); moving some entries only is for data outside an env (a replay
+buffer's). rlpipe's ``cpu:1`` is ``cpu`` (one host device).
+"""
+import hashlib
+from copy import copy
+
+import numpy as np
+
+from .. import _dtypes
+from .._creation import as_tensor
+from .._device import resolve
+from .._tensor import Tensor
+from .transforms_tensors import UnaryTransform
+from .transformed_env import Transform, _key_str
+
+__all__ = ["DeviceCastTransform", "Hash"]
+
+
+class DeviceCastTransform(Transform):
+    """Moves data from ``orig_device`` (the env's or storage's, found from the parent env when not
+    given) to ``device``. Without keys the whole TensorDict moves (in an env: the env's device
+    becomes ``device``); with ``in_keys``/``in_keys_inv`` only those entries move, written to
+    ``out_keys``/``out_keys_inv`` (default: the same keys), and the result has no device."""
+
+    def __init__(self, device, orig_device=None, *, in_keys=None, out_keys=None, in_keys_inv=None,
+                 out_keys_inv=None):
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        for what, ins, outs in (("in_keys and out_keys", self.in_keys, self.out_keys),
+                                ("in_keys_inv and out_keys_inv", self.in_keys_inv, self.out_keys_inv)):
+            if len(ins) != len(outs):
+                raise ValueError(f"DeviceCastTransform: {what} must have the same length, got {len(ins)} and "
+                                 f"{len(outs)}")
+        self.device = resolve(device)
+        self._orig_device = None if orig_device is None else resolve(orig_device)
+        self._whole = not self.in_keys and not self.in_keys_inv
+
+    @property
+    def orig_device(self):
+        """The device data comes from: as given, else the parent env's (None outside an env)."""
+        if self._orig_device is not None:
+            return self._orig_device
+        parent = self.parent
+        return None if parent is None else parent.device
+
+    def _move(self, tensordict, pairs, device):
+        if self._whole:
+            return tensordict.to(device)
+        out = tensordict.clone(False).clear_device_()
+        for source, dest in pairs:  # (as torchrl's: a key not in the data is left out)
+            value = tensordict.get(source, None)
+            if value is not None:
+                out.set(dest, value.to(device))
+        return out
+
+    def _call(self, next_tensordict):
+        """The in keys (or everything) moved to ``device``."""
+        return self._move(next_tensordict, zip(self.in_keys, self.out_keys), self.device)
+
+    forward = _call
+
+    def _reset(self, tensordict, tensordict_reset):
+        return self._call(tensordict_reset)
+
+    def _inv_call(self, tensordict):
+        """The ``out_keys_inv`` (or everything) moved back to the original device, into ``in_keys_inv``."""
+        device = self.orig_device
+        if device is None:
+            return tensordict
+        return self._move(tensordict, zip(self.out_keys_inv, self.in_keys_inv), device)
+
+    # in an env: the frames are host arrays, so only the device the env builds TensorDicts on changes
+    def _frame_reset(self, frame):
+        return frame
+
+    def _frame_step(self, root, next_frame, action):
+        return next_frame
+
+    def _frame_continue(self, next_frame, frame, done):
+        return frame
+
+    def _frame_inv(self, action, root):
+        return action
+
+    def _inverts_actions(self):
+        return False
+
+    def transform_env_device(self, device):
+        """The env's device after this transform: ``device`` when the whole env moves."""
+        return self.device if self._whole else device
+
+    def _in_env(self, spec):
+        if not self._whole:
+            raise NotImplementedError(f"DeviceCastTransform: in an env the whole env moves (no in_keys/in_keys_inv): "
+                                      f"rlpipe builds an env's TensorDicts on one device; got in_keys "
+                                      f"{[_key_str(k) for k in self.in_keys]} and in_keys_inv "
+                                      f"{[_key_str(k) for k in self.in_keys_inv]}")
+        return spec.to(self.device)
+
+    transform_observation_spec = transform_reward_spec = transform_done_spec = _in_env
+    transform_action_spec = _in_env
+
+    def __repr__(self):
+        if self._whole:
+            return f"DeviceCastTransform(device={self.device}, orig_device={self.orig_device})"
+        return (f"DeviceCastTransform(device={self.device}, orig_device={self.orig_device}, in_keys="
+                f"{self.in_keys}, out_keys={self.out_keys}, in_keys_inv={self.in_keys_inv}, out_keys_inv="
+                f"{self.out_keys_inv})")
+
+
+class Hash(UnaryTransform):
+    """A hash of each ``in_keys`` entry (a tensor, a string or other non-tensor data) written to
+    ``out_keys``: ``hash_fn(value)`` (or ``hash_fn(value, seed)`` with ``seed``), by default
+    ``Hash.reproducible_hash``, the SHA-256 of the value's string as 32 uint8. With
+    ``in_keys_inv`` (or a ``repertoire`` dict) every hashed input is remembered, and ``inv`` maps
+    hashes back to their inputs."""
+
+    def __init__(self, in_keys, out_keys, in_keys_inv=None, out_keys_inv=None, *, hash_fn=None, seed=None,
+                 use_raw_nontensor=False, repertoire=None):
+        if repertoire is None and in_keys_inv:
+            repertoire = {}
+        self._repertoire = repertoire
+        self._seed = seed
+        self._hash_fn = Hash.reproducible_hash if hash_fn is None else hash_fn
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv,
+                         fn=self.call_hash_fn, inv_fn=self.get_input_from_hash, use_raw_nontensor=use_raw_nontensor)
+
+    def state_dict(self, prefix=""):
+        """The repertoire (hash -> input), as torchrl's."""
+        return {prefix + "_repertoire": self._repertoire}
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Takes back ``state_dict()``'s repertoire."""
+        self._repertoire = state_dict["_repertoire"]
+
+    @classmethod
+    def hash_to_repertoire_key(cls, hash_tensor):
+        """A hashable key (nested tuples of numbers) for a hash tensor or list."""
+        if isinstance(hash_tensor, Tensor):
+            return cls.hash_to_repertoire_key(hash_tensor.tolist())
+        if isinstance(hash_tensor, list):
+            return tuple(cls.hash_to_repertoire_key(t) for t in hash_tensor)
+        return hash_tensor
+
+    def get_input_from_hash(self, hash_tensor):
+        """The input that gave ``hash_tensor`` (needs a repertoire: ``in_keys_inv`` or ``repertoire``)."""
+        if self._repertoire is None:
+            raise RuntimeError("An inverse transform was queried but the repertoire is None.")
+        return self._repertoire[self.hash_to_repertoire_key(hash_tensor)]
+
+    def call_hash_fn(self, value):
+        """``hash_fn`` on ``value`` (remembered in the repertoire if there is one)."""
+        hashed = self._hash_fn(value) if self._seed is None else self._hash_fn(value, self._seed)
+        if not isinstance(hashed, Tensor):
+            raise ValueError(f"Hash function must return a tensor, but got {type(hashed)}")
+        if self._repertoire is not None:
+            self._repertoire[self.hash_to_repertoire_key(hashed)] = copy(value)
+        return hashed
+
+    @classmethod
+    def reproducible_hash(cls, string, seed=None):
+        """The SHA-256 of ``seed + string`` (``""`` for None) as a ``(32,)`` uint8 tensor."""
+        string = "" if string is None else string
+        seeded = seed + string if seed is not None else str(string)
+        digest = hashlib.sha256(seeded.encode("utf-8")).digest()
+        return as_tensor(np.frombuffer(digest, dtype=np.uint8).copy(), dtype=_dtypes.uint8)
