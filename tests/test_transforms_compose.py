@@ -23,3 +23,13 @@ def test_pop_from_an_env_updates_its_specs():
     env.transform.pop()
     assert "episode_reward" not in env.observation_spec.keys() and "step_count" in env.observation_spec.keys()
     assert env.rollout(2)["next", "step_count"].shape[0] == 2
+
+
+def test_action_mask_outside_an_env_says_so_as_torchrl():
+    from rlpipe import TensorDict
+    from rlpipe.envs.transforms import ActionMask
+    t = ActionMask()
+    with pytest.raises(RuntimeError, match=r"class <class '.*ActionMask'> cannot be executed without a parent "
+                                           r"environment"):
+        t(TensorDict())
+    assert t.in_keys == [("action",), ("action_mask",)]  # still usable

@@ -147,7 +147,8 @@ class ActionMask(Transform):
         super().__init__(in_keys=[action_key, mask_key], out_keys=[], in_keys_inv=[], out_keys_inv=[])
 
     def forward(self, tensordict):
-        raise RuntimeError(f"{type(self)} cannot be called outside an env (it masks the env's action spec)")
+        raise RuntimeError(f"class {type(self)} cannot be executed without a parent environment: it masks the "
+                           "env's action spec, so it cannot be called outside an env")
 
     @property
     def action_spec(self):
