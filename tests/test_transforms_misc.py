@@ -9,7 +9,8 @@ import pytest
 
 import rlpipe
 from rlpipe import TensorDict
-from rlpipe.envs import DeviceCastTransform, GymEnv, Hash, TransformedEnv, check_env_specs
+from rlpipe.envs import (Compose, DeviceCastTransform, GymEnv, Hash, StepCounter, Timer, TransformedEnv,
+                         check_env_specs)
 
 
 def arr(t):
@@ -97,3 +98,27 @@ def test_device_cast_moves_a_host_env_to_cuda():
     base.set_seed(0)
     np.testing.assert_array_equal(arr(td["next", "observation"].cpu()),
                                   arr(base.rollout(3, policy)["next", "observation"]))
+
+
+def test_timer_marks_resets_steps_and_policy_times():
+    env = TransformedEnv(pendulum(), Compose(Timer(), StepCounter(max_steps=5)))
+    assert {"time_step", "time_policy", "time_reset"} <= set(env.observation_spec.keys())
+    check_env_specs(env)
+    r = env.rollout(10, break_when_any_done=False)
+    assert r["time_reset"].dtype is rlpipe.float32 and tuple(r["time_reset"].shape) == (10,)
+    resets = arr(r["time_reset"]) > 0
+    assert resets.tolist() == [True] + [False] * 4 + [True] + [False] * 4  # the reset at 0 and after step 5
+    assert (arr(r["time_policy"])[resets] == 0).all() and (arr(r["time_step"])[resets] == 0).all()
+    assert (arr(r["next", "time_reset"]) == 0).all() and (arr(r["next", "time_step"]) > 0).all()
+    assert (arr(r["next", "time_policy"]) > 0).all()
+
+
+def test_timer_on_a_vector_env_and_errors():
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=3), Compose(Timer(time_key="t"), StepCounter(max_steps=4)))
+    r = env.rollout(10, break_when_any_done=False)
+    assert tuple(r["t_reset"].shape) == (3, 10)
+    assert (arr(r["t_reset"]) > 0).tolist() == [[k % 4 == 0 for k in range(10)]] * 3
+    with pytest.raises(TypeError, match=r"Expected three out_keys. Got out_keys=\['a'\]"):
+        Timer(out_keys=["a"])
+    with pytest.raises(NotImplementedError, match="class Timer cannot be executed without a parent environment"):
+        Compose(Timer())(TensorDict())

@@ -108,6 +108,9 @@ class Transform(TransformProtocol, Module):
     def _leaf_list(self):
         return [self]
 
+    def _before_reset(self):
+        """Called by the env just before its base env resets (``Timer`` starts its clock); no-op."""
+
     def transform_env_device(self, device):
         """The device of the env after this transform, from the one before it (unchanged by default)."""
         return device
@@ -482,6 +485,8 @@ class TransformedEnv(EnvBase):
     # ---- the frame methods (step_protocol.py) -----------------------------------------------------
     def _reset_frame(self, seed=None):
         leaves = self._built().leaves
+        for t in leaves:
+            t._before_reset()
         frame = self.base_env._reset_frame(seed)
         self._roots, self._nexts = reset_chain(leaves, frame), None
         self._skipped_rows = None

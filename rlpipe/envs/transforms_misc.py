@@ -1,12 +1,15 @@
-"""torchrl 0.14's device and hashing transforms, written on TensorDicts as torchrl's are
-(``step_protocol.py``, THE RULE): ``DeviceCastTransform`` and ``Hash``.
+"""torchrl 0.14's device, hashing and timing transforms: ``DeviceCastTransform``, ``Hash`` (written
+on TensorDicts as torchrl's are, ``step_protocol.py``, THE RULE) and ``Timer`` (on the env's frames).
 
 Where rlpipe differs: an env's frames are host arrays and its TensorDicts are built on one device
 (``env.device``), so in an env ``DeviceCastTransform`` moves the whole env (no keys: the env's
 device becomes the transform's); moving some entries only is for data outside an env (a replay
-buffer's). rlpipe's ``cpu:1`` is ``cpu`` (one host device).
+buffer's). rlpipe's ``cpu:1`` is ``cpu`` (one host device). ``Timer``'s root ``time_policy`` is
+the previous step's policy time (the root is handed out before the policy runs; torchrl writes it
+there afterwards); its ``"next"`` entries are as torchrl's.
 """
 import hashlib
+import time
 from copy import copy
 
 import numpy as np
@@ -15,10 +18,14 @@ from .. import _dtypes
 from .._creation import as_tensor
 from .._device import resolve
 from .._tensor import Tensor
+from .specs import Unbounded
+from .step_protocol import _done_like
 from .transforms_tensors import UnaryTransform
 from .transformed_env import Transform, _key_str
 
-__all__ = ["DeviceCastTransform", "Hash"]
+__all__ = ["DeviceCastTransform", "Hash", "Timer"]
+
+FORWARD_NOT_IMPLEMENTED = "class {} cannot be executed without a parent environment."
 
 
 class DeviceCastTransform(Transform):
@@ -168,3 +175,73 @@ class Hash(UnaryTransform):
         seeded = seed + string if seed is not None else str(string)
         digest = hashlib.sha256(seeded.encode("utf-8")).digest()
         return as_tensor(np.frombuffer(digest, dtype=np.uint8).copy(), dtype=_dtypes.uint8)
+
+
+class Timer(Transform):
+    """Times an env's steps, its policy and its resets, in seconds (float32, one value per env):
+    ``("next", time_step)`` the base env's step, ``("next", time_policy)`` the time from the last
+    step (or reset) to the action reaching the env, ``time_reset`` (at a root after a reset) the
+    reset; each is 0 where it does not apply. ``out_keys`` default to ``time_key`` + ``_step``,
+    ``_policy`` and ``_reset``."""
+
+    def __init__(self, out_keys=None, time_key="time"):
+        if out_keys is None:
+            out_keys = [f"{time_key}_step", f"{time_key}_policy", f"{time_key}_reset"]
+        elif len(out_keys) != 3:
+            raise TypeError(f"Expected three out_keys. Got out_keys={out_keys}.")
+        super().__init__(in_keys=[], out_keys=out_keys)
+        self.time_key = time_key
+        self.time_step_key, self.time_policy_key, self.time_reset_key = self.out_keys
+        self.last_inv_time = self.last_call_time = self.last_reset_time = None
+        self._policy_time = 0.0
+
+    def _timed(self, frame, step, policy, reset):
+        shape = tuple(self._parent_spec("done")["done"].shape)[:-1]
+        out = dict(frame)
+        for key, seconds in ((self.time_step_key, step), (self.time_policy_key, policy), (self.time_reset_key, reset)):
+            out[key] = np.full(shape, seconds, dtype=np.float32)
+        return out
+
+    def _before_reset(self):
+        self.last_reset_time = time.perf_counter()
+
+    def _frame_reset(self, frame):
+        now = time.perf_counter()
+        reset = 0.0 if self.last_reset_time is None else now - self.last_reset_time
+        self.last_call_time = now
+        return self._timed(frame, 0.0, 0.0, reset)
+
+    def _frame_inv(self, action, root):
+        now = time.perf_counter()
+        self._policy_time = 0.0 if self.last_call_time is None else now - self.last_call_time
+        self.last_inv_time = now
+        return action
+
+    def _frame_step(self, root, next_frame, action):
+        now = time.perf_counter()
+        step = 0.0 if self.last_inv_time is None else now - self.last_inv_time
+        self.last_call_time = now
+        return self._timed(next_frame, step, self._policy_time, 0.0)
+
+    def _frame_continue(self, next_frame, frame, done):
+        """Envs that were reset: the time since the step ended as ``time_reset``, the others as
+        after their step."""
+        now = time.perf_counter()
+        reset = self._timed(frame, 0.0, 0.0, now - self.last_call_time)
+        self.last_call_time = now
+        for key in self.out_keys:
+            value = next_frame[key]
+            reset[key] = np.where(_done_like(done, value).reshape(value.shape), reset[key], value)
+        return reset
+
+    def forward(self, tensordict):
+        raise NotImplementedError(FORWARD_NOT_IMPLEMENTED.format(type(self).__name__))
+
+    def transform_observation_spec(self, observation_spec):
+        shape = tuple(self._parent_spec("done")["done"].shape)[:-1]
+        for key in self.out_keys:
+            observation_spec[key] = Unbounded(shape=shape, device=observation_spec.device)
+        return observation_spec
+
+    def __repr__(self):
+        return f"Timer(out_keys={[_key_str(k) for k in self.out_keys]})"
