@@ -87,6 +87,7 @@ class Transform(TransformProtocol, Module):
 
     @property
     def container(self):
+        """The ``Compose`` or ``TransformedEnv`` holding this transform (None if unattached)."""
         return self._container
 
     @property
@@ -126,6 +127,7 @@ class Transform(TransformProtocol, Module):
         return getattr(parent, name + "_spec")
 
     def clone(self):
+        """An unattached deep copy of this transform (it can go in another container)."""
         container, specs = self._container, self.parent_specs
         self._container = self.parent_specs = None
         try:
@@ -287,12 +289,14 @@ class Compose(Transform):
 
     # list interface
     def append(self, transform):
+        """Adds ``transform`` after the others (the env holding this ``Compose`` rebuilds its specs)."""
         _check_transform(transform, "Compose.append")
         transform._set_container(self)
         self.transforms.append(transform)
         self._invalidate()
 
     def insert(self, index, transform):
+        """Inserts ``transform`` at ``index`` (from ``-len`` to ``len``)."""
         _check_transform(transform, "Compose.insert")
         n = len(self.transforms)
         if not isinstance(index, int) or isinstance(index, bool):
@@ -326,6 +330,7 @@ class Compose(Transform):
         return iter(self.transforms)
 
     def clone(self):
+        """An unattached deep copy of the ``Compose`` and its transforms."""
         out = super().clone()
         for t in out.transforms:
             t._container = out
@@ -553,6 +558,7 @@ class TransformedEnv(EnvBase):
         return self.base_env.set_seed(seed, static_seed=static_seed)
 
     def close(self):
+        """Closes the base env, then this one."""
         self.base_env.close()
         super().close()
 

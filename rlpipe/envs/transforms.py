@@ -421,6 +421,7 @@ class ObservationNorm(_KeyWise):
 
     @property
     def loc(self):
+        """The shift (a tensor; None until given or estimated)."""
         return None if self._loc is None else as_tensor(self._loc)
 
     @loc.setter
@@ -431,6 +432,7 @@ class ObservationNorm(_KeyWise):
 
     @property
     def scale(self):
+        """The scale (a tensor; None until given or estimated)."""
         return None if self._scale is None else as_tensor(self._scale)
 
     @scale.setter
@@ -441,6 +443,7 @@ class ObservationNorm(_KeyWise):
 
     @property
     def initialized(self):
+        """Whether ``loc`` and ``scale`` are both set."""
         return self._loc is not None and self._scale is not None
 
     def _params(self, dtype):

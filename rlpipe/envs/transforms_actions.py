@@ -231,6 +231,7 @@ class ActionScaling(_ActionOnly, Transform):
 
     @property
     def loc(self):
+        """The action shift (a tensor; None until given or computed from the spec)."""
         return None if self._loc is None else as_tensor(self._loc)
 
     @loc.setter
@@ -240,6 +241,7 @@ class ActionScaling(_ActionOnly, Transform):
 
     @property
     def scale(self):
+        """The action scale (a tensor; None until given or computed from the spec)."""
         return None if self._scale is None else as_tensor(self._scale)
 
     @scale.setter
@@ -252,6 +254,7 @@ class ActionScaling(_ActionOnly, Transform):
 
     @property
     def initialized(self):
+        """Whether the scaling statistics are set."""
         return self._loc is not None
 
     @classmethod

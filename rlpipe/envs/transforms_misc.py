@@ -101,6 +101,7 @@ class DeviceCastTransform(Transform):
         return self.device if self._whole else device
 
     def _in_env(self, spec):
+        """A spec of the env after the cast: moved to ``device`` (only the whole env moves)."""
         if not self._whole:
             raise NotImplementedError(f"DeviceCastTransform: in an env the whole env moves (no in_keys/in_keys_inv): "
                                       f"rlpipe builds an env's TensorDicts on one device; got in_keys "

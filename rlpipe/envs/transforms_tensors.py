@@ -135,10 +135,12 @@ class InitTracker(Transform):
 
     @property
     def init_keys(self):
+        """The keys this transform writes (torchrl's attribute): ``[init_key]``."""
         return [self.init_key]
 
     @property
     def reset_keys(self):
+        """The reset entries it reads: an rlpipe env has one, ``"_reset"``."""
         return ["_reset"]
 
     # torchrl's TensorDict methods
@@ -219,6 +221,7 @@ class RewardScaling(_RewardTransform):
 
     @property
     def loc(self):
+        """The reward shift (a tensor)."""
         return self._loc
 
     @loc.setter
@@ -227,6 +230,7 @@ class RewardScaling(_RewardTransform):
 
     @property
     def scale(self):
+        """The reward scale (a tensor, at least 1e-6)."""
         return self._scale
 
     @scale.setter
@@ -456,10 +460,12 @@ class UnsqueezeTransform(_EntryTransform):
 
     @property
     def dim(self):
+        """The dim, counted from the end of the entry (torchrl's rule for a positive one)."""
         return _feature_dim(self._dim, self)
 
     @property
     def unsqueeze_dim(self):
+        """``dim`` (torchrl's name)."""
         return self.dim
 
     def _apply_transform(self, value):
@@ -493,6 +499,7 @@ class SqueezeTransform(UnsqueezeTransform):
 
     @property
     def squeeze_dim(self):
+        """``dim`` (torchrl's name)."""
         return self.dim
 
     _apply_transform = UnsqueezeTransform._inv_apply_transform
@@ -720,6 +727,7 @@ class CatTensors(Transform):
 
     @property
     def keys_to_exclude(self):
+        """The in keys removed after concatenation (all but the out key)."""
         return [key for key in self.in_keys if key != self.out_keys[0]]
 
     def _call(self, next_tensordict):
