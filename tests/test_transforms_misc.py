@@ -9,8 +9,8 @@ import pytest
 
 import rlpipe
 from rlpipe import TensorDict
-from rlpipe.envs import (Compose, DeviceCastTransform, GymEnv, Hash, StepCounter, Timer, TransformedEnv,
-                         check_env_specs)
+from rlpipe.envs import (Compose, ConditionalSkip, DeviceCastTransform, GymEnv, Hash, StepCounter, Timer,
+                         TransformedEnv, check_env_specs)
 
 
 def arr(t):
@@ -122,3 +122,41 @@ def test_timer_on_a_vector_env_and_errors():
         Timer(out_keys=["a"])
     with pytest.raises(NotImplementedError, match="class Timer cannot be executed without a parent environment"):
         Compose(Timer())(TensorDict())
+
+
+def test_conditional_skip_matches_torchrl():
+    """Recorded from torchrl 0.14.1: the same env, seed and alternating actions (those > 0 skipped)."""
+    env = TransformedEnv(pendulum(), Compose(StepCounter(step_count_key="inner"),
+                                             ConditionalSkip(cond=lambda td: td["action"] > 0)))
+    env.set_seed(0)
+    calls = []
+
+    def policy(td):
+        calls.append(None)
+        return td.set("action", rlpipe.tensor([1.0 if len(calls) % 2 == 0 else -1.0]))
+
+    r = env.rollout(6, policy)
+    assert r["inner"].squeeze(-1).tolist() == [0, 1, 1, 2, 2, 3]
+    assert r["next", "inner"].squeeze(-1).tolist() == [1, 1, 2, 2, 3, 3]
+    np.testing.assert_allclose(r["next", "reward"].squeeze(-1).tolist(),
+                               [-8.412810325622559, 0.0, -8.871868133544922, 0.0, -9.435791015625, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(arr(r["next", "observation"])[:, 0],
+                               [-0.9816151857376099, -0.9816151857376099, -0.9937349557876587, -0.9937349557876587,
+                                -0.9997949004173279, -0.9997949004173279], rtol=1e-6)
+    check_env_specs(env)
+
+
+def test_conditional_skip_errors():
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2),
+                         Compose(ConditionalSkip(cond=lambda td: rlpipe.tensor([True, False]))))
+    env.reset()
+    with pytest.raises(NotImplementedError, match=r"envs \[\[0\]\] skip this step and the others do not"):
+        env.rollout(2)
+    env.transform.pop()
+    assert env.rollout(2)["next", "reward"].shape[:2] == (2, 2)  # still usable
+    with pytest.raises(TypeError, match="cond must be a callable, got int"):
+        ConditionalSkip(cond=3)
+    with pytest.raises(NotImplementedError, match="class ConditionalSkip cannot be executed without a parent"):
+        ConditionalSkip(cond=lambda td: True)(TensorDict())
+    td = ConditionalSkip(cond=lambda td: td["x"] > 0)._inv_call(TensorDict({"x": rlpipe.tensor([1.0, -1.0])}, [2]))
+    assert td["_step"].tolist() == [False, True]

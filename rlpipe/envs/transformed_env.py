@@ -112,6 +112,8 @@ class Transform(TransformProtocol, Module):
     def _before_reset(self):
         """Called by the env just before its base env resets (``Timer`` starts its clock); no-op."""
 
+    _skip_mask = None  # a step-skipping transform (ConditionalSkip): per env, whether it skips this step
+
     def transform_env_device(self, device):
         """The device of the env after this transform, from the one before it (unchanged by default)."""
         return device
@@ -357,6 +359,12 @@ def _position(node, target, leaves):
     return count
 
 
+def _overrides_skip(transform):
+    """Whether ``transform``'s class (not ``Transform``) declares ``_skip_mask``: it may skip steps."""
+    owner = next(cls for cls in type(transform).__mro__ if "_skip_mask" in vars(cls))
+    return owner is not Transform
+
+
 def _check_transform(transform, where):
     if not isinstance(transform, Transform):
         raise TypeError(f"{where} expected a transform but received an object of type "
@@ -369,8 +377,9 @@ class _Pipeline(NamedTuple):
     """What a ``TransformedEnv`` runs: its leaf transforms, the specs they produce from the base env's,
     the action hooks ((index, ``_frame_inv``) of the transforms that invert actions, last transform
     first), the base env's spec version it was built from (None unless the base env is itself
-    transformed: then only ``_invalidate_specs`` makes it stale), and the env's device after the
-    transforms (``DeviceCastTransform`` moves it)."""
+    transformed: then only ``_invalidate_specs`` makes it stale), the env's device after the
+    transforms (``DeviceCastTransform`` moves it), and the transforms that may skip a step
+    (``ConditionalSkip``: they say so in ``_skip_mask`` when their action hook runs)."""
     leaves: list
     observation_spec: Composite
     action_spec: TensorSpec
@@ -379,6 +388,7 @@ class _Pipeline(NamedTuple):
     action_hooks: list
     base_version: object
     device: object
+    skippers: list
 
 class TransformedEnv(EnvBase):
     """An environment with transforms: ``TransformedEnv(env, transform=None)``.
@@ -457,7 +467,8 @@ class TransformedEnv(EnvBase):
         device = base.device
         for t in leaves:
             device = t.transform_env_device(device)
-        self._pipeline = _Pipeline(leaves, obs, act, rew, done, hooks, base_version, device)
+        skippers = [t for t in leaves if _overrides_skip(t)]
+        self._pipeline = _Pipeline(leaves, obs, act, rew, done, hooks, base_version, device, skippers)
         return self._pipeline
 
     @property
@@ -509,6 +520,8 @@ class TransformedEnv(EnvBase):
             roots = self._roots = self._nexts
         for index, inv in pipeline.action_hooks:
             action = inv(action, roots[index])
+        if pipeline.skippers and self._skips_step(pipeline.skippers):
+            return self._skipped_step(pipeline, roots)
         base = self.base_env
         next_obs, reward, terminated, truncated = base._step_frame(action)
         self._base_next = next_obs
@@ -527,6 +540,26 @@ class TransformedEnv(EnvBase):
         reward, terminated, truncated = out.pop(REWARD), out.pop(TERMINATED), out.pop(TRUNCATED)
         self._next_out = out
         return out, reward, terminated, truncated
+
+    def _skips_step(self, skippers):
+        """Whether every env skips this step (torchrl's ``"_step"`` all False); an rlpipe env steps
+        all its envs or none, so some skipping and others not is refused before anything runs."""
+        skip = np.logical_or.reduce([t._skip_mask for t in skippers])
+        if skip.all():
+            return True
+        if skip.any():
+            raise NotImplementedError(f"ConditionalSkip: envs {np.argwhere(skip).tolist()} skip this step and the "
+                                      "others do not; an rlpipe env steps all its envs or none")
+        return False
+
+    def _skipped_step(self, pipeline, roots):
+        """A skipped step, as torchrl's: the root's observations again, reward 0, not done; the base
+        env and the transforms do not run."""
+        out = {key: value for key, value in roots[-1].items() if key not in (REWARD, TERMINATED, TRUNCATED)}
+        self._nexts, self._next_out, self._skipped_rows = list(roots), out, None
+        flags = np.zeros(self._flag_shape, dtype=bool)
+        reward = np.zeros(tuple(pipeline.reward_spec.shape), dtype=pipeline.reward_spec.dtype.np)
+        return dict(out), reward, flags, flags.copy()
 
     @property
     def _skips_rows(self):

@@ -1,12 +1,15 @@
-"""torchrl 0.14's device, hashing and timing transforms: ``DeviceCastTransform``, ``Hash`` (written
-on TensorDicts as torchrl's are, ``step_protocol.py``, THE RULE) and ``Timer`` (on the env's frames).
+"""torchrl 0.14's device, hashing, timing and step-skipping transforms: ``DeviceCastTransform``,
+``Hash`` (written on TensorDicts as torchrl's are, ``step_protocol.py``, THE RULE), ``Timer`` and
+``ConditionalSkip`` (on the env's frames).
 
 Where rlpipe differs: an env's frames are host arrays and its TensorDicts are built on one device
 (``env.device``), so in an env ``DeviceCastTransform`` moves the whole env (no keys: the env's
 device becomes the transform's); moving some entries only is for data outside an env (a replay
 buffer's). rlpipe's ``cpu:1`` is ``cpu`` (one host device). ``Timer``'s root ``time_policy`` is
 the previous step's policy time (the root is handed out before the policy runs; torchrl writes it
-there afterwards); its ``"next"`` entries are as torchrl's.
+there afterwards); its ``"next"`` entries are as torchrl's. ``ConditionalSkip`` skips a step when
+every env of the batch skips it (an rlpipe env steps all its envs or none), and its ``cond`` sees
+the env's own root entries (torchrl's sees the whole TensorDict, outer envs' entries included).
 """
 import hashlib
 import time
@@ -17,13 +20,13 @@ import numpy as np
 from .. import _dtypes
 from .._creation import as_tensor
 from .._device import resolve
-from .._tensor import Tensor
+from .._tensor import Tensor, host_array
 from .specs import Unbounded
-from .step_protocol import _done_like
+from .step_protocol import _done_like, root_tensordict
 from .transforms_tensors import UnaryTransform
 from .transformed_env import Transform, _key_str
 
-__all__ = ["DeviceCastTransform", "Hash", "Timer"]
+__all__ = ["ConditionalSkip", "DeviceCastTransform", "Hash", "Timer"]
 
 FORWARD_NOT_IMPLEMENTED = "class {} cannot be executed without a parent environment."
 
@@ -246,3 +249,41 @@ class Timer(Transform):
 
     def __repr__(self):
         return f"Timer(out_keys={[_key_str(k) for k in self.out_keys]})"
+
+
+class ConditionalSkip(Transform):
+    """Skips the env's step where ``cond(tensordict)`` is True: the step returns the root's
+    observations again, reward 0 and not done, without stepping the base env or running the
+    transforms (torchrl's ``"_step"`` signal). ``cond`` gets a TensorDict of this transform's root
+    entries and the action, and returns a bool or a bool tensor (one per env)."""
+
+    _skip_mask = None  # set at each step by _frame_inv: whether each env skips it
+
+    def __init__(self, cond):
+        if not callable(cond):
+            raise TypeError(f"ConditionalSkip: cond must be a callable, got {type(cond).__name__}")
+        super().__init__()
+        self.cond = cond
+
+    def _skips(self, tensordict):
+        skip = self.cond(tensordict)
+        return host_array(skip) if isinstance(skip, Tensor) else np.asarray(skip, dtype=bool)
+
+    def _frame_inv(self, action, root):
+        batch_size = self._batch_size()
+        tensordict = root_tensordict(root, batch_size)
+        tensordict.set("action", as_tensor(np.array(action)))
+        self._skip_mask = np.broadcast_to(self._skips(tensordict).astype(bool).reshape(-1), (int(np.prod(batch_size)),))
+        return action
+
+    def _inv_call(self, tensordict):
+        """torchrl's TensorDict method: ``"_step"`` set to False where ``cond`` is True."""
+        step = ~self._skips(tensordict).astype(bool)
+        previous = tensordict.get("_step", None)
+        if previous is not None:
+            step = step & host_array(previous)
+        tensordict.set("_step", as_tensor(step.reshape(tuple(tensordict.batch_size)), device=tensordict.device))
+        return tensordict
+
+    def forward(self, tensordict):
+        raise NotImplementedError(FORWARD_NOT_IMPLEMENTED.format(type(self).__name__))
