@@ -126,3 +126,21 @@ def test_dtype_cast_inverse_without_inverse_keys_casts_every_dtype_out_entry():
     assert out["i"].dtype is rlpipe.int64 and td["a"].dtype is rlpipe.float32
     only = DTypeCastTransform(rlpipe.float64, rlpipe.float32, in_keys_inv=["a"]).inv(td)
     assert only["a"].dtype is rlpipe.float64 and only["n", "b"].dtype is rlpipe.float32
+
+
+def test_key_wise_transforms_without_inverse_keys_leave_actions_alone():
+    """The collector's fast path: no per-step action hook for a transform with no inverse keys."""
+    env = TransformedEnv(pendulum(), ObservationNorm(loc=0.0, scale=2.0))
+    assert env._built().action_hooks == []
+    env = TransformedEnv(pendulum(), RenameTransform(["observation"], ["obs"]))
+    assert env._built().action_hooks == []
+    env = TransformedEnv(pendulum(), ObservationNorm(loc=1.0, scale=2.0, in_keys_inv=["action"],
+                                                     standard_normal=True))
+    assert len(env._built().action_hooks) == 1
+    base = pendulum()
+    env.set_seed(0)
+    base.set_seed(0)
+    td = env.rollout(2, lambda td: td.set("action", rlpipe.tensor([0.25])))
+    expected = base.rollout(2, lambda td: td.set("action", rlpipe.tensor([0.25 * 2.0 + 1.0])))
+    np.testing.assert_allclose(arr(td["next", "observation"]), (arr(expected["next", "observation"]) - 1.0) / 2.0,
+                               rtol=1e-6)

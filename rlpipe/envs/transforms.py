@@ -309,6 +309,12 @@ class _KeyWise(ArrayMapping, Transform):
         """The ``out_keys_inv`` entries of ``tensordict`` mapped into the ``in_keys_inv`` (in place)."""
         return map_tensordict(tensordict, self._inv_frame_call)
 
+    def _inverts_actions(self):
+        return bool(self.in_keys_inv)  # (an env allows the action alone: _only_action_inverted)
+
+    def _frame_inv(self, action, root):
+        return self._inv_apply_array(action)
+
     def _only_action_inverted(self):
         """In an env: a ValueError unless the inverse keys are empty or the action alone, unrenamed
         (an rlpipe env takes one input, ``"action"``)."""
