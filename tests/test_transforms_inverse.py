@@ -144,3 +144,15 @@ def test_key_wise_transforms_without_inverse_keys_leave_actions_alone():
     expected = base.rollout(2, lambda td: td.set("action", rlpipe.tensor([0.25 * 2.0 + 1.0])))
     np.testing.assert_allclose(arr(td["next", "observation"]), (arr(expected["next", "observation"]) - 1.0) / 2.0,
                                rtol=1e-6)
+
+
+def test_dtype_cast_in_an_env_casts_frames_and_the_action_on_arrays():
+    base = Float64Env()
+    env = TransformedEnv(GymEnv(base), DTypeCastTransform(rlpipe.float64, rlpipe.float32))
+    assert env.observation_spec["observation"].dtype is rlpipe.float32 and env.action_spec.dtype is rlpipe.float32
+    assert len(env._built().action_hooks) == 1
+    td = env.rollout(3, lambda td: td.set("action", rlpipe.tensor([0.5])))
+    assert td["next", "observation"].dtype is rlpipe.float32 and td["next", "observation"].tolist() == [[0.5]] * 3
+    assert set(base.received) == {np.dtype(np.float64)}
+    assert TransformedEnv(GymEnv(Float64Env()), DTypeCastTransform(rlpipe.float64, rlpipe.float32,
+                                                                   in_keys=["observation"]))._built().action_hooks == []

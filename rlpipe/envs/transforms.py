@@ -16,7 +16,7 @@ from .transformed_env import Compose, Transform, TransformedEnv, _key_str, _keys
 from . import transforms_keys as _keys_t, transforms_tensors as _tensors, transforms_vecnorm as _vecnorm
 from .transforms_keys import *  # noqa: F401,F403  (torchrl's transforms of entries and keys)
 from .transforms_tensors import *  # noqa: F401,F403
-from .transforms_tensors import DTypeCastTransform
+from .transforms_misc import DTypeCastTransform, _map_frame
 from .transforms_vecnorm import *  # noqa: F401,F403
 from .transforms_image import *  # noqa: F401,F403  (torchrl's image transforms and CatFrames)
 from .transforms_image import __all__ as _image_all
@@ -346,50 +346,14 @@ def _on_tensor(function, value):
     return function(value)
 
 
-def _map_frame(frame, pairs, function):
-    """``frame`` with ``function`` of each pair's source array written to its destination (a new
-    dict if anything changed)."""
-    out = None
-    for source, dest in pairs:
-        value = frame.get(source)
-        if value is None:
-            continue
-        if out is None:
-            out = dict(frame)
-        out[dest] = function(value)
-    return frame if out is None else out
-
-
 class DoubleToFloat(DTypeCastTransform):
     """``DTypeCastTransform(float64, float32)``, as torchrl's: float64 entries (and their specs) as
     float32; with ``in_keys_inv=["action"]`` (or no keys at all and a float64 action spec), float32
-    actions cast back to float64 for the base env. In an env it works on the frames' arrays."""
+    actions cast back to float64 for the base env."""
 
     def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
         super().__init__(_dtypes.float64, _dtypes.float32, in_keys=in_keys, out_keys=out_keys,
                          in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
-
-    # the env's frame hooks on arrays: the collector's fast path
-    def _frame_call(self, frame):
-        return _map_frame(frame, zip(self.in_keys, self.out_keys), _to_float32)
-
-    def _frame_reset(self, frame):
-        return self._frame_call(frame)
-
-    def _frame_step(self, root, next_frame, action):
-        return self._frame_call(next_frame)
-
-    def _frame_continue(self, next_frame, frame, done):
-        return self._frame_call(frame)
-
-    def _frame_inv(self, action, root):
-        if ("action",) in self.in_keys_inv and action.dtype != np.float64:
-            return action.astype(np.float64)
-        return action
-
-
-def _to_float32(value):
-    return value.astype(np.float32) if value.dtype == np.float64 else value
 
 
 class ObservationNorm(_KeyWise):

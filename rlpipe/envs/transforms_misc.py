@@ -1,5 +1,6 @@
-"""torchrl 0.14's device, hashing, timing and step-skipping transforms: ``DeviceCastTransform``,
-``Hash`` (written on TensorDicts as torchrl's are, ``step_protocol.py``, THE RULE), ``Timer`` and
+"""torchrl 0.14's dtype, device, hashing, timing and step-skipping transforms:
+``DTypeCastTransform``, ``DeviceCastTransform``, ``Hash`` (written on TensorDicts as torchrl's
+are, ``step_protocol.py``, THE RULE; the dtype cast with an array fast path), ``Timer`` and
 ``ConditionalSkip`` (on the env's frames).
 
 Where rlpipe differs: an env's frames are host arrays and its TensorDicts are built on one device
@@ -21,14 +22,124 @@ from .. import _dtypes
 from .._creation import as_tensor
 from .._device import resolve
 from .._tensor import Tensor, host_array
+from ..tensordict import unravel_key_to_tuple
 from .specs import Unbounded
-from .step_protocol import _done_like, root_tensordict
-from .transforms_tensors import UnaryTransform
+from .step_protocol import ACTION, REWARD, _done_like, root_tensordict
+from .transforms_tensors import UnaryTransform, _EntryTransform
 from .transformed_env import Transform, _key_str
 
-__all__ = ["ConditionalSkip", "DeviceCastTransform", "Hash", "Timer"]
+__all__ = ["ConditionalSkip", "DTypeCastTransform", "DeviceCastTransform", "Hash", "Timer"]
 
 FORWARD_NOT_IMPLEMENTED = "class {} cannot be executed without a parent environment."
+
+
+def _map_frame(frame, pairs, function):
+    """``frame`` with ``function`` of each pair's source array written to its destination (a new
+    dict if anything changed)."""
+    out = None
+    for source, dest in pairs:
+        value = frame.get(source)
+        if value is None:
+            continue
+        if out is None:
+            out = dict(frame)
+        out[dest] = function(value)
+    return frame if out is None else out
+
+
+
+# ---- dtypes ------------------------------------------------------------------------------------------
+
+class DTypeCastTransform(_EntryTransform):
+    """Casts ``in_keys`` entries from ``dtype_in`` to ``dtype_out`` (and the action back from
+    ``dtype_out`` to ``dtype_in`` with ``in_keys_inv=["action"]``). With neither ``in_keys`` nor
+    ``in_keys_inv``, the keys are every observation and reward of ``dtype_in`` (and the action if
+    it is of ``dtype_in``), found from the env's specs; outside an env, every entry of ``dtype_in``
+    (and, without ``in_keys_inv``, ``inv`` casts every entry of ``dtype_out`` back)."""
+
+    def __init__(self, dtype_in, dtype_out, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+        for name, dtype in (("dtype_in", dtype_in), ("dtype_out", dtype_out)):
+            if not isinstance(dtype, _dtypes.dtype):
+                raise TypeError(f"DTypeCastTransform: {name} must be an rlpipe dtype, got {dtype!r}")
+        if in_keys is None and out_keys is not None:
+            raise ValueError("DTypeCastTransform: out_keys were passed without in_keys; the order in which the "
+                             f"entries of {dtype_in} are found cannot be guaranteed: pass in_keys too")
+        self._auto = in_keys is None
+        self._auto_inv = in_keys is None and in_keys_inv is None
+        self._inv_given = in_keys_inv is not None
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        self.dtype_in, self.dtype_out = dtype_in, dtype_out
+
+    def _apply_transform(self, value):
+        return value.to(self.dtype_out)
+
+    def _inv_apply_transform(self, value):
+        return value.to(self.dtype_in)
+
+    def _call(self, next_tensordict):
+        if not (self._auto and self._env_batch_size is None):
+            return super()._call(next_tensordict)
+        for key, value in list(next_tensordict.items(True, True)):
+            if isinstance(value, Tensor) and value.dtype is self.dtype_in:
+                next_tensordict.set(key, self._apply_transform(value))
+        return next_tensordict
+
+    forward = _call
+
+    def _inv_call(self, tensordict):
+        if not self._inv_given and self._env_batch_size is None:  # torchrl: every entry of dtype_out
+            for key, value in list(tensordict.items(True, True)):
+                if isinstance(value, Tensor) and value.dtype is self.dtype_out:
+                    tensordict.set(key, self._inv_apply_transform(value))
+            return tensordict
+        return super()._inv_call(tensordict)
+
+    # the env's frame hooks on arrays: the collector's fast path
+    def _frame_call(self, frame):
+        dtype = self.dtype_out.np
+        return _map_frame(frame, zip(self.in_keys, self.out_keys), lambda value: value.astype(dtype, copy=False))
+
+    def _frame_reset(self, frame):
+        return self._frame_call(frame)
+
+    def _frame_step(self, root, next_frame, action):
+        return self._frame_call(next_frame)
+
+    def _frame_continue(self, next_frame, frame, done):
+        return self._frame_call(frame)
+
+    def _inverts_actions(self):
+        return ACTION in self.in_keys_inv  # (in an env the action is the only input, transform_action_spec)
+
+    def _frame_inv(self, action, root):
+        return action.astype(self.dtype_in.np, copy=False)
+
+    def _transform_spec(self, spec):
+        if spec.dtype is not self.dtype_in:
+            raise TypeError(f"DTypeCastTransform: the spec's dtype is {spec.dtype}, expected {self.dtype_in}")
+        return spec.to(self.dtype_out)
+
+    def _inv_transform_spec(self, spec):
+        return self._transform_spec(spec)
+
+    def transform_observation_spec(self, observation_spec):
+        if self._auto:
+            self.in_keys = [unravel_key_to_tuple(k) for k, v in observation_spec.items(True, True)
+                            if v.dtype is self.dtype_in]
+            if self._parent_spec("reward").dtype is self.dtype_in:
+                self.in_keys.append(REWARD)
+            self.out_keys = list(self.in_keys)
+        return super().transform_observation_spec(observation_spec)
+
+    def transform_action_spec(self, action_spec):
+        if self._auto_inv:
+            self.in_keys_inv = [ACTION] if action_spec.dtype is self.dtype_in else []
+            self.out_keys_inv = list(self.in_keys_inv)
+        return super().transform_action_spec(action_spec)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(in_keys={self.in_keys}, out_keys={self.out_keys}, in_keys_inv="
+                f"{self.in_keys_inv}, out_keys_inv={self.out_keys_inv})")
 
 
 class DeviceCastTransform(Transform):
