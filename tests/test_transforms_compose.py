@@ -33,3 +33,25 @@ def test_action_mask_outside_an_env_says_so_as_torchrl():
                                            r"environment"):
         t(TensorDict())
     assert t.in_keys == [("action",), ("action_mask",)]  # still usable
+
+
+def test_specs_set_on_a_transformed_env_last_until_its_transforms_change():
+    """As torchrl 0.14.1 (checked there): the set spec replaces the transformed one, the base env
+    keeps its own, and changing the transforms recomputes the specs."""
+    import rlpipe
+    from rlpipe.envs.specs import Composite, Unbounded
+    env = TransformedEnv(GymEnv(gym.make("Pendulum-v1")), Compose(StepCounter()))
+    env.observation_spec = Composite(observation=Unbounded(3), other=Unbounded(2))
+    assert sorted(env.observation_spec.keys()) == ["observation", "other"]
+    assert sorted(env.base_env.observation_spec.keys()) == ["observation"]
+    env.reward_spec = Unbounded(1, dtype=rlpipe.float64)
+    assert env.reward_spec.dtype is rlpipe.float64 and env.base_env.reward_spec.dtype is rlpipe.float32
+    outer = TransformedEnv(env, RewardSum())
+    assert "other" in outer.observation_spec.keys()  # an env built on it sees the set spec
+    env.transform.append(RewardSum(out_keys=["r2"]))
+    assert sorted(env.observation_spec.keys()) == ["observation", "r2", "step_count"]
+    assert env.reward_spec.dtype is rlpipe.float32 and "other" not in outer.observation_spec.keys()
+    vector = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), StepCounter())
+    with pytest.raises(ValueError, match=r"observation_spec.shape \(\[\]\) must start with the env batch size"):
+        vector.observation_spec = Composite(observation=Unbounded(4))
+    assert "step_count" in vector.observation_spec.keys()  # unchanged by the refused value

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..nn import Module, ModuleList
 from .common import EnvBase
+from .spec_surface import SpecSurface
 from .specs import Composite, TensorSpec
 from .step_protocol import (REWARD, TERMINATED, TRUNCATED, TransformProtocol, continue_chain, key_list, reset_chain,
                             restart_rows, spec_chain, step_chain)
@@ -390,6 +391,16 @@ class _Pipeline(NamedTuple):
     device: object
     skippers: list
 
+def _transformed_spec(name):
+    """A ``TransformedEnv`` spec property: the base env's spec through the transforms; settable."""
+    def get(self):
+        return getattr(self._built(), name)
+
+    def set_(self, value):
+        self._set_spec(name, value)
+    return property(get, set_, doc=f"The ``{name}`` after the transforms (settable, as on torchrl's).")
+
+
 class TransformedEnv(EnvBase):
     """An environment with transforms: ``TransformedEnv(env, transform=None)``.
 
@@ -482,21 +493,18 @@ class TransformedEnv(EnvBase):
     def device(self, value):
         self.__dict__["_device"] = value
 
-    @property
-    def observation_spec(self):
-        return self._built().observation_spec
+    observation_spec = _transformed_spec("observation_spec")
+    action_spec = _transformed_spec("action_spec")
+    reward_spec = _transformed_spec("reward_spec")
+    done_spec = _transformed_spec("done_spec")
 
-    @property
-    def action_spec(self):
-        return self._built().action_spec
-
-    @property
-    def reward_spec(self):
-        return self._built().reward_spec
-
-    @property
-    def done_spec(self):
-        return self._built().done_spec
+    def _set_spec(self, name, value):
+        """torchrl's: a spec set on a transformed env (checked as on any env) replaces the one its
+        transforms give, until the transforms or the base env's specs change."""
+        getattr(SpecSurface, name).fset(self, value)  # the checks; it stores self.__dict__["_" + name]
+        spec = self.__dict__.pop("_" + name)
+        self._pipeline = self._built()._replace(**{name: spec})
+        self._spec_version += 1
 
     # ---- the frame methods (step_protocol.py) -----------------------------------------------------
     def _reset_frame(self, seed=None):
