@@ -55,3 +55,39 @@ def test_specs_set_on_a_transformed_env_last_until_its_transforms_change():
     with pytest.raises(ValueError, match=r"observation_spec.shape \(\[\]\) must start with the env batch size"):
         vector.observation_spec = Composite(observation=Unbounded(4))
     assert "step_count" in vector.observation_spec.keys()  # unchanged by the refused value
+
+
+def test_auto_unwrap_flattens_nested_transformed_envs_on_request():
+    from rlpipe.envs import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
+    inner = TransformedEnv(GymEnv(gym.make("Pendulum-v1")), StepCounter())
+    env = TransformedEnv(inner, RewardSum(), auto_unwrap=True)
+    assert type(env.base_env) is GymEnv and [type(t).__name__ for t in env.transform] == ["StepCounter", "RewardSum"]
+    assert env.transform[0] is not inner.transform  # a copy, as torchrl's
+    assert env.rollout(3)["next", "step_count"].squeeze(-1).tolist() == [1, 2, 3]
+    assert type(TransformedEnv(inner, RewardSum()).base_env) is TransformedEnv  # rlpipe's default: nested
+    assert auto_unwrap_transformed_env(allow_none=True) is None
+    with set_auto_unwrap_transformed_env(True):
+        assert auto_unwrap_transformed_env() is True
+        assert type(TransformedEnv(inner).base_env) is GymEnv
+        assert type(TransformedEnv(inner, auto_unwrap=False).base_env) is TransformedEnv
+    assert auto_unwrap_transformed_env() is False
+
+    @set_auto_unwrap_transformed_env(True)
+    def build():
+        return TransformedEnv(inner, RewardSum())
+    assert type(build().base_env) is GymEnv and auto_unwrap_transformed_env(allow_none=True) is None
+
+
+def test_auto_unwrap_mode_lives_in_the_environment_for_workers(monkeypatch):
+    import os
+
+    from rlpipe.envs import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
+    monkeypatch.delenv("AUTO_UNWRAP_TRANSFORMED_ENV", raising=False)
+    with set_auto_unwrap_transformed_env(False):
+        assert os.environ["AUTO_UNWRAP_TRANSFORMED_ENV"] == "False"
+        with set_auto_unwrap_transformed_env(True):
+            assert auto_unwrap_transformed_env() is True
+        assert auto_unwrap_transformed_env(allow_none=True) is False
+    assert "AUTO_UNWRAP_TRANSFORMED_ENV" not in os.environ  # unset again, not the string "None"
+    monkeypatch.setenv("AUTO_UNWRAP_TRANSFORMED_ENV", "1")
+    assert auto_unwrap_transformed_env() is True

@@ -14,6 +14,8 @@ re-used by ``parent`` views (``ObservationNorm.init_stats``). When no env is don
 ``_continue_frame`` costs one ``any``.
 """
 import copy as _copy
+import functools
+import os
 from collections import OrderedDict
 from typing import NamedTuple
 
@@ -26,7 +28,7 @@ from .specs import Composite, TensorSpec
 from .step_protocol import (REWARD, TERMINATED, TRUNCATED, TransformProtocol, continue_chain, key_list, reset_chain,
                             restart_rows, spec_chain, step_chain)
 
-__all__ = ["Compose", "Transform", "TransformedEnv"]
+__all__ = ["Compose", "Transform", "TransformedEnv", "auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env"]
 
 _keys = key_list  # (transforms.py imports it from here)
 
@@ -391,6 +393,56 @@ class _Pipeline(NamedTuple):
     device: object
     skippers: list
 
+_AUTO_UNWRAP_VAR = "AUTO_UNWRAP_TRANSFORMED_ENV"  # (in os.environ too: worker processes inherit the mode)
+
+
+def auto_unwrap_transformed_env(allow_none=False):
+    """Whether ``TransformedEnv(TransformedEnv(env, t1), t2)`` becomes ``TransformedEnv(env,
+    Compose(t1, t2))``: as set by ``set_auto_unwrap_transformed_env`` or the
+    ``AUTO_UNWRAP_TRANSFORMED_ENV`` environment variable, else None with ``allow_none`` and False
+    otherwise (rlpipe keeps the nesting unless asked; torchrl 0.14 unwraps by default)."""
+    value = os.environ.get(_AUTO_UNWRAP_VAR)
+    if value is None:
+        return None if allow_none else False
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+class set_auto_unwrap_transformed_env:
+    """Sets ``auto_unwrap_transformed_env``: as a context manager, a decorator, or for good with
+    ``.set()`` (torchrl's); leaving the context puts back what was there, unset included."""
+
+    def __init__(self, mode):
+        self.mode = bool(mode)
+        self._previous = []
+
+    def set(self):
+        """Sets the mode from now on."""
+        os.environ[_AUTO_UNWRAP_VAR] = str(self.mode)
+
+    def __enter__(self):
+        self._previous.append(os.environ.get(_AUTO_UNWRAP_VAR))
+        self.set()
+        return self
+
+    def __exit__(self, *exc):
+        previous = self._previous.pop()
+        if previous is None:
+            os.environ.pop(_AUTO_UNWRAP_VAR, None)
+        else:
+            os.environ[_AUTO_UNWRAP_VAR] = previous
+
+    def __call__(self, function):
+        @functools.wraps(function)
+        def wrapped(*args, **kwargs):
+            with self:
+                return function(*args, **kwargs)
+        return wrapped
+
+
+def _unwraps(auto_unwrap):
+    return auto_unwrap_transformed_env() if auto_unwrap is None else bool(auto_unwrap)
+
+
 def _transformed_spec(name):
     """A ``TransformedEnv`` spec property: the base env's spec through the transforms; settable."""
     def get(self):
@@ -408,15 +460,21 @@ class TransformedEnv(EnvBase):
     env's and pass the frames through the transforms (module docstring). ``transform`` is the
     transform given (a ``Compose`` once ``append_transform``/``insert_transform`` added more);
     ``base_env`` the wrapped env. Attributes not found here are looked up on ``base_env``.
+    ``auto_unwrap=True`` (or ``set_auto_unwrap_transformed_env(True)``) flattens a wrapped
+    ``TransformedEnv`` as torchrl does: its base env becomes this one's, its transforms (copies)
+    come first. The default keeps the nesting.
     """
 
-    def __init__(self, env, transform=None, device=None, **kwargs):
+    def __init__(self, env, transform=None, device=None, *, auto_unwrap=None, **kwargs):
         if kwargs:
             raise TypeError(f"TransformedEnv got unexpected keyword arguments {sorted(kwargs)}")
         if not isinstance(env, EnvBase):
             raise TypeError(f"TransformedEnv wraps an rlpipe EnvBase, got {type(env).__name__}")
         if device is not None and device != env.device:
             raise ValueError("TransformedEnv: device must be the base env's device (move the base env instead)")
+        if type(env) is TransformedEnv and type(self) is TransformedEnv and _unwraps(auto_unwrap):
+            inner = env.transform.clone()  # torchrl's: the inner transforms (copies), then this one
+            env, transform = env.base_env, inner if transform is None else Compose(inner, transform)
         super().__init__(device=env.device, batch_size=env.batch_size)
         self.__dict__["base_env"] = env
         self._flag_shape = tuple(env.batch_size) + (1,)
