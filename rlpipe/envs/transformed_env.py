@@ -393,6 +393,7 @@ class _Pipeline(NamedTuple):
     device: object
     skippers: list
 
+
 _AUTO_UNWRAP_VAR = "AUTO_UNWRAP_TRANSFORMED_ENV"  # (in os.environ too: worker processes inherit the mode)
 
 
