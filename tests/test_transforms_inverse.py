@@ -137,6 +137,8 @@ def test_key_wise_transforms_without_inverse_keys_leave_actions_alone():
     env = TransformedEnv(pendulum(), ObservationNorm(loc=1.0, scale=2.0, in_keys_inv=["action"],
                                                      standard_normal=True))
     assert len(env._built().action_hooks) == 1
+    # the policy acts in the normalized space: Pendulum's [-2, 2] as (x - 1) / 2 (torchrl 0.14.1: the same)
+    assert env.action_spec.low.tolist() == [-1.5] and env.action_spec.high.tolist() == [0.5]
     base = pendulum()
     env.set_seed(0)
     base.set_seed(0)

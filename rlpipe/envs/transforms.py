@@ -440,8 +440,10 @@ class ObservationNorm(_KeyWise):
         return (value - loc) / scale
 
     def transform_action_spec(self, action_spec):
+        """With ``in_keys_inv=["action"]``: the action spec mapped forward (the policy acts in the
+        normalized space; its actions are mapped back for the base env), as torchrl's."""
         self._only_action_inverted()
-        return action_spec
+        return self._transform_leaf_spec(action_spec) if self.in_keys_inv else action_spec
 
     def _transform_leaf_spec(self, spec):
         if not self.initialized:
