@@ -17,6 +17,7 @@ from . import transforms_keys as _keys_t, transforms_tensors as _tensors, transf
 from .transforms_keys import *  # noqa: F401,F403  (torchrl's transforms of entries and keys)
 from .transforms_tensors import *  # noqa: F401,F403
 from .transforms_misc import DTypeCastTransform, _map_frame
+from .transforms_tensors import check_paired_keys
 from .transforms_vecnorm import *  # noqa: F401,F403
 from .transforms_image import *  # noqa: F401,F403  (torchrl's image transforms and CatFrames)
 from .transforms_image import __all__ as _image_all
@@ -268,11 +269,7 @@ class _KeyWise(ArrayMapping, Transform):
 
     def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
         super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
-        for what, ins, outs in (("in_keys and out_keys", self.in_keys, self.out_keys),
-                                ("in_keys_inv and out_keys_inv", self.in_keys_inv, self.out_keys_inv)):
-            if len(ins) != len(outs):
-                raise ValueError(f"{type(self).__name__}: {what} must have the same length, got "
-                                 f"{len(ins)} and {len(outs)}")
+        check_paired_keys(self)
         for k in self.in_keys + self.out_keys:
             if k in _RESERVED:
                 raise ValueError(f"{type(self).__name__}: {_key_str(k)!r} cannot be transformed on rlpipe's "

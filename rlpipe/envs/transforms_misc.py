@@ -24,8 +24,8 @@ from .._device import resolve
 from .._tensor import Tensor, host_array
 from ..tensordict import unravel_key_to_tuple
 from .specs import Unbounded
-from .step_protocol import ACTION, REWARD, _done_like, root_tensordict
-from .transforms_tensors import UnaryTransform, _EntryTransform
+from .step_protocol import ACTION, REWARD, ArrayMapping, _done_like, root_tensordict
+from .transforms_tensors import UnaryTransform, _EntryTransform, check_paired_keys
 from .transformed_env import Transform, _key_str
 
 __all__ = ["ConditionalSkip", "DTypeCastTransform", "DeviceCastTransform", "Hash", "Timer"]
@@ -50,7 +50,7 @@ def _map_frame(frame, pairs, function):
 
 # ---- dtypes ------------------------------------------------------------------------------------------
 
-class DTypeCastTransform(_EntryTransform):
+class DTypeCastTransform(ArrayMapping, _EntryTransform):
     """Casts ``in_keys`` entries from ``dtype_in`` to ``dtype_out`` (and the action back from
     ``dtype_out`` to ``dtype_in`` with ``in_keys_inv=["action"]``). With neither ``in_keys`` nor
     ``in_keys_inv``, the keys are every observation and reward of ``dtype_in`` (and the action if
@@ -99,15 +99,6 @@ class DTypeCastTransform(_EntryTransform):
         dtype = self.dtype_out.np
         return _map_frame(frame, zip(self.in_keys, self.out_keys), lambda value: value.astype(dtype, copy=False))
 
-    def _frame_reset(self, frame):
-        return self._frame_call(frame)
-
-    def _frame_step(self, root, next_frame, action):
-        return self._frame_call(next_frame)
-
-    def _frame_continue(self, next_frame, frame, done):
-        return self._frame_call(frame)
-
     def _inverts_actions(self):
         return ACTION in self.in_keys_inv  # (in an env the action is the only input, transform_action_spec)
 
@@ -142,7 +133,7 @@ class DTypeCastTransform(_EntryTransform):
                 f"{self.in_keys_inv}, out_keys_inv={self.out_keys_inv})")
 
 
-class DeviceCastTransform(Transform):
+class DeviceCastTransform(ArrayMapping, Transform):
     """Moves data from ``orig_device`` (the env's or storage's, found from the parent env when not
     given) to ``device``. Without keys the whole TensorDict moves (in an env: the env's device
     becomes ``device``); with ``in_keys``/``in_keys_inv`` only those entries move, written to
@@ -151,11 +142,7 @@ class DeviceCastTransform(Transform):
     def __init__(self, device, orig_device=None, *, in_keys=None, out_keys=None, in_keys_inv=None,
                  out_keys_inv=None):
         super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
-        for what, ins, outs in (("in_keys and out_keys", self.in_keys, self.out_keys),
-                                ("in_keys_inv and out_keys_inv", self.in_keys_inv, self.out_keys_inv)):
-            if len(ins) != len(outs):
-                raise ValueError(f"DeviceCastTransform: {what} must have the same length, got {len(ins)} and "
-                                 f"{len(outs)}")
+        check_paired_keys(self)
         self.device = resolve(device)
         self._orig_device = None if orig_device is None else resolve(orig_device)
         self._whole = not self.in_keys and not self.in_keys_inv
@@ -194,16 +181,8 @@ class DeviceCastTransform(Transform):
             return tensordict
         return self._move(tensordict, zip(self.out_keys_inv, self.in_keys_inv), device)
 
-    # in an env: the frames are host arrays, so only the device the env builds TensorDicts on changes
-    def _frame_reset(self, frame):
-        return frame
-
-    def _frame_step(self, root, next_frame, action):
-        return next_frame
-
-    def _frame_continue(self, next_frame, frame, done):
-        return frame
-
+    # in an env the frames are host arrays and pass unchanged (ArrayMapping's hooks): only the device
+    # the env builds its TensorDicts on changes
     def _frame_inv(self, action, root):
         return action
 

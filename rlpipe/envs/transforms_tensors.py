@@ -50,6 +50,15 @@ def _tolerant_call(transform, tensordict, method="_call"):
         transform._missing_tolerance = mode
 
 
+def check_paired_keys(transform):
+    """A ValueError unless ``transform`` has as many out keys as in keys, and as many inverse ones."""
+    for what, ins, outs in (("in_keys and out_keys", transform.in_keys, transform.out_keys),
+                            ("in_keys_inv and out_keys_inv", transform.in_keys_inv, transform.out_keys_inv)):
+        if len(ins) != len(outs):
+            raise ValueError(f"{type(transform).__name__}: {what} must have the same length, got {len(ins)} and "
+                             f"{len(outs)}")
+
+
 def _reshaped_spec(spec, function):
     """``spec`` after ``function``, a map of tensors that moves, adds or merges dims (bounds included)."""
     if isinstance(spec, Bounded):
@@ -68,13 +77,7 @@ class _EntryTransform(Transform):
 
     def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
         super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
-        name = type(self).__name__
-        if len(self.in_keys) != len(self.out_keys):
-            raise ValueError(f"{name}: in_keys and out_keys must have the same length, got {len(self.in_keys)} "
-                             f"and {len(self.out_keys)}")
-        if len(self.in_keys_inv) != len(self.out_keys_inv):
-            raise ValueError(f"{name}: in_keys_inv and out_keys_inv must have the same length, got "
-                             f"{len(self.in_keys_inv)} and {len(self.out_keys_inv)}")
+        check_paired_keys(self)
 
     def _reset(self, tensordict, tensordict_reset):
         return _tolerant_call(self, tensordict_reset) if self._maps_reset else tensordict_reset
