@@ -117,8 +117,9 @@ from .specs import Composite, OneHot
 
 __all__ = ["ACTION", "DONE_KEYS", "REWARD", "RESET", "TERMINATED", "TRUNCATED", "ArrayMapping", "TransformProtocol",
            "carry_over", "continue_chain", "done_entries", "frame_of", "frame_to_tensordict", "key_list",
-           "missing_action_error", "most_dropped", "one_hot_hint", "next_tensordict", "pick_transitions", "reset_chain",
-           "restart_rows", "root_tensordict", "spec_chain", "stack_same", "stack_steps", "step_chain"]
+           "map_tensordict", "missing_action_error", "most_dropped", "one_hot_hint", "next_tensordict",
+           "pick_transitions", "reset_chain", "restart_rows", "root_tensordict", "spec_chain", "stack_same",
+           "stack_steps", "step_chain"]
 
 DONE_KEYS = ("done", "terminated", "truncated")
 DONE = ("done",)
@@ -381,26 +382,33 @@ class TransformProtocol:
         return self._inv_call(tensordict.clone(False))
 
     def set_missing_tolerance(self, mode=False):
+        """Whether missing in-keys are skipped rather than a KeyError; returns the transform."""
         self._missing_tolerance = bool(mode)
 
     @property
     def missing_tolerance(self):
+        """Whether missing in-keys are skipped (``set_missing_tolerance``)."""
         return self._missing_tolerance
 
     # ---- spec hooks --------------------------------------------------------------------------------
     def transform_observation_spec(self, observation_spec):
+        """The observation spec after this transform (default: unchanged)."""
         return observation_spec
 
     def transform_reward_spec(self, reward_spec):
+        """The reward spec after this transform (default: unchanged)."""
         return reward_spec
 
     def transform_done_spec(self, done_spec):
+        """The done spec after this transform (default: unchanged)."""
         return done_spec
 
     def transform_action_spec(self, action_spec):
+        """The action spec the env sees before this transform's inverse (default: unchanged)."""
         return action_spec
 
     def transform_state_spec(self, state_spec):
+        """The state spec after this transform (default: unchanged)."""
         return state_spec
 
     def transform_output_spec(self, output_spec):
@@ -484,15 +492,21 @@ class ArrayMapping:
     def forward(self, tensordict):
         """``_frame_call`` on the tensor entries of ``tensordict`` (e.g. data from a replay buffer);
         returns ``tensordict``."""
-        frame = frame_of(tensordict)
-        out = self._frame_call(frame)
-        for key, value in out.items():
-            if value is not frame.get(key):
-                tensordict.set(key, as_tensor(value, device=tensordict.device))
-        for key in frame:
-            if key not in out:
-                tensordict.pop(key)
-        return tensordict
+        return map_tensordict(tensordict, self._frame_call)
+
+
+def map_tensordict(tensordict, frame_call):
+    """``tensordict`` (changed in place) after ``frame_call``, a map of frames, on its tensor
+    entries: the entries it changed or added are written, those it dropped removed."""
+    frame = frame_of(tensordict)
+    out = frame_call(frame)
+    for key, value in out.items():
+        if value is not frame.get(key):
+            tensordict.set(key, as_tensor(value, device=tensordict.device))
+    for key in frame:
+        if key not in out:
+            tensordict.pop(key)
+    return tensordict
 
 
 # ---- the collector's batches ---------------------------------------------------------------------------

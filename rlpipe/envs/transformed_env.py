@@ -14,6 +14,8 @@ re-used by ``parent`` views (``ObservationNorm.init_stats``). When no env is don
 ``_continue_frame`` costs one ``any``.
 """
 import copy as _copy
+import functools
+import os
 from collections import OrderedDict
 from typing import NamedTuple
 
@@ -21,11 +23,12 @@ import numpy as np
 
 from ..nn import Module, ModuleList
 from .common import EnvBase
+from .spec_surface import SpecSurface
 from .specs import Composite, TensorSpec
 from .step_protocol import (REWARD, TERMINATED, TRUNCATED, TransformProtocol, continue_chain, key_list, reset_chain,
                             restart_rows, spec_chain, step_chain)
 
-__all__ = ["Compose", "Transform", "TransformedEnv"]
+__all__ = ["Compose", "Transform", "TransformedEnv", "auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env"]
 
 _keys = key_list  # (transforms.py imports it from here)
 
@@ -87,6 +90,7 @@ class Transform(TransformProtocol, Module):
 
     @property
     def container(self):
+        """The ``Compose`` or ``TransformedEnv`` holding this transform (None if unattached)."""
         return self._container
 
     @property
@@ -108,6 +112,15 @@ class Transform(TransformProtocol, Module):
     def _leaf_list(self):
         return [self]
 
+    def _before_reset(self):
+        """Called by the env just before its base env resets (``Timer`` starts its clock); no-op."""
+
+    _skip_mask = None  # a step-skipping transform (ConditionalSkip): per env, whether it skips this step
+
+    def transform_env_device(self, device):
+        """The device of the env after this transform, from the one before it (unchanged by default)."""
+        return device
+
     def _parent_spec(self, name):
         """The ``name`` spec ("observation", "reward", "done", "action") of the env before this transform."""
         specs = self.parent_specs
@@ -119,6 +132,7 @@ class Transform(TransformProtocol, Module):
         return getattr(parent, name + "_spec")
 
     def clone(self):
+        """An unattached deep copy of this transform (it can go in another container)."""
         container, specs = self._container, self.parent_specs
         self._container = self.parent_specs = None
         try:
@@ -280,12 +294,14 @@ class Compose(Transform):
 
     # list interface
     def append(self, transform):
+        """Adds ``transform`` after the others (the env holding this ``Compose`` rebuilds its specs)."""
         _check_transform(transform, "Compose.append")
         transform._set_container(self)
         self.transforms.append(transform)
         self._invalidate()
 
     def insert(self, index, transform):
+        """Inserts ``transform`` at ``index`` (from ``-len`` to ``len``)."""
         _check_transform(transform, "Compose.insert")
         n = len(self.transforms)
         if not isinstance(index, int) or isinstance(index, bool):
@@ -295,6 +311,17 @@ class Compose(Transform):
         transform._set_container(self)
         self.transforms.insert(index, transform)
         self._invalidate()
+
+    def pop(self, index=-1):
+        """Removes and returns the transform at ``index`` (the last by default), now unattached."""
+        n = len(self.transforms)
+        if not -n <= index < n:
+            raise IndexError(f"Compose.pop: index {index} is out of range for {n} transforms")
+        transform = self.transforms[index]
+        del self.transforms[index]
+        transform._container = None
+        self._invalidate()
+        return transform
 
     def __getitem__(self, item):
         if isinstance(item, slice):
@@ -308,6 +335,7 @@ class Compose(Transform):
         return iter(self.transforms)
 
     def clone(self):
+        """An unattached deep copy of the ``Compose`` and its transforms."""
         out = super().clone()
         for t in out.transforms:
             t._container = out
@@ -334,6 +362,12 @@ def _position(node, target, leaves):
     return count
 
 
+def _overrides_skip(transform):
+    """Whether ``transform``'s class (not ``Transform``) declares ``_skip_mask``: it may skip steps."""
+    owner = next(cls for cls in type(transform).__mro__ if "_skip_mask" in vars(cls))
+    return owner is not Transform
+
+
 def _check_transform(transform, where):
     if not isinstance(transform, Transform):
         raise TypeError(f"{where} expected a transform but received an object of type "
@@ -345,9 +379,10 @@ def _check_transform(transform, where):
 class _Pipeline(NamedTuple):
     """What a ``TransformedEnv`` runs: its leaf transforms, the specs they produce from the base env's,
     the action hooks ((index, ``_frame_inv``) of the transforms that invert actions, last transform
-    first), and the
-    base env's spec version it was built from (None unless the base env is itself transformed: then
-    only ``_invalidate_specs`` makes it stale)."""
+    first), the base env's spec version it was built from (None unless the base env is itself
+    transformed: then only ``_invalidate_specs`` makes it stale), the env's device after the
+    transforms (``DeviceCastTransform`` moves it), and the transforms that may skip a step
+    (``ConditionalSkip``: they say so in ``_skip_mask`` when their action hook runs)."""
     leaves: list
     observation_spec: Composite
     action_spec: TensorSpec
@@ -355,6 +390,69 @@ class _Pipeline(NamedTuple):
     done_spec: Composite
     action_hooks: list
     base_version: object
+    device: object
+    skippers: list
+
+
+_AUTO_UNWRAP_VAR = "AUTO_UNWRAP_TRANSFORMED_ENV"  # (in os.environ too: worker processes inherit the mode)
+
+
+def auto_unwrap_transformed_env(allow_none=False):
+    """Whether ``TransformedEnv(TransformedEnv(env, t1), t2)`` becomes ``TransformedEnv(env,
+    Compose(t1, t2))``: as set by ``set_auto_unwrap_transformed_env`` or the
+    ``AUTO_UNWRAP_TRANSFORMED_ENV`` environment variable, else None with ``allow_none`` and False
+    otherwise (rlpipe keeps the nesting unless asked; torchrl 0.14 unwraps by default)."""
+    value = os.environ.get(_AUTO_UNWRAP_VAR)
+    if value is None:
+        return None if allow_none else False
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+class set_auto_unwrap_transformed_env:
+    """Sets ``auto_unwrap_transformed_env``: as a context manager, a decorator, or for good with
+    ``.set()`` (torchrl's); leaving the context puts back what was there, unset included."""
+
+    def __init__(self, mode):
+        self.mode = bool(mode)
+        self._previous = []
+
+    def set(self):
+        """Sets the mode from now on."""
+        os.environ[_AUTO_UNWRAP_VAR] = str(self.mode)
+
+    def __enter__(self):
+        self._previous.append(os.environ.get(_AUTO_UNWRAP_VAR))
+        self.set()
+        return self
+
+    def __exit__(self, *exc):
+        previous = self._previous.pop()
+        if previous is None:
+            os.environ.pop(_AUTO_UNWRAP_VAR, None)
+        else:
+            os.environ[_AUTO_UNWRAP_VAR] = previous
+
+    def __call__(self, function):
+        @functools.wraps(function)
+        def wrapped(*args, **kwargs):
+            with self:
+                return function(*args, **kwargs)
+        return wrapped
+
+
+def _unwraps(auto_unwrap):
+    return auto_unwrap_transformed_env() if auto_unwrap is None else bool(auto_unwrap)
+
+
+def _transformed_spec(name):
+    """A ``TransformedEnv`` spec property: the base env's spec through the transforms; settable."""
+    def get(self):
+        return getattr(self._built(), name)
+
+    def set_(self, value):
+        self._set_spec(name, value)
+    return property(get, set_, doc=f"The ``{name}`` after the transforms (settable, as on torchrl's).")
+
 
 class TransformedEnv(EnvBase):
     """An environment with transforms: ``TransformedEnv(env, transform=None)``.
@@ -363,15 +461,21 @@ class TransformedEnv(EnvBase):
     env's and pass the frames through the transforms (module docstring). ``transform`` is the
     transform given (a ``Compose`` once ``append_transform``/``insert_transform`` added more);
     ``base_env`` the wrapped env. Attributes not found here are looked up on ``base_env``.
+    ``auto_unwrap=True`` (or ``set_auto_unwrap_transformed_env(True)``) flattens a wrapped
+    ``TransformedEnv`` as torchrl does: its base env becomes this one's, its transforms (copies)
+    come first. The default keeps the nesting.
     """
 
-    def __init__(self, env, transform=None, device=None, **kwargs):
+    def __init__(self, env, transform=None, device=None, *, auto_unwrap=None, **kwargs):
         if kwargs:
             raise TypeError(f"TransformedEnv got unexpected keyword arguments {sorted(kwargs)}")
         if not isinstance(env, EnvBase):
             raise TypeError(f"TransformedEnv wraps an rlpipe EnvBase, got {type(env).__name__}")
         if device is not None and device != env.device:
             raise ValueError("TransformedEnv: device must be the base env's device (move the base env instead)")
+        if type(env) is TransformedEnv and type(self) is TransformedEnv and _unwraps(auto_unwrap):
+            inner = env.transform.clone()  # torchrl's: the inner transforms (copies), then this one
+            env, transform = env.base_env, inner if transform is None else Compose(inner, transform)
         super().__init__(device=env.device, batch_size=env.batch_size)
         self.__dict__["base_env"] = env
         self._flag_shape = tuple(env.batch_size) + (1,)
@@ -430,28 +534,42 @@ class TransformedEnv(EnvBase):
         if pipeline is not None and pipeline.leaves != leaves:
             self._roots = self._nexts = None
         base_version = base._spec_version if isinstance(base, TransformedEnv) else None
-        self._pipeline = _Pipeline(leaves, obs, act, rew, done, hooks, base_version)
+        device = base.device
+        for t in leaves:
+            device = t.transform_env_device(device)
+        skippers = [t for t in leaves if _overrides_skip(t)]
+        self._pipeline = _Pipeline(leaves, obs, act, rew, done, hooks, base_version, device, skippers)
         return self._pipeline
 
     @property
-    def observation_spec(self):
-        return self._built().observation_spec
+    def device(self):
+        """The device of the env's TensorDicts: the base env's, unless a transform moves it."""
+        if "base_env" not in self.__dict__:  # (EnvBase.__init__, before the base env is set)
+            return self.__dict__.get("_device")
+        return self._built().device
 
-    @property
-    def action_spec(self):
-        return self._built().action_spec
+    @device.setter
+    def device(self, value):
+        self.__dict__["_device"] = value
 
-    @property
-    def reward_spec(self):
-        return self._built().reward_spec
+    observation_spec = _transformed_spec("observation_spec")
+    action_spec = _transformed_spec("action_spec")
+    reward_spec = _transformed_spec("reward_spec")
+    done_spec = _transformed_spec("done_spec")
 
-    @property
-    def done_spec(self):
-        return self._built().done_spec
+    def _set_spec(self, name, value):
+        """torchrl's: a spec set on a transformed env (checked as on any env) replaces the one its
+        transforms give, until the transforms or the base env's specs change."""
+        getattr(SpecSurface, name).fset(self, value)  # the checks; it stores self.__dict__["_" + name]
+        spec = self.__dict__.pop("_" + name)
+        self._pipeline = self._built()._replace(**{name: spec})
+        self._spec_version += 1
 
     # ---- the frame methods (step_protocol.py) -----------------------------------------------------
     def _reset_frame(self, seed=None):
         leaves = self._built().leaves
+        for t in leaves:
+            t._before_reset()
         frame = self.base_env._reset_frame(seed)
         self._roots, self._nexts = reset_chain(leaves, frame), None
         self._skipped_rows = None
@@ -469,6 +587,8 @@ class TransformedEnv(EnvBase):
             roots = self._roots = self._nexts
         for index, inv in pipeline.action_hooks:
             action = inv(action, roots[index])
+        if pipeline.skippers and self._skips_step(pipeline.skippers):
+            return self._skipped_step(pipeline, roots)
         base = self.base_env
         next_obs, reward, terminated, truncated = base._step_frame(action)
         self._base_next = next_obs
@@ -487,6 +607,26 @@ class TransformedEnv(EnvBase):
         reward, terminated, truncated = out.pop(REWARD), out.pop(TERMINATED), out.pop(TRUNCATED)
         self._next_out = out
         return out, reward, terminated, truncated
+
+    def _skips_step(self, skippers):
+        """Whether every env skips this step (torchrl's ``"_step"`` all False); an rlpipe env steps
+        all its envs or none, so some skipping and others not is refused before anything runs."""
+        skip = np.logical_or.reduce([t._skip_mask for t in skippers])
+        if skip.all():
+            return True
+        if skip.any():
+            raise NotImplementedError(f"ConditionalSkip: envs {np.argwhere(skip).tolist()} skip this step and the "
+                                      "others do not; an rlpipe env steps all its envs or none")
+        return False
+
+    def _skipped_step(self, pipeline, roots):
+        """A skipped step, as torchrl's: the root's observations again, reward 0, not done; the base
+        env and the transforms do not run."""
+        out = {key: value for key, value in roots[-1].items() if key not in (REWARD, TERMINATED, TRUNCATED)}
+        self._nexts, self._next_out, self._skipped_rows = list(roots), out, None
+        flags = np.zeros(self._flag_shape, dtype=bool)
+        reward = np.zeros(tuple(pipeline.reward_spec.shape), dtype=pipeline.reward_spec.dtype.np)
+        return dict(out), reward, flags, flags.copy()
 
     @property
     def _skips_rows(self):
@@ -518,6 +658,7 @@ class TransformedEnv(EnvBase):
         return self.base_env.set_seed(seed, static_seed=static_seed)
 
     def close(self):
+        """Closes the base env, then this one."""
         self.base_env.close()
         super().close()
 

@@ -7,15 +7,17 @@ import numpy as np
 
 from .. import _dtypes
 from .._creation import as_tensor
-from .._tensor import host_array
+from .._tensor import Tensor, host_array
 from ..tensordict import unravel_key_to_tuple
 from .specs import Bounded, Categorical, Composite, Unbounded
 from .step_protocol import REWARD as _REWARD, TERMINATED as _TERMINATED, TRUNCATED as _TRUNCATED
-from .step_protocol import STEP_EXTRAS as _STEP_EXTRAS, ArrayMapping, _done_like
+from .step_protocol import ArrayMapping, _done_like, map_tensordict
 from .transformed_env import Compose, Transform, TransformedEnv, _key_str, _keys
 from . import transforms_keys as _keys_t, transforms_tensors as _tensors, transforms_vecnorm as _vecnorm
 from .transforms_keys import *  # noqa: F401,F403  (torchrl's transforms of entries and keys)
 from .transforms_tensors import *  # noqa: F401,F403
+from .transforms_misc import DTypeCastTransform, _map_frame
+from .transforms_tensors import check_paired_keys
 from .transforms_vecnorm import *  # noqa: F401,F403
 from .transforms_image import *  # noqa: F401,F403  (torchrl's image transforms and CatFrames)
 from .transforms_image import __all__ as _image_all
@@ -139,21 +141,69 @@ class StepCounter(Transform):
 class RewardSum(Transform):
     """The running return of each episode: ``("next", out_key) = out_key + reward`` at every step,
     0 after a reset. ``in_keys`` default to ``["reward"]``, ``out_keys`` to ``["episode_reward"]``
-    (``episode_`` + the in key's last name); the sums are observations (in the observation spec)."""
+    (``episode_`` + the in key's last name); the sums are observations (in the observation spec).
+    Outside an env, calling it writes each in key's cumulative sum along the dim named ``"time"``
+    (torchrl's offline mode). ``reset_keys``: the ``"_reset"`` entry of each in key, for the
+    TensorDict methods used without an env (an rlpipe env has one, ``"_reset"``)."""
 
-    def __init__(self, in_keys=None, out_keys=None, reset_keys=None):
+    def __init__(self, in_keys=None, out_keys=None, reset_keys=None, *, reward_spec=False):
         in_keys = _keys(in_keys, "in_keys", allow_none=True) or [_REWARD]
         if out_keys is None:
             out_keys = [k[:-1] + ("episode_" + k[-1],) for k in in_keys]
         out_keys = _keys(out_keys, "out_keys")
         if len(in_keys) != len(out_keys):
-            raise ValueError(f"RewardSum: in_keys and out_keys must have the same length, got "
-                             f"{len(in_keys)} and {len(out_keys)}")
-        if reset_keys is not None:
-            raise NotImplementedError("RewardSum: reset_keys (multi-agent resets) are not supported")
+            raise ValueError(f"RewardSum expects the same number of input and output keys, got in_keys "
+                             f"{[_key_str(k) for k in in_keys]} and out_keys {[_key_str(k) for k in out_keys]}")
         super().__init__(in_keys=in_keys, out_keys=out_keys)
+        self._reset_keys = None if reset_keys is None else [_key_str(k) for k in _keys(reset_keys, "reset_keys")]
+        self.reward_spec = bool(reward_spec)
         self._pairs = list(zip(self.in_keys, self.out_keys))
         self._zero = {}
+
+    @property
+    def reset_keys(self):
+        """The reset entry of each in key: those given, else the env's ``"_reset"`` for every in key."""
+        keys = self._reset_keys
+        if keys is None:
+            if self.parent is None:
+                raise TypeError("reset_keys not provided but parent env not found. Make sure that the reset_keys "
+                                "are provided during construction if the transform does not have a container env.")
+            keys = ["_reset"] * len(self.in_keys)
+        if len(keys) != len(self.in_keys):
+            raise ValueError(f"Could not match the env reset_keys {list(keys)} with the in_keys "
+                             f"{[_key_str(k) for k in self.in_keys]}. Please make sure that these have the same "
+                             "length.")
+        return keys
+
+    # torchrl's TensorDict methods, for a RewardSum driven by hand (the env runs the frame hooks)
+    def _reset(self, tensordict, tensordict_reset):
+        """Each sum set to 0 where its reset entry is True (everywhere without one), else kept."""
+        for (_, out_key), reset_key in zip(self._pairs, self.reset_keys):
+            value = tensordict.get(out_key, None)
+            if value is None:
+                zeros = np.zeros(*self._zero[out_key]) if out_key in self._zero else np.zeros(1, np.float32)
+                tensordict_reset.set(out_key, as_tensor(zeros, device=tensordict_reset.device))
+                continue
+            values = host_array(value)
+            reset = tensordict.get(reset_key, None)
+            reset = np.ones((), bool) if reset is None else host_array(reset)
+            reset = reset.reshape(reset.shape + (1,) * (values.ndim - reset.ndim))
+            tensordict_reset.set(out_key, as_tensor(np.where(reset, np.zeros((), values.dtype), values),
+                                                    device=value.device))
+        return tensordict_reset
+
+    def _step(self, tensordict, next_tensordict):
+        """``("next", out_key) = out_key + ("next", in_key)`` (the sum starts at 0)."""
+        for in_key, out_key in self._pairs:
+            reward = next_tensordict.get(in_key, None)
+            if reward is None:
+                if not self._missing_tolerance:
+                    raise KeyError(f"RewardSum: {_key_str(in_key)!r} not found in the tensordict (keys: "
+                                   f"{sorted(map(str, next_tensordict.keys(True, True)))})")
+                continue
+            previous = tensordict.get(out_key, None)
+            next_tensordict.set(out_key, reward if previous is None else previous + reward)
+        return next_tensordict
 
     def _in_spec(self, key):
         if key == _REWARD:
@@ -186,9 +236,20 @@ class RewardSum(Transform):
         return out
 
     def forward(self, tensordict):
-        raise NotImplementedError("RewardSum only works in a TransformedEnv (it keeps a running sum)")
+        """Offline: each in key's cumulative sum along the dim named ``"time"``, into its out key."""
+        names = list(tensordict.names)
+        if "time" not in names:
+            raise ValueError(f"At least one dimension of the tensordict must be named 'time' in offline mode, "
+                             f"got the dim names {names}")
+        dim = names.index("time")
+        for in_key, out_key in self._pairs:
+            tensordict.set(out_key, tensordict[in_key].cumsum(dim))
+        return tensordict
 
     def transform_observation_spec(self, observation_spec):
+        if self.reward_spec:
+            raise NotImplementedError("RewardSum(reward_spec=True): an rlpipe env has one reward, 'reward'; the "
+                                      "sums can only be observations (reward_spec=False)")
         for ik, ok in self._pairs:
             spec = self._in_spec(ik)
             self._zero[ok] = (tuple(spec.shape), spec.dtype.np)
@@ -201,14 +262,14 @@ class RewardSum(Transform):
 
 
 class _KeyWise(ArrayMapping, Transform):
-    """A stateless transform mapping each in key's array to its out key (``_apply_transform``), and
-    each in key's spec likewise (``_transform_leaf_spec``)."""
+    """A stateless transform mapping each in key's array to its out key (``_apply_array``), and
+    each in key's spec likewise (``_transform_leaf_spec``); ``inv`` maps each ``out_keys_inv``
+    array to its ``in_keys_inv`` key (``_inv_apply_array``). torchrl's ``_call``,
+    ``_apply_transform`` and ``inv`` run the same array code on a TensorDict's entries."""
 
-    def __init__(self, in_keys=None, out_keys=None):
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
-        if len(self.in_keys) != len(self.out_keys):
-            raise ValueError(f"{type(self).__name__}: in_keys and out_keys must have the same length, got "
-                             f"{len(self.in_keys)} and {len(self.out_keys)}")
+    def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+        check_paired_keys(self)
         for k in self.in_keys + self.out_keys:
             if k in _RESERVED:
                 raise ValueError(f"{type(self).__name__}: {_key_str(k)!r} cannot be transformed on rlpipe's "
@@ -218,18 +279,47 @@ class _KeyWise(ArrayMapping, Transform):
         return zip(self.in_keys, self.out_keys)
 
     def _frame_call(self, frame):
-        out = None
-        for ik, ok in self._pairs(frame):
-            value = frame.get(ik)
-            if value is None:
-                continue
-            if out is None:
-                out = dict(frame)
-            out[ok] = self._apply_transform(value)
-        return frame if out is None else out
+        return _map_frame(frame, self._pairs(frame), self._apply_array)
+
+    def _apply_array(self, value):
+        raise NotImplementedError
+
+    def _inv_apply_array(self, value):
+        return value
 
     def _apply_transform(self, value):
-        raise NotImplementedError
+        """``_apply_array`` on a tensor (torchrl's per-entry method)."""
+        return _on_tensor(self._apply_array, value)
+
+    def _inv_apply_transform(self, value):
+        """``_inv_apply_array`` on a tensor."""
+        return _on_tensor(self._inv_apply_array, value)
+
+    def _call(self, next_tensordict):
+        """The in keys' entries of ``next_tensordict`` mapped into the out keys (in place)."""
+        return self.forward(next_tensordict)
+
+    def _inv_frame_call(self, frame):
+        return _map_frame(frame, zip(self.out_keys_inv, self.in_keys_inv), self._inv_apply_array)
+
+    def _inv_call(self, tensordict):
+        """The ``out_keys_inv`` entries of ``tensordict`` mapped into the ``in_keys_inv`` (in place)."""
+        return map_tensordict(tensordict, self._inv_frame_call)
+
+    def _inverts_actions(self):
+        return bool(self.in_keys_inv)  # (an env allows the action alone: _only_action_inverted)
+
+    def _frame_inv(self, action, root):
+        return self._inv_apply_array(action)
+
+    def _only_action_inverted(self):
+        """In an env: a ValueError unless the inverse keys are empty or the action alone, unrenamed
+        (an rlpipe env takes one input, ``"action"``)."""
+        if self.in_keys_inv and (self.in_keys_inv != [("action",)] or self.out_keys_inv != [("action",)]):
+            raise ValueError(f"{type(self).__name__}: in an env, in_keys_inv/out_keys_inv can only be ['action'] (an "
+                             f"rlpipe env takes one input, 'action'), got in_keys_inv "
+                             f"{[_key_str(k) for k in self.in_keys_inv]} and out_keys_inv "
+                             f"{[_key_str(k) for k in self.out_keys_inv]}; outside an env, inv() maps any keys")
 
     def _transform_leaf_spec(self, spec):
         raise NotImplementedError
@@ -246,65 +336,21 @@ class _KeyWise(ArrayMapping, Transform):
         return [(ik, ok) for ik, ok in zip(self.in_keys, self.out_keys) if ik in keys]
 
 
-class DoubleToFloat(_KeyWise):
-    """float64 observations (and their specs) as float32. ``in_keys=None``: every float64
-    observation entry; a float64 action spec then becomes float32 too, and actions are cast back
-    to float64 on their way to the base env. ``in_keys_inv``: the action (``["action"]``) only."""
+def _on_tensor(function, value):
+    """``function`` (a map of host arrays) on ``value``, a tensor or an array, returned as given."""
+    if isinstance(value, Tensor):
+        return as_tensor(function(host_array(value)), device=value.device)
+    return function(value)
+
+
+class DoubleToFloat(DTypeCastTransform):
+    """``DTypeCastTransform(float64, float32)``, as torchrl's: float64 entries (and their specs) as
+    float32; with ``in_keys_inv=["action"]`` (or no keys at all and a float64 action spec), float32
+    actions cast back to float64 for the base env."""
 
     def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
-        self._all = in_keys is None
-        if out_keys is not None and in_keys is None:
-            raise ValueError("DoubleToFloat: out_keys need in_keys")
-        if out_keys_inv is not None and out_keys_inv != in_keys_inv:
-            raise NotImplementedError("DoubleToFloat: out_keys_inv different from in_keys_inv")
-        inv = _keys(in_keys_inv, "in_keys_inv", allow_none=True)
-        if inv is not None and any(k != ("action",) for k in inv):
-            raise NotImplementedError("DoubleToFloat: in_keys_inv can only hold 'action' on rlpipe's frame protocol")
-        self._inv_all = self._all and inv is None
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
-        self.in_keys_inv = inv or []
-        self.out_keys_inv = list(self.in_keys_inv)
-        self._cast_action = False
-
-    def _pairs(self, frame):
-        if not self._all:
-            return zip(self.in_keys, self.out_keys)
-        return [(k, k) for k, v in frame.items() if k not in _STEP_EXTRAS and v.dtype == np.float64]
-
-    def _apply_transform(self, value):
-        return value.astype(np.float32) if value.dtype == np.float64 else value
-
-    def _transform_leaf_spec(self, spec):
-        if spec.dtype is not _dtypes.float64:
-            return spec
-        if isinstance(spec, Bounded):
-            low, high = _bounds(spec)
-            return Bounded(low=low.astype(np.float32), high=high.astype(np.float32), shape=spec.shape,
-                           dtype=_dtypes.float32, device=spec.device)
-        if isinstance(spec, Unbounded):
-            return Unbounded(shape=spec.shape, dtype=_dtypes.float32, device=spec.device)
-        raise NotImplementedError(f"DoubleToFloat: cannot convert a {type(spec).__name__} spec")
-
-    def _spec_pairs(self, observation_spec):
-        if not self._all:
-            return super()._spec_pairs(observation_spec)
-        return [(unravel_key_to_tuple(k), unravel_key_to_tuple(k)) for k, v in observation_spec.items(True, True)
-                if v is not None and v.dtype is _dtypes.float64]
-
-    def transform_action_spec(self, action_spec):
-        self._cast_action = False
-        if (self._inv_all or self.in_keys_inv) and action_spec.dtype is _dtypes.float64:
-            self._cast_action = True
-            return self._transform_leaf_spec(action_spec)
-        return action_spec
-
-    def _frame_inv(self, action, root):
-        if self._cast_action and action.dtype != np.float64:
-            return action.astype(np.float64)
-        return action
-
-    def __repr__(self):
-        return f"DoubleToFloat(in_keys={'all float64' if self._all else [_key_str(k) for k in self.in_keys]})"
+        super().__init__(_dtypes.float64, _dtypes.float32, in_keys=in_keys, out_keys=out_keys,
+                         in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
 
 
 class ObservationNorm(_KeyWise):
@@ -318,9 +364,7 @@ class ObservationNorm(_KeyWise):
                  standard_normal=False, eps=None):
         if in_keys is None:
             in_keys = ["observation"]
-        if in_keys_inv is not None or out_keys_inv is not None:
-            raise NotImplementedError("ObservationNorm: in_keys_inv/out_keys_inv are not supported")
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
         self.standard_normal = bool(standard_normal)
         self.eps = 1e-6 if eps is None else float(eps)
         self._loc = self._scale = None
@@ -344,6 +388,7 @@ class ObservationNorm(_KeyWise):
 
     @property
     def loc(self):
+        """The shift (a tensor; None until given or estimated)."""
         return None if self._loc is None else as_tensor(self._loc)
 
     @loc.setter
@@ -354,6 +399,7 @@ class ObservationNorm(_KeyWise):
 
     @property
     def scale(self):
+        """The scale (a tensor; None until given or estimated)."""
         return None if self._scale is None else as_tensor(self._scale)
 
     @scale.setter
@@ -364,6 +410,7 @@ class ObservationNorm(_KeyWise):
 
     @property
     def initialized(self):
+        """Whether ``loc`` and ``scale`` are both set."""
         return self._loc is not None and self._scale is not None
 
     def _params(self, dtype):
@@ -375,13 +422,25 @@ class ObservationNorm(_KeyWise):
             params = self._cast[dtype] = (self._loc.astype(dtype), self._scale.astype(dtype))
         return params
 
-    def _apply_transform(self, value):
+    def _apply_array(self, value):
         if value.dtype.kind != "f":
             value = value.astype(np.float32)
         loc, scale = self._params(value.dtype)
         if self.standard_normal:
             return (value - loc) / scale
         return value * scale + loc
+
+    def _inv_apply_array(self, value):
+        loc, scale = self._params(value.dtype)
+        if self.standard_normal:
+            return value * scale + loc
+        return (value - loc) / scale
+
+    def transform_action_spec(self, action_spec):
+        """With ``in_keys_inv=["action"]``: the action spec mapped forward (the policy acts in the
+        normalized space; its actions are mapped back for the base env), as torchrl's."""
+        self._only_action_inverted()
+        return self._transform_leaf_spec(action_spec) if self.in_keys_inv else action_spec
 
     def _transform_leaf_spec(self, spec):
         if not self.initialized:
@@ -397,7 +456,7 @@ class ObservationNorm(_KeyWise):
         if isinstance(spec, Bounded):
             low, high = _bounds(spec)
             with np.errstate(over="ignore", invalid="ignore"):
-                a, b = self._apply_transform(low), self._apply_transform(high)
+                a, b = self._apply_array(low), self._apply_array(high)
             # the same float arithmetic as the observations: the bounds stay exact bounds
             lo, hi = np.minimum(a, b), np.maximum(a, b)
             return Bounded(low=np.broadcast_to(lo, shape), high=np.broadcast_to(hi, shape), shape=spec.shape,
@@ -411,6 +470,7 @@ class ObservationNorm(_KeyWise):
         along ``cat_dim`` (default ``reduce_dim``), and its mean and (unbiased) std over
         ``reduce_dim`` (an int or a list) give ``loc`` and ``scale`` (as ``-mean/std`` and
         ``1/std`` when not ``standard_normal``). ``keep_dims``: reduced dims to keep as size 1."""
+        _check_cat_dim(reduce_dim, cat_dim)
         if self.initialized:
             raise RuntimeError("Loc/Scale are already initialized")
         if isinstance(num_iter, bool) or not isinstance(num_iter, (int, np.integer)) or num_iter < 1:
@@ -465,28 +525,51 @@ class ObservationNorm(_KeyWise):
                 f"{self.standard_normal}, initialized={self.initialized})")
 
 
+def _check_cat_dim(reduce_dim, cat_dim):
+    """torchrl's rule for ``init_stats``: ``cat_dim`` is one of the reduced dims."""
+    if isinstance(reduce_dim, int):
+        if cat_dim is not None and cat_dim != reduce_dim:
+            raise ValueError(f"cat_dim must be part of or equal to reduce_dim, got cat_dim={cat_dim} and "
+                             f"reduce_dim={reduce_dim}")
+    elif cat_dim is None:
+        raise ValueError(f"cat_dim must be specified if reduce_dim is not an integer, got reduce_dim={reduce_dim}")
+    elif cat_dim not in reduce_dim:
+        raise ValueError(f"cat_dim must be part of or equal to reduce_dim, got cat_dim={cat_dim} and "
+                         f"reduce_dim={tuple(reduce_dim)}")
+
+
 class RenameTransform(_KeyWise):
-    """Renames observation entries: ``in_keys[i]`` becomes ``out_keys[i]`` (kept too with
-    ``create_copy=True``), in the frames and in the observation spec."""
+    """Renames entries: ``in_keys[i]`` becomes ``out_keys[i]`` (kept too with ``create_copy=True``),
+    in the frames and in the observation spec; ``inv`` renames ``out_keys_inv[i]`` back to
+    ``in_keys_inv[i]`` (outside an env: an rlpipe env's one input is ``"action"``)."""
 
     def __init__(self, in_keys, out_keys, in_keys_inv=None, out_keys_inv=None, create_copy=False):
-        if in_keys_inv is not None or out_keys_inv is not None:
-            raise NotImplementedError("RenameTransform: in_keys_inv/out_keys_inv (renaming inputs) are not "
-                                      "supported on rlpipe's frame protocol")
         in_keys, out_keys = _keys(in_keys, "in_keys"), _keys(out_keys, "out_keys")
-        if len(in_keys) != len(out_keys):
-            raise ValueError(f"RenameTransform: in_keys and out_keys must have the same length, got "
-                             f"{len(in_keys)} and {len(out_keys)}")
-        super().__init__(in_keys=in_keys, out_keys=out_keys)
+        if in_keys_inv is not None and out_keys_inv is None:
+            out_keys_inv = in_keys_inv
+        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
         self.create_copy = bool(create_copy)
 
-    def _frame_call(self, frame):
+    def _rename(self, frame, sources, dests):
         out = dict(frame)
-        values = [out.get(k) if self.create_copy else out.pop(k, None) for k in self.in_keys]
-        for ok, value in zip(self.out_keys, values):
+        values = [out.get(k) if self.create_copy else out.pop(k, None) for k in sources]
+        for dest, value in zip(dests, values):
             if value is not None:
-                out[ok] = value
+                out[dest] = value
         return out
+
+    def _frame_call(self, frame):
+        return self._rename(frame, self.in_keys, self.out_keys)
+
+    def _inv_frame_call(self, frame):
+        return self._rename(frame, self.out_keys_inv, self.in_keys_inv)
+
+    def transform_action_spec(self, action_spec):
+        if self.in_keys_inv:
+            raise ValueError(f"RenameTransform: in an env, in_keys_inv {[_key_str(k) for k in self.in_keys_inv]} "
+                             "cannot be renamed: an rlpipe env has one input, 'action' (outside an env, inv() "
+                             "renames any keys)")
+        return action_spec
 
     def transform_observation_spec(self, observation_spec):
         keys = {unravel_key_to_tuple(k) for k in observation_spec.keys(True, True)}
@@ -564,5 +647,8 @@ class CheckFinite(Transform):
 from . import transforms_episodes as _episodes  # noqa: E402 - torchrl's episode/action transforms, re-exported
 from .transforms_episodes import *  # noqa: E402,F403
 __all__ += _episodes.__all__
+from . import transforms_misc as _misc  # noqa: E402 - torchrl's device and hashing transforms, re-exported
+from .transforms_misc import *  # noqa: E402,F403
+__all__ += _misc.__all__
 
 _vecnorm._RunningNorm._observation_norm = ObservationNorm  # VecNorm.to_observation_norm's class (no import circle)

@@ -48,13 +48,32 @@ class _ActionOnly:
 
 
 class _Masked:
-    """A ``OneHot`` or ``Categorical`` spec with torchrl's action mask (``update_mask``): ``rand``
-    draws only allowed categories and ``is_in`` refuses the others. Mixed in before the spec."""
+    """A discrete spec with torchrl's action mask (``update_mask``): ``rand`` draws only allowed
+    categories and ``is_in`` refuses the others. The mask holds one bool per category, last: per
+    value for ``OneHot``/``Categorical``; per sub-space, concatenated (``sum(nvec)``), for
+    ``MultiOneHot``/``MultiCategorical`` (whose last dim holds the sub-spaces). Mixed in before
+    the spec."""
 
-    mask = None  # host bool array, the spec's shape with the categories last (or None: all allowed)
+    mask = None  # host bool array of _mask_shape() (or None: all allowed)
+
+    def _one_hot(self):
+        return isinstance(self, (OneHot, MultiOneHot))
+
+    def _sizes(self):
+        """The number of categories of each sub-space (one for OneHot/Categorical)."""
+        if isinstance(self, MultiOneHot):
+            return list(self.nvec)
+        if isinstance(self, MultiCategorical):
+            return [int(n) for n in self.nvec._host().reshape(-1, self.shape[-1])[0]]
+        return [self.n]
 
     def _mask_shape(self):
-        return tuple(self.shape) if isinstance(self, OneHot) else tuple(self.shape) + (self.n,)
+        shape = tuple(self.shape)
+        if self._one_hot():
+            return shape
+        if isinstance(self, MultiCategorical):
+            return shape[:-1] + (sum(self._sizes()),)
+        return shape + (self.n,)
 
     def update_mask(self, mask):
         """Allows only the categories where ``mask`` (bool, broadcasting to the spec's one-hot
@@ -70,12 +89,18 @@ class _Masked:
                              f"{list(self._mask_shape())}") from None
         self.mask = array
 
-    def _allowed_index(self, extra):
-        """Random allowed categories, shaped ``extra + mask_shape[:-1]`` (host int64)."""
+    def _parts(self, extra):
+        """``(start, size, mask)`` of each sub-space, the mask broadcast to ``extra`` leading dims."""
         mask = np.broadcast_to(self.mask, tuple(extra) + self.mask.shape)
+        starts = np.cumsum([0] + self._sizes())
+        return [(start, size, mask[..., start:start + size]) for start, size in zip(starts, self._sizes())]
+
+    @staticmethod
+    def _allowed_index(mask):
+        """A random allowed category of each row of ``mask`` (host int64, ``mask.shape[:-1]``)."""
         counts = mask.sum(-1)
         if (counts == 0).any():
-            raise RuntimeError(f"{type(self).__name__}.rand: the action mask allows no category in some row")
+            raise RuntimeError("rand: the action mask allows no category in some row")
         pick = (host_array(rand(*counts.shape, dtype=_dtypes.float64)) * counts).astype(np.int64)
         return (mask.cumsum(-1) > pick[..., None]).argmax(-1)
 
@@ -83,18 +108,28 @@ class _Masked:
         if self.mask is None:
             return super().rand(shape)
         extra = () if shape is None else tuple(shape)
-        index = self._allowed_index(extra)
-        values = np.eye(self.n, dtype=self.dtype.np)[index] if isinstance(self, OneHot) else index.astype(self.dtype.np)
+        indices = [self._allowed_index(mask) for _, _, mask in self._parts(extra)]
+        if self._one_hot():
+            values = np.concatenate([np.eye(size, dtype=self.dtype.np)[index]
+                                     for index, (_, size, _) in zip(indices, self._parts(extra))], -1)
+        elif isinstance(self, MultiCategorical):
+            values = np.stack(indices, -1).astype(self.dtype.np)
+        else:
+            values = indices[0].astype(self.dtype.np)
         return as_tensor(values, device=self.device)
 
     def _allowed(self, values):
         """Whether host ``values`` (in the spec's format) pick only allowed categories."""
         if self.mask is None:
             return True
-        if isinstance(self, OneHot):
+        if self._one_hot():
             return not (values.astype(bool) & ~self.mask).any()
-        index = values.astype(np.int64)[..., None]
-        return bool(np.take_along_axis(np.broadcast_to(self.mask, values.shape + (self.n,)), index, -1).all())
+        index = values.astype(np.int64)
+        if not isinstance(self, MultiCategorical):
+            index = index[..., None]
+        extra = index.shape[:index.ndim - len(self._mask_shape())]
+        return all(bool(np.take_along_axis(mask, index[..., i:i + 1], -1).all())
+                   for i, (_, _, mask) in enumerate(self._parts(extra)))
 
     def _values_in(self, val):
         return bool(super()._values_in(val)) and self._allowed(host_array(val))
@@ -121,11 +156,23 @@ class _MaskedCategorical(_Masked, Categorical):
     pass
 
 
+class _MaskedMultiOneHot(_Masked, MultiOneHot):
+    pass
+
+
+class _MaskedMultiCategorical(_Masked, MultiCategorical):
+    pass
+
+
+_MASKED = ((OneHot, _MaskedOneHot), (Categorical, _MaskedCategorical), (MultiOneHot, _MaskedMultiOneHot),
+           (MultiCategorical, _MaskedMultiCategorical))
+
+
 def _masked_spec(spec):
     """``spec`` as its masked class (the same object when it already is one)."""
     if isinstance(spec, _Masked):
         return spec
-    masked = object.__new__(_MaskedOneHot if isinstance(spec, OneHot) else _MaskedCategorical)
+    masked = object.__new__(next(cls for base, cls in _MASKED if isinstance(spec, base)))
     masked.__dict__.update(spec.__dict__)
     return masked
 
@@ -134,9 +181,10 @@ class ActionMask(Transform):
     """Keeps the env's action spec's mask equal to the ``mask_key`` observation (bool, one entry
     per category), at every reset and step, so that ``rand`` (random policies, ``rand_action``)
     draws only allowed actions and ``is_in`` refuses the others. The action spec must be
-    ``OneHot`` or ``Categorical`` (rlpipe has no masks on Multi* specs)."""
+    ``OneHot``, ``Categorical``, ``MultiOneHot`` or ``MultiCategorical`` (a mask of
+    ``sum(nvec)`` per row for the last two, as torchrl's)."""
 
-    ACCEPTED_SPECS = (OneHot, Categorical)
+    ACCEPTED_SPECS = (OneHot, Categorical, MultiOneHot, MultiCategorical)
     SPEC_TYPE_ERROR = "The action spec must be one of {}. Got {} instead."
 
     def __init__(self, action_key="action", mask_key="action_mask"):
@@ -147,7 +195,8 @@ class ActionMask(Transform):
         super().__init__(in_keys=[action_key, mask_key], out_keys=[], in_keys_inv=[], out_keys_inv=[])
 
     def forward(self, tensordict):
-        raise RuntimeError(f"{type(self)} cannot be called outside an env (it masks the env's action spec)")
+        raise RuntimeError(f"class {type(self)} cannot be executed without a parent environment: it masks the "
+                           "env's action spec, so it cannot be called outside an env")
 
     @property
     def action_spec(self):
@@ -164,7 +213,7 @@ class ActionMask(Transform):
         return spec
 
     def transform_action_spec(self, action_spec):
-        if type(action_spec) not in (OneHot, Categorical) and not isinstance(action_spec, _Masked):
+        if type(action_spec) not in self.ACCEPTED_SPECS and not isinstance(action_spec, _Masked):
             raise ValueError(self.SPEC_TYPE_ERROR.format(self.ACCEPTED_SPECS, type(action_spec)))
         return _masked_spec(action_spec)
 
@@ -230,6 +279,7 @@ class ActionScaling(_ActionOnly, Transform):
 
     @property
     def loc(self):
+        """The action shift (a tensor; None until given or computed from the spec)."""
         return None if self._loc is None else as_tensor(self._loc)
 
     @loc.setter
@@ -239,6 +289,7 @@ class ActionScaling(_ActionOnly, Transform):
 
     @property
     def scale(self):
+        """The action scale (a tensor; None until given or computed from the spec)."""
         return None if self._scale is None else as_tensor(self._scale)
 
     @scale.setter
@@ -251,6 +302,7 @@ class ActionScaling(_ActionOnly, Transform):
 
     @property
     def initialized(self):
+        """Whether the scaling statistics are set."""
         return self._loc is not None
 
     @classmethod

@@ -2,7 +2,7 @@
 are (``step_protocol.py``, THE RULE): the reset tracker ``InitTracker``; the reward maps
 ``RewardScaling``, ``RewardClipping``, ``BinarizeReward`` and ``SignTransform``; the shape and value
 maps ``CatTensors``, ``UnsqueezeTransform``, ``SqueezeTransform``, ``PermuteTransform``,
-``FlattenObservation``, ``ClipTransform`` and ``DTypeCastTransform``; ``TensorDictPrimer``; ``LineariseRewards``,
+``FlattenObservation`` and ``ClipTransform``; ``TensorDictPrimer``; ``LineariseRewards``,
 ``UnaryTransform``, ``FiniteTensorDictCheck``, ``FlattenAction`` and ``ExpandAs``.
 
 Where rlpipe differs: an rlpipe env has one reward, the done flags ``done``/``terminated``/
@@ -16,12 +16,12 @@ from .. import _dtypes
 from .._creation import as_tensor, full, ones, tensor, zeros
 from .._tensor import Tensor
 from ..primitives.shape import cat
-from ..tensordict import unravel_key_to_tuple
+from ..tensordict import NonTensorData, unravel_key_to_tuple
 from .specs import Binary, Bounded, Categorical, Composite, TensorSpec, Unbounded
 from .step_protocol import ACTION, REWARD, RESET, key_list
 from .transformed_env import Transform, _key_str
 
-__all__ = ["BinarizeReward", "CatTensors", "ClipTransform", "DTypeCastTransform", "ExpandAs",
+__all__ = ["BinarizeReward", "CatTensors", "ClipTransform", "ExpandAs",
            "FiniteTensorDictCheck", "FlattenAction", "FlattenObservation", "InitTracker", "LineariseRewards",
            "PermuteTransform", "RewardClipping", "RewardScaling", "SignTransform", "SqueezeTransform",
            "TensorDictPrimer", "UnaryTransform", "UnsqueezeTransform"]
@@ -50,6 +50,15 @@ def _tolerant_call(transform, tensordict, method="_call"):
         transform._missing_tolerance = mode
 
 
+def check_paired_keys(transform):
+    """A ValueError unless ``transform`` has as many out keys as in keys, and as many inverse ones."""
+    for what, ins, outs in (("in_keys and out_keys", transform.in_keys, transform.out_keys),
+                            ("in_keys_inv and out_keys_inv", transform.in_keys_inv, transform.out_keys_inv)):
+        if len(ins) != len(outs):
+            raise ValueError(f"{type(transform).__name__}: {what} must have the same length, got {len(ins)} and "
+                             f"{len(outs)}")
+
+
 def _reshaped_spec(spec, function):
     """``spec`` after ``function``, a map of tensors that moves, adds or merges dims (bounds included)."""
     if isinstance(spec, Bounded):
@@ -68,13 +77,7 @@ class _EntryTransform(Transform):
 
     def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
         super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
-        name = type(self).__name__
-        if len(self.in_keys) != len(self.out_keys):
-            raise ValueError(f"{name}: in_keys and out_keys must have the same length, got {len(self.in_keys)} "
-                             f"and {len(self.out_keys)}")
-        if len(self.in_keys_inv) != len(self.out_keys_inv):
-            raise ValueError(f"{name}: in_keys_inv and out_keys_inv must have the same length, got "
-                             f"{len(self.in_keys_inv)} and {len(self.out_keys_inv)}")
+        check_paired_keys(self)
 
     def _reset(self, tensordict, tensordict_reset):
         return _tolerant_call(self, tensordict_reset) if self._maps_reset else tensordict_reset
@@ -135,10 +138,12 @@ class InitTracker(Transform):
 
     @property
     def init_keys(self):
+        """The keys this transform writes (torchrl's attribute): ``[init_key]``."""
         return [self.init_key]
 
     @property
     def reset_keys(self):
+        """The reset entries it reads: an rlpipe env has one, ``"_reset"``."""
         return ["_reset"]
 
     # torchrl's TensorDict methods
@@ -219,6 +224,7 @@ class RewardScaling(_RewardTransform):
 
     @property
     def loc(self):
+        """The reward shift (a tensor)."""
         return self._loc
 
     @loc.setter
@@ -227,6 +233,7 @@ class RewardScaling(_RewardTransform):
 
     @property
     def scale(self):
+        """The reward scale (a tensor, at least 1e-6)."""
         return self._scale
 
     @scale.setter
@@ -366,11 +373,17 @@ class UnaryTransform(_EntryTransform):
         self._fn, self._inv_fn = fn, inv_fn
         self._use_raw_nontensor = use_raw_nontensor
 
+    def _raw(self, value):
+        """A ``NonTensorData``'s data (unless ``use_raw_nontensor``), as torchrl hands it to ``fn``."""
+        if not self._use_raw_nontensor and isinstance(value, NonTensorData):
+            return value.data if not value.batch_size else value.tolist()
+        return value
+
     def _apply_transform(self, value):
-        return self._fn(value)
+        return self._fn(self._raw(value))
 
     def _inv_apply_transform(self, value):
-        return (self._fn if self._inv_fn is None else self._inv_fn)(value)
+        return (self._fn if self._inv_fn is None else self._inv_fn)(self._raw(value))
 
     def _transform_spec(self, spec):
         out = self._fn(spec.zero())
@@ -450,10 +463,12 @@ class UnsqueezeTransform(_EntryTransform):
 
     @property
     def dim(self):
+        """The dim, counted from the end of the entry (torchrl's rule for a positive one)."""
         return _feature_dim(self._dim, self)
 
     @property
     def unsqueeze_dim(self):
+        """``dim`` (torchrl's name)."""
         return self.dim
 
     def _apply_transform(self, value):
@@ -487,6 +502,7 @@ class SqueezeTransform(UnsqueezeTransform):
 
     @property
     def squeeze_dim(self):
+        """``dim`` (torchrl's name)."""
         return self.dim
 
     _apply_transform = UnsqueezeTransform._inv_apply_transform
@@ -714,6 +730,7 @@ class CatTensors(Transform):
 
     @property
     def keys_to_exclude(self):
+        """The in keys removed after concatenation (all but the out key)."""
         return [key for key in self.in_keys if key != self.out_keys[0]]
 
     def _call(self, next_tensordict):
@@ -768,75 +785,6 @@ class CatTensors(Transform):
 
     def __repr__(self):
         return f"CatTensors(in_keys={self.in_keys}, out_key={self.out_keys[0]})"
-
-
-# ---- dtypes ------------------------------------------------------------------------------------------
-
-class DTypeCastTransform(_EntryTransform):
-    """Casts ``in_keys`` entries from ``dtype_in`` to ``dtype_out`` (and the action back from
-    ``dtype_out`` to ``dtype_in`` with ``in_keys_inv=["action"]``). With neither ``in_keys`` nor
-    ``in_keys_inv``, the keys are every observation and reward of ``dtype_in`` (and the action if
-    it is of ``dtype_in``), found from the env's specs; outside an env, every entry of ``dtype_in``."""
-
-    def __init__(self, dtype_in, dtype_out, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
-        for name, dtype in (("dtype_in", dtype_in), ("dtype_out", dtype_out)):
-            if not isinstance(dtype, _dtypes.dtype):
-                raise TypeError(f"DTypeCastTransform: {name} must be an rlpipe dtype, got {dtype!r}")
-        if in_keys is None and out_keys is not None:
-            raise ValueError("DTypeCastTransform: out_keys were passed without in_keys; the order in which the "
-                             f"entries of {dtype_in} are found cannot be guaranteed: pass in_keys too")
-        self._auto = in_keys is None
-        self._auto_inv = in_keys is None and in_keys_inv is None
-        super().__init__(in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
-        self.dtype_in, self.dtype_out = dtype_in, dtype_out
-
-    def _apply_transform(self, value):
-        return value.to(self.dtype_out)
-
-    def _inv_apply_transform(self, value):
-        return value.to(self.dtype_in)
-
-    def _call(self, next_tensordict):
-        if not (self._auto and self._env_batch_size is None):
-            return super()._call(next_tensordict)
-        for key, value in list(next_tensordict.items(True, True)):
-            if isinstance(value, Tensor) and value.dtype is self.dtype_in:
-                next_tensordict.set(key, self._apply_transform(value))
-        return next_tensordict
-
-    forward = _call
-
-    def _inv_call(self, tensordict):
-        if self._auto_inv and self._env_batch_size is None:
-            return tensordict
-        return super()._inv_call(tensordict)
-
-    def _transform_spec(self, spec):
-        if spec.dtype is not self.dtype_in:
-            raise TypeError(f"DTypeCastTransform: the spec's dtype is {spec.dtype}, expected {self.dtype_in}")
-        return spec.to(self.dtype_out)
-
-    def _inv_transform_spec(self, spec):
-        return self._transform_spec(spec)
-
-    def transform_observation_spec(self, observation_spec):
-        if self._auto:
-            self.in_keys = [unravel_key_to_tuple(k) for k, v in observation_spec.items(True, True)
-                            if v.dtype is self.dtype_in]
-            if self._parent_spec("reward").dtype is self.dtype_in:
-                self.in_keys.append(REWARD)
-            self.out_keys = list(self.in_keys)
-        return super().transform_observation_spec(observation_spec)
-
-    def transform_action_spec(self, action_spec):
-        if self._auto_inv:
-            self.in_keys_inv = [ACTION] if action_spec.dtype is self.dtype_in else []
-            self.out_keys_inv = list(self.in_keys_inv)
-        return super().transform_action_spec(action_spec)
-
-    def __repr__(self):
-        return (f"{type(self).__name__}(in_keys={self.in_keys}, out_keys={self.out_keys}, in_keys_inv="
-                f"{self.in_keys_inv}, out_keys_inv={self.out_keys_inv})")
 
 
 # ---- primers -----------------------------------------------------------------------------------------

@@ -272,6 +272,7 @@ class VecNormV2(_RunningNorm):
 
     @property
     def initialized(self):
+        """Whether the running statistics exist (after the first data)."""
         return self._initialized()
 
     def _cast_int(self):
