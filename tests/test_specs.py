@@ -618,3 +618,31 @@ def test_host_membership_test_of_a_spec_on_cuda():
     spec = S.Bounded(low=-1.0, high=1.0, shape=(2,), device="cuda")
     test = spec.host_membership_test()
     assert test(np.array([0.5, -1.0], np.float32)) and not test(np.array([0.5, 1.5], np.float32))
+
+
+# ---- rlpipe.stack of specs (torchrl's torch.stack of specs) ----------------------------------------------------
+def test_stack_equal_specs_adds_a_dim():
+    from rlpipe.envs.specs import Bounded, Composite
+    leaf = Bounded(-1.0, 1.0, shape=(3,))
+    stacked = rlpipe.stack([leaf, leaf.clone()], 0)
+    assert type(stacked) is type(leaf) and stacked.shape == (2, 3)
+    assert rlpipe.stack([leaf, leaf], -1).shape == (3, 2)
+    comp = rlpipe.stack([Composite(x=leaf), Composite(x=leaf.clone())], 0)
+    assert comp.shape == (2,) and comp["x"].shape == (2, 3)
+
+
+def test_stack_specs_errors():
+    from rlpipe.envs.specs import Bounded, Unbounded
+    leaf = Bounded(-1.0, 1.0, shape=(3,))
+    with pytest.raises(RuntimeError, match="more than one type of specs in the list .BoundedContinuous and "
+                                           "UnboundedContinuous."):
+        rlpipe.stack([leaf, Unbounded((3,))], 0)
+    with pytest.raises(RuntimeError, match="more than one dtype"):
+        rlpipe.stack([leaf, Bounded(-1.0, 1.0, shape=(3,), dtype=rlpipe.float64)], 0)
+    with pytest.raises(NotImplementedError, match="the 2 BoundedContinuous specs differ"):
+        rlpipe.stack([leaf, Bounded(-2.0, 1.0, shape=(3,))], 0)
+    with pytest.raises(RuntimeError, match="expected a non-empty list of specs"):
+        from rlpipe.envs._specs_base import stack_specs
+        stack_specs([], 0)
+    with pytest.raises(IndexError, match="dim 3 out of range for specs of shape \\[3\\]"):
+        rlpipe.stack([leaf, leaf], 3)

@@ -3,6 +3,7 @@ from .common import EnvBase
 from .specs import TensorSpec, Bounded, Unbounded, Categorical, OneHot, MultiCategorical, MultiOneHot, Binary, Composite
 from .gym import GymEnv, GymWrapper, from_gym_space
 from .libs.envpool import MultiThreadedEnv, MultiThreadedEnvWrapper
+from .libs.gym import gym_backend, set_gym_backend
 from .batched_envs import *  # noqa: F403 - SerialEnv, ParallelEnv, EnvCreator, env_creator
 from .batched_envs import __all__ as _batched_all
 from .transformed_env import Transform, TransformedEnv, Compose
@@ -19,7 +20,7 @@ from .utils import check_env_specs, step_mdp, ExplorationType, exploration_type,
 
 __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneHot", "MultiCategorical", "MultiOneHot",
            "Binary", "Composite", "GymEnv", "GymWrapper", "from_gym_space", "MultiThreadedEnv",
-           "MultiThreadedEnvWrapper", "Transform", "TransformedEnv", "Compose",
+           "MultiThreadedEnvWrapper", "gym_backend", "set_gym_backend", "Transform", "TransformedEnv", "Compose",
            "CheckFinite", "StepCounter", "RewardSum", "DoubleToFloat", "ObservationNorm", "RenameTransform",
            "check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type"]
 __all__ += _episodes_all

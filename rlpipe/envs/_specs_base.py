@@ -364,6 +364,13 @@ class TensorSpec:
     def _eq_fields(self, other):
         return True
 
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """``rlpipe.stack(specs, dim)`` stacks specs (``stack_specs``); other functions are not for specs."""
+        if func is not _ops.stack:
+            return NotImplemented
+        return stack_specs(*args, **(kwargs or {}))
+
     def __eq__(self, other):
         return (type(other) is type(self) and other.shape == self.shape and other.dtype is self.dtype
                 and other.device == self.device and other.space == self.space and self._eq_fields(other))
@@ -380,3 +387,37 @@ class TensorSpec:
         space = _indent(repr(self.space)).lstrip()
         return (f"{self._repr_name()}(\n    shape={_shape_str(self.shape)},\n    space={space},\n    "
                 f"device={self.device},\n    dtype={self.dtype},\n    domain={self.domain})")
+
+
+def stack_specs(specs, dim=0, *, out=None):
+    """torchrl's ``torch.stack`` of specs: equal specs give the first one with a new dim of size
+    ``len(specs)`` at ``dim``. Specs of one class and dtype that differ would be torchrl's lazy
+    ``Stacked``/``StackedComposite``, which rlpipe lacks (NotImplementedError)."""
+    specs = list(specs)
+    if not specs:
+        raise RuntimeError("Stacking specs cannot occur: expected a non-empty list of specs, got an empty one")
+    first = specs[0]
+    for spec in specs[1:]:
+        if not isinstance(spec, type(first)):
+            raise RuntimeError(f"Stacking specs cannot occur: found more than one type of specs in the list "
+                               f"({type(first).__name__} and {type(spec).__name__})")
+        if spec.device != first.device and first.device is not None:
+            raise RuntimeError(f"Stacking specs cannot occur: found more than one device in the list "
+                               f"({first.device} and {spec.device})")
+        if spec.dtype != first.dtype and not hasattr(first, "keys"):  # a Composite's dtype is its leaves' own
+            raise RuntimeError(f"Stacking specs cannot occur: found more than one dtype in the list "
+                               f"({first.dtype} and {spec.dtype})")
+        if len(spec.shape) != len(first.shape):
+            raise RuntimeError(f"Stacking specs cannot occur: found more than one number of dimensions in the list "
+                               f"({len(first.shape)} and {len(spec.shape)})")
+    if out is not None:
+        raise TypeError("stack of specs: out= is not supported for specs (got a value for out)")
+    if any(spec != first for spec in specs[1:]):
+        raise NotImplementedError(f"stack of specs: the {len(specs)} {type(first).__name__} specs differ; rlpipe "
+                                  "stacks equal specs only (torchrl lazily stacks different ones)")
+    shape = list(first.shape)
+    dim = dim + len(shape) + 1 if dim < 0 else dim
+    if not 0 <= dim <= len(shape):
+        raise IndexError(f"stack of specs: dim {dim} out of range for specs of shape {shape}")
+    shape.insert(dim, len(specs))
+    return first.clone().unsqueeze(dim).expand(shape)
