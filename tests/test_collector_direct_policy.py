@@ -35,8 +35,11 @@ def collect(policy, frames=96):
     return batches, direct
 
 
-def generic(td, module=Greedy()):
-    td.set("action", module(td["observation"]))
+GREEDY = Greedy()
+
+
+def generic(td):
+    td.set("action", GREEDY(td["observation"]))
     return td
 
 
