@@ -55,7 +55,7 @@ INSTALL_HINT = 'RayCollector needs Ray, which is not installed: pip install "rlp
 DEFAULT_REMOTE_CONFIG = {"num_cpus": 1}
 # keyword arguments of the actors' SyncDataCollector that RayCollector sets itself
 _CONTROLLED = ("create_env_fn", "policy", "frames_per_batch", "total_frames", "split_trajs", "max_frames_per_traj",
-               "init_random_frames", "reset_at_each_iter")
+               "init_random_frames", "reset_at_each_iter", "compact_obs", "check_action_spec")
 
 
 def _import_ray():
@@ -200,12 +200,15 @@ class RayCollector(CollectorBase):
         postproc, split_trajs: applied in the main process to each yielded batch.
         max_frames_per_traj, init_random_frames, reset_at_each_iter: passed to every actor
             (``init_random_frames`` divided by ``num_collectors``, as torchrl).
+        compact_obs, check_action_spec: passed to every actor's ``SyncDataCollector`` (no
+            ``("next", observation)`` entries; refuse an action outside the action spec).
     """
 
     def __init__(self, create_env_fn, policy=None, *, num_collectors=None, frames_per_batch, total_frames=-1,
                  sync=False, ray_init_config=None, remote_config=None, collector_kwargs=None,
                  update_after_each_batch=False, postproc=None, split_trajs=False, max_frames_per_traj=None,
-                 init_random_frames=0, reset_at_each_iter=False, timeout=300.0, track_policy_version=False):
+                 init_random_frames=0, reset_at_each_iter=False, timeout=300.0, track_policy_version=False,
+                 compact_obs=False, check_action_spec=False):
         ray = _import_ray()
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"RayCollector: timeout must be a positive number of seconds, got timeout={timeout!r}")
@@ -235,7 +238,8 @@ class RayCollector(CollectorBase):
                                  "pass them to RayCollector instead")
             kw.update(frames_per_batch=frames_per_batch // n if sync else frames_per_batch,
                       max_frames_per_traj=max_frames_per_traj, init_random_frames=init_random_frames // n,
-                      reset_at_each_iter=reset_at_each_iter)
+                      reset_at_each_iter=reset_at_each_iter, compact_obs=compact_obs,
+                      check_action_spec=check_action_spec)
         remote_configs = _per_collector({} if remote_config is None else remote_config, "remote_config", n, Mapping)
         options = [dict(DEFAULT_REMOTE_CONFIG, **cfg) for cfg in remote_configs]
 
@@ -246,6 +250,8 @@ class RayCollector(CollectorBase):
         self.update_after_each_batch = bool(update_after_each_batch)
         self.postproc = postproc
         self.split_trajs = split_trajs
+        self.compact_obs = bool(compact_obs)
+        self.check_action_spec = bool(check_action_spec)
         self.timeout = timeout
         self._weight_shapes = ({k: tuple(v.shape) for k, v in policy.state_dict().items()}
                                if isinstance(policy, Module) else None)
