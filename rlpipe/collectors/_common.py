@@ -21,6 +21,7 @@ class CollectorBase:
     _iterator = None  # next()'s iterator, made on its first call
 
     def shutdown(self):
+        """Stops the collector and releases what it holds (envs, worker processes, actors)."""
         raise NotImplementedError
 
     def next(self):

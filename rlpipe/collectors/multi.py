@@ -549,6 +549,7 @@ class _MultiCollector(CollectorBase):
 
     @_talks_to_workers
     def load_state_dict(self, state_dict):
+        """Loads ``state_dict()``'s output: the policy weights and each worker's state."""
         self._drain(keep=False)
         self._frames = int(state_dict["frames"])
         self._iter = int(state_dict["iter"])
@@ -630,6 +631,7 @@ class MultiSyncDataCollector(_MultiCollector):
     ends the iterating thread's loop."""
 
     def frames_per_batch_worker(self):
+        """The frames each worker collects per batch: ``frames_per_batch`` split evenly across the workers."""
         if self.requested_frames_per_batch % self.num_workers:
             rl_warn(f"frames_per_batch {self.requested_frames_per_batch} is not exactly divisible by the number of "
                     f"collector workers {self.num_workers}, this results in more frames_per_batch per iteration that "
@@ -684,6 +686,7 @@ class MultiaSyncDataCollector(_MultiCollector):
     update reaches each worker at its next batch). Trajectory ids as in ``MultiSyncDataCollector``."""
 
     def frames_per_batch_worker(self):
+        """The frames each worker collects per batch: ``frames_per_batch`` (each batch comes from one worker)."""
         return self.requested_frames_per_batch
 
     def _frames_per_yield(self):

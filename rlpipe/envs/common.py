@@ -225,6 +225,7 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         return True
 
     def close(self):
+        """Marks the env closed (subclasses also release their simulator or workers)."""
         self._is_closed = True
 
     def __repr__(self):

@@ -646,9 +646,11 @@ class GymWrapper(EnvBase):
 
     @property
     def num_envs(self):
+        """The number of sub-envs of a wrapped vector env (0 for a single env, as torchrl)."""
         return int(self.batch_size[0]) if self._vectorized else None
 
     def close(self):
+        """Closes the wrapped Gymnasium env."""
         try:
             if not self._is_closed:
                 _close_gym_env(self._env)

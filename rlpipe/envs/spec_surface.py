@@ -232,6 +232,7 @@ class SpecSurface:
 
     @property
     def full_observation_spec(self):
+        """``observation_spec`` (a ``Composite``), under torchrl's full name."""
         return self.observation_spec
 
     @full_observation_spec.setter
@@ -240,6 +241,7 @@ class SpecSurface:
 
     @property
     def full_done_spec(self):
+        """``done_spec`` (a ``Composite``), under torchrl's full name."""
         return self.done_spec
 
     @full_done_spec.setter
@@ -248,6 +250,7 @@ class SpecSurface:
 
     @property
     def full_state_spec(self):
+        """``state_spec`` (a ``Composite``), under torchrl's full name."""
         return self.state_spec
 
     @full_state_spec.setter
@@ -296,34 +299,42 @@ class SpecSurface:
     # ---- keys ----------------------------------------------------------------------------------------
     @property
     def action_keys(self):
+        """The keys of the action entries, torchrl's order (by depth, then name)."""
         return _sorted_keys(self.full_action_spec)
 
     @property
     def reward_keys(self):
+        """The keys of the reward entries, torchrl's order."""
         return _sorted_keys(self.full_reward_spec)
 
     @property
     def done_keys(self):
+        """The keys of the done entries (done, terminated, truncated...), torchrl's order."""
         return _sorted_keys(self.full_done_spec)
 
     @property
     def observation_keys(self):
+        """The keys of the observation entries, torchrl's order."""
         return _sorted_keys(self.full_observation_spec)
 
     @property
     def state_keys(self):
+        """The keys of the state entries (inputs other than the action), torchrl's order."""
         return _sorted_keys(self.full_state_spec)
 
     @property
     def action_key(self):
+        """The one action key (a KeyError when the env has several or none)."""
         return _one_key(self.action_keys, "action")
 
     @property
     def reward_key(self):
+        """The one reward key (a KeyError when the env has several or none)."""
         return _one_key(self.reward_keys, "reward")
 
     @property
     def done_key(self):
+        """The one done key (a KeyError when the env has several or none)."""
         return _one_key(self.done_keys, "done")
 
     @property

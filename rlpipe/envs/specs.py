@@ -122,15 +122,18 @@ class Composite(TensorSpec):
     # ---- shape, device, dtype ----
     @property
     def batch_size(self):
+        """The Composite's shape (torchrl's other name)."""
         return self.shape
 
     @property
     def dtype(self):
+        """The dtype every leaf shares, else None."""
         dtypes = {spec.dtype for spec in self.values(True, True) if spec is not None}
         return dtypes.pop() if len(dtypes) == 1 else None
 
     @property
     def space(self):
+        """None: a Composite has no space of its own."""
         return None
 
     def _check_leaf(self, key, value):
@@ -184,6 +187,7 @@ class Composite(TensorSpec):
         return spec
 
     def get(self, key, default=_MISSING):
+        """The spec at ``key`` (nested keys too), or ``default`` when given and the key is missing."""
         try:
             return self[key]
         except KeyError:
@@ -205,6 +209,7 @@ class Composite(TensorSpec):
         node._specs[path[-1]] = node._check_leaf(key, value)
 
     def set(self, key, spec):
+        """Sets ``spec`` at ``key``; returns the Composite."""
         self[key] = spec
         return self
 
@@ -216,10 +221,12 @@ class Composite(TensorSpec):
         del parent._specs[path[-1]]
 
     def del_(self, key):
+        """Deletes the spec at ``key``; returns the Composite."""
         del self[key]
         return self
 
     def pop(self, key, default=_MISSING):
+        """Removes and returns the spec at ``key`` (``default`` when given and the key is missing)."""
         try:
             value = self[key]
         except KeyError:
@@ -230,11 +237,13 @@ class Composite(TensorSpec):
         return value
 
     def setdefault(self, key, default):
+        """The spec at ``key``, set to ``default`` first when missing."""
         if key not in self:
             self[key] = default
         return self[key]
 
     def update(self, dict_or_spec):
+        """Sets every entry of ``dict_or_spec``, merging nested Composites."""
         for key, value in dict_or_spec.items():
             if isinstance(value, Composite) and key in self.keys() and isinstance(self[key], Composite):
                 self[key].update(value)
@@ -252,6 +261,7 @@ class Composite(TensorSpec):
                 yield from value._walk(include_nested, leaves_only, full)
 
     def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
+        """The keys, as TensorDict's ``keys`` (nested ones with ``include_nested``)."""
         return KeysView(self, include_nested, leaves_only)
 
     _keys_view_name = "_CompositeKeys"
@@ -269,9 +279,11 @@ class Composite(TensorSpec):
         return spec is not _MISSING and not (leaves_only and isinstance(spec, Composite))
 
     def values(self, include_nested=False, leaves_only=False, is_leaf=None):
+        """The specs, in ``keys``' order."""
         return [self[k] for k in self.keys(include_nested, leaves_only)]
 
     def items(self, include_nested=False, leaves_only=False, is_leaf=None):
+        """(key, spec) pairs, in ``keys``' order."""
         return [(k, self[k]) for k in self.keys(include_nested, leaves_only)]
 
     def __contains__(self, key):
@@ -284,11 +296,13 @@ class Composite(TensorSpec):
         return len(self._specs)
 
     def is_empty(self, recurse=False):
+        """Whether the Composite has no leaf (with ``recurse``, empty nested Composites count as empty)."""
         if not recurse:
             return not self._specs
         return builtins.all(isinstance(v, Composite) and v.is_empty(True) for v in self._specs.values())
 
     def select(self, *keys, strict=True):
+        """A Composite of the entries at ``keys`` (a KeyError for a missing one with ``strict``)."""
         out = Composite(shape=self.shape, device=self.device)
         for key in keys:
             if strict or key in self:
@@ -296,6 +310,7 @@ class Composite(TensorSpec):
         return out
 
     def exclude(self, *keys):
+        """A Composite without the entries at ``keys``."""
         out = self.clone()
         for key in keys:
             if key in out:
@@ -303,6 +318,7 @@ class Composite(TensorSpec):
         return out
 
     def empty(self):
+        """A Composite of the same shape and device with no entries."""
         return Composite(shape=self.shape, device=self.device)
 
     # ---- sampling and membership ----
@@ -320,9 +336,11 @@ class Composite(TensorSpec):
         return self._build_td(lambda spec, s: spec.rand(s), shape)
 
     def zero(self, shape=None):
+        """A TensorDict of every leaf's ``zero`` (``shape``: extra leading dims)."""
         return self._build_td(lambda spec, s: spec.zero(s), shape)
 
     def one(self, shape=None):
+        """A TensorDict of every leaf's ``one`` (``shape``: extra leading dims)."""
         return self._build_td(lambda spec, s: spec.one(s), shape)
 
     def is_in(self, val):
@@ -374,6 +392,7 @@ class Composite(TensorSpec):
         return out
 
     def type_check(self, value, selected_keys=None):
+        """Checks each entry of ``value`` present in the spec (``selected_keys``: only these)."""
         for key, spec in self._specs.items():
             if spec is not None and (selected_keys is None or key in selected_keys) \
                     and key in value.keys():  # noqa: SIM118 - TensorDict has no __contains__
@@ -393,6 +412,7 @@ class Composite(TensorSpec):
         return out
 
     def clone(self):
+        """A copy of the Composite and its specs."""
         return self._with()
 
     def to(self, dest):

@@ -385,26 +385,33 @@ class TransformProtocol:
         return self._inv_call(tensordict.clone(False))
 
     def set_missing_tolerance(self, mode=False):
+        """Whether missing in-keys are skipped rather than a KeyError; returns the transform."""
         self._missing_tolerance = bool(mode)
 
     @property
     def missing_tolerance(self):
+        """Whether missing in-keys are skipped (``set_missing_tolerance``)."""
         return self._missing_tolerance
 
     # ---- spec hooks --------------------------------------------------------------------------------
     def transform_observation_spec(self, observation_spec):
+        """The observation spec after this transform (default: unchanged)."""
         return observation_spec
 
     def transform_reward_spec(self, reward_spec):
+        """The reward spec after this transform (default: unchanged)."""
         return reward_spec
 
     def transform_done_spec(self, done_spec):
+        """The done spec after this transform (default: unchanged)."""
         return done_spec
 
     def transform_action_spec(self, action_spec):
+        """The action spec the env sees before this transform's inverse (default: unchanged)."""
         return action_spec
 
     def transform_state_spec(self, state_spec):
+        """The state spec after this transform (default: unchanged)."""
         return state_spec
 
     def transform_output_spec(self, output_spec):
