@@ -356,6 +356,16 @@ class Categorical(TensorSpec):
             return np.asarray(host_array(val), dtype=bool)
         return _int_scalar_or_array(host_array(val))
 
+    def to_one_hot(self, val, safe=None):
+        """Category indices as one-hot vectors (bool, a new last dim of size ``n``)."""
+        if safe:
+            self.assert_is_in(val)
+        return _ops.one_hot(val.to(_dtypes.int64), self.n).to(_dtypes.bool)
+
+    def to_one_hot_spec(self):
+        """The matching ``OneHot`` spec (shape ``[*shape, n]``)."""
+        return OneHot(self.n, shape=tuple(self.shape) + (self.n,), device=self.device)
+
 
 class Binary(Categorical):
     """``n`` bits (0 or 1): ``Binary(n=None, shape=None, device=None, dtype=int8)``; ``shape[-1] == n``."""
@@ -609,6 +619,27 @@ class MultiCategorical(TensorSpec):
         if safe:
             self.assert_is_in(val)
         return np.asarray(host_array(val)).astype(np.int64, copy=False)
+
+    def _last_nvec(self):
+        """The category counts along the last dim (torchrl's one-hot conversions need them equal across the
+        leading dims)."""
+        nvec = self.nvec._host().reshape(-1, self.shape[-1]) if len(self.shape) else self.nvec._host().reshape(1, 1)
+        if (nvec != nvec[:1]).any():
+            raise ValueError(f"MultiCategorical: the one-hot conversion needs the same nvec along the leading dims, "
+                             f"got nvec={self.nvec.tolist()}")
+        return [int(n) for n in nvec[0]]
+
+    def to_one_hot(self, val, safe=None):
+        """Indices ``[..., len(nvec)]`` as concatenated one-hot vectors (bool, last dim ``sum(nvec)``)."""
+        if safe:
+            self.assert_is_in(val)
+        val = val.to(_dtypes.int64)
+        return _ops.cat([_ops.one_hot(val[..., i], n) for i, n in enumerate(self._last_nvec())], -1).to(_dtypes.bool)
+
+    def to_one_hot_spec(self):
+        """The matching ``MultiOneHot`` spec."""
+        nvec = self._last_nvec()
+        return MultiOneHot(nvec, shape=tuple(self.shape[:-1]) + (sum(nvec),), device=self.device)
 
     def _eq_fields(self, other):
         return bool(_ops.equal(self.nvec, other.nvec))

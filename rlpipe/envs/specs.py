@@ -21,7 +21,7 @@ import builtins
 
 from .. import _dtypes
 from .._device import resolve
-from .._tensor import Size, size_repr as _shape_str
+from .._tensor import Size, Tensor, size_repr as _shape_str
 from ..tensordict import TensorDict, unravel_key_to_tuple
 from ..tensordict.keys import KeysView
 from ._specs_base import (  # noqa: F401 - _LIST_CHECK_SIZE: re-exported
@@ -109,10 +109,10 @@ class Composite(TensorSpec):
         if shape is not None and batch_size is not None:
             raise TypeError("Composite: give shape or batch_size, not both")
         shape = batch_size if shape is None else shape
-        self.shape = Size(()) if shape is None else _size(shape)
+        self._specs = {}
+        self._shape = Size(()) if shape is None else _size(shape)
         self.device = None if device is None else resolve(device)
         self.data_cls = data_cls
-        self._specs = {}
         source = args[0] if args else None
         if source is not None and not hasattr(source, "items"):
             raise TypeError(f"Composite expects a dict of specs, got {type(source).__name__}")
@@ -120,6 +120,33 @@ class Composite(TensorSpec):
             self[key] = value
 
     # ---- shape, device, dtype ----
+    @property
+    def shape(self):
+        """The leading dims every entry shares. Setting it (as torchrl) re-shapes nested Composites whose
+        shape does not start with the new one; a leaf spec that does not is a ValueError."""
+        return self._shape
+
+    @shape.setter
+    def shape(self, value):
+        value = _size(value)
+        n = len(value)
+        for key, spec in self._specs.items():
+            if spec is None or tuple(spec.shape[:n]) == tuple(value):
+                continue
+            if not isinstance(spec, Composite):
+                raise ValueError(f"Composite.shape: the spec at {key!r} of shape {_shape_str(spec.shape)} does not "
+                                 f"start with the new shape {_shape_str(value)}")
+            spec.shape = value
+        self._shape = value
+
+    def clear_device_(self):
+        """Forgets the Composite's device (nested Composites' too; leaves keep theirs); returns it."""
+        self.device = None
+        for spec in self._specs.values():
+            if isinstance(spec, Composite):
+                spec.clear_device_()
+        return self
+
     @property
     def batch_size(self):
         """The Composite's shape (torchrl's other name)."""
@@ -196,6 +223,9 @@ class Composite(TensorSpec):
             return default
 
     def __setitem__(self, key, value):
+        if isinstance(key, str) and key in ("shape", "device", "dtype", "space"):
+            raise AttributeError(f"Composite[{key!r}] cannot be set: {key!r} is an attribute of the spec, not an "
+                                 f"entry (set Composite.{key} instead, or use another key)")
         path = unravel_key_to_tuple(key)
         node = self
         for i, part in enumerate(path[:-1]):
@@ -392,7 +422,10 @@ class Composite(TensorSpec):
         return out
 
     def type_check(self, value, selected_keys=None):
-        """Checks each entry of ``value`` present in the spec (``selected_keys``: only these)."""
+        """Checks each entry of ``value`` present in the spec (``selected_keys``: only these); a
+        tensor ``value`` is checked against the spec at the key ``selected_keys``."""
+        if isinstance(value, Tensor) and isinstance(selected_keys, (str, tuple)):
+            return self[selected_keys].type_check(value, selected_keys)
         for key, spec in self._specs.items():
             if spec is not None and (selected_keys is None or key in selected_keys) \
                     and key in value.keys():  # noqa: SIM118 - TensorDict has no __contains__
@@ -417,6 +450,8 @@ class Composite(TensorSpec):
 
     def to(self, dest):
         """The spec with every leaf on another device, or (given an rlpipe dtype) cast to it."""
+        if dest is None:  # as torchrl: no device to move to
+            return self
         if isinstance(dest, _dtypes.dtype):
             return self._with(dtype=dest)
         dev = resolve(dest)
