@@ -698,3 +698,17 @@ def test_multi_categorical_to_one_hot_and_back():
     assert spec.to_one_hot(rlpipe.tensor([1, 2])).long().tolist() == [0, 1, 0, 0, 1]
     with pytest.raises(ValueError, match="the same nvec along the leading dims"):
         MultiCategorical([[2, 3], [2, 4]]).to_one_hot_spec()
+
+
+def test_one_hot_to_categorical_of_bool_values():
+    assert OneHot(4).to_categorical(rlpipe.tensor([[False, False, True, False]])).tolist() == [2]
+    values = rlpipe.tensor([[True, False, False, False, True]])
+    assert MultiOneHot([2, 3]).to_categorical(values).tolist() == [[0, 2]]
+
+
+def test_a_composite_of_fewer_leading_dims_takes_the_parents():
+    parent = Composite(shape=(2, 3))
+    parent["a"] = Composite(b=Composite(c=Unbounded((2, 3))))
+    assert parent["a"].shape == (2, 3) and parent["a", "b"].shape == (2, 3)
+    with pytest.raises(ValueError, match="must start with the Composite's shape"):
+        parent["x"] = Composite(y=Unbounded((4,)), shape=(4,))

@@ -527,7 +527,7 @@ class OneHot(TensorSpec):
         """The category index (argmax over the last dim)."""
         if safe:
             self.assert_is_in(val)
-        return val.argmax(-1)
+        return val.to(_dtypes.int64).argmax(-1)  # (argmax takes no bool)
 
     def to_categorical_spec(self):
         """The matching ``Categorical`` spec."""
@@ -742,7 +742,7 @@ class MultiOneHot(TensorSpec):
         """Each sub-space's category index (argmax): ``[..., len(nvec)]``."""
         if safe:
             self.assert_is_in(val)
-        return _ops.stack([part.argmax(-1) for part in self._split(val)], -1)
+        return _ops.stack([part.argmax(-1) for part in self._split(val.to(_dtypes.int64))], -1)
 
     def to_categorical_spec(self):
         """The matching ``MultiCategorical`` spec."""

@@ -172,6 +172,10 @@ class Composite(TensorSpec):
             raise TypeError(f"Composite: the value for {key!r} must be a TensorSpec, a dict or None, "
                             f"got {type(value).__name__}")
         n = len(self.shape)
+        if (isinstance(value, Composite) and len(value.shape) < n
+                and tuple(self.shape[:len(value.shape)]) == tuple(value.shape)):
+            value = value.clone()  # as torchrl: a Composite of fewer leading dims takes this one's
+            value.shape = self.shape
         if tuple(value.shape[:n]) != tuple(self.shape):
             raise ValueError(f"Composite: the shape of the spec for {key!r} {_shape_str(value.shape)} must start "
                              f"with the Composite's shape {_shape_str(self.shape)}")
