@@ -202,3 +202,12 @@ def test_gym_backend_is_gymnasium():
     assert decorated() is gymnasium
     with pytest.raises(ValueError, match="rlpipe runs on Gymnasium only; expected 'gymnasium', got 'gym'"):
         set_gym_backend("gym")
+
+
+def test_auto_unwrap_transformed_env_is_off():
+    from rlpipe.envs import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
+    assert auto_unwrap_transformed_env() is False
+    with set_auto_unwrap_transformed_env(False):
+        assert auto_unwrap_transformed_env() is False
+    with pytest.raises(ValueError, match="rlpipe keeps a batched env's transforms inside its workers"):
+        set_auto_unwrap_transformed_env(True)

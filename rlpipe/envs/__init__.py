@@ -17,12 +17,14 @@ from .transforms_image import *  # noqa: F401,F403
 from .transforms_image import __all__ as _image_all
 from . import transforms_keys as _keys_t, transforms_tensors as _tensors, transforms_vecnorm as _vecnorm
 from .utils import check_env_specs, step_mdp, ExplorationType, exploration_type, set_exploration_type
+from .utils import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
 
 __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneHot", "MultiCategorical", "MultiOneHot",
            "Binary", "Composite", "GymEnv", "GymWrapper", "from_gym_space", "MultiThreadedEnv",
            "MultiThreadedEnvWrapper", "gym_backend", "set_gym_backend", "Transform", "TransformedEnv", "Compose",
            "CheckFinite", "StepCounter", "RewardSum", "DoubleToFloat", "ObservationNorm", "RenameTransform",
-           "check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type"]
+           "check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type",
+           "auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env"]
 __all__ += _episodes_all
 __all__ += _batched_all
 __all__ += _keys_t.__all__ + _tensors.__all__ + _vecnorm.__all__

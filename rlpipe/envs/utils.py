@@ -1,5 +1,6 @@
 """Environment helpers, as torchrl's ``torchrl.envs.utils``: ``check_env_specs``, ``step_mdp`` and the
 exploration type (tensordict's interaction type under torchrl's names)."""
+import contextlib
 import logging
 
 from .._tensor import Tensor
@@ -8,9 +9,37 @@ from ..tensordict.nn.probabilistic import InteractionType as ExplorationType
 from ..tensordict.nn.probabilistic import interaction_type as exploration_type
 from ..tensordict.nn.probabilistic import set_interaction_type as set_exploration_type
 
-__all__ = ["check_env_specs", "step_mdp", "RandomPolicy", "ExplorationType", "exploration_type", "set_exploration_type"]
+__all__ = ["check_env_specs", "step_mdp", "RandomPolicy", "ExplorationType", "exploration_type", "set_exploration_type",
+           "set_auto_unwrap_transformed_env", "auto_unwrap_transformed_env"]
 
 logger = logging.getLogger(__name__)
+
+
+class set_auto_unwrap_transformed_env(contextlib.ContextDecorator):  # noqa: N801 - torchrl's name
+    """torchrl's switch (a context manager and decorator) for unwrapping a ``TransformedEnv`` that a
+    batched env's constructor returns (its transforms then run in the main process). rlpipe never
+    unwraps: the transforms run inside the workers, torchrl's behaviour with ``False``; ``True`` is a
+    ValueError."""
+
+    def __init__(self, mode):
+        if mode:
+            raise ValueError("set_auto_unwrap_transformed_env: rlpipe keeps a batched env's transforms inside its "
+                             f"workers (torchrl's behaviour with False); expected False, got {mode!r}")
+        self.mode = False
+
+    def set(self):
+        """Sets the mode for good (it is always False)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def auto_unwrap_transformed_env():
+    """Whether batched envs unwrap the ``TransformedEnv`` their constructor returns: never in rlpipe."""
+    return False
 
 
 class RandomPolicy:
