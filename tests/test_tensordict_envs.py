@@ -211,3 +211,17 @@ def test_auto_unwrap_transformed_env_is_off():
         assert auto_unwrap_transformed_env() is False
     with pytest.raises(ValueError, match="rlpipe keeps a batched env's transforms inside its workers"):
         set_auto_unwrap_transformed_env(True)
+
+
+def test_a_step_before_any_reset_starts_from_the_action():
+    env = CountingEnv(batch_size=[2])
+    obs, reward, terminated, truncated = env._step_frame(rlpipe_ones((2, 1)))
+    assert obs[("observation",)].tolist() == [[1], [1]] and reward.tolist() == [[1.0], [1.0]]
+    assert not terminated.any() and not truncated.any()
+    env.close()
+    env.close(raise_if_closed=True)  # a plain env may be closed twice, as torchrl's
+
+
+def rlpipe_ones(shape):
+    import numpy as np
+    return np.ones(shape, dtype=np.float32)

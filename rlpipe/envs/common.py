@@ -224,8 +224,9 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         rows", step_protocol.py): an env that never skips always does."""
         return True
 
-    def close(self):
-        """Marks the env closed (subclasses also release their simulator or workers)."""
+    def close(self, *, raise_if_closed=True):
+        """Marks the env closed (subclasses also release their simulator or workers). A plain env may be
+        closed twice, as torchrl's; ``raise_if_closed`` is for batched envs, which refuse that."""
         self._is_closed = True
 
     def __repr__(self):

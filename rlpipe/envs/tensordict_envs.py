@@ -17,7 +17,7 @@ stay on their array path).
 """
 from .._creation import as_tensor
 from .._tensor import host_array
-from ..tensordict import unravel_key_to_tuple
+from ..tensordict import TensorDict, unravel_key_to_tuple
 from .step_protocol import ACTION, REWARD, TERMINATED, TRUNCATED
 from .utils import step_mdp
 
@@ -136,8 +136,8 @@ class TorchRLStyleFrames:
         return self._obs_frame(self._last_root)
 
     def _step_frame(self, action):
-        if self._last_root is None:
-            raise RuntimeError(f"{type(self).__name__}: a step before the first reset (call _reset_frame first)")
+        if self._last_root is None:  # as torchrl, an env may step before any reset: from the action alone
+            self._last_root = TensorDict(batch_size=self.batch_size, device=self.device)
         root = self._last_root if self._last_step is None else step_mdp(
             self._last_step, reward_keys=self.reward_keys, done_keys=self.done_keys, action_keys=self.action_keys)
         root.set(ACTION, as_tensor(action, device=self.device))
