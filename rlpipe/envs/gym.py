@@ -649,8 +649,8 @@ class GymWrapper(EnvBase):
         """The number of sub-envs of a wrapped vector env (0 for a single env, as torchrl)."""
         return int(self.batch_size[0]) if self._vectorized else None
 
-    def close(self):
-        """Closes the wrapped Gymnasium env."""
+    def close(self, *, raise_if_closed=True):
+        """Closes the wrapped Gymnasium env (once; ``raise_if_closed``: torchrl's keyword, see EnvBase.close)."""
         try:
             if not self._is_closed:
                 _close_gym_env(self._env)
