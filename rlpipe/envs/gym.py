@@ -646,7 +646,7 @@ class GymWrapper(EnvBase):
 
     @property
     def num_envs(self):
-        """The number of sub-envs of a wrapped vector env (0 for a single env, as torchrl)."""
+        """The number of sub-envs of a wrapped vector env (None for a single env)."""
         return int(self.batch_size[0]) if self._vectorized else None
 
     def close(self, *, raise_if_closed=True):
