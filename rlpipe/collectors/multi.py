@@ -549,7 +549,7 @@ class _MultiCollector(CollectorBase):
 
     @_talks_to_workers
     def load_state_dict(self, state_dict):
-        """Loads ``state_dict()``'s output: the policy weights and each worker's state."""
+        """Loads ``state_dict()``'s output: the frame and batch counts, each worker's state and the policy's."""
         self._drain(keep=False)
         self._frames = int(state_dict["frames"])
         self._iter = int(state_dict["iter"])
@@ -631,7 +631,8 @@ class MultiSyncDataCollector(_MultiCollector):
     ends the iterating thread's loop."""
 
     def frames_per_batch_worker(self):
-        """The frames each worker collects per batch: ``frames_per_batch`` split evenly across the workers."""
+        """The frames each worker collects per batch: ``frames_per_batch`` split across the workers (rounded up,
+        with a warning, when it does not divide)."""
         if self.requested_frames_per_batch % self.num_workers:
             rl_warn(f"frames_per_batch {self.requested_frames_per_batch} is not exactly divisible by the number of "
                     f"collector workers {self.num_workers}, this results in more frames_per_batch per iteration that "

@@ -235,7 +235,7 @@ class Unbounded(TensorSpec):
         return "UnboundedContinuous" if self.dtype.is_floating_point else "UnboundedDiscrete"
 
     def rand(self, shape=None):
-        """Standard normal values (uniform integers for an integer dtype, 0/1 for bool)."""
+        """Standard normal values; for an integer dtype, uniform integers in [-100, 100] within its range."""
         shape = _extra_shape(shape) + self.shape
         if self.dtype.is_floating_point:
             return _randn(*shape, dtype=_dtypes.float64, device=self.device).to(self.dtype)
