@@ -204,8 +204,7 @@ def carry_over(env, tensordict, done):
     envs in ``done`` reset (``env._continue_frame``; torchrl's ``step_mdp`` and ``maybe_reset`` for a
     torchrl-style env)."""
     if env._tensordict_style:
-        from .tensordict_envs import next_root
-        return next_root(env, tensordict)
+        return env._next_root(tensordict)
     next_td = tensordict["next"]
     next_obs = {unravel_key_to_tuple(k): host_array(next_td[k]) for k in env.observation_spec.keys(True, True)}
     # an env on a GPU: its flags are copied to the host

@@ -126,6 +126,9 @@ class TorchRLStyleFrames:
     _last_root = None
     _last_step = None
 
+    def _next_root(self, tensordict):
+        return next_root(self, tensordict)
+
     def _obs_frame(self, tensordict):
         return {unravel_key_to_tuple(k): host_array(tensordict.get(k)) for k in self.observation_spec.keys(True, True)}
 
