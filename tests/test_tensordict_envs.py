@@ -225,3 +225,9 @@ def test_a_step_before_any_reset_starts_from_the_action():
 def rlpipe_ones(shape):
     import numpy as np
     return np.ones(shape, dtype=np.float32)
+
+
+def test_rand_step_of_nested_actions():
+    out = TwoAgentEnv().rand_step()
+    assert out["agents", "action"].shape == (2, 1)
+    assert (out["next", "agents", "reward"] == out["agents", "action"] * 2).all()

@@ -134,8 +134,7 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         """A step with a random action. Without ``tensordict`` the env is reset first (torchrl steps
         from where the env is, which fails on a fresh Gymnasium env)."""
         tensordict = self.reset() if tensordict is None else tensordict
-        tensordict.set("action", self.action_spec.rand())
-        return self.step(tensordict)
+        return self.step(self.rand_action(tensordict))
 
     def rand_action(self, tensordict=None):
         """``tensordict`` (a new one without it) with a random ``"action"`` from ``action_spec``."""
