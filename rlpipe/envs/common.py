@@ -14,7 +14,10 @@ import numpy as np
 
 from .._device import resolve
 from .._tensor import Size
-from ..tensordict import TensorDict, TensorDictBase
+from .._creation import as_tensor
+from .._tensor import host_array
+from ..primitives import where
+from ..tensordict import TensorDict, TensorDictBase, unravel_key_to_tuple
 from .spec_surface import SpecSurface
 from .step_protocol import (DONE_KEYS, carry_over, frame_to_tensordict, missing_action_error, next_tensordict,
                             root_tensordict)
@@ -94,11 +97,34 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
             if seed is not None:
                 self.set_seed(seed)
             return self._reset_tensordict(tensordict, **kwargs)
+        if tensordict is not None and "_reset" in tensordict.keys():
+            return self._partial_reset(tensordict)
         out = root_tensordict(self._reset_frame(seed), self.batch_size, self.device)
         if tensordict is not None:
             tensordict.update(out)
             return tensordict
         return out
+
+    def _partial_reset(self, tensordict):
+        """torchrl's partial reset of a frame env: the envs where ``tensordict["_reset"]`` is True are
+        reset (``_continue_frame`` in exact mode); the others keep the input's observations and done
+        flags. The mask is removed; returns ``tensordict``."""
+        mask = host_array(tensordict.pop("_reset")).astype(bool).reshape(tuple(self.batch_size) + (1,))
+        next_obs = {unravel_key_to_tuple(k): host_array(tensordict.get(k))
+                    for k in self.observation_spec.keys(True, True)}
+        if not self._set_exact_resets(True):
+            self._set_exact_resets(False)
+            raise RuntimeError(f"{self!r}.reset: this env cannot reset only some of its envs (a NEXT_STEP autoreset "
+                               "vector env without partial reset); reset all of them (no '_reset' entry)")
+        try:
+            frame = self._continue_frame(next_obs, mask)
+        finally:
+            self._set_exact_resets(False)
+        out = root_tensordict(frame, self.batch_size, self.device)
+        for key in DONE_KEYS:
+            if key in tensordict.keys():  # the envs not reset keep their flags, as torchrl's
+                out.set(key, where(as_tensor(mask, device=self.device), out.get(key), tensordict.get(key)))
+        return tensordict.update(out)
 
     def _reset_tensordict(self, tensordict, **kwargs):
         out = self._reset(tensordict, **kwargs)
