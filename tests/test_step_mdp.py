@@ -60,3 +60,20 @@ def test_into_next_tensordict():
 def test_not_a_tensordict():
     with pytest.raises(TypeError, match="step_mdp expects a TensorDict, got dict"):
         step_mdp({"next": {}})
+
+
+def test_make_composite_from_td():
+    from rlpipe.envs.specs import Composite, Unbounded
+    from rlpipe.envs.utils import make_composite_from_td
+    td = TensorDict({"obs": torch.randn(3, 4), "count": torch.zeros(3, dtype=torch.int32),
+                     "next": {"reward": torch.randn(3, 1)}}, [3])
+    spec = make_composite_from_td(td)
+    assert isinstance(spec, Composite) and spec.shape == (3,) and isinstance(spec["next"], Composite)
+    assert spec["obs"] == Unbounded((3, 4)) and spec["next", "reward"] == Unbounded((3, 1))
+    assert spec["count"].dtype is torch.int32 and spec["count"].shape == (3,)
+    assert (spec.zero() == td.zero_()).all()
+    scalar = TensorDict({"x": torch.tensor(1.0)}, [])
+    assert make_composite_from_td(scalar)["x"].shape == (1,)
+    assert make_composite_from_td(scalar, unsqueeze_null_shapes=False)["x"].shape == ()
+    with pytest.raises(ValueError, match="expected dynamic_shape=False, got True"):
+        make_composite_from_td(td, dynamic_shape=True)

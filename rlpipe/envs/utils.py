@@ -10,7 +10,7 @@ from ..tensordict.nn.probabilistic import interaction_type as exploration_type
 from ..tensordict.nn.probabilistic import set_interaction_type as set_exploration_type
 
 __all__ = ["check_env_specs", "step_mdp", "RandomPolicy", "ExplorationType", "exploration_type", "set_exploration_type",
-           "set_auto_unwrap_transformed_env", "auto_unwrap_transformed_env"]
+           "set_auto_unwrap_transformed_env", "auto_unwrap_transformed_env", "make_composite_from_td"]
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +159,28 @@ class _StepMDP:
 
     def __call__(self, tensordict):
         return step_mdp(tensordict, **self.flags, **self.keys)
+
+
+def make_composite_from_td(data, *, unsqueeze_null_shapes=True, dynamic_shape=False):
+    """A ``Composite`` of ``Unbounded`` specs shaped, typed and placed as the entries of the TensorDict
+    ``data`` (nested TensorDicts become nested Composites), as torchrl's. ``unsqueeze_null_shapes``:
+    a 0-d entry gets shape ``[1]``. rlpipe's specs have no dynamic dims: ``dynamic_shape=True`` is a
+    ValueError."""
+    from .specs import Composite, Unbounded
+    if dynamic_shape:
+        raise ValueError("make_composite_from_td: rlpipe's specs have no dynamic (-1) dims; expected "
+                         "dynamic_shape=False, got True")
+    entries = {}
+    for key, value in data.items():
+        if isinstance(value, TensorDictBase):
+            entries[key] = make_composite_from_td(value, unsqueeze_null_shapes=unsqueeze_null_shapes)
+        elif isinstance(value, Tensor):
+            shape = tuple(value.shape) if value.ndim or not unsqueeze_null_shapes else (1,)
+            entries[key] = Unbounded(shape=shape, dtype=value.dtype, device=value.device)
+        else:
+            raise TypeError(f"make_composite_from_td: the entry {key!r} is a {type(value).__name__}; expected "
+                            "tensors and TensorDicts (rlpipe has no non-tensor specs)")
+    return Composite(entries, shape=data.batch_size, device=data.device)
 
 
 def _leaves(spec, prefix=()):
