@@ -15,7 +15,21 @@ __all__ = ["check_env_specs", "step_mdp", "RandomPolicy", "ExplorationType", "ex
 logger = logging.getLogger(__name__)
 
 
-class set_auto_unwrap_transformed_env(contextlib.ContextDecorator):  # noqa: N801 - torchrl's name
+class FixedSwitch(contextlib.ContextDecorator):
+    """A torchrl setting (a context manager and decorator, with ``set()``) that rlpipe supports in one
+    mode only: the subclass's ``__init__`` refuses the others, so entering and leaving change nothing."""
+
+    def set(self):
+        """Sets the mode for good (it is rlpipe's only one)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class set_auto_unwrap_transformed_env(FixedSwitch):  # noqa: N801 - torchrl's name
     """torchrl's switch (a context manager and decorator) for unwrapping a ``TransformedEnv`` that a
     batched env's constructor returns (its transforms then run in the main process). rlpipe never
     unwraps: the transforms run inside the workers, torchrl's behaviour with ``False``; ``True`` is a
@@ -26,15 +40,6 @@ class set_auto_unwrap_transformed_env(contextlib.ContextDecorator):  # noqa: N80
             raise ValueError("set_auto_unwrap_transformed_env: rlpipe keeps a batched env's transforms inside its "
                              f"workers (torchrl's behaviour with False); expected False, got {mode!r}")
         self.mode = False
-
-    def set(self):
-        """Sets the mode for good (it is always False)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def auto_unwrap_transformed_env():

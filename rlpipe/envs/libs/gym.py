@@ -1,9 +1,9 @@
 """torchrl's ``torchrl.envs.libs.gym`` path for rlpipe's Gymnasium envs (``rlpipe/envs/gym.py``), with
 torchrl's backend selectors: rlpipe has one backend, Gymnasium."""
-import contextlib
 import importlib
 
 from ..gym import GymEnv, GymWrapper, from_gym_space
+from ..utils import FixedSwitch
 
 __all__ = ["GymEnv", "GymWrapper", "from_gym_space", "gym_backend", "set_gym_backend"]
 
@@ -16,7 +16,7 @@ def gym_backend(submodule=None):
     return module if submodule is None else importlib.import_module(f"{_BACKEND}.{submodule}")
 
 
-class set_gym_backend(contextlib.ContextDecorator):  # noqa: N801 - torchrl's name
+class set_gym_backend(FixedSwitch):  # noqa: N801 - torchrl's name
     """torchrl's backend selector (a context manager and decorator): rlpipe takes ``"gymnasium"`` or
     the gymnasium module; any other backend is a ValueError."""
 
@@ -25,12 +25,3 @@ class set_gym_backend(contextlib.ContextDecorator):  # noqa: N801 - torchrl's na
         if name != _BACKEND:
             raise ValueError(f"set_gym_backend: rlpipe runs on Gymnasium only; expected 'gymnasium', got {name!r}")
         self.backend = name
-
-    def set(self):
-        """Selects the backend for good (it is always Gymnasium)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
