@@ -27,10 +27,9 @@ from ..envs.transforms import StepCounter, TransformedEnv
 from ..envs.utils import ExplorationType, RandomPolicy, set_exploration_type
 from ..nn import Module
 from ..nn.modules.module import _global_forward_hooks, _global_forward_pre_hooks
-from ..primitives import cat
 from ..tensordict import TensorDict, TensorDictModule, is_tensor_collection, unravel_key_to_tuple
 from ..postprocs import split_trajectories
-from ._common import (POLICY_VERSION, SILENCE, TRAJ_IDS, CollectorBase, add_trajectory_chunks, check_frame_counts,
+from ._common import (POLICY_VERSION, SILENCE, TRAJ_IDS, CollectorBase, assembled_trajectories, check_frame_counts,
                       checked_init_random_frames, checked_split_trajs, checked_trajs_per_batch, normalized_total_frames,
                       rl_warn, rounded_total_frames, tensordict_of)
 
@@ -558,16 +557,8 @@ class SyncDataCollector(CollectorBase):
         longer complete (a reset interrupted it) is dropped."""
         # trajectory id -> its chunks so far; the whole trajectories not yet yielded (reset() empties both)
         running, complete = self._assembly = {}, []
-        for batch in self._batches():
-            add_trajectory_chunks(batch, running, complete)
-            alive = self._running_traj_ids()
-            for traj_id in [i for i in running if i not in alive]:
-                del running[traj_id]
-            while len(complete) >= self.trajs_per_batch:
-                chosen = complete[:self.trajs_per_batch]
-                del complete[:self.trajs_per_batch]
-                flat = cat(chosen, 0) if len(chosen) > 1 else chosen[0]
-                yield flat if self.traj_format == "cat" else split_trajectories(flat)
+        yield from assembled_trajectories(self._batches(), self.trajs_per_batch, self.traj_format, running, complete,
+                                          self._running_traj_ids)
 
     def _running_traj_ids(self):
         """The ids of the trajectories that later batches go on with (none after a failed batch or a
