@@ -231,3 +231,13 @@ def test_rand_step_of_nested_actions():
     out = TwoAgentEnv().rand_step()
     assert out["agents", "action"].shape == (2, 1)
     assert (out["next", "agents", "reward"] == out["agents", "action"] * 2).all()
+
+
+def test_rollout_with_a_policy_returning_a_new_tensordict():
+    env = CountingEnv(max_steps=10, batch_size=[1])
+
+    def outplace(td):
+        return td.empty().set("action", torch.ones(1, 1))
+    rollout = env.rollout(3, outplace)
+    assert rollout["observation"].flatten().tolist() == [0, 1, 2]  # the root entries are kept
+    assert rollout["next", "observation"].flatten().tolist() == [1, 2, 3]

@@ -227,12 +227,13 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         return out
 
     def _policy_step(self, policy, td):
-        """``policy(td)``, which must write ``"action"`` (a KeyError naming the policy otherwise)."""
+        """``td`` updated with ``policy(td)`` (as torchrl's rollout: a policy may return a new
+        TensorDict), which must hold ``"action"`` (a KeyError naming the policy otherwise)."""
         given = list(td.keys())
         out = policy(td)
         if "action" not in out.keys():
             raise missing_action_error(policy, out, given)
-        return out
+        return out if out is td else td.update(out)
 
     def set_seed(self, seed, static_seed=False):
         """Seeds the environment(s); returns the seed for a next environment: ``seed`` itself with
