@@ -241,3 +241,14 @@ def test_rollout_with_a_policy_returning_a_new_tensordict():
     rollout = env.rollout(3, outplace)
     assert rollout["observation"].flatten().tolist() == [0, 1, 2]  # the root entries are kept
     assert rollout["next", "observation"].flatten().tolist() == [1, 2, 3]
+
+
+def test_step_and_reset_check_the_batch_size():
+    env = CountingEnv(batch_size=[2])
+    td = env.reset()
+    td["action"] = torch.ones(2, 1)
+    with pytest.raises(RuntimeError, match=r"Expected a tensordict with shape==env.batch_size, got \[3, 2\] and \[2\]"):
+        env.step(td.expand(3, 2).clone())
+    with pytest.raises(RuntimeError, match=r"got \[\] and \[2\]"):
+        env.reset(TensorDict(batch_size=[]))
+    assert env.step(td)["next", "observation"].flatten().tolist() == [1, 1]  # still usable

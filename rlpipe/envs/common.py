@@ -93,6 +93,8 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         """A TensorDict with the first observations and done/terminated/truncated all False. A
         torchrl-style env: its ``_reset`` (``kwargs`` passed on), completed as torchrl's (module
         ``tensordict_envs``); ``tensordict`` may hold ``"_reset"`` masks (a partial reset)."""
+        if tensordict is not None:
+            self._check_batch_size(tensordict)
         if self._tensordict_style:
             if seed is not None:
                 self.set_seed(seed)
@@ -104,6 +106,12 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
             tensordict.update(out)
             return tensordict
         return out
+
+    def _check_batch_size(self, tensordict):
+        """torchrl's check of a batch-locked env's input (rlpipe's envs all are)."""
+        if tuple(tensordict.batch_size) != tuple(self.batch_size):
+            raise RuntimeError(f"Expected a tensordict with shape==env.batch_size, got {list(tensordict.batch_size)} "
+                               f"and {list(self.batch_size)} ({type(self).__name__})")
 
     def _partial_reset(self, tensordict):
         """torchrl's partial reset of a frame env: the envs where ``tensordict["_reset"]`` is True are
@@ -150,6 +158,7 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         """Steps with ``tensordict["action"]``; writes ``("next", ...)``: observations, reward, done,
         terminated and truncated. Returns the same TensorDict. A torchrl-style env: its ``_step``, with
         the done entries it leaves out completed as torchrl's."""
+        self._check_batch_size(tensordict)
         if self._tensordict_style:
             return self._step_tensordict(tensordict)
         next_obs, reward, terminated, truncated = self._step_frame(self._action_array(tensordict))
