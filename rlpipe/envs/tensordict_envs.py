@@ -24,13 +24,11 @@ from .utils import step_mdp
 __all__ = ["TorchRLStyleFrames", "complete_done", "update_during_reset", "maybe_reset", "check_reset_done", "next_root"]
 
 
-def _groups(done_keys):
-    """The done keys grouped by the TensorDict holding them: {prefix tuple: [done keys]}."""
-    groups = {}
-    for key in done_keys:
-        key = unravel_key_to_tuple(key)
-        groups.setdefault(key[:-1], []).append(key)
-    return groups
+def _groups(env):
+    """(prefix tuple, [done key tuples]) per TensorDict holding done entries (``done_keys_groups``)."""
+    for keys in env.done_keys_groups:
+        keys = [unravel_key_to_tuple(key) for key in keys]
+        yield keys[0][:-1], keys
 
 
 def complete_done(done_spec, data):
@@ -65,7 +63,7 @@ def check_reset_done(env, tensordict, tensordict_reset):
     the ``"_reset"`` masks name, for a partial reset), as torchrl, unless ``allow_done_after_reset``."""
     if env._allow_done_after_reset:
         return
-    for prefix, keys in _groups(env.done_keys).items():
+    for prefix, keys in _groups(env):
         mask = None if tensordict is None else tensordict.get(prefix + ("_reset",), None)
         for key in keys:
             done = tensordict_reset.get(key)
@@ -100,7 +98,7 @@ def maybe_reset(env, root):
     """torchrl's ``maybe_reset``: ``root`` (a next step's root) with the envs whose done flags are set
     reset, each done group through its ``"_reset"`` mask."""
     masks = {}
-    for prefix, keys in _groups(env.done_keys).items():
+    for prefix, keys in _groups(env):
         mask = None
         for key in keys:
             mask = root.get(key) if mask is None else mask | root.get(key)
