@@ -4,10 +4,12 @@ shared_memory=True)`` and torchrl 0.14.1's ``ParallelEnv`` (run by the peer inte
 is one) in its own process, in frames/s (4 frames per step). Gymnasium and rlpipe run in one
 process, in alternation (best of ``--repeat`` rounds each), so that both see the same load.
 
-rlpipe is measured three ways: its frame loop (``_step_frame``, and ``_continue_frame`` after a
-done: what ``SyncDataCollector`` calls), ``SyncDataCollector`` with a random policy, and
-``rollout`` (one TensorDict per step); torchrl by ``rollout`` and its ``Collector`` (0.14's ``SyncDataCollector``).
-Gymnasium steps with the same precomputed random actions as rlpipe's frame loop.
+rlpipe is measured four ways: its frame loop (``_step_frame``, and ``_continue_frame`` after a
+done: what ``SyncDataCollector`` calls), ``SyncDataCollector`` with a random policy and with an
+MLP 4-64-64-2 greedy policy (``mlp_policy.py``, categorical actions), and ``rollout`` (one
+TensorDict per step); torchrl by ``rollout`` and its ``Collector`` (0.14's ``SyncDataCollector``)
+with no policy (random) and with the same MLP. Gymnasium steps with the same precomputed random
+actions as rlpipe's frame loop.
 
     PYTHONPATH=. python benchmarks/bench_parallel_env.py [--frames 20000] [--repeat 3]
 """
@@ -20,11 +22,14 @@ import time
 
 import numpy as np
 
+from mlp_policy import mlp, numpy_weights
 from peer_process import peer_python, run_side
 
 WORKERS = 4
 GYMNASIUM = "Gymnasium AsyncVectorEnv(4, shared_memory=True), step loop"
 TORCHRL = "torchrl 0.14 ParallelEnv, rollout"
+MLP_RLPIPE = "rlpipe ParallelEnv, SyncDataCollector, MLP policy"
+MLP_TORCHRL = "torchrl 0.14 ParallelEnv, Collector, MLP policy"
 
 
 def best_fps(runs, frames, repeat):
@@ -73,19 +78,27 @@ def local_side(frames, repeat):
             if done.any():
                 env._continue_frame(next_obs, done)
 
-    def collect(steps):
-        collector = SyncDataCollector(env, RandomPolicy(env.action_spec), frames_per_batch=100 * WORKERS,
-                                      total_frames=steps * WORKERS)
-        for _ in collector:
-            pass
+    def collector_run(batched, policy):
+        def collect(steps):
+            collector = SyncDataCollector(batched, policy, frames_per_batch=100 * WORKERS, total_frames=steps * WORKERS)
+            for _ in collector:
+                pass
+        return collect
 
+    import rlpipe
+    from rlpipe.tensordict import TensorDictModule
+    categorical = ParallelEnv(WORKERS, lambda: GymEnv("CartPole-v1", categorical_action_encoding=True))
+    categorical.set_seed(0)
+    policy = TensorDictModule(mlp(rlpipe, numpy_weights()), in_keys=["observation"], out_keys=["action"])
     gym_loop, gym_envs = gymnasium_loop()
     try:
         return best_fps({GYMNASIUM: gym_loop, "rlpipe ParallelEnv, frame loop": frame_loop,
                          "rlpipe ParallelEnv, rollout": lambda s: env.rollout(s, break_when_any_done=False),
-                         "rlpipe ParallelEnv, SyncDataCollector": collect}, frames, repeat)
+                         "rlpipe ParallelEnv, SyncDataCollector": collector_run(env, RandomPolicy(env.action_spec)),
+                         MLP_RLPIPE: collector_run(categorical, policy)}, frames, repeat)
     finally:
         env.close(raise_if_closed=False)
+        categorical.close(raise_if_closed=False)
         gym_envs.close()
 
 
@@ -93,19 +106,30 @@ def torchrl_side(frames, repeat):
     from torchrl.collectors import Collector  # (0.14's name for SyncDataCollector)
     from torchrl.envs import GymEnv, ParallelEnv
 
+    import torch
+    from tensordict.nn import TensorDictModule
+
     env = ParallelEnv(WORKERS, lambda: GymEnv("CartPole-v1"))
     env.set_seed(0)
+    categorical = ParallelEnv(WORKERS, lambda: GymEnv("CartPole-v1", categorical_action_encoding=True))
+    categorical.set_seed(0)
+    policy = TensorDictModule(mlp(torch, numpy_weights()), in_keys=["observation"], out_keys=["action"])
 
-    def collect(steps):
-        collector = Collector(env, None, frames_per_batch=100 * WORKERS, total_frames=steps * WORKERS)
-        for _ in collector:
-            pass
+    def collector_run(batched, policy):
+        def collect(steps):
+            collector = Collector(batched, policy, frames_per_batch=100 * WORKERS, total_frames=steps * WORKERS)
+            with torch.no_grad():
+                for _ in collector:
+                    pass
+        return collect
 
     try:
         return best_fps({TORCHRL: lambda s: env.rollout(s, break_when_any_done=False),
-                         "torchrl 0.14 ParallelEnv, Collector": collect}, frames, repeat)
+                         "torchrl 0.14 ParallelEnv, Collector": collector_run(env, None),
+                         MLP_TORCHRL: collector_run(categorical, policy)}, frames, repeat)
     finally:
         env.close(raise_if_closed=False)
+        categorical.close(raise_if_closed=False)
 
 
 SIDES = {"local": local_side, "torchrl": torchrl_side}
@@ -130,6 +154,8 @@ def main():
             ratios.append(f"{fps / gym_fps:.2f}x Gymnasium")
         if torchrl_fps and name.startswith("rlpipe"):
             ratios.append(f"{fps / torchrl_fps:.1f}x torchrl rollout")
+        if name == MLP_RLPIPE and figures.get(MLP_TORCHRL):
+            ratios.append(f"{fps / figures[MLP_TORCHRL]:.1f}x torchrl's with the MLP")
         print(f"{name:55s} {fps:10,.0f} frames/s  {'  '.join(ratios)}")
 
 

@@ -28,6 +28,7 @@ import rlpipe
 from rlpipe.collectors import SyncDataCollector
 from rlpipe.envs import GymEnv, GymWrapper, MultiThreadedEnvWrapper
 from rlpipe.tensordict import TensorDictModule
+from mlp_policy import mlp, numpy_policy, numpy_weights
 
 torch, torchrl = import_peer("torchrl")
 if torch:
@@ -54,47 +55,6 @@ def best_fps(runs, frames, repeat, clock):
             go()
             best[i] = max(best[i], frames / (clock() - start))
     return best
-
-
-# ---- the policy: the same weights in NumPy, rlpipe and torch -------------------------------------------
-
-def numpy_weights(seed=0):
-    rng = np.random.default_rng(seed)
-    sizes = [(4, 64), (64, 64), (64, 2)]
-    return [((rng.uniform(-1, 1, (i, o)) / np.sqrt(i)).astype(np.float32), np.zeros(o, np.float32)) for i, o in sizes]
-
-
-def numpy_policy(weights):
-    (w1, b1), (w2, b2), (w3, b3) = weights
-    assert all(a.dtype == np.float32 for pair in weights for a in pair)  # as the modules' parameters
-
-    def act(obs):
-        h = np.tanh(obs @ w1 + b1)
-        h = np.tanh(h @ w2 + b2)
-        return (h @ w3 + b3).argmax(-1)
-    return act
-
-
-def load_linear(layer, w, b, lib):
-    layer.weight.data[...] = lib.as_tensor(np.ascontiguousarray(w.T))
-    layer.bias.data[...] = lib.as_tensor(b)
-
-
-def mlp(lib, weights):
-    """The MLP as ``lib.nn`` modules (rlpipe or torch), returning the greedy action."""
-    nn = lib.nn
-    net = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2))
-    for layer, (w, b) in zip([net[0], net[2], net[4]], weights):
-        load_linear(layer, w, b, lib)
-
-    class Greedy(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.net = net
-
-        def forward(self, observation):
-            return self.net(observation).argmax(-1)
-    return Greedy()
 
 
 # ---- the envs -----------------------------------------------------------------------------------------

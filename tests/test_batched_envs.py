@@ -5,6 +5,7 @@ import os
 import signal
 import time
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -292,3 +293,55 @@ def test_collector_refuses_a_batched_env_of_next_step_reset_vector_envs():
             SyncDataCollector(env, frames_per_batch=40, total_frames=80)
     finally:
         env.close(raise_if_closed=False)
+
+
+# ---- heterogeneous envs (a list of different constructors) ---------------------------------------------------
+
+class _BoxEnv(gym.Env):
+    """Observations and actions in [-bound, bound] (``n`` observation entries); the next observation
+    repeats the action."""
+
+    def __init__(self, bound, n=2):
+        self.observation_space = gym.spaces.Box(-bound, bound, (n,), np.float32)
+        self.action_space = gym.spaces.Box(-bound, bound, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(self.observation_space.shape, np.float32), {}
+
+    def step(self, action):
+        return np.full(self.observation_space.shape, float(action[0]), np.float32), 1.0, False, False, {}
+
+
+@pytest.mark.parametrize("batched", BATCHED)
+def test_envs_with_different_bounds_get_per_env_bounds(batched):
+    env = batched(2, [lambda: GymEnv(_BoxEnv(1.0)), lambda: GymEnv(_BoxEnv(3.0))])
+    try:
+        assert env.action_spec.high.flatten().tolist() == [1.0, 3.0]
+        assert env.observation_spec["observation"].low.tolist() == [[-1.0, -1.0], [-3.0, -3.0]]
+        env.set_seed(0)
+        rollout = env.rollout(20)
+        actions = rollout["action"].numpy()
+        assert np.abs(actions[0]).max() <= 1.0 < np.abs(actions[1]).max() <= 3.0
+        np.testing.assert_array_equal(rollout["next", "observation"].numpy()[..., 0], actions[..., 0])
+    finally:
+        env.close(raise_if_closed=False)
+
+
+def test_envs_with_different_shapes_or_batch_sizes_are_refused():
+    with pytest.raises(ValueError, match=r"SerialEnv: env 1's observation_spec\['observation'\] differs from env 0's "
+                                         r"\(BoundedContinuous of shape \[3\].* vs BoundedContinuous of shape \[2\]"):
+        SerialEnv(2, [lambda: GymEnv(_BoxEnv(1.0)), lambda: GymEnv(_BoxEnv(1.0, 3))])
+    with pytest.raises(ValueError, match=r"env 1's action_spec differs from env 0's \(Categorical"):
+        SerialEnv(2, [lambda: GymEnv("CartPole-v1", categorical_action_encoding=True),
+                      lambda: GymEnv("Acrobot-v1", categorical_action_encoding=True)])
+    with pytest.raises(ValueError, match=r"env 1 has batch_size \[2\], env 0 \[\]; the envs of a batched env must "
+                                         "share their batch size"):
+        SerialEnv(2, [lambda: GymEnv("CartPole-v1"), lambda: GymEnv("CartPole-v1", num_envs=2)])
+
+
+def test_a_list_of_one_constructor_is_single_task():
+    make = functools.partial(GymEnv, "CartPole-v1")
+    env = SerialEnv(2, [make, make])
+    assert env._single_task and not isinstance(env.meta_data, list)
+    assert not SerialEnv(2, [make, functools.partial(GymEnv, "CartPole-v1")])._single_task

@@ -11,7 +11,7 @@ import pytest
 
 import rlpipe
 
-from rlpipe.collectors import SyncDataCollector
+from rlpipe.collectors import MultiaSyncDataCollector, MultiSyncDataCollector, SyncDataCollector
 from rlpipe.envs import GymEnv
 from rlpipe.envs.transforms import NextStateReconstructor
 from test_collector import COUNTER, arr, collect, constant_policy
@@ -321,3 +321,44 @@ def test_trajs_per_batch_on_a_cuda_storing_device(traj_format):
         assert sorted(map(str, cpu.keys(True, True))) == sorted(map(str, cuda.keys(True, True)))
         for key in cpu.keys(True, True):
             np.testing.assert_array_equal(arr(cpu[key]), arr(cuda[key]))
+
+
+# ---- trajs_per_batch on the multi-process collectors ---------------------------------------------------------
+
+@pytest.mark.parametrize("cls", [MultiSyncDataCollector, MultiaSyncDataCollector])
+def test_multi_collectors_yield_whole_trajectories(cls):
+    """Two workers, each a Cycling env (episodes of 2, 4, 2, ... steps): every batch holds two whole
+    trajectories, padded; each worker's first trajectory has 2 steps, its second 4 (ids i * 2 + w)."""
+    collector = cls([lambda: GymEnv(CYCLING)] * 2, ACTION_1, frames_per_batch=6, total_frames=48, trajs_per_batch=2)
+    try:
+        batches = collect(collector, 4)
+    finally:
+        collector.shutdown()
+    lengths = {}
+    for batch in batches:
+        assert batch.batch_size[0] == 2
+        mask = arr(batch["collector", "mask"])
+        ids = arr(batch["collector", "traj_ids"])
+        for row in range(2):
+            n = int(mask[row].sum())
+            assert mask[row, :n].all() and not mask[row, n:].any()
+            np.testing.assert_array_equal(arr(batch["observation"])[row, :n, 0], np.arange(n))
+            assert arr(batch["next", "done"])[row, n - 1, 0] and not arr(batch["next", "done"])[row, :n - 1].any()
+            lengths[int(ids[row, 0])] = n
+    assert lengths[0] == lengths[1] == 2 and lengths[2] == lengths[3] == 4  # each worker: 2 steps, then 4
+
+
+def test_multi_collector_trajs_per_batch_cat_and_errors():
+    collector = MultiSyncDataCollector([lambda: GymEnv(CYCLING)] * 2, ACTION_1, frames_per_batch=6, total_frames=24,
+                                       trajs_per_batch=3, traj_format="cat")
+    try:
+        first = collect(collector, 1)[0]
+    finally:
+        collector.shutdown()
+    assert first.batch_size == (2 + 2 + 4,) or first.batch_size == (2 + 4 + 2,)
+    assert int(arr(first["next", "done"]).sum()) == 3
+    with pytest.raises(ValueError, match="traj_format has no effect unless trajs_per_batch is set"):
+        MultiSyncDataCollector([lambda: GymEnv(CYCLING)] * 2, ACTION_1, frames_per_batch=6, traj_format="cat")
+    with pytest.raises(ValueError, match="split_trajs=True cannot be combined with trajs_per_batch"):
+        MultiaSyncDataCollector([lambda: GymEnv(CYCLING)] * 2, ACTION_1, frames_per_batch=6, trajs_per_batch=2,
+                                split_trajs=True)

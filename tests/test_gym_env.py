@@ -624,3 +624,9 @@ def test_deviceless_by_default_as_torchrl():
     assert on_cpu.device == rlpipe.device("cpu")
     assert on_cpu.reset().device == rlpipe.device("cpu") and on_cpu.rollout(2).device == rlpipe.device("cpu")
     assert repr(on_cpu) == "GymEnv(env=CartPole-v1, batch_size=rlpipe.Size([]), device=cpu)"
+
+
+def test_close_takes_torchrls_keyword():
+    env = GymEnv("CartPole-v1")
+    env.close(raise_if_closed=False)
+    env.close(raise_if_closed=True)  # closing twice is fine for a single env, as torchrl's

@@ -4,6 +4,7 @@ Every test starts at most two actors (one CPU each) and releases them before it 
 test's actors can be scheduled. Environments and policies defined here reach the actors by value
 (cloudpickle), since the worker processes cannot import this test module.
 """
+import itertools
 import sys
 import time
 import warnings
@@ -368,3 +369,49 @@ def test_timeout_is_checked():
     for bad in (0, -1, "10"):
         with pytest.raises((ValueError, TypeError), match="timeout"):
             RayCollector(make_counter, None, frames_per_batch=4, total_frames=8, timeout=bad)
+
+
+class OutOfBounds(nn.Module):
+    """Pendulum actions of 5.0, outside the spec's [-2, 2]."""
+
+    def forward(self, observation):
+        return observation[..., :1] * 0.0 + 5.0
+
+
+def test_compact_obs_reaches_the_actors():
+    with RayCollector(make_cartpole, None, num_collectors=1, frames_per_batch=10, total_frames=20,
+                      compact_obs=True) as collector:
+        assert collector.compact_obs is True
+        batches = list(collector)
+    keys = {k if isinstance(k, str) or len(k) > 1 else k[0] for k in batches[0].keys(True, True)}
+    assert keys == KEYS - {("next", "observation")}
+
+
+def test_check_action_spec_reaches_the_actors():
+    policy = TensorDictModule(OutOfBounds(), in_keys=["observation"], out_keys=["action"])
+    with RayCollector(make_pendulum, policy, num_collectors=1, frames_per_batch=10, total_frames=20,
+                      check_action_spec=True) as collector:
+        with pytest.raises(RuntimeError, match="outside the action spec"):
+            next(iter(collector))
+    with RayCollector(make_pendulum, policy, num_collectors=1, frames_per_batch=10, total_frames=10) as collector:
+        batch = next(iter(collector))  # off by default: the env receives the action, as torchrl
+    assert np.all(arr(batch["action"]) == 5.0)
+
+
+def test_compact_obs_and_check_action_spec_are_not_collector_kwargs():
+    with pytest.raises(ValueError, match=r"collector_kwargs\[0\] sets \['compact_obs'\], which RayCollector sets"):
+        RayCollector(make_counter, None, num_collectors=1, frames_per_batch=10, collector_kwargs={"compact_obs": True})
+
+
+def test_trajs_per_batch_yields_whole_trajectories():
+    """Counter episodes last 5 steps: each batch holds two of them, whole (padded form: [2, 5], all kept)."""
+    with RayCollector(make_counter, None, num_collectors=2, frames_per_batch=6, total_frames=36, sync=True,
+                      trajs_per_batch=2) as collector:
+        batches = list(itertools.islice(iter(collector), 2))
+    for batch in batches:
+        assert tuple(batch.batch_size) == (2, 5)
+        assert arr(batch["collector", "mask"]).all()
+        np.testing.assert_array_equal(arr(batch["observation"])[..., 0], [[0, 1, 2, 3, 4]] * 2)
+        np.testing.assert_array_equal(arr(batch["next", "done"])[..., 0], [[0, 0, 0, 0, 1]] * 2)
+    with pytest.raises(ValueError, match="traj_format has no effect unless trajs_per_batch is set"):
+        RayCollector(make_counter, None, num_collectors=1, frames_per_batch=10, traj_format="cat")

@@ -618,3 +618,97 @@ def test_host_membership_test_of_a_spec_on_cuda():
     spec = S.Bounded(low=-1.0, high=1.0, shape=(2,), device="cuda")
     test = spec.host_membership_test()
     assert test(np.array([0.5, -1.0], np.float32)) and not test(np.array([0.5, 1.5], np.float32))
+
+
+# ---- rlpipe.stack of specs (torchrl's torch.stack of specs) ----------------------------------------------------
+def test_stack_equal_specs_adds_a_dim():
+    from rlpipe.envs.specs import Bounded, Composite
+    leaf = Bounded(-1.0, 1.0, shape=(3,))
+    stacked = rlpipe.stack([leaf, leaf.clone()], 0)
+    assert type(stacked) is type(leaf) and stacked.shape == (2, 3)
+    assert rlpipe.stack([leaf, leaf], -1).shape == (3, 2)
+    comp = rlpipe.stack([Composite(x=leaf), Composite(x=leaf.clone())], 0)
+    assert comp.shape == (2,) and comp["x"].shape == (2, 3)
+
+
+def test_stack_specs_errors():
+    from rlpipe.envs.specs import Bounded, Unbounded
+    leaf = Bounded(-1.0, 1.0, shape=(3,))
+    with pytest.raises(RuntimeError, match="more than one type of specs in the list .BoundedContinuous and "
+                                           "UnboundedContinuous."):
+        rlpipe.stack([leaf, Unbounded((3,))], 0)
+    with pytest.raises(RuntimeError, match="more than one dtype"):
+        rlpipe.stack([leaf, Bounded(-1.0, 1.0, shape=(3,), dtype=rlpipe.float64)], 0)
+    with pytest.raises(NotImplementedError, match="the 2 BoundedContinuous specs differ"):
+        rlpipe.stack([leaf, Bounded(-2.0, 1.0, shape=(3,))], 0)
+    with pytest.raises(RuntimeError, match="expected a non-empty list of specs"):
+        from rlpipe.envs._specs_base import stack_specs
+        stack_specs([], 0)
+    with pytest.raises(IndexError, match="dim 3 out of range for specs of shape \\[3\\]"):
+        rlpipe.stack([leaf, leaf], 3)
+
+
+# ---- Composite attributes and one-hot conversions, as torchrl 0.14's ------------------------------------------
+def test_composite_attribute_keys_cannot_be_set():
+
+    spec = Composite(shape=())
+    for key in ("shape", "device", "dtype", "space"):
+        with pytest.raises(AttributeError, match=f"Composite\\['{key}'\\] cannot be set"):
+            spec[key] = Unbounded(())
+    assert list(spec.keys()) == []
+
+
+def test_composite_shape_setter_reshapes_nested_composites():
+
+    spec = Composite(nested=Composite(leaf=Unbounded((3, 2)), shape=(3,)), shape=(3,))
+    spec.shape = ()
+    assert spec.shape == () and spec["nested"].shape == (3,)  # still starts with ()
+    spec["nested"].shape = ()
+    spec.shape = (3,)
+    assert spec["nested"].shape == (3,) and spec["nested", "leaf"].shape == (3, 2)
+    with pytest.raises(ValueError, match=r"the spec at 'leaf' of shape .*\[3, 2\].* does not start with the new shape"):
+        spec["nested"].shape = (4,)
+    assert spec["nested"].shape == (3,)
+
+
+def test_composite_type_check_of_one_entry_clear_device_and_to_none():
+
+    spec = Composite(obs=Unbounded((2,)), nested=Composite(a=Unbounded(())), device="cpu")
+    spec.type_check(rlpipe.zeros(2), "obs")
+    with pytest.raises(ValueError, match="Expected dtype rlpipe.float32 for 'obs', got rlpipe.int64"):
+        spec.type_check(rlpipe.zeros(2, dtype=rlpipe.int64), "obs")
+    assert spec.to(None) is spec
+    assert spec.clear_device_() is spec and spec.device is None and spec["nested"].device is None
+    assert spec["obs"].device is not None  # leaves keep theirs
+
+
+def test_categorical_to_one_hot_and_back():
+    spec = Categorical(4, shape=(3,))
+    assert spec.to_one_hot_spec() == OneHot(4, shape=(3, 4))
+    assert spec.to_one_hot_spec().to_categorical_spec() == spec
+    one_hot = spec.to_one_hot(rlpipe.tensor([0, 3, 1]))
+    assert one_hot.dtype is rlpipe.bool
+    assert one_hot.long().tolist() == [[1, 0, 0, 0], [0, 0, 0, 1], [0, 1, 0, 0]]
+
+
+def test_multi_categorical_to_one_hot_and_back():
+    spec = MultiCategorical([2, 3])
+    assert spec.to_one_hot_spec() == MultiOneHot([2, 3])
+    assert spec.to_one_hot_spec().to_categorical_spec() == spec
+    assert spec.to_one_hot(rlpipe.tensor([1, 2])).long().tolist() == [0, 1, 0, 0, 1]
+    with pytest.raises(ValueError, match="the same nvec along the leading dims"):
+        MultiCategorical([[2, 3], [2, 4]]).to_one_hot_spec()
+
+
+def test_one_hot_to_categorical_of_bool_values():
+    assert OneHot(4).to_categorical(rlpipe.tensor([[False, False, True, False]])).tolist() == [2]
+    values = rlpipe.tensor([[True, False, False, False, True]])
+    assert MultiOneHot([2, 3]).to_categorical(values).tolist() == [[0, 2]]
+
+
+def test_a_composite_of_fewer_leading_dims_takes_the_parents():
+    parent = Composite(shape=(2, 3))
+    parent["a"] = Composite(b=Composite(c=Unbounded((2, 3))))
+    assert parent["a"].shape == (2, 3) and parent["a", "b"].shape == (2, 3)
+    with pytest.raises(ValueError, match="must start with the Composite's shape"):
+        parent["x"] = Composite(y=Unbounded((4,)), shape=(4,))

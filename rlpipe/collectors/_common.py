@@ -21,6 +21,7 @@ class CollectorBase:
     _iterator = None  # next()'s iterator, made on its first call
 
     def shutdown(self):
+        """Stops the collector and releases what it holds (envs, worker processes, actors)."""
         raise NotImplementedError
 
     def next(self):
@@ -146,6 +147,26 @@ def add_trajectory_chunks(batch, running, complete):
         if done[stop - 1]:
             chunks = running.pop(traj_id)
             complete.append(cat(chunks, 0) if len(chunks) > 1 else chunks[0])
+
+
+def assembled_trajectories(batches, trajs_per_batch, traj_format, running, complete, alive=None):
+    """``trajs_per_batch``'s batches from frame ``batches``: whole trajectories, in the order they
+    complete (within a frame batch, by trajectory id), ``trajs_per_batch`` at a time, padded
+    (``split_trajectories``) or concatenated (``traj_format="cat"``). ``running``/``complete``: the
+    assembly state (``add_trajectory_chunks``); ``alive()``, when given, the ids later batches go
+    on with: the other running trajectories can no longer complete and are dropped."""
+    from ..postprocs import split_trajectories
+    for batch in batches:
+        add_trajectory_chunks(batch, running, complete)
+        if alive is not None:
+            keep = alive()
+            for traj_id in [i for i in running if i not in keep]:
+                del running[traj_id]
+        while len(complete) >= trajs_per_batch:
+            chosen = complete[:trajs_per_batch]
+            del complete[:trajs_per_batch]
+            flat = cat(chosen, 0) if len(chosen) > 1 else chosen[0]
+            yield flat if traj_format == "cat" else split_trajectories(flat)
 
 
 def rounded_total_frames(total_frames, frames_per_batch, stacklevel):

@@ -12,6 +12,7 @@ import itertools
 import operator
 import warnings
 from collections import OrderedDict
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -26,10 +27,10 @@ from ..envs.transforms import StepCounter, TransformedEnv
 from ..envs.policy_states import policy_next_keys, reset_mask
 from ..envs.utils import ExplorationType, RandomPolicy, set_exploration_type
 from ..nn import Module
-from ..primitives import cat
-from ..tensordict import TensorDict, TensorDictModule
+from ..nn.modules.module import _global_forward_hooks, _global_forward_pre_hooks
+from ..tensordict import TensorDict, TensorDictModule, is_tensor_collection, unravel_key_to_tuple
 from ..postprocs import split_trajectories
-from ._common import (POLICY_VERSION, SILENCE, TRAJ_IDS, CollectorBase, add_trajectory_chunks, check_frame_counts,
+from ._common import (POLICY_VERSION, SILENCE, TRAJ_IDS, CollectorBase, assembled_trajectories, check_frame_counts,
                       checked_init_random_frames, checked_split_trajs, checked_trajs_per_batch, normalized_total_frames,
                       rl_warn, rounded_total_frames, tensordict_of)
 
@@ -69,6 +70,24 @@ def _env_state_owner(env):
     """Where an environment's state_dict lives, as torchrl looks for it: a TransformedEnv's
     transform, else the environment itself."""
     return env.transform if isinstance(env, TransformedEnv) else env
+
+
+def _direct_call(policy, td, extra_keys, state_keys, to_device):
+    """(module, input tensors) when ``policy`` is a plain ``TensorDictModule`` that reads observations
+    of the step TensorDict ``td`` and writes only ``"action"``: the collector then calls its module
+    on the step buffers' tensors directly (what ``forward`` would do, without reading and writing a
+    TensorDict at every step); None otherwise."""
+    if (type(policy) is not TensorDictModule or extra_keys or state_keys or to_device is not None
+            or policy._forward_hooks or policy._forward_pre_hooks or "forward" in policy.__dict__
+            or policy.method is not None or policy.method_kwargs or policy._kwargs is not None
+            or policy._get_kwargs or [unravel_key_to_tuple(k) for k in policy.out_keys] != [("action",)]
+            or list(policy._out_keys_source) != list(policy.out_keys)):
+        return None
+    keys = {unravel_key_to_tuple(k) for k in td.keys(True, True)}
+    if any(unravel_key_to_tuple(k) not in keys for k in policy.in_keys):
+        return None
+    module = policy._modules.get("module")
+    return (policy.module if module is None else module), [td.get(k) for k in policy.in_keys]
 
 
 def _is_private(key):
@@ -193,6 +212,7 @@ class SyncDataCollector(CollectorBase):
         self.check_action_spec = bool(check_action_spec)
         self._action_in_spec = self.env.action_spec.host_membership_test() if self.check_action_spec else None
         self._step_td = None          # reused TensorDict for TensorDict policies, made at their first step
+        self._direct = None           # (module, inputs) of a plain TensorDictModule policy (_direct_call)
         self._step_buffers = {}       # its observation leaves' arrays, which each step overwrites
         self._to_policy_device = None  # host array -> array on the policy's GPU, when it has one
         self._extra_keys = None       # [(key, per-step shape, dtype)] the policy writes besides the action
@@ -318,6 +338,17 @@ class SyncDataCollector(CollectorBase):
         """The policy's action on one step's observations, and the other entries it writes (a tuple
         in ``_extra_keys``' order), as host arrays."""
         td = self._step_td
+        direct = self._direct
+        if direct is not None and not (_global_forward_hooks or _global_forward_pre_hooks):
+            for key, value in obs.items():
+                self._step_buffers[key][...] = value
+            action = direct[0](*direct[1])
+            if type(action) is not Tensor:  # where TensorDictModule.forward would take the action from
+                if isinstance(action, tuple) and len(action) == 1:
+                    action = action[0]
+                elif isinstance(action, Mapping) or is_tensor_collection(action):
+                    action = action.get("action")
+            return self._host_action(action), ()
         if td is None:
             td = self._make_step_td(obs)
         else:
@@ -347,6 +378,7 @@ class SyncDataCollector(CollectorBase):
             for key in self._state_keys:  # this first step ran with none, as a zero state: recorded so
                 written.set(key, zeros_like(written[("next", *key)]))
             self._extra_keys = self._find_extras(written, obs)
+            self._direct = _direct_call(self.policy, td, self._extra_keys, self._state_keys, self._to_policy_device)
         self._next_states = [(key, written[("next", *key)]) for key in self._state_keys]
         if self._primed_keys:  # copies: the policy may hand out views of its buffers
             self._primed_states = {key: np.array(written[("next", *key)]._host()) for key in self._primed_keys}
@@ -557,16 +589,8 @@ class SyncDataCollector(CollectorBase):
         longer complete (a reset interrupted it) is dropped."""
         # trajectory id -> its chunks so far; the whole trajectories not yet yielded (reset() empties both)
         running, complete = self._assembly = {}, []
-        for batch in self._batches():
-            add_trajectory_chunks(batch, running, complete)
-            alive = self._running_traj_ids()
-            for traj_id in [i for i in running if i not in alive]:
-                del running[traj_id]
-            while len(complete) >= self.trajs_per_batch:
-                chosen = complete[:self.trajs_per_batch]
-                del complete[:self.trajs_per_batch]
-                flat = cat(chosen, 0) if len(chosen) > 1 else chosen[0]
-                yield flat if self.traj_format == "cat" else split_trajectories(flat)
+        yield from assembled_trajectories(self._batches(), self.trajs_per_batch, self.traj_format, running, complete,
+                                          self._running_traj_ids)
 
     def _running_traj_ids(self):
         """The ids of the trajectories that later batches go on with (none after a failed batch or a

@@ -28,9 +28,10 @@ from .._creation import from_numpy
 from ..nn import Module
 from ..postprocs import split_trajectories
 from ..tensordict import TensorDict
-from ._common import (SILENCE, TRAJ_IDS, CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts,
-                      checked_init_random_frames, checked_split_trajs, no_reply_error, normalized_total_frames, rl_warn,
-                      rounded_total_frames, tag_policy_version, unique_traj_ids, weight_arrays)
+from ._common import (SILENCE, TRAJ_IDS, CollectorBase, assembled_trajectories, batch_arrays, batch_from_arrays,
+                      check_frame_counts, checked_init_random_frames, checked_split_trajs, checked_trajs_per_batch,
+                      no_reply_error, normalized_total_frames, rl_warn, rounded_total_frames, tag_policy_version,
+                      unique_traj_ids, weight_arrays)
 from ..envs.utils import ExplorationType, set_exploration_type
 from .collectors import SyncDataCollector
 
@@ -240,7 +241,7 @@ class _MultiCollector(CollectorBase):
                  reset_at_each_iter=False, device=None, storing_device=None, policy_device=None, env_device=None,
                  update_at_each_batch=False, cat_results=None, timeout=300.0, mp_start_method=None,
                  exploration_type=ExplorationType.RANDOM, track_policy_version=False, compact_obs=False,
-                 check_action_spec=False):
+                 check_action_spec=False, trajs_per_batch=None, traj_format=None):
         if callable(create_env_fn) and not isinstance(create_env_fn, (list, tuple)):
             if num_workers is None:
                 raise ValueError("num_workers is needed when create_env_fn is a single function; pass a list of "
@@ -273,6 +274,8 @@ class _MultiCollector(CollectorBase):
         self.policy = policy
         self.postproc = postproc
         self.split_trajs = checked_split_trajs(split_trajs)
+        self.trajs_per_batch, self.traj_format = checked_trajs_per_batch(trajs_per_batch, traj_format, self.split_trajs)
+        self.reset_at_each_iter = bool(reset_at_each_iter)
         self.init_random_frames = checked_init_random_frames(init_random_frames)
         self.storing_device = storing_device if storing_device is not None else device
         self.update_at_each_batch = update_at_each_batch
@@ -549,6 +552,7 @@ class _MultiCollector(CollectorBase):
 
     @_talks_to_workers
     def load_state_dict(self, state_dict):
+        """Loads ``state_dict()``'s output: the frame and batch counts, each worker's state and the policy's."""
         self._drain(keep=False)
         self._frames = int(state_dict["frames"])
         self._iter = int(state_dict["iter"])
@@ -585,8 +589,12 @@ class _MultiCollector(CollectorBase):
 
     def __iter__(self):
         self._check_usable()
+        batches = self._iterate()
+        if self.trajs_per_batch is not None:  # whole trajectories, assembled here from the workers' batches
+            alive = (lambda: ()) if self.reset_at_each_iter else None  # a reset ends every running one
+            batches = assembled_trajectories(batches, self.trajs_per_batch, self.traj_format, {}, [], alive)
         try:
-            yield from self._iterate()
+            yield from batches
         except _ShutDown:  # shutdown() from another thread ends the loop
             return
 
@@ -621,6 +629,9 @@ class MultiSyncDataCollector(_MultiCollector):
     ``spawn`` (which needs picklable ``create_env_fn`` and policy); ``mp_start_method`` overrides.
     ``timeout`` (seconds) bounds the wait for any worker's reply.
     ``compact_obs`` and ``check_action_spec`` reach each worker's ``SyncDataCollector``.
+    ``trajs_per_batch`` (with ``traj_format``) yields whole trajectories instead, assembled in the
+    main process from the workers' batches as ``SyncDataCollector`` assembles its own (torchrl's
+    multi-collectors without a replay buffer).
 
     ``track_policy_version=True`` (torchrl's option) tags every frame with ``"policy_version"`` and
     ``("next", "policy_version")`` (int64): the version of the weights that collected it, counted by
@@ -630,6 +641,8 @@ class MultiSyncDataCollector(_MultiCollector):
     ends the iterating thread's loop."""
 
     def frames_per_batch_worker(self):
+        """The frames each worker collects per batch: ``frames_per_batch`` split across the workers (rounded up,
+        with a warning, when it does not divide)."""
         if self.requested_frames_per_batch % self.num_workers:
             rl_warn(f"frames_per_batch {self.requested_frames_per_batch} is not exactly divisible by the number of "
                     f"collector workers {self.num_workers}, this results in more frames_per_batch per iteration that "
@@ -684,6 +697,7 @@ class MultiaSyncDataCollector(_MultiCollector):
     update reaches each worker at its next batch). Trajectory ids as in ``MultiSyncDataCollector``."""
 
     def frames_per_batch_worker(self):
+        """The frames each worker collects per batch: ``frames_per_batch`` (each batch comes from one worker)."""
         return self.requested_frames_per_batch
 
     def _frames_per_yield(self):

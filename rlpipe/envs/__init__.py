@@ -3,6 +3,7 @@ from .common import EnvBase
 from .specs import TensorSpec, Bounded, Unbounded, Categorical, OneHot, MultiCategorical, MultiOneHot, Binary, Composite
 from .gym import GymEnv, GymWrapper, from_gym_space
 from .libs.envpool import MultiThreadedEnv, MultiThreadedEnvWrapper
+from .libs.gym import gym_backend, set_gym_backend
 from .batched_envs import *  # noqa: F403 - SerialEnv, ParallelEnv, EnvCreator, env_creator
 from .batched_envs import __all__ as _batched_all
 from .transformed_env import Transform, TransformedEnv, Compose
@@ -22,12 +23,12 @@ from .utils import check_env_specs, step_mdp, ExplorationType, exploration_type,
 
 __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneHot", "MultiCategorical", "MultiOneHot",
            "Binary", "Composite", "GymEnv", "GymWrapper", "from_gym_space", "MultiThreadedEnv",
-           "MultiThreadedEnvWrapper", "Transform", "TransformedEnv", "Compose",
+           "MultiThreadedEnvWrapper", "gym_backend", "set_gym_backend", "Transform", "TransformedEnv", "Compose",
            "CheckFinite", "StepCounter", "RewardSum", "DoubleToFloat", "ObservationNorm", "RenameTransform",
-           "check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type"]
+           "check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type",
+           "auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env"]
 __all__ += _episodes_all
 __all__ += _batched_all
 __all__ += _keys_t.__all__ + _tensors.__all__ + _vecnorm.__all__
 __all__ += _image_all
 __all__ += _misc_all
-__all__ += ["auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env"]

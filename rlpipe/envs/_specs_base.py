@@ -89,12 +89,15 @@ class ContinuousBox:
 
     @property
     def device(self):
+        """The device of the bounds."""
         return self.low.device
 
     def to(self, device):
+        """The box with its bounds on ``device``."""
         return ContinuousBox(self.low.to(device), self.high.to(device))
 
     def clone(self):
+        """A copy of the box (bounds cloned)."""
         return ContinuousBox(self.low.clone(), self.high.clone())
 
     def __iter__(self):
@@ -117,9 +120,11 @@ class CategoricalBox:
         self.n = n
 
     def to(self, device):
+        """The box on ``device`` (it holds no tensor: the same object)."""
         return self
 
     def clone(self):
+        """A copy of the box."""
         return CategoricalBox(self.n)
 
     def __eq__(self, other):
@@ -144,12 +149,15 @@ class BoxList:
 
     @classmethod
     def from_nvec(cls, nvec):
+        """A ``BoxList`` of one ``CategoricalBox`` per entry of ``nvec``."""
         return cls(CategoricalBox(builtins.int(n)) for n in np.asarray(nvec).reshape(-1))
 
     def to(self, device):
+        """The boxes on ``device`` (they hold no tensors: the same object)."""
         return self
 
     def clone(self):
+        """A copy of the boxes."""
         return BoxList(b.clone() for b in self.boxes)
 
     def __len__(self):
@@ -183,15 +191,19 @@ class TensorSpec:
 
     # ---- to override ----
     def rand(self, shape=None):
+        """A random value in the spec, with ``shape`` as extra leading dims."""
         raise NotImplementedError
 
     def zero(self, shape=None):
+        """Zeros of the spec's shape and dtype, with ``shape`` as extra leading dims."""
         return zeros(_extra_shape(shape) + self.shape, dtype=self.dtype, device=self.device)
 
     def zeros(self, shape=None):
+        """``zero(shape)`` (torchrl's other name)."""
         return self.zero(shape)
 
     def one(self, shape=None):
+        """Ones of the spec's shape and dtype, with ``shape`` as extra leading dims."""
         return full(_extra_shape(shape) + self.shape, 1, dtype=self.dtype, device=self.device)
 
     def _values_in(self, val):
@@ -209,12 +221,15 @@ class TensorSpec:
     # ---- shared ----
     @property
     def ndim(self):
+        """The number of dims of the spec's shape."""
         return len(self.shape)
 
     def ndimension(self):
+        """The number of dims of the spec's shape (``ndim``)."""
         return len(self.shape)
 
     def numel(self):
+        """The number of elements of the spec's shape."""
         return self.shape.numel()
 
     def _has_shape(self, val):
@@ -249,9 +264,11 @@ class TensorSpec:
         return None
 
     def contains(self, val):
+        """``is_in(val)`` (torchrl's other name)."""
         return self.is_in(val)
 
     def assert_is_in(self, val):
+        """An AssertionError naming the value and the spec when ``val`` is not in the spec."""
         if not self.is_in(val):
             got = (f"shape={_shape_str(val.shape)}, dtype={val.dtype}" if isinstance(val, Tensor)
                    else f"a {type(val).__name__}")
@@ -259,6 +276,7 @@ class TensorSpec:
                                  f"project(val) first. value={val!r} ({got}), spec={self!r}")
 
     def type_check(self, value, key=None):
+        """A TypeError when ``value`` is not a Tensor of the spec's dtype (``key`` names the entry)."""
         if not isinstance(value, Tensor):
             raise TypeError(f"Expected a rlpipe Tensor{'' if key is None else f' for {key!r}'}, "
                              f"got {type(value).__name__}")
@@ -315,6 +333,7 @@ class TensorSpec:
         return self._with(shape=shape, reshape=True)
 
     def reshape(self, *shape):
+        """The spec with another shape of as many elements (one dim may be -1)."""
         if len(shape) == 1 and not isinstance(shape[0], (builtins.int, np.integer)):
             shape = shape[0]
         shape = list(shape)
@@ -326,6 +345,7 @@ class TensorSpec:
     view = reshape
 
     def unsqueeze(self, dim):
+        """The spec with a new dim of size 1 at ``dim``."""
         n = len(self.shape) + 1
         if not -n <= dim < n:
             raise IndexError(f"unsqueeze: dim {dim} out of range for a spec of shape {list(self.shape)}")
@@ -333,6 +353,7 @@ class TensorSpec:
         return self._check_reshape(Size(self.shape[:dim] + (1,) + self.shape[dim:]))
 
     def squeeze(self, dim=None):
+        """The spec without its size-1 dims (only ``dim``, when given)."""
         if dim is None:
             shape = Size(s for s in self.shape if s != 1)
         else:
@@ -344,6 +365,7 @@ class TensorSpec:
         return self if shape == self.shape else self._check_reshape(shape)
 
     def clone(self):
+        """A copy of the spec."""
         return self._with()
 
     def to(self, dest):
@@ -356,13 +378,22 @@ class TensorSpec:
         return self._with(device=dev)
 
     def cpu(self):
+        """The spec on the CPU."""
         return self.to("cpu")
 
     def cuda(self, device=None):
+        """The spec on a CUDA device (``device``, default the current one)."""
         return self.to("cuda" if device is None else device)
 
     def _eq_fields(self, other):
         return True
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """``rlpipe.stack(specs, dim)`` stacks specs (``stack_specs``); other functions are not for specs."""
+        if func is not _ops.stack:
+            return NotImplemented
+        return stack_specs(*args, **(kwargs or {}))
 
     def __eq__(self, other):
         return (type(other) is type(self) and other.shape == self.shape and other.dtype is self.dtype
@@ -380,3 +411,37 @@ class TensorSpec:
         space = _indent(repr(self.space)).lstrip()
         return (f"{self._repr_name()}(\n    shape={_shape_str(self.shape)},\n    space={space},\n    "
                 f"device={self.device},\n    dtype={self.dtype},\n    domain={self.domain})")
+
+
+def stack_specs(specs, dim=0, *, out=None):
+    """torchrl's ``torch.stack`` of specs: equal specs give the first one with a new dim of size
+    ``len(specs)`` at ``dim``. Specs of one class and dtype that differ would be torchrl's lazy
+    ``Stacked``/``StackedComposite``, which rlpipe lacks (NotImplementedError)."""
+    specs = list(specs)
+    if not specs:
+        raise RuntimeError("Stacking specs cannot occur: expected a non-empty list of specs, got an empty one")
+    first = specs[0]
+    for spec in specs[1:]:
+        if not isinstance(spec, type(first)):
+            raise RuntimeError(f"Stacking specs cannot occur: found more than one type of specs in the list "
+                               f"({type(first).__name__} and {type(spec).__name__})")
+        if spec.device != first.device and first.device is not None:
+            raise RuntimeError(f"Stacking specs cannot occur: found more than one device in the list "
+                               f"({first.device} and {spec.device})")
+        if spec.dtype != first.dtype and not hasattr(first, "keys"):  # a Composite's dtype is its leaves' own
+            raise RuntimeError(f"Stacking specs cannot occur: found more than one dtype in the list "
+                               f"({first.dtype} and {spec.dtype})")
+        if len(spec.shape) != len(first.shape):
+            raise RuntimeError(f"Stacking specs cannot occur: found more than one number of dimensions in the list "
+                               f"({len(first.shape)} and {len(spec.shape)})")
+    if out is not None:
+        raise TypeError("stack of specs: out= is not supported for specs (got a value for out)")
+    if any(spec != first for spec in specs[1:]):
+        raise NotImplementedError(f"stack of specs: the {len(specs)} {type(first).__name__} specs differ; rlpipe "
+                                  "stacks equal specs only (torchrl lazily stacks different ones)")
+    shape = list(first.shape)
+    dim = dim + len(shape) + 1 if dim < 0 else dim
+    if not 0 <= dim <= len(shape):
+        raise IndexError(f"stack of specs: dim {dim} out of range for specs of shape {shape}")
+    shape.insert(dim, len(specs))
+    return first.clone().unsqueeze(dim).expand(shape)

@@ -109,16 +109,20 @@ class Bounded(TensorSpec):
 
     @property
     def low(self):
+        """The lower bound (a tensor of the spec's shape)."""
         return self.space.low
 
     @property
     def high(self):
+        """The upper bound (a tensor of the spec's shape)."""
         return self.space.high
 
     def _repr_name(self):
         return "BoundedContinuous" if self.dtype.is_floating_point else "BoundedDiscrete"
 
     def rand(self, shape=None):
+        """Uniform values in [low, high] (integers for an integer dtype); where a bound is infinite, a normal draw
+        on the open side."""
         shape = _extra_shape(shape) + self.shape
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         lo, hi = self._lo64, self._hi64
@@ -136,6 +140,7 @@ class Bounded(TensorSpec):
         return _ops.minimum(out, hi).to(self.dtype)
 
     def zero(self, shape=None):
+        """Zeros where they lie in the bounds, else the bound nearest to zero."""
         z = zeros(_extra_shape(shape) + self.shape, dtype=self.dtype, device=self.device)
         if self.dtype is _dtypes.bool:
             return z | self.low
@@ -230,6 +235,7 @@ class Unbounded(TensorSpec):
         return "UnboundedContinuous" if self.dtype.is_floating_point else "UnboundedDiscrete"
 
     def rand(self, shape=None):
+        """Standard normal values; for an integer dtype, uniform integers in [-100, 100] within its range."""
         shape = _extra_shape(shape) + self.shape
         if self.dtype.is_floating_point:
             return _randn(*shape, dtype=_dtypes.float64, device=self.device).to(self.dtype)
@@ -304,6 +310,7 @@ class Categorical(TensorSpec):
         self.space = CategoricalBox(self.n)
 
     def rand(self, shape=None):
+        """Uniform random category indices in [0, n)."""
         shape = _extra_shape(shape) + self.shape
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         return _ops.clamp((u * self.n).floor(), 0, self.n - 1).to(self.dtype)
@@ -349,6 +356,16 @@ class Categorical(TensorSpec):
             return np.asarray(host_array(val), dtype=bool)
         return _int_scalar_or_array(host_array(val))
 
+    def to_one_hot(self, val, safe=None):
+        """Category indices as one-hot vectors (bool, a new last dim of size ``n``)."""
+        if safe:
+            self.assert_is_in(val)
+        return _ops.one_hot(val.to(_dtypes.int64), self.n).to(_dtypes.bool)
+
+    def to_one_hot_spec(self):
+        """The matching ``OneHot`` spec (shape ``[*shape, n]``)."""
+        return OneHot(self.n, shape=tuple(self.shape) + (self.n,), device=self.device)
+
 
 class Binary(Categorical):
     """``n`` bits (0 or 1): ``Binary(n=None, shape=None, device=None, dtype=int8)``; ``shape[-1] == n``."""
@@ -376,6 +393,7 @@ class Binary(Categorical):
                       dtype=self.dtype if dtype is None else dtype)
 
     def rand(self, shape=None):
+        """Random 0/1 values of the spec's shape (``shape``: extra leading dims)."""
         shape = _extra_shape(shape) + self.shape
         return (_rand(*shape, dtype=_dtypes.float64, device=self.device) < 0.5).to(self.dtype)
 
@@ -436,6 +454,7 @@ class OneHot(TensorSpec):
         return _ops.one_hot(index.to(_dtypes.int64), self.n).to(self.dtype)
 
     def rand(self, shape=None):
+        """Random one-hot vectors (one category per row)."""
         shape = _extra_shape(shape) + self.shape[:-1]
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         return self._one_hot(_ops.clamp((u * self.n).floor(), 0, self.n - 1))
@@ -505,14 +524,17 @@ class OneHot(TensorSpec):
         return _int_scalar_or_array(np.argmax(host_array(val), axis=-1))
 
     def to_categorical(self, val, safe=None):
+        """The category index (argmax over the last dim)."""
         if safe:
             self.assert_is_in(val)
-        return val.argmax(-1)
+        return val.to(_dtypes.int64).argmax(-1)  # (argmax takes no bool)
 
     def to_categorical_spec(self):
+        """The matching ``Categorical`` spec."""
         return Categorical(self.n, shape=self.shape[:-1], device=self.device)
 
     def to_one_hot(self, val, safe=None):
+        """``val`` itself: a one-hot value is already one-hot."""
         return val
 
     def _eq_fields(self, other):
@@ -565,6 +587,7 @@ class MultiCategorical(TensorSpec):
         self.space = BoxList.from_nvec(arr)
 
     def rand(self, shape=None):
+        """Uniform random indices, each in [0, nvec[i])."""
         shape = _extra_shape(shape) + self.shape
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         return _ops.minimum((u * self._nvec_f).floor(), self._nvec_f - 1).to(self.dtype)
@@ -596,6 +619,27 @@ class MultiCategorical(TensorSpec):
         if safe:
             self.assert_is_in(val)
         return np.asarray(host_array(val)).astype(np.int64, copy=False)
+
+    def _last_nvec(self):
+        """The category counts along the last dim (torchrl's one-hot conversions need them equal across the
+        leading dims)."""
+        nvec = self.nvec._host().reshape(-1, self.shape[-1]) if len(self.shape) else self.nvec._host().reshape(1, 1)
+        if (nvec != nvec[:1]).any():
+            raise ValueError(f"MultiCategorical: the one-hot conversion needs the same nvec along the leading dims, "
+                             f"got nvec={self.nvec.tolist()}")
+        return [int(n) for n in nvec[0]]
+
+    def to_one_hot(self, val, safe=None):
+        """Indices ``[..., len(nvec)]`` as concatenated one-hot vectors (bool, last dim ``sum(nvec)``)."""
+        if safe:
+            self.assert_is_in(val)
+        val = val.to(_dtypes.int64)
+        return _ops.cat([_ops.one_hot(val[..., i], n) for i, n in enumerate(self._last_nvec())], -1).to(_dtypes.bool)
+
+    def to_one_hot_spec(self):
+        """The matching ``MultiOneHot`` spec."""
+        nvec = self._last_nvec()
+        return MultiOneHot(nvec, shape=tuple(self.shape[:-1]) + (sum(nvec),), device=self.device)
 
     def _eq_fields(self, other):
         return bool(_ops.equal(self.nvec, other.nvec))
@@ -629,6 +673,7 @@ class MultiOneHot(TensorSpec):
 
     @property
     def n(self):
+        """The total number of categories: ``sum(nvec)``."""
         return builtins.sum(self.nvec)
 
     def _split(self, val):
@@ -639,12 +684,14 @@ class MultiOneHot(TensorSpec):
         return _ops.cat([_ops.one_hot(idx[..., i], n) for i, n in enumerate(self.nvec)], -1).to(self.dtype)
 
     def rand(self, shape=None):
+        """Random concatenated one-hot vectors, one category per sub-space."""
         shape = _extra_shape(shape) + self.shape[:-1] + (len(self.nvec),)
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         idx = _ops.minimum((u * self._nvec_f).floor(), self._nvec_f - 1).to(_dtypes.int64)
         return self._from_indices(idx)
 
     def zero(self, shape=None):
+        """Concatenated one-hot vectors of category 0 in every sub-space."""
         shape = _extra_shape(shape) + self.shape[:-1] + (len(self.nvec),)
         return self._from_indices(zeros(shape, dtype=_dtypes.int64, device=self.device))
 
@@ -692,11 +739,13 @@ class MultiOneHot(TensorSpec):
                         -1).astype(np.int64)
 
     def to_categorical(self, val, safe=None):
+        """Each sub-space's category index (argmax): ``[..., len(nvec)]``."""
         if safe:
             self.assert_is_in(val)
-        return _ops.stack([part.argmax(-1) for part in self._split(val)], -1)
+        return _ops.stack([part.argmax(-1) for part in self._split(val.to(_dtypes.int64))], -1)
 
     def to_categorical_spec(self):
+        """The matching ``MultiCategorical`` spec."""
         return MultiCategorical(self.nvec, shape=self.shape[:-1] + (len(self.nvec),), device=self.device)
 
     def _eq_fields(self, other):

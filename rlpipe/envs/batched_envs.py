@@ -19,7 +19,11 @@ Where rlpipe differs from torchrl 0.14:
   returned (torchrl's chain): with rlpipe's envs, worker ``i`` of single envs gets ``seed + i``,
   and the next seed ``seed + num_workers * max(1, prod(inner))`` is returned. It also seeds
   rlpipe's generator in this process (random actions), as ``GymEnv.set_seed`` does.
-- every env must have the first env's specs (torchrl also batches heterogeneous envs lazily).
+- a list of different constructors (torchrl's multi-task batch) builds each env once to read its
+  specs, which are stacked as torchrl stacks them when they can be: equal specs, or ``Bounded``
+  ones that differ only in their bounds (per-env bounds). Envs whose entries differ in keys, shapes,
+  dtypes or spec types are a ValueError naming the env and the entry (torchrl lazily stacks those,
+  ``share_individual_td``).
 - a worker that dies, or does not answer within ``timeout`` seconds, is a RuntimeError naming it
   (torchrl waits without bound); the workers are then shut down, and the next call starts new ones.
 """
@@ -113,6 +117,39 @@ class _Runner:
 
 # ---- what both batched envs share ----------------------------------------------------------------------
 
+def _stacked(specs, name, owner, key=()):
+    """torchrl's stack of the envs' specs along a new leading dim: equal specs expanded; ``Bounded``
+    leaves that differ only in their bounds with per-env bounds. Envs whose entries differ in keys,
+    shapes, dtypes or spec types are a ValueError (torchrl lazily stacks them)."""
+    from .specs import Bounded, Composite
+    first = specs[0]
+    if all(spec == first for spec in specs[1:]):
+        return first.expand(len(specs), *first.shape)
+    where = f"{name}[{key[0] if len(key) == 1 else key!r}]" if key else name
+    for i, spec in enumerate(specs[1:], 1):
+        same = (type(spec) is type(first) and tuple(spec.shape) == tuple(first.shape)
+                and (isinstance(first, Composite) or spec.dtype is first.dtype))
+        if isinstance(first, Composite) and same:
+            same = sorted(map(str, spec.keys())) == sorted(map(str, first.keys()))
+        if not same or not isinstance(first, (Bounded, Composite)):
+            raise ValueError(
+                f"{owner}: env {i}'s {where} differs from env 0's ({_describe(spec)} vs {_describe(first)}); rlpipe "
+                "batches envs whose specs share keys, shapes, dtypes and types, with different bounds at most "
+                "(torchrl lazily stacks others)")
+    if isinstance(first, Composite):
+        out = Composite(shape=(len(specs),) + tuple(first.shape), device=first.device)
+        for sub in first.keys():
+            out[sub] = _stacked([spec[sub] for spec in specs], name, owner, key + (sub,))
+        return out
+    from .. import primitives
+    return Bounded(primitives.stack([spec.low for spec in specs]), primitives.stack([spec.high for spec in specs]),
+                   shape=(len(specs),) + tuple(first.shape), dtype=first.dtype, device=first.device)
+
+
+def _describe(spec):
+    return f"{type(spec).__name__} of shape {list(spec.shape)} and dtype {spec.dtype}"
+
+
 def _per_worker(value, num_workers, what):
     """``value`` (a list or tuple of one item per worker) as a list, checked for its length."""
     if not isinstance(value, (list, tuple)):
@@ -132,7 +169,7 @@ class _BatchedEnv(EnvBase):
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         num_workers = int(num_workers)
-        self._single_task = callable(create_env_fn)
+        self._single_task = callable(create_env_fn) or len(set(create_env_fn)) == 1  # torchrl's test
         if callable(create_env_fn):
             create_env_fn = [create_env_fn] * num_workers
         create_env_fn = _per_worker(create_env_fn, num_workers, "create_env_fn")
@@ -148,22 +185,31 @@ class _BatchedEnv(EnvBase):
         self.is_closed = True
         self._buffers = None
         meta = get_env_metadata(create_env_fn[0], self.create_env_kwargs[0])
-        self.meta_data = meta
+        others = [] if self._single_task else [get_env_metadata(fn, kwargs) for fn, kwargs in
+                                               zip(create_env_fn[1:], self.create_env_kwargs[1:])]
+        self.meta_data = meta if self._single_task else [meta, *others]
         super().__init__(device=meta.device if device is None else device,
                          batch_size=(num_workers,) + tuple(meta.batch_size))
-        self._set_specs(meta)
+        self._set_specs(meta, others)
 
-    def _set_specs(self, meta):
-        """The first env's specs, batched along a new leading dim."""
+    def _set_specs(self, meta, others=()):
+        """The envs' specs stacked along a new leading dim: the first env's, expanded, when every env
+        has them (``others``: the other envs' metadata, for a list of different constructors)."""
         batch = tuple(self.batch_size)
         self._per_env = max(int(np.prod(tuple(meta.batch_size), dtype=np.int64)), 1)
-        self._skips_rows = meta.skips_rows
-        self.action_spec = meta.action_spec.expand(*((self.num_workers,) + tuple(meta.action_spec.shape)))
-        self.observation_spec = meta.observation_spec.expand(*batch)
-        self.reward_spec = meta.reward_spec.expand(*((self.num_workers,) + tuple(meta.reward_spec.shape)))
-        self.done_spec = meta.done_spec.expand(*batch)
-        if not meta.state_spec.is_empty():
-            self.state_spec = meta.state_spec.expand(*batch)
+        self._skips_rows = meta.skips_rows or any(other.skips_rows for other in others)
+        metas = [meta, *others]
+        for i, other in enumerate(others, 1):
+            if tuple(other.batch_size) != tuple(meta.batch_size):
+                raise ValueError(f"{type(self).__name__}: env {i} has batch_size {list(other.batch_size)}, env 0 "
+                                 f"{list(meta.batch_size)}; the envs of a batched env must share their batch size")
+        for name in ("action_spec", "observation_spec", "reward_spec", "done_spec", "state_spec"):
+            specs = [getattr(m, name) for m in metas]
+            if name == "state_spec" and specs[0].is_empty() and all(spec.is_empty() for spec in specs):
+                continue
+            if len(specs) == 1:  # one constructor: its env's specs for every worker
+                specs = specs * self.num_workers
+            setattr(self, name, _stacked(specs, name, type(self).__name__))
         self._buffer_specs = _buffer_specs(meta, self.num_workers)
         self._obs_keys = tuple(unravel_key_to_tuple(k) for k in meta.observation_spec.keys(True, True))
         self._flag_shape = batch + (1,)
@@ -264,7 +310,8 @@ class _BatchedEnv(EnvBase):
         return seed
 
     def __repr__(self):
-        return (f"{type(self).__name__}(num_workers={self.num_workers}, env={self.meta_data.env_str}, "
+        first = self.meta_data if self._single_task else self.meta_data[0]
+        return (f"{type(self).__name__}(num_workers={self.num_workers}, env={first.env_str}, "
                 f"batch_size={list(self.batch_size)}, device={self.device})")
 
 

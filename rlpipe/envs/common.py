@@ -14,49 +14,142 @@ import numpy as np
 
 from .._device import resolve
 from .._tensor import Size
-from ..tensordict import TensorDict
+from .._creation import as_tensor
+from .._tensor import host_array
+from ..primitives import where
+from ..tensordict import TensorDict, TensorDictBase, unravel_key_to_tuple
 from .policy_states import carry_into_root, only_common_keys, policy_next_entries
 from .spec_surface import SpecSurface
 from .step_protocol import (DONE_KEYS, carry_over, frame_to_tensordict, missing_action_error, next_tensordict,
                             root_tensordict)
+from .tensordict_envs import TorchRLStyleFrames, check_reset_done, complete_done, update_during_reset
 
 __all__ = ["EnvBase", "frame_to_tensordict", "DONE_KEYS"]
 
 
-class EnvBase(SpecSurface):
+class EnvBase(TorchRLStyleFrames, SpecSurface):
     """torchrl-style environment: ``reset()``, ``step(td)``, ``rand_step()``, ``rollout()``,
-    ``set_seed()``, and specs (``SpecSurface``). Subclasses implement the frame methods
-    (``step_protocol.py``) and set ``action_spec``, ``observation_spec``, ``reward_spec`` and
-    ``done_spec``."""
+    ``set_seed()``, and specs (``SpecSurface``). Subclasses implement either the frame methods
+    (``step_protocol.py``: the array fast path) or torchrl's ``_reset``/``_step``/``_set_seed`` over
+    TensorDicts (``tensordict_envs.py``), and set ``action_spec``, ``observation_spec``,
+    ``reward_spec`` and ``done_spec``."""
 
     batch_size = Size(())
     device = None
     _skips_rows = False   # see "Skipped rows" in step_protocol.py
     _skipped_rows = None
+    _tensordict_style = False  # a subclass implementing torchrl's _reset/_step (set by __init_subclass__)
+    _allow_done_after_reset = False
 
-    def __init__(self, *, device=None, batch_size=None):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._tensordict_style = cls._step is not EnvBase._step or cls._reset is not EnvBase._reset
+
+    def __new__(cls, *args, _inplace_update=False, _batch_locked=True, **kwargs):
+        env = super().__new__(cls)
+        # torchrl envs may set _input_spec/_output_spec on their class in __new__: they are the instance's
+        class_specs = {}
+        for name in ("_input_spec", "_output_spec"):
+            if name in cls.__dict__:
+                class_specs[name] = cls.__dict__[name].clone()
+                delattr(cls, name)
+        env.__dict__["_class_specs"] = class_specs
+        return env
+
+    def __init__(self, *, device=None, batch_size=None, run_type_checks=False, allow_done_after_reset=False,
+                 spec_locked=True):
         self.device = None if device is None else resolve(device)
         self.batch_size = Size(()) if batch_size is None else Size(batch_size)
         self._is_closed = False
+        self._allow_done_after_reset = allow_done_after_reset
+        self._set_class_specs(self.__dict__.pop("_class_specs", None) or {})
 
-    # ---- the frame methods (subclasses; step_protocol.py) ----------------------------------------
-    def _reset_frame(self, seed=None):
-        raise NotImplementedError
+    def _set_class_specs(self, class_specs):
+        output_spec, input_spec = class_specs.get("_output_spec"), class_specs.get("_input_spec")
+        pairs = ((output_spec, ("full_observation_spec", "full_reward_spec", "full_done_spec")),
+                 (input_spec, ("full_action_spec", "full_state_spec")))
+        for spec, names in pairs:
+            for name in names:
+                if spec is not None and name in spec.keys():
+                    setattr(self, name, spec[name])
 
-    def _step_frame(self, action):
-        raise NotImplementedError
+    def register_buffer(self, name, tensor, persistent=True):
+        """Keeps ``tensor`` as the attribute ``name`` (torchrl's envs are modules with buffers)."""
+        setattr(self, name, tensor)
 
-    def _continue_frame(self, next_obs, done):
-        raise NotImplementedError
+    # ---- torchrl's TensorDict methods (subclasses that do not implement the frame methods) -----------
+    def _reset(self, tensordict, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} implements neither _reset (torchrl's TensorDict API) "
+                                  "nor _reset_frame (rlpipe's step protocol)")
+
+    def _step(self, tensordict):
+        raise NotImplementedError(f"{type(self).__name__} implements neither _step (torchrl's TensorDict API) "
+                                  "nor _step_frame (rlpipe's step protocol)")
+
+    def _set_seed(self, seed):
+        raise NotImplementedError(f"{type(self).__name__} implements neither _set_seed nor _reset_frame")
 
     # ---- TensorDict API ---------------------------------------------------------------------------
-    def reset(self, tensordict=None, seed=None):
-        """A TensorDict with the first observations and done/terminated/truncated all False."""
+    def reset(self, tensordict=None, seed=None, **kwargs):
+        """A TensorDict with the first observations and done/terminated/truncated all False. A
+        torchrl-style env: its ``_reset`` (``kwargs`` passed on), completed as torchrl's (module
+        ``tensordict_envs``); ``tensordict`` may hold ``"_reset"`` masks (a partial reset)."""
+        if tensordict is not None:
+            self._check_batch_size(tensordict)
+        if self._tensordict_style:
+            if seed is not None:
+                self.set_seed(seed)
+            return self._reset_tensordict(tensordict, **kwargs)
+        if tensordict is not None and "_reset" in tensordict.keys():
+            return self._partial_reset(tensordict)
         out = root_tensordict(self._reset_frame(seed), self.batch_size, self.device)
         if tensordict is not None:
             tensordict.update(out)
             return tensordict
         return out
+
+    def _check_batch_size(self, tensordict):
+        """torchrl's check of a batch-locked env's input (rlpipe's envs all are)."""
+        if tuple(tensordict.batch_size) != tuple(self.batch_size):
+            raise RuntimeError(f"Expected a tensordict with shape==env.batch_size, got {list(tensordict.batch_size)} "
+                               f"and {list(self.batch_size)} ({type(self).__name__})")
+
+    def _partial_reset(self, tensordict):
+        """torchrl's partial reset of a frame env: the envs where ``tensordict["_reset"]`` is True are
+        reset (``_continue_frame`` in exact mode); the others keep the input's observations and done
+        flags. The mask is removed; returns ``tensordict``."""
+        mask = host_array(tensordict.pop("_reset")).astype(bool).reshape(tuple(self.batch_size) + (1,))
+        next_obs = {unravel_key_to_tuple(k): host_array(tensordict.get(k))
+                    for k in self.observation_spec.keys(True, True)}
+        if not self._set_exact_resets(True):
+            self._set_exact_resets(False)
+            raise RuntimeError(f"{self!r}.reset: this env cannot reset only some of its envs (a NEXT_STEP autoreset "
+                               "vector env without partial reset); reset all of them (no '_reset' entry)")
+        try:
+            frame = self._continue_frame(next_obs, mask)
+        finally:
+            self._set_exact_resets(False)
+        out = root_tensordict(frame, self.batch_size, self.device)
+        for key in DONE_KEYS:
+            if key in tensordict.keys():  # the envs not reset keep their flags, as torchrl's
+                out.set(key, where(as_tensor(mask, device=self.device), out.get(key), tensordict.get(key)))
+        return tensordict.update(out)
+
+    def _reset_tensordict(self, tensordict, **kwargs):
+        out = self._reset(tensordict, **kwargs)
+        if out is tensordict:
+            raise RuntimeError(f"{type(self).__name__}._reset returned its input tensordict: it must return a new "
+                               "one (e.g. tensordict.empty() with the new entries)")
+        if not isinstance(out, TensorDictBase):
+            raise RuntimeError(f"{type(self).__name__}._reset returned an object of type {type(out).__name__} but a "
+                               "TensorDict was expected")
+        complete_done(self.full_done_spec, out)
+        check_reset_done(self, tensordict, out)
+        return out if tensordict is None else update_during_reset(out, tensordict, self.reset_keys)
+
+    def _step_tensordict(self, tensordict):
+        tensordict.set("next", complete_done(self.full_done_spec, self._step(tensordict)))
+        return tensordict
 
     def _action_array(self, tensordict):
         """The action as a host array in the action spec's format (one-hot stays one-hot)."""
@@ -64,7 +157,11 @@ class EnvBase(SpecSurface):
 
     def step(self, tensordict):
         """Steps with ``tensordict["action"]``; writes ``("next", ...)``: observations, reward, done,
-        terminated and truncated. Returns the same TensorDict."""
+        terminated and truncated. Returns the same TensorDict. A torchrl-style env: its ``_step``, with
+        the done entries it leaves out completed as torchrl's."""
+        self._check_batch_size(tensordict)
+        if self._tensordict_style:
+            return self._step_tensordict(tensordict)
         next_obs, reward, terminated, truncated = self._step_frame(self._action_array(tensordict))
         tensordict.set("next", next_tensordict(next_obs, reward, terminated, truncated, self.batch_size, self.device))
         return tensordict
@@ -73,12 +170,13 @@ class EnvBase(SpecSurface):
         """A step with a random action. Without ``tensordict`` the env is reset first (torchrl steps
         from where the env is, which fails on a fresh Gymnasium env)."""
         tensordict = self.reset() if tensordict is None else tensordict
-        tensordict.set("action", self.action_spec.rand())
-        return self.step(tensordict)
+        return self.step(self.rand_action(tensordict))
 
     def rand_action(self, tensordict=None):
         """``tensordict`` (a new one without it) with a random ``"action"`` from ``action_spec``."""
         tensordict = TensorDict(batch_size=self.batch_size, device=self.device) if tensordict is None else tensordict
+        if self._tensordict_style:  # any number of actions, under any keys
+            return tensordict.update(self.full_action_spec.rand())
         tensordict.set("action", self.action_spec.rand())
         return tensordict
 
@@ -123,12 +221,7 @@ class EnvBase(SpecSurface):
                         break
                     if break_when_all_done and bool(done.all()):
                         break
-                    if not exact and bool(done.any()):
-                        raise NotImplementedError(
-                            f"{self!r}.rollout: this env resets its done envs during the next step (a NEXT_STEP "
-                            "autoreset without partial reset), which a rollout cannot drop; stop at the first done "
-                            "(break_when_any_done=True) or collect with SyncDataCollector, which drops the reset steps")
-                    td = carry_into_root(carry_over(self, td, done), from_policy, done, len(self.batch_size))
+                    td = self._root_after(td, from_policy, exact, "rollout")
                     if callback is not None:  # as torchrl: on the next step's root, not after the last step
                         callback(self, td)
         finally:
@@ -142,19 +235,50 @@ class EnvBase(SpecSurface):
                 flags[last] = True
         return out
 
+    def step_and_maybe_reset(self, tensordict):
+        """torchrl's: ``(stepped, root)``, where ``stepped`` is ``step(tensordict)`` and ``root`` the TensorDict
+        the next step starts from (the ``"next"`` entries, as ``step_mdp``, with the done envs reset)."""
+        from_policy = policy_next_entries(tensordict, self)
+        exact = self._set_exact_resets(True)
+        try:
+            stepped = self.step(tensordict)
+            for key, value in from_policy.items():
+                stepped.set(("next", *key), value)
+            return stepped, self._root_after(stepped, from_policy, exact, "step_and_maybe_reset")
+        finally:
+            self._set_exact_resets(False)
+
+    def _root_after(self, stepped, from_policy, exact, caller):
+        """The root of the step after ``stepped``, done envs reset and the policy's ``("next", k)`` carried."""
+        done = stepped[("next", "done")]
+        if not exact and bool(done.any()):
+            raise NotImplementedError(
+                f"{self!r}.{caller}: this env resets its done envs during the next step (a NEXT_STEP autoreset "
+                "without partial reset), which cannot be dropped here; stop at the first done (rollout's "
+                "break_when_any_done=True) or collect with SyncDataCollector, which drops the reset steps")
+        return carry_into_root(carry_over(self, stepped, done), from_policy, done, len(self.batch_size))
+
+    def append_transform(self, transform):
+        """``TransformedEnv(self, transform)``, as torchrl's ``EnvBase.append_transform``."""
+        return self._transformed_env_class(self, transform)
+
     def _policy_step(self, policy, td):
-        """``policy(td)``, which must write ``"action"`` (a KeyError naming the policy otherwise)."""
+        """``td`` updated with ``policy(td)`` (as torchrl's rollout: a policy may return a new
+        TensorDict), which must hold ``"action"`` (a KeyError naming the policy otherwise)."""
         given = list(td.keys())
         out = policy(td)
         if "action" not in out.keys():
             raise missing_action_error(policy, out, given)
-        return out
+        return out if out is td else td.update(out)
 
     def set_seed(self, seed, static_seed=False):
         """Seeds the environment(s); returns the seed for a next environment: ``seed`` itself with
         ``static_seed=True``, else ``seed`` plus the number of envs (torchrl derives it from its own
-        random generator instead)."""
-        self._reset_frame(seed)
+        random generator instead). A torchrl-style env is seeded by its ``_set_seed``."""
+        if self._tensordict_style:
+            self._set_seed(seed)
+        else:
+            self._reset_frame(seed)
         return seed if static_seed else seed + max(int(np.prod(tuple(self.batch_size))), 1)
 
     def _set_exact_resets(self, exact):
@@ -162,7 +286,9 @@ class EnvBase(SpecSurface):
         rows", step_protocol.py): an env that never skips always does."""
         return True
 
-    def close(self):
+    def close(self, *, raise_if_closed=True):
+        """Marks the env closed (subclasses also release their simulator or workers). A plain env may be
+        closed twice, as torchrl's; ``raise_if_closed`` is for batched envs, which refuse that."""
         self._is_closed = True
 
     def __repr__(self):

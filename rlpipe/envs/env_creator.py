@@ -11,6 +11,7 @@ class EnvMetaData(types.SimpleNamespace):
 
     @classmethod
     def metadata_from_env(cls, env):
+        """The metadata of a built ``env``: its batch size, device, repr, specs and row skipping."""
         return cls(batch_size=env.batch_size, device=env.device, env_str=repr(env),
                    action_spec=env.action_spec.clone(), observation_spec=env.observation_spec.clone(),
                    reward_spec=env.reward_spec.clone(), done_spec=env.done_spec.clone(),
@@ -65,6 +66,7 @@ class EnvCreator:
 
     @property
     def meta_data(self):
+        """The ``EnvMetaData`` of the env this creator builds (read once, at construction)."""
         if self._meta_data is None:
             raise RuntimeError("meta_data is None in EnvCreator. Make sure init_() has been called.")
         return self._meta_data

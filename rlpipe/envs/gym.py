@@ -646,9 +646,11 @@ class GymWrapper(EnvBase):
 
     @property
     def num_envs(self):
+        """The number of sub-envs of a wrapped vector env (None for a single env)."""
         return int(self.batch_size[0]) if self._vectorized else None
 
-    def close(self):
+    def close(self, *, raise_if_closed=True):
+        """Closes the wrapped Gymnasium env (once; ``raise_if_closed``: torchrl's keyword, see EnvBase.close)."""
         try:
             if not self._is_closed:
                 _close_gym_env(self._env)

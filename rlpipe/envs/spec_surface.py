@@ -50,6 +50,15 @@ def _unbatched_property(name):
     return property(get, set_, doc=f"``{name}`` without the env's batch dims; setting one adds them.")
 
 
+def _single_leaf(spec):
+    """A stored action or reward spec as torchrl's ``action_spec``/``reward_spec``: the leaf of a
+    one-leaf ``Composite`` (torchrl-style envs store a Composite for other keys), else the spec."""
+    if not isinstance(spec, Composite):
+        return spec
+    keys = list(spec.keys(True, True))
+    return spec[keys[0]] if len(keys) == 1 else spec
+
+
 def _one_key(keys, what):
     if len(keys) != 1:
         raise KeyError(f"{what}_key requested but the environment has {len(keys)} {what} keys: {keys} "
@@ -78,6 +87,8 @@ class SpecSurface:
         if not isinstance(value, Composite):
             return value
         keys = [unravel_key_to_tuple(k) for k in value.keys(True, True)]
+        if getattr(self, "_tensordict_style", False):  # torchrl's envs: any keys (kept as the Composite)
+            return value[key] if keys == [(key,)] else value.clone()
         if keys != [(key,)]:
             raise ValueError(f"{name}: rlpipe envs have exactly one {key} entry, under {key!r}; got the keys "
                              f"{keys}")
@@ -89,7 +100,7 @@ class SpecSurface:
         spec = self.__dict__.get("_action_spec")
         if spec is None:
             raise KeyError(f"Failed to find the action_spec of {type(self).__name__} (set env.action_spec)")
-        return spec
+        return _single_leaf(spec)
 
     @action_spec.setter
     def action_spec(self, value):
@@ -103,13 +114,13 @@ class SpecSurface:
         if spec is None:
             spec = self.__dict__["_reward_spec"] = Unbounded(shape=tuple(self.batch_size) + (1,), dtype="float32",
                                                              device=self.device)
-        return spec
+        return _single_leaf(spec)
 
     @reward_spec.setter
     def reward_spec(self, value):
         self._check_shape("reward_spec", value)
         leaf = self._only_leaf("reward_spec", value, "reward")
-        if not len(leaf.shape):
+        if not isinstance(leaf, Composite) and not len(leaf.shape):
             raise RuntimeError("the reward_spec's leaves shape cannot be empty: use a spec with a singleton "
                                f"dimension at the tail (shape {list(self.batch_size) + [1]})")
         self.__dict__["_reward_spec"] = self._on_device(leaf)
@@ -129,6 +140,8 @@ class SpecSurface:
         if not isinstance(value, Composite):
             value = Composite(done=value, terminated=value.clone(), shape=self.batch_size, device=value.device)
         shapes = {tuple(leaf.shape) for leaf in value.values(True, True)}
+        if getattr(self, "_tensordict_style", False):  # torchrl's envs: nested groups of their own shapes
+            shapes = {tuple(leaf.shape) for leaf in value.values() if not isinstance(leaf, Composite)}
         if () in shapes:
             raise RuntimeError("the done_spec's leaves shape cannot be empty: use a spec with a singleton "
                                f"dimension at the tail (shape {list(self.batch_size) + [1]})")
@@ -183,14 +196,23 @@ class SpecSurface:
         self.__dict__["_state_spec"] = self._on_device(value)
 
     # ---- the full specs ------------------------------------------------------------------------------
+    def _stored(self, attribute, name):
+        """A torchrl-style env's stored spec (a Composite keeps its keys), else the property ``name``."""
+        if getattr(self, "_tensordict_style", False):
+            getattr(self, name)  # raises or builds the default
+            return self.__dict__[attribute]
+        return getattr(self, name)
+
     def _holding(self, key, leaf):
+        if isinstance(leaf, Composite):
+            return leaf
         return Composite({key: leaf}, shape=self.batch_size, device=self.device)
 
     @property
     def full_action_spec(self):
         """``Composite(action=action_spec)`` (empty while the env has no action spec)."""
         try:
-            spec = self.action_spec
+            spec = self._stored("_action_spec", "action_spec")
         except KeyError:
             return Composite(shape=self.batch_size, device=self.device)
         return self._holding("action", spec)
@@ -202,7 +224,7 @@ class SpecSurface:
     @property
     def full_reward_spec(self):
         """``Composite(reward=reward_spec)``."""
-        return self._holding("reward", self.reward_spec)
+        return self._holding("reward", self._stored("_reward_spec", "reward_spec"))
 
     @full_reward_spec.setter
     def full_reward_spec(self, spec):
@@ -210,6 +232,7 @@ class SpecSurface:
 
     @property
     def full_observation_spec(self):
+        """``observation_spec`` (a ``Composite``), under torchrl's full name."""
         return self.observation_spec
 
     @full_observation_spec.setter
@@ -218,6 +241,7 @@ class SpecSurface:
 
     @property
     def full_done_spec(self):
+        """``done_spec`` (a ``Composite``), under torchrl's full name."""
         return self.done_spec
 
     @full_done_spec.setter
@@ -226,6 +250,7 @@ class SpecSurface:
 
     @property
     def full_state_spec(self):
+        """``state_spec`` (a ``Composite``), under torchrl's full name."""
         return self.state_spec
 
     @full_state_spec.setter
@@ -274,35 +299,56 @@ class SpecSurface:
     # ---- keys ----------------------------------------------------------------------------------------
     @property
     def action_keys(self):
+        """The keys of the action entries, torchrl's order (by depth, then name)."""
         return _sorted_keys(self.full_action_spec)
 
     @property
     def reward_keys(self):
+        """The keys of the reward entries, torchrl's order."""
         return _sorted_keys(self.full_reward_spec)
 
     @property
     def done_keys(self):
+        """The keys of the done entries (done, terminated, truncated...), torchrl's order."""
         return _sorted_keys(self.full_done_spec)
 
     @property
     def observation_keys(self):
+        """The keys of the observation entries, torchrl's order."""
         return _sorted_keys(self.full_observation_spec)
 
     @property
     def state_keys(self):
+        """The keys of the state entries (inputs other than the action), torchrl's order."""
         return _sorted_keys(self.full_state_spec)
 
     @property
     def action_key(self):
+        """The one action key (a KeyError when the env has several or none)."""
         return _one_key(self.action_keys, "action")
 
     @property
     def reward_key(self):
+        """The one reward key (a KeyError when the env has several or none)."""
         return _one_key(self.reward_keys, "reward")
 
     @property
     def done_key(self):
+        """The one done key (a KeyError when the env has several or none)."""
         return _one_key(self.done_keys, "done")
+
+    @property
+    def done_keys_groups(self):
+        """The done keys grouped by the TensorDict holding them, in ``reset_keys`` order (torchrl's)."""
+        groups = {}
+        for key in self.done_keys:
+            groups.setdefault(unravel_key_to_tuple(key)[:-1], []).append(key)
+        return [groups[root] for root in sorted(groups, key=lambda r: (len(r), ".".join(r)))]
+
+    @property
+    def shape(self):
+        """The env's ``batch_size`` (torchrl's alias)."""
+        return self.batch_size
 
     @property
     def reset_keys(self):

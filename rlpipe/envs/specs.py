@@ -21,7 +21,7 @@ import builtins
 
 from .. import _dtypes
 from .._device import resolve
-from .._tensor import Size, size_repr as _shape_str
+from .._tensor import Size, Tensor, size_repr as _shape_str
 from ..tensordict import TensorDict, unravel_key_to_tuple
 from ..tensordict.keys import KeysView
 from ._specs_base import (  # noqa: F401 - _LIST_CHECK_SIZE: re-exported
@@ -109,10 +109,10 @@ class Composite(TensorSpec):
         if shape is not None and batch_size is not None:
             raise TypeError("Composite: give shape or batch_size, not both")
         shape = batch_size if shape is None else shape
-        self.shape = Size(()) if shape is None else _size(shape)
+        self._specs = {}
+        self._shape = Size(()) if shape is None else _size(shape)
         self.device = None if device is None else resolve(device)
         self.data_cls = data_cls
-        self._specs = {}
         source = args[0] if args else None
         if source is not None and not hasattr(source, "items"):
             raise TypeError(f"Composite expects a dict of specs, got {type(source).__name__}")
@@ -121,16 +121,46 @@ class Composite(TensorSpec):
 
     # ---- shape, device, dtype ----
     @property
+    def shape(self):
+        """The leading dims every entry shares. Setting it (as torchrl) re-shapes nested Composites whose
+        shape does not start with the new one; a leaf spec that does not is a ValueError."""
+        return self._shape
+
+    @shape.setter
+    def shape(self, value):
+        value = _size(value)
+        n = len(value)
+        for key, spec in self._specs.items():
+            if spec is None or tuple(spec.shape[:n]) == tuple(value):
+                continue
+            if not isinstance(spec, Composite):
+                raise ValueError(f"Composite.shape: the spec at {key!r} of shape {_shape_str(spec.shape)} does not "
+                                 f"start with the new shape {_shape_str(value)}")
+            spec.shape = value
+        self._shape = value
+
+    def clear_device_(self):
+        """Forgets the Composite's device (nested Composites' too; leaves keep theirs); returns it."""
+        self.device = None
+        for spec in self._specs.values():
+            if isinstance(spec, Composite):
+                spec.clear_device_()
+        return self
+
+    @property
     def batch_size(self):
+        """The Composite's shape (torchrl's other name)."""
         return self.shape
 
     @property
     def dtype(self):
+        """The dtype every leaf shares, else None."""
         dtypes = {spec.dtype for spec in self.values(True, True) if spec is not None}
         return dtypes.pop() if len(dtypes) == 1 else None
 
     @property
     def space(self):
+        """None: a Composite has no space of its own."""
         return None
 
     def _check_leaf(self, key, value):
@@ -142,6 +172,10 @@ class Composite(TensorSpec):
             raise TypeError(f"Composite: the value for {key!r} must be a TensorSpec, a dict or None, "
                             f"got {type(value).__name__}")
         n = len(self.shape)
+        if (isinstance(value, Composite) and len(value.shape) < n
+                and tuple(self.shape[:len(value.shape)]) == tuple(value.shape)):
+            value = value.clone()  # as torchrl: a Composite of fewer leading dims takes this one's
+            value.shape = self.shape
         if tuple(value.shape[:n]) != tuple(self.shape):
             raise ValueError(f"Composite: the shape of the spec for {key!r} {_shape_str(value.shape)} must start "
                              f"with the Composite's shape {_shape_str(self.shape)}")
@@ -184,6 +218,7 @@ class Composite(TensorSpec):
         return spec
 
     def get(self, key, default=_MISSING):
+        """The spec at ``key`` (nested keys too), or ``default`` when given and the key is missing."""
         try:
             return self[key]
         except KeyError:
@@ -192,6 +227,9 @@ class Composite(TensorSpec):
             return default
 
     def __setitem__(self, key, value):
+        if isinstance(key, str) and key in ("shape", "device", "dtype", "space"):
+            raise AttributeError(f"Composite[{key!r}] cannot be set: {key!r} is an attribute of the spec, not an "
+                                 f"entry (set Composite.{key} instead, or use another key)")
         path = unravel_key_to_tuple(key)
         node = self
         for i, part in enumerate(path[:-1]):
@@ -205,6 +243,7 @@ class Composite(TensorSpec):
         node._specs[path[-1]] = node._check_leaf(key, value)
 
     def set(self, key, spec):
+        """Sets ``spec`` at ``key``; returns the Composite."""
         self[key] = spec
         return self
 
@@ -216,10 +255,12 @@ class Composite(TensorSpec):
         del parent._specs[path[-1]]
 
     def del_(self, key):
+        """Deletes the spec at ``key``; returns the Composite."""
         del self[key]
         return self
 
     def pop(self, key, default=_MISSING):
+        """Removes and returns the spec at ``key`` (``default`` when given and the key is missing)."""
         try:
             value = self[key]
         except KeyError:
@@ -230,11 +271,13 @@ class Composite(TensorSpec):
         return value
 
     def setdefault(self, key, default):
+        """The spec at ``key``, set to ``default`` first when missing."""
         if key not in self:
             self[key] = default
         return self[key]
 
     def update(self, dict_or_spec):
+        """Sets every entry of ``dict_or_spec``, merging nested Composites."""
         for key, value in dict_or_spec.items():
             if isinstance(value, Composite) and key in self.keys() and isinstance(self[key], Composite):
                 self[key].update(value)
@@ -252,6 +295,7 @@ class Composite(TensorSpec):
                 yield from value._walk(include_nested, leaves_only, full)
 
     def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
+        """The keys, as TensorDict's ``keys`` (nested ones with ``include_nested``)."""
         return KeysView(self, include_nested, leaves_only)
 
     _keys_view_name = "_CompositeKeys"
@@ -269,9 +313,11 @@ class Composite(TensorSpec):
         return spec is not _MISSING and not (leaves_only and isinstance(spec, Composite))
 
     def values(self, include_nested=False, leaves_only=False, is_leaf=None):
+        """The specs, in ``keys``' order."""
         return [self[k] for k in self.keys(include_nested, leaves_only)]
 
     def items(self, include_nested=False, leaves_only=False, is_leaf=None):
+        """(key, spec) pairs, in ``keys``' order."""
         return [(k, self[k]) for k in self.keys(include_nested, leaves_only)]
 
     def __contains__(self, key):
@@ -284,11 +330,13 @@ class Composite(TensorSpec):
         return len(self._specs)
 
     def is_empty(self, recurse=False):
+        """Whether the Composite has no leaf (with ``recurse``, empty nested Composites count as empty)."""
         if not recurse:
             return not self._specs
         return builtins.all(isinstance(v, Composite) and v.is_empty(True) for v in self._specs.values())
 
     def select(self, *keys, strict=True):
+        """A Composite of the entries at ``keys`` (a KeyError for a missing one with ``strict``)."""
         out = Composite(shape=self.shape, device=self.device)
         for key in keys:
             if strict or key in self:
@@ -296,6 +344,7 @@ class Composite(TensorSpec):
         return out
 
     def exclude(self, *keys):
+        """A Composite without the entries at ``keys``."""
         out = self.clone()
         for key in keys:
             if key in out:
@@ -303,6 +352,7 @@ class Composite(TensorSpec):
         return out
 
     def empty(self):
+        """A Composite of the same shape and device with no entries."""
         return Composite(shape=self.shape, device=self.device)
 
     # ---- sampling and membership ----
@@ -320,9 +370,11 @@ class Composite(TensorSpec):
         return self._build_td(lambda spec, s: spec.rand(s), shape)
 
     def zero(self, shape=None):
+        """A TensorDict of every leaf's ``zero`` (``shape``: extra leading dims)."""
         return self._build_td(lambda spec, s: spec.zero(s), shape)
 
     def one(self, shape=None):
+        """A TensorDict of every leaf's ``one`` (``shape``: extra leading dims)."""
         return self._build_td(lambda spec, s: spec.one(s), shape)
 
     def is_in(self, val):
@@ -374,6 +426,10 @@ class Composite(TensorSpec):
         return out
 
     def type_check(self, value, selected_keys=None):
+        """Checks each entry of ``value`` present in the spec (``selected_keys``: only these); a
+        tensor ``value`` is checked against the spec at the key ``selected_keys``."""
+        if isinstance(value, Tensor) and isinstance(selected_keys, (str, tuple)):
+            return self[selected_keys].type_check(value, selected_keys)
         for key, spec in self._specs.items():
             if spec is not None and (selected_keys is None or key in selected_keys) \
                     and key in value.keys():  # noqa: SIM118 - TensorDict has no __contains__
@@ -393,10 +449,13 @@ class Composite(TensorSpec):
         return out
 
     def clone(self):
+        """A copy of the Composite and its specs."""
         return self._with()
 
     def to(self, dest):
         """The spec with every leaf on another device, or (given an rlpipe dtype) cast to it."""
+        if dest is None:  # as torchrl: no device to move to
+            return self
         if isinstance(dest, _dtypes.dtype):
             return self._with(dtype=dest)
         dev = resolve(dest)

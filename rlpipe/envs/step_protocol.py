@@ -202,7 +202,10 @@ def next_tensordict(next_obs, reward, terminated, truncated, batch_size, device=
 
 def carry_over(env, tensordict, done):
     """The root TensorDict of the step after ``tensordict``'s: its ``"next"`` observations, with the
-    envs in ``done`` reset (``env._continue_frame``)."""
+    envs in ``done`` reset (``env._continue_frame``; torchrl's ``step_mdp`` and ``maybe_reset`` for a
+    torchrl-style env)."""
+    if env._tensordict_style:
+        return env._next_root(tensordict)
     next_td = tensordict["next"]
     next_obs = {unravel_key_to_tuple(k): host_array(next_td[k]) for k in env.observation_spec.keys(True, True)}
     # an env on a GPU: its flags are copied to the host

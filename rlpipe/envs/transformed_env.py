@@ -677,6 +677,9 @@ class TransformedEnv(EnvBase):
         return f"TransformedEnv(\n    env={self.base_env!r},\n    transform={transform.strip()})"
 
 
+EnvBase._transformed_env_class = TransformedEnv  # what EnvBase.append_transform builds (common cannot import us)
+
+
 class _TransformedView(TransformedEnv):
     """The base env seen through some of another env's transforms (``Transform.parent``): shares
     the transform objects without becoming their container."""

@@ -1,16 +1,32 @@
 """Environment helpers, as torchrl's ``torchrl.envs.utils``: ``check_env_specs``, ``step_mdp`` and the
 exploration type (tensordict's interaction type under torchrl's names)."""
+import contextlib
 import logging
 
 from .._tensor import Tensor
-from ..tensordict import TensorDict, unravel_key_to_tuple
+from ..tensordict import TensorDictBase, unravel_key_to_tuple
 from ..tensordict.nn.probabilistic import InteractionType as ExplorationType
 from ..tensordict.nn.probabilistic import interaction_type as exploration_type
 from ..tensordict.nn.probabilistic import set_interaction_type as set_exploration_type
 
-__all__ = ["check_env_specs", "step_mdp", "RandomPolicy", "ExplorationType", "exploration_type", "set_exploration_type"]
+__all__ = ["check_env_specs", "step_mdp", "RandomPolicy", "ExplorationType", "exploration_type", "set_exploration_type",
+           "make_composite_from_td"]
 
 logger = logging.getLogger(__name__)
+
+
+class FixedSwitch(contextlib.ContextDecorator):
+    """A torchrl setting (a context manager and decorator, with ``set()``) that rlpipe supports in one
+    mode only: the subclass's ``__init__`` refuses the others, so entering and leaving change nothing."""
+
+    def set(self):
+        """Sets the mode for good (it is rlpipe's only one)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 class RandomPolicy:
@@ -44,37 +60,114 @@ def step_mdp(tensordict, next_tensordict=None, keep_other=True, exclude_reward=T
     The result holds the entries of ``tensordict["next"]`` at its root; with ``keep_other``, also
     the root entries of ``tensordict`` that ``"next"`` does not replace (except ``"next"`` itself).
     ``exclude_reward`` (default True) drops ``reward_keys``, ``exclude_done`` drops ``done_keys``
-    (``"done"`` only, by default), ``exclude_action`` (default True) drops ``action_keys``. Entries
-    are shared, not copied. With ``next_tensordict``, the result is written into it and returned.
+    (``"done"`` only, by default), ``exclude_action`` (default True) drops ``action_keys`` (kept even
+    without ``keep_other`` when False, as torchrl). Entries are shared, not copied; nested TensorDicts
+    keep their batch sizes; a lazy stack is stepped per stacked TensorDict. With ``next_tensordict``,
+    the result is written into it and returned.
     """
-    if not isinstance(tensordict, TensorDict):
+    from ..tensordict import LazyStackedTensorDict
+    if not isinstance(tensordict, TensorDictBase):
         raise TypeError(f"step_mdp expects a TensorDict, got {type(tensordict).__name__}")
-    excluded = set()
-    if exclude_reward:
-        excluded.update(_key_list(reward_keys))
-    if exclude_done:
-        excluded.update(_key_list(done_keys))
-    if exclude_action:
-        excluded.update(_key_list(action_keys))
-
-    out = TensorDict(batch_size=tensordict.batch_size, device=tensordict.device)
-    if keep_other:
-        for key in tensordict.keys(True, True):
-            k = unravel_key_to_tuple(key)
-            if k[0] == "next" or k in excluded:
-                continue
-            out.set(k, tensordict.get(k))
-    nxt = tensordict.get("next", None)
-    if nxt is not None:
-        for key in nxt.keys(True, True):
-            k = unravel_key_to_tuple(key)
-            if k in excluded:
-                continue
-            out.set(k, nxt.get(k))
+    keys = dict(reward_keys=reward_keys, done_keys=done_keys, action_keys=action_keys)
+    flags = dict(keep_other=keep_other, exclude_reward=exclude_reward, exclude_done=exclude_done,
+                 exclude_action=exclude_action)
+    if isinstance(tensordict, LazyStackedTensorDict):
+        dim = tensordict.stack_dim
+        parts = tensordict.tensordicts
+        outs = [None] * len(parts) if next_tensordict is None else next_tensordict.unbind(dim)
+        out = LazyStackedTensorDict.lazy_stack(
+            [step_mdp(td, nxt, **flags, **keys) for td, nxt in zip(parts, outs)], dim)
+    else:
+        out = _step_mdp_plain(tensordict, _excluded(flags, keys), keep_other, exclude_action,
+                              _key_list(action_keys))
     if next_tensordict is not None:
         next_tensordict.update(out)
         return next_tensordict
     return out
+
+
+def _excluded(flags, keys):
+    excluded = set()
+    for what in ("reward", "done", "action"):
+        if flags[f"exclude_{what}"]:
+            excluded.update(_key_list(keys[f"{what}_keys"]))
+    return excluded
+
+
+def _step_mdp_plain(tensordict, excluded, keep_other, exclude_action, action_keys):
+    nxt = tensordict.get("next", None)
+    out = (tensordict if nxt is None else nxt).empty()
+    if keep_other:
+        for key in tensordict.keys():
+            if key != "next":
+                _copy_tree(tensordict, out, (key,), excluded)
+    elif not exclude_action:
+        for key in action_keys:
+            if key in tensordict.keys(True):
+                _copy_tree(tensordict, out, key, excluded)
+    if nxt is not None:
+        for key in nxt.keys():
+            _copy_tree(nxt, out, (key,), excluded)
+    return out
+
+
+def _copy_tree(source, dest, key, excluded, prefix=()):
+    """Sets ``source[key]`` into ``dest`` (sharing leaves), rebuilding nested TensorDicts with their own
+    batch sizes and skipping ``excluded`` keys; returns whether anything was set."""
+    head, rest = key[0], key[1:]
+    total = prefix + (head,)
+    if total in excluded:
+        return False
+    value = source.get(head)
+    if not isinstance(value, TensorDictBase):
+        if rest:
+            return False
+        dest.set(head, value)
+        return True
+    sub = dest.get(head, None)
+    sub = value.empty() if sub is None else sub
+    subkeys = [rest] if rest else [(k,) for k in value.keys()]
+    wrote = False
+    for subkey in subkeys:
+        wrote = _copy_tree(value, sub, subkey, excluded, total) or wrote
+    if wrote:
+        dest.set(head, sub)
+    return wrote
+
+
+class _StepMDP:
+    """torchrl's cached ``step_mdp`` for one env: ``_StepMDP(env, ...)(tensordict)`` is ``step_mdp``
+    with the env's reward, done and action keys."""
+
+    def __init__(self, env, keep_other=True, exclude_reward=True, exclude_done=False, exclude_action=True):
+        self.keys = dict(reward_keys=env.reward_keys, done_keys=env.done_keys, action_keys=env.action_keys)
+        self.flags = dict(keep_other=keep_other, exclude_reward=exclude_reward, exclude_done=exclude_done,
+                          exclude_action=exclude_action)
+
+    def __call__(self, tensordict):
+        return step_mdp(tensordict, **self.flags, **self.keys)
+
+
+def make_composite_from_td(data, *, unsqueeze_null_shapes=True, dynamic_shape=False):
+    """A ``Composite`` of ``Unbounded`` specs shaped, typed and placed as the entries of the TensorDict
+    ``data`` (nested TensorDicts become nested Composites), as torchrl's. ``unsqueeze_null_shapes``:
+    a 0-d entry gets shape ``[1]``. rlpipe's specs have no dynamic dims: ``dynamic_shape=True`` is a
+    ValueError."""
+    from .specs import Composite, Unbounded
+    if dynamic_shape:
+        raise ValueError("make_composite_from_td: rlpipe's specs have no dynamic (-1) dims; expected "
+                         "dynamic_shape=False, got True")
+    entries = {}
+    for key, value in data.items():
+        if isinstance(value, TensorDictBase):
+            entries[key] = make_composite_from_td(value, unsqueeze_null_shapes=unsqueeze_null_shapes)
+        elif isinstance(value, Tensor):
+            shape = tuple(value.shape) if value.ndim or not unsqueeze_null_shapes else (1,)
+            entries[key] = Unbounded(shape=shape, dtype=value.dtype, device=value.device)
+        else:
+            raise TypeError(f"make_composite_from_td: the entry {key!r} is a {type(value).__name__}; expected "
+                            "tensors and TensorDicts (rlpipe has no non-tensor specs)")
+    return Composite(entries, shape=data.batch_size, device=data.device)
 
 
 def _leaves(spec, prefix=()):
@@ -147,8 +240,8 @@ def check_env_specs(env, return_contiguous=True, check_dtype=True, seed=None, te
     for key, (group, spec) in expected.items():
         value = rollout[key]
         if not isinstance(value, Tensor):
-            raise AssertionError(  # noqa: TRY004 - a failed check, as every other mismatchf"The entry {_key_str(key)!r} of the rollout is a {type(value).__name__}, "
-                                 "not a tensor")
+            raise AssertionError(  # noqa: TRY004 - a failed check, as every other mismatch
+                f"The entry {_key_str(key)!r} of the rollout is a {type(value).__name__}, not a tensor")
         fake_shape = batch + tuple(spec.shape)[env_dims:]
         if tuple(value.shape) != fake_shape:
             raise AssertionError(f"The shapes of the real and fake tensordict don't match for key "

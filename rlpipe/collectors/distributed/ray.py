@@ -44,9 +44,9 @@ from ..._tensor import Tensor, host_array
 from ...envs.common import EnvBase
 from ...nn import Module
 from ...postprocs import split_trajectories
-from .._common import (CollectorBase, batch_arrays, batch_from_arrays, check_frame_counts, checked_init_random_frames,
-                      checked_split_trajs, no_reply_error, normalized_total_frames, rounded_total_frames,
-                      tag_policy_version, unique_traj_ids)
+from .._common import (CollectorBase, assembled_trajectories, batch_arrays, batch_from_arrays, check_frame_counts,
+                      checked_init_random_frames, checked_split_trajs, checked_trajs_per_batch, no_reply_error,
+                      normalized_total_frames, rounded_total_frames, tag_policy_version, unique_traj_ids)
 from ..collectors import SyncDataCollector
 
 __all__ = ["RayCollector"]
@@ -55,7 +55,8 @@ INSTALL_HINT = 'RayCollector needs Ray, which is not installed: pip install "rlp
 DEFAULT_REMOTE_CONFIG = {"num_cpus": 1}
 # keyword arguments of the actors' SyncDataCollector that RayCollector sets itself
 _CONTROLLED = ("create_env_fn", "policy", "frames_per_batch", "total_frames", "split_trajs", "max_frames_per_traj",
-               "init_random_frames", "reset_at_each_iter")
+               "init_random_frames", "reset_at_each_iter", "compact_obs", "check_action_spec", "trajs_per_batch",
+               "traj_format")
 
 
 def _import_ray():
@@ -200,12 +201,17 @@ class RayCollector(CollectorBase):
         postproc, split_trajs: applied in the main process to each yielded batch.
         max_frames_per_traj, init_random_frames, reset_at_each_iter: passed to every actor
             (``init_random_frames`` divided by ``num_collectors``, as torchrl).
+        compact_obs, check_action_spec: passed to every actor's ``SyncDataCollector`` (no
+            ``("next", observation)`` entries; refuse an action outside the action spec).
+        trajs_per_batch, traj_format: yield whole trajectories instead, assembled in the main process
+            from the actors' batches, as ``SyncDataCollector`` assembles its own.
     """
 
     def __init__(self, create_env_fn, policy=None, *, num_collectors=None, frames_per_batch, total_frames=-1,
                  sync=False, ray_init_config=None, remote_config=None, collector_kwargs=None,
                  update_after_each_batch=False, postproc=None, split_trajs=False, max_frames_per_traj=None,
-                 init_random_frames=0, reset_at_each_iter=False, timeout=300.0, track_policy_version=False):
+                 init_random_frames=0, reset_at_each_iter=False, timeout=300.0, track_policy_version=False,
+                 compact_obs=False, check_action_spec=False, trajs_per_batch=None, traj_format=None):
         ray = _import_ray()
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"RayCollector: timeout must be a positive number of seconds, got timeout={timeout!r}")
@@ -213,6 +219,7 @@ class RayCollector(CollectorBase):
         check_frame_counts(frames_per_batch, total_frames)
         init_random_frames = checked_init_random_frames(init_random_frames)
         split_trajs = checked_split_trajs(split_trajs)
+        trajs_per_batch, traj_format = checked_trajs_per_batch(trajs_per_batch, traj_format, split_trajs)
         if num_collectors is None:
             num_collectors = len(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else 1
         if isinstance(num_collectors, bool) or not isinstance(num_collectors, int) or num_collectors <= 0:
@@ -235,7 +242,8 @@ class RayCollector(CollectorBase):
                                  "pass them to RayCollector instead")
             kw.update(frames_per_batch=frames_per_batch // n if sync else frames_per_batch,
                       max_frames_per_traj=max_frames_per_traj, init_random_frames=init_random_frames // n,
-                      reset_at_each_iter=reset_at_each_iter)
+                      reset_at_each_iter=reset_at_each_iter, compact_obs=compact_obs,
+                      check_action_spec=check_action_spec)
         remote_configs = _per_collector({} if remote_config is None else remote_config, "remote_config", n, Mapping)
         options = [dict(DEFAULT_REMOTE_CONFIG, **cfg) for cfg in remote_configs]
 
@@ -246,6 +254,10 @@ class RayCollector(CollectorBase):
         self.update_after_each_batch = bool(update_after_each_batch)
         self.postproc = postproc
         self.split_trajs = split_trajs
+        self.compact_obs = bool(compact_obs)
+        self.trajs_per_batch, self.traj_format = trajs_per_batch, traj_format
+        self.reset_at_each_iter = bool(reset_at_each_iter)
+        self.check_action_spec = bool(check_action_spec)
         self.timeout = timeout
         self._weight_shapes = ({k: tuple(v.shape) for k, v in policy.state_dict().items()}
                                if isinstance(policy, Module) else None)
@@ -394,7 +406,11 @@ class RayCollector(CollectorBase):
         if self._done():
             return
         self._check_open()
-        yield from (self._sync_iterator() if self.sync else self._async_iterator())
+        batches = self._sync_iterator() if self.sync else self._async_iterator()
+        if self.trajs_per_batch is not None:  # whole trajectories, assembled here from the actors' batches
+            alive = (lambda: ()) if self.reset_at_each_iter else None  # a reset ends every running one
+            batches = assembled_trajectories(batches, self.trajs_per_batch, self.traj_format, {}, [], alive)
+        yield from batches
         self.shutdown()  # torchrl releases the actors once total_frames is reached
 
     def _sync_iterator(self):
