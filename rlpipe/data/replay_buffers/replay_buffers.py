@@ -37,9 +37,10 @@ from ..._utils import rl_warnings, unavailable
 from ...envs.transformed_env import Transform
 from ...postprocs.multistep import MultiStep
 from ...random import Generator
-from ...tensordict import TensorDict
+from ...tensordict import TensorDict, is_tensorclass
 from .._checkpoint import atomic_directory, load_state, save_state
 from .samplers import PrioritizedSampler, RandomSampler, Sampler, as_index_array, empty_storage_error
+from ._storage_layout import _numpy_index
 from .storages import ListStorage, Storage, check_room, physical_memory
 from .writers import RoundRobinWriter, TensorDictRoundRobinWriter, Writer
 
@@ -171,8 +172,11 @@ class ReplayBuffer:
     - ``prefetch`` is accepted and does nothing: rlpipe samples in the calling thread, so each
       ``sample()`` draws its batch when called (the same batches, in the same order, as
       sampling without prefetch; torchrl draws up to ``prefetch`` batches ahead in threads);
-      ``dim_extend`` other than 0, ``shared=True`` and a ``checkpointer`` raise
-      ``NotImplementedError``;
+      ``shared=True`` and a ``checkpointer`` raise ``NotImplementedError``;
+    - with a storage of ``ndim > 1``, ``sample(return_info=True)``'s ``"index"`` is an
+      ``[N, ndim]`` array of coordinates (torchrl's info holds a tuple of per-dim indices; its
+      ``TensorDictReplayBuffer`` sample holds the same ``[N, ndim]``), and ``extend`` returns
+      the same coordinates for the items written;
       ``pin_memory`` is accepted and does nothing (there is no pinned memory);
       ``transform`` may be one callable or a list; ``flush()`` is rlpipe's own;
     - ``rb[index]`` returns copies (torchrl returns views of its storage for ints and slices);
@@ -193,8 +197,11 @@ class ReplayBuffer:
         self._replay_lock = threading.RLock()
         if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0):
             raise ValueError(f"{type(self).__name__}: prefetch must be None or an int >= 0, got prefetch={prefetch!r}")
-        for name, value, allowed in (("dim_extend", dim_extend, (None, 0)), ("shared", shared, (False,)),
-                                     ("checkpointer", checkpointer, (None,))):
+        if dim_extend is not None and (isinstance(dim_extend, bool) or not isinstance(dim_extend, int)
+                                       or dim_extend < 0):
+            raise ValueError(f"dim_extend must be a positive value, got dim_extend={dim_extend!r}")
+        self._dim_extend = dim_extend
+        for name, value, allowed in (("shared", shared, (False,)), ("checkpointer", checkpointer, (None,))):
             if value not in allowed:
                 raise NotImplementedError(f"{type(self).__name__}: {name}={value!r} is not supported by rlpipe "
                                           f"(use {allowed[0]!r})")
@@ -219,6 +226,9 @@ class ReplayBuffer:
         if batch_size is None and getattr(sampler, "drop_last", False):
             raise ValueError("Samplers with drop_last=True must work with a predictable batch-size. Please pass the "
                              "batch-size to the ReplayBuffer constructor.")
+        if storage.ndim > 1 and type(writer).__name__ == "TensorDictMaxValueWriter":
+            raise ValueError("TensorDictMaxValueWriter is not compatible with storages with more than one dimension "
+                             f"(storage ndim={storage.ndim})")
         writer.register_storage(storage)
         self._storage, self._sampler, self._writer = storage, sampler, writer
         self._collate_fn = collate_fn
@@ -261,6 +271,23 @@ class ReplayBuffer:
     @property
     def batch_size(self):
         return self._batch_size
+
+    @property
+    def dim_extend(self):
+        """The data dim ``extend`` writes along (default: the storage's ``ndim - 1``, so ``[B, T]``
+        batches land time-first in an ``ndim=2`` storage), as torchrl's; ``rb[index]`` indexes
+        and returns data in that same layout."""
+        return self._storage.ndim - 1 if self._dim_extend is None else self._dim_extend
+
+    def _transposed(self, data, what="extend"):
+        """``data`` with its ``dim_extend`` dim first (as written) or back (as read)."""
+        dim = self.dim_extend
+        if not dim or not isinstance(data, (TensorDict, Tensor)) and not is_tensorclass(data):
+            return data
+        if data.ndim <= dim:
+            raise ValueError(f"{what}: dim_extend={dim} needs data with at least {dim + 1} batch dimensions, got "
+                             f"shape {list(data.shape)}")
+        return data.transpose(dim, 0)
 
     @property
     def transform(self):
@@ -392,6 +419,8 @@ class ReplayBuffer:
         data, restore = self._through_write_transforms(data, first_transform)
         if data is None:
             return _no_index()
+        if what != "add":  # torchrl: dim_extend has no effect on add
+            data = self._transposed(data, what)
         try:
             stored, priority = self._before_write(data, what)
             priority = priority if use_priority else None
@@ -409,7 +438,7 @@ class ReplayBuffer:
         self._sampler.extend(kept)
         if priority is not None:
             self._sampler.update_priority(kept, priority)
-        return wrap(index)
+        return wrap(self._storage._coordinates(index))
 
     _priority_key = None
 
@@ -450,8 +479,9 @@ class ReplayBuffer:
         item = 8 + self._storage._item_bytes()  # the index and the item
         check_room(batch_size * item, f"sample: batch_size={batch_size} items of {item} bytes", physical_memory())
         index, info = self._sampler.sample(self._storage, batch_size)
-        index, info = _as_array(index), {key: _as_array(value) for key, value in info.items()}
-        info["index"] = index
+        index = self._storage._flat_positions(index) if isinstance(index, tuple) else _as_array(index)
+        info = {key: _as_array(value) for key, value in info.items()}
+        info["index"] = self._storage._coordinates(index)
         if self._collate_fn is not None and isinstance(self._storage, ListStorage):
             return [self._storage._items[i] for i in index], info  # torchrl's collate_fn gets the list of items
         return self._storage._gather(index), info
@@ -471,10 +501,25 @@ class ReplayBuffer:
         if value is None:
             return
         try:
-            self._storage.set(self._storage._locate(index), value, set_cursor=False)
+            if self._storage.ndim > 1:
+                self._storage._set_at(self._user_positions(index), value)
+            else:
+                self._storage.set(self._storage._locate(index), value, set_cursor=False)
         except BaseException:
             restore()
             raise
+
+    def _user_positions(self, index):
+        """The storage positions ``index`` selects in ``rb[:]``'s layout (ndim > 1: the storage's
+        ``[rows, *inner]`` grid with ``dim_extend`` first), shaped as the selection."""
+        grid = self._storage._grid()
+        if self.dim_extend:
+            grid = np.swapaxes(grid, 0, self.dim_extend)
+        try:
+            return np.asarray(grid[_numpy_index(index)])
+        except IndexError as e:
+            raise IndexError(f"replay buffer index {index!r} does not fit the buffer's shape {list(grid.shape)} ({e})"
+                             ) from None
 
     def read_all_in_order(self, end=None):
         """The stored items in storage order, ``rb[:]`` (``rb[:end]`` with ``end``), as torchrl's;
@@ -507,18 +552,22 @@ class ReplayBuffer:
         if not isinstance(stored, TensorDict):
             raise TypeError(f"update_: the buffer stores {type(stored).__name__}s, not TensorDicts")
         stored.update(data)
+        if self._storage.ndim > 1:
+            self._storage._set_at(self._user_positions(slice(None)), stored.exclude(*self._info_only()))
+            return
         self._storage.set(np.arange(len(self), dtype=np.int64), stored.exclude(*self._info_only()), set_cursor=False)
 
     @_locked
     def _entry_write(self, key, value, index):
-        positions = np.atleast_1d(self._storage._locate(index))
+        positions = np.atleast_1d(self._user_positions(index) if self._storage.ndim > 1 else
+                                  self._storage._locate(index))
         stored = self._storage._gather(positions)
         if not isinstance(stored, TensorDict):
             raise TypeError(f"set_: the buffer stores {type(stored).__name__}s, not TensorDicts")
         if key not in stored.keys(True):
             raise KeyError(f"set_: {key!r} is not an entry of the stored items (entries: {list(stored.keys(True))})")
         stored.set(key, value if isinstance(value, Tensor) else wrap(np.asarray(value)))
-        self._storage.set(positions, stored, set_cursor=False)
+        self._storage._set_at(positions, stored)
 
     def _info_only(self):
         return ()
@@ -528,10 +577,10 @@ class ReplayBuffer:
         with a key (``rb["key"]``, ``rb["next", "reward"]``), that entry of ``rb[:]``."""
         if _is_key(index):
             return self[:][index]
-        if isinstance(index, tuple):
+        if isinstance(index, tuple) and self._storage.ndim == 1:
             return self[index[0]] if len(index) == 1 else self[:][index]
         with self._replay_lock:
-            positions = self._storage._locate(index)
+            positions = self._user_positions(index) if self._storage.ndim > 1 else self._storage._locate(index)
             data = self._stored(self._storage._gather(positions), positions)
         return self._read_transforms(data)
 
@@ -553,8 +602,9 @@ class ReplayBuffer:
     @_locked
     def update_priority(self, index, priority):
         """Sets the priorities of the items at ``index`` (ignored by non-prioritized samplers,
-        as in torchrl). Priorities must be finite and non-negative."""
-        index = as_index_array(index, "update_priority")
+        as in torchrl). Priorities must be finite and non-negative. With ndim > 1, ``index``
+        may be ``[N, ndim]`` coordinates or a tuple of per-dim indices (what ``sample`` gives)."""
+        index = as_index_array(self._storage._flat_positions(index), "update_priority")
         n = len(self._storage)
         outside = (index < 0) | (index >= n)
         if outside.any():

@@ -107,12 +107,14 @@ class RoundRobinWriter(Writer):
 
     @property
     def _cursor(self):
-        return 0 if self._storage is None else self._storage._cursor
+        """The next row to write along dim 0 (the next item when the storage's ndim is 1)."""
+        return 0 if self._storage is None else self._storage._cursor // self._storage._row_items
 
     @_cursor.setter
     def _cursor(self, value):
         self._check_storage("_cursor")
-        self._storage._meta[1] = int(value) % self._storage.max_size
+        items = self._storage._row_items
+        self._storage._meta[1] = int(value) * items % self._storage.max_size
 
     def _plan(self, data, what):
         self._check_storage(what)
@@ -137,7 +139,7 @@ class TensorDictRoundRobinWriter(RoundRobinWriter):
     def _annotated(self, data, what):
         if not isinstance(data, TensorDict) or not data.batch_dims:
             return data
-        index, _, _ = self._storage._positions(data.batch_size[0])
+        index = self._storage._next_rows(data)
         data = data.copy()
         value = _positions_on(index, data.device)
         extra = data.batch_dims - 1
