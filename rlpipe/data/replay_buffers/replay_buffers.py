@@ -173,10 +173,9 @@ class ReplayBuffer:
       ``sample()`` draws its batch when called (the same batches, in the same order, as
       sampling without prefetch; torchrl draws up to ``prefetch`` batches ahead in threads);
       ``shared=True`` and a ``checkpointer`` raise ``NotImplementedError``;
-    - with a storage of ``ndim > 1``, ``sample(return_info=True)``'s ``"index"`` is an
-      ``[N, ndim]`` array of coordinates (torchrl's info holds a tuple of per-dim indices; its
-      ``TensorDictReplayBuffer`` sample holds the same ``[N, ndim]``), and ``extend`` returns
-      the same coordinates for the items written;
+    - with a storage of ``ndim > 1``, as torchrl, ``sample(return_info=True)``'s ``"index"`` is a
+      tuple of per-dim index Tensors, a ``TensorDictReplayBuffer`` sample's ``"index"`` is
+      ``[N, ndim]`` and ``extend`` returns ``[N, ndim]`` coordinates of the items written;
       ``pin_memory`` is accepted and does nothing (there is no pinned memory);
       ``transform`` may be one callable or a list; ``flush()`` is rlpipe's own;
     - ``rb[index]`` returns copies (torchrl returns views of its storage for ints and slices);
@@ -468,8 +467,13 @@ class ReplayBuffer:
         if include_info is None or include_info:
             data = self._attach(data, info)
         if return_info:
-            return data, {key: wrap(value) for key, value in info.items()}
+            return data, {key: self._index_info(value) if key == "index" else wrap(value)
+                          for key, value in info.items()}
         return data
+
+    def _index_info(self, index):
+        """The sampled positions as torchrl gives them: a Tensor, or per-dim Tensors when ndim > 1."""
+        return wrap(index) if self._storage.ndim == 1 else tuple(wrap(np.ascontiguousarray(i)) for i in index.T)
 
     @_locked
     def _draw(self, batch_size):

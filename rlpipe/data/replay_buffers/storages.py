@@ -437,6 +437,8 @@ class TensorStorage(Storage):
     """
 
     _state_types = frozenset({"TensorStorage", "LazyTensorStorage", "LazyMemmapStorage"})
+    _LAYOUT = "layout.json"  # the files of a memory-mapped (or shared) storage
+    _FORMAT = "rlpipe-memmap-storage"
 
     def __init__(self, storage, max_size=None, *, device="cpu", ndim=1, compilable=False):
         ndim = _check_ndim(ndim, "TensorStorage")
@@ -473,10 +475,12 @@ class TensorStorage(Storage):
         """The whole preallocated storage, ``max_size`` items (a TensorDict or a Tensor over the
         storage's arrays, written through; ``[rows, *inner]`` when ndim > 1), or None before the
         first write: torchrl's attribute."""
-        if self._data is None or self.ndim == 1:
-            return self._data
-        shape = tuple(self._data.batch_size if isinstance(self._data, TensorDict) else self._data.shape)
-        return self._data.reshape(self.max_size // self._row_items, *self._inner, *shape[1:])
+        data = self._data
+        if data is not None and self.ndim > 1:
+            shape = tuple(data.batch_size if isinstance(data, TensorDict) else data.shape)
+            data = data.reshape(self.max_size // self._row_items, *self._inner, *shape[1:])
+        return data if data is None or self._item_class is None else self._item_class.from_tensordict(data,
+                                                                                                       safe=False)
 
     def flatten(self):
         """The items as a one-dim ``TensorStorage`` (this storage when ndim == 1), as torchrl's."""
@@ -656,6 +660,65 @@ class TensorStorage(Storage):
                 data.set(key, wrap(array, device))
         self._spec, self._arrays, self._data = spec, arrays, data
 
+    def _allocate_files(self, spec, directory):
+        """Creates the storage's files in ``directory`` with their disk space reserved: on a full
+        disk, OSError(ENOSPC) naming the file, and the files made so far are removed again (the
+        storage stays empty)."""
+        created = []
+
+        def mapped(file, shape, dtype):
+            created.append(os.path.join(directory, file))
+            return np.asarray(backends.cpu.mapped_file(created[-1], shape, dtype))
+        try:
+            arrays, records = [], []
+            for i, (shape, dt) in enumerate(zip(spec.shapes, spec.dtypes)):
+                arrays.append(mapped(f"{i}.npy", (self.max_size,) + shape, plain_dtype(dt)).view(dt))
+                records.append(array_record(arrays[-1], f"{i}.npy"))
+            meta = mapped("cursor.npy", (2,), np.int64)
+            write_json(os.path.join(directory, self._LAYOUT),
+                       {"format": self._FORMAT, "version": 1, "max_size": self.max_size, "kind": spec.kind,
+                        "item_batch": list(spec.item_batch), "inner": list(self._inner or ()),
+                        "leaves": [[list(k), r] for k, r in zip(spec.keys, records)]})
+        except BaseException:
+            for path in created:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            raise
+        self._meta = meta  # length and cursor now live in the file
+        self._set_arrays(spec, arrays, CPU)
+
+    def _reopen_files(self, directory):
+        """Maps the files of a storage in ``directory`` (contents, length and cursor)."""
+        what = f"{type(self).__name__}(scratch_dir={directory!r})"
+        layout = read_json(os.path.join(directory, self._LAYOUT), what)
+        try:
+            if layout["format"] != self._FORMAT or layout["version"] != 1:
+                raise ValueError(f"not a {self._FORMAT} directory")
+            if layout["kind"] not in ("tensordict", "tensor"):
+                raise ValueError(f"bad kind {layout['kind']!r}")
+            keys = [tuple(k) for k, _ in layout["leaves"]]
+            if not all(isinstance(part, str) for k in keys for part in k):
+                raise ValueError("bad keys")
+            arrays = [open_array(directory, r, what, mmap_mode="r+") for _, r in layout["leaves"]]
+            meta = open_array(directory, {"file": "cursor.npy", "dtype": "int64", "shape": [2]}, what, "r+")
+        except (KeyError, TypeError, ValueError) as e:
+            raise RuntimeError(f"{what}: the directory holds no valid storage ({e})") from None
+        inner = tuple(layout.get("inner", ()))
+        if len(inner) != self.ndim - 1:
+            raise ValueError(f"{what}: the directory holds a storage with ndim={len(inner) + 1}, this storage has "
+                             f"ndim={self.ndim}")
+        if inner:
+            self._fix_inner(inner, what)
+        if layout["max_size"] != self.max_size or any(a.shape[0] != self.max_size for a in arrays):
+            raise ValueError(f"{what}: the directory holds a storage of max_size={layout['max_size']}, this storage "
+                             f"has max_size={self.max_size}")
+        spec = _Spec(layout["kind"], keys, [tuple(a.shape[1:]) for a in arrays], [a.dtype for a in arrays],
+                     tuple(layout["item_batch"]))
+        if not (0 <= meta[0] <= self.max_size and 0 <= meta[1] < self.max_size):
+            raise RuntimeError(f"{what}: cursor.npy holds a bad length/cursor {meta.tolist()}")
+        self._meta = meta
+        self._set_arrays(spec, arrays, CPU)
+
     # ---- reading -------------------------------------------------------------------------------------
     def _gather(self, index):
         """Items at positions ``index`` (an int or an int64 NumPy array of any shape: the result's
@@ -752,8 +815,6 @@ class LazyMemmapStorage(LazyTensorStorage):
     was anything to remove. Storages with ``auto_cleanup`` are in ``_MEMMAP_STORAGE_REGISTRY``.
     """
 
-    _LAYOUT = "layout.json"
-    _FORMAT = "rlpipe-memmap-storage"
     _adds_keys = False  # its files and layout.json are fixed at the first write
 
     def __init__(self, max_size, *, scratch_dir=None, device="cpu", ndim=1, existsok=False, compilable=False,
@@ -803,63 +864,10 @@ class LazyMemmapStorage(LazyTensorStorage):
         return not os.path.exists(directory)
 
     def _allocate(self, spec, device):
-        """Creates the files with their disk space reserved: on a full disk, OSError(ENOSPC) naming
-        the file, and the files made so far are removed again (the storage stays empty)."""
-        directory = self._directory()
-        created = []
-
-        def mapped(file, shape, dtype):
-            created.append(os.path.join(directory, file))
-            return np.asarray(backends.cpu.mapped_file(created[-1], shape, dtype))
-        try:
-            arrays, records = [], []
-            for i, (shape, dt) in enumerate(zip(spec.shapes, spec.dtypes)):
-                arrays.append(mapped(f"{i}.npy", (self.max_size,) + shape, plain_dtype(dt)).view(dt))
-                records.append(array_record(arrays[-1], f"{i}.npy"))
-            meta = mapped("cursor.npy", (2,), np.int64)
-            write_json(os.path.join(directory, self._LAYOUT),
-                       {"format": self._FORMAT, "version": 1, "max_size": self.max_size, "kind": spec.kind,
-                        "item_batch": list(spec.item_batch), "inner": list(self._inner or ()),
-                        "leaves": [[list(k), r] for k, r in zip(spec.keys, records)]})
-        except BaseException:
-            for path in created:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-            raise
-        self._meta = meta  # length and cursor now live in the file
-        self._set_arrays(spec, arrays, CPU)
+        self._allocate_files(spec, self._directory())
 
     def _reopen(self):
-        directory = self.scratch_dir
-        what = f"LazyMemmapStorage(scratch_dir={directory!r})"
-        layout = read_json(os.path.join(directory, self._LAYOUT), what)
-        try:
-            if layout["format"] != self._FORMAT or layout["version"] != 1:
-                raise ValueError(f"not a {self._FORMAT} directory")
-            if layout["kind"] not in ("tensordict", "tensor"):
-                raise ValueError(f"bad kind {layout['kind']!r}")
-            keys = [tuple(k) for k, _ in layout["leaves"]]
-            if not all(isinstance(part, str) for k in keys for part in k):
-                raise ValueError("bad keys")
-            arrays = [open_array(directory, r, what, mmap_mode="r+") for _, r in layout["leaves"]]
-            meta = open_array(directory, {"file": "cursor.npy", "dtype": "int64", "shape": [2]}, what, "r+")
-        except (KeyError, TypeError, ValueError) as e:
-            raise RuntimeError(f"{what}: the directory holds no valid storage ({e})") from None
-        inner = tuple(layout.get("inner", ()))
-        if len(inner) != self.ndim - 1:
-            raise ValueError(f"{what}: the directory holds a storage with ndim={len(inner) + 1}, this storage has "
-                             f"ndim={self.ndim}")
-        if inner:
-            self._fix_inner(inner, what)
-        if layout["max_size"] != self.max_size or any(a.shape[0] != self.max_size for a in arrays):
-            raise ValueError(f"{what}: the directory holds a storage of max_size={layout['max_size']}, this storage "
-                             f"has max_size={self.max_size}")
-        spec = _Spec(layout["kind"], keys, [tuple(a.shape[1:]) for a in arrays], [a.dtype for a in arrays],
-                     tuple(layout["item_batch"]))
-        if not (0 <= meta[0] <= self.max_size and 0 <= meta[1] < self.max_size):
-            raise RuntimeError(f"{what}: cursor.npy holds a bad length/cursor {meta.tolist()}")
-        self._meta = meta
-        self._set_arrays(spec, arrays, CPU)
+        self._reopen_files(self.scratch_dir)
 
     def __repr__(self):
         return f"LazyMemmapStorage(max_size={self.max_size}, len={len(self)}, scratch_dir={self.scratch_dir!r})"
