@@ -85,8 +85,8 @@ def test_memmap_cleanup(tmp_path):
     assert kept._auto_cleanup is False and kept not in _MEMMAP_STORAGE_REGISTRY
     kept.set(range(1), TensorDict({"a": rlpipe.zeros(1)}, [1]))
     assert kept.cleanup() is True and not (tmp_path / "kept").exists()  # an explicit cleanup still removes it
-    with pytest.raises(NotImplementedError, match="shared_init=True"):
-        LazyMemmapStorage(10, shared_init=True)
+    shared = LazyMemmapStorage(10, shared_init=True)  # shared: its temporary directory exists from the start
+    assert shared.shared_init and os.path.isdir(shared.scratch_dir)
 
 
 def test_memmap_auto_cleanup_when_collected(tmp_path):

@@ -25,6 +25,7 @@ holds the buffer's re-entrant lock, so concurrent calls take effect one after th
 """
 import copy
 import functools
+import multiprocessing
 import os
 import threading
 import warnings
@@ -172,7 +173,8 @@ class ReplayBuffer:
     - ``prefetch`` is accepted and does nothing: rlpipe samples in the calling thread, so each
       ``sample()`` draws its batch when called (the same batches, in the same order, as
       sampling without prefetch; torchrl draws up to ``prefetch`` batches ahead in threads);
-      ``shared=True`` and a ``checkpointer`` raise ``NotImplementedError``;
+      a ``checkpointer`` raises ``NotImplementedError``; ``shared=True`` shares the storage and the
+      writes, not the sampler's state (a prioritized sampler's priorities stay per process);
     - with a storage of ``ndim > 1``, as torchrl, ``sample(return_info=True)``'s ``"index"`` is a
       tuple of per-dim index Tensors, a ``TensorDictReplayBuffer`` sample's ``"index"`` is
       ``[N, ndim]`` and ``extend`` returns ``[N, ndim]`` coordinates of the items written;
@@ -200,7 +202,10 @@ class ReplayBuffer:
                                        or dim_extend < 0):
             raise ValueError(f"dim_extend must be a positive value, got dim_extend={dim_extend!r}")
         self._dim_extend = dim_extend
-        for name, value, allowed in (("shared", shared, (False,)), ("checkpointer", checkpointer, (None,))):
+        if shared and prefetch:
+            raise ValueError(f"Cannot share prefetched replay buffers. Pass prefetch=0 or shared=False (got "
+                             f"prefetch={prefetch}, shared={shared}).")
+        for name, value, allowed in (("checkpointer", checkpointer, (None,)),):
             if value not in allowed:
                 raise NotImplementedError(f"{type(self).__name__}: {name}={value!r} is not supported by rlpipe "
                                           f"(use {allowed[0]!r})")
@@ -236,6 +241,7 @@ class ReplayBuffer:
         for t in transform if isinstance(transform, (list, tuple)) else () if transform is None else (transform,):
             self.append_transform(t)
         self.set_rng(generator)
+        self.share(shared)
         if len(storage):  # a storage that already holds items (a reopened LazyMemmapStorage)
             existing = np.arange(len(storage), dtype=np.int64)
             sampler._check_index(existing)
@@ -310,6 +316,18 @@ class ReplayBuffer:
     def __repr__(self):
         return (f"{type(self).__name__}(\n    storage={self._storage!r},\n    sampler={self._sampler!r},\n"
                 f"    batch_size={self._batch_size},\n    transform={list(self.transform)!r})")
+
+    def share(self, shared=True):
+        """Makes the buffer writable from several processes (torchrl's ``share``), returns it: a
+        tensor storage moves into memory-mapped files every process maps (see
+        ``LazyTensorStorage(shared_init=True)``), and writes take a process lock. Give the
+        buffer to the processes (``multiprocessing.Process(args=(rb,))``, fork or spawn); a
+        ``ListStorage`` stays in each process's memory."""
+        self.shared = bool(shared)
+        self._write_lock = multiprocessing.Lock() if self.shared else None
+        if self.shared and hasattr(self._storage, "_share"):
+            self._storage._share()
+        return self
 
     @_locked
     def set_rng(self, generator):
@@ -415,6 +433,12 @@ class ReplayBuffer:
 
     @_locked
     def _write(self, data, what, first_transform=0, use_priority=True):
+        if self._write_lock is None:
+            return self._write_unshared(data, what, first_transform, use_priority)
+        with self._write_lock:  # other processes write the same files
+            return self._write_unshared(data, what, first_transform, use_priority)
+
+    def _write_unshared(self, data, what, first_transform=0, use_priority=True):
         data, restore = self._through_write_transforms(data, first_transform)
         if data is None:
             return _no_index()

@@ -69,6 +69,7 @@ from ...primitives import stack as _stack_tensors
 from ..._tensor import Tensor, wrap
 from ..._utils import logger, unavailable
 from ...tensordict import TensorDict, is_tensorclass
+from ._shared_storage import _Shareable
 from ._storage_layout import _Layout, _numpy_index
 from .._checkpoint import (array_record, atomic_directory, load_state, open_array, plain_dtype, read_json, save_state,
                           write_json)
@@ -169,7 +170,11 @@ class Storage(_Layout):
     max_size = sys.maxsize
 
     def __len__(self):
+        self._sync()
         return int(self._meta[0])
+
+    def _sync(self):
+        """Catches up with writes of other processes (a shared tensor storage)."""
 
     @property
     def _cursor(self):
@@ -423,7 +428,7 @@ class ListStorage(Storage):
         return f"ListStorage(max_size={None if self.max_size == sys.maxsize else self.max_size}, len={len(self)})"
 
 
-class TensorStorage(Storage):
+class TensorStorage(_Shareable, Storage):
     """Preallocated arrays of ``max_size`` rows, one per TensorDict leaf (nested keys included)
     or a single tensor. ``TensorStorage(data)`` starts full, holding a copy of ``data``'s rows
     (torchrl's stores ``data`` itself); ``LazyTensorStorage`` allocates them on the first write
@@ -519,6 +524,7 @@ class TensorStorage(Storage):
         return [item._tensordict for item in data] if isinstance(data, list) else data._tensordict
 
     def _prepare(self, data, cursor=None, what="extend", at=None, flat=False):
+        self._sync()
         data = self._untyped(data)
         if isinstance(data, list):  # one item per element, stacked (as torchrl does)
             data = _stacked(data, what, type(self).__name__)
@@ -647,6 +653,8 @@ class TensorStorage(Storage):
         return physical_memory()
 
     def _allocate(self, spec, device):
+        if self._shared_dir is not None:
+            return self._allocate_files(spec, self._shared_dir)
         arrays = [zeros((self.max_size,) + shape, dtype=_dtypes.from_numpy_dtype(dt), device=device)._data
                   for shape, dt in zip(spec.shapes, spec.dtypes)]
         self._set_arrays(spec, arrays, device)
@@ -741,6 +749,7 @@ class TensorStorage(Storage):
         return rows if self._item_class is None else self._item_class.from_tensordict(rows, safe=False)
 
     def _locate(self, index):
+        self._sync()
         if self._spec is None:
             raise RuntimeError(f"{type(self).__name__}: cannot get items out of a storage that was never written to")
         return super()._locate(index)
@@ -792,8 +801,11 @@ class LazyTensorStorage(TensorStorage):
     device (torchrl's default is "cpu").
     """
 
-    def __init__(self, max_size, *, device=None, ndim=1, compilable=False, consolidated=False):
+    def __init__(self, max_size, *, device=None, ndim=1, compilable=False, consolidated=False, shared_init=False):
         self._init_empty(max_size, device, _check_ndim(ndim, type(self).__name__))
+        self.shared_init = bool(shared_init)
+        if self.shared_init and type(self) is LazyTensorStorage:
+            self._share()
 
 
 class LazyMemmapStorage(LazyTensorStorage):
@@ -819,10 +831,7 @@ class LazyMemmapStorage(LazyTensorStorage):
 
     def __init__(self, max_size, *, scratch_dir=None, device="cpu", ndim=1, existsok=False, compilable=False,
                  shared_init=False, auto_cleanup=None):
-        if shared_init:
-            raise NotImplementedError("LazyMemmapStorage: shared_init=True (a storage initialized by whichever "
-                                      "process writes first) is not supported by rlpipe")
-        super().__init__(max_size, ndim=ndim)
+        super().__init__(max_size, ndim=ndim, shared_init=shared_init)
         self._scratch_dir_is_temp = scratch_dir is None
         self._auto_cleanup = self._scratch_dir_is_temp if auto_cleanup is None else bool(auto_cleanup)
         self._cleaned_up = False
@@ -836,6 +845,8 @@ class LazyMemmapStorage(LazyTensorStorage):
         self.scratch_dir = None if scratch_dir is None else os.path.abspath(os.fspath(scratch_dir))
         if self.scratch_dir is not None and os.path.exists(os.path.join(self.scratch_dir, self._LAYOUT)):
             self._reopen()
+        if self.shared_init:
+            self._share()
 
     def _room(self):
         where = self.scratch_dir or tempfile.gettempdir()
