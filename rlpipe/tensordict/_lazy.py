@@ -194,9 +194,11 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         self._batch_size = Size((*inner[:self.stack_dim], len(self.tensordicts), *inner[self.stack_dim:]))
 
     def append(self, tensordict):
+        """Adds a TensorDict at the end of the stack (in place)."""
         self.insert(len(self.tensordicts), tensordict)
 
     def extend(self, tensordicts):
+        """Adds several TensorDicts at the end of the stack (in place)."""
         for td in (tensordicts.unbind(self.stack_dim) if isinstance(tensordicts, TensorDictBase) else tensordicts):
             self.append(td)
 
@@ -236,6 +238,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
 
     @property
     def batch_size(self):
+        """The batch size (``batch_size``'s other name)."""
         return self._batch_size
 
     @batch_size.setter
@@ -253,6 +256,8 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
 
     @property
     def batch_dims(self):
+        """The number of batch dims (``batch_dims``)."""
+        """The number of batch dims, the stack dim included."""
         return len(self._batch_size)
 
     ndim = batch_dims
@@ -329,6 +334,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self
 
     def set_(self, key, value):
+        """Writes ``value`` into the existing entry ``key`` of every stacked TensorDict."""
         self.get(key, _RAISE)
         return self.set(key, value, inplace=True)
 
@@ -403,6 +409,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return bool(self.tensordicts) and all(td.get(path, None) is not None for td in self.tensordicts)
 
     def select(self, *keys, inplace=False, strict=True):
+        """A lazy stack of each TensorDict's selection of ``keys``."""
         if inplace:
             for td in self.tensordicts:
                 td.select(*keys, inplace=True, strict=strict)
@@ -410,6 +417,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self._each("select", *keys, strict=strict)
 
     def exclude(self, *keys, inplace=False):
+        """A lazy stack of each TensorDict without ``keys``."""
         if inplace:
             for td in self.tensordicts:
                 td.exclude(*keys, inplace=True)
@@ -423,9 +431,11 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return tuple(self._lazy_like(list(column)) for column in zip(*parts))
 
     def is_empty(self):
+        """Whether no stacked TensorDict holds a leaf."""
         return all(td.is_empty() for td in self.tensordicts)
 
     def empty(self, recurse=False, **kwargs):
+        """A lazy stack of the TensorDicts emptied of their entries (same batch sizes)."""
         return self._each("empty", recurse=recurse)
 
     def __len__(self):
@@ -500,6 +510,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self._lazy_like(results)
 
     def named_apply(self, fn, *others, **kwargs):
+        """``named_apply`` on each stacked TensorDict, stacked again lazily."""
         split = [o.unbind(self.stack_dim) for o in others]
         return self._lazy_like([td.named_apply(fn, *(parts[i] for parts in split), **kwargs)
                                 for i, td in enumerate(self.tensordicts)])
@@ -514,6 +525,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self._each("to", *args, **kwargs)
 
     def detach(self):
+        """A lazy stack of the TensorDicts detached from the graph."""
         return self._each("detach")
 
     def contiguous(self, *, canonical=False, inplace=False):
@@ -531,10 +543,12 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self.contiguous()
 
     def is_contiguous(self):
+        """Always False: a lazy stack is not one block (``contiguous()`` makes one)."""
         return False
 
     # ---- batch dims ---------------------------------------------------------------------------
     def unbind(self, dim=0):
+        """The TensorDicts along ``dim`` (the stacked ones themselves along the stack dim)."""
         d = self._batch_dim(dim)
         if d == self.stack_dim:
             return tuple(self.tensordicts)
@@ -568,6 +582,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self._each("unsqueeze", d - 1)
 
     def squeeze(self, dim=None):
+        """The stack without its size-one batch dims (or ``dim`` only)."""
         if dim is None:
             return self.contiguous().squeeze() if len(self.tensordicts) == 1 else \
                 self._new([td.squeeze() for td in self.tensordicts],
@@ -631,6 +646,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     # ---- locking and storage ------------------------------------------------------------------
     @property
     def is_locked(self):
+        """Whether the stacked TensorDicts are locked."""
         return bool(self.tensordicts) and all(td.is_locked for td in self.tensordicts)
 
     def _check_unlocked(self):

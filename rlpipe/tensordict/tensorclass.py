@@ -381,6 +381,7 @@ class TensorClass:
 
     @property
     def shape(self):
+        """The batch size (``batch_size``'s other name)."""
         return self._tensordict.batch_size
 
     def get(self, key, *default):

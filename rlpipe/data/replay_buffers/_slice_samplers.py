@@ -328,6 +328,7 @@ class SliceSamplerWithoutReplacement(SliceSampler, SamplerWithoutReplacement):
         self._perm, self.len_storage = None, 0  # SamplerWithoutReplacement's position state: unused here
 
     def state_dict(self):
+        """The sampler's settings (the trajectory order is rebuilt on the next sample)."""
         return Sampler.state_dict(self)
 
     def _load_plan(self, state, stored=None):
@@ -335,6 +336,7 @@ class SliceSamplerWithoutReplacement(SliceSampler, SamplerWithoutReplacement):
 
     @property
     def ran_out(self):
+        """Whether the last sample used up the trajectories of this pass."""
         return self._ran_out
 
     @ran_out.setter

@@ -250,22 +250,27 @@ class ReplayBuffer:
     # ---- properties --------------------------------------------------------------------------------
     @property
     def storage(self):
+        """The storage the buffer writes to."""
         return self._storage
 
     @property
     def sampler(self):
+        """The sampler that picks what ``sample`` returns."""
         return self._sampler
 
     @property
     def writer(self):
+        """The writer that places new items in the storage."""
         return self._writer
 
     @property
     def collate_fn(self):
+        """The function applied to sampled items (None: the storage's own stacking)."""
         return self._collate_fn
 
     @property
     def initialized(self):
+        """Always True: rlpipe buffers are ready when built (torchrl may delay its init)."""
         return True
 
     @property
@@ -275,6 +280,7 @@ class ReplayBuffer:
 
     @property
     def batch_size(self):
+        """The default number of items ``sample()`` draws (None: it must be given)."""
         return self._batch_size
 
     @property
@@ -331,6 +337,7 @@ class ReplayBuffer:
 
     @_locked
     def set_rng(self, generator):
+        """Makes the sampler draw from ``generator`` (an ``rlpipe.Generator``; None: the global one)."""
         if generator is not None and not isinstance(generator, Generator):
             raise TypeError(f"generator must be an rlpipe.Generator or None, got {type(generator).__name__}")
         self._sampler._rng = generator
@@ -364,6 +371,7 @@ class ReplayBuffer:
 
     @_locked
     def insert_transform(self, index, transform, *, invert=False):
+        """Inserts a transform at position ``index`` (see ``append_transform``)."""
         self._transforms.insert(index, self._entry(transform, invert))
         return self
 

@@ -274,9 +274,11 @@ class Storage(_Layout):
 
     # checkpoints: state_dict / load_state_dict in memory, dumps / loads to a directory
     def state_dict(self):
+        """The stored items, length and cursor, in rlpipe's own format (a copy)."""
         return self._state(copy=True)
 
     def load_state_dict(self, state_dict):
+        """Restores a ``state_dict()``, checked before anything changes."""
         self._load_plan(state_dict)()
 
     def dumps(self, path):
@@ -285,6 +287,7 @@ class Storage(_Layout):
             save_state(tmp, self._saved_state(path))
 
     def loads(self, path):
+        """Restores what ``dumps`` wrote to the directory ``path``."""
         self.load_state_dict(self._loaded_state(load_state(path, mmap_mode=None)))
 
     # save/load hooks (torchrl's): callables ``hook(data, path=...)`` that transform the stored
@@ -294,9 +297,11 @@ class Storage(_Layout):
     _DATA_FIELD = "data"
 
     def register_save_hook(self, hook):
+        """Adds a ``hook(data, path=...)`` run on the contents ``dumps`` writes."""
         self._check_hook(hook).__dict__.setdefault("_save_hooks", []).append(hook)
 
     def register_load_hook(self, hook):
+        """Adds a ``hook(data)`` run on the contents ``loads`` reads back."""
         self._check_hook(hook).__dict__.setdefault("_load_hooks", []).append(hook)
 
     def _check_hook(self, hook):
@@ -473,6 +478,7 @@ class TensorStorage(_Shareable, Storage):
 
     @property
     def initialized(self):
+        """Whether the arrays exist (after the first write)."""
         return self._spec is not None
 
     @property

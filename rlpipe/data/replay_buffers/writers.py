@@ -58,6 +58,7 @@ class Writer:
         self._write_count = 0
 
     def register_storage(self, storage):
+        """Makes ``storage`` the one this writer writes to."""
         self._storage = storage
 
     def _check_storage(self, what):
@@ -92,9 +93,11 @@ class Writer:
         self._write_count = 0
 
     def state_dict(self):
+        """The writer's state (empty for a stateless writer)."""
         return {}
 
     def load_state_dict(self, state_dict):
+        """Restores a ``state_dict()``."""
         pass
 
     def __repr__(self):
@@ -125,9 +128,11 @@ class RoundRobinWriter(Writer):
         return data
 
     def state_dict(self):
+        """The write cursor and the number of items written."""
         return {"_cursor": self._cursor, "_write_count": self._write_count}
 
     def load_state_dict(self, state_dict):
+        """Restores the write cursor and the count of a ``state_dict()``."""
         self._cursor = state_dict["_cursor"]
         self._write_count = state_dict.get("_write_count", self._write_count)
 
@@ -226,10 +231,12 @@ class TensorDictMaxValueWriter(Writer):
         self._current_top_values = []
 
     def state_dict(self):
+        """The cursor, the count and the ranks of the items kept."""
         return {"_cursor": self._cursor, "_write_count": self._write_count,
                 "_current_top_values": [list(v) for v in self._current_top_values]}
 
     def load_state_dict(self, state_dict):
+        """Restores the cursor, the count and the ranks of a ``state_dict()``."""
         top = [(float(r), int(p)) for r, p in state_dict["_current_top_values"]]
         heapq.heapify(top)
         self._cursor, self._current_top_values = int(state_dict["_cursor"]), top
