@@ -114,3 +114,18 @@ def test_bad_inputs_name_the_problem_and_leave_the_buffer_usable():
         ReplayBuffer(storage=LazyTensorStorage(8, ndim=2), writer=TensorDictMaxValueWriter())
     with pytest.raises(IndexError, match=r"does not fit the buffer's shape \[2, 3\]"):
         rb[5]
+
+
+def test_pytree_items_come_back_as_the_same_tree():
+    # torchrl's pytree storages: a dict/tuple/list of tensors is one item per leading row
+    tree = {"x": (rlpipe.arange(6).reshape(3, 2), rlpipe.ones(3, 4)), "y": [{"z": rlpipe.arange(3)}, rlpipe.zeros(3)]}
+    rb = ReplayBuffer(storage=LazyTensorStorage(10), batch_size=2)
+    rb.extend(tree)
+    back = rb[1:]
+    assert isinstance(back["x"], tuple) and isinstance(back["y"], list) and isinstance(back["y"][0], dict)
+    assert back["x"][0].tolist() == [[2, 3], [4, 5]] and back["y"][0]["z"].tolist() == [1, 2]
+    wide = ReplayBuffer(storage=LazyTensorStorage(12, ndim=2))
+    wide.extend({"a": rlpipe.arange(6).reshape(2, 3)})  # [envs, T], time-first inside
+    assert len(wide) == 6 and wide[:]["a"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    with pytest.raises(TypeError, match=r"a tensor storage holds trees of tensors only, got leaves of type \['str'\]"):
+        ReplayBuffer(storage=LazyTensorStorage(10)).extend({"a": rlpipe.zeros(2), "b": "text"})

@@ -41,6 +41,7 @@ from ...random import Generator
 from ...tensordict import TensorDict, is_tensorclass
 from .._checkpoint import atomic_directory, load_state, save_state
 from .samplers import PrioritizedSampler, RandomSampler, Sampler, as_index_array, empty_storage_error
+from ._pytree_items import is_pytree, tree_map
 from ._storage_layout import _numpy_index
 from .storages import ListStorage, Storage, check_room, physical_memory
 from .writers import RoundRobinWriter, TensorDictRoundRobinWriter, Writer
@@ -293,6 +294,8 @@ class ReplayBuffer:
     def _transposed(self, data, what="extend"):
         """``data`` with its ``dim_extend`` dim first (as written) or back (as read)."""
         dim = self.dim_extend
+        if dim and is_pytree(data):
+            return tree_map(lambda leaf: self._transposed(leaf, what), data)
         if not dim or not isinstance(data, (TensorDict, Tensor)) and not is_tensorclass(data):
             return data
         if data.ndim <= dim:

@@ -65,10 +65,12 @@ import numpy as np
 from ... import _dtypes, backends
 from ..._creation import zeros
 from ..._device import CPU, resolve
+
 from ...primitives import stack as _stack_tensors
-from ..._tensor import Tensor, wrap
+from ..._tensor import Size, Tensor, wrap
 from ..._utils import logger, unavailable
 from ...tensordict import TensorDict, is_tensorclass
+from ._pytree_items import from_tensordict, is_pytree, to_tensordict
 from ._shared_storage import _Shareable
 from ._storage_layout import _Layout, _numpy_index
 from .._checkpoint import (array_record, atomic_directory, load_state, open_array, plain_dtype, read_json, save_state,
@@ -475,6 +477,7 @@ class TensorStorage(_Shareable, Storage):
         self._arrays = None  # one backend array per leaf, [max_size, *item_shape]
         self._data = None  # a TensorDict (or Tensor) over those arrays
         self._item_class = None  # the tensorclass written, if one was: reads give it back
+        self._item_tree = None  # the structure of the pytree written, if one was: reads give it back
 
     @property
     def initialized(self):
@@ -490,8 +493,13 @@ class TensorStorage(_Shareable, Storage):
         if data is not None and self.ndim > 1:
             shape = tuple(data.batch_size if isinstance(data, TensorDict) else data.shape)
             data = data.reshape(self.max_size // self._row_items, *self._inner, *shape[1:])
-        return data if data is None or self._item_class is None else self._item_class.from_tensordict(data,
-                                                                                                       safe=False)
+        return data if data is None else self._typed(data)
+
+    def _typed(self, rows):
+        """Stored rows as what was written: a tensorclass, a pytree, or the TensorDict itself."""
+        if self._item_class is not None:
+            return self._item_class.from_tensordict(rows, safe=False)
+        return rows if self._item_tree is None else from_tensordict(rows, self._item_tree)
 
     def flatten(self):
         """The items as a one-dim ``TensorStorage`` (this storage when ndim == 1), as torchrl's."""
@@ -523,6 +531,9 @@ class TensorStorage(_Shareable, Storage):
     def _untyped(self, data):
         """``data`` (or a list of items) with tensorclasses as their TensorDicts; their class is kept,
         so reads give it back, as torchrl's storage (which holds the tensorclass itself) does."""
+        if is_pytree(data):
+            data, self._item_tree = to_tensordict(data, type(self).__name__)
+            return data
         first = data[0] if isinstance(data, list) and data else data
         if not is_tensorclass(first):
             return data
@@ -634,7 +645,9 @@ class TensorStorage(_Shareable, Storage):
             self._allocate(write.spec, write.device)
             if isinstance(self, LazyTensorStorage):  # as torchrl, an INFO line on the first write
                 kind = "LazyMemmapStorage" if isinstance(self, LazyMemmapStorage) else "LazyTensorStorage"
-                logger.info(f"Initialized {kind} with {self._storage.shape!r} shape")
+                shape = (self._data.batch_size if isinstance(self._data, TensorDict) else self._data.shape)
+                shape = Size((self.max_size // self._row_items, *(self._inner or ()), *shape[1:]))
+                logger.info(f"Initialized {kind} with {shape!r} shape")
         if write.cursor is None:  # given positions
             index = write.index if write.device is CPU else write.device._backend.xp.asarray(write.index)
             for store, rows in zip(self._arrays, write.values):
@@ -736,9 +749,14 @@ class TensorStorage(_Shareable, Storage):
     # ---- reading -------------------------------------------------------------------------------------
     def _gather(self, index):
         """Items at positions ``index`` (an int or an int64 NumPy array of any shape: the result's
-        leading shape), copied."""
+        leading shape), copied, as what was written (a TensorDict, tensor, tensorclass or pytree)."""
+        rows = self._rows_at(index)
+        return rows if self._spec.kind == "tensor" else self._typed(rows)
+
+    def _rows_at(self, index):
+        """The stored TensorDict (or tensor) rows at positions ``index``, copied."""
         if np.ndim(index) > 1:
-            items = self._gather(index.reshape(-1))
+            items = self._rows_at(index.reshape(-1))
             batch = tuple(items.batch_size if isinstance(items, TensorDict) else items.shape)
             return items.reshape(*index.shape, *batch[1:])
         device = self._data.device
@@ -749,10 +767,8 @@ class TensorStorage(_Shareable, Storage):
                 index = device._backend.xp.asarray(index)
             return wrap(self._arrays[0].take(index, axis=0), device)
         if np.ndim(index) == 0:
-            rows = self._data[index].clone()
-        else:
-            rows = self._data[index if device is CPU else wrap(device._backend.xp.asarray(index), device)]
-        return rows if self._item_class is None else self._item_class.from_tensordict(rows, safe=False)
+            return self._data[index].clone()
+        return self._data[index if device is CPU else wrap(device._backend.xp.asarray(index), device)]
 
     def _locate(self, index):
         self._sync()
