@@ -129,3 +129,17 @@ def test_pytree_items_come_back_as_the_same_tree():
     assert len(wide) == 6 and wide[:]["a"].tolist() == [[0, 1, 2], [3, 4, 5]]
     with pytest.raises(TypeError, match=r"a tensor storage holds trees of tensors only, got leaves of type \['str'\]"):
         ReplayBuffer(storage=LazyTensorStorage(10)).extend({"a": rlpipe.zeros(2), "b": "text"})
+
+
+def test_priority_key_gives_one_priority_per_item():
+    from rlpipe.data import TensorDictPrioritizedReplayBuffer
+    rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=1.0, storage=LazyTensorStorage(4, ndim=2), batch_size=2,
+                                           priority_key="p")
+    rb.extend(TensorDict({"p": rlpipe.tensor([[1.0, 2.0], [3.0, 4.0]])}, [2, 2]))  # [envs, T]
+    # time-first inside: item (t, env) at 2 * t + env holds p[env][t]
+    assert [rb.sampler._sum_tree[i] for i in range(4)] == pytest.approx([1.0, 3.0, 2.0, 4.0])  # + eps
+    sample = rb.sample()
+    sample["p"] = rlpipe.full((2,), 9.0)
+    rb.update_tensordict_priority(sample)
+    t, env = sample["index"][:, 0].tolist(), sample["index"][:, 1].tolist()
+    assert all(rb.sampler._sum_tree[2 * a + b] == pytest.approx(9.0) for a, b in zip(t, env))

@@ -25,6 +25,7 @@ holds the buffer's re-entrant lock, so concurrent calls take effect one after th
 """
 import copy
 import functools
+import math
 import multiprocessing
 import os
 import threading
@@ -758,8 +759,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
         info = [key for key in self._INFO_KEYS if key in data.keys()]
         stored = data.exclude(*info) if info else data
         priority = data.get(self.priority_key, None)
-        if priority is not None and data.batch_dims:
-            priority = _per_row(priority, data.batch_size[0])
+        if priority is not None and data.batch_dims:  # one per item: per row, or per [rows, *inner] item
+            priority = _per_row(priority, math.prod(data.batch_size[:self._storage.ndim]))
         return stored, priority
 
     def _info_only(self):
@@ -779,6 +780,9 @@ class TensorDictReplayBuffer(ReplayBuffer):
             return
         index, priority = data["index"], data[self.priority_key]
         rows = data.batch_size[0] if data.batch_dims else 1
+        if self._storage.ndim > 1:  # "index" holds [rows, ndim] coordinates
+            self.update_priority(index.reshape(rows, -1)[:, :self._storage.ndim], _per_row(priority, rows))
+            return
         self.update_priority(index.reshape(rows, -1)[:, 0], _per_row(priority, rows))
 
 
