@@ -334,3 +334,17 @@ def test_replay_buffer_returns_the_tensorclass():
     # each sampled row keeps a and b together: b == 10 * a
     assert np.allclose(sample.b.numpy(), 10 * sample.a.numpy())
     assert type(rb[2]) is Pair and rb[2].a.item() == 2.0
+
+
+def test_get_options_reach_a_lazy_stack_underneath():
+    # tensordict 0.14 (test_get_lazystack): a tensorclass over a lazy stack reads ragged fields as
+    # a list or zero-padded
+    from rlpipe.tensordict import lazy_stack
+
+    class Ragged(TensorClass):
+        X: Tensor
+
+    obj = Ragged.from_tensordict(lazy_stack([TensorDict(X=rlpipe.ones(3)), TensorDict(X=rlpipe.ones(2) * 2)]))
+    assert [x.tolist() for x in obj.get("X", as_list=True)] == [[1.0, 1.0, 1.0], [2.0, 2.0]]
+    assert obj.get("X", as_padded_tensor=True).tolist() == [[1.0, 1.0, 1.0], [2.0, 2.0, 0.0]]
+    assert obj.get("absent", default=None) is None

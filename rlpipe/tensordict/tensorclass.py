@@ -384,9 +384,13 @@ class TensorClass:
         """The batch size (``batch_size``'s other name)."""
         return self._tensordict.batch_size
 
-    def get(self, key, *default):
+    def get(self, key, *default, **options):
         """A field's value (``key`` a name, or a tuple walking nested tensorclasses); another name reads
-        an attribute (``get("batch_size")``) or, failing that, the TensorDict (None where absent)."""
+        an attribute (``get("batch_size")``) or, failing that, the TensorDict (None where absent).
+        ``options`` (``as_list``, ``as_padded_tensor``, ``default``...) go to the TensorDict's ``get``,
+        as for a tensorclass over a lazy stack."""
+        if options:
+            return self._wrap(self._tensordict.get(key, *default, **options))
         path = (key,) if isinstance(key, str) else tuple(key)
         if path[0] not in type(self).__expected_keys__:
             if len(path) == 1 and hasattr(type(self), path[0]):
