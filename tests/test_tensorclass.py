@@ -348,3 +348,27 @@ def test_get_options_reach_a_lazy_stack_underneath():
     assert [x.tolist() for x in obj.get("X", as_list=True)] == [[1.0, 1.0, 1.0], [2.0, 2.0]]
     assert obj.get("X", as_padded_tensor=True).tolist() == [[1.0, 1.0, 1.0], [2.0, 2.0, 0.0]]
     assert obj.get("absent", default=None) is None
+
+
+def test_state_dict_round_trip_in_tensordicts_format():
+    # tensordict 0.14: dotted tensor keys, per-level _metadata with the non-tensor fields; loading
+    # takes the flat, nested and older layouts and refuses a key the class does not have
+    class Node(TensorClass):
+        x: Tensor
+        z: str
+        y: "Node" = None
+
+    tc = Node(x=rlpipe.arange(3.0), z="top", y=Node(x=rlpipe.ones(3), z="inner", batch_size=[]), batch_size=[])
+    flat = tc.state_dict()
+    assert list(flat) == ["x", "y.x"] and flat._metadata["y"]["_non_tensor"] == {"z": "inner"}
+    nested = tc.state_dict(flatten=False)
+    assert set(nested) == {"x", "y"} and nested["y"]["x"].tolist() == [1.0, 1.0, 1.0]
+    other = Node(x=rlpipe.zeros(3), z="?", y=Node(x=rlpipe.zeros(3), z="?", batch_size=[]), batch_size=[])
+    other.load_state_dict(flat)
+    assert other.x.tolist() == [0.0, 1.0, 2.0] and other.y.x.tolist() == [1.0] * 3 and other.y.z == "inner"
+    other.load_state_dict({"_tensordict": {"x": rlpipe.full((3,), 5.0), "__batch_size": ()}, "_non_tensordict": {}})
+    assert other.x.tolist() == [5.0] * 3
+    flat["a"] = rlpipe.zeros(1)
+    with pytest.raises(KeyError, match="Key 'a' wasn't expected in the state-dict"):
+        other.load_state_dict(flat)
+    assert other.x.tolist() == [5.0] * 3  # nothing written

@@ -22,6 +22,7 @@ from ._nontensor import NonTensorData
 from ._repr import _REPR_OPTIONS, _leaf_repr, _shape_str
 from ._td import TensorDict
 from .base import TensorDictBase, _non_tensor_value
+from . import _tc_state
 from .utils import is_tensorclass
 
 __all__ = ["tensorclass", "TensorClass", "is_tensorclass", "from_dataclass"]
@@ -466,6 +467,15 @@ class TensorClass:
         self.__dict__.update(state)
 
     # ---- conversions -----------------------------------------------------------------------------
+    def state_dict(self, destination=None, prefix="", keep_vars=False, flatten=True):
+        """The tensors under dotted keys with a ``_metadata`` attribute (class, non-tensor fields per
+        level), as tensordict 0.14; ``flatten=False`` nests them in dicts."""
+        return _tc_state.state_dict(self, destination, prefix, keep_vars, flatten)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False, from_flatten=False):
+        """Writes a ``state_dict()`` (flat, nested, or tensordict's older layout) into this instance."""
+        return _tc_state.load_state_dict(self, state_dict, strict)
+
     def to_tensordict(self, *, retain_none=None):
         """A TensorDict with the same entries (copied), nested tensorclasses as TensorDicts."""
         return self._tensordict.to_tensordict()
