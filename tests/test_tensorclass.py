@@ -372,3 +372,21 @@ def test_state_dict_round_trip_in_tensordicts_format():
     with pytest.raises(KeyError, match="Key 'a' wasn't expected in the state-dict"):
         other.load_state_dict(flat)
     assert other.x.tolist() == [5.0] * 3  # nothing written
+
+
+def test_memmap_folder_records_the_class_by_name_only(tmp_path):
+    # tensordict 0.14 gives the tensorclass back from TensorDict.load_memmap; rlpipe records the
+    # class by module and name in tensorclass.json (JSON, never pickled) and finds it among the
+    # classes this process defined
+    import json
+
+    class Saved(TensorClass):
+        a: Tensor
+        meta: str
+
+    Saved(a=rlpipe.arange(3.0), meta="hello", batch_size=[3]).memmap_(tmp_path / "s")
+    loaded = TensorDict.load_memmap(tmp_path / "s")
+    assert type(loaded) is Saved and loaded.a.tolist() == [0.0, 1.0, 2.0] and loaded.meta == "hello"
+    assert json.loads((tmp_path / "s" / "tensorclass.json").read_text())["class"].endswith("Saved")
+    (tmp_path / "s" / "tensorclass.json").write_text(json.dumps({"class": "nowhere:Unknown"}))
+    assert type(TensorDict.load_memmap(tmp_path / "s")) is TensorDict  # an unknown class: the TensorDict

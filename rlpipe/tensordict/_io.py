@@ -18,6 +18,10 @@ from ._common import _NAMES_USED
 from .base import TensorDictBase
 from .memmap import MemoryMappedTensor, Staging
 
+# set by the tensorclass module: fn(prefix, td) giving the tensorclass a folder records (in its
+# tensorclass.json, JSON only) over the TensorDict loaded from it, or td itself
+TENSORCLASS_LOADER = [lambda prefix, td: td]
+
 # loaders of the other kinds of TensorDict a meta.json can record (its "kind" -> fn(prefix, meta,
 # load_dense), load_dense() giving the TensorDict of the leaves it lists), filled in by the modules
 # that define those kinds

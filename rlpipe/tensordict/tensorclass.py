@@ -12,9 +12,12 @@ import collections.abc
 import dataclasses
 import functools
 import inspect
+import json
+import os
 import sys
 import types
 import typing
+import weakref
 
 from .._tensor import Tensor
 from .._creation import as_tensor
@@ -22,7 +25,7 @@ from ._nontensor import NonTensorData
 from ._repr import _REPR_OPTIONS, _leaf_repr, _shape_str
 from ._td import TensorDict
 from .base import TensorDictBase, _non_tensor_value
-from . import _tc_state
+from . import _io, _tc_state
 from .utils import is_tensorclass
 
 __all__ = ["tensorclass", "TensorClass", "is_tensorclass", "from_dataclass"]
@@ -36,6 +39,36 @@ _OPTIONS = ("autocast", "nocast", "frozen", "shadow", "tensor_only")
 # methods whose TensorDict result stays a TensorDict (or is not one to wrap)
 _RAW_RESULTS = frozenset({"to_tensordict", "to_dict", "state_dict", "items", "values", "keys", "get", "pop",
                           "flatten_keys", "unflatten_keys", "to_namedtuple", "tolist", "numpy"})
+
+
+# every tensorclass this process defined, by module and qualified name: load_memmap finds the class a
+# folder records here (JSON names only; nothing is unpickled)
+_CLASSES = weakref.WeakValueDictionary()
+_CLASS_FILE = "tensorclass.json"
+
+
+def _class_id(cls):
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _record_class(prefix, cls):
+    """Writes ``prefix/tensorclass.json`` naming ``cls`` (nothing without a prefix)."""
+    if prefix is not None:
+        with open(os.path.join(os.fspath(prefix), _CLASS_FILE), "w") as f:
+            json.dump({"class": _class_id(cls)}, f)
+
+
+def _load_class(prefix, td):
+    """``td`` as the tensorclass ``prefix`` records, when this process defines it; else ``td``."""
+    path = os.path.join(os.fspath(prefix), _CLASS_FILE)
+    if not os.path.exists(path):
+        return td
+    with open(path) as f:
+        cls = _CLASSES.get(json.load(f).get("class"))
+    return td if cls is None else cls.from_tensordict(td, safe=False)
+
+
+_io.TENSORCLASS_LOADER[0] = _load_class
 
 
 class _Field:
@@ -126,6 +159,7 @@ def _setup(cls, options):
     cls.__expected_keys__ = frozenset(fields)
     cls._defaults = defaults
     cls._is_tensorclass = True  # before the hints: a field may name the class itself
+    _CLASSES[_class_id(cls)] = cls
     _resolve_hints(cls)
     for option in _OPTIONS:
         setattr(cls, "_" + option, bool(options[option]))
@@ -527,8 +561,23 @@ class TensorClass:
 
     @classmethod
     def load_memmap(cls, prefix, device=None, non_blocking=False, *, out=None, **kwargs):
-        """An instance over the TensorDict saved at ``prefix`` by ``memmap_``/``memmap``."""
-        return cls.from_tensordict(TensorDict.load_memmap(prefix, device=device), safe=False)
+        """An instance over the TensorDict saved at ``prefix`` by ``memmap_``/``memmap``: of the class
+        the folder records when this process defines it (as tensordict), else of ``cls``."""
+        loaded = TensorDict.load_memmap(prefix, device=device)
+        return loaded if is_tensorclass(loaded) else cls.from_tensordict(loaded, safe=False)
+
+    def memmap_(self, prefix=None, *args, **kwargs):
+        """Memory-maps the fields in place (``TensorDict.memmap_``); under ``prefix`` the folder also
+        records the class, so ``load_memmap`` gives this class back."""
+        self._tensordict.memmap_(prefix, *args, **kwargs)
+        _record_class(prefix, type(self))
+        return self
+
+    def memmap(self, prefix=None, *args, **kwargs):
+        """A memory-mapped copy (``TensorDict.memmap``), its folder recording the class."""
+        out = type(self).from_tensordict(self._tensordict.memmap(prefix, *args, **kwargs), safe=False)
+        _record_class(prefix, type(self))
+        return out
 
     @classmethod
     def fields(cls):
