@@ -390,3 +390,21 @@ def test_memmap_folder_records_the_class_by_name_only(tmp_path):
     assert json.loads((tmp_path / "s" / "tensorclass.json").read_text())["class"].endswith("Saved")
     (tmp_path / "s" / "tensorclass.json").write_text(json.dumps({"class": "nowhere:Unknown"}))
     assert type(TensorDict.load_memmap(tmp_path / "s")) is TensorDict  # an unknown class: the TensorDict
+
+
+def test_a_tensordict_holds_a_tensorclass_entry():
+    # tensordict 0.14 (TestNesting): the entry stays its class through stack, index, apply, split, to
+    class Pose(TensorClass):
+        xy: Tensor
+        frame: str
+
+    pose = Pose(xy=rlpipe.tensor([1.0, 2.0]), frame="world", batch_size=[])
+    td = rlpipe.stack([TensorDict({"pose": pose, "t": rlpipe.zeros(1)}, []) for _ in range(3)], 0)
+    stacked = td.get("pose")
+    assert type(stacked) is Pose and stacked.batch_size == (3,) and stacked.xy.shape == (3, 2)
+    assert type(td[1].get("pose")) is Pose and td[1].get("pose").frame == "world"
+    moved = td.apply(lambda x: x + 1)
+    assert type(moved.get("pose")) is Pose and moved.get("pose").xy.tolist() == [[2.0, 3.0]] * 3
+    first, rest = td.split([2, 1], 0)
+    assert type(first.get("pose")) is Pose and first.get("pose").batch_size == (2,)
+    assert type(td.to("cpu").get("pose")) is Pose

@@ -11,6 +11,7 @@ from .._tensor import Tensor, size_repr as _shape_str
 from ._common import _GET_DEFAULTS_TO_NONE, _NAMES_USED, _NO_DEFAULT, _RAISE, _as_batch_size, _key_str
 from .base import TensorDictBase
 from .keys import KeysView, unravel_key_to_tuple
+from .utils import is_tensorclass
 
 
 class _EntriesMixin:
@@ -68,7 +69,7 @@ class _EntriesMixin:
         given = value
         if isinstance(value, dict):
             value = self._dense_type(value, batch_size=self._batch_size, device=self._device)
-        elif not isinstance(value, (Tensor, TensorDictBase)):
+        elif not isinstance(value, (Tensor, TensorDictBase)) and not is_tensorclass(value):
             value = self._as_entry(value)
         if self._device is not None and value.device != self._device:
             value = value.to(self._device)

@@ -12,6 +12,7 @@ from .._creation import full as _full
 from .._tensor import Size, Tensor, wrap, size_repr as _shape_str
 from ._common import _NAMES_USED
 from .base import TensorDictBase
+from .utils import is_tensorclass
 
 
 def _join_leaves(values, dim, how):
@@ -198,6 +199,9 @@ class _ShapeMixin:
                 entries[key] = getattr(cls._lazy_type, how)(values, d)
             elif isinstance(values[0], TensorDictBase):
                 entries[key] = cls._join_tensordicts(values, d, how)
+            elif is_tensorclass(values[0]):  # a tensorclass entry: its class joins them
+                entries[key] = type(values[0]).from_tensordict(cls._join_tensordicts(
+                    [v._tensordict for v in values], d, how), safe=False)
             else:
                 try:
                     entries[key] = _join_leaves(values, d, how)
