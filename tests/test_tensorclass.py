@@ -408,3 +408,22 @@ def test_a_tensordict_holds_a_tensorclass_entry():
     first, rest = td.split([2, 1], 0)
     assert type(first.get("pose")) is Pose and first.get("pose").batch_size == (2,)
     assert type(td.to("cpu").get("pose")) is Pose
+
+
+def test_lazy_stack_of_tensorclasses_is_their_class():
+    # tensordict 0.14: lazy_stack / maybe_dense_stack of one tensorclass give that class over a
+    # lazy stack, nested tensorclass fields included
+    from rlpipe.tensordict import LazyStackedTensorDict, lazy_stack
+
+    class Obs(TensorClass):
+        x: Tensor
+        inner: "Obs" = None
+
+    a = Obs(x=rlpipe.ones(3), inner=Obs(x=rlpipe.ones(3), batch_size=[]), batch_size=[])
+    b = Obs(x=rlpipe.zeros(2), inner=Obs(x=rlpipe.zeros(2), batch_size=[]), batch_size=[])
+    stacked = lazy_stack([a, b], 0)
+    assert type(stacked) is Obs and isinstance(stacked._tensordict, LazyStackedTensorDict)
+    assert type(stacked.inner) is Obs and stacked[1].inner.x.tolist() == [0.0, 0.0]
+    assert [x.shape[0] for x in stacked.get("x", as_list=True)] == [3, 2]
+    dense = LazyStackedTensorDict.maybe_dense_stack([a, a], 0)
+    assert type(dense) is Obs and dense.x.shape == (2, 3)

@@ -23,6 +23,7 @@ from ._shape import _join_leaves
 from ._td import TensorDict
 from .base import TensorDictBase
 from .keys import unravel_key_to_tuple
+from .utils import is_tensorclass
 
 __all__ = ["LazyStackedTensorDict", "_CustomOpTensorDict", "lazy_stack"]
 
@@ -138,6 +139,10 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
             raise RuntimeError("items cannot be empty")
         if all(isinstance(item, Tensor) for item in items):
             return _stack_leaves(items, dim, **get_kwargs)
+        if _same_tensorclass(items):  # tensorclasses: their class over a lazy stack of their TensorDicts
+            stacked = cls.lazy_stack([item._tensordict for item in items], dim, device=device, out=out,
+                                     stack_dim_name=stack_dim_name)
+            return items[0]._wrap(stacked)  # keeps the classes of its nested fields
         if out is not None:
             stacked = cls(*items, stack_dim=dim)
             if out.batch_size != stacked.batch_size:
@@ -174,6 +179,8 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         stacked the same way (lazily only where they differ); TensorDicts with other keys, or an
         entry whose shapes differ, give a lazy stack."""
         items = list(items)
+        if items and _same_tensorclass(items):
+            return items[0]._wrap(cls.maybe_dense_stack([item._tensordict for item in items], dim, out, strict))
         if not items or not all(isinstance(item, TensorDictBase) for item in items) or _same_structure(items):
             return _ops.stack(items, dim) if out is None else _ops.stack(items, dim, out=out)
         dense = _best_intention_stack(items, dim)
@@ -776,6 +783,11 @@ def _load_lazy(prefix, meta, load_dense):
 
 _LOADERS[_MEMMAP_KIND] = _load_lazy
 TensorDictBase._lazy_type = LazyStackedTensorDict
+
+
+def _same_tensorclass(items):
+    """Whether ``items`` are instances of one tensorclass."""
+    return is_tensorclass(items[0]) and all(type(item) is type(items[0]) for item in items)
 
 
 def lazy_stack(items, dim=0, **kwargs):

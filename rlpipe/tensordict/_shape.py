@@ -200,8 +200,7 @@ class _ShapeMixin:
             elif isinstance(values[0], TensorDictBase):
                 entries[key] = cls._join_tensordicts(values, d, how)
             elif is_tensorclass(values[0]):  # a tensorclass entry: its class joins them
-                entries[key] = type(values[0]).from_tensordict(cls._join_tensordicts(
-                    [v._tensordict for v in values], d, how), safe=False)
+                entries[key] = values[0]._wrap(cls._join_tensordicts([v._tensordict for v in values], d, how))
             else:
                 try:
                     entries[key] = _join_leaves(values, d, how)
