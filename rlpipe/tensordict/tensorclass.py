@@ -19,6 +19,7 @@ import types
 import typing
 import weakref
 
+from .. import serialization as _serialization
 from .._tensor import Tensor
 from .._creation import as_tensor
 from ._nontensor import NonTensorData
@@ -160,6 +161,8 @@ def _setup(cls, options):
     cls._defaults = defaults
     cls._is_tensorclass = True  # before the hints: a field may name the class itself
     _CLASSES[_class_id(cls)] = cls
+    _serialization.register_type(cls, f"TensorClass:{_class_id(cls)}", lambda tc: {"tensordict": tc._tensordict},
+                                 lambda state, cls=cls: cls.from_tensordict(state["tensordict"], safe=False))
     _resolve_hints(cls)
     for option in _OPTIONS:
         setattr(cls, "_" + option, bool(options[option]))
