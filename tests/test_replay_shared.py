@@ -55,3 +55,20 @@ def test_shared_buffer_refuses_prefetch():
         ReplayBuffer(storage=ListStorage(10), shared=True, prefetch=2)
     rb = ReplayBuffer(storage=ListStorage(10), shared=True)
     assert rb.shared and rb.share(False) is rb and not rb.shared
+
+
+class _KeepsWriteState(rlpipe.envs.Transform):
+    requires_shared_write_state = True  # torchrl's flag: write-time state that processes would each keep
+
+
+def test_sharing_refuses_a_transform_whose_write_state_cannot_be_shared():
+    rb = ReplayBuffer(storage=ListStorage(10))
+    rb.append_transform(_KeepsWriteState())
+    with pytest.raises(RuntimeError, match="_KeepsWriteState keeps replay-buffer write state but does not implement "
+                                           r"share_memory_\(\)"):
+        rb.share()
+    assert not getattr(rb, "shared", False)  # refused: the buffer stays unshared
+    shared = ReplayBuffer(storage=ListStorage(10), shared=True)
+    with pytest.raises(RuntimeError, match="keeps replay-buffer write state"):
+        shared.insert_transform(0, _KeepsWriteState())
+    assert shared.transform == ()

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..._tensor import Tensor, wrap
 from ..._utils import rl_warnings, unavailable
-from ...envs.transformed_env import Transform
+from ...envs.transformed_env import Compose, Transform
 from ...postprocs.multistep import MultiStep
 from ...random import Generator
 from ...tensordict import TensorDict, is_tensorclass
@@ -95,6 +95,22 @@ def _locked(method):
         with self._replay_lock:
             return method(self, *args, **kwargs)
     return locked
+
+
+def _share_transform_state(transform):
+    """Shares a transform's write state between processes (its ``share_memory_()``), as torchrl;
+    RuntimeError for one that keeps such state (``requires_shared_write_state``) but cannot."""
+    if isinstance(transform, Compose):
+        for part in transform:
+            _share_transform_state(part)
+        return
+    share_memory = getattr(transform, "share_memory_", None)
+    if callable(share_memory):
+        share_memory()
+    elif getattr(transform, "requires_shared_write_state", False):
+        raise RuntimeError(f"{type(transform).__name__} keeps replay-buffer write state but does not implement "
+                           "share_memory_(). Use a centralized writer, or a transform that supports shared "
+                           "replay-buffer write state.")
 
 
 def _built(given, cls):
@@ -333,6 +349,9 @@ class ReplayBuffer:
         ``LazyTensorStorage(shared_init=True)``), and writes take a process lock. Give the
         buffer to the processes (``multiprocessing.Process(args=(rb,))``, fork or spawn); a
         ``ListStorage`` stays in each process's memory."""
+        if shared:  # first, so a refused transform leaves the buffer as it was
+            for entry in self._transforms:
+                _share_transform_state(entry.given)
         self.shared = bool(shared)
         self._write_lock = multiprocessing.Lock() if self.shared else None
         if self.shared and hasattr(self._storage, "_share"):
@@ -370,13 +389,19 @@ class ReplayBuffer:
         """Adds a transform at the end: run on samples, or on written data with ``invert=True``
         (a MultiStep always runs on written data). An env ``Transform`` runs its ``inv`` on
         written data and its ``forward`` on samples (``invert=True``: the other way round)."""
-        self._transforms.append(self._entry(transform, invert))
+        entry = self._entry(transform, invert)
+        if getattr(self, "shared", False):
+            _share_transform_state(transform)
+        self._transforms.append(entry)
         return self
 
     @_locked
     def insert_transform(self, index, transform, *, invert=False):
         """Inserts a transform at position ``index`` (see ``append_transform``)."""
-        self._transforms.insert(index, self._entry(transform, invert))
+        entry = self._entry(transform, invert)
+        if getattr(self, "shared", False):
+            _share_transform_state(transform)
+        self._transforms.insert(index, entry)
         return self
 
     @_locked
