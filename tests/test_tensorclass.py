@@ -427,3 +427,17 @@ def test_lazy_stack_of_tensorclasses_is_their_class():
     assert [x.shape[0] for x in stacked.get("x", as_list=True)] == [3, 2]
     dense = LazyStackedTensorDict.maybe_dense_stack([a, a], 0)
     assert type(dense) is Obs and dense.x.shape == (2, 3)
+
+
+def test_joining_two_tensorclasses_is_refused_as_torch_does():
+    class A(TensorClass):
+        x: Tensor
+
+    class B(TensorClass):
+        x: Tensor
+
+    a, b = A(x=rlpipe.zeros(2), batch_size=[2]), B(x=rlpipe.zeros(2), batch_size=[2])
+    with pytest.raises(TypeError, match=r"no implementation found for 'stack' on types that implement "
+                                        r"__torch_function__: \['A', 'B'\]"):
+        rlpipe.stack([a, b], 0)
+    assert type(rlpipe.stack([a, a], 0)) is A

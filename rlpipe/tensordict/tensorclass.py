@@ -404,6 +404,10 @@ class TensorClass:
         """``rlpipe.stack([tc, tc])``, ``rlpipe.cat``... run on the TensorDicts; a TensorDict result is
         given back as the class of the first tensorclass among the arguments."""
         first = _first_tensorclass(args)
+        classes = _tensorclass_types(args)
+        if len(classes) > 1:  # torch's dispatch error: no class knows how to join the others
+            raise TypeError(f"no implementation found for '{getattr(func, '__name__', func)}' on types that implement "
+                            f"__torch_function__: {[c.__name__ for c in classes]} (Multiple dispatch failed)")
         return first._wrap(func(*_unwrap(args), **_unwrap(kwargs or {})))
 
     # ---- the TensorDict's shape, device and entries ----------------------------------------------
@@ -639,6 +643,16 @@ def _same(a, b):
         return bool(a is b or a == b)
     except Exception:  # an object whose == is elementwise or raises
         return False
+
+
+def _tensorclass_types(args):
+    """The distinct tensorclasses among ``args`` (also inside lists and tuples), in order."""
+    found = []
+    for value in args:
+        inner = _tensorclass_types(value) if type(value) in (list, tuple) else [type(value)] if (
+            is_tensorclass(value) and not isinstance(value, type)) else []
+        found += [c for c in inner if c not in found]
+    return found
 
 
 def _first_tensorclass(args):
