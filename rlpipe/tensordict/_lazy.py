@@ -666,6 +666,22 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
             td.lock_()
         return self
 
+    # a lazy stack nested in a TensorDict: the parent's lock reaches the stacked TensorDicts
+    def _propagate_lock(self, parents):
+        for td in self.tensordicts:
+            td._propagate_lock(parents)
+
+    def _propagate_unlock(self):
+        nested = []
+        for td in self.tensordicts:
+            nested.extend(td._propagate_unlock())
+            nested.append(td)
+        return nested
+
+    def _check_unlock(self):
+        for td in self.tensordicts:
+            td._check_unlock()
+
     def unlock_(self):
         for td in self.tensordicts:
             td.unlock_()
@@ -682,12 +698,19 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         for i, td in enumerate(self.tensordicts):
             td.memmap_(None if prefix is None else os.path.join(prefix, str(i)), copy_existing=copy_existing)
         if prefix is not None:
-            meta = {"format": "rlpipe-tensordict-memmap", "version": 3, "kind": _MEMMAP_KIND,
-                    "stack_dim": self.stack_dim, "count": len(self.tensordicts),
-                    "batch_size": list(self._batch_size)}
+            meta = self._memmap_meta()
             _serialization._write_atomically(os.path.join(prefix, "meta.json"),
                                              lambda f: f.write(json.dumps(meta).encode()))
         return self
+
+    def _mapped_file(self):
+        """The file of the first memory-mapped leaf of the stacked TensorDicts, or None."""
+        return next((f for f in (td._mapped_file() for td in self.tensordicts) if f is not None), None)
+
+    def _memmap_meta(self):
+        """The meta.json of a memory-mapped lazy stack (its TensorDicts are in the folders 0, 1, ...)."""
+        return {"format": "rlpipe-tensordict-memmap", "version": 3, "kind": _MEMMAP_KIND, "stack_dim": self.stack_dim,
+                "count": len(self.tensordicts), "batch_size": list(self._batch_size)}
 
     def memmap(self, prefix=None, copy_existing=False, *, num_threads=0, return_early=False, **kwargs):
         return self.clone().memmap_(prefix, copy_existing=True)
