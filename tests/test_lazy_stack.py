@@ -341,14 +341,21 @@ def test_lazy_stack_on_cuda():
     assert padded.get("x", as_padded_tensor=True).cpu().tolist() == [[1.0, 0.0], [1.0, 1.0]]
 
 
-def test_memmap_of_a_tensordict_holding_a_lazy_stack_is_refused_before_writing(tmp_path):
-    # a clear TypeError naming the entry and what to do (it was an AttributeError), nothing written, td unchanged
-    stack = lazy_stack([TensorDict({"x": rlpipe.zeros(3)}, []), TensorDict({"x": rlpipe.ones(3)}, [])])
+def test_memmap_of_a_tensordict_holding_a_lazy_stack(tmp_path):
+    # tensordict 0.14: the nested lazy stack is memory-mapped in its folder (one per stacked
+    # TensorDict) and loads back as a lazy stack; text entries stay JSON
+    stack = lazy_stack([TensorDict({"x": rlpipe.zeros(3), "s": "a"}, []),
+                        TensorDict({"x": rlpipe.ones(2), "s": "b"}, [])])
     td = TensorDict({"ls": stack, "y": rlpipe.arange(2.0)}, [2])
-    with pytest.raises(TypeError, match=r"'ls' is a LazyStackedTensorDict.*contiguous\(\)"):
-        td.memmap_(tmp_path / "ckpt")
-    assert not (tmp_path / "ckpt").exists()
-    assert not td.is_locked and td["y"].tolist() == [0.0, 1.0]
-    td["ls"] = td["ls"].contiguous()
     td.memmap_(tmp_path / "ckpt")
-    assert TensorDict.load_memmap(tmp_path / "ckpt")["ls", "x"].tolist() == [[0.0] * 3, [1.0] * 3]
+    assert td.is_locked and td["ls"].is_locked and td["ls"].tensordicts[0].is_memmap()
+    back = TensorDict.load_memmap(tmp_path / "ckpt")
+    assert isinstance(back["ls"], LazyStackedTensorDict) and back["ls"].stack_dim == 0
+    assert [x.tolist() for x in back["ls"].get("x", as_list=True)] == [[0.0] * 3, [1.0] * 2]
+    assert back["ls"][1].get_non_tensor("s") == "b" and back["y"].tolist() == [0.0, 1.0]
+    td.unlock_()
+    assert not td["ls"].is_locked
+    bad = TensorDict({"ls": lazy_stack([TensorDict({"o": object()}, [])] * 2)}, [2])
+    with pytest.raises(TypeError, match="'o'"):  # checked before any file is written
+        bad.memmap_(tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()

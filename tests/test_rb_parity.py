@@ -61,12 +61,13 @@ def test_list_storage_set_takes_a_range_of_items():
 
 
 @pytest.mark.parametrize("cls", [LazyTensorStorage, LazyMemmapStorage])
-def test_ndim_other_than_one_is_refused(cls):
-    assert len(cls(4, ndim=1)) == 0
-    with pytest.raises(NotImplementedError, match=f"{cls.__name__}: ndim=2 is not supported by rlpipe"):
-        cls(4, ndim=2)
-    with pytest.raises(NotImplementedError, match="TensorStorage: ndim=2 is not supported"):
-        TensorStorage(rlpipe.zeros(3), ndim=2)
+def test_ndim_must_be_a_positive_int(cls):
+    assert len(cls(4, ndim=1)) == 0 and cls(4, ndim=2).ndim == 2
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match=f"{cls.__name__}: ndim must be an int >= 1, got ndim={bad!r}"):
+            cls(4, ndim=bad)
+    with pytest.raises(ValueError, match="TensorStorage: ndim must be an int >= 1, got ndim=0"):
+        TensorStorage(rlpipe.zeros(3), ndim=0)
 
 
 def test_memmap_cleanup(tmp_path):
@@ -84,8 +85,8 @@ def test_memmap_cleanup(tmp_path):
     assert kept._auto_cleanup is False and kept not in _MEMMAP_STORAGE_REGISTRY
     kept.set(range(1), TensorDict({"a": rlpipe.zeros(1)}, [1]))
     assert kept.cleanup() is True and not (tmp_path / "kept").exists()  # an explicit cleanup still removes it
-    with pytest.raises(NotImplementedError, match="shared_init=True"):
-        LazyMemmapStorage(10, shared_init=True)
+    shared = LazyMemmapStorage(10, shared_init=True)  # shared: its temporary directory exists from the start
+    assert shared.shared_init and os.path.isdir(shared.scratch_dir)
 
 
 def test_memmap_auto_cleanup_when_collected(tmp_path):

@@ -334,3 +334,110 @@ def test_replay_buffer_returns_the_tensorclass():
     # each sampled row keeps a and b together: b == 10 * a
     assert np.allclose(sample.b.numpy(), 10 * sample.a.numpy())
     assert type(rb[2]) is Pair and rb[2].a.item() == 2.0
+
+
+def test_get_options_reach_a_lazy_stack_underneath():
+    # tensordict 0.14 (test_get_lazystack): a tensorclass over a lazy stack reads ragged fields as
+    # a list or zero-padded
+    from rlpipe.tensordict import lazy_stack
+
+    class Ragged(TensorClass):
+        X: Tensor
+
+    obj = Ragged.from_tensordict(lazy_stack([TensorDict(X=rlpipe.ones(3)), TensorDict(X=rlpipe.ones(2) * 2)]))
+    assert [x.tolist() for x in obj.get("X", as_list=True)] == [[1.0, 1.0, 1.0], [2.0, 2.0]]
+    assert obj.get("X", as_padded_tensor=True).tolist() == [[1.0, 1.0, 1.0], [2.0, 2.0, 0.0]]
+    assert obj.get("absent", default=None) is None
+
+
+def test_state_dict_round_trip_in_tensordicts_format():
+    # tensordict 0.14: dotted tensor keys, per-level _metadata with the non-tensor fields; loading
+    # takes the flat, nested and older layouts and refuses a key the class does not have
+    class Node(TensorClass):
+        x: Tensor
+        z: str
+        y: "Node" = None
+
+    tc = Node(x=rlpipe.arange(3.0), z="top", y=Node(x=rlpipe.ones(3), z="inner", batch_size=[]), batch_size=[])
+    flat = tc.state_dict()
+    assert list(flat) == ["x", "y.x"] and flat._metadata["y"]["_non_tensor"] == {"z": "inner"}
+    nested = tc.state_dict(flatten=False)
+    assert set(nested) == {"x", "y"} and nested["y"]["x"].tolist() == [1.0, 1.0, 1.0]
+    other = Node(x=rlpipe.zeros(3), z="?", y=Node(x=rlpipe.zeros(3), z="?", batch_size=[]), batch_size=[])
+    other.load_state_dict(flat)
+    assert other.x.tolist() == [0.0, 1.0, 2.0] and other.y.x.tolist() == [1.0] * 3 and other.y.z == "inner"
+    other.load_state_dict({"_tensordict": {"x": rlpipe.full((3,), 5.0), "__batch_size": ()}, "_non_tensordict": {}})
+    assert other.x.tolist() == [5.0] * 3
+    flat["a"] = rlpipe.zeros(1)
+    with pytest.raises(KeyError, match="Key 'a' wasn't expected in the state-dict"):
+        other.load_state_dict(flat)
+    assert other.x.tolist() == [5.0] * 3  # nothing written
+
+
+def test_memmap_folder_records_the_class_by_name_only(tmp_path):
+    # tensordict 0.14 gives the tensorclass back from TensorDict.load_memmap; rlpipe records the
+    # class by module and name in tensorclass.json (JSON, never pickled) and finds it among the
+    # classes this process defined
+    import json
+
+    class Saved(TensorClass):
+        a: Tensor
+        meta: str
+
+    Saved(a=rlpipe.arange(3.0), meta="hello", batch_size=[3]).memmap_(tmp_path / "s")
+    loaded = TensorDict.load_memmap(tmp_path / "s")
+    assert type(loaded) is Saved and loaded.a.tolist() == [0.0, 1.0, 2.0] and loaded.meta == "hello"
+    assert json.loads((tmp_path / "s" / "tensorclass.json").read_text())["class"].endswith("Saved")
+    (tmp_path / "s" / "tensorclass.json").write_text(json.dumps({"class": "nowhere:Unknown"}))
+    assert type(TensorDict.load_memmap(tmp_path / "s")) is TensorDict  # an unknown class: the TensorDict
+
+
+def test_a_tensordict_holds_a_tensorclass_entry():
+    # tensordict 0.14 (TestNesting): the entry stays its class through stack, index, apply, split, to
+    class Pose(TensorClass):
+        xy: Tensor
+        frame: str
+
+    pose = Pose(xy=rlpipe.tensor([1.0, 2.0]), frame="world", batch_size=[])
+    td = rlpipe.stack([TensorDict({"pose": pose, "t": rlpipe.zeros(1)}, []) for _ in range(3)], 0)
+    stacked = td.get("pose")
+    assert type(stacked) is Pose and stacked.batch_size == (3,) and stacked.xy.shape == (3, 2)
+    assert type(td[1].get("pose")) is Pose and td[1].get("pose").frame == "world"
+    moved = td.apply(lambda x: x + 1)
+    assert type(moved.get("pose")) is Pose and moved.get("pose").xy.tolist() == [[2.0, 3.0]] * 3
+    first, rest = td.split([2, 1], 0)
+    assert type(first.get("pose")) is Pose and first.get("pose").batch_size == (2,)
+    assert type(td.to("cpu").get("pose")) is Pose
+
+
+def test_lazy_stack_of_tensorclasses_is_their_class():
+    # tensordict 0.14: lazy_stack / maybe_dense_stack of one tensorclass give that class over a
+    # lazy stack, nested tensorclass fields included
+    from rlpipe.tensordict import LazyStackedTensorDict, lazy_stack
+
+    class Obs(TensorClass):
+        x: Tensor
+        inner: "Obs" = None
+
+    a = Obs(x=rlpipe.ones(3), inner=Obs(x=rlpipe.ones(3), batch_size=[]), batch_size=[])
+    b = Obs(x=rlpipe.zeros(2), inner=Obs(x=rlpipe.zeros(2), batch_size=[]), batch_size=[])
+    stacked = lazy_stack([a, b], 0)
+    assert type(stacked) is Obs and isinstance(stacked._tensordict, LazyStackedTensorDict)
+    assert type(stacked.inner) is Obs and stacked[1].inner.x.tolist() == [0.0, 0.0]
+    assert [x.shape[0] for x in stacked.get("x", as_list=True)] == [3, 2]
+    dense = LazyStackedTensorDict.maybe_dense_stack([a, a], 0)
+    assert type(dense) is Obs and dense.x.shape == (2, 3)
+
+
+def test_joining_two_tensorclasses_is_refused_as_torch_does():
+    class A(TensorClass):
+        x: Tensor
+
+    class B(TensorClass):
+        x: Tensor
+
+    a, b = A(x=rlpipe.zeros(2), batch_size=[2]), B(x=rlpipe.zeros(2), batch_size=[2])
+    with pytest.raises(TypeError, match=r"no implementation found for 'stack' on types that implement "
+                                        r"__torch_function__: \['A', 'B'\]"):
+        rlpipe.stack([a, b], 0)
+    assert type(rlpipe.stack([a, a], 0)) is A

@@ -39,6 +39,7 @@ def plain_dtype(np_dtype):
 
 
 def dtype_named(name, what):
+    """The NumPy dtype a checkpoint names by its string (refuses object and unknown dtypes)."""
     dt = _DTYPES.get(name) if isinstance(name, str) else None
     if dt is None:
         raise RuntimeError(f"{what}: unknown dtype {name!r}; expected one of {sorted(_DTYPES)}")
@@ -51,6 +52,7 @@ def write_json(path, obj):
 
 
 def read_json(path, what):
+    """The JSON object in ``path``; a RuntimeError naming ``what`` when it is missing or broken."""
     try:
         with open(path) as f:
             return json.load(f)
@@ -61,6 +63,7 @@ def read_json(path, what):
 
 
 def array_record(array, file):
+    """The layout entry (file, dtype, shape) that describes ``array`` saved as ``file``."""
     return {"file": file, "dtype": _dtypes.from_numpy_dtype(array.dtype).name, "shape": list(array.shape)}
 
 
@@ -126,6 +129,8 @@ class _Writer:
 
 
 def save_state(directory, state):
+    """Writes ``state`` (nested dicts, lists, arrays, tensors, TensorDicts) as JSON and ``.npy`` files
+    in ``directory``."""
     writer = _Writer(directory)
     try:
         root = writer.node(state, "state")

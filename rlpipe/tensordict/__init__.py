@@ -57,6 +57,28 @@ _pytree.register_pytree_node(TensorDict, tree_flatten_td, tree_unflatten_td)
 _serialization.register_type(MemoryMappedTensor, "MemoryMappedTensor", Tensor.detach, MemoryMappedTensor.from_tensor)
 load_memmap = TensorDict.load_memmap
 
+
+# rlpipe.save/load of lazy stacks and non-tensor data: plain data only (a non-tensor object must be
+# one save stores: numbers, strings, lists, tuples, dicts of those), never pickled
+def _lazy_state(td):
+    return {"tensordicts": list(td.tensordicts), "stack_dim": td.stack_dim}
+
+
+def _lazy_from_state(state):
+    return LazyStackedTensorDict(*state["tensordicts"], stack_dim=int(state["stack_dim"]))
+
+
+def _non_tensor_state(value):
+    return {"data": value.tolist() if isinstance(value, NonTensorStack) else value.data,
+            "batch_size": list(value.batch_size)}
+
+
+_serialization.register_type(LazyStackedTensorDict, "LazyStackedTensorDict", _lazy_state, _lazy_from_state)
+_serialization.register_type(NonTensorData, "NonTensorData", _non_tensor_state,
+                             lambda state: NonTensorData(state["data"], batch_size=state["batch_size"]))
+_serialization.register_type(NonTensorStack, "NonTensorStack", _non_tensor_state,
+                             lambda state: NonTensorStack.from_list(state["data"]))
+
 __all__ = ["assert_allclose_td", "TensorDict", "TensorDictBase", "LazyStackedTensorDict", "is_tensor_collection",
            "is_tensorclass", "tensorclass", "TensorDictModule", "TensorDictSequential", "get_defaults_to_none",
            "get_printoptions", "merge_tensordicts", "pad", "pad_sequence", "set_get_defaults_to_none",

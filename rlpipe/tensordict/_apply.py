@@ -121,6 +121,7 @@ class _ApplyMixin:
         return self._map(lambda t: t.clone()) if recurse else self.copy()
 
     def detach(self):
+        """A TensorDict of the leaves detached from the graph."""
         return self._map(lambda t: t.detach())
 
     def to_dict(self):

@@ -12,6 +12,7 @@ from ..func._batched import BatchedTensor
 from ._common import _GET_DEFAULTS_TO_NONE, _NAMES_USED, _NO_DEFAULT, _RAISE, _as_batch_size, _key_str
 from .base import TensorDictBase
 from .keys import KeysView, unravel_key_to_tuple
+from .utils import is_tensorclass
 
 
 class _EntriesMixin:
@@ -69,8 +70,8 @@ class _EntriesMixin:
         given = value
         if isinstance(value, dict):
             value = self._dense_type(value, batch_size=self._batch_size, device=self._device)
-        elif not isinstance(value, (Tensor, TensorDictBase, BatchedTensor)):  # (a tensor inside vmap)
-            value = self._as_entry(value)
+        elif not isinstance(value, (Tensor, TensorDictBase, BatchedTensor)) and not is_tensorclass(value):
+            value = self._as_entry(value)  # (a BatchedTensor is a tensor inside vmap)
         if self._device is not None and value.device != self._device:
             value = value.to(self._device)
         shape = value.batch_size if isinstance(value, TensorDictBase) else value.shape

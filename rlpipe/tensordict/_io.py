@@ -18,6 +18,10 @@ from ._common import _NAMES_USED
 from .base import TensorDictBase
 from .memmap import MemoryMappedTensor, Staging
 
+# set by the tensorclass module: fn(prefix, td) giving the tensorclass a folder records (in its
+# tensorclass.json, JSON only) over the TensorDict loaded from it, or td itself
+TENSORCLASS_LOADER = [lambda prefix, td: td]
+
 # loaders of the other kinds of TensorDict a meta.json can record (its "kind" -> fn(prefix, meta,
 # load_dense), load_dense() giving the TensorDict of the leaves it lists), filled in by the modules
 # that define those kinds
@@ -60,7 +64,7 @@ class _IOMixin:
             taken = {"meta.json"}
             for key, value in td._tensordict.items():
                 nested = isinstance(value, TensorDictBase)
-                if nested and not isinstance(value, self._dense_type):
+                if nested and not isinstance(value, (self._dense_type, self._lazy_type)):
                     raise TypeError(f"memmap_: the entry {key!r} is a {type(value).__name__}, which cannot be memory-"
                                     "mapped inside a TensorDict yet; memmap it on its own (value.memmap_(path)) or "
                                     f"store it dense (td[{key!r}] = td[{key!r}].contiguous())")
@@ -388,6 +392,10 @@ def _stage(td, prefix, stagings, leaves):
     records, nested = {}, []
     for key, value in td._tensordict.items():
         name = _file_name(key)
+        if isinstance(value, td._lazy_type):  # a lazy stack: each stacked TensorDict in its folder
+            _stage_lazy(value, os.path.join(prefix, name), stagings, leaves)
+            nested.append(key)
+            continue
         if not isinstance(value, Tensor):  # a nested TensorDict
             if type(value).memmap_ is not _IOMixin.memmap_ or value.is_shared():
                 value.memmap_(prefix)  # a view (_SubTensorDict) or shared TensorDict: raises its error
@@ -403,6 +411,16 @@ def _stage(td, prefix, stagings, leaves):
         array.flush()
         leaves.append((td, key, staging, name + ".memmap"))
     td._write_memmap_meta(staging.path, leaves=records, nested=nested)
+
+
+def _stage_lazy(stack, prefix, stagings, leaves):
+    """Stages a lazy stack nested in a TensorDict: its TensorDicts under ``prefix/<i>``, then the
+    stack's own meta.json (what ``LazyStackedTensorDict.memmap_`` writes)."""
+    os.makedirs(prefix, exist_ok=True)
+    for i, td in enumerate(stack.tensordicts):
+        _stage(td, os.path.join(prefix, str(i)), stagings, leaves)
+    meta = stack._memmap_meta()
+    _serialization._write_atomically(os.path.join(prefix, "meta.json"), lambda f: f.write(json.dumps(meta).encode()))
 
 
 _UNSAFE_IN_NAMES = frozenset('/<>:"|?*\\ %' + "".join(map(chr, range(32))) + chr(127))

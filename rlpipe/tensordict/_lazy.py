@@ -23,6 +23,7 @@ from ._shape import _join_leaves
 from ._td import TensorDict
 from .base import TensorDictBase
 from .keys import unravel_key_to_tuple
+from .utils import is_tensorclass
 
 __all__ = ["LazyStackedTensorDict", "_CustomOpTensorDict", "lazy_stack"]
 
@@ -138,6 +139,10 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
             raise RuntimeError("items cannot be empty")
         if all(isinstance(item, Tensor) for item in items):
             return _stack_leaves(items, dim, **get_kwargs)
+        if _same_tensorclass(items):  # tensorclasses: their class over a lazy stack of their TensorDicts
+            stacked = cls.lazy_stack([item._tensordict for item in items], dim, device=device, out=out,
+                                     stack_dim_name=stack_dim_name)
+            return items[0]._wrap(stacked)  # keeps the classes of its nested fields
         if out is not None:
             stacked = cls(*items, stack_dim=dim)
             if out.batch_size != stacked.batch_size:
@@ -174,6 +179,8 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         stacked the same way (lazily only where they differ); TensorDicts with other keys, or an
         entry whose shapes differ, give a lazy stack."""
         items = list(items)
+        if items and _same_tensorclass(items):
+            return items[0]._wrap(cls.maybe_dense_stack([item._tensordict for item in items], dim, out, strict))
         if not items or not all(isinstance(item, TensorDictBase) for item in items) or _same_structure(items):
             return _ops.stack(items, dim) if out is None else _ops.stack(items, dim, out=out)
         dense = _best_intention_stack(items, dim)
@@ -194,9 +201,11 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         self._batch_size = Size((*inner[:self.stack_dim], len(self.tensordicts), *inner[self.stack_dim:]))
 
     def append(self, tensordict):
+        """Adds a TensorDict at the end of the stack (in place)."""
         self.insert(len(self.tensordicts), tensordict)
 
     def extend(self, tensordicts):
+        """Adds several TensorDicts at the end of the stack (in place)."""
         for td in (tensordicts.unbind(self.stack_dim) if isinstance(tensordicts, TensorDictBase) else tensordicts):
             self.append(td)
 
@@ -236,6 +245,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
 
     @property
     def batch_size(self):
+        """The batch size (``batch_size``'s other name)."""
         return self._batch_size
 
     @batch_size.setter
@@ -253,6 +263,8 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
 
     @property
     def batch_dims(self):
+        """The number of batch dims (``batch_dims``)."""
+        """The number of batch dims, the stack dim included."""
         return len(self._batch_size)
 
     ndim = batch_dims
@@ -329,6 +341,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self
 
     def set_(self, key, value):
+        """Writes ``value`` into the existing entry ``key`` of every stacked TensorDict."""
         self.get(key, _RAISE)
         return self.set(key, value, inplace=True)
 
@@ -403,6 +416,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return bool(self.tensordicts) and all(td.get(path, None) is not None for td in self.tensordicts)
 
     def select(self, *keys, inplace=False, strict=True):
+        """A lazy stack of each TensorDict's selection of ``keys``."""
         if inplace:
             for td in self.tensordicts:
                 td.select(*keys, inplace=True, strict=strict)
@@ -410,6 +424,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self._each("select", *keys, strict=strict)
 
     def exclude(self, *keys, inplace=False):
+        """A lazy stack of each TensorDict without ``keys``."""
         if inplace:
             for td in self.tensordicts:
                 td.exclude(*keys, inplace=True)
@@ -423,9 +438,11 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return tuple(self._lazy_like(list(column)) for column in zip(*parts))
 
     def is_empty(self):
+        """Whether no stacked TensorDict holds a leaf."""
         return all(td.is_empty() for td in self.tensordicts)
 
     def empty(self, recurse=False, **kwargs):
+        """A lazy stack of the TensorDicts emptied of their entries (same batch sizes)."""
         return self._each("empty", recurse=recurse)
 
     def __len__(self):
@@ -500,6 +517,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self._lazy_like(results)
 
     def named_apply(self, fn, *others, **kwargs):
+        """``named_apply`` on each stacked TensorDict, stacked again lazily."""
         split = [o.unbind(self.stack_dim) for o in others]
         return self._lazy_like([td.named_apply(fn, *(parts[i] for parts in split), **kwargs)
                                 for i, td in enumerate(self.tensordicts)])
@@ -514,6 +532,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self._each("to", *args, **kwargs)
 
     def detach(self):
+        """A lazy stack of the TensorDicts detached from the graph."""
         return self._each("detach")
 
     def contiguous(self, *, canonical=False, inplace=False):
@@ -531,10 +550,12 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self.contiguous()
 
     def is_contiguous(self):
+        """Always False: a lazy stack is not one block (``contiguous()`` makes one)."""
         return False
 
     # ---- batch dims ---------------------------------------------------------------------------
     def unbind(self, dim=0):
+        """The TensorDicts along ``dim`` (the stacked ones themselves along the stack dim)."""
         d = self._batch_dim(dim)
         if d == self.stack_dim:
             return tuple(self.tensordicts)
@@ -568,6 +589,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return self._each("unsqueeze", d - 1)
 
     def squeeze(self, dim=None):
+        """The stack without its size-one batch dims (or ``dim`` only)."""
         if dim is None:
             return self.contiguous().squeeze() if len(self.tensordicts) == 1 else \
                 self._new([td.squeeze() for td in self.tensordicts],
@@ -631,6 +653,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     # ---- locking and storage ------------------------------------------------------------------
     @property
     def is_locked(self):
+        """Whether the stacked TensorDicts are locked."""
         return bool(self.tensordicts) and all(td.is_locked for td in self.tensordicts)
 
     def _check_unlocked(self):
@@ -642,6 +665,22 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         for td in self.tensordicts:
             td.lock_()
         return self
+
+    # a lazy stack nested in a TensorDict: the parent's lock reaches the stacked TensorDicts
+    def _propagate_lock(self, parents):
+        for td in self.tensordicts:
+            td._propagate_lock(parents)
+
+    def _propagate_unlock(self):
+        nested = []
+        for td in self.tensordicts:
+            nested.extend(td._propagate_unlock())
+            nested.append(td)
+        return nested
+
+    def _check_unlock(self):
+        for td in self.tensordicts:
+            td._check_unlock()
 
     def unlock_(self):
         for td in self.tensordicts:
@@ -659,12 +698,19 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         for i, td in enumerate(self.tensordicts):
             td.memmap_(None if prefix is None else os.path.join(prefix, str(i)), copy_existing=copy_existing)
         if prefix is not None:
-            meta = {"format": "rlpipe-tensordict-memmap", "version": 3, "kind": _MEMMAP_KIND,
-                    "stack_dim": self.stack_dim, "count": len(self.tensordicts),
-                    "batch_size": list(self._batch_size)}
+            meta = self._memmap_meta()
             _serialization._write_atomically(os.path.join(prefix, "meta.json"),
                                              lambda f: f.write(json.dumps(meta).encode()))
         return self
+
+    def _mapped_file(self):
+        """The file of the first memory-mapped leaf of the stacked TensorDicts, or None."""
+        return next((f for f in (td._mapped_file() for td in self.tensordicts) if f is not None), None)
+
+    def _memmap_meta(self):
+        """The meta.json of a memory-mapped lazy stack (its TensorDicts are in the folders 0, 1, ...)."""
+        return {"format": "rlpipe-tensordict-memmap", "version": 3, "kind": _MEMMAP_KIND, "stack_dim": self.stack_dim,
+                "count": len(self.tensordicts), "batch_size": list(self._batch_size)}
 
     def memmap(self, prefix=None, copy_existing=False, *, num_threads=0, return_early=False, **kwargs):
         return self.clone().memmap_(prefix, copy_existing=True)
@@ -760,6 +806,11 @@ def _load_lazy(prefix, meta, load_dense):
 
 _LOADERS[_MEMMAP_KIND] = _load_lazy
 TensorDictBase._lazy_type = LazyStackedTensorDict
+
+
+def _same_tensorclass(items):
+    """Whether ``items`` are instances of one tensorclass."""
+    return is_tensorclass(items[0]) and all(type(item) is type(items[0]) for item in items)
 
 
 def lazy_stack(items, dim=0, **kwargs):

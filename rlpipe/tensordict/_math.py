@@ -165,16 +165,19 @@ class TensorDictMath:
         return self._elementwise(lambda a, b: _ops.add(a, b, alpha=alpha), other, default=default)
 
     def add_(self, other, *, alpha=None):
+        """Adds ``other`` (times ``alpha``) to every leaf in place."""
         if alpha is None:
             return self._elementwise_(_ops.add, other)
         return self._elementwise_(lambda a, b: _ops.add(a, b, alpha=alpha), other)
 
     def sub(self, other, *, alpha=None, default=None):
+        """Leafwise ``self - alpha * other``."""
         if alpha is None:
             return self._elementwise(_ops.sub, other, default=default)
         return self._elementwise(lambda a, b: _ops.sub(a, b, alpha=alpha), other, default=default)
 
     def sub_(self, other, alpha=None):
+        """Subtracts ``other`` (times ``alpha``) from every leaf in place."""
         if alpha is None:
             return self._elementwise_(_ops.sub, other)
         return self._elementwise_(lambda a, b: _ops.sub(a, b, alpha=alpha), other)
@@ -185,48 +188,63 @@ class TensorDictMath:
         return self._elementwise(lambda a, b: _ops.sub(b, a, alpha=scale), other)
 
     def mul(self, other, *, default=None):
+        """Leafwise product with ``other``."""
         return self._elementwise(_ops.mul, other, default=default)
 
     def mul_(self, other):
+        """Multiplies every leaf by ``other`` in place."""
         return self._elementwise_(_ops.mul, other)
 
     def div(self, other, *, default=None):
+        """Leafwise division by ``other``."""
         return self._elementwise(_ops.div, other, default=default)
 
     def div_(self, other):
+        """Divides every leaf by ``other`` in place."""
         return self._elementwise_(_ops.div, other)
 
     def pow(self, other, *, default=None):
+        """Leafwise power."""
         return self._elementwise(_ops.pow, other, default=default)
 
     def pow_(self, other):
+        """Raises every leaf to ``other`` in place."""
         return self._elementwise_(_ops.pow, other)
 
     def mod(self, other):
+        """Leafwise remainder of the division by ``other``."""
         return self._elementwise(_ops.remainder, other)
 
     def maximum(self, other, *, default=None):
+        """Leafwise maximum with ``other``."""
         return self._elementwise(_ops.maximum, other, default=default)
 
     def maximum_(self, other):
+        """Leafwise maximum with ``other``, in place."""
         return self._elementwise_(_ops.maximum, other)
 
     def minimum(self, other, *, default=None):
+        """Leafwise minimum with ``other``."""
         return self._elementwise(_ops.minimum, other, default=default)
 
     def minimum_(self, other):
+        """Leafwise minimum with ``other``, in place."""
         return self._elementwise_(_ops.minimum, other)
 
     def clamp_min(self, other, default=None):
+        """Every leaf clamped from below."""
         return self._elementwise(_ops.clamp_min, other, default=default)
 
     def clamp_min_(self, other):
+        """Clamps every leaf from below, in place."""
         return self._elementwise_(_ops.clamp_min, other)
 
     def clamp_max(self, other, *, default=None):
+        """Every leaf clamped from above."""
         return self._elementwise(_ops.clamp_max, other, default=default)
 
     def clamp_max_(self, other):
+        """Clamps every leaf from above, in place."""
         return self._elementwise_(_ops.clamp_max, other)
 
     def _clamp_bounds(self, min, max):
@@ -245,6 +263,7 @@ class TensorDictMath:
         return self._elementwise(_ops.clamp, min, max)
 
     def clamp_(self, min=None, max=None):
+        """Clamps every leaf to ``[min, max]`` in place."""
         self._clamp_bounds(min, max)
         if min is None:
             return self.clamp_max_(max)
@@ -257,6 +276,7 @@ class TensorDictMath:
         return self._elementwise(_ops.lerp, end, weight)
 
     def lerp_(self, end, weight):
+        """Moves every leaf towards ``end`` by ``weight``, in place."""
         return self._elementwise_(_ops.lerp, end, weight)
 
     def addcmul(self, other1, other2, *, value=1):
@@ -264,6 +284,7 @@ class TensorDictMath:
         return self._elementwise(lambda a, b, c: a + value * b * c, other1, other2)
 
     def addcmul_(self, other1, other2, *, value=1):
+        """Adds ``value * tensor1 * tensor2`` to every leaf in place."""
         return self._elementwise_(lambda a, b, c: a + value * b * c, other1, other2)
 
     def addcdiv(self, other1, other2, *, value=1):
@@ -271,6 +292,7 @@ class TensorDictMath:
         return self._elementwise(_addcdiv(value), other1, other2)
 
     def addcdiv_(self, other1, other2, *, value=1):
+        """Adds ``value * tensor1 / tensor2`` to every leaf in place."""
         return self._elementwise_(_addcdiv(value), other1, other2)
 
     __add__ = add
@@ -325,9 +347,11 @@ class TensorDictMath:
         return self._elementwise(_ops.ge, other)
 
     def bitwise_and(self, other, *, default=None):
+        """Leafwise bitwise and with ``other``."""
         return self._elementwise(_ops.bitwise_and, other, default=default)
 
     def logical_and(self, other, *, default=None):
+        """Leafwise logical and with ``other``."""
         return self._elementwise(_ops.logical_and, other, default=default)
 
     def __and__(self, other):
@@ -415,28 +439,36 @@ class TensorDictMath:
         return self._reduce("sum", dim, keepdim, reduce, **({} if dtype is None else {"dtype": dtype}))
 
     def nansum(self, dim=_NO_DIM, keepdim=_NO_DIM, *, dtype=None, reduce=None):
+        """Each leaf summed ignoring NaNs (over ``dim``, or reduced as tensordict's ``reduce``)."""
         return self._reduce("nansum", dim, keepdim, reduce, **({} if dtype is None else {"dtype": dtype}))
 
     def mean(self, dim=_NO_DIM, keepdim=_NO_DIM, *, dtype=None, reduce=None):
+        """Each leaf's mean (over ``dim``, or reduced as tensordict's ``reduce``)."""
         return self._reduce("mean", dim, keepdim, reduce, **({} if dtype is None else {"dtype": dtype}))
 
     def nanmean(self, dim=_NO_DIM, keepdim=_NO_DIM, *, dtype=None, reduce=None):
+        """Each leaf's mean ignoring NaNs."""
         return self._reduce("nanmean", dim, keepdim, reduce, call=_nanmean,
                             **({} if dtype is None else {"dtype": dtype}))
 
     def prod(self, dim=_NO_DIM, keepdim=_NO_DIM, *, dtype=None, reduce=None):
+        """Each leaf's product."""
         return self._reduce("prod", dim, keepdim, reduce, **({} if dtype is None else {"dtype": dtype}))
 
     def std(self, dim=_NO_DIM, keepdim=_NO_DIM, *, correction=1, reduce=None):
+        """Each leaf's standard deviation (``correction`` as torch)."""
         return self._reduce("std", dim, keepdim, reduce, correction=correction)
 
     def var(self, dim=_NO_DIM, keepdim=_NO_DIM, *, correction=1, reduce=None):
+        """Each leaf's variance (``correction`` as torch)."""
         return self._reduce("var", dim, keepdim, reduce, correction=correction)
 
     def amax(self, dim=_NO_DIM, keepdim=False, *, reduce=None):
+        """Each leaf's largest value."""
         return self._reduce("amax", dim, keepdim, reduce)
 
     def amin(self, dim=_NO_DIM, keepdim=False, *, reduce=None):
+        """Each leaf's smallest value."""
         return self._reduce("amin", dim, keepdim, reduce)
 
     def _extreme(self, name, dim, keepdim, reduce, return_indices):
@@ -454,9 +486,11 @@ class TensorDictMath:
         return (_ops.max_return if name == "max" else _ops.min_return)(values, indices)
 
     def max(self, dim=_NO_DIM, keepdim=False, *, reduce=None, return_indices=True):
+        """Each leaf's maximum (values and indices along ``dim``)."""
         return self._extreme("max", dim, keepdim, reduce, return_indices)
 
     def min(self, dim=_NO_DIM, keepdim=False, *, reduce=None, return_indices=True):
+        """Each leaf's minimum (values and indices along ``dim``)."""
         return self._extreme("min", dim, keepdim, reduce, return_indices)
 
     def logsumexp(self, dim=None, keepdim=False, *, out=None):
@@ -482,9 +516,11 @@ class TensorDictMath:
         return getattr(_ops, name + "_return")(values, indices)
 
     def cummax(self, dim, *, reduce=None, return_indices=True):
+        """Each leaf's running maximum along ``dim`` (values and indices)."""
         return self._running("cummax", dim, reduce, return_indices)
 
     def cummin(self, dim, *, reduce=None, return_indices=True):
+        """Each leaf's running minimum along ``dim`` (values and indices)."""
         return self._running("cummin", dim, reduce, return_indices)
 
     def quantile(self, q, dim=_NO_DIM, keepdim=_NO_DIM, *, interpolation="linear", reduce=None):

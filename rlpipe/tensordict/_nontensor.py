@@ -96,6 +96,7 @@ class NonTensorDataBase(TensorDict):
         return self  # the objects are their own contiguous form
 
     def to_dict(self, *args, **kwargs):
+        """The object(s) held, as tensordict's ``to_dict`` gives non-tensor data."""
         return self.value()
 
     def __repr__(self):
@@ -129,6 +130,7 @@ class NonTensorData(NonTensorDataBase):
         self._nt_data = value
 
     def value(self):
+        """The object held (``data``'s other name)."""
         return self._nt_data
 
     def _objects(self):
@@ -226,6 +228,7 @@ class NonTensorStack(NonTensorDataBase):
         return self._rebuilt(dict(self._tensordict), batch_size, self._device if device is _NO_DEFAULT else device)
 
     def value(self):
+        """The objects held, as a nested list over the batch dims."""
         return self.tolist()
 
     data = property(value)

@@ -92,6 +92,7 @@ class set_printoptions:
         self._saved = []
 
     def set(self):
+        """Applies these options until ``unset`` (what entering the context does)."""
         self._saved.append(dict(_REPR_OPTIONS))
         _REPR_OPTIONS.update(self._options)
 

@@ -12,6 +12,7 @@ from .._creation import full as _full
 from .._tensor import Size, Tensor, wrap, size_repr as _shape_str
 from ._common import _NAMES_USED
 from .base import TensorDictBase
+from .utils import is_tensorclass
 
 
 def _join_leaves(values, dim, how):
@@ -48,6 +49,7 @@ class _ShapeMixin:
         return self._map(reshape, new_batch)
 
     def reshape(self, *shape, size=None):
+        """The batch dims reshaped (feature dims stay)."""
         return self._reshaped(shape if size is None else size)
 
     def view(self, *shape, size=None, batch_size=None, dtype=None):
@@ -79,11 +81,13 @@ class _ShapeMixin:
         return self._reshaped(self._batch_size[:s] + (n,) + self._batch_size[e + 1:])
 
     def unflatten(self, dim, unflattened_size):
+        """Batch dim ``dim`` split into ``sizes``."""
         d = self._batch_dim(dim)
         inner = _ops._infer_shape(tuple(unflattened_size), self._batch_size[d])
         return self._reshaped(self._batch_size[:d] + tuple(inner) + self._batch_size[d + 1:])
 
     def squeeze(self, dim=None):
+        """The TensorDict without its size-one batch dims (or ``dim`` only)."""
         if dim is None:
             return self._reshaped(tuple(s for s in self._batch_size if s != 1))
         d = self._batch_dim(dim, what="squeezing")
@@ -92,10 +96,12 @@ class _ShapeMixin:
         return self._reshaped(self._batch_size[:d] + self._batch_size[d + 1:])
 
     def unsqueeze(self, dim):
+        """The TensorDict with a new size-one batch dim at ``dim``."""
         d = self._batch_dim(dim, extra=1, what="unsqueezing")
         return self._reshaped(self._batch_size[:d] + (1,) + self._batch_size[d:])
 
     def permute(self, *dims, **kwargs):
+        """The batch dims reordered as ``dims`` (feature dims stay)."""
         n = len(self._batch_size)
         dims = tuple(_ops._shape_arg(dims if dims else (kwargs.pop("dims"),)))
         if len(dims) != n or any(not -n <= d < n for d in dims):
@@ -109,6 +115,7 @@ class _ShapeMixin:
         return self._map(lambda t: t.permute(*dims, *range(len(dims), t.ndim)), new_batch)
 
     def expand(self, *shape):
+        """Every leaf broadcast to the new batch shape."""
         new_batch = Size(_ops._shape_arg(shape))
         if len(new_batch) < len(self._batch_size):
             raise RuntimeError(f"the number of sizes provided ({len(new_batch)}) must be greater or equal to the "
@@ -157,6 +164,7 @@ class _ShapeMixin:
         return result if out is None else out.update_(result)
 
     def masked_fill(self, mask, value):
+        """A copy with ``value`` where the batch ``mask`` is True."""
         return self._map(lambda t: t.masked_fill(self._expanded(mask, t), value))
 
     # ---- joining ------------------------------------------------------------------------------------
@@ -191,6 +199,8 @@ class _ShapeMixin:
                 entries[key] = getattr(cls._lazy_type, how)(values, d)
             elif isinstance(values[0], TensorDictBase):
                 entries[key] = cls._join_tensordicts(values, d, how)
+            elif is_tensorclass(values[0]):  # a tensorclass entry: its class joins them
+                entries[key] = values[0]._wrap(cls._join_tensordicts([v._tensordict for v in values], d, how))
             else:
                 try:
                     entries[key] = _join_leaves(values, d, how)
@@ -306,6 +316,7 @@ class _ShapeMixin:
         return self._map(lambda t: t.roll(shifts, dims))
 
     def flip(self, dims):
+        """The batch dims ``dims`` reversed."""
         dims = self._dims_tuple(dims)
         return self._map(lambda t: t.flip(dims))
 

@@ -20,6 +20,7 @@ from ._common import _NO_DEFAULT, _RAISE, _as_batch_size, _is_key, get_defaults_
 from ._construct import _ConstructMixin
 from ._entries import _EntriesMixin
 from ._index import _IndexMixin
+from . import _io
 from ._io import _IOMixin, _done, _index_to_str, _stored_batch_size
 from ._io import _str_to_index  # noqa: F401  (read here by tests written against tensordict._td)
 from ._lock import _WITH_INVERSES, _LockMixin, _enter, _exit, _lock_like_source, _with_block
@@ -108,7 +109,7 @@ class TensorDict(_EntriesMixin, _LockMixin, _ApplyMixin, _IndexMixin, _ShapeMixi
         device = device if out is None or out.device is None else out.device
         loaded = loaded if device is None else loaded.to(device)
         if out is None:
-            return loaded
+            return _io.TENSORCLASS_LOADER[0](prefix, loaded)
         if isinstance(loaded, _SubTensorDict):
             if not isinstance(out, _SubTensorDict):
                 raise TypeError(f"Loading a _SubTensorDict into a {type(out).__name__} output is not supported. "

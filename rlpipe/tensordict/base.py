@@ -214,15 +214,19 @@ class TensorDictBase(TensorDictMath):
 
     # ---- shared behaviour ------------------------------------------------------------------------
     def dim(self):
+        """The number of batch dims."""
         return len(self.batch_size)
 
     def numel(self):
+        """The number of batch elements (the product of the batch size)."""
         return self.batch_size.numel()
 
     def size(self, dim=None):
+        """The batch size, or its size along ``dim``."""
         return self.batch_size if dim is None else self.batch_size[dim]
 
     def setdefault(self, key, default, inplace=False):
+        """The entry ``key``, set to ``default`` first when missing."""
         if self.get(key, None) is None:
             self.set(key, default)
         return self.get(key)
@@ -231,6 +235,7 @@ class TensorDictBase(TensorDictMath):
         self.pop(key)
 
     def del_(self, key):
+        """Removes ``key`` and returns the TensorDict."""
         self.pop(key)
         return self
 
@@ -244,12 +249,15 @@ class TensorDictBase(TensorDictMath):
         raise RuntimeError("Converting a tensordict to boolean value is not permitted")
 
     def apply_(self, fn, *others):
+        """Replaces every leaf by ``fn(leaf)`` in place."""
         return self.apply(fn, *others, inplace=True)
 
     def cpu(self):
+        """The TensorDict on the CPU."""
         return self.to("cpu")
 
     def cuda(self, device=None):
+        """The TensorDict on a CUDA device (``device``, default the first)."""
         return self.to("cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}")
 
     def _batch_dim(self, dim, extra=0, what=None):
@@ -263,6 +271,8 @@ class TensorDictBase(TensorDictMath):
         return dim % n if n else 0
 
     def transpose(self, dim0, dim1):
+        """Batch dims ``dim0`` and ``dim1`` swapped."""
+        """Batch dims swapped (``transpose``)."""
         order = list(range(len(self.batch_size)))
         n = len(self.batch_size)
         if not (-n <= dim0 < n and -n <= dim1 < n):
@@ -281,10 +291,12 @@ class TensorDictBase(TensorDictMath):
         return tuple(out)
 
     def chunk(self, chunks, dim=0):
+        """The TensorDict split into ``chunks`` parts along batch dim ``dim``."""
         n = self.batch_size[self._batch_dim(dim)]
         return self.split(max(-(-n // chunks), 1), dim)
 
     def unbind(self, dim=0):
+        """The TensorDicts along batch dim ``dim``."""
         d = self._batch_dim(dim)
         return tuple(self[(slice(None),) * d + (i,)] for i in range(self.batch_size[d]))
 
@@ -294,11 +306,13 @@ class TensorDictBase(TensorDictMath):
         return t.reshape(tuple(t.shape) + (1,) * extra).expand(tuple(t.shape) + tuple(like.shape[t.ndim:]))
 
     def masked_fill_(self, mask, value):
+        """Writes ``value`` where the batch ``mask`` is True, in place."""
         for t in self.values(True, True):
             t.masked_fill_(self._expanded(mask, t), value)
         return self
 
     def zero_(self):
+        """Sets every leaf to zero in place."""
         for t in self.values(True, True):
             t.zero_()
         return self
@@ -316,6 +330,7 @@ class TensorDictBase(TensorDictMath):
         return self._map(lambda t: t.clone())
 
     def is_contiguous(self):
+        """Whether every leaf is contiguous."""
         return all(t.is_contiguous() for t in self.values(True, True))
 
     def copy_(self, tensordict, non_blocking=False):
@@ -323,6 +338,7 @@ class TensorDictBase(TensorDictMath):
         return self.update_(tensordict, non_blocking=non_blocking)
 
     def copy_at_(self, tensordict, idx, non_blocking=False):
+        """Writes ``src`` into the batch elements at ``index``."""
         return self.update_at_(tensordict, idx, non_blocking=non_blocking)
 
     def entry_class(self, key):
@@ -331,6 +347,7 @@ class TensorDictBase(TensorDictMath):
         return type(self.get(key))
 
     def ndimension(self):
+        """The number of batch dims."""
         return len(self.batch_size)
 
     def param_count(self, *, count_duplicates=True):
@@ -346,6 +363,7 @@ class TensorDictBase(TensorDictMath):
         return leaves if count_duplicates else list({id(t): t for t in leaves}.values())
 
     def is_floating_point(self):
+        """Whether every leaf holds floats."""
         return all(t.is_floating_point() for t in self.values(True, True))
 
     def as_tensor(self):
@@ -407,11 +425,13 @@ class TensorDictBase(TensorDictMath):
         return td.repeat(*(1,) * (len(td._batch_size) - len(dims)), *dims)
 
     def fliplr(self):
+        """Batch dim 1 reversed."""
         if len(self.batch_size) < 2:
             raise RuntimeError("fliplr requires at least 2 batch dimensions")
         return self.flip(1)
 
     def flipud(self):
+        """Batch dim 0 reversed."""
         if len(self.batch_size) < 1:
             raise RuntimeError("flipud requires at least 1 batch dimension")
         return self.flip(0)
@@ -436,11 +456,13 @@ class TensorDictBase(TensorDictMath):
     moveaxis = movedim
 
     def swapaxes(self, axis0, axis1):
+        """Batch dims swapped (``transpose``)."""
         return self.transpose(axis0, axis1)
 
     swapdims = swapaxes
 
     def narrow(self, dim, start, length):
+        """``length`` entries of batch dim ``dim`` from ``start``."""
         d = self._dims_tuple(dim)[0]
         size = self.batch_size[d]
         start = start + size if start < 0 else start
@@ -456,6 +478,7 @@ class TensorDictBase(TensorDictMath):
         return self.expand(other.shape)
 
     def broadcast_to(self, shape):
+        """Every leaf broadcast to the batch shape ``shape``."""
         return self.expand(shape)
 
     def tensor_split(self, indices_or_sections, dim=0):
@@ -473,6 +496,7 @@ class TensorDictBase(TensorDictMath):
         return tuple(self[(slice(None),) * d + (slice(a, b),)] for a, b in zip([0] + bounds, bounds + [None]))
 
     def atleast_1d(self):
+        """The TensorDict with at least one batch dim."""
         return self if self.batch_size else self.unsqueeze(0)
 
     # ---- dtype casts -----------------------------------------------------------------------------
@@ -484,24 +508,31 @@ class TensorDictBase(TensorDictMath):
         return self.type(getattr(_dtypes, name))
 
     def float(self):
+        """Every float leaf cast to float32."""
         return self._cast("float32")
 
     def double(self):
+        """Every leaf cast to float64."""
         return self._cast("float64")
 
     def half(self):
+        """Every leaf cast to float16."""
         return self._cast("float16")
 
     def bfloat16(self):
+        """Every leaf cast to bfloat16."""
         return self._cast("bfloat16")
 
     def int(self):
+        """Every leaf cast to int32."""
         return self._cast("int32")
 
     def long(self):
+        """Every leaf cast to int64."""
         return self._cast("int64")
 
     def bool(self):
+        """Every leaf cast to bool."""
         return self._cast("bool")
 
     @property
@@ -511,14 +542,17 @@ class TensorDictBase(TensorDictMath):
 
     @property
     def requires_grad(self):
+        """Whether any leaf requires a gradient."""
         return any(t.requires_grad for t in self.values(True, True))
 
     def requires_grad_(self, requires_grad=True):
+        """Sets ``requires_grad`` on every float leaf."""
         for t in self.values(True, True):
             t.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none=True):
+        """Clears the gradients of the leaves (``set_to_none`` as torch)."""
         for t in self.values(True, True):
             if set_to_none:
                 t.grad = None
@@ -527,6 +561,7 @@ class TensorDictBase(TensorDictMath):
         return self
 
     def detach_(self):
+        """Detaches every leaf in place."""
         for t in self.values(True, True):
             t.detach_()
         return self
@@ -539,14 +574,17 @@ class TensorDictBase(TensorDictMath):
 
     @property
     def is_cuda(self):
+        """Whether the TensorDict lives on a CUDA device."""
         return self.device is not None and self.device.type == "cuda"
 
     @property
     def is_cpu(self):
+        """Whether the TensorDict lives on the CPU."""
         return self.device is not None and self.device.type == "cpu"
 
     @property
     def is_meta(self):
+        """Always False: rlpipe has no meta device."""
         return False
 
     def get_item_shape(self, key):
@@ -590,6 +628,7 @@ class TensorDictBase(TensorDictMath):
         return _ops.cat(self._ordered_leaves(sorted), dim)
 
     def stack_from_tensordict(self, dim=0, *, sorted=None, out=None):
+        """One tensor stacking the leaves along ``dim`` (they must share a shape)."""
         return _ops.stack(self._ordered_leaves(sorted), dim)
 
     def _ordered_leaves(self, order):
@@ -617,12 +656,14 @@ class TensorDictBase(TensorDictMath):
         return self.values(include_nested, leaves_only)
 
     def atleast_2d(self):
+        """The TensorDict with at least two batch dims."""
         td = self
         while len(td._batch_size) < 2:
             td = td.unsqueeze(0)
         return td
 
     def atleast_3d(self):
+        """The TensorDict with at least three batch dims."""
         td = self
         while len(td._batch_size) < 3:
             td = td.unsqueeze(0)
@@ -653,6 +694,7 @@ class TensorDictBase(TensorDictMath):
 
     @classmethod
     def load(cls, prefix, *args, **kwargs):
+        """A TensorDict read back from ``prefix`` (``load_memmap``)."""
         return cls.load_memmap(prefix)
 
     def load_(self, prefix, *args, **kwargs):
@@ -668,27 +710,35 @@ class TensorDictBase(TensorDictMath):
 
     # dtype casts under torch's dtype names (td.float32() is td.float())
     def float32(self):
+        """Every leaf cast to float32."""
         return self._cast("float32")
 
     def float64(self):
+        """Every leaf cast to float64."""
         return self._cast("float64")
 
     def float16(self):
+        """Every leaf cast to float16."""
         return self._cast("float16")
 
     def int8(self):
+        """Every leaf cast to int8."""
         return self._cast("int8")
 
     def int16(self):
+        """Every leaf cast to int16."""
         return self._cast("int16")
 
     def int32(self):
+        """Every leaf cast to int32."""
         return self._cast("int32")
 
     def int64(self):
+        """Every leaf cast to int64."""
         return self._cast("int64")
 
     def uint8(self):
+        """Every leaf cast to uint8."""
         return self._cast("uint8")
 
 

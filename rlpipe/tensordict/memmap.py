@@ -71,6 +71,7 @@ class MemoryMappedTensor(Tensor):
         return _mapped_view(Tensor.__getitem__(self, index))
 
     def unbind(self, dim=0):
+        """The slices along ``dim``, each a MemoryMappedTensor over the same file."""
         return tuple(_mapped_view(part) for part in Tensor.unbind(self, dim))
 
     def __repr__(self):
@@ -132,4 +133,5 @@ class Staging:
                 for name, (dtype, shape, offset) in self._maps.items()}
 
     def discard(self):
+        """Removes the files staged so far and leaves the target untouched."""
         shutil.rmtree(self.path, ignore_errors=True)

@@ -12,16 +12,21 @@ import collections.abc
 import dataclasses
 import functools
 import inspect
+import json
+import os
 import sys
 import types
 import typing
+import weakref
 
+from .. import serialization as _serialization
 from .._tensor import Tensor
 from .._creation import as_tensor
 from ._nontensor import NonTensorData
 from ._repr import _REPR_OPTIONS, _leaf_repr, _shape_str
 from ._td import TensorDict
 from .base import TensorDictBase, _non_tensor_value
+from . import _io, _tc_state
 from .utils import is_tensorclass
 
 __all__ = ["tensorclass", "TensorClass", "is_tensorclass", "from_dataclass"]
@@ -35,6 +40,36 @@ _OPTIONS = ("autocast", "nocast", "frozen", "shadow", "tensor_only")
 # methods whose TensorDict result stays a TensorDict (or is not one to wrap)
 _RAW_RESULTS = frozenset({"to_tensordict", "to_dict", "state_dict", "items", "values", "keys", "get", "pop",
                           "flatten_keys", "unflatten_keys", "to_namedtuple", "tolist", "numpy"})
+
+
+# every tensorclass this process defined, by module and qualified name: load_memmap finds the class a
+# folder records here (JSON names only; nothing is unpickled)
+_CLASSES = weakref.WeakValueDictionary()
+_CLASS_FILE = "tensorclass.json"
+
+
+def _class_id(cls):
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _record_class(prefix, cls):
+    """Writes ``prefix/tensorclass.json`` naming ``cls`` (nothing without a prefix)."""
+    if prefix is not None:
+        with open(os.path.join(os.fspath(prefix), _CLASS_FILE), "w") as f:
+            json.dump({"class": _class_id(cls)}, f)
+
+
+def _load_class(prefix, td):
+    """``td`` as the tensorclass ``prefix`` records, when this process defines it; else ``td``."""
+    path = os.path.join(os.fspath(prefix), _CLASS_FILE)
+    if not os.path.exists(path):
+        return td
+    with open(path) as f:
+        cls = _CLASSES.get(json.load(f).get("class"))
+    return td if cls is None else cls.from_tensordict(td, safe=False)
+
+
+_io.TENSORCLASS_LOADER[0] = _load_class
 
 
 class _Field:
@@ -125,6 +160,9 @@ def _setup(cls, options):
     cls.__expected_keys__ = frozenset(fields)
     cls._defaults = defaults
     cls._is_tensorclass = True  # before the hints: a field may name the class itself
+    _CLASSES[_class_id(cls)] = cls
+    _serialization.register_type(cls, f"TensorClass:{_class_id(cls)}", lambda tc: {"tensordict": tc._tensordict},
+                                 lambda state, cls=cls: cls.from_tensordict(state["tensordict"], safe=False))
     _resolve_hints(cls)
     for option in _OPTIONS:
         setattr(cls, "_" + option, bool(options[option]))
@@ -366,6 +404,10 @@ class TensorClass:
         """``rlpipe.stack([tc, tc])``, ``rlpipe.cat``... run on the TensorDicts; a TensorDict result is
         given back as the class of the first tensorclass among the arguments."""
         first = _first_tensorclass(args)
+        classes = _tensorclass_types(args)
+        if len(classes) > 1:  # torch's dispatch error: no class knows how to join the others
+            raise TypeError(f"no implementation found for '{getattr(func, '__name__', func)}' on types that implement "
+                            f"__torch_function__: {[c.__name__ for c in classes]} (Multiple dispatch failed)")
         return first._wrap(func(*_unwrap(args), **_unwrap(kwargs or {})))
 
     # ---- the TensorDict's shape, device and entries ----------------------------------------------
@@ -381,11 +423,16 @@ class TensorClass:
 
     @property
     def shape(self):
+        """The batch size (``batch_size``'s other name)."""
         return self._tensordict.batch_size
 
-    def get(self, key, *default):
+    def get(self, key, *default, **options):
         """A field's value (``key`` a name, or a tuple walking nested tensorclasses); another name reads
-        an attribute (``get("batch_size")``) or, failing that, the TensorDict (None where absent)."""
+        an attribute (``get("batch_size")``) or, failing that, the TensorDict (None where absent).
+        ``options`` (``as_list``, ``as_padded_tensor``, ``default``...) go to the TensorDict's ``get``,
+        as for a tensorclass over a lazy stack."""
+        if options:
+            return self._wrap(self._tensordict.get(key, *default, **options))
         path = (key,) if isinstance(key, str) else tuple(key)
         if path[0] not in type(self).__expected_keys__:
             if len(path) == 1 and hasattr(type(self), path[0]):
@@ -461,6 +508,15 @@ class TensorClass:
         self.__dict__.update(state)
 
     # ---- conversions -----------------------------------------------------------------------------
+    def state_dict(self, destination=None, prefix="", keep_vars=False, flatten=True):
+        """The tensors under dotted keys with a ``_metadata`` attribute (class, non-tensor fields per
+        level), as tensordict 0.14; ``flatten=False`` nests them in dicts."""
+        return _tc_state.state_dict(self, destination, prefix, keep_vars, flatten)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False, from_flatten=False):
+        """Writes a ``state_dict()`` (flat, nested, or tensordict's older layout) into this instance."""
+        return _tc_state.load_state_dict(self, state_dict, strict)
+
     def to_tensordict(self, *, retain_none=None):
         """A TensorDict with the same entries (copied), nested tensorclasses as TensorDicts."""
         return self._tensordict.to_tensordict()
@@ -512,8 +568,23 @@ class TensorClass:
 
     @classmethod
     def load_memmap(cls, prefix, device=None, non_blocking=False, *, out=None, **kwargs):
-        """An instance over the TensorDict saved at ``prefix`` by ``memmap_``/``memmap``."""
-        return cls.from_tensordict(TensorDict.load_memmap(prefix, device=device), safe=False)
+        """An instance over the TensorDict saved at ``prefix`` by ``memmap_``/``memmap``: of the class
+        the folder records when this process defines it (as tensordict), else of ``cls``."""
+        loaded = TensorDict.load_memmap(prefix, device=device)
+        return loaded if is_tensorclass(loaded) else cls.from_tensordict(loaded, safe=False)
+
+    def memmap_(self, prefix=None, *args, **kwargs):
+        """Memory-maps the fields in place (``TensorDict.memmap_``); under ``prefix`` the folder also
+        records the class, so ``load_memmap`` gives this class back."""
+        self._tensordict.memmap_(prefix, *args, **kwargs)
+        _record_class(prefix, type(self))
+        return self
+
+    def memmap(self, prefix=None, *args, **kwargs):
+        """A memory-mapped copy (``TensorDict.memmap``), its folder recording the class."""
+        out = type(self).from_tensordict(self._tensordict.memmap(prefix, *args, **kwargs), safe=False)
+        _record_class(prefix, type(self))
+        return out
 
     @classmethod
     def fields(cls):
@@ -572,6 +643,16 @@ def _same(a, b):
         return bool(a is b or a == b)
     except Exception:  # an object whose == is elementwise or raises
         return False
+
+
+def _tensorclass_types(args):
+    """The distinct tensorclasses among ``args`` (also inside lists and tuples), in order."""
+    found = []
+    for value in args:
+        inner = _tensorclass_types(value) if type(value) in (list, tuple) else [type(value)] if (
+            is_tensorclass(value) and not isinstance(value, type)) else []
+        found += [c for c in inner if c not in found]
+    return found
 
 
 def _first_tensorclass(args):

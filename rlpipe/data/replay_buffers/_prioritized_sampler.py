@@ -34,10 +34,12 @@ class SumMinTree:
 
     @property
     def total(self):
+        """The sum of all leaves."""
         return float(self._sum[1])
 
     @property
     def min(self):
+        """The smallest leaf."""
         return float(self._min[1])
 
     def __getitem__(self, index):
@@ -165,6 +167,7 @@ class PrioritizedSampler(Sampler):
 
     @property
     def max_capacity(self):
+        """How many positions the priority tree covers."""
         return self._tree.capacity
 
     _max_capacity = max_capacity  # torchrl's attribute name
@@ -183,6 +186,7 @@ class PrioritizedSampler(Sampler):
 
     @property
     def alpha(self):
+        """The priority exponent (0: uniform sampling)."""
         return self._alpha
 
     @alpha.setter
@@ -191,6 +195,7 @@ class PrioritizedSampler(Sampler):
 
     @property
     def beta(self):
+        """The importance-weight exponent."""
         return self._beta
 
     @beta.setter
@@ -199,6 +204,7 @@ class PrioritizedSampler(Sampler):
 
     @property
     def eps(self):
+        """The small number added to every priority so none is zero."""
         return self._eps
 
     @property
@@ -316,6 +322,7 @@ class PrioritizedSampler(Sampler):
         return index, {"priority_weight": weight.astype(np.float32)}
 
     def state_dict(self):
+        """The priorities and the sampler's settings, as plain arrays and numbers."""
         return {"type": type(self).__name__, "max_capacity": self._tree.capacity, "alpha": self._alpha,
                 "beta": self._beta, "eps": self._eps, "max_priority": self._top, "max_at": self._max_at,
                 "priorities": self._tree.leaves()}

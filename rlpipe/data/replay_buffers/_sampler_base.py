@@ -17,6 +17,7 @@ EMPTY_STORAGE_ERROR = "Cannot sample from an empty storage."
 
 
 def empty_storage_error(what="sample"):
+    """The RuntimeError a sampler raises on a storage with no items (torchrl's text first)."""
     return RuntimeError(f"{EMPTY_STORAGE_ERROR} ({what}: the buffer holds 0 items; extend it first)")
 
 
@@ -91,15 +92,18 @@ class Sampler(metaclass=_SamplerMeta):
 
     @property
     def ran_out(self):
+        """Whether the last sample used up a pass (always False with replacement)."""
         return False
 
     def _empty(self):
         """Forgets everything about the storage (``buffer.empty()``)."""
 
     def state_dict(self):
+        """The sampler's state (empty for a stateless sampler)."""
         return {"type": type(self).__name__}
 
     def load_state_dict(self, state_dict):
+        """Restores a ``state_dict()``, checked before anything changes."""
         self._load_plan(state_dict)()
 
     def _load_plan(self, state, stored=None):
@@ -116,6 +120,7 @@ class Sampler(metaclass=_SamplerMeta):
             save_state(tmp, self.state_dict())
 
     def loads(self, path):
+        """Restores what ``dumps`` wrote to the directory ``path``."""
         self.load_state_dict(load_state(path, mmap_mode=None))
 
     # random numbers
@@ -172,6 +177,7 @@ class SamplerWithoutReplacement(Sampler):
 
     @property
     def ran_out(self):
+        """Whether the last sample used up the current permutation."""
         return self._ran_out
 
     @ran_out.setter
@@ -198,6 +204,7 @@ class SamplerWithoutReplacement(Sampler):
         return index, {}
 
     def state_dict(self):
+        """The permutation in progress and the settings."""
         return {"type": type(self).__name__, "drop_last": self.drop_last, "shuffle": self.shuffle,
                 "len_storage": self.len_storage, "ran_out": self._ran_out,
                 "sample_list": None if self._perm is None else self._perm.copy()}

@@ -6,10 +6,24 @@ import warnings
 
 import numpy as np
 
-from ...tensordict import TensorDict
+from ...tensordict import TensorDict, is_tensorclass
 from ._prioritized_sampler import PrioritizedSampler
 from ._sampler_base import Sampler, SamplerWithoutReplacement, _as_flat_array, empty_storage_error
 from .utils import end_flags, start_stop
+
+
+def _lanes(value, storage, key=None):
+    """A stored per-item signal as a ``[rows, *inner]`` array (time first), one value per item."""
+    array = _as_flat_array(value.reshape(-1, *value.shape[storage.ndim:]) if storage.ndim > 1 else value)
+    if key is not None and array.shape[1] > 1:
+        raise RuntimeError(f"Expected the end-of-trajectory signal to be 1-dimensional (one value per item), got "
+                           f"{key!r} of shape {list(array.shape)}")
+    return array[:, 0].reshape((-1,) + tuple(storage._inner))
+
+
+def _flat(storage, time, lane):
+    """Flat storage positions of time steps (wrapping around the rows written) in their lanes."""
+    return (time % storage._len_along_dim0) * storage._row_items + lane
 
 
 def _check_span(span):
@@ -121,48 +135,49 @@ class SliceSampler(Sampler):
     # ---- trajectories ---------------------------------------------------------------------------------
     @staticmethod
     def _from_ends(end, n):
-        """(start, length) of the trajectories ending at ``end`` (bools) among the first ``n``."""
+        """(start, length, lane) of the trajectories ending at ``end`` (bools) among the first ``n``."""
         stop = np.flatnonzero(end[:n])
         start = np.concatenate([[0], stop[:-1] + 1]) if stop.size else np.zeros(0, np.int64)
-        return start.astype(np.int64), (stop - start + 1).astype(np.int64)
+        return start.astype(np.int64), (stop - start + 1).astype(np.int64), np.zeros(len(start), np.int64)
 
     @staticmethod
     def _from_ids(ids):
         change = np.flatnonzero(ids[1:] != ids[:-1]) + 1
         start = np.concatenate([[0], change]).astype(np.int64)
-        return start, np.diff(np.concatenate([start, [len(ids)]])).astype(np.int64)
+        return start, np.diff(np.concatenate([start, [len(ids)]])).astype(np.int64), np.zeros(len(start), np.int64)
 
     def _trajectories(self, storage):
         if "static" in self._cache:
             return self._cache["static"]
         if "found" in self._cache:
             return self._cache["found"]
-        n = len(storage)
         stored = storage[:]
+        if is_tensorclass(stored):
+            stored = stored._tensordict
         if not isinstance(stored, TensorDict):
             raise RuntimeError("Could not get a tensordict out of the storage, which is required for SliceSampler to "
                                f"compute the trajectories (it holds {type(stored).__name__}s)")
         # a full storage is circular: a trajectory may run from its end on to position 0, and the
-        # newest item ends its (possibly unfinished) trajectory (what followed it was overwritten)
-        full = n == storage.max_size
-        cursor = (storage._cursor - 1) % storage.max_size if full else None
+        # newest item ends its (possibly unfinished) trajectory (what followed it was overwritten);
+        # with ndim > 1, time runs along dim 0 and each item of a row (a lane) has its trajectories
+        full = len(storage) == storage.max_size
+        rows = storage._len_along_dim0
+        cursor = (storage._cursor // storage._row_items - 1) % rows if full else None
         if self._traj_key_auto:
             self._resolve_traj_key(stored)
         ids = stored.get(self.traj_key, None) if self._fetch_traj and self.traj_key is not None else None
         if ids is not None:
-            flags = end_flags(trajectory=_as_flat_array(ids)[:, 0], at_capacity=full, cursor=cursor)
+            flags = end_flags(trajectory=_lanes(ids, storage), at_capacity=full, cursor=cursor)
         else:
             done = stored.get(self.end_key, None)
             if done is None:
                 raise KeyError(f"SliceSampler: neither the trajectory key {self.traj_key!r} nor the end key "
                                f"{self.end_key!r} is stored (keys: {list(stored.keys(True))})")
-            done = _as_flat_array(done)
-            if done.shape[1] > 1:
-                raise RuntimeError(f"Expected the end-of-trajectory signal to be 1-dimensional (one value per item), "
-                                   f"got {self.end_key!r} of shape {list(done.shape)}")
-            flags = end_flags(end=done[:, 0], at_capacity=full, cursor=cursor)
+            flags = end_flags(end=_lanes(done, storage, self.end_key), at_capacity=full, cursor=cursor)
         start, _, length = start_stop(flags)
-        found = start[:, 0], length
+        lane = np.ravel_multi_index(tuple(start[:, 1:].T), storage._inner) if storage.ndim > 1 else np.zeros_like(
+            length)
+        found = start[:, 0], length, lane
         if self.cache_values:
             self._cache["found"] = found
         return found
@@ -198,8 +213,8 @@ class SliceSampler(Sampler):
         return self.slice_len, batch_size // self.slice_len
 
     def _eligible(self, storage, seq_length):
-        """(start, length) of the trajectories a slice of ``seq_length`` may come from."""
-        start, length = self._trajectories(storage)
+        """(start, length, lane) of the trajectories a slice of ``seq_length`` may come from."""
+        start, length, lane = self._trajectories(storage)
         if not length.size:
             raise RuntimeError("SliceSampler: the storage holds no trajectory")
         if self.strict_length and not self.span[1]:
@@ -207,19 +222,20 @@ class SliceSampler(Sampler):
             if not keep.any():
                 raise RuntimeError(f"Did not find a single trajectory with sufficient length (length range: "
                                    f"{length.min()} - {length.max()} / required={seq_length}).")
-            start, length = start[keep], length[keep]
-        return start, length
+            start, length, lane = start[keep], length[keep], lane[keep]
+        return start, length, lane
 
     def _sample(self, storage, batch_size):
         if len(storage) == 0:
             raise empty_storage_error()
         seq_length, num_slices = self._adjusted_batch_size(batch_size)
-        start, length = self._eligible(storage, seq_length)
-        return self._slices(storage, start, length, self._randint(len(length), num_slices), seq_length)
+        start, length, lane = self._eligible(storage, seq_length)
+        return self._slices(storage, (start, length, lane), self._randint(len(length), num_slices), seq_length)
 
-    def _slices(self, storage, start, length, chosen, seq_length):
+    def _slices(self, storage, trajectories, chosen, seq_length):
         """The positions of one slice per chosen trajectory, at a uniform offset inside it (or
         hanging over its ends by up to the span, then cut to it)."""
+        start, length, lane = trajectories
         size = length[chosen]
         if not any(self.span):
             steps = np.minimum(size, seq_length)
@@ -237,22 +253,25 @@ class SliceSampler(Sampler):
             offset = np.maximum(offset, 0)
             steps = stop - offset
         first = start[chosen] + offset
-        return self._positions(storage, first, steps, seq_length, pad=self.pad_output and (length < seq_length).any())
+        return self._positions(storage, first, steps, seq_length, pad=self.pad_output and (length < seq_length).any(),
+                               lane=lane[chosen])
 
-    def _positions(self, storage, first, steps, seq_length, pad=False):
-        """(index, info) of slices of ``steps`` steps from ``first``; padded to ``seq_length`` with
-        their last step repeated when ``pad``."""
+    def _positions(self, storage, first, steps, seq_length, pad=False, lane=None):
+        """(index, info) of slices of ``steps`` steps from time ``first`` in ``lane`` (ndim > 1);
+        padded to ``seq_length`` with their last step repeated when ``pad``."""
+        lane = np.zeros_like(first) if lane is None else lane
         if pad:
             t = np.arange(seq_length)
             real = t[None, :] < steps[:, None]
-            index = (first[:, None] + np.minimum(t[None, :], steps[:, None] - 1)).reshape(-1)
+            index = _flat(storage, first[:, None] + np.minimum(t[None, :], steps[:, None] - 1), lane[:, None]
+                          ).reshape(-1)
             begins = np.arange(len(steps)) * seq_length
             last, mask = begins + steps - 1, real.reshape(-1)
         else:
             ends = np.cumsum(steps)
-            index = np.repeat(first - (ends - steps), steps) + np.arange(int(ends[-1]) if len(ends) else 0)
+            time = np.repeat(first - (ends - steps), steps) + np.arange(int(ends[-1]) if len(ends) else 0)
+            index = _flat(storage, time, np.repeat(lane, steps))  # a slice may wrap around a full storage
             begins, last, mask = ends - steps, ends - 1, None
-        index %= len(storage)  # a slice may wrap around a full storage
         return index, self._info(storage, index, last, begins, mask)
 
     def _info(self, storage, index, last, begins=None, mask=None):
@@ -309,6 +328,7 @@ class SliceSamplerWithoutReplacement(SliceSampler, SamplerWithoutReplacement):
         self._perm, self.len_storage = None, 0  # SamplerWithoutReplacement's position state: unused here
 
     def state_dict(self):
+        """The sampler's settings (the trajectory order is rebuilt on the next sample)."""
         return Sampler.state_dict(self)
 
     def _load_plan(self, state, stored=None):
@@ -316,6 +336,7 @@ class SliceSamplerWithoutReplacement(SliceSampler, SamplerWithoutReplacement):
 
     @property
     def ran_out(self):
+        """Whether the last sample used up the trajectories of this pass."""
         return self._ran_out
 
     @ran_out.setter
@@ -330,8 +351,8 @@ class SliceSamplerWithoutReplacement(SliceSampler, SamplerWithoutReplacement):
         if len(storage) == 0:
             raise empty_storage_error()
         seq_length, num_slices = self._adjusted_batch_size(batch_size)
-        start, length = self._eligible(storage, seq_length)
-        key = (start.tobytes(), length.tobytes())
+        start, length, lane = self._eligible(storage, seq_length)
+        key = (start.tobytes(), length.tobytes(), lane.tobytes())
         if self._order is None or self._seen != key:
             self._order, self._seen = self._new_order(len(length)), key
         if self.drop_last and len(self._order) < num_slices:
@@ -341,7 +362,7 @@ class SliceSamplerWithoutReplacement(SliceSampler, SamplerWithoutReplacement):
         self._ran_out = len(self._order) == 0 or self.drop_last and len(self._order) < num_slices
         if self._ran_out:
             self._order = self._new_order(len(length))
-        return self._slices(storage, start, length, chosen, seq_length)
+        return self._slices(storage, (start, length, lane), chosen, seq_length)
 
     def _new_order(self, n):
         return self._randperm(n) if self.shuffle else np.arange(n, dtype=np.int64)
@@ -381,11 +402,11 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         if n == 0:
             raise empty_storage_error()
         seq_length, num_slices = self._adjusted_batch_size(batch_size)
-        start, length = self._eligible(storage, seq_length)
+        start, length, lane = self._eligible(storage, seq_length)
         self._cover(n)
         left = np.zeros(n, dtype=np.int64)  # steps from each position to its trajectory's end, included
-        for first, size in zip(start, length):
-            left[(first + np.arange(size)) % n] = np.arange(size, 0, -1)
+        for first, size, where in zip(start, length, lane):
+            left[_flat(storage, first + np.arange(size), where)] = np.arange(size, 0, -1)
         # a right span lets a slice run past its trajectory's end (torchrl: by at most span[1] steps; with
         # span[1]=True any position but a trajectory's last one may start a slice)
         right = self.span[1]
@@ -393,7 +414,7 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
             right, seq_length)
         can_start = left >= need
         if not self.strict_length:
-            can_start[start % n] = True
+            can_start[_flat(storage, start, lane)] = True
         priority = self._tree.leaves()[:n] * can_start
         total = priority.sum()
         if not total > 0:
@@ -403,7 +424,9 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         anchor = np.minimum(anchor, n - 1)
         steps = np.minimum(left[anchor], seq_length)
         ends = np.cumsum(steps)
-        index = (np.repeat(anchor - (ends - steps), steps) + np.arange(int(ends[-1]))) % n
+        items = storage._row_items
+        time = np.repeat(anchor // items - (ends - steps), steps) + np.arange(int(ends[-1]))
+        index = _flat(storage, time, np.repeat(anchor % items, steps))
         info = self._info(storage, index, ends - 1, ends - steps)
         weight = (priority[anchor] / priority[can_start].min()) ** -self._beta
         info["priority_weight"] = np.repeat(weight, steps).astype(np.float32)

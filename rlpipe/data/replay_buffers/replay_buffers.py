@@ -25,6 +25,8 @@ holds the buffer's re-entrant lock, so concurrent calls take effect one after th
 """
 import copy
 import functools
+import math
+import multiprocessing
 import os
 import threading
 import warnings
@@ -34,12 +36,14 @@ import numpy as np
 
 from ..._tensor import Tensor, wrap
 from ..._utils import rl_warnings, unavailable
-from ...envs.transformed_env import Transform
+from ...envs.transformed_env import Compose, Transform
 from ...postprocs.multistep import MultiStep
 from ...random import Generator
-from ...tensordict import TensorDict
+from ...tensordict import TensorDict, is_tensorclass
 from .._checkpoint import atomic_directory, load_state, save_state
 from .samplers import PrioritizedSampler, RandomSampler, Sampler, as_index_array, empty_storage_error
+from ._pytree_items import is_pytree, tree_map
+from ._storage_layout import _numpy_index
 from .storages import ListStorage, Storage, check_room, physical_memory
 from .writers import RoundRobinWriter, TensorDictRoundRobinWriter, Writer
 
@@ -91,6 +95,22 @@ def _locked(method):
         with self._replay_lock:
             return method(self, *args, **kwargs)
     return locked
+
+
+def _share_transform_state(transform):
+    """Shares a transform's write state between processes (its ``share_memory_()``), as torchrl;
+    RuntimeError for one that keeps such state (``requires_shared_write_state``) but cannot."""
+    if isinstance(transform, Compose):
+        for part in transform:
+            _share_transform_state(part)
+        return
+    share_memory = getattr(transform, "share_memory_", None)
+    if callable(share_memory):
+        share_memory()
+    elif getattr(transform, "requires_shared_write_state", False):
+        raise RuntimeError(f"{type(transform).__name__} keeps replay-buffer write state but does not implement "
+                           "share_memory_(). Use a centralized writer, or a transform that supports shared "
+                           "replay-buffer write state.")
 
 
 def _built(given, cls):
@@ -171,8 +191,11 @@ class ReplayBuffer:
     - ``prefetch`` is accepted and does nothing: rlpipe samples in the calling thread, so each
       ``sample()`` draws its batch when called (the same batches, in the same order, as
       sampling without prefetch; torchrl draws up to ``prefetch`` batches ahead in threads);
-      ``dim_extend`` other than 0, ``shared=True`` and a ``checkpointer`` raise
-      ``NotImplementedError``;
+      a ``checkpointer`` raises ``NotImplementedError``; ``shared=True`` shares the storage and the
+      writes, not the sampler's state (a prioritized sampler's priorities stay per process);
+    - with a storage of ``ndim > 1``, as torchrl, ``sample(return_info=True)``'s ``"index"`` is a
+      tuple of per-dim index Tensors, a ``TensorDictReplayBuffer`` sample's ``"index"`` is
+      ``[N, ndim]`` and ``extend`` returns ``[N, ndim]`` coordinates of the items written;
       ``pin_memory`` is accepted and does nothing (there is no pinned memory);
       ``transform`` may be one callable or a list; ``flush()`` is rlpipe's own;
     - ``rb[index]`` returns copies (torchrl returns views of its storage for ints and slices);
@@ -193,8 +216,14 @@ class ReplayBuffer:
         self._replay_lock = threading.RLock()
         if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0):
             raise ValueError(f"{type(self).__name__}: prefetch must be None or an int >= 0, got prefetch={prefetch!r}")
-        for name, value, allowed in (("dim_extend", dim_extend, (None, 0)), ("shared", shared, (False,)),
-                                     ("checkpointer", checkpointer, (None,))):
+        if dim_extend is not None and (isinstance(dim_extend, bool) or not isinstance(dim_extend, int)
+                                       or dim_extend < 0):
+            raise ValueError(f"dim_extend must be a positive value, got dim_extend={dim_extend!r}")
+        self._dim_extend = dim_extend
+        if shared and prefetch:
+            raise ValueError(f"Cannot share prefetched replay buffers. Pass prefetch=0 or shared=False (got "
+                             f"prefetch={prefetch}, shared={shared}).")
+        for name, value, allowed in (("checkpointer", checkpointer, (None,)),):
             if value not in allowed:
                 raise NotImplementedError(f"{type(self).__name__}: {name}={value!r} is not supported by rlpipe "
                                           f"(use {allowed[0]!r})")
@@ -219,6 +248,9 @@ class ReplayBuffer:
         if batch_size is None and getattr(sampler, "drop_last", False):
             raise ValueError("Samplers with drop_last=True must work with a predictable batch-size. Please pass the "
                              "batch-size to the ReplayBuffer constructor.")
+        if storage.ndim > 1 and type(writer).__name__ == "TensorDictMaxValueWriter":
+            raise ValueError("TensorDictMaxValueWriter is not compatible with storages with more than one dimension "
+                             f"(storage ndim={storage.ndim})")
         writer.register_storage(storage)
         self._storage, self._sampler, self._writer = storage, sampler, writer
         self._collate_fn = collate_fn
@@ -227,6 +259,7 @@ class ReplayBuffer:
         for t in transform if isinstance(transform, (list, tuple)) else () if transform is None else (transform,):
             self.append_transform(t)
         self.set_rng(generator)
+        self.share(shared)
         if len(storage):  # a storage that already holds items (a reopened LazyMemmapStorage)
             existing = np.arange(len(storage), dtype=np.int64)
             sampler._check_index(existing)
@@ -235,22 +268,27 @@ class ReplayBuffer:
     # ---- properties --------------------------------------------------------------------------------
     @property
     def storage(self):
+        """The storage the buffer writes to."""
         return self._storage
 
     @property
     def sampler(self):
+        """The sampler that picks what ``sample`` returns."""
         return self._sampler
 
     @property
     def writer(self):
+        """The writer that places new items in the storage."""
         return self._writer
 
     @property
     def collate_fn(self):
+        """The function applied to sampled items (None: the storage's own stacking)."""
         return self._collate_fn
 
     @property
     def initialized(self):
+        """Always True: rlpipe buffers are ready when built (torchrl may delay its init)."""
         return True
 
     @property
@@ -260,7 +298,27 @@ class ReplayBuffer:
 
     @property
     def batch_size(self):
+        """The default number of items ``sample()`` draws (None: it must be given)."""
         return self._batch_size
+
+    @property
+    def dim_extend(self):
+        """The data dim ``extend`` writes along (default: the storage's ``ndim - 1``, so ``[B, T]``
+        batches land time-first in an ``ndim=2`` storage), as torchrl's; ``rb[index]`` indexes
+        and returns data in that same layout."""
+        return self._storage.ndim - 1 if self._dim_extend is None else self._dim_extend
+
+    def _transposed(self, data, what="extend"):
+        """``data`` with its ``dim_extend`` dim first (as written) or back (as read)."""
+        dim = self.dim_extend
+        if dim and is_pytree(data):
+            return tree_map(lambda leaf: self._transposed(leaf, what), data)
+        if not dim or not isinstance(data, (TensorDict, Tensor)) and not is_tensorclass(data):
+            return data
+        if data.ndim <= dim:
+            raise ValueError(f"{what}: dim_extend={dim} needs data with at least {dim + 1} batch dimensions, got "
+                             f"shape {list(data.shape)}")
+        return data.transpose(dim, 0)
 
     @property
     def transform(self):
@@ -285,8 +343,24 @@ class ReplayBuffer:
         return (f"{type(self).__name__}(\n    storage={self._storage!r},\n    sampler={self._sampler!r},\n"
                 f"    batch_size={self._batch_size},\n    transform={list(self.transform)!r})")
 
+    def share(self, shared=True):
+        """Makes the buffer writable from several processes (torchrl's ``share``), returns it: a
+        tensor storage moves into memory-mapped files every process maps (see
+        ``LazyTensorStorage(shared_init=True)``), and writes take a process lock. Give the
+        buffer to the processes (``multiprocessing.Process(args=(rb,))``, fork or spawn); a
+        ``ListStorage`` stays in each process's memory."""
+        if shared:  # first, so a refused transform leaves the buffer as it was
+            for entry in self._transforms:
+                _share_transform_state(entry.given)
+        self.shared = bool(shared)
+        self._write_lock = multiprocessing.Lock() if self.shared else None
+        if self.shared and hasattr(self._storage, "_share"):
+            self._storage._share()
+        return self
+
     @_locked
     def set_rng(self, generator):
+        """Makes the sampler draw from ``generator`` (an ``rlpipe.Generator``; None: the global one)."""
         if generator is not None and not isinstance(generator, Generator):
             raise TypeError(f"generator must be an rlpipe.Generator or None, got {type(generator).__name__}")
         self._sampler._rng = generator
@@ -315,12 +389,19 @@ class ReplayBuffer:
         """Adds a transform at the end: run on samples, or on written data with ``invert=True``
         (a MultiStep always runs on written data). An env ``Transform`` runs its ``inv`` on
         written data and its ``forward`` on samples (``invert=True``: the other way round)."""
-        self._transforms.append(self._entry(transform, invert))
+        entry = self._entry(transform, invert)
+        if getattr(self, "shared", False):
+            _share_transform_state(transform)
+        self._transforms.append(entry)
         return self
 
     @_locked
     def insert_transform(self, index, transform, *, invert=False):
-        self._transforms.insert(index, self._entry(transform, invert))
+        """Inserts a transform at position ``index`` (see ``append_transform``)."""
+        entry = self._entry(transform, invert)
+        if getattr(self, "shared", False):
+            _share_transform_state(transform)
+        self._transforms.insert(index, entry)
         return self
 
     @_locked
@@ -389,9 +470,17 @@ class ReplayBuffer:
 
     @_locked
     def _write(self, data, what, first_transform=0, use_priority=True):
+        if self._write_lock is None:
+            return self._write_unshared(data, what, first_transform, use_priority)
+        with self._write_lock:  # other processes write the same files
+            return self._write_unshared(data, what, first_transform, use_priority)
+
+    def _write_unshared(self, data, what, first_transform=0, use_priority=True):
         data, restore = self._through_write_transforms(data, first_transform)
         if data is None:
             return _no_index()
+        if what != "add":  # torchrl: dim_extend has no effect on add
+            data = self._transposed(data, what)
         try:
             stored, priority = self._before_write(data, what)
             priority = priority if use_priority else None
@@ -409,7 +498,7 @@ class ReplayBuffer:
         self._sampler.extend(kept)
         if priority is not None:
             self._sampler.update_priority(kept, priority)
-        return wrap(index)
+        return wrap(self._storage._coordinates(index))
 
     _priority_key = None
 
@@ -439,8 +528,13 @@ class ReplayBuffer:
         if include_info is None or include_info:
             data = self._attach(data, info)
         if return_info:
-            return data, {key: wrap(value) for key, value in info.items()}
+            return data, {key: self._index_info(value) if key == "index" else wrap(value)
+                          for key, value in info.items()}
         return data
+
+    def _index_info(self, index):
+        """The sampled positions as torchrl gives them: a Tensor, or per-dim Tensors when ndim > 1."""
+        return wrap(index) if self._storage.ndim == 1 else tuple(wrap(np.ascontiguousarray(i)) for i in index.T)
 
     @_locked
     def _draw(self, batch_size):
@@ -450,8 +544,9 @@ class ReplayBuffer:
         item = 8 + self._storage._item_bytes()  # the index and the item
         check_room(batch_size * item, f"sample: batch_size={batch_size} items of {item} bytes", physical_memory())
         index, info = self._sampler.sample(self._storage, batch_size)
-        index, info = _as_array(index), {key: _as_array(value) for key, value in info.items()}
-        info["index"] = index
+        index = self._storage._flat_positions(index) if isinstance(index, tuple) else _as_array(index)
+        info = {key: _as_array(value) for key, value in info.items()}
+        info["index"] = self._storage._coordinates(index)
         if self._collate_fn is not None and isinstance(self._storage, ListStorage):
             return [self._storage._items[i] for i in index], info  # torchrl's collate_fn gets the list of items
         return self._storage._gather(index), info
@@ -471,10 +566,25 @@ class ReplayBuffer:
         if value is None:
             return
         try:
-            self._storage.set(self._storage._locate(index), value, set_cursor=False)
+            if self._storage.ndim > 1:
+                self._storage._set_at(self._user_positions(index), value)
+            else:
+                self._storage.set(self._storage._locate(index), value, set_cursor=False)
         except BaseException:
             restore()
             raise
+
+    def _user_positions(self, index):
+        """The storage positions ``index`` selects in ``rb[:]``'s layout (ndim > 1: the storage's
+        ``[rows, *inner]`` grid with ``dim_extend`` first), shaped as the selection."""
+        grid = self._storage._grid()
+        if self.dim_extend:
+            grid = np.swapaxes(grid, 0, self.dim_extend)
+        try:
+            return np.asarray(grid[_numpy_index(index)])
+        except IndexError as e:
+            raise IndexError(f"replay buffer index {index!r} does not fit the buffer's shape {list(grid.shape)} ({e})"
+                             ) from None
 
     def read_all_in_order(self, end=None):
         """The stored items in storage order, ``rb[:]`` (``rb[:end]`` with ``end``), as torchrl's;
@@ -507,18 +617,22 @@ class ReplayBuffer:
         if not isinstance(stored, TensorDict):
             raise TypeError(f"update_: the buffer stores {type(stored).__name__}s, not TensorDicts")
         stored.update(data)
+        if self._storage.ndim > 1:
+            self._storage._set_at(self._user_positions(slice(None)), stored.exclude(*self._info_only()))
+            return
         self._storage.set(np.arange(len(self), dtype=np.int64), stored.exclude(*self._info_only()), set_cursor=False)
 
     @_locked
     def _entry_write(self, key, value, index):
-        positions = np.atleast_1d(self._storage._locate(index))
+        positions = np.atleast_1d(self._user_positions(index) if self._storage.ndim > 1 else
+                                  self._storage._locate(index))
         stored = self._storage._gather(positions)
         if not isinstance(stored, TensorDict):
             raise TypeError(f"set_: the buffer stores {type(stored).__name__}s, not TensorDicts")
         if key not in stored.keys(True):
             raise KeyError(f"set_: {key!r} is not an entry of the stored items (entries: {list(stored.keys(True))})")
         stored.set(key, value if isinstance(value, Tensor) else wrap(np.asarray(value)))
-        self._storage.set(positions, stored, set_cursor=False)
+        self._storage._set_at(positions, stored)
 
     def _info_only(self):
         return ()
@@ -528,10 +642,10 @@ class ReplayBuffer:
         with a key (``rb["key"]``, ``rb["next", "reward"]``), that entry of ``rb[:]``."""
         if _is_key(index):
             return self[:][index]
-        if isinstance(index, tuple):
+        if isinstance(index, tuple) and self._storage.ndim == 1:
             return self[index[0]] if len(index) == 1 else self[:][index]
         with self._replay_lock:
-            positions = self._storage._locate(index)
+            positions = self._user_positions(index) if self._storage.ndim > 1 else self._storage._locate(index)
             data = self._stored(self._storage._gather(positions), positions)
         return self._read_transforms(data)
 
@@ -553,8 +667,9 @@ class ReplayBuffer:
     @_locked
     def update_priority(self, index, priority):
         """Sets the priorities of the items at ``index`` (ignored by non-prioritized samplers,
-        as in torchrl). Priorities must be finite and non-negative."""
-        index = as_index_array(index, "update_priority")
+        as in torchrl). Priorities must be finite and non-negative. With ndim > 1, ``index``
+        may be ``[N, ndim]`` coordinates or a tuple of per-dim indices (what ``sample`` gives)."""
+        index = as_index_array(self._storage._flat_positions(index), "update_priority")
         n = len(self._storage)
         outside = (index < 0) | (index >= n)
         if outside.any():
@@ -669,8 +784,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
         info = [key for key in self._INFO_KEYS if key in data.keys()]
         stored = data.exclude(*info) if info else data
         priority = data.get(self.priority_key, None)
-        if priority is not None and data.batch_dims:
-            priority = _per_row(priority, data.batch_size[0])
+        if priority is not None and data.batch_dims:  # one per item: per row, or per [rows, *inner] item
+            priority = _per_row(priority, math.prod(data.batch_size[:self._storage.ndim]))
         return stored, priority
 
     def _info_only(self):
@@ -690,6 +805,9 @@ class TensorDictReplayBuffer(ReplayBuffer):
             return
         index, priority = data["index"], data[self.priority_key]
         rows = data.batch_size[0] if data.batch_dims else 1
+        if self._storage.ndim > 1:  # "index" holds [rows, ndim] coordinates
+            self.update_priority(index.reshape(rows, -1)[:, :self._storage.ndim], _per_row(priority, rows))
+            return
         self.update_priority(index.reshape(rows, -1)[:, 0], _per_row(priority, rows))
 
 

@@ -12,6 +12,7 @@ class SampleUnit(abc.ABC):
 
     @abc.abstractmethod
     def expand(self, index, info, storage):
+        """The storage positions and info that a sampled ``index`` stands for (itself, for a plain unit)."""
         ...
 
 
@@ -19,6 +20,7 @@ class Transition(SampleUnit):
     """The identity unit: every anchor is one transition (the classic replay sample)."""
 
     def expand(self, index, info, storage):
+        """A transition is one item: the index and info unchanged."""
         return index, info
 
 

@@ -66,6 +66,7 @@ class StalenessAwareSampler(Sampler):
 
     @property
     def consumer_version(self):
+        """The policy version samples are judged against (staleness = this minus the item's version)."""
         return self._consumer_version
 
     @consumer_version.setter
@@ -73,6 +74,7 @@ class StalenessAwareSampler(Sampler):
         self._consumer_version = value
 
     def increment_consumer_version(self):
+        """Moves the consumer version on by one (after a policy update)."""
         self._consumer_version += 1
 
     def _versions(self, storage, n):
@@ -120,6 +122,7 @@ class StalenessAwareSampler(Sampler):
         self._consumer_version = 0
 
     def state_dict(self):
+        """The consumer version and the settings."""
         return {"type": type(self).__name__, "consumer_version": self._consumer_version,
                 "max_staleness": self.max_staleness}
 

@@ -36,9 +36,11 @@ class ParameterScheduler(abc.ABC):
         return state
 
     def load_state_dict(self, state_dict):
+        """Restores a ``state_dict()``."""
         self.__dict__.update(state_dict)
 
     def step(self):
+        """Advances one step and writes the new value to the sampler's parameter."""
         self._step_cnt += 1
         value = self._step()
         if isinstance(value, Tensor):
@@ -103,8 +105,10 @@ class SchedulerList:
         self.schedulers = [schedulers] if isinstance(schedulers, ParameterScheduler) else schedulers
 
     def append(self, scheduler):
+        """Adds a scheduler to the list."""
         self.schedulers.append(scheduler)
 
     def step(self):
+        """Steps every scheduler of the list."""
         for scheduler in self.schedulers:
             scheduler.step()

@@ -8,15 +8,22 @@
   ``.npy`` files in ``scratch_dir``. A new storage given a ``scratch_dir`` that already holds
   one reopens it, contents, length and write cursor included (see its docstring).
 
+``ndim`` (tensor storages), as torchrl's: a storage of shape ``[3, 4]`` holds 3 items with
+``ndim=1`` and 12 with ``ndim=2``. With ``ndim=2`` a write of ``[n, B, ...]`` is ``n`` rows of
+``B`` items each; the first write fixes ``B`` and rounds ``max_size`` up to a multiple of it
+(``LazyTensorStorage(10, ndim=2)`` written ``[T, 4]`` batches holds 3 rows, 12 items).
+``len()`` counts items, ``shape`` is ``[rows written, B]``, ``storage[i]`` reads row ``i``,
+``storage[rows, cols]`` any NumPy-style index of that shape, and a sampler's flat positions
+are items in row-major order. Inside, the arrays are flat (``[max_size, ...]``), rows of ``B``
+consecutive items; ``_storage`` shows them as ``[rows, B, ...]``.
+
 Every write is checked completely before anything is stored, so a rejected batch leaves the
 storage as it was. ``extend`` on a tensor storage also takes a list of TensorDicts or of Tensors
 (one item per element, stacked), as torchrl's does.
 
 Differences from torchrl 0.14:
 
-- there is no separate ``Writer``: a storage keeps its own write cursor; there is no ``ndim``
-  (items are the rows of the first dimension, a ``[B, T]`` batch is ``B`` items of ``[T]``, as
-  with torchrl's default ``ndim=1``);
+- there is no separate ``Writer``: a storage keeps its own write cursor;
 - a batch whose keys differ from the storage's raises ``KeyError`` (torchrl keeps the old values
   of a missing entry and adds an extra entry as a new one); only an in-place write (``set``,
   ``rb[index] = data``, ``write_all``) with every stored entry may bring new ones, which are added
@@ -32,7 +39,6 @@ Differences from torchrl 0.14:
   cursor, and a later write from the cursor counts only rows written: after ``set(range(3), ...)``
   an ``extend`` of 2 overwrites rows 0-1 and the length stays 3 (torchrl's writer counts 5, two of
   them rows never written);
-- ``ndim`` other than 1 raises ``NotImplementedError``;
 - an empty batch raises ``RuntimeError`` on every storage (torchrl returns an empty index for a
   TensorDict on a ``ListStorage`` and raises ``IndexError`` on a ``LazyTensorStorage``);
 - ``max_size`` must be positive (torchrl accepts 0 and fails on the first write);
@@ -59,10 +65,14 @@ import numpy as np
 from ... import _dtypes, backends
 from ..._creation import zeros
 from ..._device import CPU, resolve
+
 from ...primitives import stack as _stack_tensors
-from ..._tensor import Tensor, wrap
+from ..._tensor import Size, Tensor, wrap
 from ..._utils import logger, unavailable
 from ...tensordict import TensorDict, is_tensorclass
+from ._pytree_items import from_tensordict, is_pytree, to_tensordict
+from ._shared_storage import _Shareable
+from ._storage_layout import _Layout, _numpy_index
 from .._checkpoint import (array_record, atomic_directory, load_state, open_array, plain_dtype, read_json, save_state,
                           write_json)
 
@@ -88,11 +98,10 @@ def _user_stacklevel():
 
 
 def _check_ndim(ndim, cls):
-    """torchrl's ``ndim`` argument: only its default, 1 (items are the rows of the first dim)."""
-    if ndim != 1:
-        raise NotImplementedError(f"{cls}: ndim={ndim!r} is not supported by rlpipe: a storage's items are the rows "
-                                  "of its first dimension (ndim=1); store a [B, T] batch as B items of [T], or "
-                                  "reshape it to B * T transitions")
+    """torchrl's ``ndim`` argument: how many leading dimensions of the data count as items."""
+    if isinstance(ndim, bool) or not isinstance(ndim, numbers.Integral) or ndim < 1:
+        raise ValueError(f"{cls}: ndim must be an int >= 1, got ndim={ndim!r}")
+    return int(ndim)
 
 
 def _check_max_size(max_size, cls):
@@ -156,17 +165,18 @@ def _segments(start, count, max_size):
     return pairs
 
 
-class Storage:
+class Storage(_Layout):
     """The interface a replay buffer writes through: ``max_size``, ``len()``, ``get(index)``, and
     the two-step write ``_prepare(data)`` (checks; changes nothing) then ``_commit(write)``."""
 
     max_size = sys.maxsize
 
-    def __init__(self):
-        self._meta = np.zeros(2, dtype=np.int64)  # [length, write cursor]
-
     def __len__(self):
+        self._sync()
         return int(self._meta[0])
+
+    def _sync(self):
+        """Catches up with writes of other processes (a shared tensor storage)."""
 
     @property
     def _cursor(self):
@@ -201,7 +211,11 @@ class Storage:
         """Writes ``data`` at the storage positions ``cursor`` (an int for one item; a slice, a
         sequence, an array or a Tensor of ints for one item per row), checked first, as torchrl's
         ``Storage.set``. The storage's length grows to cover the positions written; the write
-        cursor of a buffer's writer does not move."""
+        cursor of a buffer's writer does not move. With ndim > 1, ``cursor`` indexes the
+        ``[rows, *inner]`` layout (an int or array of ints: whole rows; a tuple: any items), and
+        ``data`` is broadcast to what it selects."""
+        if self.ndim > 1:
+            return self._set_items(cursor, data)
         single = isinstance(cursor, (numbers.Integral, np.integer)) or (
             isinstance(cursor, (Tensor, np.ndarray)) and not cursor.ndim)
         if isinstance(cursor, slice):
@@ -230,8 +244,16 @@ class Storage:
     __getitem__ = get
 
     def _locate(self, index):
-        """The storage positions ``index`` selects: an int, or an int64 NumPy array."""
+        """The storage positions ``index`` selects: an int, or an int64 NumPy array (shaped as the
+        selection in the ``[rows, *inner]`` layout when ndim > 1)."""
         n = len(self)
+        if self.ndim > 1:
+            try:
+                positions = self._grid()[_numpy_index(index)]
+            except IndexError as e:
+                raise IndexError(f"storage index {index!r} does not fit a storage of shape {list(self.shape)} "
+                                 f"({e})") from None
+            return int(positions) if not np.ndim(positions) else positions
         if isinstance(index, Tensor):
             index = index.detach().cpu()._data
         if isinstance(index, (numbers.Integral, np.integer)) and not isinstance(index, (bool, np.bool_)):
@@ -254,9 +276,11 @@ class Storage:
 
     # checkpoints: state_dict / load_state_dict in memory, dumps / loads to a directory
     def state_dict(self):
+        """The stored items, length and cursor, in rlpipe's own format (a copy)."""
         return self._state(copy=True)
 
     def load_state_dict(self, state_dict):
+        """Restores a ``state_dict()``, checked before anything changes."""
         self._load_plan(state_dict)()
 
     def dumps(self, path):
@@ -265,6 +289,7 @@ class Storage:
             save_state(tmp, self._saved_state(path))
 
     def loads(self, path):
+        """Restores what ``dumps`` wrote to the directory ``path``."""
         self.load_state_dict(self._loaded_state(load_state(path, mmap_mode=None)))
 
     # save/load hooks (torchrl's): callables ``hook(data, path=...)`` that transform the stored
@@ -274,9 +299,11 @@ class Storage:
     _DATA_FIELD = "data"
 
     def register_save_hook(self, hook):
+        """Adds a ``hook(data, path=...)`` run on the contents ``dumps`` writes."""
         self._check_hook(hook).__dict__.setdefault("_save_hooks", []).append(hook)
 
     def register_load_hook(self, hook):
+        """Adds a ``hook(data)`` run on the contents ``loads`` reads back."""
         self._check_hook(hook).__dict__.setdefault("_load_hooks", []).append(hook)
 
     def _check_hook(self, hook):
@@ -408,7 +435,7 @@ class ListStorage(Storage):
         return f"ListStorage(max_size={None if self.max_size == sys.maxsize else self.max_size}, len={len(self)})"
 
 
-class TensorStorage(Storage):
+class TensorStorage(_Shareable, Storage):
     """Preallocated arrays of ``max_size`` rows, one per TensorDict leaf (nested keys included)
     or a single tensor. ``TensorStorage(data)`` starts full, holding a copy of ``data``'s rows
     (torchrl's stores ``data`` itself); ``LazyTensorStorage`` allocates them on the first write
@@ -422,38 +449,65 @@ class TensorStorage(Storage):
     """
 
     _state_types = frozenset({"TensorStorage", "LazyTensorStorage", "LazyMemmapStorage"})
+    _LAYOUT = "layout.json"  # the files of a memory-mapped (or shared) storage
+    _FORMAT = "rlpipe-memmap-storage"
 
     def __init__(self, storage, max_size=None, *, device="cpu", ndim=1, compilable=False):
-        _check_ndim(ndim, "TensorStorage")
+        ndim = _check_ndim(ndim, "TensorStorage")
         if storage is None:
             raise ValueError("Expected storage to be non-null.")
-        if not isinstance(storage, (TensorDict, Tensor)) or not storage.ndim:
-            raise TypeError(f"TensorStorage: storage must be a TensorDict or a Tensor with a leading dimension, got "
-                            f"{type(storage).__name__}")
-        if max_size is not None and max_size != storage.shape[0]:
+        storage = self._untyped(storage)
+        if not isinstance(storage, (TensorDict, Tensor)) or storage.ndim < ndim:
+            raise TypeError(f"TensorStorage: storage must be a TensorDict or a Tensor with at least ndim={ndim} "
+                            f"leading dimensions, got {type(storage).__name__}")
+        items = math.prod(storage.shape[:ndim])
+        if max_size is not None and max_size != items:
             raise ValueError(f"The max-size and the storage shape mismatch: got max_size={max_size} for a storage of "
                              f"shape {storage.shape}.")
-        self._init_empty(storage.shape[0], None if device == "auto" else device)
+        self._init_empty(items, None if device == "auto" else device, ndim)
         self._commit(self._prepare(storage, what="TensorStorage"))
 
-    def _init_empty(self, max_size, device):
+    def _init_empty(self, max_size, device, ndim=1):
         Storage.__init__(self)
-        self.max_size = _check_max_size(max_size, type(self).__name__)
+        self.max_size = self._max_size_asked = _check_max_size(max_size, type(self).__name__)
+        self.ndim = ndim
+        self._inner = () if ndim == 1 else None
         self.device = None if device is None else resolve(device)
         self._spec = None
         self._arrays = None  # one backend array per leaf, [max_size, *item_shape]
         self._data = None  # a TensorDict (or Tensor) over those arrays
         self._item_class = None  # the tensorclass written, if one was: reads give it back
+        self._item_tree = None  # the structure of the pytree written, if one was: reads give it back
 
     @property
     def initialized(self):
+        """Whether the arrays exist (after the first write)."""
         return self._spec is not None
 
     @property
     def _storage(self):
-        """The whole preallocated storage, ``max_size`` rows (a TensorDict or a Tensor over the
-        storage's arrays, written through), or None before the first write: torchrl's attribute."""
-        return self._data
+        """The whole preallocated storage, ``max_size`` items (a TensorDict or a Tensor over the
+        storage's arrays, written through; ``[rows, *inner]`` when ndim > 1), or None before the
+        first write: torchrl's attribute."""
+        data = self._data
+        if data is not None and self.ndim > 1:
+            shape = tuple(data.batch_size if isinstance(data, TensorDict) else data.shape)
+            data = data.reshape(self.max_size // self._row_items, *self._inner, *shape[1:])
+        return data if data is None else self._typed(data)
+
+    def _typed(self, rows):
+        """Stored rows as what was written: a tensorclass, a pytree, or the TensorDict itself."""
+        if self._item_class is not None:
+            return self._item_class.from_tensordict(rows, safe=False)
+        return rows if self._item_tree is None else from_tensordict(rows, self._item_tree)
+
+    def flatten(self):
+        """The items as a one-dim ``TensorStorage`` (this storage when ndim == 1), as torchrl's."""
+        if self.ndim == 1:
+            return self
+        if self._spec is None:
+            raise RuntimeError("Cannot flatten a non-initialized storage.")
+        return TensorStorage(self._data[:len(self)])
 
     def _init(self, data):
         """Allocates the storage for items shaped like ``data`` (one item), writing nothing, as
@@ -463,23 +517,36 @@ class TensorStorage(Storage):
             raise TypeError(f"_init: {type(self).__name__} stores TensorDicts or Tensors, got {type(data).__name__}")
         if self._spec is not None:
             raise RuntimeError(f"_init: this {type(self).__name__} is already initialized")
-        write = self._prepare(data.unsqueeze(0), what="_init", at=np.zeros(1, dtype=np.int64))
+        if self.ndim > 1:
+            self._fix_inner(tuple(data.batch_size if isinstance(data, TensorDict) else data.shape)[:self.ndim - 1],
+                            "_init")
+            data = data.reshape(-1, *tuple(data.batch_size if isinstance(data, TensorDict) else data.shape)[
+                self.ndim - 1:])[:1]
+        else:
+            data = data.unsqueeze(0)
+        write = self._prepare(data, what="_init", at=np.zeros(1, dtype=np.int64), flat=True)
         self._allocate(write.spec, write.device)
 
     # ---- writing -----------------------------------------------------------------------------------
     def _untyped(self, data):
         """``data`` (or a list of items) with tensorclasses as their TensorDicts; their class is kept,
         so reads give it back, as torchrl's storage (which holds the tensorclass itself) does."""
+        if is_pytree(data):
+            data, self._item_tree = to_tensordict(data, type(self).__name__)
+            return data
         first = data[0] if isinstance(data, list) and data else data
         if not is_tensorclass(first):
             return data
         self._item_class = type(first)
         return [item._tensordict for item in data] if isinstance(data, list) else data._tensordict
 
-    def _prepare(self, data, cursor=None, what="extend", at=None):
+    def _prepare(self, data, cursor=None, what="extend", at=None, flat=False):
+        self._sync()
         data = self._untyped(data)
         if isinstance(data, list):  # one item per element, stacked (as torchrl does)
             data = _stacked(data, what, type(self).__name__)
+        if self.ndim > 1 and not flat and isinstance(data, (TensorDict, Tensor)):
+            data = self._rows_flattened(data, what)
         if isinstance(data, TensorDict):
             kind, leaves, batch = "tensordict", _leaves(data), tuple(data.batch_size)
         elif isinstance(data, Tensor):
@@ -513,6 +580,20 @@ class TensorStorage(Storage):
             values = self._matched(spec, kind, leaves, batch, what)
         values = [v._data if v._device is device else v.to(device)._data for v in values]
         return _Write(values, *self._positions(n, cursor, at), spec if spec is not self._spec else None, device)
+
+    def _rows_flattened(self, data, what):
+        """Rows ``[n, *inner, ...]`` (ndim > 1) as ``n * prod(inner)`` items; the first write fixes
+        ``inner``."""
+        shape = tuple(data.batch_size if isinstance(data, TensorDict) else data.shape)
+        if len(shape) < self.ndim:
+            raise ValueError(f"{what}: a storage with ndim={self.ndim} needs data with at least {self.ndim} batch "
+                             f"dimensions, got shape {list(shape)}")
+        if self._inner is None or self._spec is None and self._inner != shape[1:self.ndim]:
+            self._fix_inner(shape[1:self.ndim], what)
+        elif shape[1:self.ndim] != self._inner:
+            raise ValueError(f"{what}: the storage holds rows of {list(self._inner)} items (dims 1..{self.ndim - 1}), "
+                             f"got data of shape {list(shape)}")
+        return data.reshape(-1, *shape[self.ndim:])
 
     _adds_keys = True  # whether a write may bring new entries (the memory-mapped layout is fixed)
 
@@ -564,7 +645,9 @@ class TensorStorage(Storage):
             self._allocate(write.spec, write.device)
             if isinstance(self, LazyTensorStorage):  # as torchrl, an INFO line on the first write
                 kind = "LazyMemmapStorage" if isinstance(self, LazyMemmapStorage) else "LazyTensorStorage"
-                logger.info(f"Initialized {kind} with {self._data.shape!r} shape")
+                shape = (self._data.batch_size if isinstance(self._data, TensorDict) else self._data.shape)
+                shape = Size((self.max_size // self._row_items, *(self._inner or ()), *shape[1:]))
+                logger.info(f"Initialized {kind} with {shape!r} shape")
         if write.cursor is None:  # given positions
             index = write.index if write.device is CPU else write.device._backend.xp.asarray(write.index)
             for store, rows in zip(self._arrays, write.values):
@@ -589,6 +672,8 @@ class TensorStorage(Storage):
         return physical_memory()
 
     def _allocate(self, spec, device):
+        if self._shared_dir is not None:
+            return self._allocate_files(spec, self._shared_dir)
         arrays = [zeros((self.max_size,) + shape, dtype=_dtypes.from_numpy_dtype(dt), device=device)._data
                   for shape, dt in zip(spec.shapes, spec.dtypes)]
         self._set_arrays(spec, arrays, device)
@@ -602,9 +687,78 @@ class TensorStorage(Storage):
                 data.set(key, wrap(array, device))
         self._spec, self._arrays, self._data = spec, arrays, data
 
+    def _allocate_files(self, spec, directory):
+        """Creates the storage's files in ``directory`` with their disk space reserved: on a full
+        disk, OSError(ENOSPC) naming the file, and the files made so far are removed again (the
+        storage stays empty)."""
+        created = []
+
+        def mapped(file, shape, dtype):
+            created.append(os.path.join(directory, file))
+            return np.asarray(backends.cpu.mapped_file(created[-1], shape, dtype))
+        try:
+            arrays, records = [], []
+            for i, (shape, dt) in enumerate(zip(spec.shapes, spec.dtypes)):
+                arrays.append(mapped(f"{i}.npy", (self.max_size,) + shape, plain_dtype(dt)).view(dt))
+                records.append(array_record(arrays[-1], f"{i}.npy"))
+            meta = mapped("cursor.npy", (2,), np.int64)
+            write_json(os.path.join(directory, self._LAYOUT),
+                       {"format": self._FORMAT, "version": 1, "max_size": self.max_size, "kind": spec.kind,
+                        "item_batch": list(spec.item_batch), "inner": list(self._inner or ()),
+                        "leaves": [[list(k), r] for k, r in zip(spec.keys, records)]})
+        except BaseException:
+            for path in created:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            raise
+        self._meta = meta  # length and cursor now live in the file
+        self._set_arrays(spec, arrays, CPU)
+
+    def _reopen_files(self, directory):
+        """Maps the files of a storage in ``directory`` (contents, length and cursor)."""
+        what = f"{type(self).__name__}(scratch_dir={directory!r})"
+        layout = read_json(os.path.join(directory, self._LAYOUT), what)
+        try:
+            if layout["format"] != self._FORMAT or layout["version"] != 1:
+                raise ValueError(f"not a {self._FORMAT} directory")
+            if layout["kind"] not in ("tensordict", "tensor"):
+                raise ValueError(f"bad kind {layout['kind']!r}")
+            keys = [tuple(k) for k, _ in layout["leaves"]]
+            if not all(isinstance(part, str) for k in keys for part in k):
+                raise ValueError("bad keys")
+            arrays = [open_array(directory, r, what, mmap_mode="r+") for _, r in layout["leaves"]]
+            meta = open_array(directory, {"file": "cursor.npy", "dtype": "int64", "shape": [2]}, what, "r+")
+        except (KeyError, TypeError, ValueError) as e:
+            raise RuntimeError(f"{what}: the directory holds no valid storage ({e})") from None
+        inner = tuple(layout.get("inner", ()))
+        if len(inner) != self.ndim - 1:
+            raise ValueError(f"{what}: the directory holds a storage with ndim={len(inner) + 1}, this storage has "
+                             f"ndim={self.ndim}")
+        if inner:
+            self._fix_inner(inner, what)
+        if layout["max_size"] != self.max_size or any(a.shape[0] != self.max_size for a in arrays):
+            raise ValueError(f"{what}: the directory holds a storage of max_size={layout['max_size']}, this storage "
+                             f"has max_size={self.max_size}")
+        spec = _Spec(layout["kind"], keys, [tuple(a.shape[1:]) for a in arrays], [a.dtype for a in arrays],
+                     tuple(layout["item_batch"]))
+        if not (0 <= meta[0] <= self.max_size and 0 <= meta[1] < self.max_size):
+            raise RuntimeError(f"{what}: cursor.npy holds a bad length/cursor {meta.tolist()}")
+        self._meta = meta
+        self._set_arrays(spec, arrays, CPU)
+
     # ---- reading -------------------------------------------------------------------------------------
     def _gather(self, index):
-        """Rows at positions ``index`` (an int or an int64 NumPy array), copied."""
+        """Items at positions ``index`` (an int or an int64 NumPy array of any shape: the result's
+        leading shape), copied, as what was written (a TensorDict, tensor, tensorclass or pytree)."""
+        rows = self._rows_at(index)
+        return rows if self._spec.kind == "tensor" else self._typed(rows)
+
+    def _rows_at(self, index):
+        """The stored TensorDict (or tensor) rows at positions ``index``, copied."""
+        if np.ndim(index) > 1:
+            items = self._rows_at(index.reshape(-1))
+            batch = tuple(items.batch_size if isinstance(items, TensorDict) else items.shape)
+            return items.reshape(*index.shape, *batch[1:])
         device = self._data.device
         if self._spec.kind == "tensor":
             if np.ndim(index) == 0:
@@ -613,12 +767,11 @@ class TensorStorage(Storage):
                 index = device._backend.xp.asarray(index)
             return wrap(self._arrays[0].take(index, axis=0), device)
         if np.ndim(index) == 0:
-            rows = self._data[index].clone()
-        else:
-            rows = self._data[index if device is CPU else wrap(device._backend.xp.asarray(index), device)]
-        return rows if self._item_class is None else self._item_class.from_tensordict(rows, safe=False)
+            return self._data[index].clone()
+        return self._data[index if device is CPU else wrap(device._backend.xp.asarray(index), device)]
 
     def _locate(self, index):
+        self._sync()
         if self._spec is None:
             raise RuntimeError(f"{type(self).__name__}: cannot get items out of a storage that was never written to")
         return super()._locate(index)
@@ -627,10 +780,15 @@ class TensorStorage(Storage):
     def _state(self, copy):
         n = len(self)
         rows = None if self._spec is None else self._data[:n]
-        return {"type": type(self).__name__, "max_size": self.max_size, "len": n, "cursor": self._cursor,
-                "data": rows.clone() if copy and rows is not None else rows}
+        state = {"type": type(self).__name__, "max_size": self.max_size, "len": n, "cursor": self._cursor,
+                 "data": rows.clone() if copy and rows is not None else rows}
+        if self.ndim > 1 and self._inner is not None:
+            state["inner"] = list(self._inner)
+        return state
 
     def _load_plan(self, state):
+        if self.ndim > 1 and isinstance(state, dict) and state.get("inner") and self._spec is None:
+            self._fix_inner(state["inner"], "load_state_dict")
         length, cursor = self._check_state(state, self._state_types)
         data = state.get("data")
         if length == 0:
@@ -640,7 +798,7 @@ class TensorStorage(Storage):
         if not isinstance(data, (TensorDict, Tensor)) or not data.ndim or data.shape[0] != length:
             raise ValueError(f"load_state_dict: expected 'data' with {length} rows, got "
                              f"{type(data).__name__} of shape {list(getattr(data, 'shape', []))}")
-        write = self._prepare(data, cursor=0, what="load_state_dict")
+        write = self._prepare(data, cursor=0, what="load_state_dict", flat=True)
 
         def apply():
             self._meta[:] = 0
@@ -665,9 +823,11 @@ class LazyTensorStorage(TensorStorage):
     device (torchrl's default is "cpu").
     """
 
-    def __init__(self, max_size, *, device=None, ndim=1, compilable=False, consolidated=False):
-        _check_ndim(ndim, type(self).__name__)
-        self._init_empty(max_size, device)
+    def __init__(self, max_size, *, device=None, ndim=1, compilable=False, consolidated=False, shared_init=False):
+        self._init_empty(max_size, device, _check_ndim(ndim, type(self).__name__))
+        self.shared_init = bool(shared_init)
+        if self.shared_init and type(self) is LazyTensorStorage:
+            self._share()
 
 
 class LazyMemmapStorage(LazyTensorStorage):
@@ -689,17 +849,11 @@ class LazyMemmapStorage(LazyTensorStorage):
     was anything to remove. Storages with ``auto_cleanup`` are in ``_MEMMAP_STORAGE_REGISTRY``.
     """
 
-    _LAYOUT = "layout.json"
-    _FORMAT = "rlpipe-memmap-storage"
     _adds_keys = False  # its files and layout.json are fixed at the first write
 
     def __init__(self, max_size, *, scratch_dir=None, device="cpu", ndim=1, existsok=False, compilable=False,
                  shared_init=False, auto_cleanup=None):
-        _check_ndim(ndim, "LazyMemmapStorage")
-        if shared_init:
-            raise NotImplementedError("LazyMemmapStorage: shared_init=True (a storage initialized by whichever "
-                                      "process writes first) is not supported by rlpipe")
-        super().__init__(max_size)
+        super().__init__(max_size, ndim=ndim, shared_init=shared_init)
         self._scratch_dir_is_temp = scratch_dir is None
         self._auto_cleanup = self._scratch_dir_is_temp if auto_cleanup is None else bool(auto_cleanup)
         self._cleaned_up = False
@@ -713,6 +867,8 @@ class LazyMemmapStorage(LazyTensorStorage):
         self.scratch_dir = None if scratch_dir is None else os.path.abspath(os.fspath(scratch_dir))
         if self.scratch_dir is not None and os.path.exists(os.path.join(self.scratch_dir, self._LAYOUT)):
             self._reopen()
+        if self.shared_init:
+            self._share()
 
     def _room(self):
         where = self.scratch_dir or tempfile.gettempdir()
@@ -741,57 +897,10 @@ class LazyMemmapStorage(LazyTensorStorage):
         return not os.path.exists(directory)
 
     def _allocate(self, spec, device):
-        """Creates the files with their disk space reserved: on a full disk, OSError(ENOSPC) naming
-        the file, and the files made so far are removed again (the storage stays empty)."""
-        directory = self._directory()
-        created = []
-
-        def mapped(file, shape, dtype):
-            created.append(os.path.join(directory, file))
-            return np.asarray(backends.cpu.mapped_file(created[-1], shape, dtype))
-        try:
-            arrays, records = [], []
-            for i, (shape, dt) in enumerate(zip(spec.shapes, spec.dtypes)):
-                arrays.append(mapped(f"{i}.npy", (self.max_size,) + shape, plain_dtype(dt)).view(dt))
-                records.append(array_record(arrays[-1], f"{i}.npy"))
-            meta = mapped("cursor.npy", (2,), np.int64)
-            write_json(os.path.join(directory, self._LAYOUT),
-                       {"format": self._FORMAT, "version": 1, "max_size": self.max_size, "kind": spec.kind,
-                        "item_batch": list(spec.item_batch),
-                        "leaves": [[list(k), r] for k, r in zip(spec.keys, records)]})
-        except BaseException:
-            for path in created:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-            raise
-        self._meta = meta  # length and cursor now live in the file
-        self._set_arrays(spec, arrays, CPU)
+        self._allocate_files(spec, self._directory())
 
     def _reopen(self):
-        directory = self.scratch_dir
-        what = f"LazyMemmapStorage(scratch_dir={directory!r})"
-        layout = read_json(os.path.join(directory, self._LAYOUT), what)
-        try:
-            if layout["format"] != self._FORMAT or layout["version"] != 1:
-                raise ValueError(f"not a {self._FORMAT} directory")
-            if layout["kind"] not in ("tensordict", "tensor"):
-                raise ValueError(f"bad kind {layout['kind']!r}")
-            keys = [tuple(k) for k, _ in layout["leaves"]]
-            if not all(isinstance(part, str) for k in keys for part in k):
-                raise ValueError("bad keys")
-            arrays = [open_array(directory, r, what, mmap_mode="r+") for _, r in layout["leaves"]]
-            meta = open_array(directory, {"file": "cursor.npy", "dtype": "int64", "shape": [2]}, what, "r+")
-        except (KeyError, TypeError, ValueError) as e:
-            raise RuntimeError(f"{what}: the directory holds no valid storage ({e})") from None
-        if layout["max_size"] != self.max_size or any(a.shape[0] != self.max_size for a in arrays):
-            raise ValueError(f"{what}: the directory holds a storage of max_size={layout['max_size']}, this storage "
-                             f"has max_size={self.max_size}")
-        spec = _Spec(layout["kind"], keys, [tuple(a.shape[1:]) for a in arrays], [a.dtype for a in arrays],
-                     tuple(layout["item_batch"]))
-        if not (0 <= meta[0] <= self.max_size and 0 <= meta[1] < self.max_size):
-            raise RuntimeError(f"{what}: cursor.npy holds a bad length/cursor {meta.tolist()}")
-        self._meta = meta
-        self._set_arrays(spec, arrays, CPU)
+        self._reopen_files(self.scratch_dir)
 
     def __repr__(self):
         return f"LazyMemmapStorage(max_size={self.max_size}, len={len(self)}, scratch_dir={self.scratch_dir!r})"

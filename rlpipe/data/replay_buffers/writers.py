@@ -58,6 +58,7 @@ class Writer:
         self._write_count = 0
 
     def register_storage(self, storage):
+        """Makes ``storage`` the one this writer writes to."""
         self._storage = storage
 
     def _check_storage(self, what):
@@ -92,9 +93,11 @@ class Writer:
         self._write_count = 0
 
     def state_dict(self):
+        """The writer's state (empty for a stateless writer)."""
         return {}
 
     def load_state_dict(self, state_dict):
+        """Restores a ``state_dict()``."""
         pass
 
     def __repr__(self):
@@ -107,12 +110,14 @@ class RoundRobinWriter(Writer):
 
     @property
     def _cursor(self):
-        return 0 if self._storage is None else self._storage._cursor
+        """The next row to write along dim 0 (the next item when the storage's ndim is 1)."""
+        return 0 if self._storage is None else self._storage._cursor // self._storage._row_items
 
     @_cursor.setter
     def _cursor(self, value):
         self._check_storage("_cursor")
-        self._storage._meta[1] = int(value) % self._storage.max_size
+        items = self._storage._row_items
+        self._storage._meta[1] = int(value) * items % self._storage.max_size
 
     def _plan(self, data, what):
         self._check_storage(what)
@@ -123,9 +128,11 @@ class RoundRobinWriter(Writer):
         return data
 
     def state_dict(self):
+        """The write cursor and the number of items written."""
         return {"_cursor": self._cursor, "_write_count": self._write_count}
 
     def load_state_dict(self, state_dict):
+        """Restores the write cursor and the count of a ``state_dict()``."""
         self._cursor = state_dict["_cursor"]
         self._write_count = state_dict.get("_write_count", self._write_count)
 
@@ -137,7 +144,7 @@ class TensorDictRoundRobinWriter(RoundRobinWriter):
     def _annotated(self, data, what):
         if not isinstance(data, TensorDict) or not data.batch_dims:
             return data
-        index, _, _ = self._storage._positions(data.batch_size[0])
+        index = self._storage._next_rows(data)
         data = data.copy()
         value = _positions_on(index, data.device)
         extra = data.batch_dims - 1
@@ -224,10 +231,12 @@ class TensorDictMaxValueWriter(Writer):
         self._current_top_values = []
 
     def state_dict(self):
+        """The cursor, the count and the ranks of the items kept."""
         return {"_cursor": self._cursor, "_write_count": self._write_count,
                 "_current_top_values": [list(v) for v in self._current_top_values]}
 
     def load_state_dict(self, state_dict):
+        """Restores the cursor, the count and the ranks of a ``state_dict()``."""
         top = [(float(r), int(p)) for r, p in state_dict["_current_top_values"]]
         heapq.heapify(top)
         self._cursor, self._current_top_values = int(state_dict["_cursor"]), top

@@ -29,6 +29,7 @@ class Delta(D.Distribution):
         return self
 
     def update(self, param):
+        """Replaces the parameter the distribution returns."""
         self.param = param
 
     def _is_equal(self, value):
@@ -39,6 +40,7 @@ class Delta(D.Distribution):
         return is_equal
 
     def log_prob(self, value):
+        """+inf where ``value`` equals the parameter (within ``atol``/``rtol``), -inf elsewhere."""
         is_equal = self._is_equal(value)
         return (is_equal.to(value.dtype) * 2 - 1) * math.inf
 
@@ -51,12 +53,15 @@ class Delta(D.Distribution):
 
     @property
     def mode(self):
+        """The parameter."""
         return self.param
 
     @property
     def deterministic_sample(self):
+        """The parameter itself (a Delta has no randomness)."""
         return self.mean
 
     @property
     def mean(self):
+        """The parameter."""
         return self.param

@@ -122,6 +122,7 @@ class TensorDictModuleBase(Module):
 
     @property
     def device(self):
+        """The device of the module's first parameter (None without parameters)."""
         for p in self.parameters():
             return p.device
         return _device("cpu")
@@ -256,6 +257,7 @@ class TensorDictModule(TensorDictModuleBase):
         return self
 
     def reset_out_keys(self):
+        """Restores the out_keys given at construction."""
         self.out_keys = list(self._out_keys_source)
         return self
 
@@ -380,6 +382,7 @@ class WrapModule(TensorDictModuleBase):
         self.out_keys = [] if out_keys is None else _key_list(out_keys, "out_keys")
 
     def forward(self, tensordict):
+        """Calls the wrapped function on the TensorDict."""
         result = self.func(tensordict)
         if self.inplace and result is not tensordict:
             return tensordict.update(result)
@@ -461,6 +464,7 @@ class TensorDictSequential(TensorDictModule):
         return self
 
     def reset_out_keys(self):
+        """Restores the out_keys the modules give, after a select_out_keys."""
         self._select_before_return = False
         self.out_keys = list(self._out_keys_source)
         return self

@@ -18,6 +18,7 @@ class NormalParamExtractor(Module):
         self.scale_lb = scale_lb
 
     def forward(self, *tensors):
+        """Splits the last dim in two halves: the location and a positive scale."""
         tensor, *others = tensors
         loc, scale = tensor.chunk(2, -1)
         scale = self.scale_mapping(scale).clamp_min(self.scale_lb)

@@ -149,14 +149,17 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
 
     @property
     def out_keys(self):
+        """The keys the module writes: the sample keys, then the log-prob key when it returns one."""
         return self._out_keys + [self.log_prob_key] if self.return_log_prob else list(self._out_keys)
 
     @property
     def dist_sample_keys(self):
+        """The keys the samples are written to."""
         return list(self._out_keys)
 
     @property
     def log_prob_keys(self):
+        """The keys the log-probabilities are written to."""
         return [self.log_prob_key]
 
     def get_dist(self, tensordict):
@@ -180,6 +183,7 @@ class ProbabilisticTensorDictModule(TensorDictModuleBase):
         return dist.log_prob(*(tensordict[key] for key in self._out_keys))
 
     def forward(self, tensordict, tensordict_out=None, _requires_sample=True):
+        """Builds the distribution from the TensorDict's parameters and writes a sample (and its log-probability)."""
         tensordict_out = tensordict if tensordict_out is None else tensordict_out
         dist = self.get_dist(tensordict)
         if _requires_sample:
@@ -239,6 +243,7 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
 
     @property
     def det_part(self):
+        """The modules before the probabilistic one, as a TensorDictSequential."""
         return TensorDictSequential(*list(self.module)[:-1])
 
     def get_dist_params(self, tensordict):
@@ -248,17 +253,22 @@ class ProbabilisticTensorDictSequential(TensorDictSequential):
         return tensordict
 
     def get_dist(self, tensordict, **kwargs):
+        """The distribution built from parameters already in ``tensordict``."""
+        """The distribution the last module builds after running the others on ``tensordict``."""
         return self.module[-1].get_dist(self.get_dist_params(tensordict))
 
     build_dist_from_params = get_dist
 
     @property
     def log_prob_key(self):
+        """The key of the log-probability (of the last probabilistic module)."""
         return self.module[-1].log_prob_key
 
     @property
     def default_interaction_type(self):
+        """The interaction type used when none is set (the last module's)."""
         return self.module[-1].default_interaction_type
 
     def log_prob(self, tensordict, **kwargs):
+        """The log-probability of the samples in ``tensordict`` under the built distribution."""
         return self.module[-1].log_prob(tensordict, dist=self.get_dist(tensordict))

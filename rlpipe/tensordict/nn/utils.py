@@ -24,6 +24,7 @@ class biased_softplus(Module):
         self.min_val = min_val
 
     def forward(self, x):
+        """``softplus(x + bias) + min_val``, so that ``x = 0`` maps to the chosen value."""
         return _ops.softplus(x + self.bias) + self.min_val
 
 
