@@ -12,6 +12,7 @@ import warnings
 
 from ... import primitives as ops
 from ..._creation import zeros
+from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..utils.rnn import PackedSequence
@@ -34,6 +35,11 @@ def lstm_gates(gates, c):
     """The LSTM update from the summed pre-activations ``gates`` (``[B, 4 * H]``, columns in the order
     i, f, g, o) and the cell state ``c`` (``[B, H]``): returns ``(o * tanh(c'), c')`` with ``c' = f * c + i * g``
     (one graph node, running the ``lstm_cell`` kernel)."""
+    if not (isinstance(gates, Tensor) and isinstance(c, Tensor)):  # vmap's batched tensors: the ops' rules
+        size = c.shape[-1]
+        i, f, o = (_sigmoid(gates[..., k * size:(k + 1) * size]) for k in (0, 1, 3))
+        c = f * c + i * ops.tanh(gates[..., 2 * size:3 * size])
+        return o * ops.tanh(c), c
     return LSTMGates.apply(gates, c)
 
 
