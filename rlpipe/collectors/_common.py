@@ -155,7 +155,7 @@ def assembled_trajectories(batches, trajs_per_batch, traj_format, running, compl
     (``split_trajectories``) or concatenated (``traj_format="cat"``). ``running``/``complete``: the
     assembly state (``add_trajectory_chunks``); ``alive()``, when given, the ids later batches go
     on with: the other running trajectories can no longer complete and are dropped."""
-    from ..postprocs import split_trajectories
+    from rlpipe.postprocs import split_trajectories
     for batch in batches:
         add_trajectory_chunks(batch, running, complete)
         if alive is not None:

@@ -121,7 +121,7 @@ def _stacked(specs, name, owner, key=()):
     """torchrl's stack of the envs' specs along a new leading dim: equal specs expanded; ``Bounded``
     leaves that differ only in their bounds with per-env bounds. Envs whose entries differ in keys,
     shapes, dtypes or spec types are a ValueError (torchrl lazily stacks them)."""
-    from .specs import Bounded, Composite
+    from rlpipe.envs.specs import Bounded, Composite
     first = specs[0]
     if all(spec == first for spec in specs[1:]):
         return first.expand(len(specs), *first.shape)
@@ -141,7 +141,7 @@ def _stacked(specs, name, owner, key=()):
         for sub in first.keys():
             out[sub] = _stacked([spec[sub] for spec in specs], name, owner, key + (sub,))
         return out
-    from .. import primitives
+    from rlpipe import primitives
     return Bounded(primitives.stack([spec.low for spec in specs]), primitives.stack([spec.high for spec in specs]),
                    shape=(len(specs),) + tuple(first.shape), dtype=first.dtype, device=first.device)
 

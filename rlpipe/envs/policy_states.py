@@ -51,7 +51,7 @@ def carry_into_root(root, entries, done, batch_dims):
     """Puts the policy's ``entries`` (from ``policy_next_entries``) into the next step's ``root``, as torchrl's
     ``step_mdp``: where ``root`` has the entry (an env observation, a primer's), the envs that ``done`` reset
     keep the reset's value."""
-    from ..primitives import where
+    from rlpipe.primitives import where
 
     for key, value in entries.items():
         reset_value = root.get(key, None)

@@ -35,7 +35,7 @@ def complete_done(done_spec, data):
     """torchrl's completion of a step's or reset's done entries in ``data`` (in place): ``terminated``
     copied from a lone ``done``, ``done`` from ``terminated`` (or'ed with ``truncated``), any other
     missing flag False; nested done groups likewise. Returns ``data``."""
-    from .specs import Composite
+    from rlpipe.envs.specs import Composite
     lead = tuple(data.batch_size[:len(data.batch_size) - len(done_spec.shape)])
     present = set(data.keys())
     for key, spec in done_spec.items():

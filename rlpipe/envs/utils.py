@@ -65,7 +65,7 @@ def step_mdp(tensordict, next_tensordict=None, keep_other=True, exclude_reward=T
     keep their batch sizes; a lazy stack is stepped per stacked TensorDict. With ``next_tensordict``,
     the result is written into it and returned.
     """
-    from ..tensordict import LazyStackedTensorDict
+    from rlpipe.tensordict import LazyStackedTensorDict
     if not isinstance(tensordict, TensorDictBase):
         raise TypeError(f"step_mdp expects a TensorDict, got {type(tensordict).__name__}")
     keys = dict(reward_keys=reward_keys, done_keys=done_keys, action_keys=action_keys)
@@ -153,7 +153,7 @@ def make_composite_from_td(data, *, unsqueeze_null_shapes=True, dynamic_shape=Fa
     ``data`` (nested TensorDicts become nested Composites), as torchrl's. ``unsqueeze_null_shapes``:
     a 0-d entry gets shape ``[1]``. rlpipe's specs have no dynamic dims: ``dynamic_shape=True`` is a
     ValueError."""
-    from .specs import Composite, Unbounded
+    from rlpipe.envs.specs import Composite, Unbounded
     if dynamic_shape:
         raise ValueError("make_composite_from_td: rlpipe's specs have no dynamic (-1) dims; expected "
                          "dynamic_shape=False, got True")

@@ -160,8 +160,8 @@ class _RecurrentModule(TensorDictModuleBase):
         shape ``[layers * directions, size]`` (expanded to the env's batch), sets them to zeros at each reset
         and carries them from step to step, so a collector or ``rollout`` hands the policy's
         ``("next", state)`` back to it at the next step. The out keys must be ``("next", <in key>)``."""
-        from ...envs.specs import Unbounded
-        from ...envs.transforms import TensorDictPrimer
+        from rlpipe.envs.specs import Unbounded
+        from rlpipe.envs.transforms import TensorDictPrimer
 
         state_keys = self.in_keys[1:1 + self._n_states]
         for in_key, out_key in zip(state_keys, self.out_keys[1:]):
