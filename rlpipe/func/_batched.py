@@ -145,17 +145,18 @@ def dispatch(name, func, args, kwargs):
             raise RuntimeError(f"vmap: no batching rule for '{name}' with out= (the fallback path doesn't work on "
                                "out= or view ops)")
         kwargs = {k: v for k, v in kwargs.items() if k != "out"}  # (what a public function's wrapper passes)
-    level = builtins.max(_levels(args, kwargs))
-    return rule(level, name, func, args, kwargs)
+    return rule(_level(args, _level(kwargs.values(), 0)), name, func, args, kwargs)
 
 
-def _levels(args, kwargs):
-    for a in (*args, *kwargs.values()):
+def _level(args, level):
+    """The innermost level among ``args`` (and the tensors of list or tuple arguments), at least ``level``."""
+    for a in args:
         if type(a) is BatchedTensor:
-            yield a._level
+            if a._level > level:
+                level = a._level
         elif isinstance(a, (list, tuple)):
-            yield from (x._level for x in a if type(x) is BatchedTensor)
-    yield 0
+            level = _level(a, level)
+    return level
 
 
 def _method(name):
@@ -510,10 +511,12 @@ def _linear(level, name, func, args, kwargs):
 def _ensemble_ready(x, w, b, b_batched):
     """Whether EnsembleLinear takes this call: plain tensors of one dtype, a [E, out, in] weight and
     a [E, out] bias or none."""
-    tensors = (x, w) if b is None else (x, w, b)
-    if any(not isinstance(t, Tensor) or t.dtype != w.dtype for t in tensors) or w.ndim != 3 or x.ndim == 0:
+    if not (isinstance(x, Tensor) and isinstance(w, Tensor) and x.dtype == w.dtype and w.ndim == 3 and x.ndim):
         return False
-    return x.shape[-1] == w.shape[2] and (b is None or b_batched and tuple(b.shape) == tuple(w.shape[:2]))
+    w_shape = w.shape
+    if b is not None and not (b_batched and isinstance(b, Tensor) and b.dtype == w.dtype and b.shape == w_shape[:2]):
+        return False
+    return x.shape[-1] == w_shape[2]
 
 
 # ---- losses ---------------------------------------------------------------------------------------

@@ -47,10 +47,18 @@ def _is_mapping(obj):
     return hasattr(obj, "items") and hasattr(obj, "keys")
 
 
-def _flat(mapping):
-    if hasattr(mapping, "flatten_keys"):  # a TensorDict: nested by submodule
-        mapping = mapping.flatten_keys(".")
-    return dict(mapping.items())
+def _flat(mapping, prefix=""):
+    """{dotted name: tensor}: a TensorDict's nested TensorDicts (one per submodule) are walked, not
+    flattened into a new TensorDict, which would cost more than the call itself."""
+    if not hasattr(mapping, "flatten_keys"):
+        return dict(mapping.items())
+    flat = {}
+    for key, value in mapping.items():
+        if hasattr(value, "flatten_keys"):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
 
 
 def named_tensors(module, remove_duplicate=True):
