@@ -311,6 +311,7 @@ def reshape(input, *shape):
 
 
 @tensor_method
+@torch_function("input")  # the unbound Tensor.view(x, shape) on a batched tensor under vmap
 def view(input, *shape):
     """reshape that never copies: a RuntimeError where the layout would need a copy.
     ``view(dtype)`` reinterprets the bytes, as in torch."""
@@ -342,6 +343,7 @@ def _view_dtype(input, dtype):
 
 
 @tensor_method
+@torch_function("input")
 def view_as(input, other):
     """``view(other.shape)``."""
     return view(input, other.shape)
