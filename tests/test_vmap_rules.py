@@ -145,3 +145,19 @@ def test_new_rules_on_cuda():
     close(vmap(F.nll_loss)(x.cuda(), t.cuda()).cpu(), loop(F.nll_loss, x, t))
     y = rlpipe.randn(4, 3)
     close(vmap(lambda a: a.abs_().diagonal(0, 0, -1) if a.ndim > 1 else a.abs_())(y.cuda()).cpu(), y.abs())
+
+
+def test_unbound_tensor_view_and_view_as_on_a_batched_tensor():
+    x = rlpipe.randn(4, 10)
+    close(vmap(rlpipe.Tensor.view, (0, None))(x, [2, 5]), x.reshape(4, 2, 5))
+    other = rlpipe.zeros(5, 2)
+    close(vmap(rlpipe.Tensor.view_as, (0, None))(x, other), x.reshape(4, 5, 2))
+
+
+def test_view_of_a_sample_whose_layout_needs_a_copy_raises_as_outside_vmap():
+    x = rlpipe.randn(2, 4, 5)  # mapped over dim 1: each sample [2, 5] spans two separate runs of memory
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        vmap(rlpipe.Tensor.view, (1, None))(x, [10])
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        x[:, 0].view(10)
+    close(vmap(lambda s: s.reshape(10), 1)(x), loop(lambda s: s.reshape(10), x, in_dims=1))

@@ -401,7 +401,8 @@ def _reshape(level, name, func, args, kwargs):
     sizes = _sizes(args[1:] or (kwargs.get("shape"),))
     if sizes and not isinstance(sizes[0], int):  # view(dtype)
         raise RuntimeError(f"vmap: no batching rule for '{name}' with {sizes}")
-    return _wrap(value.reshape(value.shape[0], *sizes), level)
+    # view keeps its refusal to copy: a sample layout that needs one raises, as outside vmap
+    return _wrap(getattr(value, name)(value.shape[0], *sizes), level)
 
 
 @_rule("permute")
