@@ -86,6 +86,8 @@ def _tied_names(module):
 def _with_tied(module, values):
     """``values`` with each tied alias filled in; two different values for one tied tensor is an error."""
     tied = _tied_names(module)
+    if not tied:  # (the common case: nothing to fill in)
+        return values
     out = dict(values)
     for name, value in values.items():
         for alias in tied.get(name, ()):
@@ -113,10 +115,14 @@ def reparametrized(module, values, *, tie_weights=True, strict=False):
         values = _with_tied(module, values)
     if strict:
         _check_strict(module, values)
-    swapped = []
+    swapped, owners = [], {}
     try:
         for name, value in values.items():
-            swapped.append(_swap(module, name, value))
+            path, _, leaf = name.rpartition(".")
+            owner = owners.get(path)
+            if owner is None:  # (looked up once per submodule)
+                owner = owners[path] = module.get_submodule(path) if path else module
+            swapped.append(_swap(owner, leaf, value))
         yield module
     finally:
         for owner, table, name, old in reversed(swapped):
@@ -126,10 +132,8 @@ def reparametrized(module, values, *, tie_weights=True, strict=False):
 _ABSENT = object()
 
 
-def _swap(module, name, value):
-    """Puts ``value`` under dotted ``name``; returns what restores the old state."""
-    path, _, leaf = name.rpartition(".")
-    owner = module.get_submodule(path) if path else module
+def _swap(owner, leaf, value):
+    """Puts ``value`` under ``owner``'s name ``leaf``; returns what restores the old state."""
     for table_name in ("_parameters", "_buffers"):
         table = owner.__dict__[table_name]
         if leaf in table:
