@@ -273,6 +273,10 @@ _NARY = ("add sub subtract rsub mul multiply div divide true_divide floor_divide
 
 
 def _elementwise(level, name, func, args, kwargs):
+    if len(args) == 1:  # a unary op: nothing to align
+        value = _unwrap(args[0], level)[0]
+        operator_ = _OPERATORS.get(name)
+        return _wrap(operator_(value) if operator_ else _call(name, func, (value,), kwargs), level)
     unwrapped = [_unwrap(a, level) for a in args]
     ndim = builtins.max([v.ndim - b for v, b in unwrapped if _is_tensor(v)], default=0)
     values = [_pad(v, ndim) if b else v for v, b in unwrapped]
@@ -496,13 +500,13 @@ BatchedTensor.__rmatmul__ = _reflected("__matmul__")
 
 @_rule("linear", methods=False)
 def _linear(level, name, func, args, kwargs):
-    x, (w, w_batched) = _unwrap(args[0], level)[0], _unwrap(args[1], level)
+    (x, x_batched), (w, w_batched) = _unwrap(args[0], level), _unwrap(args[1], level)
     bias = _get(args, kwargs, 2, "bias")
-    if not w_batched and not _unwrap(bias, level)[1]:
-        return _wrap(func(x, w, _unwrap(bias, level)[0]), level)
     b, b_batched = _unwrap(bias, level)
+    if not w_batched and not b_batched:
+        return _wrap(func(x, w, b), level)
     if _ensemble_ready(x, w, b, b_batched):
-        return _wrap(EnsembleLinear.apply(x, w, b, _unwrap(args[0], level)[1]), level)
+        return _wrap(EnsembleLinear.apply(x, w, b, x_batched), level)
     # (nested levels or odd shapes) the matmul and add rules, which broadcast without copying the input
     weight_t = BatchedTensor(w.transpose(-1, -2), level) if w_batched else w.transpose(-1, -2)
     out = _matmul(level, "matmul", None, (args[0], weight_t), {})
