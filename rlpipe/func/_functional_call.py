@@ -54,7 +54,7 @@ def _flat(mapping, prefix=""):
         return dict(mapping.items())
     flat = {}
     for key, value in mapping.items():
-        if hasattr(value, "flatten_keys"):
+        if hasattr(type(value), "flatten_keys"):  # (on the type: a batched tensor's missing attribute raises)
             flat.update(_flat(value, f"{prefix}{key}."))
         else:
             flat[prefix + key] = value
