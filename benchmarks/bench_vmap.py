@@ -6,13 +6,16 @@ forward, two backward, bias added in place); the loop does the same BLAS work cr
 
 Where the time goes (2-core machine, one BLAS thread): the three 10 x 256x64x64 products (forward,
 weight gradient, input gradient) run at the core's peak, about 190 us each, in both versions; the
-vmapped fwd+bwd measures 1.3-1.4 ms, of which ~0.57 ms is those products, ~0.2 ms the two ReLUs on
-[10, 256, 64] (NumPy's maximum with a scalar), ~0.25 ms the other array work and ~0.3 ms Python;
-the loop measures 1.8-2.2 ms. Ratio with backward: 0.59-0.76x (main before this change: 0.79-0.89x);
-no grad: 1.1-1.2x (the loop's no-grad forward already runs on raw arrays). torch 2.13's own
-vmap against its own loop, same script shape, measured 2.0x and 1.06x on this machine.
+NumPy floor of the vmapped fwd+bwd (every array operation, no Python) is about 0.9 ms: ~0.57 ms
+those products, ~0.1 ms the two ReLUs on [10, 256, 64] (NumPy's maximum: in place costs the same,
+so fusing it into the linear node would save only the node's Python), ~0.25 ms the other array
+work; the rest, ~0.3 ms, is graph recording and vmap's wrappers. Measured (three runs,
+alternating): vmap/loop with backward 0.60-0.68x (main before: 0.65-0.70x), no grad 1.02-1.05x
+(1.10-1.14x; the loop's no-grad forward already runs on raw arrays); SACLoss with two critics
+1.04-1.10x its deactivate_vmap loop (1.19-1.27x). torch 2.13's own vmap against its own loop,
+same script shape, measured 2.0x and 1.06x on this machine.
 
-    python3 benchmarks/bench_vmap.py [--repeat 20]
+    PYTHONPATH=. python3 benchmarks/bench_vmap.py [--repeat 10]
 """
 from one_thread import import_peer  # noqa: F401 - first: pins BLAS to one thread before NumPy loads
 
