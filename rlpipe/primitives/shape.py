@@ -311,10 +311,13 @@ def reshape(input, *shape):
 
 
 @tensor_method
-@torch_function("input")  # the unbound Tensor.view(x, shape) on a batched tensor under vmap
 def view(input, *shape):
     """reshape that never copies: a RuntimeError where the layout would need a copy.
     ``view(dtype)`` reinterprets the bytes, as in torch."""
+    if type(input) is not Tensor and not isinstance(input, Tensor):
+        # the unbound Tensor.view(x, shape) on another type (a batched tensor under vmap): its own
+        # view; a test here, not torch_function's wrapper, which would cost every view a call
+        return input.view(*shape)
     if not (input._requires_grad and _grad_state[0]):  # no graph: a NumPy view
         out, given = input._data.view(), _numpy_shape(shape)
         try:
@@ -343,9 +346,10 @@ def _view_dtype(input, dtype):
 
 
 @tensor_method
-@torch_function("input")
 def view_as(input, other):
     """``view(other.shape)``."""
+    if type(input) is not Tensor and not isinstance(input, Tensor):  # (as in view)
+        return input.view_as(other)
     return view(input, other.shape)
 
 
