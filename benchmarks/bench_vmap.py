@@ -6,23 +6,32 @@ forward, two backward, bias added in place); the loop does the same BLAS work cr
 
 Where the time goes (2-core machine, one BLAS thread): the three 10 x 256x64x64 products (forward,
 weight gradient, input gradient) run at the core's peak, about 190 us each, in both versions; the
-vmapped fwd+bwd measures 1.3-1.4 ms, of which ~0.57 ms is those products, ~0.2 ms the two ReLUs on
-[10, 256, 64] (NumPy's maximum with a scalar), ~0.25 ms the other array work and ~0.3 ms Python;
-the loop measures 1.8-2.2 ms. Ratio with backward: 0.59-0.76x (main before this change: 0.79-0.89x);
-no grad: 1.1-1.2x (the loop's no-grad forward already runs on raw arrays). torch 2.13's own
-vmap against its own loop, same script shape, measured 2.0x and 1.06x on this machine.
+NumPy floor of the vmapped fwd+bwd (every array operation, no Python) is about 0.9 ms: ~0.57 ms
+those products, ~0.1 ms the two ReLUs on [10, 256, 64] (NumPy's maximum: in place costs the same,
+so fusing it into the linear node would save only the node's Python), ~0.25 ms the other array
+work; the rest, ~0.3 ms, is graph recording and vmap's wrappers. Measured (three runs,
+alternating): vmap/loop with backward 0.60-0.68x (main before: 0.65-0.70x), no grad 1.02-1.05x
+(1.10-1.14x; the loop's no-grad forward already runs on raw arrays); SACLoss with two critics
+1.04-1.10x its deactivate_vmap loop (1.19-1.27x). torch 2.13's own vmap against its own loop,
+same script shape, measured 2.0x and 1.06x on this machine.
 
-    python3 benchmarks/bench_vmap.py [--repeat 20]
+    PYTHONPATH=. python3 benchmarks/bench_vmap.py [--repeat 10]
 """
 from one_thread import import_peer  # noqa: F401 - first: pins BLAS to one thread before NumPy loads
 
 import argparse
 import time
 
+import warnings
+
 import rlpipe
 from rlpipe import nn
+from rlpipe.data import Bounded
 from rlpipe.func import functional_call, vmap
+from rlpipe.modules import MLP, NormalParamExtractor, ProbabilisticActor, TanhNormal, ValueOperator
+from rlpipe.objectives import SACLoss
 from rlpipe.tensordict import TensorDict
+from rlpipe.tensordict.nn import TensorDictModule
 
 CRITICS, BATCH = 10, 256
 
@@ -31,20 +40,46 @@ def critic():
     return nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
 
 
-def cpu_ms(run, repeat):
-    """The best CPU time of one call of ``run`` over ``repeat`` calls, in ms."""
-    run()
-    best = float("inf")
+def cpu_ms(runs, repeat, block=5):
+    """The best CPU time of one call of each of ``runs``, in ms, over ``repeat`` rounds that run each
+    ``block`` times in turn: both see the same load on a busy machine, each with warm caches."""
+    best = [float("inf")] * len(runs)
     for _ in range(repeat):
-        start = time.process_time()
-        run()
-        best = min(best, time.process_time() - start)
-    return best * 1e3
+        for i, run in enumerate(runs):
+            for _ in range(block):
+                start = time.process_time()
+                run()
+                best[i] = min(best[i], time.process_time() - start)
+    return [b * 1e3 for b in best]
+
+
+def sac_step(deactivate_vmap):
+    """One SACLoss forward + backward (actor and two critics MLP 64-64, 8 observations, 2 actions,
+    batch 256) with its critics under vmap or one after the other."""
+    rlpipe.manual_seed(0)
+    obs, act = 8, 2
+    net = nn.Sequential(MLP(in_features=obs, out_features=2 * act, num_cells=[64, 64]), NormalParamExtractor())
+    actor = ProbabilisticActor(TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"]),
+                               in_keys=["loc", "scale"], distribution_class=TanhNormal,
+                               spec=Bounded(-1.0, 1.0, (act,)), return_log_prob=True)
+    critic = ValueOperator(MLP(in_features=obs + act, out_features=1, num_cells=[64, 64]),
+                           in_keys=["observation", "action"])
+    loss = SACLoss(actor, critic, deactivate_vmap=deactivate_vmap)
+    data = TensorDict({"observation": rlpipe.randn(BATCH, obs), "action": rlpipe.rand(BATCH, act) * 2 - 1,
+                       ("next", "observation"): rlpipe.randn(BATCH, obs), ("next", "reward"): rlpipe.randn(BATCH, 1),
+                       ("next", "done"): rlpipe.zeros(BATCH, 1, dtype=rlpipe.bool),
+                       ("next", "terminated"): rlpipe.zeros(BATCH, 1, dtype=rlpipe.bool)}, batch_size=[BATCH])
+
+    def step():
+        out = loss(data.clone())
+        (out["loss_actor"] + out["loss_qvalue"] + out["loss_alpha"]).backward()
+        loss.zero_grad()
+    return step
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=10)
     repeat = parser.parse_args().repeat
     rlpipe.manual_seed(0)
     critics, base = [critic() for _ in range(CRITICS)], critic()
@@ -67,11 +102,16 @@ def main():
         ensemble(params, obs).pow(2).mean().backward()
 
     assert rlpipe.allclose(loop_forward(), vmap_forward(), atol=1e-5)
-    print(f"{CRITICS} critics (MLP 4-64-64-1), batch {BATCH}: CPU ms per call, best of {repeat}")
+    print(f"{CRITICS} critics (MLP 4-64-64-1), batch {BATCH}: CPU ms per call, best of {repeat} x 5 alternating")
     for name, loop, mapped in (("forward, no grad", loop_forward, vmap_forward),
                                ("forward + backward", loop_backward, vmap_backward)):
-        t_loop, t_vmap = cpu_ms(loop, repeat), cpu_ms(mapped, repeat)
+        t_loop, t_vmap = cpu_ms((loop, mapped), repeat)
         print(f"  {name:20s} loop {t_loop:7.3f}  vmap {t_vmap:7.3f}  ratio vmap/loop {t_vmap / t_loop:.2f}x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (no target updater: the target critics stay as they are)
+        t_loop, t_vmap = cpu_ms((sac_step(True), sac_step(False)), repeat)
+    print(f"SACLoss, 2 critics MLP 64-64, batch {BATCH}, forward + backward: loop (deactivate_vmap) {t_loop:.3f}  "
+          f"vmap {t_vmap:.3f}  ratio {t_vmap / t_loop:.2f}x")
 
 
 if __name__ == "__main__":

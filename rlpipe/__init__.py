@@ -14,7 +14,8 @@ from ._tensor import Tensor, Size, UntypedStorage
 from .primitives.elementwise import (add, sub, mul, div, true_divide, divide, floor_divide, remainder, pow, neg,
                                      negative, abs, absolute, sign, reciprocal, exp, expm1, log, log1p, log2, log10,
                                      sqrt, rsqrt, square, sin, cos, erf, floor, ceil, trunc, fix, round, clamp, clip,
-                                     clamp_min, clamp_max, maximum, minimum, where, lerp, nan_to_num, erfc, frac)
+                                     clamp_min, clamp_max, maximum, minimum, where, lerp, nan_to_num, erfc, frac,
+                                     copysign)
 from .primitives.comparison import (eq, ne, lt, le, gt, ge, greater, greater_equal, less, less_equal, not_equal,
                                     logical_and, logical_or, logical_xor, logical_not, bitwise_and, bitwise_or,
                                     bitwise_xor, bitwise_not, isnan, isinf, isfinite, signbit, isclose, allclose,
@@ -31,7 +32,7 @@ from .primitives.shape import (reshape, flatten, unflatten, squeeze, unsqueeze, 
                                triu, diagonal)
 from .primitives.indexing import (one_hot, gather, take_along_dim, scatter, scatter_add, index_select, masked_fill,
                                   masked_select, nonzero, unique, index_add, repeat_interleave)
-from .primitives.linalg import (matmul, mm, bmm, dot, outer, einsum)
+from .primitives.linalg import (matmul, mm, mv, bmm, dot, outer, einsum)
 from .primitives.special import (lgamma, digamma, atanh, arctanh, logit, asin, acos, atan, tan, sinh, cosh, arcsin,
                                  arccos, arctan)
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,

@@ -6,7 +6,7 @@ import rlpipe
 import rlpipe.nn.functional as F
 from rlpipe.autograd import gradcheck
 from rlpipe.func import vmap
-from rlpipe.func._ensemble import EnsembleLinear
+from rlpipe.func._ensemble import EnsembleLinear, StackedStates
 
 
 def leaves(*shapes):
@@ -82,3 +82,22 @@ def test_named_tensors_walks_parameters_then_buffers_like_the_module_methods():
         got = list(named_tensors(net, remove_duplicate=dedupe))
         assert [n for n, _ in got] == [n for n, _ in expected]
         assert all(a is b for (_, a), (_, b) in zip(got, expected))
+
+
+def test_stacked_states_stacks_each_parameter_and_splits_its_gradient_back():
+    # three members, two parameters each (the second a buffer-like tensor without grad)
+    weights = leaves((2, 3), (2, 3), (2, 3))
+    counts = [rlpipe.tensor([i, i + 1]) for i in range(3)]
+    stacked_w, stacked_n = StackedStates.apply(*weights, *counts, members=3)
+    assert stacked_w.shape == (3, 2, 3) and stacked_n.shape == (3, 2)
+    assert rlpipe.equal(stacked_w, rlpipe.stack(weights)) and rlpipe.equal(stacked_n, rlpipe.stack(counts))
+    assert not stacked_n.requires_grad
+    scale = rlpipe.arange(3, dtype=rlpipe.float64).reshape(3, 1, 1)
+    grads = rlpipe.autograd.grad((stacked_w * scale).sum(), weights)
+    for i, g in enumerate(grads):
+        assert rlpipe.equal(g, rlpipe.full((2, 3), float(i), dtype=rlpipe.float64))
+
+
+def test_stacked_states_gradcheck():
+    tensors = leaves((2,), (2,), (3, 1), (3, 1))
+    assert gradcheck(lambda *t: StackedStates.apply(*t, members=2), tensors)

@@ -145,3 +145,50 @@ def test_new_rules_on_cuda():
     close(vmap(F.nll_loss)(x.cuda(), t.cuda()).cpu(), loop(F.nll_loss, x, t))
     y = rlpipe.randn(4, 3)
     close(vmap(lambda a: a.abs_().diagonal(0, 0, -1) if a.ndim > 1 else a.abs_())(y.cuda()).cpu(), y.abs())
+
+
+def test_unbound_tensor_view_and_view_as_on_a_batched_tensor():
+    x = rlpipe.randn(4, 10)
+    close(vmap(rlpipe.Tensor.view, (0, None))(x, [2, 5]), x.reshape(4, 2, 5))
+    other = rlpipe.zeros(5, 2)
+    close(vmap(rlpipe.Tensor.view_as, (0, None))(x, other), x.reshape(4, 5, 2))
+
+
+def test_view_of_a_sample_whose_layout_needs_a_copy_raises_as_outside_vmap():
+    x = rlpipe.randn(2, 4, 5)  # mapped over dim 1: each sample [2, 5] spans two separate runs of memory
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        vmap(rlpipe.Tensor.view, (1, None))(x, [10])
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        x[:, 0].view(10)
+    close(vmap(lambda s: s.reshape(10), 1)(x), loop(lambda s: s.reshape(10), x, in_dims=1))
+
+
+def test_copysign_values_and_gradients_as_recorded_from_torch():
+    # torch 2.13: copysign([1, -2, 0, -0, 3], [-1, 2, -1, 1, 0]) and its gradients for ones
+    x = rlpipe.tensor([1.0, -2.0, 0.0, -0.0, 3.0], requires_grad=True)
+    y = rlpipe.tensor([-1.0, 2.0, -1.0, 1.0, 0.0], requires_grad=True)
+    out = rlpipe.copysign(x, y)
+    assert out.tolist() == [-1.0, 2.0, -0.0, 0.0, 3.0]
+    assert [str(v) for v in out.tolist()] == ["-1.0", "2.0", "-0.0", "0.0", "3.0"]
+    out.backward(rlpipe.ones(5))
+    assert x.grad.tolist() == [-1.0, -1.0, 0.0, 0.0, 1.0] and y.grad.tolist() == [0.0] * 5
+    ints = rlpipe.copysign(rlpipe.tensor([1, 2]), -1)  # integers give the default float dtype
+    assert ints.dtype == rlpipe.float32 and ints.tolist() == [-1.0, -2.0]
+
+
+def test_copysign_gradcheck_and_under_vmap():
+    x = rlpipe.tensor([[0.5, -1.5, 2.0]], dtype=rlpipe.float64, requires_grad=True)
+    y = rlpipe.tensor([[-1.0], [3.0]], dtype=rlpipe.float64)
+    assert rlpipe.autograd.gradcheck(lambda a: rlpipe.copysign(a, y), (x,))
+    a, b = rlpipe.randn(4, 3), rlpipe.randn(3, 4)
+    close(vmap(rlpipe.copysign, (0, 1))(a, b), loop(rlpipe.copysign, a, b, in_dims=(0, 1)))
+
+
+def test_mv_values_and_torch_errors():
+    assert rlpipe.mv(rlpipe.arange(6.0).reshape(2, 3), rlpipe.tensor([1.0, 2.0, 3.0])).tolist() == [8.0, 26.0]
+    with pytest.raises(RuntimeError, match=r"vector \+ matrix @ vector expected, got 1, 1, 1"):
+        rlpipe.mv(rlpipe.ones(2), rlpipe.ones(2))
+    with pytest.raises(RuntimeError, match=r"size mismatch, got input \(2\), mat \(2x3\), vec \(2\)"):
+        rlpipe.mv(rlpipe.ones(2, 3), rlpipe.ones(2))
+    m, v = rlpipe.randn(5, 2, 3), rlpipe.randn(3)
+    close(vmap(rlpipe.mv, (0, None))(m, v), loop(rlpipe.mv, m, v, in_dims=(0, None)))

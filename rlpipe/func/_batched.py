@@ -145,17 +145,18 @@ def dispatch(name, func, args, kwargs):
             raise RuntimeError(f"vmap: no batching rule for '{name}' with out= (the fallback path doesn't work on "
                                "out= or view ops)")
         kwargs = {k: v for k, v in kwargs.items() if k != "out"}  # (what a public function's wrapper passes)
-    level = builtins.max(_levels(args, kwargs))
-    return rule(level, name, func, args, kwargs)
+    return rule(_level(args, _level(kwargs.values(), 0)), name, func, args, kwargs)
 
 
-def _levels(args, kwargs):
-    for a in (*args, *kwargs.values()):
+def _level(args, level):
+    """The innermost level among ``args`` (and the tensors of list or tuple arguments), at least ``level``."""
+    for a in args:
         if type(a) is BatchedTensor:
-            yield a._level
+            if a._level > level:
+                level = a._level
         elif isinstance(a, (list, tuple)):
-            yield from (x._level for x in a if type(x) is BatchedTensor)
-    yield 0
+            level = _level(a, level)
+    return level
 
 
 def _method(name):
@@ -272,6 +273,10 @@ _NARY = ("add sub subtract rsub mul multiply div divide true_divide floor_divide
 
 
 def _elementwise(level, name, func, args, kwargs):
+    if len(args) == 1:  # a unary op: nothing to align
+        value = _unwrap(args[0], level)[0]
+        operator_ = _OPERATORS.get(name)
+        return _wrap(operator_(value) if operator_ else _call(name, func, (value,), kwargs), level)
     unwrapped = [_unwrap(a, level) for a in args]
     ndim = builtins.max([v.ndim - b for v, b in unwrapped if _is_tensor(v)], default=0)
     values = [_pad(v, ndim) if b else v for v, b in unwrapped]
@@ -400,7 +405,8 @@ def _reshape(level, name, func, args, kwargs):
     sizes = _sizes(args[1:] or (kwargs.get("shape"),))
     if sizes and not isinstance(sizes[0], int):  # view(dtype)
         raise RuntimeError(f"vmap: no batching rule for '{name}' with {sizes}")
-    return _wrap(value.reshape(value.shape[0], *sizes), level)
+    # view keeps its refusal to copy: a sample layout that needs one raises, as outside vmap
+    return _wrap(getattr(value, name)(value.shape[0], *sizes), level)
 
 
 @_rule("permute")
@@ -494,13 +500,13 @@ BatchedTensor.__rmatmul__ = _reflected("__matmul__")
 
 @_rule("linear", methods=False)
 def _linear(level, name, func, args, kwargs):
-    x, (w, w_batched) = _unwrap(args[0], level)[0], _unwrap(args[1], level)
+    (x, x_batched), (w, w_batched) = _unwrap(args[0], level), _unwrap(args[1], level)
     bias = _get(args, kwargs, 2, "bias")
-    if not w_batched and not _unwrap(bias, level)[1]:
-        return _wrap(func(x, w, _unwrap(bias, level)[0]), level)
     b, b_batched = _unwrap(bias, level)
+    if not w_batched and not b_batched:
+        return _wrap(func(x, w, b), level)
     if _ensemble_ready(x, w, b, b_batched):
-        return _wrap(EnsembleLinear.apply(x, w, b, _unwrap(args[0], level)[1]), level)
+        return _wrap(EnsembleLinear.apply(x, w, b, x_batched), level)
     # (nested levels or odd shapes) the matmul and add rules, which broadcast without copying the input
     weight_t = BatchedTensor(w.transpose(-1, -2), level) if w_batched else w.transpose(-1, -2)
     out = _matmul(level, "matmul", None, (args[0], weight_t), {})
@@ -510,10 +516,12 @@ def _linear(level, name, func, args, kwargs):
 def _ensemble_ready(x, w, b, b_batched):
     """Whether EnsembleLinear takes this call: plain tensors of one dtype, a [E, out, in] weight and
     a [E, out] bias or none."""
-    tensors = (x, w) if b is None else (x, w, b)
-    if any(not isinstance(t, Tensor) or t.dtype != w.dtype for t in tensors) or w.ndim != 3 or x.ndim == 0:
+    if not (isinstance(x, Tensor) and isinstance(w, Tensor) and x.dtype == w.dtype and w.ndim == 3 and x.ndim):
         return False
-    return x.shape[-1] == w.shape[2] and (b is None or b_batched and tuple(b.shape) == tuple(w.shape[:2]))
+    w_shape = w.shape
+    if b is not None and not (b_batched and isinstance(b, Tensor) and b.dtype == w.dtype and b.shape == w_shape[:2]):
+        return False
+    return x.shape[-1] == w_shape[2]
 
 
 # ---- losses ---------------------------------------------------------------------------------------

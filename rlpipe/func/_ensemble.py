@@ -7,7 +7,7 @@ costs one graph node and one output array, not a transpose, a matmul and an add.
 """
 from ..primitives.base import Op
 
-__all__ = ["EnsembleLinear"]
+__all__ = ["EnsembleLinear", "StackedStates"]
 
 
 class EnsembleLinear(Op):
@@ -45,3 +45,22 @@ class EnsembleLinear(Op):
         if need_b:  # the sum over rows as a matmul with ones: several times faster than sum(axis=1)
             gb = (xp.ones((1, g.shape[1]), dtype=g.dtype) @ g).reshape(w.shape[0], w.shape[1])
         return gx, gw, gb, None
+
+
+class StackedStates(Op):
+    """Every parameter of an ensemble stacked over its members in one node: ``tensors`` holds
+    ``members`` consecutive tensors per parameter, the output one ``[members, ...]`` stack per
+    parameter; each member's tensor gets its slice of the gradient. One node instead of one stack
+    per parameter: an ensemble restacks its members' parameters at every call."""
+    node_name = "StackBackward0"
+
+    @staticmethod
+    def forward(ctx, *tensors, members):
+        """One stack per group of ``members`` consecutive tensors."""
+        ctx.members = members
+        return tuple(ctx.xp.stack(tensors[i:i + members]) for i in range(0, len(tensors), members))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        """Each stacked gradient split back into its members' slices, in the order of the inputs."""
+        return tuple(g[m] for g in grads for m in range(ctx.members))

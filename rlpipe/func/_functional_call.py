@@ -47,10 +47,18 @@ def _is_mapping(obj):
     return hasattr(obj, "items") and hasattr(obj, "keys")
 
 
-def _flat(mapping):
-    if hasattr(mapping, "flatten_keys"):  # a TensorDict: nested by submodule
-        mapping = mapping.flatten_keys(".")
-    return dict(mapping.items())
+def _flat(mapping, prefix=""):
+    """{dotted name: tensor}: a TensorDict's nested TensorDicts (one per submodule) are walked, not
+    flattened into a new TensorDict, which would cost more than the call itself."""
+    if not hasattr(mapping, "flatten_keys"):
+        return dict(mapping.items())
+    flat = {}
+    for key, value in mapping.items():
+        if hasattr(type(value), "flatten_keys"):  # (on the type: a batched tensor's missing attribute raises)
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
 
 
 def named_tensors(module, remove_duplicate=True):
@@ -78,6 +86,8 @@ def _tied_names(module):
 def _with_tied(module, values):
     """``values`` with each tied alias filled in; two different values for one tied tensor is an error."""
     tied = _tied_names(module)
+    if not tied:  # (the common case: nothing to fill in)
+        return values
     out = dict(values)
     for name, value in values.items():
         for alias in tied.get(name, ()):
@@ -105,10 +115,14 @@ def reparametrized(module, values, *, tie_weights=True, strict=False):
         values = _with_tied(module, values)
     if strict:
         _check_strict(module, values)
-    swapped = []
+    swapped, owners = [], {}
     try:
         for name, value in values.items():
-            swapped.append(_swap(module, name, value))
+            path, _, leaf = name.rpartition(".")
+            owner = owners.get(path)
+            if owner is None:  # (looked up once per submodule)
+                owner = owners[path] = module.get_submodule(path) if path else module
+            swapped.append(_swap(owner, leaf, value))
         yield module
     finally:
         for owner, table, name, old in reversed(swapped):
@@ -118,10 +132,8 @@ def reparametrized(module, values, *, tie_weights=True, strict=False):
 _ABSENT = object()
 
 
-def _swap(module, name, value):
-    """Puts ``value`` under dotted ``name``; returns what restores the old state."""
-    path, _, leaf = name.rpartition(".")
-    owner = module.get_submodule(path) if path else module
+def _swap(owner, leaf, value):
+    """Puts ``value`` under ``owner``'s name ``leaf``; returns what restores the old state."""
     for table_name in ("_parameters", "_buffers"):
         table = owner.__dict__[table_name]
         if leaf in table:

@@ -34,7 +34,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             raise ValueError(f"vmap({name})(<inputs>): got no inputs. Maybe you forgot to add inputs, or you are "
                              "trying to vmap over a function with no inputs. The latter is unsupported.")
         leaves, spec = tree_flatten(args)
-        dims = _leaf_dims(in_dims, args, "in_dims")
+        dims = _leaf_dims(in_dims, args, spec, "in_dims")
         size = _batch_size(leaves, dims, in_dims)
         if chunk_size is None or chunk_size >= size:
             return _run(func, leaves, dims, spec, kwargs, size, out_dims, randomness)
@@ -60,7 +60,8 @@ def _run(func, leaves, dims, spec, kwargs, size, out_dims, randomness):
                    for leaf, d in zip(leaves, dims)]
         output = func(*tree_unflatten(batched, spec), **kwargs)
         out_leaves, out_spec = tree_flatten(output)
-        out = [_unbatched(leaf, d, level, size) for leaf, d in zip(out_leaves, _out_leaf_dims(out_dims, output))]
+        out = [_unbatched(leaf, d, level, size)
+               for leaf, d in zip(out_leaves, _out_leaf_dims(out_dims, output, out_spec))]
         return tree_unflatten(out, out_spec)
     finally:
         random.vmap_draw_hook[0] = hook
@@ -80,11 +81,12 @@ def _check_dims_types(name, in_dims, out_dims):
                          "appear.")
 
 
-def _leaf_dims(dims, tree, what):
-    """The dim of each leaf of ``tree``: ``dims`` is an int or None for every leaf, or a tree whose
-    structure is a prefix of ``tree``'s (for in_dims, a tuple has one entry per positional argument)."""
+def _leaf_dims(dims, tree, spec, what):
+    """The dim of each leaf of ``tree`` (whose flattened ``spec`` counts the leaves): ``dims`` is an
+    int or None for every leaf, or a tree whose structure is a prefix of ``tree``'s (for in_dims, a
+    tuple has one entry per positional argument)."""
     if dims is None or isinstance(dims, int):
-        return [dims] * len(tree_flatten(tree)[0])
+        return [dims] * spec.num_leaves
     node, dims_node = _children(tree), _children(dims)
     if node is None or dims_node is None or len(node[2]) != len(dims_node[2]) or \
             (isinstance(dims, dict) and list(dims) != list(node[1] or [])) or \
@@ -93,14 +95,15 @@ def _leaf_dims(dims, tree, what):
                          f"`{'inputs' if what == 'in_dims' else 'outputs'}`. {what} has structure "
                          f"{tree_flatten(dims)[1]} but {'inputs' if what == 'in_dims' else 'outputs'} has structure "
                          f"{tree_flatten(tree)[1]}.")
-    return [d for child, child_dims in zip(node[2], dims_node[2]) for d in _leaf_dims(child_dims, child, what)]
+    return [d for child, child_dims, child_spec in zip(node[2], dims_node[2], spec.children_specs)
+            for d in _leaf_dims(child_dims, child, child_spec, what)]
 
 
-def _out_leaf_dims(out_dims, output):
+def _out_leaf_dims(out_dims, output, spec):
     """The out_dim of each output leaf (a 1-tuple for a single tensor output too, as in torch)."""
     if isinstance(out_dims, tuple) and len(out_dims) == 1 and isinstance(output, (Tensor, BatchedTensor)):
         out_dims = out_dims[0]
-    return _leaf_dims(out_dims, output, "out_dims")
+    return _leaf_dims(out_dims, output, spec, "out_dims")
 
 
 def _batch_size(leaves, dims, in_dims):
@@ -165,6 +168,6 @@ def _concat(chunks, out_dims):
     """The outputs of the chunks joined along their mapped dims."""
     from rlpipe.primitives.shape import cat
     flat = [tree_flatten(c) for c in chunks]
-    dims = _out_leaf_dims(out_dims, chunks[0])
+    dims = _out_leaf_dims(out_dims, chunks[0], flat[0][1])
     leaves = [cat([f[0][i] for f in flat], d) if d is not None else flat[0][0][i] for i, d in enumerate(dims)]
     return tree_unflatten(leaves, flat[0][1])

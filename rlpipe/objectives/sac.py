@@ -29,6 +29,7 @@ from ..primitives import stack, where
 from ..autograd.grad_mode import no_grad
 from ..func import functional_call, vmap
 from ..func._functional_call import named_tensors
+from ..func._ensemble import StackedStates
 from ..nn import Module, ModuleList, Parameter
 from ..tensordict import TensorDict
 from ..tensordict.nn.probabilistic import InteractionType, set_interaction_type
@@ -130,7 +131,9 @@ class QValueEnsemble(ModuleList):
     def _stacked_state(self):
         """{name: the members' parameter or buffer ``name`` stacked along a new first dim}."""
         states = [dict(named_tensors(net, remove_duplicate=False)) for net in self]
-        return {name: stack([state[name] for state in states]) for name in states[0]}
+        names = list(states[0])
+        stacks = StackedStates.apply(*[state[name] for name in names for state in states], members=len(states))
+        return dict(zip(names, stacks))
 
 
 class _SACBase(LossModule):

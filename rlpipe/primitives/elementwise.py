@@ -772,6 +772,34 @@ def minimum(input, other):
     return _binary(Minimum, input, other)
 
 
+class Copysign(Op):
+    """``|x|`` with the sign of ``y``; the gradient reaches x (negated where the sign flips, 0 where x
+    is 0, as torch) and y gets zeros."""
+    scalar_operands = True
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return ctx.xp.copysign(x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        x, y = ctx.saved_tensors
+        flipped = xp.signbit(x) != xp.signbit(y)
+        gx = xp.where(x == 0, g.dtype.type(0), xp.where(flipped, -g, g))
+        gy = None if shape_of(y) is None else xp.zeros(shape_of(y), g.dtype)
+        return unbroadcast(gx, shape_of(x)), gy
+
+
+@with_out("input", "other")
+@inplace_variant
+@tensor_method
+def copysign(input, other):
+    """``input``'s magnitude with ``other``'s sign, elementwise and broadcast (integers give a float)."""
+    return _binary(Copysign, input, other, floating=True)
+
+
 @with_out("input", "other")
 def where(condition, input=None, other=None):
     """Picks ``input`` where ``condition`` holds and ``other`` elsewhere (scalars allowed)."""

@@ -170,6 +170,19 @@ def bmm(input, mat2):
 
 
 @tensor_method
+def mv(input, vec, *, out=None):
+    """The product of a matrix and a vector, as a vector."""
+    if out is not None:
+        return _write_out(out, mv, (input, vec), {})
+    if input.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {input.ndim}, {vec.ndim}")
+    if input.shape[1] != vec.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({input.shape[0]}), mat ({input.shape[0]}x{input.shape[1]}), "
+                           f"vec ({vec.shape[0]})")
+    return matmul(input, vec)
+
+
+@tensor_method
 def dot(input, other):
     """The dot product of two 1-d tensors, as a 0-d tensor."""
     if input.ndim != 1 or other.ndim != 1:

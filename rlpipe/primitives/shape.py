@@ -314,6 +314,10 @@ def reshape(input, *shape):
 def view(input, *shape):
     """reshape that never copies: a RuntimeError where the layout would need a copy.
     ``view(dtype)`` reinterprets the bytes, as in torch."""
+    if type(input) is not Tensor and not isinstance(input, Tensor):
+        # the unbound Tensor.view(x, shape) on another type (a batched tensor under vmap): its own
+        # view; a test here, not torch_function's wrapper, which would cost every view a call
+        return input.view(*shape)
     if not (input._requires_grad and _grad_state[0]):  # no graph: a NumPy view
         out, given = input._data.view(), _numpy_shape(shape)
         try:
@@ -344,6 +348,8 @@ def _view_dtype(input, dtype):
 @tensor_method
 def view_as(input, other):
     """``view(other.shape)``."""
+    if type(input) is not Tensor and not isinstance(input, Tensor):  # (as in view)
+        return input.view_as(other)
     return view(input, other.shape)
 
 
