@@ -147,10 +147,12 @@ class TanhNormal(TransformedDistribution):
 
     @property
     def min(self):
+        """The lower bound of the support (``low``)."""
         return self.low
 
     @property
     def max(self):
+        """The upper bound of the support (``high``)."""
         return self.high
 
     @property
@@ -159,6 +161,7 @@ class TanhNormal(TransformedDistribution):
 
     @property
     def root_dist(self):
+        """The innermost base distribution (the Normal under the tanh and the affine map)."""
         dist = self
         while hasattr(dist, "base_dist"):
             dist = dist.base_dist
@@ -171,6 +174,7 @@ class TanhNormal(TransformedDistribution):
 
     @property
     def deterministic_sample(self):
+        """The transformed mean of the underlying Normal (``tanh(loc)`` mapped to the bounds)."""
         m = self.root_dist.mean
         for t in self.transforms:
             m = t(m)
@@ -196,6 +200,7 @@ class IndependentNormal(D.Independent):
         super().__init__(D.Normal(loc, _as_scale(scale, loc), **kwargs), event_dim)
 
     def update(self, loc, scale):
+        """New ``loc`` and ``scale`` (``loc`` squashed by ``upscale * tanh(loc / upscale)`` with ``tanh_loc``)."""
         if self.tanh_loc:
             loc = self.upscale * (loc / self.upscale).tanh()
         super().__init__(D.Normal(loc, _as_scale(scale, loc), **self._kwargs), self._event_dim)
@@ -206,4 +211,5 @@ class IndependentNormal(D.Independent):
 
     @property
     def deterministic_sample(self):
+        """The mean: a Normal's most likely value."""
         return self.mean

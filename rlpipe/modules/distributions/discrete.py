@@ -11,6 +11,7 @@ __all__ = ["MaskedCategorical", "OneHotCategorical", "ReparamGradientStrategy"]
 
 
 class ReparamGradientStrategy(enum.Enum):
+    """How ``OneHotCategorical.rsample`` passes gradients: straight through the sample, or a relaxed one-hot."""
     PassThrough = 1
     RelaxedOneHot = 2
 
@@ -54,6 +55,7 @@ class OneHotCategorical(D.Categorical):
 
     @property
     def deterministic_sample(self):
+        """The mode: the one-hot vector of the most likely class."""
         return self.mode
 
     def sample(self, sample_shape=None):
@@ -108,14 +110,17 @@ class MaskedCategorical(D.Categorical):
 
     @property
     def padding_value(self):
+        """The value given to masked-out classes' log-probabilities when padding (0 when unset)."""
         return self._padding_value if self._padding_value is not None else 0
 
     @property
     def padding_side(self):
+        """Which side sparse masks are padded on (``"left"`` or ``"right"``)."""
         return self._padding_side
 
     @property
     def mask(self):
+        """The boolean mask of allowed classes (a ValueError for a sparse mask, given as indices)."""
         if self._sparse_mask:
             raise ValueError("MaskedCategorical.mask does not support sparse masks")
         return self._mask
@@ -174,6 +179,7 @@ class MaskedCategorical(D.Categorical):
 
     @property
     def deterministic_sample(self):
+        """The mode: the most likely allowed class."""
         return self.mode
 
     @property

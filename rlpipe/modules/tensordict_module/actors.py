@@ -56,6 +56,7 @@ class SafeProbabilisticModule(ProbabilisticTensorDictModule):
     spec = SafeModule.spec
 
     def random(self, tensordict):
+        """Writes a random value of the first sampled key's spec into ``tensordict``."""
         key = self.dist_sample_keys[0]
         tensordict.set(key, self.spec[key].rand(tensordict.batch_size))
         return tensordict
@@ -66,6 +67,7 @@ class SafeProbabilisticTensorDictSequential(ProbabilisticTensorDictSequential):
 
     @property
     def spec(self):
+        """The specs of every inner module that has one, gathered in one Composite."""
         spec = Composite()
         for module in self.module:
             for key, value in getattr(module, "spec", Composite()).items(True, True):
@@ -185,6 +187,7 @@ class QValueModule(TensorDictModuleBase):
 
     @property
     def action_value_key(self):
+        """The key of the action values the module reads (its first in-key)."""
         return self.in_keys[0]
 
     def forward(self, tensordict):
@@ -239,4 +242,5 @@ class QValueActor(TensorDictSequential):
 
     @property
     def spec(self):
+        """The spec of the last module (the QValueModule's: its action and action values)."""
         return self.module[-1].spec

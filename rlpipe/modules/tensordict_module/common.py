@@ -50,6 +50,7 @@ class SafeModule(TensorDictModule):
 
     @property
     def spec(self):
+        """The Composite spec of the module's outputs (its out-keys' specs); settable to another Composite."""
         return self._spec
 
     @spec.setter

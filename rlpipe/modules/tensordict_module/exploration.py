@@ -45,6 +45,7 @@ class EGreedyModule(Module):
 
     @property
     def spec(self):
+        """The action spec (a Composite holding it under the action key) random actions are drawn from, or None."""
         return self._spec
 
     def step(self, frames=1):

@@ -21,6 +21,8 @@ __all__ = ["InteractionType", "set_interaction_type", "interaction_type", "Proba
 
 
 class InteractionType(enum.StrEnum):
+    """What a probabilistic module returns: the distribution's mode, median, mean, a random sample, or its
+    deterministic sample (torchrl's ExplorationType is this enum)."""
     MODE = "mode"
     MEDIAN = "median"
     MEAN = "mean"
