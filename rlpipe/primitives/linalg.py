@@ -1,5 +1,5 @@
 """Products: the Functions (matmul, linear: x @ w.T + b in one node, einsum) and the public ops
-(matmul and the ``@`` operator, mm, bmm, dot, outer, einsum, linear).
+(matmul and the ``@`` operator, mm, bmm, dot, outer, cross, einsum, linear).
 """
 import builtins
 import collections
@@ -64,6 +64,23 @@ class Linear(Op):
         return (g @ w if need_x else None,
                 g2.T @ x.reshape(-1, x.shape[-1]) if need_w else None,
                 g2.sum(axis=0) if need_b else None)
+
+
+class Cross(Op):
+    """The cross product of 3-vectors along ``dim`` (operands broadcast): the gradients are b x g and g x a."""
+
+    @staticmethod
+    def forward(ctx, a, b, dim):
+        ctx.save_for_backward(a, b)
+        ctx.dim = dim
+        return ctx.xp.cross(a, b, axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        cross = ctx.xp.cross
+        return (unbroadcast(cross(b, g, axis=ctx.dim), a.shape) if ctx.needs_input_grad[0] else None,
+                unbroadcast(cross(g, a, axis=ctx.dim), b.shape) if ctx.needs_input_grad[1] else None)
 
 
 class Einsum(Op):
@@ -181,6 +198,29 @@ def dot(input, other):
 def outer(input, vec2):
     """The outer product of two vectors: ``out[i, j] = input[i] * vec2[j]``."""
     return mul(unsqueeze(input, 1), unsqueeze(vec2, 0))
+
+
+@tensor_method
+def cross(input, other, dim=None):
+    """The cross product of two (broadcast) tensors of 3-vectors along ``dim``; without ``dim``, the first
+    dimension of size 3, as torch.cross does (``torch.linalg.cross`` defaults to -1)."""
+    try:
+        shape = np.broadcast_shapes(input.shape, other.shape)
+    except ValueError:
+        raise RuntimeError(f"cross: the shapes {list(input.shape)} and {list(other.shape)} cannot be broadcast "
+                           "together") from None
+    if dim is None:
+        dim = next((d for d, n in enumerate(shape) if n == 3), None)
+        if dim is None:
+            raise RuntimeError(f"cross: no dimension of size 3 in input (shapes {list(input.shape)} and "
+                               f"{list(other.shape)})")
+    end_dim = dim - len(shape) if dim >= 0 else dim  # counted from the end, where broadcasting aligns
+    sizes = [t.shape[end_dim] if t.ndim >= -end_dim else 1 for t in (input, other)]
+    if sizes != [3, 3]:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {sizes[0]} and {sizes[1]}")
+    if input._data.dtype != other._data.dtype:
+        raise RuntimeError(f"cross: expected both inputs of one dtype, got {input.dtype} and {other.dtype}")
+    return Cross.apply(input, other, end_dim)
 
 
 def einsum(equation, *operands):

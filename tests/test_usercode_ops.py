@@ -1,0 +1,105 @@
+"""Ops that PyTorch tutorials and torchrl tutorials call, found by running them through ``tools/peer_shim.py``:
+``nn.AdaptiveAvgPool2d`` (torchrl's dqn_with_rnn tutorial) and ``torch.cross`` (PyTorch's tensors tutorial).
+Expected values were recorded from torch 2.13.0."""
+import numpy as np
+import pytest
+
+import rlpipe
+import rlpipe.nn.functional as F
+from rlpipe import nn
+
+# F.adaptive_avg_pool2d(arange(35).reshape(1, 1, 5, 7) / 7, (3, 4)) in torch 2.13 (uneven, overlapping bins)
+POOLED_3x4 = [[0.5714286, 0.7857143, 1.0714287, 1.2857143],
+              [2.0714285, 2.2857144, 2.5714285, 2.7857141],
+              [3.5714283, 3.7857141, 4.0714283, 4.2857141]]
+# the gradient of (pooled * arange(12).reshape(3, 4)).sum() with respect to the input
+POOLED_GRAD = [[0.0, 0.1666667, 0.1666667, 0.5, 0.3333333, 1.0833334, 0.75],
+               [0.6666667, 1.3888888, 0.7222222, 1.7222223, 1.0, 2.9166665, 1.9166666],
+               [0.6666667, 1.2222222, 0.5555555, 1.2222222, 0.6666667, 1.8333333, 1.1666666],
+               [2.6666667, 4.7222223, 2.0555556, 4.3888888, 2.3333333, 6.25, 3.9166665],
+               [2.0, 3.5, 1.5, 3.1666665, 1.6666666, 4.4166665, 2.75]]
+# F.adaptive_avg_pool2d(x[0], (None, 2)): rows kept, 7 columns into 2 bins of 4
+POOLED_NONE_2 = [[0.2142857, 0.6428571], [1.2142856, 1.6428572], [2.2142859, 2.6428571],
+                 [3.2142859, 3.6428571], [4.2142854, 4.6428571]]
+
+
+def _ramp():
+    return (rlpipe.arange(35.0) / 7).reshape(1, 1, 5, 7)
+
+
+def test_adaptive_avg_pool2d_uneven_bins_and_gradient():
+    x = _ramp().requires_grad_()
+    y = F.adaptive_avg_pool2d(x, (3, 4))
+    np.testing.assert_allclose(y.detach().numpy()[0, 0], POOLED_3x4, rtol=1e-6)
+    (y * rlpipe.arange(12.0).reshape(1, 1, 3, 4)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy()[0, 0], POOLED_GRAD, rtol=1e-6)
+
+
+def test_adaptive_avg_pool2d_none_keeps_a_size_and_unbatched_input():
+    np.testing.assert_allclose(F.adaptive_avg_pool2d(_ramp()[0], (None, 2)).numpy()[0], POOLED_NONE_2, rtol=1e-6)
+
+
+def test_adaptive_avg_pool2d_module_is_global_pooling_at_1():
+    pool = nn.AdaptiveAvgPool2d((1, 1))
+    out = pool(_ramp())
+    assert out.shape == (1, 1, 1, 1)
+    assert out.item() == pytest.approx(2.4285714626)  # torch 2.13
+    assert repr(nn.AdaptiveAvgPool2d(2)) == "AdaptiveAvgPool2d(output_size=2)"
+
+
+def test_adaptive_avg_pool2d_gradcheck_float64():
+    x = rlpipe.randn(2, 3, 5, 6, dtype=rlpipe.float64, requires_grad=True)
+    assert rlpipe.autograd.gradcheck(lambda t: F.adaptive_avg_pool2d(t, (2, 4)), (x,))
+
+
+@pytest.mark.parametrize("args, error, message", [
+    ((rlpipe.zeros(5, 7), 2), RuntimeError, "Expected 3D or 4D tensor, but got [5, 7]"),
+    ((rlpipe.zeros(1, 1, 5, 7), (1, 1, 5)), RuntimeError, "output_size must be 2, got (1, 1, 5)"),
+    ((rlpipe.zeros(1, 1, 5, 7), [(3, 4), 5]), TypeError, "'output_size' must be tuple of ints"),
+])
+def test_adaptive_avg_pool2d_bad_input(args, error, message):
+    with pytest.raises(error) as info:
+        F.adaptive_avg_pool2d(*args)
+    assert message in str(info.value)
+
+
+def test_cross_values_default_dim_and_method():
+    a = rlpipe.tensor([[1.0, 2, 3], [0.5, -1, 2]])
+    b = rlpipe.tensor([[4.0, 5, 6], [1, 1, 1]])
+    # torch 2.13: torch.cross(a, b, dim=1) and torch.cross(a.T, b.T) (the first dim of size 3)
+    assert rlpipe.cross(a, b, dim=1).tolist() == [[-3.0, 6.0, -3.0], [-3.0, 1.5, 1.5]]
+    assert rlpipe.cross(a.T, b.T).tolist() == [[-3.0, -3.0], [6.0, 1.5], [-3.0, 1.5]]
+    assert a.cross(b, dim=-1).tolist() == [[-3.0, 6.0, -3.0], [-3.0, 1.5, 1.5]]
+    v1, v2 = rlpipe.tensor([1.0, 0.0, 0.0]), rlpipe.tensor([0.0, 1.0, 0.0])
+    assert rlpipe.cross(v2, v1).tolist() == [0.0, 0.0, -1.0]
+
+
+def test_cross_gradcheck_with_broadcasting():
+    a = rlpipe.randn(4, 3, dtype=rlpipe.float64, requires_grad=True)
+    b = rlpipe.randn(3, dtype=rlpipe.float64, requires_grad=True)
+    assert rlpipe.autograd.gradcheck(lambda x, y: rlpipe.cross(x, y, dim=1), (a, b))
+
+
+@pytest.mark.parametrize("args, message", [
+    ((rlpipe.zeros(2, 4), rlpipe.zeros(2, 4)), "no dimension of size 3 in input (shapes [2, 4] and [2, 4])"),
+    ((rlpipe.zeros(3, 4), rlpipe.zeros(3, 4), 1), "inputs dimension 1 must have length 3. Got 4 and 4"),
+    ((rlpipe.zeros(2, 3), rlpipe.zeros(3, 3)), "the shapes [2, 3] and [3, 3] cannot be broadcast"),
+])
+def test_cross_bad_input(args, message):
+    with pytest.raises(RuntimeError) as info:
+        rlpipe.cross(*args)
+    assert message in str(info.value)
+
+
+@pytest.mark.cuda
+def test_cross_and_adaptive_pool_on_cuda():
+    if not rlpipe.cuda.is_available():
+        pytest.skip("no CUDA device (run under RLPIPE_CUPY_STANDIN=1 or on a GPU)")
+    a = rlpipe.tensor([[1.0, 2, 3], [0.5, -1, 2]], device="cuda", requires_grad=True)
+    b = rlpipe.tensor([[4.0, 5, 6], [1, 1, 1]], device="cuda")
+    out = rlpipe.cross(a, b, dim=1)
+    out.sum().backward()
+    assert out.cpu().tolist() == [[-3.0, 6.0, -3.0], [-3.0, 1.5, 1.5]]
+    assert a.grad.cpu().tolist() == [[-1.0, 2.0, -1.0], [0.0, 0.0, 0.0]]  # b x ones, as torch 2.13 gives
+    pooled = F.adaptive_avg_pool2d(_ramp().to("cuda"), (3, 4))
+    np.testing.assert_allclose(pooled.cpu().numpy()[0, 0], POOLED_3x4, rtol=1e-6)
