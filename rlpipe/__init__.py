@@ -74,3 +74,20 @@ def numel(input):
 def is_floating_point(input):
     """True when ``input`` has a float dtype."""
     return input.is_floating_point()
+
+
+def _inplace_function(name):
+    """``torch.<name>(input, ...)``, which is ``input.<name>(...)``: the op writes into ``input`` and returns it."""
+    def function(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``input.{name}(...)``: writes the result into ``input`` and returns it."
+    return function
+
+
+# torch's in-place ops as functions (``torch.sin_(x)``, ``torch.relu_(x)``), one per in-place Tensor method
+for _name in """abs_ acos_ asin_ atan_ atanh_ ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ detach_ erf_ erfc_
+exp_ expm1_ fill_ floor_ frac_ log1p_ log_ logit_ nan_to_num_ neg_ reciprocal_ relu_ round_ rsqrt_ sigmoid_ sin_
+sinh_ sqrt_ tan_ tanh_ trunc_ zero_""".split():
+    globals()[_name] = _inplace_function(_name)
+del _name

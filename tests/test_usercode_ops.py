@@ -103,3 +103,66 @@ def test_cross_and_adaptive_pool_on_cuda():
     assert a.grad.cpu().tolist() == [[-1.0, 2.0, -1.0], [0.0, 0.0, 0.0]]  # b x ones, as torch 2.13 gives
     pooled = F.adaptive_avg_pool2d(_ramp().to("cuda"), (3, 4))
     np.testing.assert_allclose(pooled.cpu().numpy()[0, 0], POOLED_3x4, rtol=1e-6)
+
+
+def test_inplace_functions_at_top_level_write_into_their_input():
+    # torch 2.13: torch.sin_(x) returns x itself, changed; torch.clamp_ takes the method's arguments
+    x = rlpipe.tensor([0.0, np.pi / 2, -1.0])
+    assert rlpipe.sin_(x) is x
+    np.testing.assert_allclose(x.numpy(), [0.0, 1.0, -0.8414709568023682], rtol=1e-6)
+    y = rlpipe.tensor([-2.0, 0.5, 3.0])
+    assert rlpipe.clamp_(y, min=0, max=1) is y and y.tolist() == [0.0, 0.5, 1.0]
+    z = rlpipe.tensor([-2.0, 0.5])
+    rlpipe.relu_(z)
+    assert z.tolist() == [0.0, 0.5]
+    assert rlpipe.sin_.__name__ == "sin_" and rlpipe.sin_.__doc__
+
+
+def test_inplace_function_on_an_integer_tensor_refuses_and_leaves_it():
+    x = rlpipe.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        rlpipe.sin_(x)  # torch 2.13's message
+    assert x.tolist() == [1, 2]
+
+
+def test_shape_inplace_methods_change_the_tensor_itself():
+    batch_me = rlpipe.rand(3, 5, 5)
+    assert batch_me.unsqueeze_(0) is batch_me and batch_me.shape == (1, 3, 5, 5)
+    assert rlpipe.zeros(1, 2, 1).squeeze_(0).shape == (2, 1)
+    assert rlpipe.zeros(1, 2, 1).squeeze_().shape == (2,)
+    assert rlpipe.zeros(2, 3, 4).transpose_(0, 2).shape == (4, 3, 2)
+    assert rlpipe.zeros(2, 3, 4).swapaxes_(0, 1).shape == (3, 2, 4)
+    # torch 2.13: t_ keeps the memory (a row view taken before still reads the old row)
+    a = rlpipe.arange(6.0).reshape(2, 3)
+    row = a[0]
+    a.t_()
+    assert a.tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+    a[2, 0] = 9.0
+    assert row.tolist() == [0.0, 1.0, 9.0]
+
+
+def test_shape_inplace_keeps_the_graph_and_view_updates():
+    # recorded from torch 2.13: unsqueeze_ on a view of a non-leaf, then an in-place multiply through it
+    x = rlpipe.ones(3, 2, requires_grad=True)
+    base = x * 1
+    r = base[1]
+    r.unsqueeze_(0)
+    r.mul_(rlpipe.tensor([[2.0, 3.0]]))
+    (base * rlpipe.arange(6.0).reshape(3, 2)).sum().backward()
+    assert r.shape == (1, 2) and base.tolist() == [[1.0, 1.0], [2.0, 3.0], [1.0, 1.0]]
+    assert x.grad.tolist() == [[0.0, 1.0], [4.0, 9.0], [4.0, 5.0]]
+
+
+@pytest.mark.parametrize("call", ["unsqueeze_(0)", "squeeze_()", "t_()", "transpose_(0, 1)"])
+def test_shape_inplace_on_a_leaf_that_requires_grad_refuses_and_leaves_it(call):
+    x = rlpipe.ones(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        eval("x." + call)
+    assert x.shape == (2, 3) and x.grad_fn is None
+
+
+def test_t_inplace_above_two_dims_refuses():
+    x = rlpipe.zeros(2, 3, 4)
+    with pytest.raises(RuntimeError, match="expects a tensor with <= 2 dimensions, but self is 3D"):
+        x.t_()
+    assert x.shape == (2, 3, 4)
