@@ -50,6 +50,7 @@ from .serialization import save, load
 from . import nn, optim, distributions  # as torch exposes torch.nn, torch.optim and torch.distributions
 from . import func
 from .utils import data as _utils_data  # noqa: F401 - torch.utils.data is there after a bare import torch
+from .autograd import functional as _autograd_functional  # noqa: F401 - so is torch.autograd.functional
 from .func import vmap
 from .nn._compile import compile  # noqa: A001 - torch.compile's name, shadowing the builtin as torch does
 from . import tensordict, testing, postprocs, data
