@@ -39,17 +39,20 @@ def _grads(outputs, leaves, grad_outputs):
     return tuple(zeros_like(t) if g is None else g for t, g in zip(leaves, found))
 
 
+def _vector(name, v, tensors, condition):
+    """``v`` as a tuple; left out, a one where ``tensors`` is a single one-element tensor (else RuntimeError)."""
+    if v is not None:
+        return _as_tuple(name, v, "v")[0]
+    if len(tensors) != 1 or tensors[0].numel() != 1:
+        raise RuntimeError(f"The vector v can only be None if {condition}.")
+    return (zeros_like(tensors[0]) + 1,)
+
+
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), v^T J): the vector-Jacobian product of ``func`` at ``inputs`` with ``v`` (which may
     be left out when ``func`` returns a single one-element tensor)."""
     leaves, outputs, in_tuple, out_tuple = _call("vjp", func, inputs)
-    if v is None:
-        if len(outputs) != 1 or outputs[0].numel() != 1:
-            raise RuntimeError("The vector v can only be None if the user-provided function returns a single "
-                               "Tensor with a single element.")
-        v = (zeros_like(outputs[0]) + 1,)
-    else:
-        v, _ = _as_tuple("vjp", v, "v")
+    v = _vector("vjp", v, outputs, "the user-provided function returns a single Tensor with a single element")
     if [tuple(t.shape) for t in v] != [tuple(o.shape) for o in outputs]:
         raise RuntimeError(f"vjp: v has shapes {[list(t.shape) for t in v]} but the outputs have shapes "
                            f"{[list(o.shape) for o in outputs]}")
@@ -78,13 +81,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), J v): the Jacobian-vector product, from the Jacobian (``v`` may be left out for
     a single one-element input)."""
     leaves, _, in_tuple, _ = _call("jvp", func, inputs)
-    if v is None:
-        if len(leaves) != 1 or leaves[0].numel() != 1:
-            raise RuntimeError("The vector v can only be None if the input to the user-provided function is a "
-                               "single Tensor with a single element.")
-        v = (zeros_like(leaves[0]) + 1,)
-    else:
-        v, _ = _as_tuple("jvp", v, "v")
+    v = _vector("jvp", v, leaves, "the input to the user-provided function is a single Tensor with a single element")
     outputs = func(*(t.detach() for t in leaves))
     jac = jacobian(func, tuple(leaves))
     outs, out_tuple = (tuple(outputs), True) if isinstance(outputs, (tuple, list)) else ((outputs,), False)
