@@ -42,6 +42,7 @@ LAYERS = {
     "rlpipe._subclasses": CORE_LAYER,
     "rlpipe.multiprocessing": CORE_LAYER,
     "rlpipe.cuda": CORE_LAYER,
+    "rlpipe.accelerator": CORE_LAYER,  # torch.accelerator: cuda's answers under device-agnostic names
     "rlpipe.utils": CORE_LAYER,
     "rlpipe.safetensors": CORE_LAYER,
     # torchrl._utils's path, but plain-Python helpers (key handling, warnings switches, ``unavailable``)

@@ -166,3 +166,24 @@ def test_t_inplace_above_two_dims_refuses():
     with pytest.raises(RuntimeError, match="expects a tensor with <= 2 dimensions, but self is 3D"):
         x.t_()
     assert x.shape == (2, 3, 4)
+
+
+def test_accelerator_without_a_gpu(monkeypatch):
+    # torch 2.13 on a CPU-only machine: False, None, 0, and a RuntimeError for the index
+    monkeypatch.setattr(rlpipe.cuda, "is_available", lambda: False)
+    assert rlpipe.accelerator.is_available() is False
+    assert rlpipe.accelerator.current_accelerator() is None
+    assert rlpipe.accelerator.device_count() == 0
+    with pytest.raises(RuntimeError, match="Cannot access accelerator device when none is available."):
+        rlpipe.accelerator.current_device_index()
+    device = rlpipe.accelerator.current_accelerator().type if rlpipe.accelerator.is_available() else "cpu"
+    assert device == "cpu"  # the idiom of PyTorch's tutorials
+
+
+@pytest.mark.cuda
+def test_accelerator_with_a_gpu():
+    if not rlpipe.cuda.is_available():
+        pytest.skip("no CUDA device (run under RLPIPE_CUPY_STANDIN=1 or on a GPU)")
+    assert rlpipe.accelerator.current_accelerator() == rlpipe.device("cuda")
+    assert rlpipe.accelerator.device_count() >= 1 and rlpipe.accelerator.current_device_index() >= 0
+    rlpipe.accelerator.synchronize()
