@@ -75,3 +75,56 @@ def test_reflected_add_and_mul_list_the_tensor_first_and_leaves_end_the_walk():
     assert leaf.name() == "AccumulateGrad" and leaf.next_functions == ()
     assert (3.0 * a).tolist() == (a * 3.0).tolist()
     assert isinstance(np.ones(5) + a, rlpipe.Tensor)  # an ndarray on the left still defers to the tensor
+
+
+def _work(z, x, y, steps=10):
+    for _ in range(steps):
+        with rlpipe.autograd.profiler.record_function("step"):
+            z = (z / x) * y
+    return z
+
+
+def test_profiler_counts_ops_and_labels_and_nests_self_time():
+    from rlpipe.autograd.profiler import profile
+    x, y = rlpipe.randn(2, 3, requires_grad=True), rlpipe.rand(2, 3, requires_grad=True)
+    with profile() as prof:
+        _work(rlpipe.ones(2, 3, requires_grad=True), x, y)
+    events = {e.key: e for e in prof.key_averages()}
+    # the tutorial's loop: torch 2.13 counts 10 divisions and 10 multiplications (aten::div, aten::mul)
+    assert events["rlpipe::Div"].count == 10 and events["rlpipe::Mul"].count == 10 and events["step"].count == 10
+    step = events["step"]
+    children = events["rlpipe::Div"].cpu_time_total + events["rlpipe::Mul"].cpu_time_total
+    assert step.cpu_time_total >= children
+    assert step.self_cpu_time_total == pytest.approx(step.cpu_time_total - children)
+    table = prof.key_averages().table(sort_by="self_cpu_time_total")
+    assert "rlpipe::Div" in table and "# of Calls" in table and "Self CPU time total:" in table
+
+
+def test_profiler_records_nothing_outside_and_restores_apply_after_an_error():
+    from rlpipe.autograd import Function
+    from rlpipe.autograd.profiler import profile, record_function
+    plain = Function.__dict__["apply"]
+    with pytest.raises(RuntimeError):
+        with profile() as prof:
+            rlpipe.ones(2) @ rlpipe.ones(3)  # a failing op still closes its event
+    assert Function.__dict__["apply"] is plain
+    assert [e.count for e in prof.key_averages()] == [1]
+    rlpipe.ones(2) * 2  # after the profile: not recorded
+    assert [e.count for e in prof.key_averages()] == [1]
+
+    @record_function("labelled")
+    def double(t):
+        return t * 2
+    with profile() as prof:
+        double(rlpipe.ones(2))
+    assert {e.key for e in prof.key_averages()} == {"labelled", "rlpipe::Mul"}
+
+
+def test_profiler_bad_use():
+    from rlpipe.autograd.profiler import profile
+    with profile() as prof:
+        with pytest.raises(RuntimeError, match="Profiler is already enabled on this thread"):
+            with profile():
+                pass
+    with pytest.raises(ValueError, match="sort_by must be one of"):
+        prof.key_averages().table(sort_by="self_cuda_time_total")
