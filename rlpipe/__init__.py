@@ -31,7 +31,7 @@ from .primitives.shape import (reshape, flatten, unflatten, squeeze, unsqueeze, 
                                triu)
 from .primitives.indexing import (one_hot, gather, take_along_dim, scatter, scatter_add, index_select, masked_fill,
                                   masked_select, nonzero, unique, index_add, repeat_interleave)
-from .primitives.linalg import (matmul, mm, bmm, dot, outer, cross, einsum)
+from .primitives.linalg import (matmul, mm, bmm, dot, outer, cross, svd, einsum)
 from .primitives.special import (lgamma, digamma, atanh, arctanh, logit, asin, acos, atan, tan, sinh, cosh, arcsin,
                                  arccos, arctan)
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,
@@ -44,6 +44,7 @@ from .random import (Generator, manual_seed, seed, initial_seed, get_rng_state, 
 from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled,
                        is_inference_mode_enabled)
 from . import autograd, cuda, accelerator, backends
+from . import linalg
 from . import __future__  # torch.__future__'s switches for module conversions
 from . import return_types
 from .serialization import save, load

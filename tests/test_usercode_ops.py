@@ -187,3 +187,86 @@ def test_accelerator_with_a_gpu():
     assert rlpipe.accelerator.current_accelerator() == rlpipe.device("cuda")
     assert rlpipe.accelerator.device_count() >= 1 and rlpipe.accelerator.current_device_index() >= 0
     rlpipe.accelerator.synchronize()
+
+
+# torch.svd / torch.linalg.svd, recorded from torch 2.13 in float64
+SVD_A = [[1.0, 2.0, 0.5], [0.0, -1.0, 3.0], [2.0, 1.0, 1.0], [0.5, 0.0, -2.0]]
+SVD_S = [3.8093605611616748, 3.1028938811839057, 1.166542616957253]
+# the gradient of ((U * S**2) @ U.T * arange(16).reshape(4, 4)).sum() + (V * V * S).sum() / 2 + S.sum()
+SVD_GRAD = [[27.587164690439405, 6.3209416097722695, -4.732642416688387],
+            [45.1115979579307, 14.396062177131753, 8.654817655936595],
+            [63.847254889976554, 25.132166642691274, 20.302080797207022],
+            [80.64409042374535, 34.649422835539546, 31.63186216754385]]
+# B (3 x 5, wide): the gradient of ((U * S) @ Vh * arange(15).reshape(3, 5)).sum() + ((Vh.T * S) @ Vh).sum()
+SVD_B = [[1.0, 2.0, 0.5, 0.0, 1.0], [0.0, -1.0, 3.0, 1.0, 0.0], [2.0, 1.0, 1.0, -1.0, 0.5]]
+SVD_B_GRAD = [[2.0027918635199575, 2.311648500035613, 2.9061287118637313, 5.997558496999629, 6.116650589768204],
+              [6.132972893369638, 6.861002582671549, 7.644161748747767, 9.656314686998241, 10.227237199468581],
+              [10.886823468530602, 11.972469490187557, 12.834956733505301, 14.196013320566301, 15.034886921165347]]
+
+
+def test_svd_values_and_gradient_tall():
+    a = rlpipe.tensor(SVD_A, dtype=rlpipe.float64, requires_grad=True)
+    u, s, v = rlpipe.svd(a)
+    np.testing.assert_allclose(s.detach().numpy(), SVD_S, rtol=1e-12)
+    np.testing.assert_allclose(((u * s) @ v.T).detach().numpy(), SVD_A, atol=1e-12)
+    loss = ((u * s ** 2) @ u.T * rlpipe.arange(16.0, dtype=rlpipe.float64).reshape(4, 4)).sum()
+    (loss + (v * v * s).sum() * 0.5 + s.sum()).backward()
+    np.testing.assert_allclose(a.grad.numpy(), SVD_GRAD, rtol=1e-10)
+
+
+def test_linalg_svd_gradient_wide():
+    b = rlpipe.tensor(SVD_B, dtype=rlpipe.float64, requires_grad=True)
+    u, s, vh = rlpipe.linalg.svd(b, full_matrices=False)
+    weights = rlpipe.arange(15.0, dtype=rlpipe.float64).reshape(3, 5)
+    ((((u * s) @ vh) * weights).sum() + ((vh.T * s) @ vh).sum()).backward()
+    np.testing.assert_allclose(b.grad.numpy(), SVD_B_GRAD, rtol=1e-10)
+
+
+def test_svd_gradcheck_batched_full_and_values_only():
+    c = rlpipe.randn(2, 5, 3, dtype=rlpipe.float64, requires_grad=True)
+
+    def projector(a):
+        u, s, _ = rlpipe.linalg.svd(a, full_matrices=False)
+        return ((u * s.unsqueeze(-2) ** 2) @ u.mT).sum() + s.prod()
+    assert rlpipe.autograd.gradcheck(projector, (c,))
+
+    def full(a):
+        _, s, vh = rlpipe.linalg.svd(a, full_matrices=True)
+        top = vh[..., :3, :]
+        return ((top.mT * s.unsqueeze(-2)) @ top).sum()
+    assert rlpipe.autograd.gradcheck(full, (rlpipe.randn(2, 3, 5, dtype=rlpipe.float64, requires_grad=True),))
+    assert rlpipe.autograd.gradcheck(rlpipe.linalg.svdvals, (rlpipe.randn(4, 4, dtype=rlpipe.float64,
+                                                                          requires_grad=True),))
+
+
+def test_svd_shapes_and_named_results():
+    ones = rlpipe.ones(2, 3)
+    assert rlpipe.svd(ones).V.shape == (3, 2) and rlpipe.svd(ones, some=False).V.shape == (3, 3)
+    assert rlpipe.linalg.svd(ones).Vh.shape == (3, 3)  # full_matrices=True by default, as in torch
+    assert rlpipe.svd(ones, compute_uv=False).U.tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    assert rlpipe.linalg.svdvals(rlpipe.tensor([[3.0, 0.0], [0.0, 4.0]])).tolist() == [4.0, 3.0]
+    assert type(rlpipe.svd(ones)).__name__ == "svd" and type(rlpipe.linalg.svd(ones)).__name__ == "linalg_svd"
+    assert repr(rlpipe.svd(rlpipe.eye(2))).startswith("rlpipe.return_types.svd(\nU=")
+    assert rlpipe.linalg.cross(rlpipe.eye(3), rlpipe.eye(3)[[1, 2, 0]]).tolist() == [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0],
+                                                                                      [0.0, 1.0, 0.0]]
+
+
+@pytest.mark.parametrize("arg, message", [
+    (rlpipe.ones(3), "The input tensor A must have at least 2 dimensions, got 1"),
+    (rlpipe.ones(3, 3, dtype=rlpipe.int64), "Expected a floating point or complex tensor as input. Got rlpipe.int64"),
+])
+def test_svd_bad_input(arg, message):
+    with pytest.raises(RuntimeError, match=message):
+        rlpipe.linalg.svd(arg)
+
+
+@pytest.mark.cuda
+def test_svd_on_cuda():
+    if not rlpipe.cuda.is_available():
+        pytest.skip("no CUDA device (run under RLPIPE_CUPY_STANDIN=1 or on a GPU)")
+    a = rlpipe.tensor(SVD_A, dtype=rlpipe.float64, device="cuda", requires_grad=True)
+    u, s, v = rlpipe.svd(a)
+    loss = ((u * s ** 2) @ u.T * rlpipe.arange(16.0, dtype=rlpipe.float64, device="cuda").reshape(4, 4)).sum()
+    (loss + (v * v * s).sum() * 0.5 + s.sum()).backward()
+    np.testing.assert_allclose(s.detach().cpu().numpy(), SVD_S, rtol=1e-12)
+    np.testing.assert_allclose(a.grad.cpu().numpy(), SVD_GRAD, rtol=1e-10)

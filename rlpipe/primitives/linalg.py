@@ -1,5 +1,5 @@
 """Products: the Functions (matmul, linear: x @ w.T + b in one node, einsum) and the public ops
-(matmul and the ``@`` operator, mm, bmm, dot, outer, cross, einsum, linear).
+(matmul and the ``@`` operator, mm, bmm, dot, outer, cross, svd, einsum, linear).
 """
 import builtins
 import collections
@@ -7,6 +7,7 @@ import string
 
 import numpy as np
 
+from .. import return_types
 from .._dispatch import torch_function
 from .._tensor import Tensor, tensor_method
 from .base import Op, unbroadcast
@@ -81,6 +82,46 @@ class Cross(Op):
         cross = ctx.xp.cross
         return (unbroadcast(cross(b, g, axis=ctx.dim), a.shape) if ctx.needs_input_grad[0] else None,
                 unbroadcast(cross(g, a, axis=ctx.dim), b.shape) if ctx.needs_input_grad[1] else None)
+
+
+class Svd(Op):
+    """(U, S, Vh) with A = U diag(S) Vh (NumPy's/CuPy's LAPACK); the gradient is torch's formula for the
+    reduced factors, with the extra columns of full ones narrowed away (their gradient is undefined)."""
+
+    @staticmethod
+    def forward(ctx, a, full_matrices):
+        u, s, vh = ctx.xp.linalg.svd(a, full_matrices=full_matrices)
+        k = s.shape[-1]
+        ctx.args = u[..., :k], s, vh[..., :k, :]
+        return u, s, vh
+
+    @staticmethod
+    def backward(ctx, gu, gs, gvh):
+        xp = ctx.xp
+        u, s, vh = ctx.args
+        k = s.shape[-1]
+        gu, gvh = gu[..., :k], gvh[..., :k, :]
+        m, n = u.shape[-2], vh.shape[-1]
+        mT = lambda x: xp.swapaxes(x, -1, -2)  # noqa: E731
+        if not gu.any() and not gvh.any():  # only S is used: no division by the gaps between singular values
+            return (u * gs[..., None, :]) @ vh, None
+        v, gv = mT(vh), mT(gvh)
+        s2 = s * s
+        gaps = s2[..., None, :] - s2[..., :, None]
+        idx = xp.arange(k)
+        gaps[..., idx, idx] = 1
+        skew = lambda x: x - mT(x)  # noqa: E731
+        ga = (skew(mT(u) @ gu) * s[..., None, :] + s[..., :, None] * skew(mT(v) @ gv)) / gaps
+        ga[..., idx, idx] += gs
+        if m > k:
+            gu_sinv = gu / s[..., None, :]
+            ga = (u @ ga + gu_sinv - u @ (mT(u) @ gu_sinv)) @ vh
+        elif n > k:
+            gv_sinv = gv / s[..., None, :]
+            ga = u @ (ga @ vh + mT(gv_sinv) - (mT(gv_sinv) @ v) @ vh)
+        else:
+            ga = u @ ga @ vh
+        return ga, None
 
 
 class Einsum(Op):
@@ -221,6 +262,28 @@ def cross(input, other, dim=None):
     if input._data.dtype != other._data.dtype:
         raise RuntimeError(f"cross: expected both inputs of one dtype, got {input.dtype} and {other.dtype}")
     return Cross.apply(input, other, end_dim)
+
+
+def linalg_svd(A, full_matrices=True, *, driver=None):
+    """``torch.linalg.svd``: (U, S, Vh) with A = U diag(S) Vh, over the last two dims; ``full_matrices``
+    gives square U and Vh."""
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.svd: The input tensor A must have at least 2 dimensions, got {A.ndim}")
+    if not A.is_floating_point():
+        raise RuntimeError(f"linalg.svd: Expected a floating point or complex tensor as input. Got {A.dtype}")
+    return return_types.linalg_svd(*Svd.apply(A, builtins.bool(full_matrices)))
+
+
+@tensor_method
+def svd(input, some=True, compute_uv=True):
+    """``torch.svd``: (U, S, V), V (not its transpose) with input = U diag(S) V^T; ``some=False`` gives
+    square factors; without ``compute_uv``, U and V are zeros."""
+    if input.ndim < 2:
+        raise RuntimeError(f"linalg.svd: The input tensor A must have at least 2 dimensions, got {input.ndim}")
+    u, s, vh = linalg_svd(input, full_matrices=not some)
+    if not compute_uv:
+        return return_types.svd(u.detach() * 0, s, vh.detach().mT * 0)
+    return return_types.svd(u, s, vh.mT)
 
 
 def einsum(equation, *operands):
