@@ -31,7 +31,7 @@ from .primitives.shape import (reshape, flatten, unflatten, squeeze, unsqueeze, 
                                triu)
 from .primitives.indexing import (one_hot, gather, take_along_dim, scatter, scatter_add, index_select, masked_fill,
                                   masked_select, nonzero, unique, index_add, repeat_interleave)
-from .primitives.linalg import (matmul, mm, bmm, dot, outer, cross, svd, einsum)
+from .primitives.linalg import (matmul, mm, bmm, dot, outer, cross, svd, diagonal, diag, trace, einsum)
 from .primitives.special import (lgamma, digamma, atanh, arctanh, logit, asin, acos, atan, tan, sinh, cosh, arcsin,
                                  arccos, arctan)
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,

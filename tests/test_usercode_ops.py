@@ -270,3 +270,53 @@ def test_svd_on_cuda():
     (loss + (v * v * s).sum() * 0.5 + s.sum()).backward()
     np.testing.assert_allclose(s.detach().cpu().numpy(), SVD_S, rtol=1e-12)
     np.testing.assert_allclose(a.grad.cpu().numpy(), SVD_GRAD, rtol=1e-10)
+
+
+def test_diagonal_diag_trace_values_and_gradients():
+    # recorded from torch 2.13
+    x = rlpipe.arange(12.0).reshape(3, 4).requires_grad_()
+    d = rlpipe.diagonal(x, 1)
+    assert d.tolist() == [1.0, 6.0, 11.0]
+    (d * rlpipe.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert x.grad.tolist() == [[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 2.0, 0.0], [0.0, 0.0, 0.0, 3.0]]
+    assert rlpipe.diag(rlpipe.tensor([1.0, 2.0]), -1).tolist() == [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
+    assert rlpipe.diag(x.detach(), -1).tolist() == [4.0, 9.0]
+    assert rlpipe.trace(x.detach()).item() == 15.0 and x.detach().trace().item() == 15.0
+    y = rlpipe.arange(24.0).reshape(2, 3, 4)
+    assert y.diagonal(0, 1, 2).tolist() == [[0.0, 5.0, 10.0], [12.0, 17.0, 22.0]]
+    assert y.diagonal(offset=-1, dim1=-1, dim2=0).tolist() == [[1.0, 14.0], [5.0, 18.0], [9.0, 22.0]]
+    v = rlpipe.tensor([1.0, 2.0], requires_grad=True)
+    rlpipe.diag(v, 1).sum().backward()
+    assert v.grad.tolist() == [1.0, 1.0]
+    assert rlpipe.trace(rlpipe.arange(9).reshape(3, 3)).dtype == rlpipe.int64
+    assert rlpipe.diagonal(rlpipe.ones(2, 3), 5).shape == (0,)
+
+
+def test_diagonal_and_diag_gradcheck():
+    a = rlpipe.randn(3, 4, 5, dtype=rlpipe.float64, requires_grad=True)
+    assert rlpipe.autograd.gradcheck(lambda t: t.diagonal(-1, 2, 0), (a,))
+    assert rlpipe.autograd.gradcheck(lambda t: rlpipe.diag(t, 2), (rlpipe.randn(3, dtype=rlpipe.float64,
+                                                                               requires_grad=True),))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: rlpipe.diag(rlpipe.ones(2, 2, 2)), RuntimeError, "diag(): Supports 1D or 2D tensors. Got 3D"),
+    (lambda: rlpipe.trace(rlpipe.ones(3)), RuntimeError, "trace: expected a matrix, but got tensor with dim 1"),
+    (lambda: rlpipe.diagonal(rlpipe.ones(2, 2), 0, 0, 0), RuntimeError, "diagonal dimensions cannot be identical 0, 0"),
+    (lambda: rlpipe.diagonal(rlpipe.ones(3)), IndexError, "Dimension out of range"),
+])
+def test_diagonal_bad_input(call, error, message):
+    with pytest.raises(error) as info:
+        call()
+    assert message in str(info.value)
+
+
+@pytest.mark.cuda
+def test_diagonal_on_cuda():
+    if not rlpipe.cuda.is_available():
+        pytest.skip("no CUDA device (run under RLPIPE_CUPY_STANDIN=1 or on a GPU)")
+    x = rlpipe.arange(12.0, device="cuda").reshape(3, 4).requires_grad_()
+    (rlpipe.diagonal(x, 1) * rlpipe.tensor([1.0, 2.0, 3.0], device="cuda")).sum().backward()
+    assert x.grad.cpu().tolist() == [[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 2.0, 0.0], [0.0, 0.0, 0.0, 3.0]]
+    assert rlpipe.diag(rlpipe.tensor([1.0, 2.0], device="cuda"), -1).cpu().tolist() == [
+        [0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]

@@ -1,5 +1,5 @@
 """Products: the Functions (matmul, linear: x @ w.T + b in one node, einsum) and the public ops
-(matmul and the ``@`` operator, mm, bmm, dot, outer, cross, svd, einsum, linear).
+(matmul and the ``@`` operator, mm, bmm, dot, outer, cross, svd, diagonal, diag, trace, einsum, linear).
 """
 import builtins
 import collections
@@ -122,6 +122,49 @@ class Svd(Op):
         else:
             ga = u @ ga @ vh
         return ga, None
+
+
+def _diagonal_index(xp, n, offset):
+    """(rows, cols) of the ``n`` entries of diagonal ``offset`` of a matrix."""
+    i = xp.arange(n)
+    return i + builtins.max(-offset, 0), i + builtins.max(offset, 0)
+
+
+class Diagonal(Op):
+    """The entries of diagonal ``offset`` of the (dim1, dim2) matrices, as a new last dim (a copy, where
+    torch gives a view); the gradient lands back on that diagonal."""
+
+    @staticmethod
+    def forward(ctx, x, offset, dim1, dim2):
+        ctx.args = x.shape, offset, dim1, dim2
+        return ctx.xp.diagonal(x, offset, dim1, dim2).copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        shape, offset, dim1, dim2 = ctx.args
+        out = xp.zeros(shape, dtype=g.dtype)
+        rows, cols = _diagonal_index(xp, g.shape[-1], offset)
+        xp.moveaxis(out, (dim1, dim2), (-2, -1))[..., rows, cols] = g
+        return out, None, None, None
+
+
+class DiagEmbed(Op):
+    """A vector laid on diagonal ``offset`` of a square matrix of zeros; the gradient reads that diagonal."""
+
+    @staticmethod
+    def forward(ctx, v, offset):
+        xp = ctx.xp
+        n = v.shape[0] + builtins.abs(offset)
+        out = xp.zeros((n, n), dtype=v.dtype)
+        rows, cols = _diagonal_index(xp, v.shape[0], offset)
+        out[rows, cols] = v
+        ctx.args = offset
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.xp.diagonal(g, ctx.args).copy(), None
 
 
 class Einsum(Op):
@@ -284,6 +327,34 @@ def svd(input, some=True, compute_uv=True):
     if not compute_uv:
         return return_types.svd(u.detach() * 0, s, vh.detach().mT * 0)
     return return_types.svd(u, s, vh.mT)
+
+
+@tensor_method
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """Diagonal ``offset`` of the matrices spanned by ``dim1`` and ``dim2``, as the last dim (a copy, not
+    a view as in torch: writing into it leaves ``input`` unchanged)."""
+    d1, d2 = input._dim(dim1), input._dim(dim2)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return Diagonal.apply(input, builtins.int(offset), d1, d2)
+
+
+@tensor_method
+def diag(input, diagonal=0):
+    """A 1-d input laid on diagonal ``diagonal`` of a square matrix, or that diagonal of a 2-d input."""
+    if input.ndim == 1:
+        return DiagEmbed.apply(input, builtins.int(diagonal))
+    if input.ndim == 2:
+        return Diagonal.apply(input, builtins.int(diagonal), 0, 1)
+    raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+
+
+@tensor_method
+def trace(input):
+    """The sum of the main diagonal of a matrix (integers summed as int64, as torch does)."""
+    if input.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
+    return Diagonal.apply(input, 0, 0, 1).sum()
 
 
 def einsum(equation, *operands):
