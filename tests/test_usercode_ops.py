@@ -320,3 +320,12 @@ def test_diagonal_on_cuda():
     assert x.grad.cpu().tolist() == [[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 2.0, 0.0], [0.0, 0.0, 0.0, 3.0]]
     assert rlpipe.diag(rlpipe.tensor([1.0, 2.0], device="cuda"), -1).cpu().tolist() == [
         [0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
+
+
+def test_legacy_constructor_takes_numpy_integers_as_sizes():
+    # CleanRL's rainbow_atari builds torch.Tensor(out_features, in_features) with out_features = env's n, a
+    # NumPy int64; torch 2.13 gives shapes [3, 2], [3] and [2] here
+    assert rlpipe.Tensor(np.int64(3), 2).shape == (3, 2)
+    assert rlpipe.Tensor(np.int64(3)).shape == (3,)
+    assert rlpipe.FloatTensor(np.int32(2)).shape == (2,)
+    assert rlpipe.Tensor([2]).tolist() == [2.0]  # a list is still data
