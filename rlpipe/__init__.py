@@ -32,7 +32,7 @@ from .primitives.shape import (reshape, flatten, unflatten, squeeze, unsqueeze, 
                                triu, diagonal)
 from .primitives.indexing import (one_hot, gather, take_along_dim, scatter, scatter_add, index_select, masked_fill,
                                   masked_select, nonzero, unique, index_add, repeat_interleave)
-from .primitives.linalg import (matmul, mm, mv, bmm, dot, outer, einsum)
+from .primitives.linalg import (matmul, mm, mv, bmm, dot, outer, cross, svd, diag, trace, einsum)
 from .primitives.special import (lgamma, digamma, atanh, arctanh, logit, asin, acos, atan, tan, sinh, cosh, arcsin,
                                  arccos, arctan)
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,
@@ -44,12 +44,15 @@ from .random import (Generator, manual_seed, seed, initial_seed, get_rng_state, 
                      default_generator)
 from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled,
                        is_inference_mode_enabled)
-from . import autograd, cuda, backends
+from . import autograd, cuda, accelerator, backends
+from . import linalg
 from . import __future__  # torch.__future__'s switches for module conversions
 from . import return_types
 from .serialization import save, load
 from . import nn, optim, distributions  # as torch exposes torch.nn, torch.optim and torch.distributions
 from . import func
+from .utils import data as _utils_data  # noqa: F401 - torch.utils.data is there after a bare import torch
+from .autograd import functional as _autograd_functional  # noqa: F401 - so is torch.autograd.functional
 from .func import vmap
 from .nn._compile import compile  # noqa: A001 - torch.compile's name, shadowing the builtin as torch does
 from . import tensordict, testing, postprocs, data
@@ -75,3 +78,20 @@ def numel(input):
 def is_floating_point(input):
     """True when ``input`` has a float dtype."""
     return input.is_floating_point()
+
+
+def _inplace_function(name):
+    """``torch.<name>(input, ...)``, which is ``input.<name>(...)``: the op writes into ``input`` and returns it."""
+    def function(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``input.{name}(...)``: writes the result into ``input`` and returns it."
+    return function
+
+
+# torch's in-place ops as functions (``torch.sin_(x)``, ``torch.relu_(x)``), one per in-place Tensor method
+for _name in """abs_ acos_ asin_ atan_ atanh_ ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ detach_ erf_ erfc_
+exp_ expm1_ fill_ floor_ frac_ log1p_ log_ logit_ nan_to_num_ neg_ reciprocal_ relu_ round_ rsqrt_ sigmoid_ sin_
+sinh_ sqrt_ tan_ tanh_ trunc_ zero_""".split():
+    globals()[_name] = _inplace_function(_name)
+del _name

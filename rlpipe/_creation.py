@@ -327,8 +327,8 @@ def _legacy_new(args, dtype, device, strict=False):
     ``strict`` (the typed constructors): a tensor of another dtype, or a lone number, is refused."""
     if len(args) == 1 and isinstance(args[0], Size):
         args = tuple(args[0])
-    if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
-        return empty(*(args or (0,)), dtype=dtype, device=device)
+    if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):  # NumPy ints are sizes too
+        return empty(*(builtins.int(a) for a in args or (0,)), dtype=dtype, device=device)
     if len(args) != 1:
         raise TypeError(f"new(): expected sizes or one data argument, got {args!r}")
     data = args[0]

@@ -3,7 +3,7 @@ import collections
 
 from . import _dtypes
 
-__all__ = ["cummax", "cummin", "max", "min", "sort", "topk"]
+__all__ = ["cummax", "cummin", "max", "min", "sort", "topk", "svd", "linalg_svd"]
 
 
 class _ValuesIndices(collections.namedtuple("_ValuesIndices", ["values", "indices"])):
@@ -27,3 +27,16 @@ sort = _named("sort")
 topk = _named("topk")
 cummax = _named("cummax")
 cummin = _named("cummin")
+
+
+def _factors(name, fields):
+    """A named tuple of matrix factors that prints as ``return_types.<name>(U=..., ...)``."""
+    def __repr__(self):
+        body = ",\n".join(f"{f}={getattr(self, f)!r}" for f in fields)
+        return f"{_dtypes.shown_module()}.return_types.{name}(\n{body})"
+    doc = f"The ``({', '.join(fields)})`` named tuple that ``{name.replace('_', '.')}`` returns."
+    return type(name, (collections.namedtuple(name, fields),), {"__slots__": (), "__doc__": doc, "__repr__": __repr__})
+
+
+svd = _factors("svd", ["U", "S", "V"])
+linalg_svd = _factors("linalg_svd", ["U", "S", "Vh"])

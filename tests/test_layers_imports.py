@@ -42,6 +42,8 @@ LAYERS = {
     "rlpipe._subclasses": CORE_LAYER,
     "rlpipe.multiprocessing": CORE_LAYER,
     "rlpipe.cuda": CORE_LAYER,
+    "rlpipe.accelerator": CORE_LAYER,  # torch.accelerator: cuda's answers under device-agnostic names
+    "rlpipe.linalg": CORE_LAYER,  # torch.linalg: the core's linear-algebra ops at torch's paths
     "rlpipe.utils": CORE_LAYER,
     "rlpipe.safetensors": CORE_LAYER,
     # torchrl._utils's path, but plain-Python helpers (key handling, warnings switches, ``unavailable``)

@@ -335,6 +335,11 @@ class AccumulateGrad:
         """Always ``"AccumulateGrad"``, as torch names the node that adds into a leaf's ``.grad``."""
         return "AccumulateGrad"
 
+    @property
+    def next_functions(self):
+        """Empty: a leaf is where the graph ends."""
+        return ()
+
     def __repr__(self):
         return f"<AccumulateGrad object at {id(self):#x}>"
 

@@ -6,7 +6,8 @@ from .modules import (Identity, Linear, Bilinear, Threshold, ReLU, RReLU, Hardta
                       SiLU, Mish, Hardswish, ELU, CELU, SELU, GLU, GELU, Hardshrink, LeakyReLU, LogSigmoid, Softplus,
                       Softshrink, PReLU, Softsign, Tanhshrink, Softmin, Softmax, Softmax2d, LogSoftmax, Flatten,
                       Unflatten, Dropout, LayerNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d, Embedding, Conv2d,
-                      MaxPool2d, AvgPool2d, L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntropyLoss,
+                      MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss,
+                      CrossEntropyLoss,
                       BCELoss, BCEWithLogitsLoss, RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell)
 from .modules import LazyModuleMixin, LazyLinear, LazyConv2d
 from . import functional, init, utils

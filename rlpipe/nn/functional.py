@@ -22,7 +22,8 @@ from ..random import rand
 __all__ = """linear bilinear relu relu_ relu6 leaky_relu leaky_relu_ rrelu rrelu_ elu elu_ selu celu silu mish gelu
 sigmoid tanh softplus logsigmoid hardtanh hardtanh_ hardsigmoid hardswish hardshrink softshrink softsign tanhshrink
 threshold threshold_ prelu glu softmax log_softmax softmin normalize
-dropout layer_norm batch_norm embedding conv2d max_pool2d max_pool2d_with_indices avg_pool2d pad one_hot
+dropout layer_norm batch_norm embedding conv2d max_pool2d max_pool2d_with_indices avg_pool2d adaptive_avg_pool2d
+pad one_hot
 mse_loss l1_loss smooth_l1_loss huber_loss cross_entropy nll_loss binary_cross_entropy
 binary_cross_entropy_with_logits""".split()
 
@@ -550,6 +551,35 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     _require_float(x, "avg_pool2d")
     out = P.AvgPool2d.apply(x, kernel, stride, pads, out_size, builtins.bool(count_include_pad), divisor_override)
     return ops.squeeze(out, 0) if unbatched else out
+
+
+def _adaptive_output_size(input, output_size):
+    """(out_h, out_w) from an int or a 2-tuple whose ``None`` entries keep the input's size."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(input.shape)}")
+    sizes = (output_size, output_size) if isinstance(output_size, builtins.int) else tuple(output_size)
+    if len(sizes) != 2:
+        raise RuntimeError(f"adaptive_avg_pool2d: output_size must be 2, got {output_size!r}")
+    if not all(s is None or isinstance(s, builtins.int) for s in sizes):
+        raise TypeError(f"adaptive_avg_pool2d(): argument 'output_size' must be tuple of ints, got {output_size!r}")
+    return tuple(input.shape[d] if s is None else s for d, s in zip((-2, -1), sizes))
+
+
+def _adaptive_mean(x, dim, out):
+    """Mean over ``out`` bins of ``dim``: bin i spans [floor(i * n / out), ceil((i + 1) * n / out))."""
+    n = x.shape[dim]
+    if n % out == 0:  # equal bins: one reshape and one mean
+        axis = dim % x.ndim
+        return ops.mean(ops.reshape(x, x.shape[:axis] + (out, n // out) + x.shape[axis + 1:]), dim)
+    bins = [ops.mean(ops.narrow(x, dim, i * n // out, -(-(i + 1) * n // out) - i * n // out), dim, keepdim=True)
+            for i in builtins.range(out)]
+    return ops.cat(bins, dim)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Means over a grid of ``output_size`` bins that covers the whole H x W plane, whatever its size."""
+    out_h, out_w = _adaptive_output_size(input, output_size)
+    return _adaptive_mean(_adaptive_mean(input, -2, out_h), -1, out_w)
 
 
 # ---- padding -------------------------------------------------------------------------------------

@@ -47,14 +47,17 @@ def inplace_variant(op, names):
     return op
 
 
-def tensor_operator(name, fast=None, reflected=True, inplace=True):
+def tensor_operator(name, fast=None, reflected=True, inplace=True, commutative=False):
     """Decorator: attaches the op as Tensor's ``__name__`` (and ``__rname__``, ``__iname__`` unless told
     otherwise). ``fast``: the Function that float tensors call directly when the other operand is a
-    same-dtype tensor or a Python number, skipping promotion (see ``_operator``)."""
+    same-dtype tensor or a Python number, skipping promotion (see ``_operator``). ``commutative``:
+    ``2 * t`` runs as ``t * 2``, as in torch, so the graph lists ``t`` as the node's first input."""
     def attach(op):
-        setattr(Tensor, f"__{name}__", _operator(op, fast) if fast else _swallow_type_error(op))
+        forward = _operator(op, fast) if fast else _swallow_type_error(op)
+        setattr(Tensor, f"__{name}__", forward)
         if reflected:
-            setattr(Tensor, f"__r{name}__", _operator(op, fast, True) if fast else _swallow_type_error(_reflected(op)))
+            setattr(Tensor, f"__r{name}__", forward if commutative else
+                    _operator(op, fast, True) if fast else _swallow_type_error(_reflected(op)))
         if inplace:
             setattr(Tensor, f"__i{name}__", lambda self, other: _inplace(self, op, other))
         return op

@@ -476,7 +476,7 @@ def _scaled(other, alpha):
 
 
 @with_out("input", "other")
-@tensor_operator("add", Add)
+@tensor_operator("add", Add, commutative=True)
 @inplace_variant
 @tensor_method
 def add(input, other, *, alpha=1):
@@ -502,7 +502,7 @@ def sub(input, other, *, alpha=1):
 
 
 @with_out("input", "other")
-@tensor_operator("mul", Mul)
+@tensor_operator("mul", Mul, commutative=True)
 @inplace_variant
 @tensor_method
 def mul(input, other):

@@ -1,5 +1,6 @@
 """Products: the Functions (matmul, linear: x @ w.T + b in one node, einsum) and the public ops
-(matmul and the ``@`` operator, mm, bmm, dot, outer, einsum, linear).
+(matmul and the ``@`` operator, mm, bmm, dot, outer, cross, svd, diag, trace, einsum, linear;
+``diagonal`` is a view, in shape.py).
 """
 import builtins
 import collections
@@ -7,12 +8,13 @@ import string
 
 import numpy as np
 
+from .. import return_types
 from .._dispatch import torch_function
 from .._tensor import Tensor, tensor_method
 from .base import Op, unbroadcast
 from .common import _C_TYPE_NAMES, tensor_operator, _tensor_like, _write_out, with_out
 from .elementwise import mul
-from .shape import unsqueeze
+from .shape import Diagonal, unsqueeze
 
 
 class MatMul(Op):
@@ -64,6 +66,87 @@ class Linear(Op):
         return (g @ w if need_x else None,
                 g2.T @ x.reshape(-1, x.shape[-1]) if need_w else None,
                 g2.sum(axis=0) if need_b else None)
+
+
+class Cross(Op):
+    """The cross product of 3-vectors along ``dim`` (operands broadcast): the gradients are b x g and g x a."""
+
+    @staticmethod
+    def forward(ctx, a, b, dim):
+        ctx.save_for_backward(a, b)
+        ctx.dim = dim
+        return ctx.xp.cross(a, b, axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        cross = ctx.xp.cross
+        return (unbroadcast(cross(b, g, axis=ctx.dim), a.shape) if ctx.needs_input_grad[0] else None,
+                unbroadcast(cross(g, a, axis=ctx.dim), b.shape) if ctx.needs_input_grad[1] else None)
+
+
+class Svd(Op):
+    """(U, S, Vh) with A = U diag(S) Vh (NumPy's/CuPy's LAPACK); the gradient is torch's formula for the
+    reduced factors, with the extra columns of full ones narrowed away (their gradient is undefined)."""
+
+    @staticmethod
+    def forward(ctx, a, full_matrices):
+        u, s, vh = ctx.xp.linalg.svd(a, full_matrices=full_matrices)
+        k = s.shape[-1]
+        ctx.args = u[..., :k], s, vh[..., :k, :]
+        return u, s, vh
+
+    @staticmethod
+    def backward(ctx, gu, gs, gvh):
+        xp = ctx.xp
+        u, s, vh = ctx.args
+        k = s.shape[-1]
+        gu, gvh = gu[..., :k], gvh[..., :k, :]
+        m, n = u.shape[-2], vh.shape[-1]
+        mT = lambda x: xp.swapaxes(x, -1, -2)  # noqa: E731
+        if not gu.any() and not gvh.any():  # only S is used: no division by the gaps between singular values
+            return (u * gs[..., None, :]) @ vh, None
+        v, gv = mT(vh), mT(gvh)
+        s2 = s * s
+        gaps = s2[..., None, :] - s2[..., :, None]
+        idx = xp.arange(k)
+        gaps[..., idx, idx] = 1
+        skew = lambda x: x - mT(x)  # noqa: E731
+        ga = (skew(mT(u) @ gu) * s[..., None, :] + s[..., :, None] * skew(mT(v) @ gv)) / gaps
+        ga[..., idx, idx] += gs
+        if m > k:
+            gu_sinv = gu / s[..., None, :]
+            ga = (u @ ga + gu_sinv - u @ (mT(u) @ gu_sinv)) @ vh
+        elif n > k:
+            gv_sinv = gv / s[..., None, :]
+            ga = u @ (ga @ vh + mT(gv_sinv) - (mT(gv_sinv) @ v) @ vh)
+        else:
+            ga = u @ ga @ vh
+        return ga, None
+
+
+def _diagonal_index(xp, n, offset):
+    """(rows, cols) of the ``n`` entries of diagonal ``offset`` of a matrix."""
+    i = xp.arange(n)
+    return i + builtins.max(-offset, 0), i + builtins.max(offset, 0)
+
+
+class DiagEmbed(Op):
+    """A vector laid on diagonal ``offset`` of a square matrix of zeros; the gradient reads that diagonal."""
+
+    @staticmethod
+    def forward(ctx, v, offset):
+        xp = ctx.xp
+        n = v.shape[0] + builtins.abs(offset)
+        out = xp.zeros((n, n), dtype=v.dtype)
+        rows, cols = _diagonal_index(xp, v.shape[0], offset)
+        out[rows, cols] = v
+        ctx.args = offset
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.xp.diagonal(g, ctx.args).copy(), None
 
 
 class Einsum(Op):
@@ -194,6 +277,69 @@ def dot(input, other):
 def outer(input, vec2):
     """The outer product of two vectors: ``out[i, j] = input[i] * vec2[j]``."""
     return mul(unsqueeze(input, 1), unsqueeze(vec2, 0))
+
+
+@tensor_method
+def cross(input, other, dim=None):
+    """The cross product of two (broadcast) tensors of 3-vectors along ``dim``; without ``dim``, the first
+    dimension of size 3, as torch.cross does (``torch.linalg.cross`` defaults to -1)."""
+    try:
+        shape = np.broadcast_shapes(input.shape, other.shape)
+    except ValueError:
+        raise RuntimeError(f"cross: the shapes {list(input.shape)} and {list(other.shape)} cannot be broadcast "
+                           "together") from None
+    if dim is None:
+        dim = next((d for d, n in enumerate(shape) if n == 3), None)
+        if dim is None:
+            raise RuntimeError(f"cross: no dimension of size 3 in input (shapes {list(input.shape)} and "
+                               f"{list(other.shape)})")
+    end_dim = dim - len(shape) if dim >= 0 else dim  # counted from the end, where broadcasting aligns
+    sizes = [t.shape[end_dim] if t.ndim >= -end_dim else 1 for t in (input, other)]
+    if sizes != [3, 3]:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {sizes[0]} and {sizes[1]}")
+    if input._data.dtype != other._data.dtype:
+        raise RuntimeError(f"cross: expected both inputs of one dtype, got {input.dtype} and {other.dtype}")
+    return Cross.apply(input, other, end_dim)
+
+
+def linalg_svd(A, full_matrices=True, *, driver=None):
+    """``torch.linalg.svd``: (U, S, Vh) with A = U diag(S) Vh, over the last two dims; ``full_matrices``
+    gives square U and Vh."""
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.svd: The input tensor A must have at least 2 dimensions, got {A.ndim}")
+    if not A.is_floating_point():
+        raise RuntimeError(f"linalg.svd: Expected a floating point or complex tensor as input. Got {A.dtype}")
+    return return_types.linalg_svd(*Svd.apply(A, builtins.bool(full_matrices)))
+
+
+@tensor_method
+def svd(input, some=True, compute_uv=True):
+    """``torch.svd``: (U, S, V), V (not its transpose) with input = U diag(S) V^T; ``some=False`` gives
+    square factors; without ``compute_uv``, U and V are zeros."""
+    if input.ndim < 2:
+        raise RuntimeError(f"linalg.svd: The input tensor A must have at least 2 dimensions, got {input.ndim}")
+    u, s, vh = linalg_svd(input, full_matrices=not some)
+    if not compute_uv:
+        return return_types.svd(u.detach() * 0, s, vh.detach().mT * 0)
+    return return_types.svd(u, s, vh.mT)
+
+
+@tensor_method
+def diag(input, diagonal=0):
+    """A 1-d input laid on diagonal ``diagonal`` of a square matrix, or that diagonal of a 2-d input."""
+    if input.ndim == 1:
+        return DiagEmbed.apply(input, builtins.int(diagonal))
+    if input.ndim == 2:
+        return Diagonal.apply(input, builtins.int(diagonal), 0, 1).clone()  # a copy, as torch.diag's
+    raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+
+
+@tensor_method
+def trace(input):
+    """The sum of the main diagonal of a matrix (integers summed as int64, as torch does)."""
+    if input.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
+    return Diagonal.apply(input, 0, 0, 1).sum()  # (sum reads the diagonal view into a new array)
 
 
 def einsum(equation, *operands):

@@ -455,6 +455,34 @@ def t(input):
     return transpose(input, 0, 1) if input.ndim == 2 else reshape(input, input.shape)
 
 
+def _become_view(input, view):
+    """Turns ``input`` itself into ``view`` of its old self (same memory, new shape), as torch's
+    ``unsqueeze_``, ``squeeze_``, ``t_`` and ``transpose_`` do; the graph continues from the view."""
+    if input._requires_grad and input.grad_fn is None and _grad_state[0]:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    input._data = view._data
+    if view._requires_grad:
+        input._requires_grad, input.grad_fn, input._output_nr = True, view.grad_fn, view._output_nr
+    # a view keeps its root (the view's path already runs through input's); a base stays a base
+    input._view_of = view._view_of if input._view_of is not None else None
+    return input
+
+
+def _shape_inplace(view_op, name, *aliases):
+    """The in-place method ``name`` (and its aliases): ``input`` becomes ``view_op(input, ...)``."""
+    def method(input, *args, **kwargs):
+        return _become_view(input, view_op(input, *args, **kwargs))
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``{view_op.__name__}`` in place: the tensor itself takes the new shape and returns itself."
+    return tensor_method(name, *aliases)(method)
+
+
+unsqueeze_ = _shape_inplace(unsqueeze, "unsqueeze_")
+squeeze_ = _shape_inplace(squeeze, "squeeze_")
+t_ = _shape_inplace(t, "t_")
+transpose_ = swapaxes_ = swapdims_ = _shape_inplace(transpose, "transpose_", "swapaxes_", "swapdims_")
+
+
 @torch_function("input")
 @tensor_method("movedim", "moveaxis")
 def movedim(input, source, destination):

@@ -15,6 +15,6 @@ from .sparse import Embedding
 from .conv import Conv2d
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
 from .lazy import LazyModuleMixin, LazyLinear, LazyConv2d
-from .pooling import MaxPool2d, AvgPool2d
+from .pooling import MaxPool2d, AvgPool2d, AdaptiveAvgPool2d
 from .loss import (L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntropyLoss, BCELoss,
                    BCEWithLogitsLoss)

@@ -1,8 +1,8 @@
-"""2-D pooling layers: ``MaxPool2d`` and ``AvgPool2d``."""
+"""2-D pooling layers: ``MaxPool2d``, ``AvgPool2d`` and ``AdaptiveAvgPool2d``."""
 from .. import functional as F
 from .module import Module
 
-__all__ = ["MaxPool2d", "AvgPool2d"]
+__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"]
 
 
 class _MaxPoolNd(Module):
@@ -55,3 +55,18 @@ class AvgPool2d(_AvgPoolNd):
     def forward(self, input):
         return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad, self.divisor_override)
+
+
+class AdaptiveAvgPool2d(Module):
+    """Averages a ``(N, C, H, W)`` or ``(C, H, W)`` input down to ``output_size`` (an int, or a pair whose
+    ``None`` keeps that input size) whatever H and W are: ``AdaptiveAvgPool2d(1)`` is global average pooling."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+    def forward(self, input):
+        return F.adaptive_avg_pool2d(input, self.output_size)

@@ -1,0 +1,93 @@
+"""``torch.autograd.functional``'s first-order helpers: ``vjp``, ``jvp`` and ``jacobian`` of a Python
+function of tensors, built on ``autograd.grad``. (``hessian``, ``hvp`` and ``vhp`` need gradients of
+gradients, which rlpipe's backward passes do not build.)"""
+from .._creation import zeros_like
+from .._tensor import Tensor
+from ..primitives import reshape, stack
+from .engine import grad
+from .grad_mode import enable_grad
+
+__all__ = ["vjp", "jvp", "jacobian"]
+
+
+def _as_tuple(name, arg, what):
+    """(tuple of tensors, whether ``arg`` was a tuple); TypeError naming ``what`` for anything else."""
+    is_tuple = isinstance(arg, (tuple, list))
+    items = tuple(arg) if is_tuple else (arg,)
+    if not all(isinstance(t, Tensor) for t in items):
+        raise TypeError(f"The {what} given to {name} must be either a Tensor or a tuple of Tensors but the given "
+                        f"{what} has type {type(arg) if not is_tuple else [type(t) for t in items]}.")
+    return items, is_tuple
+
+
+def _call(name, func, inputs):
+    """Runs ``func`` on fresh leaves that require grad: (leaves, outputs, inputs_were_tuple, outputs_were_tuple)."""
+    inputs, in_tuple = _as_tuple(name, inputs, "inputs")
+    leaves = tuple(t.detach().requires_grad_(True) for t in inputs)
+    with enable_grad():
+        outputs = func(*leaves)
+    outputs, out_tuple = _as_tuple(name, outputs, "outputs of the user-provided function")
+    return leaves, outputs, in_tuple, out_tuple
+
+
+def _grads(outputs, leaves, grad_outputs):
+    """d(sum outputs * grad_outputs)/d(leaves), zeros for the leaves the outputs do not depend on."""
+    wired = [(o, g) for o, g in zip(outputs, grad_outputs) if o.requires_grad]
+    if not wired:
+        return tuple(zeros_like(t) for t in leaves)
+    found = grad([o for o, _ in wired], leaves, [g for _, g in wired], retain_graph=True, allow_unused=True)
+    return tuple(zeros_like(t) if g is None else g for t, g in zip(leaves, found))
+
+
+def _vector(name, v, tensors, condition):
+    """``v`` as a tuple; left out, a one where ``tensors`` is a single one-element tensor (else RuntimeError)."""
+    if v is not None:
+        return _as_tuple(name, v, "v")[0]
+    if len(tensors) != 1 or tensors[0].numel() != 1:
+        raise RuntimeError(f"The vector v can only be None if {condition}.")
+    return (zeros_like(tensors[0]) + 1,)
+
+
+def vjp(func, inputs, v=None, create_graph=False, strict=False):
+    """(func(inputs), v^T J): the vector-Jacobian product of ``func`` at ``inputs`` with ``v`` (which may
+    be left out when ``func`` returns a single one-element tensor)."""
+    leaves, outputs, in_tuple, out_tuple = _call("vjp", func, inputs)
+    v = _vector("vjp", v, outputs, "the user-provided function returns a single Tensor with a single element")
+    if [tuple(t.shape) for t in v] != [tuple(o.shape) for o in outputs]:
+        raise RuntimeError(f"vjp: v has shapes {[list(t.shape) for t in v]} but the outputs have shapes "
+                           f"{[list(o.shape) for o in outputs]}")
+    products = _grads(outputs, leaves, v)
+    detached = tuple(o.detach() for o in outputs)
+    return (detached if out_tuple else detached[0]), (products if in_tuple else products[0])
+
+
+def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
+    """The Jacobian of ``func`` at ``inputs``: for each output and input, a tensor of shape
+    ``output.shape + input.shape`` (nested in tuples the way ``inputs`` and the outputs are)."""
+    leaves, outputs, in_tuple, out_tuple = _call("jacobian", func, inputs)
+    blocks = []
+    for out in outputs:
+        flat = reshape(out, (-1,))
+        rows = [_grads((flat[i],), leaves, (zeros_like(flat[i]) + 1,)) for i in range(flat.shape[0])]
+        blocks.append(tuple(
+            reshape(stack([row[k] for row in rows]) if rows else zeros_like(leaf).reshape((0,) + tuple(leaf.shape)),
+                    tuple(out.shape) + tuple(leaf.shape))
+            for k, leaf in enumerate(leaves)))
+    per_output = [b if in_tuple else b[0] for b in blocks]
+    return tuple(per_output) if out_tuple else per_output[0]
+
+
+def jvp(func, inputs, v=None, create_graph=False, strict=False):
+    """(func(inputs), J v): the Jacobian-vector product, from the Jacobian (``v`` may be left out for
+    a single one-element input)."""
+    leaves, _, in_tuple, _ = _call("jvp", func, inputs)
+    v = _vector("jvp", v, leaves, "the input to the user-provided function is a single Tensor with a single element")
+    outputs = func(*(t.detach() for t in leaves))
+    jac = jacobian(func, tuple(leaves))
+    outs, out_tuple = (tuple(outputs), True) if isinstance(outputs, (tuple, list)) else ((outputs,), False)
+    jac = jac if out_tuple else (jac,)
+    products = tuple(
+        sum(reshape(reshape(j, (o.numel(), -1)) @ reshape(vi, (-1,)), tuple(o.shape)) for j, vi in zip(row, v))
+        for o, row in zip(outs, jac))
+    return (tuple(o.detach() for o in outs) if out_tuple else outs[0].detach()), (
+        products if out_tuple else products[0])
