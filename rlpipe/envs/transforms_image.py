@@ -131,8 +131,9 @@ class ToTensorImage(_ImageTransform):
         if not self.shape_tolerant or image.shape[-1] == 3:
             image = np.moveaxis(image, -1, -3)
         if self.from_int or (self.from_int is None and image.dtype.kind != "f"):
-            # torch divides an integer image in float32 (its default dtype)
-            image = image / (255 if image.dtype.kind == "f" else np.float32(255))
+            # torch divides an integer image in float32 (its default dtype); one pass into a C-ordered result
+            out = np.empty(image.shape, dtype=image.dtype if image.dtype.kind == "f" else np.float32)
+            image = np.divide(image, out.dtype.type(255), out=out)
         image = np.ascontiguousarray(image, dtype=self.dtype.np)
         return image[None] if self.unsqueeze and image.ndim == 3 else image
 
@@ -158,7 +159,7 @@ class GrayScale(_ImageTransform):
         if channels == 1:
             return image.copy()
         work = np.float64 if image.dtype == np.float64 else np.float32
-        r, g, b = (image[..., i:i + 1, :, :].astype(work) for i in range(3))
+        r, g, b = (image[..., i:i + 1, :, :].astype(work, copy=False) for i in range(3))
         w_r, w_g, w_b = (work(w) for w in _GRAY_WEIGHTS)
         return (w_r * r + w_g * g + w_b * b).astype(image.dtype)
 
@@ -604,6 +605,10 @@ class NoopResetEnv(_BaseEnvTransform):
             if np.any(terminated) or np.any(truncated):
                 return None
         return frame
+
+    def _frame_step(self, root, next_frame, action):
+        """A step as it is: the noops are part of resets only (the default hook would build TensorDicts)."""
+        return next_frame
 
     def _frame_continue(self, next_frame, frame, done):
         return self._frame_reset(frame) if np.any(done) else frame
