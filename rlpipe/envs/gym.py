@@ -674,9 +674,11 @@ class GymWrapper(EnvBase):
 
     @property
     def num_envs(self):
+        """The number of sub-envs of a vector env; None for a single env."""
         return int(self.batch_size[0]) if self._vectorized else None
 
     def close(self):
+        """Closes the Gymnasium env (an async vector env's worker processes reaped) and this env."""
         try:
             if not self._is_closed:
                 _close_gym_env(self._env)

@@ -411,6 +411,7 @@ class CatFrames(Transform):
         return value
 
     def transform_observation_spec(self, observation_spec):
+        """Each in key's spec stacked ``N`` times along ``dim`` into its out key (bounds included)."""
         return _map_specs(self, observation_spec, lambda spec: _mapped_spec(spec, self._stack_copies))
 
     def _stack_copies(self, frame):
@@ -664,6 +665,7 @@ class EndOfLifeTransform(_BaseEnvTransform):
         return out
 
     def transform_observation_spec(self, observation_spec):
+        """Adds ``eol_key`` (the done spec's) and ``lives_key`` (int64, the env's batch shape)."""
         env = self._env()
         observation_spec[self.eol_key] = self._parent_spec("done")["done"].clone()
         observation_spec[self.lives_key] = Unbounded(shape=env.batch_size, device=env.device, dtype=_dtypes.int64)
