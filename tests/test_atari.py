@@ -12,15 +12,20 @@ import warnings
 import numpy as np
 import pytest
 
-ale_py = pytest.importorskip("ale_py")
+import rlpipe
+from rlpipe.envs import (CatFrames, Compose, EndOfLifeTransform, GrayScale, GymEnv, NoopResetEnv, OneHot, Resize,
+                         ToTensorImage, TransformedEnv)
+
 gym = pytest.importorskip("gymnasium")
-gym.register_envs(ale_py)
-
-import rlpipe  # noqa: E402
-from rlpipe.envs import (CatFrames, Compose, EndOfLifeTransform, GrayScale, GymEnv, NoopResetEnv,  # noqa: E402
-                         OneHot, Resize, ToTensorImage, TransformedEnv)
-
 PONG = "PongNoFrameskip-v4"
+
+
+HAVE_ALE = importlib.util.find_spec("ale_py") is not None
+if HAVE_ALE:
+    import ale_py
+
+    gym.register_envs(ale_py)
+pytestmark = pytest.mark.skipif(not HAVE_ALE, reason="needs ale-py (pip install rlpipe[atari])")
 
 
 def preprocessed(env_name, **kwargs):
