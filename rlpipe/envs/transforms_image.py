@@ -22,7 +22,7 @@ from .._creation import as_tensor
 from .._tensor import host_array
 from ..random import randint
 from ..tensordict import unravel_key_to_tuple
-from .specs import Bounded, Unbounded
+from .specs import Bounded, Composite, Unbounded
 from .step_protocol import REWARD, STEP_EXTRAS, TERMINATED, TRUNCATED, ArrayMapping, TransformProtocol, _done_like
 from .transformed_env import Transform, TransformedEnv, _key_str
 
@@ -86,7 +86,10 @@ class _ImageTransform(ArrayMapping, Transform):
 
 
 def _map_specs(transform, observation_spec, transform_spec):
-    """Each in key's spec of ``observation_spec`` through ``transform_spec`` into its out key."""
+    """Each in key's spec of ``observation_spec`` through ``transform_spec`` into its out key; a leaf
+    spec (not a ``Composite``) goes through itself, as torchrl's ``_apply_to_composite``."""
+    if not isinstance(observation_spec, Composite):
+        return transform_spec(observation_spec)
     keys = {unravel_key_to_tuple(k) for k in observation_spec.keys(True, True)}
     for in_key, out_key in zip(transform.in_keys, transform.out_keys):
         if in_key in keys:
@@ -402,6 +405,33 @@ class CatFrames(Transform):
             next_tensordict.set(out_key, as_tensor(window, device=value.device))
         return next_tensordict
 
+    def _call(self, next_tensordict, _reset=None):
+        """torchrl's windows kept in the transform (a TensorDict called outside an env, step by step):
+        each call appends the frame to its in key's window, which starts as ``padding_value``;
+        ``_reset`` (a mask of the batch, or True) restarts the window of those rows as an env's reset."""
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            value = next_tensordict.get(in_key)
+            frame = host_array(value)
+            window = self._cat_buffers.get(in_key)
+            if window is None or window.shape != self._stack_copies(frame).shape:
+                window = np.full(self._stack_copies(frame).shape, self.padding_value, dtype=frame.dtype)
+            if _reset is None:
+                window = self._next_window(window, frame)
+            else:
+                rows = _batch_mask(_reset, next_tensordict.batch_size, frame.ndim)
+                window = np.where(rows, self._first_window(frame), window)
+            self._cat_buffers[in_key] = window
+            next_tensordict.set(out_key, as_tensor(window.copy(), device=value.device))
+        return next_tensordict
+
+    @property
+    def _cat_buffers(self):
+        """The windows of ``_call``, by in key (made on first use)."""
+        buffers = self.__dict__.get("_cat_buffer_dict")
+        if buffers is None:
+            buffers = self.__dict__["_cat_buffer_dict"] = {}
+        return buffers
+
     @staticmethod
     def _get(frame, key):
         value = frame.get(key)
@@ -486,6 +516,15 @@ class CatFrames(Transform):
 
     def __repr__(self):
         return f"CatFrames(N={self.N}, dim={self.dim}, keys={[_key_str(k) for k in self.in_keys]})"
+
+
+def _batch_mask(mask, batch_size, ndim):
+    """A reset mask (one bool, or one per row of ``batch_size``, maybe with a trailing dim of 1) shaped to
+    broadcast over ``ndim``-dim entries."""
+    mask = np.asarray(host_array(mask), dtype=bool)
+    if mask.ndim > len(batch_size):
+        mask = mask.reshape(tuple(batch_size))
+    return mask.reshape(mask.shape + (1,) * (ndim - mask.ndim))
 
 
 def _time_last(value, time, batch_dims):

@@ -1,0 +1,47 @@
+"""torchrl's use of the image transforms outside an env: ``CatFrames._call`` keeps each key's window
+in the transform (step by step, restarted by ``_reset`` masks), and a leaf spec (not a Composite)
+goes through ``transform_observation_spec`` itself. Values worked out by hand."""
+import numpy as np
+
+import rlpipe
+from rlpipe.envs import Bounded, CatFrames, ToTensorImage
+from rlpipe.tensordict import TensorDict
+
+
+def frames(*rows):
+    """A batch of 2-vector frames, each row filled with its value."""
+    return TensorDict({"obs": rlpipe.tensor(np.repeat(np.array(rows, np.float32)[:, None], 2, axis=1))}, [len(rows)])
+
+
+def window(td, key="obs"):
+    return np.asarray(td[key].numpy()).tolist()
+
+
+def test_call_appends_to_a_window_that_starts_as_padding_value():
+    cat = CatFrames(N=3, dim=-1, in_keys=["obs"], out_keys=["stack"], padding_value=-1)
+    assert window(cat._call(frames(1.0)), "stack") == [[-1, -1, -1, -1, 1, 1]]
+    assert window(cat._call(frames(2.0)), "stack") == [[-1, -1, 1, 1, 2, 2]]
+    assert window(cat._call(frames(3.0)), "stack") == [[1, 1, 2, 2, 3, 3]]
+    out = cat._call(frames(4.0))
+    assert window(out, "stack") == [[2, 2, 3, 3, 4, 4]]
+    out["stack"][0, 0] = 99.0  # the result is a copy: the kept window is unchanged
+    assert window(cat._call(frames(5.0)), "stack") == [[3, 3, 4, 4, 5, 5]]
+
+
+def test_reset_mask_restarts_only_its_rows():
+    same = CatFrames(N=2, dim=-1, in_keys=["obs"])
+    constant = CatFrames(N=2, dim=-1, in_keys=["obs"], padding="constant", padding_value=-1)
+    for cat in (same, constant):
+        cat._call(frames(1.0, 1.0))
+        cat._call(frames(2.0, 2.0))
+    reset = rlpipe.tensor([[True], [False]])  # [batch, 1], as an env's "_reset"
+    assert window(same._call(frames(7.0, 3.0), _reset=reset)) == [[7, 7, 7, 7], [1, 1, 2, 2]]
+    assert window(constant._call(frames(7.0, 3.0), _reset=reset)) == [[-1, -1, 7, 7], [1, 1, 2, 2]]
+    assert window(same._call(frames(8.0, 3.0))) == [[7, 7, 8, 8], [2, 2, 3, 3]]
+    assert window(same._call(frames(9.0, 9.0), _reset=True)) == [[9, 9, 9, 9], [9, 9, 9, 9]]
+
+
+def test_leaf_spec_goes_through_the_transform():
+    spec = ToTensorImage().transform_observation_spec(Bounded(0, 255, (16, 16, 3), dtype=rlpipe.uint8))
+    assert tuple(spec.shape) == (3, 16, 16) and spec.dtype is rlpipe.float32
+    assert float(spec.space.low.min()) == 0.0 and float(spec.space.high.max()) == 1.0
