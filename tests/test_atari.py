@@ -15,6 +15,7 @@ import pytest
 import rlpipe
 from rlpipe.envs import (CatFrames, Compose, EndOfLifeTransform, GrayScale, GymEnv, NoopResetEnv, OneHot, Resize,
                          ToTensorImage, TransformedEnv)
+from rlpipe.tensordict import TensorDict
 
 gym = pytest.importorskip("gymnasium")
 PONG = "PongNoFrameskip-v4"
@@ -192,6 +193,18 @@ def test_end_of_life_on_breakout():
             break
         td = nxt
     assert losses >= 1
+
+
+def test_end_of_life_tensordict_hooks_read_ale_lives():
+    env = TransformedEnv(GymEnv("BreakoutNoFrameskip-v4", frame_skip=4, categorical_action_encoding=True),
+                         EndOfLifeTransform())
+    eol, ale = env.transform, env.base_env.env.unwrapped.ale
+    root = eol._reset(TensorDict(), env.base_env.reset())  # torchrl's hook on the base env's TensorDict
+    assert int(root["lives"].item()) == ale.lives() == 5 and not root["end-of-life"].item()
+    root["lives"] = rlpipe.tensor(6)  # as if a life had been lost by this step
+    root["action"] = rlpipe.tensor(1)
+    nxt = eol._step(root, env.base_env.step(root)["next"])
+    assert int(nxt["lives"].item()) == 5 and nxt["end-of-life"].item()
 
 
 def test_noop_reset_on_ale_is_seeded_by_rlpipe():

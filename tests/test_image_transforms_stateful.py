@@ -2,6 +2,7 @@
 in the transform (step by step, restarted by ``_reset`` masks), and a leaf spec (not a Composite)
 goes through ``transform_observation_spec`` itself. Values worked out by hand."""
 import numpy as np
+import pytest
 
 import rlpipe
 from rlpipe.envs import Bounded, CatFrames, ToTensorImage
@@ -45,3 +46,24 @@ def test_leaf_spec_goes_through_the_transform():
     spec = ToTensorImage().transform_observation_spec(Bounded(0, 255, (16, 16, 3), dtype=rlpipe.uint8))
     assert tuple(spec.shape) == (3, 16, 16) and spec.dtype is rlpipe.float32
     assert float(spec.space.low.min()) == 0.0 and float(spec.space.high.max()) == 1.0
+
+
+# ---- the base-env transforms' TensorDict hooks outside an env: torchrl's errors ----------------------
+
+def test_base_env_transforms_outside_an_env_raise_torchrl_errors():
+    from rlpipe.envs import Compose, EndOfLifeTransform, FrameSkipTransform, NoopResetEnv
+
+    td = TensorDict({"next": {}}, [])
+    for skip in (FrameSkipTransform(2), Compose(FrameSkipTransform(2))):
+        with pytest.raises(RuntimeError, match="parent not found for FrameSkipTransform"):
+            skip._step(td, td.get("next"))
+    for noop in (NoopResetEnv(), Compose(NoopResetEnv())):
+        with pytest.raises(RuntimeError, match=r"NoopResetEnv.parent not found. Make sure that the parent is set."):
+            noop._reset(td, td.empty())
+        assert noop._step(td, td.get("next")) is td.get("next")  # a step passes through
+    eol = EndOfLifeTransform()
+    for call in (lambda: eol._step(TensorDict(), TensorDict()), lambda: eol._reset(TensorDict(), TensorDict())):
+        with pytest.raises(RuntimeError, match="EndOfLifeTransform'> transform is being executed without a parent env"):
+            call()
+    with pytest.raises(RuntimeError, match="EndOfLifeTransform'> cannot be executed without a parent environment"):
+        eol(TensorDict())

@@ -23,7 +23,8 @@ from .._tensor import host_array
 from ..random import randint
 from ..tensordict import unravel_key_to_tuple
 from .specs import Bounded, Composite, Unbounded
-from .step_protocol import REWARD, STEP_EXTRAS, TERMINATED, TRUNCATED, ArrayMapping, TransformProtocol, _done_like
+from .step_protocol import (REWARD, STEP_EXTRAS, TERMINATED, TRUNCATED, ArrayMapping, TransformProtocol, _done_like,
+                            frame_of, frame_to_tensordict)
 from .transformed_env import Transform, TransformedEnv, _key_str
 
 __all__ = ["CatFrames", "CenterCrop", "Crop", "EndOfLifeTransform", "FrameSkipTransform", "GrayScale",
@@ -552,6 +553,7 @@ def _trajectory_starts(done):
 # ---- transforms that act on the base env (Atari) ----------------------------------------------------
 
 _MAX_NOOPS_TRIALS = 10
+_FORWARD_NOT_IMPLEMENTED = "class {} cannot be executed without a parent environment."  # torchrl's words
 
 
 class _BaseEnvTransform(Transform):
@@ -573,6 +575,22 @@ class _BaseEnvTransform(Transform):
     def forward(self, tensordict):
         """Outside an env, the data as it is (torchrl's ``_call``)."""
         return tensordict
+
+    def _env_or_raise(self, message):
+        """The base env; outside an env, ``RuntimeError(message)`` (torchrl's words for a missing parent)."""
+        node = self._container
+        while node is not None and not isinstance(node, TransformedEnv):
+            node = node._container
+        if node is None:
+            raise RuntimeError(message)
+        return self._env()
+
+    @staticmethod
+    def _through_frames(hook, tensordict):
+        """A TensorDict method (torchrl's ``_reset``/``_step``) run by the frame ``hook`` on the arrays of
+        ``tensordict``, whose entries it updates."""
+        frame = hook(frame_of(tensordict))
+        return frame_to_tensordict(frame, tensordict.batch_size, tensordict.device, td=tensordict)
 
 
 class FrameSkipTransform(_BaseEnvTransform):
@@ -604,6 +622,12 @@ class FrameSkipTransform(_BaseEnvTransform):
         frame = dict(frame)
         frame[REWARD] = reward
         return frame
+
+    def _step(self, tensordict, next_tensordict):
+        """torchrl's step hook: the repeats of ``_frame_step`` on ``next_tensordict``."""
+        self._env_or_raise("parent not found for FrameSkipTransform")
+        action = host_array(tensordict.get("action"))
+        return self._through_frames(lambda frame: self._frame_step(None, frame, action), next_tensordict)
 
     def forward(self, tensordict):
         raise RuntimeError("FrameSkipTransform can only be used when appended to a transformed env.")
@@ -650,6 +674,15 @@ class NoopResetEnv(_BaseEnvTransform):
         """A step as it is: the noops are part of resets only (the default hook would build TensorDicts)."""
         return next_frame
 
+    def _reset(self, tensordict, tensordict_reset):
+        """torchrl's reset hook: the noops of ``_frame_reset`` from ``tensordict_reset``'s observations."""
+        self._env_or_raise("NoopResetEnv.parent not found. Make sure that the parent is set.")
+        return self._through_frames(self._frame_reset, tensordict_reset)
+
+    def _step(self, tensordict, next_tensordict):
+        """torchrl's step hook: the step as it is."""
+        return next_tensordict
+
     def _frame_continue(self, next_frame, frame, done):
         return self._frame_reset(frame) if np.any(done) else frame
 
@@ -669,6 +702,8 @@ class EndOfLifeTransform(_BaseEnvTransform):
             raise NotImplementedError(f"EndOfLifeTransform: rlpipe envs have one done key, 'done'; got {done_key!r}")
         self.eol_key, self.lives_key, self.done_key = eol_key, lives_key, done_key
         self.eol_attribute = eol_attribute.split(".")
+
+    NO_PARENT_ERR = "The {} transform is being executed without a parent env. This is currently not supported."
 
     def _lives(self, env):
         first = self.eol_attribute[0]
@@ -696,6 +731,21 @@ class EndOfLifeTransform(_BaseEnvTransform):
         out[lives_key] = lives
         out[unravel_key_to_tuple(self.eol_key)] = lost | next_frame[TERMINATED] | next_frame[TRUNCATED]
         return out
+
+    def _reset(self, tensordict, tensordict_reset):
+        """torchrl's reset hook: ``lives_key`` and a False ``eol_key`` in ``tensordict_reset``."""
+        self._env_or_raise(self.NO_PARENT_ERR.format(type(self)))
+        return self._through_frames(self._frame_reset, tensordict_reset)
+
+    def _step(self, tensordict, next_tensordict):
+        """torchrl's step hook: ``lives_key`` and ``eol_key`` in ``next_tensordict``, from ``tensordict``'s lives."""
+        self._env_or_raise(self.NO_PARENT_ERR.format(type(self)))
+        root = frame_of(tensordict)
+        return self._through_frames(lambda frame: self._frame_step(root, frame, None), next_tensordict)
+
+    def forward(self, tensordict):
+        """Not outside an env (torchrl's ``FORWARD_NOT_IMPLEMENTED``): it reads the env's lives."""
+        raise RuntimeError(_FORWARD_NOT_IMPLEMENTED.format(type(self)))
 
     def _frame_continue(self, next_frame, frame, done):
         out = self._frame_reset(frame)
