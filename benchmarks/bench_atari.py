@@ -26,33 +26,42 @@ import os
 import sys
 import time
 
+import timeit
+
 import numpy as np
-from bench_core import measure  # the script's folder is on sys.path
 from peer_process import peer_python, print_side_by_side, run_side
 
 PONG, N_ACTIONS, ENVPOOL_ENVS = "PongNoFrameskip-v4", 6, 8
 
 
-def best_rate(run, steps, repeat):
-    """The best steps/s over ``repeat`` runs of ``run(steps)``."""
-    rates = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run(steps)
-        rates.append(steps / (time.perf_counter() - start))
-    return max(rates)
+def cpu_measure(fn, number, repeat):
+    """Microseconds of CPU time per call (this process): the best of ``repeat`` runs of ``number`` calls."""
+    fn()
+    return min(timeit.repeat(fn, number=number, repeat=repeat, timer=time.process_time)) / number * 1e6
+
+
+def rates(run, steps):
+    """(steps per wall second, steps per CPU second of this process, all its threads) of one ``run(steps)``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    run(steps)
+    return steps / (time.perf_counter() - wall), steps / (time.process_time() - cpu)
 
 
 def side_by_side(label, ours, theirs, steps, repeat, unit="steps/s"):
-    """Both runs alternated ``repeat`` times (the same load for both); prints their best rates and the ratio."""
+    """Both runs alternated ``repeat`` times (the same load for both); prints the best rates per wall
+    second and per CPU second (which the time other processes hold the cores does not count), and the
+    ratios."""
     mine, peer = [], []
     for _ in range(repeat):
-        mine.append(best_rate(ours, steps, 1))
-        peer.append(best_rate(theirs, steps, 1))
+        mine.append(rates(ours, steps))
+        peer.append(rates(theirs, steps))
     print(f"{label}:")
-    print(f"  rlpipe      {max(mine):10,.0f} {unit}   (runs: {', '.join(f'{r:,.0f}' for r in mine)})")
-    print(f"  reference   {max(peer):10,.0f} {unit}   (runs: {', '.join(f'{r:,.0f}' for r in peer)})")
-    print(f"  ratio rlpipe/reference: {max(mine) / max(peer):.2f}x")
+    for name, runs in (("rlpipe", mine), ("reference", peer)):
+        wall, cpu = max(r[0] for r in runs), max(r[1] for r in runs)
+        print(f"  {name:10s} {wall:10,.0f} {unit} wall, {cpu:10,.0f} per CPU-second   "
+              f"(wall runs: {', '.join(f'{r[0]:,.0f}' for r in runs)})")
+    print(f"  ratio rlpipe/reference: {max(r[0] for r in mine) / max(r[0] for r in peer):.2f}x wall, "
+          f"{max(r[1] for r in mine) / max(r[1] for r in peer):.2f}x CPU")
 
 
 # ---- 1. ALE through GymEnv ------------------------------------------------------------------------------
@@ -139,10 +148,11 @@ def buffer_figures(capacity, stacked_rows, repeat):
     per = rb.nbytes / len(rb)
     frame = int(np.prod(FRAME))
     stacked = stacked_buffer(stacked_rows)
-    ours, theirs = measure(rb.sample, 100, repeat), measure(stacked.sample, 100, repeat)
+    ours, theirs = cpu_measure(rb.sample, 100, repeat), cpu_measure(stacked.sample, 100, repeat)
     print(f"FrameStackReplayBuffer({capacity:_}), stack 4, 3-step returns (bench_frame_stack.py's batches):")
     print(f"  {per:,.0f} B per transition = {per / frame:.3f} frames (goal <= 1.2); pre-stacked: {8 * frame:,} B")
-    print(f"  sample(32): {ours:.0f} us vs {theirs:.0f} us from pre-stacked rows: {ours / theirs:.2f}x (goal <= 2x)")
+    print(f"  sample(32), CPU time: {ours:.0f} us vs {theirs:.0f} us from pre-stacked rows: "
+          f"{ours / theirs:.2f}x (goal <= 2x)")
 
 
 # ---- 4. Nature CNN --------------------------------------------------------------------------------------
@@ -155,7 +165,8 @@ def nature_cnn(lib):
 
 
 def cnn_side(lib, number, repeat):
-    """Microseconds of a DQN train step (batch 32) and of batch-1 inference, written once against ``lib``."""
+    """Microseconds of a DQN train step (batch 32) and of batch-1 inference, written once against ``lib``
+    (CPU time of this process: the other processes on a shared machine do not count)."""
     lib.manual_seed(0)
     q_net, target = nature_cnn(lib), nature_cnn(lib)
     target.load_state_dict(q_net.state_dict())
@@ -180,8 +191,8 @@ def cnn_side(lib, number, repeat):
         with lib.no_grad():
             return int(q_net(single.float() / 255).argmax(1).item())
 
-    return {"train step (batch 32)": measure(train_step, number, repeat),
-            "inference (batch 1)": measure(act, number * 5, repeat)}
+    return {"train step (batch 32)": cpu_measure(train_step, number, repeat),
+            "inference (batch 1)": cpu_measure(act, number * 5, repeat)}
 
 
 def run_one_side(side, number, repeat):
@@ -196,7 +207,7 @@ def cnn_figures(peer, number, repeat):
     script = os.path.abspath(__file__)
     ours = run_side(script, sys.executable, "rlpipe", ["--cnn-number", number, "--repeat", repeat])
     theirs = run_side(script, peer, "torch", ["--cnn-number", number, "--repeat", repeat])
-    print("Nature CNN, one thread, microseconds per call:")
+    print("Nature CNN, one thread, microseconds of CPU time per call:")
     print_side_by_side(ours, theirs, "Nature CNN", "10.0f")
 
 
