@@ -92,20 +92,33 @@ def gymnasium_loop(steps):
     env.close()
 
 
-def rlpipe_ale_collect(dtype):
-    """A run of the collector over the stack; ``dtype`` "uint8": ``ToTensorImage(from_int=False,
-    dtype=uint8)`` only moves the channels first, so the stack stays uint8 as Gymnasium's; "float32":
-    torchrl's default, frames divided by 255 in float32 (4x the bytes)."""
+def preprocessed_pong(kind):
+    """The env with the stack. ``kind`` "uint8": ``ToTensorImage(from_int=False, dtype=uint8)`` only moves
+    the channels first, so the stack stays uint8 as Gymnasium's; "float32": torchrl's default, frames
+    divided by 255 in float32 (4x the bytes); "ale-gray": ALE's own grayscale screen (``obs_type="grayscale"``,
+    as AtariPreprocessing reads it), resized and stacked."""
     import rlpipe
-    from rlpipe.collectors import RandomPolicy, SyncDataCollector
-    from rlpipe.envs import CatFrames, Compose, GrayScale, GymEnv, NoopResetEnv, Resize, ToTensorImage, TransformedEnv
+    from rlpipe.envs import (CatFrames, Compose, GrayScale, GymEnv, NoopResetEnv, Resize, ToTensorImage,
+                             TransformedEnv, UnsqueezeTransform)
 
-    to_image = ToTensorImage(from_int=False, dtype=rlpipe.uint8) if dtype == "uint8" else ToTensorImage()
+    if kind == "ale-gray":
+        base = GymEnv(PONG, frame_skip=4, categorical_action_encoding=True, obs_type="grayscale")
+        keys = ["observation"]
+        prep = [Resize(84, 84, in_keys=keys), UnsqueezeTransform(-3, in_keys=keys)]
+    else:
+        base = GymEnv(PONG, frame_skip=4, categorical_action_encoding=True)
+        keys = ["pixels"]
+        prep = [ToTensorImage(from_int=False, dtype=rlpipe.uint8) if kind == "uint8" else ToTensorImage(), GrayScale(),
+                Resize(84, 84)]
+    return TransformedEnv(base, Compose(NoopResetEnv(30), *prep, CatFrames(4, dim=-3, in_keys=keys)))
+
+
+def rlpipe_ale_collect(kind):
+    """A run of the collector over ``preprocessed_pong(kind)`` with random actions."""
+    from rlpipe.collectors import RandomPolicy, SyncDataCollector
 
     def run(steps):
-        env = TransformedEnv(GymEnv(PONG, frame_skip=4, categorical_action_encoding=True),
-                             Compose(NoopResetEnv(30), to_image.clone(), GrayScale(), Resize(84, 84),
-                                     CatFrames(4, dim=-3)))
+        env = preprocessed_pong(kind)
         env.set_seed(0)
         collector = SyncDataCollector(env, RandomPolicy(env.action_spec), frames_per_batch=200, total_frames=steps)
         for _ in collector:
@@ -228,9 +241,9 @@ def main():
     parts = set(args.only.split(","))
     if "ale" in parts:
         import_cv2()
-        for dtype in ("uint8", "float32"):
-            side_by_side(f"ALE Pong, GymEnv + {dtype} preprocessing stack + SyncDataCollector vs Gymnasium's "
-                         "AtariPreprocessing + FrameStackObservation loop", rlpipe_ale_collect(dtype), gymnasium_loop,
+        for kind in ("uint8", "float32", "ale-gray"):
+            side_by_side(f"ALE Pong, GymEnv + {kind} preprocessing stack + SyncDataCollector vs Gymnasium's "
+                         "AtariPreprocessing + FrameStackObservation loop", rlpipe_ale_collect(kind), gymnasium_loop,
                          args.steps, args.repeat)
     if "envpool" in parts:
         side_by_side(f"envpool Pong-v5, {ENVPOOL_ENVS} envs: SyncDataCollector(MultiThreadedEnv) vs envpool's loop",
