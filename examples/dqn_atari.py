@@ -72,16 +72,16 @@ def backend_of(name):
     return "envpool" if importlib.util.find_spec("envpool") is not None else "ale"
 
 
-def make_env(args, seed, training, device):
-    """The env (one uint8 frame a step under its frame key) with ``CatFrames(4)`` into ``STACK``; returns
-    (env, frame key)."""
+def make_env(args, seed, training):
+    """The env (one uint8 frame a step under its frame key) with ``CatFrames(4)`` into ``STACK``, on the
+    CPU (the replay buffer's side); returns (env, frame key)."""
     if backend_of(args.backend) == "envpool":
-        base = MultiThreadedEnv(args.num_envs if training else 1, f"{args.env_id}-v5", device=device,
+        base = MultiThreadedEnv(args.num_envs if training else 1, f"{args.env_id}-v5",
                                 create_env_kwargs={"seed": seed, "stack_num": 1, "episodic_life": training,
                                                    "max_episode_steps": args.eval_max_steps})
         key, prep = "observation", []
     else:
-        base = GymEnv(f"{args.env_id}NoFrameskip-v4", frame_skip=4, categorical_action_encoding=True, device=device,
+        base = GymEnv(f"{args.env_id}NoFrameskip-v4", frame_skip=4, categorical_action_encoding=True,
                       max_episode_steps=args.eval_max_steps)
         base.set_seed(seed)
         key = "pixels"
@@ -102,20 +102,20 @@ def q_values(q_net, stacks):
 
 
 class EpsilonGreedy:
-    """The collector's policy: greedy actions of the Q-network, each replaced by a random one with
-    probability ``eps``."""
+    """The collector's policy: greedy actions of the Q-network (on ``device``), each replaced by a random
+    one with probability ``eps``; the actions go where the observations came from."""
 
-    def __init__(self, q_net, n_actions, eps=1.0):
-        self.q_net, self.n_actions, self.eps = q_net, n_actions, eps
+    def __init__(self, q_net, n_actions, device, eps=1.0):
+        self.q_net, self.n_actions, self.device, self.eps = q_net, n_actions, device, eps
 
     def __call__(self, td):
         stacks = td.get(STACK)
         batch = stacks.shape[:-3]
         with rlpipe.no_grad():
-            greedy = q_values(self.q_net, stacks.reshape(-1, 4, 84, 84)).argmax(-1).reshape(batch)
-        explore = rlpipe.rand(batch, device=greedy.device) < self.eps
-        random = rlpipe.randint(0, self.n_actions, batch, device=greedy.device)
-        td.set("action", rlpipe.where(explore, random, greedy))
+            greedy = q_values(self.q_net, stacks.to(self.device).reshape(-1, 4, 84, 84)).argmax(-1).reshape(batch)
+        explore = rlpipe.rand(batch, device=self.device) < self.eps
+        random = rlpipe.randint(0, self.n_actions, batch, device=self.device)
+        td.set("action", rlpipe.where(explore, random, greedy).to(stacks.device))
         return td
 
 
@@ -150,8 +150,8 @@ def dqn_step(q_net, target_net, optimizer, sample, device):
 
 def evaluate(q_net, args, seed, device):
     """The mean game score of ``args.eval_episodes`` episodes (epsilon 0.05, unclipped rewards)."""
-    env, _ = make_env(args, seed, training=False, device=device)
-    policy = EpsilonGreedy(q_net, env.action_spec.space.n, eps=0.05)
+    env, _ = make_env(args, seed, training=False)
+    policy = EpsilonGreedy(q_net, env.action_spec.space.n, device, eps=0.05)
     scores = []
     for _ in range(args.eval_episodes):
         rollout = env.rollout(args.eval_max_steps, policy=policy)
@@ -207,12 +207,12 @@ def main(argv=None):
     args = parse_args(argv)
     rlpipe.manual_seed(args.seed)
     device = rlpipe.device(args.device)
-    env, key = make_env(args, args.seed, training=True, device=device)
+    env, key = make_env(args, args.seed, training=True)
     n_actions = env.action_spec.space.n
     q_net, target_net = nature_cnn(n_actions).to(device), nature_cnn(n_actions).to(device)
     target_net.load_state_dict(q_net.state_dict())
     optimizer = rlpipe.optim.Adam(q_net.parameters(), lr=args.lr)
-    policy = EpsilonGreedy(q_net, n_actions)
+    policy = EpsilonGreedy(q_net, n_actions, device)
     collector = SyncDataCollector(env, policy, frames_per_batch=args.frames_per_batch,
                                   total_frames=args.total_frames, init_random_frames=args.learning_starts)
     buffer = FrameStackReplayBuffer(args.buffer_size, frame_stack=4, n_steps=args.n_steps, gamma=args.gamma,
