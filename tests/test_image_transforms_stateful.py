@@ -67,3 +67,53 @@ def test_base_env_transforms_outside_an_env_raise_torchrl_errors():
             call()
     with pytest.raises(RuntimeError, match="EndOfLifeTransform'> cannot be executed without a parent environment"):
         eol(TensorDict())
+
+
+# ---- CatFrames(future=True, mask_key=...): torchrl 0.14's offline windows --------------------------------
+
+def unfold(cat, done_at=None):
+    """``cat`` over one row of 4 steps whose frame t is t ([1, 4, 1, 1]), done after ``done_at``."""
+    td = TensorDict({"obs": rlpipe.tensor(np.arange(4.0, dtype=np.float32).reshape(1, 4, 1, 1))}, [1, 4])
+    if done_at is not None:
+        done = np.zeros((1, 4, 1), bool)
+        done[0, done_at] = True
+        td.set(("next", "done"), rlpipe.tensor(done))
+    out = cat(td.refine_names(None, "time"))
+    mask = np.asarray(out["mask"].numpy()).astype(int).tolist()[0] if cat.mask_key else None
+    return np.asarray(out["obs_cat"].numpy())[0, :, :, 0].tolist(), mask
+
+
+def test_future_windows_read_the_upcoming_frames():
+    cat = CatFrames(N=3, dim=-2, in_keys=["obs"], out_keys=["obs_cat"], future=True, mask_key="mask")
+    assert unfold(cat) == ([[0, 1, 2], [1, 2, 3], [2, 3, 3], [3, 3, 3]],
+                           [[0, 0, 0], [0, 0, 0], [0, 0, 1], [0, 1, 1]])
+    # a trajectory ends after step 1: its windows stop there
+    assert unfold(cat, done_at=1) == ([[0, 1, 1], [1, 1, 1], [2, 3, 3], [3, 3, 3]],
+                                      [[0, 0, 1], [0, 1, 1], [0, 0, 1], [0, 1, 1]])
+    constant = CatFrames(N=3, dim=-2, in_keys=["obs"], out_keys=["obs_cat"], future=True, padding="constant",
+                         padding_value=-1.0)
+    assert unfold(constant)[0] == [[0, 1, 2], [1, 2, 3], [2, 3, -1], [3, -1, -1]]
+
+
+def test_mask_of_history_windows():
+    cat = CatFrames(N=3, dim=-2, in_keys=["obs"], out_keys=["obs_cat"], mask_key="mask")
+    assert unfold(cat, done_at=1) == ([[0, 0, 0], [0, 0, 1], [2, 2, 2], [2, 2, 3]],
+                                      [[1, 1, 0], [1, 0, 0], [1, 1, 0], [1, 0, 0]])
+
+
+def test_future_and_mask_are_offline_only():
+    from rlpipe.envs import GymEnv, TransformedEnv
+
+    for kwargs in ({"future": True}, {"mask_key": "mask"}):
+        env = TransformedEnv(GymEnv("CartPole-v1"), CatFrames(N=2, dim=-1, in_keys=["observation"], **kwargs))
+        with pytest.raises(RuntimeError, match="only available offline"):
+            env.reset()
+    cat = CatFrames(N=2, dim=-1, in_keys=["obs", ("next", "obs")], out_keys=["obs_cat", ("next", "obs_cat")],
+                    future=True)
+    td = TensorDict({"obs": rlpipe.zeros(1, 4, 2), ("next", "obs"): rlpipe.zeros(1, 4, 2),
+                     ("next", "done"): rlpipe.zeros(1, 4, 1, dtype=rlpipe.bool)}, [1, 4]).refine_names(None, "time")
+    with pytest.raises(NotImplementedError, match=r"future=True\) does not support .* history"):
+        cat(td)
+    with pytest.raises(KeyError, match="or use forward-looking windows"):
+        CatFrames(N=2, dim=-1, in_keys=["obs"])(TensorDict({"obs": rlpipe.zeros(1, 4, 2)}, [1, 4]).refine_names(
+            None, "time"))

@@ -322,6 +322,9 @@ class CatFrames(Transform):
     the time dim (named ``"time"``, else the last batch dim), split where ``("next", done_key)``
     is set; a ``("next", key)`` entry whose root ``key`` is an in key gets the windows the env
     would have produced. ``as_inverse``: the unfolding runs in ``inv`` instead (replay buffers only).
+    Offline only, as torchrl 0.14's: ``future=True`` windows hold the ``N`` upcoming frames ``t .. t + N - 1``
+    (past the trajectory's end: its last frame, or ``padding_value``; without a done entry each row is one
+    trajectory), and ``mask_key`` names a ``[*batch, N]`` bool entry, True where a slot is padding.
     """
 
     ACCEPTED_PADDING = {"same", "constant", "zeros"}
@@ -329,7 +332,7 @@ class CatFrames(Transform):
                     "are batch invariant).")
 
     def __init__(self, N, dim, in_keys=None, out_keys=None, padding="same", padding_value=0, as_inverse=False,
-                 reset_key=None, done_key=None):
+                 reset_key=None, done_key=None, future=False, mask_key=None):
         super().__init__(in_keys=IMAGE_KEYS if in_keys is None else in_keys, out_keys=out_keys)
         self.N = _positive_size(N, "N", "CatFrames")
         if dim >= 0:
@@ -348,9 +351,17 @@ class CatFrames(Transform):
         self.as_inverse = bool(as_inverse)
         self.reset_key = "_reset"
         self.done_key = "done" if done_key is None else done_key
+        self.future, self.mask_key = bool(future), mask_key
 
     # ---- in an env: the window travels in the frames ----
     def _env_check(self):
+        if self.future:
+            raise RuntimeError("CatFrames(future=True) cannot run on the environment step path: forward-looking "
+                               "windows require the full trajectory and are only available offline (replay buffer / "
+                               "data pipelines).")
+        if self.mask_key is not None:
+            raise RuntimeError("CatFrames(mask_key=...) is only available offline (forward / unfolding): the online "
+                               "step path does not build per-window validity masks.")
         if self.as_inverse:
             raise RuntimeError("CatFrames as inverse is not supported as a transform for environments, only for "
                                "replay buffers.")
@@ -410,6 +421,7 @@ class CatFrames(Transform):
         """torchrl's windows kept in the transform (a TensorDict called outside an env, step by step):
         each call appends the frame to its in key's window, which starts as ``padding_value``;
         ``_reset`` (a mask of the batch, or True) restarts the window of those rows as an env's reset."""
+        self._env_check()
         for in_key, out_key in zip(self.in_keys, self.out_keys):
             value = next_tensordict.get(in_key)
             frame = host_array(value)
@@ -456,17 +468,13 @@ class CatFrames(Transform):
         return self.unfolding(tensordict) if self.as_inverse else tensordict
 
     def unfolding(self, tensordict):
-        """Every step's window of each in key along the time dim of ``tensordict`` (module docstring)."""
+        """Every step's window of each in key along the time dim of ``tensordict`` (class docstring); with
+        ``future``, the windows of the upcoming frames; with ``mask_key``, which slots are padding."""
         if not tensordict.batch_dims:
             raise ValueError("CatFrames cannot process unbatched tensordict instances. Make sure your input has "
                              "more than one dimension and the time dimension is marked as 'time'.")
         time, batch_dims = self._time_dim(tensordict), tensordict.batch_dims
-        done = tensordict.get(("next",) + unravel_key_to_tuple(self.done_key), None)
-        if done is None:
-            raise KeyError(f"CatFrames.unfolding requires the {('next', self.done_key)} entry to delimit "
-                           "trajectories. Make sure the sampled data carries its done state.")
-        done = _time_last(host_array(done), time, batch_dims)
-        starts = _trajectory_starts(done.reshape(done.shape[:2] + (-1,)).any(-1))
+        bounds, slots, inside = self._trajectory_slots(tensordict, time)
         pairs = dict(zip(self.in_keys, self.out_keys))
         results = []
         for in_key, out_key in pairs.items():
@@ -474,12 +482,41 @@ class CatFrames(Transform):
             data = _time_last(host_array(value), time, batch_dims)
             first = None
             if in_key[0] == "next" and in_key[1:] in pairs:  # the root frames start the next windows
+                if self.future:
+                    raise NotImplementedError("CatFrames(future=True) does not support processing a ('next', key) "
+                                              "entry alongside its root counterpart: the one-step-offset fixup is "
+                                              "only implemented for history (backward) windows.")
                 first = _time_last(host_array(tensordict.get(in_key[1:])), time, batch_dims)
-            windows = self._windows(data, starts, first)
+            windows = self._windows(data, slots, inside, bounds, first)
             results.append((out_key, _time_back(windows, value.shape, time, batch_dims), value.device))
+        if self.mask_key is not None:
+            shape = tuple(tensordict.batch_size) + (self.N,)
+            results.append((self.mask_key, _time_back(~inside, shape, time, batch_dims), tensordict.device))
         for out_key, windows, device in results:
             tensordict.set(out_key, as_tensor(windows, device=device))
         return tensordict
+
+    def _trajectory_slots(self, tensordict, time):
+        """(bounds, slots, inside): for each [batch, time] step, where its trajectory starts (its end with
+        ``future``), the step each window slot shows ([time, N]) and whether that slot lies inside the
+        trajectory ([batch, time, N])."""
+        done = tensordict.get(("next",) + unravel_key_to_tuple(self.done_key), None)
+        if done is None:
+            if not self.future:
+                raise KeyError(f"CatFrames.unfolding requires the {('next', self.done_key)} entry to delimit "
+                               "trajectories. Make sure the sampled data carries its done state, or use "
+                               "forward-looking windows (future=True) to treat each batch row as a single "
+                               "contiguous trajectory.")
+            done = np.zeros(tuple(tensordict.batch_size), dtype=bool)  # each row is one trajectory
+        done = _time_last(host_array(done), time, tensordict.batch_dims)
+        ended = done.reshape(done.shape[:2] + (-1,)).any(-1)
+        offsets = np.arange(self.N) - (0 if self.future else self.N - 1)
+        slots = np.arange(ended.shape[1])[:, None] + offsets
+        if self.future:
+            bounds = _trajectory_ends(ended)
+            return bounds, slots, slots <= bounds[:, :, None]
+        bounds = _trajectory_starts(ended)
+        return bounds, slots, slots >= bounds[:, :, None]
 
     @staticmethod
     def _time_dim(tensordict):
@@ -491,13 +528,12 @@ class CatFrames(Transform):
                       "input tensordict.", UserWarning, stacklevel=3)
         return tensordict.batch_dims - 1
 
-    def _windows(self, data, starts, first):
+    def _windows(self, data, slots, inside, bounds, first):
         """The windows of ``data`` ([batch, time, *features]): [batch, time, *features] with the
-        ``N`` frames concatenated along ``dim``. ``first``: the root frames, for next frames."""
-        n_time, N = data.shape[1], self.N
-        slots = np.arange(n_time)[:, None] - N + 1 + np.arange(N)  # [time, N]: the step each slot shows
-        starts = starts[:, :, None]
-        inside = slots >= starts
+        ``N`` frames concatenated along ``dim`` (``_trajectory_slots``: a slot outside the trajectory
+        shows its bound's frame, or ``padding_value``). ``first``: the root frames, for next frames."""
+        N = self.N
+        starts = bounds[:, :, None]
         rows = np.arange(data.shape[0])[:, None, None]
         windows = data[rows, np.where(inside, slots, starts)]  # [batch, time, N, *features]
         outside = _done_like(~inside[..., None], windows)
@@ -539,6 +575,16 @@ def _time_back(windows, shape, time, batch_dims):
     batch = tuple(shape[:batch_dims])
     moved = batch[:time] + batch[time + 1:] + (batch[time],)
     return np.moveaxis(windows.reshape(moved + windows.shape[2:]), batch_dims - 1, time)
+
+
+def _trajectory_ends(done):
+    """For every step of ``done`` ([batch, time], bool), the step its trajectory ends at (the last one
+    where no done comes before)."""
+    n_time = done.shape[1]
+    last = done.copy()
+    last[:, -1] = True
+    at = np.where(last, np.arange(n_time), n_time)
+    return np.minimum.accumulate(at[:, ::-1], axis=1)[:, ::-1]
 
 
 def _trajectory_starts(done):
