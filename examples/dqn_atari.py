@@ -267,7 +267,8 @@ def main(argv=None):
                 bar.close()
     best = max((r["eval_return"] for r in rows), default=float("nan"))
     print(f"{args.env_id} seed {args.seed}: {frames:,} agent steps in {time.perf_counter() - start:,.0f} s "
-          f"(collection {frames / max(timer.collect, 1e-9):,.0f} steps/s, {updates:,} updates), {len(rows)} "
+          f"(collection {frames / max(timer.collect, 1e-9):,.0f} steps/s; {updates:,} updates, "
+          f"{updates * args.train_frequency / max(timer.train, 1e-9):,.0f} steps/s of training), {len(rows)} "
           f"evaluations, best score {best:.1f}; wrote {stem}.csv")
     return rows
 
