@@ -20,6 +20,9 @@ torchrl 0.14's ``GymEnv``/``GymWrapper`` semantics on the env step protocol (``s
   only some (``reset_mask`` of Gymnasium's Sync/AsyncVectorEnv, always with DISABLED; envpool's
   ``reset(env_id)``); the native envs cannot. (torchrl 0.14 refuses NEXT_STEP vector envs.)
 
+Atari (ale-py, ``pip install rlpipe[atari]``): ``ALE/...`` and ``...NoFrameskip...`` ids import ``ale_py``
+first; an RGB image observation (ALE's ``[210, 160, 3]`` uint8) goes to ``"pixels"``, as torchrl puts it.
+
 Options as torchrl's: ``frame_skip`` repeats each action (rewards summed, stopping at a done; an env
 whose constructor takes ``frameskip``, as ALE's, repeats itself), ``from_pixels``/``pixels_only`` add
 rendered frames, ``categorical_action_encoding``, ``device``, an empty ``batch_size``; other kwargs
@@ -314,6 +317,27 @@ def _takes_frameskip(env_id, vector_entry_point):
         return False
 
 
+def _import_ale_py_if_needed(env_name):
+    """Imports ale-py for an Atari id (``ALE/...``, ``ale_py:...``, ``...NoFrameskip...``, as torchrl):
+    Gymnasium >= 1.0 knows these ids only once ``ale_py`` registered them."""
+    if not (env_name.startswith(("ALE/", "ale_py:")) or "NoFrameskip" in env_name):
+        return
+    try:
+        import ale_py
+    except ImportError as err:
+        raise ImportError(f"GymEnv({env_name!r}) needs ale-py, which provides the Atari environments and their "
+                          "ROMs (pip install 'rlpipe[atari]')") from err
+    _gym().register_envs(ale_py)
+
+
+def _is_pixel_space(space):
+    """Whether an observation space is an RGB image (a ``[H, W, 3]`` Box from 0 to 255, as ALE's): its
+    observation goes to ``"pixels"`` and ``from_pixels`` renders nothing more (torchrl's ``_is_from_pixels``)."""
+    box = _gym().spaces.Box
+    return (isinstance(space, box) and len(space.shape) == 3 and space.shape[-1] == 3
+            and bool((space.low == 0).all()) and bool((space.high == 255).all()))
+
+
 def _autoreset_mode(env, label):
     """A vector env's ``AutoresetMode`` (NEXT_STEP where it does not say: Gymnasium's default)."""
     gym = _gym()
@@ -454,9 +478,10 @@ class GymWrapper(EnvBase):
 
         leaves = []
         obs_spec = specs.Composite(shape=bs, device=self.device)
+        root_key = ("pixels",) if _is_pixel_space(obs_space) else ("observation",)
         for key, index, space in _leaves(obs_space):
             leaf_spec = from_gym_space(space, categorical_action_encoding=cat, device=self.device)
-            key = key if key else ("observation",)
+            key = key if key else root_key
             obs_spec[key] = _expand(leaf_spec, bs)
             leaves.append((key, _getter(index), _converter(space, leaf_spec, copy=self._vectorized),
                            _converter(space, leaf_spec, copy=True)))
@@ -466,7 +491,7 @@ class GymWrapper(EnvBase):
         self._final_leaves = [(key, get, _identity if isinstance(space, _gym().spaces.Box) else conv)
                               for (key, get, _, conv), (_, _, space) in zip(leaves, _leaves(obs_space))]
         self._keys = tuple(key for key, *_ in leaves)
-        if len(leaves) == 1 and leaves[0][0] == ("observation",):
+        if len(leaves) == 1 and leaves[0][0] == root_key:
             key, _, conv, _ = leaves[0]
             if isinstance(obs_space, _gym().spaces.Box) and not self._vectorized:
                 dt = _np_dtype(obs_spec[key])
@@ -489,7 +514,10 @@ class GymWrapper(EnvBase):
             shape=bs, device=self.device)
 
     def _add_pixels(self, pixels_only):
-        """Renders a frame after every reset and step into ``("pixels",)`` (and its spec)."""
+        """Renders a frame after every reset and step into ``("pixels",)`` (and its spec), unless the
+        env's observation already is an image there (ALE's)."""
+        if self._keys == (("pixels",),):
+            return
         if self._vectorized:
             raise ValueError(f"{self._label()}: from_pixels needs a single environment, not a vector env")
         if getattr(self._env, "render_mode", None) != "rgb_array":
@@ -650,7 +678,8 @@ class GymWrapper(EnvBase):
         return int(self.batch_size[0]) if self._vectorized else None
 
     def close(self, *, raise_if_closed=True):
-        """Closes the wrapped Gymnasium env (once; ``raise_if_closed``: torchrl's keyword, see EnvBase.close)."""
+        """Closes the Gymnasium env (an async vector env's worker processes reaped) and this env, once
+        (``raise_if_closed``: torchrl's keyword, see EnvBase.close)."""
         try:
             if not self._is_closed:
                 _close_gym_env(self._env)
@@ -679,9 +708,9 @@ class GymEnv(GymWrapper):
             the env's native vector env (``CartPole-v1``'s ``CartPoleVectorEnv`` steps every copy in
             one NumPy call), with its own autoreset mode (see ``GymWrapper``).
         frame_skip: repeat each action this many times (see ``GymWrapper``); an env whose constructor
-            takes ``frameskip`` (ALE) gets it and repeats actions itself, as in torchrl. Unlike
-            torchrl, which always passes ``frameskip`` (1 by default, replacing ALE v5's 4), rlpipe
-            passes it only for a ``frame_skip`` above 1 and otherwise keeps the env's own default.
+            takes ``frameskip`` (ALE) gets it and repeats actions itself, as in torchrl, which
+            always passes it: ``GymEnv("ALE/Pong-v5")`` steps one frame at a time (ALE's own v5
+            default is 4). An explicit ``frameskip=`` kwarg wins over the default ``frame_skip=1``.
         batch_size: only an empty one (see ``GymWrapper``).
         **kwargs: passed on to ``gymnasium.make`` / ``gymnasium.make_vec``: the env's own kwargs and
             Gymnasium's wrapper options (``render_mode``, ``max_episode_steps``, ``disable_env_checker``...).
@@ -707,12 +736,13 @@ class GymEnv(GymWrapper):
             kwargs.setdefault("render_mode", "rgb_array")
         native_vector = num_envs is not None and getattr(vectorization_mode, "value", vectorization_mode) == \
             "vector_entry_point"
-        native_skip = frame_skip > 1 and _takes_frameskip(env_name, native_vector)
+        _import_ale_py_if_needed(env_name)
+        native_skip = _takes_frameskip(env_name, native_vector)
         if native_skip:
-            if "frameskip" in kwargs:
+            if "frameskip" in kwargs and frame_skip > 1:
                 raise ValueError(f"GymEnv: give frame_skip or frameskip, not both (got frame_skip={frame_skip}, "
                                  f"frameskip={kwargs['frameskip']})")
-            kwargs["frameskip"] = frame_skip
+            kwargs.setdefault("frameskip", frame_skip)
         if num_envs is None:
             env = self._build(lambda: gym.make(env_name, **kwargs), env_name)
         else:

@@ -22,8 +22,9 @@ from .._creation import as_tensor
 from .._tensor import host_array
 from ..random import randint
 from ..tensordict import unravel_key_to_tuple
-from .specs import Bounded, Unbounded
-from .step_protocol import REWARD, STEP_EXTRAS, TERMINATED, TRUNCATED, ArrayMapping, TransformProtocol, _done_like
+from .specs import Bounded, Composite, Unbounded
+from .step_protocol import (REWARD, STEP_EXTRAS, TERMINATED, TRUNCATED, ArrayMapping, TransformProtocol, _done_like,
+                            frame_of, frame_to_tensordict)
 from .transformed_env import Transform, TransformedEnv, _key_str
 
 __all__ = ["CatFrames", "CenterCrop", "Crop", "EndOfLifeTransform", "FrameSkipTransform", "GrayScale",
@@ -86,7 +87,10 @@ class _ImageTransform(ArrayMapping, Transform):
 
 
 def _map_specs(transform, observation_spec, transform_spec):
-    """Each in key's spec of ``observation_spec`` through ``transform_spec`` into its out key."""
+    """Each in key's spec of ``observation_spec`` through ``transform_spec`` into its out key; a leaf
+    spec (not a ``Composite``) goes through itself, as torchrl's ``_apply_to_composite``."""
+    if not isinstance(observation_spec, Composite):
+        return transform_spec(observation_spec)
     keys = {unravel_key_to_tuple(k) for k in observation_spec.keys(True, True)}
     for in_key, out_key in zip(transform.in_keys, transform.out_keys):
         if in_key in keys:
@@ -131,8 +135,9 @@ class ToTensorImage(_ImageTransform):
         if not self.shape_tolerant or image.shape[-1] == 3:
             image = np.moveaxis(image, -1, -3)
         if self.from_int or (self.from_int is None and image.dtype.kind != "f"):
-            # torch divides an integer image in float32 (its default dtype)
-            image = image / (255 if image.dtype.kind == "f" else np.float32(255))
+            # torch divides an integer image in float32 (its default dtype); one pass into a C-ordered result
+            out = np.empty(image.shape, dtype=image.dtype if image.dtype.kind == "f" else np.float32)
+            image = np.divide(image, out.dtype.type(255), out=out)
         image = np.ascontiguousarray(image, dtype=self.dtype.np)
         return image[None] if self.unsqueeze and image.ndim == 3 else image
 
@@ -158,7 +163,7 @@ class GrayScale(_ImageTransform):
         if channels == 1:
             return image.copy()
         work = np.float64 if image.dtype == np.float64 else np.float32
-        r, g, b = (image[..., i:i + 1, :, :].astype(work) for i in range(3))
+        r, g, b = (image[..., i:i + 1, :, :].astype(work, copy=False) for i in range(3))
         w_r, w_g, w_b = (work(w) for w in _GRAY_WEIGHTS)
         return (w_r * r + w_g * g + w_b * b).astype(image.dtype)
 
@@ -317,6 +322,9 @@ class CatFrames(Transform):
     the time dim (named ``"time"``, else the last batch dim), split where ``("next", done_key)``
     is set; a ``("next", key)`` entry whose root ``key`` is an in key gets the windows the env
     would have produced. ``as_inverse``: the unfolding runs in ``inv`` instead (replay buffers only).
+    Offline only, as torchrl 0.14's: ``future=True`` windows hold the ``N`` upcoming frames ``t .. t + N - 1``
+    (past the trajectory's end: its last frame, or ``padding_value``; without a done entry each row is one
+    trajectory), and ``mask_key`` names a ``[*batch, N]`` bool entry, True where a slot is padding.
     """
 
     ACCEPTED_PADDING = {"same", "constant", "zeros"}
@@ -324,7 +332,7 @@ class CatFrames(Transform):
                     "are batch invariant).")
 
     def __init__(self, N, dim, in_keys=None, out_keys=None, padding="same", padding_value=0, as_inverse=False,
-                 reset_key=None, done_key=None):
+                 reset_key=None, done_key=None, future=False, mask_key=None):
         super().__init__(in_keys=IMAGE_KEYS if in_keys is None else in_keys, out_keys=out_keys)
         self.N = _positive_size(N, "N", "CatFrames")
         if dim >= 0:
@@ -343,9 +351,17 @@ class CatFrames(Transform):
         self.as_inverse = bool(as_inverse)
         self.reset_key = "_reset"
         self.done_key = "done" if done_key is None else done_key
+        self.future, self.mask_key = bool(future), mask_key
 
     # ---- in an env: the window travels in the frames ----
     def _env_check(self):
+        if self.future:
+            raise RuntimeError("CatFrames(future=True) cannot run on the environment step path: forward-looking "
+                               "windows require the full trajectory and are only available offline (replay buffer / "
+                               "data pipelines).")
+        if self.mask_key is not None:
+            raise RuntimeError("CatFrames(mask_key=...) is only available offline (forward / unfolding): the online "
+                               "step path does not build per-window validity masks.")
         if self.as_inverse:
             raise RuntimeError("CatFrames as inverse is not supported as a transform for environments, only for "
                                "replay buffers.")
@@ -401,6 +417,34 @@ class CatFrames(Transform):
             next_tensordict.set(out_key, as_tensor(window, device=value.device))
         return next_tensordict
 
+    def _call(self, next_tensordict, _reset=None):
+        """torchrl's windows kept in the transform (a TensorDict called outside an env, step by step):
+        each call appends the frame to its in key's window, which starts as ``padding_value``;
+        ``_reset`` (a mask of the batch, or True) restarts the window of those rows as an env's reset."""
+        self._env_check()
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            value = next_tensordict.get(in_key)
+            frame = host_array(value)
+            window = self._cat_buffers.get(in_key)
+            if window is None or window.shape != self._stack_copies(frame).shape:
+                window = np.full(self._stack_copies(frame).shape, self.padding_value, dtype=frame.dtype)
+            if _reset is None:
+                window = self._next_window(window, frame)
+            else:
+                rows = _batch_mask(_reset, next_tensordict.batch_size, frame.ndim)
+                window = np.where(rows, self._first_window(frame), window)
+            self._cat_buffers[in_key] = window
+            next_tensordict.set(out_key, as_tensor(window.copy(), device=value.device))
+        return next_tensordict
+
+    @property
+    def _cat_buffers(self):
+        """The windows of ``_call``, by in key (made on first use)."""
+        buffers = self.__dict__.get("_cat_buffer_dict")
+        if buffers is None:
+            buffers = self.__dict__["_cat_buffer_dict"] = {}
+        return buffers
+
     @staticmethod
     def _get(frame, key):
         value = frame.get(key)
@@ -410,6 +454,7 @@ class CatFrames(Transform):
         return value
 
     def transform_observation_spec(self, observation_spec):
+        """Each in key's spec stacked ``N`` times along ``dim`` into its out key (bounds included)."""
         return _map_specs(self, observation_spec, lambda spec: _mapped_spec(spec, self._stack_copies))
 
     def _stack_copies(self, frame):
@@ -423,17 +468,13 @@ class CatFrames(Transform):
         return self.unfolding(tensordict) if self.as_inverse else tensordict
 
     def unfolding(self, tensordict):
-        """Every step's window of each in key along the time dim of ``tensordict`` (module docstring)."""
+        """Every step's window of each in key along the time dim of ``tensordict`` (class docstring); with
+        ``future``, the windows of the upcoming frames; with ``mask_key``, which slots are padding."""
         if not tensordict.batch_dims:
             raise ValueError("CatFrames cannot process unbatched tensordict instances. Make sure your input has "
                              "more than one dimension and the time dimension is marked as 'time'.")
         time, batch_dims = self._time_dim(tensordict), tensordict.batch_dims
-        done = tensordict.get(("next",) + unravel_key_to_tuple(self.done_key), None)
-        if done is None:
-            raise KeyError(f"CatFrames.unfolding requires the {('next', self.done_key)} entry to delimit "
-                           "trajectories. Make sure the sampled data carries its done state.")
-        done = _time_last(host_array(done), time, batch_dims)
-        starts = _trajectory_starts(done.reshape(done.shape[:2] + (-1,)).any(-1))
+        bounds, slots, inside = self._trajectory_slots(tensordict, time)
         pairs = dict(zip(self.in_keys, self.out_keys))
         results = []
         for in_key, out_key in pairs.items():
@@ -441,12 +482,41 @@ class CatFrames(Transform):
             data = _time_last(host_array(value), time, batch_dims)
             first = None
             if in_key[0] == "next" and in_key[1:] in pairs:  # the root frames start the next windows
+                if self.future:
+                    raise NotImplementedError("CatFrames(future=True) does not support processing a ('next', key) "
+                                              "entry alongside its root counterpart: the one-step-offset fixup is "
+                                              "only implemented for history (backward) windows.")
                 first = _time_last(host_array(tensordict.get(in_key[1:])), time, batch_dims)
-            windows = self._windows(data, starts, first)
+            windows = self._windows(data, slots, inside, bounds, first)
             results.append((out_key, _time_back(windows, value.shape, time, batch_dims), value.device))
+        if self.mask_key is not None:
+            shape = tuple(tensordict.batch_size) + (self.N,)
+            results.append((self.mask_key, _time_back(~inside, shape, time, batch_dims), tensordict.device))
         for out_key, windows, device in results:
             tensordict.set(out_key, as_tensor(windows, device=device))
         return tensordict
+
+    def _trajectory_slots(self, tensordict, time):
+        """(bounds, slots, inside): for each [batch, time] step, where its trajectory starts (its end with
+        ``future``), the step each window slot shows ([time, N]) and whether that slot lies inside the
+        trajectory ([batch, time, N])."""
+        done = tensordict.get(("next",) + unravel_key_to_tuple(self.done_key), None)
+        if done is None:
+            if not self.future:
+                raise KeyError(f"CatFrames.unfolding requires the {('next', self.done_key)} entry to delimit "
+                               "trajectories. Make sure the sampled data carries its done state, or use "
+                               "forward-looking windows (future=True) to treat each batch row as a single "
+                               "contiguous trajectory.")
+            done = np.zeros(tuple(tensordict.batch_size), dtype=bool)  # each row is one trajectory
+        done = _time_last(host_array(done), time, tensordict.batch_dims)
+        ended = done.reshape(done.shape[:2] + (-1,)).any(-1)
+        offsets = np.arange(self.N) - (0 if self.future else self.N - 1)
+        slots = np.arange(ended.shape[1])[:, None] + offsets
+        if self.future:
+            bounds = _trajectory_ends(ended)
+            return bounds, slots, slots <= bounds[:, :, None]
+        bounds = _trajectory_starts(ended)
+        return bounds, slots, slots >= bounds[:, :, None]
 
     @staticmethod
     def _time_dim(tensordict):
@@ -458,13 +528,12 @@ class CatFrames(Transform):
                       "input tensordict.", UserWarning, stacklevel=3)
         return tensordict.batch_dims - 1
 
-    def _windows(self, data, starts, first):
+    def _windows(self, data, slots, inside, bounds, first):
         """The windows of ``data`` ([batch, time, *features]): [batch, time, *features] with the
-        ``N`` frames concatenated along ``dim``. ``first``: the root frames, for next frames."""
-        n_time, N = data.shape[1], self.N
-        slots = np.arange(n_time)[:, None] - N + 1 + np.arange(N)  # [time, N]: the step each slot shows
-        starts = starts[:, :, None]
-        inside = slots >= starts
+        ``N`` frames concatenated along ``dim`` (``_trajectory_slots``: a slot outside the trajectory
+        shows its bound's frame, or ``padding_value``). ``first``: the root frames, for next frames."""
+        N = self.N
+        starts = bounds[:, :, None]
         rows = np.arange(data.shape[0])[:, None, None]
         windows = data[rows, np.where(inside, slots, starts)]  # [batch, time, N, *features]
         outside = _done_like(~inside[..., None], windows)
@@ -486,6 +555,15 @@ class CatFrames(Transform):
         return f"CatFrames(N={self.N}, dim={self.dim}, keys={[_key_str(k) for k in self.in_keys]})"
 
 
+def _batch_mask(mask, batch_size, ndim):
+    """A reset mask (one bool, or one per row of ``batch_size``, maybe with a trailing dim of 1) shaped to
+    broadcast over ``ndim``-dim entries."""
+    mask = np.asarray(host_array(mask), dtype=bool)
+    if mask.ndim > len(batch_size):
+        mask = mask.reshape(tuple(batch_size))
+    return mask.reshape(mask.shape + (1,) * (ndim - mask.ndim))
+
+
 def _time_last(value, time, batch_dims):
     """``value`` as [batch, time, *features]: the time dim moved after the other batch dims, which are flattened."""
     value = np.moveaxis(value, time, batch_dims - 1)
@@ -497,6 +575,16 @@ def _time_back(windows, shape, time, batch_dims):
     batch = tuple(shape[:batch_dims])
     moved = batch[:time] + batch[time + 1:] + (batch[time],)
     return np.moveaxis(windows.reshape(moved + windows.shape[2:]), batch_dims - 1, time)
+
+
+def _trajectory_ends(done):
+    """For every step of ``done`` ([batch, time], bool), the step its trajectory ends at (the last one
+    where no done comes before)."""
+    n_time = done.shape[1]
+    last = done.copy()
+    last[:, -1] = True
+    at = np.where(last, np.arange(n_time), n_time)
+    return np.minimum.accumulate(at[:, ::-1], axis=1)[:, ::-1]
 
 
 def _trajectory_starts(done):
@@ -511,6 +599,7 @@ def _trajectory_starts(done):
 # ---- transforms that act on the base env (Atari) ----------------------------------------------------
 
 _MAX_NOOPS_TRIALS = 10
+_FORWARD_NOT_IMPLEMENTED = "class {} cannot be executed without a parent environment."  # torchrl's words
 
 
 class _BaseEnvTransform(Transform):
@@ -532,6 +621,22 @@ class _BaseEnvTransform(Transform):
     def forward(self, tensordict):
         """Outside an env, the data as it is (torchrl's ``_call``)."""
         return tensordict
+
+    def _env_or_raise(self, message):
+        """The base env; outside an env, ``RuntimeError(message)`` (torchrl's words for a missing parent)."""
+        node = self._container
+        while node is not None and not isinstance(node, TransformedEnv):
+            node = node._container
+        if node is None:
+            raise RuntimeError(message)
+        return self._env()
+
+    @staticmethod
+    def _through_frames(hook, tensordict):
+        """A TensorDict method (torchrl's ``_reset``/``_step``) run by the frame ``hook`` on the arrays of
+        ``tensordict``, whose entries it updates."""
+        frame = hook(frame_of(tensordict))
+        return frame_to_tensordict(frame, tensordict.batch_size, tensordict.device, td=tensordict)
 
 
 class FrameSkipTransform(_BaseEnvTransform):
@@ -563,6 +668,12 @@ class FrameSkipTransform(_BaseEnvTransform):
         frame = dict(frame)
         frame[REWARD] = reward
         return frame
+
+    def _step(self, tensordict, next_tensordict):
+        """torchrl's step hook: the repeats of ``_frame_step`` on ``next_tensordict``."""
+        self._env_or_raise("parent not found for FrameSkipTransform")
+        action = host_array(tensordict.get("action"))
+        return self._through_frames(lambda frame: self._frame_step(None, frame, action), next_tensordict)
 
     def forward(self, tensordict):
         raise RuntimeError("FrameSkipTransform can only be used when appended to a transformed env.")
@@ -605,6 +716,19 @@ class NoopResetEnv(_BaseEnvTransform):
                 return None
         return frame
 
+    def _frame_step(self, root, next_frame, action):
+        """A step as it is: the noops are part of resets only (the default hook would build TensorDicts)."""
+        return next_frame
+
+    def _reset(self, tensordict, tensordict_reset):
+        """torchrl's reset hook: the noops of ``_frame_reset`` from ``tensordict_reset``'s observations."""
+        self._env_or_raise("NoopResetEnv.parent not found. Make sure that the parent is set.")
+        return self._through_frames(self._frame_reset, tensordict_reset)
+
+    def _step(self, tensordict, next_tensordict):
+        """torchrl's step hook: the step as it is."""
+        return next_tensordict
+
     def _frame_continue(self, next_frame, frame, done):
         return self._frame_reset(frame) if np.any(done) else frame
 
@@ -624,6 +748,8 @@ class EndOfLifeTransform(_BaseEnvTransform):
             raise NotImplementedError(f"EndOfLifeTransform: rlpipe envs have one done key, 'done'; got {done_key!r}")
         self.eol_key, self.lives_key, self.done_key = eol_key, lives_key, done_key
         self.eol_attribute = eol_attribute.split(".")
+
+    NO_PARENT_ERR = "The {} transform is being executed without a parent env. This is currently not supported."
 
     def _lives(self, env):
         first = self.eol_attribute[0]
@@ -652,6 +778,21 @@ class EndOfLifeTransform(_BaseEnvTransform):
         out[unravel_key_to_tuple(self.eol_key)] = lost | next_frame[TERMINATED] | next_frame[TRUNCATED]
         return out
 
+    def _reset(self, tensordict, tensordict_reset):
+        """torchrl's reset hook: ``lives_key`` and a False ``eol_key`` in ``tensordict_reset``."""
+        self._env_or_raise(self.NO_PARENT_ERR.format(type(self)))
+        return self._through_frames(self._frame_reset, tensordict_reset)
+
+    def _step(self, tensordict, next_tensordict):
+        """torchrl's step hook: ``lives_key`` and ``eol_key`` in ``next_tensordict``, from ``tensordict``'s lives."""
+        self._env_or_raise(self.NO_PARENT_ERR.format(type(self)))
+        root = frame_of(tensordict)
+        return self._through_frames(lambda frame: self._frame_step(root, frame, None), next_tensordict)
+
+    def forward(self, tensordict):
+        """Not outside an env (torchrl's ``FORWARD_NOT_IMPLEMENTED``): it reads the env's lives."""
+        raise RuntimeError(_FORWARD_NOT_IMPLEMENTED.format(type(self)))
+
     def _frame_continue(self, next_frame, frame, done):
         out = self._frame_reset(frame)
         eol_key = unravel_key_to_tuple(self.eol_key)
@@ -659,6 +800,7 @@ class EndOfLifeTransform(_BaseEnvTransform):
         return out
 
     def transform_observation_spec(self, observation_spec):
+        """Adds ``eol_key`` (the done spec's) and ``lives_key`` (int64, the env's batch shape)."""
         env = self._env()
         observation_spec[self.eol_key] = self._parent_spec("done")["done"].clone()
         observation_spec[self.lives_key] = Unbounded(shape=env.batch_size, device=env.device, dtype=_dtypes.int64)

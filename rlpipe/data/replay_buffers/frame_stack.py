@@ -353,6 +353,7 @@ class FrameStackReplayBuffer:
         self._top = None  # the largest priority given
 
     def set_rng(self, generator):
+        """Draws samples from ``generator`` (an ``rlpipe.Generator``; None: rlpipe's global one)."""
         if generator is not None and not isinstance(generator, Generator):
             raise TypeError(f"generator must be an rlpipe.Generator or None, got {type(generator).__name__}")
         self._rng = generator
