@@ -82,3 +82,33 @@ def test_a_non_tensor_action_is_a_type_error():
             return observation.sum(-1).gt(0).long() if self.calls == 1 else [0, 1, 0, 1]
     with pytest.raises(TypeError, match="the policy must write a Tensor under 'action', got list"):
         collect(TensorDictModule(Flip(), in_keys=["observation"], out_keys=["action"]))
+
+
+class Faulty(nn.Module):
+    """Greedy actions for ``good`` calls, then ``bad(actions)``."""
+
+    def __init__(self, good, bad):
+        super().__init__()
+        self.calls, self.good, self.bad = 0, good, bad
+
+    def forward(self, observation):
+        self.calls += 1
+        action = GREEDY(observation)
+        return action if self.calls <= self.good else self.bad(action)
+
+
+@pytest.mark.parametrize("bad, check, message", [
+    (lambda a: a + 5, True, r"outside the action spec at frame 0: .* not in"),
+    (lambda a: a[:2], False, r"the policy returned an action of shape \[2\]; the action spec expects \[4\]"),
+    (lambda a: a.float().numpy(), False, r"the policy must write a Tensor under 'action', got ndarray")])
+def test_a_bad_action_in_the_direct_path_is_refused(bad, check, message):
+    """The direct call checks each step's action as the generic path does (its first step's)."""
+    env = GymEnv("CartPole-v1", num_envs=4, vectorization_mode="vector_entry_point", categorical_action_encoding=True)
+    module = Faulty(3, bad)
+    collector = SyncDataCollector(env, TensorDictModule(module, in_keys=["observation"], out_keys=["action"]),
+                                  frames_per_batch=40, total_frames=40, check_action_spec=check)
+    with pytest.raises((ValueError, TypeError), match=message) as error:
+        next(iter(collector))
+    assert collector._direct is not None and module.calls == 4
+    assert error.type is (TypeError if "Tensor" in message else ValueError)
+    collector.shutdown()

@@ -253,3 +253,23 @@ def test_apply_transform_in_an_env_and_in_a_replay_buffer():
 def test_a_transform_with_the_old_frame_hook_names_is_refused_where_it_is_defined():
     with pytest.raises(TypeError, match=r"Old defines \['_continue', '_inv_action'\], frame hooks rlpipe renamed"):
         type("Old", (Transform,), {"_continue": lambda self, n, f, d: f, "_inv_action": lambda self, a: a})
+
+
+def test_frame_to_tensordict_wraps_host_arrays_and_checks_shapes():
+    """A frame's NumPy arrays become the TensorDict's leaves without a copy (as ``as_tensor``),
+    keeping their dtypes; other values go through ``as_tensor``; nested keys and a prefix nest;
+    an array without the batch dims is refused as ``set`` refuses it."""
+    from rlpipe.envs.step_protocol import frame_to_tensordict
+    obs = np.arange(6, dtype=np.float64).reshape(2, 3)
+    flags = np.array([[True], [False]])
+    counts = np.array([[3], [4]], dtype=np.int32)
+    frame = {("observation",): obs, ("done",): flags, ("agent", "count"): counts, ("listed",): [[1.0], [2.0]]}
+    td = frame_to_tensordict(frame, (2,), prefix=("next",))
+    assert td["next", "observation"].dtype == rlpipe.float64
+    assert td["next", "observation"].numpy() is obs or np.shares_memory(td["next", "observation"].numpy(), obs)
+    assert td["next", "done"].dtype == rlpipe.bool and td["next", "done"].tolist() == [[True], [False]]
+    assert td["next", "agent", "count"].dtype == rlpipe.int32 and td["next", "agent", "count"].tolist() == [[3], [4]]
+    assert td["next", "listed"].dtype == rlpipe.float32 and td["next", "listed"].tolist() == [[1.0], [2.0]]
+    assert td.batch_size == (2,) and td["next"].batch_size == (2,)
+    with pytest.raises(RuntimeError, match=r"batch dimension mismatch.*\[3, 2\].*'obs'"):
+        frame_to_tensordict({("obs",): np.zeros((3, 2))}, (2,))

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._creation import from_numpy, zeros_like
-from .._device import resolve as _resolve_device
+from .._device import CPU, resolve as _resolve_device
 from .._tensor import Size, Tensor, host_array, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase
@@ -317,7 +317,8 @@ class SyncDataCollector(CollectorBase):
             done = terminated | truncated  # (a skipped env is not done)
             ended = np.count_nonzero(done)
             if ended:
-                self._obs = self._continued(next_obs, done)
+                self._obs = self._continued(next_obs, done) if self._primed_states else \
+                    env._continue_frame(next_obs, done)  # (nothing of the policy's to carry over)
                 self._traj_ids[done.reshape(n)] = self._new_traj_ids(ended)
             else:
                 self._obs = next_obs
@@ -348,6 +349,8 @@ class SyncDataCollector(CollectorBase):
                     action = action[0]
                 elif isinstance(action, Mapping) or is_tensor_collection(action):
                     action = action.get("action")
+            elif action._device is CPU and action._data.shape == self._action_shape and not self.check_action_spec:
+                return action._data, ()  # _host_action's checks passed: its host array as it is
             return self._host_action(action), ()
         if td is None:
             td = self._make_step_td(obs)
