@@ -464,7 +464,9 @@ class TensorStorage(_Shareable, Storage):
         if max_size is not None and max_size != items:
             raise ValueError(f"The max-size and the storage shape mismatch: got max_size={max_size} for a storage of "
                              f"shape {storage.shape}.")
+        tree, item_class = self.__dict__.get("_item_tree"), self.__dict__.get("_item_class")  # from ``_untyped``
         self._init_empty(items, None if device == "auto" else device, ndim)
+        self._item_tree, self._item_class = tree, item_class
         self._commit(self._prepare(storage, what="TensorStorage"))
 
     def _init_empty(self, max_size, device, ndim=1):
@@ -777,6 +779,25 @@ class TensorStorage(_Shareable, Storage):
         return super()._locate(index)
 
     # ---- checkpoints ---------------------------------------------------------------------------------
+    def state_dict(self):
+        """The stored items, length and cursor (a copy); a TypeError for pytree items, which only
+        ``dumps``/``loads`` save, as torchrl's."""
+        if self._item_tree is not None:
+            kind = self._item_tree[0]
+            raise TypeError(f"Objects of type {kind if kind == 'dict' else kind.__name__} are not supported by "
+                            f"{type(self).__name__}.state_dict; save a pytree storage with dumps/loads")
+        return super().state_dict()
+
+    def loads(self, path):
+        """Restores what ``dumps`` wrote to ``path``; a tensor or pytree storage loads only into a
+        storage already written to (its structure comes from there), as torchrl's."""
+        state = load_state(path, mmap_mode=None)
+        if self._spec is None and isinstance(state, dict) and (isinstance(state.get("data"), Tensor)
+                                                                or state.get("pytree")):
+            raise RuntimeError(f"Cannot fill a non-initialized pytree-based TensorStorage: the {type(self).__name__} "
+                               f"loading {path!r} was never written to; write one batch of the same structure first")
+        self.load_state_dict(self._loaded_state(state))
+
     def _state(self, copy):
         n = len(self)
         rows = None if self._spec is None else self._data[:n]
@@ -784,6 +805,8 @@ class TensorStorage(_Shareable, Storage):
                  "data": rows.clone() if copy and rows is not None else rows}
         if self.ndim > 1 and self._inner is not None:
             state["inner"] = list(self._inner)
+        if self._item_tree is not None:
+            state["pytree"] = True
         return state
 
     def _load_plan(self, state):
