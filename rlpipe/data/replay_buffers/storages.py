@@ -85,7 +85,8 @@ _MEMMAP_STORAGE_REGISTRY = weakref.WeakSet()
 # a checked write: the rows to store, where they go, and (first write only) the structure
 _Write = collections.namedtuple("_Write", "values index first cursor spec device")
 # a tensor storage's structure: "tensordict" or "tensor", leaf keys, per-item shapes, dtypes, item batch shape
-_Spec = collections.namedtuple("_Spec", "kind keys shapes dtypes item_batch")
+# ``nested``: (key path, item batch size) of every nested TensorDict, so reads keep their batch sizes
+_Spec = collections.namedtuple("_Spec", "kind keys shapes dtypes item_batch nested", defaults=((),))
 
 
 def _user_stacklevel():
@@ -141,6 +142,16 @@ def _leaves(td, prefix=()):
         else:
             out.append((prefix + (key,), value))
     return out
+
+
+def _nested_batches(td, prefix=()):
+    """((key path, batch_size[1:]), ...) of the TensorDicts nested in ``td``, outermost first."""
+    out = []
+    for key, value in td._tensordict.items():
+        if isinstance(value, TensorDict):
+            out.append((prefix + (key,), tuple(value.batch_size)[1:]))
+            out.extend(_nested_batches(value, prefix + (key,)))
+    return tuple(out)
 
 
 def _stacked(items, what, cls):
@@ -465,7 +476,7 @@ class TensorStorage(_Shareable, Storage):
             raise ValueError(f"The max-size and the storage shape mismatch: got max_size={max_size} for a storage of "
                              f"shape {storage.shape}.")
         tree, item_class = self.__dict__.get("_item_tree"), self.__dict__.get("_item_class")  # from ``_untyped``
-        self._init_empty(items, None if device == "auto" else device, ndim)
+        self._init_empty(items, device, ndim)
         self._item_tree, self._item_class = tree, item_class
         self._commit(self._prepare(storage, what="TensorStorage"))
 
@@ -474,7 +485,8 @@ class TensorStorage(_Shareable, Storage):
         self.max_size = self._max_size_asked = _check_max_size(max_size, type(self).__name__)
         self.ndim = ndim
         self._inner = () if ndim == 1 else None
-        self.device = None if device is None else resolve(device)
+        # "auto" (torchrl's): the first batch's device, as None
+        self.device = None if device is None or device == "auto" else resolve(device)
         self._spec = None
         self._arrays = None  # one backend array per leaf, [max_size, *item_shape]
         self._data = None  # a TensorDict (or Tensor) over those arrays
@@ -572,7 +584,8 @@ class TensorStorage(_Shareable, Storage):
                 raise ValueError(f"{what}: the TensorDict has no entries; there is nothing to store")
             device = self.device or leaves[0][1].device
             spec = _Spec(kind, [k for k, _ in leaves], [tuple(v.shape[1:]) for _, v in leaves],
-                         [v._data.dtype for _, v in leaves], batch[1:] if kind == "tensordict" else ())
+                         [v._data.dtype for _, v in leaves], batch[1:] if kind == "tensordict" else (),
+                         _nested_batches(data) if kind == "tensordict" else ())
             row = self._item_bytes(spec)
             check_room(self.max_size * row, f"{what}: max_size={self.max_size} rows of {row} bytes", self._room())
             values = [v for _, v in leaves]
@@ -674,6 +687,8 @@ class TensorStorage(_Shareable, Storage):
         return physical_memory()
 
     def _allocate(self, spec, device):
+        if self.device is None:  # the first batch's device, from now on
+            self.device = device
         if self._shared_dir is not None:
             return self._allocate_files(spec, self._shared_dir)
         arrays = [zeros((self.max_size,) + shape, dtype=_dtypes.from_numpy_dtype(dt), device=device)._data
@@ -687,6 +702,8 @@ class TensorStorage(_Shareable, Storage):
             data = TensorDict(batch_size=(self.max_size,) + spec.item_batch, device=device)
             for key, array in zip(spec.keys, arrays):
                 data.set(key, wrap(array, device))
+            for key, item_batch in spec.nested:
+                data.get(key).batch_size = (self.max_size,) + item_batch
         self._spec, self._arrays, self._data = spec, arrays, data
 
     def _allocate_files(self, spec, directory):
@@ -707,6 +724,7 @@ class TensorStorage(_Shareable, Storage):
             write_json(os.path.join(directory, self._LAYOUT),
                        {"format": self._FORMAT, "version": 1, "max_size": self.max_size, "kind": spec.kind,
                         "item_batch": list(spec.item_batch), "inner": list(self._inner or ()),
+                        "nested": [[list(k), list(b)] for k, b in spec.nested],
                         "leaves": [[list(k), r] for k, r in zip(spec.keys, records)]})
         except BaseException:
             for path in created:
@@ -742,7 +760,7 @@ class TensorStorage(_Shareable, Storage):
             raise ValueError(f"{what}: the directory holds a storage of max_size={layout['max_size']}, this storage "
                              f"has max_size={self.max_size}")
         spec = _Spec(layout["kind"], keys, [tuple(a.shape[1:]) for a in arrays], [a.dtype for a in arrays],
-                     tuple(layout["item_batch"]))
+                     tuple(layout["item_batch"]), tuple((tuple(k), tuple(b)) for k, b in layout.get("nested", ())))
         if not (0 <= meta[0] <= self.max_size and 0 <= meta[1] < self.max_size):
             raise RuntimeError(f"{what}: cursor.npy holds a bad length/cursor {meta.tolist()}")
         self._meta = meta
@@ -842,8 +860,8 @@ class LazyTensorStorage(TensorStorage):
     Every later batch must have the same keys, the same per-item shapes (``shape[1:]``) and
     dtypes that cast safely (same kind: float to float, int to int or float, bool to anything);
     otherwise ``KeyError``, ``ValueError`` or ``TypeError`` name the entry, the expected and the
-    actual value. Writes wrap around at ``max_size``. ``device=None`` keeps the first batch's
-    device (torchrl's default is "cpu").
+    actual value. Writes wrap around at ``max_size``. ``device=None`` (or torchrl's "auto") keeps
+    the first batch's device (torchrl's default is "cpu").
     """
 
     def __init__(self, max_size, *, device=None, ndim=1, compilable=False, consolidated=False, shared_init=False):
@@ -883,7 +901,7 @@ class LazyMemmapStorage(LazyTensorStorage):
         self._finalizer = None
         if self._auto_cleanup:
             _MEMMAP_STORAGE_REGISTRY.add(self)
-        if resolve(device) is not CPU:
+        if device != "auto" and resolve(device) is not CPU:
             raise ValueError(f"LazyMemmapStorage: memory maps live on the CPU, got device={device!r}; move samples "
                              "with a transform instead")
         self.device = CPU

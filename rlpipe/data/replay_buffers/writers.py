@@ -161,6 +161,8 @@ class Writer:
 
     def _apply(self, plan):
         """Writes a planned write; returns the positions (the caller's index)."""
+        if plan.write is None:  # nothing to write
+            return plan.result
         self._storage._commit(plan.write)
         self._write_count += len(plan.write.index)
         self._bump_generations(plan.write.index)
@@ -286,12 +288,25 @@ class RoundRobinWriter(Writer):
 
 class TensorDictRoundRobinWriter(RoundRobinWriter):
     """A RoundRobinWriter that also stores each item's position as its ``"index"`` entry
-    (int64, over the item's batch shape), replacing any ``"index"`` the data carries."""
+    (int64, over the item's batch shape), replacing any ``"index"`` the data carries. Extending
+    a storage already written to with an empty TensorDict writes nothing (an empty index), as
+    torchrl's."""
+
+    def _plan(self, data, what):
+        empty = isinstance(data, TensorDict) and data.batch_dims and not data.batch_size[0]
+        if empty and self._storage is not None and getattr(self._storage, "initialized", True):
+            nothing = np.zeros(0, dtype=np.int64)
+            return _Plan(None, nothing, nothing, None)
+        return super()._plan(data, what)
 
     def _annotated(self, data, what):
         if not isinstance(data, TensorDict) or not data.batch_dims:
             return data
-        index = self._storage._next_rows(data)
+        return self._annotated_at(data, self._storage._next_rows(data))
+
+    def _annotated_at(self, data, index):
+        if not isinstance(data, TensorDict) or not data.batch_dims:
+            return data
         data = data.copy()
         value = _positions_on(index, data.device)
         extra = data.batch_dims - 1
@@ -358,11 +373,6 @@ class TensorDictMaxValueWriter(Writer):
         chosen.set("index", _positions_on(positions, chosen.device))
         write = self._storage._prepare(chosen, what=what, at=positions)
         return _Plan(write, rows, result, (heap, cursor))
-
-    def _apply(self, plan):
-        if plan.write is None:
-            return plan.result
-        return super()._apply(plan)
 
     def _set_state(self, state):
         self._current_top_values, self._cursor = state
