@@ -441,8 +441,7 @@ class ReplayBuffer:
                           "stored as one item. Use `extend()` to add multiple elements, or `add()` with a single "
                           "element (batch_size=[]). Set the RL_WARNINGS environment variable to '0' to silence "
                           "this warning.", UserWarning, stacklevel=2)
-        batch = data.unsqueeze(0) if isinstance(data, (TensorDict, Tensor)) else [data]
-        index = self._write(batch, "add")
+        index = self._write(self._storage._batch_of_one(data), "add")
         return int(index._data[0]) if index.shape[0] == 1 else index
 
     def _through_write_transforms(self, data, first_transform=0):

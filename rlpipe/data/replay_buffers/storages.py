@@ -70,7 +70,7 @@ from ...primitives import stack as _stack_tensors
 from ..._tensor import Size, Tensor, wrap
 from ..._utils import logger, unavailable
 from ...tensordict import TensorDict, is_tensorclass
-from ._pytree_items import from_tensordict, is_pytree, to_tensordict
+from ._pytree_items import from_tensordict, is_pytree, to_tensordict, tree_map
 from ._shared_storage import _Shareable
 from ._storage_layout import _Layout, _numpy_index
 from .._checkpoint import (array_record, atomic_directory, load_state, open_array, plain_dtype, read_json, save_state,
@@ -217,6 +217,10 @@ class Storage(_Layout):
             end = int(write.index[0]) + n
             self._meta[0] = self.max_size if end >= self.max_size else max(len(self), end)
         self._meta[1] = write.cursor
+
+    def _batch_of_one(self, data):
+        """One item as a batch of one row (a list of it, unless it is a TensorDict or a Tensor)."""
+        return data.unsqueeze(0) if isinstance(data, (TensorDict, Tensor)) else [data]
 
     def set(self, cursor, data, *, set_cursor=True):
         """Writes ``data`` at the storage positions ``cursor`` (an int for one item; a slice, a
@@ -377,15 +381,26 @@ class ListStorage(Storage):
     ``extend`` takes a list or tuple (one item per element), a TensorDict or a Tensor (one item
     per row). A sample of TensorDicts or of tensors comes back stacked; of anything else, as a
     list (torchrl would try to stack any pytree). ``dumps`` saves what rlpipe checkpoints can hold
-    (tensors, TensorDicts, arrays, numbers, strings, lists, tuples, dicts): no pickle.
+    (tensors, TensorDicts, arrays, numbers, strings, lists, tuples, dicts): no pickle. With a
+    ``device``, tensors and TensorDicts written (pytree leaves too) move there; ``compilable`` is
+    accepted for torchrl's signature and changes nothing.
     """
 
     _DATA_FIELD = "items"
 
-    def __init__(self, max_size=None):
+    def __init__(self, max_size=None, *, compilable=False, device=None):
         super().__init__()
         self.max_size = sys.maxsize if max_size is None else _check_max_size(max_size, "ListStorage")
+        self._compilable = compilable
+        self.device = None if device is None else resolve(device)
         self._items = []
+
+    def _on_device(self, item):
+        if self.device is None:
+            return item
+        if isinstance(item, (Tensor, TensorDict)):
+            return item.to(self.device)
+        return tree_map(lambda leaf: leaf.to(self.device), item) if isinstance(item, (dict, list, tuple)) else item
 
     def _prepare(self, data, cursor=None, what="extend", at=None):
         if isinstance(data, (list, tuple, range)):
@@ -397,6 +412,7 @@ class ListStorage(Storage):
                             f"with a batch dimension; got {type(data).__name__}")
         if not items:
             raise RuntimeError(f"{what}: expected at least one element, got an empty {type(data).__name__}")
+        items = [self._on_device(item) for item in items]
         write = _Write(items, *self._positions(len(items), cursor, at), None, None)
         if at is not None and at.size and at.max() > len(self) + len(at) - 1:
             raise RuntimeError(f"{what}: cannot write position {at.max()} of a ListStorage holding {len(self)} items: "
@@ -542,6 +558,12 @@ class TensorStorage(_Shareable, Storage):
         self._allocate(write.spec, write.device)
 
     # ---- writing -----------------------------------------------------------------------------------
+    def _batch_of_one(self, data):
+        """One item as a batch of one row; a pytree's leaves each get the leading dim."""
+        if is_pytree(data):
+            return tree_map(lambda leaf: leaf.unsqueeze(0), data)
+        return super()._batch_of_one(data)
+
     def _untyped(self, data):
         """``data`` (or a list of items) with tensorclasses as their TensorDicts; their class is kept,
         so reads give it back, as torchrl's storage (which holds the tensorclass itself) does."""

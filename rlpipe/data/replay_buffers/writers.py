@@ -178,8 +178,8 @@ class Writer:
 
     def add(self, data):
         """Writes one item; returns its position."""
-        batch = data.unsqueeze(0) if isinstance(data, (TensorDict, Tensor)) else [data]
-        index = self._apply(self._plan(batch, "add"))
+        self._check_storage("add")
+        index = self._apply(self._plan(self._storage._batch_of_one(data), "add"))
         return int(index[0])
 
     def _empty(self):
@@ -337,7 +337,8 @@ class TensorDictMaxValueWriter(Writer):
 
     def _ranks(self, data, what):
         if not isinstance(data, TensorDict):
-            raise RuntimeError(f"{what}: {type(self).__name__} expects TensorDicts, got {type(data).__name__}")
+            raise RuntimeError(f"{what}: {type(self).__name__} expects data to be a tensor collection (a TensorDict or "
+                               f"a tensorclass), got {type(data).__name__}")
         if data.batch_dims != 1:
             raise RuntimeError(f"{what}: expected a TensorDict with one batch dimension, got batch_size "
                                f"{list(data.batch_size)}")
@@ -349,8 +350,8 @@ class TensorDictMaxValueWriter(Writer):
 
     def _plan(self, data, what):
         self._check_storage(what)
-        n = _rows(data, what)
         ranks = self._ranks(data, what)
+        n = _rows(data, what)
         heap, cursor, size = list(self._current_top_values), self._cursor, self._storage.max_size
         target = {}  # position -> row (a later row at the same position wins, as in torchrl)
         for row in range(n):
