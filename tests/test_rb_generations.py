@@ -98,5 +98,20 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(ValueError, match="write_at: .* ndim=1, this one has ndim=2"):
         ndim2.writer.write_at(rlpipe.tensor([0]), TensorDict({"a": rlpipe.zeros(1, 3)}, [1, 3]))
     save_state(tmp_path, {"other": 1})
-    with pytest.raises(ValueError, match="loads: .* holds no writer state"):
+    with pytest.raises(ValueError, match="loads: .* holds no RoundRobinWriter state .*_cursor.*, got \\[.other.\\]"):
         RoundRobinWriter().loads(tmp_path)
+
+
+def test_max_value_writer_dumps_and_loads(tmp_path):
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(3), writer=TensorDictMaxValueWriter(rank_key="key"))
+    rb.extend(TensorDict({"key": rlpipe.tensor([0.5, 0.1, 0.9, 0.7])}, [4]))
+    rb.writer.dumps(tmp_path / "w")
+    rb.writer.dumps(tmp_path / "w")  # twice: replaced
+    other = TensorDictMaxValueWriter(rank_key="key")
+    other.loads(tmp_path / "w")
+    assert sorted(other._current_top_values) == sorted(rb.writer._current_top_values)
+    assert sorted(r for r, _ in other._current_top_values) == pytest.approx([0.5, 0.7, 0.9])
+    (tmp_path / "bad").mkdir()
+    save_state(tmp_path / "bad", {"_cursor": 0})
+    with pytest.raises(ValueError, match="holds no TensorDictMaxValueWriter state .*_current_top_values"):
+        other.loads(tmp_path / "bad")

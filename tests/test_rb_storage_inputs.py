@@ -51,3 +51,11 @@ def test_extend_with_an_empty_tensordict():
     plain.extend(rlpipe.zeros(2, 3))
     with pytest.raises(RuntimeError, match="expected at least one element"):
         plain.extend(rlpipe.zeros(0, 3))
+
+
+def test_an_empty_nested_tensordict_is_kept():
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(5))
+    rb.extend(TensorDict({"a": rlpipe.zeros(3), "e": TensorDict({}, [3, 2])}, [3]))
+    items = rb[:2]
+    assert sorted(items.keys()) == ["a", "e", "index"]
+    assert tuple(items["e"].batch_size) == (2, 2)

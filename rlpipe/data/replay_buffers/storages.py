@@ -724,8 +724,13 @@ class TensorStorage(_Shareable, Storage):
             data = TensorDict(batch_size=(self.max_size,) + spec.item_batch, device=device)
             for key, array in zip(spec.keys, arrays):
                 data.set(key, wrap(array, device))
-            for key, item_batch in spec.nested:
-                data.get(key).batch_size = (self.max_size,) + item_batch
+            for key, item_batch in spec.nested:  # an empty one has no leaf to make it
+                batch = (self.max_size,) + item_batch
+                nested = data.get(key, None)
+                if nested is None:
+                    data.set(key, TensorDict(batch_size=batch, device=device))
+                else:
+                    nested.batch_size = batch
         self._spec, self._arrays, self._data = spec, arrays, data
 
     def _allocate_files(self, spec, directory):

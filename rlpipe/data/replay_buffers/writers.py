@@ -78,6 +78,7 @@ class Writer:
     """The writer interface: ``register_storage``, ``add``, ``extend``, ``state_dict``."""
 
     tracks_generations = False
+    _STATE_KEYS = ()  # what a state must hold to load
 
     def __init__(self, compilable=False):
         self._storage = None
@@ -196,6 +197,22 @@ class Writer:
         """Restores a ``state_dict()``."""
         pass
 
+    def dumps(self, path):
+        """Writes ``state_dict()`` to the directory ``path`` (atomically; .json and .npy files)."""
+        state = self.state_dict()
+        with atomic_directory(path) as tmp:
+            save_state(tmp, state)
+
+    def loads(self, path):
+        """Restores what ``dumps`` wrote to ``path``."""
+        state = load_state(path, mmap_mode=None)
+        expected = set(self._STATE_KEYS)
+        if not isinstance(state, dict) or not expected <= set(state):
+            found = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"loads: {path!r} holds no {type(self).__name__} state (expected keys "
+                             f"{sorted(expected)}, got {found})")
+        self.load_state_dict(state)
+
     def __repr__(self):
         return f"{type(self).__name__}()"
 
@@ -205,6 +222,8 @@ class RoundRobinWriter(Writer):
     3 items with 5 keeps the last 3, the cursor then at 2 (torchrl's behaviour).
     ``track_generations=True`` stamps the slots (see the module docstring): ``generations_of``
     reads them and ``sample`` adds an ``"index_generation"`` info entry."""
+
+    _STATE_KEYS = ("_cursor",)
 
     def __init__(self, compilable=False, *, track_generations=False):
         super().__init__(compilable=compilable)
@@ -272,18 +291,6 @@ class RoundRobinWriter(Writer):
         if state_dict.get("_generation") is not None:
             self._generation = state_dict["_generation"]
 
-    def dumps(self, path):
-        """Writes ``state_dict()`` to the directory ``path``."""
-        state = self.state_dict()
-        with atomic_directory(path) as tmp:
-            save_state(tmp, state)
-
-    def loads(self, path):
-        """Restores what ``dumps`` wrote to ``path``."""
-        state = load_state(path, mmap_mode=None)
-        if not isinstance(state, dict) or "_cursor" not in state:
-            raise ValueError(f"loads: {path!r} holds no writer state (expected '_cursor')")
-        self.load_state_dict(state)
 
 
 class TensorDictRoundRobinWriter(RoundRobinWriter):
@@ -323,6 +330,7 @@ class TensorDictMaxValueWriter(Writer):
     higher, and is dropped otherwise. ``extend`` returns one position per row, -1 for a row
     dropped. Stores the ``"index"`` entry, as torchrl's."""
 
+    _STATE_KEYS = ("_cursor", "_current_top_values")
     _REDUCTIONS = {"sum": np.sum, "max": np.max, "min": np.min, "mean": np.mean, "median": np.median}
 
     def __init__(self, rank_key=None, reduction="sum", **kwargs):
