@@ -3,7 +3,7 @@ batch sizes, extending with an empty TensorDict. Expected values recorded from t
 import pytest
 
 import rlpipe
-from rlpipe.data import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer, TensorDictReplayBuffer
+from rlpipe.data import LazyMemmapStorage, LazyTensorStorage, ListStorage, ReplayBuffer, TensorDictReplayBuffer
 from rlpipe.tensordict import TensorDict
 
 
@@ -59,3 +59,16 @@ def test_an_empty_nested_tensordict_is_kept():
     items = rb[:2]
     assert sorted(items.keys()) == ["a", "e", "index"]
     assert tuple(items["e"].batch_size) == (2, 2)
+
+
+@pytest.mark.parametrize("storage_type", [LazyTensorStorage, LazyMemmapStorage, ListStorage])
+def test_extend_with_a_lazy_stack(storage_type):
+    from rlpipe.tensordict import LazyStackedTensorDict
+    rlpipe.manual_seed(0)
+    items = [TensorDict({"obs": rlpipe.rand(4, 8), "action": rlpipe.rand(2)}, []) for _ in range(10)]
+    stacked = LazyStackedTensorDict.lazy_stack(items, dim=0)
+    rb = ReplayBuffer(storage=storage_type(100), batch_size=5)
+    assert rb.extend(stacked).tolist() == list(range(10))
+    assert len(rb) == 10
+    assert rb[:]["obs"].tolist() == stacked.to_tensordict()["obs"].tolist()
+    assert tuple(rb.sample()["action"].shape) == (5, 2)

@@ -69,7 +69,7 @@ from ..._device import CPU, resolve
 from ...primitives import stack as _stack_tensors
 from ..._tensor import Size, Tensor, wrap
 from ..._utils import logger, unavailable
-from ...tensordict import TensorDict, is_tensorclass
+from ...tensordict import LazyStackedTensorDict, TensorDict, is_tensorclass
 from ._pytree_items import from_tensordict, is_pytree, to_tensordict, tree_map
 from ._shared_storage import _Shareable
 from ._storage_layout import _Layout, _numpy_index
@@ -405,7 +405,7 @@ class ListStorage(Storage):
     def _prepare(self, data, cursor=None, what="extend", at=None):
         if isinstance(data, (list, tuple, range)):
             items = list(data)
-        elif isinstance(data, (TensorDict, Tensor)) and data.ndim:
+        elif isinstance(data, (TensorDict, LazyStackedTensorDict, Tensor)) and data.ndim:
             items = [data[i] for i in range(data.shape[0])]
         else:
             raise TypeError(f"{what}: a ListStorage is extended with a list, a tuple, a range, or a TensorDict/Tensor "
@@ -566,7 +566,10 @@ class TensorStorage(_Shareable, Storage):
 
     def _untyped(self, data):
         """``data`` (or a list of items) with tensorclasses as their TensorDicts; their class is kept,
-        so reads give it back, as torchrl's storage (which holds the tensorclass itself) does."""
+        so reads give it back, as torchrl's storage (which holds the tensorclass itself) does. A
+        lazy stack (a collector's batch) is stored dense."""
+        if isinstance(data, LazyStackedTensorDict):
+            return data.to_tensordict()
         if is_pytree(data):
             data, self._item_tree = to_tensordict(data, type(self).__name__)
             return data
