@@ -441,8 +441,7 @@ class ReplayBuffer:
                           "stored as one item. Use `extend()` to add multiple elements, or `add()` with a single "
                           "element (batch_size=[]). Set the RL_WARNINGS environment variable to '0' to silence "
                           "this warning.", UserWarning, stacklevel=2)
-        batch = data.unsqueeze(0) if isinstance(data, (TensorDict, Tensor)) else [data]
-        index = self._write(batch, "add")
+        index = self._write(self._storage._batch_of_one(data), "add")
         return int(index._data[0]) if index.shape[0] == 1 else index
 
     def _through_write_transforms(self, data, first_transform=0):
@@ -547,6 +546,8 @@ class ReplayBuffer:
         index = self._storage._flat_positions(index) if isinstance(index, tuple) else _as_array(index)
         info = {key: _as_array(value) for key, value in info.items()}
         info["index"] = self._storage._coordinates(index)
+        if self._writer.tracks_generations:
+            info["index_generation"] = self._writer._stamps(index // self._storage._row_items)
         if self._collate_fn is not None and isinstance(self._storage, ListStorage):
             return [self._storage._items[i] for i in index], info  # torchrl's collate_fn gets the list of items
         return self._storage._gather(index), info
@@ -690,7 +691,7 @@ class ReplayBuffer:
         """``"_storage"``, ``"_sampler"``, ``"_batch_size"`` and ``"_rng"`` (the generator's state,
         None without a generator), as torchrl's keys, in rlpipe's own formats."""
         return {"_storage": self._storage.state_dict(), "_sampler": self._sampler.state_dict(),
-                "_batch_size": self._batch_size, "_rng": self._rng_state()}
+                "_writer": self._writer.state_dict(), "_batch_size": self._batch_size, "_rng": self._rng_state()}
 
     @_locked
     def load_state_dict(self, state_dict):
@@ -709,8 +710,14 @@ class ReplayBuffer:
                 raise ValueError(f"load_state_dict: bad '_rng' generator state ({e})") from None
         plans = [self._storage._load_plan(state_dict["_storage"])]
         plans.append(self._sampler._load_plan(state_dict["_sampler"], stored=state_dict["_storage"]["len"]))
+        writer_state = state_dict.get("_writer")
+        if writer_state is not None and not isinstance(writer_state, dict):
+            raise ValueError(f"load_state_dict: '_writer' must be a dict (a writer's state_dict()), got "
+                             f"{type(writer_state).__name__}")
         for apply in plans:
             apply()
+        if writer_state:  # after the storage, which holds the round-robin cursor too
+            self._writer.load_state_dict(writer_state)
         self._batch_size = batch_size
         if rng is not None:  # a new generator in that state, as torchrl's
             self.set_rng(generator)
@@ -725,7 +732,8 @@ class ReplayBuffer:
                              "delete the live storage. Dump to another directory")
         with atomic_directory(target) as tmp:
             save_state(tmp, {"_storage": self._storage._saved_state(target), "_sampler": self._sampler.state_dict(),
-                             "_batch_size": self._batch_size, "_rng": self._rng_state()})
+                             "_writer": self._writer.state_dict(), "_batch_size": self._batch_size,
+                             "_rng": self._rng_state()})
 
     @_locked
     def loads(self, path):

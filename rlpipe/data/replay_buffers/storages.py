@@ -69,8 +69,8 @@ from ..._device import CPU, resolve
 from ...primitives import stack as _stack_tensors
 from ..._tensor import Size, Tensor, wrap
 from ..._utils import logger, unavailable
-from ...tensordict import TensorDict, is_tensorclass
-from ._pytree_items import from_tensordict, is_pytree, to_tensordict
+from ...tensordict import LazyStackedTensorDict, TensorDict, is_tensorclass
+from ._pytree_items import from_tensordict, is_pytree, to_tensordict, tree_map
 from ._shared_storage import _Shareable
 from ._storage_layout import _Layout, _numpy_index
 from .._checkpoint import (array_record, atomic_directory, load_state, open_array, plain_dtype, read_json, save_state,
@@ -85,7 +85,8 @@ _MEMMAP_STORAGE_REGISTRY = weakref.WeakSet()
 # a checked write: the rows to store, where they go, and (first write only) the structure
 _Write = collections.namedtuple("_Write", "values index first cursor spec device")
 # a tensor storage's structure: "tensordict" or "tensor", leaf keys, per-item shapes, dtypes, item batch shape
-_Spec = collections.namedtuple("_Spec", "kind keys shapes dtypes item_batch")
+# ``nested``: (key path, item batch size) of every nested TensorDict, so reads keep their batch sizes
+_Spec = collections.namedtuple("_Spec", "kind keys shapes dtypes item_batch nested", defaults=((),))
 
 
 def _user_stacklevel():
@@ -141,6 +142,16 @@ def _leaves(td, prefix=()):
         else:
             out.append((prefix + (key,), value))
     return out
+
+
+def _nested_batches(td, prefix=()):
+    """((key path, batch_size[1:]), ...) of the TensorDicts nested in ``td``, outermost first."""
+    out = []
+    for key, value in td._tensordict.items():
+        if isinstance(value, TensorDict):
+            out.append((prefix + (key,), tuple(value.batch_size)[1:]))
+            out.extend(_nested_batches(value, prefix + (key,)))
+    return tuple(out)
 
 
 def _stacked(items, what, cls):
@@ -206,6 +217,10 @@ class Storage(_Layout):
             end = int(write.index[0]) + n
             self._meta[0] = self.max_size if end >= self.max_size else max(len(self), end)
         self._meta[1] = write.cursor
+
+    def _batch_of_one(self, data):
+        """One item as a batch of one row (a list of it, unless it is a TensorDict or a Tensor)."""
+        return data.unsqueeze(0) if isinstance(data, (TensorDict, Tensor)) else [data]
 
     def set(self, cursor, data, *, set_cursor=True):
         """Writes ``data`` at the storage positions ``cursor`` (an int for one item; a slice, a
@@ -366,26 +381,38 @@ class ListStorage(Storage):
     ``extend`` takes a list or tuple (one item per element), a TensorDict or a Tensor (one item
     per row). A sample of TensorDicts or of tensors comes back stacked; of anything else, as a
     list (torchrl would try to stack any pytree). ``dumps`` saves what rlpipe checkpoints can hold
-    (tensors, TensorDicts, arrays, numbers, strings, lists, tuples, dicts): no pickle.
+    (tensors, TensorDicts, arrays, numbers, strings, lists, tuples, dicts): no pickle. With a
+    ``device``, tensors and TensorDicts written (pytree leaves too) move there; ``compilable`` is
+    accepted for torchrl's signature and changes nothing.
     """
 
     _DATA_FIELD = "items"
 
-    def __init__(self, max_size=None):
+    def __init__(self, max_size=None, *, compilable=False, device=None):
         super().__init__()
         self.max_size = sys.maxsize if max_size is None else _check_max_size(max_size, "ListStorage")
+        self._compilable = compilable
+        self.device = None if device is None else resolve(device)
         self._items = []
+
+    def _on_device(self, item):
+        if self.device is None:
+            return item
+        if isinstance(item, (Tensor, TensorDict)):
+            return item.to(self.device)
+        return tree_map(lambda leaf: leaf.to(self.device), item) if isinstance(item, (dict, list, tuple)) else item
 
     def _prepare(self, data, cursor=None, what="extend", at=None):
         if isinstance(data, (list, tuple, range)):
             items = list(data)
-        elif isinstance(data, (TensorDict, Tensor)) and data.ndim:
+        elif isinstance(data, (TensorDict, LazyStackedTensorDict, Tensor)) and data.ndim:
             items = [data[i] for i in range(data.shape[0])]
         else:
             raise TypeError(f"{what}: a ListStorage is extended with a list, a tuple, a range, or a TensorDict/Tensor "
                             f"with a batch dimension; got {type(data).__name__}")
         if not items:
             raise RuntimeError(f"{what}: expected at least one element, got an empty {type(data).__name__}")
+        items = [self._on_device(item) for item in items]
         write = _Write(items, *self._positions(len(items), cursor, at), None, None)
         if at is not None and at.size and at.max() > len(self) + len(at) - 1:
             raise RuntimeError(f"{what}: cannot write position {at.max()} of a ListStorage holding {len(self)} items: "
@@ -464,7 +491,9 @@ class TensorStorage(_Shareable, Storage):
         if max_size is not None and max_size != items:
             raise ValueError(f"The max-size and the storage shape mismatch: got max_size={max_size} for a storage of "
                              f"shape {storage.shape}.")
-        self._init_empty(items, None if device == "auto" else device, ndim)
+        tree, item_class = self.__dict__.get("_item_tree"), self.__dict__.get("_item_class")  # from ``_untyped``
+        self._init_empty(items, device, ndim)
+        self._item_tree, self._item_class = tree, item_class
         self._commit(self._prepare(storage, what="TensorStorage"))
 
     def _init_empty(self, max_size, device, ndim=1):
@@ -472,7 +501,8 @@ class TensorStorage(_Shareable, Storage):
         self.max_size = self._max_size_asked = _check_max_size(max_size, type(self).__name__)
         self.ndim = ndim
         self._inner = () if ndim == 1 else None
-        self.device = None if device is None else resolve(device)
+        # "auto" (torchrl's): the first batch's device, as None
+        self.device = None if device is None or device == "auto" else resolve(device)
         self._spec = None
         self._arrays = None  # one backend array per leaf, [max_size, *item_shape]
         self._data = None  # a TensorDict (or Tensor) over those arrays
@@ -528,9 +558,18 @@ class TensorStorage(_Shareable, Storage):
         self._allocate(write.spec, write.device)
 
     # ---- writing -----------------------------------------------------------------------------------
+    def _batch_of_one(self, data):
+        """One item as a batch of one row; a pytree's leaves each get the leading dim."""
+        if is_pytree(data):
+            return tree_map(lambda leaf: leaf.unsqueeze(0), data)
+        return super()._batch_of_one(data)
+
     def _untyped(self, data):
         """``data`` (or a list of items) with tensorclasses as their TensorDicts; their class is kept,
-        so reads give it back, as torchrl's storage (which holds the tensorclass itself) does."""
+        so reads give it back, as torchrl's storage (which holds the tensorclass itself) does. A
+        lazy stack (a collector's batch) is stored dense."""
+        if isinstance(data, LazyStackedTensorDict):
+            return data.to_tensordict()
         if is_pytree(data):
             data, self._item_tree = to_tensordict(data, type(self).__name__)
             return data
@@ -570,7 +609,8 @@ class TensorStorage(_Shareable, Storage):
                 raise ValueError(f"{what}: the TensorDict has no entries; there is nothing to store")
             device = self.device or leaves[0][1].device
             spec = _Spec(kind, [k for k, _ in leaves], [tuple(v.shape[1:]) for _, v in leaves],
-                         [v._data.dtype for _, v in leaves], batch[1:] if kind == "tensordict" else ())
+                         [v._data.dtype for _, v in leaves], batch[1:] if kind == "tensordict" else (),
+                         _nested_batches(data) if kind == "tensordict" else ())
             row = self._item_bytes(spec)
             check_room(self.max_size * row, f"{what}: max_size={self.max_size} rows of {row} bytes", self._room())
             values = [v for _, v in leaves]
@@ -672,6 +712,8 @@ class TensorStorage(_Shareable, Storage):
         return physical_memory()
 
     def _allocate(self, spec, device):
+        if self.device is None:  # the first batch's device, from now on
+            self.device = device
         if self._shared_dir is not None:
             return self._allocate_files(spec, self._shared_dir)
         arrays = [zeros((self.max_size,) + shape, dtype=_dtypes.from_numpy_dtype(dt), device=device)._data
@@ -685,6 +727,13 @@ class TensorStorage(_Shareable, Storage):
             data = TensorDict(batch_size=(self.max_size,) + spec.item_batch, device=device)
             for key, array in zip(spec.keys, arrays):
                 data.set(key, wrap(array, device))
+            for key, item_batch in spec.nested:  # an empty one has no leaf to make it
+                batch = (self.max_size,) + item_batch
+                nested = data.get(key, None)
+                if nested is None:
+                    data.set(key, TensorDict(batch_size=batch, device=device))
+                else:
+                    nested.batch_size = batch
         self._spec, self._arrays, self._data = spec, arrays, data
 
     def _allocate_files(self, spec, directory):
@@ -705,6 +754,7 @@ class TensorStorage(_Shareable, Storage):
             write_json(os.path.join(directory, self._LAYOUT),
                        {"format": self._FORMAT, "version": 1, "max_size": self.max_size, "kind": spec.kind,
                         "item_batch": list(spec.item_batch), "inner": list(self._inner or ()),
+                        "nested": [[list(k), list(b)] for k, b in spec.nested],
                         "leaves": [[list(k), r] for k, r in zip(spec.keys, records)]})
         except BaseException:
             for path in created:
@@ -740,7 +790,7 @@ class TensorStorage(_Shareable, Storage):
             raise ValueError(f"{what}: the directory holds a storage of max_size={layout['max_size']}, this storage "
                              f"has max_size={self.max_size}")
         spec = _Spec(layout["kind"], keys, [tuple(a.shape[1:]) for a in arrays], [a.dtype for a in arrays],
-                     tuple(layout["item_batch"]))
+                     tuple(layout["item_batch"]), tuple((tuple(k), tuple(b)) for k, b in layout.get("nested", ())))
         if not (0 <= meta[0] <= self.max_size and 0 <= meta[1] < self.max_size):
             raise RuntimeError(f"{what}: cursor.npy holds a bad length/cursor {meta.tolist()}")
         self._meta = meta
@@ -777,6 +827,25 @@ class TensorStorage(_Shareable, Storage):
         return super()._locate(index)
 
     # ---- checkpoints ---------------------------------------------------------------------------------
+    def state_dict(self):
+        """The stored items, length and cursor (a copy); a TypeError for pytree items, which only
+        ``dumps``/``loads`` save, as torchrl's."""
+        if self._item_tree is not None:
+            kind = self._item_tree[0]
+            raise TypeError(f"Objects of type {kind if kind == 'dict' else kind.__name__} are not supported by "
+                            f"{type(self).__name__}.state_dict; save a pytree storage with dumps/loads")
+        return super().state_dict()
+
+    def loads(self, path):
+        """Restores what ``dumps`` wrote to ``path``; a tensor or pytree storage loads only into a
+        storage already written to (its structure comes from there), as torchrl's."""
+        state = load_state(path, mmap_mode=None)
+        if self._spec is None and isinstance(state, dict) and (isinstance(state.get("data"), Tensor)
+                                                                or state.get("pytree")):
+            raise RuntimeError(f"Cannot fill a non-initialized pytree-based TensorStorage: the {type(self).__name__} "
+                               f"loading {path!r} was never written to; write one batch of the same structure first")
+        self.load_state_dict(self._loaded_state(state))
+
     def _state(self, copy):
         n = len(self)
         rows = None if self._spec is None else self._data[:n]
@@ -784,6 +853,8 @@ class TensorStorage(_Shareable, Storage):
                  "data": rows.clone() if copy and rows is not None else rows}
         if self.ndim > 1 and self._inner is not None:
             state["inner"] = list(self._inner)
+        if self._item_tree is not None:
+            state["pytree"] = True
         return state
 
     def _load_plan(self, state):
@@ -819,8 +890,8 @@ class LazyTensorStorage(TensorStorage):
     Every later batch must have the same keys, the same per-item shapes (``shape[1:]``) and
     dtypes that cast safely (same kind: float to float, int to int or float, bool to anything);
     otherwise ``KeyError``, ``ValueError`` or ``TypeError`` name the entry, the expected and the
-    actual value. Writes wrap around at ``max_size``. ``device=None`` keeps the first batch's
-    device (torchrl's default is "cpu").
+    actual value. Writes wrap around at ``max_size``. ``device=None`` (or torchrl's "auto") keeps
+    the first batch's device (torchrl's default is "cpu").
     """
 
     def __init__(self, max_size, *, device=None, ndim=1, compilable=False, consolidated=False, shared_init=False):
@@ -860,7 +931,7 @@ class LazyMemmapStorage(LazyTensorStorage):
         self._finalizer = None
         if self._auto_cleanup:
             _MEMMAP_STORAGE_REGISTRY.add(self)
-        if resolve(device) is not CPU:
+        if device != "auto" and resolve(device) is not CPU:
             raise ValueError(f"LazyMemmapStorage: memory maps live on the CPU, got device={device!r}; move samples "
                              "with a transform instead")
         self.device = CPU
