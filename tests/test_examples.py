@@ -153,6 +153,15 @@ def test_dqn_cartpole_learns(tmp_path):
     assert float(rows[-1]["eval_return"]) >= 475, f"DQN did not learn CartPole:\n{_tail(proc.stdout)}"
 
 
+@pytest.mark.slow
+def test_ppo_cartpole_learns(tmp_path):
+    """Default flags (the README's command): the greedy policy's mean return reaches 475 within the 150k frames."""
+    proc = run_example("ppo_cartpole.py", "--seed", 0, "--no-progress", "--out-dir", tmp_path, timeout=SLOW_TIMEOUT_S)
+    rows = read_csv(tmp_path / "ppo_cartpole_seed0.csv", ["frames", "eval_return", "seconds"])
+    assert rows, "no evaluation was written"
+    assert float(rows[-1]["eval_return"]) >= 475, f"PPO did not learn CartPole:\n{_tail(proc.stdout)}"
+
+
 def test_dqn_getting_started_smoke(tmp_path):
     pytest.importorskip("gymnasium")
     video = True
