@@ -29,6 +29,7 @@ from ._specs_base import (
     _size,
     _tensor,
 )
+from ._specs_masks import MaskSupport, one_hot_indices, one_hot_values
 
 
 # ---- continuous boxes ---------------------------------------------------------------------------
@@ -292,13 +293,12 @@ def _int_scalar_or_array(arr):
     return builtins.int(arr) if arr.ndim == 0 else arr.astype(np.int64, copy=False)
 
 
-class Categorical(TensorSpec):
-    """An integer in ``{0, ..., n - 1}`` per element: ``Categorical(n, shape=None, device=None, dtype=int64)``."""
+class Categorical(MaskSupport, TensorSpec):
+    """An integer in ``{0, ..., n - 1}`` per element: ``Categorical(n, shape=None, device=None, dtype=int64,
+    mask=None)``; ``mask`` (bool, ``[*shape, n]``) allows only some categories (``update_mask``)."""
     domain = "discrete"
 
     def __init__(self, n, shape=None, device=None, dtype=None, mask=None):
-        if mask is not None:
-            raise NotImplementedError("Categorical masks are not supported by rlpipe")
         self.n = _check_positive_int(n, f"{type(self).__name__}: n")
         self.shape = Size(()) if shape is None else _size(shape)
         self.device = _device(device)
@@ -308,9 +308,24 @@ class Categorical(TensorSpec):
         if self.n > _iinfo_range(self.dtype)[1] + 1:
             raise ValueError(f"{type(self).__name__}: n={self.n} does not fit in dtype {self.dtype}")
         self.space = CategoricalBox(self.n)
+        self.update_mask(mask)
+
+    def _mask_sizes(self):
+        return [self.n]
+
+    def _mask_shape(self, shape=None):
+        return tuple(self.shape if shape is None else shape) + (self.n,)
+
+    def _mask_indices(self, values):
+        return values.astype(np.int64)[..., None]
+
+    def _mask_values(self, indices):
+        return indices[..., 0]
 
     def rand(self, shape=None):
-        """Uniform random category indices in [0, n)."""
+        """Uniform random category indices in [0, n) (only the allowed ones under a mask)."""
+        if self.mask is not None:
+            return self._masked_rand(shape)
         shape = _extra_shape(shape) + self.shape
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         return _ops.clamp((u * self.n).floor(), 0, self.n - 1).to(self.dtype)
@@ -340,7 +355,7 @@ class Categorical(TensorSpec):
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         return type(self)(self.n, shape=self.shape if shape is None else shape,
                           device=self.device if device is None else device,
-                          dtype=self.dtype if dtype is None else dtype)
+                          dtype=self.dtype if dtype is None else dtype, mask=self._mask_like(shape, reshape))
 
     def encode(self, val, ignore_device=False):
         arr = val if isinstance(val, Tensor) else np.asarray(val)
@@ -430,14 +445,12 @@ class Binary(Categorical):
         return np.asarray(host_array(val), dtype=self.dtype.np)
 
 
-class OneHot(TensorSpec):
+class OneHot(MaskSupport, TensorSpec):
     """A one-hot vector over ``n`` categories: ``OneHot(n, shape=None, device=None, dtype=bool)``,
     ``shape`` defaulting to ``[n]`` (its last dim must be ``n``)."""
     domain = "discrete"
 
     def __init__(self, n, shape=None, device=None, dtype=None, use_register=False, mask=None):
-        if mask is not None:
-            raise NotImplementedError("OneHot masks are not supported by rlpipe")
         self.n = _check_positive_int(n, "OneHot: n")
         shape = _size(shape)
         if shape is None or not len(shape):
@@ -449,12 +462,27 @@ class OneHot(TensorSpec):
         self.dtype = _dtype(dtype, _dtypes.bool)
         self.space = CategoricalBox(self.n)
         self.use_register = use_register
+        self.update_mask(mask)
+
+    def _mask_sizes(self):
+        return [self.n]
+
+    def _mask_shape(self, shape=None):
+        return tuple(self.shape if shape is None else shape)
+
+    def _mask_indices(self, values):
+        return one_hot_indices(values, [self.n])
+
+    def _mask_values(self, indices):
+        return one_hot_values(indices, [self.n])
 
     def _one_hot(self, index):
         return _ops.one_hot(index.to(_dtypes.int64), self.n).to(self.dtype)
 
     def rand(self, shape=None):
-        """Random one-hot vectors (one category per row)."""
+        """Random one-hot vectors (one category per row; only allowed ones under a mask)."""
+        if self.mask is not None:
+            return self._masked_rand(shape)
         shape = _extra_shape(shape) + self.shape[:-1]
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         return self._one_hot(_ops.clamp((u * self.n).floor(), 0, self.n - 1))
@@ -493,7 +521,7 @@ class OneHot(TensorSpec):
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         return type(self)(self.n, shape=self.shape if shape is None else shape,
                           device=self.device if device is None else device,
-                          dtype=self.dtype if dtype is None else dtype)
+                          dtype=self.dtype if dtype is None else dtype, mask=self._mask_like(shape, reshape))
 
     def encode(self, val, ignore_device=False):
         """Integer indices (shape ``shape[:-1]``, with any leading batch dims) as one-hot vectors."""
@@ -556,14 +584,12 @@ def _nvec_array(nvec, what):
     return arr.astype(np.int64)
 
 
-class MultiCategorical(TensorSpec):
+class MultiCategorical(MaskSupport, TensorSpec):
     """One integer in ``{0, ..., nvec[i] - 1}`` per element: ``MultiCategorical(nvec, shape=None,
     device=None, dtype=int64)``; ``shape`` defaults to ``nvec``'s shape (``nvec`` broadcasts to it)."""
     domain = "discrete"
 
     def __init__(self, nvec, shape=None, device=None, dtype=None, mask=None, remove_singleton=True):
-        if mask is not None:
-            raise NotImplementedError("MultiCategorical masks are not supported by rlpipe")
         arr = _nvec_array(nvec, "MultiCategorical")
         shape = _size(shape)
         if shape is None:
@@ -585,9 +611,25 @@ class MultiCategorical(TensorSpec):
         self.nvec = _tensor(arr, dtype=_dtypes.int64, device=self.device)
         self._nvec_f = self.nvec.to(_dtypes.float64)
         self.space = BoxList.from_nvec(arr)
+        self.update_mask(mask)
+
+    def _mask_sizes(self):
+        return [int(n) for n in self.nvec._host().reshape(-1, self.shape[-1])[0]]
+
+    def _mask_shape(self, shape=None):
+        shape = tuple(self.shape if shape is None else shape)
+        return shape[:-1] + (builtins.sum(self._mask_sizes()),)
+
+    def _mask_indices(self, values):
+        return values.astype(np.int64)
+
+    def _mask_values(self, indices):
+        return indices
 
     def rand(self, shape=None):
-        """Uniform random indices, each in [0, nvec[i])."""
+        """Uniform random indices, each in [0, nvec[i]) (only the allowed ones under a mask)."""
+        if self.mask is not None:
+            return self._masked_rand(shape)
         shape = _extra_shape(shape) + self.shape
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         return _ops.minimum((u * self._nvec_f).floor(), self._nvec_f - 1).to(self.dtype)
@@ -605,7 +647,7 @@ class MultiCategorical(TensorSpec):
         nvec = self.nvec._host()
         nvec = nvec.reshape(tuple(shape)) if reshape else np.broadcast_to(nvec, tuple(shape))
         return type(self)(nvec, shape=shape, device=self.device if device is None else device,
-                          dtype=self.dtype if dtype is None else dtype)
+                          dtype=self.dtype if dtype is None else dtype, mask=self._mask_like(shape, reshape))
 
     def encode(self, val, ignore_device=False):
         out = super().encode(val)
@@ -645,14 +687,12 @@ class MultiCategorical(TensorSpec):
         return bool(_ops.equal(self.nvec, other.nvec))
 
 
-class MultiOneHot(TensorSpec):
+class MultiOneHot(MaskSupport, TensorSpec):
     """One one-hot vector per sub-space, concatenated along the last dim:
     ``MultiOneHot(nvec, shape=None, device=None, dtype=bool)``, ``shape[-1] == sum(nvec)``."""
     domain = "discrete"
 
     def __init__(self, nvec, shape=None, device=None, dtype=None, use_register=False, mask=None):
-        if mask is not None:
-            raise NotImplementedError("MultiOneHot masks are not supported by rlpipe")
         arr = _nvec_array(nvec, "MultiOneHot")
         if arr.ndim != 1:
             raise ValueError(f"MultiOneHot: nvec must be 1-dimensional, got shape {list(arr.shape)}")
@@ -670,6 +710,19 @@ class MultiOneHot(TensorSpec):
         self.use_register = use_register
         self.space = BoxList.from_nvec(arr)
         self._nvec_f = _tensor(arr, dtype=_dtypes.float64, device=self.device)
+        self.update_mask(mask)
+
+    def _mask_sizes(self):
+        return list(self.nvec)
+
+    def _mask_shape(self, shape=None):
+        return tuple(self.shape if shape is None else shape)
+
+    def _mask_indices(self, values):
+        return one_hot_indices(values, self.nvec)
+
+    def _mask_values(self, indices):
+        return one_hot_values(indices, self.nvec)
 
     @property
     def n(self):
@@ -684,7 +737,9 @@ class MultiOneHot(TensorSpec):
         return _ops.cat([_ops.one_hot(idx[..., i], n) for i, n in enumerate(self.nvec)], -1).to(self.dtype)
 
     def rand(self, shape=None):
-        """Random concatenated one-hot vectors, one category per sub-space."""
+        """Random concatenated one-hot vectors, one category per sub-space (only allowed ones under a mask)."""
+        if self.mask is not None:
+            return self._masked_rand(shape)
         shape = _extra_shape(shape) + self.shape[:-1] + (len(self.nvec),)
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         idx = _ops.minimum((u * self._nvec_f).floor(), self._nvec_f - 1).to(_dtypes.int64)
@@ -710,7 +765,7 @@ class MultiOneHot(TensorSpec):
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         return type(self)(self.nvec, shape=self.shape if shape is None else shape,
                           device=self.device if device is None else device,
-                          dtype=self.dtype if dtype is None else dtype)
+                          dtype=self.dtype if dtype is None else dtype, mask=self._mask_like(shape, reshape))
 
     def encode(self, val, ignore_device=False):
         """Integer indices ``[..., len(nvec)]`` as concatenated one-hot vectors."""

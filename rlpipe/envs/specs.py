@@ -9,8 +9,8 @@ test membership exactly (``is_in``: trailing shape, dtype and bounds), map a ten
 Gymnasium expects (``to_numpy``). ``gym.py``'s ``from_gym_space`` converts Gymnasium spaces.
 
 Deliberate differences from torchrl: ``Bounded.zero`` is the zero tensor clamped into the box (so it
-``is_in`` the spec), ``OneHot.project`` takes the argmax (torchrl samples), masks
-(``update_mask``) and stacked specs are not implemented.
+``is_in`` the spec), ``OneHot.project`` takes the argmax (torchrl samples); stacked specs are not
+implemented. The discrete specs take torchrl's ``mask`` (``update_mask``, ``_specs_masks``).
 
 This module is the specs' public home: ``_specs_base`` holds the helpers, the spaces and
 ``TensorSpec``, ``_specs_leaves`` the leaf specs, and this module ``Composite`` and the old names.
