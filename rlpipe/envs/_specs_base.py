@@ -3,7 +3,9 @@ check shapes, dtypes and devices, the spaces (``ContinuousBox``, ``CategoricalBo
 ``BoxList``) and ``TensorSpec``, the base class every spec derives from.
 """
 import builtins
+import functools
 import math
+import warnings
 
 import numpy as np
 
@@ -288,13 +290,7 @@ class TensorSpec:
         """``val`` as a tensor on this device whose shape ends with ``shape`` (reshaped when the
         number of elements allows)."""
         val = _tensor(val, device=self.device)
-        if not self._has_shape(val):
-            if val.numel() == self.shape.numel():
-                val = val.reshape(self.shape)
-            else:
-                raise ValueError(f"{type(self).__name__}: the shape of the value {_shape_str(val.shape)} does not "
-                                 f"end with the spec's shape {_shape_str(self.shape)}")
-        return val
+        return val if self._has_shape(val) else self._reshape_to_spec(val)
 
     def project(self, val):
         """``val`` mapped into the space (clamped, rounded, cast); returned unchanged when already in it."""
@@ -303,10 +299,72 @@ class TensorSpec:
             return val
         return self._project(val)
 
+    # ---- encode: eager, or through cached conversion steps (memoize_encode) ----
     def encode(self, val, ignore_device=False):
-        """A host value (NumPy array, number, list, tensor) as a tensor of this dtype and shape on ``device``."""
-        val = val if isinstance(val, Tensor) else np.asarray(val)
-        return self._shaped(_tensor(val, dtype=self.dtype, device=self.device))
+        """A host value (NumPy array, number, list, tensor) as a tensor of this dtype and shape on
+        ``device``. Under ``memoize_encode`` the conversion steps chosen for the first value of a
+        given type and shape are cached and replayed for the next ones."""
+        memo = self.__dict__.get("_encode_memo_dict")
+        if memo is None:
+            return self._encode_plan(val)[1]
+        key = (ignore_device, type(val), getattr(val, "shape", None))
+        encoder = memo.get(key)
+        if encoder is not None:
+            return encoder(val)
+        steps, out = self._encode_plan(val)
+        memo[key] = functools.partial(_run_steps, tuple(steps))
+        return out
+
+    def memoize_encode(self, mode=True):
+        """Caches ``encode``'s conversion steps per input type and shape (``mode=False``: back to the
+        eager encode, cache dropped). Worth it when an env encodes values of one format every step."""
+        warnings.warn("memoized encoding is an experimental feature. Use at your own risks.", stacklevel=2)
+        if mode:
+            self.__dict__.setdefault("_encode_memo_dict", {})
+        else:
+            self.__dict__.pop("_encode_memo_dict", None)
+
+    def erase_memoize_cache(self):
+        """Drops the cached ``encode`` steps (memoization stays on when it was)."""
+        memo = self.__dict__.get("_encode_memo_dict")
+        if memo is not None:
+            memo.clear()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        if "_encode_memo_dict" in state:
+            state["_encode_memo_dict"] = {}  # cached steps are rebuilt after unpickling
+        return state
+
+    def _encode_plan(self, val):
+        """``(steps, encoded)``: the conversion steps ``encode`` takes for values like ``val``, and
+        ``val`` encoded by them. The steps: host conversion and check (non-tensors), tensor of
+        this dtype on this device, a reshape to the spec's shape when needed, the value check."""
+        steps = [] if isinstance(val, Tensor) else [np.asarray, self._validate_host]
+        steps.append(self._to_spec_tensor)
+        out = _run_steps(steps, val)
+        if not self._has_shape(out):
+            steps.append(self._reshape_to_spec)
+            out = self._reshape_to_spec(out)
+        steps.append(self._validate_encoded)
+        return steps, self._validate_encoded(out)
+
+    def _validate_host(self, arr):
+        """``arr`` (a host array to encode), checked against the space (raises ValueError)."""
+        return arr
+
+    def _validate_encoded(self, val):
+        """``val`` (an encoded tensor), checked against the space (raises ValueError)."""
+        return val
+
+    def _to_spec_tensor(self, val):
+        return _tensor(val, dtype=self.dtype, device=self.device)
+
+    def _reshape_to_spec(self, val):
+        if val.numel() != self.shape.numel():
+            raise ValueError(f"{type(self).__name__}: the shape of the value {_shape_str(val.shape)} does not "
+                             f"end with the spec's shape {_shape_str(self.shape)}")
+        return val.reshape(self.shape)
 
     def to_numpy(self, val, safe=None):
         """A tensor of this spec as a NumPy array of its dtype (what a Gymnasium env takes)."""
@@ -411,6 +469,13 @@ class TensorSpec:
         space = _indent(repr(self.space)).lstrip()
         return (f"{self._repr_name()}(\n    shape={_shape_str(self.shape)},\n    space={space},\n    "
                 f"device={self.device},\n    dtype={self.dtype},\n    domain={self.domain})")
+
+
+def _run_steps(steps, val):
+    """``val`` passed through each of ``steps`` in turn."""
+    for step in steps:
+        val = step(val)
+    return val
 
 
 def stack_specs(specs, dim=0, *, out=None):

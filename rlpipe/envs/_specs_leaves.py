@@ -357,11 +357,10 @@ class Categorical(MaskSupport, TensorSpec):
                           device=self.device if device is None else device,
                           dtype=self.dtype if dtype is None else dtype, mask=self._mask_like(shape, reshape))
 
-    def encode(self, val, ignore_device=False):
-        arr = val if isinstance(val, Tensor) else np.asarray(val)
-        if isinstance(arr, np.ndarray) and arr.size and (arr.min() < 0 or arr.max() >= self.n):
+    def _validate_host(self, arr):
+        if arr.size and (arr.min() < 0 or arr.max() >= self.n):
             raise ValueError(f"{type(self).__name__}.encode: values must be in [0, {self.n}), got {arr}")
-        return super().encode(arr)
+        return arr
 
     def to_numpy(self, val, safe=None):
         """The category as a Python int (0-d) or an int64 array (Gymnasium's ``Discrete`` format)."""
@@ -432,11 +431,10 @@ class Binary(Categorical):
             val = _ops.where(val.isnan(), zeros_like(val), val)
         return (val >= 0.5).to(self.dtype) if val.dtype.is_floating_point else (val > 0).to(self.dtype)
 
-    def encode(self, val, ignore_device=False):
-        arr = val if isinstance(val, Tensor) else np.asarray(val)
-        if isinstance(arr, np.ndarray) and arr.size and not np.isin(arr, (0, 1)).all():
+    def _validate_host(self, arr):
+        if arr.size and not np.isin(arr, (0, 1)).all():
             raise ValueError(f"Binary.encode: values must be 0 or 1, got {arr}")
-        return TensorSpec.encode(self, arr)
+        return arr
 
     def to_numpy(self, val, safe=None):
         """The bits as an array of this dtype (Gymnasium's ``MultiBinary`` format)."""
@@ -523,7 +521,10 @@ class OneHot(MaskSupport, TensorSpec):
                           device=self.device if device is None else device,
                           dtype=self.dtype if dtype is None else dtype, mask=self._mask_like(shape, reshape))
 
-    def encode(self, val, ignore_device=False):
+    def _encode_plan(self, val):
+        return [self._encode_indices], self._encode_indices(val)
+
+    def _encode_indices(self, val):
         """Integer indices (shape ``shape[:-1]``, with any leading batch dims) as one-hot vectors."""
         if isinstance(val, Tensor):
             idx = val.detach()
@@ -649,12 +650,11 @@ class MultiCategorical(MaskSupport, TensorSpec):
         return type(self)(nvec, shape=shape, device=self.device if device is None else device,
                           dtype=self.dtype if dtype is None else dtype, mask=self._mask_like(shape, reshape))
 
-    def encode(self, val, ignore_device=False):
-        out = super().encode(val)
-        if out.numel() and not builtins.bool(self._values_in(out)):
+    def _validate_encoded(self, val):
+        if val.numel() and not builtins.bool(self._values_in(val)):
             raise ValueError(f"MultiCategorical.encode: values must be in [0, nvec) with nvec="
                              f"{self.nvec.tolist()}, got {host_array(val).tolist()}")
-        return out
+        return val
 
     def to_numpy(self, val, safe=None):
         """An int64 array (Gymnasium's ``MultiDiscrete`` format)."""
@@ -767,7 +767,10 @@ class MultiOneHot(MaskSupport, TensorSpec):
                           device=self.device if device is None else device,
                           dtype=self.dtype if dtype is None else dtype, mask=self._mask_like(shape, reshape))
 
-    def encode(self, val, ignore_device=False):
+    def _encode_plan(self, val):
+        return [self._encode_indices], self._encode_indices(val)
+
+    def _encode_indices(self, val):
         """Integer indices ``[..., len(nvec)]`` as concatenated one-hot vectors."""
         arr = host_array(val)
         if arr.dtype.kind not in "iub" and not (arr.dtype.kind == "f" and np.all(arr == np.round(arr))):

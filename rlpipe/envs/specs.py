@@ -414,6 +414,19 @@ class Composite(TensorSpec):
                 td.set(key, spec.encode(value))
         return td
 
+    def memoize_encode(self, mode=True):
+        """Turns the cached ``encode`` steps on (or off) in every leaf spec (each caches its own)."""
+        super().memoize_encode(mode)
+        for spec in self._specs.values():
+            if spec is not None:
+                spec.memoize_encode(mode)
+
+    def erase_memoize_cache(self):
+        """Drops the cached ``encode`` steps of every leaf spec."""
+        for spec in self._specs.values():
+            if spec is not None:
+                spec.erase_memoize_cache()
+
     def to_numpy(self, val, safe=None):
         """A TensorDict of this spec as a nested dict of NumPy values."""
         out = {}
