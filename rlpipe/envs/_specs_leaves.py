@@ -93,6 +93,10 @@ class Bounded(TensorSpec):
     def _default_dtype(self):
         return _dtypes.get_default_dtype()
 
+    def cardinality(self):
+        """The number of possible values: infinite for a box (as torchrl's, even when discrete)."""
+        return math.inf
+
     def _setup(self):
         low, high = self.space.low, self.space.high
         self.domain = "continuous" if self.dtype.is_floating_point else "discrete"
@@ -232,6 +236,10 @@ class Unbounded(TensorSpec):
     def _default_dtype(self):
         return _dtypes.get_default_dtype()
 
+    def cardinality(self):
+        """Not defined for an unbounded spec (NotImplementedError)."""
+        raise NotImplementedError("cardinality is not implemented for Unbounded specs.")
+
     def _repr_name(self):
         return "UnboundedContinuous" if self.dtype.is_floating_point else "UnboundedDiscrete"
 
@@ -309,6 +317,10 @@ class Categorical(MaskSupport, TensorSpec):
             raise ValueError(f"{type(self).__name__}: n={self.n} does not fit in dtype {self.dtype}")
         self.space = CategoricalBox(self.n)
         self.update_mask(mask)
+
+    def cardinality(self):
+        """The number of categories ``n``."""
+        return self.n
 
     def _mask_sizes(self):
         return [self.n]
@@ -401,6 +413,10 @@ class Binary(Categorical):
         self.n = n
         self.space = BinaryBox(2)
 
+    def cardinality(self):
+        """The number of bit patterns: ``2 ** n`` (torchrl 0.14.1 returns 2, the outcomes of one bit)."""
+        return 2 ** self.n
+
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         return Binary(self.n, shape=self.shape if shape is None else shape,
                       device=self.device if device is None else device,
@@ -461,6 +477,10 @@ class OneHot(MaskSupport, TensorSpec):
         self.space = CategoricalBox(self.n)
         self.use_register = use_register
         self.update_mask(mask)
+
+    def cardinality(self):
+        """The number of categories ``n``."""
+        return self.n
 
     def _mask_sizes(self):
         return [self.n]
@@ -614,6 +634,10 @@ class MultiCategorical(MaskSupport, TensorSpec):
         self.space = BoxList.from_nvec(arr)
         self.update_mask(mask)
 
+    def cardinality(self):
+        """The number of index combinations of one row: ``prod(nvec)``."""
+        return math.prod(self._mask_sizes())
+
     def _mask_sizes(self):
         return [int(n) for n in self.nvec._host().reshape(-1, self.shape[-1])[0]]
 
@@ -711,6 +735,10 @@ class MultiOneHot(MaskSupport, TensorSpec):
         self.space = BoxList.from_nvec(arr)
         self._nvec_f = _tensor(arr, dtype=_dtypes.float64, device=self.device)
         self.update_mask(mask)
+
+    def cardinality(self):
+        """The number of one-hot combinations: ``prod(nvec)``."""
+        return math.prod(self.nvec)
 
     def _mask_sizes(self):
         return list(self.nvec)

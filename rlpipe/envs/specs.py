@@ -50,6 +50,7 @@ from ._specs_leaves import (
     UnboundedContinuous,
     UnboundedDiscrete,
 )
+from ._specs_nontensor import Choice, NonTensor
 
 __all__ = [
     "Binary",
@@ -62,6 +63,7 @@ __all__ = [
     "BoxList",
     "Categorical",
     "CategoricalBox",
+    "Choice",
     "Composite",
     "CompositeSpec",
     "ContinuousBox",
@@ -71,6 +73,7 @@ __all__ = [
     "MultiDiscreteTensorSpec",
     "MultiOneHot",
     "MultiOneHotDiscreteTensorSpec",
+    "NonTensor",
     "OneHot",
     "OneHotDiscreteTensorSpec",
     "TensorSpec",
@@ -84,7 +87,7 @@ __all__ = [
 # the parts' classes name this module as theirs: pickles record the path users import them from
 for _cls in (ContinuousBox, CategoricalBox, BinaryBox, BoxList, TensorSpec, Bounded, BoundedContinuous,
              BoundedDiscrete, Unbounded, UnboundedContinuous, UnboundedDiscrete, Categorical, Binary, OneHot,
-             MultiCategorical, MultiOneHot):
+             MultiCategorical, MultiOneHot, NonTensor, Choice):
     _cls.__module__ = __name__
 del _cls
 
