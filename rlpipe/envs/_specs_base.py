@@ -446,6 +446,11 @@ class TensorSpec:
     def _eq_fields(self, other):
         return True
 
+    def _stack_different(self, specs, dim):
+        """The stack of ``specs`` (this one first) when they differ."""
+        raise NotImplementedError(f"stack of specs: the {len(specs)} {type(self).__name__} specs differ; rlpipe "
+                                  "lazily stacks different Composite specs only (torchrl also leaf specs)")
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         """``rlpipe.stack(specs, dim)`` stacks specs (``stack_specs``); other functions are not for specs."""
@@ -480,30 +485,29 @@ def _run_steps(steps, val):
 
 def stack_specs(specs, dim=0, *, out=None):
     """torchrl's ``torch.stack`` of specs: equal specs give the first one with a new dim of size
-    ``len(specs)`` at ``dim``. Specs of one class and dtype that differ would be torchrl's lazy
-    ``Stacked``/``StackedComposite``, which rlpipe lacks (NotImplementedError)."""
+    ``len(specs)`` at ``dim``. Composite specs that differ give torchrl's lazy ``StackedComposite``;
+    leaf specs that differ would be torchrl's ``Stacked``, which rlpipe lacks (NotImplementedError)."""
     specs = list(specs)
     if not specs:
         raise RuntimeError("Stacking specs cannot occur: expected a non-empty list of specs, got an empty one")
     first = specs[0]
     for spec in specs[1:]:
         if not isinstance(spec, type(first)):
-            raise RuntimeError(f"Stacking specs cannot occur: found more than one type of specs in the list "
+            raise RuntimeError(f"Stacking specs cannot occur: Found more than one type of specs in the list "
                                f"({type(first).__name__} and {type(spec).__name__})")
         if spec.device != first.device and first.device is not None:
             raise RuntimeError(f"Stacking specs cannot occur: found more than one device in the list "
                                f"({first.device} and {spec.device})")
         if spec.dtype != first.dtype and not hasattr(first, "keys"):  # a Composite's dtype is its leaves' own
-            raise RuntimeError(f"Stacking specs cannot occur: found more than one dtype in the list "
+            raise RuntimeError(f"Stacking specs cannot occur: Dtypes differ, found more than one dtype in the list "
                                f"({first.dtype} and {spec.dtype})")
         if len(spec.shape) != len(first.shape):
-            raise RuntimeError(f"Stacking specs cannot occur: found more than one number of dimensions in the list "
-                               f"({len(first.shape)} and {len(spec.shape)})")
+            raise RuntimeError(f"Stacking specs cannot occur: Ndims differ, found more than one number of "
+                               f"dimensions in the list ({len(first.shape)} and {len(spec.shape)})")
     if out is not None:
         raise TypeError("stack of specs: out= is not supported for specs (got a value for out)")
     if any(spec != first for spec in specs[1:]):
-        raise NotImplementedError(f"stack of specs: the {len(specs)} {type(first).__name__} specs differ; rlpipe "
-                                  "stacks equal specs only (torchrl lazily stacks different ones)")
+        return first._stack_different(specs, dim)
     shape = list(first.shape)
     dim = dim + len(shape) + 1 if dim < 0 else dim
     if not 0 <= dim <= len(shape):

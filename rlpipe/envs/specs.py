@@ -9,8 +9,10 @@ test membership exactly (``is_in``: trailing shape, dtype and bounds), map a ten
 Gymnasium expects (``to_numpy``). ``gym.py``'s ``from_gym_space`` converts Gymnasium spaces.
 
 Deliberate differences from torchrl: ``Bounded.zero`` is the zero tensor clamped into the box (so it
-``is_in`` the spec), ``OneHot.project`` takes the argmax (torchrl samples); stacked specs are not
-implemented. The discrete specs take torchrl's ``mask`` (``update_mask``, ``_specs_masks``).
+``is_in`` the spec), ``OneHot.project`` takes the argmax (torchrl samples); different Composite
+specs stack lazily (``StackedComposite``), different leaf specs do not stack (torchrl's
+``Stacked``). The discrete specs take torchrl's ``mask`` (``update_mask``, ``_specs_masks``);
+``NonTensor`` and ``Choice`` live in ``_specs_nontensor``.
 
 This module is the specs' public home: ``_specs_base`` holds the helpers, the spaces and
 ``TensorSpec``, ``_specs_leaves`` the leaf specs, and this module ``Composite`` and the old names.
@@ -51,6 +53,7 @@ from ._specs_leaves import (
     UnboundedDiscrete,
 )
 from ._specs_nontensor import Choice, NonTensor
+from ._specs_stacked import StackedComposite
 
 __all__ = [
     "Binary",
@@ -76,6 +79,7 @@ __all__ = [
     "NonTensor",
     "OneHot",
     "OneHotDiscreteTensorSpec",
+    "StackedComposite",
     "TensorSpec",
     "Unbounded",
     "UnboundedContinuous",
@@ -87,7 +91,7 @@ __all__ = [
 # the parts' classes name this module as theirs: pickles record the path users import them from
 for _cls in (ContinuousBox, CategoricalBox, BinaryBox, BoxList, TensorSpec, Bounded, BoundedContinuous,
              BoundedDiscrete, Unbounded, UnboundedContinuous, UnboundedDiscrete, Categorical, Binary, OneHot,
-             MultiCategorical, MultiOneHot, NonTensor, Choice):
+             MultiCategorical, MultiOneHot, NonTensor, Choice, StackedComposite):
     _cls.__module__ = __name__
 del _cls
 
@@ -416,6 +420,9 @@ class Composite(TensorSpec):
             else:
                 td.set(key, spec.encode(value))
         return td
+
+    def _stack_different(self, specs, dim):
+        return StackedComposite(specs, dim)
 
     def memoize_encode(self, mode=True):
         """Turns the cached ``encode`` steps on (or off) in every leaf spec (each caches its own)."""
