@@ -190,6 +190,7 @@ class TensorSpec:
     device = CPU
     space = None
     domain = ""
+    _feature_dims = 0  # trailing dims that hold one value together (one-hot rows): an index stops before them
 
     # ---- to override ----
     def rand(self, shape=None):
@@ -425,6 +426,34 @@ class TensorSpec:
     def clone(self):
         """A copy of the spec."""
         return self._with()
+
+    def __getitem__(self, index):
+        """The spec of ``value[index]`` for values of this spec (ints, slices, lists, tensors,
+        Ellipsis and None over the leading dims; the dims holding one value stay whole)."""
+        items = index if isinstance(index, tuple) else (index,)
+        index = tuple(host_array(item) if isinstance(item, Tensor) else item for item in items)
+        kept = len(self.shape) - self._feature_dims
+        try:
+            lead = np.broadcast_to(np.empty((), dtype=bool), tuple(self.shape[:kept]))[index]
+        except IndexError as err:
+            raise IndexError(f"{type(self).__name__}: the index {index} does not fit the spec's indexable dims "
+                             f"{list(self.shape[:kept])} (shape {list(self.shape)}): {err}") from None
+        return self._indexed(index, Size(lead.shape + tuple(self.shape[kept:])))
+
+    def _indexed(self, index, shape):
+        """The spec of ``value[index]``, of shape ``shape``: a uniform space only changes shape."""
+        return self._with(shape=shape, reshape=True)
+
+    def unbind(self, dim=0):
+        """The specs of ``value.unbind(dim)``: one per index along ``dim``."""
+        n = len(self.shape)
+        if not -n <= dim < n:
+            raise IndexError(f"unbind: dim {dim} out of range for a spec of shape {list(self.shape)}")
+        dim = dim + n if dim < 0 else dim
+        if dim >= n - self._feature_dims:
+            raise ValueError(f"{type(self).__name__}.unbind: dim {dim} of shape {list(self.shape)} must remain whole "
+                             f"(the last {self._feature_dims} dims hold each value)")
+        return tuple(self[(slice(None),) * dim + (i,)] for i in range(self.shape[dim]))
 
     def to(self, dest):
         """The spec on another device, or (given an rlpipe dtype) with another dtype."""

@@ -170,6 +170,10 @@ class Bounded(TensorSpec):
             v = v.round()
         return _ops.clamp(v, self.low.to(_dtypes.float64), self.high.to(_dtypes.float64)).to(self.dtype)
 
+    def _indexed(self, index, shape):
+        return Bounded(host_array(self.low)[index], host_array(self.high)[index], shape=shape, device=self.device,
+                       dtype=self.dtype)
+
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         shape = self.shape if shape is None else shape
         device = self.device if device is None else device
@@ -395,6 +399,7 @@ class Categorical(MaskSupport, TensorSpec):
 
 class Binary(Categorical):
     """``n`` bits (0 or 1): ``Binary(n=None, shape=None, device=None, dtype=int8)``; ``shape[-1] == n``."""
+    _feature_dims = 1
 
     def __init__(self, n=None, shape=None, device=None, dtype=_dtypes.int8):
         if n is None and shape is None:
@@ -463,6 +468,7 @@ class OneHot(MaskSupport, TensorSpec):
     """A one-hot vector over ``n`` categories: ``OneHot(n, shape=None, device=None, dtype=bool)``,
     ``shape`` defaulting to ``[n]`` (its last dim must be ``n``)."""
     domain = "discrete"
+    _feature_dims = 1
 
     def __init__(self, n, shape=None, device=None, dtype=None, use_register=False, mask=None):
         self.n = _check_positive_int(n, "OneHot: n")
@@ -609,6 +615,7 @@ class MultiCategorical(MaskSupport, TensorSpec):
     """One integer in ``{0, ..., nvec[i] - 1}`` per element: ``MultiCategorical(nvec, shape=None,
     device=None, dtype=int64)``; ``shape`` defaults to ``nvec``'s shape (``nvec`` broadcasts to it)."""
     domain = "discrete"
+    _feature_dims = 1
 
     def __init__(self, nvec, shape=None, device=None, dtype=None, mask=None, remove_singleton=True):
         arr = _nvec_array(nvec, "MultiCategorical")
@@ -667,6 +674,10 @@ class MultiCategorical(MaskSupport, TensorSpec):
         val = _ops.where(val.isnan(), zeros_like(val), val).round()
         return _ops.clamp(val, zeros_like(self._nvec_f), self._nvec_f - 1).to(self.dtype)
 
+    def _indexed(self, index, shape):
+        return MultiCategorical(self.nvec._host()[index], shape=shape, device=self.device, dtype=self.dtype,
+                                mask=self._indexed_mask(index))
+
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         shape = self.shape if shape is None else shape
         nvec = self.nvec._host()
@@ -715,6 +726,7 @@ class MultiOneHot(MaskSupport, TensorSpec):
     """One one-hot vector per sub-space, concatenated along the last dim:
     ``MultiOneHot(nvec, shape=None, device=None, dtype=bool)``, ``shape[-1] == sum(nvec)``."""
     domain = "discrete"
+    _feature_dims = 1
 
     def __init__(self, nvec, shape=None, device=None, dtype=None, use_register=False, mask=None):
         arr = _nvec_array(nvec, "MultiOneHot")

@@ -7,6 +7,8 @@ The logic works on category indices, one per sub-space (``[..., k]``, k = 1 exce
 specs): each spec class converts its values to indices and back (``_mask_indices`` and
 ``_mask_values``) and names its sub-space sizes (``_mask_sizes``) and mask shape.
 """
+import copy
+
 import numpy as np
 
 from .. import _dtypes
@@ -91,6 +93,17 @@ class MaskSupport:
         return super().__eq__(other) and self._mask_equal(other)
 
     __hash__ = None
+
+    def _indexed_mask(self, index):
+        """The host mask of ``value[index]`` (None without a mask)."""
+        return None if self.mask is None else host_array(self.mask)[index]
+
+    def _indexed(self, index, shape):
+        unmasked = copy.copy(self)
+        unmasked.mask = None
+        out = super(MaskSupport, unmasked)._indexed(index, shape)
+        out.update_mask(self._indexed_mask(index))
+        return out
 
     def _mask_parts(self, extra):
         """The host mask of each sub-space, broadcast to ``extra`` leading dims."""
