@@ -44,3 +44,16 @@ def test_indexing_errors():
         Unbounded(shape=(5, 3)).unbind(2)
     with pytest.raises(IndexError, match="Unbounded.*does not fit"):
         Unbounded(shape=(5, 3))[7]
+
+
+def test_float_categorical_specs_hold_whole_numbers():
+    multi = rlpipe.envs.specs.MultiCategorical([3, 4], dtype=rlpipe.float32)  # torchrl 0.14.1 accepts it
+    sample = multi.rand((50,))
+    assert sample.dtype is rlpipe.float32 and multi.is_in(sample)
+    assert bool((sample == sample.floor()).all()) and sample[:, 0].max().item() <= 2
+    assert not multi.is_in(rlpipe.tensor([1.5, 1.0]))
+    single = Categorical(4, dtype=rlpipe.float32)
+    assert single.is_in(rlpipe.tensor(2.0)) and not single.is_in(rlpipe.tensor(2.5))
+    assert single.host_membership_test()(single.rand((3,)).numpy())
+    with pytest.raises(ValueError, match="MultiCategorical requires an integer or float dtype, got rlpipe.bool"):
+        rlpipe.envs.specs.MultiCategorical([3, 4], dtype=rlpipe.bool)

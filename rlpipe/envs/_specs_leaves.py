@@ -299,6 +299,12 @@ class UnboundedDiscrete(Unbounded):
 
 
 # ---- discrete -----------------------------------------------------------------------------------
+def _index_in(val, upper):
+    """Elementwise: whether ``val`` is a whole number in ``[0, upper)``."""
+    inside = (val >= 0) & (val < upper)
+    return inside & (val == val.floor()) if val.dtype.is_floating_point else inside
+
+
 def _int_scalar_or_array(arr):
     """``to_numpy`` of an index: a Python int when 0-d, else an int64 array."""
     arr = np.asarray(arr)
@@ -314,9 +320,7 @@ class Categorical(MaskSupport, TensorSpec):
         self.n = _check_positive_int(n, f"{type(self).__name__}: n")
         self.shape = Size(()) if shape is None else _size(shape)
         self.device = _device(device)
-        self.dtype = _dtype(dtype, _dtypes.int64)
-        if self.dtype.is_floating_point:
-            raise ValueError(f"{type(self).__name__} requires an integer dtype, got {self.dtype}")
+        self.dtype = _dtype(dtype, _dtypes.int64)  # a float dtype holds whole numbers, as torchrl allows
         if self.n > _iinfo_range(self.dtype)[1] + 1:
             raise ValueError(f"{type(self).__name__}: n={self.n} does not fit in dtype {self.dtype}")
         self.space = CategoricalBox(self.n)
@@ -349,9 +353,11 @@ class Categorical(MaskSupport, TensorSpec):
     def _values_in(self, val):
         if self.dtype is _dtypes.bool:
             return True
-        return ((val >= 0) & (val < self.n)).all()
+        return _index_in(val, self.n).all()
 
     def _host_values_test(self):
+        if self.dtype.is_floating_point:
+            return None
         n, below = int(self.n), CPU._backend.below
 
         def test(array):
@@ -631,8 +637,8 @@ class MultiCategorical(MaskSupport, TensorSpec):
         self.shape = shape
         self.device = _device(device)
         self.dtype = _dtype(dtype, _dtypes.int64)
-        if self.dtype.is_floating_point or self.dtype is _dtypes.bool:
-            raise ValueError(f"MultiCategorical requires an integer dtype, got {self.dtype}")
+        if self.dtype is _dtypes.bool:
+            raise ValueError(f"MultiCategorical requires an integer or float dtype, got {self.dtype}")
         if arr.max() > _iinfo_range(self.dtype)[1] + 1:
             raise ValueError(f"MultiCategorical: nvec={arr.tolist()} does not fit in dtype {self.dtype}")
         self.remove_singleton = remove_singleton
@@ -667,7 +673,7 @@ class MultiCategorical(MaskSupport, TensorSpec):
         return _ops.minimum((u * self._nvec_f).floor(), self._nvec_f - 1).to(self.dtype)
 
     def _values_in(self, val):
-        return ((val >= 0) & (val < self.nvec.to(val.device))).all()
+        return _index_in(val, self.nvec.to(val.device)).all()
 
     def _project(self, val):
         val = val.to(_dtypes.float64)
