@@ -103,14 +103,16 @@ _MISSING = object()
 class Composite(TensorSpec):
     """A nested dictionary of specs sharing the leading dims ``shape`` (a TensorDict's batch size).
 
-    ``Composite(dict_of_specs=None, shape=None, device=None, **kwargs)``: keys are strings, nested
-    keys tuples of strings; nested dicts become nested Composites. ``rand``/``zero`` give
-    TensorDicts of batch size ``shape``.
+    ``Composite(dict_of_specs=None, shape=None, device=None, names=None, **kwargs)``: keys are
+    strings, nested keys tuples of strings; nested dicts become nested Composites. ``rand``/``zero``
+    give TensorDicts of batch size ``shape``. ``names`` names the batch dims (nested Composites
+    share them), as a TensorDict's dim names; they follow indexing and shape changes.
     """
     domain = "composite"
+    _names = None
 
     def __init__(self, *args, shape=None, device=None, batch_size=None, data_cls=None, step_mdp_static=False,
-                 **kwargs):
+                 names=None, **kwargs):
         if len(args) > 1:
             raise TypeError("Composite takes at most one positional argument (a dict of specs)")
         if shape is not None and batch_size is not None:
@@ -125,6 +127,56 @@ class Composite(TensorSpec):
             raise TypeError(f"Composite expects a dict of specs, got {type(source).__name__}")
         for key, value in (*(source.items() if source is not None else ()), *kwargs.items()):
             self[key] = value
+        if names is not None:
+            self.names = names
+
+    # ---- dim names ----
+    @property
+    def names(self):
+        """The names of the batch dims (None for an unnamed dim)."""
+        return list(self._names) if self._names is not None else [None] * len(self.shape)
+
+    @names.setter
+    def names(self, names):
+        if names is None:
+            self._erase_names()
+            return
+        names = list(names)
+        if len(names) != len(self.shape):
+            raise ValueError(f"Composite.names: Expected {len(self.shape)} names, but got {len(names)} names "
+                             f"({names}) for the shape {list(self.shape)}")
+        self._names = names if any(name is not None for name in names) else None
+        for spec in self._specs.values():
+            if isinstance(spec, Composite):
+                spec.names = names + spec.names[len(names):]
+
+    def _has_names(self):
+        return self._names is not None
+
+    def _erase_names(self):
+        self._names = None
+        for spec in self._specs.values():
+            if isinstance(spec, Composite):
+                spec._erase_names()
+
+    def refine_names(self, *names):
+        """A copy named ``names`` (``...`` keeps the names of the dims it covers); renaming a named
+        dim is a RuntimeError."""
+        if Ellipsis in names:
+            at = names.index(Ellipsis)
+            names = names[:at] + tuple(self.names[at:at + len(self.shape) - len(names) + 1]) + names[at + 1:]
+        for old, new in zip(self.names, names):
+            if old is not None and old != new:
+                raise RuntimeError(f"refine_names: cannot coerce Composite names {self.names} with {list(names)}")
+        out = self.clone()
+        out.names = names
+        return out
+
+    def _named_like(self, out, names):
+        """``out`` with ``names`` (None: no names) as its dim names."""
+        if names is not None and len(names) == len(out.shape):
+            out.names = names
+        return out
 
     # ---- shape, device, dtype ----
     @property
@@ -215,9 +267,8 @@ class Composite(TensorSpec):
         return node
 
     def __getitem__(self, key):
-        if not isinstance(key, str) and not (isinstance(key, tuple) and key):
-            raise TypeError(f"Composite keys are strings or tuples of strings, got {key!r} "
-                            "(indexing the batch dims is not supported)")
+        if not _is_key(key):
+            return TensorSpec.__getitem__(self, key)  # an index of the batch dims
         path = unravel_key_to_tuple(key)
         spec = self._lookup(path)
         if spec is _MISSING:
@@ -469,7 +520,32 @@ class Composite(TensorSpec):
                 spec = spec._with(shape=new_shape if new_shape != spec.shape else None, device=device,
                                   dtype=dtype, reshape=reshape)
             out._specs[key] = spec
-        return out
+        lead = len(shape) - n
+        expanded = not reshape and lead >= 0 and tuple(shape[lead:]) == tuple(self.shape)
+        return self._named_like(out, [None] * lead + self.names if expanded and self._names else None)
+
+    def _indexed(self, index, shape):
+        out = Composite(shape=shape, device=self.device, data_cls=self.data_cls)
+        for key, spec in self._specs.items():
+            out._specs[key] = None if spec is None else spec[index]
+        return self._named_like(out, _names_after_index(self.names, index) if self._names else None)
+
+    def unsqueeze(self, dim):
+        """The spec with a new dim of size 1 at ``dim`` (an unnamed one)."""
+        out = super().unsqueeze(dim)
+        names = self.names
+        names.insert(dim + len(self.shape) + 1 if dim < 0 else dim, None)
+        return self._named_like(out, names if self._names else None)
+
+    def squeeze(self, dim=None):
+        """The spec without its size-1 dims (only ``dim``, when given), their names dropped."""
+        out = super().squeeze(dim)
+        if dim is None:
+            names = [name for name, size in zip(self.names, self.shape) if size != 1]
+        else:
+            names = [name for d, name in enumerate(self.names) if d != dim % max(len(self.shape), 1)
+                     or self.shape[d] != 1]
+        return self._named_like(out, names if self._names else None)
 
     def clone(self):
         """A copy of the Composite and its specs."""
@@ -496,6 +572,33 @@ class Composite(TensorSpec):
         sep = ",\n" if entries else ""
         return (f"Composite(\n{entries}{sep}    device={self.device},\n    shape={_shape_str(self.shape)},\n"
                 f"    data_cls={self.data_cls})")
+
+
+def _is_key(key):
+    """Whether ``key`` is an entry key (a string, or a non-empty tuple of keys) rather than an index."""
+    return isinstance(key, str) or (isinstance(key, tuple) and bool(key) and builtins.all(map(_is_key, key)))
+
+
+def _names_after_index(names, index):
+    """The dim names left by ``index`` (ints drop a dim, None adds an unnamed one), or None when
+    the index is not one of basic ints, slices, Ellipsis and None."""
+    items = index if isinstance(index, tuple) else (index,)
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        fill = len(names) - builtins.sum(item is not None for item in items if item is not Ellipsis)
+        items = items[:at] + (slice(None),) * fill + items[at + 1:]
+    out, dim = [], 0
+    for item in items:
+        if item is None:
+            out.append(None)
+        elif isinstance(item, int):
+            dim += 1
+        elif isinstance(item, slice):
+            out.append(names[dim])
+            dim += 1
+        else:
+            return None
+    return out + names[dim:]
 
 
 # ---- torchrl's former names ---------------------------------------------------------------------
