@@ -103,3 +103,22 @@ def test_cardinality_matches_torchrl():
     assert Bounded(0, 3, shape=(1,), dtype=rlpipe.int64).cardinality() == math.inf
     with pytest.raises(NotImplementedError, match="cardinality is not implemented for Unbounded"):
         Unbounded(shape=(1,)).cardinality()
+
+
+def test_enumerate_lists_every_value():
+    assert Categorical(5, shape=(3,)).enumerate().tolist() == [[i] * 3 for i in range(5)]  # torchrl 0.14.1
+    one_hot = OneHot(5, shape=(2, 5)).enumerate()
+    assert one_hot.shape == (5, 2, 5) and one_hot[1].tolist() == [[False, True, False, False, False]] * 2
+    for spec, count in ((MultiCategorical([3, 4, 5], shape=(2, 3)), 60), (MultiOneHot([3, 4, 5], shape=(2, 12)), 60),
+                        (Binary(4, shape=(5, 4)), 16)):
+        values = spec.enumerate()
+        assert len(values) == count == spec.cardinality() and spec.is_in(values)
+        assert len({tuple(v) for v in values[:, 0].tolist()}) == count  # all different
+    comp = Composite({"a": OneHot(5, shape=(3, 5)), ("b", "c"): Categorical(4, shape=(3,))}, shape=[3])
+    values = comp.enumerate()
+    assert values.shape == (20, 3) and values["b", "c"].shape == (20, 3) and comp.is_in(values)
+    assert comp.cardinality() == 20
+    masked = Categorical(4, mask=rlpipe.tensor([True, False, True, True]))
+    assert masked.enumerate(use_mask=True).tolist() == [0, 2, 3] and masked.enumerate().tolist() == [0, 1, 2, 3]
+    with pytest.raises(NotImplementedError, match="BoundedContinuous.enumerate: only discrete specs"):
+        Bounded(0.0, 1.0, shape=(1,)).enumerate()

@@ -475,6 +475,11 @@ class TensorSpec:
     def _eq_fields(self, other):
         return True
 
+    def enumerate(self, use_mask=False):
+        """Every value of the spec, stacked along a new first dim: the discrete specs only."""
+        raise NotImplementedError(f"{type(self).__name__}.enumerate: only discrete specs (Categorical, OneHot, "
+                                  "MultiCategorical, MultiOneHot, Binary and Composites of them) can be enumerated")
+
     def _stack_different(self, specs, dim):
         """The stack of ``specs`` (this one first) when they differ."""
         raise NotImplementedError(f"stack of specs: the {len(specs)} {type(self).__name__} specs differ; rlpipe "

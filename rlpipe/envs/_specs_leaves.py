@@ -428,6 +428,9 @@ class Binary(Categorical):
         """The number of bit patterns: ``2 ** n`` (torchrl 0.14.1 returns 2, the outcomes of one bit)."""
         return 2 ** self.n
 
+    def _enumerate_rows(self):
+        return np.array(list(itertools.product((0, 1), repeat=self.n)))
+
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         return Binary(self.n, shape=self.shape if shape is None else shape,
                       device=self.device if device is None else device,

@@ -105,6 +105,24 @@ class MaskSupport:
         out.update_mask(self._indexed_mask(index))
         return out
 
+    def _enumerate_rows(self):
+        """Every possible row value (host, ``[K, *row_shape]``): all category combinations."""
+        sizes = self._mask_sizes()
+        combos = np.stack(np.meshgrid(*[np.arange(n) for n in sizes], indexing="ij"), -1).reshape(-1, len(sizes))
+        return self._mask_values(combos)
+
+    def enumerate(self, use_mask=False):
+        """Every value of the spec, stacked along a new first dim (each repeated over the leading
+        dims); ``use_mask``: only the values the mask allows in every row."""
+        rows = np.asarray(self._enumerate_rows())
+        lead = len(self.shape) - (rows.ndim - 1)
+        values = np.broadcast_to(rows.reshape((len(rows),) + (1,) * lead + rows.shape[1:]),
+                                 (len(rows),) + tuple(self.shape))
+        if use_mask and self.mask is not None:
+            allowed = ~self._disallowed(self._mask_indices(values)).any(-1)
+            values = values[allowed.reshape(len(rows), -1).all(-1)]
+        return as_tensor(np.ascontiguousarray(values).astype(self.dtype.np), device=self.device)
+
     def _mask_parts(self, extra):
         """The host mask of each sub-space, broadcast to ``extra`` leading dims."""
         mask = host_array(self.mask)

@@ -20,8 +20,12 @@ Every class reports this module as its ``__module__`` (so pickles and reprs name
 import from).
 """
 import builtins
+import math
+
+import numpy as np
 
 from .. import _dtypes
+from .._creation import as_tensor
 from .._device import resolve
 from .._tensor import Size, Tensor, size_repr as _shape_str
 from ..tensordict import TensorDict, unravel_key_to_tuple
@@ -474,6 +478,21 @@ class Composite(TensorSpec):
 
     def _stack_different(self, specs, dim):
         return StackedComposite(specs, dim)
+
+    def cardinality(self):
+        """The number of values: the product of the leaves' cardinalities."""
+        return math.prod(spec.cardinality() for spec in self.values(True, True) if spec is not None)
+
+    def enumerate(self, use_mask=False):
+        """Every combination of the leaves' values, as a TensorDict of batch ``[K, *shape]``."""
+        keys = [key for key, spec in self.items(True, True) if spec is not None]
+        values = [self[key].enumerate(use_mask) for key in keys]
+        counts = [len(value) for value in values]
+        grid = np.stack(np.meshgrid(*[np.arange(n) for n in counts], indexing="ij"), -1).reshape(-1, len(counts))
+        out = TensorDict(batch_size=(len(grid),) + tuple(self.shape), device=self.device)
+        for i, (key, value) in enumerate(zip(keys, values)):
+            out.set(key, value[as_tensor(grid[:, i], device=value.device)])
+        return out
 
     def memoize_encode(self, mode=True):
         """Turns the cached ``encode`` steps on (or off) in every leaf spec (each caches its own)."""
