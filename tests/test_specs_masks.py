@@ -96,3 +96,19 @@ def test_mask_errors():
     assert spec.mask.tolist() == MASK  # the failed call kept the mask
     with pytest.raises(RuntimeError, match="the action mask allows no category"):
         Categorical(3, mask=rlpipe.tensor([False, False, False])).rand()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_masks_on_a_cuda_spec():
+    spec = Categorical(5, shape=(3,), device="cuda", mask=rlpipe.tensor(MASK))
+    assert spec.mask.device.type == "cuda"
+    sample = spec.rand((40,))
+    assert sample.device.type == "cuda" and set(sample.cpu().reshape(-1).tolist()) <= {0, 2, 4}
+    assert spec.is_in(sample) and not spec.is_in(rlpipe.tensor([1, 0, 0], device="cuda"))
+    projected = spec.project(rlpipe.tensor([1, 3, 0], device="cuda"))
+    assert projected.device.type == "cuda" and spec.is_in(projected) and projected.cpu().tolist()[2] == 0
+    test = spec.host_membership_test()
+    assert test(np.array([0, 2, 4])) and not test(np.array([0, 1, 4]))
+    one_hot = OneHot(5, device="cuda", mask=rlpipe.tensor(MASK)).expand(4, 5)
+    assert one_hot.is_in(one_hot.rand()) and one_hot.mask.device.type == "cuda"
