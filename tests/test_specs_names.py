@@ -46,3 +46,32 @@ def test_name_errors():
         spec.refine_names("batch", "other")
     with pytest.raises(IndexError, match="Composite: the index .* does not fit the spec's indexable dims"):
         spec[10, 0, 0]
+
+
+def test_lock_forbids_changes_until_unlocked():
+    import pickle
+    inner = Composite()
+    spec = Composite(a=Composite(b=inner))
+    assert not spec.locked
+    spec.lock_()
+    assert spec.locked and spec["a"].locked and inner.is_locked
+    with pytest.raises(RuntimeError, match="Cannot modify a locked Composite"):
+        spec["c"] = Bounded(0.0, 1.0, shape=(1,))
+    with pytest.raises(RuntimeError, match="Cannot modify a locked Composite"):
+        spec["a", "x"] = Bounded(0.0, 1.0, shape=(1,))
+    with pytest.raises(RuntimeError, match="Cannot modify a locked Composite"):
+        del spec["a"]
+    assert list(spec.keys()) == ["a"]  # the refused calls changed nothing
+    assert not pickle.loads(pickle.dumps(spec)).locked
+    spec.unlock_()
+    spec["c"] = Bounded(0.0, 1.0, shape=(1,))
+    spec.lock_()
+    Composite(b=inner).lock_()  # a second graph holding the same nested Composite
+    with pytest.raises(RuntimeError, match="Cannot unlock a Composite that is part of a locked graph"):
+        spec.unlock_()
+    assert spec.locked and spec["a"].locked
+    spec.unlock_(recurse=False)  # the root alone is held by this lock only
+    assert not spec.locked and inner.locked
+    shallow = Composite(a=Composite()).lock_(recurse=False)
+    shallow["a", "y"] = Bounded(0.0, 1.0, shape=(1,))  # the nested Composite is not locked
+    assert shallow.locked and not shallow["a"].locked

@@ -134,6 +134,50 @@ class Composite(TensorSpec):
         if names is not None:
             self.names = names
 
+    # ---- locking ----
+    _lock_holders = frozenset()  # ids of the Composites whose lock_ locked this one
+
+    @property
+    def locked(self):
+        """Whether entries can no longer be set or deleted (``lock_``)."""
+        return bool(self._lock_holders)
+
+    is_locked = locked
+
+    def _check_unlocked(self):
+        if self._lock_holders:
+            raise RuntimeError("Cannot modify a locked Composite. Call unlock_() first (it is locked by "
+                               f"{len(self._lock_holders)} Composite(s) of its graph).")
+
+    def _lock_graph(self, recurse):
+        """This Composite and, when ``recurse`` (default True), the nested ones."""
+        nodes = [self]
+        if recurse is None or recurse:
+            nodes += [spec for spec in self.values(True) if isinstance(spec, Composite)]
+        return nodes
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_lock_holders", None)  # the holders are object ids: a pickled copy comes back unlocked
+        return state
+
+    def lock_(self, recurse=None):
+        """Forbids setting or deleting entries, here and (``recurse``, default True) in nested Composites."""
+        for node in self._lock_graph(recurse):
+            node._lock_holders = node._lock_holders | {id(self)}
+        return self
+
+    def unlock_(self, recurse=None):
+        """Lifts ``lock_``; a RuntimeError when another Composite's lock also holds one of them."""
+        nodes = self._lock_graph(recurse)
+        for node in nodes:
+            if node._lock_holders - {id(self)}:
+                raise RuntimeError("Cannot unlock a Composite that is part of a locked graph: another Composite "
+                                   "locked it (unlock that one first)")
+        for node in nodes:
+            node._lock_holders = node._lock_holders - {id(self)}
+        return self
+
     # ---- dim names ----
     @property
     def names(self):
@@ -302,6 +346,7 @@ class Composite(TensorSpec):
             elif not isinstance(child, Composite):
                 raise KeyError(f"Composite: cannot set {key!r}: {path[:i + 1]!r} is a leaf spec, not a Composite")
             node = child
+        node._check_unlocked()
         node._specs[path[-1]] = node._check_leaf(key, value)
 
     def set(self, key, spec):
@@ -314,6 +359,7 @@ class Composite(TensorSpec):
         parent = self._lookup(path[:-1]) if len(path) > 1 else self
         if not isinstance(parent, Composite) or path[-1] not in parent._specs:
             raise KeyError(f"key {key!r} not found in Composite")
+        parent._check_unlocked()
         del parent._specs[path[-1]]
 
     def del_(self, key):
