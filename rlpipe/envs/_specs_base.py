@@ -3,7 +3,9 @@ check shapes, dtypes and devices, the spaces (``ContinuousBox``, ``CategoricalBo
 ``BoxList``) and ``TensorSpec``, the base class every spec derives from.
 """
 import builtins
+import functools
 import math
+import warnings
 
 import numpy as np
 
@@ -188,6 +190,7 @@ class TensorSpec:
     device = CPU
     space = None
     domain = ""
+    _feature_dims = 0  # trailing dims that hold one value together (one-hot rows): an index stops before them
 
     # ---- to override ----
     def rand(self, shape=None):
@@ -288,13 +291,7 @@ class TensorSpec:
         """``val`` as a tensor on this device whose shape ends with ``shape`` (reshaped when the
         number of elements allows)."""
         val = _tensor(val, device=self.device)
-        if not self._has_shape(val):
-            if val.numel() == self.shape.numel():
-                val = val.reshape(self.shape)
-            else:
-                raise ValueError(f"{type(self).__name__}: the shape of the value {_shape_str(val.shape)} does not "
-                                 f"end with the spec's shape {_shape_str(self.shape)}")
-        return val
+        return val if self._has_shape(val) else self._reshape_to_spec(val)
 
     def project(self, val):
         """``val`` mapped into the space (clamped, rounded, cast); returned unchanged when already in it."""
@@ -303,10 +300,72 @@ class TensorSpec:
             return val
         return self._project(val)
 
+    # ---- encode: eager, or through cached conversion steps (memoize_encode) ----
     def encode(self, val, ignore_device=False):
-        """A host value (NumPy array, number, list, tensor) as a tensor of this dtype and shape on ``device``."""
-        val = val if isinstance(val, Tensor) else np.asarray(val)
-        return self._shaped(_tensor(val, dtype=self.dtype, device=self.device))
+        """A host value (NumPy array, number, list, tensor) as a tensor of this dtype and shape on
+        ``device``. Under ``memoize_encode`` the conversion steps chosen for the first value of a
+        given type and shape are cached and replayed for the next ones."""
+        memo = self.__dict__.get("_encode_memo_dict")
+        if memo is None:
+            return self._encode_plan(val)[1]
+        key = (ignore_device, type(val), getattr(val, "shape", None))
+        encoder = memo.get(key)
+        if encoder is not None:
+            return encoder(val)
+        steps, out = self._encode_plan(val)
+        memo[key] = functools.partial(_run_steps, tuple(steps))
+        return out
+
+    def memoize_encode(self, mode=True):
+        """Caches ``encode``'s conversion steps per input type and shape (``mode=False``: back to the
+        eager encode, cache dropped). Worth it when an env encodes values of one format every step."""
+        warnings.warn("memoized encoding is an experimental feature. Use at your own risks.", stacklevel=2)
+        if mode:
+            self.__dict__.setdefault("_encode_memo_dict", {})
+        else:
+            self.__dict__.pop("_encode_memo_dict", None)
+
+    def erase_memoize_cache(self):
+        """Drops the cached ``encode`` steps (memoization stays on when it was)."""
+        memo = self.__dict__.get("_encode_memo_dict")
+        if memo is not None:
+            memo.clear()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        if "_encode_memo_dict" in state:
+            state["_encode_memo_dict"] = {}  # cached steps are rebuilt after unpickling
+        return state
+
+    def _encode_plan(self, val):
+        """``(steps, encoded)``: the conversion steps ``encode`` takes for values like ``val``, and
+        ``val`` encoded by them. The steps: host conversion and check (non-tensors), tensor of
+        this dtype on this device, a reshape to the spec's shape when needed, the value check."""
+        steps = [] if isinstance(val, Tensor) else [np.asarray, self._validate_host]
+        steps.append(self._to_spec_tensor)
+        out = _run_steps(steps, val)
+        if not self._has_shape(out):
+            steps.append(self._reshape_to_spec)
+            out = self._reshape_to_spec(out)
+        steps.append(self._validate_encoded)
+        return steps, self._validate_encoded(out)
+
+    def _validate_host(self, arr):
+        """``arr`` (a host array to encode), checked against the space (raises ValueError)."""
+        return arr
+
+    def _validate_encoded(self, val):
+        """``val`` (an encoded tensor), checked against the space (raises ValueError)."""
+        return val
+
+    def _to_spec_tensor(self, val):
+        return _tensor(val, dtype=self.dtype, device=self.device)
+
+    def _reshape_to_spec(self, val):
+        if val.numel() != self.shape.numel():
+            raise ValueError(f"{type(self).__name__}: the shape of the value {_shape_str(val.shape)} does not "
+                             f"end with the spec's shape {_shape_str(self.shape)}")
+        return val.reshape(self.shape)
 
     def to_numpy(self, val, safe=None):
         """A tensor of this spec as a NumPy array of its dtype (what a Gymnasium env takes)."""
@@ -368,6 +427,34 @@ class TensorSpec:
         """A copy of the spec."""
         return self._with()
 
+    def __getitem__(self, index):
+        """The spec of ``value[index]`` for values of this spec (ints, slices, lists, tensors,
+        Ellipsis and None over the leading dims; the dims holding one value stay whole)."""
+        items = index if isinstance(index, tuple) else (index,)
+        index = tuple(host_array(item) if isinstance(item, Tensor) else item for item in items)
+        kept = len(self.shape) - self._feature_dims
+        try:
+            lead = np.broadcast_to(np.empty((), dtype=bool), tuple(self.shape[:kept]))[index]
+        except IndexError as err:
+            raise IndexError(f"{type(self).__name__}: the index {index} does not fit the spec's indexable dims "
+                             f"{list(self.shape[:kept])} (shape {list(self.shape)}): {err}") from None
+        return self._indexed(index, Size(lead.shape + tuple(self.shape[kept:])))
+
+    def _indexed(self, index, shape):
+        """The spec of ``value[index]``, of shape ``shape``: a uniform space only changes shape."""
+        return self._with(shape=shape, reshape=True)
+
+    def unbind(self, dim=0):
+        """The specs of ``value.unbind(dim)``: one per index along ``dim``."""
+        n = len(self.shape)
+        if not -n <= dim < n:
+            raise IndexError(f"unbind: dim {dim} out of range for a spec of shape {list(self.shape)}")
+        dim = dim + n if dim < 0 else dim
+        if dim >= n - self._feature_dims:
+            raise ValueError(f"{type(self).__name__}.unbind: dim {dim} of shape {list(self.shape)} must remain whole "
+                             f"(the last {self._feature_dims} dims hold each value)")
+        return tuple(self[(slice(None),) * dim + (i,)] for i in range(self.shape[dim]))
+
     def to(self, dest):
         """The spec on another device, or (given an rlpipe dtype) with another dtype."""
         if isinstance(dest, _dtypes.dtype):
@@ -387,6 +474,16 @@ class TensorSpec:
 
     def _eq_fields(self, other):
         return True
+
+    def enumerate(self, use_mask=False):
+        """Every value of the spec, stacked along a new first dim: the discrete specs only."""
+        raise NotImplementedError(f"{type(self).__name__}.enumerate: only discrete specs (Categorical, OneHot, "
+                                  "MultiCategorical, MultiOneHot, Binary and Composites of them) can be enumerated")
+
+    def _stack_different(self, specs, dim):
+        """The stack of ``specs`` (this one first) when they differ."""
+        raise NotImplementedError(f"stack of specs: the {len(specs)} {type(self).__name__} specs differ; rlpipe "
+                                  "lazily stacks different Composite specs only (torchrl also leaf specs)")
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
@@ -413,32 +510,38 @@ class TensorSpec:
                 f"device={self.device},\n    dtype={self.dtype},\n    domain={self.domain})")
 
 
+def _run_steps(steps, val):
+    """``val`` passed through each of ``steps`` in turn."""
+    for step in steps:
+        val = step(val)
+    return val
+
+
 def stack_specs(specs, dim=0, *, out=None):
     """torchrl's ``torch.stack`` of specs: equal specs give the first one with a new dim of size
-    ``len(specs)`` at ``dim``. Specs of one class and dtype that differ would be torchrl's lazy
-    ``Stacked``/``StackedComposite``, which rlpipe lacks (NotImplementedError)."""
+    ``len(specs)`` at ``dim``. Composite specs that differ give torchrl's lazy ``StackedComposite``;
+    leaf specs that differ would be torchrl's ``Stacked``, which rlpipe lacks (NotImplementedError)."""
     specs = list(specs)
     if not specs:
         raise RuntimeError("Stacking specs cannot occur: expected a non-empty list of specs, got an empty one")
     first = specs[0]
     for spec in specs[1:]:
         if not isinstance(spec, type(first)):
-            raise RuntimeError(f"Stacking specs cannot occur: found more than one type of specs in the list "
+            raise RuntimeError(f"Stacking specs cannot occur: Found more than one type of specs in the list "
                                f"({type(first).__name__} and {type(spec).__name__})")
         if spec.device != first.device and first.device is not None:
             raise RuntimeError(f"Stacking specs cannot occur: found more than one device in the list "
                                f"({first.device} and {spec.device})")
         if spec.dtype != first.dtype and not hasattr(first, "keys"):  # a Composite's dtype is its leaves' own
-            raise RuntimeError(f"Stacking specs cannot occur: found more than one dtype in the list "
+            raise RuntimeError(f"Stacking specs cannot occur: Dtypes differ, found more than one dtype in the list "
                                f"({first.dtype} and {spec.dtype})")
         if len(spec.shape) != len(first.shape):
-            raise RuntimeError(f"Stacking specs cannot occur: found more than one number of dimensions in the list "
-                               f"({len(first.shape)} and {len(spec.shape)})")
+            raise RuntimeError(f"Stacking specs cannot occur: Ndims differ, found more than one number of "
+                               f"dimensions in the list ({len(first.shape)} and {len(spec.shape)})")
     if out is not None:
         raise TypeError("stack of specs: out= is not supported for specs (got a value for out)")
     if any(spec != first for spec in specs[1:]):
-        raise NotImplementedError(f"stack of specs: the {len(specs)} {type(first).__name__} specs differ; rlpipe "
-                                  "stacks equal specs only (torchrl lazily stacks different ones)")
+        return first._stack_different(specs, dim)
     shape = list(first.shape)
     dim = dim + len(shape) + 1 if dim < 0 else dim
     if not 0 <= dim <= len(shape):

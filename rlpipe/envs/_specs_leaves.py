@@ -29,6 +29,7 @@ from ._specs_base import (
     _size,
     _tensor,
 )
+from ._specs_masks import MaskSupport, one_hot_indices, one_hot_values
 
 
 # ---- continuous boxes ---------------------------------------------------------------------------
@@ -91,6 +92,10 @@ class Bounded(TensorSpec):
 
     def _default_dtype(self):
         return _dtypes.get_default_dtype()
+
+    def cardinality(self):
+        """The number of possible values: infinite for a box (as torchrl's, even when discrete)."""
+        return math.inf
 
     def _setup(self):
         low, high = self.space.low, self.space.high
@@ -165,6 +170,10 @@ class Bounded(TensorSpec):
             v = v.round()
         return _ops.clamp(v, self.low.to(_dtypes.float64), self.high.to(_dtypes.float64)).to(self.dtype)
 
+    def _indexed(self, index, shape):
+        return Bounded(host_array(self.low)[index], host_array(self.high)[index], shape=shape, device=self.device,
+                       dtype=self.dtype)
+
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         shape = self.shape if shape is None else shape
         device = self.device if device is None else device
@@ -231,6 +240,10 @@ class Unbounded(TensorSpec):
     def _default_dtype(self):
         return _dtypes.get_default_dtype()
 
+    def cardinality(self):
+        """Not defined for an unbounded spec (NotImplementedError)."""
+        raise NotImplementedError("cardinality is not implemented for Unbounded specs.")
+
     def _repr_name(self):
         return "UnboundedContinuous" if self.dtype.is_floating_point else "UnboundedDiscrete"
 
@@ -286,31 +299,53 @@ class UnboundedDiscrete(Unbounded):
 
 
 # ---- discrete -----------------------------------------------------------------------------------
+def _index_in(val, upper):
+    """Elementwise: whether ``val`` is a whole number in ``[0, upper)``."""
+    inside = (val >= 0) & (val < upper)
+    return inside & (val == val.floor()) if val.dtype.is_floating_point else inside
+
+
 def _int_scalar_or_array(arr):
     """``to_numpy`` of an index: a Python int when 0-d, else an int64 array."""
     arr = np.asarray(arr)
     return builtins.int(arr) if arr.ndim == 0 else arr.astype(np.int64, copy=False)
 
 
-class Categorical(TensorSpec):
-    """An integer in ``{0, ..., n - 1}`` per element: ``Categorical(n, shape=None, device=None, dtype=int64)``."""
+class Categorical(MaskSupport, TensorSpec):
+    """An integer in ``{0, ..., n - 1}`` per element: ``Categorical(n, shape=None, device=None, dtype=int64,
+    mask=None)``; ``mask`` (bool, ``[*shape, n]``) allows only some categories (``update_mask``)."""
     domain = "discrete"
 
     def __init__(self, n, shape=None, device=None, dtype=None, mask=None):
-        if mask is not None:
-            raise NotImplementedError("Categorical masks are not supported by rlpipe")
         self.n = _check_positive_int(n, f"{type(self).__name__}: n")
         self.shape = Size(()) if shape is None else _size(shape)
         self.device = _device(device)
-        self.dtype = _dtype(dtype, _dtypes.int64)
-        if self.dtype.is_floating_point:
-            raise ValueError(f"{type(self).__name__} requires an integer dtype, got {self.dtype}")
+        self.dtype = _dtype(dtype, _dtypes.int64)  # a float dtype holds whole numbers, as torchrl allows
         if self.n > _iinfo_range(self.dtype)[1] + 1:
             raise ValueError(f"{type(self).__name__}: n={self.n} does not fit in dtype {self.dtype}")
         self.space = CategoricalBox(self.n)
+        self.update_mask(mask)
+
+    def cardinality(self):
+        """The number of categories ``n``."""
+        return self.n
+
+    def _mask_sizes(self):
+        return [self.n]
+
+    def _mask_shape(self, shape=None):
+        return tuple(self.shape if shape is None else shape) + (self.n,)
+
+    def _mask_indices(self, values):
+        return values.astype(np.int64)[..., None]
+
+    def _mask_values(self, indices):
+        return indices[..., 0]
 
     def rand(self, shape=None):
-        """Uniform random category indices in [0, n)."""
+        """Uniform random category indices in [0, n) (only the allowed ones under a mask)."""
+        if self.mask is not None:
+            return self._masked_rand(shape)
         shape = _extra_shape(shape) + self.shape
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         return _ops.clamp((u * self.n).floor(), 0, self.n - 1).to(self.dtype)
@@ -318,9 +353,11 @@ class Categorical(TensorSpec):
     def _values_in(self, val):
         if self.dtype is _dtypes.bool:
             return True
-        return ((val >= 0) & (val < self.n)).all()
+        return _index_in(val, self.n).all()
 
     def _host_values_test(self):
+        if self.dtype.is_floating_point:
+            return None
         n, below = int(self.n), CPU._backend.below
 
         def test(array):
@@ -340,13 +377,12 @@ class Categorical(TensorSpec):
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         return type(self)(self.n, shape=self.shape if shape is None else shape,
                           device=self.device if device is None else device,
-                          dtype=self.dtype if dtype is None else dtype)
+                          dtype=self.dtype if dtype is None else dtype, mask=self._mask_like(shape, reshape))
 
-    def encode(self, val, ignore_device=False):
-        arr = val if isinstance(val, Tensor) else np.asarray(val)
-        if isinstance(arr, np.ndarray) and arr.size and (arr.min() < 0 or arr.max() >= self.n):
+    def _validate_host(self, arr):
+        if arr.size and (arr.min() < 0 or arr.max() >= self.n):
             raise ValueError(f"{type(self).__name__}.encode: values must be in [0, {self.n}), got {arr}")
-        return super().encode(arr)
+        return arr
 
     def to_numpy(self, val, safe=None):
         """The category as a Python int (0-d) or an int64 array (Gymnasium's ``Discrete`` format)."""
@@ -369,6 +405,7 @@ class Categorical(TensorSpec):
 
 class Binary(Categorical):
     """``n`` bits (0 or 1): ``Binary(n=None, shape=None, device=None, dtype=int8)``; ``shape[-1] == n``."""
+    _feature_dims = 1
 
     def __init__(self, n=None, shape=None, device=None, dtype=_dtypes.int8):
         if n is None and shape is None:
@@ -386,6 +423,13 @@ class Binary(Categorical):
         super().__init__(2, shape=shape, device=device, dtype=dtype)
         self.n = n
         self.space = BinaryBox(2)
+
+    def cardinality(self):
+        """The number of bit patterns: ``2 ** n`` (torchrl 0.14.1 returns 2, the outcomes of one bit)."""
+        return 2 ** self.n
+
+    def _enumerate_rows(self):
+        return np.array(list(itertools.product((0, 1), repeat=self.n)))
 
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         return Binary(self.n, shape=self.shape if shape is None else shape,
@@ -417,11 +461,10 @@ class Binary(Categorical):
             val = _ops.where(val.isnan(), zeros_like(val), val)
         return (val >= 0.5).to(self.dtype) if val.dtype.is_floating_point else (val > 0).to(self.dtype)
 
-    def encode(self, val, ignore_device=False):
-        arr = val if isinstance(val, Tensor) else np.asarray(val)
-        if isinstance(arr, np.ndarray) and arr.size and not np.isin(arr, (0, 1)).all():
+    def _validate_host(self, arr):
+        if arr.size and not np.isin(arr, (0, 1)).all():
             raise ValueError(f"Binary.encode: values must be 0 or 1, got {arr}")
-        return TensorSpec.encode(self, arr)
+        return arr
 
     def to_numpy(self, val, safe=None):
         """The bits as an array of this dtype (Gymnasium's ``MultiBinary`` format)."""
@@ -430,14 +473,13 @@ class Binary(Categorical):
         return np.asarray(host_array(val), dtype=self.dtype.np)
 
 
-class OneHot(TensorSpec):
+class OneHot(MaskSupport, TensorSpec):
     """A one-hot vector over ``n`` categories: ``OneHot(n, shape=None, device=None, dtype=bool)``,
     ``shape`` defaulting to ``[n]`` (its last dim must be ``n``)."""
     domain = "discrete"
+    _feature_dims = 1
 
     def __init__(self, n, shape=None, device=None, dtype=None, use_register=False, mask=None):
-        if mask is not None:
-            raise NotImplementedError("OneHot masks are not supported by rlpipe")
         self.n = _check_positive_int(n, "OneHot: n")
         shape = _size(shape)
         if shape is None or not len(shape):
@@ -449,12 +491,31 @@ class OneHot(TensorSpec):
         self.dtype = _dtype(dtype, _dtypes.bool)
         self.space = CategoricalBox(self.n)
         self.use_register = use_register
+        self.update_mask(mask)
+
+    def cardinality(self):
+        """The number of categories ``n``."""
+        return self.n
+
+    def _mask_sizes(self):
+        return [self.n]
+
+    def _mask_shape(self, shape=None):
+        return tuple(self.shape if shape is None else shape)
+
+    def _mask_indices(self, values):
+        return one_hot_indices(values, [self.n])
+
+    def _mask_values(self, indices):
+        return one_hot_values(indices, [self.n])
 
     def _one_hot(self, index):
         return _ops.one_hot(index.to(_dtypes.int64), self.n).to(self.dtype)
 
     def rand(self, shape=None):
-        """Random one-hot vectors (one category per row)."""
+        """Random one-hot vectors (one category per row; only allowed ones under a mask)."""
+        if self.mask is not None:
+            return self._masked_rand(shape)
         shape = _extra_shape(shape) + self.shape[:-1]
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         return self._one_hot(_ops.clamp((u * self.n).floor(), 0, self.n - 1))
@@ -493,9 +554,12 @@ class OneHot(TensorSpec):
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         return type(self)(self.n, shape=self.shape if shape is None else shape,
                           device=self.device if device is None else device,
-                          dtype=self.dtype if dtype is None else dtype)
+                          dtype=self.dtype if dtype is None else dtype, mask=self._mask_like(shape, reshape))
 
-    def encode(self, val, ignore_device=False):
+    def _encode_plan(self, val):
+        return [self._encode_indices], self._encode_indices(val)
+
+    def _encode_indices(self, val):
         """Integer indices (shape ``shape[:-1]``, with any leading batch dims) as one-hot vectors."""
         if isinstance(val, Tensor):
             idx = val.detach()
@@ -556,14 +620,13 @@ def _nvec_array(nvec, what):
     return arr.astype(np.int64)
 
 
-class MultiCategorical(TensorSpec):
+class MultiCategorical(MaskSupport, TensorSpec):
     """One integer in ``{0, ..., nvec[i] - 1}`` per element: ``MultiCategorical(nvec, shape=None,
     device=None, dtype=int64)``; ``shape`` defaults to ``nvec``'s shape (``nvec`` broadcasts to it)."""
     domain = "discrete"
+    _feature_dims = 1
 
     def __init__(self, nvec, shape=None, device=None, dtype=None, mask=None, remove_singleton=True):
-        if mask is not None:
-            raise NotImplementedError("MultiCategorical masks are not supported by rlpipe")
         arr = _nvec_array(nvec, "MultiCategorical")
         shape = _size(shape)
         if shape is None:
@@ -577,42 +640,65 @@ class MultiCategorical(TensorSpec):
         self.shape = shape
         self.device = _device(device)
         self.dtype = _dtype(dtype, _dtypes.int64)
-        if self.dtype.is_floating_point or self.dtype is _dtypes.bool:
-            raise ValueError(f"MultiCategorical requires an integer dtype, got {self.dtype}")
+        if self.dtype is _dtypes.bool:
+            raise ValueError(f"MultiCategorical requires an integer or float dtype, got {self.dtype}")
         if arr.max() > _iinfo_range(self.dtype)[1] + 1:
             raise ValueError(f"MultiCategorical: nvec={arr.tolist()} does not fit in dtype {self.dtype}")
         self.remove_singleton = remove_singleton
         self.nvec = _tensor(arr, dtype=_dtypes.int64, device=self.device)
         self._nvec_f = self.nvec.to(_dtypes.float64)
         self.space = BoxList.from_nvec(arr)
+        self.update_mask(mask)
+
+    def cardinality(self):
+        """The number of index combinations of one row: ``prod(nvec)``."""
+        return math.prod(self._mask_sizes())
+
+    def _mask_sizes(self):
+        return [int(n) for n in self.nvec._host().reshape(-1, self.shape[-1])[0]]
+
+    def _mask_shape(self, shape=None):
+        shape = tuple(self.shape if shape is None else shape)
+        return shape[:-1] + (builtins.sum(self._mask_sizes()),)
+
+    def _mask_indices(self, values):
+        return values.astype(np.int64)
+
+    def _mask_values(self, indices):
+        return indices
 
     def rand(self, shape=None):
-        """Uniform random indices, each in [0, nvec[i])."""
+        """Uniform random indices, each in [0, nvec[i]) (only the allowed ones under a mask)."""
+        if self.mask is not None:
+            return self._masked_rand(shape)
         shape = _extra_shape(shape) + self.shape
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         return _ops.minimum((u * self._nvec_f).floor(), self._nvec_f - 1).to(self.dtype)
 
     def _values_in(self, val):
-        return ((val >= 0) & (val < self.nvec.to(val.device))).all()
+        return _index_in(val, self.nvec.to(val.device)).all()
 
     def _project(self, val):
         val = val.to(_dtypes.float64)
         val = _ops.where(val.isnan(), zeros_like(val), val).round()
         return _ops.clamp(val, zeros_like(self._nvec_f), self._nvec_f - 1).to(self.dtype)
 
+    def _indexed(self, index, shape):
+        return MultiCategorical(self.nvec._host()[index], shape=shape, device=self.device, dtype=self.dtype,
+                                mask=self._indexed_mask(index))
+
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         shape = self.shape if shape is None else shape
         nvec = self.nvec._host()
         nvec = nvec.reshape(tuple(shape)) if reshape else np.broadcast_to(nvec, tuple(shape))
         return type(self)(nvec, shape=shape, device=self.device if device is None else device,
-                          dtype=self.dtype if dtype is None else dtype)
+                          dtype=self.dtype if dtype is None else dtype, mask=self._mask_like(shape, reshape))
 
-    def encode(self, val, ignore_device=False):
-        out = super().encode(val)
-        if out.numel() and not builtins.bool(self._values_in(out)):
+    def _validate_encoded(self, val):
+        if val.numel() and not builtins.bool(self._values_in(val)):
             raise ValueError(f"MultiCategorical.encode: values must be in [0, nvec) with nvec="
                              f"{self.nvec.tolist()}, got {host_array(val).tolist()}")
-        return out
+        return val
 
     def to_numpy(self, val, safe=None):
         """An int64 array (Gymnasium's ``MultiDiscrete`` format)."""
@@ -645,14 +731,13 @@ class MultiCategorical(TensorSpec):
         return bool(_ops.equal(self.nvec, other.nvec))
 
 
-class MultiOneHot(TensorSpec):
+class MultiOneHot(MaskSupport, TensorSpec):
     """One one-hot vector per sub-space, concatenated along the last dim:
     ``MultiOneHot(nvec, shape=None, device=None, dtype=bool)``, ``shape[-1] == sum(nvec)``."""
     domain = "discrete"
+    _feature_dims = 1
 
     def __init__(self, nvec, shape=None, device=None, dtype=None, use_register=False, mask=None):
-        if mask is not None:
-            raise NotImplementedError("MultiOneHot masks are not supported by rlpipe")
         arr = _nvec_array(nvec, "MultiOneHot")
         if arr.ndim != 1:
             raise ValueError(f"MultiOneHot: nvec must be 1-dimensional, got shape {list(arr.shape)}")
@@ -670,6 +755,23 @@ class MultiOneHot(TensorSpec):
         self.use_register = use_register
         self.space = BoxList.from_nvec(arr)
         self._nvec_f = _tensor(arr, dtype=_dtypes.float64, device=self.device)
+        self.update_mask(mask)
+
+    def cardinality(self):
+        """The number of one-hot combinations: ``prod(nvec)``."""
+        return math.prod(self.nvec)
+
+    def _mask_sizes(self):
+        return list(self.nvec)
+
+    def _mask_shape(self, shape=None):
+        return tuple(self.shape if shape is None else shape)
+
+    def _mask_indices(self, values):
+        return one_hot_indices(values, self.nvec)
+
+    def _mask_values(self, indices):
+        return one_hot_values(indices, self.nvec)
 
     @property
     def n(self):
@@ -684,7 +786,9 @@ class MultiOneHot(TensorSpec):
         return _ops.cat([_ops.one_hot(idx[..., i], n) for i, n in enumerate(self.nvec)], -1).to(self.dtype)
 
     def rand(self, shape=None):
-        """Random concatenated one-hot vectors, one category per sub-space."""
+        """Random concatenated one-hot vectors, one category per sub-space (only allowed ones under a mask)."""
+        if self.mask is not None:
+            return self._masked_rand(shape)
         shape = _extra_shape(shape) + self.shape[:-1] + (len(self.nvec),)
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
         idx = _ops.minimum((u * self._nvec_f).floor(), self._nvec_f - 1).to(_dtypes.int64)
@@ -710,9 +814,12 @@ class MultiOneHot(TensorSpec):
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         return type(self)(self.nvec, shape=self.shape if shape is None else shape,
                           device=self.device if device is None else device,
-                          dtype=self.dtype if dtype is None else dtype)
+                          dtype=self.dtype if dtype is None else dtype, mask=self._mask_like(shape, reshape))
 
-    def encode(self, val, ignore_device=False):
+    def _encode_plan(self, val):
+        return [self._encode_indices], self._encode_indices(val)
+
+    def _encode_indices(self, val):
         """Integer indices ``[..., len(nvec)]`` as concatenated one-hot vectors."""
         arr = host_array(val)
         if arr.dtype.kind not in "iub" and not (arr.dtype.kind == "f" and np.all(arr == np.round(arr))):

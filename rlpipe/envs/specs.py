@@ -9,8 +9,10 @@ test membership exactly (``is_in``: trailing shape, dtype and bounds), map a ten
 Gymnasium expects (``to_numpy``). ``gym.py``'s ``from_gym_space`` converts Gymnasium spaces.
 
 Deliberate differences from torchrl: ``Bounded.zero`` is the zero tensor clamped into the box (so it
-``is_in`` the spec), ``OneHot.project`` takes the argmax (torchrl samples), masks
-(``update_mask``) and stacked specs are not implemented.
+``is_in`` the spec), ``OneHot.project`` takes the argmax (torchrl samples); different Composite
+specs stack lazily (``StackedComposite``), different leaf specs do not stack (torchrl's
+``Stacked``). The discrete specs take torchrl's ``mask`` (``update_mask``, ``_specs_masks``);
+``NonTensor`` and ``Choice`` live in ``_specs_nontensor``.
 
 This module is the specs' public home: ``_specs_base`` holds the helpers, the spaces and
 ``TensorSpec``, ``_specs_leaves`` the leaf specs, and this module ``Composite`` and the old names.
@@ -18,8 +20,12 @@ Every class reports this module as its ``__module__`` (so pickles and reprs name
 import from).
 """
 import builtins
+import math
+
+import numpy as np
 
 from .. import _dtypes
+from .._creation import as_tensor
 from .._device import resolve
 from .._tensor import Size, Tensor, size_repr as _shape_str
 from ..tensordict import TensorDict, unravel_key_to_tuple
@@ -50,6 +56,8 @@ from ._specs_leaves import (
     UnboundedContinuous,
     UnboundedDiscrete,
 )
+from ._specs_nontensor import Choice, NonTensor
+from ._specs_stacked import StackedComposite
 
 __all__ = [
     "Binary",
@@ -62,6 +70,7 @@ __all__ = [
     "BoxList",
     "Categorical",
     "CategoricalBox",
+    "Choice",
     "Composite",
     "CompositeSpec",
     "ContinuousBox",
@@ -71,8 +80,10 @@ __all__ = [
     "MultiDiscreteTensorSpec",
     "MultiOneHot",
     "MultiOneHotDiscreteTensorSpec",
+    "NonTensor",
     "OneHot",
     "OneHotDiscreteTensorSpec",
+    "StackedComposite",
     "TensorSpec",
     "Unbounded",
     "UnboundedContinuous",
@@ -84,7 +95,7 @@ __all__ = [
 # the parts' classes name this module as theirs: pickles record the path users import them from
 for _cls in (ContinuousBox, CategoricalBox, BinaryBox, BoxList, TensorSpec, Bounded, BoundedContinuous,
              BoundedDiscrete, Unbounded, UnboundedContinuous, UnboundedDiscrete, Categorical, Binary, OneHot,
-             MultiCategorical, MultiOneHot):
+             MultiCategorical, MultiOneHot, NonTensor, Choice, StackedComposite):
     _cls.__module__ = __name__
 del _cls
 
@@ -96,14 +107,16 @@ _MISSING = object()
 class Composite(TensorSpec):
     """A nested dictionary of specs sharing the leading dims ``shape`` (a TensorDict's batch size).
 
-    ``Composite(dict_of_specs=None, shape=None, device=None, **kwargs)``: keys are strings, nested
-    keys tuples of strings; nested dicts become nested Composites. ``rand``/``zero`` give
-    TensorDicts of batch size ``shape``.
+    ``Composite(dict_of_specs=None, shape=None, device=None, names=None, **kwargs)``: keys are
+    strings, nested keys tuples of strings; nested dicts become nested Composites. ``rand``/``zero``
+    give TensorDicts of batch size ``shape``. ``names`` names the batch dims (nested Composites
+    share them), as a TensorDict's dim names; they follow indexing and shape changes.
     """
     domain = "composite"
+    _names = None
 
     def __init__(self, *args, shape=None, device=None, batch_size=None, data_cls=None, step_mdp_static=False,
-                 **kwargs):
+                 names=None, **kwargs):
         if len(args) > 1:
             raise TypeError("Composite takes at most one positional argument (a dict of specs)")
         if shape is not None and batch_size is not None:
@@ -118,6 +131,100 @@ class Composite(TensorSpec):
             raise TypeError(f"Composite expects a dict of specs, got {type(source).__name__}")
         for key, value in (*(source.items() if source is not None else ()), *kwargs.items()):
             self[key] = value
+        if names is not None:
+            self.names = names
+
+    # ---- locking ----
+    _lock_holders = frozenset()  # ids of the Composites whose lock_ locked this one
+
+    @property
+    def locked(self):
+        """Whether entries can no longer be set or deleted (``lock_``)."""
+        return bool(self._lock_holders)
+
+    is_locked = locked
+
+    def _check_unlocked(self):
+        if self._lock_holders:
+            raise RuntimeError("Cannot modify a locked Composite. Call unlock_() first (it is locked by "
+                               f"{len(self._lock_holders)} Composite(s) of its graph).")
+
+    def _lock_graph(self, recurse):
+        """This Composite and, when ``recurse`` (default True), the nested ones."""
+        nodes = [self]
+        if recurse is None or recurse:
+            nodes += [spec for spec in self.values(True) if isinstance(spec, Composite)]
+        return nodes
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_lock_holders", None)  # the holders are object ids: a pickled copy comes back unlocked
+        return state
+
+    def lock_(self, recurse=None):
+        """Forbids setting or deleting entries, here and (``recurse``, default True) in nested Composites."""
+        for node in self._lock_graph(recurse):
+            node._lock_holders = node._lock_holders | {id(self)}
+        return self
+
+    def unlock_(self, recurse=None):
+        """Lifts ``lock_``; a RuntimeError when another Composite's lock also holds one of them."""
+        nodes = self._lock_graph(recurse)
+        for node in nodes:
+            if node._lock_holders - {id(self)}:
+                raise RuntimeError("Cannot unlock a Composite that is part of a locked graph: another Composite "
+                                   "locked it (unlock that one first)")
+        for node in nodes:
+            node._lock_holders = node._lock_holders - {id(self)}
+        return self
+
+    # ---- dim names ----
+    @property
+    def names(self):
+        """The names of the batch dims (None for an unnamed dim)."""
+        return list(self._names) if self._names is not None else [None] * len(self.shape)
+
+    @names.setter
+    def names(self, names):
+        if names is None:
+            self._erase_names()
+            return
+        names = list(names)
+        if len(names) != len(self.shape):
+            raise ValueError(f"Composite.names: Expected {len(self.shape)} names, but got {len(names)} names "
+                             f"({names}) for the shape {list(self.shape)}")
+        self._names = names if any(name is not None for name in names) else None
+        for spec in self._specs.values():
+            if isinstance(spec, Composite):
+                spec.names = names + spec.names[len(names):]
+
+    def _has_names(self):
+        return self._names is not None
+
+    def _erase_names(self):
+        self._names = None
+        for spec in self._specs.values():
+            if isinstance(spec, Composite):
+                spec._erase_names()
+
+    def refine_names(self, *names):
+        """A copy named ``names`` (``...`` keeps the names of the dims it covers); renaming a named
+        dim is a RuntimeError."""
+        if Ellipsis in names:
+            at = names.index(Ellipsis)
+            names = names[:at] + tuple(self.names[at:at + len(self.shape) - len(names) + 1]) + names[at + 1:]
+        for old, new in zip(self.names, names):
+            if old is not None and old != new:
+                raise RuntimeError(f"refine_names: cannot coerce Composite names {self.names} with {list(names)}")
+        out = self.clone()
+        out.names = names
+        return out
+
+    def _named_like(self, out, names):
+        """``out`` with ``names`` (None: no names) as its dim names."""
+        if names is not None and len(names) == len(out.shape):
+            out.names = names
+        return out
 
     # ---- shape, device, dtype ----
     @property
@@ -208,9 +315,8 @@ class Composite(TensorSpec):
         return node
 
     def __getitem__(self, key):
-        if not isinstance(key, str) and not (isinstance(key, tuple) and key):
-            raise TypeError(f"Composite keys are strings or tuples of strings, got {key!r} "
-                            "(indexing the batch dims is not supported)")
+        if not _is_key(key):
+            return TensorSpec.__getitem__(self, key)  # an index of the batch dims
         path = unravel_key_to_tuple(key)
         spec = self._lookup(path)
         if spec is _MISSING:
@@ -240,6 +346,7 @@ class Composite(TensorSpec):
             elif not isinstance(child, Composite):
                 raise KeyError(f"Composite: cannot set {key!r}: {path[:i + 1]!r} is a leaf spec, not a Composite")
             node = child
+        node._check_unlocked()
         node._specs[path[-1]] = node._check_leaf(key, value)
 
     def set(self, key, spec):
@@ -252,6 +359,7 @@ class Composite(TensorSpec):
         parent = self._lookup(path[:-1]) if len(path) > 1 else self
         if not isinstance(parent, Composite) or path[-1] not in parent._specs:
             raise KeyError(f"key {key!r} not found in Composite")
+        parent._check_unlocked()
         del parent._specs[path[-1]]
 
     def del_(self, key):
@@ -414,6 +522,37 @@ class Composite(TensorSpec):
                 td.set(key, spec.encode(value))
         return td
 
+    def _stack_different(self, specs, dim):
+        return StackedComposite(specs, dim)
+
+    def cardinality(self):
+        """The number of values: the product of the leaves' cardinalities."""
+        return math.prod(spec.cardinality() for spec in self.values(True, True) if spec is not None)
+
+    def enumerate(self, use_mask=False):
+        """Every combination of the leaves' values, as a TensorDict of batch ``[K, *shape]``."""
+        keys = [key for key, spec in self.items(True, True) if spec is not None]
+        values = [self[key].enumerate(use_mask) for key in keys]
+        counts = [len(value) for value in values]
+        grid = np.stack(np.meshgrid(*[np.arange(n) for n in counts], indexing="ij"), -1).reshape(-1, len(counts))
+        out = TensorDict(batch_size=(len(grid),) + tuple(self.shape), device=self.device)
+        for i, (key, value) in enumerate(zip(keys, values)):
+            out.set(key, value[as_tensor(grid[:, i], device=value.device)])
+        return out
+
+    def memoize_encode(self, mode=True):
+        """Turns the cached ``encode`` steps on (or off) in every leaf spec (each caches its own)."""
+        super().memoize_encode(mode)
+        for spec in self._specs.values():
+            if spec is not None:
+                spec.memoize_encode(mode)
+
+    def erase_memoize_cache(self):
+        """Drops the cached ``encode`` steps of every leaf spec."""
+        for spec in self._specs.values():
+            if spec is not None:
+                spec.erase_memoize_cache()
+
     def to_numpy(self, val, safe=None):
         """A TensorDict of this spec as a nested dict of NumPy values."""
         out = {}
@@ -446,7 +585,32 @@ class Composite(TensorSpec):
                 spec = spec._with(shape=new_shape if new_shape != spec.shape else None, device=device,
                                   dtype=dtype, reshape=reshape)
             out._specs[key] = spec
-        return out
+        lead = len(shape) - n
+        expanded = not reshape and lead >= 0 and tuple(shape[lead:]) == tuple(self.shape)
+        return self._named_like(out, [None] * lead + self.names if expanded and self._names else None)
+
+    def _indexed(self, index, shape):
+        out = Composite(shape=shape, device=self.device, data_cls=self.data_cls)
+        for key, spec in self._specs.items():
+            out._specs[key] = None if spec is None else spec[index]
+        return self._named_like(out, _names_after_index(self.names, index) if self._names else None)
+
+    def unsqueeze(self, dim):
+        """The spec with a new dim of size 1 at ``dim`` (an unnamed one)."""
+        out = super().unsqueeze(dim)
+        names = self.names
+        names.insert(dim + len(self.shape) + 1 if dim < 0 else dim, None)
+        return self._named_like(out, names if self._names else None)
+
+    def squeeze(self, dim=None):
+        """The spec without its size-1 dims (only ``dim``, when given), their names dropped."""
+        out = super().squeeze(dim)
+        if dim is None:
+            names = [name for name, size in zip(self.names, self.shape) if size != 1]
+        else:
+            names = [name for d, name in enumerate(self.names) if d != dim % max(len(self.shape), 1)
+                     or self.shape[d] != 1]
+        return self._named_like(out, names if self._names else None)
 
     def clone(self):
         """A copy of the Composite and its specs."""
@@ -473,6 +637,33 @@ class Composite(TensorSpec):
         sep = ",\n" if entries else ""
         return (f"Composite(\n{entries}{sep}    device={self.device},\n    shape={_shape_str(self.shape)},\n"
                 f"    data_cls={self.data_cls})")
+
+
+def _is_key(key):
+    """Whether ``key`` is an entry key (a string, or a non-empty tuple of keys) rather than an index."""
+    return isinstance(key, str) or (isinstance(key, tuple) and bool(key) and builtins.all(map(_is_key, key)))
+
+
+def _names_after_index(names, index):
+    """The dim names left by ``index`` (ints drop a dim, None adds an unnamed one), or None when
+    the index is not one of basic ints, slices, Ellipsis and None."""
+    items = index if isinstance(index, tuple) else (index,)
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        fill = len(names) - builtins.sum(item is not None for item in items if item is not Ellipsis)
+        items = items[:at] + (slice(None),) * fill + items[at + 1:]
+    out, dim = [], 0
+    for item in items:
+        if item is None:
+            out.append(None)
+        elif isinstance(item, int):
+            dim += 1
+        elif isinstance(item, slice):
+            out.append(names[dim])
+            dim += 1
+        else:
+            return None
+    return out + names[dim:]
 
 
 # ---- torchrl's former names ---------------------------------------------------------------------

@@ -47,136 +47,6 @@ class _ActionOnly:
         return frame
 
 
-class _Masked:
-    """A discrete spec with torchrl's action mask (``update_mask``): ``rand`` draws only allowed
-    categories and ``is_in`` refuses the others. The mask holds one bool per category, last: per
-    value for ``OneHot``/``Categorical``; per sub-space, concatenated (``sum(nvec)``), for
-    ``MultiOneHot``/``MultiCategorical`` (whose last dim holds the sub-spaces). Mixed in before
-    the spec."""
-
-    mask = None  # host bool array of _mask_shape() (or None: all allowed)
-
-    def _one_hot(self):
-        return isinstance(self, (OneHot, MultiOneHot))
-
-    def _sizes(self):
-        """The number of categories of each sub-space (one for OneHot/Categorical)."""
-        if isinstance(self, MultiOneHot):
-            return list(self.nvec)
-        if isinstance(self, MultiCategorical):
-            return [int(n) for n in self.nvec._host().reshape(-1, self.shape[-1])[0]]
-        return [self.n]
-
-    def _mask_shape(self):
-        shape = tuple(self.shape)
-        if self._one_hot():
-            return shape
-        if isinstance(self, MultiCategorical):
-            return shape[:-1] + (sum(self._sizes()),)
-        return shape + (self.n,)
-
-    def update_mask(self, mask):
-        """Allows only the categories where ``mask`` (bool, broadcasting to the spec's one-hot
-        shape) is True; None allows all."""
-        if mask is None:
-            self.mask = None
-            return
-        array = host_array(mask).astype(bool)
-        try:
-            array = np.broadcast_to(array, self._mask_shape()).copy()
-        except ValueError:
-            raise ValueError(f"update_mask: a mask of shape {list(array.shape)} does not broadcast to the spec's "
-                             f"{list(self._mask_shape())}") from None
-        self.mask = array
-
-    def _parts(self, extra):
-        """``(start, size, mask)`` of each sub-space, the mask broadcast to ``extra`` leading dims."""
-        mask = np.broadcast_to(self.mask, tuple(extra) + self.mask.shape)
-        starts = np.cumsum([0] + self._sizes())
-        return [(start, size, mask[..., start:start + size]) for start, size in zip(starts, self._sizes())]
-
-    @staticmethod
-    def _allowed_index(mask):
-        """A random allowed category of each row of ``mask`` (host int64, ``mask.shape[:-1]``)."""
-        counts = mask.sum(-1)
-        if (counts == 0).any():
-            raise RuntimeError("rand: the action mask allows no category in some row")
-        pick = (host_array(rand(*counts.shape, dtype=_dtypes.float64)) * counts).astype(np.int64)
-        return (mask.cumsum(-1) > pick[..., None]).argmax(-1)
-
-    def rand(self, shape=None):
-        if self.mask is None:
-            return super().rand(shape)
-        extra = () if shape is None else tuple(shape)
-        indices = [self._allowed_index(mask) for _, _, mask in self._parts(extra)]
-        if self._one_hot():
-            values = np.concatenate([np.eye(size, dtype=self.dtype.np)[index]
-                                     for index, (_, size, _) in zip(indices, self._parts(extra))], -1)
-        elif isinstance(self, MultiCategorical):
-            values = np.stack(indices, -1).astype(self.dtype.np)
-        else:
-            values = indices[0].astype(self.dtype.np)
-        return as_tensor(values, device=self.device)
-
-    def _allowed(self, values):
-        """Whether host ``values`` (in the spec's format) pick only allowed categories."""
-        if self.mask is None:
-            return True
-        if self._one_hot():
-            return not (values.astype(bool) & ~self.mask).any()
-        index = values.astype(np.int64)
-        if not isinstance(self, MultiCategorical):
-            index = index[..., None]
-        extra = index.shape[:index.ndim - len(self._mask_shape())]
-        return all(bool(np.take_along_axis(mask, index[..., i:i + 1], -1).all())
-                   for i, (_, _, mask) in enumerate(self._parts(extra)))
-
-    def _values_in(self, val):
-        return bool(super()._values_in(val)) and self._allowed(host_array(val))
-
-    def _host_values_test(self):
-        base = super()._host_values_test()
-
-        def test(array):
-            return base(array) and self._allowed(array)
-        return test
-
-    def _with(self, shape=None, device=None, dtype=None, reshape=False):
-        out = _masked_spec(super()._with(shape=shape, device=device, dtype=dtype, reshape=reshape))
-        if self.mask is not None and tuple(out.shape) == tuple(self.shape):
-            out.mask = self.mask.copy()
-        return out
-
-
-class _MaskedOneHot(_Masked, OneHot):
-    pass
-
-
-class _MaskedCategorical(_Masked, Categorical):
-    pass
-
-
-class _MaskedMultiOneHot(_Masked, MultiOneHot):
-    pass
-
-
-class _MaskedMultiCategorical(_Masked, MultiCategorical):
-    pass
-
-
-_MASKED = ((OneHot, _MaskedOneHot), (Categorical, _MaskedCategorical), (MultiOneHot, _MaskedMultiOneHot),
-           (MultiCategorical, _MaskedMultiCategorical))
-
-
-def _masked_spec(spec):
-    """``spec`` as its masked class (the same object when it already is one)."""
-    if isinstance(spec, _Masked):
-        return spec
-    masked = object.__new__(next(cls for base, cls in _MASKED if isinstance(spec, base)))
-    masked.__dict__.update(spec.__dict__)
-    return masked
-
-
 class ActionMask(Transform):
     """Keeps the env's action spec's mask equal to the ``mask_key`` observation (bool, one entry
     per category), at every reset and step, so that ``rand`` (random policies, ``rand_action``)
@@ -208,14 +78,14 @@ class ActionMask(Transform):
             raise RuntimeError(f"{type(self)}.parent cannot be None: make sure this transform is executed within an "
                                "environment.")
         spec = node.action_spec
-        if not isinstance(spec, _Masked):
+        if not isinstance(spec, self.ACCEPTED_SPECS):
             raise ValueError(self.SPEC_TYPE_ERROR.format(self.ACCEPTED_SPECS, type(spec)))
         return spec
 
     def transform_action_spec(self, action_spec):
-        if type(action_spec) not in self.ACCEPTED_SPECS and not isinstance(action_spec, _Masked):
+        if not isinstance(action_spec, self.ACCEPTED_SPECS):
             raise ValueError(self.SPEC_TYPE_ERROR.format(self.ACCEPTED_SPECS, type(action_spec)))
-        return _masked_spec(action_spec)
+        return action_spec
 
     def _call(self, next_tensordict):
         spec = self.action_spec
