@@ -7,7 +7,7 @@ import pytest
 
 import rlpipe
 from rlpipe.envs import Bounded, Composite, EnvBase, Transform, Unbounded
-from rlpipe.envs.transforms.transforms import _apply_to_composite
+from rlpipe.envs.transforms.transforms import _apply_to_composite  # torchrl's import path
 from rlpipe.envs.utils import check_env_specs
 from rlpipe.tensordict import TensorDict
 
