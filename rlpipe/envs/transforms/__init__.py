@@ -666,6 +666,9 @@ class CheckFinite(Transform):
 from .. import transforms_episodes as _episodes  # noqa: E402 - torchrl's episode/action transforms, re-exported
 from ..transforms_episodes import *  # noqa: E402,F403
 __all__ += _episodes.__all__
+from .. import transforms_data as _data  # noqa: E402 - torchrl's data-side transforms, re-exported
+from ..transforms_data import *  # noqa: E402,F403
+__all__ += _data.__all__
 from .. import transforms_misc as _misc  # noqa: E402 - torchrl's device and hashing transforms, re-exported
 from ..transforms_misc import *  # noqa: E402,F403
 __all__ += _misc.__all__
