@@ -8,7 +8,7 @@ from .._tensor import host_array
 from ..tensordict import unravel_key_to_tuple
 from .transformed_env import Transform
 
-__all__ = ["ActionChunkTransform"]
+__all__ = ["ActionChunkTransform", "NextObservationDelta"]
 
 
 def _trajectory_ends(done, length):
@@ -76,3 +76,51 @@ class ActionChunkTransform(Transform):
         tensordict.set(self.chunk_key, gathered.reshape(*lead, self.chunk_size, action.shape[-1]))
         tensordict.set(self.pad_key, as_tensor(wanted > ends[..., None], device=action.device))
         return tensordict
+
+
+class NextObservationDelta(Transform):
+    """Rebuilds ``("next", k) = k + ("next", "delta", k)`` for each of ``in_keys`` in sampled data whose
+    next observations were stored as low-precision deltas (torchrl's replay-buffer side), in the root
+    entry's dtype (``restore_dtype="root"``) or ``restore_dtype``; ``drop_delta`` removes the delta.
+    Keys missing either side are skipped. rlpipe's envs and collectors do not write the deltas yet
+    (torchrl's env side): in an env this transform raises."""
+
+    def __init__(self, in_keys=None, *, delta_dtype=_dtypes.float16, restore_dtype="root", drop_delta=True,
+                 excluded_dtypes=(_dtypes.uint8, _dtypes.int8, _dtypes.int16, _dtypes.int32, _dtypes.int64,
+                                  _dtypes.bool)):
+        if not delta_dtype.is_floating_point:
+            raise ValueError(f"delta_dtype must be a floating-point dtype, got {delta_dtype}.")
+        if not (isinstance(restore_dtype, str) and restore_dtype == "root") and not (
+                isinstance(restore_dtype, _dtypes.dtype) and restore_dtype.is_floating_point):
+            raise ValueError(f"restore_dtype must be a floating-point dtype or 'root', got {restore_dtype!r}.")
+        if isinstance(in_keys, (str, tuple)):
+            in_keys = [in_keys]
+        super().__init__(in_keys=in_keys or [])
+        self.delta_dtype = delta_dtype
+        self.restore_dtype = restore_dtype
+        self.drop_delta = drop_delta
+        self.excluded_dtypes = tuple(excluded_dtypes)
+
+    def forward(self, tensordict):
+        """Writes each reconstructable ``("next", k)`` into ``tensordict`` and returns it."""
+        for key in self.in_keys:
+            key = unravel_key_to_tuple(key)
+            delta_key = ("next", "delta") + key
+            obs, delta = tensordict.get(key, None), tensordict.get(delta_key, None)
+            if obs is None or delta is None:
+                continue
+            dtype = obs.dtype if isinstance(self.restore_dtype, str) else self.restore_dtype
+            tensordict.set(("next",) + key, obs.to(dtype) + delta.to(dtype))
+            if self.drop_delta:
+                del tensordict[delta_key]
+        return tensordict
+
+    def transform_observation_spec(self, observation_spec):
+        """Refuses an env: the env side (writing the deltas, dropping the full next entries) is missing."""
+        raise NotImplementedError(f"{type(self).__name__}: rlpipe's envs and collectors cannot yet store the next "
+                                  "observations as deltas; use it on a replay buffer (transform=...) to rebuild "
+                                  "data that holds ('next', 'delta', key) entries")
+
+    def __repr__(self):
+        keys = [key[0] if len(key) == 1 else key for key in map(unravel_key_to_tuple, self.in_keys)]
+        return f"{type(self).__name__}(in_keys={keys}, delta_dtype={self.delta_dtype})"
