@@ -6,6 +6,8 @@ numbers run after run, but not the numbers PyTorch would give.
 """
 import builtins
 
+import numpy as np
+
 from . import _dtypes
 from ._creation import _size, _device, create_into
 from ._device import CPU, resolve
@@ -262,9 +264,25 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     return _fill_with(self, "normal", generator, mean=float(mean), std=float(std))
 
 
-def random_(self, low=0, high=None, *, generator=None):
-    """Fills the tensor with integers uniform in [low, high) (``random_(high)``: [0, high)), in place."""
-    if high is None:
+# torch's bound of random_() with no arguments: floats hold every integer up to 2**mantissa exactly
+_MANTISSA_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+
+
+def _unbounded_random_high(dtype):
+    """The exclusive upper bound of ``random_()`` with no arguments for ``dtype``, as torch draws it."""
+    if dtype.name in _MANTISSA_BITS:
+        return 2 ** _MANTISSA_BITS[dtype.name] + 1
+    if dtype.name == "bool":
+        return 2
+    return int(np.iinfo(dtype.name).max)
+
+
+def random_(self, low=None, high=None, *, generator=None):
+    """Fills the tensor with integers uniform in [low, high) (``random_(high)``: [0, high); no
+    argument: [0, the dtype's largest exactly held integer]), in place."""
+    if low is None and high is None:
+        low, high = 0, _unbounded_random_high(self.dtype)
+    elif high is None:
         low, high = 0, low
     values = randint(low, high, tuple(self.shape), generator=generator, device=self.device)
     return self.copy_(values)

@@ -17,6 +17,9 @@ from .transforms_image import *  # noqa: F401,F403
 from .transforms_image import __all__ as _image_all
 from .transforms_misc import *  # noqa: F401,F403
 from .transforms_misc import __all__ as _misc_all
+from .transforms_data import *  # noqa: F401,F403
+from .transforms_data import __all__ as _data_all
+from .custom import PendulumEnv
 from .transformed_env import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
 from . import transforms_keys as _keys_t, transforms_tensors as _tensors, transforms_vecnorm as _vecnorm
 from .utils import check_env_specs, step_mdp, ExplorationType, exploration_type, set_exploration_type
@@ -26,9 +29,10 @@ __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneH
            "MultiThreadedEnvWrapper", "gym_backend", "set_gym_backend", "Transform", "TransformedEnv", "Compose",
            "CheckFinite", "StepCounter", "RewardSum", "DoubleToFloat", "ObservationNorm", "RenameTransform",
            "check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type",
-           "auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env"]
+           "auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env", "PendulumEnv"]
 __all__ += _episodes_all
 __all__ += _batched_all
 __all__ += _keys_t.__all__ + _tensors.__all__ + _vecnorm.__all__
 __all__ += _image_all
 __all__ += _misc_all
+__all__ += _data_all

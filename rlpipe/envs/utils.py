@@ -232,7 +232,8 @@ def check_env_specs(env, return_contiguous=True, check_dtype=True, seed=None, te
         _check_keys(root, fake)
         raise AssertionError(f"check_env_specs: the rollout failed: {err}") from err
     # as torchrl, state entries may or may not be repeated under "next": not compared there
-    real = {unravel_key_to_tuple(k) for k in rollout.keys(True, True)} - {("next",) + k for k in state}
+    # (an entry both state and observation, as in torchrl's pendulum tutorial, is an observation there)
+    real = {unravel_key_to_tuple(k) for k in rollout.keys(True, True)} - {("next",) + k for k in state if k not in obs}
     _check_keys(real, set(expected))
 
     env_dims = len(env.batch_size)

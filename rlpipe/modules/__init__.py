@@ -7,13 +7,14 @@ from .distributions import Delta, IndependentNormal, MaskedCategorical, OneHotCa
 # ---- networks, actors, exploration (modules) ----
 from ..envs.utils import RandomPolicy
 from ..tensordict.nn import NormalParamExtractor
-from .models import MLP, ConvNet
+from .models import MLP, ConvNet, DuelingCnnDQNet, DuelingMlpDQNet
 from .tensordict_module import (SafeModule, Actor, ValueOperator, ProbabilisticActor, SafeProbabilisticModule,
                                 SafeProbabilisticTensorDictSequential, QValueModule, QValueActor, EGreedyModule,
                                 GRUModule, LSTMModule, recurrent_mode, set_recurrent_mode, GRU, GRUCell, LSTM,
                                 LSTMCell)
 
-__all__ = ["RandomPolicy", "NormalParamExtractor", "MLP", "ConvNet", "SafeModule", "Actor", "ValueOperator",
+__all__ = ["RandomPolicy", "NormalParamExtractor", "MLP", "ConvNet", "DuelingCnnDQNet", "DuelingMlpDQNet",
+           "SafeModule", "Actor", "ValueOperator",
            "ProbabilisticActor", "SafeProbabilisticModule", "SafeProbabilisticTensorDictSequential", "QValueModule",
            "QValueActor", "EGreedyModule", "Delta", "IndependentNormal", "MaskedCategorical", "OneHotCategorical",
            "TanhNormal", "GRUModule", "LSTMModule", "recurrent_mode", "set_recurrent_mode", "GRU", "GRUCell", "LSTM",

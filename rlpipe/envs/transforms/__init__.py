@@ -3,29 +3,48 @@
 torchrl 0.14's names and behaviour; and rlpipe's own ``CheckFinite``. ``Transform``, ``Compose`` and
 ``TransformedEnv`` are importable from here too, as from torchrl's ``envs.transforms``.
 """
+from functools import wraps
+
 import numpy as np
 
-from .. import _dtypes
-from .._creation import as_tensor
-from .._tensor import Tensor, host_array
-from ..tensordict import unravel_key_to_tuple
-from .specs import Bounded, Categorical, Composite, Unbounded
-from .step_protocol import REWARD as _REWARD, TERMINATED as _TERMINATED, TRUNCATED as _TRUNCATED
-from .step_protocol import ArrayMapping, _done_like, map_tensordict
-from .transformed_env import Compose, Transform, TransformedEnv, _key_str, _keys
-from . import transforms_keys as _keys_t, transforms_tensors as _tensors, transforms_vecnorm as _vecnorm
-from .transforms_keys import *  # noqa: F401,F403  (torchrl's transforms of entries and keys)
-from .transforms_tensors import *  # noqa: F401,F403
-from .transforms_misc import DTypeCastTransform, _map_frame
-from .transforms_tensors import check_paired_keys
-from .transforms_vecnorm import *  # noqa: F401,F403
-from .transforms_image import *  # noqa: F401,F403  (torchrl's image transforms and CatFrames)
-from .transforms_image import __all__ as _image_all
+from ... import _dtypes
+from ..._creation import as_tensor
+from ..._tensor import Tensor, host_array
+from ...tensordict import unravel_key_to_tuple
+from ..specs import Bounded, Categorical, Composite, Unbounded
+from ..step_protocol import REWARD as _REWARD, TERMINATED as _TERMINATED, TRUNCATED as _TRUNCATED
+from ..step_protocol import ArrayMapping, _done_like, map_tensordict
+from ..transformed_env import Compose, Transform, TransformedEnv, _key_str, _keys
+from .. import transforms_keys as _keys_t, transforms_tensors as _tensors, transforms_vecnorm as _vecnorm
+from ..transforms_keys import *  # noqa: F401,F403  (torchrl's transforms of entries and keys)
+from ..transforms_tensors import *  # noqa: F401,F403
+from ..transforms_misc import DTypeCastTransform, _map_frame
+from ..transforms_tensors import check_paired_keys
+from ..transforms_vecnorm import *  # noqa: F401,F403
+from ..transforms_image import *  # noqa: F401,F403  (torchrl's image transforms and CatFrames)
+from ..transforms_image import __all__ as _image_all
 
 __all__ = ["CheckFinite", "Compose", "DoubleToFloat", "ObservationNorm", "RenameTransform", "RewardSum", "StepCounter",
            "Transform", "TransformedEnv"]
 __all__ += _keys_t.__all__ + _tensors.__all__ + _vecnorm.__all__
 __all__ += _image_all
+
+def _apply_to_composite(function):
+    """Decorates a ``transform_observation_spec(self, spec)`` written for one leaf spec: given a
+    Composite, it runs on a copy of each ``in_keys`` leaf present and stores the result at the
+    matching ``out_keys`` entry (torchrl's helper, imported by custom transforms)."""
+    @wraps(function)
+    def per_key(self, observation_spec):
+        if not isinstance(observation_spec, Composite):
+            return function(self, observation_spec)
+        result = observation_spec.clone()
+        present = {unravel_key_to_tuple(key) for key in observation_spec.keys(True, True)}
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            if unravel_key_to_tuple(in_key) in present:
+                result[out_key] = function(self, observation_spec[in_key].clone())
+        return result
+    return per_key
+
 
 _ONE = np.ones((), dtype=np.int64)
 _DONE = ("done",)
@@ -644,11 +663,14 @@ class CheckFinite(Transform):
     def __repr__(self):
         return f"CheckFinite(in_keys={[_key_str(k) for k in self.in_keys] or 'all floating'})"
 
-from . import transforms_episodes as _episodes  # noqa: E402 - torchrl's episode/action transforms, re-exported
-from .transforms_episodes import *  # noqa: E402,F403
+from .. import transforms_episodes as _episodes  # noqa: E402 - torchrl's episode/action transforms, re-exported
+from ..transforms_episodes import *  # noqa: E402,F403
 __all__ += _episodes.__all__
-from . import transforms_misc as _misc  # noqa: E402 - torchrl's device and hashing transforms, re-exported
-from .transforms_misc import *  # noqa: E402,F403
+from .. import transforms_data as _data  # noqa: E402 - torchrl's data-side transforms, re-exported
+from ..transforms_data import *  # noqa: E402,F403
+__all__ += _data.__all__
+from .. import transforms_misc as _misc  # noqa: E402 - torchrl's device and hashing transforms, re-exported
+from ..transforms_misc import *  # noqa: E402,F403
 __all__ += _misc.__all__
 
 _vecnorm._RunningNorm._observation_norm = ObservationNorm  # VecNorm.to_observation_norm's class (no import circle)
