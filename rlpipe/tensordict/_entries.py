@@ -33,7 +33,7 @@ class _EntriesMixin:
         for key, value in self._tensordict.items():
             shape = value.batch_size if isinstance(value, TensorDictBase) else value.shape
             if tuple(shape[:len(new)]) != tuple(new):
-                raise RuntimeError(f"the tensor {key!r} has shape {_shape_str(shape)} which is incompatible with "
+                raise RuntimeError(f"the Tensor {key} has shape {_shape_str(shape)} which is incompatible with "
                                    f"the batch-size {_shape_str(new)}.")
         names = getattr(self, "_names", None) if _NAMES_USED[0] else None
         if names is not None:  # dims kept keep their names; new dims have none
@@ -94,17 +94,23 @@ class _EntriesMixin:
     def _as_entry(self, value):
         """A tensor for numbers and (nested lists of) numbers; non-tensor data for anything else, as
         in tensordict 0.14: a string or object is NonTensorData, a list of them of the batch's length
-        (under ``set_list_to_stack(True)``, the default) a NonTensorStack."""
+        (under ``set_list_to_stack(True)``, the default) a NonTensorStack shaped like the list, whose
+        leading dims must be the batch's (RuntimeError otherwise)."""
         if not isinstance(value, (str, bytes)):
             try:
                 return as_tensor(value, device=self._device)
             except (TypeError, ValueError, RuntimeError):
                 pass
         non_tensor_data, non_tensor_stack, *_, list_to_stack = self._non_tensor_types
-        if isinstance(value, list) and self._batch_size and len(value) == self._batch_size[0] and list_to_stack():
-            stack = non_tensor_stack.from_list(value, device=self._device)
-            if stack._batch_size == self._batch_size[:len(stack._batch_size)]:
-                return stack.expand(self._batch_size) if stack._batch_size != self._batch_size else stack
+        if isinstance(value, list) and list_to_stack():
+            try:
+                stack = non_tensor_stack.from_list(value, device=self._device)
+            except ValueError:  # ragged nested lists: one object
+                return non_tensor_data(value, batch_size=self._batch_size, device=self._device)
+            if stack._batch_size[:len(self._batch_size)] != self._batch_size:
+                raise RuntimeError(f"batch dimension mismatch, got self.batch_size={_shape_str(self._batch_size)} "
+                                   f"and value.shape={_shape_str(stack._batch_size)}.")
+            return stack
         return non_tensor_data(value, batch_size=self._batch_size, device=self._device)
 
     def _named_child(self, value):

@@ -171,6 +171,8 @@ class _ShapeMixin:
     @classmethod
     def _join_tensordicts(cls, tds, dim, how):
         """rlpipe.stack / rlpipe.cat of TensorDicts: every TensorDict needs the same keys."""
+        if all(getattr(td, "_is_non_tensor", False) for td in tds):  # NonTensorData/NonTensorStack
+            return cls._non_tensor_types[2](tds, dim, how)
         first = tds[0]
         keys = list(first._tensordict)
         for i, td in enumerate(tds):

@@ -323,7 +323,7 @@ class TensorClass:
         if value is None:
             return None
         if getattr(value, "_is_non_tensor", False):
-            return _uniform(_non_tensor_value(value))
+            return _non_tensor_value(value)
         nested = self._nested.get(name)
         if nested is not None and isinstance(value, TensorDictBase):
             return nested._over(value)
@@ -622,27 +622,6 @@ def _as_dataclass_field(cls, name):
     made.name, made.type = name, cls._type_hints.get(name)
     made._field_type = dataclasses._FIELD  # what dataclasses.fields() keeps
     return made
-
-
-def _uniform(data):
-    """A non-tensor entry's data; a (nested) list whose items are all equal gives that item, as a stack
-    of equal non-tensor data reads in tensordict."""
-    if type(data) is not list:
-        return data
-    items = data
-    while items and all(type(i) is list for i in items):
-        items = [x for i in items for x in i]
-    if items and all(type(i) is not list for i in items) and all(_same(i, items[0]) for i in items):
-        return items[0]
-    return data
-
-
-def _same(a, b):
-    """``a == b`` for non-tensor data, False where the comparison is not a plain bool."""
-    try:
-        return bool(a is b or a == b)
-    except Exception:  # an object whose == is elementwise or raises
-        return False
 
 
 def _tensorclass_types(args):

@@ -65,7 +65,8 @@ class set_list_to_stack(_Switch):
 
 
 class set_capture_non_tensor_stack(_Switch):
-    """tensordict's switch for capturing stacks of non-tensor data; recorded only (no non-tensor data)."""
+    """tensordict's switch for stacking equal NonTensorData: True gives one NonTensorData, False (the
+    default) a NonTensorStack."""
 
 
 def _read(switch, allow_none, default):

@@ -1,0 +1,101 @@
+"""Non-tensor data in stacks, cats and tensorclass fields, with the behaviours recorded from tensordict
+0.14.3 in the peer venv (each test names what tensordict gave)."""
+import pytest
+
+import rlpipe
+from rlpipe.tensordict import (MetaData, NonTensorData, NonTensorStack, TensorDict, set_capture_non_tensor_stack,
+                               tensorclass)
+
+
+@tensorclass
+class _Data:
+    X: rlpipe.Tensor
+    z: str
+
+
+def _data(z):
+    return _Data(X=rlpipe.ones(3, 4), z=z, batch_size=[3, 4])
+
+
+def test_stack_of_equal_non_tensor_data_is_a_stack_by_default():
+    # tensordict: torch.stack([NonTensorData('a')] * 2) -> NonTensorStack(['a', 'a'])
+    out = rlpipe.stack([NonTensorData("a"), NonTensorData("a")])
+    assert type(out) is NonTensorStack
+    assert out.tolist() == ["a", "a"]
+
+
+def test_stack_of_equal_non_tensor_data_captured():
+    # tensordict, set_capture_non_tensor_stack(True): equal -> NonTensorData, different -> NonTensorStack
+    a, b = NonTensorData("a", batch_size=[1]), NonTensorData("b", batch_size=[1])
+    with set_capture_non_tensor_stack(True):
+        same = rlpipe.stack([a, a])
+        diff = rlpipe.stack([a, b])
+    assert type(same) is NonTensorData and same.data == "a" and same.batch_size == rlpipe.Size([2, 1])
+    assert type(diff) is NonTensorStack and diff.tolist() == [["a"], ["b"]]
+
+
+def test_cat_of_equal_non_tensor_data_is_one():
+    # tensordict: torch.cat of equal NonTensorData -> NonTensorData; of different ones -> NonTensorStack
+    a, b = NonTensorData("a", batch_size=[1]), NonTensorData("b", batch_size=[1])
+    same = rlpipe.cat([a, a])
+    assert type(same) is NonTensorData and same.batch_size == rlpipe.Size([2])
+    assert rlpipe.cat([a, b]).tolist() == ["a", "b"]
+
+
+def test_tensorclass_field_of_a_stack_reads_as_nested_lists():
+    # tensordict: d[1] = d2[1] makes z a NonTensorStack; d[1].z == ['b'] * 4, d[0].z == ['a'] * 4
+    d, d2 = _data("a"), _data("b")
+    d[1] = d2[1]
+    assert d[1].z == ["b"] * 4
+    assert d[0].z == ["a"] * 4
+    stacked = rlpipe.stack([d2, d2])
+    assert stacked.z == [[["b"] * 4] * 3] * 2
+
+
+def test_writing_the_same_object_keeps_non_tensor_data():
+    # tensordict: d[:2] = d2[:2] with the same z keeps z one NonTensorData
+    d, d2 = _data("a"), _data("a")
+    d[:2] = d2[:2].clone()
+    assert type(d._tensordict.get("z")) is NonTensorData
+    assert d[:2].z == "a"
+
+
+def test_metadata_stacks_to_one_when_identical():
+    # tensordict: MetaData stacks by identity (``is``) into one MetaData, else a NonTensorStack
+    obj = ["x"]
+    same = rlpipe.stack([MetaData(obj), MetaData(obj)])
+    assert type(same) is MetaData and same.data is obj and same.batch_size == rlpipe.Size([2])
+    assert type(rlpipe.stack([MetaData(["x"]), MetaData(["x"])])) is NonTensorStack
+
+
+def test_typed_metadata():
+    typed = MetaData[str]
+    assert typed is MetaData[str] and issubclass(typed, MetaData)
+    out = rlpipe.stack([typed("abc"), typed("abc")])
+    assert isinstance(out, MetaData[str]) and out.data == "abc"
+
+
+def test_list_to_stack_shapes():
+    # tensordict: a list under an empty batch is a NonTensorStack of the list's shape; one whose leading
+    # dims are not the batch's raises 'batch dimension mismatch'
+    td = TensorDict()
+    td["z"] = ["a", "b"]
+    assert td.get("z").batch_size == rlpipe.Size([2])
+    td = TensorDict(batch_size=[2, 3])
+    td["z"] = [["a"] * 3] * 2
+    assert td.get("z").batch_size == rlpipe.Size([2, 3])
+    with pytest.raises(RuntimeError, match=r"batch dimension mismatch, got self.batch_size=.*2, 3.* and "
+                                           r"value.shape=.*\[2\]"):
+        td["y"] = ["a", "b"]
+    assert "y" not in td.keys()
+    td["y"] = [["b"] * 3] * 2  # still usable
+    assert td["y"][1][2] == "b"
+
+
+def test_batch_size_message_names_the_tensor():
+    # tensordict: "the Tensor smth has shape torch.Size([1]) which is incompatible with the batch-size ..."
+    td = TensorDict(a=rlpipe.zeros(3, 4), batch_size=[3, 4])
+    with pytest.raises(RuntimeError, match=r"the Tensor smth has shape .*\[1\].* which is incompatible with "
+                                           r"the batch-size .*\[3, 4\]"):
+        td.set("z", TensorDict({"smth": rlpipe.zeros(1)}, []))
+    assert list(td.keys()) == ["a"]
