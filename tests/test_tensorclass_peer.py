@@ -99,3 +99,45 @@ def test_batch_size_message_names_the_tensor():
                                            r"the batch-size .*\[3, 4\]"):
         td.set("z", TensorDict({"smth": rlpipe.zeros(1)}, []))
     assert list(td.keys()) == ["a"]
+
+
+def test_update_replaces_non_tensor_data():
+    # tensordict: a.update(b) takes b's string; a tensorclass update/replace too
+    a = TensorDict(x=rlpipe.zeros(2), z="a", batch_size=[2])
+    a.update(TensorDict(x=rlpipe.ones(2), z="b", batch_size=[2]))
+    assert a["z"] == "b"
+    d0, d1 = _data("a"), _data("b")
+    d0.update(d1)
+    assert d0.z == "b"
+    replacement = d0.clone().zero_()
+    replacement.z = "rep"
+    assert d0.replace(replacement).z == "rep" and d0.z == "b"
+
+
+def test_select_as_tensordict():
+    t = _Data(X=rlpipe.ones(2), z="cat", batch_size=[2])
+    kept = t.select("X")
+    assert type(kept) is _Data and kept.z is None
+    plain = t.select("X", as_tensordict=True)
+    assert type(plain) is TensorDict and list(plain.keys()) == ["X"]
+    td = TensorDict(a=rlpipe.zeros(3), b=rlpipe.ones(3))
+    assert list(td.select("a", as_tensordict=True).keys()) == ["a"]
+
+
+def test_module_level_cat_stack_and_is_non_tensor():
+    from rlpipe import tensordict
+    t = _Data(X=rlpipe.ones(2), z="cat", batch_size=[2])
+    assert type(tensordict.cat([t, t])) is _Data and tensordict.cat([t, t]).batch_size == rlpipe.Size([4])
+    assert tensordict.stack([t, t]).batch_size == rlpipe.Size([2, 2])
+    assert tensordict.is_non_tensor(NonTensorData("x")) and tensordict.is_non_tensor(NonTensorStack("x"))
+    assert not tensordict.is_non_tensor(TensorDict()) and not tensordict.is_non_tensor("x")
+
+
+def test_lazy_stack_contains_and_empty_device():
+    from rlpipe.tensordict import LazyStackedTensorDict
+    td = TensorDict(c=rlpipe.zeros(1), batch_size=[1])
+    stack = LazyStackedTensorDict.lazy_stack([td, td])
+    assert td in stack and td.clone() not in stack  # identity, as tensordict
+    assert "c" in stack and "zz" not in stack
+    assert LazyStackedTensorDict(stack_dim=1, batch_size=[1, 2], device="cpu").device == rlpipe.device("cpu")
+    assert LazyStackedTensorDict(stack_dim=0).device is None

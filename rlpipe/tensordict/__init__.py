@@ -26,7 +26,7 @@ Layout (a module imports only modules of the lines above its own or of its own l
 """
 import sys as _sys
 
-from .. import serialization as _serialization
+from .. import primitives as _primitives, serialization as _serialization
 from .._tensor import Tensor
 from ..utils import _pytree
 from ._construct import tree_flatten_td, tree_unflatten_td
@@ -35,7 +35,7 @@ from ._repr import get_printoptions, set_printoptions
 from ._td import TensorDict, _from_state, _to_state
 from ._archive import is_memmap_archive, pack_memmap, refresh_archive_checksums, unpack_memmap
 from ._lazy import LazyStackedTensorDict, lazy_stack
-from .base import TensorDictBase, is_leaf_nontensor, is_tensor_collection
+from .base import TensorDictBase, is_leaf_nontensor, is_non_tensor, is_tensor_collection
 from .functional import dense_stack_tds, merge_tensordicts, pad, pad_sequence
 from .memmap import MemoryMappedTensor
 from .persistent import PersistentTensorDict
@@ -87,4 +87,14 @@ __all__ = ["assert_allclose_td", "TensorDict", "TensorDictBase", "LazyStackedTen
            "is_leaf_nontensor", "dense_stack_tds", "MemoryMappedTensor", "PersistentTensorDict", "MetaData",
            "NonTensorData", "NonTensorDataBase", "NonTensorStack", "TensorClass", "capture_non_tensor_stack",
            "lazy_legacy", "list_to_stack", "set_capture_non_tensor_stack", "set_lazy_legacy", "set_list_to_stack",
-           "load_memmap"]
+           "load_memmap", "is_non_tensor", "cat", "stack"]
+
+
+def stack(input, dim=0, *, out=None):
+    """tensordict.stack: ``rlpipe.stack`` of TensorDicts or tensorclasses."""
+    return _primitives.stack(input, dim, out=out)
+
+
+def cat(input, dim=0, *, out=None):
+    """tensordict.cat: ``rlpipe.cat`` of TensorDicts or tensorclasses."""
+    return _primitives.cat(input, dim, out=out)

@@ -291,7 +291,7 @@ class _EntriesMixin:
             if clone and hasattr(value, "clone"):
                 value = value.clone()
             current = self._tensordict.get(key) if isinstance(key, str) else self.get(key, None)
-            if isinstance(current, TensorDictBase) and isinstance(value, (TensorDictBase, dict)):
+            if _is_branch(current) and isinstance(value, (TensorDictBase, dict)) and not _is_non_tensor(value):
                 current.update(value, clone=clone, inplace=inplace)
             elif inplace and current is not None:
                 self.set_(key, value)
@@ -368,8 +368,9 @@ class _EntriesMixin:
         self.set(new_key, self.pop(old_key))
         return self
 
-    def select(self, *keys, inplace=False, strict=True):
-        """A TensorDict with only ``keys`` (nested keys keep their parents)."""
+    def select(self, *keys, inplace=False, strict=True, as_tensordict=False):
+        """A TensorDict with only ``keys`` (nested keys keep their parents); ``as_tensordict`` matters to
+        tensorclasses only."""
         out = self._build({}, self._batch_size, self._device)
         for key in keys:
             value = self.get(key, None if not strict else _RAISE)
@@ -651,3 +652,12 @@ def _update_arguments(input_dict_or_td, keys_to_update, kwargs):
     if isinstance(keys_to_update, str):
         keys_to_update = [keys_to_update]
     return input_dict_or_td, keys_to_update
+
+
+def _is_non_tensor(value):
+    return getattr(value, "_is_non_tensor", False)
+
+
+def _is_branch(value):
+    """Whether ``value`` is a nested TensorDict whose entries update merges into (non-tensor data is a leaf)."""
+    return isinstance(value, TensorDictBase) and not value._is_non_tensor

@@ -86,7 +86,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     >>> s[1] is b, s.get("obs", as_list=True)[1].shape
     (True, rlpipe.Size([3, 5]))
     """
-    __slots__ = ("tensordicts", "stack_dim", "_batch_size", "_stack_name", "__weakref__")
+    __slots__ = ("tensordicts", "stack_dim", "_batch_size", "_stack_name", "_empty_device", "__weakref__")
 
     def __init__(self, *tensordicts, stack_dim=0, batch_size=None, device=None, names=None, stack_dim_name=None,
                  strict_shape=False, hook_out=None, hook_in=None):
@@ -109,6 +109,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         if stack_dim > n:
             raise RuntimeError(f"Stack dim {stack_dim} is too big for batch size {first.batch_size}.")
         self.tensordicts = list(tensordicts)
+        self._empty_device = None if tensordicts else first.device
         self.stack_dim = stack_dim
         self._batch_size = Size((*first.batch_size[:stack_dim], len(tensordicts), *first.batch_size[stack_dim:]))
         self._stack_name = stack_dim_name
@@ -271,6 +272,8 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
 
     @property
     def device(self):
+        if not self.tensordicts:  # an empty stack keeps the device it was made with
+            return getattr(self, "_empty_device", None)
         devices = {td.device for td in self.tensordicts}
         return devices.pop() if len(devices) == 1 else None
 
@@ -408,6 +411,10 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return [(k, self.get(k)) for k in self.keys(include_nested, leaves_only, sort=sort)]
 
     def __contains__(self, key):
+        """``key in stack``: a key as for a TensorDict; a TensorDict: whether it is one of those stacked
+        (identity), as in tensordict."""
+        if isinstance(key, TensorDictBase):
+            return any(key is td for td in self.tensordicts)
         if not _is_key(key):
             raise NotImplementedError("TensorDict does not support membership checks with the `in` keyword. If "
                                       "you want to check if a particular key is in your TensorDict, please use "
@@ -415,8 +422,8 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         path = unravel_key_to_tuple(key)
         return bool(self.tensordicts) and all(td.get(path, None) is not None for td in self.tensordicts)
 
-    def select(self, *keys, inplace=False, strict=True):
-        """A lazy stack of each TensorDict's selection of ``keys``."""
+    def select(self, *keys, inplace=False, strict=True, as_tensordict=False):
+        """A lazy stack of each TensorDict's selection of ``keys`` (``as_tensordict``: for tensorclasses)."""
         if inplace:
             for td in self.tensordicts:
                 td.select(*keys, inplace=True, strict=strict)

@@ -426,6 +426,12 @@ class TensorClass:
         """The batch size (``batch_size``'s other name)."""
         return self._tensordict.batch_size
 
+    def select(self, *keys, inplace=False, strict=True, as_tensordict=False):
+        """Only the fields ``keys`` (the others None); with ``as_tensordict``, the TensorDict of those
+        entries instead."""
+        out = self._tensordict.select(*keys, inplace=inplace, strict=strict)
+        return out if as_tensordict else self._wrap(out)
+
     def get(self, key, *default, **options):
         """A field's value (``key`` a name, or a tuple walking nested tensorclasses); another name reads
         an attribute (``get("batch_size")``) or, failing that, the TensorDict (None where absent).
