@@ -141,3 +141,39 @@ def test_lazy_stack_contains_and_empty_device():
     assert "c" in stack and "zz" not in stack
     assert LazyStackedTensorDict(stack_dim=1, batch_size=[1, 2], device="cpu").device == rlpipe.device("cpu")
     assert LazyStackedTensorDict(stack_dim=0).device is None
+
+
+def test_non_tensor_entries_compare_object_by_object():
+    # tensordict: (a == b).z is a bool tensor of the batch's shape; TensorDict == tensorclass works too
+    a, b, c = _Data(X=rlpipe.ones(3), z="q", batch_size=[3]), _Data(X=rlpipe.ones(3), z="q", batch_size=[3]), \
+        _Data(X=rlpipe.ones(3), z="p", batch_size=[3])
+    assert (a == b).z.tolist() == [True] * 3
+    assert (a != b).z.tolist() == [False] * 3
+    assert (a == c).z.tolist() == [False] * 3 and not (a == c).all()
+    td = TensorDict(z="q", n={"w": "a"}, x=rlpipe.zeros(3), batch_size=[3])
+    assert (td == td)["n", "w"].tolist() == [True] * 3
+    plain = a.to_tensordict()
+    assert (plain == a).all() and (a == plain).all()
+
+
+def test_missing_arguments_and_device_messages():
+    # Python's dataclass words, as tensordict's tensorclasses give them
+    with pytest.raises(TypeError, match=r"missing 2 required positional arguments: 'X' and 'z'"):
+        _Data(batch_size=[2])
+    with pytest.raises(TypeError, match=r"missing 1 required positional argument: 'z'"):
+        _Data(X=rlpipe.ones(2), batch_size=[2])
+    d = _data("a")
+    with pytest.raises(RuntimeError, match="device cannot be set using tensorclass.device = device"):
+        d.device = rlpipe.device("cpu")
+    assert d.device is None
+
+
+def test_set_with_a_nested_tuple_key():
+    @tensorclass
+    class Outer:
+        X: rlpipe.Tensor
+        y: _Data = None
+
+    outer = Outer(X=rlpipe.ones(3, 4), y=_data("a"), batch_size=[3, 4])
+    outer.set(("y", ("z",)), "b")
+    assert outer.y.z == "b"

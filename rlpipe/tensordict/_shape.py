@@ -249,17 +249,27 @@ class _ShapeMixin:
             mine, theirs = set(self._tensordict), set(other._tensordict)
             if mine != theirs:
                 raise KeyError(f"keys in the two TensorDicts mismatch, got {sorted(mine)} and {sorted(theirs)}")
-            return self.apply(op, other)
+            result = self.apply(op, other)
+            if op in (_ops.eq, _ops.ne):  # non-tensor entries compare object by object, as in tensordict
+                for path in _non_tensor_paths(self, self._lazy_type):
+                    theirs = other.get(path, None)
+                    if getattr(theirs, "_is_non_tensor", False):
+                        result.set(path, self.get(path)._compare_objects(theirs, op))
+            return result
         return self._map(lambda t: op(t, other))
 
     def __eq__(self, other):
         """A TensorDict of bools, leaf by leaf; False (not an error) against a string or another
         object that is neither a TensorDict, a dict, a tensor nor a number, as in tensordict."""
+        if is_tensorclass(other):
+            return NotImplemented  # the tensorclass compares (its result keeps its class)
         if not isinstance(other, _COMPARABLE):
             return False
         return self._compare(other, _ops.eq)
 
     def __ne__(self, other):
+        if is_tensorclass(other):
+            return NotImplemented
         if not isinstance(other, _COMPARABLE):
             return True
         return self._compare(other, _ops.ne)
@@ -379,3 +389,12 @@ def _with_inplace(method):
         out = method(self, *args, **kwargs)
         return self._become(out) if inplace and out is not self else out
     return maybe_inplace
+
+
+def _non_tensor_paths(td, lazy_type, prefix=()):
+    """The paths of the non-tensor entries of ``td`` (a dense TensorDict; lazy stacks not entered)."""
+    for key, value in td._tensordict.items():
+        if getattr(value, "_is_non_tensor", False):
+            yield prefix + (key,)
+        elif isinstance(value, TensorDictBase) and not isinstance(value, lazy_type):
+            yield from _non_tensor_paths(value, lazy_type, prefix + (key,))

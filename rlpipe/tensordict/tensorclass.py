@@ -26,6 +26,7 @@ from ._nontensor import NonTensorData
 from ._repr import _REPR_OPTIONS, _leaf_repr, _shape_str
 from ._td import TensorDict
 from .base import TensorDictBase, _non_tensor_value
+from .keys import unravel_key_to_tuple
 from . import _io, _tc_state
 from .utils import is_tensorclass
 
@@ -290,8 +291,7 @@ class TensorClass:
             values[name] = value
         missing = [name for name in cls._fields if name not in values and name not in cls._defaults]
         if missing:
-            raise TypeError(f"{cls.__name__}.__init__() missing {len(missing)} required argument(s): "
-                            + ", ".join(f"'{name}'" for name in missing))
+            raise TypeError(f"{cls.__name__}.__init__() missing {_missing_phrase(missing)}")
         for name in cls._fields:
             if name not in values:
                 default = cls._defaults[name]
@@ -412,7 +412,17 @@ class TensorClass:
 
     # ---- the TensorDict's shape, device and entries ----------------------------------------------
     batch_size = _td_property("batch_size", "The batch size (settable, as the TensorDict's).")
-    device = _td_property("device", "The device (setting it is refused by the TensorDict, with its message).")
+    @property
+    def device(self):
+        """The device (set it with ``to``: RuntimeError on assignment, as in tensordict)."""
+        return self._tensordict.device
+
+    @device.setter
+    def device(self, value):
+        raise RuntimeError("device cannot be set using tensorclass.device = device, because device cannot be "
+                           "updated in-place. To update device, use tensorclass.to(new_device), which will return "
+                           "a new tensorclass on the new device.")
+
     names = _td_property("names", "The dimension names (settable, as the TensorDict's).")
 
     @property
@@ -455,8 +465,8 @@ class TensorClass:
         return value.get(path[1:], *default)
 
     def set(self, key, value, inplace=False, non_blocking=False):
-        """Sets a field (``key`` a name, or a tuple walking nested tensorclasses); returns self."""
-        path = (key,) if isinstance(key, str) else tuple(key)
+        """Sets a field (``key`` a name, or a (nested) tuple walking nested tensorclasses); returns self."""
+        path = unravel_key_to_tuple(key)
         if len(path) == 1:
             if inplace and getattr(self, path[0]) is not None:
                 self._tensordict.set_(path[0], _unwrap(value))
@@ -628,6 +638,14 @@ def _as_dataclass_field(cls, name):
     made.name, made.type = name, cls._type_hints.get(name)
     made._field_type = dataclasses._FIELD  # what dataclasses.fields() keeps
     return made
+
+
+def _missing_phrase(missing):
+    """Python's dataclass words for missing arguments: "2 required positional arguments: 'a' and 'b'"."""
+    names = [f"'{name}'" for name in missing]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + ("," if len(names) > 2 else "") + \
+        " and " + names[-1]
+    return f"{len(missing)} required positional argument{'s' if len(missing) > 1 else ''}: {listed}"
 
 
 def _tensorclass_types(args):
