@@ -177,3 +177,37 @@ def test_set_with_a_nested_tuple_key():
     outer = Outer(X=rlpipe.ones(3, 4), y=_data("a"), batch_size=[3, 4])
     outer.set(("y", ("z",)), "b")
     assert outer.y.z == "b"
+
+
+def test_tensor_only_checks_annotations_and_options():
+    from typing import Any, Optional
+
+    from rlpipe.tensordict import TensorClass
+
+    class Fine(TensorClass["tensor_only"]):
+        a: rlpipe.Tensor
+        b: Optional[rlpipe.LongTensor] = None
+        c: rlpipe.Tensor | TensorDict | None = None
+        meta: NonTensorData = None
+
+    fine = Fine(a=1, meta={"k": "v"})
+    assert isinstance(fine.a, rlpipe.Tensor)
+    assert isinstance(fine.meta, NonTensorData) and fine.meta.data == {"k": "v"}  # kept whole, as tensordict
+    for hint in (Any, rlpipe.Tensor | str):
+        with pytest.raises(TypeError, match="tensor_only requires types to be Tensor, Tensor-subtrypes or None"):
+            type("Bad", (TensorClass["tensor_only"],), {"__annotations__": {"a": hint}})
+    with pytest.raises(TypeError, match="tensor_only cannot be combined with autocast or nocast"):
+        tensorclass(type("Both", (), {"__annotations__": {"a": rlpipe.Tensor}}), tensor_only=True, autocast=True)
+
+
+def test_autocast_to_numpy():
+    import numpy as np
+
+    @tensorclass(autocast=True)
+    class Cast:
+        arr: np.ndarray
+        t: rlpipe.Tensor
+
+    c = Cast(arr=1, t=1)
+    assert isinstance(c.arr, np.ndarray) and c.arr.tolist() == 1
+    assert isinstance(c.t, rlpipe.Tensor)

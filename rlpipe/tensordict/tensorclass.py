@@ -19,9 +19,11 @@ import types
 import typing
 import weakref
 
+import numpy as np
+
 from .. import serialization as _serialization
 from .._tensor import Tensor
-from .._creation import as_tensor
+from .._creation import _LegacyTensorType, as_tensor
 from ._nontensor import NonTensorData
 from ._repr import _REPR_OPTIONS, _leaf_repr, _shape_str
 from ._td import TensorDict
@@ -167,12 +169,35 @@ def _setup(cls, options):
     _resolve_hints(cls)
     for option in _OPTIONS:
         setattr(cls, "_" + option, bool(options[option]))
+    if cls._tensor_only:
+        _check_tensor_only(cls)
     cls.__dataclass_fields__ = {name: _as_dataclass_field(cls, name) for name in fields}
     for name in fields:
         setattr(cls, name, _Field(name))
     cls.__signature__ = _signature(cls)
     if cls._frozen:  # hashable, as a frozen dataclass: by identity (its tensors compare elementwise)
         cls.__hash__ = object.__hash__
+
+
+def _check_tensor_only(cls):
+    """TypeError unless every field of a ``tensor_only`` class is typed as a tensor, a TensorDict or a
+    tensorclass (or a union of those and None), and the class neither autocasts nor skips casts."""
+    if cls._autocast or cls._nocast:
+        raise TypeError(f"{cls.__name__}: tensor_only cannot be combined with autocast or nocast")
+    for name, hint in cls._type_hints.items():
+        if not _tensor_only_type(hint):
+            raise TypeError(f"tensor_only requires types to be Tensor, Tensor-subtrypes or None; the field "
+                            f"{name!r} of {cls.__name__} is annotated {hint!r}")
+
+
+def _tensor_only_type(hint):
+    """Whether a tensor_only field may carry the annotation ``hint``."""
+    if hint is None or hint is type(None) or isinstance(hint, str):  # a forward reference: a class to come
+        return True
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return all(_tensor_only_type(arg) for arg in typing.get_args(hint))
+    return isinstance(hint, type) and (issubclass(hint, (Tensor, TensorDictBase)) or is_tensorclass(hint)
+                                       or isinstance(hint, _LegacyTensorType))  # rlpipe.LongTensor...
 
 
 def _signature(cls):
@@ -322,8 +347,8 @@ class TensorClass:
         """A field's entry as the field's value: None, a nested tensorclass, a non-tensor object."""
         if value is None:
             return None
-        if getattr(value, "_is_non_tensor", False):
-            return _non_tensor_value(value)
+        if getattr(value, "_is_non_tensor", False):  # tensor_only classes give the NonTensorData itself
+            return value if type(self)._tensor_only else _non_tensor_value(value)
         nested = self._nested.get(name)
         if nested is not None and isinstance(value, TensorDictBase):
             return nested._over(value)
@@ -353,11 +378,14 @@ class TensorClass:
     def _cast(self, name, value):
         """``value`` for the field ``name``: a dict given to a tensorclass-typed field becomes that class;
         under ``tensor_only``, mappings become TensorDicts and anything else a tensor; under
-        ``autocast``, a value is cast to the field's annotation (Tensor, int, float, bool, str)."""
+        ``autocast``, a value is cast to the field's annotation (Tensor, int, float, bool, str,
+        np.ndarray)."""
         cls, td = type(self), self._tensordict
         hint = cls._type_hints.get(name)
         if isinstance(value, dict) and name in cls._nested_types:
             return hint.from_dict(value, batch_size=td.batch_size)
+        if isinstance(hint, type) and issubclass(hint, NonTensorData) and not isinstance(value, TensorDictBase):
+            return hint(value, batch_size=td.batch_size, device=td.device)  # a field typed as non-tensor data
         if cls._tensor_only and not isinstance(value, (Tensor, TensorDictBase)) and not is_tensorclass(value):
             if isinstance(value, collections.abc.Mapping):
                 return TensorDict(_plain_dict(value), batch_size=td.batch_size, device=td.device)
@@ -369,6 +397,8 @@ class TensorClass:
                 return value if isinstance(value, Tensor) else as_tensor(value, device=td.device)
             if hint in (int, float, bool, str):
                 return NonTensorData(hint(value), batch_size=td.batch_size, device=td.device)
+            if hint is np.ndarray:
+                return NonTensorData(np.asarray(value), batch_size=td.batch_size, device=td.device)
             if isinstance(value, hint) and not issubclass(hint, TensorDictBase) and not is_tensorclass(hint):
                 return NonTensorData(value, batch_size=td.batch_size, device=td.device)  # kept as it is
         except (TypeError, ValueError) as err:
