@@ -211,3 +211,20 @@ def test_autocast_to_numpy():
     c = Cast(arr=1, t=1)
     assert isinstance(c.arr, np.ndarray) and c.arr.tolist() == 1
     assert isinstance(c.t, rlpipe.Tensor)
+
+
+def test_dict_field_stays_one_object():
+    # tensordict 0.14.3: a dict given to a field (whatever its annotation, without autocast) reads back as
+    # that dict, shared by every element of the batch
+    from dataclasses import field
+
+    from rlpipe.tensordict import TensorClass
+
+    class Cls(TensorClass):
+        a: rlpipe.Tensor
+        c: dict = field(default_factory=dict)
+
+    obj = Cls(a=rlpipe.arange(3), c={"x": 1}, batch_size=[3])
+    assert obj.c == {"x": 1}
+    assert obj[0].c is obj[1].c
+    assert type(Cls(a=rlpipe.arange(3), batch_size=[3]).c) is dict

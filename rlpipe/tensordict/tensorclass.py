@@ -390,6 +390,8 @@ class TensorClass:
             if isinstance(value, collections.abc.Mapping):
                 return TensorDict(_plain_dict(value), batch_size=td.batch_size, device=td.device)
             return as_tensor(value, device=td.device)
+        if not cls._autocast and isinstance(value, dict):  # kept as one object, as in tensordict 0.14
+            return NonTensorData(value, batch_size=td.batch_size, device=td.device)
         if not cls._autocast or not isinstance(hint, type) or hint is typing.Any:
             return value
         try:
