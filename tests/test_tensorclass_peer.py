@@ -228,3 +228,27 @@ def test_dict_field_stays_one_object():
     assert obj.c == {"x": 1}
     assert obj[0].c is obj[1].c
     assert type(Cls(a=rlpipe.arange(3), batch_size=[3]).c) is dict
+
+
+def test_tensordict_classmethods_give_the_class():
+    from typing import Any
+
+    from rlpipe.tensordict import LazyStackedTensorDict, TensorClass
+
+    class MC(TensorClass):
+        foo: Any
+        bar: Any
+
+    class MCChild(MC):
+        pass
+
+    out = MC.from_list([{"foo": 1, "bar": 2}, {"foo": 3, "bar": 4}])
+    assert type(out) is MC and out.foo.tolist() == [1, 3] and out.batch_size == rlpipe.Size([2])
+    assert type(MCChild.from_list([{"foo": 1, "bar": 2}])) is MCChild
+    keys = MC.fromkeys(["foo", "bar"], 0)
+    assert type(keys) is MC and keys.bar.item() == 0
+    mc = MC(foo=rlpipe.zeros(3), bar=rlpipe.ones(3), batch_size=[3])
+    for name in ("stack", "cat", "lazy_stack", "maybe_dense_stack"):
+        assert type(getattr(MC, name)([mc, mc])) is MC, name
+    assert isinstance(MC.lazy_stack([mc, mc])._tensordict, LazyStackedTensorDict)
+    assert MC.cat([mc, mc]).batch_size == rlpipe.Size([6])

@@ -246,6 +246,16 @@ def _td_property(name, doc):
                     lambda self, value: setattr(self._tensordict, name, value), doc=doc)
 
 
+def _td_classmethod(name):
+    """A classmethod running TensorDict's classmethod ``name`` (tensorclass arguments unwrapped) and
+    giving its result as the calling class."""
+    def method(cls, *args, **kwargs):
+        return cls._over(getattr(TensorDict, name)(*_unwrap(args), **_unwrap(kwargs)))
+    method.__name__ = name
+    method.__doc__ = f"TensorDict.{name}, its result as this class."
+    return classmethod(method)
+
+
 class TensorClass:
     """The base class of tensorclasses: ``class Pair(TensorClass): a: Tensor; b: str = "x"``.
 
@@ -633,6 +643,13 @@ class TensorClass:
         out = type(self).from_tensordict(self._tensordict.memmap(prefix, *args, **kwargs), safe=False)
         _record_class(prefix, type(self))
         return out
+
+    from_list = _td_classmethod("from_list")
+    fromkeys = _td_classmethod("fromkeys")
+    stack = _td_classmethod("stack")
+    cat = _td_classmethod("cat")
+    lazy_stack = _td_classmethod("lazy_stack")
+    maybe_dense_stack = _td_classmethod("maybe_dense_stack")
 
     @classmethod
     def fields(cls):
