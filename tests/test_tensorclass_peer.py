@@ -252,3 +252,20 @@ def test_tensordict_classmethods_give_the_class():
         assert type(getattr(MC, name)([mc, mc])) is MC, name
     assert isinstance(MC.lazy_stack([mc, mc])._tensordict, LazyStackedTensorDict)
     assert MC.cat([mc, mc]).batch_size == rlpipe.Size([6])
+
+
+def test_save_and_load_keep_the_class(tmp_path):
+    m = _Data(X=rlpipe.rand(2, 3), z="t", batch_size=[2, 3])
+    m.save(tmp_path)
+    loaded = TensorDict.load(tmp_path)
+    assert type(loaded) is _Data and loaded.z == "t" and (loaded == m).all()
+
+
+def test_print_directory_tree(tmp_path):
+    from rlpipe.tensordict.utils import print_directory_tree
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f.bin").write_bytes(b"x" * 2048)
+    (tmp_path / "g").write_text("hi")
+    expected = f"Directory size: 2.00 KB\n{tmp_path.name}/\n    a/\n        f.bin\n    g"
+    assert print_directory_tree(tmp_path) == expected
+    assert print_directory_tree(tmp_path / "g", display_metadata=False) == "g"

@@ -35,13 +35,13 @@ from ._repr import get_printoptions, set_printoptions
 from ._td import TensorDict, _from_state, _to_state
 from ._archive import is_memmap_archive, pack_memmap, refresh_archive_checksums, unpack_memmap
 from ._lazy import LazyStackedTensorDict, lazy_stack
-from .base import TensorDictBase, is_leaf_nontensor, is_non_tensor, is_tensor_collection
+from .base import TensorDictBase, is_leaf_nontensor, is_tensor_collection
 from .functional import dense_stack_tds, merge_tensordicts, pad, pad_sequence
 from .memmap import MemoryMappedTensor
 from .persistent import PersistentTensorDict
 from ._nontensor import MetaData, NonTensorData, NonTensorDataBase, NonTensorStack
 from .tensorclass import TensorClass, is_tensorclass, tensorclass
-from .utils import (assert_allclose_td, capture_non_tensor_stack, lazy_legacy, list_to_stack,
+from .utils import (assert_allclose_td, capture_non_tensor_stack, is_non_tensor, lazy_legacy, list_to_stack,
                     set_capture_non_tensor_stack,
                     set_lazy_legacy, set_list_to_stack)
 from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple

@@ -21,7 +21,7 @@ from ._math import TensorDictMath
 from ._torch_func import TD_HANDLED_FUNCTIONS
 from .keys import unravel_key_to_tuple
 
-__all__ = ["TensorDictBase", "is_tensor_collection", "is_leaf_nontensor", "is_non_tensor"]
+__all__ = ["TensorDictBase", "is_tensor_collection", "is_leaf_nontensor"]
 
 
 class TensorDictBase(TensorDictMath):
@@ -744,11 +744,6 @@ class TensorDictBase(TensorDictMath):
 
 TensorDictBase.__abstractmethods__ = frozenset(
     name for name, member in vars(TensorDictBase).items() if getattr(member, "__isabstractmethod__", False))
-
-
-def is_non_tensor(data):
-    """Whether ``data`` is non-tensor data (a NonTensorData or NonTensorStack)."""
-    return getattr(type(data), "_is_non_tensor", False) is True
 
 
 def _non_tensor_value(value):

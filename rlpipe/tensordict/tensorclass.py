@@ -644,6 +644,12 @@ class TensorClass:
         _record_class(prefix, type(self))
         return out
 
+    def save(self, prefix=None, copy_existing=False, num_threads=0):
+        """``memmap(prefix)``: the folder records the class, so ``TensorDict.load`` gives it back."""
+        return self.memmap(prefix)
+
+    dumps = save
+
     from_list = _td_classmethod("from_list")
     fromkeys = _td_classmethod("fromkeys")
     stack = _td_classmethod("stack")

@@ -1,11 +1,14 @@
 """tensordict.utils' public names and the few private helpers users and tensordict's tests reach for.
 
-``set_lazy_legacy`` and ``set_capture_non_tensor_stack`` are switches for behaviours rlpipe does not
-have (lazy shape ops, capturing identical non-tensor stacks): they record the mode, work as context
-managers and decorators like tensordict's, and change nothing else. ``set_list_to_stack`` decides how a
-list of non-numbers is stored (a NonTensorStack, the default, or one NonTensorData).
+``set_lazy_legacy`` is a switch for a behaviour rlpipe does not have (lazy shape ops): it records the
+mode, works as a context manager and decorator like tensordict's, and changes nothing else.
+``set_list_to_stack`` decides how a list of non-numbers is stored (a NonTensorStack, the default, or one
+NonTensorData); ``set_capture_non_tensor_stack(True)`` makes a stack of equal NonTensorData one
+NonTensorData.
 """
 import functools
+import logging
+import os
 
 import numpy as np
 
@@ -17,9 +20,11 @@ from .._utils import unavailable
 
 __all__ = ["assert_allclose_td", "convert_ellipsis_to_idx", "is_non_tensor", "is_tensor_collection", "is_tensorclass",
            "lazy_legacy", "list_to_stack", "capture_non_tensor_stack", "set_capture_non_tensor_stack",
+           "print_directory_tree",
            "set_lazy_legacy", "set_list_to_stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
            "TensorDictFuture"]
 
+_LOGGER = logging.getLogger("rlpipe.tensordict")
 _LOCK_ERROR = ("Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` method and "
                "make sure the key is present.")
 
@@ -226,3 +231,39 @@ def _assert_allclose_td(actual, expected, rtol, atol, equal_nan, msg, check_batc
 
         _compare_tensors(a, e, rtol, atol, equal_nan, True, True, describe)
     return True
+
+
+def print_directory_tree(path, indent="", display_metadata=True):
+    """Logs (logger ``rlpipe.tensordict``, level INFO) and returns the tree of files under ``path``,
+    a directory per line ending in ``/``, nested names indented by four spaces; with
+    ``display_metadata``, a first line gives the total size, as tensordict's helper."""
+    lines = []
+    if display_metadata:
+        lines.append(f"Directory size: {_human_size(_tree_size(path))}")
+    lines.extend(_tree_lines(str(path), indent))
+    for line in lines:
+        _LOGGER.info(line)
+    return "\n".join(lines)
+
+
+def _tree_lines(path, indent):
+    if not os.path.isdir(path):
+        return [indent + os.path.basename(path)]
+    lines = [indent + os.path.basename(path) + "/"]
+    for item in sorted(os.listdir(path)):
+        lines.extend(_tree_lines(os.path.join(path, item), indent + "    "))
+    return lines
+
+
+def _tree_size(path):
+    """The bytes of every file under ``path``."""
+    return sum(os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(path) for name in names)
+
+
+def _human_size(size):
+    """``size`` bytes as "1.50 KB" and the like."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024.0:
+            return f"{size:.2f} {unit}"
+        size /= 1024.0
+    return f"{size:.2f} TB"
