@@ -269,3 +269,19 @@ def test_print_directory_tree(tmp_path):
     expected = f"Directory size: 2.00 KB\n{tmp_path.name}/\n    a/\n        f.bin\n    g"
     assert print_directory_tree(tmp_path) == expected
     assert print_directory_tree(tmp_path / "g", display_metadata=False) == "g"
+
+
+def test_autocast_dicts_and_bad_keys():
+    from typing import Optional
+
+    @tensorclass(autocast=True)
+    class Cast:
+        td: TensorDict
+        other: Optional[TensorDict] = None
+
+    c = Cast(td={"a": 0.0}, other={"b": {"c": 1.0}})
+    assert type(c.td) is TensorDict and c.td["a"].item() == 0.0  # autocast to the TensorDict annotation
+    assert c.other == {"b": {"c": 1.0}}  # a union annotation: the dict is kept, as tensordict 0.14.3
+    with pytest.raises(KeyError, match=r"Only NestedKeys are supported. Got key \('td', <class 'str'>\)"):
+        c.get(("td", str))
+    assert c.get(("td", "missing"), "else") == "else"

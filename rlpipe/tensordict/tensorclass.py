@@ -400,7 +400,8 @@ class TensorClass:
             if isinstance(value, collections.abc.Mapping):
                 return TensorDict(_plain_dict(value), batch_size=td.batch_size, device=td.device)
             return as_tensor(value, device=td.device)
-        if not cls._autocast and isinstance(value, dict):  # kept as one object, as in tensordict 0.14
+        casts_to_td = cls._autocast and isinstance(hint, type) and issubclass(hint, TensorDictBase)
+        if isinstance(value, dict) and not casts_to_td:  # kept as one object, as in tensordict 0.14
             return NonTensorData(value, batch_size=td.batch_size, device=td.device)
         if not cls._autocast or not isinstance(hint, type) or hint is typing.Any:
             return value
@@ -491,7 +492,10 @@ class TensorClass:
         as for a tensorclass over a lazy stack."""
         if options:
             return self._wrap(self._tensordict.get(key, *default, **options))
-        path = (key,) if isinstance(key, str) else tuple(key)
+        try:
+            path = unravel_key_to_tuple(key)
+        except TypeError:
+            raise KeyError(f"Only NestedKeys are supported. Got key {key!r}.") from None
         if path[0] not in type(self).__expected_keys__:
             if len(path) == 1 and hasattr(type(self), path[0]):
                 return getattr(self, path[0])
