@@ -285,3 +285,16 @@ def test_autocast_dicts_and_bad_keys():
     with pytest.raises(KeyError, match=r"Only NestedKeys are supported. Got key \('td', <class 'str'>\)"):
         c.get(("td", str))
     assert c.get(("td", "missing"), "else") == "else"
+
+
+def test_assert_close():
+    # tensordict 0.14: assert_close is assert_allclose_td; intersection=True compares the shared keys only
+    from rlpipe.tensordict import assert_allclose_td, assert_close
+    assert assert_close is assert_allclose_td
+    a = TensorDict(x=rlpipe.zeros(2), y=rlpipe.ones(2))
+    b = TensorDict(x=rlpipe.zeros(2))
+    assert assert_close(a, b, intersection=True) is True
+    with pytest.raises(AssertionError, match=r"keys mismatch.*only in actual: 'y'"):
+        assert_close(a, b)
+    with pytest.raises(AssertionError):
+        assert_close(a, TensorDict(x=rlpipe.ones(2)), intersection=True)

@@ -18,7 +18,8 @@ from .base import TensorDictBase, is_tensor_collection
 from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
 from .._utils import unavailable
 
-__all__ = ["assert_allclose_td", "convert_ellipsis_to_idx", "is_non_tensor", "is_tensor_collection", "is_tensorclass",
+__all__ = ["assert_allclose_td", "assert_close", "convert_ellipsis_to_idx", "is_non_tensor", "is_tensor_collection",
+           "is_tensorclass",
            "lazy_legacy", "list_to_stack", "capture_non_tensor_stack", "set_capture_non_tensor_stack",
            "print_directory_tree",
            "set_lazy_legacy", "set_list_to_stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
@@ -94,11 +95,17 @@ def capture_non_tensor_stack(allow_none=False):
     return _read(set_capture_non_tensor_stack, allow_none, False)
 
 
-def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
+def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, intersection=False, msg=""):
     """tensordict's check that two TensorDicts hold the same keys and close values (returns True).
     As in tensordict, batch sizes are not compared (``rlpipe.testing.assert_allclose_td`` compares them
-    too); leaves of different shapes still fail."""
+    too); leaves of different shapes still fail. ``intersection=True`` compares the keys both hold only."""
+    if intersection and _is_td(actual) and _is_td(expected):
+        shared = set(actual.keys(True, True)) & set(expected.keys(True, True))
+        actual, expected = actual.select(*shared), expected.select(*shared)
     return _assert_allclose_td(actual, expected, rtol, atol, equal_nan, msg, False)
+
+
+assert_close = assert_allclose_td  # tensordict 0.14's newer name
 
 
 def is_tensorclass(obj):
