@@ -298,3 +298,22 @@ def test_assert_close():
         assert_close(a, b)
     with pytest.raises(AssertionError):
         assert_close(a, TensorDict(x=rlpipe.ones(2)), intersection=True)
+
+
+def test_expand_of_non_tensor_data():
+    # tensordict 0.14.3: NonTensorData.expand gives a NonTensorStack; MetaData stays MetaData
+    d = NonTensorData(0, batch_size=(3,)).expand((2, 3))
+    assert type(d) is NonTensorStack and d.tolist() == [[0] * 3] * 2
+    assert type(NonTensorData(0, batch_size=(1,)).expand(2, 1)) is NonTensorStack
+    m = MetaData(0, batch_size=(1,)).expand((2, 3))
+    assert type(m) is MetaData and m.data == 0 and m.batch_size == rlpipe.Size([2, 3])
+
+
+def test_stack_contiguous_gives_a_dense_result():
+    from rlpipe.tensordict import LazyStackedTensorDict, lazy_stack
+    from rlpipe.tensordict._torch_func import _stack
+    parts = [lazy_stack([TensorDict(a=rlpipe.zeros(2)), TensorDict(a=rlpipe.ones(2))]) for _ in range(2)]
+    assert isinstance(_stack(parts, 0), LazyStackedTensorDict)
+    dense = _stack(parts, 0, contiguous=True)
+    assert type(dense) is TensorDict
+    assert dense["a"].tolist() == [[[0.0, 0.0], [1.0, 1.0]]] * 2

@@ -143,6 +143,12 @@ class NonTensorData(NonTensorDataBase):
     def tolist(self, *args, **kwargs):
         return _as_nested_list(np.zeros(tuple(self._batch_size), np.int64), [self._nt_data])
 
+    def expand(self, *shape):
+        """A NonTensorStack holding this object at every element of the expanded batch (tensordict's
+        expand of non-tensor data)."""
+        positions, objects = self._positions()
+        return NonTensorStack._make(positions, objects, self._device).expand(*shape)
+
     def _write_memmap_meta(self, prefix, **entries):
         super()._write_memmap_meta(prefix, **entries, kind=_KIND, data=self._nt_data)
 
@@ -263,6 +269,10 @@ class MetaData(NonTensorData):
     ``MetaData[str]`` is a subclass naming the data's type (a hint; not checked)."""
     __slots__ = ()
     _typed = {}
+
+    def expand(self, *shape):
+        """Metadata stays one MetaData over the expanded batch."""
+        return NonTensorDataBase.expand(self, *shape)
 
     def __class_getitem__(cls, data_type):
         if data_type not in cls._typed:
