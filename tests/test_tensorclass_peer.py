@@ -317,3 +317,12 @@ def test_stack_contiguous_gives_a_dense_result():
     dense = _stack(parts, 0, contiguous=True)
     assert type(dense) is TensorDict
     assert dense["a"].tolist() == [[[0.0, 0.0], [1.0, 1.0]]] * 2
+
+
+def test_typed_metadata_checks_its_data():
+    # tensordict 0.14.3: MetaData[int]("a string") -> TypeError "Expected data of type int, got str"
+    d = MetaData[int](0, batch_size=(3,))
+    assert d.data == 0 and isinstance(d, MetaData[int]) and isinstance(d, MetaData)
+    with pytest.raises(TypeError, match="Expected data of type int, got str"):
+        MetaData[int]("a string")
+    assert MetaData("anything").data == "anything"

@@ -266,9 +266,17 @@ class NonTensorStack(NonTensorDataBase):
 class MetaData(NonTensorData):
     """A NonTensorData for metadata: stacking or concatenating MetaData that hold the very same object
     (``is``, not ``==``) gives one MetaData, whatever ``set_capture_non_tensor_stack`` says.
-    ``MetaData[str]`` is a subclass naming the data's type (a hint; not checked)."""
+    ``MetaData[str]`` is a subclass whose data must be of that type (TypeError otherwise)."""
     __slots__ = ()
     _typed = {}
+    data_type = None
+
+    def __init__(self, data=None, *args, **kwargs):
+        wanted = type(self).data_type
+        if isinstance(wanted, type) and not isinstance(data, (wanted, NonTensorDataBase)):
+            raise TypeError(f"{type(self).__name__}: Expected data of type {wanted.__name__}, got "
+                            f"{type(data).__name__}")
+        super().__init__(data, *args, **kwargs)
 
     def expand(self, *shape):
         """Metadata stays one MetaData over the expanded batch."""
