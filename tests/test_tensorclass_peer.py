@@ -326,3 +326,21 @@ def test_typed_metadata_checks_its_data():
     with pytest.raises(TypeError, match="Expected data of type int, got str"):
         MetaData[int]("a string")
     assert MetaData("anything").data == "anything"
+
+
+def test_non_tensor_where_and_call():
+    # tensordict 0.14.3: NonTensorStack.where picks objects element by element (into out when given)
+    cond = rlpipe.tensor([True, False])
+    mine = NonTensorStack(NonTensorData(["a"]), NonTensorData(["a"]))
+    other = NonTensorStack(NonTensorData(["b"]), NonTensorData(["b"]))
+    out = NonTensorStack(NonTensorData(["none"]), NonTensorData(["none"]))
+    result = mine.where(condition=cond, other=other, out=out, pad=0)
+    assert result is out and out.tolist() == [["a"], ["b"]]
+    assert mine.where(cond, "x").tolist() == [["a"], "x"]
+    with pytest.raises(TypeError, match="where: out must be a NonTensorStack for non-tensor data, got TensorDict"):
+        mine.where(cond, other, out=TensorDict(batch_size=[2]))
+    assert mine.tolist() == [["a"], ["a"]]
+    # functions stored as non-tensor data are called by apply's function, as in tensordict
+    funcs = TensorDict({"a": lambda x, y: x - y})
+    got = TensorDict({"a": 0}).apply(lambda x, y, f: f(x, y), TensorDict({"a": 1}), funcs)
+    assert got["a"].item() == -1

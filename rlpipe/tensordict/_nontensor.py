@@ -92,6 +92,22 @@ class NonTensorDataBase(TensorDict):
     def get_non_tensor(self, key=None, default=None):
         return self.value() if key is None else super().get_non_tensor(key, default)
 
+    def where(self, condition, other, *, out=None, pad=None):
+        """``condition ? self : other`` element by element (``other``: non-tensor data or one object),
+        as a NonTensorStack; with ``out`` (a NonTensorStack), written into it."""
+        if not isinstance(other, NonTensorDataBase):
+            other = NonTensorData(other, batch_size=self._batch_size, device=self._device)
+        mine, my_objects = self._positions()
+        theirs, their_objects = other._positions()
+        picked = _ops.where(condition, mine, theirs + len(my_objects))
+        result = NonTensorStack._make(picked, list(my_objects) + list(their_objects), self._device)
+        if out is None:
+            return result
+        if not isinstance(out, NonTensorStack):
+            raise TypeError(f"where: out must be a NonTensorStack for non-tensor data, got {type(out).__name__}")
+        out[...] = result
+        return out
+
     def contiguous(self, *args, **kwargs):
         return self  # the objects are their own contiguous form
 
@@ -142,6 +158,10 @@ class NonTensorData(NonTensorDataBase):
 
     def tolist(self, *args, **kwargs):
         return _as_nested_list(np.zeros(tuple(self._batch_size), np.int64), [self._nt_data])
+
+    def __call__(self, *args, **kwargs):
+        """Calls the object held (a function stored as non-tensor data, as ``apply`` may pass it)."""
+        return self._nt_data(*args, **kwargs)
 
     def expand(self, *shape):
         """A NonTensorStack holding this object at every element of the expanded batch (tensordict's
