@@ -344,3 +344,20 @@ def test_non_tensor_where_and_call():
     funcs = TensorDict({"a": lambda x, y: x - y})
     got = TensorDict({"a": 0}).apply(lambda x, y, f: f(x, y), TensorDict({"a": 1}), funcs)
     assert got["a"].item() == -1
+
+
+def test_nested_keys_walk_into_tensorclass_entries():
+    # tensordict 0.14.3: a tensorclass entry's fields are nested keys of the TensorDict holding it
+    from rlpipe.tensordict import TensorClass, lazy_stack
+
+    class MC(TensorClass):
+        a: rlpipe.Tensor
+
+    x = TensorDict(b=MC.from_tensordict(lazy_stack([TensorDict(a=rlpipe.zeros(3)), TensorDict(a=rlpipe.ones(5))])))
+    assert list(x.keys()) == ["b"] and list(x["b"].keys()) == ["a"]
+    assert set(x.keys(include_nested=True)) == {"b", ("b", "a")}
+    assert set(x.keys(include_nested=True, leaves_only=True)) == {("b", "a")}
+    y = TensorDict(b=MC(a=rlpipe.arange(2.0), batch_size=[2]), batch_size=[2])
+    assert y["b", "a"].tolist() == [0.0, 1.0]
+    assert [k for k, _ in y.items(True, True)] == [("b", "a")]
+    assert list(y.flatten_keys().keys()) == ["b.a"]

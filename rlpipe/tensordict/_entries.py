@@ -156,6 +156,8 @@ class _EntriesMixin:
             if child is None:
                 raise KeyError(f'key "{path[:i + 1] if i else part}" not found in TensorDict with keys '
                                f"{sorted(td._tensordict)}")
+            if is_tensorclass(child):  # a tensorclass entry: its TensorDict holds the nested entries
+                child = child._tensordict
             if not isinstance(child, TensorDictBase) and create:
                 raise KeyError(f"The entry {path[:i + 1]!r} is already present in the TensorDict as a tensor: "
                                f"cannot set {path!r} under it")
@@ -435,6 +437,8 @@ class _EntriesMixin:
 
     def _walk_tree(self, leaves_only, include_nested=True, prefix=()):
         for key, value in self._tensordict.items():
+            if is_tensorclass(value):  # a tensorclass entry: its TensorDict's keys are nested keys
+                value = value._tensordict
             nested = isinstance(value, TensorDictBase)
             full = prefix + (key,)
             if nested and include_nested:
