@@ -348,10 +348,19 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         self.get(key, _RAISE)
         return self.set(key, value, inplace=True)
 
-    def update(self, input_dict_or_td=None, clone=False, inplace=False, keys_to_update=None, **kwargs):
+    def update(self, input_dict_or_td=None, clone=False, inplace=False, keys_to_update=None, *,
+               update_batch_size=False, **kwargs):
         """Each stacked TensorDict updated with its part of the argument (split along ``stack_dim``;
-        a lazy stack's entries need not be stackable)."""
+        a lazy stack's entries need not be stackable). ``update_batch_size=True`` takes a TensorDict
+        argument's batch size too: the stack then holds its parts (copied with ``clone``)."""
         if input_dict_or_td is None:
+            return self
+        if update_batch_size and isinstance(input_dict_or_td, TensorDictBase) \
+                and input_dict_or_td.batch_size != self._batch_size:
+            self._check_unlocked()
+            parts = input_dict_or_td.unbind(self.stack_dim)
+            self.tensordicts = [part.clone() if clone else part.copy() for part in parts]
+            self._batch_size = input_dict_or_td.batch_size
             return self
         parts = self._split(input_dict_or_td, "update")
         for td, part in zip(self.tensordicts, parts):

@@ -1,0 +1,25 @@
+"""Lazy stacks against tensordict 0.14.3's behaviours (recorded in the peer venv)."""
+import pytest
+
+import rlpipe
+from rlpipe.tensordict import LazyStackedTensorDict, TensorDict
+
+
+@pytest.mark.parametrize("source_is_lazy", [True, False])
+def test_update_batch_size(source_is_lazy):
+    # tensordict: a lazy stack updated with update_batch_size=True takes the source's batch size
+    td = TensorDict(a=rlpipe.zeros(3, 4), b=rlpipe.randn(3, 4), batch_size=[3, 4]).to_lazystack(0)
+    source = TensorDict(a=rlpipe.ones(2, 4), b=rlpipe.randn(2, 4), batch_size=[2, 4])
+    if source_is_lazy:
+        source = source.to_lazystack(0)
+    td.update(source, update_batch_size=True)
+    assert isinstance(td, LazyStackedTensorDict) and td.batch_size == rlpipe.Size([2, 4])
+    assert td["a"].tolist() == [[1.0] * 4] * 2
+    assert (td["b"] == source["b"]).all()
+
+
+def test_update_batch_size_of_a_locked_stack_is_refused():
+    td = TensorDict(a=rlpipe.zeros(3), batch_size=[3]).to_lazystack(0).lock_()
+    with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict"):
+        td.update(TensorDict(a=rlpipe.ones(2), batch_size=[2]), update_batch_size=True)
+    assert td.batch_size == rlpipe.Size([3]) and td["a"].tolist() == [0.0] * 3
