@@ -23,3 +23,26 @@ def test_update_batch_size_of_a_locked_stack_is_refused():
     with pytest.raises(RuntimeError, match="Cannot modify locked TensorDict"):
         td.update(TensorDict(a=rlpipe.ones(2), batch_size=[2]), update_batch_size=True)
     assert td.batch_size == rlpipe.Size([3]) and td["a"].tolist() == [0.0] * 3
+
+
+@pytest.mark.parametrize("dense_first", [False, True])
+def test_cat_of_lazy_and_dense_stays_lazy(dense_first):
+    # tensordict 0.14.3: cat along the stack dim of a lazy stack and a dense TensorDict is a lazy stack
+    lazy = LazyStackedTensorDict(*[TensorDict(a=rlpipe.full((2, 3), float(i)), batch_size=[2, 3]) for i in range(2)],
+                                 stack_dim=0)
+    dense = TensorDict(a=rlpipe.arange(12.0).reshape(2, 2, 3), batch_size=[2, 2, 3])
+    parts = [dense, lazy] if dense_first else [lazy, dense]
+    res = rlpipe.cat(parts, 0)
+    assert isinstance(res, LazyStackedTensorDict) and res.stack_dim == 0 and len(res.tensordicts) == 4
+    assert res.batch_size == rlpipe.Size([4, 2, 3])
+    assert res["a"].tolist() == rlpipe.cat([p["a"] for p in parts], 0).tolist()
+
+
+def test_cat_of_lazy_and_dense_along_another_dim():
+    lazy = LazyStackedTensorDict(*[TensorDict(a=rlpipe.full((2, 3), float(i)), batch_size=[2, 3]) for i in range(2)],
+                                 stack_dim=0)
+    dense = TensorDict(a=rlpipe.arange(18.0).reshape(2, 3, 3), batch_size=[2, 3, 3])
+    res = rlpipe.cat([lazy, dense], 1)
+    assert isinstance(res, LazyStackedTensorDict) and res.stack_dim == 0
+    assert res.batch_size == rlpipe.Size([2, 5, 3])
+    assert res["a"].tolist() == rlpipe.cat([lazy["a"], dense["a"]], 1).tolist()

@@ -158,8 +158,12 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     def cat(cls, tds, dim=0, *, out=None):
         """Lazy stacks joined along batch dim ``dim``: along their stack dim, one lazy stack of all
         their TensorDicts; along another (same stack dim and length), the stacked TensorDicts
-        joined pairwise; anything else is joined densely."""
+        joined pairwise; anything else is joined densely. Dense TensorDicts among them are first
+        split along the first lazy stack's stack dim, so the result stays lazy, as in tensordict."""
         tds = list(tds)
+        stack_dim = next(td.stack_dim for td in tds if isinstance(td, cls))
+        tds = [td if isinstance(td, cls) or not isinstance(td, TensorDictBase) else td.to_lazystack(stack_dim)
+               for td in tds]
         first = tds[0]
         d = first._batch_dim(dim)
         lazy = all(isinstance(td, cls) and td.stack_dim == first.stack_dim for td in tds)

@@ -173,6 +173,8 @@ class _ShapeMixin:
         """rlpipe.stack / rlpipe.cat of TensorDicts: every TensorDict needs the same keys."""
         if all(getattr(td, "_is_non_tensor", False) for td in tds):  # NonTensorData/NonTensorStack
             return cls._non_tensor_types[2](tds, dim, how)
+        if how == "cat" and any(isinstance(td, cls._lazy_type) for td in tds):  # a lazy stack among them
+            return cls._lazy_type.cat(tds, dim)
         first = tds[0]
         keys = list(first._tensordict)
         for i, td in enumerate(tds):
