@@ -46,3 +46,21 @@ def test_cat_of_lazy_and_dense_along_another_dim():
     assert isinstance(res, LazyStackedTensorDict) and res.stack_dim == 0
     assert res.batch_size == rlpipe.Size([2, 5, 3])
     assert res["a"].tolist() == rlpipe.cat([lazy["a"], dense["a"]], 1).tolist()
+
+
+def test_set_a_list_on_a_lazy_stack():
+    # tensordict 0.14.3: a list that is not one tensor gives one item to each stacked TensorDict
+    from rlpipe.tensordict import lazy_stack
+    td = LazyStackedTensorDict(TensorDict(), TensorDict())
+    td["a"] = ["0", "1"]
+    assert td[0]["a"] == "0" and td[1]["a"] == "1"
+    td["b"] = [rlpipe.ones((2,)) * 2, rlpipe.ones((1,))]
+    assert td.get("b", as_padded_tensor=True).tolist() == [[2.0, 2.0], [1.0, 0.0]]
+    td = lazy_stack([lazy_stack([TensorDict() for _ in range(2)]) for _ in range(3)], 1)
+    shapes = [[1, 2, 3], [4, 5, 6]]
+    td["a"] = [[rlpipe.ones(shapes[i][j]) for j in range(3)] for i in range(2)]
+    assert [[td[i, j]["a"].shape[0] for j in range(3)] for i in range(2)] == shapes
+    with pytest.raises(RuntimeError, match="batch dimension mismatch for key 'c': the list does not hold 3 items "
+                                           "along the stack dim 1"):
+        td["c"] = [["x"] * 2] * 2
+    assert "c" not in td.keys()

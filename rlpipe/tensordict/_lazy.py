@@ -331,6 +331,11 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         """``value`` (of this stack's batch size) cut into one part per stacked TensorDict."""
         if isinstance(value, dict):
             value = TensorDict(value, batch_size=self._batch_size, device=self.device)
+        elif isinstance(value, list):
+            try:
+                value = as_tensor(value, device=self.device)
+            except (TypeError, ValueError, RuntimeError):  # strings, ragged tensors...: one item per element
+                return self._split_list(value, key)
         elif not isinstance(value, (Tensor, TensorDictBase)):
             value = as_tensor(value, device=self.device)
         shape = value.batch_size if isinstance(value, TensorDictBase) else value.shape
@@ -338,6 +343,24 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
             raise RuntimeError(f"batch dimension mismatch for key {key!r}: got shape {list(shape)} but the "
                                f"lazy stack's batch size is {list(self._batch_size)}")
         return value.unbind(self.stack_dim)
+
+    def _split_list(self, value, key):
+        """A nested list over the batch dims cut along ``stack_dim``: part k holds item k there."""
+        def take(items, depth, k):
+            if not isinstance(items, list):
+                raise RuntimeError(f"batch dimension mismatch for key {key!r}: the list is not nested "
+                                   f"{self.stack_dim + 1} levels deep (the lazy stack's batch size is "
+                                   f"{list(self._batch_size)})")
+            return items[k] if depth == 0 else [take(item, depth - 1, k) for item in items]
+
+        n = len(self.tensordicts)
+        level = value
+        for _ in range(self.stack_dim):
+            level = level[0] if isinstance(level, list) and level else None
+        if not isinstance(level, list) or len(level) != n:
+            raise RuntimeError(f"batch dimension mismatch for key {key!r}: the list does not hold {n} items "
+                               f"along the stack dim {self.stack_dim}")
+        return [take(value, self.stack_dim, k) for k in range(n)]
 
     def set(self, key, value, inplace=False, non_blocking=False):
         """Stores ``value`` (of this stack's batch size) under ``key``, split along ``stack_dim``."""
