@@ -64,3 +64,14 @@ def test_set_a_list_on_a_lazy_stack():
                                            "along the stack dim 1"):
         td["c"] = [["x"] * 2] * 2
     assert "c" not in td.keys()
+
+
+def test_masked_setitem_broadcasts_a_smaller_tensordict():
+    # tensordict 0.14.3: lazy[mask] = TensorDict(batch_size=[]) writes it at every picked element
+    td = LazyStackedTensorDict(TensorDict({"a": rlpipe.ones(())}), TensorDict({"a": rlpipe.zeros(())}))
+    assert td[rlpipe.tensor([True, False])].batch_size == rlpipe.Size([1])
+    td[rlpipe.tensor([True, False])] = TensorDict({"a": 0.0})
+    assert td["a"].tolist() == [0.0, 0.0]
+    td[rlpipe.tensor([True, False])] = TensorDict({"b": 3.0})
+    td[rlpipe.tensor([False, True])] = TensorDict({"b": 4.0})
+    assert td["b"].tolist() == [3.0, 4.0]
