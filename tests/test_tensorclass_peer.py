@@ -361,3 +361,23 @@ def test_nested_keys_walk_into_tensorclass_entries():
     assert y["b", "a"].tolist() == [0.0, 1.0]
     assert [k for k, _ in y.items(True, True)] == [("b", "a")]
     assert list(y.flatten_keys().keys()) == ["b.a"]
+
+
+def test_deleted_field_reads_as_missing():
+    # tensordict 0.14.3: after `del x.c`, hasattr(x, "c") is False until c is set again
+    from rlpipe.tensordict import TensorClass
+
+    class T(TensorClass["tensor_only"]):
+        a: rlpipe.Tensor
+        c: rlpipe.Tensor | None = None
+
+    x = T(1)
+    assert x.c is None
+    x.c = 3
+    assert isinstance(x.c, rlpipe.Tensor) and x.c.item() == 3
+    del x.c
+    assert not hasattr(x, "c") and "c" not in x._tensordict.keys()
+    with pytest.raises(AttributeError, match="'T' object has no attribute 'c'"):
+        x.c
+    x.c = 4
+    assert x.c.item() == 4

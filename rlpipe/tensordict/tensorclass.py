@@ -91,13 +91,19 @@ class _Field:
         value = td._tensordict.get(self.name) if type(td) is TensorDict else td.get(self.name, None)
         if type(value) is Tensor:
             return value
+        if value is None and self.name in obj.__dict__.get("_deleted", ()):
+            raise AttributeError(f"'{type(obj).__name__}' object has no attribute '{self.name}' (deleted)")
         return obj._from_entry(self.name, value)
 
     def __set__(self, obj, value):
+        obj.__dict__.get("_deleted", set()).discard(self.name)
         obj._set_field(self.name, value)
 
     def __delete__(self, obj):
+        """``del tc.field``: the entry is removed and the attribute reads as missing until set again,
+        as in tensordict."""
         obj._set_field(self.name, None)
+        obj.__dict__.setdefault("_deleted", set()).add(self.name)
 
 
 def _field_default(value):
