@@ -381,3 +381,13 @@ def test_deleted_field_reads_as_missing():
         x.c
     x.c = 4
     assert x.c.item() == 4
+
+
+def test_bitwise_ops_on_bool_non_tensor_entries():
+    # tensordict 0.14.3: (td | td) and (td ^ td) combine bool non-tensor entries object by object
+    td = TensorDict({"1": 1, "nested": {"int": NonTensorData(3), "bool": NonTensorData(True), "s": "x"}})
+    assert (td | td).get_non_tensor(("nested", "bool")).item() is True
+    assert (td ^ td).get_non_tensor(("nested", "bool")).item() is False
+    assert (td & td).get_non_tensor(("nested", "bool")).item() is True
+    assert (td | td)["nested", "int"] == 3 and (td | td)["nested", "s"] == "x"  # not bools: kept
+    assert (td | td)["1"].item() == 1

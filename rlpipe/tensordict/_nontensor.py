@@ -309,7 +309,8 @@ class MetaData(NonTensorData):
         return cls._typed[data_type]
 
 # the ops a parent's comparison passes down, as NumPy applies them to object arrays
-_OBJECT_OPS = {_ops.eq: np.equal, _ops.ne: np.not_equal}
+_OBJECT_OPS = {_ops.eq: np.equal, _ops.ne: np.not_equal, _ops.bitwise_and: np.bitwise_and,
+               _ops.bitwise_or: np.bitwise_or, _ops.bitwise_xor: np.bitwise_xor}
 
 
 def _list_shape(data):

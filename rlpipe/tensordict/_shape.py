@@ -251,14 +251,21 @@ class _ShapeMixin:
             mine, theirs = set(self._tensordict), set(other._tensordict)
             if mine != theirs:
                 raise KeyError(f"keys in the two TensorDicts mismatch, got {sorted(mine)} and {sorted(theirs)}")
-            result = self.apply(op, other)
-            if op in (_ops.eq, _ops.ne):  # non-tensor entries compare object by object, as in tensordict
-                for path in _non_tensor_paths(self, self._lazy_type):
-                    theirs = other.get(path, None)
-                    if getattr(theirs, "_is_non_tensor", False):
-                        result.set(path, self.get(path)._compare_objects(theirs, op))
-            return result
+            return self._object_results(self.apply(op, other), other, op)
         return self._map(lambda t: op(t, other))
+
+    def _object_results(self, result, other, op):
+        """``result`` (``op`` of self and the TensorDict ``other``, leaf by leaf) with each non-tensor
+        entry both hold replaced by ``op`` of their objects, element by element, as tensordict does
+        (bitwise ops: for bool objects only; other objects are left as they are)."""
+        comparison = op in (_ops.eq, _ops.ne)
+        for path in _non_tensor_paths(self, self._lazy_type):
+            mine, theirs = self.get(path), other.get(path, None)
+            if not getattr(theirs, "_is_non_tensor", False):
+                continue
+            if comparison or all(type(o) is bool for o in mine._objects() + theirs._objects()):
+                result.set(path, mine._compare_objects(theirs, op))
+        return result
 
     def __eq__(self, other):
         """A TensorDict of bools, leaf by leaf; False (not an error) against a string or another
