@@ -300,7 +300,7 @@ def test_post_init_runs_on_construction_and_from_tensordict():
 def test_bad_inputs():
     with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
         Pair(a=rlpipe.ones(2), z=rlpipe.ones(2), batch_size=[2])
-    with pytest.raises(TypeError, match="missing 1 required argument.*'a'"):
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'a'"):
         Pair(batch_size=[2])
     with pytest.raises(TypeError, match="takes 3 positional arguments but 4 were given"):
         Pair(rlpipe.ones(2), rlpipe.ones(2), rlpipe.ones(2), batch_size=[2])

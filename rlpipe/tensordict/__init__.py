@@ -26,7 +26,7 @@ Layout (a module imports only modules of the lines above its own or of its own l
 """
 import sys as _sys
 
-from .. import serialization as _serialization
+from .. import primitives as _primitives, serialization as _serialization
 from .._tensor import Tensor
 from ..utils import _pytree
 from ._construct import tree_flatten_td, tree_unflatten_td
@@ -41,8 +41,8 @@ from .memmap import MemoryMappedTensor
 from .persistent import PersistentTensorDict
 from ._nontensor import MetaData, NonTensorData, NonTensorDataBase, NonTensorStack
 from .tensorclass import TensorClass, is_tensorclass, tensorclass
-from .utils import (assert_allclose_td, capture_non_tensor_stack, lazy_legacy, list_to_stack,
-                    set_capture_non_tensor_stack,
+from .utils import (assert_allclose_td, assert_close, capture_non_tensor_stack, is_non_tensor, lazy_legacy,
+                    list_to_stack, set_capture_non_tensor_stack,
                     set_lazy_legacy, set_list_to_stack)
 from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
 from .nn import TensorDictModule, TensorDictSequential
@@ -87,4 +87,14 @@ __all__ = ["assert_allclose_td", "TensorDict", "TensorDictBase", "LazyStackedTen
            "is_leaf_nontensor", "dense_stack_tds", "MemoryMappedTensor", "PersistentTensorDict", "MetaData",
            "NonTensorData", "NonTensorDataBase", "NonTensorStack", "TensorClass", "capture_non_tensor_stack",
            "lazy_legacy", "list_to_stack", "set_capture_non_tensor_stack", "set_lazy_legacy", "set_list_to_stack",
-           "load_memmap"]
+           "load_memmap", "is_non_tensor", "cat", "stack", "assert_close"]
+
+
+def stack(input, dim=0, *, out=None):
+    """tensordict.stack: ``rlpipe.stack`` of TensorDicts or tensorclasses."""
+    return _primitives.stack(input, dim, out=out)
+
+
+def cat(input, dim=0, *, out=None):
+    """tensordict.cat: ``rlpipe.cat`` of TensorDicts or tensorclasses."""
+    return _primitives.cat(input, dim, out=out)

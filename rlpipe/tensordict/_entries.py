@@ -33,7 +33,7 @@ class _EntriesMixin:
         for key, value in self._tensordict.items():
             shape = value.batch_size if isinstance(value, TensorDictBase) else value.shape
             if tuple(shape[:len(new)]) != tuple(new):
-                raise RuntimeError(f"the tensor {key!r} has shape {_shape_str(shape)} which is incompatible with "
+                raise RuntimeError(f"the Tensor {key} has shape {_shape_str(shape)} which is incompatible with "
                                    f"the batch-size {_shape_str(new)}.")
         names = getattr(self, "_names", None) if _NAMES_USED[0] else None
         if names is not None:  # dims kept keep their names; new dims have none
@@ -94,17 +94,23 @@ class _EntriesMixin:
     def _as_entry(self, value):
         """A tensor for numbers and (nested lists of) numbers; non-tensor data for anything else, as
         in tensordict 0.14: a string or object is NonTensorData, a list of them of the batch's length
-        (under ``set_list_to_stack(True)``, the default) a NonTensorStack."""
+        (under ``set_list_to_stack(True)``, the default) a NonTensorStack shaped like the list, whose
+        leading dims must be the batch's (RuntimeError otherwise)."""
         if not isinstance(value, (str, bytes)):
             try:
                 return as_tensor(value, device=self._device)
             except (TypeError, ValueError, RuntimeError):
                 pass
         non_tensor_data, non_tensor_stack, *_, list_to_stack = self._non_tensor_types
-        if isinstance(value, list) and self._batch_size and len(value) == self._batch_size[0] and list_to_stack():
-            stack = non_tensor_stack.from_list(value, device=self._device)
-            if stack._batch_size == self._batch_size[:len(stack._batch_size)]:
-                return stack.expand(self._batch_size) if stack._batch_size != self._batch_size else stack
+        if isinstance(value, list) and list_to_stack():
+            try:
+                stack = non_tensor_stack.from_list(value, device=self._device)
+            except ValueError:  # ragged nested lists: one object
+                return non_tensor_data(value, batch_size=self._batch_size, device=self._device)
+            if stack._batch_size[:len(self._batch_size)] != self._batch_size:
+                raise RuntimeError(f"batch dimension mismatch, got self.batch_size={_shape_str(self._batch_size)} "
+                                   f"and value.shape={_shape_str(stack._batch_size)}.")
+            return stack
         return non_tensor_data(value, batch_size=self._batch_size, device=self._device)
 
     def _named_child(self, value):
@@ -150,6 +156,8 @@ class _EntriesMixin:
             if child is None:
                 raise KeyError(f'key "{path[:i + 1] if i else part}" not found in TensorDict with keys '
                                f"{sorted(td._tensordict)}")
+            if is_tensorclass(child):  # a tensorclass entry: its TensorDict holds the nested entries
+                child = child._tensordict
             if not isinstance(child, TensorDictBase) and create:
                 raise KeyError(f"The entry {path[:i + 1]!r} is already present in the TensorDict as a tensor: "
                                f"cannot set {path!r} under it")
@@ -285,7 +293,7 @@ class _EntriesMixin:
             if clone and hasattr(value, "clone"):
                 value = value.clone()
             current = self._tensordict.get(key) if isinstance(key, str) else self.get(key, None)
-            if isinstance(current, TensorDictBase) and isinstance(value, (TensorDictBase, dict)):
+            if _is_branch(current) and isinstance(value, (TensorDictBase, dict)) and not _is_non_tensor(value):
                 current.update(value, clone=clone, inplace=inplace)
             elif inplace and current is not None:
                 self.set_(key, value)
@@ -362,8 +370,9 @@ class _EntriesMixin:
         self.set(new_key, self.pop(old_key))
         return self
 
-    def select(self, *keys, inplace=False, strict=True):
-        """A TensorDict with only ``keys`` (nested keys keep their parents)."""
+    def select(self, *keys, inplace=False, strict=True, as_tensordict=False):
+        """A TensorDict with only ``keys`` (nested keys keep their parents); ``as_tensordict`` matters to
+        tensorclasses only."""
         out = self._build({}, self._batch_size, self._device)
         for key in keys:
             value = self.get(key, None if not strict else _RAISE)
@@ -428,6 +437,8 @@ class _EntriesMixin:
 
     def _walk_tree(self, leaves_only, include_nested=True, prefix=()):
         for key, value in self._tensordict.items():
+            if is_tensorclass(value):  # a tensorclass entry: its TensorDict's keys are nested keys
+                value = value._tensordict
             nested = isinstance(value, TensorDictBase)
             full = prefix + (key,)
             if nested and include_nested:
@@ -645,3 +656,12 @@ def _update_arguments(input_dict_or_td, keys_to_update, kwargs):
     if isinstance(keys_to_update, str):
         keys_to_update = [keys_to_update]
     return input_dict_or_td, keys_to_update
+
+
+def _is_non_tensor(value):
+    return getattr(value, "_is_non_tensor", False)
+
+
+def _is_branch(value):
+    """Whether ``value`` is a nested TensorDict whose entries update merges into (non-tensor data is a leaf)."""
+    return isinstance(value, TensorDictBase) and not value._is_non_tensor

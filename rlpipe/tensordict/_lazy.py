@@ -86,7 +86,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     >>> s[1] is b, s.get("obs", as_list=True)[1].shape
     (True, rlpipe.Size([3, 5]))
     """
-    __slots__ = ("tensordicts", "stack_dim", "_batch_size", "_stack_name", "__weakref__")
+    __slots__ = ("tensordicts", "stack_dim", "_batch_size", "_stack_name", "_empty_device", "__weakref__")
 
     def __init__(self, *tensordicts, stack_dim=0, batch_size=None, device=None, names=None, stack_dim_name=None,
                  strict_shape=False, hook_out=None, hook_in=None):
@@ -109,6 +109,7 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         if stack_dim > n:
             raise RuntimeError(f"Stack dim {stack_dim} is too big for batch size {first.batch_size}.")
         self.tensordicts = list(tensordicts)
+        self._empty_device = None if tensordicts else first.device
         self.stack_dim = stack_dim
         self._batch_size = Size((*first.batch_size[:stack_dim], len(tensordicts), *first.batch_size[stack_dim:]))
         self._stack_name = stack_dim_name
@@ -157,8 +158,12 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     def cat(cls, tds, dim=0, *, out=None):
         """Lazy stacks joined along batch dim ``dim``: along their stack dim, one lazy stack of all
         their TensorDicts; along another (same stack dim and length), the stacked TensorDicts
-        joined pairwise; anything else is joined densely."""
+        joined pairwise; anything else is joined densely. Dense TensorDicts among them are first
+        split along the first lazy stack's stack dim, so the result stays lazy, as in tensordict."""
         tds = list(tds)
+        stack_dim = next(td.stack_dim for td in tds if isinstance(td, cls))
+        tds = [td if isinstance(td, cls) or not isinstance(td, TensorDictBase) else td.to_lazystack(stack_dim)
+               for td in tds]
         first = tds[0]
         d = first._batch_dim(dim)
         lazy = all(isinstance(td, cls) and td.stack_dim == first.stack_dim for td in tds)
@@ -271,6 +276,8 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
 
     @property
     def device(self):
+        if not self.tensordicts:  # an empty stack keeps the device it was made with
+            return getattr(self, "_empty_device", None)
         devices = {td.device for td in self.tensordicts}
         return devices.pop() if len(devices) == 1 else None
 
@@ -324,6 +331,11 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         """``value`` (of this stack's batch size) cut into one part per stacked TensorDict."""
         if isinstance(value, dict):
             value = TensorDict(value, batch_size=self._batch_size, device=self.device)
+        elif isinstance(value, list):
+            try:
+                value = as_tensor(value, device=self.device)
+            except (TypeError, ValueError, RuntimeError):  # strings, ragged tensors...: one item per element
+                return self._split_list(value, key)
         elif not isinstance(value, (Tensor, TensorDictBase)):
             value = as_tensor(value, device=self.device)
         shape = value.batch_size if isinstance(value, TensorDictBase) else value.shape
@@ -331,6 +343,24 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
             raise RuntimeError(f"batch dimension mismatch for key {key!r}: got shape {list(shape)} but the "
                                f"lazy stack's batch size is {list(self._batch_size)}")
         return value.unbind(self.stack_dim)
+
+    def _split_list(self, value, key):
+        """A nested list over the batch dims cut along ``stack_dim``: part k holds item k there."""
+        def take(items, depth, k):
+            if not isinstance(items, list):
+                raise RuntimeError(f"batch dimension mismatch for key {key!r}: the list is not nested "
+                                   f"{self.stack_dim + 1} levels deep (the lazy stack's batch size is "
+                                   f"{list(self._batch_size)})")
+            return items[k] if depth == 0 else [take(item, depth - 1, k) for item in items]
+
+        n = len(self.tensordicts)
+        level = value
+        for _ in range(self.stack_dim):
+            level = level[0] if isinstance(level, list) and level else None
+        if not isinstance(level, list) or len(level) != n:
+            raise RuntimeError(f"batch dimension mismatch for key {key!r}: the list does not hold {n} items "
+                               f"along the stack dim {self.stack_dim}")
+        return [take(value, self.stack_dim, k) for k in range(n)]
 
     def set(self, key, value, inplace=False, non_blocking=False):
         """Stores ``value`` (of this stack's batch size) under ``key``, split along ``stack_dim``."""
@@ -345,10 +375,19 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         self.get(key, _RAISE)
         return self.set(key, value, inplace=True)
 
-    def update(self, input_dict_or_td=None, clone=False, inplace=False, keys_to_update=None, **kwargs):
+    def update(self, input_dict_or_td=None, clone=False, inplace=False, keys_to_update=None, *,
+               update_batch_size=False, **kwargs):
         """Each stacked TensorDict updated with its part of the argument (split along ``stack_dim``;
-        a lazy stack's entries need not be stackable)."""
+        a lazy stack's entries need not be stackable). ``update_batch_size=True`` takes a TensorDict
+        argument's batch size too: the stack then holds its parts (copied with ``clone``)."""
         if input_dict_or_td is None:
+            return self
+        if update_batch_size and isinstance(input_dict_or_td, TensorDictBase) \
+                and input_dict_or_td.batch_size != self._batch_size:
+            self._check_unlocked()
+            parts = input_dict_or_td.unbind(self.stack_dim)
+            self.tensordicts = [part.clone() if clone else part.copy() for part in parts]
+            self._batch_size = input_dict_or_td.batch_size
             return self
         parts = self._split(input_dict_or_td, "update")
         for td, part in zip(self.tensordicts, parts):
@@ -408,6 +447,10 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         return [(k, self.get(k)) for k in self.keys(include_nested, leaves_only, sort=sort)]
 
     def __contains__(self, key):
+        """``key in stack``: a key as for a TensorDict; a TensorDict: whether it is one of those stacked
+        (identity), as in tensordict."""
+        if isinstance(key, TensorDictBase):
+            return any(key is td for td in self.tensordicts)
         if not _is_key(key):
             raise NotImplementedError("TensorDict does not support membership checks with the `in` keyword. If "
                                       "you want to check if a particular key is in your TensorDict, please use "
@@ -415,8 +458,8 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         path = unravel_key_to_tuple(key)
         return bool(self.tensordicts) and all(td.get(path, None) is not None for td in self.tensordicts)
 
-    def select(self, *keys, inplace=False, strict=True):
-        """A lazy stack of each TensorDict's selection of ``keys``."""
+    def select(self, *keys, inplace=False, strict=True, as_tensordict=False):
+        """A lazy stack of each TensorDict's selection of ``keys`` (``as_tensordict``: for tensorclasses)."""
         if inplace:
             for td in self.tensordicts:
                 td.select(*keys, inplace=True, strict=strict)

@@ -125,8 +125,11 @@ class _LazyIndexMixin:
             targets, parts = [stack_item], [value]
         else:
             targets = stack_item
+            indexed_batch = _getitem_batch_size(self._batch_size, self._plain_index(index))
             if isinstance(value, dict):
-                value = TensorDict(value, batch_size=_getitem_batch_size(self._batch_size, self._plain_index(index)))
+                value = TensorDict(value, batch_size=indexed_batch)
+            if isinstance(value, TensorDictBase) and len(value.batch_size) < len(indexed_batch):
+                value = value.expand(*indexed_batch)  # broadcast, as a dense TensorDict's setitem does
             parts = value.unbind(new_dim) if isinstance(value, TensorDictBase) else [value] * len(targets)
             if len(parts) != len(targets):
                 raise RuntimeError(f"the value has {len(parts)} entries along the stack dim, the index picks "

@@ -355,13 +355,21 @@ class TensorDictMath:
         return self._elementwise(_ops.logical_and, other, default=default)
 
     def __and__(self, other):
-        return self._elementwise(_ops.bitwise_and, other)
+        return self._bitwise(_ops.bitwise_and, other)
 
     def __or__(self, other):
-        return self._elementwise(_ops.bitwise_or, other)
+        return self._bitwise(_ops.bitwise_or, other)
 
     def __xor__(self, other):
-        return self._elementwise(_ops.bitwise_xor, other)
+        return self._bitwise(_ops.bitwise_xor, other)
+
+    def _bitwise(self, op, other):
+        """``op`` leaf by leaf; against a TensorDict, a dense one's non-tensor entries (bools...) are
+        combined object by object too, as in tensordict."""
+        result = self._elementwise(op, other)
+        if _is_td(other) and hasattr(self, "_object_results"):
+            return self._object_results(result, other, op)
+        return result
 
     def __rand__(self, other):
         return self._elementwise(lambda a, b: _ops.bitwise_and(b, a), other)

@@ -24,7 +24,7 @@ from ._common import _NO_DEFAULT, _as_batch_size
 from ._io import _LOADERS
 from ._td import TensorDict
 from .base import TensorDictBase
-from .utils import list_to_stack
+from .utils import capture_non_tensor_stack, list_to_stack
 
 __all__ = ["NonTensorDataBase", "NonTensorData", "NonTensorStack", "MetaData"]
 
@@ -92,6 +92,22 @@ class NonTensorDataBase(TensorDict):
     def get_non_tensor(self, key=None, default=None):
         return self.value() if key is None else super().get_non_tensor(key, default)
 
+    def where(self, condition, other, *, out=None, pad=None):
+        """``condition ? self : other`` element by element (``other``: non-tensor data or one object),
+        as a NonTensorStack; with ``out`` (a NonTensorStack), written into it."""
+        if not isinstance(other, NonTensorDataBase):
+            other = NonTensorData(other, batch_size=self._batch_size, device=self._device)
+        mine, my_objects = self._positions()
+        theirs, their_objects = other._positions()
+        picked = _ops.where(condition, mine, theirs + len(my_objects))
+        result = NonTensorStack._make(picked, list(my_objects) + list(their_objects), self._device)
+        if out is None:
+            return result
+        if not isinstance(out, NonTensorStack):
+            raise TypeError(f"where: out must be a NonTensorStack for non-tensor data, got {type(out).__name__}")
+        out[...] = result
+        return out
+
     def contiguous(self, *args, **kwargs):
         return self  # the objects are their own contiguous form
 
@@ -117,7 +133,7 @@ class NonTensorData(NonTensorDataBase):
         self._nt_data = data.value() if isinstance(data, NonTensorDataBase) else data
 
     def _rebuilt(self, entries, batch_size, device):
-        out = TensorDict._build.__func__(NonTensorData, {}, batch_size, device)
+        out = TensorDict._build.__func__(type(self), {}, batch_size, device)
         out._nt_data = self._nt_data
         return out
 
@@ -142,6 +158,16 @@ class NonTensorData(NonTensorDataBase):
 
     def tolist(self, *args, **kwargs):
         return _as_nested_list(np.zeros(tuple(self._batch_size), np.int64), [self._nt_data])
+
+    def __call__(self, *args, **kwargs):
+        """Calls the object held (a function stored as non-tensor data, as ``apply`` may pass it)."""
+        return self._nt_data(*args, **kwargs)
+
+    def expand(self, *shape):
+        """A NonTensorStack holding this object at every element of the expanded batch (tensordict's
+        expand of non-tensor data)."""
+        positions, objects = self._positions()
+        return NonTensorStack._make(positions, objects, self._device).expand(*shape)
 
     def _write_memmap_meta(self, prefix, **entries):
         super()._write_memmap_meta(prefix, **entries, kind=_KIND, data=self._nt_data)
@@ -257,10 +283,34 @@ class NonTensorStack(NonTensorDataBase):
         return _join(list(items), dim, "stack")
 
 
-MetaData = NonTensorData
+class MetaData(NonTensorData):
+    """A NonTensorData for metadata: stacking or concatenating MetaData that hold the very same object
+    (``is``, not ``==``) gives one MetaData, whatever ``set_capture_non_tensor_stack`` says.
+    ``MetaData[str]`` is a subclass whose data must be of that type (TypeError otherwise)."""
+    __slots__ = ()
+    _typed = {}
+    data_type = None
+
+    def __init__(self, data=None, *args, **kwargs):
+        wanted = type(self).data_type
+        if isinstance(wanted, type) and not isinstance(data, (wanted, NonTensorDataBase)):
+            raise TypeError(f"{type(self).__name__}: Expected data of type {wanted.__name__}, got "
+                            f"{type(data).__name__}")
+        super().__init__(data, *args, **kwargs)
+
+    def expand(self, *shape):
+        """Metadata stays one MetaData over the expanded batch."""
+        return NonTensorDataBase.expand(self, *shape)
+
+    def __class_getitem__(cls, data_type):
+        if data_type not in cls._typed:
+            name = f"{cls.__name__}[{getattr(data_type, '__name__', data_type)}]"
+            cls._typed[data_type] = type(name, (cls,), {"__slots__": (), "data_type": data_type})
+        return cls._typed[data_type]
 
 # the ops a parent's comparison passes down, as NumPy applies them to object arrays
-_OBJECT_OPS = {_ops.eq: np.equal, _ops.ne: np.not_equal}
+_OBJECT_OPS = {_ops.eq: np.equal, _ops.ne: np.not_equal, _ops.bitwise_and: np.bitwise_and,
+               _ops.bitwise_or: np.bitwise_or, _ops.bitwise_xor: np.bitwise_xor}
 
 
 def _list_shape(data):
@@ -290,7 +340,9 @@ def _as_nested_list(positions, objects):
 
 
 def _join(values, dim, how):
-    """rlpipe.stack / rlpipe.cat of NonTensorData/NonTensorStack: a NonTensorStack."""
+    """rlpipe.stack / rlpipe.cat of NonTensorData/NonTensorStack: a NonTensorStack. As in tensordict,
+    a cat of equal NonTensorData is one NonTensorData, and so is a stack of them under
+    ``set_capture_non_tensor_stack(True)``."""
     for i, value in enumerate(values):
         if not isinstance(value, NonTensorDataBase):
             raise TypeError(f"{how}: cannot join non-tensor data with a {type(value).__name__} (position {i})")
@@ -300,7 +352,26 @@ def _join(values, dim, how):
         parts.append(positions + len(objects))
         objects.extend(items)
     joined = _ops.stack(parts, dim) if how == "stack" else _ops.cat(parts, dim)
+    if _joins_to_one(values, how):
+        return type(values[0])(values[0].data, batch_size=joined.shape, device=values[0]._device)
     return NonTensorStack._make(joined, objects, values[0]._device)
+
+
+def _joins_to_one(values, how):
+    """Whether joining ``values`` gives one NonTensorData (see ``_join``)."""
+    if all(isinstance(v, MetaData) for v in values):
+        return all(v.data is values[0].data for v in values)
+    return (how == "cat" or capture_non_tensor_stack()) and _all_same_data(values)
+
+
+def _all_same_data(values):
+    """Whether ``values`` are all NonTensorData holding equal objects."""
+    if not all(isinstance(v, NonTensorData) for v in values):
+        return False
+    try:
+        return all(bool(v.data == values[0].data) for v in values)
+    except (TypeError, ValueError):
+        return False
 
 
 def _written_at(dest, index, value, batch_size, device):
@@ -313,6 +384,8 @@ def _written_at(dest, index, value, batch_size, device):
         dest = NonTensorData(objects[0] if objects else None, batch_size=batch_size, device=device)
     if not isinstance(dest, NonTensorDataBase):
         raise TypeError(f"td[index] = value: a {type(dest).__name__} cannot receive non-tensor data")
+    if _all_same_data([dest, value]):
+        return dest  # writing the object it already holds everywhere
     positions, objects = dest._positions()
     out = NonTensorStack._make(positions.clone(), objects, device)
     out[index] = value

@@ -171,6 +171,10 @@ class _ShapeMixin:
     @classmethod
     def _join_tensordicts(cls, tds, dim, how):
         """rlpipe.stack / rlpipe.cat of TensorDicts: every TensorDict needs the same keys."""
+        if all(getattr(td, "_is_non_tensor", False) for td in tds):  # NonTensorData/NonTensorStack
+            return cls._non_tensor_types[2](tds, dim, how)
+        if how == "cat" and any(isinstance(td, cls._lazy_type) for td in tds):  # a lazy stack among them
+            return cls._lazy_type.cat(tds, dim)
         first = tds[0]
         keys = list(first._tensordict)
         for i, td in enumerate(tds):
@@ -247,17 +251,34 @@ class _ShapeMixin:
             mine, theirs = set(self._tensordict), set(other._tensordict)
             if mine != theirs:
                 raise KeyError(f"keys in the two TensorDicts mismatch, got {sorted(mine)} and {sorted(theirs)}")
-            return self.apply(op, other)
+            return self._object_results(self.apply(op, other), other, op)
         return self._map(lambda t: op(t, other))
+
+    def _object_results(self, result, other, op):
+        """``result`` (``op`` of self and the TensorDict ``other``, leaf by leaf) with each non-tensor
+        entry both hold replaced by ``op`` of their objects, element by element, as tensordict does
+        (bitwise ops: for bool objects only; other objects are left as they are)."""
+        comparison = op in (_ops.eq, _ops.ne)
+        for path in _non_tensor_paths(self, self._lazy_type):
+            mine, theirs = self.get(path), other.get(path, None)
+            if not getattr(theirs, "_is_non_tensor", False):
+                continue
+            if comparison or all(type(o) is bool for o in mine._objects() + theirs._objects()):
+                result.set(path, mine._compare_objects(theirs, op))
+        return result
 
     def __eq__(self, other):
         """A TensorDict of bools, leaf by leaf; False (not an error) against a string or another
         object that is neither a TensorDict, a dict, a tensor nor a number, as in tensordict."""
+        if is_tensorclass(other):
+            return NotImplemented  # the tensorclass compares (its result keeps its class)
         if not isinstance(other, _COMPARABLE):
             return False
         return self._compare(other, _ops.eq)
 
     def __ne__(self, other):
+        if is_tensorclass(other):
+            return NotImplemented
         if not isinstance(other, _COMPARABLE):
             return True
         return self._compare(other, _ops.ne)
@@ -377,3 +398,12 @@ def _with_inplace(method):
         out = method(self, *args, **kwargs)
         return self._become(out) if inplace and out is not self else out
     return maybe_inplace
+
+
+def _non_tensor_paths(td, lazy_type, prefix=()):
+    """The paths of the non-tensor entries of ``td`` (a dense TensorDict; lazy stacks not entered)."""
+    for key, value in td._tensordict.items():
+        if getattr(value, "_is_non_tensor", False):
+            yield prefix + (key,)
+        elif isinstance(value, TensorDictBase) and not isinstance(value, lazy_type):
+            yield from _non_tensor_paths(value, lazy_type, prefix + (key,))

@@ -23,11 +23,12 @@ def _only_tensordicts(name, items):
         raise TypeError(f"{name}(): expected a sequence of Tensors, got an element of type {type(element).__name__}")
 
 
-def _stack(tensordicts, dim=0, *, out=None):
-    """``rlpipe.stack`` of TensorDicts (with ``out``: written into that TensorDict)."""
+def _stack(tensordicts, dim=0, *, out=None, contiguous=False):
+    """``rlpipe.stack`` of TensorDicts (with ``out``: written into that TensorDict; ``contiguous``: a
+    lazy result made dense)."""
     _only_tensordicts("stack", tensordicts)
     result = type(tensordicts[0]).stack(tensordicts, dim)
-    return _written(result, out)
+    return _written(result.contiguous() if contiguous else result, out)
 
 
 def _cat(tensordicts, dim=0, *, out=None):

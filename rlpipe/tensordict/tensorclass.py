@@ -19,13 +19,16 @@ import types
 import typing
 import weakref
 
+import numpy as np
+
 from .. import serialization as _serialization
 from .._tensor import Tensor
-from .._creation import as_tensor
+from .._creation import _LegacyTensorType, as_tensor
 from ._nontensor import NonTensorData
 from ._repr import _REPR_OPTIONS, _leaf_repr, _shape_str
 from ._td import TensorDict
 from .base import TensorDictBase, _non_tensor_value
+from .keys import unravel_key_to_tuple
 from . import _io, _tc_state
 from .utils import is_tensorclass
 
@@ -88,13 +91,19 @@ class _Field:
         value = td._tensordict.get(self.name) if type(td) is TensorDict else td.get(self.name, None)
         if type(value) is Tensor:
             return value
+        if value is None and self.name in obj.__dict__.get("_deleted", ()):
+            raise AttributeError(f"'{type(obj).__name__}' object has no attribute '{self.name}' (deleted)")
         return obj._from_entry(self.name, value)
 
     def __set__(self, obj, value):
+        obj.__dict__.get("_deleted", set()).discard(self.name)
         obj._set_field(self.name, value)
 
     def __delete__(self, obj):
+        """``del tc.field``: the entry is removed and the attribute reads as missing until set again,
+        as in tensordict."""
         obj._set_field(self.name, None)
+        obj.__dict__.setdefault("_deleted", set()).add(self.name)
 
 
 def _field_default(value):
@@ -166,12 +175,35 @@ def _setup(cls, options):
     _resolve_hints(cls)
     for option in _OPTIONS:
         setattr(cls, "_" + option, bool(options[option]))
+    if cls._tensor_only:
+        _check_tensor_only(cls)
     cls.__dataclass_fields__ = {name: _as_dataclass_field(cls, name) for name in fields}
     for name in fields:
         setattr(cls, name, _Field(name))
     cls.__signature__ = _signature(cls)
     if cls._frozen:  # hashable, as a frozen dataclass: by identity (its tensors compare elementwise)
         cls.__hash__ = object.__hash__
+
+
+def _check_tensor_only(cls):
+    """TypeError unless every field of a ``tensor_only`` class is typed as a tensor, a TensorDict or a
+    tensorclass (or a union of those and None), and the class neither autocasts nor skips casts."""
+    if cls._autocast or cls._nocast:
+        raise TypeError(f"{cls.__name__}: tensor_only cannot be combined with autocast or nocast")
+    for name, hint in cls._type_hints.items():
+        if not _tensor_only_type(hint):
+            raise TypeError(f"tensor_only requires types to be Tensor, Tensor-subtrypes or None; the field "
+                            f"{name!r} of {cls.__name__} is annotated {hint!r}")
+
+
+def _tensor_only_type(hint):
+    """Whether a tensor_only field may carry the annotation ``hint``."""
+    if hint is None or hint is type(None) or isinstance(hint, str):  # a forward reference: a class to come
+        return True
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return all(_tensor_only_type(arg) for arg in typing.get_args(hint))
+    return isinstance(hint, type) and (issubclass(hint, (Tensor, TensorDictBase)) or is_tensorclass(hint)
+                                       or isinstance(hint, _LegacyTensorType))  # rlpipe.LongTensor...
 
 
 def _signature(cls):
@@ -218,6 +250,16 @@ def _td_property(name, doc):
     """A property reading and writing the inner TensorDict's attribute ``name``."""
     return property(lambda self: getattr(self._tensordict, name),
                     lambda self, value: setattr(self._tensordict, name, value), doc=doc)
+
+
+def _td_classmethod(name):
+    """A classmethod running TensorDict's classmethod ``name`` (tensorclass arguments unwrapped) and
+    giving its result as the calling class."""
+    def method(cls, *args, **kwargs):
+        return cls._over(getattr(TensorDict, name)(*_unwrap(args), **_unwrap(kwargs)))
+    method.__name__ = name
+    method.__doc__ = f"TensorDict.{name}, its result as this class."
+    return classmethod(method)
 
 
 class TensorClass:
@@ -290,8 +332,7 @@ class TensorClass:
             values[name] = value
         missing = [name for name in cls._fields if name not in values and name not in cls._defaults]
         if missing:
-            raise TypeError(f"{cls.__name__}.__init__() missing {len(missing)} required argument(s): "
-                            + ", ".join(f"'{name}'" for name in missing))
+            raise TypeError(f"{cls.__name__}.__init__() missing {_missing_phrase(missing)}")
         for name in cls._fields:
             if name not in values:
                 default = cls._defaults[name]
@@ -322,8 +363,8 @@ class TensorClass:
         """A field's entry as the field's value: None, a nested tensorclass, a non-tensor object."""
         if value is None:
             return None
-        if getattr(value, "_is_non_tensor", False):
-            return _uniform(_non_tensor_value(value))
+        if getattr(value, "_is_non_tensor", False):  # tensor_only classes give the NonTensorData itself
+            return value if type(self)._tensor_only else _non_tensor_value(value)
         nested = self._nested.get(name)
         if nested is not None and isinstance(value, TensorDictBase):
             return nested._over(value)
@@ -353,15 +394,21 @@ class TensorClass:
     def _cast(self, name, value):
         """``value`` for the field ``name``: a dict given to a tensorclass-typed field becomes that class;
         under ``tensor_only``, mappings become TensorDicts and anything else a tensor; under
-        ``autocast``, a value is cast to the field's annotation (Tensor, int, float, bool, str)."""
+        ``autocast``, a value is cast to the field's annotation (Tensor, int, float, bool, str,
+        np.ndarray)."""
         cls, td = type(self), self._tensordict
         hint = cls._type_hints.get(name)
         if isinstance(value, dict) and name in cls._nested_types:
             return hint.from_dict(value, batch_size=td.batch_size)
+        if isinstance(hint, type) and issubclass(hint, NonTensorData) and not isinstance(value, TensorDictBase):
+            return hint(value, batch_size=td.batch_size, device=td.device)  # a field typed as non-tensor data
         if cls._tensor_only and not isinstance(value, (Tensor, TensorDictBase)) and not is_tensorclass(value):
             if isinstance(value, collections.abc.Mapping):
                 return TensorDict(_plain_dict(value), batch_size=td.batch_size, device=td.device)
             return as_tensor(value, device=td.device)
+        casts_to_td = cls._autocast and isinstance(hint, type) and issubclass(hint, TensorDictBase)
+        if isinstance(value, dict) and not casts_to_td:  # kept as one object, as in tensordict 0.14
+            return NonTensorData(value, batch_size=td.batch_size, device=td.device)
         if not cls._autocast or not isinstance(hint, type) or hint is typing.Any:
             return value
         try:
@@ -369,6 +416,8 @@ class TensorClass:
                 return value if isinstance(value, Tensor) else as_tensor(value, device=td.device)
             if hint in (int, float, bool, str):
                 return NonTensorData(hint(value), batch_size=td.batch_size, device=td.device)
+            if hint is np.ndarray:
+                return NonTensorData(np.asarray(value), batch_size=td.batch_size, device=td.device)
             if isinstance(value, hint) and not issubclass(hint, TensorDictBase) and not is_tensorclass(hint):
                 return NonTensorData(value, batch_size=td.batch_size, device=td.device)  # kept as it is
         except (TypeError, ValueError) as err:
@@ -412,7 +461,17 @@ class TensorClass:
 
     # ---- the TensorDict's shape, device and entries ----------------------------------------------
     batch_size = _td_property("batch_size", "The batch size (settable, as the TensorDict's).")
-    device = _td_property("device", "The device (setting it is refused by the TensorDict, with its message).")
+    @property
+    def device(self):
+        """The device (set it with ``to``: RuntimeError on assignment, as in tensordict)."""
+        return self._tensordict.device
+
+    @device.setter
+    def device(self, value):
+        raise RuntimeError("device cannot be set using tensorclass.device = device, because device cannot be "
+                           "updated in-place. To update device, use tensorclass.to(new_device), which will return "
+                           "a new tensorclass on the new device.")
+
     names = _td_property("names", "The dimension names (settable, as the TensorDict's).")
 
     @property
@@ -426,6 +485,12 @@ class TensorClass:
         """The batch size (``batch_size``'s other name)."""
         return self._tensordict.batch_size
 
+    def select(self, *keys, inplace=False, strict=True, as_tensordict=False):
+        """Only the fields ``keys`` (the others None); with ``as_tensordict``, the TensorDict of those
+        entries instead."""
+        out = self._tensordict.select(*keys, inplace=inplace, strict=strict)
+        return out if as_tensordict else self._wrap(out)
+
     def get(self, key, *default, **options):
         """A field's value (``key`` a name, or a tuple walking nested tensorclasses); another name reads
         an attribute (``get("batch_size")``) or, failing that, the TensorDict (None where absent).
@@ -433,7 +498,10 @@ class TensorClass:
         as for a tensorclass over a lazy stack."""
         if options:
             return self._wrap(self._tensordict.get(key, *default, **options))
-        path = (key,) if isinstance(key, str) else tuple(key)
+        try:
+            path = unravel_key_to_tuple(key)
+        except TypeError:
+            raise KeyError(f"Only NestedKeys are supported. Got key {key!r}.") from None
         if path[0] not in type(self).__expected_keys__:
             if len(path) == 1 and hasattr(type(self), path[0]):
                 return getattr(self, path[0])
@@ -449,8 +517,8 @@ class TensorClass:
         return value.get(path[1:], *default)
 
     def set(self, key, value, inplace=False, non_blocking=False):
-        """Sets a field (``key`` a name, or a tuple walking nested tensorclasses); returns self."""
-        path = (key,) if isinstance(key, str) else tuple(key)
+        """Sets a field (``key`` a name, or a (nested) tuple walking nested tensorclasses); returns self."""
+        path = unravel_key_to_tuple(key)
         if len(path) == 1:
             if inplace and getattr(self, path[0]) is not None:
                 self._tensordict.set_(path[0], _unwrap(value))
@@ -586,6 +654,19 @@ class TensorClass:
         _record_class(prefix, type(self))
         return out
 
+    def save(self, prefix=None, copy_existing=False, num_threads=0):
+        """``memmap(prefix)``: the folder records the class, so ``TensorDict.load`` gives it back."""
+        return self.memmap(prefix)
+
+    dumps = save
+
+    from_list = _td_classmethod("from_list")
+    fromkeys = _td_classmethod("fromkeys")
+    stack = _td_classmethod("stack")
+    cat = _td_classmethod("cat")
+    lazy_stack = _td_classmethod("lazy_stack")
+    maybe_dense_stack = _td_classmethod("maybe_dense_stack")
+
     @classmethod
     def fields(cls):
         """The dataclass fields, as ``dataclasses.fields`` describes them."""
@@ -624,25 +705,12 @@ def _as_dataclass_field(cls, name):
     return made
 
 
-def _uniform(data):
-    """A non-tensor entry's data; a (nested) list whose items are all equal gives that item, as a stack
-    of equal non-tensor data reads in tensordict."""
-    if type(data) is not list:
-        return data
-    items = data
-    while items and all(type(i) is list for i in items):
-        items = [x for i in items for x in i]
-    if items and all(type(i) is not list for i in items) and all(_same(i, items[0]) for i in items):
-        return items[0]
-    return data
-
-
-def _same(a, b):
-    """``a == b`` for non-tensor data, False where the comparison is not a plain bool."""
-    try:
-        return bool(a is b or a == b)
-    except Exception:  # an object whose == is elementwise or raises
-        return False
+def _missing_phrase(missing):
+    """Python's dataclass words for missing arguments: "2 required positional arguments: 'a' and 'b'"."""
+    names = [f"'{name}'" for name in missing]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + ("," if len(names) > 2 else "") + \
+        " and " + names[-1]
+    return f"{len(missing)} required positional argument{'s' if len(missing) > 1 else ''}: {listed}"
 
 
 def _tensorclass_types(args):

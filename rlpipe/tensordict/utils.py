@@ -1,11 +1,14 @@
 """tensordict.utils' public names and the few private helpers users and tensordict's tests reach for.
 
-``set_lazy_legacy`` and ``set_capture_non_tensor_stack`` are switches for behaviours rlpipe does not
-have (lazy shape ops, capturing identical non-tensor stacks): they record the mode, work as context
-managers and decorators like tensordict's, and change nothing else. ``set_list_to_stack`` decides how a
-list of non-numbers is stored (a NonTensorStack, the default, or one NonTensorData).
+``set_lazy_legacy`` is a switch for a behaviour rlpipe does not have (lazy shape ops): it records the
+mode, works as a context manager and decorator like tensordict's, and changes nothing else.
+``set_list_to_stack`` decides how a list of non-numbers is stored (a NonTensorStack, the default, or one
+NonTensorData); ``set_capture_non_tensor_stack(True)`` makes a stack of equal NonTensorData one
+NonTensorData.
 """
 import functools
+import logging
+import os
 
 import numpy as np
 
@@ -15,11 +18,14 @@ from .base import TensorDictBase, is_tensor_collection
 from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
 from .._utils import unavailable
 
-__all__ = ["assert_allclose_td", "convert_ellipsis_to_idx", "is_non_tensor", "is_tensor_collection", "is_tensorclass",
+__all__ = ["assert_allclose_td", "assert_close", "convert_ellipsis_to_idx", "is_non_tensor", "is_tensor_collection",
+           "is_tensorclass",
            "lazy_legacy", "list_to_stack", "capture_non_tensor_stack", "set_capture_non_tensor_stack",
+           "print_directory_tree",
            "set_lazy_legacy", "set_list_to_stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
            "TensorDictFuture"]
 
+_LOGGER = logging.getLogger("rlpipe.tensordict")
 _LOCK_ERROR = ("Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` method and "
                "make sure the key is present.")
 
@@ -65,7 +71,8 @@ class set_list_to_stack(_Switch):
 
 
 class set_capture_non_tensor_stack(_Switch):
-    """tensordict's switch for capturing stacks of non-tensor data; recorded only (no non-tensor data)."""
+    """tensordict's switch for stacking equal NonTensorData: True gives one NonTensorData, False (the
+    default) a NonTensorStack."""
 
 
 def _read(switch, allow_none, default):
@@ -88,11 +95,17 @@ def capture_non_tensor_stack(allow_none=False):
     return _read(set_capture_non_tensor_stack, allow_none, False)
 
 
-def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
+def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, intersection=False, msg=""):
     """tensordict's check that two TensorDicts hold the same keys and close values (returns True).
     As in tensordict, batch sizes are not compared (``rlpipe.testing.assert_allclose_td`` compares them
-    too); leaves of different shapes still fail."""
+    too); leaves of different shapes still fail. ``intersection=True`` compares the keys both hold only."""
+    if intersection and _is_td(actual) and _is_td(expected):
+        shared = set(actual.keys(True, True)) & set(expected.keys(True, True))
+        actual, expected = actual.select(*shared), expected.select(*shared)
     return _assert_allclose_td(actual, expected, rtol, atol, equal_nan, msg, False)
+
+
+assert_close = assert_allclose_td  # tensordict 0.14's newer name
 
 
 def is_tensorclass(obj):
@@ -225,3 +238,39 @@ def _assert_allclose_td(actual, expected, rtol, atol, equal_nan, msg, check_batc
 
         _compare_tensors(a, e, rtol, atol, equal_nan, True, True, describe)
     return True
+
+
+def print_directory_tree(path, indent="", display_metadata=True):
+    """Logs (logger ``rlpipe.tensordict``, level INFO) and returns the tree of files under ``path``,
+    a directory per line ending in ``/``, nested names indented by four spaces; with
+    ``display_metadata``, a first line gives the total size, as tensordict's helper."""
+    lines = []
+    if display_metadata:
+        lines.append(f"Directory size: {_human_size(_tree_size(path))}")
+    lines.extend(_tree_lines(str(path), indent))
+    for line in lines:
+        _LOGGER.info(line)
+    return "\n".join(lines)
+
+
+def _tree_lines(path, indent):
+    if not os.path.isdir(path):
+        return [indent + os.path.basename(path)]
+    lines = [indent + os.path.basename(path) + "/"]
+    for item in sorted(os.listdir(path)):
+        lines.extend(_tree_lines(os.path.join(path, item), indent + "    "))
+    return lines
+
+
+def _tree_size(path):
+    """The bytes of every file under ``path``."""
+    return sum(os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(path) for name in names)
+
+
+def _human_size(size):
+    """``size`` bytes as "1.50 KB" and the like."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024.0:
+            return f"{size:.2f} {unit}"
+        size /= 1024.0
+    return f"{size:.2f} TB"
