@@ -216,3 +216,11 @@ def test_fill_takes_scalars_only():
         store.fill(np.ones(3))
     with pytest.raises(ValueError, match="non-scalar cupy.ndarray cannot be used for fill"):
         store.fill(cp.ones(3))
+
+
+def test_diagonal_is_a_view_one_can_write_through_as_in_cupy():
+    # CuPy's diagonal (function and method) is a writable view; NumPy's is read-only
+    a = cp.zeros((3, 4))
+    cp.diagonal(a, 1)[...] = cp.asarray([1.0, 2.0, 3.0])
+    a.diagonal()[...] = 9.0
+    assert a.get().tolist() == [[9.0, 1.0, 0.0, 0.0], [0.0, 9.0, 2.0, 0.0], [0.0, 0.0, 9.0, 3.0]]

@@ -11,10 +11,10 @@ import numpy as np
 
 from . import _ufuncs, cuda, fft, lib, linalg, random
 from ._array import _wrap, ndarray
-from ._array import call_numpy as _call_numpy, unsupported as _unsupported
+from ._array import call_numpy as _call_numpy, unsupported as _unsupported, writable_diagonal as _writable_diagonal
 from ._device import get_device_id as _get_device_id
 from ._names import NAMES as _NAMES
-from ._namespace import mirror as _mirror
+from ._namespace import mirror as _mirror, numpy_function as _numpy_function
 from ._ufuncs import ufunc
 
 from .kernels import ElementwiseKernel, RawKernel, ReductionKernel
@@ -105,4 +105,5 @@ def is_available():
 
 globals().update({name: getattr(_ufuncs, name) for name in _NAMES["cupy"] if hasattr(_ufuncs, name)})
 _mirror(_NAMES["cupy"], np, globals(), skip={"ndarray", "ufunc", "asarray", "array"})
+diagonal = _numpy_function(_writable_diagonal, "diagonal")  # writable, as CuPy's
 

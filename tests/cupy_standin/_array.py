@@ -438,9 +438,20 @@ def _kernel_method(name):
     return method
 
 
+def writable_diagonal(a, *args, **kwargs):
+    """NumPy's diagonal, writable where ``a`` is: CuPy's diagonal is a plain view one can write through, where
+    NumPy hands it out read-only."""
+    view = np.diagonal(a, *args, **kwargs)
+    if a.flags.writeable:
+        view.flags.writeable = True
+    return view
+
+
 # reshape, ravel and flatten copy when they must; a copy is a kernel, so they check the device
-for _name in ("transpose", "swapaxes", "squeeze", "diagonal"):
+for _name in ("transpose", "swapaxes", "squeeze"):
     setattr(ndarray, _name, _view_method(_name))
+ndarray.diagonal = lambda self, *args, **kwargs: call_numpy(writable_diagonal, (self,) + args, kwargs,
+                                                            check_device=False)
 for _name in ("all", "any", "argmax", "argmin", "argpartition", "argsort", "choose", "clip", "compress",
               "conj", "conjugate", "cumprod", "cumsum", "dot", "flatten", "max", "mean", "min", "nonzero",
               "partition", "prod", "ptp", "put", "ravel", "repeat", "reshape", "round", "searchsorted",
