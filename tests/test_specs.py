@@ -712,3 +712,18 @@ def test_a_composite_of_fewer_leading_dims_takes_the_parents():
     assert parent["a"].shape == (2, 3) and parent["a", "b"].shape == (2, 3)
     with pytest.raises(ValueError, match="must start with the Composite's shape"):
         parent["x"] = Composite(y=Unbounded((4,)), shape=(4,))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: BoundedContinuous(0, 1, shape=(1,), dtype=rlpipe.int64),
+     "BoundedContinuous requires a floating dtype, got rlpipe.int64"),
+    (lambda: BoundedDiscrete(0, 1, shape=(1,), dtype=rlpipe.float32),
+     "BoundedDiscrete requires an integer dtype, got rlpipe.float32"),
+    (lambda: UnboundedContinuous(shape=(1,), dtype=rlpipe.int64),
+     "UnboundedContinuous requires a floating dtype, got rlpipe.int64"),
+    (lambda: UnboundedDiscrete(shape=(1,), dtype=rlpipe.float32),
+     "UnboundedDiscrete requires an integer dtype, got rlpipe.float32"),
+])
+def test_continuous_and_discrete_specs_refuse_the_other_dtype_kind(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

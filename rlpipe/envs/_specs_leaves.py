@@ -188,13 +188,19 @@ class Bounded(TensorSpec):
         return np.asarray(host_array(val), dtype=self.dtype.np)
 
 
+def _require_dtype_kind(spec, floating):
+    """The ``*Continuous`` specs need a floating dtype, the ``*Discrete`` ones an integer (or bool) one."""
+    if spec.dtype.is_floating_point != floating:
+        kind = "a floating" if floating else "an integer"
+        raise ValueError(f"{type(spec).__name__} requires {kind} dtype, got {spec.dtype}")
+
+
 class BoundedContinuous(Bounded):
     """A ``Bounded`` spec with a floating dtype."""
 
     def __init__(self, low=None, high=None, shape=None, device=None, dtype=None, **kwargs):
         super().__init__(low, high, shape=shape, device=device, dtype=dtype, **kwargs)
-        if not self.dtype.is_floating_point:
-            raise ValueError(f"BoundedContinuous requires a floating dtype, got {self.dtype}")
+        _require_dtype_kind(self, floating=True)
 
 
 class BoundedDiscrete(Bounded):
@@ -206,8 +212,7 @@ class BoundedDiscrete(Bounded):
 
     def __init__(self, low=None, high=None, shape=None, device=None, dtype=None, **kwargs):
         super().__init__(low, high, shape=shape, device=device, dtype=dtype, **kwargs)
-        if self.dtype.is_floating_point:
-            raise ValueError(f"BoundedDiscrete requires an integer dtype, got {self.dtype}")
+        _require_dtype_kind(self, floating=False)
 
 
 class Unbounded(TensorSpec):
@@ -281,8 +286,7 @@ class UnboundedContinuous(Unbounded):
 
     def __init__(self, shape=None, device=None, dtype=None, **kwargs):
         super().__init__(shape=shape, device=device, dtype=dtype, **kwargs)
-        if not self.dtype.is_floating_point:
-            raise ValueError(f"UnboundedContinuous requires a floating dtype, got {self.dtype}")
+        _require_dtype_kind(self, floating=True)
 
 
 class UnboundedDiscrete(Unbounded):
@@ -294,8 +298,7 @@ class UnboundedDiscrete(Unbounded):
 
     def __init__(self, shape=None, device=None, dtype=None, **kwargs):
         super().__init__(shape=shape, device=device, dtype=dtype, **kwargs)
-        if self.dtype.is_floating_point:
-            raise ValueError(f"UnboundedDiscrete requires an integer dtype, got {self.dtype}")
+        _require_dtype_kind(self, floating=False)
 
 
 # ---- discrete -----------------------------------------------------------------------------------
