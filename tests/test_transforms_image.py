@@ -1,5 +1,6 @@
 """torchrl 0.14's image transforms (rlpipe/envs/transforms_image.py): hand-computed values on small
 images, and values recorded with torch 2.13 / torchrl 0.14.1 where rounding matters."""
+import os
 import sys
 import warnings
 
@@ -9,6 +10,7 @@ import pytest
 import rlpipe
 from rlpipe.envs import (Bounded, CatFrames, CenterCrop, Composite, Compose, Crop, GrayScale, GymEnv, Resize,
                          ToTensorImage, TransformedEnv, Unbounded, check_env_specs)
+from rlpipe.envs._resample import filter_weights, resample
 from rlpipe.tensordict import TensorDict
 
 
@@ -187,9 +189,53 @@ def test_resize_errors(monkeypatch):
     with pytest.raises(ValueError, match="Resize: w must be a positive int, got 2.5"):
         Resize(2.5)
     monkeypatch.setitem(sys.modules, "PIL", None)
-    with pytest.raises(ImportError, match=r"rlpipe\[image\]"):
-        Resize(4)
     assert Resize(2, interpolation="nearest")._map(_img((1, 4, 4))).shape == (1, 2, 2)  # no Pillow needed
+    assert Resize(2)._map(_img((1, 4, 4))).shape == (1, 2, 2)  # nor for the antialiased filters
+
+
+_GOLDEN = np.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "resize_golden.npz"))
+_GOLDEN_CASES = sorted({name.split("/")[0] for name in _GOLDEN.files})
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("case", _GOLDEN_CASES)
+def test_resize_matches_torch_recorded(case, mode):
+    """torch 2.13's antialiased interpolate (tests/fixtures/make_resize_golden.py), down, up and mixed: float32
+    to float32 rounding; uint8 as torchvision rounds it, equal but where torch's float result is a tie at .5."""
+    image = _GOLDEN[f"{case}/input"]
+    ref, ref8 = _GOLDEN[f"{case}/{mode}/float32"], _GOLDEN[f"{case}/{mode}/uint8"]
+    resize = Resize(*ref.shape[-2:], interpolation=mode)
+    out = resize._map(image.astype(np.float32))
+    assert out.dtype == np.float32 and out.shape == ref.shape
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-3)  # torch's weights are float32: within 4e-6 of 255
+    out8 = resize._map(image)
+    assert out8.dtype == np.uint8
+    differ = out8 != ref8
+    assert np.abs(out8.astype(int) - ref8).max() <= 1
+    assert np.all(np.abs(ref[differ] % 1 - 0.5) < 1e-3), "uint8 differs from torch away from a rounding tie"
+    assert differ.mean() < 0.01
+
+
+@pytest.mark.parametrize("size_in,size_out", [(210, 84), (160, 84), (84, 210), (7, 3), (3, 7), (5, 1), (1, 4),
+                                              (100, 99), (99, 100), (64, 17)])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_blocked_resampling_equals_dense_weights(size_in, size_out, mode):
+    """The blocked band products equal the dense weight matrix applied in float64, for shrinking and growing
+    sizes (the block layout's strides, windows and paddings), one axis at a time."""
+    image = np.random.default_rng(size_in * 7 + size_out).random((3, size_in, 5))
+    dense = np.einsum("oi,pic->poc", filter_weights(size_in, size_out, mode), image)
+    np.testing.assert_allclose(resample(image, size_out, 5, mode, np.float64), dense, rtol=1e-12, atol=1e-12)
+    dense_cols = np.einsum("oi,pci->pco", filter_weights(size_in, size_out, mode), image.transpose(0, 2, 1))
+    out_cols = resample(image.transpose(0, 2, 1), 5, size_out, mode, np.float64)
+    np.testing.assert_allclose(out_cols, dense_cols, atol=1e-12)
+
+
+def test_filter_weights_hand_computed():
+    # 4 -> 2 bilinear: each output is centred between two inputs, stretched triangle of support 2: weights
+    # 1/8 3/8 3/8 1/8 clipped at the border and renormalised: [3, 3, 1] / 7
+    np.testing.assert_allclose(filter_weights(4, 2, "bilinear"), [[3 / 7, 3 / 7, 1 / 7, 0], [0, 1 / 7, 3 / 7, 3 / 7]])
+    # the same size is the identity for both filters
+    np.testing.assert_allclose(filter_weights(5, 5, "bicubic"), np.eye(5), atol=1e-15)
 
 
 # ---- CatFrames in an env ------------------------------------------------------------------------

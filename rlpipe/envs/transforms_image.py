@@ -9,9 +9,10 @@ The images are NumPy arrays on the host, channels first (``[..., C, H, W]``) aft
 ``CenterCrop(w, h)`` give images of height ``w`` and width ``h`` (torchrl hands ``[w, h]`` to
 torchvision, which reads ``[height, width]``).
 
-``Resize`` resamples with Pillow (the optional extra ``rlpipe[image]``): torch's antialiased
-bilinear and bicubic kernels, which torchrl's ``Resize`` runs, are a port of Pillow's, so the
-values agree to float32 rounding; OpenCV's ``INTER_LINEAR`` does not antialias when it shrinks.
+``Resize`` computes torch's antialiased bilinear and bicubic filters (which torchrl's ``Resize``
+runs through torchvision; a port of Pillow's) as banded matrix products in NumPy (``_resample``),
+so the values agree with torch's to float32 rounding; OpenCV's ``INTER_LINEAR`` does not antialias
+when it shrinks, and its ``INTER_AREA`` is a box filter.
 """
 import warnings
 
@@ -22,6 +23,7 @@ from .._creation import as_tensor
 from .._tensor import host_array
 from ..random import randint
 from ..tensordict import unravel_key_to_tuple
+from ._resample import resample
 from .specs import Bounded, Composite, Unbounded
 from .step_protocol import (REWARD, STEP_EXTRAS, TERMINATED, TRUNCATED, ArrayMapping, TransformProtocol, _done_like,
                             frame_of, frame_to_tensordict)
@@ -240,15 +242,6 @@ class CenterCrop(_ImageTransform):
 _INTERPOLATIONS = ("nearest", "nearest-exact", "bilinear", "bicubic")
 
 
-def _pillow_image():
-    try:
-        from PIL import Image
-    except ImportError:
-        raise ImportError("Resize with bilinear or bicubic interpolation needs Pillow: pip install "
-                          "'rlpipe[image]' (or pip install pillow)") from None
-    return Image
-
-
 def _nearest_index(size_in, size_out, exact):
     """torch's ``nearest`` (floor of ``i * scale``) or ``nearest-exact`` (pixel centres) source rows."""
     scale = np.float32(size_in) / np.float32(size_out)
@@ -257,23 +250,24 @@ def _nearest_index(size_in, size_out, exact):
     return np.minimum(index, size_in - 1)
 
 
-def _resample_planes(image, height, width, interpolation):
-    """Pillow's antialiased resampling of every ``[H, W]`` plane of ``image`` (float32 or uint8)."""
-    pil = _pillow_image()
-    resample = pil.Resampling.BILINEAR if interpolation == "bilinear" else pil.Resampling.BICUBIC
-    planes = image.reshape((-1,) + image.shape[-2:])
-    out = np.empty((planes.shape[0], height, width), dtype=image.dtype)
-    mode = "L" if image.dtype == np.uint8 else "F"
-    for i, plane in enumerate(planes):
-        out[i] = np.asarray(pil.fromarray(plane, mode=mode).resize((width, height), resample))
-    return out.reshape(image.shape[:-2] + (height, width))
+def _antialiased(image, height, width, interpolation):
+    """torchvision's tensor ``resize`` with ``antialias=True``: floating images in their precision
+    (float16 through float32), integer ones in float32, rounded half to even and, for uint8 after
+    bicubic's overshoot, clamped back into the integer type."""
+    out = resample(image, height, width, interpolation, np.float64 if image.dtype == np.float64 else np.float32)
+    if image.dtype.kind in "iub":
+        np.rint(out, out=out)
+    if image.dtype.kind in "iu":
+        info = np.iinfo(image.dtype)
+        np.clip(out, info.min, info.max, out=out)
+    return out.astype(image.dtype, copy=False)
 
 
 class Resize(_ImageTransform):
     """Images resized to height ``w`` and width ``h`` (``h=None``: ``w``; a ``(w, h)`` pair works
     too), as torchrl's ``Resize``: torchvision's antialiased ``resize``. ``interpolation``:
-    "bilinear", "bicubic" (Pillow, the ``image`` extra), "nearest" or "nearest-exact" (NumPy).
-    Floating images are resampled in float32; other integer types than uint8 are rounded back."""
+    "bilinear" or "bicubic" (antialiased, ``_resample``), "nearest" or "nearest-exact". Integer
+    images are resampled in float32 and rounded back, as torchvision's tensor path does."""
 
     def __init__(self, w, h=None, interpolation="bilinear", in_keys=None, out_keys=None):
         if isinstance(w, (list, tuple)):
@@ -284,8 +278,6 @@ class Resize(_ImageTransform):
         interpolation = getattr(interpolation, "value", interpolation)  # an InterpolationMode-like enum
         if interpolation not in _INTERPOLATIONS:
             raise ValueError(f"Resize: interpolation must be one of {list(_INTERPOLATIONS)}, got {interpolation!r}")
-        if interpolation in ("bilinear", "bicubic"):
-            _pillow_image()
         self.interpolation = interpolation
 
     def _map(self, image):
@@ -297,13 +289,7 @@ class Resize(_ImageTransform):
             rows = _nearest_index(image.shape[-2], self.w, exact)
             cols = _nearest_index(image.shape[-1], self.h, exact)
             return image[..., rows[:, None], cols]
-        if image.dtype in (np.uint8, np.float32):
-            return _resample_planes(image, self.w, self.h, self.interpolation)
-        out = _resample_planes(image.astype(np.float32), self.w, self.h, self.interpolation)
-        if image.dtype.kind in "iu":  # torchvision rounds back into the integer type
-            info = np.iinfo(image.dtype)
-            out = np.clip(np.round(out), info.min, info.max)
-        return out.astype(image.dtype)
+        return _antialiased(image, self.w, self.h, self.interpolation)
 
     def __repr__(self):
         return f"Resize(w={self.w}, h={self.h}, interpolation={self.interpolation}, keys={self.in_keys})"

@@ -1,0 +1,117 @@
+"""Antialiased separable resampling of images, as torch's ``F.interpolate(..., antialias=True)`` and
+Pillow's ``Image.resize`` compute it (torch's kernels are a port of Pillow's): each output pixel is a
+weighted sum of the input pixels under a filter (triangle for bilinear, Keys' cubic with a = -0.5 for
+bicubic) stretched by the downscaling factor, with the weights of each output normalised to sum 1.
+
+The resampling along one axis is a matrix with a narrow band (about ``2 * support * scale`` taps per
+output row). Dense products waste most of their work on zeros and a loop over taps runs in Python, so
+the outputs are cut into blocks of a few consecutive rows: every block reads one window of the input
+whose start advances by a fixed stride, which makes the windows one strided view and the whole pass
+one batched BLAS product of ``[blocks, block, window]`` weights with ``[..., blocks, window, columns]``.
+The weights are computed once per (input size, output size, filter) and cached.
+"""
+import functools
+
+import numpy as np
+
+_BLOCK = 8  # output rows per block: small enough to skip most zeros, large enough for BLAS to be efficient
+
+
+def _triangle(x):
+    return np.maximum(1.0 - np.abs(x), 0.0)
+
+
+def _keys_cubic(x, a=-0.5):
+    x = np.abs(x)
+    near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+    far = (((x - 5.0) * x + 8.0) * x - 4.0) * a
+    return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+
+
+FILTERS = {"bilinear": (_triangle, 1.0), "bicubic": (_keys_cubic, 2.0)}
+
+
+def filter_weights(size_in, size_out, mode):
+    """The ``[size_out, size_in]`` float64 matrix of Pillow's antialiased resampling along one axis
+    (``precompute_coeffs`` in Pillow's Resample.c, ``_compute_weights_aa`` in torch)."""
+    kernel, support = FILTERS[mode]
+    scale = size_in / size_out
+    stretch = max(scale, 1.0)
+    support *= stretch
+    weights = np.zeros((size_out, size_in))
+    for out in range(size_out):
+        center = (out + 0.5) * scale
+        first = max(int(center - support + 0.5), 0)
+        last = min(int(center + support + 0.5), size_in)
+        taps = kernel((np.arange(first, last) - center + 0.5) / stretch)
+        total = taps.sum()
+        weights[out, first:last] = taps / total if total else taps
+    return weights
+
+
+class _AxisPlan:
+    """The blocked form of one axis's weights: block ``b`` (``block`` outputs) reads the ``window``
+    inputs from ``b * stride - front`` of the input padded with ``front`` zeros before and ``back``
+    after; ``weights`` is ``[blocks, block, window]``."""
+
+    __slots__ = ("size_out", "stride", "front", "back", "window", "weights")
+
+    def __init__(self, dense, dtype):
+        size_out, size_in = dense.shape
+        nonzero = [np.flatnonzero(row) for row in dense]
+        blocks = -(-size_out // _BLOCK)
+        spans = [(nonzero[b * _BLOCK][0], nonzero[min(b * _BLOCK + _BLOCK, size_out) - 1][-1] + 1)
+                 for b in range(blocks)]
+        self.size_out = size_out
+        self.stride, self.front, self.window = min(
+            (self._layout(spans, stride) for stride in range(1, max(2, 2 * _BLOCK * size_in // size_out + 2))),
+            key=lambda layout: (layout[2], layout[1]))
+        self.back = max(0, (blocks - 1) * self.stride - self.front + self.window - size_in)
+        self.weights = np.zeros((blocks, _BLOCK, self.window), dtype=dtype)
+        for out, taps in enumerate(nonzero):
+            block, row = divmod(out, _BLOCK)
+            start = block * self.stride - self.front
+            self.weights[block, row, taps[0] - start:taps[-1] + 1 - start] = dense[out, taps[0]:taps[-1] + 1]
+
+    def _layout(self, spans, stride):
+        """(stride, front, window): the smallest window that covers every block's span at this stride."""
+        front = max(b * stride - first for b, (first, _) in enumerate(spans))
+        window = max(last - (b * stride - front) for b, (_, last) in enumerate(spans))
+        return stride, front, window
+
+    def apply(self, planes):
+        """``planes`` ``[N, size_in, C]`` (any real dtype, any strides) resampled along dim 1 into
+        ``[N, size_out, C]`` in the weights' dtype. The copy into the zero-padded buffer converts the
+        dtype and gathers a transposed view in the same pass."""
+        count, size_in, columns = planes.shape
+        padded = np.empty((count, self.front + size_in + self.back, columns), dtype=self.weights.dtype)
+        padded[:, :self.front] = 0
+        padded[:, self.front + size_in:] = 0
+        padded[:, self.front:self.front + size_in] = planes
+        row = padded.strides[1]
+        windows = np.ndarray((count, len(self.weights), self.window, columns), padded.dtype, padded,
+                             strides=(padded.strides[0], self.stride * row, row, padded.itemsize))
+        out = np.matmul(self.weights, windows)
+        return out.reshape(count, -1, columns)[:, :self.size_out]
+
+
+@functools.lru_cache(maxsize=64)
+def axis_plan(size_in, size_out, mode, dtype):
+    """The cached blocked weights of one axis (``dtype``: "float32" or "float64")."""
+    return _AxisPlan(filter_weights(size_in, size_out, mode), np.dtype(dtype))
+
+
+def resample(image, height, width, mode, dtype=np.float32):
+    """``image`` ``[..., H, W]`` (any real dtype) resampled to a new C-ordered ``[..., height, width]``
+    array of ``dtype`` (float32 or float64, the precision of the sums) with the antialiased ``mode``
+    filter ("bilinear" or "bicubic")."""
+    dtype = np.dtype(dtype).name
+    size_h, size_w = image.shape[-2:]
+    planes = image.reshape((-1, size_h, size_w))
+    if size_h != height:
+        planes = axis_plan(size_h, height, mode, dtype).apply(planes)
+    if size_w != width:
+        planes = axis_plan(size_w, width, mode, dtype).apply(planes.transpose(0, 2, 1)).transpose(0, 2, 1)
+    out = np.empty(image.shape[:-2] + (height, width), dtype=dtype)
+    out.reshape(planes.shape)[...] = planes
+    return out
