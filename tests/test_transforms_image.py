@@ -88,6 +88,23 @@ def test_grayscale_weights_and_uint8_truncation():
     assert GrayScale()._map(one).tolist() == one.tolist()  # one channel: copied
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])
+def test_grayscale_equals_torchvisions_formula(dtype):
+    """torchvision's ``(0.2989 * r + 0.587 * g + 0.114 * b).to(img.dtype)`` written out (each product and sum
+    rounded in float32, float64 for float64 images, then truncated) on a random batch of images, to the bit."""
+    rng = np.random.default_rng(3)
+    image = rng.integers(0, 256, (2, 3, 21, 16)).astype(dtype)
+    if dtype != np.uint8:
+        image /= 255
+    work = np.float64 if dtype == np.float64 else np.float32
+    r, g, b = (image[:, i:i + 1].astype(work) for i in range(3))
+    expected = ((work(0.2989) * r + work(0.587) * g) + work(0.114) * b).astype(dtype)
+    out = GrayScale()._map(image)
+    assert out.dtype == dtype and out.shape == (2, 1, 21, 16)
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(GrayScale()._map(np.moveaxis(np.moveaxis(image, 1, -1), -1, 1)), expected)
+
+
 def test_grayscale_spec_and_errors():
     spec = Composite(p=Bounded(low=0.0, high=1.0, shape=(3, 4, 5), dtype=rlpipe.float32))
     out = GrayScale(in_keys=["p"], out_keys=["g"]).transform_observation_spec(spec)

@@ -164,10 +164,19 @@ class GrayScale(_ImageTransform):
                              f"{tuple(image.shape)}); ToTensorImage puts the channels first")
         if channels == 1:
             return image.copy()
+        # torchvision's (w_r * r + w_g * g) + w_b * b, each product and sum rounded in ``work``: in place,
+        # in two buffers
         work = np.float64 if image.dtype == np.float64 else np.float32
-        r, g, b = (image[..., i:i + 1, :, :].astype(work, copy=False) for i in range(3))
         w_r, w_g, w_b = (work(w) for w in _GRAY_WEIGHTS)
-        return (w_r * r + w_g * g + w_b * b).astype(image.dtype)
+        gray = image[..., 0:1, :, :].astype(work)
+        gray *= w_r
+        term = image[..., 1:2, :, :].astype(work)
+        term *= w_g
+        gray += term
+        np.copyto(term, image[..., 2:3, :, :])
+        term *= w_b
+        gray += term
+        return gray.astype(image.dtype, copy=False)
 
 
 # ---- cropping -------------------------------------------------------------------------------------
