@@ -306,6 +306,23 @@ def test_catframes_partial_resets_of_a_vector_env(padding):
     np.testing.assert_array_equal(nxt[..., 8:], data["next", "observation"].numpy())
 
 
+def test_catframes_step_path_skips_the_inverse(monkeypatch):
+    """In an env CatFrames never changes the action (its inverse is refused there), so the step path does not
+    run the inverse's TensorDict round trip: stepping works with ``_inv_call`` broken."""
+    env = TransformedEnv(GymEnv("CartPole-v1"), CatFrames(N=2, dim=-1, in_keys=["observation"]))
+    assert not env.transform._inverts_actions()
+
+    def broken(self, tensordict):
+        raise AssertionError("the step path ran CatFrames' inverse")
+    monkeypatch.setattr(CatFrames, "_inv_call", broken)
+    env.set_seed(0)
+    data = env.rollout(5)
+    obs, nxt = data["observation"].numpy(), data["next", "observation"].numpy()
+    assert obs.shape == (5, 8)
+    np.testing.assert_array_equal(nxt[:-1], obs[1:])
+    np.testing.assert_array_equal(nxt[:, :4], obs[:, 4:])  # each step drops the oldest frame
+
+
 def test_catframes_as_inverse_refuses_an_env_then_works():
     transform = CatFrames(N=2, dim=-1, in_keys=["observation"], as_inverse=True)
     env = TransformedEnv(GymEnv("CartPole-v1"), transform)

@@ -371,7 +371,7 @@ class CatFrames(Transform):
     def _next_window(self, window, frame):
         """``window`` without its oldest frame, ``frame`` appended."""
         axis = window.ndim + self.dim
-        kept = np.take(window, np.arange(frame.shape[axis], window.shape[axis]), axis=axis)
+        kept = window[(slice(None),) * axis + (slice(frame.shape[axis], None),)]
         return np.concatenate([kept, frame], axis=axis)
 
     def _frame_reset(self, frame):
@@ -380,6 +380,11 @@ class CatFrames(Transform):
         for in_key, out_key in zip(self.in_keys, self.out_keys):
             out[out_key] = self._first_window(self._get(frame, in_key))
         return out
+
+    def _inverts_actions(self):
+        """False: in an env the action passes unchanged (``as_inverse`` is refused there), so the step
+        path skips the TensorDict round trip of the inverse hook."""
+        return False
 
     def _frame_step(self, root, next_frame, action):
         out = dict(next_frame)
