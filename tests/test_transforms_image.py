@@ -247,6 +247,17 @@ def test_blocked_resampling_equals_dense_weights(size_in, size_out, mode):
     np.testing.assert_allclose(out_cols, dense_cols, atol=1e-12)
 
 
+def test_blocked_resampling_many_sizes():
+    """Brute force over many size pairs (1 to 60, both ways, both filters): blocked equals dense."""
+    rng = np.random.default_rng(11)
+    for size_in, size_out in rng.integers(1, 61, (60, 2)):
+        image = rng.random((2, size_in, 3))
+        for mode in ("bilinear", "bicubic"):
+            dense = np.einsum("oi,pic->poc", filter_weights(size_in, size_out, mode), image)
+            np.testing.assert_allclose(resample(image, size_out, 3, mode, np.float64), dense, atol=1e-12,
+                                       err_msg=f"{size_in} -> {size_out} {mode}")
+
+
 def test_filter_weights_hand_computed():
     # 4 -> 2 bilinear: each output is centred between two inputs, stretched triangle of support 2: weights
     # 1/8 3/8 3/8 1/8 clipped at the border and renormalised: [3, 3, 1] / 7

@@ -5,7 +5,7 @@ bicubic) stretched by the downscaling factor, with the weights of each output no
 
 The resampling along one axis is a matrix with a narrow band (about ``2 * support * scale`` taps per
 output row). Dense products waste most of their work on zeros and a loop over taps runs in Python, so
-the outputs are cut into blocks of a few consecutive rows: every block reads one window of the input
+the outputs are cut into blocks of a few (4) consecutive rows: every block reads one window of the input
 whose start advances by a fixed stride, which makes the windows one strided view and the whole pass
 one batched BLAS product of ``[blocks, block, window]`` weights with ``[..., blocks, window, columns]``.
 The weights are computed once per (input size, output size, filter) and cached.
@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-_BLOCK = 8  # output rows per block: small enough to skip most zeros, large enough for BLAS to be efficient
+_BLOCK = 4  # output rows per block: measured best on 210x160 -> 84x84 among 2..12 (fewer zeros vs more BLAS calls)
 
 
 def _triangle(x):
@@ -60,8 +60,9 @@ class _AxisPlan:
         size_out, size_in = dense.shape
         nonzero = [np.flatnonzero(row) for row in dense]
         blocks = -(-size_out // _BLOCK)
-        spans = [(nonzero[b * _BLOCK][0], nonzero[min(b * _BLOCK + _BLOCK, size_out) - 1][-1] + 1)
-                 for b in range(blocks)]
+        # a filter can weigh an edge of its window 0 (bicubic at whole offsets): spans over every row of a block
+        spans = [(min(taps[0] for taps in nonzero[b * _BLOCK:b * _BLOCK + _BLOCK]),
+                  max(taps[-1] for taps in nonzero[b * _BLOCK:b * _BLOCK + _BLOCK]) + 1) for b in range(blocks)]
         self.size_out = size_out
         self.stride, self.front, self.window = min(
             (self._layout(spans, stride) for stride in range(1, max(2, 2 * _BLOCK * size_in // size_out + 2))),
@@ -97,15 +98,15 @@ class _AxisPlan:
 
 @functools.lru_cache(maxsize=64)
 def axis_plan(size_in, size_out, mode, dtype):
-    """The cached blocked weights of one axis (``dtype``: "float32" or "float64")."""
-    return _AxisPlan(filter_weights(size_in, size_out, mode), np.dtype(dtype))
+    """The cached blocked weights of one axis (``dtype``: float32 or float64, a NumPy dtype)."""
+    return _AxisPlan(filter_weights(size_in, size_out, mode), dtype)
 
 
 def resample(image, height, width, mode, dtype=np.float32):
     """``image`` ``[..., H, W]`` (any real dtype) resampled to a new C-ordered ``[..., height, width]``
     array of ``dtype`` (float32 or float64, the precision of the sums) with the antialiased ``mode``
     filter ("bilinear" or "bicubic")."""
-    dtype = np.dtype(dtype).name
+    dtype = np.dtype(dtype)
     size_h, size_w = image.shape[-2:]
     planes = image.reshape((-1, size_h, size_w))
     if size_h != height:

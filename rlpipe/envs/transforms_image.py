@@ -249,6 +249,7 @@ class CenterCrop(_ImageTransform):
 # ---- resizing ---------------------------------------------------------------------------------------
 
 _INTERPOLATIONS = ("nearest", "nearest-exact", "bilinear", "bicubic")
+_FLOAT32, _FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 def _nearest_index(size_in, size_out, exact):
@@ -261,14 +262,15 @@ def _nearest_index(size_in, size_out, exact):
 
 def _antialiased(image, height, width, interpolation):
     """torchvision's tensor ``resize`` with ``antialias=True``: floating images in their precision
-    (float16 through float32), integer ones in float32, rounded half to even and, for uint8 after
-    bicubic's overshoot, clamped back into the integer type."""
-    out = resample(image, height, width, interpolation, np.float64 if image.dtype == np.float64 else np.float32)
-    if image.dtype.kind in "iub":
+    (float16 through float32), integer ones in float32, rounded half to even and clamped into the
+    integer type (only bicubic's overshoot can leave it: bilinear weights are convex)."""
+    out = resample(image, height, width, interpolation, _FLOAT64 if image.dtype == _FLOAT64 else _FLOAT32)
+    kind = image.dtype.kind
+    if kind in "iub":
         np.rint(out, out=out)
-    if image.dtype.kind in "iu":
+    if kind in "iu" and interpolation == "bicubic":
         info = np.iinfo(image.dtype)
-        np.clip(out, info.min, info.max, out=out)
+        np.minimum(np.maximum(out, info.min, out=out), info.max, out=out)
     return out.astype(image.dtype, copy=False)
 
 
