@@ -29,6 +29,17 @@ def test_to_tensor_image_uint8_hwc_to_float_chw():
     assert out[0, 1, 2] == np.float32(0.2)
 
 
+def test_to_tensor_image_is_a_permuted_view_as_torchs():
+    """torchrl permutes (a view): with nothing to convert, the channels-first image is the input's memory,
+    and what follows reads it in place (GrayScale, Resize) with the same values as from a copy."""
+    image = np.random.default_rng(0).integers(0, 256, (6, 7, 3)).astype(np.uint8)
+    out = ToTensorImage(from_int=False, dtype=rlpipe.uint8)._map(image)
+    assert out.shape == (3, 6, 7) and np.shares_memory(out, image)
+    np.testing.assert_array_equal(out, np.ascontiguousarray(np.moveaxis(image, -1, 0)))
+    np.testing.assert_array_equal(GrayScale()._map(out), GrayScale()._map(np.ascontiguousarray(out)))
+    np.testing.assert_array_equal(Resize(3, 4)._map(out), Resize(3, 4)._map(np.ascontiguousarray(out)))
+
+
 def test_to_tensor_image_options():
     image = np.full((4, 2, 5, 3), 2, dtype=np.uint8)
     assert ToTensorImage(from_int=False)._map(image)[0, 0, 0, 0] == 2.0  # not scaled

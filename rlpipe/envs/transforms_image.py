@@ -134,13 +134,14 @@ class ToTensorImage(_ImageTransform):
 
     def _map(self, image):
         _check_image(image, "ToTensorImage")
-        if not self.shape_tolerant or image.shape[-1] == 3:
-            image = np.moveaxis(image, -1, -3)
         if self.from_int or (self.from_int is None and image.dtype.kind != "f"):
-            # torch divides an integer image in float32 (its default dtype); one pass into a C-ordered result
-            out = np.empty(image.shape, dtype=image.dtype if image.dtype.kind == "f" else np.float32)
-            image = np.divide(image, out.dtype.type(255), out=out)
-        image = np.ascontiguousarray(image, dtype=self.dtype.np)
+            # torch divides an integer image in float32 (its default dtype), a floating one in its own
+            image = np.divide(image, np.float32(255), dtype=image.dtype if image.dtype.kind == "f" else np.float32)
+        image = image.astype(self.dtype.np, copy=False)
+        if not self.shape_tolerant or image.shape[-1] == 3:
+            # a view, as torch's permute: the next transform reads it in place (a copy costs as much as GrayScale)
+            ndim = image.ndim
+            image = image.transpose(*range(ndim - 3), ndim - 1, ndim - 3, ndim - 2)
         return image[None] if self.unsqueeze and image.ndim == 3 else image
 
     def _out_dtype(self, spec):
