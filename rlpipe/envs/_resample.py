@@ -5,7 +5,7 @@ bicubic) stretched by the downscaling factor, with the weights of each output no
 
 The resampling along one axis is a matrix with a narrow band (about ``2 * support * scale`` taps per
 output row). Dense products waste most of their work on zeros and a loop over taps runs in Python, so
-the outputs are cut into blocks of a few (4) consecutive rows: every block reads one window of the input
+the outputs are cut into blocks of a few consecutive rows: every block reads one window of the input
 whose start advances by a fixed stride, which makes the windows one strided view and the whole pass
 one batched BLAS product of ``[blocks, block, window]`` weights with ``[..., blocks, window, columns]``.
 The weights are computed once per (input size, output size, filter) and cached.
@@ -14,7 +14,32 @@ import functools
 
 import numpy as np
 
-_BLOCK = 4  # output rows per block: measured best on 210x160 -> 84x84 among 2..12 (fewer zeros vs more BLAS calls)
+_MAX_BLOCK = 16
+# a layout's cost per output row: its window's multiply-adds per column, plus a share of each BLAS call's
+# overhead, worth about 40 multiply-adds per column (fitted on 210x160 -> 84x84: 26 us with 4 and 8 rows
+# per block on the two axes, 29 us with 6 and 10, 32 us with 12 and 16)
+_CALL_COST = 40
+
+
+def _layout(nonzero, size_in, block):
+    """(block, stride, front, window) of blocks of ``block`` outputs (``nonzero``: each output's taps):
+    the stride whose windows, the smallest that cover every block's taps, are smallest."""
+    blocks = -(-len(nonzero) // block)
+    # a filter can weigh an edge of its window 0 (bicubic at whole offsets): spans over every row of a block
+    spans = [(min(taps[0] for taps in nonzero[b * block:b * block + block]),
+              max(taps[-1] for taps in nonzero[b * block:b * block + block]) + 1) for b in range(blocks)]
+    best = None
+    for stride in range(1, max(2, 2 * block * size_in // len(nonzero) + 2)):
+        front = max(b * stride - first for b, (first, _) in enumerate(spans))
+        window = max(last - (b * stride - front) for b, (_, last) in enumerate(spans))
+        if best is None or (window, front) < best[3:1:-1]:
+            best = (block, stride, front, window)
+    return best
+
+
+def _cost(layout):
+    block, _, _, window = layout
+    return window + _CALL_COST / block
 
 
 def _triangle(x):
@@ -59,35 +84,23 @@ class _AxisPlan:
     def __init__(self, dense, dtype):
         size_out, size_in = dense.shape
         nonzero = [np.flatnonzero(row) for row in dense]
-        blocks = -(-size_out // _BLOCK)
-        # a filter can weigh an edge of its window 0 (bicubic at whole offsets): spans over every row of a block
-        spans = [(min(taps[0] for taps in nonzero[b * _BLOCK:b * _BLOCK + _BLOCK]),
-                  max(taps[-1] for taps in nonzero[b * _BLOCK:b * _BLOCK + _BLOCK]) + 1) for b in range(blocks)]
+        block, self.stride, self.front, self.window = min(
+            (_layout(nonzero, size_in, block) for block in range(1, _MAX_BLOCK + 1)), key=_cost)
+        blocks = -(-size_out // block)
         self.size_out = size_out
-        self.stride, self.front, self.window = min(
-            (self._layout(spans, stride) for stride in range(1, max(2, 2 * _BLOCK * size_in // size_out + 2))),
-            key=lambda layout: (layout[2], layout[1]))
         self.back = max(0, (blocks - 1) * self.stride - self.front + self.window - size_in)
-        self.weights = np.zeros((blocks, _BLOCK, self.window), dtype=dtype)
+        self.weights = np.zeros((blocks, block, self.window), dtype=dtype)
         for out, taps in enumerate(nonzero):
-            block, row = divmod(out, _BLOCK)
-            start = block * self.stride - self.front
-            self.weights[block, row, taps[0] - start:taps[-1] + 1 - start] = dense[out, taps[0]:taps[-1] + 1]
-
-    def _layout(self, spans, stride):
-        """(stride, front, window): the smallest window that covers every block's span at this stride."""
-        front = max(b * stride - first for b, (first, _) in enumerate(spans))
-        window = max(last - (b * stride - front) for b, (_, last) in enumerate(spans))
-        return stride, front, window
+            index, row = divmod(out, block)
+            start = index * self.stride - self.front
+            self.weights[index, row, taps[0] - start:taps[-1] + 1 - start] = dense[out, taps[0]:taps[-1] + 1]
 
     def apply(self, planes):
         """``planes`` ``[N, size_in, C]`` (any real dtype, any strides) resampled along dim 1 into
         ``[N, size_out, C]`` in the weights' dtype. The copy into the zero-padded buffer converts the
         dtype and gathers a transposed view in the same pass."""
         count, size_in, columns = planes.shape
-        padded = np.empty((count, self.front + size_in + self.back, columns), dtype=self.weights.dtype)
-        padded[:, :self.front] = 0
-        padded[:, self.front + size_in:] = 0
+        padded = np.zeros((count, self.front + size_in + self.back, columns), dtype=self.weights.dtype)
         padded[:, self.front:self.front + size_in] = planes
         row = padded.strides[1]
         windows = np.ndarray((count, len(self.weights), self.window, columns), padded.dtype, padded,
