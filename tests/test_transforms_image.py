@@ -269,6 +269,23 @@ def test_blocked_resampling_many_sizes():
                                        err_msg=f"{size_in} -> {size_out} {mode}")
 
 
+def test_resize_dtypes_as_torchvision():
+    """float64 resampled in float64 (torchvision keeps it), float16 through float32 and back, int16 rounded half
+    to even; the values equal the dense weights applied in float64 (rounded for the integer image)."""
+    rng = np.random.default_rng(5)
+    image = rng.integers(-300, 300, (2, 9, 12)).astype(np.float64)
+    dense = np.einsum("oi,pij,qj->poq", filter_weights(9, 4, "bilinear"), image, filter_weights(12, 5, "bilinear"))
+    out64 = Resize(4, 5)._map(image)
+    assert out64.dtype == np.float64
+    np.testing.assert_allclose(out64, dense, atol=1e-11)
+    out16 = Resize(4, 5)._map(image.astype(np.float16))
+    assert out16.dtype == np.float16
+    np.testing.assert_allclose(out16, dense, rtol=2e-3, atol=0.25)
+    out_int = Resize(4, 5)._map(image.astype(np.int16))
+    assert out_int.dtype == np.int16
+    np.testing.assert_array_equal(out_int, np.rint(dense))
+
+
 def test_filter_weights_hand_computed():
     # 4 -> 2 bilinear: each output is centred between two inputs, stretched triangle of support 2: weights
     # 1/8 3/8 3/8 1/8 clipped at the border and renormalised: [3, 3, 1] / 7
