@@ -284,6 +284,7 @@ def test_resize_dtypes_as_torchvision():
     out_int = Resize(4, 5)._map(image.astype(np.int16))
     assert out_int.dtype == np.int16
     np.testing.assert_array_equal(out_int, np.rint(dense))
+    assert Resize(4, 5)._map(np.zeros((0, 3, 9, 12), dtype=np.uint8)).shape == (0, 3, 4, 5)  # an empty batch
 
 
 def test_filter_weights_hand_computed():

@@ -106,7 +106,8 @@ class _AxisPlan:
         windows = np.ndarray((count, len(self.weights), self.window, columns), padded.dtype, padded,
                              strides=(padded.strides[0], self.stride * row, row, padded.itemsize))
         out = np.matmul(self.weights, windows)
-        return out.reshape(count, -1, columns)[:, :self.size_out]
+        blocks, block = self.weights.shape[:2]
+        return out.reshape(count, blocks * block, columns)[:, :self.size_out]
 
 
 @functools.lru_cache(maxsize=64)
