@@ -35,6 +35,7 @@ __all__ = ["CatFrames", "CenterCrop", "Crop", "EndOfLifeTransform", "FrameSkipTr
 IMAGE_KEYS = ["pixels"]
 _RESERVED = frozenset(STEP_EXTRAS) | {("done",), ("action",)}
 _GRAY_WEIGHTS = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale (ITU-R 601-2 luma)
+_GRAY_WORK = {np.float64: tuple(map(np.float64, _GRAY_WEIGHTS)), np.float32: tuple(map(np.float32, _GRAY_WEIGHTS))}
 
 
 class _ImageTransform(ArrayMapping, Transform):
@@ -168,7 +169,7 @@ class GrayScale(_ImageTransform):
         # torchvision's (w_r * r + w_g * g) + w_b * b, each product and sum rounded in ``work``: in place,
         # in two buffers
         work = np.float64 if image.dtype == np.float64 else np.float32
-        w_r, w_g, w_b = (work(w) for w in _GRAY_WEIGHTS)
+        w_r, w_g, w_b = _GRAY_WORK[work]
         gray = image[..., 0:1, :, :].astype(work)
         gray *= w_r
         term = image[..., 1:2, :, :].astype(work)
