@@ -65,6 +65,7 @@ def _reference(x, w, bias, g, stride, padding, dilation, groups):
 
 def _force(monkeypatch, by_rows):
     monkeypatch.setattr(windows, "_by_rows_pays", lambda *args: by_rows)
+    monkeypatch.setattr(windows, "_CHUNK_ENTRIES", 1)  # no-grad forwards take one sample per chunk
 
 
 def _conv(x, w, bias, case):
@@ -95,6 +96,8 @@ def test_conv2d_values_and_gradients_match_brute_force_loops(monkeypatch, by_row
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
     assert gradcheck(lambda a, b, c: _conv(a, b, c, case), (xt, wt, bt))
+    with r.no_grad():  # the chunked forward
+        np.testing.assert_allclose(_conv(xt, wt, bt, case).numpy(), expected[0], rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("by_rows", [False, True], ids=["im2col", "rows"])
@@ -131,6 +134,12 @@ def test_conv2d_wrapped_columns_do_not_spread_inf(monkeypatch):
     np.testing.assert_allclose(wt.grad.numpy(), ref_gw, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(xt.grad.numpy(), ref_gx, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(out.detach().numpy(), ref_out, rtol=1e-10, atol=1e-10)
+
+
+def test_sample_chunks_cover_the_batch_once():
+    assert windows._sample_chunks(5, windows._CHUNK_ENTRIES // 2) == [(0, 2), (2, 4), (4, 5)]
+    assert windows._sample_chunks(3, windows._CHUNK_ENTRIES * 4) == [(0, 1), (1, 2), (2, 3)]
+    assert windows._sample_chunks(3, 1) == [(0, 3)]
 
 
 def test_the_row_run_layout_is_chosen_for_the_nature_cnn_batch_and_not_where_it_costs():

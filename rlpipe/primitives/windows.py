@@ -93,20 +93,18 @@ def _row_columns(xp, xs, stride, blocks, dilation, out_size):
     return cols.reshape(shape[0] * bh * sh * bw * sw, n * length)
 
 
-def _scatter_row_columns(xp, gcols, xs_shape, stride, blocks, dilation, out_size):
-    """The adjoint of ``_row_columns``: gcols [C*kh'*kw', N*L] summed into zeros of ``xs_shape``, one
-    add of contiguous runs per offset (a, b). The wrapped columns must be zero."""
+def _scatter_row_columns(xp, gcols, out, stride, blocks, dilation, out_size):
+    """The adjoint of ``_row_columns``: adds gcols [C*kh'*kw', N*L] into ``out`` [N, C*sh*sw, Hs, Ws],
+    one add of contiguous runs per offset (a, b). The wrapped columns must be zero."""
     (sh, sw), (bh, bw), (dh, dw) = stride, blocks, dilation
-    n, channels, hs, ws = xs_shape
+    n, channels, hs, ws = out.shape
     length = _run_length(ws, out_size)
-    out = xp.zeros(xs_shape, dtype=gcols.dtype)
     flat = out.reshape(n, channels // (sh * sw), sh, sw, hs * ws)
     src = gcols.reshape(-1, bh, sh, bw, sw, n, length)
     for a in range(bh):
         for b in range(bw):
             start = a * dh * ws + b * dw
             flat[..., start:start + length] += src[:, a, :, b].transpose(3, 0, 1, 2, 4)
-    return out
 
 
 def _valid_columns(xp, rows, n, width, out_size):
@@ -133,6 +131,16 @@ def _padded_kernel(xp, w, size):
     out = xp.zeros(w.shape[:2] + size, dtype=w.dtype)
     out[:, :, :w.shape[2], :w.shape[3]] = w
     return out
+
+
+def _sample_chunks(n, per_sample):
+    """(start, stop) ranges of samples whose columns fill about ``_CHUNK_ENTRIES``: each chunk's columns
+    are still in the core's cache when its product reads them."""
+    step = max(1, _CHUNK_ENTRIES // per_sample)
+    return [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+
+
+_CHUNK_ENTRIES = 2 ** 18
 
 
 def _by_rows_pays(x_shape, w_shape, stride, dilation, out_size):
@@ -162,9 +170,10 @@ class Conv2d(Op):
     def forward(ctx, x, w, b, stride, pads, dilation, groups, out_size):
         by_rows = _by_rows_pays(x.shape, w.shape, stride, dilation, out_size)
         run = _rows_forward if by_rows else _im2col_forward
-        out, cols, args = run(ctx.xp, x, w, b, stride, pads, dilation, groups, out_size)
+        keep_columns = ctx.needs_input_grad[1:2] == (True,)  # only the weight gradient reads them
+        out, cols, args = run(ctx.xp, x, w, b, stride, pads, dilation, groups, out_size, keep_columns)
         ctx.args = (by_rows, x.shape) + args + (stride, pads, dilation, groups, out_size)
-        ctx.save_for_backward(cols if ctx.needs_input_grad[1:2] == (True,) else None, w)
+        ctx.save_for_backward(cols, w)
         return out
 
     @staticmethod
@@ -178,8 +187,9 @@ class Conv2d(Op):
         return gx, gw, gb, None, None, None, None, None
 
 
-def _im2col_forward(xp, x, w, b, stride, pads, dilation, groups, out_size):
-    """(out, columns, (padded shape,)) of im2col: the windows gathered into [G, Cg*kh*kw, N*OH*OW]."""
+def _im2col_forward(xp, x, w, b, stride, pads, dilation, groups, out_size, keep_columns):
+    """(out, columns or None, (padded shape,)) of im2col: the windows gathered into [G, Cg*kh*kw, N*OH*OW],
+    kept for backward with ``keep_columns``."""
     n = x.shape[0]
     o, cg, kh, kw = w.shape
     oh, ow = out_size
@@ -191,7 +201,7 @@ def _im2col_forward(xp, x, w, b, stride, pads, dilation, groups, out_size):
     out = xp.ascontiguousarray((w2 @ cols).reshape(o, n, oh, ow).transpose(1, 0, 2, 3))
     if b is not None:
         out += b.reshape(1, o, 1, 1)
-    return out, cols, (xpad.shape,)
+    return out, cols if keep_columns else None, (xpad.shape,)
 
 
 def _im2col_backward(xp, g, cols, w, need_x, need_w, x_shape, pad_shape, stride, pads, dilation, groups,
@@ -217,23 +227,29 @@ def _im2col_backward(xp, g, cols, w, need_x, need_w, x_shape, pad_shape, stride,
     return gx, gw
 
 
-def _rows_forward(xp, x, w, b, stride, pads, dilation, groups, out_size):
-    """(out, columns, (stride-1 input shape,)) of the row-run layout, after space-to-depth when strided."""
+def _rows_forward(xp, x, w, b, stride, pads, dilation, groups, out_size, keep_columns):
+    """(out, columns or None, (stride-1 input shape,)) of the row-run layout, after space-to-depth when
+    strided. Without ``keep_columns`` the columns are built and multiplied a chunk of samples at a
+    time, so the product reads them from cache; with it, they are built at once and kept for backward
+    (written in chunks into one array, they would cost more than they save)."""
     n, o = x.shape[0], w.shape[0]
-    blocks = _blocks(w.shape[2:], stride)
     xs = xp.ascontiguousarray(_padded(xp, x, pads))
+    blocks = _blocks(w.shape[2:], stride)
     if stride != (1, 1):
         xs = _space_to_depth(xp, xs, stride, (out_size[0] - 1 + blocks[0], out_size[1] - 1 + blocks[1]))
-    w = _padded_kernel(xp, w, (blocks[0] * stride[0], blocks[1] * stride[1]))
-    cols = _row_columns(xp, xs, stride, blocks, dilation, out_size)
-    prod = w.reshape(groups, o // groups, -1) @ cols.reshape(groups, -1, cols.shape[1])
-    valid = _valid_columns(xp, prod.reshape(o, -1), n, xs.shape[3], out_size)
-    out = xp.empty(valid.shape, dtype=prod.dtype)
-    if b is None:
-        out[...] = valid
-    else:
-        xp.add(valid, b.reshape(1, o, 1, 1), out=out)
-    return out, cols, (xs.shape,)
+    wk = _padded_kernel(xp, w, (blocks[0] * stride[0], blocks[1] * stride[1])).reshape(groups, o // groups, -1)
+    per_sample = wk.shape[2] * groups * _run_length(xs.shape[3], out_size)
+    out = xp.empty((n, o) + tuple(out_size), dtype=xp.result_type(x, w))
+    cols = None
+    for lo, hi in [(0, n)] if keep_columns else _sample_chunks(n, per_sample):
+        cols = _row_columns(xp, xs[lo:hi], stride, blocks, dilation, out_size)
+        prod = (wk @ cols.reshape(groups, -1, cols.shape[1])).reshape(o, -1)
+        valid = _valid_columns(xp, prod, hi - lo, xs.shape[3], out_size)
+        if b is None:
+            out[lo:hi] = valid
+        else:
+            xp.add(valid, b.reshape(1, o, 1, 1), out=out[lo:hi])
+    return out, cols if keep_columns else None, (xs.shape,)
 
 
 def _rows_backward(xp, g, cols, w, need_x, need_w, x_shape, xs_shape, stride, pads, dilation, groups, out_size):
@@ -259,7 +275,8 @@ def _rows_backward(xp, g, cols, w, need_x, need_w, x_shape, xs_shape, stride, pa
         gcols = (wk.reshape(groups, o // groups, -1).transpose(0, 2, 1) @ g2).reshape(-1, g2.shape[2])
         if not xp.isfinite(wk).all():
             _zero_wrapped(xp, gcols, n, width, out_size)
-        gxs = _scatter_row_columns(xp, gcols, xs_shape, stride, blocks, dilation, out_size)
+        gxs = xp.zeros(xs_shape, dtype=g.dtype)
+        _scatter_row_columns(xp, gcols, gxs, stride, blocks, dilation, out_size)
         padded = (x_shape[2] + pads[0] + pads[1], x_shape[3] + pads[2] + pads[3])
         gpad = _depth_to_space(xp, gxs, stride, padded) if stride != (1, 1) else gxs
         gx = xp.ascontiguousarray(_unpadded(gpad, pads, x_shape))
