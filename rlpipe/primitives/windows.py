@@ -183,7 +183,8 @@ class Conv2d(Op):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         run = _rows_backward if by_rows else _im2col_backward
         gx, gw = run(ctx.xp, g, cols, w, need_x, need_w, x_shape, *ctx.args[2:])
-        gb = g.sum(axis=(0, 2, 3)) if need_b else None
+        # the batch first: a sum over one contiguous axis, then short rows
+        gb = g.sum(axis=0).reshape(g.shape[1], g.shape[2] * g.shape[3]).sum(axis=1) if need_b else None
         return gx, gw, gb, None, None, None, None, None
 
 
