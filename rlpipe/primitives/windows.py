@@ -198,10 +198,10 @@ def _im2col_forward(xp, x, w, b, stride, pads, dilation, groups, out_size, keep_
     # one reshape copies the strided windows once
     cols = _windows(xp, xpad, (kh, kw), stride, dilation, out_size, "CijNHW").reshape(
         groups, cg * kh * kw, n * oh * ow)
-    w2 = w.reshape(groups, o // groups, cg * kh * kw)
-    out = xp.ascontiguousarray((w2 @ cols).reshape(o, n, oh, ow).transpose(1, 0, 2, 3))
+    prod = (w.reshape(groups, o // groups, cg * kh * kw) @ cols).reshape(o, n, oh, ow)
     if b is not None:
-        out += b.reshape(1, o, 1, 1)
+        prod += b.reshape(o, 1, 1, 1)
+    out = xp.ascontiguousarray(prod.transpose(1, 0, 2, 3))
     return out, cols if keep_columns else None, (xpad.shape,)
 
 
@@ -245,11 +245,9 @@ def _rows_forward(xp, x, w, b, stride, pads, dilation, groups, out_size, keep_co
     for lo, hi in [(0, n)] if keep_columns else _sample_chunks(n, per_sample):
         cols = _row_columns(xp, xs[lo:hi], stride, blocks, dilation, out_size)
         prod = (wk @ cols.reshape(groups, -1, cols.shape[1])).reshape(o, -1)
-        valid = _valid_columns(xp, prod, hi - lo, xs.shape[3], out_size)
-        if b is None:
-            out[lo:hi] = valid
-        else:
-            xp.add(valid, b.reshape(1, o, 1, 1), out=out[lo:hi])
+        if b is not None:  # on the product's long rows: cheaper than on the output's short ones
+            prod += b.reshape(o, 1)
+        out[lo:hi] = _valid_columns(xp, prod, hi - lo, xs.shape[3], out_size)
     return out, cols if keep_columns else None, (xs.shape,)
 
 
