@@ -115,6 +115,21 @@ def test_conv2d_float32_without_bias_and_only_some_gradients(monkeypatch, by_row
     np.testing.assert_allclose(wt.grad.numpy(), ref_gw, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("by_rows", [False, True], ids=["im2col", "rows"])
+@pytest.mark.parametrize("case", [CASES[1], CASES[2]], ids=["strided", "stride1"])
+def test_conv2d_of_a_transposed_view(monkeypatch, by_rows, case):
+    """The row runs read across rows, so a strided input is copied to rows first."""
+    _force(monkeypatch, by_rows)
+    x, w, bias = _inputs(case, 6)
+    xt = r.tensor(np.ascontiguousarray(x.transpose(0, 1, 3, 2)), requires_grad=True)
+    out = _conv(xt.transpose(2, 3), r.tensor(w), r.tensor(bias), case)
+    g = np.random.default_rng(7).standard_normal(tuple(out.shape))
+    out.backward(r.tensor(g))
+    ref_out, ref_gx = _reference(x, w, bias, g, *case[6:])[:2]
+    np.testing.assert_allclose(out.detach().numpy(), ref_out, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(xt.grad.numpy().transpose(0, 1, 3, 2), ref_gx, rtol=1e-10, atol=1e-10)
+
+
 def test_conv2d_wrapped_columns_do_not_spread_inf(monkeypatch):
     """In the row-run layout the columns past each output row read inputs that the weight position
     they stand for never reaches; the gradient there is zero, so only 0 * inf could leak through. An

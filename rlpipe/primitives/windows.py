@@ -93,7 +93,7 @@ def _row_columns(xp, xs, stride, blocks, dilation, out_size):
     return cols.reshape(shape[0] * bh * sh * bw * sw, n * length)
 
 
-def _scatter_row_columns(xp, gcols, out, stride, blocks, dilation, out_size):
+def _scatter_row_columns(gcols, out, stride, blocks, dilation, out_size):
     """The adjoint of ``_row_columns``: adds gcols [C*kh'*kw', N*L] into ``out`` [N, C*sh*sw, Hs, Ws],
     one add of contiguous runs per offset (a, b). The wrapped columns must be zero."""
     (sh, sw), (bh, bw), (dh, dw) = stride, blocks, dilation
@@ -141,16 +141,17 @@ def _sample_chunks(n, per_sample):
 
 
 _CHUNK_ENTRIES = 2 ** 18
+_SMALL_COLUMNS = 2 ** 18  # below this many column entries im2col's gather stays in cache
 
 
 def _by_rows_pays(x_shape, w_shape, stride, dilation, out_size):
     """Whether the row-run layout (after space-to-depth when strided) is the faster way. Its products
     also cover the wrapped columns and, when strided, the kernel's padding to multiples of the stride:
     past 1.5x the im2col products its cheaper copies no longer make up for them. Nor do they below
-    2**18 column entries, where im2col's gather stays in cache."""
+    ``_SMALL_COLUMNS`` column entries, where im2col's gather stays in cache."""
     n, c = x_shape[:2]
     (oh, ow), (kh, kw), (sh, sw) = out_size, w_shape[2:], stride
-    if n * c * kh * kw * oh * ow < 2 ** 18 or (stride != (1, 1) and dilation != (1, 1)):
+    if n * c * kh * kw * oh * ow < _SMALL_COLUMNS or (stride != (1, 1) and dilation != (1, 1)):
         return False
     bh, bw = _blocks((kh, kw), stride)
     products = _run_length(ow + dilation[1] * (bw - 1), out_size) * bh * sh * bw * sw
@@ -234,10 +235,11 @@ def _rows_forward(xp, x, w, b, stride, pads, dilation, groups, out_size, keep_co
     time, so the product reads them from cache; with it, they are built at once and kept for backward
     (written in chunks into one array, they would cost more than they save)."""
     n, o = x.shape[0], w.shape[0]
-    xs = xp.ascontiguousarray(_padded(xp, x, pads))
     blocks = _blocks(w.shape[2:], stride)
+    xs = _padded(xp, x, pads)
     if stride != (1, 1):
         xs = _space_to_depth(xp, xs, stride, (out_size[0] - 1 + blocks[0], out_size[1] - 1 + blocks[1]))
+    xs = xp.ascontiguousarray(xs)  # the row runs cross rows
     wk = _padded_kernel(xp, w, (blocks[0] * stride[0], blocks[1] * stride[1])).reshape(groups, o // groups, -1)
     per_sample = wk.shape[2] * groups * _run_length(xs.shape[3], out_size)
     out = xp.empty((n, o) + tuple(out_size), dtype=xp.result_type(x, w))
@@ -275,7 +277,7 @@ def _rows_backward(xp, g, cols, w, need_x, need_w, x_shape, xs_shape, stride, pa
         if not xp.isfinite(wk).all():
             _zero_wrapped(xp, gcols, n, width, out_size)
         gxs = xp.zeros(xs_shape, dtype=g.dtype)
-        _scatter_row_columns(xp, gcols, gxs, stride, blocks, dilation, out_size)
+        _scatter_row_columns(gcols, gxs, stride, blocks, dilation, out_size)
         padded = (x_shape[2] + pads[0] + pads[1], x_shape[3] + pads[2] + pads[3])
         gpad = _depth_to_space(xp, gxs, stride, padded) if stride != (1, 1) else gxs
         gx = xp.ascontiguousarray(_unpadded(gpad, pads, x_shape))
