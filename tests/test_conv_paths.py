@@ -165,6 +165,8 @@ def test_the_row_run_layout_is_chosen_for_the_nature_cnn_batch_and_not_where_it_
     assert not pays((1, 4, 84, 84), (32, 4, 8, 8), (4, 4), (1, 1), (20, 20))        # small: im2col's gather is cheap
     assert not pays((32, 64, 84, 84), (64, 64, 3, 3), (2, 2), (2, 2), (40, 40))     # strided and dilated
     assert not pays((32, 64, 84, 84), (64, 64, 3, 3), (2, 2), (1, 1), (41, 41))     # 3x3 padded to 4x4: 1.8x
+    assert not pays((8, 3, 100, 100), (32, 3, 5, 5), (2, 2), (1, 1), (48, 48))      # 5x5 padded to 6x6: 1.5x
+    assert pays((32, 16, 66, 66), (32, 16, 3, 3), (1, 1), (1, 1), (64, 64))          # 3x3, padding 1: 1.03x
     assert not pays((32, 8, 20, 20), (8, 8, 15, 15), (1, 1), (1, 1), (6, 6))        # mostly wrapped columns
 
 
