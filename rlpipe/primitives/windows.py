@@ -1,8 +1,8 @@
 """Sliding windows over [N, C, H, W] arrays: convolution and pooling.
 
 They slide windows over a padded input with one strided view (``as_strided``), never a Python
-loop over batch or spatial positions; the only loops run over the kh * kw kernel positions,
-where each position's update is one strided slice of the input.
+loop over batch or spatial positions; the only loops run over the kernel positions (and, for
+space-to-depth, the stride's phases), where each update is one strided slice of an array.
 """
 from .base import Op
 
@@ -39,57 +39,250 @@ def _windows(xp, a, kernel, stride, dilation, out_size, order):
     return xp.lib.stride_tricks.as_strided(a, tuple(sizes[k] for k in order), tuple(steps[k] for k in order))
 
 
+def _space_to_depth(xp, a, stride, size):
+    """a [N, C, H, W] -> [N, C*sh*sw, Hs, Ws] with out[n, (c, p, q), y, x] = a[n, c, y*sh + p, x*sw + q]
+    (zeros beyond a's edge): a stride-s convolution of ``a`` is a stride-1 one of the result."""
+    (sh, sw), (hs, ws) = stride, size
+    n, c, h, w = a.shape
+    if hs * sh > h or ws * sw > w:
+        a = _padded(xp, a, (0, max(hs * sh - h, 0), 0, max(ws * sw - w, 0)))
+    a = a[:, :, :hs * sh, :ws * sw].reshape(n, c, hs, sh, ws, sw).transpose(0, 1, 3, 5, 2, 4)
+    return xp.ascontiguousarray(a).reshape(n, c * sh * sw, hs, ws)
+
+
+def _depth_to_space(xp, a, stride, size):
+    """The adjoint of ``_space_to_depth``: a [N, C*sh*sw, Hs, Ws] back to [N, C, H, W] for ``size``
+    (H, W); the positions past Hs*sh or Ws*sw get zeros, the zeros space-to-depth added are dropped.
+    One strided copy per (p, q) phase, each of whole rows."""
+    (sh, sw), (h, w) = stride, size
+    n, _, hs, ws = a.shape
+    blocks = a.reshape(n, -1, sh, sw, hs, ws)
+    make = xp.zeros if h > hs * sh or w > ws * sw else xp.empty
+    out = make((n, blocks.shape[1], max(h, hs * sh), max(w, ws * sw)), dtype=a.dtype)
+    for p in range(sh):
+        for q in range(sw):
+            out[:, :, p:hs * sh:sh, q:ws * sw:sw] = blocks[:, :, p, q]
+    return out[:, :, :h, :w]
+
+
+def _blocks(kernel, stride):
+    """Kernel positions per stride step: the kernel of the stride-1 convolution after space-to-depth."""
+    return -(-kernel[0] // stride[0]), -(-kernel[1] // stride[1])
+
+
+def _run_length(width, out_size):
+    """Columns per sample of a stride-1 convolution over rows of ``width``: output (y, x) is column
+    y * width + x, so the OH rows of OW outputs span (OH - 1) * width + OW columns."""
+    return (out_size[0] - 1) * width + out_size[1]
+
+
+def _row_columns(xp, xs, stride, blocks, dilation, out_size):
+    """The columns [C*kh'*kw', N*L] of the stride-1 convolution of contiguous ``xs`` [N, C*sh*sw, Hs, Ws]
+    (the space-to-depth input, or the padded input itself when the stride is 1), kh' = bh*sh and
+    kw' = bw*sw. Row (c, a*sh + p, b*sw + q), the kernel layout of the weight, reads channel (c, p, q)
+    at offset (a, b); column n*L + y*Ws + x is output (y, x). Within a sample one row is a single
+    contiguous run of ``xs``, so the copy moves long runs. The Ws - OW columns after each output row
+    hold windows that wrap around the row's end, which every caller ignores or zeroes."""
+    (sh, sw), (bh, bw), (dh, dw) = stride, blocks, dilation
+    n, _, _, width = xs.shape
+    sn, sch, s_h, s_w = xs.strides
+    length = _run_length(width, out_size)
+    shape = (xs.shape[1] // (sh * sw), bh, sh, bw, sw, n, length)
+    steps = (sh * sw * sch, s_h * dh, sw * sch, s_w * dw, sch, sn, s_w)
+    cols = xp.lib.stride_tricks.as_strided(xs, shape, steps)
+    return cols.reshape(shape[0] * bh * sh * bw * sw, n * length)
+
+
+def _scatter_row_columns(gcols, out, stride, blocks, dilation, out_size):
+    """The adjoint of ``_row_columns``: adds gcols [C*kh'*kw', N*L] into ``out`` [N, C*sh*sw, Hs, Ws],
+    one add of contiguous runs per offset (a, b). The wrapped columns must be zero."""
+    (sh, sw), (bh, bw), (dh, dw) = stride, blocks, dilation
+    n, channels, hs, ws = out.shape
+    length = _run_length(ws, out_size)
+    flat = out.reshape(n, channels // (sh * sw), sh, sw, hs * ws)
+    src = gcols.reshape(-1, bh, sh, bw, sw, n, length)
+    for a in range(bh):
+        for b in range(bw):
+            start = a * dh * ws + b * dw
+            flat[..., start:start + length] += src[:, a, :, b].transpose(3, 0, 1, 2, 4)
+
+
+def _valid_columns(xp, rows, n, width, out_size):
+    """The [N, K, OH, OW] view of the outputs' columns in ``rows`` [K, N*L] (see ``_row_columns``)."""
+    k = rows.shape[0]
+    r = rows.reshape(k, n, -1)
+    sk, sn, sl = r.strides
+    return xp.lib.stride_tricks.as_strided(r, (n, k) + tuple(out_size), (sn, sk, width * sl, sl))
+
+
+def _zero_wrapped(xp, rows, n, width, out_size):
+    """Zeroes, in place, the columns of ``rows`` [K, N*L] that wrap around a row's end."""
+    (oh, ow), k = out_size, rows.shape[0]
+    if oh > 1 and width > ow:
+        r = rows.reshape(k, n, -1)[:, :, ow:]
+        sk, sn, sl = r.strides
+        xp.lib.stride_tricks.as_strided(r, (k, n, oh - 1, width - ow), (sk, sn, width * sl, sl))[...] = 0
+
+
+def _padded_kernel(xp, w, size):
+    """w [O, Cg, kh, kw] zero-padded to the kernel ``size`` (kh', kw') >= (kh, kw)."""
+    if w.shape[2:] == size:
+        return w
+    out = xp.zeros(w.shape[:2] + size, dtype=w.dtype)
+    out[:, :, :w.shape[2], :w.shape[3]] = w
+    return out
+
+
+def _sample_chunks(n, per_sample):
+    """(start, stop) ranges of samples whose columns fill about ``_CHUNK_ENTRIES``: each chunk's columns
+    are still in the core's cache when its product reads them."""
+    step = max(1, _CHUNK_ENTRIES // per_sample)
+    return [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+
+
+_CHUNK_ENTRIES = 2 ** 18
+_SMALL_COLUMNS = 2 ** 18  # below this many column entries im2col's gather stays in cache
+
+
+def _by_rows_pays(x_shape, w_shape, stride, dilation, out_size):
+    """Whether the row-run layout (after space-to-depth when strided) is the faster way. Its products
+    also cover the wrapped columns and, when strided, the kernel's padding to multiples of the stride:
+    past 1.3x the im2col products its cheaper copies no longer make up for them (a 5x5 kernel at stride 2,
+    padded to 6x6, measured slower at 1.5x). Nor do they below
+    ``_SMALL_COLUMNS`` column entries, where im2col's gather stays in cache."""
+    n, c = x_shape[:2]
+    (oh, ow), (kh, kw), (sh, sw) = out_size, w_shape[2:], stride
+    if n * c * kh * kw * oh * ow < _SMALL_COLUMNS or (stride != (1, 1) and dilation != (1, 1)):
+        return False
+    bh, bw = _blocks((kh, kw), stride)
+    products = _run_length(ow + dilation[1] * (bw - 1), out_size) * bh * sh * bw * sw
+    return products <= 1.3 * oh * ow * kh * kw
+
+
 class Conv2d(Op):
-    """2-D cross-correlation by im2col: the windows are gathered into one column matrix per group
-    and multiplied with the weight in a single matmul; backward scatters the column gradients back
-    with one strided add per kernel position (col2im)."""
+    """2-D cross-correlation as one matmul per group of the weight with a column matrix of the input's
+    windows. A strided convolution first becomes a stride-1 one over the space-to-depth input (s x s
+    blocks as channels); a stride-1 convolution then takes its columns as contiguous runs of the input
+    rows (``_row_columns``), and backward adds the column gradients back run by run. Where that layout
+    costs too many extra products (``_by_rows_pays``), the windows are gathered one by one (im2col) and
+    scattered back with one strided add per kernel position (col2im)."""
     node_name = "ConvolutionBackward0"
 
     @staticmethod
     def forward(ctx, x, w, b, stride, pads, dilation, groups, out_size):
-        xp = ctx.xp
-        n = x.shape[0]
-        o, cg, kh, kw = w.shape
-        oh, ow = out_size
-        xpad = _padded(xp, x, pads)
-        # columns [G, Cg*kh*kw, N*OH*OW]: one reshape copies the strided windows once
-        cols = _windows(xp, xpad, (kh, kw), stride, dilation, out_size, "CijNHW").reshape(
-            groups, cg * kh * kw, n * oh * ow)
-        w2 = w.reshape(groups, o // groups, cg * kh * kw)
-        out = (w2 @ cols).reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
-        out = xp.ascontiguousarray(out)
-        if b is not None:
-            out += b.reshape(1, o, 1, 1)
-        ctx.args = x.shape, xpad.shape, stride, pads, dilation, groups, out_size
-        ctx.save_for_backward(cols if ctx.needs_input_grad[1:2] == (True,) else None, w)
+        by_rows = _by_rows_pays(x.shape, w.shape, stride, dilation, out_size)
+        run = _rows_forward if by_rows else _im2col_forward
+        keep_columns = ctx.needs_input_grad[1:2] == (True,)  # only the weight gradient reads them
+        out, cols, args = run(ctx.xp, x, w, b, stride, pads, dilation, groups, out_size, keep_columns)
+        ctx.args = (by_rows, x.shape) + args + (stride, pads, dilation, groups, out_size)
+        ctx.save_for_backward(cols, w)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        xp = ctx.xp
         cols, w = ctx.saved_tensors
-        x_shape, pad_shape, stride, pads, dilation, groups, out_size = ctx.args
+        by_rows, x_shape = ctx.args[:2]
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        n, c = x_shape[:2]
-        o, cg, kh, kw = w.shape
-        oh, ow = out_size
-        # g [N, O, OH, OW] -> [G, Og, N*OH*OW], the layout of the forward's product
-        g2 = xp.ascontiguousarray(g.reshape(n, groups, o // groups, oh * ow).transpose(1, 2, 0, 3)).reshape(
-            groups, o // groups, n * oh * ow)
-        gx = gw = gb = None
-        if need_w:
-            gw = (g2 @ cols.transpose(0, 2, 1)).reshape(w.shape)
-        if need_b:
-            gb = g.sum(axis=(0, 2, 3))
-        if need_x:
-            w2 = w.reshape(groups, o // groups, cg * kh * kw)
-            gcols = (w2.transpose(0, 2, 1) @ g2).reshape(c, kh, kw, n, oh, ow)
-            gpad = xp.zeros((c, n) + tuple(pad_shape[2:]), dtype=g.dtype)
-            for i in range(kh):
-                for j in range(kw):
-                    gpad[_window_slices(i, j, stride, dilation, out_size)] += gcols[:, i, j]
-            gx = xp.ascontiguousarray(_unpadded(gpad.transpose(1, 0, 2, 3), pads, x_shape))
+        run = _rows_backward if by_rows else _im2col_backward
+        gx, gw = run(ctx.xp, g, cols, w, need_x, need_w, x_shape, *ctx.args[2:])
+        # the batch first: a sum over one contiguous axis, then short rows
+        gb = g.sum(axis=0).reshape(g.shape[1], g.shape[2] * g.shape[3]).sum(axis=1) if need_b else None
         return gx, gw, gb, None, None, None, None, None
+
+
+def _im2col_forward(xp, x, w, b, stride, pads, dilation, groups, out_size, keep_columns):
+    """(out, columns or None, (padded shape,)) of im2col: the windows gathered into [G, Cg*kh*kw, N*OH*OW],
+    kept for backward with ``keep_columns``."""
+    n = x.shape[0]
+    o, cg, kh, kw = w.shape
+    oh, ow = out_size
+    xpad = _padded(xp, x, pads)
+    # one reshape copies the strided windows once
+    cols = _windows(xp, xpad, (kh, kw), stride, dilation, out_size, "CijNHW").reshape(
+        groups, cg * kh * kw, n * oh * ow)
+    prod = (w.reshape(groups, o // groups, cg * kh * kw) @ cols).reshape(o, n, oh, ow)
+    if b is not None:
+        prod += b.reshape(o, 1, 1, 1)
+    out = xp.ascontiguousarray(prod.transpose(1, 0, 2, 3))
+    return out, cols if keep_columns else None, (xpad.shape,)
+
+
+def _im2col_backward(xp, g, cols, w, need_x, need_w, x_shape, pad_shape, stride, pads, dilation, groups,
+                     out_size):
+    """(gx, gw) of im2col: the column gradients scattered back with one strided add per kernel position."""
+    n, c = x_shape[:2]
+    o, cg, kh, kw = w.shape
+    oh, ow = out_size
+    # g [N, O, OH, OW] -> [G, Og, N*OH*OW], the layout of the forward's product
+    g2 = xp.ascontiguousarray(g.reshape(n, groups, o // groups, oh * ow).transpose(1, 2, 0, 3)).reshape(
+        groups, o // groups, n * oh * ow)
+    gx = gw = None
+    if need_w:
+        gw = (g2 @ cols.transpose(0, 2, 1)).reshape(w.shape)
+    if need_x:
+        w2 = w.reshape(groups, o // groups, cg * kh * kw)
+        gcols = (w2.transpose(0, 2, 1) @ g2).reshape(c, kh, kw, n, oh, ow)
+        gpad = xp.zeros((c, n) + tuple(pad_shape[2:]), dtype=g.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                gpad[_window_slices(i, j, stride, dilation, out_size)] += gcols[:, i, j]
+        gx = xp.ascontiguousarray(_unpadded(gpad.transpose(1, 0, 2, 3), pads, x_shape))
+    return gx, gw
+
+
+def _rows_forward(xp, x, w, b, stride, pads, dilation, groups, out_size, keep_columns):
+    """(out, columns or None, (stride-1 input shape,)) of the row-run layout, after space-to-depth when
+    strided. Without ``keep_columns`` the columns are built and multiplied a chunk of samples at a
+    time, so the product reads them from cache; with it, they are built at once and kept for backward
+    (written in chunks into one array, they would cost more than they save)."""
+    n, o = x.shape[0], w.shape[0]
+    blocks = _blocks(w.shape[2:], stride)
+    xs = _padded(xp, x, pads)
+    if stride != (1, 1):
+        xs = _space_to_depth(xp, xs, stride, (out_size[0] - 1 + blocks[0], out_size[1] - 1 + blocks[1]))
+    xs = xp.ascontiguousarray(xs)  # the row runs cross rows
+    wk = _padded_kernel(xp, w, (blocks[0] * stride[0], blocks[1] * stride[1])).reshape(groups, o // groups, -1)
+    per_sample = wk.shape[2] * groups * _run_length(xs.shape[3], out_size)
+    out = xp.empty((n, o) + tuple(out_size), dtype=xp.result_type(x, w))
+    cols = None
+    for lo, hi in [(0, n)] if keep_columns else _sample_chunks(n, per_sample):
+        cols = _row_columns(xp, xs[lo:hi], stride, blocks, dilation, out_size)
+        prod = (wk @ cols.reshape(groups, -1, cols.shape[1])).reshape(o, -1)
+        if b is not None:  # on the product's long rows: cheaper than on the output's short ones
+            prod += b.reshape(o, 1)
+        out[lo:hi] = _valid_columns(xp, prod, hi - lo, xs.shape[3], out_size)
+    return out, cols if keep_columns else None, (xs.shape,)
+
+
+def _rows_backward(xp, g, cols, w, need_x, need_w, x_shape, xs_shape, stride, pads, dilation, groups, out_size):
+    """(gx, gw) of the row-run layout. The gradient takes the forward's product layout with zeros in the
+    wrapped columns, so they add nothing, unless a non-finite value meets them (0 * inf): a non-finite
+    weight gradient is recomputed with the wrapped columns zeroed, a non-finite weight zeroes them first."""
+    n, o = g.shape[:2]
+    width = xs_shape[3]
+    blocks = _blocks(w.shape[2:], stride)
+    wk = _padded_kernel(xp, w, (blocks[0] * stride[0], blocks[1] * stride[1]))
+    g2 = xp.zeros((o, n * _run_length(width, out_size)), dtype=g.dtype)
+    _valid_columns(xp, g2, n, width, out_size)[...] = g
+    g2 = g2.reshape(groups, o // groups, -1)
+    gx = gw = None
+    if need_w:
+        cols3 = cols.reshape(groups, -1, cols.shape[1])
+        gw = g2 @ cols3.transpose(0, 2, 1)
+        if not xp.isfinite(gw).all():
+            _zero_wrapped(xp, cols, n, width, out_size)
+            gw = g2 @ cols3.transpose(0, 2, 1)
+        gw = gw.reshape(wk.shape)[:, :, :w.shape[2], :w.shape[3]]
+    if need_x:
+        gcols = (wk.reshape(groups, o // groups, -1).transpose(0, 2, 1) @ g2).reshape(-1, g2.shape[2])
+        if not xp.isfinite(wk).all():
+            _zero_wrapped(xp, gcols, n, width, out_size)
+        gxs = xp.zeros(xs_shape, dtype=g.dtype)
+        _scatter_row_columns(gcols, gxs, stride, blocks, dilation, out_size)
+        padded = (x_shape[2] + pads[0] + pads[1], x_shape[3] + pads[2] + pads[3])
+        gpad = _depth_to_space(xp, gxs, stride, padded) if stride != (1, 1) else gxs
+        gx = xp.ascontiguousarray(_unpadded(gpad, pads, x_shape))
+    return gx, gw
 
 
 class MaxPool2d(Op):
