@@ -131,6 +131,85 @@ def test_cuda_lstm_cell_backward_matches_the_reference(dtype):
             np.testing.assert_allclose(cuda().to_host(g), w, **TOL[dtype])
 
 
+# ---- the column layout (one column per batch row) that the whole-sequence node runs ------------------------
+
+def halved(gates):
+    """The step's pre-activations as ``lstm_cell_columns`` takes them: transposed, i, f and o rows halved."""
+    columns = gates.T.copy()
+    columns[:2 * H] /= 2
+    columns[3 * H:] /= 2
+    return columns
+
+
+def run_columns(cell, xp, gates, c, strided_h=False):
+    """(act, c', tanh(c'), h') in the row layout, from the kernel run on the transposed arrays; ``strided_h``
+    writes h into a strided view, as the layer does."""
+    act, c_t = halved(gates), c.T.copy()
+    c_out, tanh_c = xp.empty_like(c_t), xp.empty_like(c_t)
+    h = xp.empty((H, 3, B), c.dtype)[:, 1] if strided_h else xp.empty_like(c_t)
+    cell(act, c_t, c_out, tanh_c, h)
+    return act.T, c_out.T, tanh_c.T, h.T
+
+
+@pytest.mark.parametrize("strided_h", [False, True], ids=["contiguous_h", "strided_h"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_lstm_cell_columns_reference_is_the_lstm_equations(dtype, strided_h):
+    gates, c = step_inputs(dtype)
+    got = run_columns(kernels.get("lstm_cell_columns", cpu), np, gates, c, strided_h)
+    for g, w in zip(got, by_the_equations(gates.astype(np.float64), c.astype(np.float64))):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g, w, **TOL[dtype])
+
+
+def columns_backward(step, xp, act, c, tanh_c, dh, dc):
+    """(d_gates, dc_prev) in the row layout from the column kernel ``step`` (row-layout inputs)."""
+    act_t, c_t, tanh_t, dh_t, dc_t = (xp.ascontiguousarray(a.T) for a in (act, c, tanh_c, dh, dc))
+    d_gates, dc_prev = xp.empty_like(act_t), xp.empty_like(c_t)
+    step(act_t, c_t, tanh_t, dh_t, dc_t, d_gates, dc_prev)
+    return d_gates.T, dc_prev.T
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_lstm_cell_columns_backward_equals_the_row_kernel_checked_by_finite_differences(dtype):
+    (_, c, act, tanh_c, dh, dc), want = step_backward(dtype)
+    got = columns_backward(kernels.get("lstm_cell_columns_backward", cpu), np, act, c, tanh_c, dh, dc)
+    for g, w in zip(got, want):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g, w, **TOL[dtype])
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_cuda_lstm_cell_columns_matches_the_reference(dtype):
+    gates, c = step_inputs(dtype)
+    want = run_columns(kernels.get("lstm_cell_columns", cpu), np, gates, c)
+    device = [cuda().asarray(a) for a in (gates, c)]
+    xp = cuda().xp
+
+    def on_device(cell, gates, c):  # (the transposes and halving on the host: they are the caller's)
+        return run_columns(cell, xp, gates, c, strided_h=True)
+
+    for cell in (kernels.get("lstm_cell_columns", cuda()),
+                 functools.partial(kernels.KERNELS["lstm_cell_columns"].reference, xp)):
+        for g, w in zip(on_device(cell, *device), want):
+            assert g.dtype == dtype
+            np.testing.assert_allclose(cuda().to_host(g), w, **TOL[dtype])
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_cuda_lstm_cell_columns_backward_matches_the_reference(dtype):
+    (_, c, act, tanh_c, dh, dc), want = step_backward(dtype)
+    device = [cuda().asarray(a) for a in (act, c, tanh_c, dh, dc)]
+    for step in (kernels.get("lstm_cell_columns_backward", cuda()),
+                 functools.partial(kernels.KERNELS["lstm_cell_columns_backward"].reference, cuda().xp)):
+        for g, w in zip(columns_backward(step, cuda().xp, *device), want):
+            assert g.dtype == dtype
+            np.testing.assert_allclose(cuda().to_host(g), w, **TOL[dtype])
+
+
 # ---- the whole-sequence node ---------------------------------------------------------------------------
 
 def layer_arguments(bias=True, seed=0, steps=4, batch=2, size=3, features=2):
@@ -144,10 +223,16 @@ def layer_arguments(bias=True, seed=0, steps=4, batch=2, size=3, features=2):
             leaf(4 * size, size), *biases)
 
 
+# steps * batch against input + hidden size: the layer joins and halves the weights once (many columns) or
+# runs two matmuls a step and halves their product (a few, as a batch-1 step while acting)
+COLUMNS = {"many_columns": dict(steps=4, batch=2), "few_columns": dict(steps=2, batch=1)}
+
+
+@pytest.mark.parametrize("columns", COLUMNS)
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
-def test_lstm_layer_passes_gradcheck(reverse, bias):
-    args = layer_arguments(bias)
+def test_lstm_layer_passes_gradcheck(reverse, bias, columns):
+    args = layer_arguments(bias, **COLUMNS[columns])
     tensors = tuple(a for a in args if a is not None)
 
     def run(*tensors):
@@ -170,9 +255,10 @@ def unrolled(x, h, c, w_ih, w_hh, b_ih, b_hh, reverse=False):
     return r.stack(outputs), h, c
 
 
+@pytest.mark.parametrize("shape", [dict(steps=5, batch=3), dict(steps=3, batch=1)], ids=["many_columns", "few_columns"])
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
-def test_lstm_layer_equals_the_unrolled_equations_values_and_gradients(reverse):
-    args = layer_arguments(steps=5, batch=3, size=4, features=3, seed=3)
+def test_lstm_layer_equals_the_unrolled_equations_values_and_gradients(reverse, shape):
+    args = layer_arguments(size=4, features=3, seed=3, **shape)
     got = LSTMLayer.apply(*args, reverse=reverse)
     want = unrolled(*args, reverse=reverse)
     weights = [r.randn(*w.shape, dtype=r.float64) for w in want]

@@ -4,7 +4,8 @@ Parameters, their names, shapes, order and initialisation are torch's, so a torc
 as it is. A layer projects the input of every time step in one matmul per layer and direction; each step
 then costs one ``h @ W_hh.T`` and the gate math, which is written once per kind of cell below
 (``lstm_gates``, ``gru_gates``, ``rnn_gates``). An LSTM layer without projection over a padded (not packed)
-sequence runs as one graph node (``rnn_fused.LSTMLayer``), its gates in the ``lstm_cell`` kernel.
+sequence runs as one graph node (``rnn_fused.LSTMLayer``): one matmul a step for the input and recurrent
+products together, its gates in the ``lstm_cell_columns`` kernel.
 """
 import math
 import numbers
