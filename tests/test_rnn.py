@@ -387,6 +387,9 @@ def test_packing_errors_are_torchs():
         pack_padded_sequence(r.zeros(3, 2), [0, 3], enforce_sorted=False)
     with pytest.raises(RuntimeError, match=r"Expected `len\(lengths\)` to be equal to batch_size, but got 3"):
         pack_padded_sequence(r.zeros(3, 2), [3, 2, 1])
+    for padded, lengths in ((r.zeros(0, 0), []), (r.zeros(3, 0, 2), [])):  # torch 2.13's message for both
+        with pytest.raises(RuntimeError, match="Cannot pack empty tensors"):
+            pack_padded_sequence(padded, lengths)
     with pytest.raises(RuntimeError, match="padding_side to be one of left or right, but got x"):
         pad_sequence([r.zeros(2)], padding_side="x")
 
