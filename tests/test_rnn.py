@@ -426,3 +426,21 @@ def test_packed_input_with_a_given_state_is_sorted_and_unsorted():
     _, h = gru(pack_sequence(seqs, enforce_sorted=False), h0)
     for i, seq in enumerate(seqs):
         np.testing.assert_allclose(h[0, i].detach().numpy(), gru(seq, h0[:, i])[1][0].detach().numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+def test_a_layer_under_vmap_equals_the_loop_over_the_batch_values_and_gradients(cls):
+    """vmap hands the layer batched tensors, which run the per-step ops (the fused LSTM node takes plain
+    tensors only; it used to be handed the batched ones and fail)."""
+    from rlpipe.func import vmap
+    r.manual_seed(5)
+    layer = cls(3, 4, dtype=r.float64)
+    x = r.randn(5, 2, 6, 3, dtype=r.float64, requires_grad=True)
+    got = vmap(lambda seq: layer(seq)[0])(x)
+    want = r.stack([layer(seq)[0] for seq in x])
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), atol=1e-12)
+    weights = r.randn(*got.shape, dtype=r.float64)
+    grads = r.autograd.grad((got * weights).sum(), [x, layer.weight_hh_l0])
+    grads_want = r.autograd.grad((want * weights).sum(), [x, layer.weight_hh_l0])
+    for g, w in zip(grads, grads_want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), atol=1e-12)

@@ -277,7 +277,7 @@ class RNNBase(Module):
         w_ih, w_hh = params[:2]
         b_ih, b_hh = params[2:4] if self.bias else (None, None)
         w_hr = params[-1] if self.proj_size > 0 else None
-        if self.mode == "LSTM" and w_hr is None and batch_sizes is None and _same_dtype(x, *state, w_ih):
+        if self.mode == "LSTM" and w_hr is None and batch_sizes is None and _plain_same_dtype(x, *state, *params):
             out, h, c = LSTMLayer.apply(x, *state, w_ih, w_hh, b_ih, b_hh, reverse=reverse)
             return out, (h, c)
         x_gates = F.linear(x, w_ih, b_ih)
@@ -310,8 +310,10 @@ class RNNBase(Module):
         return (rnn_gates(x_gates + h_gates, "tanh" if self.mode == "RNN_TANH" else "relu"),)
 
 
-def _same_dtype(*tensors):
-    return all(t.dtype == tensors[0].dtype for t in tensors)
+def _plain_same_dtype(*tensors):
+    """Whether the fused layer can take ``tensors``: plain tensors (not vmap's batched ones, which run
+    the per-step ops and their batching rules) of one dtype."""
+    return all(isinstance(t, Tensor) and t.dtype == tensors[0].dtype for t in tensors)
 
 
 def _stack(tensors):
