@@ -1,4 +1,5 @@
-"""The LSTM step kernels (``rlpipe.kernels.recurrent``) and the whole-sequence ``LSTMLayer`` node built on them.
+"""The LSTM and GRU step kernels (``rlpipe.kernels.recurrent``) and the whole-sequence ``LSTMLayer`` and
+``GRULayer`` nodes built on them.
 
 Independent references: the LSTM equations written out with SciPy's ``expit`` and NumPy's ``tanh``
 (forward), central finite differences of a scalar of the step's outputs (backward), the references run on
@@ -13,7 +14,7 @@ from scipy.special import expit
 import rlpipe as r
 from rlpipe import backends, kernels
 from rlpipe.backends import cpu
-from rlpipe.nn.modules.rnn_fused import LSTMLayer
+from rlpipe.nn.modules.rnn_fused import GRULayer, LSTMLayer
 
 B, H = 3, 5
 DTYPES = [np.float16, np.float32, np.float64]
@@ -309,13 +310,161 @@ def test_the_lstm_layer_runs_the_fused_node_and_the_cell_the_step_node():
     assert h.grad_fn.name() == "LSTMGatesBackward0"
 
 
-def test_an_empty_batch_runs_forward_and_backward():
+@pytest.mark.parametrize("cls", [r.nn.LSTM, r.nn.GRU])
+def test_an_empty_batch_runs_forward_and_backward(cls):
     """PyTorch's test_RNN_input_size_zero: a batch of no sequences gives empty outputs and zero gradients."""
-    lstm = r.nn.LSTM(3, 4)
-    out, (h, c) = lstm(r.zeros(5, 0, 3))
-    assert out.shape == (5, 0, 4) and h.shape == (1, 0, 4) and c.shape == (1, 0, 4)
+    layer = cls(3, 4)
+    out, state = layer(r.zeros(5, 0, 3))
+    assert out.shape == (5, 0, 4)
+    assert all(s.shape == (1, 0, 4) for s in (state if isinstance(state, tuple) else (state,)))
     out.sum().backward()
-    assert not lstm.weight_hh_l0.grad.any() and not lstm.bias_ih_l0.grad.any()
+    assert not layer.weight_hh_l0.grad.any() and not layer.bias_ih_l0.grad.any()
+
+
+# ---- the GRU: its column kernels and its whole-sequence node ------------------------------------------------
+
+def gru_by_the_equations(x_gates, h_gates, h):
+    """(r, z, n, h') of one GRU step in the row layout (``[B, 3H]`` parts, columns r, z, n), written out."""
+    xr, xz, xn = np.split(x_gates.astype(np.float64), 3, axis=1)
+    hr, hz, hn = np.split(h_gates.astype(np.float64), 3, axis=1)
+    reset, update = expit(xr + hr), expit(xz + hz)
+    cand = np.tanh(xn + reset * hn)
+    return reset, update, cand, (1 - update) * cand + update * h
+
+
+def gru_inputs(dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return tuple((rng.standard_normal(shape) * 2).astype(dtype) for shape in ((B, 3 * H), (B, 3 * H), (B, H)))
+
+
+def run_gru(cell, xp, x_gates, h_gates, h):
+    """(r, z, n, h') in the row layout from the column kernel; the input part and h' as strided views, as
+    the layer passes them."""
+    x_cols = xp.empty((3 * H, 2, B), x_gates.dtype)[:, 1]
+    x_cols[...] = x_gates.T
+    act, h_out = xp.empty((3 * H, B), h.dtype), xp.empty((H, 3, B), h.dtype)[:, 2]
+    cell(x_cols, xp.ascontiguousarray(h_gates.T), xp.ascontiguousarray(h.T), act, h_out)
+    return act[:H].T, act[H:2 * H].T, act[2 * H:].T, h_out.T
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_gru_cell_columns_reference_is_the_gru_equations(dtype):
+    inputs = gru_inputs(dtype)
+    got = run_gru(kernels.get("gru_cell_columns", cpu), np, *inputs)
+    for g, w in zip(got, gru_by_the_equations(*inputs)):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(g, w, **TOL[dtype])
+
+
+def gru_backward(forward, step, xp, x_gates, h_gates, h, dh):
+    """(d_input_part, d_hidden_part, direct part of dh) in the row layout from the column kernels: ``forward``
+    for the activations, then ``step``."""
+    x_cols, hg_cols, h_cols = (xp.ascontiguousarray(a.T) for a in (x_gates, h_gates, h))
+    act = xp.empty((3 * H, B), h.dtype)
+    forward(x_cols, hg_cols, h_cols, act, xp.empty_like(h_cols))
+    d_x, d_h, direct = xp.empty_like(act), xp.empty_like(act), xp.empty_like(h_cols)
+    step(act, hg_cols, h_cols, xp.ascontiguousarray(dh.T), d_x, d_h, direct)
+    return d_x.T, d_h.T, direct.T
+
+
+def test_gru_cell_columns_backward_matches_finite_differences():
+    x_gates, h_gates, h = gru_inputs(np.float64, seed=1)
+    dh = np.random.default_rng(2).standard_normal((B, H))
+    d_x, d_h, direct = gru_backward(kernels.get("gru_cell_columns", cpu), kernels.get("gru_cell_columns_backward", cpu),
+                                    np, x_gates, h_gates, h, dh)
+
+    def loss(x_gates, h_gates, h):
+        return np.sum(dh * gru_by_the_equations(x_gates, h_gates, h)[3])
+
+    eps = 1e-6
+    arrays = [x_gates, h_gates, h]
+    # h's own gradient here is the direct part only: the hidden part reaches h through W_hh, the caller's
+    for k, grad in enumerate((d_x, d_h, direct)):
+        numeric = np.zeros_like(arrays[k])
+        for index in np.ndindex(arrays[k].shape):
+            saved = arrays[k][index]
+            arrays[k][index] = saved + eps
+            up = loss(*arrays)
+            arrays[k][index] = saved - eps
+            down = loss(*arrays)
+            arrays[k][index] = saved
+            numeric[index] = (up - down) / (2 * eps)
+        np.testing.assert_allclose(grad, numeric, rtol=1e-7, atol=1e-8)
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_cuda_gru_cell_columns_and_backward_match_the_reference(dtype):
+    inputs = gru_inputs(dtype)
+    dh = np.random.default_rng(3).standard_normal((B, H)).astype(dtype)
+    on_cpu = [kernels.get(name, cpu) for name in ("gru_cell_columns", "gru_cell_columns_backward")]
+    want = run_gru(on_cpu[0], np, *inputs) + gru_backward(*on_cpu, np, *inputs, dh)
+    xp, device = cuda().xp, [cuda().asarray(a) for a in (*inputs, dh)]
+    for forward, backward in ([kernels.get(name, cuda()) for name in ("gru_cell_columns", "gru_cell_columns_backward")],
+                              [functools.partial(kernels.KERNELS[name].reference, xp)
+                               for name in ("gru_cell_columns", "gru_cell_columns_backward")]):
+        got = run_gru(forward, xp, *device[:3]) + gru_backward(forward, backward, xp, *device)
+        for g, w in zip(got, want):
+            assert g.dtype == dtype
+            np.testing.assert_allclose(cuda().to_host(g), w, **TOL[dtype])
+
+
+def gru_arguments(bias=True, seed=0, steps=4, batch=2, size=3, features=2):
+    r.manual_seed(seed)
+
+    def leaf(*shape):
+        return r.randn(*shape, dtype=r.float64, requires_grad=True)
+
+    biases = (leaf(3 * size), leaf(3 * size)) if bias else (None, None)
+    return (leaf(steps, batch, features), leaf(batch, size), leaf(3 * size, features), leaf(3 * size, size), *biases)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+def test_gru_layer_passes_gradcheck(reverse, bias):
+    tensors = tuple(a for a in gru_arguments(bias) if a is not None)
+
+    def run(*tensors):
+        return GRULayer.apply(*tensors, *[None, None] * (not bias), reverse=reverse)
+
+    assert r.autograd.gradcheck(run, tensors)
+
+
+def gru_unrolled(x, h, w_ih, w_hh, b_ih, b_hh, reverse=False):
+    """The same GRU layer as a graph of ordinary ops per step."""
+    steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
+    outputs = [None] * x.shape[0]
+    for t in steps:
+        xr, xz, xn = (x[t] @ w_ih.T + b_ih).chunk(3, 1)
+        hr, hz, hn = (h @ w_hh.T + b_hh).chunk(3, 1)
+        reset, update = r.sigmoid(xr + hr), r.sigmoid(xz + hz)
+        cand = r.tanh(xn + reset * hn)
+        h = (1 - update) * cand + update * h
+        outputs[t] = h
+    return r.stack(outputs), h
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_gru_layer_equals_the_unrolled_equations_values_and_gradients(reverse):
+    args = gru_arguments(steps=5, batch=3, size=4, features=3, seed=3)
+    got = GRULayer.apply(*args, reverse=reverse)
+    want = gru_unrolled(*args, reverse=reverse)
+    weights = [r.randn(*w.shape, dtype=r.float64) for w in want]
+    grads = r.autograd.grad(sum((g * w).sum() for g, w in zip(got, weights)), args)
+    grads_want = r.autograd.grad(sum((g * w).sum() for g, w in zip(want, weights)), args)
+    for g, w in zip(got + grads, want + grads_want):
+        np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_the_gru_layer_runs_the_fused_node_and_skips_gradients_nobody_needs():
+    out, _ = r.nn.GRU(2, 3)(r.randn(4, 2, 2))
+    assert out.grad_fn.name() == "GRULayerBackward0"
+    x, h0, w_ih, w_hh, b_ih, b_hh = gru_arguments()
+    out, _ = GRULayer.apply(x.detach(), h0.detach(), w_ih, w_hh.detach(), b_ih, b_hh)
+    out.sum().backward()
+    assert w_ih.grad is not None and b_ih.grad is not None and b_hh.grad is not None
+    assert x.grad is None and w_hh.grad is None and h0.grad is None
 
 
 def test_the_two_bias_gradients_are_independent_tensors():

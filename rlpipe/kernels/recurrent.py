@@ -1,5 +1,6 @@
 """The gate math of one LSTM time step over a batch, forward (``lstm_cell``) and backward
-(``lstm_cell_backward``): what a recurrent layer runs between its matmuls at every step.
+(``lstm_cell_backward``): what a recurrent layer runs between its matmuls at every step; and the GRU's
+(``gru_cell_columns`` and its backward), in the column layout below.
 
 Both write into arrays the caller allocated (a layer keeps every step's values for its backward pass
 in buffers of the whole sequence). On the CPU the references run (a few whole-array NumPy calls); on
@@ -131,6 +132,53 @@ def lstm_cell_columns_backward(xp, act, c, tanh_c, dh, dc, d_gates, dc_prev):
     xp.multiply(dc_total, f, out=dc_prev)
 
 
+def gru_cell_columns(xp, x_gates, h_gates, h, act, h_out):
+    """One GRU step in the column layout (blocks r, z, n of ``H`` rows): from the input part ``x_gates``
+    (``x W_ih^T + b_ih``, may be a strided view) and the hidden part ``h_gates`` (``h W_hh^T + b_hh``) of
+    the pre-activations (``[3H, B]``) and ``h`` (``[H, B]``), writes ``r``, ``z`` and
+    ``n = tanh(x_n + r * h_n)`` into ``act`` and ``h' = n + z * (h - n)`` into ``h_out`` (may be strided)."""
+    size = h.shape[0]
+    gates = act[:2 * size]
+    xp.add(x_gates[:2 * size], h_gates[:2 * size], out=gates)
+    gates *= 0.5  # sigmoid(v) = tanh(v / 2) / 2 + 1/2
+    xp.tanh(gates, out=gates)
+    gates *= 0.5
+    gates += 0.5
+    r, z, n = act[:size], act[size:2 * size], act[2 * size:]
+    xp.multiply(r, h_gates[2 * size:], out=n)
+    n += x_gates[2 * size:]
+    xp.tanh(n, out=n)
+    xp.subtract(h, n, out=h_out)
+    h_out *= z
+    h_out += n
+
+
+def gru_cell_columns_backward(xp, act, h_gates, h, dh, d_x, d_h, dh_prev):
+    """The backward of ``gru_cell_columns``: from the saved ``act`` (r, z, n), ``h_gates``, ``h`` and the
+    gradient ``dh`` of ``h'``, writes the gradients of the input part into ``d_x``, of the hidden part into
+    ``d_h`` (``[3H, B]`` each; they differ in the n block, where the hidden part is scaled by r) and the
+    direct part ``dh * z`` of ``h``'s gradient into ``dh_prev`` (the caller adds ``W_hh^T d_h``)."""
+    size = h.shape[0]
+    r, z, n = act[:size], act[size:2 * size], act[2 * size:]
+    d_n = d_x[2 * size:]
+    xp.subtract(1, z, out=d_n)
+    d_n *= dh
+    slope = n * n
+    xp.subtract(1, slope, out=slope)
+    d_n *= slope  # the gradient of n's pre-activation: the input part's n block
+    xp.multiply(d_n, r, out=d_h[2 * size:])
+    d_r, d_z = d_x[:size], d_x[size:2 * size]
+    xp.multiply(d_n, h_gates[2 * size:], out=d_r)
+    xp.subtract(h, n, out=d_z)
+    d_z *= dh
+    gates = act[:2 * size]
+    slope = 1 - gates
+    slope *= gates
+    d_x[:2 * size] *= slope
+    d_h[:2 * size] = d_x[:2 * size]
+    xp.multiply(dh, z, out=dh_prev)
+
+
 # one thread per (row, unit): it reads the unit's four gates (raw, [B, 4H]) and writes them back activated
 _LSTM_CELL = Source(
     "lstm_cell",
@@ -210,6 +258,42 @@ _LSTM_CELL_COLUMNS_BACKWARD = Source(
     "dc_prev = (T)(grad_c * forget);")
 
 
+# one thread per (unit, batch row) of the [H, B] state; block j of that element is at [j * H * B + i]
+_GRU_CELL_COLUMNS = Source(
+    "gru_cell_columns",
+    "raw T x_gates, raw T h_gates, T h",
+    "raw T act, T h_out",
+    "const long long plane = _ind.size();\n"
+    "const acc_t half = 0.5;\n"
+    "const acc_t reset = half * tanh(half * ((acc_t)x_gates[i] + (acc_t)h_gates[i])) + half;\n"
+    "const acc_t update = half * tanh(half * ((acc_t)x_gates[i + plane] + (acc_t)h_gates[i + plane])) + half;\n"
+    "const acc_t cand = tanh((acc_t)x_gates[i + 2 * plane] + reset * (acc_t)h_gates[i + 2 * plane]);\n"
+    "act[i] = (T)reset;\n"
+    "act[i + plane] = (T)update;\n"
+    "act[i + 2 * plane] = (T)cand;\n"
+    "h_out = (T)(cand + update * ((acc_t)h - cand));")
+
+_GRU_CELL_COLUMNS_BACKWARD = Source(
+    "gru_cell_columns_backward",
+    "raw T act, raw T h_gates, T h, T dh",
+    "raw T d_x, raw T d_h, T dh_prev",
+    "const long long plane = _ind.size();\n"
+    "const acc_t reset = (acc_t)act[i];\n"
+    "const acc_t update = (acc_t)act[i + plane];\n"
+    "const acc_t cand = (acc_t)act[i + 2 * plane];\n"
+    "const acc_t grad = (acc_t)dh;\n"
+    "const acc_t grad_n = grad * (acc_t(1) - update) * (acc_t(1) - cand * cand);\n"
+    "const acc_t grad_r = grad_n * (acc_t)h_gates[i + 2 * plane] * reset * (acc_t(1) - reset);\n"
+    "const acc_t grad_z = grad * ((acc_t)h - cand) * update * (acc_t(1) - update);\n"
+    "d_x[i] = (T)grad_r;\n"
+    "d_x[i + plane] = (T)grad_z;\n"
+    "d_x[i + 2 * plane] = (T)grad_n;\n"
+    "d_h[i] = (T)grad_r;\n"
+    "d_h[i + plane] = (T)grad_z;\n"
+    "d_h[i + 2 * plane] = (T)(grad_n * reset);\n"
+    "dh_prev = (T)(grad * update);")
+
+
 def _launcher(inputs):
     """A launcher for a step kernel with ``inputs`` array inputs: the arrays come as the reference takes them
     (inputs, then outputs, all C-contiguous, as the caller's buffers are); the hidden size goes after the inputs."""
@@ -237,3 +321,18 @@ define("lstm_cell_columns", reference=lstm_cell_columns, sources=[_LSTM_CELL_COL
        host=True)
 define("lstm_cell_columns_backward", reference=lstm_cell_columns_backward, sources=[_LSTM_CELL_COLUMNS_BACKWARD],
        launch=_launch_columns_backward, host=True)
+
+
+def _launch_gru(backend, compiled, x_gates, h_gates, h, act, h_out):
+    """``gru_cell_columns`` on CUDA: the state arrays set the launch shape."""
+    backend.run(compiled[0], x_gates, h_gates, h, act, h_out)
+
+
+def _launch_gru_backward(backend, compiled, act, h_gates, h, dh, d_x, d_h, dh_prev):
+    """``gru_cell_columns_backward`` on CUDA."""
+    backend.run(compiled[0], act, h_gates, h, dh, d_x, d_h, dh_prev)
+
+
+define("gru_cell_columns", reference=gru_cell_columns, sources=[_GRU_CELL_COLUMNS], launch=_launch_gru, host=True)
+define("gru_cell_columns_backward", reference=gru_cell_columns_backward, sources=[_GRU_CELL_COLUMNS_BACKWARD],
+       launch=_launch_gru_backward, host=True)

@@ -5,7 +5,7 @@ as it is. A layer projects the input of every time step in one matmul per layer 
 then costs one ``h @ W_hh.T`` and the gate math, which is written once per kind of cell below
 (``lstm_gates``, ``gru_gates``, ``rnn_gates``). An LSTM layer without projection over a padded (not packed)
 sequence runs as one graph node (``rnn_fused.LSTMLayer``): one matmul a step for the input and recurrent
-products together, its gates in the ``lstm_cell_columns`` kernel.
+products together, its gates in the ``lstm_cell_columns`` kernel; a GRU layer likewise (``GRULayer``).
 """
 import math
 import numbers
@@ -18,7 +18,7 @@ from .. import functional as F
 from .. import init
 from ..utils.rnn import PackedSequence
 from ._params import register_optional
-from .rnn_fused import LSTMGates, LSTMLayer
+from .rnn_fused import GRULayer, LSTMGates, LSTMLayer
 from .module import Module
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
@@ -277,7 +277,11 @@ class RNNBase(Module):
         w_ih, w_hh = params[:2]
         b_ih, b_hh = params[2:4] if self.bias else (None, None)
         w_hr = params[-1] if self.proj_size > 0 else None
-        if self.mode == "LSTM" and w_hr is None and batch_sizes is None and _plain_same_dtype(x, *state, *params):
+        fused = batch_sizes is None and w_hr is None and self.mode in ("LSTM", "GRU")
+        if fused and _plain_same_dtype(x, *state, *params):
+            if self.mode == "GRU":
+                out, h = GRULayer.apply(x, *state, w_ih, w_hh, b_ih, b_hh, reverse=reverse)
+                return out, (h,)
             out, h, c = LSTMLayer.apply(x, *state, w_ih, w_hh, b_ih, b_hh, reverse=reverse)
             return out, (h, c)
         x_gates = F.linear(x, w_ih, b_ih)

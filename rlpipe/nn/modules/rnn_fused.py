@@ -94,6 +94,101 @@ class LSTMLayer(Op):
                 _from_columns(xp, dc) if needs[2] else None) + _weight_gradients(ctx, xp, columns, d_gates, w_ih)
 
 
+class GRULayer(Op):
+    """``(output, h_n)`` of one GRU layer in one direction (``reverse``: from the last step to the first)
+    over ``x`` (``[T, B, input]``) from ``h0`` (``[B, H]``); the biases may be None.
+
+    As ``LSTMLayer``, on transposed (column) arrays: the input part of every step's pre-activations in
+    one matmul before the loop, then per step ``[W_hh | b_hh] @ [h; 1]`` and the ``gru_cell_columns``
+    kernel (the hidden part stays apart: torch's ``n = tanh(x_n + r * h_n)`` scales only it)."""
+
+    @staticmethod
+    def forward(ctx, x, h0, w_ih, w_hh, b_ih, b_hh, reverse=False):
+        """The input part in one matmul; per step one matmul and the kernel; every step's activations
+        and hidden part kept for the backward."""
+        xp = ctx.xp
+        steps, batch, _ = x.shape
+        size, bias = h0.shape[-1], b_ih is not None
+        x_columns = _columns(xp, x[::-1] if reverse else x, bias)
+        x_gates = _with_bias(xp, w_ih, b_ih) @ x_columns.reshape(len(x_columns), steps * batch)
+        x_gates = x_gates.reshape(3 * size, steps, batch)
+        h_columns = _columns(xp, xp.empty((steps + 1, batch, size), x.dtype), bias)  # h0, then each step's h
+        hs = h_columns[:size]
+        hs[:, 0] = h0.T
+        w_h = _with_bias(xp, w_hh, b_hh)
+        h_gates, act = xp.empty((steps, 3 * size, batch), x.dtype), xp.empty((steps, 3 * size, batch), x.dtype)
+        cell = kernels.get("gru_cell_columns", ctx.be)
+        for t in range(steps):
+            xp.matmul(w_h, h_columns[:, t], out=h_gates[t])
+            cell(x_gates[:, t], h_gates[t], hs[:, t], act[t], hs[:, t + 1])
+        out = xp.ascontiguousarray(hs[:, 1:].transpose(1, 2, 0))
+        out = out[::-1] if reverse else out
+        ctx.save_for_backward(x_columns, h_columns, h_gates, act, w_ih, w_hh, out)  # out: for the in-place check
+        ctx.reverse = reverse
+        return out, _from_columns(xp, hs[:, steps])
+
+    @staticmethod
+    def backward(ctx, d_out, d_hn):
+        """Back through time step by step (the kernel, then ``w_hh.T @ d_hidden``); then the input gradient
+        and the weight and bias gradients, each one matmul over every step."""
+        xp = ctx.xp
+        x_columns, h_columns, h_gates, act, w_ih, w_hh, _ = ctx.saved_tensors
+        steps, rows, batch = act.shape
+        hs, needs = h_columns[:rows // 3], ctx.needs_input_grad
+        d_out = d_out[::-1] if ctx.reverse else d_out
+        step_backward = kernels.get("gru_cell_columns_backward", ctx.be)
+        w_hh_t = xp.ascontiguousarray(w_hh.T)
+        # every step's gradients of the input and hidden parts side by side ([3H, T, B]), for the products
+        # over all steps; the kernel writes contiguous scratch (strided rows run at half speed)
+        d_inputs, d_hiddens = xp.empty((rows, steps, batch), act.dtype), xp.empty((rows, steps, batch), act.dtype)
+        d_input, d_hidden = xp.empty_like(act[0]), xp.empty_like(act[0])
+        dh = xp.ascontiguousarray(d_hn.T)
+        direct = xp.empty_like(dh)
+        for t in range(steps - 1, -1, -1):
+            dh += d_out[t].T
+            step_backward(act[t], h_gates[t], hs[:, t], dh, d_input, d_hidden, direct)
+            d_inputs[:, t], d_hiddens[:, t] = d_input, d_hidden
+            if t or needs[1]:  # (the last product is h0's gradient)
+                xp.matmul(w_hh_t, d_hidden, out=dh)
+                dh += direct
+        d_inputs, d_hiddens = d_inputs.reshape(rows, steps * batch), d_hiddens.reshape(rows, steps * batch)
+        dx = None
+        if needs[0]:
+            dx = (d_inputs.T @ w_ih).reshape(steps, batch, w_ih.shape[1])
+            dx = dx[::-1] if ctx.reverse else dx
+        bias = len(x_columns) > w_ih.shape[1]
+        d_w_ih, d_b_ih = _split_bias(xp, d_inputs, x_columns, bias, needs[2], needs[4])
+        d_w_hh, d_b_hh = _split_bias(xp, d_hiddens, h_columns[:, :steps], bias, needs[3], needs[5])
+        return dx, _from_columns(xp, dh) if needs[1] else None, d_w_ih, d_w_hh, d_b_ih, d_b_hh
+
+
+def _columns(xp, a, ones):
+    """``a`` (``[T, B, F]``) transposed to ``[F (+ 1), T, B]``, with a row of ones under it when ``ones``
+    (it multiplies a bias column)."""
+    steps, batch, features = a.shape
+    columns = xp.empty((features + ones, steps, batch), a.dtype)
+    columns[:features] = a.transpose(2, 0, 1)
+    if ones:
+        columns[features] = 1
+    return columns
+
+
+def _with_bias(xp, w, b):
+    """``[w | b]``, or ``w`` without a bias."""
+    return w if b is None else xp.concatenate((w, b[:, None]), 1)
+
+
+def _split_bias(xp, d_gates, columns, bias, need_w, need_b):
+    """The gradients of a weight and of its bias (the last column, from the row of ones, when ``bias``):
+    one matmul of ``d_gates`` (``[rows, T * B]``) with the columns over every step."""
+    if not (need_w or need_b):
+        return None, None
+    d_weights = d_gates @ columns.reshape(len(columns), d_gates.shape[1]).T
+    if not bias:
+        return d_weights, None
+    return xp.ascontiguousarray(d_weights[:, :-1]) if need_w else None, d_weights[:, -1].copy() if need_b else None
+
+
 def _gate_product(xp, w_ih, w_hh, b_ih, b_hh, columns):
     """A function ``(column_block, out)`` that writes a step's pre-activations (``[4H, B]``) with the i, f
     and o rows halved into ``out``. Over many ``columns`` (steps times batch) the weights are joined and
