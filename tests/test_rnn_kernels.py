@@ -101,6 +101,18 @@ def cuda():
 needs_cuda = pytest.mark.skipif(not backends.cuda_available(), reason="cuda backend unavailable (CuPy or a GPU)")
 
 
+def cuda_variants(name):
+    """Kernel ``name`` on the cuda backend: compiled, and its reference run on CuPy."""
+    return kernels.get(name, cuda()), functools.partial(kernels.KERNELS[name].reference, cuda().xp)
+
+
+def assert_on_host(got, want, dtype):
+    """Device arrays ``got`` equal the host arrays ``want``, in ``dtype``."""
+    for g, w in zip(got, want):
+        assert g.dtype == dtype
+        np.testing.assert_allclose(cuda().to_host(g), w, **TOL[dtype])
+
+
 @pytest.mark.cuda
 @needs_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
@@ -108,11 +120,8 @@ def test_cuda_lstm_cell_matches_the_reference(dtype):
     gates, c = step_inputs(dtype)
     want = run_forward(kernels.get("lstm_cell", cpu), np, gates, c)
     device = [cuda().asarray(a) for a in (gates, c)]
-    for cell in (kernels.get("lstm_cell", cuda()), functools.partial(kernels.KERNELS["lstm_cell"].reference,
-                                                                      cuda().xp)):
-        for g, w in zip(run_forward(cell, cuda().xp, *device), want):
-            assert g.dtype == dtype
-            np.testing.assert_allclose(cuda().to_host(g), w, **TOL[dtype])
+    for cell in cuda_variants("lstm_cell"):
+        assert_on_host(run_forward(cell, cuda().xp, *device), want, dtype)
 
 
 @pytest.mark.cuda
@@ -123,13 +132,10 @@ def test_cuda_lstm_cell_backward_matches_the_reference(dtype):
     device = [cuda().asarray(a) for a in inputs[2:]]  # act, tanh_c, dh, dc
     act, tanh_c, dh, dc = device
     c = cuda().asarray(inputs[1])
-    for step in (kernels.get("lstm_cell_backward", cuda()),
-                 functools.partial(kernels.KERNELS["lstm_cell_backward"].reference, cuda().xp)):
+    for step in cuda_variants("lstm_cell_backward"):
         d_gates, dc_prev = cuda().xp.empty_like(act), cuda().xp.empty_like(c)
         step(act, c, tanh_c, dh, dc, d_gates, dc_prev)
-        for g, w in ((d_gates, want[0]), (dc_prev, want[1])):
-            assert g.dtype == dtype
-            np.testing.assert_allclose(cuda().to_host(g), w, **TOL[dtype])
+        assert_on_host((d_gates, dc_prev), want, dtype)
 
 
 # ---- the column layout (one column per batch row) that the whole-sequence node runs ------------------------
@@ -191,11 +197,8 @@ def test_cuda_lstm_cell_columns_matches_the_reference(dtype):
     def on_device(cell, gates, c):  # (the transposes and halving on the host: they are the caller's)
         return run_columns(cell, xp, gates, c, strided_h=True)
 
-    for cell in (kernels.get("lstm_cell_columns", cuda()),
-                 functools.partial(kernels.KERNELS["lstm_cell_columns"].reference, xp)):
-        for g, w in zip(on_device(cell, *device), want):
-            assert g.dtype == dtype
-            np.testing.assert_allclose(cuda().to_host(g), w, **TOL[dtype])
+    for cell in cuda_variants("lstm_cell_columns"):
+        assert_on_host(on_device(cell, *device), want, dtype)
 
 
 @pytest.mark.cuda
@@ -204,24 +207,23 @@ def test_cuda_lstm_cell_columns_matches_the_reference(dtype):
 def test_cuda_lstm_cell_columns_backward_matches_the_reference(dtype):
     (_, c, act, tanh_c, dh, dc), want = step_backward(dtype)
     device = [cuda().asarray(a) for a in (act, c, tanh_c, dh, dc)]
-    for step in (kernels.get("lstm_cell_columns_backward", cuda()),
-                 functools.partial(kernels.KERNELS["lstm_cell_columns_backward"].reference, cuda().xp)):
-        for g, w in zip(columns_backward(step, cuda().xp, *device), want):
-            assert g.dtype == dtype
-            np.testing.assert_allclose(cuda().to_host(g), w, **TOL[dtype])
+    for step in cuda_variants("lstm_cell_columns_backward"):
+        assert_on_host(columns_backward(step, cuda().xp, *device), want, dtype)
 
 
 # ---- the whole-sequence node ---------------------------------------------------------------------------
 
-def layer_arguments(bias=True, seed=0, steps=4, batch=2, size=3, features=2):
+def layer_arguments(bias=True, seed=0, steps=4, batch=2, size=3, features=2, gates=4):
+    """``(x, h0, c0, w_ih, w_hh, b_ih, b_hh)`` of an LSTM layer as float64 leaves; with ``gates=3`` a GRU's
+    (no ``c0``)."""
     r.manual_seed(seed)
 
     def leaf(*shape):
         return r.randn(*shape, dtype=r.float64, requires_grad=True)
 
-    biases = (leaf(4 * size), leaf(4 * size)) if bias else (None, None)
-    return (leaf(steps, batch, features), leaf(batch, size), leaf(batch, size), leaf(4 * size, features),
-            leaf(4 * size, size), *biases)
+    states = tuple(leaf(batch, size) for _ in range(2 if gates == 4 else 1))
+    biases = (leaf(gates * size), leaf(gates * size)) if bias else (None, None)
+    return (leaf(steps, batch, features), *states, leaf(gates * size, features), leaf(gates * size, size), *biases)
 
 
 # steps * batch against input + hidden size: the layer joins and halves the weights once (many columns) or
@@ -260,8 +262,11 @@ def unrolled(x, h, c, w_ih, w_hh, b_ih, b_hh, reverse=False):
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
 def test_lstm_layer_equals_the_unrolled_equations_values_and_gradients(reverse, shape):
     args = layer_arguments(size=4, features=3, seed=3, **shape)
-    got = LSTMLayer.apply(*args, reverse=reverse)
-    want = unrolled(*args, reverse=reverse)
+    assert_same_values_and_gradients(LSTMLayer.apply(*args, reverse=reverse), unrolled(*args, reverse=reverse), args)
+
+
+def assert_same_values_and_gradients(got, want, args):
+    """The outputs ``got`` and ``want`` equal, and so the gradients of one random weighting of them."""
     weights = [r.randn(*w.shape, dtype=r.float64) for w in want]
     grads = r.autograd.grad(sum((g * w).sum() for g, w in zip(got, weights)), args)
     grads_want = r.autograd.grad(sum((g * w).sum() for g, w in zip(want, weights)), args)
@@ -401,23 +406,11 @@ def test_cuda_gru_cell_columns_and_backward_match_the_reference(dtype):
     on_cpu = [kernels.get(name, cpu) for name in ("gru_cell_columns", "gru_cell_columns_backward")]
     want = run_gru(on_cpu[0], np, *inputs) + gru_backward(*on_cpu, np, *inputs, dh)
     xp, device = cuda().xp, [cuda().asarray(a) for a in (*inputs, dh)]
-    for forward, backward in ([kernels.get(name, cuda()) for name in ("gru_cell_columns", "gru_cell_columns_backward")],
-                              [functools.partial(kernels.KERNELS[name].reference, xp)
-                               for name in ("gru_cell_columns", "gru_cell_columns_backward")]):
-        got = run_gru(forward, xp, *device[:3]) + gru_backward(forward, backward, xp, *device)
-        for g, w in zip(got, want):
-            assert g.dtype == dtype
-            np.testing.assert_allclose(cuda().to_host(g), w, **TOL[dtype])
+    for forward, backward in zip(cuda_variants("gru_cell_columns"), cuda_variants("gru_cell_columns_backward")):
+        assert_on_host(run_gru(forward, xp, *device[:3]) + gru_backward(forward, backward, xp, *device), want, dtype)
 
 
-def gru_arguments(bias=True, seed=0, steps=4, batch=2, size=3, features=2):
-    r.manual_seed(seed)
-
-    def leaf(*shape):
-        return r.randn(*shape, dtype=r.float64, requires_grad=True)
-
-    biases = (leaf(3 * size), leaf(3 * size)) if bias else (None, None)
-    return (leaf(steps, batch, features), leaf(batch, size), leaf(3 * size, features), leaf(3 * size, size), *biases)
+gru_arguments = functools.partial(layer_arguments, gates=3)
 
 
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
@@ -448,13 +441,8 @@ def gru_unrolled(x, h, w_ih, w_hh, b_ih, b_hh, reverse=False):
 @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
 def test_gru_layer_equals_the_unrolled_equations_values_and_gradients(reverse):
     args = gru_arguments(steps=5, batch=3, size=4, features=3, seed=3)
-    got = GRULayer.apply(*args, reverse=reverse)
-    want = gru_unrolled(*args, reverse=reverse)
-    weights = [r.randn(*w.shape, dtype=r.float64) for w in want]
-    grads = r.autograd.grad(sum((g * w).sum() for g, w in zip(got, weights)), args)
-    grads_want = r.autograd.grad(sum((g * w).sum() for g, w in zip(want, weights)), args)
-    for g, w in zip(got + grads, want + grads_want):
-        np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-12, atol=1e-12)
+    assert_same_values_and_gradients(GRULayer.apply(*args, reverse=reverse), gru_unrolled(*args, reverse=reverse),
+                                     args)
 
 
 def test_the_gru_layer_runs_the_fused_node_and_skips_gradients_nobody_needs():

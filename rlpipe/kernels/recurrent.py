@@ -49,10 +49,16 @@ def lstm_cell(xp, gates, c, act, c_out, tanh_c, h):
     xp.tanh(act, out=act)
     act *= scale
     act += shift
-    i, f, g, o = _split(act, size)
+    _new_state(xp, _split(act, size), c, c_out, tanh_c, h)
+
+
+def _new_state(xp, gates, c, c_out, tanh_c, h):
+    """From the activated ``gates`` (i, f, g, o) and ``c``: ``c' = f * c + i * g`` into ``c_out``,
+    ``tanh(c')`` into ``tanh_c`` and ``h' = o * tanh(c')`` into ``h``."""
+    i, f, g, o = gates
     xp.multiply(f, c, out=c_out)
-    xp.multiply(i, g, out=h)  # h as scratch
-    c_out += h
+    xp.multiply(i, g, out=tanh_c)  # tanh_c as scratch
+    c_out += tanh_c
     xp.tanh(c_out, out=tanh_c)
     xp.multiply(o, tanh_c, out=h)
 
@@ -97,12 +103,7 @@ def lstm_cell_columns(xp, act, c, c_out, tanh_c, h):
     for sigmoid in (act[:2 * size], act[3 * size:]):
         sigmoid *= 0.5
         sigmoid += 0.5
-    i, f, g, o = _blocks(act, size)
-    xp.multiply(f, c, out=c_out)
-    xp.multiply(i, g, out=tanh_c)  # tanh_c as scratch
-    c_out += tanh_c
-    xp.tanh(c_out, out=tanh_c)
-    xp.multiply(o, tanh_c, out=h)
+    _new_state(xp, _blocks(act, size), c, c_out, tanh_c, h)
 
 
 def lstm_cell_columns_backward(xp, act, c, tanh_c, dh, dc, d_gates, dc_prev):
