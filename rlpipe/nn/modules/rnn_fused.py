@@ -1,4 +1,4 @@
-"""The LSTM as two Functions over backend arrays, both running step kernels of ``rlpipe.kernels``:
+"""The LSTM and the GRU as Functions over backend arrays, running step kernels of ``rlpipe.kernels``:
 
 - ``LSTMGates``: the gate math of one step (``LSTMCell``, and the layers' packed and projected paths),
   ``lstm_cell`` / ``lstm_cell_backward``;
@@ -6,7 +6,8 @@
   on transposed arrays (``lstm_cell_columns`` / ``lstm_cell_columns_backward``). Its forward runs the
   steps into preallocated buffers; its backward runs back through time by hand and computes the weight
   gradients in one matmul over all steps (a graph of a dozen nodes per step cost twice the arithmetic in
-  Python and autograd bookkeeping).
+  Python and autograd bookkeeping);
+- ``GRULayer``: the same for a GRU layer (``gru_cell_columns`` / ``gru_cell_columns_backward``).
 """
 from ... import kernels
 from ...primitives.base import Op
