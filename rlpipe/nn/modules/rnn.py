@@ -214,6 +214,8 @@ class RNNBase(Module):
         else:
             hx = self._batched_hidden(hx, batched)
         self.check_forward_args(input, hx, None)
+        if input.shape[1 if self.batch_first else 0] == 0:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         if self.batch_first:
             input = input.transpose(0, 1)
         return input, None, None, None, hx, batched
