@@ -68,21 +68,28 @@ def lstm_cell_backward(xp, act, c, tanh_c, dh, dc, d_gates, dc_prev):
     gradient ``dh`` of ``h'`` and ``dc`` of ``c'`` (what later steps sent back), writes the gradient of the
     pre-activations into ``d_gates`` (``[B, 4H]``) and that of ``c`` into ``dc_prev``."""
     size = c.shape[-1]
-    i, f, g, o = _split(act, size)
-    dc_total = 1 - tanh_c * tanh_c
+    _gates_backward(xp, lambda a: _split(a, size), act, c, tanh_c, dh, dc, d_gates, dc_prev)
+
+
+def _gates_backward(xp, split, act, c, tanh_c, dh, dc, d_gates, dc_prev):
+    """Both layouts' step backward; ``split`` gives an array's four gate parts (i, f, g, o)."""
+    i, f, g, o = split(act)
+    d_i, d_f, d_g, d_o = split(d_gates)
+    dc_total = tanh_c * tanh_c
+    xp.subtract(1, dc_total, out=dc_total)
     dc_total *= o
     dc_total *= dh
     dc_total += dc
-    d_i, d_f, d_g, d_o = _split(d_gates, size)
+    slope = 1 - act
+    slope *= act  # s * (1 - s): the sigmoid's slope on i, f, o
+    slope_g = split(slope)[2]
+    xp.multiply(g, g, out=slope_g)
+    xp.subtract(1, slope_g, out=slope_g)  # 1 - g^2 on g
     # the gradient reaching each activated gate, then through its activation
     xp.multiply(dc_total, g, out=d_i)
     xp.multiply(dc_total, c, out=d_f)
     xp.multiply(dc_total, i, out=d_g)
     xp.multiply(dh, tanh_c, out=d_o)
-    slope = 1 - act
-    slope *= act  # s * (1 - s): the sigmoid's slope on i, f, o
-    xp.multiply(g, g, out=slope[:, 2 * size:3 * size])
-    xp.subtract(1, slope[:, 2 * size:3 * size], out=slope[:, 2 * size:3 * size])  # 1 - g^2 on g
     d_gates *= slope
     xp.multiply(dc_total, f, out=dc_prev)
 
@@ -112,25 +119,7 @@ def lstm_cell_columns_backward(xp, act, c, tanh_c, dh, dc, d_gates, dc_prev):
     (unhalved) pre-activations into ``d_gates`` (``[4H, B]``, may be a strided view) and that of ``c``
     into ``dc_prev``."""
     size = c.shape[0]
-    i, f, g, o = _blocks(act, size)
-    d_i, d_f, d_g, d_o = _blocks(d_gates, size)
-    dc_total = tanh_c * tanh_c
-    xp.subtract(1, dc_total, out=dc_total)
-    dc_total *= o
-    dc_total *= dh
-    dc_total += dc
-    xp.multiply(dc_total, g, out=d_i)
-    xp.multiply(dc_total, c, out=d_f)
-    xp.multiply(dh, tanh_c, out=d_o)
-    for grad, sigmoid in ((d_gates[:2 * size], act[:2 * size]), (d_o, o)):
-        slope = 1 - sigmoid
-        slope *= sigmoid
-        grad *= slope
-    slope = g * g
-    xp.subtract(1, slope, out=slope)
-    slope *= i
-    xp.multiply(slope, dc_total, out=d_g)
-    xp.multiply(dc_total, f, out=dc_prev)
+    _gates_backward(xp, lambda a: _blocks(a, size), act, c, tanh_c, dh, dc, d_gates, dc_prev)
 
 
 def gru_cell_columns(xp, x_gates, h_gates, h, act, h_out):
