@@ -280,7 +280,7 @@ class RNNBase(Module):
         b_ih, b_hh = params[2:4] if self.bias else (None, None)
         w_hr = params[-1] if self.proj_size > 0 else None
         fused = batch_sizes is None and w_hr is None and self.mode in ("LSTM", "GRU")
-        if fused and _plain_same_dtype(x, *state, *params):
+        if fused and _plain_same_dtype((x, *state, w_ih), params):
             if self.mode == "GRU":
                 out, h = GRULayer.apply(x, *state, w_ih, w_hh, b_ih, b_hh, reverse=reverse)
                 return out, (h,)
@@ -316,10 +316,12 @@ class RNNBase(Module):
         return (rnn_gates(x_gates + h_gates, "tanh" if self.mode == "RNN_TANH" else "relu"),)
 
 
-def _plain_same_dtype(*tensors):
-    """Whether the fused layer can take ``tensors``: plain tensors (not vmap's batched ones, which run
-    the per-step ops and their batching rules) of one dtype."""
-    return all(isinstance(t, Tensor) and t.dtype == tensors[0].dtype for t in tensors)
+def _plain_same_dtype(tensors, params):
+    """Whether the fused layer can take ``tensors`` (of one dtype) and ``params``: plain tensors, not
+    vmap's batched ones (those run the per-step ops and their batching rules)."""
+    dtype = tensors[0].dtype
+    return all(isinstance(t, Tensor) and t.dtype == dtype for t in tensors) and \
+        all(isinstance(p, Tensor) for p in params)
 
 
 def _stack(tensors):
