@@ -341,6 +341,22 @@ def _legacy_new(args, dtype, device, strict=False):
     return tensor(data, dtype=dtype, device=device)
 
 
+@tensor_method("new")
+def _new(self, *args, device=None, size=None):
+    """torch's legacy ``Tensor.new``, in this tensor's dtype (on its device unless ``device`` is given):
+    ``x.new(2, 3)`` (or a Size, or ``size=``) an uninitialized tensor of that shape, ``x.new()`` an empty
+    vector, ``x.new(data)`` a copy of a sequence, ``x.new(other)`` an alias of a tensor of the same dtype
+    (any other dtype is refused, as a lone number is)."""
+    if size is not None:
+        if args:
+            raise TypeError(f"new(): got sizes {args!r} and size={size!r}; give one of them")
+        args = (Size(size),)
+    device = self.device if device is None else device
+    if len(args) == 1 and isinstance(args[0], Tensor) and args[0].dtype is self.dtype:
+        return args[0].view(args[0].shape)
+    return _legacy_new(args, self.dtype, device, strict=True)
+
+
 @tensor_method("__init__")
 def _init_tensor(self, *args, device=None, dtype=None):
     """``Tensor(data)``: a default-dtype copy of ``data``; ``Tensor(2, 3)`` or ``Tensor(Size([2, 3]))``:

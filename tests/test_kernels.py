@@ -27,7 +27,9 @@ OPTIM = ("sgd_step", "adam_step", "rmsprop_step", "adagrad_step")
 RETURNS = ("n_step_returns", "value_estimate")
 ACTIVATIONS = ("relu_backward", "leaky_relu", "leaky_relu_backward", "sigmoid", "sigmoid_backward", "tanh_backward",
                "gelu", "gelu_tanh", "gelu_backward", "gelu_tanh_backward", "softplus", "softplus_backward")
-RECURRENT = ("lstm_cell", "lstm_cell_backward")  # tested in test_rnn_kernels.py
+# tested in test_rnn_kernels.py
+RECURRENT = ("lstm_cell", "lstm_cell_backward", "lstm_cell_columns", "lstm_cell_columns_backward", "gru_cell_columns",
+             "gru_cell_columns_backward")
 
 
 # ---- the registry -------------------------------------------------------------------------------

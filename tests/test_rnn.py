@@ -286,6 +286,10 @@ def test_unbatched_input_matches_a_batch_of_one():
     (lambda: nn.GRU(3, 4), (r.zeros(3),), ValueError, "GRU: Expected input to be 2D or 3D, got 1D tensor instead"),
     (lambda: nn.RNN(3, 4), (r.zeros(2, 2, 5),), RuntimeError,
      "input.size(-1) must be equal to input_size. Expected 3, got 5"),
+    (lambda: nn.LSTM(3, 4), (r.zeros(0, 2, 3),), RuntimeError, "Expected sequence length to be larger than 0 in RNN"),
+    (lambda: nn.GRU(3, 4, batch_first=True), (r.zeros(2, 0, 3),), RuntimeError,
+     "Expected sequence length to be larger than 0 in RNN"),
+    (lambda: nn.RNN(3, 4), (r.zeros(0, 3),), RuntimeError, "Expected sequence length to be larger than 0 in RNN"),
     (lambda: nn.RNN(3, 4), (r.zeros(2, 2, 3), r.zeros(1, 3, 4)), RuntimeError,
      "Expected hidden size (1, 2, 4), got [1, 3, 4]"),
     (lambda: nn.RNN(3, 4), (r.zeros(2, 2, 3), r.zeros(2, 4)), RuntimeError,
@@ -387,6 +391,9 @@ def test_packing_errors_are_torchs():
         pack_padded_sequence(r.zeros(3, 2), [0, 3], enforce_sorted=False)
     with pytest.raises(RuntimeError, match=r"Expected `len\(lengths\)` to be equal to batch_size, but got 3"):
         pack_padded_sequence(r.zeros(3, 2), [3, 2, 1])
+    for padded, lengths in ((r.zeros(0, 0), []), (r.zeros(3, 0, 2), [])):  # torch 2.13's message for both
+        with pytest.raises(RuntimeError, match="Cannot pack empty tensors"):
+            pack_padded_sequence(padded, lengths)
     with pytest.raises(RuntimeError, match="padding_side to be one of left or right, but got x"):
         pad_sequence([r.zeros(2)], padding_side="x")
 
@@ -423,3 +430,21 @@ def test_packed_input_with_a_given_state_is_sorted_and_unsorted():
     _, h = gru(pack_sequence(seqs, enforce_sorted=False), h0)
     for i, seq in enumerate(seqs):
         np.testing.assert_allclose(h[0, i].detach().numpy(), gru(seq, h0[:, i])[1][0].detach().numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+def test_a_layer_under_vmap_equals_the_loop_over_the_batch_values_and_gradients(cls):
+    """vmap hands the layer batched tensors, which run the per-step ops (the fused LSTM node takes plain
+    tensors only; it used to be handed the batched ones and fail)."""
+    from rlpipe.func import vmap
+    r.manual_seed(5)
+    layer = cls(3, 4, dtype=r.float64)
+    x = r.randn(5, 2, 6, 3, dtype=r.float64, requires_grad=True)
+    got = vmap(lambda seq: layer(seq)[0])(x)
+    want = r.stack([layer(seq)[0] for seq in x])
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), atol=1e-12)
+    weights = r.randn(*got.shape, dtype=r.float64)
+    grads = r.autograd.grad((got * weights).sum(), [x, layer.weight_hh_l0])
+    grads_want = r.autograd.grad((want * weights).sum(), [x, layer.weight_hh_l0])
+    for g, w in zip(grads, grads_want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), atol=1e-12)

@@ -253,6 +253,37 @@ def test_legacy_constructor_errors(call, error, message):
     assert message in str(e.value)
 
 
+def test_tensor_new_builds_in_the_tensors_dtype_as_torch():
+    """Values measured on torch 2.13: sizes, a Size, ``size=``, nothing, data (converted as the legacy
+    constructors do), and a tensor of the same dtype, which comes back as an alias gradients flow through."""
+    x = r.zeros(2, dtype=r.float64)
+    assert x.new(2, 3).shape == (2, 3) and x.new(2, 3).dtype is r.float64
+    assert x.new(r.Size([2, 2])).shape == (2, 2) and x.new(size=(2, 3)).shape == (2, 3)
+    assert x.new().shape == (0,) and x.new(2, device="cpu").shape == (2,)
+    assert x.new([1, 2]).tolist() == [1.0, 2.0] and x.new([1, 2]).dtype is r.float64
+    assert r.zeros(2, dtype=r.int64).new([1.7, 2]).tolist() == [1, 2]
+    assert not r.ones(2, requires_grad=True).new(2).requires_grad
+    other = r.ones(3, dtype=r.float64, requires_grad=True)
+    alias = x.new(other)
+    alias.mul(2).sum().backward()
+    assert other.grad.tolist() == [2.0, 2.0, 2.0]
+    with r.no_grad():
+        alias[0] = 5
+    assert other[0].item() == 5
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: r.zeros(2, dtype=r.float64).new(r.ones(2)), "expected rlpipe.float64 (got rlpipe.float32)"),
+    (lambda: r.zeros(2).new(2.5), "new(): data must be a sequence (got float)"),
+    (lambda: r.zeros(2).new("a"), "new(): invalid data type 'str'"),
+    (lambda: r.zeros(2).new(2, size=(3,)), "new(): got sizes (2,) and size=(3,); give one of them"),
+])
+def test_tensor_new_refuses_what_torch_refuses(call, message):
+    with pytest.raises(TypeError) as e:
+        call()
+    assert message in str(e.value)
+
+
 # ---- the default device ---------------------------------------------------------------------------
 
 def test_default_device_is_the_cpu_and_can_be_set_back():

@@ -192,3 +192,14 @@ def test_mv_values_and_torch_errors():
         rlpipe.mv(rlpipe.ones(2, 3), rlpipe.ones(2))
     m, v = rlpipe.randn(5, 2, 3), rlpipe.randn(3)
     close(vmap(rlpipe.mv, (0, None))(m, v), loop(rlpipe.mv, m, v, in_dims=(0, None)))
+
+
+def test_index_select_by_a_shared_or_a_per_sample_index():
+    x = rlpipe.randn(4, 3, 5)
+    shared = rlpipe.tensor([4, 0, 4])
+    close(vmap(lambda v: v.index_select(1, shared))(x), loop(lambda v: v.index_select(1, shared), x))
+    rows = rlpipe.tensor([2, 0])
+    close(vmap(lambda v: rlpipe.index_select(v, -2, rows))(x), loop(lambda v: v.index_select(0, rows), x))
+    own = rlpipe.tensor([[0, 1], [2, 2], [1, 0], [0, 0]])
+    close(vmap(lambda v, i: v.index_select(0, i))(x, own), loop(lambda v, i: v.index_select(0, i), x, own))
+    close(vmap(lambda i: x[0].index_select(1, i))(own), loop(lambda i: x[0].index_select(1, i), own))

@@ -452,6 +452,21 @@ def _gather(level, name, func, args, kwargs):
     return _wrap(value.gather(_dim(_get(args, kwargs, 1, "dim"), value.ndim - 1), index), level)
 
 
+@_rule("index_select")
+def _index_select(level, name, func, args, kwargs):
+    """Along the sample's dim, by one index for all samples or (a batched index) by each sample's own."""
+    value = _expanded(*_unwrap(args[0], level), level)
+    dim = _dim(_get(args, kwargs, 1, "dim"), value.ndim - 1)
+    index, index_batched = _unwrap(_get(args, kwargs, 2, "index"), level)
+    if not index_batched:
+        return _wrap(value.index_select(dim, index), level)
+    shape = [1] * value.ndim
+    shape[0], shape[dim] = value.shape[0], index.shape[-1]
+    sizes = list(value.shape)
+    sizes[dim] = index.shape[-1]
+    return _wrap(value.gather(dim, index.reshape(shape).expand(*sizes)), level)
+
+
 @_rule("__getitem__")
 def _getitem(level, name, func, args, kwargs):
     value, _ = _unwrap(args[0], level)

@@ -428,7 +428,8 @@ def scatter_add(input, dim, index, src):
     return _scatter(input, dim, index, src, True, "scatter_add")
 
 
-@tensor_method
+@tensor_method  # (above the hook: the method too offers a batched index to vmap)
+@torch_function("input", "index")
 def index_select(input, dim, index):
     """The slices of ``input`` at the positions of the 1-d int64 (or int32) ``index`` along ``dim``, as a copy."""
     if not isinstance(index, Tensor) or index.dtype not in (_dtypes.int64, _dtypes.int32):

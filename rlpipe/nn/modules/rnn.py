@@ -4,7 +4,8 @@ Parameters, their names, shapes, order and initialisation are torch's, so a torc
 as it is. A layer projects the input of every time step in one matmul per layer and direction; each step
 then costs one ``h @ W_hh.T`` and the gate math, which is written once per kind of cell below
 (``lstm_gates``, ``gru_gates``, ``rnn_gates``). An LSTM layer without projection over a padded (not packed)
-sequence runs as one graph node (``rnn_fused.LSTMLayer``), its gates in the ``lstm_cell`` kernel.
+sequence runs as one graph node (``rnn_fused.LSTMLayer``): one matmul a step for the input and recurrent
+products together, its gates in the ``lstm_cell_columns`` kernel; a GRU layer likewise (``GRULayer``).
 """
 import math
 import numbers
@@ -17,7 +18,7 @@ from .. import functional as F
 from .. import init
 from ..utils.rnn import PackedSequence
 from ._params import register_optional
-from .rnn_fused import LSTMGates, LSTMLayer
+from .rnn_fused import GRULayer, LSTMGates, LSTMLayer
 from .module import Module
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
@@ -213,6 +214,8 @@ class RNNBase(Module):
         else:
             hx = self._batched_hidden(hx, batched)
         self.check_forward_args(input, hx, None)
+        if input.shape[1 if self.batch_first else 0] == 0:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         if self.batch_first:
             input = input.transpose(0, 1)
         return input, None, None, None, hx, batched
@@ -276,7 +279,11 @@ class RNNBase(Module):
         w_ih, w_hh = params[:2]
         b_ih, b_hh = params[2:4] if self.bias else (None, None)
         w_hr = params[-1] if self.proj_size > 0 else None
-        if self.mode == "LSTM" and w_hr is None and batch_sizes is None and _same_dtype(x, *state, w_ih):
+        fused = batch_sizes is None and w_hr is None and self.mode in ("LSTM", "GRU")
+        if fused and _plain_same_dtype((x, *state, w_ih), params):
+            if self.mode == "GRU":
+                out, h = GRULayer.apply(x, *state, w_ih, w_hh, b_ih, b_hh, reverse=reverse)
+                return out, (h,)
             out, h, c = LSTMLayer.apply(x, *state, w_ih, w_hh, b_ih, b_hh, reverse=reverse)
             return out, (h, c)
         x_gates = F.linear(x, w_ih, b_ih)
@@ -309,8 +316,12 @@ class RNNBase(Module):
         return (rnn_gates(x_gates + h_gates, "tanh" if self.mode == "RNN_TANH" else "relu"),)
 
 
-def _same_dtype(*tensors):
-    return all(t.dtype == tensors[0].dtype for t in tensors)
+def _plain_same_dtype(tensors, params):
+    """Whether the fused layer can take ``tensors`` (of one dtype) and ``params``: plain tensors, not
+    vmap's batched ones (those run the per-step ops and their batching rules)."""
+    dtype = tensors[0].dtype
+    return all(isinstance(t, Tensor) and t.dtype == dtype for t in tensors) and \
+        all(isinstance(p, Tensor) for p in params)
 
 
 def _stack(tensors):

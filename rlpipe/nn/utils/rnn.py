@@ -117,6 +117,8 @@ def _batch_sizes(lengths):
 def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True):
     """Packs a padded batch ``[T, B, *]`` (``[B, T, *]`` with ``batch_first``) of sequences of the given
     ``lengths``; with ``enforce_sorted=False`` the batch need not be sorted by decreasing length."""
+    if input.numel() == 0:
+        raise RuntimeError("Cannot pack empty tensors.")
     lengths = _lengths_list(lengths)
     batch_dim = 0 if batch_first else 1
     sorted_indices = None
