@@ -274,9 +274,7 @@ class _IOMixin:
         """A consolidated TensorDict pickles as its one storage and its metadata (tensordict 0.14's
         consolidated transport); any other pickles its state."""
         if self.is_consolidated():
-            storage = self._consolidated["storage"]
-            return _from_consolidated_state, (type(self), self._consolidated["metadata"], storage._host(),
-                                              str(storage.device))
+            return consolidated_reduce(self)
         return super().__reduce_ex__(protocol)
 
     def __getstate__(self):
@@ -300,6 +298,12 @@ class _IOMixin:
         if locked:
             self.lock_()
             self._last_op = None
+
+
+def consolidated_reduce(td):
+    """``__reduce_ex__`` of a consolidated TensorDict or lazy stack: its storage and its metadata."""
+    storage = td._consolidated["storage"]
+    return _from_consolidated_state, (type(td), td._consolidated["metadata"], storage._host(), str(storage.device))
 
 
 def _from_consolidated_state(cls, metadata, array, device):

@@ -17,7 +17,7 @@ from .._creation import as_tensor, full as _full
 from .._tensor import Size, Tensor
 from .._utils import unavailable
 from ._common import _NO_DEFAULT, _RAISE, _is_key
-from ._io import _LOADERS
+from ._io import _LOADERS, consolidated_reduce
 from ._lazy_index import _LazyIndexMixin
 from ._shape import _join_leaves
 from ._td import TensorDict
@@ -77,6 +77,12 @@ def _pad(tensors, side, value):
                            f"{[list(t.shape) for t in tensors]}") from None
 
 
+def _holds_lazy(td):
+    """Whether a TensorDict has a lazy stack anywhere among its nested TensorDicts."""
+    return any(isinstance(v, LazyStackedTensorDict) or (isinstance(v, TensorDictBase) and _holds_lazy(v))
+               for v in td.values())
+
+
 class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     """TensorDicts stacked along ``stack_dim`` without copying (see the module docstring).
 
@@ -86,7 +92,8 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     >>> s[1] is b, s.get("obs", as_list=True)[1].shape
     (True, rlpipe.Size([3, 5]))
     """
-    __slots__ = ("tensordicts", "stack_dim", "_batch_size", "_stack_name", "_empty_device", "__weakref__")
+    __slots__ = ("tensordicts", "stack_dim", "_batch_size", "_stack_name", "_empty_device", "_consolidated",
+                 "__weakref__")
 
     def __init__(self, *tensordicts, stack_dim=0, batch_size=None, device=None, names=None, stack_dim_name=None,
                  strict_shape=False, hook_out=None, hook_in=None):
@@ -521,7 +528,16 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
             for mine, theirs in zip(self.tensordicts, out.tensordicts):
                 mine._into(theirs)
             return out
+        if _holds_lazy(out):
+            return self._into_each(out)  # out's own lazy entries keep their layout
         return self.contiguous()._into(out)
+
+    def _into_each(self, out):
+        """Writes each stacked TensorDict into its slice of ``out`` along the stack dim."""
+        lead = (slice(None),) * self.stack_dim
+        for i, td in enumerate(self.tensordicts):
+            out[lead + (i,)] = td
+        return out
 
     def _write_at(self, index, value, n_self, n_val, prefix, dry):
         """A parent's ``td[index] = value`` reaching this stack (checked when written)."""
@@ -728,7 +744,32 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     def unlock_(self):
         for td in self.tensordicts:
             td.unlock_()
+        self._consolidated = None  # writes may now replace leaves: no longer views of one storage
         return self
+
+    def consolidate(self, filename=None, *, device=None, **kwargs):
+        """A locked lazy stack whose stacked TensorDicts' leaves are views of one uint8 storage
+        (``_consolidated["storage"]``; in the file ``filename`` when given), self when consolidated
+        already; the other keywords of ``TensorDict.consolidate`` change nothing here."""
+        if self.is_consolidated() and filename is None and device is None:
+            return self
+        from rlpipe.tensordict._consolidate import consolidate
+        return consolidate(self, filename, device)
+
+    def is_consolidated(self):
+        """Whether consolidate() made this lazy stack (and it has not been unlocked since)."""
+        return getattr(self, "_consolidated", None) is not None
+
+    @classmethod
+    def from_consolidated(cls, source):
+        """The TensorDict or lazy stack a consolidated file, buffer or TensorDict holds."""
+        return TensorDict.from_consolidated(source)
+
+    def __reduce_ex__(self, protocol):
+        """A consolidated lazy stack pickles as its one storage and its metadata."""
+        if self.is_consolidated():
+            return consolidated_reduce(self)
+        return super().__reduce_ex__(protocol)
 
     def share_memory_(self):
         for td in self.tensordicts:
@@ -861,3 +902,5 @@ def lazy_stack(items, dim=0, **kwargs):
     ``LazyStackedTensorDict.lazy_stack``)."""
     return LazyStackedTensorDict.lazy_stack(items, dim, **kwargs)
 
+
+LazyStackedTensorDict._dense_type = TensorDict
