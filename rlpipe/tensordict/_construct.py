@@ -60,16 +60,13 @@ class _ConstructMixin:
     def from_module(cls, module, as_module=False, lock=False, use_state_dict=False):
         """The parameters and buffers of ``module`` and its submodules (the tensors themselves),
         nested by submodule name; submodules holding none are left out. ``use_state_dict=True``
-        reads ``module.state_dict()`` instead (what its hooks give). ``as_module=True`` would give a
-        TensorDictParams, which rlpipe does not have (NotImplementedError)."""
-        if as_module:
-            raise NotImplementedError("TensorDict.from_module(as_module=True) is not available in rlpipe: "
-                                      "TensorDictParams is not implemented")
+        reads ``module.state_dict()`` instead (what its hooks give). ``as_module=True`` gives them in
+        a ``TensorDictParams`` (``no_convert=True``: the module's parameters and buffers as they are)."""
         if use_state_dict:
             td = cls(module.state_dict(), []).unflatten_keys(".")
         else:
             td = cls._from_module_tree(module)
-        return td.lock_() if lock else td
+        return _as_module(td, lock) if as_module else td.lock_() if lock else td
 
     @classmethod
     def _from_module_tree(cls, module):
@@ -91,10 +88,7 @@ class _ConstructMixin:
         ``requires_grad``; buffers become Buffers), detached from the modules'; locked unless
         ``lock=False``. ``lazy_stack=True`` stacks lazily instead (the modules' own tensors, so
         gradients reach them); ``expand_identical=True`` expands a tensor shared by every module
-        instead of copying it."""
-        if as_module:
-            raise NotImplementedError("TensorDict.from_modules(as_module=True) is not available in rlpipe: "
-                                      "TensorDictParams is not implemented")
+        instead of copying it. ``as_module=True``: in a ``TensorDictParams`` (``no_convert=True``)."""
         if not modules:
             raise ValueError("TensorDict.from_modules needs at least one module, got none")
         tds = [cls.from_module(m, use_state_dict=use_state_dict) for m in modules]
@@ -108,7 +102,7 @@ class _ConstructMixin:
         out = cls({}, [len(tds)])
         for key in tds[0].keys(True, True):
             out.set(key, _stacked([td.get(key) for td in tds], expand_identical))
-        return out.lock_() if lock else out
+        return _as_module(out, lock) if as_module else out.lock_() if lock else out
 
     def to_module(self, module, *, inplace=None, return_swap=True, swap_dest=None, use_state_dict=False,
                   non_blocking=False, preserve_module_state=True, memo=None):
@@ -360,3 +354,9 @@ def tree_unflatten_td(values, context):
     for key, value in zip(keys, values):
         out._tensordict[key] = value
     return out
+
+
+def _as_module(td, lock):
+    """``td`` in a TensorDictParams that keeps its leaves as they are (``as_module=True``)."""
+    from rlpipe.tensordict.nn.params import TensorDictParams  # tensordict.nn builds on this module
+    return TensorDictParams(td, no_convert=True, lock=lock)
