@@ -21,6 +21,7 @@ from ._construct import _ConstructMixin
 from ._entries import _EntriesMixin
 from ._index import _IndexMixin
 from . import _io
+from ._archive import extracted, is_memmap_archive
 from ._io import _IOMixin, _done, _index_to_str, _stored_batch_size
 from ._io import _str_to_index  # noqa: F401  (read here by tests written against tensordict._td)
 from ._lock import _WITH_INVERSES, _LockMixin, _enter, _exit, _lock_like_source, _with_block
@@ -101,7 +102,11 @@ class TensorDict(_EntriesMixin, _LockMixin, _ApplyMixin, _IndexMixin, _ShapeMixi
         """See ``_load_memmap``; with ``device``, the loaded TensorDict moved there. With ``out`` (an
         unlocked TensorDict of the same batch size), the loaded leaves replace out's and the entries
         out has beyond them are removed (its nested TensorDicts are kept and filled the same way);
-        out is returned, neither locked nor memory-mapped, as in tensordict."""
+        out is returned, neither locked nor memory-mapped, as in tensordict. ``prefix`` may be an
+        archive ``pack_memmap`` wrote (extracted to a temporary folder whose files are mapped)."""
+        if is_memmap_archive(prefix):
+            with extracted(prefix) as folder:
+                return cls.load_memmap(folder, device, non_blocking, out=out, **kwargs)
         if out is not None and device is not None and out.device is not None and resolve(device) != out.device:
             raise ValueError(f"Cannot load a tensordict on device {device} into a tensordict on device "
                              f"{out.device}.")
