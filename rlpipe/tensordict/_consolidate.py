@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from .. import _dtypes
-from .._device import device as _device_cls, resolve
+from .._device import CPU, device as _device_cls, resolve
 from .._tensor import Tensor, wrap
 from ._common import _as_batch_size
 from .memmap import new_mapped_file
@@ -170,20 +170,41 @@ def from_consolidated(cls, source):
     else:
         raise TypeError(f"from_consolidated: expected a file name, a buffer or a consolidated TensorDict, "
                         f"got {type(source).__name__}")
-    return rebuild(cls, metadata, wrap(storage, resolve("cpu")))
+    return rebuild(cls, metadata, wrap(storage, CPU))
 
 
 def _read_file(filename):
-    """The file's bytes, a private copy: read whole when small (faster than a map), else mapped
-    copy-on-write; writes to the result never reach the file."""
-    with open(filename, "rb", buffering=0) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size < _READ_WHOLE_BELOW:
-            return np.frombuffer(bytearray(f.read()), dtype=np.uint8)
-        return np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8)
+    """The file's bytes, a private copy: read whole when small (faster than a map; straight into
+    the array, with no intermediate bytes object), else mapped copy-on-write; writes to the result
+    never reach the file."""
+    fd = os.open(filename, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        size = os.fstat(fd).st_size
+        if size >= _READ_WHOLE_BELOW:
+            return np.frombuffer(mmap.mmap(fd, 0, access=mmap.ACCESS_COPY), dtype=np.uint8)
+        data = np.empty(size, dtype=np.uint8)
+        done = 0
+        while done < size:  # (one read, unless the system hands the bytes over in parts)
+            count = _read_into(fd, data[done:])
+            if count == 0:
+                raise ValueError(f"from_consolidated: {os.fspath(filename)!r} shrank while being read")
+            done += count
+        return data
+    finally:
+        os.close(fd)
+
+
+def _read_into(fd, view):
+    """Reads from ``fd`` into the uint8 array ``view``; the number of bytes read."""
+    if hasattr(os, "readv"):
+        return os.readv(fd, [view])
+    chunk = os.read(fd, len(view))  # (Windows: no readv)
+    view[:len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+    return len(chunk)
 
 
 _READ_WHOLE_BELOW = 1 << 20
+_JSON = json.JSONDecoder()
 
 
 def _split_file_bytes(data, where):
@@ -196,8 +217,8 @@ def _split_file_bytes(data, where):
     if not 0 < length <= data.size - 8:
         raise ValueError(f"from_consolidated: {where} records {length} bytes of metadata, expected 1 to "
                          f"{data.size - 8}: not a consolidated TensorDict")
-    try:
-        metadata = json.loads(data[-8 - length:-8].tobytes())
+    try:  # (decoded first: json.loads of bytes would detect their encoding at every call)
+        metadata = _JSON.decode(data[-8 - length:-8].tobytes().decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"from_consolidated: {where} holds no valid JSON metadata ({e})") from None
     return data[:-8 - length], metadata
@@ -217,22 +238,31 @@ def rebuild(cls, metadata, storage):
     return out
 
 
-def _build(cls, meta, storage):
+def _build(cls, meta, storage, outer=()):
     """The TensorDict, lazy stack or tensorclass ``meta`` describes (a TensorDict of class ``cls``),
-    every entry checked against its batch size; built without the per-entry checks of ``set``."""
-    if meta["cls"] == "LazyStackedTensorDict":
-        return _build_lazy(cls, meta, storage)
+    its batch size starting with ``outer``, every entry checked against it; built without the
+    per-entry checks of ``set``."""
+    kind = meta["cls"]
+    if kind == "LazyStackedTensorDict":
+        out = _build_lazy(cls, meta, storage)
+        _check_prefix(kind, out.batch_size, outer)
+        return out
     info = meta["cls_metadata"]
     batch_size = _as_batch_size(info["batch_size"])
+    _check_prefix(kind, batch_size, outer)
     # NonTensorData and NonTensorStack: _nontensor (above this module) hands them over on TensorDictBase
     non_tensor_data, non_tensor_stack = cls._non_tensor_types[:2]
-    if meta["cls"] == "NonTensorStack":
+    if kind == "NonTensorStack":
         return non_tensor_stack.from_list(meta["non_tensors"]["data"], device=info["device"])
-    if meta["cls"] != "TensorDict" and not is_tensorclass(meta["cls"]):
-        raise ValueError(f"from_consolidated: cannot rebuild a {meta['cls']!r}; expected a TensorDict")
+    wrapper = None
+    if kind != "TensorDict":
+        if not is_tensorclass(kind):
+            raise ValueError(f"from_consolidated: cannot rebuild a {kind!r}; expected a TensorDict")
+        wrapper, cls = kind, cls._dense_type
     entries = {}
     for key, (data, size, device) in meta["non_tensors"].items():
         entries[key] = non_tensor_data(data, batch_size=size, device=device)
+        _check_prefix(key, entries[key].batch_size, batch_size)
     array, prefix = storage._data, list(batch_size)
     for key, spec in meta["leaves"].items():
         if spec[1][:len(prefix)] != prefix:
@@ -240,17 +270,13 @@ def _build(cls, meta, storage):
         entries[key] = wrap(_leaf_array(key, spec, array), storage._device)
     for key, sub in meta.items():
         if key not in _META_FIELDS:
-            entries[key] = _build(cls._dense_type, sub, storage)
-    for key, value in entries.items():
-        if not isinstance(value, Tensor):
-            _check_prefix(key, value.batch_size, batch_size)
+            entries[key] = _build(cls._dense_type, sub, storage, batch_size)
     device = None if info["device"] is None else resolve(info["device"])
-    wrapper = meta["cls"] if is_tensorclass(meta["cls"]) else None
-    out = (cls._dense_type if wrapper else cls)._build(entries, batch_size, device)
+    out = cls._build(entries, batch_size, device)
     names = info.get("names")
     if names and any(n is not None for n in names):
         out.names = names
-    return wrapper._from_tensordict(out) if wrapper else out
+    return out if wrapper is None else wrapper._from_tensordict(out)
 
 
 def _build_lazy(cls, meta, storage):
@@ -283,4 +309,6 @@ def _leaf_array(key, spec, array):
     if not 0 <= start <= stop <= len(array) or stop - start < nbytes:
         raise ValueError(f"from_consolidated: leaf {key!r} needs {nbytes} bytes at [{start}, {stop}) of a "
                          f"{len(array)}-byte storage")
+    if type(array) is np.ndarray:  # one view straight onto the bytes (a third of slice-view-reshape's cost)
+        return np.ndarray(shape, dtype.np, array, start)
     return array[start:start + nbytes].view(dtype.np).reshape(shape)
