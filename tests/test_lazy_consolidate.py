@@ -119,3 +119,28 @@ def test_lazy_stack_out_keeps_out_lazy_entries_in_place():
     assert out["dense"].tolist() == [[0.0, 0.0], [1.0, 1.0]]
     assert [t.tolist() for t in out[1]["ragged"].get("x", as_list=True)] == [[1.0, 1.0], [1.0, 1.0, 1.0]]
     assert [t.tolist() for t in out[0]["ragged"].get("x", as_list=True)] == [[0.0, 0.0], [0.0, 0.0, 0.0]]
+
+
+def test_rlpipe_save_keeps_consolidated_tensordicts_and_stacks_consolidated(tmp_path):
+    dense = TensorDict(a=rlpipe.arange(3.0), s="text").consolidate()
+    stack = _ragged().consolidate()
+    for name, value in (("dense.pt", dense), ("stack.pt", stack)):
+        rlpipe.save(value, tmp_path / name)
+        back = rlpipe.load(tmp_path / name)
+        assert type(back) is type(value) and back.is_consolidated() and back.is_locked
+        assert back._consolidated["storage"].tolist() == value._consolidated["storage"].tolist()
+    assert rlpipe.load(tmp_path / "dense.pt")["s"] == "text"
+    assert [t.tolist() for t in rlpipe.load(tmp_path / "stack.pt").get("a", as_list=True)] == [[0.0, 1.0],
+                                                                                                [0.0, 1.0, 2.0]]
+
+
+def test_a_consolidated_tensorclass_entry_is_saved_entry_by_entry(tmp_path):
+    td = TensorDict(p=Pair(a="s", b=rlpipe.tensor([1.0]))).consolidate()  # its metadata names a class
+    rlpipe.save(td, tmp_path / "tc.pt")
+    back = rlpipe.load(tmp_path / "tc.pt")
+    assert not back.is_consolidated() and type(back["p"]) is Pair and back["p"].b.tolist() == [1.0]
+
+
+def test_to_none_changes_nothing():
+    td = TensorDict(a=rlpipe.ones(2))
+    assert td.to(None) is td  # as tensordict: None names no device

@@ -199,7 +199,7 @@ class _ApplyMixin:
                 other = a
             elif isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
-            elif isinstance(a, bool):  # the positional non_blocking flag
+            elif isinstance(a, bool) or a is None:  # the positional non_blocking flag; None: no device (torch's)
                 continue
             elif isinstance(a, (_dtypes.dtype, type, np.dtype)):
                 dtype = a

@@ -281,11 +281,11 @@ def _build(cls, meta, storage, outer=()):
 
 def _build_lazy(cls, meta, storage):
     """The lazy stack ``meta`` describes: its stacked TensorDicts built, then stacked (checked)."""
-    from ._lazy import LazyStackedTensorDict  # above this module's importers, loaded by then
     info = meta["cls_metadata"]
     count = sum(key not in _META_FIELDS for key in meta)
     parts = [_build(cls._dense_type, meta[str(i)], storage) for i in range(count)]
-    return LazyStackedTensorDict(*parts, stack_dim=info["stack_dim"], stack_dim_name=info.get("stack_dim_name"))
+    # LazyStackedTensorDict, which _lazy (importing this module) hands over on TensorDictBase
+    return cls._lazy_type(*parts, stack_dim=info["stack_dim"], stack_dim_name=info.get("stack_dim_name"))
 
 
 _META_FIELDS = frozenset(("cls", "non_tensors", "leaves", "cls_metadata", "size"))

@@ -357,6 +357,6 @@ def tree_unflatten_td(values, context):
 
 
 def _as_module(td, lock):
-    """``td`` in a TensorDictParams that keeps its leaves as they are (``as_module=True``)."""
-    from rlpipe.tensordict.nn.params import TensorDictParams  # tensordict.nn builds on this module
-    return TensorDictParams(td, no_convert=True, lock=lock)
+    """``td`` in a TensorDictParams that keeps its leaves as they are (``as_module=True``; the class
+    is handed over on TensorDictBase by tensordict.nn.params, which builds on this module)."""
+    return td._params_type(td, no_convert=True, lock=lock)

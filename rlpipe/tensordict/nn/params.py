@@ -288,3 +288,6 @@ class TensorDictParams(Module):
                     tensor.copy_(state_dict[key])
         if strict:
             unexpected_keys.extend(k for k in state_dict if k.startswith(prefix) and k[len(prefix):] not in local)
+
+
+TensorDictBase._params_type = TensorDictParams  # what TensorDict.from_module(as_module=True) builds
