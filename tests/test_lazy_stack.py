@@ -359,3 +359,16 @@ def test_memmap_of_a_tensordict_holding_a_lazy_stack(tmp_path):
     with pytest.raises(TypeError, match="'o'"):  # checked before any file is written
         bad.memmap_(tmp_path / "bad")
     assert not (tmp_path / "bad").exists()
+
+
+def test_nested_lazy_stacks_read_ragged_entries_as_lists_or_padded():
+    # tensordict 0.14.3 gives a list of lists of lists and a [2, 2, 2, 4] padded tensor here
+    inner = lazy_stack([TensorDict(a=rlpipe.ones(3)), TensorDict(a=rlpipe.full((4,), 2.0))])
+    outer = lazy_stack([lazy_stack([inner, inner.copy()]), lazy_stack([inner, inner.copy()])])
+    as_list = outer.get("a", as_list=True)
+    assert [[[t.tolist() for t in row] for row in block] for block in as_list] == \
+        [[[[1.0] * 3, [2.0] * 4]] * 2] * 2
+    padded = outer.get("a", as_padded_tensor=True, padding_value=-1.0)
+    assert padded.shape == (2, 2, 2, 4) and padded[1, 0, 0].tolist() == [1.0, 1.0, 1.0, -1.0]
+    with pytest.raises(RuntimeError, match="Failed to stack tensors within a tensordict"):
+        outer.get("a")

@@ -40,6 +40,8 @@ def _stack_leaves(values, dim, as_list=False, as_padded_tensor=False, as_nested_
     """The stacked entries ``values`` (Tensors or TensorDicts) read from each stacked TensorDict."""
     if sum((bool(as_list), bool(as_padded_tensor), bool(as_nested_tensor))) > 1:
         raise TypeError("as_list, as_padded_tensor and as_nested_tensor are exclusive.")
+    if as_list and all(isinstance(v, list) for v in values):  # nested lazy stacks' lists: a list of them
+        return list(values)
     if all(isinstance(v, Tensor) for v in values):
         if as_list:
             return list(values)
@@ -324,7 +326,11 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         TensorDicts. Entries of different shapes raise RuntimeError unless ``as_list=True`` (a list,
         one per stacked TensorDict) or ``as_padded_tensor=True`` (padded along their first dim)."""
         missing = object()
-        values = [td.get(key, missing) for td in self.tensordicts]
+        ragged = dict(as_list=as_list, as_padded_tensor=as_padded_tensor, as_nested_tensor=as_nested_tensor,
+                      padding_side=padding_side, padding_value=padding_value)
+        # a nested lazy stack reads its part the same way (a list, or a padded tensor, per stacked one)
+        values = [td.get(key, missing, **ragged) if isinstance(td, LazyStackedTensorDict) else td.get(key, missing)
+                  for td in self.tensordicts]
         if any(value is missing for value in values):
             if default is _NO_DEFAULT or default is _RAISE:  # what get(key) of a TensorDict gives: None or KeyError
                 return next(td.get(key, default) for td, value in zip(self.tensordicts, values) if value is missing)
