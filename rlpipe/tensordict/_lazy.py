@@ -349,6 +349,8 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
                 value = as_tensor(value, device=self.device)
             except (TypeError, ValueError, RuntimeError):  # strings, ragged tensors...: one item per element
                 return self._split_list(value, key)
+        elif isinstance(value, str):  # one object for the whole stack: each stacked TensorDict holds it
+            return [value] * len(self.tensordicts)
         elif not isinstance(value, (Tensor, TensorDictBase)):
             value = as_tensor(value, device=self.device)
         shape = value.batch_size if isinstance(value, TensorDictBase) else value.shape
@@ -500,6 +502,33 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     def empty(self, recurse=False, **kwargs):
         """A lazy stack of the TensorDicts emptied of their entries (same batch sizes)."""
         return self._each("empty", recurse=recurse)
+
+    def new_zeros(self, *size, empty_lazy=False, **kwargs):
+        """A dense TensorDict of batch size ``size`` with zero leaves; with ``empty_lazy=True``, a lazy
+        stack (along the same dim) of copies of the first stacked TensorDict emptied of its tensors
+        (its non-tensor data kept), as tensordict 0.14."""
+        return self._new_like("new_zeros", size, empty_lazy, kwargs)
+
+    def new_ones(self, *size, empty_lazy=False, **kwargs):
+        """``new_zeros`` with ones."""
+        return self._new_like("new_ones", size, empty_lazy, kwargs)
+
+    def new_empty(self, *size, empty_lazy=False, **kwargs):
+        """``new_zeros`` with uninitialised values."""
+        return self._new_like("new_empty", size, empty_lazy, kwargs)
+
+    def new_full(self, size, fill_value, *, empty_lazy=False, **kwargs):
+        """``new_zeros`` filled with ``fill_value``."""
+        return self._new_like("new_full", (size,), empty_lazy, kwargs, fill_value)
+
+    def _new_like(self, name, size, empty_lazy, kwargs, *fill):
+        size = Size(_ops._shape_arg(size))
+        if not empty_lazy or len(size) <= self.stack_dim:
+            return getattr(self.contiguous(), name)(size, *fill, **kwargs)
+        inner = list(size)
+        count = inner.pop(self.stack_dim)
+        template = getattr(self.tensordicts[0].empty(recurse=True), name)(Size(inner), *fill, **kwargs)
+        return self._new([template.clone() for _ in range(count)], self.stack_dim, self._stack_name)
 
     def __len__(self):
         return self._batch_size[0] if self._batch_size else 0
