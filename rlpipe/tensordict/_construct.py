@@ -334,25 +334,30 @@ def _put_swapped(dest, swap):
 
 
 def tree_flatten_td(td):
-    """The pytree children of a TensorDict (its entries) and what rebuilds it."""
+    """The pytree children of a TensorDict (its entries) and what rebuilds it. A NonTensorData (one
+    object for the whole batch) rides in the context instead: vmap hands it over unbatched."""
     keys = list(td._tensordict)
-    values = [td._tensordict[k] for k in keys]
+    objects = {k: v for k, v in td._tensordict.items() if type(v).__name__ == "NonTensorData"}
+    values = [td._tensordict[k] for k in keys if k not in objects]
     first = values[0] if values else None
     first_ndim = None if first is None else len(first.batch_size) if isinstance(first, TensorDictBase) else first.ndim
-    return values, (type(td), keys, len(td.batch_size), td.batch_size, td.device, first_ndim)
+    return values, (type(td), keys, len(td.batch_size), td.batch_size, td.device, first_ndim, objects)
 
 
 def tree_unflatten_td(values, context):
     """The TensorDict of ``values``; inside vmap the leaves lost (or gained) dims, and its batch
-    size follows the first entry's."""
-    cls, keys, batch_dims, batch_size, device, first_ndim = context
+    size follows the first entry's (a NonTensorData's batch size too)."""
+    cls, keys, batch_dims, batch_size, device, first_ndim, objects = context
     if values:
         first = values[0]
         shape = first.batch_size if isinstance(first, TensorDictBase) else first.shape
         batch_size = tuple(shape[:max(0, batch_dims + len(shape) - first_ndim)])
     out = cls({}, batch_size, device=device)
-    for key, value in zip(keys, values):
-        out._tensordict[key] = value
+    children = iter(values)
+    for key in keys:
+        obj = objects.get(key)
+        out._tensordict[key] = next(children) if obj is None else \
+            type(obj)(obj.data, batch_size=batch_size, device=obj.device)
     return out
 
 
