@@ -190,8 +190,11 @@ def test_metadata_whose_shapes_contradict_the_batch_size_is_refused():
                                          r"size \[3\]"):
         TensorDict.from_consolidated(_file_bytes(meta))
     meta["cls_metadata"]["batch_size"] = [2]
-    meta["cls"] = "LazyStackedTensorDict"
-    with pytest.raises(ValueError, match="cannot rebuild a 'LazyStackedTensorDict'; expected a TensorDict"):
+    meta["cls"] = "PersistentTensorDict"  # a class rlpipe cannot rebuild
+    with pytest.raises(ValueError, match="cannot rebuild a 'PersistentTensorDict'; expected a TensorDict"):
+        TensorDict.from_consolidated(_file_bytes(meta))
+    meta["cls"] = "LazyStackedTensorDict"  # a lazy stack's metadata without its stack dim
+    with pytest.raises(ValueError, match="does not describe a consolidated TensorDict .KeyError: 'stack_dim'"):
         TensorDict.from_consolidated(_file_bytes(meta))
 
 

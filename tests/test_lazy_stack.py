@@ -359,3 +359,52 @@ def test_memmap_of_a_tensordict_holding_a_lazy_stack(tmp_path):
     with pytest.raises(TypeError, match="'o'"):  # checked before any file is written
         bad.memmap_(tmp_path / "bad")
     assert not (tmp_path / "bad").exists()
+
+
+def test_nested_lazy_stacks_read_ragged_entries_as_lists_or_padded():
+    # tensordict 0.14.3 gives a list of lists of lists and a [2, 2, 2, 4] padded tensor here
+    inner = lazy_stack([TensorDict(a=rlpipe.ones(3)), TensorDict(a=rlpipe.full((4,), 2.0))])
+    outer = lazy_stack([lazy_stack([inner, inner.copy()]), lazy_stack([inner, inner.copy()])])
+    as_list = outer.get("a", as_list=True)
+    assert [[[t.tolist() for t in row] for row in block] for block in as_list] == \
+        [[[[1.0] * 3, [2.0] * 4]] * 2] * 2
+    padded = outer.get("a", as_padded_tensor=True, padding_value=-1.0)
+    assert padded.shape == (2, 2, 2, 4) and padded[1, 0, 0].tolist() == [1.0, 1.0, 1.0, -1.0]
+    with pytest.raises(RuntimeError, match="Failed to stack tensors within a tensordict"):
+        outer.get("a")
+
+
+def test_new_zeros_of_a_lazy_stack():
+    # tensordict 0.14.3's values for the same calls (test_nontensor.py's new_empty_setitem)
+    from rlpipe.tensordict import NonTensorStack
+    td = TensorDict(a=TensorDict(b=NonTensorStack("a", "b", "c").unsqueeze(-1), batch_size=(3,)),
+                    batch_size=(3,)).to_lazystack()
+    zeros = td.new_zeros((4,), empty_lazy=True)
+    assert type(zeros) is LazyStackedTensorDict and zeros.batch_size == (4,) and zeros.stack_dim == 0
+    zeros[rlpipe.tensor([True, True, False, True])] = td
+    assert zeros.get(("a", "b")).tolist() == [["a"], ["b"], ["a"], ["c"]]
+    ragged = lazy_stack([TensorDict(x=rlpipe.ones(2, 3), batch_size=[2]) for _ in range(2)])
+    dense = ragged.new_zeros(5, 2)
+    assert type(dense) is TensorDict and dense["x"].shape == (5, 2, 3) and dense["x"].sum().item() == 0
+    assert ragged.new_full((2, 2), 7.0)["x"].unique().tolist() == [7.0]
+    stack = ragged.new_ones((3, 2), empty_lazy=True)
+    assert type(stack) is LazyStackedTensorDict and stack.batch_size == (3, 2) and stack.is_empty()
+
+
+def test_a_string_set_on_a_lazy_stack_goes_to_every_stacked_tensordict():
+    stack = lazy_stack([TensorDict(a=rlpipe.ones(2)), TensorDict(a=rlpipe.ones(3))])
+    stack["s"] = "hello"  # tensordict 0.14.3: ['hello', 'hello'], a NonTensorData in each
+    assert stack["s"] == ["hello", "hello"] and stack.tensordicts[1]["s"] == "hello"
+
+
+def test_empty_recurse_keeps_non_tensor_data_and_update_inplace_replaces_it():
+    from rlpipe.tensordict import NonTensorStack
+    td = TensorDict(b=NonTensorStack("a", "b"), s="x", x=rlpipe.ones(2),
+                    n=TensorDict(c=NonTensorStack("u", "v"), y=rlpipe.ones(2), batch_size=[2]), batch_size=[2])
+    empty = td.empty(recurse=True)  # as tensordict 0.14.3: the tensors go, the non-tensor data stays
+    assert sorted(map(str, empty.keys(True))) == sorted(map(str, ["b", "s", "n", ("n", "c")]))
+    assert empty["b"] == ["a", "b"] and empty["s"] == "x" and empty["n", "c"] == ["u", "v"]
+    target = TensorDict(s=NonTensorStack("old", "old"), x=rlpipe.zeros(2), batch_size=[2])
+    x = target["x"]
+    target.update(TensorDict(s=NonTensorStack("p", "q"), x=rlpipe.ones(2), batch_size=[2]), inplace=True)
+    assert target["s"] == ["p", "q"] and target["x"] is x and x.tolist() == [1.0, 1.0]

@@ -172,3 +172,17 @@ def test_non_tensor_entries_move_to_cuda():
     moved = td.to("cuda")
     assert moved["v"].device.type == "cuda" and moved["s"] == ["a", "b"] and moved[1]["s"] == "b"
     assert moved.flip(0)["s"] == ["b", "a"]
+
+
+def test_eq_and_ne_compare_non_tensor_data_with_tensors_by_value():
+    three = NonTensorData(3, batch_size=[])
+    assert rlpipe.eq(rlpipe.tensor(3), three).item() is True
+    assert rlpipe.ne(three, rlpipe.tensor(3)).item() is False
+    assert rlpipe.eq(three, rlpipe.tensor(4)).item() is False
+    # a TensorDict rebuilt from to_dict() holds tensors where the original held NonTensorData numbers
+    td = TensorDict({"n": {"int": NonTensorData(3), "str": NonTensorData("s")}})
+    rebuilt = TensorDict.from_dict(td.to_dict(), auto_batch_size=True)
+    assert isinstance(rebuilt["n"].get("int"), rlpipe.Tensor)
+    assert (rebuilt == td).all() and (td == rebuilt).all()
+    td["n", "int"] = NonTensorData(4)
+    assert not (rebuilt == td).all()

@@ -441,3 +441,29 @@ def test_joining_two_tensorclasses_is_refused_as_torch_does():
                                         r"__torch_function__: \['A', 'B'\]"):
         rlpipe.stack([a, b], 0)
     assert type(rlpipe.stack([a, a], 0)) is A
+
+
+def test_vmap_maps_over_a_tensorclass_and_hands_non_tensor_fields_over():
+    from typing import Any
+
+    from rlpipe.func import vmap
+
+    @tensorclass
+    class Mapped:
+        """Two tensor fields and one object."""
+        x: rlpipe.Tensor
+        y: rlpipe.Tensor
+        note: Any
+
+    data = Mapped(x=rlpipe.arange(12.0).reshape(3, 4), y=rlpipe.ones(3, 4), note="a string!", batch_size=[3, 4])
+    seen = []
+
+    def row_sum(item):
+        seen.append((type(item), tuple(item.batch_size), item.note))
+        return item.x.sum() + item.y.sum()
+    assert vmap(row_sum)(data).tolist() == [10.0, 26.0, 42.0]  # each row: sum(x) + 4
+    assert seen == [(Mapped, (4,), "a string!")]
+    same = vmap(lambda item: item)(data)
+    assert type(same) is Mapped and same.batch_size == (3, 4) and same.note == "a string!" and (same == data).all()
+    td = TensorDict({"x": rlpipe.ones(2, 3), "tag": "t"}, [2])
+    assert vmap(lambda t: t["x"].sum() if t["tag"] == "t" else -1)(td).tolist() == [3.0, 3.0]

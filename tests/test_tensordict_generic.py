@@ -204,6 +204,7 @@ def test_consolidate_inplace_and_return_early():
         TensorDict({"a": rlpipe.zeros(3)}, [3]).lock_().consolidate(inplace=True)
     future = _td_to_consolidate().consolidate(return_early=True)
     assert future.result().is_consolidated()
+    assert type(future).__name__ == "TensorDictFuture" and future.done()  # tensordict's future class
     with pytest.raises(NotImplementedError, match="use_buffer"):
         _td_to_consolidate().consolidate(return_early=True, use_buffer=True)
     with pytest.raises(NotImplementedError, match="non_blocking"):

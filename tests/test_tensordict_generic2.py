@@ -306,8 +306,9 @@ def test_from_module_nests_parameters_and_buffers():
     m.zero_grad(set_to_none=True)
     assert td.grad is None
     assert TensorDict.from_module(nn.ReLU()).is_empty()
-    with pytest.raises(NotImplementedError, match="as_module=True"):
-        TensorDict.from_module(m, as_module=True)
+    as_module = TensorDict.from_module(m, as_module=True)  # a TensorDictParams over the module's own tensors
+    assert type(as_module).__name__ == "TensorDictParams" and as_module["0", "weight"] is m[0].weight
+    assert dict(as_module.named_parameters())["0.weight"] is m[0].weight
 
 
 def test_strides_and_empty_strided_match_torch():

@@ -21,8 +21,8 @@ from .._device import CPU, resolve as _resolve_device
 from .._tensor import Size, Tensor, host_array, wrap
 from ..autograd.grad_mode import no_grad
 from ..envs.common import EnvBase
-from ..envs.step_protocol import (DONE_KEYS, missing_action_error, most_dropped, one_hot_hint, pick_transitions,
-                                  stack_same, stack_steps)
+from ..envs.step_protocol import (DONE_KEYS, missing_action_error, most_dropped, non_tensor_entry, one_hot_hint,
+                                  pick_transitions, stack_same, stack_steps)
 from ..envs.transforms import StepCounter, TransformedEnv
 from ..envs.policy_states import policy_next_keys, reset_mask
 from ..envs.utils import ExplorationType, RandomPolicy, set_exploration_type
@@ -214,6 +214,7 @@ class SyncDataCollector(CollectorBase):
         self._step_td = None          # reused TensorDict for TensorDict policies, made at their first step
         self._direct = None           # (module, inputs) of a plain TensorDictModule policy (_direct_call)
         self._step_buffers = {}       # its observation leaves' arrays, which each step overwrites
+        self._object_keys = ()        # its non-tensor observations' keys (object arrays in the frames)
         self._to_policy_device = None  # host array -> array on the policy's GPU, when it has one
         self._extra_keys = None       # [(key, per-step shape, dtype)] the policy writes besides the action
         self._state_keys = ()         # k for each ("next", k) the policy writes that the env does not give
@@ -341,8 +342,8 @@ class SyncDataCollector(CollectorBase):
         td = self._step_td
         direct = self._direct
         if direct is not None and not (_global_forward_hooks or _global_forward_pre_hooks):
-            for key, value in obs.items():
-                self._step_buffers[key][...] = value
+            for key, buffer in self._step_buffers.items():
+                buffer[...] = obs[key]
             action = direct[0](*direct[1])
             if type(action) is not Tensor:  # where TensorDictModule.forward would take the action from
                 if isinstance(action, tuple) and len(action) == 1:
@@ -357,15 +358,17 @@ class SyncDataCollector(CollectorBase):
         else:
             try:
                 if self._to_policy_device is None:
-                    for key, value in obs.items():
-                        self._step_buffers[key][...] = value
+                    for key, buffer in self._step_buffers.items():
+                        buffer[...] = obs[key]
                 else:  # observations cross to the policy's GPU
-                    for key, value in obs.items():
-                        self._step_buffers[key][...] = self._to_policy_device(value)
+                    for key, buffer in self._step_buffers.items():
+                        buffer[...] = self._to_policy_device(obs[key])
             except ValueError:
                 for key, value in obs.items():
                     self._check_observation_shapes(key, [value])
                 raise
+            for key in self._object_keys:  # non-tensor observations (a string): set anew each step
+                td.set(key, non_tensor_entry(obs[key], td.device))
         for key, value in self._next_states:  # torchrl's step_mdp: ("next", k) -> k (a recurrent state)
             td.set(key, value)
         out = self.policy(td)  # under rollout's no_grad
@@ -392,13 +395,15 @@ class SyncDataCollector(CollectorBase):
     def _make_step_td(self, obs):
         """The TensorDict a TensorDict policy reads at every step, on its device, made from the
         first step's observations; ``_step_buffers`` holds its leaves' arrays."""
-        td = TensorDict({k: from_numpy(np.array(v)) for k, v in obs.items()}, batch_size=self.env.batch_size)
+        self._object_keys = tuple(k for k, v in obs.items() if v.dtype == object)
+        td = TensorDict({k: non_tensor_entry(v) if k in self._object_keys else from_numpy(np.array(v))
+                         for k, v in obs.items()}, batch_size=self.env.batch_size)
         device = self.policy_device
         if device.type != "cpu":
             td = td.to(device)
             self._to_policy_device = functools.partial(device._backend.asarray, index=device.index)
         self._step_td = td
-        self._step_buffers = {k: td[k]._data for k in obs}
+        self._step_buffers = {k: td[k]._data for k in obs if k not in self._object_keys}
         return td
 
     def _host_action(self, action):
@@ -540,6 +545,9 @@ class SyncDataCollector(CollectorBase):
             out = {}
             for key in frames[0]:
                 arrays = list(map(operator.itemgetter(key), frames))
+                if arrays[0].dtype == object:  # non-tensor data (a NonTensor spec's): a NonTensorStack
+                    out[key] = non_tensor_entry(stacked(arrays))
+                    continue
                 self._check_observation_shapes(key, arrays)
                 out[key] = wrap(stacked(arrays, stack_same) if arrays[0].ndim else np.stack(arrays, time))
             return out

@@ -65,14 +65,16 @@ class _WorkerState:
         self.views = None    # [(key, array in the block)], in the layout's order
         self.layout = None   # the layout and block size of the batch waiting or last handed over
         self.waiting = None  # {key: array} of a collected batch not yet written to the block
+        self.objects = None  # {key: object array} of its non-tensor entries, sent on the pipe
 
     def hand_over(self):
-        """Writes the waiting batch (if any) into the block, once there is one, and says so."""
+        """Writes the waiting batch (if any) into the block, once there is one, and says so; its
+        non-tensor entries (object arrays) travel with the message."""
         if self.waiting is not None and self.views is not None:
             for (_, view), array in zip(self.views, self.waiting.values()):
                 view[...] = array
             self.waiting = None
-            self.conn.send(("batch", None))
+            self.conn.send(("batch", self.objects))
 
     def close(self):
         self.views = None  # (the block cannot close while arrays still view it)
@@ -88,6 +90,8 @@ def _collect(worker, random):
     the policy's other outputs to random ones) waits for a new block, which it asks for."""
     batch = worker.collector.rollout(random=random)
     worker.waiting = unique_traj_ids(batch_arrays(batch), worker.index, worker.num_workers)
+    worker.objects = {key: worker.waiting.pop(key) for key, array in list(worker.waiting.items())
+                      if array.dtype == object} or None  # not for the shared block
     if worker.track_policy_version:
         tag_policy_version(worker.waiting, batch.batch_size, worker.policy_version)
     layout = _layout(worker.waiting)
@@ -192,6 +196,7 @@ class _Worker:
         self.index, self.process, self.conn = index, process, conn
         self.shm = self.views = self.layout = None
         self.weights = None  # the (version, weights) it was sent last
+        self.objects = None  # the non-tensor entries of its last batch ({key: object array} or None)
 
     def release(self, timeout):
         """Stops the process (politely, then by force) and frees the block; never raises."""
@@ -398,6 +403,8 @@ class _MultiCollector(CollectorBase):
             self._fail(f"{self._name()}: worker {index} failed: {payload}")
         if kind not in (expected, "batch", "layout"):
             self._fail(f"{self._name()}: worker {index} sent {kind!r}, expected {expected!r}")
+        if kind == "batch":
+            self._workers[index].objects = payload
         return index, (kind, payload)
 
     def _allocate_block(self, index, layout, size):
@@ -421,6 +428,7 @@ class _MultiCollector(CollectorBase):
         """Worker ``index``'s batch as (index, TensorDict), copied out of its block (its trajectory
         ids already made unique by the worker)."""
         arrays = {key: view.copy() for key, view in self._workers[index].views}
+        arrays.update(self._workers[index].objects or {})
         self._in_flight.pop(index, None)
         return index, batch_from_arrays(arrays[TRAJ_IDS].shape, arrays)
 
@@ -688,7 +696,12 @@ class MultiSyncDataCollector(_MultiCollector):
             dim = self.cat_results % dims
             batch_size = part_batch[:dim] + (part_batch[dim] * self.num_workers,) + part_batch[dim + 1:]
             arrays = [np.concatenate(leaf, dim) for leaf in leaves]
-        return batch_from_arrays(batch_size, {key: array for (key, _, _, _), array in zip(layout, arrays)})
+        joined = {key: array for (key, _, _, _), array in zip(layout, arrays)}
+        if self._workers[0].objects:  # non-tensor entries: joined as the tensors are
+            for key in self._workers[0].objects:
+                parts = [w.objects[key] for w in self._workers]
+                joined[key] = np.stack(parts) if stack else np.concatenate(parts, self.cat_results % dims)
+        return batch_from_arrays(batch_size, joined)
 
 
 class MultiaSyncDataCollector(_MultiCollector):

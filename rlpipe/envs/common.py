@@ -20,8 +20,8 @@ from ..primitives import where
 from ..tensordict import TensorDict, TensorDictBase, unravel_key_to_tuple
 from .policy_states import carry_into_root, only_common_keys, policy_next_entries
 from .spec_surface import SpecSurface
-from .step_protocol import (DONE_KEYS, carry_over, frame_to_tensordict, missing_action_error, next_tensordict,
-                            root_tensordict)
+from .step_protocol import (DONE_KEYS, carry_over, frame_array, frame_to_tensordict, missing_action_error,
+                            next_tensordict, root_tensordict)
 from .tensordict_envs import TorchRLStyleFrames, check_reset_done, complete_done, update_during_reset
 
 __all__ = ["EnvBase", "frame_to_tensordict", "DONE_KEYS"]
@@ -119,7 +119,7 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         reset (``_continue_frame`` in exact mode); the others keep the input's observations and done
         flags. The mask is removed; returns ``tensordict``."""
         mask = host_array(tensordict.pop("_reset")).astype(bool).reshape(tuple(self.batch_size) + (1,))
-        next_obs = {unravel_key_to_tuple(k): host_array(tensordict.get(k))
+        next_obs = {unravel_key_to_tuple(k): frame_array(tensordict.get(k))
                     for k in self.observation_spec.keys(True, True)}
         if not self._set_exact_resets(True):
             self._set_exact_resets(False)

@@ -114,7 +114,7 @@ from .._creation import as_tensor
 from .._device import CPU, _default as _default_device, resolve
 from .._dtypes import _FROM_NP
 from .._tensor import Size, Tensor, host_array, wrap
-from ..tensordict import TensorDict, unravel_key_to_tuple
+from ..tensordict import NonTensorData, NonTensorStack, TensorDict, unravel_key_to_tuple
 from .specs import Composite, OneHot
 
 __all__ = ["ACTION", "DONE_KEYS", "REWARD", "RESET", "TERMINATED", "TRUNCATED", "ArrayMapping", "TransformProtocol",
@@ -150,11 +150,27 @@ def frame_to_tensordict(frame, batch_size, device=None, td=None, prefix=()):
 
 def _leaf_tensor(value, device):
     """``as_tensor(value, device=device)``: a NumPy array of a tensor dtype bound for the CPU is wrapped
-    directly (the same tensor, without as_tensor's conversions)."""
+    directly (the same tensor, without as_tensor's conversions); an object array is non-tensor data."""
     if type(value) is np.ndarray and value.dtype in _FROM_NP and (_default_device[0] if device is None
                                                                     else device) is CPU:
         return wrap(value, CPU)
+    if type(value) is np.ndarray and value.dtype == object:
+        return non_tensor_entry(value, device)
     return as_tensor(value, device=device)
+
+
+def frame_array(value):
+    """A TensorDict entry as a frame holds it: a tensor's host array; non-tensor data (a string
+    observation) as a NumPy object array of its batch shape."""
+    return value._object_array() if getattr(value, "_is_non_tensor", False) else host_array(value)
+
+
+def non_tensor_entry(objects, device=None):
+    """The non-tensor data of a frame's object array: NonTensorData for batch [], else a
+    NonTensorStack shaped like it (the collectors' batches hold these)."""
+    if objects.ndim == 0:
+        return NonTensorData(objects[()], batch_size=(), device=device)
+    return NonTensorStack.from_object_array(objects, device=device)
 
 
 def frame_of(tensordict, drop=()):
@@ -222,7 +238,7 @@ def carry_over(env, tensordict, done):
     if env._tensordict_style:
         return env._next_root(tensordict)
     next_td = tensordict["next"]
-    next_obs = {unravel_key_to_tuple(k): host_array(next_td[k]) for k in env.observation_spec.keys(True, True)}
+    next_obs = {unravel_key_to_tuple(k): frame_array(next_td.get(k)) for k in env.observation_spec.keys(True, True)}
     # an env on a GPU: its flags are copied to the host
     return root_tensordict(env._continue_frame(next_obs, host_array(done)), env.batch_size, env.device)
 

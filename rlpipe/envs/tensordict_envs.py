@@ -18,7 +18,7 @@ stay on their array path).
 from .._creation import as_tensor
 from .._tensor import host_array
 from ..tensordict import TensorDict, unravel_key_to_tuple
-from .step_protocol import ACTION, REWARD, TERMINATED, TRUNCATED
+from .step_protocol import ACTION, REWARD, TERMINATED, TRUNCATED, frame_array
 from .utils import step_mdp
 
 __all__ = ["TorchRLStyleFrames", "complete_done", "update_during_reset", "maybe_reset", "check_reset_done", "next_root"]
@@ -128,7 +128,7 @@ class TorchRLStyleFrames:
         return next_root(self, tensordict)
 
     def _obs_frame(self, tensordict):
-        return {unravel_key_to_tuple(k): host_array(tensordict.get(k)) for k in self.observation_spec.keys(True, True)}
+        return {unravel_key_to_tuple(k): frame_array(tensordict.get(k)) for k in self.observation_spec.keys(True, True)}
 
     def _reset_frame(self, seed=None):
         if seed is not None:

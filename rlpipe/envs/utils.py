@@ -119,7 +119,7 @@ def _copy_tree(source, dest, key, excluded, prefix=()):
     if total in excluded:
         return False
     value = source.get(head)
-    if not isinstance(value, TensorDictBase):
+    if not isinstance(value, TensorDictBase) or value._is_non_tensor:  # non-tensor data: one leaf
         if rest:
             return False
         dest.set(head, value)

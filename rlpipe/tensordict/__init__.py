@@ -32,7 +32,7 @@ from ..utils import _pytree
 from ._construct import tree_flatten_td, tree_unflatten_td
 from ._common import get_defaults_to_none, set_get_defaults_to_none
 from ._repr import get_printoptions, set_printoptions
-from ._td import TensorDict, _from_state, _to_state
+from ._td import TensorDict, _from_state, _to_state, consolidated_state, from_consolidated_state
 from ._archive import is_memmap_archive, pack_memmap, refresh_archive_checksums, unpack_memmap
 from ._lazy import LazyStackedTensorDict, lazy_stack
 from .base import TensorDictBase, is_leaf_nontensor, is_tensor_collection
@@ -61,10 +61,12 @@ load_memmap = TensorDict.load_memmap
 # rlpipe.save/load of lazy stacks and non-tensor data: plain data only (a non-tensor object must be
 # one save stores: numbers, strings, lists, tuples, dicts of those), never pickled
 def _lazy_state(td):
-    return {"tensordicts": list(td.tensordicts), "stack_dim": td.stack_dim}
+    return consolidated_state(td) or {"tensordicts": list(td.tensordicts), "stack_dim": td.stack_dim}
 
 
 def _lazy_from_state(state):
+    if "consolidated" in state:
+        return from_consolidated_state(LazyStackedTensorDict, state)
     return LazyStackedTensorDict(*state["tensordicts"], stack_dim=int(state["stack_dim"]))
 
 

@@ -10,6 +10,7 @@ from .._device import device as _device_cls, resolve
 from .._tensor import Size, Tensor
 from ._common import _NAMES_USED, _NO_DEFAULT, _RAISE, _as_batch_size
 from .base import TensorDictBase
+from .utils import is_tensorclass
 
 
 class _ApplyMixin:
@@ -87,7 +88,7 @@ class _ApplyMixin:
             # an "other" that is not a TensorDict is the default standing in for a missing nested one
             rest = [o.get(key, _RAISE if default is _NO_DEFAULT else default) if isinstance(o, TensorDictBase)
                     else o for o in others] if others else ()
-            if isinstance(value, TensorDictBase):
+            if isinstance(value, TensorDictBase) or is_tensorclass(value):  # a tensorclass: wraps its result
                 sub = value._apply_tree(fn, rest, batch_size + value._batch_size[len(self._batch_size):],
                                         device, inplace, nested_keys, default, drop_empty, prefix + (key,), produced)
                 if drop_empty and sub.is_empty() and not value.is_empty():
@@ -198,7 +199,7 @@ class _ApplyMixin:
                 other = a
             elif isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
-            elif isinstance(a, bool):  # the positional non_blocking flag
+            elif isinstance(a, bool) or a is None:  # the positional non_blocking flag; None: no device (torch's)
                 continue
             elif isinstance(a, (_dtypes.dtype, type, np.dtype)):
                 dtype = a

@@ -68,13 +68,14 @@ def _as_batch_size(batch_size):
         sizes = tuple(batch_size)
     except TypeError:
         raise TypeError(f"batch_size must be a sequence of ints, got {batch_size!r}") from None
-    message = f"batch_size must be a sequence of ints, got {batch_size!r}"
+    if all(type(s) is int for s in sizes):  # the common case, without the conversions below
+        return Size(sizes)
     if any(isinstance(s, bool) for s in sizes):
-        raise TypeError(message)
+        raise TypeError(f"batch_size must be a sequence of ints, got {batch_size!r}")
     try:  # ints, NumPy ints and 0-d integer tensors; 1.5 or "a" is not a size (tensordict: ValueError)
         return Size(operator.index(s) for s in sizes)
     except TypeError:
-        raise TypeError(message) from None
+        raise TypeError(f"batch_size must be a sequence of ints, got {batch_size!r}") from None
 
 
 def _is_key(index):

@@ -15,36 +15,32 @@ import os
 import numpy as np
 
 from .. import _dtypes
-from .._device import device as _device_cls, resolve
+from .._device import CPU, device as _device_cls, resolve
 from .._tensor import Tensor, wrap
 from ._common import _as_batch_size
 from .memmap import new_mapped_file
+from .utils import is_tensorclass
 
 _ALIGN = 8
 
 
 def consolidate(td, filename=None, device_arg=None):
-    """A locked copy of ``td`` whose leaves are views of one uint8 storage (in ``filename``, a
-    memory-mapped file on the CPU, when given)."""
-    leaves = [(path, leaf) for path, leaf in td._leaf_items()]
+    """A locked copy of ``td`` (a TensorDict, a lazy stack, or any nesting of them and of
+    tensorclasses) whose leaves are views of one uint8 storage (in ``filename``, a memory-mapped file
+    on the CPU, when given)."""
+    metadata, leaves, total = _describe(td)
     device = _target_device(td, leaves, device_arg, filename)
-    layout, total = _layout(leaves)
     keep = td.device if device_arg is None and filename is None else device  # the result's device
-    metadata = _metadata(td, leaves, layout, None if keep == td.device else keep)
+    if keep != td.device:
+        _set_device(metadata, _device_name(keep))
     if filename is not None:
         storage = _file_buffer(filename, total, _json_suffix(metadata))
     else:  # on the target GPU itself, not the current one
         storage = device._backend.full((total,), 0, np.uint8, device.index)
-    views = {}  # id(leaf) -> its views, in _leaf_items' order (a leaf stored under two keys has two)
-    for (_, leaf), (start, nbytes) in zip(leaves, layout):
+    for start, leaf in leaves:
         data = leaf._data if leaf._device is device else leaf.to(device)._data
-        view = storage[start:start + nbytes].view(data.dtype).reshape(data.shape)
-        view[...] = data
-        views.setdefault(id(leaf), []).append(wrap(view, device))
-    # a tensor _map meets that is no leaf of _leaf_items' (a NonTensorStack's positions) is kept
-    out = td._map(lambda leaf: views[id(leaf)].pop(0) if views.get(id(leaf)) else leaf, device=keep)
-    out._consolidated = {"storage": wrap(storage, device), "metadata": metadata}
-    return out.lock_()
+        storage[start:start + data.nbytes].view(data.dtype).reshape(data.shape)[...] = data
+    return rebuild(type(td), metadata, wrap(storage, device))
 
 
 def _target_device(td, leaves, device, filename):
@@ -61,16 +57,6 @@ def _target_device(td, leaves, device, filename):
         raise RuntimeError(f"consolidate: the leaves live on several devices {sorted(map(str, devices))}; "
                            "pass device= to gather them on one")
     return devices.pop() if devices else resolve("cpu")
-
-
-def _layout(leaves):
-    """(start, nbytes) of each leaf in the storage, and the storage's size in bytes."""
-    layout, offset = [], 0
-    for _, leaf in leaves:
-        nbytes = leaf._data.nbytes
-        layout.append((offset, nbytes))
-        offset += nbytes + (-nbytes) % _ALIGN
-    return layout, offset
 
 
 def _json_suffix(metadata):
@@ -91,34 +77,71 @@ def _file_buffer(filename, total, suffix):
     return mapped[:total]
 
 
-def _metadata(td, leaves, layout, moved_to=None):
-    """tensordict's consolidated metadata: per TensorDict its class, batch size, device, names and
-    lock state, its NonTensorData as ``(object, batch size, device)``; per leaf its dtype (torch's
-    name, so that tensordict reads rlpipe's files), shape, start, stop and padding. A NonTensorStack
-    is a nested entry holding its objects as a nested list under ``non_tensors["data"]``. Every
-    device is ``moved_to`` when given (the result's, where consolidate moves the TensorDict)."""
-    spans = {path: (start, nbytes) for (path, _), (start, nbytes) in zip(leaves, layout)}
+def _describe(td):
+    """(metadata, leaves, storage size) of ``td``, as tensordict lays them out: per TensorDict its
+    class, batch size, device, names and lock state, its NonTensorData as ``(object, batch size,
+    device)``; per leaf its dtype (torch's name, so that tensordict reads rlpipe's files), shape,
+    start, stop and padding; ``leaves`` lists ``(start, tensor)`` in depth-first key order. A lazy
+    stack is an entry per stacked TensorDict ("0", "1", ...) with its stack dim; a NonTensorStack
+    holds its objects as a nested list under ``non_tensors["data"]``; a tensorclass records its class."""
+    leaves, size = [], 0
 
-    def walk(sub, prefix):
-        meta = {"cls": type(sub).__name__, "non_tensors": {}, "leaves": {},
-                "cls_metadata": {"device": _device_name(moved_to or sub.device), "names": sub.names,
-                                 "batch_size": list(sub.batch_size), "is_locked": sub.is_locked}}
-        if sub._is_non_tensor:  # a NonTensorStack (a NonTensorData is recorded by its parent)
-            meta["non_tensors"]["data"] = sub.tolist()
+    def leaf_spec(value):
+        nonlocal size
+        nbytes = value._data.nbytes
+        pad = (-nbytes) % _ALIGN
+        leaves.append((size, value))
+        spec = ("torch." + value.dtype.name, list(value.shape), size, size + nbytes + pad, pad)
+        size += nbytes + pad
+        return spec
+
+    def walk(node):
+        if hasattr(node, "tensordicts") and not node._is_non_tensor:  # a lazy stack
+            meta = _node_meta("LazyStackedTensorDict", {"stack_dim": node.stack_dim, "is_locked": node.is_locked,
+                                                        "stack_dim_name": node._stack_name})
+            meta.update((str(i), walk(sub)) for i, sub in enumerate(node.tensordicts))
             return meta
-        for key, value in sub._tensordict.items():
+        meta = _node_meta(_class_of(node), {"device": _device_name(node.device), "names": node.names,
+                                            "batch_size": list(node.batch_size), "is_locked": node.is_locked})
+        if node._is_non_tensor:  # a NonTensorStack (a NonTensorData is recorded by its parent)
+            meta["non_tensors"]["data"] = node.tolist()
+            return meta
+        for key, value in _entries(node).items():
             if isinstance(value, Tensor):
-                start, nbytes = spans[prefix + (key,)]
-                pad = (-nbytes) % _ALIGN
-                meta["leaves"][key] = ("torch." + value.dtype.name, list(value.shape), start,
-                                       start + nbytes + pad, pad)
+                meta["leaves"][key] = leaf_spec(value)
             elif type(value).__name__ == "NonTensorData":
-                meta["non_tensors"][key] = (value.value(), list(value.batch_size),
-                                            _device_name(moved_to or value.device))
+                meta["non_tensors"][key] = (value.value(), list(value.batch_size), _device_name(value.device))
             else:
-                meta[key] = walk(value, prefix + (key,))
+                meta[key] = walk(value)
         return meta
-    return walk(td, ())
+    return walk(td), leaves, size
+
+
+def _node_meta(cls, cls_metadata):
+    return {"cls": cls, "non_tensors": {}, "leaves": {}, "cls_metadata": cls_metadata}
+
+
+def _class_of(node):
+    """A TensorDict's class name; a tensorclass's class itself (as tensordict: such metadata pickles,
+    and JSON refuses it)."""
+    return type(node) if is_tensorclass(node) else type(node).__name__
+
+
+def _entries(node):
+    """A TensorDict's own entries (a tensorclass: those of the TensorDict it wraps)."""
+    return (node._tensordict if is_tensorclass(node) else node)._tensordict
+
+
+def _set_device(meta, name):
+    """Every device ``meta`` records becomes ``name`` (consolidate moving the TensorDict)."""
+    info = meta["cls_metadata"]
+    if "device" in info:
+        info["device"] = name
+    if meta["cls"] != "NonTensorStack":
+        meta["non_tensors"] = {key: (data, size, name) for key, (data, size, _) in meta["non_tensors"].items()}
+    for key, sub in meta.items():
+        if key not in _META_FIELDS:
+            _set_device(sub, name)
 
 
 def _device_name(device):
@@ -147,20 +170,41 @@ def from_consolidated(cls, source):
     else:
         raise TypeError(f"from_consolidated: expected a file name, a buffer or a consolidated TensorDict, "
                         f"got {type(source).__name__}")
-    return rebuild(cls, metadata, wrap(storage, resolve("cpu")))
+    return rebuild(cls, metadata, wrap(storage, CPU))
 
 
 def _read_file(filename):
-    """The file's bytes, a private copy: read whole when small (faster than a map), else mapped
-    copy-on-write; writes to the result never reach the file."""
-    with open(filename, "rb", buffering=0) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size < _READ_WHOLE_BELOW:
-            return np.frombuffer(bytearray(f.read()), dtype=np.uint8)
-        return np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY), dtype=np.uint8)
+    """The file's bytes, a private copy: read whole when small (faster than a map; straight into
+    the array, with no intermediate bytes object), else mapped copy-on-write; writes to the result
+    never reach the file."""
+    fd = os.open(filename, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        size = os.fstat(fd).st_size
+        if size >= _READ_WHOLE_BELOW:
+            return np.frombuffer(mmap.mmap(fd, 0, access=mmap.ACCESS_COPY), dtype=np.uint8)
+        data = np.empty(size, dtype=np.uint8)
+        done = 0
+        while done < size:  # (one read, unless the system hands the bytes over in parts)
+            count = _read_into(fd, data[done:])
+            if count == 0:
+                raise ValueError(f"from_consolidated: {os.fspath(filename)!r} shrank while being read")
+            done += count
+        return data
+    finally:
+        os.close(fd)
+
+
+def _read_into(fd, view):
+    """Reads from ``fd`` into the uint8 array ``view``; the number of bytes read."""
+    if hasattr(os, "readv"):
+        return os.readv(fd, [view])
+    chunk = os.read(fd, len(view))  # (Windows: no readv)
+    view[:len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+    return len(chunk)
 
 
 _READ_WHOLE_BELOW = 1 << 20
+_JSON = json.JSONDecoder()
 
 
 def _split_file_bytes(data, where):
@@ -173,8 +217,8 @@ def _split_file_bytes(data, where):
     if not 0 < length <= data.size - 8:
         raise ValueError(f"from_consolidated: {where} records {length} bytes of metadata, expected 1 to "
                          f"{data.size - 8}: not a consolidated TensorDict")
-    try:
-        metadata = json.loads(data[-8 - length:-8].tobytes())
+    try:  # (decoded first: json.loads of bytes would detect their encoding at every call)
+        metadata = _JSON.decode(data[-8 - length:-8].tobytes().decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"from_consolidated: {where} holds no valid JSON metadata ({e})") from None
     return data[:-8 - length], metadata
@@ -195,17 +239,26 @@ def rebuild(cls, metadata, storage):
 
 
 def _build(cls, meta, storage, outer=()):
-    """The TensorDict ``meta`` describes (class ``cls``), its batch size starting with ``outer``, every
-    entry checked against it; built without the per-entry checks of ``set``."""
+    """The TensorDict, lazy stack or tensorclass ``meta`` describes (a TensorDict of class ``cls``),
+    its batch size starting with ``outer``, every entry checked against it; built without the
+    per-entry checks of ``set``."""
+    kind = meta["cls"]
+    if kind == "LazyStackedTensorDict":
+        out = _build_lazy(cls, meta, storage)
+        _check_prefix(kind, out.batch_size, outer)
+        return out
     info = meta["cls_metadata"]
     batch_size = _as_batch_size(info["batch_size"])
-    _check_prefix(meta["cls"], batch_size, outer)
+    _check_prefix(kind, batch_size, outer)
     # NonTensorData and NonTensorStack: _nontensor (above this module) hands them over on TensorDictBase
     non_tensor_data, non_tensor_stack = cls._non_tensor_types[:2]
-    if meta["cls"] == "NonTensorStack":
+    if kind == "NonTensorStack":
         return non_tensor_stack.from_list(meta["non_tensors"]["data"], device=info["device"])
-    if meta["cls"] != "TensorDict":
-        raise ValueError(f"from_consolidated: cannot rebuild a {meta['cls']!r}; expected a TensorDict")
+    wrapper = None
+    if kind != "TensorDict":
+        if not is_tensorclass(kind):
+            raise ValueError(f"from_consolidated: cannot rebuild a {kind!r}; expected a TensorDict")
+        wrapper, cls = kind, cls._dense_type
     entries = {}
     for key, (data, size, device) in meta["non_tensors"].items():
         entries[key] = non_tensor_data(data, batch_size=size, device=device)
@@ -223,7 +276,16 @@ def _build(cls, meta, storage, outer=()):
     names = info.get("names")
     if names and any(n is not None for n in names):
         out.names = names
-    return out
+    return out if wrapper is None else wrapper._from_tensordict(out)
+
+
+def _build_lazy(cls, meta, storage):
+    """The lazy stack ``meta`` describes: its stacked TensorDicts built, then stacked (checked)."""
+    info = meta["cls_metadata"]
+    count = sum(key not in _META_FIELDS for key in meta)
+    parts = [_build(cls._dense_type, meta[str(i)], storage) for i in range(count)]
+    # LazyStackedTensorDict, which _lazy (importing this module) hands over on TensorDictBase
+    return cls._lazy_type(*parts, stack_dim=info["stack_dim"], stack_dim_name=info.get("stack_dim_name"))
 
 
 _META_FIELDS = frozenset(("cls", "non_tensors", "leaves", "cls_metadata", "size"))
@@ -247,4 +309,6 @@ def _leaf_array(key, spec, array):
     if not 0 <= start <= stop <= len(array) or stop - start < nbytes:
         raise ValueError(f"from_consolidated: leaf {key!r} needs {nbytes} bytes at [{start}, {stop}) of a "
                          f"{len(array)}-byte storage")
+    if type(array) is np.ndarray:  # one view straight onto the bytes (a third of slice-view-reshape's cost)
+        return np.ndarray(shape, dtype.np, array, start)
     return array[start:start + nbytes].view(dtype.np).reshape(shape)

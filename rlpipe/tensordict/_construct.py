@@ -60,16 +60,13 @@ class _ConstructMixin:
     def from_module(cls, module, as_module=False, lock=False, use_state_dict=False):
         """The parameters and buffers of ``module`` and its submodules (the tensors themselves),
         nested by submodule name; submodules holding none are left out. ``use_state_dict=True``
-        reads ``module.state_dict()`` instead (what its hooks give). ``as_module=True`` would give a
-        TensorDictParams, which rlpipe does not have (NotImplementedError)."""
-        if as_module:
-            raise NotImplementedError("TensorDict.from_module(as_module=True) is not available in rlpipe: "
-                                      "TensorDictParams is not implemented")
+        reads ``module.state_dict()`` instead (what its hooks give). ``as_module=True`` gives them in
+        a ``TensorDictParams`` (``no_convert=True``: the module's parameters and buffers as they are)."""
         if use_state_dict:
             td = cls(module.state_dict(), []).unflatten_keys(".")
         else:
             td = cls._from_module_tree(module)
-        return td.lock_() if lock else td
+        return _as_module(td, lock) if as_module else td.lock_() if lock else td
 
     @classmethod
     def _from_module_tree(cls, module):
@@ -91,10 +88,7 @@ class _ConstructMixin:
         ``requires_grad``; buffers become Buffers), detached from the modules'; locked unless
         ``lock=False``. ``lazy_stack=True`` stacks lazily instead (the modules' own tensors, so
         gradients reach them); ``expand_identical=True`` expands a tensor shared by every module
-        instead of copying it."""
-        if as_module:
-            raise NotImplementedError("TensorDict.from_modules(as_module=True) is not available in rlpipe: "
-                                      "TensorDictParams is not implemented")
+        instead of copying it. ``as_module=True``: in a ``TensorDictParams`` (``no_convert=True``)."""
         if not modules:
             raise ValueError("TensorDict.from_modules needs at least one module, got none")
         tds = [cls.from_module(m, use_state_dict=use_state_dict) for m in modules]
@@ -108,7 +102,7 @@ class _ConstructMixin:
         out = cls({}, [len(tds)])
         for key in tds[0].keys(True, True):
             out.set(key, _stacked([td.get(key) for td in tds], expand_identical))
-        return out.lock_() if lock else out
+        return _as_module(out, lock) if as_module else out.lock_() if lock else out
 
     def to_module(self, module, *, inplace=None, return_swap=True, swap_dest=None, use_state_dict=False,
                   non_blocking=False, preserve_module_state=True, memo=None):
@@ -340,23 +334,34 @@ def _put_swapped(dest, swap):
 
 
 def tree_flatten_td(td):
-    """The pytree children of a TensorDict (its entries) and what rebuilds it."""
+    """The pytree children of a TensorDict (its entries) and what rebuilds it. A NonTensorData (one
+    object for the whole batch) rides in the context instead: vmap hands it over unbatched."""
     keys = list(td._tensordict)
-    values = [td._tensordict[k] for k in keys]
+    objects = {k: v for k, v in td._tensordict.items() if type(v).__name__ == "NonTensorData"}
+    values = [td._tensordict[k] for k in keys if k not in objects]
     first = values[0] if values else None
     first_ndim = None if first is None else len(first.batch_size) if isinstance(first, TensorDictBase) else first.ndim
-    return values, (type(td), keys, len(td.batch_size), td.batch_size, td.device, first_ndim)
+    return values, (type(td), keys, len(td.batch_size), td.batch_size, td.device, first_ndim, objects)
 
 
 def tree_unflatten_td(values, context):
     """The TensorDict of ``values``; inside vmap the leaves lost (or gained) dims, and its batch
-    size follows the first entry's."""
-    cls, keys, batch_dims, batch_size, device, first_ndim = context
+    size follows the first entry's (a NonTensorData's batch size too)."""
+    cls, keys, batch_dims, batch_size, device, first_ndim, objects = context
     if values:
         first = values[0]
         shape = first.batch_size if isinstance(first, TensorDictBase) else first.shape
         batch_size = tuple(shape[:max(0, batch_dims + len(shape) - first_ndim)])
     out = cls({}, batch_size, device=device)
-    for key, value in zip(keys, values):
-        out._tensordict[key] = value
+    children = iter(values)
+    for key in keys:
+        obj = objects.get(key)
+        out._tensordict[key] = next(children) if obj is None else \
+            type(obj)(obj.data, batch_size=batch_size, device=obj.device)
     return out
+
+
+def _as_module(td, lock):
+    """``td`` in a TensorDictParams that keeps its leaves as they are (``as_module=True``; the class
+    is handed over on TensorDictBase by tensordict.nn.params, which builds on this module)."""
+    return td._params_type(td, no_convert=True, lock=lock)

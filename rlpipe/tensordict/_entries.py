@@ -295,9 +295,9 @@ class _EntriesMixin:
             current = self._tensordict.get(key) if isinstance(key, str) else self.get(key, None)
             if _is_branch(current) and isinstance(value, (TensorDictBase, dict)) and not _is_non_tensor(value):
                 current.update(value, clone=clone, inplace=inplace)
-            elif inplace and current is not None:
+            elif inplace and current is not None and not _is_non_tensor(value):
                 self.set_(key, value)
-            else:
+            else:  # (non-tensor data replaces the entry, inplace or not, as tensordict's update)
                 self.set(key, value)
         return self
 
@@ -473,9 +473,10 @@ class _EntriesMixin:
         return not any(True for _ in self._walk(True, True))
 
     def empty(self, recurse=False):
-        """A TensorDict of the same batch size with no leaves (nested TensorDicts kept if ``recurse``)."""
-        entries = {k: v.empty(recurse) for k, v in self._tensordict.items() if isinstance(v, TensorDictBase)} \
-            if recurse else {}
+        """A TensorDict of the same batch size with no leaves (nested TensorDicts kept if ``recurse``,
+        their non-tensor data too, as tensordict 0.14)."""
+        entries = {k: v if v._is_non_tensor else v.empty(recurse) for k, v in self._tensordict.items()
+                   if isinstance(v, TensorDictBase)} if recurse else {}
         return self._build(entries, self._batch_size, self._device)
 
     def _take_entries(self, other):

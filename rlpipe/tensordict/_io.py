@@ -1,7 +1,6 @@
 """Storage on disk and in one buffer: memory-mapped TensorDicts (``memmap_``/``memmap``/``load_memmap``,
 one ``.npy`` file per leaf and a ``meta.json`` per TensorDict), ``consolidate``, state dicts, pickling,
 and the index (de)serialisation ``_SubTensorDict.memmap`` records."""
-import concurrent.futures
 import contextlib
 import json
 import math
@@ -17,6 +16,7 @@ from .._tensor import Tensor, host_array, wrap
 from ._common import _NAMES_USED
 from .base import TensorDictBase
 from .memmap import MemoryMappedTensor, Staging
+from .utils import TensorDictFuture
 
 # set by the tensorclass module: fn(prefix, td) giving the tensorclass a folder records (in its
 # tensorclass.json, JSON only) over the TensorDict loaded from it, or td itself
@@ -274,9 +274,7 @@ class _IOMixin:
         """A consolidated TensorDict pickles as its one storage and its metadata (tensordict 0.14's
         consolidated transport); any other pickles its state."""
         if self.is_consolidated():
-            storage = self._consolidated["storage"]
-            return _from_consolidated_state, (type(self), self._consolidated["metadata"], storage._host(),
-                                              str(storage.device))
+            return consolidated_reduce(self)
         return super().__reduce_ex__(protocol)
 
     def __getstate__(self):
@@ -302,6 +300,12 @@ class _IOMixin:
             self._last_op = None
 
 
+def consolidated_reduce(td):
+    """``__reduce_ex__`` of a consolidated TensorDict or lazy stack: its storage and its metadata."""
+    storage = td._consolidated["storage"]
+    return _from_consolidated_state, (type(td), td._consolidated["metadata"], storage._host(), str(storage.device))
+
+
 def _from_consolidated_state(cls, metadata, array, device):
     """Unpickles a consolidated TensorDict (see ``__reduce_ex__``): its storage wraps the unpickled
     array (no copy on the cpu)."""
@@ -317,10 +321,8 @@ def _check_cpu_leaf(key, value):
 
 
 def _done(result):
-    """A future that already holds ``result`` (what ``return_early=True`` returns)."""
-    future = concurrent.futures.Future()
-    future.set_result(result)
-    return future
+    """A finished TensorDictFuture of ``result`` (what ``return_early=True`` returns, as tensordict)."""
+    return TensorDictFuture([], result)
 
 
 def _index_to_str(index):

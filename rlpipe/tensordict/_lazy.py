@@ -17,7 +17,7 @@ from .._creation import as_tensor, full as _full
 from .._tensor import Size, Tensor
 from .._utils import unavailable
 from ._common import _NO_DEFAULT, _RAISE, _is_key
-from ._io import _LOADERS
+from ._io import _LOADERS, consolidated_reduce
 from ._lazy_index import _LazyIndexMixin
 from ._shape import _join_leaves
 from ._td import TensorDict
@@ -40,6 +40,8 @@ def _stack_leaves(values, dim, as_list=False, as_padded_tensor=False, as_nested_
     """The stacked entries ``values`` (Tensors or TensorDicts) read from each stacked TensorDict."""
     if sum((bool(as_list), bool(as_padded_tensor), bool(as_nested_tensor))) > 1:
         raise TypeError("as_list, as_padded_tensor and as_nested_tensor are exclusive.")
+    if as_list and all(isinstance(v, list) for v in values):  # nested lazy stacks' lists: a list of them
+        return list(values)
     if all(isinstance(v, Tensor) for v in values):
         if as_list:
             return list(values)
@@ -77,6 +79,12 @@ def _pad(tensors, side, value):
                            f"{[list(t.shape) for t in tensors]}") from None
 
 
+def _holds_lazy(td):
+    """Whether a TensorDict has a lazy stack anywhere among its nested TensorDicts."""
+    return any(isinstance(v, LazyStackedTensorDict) or (isinstance(v, TensorDictBase) and _holds_lazy(v))
+               for v in td.values())
+
+
 class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     """TensorDicts stacked along ``stack_dim`` without copying (see the module docstring).
 
@@ -86,7 +94,8 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     >>> s[1] is b, s.get("obs", as_list=True)[1].shape
     (True, rlpipe.Size([3, 5]))
     """
-    __slots__ = ("tensordicts", "stack_dim", "_batch_size", "_stack_name", "_empty_device", "__weakref__")
+    __slots__ = ("tensordicts", "stack_dim", "_batch_size", "_stack_name", "_empty_device", "_consolidated",
+                 "__weakref__")
 
     def __init__(self, *tensordicts, stack_dim=0, batch_size=None, device=None, names=None, stack_dim_name=None,
                  strict_shape=False, hook_out=None, hook_in=None):
@@ -317,7 +326,11 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         TensorDicts. Entries of different shapes raise RuntimeError unless ``as_list=True`` (a list,
         one per stacked TensorDict) or ``as_padded_tensor=True`` (padded along their first dim)."""
         missing = object()
-        values = [td.get(key, missing) for td in self.tensordicts]
+        ragged = dict(as_list=as_list, as_padded_tensor=as_padded_tensor, as_nested_tensor=as_nested_tensor,
+                      padding_side=padding_side, padding_value=padding_value)
+        # a nested lazy stack reads its part the same way (a list, or a padded tensor, per stacked one)
+        values = [td.get(key, missing, **ragged) if isinstance(td, LazyStackedTensorDict) else td.get(key, missing)
+                  for td in self.tensordicts]
         if any(value is missing for value in values):
             if default is _NO_DEFAULT or default is _RAISE:  # what get(key) of a TensorDict gives: None or KeyError
                 return next(td.get(key, default) for td, value in zip(self.tensordicts, values) if value is missing)
@@ -336,6 +349,8 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
                 value = as_tensor(value, device=self.device)
             except (TypeError, ValueError, RuntimeError):  # strings, ragged tensors...: one item per element
                 return self._split_list(value, key)
+        elif isinstance(value, str):  # one object for the whole stack: each stacked TensorDict holds it
+            return [value] * len(self.tensordicts)
         elif not isinstance(value, (Tensor, TensorDictBase)):
             value = as_tensor(value, device=self.device)
         shape = value.batch_size if isinstance(value, TensorDictBase) else value.shape
@@ -488,6 +503,33 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
         """A lazy stack of the TensorDicts emptied of their entries (same batch sizes)."""
         return self._each("empty", recurse=recurse)
 
+    def new_zeros(self, *size, empty_lazy=False, **kwargs):
+        """A dense TensorDict of batch size ``size`` with zero leaves; with ``empty_lazy=True``, a lazy
+        stack (along the same dim) of copies of the first stacked TensorDict emptied of its tensors
+        (its non-tensor data kept), as tensordict 0.14."""
+        return self._new_like("new_zeros", size, empty_lazy, kwargs)
+
+    def new_ones(self, *size, empty_lazy=False, **kwargs):
+        """``new_zeros`` with ones."""
+        return self._new_like("new_ones", size, empty_lazy, kwargs)
+
+    def new_empty(self, *size, empty_lazy=False, **kwargs):
+        """``new_zeros`` with uninitialised values."""
+        return self._new_like("new_empty", size, empty_lazy, kwargs)
+
+    def new_full(self, size, fill_value, *, empty_lazy=False, **kwargs):
+        """``new_zeros`` filled with ``fill_value``."""
+        return self._new_like("new_full", (size,), empty_lazy, kwargs, fill_value)
+
+    def _new_like(self, name, size, empty_lazy, kwargs, *fill):
+        size = Size(_ops._shape_arg(size))
+        if not empty_lazy or len(size) <= self.stack_dim:
+            return getattr(self.contiguous(), name)(size, *fill, **kwargs)
+        inner = list(size)
+        count = inner.pop(self.stack_dim)
+        template = getattr(self.tensordicts[0].empty(recurse=True), name)(Size(inner), *fill, **kwargs)
+        return self._new([template.clone() for _ in range(count)], self.stack_dim, self._stack_name)
+
     def __len__(self):
         return self._batch_size[0] if self._batch_size else 0
 
@@ -521,7 +563,16 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
             for mine, theirs in zip(self.tensordicts, out.tensordicts):
                 mine._into(theirs)
             return out
+        if _holds_lazy(out):
+            return self._into_each(out)  # out's own lazy entries keep their layout
         return self.contiguous()._into(out)
+
+    def _into_each(self, out):
+        """Writes each stacked TensorDict into its slice of ``out`` along the stack dim."""
+        lead = (slice(None),) * self.stack_dim
+        for i, td in enumerate(self.tensordicts):
+            out[lead + (i,)] = td
+        return out
 
     def _write_at(self, index, value, n_self, n_val, prefix, dry):
         """A parent's ``td[index] = value`` reaching this stack (checked when written)."""
@@ -728,7 +779,32 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
     def unlock_(self):
         for td in self.tensordicts:
             td.unlock_()
+        self._consolidated = None  # writes may now replace leaves: no longer views of one storage
         return self
+
+    def consolidate(self, filename=None, *, device=None, **kwargs):
+        """A locked lazy stack whose stacked TensorDicts' leaves are views of one uint8 storage
+        (``_consolidated["storage"]``; in the file ``filename`` when given), self when consolidated
+        already; the other keywords of ``TensorDict.consolidate`` change nothing here."""
+        if self.is_consolidated() and filename is None and device is None:
+            return self
+        from rlpipe.tensordict._consolidate import consolidate
+        return consolidate(self, filename, device)
+
+    def is_consolidated(self):
+        """Whether consolidate() made this lazy stack (and it has not been unlocked since)."""
+        return getattr(self, "_consolidated", None) is not None
+
+    @classmethod
+    def from_consolidated(cls, source):
+        """The TensorDict or lazy stack a consolidated file, buffer or TensorDict holds."""
+        return TensorDict.from_consolidated(source)
+
+    def __reduce_ex__(self, protocol):
+        """A consolidated lazy stack pickles as its one storage and its metadata."""
+        if self.is_consolidated():
+            return consolidated_reduce(self)
+        return super().__reduce_ex__(protocol)
 
     def share_memory_(self):
         for td in self.tensordicts:
@@ -861,3 +937,5 @@ def lazy_stack(items, dim=0, **kwargs):
     ``LazyStackedTensorDict.lazy_stack``)."""
     return LazyStackedTensorDict.lazy_stack(items, dim, **kwargs)
 
+
+LazyStackedTensorDict._dense_type = TensorDict

@@ -72,7 +72,8 @@ class NonTensorDataBase(TensorDict):
         table = np.empty(len(objects), dtype=object)
         for i, obj in enumerate(objects):
             table[i] = obj
-        return table[np.asarray(positions.tolist(), dtype=np.int64)]
+        codes = np.asarray(positions.tolist(), dtype=np.int64)
+        return table[codes.reshape(-1)].reshape(codes.shape)  # an array even for batch [] (not the object)
 
     def _compare_objects(self, other, op):
         """``self == other`` (or !=, |, ^...) object by object: a bool tensor of the batch's shape, as
@@ -200,6 +201,15 @@ class NonTensorStack(NonTensorDataBase):
         out = TensorDict._build.__func__(cls, {_CODES: positions}, Size(positions.shape), device)
         out._nt_items = list(objects)
         return out
+
+    @classmethod
+    def from_object_array(cls, array, device=None):
+        """A stack of the objects of a NumPy object array, shaped like it (an rlpipe addition: what
+        collectors gather an env's non-tensor observations into; unlike ``from_list``, an object
+        that is itself a list stays one element)."""
+        positions = as_tensor(np.arange(array.size, dtype=np.int64).reshape(array.shape), device=device)
+        return cls._make(positions, list(array.reshape(-1)),
+                         positions.device if device is not None else None)
 
     @classmethod
     def from_list(cls, data, device=None, names=None):

@@ -251,7 +251,7 @@ class _ShapeMixin:
             mine, theirs = set(self._tensordict), set(other._tensordict)
             if mine != theirs:
                 raise KeyError(f"keys in the two TensorDicts mismatch, got {sorted(mine)} and {sorted(theirs)}")
-            return self._object_results(self.apply(op, other), other, op)
+            return self._object_results(self.apply(op, other, filter_empty=False), other, op)
         return self._map(lambda t: op(t, other))
 
     def _object_results(self, result, other, op):

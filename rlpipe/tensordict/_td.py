@@ -21,6 +21,7 @@ from ._construct import _ConstructMixin
 from ._entries import _EntriesMixin
 from ._index import _IndexMixin
 from . import _io
+from ._archive import extracted, is_memmap_archive
 from ._io import _IOMixin, _done, _index_to_str, _stored_batch_size
 from ._io import _str_to_index  # noqa: F401  (read here by tests written against tensordict._td)
 from ._lock import _WITH_INVERSES, _LockMixin, _enter, _exit, _lock_like_source, _with_block
@@ -101,7 +102,11 @@ class TensorDict(_EntriesMixin, _LockMixin, _ApplyMixin, _IndexMixin, _ShapeMixi
         """See ``_load_memmap``; with ``device``, the loaded TensorDict moved there. With ``out`` (an
         unlocked TensorDict of the same batch size), the loaded leaves replace out's and the entries
         out has beyond them are removed (its nested TensorDicts are kept and filled the same way);
-        out is returned, neither locked nor memory-mapped, as in tensordict."""
+        out is returned, neither locked nor memory-mapped, as in tensordict. ``prefix`` may be an
+        archive ``pack_memmap`` wrote (extracted to a temporary folder whose files are mapped)."""
+        if is_memmap_archive(prefix):
+            with extracted(prefix) as folder:
+                return cls.load_memmap(folder, device, non_blocking, out=out, **kwargs)
         if out is not None and device is not None and out.device is not None and resolve(device) != out.device:
             raise ValueError(f"Cannot load a tensordict on device {device} into a tensordict on device "
                              f"{out.device}.")
@@ -364,12 +369,39 @@ for _name in ("permute", "unsqueeze", "squeeze", "transpose"):
 
 
 def _to_state(td):
-    """What rlpipe.save stores for a TensorDict: plain data (nested TensorDicts are stored the same way)."""
+    """What rlpipe.save stores for a TensorDict: plain data (nested TensorDicts are stored the same way);
+    a consolidated one, its storage and metadata (loaded consolidated again)."""
+    if consolidated_state(td) is not None:
+        return consolidated_state(td)
     return {"batch_size": list(td.batch_size), "device": None if td.device is None else str(td.device),
             "entries": dict(td._tensordict)}
 
 
+def consolidated_state(td):
+    """``{"consolidated": storage, "metadata": ...}`` of a consolidated TensorDict or lazy stack whose
+    metadata is plain data (a tensorclass entry's class is not: then None)."""
+    if not td.is_consolidated() or not _is_plain(td._consolidated["metadata"]):
+        return None
+    return {"consolidated": td._consolidated["storage"], "metadata": td._consolidated["metadata"]}
+
+
+def _is_plain(value):
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def from_consolidated_state(cls, state):
+    """The consolidated TensorDict (or lazy stack) ``consolidated_state`` stored."""
+    from rlpipe.tensordict._consolidate import rebuild
+    return rebuild(cls, state["metadata"], state["consolidated"])
+
+
 def _from_state(state):
+    if "consolidated" in state:
+        return from_consolidated_state(TensorDict, state)
     td = TensorDict(batch_size=_stored_batch_size(state["batch_size"]), device=state["device"])
     if not isinstance(state["entries"], dict):
         raise ValueError(f"entries should be a dict, got {type(state['entries']).__name__}")

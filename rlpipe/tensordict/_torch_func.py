@@ -80,7 +80,7 @@ def _where(condition, input=None, other=None):
 
 
 def _symmetric(name):
-    """maximum/minimum: the TensorDict may be either operand."""
+    """maximum/minimum/eq/ne: the TensorDict (or non-tensor data) may be either operand."""
     def handler(input, other):
         return getattr(input, name)(other) if _is_td(input) else getattr(other, name)(input)
     return handler
@@ -136,6 +136,7 @@ TD_HANDLED_FUNCTIONS.update({getattr(_ops, name): _reduction(name) for name in (
 TD_HANDLED_FUNCTIONS.update({getattr(_ops, name): _spread(name) for name in ("std", "var")})
 TD_HANDLED_FUNCTIONS.update({
     _ops.where: _where_out, _ops.maximum: _symmetric("maximum"), _ops.minimum: _symmetric("minimum"),
+    _ops.eq: _symmetric("__eq__"), _ops.ne: _symmetric("__ne__"),
     _ops.stack: _stack, _ops.cat: _cat, _ops.clone: _clone, _ops.gather: _gather, _autograd.grad: _grad})
 TD_HANDLED_FUNCTIONS.update({fn: _loss(fn) for fn in (_F.l1_loss, _F.mse_loss, _F.smooth_l1_loss)})
 TD_HANDLED_FUNCTIONS.update({fn: _like(fn) for fn in (_creation.zeros_like, _creation.ones_like,

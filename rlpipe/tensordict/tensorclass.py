@@ -22,6 +22,7 @@ import weakref
 import numpy as np
 
 from .. import serialization as _serialization
+from ..utils import _pytree
 from .._tensor import Tensor
 from .._creation import _LegacyTensorType, as_tensor
 from ._nontensor import NonTensorData
@@ -172,6 +173,7 @@ def _setup(cls, options):
     _CLASSES[_class_id(cls)] = cls
     _serialization.register_type(cls, f"TensorClass:{_class_id(cls)}", lambda tc: {"tensordict": tc._tensordict},
                                  lambda state, cls=cls: cls.from_tensordict(state["tensordict"], safe=False))
+    _pytree.register_pytree_node(cls, _pytree_children, _from_pytree_children)  # vmap maps over its fields
     _resolve_hints(cls)
     for option in _OPTIONS:
         setattr(cls, "_" + option, bool(options[option]))
@@ -807,3 +809,12 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+
+
+def _pytree_children(tc):
+    """A tensorclass as a pytree node: its TensorDict (whose entries are the leaves), and its class."""
+    return [tc._tensordict], type(tc)
+
+
+def _from_pytree_children(children, cls):
+    return cls._over(children[0])

@@ -6,6 +6,7 @@ mode, works as a context manager and decorator like tensordict's, and changes no
 NonTensorData); ``set_capture_non_tensor_stack(True)`` makes a stack of equal NonTensorData one
 NonTensorData.
 """
+import concurrent.futures
 import functools
 import logging
 import os
@@ -16,7 +17,6 @@ from .._tensor import Size, Tensor
 from .._closeness import _compare_tensors
 from .base import TensorDictBase, is_tensor_collection
 from .keys import unravel_key, unravel_key_list, unravel_key_to_tuple
-from .._utils import unavailable
 
 __all__ = ["assert_allclose_td", "assert_close", "convert_ellipsis_to_idx", "is_non_tensor", "is_tensor_collection",
            "is_tensorclass",
@@ -29,7 +29,23 @@ _LOGGER = logging.getLogger("rlpipe.tensordict")
 _LOCK_ERROR = ("Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` method and "
                "make sure the key is present.")
 
-TensorDictFuture = unavailable("TensorDictFuture", "rlpipe runs TensorDict ops synchronously (no futures)")
+class TensorDictFuture:
+    """tensordict's future of a TensorDict operation (``memmap``/``consolidate`` with
+    ``return_early=True``): ``result()`` waits for ``futures`` and returns ``resulting_td`` (rlpipe's
+    own operations finish before returning, so their futures are already done)."""
+
+    def __init__(self, futures, resulting_td):
+        self.futures = futures
+        self.resulting_td = resulting_td
+
+    def result(self):
+        """Waits for the futures and returns the resulting TensorDict."""
+        concurrent.futures.wait(self.futures)
+        return self.resulting_td
+
+    def done(self):
+        """Whether every future has finished."""
+        return all(f.done() for f in self.futures)
 
 
 class _Switch:

@@ -17,7 +17,7 @@ class EnsembleModule(TensorDictModuleBase):
 
     The stacked parameters (leading dim ``num_copies``) are registered parameters of the
     ``ensemble_parameters`` submodule, a copy of ``module`` (tensordict keeps them in a
-    TensorDictParams, which rlpipe does not have); ``params_td`` shows them as a TensorDict."""
+    TensorDictParams instead, so the parameter names differ); ``params_td`` shows them as a TensorDict."""
 
     def __init__(self, module, num_copies, expand_input=True):
         super().__init__()
