@@ -423,6 +423,9 @@ class GymWrapper(EnvBase):
         self._make_specs()
         if from_pixels:
             self._add_pixels(pixels_only)
+        # torchrl's attributes: an env whose observation is an image is "from pixels" by itself
+        self.from_pixels = bool(from_pixels) or self._keys == (("pixels",),)
+        self.pixels_only = bool(pixels_only)
         self._pending = None  # SAME_STEP: (frame of the step's returned obs, mask of autoreset envs)
         self._resetting = None  # skipping: the envs the next step resets ("Skipped rows", step_protocol.py)
         self._env_done = None  # NEXT_STEP: the envs the vector env itself ended at the last step
