@@ -120,3 +120,59 @@ def test_tensordict_from_modules_function_stacks():
 def test_from_module_as_module_is_refused_naming_it():
     with pytest.raises(NotImplementedError, match="as_module=True"):
         from_module(nn.Linear(1, 1), as_module=True)
+
+
+@pytest.fixture
+def fresh_timeit(monkeypatch):
+    from rlpipe._utils import timeit
+    monkeypatch.setattr(timeit, "_REG", {})
+    monkeypatch.setattr(timeit, "_MARKS", {})
+    return timeit
+
+
+def test_timeit_records_mean_and_total_per_name(fresh_timeit, monkeypatch):
+    """A fake clock: blocks of 2 s and 4 s under one name give mean 3 s, total 6 s (torchrl's registry)."""
+    timeit = fresh_timeit
+    clock = iter([10.0, 12.0, 20.0, 24.0, 30.0, 30.5])
+    monkeypatch.setattr("rlpipe._utils.time.perf_counter", lambda: next(clock))
+    with timeit("step"):
+        pass
+
+    @timeit("step")
+    def work():
+        return 7
+
+    assert work() == 7
+    with timeit("other") as timer:
+        pass
+    assert timer.t0 == 30.0
+    assert timeit.todict() == {"step": 3.0, "other": 0.5}
+    assert timeit.todict(percall=False, prefix="time") == {"time/step": 6.0, "time/other": 0.5}
+    assert timeit.print() == ("other took 500.0000 msec (total =  0.5000 sec since last reset).\n"
+                              "step took 3000.0000 msec (total =  6.0000 sec since last reset).")
+    timeit.erase()
+    assert timeit.todict() == {"step": 0.0, "other": 0.0}
+
+
+def test_timeit_marks_and_printevery(fresh_timeit, monkeypatch):
+    timeit = fresh_timeit
+    clock = iter([1.0, 1.25])
+    monkeypatch.setattr("rlpipe._utils.time.perf_counter", lambda: next(clock))
+    timeit.mark_start("io")
+    timeit.mark_end("io")
+    assert timeit.todict() == {"io": 0.25}
+    printed = []
+    monkeypatch.setattr(timeit, "print", classmethod(lambda cls, prefix=None: printed.append(prefix)))
+    monkeypatch.setattr(timeit, "_printevery_count", 0)
+    for _ in range(10):
+        timeit.printevery(num_prints=2, total_count=10, prefix="p")
+    assert printed == ["p", "p"]  # calls 0 and 5
+
+
+def test_timeit_bad_uses_name_the_timer(fresh_timeit):
+    timeit = fresh_timeit
+    with pytest.raises(RuntimeError, match=r"timeit\('never'\).elapsed\(\): the timer was never started"):
+        timeit("never").elapsed()
+    with pytest.raises(KeyError, match=r"mark_end\('nope'\): no mark_start\('nope'\)"):
+        timeit.mark_end("nope")
+    assert rlpipe.timeit is timeit
