@@ -169,6 +169,27 @@ def assembled_trajectories(batches, trajs_per_batch, traj_format, running, compl
             yield flat if traj_format == "cat" else split_trajectories(flat)
 
 
+def checked_replay_buffer(replay_buffer, extend_buffer):
+    """torchrl's ``replay_buffer`` option checked: None or an object with ``extend`` (a ReplayBuffer),
+    filled with whole batches (``extend_buffer=True``; torchrl's per-step ``False`` is deprecated there
+    and refused here)."""
+    if replay_buffer is not None and not callable(getattr(replay_buffer, "extend", None)):
+        raise TypeError(f"replay_buffer must be a ReplayBuffer (an object with extend()), got "
+                        f"{type(replay_buffer).__name__}")
+    if not extend_buffer:
+        raise ValueError("extend_buffer=False (adding frames one step at a time, deprecated in torchrl) is not "
+                         "supported: the collector extends replay_buffer with each whole batch (extend_buffer=True)")
+    return replay_buffer
+
+
+def into_buffer(batches, replay_buffer):
+    """Each of ``batches`` written into ``replay_buffer``; yields None in its place, as torchrl's collectors
+    do when given a replay buffer."""
+    for batch in batches:
+        replay_buffer.extend(batch)
+        yield None
+
+
 def rounded_total_frames(total_frames, frames_per_batch, stacklevel):
     """``total_frames`` rounded up to whole batches, with torchrl's warning when that changes it."""
     if total_frames == -1 or not total_frames % frames_per_batch:
