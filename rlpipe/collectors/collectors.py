@@ -211,6 +211,8 @@ class SyncDataCollector(CollectorBase):
         self.progress_bar = progress_bar
         self.track_policy_version = bool(track_policy_version)
         self.compact_obs = bool(compact_obs)
+        rewriters = getattr(self.env, "_stored_step_rewriters", None)  # a TransformedEnv's
+        self._stored_step_rewriters = rewriters() if rewriters is not None else []
         self._version = 0             # update_policy_weights_() calls so far (torchrl's policy version)
         self._frames = 0
         self._iter = -1               # the batch being (or last) collected, as torchrl counts
@@ -570,6 +572,8 @@ class SyncDataCollector(CollectorBase):
         td = tensordict_of(root, batch)
         td.set("next", tensordict_of(nxt, batch))
         td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories) if picked is None else trajectories))
+        for rewriter in self._stored_step_rewriters:  # NextObservationDelta: deltas instead of ("next", obs)
+            td = rewriter._stored_step(td)
         if self.track_policy_version:
             version = wrap(np.full(tuple(batch), self._version, np.int64))
             td.set(POLICY_VERSION[0], version)

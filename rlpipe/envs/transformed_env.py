@@ -565,6 +565,33 @@ class TransformedEnv(EnvBase):
         self._pipeline = self._built()._replace(**{name: spec})
         self._spec_version += 1
 
+    # ---- the steps stored (torchrl's post-step hooks: NextObservationDelta) -------------------------
+    def _stored_step_rewriters(self):
+        """The transforms that rewrite the steps this env hands out: ``_stepped(td)`` after ``step``,
+        ``_stored_step(td)`` on what ``rollout``/``step_and_maybe_reset`` and collectors store."""
+        return [t for t in self._built().leaves if getattr(t, "_rewrites_stored_steps", False)]
+
+    def step(self, tensordict):
+        """``EnvBase.step``, then the rewriting transforms' ``_stepped``."""
+        out = super().step(tensordict)
+        for t in self._stored_step_rewriters():
+            out = t._stepped(out)
+        return out
+
+    def rollout(self, max_steps, policy=None, callback=None, **kwargs):
+        """``EnvBase.rollout``, the steps as the rewriting transforms store them."""
+        out = super().rollout(max_steps, policy, callback, **kwargs)
+        for t in self._stored_step_rewriters():
+            out = t._stored_step(out)
+        return out
+
+    def step_and_maybe_reset(self, tensordict):
+        """``EnvBase.step_and_maybe_reset``; the stepped TensorDict as the rewriting transforms store it."""
+        stepped, root = super().step_and_maybe_reset(tensordict)
+        for t in self._stored_step_rewriters():
+            stepped = t._stored_step(stepped)
+        return stepped, root
+
     # ---- the frame methods (step_protocol.py) -----------------------------------------------------
     def _reset_frame(self, seed=None):
         leaves = self._built().leaves
