@@ -131,3 +131,32 @@ def test_get_primers_from_module_strict_or_not():
         get_primers_from_module(model)
     with pytest.warns(UserWarning, match="_BrokenPrimer: needs input_shape"):
         assert get_primers_from_module(model, warn=False, strict=False) is None
+
+
+def test_start_collects_into_the_buffer_in_the_background_until_async_shutdown():
+    import time
+    rb = ReplayBuffer(storage=LazyTensorStorage(1000))
+    collector = SyncDataCollector(GymEnv(COUNTER), constant_policy(1), frames_per_batch=10, total_frames=-1,
+                                  replay_buffer=rb)
+    collector.start()
+    deadline = time.monotonic() + 30
+    while len(rb) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert collector.is_running()
+    collector.async_shutdown(timeout=30)
+    assert not collector.is_running()
+    n = len(rb)
+    assert n >= 20 and n % 10 == 0
+    np.testing.assert_array_equal(arr(rb[:n]["observation"])[:, 0], np.tile(np.arange(5), n // 5))
+
+
+def test_start_ends_with_total_frames_and_needs_a_buffer():
+    rb = ReplayBuffer(storage=LazyTensorStorage(100))
+    collector = SyncDataCollector(GymEnv(COUNTER), constant_policy(1), frames_per_batch=5, total_frames=15,
+                                  replay_buffer=rb)
+    collector.start()
+    collector._thread.join(30)
+    assert not collector.is_running() and len(rb) == 15
+    plain = SyncDataCollector(GymEnv(COUNTER), constant_policy(1), frames_per_batch=5, total_frames=5)
+    with pytest.raises(RuntimeError, match="Replay buffer must be defined for execution."):
+        plain.start()

@@ -1,6 +1,7 @@
 """What every collector shares (``SyncDataCollector``, the multi-process ones in ``multi.py`` and
 ``RayCollector``): the base class, the checks of the frame counts, torchrl's warnings, and the
 plain-array form in which a batch leaves a worker process or a Ray actor."""
+import threading
 import warnings
 from collections import OrderedDict
 
@@ -29,6 +30,36 @@ class CollectorBase:
         if self._iterator is None:
             self._iterator = iter(self)
         return next(self._iterator, None)
+
+    # ---- torchrl's background collection into a replay buffer -------------------------------------
+    def start(self):
+        """Collects in a daemon thread, each batch going into the ``replay_buffer`` given at construction
+        (RuntimeError without one), until ``async_shutdown`` or the end of ``total_frames``."""
+        if getattr(self, "replay_buffer", None) is None:
+            raise RuntimeError("Replay buffer must be defined for execution.")
+        if not self.is_running():
+            self._stop = False
+            self._thread = threading.Thread(target=self._run_into_buffer, name="collector", daemon=True)
+            self._thread.start()
+
+    def _run_into_buffer(self):
+        for _ in self:
+            if self._stop:
+                return
+
+    def is_running(self):
+        """Whether the ``start()`` thread is collecting."""
+        thread = getattr(self, "_thread", None)
+        return thread is not None and thread.is_alive()
+
+    def async_shutdown(self, timeout=None, close_env=True):
+        """Stops the ``start()`` thread after its current batch (waiting up to ``timeout`` seconds), then
+        ``shutdown()`` (``close_env`` is accepted for torchrl's signature)."""
+        self._stop = True
+        thread = getattr(self, "_thread", None)
+        if thread is not None and thread.is_alive():
+            thread.join(timeout)
+        self.shutdown()
 
     def __enter__(self):
         return self
