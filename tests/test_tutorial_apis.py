@@ -176,3 +176,17 @@ def test_timeit_bad_uses_name_the_timer(fresh_timeit):
     with pytest.raises(KeyError, match=r"mark_end\('nope'\): no mark_start\('nope'\)"):
         timeit.mark_end("nope")
     assert rlpipe.timeit is timeit
+
+
+def test_gym_wrapper_forwards_missing_attributes_to_the_wrapped_env():
+    """torchrl_envs tutorial: env._env.foo = ...; env.foo (torchrl's wrappers forward attributes)."""
+    env = GymEnv("Pendulum-v1")
+    env._env.foo = "bar"
+    env._env.get_something = lambda r: r + 1
+    assert env.foo == "bar" and env.get_something(1) == 2
+    assert env.spec.id == "Pendulum-v1"  # Gymnasium's own attribute
+    with pytest.raises(AttributeError, match="'GymEnv' object and its wrapped env have no attribute 'nothing'"):
+        env.nothing  # noqa: B018
+    with pytest.raises(AttributeError, match="'GymEnv' object has no attribute '_private'"):
+        env._private  # noqa: B018
+    env.close()

@@ -678,6 +678,17 @@ class GymWrapper(EnvBase):
         """The wrapped Gymnasium environment."""
         return self._env
 
+    def __getattr__(self, name):
+        # only called for attributes missing here: the wrapped env's, as torchrl's wrappers forward them
+        # (private names are not forwarded: a missing one is this wrapper's bug, not the env's attribute)
+        if name.startswith("_") or "_env" not in self.__dict__:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        try:
+            return getattr(self.__dict__["_env"], name)
+        except AttributeError:
+            raise AttributeError(f"'{type(self).__name__}' object and its wrapped env have no attribute "
+                                 f"'{name}'") from None
+
     @property
     def num_envs(self):
         """The number of sub-envs of a wrapped vector env (None for a single env)."""
