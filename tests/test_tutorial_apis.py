@@ -190,3 +190,16 @@ def test_gym_wrapper_forwards_missing_attributes_to_the_wrapped_env():
     with pytest.raises(AttributeError, match="'GymEnv' object has no attribute '_private'"):
         env._private  # noqa: B018
     env.close()
+
+
+def test_observation_norm_init_stats_with_dims_of_both_signs():
+    """torchrl's DQN tutorial: cat_dim=0 with reduce_dim=[-1, -2, -4] (-4 is dim 0 of its 4-dim data)."""
+    from rlpipe.envs import ObservationNorm, TransformedEnv
+    env = TransformedEnv(GymEnv("Pendulum-v1"), ObservationNorm(in_keys=["observation"]))
+    env.transform.init_stats(num_iter=20, cat_dim=0, reduce_dim=[-2])  # rollouts [T, 3]: -2 is dim 0
+    assert tuple(env.transform.loc.shape) == (3,)
+    other = TransformedEnv(GymEnv("Pendulum-v1"), ObservationNorm(in_keys=["observation"]))
+    with pytest.raises(ValueError, match=r"cat_dim must be part of or equal to reduce_dim, got cat_dim=0 and "
+                                         r"reduce_dim \[1\] \(the data has 2 dims\)"):
+        other.transform.init_stats(num_iter=20, cat_dim=0, reduce_dim=[-1])
+    assert not other.transform.initialized  # still usable

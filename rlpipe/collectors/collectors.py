@@ -35,6 +35,28 @@ from ._common import (POLICY_VERSION, SILENCE, TRAJ_IDS, CollectorBase, assemble
                       into_buffer, normalized_total_frames, rl_warn, rounded_total_frames, tensordict_of)
 from ..modules.utils import append_missing_env_transforms
 
+
+def collector_for_backend(backend, backend_options, num_collectors, sync, args, kwargs):
+    """torchrl's ``Collector(..., backend=..., num_collectors=..., sync=...)`` dispatch: ``"process"``
+    (the default with ``num_collectors``) gives a ``MultiSyncDataCollector`` (``sync=True``, the default)
+    or a ``MultiaSyncDataCollector`` over ``num_collectors`` workers."""
+    from .multi import MultiaSyncDataCollector, MultiSyncDataCollector
+    backend = "process" if backend is None else backend
+    if backend != "process":
+        raise ValueError(f"Collector does not support backend={backend!r} in rlpipe. Expected one of ['direct', "
+                         "'process'] (use RayCollector for Ray)")
+    if num_collectors is not None and (isinstance(num_collectors, bool) or not isinstance(num_collectors, int)
+                                       or num_collectors < 1):
+        raise ValueError(f"num_collectors must be a positive integer, got {num_collectors!r}.")
+    cls = MultiSyncDataCollector if sync is None or sync else MultiaSyncDataCollector
+    env_fn, rest = (args[0], args[1:]) if args else (kwargs.pop("create_env_fn"), ())
+    if not isinstance(env_fn, (list, tuple)):
+        env_fn = [env_fn] * (num_collectors or 1)
+    elif num_collectors is not None and num_collectors != len(env_fn):
+        raise ValueError(f"num_collectors does not match the number of environment constructors: {num_collectors} "
+                         f"!= {len(env_fn)}.")
+    return cls(list(env_fn), *rest, **dict(backend_options or {}), **kwargs)
+
 __all__ = ["SyncDataCollector", "Collector", "BaseCollector", "RandomPolicy"]
 
 
@@ -155,12 +177,19 @@ class SyncDataCollector(CollectorBase):
     recurrent submodules (``rlpipe.modules.utils.missing_env_transforms``). torchrl 0.14's default
     (None) warns about its v0.15 change when something is missing; rlpipe's None adds nothing, silently."""
 
+    def __new__(cls, *args, backend=None, backend_options=None, num_collectors=None, sync=None, **kwargs):
+        # torchrl 0.14's Collector(..., backend=...): "direct" is this class, "process" a multi-process one
+        if backend in (None, "direct") and num_collectors is None:
+            return super().__new__(cls)
+        return collector_for_backend(backend, backend_options, num_collectors, sync, args, kwargs)
+
     def __init__(self, create_env_fn, policy=None, *, frames_per_batch, total_frames=-1, postproc=None,
                  max_frames_per_traj=None, init_random_frames=0, reset_at_each_iter=False, split_trajs=False,
                  device=None, storing_device=None, progress_bar=False, env_device=None, policy_device=None,
                  exploration_type=ExplorationType.RANDOM, track_policy_version=False, trajs_per_batch=None,
                  traj_format=None, compact_obs=False, check_action_spec=False, replay_buffer=None,
-                 extend_buffer=True, auto_register_policy_transforms=None):
+                 extend_buffer=True, auto_register_policy_transforms=None, backend=None, backend_options=None,
+                 num_collectors=None, sync=None):
         total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
         self.replay_buffer = checked_replay_buffer(replay_buffer, extend_buffer)
