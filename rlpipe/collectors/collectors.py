@@ -40,7 +40,6 @@ def collector_for_backend(backend, backend_options, num_collectors, sync, args, 
     """torchrl's ``Collector(..., backend=..., num_collectors=..., sync=...)`` dispatch: ``"process"``
     (the default with ``num_collectors``) gives a ``MultiSyncDataCollector`` (``sync=True``, the default)
     or a ``MultiaSyncDataCollector`` over ``num_collectors`` workers."""
-    from .multi import MultiaSyncDataCollector, MultiSyncDataCollector
     backend = "process" if backend is None else backend
     if backend != "process":
         raise ValueError(f"Collector does not support backend={backend!r} in rlpipe. Expected one of ['direct', "
@@ -48,7 +47,8 @@ def collector_for_backend(backend, backend_options, num_collectors, sync, args, 
     if num_collectors is not None and (isinstance(num_collectors, bool) or not isinstance(num_collectors, int)
                                        or num_collectors < 1):
         raise ValueError(f"num_collectors must be a positive integer, got {num_collectors!r}.")
-    cls = MultiSyncDataCollector if sync is None or sync else MultiaSyncDataCollector
+    # rlpipe.collectors sets the multi-process classes here once both modules are loaded (multi imports us)
+    cls = globals()["MultiSyncDataCollector" if sync is None or sync else "MultiaSyncDataCollector"]
     env_fn, rest = (args[0], args[1:]) if args else (kwargs.pop("create_env_fn"), ())
     if not isinstance(env_fn, (list, tuple)):
         env_fn = [env_fn] * (num_collectors or 1)
