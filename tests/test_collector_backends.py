@@ -34,3 +34,15 @@ def test_bad_backend_arguments(kwargs, message):
     kwargs = {"create_env_fn": _make, **kwargs}
     with pytest.raises(ValueError, match=message):
         Collector(policy=constant_policy(1), frames_per_batch=4, total_frames=4, **kwargs)
+
+
+def test_parallel_env_serial_for_single():
+    """torchrl's serial_for_single: one worker runs in this process; more still get worker processes."""
+    from rlpipe.envs import ParallelEnv, SerialEnv
+    single = ParallelEnv(1, _make, serial_for_single=True, mp_start_method="fork", timeout=30.0)
+    assert type(single) is SerialEnv
+    assert single.rollout(3, constant_policy(1))["next", "observation"][0, :, 0].tolist() == [1, 2, 3]
+    single.close()
+    several = ParallelEnv(2, _make, serial_for_single=True)
+    assert type(several) is ParallelEnv and tuple(several.batch_size) == (2,)
+    several.close(raise_if_closed=False)
