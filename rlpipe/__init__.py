@@ -57,6 +57,7 @@ from .func import vmap
 from .nn._compile import compile  # noqa: A001 - torch.compile's name, shadowing the builtin as torch does
 from . import tensordict, testing, postprocs, data
 from .tensordict import TensorDict
+from ._utils import timeit  # noqa: F401 - torchrl.timeit (rlpipe is also torchrl's root)
 
 from math import pi, e, inf, nan  # torch's constants, the same Python floats
 
@@ -95,3 +96,18 @@ exp_ expm1_ fill_ floor_ frac_ log1p_ log_ logit_ nan_to_num_ neg_ reciprocal_ r
 sinh_ sqrt_ tan_ tanh_ trunc_ zero_""".split():
     globals()[_name] = _inplace_function(_name)
 del _name
+
+# torch's deprecated ``has_*`` flags, still read by older scripts (``if torch.has_cuda: ...``)
+_DEPRECATED_FLAGS = {"has_cuda": ("rlpipe.cuda.is_available", cuda.is_available),
+                     "has_cudnn": ("rlpipe.backends.cudnn.is_available", backends.cudnn.is_available),
+                     "has_mps": ("rlpipe.backends.mps.is_built", backends.mps.is_built)}
+
+
+def __getattr__(name):
+    """torch's deprecated module flags (``has_cuda``...): the answer of their replacement, with torch's warning."""
+    if name in _DEPRECATED_FLAGS:
+        replacement, answer = _DEPRECATED_FLAGS[name]
+        import warnings
+        warnings.warn(f"'{name}' is deprecated, please use '{replacement}()'", UserWarning, stacklevel=2)
+        return answer()
+    raise AttributeError(f"module 'rlpipe' has no attribute '{name}'")

@@ -69,6 +69,8 @@ LAYERS = {
     "rlpipe.objectives": 6,
     "rlpipe.modules": 6,
     "rlpipe.record": 6,
+    "rlpipe.checkpoint": 6,  # torchrl.checkpoint: saves policies, optimizers, replay buffers, RNG state
+    "rlpipe.trainers": 6,  # torchrl.trainers: the training loop over a collector, its hooks
     # ``python -m rlpipe.cuda.selfcheck``: a command-line check that drives the whole library (MultiStep,
     # an MLP, the DQN example), an application like examples/, at the facade's level
     "rlpipe.cuda.selfcheck": FACADE_LAYER,

@@ -56,6 +56,54 @@ def test_bad_dtypes_as_torchrl(kwargs, message):
         NextObservationDelta(**kwargs)
 
 
-def test_the_env_side_is_refused_clearly():
-    with pytest.raises(NotImplementedError, match="cannot yet store the next observations as deltas"):
-        TransformedEnv(GymEnv("Pendulum-v1"), NextObservationDelta()).rollout(2)
+def _keys(td):
+    return sorted(map(str, td.keys(True, True)))
+
+
+# torchrl 0.14.1's key sets for TransformedEnv(GymEnv("Pendulum-v1"), NextObservationDelta())
+STEP_KEYS = ["('next', 'delta', 'observation')", "('next', 'done')", "('next', 'observation')", "('next', 'reward')",
+             "('next', 'terminated')", "('next', 'truncated')", "action", "done", "observation", "terminated",
+             "truncated"]
+STORED_KEYS = [k for k in STEP_KEYS if k != "('next', 'observation')"]
+
+
+def test_env_side_keys_as_torchrl():
+    """step keeps ("next", obs) beside the delta; rollout and step_and_maybe_reset store the delta only,
+    and the next root holds the full observation."""
+    env = TransformedEnv(GymEnv("Pendulum-v1"), NextObservationDelta())
+    td = env.reset()
+    td["action"] = env.action_spec.rand()
+    assert _keys(env.step(td.clone())) == STEP_KEYS
+    stepped, root = env.step_and_maybe_reset(td.clone())
+    assert _keys(stepped) == STORED_KEYS and _keys(root) == ["done", "observation", "terminated", "truncated"]
+    assert root["observation"].dtype == rlpipe.float32
+    rollout = env.rollout(4)
+    assert _keys(rollout) == STORED_KEYS and rollout["next", "delta", "observation"].dtype == rlpipe.float16
+    expected = (rollout["observation"][1:] - rollout["observation"][:-1]).half()
+    assert rlpipe.equal(rollout["next", "delta", "observation"][:-1], expected)
+    assert env.observation_spec.keys() == GymEnv("Pendulum-v1").observation_spec.keys()  # specs unchanged
+
+
+def test_collector_stores_deltas_and_a_buffer_rebuilds_the_next_observations():
+    """Counter's observation grows by one per step (5-step episodes, reset to 0): every delta is 1."""
+    from rlpipe.collectors import SyncDataCollector
+    from rlpipe.data import LazyTensorStorage, ReplayBuffer
+    from test_collector import COUNTER, constant_policy
+
+    collector = SyncDataCollector(TransformedEnv(GymEnv(COUNTER), NextObservationDelta()), constant_policy(1),
+                                  frames_per_batch=8, total_frames=8)
+    batch = next(iter(collector))
+    assert ("next", "observation") not in batch.keys(True, True)
+    assert batch["next", "delta", "observation"].dtype == rlpipe.float16
+    assert batch["next", "delta", "observation"].float().eq(1).all()
+    rb = ReplayBuffer(storage=LazyTensorStorage(8), transform=NextObservationDelta(in_keys=["observation"]))
+    rb.extend(batch)
+    rebuilt = rb[:]
+    assert rlpipe.equal(rebuilt["next", "observation"], batch["observation"] + 1)
+    assert ("next", "delta", "observation") not in rebuilt.keys(True, True)
+
+
+def test_env_side_in_keys_limit_the_deltas():
+    env = TransformedEnv(GymEnv("Pendulum-v1"), NextObservationDelta(in_keys=["missing"]))
+    rollout = env.rollout(2)
+    assert ("next", "observation") in rollout.keys(True, True) and "delta" not in rollout["next"].keys()

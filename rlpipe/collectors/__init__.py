@@ -6,6 +6,7 @@ is ``MultiaSyncDataCollector``, ``BaseCollector`` and ``MultiCollector`` are the
 from .collectors import BaseCollector, Collector, SyncDataCollector, RandomPolicy
 from .multi import MultiCollector, MultiSyncDataCollector, MultiaSyncDataCollector, MultiSyncCollector, \
     MultiAsyncCollector
+from .evaluator import Evaluator
 from . import collectors as _collectors, multi as _multi
 
 # torchrl.collectors.collectors also exports the multi-process collectors, which build on that module
@@ -14,4 +15,4 @@ for _name in ("MultiCollector", "MultiSyncCollector", "MultiAsyncCollector", "Mu
     setattr(_collectors, _name, getattr(_multi, _name))
 
 __all__ = ["SyncDataCollector", "MultiSyncDataCollector", "MultiaSyncDataCollector", "RandomPolicy",
-           "BaseCollector", "Collector", "MultiCollector", "MultiSyncCollector", "MultiAsyncCollector"]
+           "BaseCollector", "Collector", "MultiCollector", "MultiSyncCollector", "MultiAsyncCollector", "Evaluator"]

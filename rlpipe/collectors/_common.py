@@ -1,6 +1,7 @@
 """What every collector shares (``SyncDataCollector``, the multi-process ones in ``multi.py`` and
 ``RayCollector``): the base class, the checks of the frame counts, torchrl's warnings, and the
 plain-array form in which a batch leaves a worker process or a Ray actor."""
+import threading
 import warnings
 from collections import OrderedDict
 
@@ -30,6 +31,36 @@ class CollectorBase:
         if self._iterator is None:
             self._iterator = iter(self)
         return next(self._iterator, None)
+
+    # ---- torchrl's background collection into a replay buffer -------------------------------------
+    def start(self):
+        """Collects in a daemon thread, each batch going into the ``replay_buffer`` given at construction
+        (RuntimeError without one), until ``async_shutdown`` or the end of ``total_frames``."""
+        if getattr(self, "replay_buffer", None) is None:
+            raise RuntimeError("Replay buffer must be defined for execution.")
+        if not self.is_running():
+            self._stop = False
+            self._thread = threading.Thread(target=self._run_into_buffer, name="collector", daemon=True)
+            self._thread.start()
+
+    def _run_into_buffer(self):
+        for _ in self:
+            if self._stop:
+                return
+
+    def is_running(self):
+        """Whether the ``start()`` thread is collecting."""
+        thread = getattr(self, "_thread", None)
+        return thread is not None and thread.is_alive()
+
+    def async_shutdown(self, timeout=None, close_env=True):
+        """Stops the ``start()`` thread after its current batch (waiting up to ``timeout`` seconds), then
+        ``shutdown()`` (``close_env`` is accepted for torchrl's signature)."""
+        self._stop = True
+        thread = getattr(self, "_thread", None)
+        if thread is not None and thread.is_alive():
+            thread.join(timeout)
+        self.shutdown()
 
     def __enter__(self):
         return self
@@ -168,6 +199,27 @@ def assembled_trajectories(batches, trajs_per_batch, traj_format, running, compl
             del complete[:trajs_per_batch]
             flat = cat(chosen, 0) if len(chosen) > 1 else chosen[0]
             yield flat if traj_format == "cat" else split_trajectories(flat)
+
+
+def checked_replay_buffer(replay_buffer, extend_buffer):
+    """torchrl's ``replay_buffer`` option checked: None or an object with ``extend`` (a ReplayBuffer),
+    filled with whole batches (``extend_buffer=True``; torchrl's per-step ``False`` is deprecated there
+    and refused here)."""
+    if replay_buffer is not None and not callable(getattr(replay_buffer, "extend", None)):
+        raise TypeError(f"replay_buffer must be a ReplayBuffer (an object with extend()), got "
+                        f"{type(replay_buffer).__name__}")
+    if not extend_buffer:
+        raise ValueError("extend_buffer=False (adding frames one step at a time, deprecated in torchrl) is not "
+                         "supported: the collector extends replay_buffer with each whole batch (extend_buffer=True)")
+    return replay_buffer
+
+
+def into_buffer(batches, replay_buffer):
+    """Each of ``batches`` written into ``replay_buffer``; yields None in its place, as torchrl's collectors
+    do when given a replay buffer."""
+    for batch in batches:
+        replay_buffer.extend(batch)
+        yield None
 
 
 def rounded_total_frames(total_frames, frames_per_batch, stacklevel):

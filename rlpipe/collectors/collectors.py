@@ -31,8 +31,31 @@ from ..nn.modules.module import _global_forward_hooks, _global_forward_pre_hooks
 from ..tensordict import TensorDict, TensorDictModule, is_tensor_collection, unravel_key_to_tuple
 from ..postprocs import split_trajectories
 from ._common import (POLICY_VERSION, SILENCE, TRAJ_IDS, CollectorBase, assembled_trajectories, check_frame_counts,
-                      checked_init_random_frames, checked_split_trajs, checked_trajs_per_batch, normalized_total_frames,
-                      rl_warn, rounded_total_frames, tensordict_of)
+                      checked_init_random_frames, checked_replay_buffer, checked_split_trajs, checked_trajs_per_batch,
+                      into_buffer, normalized_total_frames, rl_warn, rounded_total_frames, tensordict_of)
+from ..modules.utils import append_missing_env_transforms
+
+
+def collector_for_backend(backend, backend_options, num_collectors, sync, args, kwargs):
+    """torchrl's ``Collector(..., backend=..., num_collectors=..., sync=...)`` dispatch: ``"process"``
+    (the default with ``num_collectors``) gives a ``MultiSyncDataCollector`` (``sync=True``, the default)
+    or a ``MultiaSyncDataCollector`` over ``num_collectors`` workers."""
+    backend = "process" if backend is None else backend
+    if backend != "process":
+        raise ValueError(f"Collector does not support backend={backend!r} in rlpipe. Expected one of ['direct', "
+                         "'process'] (use RayCollector for Ray)")
+    if num_collectors is not None and (isinstance(num_collectors, bool) or not isinstance(num_collectors, int)
+                                       or num_collectors < 1):
+        raise ValueError(f"num_collectors must be a positive integer, got {num_collectors!r}.")
+    # rlpipe.collectors sets the multi-process classes here once both modules are loaded (multi imports us)
+    cls = globals()["MultiSyncDataCollector" if sync is None or sync else "MultiaSyncDataCollector"]
+    env_fn, rest = (args[0], args[1:]) if args else (kwargs.pop("create_env_fn"), ())
+    if not isinstance(env_fn, (list, tuple)):
+        env_fn = [env_fn] * (num_collectors or 1)
+    elif num_collectors is not None and num_collectors != len(env_fn):
+        raise ValueError(f"num_collectors does not match the number of environment constructors: {num_collectors} "
+                         f"!= {len(env_fn)}.")
+    return cls(list(env_fn), *rest, **dict(backend_options or {}), **kwargs)
 
 __all__ = ["SyncDataCollector", "Collector", "BaseCollector", "RandomPolicy"]
 
@@ -146,19 +169,37 @@ class SyncDataCollector(CollectorBase):
     ``track_policy_version=True`` tags every frame with ``"policy_version"`` and
     ``("next", "policy_version")`` (int64): the number of ``update_policy_weights_()`` calls before
     the batch (torchrl's root entry of a batch's first frame may still carry the version before;
-    here the whole batch has one)."""
+    here the whole batch has one).
+    ``replay_buffer=rb`` (torchrl's option): each batch (after ``split_trajs``/``postproc``, or each
+    ``trajs_per_batch`` batch) is written into ``rb`` with ``rb.extend`` and the iteration yields
+    None in its place. ``auto_register_policy_transforms=True`` appends to the env what a Module
+    policy needs and the env's specs lack: an ``InitTracker`` (``"is_init"``) and the primers of its
+    recurrent submodules (``rlpipe.modules.utils.missing_env_transforms``). torchrl 0.14's default
+    (None) warns about its v0.15 change when something is missing; rlpipe's None adds nothing, silently."""
+
+    def __new__(cls, *args, backend=None, backend_options=None, num_collectors=None, sync=None, **kwargs):
+        # torchrl 0.14's Collector(..., backend=...): "direct" is this class, "process" a multi-process one
+        if backend in (None, "direct") and num_collectors is None:
+            return super().__new__(cls)
+        return collector_for_backend(backend, backend_options, num_collectors, sync, args, kwargs)
 
     def __init__(self, create_env_fn, policy=None, *, frames_per_batch, total_frames=-1, postproc=None,
                  max_frames_per_traj=None, init_random_frames=0, reset_at_each_iter=False, split_trajs=False,
                  device=None, storing_device=None, progress_bar=False, env_device=None, policy_device=None,
                  exploration_type=ExplorationType.RANDOM, track_policy_version=False, trajs_per_batch=None,
-                 traj_format=None, compact_obs=False, check_action_spec=False):
+                 traj_format=None, compact_obs=False, check_action_spec=False, replay_buffer=None,
+                 extend_buffer=True, auto_register_policy_transforms=None, backend=None, backend_options=None,
+                 num_collectors=None, sync=None):
         total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
+        self.replay_buffer = checked_replay_buffer(replay_buffer, extend_buffer)
+        self.extend_buffer = True
         self.env = create_env_fn if isinstance(create_env_fn, EnvBase) else create_env_fn()
         if not isinstance(self.env, EnvBase):
             raise TypeError(f"create_env_fn must be an rlpipe environment or a function returning one, got "
                             f"{type(self.env).__name__}")
+        if auto_register_policy_transforms:  # the recurrent policy's InitTracker and primers, as torchrl
+            self.env = append_missing_env_transforms(self.env, policy)
         if max_frames_per_traj is not None:  # as torchrl: a StepCounter truncates the trajectories
             if "step_count" in self.env.observation_spec.keys():
                 raise ValueError("max_frames_per_traj is set but the environment already has a 'step_count' entry: "
@@ -199,6 +240,8 @@ class SyncDataCollector(CollectorBase):
         self.progress_bar = progress_bar
         self.track_policy_version = bool(track_policy_version)
         self.compact_obs = bool(compact_obs)
+        rewriters = getattr(self.env, "_stored_step_rewriters", None)  # a TransformedEnv's
+        self._stored_step_rewriters = rewriters() if rewriters is not None else []
         self._version = 0             # update_policy_weights_() calls so far (torchrl's policy version)
         self._frames = 0
         self._iter = -1               # the batch being (or last) collected, as torchrl counts
@@ -566,6 +609,8 @@ class SyncDataCollector(CollectorBase):
         td = tensordict_of(root, batch)
         td.set("next", tensordict_of(nxt, batch))
         td.set(TRAJ_IDS, wrap(self._trajectory_ids(*trajectories) if picked is None else trajectories))
+        for rewriter in self._stored_step_rewriters:  # NextObservationDelta: deltas instead of ("next", obs)
+            td = rewriter._stored_step(td)
         if self.track_policy_version:
             version = wrap(np.full(tuple(batch), self._version, np.int64))
             td.set(POLICY_VERSION[0], version)
@@ -573,9 +618,8 @@ class SyncDataCollector(CollectorBase):
         return td if self.storing_device is None else td.to(self.storing_device)
 
     def __iter__(self):
-        if self.trajs_per_batch is None:
-            return self._batches()
-        return self._trajectory_batches()
+        batches = self._batches() if self.trajs_per_batch is None else self._trajectory_batches()
+        return batches if self.replay_buffer is None else into_buffer(batches, self.replay_buffer)
 
     def _batches(self):
         """The batches of ``frames_per_batch`` frames, split and post-processed."""

@@ -450,10 +450,18 @@ class ParallelEnv(_BatchedEnv):
         timeout: seconds to wait for a worker's answer (default 120).
         daemon: whether the workers are daemonic processes (default False, as torchrl: a daemonic
             worker cannot start processes of its own, an async vector env's).
+        serial_for_single: with one worker, a ``SerialEnv`` in this process instead (torchrl's).
     """
 
+    def __new__(cls, num_workers, *args, serial_for_single=False, **kwargs):
+        # torchrl's serial_for_single: one worker's env runs in this process (a SerialEnv) instead
+        if serial_for_single and num_workers == 1:
+            kwargs = {k: v for k, v in kwargs.items() if k not in ("mp_start_method", "timeout", "daemon")}
+            return SerialEnv(num_workers, *args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None, mp_start_method=None,
-                 timeout=120.0, daemon=False):
+                 timeout=120.0, daemon=False, serial_for_single=False):
         if mp_start_method is not None and mp_start_method not in mp.get_all_start_methods():
             raise ValueError(f"mp_start_method must be one of {mp.get_all_start_methods()}, got {mp_start_method!r}")
         if not timeout > 0:

@@ -10,6 +10,8 @@ The spec surface is torchrl 0.14's (``spec_surface`` below: ``input_spec``/``out
 restriction of the step protocol: an env has one action, under ``"action"``, and one reward, under
 ``"reward"``; setting a spec with other keys is refused.
 """
+from contextlib import nullcontext
+
 import numpy as np
 
 from .._device import resolve
@@ -109,7 +111,10 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         return out
 
     def _check_batch_size(self, tensordict):
-        """torchrl's check of a batch-locked env's input (rlpipe's envs all are)."""
+        """torchrl's check of the input's batch size: the env's own, unless the env is not batch-locked
+        and has an empty batch size (a torchrl-style env that steps any batch of inputs)."""
+        if not self.batch_size and not self.batch_locked:
+            return
         if tuple(tensordict.batch_size) != tuple(self.batch_size):
             raise RuntimeError(f"Expected a tensordict with shape==env.batch_size, got {list(tensordict.batch_size)} "
                                f"and {list(self.batch_size)} ({type(self).__name__})")
@@ -176,7 +181,9 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         """``tensordict`` (a new one without it) with a random ``"action"`` from ``action_spec``."""
         tensordict = TensorDict(batch_size=self.batch_size, device=self.device) if tensordict is None else tensordict
         if self._tensordict_style:  # any number of actions, under any keys
-            return tensordict.update(self.full_action_spec.rand())
+            # an env that is not batch-locked acts on the input's batch, as torchrl's
+            shape = tensordict.batch_size if not self.batch_locked and not self.batch_size else ()
+            return tensordict.update(self.full_action_spec.rand(shape))
         tensordict.set("action", self.action_spec.rand())
         return tensordict
 
@@ -206,7 +213,9 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         steps = []
         exact = self._set_exact_resets(True)  # reset done envs at once: a rollout cannot drop a skipped step
         try:
-            with no_grad():
+            # a torchrl-style env keeps the caller's grad mode, as torchrl's rollout: its steps may be
+            # differentiable (a simulator written in tensor ops); frame envs step on host arrays
+            with nullcontext() if self._tensordict_style else no_grad():
                 for i in range(max_steps):
                     td = self.rand_action(td) if policy is None else self._policy_step(policy, td)
                     from_policy = policy_next_entries(td, self)  # its ("next", k): a recurrent state
@@ -227,9 +236,10 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         finally:
             self._set_exact_resets(False)
         # a policy's state the first step did not start from (no primer): torchrl's stack keeps only ("next", k)
-        out = stack(only_common_keys(steps), len(self.batch_size)).refine_names(..., "time")  # torchrl's dim name
+        batch_dims = len(steps[0].batch_size)  # the env's, or the input's for an env that is not batch-locked
+        out = stack(only_common_keys(steps), batch_dims).refine_names(..., "time")  # torchrl's dim name
         if set_truncated:
-            last = (slice(None),) * len(self.batch_size) + (-1,)  # the last step along the time dim
+            last = (slice(None),) * batch_dims + (-1,)  # the last step along the time dim
             for key in ("truncated", "done"):
                 flags = out[("next", key)]
                 flags[last] = True
@@ -256,7 +266,7 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
                 f"{self!r}.{caller}: this env resets its done envs during the next step (a NEXT_STEP autoreset "
                 "without partial reset), which cannot be dropped here; stop at the first done (rollout's "
                 "break_when_any_done=True) or collect with SyncDataCollector, which drops the reset steps")
-        return carry_into_root(carry_over(self, stepped, done), from_policy, done, len(self.batch_size))
+        return carry_into_root(carry_over(self, stepped, done), from_policy, done, len(stepped.batch_size))
 
     def append_transform(self, transform):
         """``TransformedEnv(self, transform)``, as torchrl's ``EnvBase.append_transform``."""

@@ -423,6 +423,9 @@ class GymWrapper(EnvBase):
         self._make_specs()
         if from_pixels:
             self._add_pixels(pixels_only)
+        # torchrl's attributes: an env whose observation is an image is "from pixels" by itself
+        self.from_pixels = bool(from_pixels) or self._keys == (("pixels",),)
+        self.pixels_only = bool(pixels_only)
         self._pending = None  # SAME_STEP: (frame of the step's returned obs, mask of autoreset envs)
         self._resetting = None  # skipping: the envs the next step resets ("Skipped rows", step_protocol.py)
         self._env_done = None  # NEXT_STEP: the envs the vector env itself ended at the last step
@@ -674,6 +677,17 @@ class GymWrapper(EnvBase):
     def env(self):
         """The wrapped Gymnasium environment."""
         return self._env
+
+    def __getattr__(self, name):
+        # only called for attributes missing here: the wrapped env's, as torchrl's wrappers forward them
+        # (private names are not forwarded: a missing one is this wrapper's bug, not the env's attribute)
+        if name.startswith("_") or "_env" not in self.__dict__:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        try:
+            return getattr(self.__dict__["_env"], name)
+        except AttributeError:
+            raise AttributeError(f"'{type(self).__name__}' object and its wrapped env have no attribute "
+                                 f"'{name}'") from None
 
     @property
     def num_envs(self):

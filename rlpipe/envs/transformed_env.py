@@ -25,6 +25,7 @@ from ..nn import Module, ModuleList
 from .common import EnvBase
 from .spec_surface import SpecSurface
 from .specs import Composite, TensorSpec
+from .tensordict_envs import TorchRLStyleFrames, complete_done
 from .step_protocol import (REWARD, TERMINATED, TRUNCATED, TransformProtocol, continue_chain, key_list, reset_chain,
                             restart_rows, spec_chain, step_chain)
 
@@ -66,6 +67,10 @@ class Transform(TransformProtocol, Module):
 
     def __call__(self, tensordict):
         return self.forward(tensordict)
+
+    def _check_frame_inputs(self):
+        """Raises when this transform needs an env input the frame path does not carry (the frame
+        path hands the base env only the action)."""
 
     def __setattr__(self, name, value):
         if name == "_container":  # the Compose holding this transform is not a child module of it
@@ -392,6 +397,7 @@ class _Pipeline(NamedTuple):
     base_version: object
     device: object
     skippers: list
+    tensordicts: bool = False  # steps run over TensorDicts (torchrl's _reset/_step), not frames
 
 
 _AUTO_UNWRAP_VAR = "AUTO_UNWRAP_TRANSFORMED_ENV"  # (in os.environ too: worker processes inherit the mode)
@@ -466,6 +472,10 @@ class TransformedEnv(EnvBase):
     come first. The default keeps the nesting.
     """
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._tensordict_style = TransformedEnv.__dict__["_tensordict_style"]
+
     def __init__(self, env, transform=None, device=None, *, auto_unwrap=None, **kwargs):
         if kwargs:
             raise TypeError(f"TransformedEnv got unexpected keyword arguments {sorted(kwargs)}")
@@ -538,7 +548,11 @@ class TransformedEnv(EnvBase):
         for t in leaves:
             device = t.transform_env_device(device)
         skippers = [t for t in leaves if _overrides_skip(t)]
-        self._pipeline = _Pipeline(leaves, obs, act, rew, done, hooks, base_version, device, skippers)
+        tensordicts = _steps_over_tensordicts(base)
+        if not tensordicts:
+            for t in leaves:
+                t._check_frame_inputs()
+        self._pipeline = _Pipeline(leaves, obs, act, rew, done, hooks, base_version, device, skippers, tensordicts)
         return self._pipeline
 
     @property
@@ -565,8 +579,77 @@ class TransformedEnv(EnvBase):
         self._pipeline = self._built()._replace(**{name: spec})
         self._spec_version += 1
 
+    # ---- the steps stored (torchrl's post-step hooks: NextObservationDelta) -------------------------
+    def _stored_step_rewriters(self):
+        """The transforms that rewrite the steps this env hands out: ``_stepped(td)`` after ``step``,
+        ``_stored_step(td)`` on what ``rollout``/``step_and_maybe_reset`` and collectors store."""
+        return [t for t in self._built().leaves if getattr(t, "_rewrites_stored_steps", False)]
+
+    def step(self, tensordict):
+        """``EnvBase.step``, then the rewriting transforms' ``_stepped``."""
+        out = super().step(tensordict)
+        for t in self._stored_step_rewriters():
+            out = t._stepped(out)
+        return out
+
+    def rollout(self, max_steps, policy=None, callback=None, **kwargs):
+        """``EnvBase.rollout``, the steps as the rewriting transforms store them."""
+        out = super().rollout(max_steps, policy, callback, **kwargs)
+        for t in self._stored_step_rewriters():
+            out = t._stored_step(out)
+        return out
+
+    def step_and_maybe_reset(self, tensordict):
+        """``EnvBase.step_and_maybe_reset``; the stepped TensorDict as the rewriting transforms store it."""
+        stepped, root = super().step_and_maybe_reset(tensordict)
+        for t in self._stored_step_rewriters():
+            stepped = t._stored_step(stepped)
+        return stepped, root
+
+    # ---- torchrl's TensorDict path (a base env that reads inputs besides the action) ----------------
+    @property
+    def batch_locked(self):
+        """The base env's (a torchrl-style env may take any batch size)."""
+        return self.base_env.batch_locked
+
+    def _stored(self, attribute, name):
+        """(SpecSurface) The transformed spec ``name``: a transformed env holds one action and one reward."""
+        return getattr(self, name)
+
+    @property
+    def state_spec(self):
+        """The base env's state spec through the transforms (``in_keys_inv`` on state entries)."""
+        spec = self.base_env.state_spec.clone()
+        for t in self._built().leaves:
+            spec = t.transform_state_spec(spec)
+        return spec
+
+    @state_spec.setter
+    def state_spec(self, value):
+        SpecSurface.state_spec.fset(self, value)
+
+    def _reset(self, tensordict=None, **kwargs):
+        """torchrl's ``TransformedEnv._reset``: the base env's ``_reset`` on the reset keys and state
+        entries of ``tensordict``, then the transforms' ``_reset``."""
+        if tensordict is not None:
+            tensordict = tensordict.select(*self.reset_keys, *self.state_spec.keys(True, True), strict=False)
+        tensordict_reset = self.base_env._reset(tensordict, **kwargs)
+        if tensordict is None:
+            tensordict = tensordict_reset.empty()
+        complete_done(self.base_env.full_done_spec, tensordict_reset)
+        return self.transform._reset(tensordict, tensordict_reset)
+
+    def _step(self, tensordict):
+        """torchrl's ``TransformedEnv._step``: the inverse transforms on a copy of ``tensordict`` (state
+        entries included), the base env's ``_step``, then the transforms' ``_step``."""
+        next_tensordict = self.base_env._step(self.transform.inv(tensordict))
+        complete_done(self.base_env.full_done_spec, next_tensordict)
+        return self.transform._step(tensordict, next_tensordict)
+
     # ---- the frame methods (step_protocol.py) -----------------------------------------------------
     def _reset_frame(self, seed=None):
+        if self._built().tensordicts:
+            return TorchRLStyleFrames._reset_frame(self, seed)
         leaves = self._built().leaves
         for t in leaves:
             t._before_reset()
@@ -579,6 +662,8 @@ class TransformedEnv(EnvBase):
         pipeline = self._pipeline  # _built()'s answer, without the call on the hot path where it cannot be stale
         if pipeline is None or pipeline.base_version is not None:
             pipeline = self._built()
+        if pipeline.tensordicts:
+            return TorchRLStyleFrames._step_frame(self, action)
         roots = self._roots
         if roots is None:
             raise RuntimeError("TransformedEnv: reset the environment before stepping it "
@@ -638,6 +723,8 @@ class TransformedEnv(EnvBase):
     def _continue_frame(self, next_obs, done):
         """``next_obs`` must be what the last ``_step_frame`` returned (the transformed env keeps
         its own record of it, and of the base env's untransformed one)."""
+        if self._built().tensordicts:
+            return TorchRLStyleFrames._continue_frame(self, next_obs, done)
         nexts = self._nexts
         if nexts is None:
             raise RuntimeError("TransformedEnv: _continue_frame without a preceding _step_frame")
@@ -677,6 +764,20 @@ class TransformedEnv(EnvBase):
         return f"TransformedEnv(\n    env={self.base_env!r},\n    transform={transform.strip()})"
 
 
+def _steps_over_tensordicts(base):
+    """Whether a ``TransformedEnv`` over ``base`` runs torchrl's TensorDict path: for a torchrl-style
+    env that reads state entries besides the action, or takes any batch size (not batch-locked).
+    Other envs run the frame path (transforms' array hooks)."""
+    return base._tensordict_style and (bool(base.state_spec.keys()) or not base.batch_locked)
+
+
+def _uses_tensordicts(env):
+    return "base_env" in env.__dict__ and env._built().tensordicts
+
+
+# EnvBase.__init_subclass__ marks classes that define _reset/_step as torchrl-style: a TransformedEnv is
+# one only when its base env needs the TensorDict path (its subclasses too: see __init_subclass__)
+TransformedEnv._tensordict_style = property(_uses_tensordicts, doc="Whether steps run over TensorDicts.")
 EnvBase._transformed_env_class = TransformedEnv  # what EnvBase.append_transform builds (common cannot import us)
 
 

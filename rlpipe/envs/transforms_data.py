@@ -79,11 +79,19 @@ class ActionChunkTransform(Transform):
 
 
 class NextObservationDelta(Transform):
-    """Rebuilds ``("next", k) = k + ("next", "delta", k)`` for each of ``in_keys`` in sampled data whose
-    next observations were stored as low-precision deltas (torchrl's replay-buffer side), in the root
-    entry's dtype (``restore_dtype="root"``) or ``restore_dtype``; ``drop_delta`` removes the delta.
-    Keys missing either side are skipped. rlpipe's envs and collectors do not write the deltas yet
-    (torchrl's env side): in an env this transform raises."""
+    """Stores the next observations as low-precision deltas, as torchrl 0.14's (both sides).
+
+    In an env: the steps it stores (``rollout``, ``step_and_maybe_reset``, the collectors' batches)
+    hold ``("next", "delta", k) = (next_k - k).to(delta_dtype)`` instead of ``("next", k)``, for each
+    of ``in_keys`` (by default every floating observation of the env whose dtype is not in
+    ``excluded_dtypes``); ``step`` keeps ``("next", k)`` beside the delta, and the policy always sees
+    full-precision observations. The specs are unchanged (the delta is not an observation).
+    On a replay buffer (``transform=...``, ``in_keys`` given): rebuilds ``("next", k) = k + delta``
+    in the root entry's dtype (``restore_dtype="root"``) or ``restore_dtype``; ``drop_delta`` removes
+    the delta. Keys missing either side are skipped. Lossy: the delta has ``delta_dtype``'s precision.
+    """
+
+    _rewrites_stored_steps = True  # TransformedEnv and the collectors call _stepped and _stored_step
 
     def __init__(self, in_keys=None, *, delta_dtype=_dtypes.float16, restore_dtype="root", drop_delta=True,
                  excluded_dtypes=(_dtypes.uint8, _dtypes.int8, _dtypes.int16, _dtypes.int32, _dtypes.int64,
@@ -95,6 +103,7 @@ class NextObservationDelta(Transform):
             raise ValueError(f"restore_dtype must be a floating-point dtype or 'root', got {restore_dtype!r}.")
         if isinstance(in_keys, (str, tuple)):
             in_keys = [in_keys]
+        self._auto_keys = in_keys is None  # the env's floating observations, picked from its spec
         super().__init__(in_keys=in_keys or [])
         self.delta_dtype = delta_dtype
         self.restore_dtype = restore_dtype
@@ -116,10 +125,33 @@ class NextObservationDelta(Transform):
         return tensordict
 
     def transform_observation_spec(self, observation_spec):
-        """Refuses an env: the env side (writing the deltas, dropping the full next entries) is missing."""
-        raise NotImplementedError(f"{type(self).__name__}: rlpipe's envs and collectors cannot yet store the next "
-                                  "observations as deltas; use it on a replay buffer (transform=...) to rebuild "
-                                  "data that holds ('next', 'delta', key) entries")
+        """The env's observation spec, unchanged; without ``in_keys``, picks its floating leaves."""
+        if self._auto_keys:
+            self.in_keys = [key for key, spec in observation_spec.items(True, True)
+                            if spec.dtype.is_floating_point and spec.dtype not in self.excluded_dtypes]
+        return observation_spec
+
+    def _call(self, next_tensordict):
+        """Nothing per step in an env: the policy sees the full observations (the deltas are written
+        into the steps handed out, by ``_stepped``/``_stored_step``)."""
+        return next_tensordict
+
+    def _stepped(self, tensordict):
+        """Adds ``("next", "delta", k)`` to a stepped TensorDict (any batch shape) for each key it holds
+        on both sides; returns it."""
+        for key in map(unravel_key_to_tuple, self.in_keys):
+            obs, next_obs = tensordict.get(key, None), tensordict.get(("next",) + key, None)
+            if obs is not None and next_obs is not None:
+                tensordict.set(("next", "delta") + key, (next_obs - obs).to(self.delta_dtype))
+        return tensordict
+
+    def _stored_step(self, tensordict):
+        """A stepped TensorDict as it is stored: the deltas written, the full ``("next", k)`` dropped."""
+        self._stepped(tensordict)
+        for key in map(unravel_key_to_tuple, self.in_keys):
+            if tensordict.get(("next",) + key, None) is not None:
+                del tensordict[("next",) + key]
+        return tensordict
 
     def __repr__(self):
         keys = [key[0] if len(key) == 1 else key for key in map(unravel_key_to_tuple, self.in_keys)]

@@ -112,13 +112,27 @@ class _EntryTransform(Transform):
         return reward_spec
 
     def transform_action_spec(self, action_spec):
-        inverted = set(self.in_keys_inv) | set(self.out_keys_inv)
-        if inverted - {ACTION}:  # (outside an env, inv() maps any keys)
-            raise NotImplementedError(f"{type(self).__name__}: in an env, in_keys_inv/out_keys_inv can only hold "
-                                      f"'action' (an rlpipe env takes no other input), got {_names(sorted(inverted))}")
-        if self.in_keys_inv:
+        if ACTION in self.in_keys_inv:
             return self._inv_transform_spec(action_spec.clone())
         return action_spec
+
+    def transform_state_spec(self, state_spec):
+        """Each state entry of ``in_keys_inv`` as the env's users give it: its spec mapped forward into
+        the matching ``out_keys_inv``."""
+        for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv):
+            if in_key != ACTION and in_key in _spec_keys(state_spec):
+                spec = self._inv_transform_spec(state_spec[in_key].clone())
+                if out_key != in_key:
+                    del state_spec[in_key]
+                state_spec[out_key] = spec
+        return state_spec
+
+    def _check_frame_inputs(self):
+        inverted = set(self.in_keys_inv) | set(self.out_keys_inv)
+        if inverted - {ACTION}:  # (outside an env, inv() maps any keys)
+            raise NotImplementedError(f"{type(self).__name__}: in_keys_inv/out_keys_inv can only hold 'action' on an "
+                                      "env that takes no other input (inputs beyond the action need a torchrl-style "
+                                      f"env with a state_spec), got {_names(sorted(inverted))}")
 
 
 # ---- resets ------------------------------------------------------------------------------------------

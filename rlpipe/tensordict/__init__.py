@@ -100,3 +100,19 @@ def stack(input, dim=0, *, out=None):
 def cat(input, dim=0, *, out=None):
     """tensordict.cat: ``rlpipe.cat`` of TensorDicts or tensorclasses."""
     return _primitives.cat(input, dim, out=out)
+
+
+def from_module(module, as_module=False, lock=True, use_state_dict=False):
+    """tensordict.from_module: the module's parameters and buffers in a TensorDict (locked by default,
+    unlike ``TensorDict.from_module``, as tensordict)."""
+    return TensorDict.from_module(module, as_module=as_module, lock=lock, use_state_dict=use_state_dict)
+
+
+def from_modules(*modules, as_module=False, lock=True, use_state_dict=False, lazy_stack=False,
+                 expand_identical=False):
+    """tensordict.from_modules: the parameters of several alike modules stacked (for ``vmap``)."""
+    return TensorDict.from_modules(*modules, as_module=as_module, lock=lock, use_state_dict=use_state_dict,
+                                   lazy_stack=lazy_stack, expand_identical=expand_identical)
+
+
+__all__ += ["from_module", "from_modules"]

@@ -32,9 +32,13 @@ class MemoryMappedTensor(Tensor):
         pass  # everything happened in __new__
 
     @classmethod
-    def _over(cls, array):
-        """A MemoryMappedTensor over ``array`` (an np.memmap or an mmap-backed array), without a copy."""
-        return init_from(Tensor.__new__(cls), wrap(array))
+    def _over(cls, array, filename=None):
+        """A MemoryMappedTensor over ``array`` (an np.memmap or an mmap-backed array), without a copy;
+        ``filename`` names the file of a plain array that maps one (a storage's ``.npy`` file)."""
+        out = init_from(Tensor.__new__(cls), wrap(array))
+        if filename is not None:
+            out._filename = os.fspath(filename)
+        return out
 
     @classmethod
     def from_tensor(cls, input, *, filename=None, existsok=False, copy_data=True):
@@ -57,7 +61,7 @@ class MemoryMappedTensor(Tensor):
     @property
     def filename(self):
         """The file the data lives in; RuntimeError for an anonymous map, as in tensordict."""
-        name = getattr(self._data, "filename", None)
+        name = getattr(self._data, "filename", None) or getattr(self, "_filename", None)
         if name is None:
             raise RuntimeError("The MemoryMappedTensor has no file associated.")
         return name

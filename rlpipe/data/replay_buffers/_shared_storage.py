@@ -13,6 +13,9 @@ import weakref
 
 import numpy as np
 
+from ..._tensor import Tensor
+from ...tensordict.memmap import MemoryMappedTensor
+
 
 class _Shareable:
     """The sharing half of ``TensorStorage``: ``_share()``, ``_sync()`` and pickling by directory."""
@@ -63,3 +66,22 @@ class _Shareable:
         if self._meta is None:
             self._meta = np.zeros(2, dtype=np.int64)
             self._sync()
+
+
+def file_names(spec, directory, files):
+    """``{key: path}`` of a storage's leaves stored in ``files`` of ``directory`` (the key ``()`` for
+    a tensor storage)."""
+    keys = spec.keys if spec.kind == "tensordict" else [()]
+    return {key: os.path.join(directory, file) for key, file in zip(keys, files)}
+
+
+def mapped_leaves(data, files):
+    """``data`` (a storage's TensorDict or tensor) with each leaf that ``files`` names as a
+    ``MemoryMappedTensor`` over the same memory that names its file (torchrl's memmap storages
+    hold those: ``rb._storage._storage["a"].filename``); ``data`` itself is left as it is."""
+    if isinstance(data, Tensor):
+        return MemoryMappedTensor._over(data._data, files[()])
+    data = data.copy()
+    for key, filename in files.items():
+        data.set(key, MemoryMappedTensor._over(data.get(key)._data, filename))
+    return data

@@ -743,7 +743,7 @@ class ReplayBuffer:
             state = dict(state, _storage=self._storage._loaded_state(state["_storage"]))
         self.load_state_dict(state)
 
-    save = dumps  # torchrl's aliases
+    save = dump = dumps  # torchrl's aliases
     load = loads
 
     def register_save_hook(self, hook):

@@ -71,7 +71,7 @@ from ..._tensor import Size, Tensor, wrap
 from ..._utils import logger, unavailable
 from ...tensordict import LazyStackedTensorDict, TensorDict, is_tensorclass
 from ._pytree_items import from_tensordict, is_pytree, to_tensordict, tree_map
-from ._shared_storage import _Shareable
+from ._shared_storage import _Shareable, file_names, mapped_leaves
 from ._storage_layout import _Layout, _numpy_index
 from .._checkpoint import (array_record, atomic_directory, load_state, open_array, plain_dtype, read_json, save_state,
                           write_json)
@@ -508,6 +508,7 @@ class TensorStorage(_Shareable, Storage):
         self._data = None  # a TensorDict (or Tensor) over those arrays
         self._item_class = None  # the tensorclass written, if one was: reads give it back
         self._item_tree = None  # the structure of the pytree written, if one was: reads give it back
+        self._files = None  # {key: path} of the leaves stored in files (memmap and shared storages)
 
     @property
     def initialized(self):
@@ -523,6 +524,8 @@ class TensorStorage(_Shareable, Storage):
         if data is not None and self.ndim > 1:
             shape = tuple(data.batch_size if isinstance(data, TensorDict) else data.shape)
             data = data.reshape(self.max_size // self._row_items, *self._inner, *shape[1:])
+        if data is not None and self._files:
+            data = mapped_leaves(data, self._files)
         return data if data is None else self._typed(data)
 
     def _typed(self, rows):
@@ -763,6 +766,7 @@ class TensorStorage(_Shareable, Storage):
             raise
         self._meta = meta  # length and cursor now live in the file
         self._set_arrays(spec, arrays, CPU)
+        self._files = file_names(spec, directory, [f"{i}.npy" for i in range(len(arrays))])
 
     def _reopen_files(self, directory):
         """Maps the files of a storage in ``directory`` (contents, length and cursor)."""
@@ -795,6 +799,7 @@ class TensorStorage(_Shareable, Storage):
             raise RuntimeError(f"{what}: cursor.npy holds a bad length/cursor {meta.tolist()}")
         self._meta = meta
         self._set_arrays(spec, arrays, CPU)
+        self._files = file_names(spec, directory, [r["file"] for _, r in layout["leaves"]])
 
     # ---- reading -------------------------------------------------------------------------------------
     def _gather(self, index):

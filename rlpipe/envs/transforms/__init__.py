@@ -518,6 +518,7 @@ class ObservationNorm(_KeyWise):
         data = np.concatenate(data, axis=cat_dim).astype(np.float64)
         dims = [reduce_dim] if isinstance(reduce_dim, int) else list(reduce_dim)
         dims = tuple(d % data.ndim for d in dims)
+        _check_cat_dim_of(data.ndim, dims, cat_dim)
         count = int(np.prod([data.shape[d] for d in dims]))
         if count < 2:
             raise RuntimeError(f"init_stats: {count} value(s) along the reduced dims; std needs at least 2")
@@ -552,9 +553,22 @@ def _check_cat_dim(reduce_dim, cat_dim):
                              f"reduce_dim={reduce_dim}")
     elif cat_dim is None:
         raise ValueError(f"cat_dim must be specified if reduce_dim is not an integer, got reduce_dim={reduce_dim}")
-    elif cat_dim not in reduce_dim:
+    elif _same_sign(cat_dim, *reduce_dim) and cat_dim not in reduce_dim:
+        # (dims of both signs, as torchrl's DQN tutorial's cat_dim=0 with reduce_dim=[-1, -2, -4], are
+        # compared once the data's ndim is known: _check_cat_dim_of)
         raise ValueError(f"cat_dim must be part of or equal to reduce_dim, got cat_dim={cat_dim} and "
                          f"reduce_dim={tuple(reduce_dim)}")
+
+
+def _same_sign(*dims):
+    return all(d >= 0 for d in dims) or all(d < 0 for d in dims)
+
+
+def _check_cat_dim_of(ndim, reduce_dims, cat_dim):
+    """``_check_cat_dim`` on dims counted from the front of data with ``ndim`` dims."""
+    if cat_dim % ndim not in reduce_dims:
+        raise ValueError(f"cat_dim must be part of or equal to reduce_dim, got cat_dim={cat_dim} and reduce_dim "
+                         f"{list(reduce_dims)} (the data has {ndim} dims)")
 
 
 class RenameTransform(_KeyWise):

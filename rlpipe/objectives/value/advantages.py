@@ -194,12 +194,13 @@ class ValueEstimatorBase(TensorDictModuleBase):
                     raise ValueError(f"The tensor with key {k} is missing, and no value network was provided.")
             return value, next_value.detach(), None
         valid = None
+        data = _nan_next_inputs_filled(tensordict, self.value_network.in_keys)
         if shifted:
-            value, next_value, valid = self._shifted_values(tensordict, time_dim)
+            value, next_value, valid = self._shifted_values(data, time_dim)
         else:
-            value = self._network_value(tensordict)
+            value = self._network_value(data)
             with no_grad():
-                next_value = self._network_value(tensordict["next"])
+                next_value = self._network_value(data["next"])
         tensordict.set(key, value)
         tensordict.set(next_key, next_value)
         return value, next_value.detach(), valid
@@ -449,6 +450,26 @@ class GAE(ValueEstimatorBase):
         mean = (advantage * kept).sum() / count
         std = (((advantage - mean) ** 2 * kept).sum() / count).sqrt().clamp_min(1e-4)
         return (advantage - mean) / std
+
+
+def _nan_next_inputs_filled(data, in_keys):
+    """``data`` with each NaN of a value-network input's ``("next", k)`` replaced by the root ``k``
+    (a shallow copy; ``data`` itself when there is none), as torchrl: ``NextStateReconstructor``
+    leaves NaN next observations at trajectory ends, and ``V(NaN) * (1 - done)`` would still be NaN.
+    Where the step terminated the substitute is masked out; at a truncation it is an approximate
+    bootstrap."""
+    out = data
+    for key in in_keys:
+        root = data.get(key, None)
+        next_key = ("next",) + (key if isinstance(key, tuple) else (key,))
+        nxt = data.get(next_key, None)
+        if root is None or nxt is None or not root.is_floating_point() or nxt.shape != root.shape:
+            continue
+        nan = nxt.isnan()
+        if bool(nan.any()):
+            out = out.copy() if out is data else out
+            out.set(next_key, where(nan, root, nxt))
+    return out
 
 
 def _positive_int(value, name):

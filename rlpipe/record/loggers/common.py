@@ -1,6 +1,9 @@
 """The ``Logger`` base and the video writer shared by the loggers."""
 import numpy as np
 
+from ..._tensor import Tensor
+from ...tensordict import is_tensor_collection
+
 __all__ = ["Logger", "write_video"]
 
 
@@ -20,6 +23,18 @@ class Logger:
         """Records ``value`` under ``name`` at ``step``."""
         raise NotImplementedError
 
+    def log_metrics(self, metrics, step=None, *, keys_sep="/"):
+        """Records every scalar of ``metrics`` (a dict, or a TensorDict whose nested keys are joined with
+        ``keys_sep``) at ``step``; tensors become Python numbers (lists when they hold several values).
+        Returns the converted dict, as torchrl's."""
+        if is_tensor_collection(metrics):
+            metrics = {keys_sep.join((key,) if isinstance(key, str) else key): value
+                       for key, value in metrics.items(True, True)}
+        safe = {name: _plain(value) for name, value in metrics.items()}
+        for name, value in safe.items():
+            self.log_scalar(name, value, step=step)
+        return safe
+
     def log_video(self, name, video, step=None, **kwargs):
         """Records ``video`` (frames, uint8) under ``name`` at ``step``."""
         raise NotImplementedError
@@ -34,6 +49,14 @@ class Logger:
 
     def __repr__(self):
         return f"{type(self).__name__}(exp_name={self.exp_name}, log_dir={self.log_dir})"
+
+
+def _plain(value):
+    """A tensor as a Python number (one element) or nested list; anything else as it is."""
+    if not isinstance(value, Tensor):
+        return value
+    value = value.detach().cpu()
+    return value.item() if value.numel() == 1 else value.tolist()
 
 
 def write_video(filename, frames, fps=30, **kwargs):
