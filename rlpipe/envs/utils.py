@@ -3,6 +3,7 @@ exploration type (tensordict's interaction type under torchrl's names)."""
 import contextlib
 import logging
 
+from .._creation import zeros
 from .._tensor import Tensor
 from ..tensordict import TensorDictBase, unravel_key_to_tuple
 from ..tensordict.nn.probabilistic import InteractionType as ExplorationType
@@ -10,7 +11,7 @@ from ..tensordict.nn.probabilistic import interaction_type as exploration_type
 from ..tensordict.nn.probabilistic import set_interaction_type as set_exploration_type
 
 __all__ = ["check_env_specs", "step_mdp", "RandomPolicy", "ExplorationType", "exploration_type", "set_exploration_type",
-           "make_composite_from_td"]
+           "make_composite_from_td", "terminated_or_truncated"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,60 @@ class RandomPolicy:
     def __call__(self, tensordict):
         tensordict.set(self.action_key, self.action_spec.rand())
         return tensordict
+
+
+_DONE_NAMES = ("done", "terminated", "truncated")
+
+
+def terminated_or_truncated(data, full_done_spec=None, key="_reset", write_full_false=False):
+    """Whether any done flag of ``data`` is True, as torchrl's: at each level holding done flags (the
+    leaves of ``full_done_spec``, else the entries named done/terminated/truncated) their OR is written
+    under ``key`` beside them; a level's flags prevail over those of its sub-TensorDicts in the result.
+    Nothing stays written when no flag is True, unless ``write_full_false``. ``key=None`` writes nothing."""
+    written = []
+    any_done = _flag_levels(data, full_done_spec, key, (), written)
+    if not any_done and not write_full_false:
+        data.exclude(*written, inplace=True)
+    return any_done
+
+
+def _flag_levels(data, spec, key, prefix, written):
+    """OR of the flags at this level, written under ``key``; the sub-levels' answer only counts when this
+    level has no flags of its own."""
+    if spec is None:
+        items = list(data.items())
+        flags = [value for name, value in items if name in _DONE_NAMES]
+        children = [(name, value, None) for name, value in items
+                    if name not in _DONE_NAMES and isinstance(value, TensorDictBase)]
+    else:
+        flags = [_flag_or_false(data, name) for name, leaf in spec.items() if not _is_composite(leaf)]
+        children = [(name, data.get(name), leaf) for name, leaf in spec.items() if _is_composite(leaf)]
+    any_below = False
+    for name, child, child_spec in children:
+        any_below = _flag_levels(child, child_spec, key, prefix + (name,), written) or any_below
+    if not flags:
+        return any_below
+    aggregate = flags[0]
+    for flag in flags[1:]:
+        aggregate = aggregate | flag
+    if key is not None:
+        data.set(key, aggregate)
+        written.append(prefix + (key,))
+    return bool(aggregate.any())
+
+
+def _is_composite(spec):
+    from .specs import Composite, StackedComposite
+    return isinstance(spec, (Composite, StackedComposite))
+
+
+def _flag_or_false(data, name):
+    """``data[name]``, or False flags (``data.shape + (1,)``) when the entry is missing."""
+    value = data.get(name, None)
+    return zeros(tuple(data.shape) + (1,), dtype="bool", device=data.device) if value is None else value
+
+
+_terminated_or_truncated = terminated_or_truncated
 
 
 def _key_list(keys):
