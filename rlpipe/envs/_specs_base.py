@@ -5,6 +5,7 @@ check shapes, dtypes and devices, the spaces (``ContinuousBox``, ``CategoricalBo
 import builtins
 import functools
 import math
+import sys
 import warnings
 
 import numpy as np
@@ -37,6 +38,16 @@ def _extra_shape(shape):
 
 def _device(device):
     return CPU if device is None else resolve(device)
+
+
+def check_spec_encode(safe=None):
+    """Whether encode and to_numpy check values against the spec (AssertionError when outside): ``safe``
+    when given, else torchrl's module switch ``_CHECK_SPEC_ENCODE`` of ``rlpipe.envs.specs`` (from the
+    environment variable ``CHECK_SPEC_ENCODE``; ``torchrl.data.tensor_specs`` is that module too)."""
+    if safe is not None:
+        return safe
+    # read from the public module (set there by users and torchrl's tests), which imports this one
+    return getattr(sys.modules.get(__package__ + ".specs"), "_CHECK_SPEC_ENCODE", False)
 
 
 def _dtype(dtype, default):
@@ -303,8 +314,18 @@ class TensorSpec:
     # ---- encode: eager, or through cached conversion steps (memoize_encode) ----
     def encode(self, val, ignore_device=False):
         """A host value (NumPy array, number, list, tensor) as a tensor of this dtype and shape on
-        ``device``. Under ``memoize_encode`` the conversion steps chosen for the first value of a
-        given type and shape are cached and replayed for the next ones."""
+        ``device`` (a value of another shape is reshaped, or a RuntimeError "Shape mismatch", as
+        torchrl's). Under ``memoize_encode`` the conversion steps chosen for the first value of a
+        given type and shape are cached and replayed for the next ones. Under torchrl's
+        ``_CHECK_SPEC_ENCODE`` a value outside the spec is an AssertionError."""
+        try:
+            return self._encode_memoized(val, ignore_device)
+        except ValueError as error:
+            if check_spec_encode():
+                raise AssertionError(f"Encoding failed because value is not in space: {error}") from error
+            raise
+
+    def _encode_memoized(self, val, ignore_device):
         memo = self.__dict__.get("_encode_memo_dict")
         if memo is None:
             return self._encode_plan(val)[1]
@@ -344,11 +365,19 @@ class TensorSpec:
         steps = [] if isinstance(val, Tensor) else [np.asarray, self._validate_host]
         steps.append(self._to_spec_tensor)
         out = _run_steps(steps, val)
-        if not self._has_shape(out):
+        if tuple(out.shape) != tuple(self.shape):
             steps.append(self._reshape_to_spec)
             out = self._reshape_to_spec(out)
         steps.append(self._validate_encoded)
-        return steps, self._validate_encoded(out)
+        out = self._validate_encoded(out)
+        if check_spec_encode():
+            steps.append(self._asserted_in)
+            out = self._asserted_in(out)
+        return steps, out
+
+    def _asserted_in(self, val):
+        self.assert_is_in(val)
+        return val
 
     def _validate_host(self, arr):
         """``arr`` (a host array to encode), checked against the space (raises ValueError)."""
@@ -363,13 +392,13 @@ class TensorSpec:
 
     def _reshape_to_spec(self, val):
         if val.numel() != self.shape.numel():
-            raise ValueError(f"{type(self).__name__}: the shape of the value {_shape_str(val.shape)} does not "
-                             f"end with the spec's shape {_shape_str(self.shape)}")
+            raise RuntimeError(f"Shape mismatch: the value has shape {_shape_str(val.shape)} which is incompatible "
+                               f"with the spec shape {_shape_str(self.shape)}.")
         return val.reshape(self.shape)
 
     def to_numpy(self, val, safe=None):
         """A tensor of this spec as a NumPy array of its dtype (what a Gymnasium env takes)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return host_array(val)
 

@@ -28,6 +28,7 @@ from ._specs_base import (
     _iinfo_range,
     _size,
     _tensor,
+    check_spec_encode,
 )
 from ._specs_masks import MaskSupport, one_hot_indices, one_hot_values
 
@@ -183,7 +184,7 @@ class Bounded(TensorSpec):
                        dtype=dtype)
 
     def to_numpy(self, val, safe=None):
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return np.asarray(host_array(val), dtype=self.dtype.np)
 
@@ -276,7 +277,7 @@ class Unbounded(TensorSpec):
         return val.to(self.dtype)
 
     def to_numpy(self, val, safe=None):
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return np.asarray(host_array(val), dtype=self.dtype.np)
 
@@ -389,7 +390,7 @@ class Categorical(MaskSupport, TensorSpec):
 
     def to_numpy(self, val, safe=None):
         """The category as a Python int (0-d) or an int64 array (Gymnasium's ``Discrete`` format)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         if self.dtype is _dtypes.bool:
             return np.asarray(host_array(val), dtype=bool)
@@ -397,7 +398,7 @@ class Categorical(MaskSupport, TensorSpec):
 
     def to_one_hot(self, val, safe=None):
         """Category indices as one-hot vectors (bool, a new last dim of size ``n``)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return _ops.one_hot(val.to(_dtypes.int64), self.n).to(_dtypes.bool)
 
@@ -471,7 +472,7 @@ class Binary(Categorical):
 
     def to_numpy(self, val, safe=None):
         """The bits as an array of this dtype (Gymnasium's ``MultiBinary`` format)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return np.asarray(host_array(val), dtype=self.dtype.np)
 
@@ -586,13 +587,13 @@ class OneHot(MaskSupport, TensorSpec):
 
     def to_numpy(self, val, safe=None):
         """The category index (argmax): a Python int (0-d) or an int64 array (Gymnasium's ``Discrete``)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return _int_scalar_or_array(np.argmax(host_array(val), axis=-1))
 
     def to_categorical(self, val, safe=None):
         """The category index (argmax over the last dim)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return val.to(_dtypes.int64).argmax(-1)  # (argmax takes no bool)
 
@@ -705,7 +706,7 @@ class MultiCategorical(MaskSupport, TensorSpec):
 
     def to_numpy(self, val, safe=None):
         """An int64 array (Gymnasium's ``MultiDiscrete`` format)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return np.asarray(host_array(val)).astype(np.int64, copy=False)
 
@@ -720,7 +721,7 @@ class MultiCategorical(MaskSupport, TensorSpec):
 
     def to_one_hot(self, val, safe=None):
         """Indices ``[..., len(nvec)]`` as concatenated one-hot vectors (bool, last dim ``sum(nvec)``)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         val = val.to(_dtypes.int64)
         return _ops.cat([_ops.one_hot(val[..., i], n) for i, n in enumerate(self._last_nvec())], -1).to(_dtypes.bool)
@@ -841,7 +842,7 @@ class MultiOneHot(MaskSupport, TensorSpec):
 
     def to_numpy(self, val, safe=None):
         """Each sub-space's index (argmax): an int64 array ``[..., len(nvec)]`` (Gymnasium's ``MultiDiscrete``)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         host = host_array(val)
         bounds = np.cumsum([0] + self.nvec)
@@ -850,7 +851,7 @@ class MultiOneHot(MaskSupport, TensorSpec):
 
     def to_categorical(self, val, safe=None):
         """Each sub-space's category index (argmax): ``[..., len(nvec)]``."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return _ops.stack([part.argmax(-1) for part in self._split(val.to(_dtypes.int64))], -1)
 

@@ -5,7 +5,7 @@ TensorDicts; a key shared by all the stacked specs gives their stack.
 """
 from .._tensor import Size
 from ..tensordict import lazy_stack
-from ._specs_base import TensorSpec, _extra_shape, _size, stack_specs
+from ._specs_base import TensorSpec, _extra_shape, _size, check_spec_encode, stack_specs
 
 
 def _normalized_index(index, ndim):
@@ -138,7 +138,7 @@ class StackedComposite(TensorSpec):
 
     def to_numpy(self, val, safe=None):
         """The shared keys of ``val`` as NumPy values (``safe``: checks ``val`` is in the spec first)."""
-        if safe and not self._holds(val):
+        if check_spec_encode(safe) and not self._holds(val):
             raise AssertionError(f"StackedComposite.to_numpy: the value is not in the spec (value={val!r})")
         return {key: self[key].to_numpy(val[key], safe=safe) for key in self.keys()}
 

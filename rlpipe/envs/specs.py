@@ -21,6 +21,7 @@ import from).
 """
 import builtins
 import math
+import os
 
 import numpy as np
 
@@ -58,6 +59,9 @@ from ._specs_leaves import (
 )
 from ._specs_nontensor import Choice, NonTensor
 from ._specs_stacked import StackedComposite
+
+# torchrl's switch: encode and to_numpy check values against the spec (AssertionError) when True
+_CHECK_SPEC_ENCODE = os.environ.get("CHECK_SPEC_ENCODE", "0").strip().lower() in ("1", "true", "yes", "on")
 
 __all__ = [
     "Binary",
