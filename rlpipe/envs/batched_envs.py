@@ -111,6 +111,14 @@ class _Runner:
     def set_seed(self, seed, static_seed):
         return self.env.set_seed(seed, static_seed=static_seed)
 
+    def td_reset(self, tensordict):
+        """The env's ``reset(tensordict)`` (the TensorDict path, see ``_fits_frames``)."""
+        return self.env.reset(tensordict)
+
+    def td_step(self, tensordict):
+        """The ``"next"`` TensorDict of the env's ``step(tensordict)`` (the TensorDict path)."""
+        return self.env.step(tensordict).get("next")
+
     def set_exact_resets(self, exact):
         return self.env._set_exact_resets(exact)
 
@@ -144,6 +152,20 @@ def _stacked(specs, name, owner, key=()):
     from rlpipe import primitives
     return Bounded(primitives.stack([spec.low for spec in specs]), primitives.stack([spec.high for spec in specs]),
                    shape=(len(specs),) + tuple(first.shape), dtype=first.dtype, device=first.device)
+
+
+def _fits_frames(meta):
+    """Whether the buffers can carry the env's steps: one action under ``"action"``, one reward under
+    ``"reward"`` and root done flags. Other envs (torchrl's multi-key and nested-key envs) take the
+    TensorDict path: each sub-env's ``reset``/``step`` TensorDicts, stacked (pickled to and from a
+    ``ParallelEnv``'s workers: correct, but slower than the buffers)."""
+    from rlpipe.envs.specs import Composite
+    if [*meta.full_action_spec.keys(True, True)] != ["action"]:
+        return False
+    if [*meta.full_reward_spec.keys(True, True)] != ["reward"]:
+        return False
+    return all(not isinstance(spec, Composite) and key in ("done", "terminated", "truncated")
+               for key, spec in meta.done_spec.items())
 
 
 def _describe(spec):
@@ -190,6 +212,7 @@ class _BatchedEnv(EnvBase):
         self.meta_data = meta if self._single_task else [meta, *others]
         super().__init__(device=meta.device if device is None else device,
                          batch_size=(num_workers,) + tuple(meta.batch_size))
+        self._tensordict_style = not _fits_frames(meta)  # (EnvBase's reset/step then call _reset/_step)
         self._set_specs(meta, others)
 
     def _set_specs(self, meta, others=()):
@@ -203,7 +226,10 @@ class _BatchedEnv(EnvBase):
             if tuple(other.batch_size) != tuple(meta.batch_size):
                 raise ValueError(f"{type(self).__name__}: env {i} has batch_size {list(other.batch_size)}, env 0 "
                                  f"{list(meta.batch_size)}; the envs of a batched env must share their batch size")
-        for name in ("action_spec", "observation_spec", "reward_spec", "done_spec", "state_spec"):
+        names = ("action_spec", "observation_spec", "reward_spec", "done_spec", "state_spec")
+        if self._tensordict_style:  # the action and reward specs under their keys
+            names = ("full_action_spec", "observation_spec", "full_reward_spec", "done_spec", "state_spec")
+        for name in names:
             specs = [getattr(m, name) for m in metas]
             if name == "state_spec" and specs[0].is_empty() and all(spec.is_empty() for spec in specs):
                 continue
@@ -249,12 +275,50 @@ class _BatchedEnv(EnvBase):
     def _all(self):
         return range(self.num_workers)
 
+    # ---- the TensorDict path (``_fits_frames``) ---------------------------------------------------
+    def _reset(self, tensordict=None, **kwargs):
+        """Resets the envs a ``"_reset"`` mask names (all without masks), each with its rows of
+        ``tensordict``; the others' rows are zeros, which ``EnvBase.reset`` replaces by the input's."""
+        self._ensure_started()
+        masks = [] if tensordict is None else [tensordict.get(key, None) for key in self.reset_keys]
+        masks = [mask.reshape(self.num_workers, -1).any(-1) for mask in masks if mask is not None]
+        workers = [i for i in self._all() if not masks or any(bool(mask[i]) for mask in masks)]
+        inputs = [(None if tensordict is None else tensordict[i].exclude("next"),) for i in workers]
+        results = dict(zip(workers, self._run(workers, "td_reset", inputs) if workers else []))
+        template = self.full_observation_spec.zero()
+        template.update(self.full_done_spec.zero())
+        template.update(self.full_state_spec.zero())
+        keys = list(template.keys(True, True))
+        rows = []
+        for i in self._all():
+            row = template[i]
+            if i in results:
+                row.update(results[i].select(*keys, strict=False))
+            rows.append(row)
+        from rlpipe.primitives import stack
+        return stack(rows, 0)
+
+    def _step(self, tensordict):
+        """Each env's step with its rows of the actions and states; their ``"next"`` stacked."""
+        self._ensure_started()
+        keys = self.action_keys + self.state_keys
+        inputs = [(tensordict[i].select(*keys, strict=False),) for i in self._all()]
+        from rlpipe.primitives import stack
+        return stack(self._run(self._all(), "td_step", inputs), 0)
+
+    def _refuse_frames(self):
+        if self._tensordict_style:
+            raise NotImplementedError(f"{type(self).__name__}: its envs have several actions, rewards or nested done "
+                                      "flags, which the frame buffers (collectors) do not carry; use reset, step "
+                                      "and rollout")
+
     # ---- the frame methods (step_protocol.py) ----------------------------------------------------
     def _observations(self):
         buffers = self._buffers
         return {key: buffers[key].copy() for key in self._obs_keys}
 
     def _reset_frame(self, seed=None):
+        self._refuse_frames()
         self._ensure_started()
         self._skipped_rows = None
         seeds = [None] * self.num_workers if seed is None else [seed + i * self._per_env for i in self._all()]

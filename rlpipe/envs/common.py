@@ -216,7 +216,7 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
                     steps.append(td)
                     if i == max_steps - 1:
                         break
-                    done = td[("next", "done")]
+                    done = self._root_done(td.get("next"))
                     if break_when_any_done and bool(done.any()):
                         break
                     if break_when_all_done and bool(done.all()):
@@ -250,7 +250,7 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
 
     def _root_after(self, stepped, from_policy, exact, caller):
         """The root of the step after ``stepped``, done envs reset and the policy's ``("next", k)`` carried."""
-        done = stepped[("next", "done")]
+        done = self._root_done(stepped.get("next"))
         if not exact and bool(done.any()):
             raise NotImplementedError(
                 f"{self!r}.{caller}: this env resets its done envs during the next step (a NEXT_STEP autoreset "
@@ -258,16 +258,36 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
                 "break_when_any_done=True) or collect with SyncDataCollector, which drops the reset steps")
         return carry_into_root(carry_over(self, stepped, done), from_policy, done, len(self.batch_size))
 
+    def _root_done(self, next_td):
+        """``next_td["done"]``; for an env whose done flags are all nested (torchrl's multi-agent envs), the
+        OR of every done flag of each env, shaped ``batch_size + (1,)``."""
+        done = next_td.get("done", None)
+        if done is not None:
+            return done
+        batch = tuple(self.batch_size)
+        flags = [next_td.get(key).reshape(batch + (-1,)).any(-1, keepdim=True) for key in self.done_keys
+                 if key in next_td.keys(True)]
+        if not flags:
+            raise KeyError(f"{type(self).__name__}: the step's 'next' TensorDict holds none of the done keys "
+                           f"{self.done_keys}")
+        out = flags[0]
+        for flag in flags[1:]:
+            out = out | flag
+        return out
+
     def append_transform(self, transform):
         """``TransformedEnv(self, transform)``, as torchrl's ``EnvBase.append_transform``."""
         return self._transformed_env_class(self, transform)
 
     def _policy_step(self, policy, td):
         """``td`` updated with ``policy(td)`` (as torchrl's rollout: a policy may return a new
-        TensorDict), which must hold ``"action"`` (a KeyError naming the policy otherwise)."""
+        TensorDict), which must hold ``"action"`` (a torchrl-style env's: every action key; a KeyError
+        naming the policy otherwise)."""
         given = list(td.keys())
         out = policy(td)
-        if "action" not in out.keys():
+        actions = self.action_keys if self._tensordict_style else ["action"]  # a torchrl-style env's: any keys
+        present = out.keys(True)
+        if not all(key in present for key in actions):
             raise missing_action_error(policy, out, given)
         return out if out is td else td.update(out)
 

@@ -1,0 +1,161 @@
+"""SerialEnv and ParallelEnv over torchrl-style envs whose steps the frame buffers cannot carry (several
+actions, nested rewards and done flags: torchrl's multi-agent layout), as torchrl 0.14: each sub-env's
+reset/step TensorDicts, stacked along the workers' dim; partial resets through the nested ``"_reset"``
+masks. Expected values worked by hand from the counting env below."""
+import pytest
+
+import rlpipe as torch
+from rlpipe.collectors import SyncDataCollector
+from rlpipe.envs import EnvBase, ParallelEnv, SerialEnv
+from rlpipe.envs.specs import Categorical, Composite, Unbounded
+from rlpipe.tensordict import TensorDict
+
+AGENTS = 2
+
+
+class TeamCountingEnv(EnvBase):
+    """Two agents count their own actions (``("agents", "action")``, a 0/1 each); an agent is done once its
+    count reaches ``limit``, and the team (root ``"done"``) once every agent is. Each agent's reward is its
+    count; ``("agents", "bonus")`` is a second action that adds 10 to it."""
+
+    def __init__(self, limit=2, **kwargs):
+        super().__init__(**kwargs)
+        self.limit = limit
+        batch = tuple(self.batch_size)
+        agents = batch + (AGENTS,)
+        flag = Categorical(2, shape=agents + (1,), dtype=torch.bool)
+        self.observation_spec = Composite(
+            agents=Composite(count=Unbounded(agents + (1,), dtype=torch.int64), shape=agents), shape=batch)
+        self.action_spec = Composite(
+            agents=Composite(action=Categorical(2, shape=agents + (1,)), bonus=Categorical(2, shape=agents + (1,)),
+                             shape=agents), shape=batch)
+        self.reward_spec = Composite(agents=Composite(reward=Unbounded(agents + (1,)), shape=agents), shape=batch)
+        self.done_spec = Composite(done=Categorical(2, shape=batch + (1,), dtype=torch.bool),
+                                   agents=Composite(done=flag, terminated=flag.clone(), shape=agents), shape=batch)
+        self.count = torch.zeros(agents + (1,), dtype=torch.int64)
+
+    def _set_seed(self, seed):
+        pass
+
+    def _reset(self, tensordict, **kwargs):
+        mask = None if tensordict is None else tensordict.get(("agents", "_reset"), None)
+        if mask is None:
+            self.count.zero_()
+        else:
+            self.count[mask] = 0
+        return self._out()
+
+    def _out(self):
+        done = self.count >= self.limit
+        return TensorDict({"agents": {"count": self.count.clone(), "done": done, "terminated": done.clone()},
+                           "done": done.all(-2)}, batch_size=self.batch_size)
+
+    def _step(self, tensordict):
+        self.count += tensordict.get(("agents", "action"))
+        out = self._out()
+        reward = self.count.to(torch.float32) + 10.0 * tensordict.get(("agents", "bonus")).to(torch.float32)
+        out.set(("agents", "reward"), reward)
+        return out
+
+
+def _actions(env, action, bonus):
+    def policy(td):
+        shape = tuple(env.batch_size) + (AGENTS, 1)
+        td.set(("agents", "action"), torch.full(shape, action))
+        td.set(("agents", "bonus"), torch.full(shape, bonus))
+        return td
+    return policy
+
+
+@pytest.mark.parametrize("batched", [SerialEnv, ParallelEnv])
+def test_multi_key_env_batched_rollout_hand_values(batched):
+    env = batched(2, TeamCountingEnv)
+    try:
+        assert env.batch_size == (2,)
+        assert env.action_keys == [("agents", "action"), ("agents", "bonus")]
+        assert env.reward_keys == [("agents", "reward")]
+        assert env.full_action_spec["agents", "action"].shape == (2, AGENTS, 1)
+        td = env.reset()
+        assert td["agents"].batch_size == (2, AGENTS)
+        assert td["agents", "count"].sum().item() == 0
+        out = env.rollout(3, _actions(env, 1, 1), break_when_any_done=False)
+        assert out.batch_size == (2, 3)
+        # counts 1, 2 (done: limit 2), then reset and 1 again; reward = count + 10 (the bonus)
+        assert out["next", "agents", "count"][0, :, 0, 0].tolist() == [1, 2, 1]
+        assert out["next", "agents", "reward"][1, :, 1, 0].tolist() == [11.0, 12.0, 11.0]
+        assert out["next", "done"][:, :, 0].tolist() == [[False, True, False], [False, True, False]]
+        assert out["agents", "count"][0, :, 0, 0].tolist() == [0, 1, 0]  # the root after the reset
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("batched", [SerialEnv, ParallelEnv])
+def test_multi_key_env_partial_reset_through_nested_masks(batched):
+    env = batched(2, TeamCountingEnv, create_env_kwargs={"limit": 5})
+    try:
+        td = env.reset()
+        td = env.step(_actions(env, 1, 0)(td))
+        root = td["next"].exclude(("agents", "reward"))
+        root.set("_reset", torch.tensor([[True], [False]]))  # torchrl: the root mask rules the root's rows
+        root.set(("agents", "_reset"), torch.tensor([[[True], [False]], [[False], [False]]]))
+        out = env.reset(root)
+        # env 0's first agent is reset; its second agent and env 1 keep their count of 1
+        assert out["agents", "count"][..., 0].tolist() == [[0, 1], [1, 1]]
+        assert ("agents", "_reset") not in out.keys(True) and "_reset" not in out.keys()
+    finally:
+        env.close()
+
+
+def test_multi_key_batched_env_refuses_the_frame_path_of_the_collectors():
+    env = SerialEnv(2, TeamCountingEnv)
+    with pytest.raises(NotImplementedError, match="SerialEnv: its envs have several actions, rewards or nested done "
+                                                  "flags, which the frame buffers"):
+        env._reset_frame()
+    assert env.reset()["agents", "count"].shape == (2, AGENTS, 1)  # still usable
+    collector = SyncDataCollector(env, _actions(env, 1, 0), frames_per_batch=4, total_frames=4)
+    with pytest.raises(NotImplementedError, match="frame buffers"):
+        next(iter(collector))
+    env.close()
+
+
+def test_multi_key_worker_error_names_the_worker():
+    env = ParallelEnv(2, TeamCountingEnv)
+    try:
+        td = env.reset()
+        td.set(("agents", "action"), torch.ones(2, AGENTS, 1, dtype=torch.int64))  # no bonus: get gives None
+        with pytest.raises(RuntimeError, match=r"ParallelEnv: worker 0 failed in 'td_step': AttributeError"):
+            env.step(td)
+        assert env.reset()["agents", "count"].sum().item() == 0  # the workers still answer
+    finally:
+        env.close(raise_if_closed=False)
+
+
+class AgentsOnlyDoneEnv(TeamCountingEnv):
+    """The counting env with no root done flag: only the agents' (torchrl's multi-agent envs)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.done_spec = self.done_spec.exclude("done", "terminated")
+
+    def _out(self):
+        return super()._out().exclude("done")
+
+
+def test_rollout_of_an_env_with_only_nested_done_flags_stops_when_an_agent_is_done():
+    env = AgentsOnlyDoneEnv(limit=2)
+    assert env.done_keys == [("agents", "done"), ("agents", "terminated")]
+    out = env.rollout(5, _actions(env, 1, 0))  # break_when_any_done: the step where the agents reach 2
+    assert out.batch_size == (2,) and out["next", "agents", "count"][:, 0, 0].tolist() == [1, 2]
+    out = env.rollout(3, _actions(env, 1, 0), break_when_any_done=False)  # reset after the done step
+    assert out["next", "agents", "count"][:, 1, 0].tolist() == [1, 2, 1]
+
+
+def test_rollout_refuses_a_policy_that_misses_one_of_the_action_keys():
+    env = TeamCountingEnv()
+
+    def half_policy(td):
+        return td.set(("agents", "action"), torch.ones(AGENTS, 1, dtype=torch.int64))
+    with pytest.raises(KeyError, match="the policy 'test_rollout_refuses_a_policy_that_misses_one_of_the_action_keys"
+                                       ".<locals>.half_policy' wrote no 'action' entry"):
+        env.rollout(2, half_policy)
+    assert env.rollout(2, _actions(env, 1, 0)).batch_size == (2,)  # the env is still usable
