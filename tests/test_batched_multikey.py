@@ -159,3 +159,91 @@ def test_rollout_refuses_a_policy_that_misses_one_of_the_action_keys():
                                        ".<locals>.half_policy' wrote no 'action' entry"):
         env.rollout(2, half_policy)
     assert env.rollout(2, _actions(env, 1, 0)).batch_size == (2,)  # the env is still usable
+
+
+# ---- use_buffers=False: the TensorDict path for any env, as torchrl's ---------------------------------------
+def _cartpole():
+    from rlpipe.envs import GymEnv
+    return GymEnv("CartPole-v1")
+
+
+@pytest.mark.parametrize("batched", [SerialEnv, ParallelEnv])
+def test_use_buffers_false_gives_the_buffers_rollout(batched):
+    import numpy as np
+
+    actions = np.random.default_rng(0).integers(0, 2, size=(3, 30))
+
+    def table(td):
+        step = table.count
+        table.count += 1
+        return td.set("action", torch.as_tensor(np.eye(2, dtype=np.int64)[actions[:, step]]))
+
+    outs = []
+    for use_buffers in (True, False):
+        env = batched(3, _cartpole, use_buffers=use_buffers)
+        assert env.use_buffers is use_buffers and env._tensordict_style is not use_buffers
+        env.set_seed(5)
+        table.count = 0
+        outs.append(env.rollout(30, table, break_when_any_done=False))
+        env.close()
+    for key in ("observation", ("next", "observation"), ("next", "reward"), ("next", "done")):
+        assert outs[0][key].tolist() == outs[1][key].tolist()
+
+
+def test_use_buffers_false_works_in_the_collector():
+    env = SerialEnv(2, _cartpole, use_buffers=False)
+    env.set_seed(0)
+    collector = SyncDataCollector(env, None, frames_per_batch=20, total_frames=20)
+    batch = next(iter(collector))
+    assert batch.batch_size == (2, 10) and batch["next", "observation"].shape == (2, 10, 4)
+    collector.shutdown()
+
+
+def test_use_buffers_must_be_a_bool_or_none():
+    with pytest.raises(TypeError, match="use_buffers must be None, True or False, got str"):
+        SerialEnv(2, _cartpole, use_buffers="no")
+
+
+class NoteCountingEnv(EnvBase):
+    """A torchrl-style env whose observation and state hold a non-tensor count (torchrl's EnvWithMetadata)."""
+
+    def __init__(self):
+        super().__init__()
+        from rlpipe.envs.specs import NonTensor
+        self.observation_spec = Composite(obs=Unbounded(1), note=NonTensor(shape=()))
+        self.state_spec = Composite(note=NonTensor(shape=()))
+        self.action_spec = Unbounded(1)
+
+    def _set_seed(self, seed):
+        pass
+
+    def _reset(self, tensordict, **kwargs):
+        out = TensorDict({"obs": torch.zeros(1)}, [])
+        out.set_non_tensor("note", 0)
+        return out
+
+    def _step(self, tensordict):
+        out = TensorDict({"obs": torch.zeros(1), "reward": torch.zeros(1)}, [])
+        out.set_non_tensor("note", tensordict["note"] + 1)
+        return out
+
+
+@pytest.mark.parametrize("batched", [SerialEnv, ParallelEnv])
+def test_non_tensor_observations_go_through_batched_envs(batched):
+    env = batched(2, NoteCountingEnv)
+    try:
+        assert env._tensordict_style  # the buffers hold no non-tensor data
+        out = env.rollout(4)
+        assert out.get(("next", "note")).tolist() == [[1, 2, 3, 4]] * 2
+        assert out.get("note").tolist() == [[0, 1, 2, 3]] * 2
+    finally:
+        env.close()
+
+
+def test_env_step_mdp_method_keeps_the_action_and_drops_the_reward():
+    env = NoteCountingEnv()
+    td = env.reset()
+    td.set("action", torch.ones(1))
+    root = env.step_mdp(env.step(td))
+    assert sorted(root.keys()) == ["action", "done", "note", "obs", "terminated"]
+    assert root["note"] == 1 and root["action"].tolist() == [1.0]

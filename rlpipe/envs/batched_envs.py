@@ -42,6 +42,7 @@ from ..tensordict import unravel_key_to_tuple
 from .common import EnvBase
 from .env_creator import EnvCreator, env_creator, get_env_metadata
 from .step_protocol import ACTION, REWARD, TERMINATED, TRUNCATED, one_hot_hint
+from .tensordict_envs import TorchRLStyleFrames
 
 __all__ = ["SerialEnv", "ParallelEnv", "EnvCreator", "env_creator"]  # (the creators: env_creator.py)
 
@@ -156,13 +157,15 @@ def _stacked(specs, name, owner, key=()):
 
 def _fits_frames(meta):
     """Whether the buffers can carry the env's steps: one action under ``"action"``, one reward under
-    ``"reward"`` and root done flags. Other envs (torchrl's multi-key and nested-key envs) take the
-    TensorDict path: each sub-env's ``reset``/``step`` TensorDicts, stacked (pickled to and from a
+    ``"reward"``, root done flags, no non-tensor observation. Other envs (torchrl's multi-key and nested-key
+    envs) take the TensorDict path: each sub-env's ``reset``/``step`` TensorDicts, stacked (pickled to and from a
     ``ParallelEnv``'s workers: correct, but slower than the buffers)."""
-    from rlpipe.envs.specs import Composite
+    from rlpipe.envs.specs import Composite, NonTensor
     if [*meta.full_action_spec.keys(True, True)] != ["action"]:
         return False
     if [*meta.full_reward_spec.keys(True, True)] != ["reward"]:
+        return False
+    if any(isinstance(spec, NonTensor) for spec in meta.observation_spec.values(True, True)):
         return False
     return all(not isinstance(spec, Composite) and key in ("done", "terminated", "truncated")
                for key, spec in meta.done_spec.items())
@@ -185,7 +188,9 @@ class _BatchedEnv(EnvBase):
     """The batched env over ``_run(indices, command, args)`` (the subclasses: in-process calls, or
     commands to worker processes); torchrl's ``BatchedEnvBase``."""
 
-    def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None):
+    def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None, use_buffers=None):
+        if use_buffers is not None and not isinstance(use_buffers, bool):
+            raise TypeError(f"use_buffers must be None, True or False, got {type(use_buffers).__name__}")
         if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
         if num_workers < 1:
@@ -212,7 +217,11 @@ class _BatchedEnv(EnvBase):
         self.meta_data = meta if self._single_task else [meta, *others]
         super().__init__(device=meta.device if device is None else device,
                          batch_size=(num_workers,) + tuple(meta.batch_size))
-        self._tensordict_style = not _fits_frames(meta)  # (EnvBase's reset/step then call _reset/_step)
+        self._fits_frames = _fits_frames(meta)
+        # the TensorDict path (EnvBase's reset/step then call _reset/_step): for envs the buffers cannot carry,
+        # and with torchrl's use_buffers=False
+        self._tensordict_style = not self._fits_frames or use_buffers is False
+        self.use_buffers = not self._tensordict_style
         self._set_specs(meta, others)
 
     def _set_specs(self, meta, others=()):
@@ -288,7 +297,7 @@ class _BatchedEnv(EnvBase):
         template = self.full_observation_spec.zero()
         template.update(self.full_done_spec.zero())
         template.update(self.full_state_spec.zero())
-        keys = list(template.keys(True, True))
+        keys = list(template.keys())  # (top-level: nested leaves only would miss the non-tensor entries)
         rows = []
         for i in self._all():
             row = template[i]
@@ -307,7 +316,7 @@ class _BatchedEnv(EnvBase):
         return stack(self._run(self._all(), "td_step", inputs), 0)
 
     def _refuse_frames(self):
-        if self._tensordict_style:
+        if not self._fits_frames:
             raise NotImplementedError(f"{type(self).__name__}: its envs have several actions, rewards or nested done "
                                       "flags, which the frame buffers (collectors) do not carry; use reset, step "
                                       "and rollout")
@@ -319,6 +328,8 @@ class _BatchedEnv(EnvBase):
 
     def _reset_frame(self, seed=None):
         self._refuse_frames()
+        if self._tensordict_style:  # use_buffers=False: frames over the TensorDict path
+            return TorchRLStyleFrames._reset_frame(self, seed)
         self._ensure_started()
         self._skipped_rows = None
         seeds = [None] * self.num_workers if seed is None else [seed + i * self._per_env for i in self._all()]
@@ -326,6 +337,8 @@ class _BatchedEnv(EnvBase):
         return self._observations()
 
     def _step_frame(self, action):
+        if self._tensordict_style:
+            return TorchRLStyleFrames._step_frame(self, action)
         self._ensure_started()
         if type(action) is not np.ndarray:
             action = np.asarray(action)
@@ -342,6 +355,8 @@ class _BatchedEnv(EnvBase):
                 buffers[TRUNCATED].copy())
 
     def _continue_frame(self, next_obs, done):
+        if self._tensordict_style:
+            return TorchRLStyleFrames._continue_frame(self, next_obs, done)
         done = np.asarray(done, dtype=bool).reshape(self._flag_shape)
         workers = np.flatnonzero(done.reshape(self.num_workers, -1).any(axis=1))
         if not len(workers):
@@ -388,7 +403,14 @@ class SerialEnv(_BatchedEnv):
         create_env_fn: a callable building an env (an ``EnvCreator`` too), or a list of one per env.
         create_env_kwargs: the kwargs of ``create_env_fn``: a dict for every env or a list of one per env.
         device: the device of the TensorDicts (default: the first env's).
+        use_buffers: False takes the TensorDict path (``_fits_frames``) for any env, as torchrl's; None
+            and True take the buffers where the env's steps fit them (the TensorDict path otherwise).
+        mp_start_method: accepted and unused, as torchrl's (its envs run in this process).
     """
+
+    def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None, use_buffers=None,
+                 mp_start_method=None):
+        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device, use_buffers=use_buffers)
 
     def _start_workers(self):
         layout, size = pack(self._buffer_specs)
@@ -517,7 +539,7 @@ class ParallelEnv(_BatchedEnv):
     """
 
     def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None, mp_start_method=None,
-                 timeout=120.0, daemon=False):
+                 timeout=120.0, daemon=False, use_buffers=None):
         if mp_start_method is not None and mp_start_method not in mp.get_all_start_methods():
             raise ValueError(f"mp_start_method must be one of {mp.get_all_start_methods()}, got {mp_start_method!r}")
         if not timeout > 0:
@@ -526,7 +548,7 @@ class ParallelEnv(_BatchedEnv):
         self._timeout = float(timeout)
         self.daemon = bool(daemon)
         self._resources = []
-        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device)
+        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device, use_buffers=use_buffers)
 
     def _start_method(self):
         if self._mp_start_method is not None:

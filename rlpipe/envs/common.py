@@ -275,6 +275,12 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
             out = out | flag
         return out
 
+    def step_mdp(self, next_tensordict):
+        """The root of the step after ``next_tensordict`` (a stepped TensorDict), as torchrl's method: its
+        ``"next"`` entries moved to the root, with this env's reward keys dropped and its actions kept."""
+        from .utils import _StepMDP
+        return _StepMDP(self, exclude_action=False)(next_tensordict)
+
     def append_transform(self, transform):
         """``TransformedEnv(self, transform)``, as torchrl's ``EnvBase.append_transform``."""
         return self._transformed_env_class(self, transform)

@@ -6,6 +6,7 @@ import logging
 from .._creation import zeros
 from .._tensor import Tensor
 from ..tensordict import TensorDictBase, unravel_key_to_tuple
+from ..tensordict.utils import is_non_tensor
 from ..tensordict.nn.probabilistic import InteractionType as ExplorationType
 from ..tensordict.nn.probabilistic import interaction_type as exploration_type
 from ..tensordict.nn.probabilistic import set_interaction_type as set_exploration_type
@@ -174,7 +175,7 @@ def _copy_tree(source, dest, key, excluded, prefix=()):
     if total in excluded:
         return False
     value = source.get(head)
-    if not isinstance(value, TensorDictBase):
+    if not isinstance(value, TensorDictBase) or is_non_tensor(value):  # a non-tensor entry is a leaf
         if rest:
             return False
         dest.set(head, value)
