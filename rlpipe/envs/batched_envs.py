@@ -112,6 +112,22 @@ class _Runner:
     def set_seed(self, seed, static_seed):
         return self.env.set_seed(seed, static_seed=static_seed)
 
+    def attr_kind(self, path):
+        """``"missing"``, ``"callable"`` or ``"value"``: what ``env.<path>`` is in this worker."""
+        obj = self.env
+        for name in path:
+            if not hasattr(obj, name):
+                return "missing"
+            obj = getattr(obj, name)
+        return "callable" if callable(obj) else "value"
+
+    def call_attr(self, path, args, kwargs):
+        """``env.<path>(*args, **kwargs)``, or the value ``env.<path>`` when it is not callable."""
+        obj = self.env
+        for name in path:
+            obj = getattr(obj, name)
+        return obj(*args, **kwargs) if callable(obj) else obj
+
     def td_reset(self, tensordict):
         """The env's ``reset(tensordict)`` (the TensorDict path, see ``_fits_frames``)."""
         return self.env.reset(tensordict)
@@ -173,6 +189,36 @@ def _fits_frames(meta):
 
 def _describe(spec):
     return f"{type(spec).__name__} of shape {list(spec.shape)} and dtype {spec.dtype}"
+
+
+class _Dispatch:
+    """``batched_env.<path>`` (torchrl's dispatch of an attribute the batched env lacks to its envs): calling
+    it calls the attribute of every env (a list of their results); iterating, indexing or ``len`` see the
+    list of their values; a further attribute extends the path (``env.nested.value``)."""
+
+    def __init__(self, env, path):
+        self._env, self._path = env, path
+
+    def __call__(self, *args, **kwargs):
+        env = self._env
+        return env._run(env._all(), "call_attr", [(self._path, args, kwargs)] * env.num_workers)
+
+    def __iter__(self):
+        return iter(self())
+
+    def __len__(self):
+        return self._env.num_workers
+
+    def __getitem__(self, index):
+        return self()[index]
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(f"{name!r}: private attributes of the envs are not dispatched")
+        return self._env._dispatch(self._path + (name,))
+
+    def __repr__(self):
+        return f"_Dispatch({'.'.join(self._path)} of {self._env!r})"
 
 
 def _per_worker(value, num_workers, what):
@@ -248,6 +294,22 @@ class _BatchedEnv(EnvBase):
         self._buffer_specs = _buffer_specs(meta, self.num_workers)
         self._obs_keys = tuple(unravel_key_to_tuple(k) for k in meta.observation_spec.keys(True, True))
         self._flag_shape = batch + (1,)
+
+    def __getattr__(self, name):
+        """An attribute the batched env lacks, from its envs (torchrl's dispatch; they are started):
+        a ``_Dispatch`` when every env has it, else an AttributeError. Private names
+        are never dispatched."""
+        if name.startswith("_") or "num_workers" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self._dispatch((name,))
+
+    def _dispatch(self, path):
+        self._ensure_started()
+        kinds = self._run(self._all(), "attr_kind", [(path,)] * self.num_workers)
+        if "missing" in kinds:
+            raise AttributeError(f"attribute {'.'.join(path)} not found in env {kinds.index('missing')} of "
+                                 f"{type(self).__name__}")
+        return _Dispatch(self, path)
 
     def update_kwargs(self, kwargs):
         """Updates each env's construction kwargs from a dict (every env) or a list of one dict per env;

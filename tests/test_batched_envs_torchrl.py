@@ -1,7 +1,8 @@
-"""SerialEnv and ParallelEnv over torchrl-style envs whose steps the frame buffers cannot carry (several
-actions, nested rewards and done flags: torchrl's multi-agent layout), as torchrl 0.14: each sub-env's
-reset/step TensorDicts, stacked along the workers' dim; partial resets through the nested ``"_reset"``
-masks. Expected values worked by hand from the counting env below."""
+"""SerialEnv and ParallelEnv as torchrl 0.14's beyond the frame buffers: envs whose steps the buffers cannot
+carry (several actions, nested rewards and done flags: torchrl's multi-agent layout; non-tensor entries) and
+``use_buffers=False`` take the TensorDict path (each sub-env's reset/step TensorDicts, stacked along the
+workers' dim; partial resets through the nested ``"_reset"`` masks); attributes the batched env lacks are
+dispatched to its envs. Expected values worked by hand from the counting envs below."""
 import pytest
 
 import rlpipe as torch
@@ -247,3 +248,44 @@ def test_env_step_mdp_method_keeps_the_action_and_drops_the_reward():
     root = env.step_mdp(env.step(td))
     assert sorted(root.keys()) == ["action", "done", "note", "obs", "terminated"]
     assert root["note"] == 1 and root["action"].tolist() == [1.0]
+
+
+# ---- attributes dispatched to the envs, as torchrl's ------------------------------------------------------
+class _Nested:
+    value = 42
+
+    def get_value(self):
+        return self.value
+
+
+class GadgetEnv(NoteCountingEnv):
+    """An env with a method, a class attribute, a property and a nested object, as torchrl's mock envs."""
+
+    custom_attr = 1
+
+    def __init__(self):
+        super().__init__()
+        self.nested = _Nested()
+
+    def custom_fun(self, add=0):
+        return 10 + add
+
+    @property
+    def custom_prop(self):
+        return 2
+
+
+@pytest.mark.parametrize("batched", [SerialEnv, ParallelEnv])
+def test_attributes_the_batched_env_lacks_are_dispatched_to_its_envs(batched):
+    env = batched(2, GadgetEnv)
+    try:
+        assert env.custom_fun() == [10, 10] and env.custom_fun(add=5) == [15, 15]
+        assert list(env.custom_attr) == [1, 1] and env.custom_attr[1] == 1 and len(env.custom_attr) == 2
+        assert list(env.custom_prop) == [2, 2]
+        assert list(env.nested.value) == [42, 42] and env.nested.get_value() == [42, 42]
+        with pytest.raises(AttributeError, match=f"attribute nested.missing not found in env 0 of {batched.__name__}"):
+            env.nested.missing
+        assert not hasattr(env, "no_such_attribute") and not hasattr(env, "_private")
+        assert env.rollout(2).batch_size == (2, 2)  # still usable
+    finally:
+        env.close()
