@@ -27,6 +27,15 @@ from .tensordict_envs import TorchRLStyleFrames, check_reset_done, complete_done
 __all__ = ["EnvBase", "frame_to_tensordict", "DONE_KEYS"]
 
 
+def _replay(actions, key):
+    """A policy writing the next item of ``actions`` under ``key`` (rollout's ``actions``)."""
+    items = iter(actions)
+
+    def replay(tensordict):
+        return tensordict.set(key, next(items))
+    return replay
+
+
 class EnvBase(TorchRLStyleFrames, SpecSurface):
     """torchrl-style environment: ``reset()``, ``step(td)``, ``rand_step()``, ``rollout()``,
     ``set_seed()``, and specs (``SpecSurface``). Subclasses implement either the frame methods
@@ -182,13 +191,16 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
 
     def rollout(self, max_steps, policy=None, callback=None, *, auto_reset=True, auto_cast_to_device=False,
                 break_when_any_done=None, break_when_all_done=None, return_contiguous=True, tensordict=None,
-                set_truncated=False):
+                set_truncated=False, storing_device=None, actions=None):
         """Up to ``max_steps`` steps (``policy(td)``, random actions without one), stacked along a new
         last batch dim named ``"time"``, as torchrl's ``rollout``. ``break_when_any_done`` (the default unless
         ``break_when_all_done`` is set) stops after the step where any env is done; otherwise done envs
         are reset and continue. ``callback(env, td)`` runs on the root of each following step (not
         after the last). ``auto_reset=False`` starts from ``tensordict`` (required then). ``set_truncated``
-        marks the last step truncated (and done).
+        marks the last step truncated (and done; a RuntimeError when the env has no truncated flag).
+        ``actions``: an iterable of actions written under the env's (first top-level) action key at each
+        step, instead of a ``policy``; a sized one caps ``max_steps``. ``storing_device``: the device of
+        the returned TensorDict (the env's by default).
         ``auto_cast_to_device`` is accepted: rlpipe's policy and env share the env's device.
         ``return_contiguous`` is accepted (rollouts are always stacked)."""
         from rlpipe.primitives import stack
@@ -197,6 +209,11 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
             break_when_any_done = not break_when_all_done
         if break_when_all_done and break_when_any_done:
             raise TypeError("Cannot have both break_when_all_done and break_when_any_done True at the same time.")
+        if actions is not None:
+            if policy is not None:
+                raise ValueError("Cannot pass both `policy` and `actions` to rollout().")
+            policy = _replay(actions, next(iter(self.full_action_spec.keys())))
+            max_steps = min(max_steps, len(actions)) if hasattr(actions, "__len__") else max_steps
         if auto_reset:
             td = self.reset(tensordict)
         elif tensordict is None:
@@ -229,11 +246,35 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         # a policy's state the first step did not start from (no primer): torchrl's stack keeps only ("next", k)
         out = stack(only_common_keys(steps), len(self.batch_size)).refine_names(..., "time")  # torchrl's dim name
         if set_truncated:
-            last = (slice(None),) * len(self.batch_size) + (-1,)  # the last step along the time dim
-            for key in ("truncated", "done"):
-                flags = out[("next", key)]
-                flags[last] = True
-        return out
+            self._truncate_last_step(out)
+        return out if storing_device is None else out.to(storing_device)
+
+    def _truncate_last_step(self, rollout):
+        """torchrl's ``set_truncated``: every truncated flag of the last step set, and its done flag with it."""
+        keys = [unravel_key_to_tuple(key) for key in self.done_keys]
+        truncated = [key for key in keys if key[-1] == "truncated"]
+        if not truncated and ("next", "truncated") in rollout.keys(True):  # the array path always writes it
+            truncated = [("truncated",)]
+        if not truncated:
+            raise RuntimeError("set_truncated was set to True but no truncated key could be found. Make sure a "
+                               "'truncated' entry was set in the environment full_done_keys using "
+                               "`env.add_truncated_keys()`.")
+        last = (slice(None),) * len(self.batch_size) + (-1,)  # the last step along the time dim
+        for key in truncated:
+            for flag_key in (key, key[:-1] + ("done",)):
+                flags = rollout.get(("next", *flag_key), None)
+                if flags is not None:
+                    flags[last] = True
+
+    def add_truncated_keys(self):
+        """Adds a ``truncated`` flag beside each done flag of the done spec (as torchrl's); returns the env."""
+        spec = self.full_done_spec
+        keys = [unravel_key_to_tuple(key) for key in self.done_keys]
+        if not keys:
+            raise KeyError(f"Couldn't find done keys. done_spec={spec}")
+        for key in keys:
+            spec[key[:-1] + ("truncated",)] = spec[key].clone()
+        return self
 
     def step_and_maybe_reset(self, tensordict):
         """torchrl's: ``(stepped, root)``, where ``stepped`` is ``step(tensordict)`` and ``root`` the TensorDict
