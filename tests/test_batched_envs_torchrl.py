@@ -289,3 +289,47 @@ def test_attributes_the_batched_env_lacks_are_dispatched_to_its_envs(batched):
         assert env.rollout(2).batch_size == (2, 2)  # still usable
     finally:
         env.close()
+
+
+class PairCounter(EnvBase):
+    """A torchrl-style env of batch size [2] on the buffers' path: each row adds its action to a count, and
+    is done once the count passes 1."""
+
+    def __init__(self):
+        super().__init__(batch_size=[2])
+        self.observation_spec = Composite(count=Unbounded((2, 1), dtype=torch.int64), shape=(2,))
+        self.action_spec = Categorical(2, shape=(2, 1))
+        self.done_spec = Categorical(2, shape=(2, 1), dtype=torch.bool)
+        self.count = torch.zeros(2, 1, dtype=torch.int64)
+
+    def _set_seed(self, seed):
+        pass
+
+    def _reset(self, tensordict, **kwargs):
+        mask = None if tensordict is None else tensordict.get("_reset", None)
+        if mask is None:
+            self.count.zero_()
+        else:
+            self.count[mask] = 0
+        return TensorDict({"count": self.count.clone(), "done": self.count > 1}, [2])
+
+    def _step(self, tensordict):
+        self.count += tensordict["action"]
+        return TensorDict({"count": self.count.clone(), "done": self.count > 1, "reward": torch.zeros(2, 1)}, [2])
+
+
+@pytest.mark.parametrize("batched", [SerialEnv, ParallelEnv])
+def test_partial_reset_within_a_worker_resets_only_the_masked_rows(batched):
+    env = batched(2, PairCounter)
+    try:
+        assert not env._tensordict_style  # the buffers' path
+        td = env.reset()
+        for _ in range(2):
+            td = env.step_mdp(env.step(td.set("action", torch.ones(2, 2, 1, dtype=torch.int64))))
+        assert td["done"].all()
+        td.set("_reset", torch.tensor([[[True], [False]], [[False], [True]]]))
+        out = env.reset(td)
+        assert out["count"][..., 0].tolist() == [[0, 2], [2, 0]]
+        assert out["done"][..., 0].tolist() == [[False, True], [True, False]]
+    finally:
+        env.close()
