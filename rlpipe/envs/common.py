@@ -54,7 +54,12 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         super().__init_subclass__(**kwargs)
         cls._tensordict_style = cls._step is not EnvBase._step or cls._reset is not EnvBase._reset
 
-    def __new__(cls, *args, _inplace_update=False, _batch_locked=True, **kwargs):
+    def __new__(cls, *args, _inplace_update=False, _batch_locked=True, auto_reset=False, auto_reset_replace=True,
+                **kwargs):
+        if auto_reset:  # torchrl's: the env, built, in an AutoResetEnv (not an instance of cls: no second __init__)
+            env = cls.__new__(cls, *args, **kwargs)
+            env.__init__(*args, **kwargs)
+            return EnvBase._auto_reset_env(env, auto_reset_replace)
         env = super().__new__(cls)
         # torchrl envs may set _input_spec/_output_spec on their class in __new__: they are the instance's
         class_specs = {}
@@ -315,6 +320,12 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         for flag in flags[1:]:
             out = out | flag
         return out
+
+    def check_env_specs(self, *args, **kwargs):
+        """``rlpipe.envs.utils.check_env_specs(self, ...)``: a short rollout checked against the specs (torchrl's
+        method)."""
+        from .utils import check_env_specs
+        return check_env_specs(self, *args, **kwargs)
 
     def step_mdp(self, next_tensordict):
         """The root of the step after ``next_tensordict`` (a stepped TensorDict), as torchrl's method: its
