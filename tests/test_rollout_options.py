@@ -74,3 +74,11 @@ def test_set_truncated_on_the_array_path():
     out = env.rollout(3, set_truncated=True)
     assert out["next", "truncated"].flatten().tolist()[-1] and out["next", "done"].flatten().tolist()[-1]
     env.close()
+
+
+def test_check_env_specs_method():
+    env = AddingEnv()
+    assert env.check_env_specs() is None
+    env.observation_spec = Composite(total=Unbounded(1, dtype=torch.int64))  # the env writes float32
+    with pytest.raises(AssertionError, match="total"):
+        env.check_env_specs()
