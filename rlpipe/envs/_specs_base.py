@@ -516,10 +516,13 @@ class TensorSpec:
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        """``rlpipe.stack(specs, dim)`` stacks specs (``stack_specs``); other functions are not for specs."""
-        if func is not _ops.stack:
-            return NotImplemented
-        return stack_specs(*args, **(kwargs or {}))
+        """``rlpipe.stack(specs, dim)`` stacks specs (``stack_specs``), ``rlpipe.index_select(spec, dim, index)``
+        selects along a dim (``index_select_spec``); other functions are not for specs."""
+        if func is _ops.stack:
+            return stack_specs(*args, **(kwargs or {}))
+        if func is _ops.index_select:
+            return index_select_spec(*args, **(kwargs or {}))
+        return NotImplemented
 
     def __eq__(self, other):
         return (type(other) is type(self) and other.shape == self.shape and other.dtype is self.dtype
@@ -544,6 +547,25 @@ def _run_steps(steps, val):
     for step in steps:
         val = step(val)
     return val
+
+
+def index_select_spec(input, dim, index):
+    """The spec of ``rlpipe.index_select`` of its samples: ``input`` indexed by the 1-d ``index`` along ``dim``
+    (bounds, masks and the entries of a Composite with it), as torchrl's. The last dim of a one-hot, binary
+    (its domain) or multi-categorical spec (torchrl selects among its nvec) and lazily stacked specs are refused."""
+    ndim = len(input.shape)
+    dim = dim + ndim if dim < 0 else dim
+    if not 0 <= dim < ndim:
+        raise IndexError(f"index_select: dim {dim} out of range for a spec of shape {list(input.shape)}")
+    values = host_array(index).reshape(-1)
+    if values.size and (values.min() < 0 or values.max() >= input.shape[dim]):
+        raise IndexError(f"index {values.tolist()} is out of bounds for dimension {dim} with size {input.shape[dim]}")
+    if getattr(input, "stack_dim", None) is not None:  # a lazy stack
+        raise NotImplementedError(f"index_select is not supported for {type(input).__name__} specs")
+    if dim >= ndim - input._feature_dims:  # one-hot and binary rows (rlpipe: MultiCategorical's too)
+        raise ValueError(f"Cannot index_select along the last dimension of {type(input).__name__} spec, as it "
+                         "represents the domain.")
+    return input[(slice(None),) * dim + (as_tensor(values.astype(np.int64)),)]
 
 
 def stack_specs(specs, dim=0, *, out=None):

@@ -428,6 +428,7 @@ def scatter_add(input, dim, index, src):
     return _scatter(input, dim, index, src, True, "scatter_add")
 
 
+@torch_function("input")
 @tensor_method
 def index_select(input, dim, index):
     """The slices of ``input`` at the positions of the 1-d int64 (or int32) ``index`` along ``dim``, as a copy."""
