@@ -328,7 +328,9 @@ def test_multi_onehot():
     assert not spec.is_in(rlpipe.tensor([False, False, True, False, False]))
     assert spec.project(rlpipe.tensor([0.2, 0.1, 0.0, 0.0, 3.0])).tolist() == [True, False, False, False, True]
     assert spec.encode([1, 2]).tolist() == [False, True, False, False, True]
-    assert spec.to_numpy(spec.encode([[1, 2], [0, 0]])).tolist() == [[1, 2], [0, 0]]
+    assert spec.to_numpy(spec.expand(2, 5).encode([[1, 2], [0, 0]])).tolist() == [[1, 2], [0, 0]]
+    with pytest.raises(RuntimeError, match=r"shape '\[5\]' is invalid for input of size 10"):
+        spec.encode([[1, 2], [0, 0]])  # a batch needs the batched spec, as torchrl 0.14.1
     with pytest.raises(ValueError, match=r"indices must be in \[0, nvec\)"):
         spec.encode([2, 0])
     with pytest.raises(ValueError, match="last dim is len\\(nvec\\)=2"):

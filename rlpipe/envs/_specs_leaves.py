@@ -838,7 +838,9 @@ class MultiOneHot(MaskSupport, TensorSpec):
         if len(lead) and tuple(arr.shape[arr.ndim - 1 - len(lead):-1]) != tuple(lead):
             raise ValueError(f"MultiOneHot.encode: the indices' shape {list(arr.shape)} does not end with "
                              f"{list(lead) + [len(self.nvec)]}")
-        return self._from_indices(_tensor(arr.astype(np.int64), device=self.device))
+        out = self._from_indices(_tensor(arr.astype(np.int64), device=self.device))
+        # torchrl reshapes to the spec's shape: a batch of indices is refused (a RuntimeError), as there
+        return out if tuple(out.shape) == tuple(self.shape) else out.reshape(self.shape)
 
     def to_numpy(self, val, safe=None):
         """Each sub-space's index (argmax): an int64 array ``[..., len(nvec)]`` (Gymnasium's ``MultiDiscrete``)."""
