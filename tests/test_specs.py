@@ -733,3 +733,15 @@ def test_a_composite_of_fewer_leading_dims_takes_the_parents():
 def test_continuous_and_discrete_specs_refuse_the_other_dtype_kind(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_multi_categorical_of_one_squeezes_its_samples_as_torchrl():
+    # torchrl 0.14.1 (remove_singleton=True): MultiCategorical([5]) has shape [1] but samples [] ([3] for rand([3]))
+    spec = MultiCategorical([5])
+    assert spec.shape == (1,) and spec.rand().shape == () and spec.rand([3]).shape == (3,)
+    assert spec.is_in(spec.rand()) and spec.is_in(rlpipe.tensor([3, 4, 0])) and not spec.is_in(rlpipe.tensor(7))
+    assert spec._project(rlpipe.tensor([9.0, -1.0, 2.4])).tolist() == [4, 0, 2]
+    assert spec._project(rlpipe.tensor(9.0)).shape == ()
+    kept = MultiCategorical([5], remove_singleton=False)
+    assert kept.rand().shape == (1,) and kept.rand([3]).shape == (3, 1)
+    assert MultiCategorical([5, 2]).rand().shape == (2,)

@@ -672,20 +672,35 @@ class MultiCategorical(MaskSupport, TensorSpec):
         return indices
 
     def rand(self, shape=None):
-        """Uniform random indices, each in [0, nvec[i]) (only the allowed ones under a mask)."""
+        """Uniform random indices, each in [0, nvec[i]) (only the allowed ones under a mask). A spec of shape
+        ``[1]`` with ``remove_singleton`` (the default) gives samples without that dim, as torchrl's."""
         if self.mask is not None:
             return self._masked_rand(shape)
         shape = _extra_shape(shape) + self.shape
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
-        return _ops.minimum((u * self._nvec_f).floor(), self._nvec_f - 1).to(self.dtype)
+        out = _ops.minimum((u * self._nvec_f).floor(), self._nvec_f - 1).to(self.dtype)
+        return out.squeeze(-1) if self._squeezes_samples() else out
+
+    def _squeezes_samples(self):
+        return self.remove_singleton and tuple(self.shape) == (1,)
+
+    def is_in(self, val):
+        """As every spec's; a sample without the singleton dim (``remove_singleton``) is in the spec too."""
+        if self._squeezes_samples() and isinstance(val, Tensor) and (val.ndim == 0 or val.shape[-1] != 1):
+            val = val.unsqueeze(-1)
+        return super().is_in(val)
 
     def _values_in(self, val):
         return _index_in(val, self.nvec.to(val.device)).all()
 
     def _project(self, val):
+        shape = val.shape
         val = val.to(_dtypes.float64)
         val = _ops.where(val.isnan(), zeros_like(val), val).round()
-        return _ops.clamp(val, zeros_like(self._nvec_f), self._nvec_f - 1).to(self.dtype)
+        out = _ops.clamp(val, zeros_like(self._nvec_f), self._nvec_f - 1).to(self.dtype)
+        if self._squeezes_samples() and out.shape != shape:  # a sample without the singleton dim keeps its shape
+            out = out.reshape(shape)
+        return out
 
     def _indexed(self, index, shape):
         return MultiCategorical(self.nvec._host()[index], shape=shape, device=self.device, dtype=self.dtype,
