@@ -745,3 +745,12 @@ def test_multi_categorical_of_one_squeezes_its_samples_as_torchrl():
     kept = MultiCategorical([5], remove_singleton=False)
     assert kept.rand().shape == (1,) and kept.rand([3]).shape == (3, 1)
     assert MultiCategorical([5, 2]).rand().shape == (2,)
+
+
+def test_bounded_unbind_refuses_minus_one_as_torchrl():
+    # torchrl 0.14.1: Bounded(...).unbind(-1) is a ValueError; other dims (the last one named positively too) unbind
+    spec = Bounded(0.0, 1.0, shape=(2, 3))
+    with pytest.raises(ValueError, match="Final dimension of BoundedContinuous must remain unchanged"):
+        spec.unbind(-1)
+    assert [s.shape for s in spec.unbind(0)] == [(3,), (3,)] and len(spec.unbind(1)) == 3
+    assert len(Bounded(0, 1, shape=(10,), dtype=rlpipe.bool).unbind(0)) == 10

@@ -175,6 +175,13 @@ class Bounded(TensorSpec):
         return Bounded(host_array(self.low)[index], host_array(self.high)[index], shape=shape, device=self.device,
                        dtype=self.dtype)
 
+    def unbind(self, dim=0):
+        """As every spec's, but ``unbind(-1)`` is refused, as torchrl's (which tests the literal -1 only)."""
+        if dim == -1:
+            raise ValueError(f"Final dimension of {type(self).__name__} must remain unchanged (unbind got dim {dim} of "
+                             f"shape {list(self.shape)})")
+        return super().unbind(dim)
+
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         shape = self.shape if shape is None else shape
         device = self.device if device is None else device
