@@ -510,9 +510,8 @@ class TensorSpec:
                                   "MultiCategorical, MultiOneHot, Binary and Composites of them) can be enumerated")
 
     def _stack_different(self, specs, dim):
-        """The stack of ``specs`` (this one first) when they differ."""
-        raise NotImplementedError(f"stack of specs: the {len(specs)} {type(self).__name__} specs differ; rlpipe "
-                                  "lazily stacks different Composite specs only (torchrl also leaf specs)")
+        """The stack of ``specs`` (this one first) when they differ: torchrl's lazy ``Stacked``."""
+        return self._lazy_stack_class(specs, dim)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
@@ -570,8 +569,8 @@ def index_select_spec(input, dim, index):
 
 def stack_specs(specs, dim=0, *, out=None):
     """torchrl's ``torch.stack`` of specs: equal specs give the first one with a new dim of size
-    ``len(specs)`` at ``dim``. Composite specs that differ give torchrl's lazy ``StackedComposite``;
-    leaf specs that differ would be torchrl's ``Stacked``, which rlpipe lacks (NotImplementedError)."""
+    ``len(specs)`` at ``dim``. Composite specs that differ give torchrl's lazy ``StackedComposite``,
+    leaf specs that differ its ``Stacked``."""
     specs = list(specs)
     if not specs:
         raise RuntimeError("Stacking specs cannot occur: expected a non-empty list of specs, got an empty one")

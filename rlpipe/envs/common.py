@@ -27,6 +27,18 @@ from .tensordict_envs import TorchRLStyleFrames, check_reset_done, complete_done
 __all__ = ["EnvBase", "frame_to_tensordict", "DONE_KEYS"]
 
 
+def _has_entry(tensordict, key):
+    """Whether ``tensordict`` holds ``key`` (nested too), without reading it (a lazy stack's entries of different
+    shapes cannot be read whole)."""
+    path = unravel_key_to_tuple(key)
+    node = tensordict
+    for part in path[:-1]:
+        node = node.get(part, None)
+        if not isinstance(node, TensorDictBase):
+            return False
+    return path[-1] in node.keys()
+
+
 def _replay(actions, key):
     """A policy writing the next item of ``actions`` under ``key`` (rollout's ``actions``)."""
     items = iter(actions)
@@ -344,8 +356,7 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         given = list(td.keys())
         out = policy(td)
         actions = self.action_keys if self._tensordict_style else ["action"]  # a torchrl-style env's: any keys
-        present = out.keys(True)
-        if not all(key in present for key in actions):
+        if not all(_has_entry(out, key) for key in actions):
             raise missing_action_error(policy, out, given)
         return out if out is td else td.update(out)
 

@@ -5,7 +5,7 @@ import logging
 
 from .._creation import zeros
 from .._tensor import Tensor
-from ..tensordict import TensorDictBase, unravel_key_to_tuple
+from ..tensordict import LazyStackedTensorDict, TensorDictBase, unravel_key_to_tuple
 from ..tensordict.utils import is_non_tensor
 from ..tensordict.nn.probabilistic import InteractionType as ExplorationType
 from ..tensordict.nn.probabilistic import interaction_type as exploration_type
@@ -121,7 +121,6 @@ def step_mdp(tensordict, next_tensordict=None, keep_other=True, exclude_reward=T
     keep their batch sizes; a lazy stack is stepped per stacked TensorDict. With ``next_tensordict``,
     the result is written into it and returned.
     """
-    from rlpipe.tensordict import LazyStackedTensorDict
     if not isinstance(tensordict, TensorDictBase):
         raise TypeError(f"step_mdp expects a TensorDict, got {type(tensordict).__name__}")
     keys = dict(reward_keys=reward_keys, done_keys=done_keys, action_keys=action_keys)
@@ -181,6 +180,8 @@ def _copy_tree(source, dest, key, excluded, prefix=()):
         dest.set(head, value)
         return True
     sub = dest.get(head, None)
+    if isinstance(value, LazyStackedTensorDict) and not rest:
+        return _copy_lazy(value, dest, head, sub, excluded, total)
     sub = value.empty() if sub is None else sub
     subkeys = [rest] if rest else [(k,) for k in value.keys()]
     wrote = False
@@ -189,6 +190,21 @@ def _copy_tree(source, dest, key, excluded, prefix=()):
     if wrote:
         dest.set(head, sub)
     return wrote
+
+
+def _copy_lazy(value, dest, head, existing, excluded, prefix):
+    """``_copy_tree`` of a lazily stacked TensorDict: each stacked one copied (into ``existing``'s, when
+    ``dest`` already holds a stack of as many), stacked lazily again, so their own keys and shapes stay."""
+    if not (isinstance(existing, LazyStackedTensorDict) and len(existing.tensordicts) == len(value.tensordicts)):
+        existing = None
+    parts = []
+    for i, part in enumerate(value.tensordicts):
+        out = part.empty() if existing is None else existing.tensordicts[i]
+        for key in part.keys():
+            _copy_tree(part, out, (key,), excluded, prefix)
+        parts.append(out)
+    dest.set(head, LazyStackedTensorDict.lazy_stack(parts, value.stack_dim))
+    return True
 
 
 class _StepMDP:
