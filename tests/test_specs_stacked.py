@@ -136,3 +136,20 @@ def test_lazily_stacked_entries_of_different_shapes_in_tensordicts():
     root = step_mdp(step, reward_keys=[("lazy", "reward")], done_keys=[("lazy", "done")])
     assert isinstance(root["lazy"], LazyStackedTensorDict) and sorted(root["lazy"].keys()) == ["done", "v"]
     assert root["lazy"][1]["v"].tolist() == [1.0, 1.0]
+
+
+def test_stacked_composite_set_unbinds_the_value_along_the_stack_dim():
+    spec = _agents()
+    assert spec.unbind(0) == tuple(spec._specs)
+    spec["speed"] = rlpipe.stack([Unbounded(1), Unbounded(2)], 0)  # a Stacked value: one part per stacked spec
+    assert spec[0]["speed"].shape == (1,) and spec[1]["speed"].shape == (2,) and spec["speed"].shape == (2, -1)
+    spec.set("flag", Unbounded((2, 3)))
+    assert spec[1]["flag"].shape == (3,)
+    with pytest.raises(ValueError, match="StackedComposite expects str or tuple of str as key to set values, got 0"):
+        spec[0] = Composite()
+    with pytest.raises(ValueError, match=r"StackedComposite.set: 'x' has 3 entries along the stack dim 0, expected 2"):
+        spec.set("x", Unbounded((3, 1)))
+    with pytest.raises(ValueError, match="only the stack dim 0 unbinds, got dim 1"):
+        rlpipe.stack([Composite(a=Unbounded(2), shape=(2,)), Composite(b=Unbounded(2), shape=(2,))], 0).unbind(1)
+    from rlpipe.tensordict.utils import _unravel_key_to_tuple
+    assert _unravel_key_to_tuple(("a", ("b", "c"))) == ("a", "b", "c")

@@ -82,6 +82,15 @@ class _LazyStack(TensorSpec):
         return self._restacked([spec.expand(tuple(shape[:lead]) + tuple(spec.shape)) for spec in self._specs],
                                self.dim + lead)
 
+    def unbind(self, dim=0):
+        """The stacked specs, along the stack dim (the only one a lazy stack unbinds)."""
+        n = len(self.shape)
+        d = dim + n if dim < 0 else dim
+        if d != self.dim:
+            raise ValueError(f"{type(self).__name__}.unbind: only the stack dim {self.dim} unbinds, got dim {dim} of "
+                             f"shape {list(self.shape)}")
+        return tuple(self._specs)
+
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         """The stack expanded to ``shape`` (new leading dims only: a lazy stack is not reshaped), on
         ``device``, with ``dtype``: what a Composite holding it asks of its entries."""
@@ -146,6 +155,11 @@ class _LazyStack(TensorSpec):
         return f"{type(self).__name__}(\n    specs={self._specs!r},\n    shape={self.shape},\n    stack_dim={self.dim})"
 
 
+def _is_key(index):
+    return isinstance(index, str) or (isinstance(index, tuple) and bool(index) and all(isinstance(k, str)
+                                                                                    for k in index))
+
+
 class StackedComposite(_LazyStack):
     """Composite specs stacked along ``dim`` without being merged (torchrl's lazy stack)."""
 
@@ -153,9 +167,24 @@ class StackedComposite(_LazyStack):
     domain = "composite"
 
     def __getitem__(self, index):
-        if isinstance(index, str) or (isinstance(index, tuple) and index and all(isinstance(k, str) for k in index)):
+        if _is_key(index):
             return stack_specs([spec[index] for spec in self._specs], self.dim)
         return super().__getitem__(index)
+
+    def __setitem__(self, key, value):
+        if not _is_key(key):
+            raise ValueError(f"{type(self).__name__} expects str or tuple of str as key to set values, got {key!r}")
+        self.set(key, value)
+
+    def set(self, key, spec):
+        """Sets ``spec`` unbound along the stack dim: its i-th part under ``key`` in the i-th stacked spec."""
+        parts = spec.unbind(self.dim)
+        if len(parts) != len(self._specs):
+            raise ValueError(f"{type(self).__name__}.set: {key!r} has {len(parts)} entries along the stack dim "
+                             f"{self.dim}, expected {len(self._specs)}")
+        for sub, part in zip(self._specs, parts):
+            sub[key] = part
+        return self
 
     def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
         """The keys every stacked spec has (in the first one's order)."""

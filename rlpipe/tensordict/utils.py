@@ -108,6 +108,9 @@ def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, i
 assert_close = assert_allclose_td  # tensordict 0.14's newer name
 
 
+_unravel_key_to_tuple = unravel_key_to_tuple  # tensordict's private name, which torchrl's code imports
+
+
 def expand_right(tensor, shape):
     """``tensor`` with trailing size-1 dims added up to ``len(shape)`` dims, then expanded to ``shape``
     (its dims line up with the first ones of ``shape``)."""
