@@ -333,3 +333,13 @@ def test_partial_reset_within_a_worker_resets_only_the_masked_rows(batched):
         assert out["done"][..., 0].tolist() == [[False, True], [True, False]]
     finally:
         env.close()
+
+
+def test_serial_for_single_gives_a_serial_env_for_one_worker():
+    env = ParallelEnv(1, _cartpole, serial_for_single=True)
+    assert type(env) is SerialEnv and env.batch_size == (1,)
+    env.close(raise_if_closed=False)
+    env = ParallelEnv(2, _cartpole, serial_for_single=True, mp_start_method="fork")
+    assert type(env) is ParallelEnv and env._mp_start_method == "fork"
+    assert env.rollout(2).batch_size == (2, 2)
+    env.close()

@@ -598,10 +598,18 @@ class ParallelEnv(_BatchedEnv):
         timeout: seconds to wait for a worker's answer (default 120).
         daemon: whether the workers are daemonic processes (default False, as torchrl: a daemonic
             worker cannot start processes of its own, an async vector env's).
+        serial_for_single: with one worker, build a ``SerialEnv`` instead (torchrl's option).
     """
 
+    def __new__(cls, num_workers=None, create_env_fn=None, create_env_kwargs=None, *, serial_for_single=False,
+                **kwargs):
+        if serial_for_single and num_workers == 1:  # torchrl's: one env needs no worker process
+            serial_kwargs = {k: v for k, v in kwargs.items() if k in ("device", "use_buffers", "mp_start_method")}
+            return SerialEnv(num_workers, create_env_fn, create_env_kwargs, **serial_kwargs)
+        return super().__new__(cls, num_workers, create_env_fn, create_env_kwargs, **kwargs)
+
     def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None, mp_start_method=None,
-                 timeout=120.0, daemon=False, use_buffers=None):
+                 timeout=120.0, daemon=False, use_buffers=None, serial_for_single=False):
         if mp_start_method is not None and mp_start_method not in mp.get_all_start_methods():
             raise ValueError(f"mp_start_method must be one of {mp.get_all_start_methods()}, got {mp_start_method!r}")
         if not timeout > 0:
