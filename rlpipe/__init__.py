@@ -32,7 +32,7 @@ from .primitives.shape import (reshape, flatten, unflatten, squeeze, unsqueeze, 
                                triu, diagonal)
 from .primitives.indexing import (one_hot, gather, take_along_dim, scatter, scatter_add, index_select, masked_fill,
                                   masked_select, nonzero, unique, index_add, repeat_interleave)
-from .primitives.linalg import (matmul, mm, mv, bmm, dot, outer, cross, svd, diag, trace, einsum)
+from .primitives.linalg import (matmul, mm, mv, bmm, dot, outer, cross, svd, diag, diag_embed, trace, einsum)
 from .primitives.special import (lgamma, digamma, atanh, arctanh, logit, asin, acos, atan, tan, sinh, cosh, arcsin,
                                  arccos, arctan)
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,

@@ -122,7 +122,7 @@ def test_project_into_space(spec):
 def test_to_numpy_encode_round_trip(spec):
     x = spec.rand((3,))
     arr = spec.to_numpy(x)
-    back = spec.encode(arr)
+    back = spec.expand(3, *spec.shape).encode(arr)  # a batch encodes with the batched spec, as torchrl's
     assert back.dtype is spec.dtype and spec.is_in(back)
     assert np.array_equal(back.numpy(), x.numpy())
     single = spec.rand()
@@ -247,7 +247,10 @@ def test_categorical():
     batched = spec.to_numpy(rlpipe.tensor([3, 1]))
     assert isinstance(batched, np.ndarray) and batched.dtype == np.int64 and batched.tolist() == [3, 1]
     assert spec.encode(2).tolist() == 2 and spec.encode(np.int64(2)).dtype is rlpipe.int64
-    assert spec.encode(np.array([1, 2])).tolist() == [1, 2]
+    assert spec.expand(2).encode(np.array([1, 2])).tolist() == [1, 2]
+    with pytest.raises(RuntimeError, match=r"Shape mismatch: the value has shape rlpipe.Size\(\[2\]\) which is "
+                       r"incompatible with the spec shape rlpipe.Size\(\[\]\)"):
+        spec.encode(np.array([1, 2]))  # torchrl 0.14.1 refuses a batch of values too
     with pytest.raises(ValueError, match=r"values must be in \[0, 5\)"):
         spec.encode(5)
     assert S.DiscreteTensorSpec is Categorical
@@ -325,7 +328,9 @@ def test_multi_onehot():
     assert not spec.is_in(rlpipe.tensor([False, False, True, False, False]))
     assert spec.project(rlpipe.tensor([0.2, 0.1, 0.0, 0.0, 3.0])).tolist() == [True, False, False, False, True]
     assert spec.encode([1, 2]).tolist() == [False, True, False, False, True]
-    assert spec.to_numpy(spec.encode([[1, 2], [0, 0]])).tolist() == [[1, 2], [0, 0]]
+    assert spec.to_numpy(spec.expand(2, 5).encode([[1, 2], [0, 0]])).tolist() == [[1, 2], [0, 0]]
+    with pytest.raises(RuntimeError, match=r"shape '\[5\]' is invalid for input of size 10"):
+        spec.encode([[1, 2], [0, 0]])  # a batch needs the batched spec, as torchrl 0.14.1
     with pytest.raises(ValueError, match=r"indices must be in \[0, nvec\)"):
         spec.encode([2, 0])
     with pytest.raises(ValueError, match="last dim is len\\(nvec\\)=2"):
@@ -359,9 +364,10 @@ def test_binary():
 def test_encode_reshapes_and_rejects_mismatch():
     spec = Bounded(-1.0, 1.0, shape=(2, 2))
     assert spec.encode(np.zeros(4)).shape == (2, 2)
-    assert spec.encode(np.zeros((3, 2, 2), dtype=np.float64)).dtype is rlpipe.float32
-    with pytest.raises(ValueError, match="does not end with"):
-        spec.encode(np.zeros(3))
+    assert spec.expand(3, 2, 2).encode(np.zeros((3, 2, 2), dtype=np.float64)).dtype is rlpipe.float32
+    for value in (np.zeros(3), np.zeros((3, 2, 2))):  # torchrl 0.14.1 refuses both (a batch too)
+        with pytest.raises(RuntimeError, match="Shape mismatch: the value has shape"):
+            spec.encode(value)
     assert spec.to_numpy(spec.rand()).dtype == np.float32
 
 
@@ -639,8 +645,8 @@ def test_stack_specs_errors():
         rlpipe.stack([leaf, Unbounded((3,))], 0)
     with pytest.raises(RuntimeError, match="more than one dtype"):
         rlpipe.stack([leaf, Bounded(-1.0, 1.0, shape=(3,), dtype=rlpipe.float64)], 0)
-    with pytest.raises(NotImplementedError, match="the 2 BoundedContinuous specs differ"):
-        rlpipe.stack([leaf, Bounded(-2.0, 1.0, shape=(3,))], 0)
+    different = rlpipe.stack([leaf, Bounded(-2.0, 1.0, shape=(3,))], 0)  # torchrl's lazy Stacked
+    assert type(different).__name__ == "Stacked" and different.shape == (2, 3) and different[1].low[0].item() == -2.0
     with pytest.raises(RuntimeError, match="expected a non-empty list of specs"):
         from rlpipe.envs._specs_base import stack_specs
         stack_specs([], 0)
@@ -727,3 +733,24 @@ def test_a_composite_of_fewer_leading_dims_takes_the_parents():
 def test_continuous_and_discrete_specs_refuse_the_other_dtype_kind(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_multi_categorical_of_one_squeezes_its_samples_as_torchrl():
+    # torchrl 0.14.1 (remove_singleton=True): MultiCategorical([5]) has shape [1] but samples [] ([3] for rand([3]))
+    spec = MultiCategorical([5])
+    assert spec.shape == (1,) and spec.rand().shape == () and spec.rand([3]).shape == (3,)
+    assert spec.is_in(spec.rand()) and spec.is_in(rlpipe.tensor([3, 4, 0])) and not spec.is_in(rlpipe.tensor(7))
+    assert spec._project(rlpipe.tensor([9.0, -1.0, 2.4])).tolist() == [4, 0, 2]
+    assert spec._project(rlpipe.tensor(9.0)).shape == ()
+    kept = MultiCategorical([5], remove_singleton=False)
+    assert kept.rand().shape == (1,) and kept.rand([3]).shape == (3, 1)
+    assert MultiCategorical([5, 2]).rand().shape == (2,)
+
+
+def test_bounded_unbind_refuses_minus_one_as_torchrl():
+    # torchrl 0.14.1: Bounded(...).unbind(-1) is a ValueError; other dims (the last one named positively too) unbind
+    spec = Bounded(0.0, 1.0, shape=(2, 3))
+    with pytest.raises(ValueError, match="Final dimension of BoundedContinuous must remain unchanged"):
+        spec.unbind(-1)
+    assert [s.shape for s in spec.unbind(0)] == [(3,), (3,)] and len(spec.unbind(1)) == 3
+    assert len(Bounded(0, 1, shape=(10,), dtype=rlpipe.bool).unbind(0)) == 10

@@ -76,6 +76,80 @@ def test_stacked_composite_errors():
         spec.is_in(lacking)
     with pytest.raises(AssertionError, match="the value is not in the spec"):
         spec.to_numpy(lacking, safe=True)
-    with pytest.raises(NotImplementedError, match="the 2 UnboundedContinuous specs differ"):
-        rlpipe.stack([Unbounded(shape=(2,)), Unbounded(shape=(3,))], 0)
+    leaves = rlpipe.stack([Unbounded(shape=(2,)), Unbounded(shape=(3,))], 0)  # torchrl's Stacked: shape [2, -1]
+    with pytest.raises(NotImplementedError, match=r"Stacked.rand: the stacked specs have different shapes \[\[2\], "
+                                                  r"\[3\]\], whose samples torchrl makes nested tensors"):
+        leaves.rand()
     assert np.array_equal(spec.rand()["a"].shape, (1, 2, 3))
+
+
+# ---- leaves that differ (torchrl's Stacked) and consolidate_spec; values recorded from torchrl 0.14.1 -------
+def _agents():
+    from rlpipe.envs.specs import Bounded
+    a = Composite(camera=Bounded(0, 200, shape=(7, 3)), vector=Unbounded(3), lidar=Bounded(0, 5, shape=(8,)))
+    b = Composite(camera=Bounded(0, 200, shape=(7, 3)), vector=Unbounded(2), t=Unbounded((1, 2)))
+    return rlpipe.stack([a, b], 0)
+
+
+def test_leaves_that_differ_stack_lazily_with_minus_one_dims():
+    from rlpipe.envs.specs import Stacked
+    spec = _agents()
+    vector = spec["vector"]
+    assert type(vector) is Stacked and vector.shape == (2, -1) and vector[1].shape == (2,)
+    assert vector.clone() == vector and vector.expand(4, 2, -1).shape == (4, 2, -1)
+    assert vector.expand(4, 2, -1)._specs[0].shape == (4, 3)
+    assert vector.is_in([rlpipe.zeros(3), rlpipe.zeros(2)]) and not vector.is_in([rlpipe.zeros(2), rlpipe.zeros(2)])
+    assert sorted(spec.keys()) == ["camera", "vector"]  # the keys every stacked spec has
+    outer = Composite(lazy=spec, state=Unbounded(4))
+    assert sorted(map(str, outer.keys(True, True))) == ["('lazy', 'camera')", "('lazy', 'vector')", "state"]
+    assert ("lazy", "vector") in outer.keys(True, True) and outer["lazy", "vector"].shape == (2, -1)
+
+
+def test_consolidate_spec_fills_the_exclusive_keys():
+    from rlpipe.data.utils import check_no_exclusive_keys, consolidate_spec, contains_lazy_spec
+    spec = _agents()
+    assert not check_no_exclusive_keys(spec) and contains_lazy_spec(spec) and not contains_lazy_spec(spec[0])
+    out = consolidate_spec(spec)
+    assert check_no_exclusive_keys(out) and sorted(out.keys()) == ["camera", "lidar", "t", "vector"]
+    assert out[1]["lidar"].shape == (0,) and out[0]["t"].shape == (0, 0) and out["lidar"].shape == (2, -1)
+    assert sorted(spec.keys()) == ["camera", "vector"]  # the input is not changed
+    outer = consolidate_spec(Composite(lazy=spec, state=Unbounded(4)))
+    assert sorted(map(str, outer.keys(True, True))) == [
+        "('lazy', 'camera')", "('lazy', 'lidar')", "('lazy', 't')", "('lazy', 'vector')", "state"]
+    with pytest.raises(ValueError, match="Found same key in lazy specs corresponding to entries with different "
+                                         "classes"):
+        # the exclusive key z is a leaf in one stacked spec, a Composite in another
+        consolidate_spec(rlpipe.stack([Composite(z=Unbounded(2)), Composite(z=Composite()), Composite()], 0))
+
+
+def test_lazily_stacked_entries_of_different_shapes_in_tensordicts():
+    from rlpipe.envs.utils import step_mdp
+    from rlpipe.tensordict import LazyStackedTensorDict
+    lazy = LazyStackedTensorDict.lazy_stack([TensorDict({"v": rlpipe.zeros(3)}, []),
+                                             TensorDict({"v": rlpipe.ones(2)}, [])], 0)
+    td = TensorDict({"lazy": lazy}, [])
+    td["lazy", "done"] = rlpipe.tensor([[True], [False]])  # set through the lazy stack
+    assert td["lazy"][0]["done"].tolist() == [True] and td["lazy"][1]["done"].tolist() == [False]
+    assert td.any() and not td.all()  # reduced one stacked TensorDict at a time
+    step = TensorDict({"lazy": lazy.clone(), "next": TensorDict({"lazy": lazy.clone()}, [])}, [])
+    step["next", "lazy", "reward"] = rlpipe.ones(2, 1)
+    root = step_mdp(step, reward_keys=[("lazy", "reward")], done_keys=[("lazy", "done")])
+    assert isinstance(root["lazy"], LazyStackedTensorDict) and sorted(root["lazy"].keys()) == ["done", "v"]
+    assert root["lazy"][1]["v"].tolist() == [1.0, 1.0]
+
+
+def test_stacked_composite_set_unbinds_the_value_along_the_stack_dim():
+    spec = _agents()
+    assert spec.unbind(0) == tuple(spec._specs)
+    spec["speed"] = rlpipe.stack([Unbounded(1), Unbounded(2)], 0)  # a Stacked value: one part per stacked spec
+    assert spec[0]["speed"].shape == (1,) and spec[1]["speed"].shape == (2,) and spec["speed"].shape == (2, -1)
+    spec.set("flag", Unbounded((2, 3)))
+    assert spec[1]["flag"].shape == (3,)
+    with pytest.raises(ValueError, match="StackedComposite expects str or tuple of str as key to set values, got 0"):
+        spec[0] = Composite()
+    with pytest.raises(ValueError, match=r"StackedComposite.set: 'x' has 3 entries along the stack dim 0, expected 2"):
+        spec.set("x", Unbounded((3, 1)))
+    with pytest.raises(ValueError, match="only the stack dim 0 unbinds, got dim 1"):
+        rlpipe.stack([Composite(a=Unbounded(2), shape=(2,)), Composite(b=Unbounded(2), shape=(2,))], 0).unbind(1)
+    from rlpipe.tensordict.utils import _unravel_key_to_tuple
+    assert _unravel_key_to_tuple(("a", ("b", "c"))) == ("a", "b", "c")

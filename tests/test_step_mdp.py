@@ -77,3 +77,44 @@ def test_make_composite_from_td():
     assert make_composite_from_td(scalar, unsqueeze_null_shapes=False)["x"].shape == ()
     with pytest.raises(ValueError, match="expected dynamic_shape=False, got True"):
         make_composite_from_td(td, dynamic_shape=True)
+
+
+def _flags(*rows):
+    return torch.tensor([[r] for r in rows])
+
+
+def test_terminated_or_truncated_root_flags_prevail_as_torchrl():
+    # results recorded from torchrl 0.14.1's _terminated_or_truncated
+    from rlpipe.envs.utils import terminated_or_truncated
+    data = TensorDict({"done": _flags(False, True), "truncated": _flags(False, False),
+                       "nested": TensorDict({"done": _flags(True, False), "truncated": _flags(False, False)}, [2])},
+                      [2])
+    assert terminated_or_truncated(data)
+    assert data["_reset"].tolist() == [[False], [True]] and data["nested", "_reset"].tolist() == [[True], [False]]
+    data = TensorDict({"done": _flags(False, False), "nested": TensorDict({"done": _flags(True, False)}, [2])}, [2])
+    assert not terminated_or_truncated(data)  # the root's flags prevail over the nested ones
+    assert sorted(map(str, data.keys(True))) == ["('nested', 'done')", "done", "nested"]
+    data = TensorDict({"nested": TensorDict({"done": _flags(True, False)}, [2])}, [2])
+    assert terminated_or_truncated(data) and data["nested", "_reset"].tolist() == [[True], [False]]
+
+
+def test_terminated_or_truncated_with_a_spec_write_full_false_and_no_key():
+    from rlpipe.envs.specs import Categorical, Composite
+    from rlpipe.envs.utils import terminated_or_truncated
+    data = TensorDict({"done": _flags(False, False)}, [2])
+    assert not terminated_or_truncated(data) and list(data.keys()) == ["done"]
+    assert not terminated_or_truncated(data, write_full_false=True) and data["_reset"].tolist() == [[False], [False]]
+    flag = Categorical(2, shape=(2, 1), dtype="bool")
+    spec = Composite(done=flag, terminated=flag.clone(), shape=(2,))
+    data = TensorDict({"terminated": _flags(False, True)}, [2])  # "done" missing: read as False
+    assert terminated_or_truncated(data, spec) and data["_reset"].tolist() == [[False], [True]]
+    data = TensorDict({"terminated": _flags(False, True)}, [2])
+    assert terminated_or_truncated(data, key=None) and list(data.keys()) == ["terminated"]
+
+
+def test_expand_right_adds_trailing_dims():
+    from rlpipe.tensordict.utils import expand_right
+    out = expand_right(torch.tensor([1, 2, 3]), (3, 2, 2))
+    assert out.shape == (3, 2, 2) and out[:, 1, 0].tolist() == [1, 2, 3] and out[2].tolist() == [[3, 3], [3, 3]]
+    with pytest.raises(RuntimeError):
+        expand_right(torch.tensor([1, 2, 3]), (2, 2))

@@ -695,6 +695,8 @@ def test_to_without_a_change_returns_self():
     assert t.to("cpu") is t
     assert t.to(r.device("cpu")) is t
     assert t.cpu() is t
+    # torch 2.13 ignores a None dtype or device: to(None) is the tensor, to(None, float64) casts
+    assert t.to(None) is t and t.to(None, r.float64).dtype is r.float64 and t.to("cpu", None) is t
 
 
 def test_cast_is_a_copy():

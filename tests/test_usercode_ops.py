@@ -311,6 +311,35 @@ def test_diagonal_bad_input(call, error, message):
     assert message in str(info.value)
 
 
+def test_diag_embed_values_and_gradient_recorded_from_torch():
+    # torchrl's mock envs build their image observations with torch.diag_embed(obs, 0, -2, -1)
+    x = rlpipe.arange(6.0).reshape(2, 3)
+    assert rlpipe.diag_embed(x).tolist() == [[[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 2.0]],
+                                             [[3.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 5.0]]]
+    assert x.diag_embed(-1, 2, 0).tolist() == [
+        [[0.0, 0.0, 0.0, 0.0], [0.0, 3.0, 0.0, 0.0]], [[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 4.0, 0.0]],
+        [[0.0, 0.0, 0.0, 2.0], [0.0, 0.0, 0.0, 5.0]], [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]
+    v = x.clone().requires_grad_()
+    (rlpipe.diag_embed(v, 1, 0, 2) * rlpipe.arange(32.0).reshape(4, 2, 4)).sum().backward()
+    assert v.grad.tolist() == [[1.0, 10.0, 19.0], [5.0, 14.0, 23.0]]
+    a = rlpipe.randn(2, 3, dtype=rlpipe.float64, requires_grad=True)
+    assert rlpipe.autograd.gradcheck(lambda t: rlpipe.diag_embed(t, -1, 2, 0), (a,))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: rlpipe.diag_embed(rlpipe.ones(2, 3), 0, 1, 1), RuntimeError,
+     "diagonal dimensions cannot be identical 1, 1"),
+    (lambda: rlpipe.diag_embed(rlpipe.ones(2, 3), 0, 0, 3), IndexError,
+     "Dimension out of range (expected to be in range of [-3, 2], but got 3)"),
+    (lambda: rlpipe.diag_embed(rlpipe.tensor(1.0)), IndexError,
+     "Dimension out of range (expected to be in range of [-1, 0], but got -2)"),
+])
+def test_diag_embed_bad_input(call, error, message):
+    with pytest.raises(error) as info:
+        call()
+    assert message in str(info.value)
+
+
 @pytest.mark.cuda
 def test_diagonal_on_cuda():
     if not rlpipe.cuda.is_available():
@@ -320,6 +349,7 @@ def test_diagonal_on_cuda():
     assert x.grad.cpu().tolist() == [[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 2.0, 0.0], [0.0, 0.0, 0.0, 3.0]]
     assert rlpipe.diag(rlpipe.tensor([1.0, 2.0], device="cuda"), -1).cpu().tolist() == [
         [0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
+    assert rlpipe.diag_embed(rlpipe.tensor([[1.0, 2.0]], device="cuda")).cpu().tolist() == [[[1.0, 0.0], [0.0, 2.0]]]
 
 
 def test_legacy_constructor_takes_numpy_integers_as_sizes():

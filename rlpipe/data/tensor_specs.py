@@ -1,4 +1,9 @@
 """torchrl's ``torchrl.data.tensor_specs`` module path: the specs themselves live in ``rlpipe.envs.specs``
-(layer 5); this module only names them where torchrl's code imports them from."""
-from ..envs.specs import *  # noqa: F401,F403
-from ..envs.specs import __all__  # noqa: F401
+(layer 5); importing this module gives that module, under the path torchrl's code imports."""
+import sys
+
+from ..envs import specs as _specs
+
+# this module is rlpipe.envs.specs itself, so that torchrl's module switches (``_CHECK_SPEC_ENCODE``) set here
+# are the ones the specs read
+sys.modules[__name__] = _specs

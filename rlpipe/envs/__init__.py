@@ -19,6 +19,7 @@ from .transforms_misc import *  # noqa: F401,F403
 from .transforms_misc import __all__ as _misc_all
 from .transforms_data import *  # noqa: F401,F403
 from .transforms_data import __all__ as _data_all
+from .autoreset import AutoResetEnv, AutoResetTransform
 from .custom import PendulumEnv
 from .transformed_env import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
 from . import transforms_keys as _keys_t, transforms_tensors as _tensors, transforms_vecnorm as _vecnorm
@@ -29,7 +30,8 @@ __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneH
            "MultiThreadedEnvWrapper", "gym_backend", "set_gym_backend", "Transform", "TransformedEnv", "Compose",
            "CheckFinite", "StepCounter", "RewardSum", "DoubleToFloat", "ObservationNorm", "RenameTransform",
            "check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type",
-           "auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env", "PendulumEnv"]
+           "auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env", "PendulumEnv", "AutoResetEnv",
+           "AutoResetTransform"]
 __all__ += _episodes_all
 __all__ += _batched_all
 __all__ += _keys_t.__all__ + _tensors.__all__ + _vecnorm.__all__

@@ -5,6 +5,7 @@ check shapes, dtypes and devices, the spaces (``ContinuousBox``, ``CategoricalBo
 import builtins
 import functools
 import math
+import sys
 import warnings
 
 import numpy as np
@@ -37,6 +38,16 @@ def _extra_shape(shape):
 
 def _device(device):
     return CPU if device is None else resolve(device)
+
+
+def check_spec_encode(safe=None):
+    """Whether encode and to_numpy check values against the spec (AssertionError when outside): ``safe``
+    when given, else torchrl's module switch ``_CHECK_SPEC_ENCODE`` of ``rlpipe.envs.specs`` (from the
+    environment variable ``CHECK_SPEC_ENCODE``; ``torchrl.data.tensor_specs`` is that module too)."""
+    if safe is not None:
+        return safe
+    # read from the public module (set there by users and torchrl's tests), which imports this one
+    return getattr(sys.modules.get(__package__ + ".specs"), "_CHECK_SPEC_ENCODE", False)
 
 
 def _dtype(dtype, default):
@@ -303,8 +314,18 @@ class TensorSpec:
     # ---- encode: eager, or through cached conversion steps (memoize_encode) ----
     def encode(self, val, ignore_device=False):
         """A host value (NumPy array, number, list, tensor) as a tensor of this dtype and shape on
-        ``device``. Under ``memoize_encode`` the conversion steps chosen for the first value of a
-        given type and shape are cached and replayed for the next ones."""
+        ``device`` (a value of another shape is reshaped, or a RuntimeError "Shape mismatch", as
+        torchrl's). Under ``memoize_encode`` the conversion steps chosen for the first value of a
+        given type and shape are cached and replayed for the next ones. Under torchrl's
+        ``_CHECK_SPEC_ENCODE`` a value outside the spec is an AssertionError."""
+        try:
+            return self._encode_memoized(val, ignore_device)
+        except ValueError as error:
+            if check_spec_encode():
+                raise AssertionError(f"Encoding failed because value is not in space: {error}") from error
+            raise
+
+    def _encode_memoized(self, val, ignore_device):
         memo = self.__dict__.get("_encode_memo_dict")
         if memo is None:
             return self._encode_plan(val)[1]
@@ -344,11 +365,19 @@ class TensorSpec:
         steps = [] if isinstance(val, Tensor) else [np.asarray, self._validate_host]
         steps.append(self._to_spec_tensor)
         out = _run_steps(steps, val)
-        if not self._has_shape(out):
+        if tuple(out.shape) != tuple(self.shape):
             steps.append(self._reshape_to_spec)
             out = self._reshape_to_spec(out)
         steps.append(self._validate_encoded)
-        return steps, self._validate_encoded(out)
+        out = self._validate_encoded(out)
+        if check_spec_encode():
+            steps.append(self._asserted_in)
+            out = self._asserted_in(out)
+        return steps, out
+
+    def _asserted_in(self, val):
+        self.assert_is_in(val)
+        return val
 
     def _validate_host(self, arr):
         """``arr`` (a host array to encode), checked against the space (raises ValueError)."""
@@ -363,13 +392,13 @@ class TensorSpec:
 
     def _reshape_to_spec(self, val):
         if val.numel() != self.shape.numel():
-            raise ValueError(f"{type(self).__name__}: the shape of the value {_shape_str(val.shape)} does not "
-                             f"end with the spec's shape {_shape_str(self.shape)}")
+            raise RuntimeError(f"Shape mismatch: the value has shape {_shape_str(val.shape)} which is incompatible "
+                               f"with the spec shape {_shape_str(self.shape)}.")
         return val.reshape(self.shape)
 
     def to_numpy(self, val, safe=None):
         """A tensor of this spec as a NumPy array of its dtype (what a Gymnasium env takes)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return host_array(val)
 
@@ -481,16 +510,18 @@ class TensorSpec:
                                   "MultiCategorical, MultiOneHot, Binary and Composites of them) can be enumerated")
 
     def _stack_different(self, specs, dim):
-        """The stack of ``specs`` (this one first) when they differ."""
-        raise NotImplementedError(f"stack of specs: the {len(specs)} {type(self).__name__} specs differ; rlpipe "
-                                  "lazily stacks different Composite specs only (torchrl also leaf specs)")
+        """The stack of ``specs`` (this one first) when they differ: torchrl's lazy ``Stacked``."""
+        return self._lazy_stack_class(specs, dim)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        """``rlpipe.stack(specs, dim)`` stacks specs (``stack_specs``); other functions are not for specs."""
-        if func is not _ops.stack:
-            return NotImplemented
-        return stack_specs(*args, **(kwargs or {}))
+        """``rlpipe.stack(specs, dim)`` stacks specs (``stack_specs``), ``rlpipe.index_select(spec, dim, index)``
+        selects along a dim (``index_select_spec``); other functions are not for specs."""
+        if func is _ops.stack:
+            return stack_specs(*args, **(kwargs or {}))
+        if func is _ops.index_select:
+            return index_select_spec(*args, **(kwargs or {}))
+        return NotImplemented
 
     def __eq__(self, other):
         return (type(other) is type(self) and other.shape == self.shape and other.dtype is self.dtype
@@ -517,10 +548,29 @@ def _run_steps(steps, val):
     return val
 
 
+def index_select_spec(input, dim, index):
+    """The spec of ``rlpipe.index_select`` of its samples: ``input`` indexed by the 1-d ``index`` along ``dim``
+    (bounds, masks and the entries of a Composite with it), as torchrl's. The last dim of a one-hot, binary
+    (its domain) or multi-categorical spec (torchrl selects among its nvec) and lazily stacked specs are refused."""
+    ndim = len(input.shape)
+    dim = dim + ndim if dim < 0 else dim
+    if not 0 <= dim < ndim:
+        raise IndexError(f"index_select: dim {dim} out of range for a spec of shape {list(input.shape)}")
+    values = host_array(index).reshape(-1)
+    if values.size and (values.min() < 0 or values.max() >= input.shape[dim]):
+        raise IndexError(f"index {values.tolist()} is out of bounds for dimension {dim} with size {input.shape[dim]}")
+    if getattr(input, "stack_dim", None) is not None:  # a lazy stack
+        raise NotImplementedError(f"index_select is not supported for {type(input).__name__} specs")
+    if dim >= ndim - input._feature_dims:  # one-hot and binary rows (rlpipe: MultiCategorical's too)
+        raise ValueError(f"Cannot index_select along the last dimension of {type(input).__name__} spec, as it "
+                         "represents the domain.")
+    return input[(slice(None),) * dim + (as_tensor(values.astype(np.int64)),)]
+
+
 def stack_specs(specs, dim=0, *, out=None):
     """torchrl's ``torch.stack`` of specs: equal specs give the first one with a new dim of size
-    ``len(specs)`` at ``dim``. Composite specs that differ give torchrl's lazy ``StackedComposite``;
-    leaf specs that differ would be torchrl's ``Stacked``, which rlpipe lacks (NotImplementedError)."""
+    ``len(specs)`` at ``dim``. Composite specs that differ give torchrl's lazy ``StackedComposite``,
+    leaf specs that differ its ``Stacked``."""
     specs = list(specs)
     if not specs:
         raise RuntimeError("Stacking specs cannot occur: expected a non-empty list of specs, got an empty one")

@@ -28,6 +28,7 @@ from ._specs_base import (
     _iinfo_range,
     _size,
     _tensor,
+    check_spec_encode,
 )
 from ._specs_masks import MaskSupport, one_hot_indices, one_hot_values
 
@@ -174,6 +175,13 @@ class Bounded(TensorSpec):
         return Bounded(host_array(self.low)[index], host_array(self.high)[index], shape=shape, device=self.device,
                        dtype=self.dtype)
 
+    def unbind(self, dim=0):
+        """As every spec's, but ``unbind(-1)`` is refused, as torchrl's (which tests the literal -1 only)."""
+        if dim == -1:
+            raise ValueError(f"Final dimension of {type(self).__name__} must remain unchanged (unbind got dim {dim} of "
+                             f"shape {list(self.shape)})")
+        return super().unbind(dim)
+
     def _with(self, shape=None, device=None, dtype=None, reshape=False):
         shape = self.shape if shape is None else shape
         device = self.device if device is None else device
@@ -183,7 +191,7 @@ class Bounded(TensorSpec):
                        dtype=dtype)
 
     def to_numpy(self, val, safe=None):
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return np.asarray(host_array(val), dtype=self.dtype.np)
 
@@ -276,7 +284,7 @@ class Unbounded(TensorSpec):
         return val.to(self.dtype)
 
     def to_numpy(self, val, safe=None):
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return np.asarray(host_array(val), dtype=self.dtype.np)
 
@@ -389,7 +397,7 @@ class Categorical(MaskSupport, TensorSpec):
 
     def to_numpy(self, val, safe=None):
         """The category as a Python int (0-d) or an int64 array (Gymnasium's ``Discrete`` format)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         if self.dtype is _dtypes.bool:
             return np.asarray(host_array(val), dtype=bool)
@@ -397,7 +405,7 @@ class Categorical(MaskSupport, TensorSpec):
 
     def to_one_hot(self, val, safe=None):
         """Category indices as one-hot vectors (bool, a new last dim of size ``n``)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return _ops.one_hot(val.to(_dtypes.int64), self.n).to(_dtypes.bool)
 
@@ -471,7 +479,7 @@ class Binary(Categorical):
 
     def to_numpy(self, val, safe=None):
         """The bits as an array of this dtype (Gymnasium's ``MultiBinary`` format)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return np.asarray(host_array(val), dtype=self.dtype.np)
 
@@ -586,13 +594,13 @@ class OneHot(MaskSupport, TensorSpec):
 
     def to_numpy(self, val, safe=None):
         """The category index (argmax): a Python int (0-d) or an int64 array (Gymnasium's ``Discrete``)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return _int_scalar_or_array(np.argmax(host_array(val), axis=-1))
 
     def to_categorical(self, val, safe=None):
         """The category index (argmax over the last dim)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return val.to(_dtypes.int64).argmax(-1)  # (argmax takes no bool)
 
@@ -671,20 +679,35 @@ class MultiCategorical(MaskSupport, TensorSpec):
         return indices
 
     def rand(self, shape=None):
-        """Uniform random indices, each in [0, nvec[i]) (only the allowed ones under a mask)."""
+        """Uniform random indices, each in [0, nvec[i]) (only the allowed ones under a mask). A spec of shape
+        ``[1]`` with ``remove_singleton`` (the default) gives samples without that dim, as torchrl's."""
         if self.mask is not None:
             return self._masked_rand(shape)
         shape = _extra_shape(shape) + self.shape
         u = _rand(*shape, dtype=_dtypes.float64, device=self.device)
-        return _ops.minimum((u * self._nvec_f).floor(), self._nvec_f - 1).to(self.dtype)
+        out = _ops.minimum((u * self._nvec_f).floor(), self._nvec_f - 1).to(self.dtype)
+        return out.squeeze(-1) if self._squeezes_samples() else out
+
+    def _squeezes_samples(self):
+        return self.remove_singleton and tuple(self.shape) == (1,)
+
+    def is_in(self, val):
+        """As every spec's; a sample without the singleton dim (``remove_singleton``) is in the spec too."""
+        if self._squeezes_samples() and isinstance(val, Tensor) and (val.ndim == 0 or val.shape[-1] != 1):
+            val = val.unsqueeze(-1)
+        return super().is_in(val)
 
     def _values_in(self, val):
         return _index_in(val, self.nvec.to(val.device)).all()
 
     def _project(self, val):
+        shape = val.shape
         val = val.to(_dtypes.float64)
         val = _ops.where(val.isnan(), zeros_like(val), val).round()
-        return _ops.clamp(val, zeros_like(self._nvec_f), self._nvec_f - 1).to(self.dtype)
+        out = _ops.clamp(val, zeros_like(self._nvec_f), self._nvec_f - 1).to(self.dtype)
+        if self._squeezes_samples() and out.shape != shape:  # a sample without the singleton dim keeps its shape
+            out = out.reshape(shape)
+        return out
 
     def _indexed(self, index, shape):
         return MultiCategorical(self.nvec._host()[index], shape=shape, device=self.device, dtype=self.dtype,
@@ -705,7 +728,7 @@ class MultiCategorical(MaskSupport, TensorSpec):
 
     def to_numpy(self, val, safe=None):
         """An int64 array (Gymnasium's ``MultiDiscrete`` format)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return np.asarray(host_array(val)).astype(np.int64, copy=False)
 
@@ -720,7 +743,7 @@ class MultiCategorical(MaskSupport, TensorSpec):
 
     def to_one_hot(self, val, safe=None):
         """Indices ``[..., len(nvec)]`` as concatenated one-hot vectors (bool, last dim ``sum(nvec)``)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         val = val.to(_dtypes.int64)
         return _ops.cat([_ops.one_hot(val[..., i], n) for i, n in enumerate(self._last_nvec())], -1).to(_dtypes.bool)
@@ -837,11 +860,13 @@ class MultiOneHot(MaskSupport, TensorSpec):
         if len(lead) and tuple(arr.shape[arr.ndim - 1 - len(lead):-1]) != tuple(lead):
             raise ValueError(f"MultiOneHot.encode: the indices' shape {list(arr.shape)} does not end with "
                              f"{list(lead) + [len(self.nvec)]}")
-        return self._from_indices(_tensor(arr.astype(np.int64), device=self.device))
+        out = self._from_indices(_tensor(arr.astype(np.int64), device=self.device))
+        # torchrl reshapes to the spec's shape: a batch of indices is refused (a RuntimeError), as there
+        return out if tuple(out.shape) == tuple(self.shape) else out.reshape(self.shape)
 
     def to_numpy(self, val, safe=None):
         """Each sub-space's index (argmax): an int64 array ``[..., len(nvec)]`` (Gymnasium's ``MultiDiscrete``)."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         host = host_array(val)
         bounds = np.cumsum([0] + self.nvec)
@@ -850,7 +875,7 @@ class MultiOneHot(MaskSupport, TensorSpec):
 
     def to_categorical(self, val, safe=None):
         """Each sub-space's category index (argmax): ``[..., len(nvec)]``."""
-        if safe:
+        if check_spec_encode(safe):
             self.assert_is_in(val)
         return _ops.stack([part.argmax(-1) for part in self._split(val.to(_dtypes.int64))], -1)
 

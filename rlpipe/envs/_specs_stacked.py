@@ -5,7 +5,7 @@ TensorDicts; a key shared by all the stacked specs gives their stack.
 """
 from .._tensor import Size
 from ..tensordict import lazy_stack
-from ._specs_base import TensorSpec, _extra_shape, _size, stack_specs
+from ._specs_base import TensorSpec, _extra_shape, _size, check_spec_encode, stack_specs
 
 
 def _normalized_index(index, ndim):
@@ -23,12 +23,11 @@ def _everything(item):
     return isinstance(item, slice) and item == slice(None)
 
 
-class StackedComposite(TensorSpec):
-    """Composite specs stacked along ``dim`` without being merged (torchrl's lazy stack)."""
+class _LazyStack(TensorSpec):
+    """What torchrl's lazy stacks of specs share: the stacked specs themselves, a stack dim, and the
+    shape and copies of the stack (``StackedComposite``, ``Stacked``)."""
 
-    dtype = None
     space = None
-    domain = "composite"
 
     def __init__(self, specs, dim=0):
         self._specs = list(specs)
@@ -37,7 +36,8 @@ class StackedComposite(TensorSpec):
         if not -ndim <= dim < ndim:
             raise IndexError(f"StackedComposite: dim {dim} out of range for specs of shape {list(first.shape)}")
         self.dim = dim + ndim if dim < 0 else dim
-        shape = list(first.shape)
+        shape = [size if all(spec.shape[d] == size for spec in self._specs) else -1  # torchrl's -1: sizes differ
+                 for d, size in enumerate(first.shape)]
         shape.insert(self.dim, len(self._specs))
         self.shape = Size(shape)
         self.device = first.device
@@ -51,12 +51,10 @@ class StackedComposite(TensorSpec):
         return self.shape[0]
 
     def _restacked(self, specs, dim=None):
-        return StackedComposite(specs, self.dim if dim is None else dim)
+        return type(self)(specs, self.dim if dim is None else dim)
 
     # ---- indexing ----
     def __getitem__(self, index):
-        if isinstance(index, str) or (isinstance(index, tuple) and index and all(isinstance(k, str) for k in index)):
-            return stack_specs([spec[index] for spec in self._specs], self.dim)
         index, ellipsis_int = _normalized_index(index, len(self.shape))
         picked = index[self.dim]
         if ellipsis_int and self.dim != len(self.shape) - 1:
@@ -69,6 +67,124 @@ class StackedComposite(TensorSpec):
         if isinstance(picked, int):
             return self._specs[picked]
         return self._restacked(self._specs[picked])
+
+    # ---- shape and copies ----
+    def expand(self, *shape):
+        """The stack with new leading dims (``shape`` ends with the current shape)."""
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = shape[0]
+        shape = [int(size) for size in shape]
+        lead = len(shape) - len(self.shape)
+        if lead < 0 or tuple(shape[lead:]) != tuple(self.shape):  # (the -1 dims of different sizes included)
+            raise ValueError(f"{type(self).__name__}.expand: the new shape {shape} must end with the spec's shape "
+                             f"{list(self.shape)}")
+        _size(shape[:lead])  # the new dims: non-negative sizes
+        return self._restacked([spec.expand(tuple(shape[:lead]) + tuple(spec.shape)) for spec in self._specs],
+                               self.dim + lead)
+
+    def unbind(self, dim=0):
+        """The stacked specs, along the stack dim (the only one a lazy stack unbinds)."""
+        n = len(self.shape)
+        d = dim + n if dim < 0 else dim
+        if d != self.dim:
+            raise ValueError(f"{type(self).__name__}.unbind: only the stack dim {self.dim} unbinds, got dim {dim} of "
+                             f"shape {list(self.shape)}")
+        return tuple(self._specs)
+
+    def _with(self, shape=None, device=None, dtype=None, reshape=False):
+        """The stack expanded to ``shape`` (new leading dims only: a lazy stack is not reshaped), on
+        ``device``, with ``dtype``: what a Composite holding it asks of its entries."""
+        out = self
+        if shape is not None and tuple(shape) != tuple(self.shape):
+            if reshape:
+                raise NotImplementedError(f"{type(self).__name__}: a lazy stack of specs cannot be reshaped (from "
+                                          f"{list(self.shape)} to {list(shape)})")
+            out = out.expand(shape)
+        for dest in (device, dtype):
+            if dest is not None:
+                out = out.to(dest)
+        return self.clone() if out is self else out
+
+    def unsqueeze(self, dim):
+        """The stack with a new dim of size 1 at ``dim``."""
+        n = len(self.shape) + 1
+        if not -n <= dim < n:
+            raise IndexError(f"unsqueeze: dim {dim} out of range for a spec of shape {list(self.shape)}")
+        dim = dim + n if dim < 0 else dim
+        if dim <= self.dim:
+            return self._restacked([spec.unsqueeze(dim) for spec in self._specs], self.dim + 1)
+        return self._restacked([spec.unsqueeze(dim - 1) for spec in self._specs])
+
+    def squeeze(self, dim=None):
+        """The stack without its size-1 dims (only ``dim``, when given); a stack of one spec squeezed
+        along the stack dim is that spec."""
+        if dim is None:
+            out = self
+            for d in reversed(range(len(self.shape))):
+                if self.shape[d] == 1:
+                    out = out.squeeze(d)
+            return out
+        n = len(self.shape)
+        if not -n <= dim < n:
+            raise IndexError(f"squeeze: dim {dim} out of range for a spec of shape {list(self.shape)}")
+        dim = dim + n if dim < 0 else dim
+        if self.shape[dim] != 1:
+            return self
+        if dim == self.dim:
+            return self._specs[0]
+        if dim < self.dim:
+            return self._restacked([spec.squeeze(dim) for spec in self._specs], self.dim - 1)
+        return self._restacked([spec.squeeze(dim - 1) for spec in self._specs])
+
+    def clone(self):
+        """A copy of the stack (each stacked spec cloned)."""
+        return self._restacked([spec.clone() for spec in self._specs])
+
+    def to(self, dest):
+        """The stack with each stacked spec on ``dest`` (a device, or a dtype)."""
+        return self._restacked([spec.to(dest) for spec in self._specs])
+
+    def __eq__(self, other):
+        return (type(other) is type(self) and self.dim == other.dim
+                and len(self._specs) == len(other._specs)
+                and all(a == b for a, b in zip(self._specs, other._specs)))
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"{type(self).__name__}(\n    specs={self._specs!r},\n    shape={self.shape},\n    stack_dim={self.dim})"
+
+
+def _is_key(index):
+    return isinstance(index, str) or (isinstance(index, tuple) and bool(index) and all(isinstance(k, str)
+                                                                                    for k in index))
+
+
+class StackedComposite(_LazyStack):
+    """Composite specs stacked along ``dim`` without being merged (torchrl's lazy stack)."""
+
+    dtype = None
+    domain = "composite"
+
+    def __getitem__(self, index):
+        if _is_key(index):
+            return stack_specs([spec[index] for spec in self._specs], self.dim)
+        return super().__getitem__(index)
+
+    def __setitem__(self, key, value):
+        if not _is_key(key):
+            raise ValueError(f"{type(self).__name__} expects str or tuple of str as key to set values, got {key!r}")
+        self.set(key, value)
+
+    def set(self, key, spec):
+        """Sets ``spec`` unbound along the stack dim: its i-th part under ``key`` in the i-th stacked spec."""
+        parts = spec.unbind(self.dim)
+        if len(parts) != len(self._specs):
+            raise ValueError(f"{type(self).__name__}.set: {key!r} has {len(parts)} entries along the stack dim "
+                             f"{self.dim}, expected {len(self._specs)}")
+        for sub, part in zip(self._specs, parts):
+            sub[key] = part
+        return self
 
     def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
         """The keys every stacked spec has (in the first one's order)."""
@@ -138,68 +254,110 @@ class StackedComposite(TensorSpec):
 
     def to_numpy(self, val, safe=None):
         """The shared keys of ``val`` as NumPy values (``safe``: checks ``val`` is in the spec first)."""
-        if safe and not self._holds(val):
+        if check_spec_encode(safe) and not self._holds(val):
             raise AssertionError(f"StackedComposite.to_numpy: the value is not in the spec (value={val!r})")
         return {key: self[key].to_numpy(val[key], safe=safe) for key in self.keys()}
 
-    # ---- shape and copies ----
-    def expand(self, *shape):
-        """The stack with new leading dims (``shape`` ends with the current shape)."""
-        if len(shape) == 1 and not isinstance(shape[0], int):
-            shape = shape[0]
-        shape = _size(shape)
-        lead = len(shape) - len(self.shape)
-        if lead < 0 or tuple(shape[lead:]) != tuple(self.shape):
-            raise ValueError(f"StackedComposite.expand: the new shape {list(shape)} must end with the spec's shape "
-                             f"{list(self.shape)}")
-        return self._restacked([spec.expand(tuple(shape[:lead]) + tuple(spec.shape)) for spec in self._specs],
-                               self.dim + lead)
 
-    def unsqueeze(self, dim):
-        """The stack with a new dim of size 1 at ``dim``."""
-        n = len(self.shape) + 1
-        if not -n <= dim < n:
-            raise IndexError(f"unsqueeze: dim {dim} out of range for a spec of shape {list(self.shape)}")
-        dim = dim + n if dim < 0 else dim
-        if dim <= self.dim:
-            return self._restacked([spec.unsqueeze(dim) for spec in self._specs], self.dim + 1)
-        return self._restacked([spec.unsqueeze(dim - 1) for spec in self._specs])
+class Stacked(_LazyStack):
+    """Leaf specs of one type and dtype stacked along ``dim`` although their shapes differ (torchrl's lazy
+    stack of leaves): the dims where they differ are -1 in ``shape``; ``spec[i]`` along the stack dim is
+    the i-th one. Samples would be nested tensors, which rlpipe lacks: draw them from the stacked
+    specs (or from the ``StackedComposite`` holding this entry)."""
 
-    def squeeze(self, dim=None):
-        """The stack without its size-1 dims (only ``dim``, when given); a stack of one spec squeezed
-        along the stack dim is that spec."""
-        if dim is None:
-            out = self
-            for d in reversed(range(len(self.shape))):
-                if self.shape[d] == 1:
-                    out = out.squeeze(d)
-            return out
-        n = len(self.shape)
-        if not -n <= dim < n:
-            raise IndexError(f"squeeze: dim {dim} out of range for a spec of shape {list(self.shape)}")
-        dim = dim + n if dim < 0 else dim
-        if self.shape[dim] != 1:
-            return self
-        if dim == self.dim:
-            return self._specs[0]
-        if dim < self.dim:
-            return self._restacked([spec.squeeze(dim) for spec in self._specs], self.dim - 1)
-        return self._restacked([spec.squeeze(dim - 1) for spec in self._specs])
+    def __init__(self, specs, dim=0):
+        super().__init__(specs, dim)
+        self.dtype = self._specs[0].dtype
+        self.domain = self._specs[0].domain
 
-    def clone(self):
-        """A copy of the stack (each stacked spec cloned)."""
-        return self._restacked([spec.clone() for spec in self._specs])
+    def _no_samples(self, what):
+        raise NotImplementedError(f"{type(self).__name__}.{what}: the stacked specs have different shapes "
+                                  f"{[list(spec.shape) for spec in self._specs]}, whose samples torchrl makes nested "
+                                  "tensors (rlpipe has none); sample each stacked spec (spec[i]) instead")
 
-    def to(self, dest):
-        """The stack with each stacked spec on ``dest`` (a device, or a dtype)."""
-        return self._restacked([spec.to(dest) for spec in self._specs])
+    def rand(self, shape=None):
+        """Refused: the samples would be nested tensors (see the class docstring)."""
+        self._no_samples("rand")
 
-    def __eq__(self, other):
-        return (isinstance(other, StackedComposite) and self.dim == other.dim
-                and len(self._specs) == len(other._specs)
-                and all(a == b for a, b in zip(self._specs, other._specs)))
+    def zero(self, shape=None):
+        """Refused: the samples would be nested tensors (see the class docstring)."""
+        self._no_samples("zero")
 
-    __hash__ = None
+    def one(self, shape=None):
+        """Refused: the samples would be nested tensors (see the class docstring)."""
+        self._no_samples("one")
 
-    def __repr__(self):
-        return f"StackedComposite(\n    specs={self._specs!r},\n    shape={self.shape},\n    stack_dim={self.dim})"
+    def is_in(self, val):
+        """Whether each slice of ``val`` along the stack dim (a sequence of tensors) lies in its stacked spec."""
+        parts = list(val)
+        return len(parts) == len(self._specs) and all(spec.is_in(part) for spec, part in zip(self._specs, parts))
+
+
+def _is_composite(spec):
+    return isinstance(spec, StackedComposite) or getattr(spec, "domain", None) == "composite"
+
+
+def consolidate_spec(spec, recurse_through_entries=True, recurse_through_stack=True):
+    """A copy of ``spec`` whose lazily stacked Composites have no exclusive keys, as torchrl's
+    ``torchrl.data.utils.consolidate_spec``: a key some stacked specs lack is added to them with an
+    empty spec like the others' (its dims 0, or the differing ones). ``recurse_through_entries``: the
+    nested Composites too; ``recurse_through_stack``: the stacked specs themselves first."""
+    spec = spec.clone()
+    if not _is_composite(spec):
+        return spec
+    if isinstance(spec, StackedComposite):
+        if recurse_through_stack:
+            spec._specs = [consolidate_spec(sub, recurse_through_entries, recurse_through_stack) for sub in spec._specs]
+        shared = set(spec.keys())
+        examples = {}
+        for sub in spec._specs:
+            for key in sub.keys():
+                if key not in shared:
+                    examples.setdefault(key, []).append(sub[key])
+        for sub in spec._specs:
+            for key, specs in examples.items():
+                if key not in sub.keys():
+                    sub[key] = _empty_like_spec(specs, sub.shape)
+        return spec
+    if recurse_through_entries:
+        for key in list(spec.keys()):
+            if _is_composite(spec[key]):
+                spec[key] = consolidate_spec(spec[key], recurse_through_entries, recurse_through_stack)
+    return spec
+
+
+def _empty_like_spec(specs, shape):
+    """An empty spec standing for an exclusive key in the stacked specs that lack it (torchrl's)."""
+    first = specs[0]
+    if any(type(spec) is not type(first) for spec in specs[1:]):
+        raise ValueError("Found same key in lazy specs corresponding to entries with different classes: "
+                         f"{sorted({type(spec).__name__ for spec in specs})}")
+    if isinstance(first, _LazyStack):
+        inner = list(shape[:first.dim]) + list(shape[first.dim + 1:])
+        return type(first)([_empty_like_spec(first._specs, inner) for _ in first._specs], first.dim)
+    if _is_composite(first):
+        return first.empty()
+    sizes = [size if all(spec.shape[d] == size for spec in specs) else 0 for d, size in enumerate(first.shape)]
+    if 0 not in sizes:  # the same shape everywhere: the batch dims kept, the others 0
+        sizes = [size if d < len(shape) else 0 for d, size in enumerate(sizes)]
+    return first[(0,) * len(first.shape)].expand(sizes)
+
+
+def check_no_exclusive_keys(spec, recurse=True):
+    """Whether no lazily stacked Composite in ``spec`` has keys some of its stacked specs lack (torchrl's)."""
+    if isinstance(spec, StackedComposite):
+        keys = set(spec.keys())
+        return all((not recurse or check_no_exclusive_keys(sub)) and set(sub.keys()) == keys for sub in spec._specs)
+    if _is_composite(spec) and recurse:
+        return all(check_no_exclusive_keys(spec[key]) for key in spec.keys())
+    return True
+
+
+def contains_lazy_spec(spec):
+    """Whether ``spec`` is or holds a lazy stack of specs (torchrl's)."""
+    if isinstance(spec, _LazyStack):
+        return True
+    return _is_composite(spec) and any(contains_lazy_spec(spec[key]) for key in spec.keys())
+
+
+TensorSpec._lazy_stack_class = Stacked  # what stack_specs builds for leaves that differ (_specs_base cannot import us)

@@ -42,6 +42,7 @@ from ..tensordict import unravel_key_to_tuple
 from .common import EnvBase
 from .env_creator import EnvCreator, env_creator, get_env_metadata
 from .step_protocol import ACTION, REWARD, TERMINATED, TRUNCATED, one_hot_hint
+from .tensordict_envs import TorchRLStyleFrames
 
 __all__ = ["SerialEnv", "ParallelEnv", "EnvCreator", "env_creator"]  # (the creators: env_creator.py)
 
@@ -111,6 +112,30 @@ class _Runner:
     def set_seed(self, seed, static_seed):
         return self.env.set_seed(seed, static_seed=static_seed)
 
+    def attr_kind(self, path):
+        """``"missing"``, ``"callable"`` or ``"value"``: what ``env.<path>`` is in this worker."""
+        obj = self.env
+        for name in path:
+            if not hasattr(obj, name):
+                return "missing"
+            obj = getattr(obj, name)
+        return "callable" if callable(obj) else "value"
+
+    def call_attr(self, path, args, kwargs):
+        """``env.<path>(*args, **kwargs)``, or the value ``env.<path>`` when it is not callable."""
+        obj = self.env
+        for name in path:
+            obj = getattr(obj, name)
+        return obj(*args, **kwargs) if callable(obj) else obj
+
+    def td_reset(self, tensordict):
+        """The env's ``reset(tensordict)`` (the TensorDict path, see ``_fits_frames``)."""
+        return self.env.reset(tensordict)
+
+    def td_step(self, tensordict):
+        """The ``"next"`` TensorDict of the env's ``step(tensordict)`` (the TensorDict path)."""
+        return self.env.step(tensordict).get("next")
+
     def set_exact_resets(self, exact):
         return self.env._set_exact_resets(exact)
 
@@ -146,8 +171,54 @@ def _stacked(specs, name, owner, key=()):
                    shape=(len(specs),) + tuple(first.shape), dtype=first.dtype, device=first.device)
 
 
+def _fits_frames(meta):
+    """Whether the buffers can carry the env's steps: one action under ``"action"``, one reward under
+    ``"reward"``, root done flags, no non-tensor observation. Other envs (torchrl's multi-key and nested-key
+    envs) take the TensorDict path: each sub-env's ``reset``/``step`` TensorDicts, stacked (pickled to and from a
+    ``ParallelEnv``'s workers: correct, but slower than the buffers)."""
+    from rlpipe.envs.specs import Composite, NonTensor
+    if [*meta.full_action_spec.keys(True, True)] != ["action"]:
+        return False
+    if [*meta.full_reward_spec.keys(True, True)] != ["reward"]:
+        return False
+    if any(isinstance(spec, NonTensor) for spec in meta.observation_spec.values(True, True)):
+        return False
+    return all(not isinstance(spec, Composite) and key in ("done", "terminated", "truncated")
+               for key, spec in meta.done_spec.items())
+
+
 def _describe(spec):
     return f"{type(spec).__name__} of shape {list(spec.shape)} and dtype {spec.dtype}"
+
+
+class _Dispatch:
+    """``batched_env.<path>`` (torchrl's dispatch of an attribute the batched env lacks to its envs): calling
+    it calls the attribute of every env (a list of their results); iterating, indexing or ``len`` see the
+    list of their values; a further attribute extends the path (``env.nested.value``)."""
+
+    def __init__(self, env, path):
+        self._env, self._path = env, path
+
+    def __call__(self, *args, **kwargs):
+        env = self._env
+        return env._run(env._all(), "call_attr", [(self._path, args, kwargs)] * env.num_workers)
+
+    def __iter__(self):
+        return iter(self())
+
+    def __len__(self):
+        return self._env.num_workers
+
+    def __getitem__(self, index):
+        return self()[index]
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(f"{name!r}: private attributes of the envs are not dispatched")
+        return self._env._dispatch(self._path + (name,))
+
+    def __repr__(self):
+        return f"_Dispatch({'.'.join(self._path)} of {self._env!r})"
 
 
 def _per_worker(value, num_workers, what):
@@ -163,7 +234,9 @@ class _BatchedEnv(EnvBase):
     """The batched env over ``_run(indices, command, args)`` (the subclasses: in-process calls, or
     commands to worker processes); torchrl's ``BatchedEnvBase``."""
 
-    def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None):
+    def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None, use_buffers=None):
+        if use_buffers is not None and not isinstance(use_buffers, bool):
+            raise TypeError(f"use_buffers must be None, True or False, got {type(use_buffers).__name__}")
         if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)):
             raise TypeError(f"num_workers must be an int, got {type(num_workers).__name__}")
         if num_workers < 1:
@@ -190,6 +263,11 @@ class _BatchedEnv(EnvBase):
         self.meta_data = meta if self._single_task else [meta, *others]
         super().__init__(device=meta.device if device is None else device,
                          batch_size=(num_workers,) + tuple(meta.batch_size))
+        self._fits_frames = _fits_frames(meta)
+        # the TensorDict path (EnvBase's reset/step then call _reset/_step): for envs the buffers cannot carry,
+        # and with torchrl's use_buffers=False
+        self._tensordict_style = not self._fits_frames or use_buffers is False
+        self.use_buffers = not self._tensordict_style
         self._set_specs(meta, others)
 
     def _set_specs(self, meta, others=()):
@@ -203,7 +281,10 @@ class _BatchedEnv(EnvBase):
             if tuple(other.batch_size) != tuple(meta.batch_size):
                 raise ValueError(f"{type(self).__name__}: env {i} has batch_size {list(other.batch_size)}, env 0 "
                                  f"{list(meta.batch_size)}; the envs of a batched env must share their batch size")
-        for name in ("action_spec", "observation_spec", "reward_spec", "done_spec", "state_spec"):
+        names = ("action_spec", "observation_spec", "reward_spec", "done_spec", "state_spec")
+        if self._tensordict_style:  # the action and reward specs under their keys
+            names = ("full_action_spec", "observation_spec", "full_reward_spec", "done_spec", "state_spec")
+        for name in names:
             specs = [getattr(m, name) for m in metas]
             if name == "state_spec" and specs[0].is_empty() and all(spec.is_empty() for spec in specs):
                 continue
@@ -213,6 +294,22 @@ class _BatchedEnv(EnvBase):
         self._buffer_specs = _buffer_specs(meta, self.num_workers)
         self._obs_keys = tuple(unravel_key_to_tuple(k) for k in meta.observation_spec.keys(True, True))
         self._flag_shape = batch + (1,)
+
+    def __getattr__(self, name):
+        """An attribute the batched env lacks, from its envs (torchrl's dispatch; they are started):
+        a ``_Dispatch`` when every env has it, else an AttributeError. Private names
+        are never dispatched."""
+        if name.startswith("_") or "num_workers" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self._dispatch((name,))
+
+    def _dispatch(self, path):
+        self._ensure_started()
+        kinds = self._run(self._all(), "attr_kind", [(path,)] * self.num_workers)
+        if "missing" in kinds:
+            raise AttributeError(f"attribute {'.'.join(path)} not found in env {kinds.index('missing')} of "
+                                 f"{type(self).__name__}")
+        return _Dispatch(self, path)
 
     def update_kwargs(self, kwargs):
         """Updates each env's construction kwargs from a dict (every env) or a list of one dict per env;
@@ -249,12 +346,52 @@ class _BatchedEnv(EnvBase):
     def _all(self):
         return range(self.num_workers)
 
+    # ---- the TensorDict path (``_fits_frames``) ---------------------------------------------------
+    def _reset(self, tensordict=None, **kwargs):
+        """Resets the envs a ``"_reset"`` mask names (all without masks), each with its rows of
+        ``tensordict``; the others' rows are zeros, which ``EnvBase.reset`` replaces by the input's."""
+        self._ensure_started()
+        masks = [] if tensordict is None else [tensordict.get(key, None) for key in self.reset_keys]
+        masks = [mask.reshape(self.num_workers, -1).any(-1) for mask in masks if mask is not None]
+        workers = [i for i in self._all() if not masks or any(bool(mask[i]) for mask in masks)]
+        inputs = [(None if tensordict is None else tensordict[i].exclude("next"),) for i in workers]
+        results = dict(zip(workers, self._run(workers, "td_reset", inputs) if workers else []))
+        template = self.full_observation_spec.zero()
+        template.update(self.full_done_spec.zero())
+        template.update(self.full_state_spec.zero())
+        keys = list(template.keys())  # (top-level: nested leaves only would miss the non-tensor entries)
+        rows = []
+        for i in self._all():
+            row = template[i]
+            if i in results:
+                row.update(results[i].select(*keys, strict=False))
+            rows.append(row)
+        from rlpipe.primitives import stack
+        return stack(rows, 0)
+
+    def _step(self, tensordict):
+        """Each env's step with its rows of the actions and states; their ``"next"`` stacked."""
+        self._ensure_started()
+        keys = self.action_keys + self.state_keys
+        inputs = [(tensordict[i].select(*keys, strict=False),) for i in self._all()]
+        from rlpipe.primitives import stack
+        return stack(self._run(self._all(), "td_step", inputs), 0)
+
+    def _refuse_frames(self):
+        if not self._fits_frames:
+            raise NotImplementedError(f"{type(self).__name__}: its envs have several actions, rewards or nested done "
+                                      "flags, which the frame buffers (collectors) do not carry; use reset, step "
+                                      "and rollout")
+
     # ---- the frame methods (step_protocol.py) ----------------------------------------------------
     def _observations(self):
         buffers = self._buffers
         return {key: buffers[key].copy() for key in self._obs_keys}
 
     def _reset_frame(self, seed=None):
+        self._refuse_frames()
+        if self._tensordict_style:  # use_buffers=False: frames over the TensorDict path
+            return TorchRLStyleFrames._reset_frame(self, seed)
         self._ensure_started()
         self._skipped_rows = None
         seeds = [None] * self.num_workers if seed is None else [seed + i * self._per_env for i in self._all()]
@@ -262,6 +399,8 @@ class _BatchedEnv(EnvBase):
         return self._observations()
 
     def _step_frame(self, action):
+        if self._tensordict_style:
+            return TorchRLStyleFrames._step_frame(self, action)
         self._ensure_started()
         if type(action) is not np.ndarray:
             action = np.asarray(action)
@@ -278,6 +417,8 @@ class _BatchedEnv(EnvBase):
                 buffers[TRUNCATED].copy())
 
     def _continue_frame(self, next_obs, done):
+        if self._tensordict_style:
+            return TorchRLStyleFrames._continue_frame(self, next_obs, done)
         done = np.asarray(done, dtype=bool).reshape(self._flag_shape)
         workers = np.flatnonzero(done.reshape(self.num_workers, -1).any(axis=1))
         if not len(workers):
@@ -324,7 +465,14 @@ class SerialEnv(_BatchedEnv):
         create_env_fn: a callable building an env (an ``EnvCreator`` too), or a list of one per env.
         create_env_kwargs: the kwargs of ``create_env_fn``: a dict for every env or a list of one per env.
         device: the device of the TensorDicts (default: the first env's).
+        use_buffers: False takes the TensorDict path (``_fits_frames``) for any env, as torchrl's; None
+            and True take the buffers where the env's steps fit them (the TensorDict path otherwise).
+        mp_start_method: accepted and unused, as torchrl's (its envs run in this process).
     """
+
+    def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None, use_buffers=None,
+                 mp_start_method=None):
+        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device, use_buffers=use_buffers)
 
     def _start_workers(self):
         layout, size = pack(self._buffer_specs)
@@ -450,18 +598,18 @@ class ParallelEnv(_BatchedEnv):
         timeout: seconds to wait for a worker's answer (default 120).
         daemon: whether the workers are daemonic processes (default False, as torchrl: a daemonic
             worker cannot start processes of its own, an async vector env's).
-        serial_for_single: with one worker, a ``SerialEnv`` in this process instead (torchrl's).
+        serial_for_single: with one worker, build a ``SerialEnv`` instead (torchrl's option).
     """
 
-    def __new__(cls, num_workers, *args, serial_for_single=False, **kwargs):
-        # torchrl's serial_for_single: one worker's env runs in this process (a SerialEnv) instead
-        if serial_for_single and num_workers == 1:
-            kwargs = {k: v for k, v in kwargs.items() if k not in ("mp_start_method", "timeout", "daemon")}
-            return SerialEnv(num_workers, *args, **kwargs)
-        return super().__new__(cls)
+    def __new__(cls, num_workers=None, create_env_fn=None, create_env_kwargs=None, *, serial_for_single=False,
+                **kwargs):
+        if serial_for_single and num_workers == 1:  # torchrl's: one env needs no worker process
+            serial_kwargs = {k: v for k, v in kwargs.items() if k in ("device", "use_buffers", "mp_start_method")}
+            return SerialEnv(num_workers, create_env_fn, create_env_kwargs, **serial_kwargs)
+        return super().__new__(cls, num_workers, create_env_fn, create_env_kwargs, **kwargs)
 
     def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None, mp_start_method=None,
-                 timeout=120.0, daemon=False, serial_for_single=False):
+                 timeout=120.0, daemon=False, use_buffers=None, serial_for_single=False):
         if mp_start_method is not None and mp_start_method not in mp.get_all_start_methods():
             raise ValueError(f"mp_start_method must be one of {mp.get_all_start_methods()}, got {mp_start_method!r}")
         if not timeout > 0:
@@ -470,7 +618,7 @@ class ParallelEnv(_BatchedEnv):
         self._timeout = float(timeout)
         self.daemon = bool(daemon)
         self._resources = []
-        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device)
+        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device, use_buffers=use_buffers)
 
     def _start_method(self):
         if self._mp_start_method is not None:

@@ -29,6 +29,27 @@ from .tensordict_envs import TorchRLStyleFrames, check_reset_done, complete_done
 __all__ = ["EnvBase", "frame_to_tensordict", "DONE_KEYS"]
 
 
+def _has_entry(tensordict, key):
+    """Whether ``tensordict`` holds ``key`` (nested too), without reading it (a lazy stack's entries of different
+    shapes cannot be read whole)."""
+    path = unravel_key_to_tuple(key)
+    node = tensordict
+    for part in path[:-1]:
+        node = node.get(part, None)
+        if not isinstance(node, TensorDictBase):
+            return False
+    return path[-1] in node.keys()
+
+
+def _replay(actions, key):
+    """A policy writing the next item of ``actions`` under ``key`` (rollout's ``actions``)."""
+    items = iter(actions)
+
+    def replay(tensordict):
+        return tensordict.set(key, next(items))
+    return replay
+
+
 class EnvBase(TorchRLStyleFrames, SpecSurface):
     """torchrl-style environment: ``reset()``, ``step(td)``, ``rand_step()``, ``rollout()``,
     ``set_seed()``, and specs (``SpecSurface``). Subclasses implement either the frame methods
@@ -47,7 +68,12 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         super().__init_subclass__(**kwargs)
         cls._tensordict_style = cls._step is not EnvBase._step or cls._reset is not EnvBase._reset
 
-    def __new__(cls, *args, _inplace_update=False, _batch_locked=True, **kwargs):
+    def __new__(cls, *args, _inplace_update=False, _batch_locked=True, auto_reset=False, auto_reset_replace=True,
+                **kwargs):
+        if auto_reset:  # torchrl's: the env, built, in an AutoResetEnv (not an instance of cls: no second __init__)
+            env = cls.__new__(cls, *args, **kwargs)
+            env.__init__(*args, **kwargs)
+            return EnvBase._auto_reset_env(env, auto_reset_replace)
         env = super().__new__(cls)
         # torchrl envs may set _input_spec/_output_spec on their class in __new__: they are the instance's
         class_specs = {}
@@ -189,13 +215,16 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
 
     def rollout(self, max_steps, policy=None, callback=None, *, auto_reset=True, auto_cast_to_device=False,
                 break_when_any_done=None, break_when_all_done=None, return_contiguous=True, tensordict=None,
-                set_truncated=False):
+                set_truncated=False, storing_device=None, actions=None):
         """Up to ``max_steps`` steps (``policy(td)``, random actions without one), stacked along a new
         last batch dim named ``"time"``, as torchrl's ``rollout``. ``break_when_any_done`` (the default unless
         ``break_when_all_done`` is set) stops after the step where any env is done; otherwise done envs
         are reset and continue. ``callback(env, td)`` runs on the root of each following step (not
         after the last). ``auto_reset=False`` starts from ``tensordict`` (required then). ``set_truncated``
-        marks the last step truncated (and done).
+        marks the last step truncated (and done; a RuntimeError when the env has no truncated flag).
+        ``actions``: an iterable of actions written under the env's (first top-level) action key at each
+        step, instead of a ``policy``; a sized one caps ``max_steps``. ``storing_device``: the device of
+        the returned TensorDict (the env's by default).
         ``auto_cast_to_device`` is accepted: rlpipe's policy and env share the env's device.
         ``return_contiguous`` is accepted (rollouts are always stacked)."""
         from rlpipe.primitives import stack
@@ -204,6 +233,11 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
             break_when_any_done = not break_when_all_done
         if break_when_all_done and break_when_any_done:
             raise TypeError("Cannot have both break_when_all_done and break_when_any_done True at the same time.")
+        if actions is not None:
+            if policy is not None:
+                raise ValueError("Cannot pass both `policy` and `actions` to rollout().")
+            policy = _replay(actions, next(iter(self.full_action_spec.keys())))
+            max_steps = min(max_steps, len(actions)) if hasattr(actions, "__len__") else max_steps
         if auto_reset:
             td = self.reset(tensordict)
         elif tensordict is None:
@@ -225,7 +259,7 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
                     steps.append(td)
                     if i == max_steps - 1:
                         break
-                    done = td[("next", "done")]
+                    done = self._root_done(td.get("next"))
                     if break_when_any_done and bool(done.any()):
                         break
                     if break_when_all_done and bool(done.all()):
@@ -239,11 +273,35 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         batch_dims = len(steps[0].batch_size)  # the env's, or the input's for an env that is not batch-locked
         out = stack(only_common_keys(steps), batch_dims).refine_names(..., "time")  # torchrl's dim name
         if set_truncated:
-            last = (slice(None),) * batch_dims + (-1,)  # the last step along the time dim
-            for key in ("truncated", "done"):
-                flags = out[("next", key)]
-                flags[last] = True
-        return out
+            self._truncate_last_step(out, batch_dims)
+        return out if storing_device is None else out.to(storing_device)
+
+    def _truncate_last_step(self, rollout, batch_dims):
+        """torchrl's ``set_truncated``: every truncated flag of the last step set, and its done flag with it."""
+        keys = [unravel_key_to_tuple(key) for key in self.done_keys]
+        truncated = [key for key in keys if key[-1] == "truncated"]
+        if not truncated and ("next", "truncated") in rollout.keys(True):  # the array path always writes it
+            truncated = [("truncated",)]
+        if not truncated:
+            raise RuntimeError("set_truncated was set to True but no truncated key could be found. Make sure a "
+                               "'truncated' entry was set in the environment full_done_keys using "
+                               "`env.add_truncated_keys()`.")
+        last = (slice(None),) * batch_dims + (-1,)  # the last step along the time dim
+        for key in truncated:
+            for flag_key in (key, key[:-1] + ("done",)):
+                flags = rollout.get(("next", *flag_key), None)
+                if flags is not None:
+                    flags[last] = True
+
+    def add_truncated_keys(self):
+        """Adds a ``truncated`` flag beside each done flag of the done spec (as torchrl's); returns the env."""
+        spec = self.full_done_spec
+        keys = [unravel_key_to_tuple(key) for key in self.done_keys]
+        if not keys:
+            raise KeyError(f"Couldn't find done keys. done_spec={spec}")
+        for key in keys:
+            spec[key[:-1] + ("truncated",)] = spec[key].clone()
+        return self
 
     def step_and_maybe_reset(self, tensordict):
         """torchrl's: ``(stepped, root)``, where ``stepped`` is ``step(tensordict)`` and ``root`` the TensorDict
@@ -260,7 +318,7 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
 
     def _root_after(self, stepped, from_policy, exact, caller):
         """The root of the step after ``stepped``, done envs reset and the policy's ``("next", k)`` carried."""
-        done = stepped[("next", "done")]
+        done = self._root_done(stepped.get("next"))
         if not exact and bool(done.any()):
             raise NotImplementedError(
                 f"{self!r}.{caller}: this env resets its done envs during the next step (a NEXT_STEP autoreset "
@@ -268,16 +326,47 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
                 "break_when_any_done=True) or collect with SyncDataCollector, which drops the reset steps")
         return carry_into_root(carry_over(self, stepped, done), from_policy, done, len(stepped.batch_size))
 
+    def _root_done(self, next_td):
+        """``next_td["done"]``; for an env whose done flags are all nested (torchrl's multi-agent envs), the
+        OR of every done flag of each env, shaped ``batch_size + (1,)``."""
+        done = next_td.get("done", None)
+        if done is not None:
+            return done
+        batch = tuple(self.batch_size)
+        flags = [next_td.get(key).reshape(batch + (-1,)).any(-1, keepdim=True) for key in self.done_keys
+                 if key in next_td.keys(True)]
+        if not flags:
+            raise KeyError(f"{type(self).__name__}: the step's 'next' TensorDict holds none of the done keys "
+                           f"{self.done_keys}")
+        out = flags[0]
+        for flag in flags[1:]:
+            out = out | flag
+        return out
+
+    def check_env_specs(self, *args, **kwargs):
+        """``rlpipe.envs.utils.check_env_specs(self, ...)``: a short rollout checked against the specs (torchrl's
+        method)."""
+        from .utils import check_env_specs
+        return check_env_specs(self, *args, **kwargs)
+
+    def step_mdp(self, next_tensordict):
+        """The root of the step after ``next_tensordict`` (a stepped TensorDict), as torchrl's method: its
+        ``"next"`` entries moved to the root, with this env's reward keys dropped and its actions kept."""
+        from .utils import _StepMDP
+        return _StepMDP(self, exclude_action=False)(next_tensordict)
+
     def append_transform(self, transform):
         """``TransformedEnv(self, transform)``, as torchrl's ``EnvBase.append_transform``."""
         return self._transformed_env_class(self, transform)
 
     def _policy_step(self, policy, td):
         """``td`` updated with ``policy(td)`` (as torchrl's rollout: a policy may return a new
-        TensorDict), which must hold ``"action"`` (a KeyError naming the policy otherwise)."""
+        TensorDict), which must hold ``"action"`` (a torchrl-style env's: every action key; a KeyError
+        naming the policy otherwise)."""
         given = list(td.keys())
         out = policy(td)
-        if "action" not in out.keys():
+        actions = self.action_keys if self._tensordict_style else ["action"]  # a torchrl-style env's: any keys
+        if not all(_has_entry(out, key) for key in actions):
             raise missing_action_error(policy, out, given)
         return out if out is td else td.update(out)
 

@@ -7,7 +7,8 @@ __all__ = ["EnvCreator", "env_creator", "EnvMetaData"]
 class EnvMetaData(types.SimpleNamespace):
     """What a batched env needs to know of its workers' env before starting them: ``batch_size``,
     ``device``, ``env_str`` and the four stored specs (``action_spec``, ``observation_spec``,
-    ``reward_spec``, ``done_spec``) plus ``state_spec``."""
+    ``reward_spec``, ``done_spec``) plus ``state_spec``, and the action and reward specs under their keys
+    (``full_action_spec``, ``full_reward_spec``)."""
 
     @classmethod
     def metadata_from_env(cls, env):
@@ -15,7 +16,8 @@ class EnvMetaData(types.SimpleNamespace):
         return cls(batch_size=env.batch_size, device=env.device, env_str=repr(env),
                    action_spec=env.action_spec.clone(), observation_spec=env.observation_spec.clone(),
                    reward_spec=env.reward_spec.clone(), done_spec=env.done_spec.clone(),
-                   state_spec=env.state_spec.clone(), skips_rows=bool(env._skips_rows))
+                   state_spec=env.state_spec.clone(), skips_rows=bool(env._skips_rows),
+                   full_action_spec=env.full_action_spec.clone(), full_reward_spec=env.full_reward_spec.clone())
 
 
 def get_env_metadata(create_env_fn, kwargs=None):

@@ -10,8 +10,8 @@ Gymnasium expects (``to_numpy``). ``gym.py``'s ``from_gym_space`` converts Gymna
 
 Deliberate differences from torchrl: ``Bounded.zero`` is the zero tensor clamped into the box (so it
 ``is_in`` the spec), ``OneHot.project`` takes the argmax (torchrl samples); different Composite
-specs stack lazily (``StackedComposite``), different leaf specs do not stack (torchrl's
-``Stacked``). The discrete specs take torchrl's ``mask`` (``update_mask``, ``_specs_masks``);
+specs stack lazily (``StackedComposite``), different leaf specs too (``Stacked``, whose samples would be
+nested tensors: it has none). The discrete specs take torchrl's ``mask`` (``update_mask``, ``_specs_masks``);
 ``NonTensor`` and ``Choice`` live in ``_specs_nontensor``.
 
 This module is the specs' public home: ``_specs_base`` holds the helpers, the spaces and
@@ -21,6 +21,7 @@ import from).
 """
 import builtins
 import math
+import os
 
 import numpy as np
 
@@ -57,7 +58,10 @@ from ._specs_leaves import (
     UnboundedDiscrete,
 )
 from ._specs_nontensor import Choice, NonTensor
-from ._specs_stacked import StackedComposite
+from ._specs_stacked import Stacked, StackedComposite
+
+# torchrl's switch: encode and to_numpy check values against the spec (AssertionError) when True
+_CHECK_SPEC_ENCODE = os.environ.get("CHECK_SPEC_ENCODE", "0").strip().lower() in ("1", "true", "yes", "on")
 
 __all__ = [
     "Binary",
@@ -83,6 +87,7 @@ __all__ = [
     "NonTensor",
     "OneHot",
     "OneHotDiscreteTensorSpec",
+    "Stacked",
     "StackedComposite",
     "TensorSpec",
     "Unbounded",
@@ -95,7 +100,7 @@ __all__ = [
 # the parts' classes name this module as theirs: pickles record the path users import them from
 for _cls in (ContinuousBox, CategoricalBox, BinaryBox, BoxList, TensorSpec, Bounded, BoundedContinuous,
              BoundedDiscrete, Unbounded, UnboundedContinuous, UnboundedDiscrete, Categorical, Binary, OneHot,
-             MultiCategorical, MultiOneHot, NonTensor, Choice, StackedComposite):
+             MultiCategorical, MultiOneHot, NonTensor, Choice, StackedComposite, Stacked):
     _cls.__module__ = __name__
 del _cls
 
@@ -306,7 +311,10 @@ class Composite(TensorSpec):
     # ---- dict interface ----
     def _lookup(self, path):
         node = self
-        for part in path:
+        for i, part in enumerate(path):
+            if isinstance(node, StackedComposite):  # a lazy stack answers for the rest of the path
+                rest = path[i:]
+                return node[rest] if rest in node else _MISSING
             if not isinstance(node, Composite):
                 return _MISSING
             node = node._specs.get(part, _MISSING)
@@ -396,10 +404,13 @@ class Composite(TensorSpec):
     def _walk(self, include_nested, leaves_only, prefix=()):
         for key, value in self._specs.items():
             full = prefix + (key,)
-            is_comp = isinstance(value, Composite)
+            lazy = isinstance(value, StackedComposite)
+            is_comp = lazy or isinstance(value, Composite)
             if not (leaves_only and is_comp):
                 yield full if prefix else key
-            if include_nested and is_comp:
+            if include_nested and lazy:  # the keys every stacked Composite has (torchrl's)
+                yield from (full + unravel_key_to_tuple(sub) for sub in value.keys(True, leaves_only))
+            elif include_nested and is_comp:
                 yield from value._walk(include_nested, leaves_only, full)
 
     def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
@@ -418,7 +429,7 @@ class Composite(TensorSpec):
         if len(path) > 1 and not include_nested:
             return False
         spec = self._lookup(path)
-        return spec is not _MISSING and not (leaves_only and isinstance(spec, Composite))
+        return spec is not _MISSING and not (leaves_only and isinstance(spec, (Composite, StackedComposite)))
 
     def values(self, include_nested=False, leaves_only=False, is_leaf=None):
         """The specs, in ``keys``' order."""

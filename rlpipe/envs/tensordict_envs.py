@@ -15,6 +15,8 @@ torchrl-style env with one action (``"action"``) and one reward (``"reward"``) a
 ``SerialEnv``/``ParallelEnv`` and the collectors: correct, but one TensorDict per step (frame envs
 stay on their array path).
 """
+import numpy as np
+
 from .._creation import as_tensor
 from .._tensor import host_array
 from ..tensordict import TensorDict, unravel_key_to_tuple
@@ -149,5 +151,15 @@ class TorchRLStyleFrames:
         return self._obs_frame(nxt), host_array(nxt.get(REWARD)), terminated, truncated
 
     def _continue_frame(self, next_obs, done):
-        self._last_root, self._last_step = next_root(self, self._last_step), None
-        return self._obs_frame(self._last_root)
+        """The next root frame: the last step's ``"next"`` with the envs ``done`` (the driver's mask, which a
+        partial reset may narrow) reset through a ``"_reset"`` mask."""
+        if self._last_step is None:
+            root = self._last_root
+        else:
+            root = step_mdp(self._last_step, reward_keys=self.reward_keys, done_keys=self.done_keys,
+                            action_keys=self.action_keys)
+        mask = as_tensor(np.asarray(done, dtype=bool).reshape(tuple(self.batch_size) + (1,)), device=self.device)
+        if bool(mask.any()):
+            root = self.reset(root.set("_reset", mask))
+        self._last_root, self._last_step = root, None
+        return self._obs_frame(root)

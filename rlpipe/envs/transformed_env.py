@@ -731,13 +731,17 @@ class TransformedEnv(EnvBase):
         leaves = self._built().leaves
         if type(done) is not np.ndarray or done.shape != self._flag_shape:
             done = np.asarray(done, dtype=bool).reshape(self._flag_shape)
-        frame = self.base_env._continue_frame(self._base_next, done)
+        frame = self._base_continue(done)
         self._base_next = None
         if not np.count_nonzero(done):
             self._roots, self._nexts = nexts, None
             return self._next_out
         self._roots, self._nexts = continue_chain(leaves, nexts, frame, done), None
         return self._roots[-1] if leaves else frame
+
+    def _base_continue(self, done):
+        """The base env's root frame after the last step, the ``done`` envs reset."""
+        return self.base_env._continue_frame(self._base_next, done)
 
     # ---- the rest ----------------------------------------------------------------------------------
     def set_seed(self, seed, static_seed=False):

@@ -3,14 +3,16 @@ exploration type (tensordict's interaction type under torchrl's names)."""
 import contextlib
 import logging
 
+from .._creation import zeros
 from .._tensor import Tensor
-from ..tensordict import TensorDictBase, unravel_key_to_tuple
+from ..tensordict import LazyStackedTensorDict, TensorDictBase, unravel_key_to_tuple
+from ..tensordict.utils import is_non_tensor
 from ..tensordict.nn.probabilistic import InteractionType as ExplorationType
 from ..tensordict.nn.probabilistic import interaction_type as exploration_type
 from ..tensordict.nn.probabilistic import set_interaction_type as set_exploration_type
 
 __all__ = ["check_env_specs", "step_mdp", "RandomPolicy", "ExplorationType", "exploration_type", "set_exploration_type",
-           "make_composite_from_td"]
+           "make_composite_from_td", "terminated_or_truncated"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +43,60 @@ class RandomPolicy:
         return tensordict
 
 
+_DONE_NAMES = ("done", "terminated", "truncated")
+
+
+def terminated_or_truncated(data, full_done_spec=None, key="_reset", write_full_false=False):
+    """Whether any done flag of ``data`` is True, as torchrl's: at each level holding done flags (the
+    leaves of ``full_done_spec``, else the entries named done/terminated/truncated) their OR is written
+    under ``key`` beside them; a level's flags prevail over those of its sub-TensorDicts in the result.
+    Nothing stays written when no flag is True, unless ``write_full_false``. ``key=None`` writes nothing."""
+    written = []
+    any_done = _flag_levels(data, full_done_spec, key, (), written)
+    if not any_done and not write_full_false:
+        data.exclude(*written, inplace=True)
+    return any_done
+
+
+def _flag_levels(data, spec, key, prefix, written):
+    """OR of the flags at this level, written under ``key``; the sub-levels' answer only counts when this
+    level has no flags of its own."""
+    if spec is None:
+        items = list(data.items())
+        flags = [value for name, value in items if name in _DONE_NAMES]
+        children = [(name, value, None) for name, value in items
+                    if name not in _DONE_NAMES and isinstance(value, TensorDictBase)]
+    else:
+        flags = [_flag_or_false(data, name) for name, leaf in spec.items() if not _is_composite(leaf)]
+        children = [(name, data.get(name), leaf) for name, leaf in spec.items() if _is_composite(leaf)]
+    any_below = False
+    for name, child, child_spec in children:
+        any_below = _flag_levels(child, child_spec, key, prefix + (name,), written) or any_below
+    if not flags:
+        return any_below
+    aggregate = flags[0]
+    for flag in flags[1:]:
+        aggregate = aggregate | flag
+    if key is not None:
+        data.set(key, aggregate)
+        written.append(prefix + (key,))
+    return bool(aggregate.any())
+
+
+def _is_composite(spec):
+    from .specs import Composite, StackedComposite
+    return isinstance(spec, (Composite, StackedComposite))
+
+
+def _flag_or_false(data, name):
+    """``data[name]``, or False flags (``data.shape + (1,)``) when the entry is missing."""
+    value = data.get(name, None)
+    return zeros(tuple(data.shape) + (1,), dtype="bool", device=data.device) if value is None else value
+
+
+_terminated_or_truncated = terminated_or_truncated
+
+
 def _key_list(keys):
     if keys is None:
         return []
@@ -65,7 +121,6 @@ def step_mdp(tensordict, next_tensordict=None, keep_other=True, exclude_reward=T
     keep their batch sizes; a lazy stack is stepped per stacked TensorDict. With ``next_tensordict``,
     the result is written into it and returned.
     """
-    from rlpipe.tensordict import LazyStackedTensorDict
     if not isinstance(tensordict, TensorDictBase):
         raise TypeError(f"step_mdp expects a TensorDict, got {type(tensordict).__name__}")
     keys = dict(reward_keys=reward_keys, done_keys=done_keys, action_keys=action_keys)
@@ -119,12 +174,14 @@ def _copy_tree(source, dest, key, excluded, prefix=()):
     if total in excluded:
         return False
     value = source.get(head)
-    if not isinstance(value, TensorDictBase) or value._is_non_tensor:  # non-tensor data: one leaf
+    if not isinstance(value, TensorDictBase) or is_non_tensor(value):  # a non-tensor entry is a leaf
         if rest:
             return False
         dest.set(head, value)
         return True
     sub = dest.get(head, None)
+    if isinstance(value, LazyStackedTensorDict) and not rest:
+        return _copy_lazy(value, dest, head, sub, excluded, total)
     sub = value.empty() if sub is None else sub
     subkeys = [rest] if rest else [(k,) for k in value.keys()]
     wrote = False
@@ -133,6 +190,21 @@ def _copy_tree(source, dest, key, excluded, prefix=()):
     if wrote:
         dest.set(head, sub)
     return wrote
+
+
+def _copy_lazy(value, dest, head, existing, excluded, prefix):
+    """``_copy_tree`` of a lazily stacked TensorDict: each stacked one copied (into ``existing``'s, when
+    ``dest`` already holds a stack of as many), stacked lazily again, so their own keys and shapes stay."""
+    if not (isinstance(existing, LazyStackedTensorDict) and len(existing.tensordicts) == len(value.tensordicts)):
+        existing = None
+    parts = []
+    for i, part in enumerate(value.tensordicts):
+        out = part.empty() if existing is None else existing.tensordicts[i]
+        for key in part.keys():
+            _copy_tree(part, out, (key,), excluded, prefix)
+        parts.append(out)
+    dest.set(head, LazyStackedTensorDict.lazy_stack(parts, value.stack_dim))
+    return True
 
 
 class _StepMDP:

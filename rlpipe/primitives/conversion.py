@@ -43,6 +43,8 @@ def to(input, *args, dtype=None, device=None, non_blocking=False, copy=False, me
     """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``: self when nothing changes.
     Copies between devices are synchronous; ``non_blocking`` is accepted and has no effect."""
     for a in args:
+        if a is None:  # torch accepts (and ignores) a None dtype or device: to(None) is the tensor itself
+            continue
         if isinstance(a, Tensor):
             dtype, device = a.dtype, a.device
         elif isinstance(a, builtins.bool):  # before int: the positional non_blocking flag

@@ -1,5 +1,5 @@
 """Products: the Functions (matmul, linear: x @ w.T + b in one node, einsum) and the public ops
-(matmul and the ``@`` operator, mm, bmm, dot, outer, cross, svd, diag, trace, einsum, linear;
+(matmul and the ``@`` operator, mm, bmm, dot, outer, cross, svd, diag, diag_embed, trace, einsum, linear;
 ``diagonal`` is a view, in shape.py).
 """
 import builtins
@@ -14,7 +14,7 @@ from .._tensor import Tensor, tensor_method
 from .base import Op, unbroadcast
 from .common import _C_TYPE_NAMES, tensor_operator, _tensor_like, _write_out, with_out
 from .elementwise import mul
-from .shape import Diagonal, unsqueeze
+from .shape import Diagonal, _diagonal_of, unsqueeze
 
 
 class MatMul(Op):
@@ -125,28 +125,23 @@ class Svd(Op):
         return ga, None
 
 
-def _diagonal_index(xp, n, offset):
-    """(rows, cols) of the ``n`` entries of diagonal ``offset`` of a matrix."""
-    i = xp.arange(n)
-    return i + builtins.max(-offset, 0), i + builtins.max(offset, 0)
-
-
 class DiagEmbed(Op):
-    """A vector laid on diagonal ``offset`` of a square matrix of zeros; the gradient reads that diagonal."""
+    """The last dim of ``v`` laid on diagonal ``offset`` of square matrices of zeros in the output dims
+    ``dim1``/``dim2``; the gradient reads that diagonal back."""
 
     @staticmethod
-    def forward(ctx, v, offset):
+    def forward(ctx, v, offset, dim1, dim2):
         xp = ctx.xp
-        n = v.shape[0] + builtins.abs(offset)
-        out = xp.zeros((n, n), dtype=v.dtype)
-        rows, cols = _diagonal_index(xp, v.shape[0], offset)
-        out[rows, cols] = v
-        ctx.args = offset
-        return out
+        n = v.shape[-1] + builtins.abs(offset)
+        out = xp.zeros(v.shape[:-1] + (n, n), dtype=v.dtype)
+        _diagonal_of(xp, out, offset, -2, -1)[...] = v
+        ctx.args = offset, dim1, dim2
+        return xp.moveaxis(out, (-2, -1), (dim1, dim2))
 
     @staticmethod
     def backward(ctx, g):
-        return ctx.xp.diagonal(g, ctx.args).copy(), None
+        offset, dim1, dim2 = ctx.args
+        return ctx.xp.diagonal(g, offset, dim1, dim2).copy(), None, None, None
 
 
 class Einsum(Op):
@@ -328,10 +323,26 @@ def svd(input, some=True, compute_uv=True):
 def diag(input, diagonal=0):
     """A 1-d input laid on diagonal ``diagonal`` of a square matrix, or that diagonal of a 2-d input."""
     if input.ndim == 1:
-        return DiagEmbed.apply(input, builtins.int(diagonal))
+        return DiagEmbed.apply(input, builtins.int(diagonal), 0, 1)
     if input.ndim == 2:
         return Diagonal.apply(input, builtins.int(diagonal), 0, 1).clone()  # a copy, as torch.diag's
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+
+
+@torch_function("input")
+@tensor_method
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """The last dim of ``input`` laid on diagonal ``offset`` of square matrices of zeros, which take the
+    output dims ``dim1`` and ``dim2`` (torch's ``diag_embed``)."""
+    ndim = input.ndim + 1
+    d1, d2 = (d + ndim if d < 0 else d for d in (dim1, dim2))
+    for dim, d in ((dim1, d1), (dim2, d2)):
+        if not 0 <= d < ndim:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], "
+                             f"but got {dim})")
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return DiagEmbed.apply(input, builtins.int(offset), d1, d2)
 
 
 @tensor_method

@@ -209,6 +209,8 @@ class _EntriesMixin:
         if inplace and self.get(key, None) is not None:
             return self.set_(key, value)
         self._check_unlocked()
+        if self._set_through_lazy(path, value, inplace):
+            return self
         self._check_not_inside(path, value)
         try:
             parent = self._parent_of(path)
@@ -218,6 +220,20 @@ class _EntriesMixin:
             parent = self._parent_of(path, create=True)
         parent._tensordict[path[-1]] = self._validate_value_generic(parent._leaf(key, value))
         return self
+
+    def _set_through_lazy(self, path, value, inplace):
+        """Whether ``path`` runs through a lazy stack (a TensorDict of another kind), which then set the value
+        under the rest of the path itself; False when it does not."""
+        node = self
+        for depth, part in enumerate(path[:-1]):
+            child = node._tensordict.get(part)
+            if not isinstance(child, TensorDictBase):
+                return False
+            if not hasattr(child, "_leaf"):
+                child.set(path[depth + 1:], value, inplace=inplace)
+                return True
+            node = child
+        return False
 
     def _validate_value_generic(self, value, **kwargs):
         """What ``set``/``update`` store for ``value`` once rlpipe has checked it (itself): tensordict's

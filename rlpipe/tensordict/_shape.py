@@ -293,8 +293,8 @@ class _ShapeMixin:
         return self._reduce_bool("any", dim)
 
     def _reduce_bool(self, how, dim):
-        if dim is None:
-            return (all if how == "all" else any)(bool(getattr(t, how)()) for t in self.values(True, True))
+        if dim is None:  # nested TensorDicts reduce themselves (a lazy stack one stacked TensorDict at a time)
+            return (all if how == "all" else any)(bool(getattr(v, how)()) for v in self.values())
         if not -len(self._batch_size) <= dim < len(self._batch_size):
             raise RuntimeError("dim must be greater than or equal to -tensordict.batch_dims and smaller than "
                                f"tensordict.batch_dims, got dim={dim} with batch_dims={len(self._batch_size)}")

@@ -23,7 +23,7 @@ __all__ = ["assert_allclose_td", "assert_close", "convert_ellipsis_to_idx", "is_
            "lazy_legacy", "list_to_stack", "capture_non_tensor_stack", "set_capture_non_tensor_stack",
            "print_directory_tree",
            "set_lazy_legacy", "set_list_to_stack", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
-           "TensorDictFuture"]
+           "TensorDictFuture", "expand_right"]
 
 _LOGGER = logging.getLogger("rlpipe.tensordict")
 _LOCK_ERROR = ("Cannot modify locked TensorDict. For in-place modification, consider using the `set_()` method and "
@@ -122,6 +122,17 @@ def assert_allclose_td(actual, expected, rtol=None, atol=None, equal_nan=True, i
 
 
 assert_close = assert_allclose_td  # tensordict 0.14's newer name
+
+
+_unravel_key_to_tuple = unravel_key_to_tuple  # tensordict's private name, which torchrl's code imports
+
+
+def expand_right(tensor, shape):
+    """``tensor`` with trailing size-1 dims added up to ``len(shape)`` dims, then expanded to ``shape``
+    (its dims line up with the first ones of ``shape``)."""
+    while tensor.ndim < len(shape):
+        tensor = tensor.unsqueeze(-1)
+    return tensor.expand(shape)
 
 
 def is_tensorclass(obj):

@@ -23,8 +23,10 @@ from ..transforms_tensors import check_paired_keys
 from ..transforms_vecnorm import *  # noqa: F401,F403
 from ..transforms_image import *  # noqa: F401,F403  (torchrl's image transforms and CatFrames)
 from ..transforms_image import __all__ as _image_all
+from ..autoreset import AutoResetEnv, AutoResetTransform
 
-__all__ = ["CheckFinite", "Compose", "DoubleToFloat", "ObservationNorm", "RenameTransform", "RewardSum", "StepCounter",
+__all__ = ["AutoResetEnv", "AutoResetTransform",
+           "CheckFinite", "Compose", "DoubleToFloat", "ObservationNorm", "RenameTransform", "RewardSum", "StepCounter",
            "Transform", "TransformedEnv"]
 __all__ += _keys_t.__all__ + _tensors.__all__ + _vecnorm.__all__
 __all__ += _image_all
