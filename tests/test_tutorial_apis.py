@@ -117,9 +117,12 @@ def test_tensordict_from_modules_function_stacks():
     assert rlpipe.equal(params["bias"][2], nets[2].bias.detach())
 
 
-def test_from_module_as_module_is_refused_naming_it():
-    with pytest.raises(NotImplementedError, match="as_module=True"):
-        from_module(nn.Linear(1, 1), as_module=True)
+def test_from_module_as_module_gives_the_module_parameters_in_a_tensordict_params():
+    from rlpipe.tensordict import TensorDictParams
+    linear = nn.Linear(1, 1)
+    params = from_module(linear, as_module=True)
+    assert isinstance(params, TensorDictParams)
+    assert params["weight"] is linear.weight and params["bias"] is linear.bias
 
 
 @pytest.fixture
