@@ -49,6 +49,10 @@ _global_buffer_registration_hooks = OrderedDict()
 _global_module_registration_hooks = OrderedDict()
 _global_parameter_registration_hooks = OrderedDict()
 
+# bumped by every attribute assignment or deletion on any module: Sequential's cached inference plan
+# (_inference_plan.py) was built for one value of it, and rebuilds when it changed
+attribute_epoch = [0]
+
 
 def register_module_buffer_registration_hook(hook):
     """hook(module, name, buffer) runs whenever any module registers a buffer; a value it returns
@@ -295,6 +299,8 @@ class Module(_TraversalMixin, _StateDictMixin):
         self.add_module(name, module)
 
     def __setattr__(self, name, value):
+        attribute_epoch[0] += 1
+
         def remove_from(*containers):
             for c in containers:
                 if name in c:
@@ -362,6 +368,7 @@ class Module(_TraversalMixin, _StateDictMixin):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
+        attribute_epoch[0] += 1
         if name in self._parameters:
             del self._parameters[name]
         elif name in self._buffers:
@@ -666,22 +673,39 @@ def run_without_graph(modules, input):
     """
     if _grad_state[0] or type(input) is not Tensor or _global_forward_pre_hooks or _global_forward_hooks:
         return None
-    x = input._data
-    if x.dtype.kind != "f":
+    steps = inference_steps(modules, input._data.dtype, input._device)
+    return None if steps is None else run_steps(steps, input)
+
+
+def inference_steps(modules, dtype, device):
+    """[(Function, extra arguments)] of ``modules``' ``_inference_op``s for an input of ``dtype`` on
+    ``device``, or None when one of them has none, or a hook, a patched ``forward`` or a parameter
+    that is not a Tensor (vmap's batched ones, swapped in by ``functional_call``) is in the way."""
+    if dtype.kind != "f":
         return None
-    dtype, device = x.dtype, input._device
+    steps = []
+    for m in modules:
+        op = type(m).__dict__.get("_inference_op")
+        if op is None or m._forward_hooks or m._forward_pre_hooks or "forward" in m.__dict__ or \
+                not all(isinstance(p, Tensor) for p in m._parameters.values() if p is not None):
+            return None
+        step = op(m, dtype, device)
+        if step is None:
+            return None
+        steps.append(step)
+    return steps
+
+
+def run_steps(steps, input):
+    """``inference_steps``' result applied to ``input``'s array, wrapped once; None where NumPy (or
+    CuPy) refuses the shapes: the usual path then reruns these pure ops and raises torch's error
+    (Function.apply translates the same two). Any other error is a bug here, so it propagates."""
+    device = input._device
     ctx = null_context(device._backend)
+    x = input._data
     try:
-        for m in modules:
-            op = type(m).__dict__.get("_inference_op")
-            if op is None or m._forward_hooks or m._forward_pre_hooks or "forward" in m.__dict__:
-                return None
-            step = op(m, dtype, device)
-            if step is None:
-                return None
-            x = step[0].forward(ctx, x, *step[1])
+        for function, extra in steps:
+            x = function.forward(ctx, x, *extra)
     except (ValueError, TypeError):
-        # NumPy's (or CuPy's) words for a bad shape: the usual path reruns these pure ops and raises torch's
-        # error (Function.apply translates the same two). Any other error is a bug here, so it propagates.
         return None
     return wrap(as_array(x, device), device)
