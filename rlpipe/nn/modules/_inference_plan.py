@@ -16,6 +16,7 @@ is still what building it again would give:
   and device it was built for.
 """
 from ..._tensor import Tensor
+from ...autograd.function import null_context
 from ...autograd.grad_mode import state as _grad_state
 from . import module as _module
 from .module import attribute_epoch, inference_steps, run_steps
@@ -28,13 +29,14 @@ def _no_plan():
 
 class InferencePlan:
     """One Sequential's inference steps for inputs of one dtype and device, with what they depend on."""
-    __slots__ = ("epoch", "modules", "hooks", "dtype", "device", "steps", "tensors")
+    __slots__ = ("epoch", "modules", "hooks", "dtype", "device", "ctx", "steps", "tensors")
 
     def __init__(self, modules, dtype, device, steps):
         self.epoch = attribute_epoch[0]
         self.modules = modules
         self.hooks = tuple(table for m in modules for table in (m._forward_hooks, m._forward_pre_hooks))
-        self.dtype, self.device, self.steps = dtype, device, steps
+        self.dtype, self.device, self.ctx = dtype, device, null_context(device._backend)
+        self.steps = steps
         self.tensors = tuple((m._parameters, name, p, p._data)
                              for m in modules for name, p in m._parameters.items() if p is not None)
 
@@ -71,4 +73,4 @@ def run_planned(sequential, input):
         state["_inference_plan"] = plan  # (not through __setattr__: that would bump the epoch)
         if plan is None:
             return None
-    return run_steps(plan.steps, input)
+    return run_steps(plan.steps, input, plan.ctx)

@@ -674,13 +674,14 @@ def run_without_graph(modules, input):
     if _grad_state[0] or type(input) is not Tensor or _global_forward_pre_hooks or _global_forward_hooks:
         return None
     steps = inference_steps(modules, input._data.dtype, input._device)
-    return None if steps is None else run_steps(steps, input)
+    return None if steps is None else run_steps(steps, input, null_context(input._device._backend))
 
 
 def inference_steps(modules, dtype, device):
-    """[(Function, extra arguments)] of ``modules``' ``_inference_op``s for an input of ``dtype`` on
-    ``device``, or None when one of them has none, or a hook, a patched ``forward`` or a parameter
-    that is not a Tensor (vmap's batched ones, swapped in by ``functional_call``) is in the way."""
+    """[(a Function's forward, its extra arguments)] of ``modules``' ``_inference_op``s for an input
+    of ``dtype`` on ``device``, or None when one of them has none, or a hook, a patched ``forward``
+    or a parameter that is not a Tensor (vmap's batched ones, swapped in by ``functional_call``) is
+    in the way."""
     if dtype.kind != "f":
         return None
     steps = []
@@ -692,20 +693,20 @@ def inference_steps(modules, dtype, device):
         step = op(m, dtype, device)
         if step is None:
             return None
-        steps.append(step)
+        steps.append((step[0].forward, step[1]))
     return steps
 
 
-def run_steps(steps, input):
-    """``inference_steps``' result applied to ``input``'s array, wrapped once; None where NumPy (or
-    CuPy) refuses the shapes: the usual path then reruns these pure ops and raises torch's error
-    (Function.apply translates the same two). Any other error is a bug here, so it propagates."""
-    device = input._device
-    ctx = null_context(device._backend)
+def run_steps(steps, input, ctx):
+    """``inference_steps``' result applied to ``input``'s array (``ctx``: the backend's null context),
+    wrapped once; None where NumPy (or CuPy) refuses the shapes: the usual path then reruns these
+    pure ops and raises torch's error (Function.apply translates the same two). Any other error is a
+    bug here, so it propagates."""
     x = input._data
     try:
-        for function, extra in steps:
-            x = function.forward(ctx, x, *extra)
+        for forward, extra in steps:
+            x = forward(ctx, x, *extra)
     except (ValueError, TypeError):
         return None
-    return wrap(as_array(x, device), device)
+    device = input._device
+    return wrap(x if type(x) is device._backend.ndarray else as_array(x, device), device)
