@@ -90,6 +90,26 @@ def _direct_call(policy, td, extra_keys, state_keys, to_device):
     return (policy.module if module is None else module), [td.get(k) for k in policy.in_keys]
 
 
+def trajectory_ids(dones, start, new_ids):
+    """``(ids, after)``: the trajectory ids of ``n`` envs at each of ``steps`` steps, from their ids
+    ``start`` [n] at the first step and the done flags ``dones`` [steps, n] (a done env starts a new
+    trajectory at the next step), and their ids after the last step. ``new_ids(count)`` hands out
+    fresh ids, given here in step order, env order within a step (as updating step by step would)."""
+    steps, n = dones.shape
+    if not steps:
+        return np.zeros((0, n), np.int64), start
+    flat = dones.reshape(-1)
+    fresh = np.zeros(steps * n, np.int64)
+    fresh[flat] = new_ids(int(np.count_nonzero(flat)))
+    fresh = fresh.reshape(steps, n)
+    # the last step at or before each step where the env was done (-1: none yet)
+    last = np.maximum.accumulate(np.where(dones, np.arange(steps)[:, None], -1), axis=0)
+    envs = np.arange(n)
+    since = np.where(last >= 0, fresh[np.maximum(last, 0), envs], start.reshape(n))  # the ids after each step
+    ids = np.concatenate([start.reshape(1, n), since[:-1]])
+    return ids, since[-1].reshape(start.shape).copy()
+
+
 def _is_private(key):
     return any(part.startswith("_") for part in key)
 
@@ -295,7 +315,8 @@ class SyncDataCollector(CollectorBase):
             self._carried = None
         T, n = self.steps_per_batch, self.n_envs
         # dropped: per step, None or the envs whose row is not data (skipped, or delivered in the last batch)
-        steps, dropped, ids = self._carried or ([], [], [])
+        steps, dropped, carried_ids = self._carried or ([], [], np.zeros((0, n), np.int64))
+        first_new = len(steps)
         need = T + most_dropped(dropped, n)
         if all_random:
             if self._extra_keys is None and self._may_write_extras():
@@ -312,18 +333,22 @@ class SyncDataCollector(CollectorBase):
             if self._primed_states and not all_random:  # (a random step's action is not the policy's)
                 next_obs = self._with_primed_states(next_obs)
             steps.append((obs, action, extras, next_obs, reward, terminated, truncated))
-            ids.append(self._traj_ids.copy())
             dropped.append(env._skipped_rows)
             done = terminated | truncated  # (a skipped env is not done)
-            ended = np.count_nonzero(done)
-            if ended:
+            if np.count_nonzero(done):
                 self._obs = self._continued(next_obs, done) if self._primed_states else \
                     env._continue_frame(next_obs, done)  # (nothing of the policy's to carry over)
-                self._traj_ids[done.reshape(n)] = self._new_traj_ids(ended)
             else:
                 self._obs = next_obs
             if len(steps) == need:  # enough steps unless some env skipped more than the carried steps made up
                 need = T + most_dropped(dropped, n)
+        # each step's trajectory ids, all at once rather than updated step by step
+        new = steps[first_new:]
+        dones = np.zeros((0, n), bool) if not new else \
+            np.concatenate([s[5] for s in new]).reshape(len(new), n) | \
+            np.concatenate([s[6] for s in new]).reshape(len(new), n)
+        ids, self._traj_ids = trajectory_ids(dones, self._traj_ids, self._new_traj_ids)
+        ids = np.concatenate([carried_ids, ids])
         envs, picked, rest = pick_transitions(dropped, n, T)
         later = np.flatnonzero(rest.any(axis=0))
         if later.size:
@@ -332,7 +357,7 @@ class SyncDataCollector(CollectorBase):
         else:
             self._carried = None
         flat = picked * n + envs  # into the steps' arrays stacked [steps * envs, ...]
-        return steps, np.concatenate(ids)[flat].reshape(n, T), flat
+        return steps, ids.reshape(-1)[flat].reshape(n, T), flat
 
     # ---- the policy's step ------------------------------------------------------------------------
     def _act(self, obs):
