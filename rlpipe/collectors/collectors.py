@@ -561,9 +561,23 @@ class SyncDataCollector(CollectorBase):
         def joined(arrays):
             return wrap(stacked(arrays))
 
-        def observations(frames):  # {key: stacked entry} of the steps' observation frames, shapes checked
+        # where each step's next frame is the following step's frame (a NEXT_STEP vector env's steps, as a
+        # rule), one concatenate per key serves both: the next observations are the rows one step later
+        chained = picked is not None and not self.compact_obs and all(map(operator.is_, obs[1:], next_obs[:-1]))
+        joint = {}
+
+        def observations(frames, later=False):  # {key: stacked entry} of the steps' observation frames, shapes checked
             out = {}
             for key in frames[0]:
+                if chained:
+                    if key not in joint:
+                        arrays = [frame[key] for frame in obs] + [next_obs[-1][key]]
+                        self._check_observation_shapes(key, arrays)
+                        joint[key] = np.concatenate(arrays)  # [(steps + 1) * envs, ...]
+                    flat = joint[key]
+                    rows = picked + len(frames[0][key]) if later else picked
+                    out[key] = wrap(flat.take(rows, axis=0).reshape(tuple(batch) + flat.shape[1:]))
+                    continue
                 arrays = list(map(operator.itemgetter(key), frames))
                 self._check_observation_shapes(key, arrays)
                 out[key] = wrap(stacked(arrays, stack_same) if arrays[0].ndim else np.stack(arrays, time))
@@ -576,7 +590,7 @@ class SyncDataCollector(CollectorBase):
             root.setdefault((key,), wrap(np.zeros(tuple(batch) + (1,), dtype=bool)))
         root[("action",)] = joined(actions)
         terminated, truncated = stacked(terminateds), stacked(truncateds)
-        nxt = {} if self.compact_obs else observations(next_obs)
+        nxt = {} if self.compact_obs else observations(next_obs, later=True)
         nxt[("reward",)] = joined(rewards)
         nxt[("terminated",)], nxt[("truncated",)] = wrap(terminated), wrap(truncated)
         nxt[("done",)] = wrap(terminated | truncated)
