@@ -99,15 +99,15 @@ def trajectory_ids(dones, start, new_ids):
     if not steps:
         return np.zeros((0, n), np.int64), start
     flat = dones.reshape(-1)
-    fresh = np.zeros(steps * n, np.int64)
-    fresh[flat] = new_ids(int(np.count_nonzero(flat)))
-    fresh = fresh.reshape(steps, n)
-    # the last step at or before each step where the env was done (-1: none yet)
-    last = np.maximum.accumulate(np.where(dones, np.arange(steps)[:, None], -1), axis=0)
-    envs = np.arange(n)
-    since = np.where(last >= 0, fresh[np.maximum(last, 0), envs], start.reshape(n))  # the ids after each step
-    ids = np.concatenate([start.reshape(1, n), since[:-1]])
-    return ids, since[-1].reshape(start.shape).copy()
+    # row 0: the start ids; row s + 1: the ids the envs done at step s take
+    fresh = np.empty((steps + 1) * n, np.int64)
+    fresh[:n] = start.reshape(n)
+    fresh[n:][flat] = new_ids(int(np.count_nonzero(flat)))
+    # per step and env, the row holding its id after that step: 1 + the last step at or before it where
+    # the env was done, 0 where none was
+    row = np.maximum.accumulate(dones * np.arange(1, steps + 1, dtype=np.int64)[:, None], axis=0)
+    after = fresh.take(row * n + np.arange(n))  # [steps, n]
+    return np.concatenate([start.reshape(1, n), after[:-1]]), after[-1].reshape(start.shape).copy()
 
 
 def _is_private(key):
@@ -357,7 +357,7 @@ class SyncDataCollector(CollectorBase):
         else:
             self._carried = None
         flat = picked * n + envs  # into the steps' arrays stacked [steps * envs, ...]
-        return steps, ids.reshape(-1)[flat].reshape(n, T), flat
+        return steps, ids.reshape(-1).take(flat).reshape(n, T), flat
 
     # ---- the policy's step ------------------------------------------------------------------------
     def _act(self, obs):
