@@ -31,14 +31,17 @@ class InferencePlan:
     """One Sequential's inference steps for inputs of one dtype and device, with what they depend on."""
     __slots__ = ("epoch", "modules", "hooks", "dtype", "device", "ctx", "steps", "tensors")
 
-    def __init__(self, modules, dtype, device, steps):
+    def __init__(self, modules, dtype, device):
+        # what the plan depends on is read before its steps are built: a change made meanwhile (another
+        # thread's) then shows as a mismatch, never as a plan that looks current
         self.epoch = attribute_epoch[0]
         self.modules = modules
         self.hooks = tuple(table for m in modules for table in (m._forward_hooks, m._forward_pre_hooks))
         self.dtype, self.device, self.ctx = dtype, device, null_context(device._backend)
-        self.steps = steps
-        self.tensors = tuple((m._parameters, name, p, p._data)
-                             for m in modules for name, p in m._parameters.items() if p is not None)
+        # (an entry that is not a Tensor, vmap's batched one, has no array: inference_steps refuses it)
+        self.tensors = tuple((m._parameters, name, p, p._data) for m in modules for name, p in m._parameters.items()
+                             if isinstance(p, Tensor))
+        self.steps = inference_steps(modules, dtype, device)  # None: the fast path does not apply
 
     def __reduce__(self):
         return _no_plan, ()
@@ -68,8 +71,9 @@ def run_planned(sequential, input):
     modules = tuple(state["_modules"].values())
     plan = state.get("_inference_plan")
     if plan is None or not plan.fits(modules, input):
-        steps = inference_steps(modules, input._data.dtype, input._device)
-        plan = None if steps is None else InferencePlan(modules, input._data.dtype, input._device, steps)
+        plan = InferencePlan(modules, input._data.dtype, input._device)
+        if plan.steps is None:
+            plan = None
         state["_inference_plan"] = plan  # (not through __setattr__: that would bump the epoch)
         if plan is None:
             return None

@@ -11,6 +11,7 @@ from ``_module_state``; ``_module_backward_hooks`` wires full backward hooks int
 """
 import functools
 import inspect
+import itertools
 import warnings
 import weakref
 from collections import OrderedDict
@@ -49,8 +50,11 @@ _global_buffer_registration_hooks = OrderedDict()
 _global_module_registration_hooks = OrderedDict()
 _global_parameter_registration_hooks = OrderedDict()
 
-# bumped by every attribute assignment or deletion on any module: Sequential's cached inference plan
-# (_inference_plan.py) was built for one value of it, and rebuilds when it changed
+# a new value after every attribute assignment or deletion on any module: Sequential's cached inference
+# plan (_inference_plan.py) was built for one value of it, and rebuilds when it changed. Each value is a
+# fresh tick (next() on a count is atomic), set once the change is made: a plan built meanwhile, from
+# a value read before it looked at the modules, can never match again.
+_ticks = itertools.count(1)
 attribute_epoch = [0]
 
 
@@ -299,8 +303,12 @@ class Module(_TraversalMixin, _StateDictMixin):
         self.add_module(name, module)
 
     def __setattr__(self, name, value):
-        attribute_epoch[0] += 1
+        try:
+            self._set_module_attribute(name, value)
+        finally:
+            attribute_epoch[0] = next(_ticks)
 
+    def _set_module_attribute(self, name, value):
         def remove_from(*containers):
             for c in containers:
                 if name in c:
@@ -368,7 +376,12 @@ class Module(_TraversalMixin, _StateDictMixin):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
-        attribute_epoch[0] += 1
+        try:
+            self._delete_module_attribute(name)
+        finally:
+            attribute_epoch[0] = next(_ticks)
+
+    def _delete_module_attribute(self, name):
         if name in self._parameters:
             del self._parameters[name]
         elif name in self._buffers:
