@@ -265,3 +265,18 @@ def test_shared_memory_rebinding_reaches_the_next_call():
     with rlpipe.no_grad():
         net[2].bias.add_(1)
     np.testing.assert_allclose(check_current(net), before + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
+    not rlpipe.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")])])
+def test_a_plan_on_each_device_sees_in_place_updates(device):
+    net = mlp().to(device)
+    x = rlpipe.as_tensor(X).to(device)
+    with rlpipe.no_grad():
+        before = net(x)
+        assert net.__dict__.get("_inference_plan") is not None and before.device == net[0].weight.device
+        net[2].bias.add_(1)
+        after = net(x)
+    np.testing.assert_allclose(after.cpu().numpy(), before.cpu().numpy() + 1, rtol=1e-6)
+    net.cpu()  # the arrays move: the plan must not run the device ones
+    np.testing.assert_array_equal(check_current(net), one_by_one(net, rlpipe.as_tensor(X)))
