@@ -1043,3 +1043,29 @@ def test_nested_observations_stay_nested_in_the_batch():
         np.testing.assert_array_equal(bits, (steps[:, None] >> np.arange(4)) & 1)
         np.testing.assert_array_equal(arr(td["position"]), np.stack([steps, -steps], -1))
     np.testing.assert_array_equal(arr(batch["next", "done"])[:, 0], t_next == 4)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_trajectory_ids_equal_a_step_by_step_update(seed):
+    from rlpipe.collectors.collectors import trajectory_ids
+    rng = np.random.default_rng(seed)
+    steps, n = 9, 4
+    dones = rng.random((steps, n)) < 0.3
+    start = np.array([7, 3, 9, 5], np.int64)
+    counter = [100]
+
+    def new_ids(count):
+        counter[0] += count
+        return np.arange(counter[0] - count, counter[0], dtype=np.int64)
+
+    ids, after = trajectory_ids(dones, start, new_ids)
+    expected, current, next_id = [], start.copy(), 100
+    for step in range(steps):
+        expected.append(current.copy())
+        for env in np.flatnonzero(dones[step]):
+            current[env], next_id = next_id, next_id + 1
+    np.testing.assert_array_equal(ids, np.array(expected))
+    np.testing.assert_array_equal(after, current)
+    assert counter[0] == next_id
+    none, same = trajectory_ids(np.zeros((0, n), bool), start, new_ids)
+    assert none.shape == (0, n) and same is start

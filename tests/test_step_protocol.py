@@ -273,3 +273,21 @@ def test_frame_to_tensordict_wraps_host_arrays_and_checks_shapes():
     assert td.batch_size == (2,) and td["next"].batch_size == (2,)
     with pytest.raises(RuntimeError, match=r"batch dimension mismatch.*\[3, 2\].*'obs'"):
         frame_to_tensordict({("obs",): np.zeros((3, 2))}, (2,))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pick_transitions_against_a_brute_force_walk(seed):
+    """Each env's first T data rows, walked step by step, and the data rows beyond them."""
+    from rlpipe.envs.step_protocol import pick_transitions
+    rng = np.random.default_rng(seed)
+    n, T, steps = 5, 6, 11
+    dropped = [None if rng.random() < 0.3 else rng.random(n) < 0.3 for _ in range(steps)]
+    dropped[0] = np.zeros(n, bool)  # a mask with nothing dropped is allowed too
+    envs, picked, rest = pick_transitions(dropped, n, T)
+    expected_pairs, expected_rest = [], np.zeros((n, steps), bool)
+    for e in range(n):
+        rows = [s for s in range(steps) if dropped[s] is None or not dropped[s][e]]
+        expected_pairs += [(e, s) for s in rows[:T]]
+        expected_rest[e, rows[T:]] = True
+    assert list(zip(envs.tolist(), picked.tolist())) == expected_pairs
+    np.testing.assert_array_equal(rest, expected_rest)

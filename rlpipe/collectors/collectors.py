@@ -113,6 +113,26 @@ def _direct_call(policy, td, extra_keys, state_keys, to_device):
     return (policy.module if module is None else module), [td.get(k) for k in policy.in_keys]
 
 
+def trajectory_ids(dones, start, new_ids):
+    """``(ids, after)``: the trajectory ids of ``n`` envs at each of ``steps`` steps, from their ids
+    ``start`` [n] at the first step and the done flags ``dones`` [steps, n] (a done env starts a new
+    trajectory at the next step), and their ids after the last step. ``new_ids(count)`` hands out
+    fresh ids, given here in step order, env order within a step (as updating step by step would)."""
+    steps, n = dones.shape
+    if not steps:
+        return np.zeros((0, n), np.int64), start
+    flat = dones.reshape(-1)
+    # row 0: the start ids; row s + 1: the ids the envs done at step s take
+    fresh = np.empty((steps + 1) * n, np.int64)
+    fresh[:n] = start.reshape(n)
+    fresh[n:][flat] = new_ids(int(np.count_nonzero(flat)))
+    # per step and env, the row holding its id after that step: 1 + the last step at or before it where
+    # the env was done, 0 where none was
+    row = np.maximum.accumulate(dones * np.arange(1, steps + 1, dtype=np.int64)[:, None], axis=0)
+    after = fresh.take(row * n + np.arange(n))  # [steps, n]
+    return np.concatenate([start.reshape(1, n), after[:-1]]), after[-1].reshape(start.shape).copy()
+
+
 def _is_private(key):
     return any(part.startswith("_") for part in key)
 
@@ -339,7 +359,8 @@ class SyncDataCollector(CollectorBase):
             self._carried = None
         T, n = self.steps_per_batch, self.n_envs
         # dropped: per step, None or the envs whose row is not data (skipped, or delivered in the last batch)
-        steps, dropped, ids = self._carried or ([], [], [])
+        steps, dropped, carried_ids = self._carried or ([], [], np.zeros((0, n), np.int64))
+        first_new = len(steps)
         need = T + most_dropped(dropped, n)
         if all_random:
             if self._extra_keys is None and self._may_write_extras():
@@ -356,18 +377,22 @@ class SyncDataCollector(CollectorBase):
             if self._primed_states and not all_random:  # (a random step's action is not the policy's)
                 next_obs = self._with_primed_states(next_obs)
             steps.append((obs, action, extras, next_obs, reward, terminated, truncated))
-            ids.append(self._traj_ids.copy())
             dropped.append(env._skipped_rows)
             done = terminated | truncated  # (a skipped env is not done)
-            ended = np.count_nonzero(done)
-            if ended:
+            if np.count_nonzero(done):
                 self._obs = self._continued(next_obs, done) if self._primed_states else \
                     env._continue_frame(next_obs, done)  # (nothing of the policy's to carry over)
-                self._traj_ids[done.reshape(n)] = self._new_traj_ids(ended)
             else:
                 self._obs = next_obs
             if len(steps) == need:  # enough steps unless some env skipped more than the carried steps made up
                 need = T + most_dropped(dropped, n)
+        # each step's trajectory ids, all at once rather than updated step by step
+        new = steps[first_new:]
+        dones = np.zeros((0, n), bool) if not new else \
+            np.concatenate([s[5] for s in new]).reshape(len(new), n) | \
+            np.concatenate([s[6] for s in new]).reshape(len(new), n)
+        ids, self._traj_ids = trajectory_ids(dones, self._traj_ids, self._new_traj_ids)
+        ids = np.concatenate([carried_ids, ids])
         envs, picked, rest = pick_transitions(dropped, n, T)
         later = np.flatnonzero(rest.any(axis=0))
         if later.size:
@@ -376,7 +401,7 @@ class SyncDataCollector(CollectorBase):
         else:
             self._carried = None
         flat = picked * n + envs  # into the steps' arrays stacked [steps * envs, ...]
-        return steps, np.concatenate(ids)[flat].reshape(n, T), flat
+        return steps, ids.reshape(-1).take(flat).reshape(n, T), flat
 
     # ---- the policy's step ------------------------------------------------------------------------
     def _act(self, obs):
@@ -584,9 +609,23 @@ class SyncDataCollector(CollectorBase):
         def joined(arrays):
             return wrap(stacked(arrays))
 
-        def observations(frames):  # {key: stacked entry} of the steps' observation frames, shapes checked
+        # where each step's next frame is the following step's frame (a NEXT_STEP vector env's steps, as a
+        # rule), one concatenate per key serves both: the next observations are the rows one step later
+        chained = picked is not None and not self.compact_obs and all(map(operator.is_, obs[1:], next_obs[:-1]))
+        joint = {}
+
+        def observations(frames, later=False):  # {key: stacked entry} of the steps' observation frames, shapes checked
             out = {}
             for key in frames[0]:
+                if chained:
+                    if key not in joint:
+                        arrays = [frame[key] for frame in obs] + [next_obs[-1][key]]
+                        self._check_observation_shapes(key, arrays)
+                        joint[key] = np.concatenate(arrays)  # [(steps + 1) * envs, ...]
+                    flat = joint[key]
+                    rows = picked + len(frames[0][key]) if later else picked
+                    out[key] = wrap(flat.take(rows, axis=0).reshape(tuple(batch) + flat.shape[1:]))
+                    continue
                 arrays = list(map(operator.itemgetter(key), frames))
                 if arrays[0].dtype == object:  # non-tensor data (a NonTensor spec's): a NonTensorStack
                     out[key] = non_tensor_entry(stacked(arrays))
@@ -602,7 +641,7 @@ class SyncDataCollector(CollectorBase):
             root.setdefault((key,), wrap(np.zeros(tuple(batch) + (1,), dtype=bool)))
         root[("action",)] = joined(actions)
         terminated, truncated = stacked(terminateds), stacked(truncateds)
-        nxt = {} if self.compact_obs else observations(next_obs)
+        nxt = {} if self.compact_obs else observations(next_obs, later=True)
         nxt[("reward",)] = joined(rewards)
         nxt[("terminated",)], nxt[("truncated",)] = wrap(terminated), wrap(truncated)
         nxt[("done",)] = wrap(terminated | truncated)

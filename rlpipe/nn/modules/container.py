@@ -6,7 +6,8 @@ from itertools import chain, islice
 
 from ..._tensor import Tensor
 from ..parameter import Parameter
-from .module import Module, _addindent, run_without_graph
+from ._inference_plan import run_planned
+from .module import Module, _addindent
 
 
 def _index(idx, size):
@@ -58,7 +59,7 @@ class Sequential(_ModuleSequence, Module):
                 self.add_module(str(i), module)
 
     def forward(self, input):
-        out = run_without_graph(self._modules.values(), input)  # None unless the inference fast path applies
+        out = run_planned(self, input)  # None unless the inference fast path applies
         if out is not None:
             return out
         for module in self._modules.values():

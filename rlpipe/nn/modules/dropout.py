@@ -1,4 +1,5 @@
 """``Dropout``: zeroes random elements while training and rescales the rest by ``1 / (1 - p)``."""
+from ...primitives.shape import Clone
 from .. import functional as F
 from .module import Module
 
@@ -25,3 +26,7 @@ class Dropout(_DropoutNd):
 
     def forward(self, input):
         return F.dropout(input, self.p, self.training, self.inplace)
+
+    def _inference_op(self, dtype, device):  # see Module's run_without_graph
+        # in eval mode a copy of the input (what a Sequential returns is a new tensor anyway)
+        return None if self.training else (Clone, ())

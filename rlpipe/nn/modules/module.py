@@ -11,6 +11,7 @@ from ``_module_state``; ``_module_backward_hooks`` wires full backward hooks int
 """
 import functools
 import inspect
+import itertools
 import warnings
 import weakref
 from collections import OrderedDict
@@ -48,6 +49,13 @@ _global_is_full_backward_hook = None
 _global_buffer_registration_hooks = OrderedDict()
 _global_module_registration_hooks = OrderedDict()
 _global_parameter_registration_hooks = OrderedDict()
+
+# a new value after every attribute assignment or deletion on any module: Sequential's cached inference
+# plan (_inference_plan.py) was built for one value of it, and rebuilds when it changed. Each value is a
+# fresh tick (next() on a count is atomic), set once the change is made: a plan built meanwhile, from
+# a value read before it looked at the modules, can never match again.
+_ticks = itertools.count(1)
+attribute_epoch = [0]
 
 
 def register_module_buffer_registration_hook(hook):
@@ -295,6 +303,12 @@ class Module(_TraversalMixin, _StateDictMixin):
         self.add_module(name, module)
 
     def __setattr__(self, name, value):
+        try:
+            self._set_module_attribute(name, value)
+        finally:
+            attribute_epoch[0] = next(_ticks)
+
+    def _set_module_attribute(self, name, value):
         def remove_from(*containers):
             for c in containers:
                 if name in c:
@@ -362,6 +376,12 @@ class Module(_TraversalMixin, _StateDictMixin):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
+        try:
+            self._delete_module_attribute(name)
+        finally:
+            attribute_epoch[0] = next(_ticks)
+
+    def _delete_module_attribute(self, name):
         if name in self._parameters:
             del self._parameters[name]
         elif name in self._buffers:
@@ -666,22 +686,40 @@ def run_without_graph(modules, input):
     """
     if _grad_state[0] or type(input) is not Tensor or _global_forward_pre_hooks or _global_forward_hooks:
         return None
+    steps = inference_steps(modules, input._data.dtype, input._device)
+    return None if steps is None else run_steps(steps, input, null_context(input._device._backend))
+
+
+def inference_steps(modules, dtype, device):
+    """[(a Function's forward, its extra arguments)] of ``modules``' ``_inference_op``s for an input
+    of ``dtype`` on ``device``, or None when one of them has none, or a hook, a patched ``forward``
+    or a parameter that is not a Tensor (vmap's batched ones, swapped in by ``functional_call``) is
+    in the way."""
+    if dtype.kind != "f":
+        return None
+    steps = []
+    for m in modules:
+        op = type(m).__dict__.get("_inference_op")
+        if op is None or m._forward_hooks or m._forward_pre_hooks or "forward" in m.__dict__ or \
+                not all(isinstance(p, Tensor) for p in m._parameters.values() if p is not None):
+            return None
+        step = op(m, dtype, device)
+        if step is None:
+            return None
+        steps.append((step[0].forward, step[1]))
+    return steps
+
+
+def run_steps(steps, input, ctx):
+    """``inference_steps``' result applied to ``input``'s array (``ctx``: the backend's null context),
+    wrapped once; None where NumPy (or CuPy) refuses the shapes: the usual path then reruns these
+    pure ops and raises torch's error (Function.apply translates the same two). Any other error is a
+    bug here, so it propagates."""
     x = input._data
-    if x.dtype.kind != "f":
-        return None
-    dtype, device = x.dtype, input._device
-    ctx = null_context(device._backend)
     try:
-        for m in modules:
-            op = type(m).__dict__.get("_inference_op")
-            if op is None or m._forward_hooks or m._forward_pre_hooks or "forward" in m.__dict__:
-                return None
-            step = op(m, dtype, device)
-            if step is None:
-                return None
-            x = step[0].forward(ctx, x, *step[1])
+        for forward, extra in steps:
+            x = forward(ctx, x, *extra)
     except (ValueError, TypeError):
-        # NumPy's (or CuPy's) words for a bad shape: the usual path reruns these pure ops and raises torch's
-        # error (Function.apply translates the same two). Any other error is a bug here, so it propagates.
         return None
-    return wrap(as_array(x, device), device)
+    device = input._device
+    return wrap(x if type(x) is device._backend.ndarray else as_array(x, device), device)
