@@ -346,13 +346,13 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
     def check_env_specs(self, *args, **kwargs):
         """``rlpipe.envs.utils.check_env_specs(self, ...)``: a short rollout checked against the specs (torchrl's
         method)."""
-        from .utils import check_env_specs
+        from rlpipe.envs.utils import check_env_specs
         return check_env_specs(self, *args, **kwargs)
 
     def step_mdp(self, next_tensordict):
         """The root of the step after ``next_tensordict`` (a stepped TensorDict), as torchrl's method: its
         ``"next"`` entries moved to the root, with this env's reward keys dropped and its actions kept."""
-        from .utils import _StepMDP
+        from rlpipe.envs.utils import _StepMDP
         return _StepMDP(self, exclude_action=False)(next_tensordict)
 
     def append_transform(self, transform):

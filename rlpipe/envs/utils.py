@@ -84,7 +84,7 @@ def _flag_levels(data, spec, key, prefix, written):
 
 
 def _is_composite(spec):
-    from .specs import Composite, StackedComposite
+    from rlpipe.envs.specs import Composite, StackedComposite
     return isinstance(spec, (Composite, StackedComposite))
 
 
