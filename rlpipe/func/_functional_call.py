@@ -18,8 +18,27 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         args = ()
     elif not isinstance(args, tuple):
         args = (args,)
-    with reparametrized(module, values, tie_weights=tie_weights, strict=strict):
+    with reparametrized(module, values, tie_weights=tie_weights, strict=strict), _ensemble_forwards(module, values):
         return module(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _ensemble_forwards(module, values):
+    """Within the block, under vmap over stacked parameters (an ensemble), every plain MLP in
+    ``module`` runs as one EnsembleMLP node (see ``_ensemble_mlp``)."""
+    from ._batched import BatchedTensor
+    if not any(type(v) is BatchedTensor for v in values.values()):
+        yield
+        return
+    from ._ensemble_mlp import fused_forwards
+    patched = fused_forwards(module)
+    try:
+        for sub, forward in patched.items():
+            sub.__dict__["forward"] = forward
+        yield
+    finally:
+        for sub in patched:
+            sub.__dict__.pop("forward", None)
 
 
 def _merged(dicts):

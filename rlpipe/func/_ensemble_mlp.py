@@ -1,0 +1,168 @@
+"""A vmapped ``Sequential`` of ``Linear`` layers and ReLU/Tanh activations as one node.
+
+Under ``vmap`` over stacked parameters (``functional_call`` of an ensemble's base module), a plain
+MLP would record a node per layer and per activation and pass every op through vmap's wrappers.
+``functional_call`` instead runs such a Sequential here: one ``EnsembleMLP`` node whose forward is
+one stacked matmul per layer (the first layer's shared input one 2-d GEMM against all the members'
+weights side by side), the bias and the activation applied in place, and whose backward walks the
+layers in NumPy (or CuPy) alone. With grad off no node is recorded at all.
+"""
+import functools
+
+from .. import kernels
+from ..nn.modules import module as _module
+from ..nn.modules.activation import ReLU, Tanh
+from ..nn.modules.container import Sequential
+from ..nn.modules.linear import Linear
+from ..primitives.base import Op
+from .._tensor import Tensor
+from ._batched import BatchedTensor, batch_sizes
+
+__all__ = ["EnsembleMLP", "fused_forwards"]
+
+_ACTIVATIONS = {ReLU: "relu", Tanh: "tanh"}
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def fused_forwards(module):
+    """``{submodule: forward}`` for every Sequential in ``module`` (itself included) that can run as
+    one EnsembleMLP node: the fused forward to put in place of its own for a vmapped call."""
+    return {sub: functools.partial(_forward, sub, layout) for sub in module.modules()
+            if (layout := _layout(sub)) is not None}
+
+
+def _layout(seq):
+    """((Linear, activation name or None), ...) for a Sequential of Linear layers, each followed by
+    at most one ReLU or Tanh, with no hook or patched forward anywhere; else None."""
+    if not isinstance(seq, Sequential) or type(seq).forward is not Sequential.forward or "forward" in seq.__dict__:
+        return None
+    layout = []
+    for sub in seq._modules.values():
+        if any(getattr(sub, hooks) for hooks in _HOOKS) or "forward" in sub.__dict__:
+            return None
+        if type(sub) is Linear:
+            layout.append([sub, None])
+        elif type(sub) in _ACTIVATIONS and layout and layout[-1][1] is None:
+            layout[-1][1] = _ACTIVATIONS[type(sub)]
+        else:
+            return None
+    return tuple(map(tuple, layout)) or None
+
+
+def _forward(seq, layout, input):
+    """The Sequential's output as one EnsembleMLP node when its parameters are batched at vmap's
+    innermost level (an ensemble); otherwise its usual forward."""
+    args = _fused_args(layout, input)
+    if args is None:
+        return Sequential.forward(seq, input)
+    level = len(batch_sizes)
+    return BatchedTensor(EnsembleMLP.apply(*args, acts=tuple(act for _, act in layout)), level)
+
+
+def _fused_args(layout, input):
+    """(x, x_batched, w0, b0, w1, b1, ...) as plain tensors when the fused node applies, else None."""
+    level = len(batch_sizes)
+    if not level or _module._global_forward_hooks or _module._global_forward_pre_hooks or \
+            _module._global_backward_hooks or _module._global_backward_pre_hooks:
+        return None
+    x_batched = type(input) is BatchedTensor and input._level == level
+    x = input._value if x_batched else input
+    if not isinstance(x, Tensor) or x.ndim < 1 + x_batched:
+        return None
+    args, features = [x, x_batched], x.shape[-1]
+    for linear, _ in layout:
+        w, b = linear._parameters["weight"], linear._parameters.get("bias")
+        if type(w) is not BatchedTensor or w._level != level or not isinstance(w._value, Tensor):
+            return None
+        w = w._value
+        if w.ndim != 3 or w.shape[2] != features or w.dtype != x.dtype:
+            return None
+        if b is not None:
+            if type(b) is not BatchedTensor or b._level != level or not isinstance(b._value, Tensor) or \
+                    b._value.shape != w.shape[:2] or b._value.dtype != x.dtype:
+                return None
+            b = b._value
+        args += [w, b]
+        features = w.shape[1]
+    return args
+
+
+class EnsembleMLP(Op):
+    """Every member's MLP on ``x`` (``[E, ..., in]`` when ``x_batched``, else ``[..., in]`` shared by
+    all): ``params`` are ``w0, b0, w1, b1, ...`` (weights ``[E, out, in]``, biases ``[E, out]`` or
+    None), ``acts`` each layer's activation ('relu', 'tanh' or None)."""
+    node_name = "EnsembleMLPBackward0"
+
+    @staticmethod
+    def forward(ctx, x, x_batched, *params, acts):
+        """``[E, ..., out]``: the layers in turn, bias and activation in place on each product."""
+        xp, ensemble = ctx.xp, params[0].shape[0]
+        lead = x.shape[1:-1] if x_batched else x.shape[:-1]
+        h = x.reshape(ensemble, -1, x.shape[-1]) if x_batched else x.reshape(-1, x.shape[-1])
+        inputs = []
+        for i, act in enumerate(acts):
+            inputs.append(h)
+            h = _affine(xp, h, params[2 * i], params[2 * i + 1])
+            if act == "relu":  # (against a row of zeros: NumPy's maximum with a scalar is twice as slow)
+                xp.maximum(h, xp.zeros(h.shape[-1], dtype=h.dtype), out=h)
+            elif act == "tanh":
+                xp.tanh(h, out=h)
+        ctx.save_for_backward(*inputs, h, *params[::2])
+        ctx.x_shape, ctx.x_batched, ctx.acts = x.shape, x_batched, acts
+        return h.reshape((ensemble, *lead, h.shape[-1]))
+
+    @staticmethod
+    def backward(ctx, g):
+        """The gradients of x (summed over the members when shared) and of every weight and bias."""
+        saved, layers = ctx.saved_tensors, len(ctx.acts)
+        inputs, outputs, weights = saved[:layers], saved[1:layers + 1], saved[layers + 1:]
+        needs = ctx.needs_input_grad
+        grads = [None] * (2 + 2 * layers)
+        g = g.reshape(outputs[-1].shape)
+        for i in reversed(range(layers)):
+            g = _activation_grad(ctx, ctx.acts[i], outputs[i], g)
+            w, h = weights[i], inputs[i]
+            if needs[2 + 2 * i]:
+                grads[2 + 2 * i] = ctx.xp.swapaxes(g, -1, -2) @ h
+            if needs[3 + 2 * i]:  # the sum over rows as a matmul with ones: faster than sum(axis=1)
+                grads[3 + 2 * i] = (ctx.xp.ones((1, g.shape[1]), dtype=g.dtype) @ g).reshape(w.shape[:2])
+            if i == 0:
+                if needs[0]:
+                    grads[0] = _input_grad(g, w, ctx.x_batched).reshape(ctx.x_shape)
+            elif any(needs[:2 + 2 * i]):
+                g = g * w if w.shape[1] == 1 else g @ w  # (width 1: an outer product, slow in BLAS)
+        return tuple(grads)
+
+
+def _affine(xp, h, w, b):
+    """``h @ w[e].T + b[e]`` for every member ``e``: ``[E, rows, out]``. A shared 2-d ``h`` is one GEMM
+    against the weights side by side (``[rows, in] @ [in, E*out]``), returned as a strided view."""
+    ensemble, out_features = w.shape[0], w.shape[1]
+    if h.ndim == 2:
+        out = h @ xp.moveaxis(w, 2, 0).reshape(w.shape[2], ensemble * out_features)
+        if b is not None:
+            out += b.reshape(-1)
+        return xp.swapaxes(out.reshape(h.shape[0], ensemble, out_features), 0, 1)
+    out = h @ xp.swapaxes(w, -1, -2)
+    if b is not None:
+        out += b[:, None, :]
+    return out
+
+
+def _activation_grad(ctx, act, y, g):
+    """``g`` through the activation whose output is ``y`` (the same formulas as Relu's and Tanh's)."""
+    if act is None:
+        return g
+    fused = kernels.get(f"{act}_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
+    if fused:
+        return fused(y, g)
+    return g * ~(y <= 0) if act == "relu" else g * (1 - y * y)
+
+
+def _input_grad(g, w, x_batched):
+    """The gradient of the first layer's input: per member, or summed over the members in one GEMM
+    (``[rows, E*out] @ [E*out, in]``) when the input is shared."""
+    if x_batched:
+        return g * w if w.shape[1] == 1 else g @ w
+    rows = g.shape[1]
+    return g.swapaxes(0, 1).reshape(rows, -1) @ w.reshape(-1, w.shape[2])
