@@ -161,3 +161,43 @@ def test_fused_mlp_on_cuda_equals_the_cpu():
     assert rlpipe.allclose(gpu_out.cpu(), out, atol=1e-5)
     for got, expected in zip(grads_of(gpu_out, list(gpu_params.values())), grads_of(out, list(params.values()))):
         assert rlpipe.allclose(got.cpu(), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("out_features", [2, (2, 3)])
+def test_torchrl_mlp_fuses_between_its_input_and_output_adapters(out_features):
+    from rlpipe.modules import MLP
+    rlpipe.manual_seed(8)
+    base = MLP(in_features=5, out_features=out_features, num_cells=[6, 4]).double()
+    params = stacked_params(base)
+    obs, act = rlpipe.randn(7, 3, dtype=rlpipe.float64), rlpipe.randn(7, 2, dtype=rlpipe.float64)
+    out = vmap(lambda p, o, a: functional_call(base, p, (o, a)), (0, None, None))(params, obs, act)
+    truth = rlpipe.stack([functional_call(base, {n: p[e] for n, p in params.items()}, (obs, act))
+                          for e in range(MEMBERS)])
+    node = out.grad_fn if isinstance(out_features, int) else out.grad_fn.next_functions[0][0]  # (past the view)
+    assert node.name() == "EnsembleMLPBackward0"
+    assert out.shape == truth.shape and rlpipe.allclose(out, truth, atol=1e-12)
+    for got, expected in zip(grads_of(out, list(params.values())), grads_of(truth, list(params.values()))):
+        assert rlpipe.allclose(got, expected, atol=1e-12)
+
+
+def test_a_subclass_with_its_own_forward_falls_back():
+    from rlpipe.modules import MLP
+
+    class Doubled(MLP):
+        def forward(self, *inputs):
+            return super().forward(*inputs) * 2
+
+    base = Doubled(in_features=3, out_features=2, num_cells=[4]).double()
+    params, x = stacked_params(base), rlpipe.randn(7, 3, dtype=rlpipe.float64)
+    out = ensemble(base, None)(params, x)
+    assert "EnsembleMLP" not in out.grad_fn.next_functions[0][0].name()
+    assert rlpipe.allclose(out, loop(base, params, x, None), atol=1e-12)
+
+
+def test_named_submodules_walks_as_named_modules():
+    from rlpipe.func._submodules import named_submodules
+    shared = nn.Linear(2, 2)
+    tree = nn.Sequential(shared, nn.Sequential(nn.ReLU(), shared), nn.ModuleList([nn.Tanh(), None]))
+    for remove_duplicate in (True, False):
+        got = [(name, id(m)) for name, m in named_submodules(tree, remove_duplicate)]
+        assert got == [(name, id(m)) for name, m in tree.named_modules(remove_duplicate=remove_duplicate)]

@@ -17,6 +17,7 @@ from ..nn.modules.linear import Linear
 from ..primitives.base import Op
 from .._tensor import Tensor
 from ._batched import BatchedTensor, batch_sizes
+from ._submodules import named_submodules
 
 __all__ = ["EnsembleMLP", "fused_forwards"]
 
@@ -27,14 +28,21 @@ _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_
 def fused_forwards(module):
     """``{submodule: forward}`` for every Sequential in ``module`` (itself included) that can run as
     one EnsembleMLP node: the fused forward to put in place of its own for a vmapped call."""
-    return {sub: functools.partial(_forward, sub, layout) for sub in module.modules()
-            if (layout := _layout(sub)) is not None}
+    return {sub: functools.partial(_adapted_forward if _adapts(type(sub)) else _forward, sub, layout)
+            for _, sub in named_submodules(module) if (layout := _layout(sub)) is not None}
+
+
+def _adapts(cls):
+    """Whether ``cls`` (a Sequential subclass such as MLP) declares its forward to be Sequential's
+    between ``_layer_inputs(*inputs)`` and ``_layer_output(out)`` (its ``_adapts_sequential``)."""
+    return cls.__dict__.get("_adapts_sequential", False) and cls.forward is cls.__dict__.get("forward")
 
 
 def _layout(seq):
     """((Linear, activation name or None), ...) for a Sequential of Linear layers, each followed by
     at most one ReLU or Tanh, with no hook or patched forward anywhere; else None."""
-    if not isinstance(seq, Sequential) or type(seq).forward is not Sequential.forward or "forward" in seq.__dict__:
+    if not isinstance(seq, Sequential) or "forward" in seq.__dict__ or \
+            type(seq).forward is not Sequential.forward and not _adapts(type(seq)):
         return None
     layout = []
     for sub in seq._modules.values():
@@ -57,6 +65,11 @@ def _forward(seq, layout, input):
         return Sequential.forward(seq, input)
     level = len(batch_sizes)
     return BatchedTensor(EnsembleMLP.apply(*args, acts=tuple(act for _, act in layout)), level)
+
+
+def _adapted_forward(seq, layout, *inputs):
+    """``_forward`` between the Sequential subclass's own input and output adapters."""
+    return seq._layer_output(_forward(seq, layout, *seq._layer_inputs(*inputs)))
 
 
 def _fused_args(layout, input):

@@ -1,6 +1,8 @@
 """``functional_call``: run a module with some of its parameters and buffers replaced by given tensors."""
 import contextlib
 
+from ._submodules import named_submodules
+
 __all__ = ["functional_call", "named_tensors", "reparametrized", "stack_module_state"]
 
 
@@ -83,7 +85,7 @@ def _flat(mapping, prefix=""):
 def named_tensors(module, remove_duplicate=True):
     """(dotted name, tensor) of every parameter, then every buffer, of ``module`` and its submodules,
     in one walk over the modules (``named_parameters`` and ``named_buffers`` walk once each)."""
-    modules = list(module.named_modules(remove_duplicate=remove_duplicate))
+    modules = named_submodules(module, remove_duplicate)
     seen = set()
     for table in ("_parameters", "_buffers"):
         for prefix, sub in modules:
