@@ -201,3 +201,19 @@ def test_named_submodules_walks_as_named_modules():
     for remove_duplicate in (True, False):
         got = [(name, id(m)) for name, m in named_submodules(tree, remove_duplicate)]
         assert got == [(name, id(m)) for name, m in tree.named_modules(remove_duplicate=remove_duplicate)]
+
+
+@pytest.mark.parametrize("trained", [("4.weight",), ("0.bias",), ("2.weight", "4.bias")])
+def test_gradients_of_some_parameters_only_leave_the_incoming_gradient_alone(trained):
+    rlpipe.manual_seed(9)
+    base = NETS["relu"]().double()
+    params = {n: p.detach().requires_grad_(n in trained) for n, p in stacked_params(base).items()}
+    x = rlpipe.randn(7, 3, dtype=rlpipe.float64)
+    out, truth = ensemble(base, None)(params, x), loop(base, params, x, None)
+    incoming = rlpipe.randn(*out.shape, dtype=rlpipe.float64)
+    kept = incoming.clone()
+    wanted = [params[n] for n in trained]
+    got = rlpipe.autograd.grad(out, wanted, incoming)
+    assert rlpipe.equal(incoming, kept)  # the backward wrote nothing into the gradient it was handed
+    for g, expected in zip(got, rlpipe.autograd.grad(truth, wanted, incoming)):
+        assert rlpipe.allclose(g, expected, atol=1e-12)

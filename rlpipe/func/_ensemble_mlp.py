@@ -133,7 +133,7 @@ class EnsembleMLP(Op):
         grads = [None] * (2 + 2 * layers)
         g = g.reshape(outputs[-1].shape)
         for i in reversed(range(layers)):
-            g = _activation_grad(ctx, ctx.acts[i], outputs[i], g)
+            g = _activation_grad(ctx, ctx.acts[i], outputs[i], g, owned=i < layers - 1)
             w, h = weights[i], inputs[i]
             if needs[2 + 2 * i]:
                 grads[2 + 2 * i] = ctx.xp.swapaxes(g, -1, -2) @ h
@@ -142,7 +142,9 @@ class EnsembleMLP(Op):
             if i == 0:
                 if needs[0]:
                     grads[0] = _input_grad(g, w, ctx.x_batched).reshape(ctx.x_shape)
-            elif any(needs[:2 + 2 * i]):
+            elif not any(needs[:2 + 2 * i]):  # nothing below needs a gradient
+                break
+            else:
                 g = g * w if w.shape[1] == 1 else g @ w  # (width 1: an outer product, slow in BLAS)
         return tuple(grads)
 
@@ -162,14 +164,16 @@ def _affine(xp, h, w, b):
     return out
 
 
-def _activation_grad(ctx, act, y, g):
-    """``g`` through the activation whose output is ``y`` (the same formulas as Relu's and Tanh's)."""
+def _activation_grad(ctx, act, y, g, owned):
+    """``g`` through the activation whose output is ``y`` (the same formulas as Relu's and Tanh's),
+    in place when ``g`` is ``owned`` (made by this backward, not handed in)."""
     if act is None:
         return g
     fused = kernels.get(f"{act}_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
     if fused:
         return fused(y, g)
-    return g * ~(y <= 0) if act == "relu" else g * (1 - y * y)
+    factor = ~(y <= 0) if act == "relu" else 1 - y * y
+    return ctx.xp.multiply(g, factor, out=g) if owned else g * factor
 
 
 def _input_grad(g, w, x_batched):
