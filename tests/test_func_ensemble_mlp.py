@@ -217,3 +217,17 @@ def test_gradients_of_some_parameters_only_leave_the_incoming_gradient_alone(tra
     assert rlpipe.equal(incoming, kept)  # the backward wrote nothing into the gradient it was handed
     for g, expected in zip(got, rlpipe.autograd.grad(truth, wanted, incoming)):
         assert rlpipe.allclose(g, expected, atol=1e-12)
+
+
+def test_a_type_registered_after_being_seen_as_a_leaf_becomes_a_node():
+    from rlpipe.utils import _pytree
+
+    class Pair:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+    pair = Pair(1, 2)
+    assert _pytree.tree_flatten([pair])[0] == [pair]  # a leaf (and remembered as one)
+    _pytree.register_pytree_node(Pair, lambda p: ([p.a, p.b], None), lambda children, _: Pair(*children))
+    leaves, spec = _pytree.tree_flatten([pair])
+    assert leaves == [1, 2] and _pytree.tree_unflatten([3, 4], spec)[0].b == 4

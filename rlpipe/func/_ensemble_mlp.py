@@ -22,7 +22,6 @@ from ._submodules import named_submodules
 __all__ = ["EnsembleMLP", "fused_forwards"]
 
 _ACTIVATIONS = {ReLU: "relu", Tanh: "tanh"}
-_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
 def fused_forwards(module):
@@ -46,7 +45,7 @@ def _layout(seq):
         return None
     layout = []
     for sub in seq._modules.values():
-        if any(getattr(sub, hooks) for hooks in _HOOKS) or "forward" in sub.__dict__:
+        if _hooked(sub):
             return None
         if type(sub) is Linear:
             layout.append([sub, None])
@@ -55,6 +54,12 @@ def _layout(seq):
         else:
             return None
     return tuple(map(tuple, layout)) or None
+
+
+def _hooked(module):
+    """Whether ``module`` has a hook of its own or a patched forward."""
+    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or
+                module._backward_pre_hooks or "forward" in module.__dict__)
 
 
 def _forward(seq, layout, input):
@@ -80,24 +85,28 @@ def _fused_args(layout, input):
         return None
     x_batched = type(input) is BatchedTensor and input._level == level
     x = input._value if x_batched else input
-    if not isinstance(x, Tensor) or x.ndim < 1 + x_batched:
+    if not isinstance(x, Tensor) or x._data.ndim < 1 + x_batched:
         return None
-    args, features = [x, x_batched], x.shape[-1]
+    args, dtype, features = [x, x_batched], x._data.dtype, x._data.shape[-1]
     for linear, _ in layout:
-        w, b = linear._parameters["weight"], linear._parameters.get("bias")
-        if type(w) is not BatchedTensor or w._level != level or not isinstance(w._value, Tensor):
+        w = _member_stack(linear._parameters["weight"], level)
+        if w is None or w._data.ndim != 3 or w._data.shape[2] != features or w._data.dtype != dtype:
             return None
-        w = w._value
-        if w.ndim != 3 or w.shape[2] != features or w.dtype != x.dtype:
-            return None
+        b = linear._parameters.get("bias")
         if b is not None:
-            if type(b) is not BatchedTensor or b._level != level or not isinstance(b._value, Tensor) or \
-                    b._value.shape != w.shape[:2] or b._value.dtype != x.dtype:
+            b = _member_stack(b, level)
+            if b is None or b._data.shape != w._data.shape[:2] or b._data.dtype != dtype:
                 return None
-            b = b._value
         args += [w, b]
-        features = w.shape[1]
+        features = w._data.shape[1]
     return args
+
+
+def _member_stack(value, level):
+    """The stacked tensor behind a parameter batched at ``level``, else None."""
+    if type(value) is not BatchedTensor or value._level != level or not isinstance(value._value, Tensor):
+        return None
+    return value._value
 
 
 class EnsembleMLP(Op):
