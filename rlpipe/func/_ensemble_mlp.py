@@ -160,13 +160,15 @@ class EnsembleMLP(Op):
 
 def _affine(xp, h, w, b):
     """``h @ w[e].T + b[e]`` for every member ``e``: ``[E, rows, out]``. A shared 2-d ``h`` is one GEMM
-    against the weights side by side (``[rows, in] @ [in, E*out]``), returned as a strided view."""
+    against the weights side by side (``[rows, in + 1] @ [in + 1, E*out]``, the bias the last row),
+    returned as a strided view."""
     ensemble, out_features = w.shape[0], w.shape[1]
-    if h.ndim == 2:
-        out = h @ xp.moveaxis(w, 2, 0).reshape(w.shape[2], ensemble * out_features)
+    if h.ndim == 2:  # the bias as one more row of weights against a column of ones: no pass of its own
+        weights = xp.moveaxis(w, 2, 0).reshape(w.shape[2], ensemble * out_features)
         if b is not None:
-            out += b.reshape(-1)
-        return xp.swapaxes(out.reshape(h.shape[0], ensemble, out_features), 0, 1)
+            h = xp.concatenate([h, xp.ones((h.shape[0], 1), dtype=h.dtype)], axis=1)
+            weights = xp.concatenate([weights, b.reshape(1, -1)])
+        return xp.swapaxes((h @ weights).reshape(h.shape[0], ensemble, out_features), 0, 1)
     out = h @ xp.swapaxes(w, -1, -2)
     if b is not None:
         out += b[:, None, :]
