@@ -7,14 +7,14 @@ against all weights side by side), bias and ReLU in place, a backward in NumPy a
 at all with grad off; the loop does the same BLAS work critic by critic.
 
 Where the time goes (2-core machine, one BLAS thread, OpenBLAS unpinned): the node's own NumPy
-work is about 0.24 ms forward and 0.36 ms backward, most of it the three 10 x 256x64x64 products
+work is about 0.22 ms forward and 0.37 ms backward, most of it the three 10 x 256x64x64 products
 (forward, weight gradient, input gradient; about 0.12 ms each, 0.18 ms with the Haswell pin); the
 rest of the vmapped call, about 0.19 ms, is Python: vmap's wrapping of the stacked parameters,
 functional_call, the loss's nodes and the backward walk. Without grad the loop already runs on
 raw arrays, so vmap saves only the per-critic Python. Measured (three runs each, alternating):
-vmap/loop with backward 0.55-0.56x unpinned, 0.60-0.62x pinned (before the fused node:
-0.62-0.63x unpinned); no grad 0.84-0.88x, 0.87-0.90x (1.04-1.05x); SACLoss with two critics
-1.09-1.27x, 1.07-1.12x its deactivate_vmap loop (1.09-1.12x). torch 2.13's own vmap against its
+vmap/loop with backward 0.54-0.55x unpinned, 0.60-0.61x pinned (before the fused node:
+0.62-0.63x unpinned); no grad 0.79-0.82x, 0.84-0.85x (1.04-1.05x); SACLoss with two critics
+1.08-1.11x, 1.08-1.10x its deactivate_vmap loop (1.09-1.12x). torch 2.13's own vmap against its
 own loop, same script shape, measured 2.0x and 1.06x on this machine.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=. python3 benchmarks/bench_vmap.py
