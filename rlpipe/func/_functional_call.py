@@ -28,11 +28,11 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
 def _ensemble_forwards(module, values):
     """Within the block, under vmap over stacked parameters (an ensemble), every plain MLP in
     ``module`` runs as one EnsembleMLP node (see ``_ensemble_mlp``)."""
-    from ._batched import BatchedTensor
+    from rlpipe.func._batched import BatchedTensor
     if not any(type(v) is BatchedTensor for v in values.values()):
         yield
         return
-    from ._ensemble_mlp import fused_forwards
+    from rlpipe.func._ensemble_mlp import fused_forwards
     patched = fused_forwards(module)
     try:
         for sub, forward in patched.items():
