@@ -1,20 +1,23 @@
 """An ensemble of 10 critics (MLP 4-64-64-1) on a batch of 256 observations: ``vmap`` over their
 stacked parameters (``functional_call`` on one base module) against a Python loop over the critics,
 forward with no grad and forward + backward; prints CPU ms per call and the ratio vmap / loop
-(the goal: 0.5x or less). Under vmap each layer is one EnsembleLinear node (one stacked matmul
-forward, two backward, bias added in place); the loop does the same BLAS work critic by critic.
+(the goal: 0.5x or less). Under vmap, functional_call runs each critic (a plain MLP) as one
+EnsembleMLP node for all members: one stacked matmul per layer (the shared first input one GEMM
+against all weights side by side), bias and ReLU in place, a backward in NumPy alone, and no node
+at all with grad off; the loop does the same BLAS work critic by critic.
 
-Where the time goes (2-core machine, one BLAS thread): the three 10 x 256x64x64 products (forward,
-weight gradient, input gradient) run at the core's peak, about 190 us each, in both versions; the
-NumPy floor of the vmapped fwd+bwd (every array operation, no Python) is about 0.9 ms: ~0.57 ms
-those products, ~0.1 ms the two ReLUs on [10, 256, 64] (NumPy's maximum: in place costs the same,
-so fusing it into the linear node would save only the node's Python), ~0.25 ms the other array
-work; the rest, ~0.3 ms, is graph recording and vmap's wrappers. Measured (three runs,
-alternating): vmap/loop with backward 0.60-0.68x (main before: 0.65-0.70x), no grad 1.02-1.05x
-(1.10-1.14x; the loop's no-grad forward already runs on raw arrays); SACLoss with two critics
-1.04-1.10x its deactivate_vmap loop (1.19-1.27x). torch 2.13's own vmap against its own loop,
-same script shape, measured 2.0x and 1.06x on this machine.
+Where the time goes (2-core machine, one BLAS thread, OpenBLAS unpinned): the node's own NumPy
+work is about 0.22 ms forward and 0.37 ms backward, most of it the three 10 x 256x64x64 products
+(forward, weight gradient, input gradient; about 0.12 ms each, 0.18 ms with the Haswell pin); the
+rest of the vmapped call, about 0.19 ms, is Python: vmap's wrapping of the stacked parameters,
+functional_call, the loss's nodes and the backward walk. Without grad the loop already runs on
+raw arrays, so vmap saves only the per-critic Python. Measured (three runs each, alternating):
+vmap/loop with backward 0.54-0.55x unpinned, 0.60-0.61x pinned (before the fused node:
+0.62-0.63x unpinned); no grad 0.79-0.82x, 0.84-0.85x (1.04-1.05x); SACLoss with two critics
+1.08-1.11x, 1.08-1.10x its deactivate_vmap loop (1.09-1.12x). torch 2.13's own vmap against its
+own loop, same script shape, measured 2.0x and 1.06x on this machine.
 
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=. python3 benchmarks/bench_vmap.py
     PYTHONPATH=. python3 benchmarks/bench_vmap.py [--repeat 10]
 """
 from one_thread import import_peer  # noqa: F401 - first: pins BLAS to one thread before NumPy loads

@@ -1,6 +1,8 @@
 """``functional_call``: run a module with some of its parameters and buffers replaced by given tensors."""
 import contextlib
 
+from ._submodules import named_submodules
+
 __all__ = ["functional_call", "named_tensors", "reparametrized", "stack_module_state"]
 
 
@@ -18,8 +20,27 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         args = ()
     elif not isinstance(args, tuple):
         args = (args,)
-    with reparametrized(module, values, tie_weights=tie_weights, strict=strict):
+    with reparametrized(module, values, tie_weights=tie_weights, strict=strict), _ensemble_forwards(module, values):
         return module(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _ensemble_forwards(module, values):
+    """Within the block, under vmap over stacked parameters (an ensemble), every plain MLP in
+    ``module`` runs as one EnsembleMLP node (see ``_ensemble_mlp``)."""
+    from rlpipe.func._batched import BatchedTensor
+    if not any(type(v) is BatchedTensor for v in values.values()):
+        yield
+        return
+    from rlpipe.func._ensemble_mlp import fused_forwards
+    patched = fused_forwards(module)
+    try:
+        for sub, forward in patched.items():
+            sub.__dict__["forward"] = forward
+        yield
+    finally:
+        for sub in patched:
+            sub.__dict__.pop("forward", None)
 
 
 def _merged(dicts):
@@ -64,7 +85,7 @@ def _flat(mapping, prefix=""):
 def named_tensors(module, remove_duplicate=True):
     """(dotted name, tensor) of every parameter, then every buffer, of ``module`` and its submodules,
     in one walk over the modules (``named_parameters`` and ``named_buffers`` walk once each)."""
-    modules = list(module.named_modules(remove_duplicate=remove_duplicate))
+    modules = named_submodules(module, remove_duplicate)
     seen = set()
     for table in ("_parameters", "_buffers"):
         for prefix, sub in modules:

@@ -6,12 +6,14 @@ __all__ = ["TreeSpec", "LeafSpec", "tree_flatten", "tree_unflatten", "tree_leave
            "register_pytree_node"]
 
 _NODES = {}  # container types registered by higher layers: type -> (flatten_fn, unflatten_fn)
+_LEAF_TYPES = set()  # types already found to be leaves (tensors, numbers): their check is one lookup
 
 
 def register_pytree_node(cls, flatten_fn, unflatten_fn, **kwargs):
     """Makes ``cls`` a container node: ``flatten_fn(node)`` gives ``(children, context)`` and
     ``unflatten_fn(children, context)`` rebuilds it (torch's serialization options are ignored)."""
     _NODES[cls] = (flatten_fn, unflatten_fn)
+    _LEAF_TYPES.discard(cls)
 
 
 class TreeSpec:
@@ -49,6 +51,8 @@ class LeafSpec(TreeSpec):
 
 def _children(tree):
     """(node type, context, children) of a container node, or None for a leaf."""
+    if type(tree) in _LEAF_TYPES:
+        return None
     if tree is None:
         return type(None), None, []
     registered = _NODES.get(type(tree))
@@ -61,6 +65,7 @@ def _children(tree):
         return type(tree), None, list(tree)
     if isinstance(tree, dict):
         return type(tree), list(tree), list(tree.values())
+    _LEAF_TYPES.add(type(tree))
     return None
 
 

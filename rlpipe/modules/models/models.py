@@ -111,13 +111,20 @@ class MLP(Sequential):
                 layers.append(create_on_device(activation_class, device, **next(activation_iter)))
         super().__init__(*_as_modules(layers))
 
+    # forward is Sequential's between _layer_inputs and _layer_output: vmap over an ensemble of MLPs
+    # (functional_call) may then run the layers as one fused node (rlpipe.func._ensemble_mlp)
+    _adapts_sequential = True
+
     def forward(self, *inputs):
-        if len(inputs) > 1:
-            inputs = (_ops.cat(list(inputs), -1),)
-        out = super().forward(*inputs)
-        if self._reshape_out:
-            out = out.view(*out.shape[:-1], *self.out_features)
-        return out
+        return self._layer_output(super().forward(*self._layer_inputs(*inputs)))
+
+    def _layer_inputs(self, *inputs):
+        """The layers' one input: several inputs concatenated along the last dim."""
+        return (_ops.cat(list(inputs), -1),) if len(inputs) > 1 else inputs
+
+    def _layer_output(self, out):
+        """The layers' output, reshaped to ``out_features`` when that is a shape."""
+        return out.view(*out.shape[:-1], *self.out_features) if self._reshape_out else out
 
 
 def _prod(shape):

@@ -1,0 +1,196 @@
+"""A vmapped ``Sequential`` of ``Linear`` layers and ReLU/Tanh activations as one node.
+
+Under ``vmap`` over stacked parameters (``functional_call`` of an ensemble's base module), a plain
+MLP would record a node per layer and per activation and pass every op through vmap's wrappers.
+``functional_call`` instead runs such a Sequential here: one ``EnsembleMLP`` node whose forward is
+one stacked matmul per layer (the first layer's shared input one 2-d GEMM against all the members'
+weights side by side), the bias and the activation applied in place, and whose backward walks the
+layers in NumPy (or CuPy) alone. With grad off no node is recorded at all.
+"""
+import functools
+
+from .. import kernels
+from ..nn.modules import module as _module
+from ..nn.modules.activation import ReLU, Tanh
+from ..nn.modules.container import Sequential
+from ..nn.modules.linear import Linear
+from ..primitives.base import Op
+from .._tensor import Tensor
+from ._batched import BatchedTensor, batch_sizes
+from ._submodules import named_submodules
+
+__all__ = ["EnsembleMLP", "fused_forwards"]
+
+_ACTIVATIONS = {ReLU: "relu", Tanh: "tanh"}
+
+
+def fused_forwards(module):
+    """``{submodule: forward}`` for every Sequential in ``module`` (itself included) that can run as
+    one EnsembleMLP node: the fused forward to put in place of its own for a vmapped call."""
+    return {sub: functools.partial(_adapted_forward if _adapts(type(sub)) else _forward, sub, layout)
+            for _, sub in named_submodules(module) if (layout := _layout(sub)) is not None}
+
+
+def _adapts(cls):
+    """Whether ``cls`` (a Sequential subclass such as MLP) declares its forward to be Sequential's
+    between ``_layer_inputs(*inputs)`` and ``_layer_output(out)`` (its ``_adapts_sequential``)."""
+    return cls.__dict__.get("_adapts_sequential", False) and cls.forward is cls.__dict__.get("forward")
+
+
+def _layout(seq):
+    """((Linear, activation name or None), ...) for a Sequential of Linear layers, each followed by
+    at most one ReLU or Tanh, with no hook or patched forward anywhere; else None."""
+    if not isinstance(seq, Sequential) or "forward" in seq.__dict__ or \
+            type(seq).forward is not Sequential.forward and not _adapts(type(seq)):
+        return None
+    layout = []
+    for sub in seq._modules.values():
+        if _hooked(sub):
+            return None
+        if type(sub) is Linear:
+            layout.append([sub, None])
+        elif type(sub) in _ACTIVATIONS and layout and layout[-1][1] is None:
+            layout[-1][1] = _ACTIVATIONS[type(sub)]
+        else:
+            return None
+    return tuple(map(tuple, layout)) or None
+
+
+def _hooked(module):
+    """Whether ``module`` has a hook of its own or a patched forward."""
+    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or
+                module._backward_pre_hooks or "forward" in module.__dict__)
+
+
+def _forward(seq, layout, input):
+    """The Sequential's output as one EnsembleMLP node when its parameters are batched at vmap's
+    innermost level (an ensemble); otherwise its usual forward."""
+    args = _fused_args(layout, input)
+    if args is None:
+        return Sequential.forward(seq, input)
+    level = len(batch_sizes)
+    return BatchedTensor(EnsembleMLP.apply(*args, acts=tuple(act for _, act in layout)), level)
+
+
+def _adapted_forward(seq, layout, *inputs):
+    """``_forward`` between the Sequential subclass's own input and output adapters."""
+    return seq._layer_output(_forward(seq, layout, *seq._layer_inputs(*inputs)))
+
+
+def _fused_args(layout, input):
+    """(x, x_batched, w0, b0, w1, b1, ...) as plain tensors when the fused node applies, else None."""
+    level = len(batch_sizes)
+    if not level or _module._global_forward_hooks or _module._global_forward_pre_hooks or \
+            _module._global_backward_hooks or _module._global_backward_pre_hooks:
+        return None
+    x_batched = type(input) is BatchedTensor and input._level == level
+    x = input._value if x_batched else input
+    if not isinstance(x, Tensor) or x._data.ndim < 1 + x_batched:
+        return None
+    args, dtype, features = [x, x_batched], x._data.dtype, x._data.shape[-1]
+    for linear, _ in layout:
+        w = _member_stack(linear._parameters["weight"], level)
+        if w is None or w._data.ndim != 3 or w._data.shape[2] != features or w._data.dtype != dtype:
+            return None
+        b = linear._parameters.get("bias")
+        if b is not None:
+            b = _member_stack(b, level)
+            if b is None or b._data.shape != w._data.shape[:2] or b._data.dtype != dtype:
+                return None
+        args += [w, b]
+        features = w._data.shape[1]
+    return args
+
+
+def _member_stack(value, level):
+    """The stacked tensor behind a parameter batched at ``level``, else None."""
+    if type(value) is not BatchedTensor or value._level != level or not isinstance(value._value, Tensor):
+        return None
+    return value._value
+
+
+class EnsembleMLP(Op):
+    """Every member's MLP on ``x`` (``[E, ..., in]`` when ``x_batched``, else ``[..., in]`` shared by
+    all): ``params`` are ``w0, b0, w1, b1, ...`` (weights ``[E, out, in]``, biases ``[E, out]`` or
+    None), ``acts`` each layer's activation ('relu', 'tanh' or None)."""
+    node_name = "EnsembleMLPBackward0"
+
+    @staticmethod
+    def forward(ctx, x, x_batched, *params, acts):
+        """``[E, ..., out]``: the layers in turn, bias and activation in place on each product."""
+        xp, ensemble = ctx.xp, params[0].shape[0]
+        lead = x.shape[1:-1] if x_batched else x.shape[:-1]
+        h = x.reshape(ensemble, -1, x.shape[-1]) if x_batched else x.reshape(-1, x.shape[-1])
+        inputs = []
+        for i, act in enumerate(acts):
+            inputs.append(h)
+            h = _affine(xp, h, params[2 * i], params[2 * i + 1])
+            if act == "relu":  # (against a row of zeros: NumPy's maximum with a scalar is twice as slow)
+                xp.maximum(h, xp.zeros(h.shape[-1], dtype=h.dtype), out=h)
+            elif act == "tanh":
+                xp.tanh(h, out=h)
+        ctx.save_for_backward(*inputs, h, *params[::2])
+        ctx.x_shape, ctx.x_batched, ctx.acts = x.shape, x_batched, acts
+        return h.reshape((ensemble, *lead, h.shape[-1]))
+
+    @staticmethod
+    def backward(ctx, g):
+        """The gradients of x (summed over the members when shared) and of every weight and bias."""
+        saved, layers = ctx.saved_tensors, len(ctx.acts)
+        inputs, outputs, weights = saved[:layers], saved[1:layers + 1], saved[layers + 1:]
+        needs = ctx.needs_input_grad
+        grads = [None] * (2 + 2 * layers)
+        g = g.reshape(outputs[-1].shape)
+        for i in reversed(range(layers)):
+            g = _activation_grad(ctx, ctx.acts[i], outputs[i], g, owned=i < layers - 1)
+            w, h = weights[i], inputs[i]
+            if needs[2 + 2 * i]:
+                grads[2 + 2 * i] = ctx.xp.swapaxes(g, -1, -2) @ h
+            if needs[3 + 2 * i]:  # the sum over rows as a matmul with ones: faster than sum(axis=1)
+                grads[3 + 2 * i] = (ctx.xp.ones((1, g.shape[1]), dtype=g.dtype) @ g).reshape(w.shape[:2])
+            if i == 0:
+                if needs[0]:
+                    grads[0] = _input_grad(g, w, ctx.x_batched).reshape(ctx.x_shape)
+            elif not any(needs[:2 + 2 * i]):  # nothing below needs a gradient
+                break
+            else:
+                g = g * w if w.shape[1] == 1 else g @ w  # (width 1: an outer product, slow in BLAS)
+        return tuple(grads)
+
+
+def _affine(xp, h, w, b):
+    """``h @ w[e].T + b[e]`` for every member ``e``: ``[E, rows, out]``. A shared 2-d ``h`` is one GEMM
+    against the weights side by side (``[rows, in + 1] @ [in + 1, E*out]``, the bias the last row),
+    returned as a strided view."""
+    ensemble, out_features = w.shape[0], w.shape[1]
+    if h.ndim == 2:  # the bias as one more row of weights against a column of ones: no pass of its own
+        weights = xp.moveaxis(w, 2, 0).reshape(w.shape[2], ensemble * out_features)
+        if b is not None:
+            h = xp.concatenate([h, xp.ones((h.shape[0], 1), dtype=h.dtype)], axis=1)
+            weights = xp.concatenate([weights, b.reshape(1, -1)])
+        return xp.swapaxes((h @ weights).reshape(h.shape[0], ensemble, out_features), 0, 1)
+    out = h @ xp.swapaxes(w, -1, -2)
+    if b is not None:
+        out += b[:, None, :]
+    return out
+
+
+def _activation_grad(ctx, act, y, g, owned):
+    """``g`` through the activation whose output is ``y`` (the same formulas as Relu's and Tanh's),
+    in place when ``g`` is ``owned`` (made by this backward, not handed in)."""
+    if act is None:
+        return g
+    fused = kernels.get(f"{act}_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
+    if fused:
+        return fused(y, g)
+    factor = ~(y <= 0) if act == "relu" else 1 - y * y
+    return ctx.xp.multiply(g, factor, out=g) if owned else g * factor
+
+
+def _input_grad(g, w, x_batched):
+    """The gradient of the first layer's input: per member, or summed over the members in one GEMM
+    (``[rows, E*out] @ [E*out, in]``) when the input is shared."""
+    if x_batched:
+        return g * w if w.shape[1] == 1 else g @ w
+    rows = g.shape[1]
+    return g.swapaxes(0, 1).reshape(rows, -1) @ w.reshape(-1, w.shape[2])
