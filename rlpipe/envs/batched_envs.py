@@ -291,6 +291,8 @@ class _BatchedEnv(EnvBase):
             if len(specs) == 1:  # one constructor: its env's specs for every worker
                 specs = specs * self.num_workers
             setattr(self, name, _stacked(specs, name, type(self).__name__))
+        if not self._tensordict_style and "truncated" not in self.done_spec.keys():
+            self.done_spec["truncated"] = self.done_spec["done"].clone()  # the buffers carry one: the data has it
         self._buffer_specs = _buffer_specs(meta, self.num_workers)
         self._obs_keys = tuple(unravel_key_to_tuple(k) for k in meta.observation_spec.keys(True, True))
         self._flag_shape = batch + (1,)
