@@ -38,6 +38,7 @@ import numpy as np
 
 from .. import random as _random
 from .._processes import describe, die_with_parent, pack, parent_watch, reap, views
+from .._tensor import Size, Tensor, host_array
 from ..tensordict import unravel_key_to_tuple
 from .common import EnvBase
 from .env_creator import EnvCreator, env_creator, get_env_metadata
@@ -139,6 +140,15 @@ class _Runner:
     def set_exact_resets(self, exact):
         return self.env._set_exact_resets(exact)
 
+    def set_snapshot(self, source):
+        """``env[:] = source`` (torchrl's snapshot writeback); the failure's description when the env
+        cannot, else None."""
+        try:
+            self.env[slice(None)] = source
+        except (TypeError, NotImplementedError, AttributeError) as error:
+            return f"{type(error).__name__}: {error}"
+        return None
+
 
 # ---- what both batched envs share ----------------------------------------------------------------------
 
@@ -228,6 +238,56 @@ def _per_worker(value, num_workers, what):
     if len(value) != num_workers:
         raise RuntimeError(f"len({what}) and num_workers mismatch, got {len(value)} and {num_workers}.")
     return list(value)
+
+
+def _env_indices(item, num_workers):
+    """torchrl's indices of the envs ``item`` selects (an int, a slice, or a 1-D array or tensor of
+    ints; negative ones from the end), as a list."""
+    if isinstance(item, (bool, np.bool_)):
+        raise NotImplementedError("Boolean masks are not supported for batched envs.")
+    if isinstance(item, (int, np.integer)):
+        index = int(item) + num_workers if item < 0 else int(item)
+        if not 0 <= index < num_workers:
+            raise IndexError(f"index {item} is out of bounds for {num_workers} envs.")
+        return [index]
+    if isinstance(item, slice):
+        indices = list(range(num_workers))[item]
+        if not indices:
+            raise IndexError("Empty batched env indexing is not supported.")
+        return indices
+    index = np.asarray(host_array(item) if isinstance(item, Tensor) else item)
+    if index.dtype == bool:
+        raise NotImplementedError("Boolean masks are not supported for batched envs.")
+    if index.ndim == 0:
+        return _env_indices(index.item(), num_workers)
+    if index.ndim != 1 or not np.issubdtype(index.dtype, np.integer):
+        raise IndexError(f"Batched env indices must be ints, scalar or 1D, got shape {list(index.shape)} and dtype "
+                         f"{index.dtype}.")
+    if not index.size:
+        raise IndexError("Empty batched env indexing is not supported.")
+    return [_env_indices(int(i), num_workers)[0] for i in index]
+
+
+def _snapshot_sources(source, expected):
+    """The envs written back by ``batched_env[item] = source``: one per selected env."""
+    if isinstance(source, ParallelEnv):
+        raise NotImplementedError("Writing back from a ParallelEnv source is not supported; use an EnvBase "
+                                  "snapshot or a SerialEnv source instead.")
+    if isinstance(source, SerialEnv):
+        source._ensure_started()
+        sources = [runner.env for runner in source._runners]
+    elif isinstance(source, EnvBase):
+        sources = [source]
+    elif isinstance(source, (list, tuple)):
+        sources = list(source)
+    else:
+        raise TypeError(f"Expected an EnvBase or sequence of EnvBase sources, got {type(source).__name__}.")
+    if len(sources) != expected:
+        raise ValueError(f"The source count does not match the indexed destination: got {len(sources)} and "
+                         f"expected {expected}.")
+    if not all(isinstance(env, EnvBase) for env in sources):
+        raise TypeError("All indexed sources must be EnvBase instances.")
+    return sources
 
 
 class _BatchedEnv(EnvBase):
@@ -328,22 +388,81 @@ class _BatchedEnv(EnvBase):
         """Builds the envs (torchrl starts them at the first call that needs them, as here)."""
         if not self.is_closed:
             raise RuntimeError("trying to start a environment that is not closed.")
+        if "_parent_env" in self.__dict__:
+            raise RuntimeError("Cannot start an indexed batched environment view: create a new view from the "
+                               "parent environment instead.")
         self._start_workers()
         self.is_closed = False
 
     def _ensure_started(self):
-        if self.is_closed:
+        if "_parent_env" in self.__dict__:
+            self._check_view()
+        elif self.is_closed:
             self.start()
 
     def close(self, *, raise_if_closed=True):
         """Stops the envs (and worker processes). Closing a closed env is a RuntimeError unless
-        ``raise_if_closed=False`` (as torchrl); a later call that needs the envs starts them again."""
+        ``raise_if_closed=False`` (as torchrl); a later call that needs the envs starts them again.
+        Closing a view (``env[item]``) leaves its envs running for the env it was taken from."""
         if self.is_closed:
             if raise_if_closed:
                 raise RuntimeError("trying to close a closed environment")
             return
         self.is_closed = True
-        self._shutdown_workers()
+        if "_parent_env" not in self.__dict__:
+            self._shutdown_workers()
+
+    # ---- views over some of the envs (torchrl's indexing) -------------------------------------------
+    def __getitem__(self, item):
+        """A live view over the envs ``item`` selects (an int, a slice, or a 1-D array or tensor of
+        indices): an env of the same class, batch size ``[len(selected), *inner]``, that steps those
+        envs (the same ones: the parent's rows change with them) over TensorDicts. Closing it leaves
+        them running; closing the parent closes it."""
+        self._ensure_started()
+        indices = _env_indices(item, self.num_workers)
+        return self._view(indices)
+
+    def __setitem__(self, item, source):
+        """torchrl's snapshot writeback: ``env[item] = source`` sets the selected envs' state from
+        ``source`` (an env, a list of envs, or a SerialEnv's envs) where those envs support it."""
+        self._ensure_started()
+        indices = _env_indices(item, self.num_workers)
+        sources = _snapshot_sources(source, len(indices))
+        for index, failure in zip(indices, self._run(indices, "set_snapshot", [(env,) for env in sources])):
+            if failure is not None:
+                env_str = (self.meta_data if self._single_task else self.meta_data[index]).env_str
+                raise NotImplementedError(f"Env workers of type {env_str} do not support snapshot writeback "
+                                          f"({failure}).")
+
+    def _view(self, indices):
+        parent = self.__dict__.get("_parent_env", self)
+        rows = self.__dict__.get("_view_rows", range(self.num_workers))
+        view = object.__new__(type(self))
+        view.__dict__.update({k: v for k, v in self.__dict__.items() if not k.endswith("_spec")})
+        view.__dict__.update(_parent_env=parent, _view_rows=[rows[i] for i in indices],
+                             num_workers=len(indices), batch_size=Size((len(indices),) + tuple(self.batch_size[1:])),
+                             _tensordict_style=True, use_buffers=False, _run=view._view_run,
+                             create_env_fn=[self.create_env_fn[i] for i in indices],
+                             create_env_kwargs=[self.create_env_kwargs[i] for i in indices])
+        if self._single_task:
+            view._set_specs(self.meta_data)
+        else:
+            view.meta_data = [self.meta_data[i] for i in indices]
+            view._set_specs(view.meta_data[0], view.meta_data[1:])
+        return view
+
+    def _view_run(self, indices, command, args=None):
+        rows = self._view_rows
+        return self._parent_env._run([rows[i] for i in indices], command, args)
+
+    def _check_view(self):
+        if self.is_closed:
+            raise RuntimeError("Cannot use a closed indexed batched environment view. Create a new view from the "
+                               "parent environment instead.")
+        if self._parent_env.is_closed:
+            self.is_closed = True
+            raise RuntimeError("Cannot use an indexed batched environment view after its parent environment has "
+                               "been closed.")
 
     def _all(self):
         return range(self.num_workers)
