@@ -129,3 +129,63 @@ def test_snapshot_writeback_is_refused_where_the_env_cannot(batched):
         batched[0] = 3
     _step(batched, 1)
     assert not batched.is_closed and _counts(batched) == [1, 1, 1, 1]
+
+
+class SlowClose(Counter):
+    """A Counter whose close takes ``delay`` seconds."""
+
+    def __init__(self, delay=0.0):
+        super().__init__()
+        self.delay = delay
+
+    def close(self, *, raise_if_closed=True):
+        import time
+        time.sleep(self.delay)
+        super().close(raise_if_closed=raise_if_closed)
+
+
+class Sized(Counter):
+    """A Counter whose count has ``size`` entries; ``fail`` raises while it is built."""
+
+    def __init__(self, size=1, fail=False):
+        if fail:
+            raise RuntimeError("intentional worker construction failure")
+        super().__init__()
+        self.observation_spec = Composite(count=Unbounded((size,), dtype=torch.int64))
+
+
+def test_metadata_from_workers_builds_no_env_here(monkeypatch):
+    import rlpipe.envs.batched_envs as batched_envs
+    monkeypatch.setattr(batched_envs, "get_env_metadata", None)  # would fail if called in this process
+    env = ParallelEnv(2, Counter, metadata_from_workers=True, use_buffers=False, mp_start_method="fork")
+    try:
+        assert not env.is_closed and env._use_buffers is False and len(env._workers) == 2
+        assert env.observation_spec["count"].shape == (2, 1)
+        _step(env, 2)
+        assert _counts(env) == [2, 2]
+    finally:
+        env.close()
+
+
+def test_metadata_from_workers_errors():
+    with pytest.raises(RuntimeError, match="metadata_from_workers=True currently requires use_buffers=False"):
+        ParallelEnv(2, Counter, metadata_from_workers=True, use_buffers=True)
+    with pytest.raises(RuntimeError, match="metadata are incompatible: worker 1 reports"):
+        ParallelEnv(2, [Sized, Sized], [{"size": 1}, {"size": 2}], metadata_from_workers=True, mp_start_method="fork")
+    with pytest.raises(RuntimeError, match="worker 1 failed in 'start'.*intentional worker construction failure"):
+        ParallelEnv(2, [Sized, Sized], [{}, {"fail": True}], metadata_from_workers=True, mp_start_method="fork")
+    with pytest.raises(ValueError, match="shutdown_timeout must be >= 0 seconds, got -1"):
+        ParallelEnv(2, Counter, shutdown_timeout=-1)
+
+
+def test_shutdown_timeout_bounds_close():
+    import time
+    env = ParallelEnv(1, SlowClose, {"delay": 30.0}, shutdown_timeout=0.1, metadata_from_workers=True,
+                      mp_start_method="fork")  # (no env built here, whose close would take 30 s)
+    env.reset()
+    workers = list(env._workers)
+    start = time.monotonic()
+    env.close()
+    assert time.monotonic() - start < 5.0
+    assert workers and not any(worker.is_alive() for worker in workers)
+    assert env._workers == []

@@ -41,7 +41,7 @@ from .._processes import describe, die_with_parent, pack, parent_watch, reap, vi
 from .._tensor import Size, Tensor, host_array
 from ..tensordict import unravel_key_to_tuple
 from .common import EnvBase
-from .env_creator import EnvCreator, env_creator, get_env_metadata
+from .env_creator import EnvCreator, EnvMetaData, env_creator, get_env_metadata
 from .step_protocol import ACTION, REWARD, TERMINATED, TRUNCATED, one_hot_hint
 from .tensordict_envs import TorchRLStyleFrames
 
@@ -128,6 +128,10 @@ class _Runner:
         for name in path:
             obj = getattr(obj, name)
         return obj(*args, **kwargs) if callable(obj) else obj
+
+    def metadata(self):
+        """The env's specs, batch size and device (``metadata_from_workers``)."""
+        return EnvMetaData.metadata_from_env(self.env)
 
     def td_reset(self, tensordict):
         """The env's ``reset(tensordict)`` (the TensorDict path, see ``_fits_frames``)."""
@@ -268,6 +272,16 @@ def _env_indices(item, num_workers):
     return [_env_indices(int(i), num_workers)[0] for i in index]
 
 
+def _schema(meta):
+    """An env's batch size and, per spec, each leaf's key, spec type, shape and dtype (what the
+    workers of ``metadata_from_workers`` must agree on; bounds and non-tensor values may differ)."""
+    specs = (meta.action_spec, meta.observation_spec, meta.reward_spec, meta.done_spec, meta.state_spec)
+    leaves = [[(str(key), type(leaf).__name__, tuple(leaf.shape), str(leaf.dtype))
+               for key, leaf in spec.items(True, True)] if hasattr(spec, "items")
+              else [(type(spec).__name__, tuple(spec.shape), str(spec.dtype))] for spec in specs]
+    return tuple(meta.batch_size), leaves
+
+
 def _snapshot_sources(source, expected):
     """The envs written back by ``batched_env[item] = source``: one per selected env."""
     if isinstance(source, ParallelEnv):
@@ -317,9 +331,7 @@ class _BatchedEnv(EnvBase):
         self.create_env_kwargs = [dict(kwargs) for kwargs in create_env_kwargs]
         self.is_closed = True
         self._buffers = None
-        meta = get_env_metadata(create_env_fn[0], self.create_env_kwargs[0])
-        others = [] if self._single_task else [get_env_metadata(fn, kwargs) for fn, kwargs in
-                                               zip(create_env_fn[1:], self.create_env_kwargs[1:])]
+        meta, others = self._envs_metadata()
         self.meta_data = meta if self._single_task else [meta, *others]
         super().__init__(device=meta.device if device is None else device,
                          batch_size=(num_workers,) + tuple(meta.batch_size))
@@ -329,6 +341,19 @@ class _BatchedEnv(EnvBase):
         self._tensordict_style = not self._fits_frames or use_buffers is False
         self.use_buffers = not self._tensordict_style
         self._set_specs(meta, others)
+
+    def _envs_metadata(self):
+        """(the first env's metadata, the other envs' when the constructors differ): each env read is
+        built here once (``EnvCreator`` reads it once for all)."""
+        meta = get_env_metadata(self.create_env_fn[0], self.create_env_kwargs[0])
+        others = [] if self._single_task else [get_env_metadata(fn, kwargs) for fn, kwargs in
+                                               zip(self.create_env_fn[1:], self.create_env_kwargs[1:])]
+        return meta, others
+
+    @property
+    def _use_buffers(self):
+        """torchrl's name of ``use_buffers``."""
+        return self.use_buffers
 
     def _set_specs(self, meta, others=()):
         """The envs' specs stacked along a new leading dim: the first env's, expanded, when every env
@@ -720,6 +745,10 @@ class ParallelEnv(_BatchedEnv):
         daemon: whether the workers are daemonic processes (default False, as torchrl: a daemonic
             worker cannot start processes of its own, an async vector env's).
         serial_for_single: with one worker, build a ``SerialEnv`` instead (torchrl's option).
+        metadata_from_workers: start the workers at once and read the specs from their envs, so that
+            no env is built in this process (torchrl's option; it needs ``use_buffers=False``).
+        shutdown_timeout: seconds a worker is given to close its env before it is terminated
+            (default 5; torchrl's is 10).
     """
 
     def __new__(cls, num_workers=None, create_env_fn=None, create_env_kwargs=None, *, serial_for_single=False,
@@ -730,16 +759,48 @@ class ParallelEnv(_BatchedEnv):
         return super().__new__(cls, num_workers, create_env_fn, create_env_kwargs, **kwargs)
 
     def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None, mp_start_method=None,
-                 timeout=120.0, daemon=False, use_buffers=None, serial_for_single=False):
+                 timeout=120.0, daemon=False, use_buffers=None, serial_for_single=False, metadata_from_workers=False,
+                 shutdown_timeout=5.0):
         if mp_start_method is not None and mp_start_method not in mp.get_all_start_methods():
             raise ValueError(f"mp_start_method must be one of {mp.get_all_start_methods()}, got {mp_start_method!r}")
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if not shutdown_timeout >= 0:
+            raise ValueError(f"shutdown_timeout must be >= 0 seconds, got {shutdown_timeout}")
+        if metadata_from_workers and use_buffers:
+            raise RuntimeError("metadata_from_workers=True currently requires use_buffers=False because shared "
+                               "buffers must be allocated before workers start.")
+        self._metadata_from_workers = bool(metadata_from_workers)
+        self.shutdown_timeout = float(shutdown_timeout)
         self._mp_start_method = mp_start_method
         self._timeout = float(timeout)
         self.daemon = bool(daemon)
         self._resources = []
-        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device, use_buffers=use_buffers)
+        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device,
+                         use_buffers=False if metadata_from_workers else use_buffers)
+
+    def _envs_metadata(self):
+        """With ``metadata_from_workers``: the workers start here and each reads its own env's metadata
+        (no env is built in this process); they must agree on keys, spec types, shapes and dtypes."""
+        if not self._metadata_from_workers:
+            return super()._envs_metadata()
+        self._buffer_specs, self._obs_keys = [], ()  # (the TensorDict path: no buffers)
+        self.start()
+        try:
+            metas = self._run(self._all(), "metadata")
+            for i, meta in enumerate(metas[1:], 1):
+                if _schema(meta) != _schema(metas[0]):
+                    raise RuntimeError(f"ParallelEnv worker metadata are incompatible: worker {i} reports "
+                                       f"{_schema(meta)}, worker 0 {_schema(metas[0])}")
+        except BaseException:
+            self.close(raise_if_closed=False)
+            raise
+        return metas[0], ([] if self._single_task else metas[1:])
+
+    @property
+    def _workers(self):
+        """The worker processes (torchrl's attribute); empty when the env is closed."""
+        return [worker.process for worker in (self._resources[0] if self._resources else [])]
 
     def _start_method(self):
         if self._mp_start_method is not None:
@@ -775,9 +836,9 @@ class ParallelEnv(_BatchedEnv):
             self._shutdown_workers()
             raise
 
-    def _shutdown_workers(self, timeout=5.0):
+    def _shutdown_workers(self, timeout=None):
         self._buffers = None  # (the block cannot close while arrays view it)
-        _release(self._resources, timeout)
+        _release(self._resources, self.shutdown_timeout if timeout is None else timeout)
 
     def _run(self, indices, command, args=None):
         workers = self._resources[0]
