@@ -383,14 +383,21 @@ class _BatchedEnv(EnvBase):
         self._flag_shape = batch + (1,)
 
     def __getattr__(self, name):
-        """An attribute the batched env lacks, from its envs (torchrl's dispatch; they are started):
-        a ``_Dispatch`` when every env has it, else an AttributeError. Private names
-        are never dispatched."""
+        """An attribute the batched env lacks, from its envs (torchrl's dispatch): a ``_Dispatch`` when
+        every env has it, else an AttributeError. Private names are never dispatched. A closed
+        ``SerialEnv`` starts its envs; a closed ``ParallelEnv`` starts its workers and raises a
+        RuntimeError, as torchrl's."""
         if name.startswith("_") or "num_workers" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return self._dispatch((name,))
 
+    _closed_access_raises = False  # ParallelEnv: torchrl's refusal of an attribute of closed envs
+
     def _dispatch(self, path):
+        if self.is_closed and self._closed_access_raises:
+            self._ensure_started()  # as torchrl's: the workers start, and this access is refused
+            raise RuntimeError("Trying to access attributes of closed/non started environments. Check that the "
+                               "batched environment has been started (e.g. by calling env.reset)")
         self._ensure_started()
         kinds = self._run(self._all(), "attr_kind", [(path,)] * self.num_workers)
         if "missing" in kinds:
@@ -750,6 +757,8 @@ class ParallelEnv(_BatchedEnv):
         shutdown_timeout: seconds a worker is given to close its env before it is terminated
             (default 5; torchrl's is 10).
     """
+
+    _closed_access_raises = True
 
     def __new__(cls, num_workers=None, create_env_fn=None, create_env_kwargs=None, *, serial_for_single=False,
                 **kwargs):
