@@ -206,3 +206,12 @@ def test_batch_size_reaches_later_transforms():
     assert rollout["next", "step_count"][0, 0, :, 0].tolist() == [1, 2, 3, 4, 5, 1, 2]
 
 
+
+
+def test_adding_and_removing_the_transform_changes_the_batch_size():
+    env = TransformedEnv(_cartpole())
+    assert env.batch_size == ()
+    env.append_transform(BatchSizeTransform(reshape_fn=lambda td: td.unsqueeze(0)))
+    assert env.batch_size == (1,) and env.rollout(2).shape == (1, 2)
+    env.transform.pop()
+    assert env.batch_size == () and env.rollout(2).shape == (2,)

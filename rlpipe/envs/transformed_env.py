@@ -535,11 +535,17 @@ class TransformedEnv(EnvBase):
     @property
     def batch_size(self):
         """The base env's batch size through the transforms (``BatchSizeTransform`` changes it)."""
-        if "base_env" not in self.__dict__:  # (EnvBase.__init__, before the base env is set)
+        state = self.__dict__
+        if "base_env" not in state:  # (EnvBase.__init__, before the base env is set)
             return Size(())
-        batch_size = self.base_env.batch_size
+        base_batch_size = state["base_env"].batch_size
+        cached = state.get("_batch_size_cache")  # (version of the transforms, base's batch size, ours)
+        if cached is not None and cached[0] == state.get("_spec_version") and cached[1] is base_batch_size:
+            return cached[2]
+        batch_size = base_batch_size
         for t in self._leaf_list():
             batch_size = t.transform_env_batch_size(batch_size)
+        state["_batch_size_cache"] = (state.get("_spec_version"), base_batch_size, batch_size)
         return batch_size
 
     @batch_size.setter
