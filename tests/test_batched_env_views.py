@@ -189,3 +189,11 @@ def test_shutdown_timeout_bounds_close():
     assert time.monotonic() - start < 5.0
     assert workers and not any(worker.is_alive() for worker in workers)
     assert env._workers == []
+
+
+def test_partial_reset_from_a_mask_alone_keeps_the_other_envs_observations(batched):
+    _step(batched, 2)
+    mask = torch.tensor([[True], [False], [True], [False]])
+    out = batched.reset(TensorDict({"_reset": mask}, [4]))
+    assert out["count"][:, 0].tolist() == [0, 2, 0, 2]  # the envs not reset: their last observations
+    assert _counts(batched) == [0, 2, 0, 2]

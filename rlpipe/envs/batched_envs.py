@@ -541,6 +541,12 @@ class _BatchedEnv(EnvBase):
         buffers = self._buffers
         return {key: buffers[key].copy() for key in self._obs_keys}
 
+    def _current_observation(self, key):
+        """The envs' last observations of ``key`` (what the buffers hold), as torchrl's."""
+        if self._buffers is None:
+            return super()._current_observation(key)
+        return self._buffers[key].copy()
+
     def _reset_frame(self, seed=None):
         self._refuse_frames()
         if self._tensordict_style:  # use_buffers=False: frames over the TensorDict path
