@@ -279,6 +279,10 @@ class GadgetEnv(NoteCountingEnv):
 def test_attributes_the_batched_env_lacks_are_dispatched_to_its_envs(batched):
     env = batched(2, GadgetEnv)
     try:
+        if batched is ParallelEnv:  # torchrl's: a closed ParallelEnv starts its workers and refuses the access
+            with pytest.raises(RuntimeError, match="Trying to access attributes of closed/non started environments"):
+                env.custom_fun
+            assert not env.is_closed
         assert env.custom_fun() == [10, 10] and env.custom_fun(add=5) == [15, 15]
         assert list(env.custom_attr) == [1, 1] and env.custom_attr[1] == 1 and len(env.custom_attr) == 2
         assert list(env.custom_prop) == [2, 2]

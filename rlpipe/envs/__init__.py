@@ -19,6 +19,8 @@ from .transforms_misc import *  # noqa: F401,F403
 from .transforms_misc import __all__ as _misc_all
 from .transforms_data import *  # noqa: F401,F403
 from .transforms_data import __all__ as _data_all
+from .transforms_batch import *  # noqa: F401,F403
+from .transforms_batch import __all__ as _batch_all
 from .autoreset import AutoResetEnv, AutoResetTransform
 from .custom import PendulumEnv
 from .transformed_env import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
@@ -38,3 +40,4 @@ __all__ += _keys_t.__all__ + _tensors.__all__ + _vecnorm.__all__
 __all__ += _image_all
 __all__ += _misc_all
 __all__ += _data_all
+__all__ += _batch_all

@@ -94,6 +94,13 @@ def _tensor_summary(t):
 
 
 # ---- spaces ---------------------------------------------------------------------------------------
+
+def _dim_index(dim, ndim, what):
+    """``dim`` (negative from the end) as an index into ``ndim`` dims; an IndexError out of range."""
+    if not -ndim <= dim < max(ndim, 1):
+        raise IndexError(f"{what}: dim {dim} out of range for a spec with {ndim} dims")
+    return dim % max(ndim, 1)
+
 class ContinuousBox:
     """The box ``[low, high]`` of a ``Bounded`` (or ``Unbounded``) spec; ``low``/``high`` are tensors."""
 
@@ -439,6 +446,20 @@ class TensorSpec:
             raise IndexError(f"unsqueeze: dim {dim} out of range for a spec of shape {list(self.shape)}")
         dim = dim + n if dim < 0 else dim
         return self._check_reshape(Size(self.shape[:dim] + (1,) + self.shape[dim:]))
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        """The spec with dims ``start_dim`` to ``end_dim`` merged into one."""
+        n = len(self.shape)
+        start, end = _dim_index(start_dim, n, "flatten"), _dim_index(end_dim, n, "flatten")
+        if start > end:
+            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        merged = builtins.int(np.prod(self.shape[start:end + 1], dtype=np.int64))
+        return self._check_reshape(Size(self.shape[:start] + (merged,) + self.shape[end + 1:]))
+
+    def unflatten(self, dim, sizes):
+        """The spec with dim ``dim`` split into ``sizes``."""
+        dim = _dim_index(dim, len(self.shape), "unflatten")
+        return self._check_reshape(Size(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:]))
 
     def squeeze(self, dim=None):
         """The spec without its size-1 dims (only ``dim``, when given)."""

@@ -38,9 +38,10 @@ import numpy as np
 
 from .. import random as _random
 from .._processes import describe, die_with_parent, pack, parent_watch, reap, views
+from .._tensor import Size, Tensor, host_array
 from ..tensordict import unravel_key_to_tuple
 from .common import EnvBase
-from .env_creator import EnvCreator, env_creator, get_env_metadata
+from .env_creator import EnvCreator, EnvMetaData, env_creator, get_env_metadata
 from .step_protocol import ACTION, REWARD, TERMINATED, TRUNCATED, one_hot_hint
 from .tensordict_envs import TorchRLStyleFrames
 
@@ -128,6 +129,10 @@ class _Runner:
             obj = getattr(obj, name)
         return obj(*args, **kwargs) if callable(obj) else obj
 
+    def metadata(self):
+        """The env's specs, batch size and device (``metadata_from_workers``)."""
+        return EnvMetaData.metadata_from_env(self.env)
+
     def td_reset(self, tensordict):
         """The env's ``reset(tensordict)`` (the TensorDict path, see ``_fits_frames``)."""
         return self.env.reset(tensordict)
@@ -138,6 +143,15 @@ class _Runner:
 
     def set_exact_resets(self, exact):
         return self.env._set_exact_resets(exact)
+
+    def set_snapshot(self, source):
+        """``env[:] = source`` (torchrl's snapshot writeback); the failure's description when the env
+        cannot, else None."""
+        try:
+            self.env[slice(None)] = source
+        except (TypeError, NotImplementedError, AttributeError) as error:
+            return f"{type(error).__name__}: {error}"
+        return None
 
 
 # ---- what both batched envs share ----------------------------------------------------------------------
@@ -230,6 +244,66 @@ def _per_worker(value, num_workers, what):
     return list(value)
 
 
+def _env_indices(item, num_workers):
+    """torchrl's indices of the envs ``item`` selects (an int, a slice, or a 1-D array or tensor of
+    ints; negative ones from the end), as a list."""
+    if isinstance(item, (bool, np.bool_)):
+        raise NotImplementedError("Boolean masks are not supported for batched envs.")
+    if isinstance(item, (int, np.integer)):
+        index = int(item) + num_workers if item < 0 else int(item)
+        if not 0 <= index < num_workers:
+            raise IndexError(f"index {item} is out of bounds for {num_workers} envs.")
+        return [index]
+    if isinstance(item, slice):
+        indices = list(range(num_workers))[item]
+        if not indices:
+            raise IndexError("Empty batched env indexing is not supported.")
+        return indices
+    index = np.asarray(host_array(item) if isinstance(item, Tensor) else item)
+    if index.dtype == bool:
+        raise NotImplementedError("Boolean masks are not supported for batched envs.")
+    if index.ndim == 0:
+        return _env_indices(index.item(), num_workers)
+    if index.ndim != 1 or not np.issubdtype(index.dtype, np.integer):
+        raise IndexError(f"Batched env indices must be ints, scalar or 1D, got shape {list(index.shape)} and dtype "
+                         f"{index.dtype}.")
+    if not index.size:
+        raise IndexError("Empty batched env indexing is not supported.")
+    return [_env_indices(int(i), num_workers)[0] for i in index]
+
+
+def _schema(meta):
+    """An env's batch size and, per spec, each leaf's key, spec type, shape and dtype (what the
+    workers of ``metadata_from_workers`` must agree on; bounds and non-tensor values may differ)."""
+    specs = (meta.action_spec, meta.observation_spec, meta.reward_spec, meta.done_spec, meta.state_spec)
+    leaves = [[(str(key), type(leaf).__name__, tuple(leaf.shape), str(leaf.dtype))
+               for key, leaf in spec.items(True, True)] if hasattr(spec, "items")
+              else [(type(spec).__name__, tuple(spec.shape), str(spec.dtype))] for spec in specs]
+    return tuple(meta.batch_size), leaves
+
+
+def _snapshot_sources(source, expected):
+    """The envs written back by ``batched_env[item] = source``: one per selected env."""
+    if isinstance(source, ParallelEnv):
+        raise NotImplementedError("Writing back from a ParallelEnv source is not supported; use an EnvBase "
+                                  "snapshot or a SerialEnv source instead.")
+    if isinstance(source, SerialEnv):
+        source._ensure_started()
+        sources = [runner.env for runner in source._runners]
+    elif isinstance(source, EnvBase):
+        sources = [source]
+    elif isinstance(source, (list, tuple)):
+        sources = list(source)
+    else:
+        raise TypeError(f"Expected an EnvBase or sequence of EnvBase sources, got {type(source).__name__}.")
+    if len(sources) != expected:
+        raise ValueError(f"The source count does not match the indexed destination: got {len(sources)} and "
+                         f"expected {expected}.")
+    if not all(isinstance(env, EnvBase) for env in sources):
+        raise TypeError("All indexed sources must be EnvBase instances.")
+    return sources
+
+
 class _BatchedEnv(EnvBase):
     """The batched env over ``_run(indices, command, args)`` (the subclasses: in-process calls, or
     commands to worker processes); torchrl's ``BatchedEnvBase``."""
@@ -257,9 +331,7 @@ class _BatchedEnv(EnvBase):
         self.create_env_kwargs = [dict(kwargs) for kwargs in create_env_kwargs]
         self.is_closed = True
         self._buffers = None
-        meta = get_env_metadata(create_env_fn[0], self.create_env_kwargs[0])
-        others = [] if self._single_task else [get_env_metadata(fn, kwargs) for fn, kwargs in
-                                               zip(create_env_fn[1:], self.create_env_kwargs[1:])]
+        meta, others = self._envs_metadata()
         self.meta_data = meta if self._single_task else [meta, *others]
         super().__init__(device=meta.device if device is None else device,
                          batch_size=(num_workers,) + tuple(meta.batch_size))
@@ -269,6 +341,19 @@ class _BatchedEnv(EnvBase):
         self._tensordict_style = not self._fits_frames or use_buffers is False
         self.use_buffers = not self._tensordict_style
         self._set_specs(meta, others)
+
+    def _envs_metadata(self):
+        """(the first env's metadata, the other envs' when the constructors differ): each env read is
+        built here once (``EnvCreator`` reads it once for all)."""
+        meta = get_env_metadata(self.create_env_fn[0], self.create_env_kwargs[0])
+        others = [] if self._single_task else [get_env_metadata(fn, kwargs) for fn, kwargs in
+                                               zip(self.create_env_fn[1:], self.create_env_kwargs[1:])]
+        return meta, others
+
+    @property
+    def _use_buffers(self):
+        """torchrl's name of ``use_buffers``."""
+        return self.use_buffers
 
     def _set_specs(self, meta, others=()):
         """The envs' specs stacked along a new leading dim: the first env's, expanded, when every env
@@ -291,19 +376,28 @@ class _BatchedEnv(EnvBase):
             if len(specs) == 1:  # one constructor: its env's specs for every worker
                 specs = specs * self.num_workers
             setattr(self, name, _stacked(specs, name, type(self).__name__))
+        if not self._tensordict_style and "truncated" not in self.done_spec.keys():
+            self.done_spec["truncated"] = self.done_spec["done"].clone()  # the buffers carry one: the data has it
         self._buffer_specs = _buffer_specs(meta, self.num_workers)
         self._obs_keys = tuple(unravel_key_to_tuple(k) for k in meta.observation_spec.keys(True, True))
         self._flag_shape = batch + (1,)
 
     def __getattr__(self, name):
-        """An attribute the batched env lacks, from its envs (torchrl's dispatch; they are started):
-        a ``_Dispatch`` when every env has it, else an AttributeError. Private names
-        are never dispatched."""
+        """An attribute the batched env lacks, from its envs (torchrl's dispatch): a ``_Dispatch`` when
+        every env has it, else an AttributeError. Private names are never dispatched. A closed
+        ``SerialEnv`` starts its envs; a closed ``ParallelEnv`` starts its workers and raises a
+        RuntimeError, as torchrl's."""
         if name.startswith("_") or "num_workers" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return self._dispatch((name,))
 
+    _closed_access_raises = False  # ParallelEnv: torchrl's refusal of an attribute of closed envs
+
     def _dispatch(self, path):
+        if self.is_closed and self._closed_access_raises:
+            self._ensure_started()  # as torchrl's: the workers start, and this access is refused
+            raise RuntimeError("Trying to access attributes of closed/non started environments. Check that the "
+                               "batched environment has been started (e.g. by calling env.reset)")
         self._ensure_started()
         kinds = self._run(self._all(), "attr_kind", [(path,)] * self.num_workers)
         if "missing" in kinds:
@@ -326,22 +420,81 @@ class _BatchedEnv(EnvBase):
         """Builds the envs (torchrl starts them at the first call that needs them, as here)."""
         if not self.is_closed:
             raise RuntimeError("trying to start a environment that is not closed.")
+        if "_parent_env" in self.__dict__:
+            raise RuntimeError("Cannot start an indexed batched environment view: create a new view from the "
+                               "parent environment instead.")
         self._start_workers()
         self.is_closed = False
 
     def _ensure_started(self):
-        if self.is_closed:
+        if "_parent_env" in self.__dict__:
+            self._check_view()
+        elif self.is_closed:
             self.start()
 
     def close(self, *, raise_if_closed=True):
         """Stops the envs (and worker processes). Closing a closed env is a RuntimeError unless
-        ``raise_if_closed=False`` (as torchrl); a later call that needs the envs starts them again."""
+        ``raise_if_closed=False`` (as torchrl); a later call that needs the envs starts them again.
+        Closing a view (``env[item]``) leaves its envs running for the env it was taken from."""
         if self.is_closed:
             if raise_if_closed:
                 raise RuntimeError("trying to close a closed environment")
             return
         self.is_closed = True
-        self._shutdown_workers()
+        if "_parent_env" not in self.__dict__:
+            self._shutdown_workers()
+
+    # ---- views over some of the envs (torchrl's indexing) -------------------------------------------
+    def __getitem__(self, item):
+        """A live view over the envs ``item`` selects (an int, a slice, or a 1-D array or tensor of
+        indices): an env of the same class, batch size ``[len(selected), *inner]``, that steps those
+        envs (the same ones: the parent's rows change with them) over TensorDicts. Closing it leaves
+        them running; closing the parent closes it."""
+        self._ensure_started()
+        indices = _env_indices(item, self.num_workers)
+        return self._view(indices)
+
+    def __setitem__(self, item, source):
+        """torchrl's snapshot writeback: ``env[item] = source`` sets the selected envs' state from
+        ``source`` (an env, a list of envs, or a SerialEnv's envs) where those envs support it."""
+        self._ensure_started()
+        indices = _env_indices(item, self.num_workers)
+        sources = _snapshot_sources(source, len(indices))
+        for index, failure in zip(indices, self._run(indices, "set_snapshot", [(env,) for env in sources])):
+            if failure is not None:
+                env_str = (self.meta_data if self._single_task else self.meta_data[index]).env_str
+                raise NotImplementedError(f"Env workers of type {env_str} do not support snapshot writeback "
+                                          f"({failure}).")
+
+    def _view(self, indices):
+        parent = self.__dict__.get("_parent_env", self)
+        rows = self.__dict__.get("_view_rows", range(self.num_workers))
+        view = object.__new__(type(self))
+        view.__dict__.update({k: v for k, v in self.__dict__.items() if not k.endswith("_spec")})
+        view.__dict__.update(_parent_env=parent, _view_rows=[rows[i] for i in indices],
+                             num_workers=len(indices), batch_size=Size((len(indices),) + tuple(self.batch_size[1:])),
+                             _tensordict_style=True, use_buffers=False, _run=view._view_run,
+                             create_env_fn=[self.create_env_fn[i] for i in indices],
+                             create_env_kwargs=[self.create_env_kwargs[i] for i in indices])
+        if self._single_task:
+            view._set_specs(self.meta_data)
+        else:
+            view.meta_data = [self.meta_data[i] for i in indices]
+            view._set_specs(view.meta_data[0], view.meta_data[1:])
+        return view
+
+    def _view_run(self, indices, command, args=None):
+        rows = self._view_rows
+        return self._parent_env._run([rows[i] for i in indices], command, args)
+
+    def _check_view(self):
+        if self.is_closed:
+            raise RuntimeError("Cannot use a closed indexed batched environment view. Create a new view from the "
+                               "parent environment instead.")
+        if self._parent_env.is_closed:
+            self.is_closed = True
+            raise RuntimeError("Cannot use an indexed batched environment view after its parent environment has "
+                               "been closed.")
 
     def _all(self):
         return range(self.num_workers)
@@ -387,6 +540,12 @@ class _BatchedEnv(EnvBase):
     def _observations(self):
         buffers = self._buffers
         return {key: buffers[key].copy() for key in self._obs_keys}
+
+    def _current_observation(self, key):
+        """The envs' last observations of ``key`` (what the buffers hold), as torchrl's."""
+        if self._buffers is None:
+            return super()._current_observation(key)
+        return self._buffers[key].copy()
 
     def _reset_frame(self, seed=None):
         self._refuse_frames()
@@ -599,7 +758,13 @@ class ParallelEnv(_BatchedEnv):
         daemon: whether the workers are daemonic processes (default False, as torchrl: a daemonic
             worker cannot start processes of its own, an async vector env's).
         serial_for_single: with one worker, build a ``SerialEnv`` instead (torchrl's option).
+        metadata_from_workers: start the workers at once and read the specs from their envs, so that
+            no env is built in this process (torchrl's option; it needs ``use_buffers=False``).
+        shutdown_timeout: seconds a worker is given to close its env before it is terminated
+            (default 5; torchrl's is 10).
     """
+
+    _closed_access_raises = True
 
     def __new__(cls, num_workers=None, create_env_fn=None, create_env_kwargs=None, *, serial_for_single=False,
                 **kwargs):
@@ -609,16 +774,48 @@ class ParallelEnv(_BatchedEnv):
         return super().__new__(cls, num_workers, create_env_fn, create_env_kwargs, **kwargs)
 
     def __init__(self, num_workers, create_env_fn, create_env_kwargs=None, *, device=None, mp_start_method=None,
-                 timeout=120.0, daemon=False, use_buffers=None, serial_for_single=False):
+                 timeout=120.0, daemon=False, use_buffers=None, serial_for_single=False, metadata_from_workers=False,
+                 shutdown_timeout=5.0):
         if mp_start_method is not None and mp_start_method not in mp.get_all_start_methods():
             raise ValueError(f"mp_start_method must be one of {mp.get_all_start_methods()}, got {mp_start_method!r}")
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if not shutdown_timeout >= 0:
+            raise ValueError(f"shutdown_timeout must be >= 0 seconds, got {shutdown_timeout}")
+        if metadata_from_workers and use_buffers:
+            raise RuntimeError("metadata_from_workers=True currently requires use_buffers=False because shared "
+                               "buffers must be allocated before workers start.")
+        self._metadata_from_workers = bool(metadata_from_workers)
+        self.shutdown_timeout = float(shutdown_timeout)
         self._mp_start_method = mp_start_method
         self._timeout = float(timeout)
         self.daemon = bool(daemon)
         self._resources = []
-        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device, use_buffers=use_buffers)
+        super().__init__(num_workers, create_env_fn, create_env_kwargs, device=device,
+                         use_buffers=False if metadata_from_workers else use_buffers)
+
+    def _envs_metadata(self):
+        """With ``metadata_from_workers``: the workers start here and each reads its own env's metadata
+        (no env is built in this process); they must agree on keys, spec types, shapes and dtypes."""
+        if not self._metadata_from_workers:
+            return super()._envs_metadata()
+        self._buffer_specs, self._obs_keys = [], ()  # (the TensorDict path: no buffers)
+        self.start()
+        try:
+            metas = self._run(self._all(), "metadata")
+            for i, meta in enumerate(metas[1:], 1):
+                if _schema(meta) != _schema(metas[0]):
+                    raise RuntimeError(f"ParallelEnv worker metadata are incompatible: worker {i} reports "
+                                       f"{_schema(meta)}, worker 0 {_schema(metas[0])}")
+        except BaseException:
+            self.close(raise_if_closed=False)
+            raise
+        return metas[0], ([] if self._single_task else metas[1:])
+
+    @property
+    def _workers(self):
+        """The worker processes (torchrl's attribute); empty when the env is closed."""
+        return [worker.process for worker in (self._resources[0] if self._resources else [])]
 
     def _start_method(self):
         if self._mp_start_method is not None:
@@ -654,9 +851,9 @@ class ParallelEnv(_BatchedEnv):
             self._shutdown_workers()
             raise
 
-    def _shutdown_workers(self, timeout=5.0):
+    def _shutdown_workers(self, timeout=None):
         self._buffers = None  # (the block cannot close while arrays view it)
-        _release(self._resources, timeout)
+        _release(self._resources, self.shutdown_timeout if timeout is None else timeout)
 
     def _run(self, indices, command, args=None):
         workers = self._resources[0]

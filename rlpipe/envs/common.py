@@ -150,8 +150,11 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         reset (``_continue_frame`` in exact mode); the others keep the input's observations and done
         flags. The mask is removed; returns ``tensordict``."""
         mask = host_array(tensordict.pop("_reset")).astype(bool).reshape(tuple(self.batch_size) + (1,))
-        next_obs = {unravel_key_to_tuple(k): frame_array(tensordict.get(k))
-                    for k in self.observation_spec.keys(True, True)}
+        next_obs = {}
+        for k in self.observation_spec.keys(True, True):
+            value = tensordict.get(k, None)
+            key = unravel_key_to_tuple(k)
+            next_obs[key] = self._current_observation(key) if value is None else frame_array(value)
         if not self._set_exact_resets(True):
             self._set_exact_resets(False)
             raise RuntimeError(f"{self!r}.reset: this env cannot reset only some of its envs (a NEXT_STEP autoreset "
@@ -165,6 +168,11 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
             if key in tensordict.keys():  # the envs not reset keep their flags, as torchrl's
                 out.set(key, where(as_tensor(mask, device=self.device), out.get(key), tensordict.get(key)))
         return tensordict.update(out)
+
+    def _current_observation(self, key):
+        """The observation ``key`` the envs not reset keep when a partial reset's input lacks it: the
+        spec's zero here (an env that keeps its last observations gives those)."""
+        return host_array(self.observation_spec[key].zero())
 
     def _reset_tensordict(self, tensordict, **kwargs):
         out = self._reset(tensordict, **kwargs)

@@ -323,6 +323,7 @@ def spec_chain(transforms, obs, act, rew, done, batch_size):
         finally:
             t.parent_specs = None
         obs, rew, done, act = new_obs, new_rew, new_done, new_act
+        batch_size = t.transform_env_batch_size(batch_size)
     return obs, act, rew, done
 
 
@@ -423,6 +424,10 @@ class TransformProtocol:
     def missing_tolerance(self):
         """Whether missing in-keys are skipped (``set_missing_tolerance``)."""
         return self._missing_tolerance
+
+    def transform_env_batch_size(self, batch_size):
+        """The env's batch size after this transform, from the one before it (default: unchanged)."""
+        return batch_size
 
     # ---- spec hooks --------------------------------------------------------------------------------
     def transform_observation_spec(self, observation_spec):

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._tensor import Size
 from ..nn import Module, ModuleList
 from .common import EnvBase
 from .spec_surface import SpecSurface
@@ -266,6 +267,12 @@ class Compose(Transform):
         return any(t._inverts_actions() for t in self.transforms)
 
     # spec hooks: each child sees the specs its predecessors produced
+    def transform_env_batch_size(self, batch_size):
+        """The batch size through each transform in order."""
+        for t in self.transforms:
+            batch_size = t.transform_env_batch_size(batch_size)
+        return batch_size
+
     def _through_children(self, hook, spec):
         for t in self.transforms:
             spec = getattr(t, hook)(spec)
@@ -525,6 +532,28 @@ class TransformedEnv(EnvBase):
         self._invalidate_specs()
         return self
 
+    @property
+    def batch_size(self):
+        """The base env's batch size through the transforms (``BatchSizeTransform`` changes it)."""
+        state = self.__dict__
+        if "base_env" not in state:  # (EnvBase.__init__, before the base env is set)
+            return Size(())
+        base_batch_size = state["base_env"].batch_size
+        cached = state.get("_batch_size_cache")  # (version of the transforms, base's batch size, ours)
+        if cached is not None and cached[0] == state.get("_spec_version") and cached[1] is base_batch_size:
+            return cached[2]
+        batch_size = base_batch_size
+        for t in self._leaf_list():
+            batch_size = t.transform_env_batch_size(batch_size)
+        state["_batch_size_cache"] = (state.get("_spec_version"), base_batch_size, batch_size)
+        return batch_size
+
+    @batch_size.setter
+    def batch_size(self, value):
+        if "base_env" in self.__dict__:
+            raise RuntimeError("Cannot modify the batch-size of a transformed env. Change the batch size of the "
+                               "base_env instead.")
+
     def _invalidate_specs(self):
         self._pipeline = None
         self._spec_version = self.__dict__.get("_spec_version", 0) + 1
@@ -539,7 +568,7 @@ class TransformedEnv(EnvBase):
             return pipeline
         leaves = self._leaf_list()
         obs, act, rew, done = spec_chain(leaves, base.observation_spec.clone(), base.action_spec.clone(),
-                                         base.reward_spec.clone(), base.done_spec.clone(), self.batch_size)
+                                         base.reward_spec.clone(), base.done_spec.clone(), base.batch_size)
         hooks = [(i, t._frame_inv) for i, t in reversed(list(enumerate(leaves))) if t._inverts_actions()]
         if pipeline is not None and pipeline.leaves != leaves:
             self._roots = self._nexts = None
@@ -548,7 +577,7 @@ class TransformedEnv(EnvBase):
         for t in leaves:
             device = t.transform_env_device(device)
         skippers = [t for t in leaves if _overrides_skip(t)]
-        tensordicts = _steps_over_tensordicts(base)
+        tensordicts = _steps_over_tensordicts(base) or any(getattr(t, "_needs_tensordicts", False) for t in leaves)
         if not tensordicts:
             for t in leaves:
                 t._check_frame_inputs()
@@ -633,7 +662,7 @@ class TransformedEnv(EnvBase):
         entries of ``tensordict``, then the transforms' ``_reset``."""
         if tensordict is not None:
             tensordict = tensordict.select(*self.reset_keys, *self.state_spec.keys(True, True), strict=False)
-        tensordict_reset = self.base_env._reset(tensordict, **kwargs)
+        tensordict_reset = self._base_reset(tensordict, **kwargs)
         if tensordict is None:
             tensordict = tensordict_reset.empty()
         complete_done(self.base_env.full_done_spec, tensordict_reset)
@@ -642,9 +671,26 @@ class TransformedEnv(EnvBase):
     def _step(self, tensordict):
         """torchrl's ``TransformedEnv._step``: the inverse transforms on a copy of ``tensordict`` (state
         entries included), the base env's ``_step``, then the transforms' ``_step``."""
-        next_tensordict = self.base_env._step(self.transform.inv(tensordict))
+        next_tensordict = self._base_step(self.transform.inv(tensordict))
         complete_done(self.base_env.full_done_spec, next_tensordict)
         return self.transform._step(tensordict, next_tensordict)
+
+    def _base_reset(self, tensordict, **kwargs):
+        """The base env's ``_reset``; a frame env's ``reset`` (a partial reset with the ``"_reset"`` mask
+        at the base env's batch size)."""
+        base = self.base_env
+        if base._tensordict_style:
+            return base._reset(tensordict, **kwargs)
+        if tensordict is None or "_reset" not in tensordict.keys():
+            return base.reset(**kwargs)
+        return base.reset(tensordict.reshape(base.batch_size), **kwargs)
+
+    def _base_step(self, tensordict):
+        """The base env's ``_step``; a frame env's ``step`` and its ``"next"`` entry."""
+        base = self.base_env
+        if base._tensordict_style:
+            return base._step(tensordict)
+        return base.step(tensordict.clone(False)).get("next")
 
     # ---- the frame methods (step_protocol.py) -----------------------------------------------------
     def _reset_frame(self, seed=None):

@@ -804,7 +804,13 @@ class TensorDictReplayBuffer(ReplayBuffer):
             raise RuntimeError(f"Cannot include info in non-tensordict data (a sample transform returned a "
                                f"{type(data).__name__})")
         for key, value in info.items():
-            data.set(key, _expanded(value, data))
+            try:
+                data.set(key, _expanded(value, data))
+            except (RuntimeError, ValueError) as error:
+                raise RuntimeError(f"Failed to set the metadata ({key!r}) in the sampled tensordict within "
+                                   f"{type(self).__name__}.sample: the sample has batch_size {list(data.batch_size)} "
+                                   "(a transform probably changed its shape); sample from a ReplayBuffer with "
+                                   "return_info=True to get it") from error
         return data
 
     def update_tensordict_priority(self, data):

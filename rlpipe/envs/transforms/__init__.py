@@ -119,7 +119,8 @@ class StepCounter(Transform):
         count = tensordict.get(self._key, None)
         reset = tensordict.get("_reset", None)
         if count is None or reset is None:
-            done = tensordict.get("done")
+            done = tensordict.get("done", None)
+            done = tensordict_reset.get("done") if done is None else done  # (a first reset: no input flags)
             count = (done if count is None else count).to(_dtypes.int64 if count is None else count.dtype)
             reset = as_tensor(np.ones(tuple(count.shape), dtype=bool), device=count.device)
         tensordict_reset.set(self._key, count.masked_fill(reset, 0))
@@ -688,5 +689,8 @@ __all__ += _data.__all__
 from .. import transforms_misc as _misc  # noqa: E402 - torchrl's device and hashing transforms, re-exported
 from ..transforms_misc import *  # noqa: E402,F403
 __all__ += _misc.__all__
+from .. import transforms_batch as _batch  # noqa: E402 - torchrl's BatchSizeTransform, re-exported
+from ..transforms_batch import *  # noqa: E402,F403
+__all__ += _batch.__all__
 
 _vecnorm._RunningNorm._observation_norm = ObservationNorm  # VecNorm.to_observation_norm's class (no import circle)
