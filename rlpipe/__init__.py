@@ -95,3 +95,23 @@ exp_ expm1_ fill_ floor_ frac_ log1p_ log_ logit_ nan_to_num_ neg_ reciprocal_ r
 sinh_ sqrt_ tan_ tanh_ trunc_ zero_""".split():
     globals()[_name] = _inplace_function(_name)
 del _name
+
+
+_MATMUL_PRECISIONS = ("highest", "high", "medium")
+_matmul_precision = ["highest"]
+
+
+def set_float32_matmul_precision(precision):
+    """Records torch's float32 matmul precision setting ("highest", "high" or "medium"). rlpipe's
+    backends always multiply float32 at full precision, so the setting changes no result."""
+    if not isinstance(precision, str):
+        raise TypeError(f"set_float32_matmul_precision: precision must be a str, got {type(precision).__name__}")
+    if precision not in _MATMUL_PRECISIONS:
+        raise ValueError(f"set_float32_matmul_precision: precision must be one of {_MATMUL_PRECISIONS}, "
+                         f"got {precision!r}")
+    _matmul_precision[0] = precision
+
+
+def get_float32_matmul_precision():
+    """The value last given to ``set_float32_matmul_precision`` ("highest" by default)."""
+    return _matmul_precision[0]

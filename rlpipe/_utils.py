@@ -4,8 +4,9 @@ import functools
 import logging
 import os
 import sys
+import time
 
-__all__ = ["_ends_with", "_replace_last", "RL_WARNINGS", "rl_warnings", "logger"]
+__all__ = ["_ends_with", "_replace_last", "RL_WARNINGS", "rl_warnings", "logger", "timeit", "get_available_device"]
 
 
 def _ends_with(key, match):
@@ -74,3 +75,88 @@ if not logger.handlers:
     logger.addHandler(_handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
+
+
+class timeit:
+    """A named timer for profiling, as torchrl's: a context manager or a decorator that adds each run's
+    time to a registry shared by every timer of that name; ``timeit.print()`` logs the mean and total
+    per name, ``timeit.todict()`` returns them, ``timeit.erase()`` (or ``reset()``) zeroes them."""
+    _REG = {}
+    _printevery_count = 0
+
+    def __init__(self, name):
+        self.name = name
+        self.t0 = None
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def timed(*args, **kwargs):
+            with timeit(self.name):
+                return fn(*args, **kwargs)
+        return timed
+
+    def start(self):
+        """Starts the clock without a ``with`` block; returns the timer."""
+        self.t0 = time.perf_counter()
+        return self
+
+    def __enter__(self):
+        return self.start()
+
+    def elapsed(self):
+        """Seconds since the timer started."""
+        if self.t0 is None:
+            raise RuntimeError(f"timeit({self.name!r}).elapsed(): the timer was never started "
+                               "(use it in a with block or call start())")
+        return time.perf_counter() - self.t0
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        mean, total, count = self._REG.get(self.name, (0.0, 0.0, 0))
+        took = self.elapsed()
+        self._REG[self.name] = [(mean * count + took) / (count + 1), total + took, count + 1]
+
+    @staticmethod
+    def todict(percall=True, prefix=None):
+        """``{name: mean seconds}`` (``percall=False``: total seconds), names prefixed by ``prefix/``."""
+        column = 0 if percall else 1
+        return {(f"{prefix}/{name}" if prefix else name): stats[column] for name, stats in timeit._REG.items()}
+
+    @staticmethod
+    def print(prefix=None):
+        """Logs one line per timer name (mean in ms, total in s) and returns the lines joined."""
+        lines = []
+        for name in sorted(timeit._REG):
+            mean, total, _ = timeit._REG[name]
+            line = f"{name} took {mean * 1000:4.4f} msec (total = {total: 4.4f} sec since last reset)."
+            lines.append(f"{prefix} -- {line}" if prefix else line)
+            logger.info(lines[-1])
+        return "\n".join(lines)
+
+    @classmethod
+    def printevery(cls, num_prints, total_count, *, prefix=None, erase=False):
+        """Call once per iteration: prints (then erases, with ``erase=True``) on every
+        ``total_count // num_prints``-th call, the first included."""
+        interval = max(1, total_count // num_prints)
+        if cls._printevery_count % interval == 0:
+            cls.print(prefix=prefix)
+            if erase:
+                cls.erase()
+        cls._printevery_count += 1
+
+    @staticmethod
+    def erase():
+        """Zeroes every name's mean, total and count (the names stay, as in torchrl)."""
+        for name in timeit._REG:
+            timeit._REG[name] = [0.0, 0.0, 0]
+
+    @classmethod
+    def reset(cls):
+        """Same as ``erase()``."""
+        cls.erase()
+
+
+def get_available_device(return_str=False):
+    """The first accelerator present (``cuda:0``), else ``cpu``: a device, or its name with ``return_str=True``."""
+    from rlpipe import cuda, device
+    name = "cuda:0" if cuda.is_available() else "cpu"
+    return name if return_str else device(name)

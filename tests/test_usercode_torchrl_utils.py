@@ -1,0 +1,86 @@
+"""torchrl._utils's timer and device helper and torch's matmul-precision switch, which torchrl's
+sota-implementations call (recorded from torchrl 0.14 / torch 2.13)."""
+import pytest
+
+import rlpipe
+from rlpipe._utils import get_available_device, timeit
+
+
+@pytest.fixture(autouse=True)
+def fresh_timers():
+    saved = dict(timeit._REG), timeit._printevery_count
+    timeit._REG.clear()
+    yield
+    timeit._REG.clear()
+    timeit._REG.update(saved[0])
+    timeit._printevery_count = saved[1]
+
+
+def test_timeit_context_and_decorator_share_a_registry():
+    @timeit("work")
+    def work():
+        return 3
+
+    assert work() == 3
+    with timeit("work") as timer:
+        assert timer.elapsed() >= 0.0
+    mean, total, count = timeit._REG["work"]
+    assert count == 2 and total >= mean >= 0.0
+    assert timeit.todict() == {"work": mean}
+    assert timeit.todict(percall=False, prefix="t") == {"t/work": total}
+
+
+def test_timeit_erase_keeps_the_names_with_zeros():
+    with timeit("a"):
+        pass
+    timeit.erase()
+    assert timeit._REG == {"a": [0.0, 0.0, 0]}  # torchrl 0.14: erase zeroes, it does not forget
+    assert timeit.todict() == {"a": 0.0}
+
+
+def test_timeit_printevery_prints_on_every_interval_th_call():
+    with timeit("a"):
+        pass
+    printed = []
+    original = timeit.print
+    timeit.print = staticmethod(lambda prefix=None: printed.append(prefix))
+    try:
+        timeit._printevery_count = 0
+        for _ in range(10):  # 10 // 3 = 3: calls 0, 3, 6, 9 print
+            timeit.printevery(3, 10, prefix="p")
+    finally:
+        timeit.print = original
+    assert printed == ["p"] * 4
+
+
+def test_timeit_print_returns_the_lines():
+    timeit._REG["x"] = [0.002, 0.01, 5]
+    assert timeit.print() == "x took 2.0000 msec (total =  0.0100 sec since last reset)."
+
+
+def test_timeit_elapsed_before_start_raises():
+    with pytest.raises(RuntimeError, match="never started"):
+        timeit("idle").elapsed()
+
+
+def test_get_available_device_is_cpu_without_a_gpu():
+    expected = "cuda:0" if rlpipe.cuda.is_available() else "cpu"
+    assert get_available_device(return_str=True) == expected
+    assert get_available_device() == rlpipe.device(expected)
+
+
+def test_float32_matmul_precision_round_trips():
+    assert rlpipe.get_float32_matmul_precision() == "highest"  # torch 2.13's default
+    try:
+        rlpipe.set_float32_matmul_precision("high")
+        assert rlpipe.get_float32_matmul_precision() == "high"
+    finally:
+        rlpipe.set_float32_matmul_precision("highest")
+
+
+def test_float32_matmul_precision_bad_values():
+    with pytest.raises(TypeError, match="must be a str, got int"):
+        rlpipe.set_float32_matmul_precision(3)
+    with pytest.raises(ValueError, match="got 'low'"):
+        rlpipe.set_float32_matmul_precision("low")
+    assert rlpipe.get_float32_matmul_precision() == "highest"
