@@ -157,6 +157,7 @@ class timeit:
 
 def get_available_device(return_str=False):
     """The first accelerator present (``cuda:0``), else ``cpu``: a device, or its name with ``return_str=True``."""
-    from rlpipe import cuda, device
-    name = "cuda:0" if cuda.is_available() else "cpu"
+    from rlpipe._device import device
+    from rlpipe.cuda import is_available
+    name = "cuda:0" if is_available() else "cpu"
     return name if return_str else device(name)
