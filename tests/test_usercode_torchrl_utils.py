@@ -84,3 +84,18 @@ def test_float32_matmul_precision_bad_values():
     with pytest.raises(ValueError, match="got 'low'"):
         rlpipe.set_float32_matmul_precision("low")
     assert rlpipe.get_float32_matmul_precision() == "highest"
+
+
+def test_compile_with_warmup_runs_the_model_before_and_after_warmup():
+    from rlpipe._utils import compile_with_warmup
+
+    def double(x):
+        return 2 * x
+
+    wrapped = compile_with_warmup(double, warmup=2, mode="reduce-overhead")
+    assert [wrapped(i) for i in range(4)] == [0, 2, 4, 6]
+    assert wrapped.__name__ == "double"
+    later = compile_with_warmup(warmup=1)(double)  # torchrl: without a model, a decorator
+    assert later(5) == 10
+    with pytest.raises(TypeError, match="must be callable, got int"):
+        compile_with_warmup(3)
