@@ -99,3 +99,27 @@ def test_compile_with_warmup_runs_the_model_before_and_after_warmup():
     assert later(5) == 10
     with pytest.raises(TypeError, match="must be callable, got int"):
         compile_with_warmup(3)
+
+
+def test_group_optimizers_keeps_each_groups_options():
+    from rlpipe.objectives import group_optimizers
+    a = rlpipe.nn.Parameter(rlpipe.tensor([1.0, 2.0]))
+    b = rlpipe.nn.Parameter(rlpipe.tensor([3.0]))
+    grouped = group_optimizers(rlpipe.optim.Adam([a], lr=0.1), None, rlpipe.optim.Adam([b], lr=0.01, eps=1e-4))
+    assert type(grouped).__name__ == "Adam"
+    assert [g["lr"] for g in grouped.param_groups] == [0.1, 0.01]
+    assert [g["eps"] for g in grouped.param_groups] == [1e-08, 1e-4]
+    (a.pow(2).sum() + 3 * b.sum()).backward()
+    grouped.step()
+    # torchrl 0.14.1 / torch 2.13
+    assert a.tolist() == pytest.approx([0.9000000357627869, 1.899999976158142])
+    assert b.tolist() == pytest.approx([2.9900002479553223])
+
+
+def test_group_optimizers_bad_input():
+    from rlpipe.objectives import group_optimizers
+    p = rlpipe.nn.Parameter(rlpipe.tensor([1.0]))
+    with pytest.raises(ValueError, match="must be a Adam, got a SGD"):
+        group_optimizers(rlpipe.optim.Adam([p]), rlpipe.optim.SGD([p], lr=1.0))
+    with pytest.raises(ValueError, match="at least one optimizer, got none"):
+        group_optimizers(None)
