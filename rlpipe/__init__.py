@@ -44,7 +44,7 @@ from .random import (Generator, manual_seed, seed, initial_seed, get_rng_state, 
                      default_generator)
 from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled,
                        is_inference_mode_enabled)
-from . import autograd, cuda, accelerator, backends
+from . import autograd, cuda, accelerator, backends, compiler
 from . import linalg
 from . import __future__  # torch.__future__'s switches for module conversions
 from . import return_types

@@ -123,3 +123,18 @@ def test_group_optimizers_bad_input():
         group_optimizers(rlpipe.optim.Adam([p]), rlpipe.optim.SGD([p], lr=1.0))
     with pytest.raises(ValueError, match="at least one optimizer, got none"):
         group_optimizers(None)
+
+
+def test_compiler_switches_are_no_ops():
+    # torch 2.13 on CPU: None, False, False; disable(f)(1) == 2; disable(recursive=False)(f)(2) == 3
+    assert rlpipe.compiler.cudagraph_mark_step_begin() is None
+    assert rlpipe.compiler.is_compiling() is False and rlpipe.compiler.is_dynamo_compiling() is False
+
+    def f(x):
+        return x + 1
+
+    assert rlpipe.compiler.disable(f)(1) == 2
+    assert rlpipe.compiler.disable(recursive=False)(f)(2) == 3
+    assert rlpipe.compiler.reset() is None
+    with pytest.raises(TypeError, match="fn must be callable, got int"):
+        rlpipe.compiler.disable(3)
