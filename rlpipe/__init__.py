@@ -57,6 +57,7 @@ from .func import vmap
 from .nn._compile import compile  # noqa: A001 - torch.compile's name, shadowing the builtin as torch does
 from . import tensordict, testing, postprocs, data
 from .tensordict import TensorDict
+from ._utils import timeit, logger, compile_with_warmup  # torchrl's top-level helpers (``from torchrl import timeit``)
 
 from math import pi, e, inf, nan  # torch's constants, the same Python floats
 

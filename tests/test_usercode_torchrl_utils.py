@@ -138,3 +138,10 @@ def test_compiler_switches_are_no_ops():
     assert rlpipe.compiler.reset() is None
     with pytest.raises(TypeError, match="fn must be callable, got int"):
         rlpipe.compiler.disable(3)
+
+
+def test_torchrl_top_level_helpers():
+    # torchrl 0.14.1's __init__ re-exports these from torchrl._utils
+    from rlpipe import _utils
+    assert rlpipe.timeit is _utils.timeit and rlpipe.logger is _utils.logger
+    assert rlpipe.compile_with_warmup is _utils.compile_with_warmup
