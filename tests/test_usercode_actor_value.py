@@ -74,3 +74,20 @@ def test_actor_critic_wrapper_returns_the_parts_as_given():
     assert wrapper.get_policy_operator() is policy and wrapper.get_value_head() is value
     assert wrapper.in_keys == ["hidden"]
     assert sorted(wrapper.out_keys) == ["action", "action_log_prob", "loc", "scale", "state_value"]
+
+
+def test_assert_close_on_none():
+    # torch 2.13: None equals None; against a tensor, "None mismatch: None is not tensor([1.])"
+    torch.testing.assert_close(None, None)
+    try:
+        torch.testing.assert_close(None, torch.ones(1))
+    except AssertionError as error:
+        assert str(error) == "None mismatch: None is not tensor([1.])"
+    else:
+        raise AssertionError("assert_close(None, tensor) passed")
+    try:
+        torch.testing.assert_close(torch.ones(1), None)
+    except AssertionError as error:
+        assert str(error) == "None mismatch: tensor([1.]) is not None"
+    else:
+        raise AssertionError("assert_close(tensor, None) passed")
