@@ -329,3 +329,49 @@ def test_legacy_constructor_takes_numpy_integers_as_sizes():
     assert rlpipe.Tensor(np.int64(3)).shape == (3,)
     assert rlpipe.FloatTensor(np.int32(2)).shape == (2,)
     assert rlpipe.Tensor([2]).tolist() == [2.0]  # a list is still data
+
+
+# Tensor.unfold: PyTorch's DQN tutorial averages episode durations with durations.unfold(0, 100, 1).mean(1)
+UNFOLD_GRAD = [[[0.0, 2.0, 4.0, 6.0], [9.0, 13.0, 17.0, 21.0], [9.0, 11.0, 13.0, 15.0]],
+               [[16.0, 18.0, 20.0, 22.0], [41.0, 45.0, 49.0, 53.0], [25.0, 27.0, 29.0, 31.0]]]  # torch 2.13
+
+
+def test_unfold_windows_and_overlapping_gradient():
+    x = rlpipe.arange(24.0).reshape(2, 3, 4).requires_grad_()
+    y = x.unfold(1, 2, 1)
+    assert y.shape == (2, 2, 4, 2) and y.grad_fn.name() == "UnfoldBackward0"
+    assert y[1, 1].tolist() == [[16.0, 20.0], [17.0, 21.0], [18.0, 22.0], [19.0, 23.0]]
+    (y * rlpipe.arange(float(y.numel())).reshape(y.shape)).sum().backward()
+    assert x.grad.tolist() == UNFOLD_GRAD
+    assert rlpipe.arange(7.0).unfold(0, 3, 2).tolist() == [[0.0, 1.0, 2.0], [2.0, 3.0, 4.0], [4.0, 5.0, 6.0]]
+    assert rlpipe.arange(6.0).reshape(2, 3).unfold(-1, 2, 2).tolist() == [[[0.0, 1.0]], [[3.0, 4.0]]]
+    assert rlpipe.arange(5.0).unfold(0, 0, 2).shape == (3, 0)
+    assert rlpipe.tensor(3.0).unfold(0, 1, 1).tolist() == [3.0]
+
+
+def test_unfold_gradcheck_float64():
+    x = rlpipe.rand(3, 7, dtype=rlpipe.float64, requires_grad=True)
+    assert rlpipe.autograd.gradcheck(lambda t: t.unfold(1, 3, 2), (x,))
+
+
+def test_unfold_bad_arguments():
+    x = rlpipe.arange(7.0)
+    with pytest.raises(RuntimeError, match="maximum size for tensor at dimension 0 is 7 but size is 100"):
+        x.unfold(0, 100, 1)
+    with pytest.raises(RuntimeError, match="size is -1 but must be >= 0"):
+        x.unfold(0, -1, 1)
+    with pytest.raises(RuntimeError, match="step is 0 but must be > 0"):
+        x.unfold(0, 2, 0)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        x.unfold(2, 2, 1)
+    assert x.unfold(0, 2, 3).tolist() == [[0.0, 1.0], [3.0, 4.0]]  # x still usable
+
+
+@pytest.mark.cuda
+def test_unfold_on_cuda():
+    if not rlpipe.cuda.is_available():
+        pytest.skip("no CUDA device (run under RLPIPE_CUPY_STANDIN=1 or on a GPU)")
+    x = rlpipe.arange(24.0, device="cuda").reshape(2, 3, 4).requires_grad_()
+    y = x.unfold(1, 2, 1)
+    (y * rlpipe.arange(float(y.numel()), device="cuda").reshape(y.shape)).sum().backward()
+    assert x.grad.cpu().tolist() == UNFOLD_GRAD
