@@ -4,6 +4,9 @@
 The core mirrors PyTorch's API: ``rlpipe.tensor``, ``rlpipe.zeros``, ``Tensor`` methods,
 ``rlpipe.autograd`` and the grad modes, on a NumPy (CPU) or CuPy (GPU) backend.
 """
+import builtins as _builtins  # the dtypes below shadow int and bool
+import os as _os
+
 from ._dtypes import (dtype, bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
                       half, float, double, short, int, long, get_default_dtype, set_default_dtype,
                       promote_types, finfo, iinfo)
@@ -45,6 +48,7 @@ from .random import (Generator, manual_seed, seed, initial_seed, get_rng_state, 
 from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled,
                        is_inference_mode_enabled)
 from . import autograd, cuda, accelerator, backends, compiler
+from .backends import cpu as _cpu_backend
 from . import linalg
 from . import __future__  # torch.__future__'s switches for module conversions
 from . import return_types
@@ -116,3 +120,25 @@ def set_float32_matmul_precision(precision):
 def get_float32_matmul_precision():
     """The value last given to ``set_float32_matmul_precision`` ("highest" by default)."""
     return _matmul_precision[0]
+
+
+_num_threads = [None]  # what set_num_threads was given, where NumPy's BLAS cannot be reached
+
+
+def set_num_threads(n):
+    """Sets the number of threads the CPU backend's matrix products use (NumPy's bundled OpenBLAS;
+    with another BLAS the value is only recorded, for ``get_num_threads``)."""
+    if isinstance(n, _builtins.bool) or not isinstance(n, _builtins.int):
+        raise RuntimeError(f"set_num_threads expects an int, but got {type(n).__name__}")
+    if n <= 0:
+        raise RuntimeError(f"set_num_threads expects a positive integer, got {n}")
+    _num_threads[0] = n
+    _cpu_backend.set_blas_threads(n)
+
+
+def get_num_threads():
+    """The number of threads the CPU backend's matrix products use."""
+    threads = _cpu_backend.blas_threads()
+    if threads is not None:
+        return threads
+    return _num_threads[0] or _os.cpu_count() or 1

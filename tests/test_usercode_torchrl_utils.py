@@ -145,3 +145,27 @@ def test_torchrl_top_level_helpers():
     from rlpipe import _utils
     assert rlpipe.timeit is _utils.timeit and rlpipe.logger is _utils.logger
     assert rlpipe.compile_with_warmup is _utils.compile_with_warmup
+
+
+def test_set_num_threads_reaches_numpys_blas():
+    before = rlpipe.get_num_threads()
+    try:
+        rlpipe.set_num_threads(1)
+        assert rlpipe.get_num_threads() == 1
+        if rlpipe.backends.cpu.blas_threads() is not None:  # NumPy's bundled OpenBLAS: really set
+            assert rlpipe.backends.cpu.blas_threads() == 1
+    finally:
+        rlpipe.set_num_threads(before)
+    assert rlpipe.get_num_threads() == before
+
+
+def test_set_num_threads_bad_values():
+    # torch 2.13's messages: "set_num_threads expects a positive integer" / "expects an int, but got float"
+    before = rlpipe.get_num_threads()
+    with pytest.raises(RuntimeError, match="set_num_threads expects a positive integer, got 0"):
+        rlpipe.set_num_threads(0)
+    with pytest.raises(RuntimeError, match="set_num_threads expects an int, but got float"):
+        rlpipe.set_num_threads(1.5)
+    with pytest.raises(RuntimeError, match="set_num_threads expects an int, but got str"):
+        rlpipe.set_num_threads("2")
+    assert rlpipe.get_num_threads() == before
