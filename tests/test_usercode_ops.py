@@ -375,3 +375,35 @@ def test_unfold_on_cuda():
     y = x.unfold(1, 2, 1)
     (y * rlpipe.arange(float(y.numel()), device="cuda").reshape(y.shape)).sum().backward()
     assert x.grad.cpu().tolist() == UNFOLD_GRAD
+
+
+def test_cosine_similarity_values_and_gradients():
+    a = rlpipe.tensor([[1.0, 2, 3], [0, 1, 0]], requires_grad=True)
+    b = rlpipe.tensor([[1.0, 0, 1]], requires_grad=True)
+    c = F.cosine_similarity(a, b)
+    np.testing.assert_allclose(c.tolist(), [0.7559289336204529, 0.0], rtol=1e-6)  # torch 2.13
+    (c * rlpipe.tensor([1.0, 2])).sum().backward()
+    np.testing.assert_allclose(a.grad.tolist(), [[0.13498730957508087, -0.1079898402094841, 0.026997476816177368],
+                                                 [1.4142135381698608, 0.0, 1.4142135381698608]], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(b.grad.tolist(), [[-0.18898223340511322, 1.7921780347824097, 0.18898221850395203]],
+                               rtol=1e-5)
+    other = F.cosine_similarity(rlpipe.tensor([[1.0, 2], [3, 4]]), rlpipe.tensor([[2.0, 1], [1, 0]]), dim=0)
+    np.testing.assert_allclose(other.tolist(), [0.7071067094802856, 0.4472135901451111], rtol=1e-6)
+    assert F.cosine_similarity(rlpipe.zeros(3), rlpipe.ones(3), dim=0).item() == 0.0
+
+
+def test_gumbel_softmax_soft_sums_to_one_and_hard_is_straight_through():
+    logits = rlpipe.tensor([[1.0, 2, 3], [3, 0, -1]])
+    rlpipe.manual_seed(5)
+    soft_in = logits.clone().requires_grad_()
+    soft = F.gumbel_softmax(soft_in, tau=0.5)
+    np.testing.assert_allclose(soft.sum(-1).tolist(), [1.0, 1.0], rtol=1e-6)
+    rlpipe.manual_seed(5)  # the same noise: the hard sample is the soft one's argmax, one-hot
+    hard_in = logits.clone().requires_grad_()
+    hard = F.gumbel_softmax(hard_in, tau=0.5, hard=True)
+    assert hard.tolist() == F.one_hot(soft.argmax(-1), 3).float().tolist()
+    weights = rlpipe.tensor([[1.0, 2, 3], [1, -1, 0.5]])
+    (soft * weights).sum().backward()
+    (hard * weights).sum().backward()
+    np.testing.assert_allclose(hard_in.grad.numpy(), soft_in.grad.numpy(), rtol=1e-6)
+    assert F.gumbel_softmax(rlpipe.tensor([100.0, 0, 0])).argmax().item() == 0
