@@ -24,9 +24,9 @@ from .primitives.comparison import (eq, ne, lt, le, gt, ge, greater, greater_equ
                                     bitwise_xor, bitwise_not, isnan, isinf, isfinite, signbit, isclose, allclose,
                                     equal, isposinf, isneginf, isreal)
 from .primitives.activations import (tanh, sigmoid, relu, leaky_relu, gelu, softplus, softmax, log_softmax)
-from .primitives.reductions import (sum, nansum, mean, prod, max, min, amax, amin, argmax, argmin, var, std, var_mean,
-                                    std_mean, logsumexp, norm, all, any, count_nonzero, cumsum, cumprod, cummax,
-                                    cummin, quantile)
+from .primitives.reductions import (sum, nansum, nanmean, diff, mean, prod, max, min, amax, amin, argmax, argmin,
+                                    var, std, var_mean, std_mean, logsumexp, norm, all, any, count_nonzero, cumsum,
+                                    cumprod, cummax, cummin, quantile)
 from .primitives.sorting import (sort, argsort, msort, topk)
 from .primitives.shape import (reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes,
                                swapdims, t, movedim, moveaxis, broadcast_to, broadcast_tensors, narrow, select, clone,

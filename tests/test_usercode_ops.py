@@ -407,3 +407,33 @@ def test_gumbel_softmax_soft_sums_to_one_and_hard_is_straight_through():
     (hard * weights).sum().backward()
     np.testing.assert_allclose(hard_in.grad.numpy(), soft_in.grad.numpy(), rtol=1e-6)
     assert F.gumbel_softmax(rlpipe.tensor([100.0, 0, 0])).argmax().item() == 0
+
+
+def test_nanmean_skips_nans_with_gradient():
+    nan = float("nan")
+    x = rlpipe.tensor([[1.0, nan, 3.0], [nan, nan, 2.0]], requires_grad=True)
+    m = rlpipe.nanmean(x)
+    assert m.item() == 2.0 and x.nanmean(dim=1).tolist() == [2.0, 2.0]
+    np.testing.assert_equal(rlpipe.nanmean(x, 0, keepdim=True).tolist(), [[1.0, nan, 2.5]])  # torch 2.13
+    m.backward()
+    np.testing.assert_allclose(x.grad.tolist(), [[1 / 3, 0.0, 1 / 3], [0.0, 0.0, 1 / 3]], rtol=1e-6)
+    with pytest.raises(RuntimeError, match="nanmean\\(\\): expected input to have floating point or complex dtype but "
+                                           "got Long"):
+        rlpipe.nanmean(rlpipe.tensor([1, 2]))
+
+
+def test_diff_orders_edges_and_errors():
+    # torch 2.13
+    assert rlpipe.tensor([1, 3, 6, 10]).diff().tolist() == [2, 3, 4]
+    assert rlpipe.diff(rlpipe.tensor([[1.0, 2, 4], [0, 0, 5]]), dim=0).tolist() == [[-1.0, -2.0, 1.0]]
+    assert rlpipe.diff(rlpipe.tensor([1.0, 3, 6, 10]), n=2).tolist() == [1.0, 1.0]
+    assert rlpipe.diff(rlpipe.tensor([1.0, 3]), prepend=rlpipe.tensor([0.0]),
+                       append=rlpipe.tensor([9.0, 10])).tolist() == [1.0, 2.0, 6.0, 1.0]
+    assert rlpipe.diff(rlpipe.tensor([True, False, False])).tolist() == [True, False]
+    assert rlpipe.diff(rlpipe.tensor([1.0]), n=3).tolist() == []
+    x = rlpipe.tensor([1.0, 4, 9, 16], dtype=rlpipe.float64, requires_grad=True)
+    assert rlpipe.autograd.gradcheck(lambda t: rlpipe.diff(t, n=2), (x,))
+    with pytest.raises(RuntimeError, match="diff expects input to be at least one-dimensional"):
+        rlpipe.diff(rlpipe.tensor(1.0))
+    with pytest.raises(RuntimeError, match="order must be non-negative but got -1"):
+        rlpipe.diff(rlpipe.tensor([1.0, 2]), n=-1)
