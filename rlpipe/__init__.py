@@ -18,7 +18,7 @@ from .primitives.elementwise import (add, sub, mul, div, true_divide, divide, fl
                                      negative, abs, absolute, sign, reciprocal, exp, expm1, log, log1p, log2, log10,
                                      sqrt, rsqrt, square, sin, cos, erf, floor, ceil, trunc, fix, round, clamp, clip,
                                      clamp_min, clamp_max, maximum, minimum, where, lerp, nan_to_num, erfc, frac,
-                                     copysign)
+                                     copysign, logaddexp)
 from .primitives.comparison import (eq, ne, lt, le, gt, ge, greater, greater_equal, less, less_equal, not_equal,
                                     logical_and, logical_or, logical_xor, logical_not, bitwise_and, bitwise_or,
                                     bitwise_xor, bitwise_not, isnan, isinf, isfinite, signbit, isclose, allclose,

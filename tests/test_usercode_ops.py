@@ -437,3 +437,23 @@ def test_diff_orders_edges_and_errors():
         rlpipe.diff(rlpipe.tensor(1.0))
     with pytest.raises(RuntimeError, match="order must be non-negative but got -1"):
         rlpipe.diff(rlpipe.tensor([1.0, 2]), n=-1)
+
+
+def test_logaddexp_values_gradients_and_infinities():
+    a = rlpipe.tensor([0.0, 1.0, -100.0], requires_grad=True)
+    b = rlpipe.tensor([0.0, 2.0, -100.0], requires_grad=True)
+    y = rlpipe.logaddexp(a, b)
+    # torch 2.13
+    np.testing.assert_allclose(y.tolist(), [0.6931471824645996, 2.3132617473602295, -99.30685424804688], rtol=1e-6)
+    y.sum().backward()
+    np.testing.assert_allclose(a.grad.tolist(), [0.5, 0.2689414322376251, 0.5], rtol=1e-6)
+    np.testing.assert_allclose(b.grad.tolist(), [0.5, 0.7310585975646973, 0.5], rtol=1e-6)
+    np.testing.assert_allclose(rlpipe.logaddexp(rlpipe.tensor([1000.0]), rlpipe.tensor([1000.0])).tolist(),
+                               [1000.6931762695312])
+    inf = float("inf")
+    assert rlpipe.tensor([-inf]).logaddexp(rlpipe.tensor([-inf])).tolist() == [-inf]
+    x = rlpipe.tensor([0.3, -1.2], dtype=rlpipe.float64, requires_grad=True)
+    z = rlpipe.tensor([0.5, 2.0], dtype=rlpipe.float64, requires_grad=True)
+    assert rlpipe.autograd.gradcheck(rlpipe.logaddexp, (x, z))
+    with pytest.raises(NotImplementedError, match="logaddexp_cpu\" not implemented for 'Long'"):
+        rlpipe.logaddexp(rlpipe.tensor([1, 2]), rlpipe.tensor([1, 2]))
