@@ -32,7 +32,7 @@ from .primitives.shape import (reshape, flatten, unflatten, squeeze, unsqueeze, 
                                swapdims, t, movedim, moveaxis, broadcast_to, broadcast_tensors, narrow, select, clone,
                                cat, concat, concatenate, stack, hstack, vstack, split, chunk, tensor_split, unbind,
                                flip, roll, fliplr, flipud, rot90, tile, atleast_1d, atleast_2d, atleast_3d, tril,
-                               triu, diagonal)
+                               triu, diagonal, meshgrid)
 from .primitives.indexing import (one_hot, gather, take_along_dim, scatter, scatter_add, index_select, masked_fill,
                                   masked_select, nonzero, unique, index_add, repeat_interleave)
 from .primitives.linalg import (matmul, mm, mv, bmm, dot, outer, cross, svd, diag, trace, einsum)

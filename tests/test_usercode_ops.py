@@ -457,3 +457,33 @@ def test_logaddexp_values_gradients_and_infinities():
     assert rlpipe.autograd.gradcheck(rlpipe.logaddexp, (x, z))
     with pytest.raises(NotImplementedError, match="logaddexp_cpu\" not implemented for 'Long'"):
         rlpipe.logaddexp(rlpipe.tensor([1, 2]), rlpipe.tensor([1, 2]))
+
+
+def test_meshgrid_ij_xy_and_gradients():
+    # torch 2.13
+    x, y = rlpipe.meshgrid(rlpipe.tensor([1, 2, 3]), rlpipe.tensor([4, 5]), indexing="ij")
+    assert x.tolist() == [[1, 1], [2, 2], [3, 3]] and y.tolist() == [[4, 5], [4, 5], [4, 5]]
+    x, y = rlpipe.meshgrid(rlpipe.tensor([1, 2, 3]), rlpipe.tensor([4, 5]), indexing="xy")
+    assert x.tolist() == [[1, 2, 3], [1, 2, 3]] and y.tolist() == [[4, 4, 4], [5, 5, 5]]
+    assert [t.shape for t in rlpipe.meshgrid(rlpipe.tensor(1), rlpipe.tensor([4, 5]), indexing="xy")] == [(2, 1),
+                                                                                                         (2, 1)]
+    assert rlpipe.meshgrid([rlpipe.tensor([1, 2]), rlpipe.tensor([4, 5])], indexing="ij")[0].shape == (2, 2)
+    a = rlpipe.tensor([1.0, 2, 3], requires_grad=True)
+    b = rlpipe.tensor([4.0, 5], requires_grad=True)
+    x, y = rlpipe.meshgrid(a, b, indexing="xy")
+    (x * y).sum().backward()
+    assert a.grad.tolist() == [9.0, 9.0, 9.0] and b.grad.tolist() == [6.0, 6.0]
+    with pytest.warns(UserWarning, match="it will be required to pass the indexing argument"):
+        assert rlpipe.meshgrid(rlpipe.tensor([1, 2, 3]), rlpipe.tensor([4, 5]))[0].shape == (3, 2)
+
+
+def test_meshgrid_bad_input():
+    with pytest.raises(RuntimeError, match='indexing must be one of "xy" or "ij", but received: bad'):
+        rlpipe.meshgrid(rlpipe.tensor([1, 2]), rlpipe.tensor([4, 5]), indexing="bad")
+    with pytest.raises(RuntimeError, match="meshgrid expects all tensors to have the same dtype"):
+        rlpipe.meshgrid(rlpipe.ones(2), rlpipe.tensor([4, 5]), indexing="ij")
+    with pytest.raises(RuntimeError, match="Expected 0D or 1D tensor in the tensor list but got a tensor of shape "
+                                           "\\[2, 2\\]"):
+        rlpipe.meshgrid(rlpipe.ones(2, 2), rlpipe.ones(2), indexing="ij")
+    with pytest.raises(RuntimeError, match="meshgrid expects a non-empty TensorList"):
+        rlpipe.meshgrid(indexing="ij")
