@@ -4,6 +4,9 @@
 The core mirrors PyTorch's API: ``rlpipe.tensor``, ``rlpipe.zeros``, ``Tensor`` methods,
 ``rlpipe.autograd`` and the grad modes, on a NumPy (CPU) or CuPy (GPU) backend.
 """
+import builtins as _builtins  # the dtypes below shadow int and bool
+import os as _os
+
 from ._dtypes import (dtype, bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
                       half, float, double, short, int, long, get_default_dtype, set_default_dtype,
                       promote_types, finfo, iinfo)
@@ -15,21 +18,21 @@ from .primitives.elementwise import (add, sub, mul, div, true_divide, divide, fl
                                      negative, abs, absolute, sign, reciprocal, exp, expm1, log, log1p, log2, log10,
                                      sqrt, rsqrt, square, sin, cos, erf, floor, ceil, trunc, fix, round, clamp, clip,
                                      clamp_min, clamp_max, maximum, minimum, where, lerp, nan_to_num, erfc, frac,
-                                     copysign)
+                                     copysign, logaddexp)
 from .primitives.comparison import (eq, ne, lt, le, gt, ge, greater, greater_equal, less, less_equal, not_equal,
                                     logical_and, logical_or, logical_xor, logical_not, bitwise_and, bitwise_or,
                                     bitwise_xor, bitwise_not, isnan, isinf, isfinite, signbit, isclose, allclose,
                                     equal, isposinf, isneginf, isreal)
 from .primitives.activations import (tanh, sigmoid, relu, leaky_relu, gelu, softplus, softmax, log_softmax)
-from .primitives.reductions import (sum, nansum, mean, prod, max, min, amax, amin, argmax, argmin, var, std, var_mean,
-                                    std_mean, logsumexp, norm, all, any, count_nonzero, cumsum, cumprod, cummax,
-                                    cummin, quantile)
+from .primitives.reductions import (sum, nansum, nanmean, diff, mean, prod, max, min, amax, amin, argmax, argmin,
+                                    var, std, var_mean, std_mean, logsumexp, norm, all, any, count_nonzero, cumsum,
+                                    cumprod, cummax, cummin, quantile)
 from .primitives.sorting import (sort, argsort, msort, topk)
 from .primitives.shape import (reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes,
                                swapdims, t, movedim, moveaxis, broadcast_to, broadcast_tensors, narrow, select, clone,
                                cat, concat, concatenate, stack, hstack, vstack, split, chunk, tensor_split, unbind,
                                flip, roll, fliplr, flipud, rot90, tile, atleast_1d, atleast_2d, atleast_3d, tril,
-                               triu, diagonal)
+                               triu, diagonal, meshgrid)
 from .primitives.indexing import (one_hot, gather, take_along_dim, scatter, scatter_add, index_select, masked_fill,
                                   masked_select, nonzero, unique, index_add, repeat_interleave)
 from .primitives.linalg import (matmul, mm, mv, bmm, dot, outer, cross, svd, diag, diag_embed, trace, einsum)
@@ -44,7 +47,8 @@ from .random import (Generator, manual_seed, seed, initial_seed, get_rng_state, 
                      default_generator)
 from .autograd import (no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled,
                        is_inference_mode_enabled)
-from . import autograd, cuda, accelerator, backends
+from . import autograd, cuda, accelerator, backends, compiler
+from .backends import cpu as _cpu_backend
 from . import linalg
 from . import __future__  # torch.__future__'s switches for module conversions
 from . import return_types
@@ -57,7 +61,7 @@ from .func import vmap
 from .nn._compile import compile  # noqa: A001 - torch.compile's name, shadowing the builtin as torch does
 from . import tensordict, testing, postprocs, data
 from .tensordict import TensorDict
-from ._utils import timeit  # noqa: F401 - torchrl.timeit (rlpipe is also torchrl's root)
+from ._utils import timeit, logger, compile_with_warmup  # noqa: F401 - torchrl's top-level helpers (rlpipe is also torchrl's root)
 
 from math import pi, e, inf, nan  # torch's constants, the same Python floats
 
@@ -111,3 +115,44 @@ def __getattr__(name):
         warnings.warn(f"'{name}' is deprecated, please use '{replacement}()'", UserWarning, stacklevel=2)
         return answer()
     raise AttributeError(f"module 'rlpipe' has no attribute '{name}'")
+
+_MATMUL_PRECISIONS = ("highest", "high", "medium")
+_matmul_precision = ["highest"]
+
+
+def set_float32_matmul_precision(precision):
+    """Records torch's float32 matmul precision setting ("highest", "high" or "medium"). rlpipe's
+    backends always multiply float32 at full precision, so the setting changes no result."""
+    if not isinstance(precision, str):
+        raise TypeError(f"set_float32_matmul_precision: precision must be a str, got {type(precision).__name__}")
+    if precision not in _MATMUL_PRECISIONS:
+        raise ValueError(f"set_float32_matmul_precision: precision must be one of {_MATMUL_PRECISIONS}, "
+                         f"got {precision!r}")
+    _matmul_precision[0] = precision
+
+
+def get_float32_matmul_precision():
+    """The value last given to ``set_float32_matmul_precision`` ("highest" by default)."""
+    return _matmul_precision[0]
+
+
+_num_threads = [None]  # what set_num_threads was given, where NumPy's BLAS cannot be reached
+
+
+def set_num_threads(n):
+    """Sets the number of threads the CPU backend's matrix products use (NumPy's bundled OpenBLAS;
+    with another BLAS the value is only recorded, for ``get_num_threads``)."""
+    if isinstance(n, _builtins.bool) or not isinstance(n, _builtins.int):
+        raise RuntimeError(f"set_num_threads expects an int, but got {type(n).__name__}")
+    if n <= 0:
+        raise RuntimeError(f"set_num_threads expects a positive integer, got {n}")
+    _num_threads[0] = n
+    _cpu_backend.set_blas_threads(n)
+
+
+def get_num_threads():
+    """The number of threads the CPU backend's matrix products use."""
+    threads = _cpu_backend.blas_threads()
+    if threads is not None:
+        return threads
+    return _num_threads[0] or _os.cpu_count() or 1

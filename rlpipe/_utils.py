@@ -6,7 +6,8 @@ import os
 import sys
 import time
 
-__all__ = ["_ends_with", "_replace_last", "RL_WARNINGS", "rl_warnings", "logger", "timeit"]
+__all__ = ["_ends_with", "_replace_last", "RL_WARNINGS", "rl_warnings", "logger", "timeit", "get_available_device",
+           "compile_with_warmup"]
 
 
 def _ends_with(key, match):
@@ -171,3 +172,26 @@ class timeit:  # noqa: N801 - torchrl's name
     def reset(cls):
         """The same as ``erase``."""
         cls.erase()
+
+
+def get_available_device(return_str=False):
+    """The first accelerator present (``cuda:0``), else ``cpu``: a device, or its name with ``return_str=True``."""
+    from rlpipe._device import device
+    from rlpipe.cuda import is_available
+    name = "cuda:0" if is_available() else "cpu"
+    return name if return_str else device(name)
+
+
+def compile_with_warmup(model=None, *, warmup=1, **compile_options):
+    """torchrl's ``compile_with_warmup``: ``model`` wrapped so it would be compiled after ``warmup`` eager
+    calls (without ``model``, a function that wraps one). rlpipe compiles nothing (``rlpipe.compile``
+    runs eagerly), so every call runs ``model`` itself; the options are accepted and unused."""
+    if model is None:
+        return functools.partial(compile_with_warmup, warmup=warmup, **compile_options)
+    if not callable(model):
+        raise TypeError(f"compile_with_warmup: model must be callable, got {type(model).__name__}")
+
+    @functools.wraps(model)
+    def run_model(*args, **kwargs):
+        return model(*args, **kwargs)
+    return run_model

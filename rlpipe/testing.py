@@ -53,11 +53,16 @@ def assert_close(actual, expected, rtol=None, atol=None, *, equal_nan=False, che
     False), and every element must satisfy ``|actual - expected| <= atol + rtol * |expected|``
     (NaNs equal each other only with ``equal_nan``). ``rtol`` and ``atol`` go together; omitted, they
     are the defaults of the dtypes (see the module docstring). Python numbers (compared as float64 /
-    int64 / bool), NumPy arrays, sequences and mappings (compared item by item) and TensorDicts are
-    accepted too. ``msg`` replaces the message (a callable gets the generated one and returns it).
+    int64 / bool), NumPy arrays, None (equal only to None), sequences and mappings (compared item by
+    item) and TensorDicts are accepted too. ``msg`` replaces the message (a callable gets the generated
+    one and returns it).
     """
     if isinstance(actual, Tensor) and isinstance(expected, Tensor):
         return _compare_tensors(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, msg)
+    if actual is None or expected is None:  # torch: None matches only None
+        if actual is not expected:
+            _fail(f"None mismatch: {actual} is not {expected}", msg)
+        return None
     if _is_td(actual) and _is_td(expected):
         return assert_allclose_td(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan,
                                   msg=msg if isinstance(msg, str) else "")

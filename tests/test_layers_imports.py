@@ -46,6 +46,7 @@ LAYERS = {
     "rlpipe.linalg": CORE_LAYER,  # torch.linalg: the core's linear-algebra ops at torch's paths
     "rlpipe.utils": CORE_LAYER,
     "rlpipe.safetensors": CORE_LAYER,
+    "rlpipe.compiler": CORE_LAYER,  # torch.compiler's switches (no-ops: rlpipe compiles nothing)
     # torchrl._utils's path, but plain-Python helpers (key handling, warnings switches, ``unavailable``)
     # that import nothing from rlpipe; the core uses them, so they sit in it
     "rlpipe._utils": CORE_LAYER,

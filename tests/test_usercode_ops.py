@@ -359,3 +359,161 @@ def test_legacy_constructor_takes_numpy_integers_as_sizes():
     assert rlpipe.Tensor(np.int64(3)).shape == (3,)
     assert rlpipe.FloatTensor(np.int32(2)).shape == (2,)
     assert rlpipe.Tensor([2]).tolist() == [2.0]  # a list is still data
+
+
+# Tensor.unfold: PyTorch's DQN tutorial averages episode durations with durations.unfold(0, 100, 1).mean(1)
+UNFOLD_GRAD = [[[0.0, 2.0, 4.0, 6.0], [9.0, 13.0, 17.0, 21.0], [9.0, 11.0, 13.0, 15.0]],
+               [[16.0, 18.0, 20.0, 22.0], [41.0, 45.0, 49.0, 53.0], [25.0, 27.0, 29.0, 31.0]]]  # torch 2.13
+
+
+def test_unfold_windows_and_overlapping_gradient():
+    x = rlpipe.arange(24.0).reshape(2, 3, 4).requires_grad_()
+    y = x.unfold(1, 2, 1)
+    assert y.shape == (2, 2, 4, 2) and y.grad_fn.name() == "UnfoldBackward0"
+    assert y[1, 1].tolist() == [[16.0, 20.0], [17.0, 21.0], [18.0, 22.0], [19.0, 23.0]]
+    (y * rlpipe.arange(float(y.numel())).reshape(y.shape)).sum().backward()
+    assert x.grad.tolist() == UNFOLD_GRAD
+    assert rlpipe.arange(7.0).unfold(0, 3, 2).tolist() == [[0.0, 1.0, 2.0], [2.0, 3.0, 4.0], [4.0, 5.0, 6.0]]
+    assert rlpipe.arange(6.0).reshape(2, 3).unfold(-1, 2, 2).tolist() == [[[0.0, 1.0]], [[3.0, 4.0]]]
+    assert rlpipe.arange(5.0).unfold(0, 0, 2).shape == (3, 0)
+    assert rlpipe.tensor(3.0).unfold(0, 1, 1).tolist() == [3.0]
+
+
+def test_unfold_gradcheck_float64():
+    x = rlpipe.rand(3, 7, dtype=rlpipe.float64, requires_grad=True)
+    assert rlpipe.autograd.gradcheck(lambda t: t.unfold(1, 3, 2), (x,))
+
+
+def test_unfold_bad_arguments():
+    x = rlpipe.arange(7.0)
+    with pytest.raises(RuntimeError, match="maximum size for tensor at dimension 0 is 7 but size is 100"):
+        x.unfold(0, 100, 1)
+    with pytest.raises(RuntimeError, match="size is -1 but must be >= 0"):
+        x.unfold(0, -1, 1)
+    with pytest.raises(RuntimeError, match="step is 0 but must be > 0"):
+        x.unfold(0, 2, 0)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        x.unfold(2, 2, 1)
+    assert x.unfold(0, 2, 3).tolist() == [[0.0, 1.0], [3.0, 4.0]]  # x still usable
+
+
+@pytest.mark.cuda
+def test_unfold_on_cuda():
+    if not rlpipe.cuda.is_available():
+        pytest.skip("no CUDA device (run under RLPIPE_CUPY_STANDIN=1 or on a GPU)")
+    x = rlpipe.arange(24.0, device="cuda").reshape(2, 3, 4).requires_grad_()
+    y = x.unfold(1, 2, 1)
+    (y * rlpipe.arange(float(y.numel()), device="cuda").reshape(y.shape)).sum().backward()
+    assert x.grad.cpu().tolist() == UNFOLD_GRAD
+
+
+def test_cosine_similarity_values_and_gradients():
+    a = rlpipe.tensor([[1.0, 2, 3], [0, 1, 0]], requires_grad=True)
+    b = rlpipe.tensor([[1.0, 0, 1]], requires_grad=True)
+    c = F.cosine_similarity(a, b)
+    np.testing.assert_allclose(c.tolist(), [0.7559289336204529, 0.0], rtol=1e-6)  # torch 2.13
+    (c * rlpipe.tensor([1.0, 2])).sum().backward()
+    np.testing.assert_allclose(a.grad.tolist(), [[0.13498730957508087, -0.1079898402094841, 0.026997476816177368],
+                                                 [1.4142135381698608, 0.0, 1.4142135381698608]], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(b.grad.tolist(), [[-0.18898223340511322, 1.7921780347824097, 0.18898221850395203]],
+                               rtol=1e-5)
+    other = F.cosine_similarity(rlpipe.tensor([[1.0, 2], [3, 4]]), rlpipe.tensor([[2.0, 1], [1, 0]]), dim=0)
+    np.testing.assert_allclose(other.tolist(), [0.7071067094802856, 0.4472135901451111], rtol=1e-6)
+    assert F.cosine_similarity(rlpipe.zeros(3), rlpipe.ones(3), dim=0).item() == 0.0
+
+
+def test_gumbel_softmax_soft_sums_to_one_and_hard_is_straight_through():
+    logits = rlpipe.tensor([[1.0, 2, 3], [3, 0, -1]])
+    rlpipe.manual_seed(5)
+    soft_in = logits.clone().requires_grad_()
+    soft = F.gumbel_softmax(soft_in, tau=0.5)
+    np.testing.assert_allclose(soft.sum(-1).tolist(), [1.0, 1.0], rtol=1e-6)
+    rlpipe.manual_seed(5)  # the same noise: the hard sample is the soft one's argmax, one-hot
+    hard_in = logits.clone().requires_grad_()
+    hard = F.gumbel_softmax(hard_in, tau=0.5, hard=True)
+    assert hard.tolist() == F.one_hot(soft.argmax(-1), 3).float().tolist()
+    weights = rlpipe.tensor([[1.0, 2, 3], [1, -1, 0.5]])
+    (soft * weights).sum().backward()
+    (hard * weights).sum().backward()
+    np.testing.assert_allclose(hard_in.grad.numpy(), soft_in.grad.numpy(), rtol=1e-6)
+    assert F.gumbel_softmax(rlpipe.tensor([100.0, 0, 0])).argmax().item() == 0
+
+
+def test_nanmean_skips_nans_with_gradient():
+    nan = float("nan")
+    x = rlpipe.tensor([[1.0, nan, 3.0], [nan, nan, 2.0]], requires_grad=True)
+    m = rlpipe.nanmean(x)
+    assert m.item() == 2.0 and x.nanmean(dim=1).tolist() == [2.0, 2.0]
+    np.testing.assert_equal(rlpipe.nanmean(x, 0, keepdim=True).tolist(), [[1.0, nan, 2.5]])  # torch 2.13
+    m.backward()
+    np.testing.assert_allclose(x.grad.tolist(), [[1 / 3, 0.0, 1 / 3], [0.0, 0.0, 1 / 3]], rtol=1e-6)
+    with pytest.raises(RuntimeError, match="nanmean\\(\\): expected input to have floating point or complex dtype but "
+                                           "got Long"):
+        rlpipe.nanmean(rlpipe.tensor([1, 2]))
+
+
+def test_diff_orders_edges_and_errors():
+    # torch 2.13
+    assert rlpipe.tensor([1, 3, 6, 10]).diff().tolist() == [2, 3, 4]
+    assert rlpipe.diff(rlpipe.tensor([[1.0, 2, 4], [0, 0, 5]]), dim=0).tolist() == [[-1.0, -2.0, 1.0]]
+    assert rlpipe.diff(rlpipe.tensor([1.0, 3, 6, 10]), n=2).tolist() == [1.0, 1.0]
+    assert rlpipe.diff(rlpipe.tensor([1.0, 3]), prepend=rlpipe.tensor([0.0]),
+                       append=rlpipe.tensor([9.0, 10])).tolist() == [1.0, 2.0, 6.0, 1.0]
+    assert rlpipe.diff(rlpipe.tensor([True, False, False])).tolist() == [True, False]
+    assert rlpipe.diff(rlpipe.tensor([1.0]), n=3).tolist() == []
+    x = rlpipe.tensor([1.0, 4, 9, 16], dtype=rlpipe.float64, requires_grad=True)
+    assert rlpipe.autograd.gradcheck(lambda t: rlpipe.diff(t, n=2), (x,))
+    with pytest.raises(RuntimeError, match="diff expects input to be at least one-dimensional"):
+        rlpipe.diff(rlpipe.tensor(1.0))
+    with pytest.raises(RuntimeError, match="order must be non-negative but got -1"):
+        rlpipe.diff(rlpipe.tensor([1.0, 2]), n=-1)
+
+
+def test_logaddexp_values_gradients_and_infinities():
+    a = rlpipe.tensor([0.0, 1.0, -100.0], requires_grad=True)
+    b = rlpipe.tensor([0.0, 2.0, -100.0], requires_grad=True)
+    y = rlpipe.logaddexp(a, b)
+    # torch 2.13
+    np.testing.assert_allclose(y.tolist(), [0.6931471824645996, 2.3132617473602295, -99.30685424804688], rtol=1e-6)
+    y.sum().backward()
+    np.testing.assert_allclose(a.grad.tolist(), [0.5, 0.2689414322376251, 0.5], rtol=1e-6)
+    np.testing.assert_allclose(b.grad.tolist(), [0.5, 0.7310585975646973, 0.5], rtol=1e-6)
+    np.testing.assert_allclose(rlpipe.logaddexp(rlpipe.tensor([1000.0]), rlpipe.tensor([1000.0])).tolist(),
+                               [1000.6931762695312])
+    inf = float("inf")
+    assert rlpipe.tensor([-inf]).logaddexp(rlpipe.tensor([-inf])).tolist() == [-inf]
+    x = rlpipe.tensor([0.3, -1.2], dtype=rlpipe.float64, requires_grad=True)
+    z = rlpipe.tensor([0.5, 2.0], dtype=rlpipe.float64, requires_grad=True)
+    assert rlpipe.autograd.gradcheck(rlpipe.logaddexp, (x, z))
+    with pytest.raises(NotImplementedError, match="logaddexp_cpu\" not implemented for 'Long'"):
+        rlpipe.logaddexp(rlpipe.tensor([1, 2]), rlpipe.tensor([1, 2]))
+
+
+def test_meshgrid_ij_xy_and_gradients():
+    # torch 2.13
+    x, y = rlpipe.meshgrid(rlpipe.tensor([1, 2, 3]), rlpipe.tensor([4, 5]), indexing="ij")
+    assert x.tolist() == [[1, 1], [2, 2], [3, 3]] and y.tolist() == [[4, 5], [4, 5], [4, 5]]
+    x, y = rlpipe.meshgrid(rlpipe.tensor([1, 2, 3]), rlpipe.tensor([4, 5]), indexing="xy")
+    assert x.tolist() == [[1, 2, 3], [1, 2, 3]] and y.tolist() == [[4, 4, 4], [5, 5, 5]]
+    assert [t.shape for t in rlpipe.meshgrid(rlpipe.tensor(1), rlpipe.tensor([4, 5]), indexing="xy")] == [(2, 1),
+                                                                                                         (2, 1)]
+    assert rlpipe.meshgrid([rlpipe.tensor([1, 2]), rlpipe.tensor([4, 5])], indexing="ij")[0].shape == (2, 2)
+    a = rlpipe.tensor([1.0, 2, 3], requires_grad=True)
+    b = rlpipe.tensor([4.0, 5], requires_grad=True)
+    x, y = rlpipe.meshgrid(a, b, indexing="xy")
+    (x * y).sum().backward()
+    assert a.grad.tolist() == [9.0, 9.0, 9.0] and b.grad.tolist() == [6.0, 6.0]
+    with pytest.warns(UserWarning, match="it will be required to pass the indexing argument"):
+        assert rlpipe.meshgrid(rlpipe.tensor([1, 2, 3]), rlpipe.tensor([4, 5]))[0].shape == (3, 2)
+
+
+def test_meshgrid_bad_input():
+    with pytest.raises(RuntimeError, match='indexing must be one of "xy" or "ij", but received: bad'):
+        rlpipe.meshgrid(rlpipe.tensor([1, 2]), rlpipe.tensor([4, 5]), indexing="bad")
+    with pytest.raises(RuntimeError, match="meshgrid expects all tensors to have the same dtype"):
+        rlpipe.meshgrid(rlpipe.ones(2), rlpipe.tensor([4, 5]), indexing="ij")
+    with pytest.raises(RuntimeError, match="Expected 0D or 1D tensor in the tensor list but got a tensor of shape "
+                                           "\\[2, 2\\]"):
+        rlpipe.meshgrid(rlpipe.ones(2, 2), rlpipe.ones(2), indexing="ij")
+    with pytest.raises(RuntimeError, match="meshgrid expects a non-empty TensorList"):
+        rlpipe.meshgrid(indexing="ij")

@@ -344,3 +344,44 @@ class RandomState:
     def set_state(self, state):
         """Restores a state from ``get_state``."""
         self.rng.bit_generator.state = state
+
+
+# ---- BLAS threads ---------------------------------------------------------------------
+
+_BLAS_PREFIXES = ("scipy_openblas_", "openblas_")
+_BLAS_SUFFIXES = ("64_", "")
+
+
+@functools.lru_cache(maxsize=1)
+def _openblas():
+    """(get_num_threads, set_num_threads) of the OpenBLAS bundled with NumPy's wheel, or None when NumPy
+    uses another BLAS (MKL, Accelerate) or a system one this lookup does not find."""
+    import glob
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in _BLAS_PREFIXES:
+            for suffix in _BLAS_SUFFIXES:
+                get, put = (getattr(lib, f"{prefix}{what}_num_threads{suffix}", None) for what in ("get", "set"))
+                if get is not None and put is not None:
+                    get.restype, put.argtypes = ctypes.c_int, (ctypes.c_int,)
+                    return get, put
+    return None
+
+
+def blas_threads():
+    """The number of threads NumPy's OpenBLAS uses, or None when it cannot be read."""
+    found = _openblas()
+    return None if found is None else found[0]()
+
+
+def set_blas_threads(n):
+    """Sets the threads of NumPy's OpenBLAS; returns False (nothing changed) when it cannot be reached."""
+    found = _openblas()
+    if found is None:
+        return False
+    found[1](n)
+    return True

@@ -10,12 +10,14 @@ from ..tensordict.nn import NormalParamExtractor
 from .models import MLP, ConvNet, DuelingCnnDQNet, DuelingMlpDQNet
 from .tensordict_module import (SafeModule, Actor, ValueOperator, ProbabilisticActor, SafeProbabilisticModule,
                                 SafeProbabilisticTensorDictSequential, QValueModule, QValueActor, EGreedyModule,
+                                ActorValueOperator, ActorCriticWrapper,
                                 GRUModule, LSTMModule, recurrent_mode, set_recurrent_mode, GRU, GRUCell, LSTM,
                                 LSTMCell)
 
 __all__ = ["RandomPolicy", "NormalParamExtractor", "MLP", "ConvNet", "DuelingCnnDQNet", "DuelingMlpDQNet",
            "SafeModule", "Actor", "ValueOperator",
            "ProbabilisticActor", "SafeProbabilisticModule", "SafeProbabilisticTensorDictSequential", "QValueModule",
-           "QValueActor", "EGreedyModule", "Delta", "IndependentNormal", "MaskedCategorical", "OneHotCategorical",
+           "QValueActor", "ActorValueOperator", "ActorCriticWrapper",
+           "EGreedyModule", "Delta", "IndependentNormal", "MaskedCategorical", "OneHotCategorical",
            "TanhNormal", "GRUModule", "LSTMModule", "recurrent_mode", "set_recurrent_mode", "GRU", "GRUCell", "LSTM",
            "LSTMCell"]

@@ -21,7 +21,7 @@ from ..random import rand
 
 __all__ = """linear bilinear relu relu_ relu6 leaky_relu leaky_relu_ rrelu rrelu_ elu elu_ selu celu silu mish gelu
 sigmoid tanh softplus logsigmoid hardtanh hardtanh_ hardsigmoid hardswish hardshrink softshrink softsign tanhshrink
-threshold threshold_ prelu glu softmax log_softmax softmin normalize
+threshold threshold_ prelu glu softmax log_softmax softmin normalize gumbel_softmax cosine_similarity
 dropout layer_norm batch_norm embedding conv2d max_pool2d max_pool2d_with_indices avg_pool2d adaptive_avg_pool2d
 pad one_hot
 mse_loss l1_loss smooth_l1_loss huber_loss cross_entropy nll_loss binary_cross_entropy
@@ -232,6 +232,30 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         dim = _softmax_dim("log_softmax", input.ndim, _stacklevel)
     return ops.log_softmax(input, dim, dtype)
+
+
+def _zeros_like(t):
+    return zeros(t.shape, dtype=t.dtype, device=t.device)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """A differentiable sample of a categorical over ``logits``: ``softmax((logits + g) / tau)`` with
+    Gumbel noise ``g``. With ``hard=True`` the result is one-hot at the soft sample's largest entry,
+    and its gradient is the soft sample's (the straight-through estimator). ``eps`` is unused, as in torch."""
+    gumbels = ops.neg(ops.log(_zeros_like(logits).exponential_()))
+    soft = ops.softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return soft
+    index = ops.argmax(soft, dim, keepdim=True)
+    one_hot_sample = ops.scatter(_zeros_like(logits), dim, index, 1.0)
+    return one_hot_sample - soft.detach() + soft
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """The cosine of the angle between ``x1`` and ``x2`` (broadcast together) along ``dim``: each is
+    divided by its 2-norm (at least ``eps``), then their products are summed."""
+    x1, x2 = ops.broadcast_tensors(x1, x2)
+    return ops.sum(normalize(x1, 2.0, dim, eps) * normalize(x2, 2.0, dim, eps), dim)
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):

@@ -8,7 +8,7 @@ from .common import LossModule, default_value_kwargs
 from .value.advantages import ValueEstimators
 
 __all__ = ["HardUpdate", "SoftUpdate", "TargetNetUpdater", "ValueEstimators", "default_value_kwargs",
-           "distance_loss", "hold_out_net"]
+           "distance_loss", "hold_out_net", "group_optimizers"]
 
 def distance_loss(v1, v2, loss_function, strict_shape=True):
     """The elementwise distance ``"l2"`` (squared error), ``"l1"`` or ``"smooth_l1"`` between two
@@ -141,3 +141,21 @@ class HardUpdate(TargetNetUpdater):
     def step(self):
         super().step()
         self.counter = 0 if self.counter == self.value_network_update_interval else self.counter + 1
+
+
+def group_optimizers(*optimizers):
+    """One optimizer over the parameter groups of ``optimizers`` (``None`` ones skipped), each group
+    keeping its own options, as torchrl's: all must be of one type; their state (e.g. Adam's moments)
+    is not carried over."""
+    groups, kind = [], None
+    for optimizer in optimizers:
+        if optimizer is None:
+            continue
+        kind = kind or type(optimizer)
+        if type(optimizer) is not kind:
+            raise ValueError(f"group_optimizers: every optimizer must be a {kind.__name__}, "
+                             f"got a {type(optimizer).__name__}")
+        groups.extend(optimizer.param_groups)
+    if kind is None:
+        raise ValueError("group_optimizers: expected at least one optimizer, got none")
+    return kind(groups)

@@ -911,3 +911,16 @@ def frac(input):
     if not input.is_floating_point():
         raise RuntimeError(f'"frac_cpu" not implemented for \'{_LEGACY_TYPE_NAMES[input.dtype.name]}\'')
     return input - trunc(input)
+
+
+@tensor_method
+@torch_function("input", "other")
+def logaddexp(input, other):
+    """``log(exp(input) + exp(other))`` without overflow: the larger plus ``log1p(exp(-|input - other|))``;
+    equal infinities give themselves. Float input only, as in torch."""
+    if not input.is_floating_point():
+        raise NotImplementedError(f'"logaddexp_cpu" not implemented for \'{_LEGACY_TYPE_NAMES[input.dtype.name]}\'')
+    larger = maximum(input, other)
+    gap = abs(input - other)
+    same_infinity = logical_and(input == other, abs(larger) == math.inf)
+    return where(same_infinity, larger, larger + log1p(exp(neg(where(same_infinity, 0.0, gap)))))

@@ -125,6 +125,30 @@ class IndexSelect(Op):
         return out, None, None
 
 
+class Unfold(Op):
+    """Every ``size``-long window, ``step`` apart, along ``dim``: the windows' positions become a new
+    last dim (a copy, where torch returns a view). The gradient is scatter-added back, so elements
+    shared by overlapping windows accumulate."""
+    node_name = "UnfoldBackward0"
+
+    @staticmethod
+    def forward(ctx, x, dim, size, step):
+        xp = ctx.xp
+        count = (x.shape[dim] - size) // step + 1
+        positions = (xp.arange(count)[:, None] * step + xp.arange(size)).reshape(-1)
+        ctx.args = x.shape, dim, size, positions
+        windows = xp.take(x, positions, axis=dim).reshape(x.shape[:dim] + (count, size) + x.shape[dim + 1:])
+        return xp.ascontiguousarray(xp.moveaxis(windows, dim + 1, -1))
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, dim, size, positions = ctx.args
+        flat = ctx.xp.moveaxis(g, -1, dim + 1).reshape(shape[:dim] + (positions.size,) + shape[dim + 1:])
+        out = ctx.xp.zeros(shape, dtype=g.dtype)
+        ctx.be.scatter_add(out, along(positions, dim), flat)
+        return out, None, None, None
+
+
 class Embedding(Op):
     """Rows of ``weight`` picked by integer ``indices``; the row at ``padding_idx`` gets no gradient,
     and ``scale_grad_by_freq`` divides each row's gradient by how often it was picked."""
@@ -651,3 +675,20 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         input = reshape(input, 1)
     xp = input._device._backend.xp
     return IndexSelect.apply(input, d, xp.repeat(xp.arange(n), counts))  # slice i, counts[i] times
+
+
+@tensor_method
+def unfold(self, dimension, size, step):
+    """Every ``size``-long slice of ``dimension``, ``step`` apart, as a new last dim of ``size``
+    (``dimension`` shrinks to the number of slices); a copy, not torch's view."""
+    d = self._dim(dimension) if self.ndim else 0
+    length = self.shape[d] if self.ndim else 1
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if size > length:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {length} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if self.ndim == 0:
+        return reshape(self, (1,))
+    return Unfold.apply(self, d, size, step)

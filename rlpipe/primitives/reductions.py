@@ -16,7 +16,7 @@ from .common import _INT64, _LEGACY_TYPE_NAMES, _cast, _float_input, _write_out,
 from .comparison import isnan, ne
 from .elementwise import maximum, minimum, where
 from .indexing import Gather
-from .shape import narrow, reshape, squeeze, stack
+from .shape import cat, narrow, reshape, squeeze, stack
 from .sorting import _zeros_like_int, sort
 
 
@@ -334,6 +334,18 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     return sum(where(isnan(input), 0.0, input), dim, keepdim, dtype=dtype)
 
 
+@tensor_method
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    """``mean`` over the elements that are not NaN (NaN where all are NaN); float input only."""
+    if dtype is not None:
+        input = input.to(dtype)
+    if not input.is_floating_point():
+        raise RuntimeError("nanmean(): expected input to have floating point or complex dtype but got "
+                           f"{_LEGACY_TYPE_NAMES[input.dtype.name]}")
+    present = sum(ne(input, input).logical_not(), dim, keepdim, dtype=input.dtype)
+    return nansum(input, dim, keepdim) / present
+
+
 @with_out("input")
 @tensor_method
 def mean(input, dim=None, keepdim=False, *, dtype=None):
@@ -634,3 +646,21 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
         return reshape(out, (len(picked),) + (1,) * input.ndim) if keepdim and qs.ndim else \
             reshape(out, (1,) * input.ndim) if keepdim else reshape(out, (-1,) if qs.ndim else ())
     return out if keepdim else squeeze(out, axis)
+
+
+@tensor_method
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``dim`` (``x[i+1] - x[i]``, applied ``n`` times), after
+    ``prepend`` and ``append`` are joined on; booleans give ``x[i+1] != x[i]``."""
+    if input.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    d = input._dim(dim)
+    parts = [t for t in (prepend, input, append) if t is not None]
+    out = cat(parts, d) if len(parts) > 1 else input
+    for _ in range(n):
+        length = builtins.max(out.shape[d] - 1, 0)
+        later, earlier = narrow(out, d, builtins.min(1, out.shape[d]), length), narrow(out, d, 0, length)
+        out = ne(later, earlier) if out.dtype == _dtypes.bool else later - earlier
+    return out

@@ -5,6 +5,7 @@ and the Tensor properties ``T``/``mT``.
 """
 import builtins
 import operator
+import warnings
 
 import numpy as np
 
@@ -543,6 +544,35 @@ def broadcast_tensors(*tensors):
         raise RuntimeError(f"shape mismatch: objects cannot be broadcast to a single shape: "
                            f"{[list(t.shape) for t in tensors]}") from None
     return tuple(expand(t, shape) for t in tensors)
+
+
+def meshgrid(*tensors, indexing=None):
+    """Coordinate grids of the 0-d or 1-d ``tensors``: the i-th output varies along dim i
+    (``indexing="ij"``) or, with ``"xy"``, the first two dims swapped (x along columns). Views, as
+    ``expand`` gives them. Without ``indexing``, "ij" with torch's warning."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.",
+                      UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but received: {indexing}')
+    if not tensors:
+        raise RuntimeError("meshgrid expects a non-empty TensorList")
+    if len({t.dtype for t in tensors}) > 1:
+        raise RuntimeError("meshgrid expects all tensors to have the same dtype")
+    for t in tensors:
+        if t.ndim > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got a tensor of "
+                               f"shape {list(t.shape)}")
+    swap = indexing == "xy" and len(tensors) > 1
+    order = [1, 0, *range(2, len(tensors))] if swap else list(range(len(tensors)))
+    ordered = [tensors[i] for i in order]
+    shape = tuple(t.numel() for t in ordered)
+    grids = [expand(reshape(t, tuple(n if d == i else 1 for d, n in enumerate(shape))), shape)
+             for i, t in enumerate(ordered)]
+    return tuple(grids[order.index(i)] for i in range(len(tensors)))
 
 
 @tensor_method

@@ -2,7 +2,8 @@
 """torchrl.modules.tensordict_module: policies, value operators and exploration modules."""
 from .common import SafeModule
 from .actors import (Actor, ValueOperator, ProbabilisticActor, SafeProbabilisticModule,
-                     SafeProbabilisticTensorDictSequential, QValueModule, QValueActor)
+                     SafeProbabilisticTensorDictSequential, QValueModule, QValueActor, ActorValueOperator,
+                     ActorCriticWrapper)
 from .exploration import EGreedyModule
 from .rnn import GRUModule, LSTMModule, recurrent_mode, set_recurrent_mode
 from .rnn import GRU, GRUCell, LSTM, LSTMCell

@@ -14,7 +14,8 @@ from ...tensordict.nn.probabilistic import ProbabilisticTensorDictModule, Probab
 from .common import SafeModule, register_spec
 
 __all__ = ["Actor", "ValueOperator", "ProbabilisticActor", "SafeProbabilisticModule",
-           "SafeProbabilisticTensorDictSequential", "QValueModule", "QValueActor"]
+           "SafeProbabilisticTensorDictSequential", "QValueModule", "QValueActor", "ActorValueOperator",
+           "ActorCriticWrapper"]
 
 
 def _action_spec(out_keys, spec):
@@ -244,3 +245,51 @@ class QValueActor(TensorDictSequential):
     def spec(self):
         """The spec of the last module (the QValueModule's: its action and action values)."""
         return self.module[-1].spec
+
+
+class ActorValueOperator(TensorDictSequential):
+    """A policy and a value network on one shared trunk: ``common_operator`` writes a hidden entry that
+    ``policy_operator`` and ``value_operator`` both read. Running it runs all three;
+    ``get_policy_operator()`` / ``get_value_operator()`` give the trunk followed by one head, sharing
+    the parameters."""
+
+    def __init__(self, common_operator, policy_operator, value_operator):
+        super().__init__(common_operator, policy_operator, value_operator)
+
+    def get_policy_operator(self):
+        """The trunk then the policy head (probabilistic when the head is)."""
+        head = self.module[1]
+        if isinstance(head, ProbabilisticTensorDictSequential):
+            return SafeProbabilisticTensorDictSequential(self.module[0], *head.module)
+        return TensorDictSequential(self.module[0], head)
+
+    def get_value_operator(self):
+        """The trunk then the value head."""
+        return TensorDictSequential(self.module[0], self.module[2])
+
+    def get_policy_head(self):
+        """The policy head alone (reads the hidden entry)."""
+        return self.module[1]
+
+    def get_value_head(self):
+        """The value head alone (reads the hidden entry)."""
+        return self.module[2]
+
+
+class ActorCriticWrapper(TensorDictSequential):
+    """A policy and a value network with no shared trunk, run one after the other; the getters return
+    each one as it was given."""
+
+    def __init__(self, policy_operator, value_operator):
+        super().__init__(policy_operator, value_operator)
+
+    def get_policy_operator(self):
+        """The policy, as given."""
+        return self.module[0]
+
+    def get_value_operator(self):
+        """The value network, as given."""
+        return self.module[1]
+
+    get_policy_head = get_policy_operator
+    get_value_head = get_value_operator
