@@ -19,7 +19,7 @@ from .._tensor import Tensor
 from ._batched import BatchedTensor, batch_sizes
 from ._submodules import named_submodules
 
-__all__ = ["EnsembleMLP", "fused_forwards"]
+__all__ = ["EnsembleMLP", "fused_call", "fused_forwards"]
 
 _ACTIVATIONS = {ReLU: "relu", Tanh: "tanh"}
 
@@ -62,14 +62,53 @@ def _hooked(module):
                 module._backward_pre_hooks or "forward" in module.__dict__)
 
 
+def fused_call(module, values, args, kwargs):
+    """``module(*args, **kwargs)`` as one EnsembleMLP node with its Linear layers' parameters read from
+    ``values`` ({dotted name: tensor}), when ``module`` itself is a plain MLP without hooks and
+    ``values`` holds exactly its parameters, none of them tied, batched at vmap's innermost level:
+    no parameter is swapped in and no forward installed. Else ``NotImplemented``."""
+    layout = None if kwargs or _hooked(module) or type(module).__call__ is not _module.Module.__call__ \
+        else _layout(module)
+    params = layout and _given_params(module, values)
+    if not params:
+        return NotImplemented
+    adapts = _adapts(type(module))
+    inputs = module._layer_inputs(*args) if adapts else args
+    out = _fused_output(layout, inputs[0], params) if len(inputs) == 1 else None
+    if out is None:
+        return NotImplemented
+    return module._layer_output(out) if adapts else out
+
+
+def _given_params(module, values):
+    """[(weight, bias or None), ...] of ``module``'s Linear layers from ``values`` when ``values`` names
+    exactly the parameters of ``module`` (a Sequential whose layout is known), all distinct; else None."""
+    params, names, seen = [], 0, set()
+    if module._parameters or module._buffers:
+        return None
+    for key, sub in module._modules.items():
+        if sub._buffers or sub._modules:
+            return None
+        for name, tensor in sub._parameters.items():
+            if tensor is None:
+                continue
+            if id(tensor) in seen or f"{key}.{name}" not in values:
+                return None
+            seen.add(id(tensor))
+            names += 1
+        if type(sub) is Linear:
+            if set(sub._parameters) != {"weight", "bias"}:
+                return None
+            bias = sub._parameters["bias"]
+            params.append((values.get(key + ".weight"), None if bias is None else values[key + ".bias"]))
+    return params if names == len(values) else None
+
+
 def _forward(seq, layout, input):
     """The Sequential's output as one EnsembleMLP node when its parameters are batched at vmap's
     innermost level (an ensemble); otherwise its usual forward."""
-    args = _fused_args(layout, input)
-    if args is None:
-        return Sequential.forward(seq, input)
-    level = len(batch_sizes)
-    return BatchedTensor(EnsembleMLP.apply(*args, acts=tuple(act for _, act in layout)), level)
+    out = _fused_output(layout, input)
+    return Sequential.forward(seq, input) if out is None else out
 
 
 def _adapted_forward(seq, layout, *inputs):
@@ -77,8 +116,17 @@ def _adapted_forward(seq, layout, *inputs):
     return seq._layer_output(_forward(seq, layout, *seq._layer_inputs(*inputs)))
 
 
-def _fused_args(layout, input):
-    """(x, x_batched, w0, b0, w1, b1, ...) as plain tensors when the fused node applies, else None."""
+def _fused_output(layout, input, params=None):
+    """The batched output of one EnsembleMLP node, or None where it does not apply."""
+    args = _fused_args(layout, input, params)
+    if args is None:
+        return None
+    return BatchedTensor(EnsembleMLP.apply(*args, acts=tuple(act for _, act in layout)), len(batch_sizes))
+
+
+def _fused_args(layout, input, params=None):
+    """(x, x_batched, w0, b0, w1, b1, ...) as plain tensors when the fused node applies, else None.
+    ``params``: each layer's (weight, bias), where not the Linear layers' own."""
     level = len(batch_sizes)
     if not level or _module._global_forward_hooks or _module._global_forward_pre_hooks or \
             _module._global_backward_hooks or _module._global_backward_pre_hooks:
@@ -88,11 +136,11 @@ def _fused_args(layout, input):
     if not isinstance(x, Tensor) or x._data.ndim < 1 + x_batched:
         return None
     args, dtype, features = [x, x_batched], x._data.dtype, x._data.shape[-1]
-    for linear, _ in layout:
-        w = _member_stack(linear._parameters["weight"], level)
+    for i, (linear, _) in enumerate(layout):
+        weight, b = params[i] if params else (linear._parameters["weight"], linear._parameters.get("bias"))
+        w = _member_stack(weight, level)
         if w is None or w._data.ndim != 3 or w._data.shape[2] != features or w._data.dtype != dtype:
             return None
-        b = linear._parameters.get("bias")
         if b is not None:
             b = _member_stack(b, level)
             if b is None or b._data.shape != w._data.shape[:2] or b._data.dtype != dtype:
