@@ -15,6 +15,8 @@ NETS = {
     "tanh_no_bias": lambda: nn.Sequential(nn.Linear(3, 5, bias=False), nn.Tanh(), nn.Linear(5, 2)),
     "linear_linear": lambda: nn.Sequential(nn.Linear(3, 5), nn.Linear(5, 2), nn.Tanh()),
     "one_layer": lambda: nn.Sequential(nn.Linear(3, 4), nn.ReLU()),
+    "hidden_no_bias": lambda: nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 4, bias=False), nn.ReLU(),
+                                            nn.Linear(4, 2)),
 }
 INPUTS = [((7, 3), None), ((2, 7, 3), None), ((3,), None),
           ((MEMBERS, 7, 3), 0), ((MEMBERS, 3), 0), ((7, MEMBERS, 3), 1)]

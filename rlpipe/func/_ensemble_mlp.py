@@ -169,10 +169,14 @@ class EnsembleMLP(Op):
         xp, ensemble = ctx.xp, params[0].shape[0]
         lead = x.shape[1:-1] if x_batched else x.shape[:-1]
         h = x.reshape(ensemble, -1, x.shape[-1]) if x_batched else x.reshape(-1, x.shape[-1])
-        inputs = []
+        inputs, ones_in = [], False
         for i, act in enumerate(acts):
             inputs.append(h)
-            h = _affine(xp, h, params[2 * i], params[2 * i + 1])
+            # the shared first product also gives each member a column of ones (kept by ReLU or no
+            # activation) against which the next layer's bias is one more row of its weights
+            ones_out = h.ndim == 2 and i + 1 < len(acts) and act != "tanh" and params[2 * i + 3] is not None
+            h = _affine(xp, h, params[2 * i], params[2 * i + 1], ones_in, ones_out)
+            ones_in = ones_out
             if act == "relu":  # (against a row of zeros: NumPy's maximum with a scalar is twice as slow)
                 xp.maximum(h, xp.zeros(h.shape[-1], dtype=h.dtype), out=h)
             elif act == "tanh":
@@ -190,8 +194,9 @@ class EnsembleMLP(Op):
         grads = [None] * (2 + 2 * layers)
         g = g.reshape(outputs[-1].shape)
         for i in reversed(range(layers)):
-            g = _activation_grad(ctx, ctx.acts[i], outputs[i], g, owned=i < layers - 1)
-            w, h = weights[i], inputs[i]
+            g = _activation_grad(ctx, ctx.acts[i], _without_ones(outputs[i], g.shape[-1]), g, owned=i < layers - 1)
+            w = weights[i]
+            h = _without_ones(inputs[i], w.shape[2])
             if needs[2 + 2 * i]:
                 grads[2 + 2 * i] = ctx.xp.swapaxes(g, -1, -2) @ h
             if needs[3 + 2 * i]:  # the sum over rows as a matmul with ones: faster than sum(axis=1)
@@ -206,21 +211,39 @@ class EnsembleMLP(Op):
         return tuple(grads)
 
 
-def _affine(xp, h, w, b):
-    """``h @ w[e].T + b[e]`` for every member ``e``: ``[E, rows, out]``. A shared 2-d ``h`` is one GEMM
-    against the weights side by side (``[rows, in + 1] @ [in + 1, E*out]``, the bias the last row),
-    returned as a strided view."""
-    ensemble, out_features = w.shape[0], w.shape[1]
-    if h.ndim == 2:  # the bias as one more row of weights against a column of ones: no pass of its own
-        weights = xp.moveaxis(w, 2, 0).reshape(w.shape[2], ensemble * out_features)
-        if b is not None:
-            h = xp.concatenate([h, xp.ones((h.shape[0], 1), dtype=h.dtype)], axis=1)
-            weights = xp.concatenate([weights, b.reshape(1, -1)])
-        return xp.swapaxes((h @ weights).reshape(h.shape[0], ensemble, out_features), 0, 1)
+def _affine(xp, h, w, b, ones_in=False, ones_out=False):
+    """``h @ w[e].T + b[e]`` for every member ``e``: ``[E, rows, out]`` (``out + 1`` with ``ones_out``).
+    ``ones_in``: ``h``'s last column is ones, so the bias is one more row of the weights."""
+    if h.ndim == 2:
+        return _shared_affine(xp, h, w, b, ones_out)
+    if ones_in:
+        return h @ xp.concatenate([xp.swapaxes(w, -1, -2), b[:, None, :]], axis=1)
     out = h @ xp.swapaxes(w, -1, -2)
     if b is not None:
         out += b[:, None, :]
     return out
+
+
+def _shared_affine(xp, h, w, b, ones_out):
+    """The layer on a 2-d ``h`` shared by all members: one GEMM against the weights side by side
+    (``[rows, in + 1] @ [in + 1, E*out]``, the bias the last row against a column of ones, so no pass
+    of its own), returned as a strided ``[E, rows, out]`` view; ``ones_out`` adds each member one
+    more output column of ones (zero weights, bias 1)."""
+    ensemble, out_features, in_features = w.shape
+    width = out_features + ones_out
+    weights = xp.zeros((in_features + 1, ensemble, width), dtype=w.dtype)
+    weights[:in_features, :, :out_features] = xp.moveaxis(w, 2, 0)
+    if b is not None:
+        weights[in_features, :, :out_features] = b
+    if ones_out:
+        weights[in_features, :, out_features] = 1
+    h = xp.concatenate([h, xp.ones((h.shape[0], 1), dtype=h.dtype)], axis=1)
+    return xp.swapaxes((h @ weights.reshape(in_features + 1, -1)).reshape(h.shape[0], ensemble, width), 0, 1)
+
+
+def _without_ones(h, features):
+    """``h`` without the column of ones ``_shared_affine`` may have added (a view)."""
+    return h if h.shape[-1] == features else h[..., :features]
 
 
 def _activation_grad(ctx, act, y, g, owned):
