@@ -177,10 +177,7 @@ class EnsembleMLP(Op):
             ones_out = h.ndim == 2 and i + 1 < len(acts) and act != "tanh" and params[2 * i + 3] is not None
             h = _affine(xp, h, params[2 * i], params[2 * i + 1], ones_in, ones_out)
             ones_in = ones_out
-            if act == "relu":  # (against a row of zeros: NumPy's maximum with a scalar is twice as slow)
-                xp.maximum(h, xp.zeros(h.shape[-1], dtype=h.dtype), out=h)
-            elif act == "tanh":
-                xp.tanh(h, out=h)
+            _activate(xp, _dense(h), act)
         ctx.save_for_backward(*inputs, h, *params[::2])
         ctx.x_shape, ctx.x_batched, ctx.acts = x.shape, x_batched, acts
         return h.reshape((ensemble, *lead, h.shape[-1]))
@@ -239,6 +236,21 @@ def _shared_affine(xp, h, w, b, ones_out):
         weights[in_features, :, out_features] = 1
     h = xp.concatenate([h, xp.ones((h.shape[0], 1), dtype=h.dtype)], axis=1)
     return xp.swapaxes((h @ weights.reshape(in_features + 1, -1)).reshape(h.shape[0], ensemble, width), 0, 1)
+
+
+def _activate(xp, h, act):
+    """The activation in place on ``h``."""
+    if act == "relu":  # (against a row of zeros: NumPy's maximum with a scalar is twice as slow)
+        xp.maximum(h, xp.zeros(h.shape[-1], dtype=h.dtype), out=h)
+    elif act == "tanh":
+        xp.tanh(h, out=h)
+
+
+def _dense(h):
+    """The contiguous array ``h`` is a permuted view of (the shared product's), else ``h``: an
+    elementwise pass over it runs in memory order."""
+    base = h.base
+    return base if base is not None and base.size == h.size and base.flags.c_contiguous else h
 
 
 def _without_ones(h, features):
