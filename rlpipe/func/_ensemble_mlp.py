@@ -191,7 +191,7 @@ class EnsembleMLP(Op):
         grads = [None] * (2 + 2 * layers)
         g = g.reshape(outputs[-1].shape)
         for i in reversed(range(layers)):
-            g = _activation_grad(ctx, ctx.acts[i], _without_ones(outputs[i], g.shape[-1]), g, owned=i < layers - 1)
+            g = _activation_grad(ctx, ctx.acts[i], outputs[i], g, owned=i < layers - 1)
             w = weights[i]
             h = _without_ones(inputs[i], w.shape[2])
             if needs[2 + 2 * i]:
@@ -265,9 +265,20 @@ def _activation_grad(ctx, act, y, g, owned):
         return g
     fused = kernels.get(f"{act}_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
     if fused:
-        return fused(y, g)
-    factor = ~(y <= 0) if act == "relu" else 1 - y * y
+        return fused(_without_ones(y, g.shape[-1]), g)
+    # (ReLU's output is never below zero: y != 0 is Relu's ~(y <= 0), NaN included, in one pass)
+    factor = _in_memory_order(y, g.shape[-1], (lambda y: y != 0) if act == "relu" else (lambda y: 1 - y * y))
     return ctx.xp.multiply(g, factor, out=g) if owned else g * factor
+
+
+def _in_memory_order(y, features, fn):
+    """``fn(y)[..., :features]``, computed over the contiguous product behind ``y`` when ``y`` is the
+    shared first layer's strided view of it (faster than walking the view)."""
+    dense = _dense(y)
+    out = fn(dense)
+    if dense is not y:
+        out = out.reshape(y.shape[1], y.shape[0], y.shape[2]).swapaxes(0, 1)
+    return _without_ones(out, features)
 
 
 def _input_grad(g, w, x_batched):
