@@ -3,18 +3,20 @@ stacked parameters (``functional_call`` on one base module) against a Python loo
 forward with no grad and forward + backward; prints CPU ms per call and the ratio vmap / loop
 (the goal: 0.5x or less). Under vmap, functional_call runs each critic (a plain MLP) as one
 EnsembleMLP node for all members: one stacked matmul per layer (the shared first input one GEMM
-against all weights side by side), bias and ReLU in place, a backward in NumPy alone, and no node
-at all with grad off; the loop does the same BLAS work critic by critic.
+against all weights side by side, the hidden bias against a column of ones it adds), ReLU in
+place, a backward in NumPy alone, and no node at all with grad off; the loop does the same BLAS
+work critic by critic.
 
 Where the time goes (2-core machine, one BLAS thread, OpenBLAS unpinned): the node's own NumPy
-work is about 0.22 ms forward and 0.37 ms backward, most of it the three 10 x 256x64x64 products
-(forward, weight gradient, input gradient; about 0.12 ms each, 0.18 ms with the Haswell pin); the
-rest of the vmapped call, about 0.19 ms, is Python: vmap's wrapping of the stacked parameters,
-functional_call, the loss's nodes and the backward walk. Without grad the loop already runs on
-raw arrays, so vmap saves only the per-critic Python. Measured (three runs each, alternating):
-vmap/loop with backward 0.54-0.55x unpinned, 0.60-0.61x pinned (before the fused node:
-0.62-0.63x unpinned); no grad 0.79-0.82x, 0.84-0.85x (1.04-1.05x); SACLoss with two critics
-1.08-1.11x, 1.08-1.10x its deactivate_vmap loop (1.09-1.12x). torch 2.13's own vmap against its
+work is about 0.19 ms forward and 0.45 ms backward (with its autograd walk), most of it the three
+10 x 256x64x64 products (forward, weight gradient, input gradient; about 0.11-0.12 ms each, 0.18 ms
+with the Haswell pin); vmap and functional_call around it add about 0.07 ms of Python (vmap's
+wrapping of the parameters' TensorDict about 0.04 ms): a plain MLP given exactly its parameters runs
+as the node straight from them, with nothing swapped into the module. Without grad the loop already
+runs on raw arrays, so vmap saves only the per-critic Python. Measured (three runs each,
+alternating): vmap/loop with backward 0.51-0.52x unpinned, 0.59x pinned (before the fused node:
+0.62-0.63x unpinned); no grad 0.72-0.73x, 0.79-0.81x (1.04-1.05x); SACLoss with two critics
+1.10-1.11x, 1.10-1.11x its deactivate_vmap loop (1.09-1.12x). torch 2.13's own vmap against its
 own loop, same script shape, measured 2.0x and 1.06x on this machine.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=. python3 benchmarks/bench_vmap.py

@@ -15,6 +15,8 @@ NETS = {
     "tanh_no_bias": lambda: nn.Sequential(nn.Linear(3, 5, bias=False), nn.Tanh(), nn.Linear(5, 2)),
     "linear_linear": lambda: nn.Sequential(nn.Linear(3, 5), nn.Linear(5, 2), nn.Tanh()),
     "one_layer": lambda: nn.Sequential(nn.Linear(3, 4), nn.ReLU()),
+    "hidden_no_bias": lambda: nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 4, bias=False), nn.ReLU(),
+                                            nn.Linear(4, 2)),
 }
 INPUTS = [((7, 3), None), ((2, 7, 3), None), ((3,), None),
           ((MEMBERS, 7, 3), 0), ((MEMBERS, 3), 0), ((7, MEMBERS, 3), 1)]
@@ -231,3 +233,59 @@ def test_a_type_registered_after_being_seen_as_a_leaf_becomes_a_node():
     _pytree.register_pytree_node(Pair, lambda p: ([p.a, p.b], None), lambda children, _: Pair(*children))
     leaves, spec = _pytree.tree_flatten([pair])
     assert leaves == [1, 2] and _pytree.tree_unflatten([3, 4], spec)[0].b == 4
+
+
+def test_a_plain_mlp_given_all_its_parameters_runs_with_nothing_swapped_in(monkeypatch):
+    import rlpipe.func._functional_call as fc
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("reparametrized")
+    rlpipe.manual_seed(9)
+    base = NETS["relu"]().double()
+    params, x = stacked_params(base), rlpipe.randn(7, 3, dtype=rlpipe.float64, requires_grad=True)
+    truth = loop(base, params, x, None)
+    monkeypatch.setattr(fc, "reparametrized", refuse)
+    out = ensemble(base, None)(params, x)
+    assert out.grad_fn.name() == "EnsembleMLPBackward0" and rlpipe.allclose(out, truth, atol=1e-12)
+    with pytest.raises(AssertionError, match="reparametrized"):  # only some parameters given: swapped in
+        ensemble(base, None)({n: p for n, p in params.items() if n != "0.bias"}, x)
+
+
+def some_parameters(base, params):
+    """All but the first layer's bias, which the module's own (unbatched) one stands in for."""
+    return {n: p for n, p in params.items() if n != "0.bias"}
+
+
+def a_root_hook(base, params):
+    base.register_forward_hook(lambda module, args, out: out * 2)
+    return params
+
+
+@pytest.mark.parametrize("case", [some_parameters, a_root_hook])
+def test_the_direct_path_falls_back_where_the_module_or_values_are_not_exactly_an_mlp(case):
+    rlpipe.manual_seed(10)
+    base = NETS["relu"]().double()
+    params = case(base, stacked_params(base))
+    x = rlpipe.randn(7, 3, dtype=rlpipe.float64, requires_grad=True)
+    out = ensemble(base, None)(params, x)
+    truth = rlpipe.stack([functional_call(base, {n: p[e] for n, p in params.items()}, (x,)) for e in range(MEMBERS)])
+    assert rlpipe.allclose(out, truth, atol=1e-12)
+    wanted = [x, *params.values()]
+    for got, expected in zip(grads_of(out, wanted), grads_of(truth, wanted)):
+        assert rlpipe.allclose(got, expected, atol=1e-12)
+
+
+def test_tied_weights_and_strict_keep_their_errors_on_an_ensemble():
+    base = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 3))
+    base[2].weight = base[0].weight
+    params = stacked_params(base.double())
+    params["2.weight"] = rlpipe.randn(MEMBERS, 3, 3, dtype=rlpipe.float64)
+    with pytest.raises(ValueError, match=r"multiple values for keys \['0.weight', '2.weight'\]"):
+        ensemble(base, None)(params, rlpipe.randn(7, 3, dtype=rlpipe.float64))
+    plain = NETS["relu"]().double()
+    extra = {**stacked_params(plain), "scale": rlpipe.ones(MEMBERS, dtype=rlpipe.float64)}
+    with pytest.raises(RuntimeError, match="Unexpected key\\(s\\): 'scale'"):
+        vmap(lambda p, x: functional_call(plain, p, (x,), strict=True), (0, None))(
+            extra, rlpipe.randn(7, 3, dtype=rlpipe.float64))
+    out = ensemble(plain, None)(stacked_params(plain), rlpipe.randn(7, 3, dtype=rlpipe.float64))
+    assert out.shape == (MEMBERS, 7, 1)

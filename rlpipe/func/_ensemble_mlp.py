@@ -19,7 +19,7 @@ from .._tensor import Tensor
 from ._batched import BatchedTensor, batch_sizes
 from ._submodules import named_submodules
 
-__all__ = ["EnsembleMLP", "fused_forwards"]
+__all__ = ["EnsembleMLP", "fused_call", "fused_forwards"]
 
 _ACTIVATIONS = {ReLU: "relu", Tanh: "tanh"}
 
@@ -62,14 +62,53 @@ def _hooked(module):
                 module._backward_pre_hooks or "forward" in module.__dict__)
 
 
+def fused_call(module, values, args, kwargs):
+    """``module(*args, **kwargs)`` as one EnsembleMLP node with its Linear layers' parameters read from
+    ``values`` ({dotted name: tensor}), when ``module`` itself is a plain MLP without hooks and
+    ``values`` holds exactly its parameters, none of them tied, batched at vmap's innermost level:
+    no parameter is swapped in and no forward installed. Else ``NotImplemented``."""
+    layout = None if kwargs or _hooked(module) or type(module).__call__ is not _module.Module.__call__ \
+        else _layout(module)
+    params = layout and _given_params(module, values)
+    if not params:
+        return NotImplemented
+    adapts = _adapts(type(module))
+    inputs = module._layer_inputs(*args) if adapts else args
+    out = _fused_output(layout, inputs[0], params) if len(inputs) == 1 else None
+    if out is None:
+        return NotImplemented
+    return module._layer_output(out) if adapts else out
+
+
+def _given_params(module, values):
+    """[(weight, bias or None), ...] of ``module``'s Linear layers from ``values`` when ``values`` names
+    exactly the parameters of ``module`` (a Sequential whose layout is known), all distinct; else None."""
+    params, names, seen = [], 0, set()
+    if module._parameters or module._buffers:
+        return None
+    for key, sub in module._modules.items():
+        if sub._buffers or sub._modules:
+            return None
+        for name, tensor in sub._parameters.items():
+            if tensor is None:
+                continue
+            if id(tensor) in seen or f"{key}.{name}" not in values:
+                return None
+            seen.add(id(tensor))
+            names += 1
+        if type(sub) is Linear:
+            if set(sub._parameters) != {"weight", "bias"}:
+                return None
+            bias = sub._parameters["bias"]
+            params.append((values.get(key + ".weight"), None if bias is None else values[key + ".bias"]))
+    return params if names == len(values) else None
+
+
 def _forward(seq, layout, input):
     """The Sequential's output as one EnsembleMLP node when its parameters are batched at vmap's
     innermost level (an ensemble); otherwise its usual forward."""
-    args = _fused_args(layout, input)
-    if args is None:
-        return Sequential.forward(seq, input)
-    level = len(batch_sizes)
-    return BatchedTensor(EnsembleMLP.apply(*args, acts=tuple(act for _, act in layout)), level)
+    out = _fused_output(layout, input)
+    return Sequential.forward(seq, input) if out is None else out
 
 
 def _adapted_forward(seq, layout, *inputs):
@@ -77,8 +116,17 @@ def _adapted_forward(seq, layout, *inputs):
     return seq._layer_output(_forward(seq, layout, *seq._layer_inputs(*inputs)))
 
 
-def _fused_args(layout, input):
-    """(x, x_batched, w0, b0, w1, b1, ...) as plain tensors when the fused node applies, else None."""
+def _fused_output(layout, input, params=None):
+    """The batched output of one EnsembleMLP node, or None where it does not apply."""
+    args = _fused_args(layout, input, params)
+    if args is None:
+        return None
+    return BatchedTensor(EnsembleMLP.apply(*args, acts=tuple(act for _, act in layout)), len(batch_sizes))
+
+
+def _fused_args(layout, input, params=None):
+    """(x, x_batched, w0, b0, w1, b1, ...) as plain tensors when the fused node applies, else None.
+    ``params``: each layer's (weight, bias), where not the Linear layers' own."""
     level = len(batch_sizes)
     if not level or _module._global_forward_hooks or _module._global_forward_pre_hooks or \
             _module._global_backward_hooks or _module._global_backward_pre_hooks:
@@ -88,11 +136,11 @@ def _fused_args(layout, input):
     if not isinstance(x, Tensor) or x._data.ndim < 1 + x_batched:
         return None
     args, dtype, features = [x, x_batched], x._data.dtype, x._data.shape[-1]
-    for linear, _ in layout:
-        w = _member_stack(linear._parameters["weight"], level)
+    for i, (linear, _) in enumerate(layout):
+        weight, b = params[i] if params else (linear._parameters["weight"], linear._parameters.get("bias"))
+        w = _member_stack(weight, level)
         if w is None or w._data.ndim != 3 or w._data.shape[2] != features or w._data.dtype != dtype:
             return None
-        b = linear._parameters.get("bias")
         if b is not None:
             b = _member_stack(b, level)
             if b is None or b._data.shape != w._data.shape[:2] or b._data.dtype != dtype:
@@ -121,14 +169,15 @@ class EnsembleMLP(Op):
         xp, ensemble = ctx.xp, params[0].shape[0]
         lead = x.shape[1:-1] if x_batched else x.shape[:-1]
         h = x.reshape(ensemble, -1, x.shape[-1]) if x_batched else x.reshape(-1, x.shape[-1])
-        inputs = []
+        inputs, ones_in = [], False
         for i, act in enumerate(acts):
             inputs.append(h)
-            h = _affine(xp, h, params[2 * i], params[2 * i + 1])
-            if act == "relu":  # (against a row of zeros: NumPy's maximum with a scalar is twice as slow)
-                xp.maximum(h, xp.zeros(h.shape[-1], dtype=h.dtype), out=h)
-            elif act == "tanh":
-                xp.tanh(h, out=h)
+            # the shared first product also gives each member a column of ones (kept by ReLU or no
+            # activation) against which the next layer's bias is one more row of its weights
+            ones_out = h.ndim == 2 and i + 1 < len(acts) and act != "tanh" and params[2 * i + 3] is not None
+            h = _affine(xp, h, params[2 * i], params[2 * i + 1], ones_in, ones_out)
+            ones_in = ones_out
+            _activate(xp, _dense(h), act)
         ctx.save_for_backward(*inputs, h, *params[::2])
         ctx.x_shape, ctx.x_batched, ctx.acts = x.shape, x_batched, acts
         return h.reshape((ensemble, *lead, h.shape[-1]))
@@ -143,7 +192,8 @@ class EnsembleMLP(Op):
         g = g.reshape(outputs[-1].shape)
         for i in reversed(range(layers)):
             g = _activation_grad(ctx, ctx.acts[i], outputs[i], g, owned=i < layers - 1)
-            w, h = weights[i], inputs[i]
+            w = weights[i]
+            h = _without_ones(inputs[i], w.shape[2])
             if needs[2 + 2 * i]:
                 grads[2 + 2 * i] = ctx.xp.swapaxes(g, -1, -2) @ h
             if needs[3 + 2 * i]:  # the sum over rows as a matmul with ones: faster than sum(axis=1)
@@ -158,21 +208,54 @@ class EnsembleMLP(Op):
         return tuple(grads)
 
 
-def _affine(xp, h, w, b):
-    """``h @ w[e].T + b[e]`` for every member ``e``: ``[E, rows, out]``. A shared 2-d ``h`` is one GEMM
-    against the weights side by side (``[rows, in + 1] @ [in + 1, E*out]``, the bias the last row),
-    returned as a strided view."""
-    ensemble, out_features = w.shape[0], w.shape[1]
-    if h.ndim == 2:  # the bias as one more row of weights against a column of ones: no pass of its own
-        weights = xp.moveaxis(w, 2, 0).reshape(w.shape[2], ensemble * out_features)
-        if b is not None:
-            h = xp.concatenate([h, xp.ones((h.shape[0], 1), dtype=h.dtype)], axis=1)
-            weights = xp.concatenate([weights, b.reshape(1, -1)])
-        return xp.swapaxes((h @ weights).reshape(h.shape[0], ensemble, out_features), 0, 1)
+def _affine(xp, h, w, b, ones_in=False, ones_out=False):
+    """``h @ w[e].T + b[e]`` for every member ``e``: ``[E, rows, out]`` (``out + 1`` with ``ones_out``).
+    ``ones_in``: ``h``'s last column is ones, so the bias is one more row of the weights."""
+    if h.ndim == 2:
+        return _shared_affine(xp, h, w, b, ones_out)
+    if ones_in:
+        return h @ xp.concatenate([xp.swapaxes(w, -1, -2), b[:, None, :]], axis=1)
     out = h @ xp.swapaxes(w, -1, -2)
     if b is not None:
         out += b[:, None, :]
     return out
+
+
+def _shared_affine(xp, h, w, b, ones_out):
+    """The layer on a 2-d ``h`` shared by all members: one GEMM against the weights side by side
+    (``[rows, in + 1] @ [in + 1, E*out]``, the bias the last row against a column of ones, so no pass
+    of its own), returned as a strided ``[E, rows, out]`` view; ``ones_out`` adds each member one
+    more output column of ones (zero weights, bias 1)."""
+    ensemble, out_features, in_features = w.shape
+    width = out_features + ones_out
+    weights = xp.zeros((in_features + 1, ensemble, width), dtype=w.dtype)
+    weights[:in_features, :, :out_features] = xp.moveaxis(w, 2, 0)
+    if b is not None:
+        weights[in_features, :, :out_features] = b
+    if ones_out:
+        weights[in_features, :, out_features] = 1
+    h = xp.concatenate([h, xp.ones((h.shape[0], 1), dtype=h.dtype)], axis=1)
+    return xp.swapaxes((h @ weights.reshape(in_features + 1, -1)).reshape(h.shape[0], ensemble, width), 0, 1)
+
+
+def _activate(xp, h, act):
+    """The activation in place on ``h``."""
+    if act == "relu":  # (against a row of zeros: NumPy's maximum with a scalar is twice as slow)
+        xp.maximum(h, xp.zeros(h.shape[-1], dtype=h.dtype), out=h)
+    elif act == "tanh":
+        xp.tanh(h, out=h)
+
+
+def _dense(h):
+    """The contiguous array ``h`` is a permuted view of (the shared product's), else ``h``: an
+    elementwise pass over it runs in memory order."""
+    base = h.base
+    return base if base is not None and base.size == h.size and base.flags.c_contiguous else h
+
+
+def _without_ones(h, features):
+    """``h`` without the column of ones ``_shared_affine`` may have added (a view)."""
+    return h if h.shape[-1] == features else h[..., :features]
 
 
 def _activation_grad(ctx, act, y, g, owned):
@@ -182,9 +265,20 @@ def _activation_grad(ctx, act, y, g, owned):
         return g
     fused = kernels.get(f"{act}_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
     if fused:
-        return fused(y, g)
-    factor = ~(y <= 0) if act == "relu" else 1 - y * y
+        return fused(_without_ones(y, g.shape[-1]), g)
+    # (ReLU's output is never below zero: y != 0 is Relu's ~(y <= 0), NaN included, in one pass)
+    factor = _in_memory_order(y, g.shape[-1], (lambda y: y != 0) if act == "relu" else (lambda y: 1 - y * y))
     return ctx.xp.multiply(g, factor, out=g) if owned else g * factor
+
+
+def _in_memory_order(y, features, fn):
+    """``fn(y)[..., :features]``, computed over the contiguous product behind ``y`` when ``y`` is the
+    shared first layer's strided view of it (faster than walking the view)."""
+    dense = _dense(y)
+    out = fn(dense)
+    if dense is not y:
+        out = out.reshape(y.shape[1], y.shape[0], y.shape[2]).swapaxes(0, 1)
+    return _without_ones(out, features)
 
 
 def _input_grad(g, w, x_batched):

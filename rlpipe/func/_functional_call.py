@@ -20,16 +20,28 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         args = ()
     elif not isinstance(args, tuple):
         args = (args,)
-    with reparametrized(module, values, tie_weights=tie_weights, strict=strict), _ensemble_forwards(module, values):
+    ensemble = _is_ensemble(values)
+    if ensemble:  # a plain MLP given all its parameters runs as one node, with nothing swapped in
+        from rlpipe.func._ensemble_mlp import fused_call
+        out = fused_call(module, values, args, kwargs)
+        if out is not NotImplemented:
+            return out
+    with reparametrized(module, values, tie_weights=tie_weights, strict=strict), \
+            _ensemble_forwards(module, ensemble):
         return module(*args, **kwargs)
 
 
-@contextlib.contextmanager
-def _ensemble_forwards(module, values):
-    """Within the block, under vmap over stacked parameters (an ensemble), every plain MLP in
-    ``module`` runs as one EnsembleMLP node (see ``_ensemble_mlp``)."""
+def _is_ensemble(values):
+    """Whether some of ``values`` are batched by vmap (stacked parameters: an ensemble)."""
     from rlpipe.func._batched import BatchedTensor
-    if not any(type(v) is BatchedTensor for v in values.values()):
+    return any(type(v) is BatchedTensor for v in values.values())
+
+
+@contextlib.contextmanager
+def _ensemble_forwards(module, ensemble):
+    """Within the block, for an ``ensemble``'s values, every plain MLP in ``module`` runs as one
+    EnsembleMLP node (see ``_ensemble_mlp``)."""
+    if not ensemble:
         yield
         return
     from rlpipe.func._ensemble_mlp import fused_forwards
