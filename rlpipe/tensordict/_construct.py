@@ -336,9 +336,10 @@ def _put_swapped(dest, swap):
 def tree_flatten_td(td):
     """The pytree children of a TensorDict (its entries) and what rebuilds it. A NonTensorData (one
     object for the whole batch) rides in the context instead: vmap hands it over unbatched."""
-    keys = list(td._tensordict)
-    objects = {k: v for k, v in td._tensordict.items() if type(v).__name__ == "NonTensorData"}
-    values = [td._tensordict[k] for k in keys if k not in objects]
+    entries = td._tensordict
+    keys = list(entries)
+    objects = {k: v for k, v in entries.items() if type(v).__name__ == "NonTensorData"}
+    values = [entries[k] for k in keys if k not in objects] if objects else list(entries.values())
     first = values[0] if values else None
     first_ndim = None if first is None else len(first.batch_size) if isinstance(first, TensorDictBase) else first.ndim
     return values, (type(td), keys, len(td.batch_size), td.batch_size, td.device, first_ndim, objects)
@@ -351,7 +352,9 @@ def tree_unflatten_td(values, context):
     if values:
         first = values[0]
         shape = first.batch_size if isinstance(first, TensorDictBase) else first.shape
-        batch_size = tuple(shape[:max(0, batch_dims + len(shape) - first_ndim)])
+        batch_size = Size(shape[:max(0, batch_dims + len(shape) - first_ndim)])
+    if not objects:  # (registered for TensorDict alone) vmap rebuilds these on every call: skip the checks
+        return cls._build(dict(zip(keys, values)), batch_size, device)
     out = cls({}, batch_size, device=device)
     children = iter(values)
     for key in keys:

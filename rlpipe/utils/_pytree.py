@@ -49,6 +49,9 @@ class LeafSpec(TreeSpec):
         return "*"
 
 
+_LEAF = LeafSpec()  # every leaf's spec (specs are never changed once made)
+
+
 def _children(tree):
     """(node type, context, children) of a container node, or None for a leaf."""
     if type(tree) in _LEAF_TYPES:
@@ -71,15 +74,17 @@ def _children(tree):
 
 def tree_flatten(tree):
     """(the leaves in order, the tree's spec)."""
+    leaves = []
+    return leaves, _flatten_into(tree, leaves)
+
+
+def _flatten_into(tree, leaves):
+    """The spec of ``tree``, its leaves appended to ``leaves`` (vmap flattens on every call: one list)."""
     node = _children(tree)
     if node is None:
-        return [tree], LeafSpec()
-    leaves, specs = [], []
-    for child in node[2]:
-        child_leaves, spec = tree_flatten(child)
-        leaves += child_leaves
-        specs.append(spec)
-    return leaves, TreeSpec(node[0], node[1], specs)
+        leaves.append(tree)
+        return _LEAF
+    return TreeSpec(node[0], node[1], [_flatten_into(child, leaves) for child in node[2]])
 
 
 def tree_unflatten(leaves, spec):
@@ -92,7 +97,7 @@ def tree_unflatten(leaves, spec):
 
 
 def _build(leaves, spec):
-    if spec.is_leaf():
+    if spec.__class__ is LeafSpec:
         return next(leaves)
     children = [_build(leaves, child) for child in spec.children_specs]
     if spec.type is type(None):
