@@ -794,6 +794,35 @@ class TransformedEnv(EnvBase):
         self._roots = self._nexts = None
         return self.base_env.set_seed(seed, static_seed=static_seed)
 
+    @property
+    def is_closed(self):
+        """The base env's ``is_closed`` (as torchrl's)."""
+        return self.base_env.is_closed
+
+    @is_closed.setter
+    def is_closed(self, value):
+        self.base_env.is_closed = value
+
+    def train(self, mode=True):
+        """Sets the transforms' training mode (torchrl's: the env's own flag and the base env's stay);
+        returns the env."""
+        if not isinstance(mode, bool):
+            raise TypeError(f"train: mode must be a bool, got {type(mode).__name__} {mode!r}")
+        self.transform.train(mode)
+        return self
+
+    def eval(self):
+        """``train(False)``: the transforms' training flags off; returns the env."""
+        return self.train(False)
+
+    def apply(self, fn):
+        """Calls ``fn`` on the base env, then on every transform module (children first), then on this
+        env, in torchrl's order (e.g. ``env.apply(dump_video)`` reaches its ``VideoRecorder``); returns the env."""
+        self.base_env.apply(fn)
+        self.transform.apply(fn)
+        fn(self)
+        return self
+
     def close(self):
         """Closes the base env, then this one."""
         self.base_env.close()
