@@ -133,3 +133,15 @@ def test_add_state_independent_normal_scale_shape_mismatch():
         AddStateIndependentNormalScale(4)(x)
     with pytest.raises(RuntimeError, match=r"Last dimensions of loc \(.*\[2, 3\]\)"):  # a () scale wants a () loc
         AddStateIndependentNormalScale()(x)
+
+
+def test_dm_control_env_name_imports_and_refuses():
+    """torchrl's sota SAC imports DMControlEnv beside GymEnv; rlpipe has no dm_control wrapper."""
+    from rlpipe.envs import DMControlEnv
+    try:
+        import dm_control  # noqa: F401
+        error, message = NotImplementedError, "DMControlEnv\\('cheetah', 'run'\\): rlpipe does not wrap dm_control yet"
+    except ImportError:
+        error, message = ImportError, "dm_control python package was not found. Please install this dependency."
+    with pytest.raises(error, match=message):
+        DMControlEnv("cheetah", "run")
