@@ -83,6 +83,19 @@ def test_async_collector_is_one_worker():
         AsyncCollector(lambda: GymEnv("CartPole-v1"), None, num_workers=2, frames_per_batch=8, total_frames=16)
 
 
+def test_async_collector_create_env_kwargs():
+    """torchrl's AsyncCollector(create_env_fn=..., create_env_kwargs={...}): the worker's env is built with them."""
+    def make_env(max_steps):
+        return TransformedEnv(GymEnv("CartPole-v1"), StepCounter(max_steps=max_steps))
+
+    with AsyncCollector(create_env_fn=make_env, create_env_kwargs={"max_steps": 2}, policy=None, frames_per_batch=6,
+                        total_frames=6) as collector:
+        batch = next(iter(collector))
+    assert batch["next", "step_count"].reshape(-1).tolist() == [1, 2, 1, 2, 1, 2]
+    with pytest.raises(TypeError, match="AsyncCollector: create_env_kwargs must be a dict, got list"):
+        AsyncCollector(make_env, None, create_env_kwargs=[{}], frames_per_batch=6, total_frames=6)
+
+
 def test_cuda_graph_module_runs_the_module():
     module = TensorDictModule(lambda x: x + 1, in_keys=["x"], out_keys=["y"])
     graph = CudaGraphModule(module, warmup=3, device="cpu")

@@ -745,13 +745,18 @@ class MultiaSyncDataCollector(_MultiCollector):
 class AsyncCollector(MultiaSyncDataCollector):
     """torchrl's ``AsyncCollector``: one ``SyncDataCollector`` running in a worker process (a
     ``MultiaSyncDataCollector`` with a single worker), so collection overlaps the caller's work.
-    ``create_env_fn`` is one function (or environment factory); the other arguments are
-    ``MultiaSyncDataCollector``'s."""
+    ``create_env_fn`` is one function (or environment factory), called with ``create_env_kwargs``
+    (a dict) when given; the other arguments are ``MultiaSyncDataCollector``'s."""
 
-    def __init__(self, create_env_fn, policy=None, **kwargs):
+    def __init__(self, create_env_fn, policy=None, *, create_env_kwargs=None, **kwargs):
         if "num_workers" in kwargs:
             raise TypeError("AsyncCollector runs a single worker: it takes no num_workers argument "
                             f"(got num_workers={kwargs['num_workers']!r})")
+        if create_env_kwargs is not None and not isinstance(create_env_kwargs, dict):
+            raise TypeError(f"AsyncCollector: create_env_kwargs must be a dict, got "
+                            f"{type(create_env_kwargs).__name__}")
+        if create_env_kwargs:
+            create_env_fn = functools.partial(create_env_fn, **create_env_kwargs)
         super().__init__([create_env_fn], policy, **kwargs)
 
 
