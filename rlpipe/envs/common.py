@@ -50,6 +50,13 @@ def _replay(actions, key):
     return replay
 
 
+def checked_train_mode(mode):
+    """``mode`` for an env's ``train(mode)``: a bool (TypeError otherwise)."""
+    if not isinstance(mode, bool):
+        raise TypeError(f"train: mode must be a bool, got {type(mode).__name__} {mode!r}")
+    return mode
+
+
 class EnvBase(TorchRLStyleFrames, SpecSurface):
     """torchrl-style environment: ``reset()``, ``step(td)``, ``rand_step()``, ``rollout()``,
     ``set_seed()``, and specs (``SpecSurface``). Subclasses implement either the frame methods
@@ -407,9 +414,7 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
     def train(self, mode=True):
         """torchrl's ``nn.Module.train``: sets ``training`` (a plain env has no transforms to reach); returns
         the env."""
-        if not isinstance(mode, bool):
-            raise TypeError(f"train: mode must be a bool, got {type(mode).__name__} {mode!r}")
-        self.training = mode
+        self.training = checked_train_mode(mode)
         return self
 
     def eval(self):

@@ -23,7 +23,7 @@ import numpy as np
 
 from .._tensor import Size
 from ..nn import Module, ModuleList
-from .common import EnvBase
+from .common import EnvBase, checked_train_mode
 from .spec_surface import SpecSurface
 from .specs import Composite, TensorSpec
 from .tensordict_envs import TorchRLStyleFrames, complete_done
@@ -806,9 +806,7 @@ class TransformedEnv(EnvBase):
     def train(self, mode=True):
         """Sets the transforms' training mode (torchrl's: the env's own flag and the base env's stay);
         returns the env."""
-        if not isinstance(mode, bool):
-            raise TypeError(f"train: mode must be a bool, got {type(mode).__name__} {mode!r}")
-        self.transform.train(mode)
+        self.transform.train(checked_train_mode(mode))
         return self
 
     def eval(self):
