@@ -5,6 +5,8 @@ import importlib.util
 
 __all__ = ["DMControlEnv"]
 
+_has_dmc = _has_dm_control = importlib.util.find_spec("dm_control") is not None  # torchrl's flags (tests read them)
+
 
 class DMControlEnv:
     """torchrl's ``DMControlEnv(env_name, task_name, **kwargs)``. rlpipe has no dm_control wrapper:
@@ -12,7 +14,7 @@ class DMControlEnv:
     otherwise NotImplementedError naming the environment."""
 
     def __init__(self, env_name, task_name, **kwargs):
-        if importlib.util.find_spec("dm_control") is None:
+        if not _has_dmc:
             raise ImportError("dm_control python package was not found. Please install this dependency.")
         raise NotImplementedError(f"DMControlEnv({env_name!r}, {task_name!r}): rlpipe does not wrap dm_control yet; "
                                   "use GymEnv with a Gymnasium environment (e.g. the MuJoCo ones)")
