@@ -521,6 +521,30 @@ def test_base_env_transforms_must_come_first():
         env.rollout(2)
 
 
+def test_end_of_life_may_follow_noop_reset():
+    """torchrl's Atari ``make_env`` order: NoopResetEnv, then EndOfLifeTransform reading the lives
+    the noops left (hand-counted: lives drop at steps 2 and 4)."""
+    from rlpipe.envs import EndOfLifeTransform, NoopResetEnv
+    env = _wrapped(10, NoopResetEnv(3, random=False), EndOfLifeTransform())
+    reset = env.reset()
+    assert reset["observation"].tolist() == [3.0] and reset["lives"].item() == 2
+    data = env.rollout(2)
+    assert data["next", "observation"].numpy()[:, 0].tolist() == [4, 5]
+    assert data["next", "lives"].numpy().tolist() == [1, 1]
+    assert data["next", "end-of-life"].numpy()[:, 0].tolist() == [True, False]
+
+
+def test_frame_making_transform_after_end_of_life_refused():
+    from rlpipe.envs import EndOfLifeTransform, NoopResetEnv
+    env = _wrapped(10, EndOfLifeTransform(), NoopResetEnv(3, random=False))
+    with pytest.raises(NotImplementedError, match=r"NoopResetEnv must be the first transform of its env.*preceded "
+                                                  r"only by NoopResetEnv, FrameSkipTransform; got "
+                                                  r"\['EndOfLifeTransform'\] before it"):
+        env.reset()
+    env = _wrapped(10, EndOfLifeTransform())
+    assert env.reset()["lives"].item() == 3  # the env stays usable with a valid stack
+
+
 def test_noop_reset():
     from rlpipe.envs import NoopResetEnv
     assert _wrapped(10, NoopResetEnv(3, random=False)).reset()["observation"].tolist() == [3.0]

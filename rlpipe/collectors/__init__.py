@@ -2,10 +2,11 @@
 
 torchrl 0.14 renamed its collectors; both spellings name the same classes here: ``Collector`` is
 ``SyncDataCollector``, ``MultiSyncCollector`` is ``MultiSyncDataCollector``, ``MultiAsyncCollector``
-is ``MultiaSyncDataCollector``, ``BaseCollector`` and ``MultiCollector`` are their bases."""
+is ``MultiaSyncDataCollector``, ``AsyncCollector`` is a one-worker ``MultiaSyncDataCollector``,
+``BaseCollector`` and ``MultiCollector`` are their bases."""
 from .collectors import BaseCollector, Collector, SyncDataCollector, RandomPolicy
 from .multi import MultiCollector, MultiSyncDataCollector, MultiaSyncDataCollector, MultiSyncCollector, \
-    MultiAsyncCollector
+    MultiAsyncCollector, AsyncCollector
 from .evaluator import Evaluator
 from . import collectors as _collectors, multi as _multi
 
@@ -15,4 +16,5 @@ for _name in ("MultiCollector", "MultiSyncCollector", "MultiAsyncCollector", "Mu
     setattr(_collectors, _name, getattr(_multi, _name))
 
 __all__ = ["SyncDataCollector", "MultiSyncDataCollector", "MultiaSyncDataCollector", "RandomPolicy",
-           "BaseCollector", "Collector", "MultiCollector", "MultiSyncCollector", "MultiAsyncCollector", "Evaluator"]
+           "BaseCollector", "Collector", "MultiCollector", "MultiSyncCollector", "MultiAsyncCollector",
+           "AsyncCollector", "Evaluator"]

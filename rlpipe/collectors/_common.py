@@ -97,6 +97,17 @@ def normalized_total_frames(total_frames):
     return total_frames
 
 
+def frames_limit(max_frames_per_traj):
+    """torchrl's reading of ``max_frames_per_traj``: None becomes 0, and 0 or a negative value means
+    no limit per trajectory; anything but an integer is a TypeError."""
+    if max_frames_per_traj is None:
+        return 0
+    if isinstance(max_frames_per_traj, bool) or not isinstance(max_frames_per_traj, (int, np.integer)):
+        raise TypeError(f"max_frames_per_traj must be an integer or None, got "
+                        f"{type(max_frames_per_traj).__name__} {max_frames_per_traj!r}")
+    return int(max_frames_per_traj)
+
+
 def check_frame_counts(frames_per_batch, total_frames):
     """Checks of a collector's ``frames_per_batch`` and ``total_frames`` (ValueError). Unlike
     torchrl 0.14, which then collects one batch, ``total_frames < frames_per_batch`` is an error:

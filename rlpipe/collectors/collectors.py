@@ -32,7 +32,7 @@ from ..tensordict import TensorDict, TensorDictModule, is_tensor_collection, unr
 from ..postprocs import split_trajectories
 from ._common import (POLICY_VERSION, SILENCE, TRAJ_IDS, CollectorBase, assembled_trajectories, check_frame_counts,
                       checked_init_random_frames, checked_replay_buffer, checked_split_trajs, checked_trajs_per_batch,
-                      into_buffer, normalized_total_frames, rl_warn, rounded_total_frames, tensordict_of)
+                      frames_limit, into_buffer, normalized_total_frames, rl_warn, rounded_total_frames, tensordict_of)
 from ..modules.utils import append_missing_env_transforms
 
 
@@ -182,6 +182,10 @@ class SyncDataCollector(CollectorBase):
     the Gymnasium env itself, a one-hot action is read by its argmax). ``check_action_spec=True``
     (rlpipe's) raises a ValueError at the first action outside the spec instead, before the
     environment sees it (a check per step).
+    ``max_frames_per_traj``: a positive value truncates trajectories with a ``StepCounter``; None,
+    0 or a negative value means no limit (as torchrl, which stores 0 then).
+    ``compile_policy`` and ``cudagraph_policy`` (torchrl's options) are accepted and change nothing:
+    rlpipe runs the policy eagerly, as ``rlpipe.compile`` does.
     ``compact_obs=True`` (torchrl's option) leaves the ``("next", ...)`` observations out of the
     batches (they are the next frame's root ones, except at an episode's or a batch's end): the
     ``NextStateReconstructor`` transform rebuilds them from a flat sample (NaN where the next step
@@ -209,7 +213,7 @@ class SyncDataCollector(CollectorBase):
                  exploration_type=ExplorationType.RANDOM, track_policy_version=False, trajs_per_batch=None,
                  traj_format=None, compact_obs=False, check_action_spec=False, replay_buffer=None,
                  extend_buffer=True, auto_register_policy_transforms=None, backend=None, backend_options=None,
-                 num_collectors=None, sync=None):
+                 num_collectors=None, sync=None, compile_policy=None, cudagraph_policy=None):
         total_frames = normalized_total_frames(total_frames)
         check_frame_counts(frames_per_batch, total_frames)
         self.replay_buffer = checked_replay_buffer(replay_buffer, extend_buffer)
@@ -220,7 +224,8 @@ class SyncDataCollector(CollectorBase):
                             f"{type(self.env).__name__}")
         if auto_register_policy_transforms:  # the recurrent policy's InitTracker and primers, as torchrl
             self.env = append_missing_env_transforms(self.env, policy)
-        if max_frames_per_traj is not None:  # as torchrl: a StepCounter truncates the trajectories
+        max_frames_per_traj = frames_limit(max_frames_per_traj)
+        if max_frames_per_traj > 0:  # as torchrl: a StepCounter truncates the trajectories
             if "step_count" in self.env.observation_spec.keys():
                 raise ValueError("max_frames_per_traj is set but the environment already has a 'step_count' entry: "
                                  "use its StepCounter(max_steps=...) instead")

@@ -239,14 +239,17 @@ class _ShutDown(RuntimeError):
 
 class _MultiCollector(CollectorBase):
     """What both multi-process collectors share: the workers, their pipes and blocks, the frame
-    accounting and the control methods."""
+    accounting and the control methods. ``compile_policy`` and ``cudagraph_policy`` (torchrl's
+    options) are accepted and change nothing: the workers run the policy eagerly, as
+    ``rlpipe.compile`` does."""
 
     def __init__(self, create_env_fn, policy=None, *, num_workers=None, frames_per_batch, total_frames=-1,
                  postproc=None, split_trajs=False, max_frames_per_traj=None, init_random_frames=0,
                  reset_at_each_iter=False, device=None, storing_device=None, policy_device=None, env_device=None,
                  update_at_each_batch=False, cat_results=None, timeout=300.0, mp_start_method=None,
                  exploration_type=ExplorationType.RANDOM, track_policy_version=False, compact_obs=False,
-                 check_action_spec=False, trajs_per_batch=None, traj_format=None):
+                 check_action_spec=False, trajs_per_batch=None, traj_format=None, compile_policy=None,
+                 cudagraph_policy=None):
         if callable(create_env_fn) and not isinstance(create_env_fn, (list, tuple)):
             if num_workers is None:
                 raise ValueError("num_workers is needed when create_env_fn is a single function; pass a list of "
@@ -737,6 +740,24 @@ class MultiaSyncDataCollector(_MultiCollector):
                 if index not in self._in_flight and self._needs_more():
                     self._request(index, self._latest_weights())  # before the yield: the worker collects meanwhile
             yield self._finish(batch)
+
+
+class AsyncCollector(MultiaSyncDataCollector):
+    """torchrl's ``AsyncCollector``: one ``SyncDataCollector`` running in a worker process (a
+    ``MultiaSyncDataCollector`` with a single worker), so collection overlaps the caller's work.
+    ``create_env_fn`` is one function (or environment factory), called with ``create_env_kwargs``
+    (a dict) when given; the other arguments are ``MultiaSyncDataCollector``'s."""
+
+    def __init__(self, create_env_fn, policy=None, *, create_env_kwargs=None, **kwargs):
+        if "num_workers" in kwargs:
+            raise TypeError("AsyncCollector runs a single worker: it takes no num_workers argument "
+                            f"(got num_workers={kwargs['num_workers']!r})")
+        if create_env_kwargs is not None and not isinstance(create_env_kwargs, dict):
+            raise TypeError(f"AsyncCollector: create_env_kwargs must be a dict, got "
+                            f"{type(create_env_kwargs).__name__}")
+        if create_env_kwargs:
+            create_env_fn = functools.partial(create_env_fn, **create_env_kwargs)
+        super().__init__([create_env_fn], policy, **kwargs)
 
 
 # torchrl 0.14's names for the same classes

@@ -3,6 +3,7 @@ from .common import EnvBase
 from .specs import TensorSpec, Bounded, Unbounded, Categorical, OneHot, MultiCategorical, MultiOneHot, Binary, Composite
 from .gym import GymEnv, GymWrapper, from_gym_space
 from .libs.envpool import MultiThreadedEnv, MultiThreadedEnvWrapper
+from .libs.dm_control import DMControlEnv
 from .libs.gym import gym_backend, set_gym_backend
 from .batched_envs import *  # noqa: F403 - SerialEnv, ParallelEnv, EnvCreator, env_creator
 from .batched_envs import __all__ as _batched_all
@@ -29,7 +30,8 @@ from .utils import check_env_specs, step_mdp, ExplorationType, exploration_type,
 
 __all__ = ["EnvBase", "TensorSpec", "Bounded", "Unbounded", "Categorical", "OneHot", "MultiCategorical", "MultiOneHot",
            "Binary", "Composite", "GymEnv", "GymWrapper", "from_gym_space", "MultiThreadedEnv",
-           "MultiThreadedEnvWrapper", "gym_backend", "set_gym_backend", "Transform", "TransformedEnv", "Compose",
+           "MultiThreadedEnvWrapper", "DMControlEnv", "gym_backend", "set_gym_backend", "Transform", "TransformedEnv",
+           "Compose",
            "CheckFinite", "StepCounter", "RewardSum", "DoubleToFloat", "ObservationNorm", "RenameTransform",
            "check_env_specs", "step_mdp", "ExplorationType", "exploration_type", "set_exploration_type",
            "auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env", "PendulumEnv", "AutoResetEnv",

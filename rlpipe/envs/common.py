@@ -50,6 +50,13 @@ def _replay(actions, key):
     return replay
 
 
+def checked_train_mode(mode):
+    """``mode`` for an env's ``train(mode)``: a bool (TypeError otherwise)."""
+    if not isinstance(mode, bool):
+        raise TypeError(f"train: mode must be a bool, got {type(mode).__name__} {mode!r}")
+    return mode
+
+
 class EnvBase(TorchRLStyleFrames, SpecSurface):
     """torchrl-style environment: ``reset()``, ``step(td)``, ``rand_step()``, ``rollout()``,
     ``set_seed()``, and specs (``SpecSurface``). Subclasses implement either the frame methods
@@ -88,7 +95,7 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
                  spec_locked=True):
         self.device = None if device is None else resolve(device)
         self.batch_size = Size(()) if batch_size is None else Size(batch_size)
-        self._is_closed = False
+        self.__dict__.setdefault("_is_closed", False)  # batched envs are closed until their workers start
         self._allow_done_after_reset = allow_done_after_reset
         self._set_class_specs(self.__dict__.pop("_class_specs", None) or {})
 
@@ -392,6 +399,33 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         """Whether ``_continue_frame`` resets done envs at once while ``exact`` (see "Skipped
         rows", step_protocol.py): an env that never skips always does."""
         return True
+
+    training = True
+
+    @property
+    def is_closed(self):
+        """Whether ``close()`` was called (batched envs: also before their workers start)."""
+        return self.__dict__.get("_is_closed", False)
+
+    @is_closed.setter
+    def is_closed(self, value):
+        self._is_closed = bool(value)
+
+    def train(self, mode=True):
+        """torchrl's ``nn.Module.train``: sets ``training`` (a plain env has no transforms to reach); returns
+        the env."""
+        self.training = checked_train_mode(mode)
+        return self
+
+    def eval(self):
+        """``train(False)``; returns the env."""
+        return self.train(False)
+
+    def apply(self, fn):
+        """Calls ``fn`` on the env's modules, children first, then on the env (torchrl's ``nn.Module.apply``:
+        a plain env is its only module); returns the env."""
+        fn(self)
+        return self
 
     def close(self, *, raise_if_closed=True):
         """Marks the env closed (subclasses also release their simulator or workers). A plain env may be

@@ -23,7 +23,7 @@ import numpy as np
 
 from .._tensor import Size
 from ..nn import Module, ModuleList
-from .common import EnvBase
+from .common import EnvBase, checked_train_mode
 from .spec_surface import SpecSurface
 from .specs import Composite, TensorSpec
 from .tensordict_envs import TorchRLStyleFrames, complete_done
@@ -793,6 +793,33 @@ class TransformedEnv(EnvBase):
     def set_seed(self, seed, static_seed=False):
         self._roots = self._nexts = None
         return self.base_env.set_seed(seed, static_seed=static_seed)
+
+    @property
+    def is_closed(self):
+        """The base env's ``is_closed`` (as torchrl's)."""
+        return self.base_env.is_closed
+
+    @is_closed.setter
+    def is_closed(self, value):
+        self.base_env.is_closed = value
+
+    def train(self, mode=True):
+        """Sets the transforms' training mode (torchrl's: the env's own flag and the base env's stay);
+        returns the env."""
+        self.transform.train(checked_train_mode(mode))
+        return self
+
+    def eval(self):
+        """``train(False)``: the transforms' training flags off; returns the env."""
+        return self.train(False)
+
+    def apply(self, fn):
+        """Calls ``fn`` on the base env, then on every transform module (children first), then on this
+        env, in torchrl's order (e.g. ``env.apply(dump_video)`` reaches its ``VideoRecorder``); returns the env."""
+        self.base_env.apply(fn)
+        self.transform.apply(fn)
+        fn(self)
+        return self
 
     def close(self):
         """Closes the base env, then this one."""

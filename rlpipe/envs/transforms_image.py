@@ -608,8 +608,13 @@ _FORWARD_NOT_IMPLEMENTED = "class {} cannot be executed without a parent environ
 
 class _BaseEnvTransform(Transform):
     """A transform that steps or reads the base env itself. It must come first among the env's
-    transforms: the frames it makes come straight from the base env, with none of the transforms
-    before it applied (torchrl steps its ``parent``: the base env and those transforms)."""
+    transforms, after only other such transforms: the frames it makes come straight from the base
+    env, with none of the transforms before it applied (torchrl steps its ``parent``: the base env
+    and those transforms). One that only reads the env (``_makes_frames`` False: ``EndOfLifeTransform``)
+    may follow any of them, as in torchrl's Atari stacks (``NoopResetEnv`` then ``EndOfLifeTransform``);
+    one that makes frames follows only others that do."""
+
+    _makes_frames = True
 
     def _env(self):
         node = self._container
@@ -617,9 +622,14 @@ class _BaseEnvTransform(Transform):
             node = node._container
         if node is None:
             raise RuntimeError(f"{type(self).__name__} can only be used when appended to a transformed env.")
-        if node._leaf_list()[0] is not self:
-            raise NotImplementedError(f"{type(self).__name__} must be the first transform of its env on rlpipe (it "
-                                      "steps the base env, before any other transform)")
+        leaves = node._leaf_list()
+        before = leaves[:next(i for i, leaf in enumerate(leaves) if leaf is self)]
+        if not all(isinstance(t, _BaseEnvTransform) and (t._makes_frames or not self._makes_frames) for t in before):
+            allowed = "NoopResetEnv, FrameSkipTransform" + ("" if self._makes_frames else ", EndOfLifeTransform")
+            raise NotImplementedError(
+                f"{type(self).__name__} must be the first transform of its env on rlpipe (it steps or reads the base "
+                f"env, before any other transform), preceded only by {allowed}; got "
+                f"{[type(t).__name__ for t in before]} before it")
         return node.base_env
 
     def forward(self, tensordict):
@@ -745,6 +755,8 @@ class EndOfLifeTransform(_BaseEnvTransform):
     array or a callable, on the base env or, failing that, on the Gymnasium env it wraps) and
     ``eol_key`` (shaped like ``done``): True after a step that lost a life or ended the episode.
     The end of a life does not end the episode: a loss can read it in place of ``done``."""
+
+    _makes_frames = False  # it reads the base env's lives: the frames are those of the transforms before it
 
     def __init__(self, eol_key="end-of-life", lives_key="lives", done_key="done", eol_attribute="unwrapped.ale.lives"):
         super().__init__(in_keys=[done_key], out_keys=[eol_key, lives_key])

@@ -4,14 +4,16 @@ from .common import TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from ..keys import unravel_key, unravel_key_list
 from .probabilistic import (InteractionType, set_interaction_type, interaction_type, ProbabilisticTensorDictModule,
                             ProbabilisticTensorDictSequential)
-from .distributions import NormalParamExtractor
+from .distributions import NormalParamExtractor, AddStateIndependentNormalScale
+from .cudagraphs import CudaGraphModule
 from .ensemble import EnsembleModule
 from .params import TensorDictParams
 from .utils import mappings, biased_softplus, inv_softplus, add_custom_mapping
-from . import distributions, params, probabilistic, utils
+from . import cudagraphs, distributions, params, probabilistic, utils
 
 __all__ = ["TensorDictModule", "TensorDictModuleBase", "TensorDictSequential", "WrapModule", "unravel_key",
            "unravel_key_list", "InteractionType", "set_interaction_type", "interaction_type",
            "ProbabilisticTensorDictModule", "ProbabilisticTensorDictSequential",
            "NormalParamExtractor", "TensorDictParams", "mappings",
-           "biased_softplus", "inv_softplus", "add_custom_mapping", "EnsembleModule"]
+           "biased_softplus", "inv_softplus", "add_custom_mapping", "EnsembleModule",
+           "AddStateIndependentNormalScale", "CudaGraphModule"]
