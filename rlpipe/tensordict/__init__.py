@@ -82,7 +82,8 @@ _serialization.register_type(NonTensorStack, "NonTensorStack", _non_tensor_state
                              lambda state: NonTensorStack.from_list(state["data"]))
 
 __all__ = ["assert_allclose_td", "TensorDict", "TensorDictBase", "LazyStackedTensorDict", "is_tensor_collection",
-           "is_tensorclass", "tensorclass", "TensorDictModule", "TensorDictParams", "TensorDictSequential", "get_defaults_to_none",
+           "is_tensorclass", "tensorclass", "TensorDictModule", "TensorDictParams", "TensorDictSequential",
+           "get_defaults_to_none",
            "get_printoptions", "merge_tensordicts", "pad", "pad_sequence", "set_get_defaults_to_none",
            "set_printoptions", "unravel_key", "unravel_key_list", "unravel_key_to_tuple",
            "is_memmap_archive", "pack_memmap", "refresh_archive_checksums", "unpack_memmap", "lazy_stack",
