@@ -17,7 +17,7 @@ def restore_grad_mode():
     """A failing grad-mode test must not leave recording off for the tests after it."""
     yield
     r.set_grad_enabled(True)
-    _grad_mode.state[1] = False  # inference mode off (no public switch outside a with block)
+    _grad_mode.state.inference = False  # inference mode off (no public switch outside a with block)
 
 
 def numeric_grad(f, x, eps=1e-6):

@@ -162,7 +162,7 @@ class Function:
                 values.append(a._data if raw else a)
             else:
                 values.append(a)
-        if requires_grad and _grad_state[0]:
+        if requires_grad and _grad_state.grad:
             return cls._record(device._backend, device, args, values, kwargs)
         if device is None:
             raise TypeError(f"{cls.__name__}.apply() needs at least one Tensor argument, got "

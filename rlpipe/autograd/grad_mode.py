@@ -1,21 +1,30 @@
 """Grad modes: no_grad, enable_grad, set_grad_enabled, inference_mode.
 
-The switch is process-wide (one flag read by every op), not thread-local as in PyTorch.
+The switch is per thread, as in PyTorch: a thread's ``no_grad`` leaves the others recording (an
+evaluation thread must not turn off the training thread's gradients), and a new thread starts with
+recording on and inference mode off, whatever the thread that started it had.
 """
 import functools
+import threading
 
-# state[0]: gradient recording on; state[1]: inference mode on
-state = [True, False]
+
+class _State(threading.local):
+    """This thread's modes (the class attributes are every new thread's starting values)."""
+    grad = True  # gradient recording on
+    inference = False  # inference mode on
+
+
+state = _State()
 
 
 def is_grad_enabled():
-    """True unless gradient recording is off (``no_grad``, ``inference_mode``); process-wide in rlpipe."""
-    return state[0]
+    """True unless gradient recording is off in this thread (``no_grad``, ``inference_mode``)."""
+    return state.grad
 
 
 def is_inference_mode_enabled():
-    """True inside ``inference_mode()``; process-wide in rlpipe, not per thread."""
-    return state[1]
+    """True inside ``inference_mode()`` in this thread."""
+    return state.inference
 
 
 class _Mode:
@@ -25,15 +34,15 @@ class _Mode:
     inference = None
 
     def __enter__(self):
-        self._prev = tuple(state)
+        self._prev = (state.grad, state.inference)
         if self.grad is not None:
-            state[0] = self.grad
+            state.grad = self.grad
         if self.inference is not None:
-            state[1] = self.inference
+            state.inference = self.inference
         return self
 
     def __exit__(self, *exc):
-        state[:] = self._prev
+        state.grad, state.inference = self._prev
         return False
 
     def clone(self):
@@ -59,12 +68,12 @@ class no_grad(_Mode):
         return mode if orig_func is None else mode(orig_func)
 
     def __enter__(self):  # the common case, kept short: it runs around every inference call
-        self._prev = state[0]
-        state[0] = False
+        self._prev = state.grad
+        state.grad = False
         return self
 
     def __exit__(self, *exc):
-        state[0] = self._prev
+        state.grad = self._prev
         return False
 
 
@@ -85,9 +94,9 @@ class set_grad_enabled(_Mode):
         if not isinstance(mode, bool):
             raise TypeError(f"set_grad_enabled(): mode must be a bool, got {type(mode).__name__}")
         self.grad = mode
-        self._prev = tuple(state)
+        self._prev = (state.grad, state.inference)
         self._set_by_init = True
-        state[0] = mode
+        state.grad = mode
 
     def __enter__(self):
         if getattr(self, "_set_by_init", False):  # the call already switched; keep the state from before it
@@ -96,7 +105,7 @@ class set_grad_enabled(_Mode):
         return super().__enter__()
 
     def __call__(self, fn):
-        state[:] = self._prev  # as a decorator it must not switch the mode at definition time
+        state.grad, state.inference = self._prev  # as a decorator it must not switch the mode at definition time
         self._set_by_init = False
         return super().__call__(fn)
 

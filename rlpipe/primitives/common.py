@@ -298,7 +298,7 @@ def _cast(x, dtype):
         return x
     if not x._device._backend.supports(dtype.np):
         raise TypeError(f"{dtype} is not supported on {x._device} (the {x._device.type} backend has no such dtype)")
-    if not (x._requires_grad and _grad_state[0]):  # what Cast computes, without its node
+    if not (x._requires_grad and _grad_state.grad):  # what Cast computes, without its node
         quiet = silence_fp_warnings()  # NaN or inf to an integer type: torch gives a value, no warning
         try:
             return wrap(x._data.astype(dtype.np), x._device)
@@ -382,7 +382,7 @@ def _store(out, values, warn=True):
 
 def _refuse_grad(name, out, args, kwargs):
     """torch's error for ``out=`` while a graph is recorded and an input (or out) requires grad."""
-    if not _grad_state[0]:
+    if not _grad_state.grad:
         return
     for value in (out, *args, *kwargs.values()):
         values = value if isinstance(value, (list, tuple)) else (value,)
@@ -437,7 +437,7 @@ def _inplace(self, compute, *others):
     Without a graph to record, ``source`` is ``self``. With one, ``source`` is a copy of self's
     old values standing in its graph position, and self (and its base, if self is a view)
     takes the result's place in the graph, as PyTorch's in-place ops do."""
-    tracking = _grad_state[0] and (self._requires_grad or builtins.any(
+    tracking = _grad_state.grad and (self._requires_grad or builtins.any(
         isinstance(o, Tensor) and o._requires_grad for o in others))
     if not tracking:
         _write(self, compute(self, *others)._data)

@@ -128,7 +128,7 @@ def copy_(input, src, non_blocking=False):
             raise RuntimeError(f"The size of tensor a ({input.shape[-1] if input.ndim else 1}) must match the size of "
                                f"tensor b ({src.shape[-1] if src.ndim else 1}): cannot copy {list(src.shape)} "
                                f"into {list(input.shape)}")
-    if not (_grad_state[0] and (input._requires_grad or isinstance(src, Tensor) and src._requires_grad)):
+    if not (_grad_state.grad and (input._requires_grad or isinstance(src, Tensor) and src._requires_grad)):
         _check_writable(input)
         input._data[...] = src._data if isinstance(src, Tensor) else _scalar(src)
         input._vc[0] += 1

@@ -837,7 +837,7 @@ def _arithmetic_inplace(name, ufunc):
                     operand, recording = other._data, self._requires_grad or other._requires_grad
                 else:
                     recording = None
-                if recording is not None and not (recording and _grad_state[0]) \
+                if recording is not None and not (recording and _grad_state.grad) \
                         and self._device._backend.writable(data):
                     quiet = silence_fp_warnings()  # x /= 0 gives inf, as in torch, without a warning
                     try:

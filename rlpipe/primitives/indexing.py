@@ -285,7 +285,7 @@ def _convert_index(t, index):
 def getitem(input, index):
     """``input[index]`` with torch's rules: ints, slices, None and Ellipsis give a view; index tensors, lists and masks
     give a copy."""
-    if not (input._requires_grad and _grad_state[0]) and input._data.ndim \
+    if not (input._requires_grad and _grad_state.grad) and input._data.ndim \
             and (type(index) is builtins.int or _is_plain_basic(index)):  # x[i] (c51.py's rows) without a call
         # the common case without a graph: ints and slices give a view, straight from the backend
         view_index = index + (Ellipsis,) if type(index) is tuple else (index, Ellipsis)
@@ -364,7 +364,7 @@ def setitem(input, index, value):
         value = as_tensor(value, dtype=input.dtype, device=input._device)
     else:
         value = _scalar(value)
-    tracking = _grad_state[0] and (input._requires_grad or isinstance(value, Tensor) and value._requires_grad)
+    tracking = _grad_state.grad and (input._requires_grad or isinstance(value, Tensor) and value._requires_grad)
     if not tracking:
         _check_writable(input)
         input._data[index] = value._data if isinstance(value, Tensor) else value
@@ -612,11 +612,11 @@ def index_add_(input, dim, index, source, *, alpha=1):
             and data.ndim == values.ndim == positions.ndim == 1 and len(positions) == len(values) \
             and type(dim) is builtins.int and -1 <= dim <= 0 and alpha == 1 \
             and input._device is source._device is index._device is _CPU \
-            and not (_grad_state[0] and (input._requires_grad or source._requires_grad)) and data.flags.writeable
+            and not (_grad_state.grad and (input._requires_grad or source._requires_grad)) and data.flags.writeable
     if vector:
         d, kernel = 0, _cpu_index_add
     elif input._data.ndim and isinstance(source, Tensor) and source._device is input._device \
-            and not (_grad_state[0] and (input._requires_grad or source._requires_grad)):
+            and not (_grad_state.grad and (input._requires_grad or source._requires_grad)):
         d, positions = _index_add_positions(input, dim, index, source)
         _check_writable(input)
         data, values, backend = input._data, source._data, input._device._backend

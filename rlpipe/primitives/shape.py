@@ -293,7 +293,7 @@ def _same_array(a):
 def reshape(input, *shape):
     """The same elements in a new shape (ints or one tuple; one -1 is inferred): a view when the layout allows, else a
     copy."""
-    if not (input._requires_grad and _grad_state[0]):  # no graph: NumPy reshapes
+    if not (input._requires_grad and _grad_state.grad):  # no graph: NumPy reshapes
         given = _numpy_shape(shape)
         try:
             out = input._data.reshape(given)
@@ -319,7 +319,7 @@ def view(input, *shape):
         # the unbound Tensor.view(x, shape) on another type (a batched tensor under vmap): its own
         # view; a test here, not torch_function's wrapper, which would cost every view a call
         return input.view(*shape)
-    if not (input._requires_grad and _grad_state[0]):  # no graph: a NumPy view
+    if not (input._requires_grad and _grad_state.grad):  # no graph: a NumPy view
         out, given = input._data.view(), _numpy_shape(shape)
         try:
             out.shape = given  # raises instead of copying
@@ -408,7 +408,7 @@ def unsqueeze(input, dim):
     d = dim % n
     shape = input._data.shape
     shape = shape[:d] + (1,) + shape[d:]
-    if not (input._requires_grad and _grad_state[0]):  # a new unit dim is always a view
+    if not (input._requires_grad and _grad_state.grad):  # a new unit dim is always a view
         return _new_view(input, input._data.reshape(shape), lambda a: a.reshape(shape))
     return reshape(input, shape)
 
@@ -459,7 +459,7 @@ def t(input):
 def _become_view(input, view):
     """Turns ``input`` itself into ``view`` of its old self (same memory, new shape), as torch's
     ``unsqueeze_``, ``squeeze_``, ``t_`` and ``transpose_`` do; the graph continues from the view."""
-    if input._requires_grad and input.grad_fn is None and _grad_state[0]:
+    if input._requires_grad and input.grad_fn is None and _grad_state.grad:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     input._data = view._data
     if view._requires_grad:

@@ -72,7 +72,7 @@ class _IndexMixin:
         for key, value in self._tensordict.items():
             if isinstance(value, TensorDictBase):
                 entries[key] = value._index_with(index, fast, new_batch + value._batch_size[len(self._batch_size):])
-            elif fast is not None and not (value._requires_grad and _grad_state[0]):
+            elif fast is not None and not (value._requires_grad and _grad_state.grad):
                 # take() gathers rows several times faster than fancy indexing; no graph to record
                 entries[key] = wrap(value._data.take(fast, axis=0), value._device)
             else:

@@ -138,7 +138,7 @@ class TensorDictMath:
             raise RuntimeError(f"output with batch size {_shape_str(self.batch_size)} doesn't match the broadcast "
                                f"batch size {_shape_str(out.batch_size)}")
         pairs = list(zip((t for _, t in self._leaf_items()), (t for _, t in out._leaf_items())))
-        tracking = _grad_state[0] and any(leaf._requires_grad or result._requires_grad for leaf, result in pairs)
+        tracking = _grad_state.grad and any(leaf._requires_grad or result._requires_grad for leaf, result in pairs)
         for leaf, result in pairs:  # every check before the first write
             _ops._check_write(leaf, result._data)
             _ops._check_writable(leaf)

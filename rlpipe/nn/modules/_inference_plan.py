@@ -64,7 +64,7 @@ class InferencePlan:
 def run_planned(sequential, input):
     """``sequential``'s modules applied to ``input`` through its cached plan (built or rebuilt as
     needed), or None where the inference fast path does not apply (see ``run_without_graph``)."""
-    if _grad_state[0] or type(input) is not Tensor or _module._global_forward_pre_hooks or \
+    if _grad_state.grad or type(input) is not Tensor or _module._global_forward_pre_hooks or \
             _module._global_forward_hooks:
         return None
     state = sequential.__dict__

@@ -684,7 +684,7 @@ def run_without_graph(modules, input):
     forward the usual path runs) and no hook or patched ``forward`` is anywhere in the way. A batch-1
     MLP policy then costs about NumPy's own time rather than several Tensors and calls per layer.
     """
-    if _grad_state[0] or type(input) is not Tensor or _global_forward_pre_hooks or _global_forward_hooks:
+    if _grad_state.grad or type(input) is not Tensor or _global_forward_pre_hooks or _global_forward_hooks:
         return None
     steps = inference_steps(modules, input._data.dtype, input._device)
     return None if steps is None else run_steps(steps, input, null_context(input._device._backend))
