@@ -46,6 +46,12 @@ def test_ppo_cartpole_smoke(tmp_path):
     assert all(1 <= float(r["eval_return"]) <= 500 for r in rows)
 
 
+def _sigint_as_in_a_terminal():
+    # a shell starts background jobs with SIGINT ignored, and an ignored signal survives exec: Python would then
+    # install no KeyboardInterrupt handler and the Ctrl-C below would go unseen (CI runs pytest that way)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_keeps_the_rows_and_ends_with_one_line(tmp_path):
     """SIGINT once the first evaluation is on disk: exit status 0, no traceback, a closing line, the rows kept."""
     env = dict(os.environ, PYTHONPATH=str(REPO), MPLBACKEND="Agg")
@@ -53,7 +59,8 @@ def test_ctrl_c_keeps_the_rows_and_ends_with_one_line(tmp_path):
     proc = subprocess.Popen([sys.executable, "examples/dqn_cartpole.py", "--total-frames", "10000000",
                              "--eval-every", "200", "--eval-episodes", "1", "--learning-starts", "100",
                              "--target-return", "1e9", "--out-dir", str(tmp_path), "--no-progress"],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_as_in_a_terminal)
     try:
         deadline = time.monotonic() + 120
         while not (path.is_file() and path.read_text().count("\n") >= 2):
