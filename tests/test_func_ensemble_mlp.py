@@ -17,6 +17,7 @@ NETS = {
     "one_layer": lambda: nn.Sequential(nn.Linear(3, 4), nn.ReLU()),
     "hidden_no_bias": lambda: nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 4, bias=False), nn.ReLU(),
                                             nn.Linear(4, 2)),
+    "one_output": lambda: nn.Sequential(nn.Linear(3, 1)),  # (a batched input's gradient: an outer product)
 }
 INPUTS = [((7, 3), None), ((2, 7, 3), None), ((3,), None),
           ((MEMBERS, 7, 3), 0), ((MEMBERS, 3), 0), ((7, MEMBERS, 3), 1)]
@@ -55,6 +56,24 @@ def test_fused_mlp_equals_the_loop_values_and_gradients(net, x_shape, x_dim):
     for got, expected in zip(grads_of(out, wanted), grads_of(truth, wanted)):
         assert got.shape == expected.shape and rlpipe.allclose(got, expected, atol=1e-12)
     assert not any("forward" in m.__dict__ for m in base.modules())  # the module's own forward is back
+
+
+@pytest.mark.parametrize("x_dim", [None, 0])
+def test_a_wide_relu_layer_equals_the_loop_with_nan_and_infinite_inputs(x_dim):
+    # E * rows * width = 4 * 5 * 2000: ReLU runs over whole rows of zeros and a shorter rest; x's NaN and infinities
+    # reach it as NaN, +-inf and zeros, the gradient passing at NaN only where torch's formula lets it
+    rlpipe.manual_seed(10)
+    base = nn.Sequential(nn.Linear(3, 2000), nn.ReLU(), nn.Linear(2000, 1)).double()
+    params = stacked_params(base)
+    x = rlpipe.randn(*((MEMBERS,) if x_dim == 0 else ()), 5, 3, dtype=rlpipe.float64)
+    x[..., 1, 0], x[..., 2, 1], x[..., 3, 2] = float("nan"), float("inf"), -float("inf")
+    out, truth = ensemble(base, x_dim)(params, x), loop(base, params, x, x_dim)
+    assert out.grad_fn.name() == "EnsembleMLPBackward0"
+    assert rlpipe.allclose(out, truth, atol=1e-9, equal_nan=True)
+    assert out.isnan().sum().item() == truth.isnan().sum().item() > 0
+    wanted = list(params.values())
+    for got, expected in zip(grads_of(out.nan_to_num(), wanted), grads_of(truth.nan_to_num(), wanted)):
+        assert rlpipe.allclose(got, expected, atol=1e-9, equal_nan=True)
 
 
 @pytest.mark.parametrize("x_dim", [None, 0])

@@ -200,11 +200,11 @@ class EnsembleMLP(Op):
                 grads[3 + 2 * i] = (ctx.xp.ones((1, g.shape[1]), dtype=g.dtype) @ g).reshape(w.shape[:2])
             if i == 0:
                 if needs[0]:
-                    grads[0] = _input_grad(g, w, ctx.x_batched).reshape(ctx.x_shape)
+                    grads[0] = _input_grad(ctx, g, w, ctx.x_batched).reshape(ctx.x_shape)
             elif not any(needs[:2 + 2 * i]):  # nothing below needs a gradient
                 break
             else:
-                g = g * w if w.shape[1] == 1 else g @ w  # (width 1: an outer product, slow in BLAS)
+                g = _times_weights(ctx, g, w)
         return tuple(grads)
 
 
@@ -213,8 +213,11 @@ def _affine(xp, h, w, b, ones_in=False, ones_out=False):
     ``ones_in``: ``h``'s last column is ones, so the bias is one more row of the weights."""
     if h.ndim == 2:
         return _shared_affine(xp, h, w, b, ones_out)
-    if ones_in:
-        return h @ xp.concatenate([xp.swapaxes(w, -1, -2), b[:, None, :]], axis=1)
+    if ones_in:  # (laid out in C order: BLAS runs a product with a transposed operand about 10% slower)
+        weights = xp.empty((w.shape[0], w.shape[2] + 1, w.shape[1]), dtype=w.dtype)
+        weights[:, :-1] = xp.swapaxes(w, -1, -2)
+        weights[:, -1] = b
+        return h @ weights
     out = h @ xp.swapaxes(w, -1, -2)
     if b is not None:
         out += b[:, None, :]
@@ -238,12 +241,29 @@ def _shared_affine(xp, h, w, b, ones_out):
     return xp.swapaxes((h @ weights.reshape(in_features + 1, -1)).reshape(h.shape[0], ensemble, width), 0, 1)
 
 
+_ZEROS_ROW = 16384  # NumPy's maximum against a row of zeros this long runs at full speed (a short row or a
+# scalar, in inner loops shorter than its buffer, is two to five times slower)
+
+
 def _activate(xp, h, act):
     """The activation in place on ``h``."""
-    if act == "relu":  # (against a row of zeros: NumPy's maximum with a scalar is twice as slow)
-        xp.maximum(h, xp.zeros(h.shape[-1], dtype=h.dtype), out=h)
+    if act == "relu":
+        _relu(xp, h.reshape(-1) if h.flags.c_contiguous else h)
     elif act == "tanh":
         xp.tanh(h, out=h)
+
+
+def _relu(xp, h):
+    """``max(h, 0)`` in place: a flat ``h`` as rows of ``_ZEROS_ROW`` and the rest."""
+    if h.ndim > 1:
+        xp.maximum(h, xp.zeros(h.shape[-1], dtype=h.dtype), out=h)
+        return
+    zeros = xp.zeros(min(h.size, _ZEROS_ROW) or 1, dtype=h.dtype)
+    whole = h.size - h.size % zeros.size
+    rows = h[:whole].reshape(-1, zeros.size)
+    xp.maximum(rows, zeros, out=rows)
+    if whole < h.size:
+        xp.maximum(h[whole:], zeros[:h.size - whole], out=h[whole:])
 
 
 def _dense(h):
@@ -281,10 +301,24 @@ def _in_memory_order(y, features, fn):
     return _without_ones(out, features)
 
 
-def _input_grad(g, w, x_batched):
+def _times_weights(ctx, g, w):
+    """``g @ w`` for every member. For a layer of width 1 an outer product, which NumPy's batched matmul
+    runs slowly and a broadcast product in short inner loops: on the CPU one 2-d dot per member."""
+    if w.shape[1] != 1:
+        return g @ w
+    if ctx.be.name != "cpu":
+        return g * w
+    xp = ctx.xp
+    out = xp.empty(g.shape[:-1] + w.shape[-1:], dtype=xp.result_type(g.dtype, w.dtype))
+    for member in range(g.shape[0]):
+        xp.dot(g[member], w[member], out=out[member])
+    return out
+
+
+def _input_grad(ctx, g, w, x_batched):
     """The gradient of the first layer's input: per member, or summed over the members in one GEMM
     (``[rows, E*out] @ [E*out, in]``) when the input is shared."""
     if x_batched:
-        return g * w if w.shape[1] == 1 else g @ w
+        return _times_weights(ctx, g, w)
     rows = g.shape[1]
     return g.swapaxes(0, 1).reshape(rows, -1) @ w.reshape(-1, w.shape[2])
