@@ -40,8 +40,7 @@ def _adapts(cls):
 def _layout(seq):
     """((Linear, activation name or None), ...) for a Sequential of Linear layers, each followed by
     at most one ReLU or Tanh, with no hook or patched forward anywhere; else None."""
-    if not isinstance(seq, Sequential) or "forward" in seq.__dict__ or \
-            type(seq).forward is not Sequential.forward and not _adapts(type(seq)):
+    if not _sequential_forward(seq):
         return None
     layout = []
     for sub in seq._modules.values():
@@ -56,6 +55,12 @@ def _layout(seq):
     return tuple(map(tuple, layout)) or None
 
 
+def _sequential_forward(seq):
+    """Whether ``seq`` is a Sequential that runs Sequential's forward (between its adapters, see ``_adapts``)."""
+    return isinstance(seq, Sequential) and "forward" not in seq.__dict__ and \
+        (type(seq).forward is Sequential.forward or _adapts(type(seq)))
+
+
 def _hooked(module):
     """Whether ``module`` has a hook of its own or a patched forward."""
     return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or
@@ -67,47 +72,52 @@ def fused_call(module, values, args, kwargs):
     ``values`` ({dotted name: tensor}), when ``module`` itself is a plain MLP without hooks and
     ``values`` holds exactly its parameters, none of them tied, batched at vmap's innermost level:
     no parameter is swapped in and no forward installed. Else ``NotImplemented``."""
-    layout = None if kwargs or _hooked(module) or type(module).__call__ is not _module.Module.__call__ \
-        else _layout(module)
-    params = layout and _given_params(module, values)
-    if not params:
+    plan = None if kwargs or _hooked(module) or type(module).__call__ is not _module.Module.__call__ \
+        else _given_layers(module, values)
+    if plan is None:
         return NotImplemented
     adapts = _adapts(type(module))
     inputs = module._layer_inputs(*args) if adapts else args
-    out = _fused_output(layout, inputs[0], params) if len(inputs) == 1 else None
+    out = _fused_output(*plan, inputs[0]) if len(inputs) == 1 else None
     if out is None:
         return NotImplemented
     return module._layer_output(out) if adapts else out
 
 
-def _given_params(module, values):
-    """[(weight, bias or None), ...] of ``module``'s Linear layers from ``values`` when ``values`` names
-    exactly the parameters of ``module`` (a Sequential whose layout is known), all distinct; else None."""
-    params, names, seen = [], 0, set()
-    if module._parameters or module._buffers:
+def _given_layers(module, values):
+    """(activations, [(weight, bias or None), ...]): ``module``'s layout (see ``_layout``) with its Linear
+    layers' parameters read from ``values``, when ``values`` names exactly the parameters of ``module``,
+    all distinct, and ``module`` has no buffer; else None. (One walk: it runs on every call.)"""
+    if not _sequential_forward(module) or module._parameters or module._buffers:
         return None
+    acts, params, seen = [], [], set()
     for key, sub in module._modules.items():
-        if sub._buffers or sub._modules:
+        if _hooked(sub) or sub._buffers or sub._modules:
             return None
-        for name, tensor in sub._parameters.items():
-            if tensor is None:
-                continue
-            if id(tensor) in seen or f"{key}.{name}" not in values:
+        table = sub._parameters
+        for name, tensor in table.items():
+            if tensor is not None:
+                if id(tensor) in seen or f"{key}.{name}" not in values:
+                    return None
+                seen.add(id(tensor))
+        kind = type(sub)
+        if kind is Linear:
+            if len(table) != 2 or "weight" not in table or "bias" not in table:
                 return None
-            seen.add(id(tensor))
-            names += 1
-        if type(sub) is Linear:
-            if set(sub._parameters) != {"weight", "bias"}:
-                return None
-            bias = sub._parameters["bias"]
-            params.append((values.get(key + ".weight"), None if bias is None else values[key + ".bias"]))
-    return params if names == len(values) else None
+            params.append((values.get(key + ".weight"), None if table["bias"] is None else values[key + ".bias"]))
+            acts.append(None)
+        elif kind in _ACTIVATIONS and acts and acts[-1] is None:
+            acts[-1] = _ACTIVATIONS[kind]
+        else:
+            return None
+    return (tuple(acts), params) if acts and len(seen) == len(values) else None
 
 
 def _forward(seq, layout, input):
     """The Sequential's output as one EnsembleMLP node when its parameters are batched at vmap's
     innermost level (an ensemble); otherwise its usual forward."""
-    out = _fused_output(layout, input)
+    params = [(linear._parameters["weight"], linear._parameters.get("bias")) for linear, _ in layout]
+    out = _fused_output(tuple(act for _, act in layout), params, input)
     return Sequential.forward(seq, input) if out is None else out
 
 
@@ -116,17 +126,17 @@ def _adapted_forward(seq, layout, *inputs):
     return seq._layer_output(_forward(seq, layout, *seq._layer_inputs(*inputs)))
 
 
-def _fused_output(layout, input, params=None):
-    """The batched output of one EnsembleMLP node, or None where it does not apply."""
-    args = _fused_args(layout, input, params)
+def _fused_output(acts, params, input):
+    """The batched output of one EnsembleMLP node (``acts``: each layer's activation, ``params``: its
+    weight and bias), or None where it does not apply."""
+    args = _fused_args(params, input)
     if args is None:
         return None
-    return BatchedTensor(EnsembleMLP.apply(*args, acts=tuple(act for _, act in layout)), len(batch_sizes))
+    return BatchedTensor(EnsembleMLP.apply(*args, acts=acts), len(batch_sizes))
 
 
-def _fused_args(layout, input, params=None):
-    """(x, x_batched, w0, b0, w1, b1, ...) as plain tensors when the fused node applies, else None.
-    ``params``: each layer's (weight, bias), where not the Linear layers' own."""
+def _fused_args(params, input):
+    """(x, x_batched, w0, b0, w1, b1, ...) as plain tensors when the fused node applies, else None."""
     level = len(batch_sizes)
     if not level or _module._global_forward_hooks or _module._global_forward_pre_hooks or \
             _module._global_backward_hooks or _module._global_backward_pre_hooks:
@@ -136,8 +146,7 @@ def _fused_args(layout, input, params=None):
     if not isinstance(x, Tensor) or x._data.ndim < 1 + x_batched:
         return None
     args, dtype, features = [x, x_batched], x._data.dtype, x._data.shape[-1]
-    for i, (linear, _) in enumerate(layout):
-        weight, b = params[i] if params else (linear._parameters["weight"], linear._parameters.get("bias"))
+    for weight, b in params:
         w = _member_stack(weight, level)
         if w is None or w._data.ndim != 3 or w._data.shape[2] != features or w._data.dtype != dtype:
             return None
@@ -195,7 +204,7 @@ class EnsembleMLP(Op):
             w = weights[i]
             h = _without_ones(inputs[i], w.shape[2])
             if needs[2 + 2 * i]:
-                grads[2 + 2 * i] = ctx.xp.swapaxes(g, -1, -2) @ h
+                grads[2 + 2 * i] = g.swapaxes(-1, -2) @ h
             if needs[3 + 2 * i]:  # the sum over rows as a matmul with ones: faster than sum(axis=1)
                 grads[3 + 2 * i] = (ctx.xp.ones((1, g.shape[1]), dtype=g.dtype) @ g).reshape(w.shape[:2])
             if i == 0:
@@ -215,10 +224,10 @@ def _affine(xp, h, w, b, ones_in=False, ones_out=False):
         return _shared_affine(xp, h, w, b, ones_out)
     if ones_in:  # (laid out in C order: BLAS runs a product with a transposed operand about 10% slower)
         weights = xp.empty((w.shape[0], w.shape[2] + 1, w.shape[1]), dtype=w.dtype)
-        weights[:, :-1] = xp.swapaxes(w, -1, -2)
+        weights[:, :-1] = w.swapaxes(-1, -2)
         weights[:, -1] = b
         return h @ weights
-    out = h @ xp.swapaxes(w, -1, -2)
+    out = h @ w.swapaxes(-1, -2)
     if b is not None:
         out += b[:, None, :]
     return out
@@ -232,13 +241,13 @@ def _shared_affine(xp, h, w, b, ones_out):
     ensemble, out_features, in_features = w.shape
     width = out_features + ones_out
     weights = xp.zeros((in_features + 1, ensemble, width), dtype=w.dtype)
-    weights[:in_features, :, :out_features] = xp.moveaxis(w, 2, 0)
+    weights[:in_features, :, :out_features] = w.transpose(2, 0, 1)
     if b is not None:
         weights[in_features, :, :out_features] = b
     if ones_out:
         weights[in_features, :, out_features] = 1
     h = xp.concatenate([h, xp.ones((h.shape[0], 1), dtype=h.dtype)], axis=1)
-    return xp.swapaxes((h @ weights.reshape(in_features + 1, -1)).reshape(h.shape[0], ensemble, width), 0, 1)
+    return (h @ weights.reshape(in_features + 1, -1)).reshape(h.shape[0], ensemble, width).swapaxes(0, 1)
 
 
 _ZEROS_ROW = 16384  # NumPy's maximum against a row of zeros this long runs at full speed (a short row or a

@@ -56,8 +56,8 @@ def _run(func, leaves, dims, spec, kwargs, size, out_dims, randomness):
     hook, random.vmap_draw_hook[0] = random.vmap_draw_hook[0], _draw
     level = len(batch_sizes)
     try:
-        batched = [leaf if d is None else BatchedTensor(leaf if d % leaf.ndim == 0 else leaf.movedim(d, 0), level)
-                   for leaf, d in zip(leaves, dims)]
+        batched = [leaf if d is None else BatchedTensor(leaf if d == 0 or d % leaf.ndim == 0 else leaf.movedim(d, 0),
+                                                        level) for leaf, d in zip(leaves, dims)]
         output = func(*tree_unflatten(batched, spec), **kwargs)
         out_leaves, out_spec = tree_flatten(output)
         out = [_unbatched(leaf, d, level, size)
@@ -107,6 +107,7 @@ def _out_leaf_dims(out_dims, output, spec):
 
 
 def _batch_size(leaves, dims, in_dims):
+    """The size of the mapped dim, the same in every mapped input (checked, with torch's errors)."""
     sizes = []
     for leaf, d in zip(leaves, dims):
         if d is None:
@@ -114,17 +115,22 @@ def _batch_size(leaves, dims, in_dims):
         if not isinstance(d, int):
             raise ValueError(f"vmap: Got in_dim={d} for an input but in_dim must be either an integer dimension or "
                              "None.")
-        if not isinstance(leaf, (Tensor, BatchedTensor)):
+        if isinstance(leaf, Tensor):
+            shape = leaf._data.shape  # (the array's own tuple: no Size made)
+        elif isinstance(leaf, BatchedTensor):
+            shape = leaf.shape
+        else:
             raise ValueError(f"vmap: Got in_dim={d} for an input but the input is of type {type(leaf).__name__}. "
                              "We cannot vmap over non-Tensor arguments, please use None as the respective in_dim")
-        if not -leaf.ndim <= d < leaf.ndim:
+        ndim = len(shape)
+        if not -ndim <= d < ndim:
             raise ValueError(f"vmap: Got in_dim={d} for some input, but that input is a Tensor of dimensionality "
-                             f"{leaf.ndim} so expected in_dim to satisfy -{leaf.ndim} <= in_dim < {leaf.ndim}.")
-        sizes.append(leaf.shape[d])
+                             f"{ndim} so expected in_dim to satisfy -{ndim} <= in_dim < {ndim}.")
+        sizes.append(shape[d])
     if not sizes:
         raise ValueError(f"vmap: Expected at least one Tensor to vmap over. At least one input must be mapped over "
                          f"(got in_dims={in_dims}: every input is unmapped)")
-    if any(s != sizes[0] for s in sizes):
+    if sizes.count(sizes[0]) != len(sizes):
         raise ValueError(f"vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
                          f"{sizes} for the mapped dimension")
     return sizes[0]

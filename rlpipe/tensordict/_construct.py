@@ -342,7 +342,8 @@ def tree_flatten_td(td):
     values = [entries[k] for k in keys if k not in objects] if objects else list(entries.values())
     first = values[0] if values else None
     first_ndim = None if first is None else len(first.batch_size) if isinstance(first, TensorDictBase) else first.ndim
-    return values, (type(td), keys, len(td.batch_size), td.batch_size, td.device, first_ndim, objects)
+    batch_size = td.batch_size
+    return values, (type(td), keys, len(batch_size), batch_size, td.device, first_ndim, objects)
 
 
 def tree_unflatten_td(values, context):
@@ -352,7 +353,8 @@ def tree_unflatten_td(values, context):
     if values:
         first = values[0]
         shape = first.batch_size if isinstance(first, TensorDictBase) else first.shape
-        batch_size = Size(shape[:max(0, batch_dims + len(shape) - first_ndim)])
+        kept = batch_dims + len(shape) - first_ndim
+        batch_size = Size(shape[:kept]) if kept > 0 else Size()  # (vmap's case: no dims kept)
     if not objects:  # (registered for TensorDict alone) vmap rebuilds these on every call: skip the checks
         return cls._build(dict(zip(keys, values)), batch_size, device)
     out = cls({}, batch_size, device=device)

@@ -20,9 +20,9 @@ class TreeSpec:
     """The structure of a tree: the node type, what rebuilds it (keys, namedtuple class) and the
     children's specs."""
 
-    def __init__(self, type, context, children_specs):
+    def __init__(self, type, context, children_specs, num_leaves=None):
         self.type, self.context, self.children_specs = type, context, children_specs
-        self.num_leaves = sum(child.num_leaves for child in children_specs)
+        self.num_leaves = sum(child.num_leaves for child in children_specs) if num_leaves is None else num_leaves
 
     def is_leaf(self):
         """False: this spec describes a container."""
@@ -84,7 +84,9 @@ def _flatten_into(tree, leaves):
     if node is None:
         leaves.append(tree)
         return _LEAF
-    return TreeSpec(node[0], node[1], [_flatten_into(child, leaves) for child in node[2]])
+    start = len(leaves)  # (the count of leaves added, cheaper than summing the children's)
+    children = [_flatten_into(child, leaves) for child in node[2]]
+    return TreeSpec(node[0], node[1], children, len(leaves) - start)
 
 
 def tree_unflatten(leaves, spec):
