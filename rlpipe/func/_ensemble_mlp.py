@@ -63,8 +63,9 @@ def _sequential_forward(seq):
 
 def _hooked(module):
     """Whether ``module`` has a hook of its own or a patched forward."""
-    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or
-                module._backward_pre_hooks or "forward" in module.__dict__)
+    state = module.__dict__  # (its own entries: read as a dict, without the attribute lookup through the classes)
+    return bool(state["_forward_hooks"] or state["_forward_pre_hooks"] or state["_backward_hooks"] or
+                state["_backward_pre_hooks"] or "forward" in state)
 
 
 def fused_call(module, values, args, kwargs):
@@ -88,13 +89,15 @@ def _given_layers(module, values):
     """(activations, [(weight, bias or None), ...]): ``module``'s layout (see ``_layout``) with its Linear
     layers' parameters read from ``values``, when ``values`` names exactly the parameters of ``module``,
     all distinct, and ``module`` has no buffer; else None. (One walk: it runs on every call.)"""
-    if not _sequential_forward(module) or module._parameters or module._buffers:
+    state = module.__dict__
+    if not _sequential_forward(module) or state["_parameters"] or state["_buffers"]:
         return None
     acts, params, seen = [], [], set()
-    for key, sub in module._modules.items():
-        if _hooked(sub) or sub._buffers or sub._modules:
+    for key, sub in state["_modules"].items():
+        sub_state = sub.__dict__
+        if _hooked(sub) or sub_state["_buffers"] or sub_state["_modules"]:
             return None
-        table = sub._parameters
+        table = sub_state["_parameters"]
         for name, tensor in table.items():
             if tensor is not None:
                 if id(tensor) in seen or f"{key}.{name}" not in values:

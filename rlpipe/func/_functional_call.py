@@ -1,6 +1,7 @@
 """``functional_call``: run a module with some of its parameters and buffers replaced by given tensors."""
 import contextlib
 
+from ._batched import BatchedTensor
 from ._submodules import named_submodules
 
 __all__ = ["functional_call", "named_tensors", "reparametrized", "stack_module_state"]
@@ -22,8 +23,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         args = (args,)
     ensemble = _is_ensemble(values)
     if ensemble:  # a plain MLP given all its parameters runs as one node, with nothing swapped in
-        from rlpipe.func._ensemble_mlp import fused_call
-        out = fused_call(module, values, args, kwargs)
+        out = _ensemble_mlp().fused_call(module, values, args, kwargs)
         if out is not NotImplemented:
             return out
     with reparametrized(module, values, tie_weights=tie_weights, strict=strict), \
@@ -33,8 +33,22 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
 
 def _is_ensemble(values):
     """Whether some of ``values`` are batched by vmap (stacked parameters: an ensemble)."""
-    from rlpipe.func._batched import BatchedTensor
-    return any(type(v) is BatchedTensor for v in values.values())
+    for value in values.values():
+        if type(value) is BatchedTensor:
+            return True
+    return False
+
+
+def _ensemble_mlp():
+    """The module ``_ensemble_mlp`` (imported on first use: it imports rlpipe.nn, which imports this one)."""
+    module = _LAZY.get("ensemble_mlp")
+    if module is None:
+        from rlpipe.func import _ensemble_mlp as module
+        _LAZY["ensemble_mlp"] = module
+    return module
+
+
+_LAZY = {}
 
 
 @contextlib.contextmanager
@@ -44,8 +58,7 @@ def _ensemble_forwards(module, ensemble):
     if not ensemble:
         yield
         return
-    from rlpipe.func._ensemble_mlp import fused_forwards
-    patched = fused_forwards(module)
+    patched = _ensemble_mlp().fused_forwards(module)
     try:
         for sub, forward in patched.items():
             sub.__dict__["forward"] = forward

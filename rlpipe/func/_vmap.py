@@ -59,6 +59,8 @@ def _run(func, leaves, dims, spec, kwargs, size, out_dims, randomness):
         batched = [leaf if d is None else BatchedTensor(leaf if d == 0 or d % leaf.ndim == 0 else leaf.movedim(d, 0),
                                                         level) for leaf, d in zip(leaves, dims)]
         output = func(*tree_unflatten(batched, spec), **kwargs)
+        if type(output) is BatchedTensor and (out_dims is None or isinstance(out_dims, int)):
+            return _unbatched(output, out_dims, level, size)  # (one output: no tree to walk)
         out_leaves, out_spec = tree_flatten(output)
         out = [_unbatched(leaf, d, level, size)
                for leaf, d in zip(out_leaves, _out_leaf_dims(out_dims, output, out_spec))]
@@ -87,6 +89,9 @@ def _leaf_dims(dims, tree, spec, what):
     tuple has one entry per positional argument)."""
     if dims is None or isinstance(dims, int):
         return [dims] * spec.num_leaves
+    if type(dims) is tuple and type(tree) is tuple and len(dims) == len(tree) and \
+            all(d is None or isinstance(d, int) for d in dims):  # (the common in_dims: one per argument)
+        return [d for d, child in zip(dims, spec.children_specs) for _ in range(child.num_leaves)]
     node, dims_node = _children(tree), _children(dims)
     if node is None or dims_node is None or len(node[2]) != len(dims_node[2]) or \
             (isinstance(dims, dict) and list(dims) != list(node[1] or [])) or \

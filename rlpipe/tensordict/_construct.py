@@ -352,9 +352,12 @@ def tree_unflatten_td(values, context):
     cls, keys, batch_dims, batch_size, device, first_ndim, objects = context
     if values:
         first = values[0]
-        shape = first.batch_size if isinstance(first, TensorDictBase) else first.shape
-        kept = batch_dims + len(shape) - first_ndim
-        batch_size = Size(shape[:kept]) if kept > 0 else Size()  # (vmap's case: no dims kept)
+        nested = isinstance(first, TensorDictBase)
+        kept = batch_dims + (len(first.batch_size) if nested else first.ndim) - first_ndim
+        if kept > 0:
+            batch_size = Size((first.batch_size if nested else first.shape)[:kept])
+        else:  # (vmap's case: no dims kept)
+            batch_size = Size()
     if not objects:  # (registered for TensorDict alone) vmap rebuilds these on every call: skip the checks
         return cls._build(dict(zip(keys, values)), batch_size, device)
     out = cls({}, batch_size, device=device)

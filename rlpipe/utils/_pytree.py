@@ -61,7 +61,7 @@ def _children(tree):
     registered = _NODES.get(type(tree))
     if registered is not None:
         children, context = registered[0](tree)
-        return type(tree), context, list(children)
+        return type(tree), context, children if type(children) is list else list(children)
     if isinstance(tree, tuple) and hasattr(tree, "_fields"):
         return type(tree), type(tree), list(tree)
     if isinstance(tree, (list, tuple)):
