@@ -1,6 +1,7 @@
 """``functional_call``: run a module with some of its parameters and buffers replaced by given tensors."""
 import contextlib
 
+from .._tensor import Tensor
 from ._batched import BatchedTensor
 from ._submodules import named_submodules
 
@@ -100,7 +101,8 @@ def _flat(mapping, prefix=""):
         return dict(mapping.items())
     flat = {}
     for key, value in mapping.items():
-        if hasattr(type(value), "flatten_keys"):  # (on the type: a batched tensor's missing attribute raises)
+        # (tensors first: hasattr's miss costs an exception; on the type: a batched tensor's missing attribute raises)
+        if type(value) is not BatchedTensor and not isinstance(value, Tensor) and hasattr(type(value), "flatten_keys"):
             flat.update(_flat(value, f"{prefix}{key}."))
         else:
             flat[prefix + key] = value
