@@ -202,6 +202,7 @@ class EnsembleMLP(Op):
         needs = ctx.needs_input_grad
         grads = [None] * (2 + 2 * layers)
         g = g.reshape(outputs[-1].shape)
+        ones = ctx.xp.ones((1, g.shape[1]), dtype=g.dtype) if any(needs[3::2]) else None  # (for the bias gradients)
         for i in reversed(range(layers)):
             g = _activation_grad(ctx, ctx.acts[i], outputs[i], g, owned=i < layers - 1)
             w = weights[i]
@@ -209,7 +210,7 @@ class EnsembleMLP(Op):
             if needs[2 + 2 * i]:
                 grads[2 + 2 * i] = g.swapaxes(-1, -2) @ h
             if needs[3 + 2 * i]:  # the sum over rows as a matmul with ones: faster than sum(axis=1)
-                grads[3 + 2 * i] = (ctx.xp.ones((1, g.shape[1]), dtype=g.dtype) @ g).reshape(w.shape[:2])
+                grads[3 + 2 * i] = (ones @ g).reshape(w.shape[:2])
             if i == 0:
                 if needs[0]:
                     grads[0] = _input_grad(ctx, g, w, ctx.x_batched).reshape(ctx.x_shape)
