@@ -85,7 +85,13 @@ def _flatten_into(tree, leaves):
         leaves.append(tree)
         return _LEAF
     start = len(leaves)  # (the count of leaves added, cheaper than summing the children's)
-    children = [_flatten_into(child, leaves) for child in node[2]]
+    children = []
+    for child in node[2]:
+        if type(child) in _LEAF_TYPES:  # (a known leaf type: no call to find that out)
+            leaves.append(child)
+            children.append(_LEAF)
+        else:
+            children.append(_flatten_into(child, leaves))
     return TreeSpec(node[0], node[1], children, len(leaves) - start)
 
 
@@ -101,7 +107,7 @@ def tree_unflatten(leaves, spec):
 def _build(leaves, spec):
     if spec.__class__ is LeafSpec:
         return next(leaves)
-    children = [_build(leaves, child) for child in spec.children_specs]
+    children = [next(leaves) if child.__class__ is LeafSpec else _build(leaves, child) for child in spec.children_specs]
     if spec.type is type(None):
         return None
     if spec.type in _NODES:
