@@ -338,8 +338,13 @@ def tree_flatten_td(td):
     object for the whole batch) rides in the context instead: vmap hands it over unbatched."""
     entries = td._tensordict
     keys = list(entries)
-    objects = {k: v for k, v in entries.items() if type(v).__name__ == "NonTensorData"}
-    values = [entries[k] for k in keys if k not in objects] if objects else list(entries.values())
+    values = list(entries.values())
+    objects = {}
+    for value in values:  # (a loop, not a comprehension: vmap flattens every TensorDict argument on each call)
+        if type(value).__name__ == "NonTensorData":
+            objects = {k: v for k, v in entries.items() if type(v).__name__ == "NonTensorData"}
+            values = [entries[k] for k in keys if k not in objects]
+            break
     first = values[0] if values else None
     first_ndim = None if first is None else len(first.batch_size) if isinstance(first, TensorDictBase) else first.ndim
     batch_size = td.batch_size
