@@ -98,16 +98,17 @@ def _given_layers(module, values):
         if _hooked(sub) or sub_state["_buffers"] or sub_state["_modules"]:
             return None
         table = sub_state["_parameters"]
+        prefix = key + "."
         for name, tensor in table.items():
             if tensor is not None:
-                if id(tensor) in seen or f"{key}.{name}" not in values:
+                if id(tensor) in seen or prefix + name not in values:
                     return None
                 seen.add(id(tensor))
         kind = type(sub)
         if kind is Linear:
             if len(table) != 2 or "weight" not in table or "bias" not in table:
                 return None
-            params.append((values.get(key + ".weight"), None if table["bias"] is None else values[key + ".bias"]))
+            params.append((values.get(prefix + "weight"), None if table["bias"] is None else values[prefix + "bias"]))
             acts.append(None)
         elif kind in _ACTIVATIONS and acts and acts[-1] is None:
             acts[-1] = _ACTIVATIONS[kind]
@@ -151,14 +152,15 @@ def _fused_args(params, input):
     args, dtype, features = [x, x_batched], x._data.dtype, x._data.shape[-1]
     for weight, b in params:
         w = _member_stack(weight, level)
-        if w is None or w._data.ndim != 3 or w._data.shape[2] != features or w._data.dtype != dtype:
+        shape = None if w is None else w._data.shape
+        if shape is None or len(shape) != 3 or shape[2] != features or w._data.dtype != dtype:
             return None
         if b is not None:
             b = _member_stack(b, level)
-            if b is None or b._data.shape != w._data.shape[:2] or b._data.dtype != dtype:
+            if b is None or b._data.shape != shape[:2] or b._data.dtype != dtype:
                 return None
         args += [w, b]
-        features = w._data.shape[1]
+        features = shape[1]
     return args
 
 
