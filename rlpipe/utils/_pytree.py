@@ -19,6 +19,7 @@ def register_pytree_node(cls, flatten_fn, unflatten_fn, **kwargs):
 class TreeSpec:
     """The structure of a tree: the node type, what rebuilds it (keys, namedtuple class) and the
     children's specs."""
+    __slots__ = ("type", "context", "children_specs", "num_leaves")  # (vmap makes several on every call)
 
     def __init__(self, type, context, children_specs, num_leaves=None):
         self.type, self.context, self.children_specs = type, context, children_specs
