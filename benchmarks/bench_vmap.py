@@ -8,16 +8,19 @@ place, a backward in NumPy alone, and no node at all with grad off; the loop doe
 work critic by critic.
 
 Where the time goes (2-core machine, one BLAS thread, OpenBLAS unpinned): the node's own NumPy
-work is about 0.19 ms forward and 0.45 ms backward (with its autograd walk), most of it the three
-10 x 256x64x64 products (forward, weight gradient, input gradient; about 0.11-0.12 ms each, 0.18 ms
-with the Haswell pin); vmap and functional_call around it add about 0.07 ms of Python (vmap's
-wrapping of the parameters' TensorDict about 0.04 ms): a plain MLP given exactly its parameters runs
-as the node straight from them, with nothing swapped into the module. Without grad the loop already
-runs on raw arrays, so vmap saves only the per-critic Python. Measured (three runs each,
-alternating): vmap/loop with backward 0.51-0.52x unpinned, 0.59x pinned (before the fused node:
-0.62-0.63x unpinned); no grad 0.72-0.73x, 0.79-0.81x (1.04-1.05x); SACLoss with two critics
-1.10-1.11x, 1.10-1.11x its deactivate_vmap loop (1.09-1.12x). torch 2.13's own vmap against its
-own loop, same script shape, measured 2.0x and 1.06x on this machine.
+work is about 0.18 ms forward and 0.37 ms backward (with its autograd walk), most of it the three
+10 x 256x64x64 products (forward, weight gradient, input gradient; about 0.10-0.12 ms each, 0.18 ms
+with the Haswell pin); the rest is ReLU and its mask (each mask multiply, a bool cast in NumPy,
+about 0.035 ms), the output layer's outer product and the bias gradients. vmap and
+functional_call around the node add about 0.04 ms of Python, half of it vmap's flattening and
+rebuilding of the parameters' TensorDict (four nested TensorDicts); a plain MLP given exactly its
+parameters runs as the node straight from them, with nothing swapped into the module. Without
+grad the loop already runs on raw arrays, so vmap saves only the per-critic Python. Measured (four
+runs each, alternating, 2026-11-29): vmap/loop with backward 0.44-0.46x unpinned, 0.54-0.55x
+pinned (the previous code: 0.50-0.52x and 0.59x; before the fused node 0.62-0.63x); no grad
+0.57-0.58x, 0.69x; SACLoss with two critics 1.05-1.07x, 1.06-1.09x its deactivate_vmap loop.
+torch 2.13's own vmap against its own loop, same script shape, measured 2.0x and 1.06x on this
+machine.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=. python3 benchmarks/bench_vmap.py
     PYTHONPATH=. python3 benchmarks/bench_vmap.py [--repeat 10]
