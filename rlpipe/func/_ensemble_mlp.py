@@ -234,7 +234,11 @@ def _affine(xp, h, w, b, ones_in=False, ones_out=False):
         weights[:, -1] = b
         return h @ weights
     out = h @ w.swapaxes(-1, -2)
-    if b is not None:
+    if b is None:
+        return out
+    if out.shape[-1] == 1:  # (one output: added along the rows, not in inner loops of one element)
+        out[..., 0] += b
+    else:
         out += b[:, None, :]
     return out
 
@@ -298,12 +302,25 @@ def _activation_grad(ctx, act, y, g, owned):
     in place when ``g`` is ``owned`` (made by this backward, not handed in)."""
     if act is None:
         return g
-    fused = kernels.get(f"{act}_backward", ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
+    fused = kernels.get(_BACKWARD_KERNELS[act], ctx.be)  # a backend's one-launch kernel, where it has one (cuda)
     if fused:
         return fused(_without_ones(y, g.shape[-1]), g)
-    # (ReLU's output is never below zero: y != 0 is Relu's ~(y <= 0), NaN included, in one pass)
-    factor = _in_memory_order(y, g.shape[-1], (lambda y: y != 0) if act == "relu" else (lambda y: 1 - y * y))
+    factor = _in_memory_order(y, g.shape[-1], _relu_factor if act == "relu" else _tanh_factor)
     return ctx.xp.multiply(g, factor, out=g) if owned else g * factor
+
+
+_BACKWARD_KERNELS = {"relu": "relu_backward", "tanh": "tanh_backward"}
+
+
+def _relu_factor(y):
+    """ReLU's gradient factor from its output: y != 0 is Relu's ~(y <= 0) (the output is never below
+    zero), NaN included, in one pass."""
+    return y != 0
+
+
+def _tanh_factor(y):
+    """Tanh's gradient factor from its output."""
+    return 1 - y * y
 
 
 def _in_memory_order(y, features, fn):
