@@ -59,6 +59,7 @@ def leaky_relu_(input, negative_slope=0.01):
     return leaky_relu(input, negative_slope, inplace=True)
 
 
+@torch_function("input")
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """x clipped to [min_val, max_val]; no gradient at or beyond the bounds."""
     if min_val > max_val:
@@ -81,6 +82,7 @@ def _elu(input, inplace, alpha, scale, input_scale, name):
     return _maybe_inplace(input, inplace, lambda x: P.Elu.apply(x, float(alpha), float(scale), float(input_scale)))
 
 
+@torch_function("input")
 def elu(input, alpha=1.0, inplace=False):
     """``input`` where positive, ``alpha * (exp(input) - 1)`` elsewhere (float input only)."""
     return _elu(input, inplace, alpha, 1.0, 1.0, "elu_cpu")
@@ -95,11 +97,13 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@torch_function("input")
 def selu(input, inplace=False):
     """``scale * elu(input, alpha)`` with the self-normalizing constants alpha ~ 1.6733 and scale ~ 1.0507."""
     return _elu(input, inplace, _SELU_ALPHA, _SELU_SCALE, 1.0, "elu_cpu")
 
 
+@torch_function("input")
 def celu(input, alpha=1.0, inplace=False):
     """``input`` where positive, ``alpha * (exp(input / alpha) - 1)`` elsewhere; RuntimeError for alpha 0."""
     if alpha == 0:
@@ -120,23 +124,27 @@ def threshold_(input, threshold, value):
     return _threshold(input, threshold, value, inplace=True)
 
 
+@torch_function("input")
 def silu(input, inplace=False):
     """``input * sigmoid(input)`` (also called swish)."""
     _require_float(input, "silu_cpu")
     return _maybe_inplace(input, inplace, P.Silu.apply)
 
 
+@torch_function("input")
 def mish(input, inplace=False):
     """``input * tanh(softplus(input))``."""
     _require_float(input, "mish_cpu")
     return _maybe_inplace(input, inplace, P.Mish.apply)
 
 
+@torch_function("input")
 def hardsigmoid(input, inplace=False):
     """relu6(x + 3) / 6."""
     return _maybe_inplace(input, inplace, P.Hardsigmoid.apply)
 
 
+@torch_function("input")
 def hardswish(input, inplace=False):
     """x * relu6(x + 3) / 6."""
     return _maybe_inplace(input, inplace, P.Hardswish.apply)
@@ -347,6 +355,7 @@ def _renorm_rows(weight, indices, max_norm, norm_type):
 
 # ---- normalization -------------------------------------------------------------------------------
 
+@torch_function("input", "weight", "bias")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalizes over the trailing ``normalized_shape`` dims, then scales and shifts elementwise."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
