@@ -2,19 +2,19 @@
 ``multi_head_attention_forward`` (what ``nn.MultiheadAttention`` and the Transformer layers call), with
 torch's argument names, masking rules and errors.
 
-Both are compositions of differentiable ops (matmul, where, the attention softmax ``SafeSoftmax``,
-dropout, linear), so every input, the float masks included, gets its gradient.
+Attention itself is one fused Function (``primitives.ScaledDotProductAttention``); the rest composes
+differentiable ops (linear, views, cat), so every input, the float masks included, gets its gradient.
 """
 import math
 import warnings
 
 from .. import _dtypes
 from .. import primitives as P
-from .._creation import ones, zeros
+from .._creation import zeros
 from .._dispatch import torch_function
 from .._tensor import Tensor
 from ..random import rand
-from ..primitives import SafeSoftmax
+from ..primitives import ScaledDotProductAttention
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -70,30 +70,38 @@ def _repeat_kv_heads(query, key, value):
             value.repeat_interleave(heads // value.shape[-3], -3))
 
 
-def _masked_scores(scores, attn_mask, is_causal):
-    """The scores with the mask applied: a bool mask (True = attend) or the causal one puts -inf where
-    attention is not allowed, a float mask is added (differentiably)."""
-    if is_causal:
-        length, source = scores.shape[-2:]
-        attn_mask = ones(length, source, dtype=_dtypes.bool, device=scores.device).tril()
-    if attn_mask is None:
-        return scores
-    if attn_mask.dtype == _dtypes.bool:
-        masked = P.where(attn_mask, scores, -math.inf)
-    else:
-        masked = scores + attn_mask.to(scores.dtype)
-    if masked.shape != scores.shape:
+def _broadcast_shape(*shapes):
+    """The shape the given shapes broadcast to, or None when they do not."""
+    ndim = max(len(shape) for shape in shapes)
+    out = []
+    for sizes in zip(*[(1,) * (ndim - len(shape)) + tuple(shape) for shape in shapes]):
+        sizes = {n for n in sizes if n != 1}
+        if len(sizes) > 1:
+            return None
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _scores_shape(query, key, attn_mask):
+    """The shape of the attention scores, (..., L, S); RuntimeError when the batch dims or the mask do not
+    broadcast to it."""
+    batch = _broadcast_shape(query.shape[:-2], key.shape[:-2])
+    if batch is None:
+        raise RuntimeError(f"scaled_dot_product_attention: the batch dims of query {tuple(query.shape)} and key "
+                           f"{tuple(key.shape)} do not broadcast")
+    shape = batch + (query.shape[-2], key.shape[-2])
+    if attn_mask is not None and _broadcast_shape(shape, attn_mask.shape) != shape:
         raise RuntimeError(f"scaled_dot_product_attention: attn_mask of shape {tuple(attn_mask.shape)} does not "
-                           f"broadcast to the attention scores' shape {tuple(scores.shape)}")
-    return masked
+                           f"broadcast to the attention scores' shape {shape}")
+    return shape
 
 
-def _attention_dropout(weights, p):
-    """The attention weights with each zeroed with probability ``p`` and the rest scaled by 1 / (1 - p)."""
+def _dropout_keep(shape, p, like):
+    """The scaled keep mask of dropout with probability ``p``: 0 or 1 / (1 - p) per attention weight."""
     if p >= 1:
-        return weights * 0.0
-    keep = rand(weights.shape, dtype=weights.dtype, device=weights.device) >= p
-    return weights * (keep.to(weights.dtype) * (1.0 / (1.0 - p)))
+        return zeros(shape, dtype=like.dtype, device=like.device)
+    keep = rand(shape, dtype=like.dtype, device=like.device) >= p
+    return keep.to(like.dtype) * (1.0 / (1.0 - p))
 
 
 @torch_function("query", "key", "value")
@@ -108,12 +116,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     _check_sdpa_inputs(query, key, value, attn_mask, dropout_p, is_causal)
     if enable_gqa:
         key, value = _repeat_kv_heads(query, key, value)
+    shape = _scores_shape(query, key, attn_mask)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = _masked_scores(P.matmul(query, key.transpose(-2, -1)) * scale, attn_mask, is_causal)
-    weights = SafeSoftmax.apply(scores, scores.ndim - 1)
-    if dropout_p > 0:
-        weights = _attention_dropout(weights, dropout_p)
-    return P.matmul(weights, value)
+    if attn_mask is not None and attn_mask.dtype != _dtypes.bool:
+        attn_mask = attn_mask.to(query.dtype)
+    keep = _dropout_keep(shape, dropout_p, query) if dropout_p > 0 else None
+    return ScaledDotProductAttention.apply(query, key, value, attn_mask, keep, scale, is_causal)
 
 
 # ---- multi-head attention -------------------------------------------------------------------------
@@ -197,57 +205,55 @@ def _pad_one_key(mask):
     return P.cat([mask, zeros(tuple(mask.shape[:-1]) + (1,), dtype=mask.dtype, device=mask.device)], -1)
 
 
-def _checked_attn_mask(attn_mask, tgt_len, src_len, batch_heads):
-    """The 2-D (L, S) or 3-D (N * heads, L, S) attention mask as 3-D; RuntimeError for another shape."""
+def _checked_attn_mask(attn_mask, tgt_len, src_len, bsz, num_heads):
+    """The 2-D (L, S) or 3-D (N * heads, L, S) attention mask as 4-D, (1, 1, L, S) or (N, heads, L, S);
+    RuntimeError for another shape."""
     if attn_mask.ndim == 2:
         if tuple(attn_mask.shape) != (tgt_len, src_len):
             raise RuntimeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but should be "
                                f"{(tgt_len, src_len)}.")
-        return attn_mask.unsqueeze(0)
-    if tuple(attn_mask.shape) != (batch_heads, tgt_len, src_len):
+        return attn_mask.reshape(1, 1, tgt_len, src_len)
+    if tuple(attn_mask.shape) != (bsz * num_heads, tgt_len, src_len):
         raise RuntimeError(f"The shape of the 3D attn_mask is {attn_mask.shape}, but should be "
-                           f"{(batch_heads, tgt_len, src_len)}.")
-    return attn_mask
+                           f"{(bsz * num_heads, tgt_len, src_len)}.")
+    return attn_mask.reshape(bsz, num_heads, tgt_len, src_len)
 
 
-def _static_kv(static, name, batch_heads, head_dim):
-    """A caller's precomputed key or value, (N * heads, S, head_dim), checked."""
-    if static.shape[0] != batch_heads:
-        raise AssertionError(f"expecting {name}.size(0) of {batch_heads}, but got {static.shape[0]}")
+def _static_kv(static, name, bsz, num_heads, head_dim):
+    """A caller's precomputed key or value, (N * heads, S, head_dim), checked, as (N, heads, S, head_dim)."""
+    if static.shape[0] != bsz * num_heads:
+        raise AssertionError(f"expecting {name}.size(0) of {bsz * num_heads}, but got {static.shape[0]}")
     if static.shape[2] != head_dim:
         raise AssertionError(f"expecting {name}.size(2) of {head_dim}, but got {static.shape[2]}")
-    return static
+    return static.reshape(bsz, num_heads, -1, head_dim)
 
 
-def _split_heads(x, batch_heads, head_dim):
-    """(S, N, E) -> (N * heads, S, head_dim)."""
-    return x.reshape(x.shape[0], batch_heads, head_dim).transpose(0, 1)
+def _split_heads(x, bsz, num_heads, head_dim):
+    """(S, N, E) -> (N, heads, S, head_dim)."""
+    return x.reshape(x.shape[0], bsz, num_heads, head_dim).permute(1, 2, 0, 3)
 
 
-def _merged_masks(attn_mask, key_padding_mask, bsz, num_heads, src_len):
-    """The attention mask plus the key-padding mask (N, S) spread over the heads, as (N * heads, L, S)."""
+def _merged_masks(attn_mask, key_padding_mask, bsz, src_len):
+    """The 4-D attention mask plus the key-padding mask (N, S) as (N, 1, 1, S)."""
     if key_padding_mask.shape[0] != bsz:
         raise AssertionError(f"Expected key_padded_mask.shape[0] to be {bsz}, but got {key_padding_mask.shape[0]}")
     if key_padding_mask.shape[1] != src_len:
         raise AssertionError(f"Expected key_padded_mask.shape[1] to be {src_len}, but got "
                              f"{key_padding_mask.shape[1]}")
-    per_head = key_padding_mask.reshape(bsz, 1, 1, src_len).expand(-1, num_heads, -1, -1).reshape(
-        bsz * num_heads, 1, src_len)
-    return per_head if attn_mask is None else attn_mask + per_head
+    per_batch = key_padding_mask.reshape(bsz, 1, 1, src_len)
+    return per_batch if attn_mask is None else attn_mask + per_batch
 
 
-def _weights_attention(q, k, v, attn_mask, dropout_p, bsz, num_heads, average_attn_weights):
-    """Attention through explicit weights (torch's need_weights path: a plain softmax, so a fully masked
-    row is nan); returns the per-head outputs and the weights, averaged over heads if asked."""
+def _weights_attention(q, k, v, attn_mask, dropout_p, average_attn_weights):
+    """Attention of (N, heads, L, head_dim) q over k, v through explicit weights (torch's need_weights path:
+    a plain softmax, so a fully masked row is nan); the outputs and the weights, averaged over heads if asked."""
     scores = P.matmul(q * math.sqrt(1.0 / float(q.shape[-1])), k.transpose(-2, -1))
     if attn_mask is not None:
         scores = attn_mask + scores
     weights = P.softmax(scores, -1)
-    if dropout_p > 0:
-        weights = _attention_dropout(weights, dropout_p)  # (torch returns the weights after dropout)
-    output = P.matmul(weights, v)
-    weights = weights.reshape(bsz, num_heads, q.shape[1], k.shape[1])
-    return output, weights.mean(1) if average_attn_weights else weights
+    if dropout_p > 0:  # (torch returns the weights after dropout)
+        weights = weights * _dropout_keep(tuple(weights.shape), dropout_p, weights)
+    return P.matmul(weights, v), weights.mean(1) if average_attn_weights else weights
 
 
 def _project(query, key, value, embed_dim, in_proj_weight, in_proj_bias, use_separate_proj_weight,
@@ -306,34 +312,25 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
     q, k, v = _project(query, key, value, embed_dim, in_proj_weight, in_proj_bias, use_separate_proj_weight,
                        q_proj_weight, k_proj_weight, v_proj_weight)
-    batch_heads = bsz * num_heads
     if attn_mask is not None:
-        attn_mask = _checked_attn_mask(attn_mask, tgt_len, key.shape[0], batch_heads)
+        attn_mask = _checked_attn_mask(attn_mask, tgt_len, key.shape[0], bsz, num_heads)
     k, v, attn_mask, key_padding_mask = _extra_keys(k, v, attn_mask, key_padding_mask, bias_k, bias_v,
                                                     static_k, static_v, bsz)
-    q = _split_heads(q, batch_heads, head_dim)
-    k = _split_heads(k, batch_heads, head_dim) if static_k is None else _static_kv(static_k, "static_k",
-                                                                                    batch_heads, head_dim)
-    v = _split_heads(v, batch_heads, head_dim) if static_v is None else _static_kv(static_v, "static_v",
-                                                                                    batch_heads, head_dim)
+    heads = (bsz, num_heads, head_dim)
+    q = _split_heads(q, *heads)  # (N, heads, L, head_dim), and k, v (N, heads, S, head_dim)
+    k = _split_heads(k, *heads) if static_k is None else _static_kv(static_k, "static_k", *heads)
+    v = _split_heads(v, *heads) if static_v is None else _static_kv(static_v, "static_v", *heads)
     if add_zero_attn:
         k, v, attn_mask, key_padding_mask = _zero_key(k, v, attn_mask, key_padding_mask)
-    src_len = k.shape[1]
     if key_padding_mask is not None:
-        attn_mask = _merged_masks(attn_mask, key_padding_mask, bsz, num_heads, src_len)
+        attn_mask = _merged_masks(attn_mask, key_padding_mask, bsz, k.shape[2])
     dropout_p = dropout_p if training else 0.0
     if need_weights:
-        output, weights = _weights_attention(q, k, v, attn_mask, dropout_p, bsz, num_heads, average_attn_weights)
-        output = output.transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
+        output, weights = _weights_attention(q, k, v, attn_mask, dropout_p, average_attn_weights)
     else:
-        if attn_mask is not None:
-            attn_mask = (attn_mask.unsqueeze(0) if attn_mask.shape[0] == 1
-                         else attn_mask.reshape(bsz, num_heads, -1, src_len))
-        output = scaled_dot_product_attention(q.reshape(bsz, num_heads, tgt_len, head_dim),
-                                              k.reshape(bsz, num_heads, src_len, head_dim),
-                                              v.reshape(bsz, num_heads, src_len, head_dim), attn_mask, dropout_p,
-                                              is_causal)
-        output, weights = output.permute(2, 0, 1, 3).reshape(bsz * tgt_len, embed_dim), None
+        output = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
+        weights = None
+    output = output.permute(2, 0, 1, 3).reshape(tgt_len * bsz, embed_dim)
     output = P.linear(output, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
     if not batched:
         output = output.squeeze(1)
@@ -360,9 +357,9 @@ def _extra_keys(k, v, attn_mask, key_padding_mask, bias_k, bias_v, static_k, sta
 
 
 def _zero_key(k, v, attn_mask, key_padding_mask):
-    """k and v (N * heads, S, head_dim) with a key and value of zeros appended (add_zero_attn)."""
-    zero = zeros((k.shape[0], 1, k.shape[2]), dtype=k.dtype, device=k.device)
-    return (P.cat([k, zero], 1), P.cat([v, zero.to(v.dtype)], 1), _pad_optional(attn_mask),
+    """k and v (N, heads, S, head_dim) with a key and value of zeros appended (add_zero_attn)."""
+    zero = zeros(tuple(k.shape[:2]) + (1, k.shape[3]), dtype=k.dtype, device=k.device)
+    return (P.cat([k, zero], 2), P.cat([v, zero.to(v.dtype)], 2), _pad_optional(attn_mask),
             _pad_optional(key_padding_mask))
 
 

@@ -1,32 +1,58 @@
-"""Attention's softmax: the Function-only ``SafeSoftmax`` (its public caller is
+"""Attention: the fused ``ScaledDotProductAttention`` (its public caller is
 ``nn.functional.scaled_dot_product_attention``)."""
-from .base import Op
+from .base import Op, unbroadcast
 
-__all__ = ["SafeSoftmax"]
+__all__ = ["ScaledDotProductAttention"]
 
 
-class SafeSoftmax(Op):
-    """Softmax along ``dim`` where a row whose entries are all ``-inf`` (every key masked out) gives
-    zeros instead of nan, as torch's ``_safe_softmax`` in attention; gradient y * (g - sum(g * y)),
-    which is zero on those rows."""
-    node_name = "SafeSoftmaxBackward0"
+def _safe_softmax(xp, x, axis):
+    """Softmax along ``axis`` with zeros, not nan, on rows whose entries are all -inf."""
+    row_max = xp.max(x, axis=axis, keepdims=True)
+    fully_masked = row_max == -xp.inf
+    e = xp.exp(x - xp.where(fully_masked, 0, row_max))  # exp(-inf) = 0 on the masked rows
+    return e / xp.where(fully_masked, 1, xp.sum(e, axis=axis, keepdims=True))
+
+
+def _softmax_backward(y, g, axis):
+    """The gradient of a softmax's input from its output ``y`` and output gradient ``g``."""
+    return y * (g - (g * y).sum(axis=axis, keepdims=True))
+
+
+class ScaledDotProductAttention(Op):
+    """``dropout(safe_softmax(q @ k^T * scale + mask)) @ v`` over the last two dims in one node, batch dims
+    broadcast. ``mask``: None, bool (True = attend; with ``causal`` the lower triangle) or float (added, and
+    differentiated); ``keep``: None or the dropout's scaled keep mask, shaped like the scores."""
+    node_name = "ScaledDotProductAttentionBackward0"
 
     @staticmethod
-    def forward(ctx, x, dim):
+    def forward(ctx, q, k, v, mask, keep, scale, causal):
         xp = ctx.xp
-        ctx.dim = dim
-        if x.size == 0:
-            ctx.save_for_backward(x)
-            return x.copy()
-        row_max = xp.max(x, axis=dim, keepdims=True)
-        fully_masked = row_max == -xp.inf
-        e = xp.exp(x - xp.where(fully_masked, 0, row_max))  # exp(-inf) = 0 on the masked rows
-        total = xp.sum(e, axis=dim, keepdims=True)
-        out = e / xp.where(fully_masked, 1, total)
-        ctx.save_for_backward(out)
-        return out
+        q_scaled = q * scale
+        scores = q_scaled @ xp.swapaxes(k, -1, -2)
+        if causal:
+            length, source = scores.shape[-2:]
+            mask = xp.tril(xp.ones((length, source), dtype=bool))
+        if mask is not None:
+            scores = xp.where(mask, scores, -xp.inf) if mask.dtype == bool else scores + mask
+        weights = _safe_softmax(xp, scores, -1) if scores.size else scores
+        # (a row with every key masked out gets zeros, not nan, as torch's _safe_softmax gives)
+        dropped = weights if keep is None else weights * keep
+        ctx.save_for_backward(q_scaled, k, v, weights, dropped, keep)
+        ctx.args = scale, None if mask is None else mask.shape
+        return dropped @ v
 
     @staticmethod
     def backward(ctx, g):
-        y, = ctx.saved_tensors
-        return y * (g - (g * y).sum(axis=ctx.dim, keepdims=True)), None
+        xp = ctx.xp
+        q_scaled, k, v, weights, dropped, keep = ctx.saved_tensors
+        scale, mask_shape = ctx.args
+        need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
+        gv = unbroadcast(xp.swapaxes(dropped, -1, -2) @ g, v.shape) if need_v else None
+        g_weights = g @ xp.swapaxes(v, -1, -2)
+        if keep is not None:
+            g_weights = g_weights * keep
+        g_scores = _softmax_backward(weights, g_weights, -1)
+        gq = unbroadcast((g_scores @ k) * scale, q_scaled.shape) if need_q else None
+        gk = unbroadcast(xp.swapaxes(g_scores, -1, -2) @ q_scaled, k.shape) if need_k else None
+        g_mask = unbroadcast(g_scores, mask_shape) if need_mask else None
+        return gq, gk, gv, g_mask, None, None, None
