@@ -11,6 +11,7 @@ import pytest
 import rlpipe as r
 from rlpipe import nn
 from rlpipe.nn import functional as F
+from rlpipe.nn.attention import SDPBackend, _cur_sdpa_kernel_backends, sdpa_kernel
 from rlpipe.nn.modules.transformer import _detect_is_causal_mask
 
 from test_attention_golden import CASES, check_against_golden
@@ -195,6 +196,25 @@ def test_transformer_builds_torchs_modules():
     assert nn.Transformer(8, 2, custom_encoder=custom).encoder is custom
     out = model(r.randn(4, 3, 8), r.randn(5, 3, 8), tgt_mask=model.generate_square_subsequent_mask(5))
     assert out.shape == (5, 3, 8)
+
+
+def test_sdpa_kernel_selects_and_restores_backends():
+    q = _randn(1, 2, 3, 4)
+    default = _cur_sdpa_kernel_backends()
+    assert default[0] is SDPBackend.CUDNN_ATTENTION and len(default) == 5 and int(SDPBackend.FLASH_ATTENTION) == 1
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION) as state:
+        assert state == {} and _cur_sdpa_kernel_backends() == [SDPBackend.FLASH_ATTENTION]
+        np.testing.assert_array_equal(SDPA(q, q, q).detach().numpy(), SDPA(q, q, q).detach().numpy())
+    with sdpa_kernel([SDPBackend.MATH, SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION]):
+        assert _cur_sdpa_kernel_backends() == [SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION]
+    with pytest.raises(RuntimeError, match="No viable backend for scaled_dot_product_attention was found"):
+        with sdpa_kernel([]):
+            SDPA(q, q, q)
+    assert _cur_sdpa_kernel_backends() == default
+    with pytest.raises(AssertionError, match="Backend must be an instance of SDPBackend or a list of SDPBackend "
+                                             "instances, got str"):
+        with sdpa_kernel("math"):
+            pass
 
 
 # ---- errors ---------------------------------------------------------------------------------------

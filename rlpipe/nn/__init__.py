@@ -13,3 +13,4 @@ from .modules import LazyModuleMixin, LazyLinear, LazyConv2d
 from .modules import (MultiheadAttention, Transformer, TransformerEncoder, TransformerDecoder,
                       TransformerEncoderLayer, TransformerDecoderLayer)
 from . import functional, init, utils
+from . import attention

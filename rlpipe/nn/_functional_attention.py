@@ -14,6 +14,7 @@ from .._creation import zeros
 from .._dispatch import torch_function
 from .._tensor import Tensor
 from ..random import rand
+from .attention import _check_some_backend_enabled
 from ..primitives import ScaledDotProductAttention
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
@@ -114,6 +115,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     eval); ``enable_gqa`` repeats key/value heads (dim -3) to query's. A query row whose keys are all masked
     out gives zeros (and zero gradients), not nan."""
     _check_sdpa_inputs(query, key, value, attn_mask, dropout_p, is_causal)
+    _check_some_backend_enabled()
     if enable_gqa:
         key, value = _repeat_kv_heads(query, key, value)
     shape = _scores_shape(query, key, attn_mask)
