@@ -6,11 +6,13 @@ __all__ = ["ScaledDotProductAttention"]
 
 
 def _safe_softmax(xp, x, axis):
-    """Softmax along ``axis`` with zeros, not nan, on rows whose entries are all -inf."""
+    """Softmax along ``axis`` with zeros, not nan, on rows whose entries are all -inf (``x`` is overwritten)."""
     row_max = xp.max(x, axis=axis, keepdims=True)
     fully_masked = row_max == -xp.inf
-    e = xp.exp(x - xp.where(fully_masked, 0, row_max))  # exp(-inf) = 0 on the masked rows
-    return e / xp.where(fully_masked, 1, xp.sum(e, axis=axis, keepdims=True))
+    x -= xp.where(fully_masked, 0, row_max)  # exp(-inf) = 0 on the masked rows
+    e = xp.exp(x, out=x)
+    e /= xp.where(fully_masked, 1, xp.sum(e, axis=axis, keepdims=True))
+    return e
 
 
 def _softmax_backward(y, g, axis):
@@ -28,12 +30,13 @@ class ScaledDotProductAttention(Op):
     def forward(ctx, q, k, v, mask, keep, scale, causal):
         xp = ctx.xp
         q_scaled = q * scale
-        scores = q_scaled @ xp.swapaxes(k, -1, -2)
+        scores = q_scaled @ xp.swapaxes(k, -1, -2)  # a new array: the steps below write into it
         if causal:
-            length, source = scores.shape[-2:]
-            mask = xp.tril(xp.ones((length, source), dtype=bool))
-        if mask is not None:
-            scores = xp.where(mask, scores, -xp.inf) if mask.dtype == bool else scores + mask
+            mask = xp.tri(*scores.shape[-2:], dtype=bool)
+        if mask is not None and mask.dtype == bool:
+            xp.copyto(scores, -xp.inf, where=~mask)
+        elif mask is not None:
+            scores += mask
         weights = _safe_softmax(xp, scores, -1) if scores.size else scores
         # (a row with every key masked out gets zeros, not nan, as torch's _safe_softmax gives)
         dropped = weights if keep is None else weights * keep
