@@ -217,6 +217,18 @@ def test_sdpa_kernel_selects_and_restores_backends():
             pass
 
 
+def test_torchs_private_helpers_are_reachable_from_functional():
+    x, w, b = _randn(3, 2, 4), _randn(12, 4), _randn(12)
+    packed = F._in_projection_packed(x, x, x, w, b)
+    separate = F._in_projection(x, x, x, w[:4], w[4:8], w[8:], b[:4], b[4:8], b[8:])
+    for got, block in zip(packed, separate):
+        np.testing.assert_allclose(got.detach().numpy(), block.detach().numpy(), rtol=0, atol=1e-14)
+    assert F._mha_shape_check(x, x, x, None, None, 2) and not F._mha_shape_check(x[0], x[0], x[0], None, None, 2)
+    assert F._none_or_dtype(x) == D and F._none_or_dtype(None) is None
+    mask = F._canonical_mask(r.tensor([True, False]), "m", None, "", D)
+    np.testing.assert_array_equal(mask.detach().numpy(), [-np.inf, 0.0])
+
+
 # ---- errors ---------------------------------------------------------------------------------------
 
 _Q, _K, _V = _randn(2, 3, 4), _randn(2, 5, 4), _randn(2, 5, 6)

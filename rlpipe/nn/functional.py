@@ -19,7 +19,8 @@ from .._tensor import Tensor
 from ..autograd import no_grad
 from ..random import rand
 from ._functional_attention import (scaled_dot_product_attention, multi_head_attention_forward,  # noqa: F401
-                                    _canonical_mask, _none_or_dtype)
+                                    _canonical_mask, _none_or_dtype, _mha_shape_check, _in_projection_packed,
+                                    _in_projection)
 
 __all__ = """linear bilinear relu relu_ relu6 leaky_relu leaky_relu_ rrelu rrelu_ elu elu_ selu celu silu mish gelu
 sigmoid tanh softplus logsigmoid hardtanh hardtanh_ hardsigmoid hardswish hardshrink softshrink softsign tanhshrink
