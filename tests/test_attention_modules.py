@@ -12,6 +12,7 @@ import rlpipe as r
 from rlpipe import nn
 from rlpipe.nn import functional as F
 from rlpipe.nn.attention import SDPBackend, _cur_sdpa_kernel_backends, sdpa_kernel
+from rlpipe.nn.modules import activation
 from rlpipe.nn.modules.transformer import _detect_is_causal_mask
 
 from test_attention_golden import CASES, check_against_golden
@@ -164,6 +165,7 @@ def test_multihead_attention_parameters_and_initialization_follow_torch():
     assert (mha.in_proj_bias.detach().numpy() == 0).all() and (mha.out_proj.bias.detach().numpy() == 0).all()
     bound = math.sqrt(6 / (6 + 4))  # xavier_uniform_ of (6, 4)
     assert np.abs(mha.k_proj_weight.detach().numpy()).max() <= bound
+    assert activation.MultiheadAttention is nn.MultiheadAttention  # torch.nn.modules.activation's home for it
     plain = nn.MultiheadAttention(6, 3, bias=False)
     assert [n for n, _ in plain.named_parameters()] == ["in_proj_weight", "out_proj.weight"]
     assert plain.bias_k is None and type(plain.out_proj).__name__ == "NonDynamicallyQuantizableLinear"
