@@ -268,6 +268,8 @@ ERRORS = [
     ("sdpa gqa dims", lambda: SDPA(_Q[0], _K[0], _V[0], enable_gqa=True), RuntimeError,
      "enable_gqa=True needs query, key and value with a heads dimension (-3), but got 2-D, 2-D and 2-D tensors"),
     ("sdpa not a tensor", lambda: SDPA([1.0], _K, _V), TypeError, "argument 'query' must be"),
+    ("sdpa scale by position", lambda: SDPA(_Q, _K, _V, None, 0.0, False, 0.5), TypeError,
+     "takes from 3 to 6 positional arguments but 7 were given"),
     ("mha sizes", lambda: nn.MultiheadAttention(0, 2), ValueError,
      "embed_dim and num_heads must be greater than 0, got embed_dim=0 and num_heads=2 instead"),
     ("mha heads", lambda: nn.MultiheadAttention(5, 2), AssertionError, "embed_dim must be divisible by num_heads"),

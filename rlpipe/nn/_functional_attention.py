@@ -106,7 +106,7 @@ def _dropout_keep(shape, p, like):
 
 
 @torch_function("query", "key", "value")
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
                                  enable_gqa=False):
     """``softmax(query @ key.mT * scale + mask) @ value`` over the last two dims (sequence, features),
     batched over the leading ones, with torch's semantics: a bool ``attn_mask`` marks with True the
