@@ -138,6 +138,14 @@ def test_is_causal_builds_the_top_left_causal_mask():
                                   SDPA(q, k, v, allowed).detach().numpy())
 
 
+def test_batch_dims_broadcast_with_their_gradients():
+    q, k, v = _randn(2, 1, 3, 4, grad=True), _randn(1, 3, 5, 4, grad=True), _randn(3, 5, 2, grad=True)
+    out = SDPA(q, k, v)
+    expected = SDPA(q.expand(2, 3, 3, 4), k.expand(2, 3, 5, 4), v.expand(2, 3, 5, 2))
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=0, atol=1e-14)
+    assert r.autograd.gradcheck(lambda *x: SDPA(*x), (q, k, v))
+
+
 def test_empty_sequences():
     assert SDPA(_randn(2, 0, 3), _randn(2, 4, 3), _randn(2, 4, 5)).shape == (2, 0, 5)
     out = SDPA(_randn(2, 3, 3), _randn(2, 0, 3), _randn(2, 0, 5))
@@ -263,6 +271,8 @@ ERRORS = [
      "(2, 4, 6)"),
     ("sdpa mask shape", lambda: SDPA(_Q, _K, _V, r.zeros(2, 2, 3, 5, dtype=D)), RuntimeError,
      "attn_mask of shape (2, 2, 3, 5) does not broadcast to the attention scores' shape (2, 3, 5)"),
+    ("sdpa batch dims", lambda: SDPA(_Q, _K, _randn(3, 5, 6)), RuntimeError,
+     "the batch dims of query (2, 3, 4), key (2, 5, 4) and value (3, 5, 6) do not broadcast"),
     ("sdpa gqa heads", lambda: SDPA(_randn(1, 4, 3, 2), _randn(1, 3, 5, 2), _randn(1, 3, 5, 2), enable_gqa=True),
      RuntimeError, "Number of heads in key and value must divide the number of heads in "),
     ("sdpa gqa dims", lambda: SDPA(_Q[0], _K[0], _V[0], enable_gqa=True), RuntimeError,

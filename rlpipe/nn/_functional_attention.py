@@ -83,14 +83,13 @@ def _broadcast_shape(*shapes):
     return tuple(out)
 
 
-def _scores_shape(query, key, attn_mask):
-    """The shape of the attention scores, (..., L, S); RuntimeError when the batch dims or the mask do not
-    broadcast to it."""
-    batch = _broadcast_shape(query.shape[:-2], key.shape[:-2])
-    if batch is None:
-        raise RuntimeError(f"scaled_dot_product_attention: the batch dims of query {tuple(query.shape)} and key "
-                           f"{tuple(key.shape)} do not broadcast")
-    shape = batch + (query.shape[-2], key.shape[-2])
+def _scores_shape(query, key, value, attn_mask):
+    """The shape of the attention scores, (..., L, S); RuntimeError when the batch dims of query, key and value
+    or the mask do not broadcast to it."""
+    if _broadcast_shape(query.shape[:-2], key.shape[:-2], value.shape[:-2]) is None:
+        raise RuntimeError(f"scaled_dot_product_attention: the batch dims of query {tuple(query.shape)}, key "
+                           f"{tuple(key.shape)} and value {tuple(value.shape)} do not broadcast")
+    shape = _broadcast_shape(query.shape[:-2], key.shape[:-2]) + (query.shape[-2], key.shape[-2])
     if attn_mask is not None and _broadcast_shape(shape, attn_mask.shape) != shape:
         raise RuntimeError(f"scaled_dot_product_attention: attn_mask of shape {tuple(attn_mask.shape)} does not "
                            f"broadcast to the attention scores' shape {shape}")
@@ -118,7 +117,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     _check_some_backend_enabled()
     if enable_gqa:
         key, value = _repeat_kv_heads(query, key, value)
-    shape = _scores_shape(query, key, attn_mask)
+    shape = _scores_shape(query, key, value, attn_mask)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if attn_mask is not None and attn_mask.dtype != _dtypes.bool:
         attn_mask = attn_mask.to(query.dtype)
