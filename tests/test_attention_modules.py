@@ -146,6 +146,17 @@ def test_batch_dims_broadcast_with_their_gradients():
     assert r.autograd.gradcheck(lambda *x: SDPA(*x), (q, k, v))
 
 
+@pytest.mark.parametrize("dtype, atol", [(r.bfloat16, 0.05), (r.float16, 0.01), (r.float32, 1e-6)])
+def test_low_precision_keeps_its_dtype_and_stays_close_to_float64(dtype, atol):
+    q, mask = _randn(2, 2, 3, 4), _randn(3, 3)
+    exact = SDPA(q, q, q, attn_mask=mask)
+    low_q, low_mask = q.to(dtype).requires_grad_(), mask.to(dtype).requires_grad_()
+    out = SDPA(low_q, low_q, low_q, attn_mask=low_mask)
+    out.sum().backward()
+    assert out.dtype == low_q.grad.dtype == low_mask.grad.dtype == dtype
+    np.testing.assert_allclose(out.detach().double().numpy(), exact.detach().numpy(), rtol=0, atol=atol)
+
+
 def test_empty_sequences():
     assert SDPA(_randn(2, 0, 3), _randn(2, 4, 3), _randn(2, 4, 5)).shape == (2, 0, 5)
     out = SDPA(_randn(2, 3, 3), _randn(2, 0, 3), _randn(2, 0, 5))

@@ -20,6 +20,11 @@ def _softmax_backward(y, g, axis):
     return y * (g - (g * y).sum(axis=axis, keepdims=True))
 
 
+def _input_grad(g, shape, dtype):
+    """A gradient summed down to its input's ``shape`` (undoing broadcasting), in the inputs' ``dtype``."""
+    return unbroadcast(g, shape).astype(dtype, copy=False)
+
+
 class ScaledDotProductAttention(Op):
     """``dropout(safe_softmax(q @ k^T * scale + mask)) @ v`` over the last two dims in one node, batch dims
     broadcast. ``mask``: None, bool (True = attend; with ``causal`` the lower triangle) or float (added, and
@@ -41,21 +46,22 @@ class ScaledDotProductAttention(Op):
         # (a row with every key masked out gets zeros, not nan, as torch's _safe_softmax gives)
         dropped = weights if keep is None else weights * keep
         ctx.save_for_backward(q_scaled, k, v, weights, dropped, keep)
-        ctx.args = scale, None if mask is None else mask.shape
-        return dropped @ v
+        ctx.args = scale, None if mask is None else mask.shape, q.dtype
+        # (NumPy multiplies bfloat16 matrices in float32: the result comes back in the inputs' dtype)
+        return (dropped @ v).astype(q.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
         q_scaled, k, v, weights, dropped, keep = ctx.saved_tensors
-        scale, mask_shape = ctx.args
+        scale, mask_shape, dtype = ctx.args
         need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
-        gv = unbroadcast(xp.swapaxes(dropped, -1, -2) @ g, v.shape) if need_v else None
+        gv = _input_grad(xp.swapaxes(dropped, -1, -2) @ g, v.shape, dtype) if need_v else None
         g_weights = g @ xp.swapaxes(v, -1, -2)
         if keep is not None:
             g_weights = g_weights * keep
         g_scores = _softmax_backward(weights, g_weights, -1)
-        gq = unbroadcast((g_scores @ k) * scale, q_scaled.shape) if need_q else None
-        gk = unbroadcast(xp.swapaxes(g_scores, -1, -2) @ q_scaled, k.shape) if need_k else None
-        g_mask = unbroadcast(g_scores, mask_shape) if need_mask else None
+        gq = _input_grad((g_scores @ k) * scale, q_scaled.shape, dtype) if need_q else None
+        gk = _input_grad(xp.swapaxes(g_scores, -1, -2) @ q_scaled, k.shape, dtype) if need_k else None
+        g_mask = _input_grad(g_scores, mask_shape, dtype) if need_mask else None
         return gq, gk, gv, g_mask, None, None, None
