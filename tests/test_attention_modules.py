@@ -157,6 +157,18 @@ def test_low_precision_keeps_its_dtype_and_stays_close_to_float64(dtype, atol):
     np.testing.assert_allclose(out.detach().double().numpy(), exact.detach().numpy(), rtol=0, atol=atol)
 
 
+def test_is_causal_with_a_mask_applies_both_for_4d_inputs_as_torch():
+    q, k, v = _randn(1, 2, 3, 4), _randn(1, 2, 5, 4), _randn(1, 2, 5, 2)
+    causal = np.tril(np.ones((3, 5), bool))
+    allowed = np.array([[True, False, True, True, True], [False, True, True, False, True], [True] * 5])
+    both = SDPA(q, k, v, r.tensor(allowed), is_causal=True)
+    np.testing.assert_array_equal(both.detach().numpy(), SDPA(q, k, v, r.tensor(allowed & causal)).detach().numpy())
+    bias = _randn(3, 5)
+    expected = SDPA(q, k, v, bias.masked_fill(r.tensor(~causal), -math.inf))
+    np.testing.assert_allclose(SDPA(q, k, v, bias, is_causal=True).detach().numpy(), expected.detach().numpy(),
+                               rtol=0, atol=1e-15)
+
+
 def test_empty_sequences():
     assert SDPA(_randn(2, 0, 3), _randn(2, 4, 3), _randn(2, 4, 5)).shape == (2, 0, 5)
     out = SDPA(_randn(2, 3, 3), _randn(2, 0, 3), _randn(2, 0, 5))

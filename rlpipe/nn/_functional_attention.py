@@ -46,7 +46,8 @@ def _check_sdpa_inputs(query, key, value, attn_mask, dropout_p, is_causal):
     if attn_mask is not None and attn_mask.dtype not in (_dtypes.bool, _dtypes.float32, query.dtype):
         raise RuntimeError("Expected attn_mask dtype to be bool or float or to match query dtype, but got "
                            f"attn_mask.dtype: {_cpp_name(attn_mask)} and  query.dtype: {_cpp_name(query)} instead.")
-    if attn_mask is not None and is_causal:
+    if attn_mask is not None and is_causal and not query.ndim == key.ndim == value.ndim == 4:
+        # (torch's 4-D kernels apply both; its other paths refuse the pair)
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
     if dropout_p > 1:
         raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
@@ -110,9 +111,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """``softmax(query @ key.mT * scale + mask) @ value`` over the last two dims (sequence, features),
     batched over the leading ones, with torch's semantics: a bool ``attn_mask`` marks with True the
     positions that take part, a float one is added to the scores; ``is_causal`` lets position i attend to
-    keys 0..i; ``scale`` defaults to 1/sqrt(E); ``dropout_p`` drops attention weights (always: pass 0.0 in
-    eval); ``enable_gqa`` repeats key/value heads (dim -3) to query's. A query row whose keys are all masked
-    out gives zeros (and zero gradients), not nan."""
+    keys 0..i (together with a mask for 4-D inputs only, as torch); ``scale`` defaults to 1/sqrt(E);
+    ``dropout_p`` drops attention weights (always: pass 0.0 in eval); ``enable_gqa`` repeats key/value heads
+    (dim -3) to query's. A query row whose keys are all masked out gives zeros (and zero gradients), not nan."""
     _check_sdpa_inputs(query, key, value, attn_mask, dropout_p, is_causal)
     _check_some_backend_enabled()
     if enable_gqa:

@@ -27,8 +27,9 @@ def _input_grad(g, shape, dtype):
 
 class ScaledDotProductAttention(Op):
     """``dropout(safe_softmax(q @ k^T * scale + mask)) @ v`` over the last two dims in one node, batch dims
-    broadcast. ``mask``: None, bool (True = attend; with ``causal`` the lower triangle) or float (added, and
-    differentiated); ``keep``: None or the dropout's scaled keep mask, shaped like the scores."""
+    broadcast. ``mask``: None, bool (True = attend) or float (added, and differentiated); ``causal`` also
+    masks out the keys after each query's position; ``keep``: None or the dropout's scaled keep mask, shaped
+    like the scores."""
     node_name = "ScaledDotProductAttentionBackward0"
 
     @staticmethod
@@ -36,12 +37,12 @@ class ScaledDotProductAttention(Op):
         xp = ctx.xp
         q_scaled = q * scale
         scores = q_scaled @ xp.swapaxes(k, -1, -2)  # a new array: the steps below write into it
-        if causal:
-            mask = xp.tri(*scores.shape[-2:], dtype=bool)
         if mask is not None and mask.dtype == bool:
             xp.copyto(scores, -xp.inf, where=~mask)
         elif mask is not None:
             scores += mask
+        if causal:
+            xp.copyto(scores, -xp.inf, where=~xp.tri(*scores.shape[-2:], dtype=bool))
         weights = _safe_softmax(xp, scores, -1) if scores.size else scores
         # (a row with every key masked out gets zeros, not nan, as torch's _safe_softmax gives)
         dropped = weights if keep is None else weights * keep
