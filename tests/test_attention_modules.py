@@ -12,6 +12,7 @@ import rlpipe as r
 from rlpipe import nn
 from rlpipe.nn import functional as F
 from rlpipe.nn.attention import SDPBackend, _cur_sdpa_kernel_backends, sdpa_kernel
+from rlpipe.nn.attention.bias import CausalBias, CausalVariant, causal_lower_right, causal_upper_left
 from rlpipe.nn.modules import activation
 from rlpipe.nn.modules.transformer import _detect_is_causal_mask
 
@@ -260,6 +261,28 @@ def test_torchs_private_helpers_are_reachable_from_functional():
     assert F._none_or_dtype(x) == D and F._none_or_dtype(None) is None
     mask = F._canonical_mask(r.tensor([True, False]), "m", None, "", D)
     np.testing.assert_array_equal(mask.detach().numpy(), [-np.inf, 0.0])
+
+
+def test_causal_biases_mask_as_torchs():
+    q, k, v = _randn(1, 2, 3, 4), _randn(1, 2, 5, 4), _randn(1, 2, 5, 2)
+    lower_right = [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]  # query i sees keys 0..i + (5 - 3)
+    bias = causal_lower_right(3, 5)
+    assert bias.variant is CausalVariant.LOWER_RIGHT and (bias.seq_len_q, bias.seq_len_kv) == (3, 5)
+    np.testing.assert_array_equal(bias._materialize().numpy(), np.array(lower_right, bool))
+    assert "True" in repr(bias)
+    np.testing.assert_array_equal(SDPA(q, k, v, attn_mask=bias).detach().numpy(),
+                                  SDPA(q, k, v, attn_mask=r.tensor(np.array(lower_right, bool))).detach().numpy())
+    np.testing.assert_array_equal(SDPA(q, k, v, attn_mask=causal_upper_left(3, 5)).detach().numpy(),
+                                  SDPA(q, k, v, is_causal=True).detach().numpy())
+    with pytest.raises(ValueError, match="CausalBias should not be used with causal=True"):
+        SDPA(q, k, v, attn_mask=bias, is_causal=True)
+    with pytest.raises(AssertionError, match="causal_upper_left only supports 2D tensors"):
+        causal_upper_left(1, 2, 3)
+    with pytest.raises(AssertionError, match="variant must be a CausalVariant, got int"):
+        CausalBias(1, 2, 2)
+    with pytest.warns(UserWarning, match="Lower right causal bias will produce NaNs in the output when seq_len_q > "
+                                         "seq_len_kv!"):
+        causal_lower_right(4, 2)
 
 
 # ---- errors ---------------------------------------------------------------------------------------

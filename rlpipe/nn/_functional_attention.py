@@ -15,6 +15,7 @@ from .._dispatch import torch_function
 from .._tensor import Tensor
 from ..random import rand
 from .attention import _check_some_backend_enabled
+from .attention.bias import CausalBias, CausalVariant
 from ..primitives import ScaledDotProductAttention
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
@@ -105,6 +106,16 @@ def _dropout_keep(shape, p, like):
     return keep.to(like.dtype) * (1.0 / (1.0 - p))
 
 
+def _causal_bias_mask(bias, is_causal, query):
+    """A CausalBias as (attn_mask, is_causal): the causal flag for the top-left variant (or a square one), the
+    materialized mask for the bottom-right one."""
+    if is_causal:
+        raise ValueError("CausalBias should not be used with causal=True")
+    if bias.seq_len_q == bias.seq_len_kv or bias.variant == CausalVariant.UPPER_LEFT:
+        return None, True
+    return bias._materialize(query.device), False
+
+
 @torch_function("query", "key", "value")
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
                                  enable_gqa=False):
@@ -114,6 +125,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     keys 0..i (together with a mask for 4-D inputs only, as torch); ``scale`` defaults to 1/sqrt(E);
     ``dropout_p`` drops attention weights (always: pass 0.0 in eval); ``enable_gqa`` repeats key/value heads
     (dim -3) to query's. A query row whose keys are all masked out gives zeros (and zero gradients), not nan."""
+    if isinstance(attn_mask, CausalBias):
+        attn_mask, is_causal = _causal_bias_mask(attn_mask, is_causal, query)
     _check_sdpa_inputs(query, key, value, attn_mask, dropout_p, is_causal)
     _check_some_backend_enabled()
     if enable_gqa:
