@@ -753,5 +753,32 @@ case("unique_dim", lambda x: (x * 0.5).round().unique(dim=1, return_inverse=True
      lambda x: (lambda u: (u[0], u[1].reshape(-1)))(np.unique(np.round(x * 0.5), axis=1, return_inverse=True)),
      grad=False)
 
+# scaled dot-product attention against softmax(q k^T * scale + mask) v in NumPy (nan_to_num: a row with every
+# key masked out gives zeros, as torch's)
+_SDPA_ROWS_MASKED = np.array([[True, False, True, True, False], [False] * 5, [True] * 5])
+_SDPA_CAUSAL = np.where(np.tril(np.ones((3, 3), bool)), 0.0, -np.inf)
+_SDPA_KEEP = np.array([[0.0, 2.0, 2.0, 0.0, 2.0], [2.0, 2.0, 0.0, 2.0, 2.0], [0.0, 0.0, 2.0, 2.0, 0.0]])  # p = 0.5
+
+
+def _np_attention(q, k, v, bias=0.0, scale=0.5):
+    with np.errstate(invalid="ignore"):  # (the masked rows' -inf - -inf)
+        return np.nan_to_num(sp.softmax(q @ k.swapaxes(-1, -2) * scale + bias, -1)) @ v
+
+
+case("sdpa", lambda q, k, v: r.nn.functional.scaled_dot_product_attention(q, k, v), [(2, 3, 4), (2, 5, 4), (2, 5, 2)],
+     _np_attention)
+case("sdpa_bool_mask_row_masked", lambda q, k, v: r.nn.functional.scaled_dot_product_attention(
+    q, k, v, on(q, _SDPA_ROWS_MASKED), scale=0.7), [(2, 3, 4), (2, 5, 4), (2, 5, 2)],
+    lambda q, k, v: _np_attention(q, k, v, np.where(_SDPA_ROWS_MASKED, 0.0, -np.inf), 0.7))
+case("sdpa_float_mask", lambda q, k, v, m: r.nn.functional.scaled_dot_product_attention(q, k, v, m),
+     [(2, 3, 4), (2, 5, 4), (2, 5, 2), (3, 5)], _np_attention)
+case("sdpa_causal_gqa", lambda q, k, v: r.nn.functional.scaled_dot_product_attention(
+    q, k, v, is_causal=True, enable_gqa=True), [(1, 4, 3, 2), (1, 2, 3, 2), (1, 1, 3, 2)],
+    lambda q, k, v: _np_attention(q, np.repeat(k, 2, -3), np.repeat(v, 4, -3), _SDPA_CAUSAL, 2 ** -0.5))
+case("sdpa_function_dropout_keep", lambda q, k, v: r.primitives.ScaledDotProductAttention.apply(
+    q, k, v, None, on(q, _SDPA_KEEP).to(q.dtype), 0.5, False), [(2, 3, 4), (2, 5, 4), (2, 5, 2)],
+    lambda q, k, v: (sp.softmax(q @ k.swapaxes(-1, -2) * 0.5, -1) * _SDPA_KEEP) @ v)
+
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

@@ -10,4 +10,7 @@ from .modules import (Identity, Linear, Bilinear, Threshold, ReLU, RReLU, Hardta
                       CrossEntropyLoss,
                       BCELoss, BCEWithLogitsLoss, RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell)
 from .modules import LazyModuleMixin, LazyLinear, LazyConv2d
+from .modules import (MultiheadAttention, Transformer, TransformerEncoder, TransformerDecoder,
+                      TransformerEncoderLayer, TransformerDecoderLayer)
 from . import functional, init, utils
+from . import attention

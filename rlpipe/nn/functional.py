@@ -18,6 +18,9 @@ from .._dispatch import handle_torch_function, has_torch_function, torch_functio
 from .._tensor import Tensor
 from ..autograd import no_grad
 from ..random import rand
+from ._functional_attention import (scaled_dot_product_attention, multi_head_attention_forward,  # noqa: F401
+                                    _canonical_mask, _none_or_dtype, _mha_shape_check, _in_projection_packed,
+                                    _in_projection)
 
 __all__ = """linear bilinear relu relu_ relu6 leaky_relu leaky_relu_ rrelu rrelu_ elu elu_ selu celu silu mish gelu
 sigmoid tanh softplus logsigmoid hardtanh hardtanh_ hardsigmoid hardswish hardshrink softshrink softsign tanhshrink
@@ -25,7 +28,8 @@ threshold threshold_ prelu glu softmax log_softmax softmin normalize gumbel_soft
 dropout layer_norm batch_norm embedding conv2d max_pool2d max_pool2d_with_indices avg_pool2d adaptive_avg_pool2d
 pad one_hot
 mse_loss l1_loss smooth_l1_loss huber_loss cross_entropy nll_loss binary_cross_entropy
-binary_cross_entropy_with_logits""".split()
+binary_cross_entropy_with_logits
+scaled_dot_product_attention multi_head_attention_forward""".split()
 
 
 def _type_name(t):

@@ -18,3 +18,6 @@ from .lazy import LazyModuleMixin, LazyLinear, LazyConv2d
 from .pooling import MaxPool2d, AvgPool2d, AdaptiveAvgPool2d
 from .loss import (L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntropyLoss, BCELoss,
                    BCEWithLogitsLoss)
+from .attention import MultiheadAttention
+from .transformer import (Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,
+                          TransformerDecoderLayer)
