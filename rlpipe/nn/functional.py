@@ -834,3 +834,13 @@ def _class_probability_loss(input, target, weight, reduction, smoothing):
     if reduction == "sum":
         return total
     return total / (input.numel() // classes) if input.numel() else total * math.nan
+
+
+# the ops of the newer layers, in modules of their own (they use the helpers above)
+from . import _functional_conv, _functional_norm, _functional_losses, _functional_resample  # noqa: E402
+from ._functional_conv import *  # noqa: E402,F401,F403
+from ._functional_norm import *  # noqa: E402,F401,F403
+from ._functional_losses import *  # noqa: E402,F401,F403
+from ._functional_resample import *  # noqa: E402,F401,F403
+__all__ += (_functional_conv.__all__ + _functional_norm.__all__ + _functional_losses.__all__
+            + _functional_resample.__all__)

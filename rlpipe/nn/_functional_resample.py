@@ -1,0 +1,217 @@
+"""``nn.functional``'s resampling: ``interpolate`` (nearest, nearest-exact, linear / bilinear / trilinear,
+area) and ``pixel_shuffle`` / ``pixel_unshuffle``.
+
+``interpolate`` works one spatial dim at a time: nearest modes pick one source index per output
+position (``index_select``), the linear modes blend two (``index_select`` twice and a weighted sum), so
+the gradients are those ops'. The source indices and weights follow torch's CPU kernels, in the
+arithmetic torch does them in (float32 for float32 and narrower inputs).
+"""
+import builtins
+import math
+import operator
+import struct
+
+from .. import _dtypes
+from .. import primitives as ops
+from .._creation import tensor
+from . import functional as F
+
+__all__ = "interpolate upsample upsample_nearest upsample_bilinear pixel_shuffle pixel_unshuffle".split()
+
+_MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
+_LINEAR_RANK = {"linear": 3, "bilinear": 4, "trilinear": 5}
+
+
+def _to_float32(value):
+    """``value`` rounded to the nearest float32, as a Python float."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _float64(value):
+    return value
+
+
+def _arithmetic(dtype):
+    """The rounding after each operation that torch's kernels do for ``dtype`` (their opmath type)."""
+    return _float64 if dtype is _dtypes.float64 else _to_float32
+
+
+def _scale(n_in, n_out, scale_factor, rnd):
+    """torch's compute_scales_value: 1 / scale_factor when given, else n_in / n_out."""
+    return rnd(1.0 / scale_factor) if scale_factor is not None and scale_factor > 0 else rnd(n_in / n_out)
+
+
+def _nearest_indices(n_in, n_out, scale_factor, exact):
+    rnd = _to_float32
+    if not exact and n_out == n_in:
+        return list(range(n_out))
+    if not exact and n_out == 2 * n_in:
+        return [i >> 1 for i in range(n_out)]
+    scale = _scale(n_in, n_out, scale_factor, rnd)
+    offset = 0.5 if exact else 0.0
+    return [builtins.min(math.floor(rnd((i + offset) * scale)), n_in - 1) for i in range(n_out)]
+
+
+def _linear_weights(n_in, n_out, scale_factor, align_corners, rnd):
+    """(first indices, second indices, second weights) of torch's linear interpolation along one dim."""
+    if align_corners:
+        scale = rnd((n_in - 1) / (n_out - 1)) if n_out > 1 else 0.0
+    else:
+        scale = _scale(n_in, n_out, scale_factor, rnd)
+    first, second, weights = [], [], []
+    for i in range(n_out):
+        src = rnd(scale * i) if align_corners else builtins.max(rnd(rnd(scale * rnd(i + 0.5)) - 0.5), 0.0)
+        i0 = builtins.int(src)
+        first.append(i0)
+        second.append(i0 + 1 if i0 < n_in - 1 else i0)
+        weights.append(builtins.min(builtins.max(rnd(src - i0), 0.0), 1.0))
+    return first, second, weights
+
+
+def _along(x, dim, values):
+    """``values`` as a tensor on x's device shaped to broadcast along ``dim``."""
+    shape = [1] * x.ndim
+    shape[dim] = len(values)
+    return ops.reshape(tensor(values, dtype=x.dtype, device=x.device), shape)
+
+
+def _resample_dim(x, dim, n_out, scale_factor, mode, align_corners):
+    n_in = x.shape[dim]
+    if mode in ("nearest", "nearest-exact"):
+        index = _nearest_indices(n_in, n_out, scale_factor, mode == "nearest-exact")
+        return ops.index_select(x, dim, tensor(index, dtype=_dtypes.int64, device=x.device))
+    if mode == "area":
+        return F._adaptive_mean(x, dim - x.ndim, n_out)  # it takes a dim counted from the end
+    rnd = _arithmetic(x.dtype)
+    first, second, weights = _linear_weights(n_in, n_out, scale_factor, align_corners, rnd)
+    lo = ops.index_select(x, dim, tensor(first, dtype=_dtypes.int64, device=x.device))
+    hi = ops.index_select(x, dim, tensor(second, dtype=_dtypes.int64, device=x.device))
+    return lo * _along(x, dim, [rnd(1.0 - w) for w in weights]) + hi * _along(x, dim, weights)
+
+
+def _output_plan(input, size, scale_factor, mode, recompute_scale_factor):
+    """(output sizes, the scale factors the kernels use or Nones) for each spatial dim, as torch computes them."""
+    dims = input.ndim - 2
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        if recompute_scale_factor:
+            raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+        if isinstance(size, (list, tuple)):
+            if len(size) != dims:
+                raise ValueError(f"Input and output must have the same number of spatial dimensions, but got input "
+                                 f"with spatial dimensions of {list(input.shape[2:])} and output size of {size}. "
+                                 "Please provide input tensor in (N, C, d1, d2, ...,dK) format and output size in "
+                                 "(o1, o2, ...,oK) format.")
+            try:
+                sizes = [operator.index(s) for s in size]
+            except TypeError:
+                raise TypeError(f"expected size to be one of int or Tuple[int] or Tuple[int, int] or Tuple[int, int, "
+                                f"int], but got size with types {[type(s) for s in size]}") from None
+        else:
+            sizes = [operator.index(size)] * dims
+        return sizes, [None] * dims
+    if scale_factor is None:
+        raise ValueError("either size or scale_factor should be defined")
+    if isinstance(scale_factor, (list, tuple)):
+        if len(scale_factor) != dims:
+            raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got input "
+                             f"with spatial dimensions of {list(input.shape[2:])} and scale_factor of shape "
+                             f"{scale_factor}. Please provide input tensor in (N, C, d1, d2, ...,dK) format and "
+                             "scale_factor in (s1, s2, ...,sK) format.")
+        factors = [float(f) for f in scale_factor]
+    else:
+        factors = [float(scale_factor)] * dims
+    sizes = [builtins.int(n * f) for n, f in zip(input.shape[2:], factors)]
+    keep = not recompute_scale_factor and mode != "area"
+    return sizes, factors if keep else [None] * dims
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resizes the spatial dims of [N, C, *spatial] input to ``size``, or by ``scale_factor``, with torch's
+    modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' (4-D), 'trilinear' (5-D) and 'area'
+    (adaptive average pooling); the linear modes take ``align_corners`` (default False)."""
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes: linear | "
+                             "bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    sizes, factors = _output_plan(input, size, scale_factor, mode, recompute_scale_factor)
+    if antialias and not (mode in ("bilinear", "bicubic", "lanczos") and input.ndim == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a "
+                         "4-D tensor as input")
+    if mode in _LINEAR_RANK and input.ndim in (3, 4, 5) and input.ndim != _LINEAR_RANK[mode]:
+        needed = _LINEAR_RANK[mode]
+        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {needed}D input")
+    if input.ndim not in (3, 4, 5) or mode not in ("nearest", "nearest-exact", "area", *_LINEAR_RANK):
+        if mode in ("bicubic", "lanczos") and input.ndim == 4:
+            raise NotImplementedError(f"interpolate: mode '{mode}' is not implemented in rlpipe; use 'bilinear'")
+        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
+                                  f"the modes: {_MODES} (got {mode})")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not implemented in rlpipe")
+    if builtins.min(sizes) <= 0 or builtins.min(input.shape[2:]) <= 0:
+        shown = ", ".join(f"{n}: {s}" for n, s in zip("DHW"[3 - len(sizes):], input.shape[2:]))
+        wanted = ", ".join(f"{n}: {s}" for n, s in zip("DHW"[3 - len(sizes):], sizes))
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input ({shown}) output "
+                           f"({wanted})")
+    if mode in _LINEAR_RANK or mode == "area":
+        F._require_float(input, f"upsample_{mode}")
+    out = input
+    for dim, (n_out, factor) in enumerate(zip(sizes, factors), start=2):
+        out = _resample_dim(out, dim, n_out, factor, mode, align_corners)
+    return out
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """The deprecated name of ``interpolate``."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """``interpolate`` in 'nearest' mode (deprecated in torch)."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """``interpolate`` in 'bilinear' mode with ``align_corners=True`` (deprecated in torch)."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def pixel_shuffle(input, upscale_factor):
+    """[*, C * r^2, H, W] -> [*, C, H * r, W * r]: each group of r^2 channels becomes an r x r block."""
+    r = upscale_factor
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    *batch, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                           f"upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
+    k = len(batch)
+    x = ops.reshape(input, (*batch, c // (r * r), r, r, h, w))
+    x = ops.permute(x, (*range(k), k, k + 3, k + 1, k + 4, k + 2))
+    return ops.reshape(x, (*batch, c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """The inverse of ``pixel_shuffle``: [*, C, H * r, W * r] -> [*, C * r^2, H, W]."""
+    r = downscale_factor
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    *batch, c, h, w = input.shape
+    for name, d, n in (("height", -2, h), ("width", -1, w)):
+        if n % r:
+            raise RuntimeError(f"pixel_unshuffle expects {name} to be divisible by downscale_factor, but "
+                               f"input.size({d})={n} is not divisible by {r}")
+    k = len(batch)
+    x = ops.reshape(input, (*batch, c, h // r, r, w // r, r))
+    x = ops.permute(x, (*range(k), k, k + 2, k + 4, k + 1, k + 3))
+    return ops.reshape(x, (*batch, c * r * r, h // r, w // r))

@@ -1,0 +1,218 @@
+"""The cases of the newer nn layers and functional ops, shared by ``fixtures/make_nnlayers_golden.py``
+(which runs them with torch 2.13 in the peer venv and records the results) and ``test_nnlayers_*.py``
+(which runs them with rlpipe and compares).
+
+A functional case is ``fn(F, *inputs)`` with ``F`` torch's or rlpipe's ``nn.functional``, and input
+makers ``rng -> array``; float64 inputs are differentiated (``grad``), the others are not. A module
+case is a constructor ``make(nn)`` with ``nn`` torch's or rlpipe's ``nn`` and the shape of its input.
+The file imports neither library.
+"""
+import numpy as np
+
+
+def normal(*shape):
+    return lambda rng: rng.standard_normal(shape)
+
+
+def positive(*shape):
+    return lambda rng: rng.uniform(0.5, 2.0, shape)
+
+
+def target(make):
+    """Marks an input maker as a target's: no gradient is asked of it."""
+    make.target = True
+    return make
+
+
+def signs(*shape):
+    return target(lambda rng: rng.choice([-1.0, 1.0], shape))
+
+
+def binary(*shape):
+    return target(lambda rng: rng.integers(0, 2, shape).astype(np.float64))
+
+
+def unit(*shape):
+    return lambda rng: rng.uniform(0.05, 0.95, shape)
+
+
+def counts(*shape):
+    return target(lambda rng: rng.integers(0, 5, shape).astype(np.float64))
+
+
+def float32(*shape):
+    return lambda rng: rng.standard_normal(shape).astype(np.float32)
+
+
+def log_probs(*shape):
+    return lambda rng: np.log(rng.dirichlet(np.ones(shape[-1]), shape[:-1]))
+
+
+FUNCTIONAL = {}
+
+
+def case(name, fn, *makers, grad=True):
+    assert name not in FUNCTIONAL, name
+    FUNCTIONAL[name] = (fn, makers, grad)
+
+
+# convolutions
+case("conv1d", lambda F, x, w, b: F.conv1d(x, w, b), normal(2, 3, 7), normal(4, 3, 3), normal(4))
+case("conv1d_all_args", lambda F, x, w: F.conv1d(x, w, None, 2, 2, 2, 2), normal(2, 4, 9), normal(6, 2, 3))
+case("conv1d_same_unbatched", lambda F, x, w: F.conv1d(x, w, padding="same", dilation=2), normal(3, 8),
+     normal(2, 3, 4))
+case("conv1d_valid_tuple_args", lambda F, x, w: F.conv1d(x, w, stride=(3,), padding="valid"), normal(1, 2, 10),
+     normal(2, 2, 2))
+case("conv_transpose2d", lambda F, x, w, b: F.conv_transpose2d(x, w, b), normal(2, 3, 4, 5), normal(3, 2, 3, 2),
+     normal(2))
+case("conv_transpose2d_all_args", lambda F, x, w, b: F.conv_transpose2d(x, w, b, stride=(2, 3), padding=(1, 2),
+                                                                        output_padding=(1, 2), groups=2,
+                                                                        dilation=(2, 1)),
+     normal(2, 4, 3, 4), normal(4, 3, 3, 3), normal(6))
+case("conv_transpose2d_output_padding_below_dilation", lambda F, x, w: F.conv_transpose2d(
+    x, w, stride=1, dilation=2, output_padding=1), normal(1, 2, 3, 3), normal(2, 2, 2, 2))
+case("conv_transpose2d_unbatched", lambda F, x, w: F.conv_transpose2d(x, w, stride=2, padding=1), normal(2, 3, 3),
+     normal(2, 1, 4, 4))
+case("conv_transpose1d", lambda F, x, w, b: F.conv_transpose1d(x, w, b, stride=3, padding=1, output_padding=2,
+                                                               groups=3, dilation=2),
+     normal(2, 3, 5), normal(3, 2, 3), normal(6))
+case("conv_transpose1d_unbatched", lambda F, x, w: F.conv_transpose1d(x, w), normal(2, 4), normal(2, 3, 2))
+case("unfold", lambda F, x: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)), normal(2, 3, 5, 6))
+case("unfold_unbatched", lambda F, x: F.unfold(x, 2), normal(2, 3, 4))
+case("fold", lambda F, x: F.fold(x, (5, 6), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)), normal(2, 18, 12))
+case("fold_unbatched_overlapping", lambda F, x: F.fold(x, 4, 2), normal(8, 9))
+
+# pooling
+case("max_pool1d", lambda F, x: F.max_pool1d(x, 3, 2, 1), normal(2, 3, 8))
+case("max_pool1d_indices_ceil", lambda F, x: F.max_pool1d(x, 2, ceil_mode=True, dilation=2, return_indices=True),
+     normal(3, 9))
+case("avg_pool1d", lambda F, x: F.avg_pool1d(x, 3, 2, 1, count_include_pad=False), normal(2, 3, 8))
+case("avg_pool1d_ceil", lambda F, x: F.avg_pool1d(x, (4,), ceil_mode=True), normal(3, 9))
+case("adaptive_avg_pool1d", lambda F, x: F.adaptive_avg_pool1d(x, 3), normal(2, 3, 7))
+case("adaptive_max_pool1d", lambda F, x: F.adaptive_max_pool1d(x, 4, return_indices=True), normal(3, 7))
+case("adaptive_max_pool2d", lambda F, x: F.adaptive_max_pool2d(x, (3, 2), return_indices=True), normal(2, 3, 7, 5))
+case("adaptive_max_pool2d_none_unbatched", lambda F, x: F.adaptive_max_pool2d(x, (None, 3)), normal(2, 4, 8))
+
+# normalization
+case("group_norm", lambda F, x, w, b: F.group_norm(x, 2, w, b, eps=1e-3), normal(3, 4, 5, 2), normal(4), normal(4))
+case("group_norm_plain", lambda F, x: F.group_norm(x, 3), normal(2, 6, 5))
+case("instance_norm", lambda F, x, w, b: F.instance_norm(x, weight=w, bias=b), normal(2, 3, 4, 5), normal(3),
+     normal(3))
+case("instance_norm_running_eval", lambda F, x, m, v: F.instance_norm(x, m, v, use_input_stats=False), normal(2, 3, 6),
+     normal(3), positive(3), grad=False)
+case("rms_norm", lambda F, x, w: F.rms_norm(x, (3, 4), w, eps=1e-4), normal(2, 3, 4), normal(3, 4))
+case("rms_norm_default_eps", lambda F, x: F.rms_norm(x, (5,)), normal(3, 5))
+case("rms_norm_float32", lambda F, x: F.rms_norm(x, [4]), float32(2, 4))
+
+# resampling (float32 cases check torch's index rules, which round in float32)
+case("interpolate_nearest_size", lambda F, x: F.interpolate(x, size=(5, 3)), normal(1, 2, 4, 7))
+case("interpolate_nearest_scale", lambda F, x: F.interpolate(x, scale_factor=(1.7, 0.6)), float32(1, 2, 9, 11))
+case("interpolate_nearest_double", lambda F, x: F.interpolate(x, scale_factor=2), normal(1, 1, 3, 2))
+case("interpolate_nearest_exact", lambda F, x: F.interpolate(x, size=7, mode="nearest-exact"), normal(2, 2, 5))
+case("interpolate_nearest_5d", lambda F, x: F.interpolate(x, size=(3, 2, 5)), normal(1, 1, 2, 3, 3))
+case("interpolate_linear", lambda F, x: F.interpolate(x, size=9, mode="linear"), normal(2, 3, 4))
+case("interpolate_linear_align", lambda F, x: F.interpolate(x, scale_factor=2.5, mode="linear", align_corners=True),
+     normal(1, 2, 5))
+case("interpolate_bilinear", lambda F, x: F.interpolate(x, size=(7, 3), mode="bilinear"), normal(2, 2, 4, 5))
+case("interpolate_bilinear_scale_float32", lambda F, x: F.interpolate(x, scale_factor=(1.3, 0.45), mode="bilinear"),
+     float32(1, 2, 10, 13))
+case("interpolate_bilinear_align", lambda F, x: F.interpolate(x, size=(6, 1), mode="bilinear", align_corners=True),
+     normal(1, 2, 3, 4))
+case("interpolate_bilinear_recompute", lambda F, x: F.interpolate(x, scale_factor=1.5, mode="bilinear",
+                                                                  recompute_scale_factor=True), normal(1, 1, 5, 3))
+case("interpolate_trilinear", lambda F, x: F.interpolate(x, size=(3, 4, 2), mode="trilinear"), normal(1, 1, 2, 3, 4))
+case("interpolate_area", lambda F, x: F.interpolate(x, scale_factor=0.5, mode="area"), normal(1, 2, 6, 5))
+case("pixel_shuffle", lambda F, x: F.pixel_shuffle(x, 2), normal(2, 8, 3, 2))
+case("pixel_shuffle_extra_batch", lambda F, x: F.pixel_shuffle(x, 3), normal(2, 1, 9, 2, 2))
+case("pixel_unshuffle", lambda F, x: F.pixel_unshuffle(x, 2), normal(2, 3, 4, 6))
+
+# losses and distances
+case("kl_div_batchmean", lambda F, x, t: F.kl_div(x, t, reduction="batchmean"), log_probs(3, 4), unit(3, 4))
+case("kl_div_none_zero_target", lambda F, x, t: F.kl_div(x, t * (t > 0.5), reduction="none"), log_probs(3, 4),
+     target(unit(3, 4)))  # the zeros of the target have no gradient (nan in torch)
+case("kl_div_log_target_sum", lambda F, x, t: F.kl_div(x, t, reduction="sum", log_target=True), log_probs(2, 5),
+     log_probs(2, 5))
+case("gaussian_nll", lambda F, x, t, v: F.gaussian_nll_loss(x, t, v), normal(4, 3), normal(4, 3), positive(4, 3))
+case("gaussian_nll_full_var_missing_dim", lambda F, x, t, v: F.gaussian_nll_loss(x, t, v, full=True, reduction="sum"),
+     normal(4, 3), normal(4, 3), positive(4))
+case("gaussian_nll_float_var_none", lambda F, x, t: F.gaussian_nll_loss(x, t, 0.7, reduction="none"), normal(4, 2),
+     normal(4, 2))
+case("poisson_nll", lambda F, x, t: F.poisson_nll_loss(x, t), normal(3, 4), counts(3, 4))
+case("poisson_nll_rates_full", lambda F, x, t: F.poisson_nll_loss(x, t, log_input=False, full=True, reduction="none"),
+     positive(3, 4), counts(3, 4))
+case("cosine_similarity", lambda F, a, b: F.cosine_similarity(a, b, dim=-1), normal(3, 4), normal(1, 4))
+case("pairwise_distance", lambda F, a, b: F.pairwise_distance(a, b), normal(3, 4), normal(3, 4))
+case("pairwise_distance_p1_keepdim", lambda F, a, b: F.pairwise_distance(a, b, 1.0, 1e-3, True), normal(3, 4),
+     normal(4))
+case("margin_ranking", lambda F, a, b, y: F.margin_ranking_loss(a, b, y, margin=0.3), normal(6), normal(6), signs(6))
+case("soft_margin", lambda F, x, y: F.soft_margin_loss(x, y, reduction="sum"), normal(3, 4), signs(3, 4))
+case("hinge_embedding", lambda F, x, y: F.hinge_embedding_loss(x, y, margin=1.5), positive(3, 4), signs(3, 4))
+case("cosine_embedding", lambda F, a, b, y: F.cosine_embedding_loss(a, b, y, margin=0.2, reduction="none"),
+     normal(5, 3), normal(5, 3), signs(5))
+case("triplet_margin", lambda F, a, p, n: F.triplet_margin_loss(a, p, n), normal(4, 3), normal(4, 3), normal(4, 3))
+case("triplet_margin_swap_p1", lambda F, a, p, n: F.triplet_margin_loss(a, p, n, margin=2.0, p=1, swap=True,
+                                                                        reduction="sum"),
+     normal(4, 3), normal(4, 3), normal(4, 3))
+case("multilabel_soft_margin", lambda F, x, y, w: F.multilabel_soft_margin_loss(x, y, w), normal(3, 4),
+     binary(3, 4), positive(4))
+
+
+MODULES = {
+    "Conv1d": (lambda nn: nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=1, groups=2), (2, 4, 9)),
+    "Conv1d_same_circular": (lambda nn: nn.Conv1d(2, 3, 4, padding="same", padding_mode="circular"), (2, 2, 7)),
+    "Conv1d_reflect_nobias": (lambda nn: nn.Conv1d(2, 3, 3, padding=2, padding_mode="reflect", bias=False),
+                              (2, 2, 5)),
+    "ConvTranspose2d": (lambda nn: nn.ConvTranspose2d(4, 6, (3, 2), stride=2, padding=1, output_padding=1, groups=2),
+                        (2, 4, 3, 4)),
+    "ConvTranspose1d": (lambda nn: nn.ConvTranspose1d(3, 2, 3, stride=2, bias=False, dilation=2), (2, 3, 5)),
+    "GroupNorm": (lambda nn: nn.GroupNorm(2, 4), (3, 4, 5)),
+    "GroupNorm_no_affine": (lambda nn: nn.GroupNorm(3, 6, eps=1e-3, affine=False), (2, 6, 2, 2)),
+    "InstanceNorm1d": (lambda nn: nn.InstanceNorm1d(3, affine=True), (2, 3, 5)),
+    "InstanceNorm2d_tracked": (lambda nn: nn.InstanceNorm2d(3, momentum=0.2, track_running_stats=True), (2, 3, 4, 4)),
+    "RMSNorm": (lambda nn: nn.RMSNorm([3, 4], eps=1e-3), (2, 3, 4)),
+    "RMSNorm_no_affine": (lambda nn: nn.RMSNorm(4, elementwise_affine=False), (2, 4)),
+    "ZeroPad1d": (lambda nn: nn.ZeroPad1d((1, 2)), (2, 3, 4)),
+    "ZeroPad2d": (lambda nn: nn.ZeroPad2d(2), (2, 3, 4)),
+    "ConstantPad1d": (lambda nn: nn.ConstantPad1d(2, 3.5), (2, 3)),
+    "ConstantPad2d": (lambda nn: nn.ConstantPad2d((1, 0, 2, -1), -1.0), (1, 2, 3, 4)),
+    "ReflectionPad1d": (lambda nn: nn.ReflectionPad1d((3, 1)), (2, 3, 4)),
+    "ReflectionPad2d": (lambda nn: nn.ReflectionPad2d(1), (2, 3, 4)),
+    "ReplicationPad1d": (lambda nn: nn.ReplicationPad1d(2), (3, 4)),
+    "ReplicationPad2d": (lambda nn: nn.ReplicationPad2d((1, 2, 0, 3)), (1, 2, 3, 4)),
+    "CircularPad1d": (lambda nn: nn.CircularPad1d((2, 1)), (2, 3, 4)),
+    "CircularPad2d": (lambda nn: nn.CircularPad2d(1), (1, 2, 3, 4)),
+    "MaxPool1d": (lambda nn: nn.MaxPool1d(3, stride=2, padding=1), (2, 3, 8)),
+    "AvgPool1d": (lambda nn: nn.AvgPool1d(2), (2, 3, 8)),
+    "AdaptiveAvgPool1d": (lambda nn: nn.AdaptiveAvgPool1d(3), (2, 3, 8)),
+    "AdaptiveMaxPool1d": (lambda nn: nn.AdaptiveMaxPool1d(3), (2, 3, 8)),
+    "AdaptiveMaxPool2d": (lambda nn: nn.AdaptiveMaxPool2d((2, None)), (2, 3, 5, 4)),
+    "Upsample": (lambda nn: nn.Upsample(scale_factor=2), (1, 2, 3, 3)),
+    "Upsample_bilinear": (lambda nn: nn.Upsample(size=(5, 4), mode="bilinear", align_corners=True), (1, 2, 3, 3)),
+    "UpsamplingNearest2d": (lambda nn: nn.UpsamplingNearest2d(scale_factor=3), (1, 1, 2, 2)),
+    "UpsamplingBilinear2d": (lambda nn: nn.UpsamplingBilinear2d(size=4), (1, 1, 2, 3)),
+    "PixelShuffle": (lambda nn: nn.PixelShuffle(2), (1, 8, 2, 3)),
+    "PixelUnshuffle": (lambda nn: nn.PixelUnshuffle(2), (1, 2, 4, 2)),
+    "Unfold": (lambda nn: nn.Unfold(2, padding=1), (1, 2, 3, 3)),
+    "Fold": (lambda nn: nn.Fold((3, 4), 2), (1, 8, 6)),
+    "CosineSimilarity": (lambda nn: nn.CosineSimilarity(dim=0), (3, 4)),
+    "PairwiseDistance": (lambda nn: nn.PairwiseDistance(p=3.0, keepdim=True), (3, 4)),
+    "Dropout1d_eval": (lambda nn: nn.Dropout1d(0.3), (2, 3, 4)),
+    "Dropout2d_eval": (lambda nn: nn.Dropout2d(), (2, 3, 4, 4)),
+    "AlphaDropout_eval": (lambda nn: nn.AlphaDropout(0.2), (2, 3)),
+}
+
+# losses as modules: constructor, and the input makers of their forward
+LOSS_MODULES = {
+    "KLDivLoss": (lambda nn: nn.KLDivLoss(reduction="batchmean", log_target=True), (log_probs(3, 4), log_probs(3, 4))),
+    "GaussianNLLLoss": (lambda nn: nn.GaussianNLLLoss(full=True, eps=1e-3),
+                        (normal(3, 2), normal(3, 2), positive(3, 2))),
+    "PoissonNLLLoss": (lambda nn: nn.PoissonNLLLoss(log_input=False, full=True), (positive(3, 4), counts(3, 4))),
+    "MarginRankingLoss": (lambda nn: nn.MarginRankingLoss(0.5, reduction="sum"), (normal(5), normal(5), signs(5))),
+    "SoftMarginLoss": (lambda nn: nn.SoftMarginLoss(), (normal(2, 3), signs(2, 3))),
+    "HingeEmbeddingLoss": (lambda nn: nn.HingeEmbeddingLoss(margin=0.5), (positive(2, 3), signs(2, 3))),
+    "CosineEmbeddingLoss": (lambda nn: nn.CosineEmbeddingLoss(margin=0.1), (normal(4, 3), normal(4, 3), signs(4))),
+    "TripletMarginLoss": (lambda nn: nn.TripletMarginLoss(margin=0.5, p=1.5, swap=True),
+                          (normal(4, 3), normal(4, 3), normal(4, 3))),
+    "MultiLabelSoftMarginLoss": (lambda nn: nn.MultiLabelSoftMarginLoss(reduction="none"),
+                                 (normal(3, 4), binary(3, 4))),
+}
