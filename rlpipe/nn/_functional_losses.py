@@ -7,7 +7,7 @@ import warnings
 from .. import primitives as ops
 from .._creation import ones_like
 from ..autograd import no_grad
-from . import functional as F
+from ._functional_base import _reduce, _reduction
 
 __all__ = """kl_div gaussian_nll_loss poisson_nll_loss pairwise_distance margin_ranking_loss soft_margin_loss
 hinge_embedding_loss cosine_embedding_loss triplet_margin_loss multilabel_soft_margin_loss""".split()
@@ -18,12 +18,17 @@ def _safe_log(x):
     return ops.log(ops.where(x == 0, 1.0, x))
 
 
+def _softplus(x):
+    """log(1 + exp(x)) for every x, without overflow."""
+    return ops.softplus(x, 1.0, math.inf)
+
+
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """The KL divergence sum of target * (log(target) - input) for log-probabilities ``input`` (with
     ``log_target``, ``target`` holds log-probabilities too). ``reduction='batchmean'`` divides the sum by
     the batch size, the true KL divergence; 'mean' divides by the number of elements, with torch's warning."""
     if size_average is not None or reduce is not None:
-        reduction = F._reduction(size_average, reduce, reduction)
+        reduction = _reduction(size_average, reduce, reduction)
     elif reduction == "mean":
         warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
@@ -38,7 +43,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if reduction == "batchmean":
         total = ops.sum(loss)
         return total / input.shape[0] if input.ndim else total
-    return F._reduce(loss, reduction)
+    return _reduce(loss, reduction)
 
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
@@ -64,7 +69,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     loss = 0.5 * (ops.log(var) + (input - target) ** 2 / var)
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
-    return F._reduce(loss, reduction)
+    return _reduce(loss, reduction)
 
 
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
@@ -72,7 +77,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     """The negative log-likelihood of ``target`` under Poisson(rate): exp(input) - target * input for a log
     rate (``log_input``), else input - target * log(input + eps); ``full`` adds Stirling's approximation of
     log(target!) where target > 1."""
-    reduction = F._reduction(size_average, reduce, reduction)
+    reduction = _reduction(size_average, reduce, reduction)
     if log_input:
         loss = ops.exp(input) - target * input
     else:
@@ -80,7 +85,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     if full:
         stirling = target * _safe_log(target) - target + 0.5 * _safe_log(2 * math.pi * target)
         loss = loss + ops.where(target > 1, stirling, 0.0)
-    return F._reduce(loss, reduction)
+    return _reduce(loss, reduction)
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
@@ -91,30 +96,30 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
     """max(0, -target * (input1 - input2) + margin): target 1 asks input1 to rank higher, -1 input2."""
-    reduction = F._reduction(size_average, reduce, reduction)
+    reduction = _reduction(size_average, reduce, reduction)
     if not (input1.ndim == input2.ndim == target.ndim):
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
                            f"input1: {input1.shape}, input2: {input2.shape}, target: {target.shape} ")
-    return F._reduce(ops.clamp_min(ops.neg(target) * (input1 - input2) + margin, 0), reduction)
+    return _reduce(ops.clamp_min(ops.neg(target) * (input1 - input2) + margin, 0), reduction)
 
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """log(1 + exp(-target * input)) for targets of 1 or -1 (a two-class logistic loss)."""
-    reduction = F._reduction(size_average, reduce, reduction)
-    return F._reduce(ops.softplus(ops.neg(target) * input, 1.0, math.inf), reduction)
+    reduction = _reduction(size_average, reduce, reduction)
+    return _reduce(_softplus(ops.neg(target) * input), reduction)
 
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
     """input (a distance) where target is 1, max(0, margin - input) where target is -1."""
-    reduction = F._reduction(size_average, reduce, reduction)
+    reduction = _reduction(size_average, reduce, reduction)
     hinge = ops.where(target != 1, ops.clamp_min(margin - input, 0), 0.0)
-    return F._reduce(hinge + ops.where(target != -1, input, 0.0), reduction)
+    return _reduce(hinge + ops.where(target != -1, input, 0.0), reduction)
 
 
 def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
     """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1; the cosine is taken
     along the last dim of the [N, D] (or [D], for a 0-d target) inputs."""
-    reduction = F._reduction(size_average, reduce, reduction)
+    reduction = _reduction(size_average, reduce, reduction)
     dim = target.ndim
     if dim > 1:
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
@@ -125,14 +130,14 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     squares1, squares2 = ops.sum(input1 * input1, dim) + 1e-12, ops.sum(input2 * input2, dim) + 1e-12
     cos = products / ops.sqrt(squares1 * squares2)
     loss = ops.where(target == 1, 1 - cos, 0.0) + ops.where(target == -1, ops.clamp_min(cos - margin, 0), 0.0)
-    return F._reduce(loss, reduction)
+    return _reduce(loss, reduction)
 
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
                         reduce=None, reduction="mean"):
     """max(0, margin + d(anchor, positive) - d(anchor, negative)) with ``pairwise_distance`` d; ``swap``
     uses the smaller of d(anchor, negative) and d(positive, negative)."""
-    reduction = F._reduction(size_average, reduce, reduction)
+    reduction = _reduction(size_average, reduce, reduction)
     dims = (anchor.ndim, positive.ndim, negative.ndim)
     if len(set(dims)) != 1:
         raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
@@ -144,17 +149,18 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_neg = ops.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
-    return F._reduce(ops.clamp_min(margin + d_pos - d_neg, 0), reduction)
+    return _reduce(ops.clamp_min(margin + d_pos - d_neg, 0), reduction)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """The binary cross-entropy of each class's logit against its 0/1 target (weighted by ``weight``),
     averaged over the classes (the last dim)."""
-    reduction = F._reduction(size_average, reduce, reduction)
-    loss = ops.neg(target * F.logsigmoid(input) + (1 - target) * F.logsigmoid(ops.neg(input)))
+    reduction = _reduction(size_average, reduce, reduction)
+    # -(t log(sigmoid(x)) + (1 - t) log(sigmoid(-x))), with -log(sigmoid(x)) = softplus(-x) taken stably
+    loss = target * _softplus(ops.neg(input)) + (1 - target) * _softplus(input)
     if weight is not None:
         loss = loss * weight
     class_dim = input.ndim - 1
     loss = ops.sum(loss, class_dim) / input.shape[class_dim]
-    return F._reduce(loss, reduction)
+    return _reduce(loss, reduction)
 

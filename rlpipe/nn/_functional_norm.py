@@ -9,7 +9,7 @@ from ..primitives import _require_float
 from .._creation import zeros
 from ..autograd import no_grad
 from ..random import rand
-from . import functional as F
+from ._functional_base import _maybe_inplace
 
 __all__ = "group_norm instance_norm rms_norm dropout1d dropout2d alpha_dropout feature_alpha_dropout".split()
 
@@ -22,6 +22,15 @@ def _affine(x, weight, bias):
     if bias is not None:
         x = x + ops.reshape(bias, shape)
     return x
+
+
+def _normalize_with(input, mean, var, weight, bias, eps):
+    """(input - mean) / sqrt(var + eps), then the affine, with per-channel statistics [C] (eval mode)."""
+    if mean is None or var is None:
+        raise RuntimeError("Expected running_mean and running_var to be defined when use_input_stats is false")
+    shape = (input.shape[1],) + (1,) * (input.ndim - 2)
+    scale = ops.rsqrt(ops.reshape(var.to(input.dtype), shape) + eps)
+    return _affine((input - ops.reshape(mean.to(input.dtype), shape)) * scale, weight, bias)
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
@@ -55,7 +64,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         if t is not None and t.numel() != c:
             raise RuntimeError(f"{name} should contain {n * c} elements not {n * t.numel()}")
     if not use_input_stats:
-        return F.batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+        return _normalize_with(input, running_mean, running_var, weight, bias, eps)
     _require_float(input, "instance_norm")
     axes = tuple(range(2, input.ndim))
     out, mean, var = P.Normalize.apply(input, weight, bias, axes, (c,) + (1,) * len(axes), float(eps))
@@ -113,7 +122,7 @@ def _channel_dropout(input, p, training, inplace, batched=True):
     lead = 2 if batched else 1
     with no_grad():
         mask = _keep_mask(input, input.shape[:lead] + (1,) * (input.ndim - lead), p)
-    return F._maybe_inplace(input, inplace, lambda x: x * mask)
+    return _maybe_inplace(input, inplace, lambda x: x * mask)
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):
@@ -154,14 +163,14 @@ def _alpha_dropout(input, p, training, inplace, mask_shape):
     if not training or p == 0 or input.numel() == 0:
         return input
     if p == 1:
-        return F._maybe_inplace(input, inplace, lambda x: x * 0.0)
+        return _maybe_inplace(input, inplace, lambda x: x * 0.0)
     alpha = _SELU_NEG_SATURATION
     a = 1.0 / ((alpha * alpha * p + 1) * (1 - p)) ** 0.5
     with no_grad():
         keep = (rand(mask_shape, dtype=input.dtype, device=input.device) >= p).to(input.dtype)
         shift = (keep - 1) * (alpha * a) + alpha * a * p
         scale = keep * a
-    return F._maybe_inplace(input, inplace, lambda x: x * scale + shift)
+    return _maybe_inplace(input, inplace, lambda x: x * scale + shift)
 
 
 def alpha_dropout(input, p=0.5, training=False, inplace=False):

@@ -14,7 +14,8 @@ import struct
 from .. import _dtypes
 from .. import primitives as ops
 from .._creation import tensor
-from . import functional as F
+from ..primitives import _require_float
+from ._functional_conv import _adaptive_mean
 
 __all__ = "interpolate upsample upsample_nearest upsample_bilinear pixel_shuffle pixel_unshuffle".split()
 
@@ -81,7 +82,7 @@ def _resample_dim(x, dim, n_out, scale_factor, mode, align_corners):
         index = _nearest_indices(n_in, n_out, scale_factor, mode == "nearest-exact")
         return ops.index_select(x, dim, tensor(index, dtype=_dtypes.int64, device=x.device))
     if mode == "area":
-        return F._adaptive_mean(x, dim - x.ndim, n_out)  # it takes a dim counted from the end
+        return _adaptive_mean(x, dim - x.ndim, n_out)  # it takes a dim counted from the end
     rnd = _arithmetic(x.dtype)
     first, second, weights = _linear_weights(n_in, n_out, scale_factor, align_corners, rnd)
     lo = ops.index_select(x, dim, tensor(first, dtype=_dtypes.int64, device=x.device))
@@ -158,7 +159,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise RuntimeError(f"Input and output sizes should be greater than 0, but got input ({shown}) output "
                            f"({wanted})")
     if mode in _LINEAR_RANK or mode == "area":
-        F._require_float(input, f"upsample_{mode}")
+        _require_float(input, f"upsample_{mode}")
     out = input
     for dim, (n_out, factor) in enumerate(zip(sizes, factors), start=2):
         out = _resample_dim(out, dim, n_out, factor, mode, align_corners)
