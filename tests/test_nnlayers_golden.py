@@ -19,36 +19,43 @@ def _tolerance(array):
     return dict(rtol=1e-5, atol=1e-6) if array.dtype == np.float32 else dict(rtol=1e-9, atol=1e-11)
 
 
-def _inputs(name, makers, grad):
-    """The recorded inputs as tensors; the differentiable ones require grad."""
+def _inputs(name, makers, grad, device="cpu"):
+    """The recorded inputs as tensors on ``device``; the differentiable ones require grad."""
     arrays = [GOLDEN[f"{name}/in{i}"] for i in range(len(makers))]
-    return [r.tensor(a, requires_grad=grad and not getattr(m, "target", False)) for a, m in zip(arrays, makers)]
+    return [r.tensor(a, device=device, requires_grad=grad and not getattr(m, "target", False))
+            for a, m in zip(arrays, makers)]
 
 
 def _as_tuple(out):
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
-@pytest.mark.parametrize("name", sorted(cases.FUNCTIONAL))
-def test_functional_matches_torch(name):
+def check_functional_case(name, device):
+    """The case's outputs (values, shapes, dtypes, device) and input gradients on ``device`` against torch's."""
     fn, makers, grad = cases.FUNCTIONAL[name]
-    inputs = _inputs(name, makers, grad)
+    inputs = _inputs(name, makers, grad, device)
     outs = _as_tuple(fn(F, *inputs))
     total = 0
     for k, out in enumerate(outs):
         expected = GOLDEN[f"{name}/out{k}"]
         assert tuple(out.shape) == expected.shape and out.dtype.name == str(expected.dtype), (out.shape, out.dtype)
-        np.testing.assert_allclose(out.detach().numpy(), expected, **_tolerance(expected))
+        assert out.device.type == device
+        np.testing.assert_allclose(out.detach().cpu().numpy(), expected, **_tolerance(expected))
         if f"{name}/cot{k}" in GOLDEN:
-            total = total + (out * r.tensor(GOLDEN[f"{name}/cot{k}"])).sum()
+            total = total + (out * r.tensor(GOLDEN[f"{name}/cot{k}"], device=device)).sum()
     if not grad:
         return
     total.backward()
     for i, t in enumerate(inputs):
         if t.requires_grad:
             expected = GOLDEN[f"{name}/grad{i}"]
-            actual = np.zeros(expected.shape) if t.grad is None else t.grad.numpy()
+            actual = np.zeros(expected.shape) if t.grad is None else t.grad.cpu().numpy()
             np.testing.assert_allclose(actual, expected, **_tolerance(expected), err_msg=f"gradient of input {i}")
+
+
+@pytest.mark.parametrize("name", sorted(cases.FUNCTIONAL))
+def test_functional_matches_torch(name):
+    check_functional_case(name, "cpu")
 
 
 _GRADCHECKED = [n for n, (_, makers, grad) in cases.FUNCTIONAL.items()

@@ -88,7 +88,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     k = len(shape)
     if k == 0 or input.ndim < k or tuple(input.shape[input.ndim - k:]) != shape:
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
-                           f"[*{''.join(f', {s}' for s in shape)}], but got input of size{list(input.shape)}")
+                           f"[*{', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
     if weight is not None and tuple(weight.shape) != shape:
         raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got weight of shape "
                            f"{list(weight.shape)} and normalized_shape = {list(shape)}")

@@ -144,7 +144,6 @@ class _ConvTransposeNd(_ConvNd):
             return self.output_padding
         dims = self._dims
         leading = 2 if input.ndim == dims + 2 else 1
-        output_size = list(output_size)
         if len(output_size) == leading + dims:
             output_size = output_size[leading:]
         if len(output_size) != dims:
