@@ -125,3 +125,25 @@ def test_upsample_module_attributes():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert F.upsample_bilinear(r.ones(1, 1, 2, 2), scale_factor=2).shape == (1, 1, 4, 4)
+
+
+def test_lazy_convolutions_take_in_channels_from_the_first_input():
+    m = nn.LazyConvTranspose2d(4, 3, groups=2)
+    assert repr(m) == "LazyConvTranspose2d(0, 4, kernel_size=(3, 3), stride=(1, 1), groups=2)"
+    assert m(r.randn(1, 6, 5, 5)).shape == (1, 4, 7, 7)
+    assert type(m) is nn.ConvTranspose2d and m.weight.shape == (6, 2, 3, 3)
+    c = nn.LazyConv1d(5, 2)
+    assert c(r.randn(3, 7)).shape == (5, 6) and type(c) is nn.Conv1d and c.weight.shape == (5, 3, 2)
+    t = nn.LazyConvTranspose1d(2, 3, bias=False)
+    assert t(r.randn(2, 4, 5)).shape == (2, 2, 7) and t.bias is None and t.weight.shape == (4, 2, 3)
+    with pytest.raises(RuntimeError, match=r"Expected 2D \(unbatched\) or 3D \(batched\) input to LazyConv1d"):
+        nn.LazyConv1d(5, 2)(r.randn(3))
+
+
+def test_with_indices_forms_return_the_pair():
+    x = r.randn(2, 3, 6)
+    for pooled in (F.max_pool1d_with_indices(x, 2), F.adaptive_max_pool1d_with_indices(x, 3),
+                   F.adaptive_max_pool2d_with_indices(x.reshape(2, 3, 2, 3), 1)):
+        values, indices = pooled
+        assert indices.dtype == r.int64 and values.shape == indices.shape
+    assert r.equal(F.max_pool1d_with_indices(x, 2)[0], F.max_pool1d(x, 2))

@@ -18,4 +18,5 @@ from .modules import (Conv1d, ConvTranspose1d, ConvTranspose2d, GroupNorm, RMSNo
                       PairwiseDistance, Dropout1d, Dropout2d, AlphaDropout, FeatureAlphaDropout, KLDivLoss,
                       GaussianNLLLoss, PoissonNLLLoss, MarginRankingLoss, SoftMarginLoss, HingeEmbeddingLoss,
                       CosineEmbeddingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss)
+from .modules import LazyConv1d, LazyConvTranspose1d, LazyConvTranspose2d
 from . import functional, init, utils

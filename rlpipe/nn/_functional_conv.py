@@ -7,7 +7,8 @@ from .. import primitives as ops
 from ..primitives import _require_float
 
 __all__ = """conv1d conv2d conv_transpose1d conv_transpose2d unfold fold max_pool1d max_pool2d max_pool2d_with_indices
-avg_pool1d avg_pool2d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_max_pool1d adaptive_max_pool2d""".split()
+avg_pool1d avg_pool2d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_max_pool1d adaptive_max_pool2d
+max_pool1d_with_indices adaptive_max_pool1d_with_indices adaptive_max_pool2d_with_indices""".split()
 
 # ---- 2-D convolution and pooling ------------------------------------------------------------------
 
@@ -518,3 +519,19 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
     out = _adaptive_max("adaptive_max_pool1d", ops.unsqueeze(input, -2), (1, size), True)
     out = tuple(ops.squeeze(t, -2) for t in out)
     return out if return_indices else out[0]
+
+
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=True):
+    """``max_pool1d`` that also returns the position of each maximum."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=True):
+    """``adaptive_max_pool1d`` that also returns the position of each maximum."""
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=True):
+    """``adaptive_max_pool2d`` that also returns the flat position of each maximum."""
+    return adaptive_max_pool2d(input, output_size, True)

@@ -21,7 +21,8 @@ from ..random import rand
 from ._functional_base import _maybe_inplace, _reduction, _reduce
 from ._functional_conv import (conv1d, conv2d, conv_transpose1d, conv_transpose2d, unfold, fold, max_pool1d,  # noqa: F401
                                max_pool2d, max_pool2d_with_indices, avg_pool1d, avg_pool2d, adaptive_avg_pool1d,
-                               adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d)
+                               adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d, max_pool1d_with_indices,
+                               adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices)
 from ._functional_norm import (group_norm, instance_norm, rms_norm, dropout1d, dropout2d, alpha_dropout,  # noqa: F401
                                feature_alpha_dropout)
 from ._functional_losses import (kl_div, gaussian_nll_loss, poisson_nll_loss, pairwise_distance,  # noqa: F401
@@ -41,7 +42,8 @@ conv1d conv_transpose1d conv_transpose2d unfold fold max_pool1d avg_pool1d adapt
 adaptive_max_pool2d group_norm instance_norm rms_norm dropout1d dropout2d alpha_dropout feature_alpha_dropout kl_div
 gaussian_nll_loss poisson_nll_loss pairwise_distance margin_ranking_loss soft_margin_loss hinge_embedding_loss
 cosine_embedding_loss triplet_margin_loss multilabel_soft_margin_loss interpolate upsample upsample_nearest
-upsample_bilinear pixel_shuffle pixel_unshuffle""".split()
+upsample_bilinear pixel_shuffle pixel_unshuffle max_pool1d_with_indices adaptive_max_pool1d_with_indices
+adaptive_max_pool2d_with_indices""".split()
 
 
 def _type_name(t):

@@ -30,3 +30,4 @@ from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout1d, Dropout2d, AlphaDropout, FeatureAlphaDropout
 from .loss import (KLDivLoss, GaussianNLLLoss, PoissonNLLLoss, MarginRankingLoss, SoftMarginLoss, HingeEmbeddingLoss,
                    CosineEmbeddingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss)
+from .lazy import LazyConv1d, LazyConvTranspose1d, LazyConvTranspose2d
