@@ -126,6 +126,32 @@ case("pixel_shuffle", lambda F, x: F.pixel_shuffle(x, 2), normal(2, 8, 3, 2))
 case("pixel_shuffle_extra_batch", lambda F, x: F.pixel_shuffle(x, 3), normal(2, 1, 9, 2, 2))
 case("pixel_unshuffle", lambda F, x: F.pixel_unshuffle(x, 2), normal(2, 3, 4, 6))
 
+# sampling grids (grid values spread past [-1, 1] to reach every padding mode)
+def grid(*shape):
+    return lambda rng: rng.uniform(-1.3, 1.3, shape)
+
+
+case("affine_grid", lambda F, t: F.affine_grid(t, (2, 3, 4, 5), align_corners=False), normal(2, 2, 3))
+case("affine_grid_align_corners", lambda F, t: F.affine_grid(t, [1, 1, 3, 2], align_corners=True), normal(1, 2, 3))
+case("grid_sample_bilinear_zeros", lambda F, x, g: F.grid_sample(x, g, align_corners=False), normal(2, 3, 4, 5),
+     grid(2, 3, 6, 2))
+case("grid_sample_bilinear_border_align", lambda F, x, g: F.grid_sample(x, g, padding_mode="border",
+                                                                        align_corners=True),
+     normal(1, 2, 5, 4), grid(1, 4, 3, 2))
+case("grid_sample_bilinear_reflection", lambda F, x, g: F.grid_sample(x, g, padding_mode="reflection",
+                                                                      align_corners=False),
+     normal(1, 2, 3, 4), lambda rng: rng.uniform(-3.5, 3.5, (1, 5, 4, 2)))
+case("grid_sample_reflection_align", lambda F, x, g: F.grid_sample(x, g, padding_mode="reflection",
+                                                                   align_corners=True),
+     normal(1, 1, 4, 3), lambda rng: rng.uniform(-3.5, 3.5, (1, 3, 5, 2)))
+case("grid_sample_nearest", lambda F, x, g: F.grid_sample(x, g, mode="nearest", align_corners=False),
+     normal(2, 2, 4, 5), target(grid(2, 3, 3, 2)))
+case("grid_sample_float32_affine", lambda F, x, t: F.grid_sample(x, F.affine_grid(t, (1, 2, 5, 6), align_corners=False),
+                                                                 align_corners=False),
+     float32(1, 2, 7, 8), lambda rng: (np.array([[[0.9, -0.2, 0.1], [0.3, 1.1, -0.2]]]) + 0.05 *
+                                       rng.standard_normal((1, 2, 3))).astype(np.float32))
+
+
 # losses and distances
 case("kl_div_batchmean", lambda F, x, t: F.kl_div(x, t, reduction="batchmean"), log_probs(3, 4), unit(3, 4))
 case("kl_div_none_zero_target", lambda F, x, t: F.kl_div(x, t * (t > 0.5), reduction="none"), log_probs(3, 4),
@@ -302,6 +328,27 @@ ERRORS = {
     "dropout2d_p": lambda lib: lib.nn.functional.dropout2d(lib.zeros(2, 3, 4, 5), 1.5),
     "alpha_dropout_p": lambda lib: lib.nn.functional.alpha_dropout(lib.zeros(2, 3), -0.1),
     "Dropout1d_p": lambda lib: lib.nn.Dropout1d(2.0),
+    "grid_sample_mode": lambda lib: lib.nn.functional.grid_sample(lib.zeros(1, 1, 2, 2), lib.zeros(1, 2, 2, 2),
+                                                                  mode="foo"),
+    "grid_sample_padding_mode": lambda lib: lib.nn.functional.grid_sample(lib.zeros(1, 1, 2, 2),
+                                                                          lib.zeros(1, 2, 2, 2), padding_mode="foo"),
+    "grid_sample_batch": lambda lib: lib.nn.functional.grid_sample(lib.zeros(2, 1, 2, 2), lib.zeros(1, 2, 2, 2),
+                                                                   align_corners=False),
+    "grid_sample_last_dim": lambda lib: lib.nn.functional.grid_sample(lib.zeros(1, 1, 2, 2), lib.zeros(1, 2, 2, 1),
+                                                                      align_corners=False),
+    "grid_sample_dtype": lambda lib: lib.nn.functional.grid_sample(lib.zeros(1, 1, 2, 2),
+                                                                   lib.zeros(1, 2, 2, 2, dtype=lib.float64),
+                                                                   align_corners=False),
+    "affine_grid_theta_shape": lambda lib: lib.nn.functional.affine_grid(lib.zeros(2, 3, 3), (2, 3, 4, 5),
+                                                                         align_corners=False),
+    "affine_grid_int_theta": lambda lib: lib.nn.functional.affine_grid(lib.zeros(2, 2, 3, dtype=lib.int32),
+                                                                       (2, 3, 4, 5), align_corners=False),
+    "affine_grid_size_rank": lambda lib: lib.nn.functional.affine_grid(lib.zeros(2, 2, 3), (2, 3, 4),
+                                                                       align_corners=False),
+    "affine_grid_zero_size": lambda lib: lib.nn.functional.affine_grid(lib.zeros(2, 2, 3), (2, 3, 0, 5),
+                                                                       align_corners=False),
+    "affine_grid_batch": lambda lib: lib.nn.functional.affine_grid(lib.zeros(2, 2, 3), (3, 3, 4, 5),
+                                                                   align_corners=False),
     "kl_div_reduction": lambda lib: lib.nn.functional.kl_div(lib.zeros(2, 3), lib.zeros(2, 3), reduction="batch"),
     "gaussian_nll_negative_var": lambda lib: lib.nn.functional.gaussian_nll_loss(lib.zeros(2, 3), lib.zeros(2, 3),
                                                                                  -lib.ones(2, 3)),

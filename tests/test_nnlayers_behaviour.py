@@ -147,3 +147,13 @@ def test_with_indices_forms_return_the_pair():
         values, indices = pooled
         assert indices.dtype == r.int64 and values.shape == indices.shape
     assert r.equal(F.max_pool1d_with_indices(x, 2)[0], F.max_pool1d(x, 2))
+
+
+def test_grid_functions_warn_without_align_corners_and_identity_grid_copies():
+    theta = r.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]], dtype=r.float64)
+    with pytest.warns(UserWarning, match="align_corners=False since 1.3.0"):
+        grid = F.affine_grid(theta, (1, 2, 3, 4))
+    x = r.randn(1, 2, 3, 4, dtype=r.float64)
+    with pytest.warns(UserWarning, match="align_corners=False since 1.3.0"):
+        out = F.grid_sample(x, grid)
+    np.testing.assert_allclose(out.numpy(), x.numpy(), atol=1e-12)  # the identity map samples every pixel centre

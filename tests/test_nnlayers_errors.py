@@ -1,5 +1,5 @@
 """The newer nn layers and functional ops reject bad input as torch 2.13 does: the same exception type and
-message (recorded by ``fixtures/make_nnlayers_golden.py``; torch's ``torch.Size`` reads ``rlpipe.Size``)."""
+message (recorded by ``fixtures/make_nnlayers_golden.py``; its ``torch.`` names, ``torch.Size``, read ``rlpipe.``)."""
 import warnings
 
 import pytest
@@ -12,7 +12,7 @@ from test_nnlayers_golden import GOLDEN
 @pytest.mark.parametrize("name", sorted(cases.ERRORS))
 def test_error_matches_torch(name):
     expected_type = str(GOLDEN[f"err/{name}/type"])
-    expected = str(GOLDEN[f"err/{name}/message"]).replace("torch.Size", "rlpipe.Size")
+    expected = str(GOLDEN[f"err/{name}/message"]).replace("torch.", "rlpipe.")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(Exception) as info:

@@ -30,6 +30,7 @@ from ._functional_losses import (kl_div, gaussian_nll_loss, poisson_nll_loss, pa
                                  triplet_margin_loss, multilabel_soft_margin_loss)
 from ._functional_resample import (interpolate, upsample, upsample_nearest, upsample_bilinear,  # noqa: F401
                                    pixel_shuffle, pixel_unshuffle)
+from ._functional_grid import affine_grid, grid_sample  # noqa: F401
 
 __all__ = """linear bilinear relu relu_ relu6 leaky_relu leaky_relu_ rrelu rrelu_ elu elu_ selu celu silu mish gelu
 sigmoid tanh softplus logsigmoid hardtanh hardtanh_ hardsigmoid hardswish hardshrink softshrink softsign tanhshrink
@@ -43,7 +44,7 @@ adaptive_max_pool2d group_norm instance_norm rms_norm dropout1d dropout2d alpha_
 gaussian_nll_loss poisson_nll_loss pairwise_distance margin_ranking_loss soft_margin_loss hinge_embedding_loss
 cosine_embedding_loss triplet_margin_loss multilabel_soft_margin_loss interpolate upsample upsample_nearest
 upsample_bilinear pixel_shuffle pixel_unshuffle max_pool1d_with_indices adaptive_max_pool1d_with_indices
-adaptive_max_pool2d_with_indices""".split()
+adaptive_max_pool2d_with_indices affine_grid grid_sample""".split()
 
 
 def _type_name(t):
