@@ -79,7 +79,7 @@ case("conv_transpose1d", lambda F, x, w, b: F.conv_transpose1d(x, w, b, stride=3
 case("conv_transpose1d_unbatched", lambda F, x, w: F.conv_transpose1d(x, w), normal(2, 4), normal(2, 3, 2))
 case("unfold", lambda F, x: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)), normal(2, 3, 5, 6))
 case("unfold_unbatched", lambda F, x: F.unfold(x, 2), normal(2, 3, 4))
-case("fold", lambda F, x: F.fold(x, (5, 6), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)), normal(2, 18, 12))
+case("fold", lambda F, x: F.fold(x, (5, 6), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)), normal(1, 18, 12))
 case("fold_unbatched_overlapping", lambda F, x: F.fold(x, 4, 2), normal(8, 9))
 
 # pooling
@@ -93,6 +93,17 @@ case("adaptive_max_pool1d", lambda F, x: F.adaptive_max_pool1d(x, 4, return_indi
 case("adaptive_max_pool2d", lambda F, x: F.adaptive_max_pool2d(x, (3, 2), return_indices=True), normal(2, 3, 7, 5))
 case("adaptive_max_pool2d_none_unbatched", lambda F, x: F.adaptive_max_pool2d(x, (None, 3)), normal(2, 4, 8))
 
+case("lp_pool1d", lambda F, x: F.lp_pool1d(x, 2, 3, stride=2), positive(2, 3, 8))
+case("lp_pool2d", lambda F, x: F.lp_pool2d(x, 1.5, (2, 3), ceil_mode=True), positive(1, 2, 5, 7))
+case("lp_pool2d_inf", lambda F, x: F.lp_pool2d(x, float("inf"), 2), normal(1, 2, 4, 4))
+case("max_unpool2d", lambda F, x, i: F.max_unpool2d(x, i, 2), normal(2, 3, 2, 3),
+     target(lambda rng: (np.arange(2)[None, None, :, None] * 2 * 6 + np.arange(3) * 2
+                         + rng.integers(0, 2, (2, 3, 2, 3)) * 6 + rng.integers(0, 2, (2, 3, 2, 3)))))
+case("max_unpool2d_output_size", lambda F, x: F.max_unpool2d(*F.max_pool2d(x, 3, 2, 1, return_indices=True), 3, 2,
+                                                              1, output_size=(1, 2, 6, 5)), normal(1, 2, 6, 5))
+case("max_unpool1d", lambda F, x: F.max_unpool1d(*F.max_pool1d(x, 2, return_indices=True), 2), normal(2, 3, 7))
+
+
 # normalization
 case("group_norm", lambda F, x, w, b: F.group_norm(x, 2, w, b, eps=1e-3), normal(3, 4, 5, 2), normal(4), normal(4))
 case("group_norm_plain", lambda F, x: F.group_norm(x, 3), normal(2, 6, 5))
@@ -100,6 +111,8 @@ case("instance_norm", lambda F, x, w, b: F.instance_norm(x, weight=w, bias=b), n
      normal(3))
 case("instance_norm_running_eval", lambda F, x, m, v: F.instance_norm(x, m, v, use_input_stats=False), normal(2, 3, 6),
      normal(3), positive(3), grad=False)
+case("local_response_norm", lambda F, x: F.local_response_norm(x, 3, alpha=0.1, beta=0.6, k=2.0), normal(2, 5, 3, 2))
+case("local_response_norm_3d_even", lambda F, x: F.local_response_norm(x, 4), normal(2, 6, 3))
 case("rms_norm", lambda F, x, w: F.rms_norm(x, (3, 4), w, eps=1e-4), normal(2, 3, 4), normal(3, 4))
 case("rms_norm_default_eps", lambda F, x: F.rms_norm(x, (5,)), normal(3, 5))
 case("rms_norm_float32", lambda F, x: F.rms_norm(x, [4]), float32(2, 4))
@@ -126,6 +139,9 @@ case("pixel_shuffle", lambda F, x: F.pixel_shuffle(x, 2), normal(2, 8, 3, 2))
 case("pixel_shuffle_extra_batch", lambda F, x: F.pixel_shuffle(x, 3), normal(2, 1, 9, 2, 2))
 case("pixel_unshuffle", lambda F, x: F.pixel_unshuffle(x, 2), normal(2, 3, 4, 6))
 
+case("channel_shuffle", lambda F, x: F.channel_shuffle(x, 3), normal(2, 6, 2, 1))
+
+
 # sampling grids (grid values spread past [-1, 1] to reach every padding mode)
 def grid(*shape):
     return lambda rng: rng.uniform(-1.3, 1.3, shape)
@@ -133,17 +149,17 @@ def grid(*shape):
 
 case("affine_grid", lambda F, t: F.affine_grid(t, (2, 3, 4, 5), align_corners=False), normal(2, 2, 3))
 case("affine_grid_align_corners", lambda F, t: F.affine_grid(t, [1, 1, 3, 2], align_corners=True), normal(1, 2, 3))
-case("grid_sample_bilinear_zeros", lambda F, x, g: F.grid_sample(x, g, align_corners=False), normal(2, 3, 4, 5),
-     grid(2, 3, 6, 2))
+case("grid_sample_bilinear_zeros", lambda F, x, g: F.grid_sample(x, g, align_corners=False), normal(2, 2, 3, 4),
+     grid(2, 3, 2, 2))
 case("grid_sample_bilinear_border_align", lambda F, x, g: F.grid_sample(x, g, padding_mode="border",
                                                                         align_corners=True),
-     normal(1, 2, 5, 4), grid(1, 4, 3, 2))
+     normal(1, 2, 4, 3), grid(1, 3, 3, 2))
 case("grid_sample_bilinear_reflection", lambda F, x, g: F.grid_sample(x, g, padding_mode="reflection",
                                                                       align_corners=False),
-     normal(1, 2, 3, 4), lambda rng: rng.uniform(-3.5, 3.5, (1, 5, 4, 2)))
+     normal(1, 2, 3, 4), lambda rng: rng.uniform(-3.5, 3.5, (1, 4, 3, 2)))
 case("grid_sample_reflection_align", lambda F, x, g: F.grid_sample(x, g, padding_mode="reflection",
                                                                    align_corners=True),
-     normal(1, 1, 4, 3), lambda rng: rng.uniform(-3.5, 3.5, (1, 3, 5, 2)))
+     normal(1, 1, 4, 3), lambda rng: rng.uniform(-3.5, 3.5, (1, 3, 4, 2)))
 case("grid_sample_nearest", lambda F, x, g: F.grid_sample(x, g, mode="nearest", align_corners=False),
      normal(2, 2, 4, 5), target(grid(2, 3, 3, 2)))
 case("grid_sample_float32_affine", lambda F, x, t: F.grid_sample(x, F.affine_grid(t, (1, 2, 5, 6), align_corners=False),
@@ -181,6 +197,20 @@ case("triplet_margin_swap_p1", lambda F, a, p, n: F.triplet_margin_loss(a, p, n,
      normal(4, 3), normal(4, 3), normal(4, 3))
 case("multilabel_soft_margin", lambda F, x, y, w: F.multilabel_soft_margin_loss(x, y, w), normal(3, 4),
      binary(3, 4), positive(4))
+
+case("triplet_margin_with_distance", lambda F, a, p, n: F.triplet_margin_with_distance_loss(
+    a, p, n, distance_function=lambda x, y: 1 - F.cosine_similarity(x, y), margin=0.5, swap=True, reduction="none"),
+     normal(4, 3), normal(4, 3), normal(4, 3))
+case("multi_margin", lambda F, x, y, w: F.multi_margin_loss(x, y, p=2, margin=0.7, weight=w), normal(4, 5),
+     target(lambda rng: rng.integers(0, 5, 4)), target(positive(5)))
+case("multi_margin_unbatched", lambda F, x, y: F.multi_margin_loss(x, y, reduction="none"), normal(4),
+     target(lambda rng: np.array(2)))
+case("multilabel_margin", lambda F, x, y: F.multilabel_margin_loss(x, y, reduction="none"), normal(3, 4),
+     target(lambda rng: np.array([[3, 0, -1, 1], [1, 2, 3, -1], [-1, 0, 0, 0]])))
+case("multilabel_margin_unbatched", lambda F, x, y: F.multilabel_margin_loss(x, y), normal(4),
+     target(lambda rng: np.array([2, 2, -1, 0])))
+case("pdist", lambda F, x: F.pdist(x), normal(4, 3))
+case("pdist_p1", lambda F, x: F.pdist(x, p=1.0), normal(3, 5))
 
 
 MODULES = {
@@ -220,6 +250,10 @@ MODULES = {
     "PixelUnshuffle": (lambda nn: nn.PixelUnshuffle(2), (1, 2, 4, 2)),
     "Unfold": (lambda nn: nn.Unfold(2, padding=1), (1, 2, 3, 3)),
     "Fold": (lambda nn: nn.Fold((3, 4), 2), (1, 8, 6)),
+    "LPPool1d": (lambda nn: nn.LPPool1d(1.5, 2, stride=1, ceil_mode=True), (2, 3, 5)),
+    "LPPool2d": (lambda nn: nn.LPPool2d(2, 3), (1, 2, 5, 4)),
+    "LocalResponseNorm": (lambda nn: nn.LocalResponseNorm(3), (2, 4, 3, 3)),
+    "ChannelShuffle": (lambda nn: nn.ChannelShuffle(2), (1, 4, 2, 2)),
     "CosineSimilarity": (lambda nn: nn.CosineSimilarity(dim=0), (3, 4)),
     "PairwiseDistance": (lambda nn: nn.PairwiseDistance(p=3.0, keepdim=True), (3, 4)),
     "Dropout1d_eval": (lambda nn: nn.Dropout1d(0.3), (2, 3, 4)),
@@ -239,6 +273,12 @@ LOSS_MODULES = {
     "CosineEmbeddingLoss": (lambda nn: nn.CosineEmbeddingLoss(margin=0.1), (normal(4, 3), normal(4, 3), signs(4))),
     "TripletMarginLoss": (lambda nn: nn.TripletMarginLoss(margin=0.5, p=1.5, swap=True),
                           (normal(4, 3), normal(4, 3), normal(4, 3))),
+    "TripletMarginWithDistanceLoss": (lambda nn: nn.TripletMarginWithDistanceLoss(margin=0.3),
+                                      (normal(4, 3), normal(4, 3), normal(4, 3))),
+    "MultiMarginLoss": (lambda nn: nn.MultiMarginLoss(margin=2.0),
+                        (normal(3, 4), target(lambda rng: np.array([0, 3, 1])))),
+    "MultiLabelMarginLoss": (lambda nn: nn.MultiLabelMarginLoss(reduction="sum"),
+                             (normal(2, 3), target(lambda rng: np.array([[2, -1, 0], [0, 1, 2]])))),
     "MultiLabelSoftMarginLoss": (lambda nn: nn.MultiLabelSoftMarginLoss(reduction="none"),
                                  (normal(3, 4), binary(3, 4))),
 }
@@ -349,6 +389,37 @@ ERRORS = {
                                                                        align_corners=False),
     "affine_grid_batch": lambda lib: lib.nn.functional.affine_grid(lib.zeros(2, 2, 3), (3, 3, 4, 5),
                                                                    align_corners=False),
+    "max_unpool2d_indices_shape": lambda lib: lib.nn.functional.max_unpool2d(
+        lib.zeros(2, 3, 2, 2), lib.zeros(2, 2, 2, 2, dtype=lib.int64), 2),
+    "max_unpool2d_output_size": lambda lib: lib.nn.functional.max_unpool2d(
+        lib.zeros(2, 3, 2, 2), lib.zeros(2, 3, 2, 2, dtype=lib.int64), 2, output_size=(9, 9)),
+    "max_unpool2d_bad_index": lambda lib: lib.nn.functional.max_unpool2d(
+        lib.zeros(2, 3, 2, 2), lib.full((2, 3, 2, 2), 100, dtype=lib.int64), 2),
+    "max_unpool2d_rank": lambda lib: lib.nn.functional.max_unpool2d(lib.zeros(2, 2), lib.zeros(2, 2, dtype=lib.int64),
+                                                                    2),
+    "max_unpool2d_int_indices": lambda lib: lib.nn.functional.max_unpool2d(
+        lib.zeros(2, 3, 2, 2), lib.zeros(2, 3, 2, 2, dtype=lib.int32), 2),
+    "local_response_norm_rank": lambda lib: lib.nn.functional.local_response_norm(lib.zeros(3, 4), 2),
+    "channel_shuffle_divisible": lambda lib: lib.nn.functional.channel_shuffle(lib.zeros(1, 5, 2, 2), 2),
+    "channel_shuffle_rank": lambda lib: lib.nn.functional.channel_shuffle(lib.zeros(1, 4), 2),
+    "channel_shuffle_groups": lambda lib: lib.nn.functional.channel_shuffle(lib.zeros(1, 4, 3), 0),
+    "multi_margin_target_size": lambda lib: lib.nn.functional.multi_margin_loss(
+        lib.zeros(3, 4), lib.zeros(2, dtype=lib.int64)),
+    "multi_margin_p": lambda lib: lib.nn.functional.multi_margin_loss(lib.zeros(3, 4), lib.zeros(3, dtype=lib.int64),
+                                                                      p=3),
+    "multi_margin_target_range": lambda lib: lib.nn.functional.multi_margin_loss(lib.zeros(3, 4),
+                                                                                 lib.tensor([0, 1, 5])),
+    "multi_margin_weight": lambda lib: lib.nn.functional.multi_margin_loss(
+        lib.zeros(3, 4), lib.zeros(3, dtype=lib.int64), weight=lib.ones(3)),
+    "MultiMarginLoss_weight_rank": lambda lib: lib.nn.MultiMarginLoss(weight=lib.ones(2, 2)),
+    "multilabel_margin_size": lambda lib: lib.nn.functional.multilabel_margin_loss(
+        lib.zeros(3, 4), lib.zeros(3, 3, dtype=lib.int64)),
+    "multilabel_margin_range": lambda lib: lib.nn.functional.multilabel_margin_loss(
+        lib.zeros(3, 4), lib.tensor([[0, 7, -1, 0]] * 3)),
+    "pdist_rank": lambda lib: lib.nn.functional.pdist(lib.zeros(3, 4, 5)),
+    "TripletMarginWithDistanceLoss_margin": lambda lib: lib.nn.TripletMarginWithDistanceLoss(margin=0),
+    "triplet_with_distance_reduction": lambda lib: lib.nn.functional.triplet_margin_with_distance_loss(
+        lib.zeros(2, 3), lib.zeros(2, 3), lib.zeros(2, 3), reduction="max"),
     "kl_div_reduction": lambda lib: lib.nn.functional.kl_div(lib.zeros(2, 3), lib.zeros(2, 3), reduction="batch"),
     "gaussian_nll_negative_var": lambda lib: lib.nn.functional.gaussian_nll_loss(lib.zeros(2, 3), lib.zeros(2, 3),
                                                                                  -lib.ones(2, 3)),

@@ -58,8 +58,11 @@ def test_functional_matches_torch(name):
     check_functional_case(name, "cpu")
 
 
+# max pooling's cases get distinct inputs below; overlapping max-pool windows can pick one element twice,
+# and unpooling then writes it twice: torch's gradient (which the golden test matches) counts both writes
 _GRADCHECKED = [n for n, (_, makers, grad) in cases.FUNCTIONAL.items()
-                if grad and GOLDEN[f"{n}/in0"].dtype == np.float64 and "max_pool" not in n]
+                if grad and GOLDEN[f"{n}/in0"].dtype == np.float64 and "max_pool" not in n
+                and n != "max_unpool2d_output_size"]
 
 
 @pytest.mark.parametrize("name", _GRADCHECKED)

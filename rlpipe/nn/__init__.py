@@ -19,4 +19,6 @@ from .modules import (Conv1d, ConvTranspose1d, ConvTranspose2d, GroupNorm, RMSNo
                       GaussianNLLLoss, PoissonNLLLoss, MarginRankingLoss, SoftMarginLoss, HingeEmbeddingLoss,
                       CosineEmbeddingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss)
 from .modules import LazyConv1d, LazyConvTranspose1d, LazyConvTranspose2d
+from .modules import (LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d, ChannelShuffle, LocalResponseNorm,
+                      TripletMarginWithDistanceLoss, MultiMarginLoss, MultiLabelMarginLoss)
 from . import functional, init, utils

@@ -5,10 +5,12 @@ import builtins
 from .. import primitives as P
 from .. import primitives as ops
 from ..primitives import _require_float
+from .._creation import zeros
 
 __all__ = """conv1d conv2d conv_transpose1d conv_transpose2d unfold fold max_pool1d max_pool2d max_pool2d_with_indices
 avg_pool1d avg_pool2d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_max_pool1d adaptive_max_pool2d
-max_pool1d_with_indices adaptive_max_pool1d_with_indices adaptive_max_pool2d_with_indices""".split()
+max_pool1d_with_indices adaptive_max_pool1d_with_indices adaptive_max_pool2d_with_indices lp_pool1d lp_pool2d
+max_unpool1d max_unpool2d""".split()
 
 # ---- 2-D convolution and pooling ------------------------------------------------------------------
 
@@ -535,3 +537,93 @@ def adaptive_max_pool1d_with_indices(input, output_size, return_indices=True):
 def adaptive_max_pool2d_with_indices(input, output_size, return_indices=True):
     """``adaptive_max_pool2d`` that also returns the flat position of each maximum."""
     return adaptive_max_pool2d(input, output_size, True)
+
+
+# ---- power-average pooling and max unpooling -------------------------------------------------------
+
+def _lp_pool(pool, max_pool, input, norm_type, kernel_size, stride, ceil_mode, window):
+    """(sum of x^p over each window)^(1/p) as torch computes it: an average pooling of x^p times the window
+    size; p = +-inf is a max pooling of |x|."""
+    if norm_type == float("inf"):
+        return max_pool(ops.abs(input), kernel_size, stride, 0, 1, ceil_mode)
+    if norm_type == -float("inf"):
+        return ops.neg(max_pool(ops.neg(ops.abs(input)), kernel_size, stride, 0, 1, ceil_mode))
+    out = pool(ops.pow(input, norm_type), kernel_size, stride, 0, ceil_mode)
+    return ops.pow(ops.sign(out) * ops.relu(ops.abs(out)) * window, 1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """The p-norm of each window of input [N, C, L] (or [C, L]) with ``norm_type`` p."""
+    return _lp_pool(avg_pool1d, max_pool1d, input, norm_type, kernel_size, stride, ceil_mode, kernel_size)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """The p-norm of each window of input [N, C, H, W] (or [C, H, W]) with ``norm_type`` p."""
+    kh, kw = _expand2(kernel_size, "kernel_size", "lp_pool2d: {name} must be an int or a pair of ints")
+    return _lp_pool(avg_pool2d, max_pool2d, input, norm_type, kernel_size, stride, ceil_mode, kh * kw)
+
+
+def _unpool_size(input, kernel, stride, padding, output_size):
+    """torch's _unpool_output_size: the size that pooling undoes, or a given ``output_size`` within a stride."""
+    dims = len(kernel)
+    default = [(input.shape[-dims + d] - 1) * stride[d] + kernel[d] - 2 * padding[d] for d in range(dims)]
+    if output_size is None:
+        return default
+    if len(output_size) == dims + 2:
+        output_size = output_size[2:]
+    if len(output_size) != dims:
+        raise ValueError(f"output_size should be a sequence containing {dims} or {dims + 2} elements, but it has a "
+                         f"length of '{len(output_size)}'")
+    for d in range(dims):
+        low, high = default[d] - stride[d], default[d] + stride[d]
+        if not low < output_size[d] < high:
+            raise ValueError(f'invalid output_size "{output_size}" (dim {d} must be between {low} and {high})')
+    return list(output_size)
+
+
+def _max_unpool(name, input, indices, kernel, stride, padding, output_size, dims):
+    stride = kernel if stride is None else stride
+    size = _unpool_size(input, kernel, stride, padding, output_size)
+    if input.ndim not in (dims + 1, dims + 2):
+        raise RuntimeError(f"Input to {name} should be a {dims + 1}d or {dims + 2}d Tensor, but got a tensor with "
+                           f"{input.ndim} dimensions.")
+    if indices.dtype.name != "int64":
+        raise RuntimeError(f"elements in indices should be type int64 but got: {_type_letter(indices)}")
+    if tuple(indices.shape) != tuple(input.shape):
+        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor ({list(input.shape)}) "
+                           f"but got indices tensor with shape: {list(indices.shape)}")
+    plane = 1
+    for s in size:
+        plane *= s
+    if indices.numel() and builtins.bool(((indices < 0) | (indices >= plane)).any()):
+        bad = indices[(indices < 0) | (indices >= plane)].reshape(-1)[0].item()
+        volume = "x".join(map(str, size))
+        raise RuntimeError(f"Found an invalid max index: {bad} (output volumes are of size {volume})")
+    lead = input.shape[:-dims]
+    flat = ops.reshape(input, lead + (-1,))
+    out = ops.scatter(zeros(lead + (plane,), dtype=input.dtype, device=input.device), -1,
+                      ops.reshape(indices, lead + (-1,)), flat)
+    return ops.reshape(out, lead + tuple(size))
+
+
+def _type_letter(t):
+    return {"int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte"}.get(t.dtype.name, t.dtype.name)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of ``max_pool1d``: each value written at its index (from ``return_indices``) in a
+    zero output of the pooled input's length."""
+    def single(value):
+        return (value,) if isinstance(value, builtins.int) else tuple(value)
+    return _max_unpool("max_unpooling1d", input, indices, single(kernel_size),
+                       None if stride is None else single(stride), single(padding), output_size, 1)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of ``max_pool2d``: each value written at its flat index (from ``return_indices``) in
+    a zero output plane of the pooled input's size."""
+    pair = "max_unpool2d: {name} must be an int or a pair of ints"
+    kernel = _expand2(kernel_size, "kernel_size", pair)
+    stride = None if stride is None else _expand2(stride, "stride", pair)
+    return _max_unpool("max_unpooling2d", input, indices, kernel, stride, _expand2(padding, "padding", pair),
+                       output_size, 2)

@@ -5,12 +5,14 @@ import math
 import warnings
 
 from .. import primitives as ops
-from .._creation import ones_like
+from .. import _dtypes
+from .._creation import arange, ones_like, tensor
 from ..autograd import no_grad
 from ._functional_base import _reduce, _reduction
 
 __all__ = """kl_div gaussian_nll_loss poisson_nll_loss pairwise_distance margin_ranking_loss soft_margin_loss
-hinge_embedding_loss cosine_embedding_loss triplet_margin_loss multilabel_soft_margin_loss""".split()
+hinge_embedding_loss cosine_embedding_loss triplet_margin_loss multilabel_soft_margin_loss
+triplet_margin_with_distance_loss multi_margin_loss multilabel_margin_loss pdist""".split()
 
 
 def _safe_log(x):
@@ -133,16 +135,20 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     return _reduce(loss, reduction)
 
 
-def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
-                        reduce=None, reduction="mean"):
-    """max(0, margin + d(anchor, positive) - d(anchor, negative)) with ``pairwise_distance`` d; ``swap``
-    uses the smaller of d(anchor, negative) and d(positive, negative)."""
-    reduction = _reduction(size_average, reduce, reduction)
+def _check_triplet_dims(anchor, positive, negative):
     dims = (anchor.ndim, positive.ndim, negative.ndim)
     if len(set(dims)) != 1:
         raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
                            f"dimensions, but got: anchor {dims[0]}D, positive {dims[1]}D, and negative {dims[2]}D "
                            "inputs")
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    """max(0, margin + d(anchor, positive) - d(anchor, negative)) with ``pairwise_distance`` d; ``swap``
+    uses the smaller of d(anchor, negative) and d(positive, negative)."""
+    reduction = _reduction(size_average, reduce, reduction)
+    _check_triplet_dims(anchor, positive, negative)
     if margin <= 0:
         raise ValueError(f"margin must be greater than 0, got {margin}")
     d_pos = pairwise_distance(anchor, positive, p, eps)
@@ -164,3 +170,87 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     loss = ops.sum(loss, class_dim) / input.shape[class_dim]
     return _reduce(loss, reduction)
 
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
+                                      reduction="mean"):
+    """``triplet_margin_loss`` with any ``distance_function(x1, x2)`` (``pairwise_distance`` by default)."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    _check_triplet_dims(anchor, positive, negative)
+    distance = pairwise_distance if distance_function is None else distance_function
+    d_neg = distance(anchor, negative)
+    if swap:
+        d_neg = ops.minimum(d_neg, distance(positive, negative))
+    return _reduce(ops.clamp_min(margin + distance(anchor, positive) - d_neg, 0), reduction)
+
+
+def _class_rows(input, target):
+    """input as [N, C] and target as [N] (a [C] input with a 0-d target is one row)."""
+    if input.ndim == 1 or input.ndim == 0:
+        return ops.reshape(input, (1, -1)), ops.reshape(target, (1,))
+    return input, target
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                      reduction="mean"):
+    """The multi-class hinge loss: the mean over classes i != y of max(0, margin - x[y] + x[i])^p (times
+    ``weight[y]``) for class-index targets y."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.ndim != 1:
+        raise ValueError("weight must be one-dimensional")
+    x, y = _class_rows(input, target)
+    n, c = x.shape
+    if input.ndim > 1 and (target.ndim != 1 or target.shape[0] != n):
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                           f"samples (batch size). Expected target size [{n}], but got {list(target.shape)}. Input "
+                           f"has shape {list(input.shape)}.")
+    if weight is not None and weight.numel() != c:
+        raise RuntimeError(f"inconsistent weight size, expected {c} but got {list(weight.shape)}")
+    if y.numel() and builtins.bool(((y < 0) | (y >= c)).any()):
+        raise RuntimeError("target out of range")
+    column = ops.unsqueeze(y, 1)
+    hinge = ops.clamp_min(margin - ops.gather(x, 1, column) + x, 0)
+    if p == 2:
+        hinge = hinge * hinge
+    if weight is not None:
+        hinge = hinge * ops.unsqueeze(ops.index_select(weight, 0, y), 1)
+    hinge = ops.scatter(hinge, 1, column, 0.0)  # the target class itself does not count
+    loss = ops.sum(hinge, 1) / c
+    return _reduce(loss if input.ndim > 1 else ops.reshape(loss, ()), reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """The multi-label hinge loss: for each target class j (``target``'s leading entries up to the first -1)
+    and each non-target class i, max(0, 1 - (x[j] - x[i])), summed and divided by the number of classes."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape) or input.ndim > 2:
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: {list(input.shape)}")
+    x, t = (ops.unsqueeze(input, 0), ops.unsqueeze(target, 0)) if input.ndim == 1 else (input, target)
+    c = x.shape[1]
+    listed = ops.cumprod((t != -1).to(x.dtype), 1) > 0  # the entries before the first -1
+    if builtins.bool((listed & ((t < 0) | (t >= c))).any()):
+        raise RuntimeError("argument #2 'target' is out of range")
+    t = ops.where(listed, t, 0)
+    classes = arange(c, device=x.device)
+    is_target = ops.any((ops.unsqueeze(t, 2) == classes) & ops.unsqueeze(listed, 2), 1)
+    margins = 1 - ops.unsqueeze(ops.gather(x, 1, t), 2) + ops.unsqueeze(x, 1)  # [N, j, i]
+    pairs = ops.unsqueeze(listed, 2) & ops.unsqueeze(~is_target, 1)
+    loss = ops.sum(ops.where(pairs, ops.clamp_min(margins, 0), 0.0), (1, 2)) / c
+    return _reduce(loss if input.ndim > 1 else ops.reshape(loss, ()), reduction)
+
+
+def pdist(input, p=2):
+    """The p-norm distances between the rows of input [N, M], for each pair i < j in row-major order:
+    [N * (N - 1) / 2]."""
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    n = input.shape[0]
+    rows = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    first = tensor([i for i, _ in rows], dtype=_dtypes.int64, device=input.device)
+    second = tensor([j for _, j in rows], dtype=_dtypes.int64, device=input.device)
+    return ops.norm(ops.index_select(input, 0, first) - ops.index_select(input, 0, second), p, 1)

@@ -11,7 +11,8 @@ from ..autograd import no_grad
 from ..random import rand
 from ._functional_base import _maybe_inplace
 
-__all__ = "group_norm instance_norm rms_norm dropout1d dropout2d alpha_dropout feature_alpha_dropout".split()
+__all__ = """group_norm instance_norm rms_norm local_response_norm dropout1d dropout2d alpha_dropout
+feature_alpha_dropout""".split()
 
 
 def _affine(x, weight, bias):
@@ -98,6 +99,21 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     dims = tuple(range(input.ndim - k, input.ndim))
     out = input * ops.rsqrt(ops.mean(input * input, dims, keepdim=True) + eps)
     return out if weight is None else out * weight
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """input / (k + alpha * mean of x^2 over ``size`` neighbouring channels)^beta (AlexNet's normalization);
+    the window runs over dim 1, zero-padded by size // 2 before and (size - 1) // 2 after."""
+    if input.ndim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality                          input (got {input.ndim} "
+                         "dimensions)")
+    if input.numel() == 0:
+        return input
+    squares = ops.reshape(input * input, input.shape[:2] + (-1,))
+    padded = P.Pad.apply(squares, ((size // 2, (size - 1) // 2), (0, 0)), "constant", 0)
+    window = builtins.sum(ops.narrow(padded, 1, i, input.shape[1]) for i in range(size))
+    div = ops.pow(ops.reshape(window, input.shape) * (alpha / size) + k, beta)
+    return input / div
 
 
 # ---- dropout -------------------------------------------------------------------------------------

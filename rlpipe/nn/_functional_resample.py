@@ -17,7 +17,8 @@ from .._creation import tensor
 from ..primitives import _require_float
 from ._functional_conv import _adaptive_mean
 
-__all__ = "interpolate upsample upsample_nearest upsample_bilinear pixel_shuffle pixel_unshuffle".split()
+__all__ = """interpolate upsample upsample_nearest upsample_bilinear pixel_shuffle pixel_unshuffle channel_shuffle
+native_channel_shuffle""".split()
 
 _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
 _LINEAR_RANK = {"linear": 3, "bilinear": 4, "trilinear": 5}
@@ -216,3 +217,21 @@ def pixel_unshuffle(input, downscale_factor):
     x = ops.reshape(input, (*batch, c, h // r, r, w // r, r))
     x = ops.permute(x, (*range(k), k, k + 2, k + 4, k + 1, k + 3))
     return ops.reshape(x, (*batch, c * r * r, h // r, w // r))
+
+
+def channel_shuffle(input, groups):
+    """Interleaves ``groups`` groups of channels (dim 1): [N, g * k, *] seen as [N, g, k, *] becomes [N, k, g, *]
+    (ShuffleNet's shuffle)."""
+    if input.ndim <= 2:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes "
+                           f"{list(input.shape)}")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    n, c = input.shape[:2]
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
+    grouped = ops.reshape(input, (n, groups, c // groups) + tuple(input.shape[2:]))
+    return ops.reshape(ops.transpose(grouped, 1, 2), input.shape)
+
+
+native_channel_shuffle = channel_shuffle

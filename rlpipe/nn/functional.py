@@ -22,14 +22,16 @@ from ._functional_base import _maybe_inplace, _reduction, _reduce
 from ._functional_conv import (conv1d, conv2d, conv_transpose1d, conv_transpose2d, unfold, fold, max_pool1d,  # noqa: F401
                                max_pool2d, max_pool2d_with_indices, avg_pool1d, avg_pool2d, adaptive_avg_pool1d,
                                adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d, max_pool1d_with_indices,
-                               adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices)
+                               adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices, lp_pool1d, lp_pool2d,
+                               max_unpool1d, max_unpool2d)
 from ._functional_norm import (group_norm, instance_norm, rms_norm, dropout1d, dropout2d, alpha_dropout,  # noqa: F401
-                               feature_alpha_dropout)
+                               feature_alpha_dropout, local_response_norm)
 from ._functional_losses import (kl_div, gaussian_nll_loss, poisson_nll_loss, pairwise_distance,  # noqa: F401
                                  margin_ranking_loss, soft_margin_loss, hinge_embedding_loss, cosine_embedding_loss,
-                                 triplet_margin_loss, multilabel_soft_margin_loss)
+                                 triplet_margin_loss, multilabel_soft_margin_loss, triplet_margin_with_distance_loss,
+                                 multi_margin_loss, multilabel_margin_loss, pdist)
 from ._functional_resample import (interpolate, upsample, upsample_nearest, upsample_bilinear,  # noqa: F401
-                                   pixel_shuffle, pixel_unshuffle)
+                                   pixel_shuffle, pixel_unshuffle, channel_shuffle, native_channel_shuffle)
 from ._functional_grid import affine_grid, grid_sample  # noqa: F401
 
 __all__ = """linear bilinear relu relu_ relu6 leaky_relu leaky_relu_ rrelu rrelu_ elu elu_ selu celu silu mish gelu
@@ -44,7 +46,9 @@ adaptive_max_pool2d group_norm instance_norm rms_norm dropout1d dropout2d alpha_
 gaussian_nll_loss poisson_nll_loss pairwise_distance margin_ranking_loss soft_margin_loss hinge_embedding_loss
 cosine_embedding_loss triplet_margin_loss multilabel_soft_margin_loss interpolate upsample upsample_nearest
 upsample_bilinear pixel_shuffle pixel_unshuffle max_pool1d_with_indices adaptive_max_pool1d_with_indices
-adaptive_max_pool2d_with_indices affine_grid grid_sample""".split()
+adaptive_max_pool2d_with_indices affine_grid grid_sample lp_pool1d lp_pool2d max_unpool1d max_unpool2d
+local_response_norm triplet_margin_with_distance_loss multi_margin_loss multilabel_margin_loss pdist channel_shuffle
+native_channel_shuffle""".split()
 
 
 def _type_name(t):

@@ -31,3 +31,7 @@ from .dropout import Dropout1d, Dropout2d, AlphaDropout, FeatureAlphaDropout
 from .loss import (KLDivLoss, GaussianNLLLoss, PoissonNLLLoss, MarginRankingLoss, SoftMarginLoss, HingeEmbeddingLoss,
                    CosineEmbeddingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss)
 from .lazy import LazyConv1d, LazyConvTranspose1d, LazyConvTranspose2d
+from .pooling import LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d
+from .resampling import ChannelShuffle
+from .normalization import LocalResponseNorm
+from .loss import TripletMarginWithDistanceLoss, MultiMarginLoss, MultiLabelMarginLoss

@@ -1,4 +1,5 @@
-"""``LayerNorm``, ``GroupNorm`` and ``RMSNorm``: per-sample normalizations (the same in train and eval)."""
+"""``LayerNorm``, ``GroupNorm``, ``RMSNorm`` and ``LocalResponseNorm``: per-sample normalizations (the same in
+train and eval)."""
 import numbers
 
 from .. import functional as F
@@ -6,7 +7,7 @@ from .. import init
 from ._params import register_optional
 from .module import Module
 
-__all__ = ["LayerNorm", "GroupNorm", "RMSNorm"]
+__all__ = ["LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm"]
 
 
 class LayerNorm(Module):
@@ -96,3 +97,20 @@ class RMSNorm(Module):
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LocalResponseNorm(Module):
+    """Divides each channel by (k + alpha * mean of the squares of ``size`` neighbouring channels)^beta."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
