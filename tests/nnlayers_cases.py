@@ -73,6 +73,8 @@ case("conv_transpose2d_output_padding_below_dilation", lambda F, x, w: F.conv_tr
     x, w, stride=1, dilation=2, output_padding=1), normal(1, 2, 3, 3), normal(2, 2, 2, 2))
 case("conv_transpose2d_unbatched", lambda F, x, w: F.conv_transpose2d(x, w, stride=2, padding=1), normal(2, 3, 3),
      normal(2, 1, 4, 4))
+case("conv_transpose2d_float64_bias_on_float32", lambda F, x, w, b: F.conv_transpose2d(x, w, b), float32(1, 2, 3, 3),
+     float32(2, 2, 2, 2), normal(2), grad=False)
 case("conv_transpose1d", lambda F, x, w, b: F.conv_transpose1d(x, w, b, stride=3, padding=1, output_padding=2,
                                                                groups=3, dilation=2),
      normal(2, 3, 5), normal(3, 2, 3), normal(6))
@@ -420,6 +422,21 @@ ERRORS = {
     "TripletMarginWithDistanceLoss_margin": lambda lib: lib.nn.TripletMarginWithDistanceLoss(margin=0),
     "triplet_with_distance_reduction": lambda lib: lib.nn.functional.triplet_margin_with_distance_loss(
         lib.zeros(2, 3), lib.zeros(2, 3), lib.zeros(2, 3), reduction="max"),
+    "conv_transpose2d_weight_dtype": lambda lib: lib.nn.functional.conv_transpose2d(
+        lib.zeros(1, 4, 5, 5, dtype=lib.float64), lib.zeros(4, 3, 3, 3)),
+    "group_norm_int": lambda lib: lib.nn.functional.group_norm(lib.zeros(2, 4, 3, dtype=lib.int64), 2),
+    "instance_norm_int": lambda lib: lib.nn.functional.instance_norm(lib.zeros(2, 4, 3, dtype=lib.int64)),
+    "rms_norm_int": lambda lib: lib.nn.functional.rms_norm(lib.zeros(2, 4, 3, dtype=lib.int64), (3,)),
+    "adaptive_max_pool2d_int": lambda lib: lib.nn.functional.adaptive_max_pool2d(
+        lib.zeros(1, 2, 3, 3, dtype=lib.int64), 2),
+    "unfold_int": lambda lib: lib.nn.functional.unfold(lib.zeros(1, 2, 3, 3, dtype=lib.int64), 2),
+    "fold_int": lambda lib: lib.nn.functional.fold(lib.zeros(1, 8, 4, dtype=lib.int64), 3, 2),
+    "max_pool1d_int": lambda lib: lib.nn.functional.max_pool1d(lib.zeros(1, 2, 4, dtype=lib.int64), 2),
+    "kl_div_int": lambda lib: lib.nn.functional.kl_div(lib.zeros(2, 3, dtype=lib.int64),
+                                                       lib.zeros(2, 3, dtype=lib.int64), reduction="sum"),
+    "grid_sample_int": lambda lib: lib.nn.functional.grid_sample(lib.zeros(1, 1, 2, 2, dtype=lib.int64),
+                                                                 lib.zeros(1, 2, 2, 2, dtype=lib.int64),
+                                                                 align_corners=False),
     "kl_div_reduction": lambda lib: lib.nn.functional.kl_div(lib.zeros(2, 3), lib.zeros(2, 3), reduction="batch"),
     "gaussian_nll_negative_var": lambda lib: lib.nn.functional.gaussian_nll_loss(lib.zeros(2, 3), lib.zeros(2, 3),
                                                                                  -lib.ones(2, 3)),

@@ -4,7 +4,7 @@ import builtins
 
 from .. import primitives as P
 from .. import primitives as ops
-from ..primitives import _require_float
+from ..primitives import _LEGACY_TYPE_NAMES, _require_float
 from .._creation import zeros
 
 __all__ = """conv1d conv2d conv_transpose1d conv_transpose2d unfold fold max_pool1d max_pool2d max_pool2d_with_indices
@@ -328,10 +328,12 @@ def _conv_transpose(x, weight, bias, stride, padding, output_padding, groups, di
     if builtins.min(size) < 1:
         raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, x.shape[2:]))}). Calculated output "
                            f"size per channel: ({' x '.join(map(str, size))}). Output size is too small")
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and t.dtype is not x.dtype:
-            raise RuntimeError(f"Input type ({x.type()}) and {name} type ({t.type()}) should be the same")
+    if weight.dtype is not x.dtype:
+        raise RuntimeError(f"expected scalar type {_LEGACY_TYPE_NAMES[x.dtype.name]} but found "
+                           f"{_LEGACY_TYPE_NAMES[weight.dtype.name]}")
     _require_float(x, "slow_conv_transpose2d_out_cpu")
+    if bias is not None and bias.dtype is not x.dtype:  # torch adds a bias of another float dtype in x's
+        bias = bias.to(x.dtype)
     pads = (padding[0], padding[0], padding[1], padding[1])
     return P.ConvTranspose2d.apply(x, weight, bias, stride, pads, dilation, groups, size)
 
@@ -394,6 +396,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
         raise RuntimeError(f"Given input with spatial size {tuple(x.shape[2:])}, kernel_size={kernel}, "
                            f"dilation={dilation}, padding={padding}, calculated shape of the array of sliding blocks "
                            f"as {blocks}, but its components must be at least one.")
+    _require_float(x, "im2col_out_cpu")
     pads = (padding[0], padding[0], padding[1], padding[1])
     out = P.Unfold.apply(x, kernel, stride, pads, dilation, blocks)
     return ops.squeeze(out, 0) if unbatched else out
@@ -418,6 +421,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
                            f"padding={padding}, stride={stride}, expected size of input's dimension 2 to match the "
                            f"calculated number of sliding blocks {blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]}, "
                            f"but got input.size(2)={x.shape[2]}.")
+    _require_float(x, "col2im_out_cpu")
     pads = (padding[0], padding[0], padding[1], padding[1])
     out = P.Fold.apply(x, size, kernel, stride, pads, dilation, blocks)
     return ops.squeeze(out, 0) if unbatched else out
@@ -463,6 +467,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         size = _pool_size(input.shape[-1], kernel, padding, stride, dilation, ceil_mode)
         if size < 1:
             raise RuntimeError(f"max_pool1d() Invalid computed output size: {size}")
+    _require_float(input, "max_pool1d_impl")
     out = max_pool2d(ops.unsqueeze(input, -2), (1, kernel), (1, stride), (0, padding), (1, dilation), ceil_mode,
                        return_indices)
     if return_indices:

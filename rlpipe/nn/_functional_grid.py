@@ -7,6 +7,7 @@ import warnings
 from .. import _dtypes
 from .. import primitives as ops
 from .._creation import linspace, ones, zeros
+from ..primitives import _require_float
 
 __all__ = ["affine_grid", "grid_sample"]
 
@@ -140,3 +141,4 @@ def _check_grid(input, grid):
         names = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}
         raise RuntimeError(f"expected scalar type {names.get(input.dtype.name, input.dtype.name)} but found "
                            f"{names.get(grid.dtype.name, grid.dtype.name)}")
+    _require_float(input, "grid_sampler_2d_cpu_kernel_impl")

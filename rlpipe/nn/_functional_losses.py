@@ -38,6 +38,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
                       stacklevel=2)
     if reduction not in ("none", "mean", "sum", "batchmean"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
+    if not input.is_floating_point() and not target.is_floating_point():
+        raise RuntimeError("kl_div: Integral inputs not supported.")
     if log_target:
         loss = ops.exp(target) * (target - input)
     else:

@@ -47,7 +47,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         if t is not None and (t.ndim != 1 or t.numel() != c):
             raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of channels in input, "
                                f"but got {name} of shape {list(t.shape)} and input of shape {list(input.shape)}")
-    _require_float(input, "group_norm")
+    _require_float(input, "GroupNormKernelImpl")
     grouped = ops.reshape(input, (n, num_groups, -1))
     out = P.Normalize.apply(grouped, None, None, (2,), (1,), float(eps))[0]
     return _affine(ops.reshape(out, input.shape), weight, bias)
@@ -66,7 +66,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             raise RuntimeError(f"{name} should contain {n * c} elements not {n * t.numel()}")
     if not use_input_stats:
         return _normalize_with(input, running_mean, running_var, weight, bias, eps)
-    _require_float(input, "instance_norm")
+    _require_float(input, "batch_norm")
     axes = tuple(range(2, input.ndim))
     out, mean, var = P.Normalize.apply(input, weight, bias, axes, (c,) + (1,) * len(axes), float(eps))
     count = input.numel() // (n * c) if n * c else 0
