@@ -6,7 +6,7 @@ import warnings
 
 from .. import _dtypes
 from .. import primitives as ops
-from .._creation import linspace, ones, zeros
+from .._creation import arange, linspace, ones, ones_like, zeros
 from ..primitives import _require_float
 
 __all__ = ["affine_grid", "grid_sample"]
@@ -78,13 +78,18 @@ def _source(coord, size, padding_mode, align_corners):
     return coord
 
 
-def _pick(flat, xs, ys, width, height):
-    """The input pixels at integer (xs, ys) [N, L] of flat [N, C, H*W], and where they lie inside the input."""
-    inside = (xs >= 0) & (xs < width) & (ys >= 0) & (ys < height)
-    index = ops.clamp(ys, 0, height - 1) * width + ops.clamp(xs, 0, width - 1)
-    n, c, _ = flat.shape
-    index = ops.expand(ops.reshape(index.to(_dtypes.int64), (n, 1, -1)), (n, c, index.shape[1]))
-    return ops.gather(flat, 2, index), ops.unsqueeze(inside, 1)
+def _sample(input, xs, ys, weights):
+    """sum_k weights[k] * input[n, :, ys[k], xs[k]] over corners k (xs, ys, weights [K, N, L]; corners outside
+    the input count zero) as [N, C, L]. The input is read as a table of pixel rows [N*H*W, C], so all
+    corners come from one row gather."""
+    n, c, h, w = input.shape
+    inside = (xs >= 0) & (xs < w) & (ys >= 0) & (ys < h)
+    sample = ops.reshape(arange(n, device=input.device) * (h * w), (1, n, 1))
+    rows = (ops.clamp(ys, 0, h - 1) * w + ops.clamp(xs, 0, w - 1)).to(_dtypes.int64) + sample
+    table = ops.reshape(ops.permute(input, (0, 2, 3, 1)), (n * h * w, c))
+    values = ops.reshape(ops.index_select(table, 0, ops.reshape(rows, (-1,))), tuple(rows.shape) + (c,))
+    out = ops.sum(values * ops.unsqueeze(weights * inside, -1), 0)
+    return ops.permute(out, (0, 2, 1))
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
@@ -105,21 +110,19 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     _check_grid(input, grid)
     n, c, h, w = input.shape
     ho, wo = grid.shape[1:3]
-    flat = ops.reshape(input, (n, c, h * w))
     coords = ops.reshape(grid, (n, ho * wo, 2))
     ix = _source(coords[..., 0], w, padding_mode, align_corners)
     iy = _source(coords[..., 1], h, padding_mode, align_corners)
     if mode == "nearest":
-        values, inside = _pick(flat, ops.round(ix).detach(), ops.round(iy).detach(), w, h)
-        out = values * inside
+        nearest = (ops.unsqueeze(ops.round(ix).detach(), 0), ops.unsqueeze(ops.round(iy).detach(), 0))
+        out = _sample(input, *nearest, ones_like(nearest[0]))
     else:
         x0, y0 = ops.floor(ix).detach(), ops.floor(iy).detach()
-        wx, wy = ops.unsqueeze(ix - x0, 1), ops.unsqueeze(iy - y0, 1)
-        out = 0
-        for dx, dy, weight in ((0, 0, (1 - wx) * (1 - wy)), (1, 0, wx * (1 - wy)), (0, 1, (1 - wx) * wy),
-                               (1, 1, wx * wy)):
-            values, inside = _pick(flat, x0 + dx, y0 + dy, w, h)
-            out = out + values * (weight * inside)
+        wx, wy = ix - x0, iy - y0
+        xs = ops.stack([x0, x0 + 1, x0, x0 + 1])
+        ys = ops.stack([y0, y0, y0 + 1, y0 + 1])
+        weights = ops.stack([(1 - wx) * (1 - wy), wx * (1 - wy), (1 - wx) * wy, wx * wy])
+        out = _sample(input, xs, ys, weights)
     return ops.reshape(out, (n, c, ho, wo))
 
 

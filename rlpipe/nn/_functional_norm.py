@@ -48,9 +48,10 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
             raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of channels in input, "
                                f"but got {name} of shape {list(t.shape)} and input of shape {list(input.shape)}")
     _require_float(input, "GroupNormKernelImpl")
-    grouped = ops.reshape(input, (n, num_groups, -1))
-    out = P.Normalize.apply(grouped, None, None, (2,), (1,), float(eps))[0]
-    return _affine(ops.reshape(out, input.shape), weight, bias)
+    # [N, G, C / G, positions]: the statistics over the last two dims, weight and bias per (group, channel)
+    grouped = ops.reshape(input, (n, num_groups, c // num_groups, -1))
+    out = P.Normalize.apply(grouped, weight, bias, (2, 3), (num_groups, c // num_groups, 1), float(eps))[0]
+    return ops.reshape(out, input.shape)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
