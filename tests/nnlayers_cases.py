@@ -136,6 +136,9 @@ case("interpolate_bilinear_align", lambda F, x: F.interpolate(x, size=(6, 1), mo
 case("interpolate_bilinear_recompute", lambda F, x: F.interpolate(x, scale_factor=1.5, mode="bilinear",
                                                                   recompute_scale_factor=True), normal(1, 1, 5, 3))
 case("interpolate_trilinear", lambda F, x: F.interpolate(x, size=(3, 4, 2), mode="trilinear"), normal(1, 1, 2, 3, 4))
+case("interpolate_bicubic", lambda F, x: F.interpolate(x, size=(7, 3), mode="bicubic"), normal(1, 2, 4, 5))
+case("interpolate_bicubic_align_scale_float32", lambda F, x: F.interpolate(x, scale_factor=(1.6, 0.7), mode="bicubic",
+                                                                           align_corners=True), float32(2, 1, 6, 9))
 case("interpolate_area", lambda F, x: F.interpolate(x, scale_factor=0.5, mode="area"), normal(1, 2, 6, 5))
 case("pixel_shuffle", lambda F, x: F.pixel_shuffle(x, 2), normal(2, 8, 3, 2))
 case("pixel_shuffle_extra_batch", lambda F, x: F.pixel_shuffle(x, 3), normal(2, 1, 9, 2, 2))
@@ -246,6 +249,7 @@ MODULES = {
     "AdaptiveMaxPool2d": (lambda nn: nn.AdaptiveMaxPool2d((2, None)), (2, 3, 5, 4)),
     "Upsample": (lambda nn: nn.Upsample(scale_factor=2), (1, 2, 3, 3)),
     "Upsample_bilinear": (lambda nn: nn.Upsample(size=(5, 4), mode="bilinear", align_corners=True), (1, 2, 3, 3)),
+    "Upsample_bicubic": (lambda nn: nn.Upsample(scale_factor=1.5, mode="bicubic"), (1, 2, 4, 4)),
     "UpsamplingNearest2d": (lambda nn: nn.UpsamplingNearest2d(scale_factor=3), (1, 1, 2, 2)),
     "UpsamplingBilinear2d": (lambda nn: nn.UpsamplingBilinear2d(size=4), (1, 1, 2, 3)),
     "PixelShuffle": (lambda nn: nn.PixelShuffle(2), (1, 8, 2, 3)),
@@ -360,6 +364,7 @@ ERRORS = {
     "interpolate_antialias_nearest": lambda lib: lib.nn.functional.interpolate(lib.zeros(1, 2, 4, 4), size=3,
                                                                                antialias=True),
     "interpolate_zero_size": lambda lib: lib.nn.functional.interpolate(lib.zeros(1, 2, 4, 4), size=0),
+    "interpolate_bicubic_3d": lambda lib: lib.nn.functional.interpolate(lib.zeros(1, 2, 4), size=3, mode="bicubic"),
     "interpolate_2d_input": lambda lib: lib.nn.functional.interpolate(lib.zeros(4, 4), size=3),
     "interpolate_float_size": lambda lib: lib.nn.functional.interpolate(lib.zeros(1, 2, 4, 4), size=(3.5, 2)),
     "pixel_shuffle_channels": lambda lib: lib.nn.functional.pixel_shuffle(lib.zeros(5, 3, 3), 2),

@@ -1,9 +1,9 @@
 """``nn.functional``'s resampling: ``interpolate`` (nearest, nearest-exact, linear / bilinear / trilinear,
-area) and ``pixel_shuffle`` / ``pixel_unshuffle``.
+bicubic, area) and ``pixel_shuffle`` / ``pixel_unshuffle``.
 
 ``interpolate`` works one spatial dim at a time: nearest modes pick one source index per output
-position (``index_select``), the linear modes blend two (``index_select`` twice and a weighted sum), so
-the gradients are those ops'. The source indices and weights follow torch's CPU kernels, in the
+position (``index_select``), the linear modes blend two and bicubic four (``index_select`` per tap and a
+weighted sum), so the gradients are those ops'. The source indices and weights follow torch's CPU kernels, in the
 arithmetic torch does them in (float32 for float32 and narrower inputs).
 """
 import builtins
@@ -54,12 +54,15 @@ def _nearest_indices(n_in, n_out, scale_factor, exact):
     return [builtins.min(math.floor(rnd((i + offset) * scale)), n_in - 1) for i in range(n_out)]
 
 
-def _linear_weights(n_in, n_out, scale_factor, align_corners, rnd):
-    """(first indices, second indices, second weights) of torch's linear interpolation along one dim."""
+def _source_scale(n_in, n_out, scale_factor, align_corners, rnd):
+    """torch's area_pixel_compute_scale: the step between source positions of consecutive outputs."""
     if align_corners:
-        scale = rnd((n_in - 1) / (n_out - 1)) if n_out > 1 else 0.0
-    else:
-        scale = _scale(n_in, n_out, scale_factor, rnd)
+        return rnd((n_in - 1) / (n_out - 1)) if n_out > 1 else 0.0
+    return _scale(n_in, n_out, scale_factor, rnd)
+
+
+def _linear_taps(n_in, n_out, scale, align_corners, rnd):
+    """The two (indices, weights) taps of torch's linear interpolation along one dim."""
     first, second, weights = [], [], []
     for i in range(n_out):
         src = rnd(scale * i) if align_corners else builtins.max(rnd(rnd(scale * rnd(i + 0.5)) - 0.5), 0.0)
@@ -67,7 +70,33 @@ def _linear_weights(n_in, n_out, scale_factor, align_corners, rnd):
         first.append(i0)
         second.append(i0 + 1 if i0 < n_in - 1 else i0)
         weights.append(builtins.min(builtins.max(rnd(src - i0), 0.0), 1.0))
-    return first, second, weights
+    return [(first, [rnd(1.0 - w) for w in weights]), (second, weights)]
+
+
+_CUBIC_A = -0.75
+
+
+def _cubic_weights(t):
+    """The four weights of Keys' cubic convolution (a = -0.75, as torch) at fractional offset t."""
+    def near(x):  # |x| <= 1
+        return ((_CUBIC_A + 2) * x - (_CUBIC_A + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((_CUBIC_A * x - 5 * _CUBIC_A) * x + 8 * _CUBIC_A) * x - 4 * _CUBIC_A
+    return far(t + 1), near(t), near(1 - t), far(2 - t)
+
+
+def _cubic_taps(n_in, n_out, scale, align_corners, rnd):
+    """The four (indices, weights) taps of torch's bicubic interpolation along one dim; taps past an edge
+    read the edge."""
+    taps = [([], []) for _ in range(4)]
+    for i in range(n_out):
+        src = rnd(scale * i) if align_corners else rnd(rnd(scale * rnd(i + 0.5)) - 0.5)
+        i0 = math.floor(src)
+        for k, weight in enumerate(_cubic_weights(rnd(src - i0))):
+            taps[k][0].append(builtins.min(builtins.max(i0 - 1 + k, 0), n_in - 1))
+            taps[k][1].append(rnd(weight))
+    return taps
 
 
 def _along(x, dim, values):
@@ -85,10 +114,13 @@ def _resample_dim(x, dim, n_out, scale_factor, mode, align_corners):
     if mode == "area":
         return _adaptive_mean(x, dim - x.ndim, n_out)  # it takes a dim counted from the end
     rnd = _arithmetic(x.dtype)
-    first, second, weights = _linear_weights(n_in, n_out, scale_factor, align_corners, rnd)
-    lo = ops.index_select(x, dim, tensor(first, dtype=_dtypes.int64, device=x.device))
-    hi = ops.index_select(x, dim, tensor(second, dtype=_dtypes.int64, device=x.device))
-    return lo * _along(x, dim, [rnd(1.0 - w) for w in weights]) + hi * _along(x, dim, weights)
+    scale = _source_scale(n_in, n_out, scale_factor, align_corners, rnd)
+    taps = (_cubic_taps if mode == "bicubic" else _linear_taps)(n_in, n_out, scale, align_corners, rnd)
+    out = 0
+    for index, weights in taps:
+        picked = ops.index_select(x, dim, tensor(index, dtype=_dtypes.int64, device=x.device))
+        out = out + picked * _along(x, dim, weights)
+    return out
 
 
 def _output_plan(input, size, scale_factor, mode, recompute_scale_factor):
@@ -132,8 +164,8 @@ def _output_plan(input, size, scale_factor, mode, recompute_scale_factor):
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """Resizes the spatial dims of [N, C, *spatial] input to ``size``, or by ``scale_factor``, with torch's
-    modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' (4-D), 'trilinear' (5-D) and 'area'
-    (adaptive average pooling); the linear modes take ``align_corners`` (default False)."""
+    modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' and 'bicubic' (4-D), 'trilinear' (5-D) and
+    'area' (adaptive average pooling); the linear and cubic modes take ``align_corners`` (default False)."""
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating modes: linear | "
@@ -147,9 +179,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in _LINEAR_RANK and input.ndim in (3, 4, 5) and input.ndim != _LINEAR_RANK[mode]:
         needed = _LINEAR_RANK[mode]
         raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {needed}D input")
-    if input.ndim not in (3, 4, 5) or mode not in ("nearest", "nearest-exact", "area", *_LINEAR_RANK):
-        if mode in ("bicubic", "lanczos") and input.ndim == 4:
-            raise NotImplementedError(f"interpolate: mode '{mode}' is not implemented in rlpipe; use 'bilinear'")
+    bicubic = mode == "bicubic" and input.ndim == 4
+    if not bicubic and (input.ndim not in (3, 4, 5) or mode not in ("nearest", "nearest-exact", "area",
+                                                                    *_LINEAR_RANK)):
+        if mode == "lanczos" and input.ndim == 4:
+            raise NotImplementedError("interpolate: mode 'lanczos' is not implemented in rlpipe")
         raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
                                   f"the modes: {_MODES} (got {mode})")
     if antialias:
@@ -159,7 +193,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         wanted = ", ".join(f"{n}: {s}" for n, s in zip("DHW"[3 - len(sizes):], sizes))
         raise RuntimeError(f"Input and output sizes should be greater than 0, but got input ({shown}) output "
                            f"({wanted})")
-    if mode in _LINEAR_RANK or mode == "area":
+    if mode in _LINEAR_RANK or mode in ("area", "bicubic"):
         _require_float(input, f"upsample_{mode}")
     out = input
     for dim, (n_out, factor) in enumerate(zip(sizes, factors), start=2):
