@@ -216,15 +216,21 @@ def upsample_bilinear(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
+def _shuffle_args(name, input, factor, factor_name):
+    """torch's rank and factor checks of pixel_(un)shuffle; the batch shape and the last three sizes."""
+    if input.ndim < 3:
+        raise RuntimeError(f"{name} expects input to have at least 3 dimensions, but got input with {input.ndim} "
+                           "dimension(s)")
+    if factor <= 0:
+        raise RuntimeError(f"{name} expects a positive {factor_name}, but got {factor}")
+    *batch, c, h, w = input.shape
+    return batch, c, h, w
+
+
 def pixel_shuffle(input, upscale_factor):
     """[*, C * r^2, H, W] -> [*, C, H * r, W * r]: each group of r^2 channels becomes an r x r block."""
     r = upscale_factor
-    if input.ndim < 3:
-        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
-                           f"{input.ndim} dimension(s)")
-    if r <= 0:
-        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
-    *batch, c, h, w = input.shape
+    batch, c, h, w = _shuffle_args("pixel_shuffle", input, r, "upscale_factor")
     if c % (r * r):
         raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
                            f"upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
@@ -237,12 +243,7 @@ def pixel_shuffle(input, upscale_factor):
 def pixel_unshuffle(input, downscale_factor):
     """The inverse of ``pixel_shuffle``: [*, C, H * r, W * r] -> [*, C * r^2, H, W]."""
     r = downscale_factor
-    if input.ndim < 3:
-        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
-                           f"{input.ndim} dimension(s)")
-    if r <= 0:
-        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
-    *batch, c, h, w = input.shape
+    batch, c, h, w = _shuffle_args("pixel_unshuffle", input, r, "downscale_factor")
     for name, d, n in (("height", -2, h), ("width", -1, w)):
         if n % r:
             raise RuntimeError(f"pixel_unshuffle expects {name} to be divisible by downscale_factor, but "

@@ -2,46 +2,23 @@
 over its positions; with ``track_running_stats`` they also keep running statistics for eval mode."""
 import warnings
 
-from ... import _dtypes
-from ..._creation import ones, tensor, zeros
 from .. import functional as F
 from .. import init
-from ._params import register_optional
-from .module import Module
+from .batchnorm import _NormBase
 
 __all__ = ["InstanceNorm1d", "InstanceNorm2d"]
 
 
-class _InstanceNorm(Module):
-    """The parameters and buffers (as torch's ``_NormBase``: off by default here) and the forward shared by
-    the instance norms; ``_spatial`` is the number of spatial dims."""
+class _InstanceNorm(_NormBase):
+    """The forward shared by the instance norms (``_spatial`` spatial dims); unlike batch norm, ``affine`` and
+    ``track_running_stats`` are off by default and ``bias=False`` leaves the bias out."""
     _spatial = 1
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
                  dtype=None, *, bias=True):
-        super().__init__()
-        self.num_features = num_features
-        self.eps = eps
-        self.momentum = momentum
-        self.affine = affine
-        self.track_running_stats = track_running_stats
-        register_optional(self, "weight", affine, (num_features,), device, dtype)
-        register_optional(self, "bias", affine and bias, (num_features,), device, dtype)
-        if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
-            self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))
-            self.register_buffer("num_batches_tracked", tensor(0, dtype=_dtypes.int64, device=device))
-        else:
-            for name in ("running_mean", "running_var", "num_batches_tracked"):
-                self.register_buffer(name, None)
-        self.reset_parameters()
-
-    def reset_running_stats(self):
-        """Running mean 0, running variance 1, no batches seen."""
-        if self.track_running_stats:
-            self.running_mean.zero_()
-            self.running_var.fill_(1)
-            self.num_batches_tracked.zero_()
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        if affine and not bias:
+            self.bias = None
 
     def reset_parameters(self):
         """Resets the running statistics, the weight to ones and the bias to zeros."""
