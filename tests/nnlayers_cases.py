@@ -139,6 +139,13 @@ case("interpolate_trilinear", lambda F, x: F.interpolate(x, size=(3, 4, 2), mode
 case("interpolate_bicubic", lambda F, x: F.interpolate(x, size=(7, 3), mode="bicubic"), normal(1, 2, 4, 5))
 case("interpolate_bicubic_align_scale_float32", lambda F, x: F.interpolate(x, scale_factor=(1.6, 0.7), mode="bicubic",
                                                                            align_corners=True), float32(2, 1, 6, 9))
+case("interpolate_bilinear_antialias", lambda F, x: F.interpolate(x, size=(5, 9), mode="bilinear", antialias=True),
+     normal(1, 2, 13, 7))
+case("interpolate_bicubic_antialias_float32", lambda F, x: F.interpolate(x, scale_factor=(0.3, 0.5), mode="bicubic",
+                                                                         antialias=True), float32(2, 1, 17, 10))
+case("interpolate_bilinear_antialias_align", lambda F, x: F.interpolate(x, size=(3, 4), mode="bilinear",
+                                                                        align_corners=True, antialias=True),
+     normal(1, 1, 8, 9))
 case("interpolate_area", lambda F, x: F.interpolate(x, scale_factor=0.5, mode="area"), normal(1, 2, 6, 5))
 case("pixel_shuffle", lambda F, x: F.pixel_shuffle(x, 2), normal(2, 8, 3, 2))
 case("pixel_shuffle_extra_batch", lambda F, x: F.pixel_shuffle(x, 3), normal(2, 1, 9, 2, 2))

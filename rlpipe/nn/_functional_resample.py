@@ -73,17 +73,17 @@ def _linear_taps(n_in, n_out, scale, align_corners, rnd):
     return [(first, [rnd(1.0 - w) for w in weights]), (second, weights)]
 
 
-_CUBIC_A = -0.75
+def _keys(x, a):
+    """Keys' cubic convolution kernel with parameter ``a`` at x."""
+    x = builtins.abs(x)
+    if x < 1:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a if x < 2 else 0.0
 
 
 def _cubic_weights(t):
     """The four weights of Keys' cubic convolution (a = -0.75, as torch) at fractional offset t."""
-    def near(x):  # |x| <= 1
-        return ((_CUBIC_A + 2) * x - (_CUBIC_A + 3)) * x * x + 1
-
-    def far(x):  # 1 < |x| < 2
-        return ((_CUBIC_A * x - 5 * _CUBIC_A) * x + 8 * _CUBIC_A) * x - 4 * _CUBIC_A
-    return far(t + 1), near(t), near(1 - t), far(2 - t)
+    return tuple(_keys(x, -0.75) for x in (t + 1, t, 1 - t, 2 - t))
 
 
 def _cubic_taps(n_in, n_out, scale, align_corners, rnd):
@@ -99,6 +99,30 @@ def _cubic_taps(n_in, n_out, scale, align_corners, rnd):
     return taps
 
 
+def _triangle(x):
+    return builtins.max(0.0, 1.0 - builtins.abs(x))
+
+
+def _antialias_taps(n_in, n_out, scale, mode):
+    """The taps of torch's antialiased resampling (Pillow's): each output averages the inputs under the
+    filter (triangle for bilinear, Keys' cubic with a = -0.5 for bicubic) stretched by the downscaling
+    factor, its weights normalised to sum 1; outputs with fewer inputs than the widest get zero weights."""
+    stretch = builtins.max(scale, 1.0)
+    support = (1.0 if mode == "bilinear" else 2.0) * stretch
+    rows = []
+    for i in range(n_out):
+        center = scale * (i + 0.5)
+        first = builtins.max(builtins.int(center - support + 0.5), 0)
+        last = builtins.min(builtins.int(center + support + 0.5), n_in)
+        xs = [(j - center + 0.5) / stretch for j in range(first, last)]
+        weights = [_triangle(x) if mode == "bilinear" else _keys(x, -0.5) for x in xs]
+        total = builtins.sum(weights)
+        rows.append((first, [w / total for w in weights] if total else weights))
+    width = builtins.max(len(w) for _, w in rows)
+    return [([builtins.min(first + k, n_in - 1) for first, _ in rows], [w[k] if k < len(w) else 0.0 for _, w in rows])
+            for k in range(width)]
+
+
 def _along(x, dim, values):
     """``values`` as a tensor on x's device shaped to broadcast along ``dim``."""
     shape = [1] * x.ndim
@@ -106,7 +130,7 @@ def _along(x, dim, values):
     return ops.reshape(tensor(values, dtype=x.dtype, device=x.device), shape)
 
 
-def _resample_dim(x, dim, n_out, scale_factor, mode, align_corners):
+def _resample_dim(x, dim, n_out, scale_factor, mode, align_corners, antialias=False):
     n_in = x.shape[dim]
     if mode in ("nearest", "nearest-exact"):
         index = _nearest_indices(n_in, n_out, scale_factor, mode == "nearest-exact")
@@ -115,7 +139,10 @@ def _resample_dim(x, dim, n_out, scale_factor, mode, align_corners):
         return _adaptive_mean(x, dim - x.ndim, n_out)  # it takes a dim counted from the end
     rnd = _arithmetic(x.dtype)
     scale = _source_scale(n_in, n_out, scale_factor, align_corners, rnd)
-    taps = (_cubic_taps if mode == "bicubic" else _linear_taps)(n_in, n_out, scale, align_corners, rnd)
+    if antialias:
+        taps = _antialias_taps(n_in, n_out, scale, mode)
+    else:
+        taps = (_cubic_taps if mode == "bicubic" else _linear_taps)(n_in, n_out, scale, align_corners, rnd)
     out = 0
     for index, weights in taps:
         picked = ops.index_select(x, dim, tensor(index, dtype=_dtypes.int64, device=x.device))
@@ -165,7 +192,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                 recompute_scale_factor=None, antialias=False):
     """Resizes the spatial dims of [N, C, *spatial] input to ``size``, or by ``scale_factor``, with torch's
     modes 'nearest', 'nearest-exact', 'linear' (3-D), 'bilinear' and 'bicubic' (4-D), 'trilinear' (5-D) and
-    'area' (adaptive average pooling); the linear and cubic modes take ``align_corners`` (default False)."""
+    'area' (adaptive average pooling); the linear and cubic modes take ``align_corners`` (default False),
+    and bilinear and bicubic ``antialias=True`` (a filter as wide as the downscaling, as Pillow's)."""
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating modes: linear | "
@@ -186,8 +214,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             raise NotImplementedError("interpolate: mode 'lanczos' is not implemented in rlpipe")
         raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for "
                                   f"the modes: {_MODES} (got {mode})")
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not implemented in rlpipe")
     if builtins.min(sizes) <= 0 or builtins.min(input.shape[2:]) <= 0:
         shown = ", ".join(f"{n}: {s}" for n, s in zip("DHW"[3 - len(sizes):], input.shape[2:]))
         wanted = ", ".join(f"{n}: {s}" for n, s in zip("DHW"[3 - len(sizes):], sizes))
@@ -197,7 +223,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         _require_float(input, f"upsample_{mode}")
     out = input
     for dim, (n_out, factor) in enumerate(zip(sizes, factors), start=2):
-        out = _resample_dim(out, dim, n_out, factor, mode, align_corners)
+        out = _resample_dim(out, dim, n_out, factor, mode, align_corners, antialias)
     return out
 
 
