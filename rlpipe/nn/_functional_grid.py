@@ -80,16 +80,16 @@ def _source(coord, size, padding_mode, align_corners):
 
 def _sample(input, xs, ys, weights):
     """sum_k weights[k] * input[n, :, ys[k], xs[k]] over corners k (xs, ys, weights [K, N, L]; corners outside
-    the input count zero) as [N, C, L]. The input is read as a table of pixel rows [N*H*W, C], so all
-    corners come from one row gather."""
+    the input count zero) as [N, C, L]. The input is read as a table of pixel rows [N*H*W, C] with a zero
+    row last, where the corners outside point, so all corners come from one row gather."""
     n, c, h, w = input.shape
     inside = (xs >= 0) & (xs < w) & (ys >= 0) & (ys < h)
     sample = ops.reshape(arange(n, device=input.device) * (h * w), (1, n, 1))
-    rows = (ops.clamp(ys, 0, h - 1) * w + ops.clamp(xs, 0, w - 1)).to(_dtypes.int64) + sample
-    table = ops.reshape(ops.permute(input, (0, 2, 3, 1)), (n * h * w, c))
+    rows = ops.where(inside, (ys * w + xs).to(_dtypes.int64) + sample, n * h * w)
+    pixels = ops.reshape(ops.permute(input, (0, 2, 3, 1)), (n * h * w, c))
+    table = ops.cat([pixels, zeros(1, c, dtype=input.dtype, device=input.device)])
     values = ops.reshape(ops.index_select(table, 0, ops.reshape(rows, (-1,))), tuple(rows.shape) + (c,))
-    out = ops.sum(values * ops.unsqueeze(weights * inside, -1), 0)
-    return ops.permute(out, (0, 2, 1))
+    return ops.permute(ops.einsum("knlc,knl->nlc", values, weights), (0, 2, 1))
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
