@@ -470,3 +470,21 @@ ERRORS = {
                                                                                lib.zeros(3, 4), margin=-1.0),
     "TripletMarginLoss_margin": lambda lib: lib.nn.TripletMarginLoss(margin=0),
 }
+
+# the torch.* forms: ``fn(lib, *inputs)`` with ``lib`` torch or rlpipe
+TOP_LEVEL = {
+    "conv1d": (lambda lib, x, w: lib.conv1d(x, w, None, 2, 1), (normal(2, 3, 7), normal(4, 3, 3))),
+    "conv2d": (lambda lib, x, w: lib.conv2d(x, w, padding="same"), (normal(1, 2, 4, 4), normal(3, 2, 3, 3))),
+    "conv_transpose2d": (lambda lib, x, w: lib.conv_transpose2d(x, w, None, 2, 1, 1), (normal(1, 2, 3, 3),
+                                                                                        normal(2, 3, 3, 3))),
+    "max_pool2d": (lambda lib, x: lib.max_pool2d(x, 2, 1, 1), (normal(1, 2, 4, 5),)),
+    "adaptive_max_pool1d": (lambda lib, x: lib.adaptive_max_pool1d(x, 3), (normal(2, 3, 7),)),
+    "instance_norm": (lambda lib, x, w, b: lib.instance_norm(x, w, b, None, None, True, 0.1, 1e-5, False),
+                      (normal(2, 3, 5), normal(3), normal(3))),
+    "group_norm": (lambda lib, x, w: lib.group_norm(x, 2, w, None, 1e-3, False), (normal(2, 4, 3), normal(4))),
+    "grid_sampler": (lambda lib, x, g: lib.grid_sampler(x, g, 0, 2, True), (normal(1, 2, 3, 4), normal(1, 2, 3, 2))),
+    "affine_grid_generator": (lambda lib, t: lib.affine_grid_generator(t, [1, 1, 2, 3], False), (normal(1, 2, 3),)),
+    "pixel_shuffle": (lambda lib, x: lib.pixel_shuffle(x, 2), (normal(1, 4, 2, 2),)),
+    "pdist": (lambda lib, x: lib.pdist(x), (normal(4, 3),)),
+    "rms_norm": (lambda lib, x: lib.rms_norm(x, [3], None, 1e-3), (normal(2, 3),)),
+}

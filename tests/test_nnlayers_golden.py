@@ -107,3 +107,13 @@ def test_module_matches_torch(name):
     for key, value in module.state_dict().items():
         np.testing.assert_allclose(value.numpy(), GOLDEN[f"mod/{name}/after/{key}"], rtol=1e-9, atol=1e-11,
                                    err_msg=key)
+
+
+@pytest.mark.parametrize("name", sorted(cases.TOP_LEVEL))
+def test_torch_namespace_form_matches_torch(name):
+    fn, makers = cases.TOP_LEVEL[name]
+    inputs = [r.tensor(GOLDEN[f"top/{name}/in{i}"]) for i in range(len(makers))]
+    outs = _as_tuple(fn(r, *inputs))
+    for k, out in enumerate(outs):
+        np.testing.assert_allclose(out.numpy(), GOLDEN[f"top/{name}/out{k}"], rtol=1e-9, atol=1e-11)
+    assert len(outs) == len([key for key in GOLDEN.files if key.startswith(f"top/{name}/out")])
