@@ -449,6 +449,10 @@ ERRORS = {
     "grid_sample_int": lambda lib: lib.nn.functional.grid_sample(lib.zeros(1, 1, 2, 2, dtype=lib.int64),
                                                                  lib.zeros(1, 2, 2, 2, dtype=lib.int64),
                                                                  align_corners=False),
+    "cdist_columns": lambda lib: lib.cdist(lib.zeros(3, 4), lib.zeros(5, 3)),
+    "cdist_rank": lambda lib: lib.cdist(lib.zeros(4), lib.zeros(5, 4)),
+    "cdist_p": lambda lib: lib.cdist(lib.zeros(3, 4), lib.zeros(5, 4), p=-1),
+    "cdist_int": lambda lib: lib.cdist(lib.zeros(3, 4, dtype=lib.int64), lib.zeros(5, 4, dtype=lib.int64)),
     "kl_div_reduction": lambda lib: lib.nn.functional.kl_div(lib.zeros(2, 3), lib.zeros(2, 3), reduction="batch"),
     "gaussian_nll_negative_var": lambda lib: lib.nn.functional.gaussian_nll_loss(lib.zeros(2, 3), lib.zeros(2, 3),
                                                                                  -lib.ones(2, 3)),
@@ -487,4 +491,7 @@ TOP_LEVEL = {
     "pixel_shuffle": (lambda lib, x: lib.pixel_shuffle(x, 2), (normal(1, 4, 2, 2),)),
     "pdist": (lambda lib, x: lib.pdist(x), (normal(4, 3),)),
     "rms_norm": (lambda lib, x: lib.rms_norm(x, [3], None, 1e-3), (normal(2, 3),)),
+    "cdist": (lambda lib, a, b: lib.cdist(a, b), (normal(2, 3, 4), normal(5, 4))),
+    "cdist_p1_many_rows": (lambda lib, a, b: lib.cdist(a, b, p=1.0), (normal(30, 3), normal(27, 3))),
+    "cdist_p_inf": (lambda lib, a, b: lib.cdist(a, b, p=float("inf")), (normal(3, 2), normal(4, 2))),
 }

@@ -157,3 +157,13 @@ def test_grid_functions_warn_without_align_corners_and_identity_grid_copies():
     with pytest.warns(UserWarning, match="align_corners=False since 1.3.0"):
         out = F.grid_sample(x, grid)
     np.testing.assert_allclose(out.numpy(), x.numpy(), atol=1e-12)  # the identity map samples every pixel centre
+
+
+def test_cdist_gradients_and_zero_distance():
+    a = r.randn(2, 3, 4, dtype=r.float64, requires_grad=True)
+    b = r.randn(5, 4, dtype=r.float64, requires_grad=True)
+    assert r.autograd.gradcheck(lambda a, b: r.cdist(a, b), (a, b))
+    assert r.autograd.gradcheck(lambda a, b: r.cdist(a, b, p=1.5), (a, b))
+    x = r.zeros(2, 3, requires_grad=True)
+    r.cdist(x, r.zeros(2, 3)).sum().backward()
+    assert r.equal(x.grad, r.zeros(2, 3))  # as torch: no nan at zero distance
