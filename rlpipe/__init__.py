@@ -59,6 +59,11 @@ from .utils import data as _utils_data  # noqa: F401 - torch.utils.data is there
 from .autograd import functional as _autograd_functional  # noqa: F401 - so is torch.autograd.functional
 from .func import vmap
 from .nn._compile import compile  # noqa: A001 - torch.compile's name, shadowing the builtin as torch does
+from .nn._torch_ops import (conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool1d, max_pool1d_with_indices,
+                           max_pool2d, avg_pool1d, adaptive_avg_pool1d, adaptive_max_pool1d, pairwise_distance, pdist,
+                           rms_norm, alpha_dropout, feature_alpha_dropout, pixel_shuffle, pixel_unshuffle,
+                           channel_shuffle, native_channel_shuffle, group_norm, instance_norm, grid_sampler,
+                           affine_grid_generator, cdist)
 from . import tensordict, testing, postprocs, data
 from .tensordict import TensorDict
 from ._utils import timeit, logger, compile_with_warmup  # noqa: F401 - torchrl's top-level helpers (rlpipe is also torchrl's root)

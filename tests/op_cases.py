@@ -780,5 +780,69 @@ case("sdpa_function_dropout_keep", lambda q, k, v: r.primitives.ScaledDotProduct
     lambda q, k, v: (sp.softmax(q @ k.swapaxes(-1, -2) * 0.5, -1) * _SDPA_KEEP) @ v)
 
 
+
+# nn.functional's newer layers against brute-force NumPy loops (issue: the missing nn layers).
+def _np_conv1d(x, w, stride, padding, dilation):
+    """out[n, o, j] = sum over c, k of x[n, c, j * stride + k * dilation - padding] * w[o, c, k]."""
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding)))
+    k = w.shape[2]
+    length = (xp.shape[2] - dilation * (k - 1) - 1) // stride + 1
+    out = np.zeros((x.shape[0], w.shape[0], length))
+    for j in range(length):
+        for t in range(k):
+            out[:, :, j] += xp[:, :, j * stride + t * dilation] @ w[:, :, t].T
+    return out
+
+
+def _np_conv_transpose1d(x, w, stride, padding, output_padding, dilation):
+    """Each input position i adds x[n, c, i] * w[c, o, k] at i * stride + k * dilation - padding."""
+    k = w.shape[2]
+    full = np.zeros((x.shape[0], w.shape[1], (x.shape[2] - 1) * stride + dilation * (k - 1) + 1 + output_padding))
+    for i in range(x.shape[2]):
+        for t in range(k):
+            full[:, :, i * stride + t * dilation] += x[:, :, i] @ w[:, :, t]
+    return full[:, :, padding:full.shape[2] - padding]
+
+
+def _np_bilinear_align_corners(x, size):
+    """Bilinear resize with corners aligned, one output pixel at a time."""
+    (h, w), (oh, ow) = x.shape[2:], size
+    out = np.zeros(x.shape[:2] + (oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            y, z = i * (h - 1) / max(oh - 1, 1), j * (w - 1) / max(ow - 1, 1)
+            y0, z0 = min(int(y), h - 1), min(int(z), w - 1)
+            y1, z1 = min(y0 + 1, h - 1), min(z0 + 1, w - 1)
+            a, b = y - y0, z - z0
+            out[:, :, i, j] = ((1 - a) * (1 - b) * x[:, :, y0, z0] + (1 - a) * b * x[:, :, y0, z1]
+                               + a * (1 - b) * x[:, :, y1, z0] + a * b * x[:, :, y1, z1])
+    return out
+
+
+def _np_group_norm(x, groups, eps=1e-5):
+    g = x.reshape(x.shape[0], groups, -1)
+    return ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + eps)).reshape(x.shape)
+
+
+def _np_pixel_shuffle(x, r):
+    n, c, h, w = x.shape
+    out = np.zeros((n, c // (r * r), h * r, w * r))
+    for ch in range(c):
+        out[:, ch // (r * r), (ch % (r * r)) // r::r, ch % r::r] = x[:, ch]
+    return out
+
+
+case("nn_conv1d", lambda x, w: r.nn.functional.conv1d(x, w, stride=2, padding=1, dilation=2), [(2, 3, 9), (4, 3, 3)],
+     lambda x, w: _np_conv1d(x, w, 2, 1, 2))
+case("nn_conv_transpose1d", lambda x, w: r.nn.functional.conv_transpose1d(x, w, stride=2, padding=1, output_padding=1,
+                                                                          dilation=2),
+     [(2, 3, 4), (3, 2, 3)], lambda x, w: _np_conv_transpose1d(x, w, 2, 1, 1, 2))
+case("nn_interpolate_bilinear_align_corners", lambda x: r.nn.functional.interpolate(x, size=(5, 2), mode="bilinear",
+                                                                                    align_corners=True),
+     [(1, 2, 3, 4)], lambda x: _np_bilinear_align_corners(x, (5, 2)))
+case("nn_group_norm", lambda x: r.nn.functional.group_norm(x, 2), [(2, 4, 3)], lambda x: _np_group_norm(x, 2))
+case("nn_pixel_shuffle", lambda x: r.nn.functional.pixel_shuffle(x, 2), [(1, 8, 2, 3)],
+     lambda x: _np_pixel_shuffle(x, 2))
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

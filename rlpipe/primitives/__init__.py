@@ -45,3 +45,4 @@ from .common import (_LEGACY_TYPE_NAMES, _check_writable, _check_write, _inplace
                      _require_float, _write)
 from .shape import _infer_shape, _shape_arg  # noqa: F401
 from .attention import *  # noqa: F401,F403
+from .transposed import *  # noqa: F401,F403
