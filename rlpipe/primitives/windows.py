@@ -159,32 +159,52 @@ def _by_rows_pays(x_shape, w_shape, stride, dilation, out_size):
     return products <= 1.3 * oh * ow * kh * kw
 
 
+def _channels_last_pays(x_shape, w_shape, groups, out_size):
+    """Whether the channels-last layout is the faster way: where the output rows are short (up to
+    ``_SHORT_ROWS``), so the row runs are too, while a window's kernel row spans at least 64 entries
+    of the channels-last input, and the columns outnumber the weight's permuted copy."""
+    n, c = x_shape[:2]
+    o, _, kh, kw = w_shape
+    return groups == 1 and kh * kw > 1 and kw * c >= 64 and out_size[1] <= _SHORT_ROWS and \
+        n * out_size[0] * out_size[1] >= 4 * o
+
+
+_SHORT_ROWS = 16
+
+
+def _layout(x_shape, w_shape, stride, dilation, groups, out_size):
+    """The name of the way Conv2d computes these shapes: 'hwc', 'rows' or 'im2col'."""
+    if _channels_last_pays(x_shape, w_shape, groups, out_size):
+        return "hwc"
+    return "rows" if _by_rows_pays(x_shape, w_shape, stride, dilation, out_size) else "im2col"
+
+
 class Conv2d(Op):
     """2-D cross-correlation as one matmul per group of the weight with a column matrix of the input's
-    windows. A strided convolution first becomes a stride-1 one over the space-to-depth input (s x s
-    blocks as channels); a stride-1 convolution then takes its columns as contiguous runs of the input
-    rows (``_row_columns``), and backward adds the column gradients back run by run. Where that layout
-    costs too many extra products (``_by_rows_pays``), the windows are gathered one by one (im2col) and
-    scattered back with one strided add per kernel position (col2im)."""
+    windows, laid out one of three ways (``_layout``). Short output rows over many channels take the
+    input channels last (``_hwc_columns``: each window row is one run). Otherwise a strided convolution
+    first becomes a stride-1 one over the space-to-depth input (s x s blocks as channels); a stride-1
+    convolution then takes its columns as contiguous runs of the input rows (``_row_columns``), and
+    backward adds the column gradients back run by run. Where that layout costs too many extra products
+    (``_by_rows_pays``), the windows are gathered one by one (im2col) and scattered back with one
+    strided add per kernel position (col2im)."""
     node_name = "ConvolutionBackward0"
 
     @staticmethod
     def forward(ctx, x, w, b, stride, pads, dilation, groups, out_size):
-        by_rows = _by_rows_pays(x.shape, w.shape, stride, dilation, out_size)
-        run = _rows_forward if by_rows else _im2col_forward
+        run, back = _LAYOUTS[_layout(x.shape, w.shape, stride, dilation, groups, out_size)]
         keep_columns = ctx.needs_input_grad[1:2] == (True,)  # only the weight gradient reads them
         out, cols, args = run(ctx.xp, x, w, b, stride, pads, dilation, groups, out_size, keep_columns)
-        ctx.args = (by_rows, x.shape) + args + (stride, pads, dilation, groups, out_size)
+        ctx.args = (back, x.shape) + args + (stride, pads, dilation, groups, out_size)
         ctx.save_for_backward(cols, w)
         return out
 
     @staticmethod
     def backward(ctx, g):
         cols, w = ctx.saved_tensors
-        by_rows, x_shape = ctx.args[:2]
+        back, x_shape = ctx.args[:2]
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        run = _rows_backward if by_rows else _im2col_backward
-        gx, gw = run(ctx.xp, g, cols, w, need_x, need_w, x_shape, *ctx.args[2:])
+        gx, gw = back(ctx.xp, g, cols, w, need_x, need_w, x_shape, *ctx.args[2:])
         # the batch first: a sum over one contiguous axis, then short rows
         gb = g.sum(axis=0).reshape(g.shape[1], g.shape[2] * g.shape[3]).sum(axis=1) if need_b else None
         return gx, gw, gb, None, None, None, None, None
@@ -283,6 +303,71 @@ def _rows_backward(xp, g, cols, w, need_x, need_w, x_shape, xs_shape, stride, pa
         gpad = _depth_to_space(xp, gxs, stride, padded) if stride != (1, 1) else gxs
         gx = xp.ascontiguousarray(_unpadded(gpad, pads, x_shape))
     return gx, gw
+
+
+def _to_hwc(xp, x, pads):
+    """x [N, C, H, W] as a contiguous [N, H + top + bottom, W + left + right, C] array, zeros around."""
+    top, bottom, left, right = pads
+    n, c, h, w = x.shape
+    if not (top or bottom or left or right):
+        return xp.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    out = xp.zeros((n, h + top + bottom, w + left + right, c), dtype=x.dtype)
+    out[:, top:top + h, left:left + w] = x.transpose(0, 2, 3, 1)
+    return out
+
+
+def _hwc_columns(xp, xh, kernel, stride, dilation, out_size):
+    """The columns [N*OH*OW, kh*kw*C] of contiguous ``xh`` [N, Hp, Wp, C]: row (n, y, x) is window (y, x) in
+    (i, j, c) order, so undilated each kernel row (i) is one run of kw*C entries of ``xh``."""
+    n, _, _, c = xh.shape
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, stride, dilation, out_size
+    sn, s_h, s_w, sc = xh.strides
+    view = xp.lib.stride_tricks.as_strided(xh, (n, oh, ow, kh, kw, c),
+                                           (sn, s_h * sh, s_w * sw, s_h * dh, s_w * dw, sc))
+    return view.reshape(n * oh * ow, kh * kw * c)
+
+
+def _hwc_weight(xp, w):
+    """w [O, C, kh, kw] as [kh*kw*C, O], the layout ``_hwc_columns``' rows multiply."""
+    return xp.ascontiguousarray(w.transpose(2, 3, 1, 0)).reshape(-1, w.shape[0])
+
+
+def _hwc_forward(xp, x, w, b, stride, pads, dilation, groups, out_size, keep_columns):
+    """(out, columns or None, (padded HWC shape,)) with the input's channels last: the columns' rows
+    then read runs of kw*C entries, and the product [N*OH*OW, O] has the output channels last, moved
+    first by one copy."""
+    n, o = x.shape[0], w.shape[0]
+    xh = _to_hwc(xp, x, pads)
+    cols = _hwc_columns(xp, xh, w.shape[2:], stride, dilation, out_size)
+    prod = cols @ _hwc_weight(xp, w)
+    if b is not None:
+        prod += b
+    out = xp.ascontiguousarray(prod.reshape(n, -1, o).transpose(0, 2, 1)).reshape((n, o) + tuple(out_size))
+    return out, cols if keep_columns else None, (xh.shape,)
+
+
+def _hwc_backward(xp, g, cols, w, need_x, need_w, x_shape, xh_shape, stride, pads, dilation, groups, out_size):
+    """(gx, gw) of the channels-last layout: the column gradients added back with one strided add per
+    kernel position, each of runs of C entries."""
+    n, o = g.shape[:2]
+    _, c, kh, kw = w.shape
+    g2 = xp.ascontiguousarray(g.reshape(n, o, -1).transpose(0, 2, 1)).reshape(-1, o)  # [N*OH*OW, O]
+    gx = gw = None
+    if need_w:
+        gw = xp.ascontiguousarray((g2.T @ cols).reshape(o, kh, kw, c).transpose(0, 3, 1, 2))
+    if need_x:
+        gcols = (g2 @ _hwc_weight(xp, w).T).reshape((n,) + tuple(out_size) + (kh, kw, c))
+        gxh = xp.zeros(xh_shape, dtype=g.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                gxh[_window_slices(i, j, stride, dilation, out_size) + (slice(None),)] += gcols[:, :, :, i, j]
+        top, _, left, _ = pads
+        gx = xp.ascontiguousarray(gxh[:, top:top + x_shape[2], left:left + x_shape[3]].transpose(0, 3, 1, 2))
+    return gx, gw
+
+
+_LAYOUTS = {"hwc": (_hwc_forward, _hwc_backward), "rows": (_rows_forward, _rows_backward),
+            "im2col": (_im2col_forward, _im2col_backward)}
 
 
 class MaxPool2d(Op):
