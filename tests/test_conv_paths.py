@@ -23,6 +23,7 @@ CASES = [
     (2, 2, 9, 11, 3, (3, 3), (1, 1), (1, 1), (2, 1), 1),     # dilation
     (2, 2, 5, 6, 2, (1, 1), (1, 1), (0, 0), (1, 1), 1),      # 1x1
     (1, 1, 6, 6, 1, (6, 6), (1, 1), (0, 0), (1, 1), 1),      # one output position
+    (2, 3, 10, 9, 2, (4, 2), (2, 2), (1, 2), (1, 1), 1),     # padded, kernel = whole strides (channels-last folds)
 ]
 
 
@@ -178,18 +179,24 @@ def test_the_row_run_layout_is_chosen_for_the_nature_cnn_batch_and_not_where_it_
 
 def test_the_channels_last_layout_is_chosen_for_short_rows_over_many_channels():
     layout = windows._layout
-    # the Nature CNN, batch 32: its second and third layers; the first has 4 channels (runs of 32 entries)
-    assert layout((32, 4, 84, 84), (32, 4, 8, 8), (4, 4), (1, 1), 1, (20, 20)) == "rows"
+    # the Nature CNN at batch 32; its first layer folds its stride into channels (runs of 8*4*4 entries)
+    assert layout((32, 4, 84, 84), (32, 4, 8, 8), (4, 4), (1, 1), 1, (20, 20)) == "hwc"
     assert layout((32, 32, 20, 20), (64, 32, 4, 4), (2, 2), (1, 1), 1, (9, 9)) == "hwc"
     assert layout((32, 64, 9, 9), (64, 64, 3, 3), (1, 1), (1, 1), 1, (7, 7)) == "hwc"
-    # batch 1: fewer columns than 4x the weight's entries to permute
+    # batch 1: the first layer still; the others have fewer columns than 4x the weight's entries
+    assert layout((1, 4, 84, 84), (32, 4, 8, 8), (4, 4), (1, 1), 1, (20, 20)) == "hwc"
     assert layout((1, 32, 20, 20), (64, 32, 4, 4), (2, 2), (1, 1), 1, (9, 9)) == "im2col"
+    assert layout((1, 64, 9, 9), (64, 64, 3, 3), (1, 1), (1, 1), 1, (7, 7)) == "im2col"
     assert layout((1, 64, 18, 18), (64, 64, 3, 3), (1, 1), (1, 1), 1, (16, 16)) == "hwc"
     assert layout((8, 32, 66, 66), (32, 32, 3, 3), (1, 1), (1, 1), 1, (64, 64)) == "rows"   # long rows
     assert layout((8, 64, 34, 34), (64, 64, 3, 3), (1, 1), (1, 1), 1, (32, 32)) == "rows"
     assert layout((16, 16, 16, 16), (32, 16, 3, 3), (1, 1), (1, 1), 1, (14, 14)) == "rows"   # runs of 48
     assert layout((8, 128, 8, 8), (64, 128, 1, 1), (1, 1), (1, 1), 1, (8, 8)) == "im2col"    # 1x1
     assert layout((32, 64, 9, 9), (64, 32, 3, 3), (1, 1), (1, 1), 2, (7, 7)) != "hwc"      # groups
+    assert layout((32, 3, 84, 84), (32, 3, 3, 3), (2, 2), (1, 1), 1, (41, 41)) != "hwc"    # not whole strides
+    assert windows._hwc_fold((32, 4, 8, 8), (4, 4), (1, 1)) == (4, 4)
+    assert windows._hwc_fold((64, 32, 4, 4), (2, 2), (1, 1)) == (1, 1)   # runs of 128 already
+    assert windows._hwc_fold((32, 4, 8, 8), (4, 4), (2, 2)) == (1, 1)   # dilated
 
 
 @pytest.mark.cuda
