@@ -24,6 +24,7 @@ CASES = [
     (2, 2, 5, 6, 2, (1, 1), (1, 1), (0, 0), (1, 1), 1),      # 1x1
     (1, 1, 6, 6, 1, (6, 6), (1, 1), (0, 0), (1, 1), 1),      # one output position
     (2, 3, 10, 9, 2, (4, 2), (2, 2), (1, 2), (1, 1), 1),     # padded, kernel = whole strides (channels-last folds)
+    (1, 16, 6, 7, 2, (4, 4), (2, 2), (0, 0), (1, 1), 1),     # runs of 64: channels-last folds the input gradient only
 ]
 
 

@@ -307,13 +307,17 @@ def _rows_backward(xp, g, cols, w, need_x, need_w, x_shape, xs_shape, stride, pa
     return gx, gw
 
 
+def _whole_strides(w_shape, stride, dilation):
+    """Whether an undilated kernel spans whole strides, so folding the stride into channels costs no
+    extra products."""
+    return dilation == (1, 1) and w_shape[2] % stride[0] == 0 and w_shape[3] % stride[1] == 0
+
+
 def _hwc_fold(w_shape, stride, dilation):
-    """The stride that the channels-last layout folds into channels (space-to-depth): where a kernel row
-    spans fewer than ``_LONG_RUN`` input entries, and the kernel whole strides undilated; else (1, 1)."""
-    c, kh, kw = w_shape[1:]
-    if kw * c < _LONG_RUN and dilation == (1, 1) and kh % stride[0] == 0 and kw % stride[1] == 0:
-        return stride
-    return 1, 1
+    """The stride that the channels-last forward folds into channels (space-to-depth): where a kernel
+    row spans fewer than ``_LONG_RUN`` input entries and the kernel whole strides; else (1, 1)."""
+    c, kw = w_shape[1], w_shape[3]
+    return stride if kw * c < _LONG_RUN and _whole_strides(w_shape, stride, dilation) else (1, 1)
 
 
 _LONG_RUN = 64  # entries: a quarter KiB of float32, runs that copy at close to memcpy's speed
@@ -338,10 +342,9 @@ def _from_hwc(xp, gxh, fold, x_shape, pads):
     return xp.ascontiguousarray(_unpadded(g, pads, x_shape))
 
 
-def _hwc_geometry(x_shape, w_shape, stride, pads, dilation, out_size):
+def _hwc_geometry(x_shape, w_shape, stride, pads, dilation, out_size, fold):
     """(fold, (Hs, Ws), kernel, stride, dilation) of the channels-last convolution: after folding, a
     stride-1 undilated one over blocks; otherwise the padded input as it is."""
-    fold = _hwc_fold(w_shape, stride, dilation)
     if fold == (1, 1):
         size = (x_shape[2] + pads[0] + pads[1], x_shape[3] + pads[2] + pads[3])
         return fold, size, tuple(w_shape[2:]), stride, dilation
@@ -384,7 +387,7 @@ def _hwc_forward(xp, x, w, b, stride, pads, dilation, groups, out_size, keep_col
     where the kernel spans whole strides): the columns' rows then read runs of kw*C entries, and the
     product [N*OH*OW, O] has the output channels last, moved first by one copy."""
     n, o = x.shape[0], w.shape[0]
-    geometry = _hwc_geometry(x.shape, w.shape, stride, pads, dilation, out_size)
+    geometry = _hwc_geometry(x.shape, w.shape, stride, pads, dilation, out_size, _hwc_fold(w.shape, stride, dilation))
     fold, size, kernel, step, spread = geometry
     wk = _hwc_weight(xp, w, fold)
     dtype, positions = xp.result_type(x, w), out_size[0] * out_size[1]
@@ -401,18 +404,20 @@ def _hwc_forward(xp, x, w, b, stride, pads, dilation, groups, out_size, keep_col
 
 
 def _hwc_backward(xp, g, cols, w, need_x, need_w, x_shape, geometry, stride, pads, dilation, groups, out_size):
-    """(gx, gw) of the channels-last layout: the column gradients added back with one strided add per
-    (folded) kernel position, each of runs of C*fh*fw entries."""
+    """(gx, gw) of the channels-last layout. The column gradients are added back with one strided add per
+    kernel position, folding the stride into channels wherever the kernel spans whole strides (fewer adds
+    of longer runs than the forward's fold may have)."""
     n, o = g.shape[:2]
-    fold, size, kernel, step, spread = geometry
     g2 = xp.ascontiguousarray(g.reshape(n, o, -1).transpose(0, 2, 1)).reshape(-1, o)  # [N*OH*OW, O]
     gx = gw = None
     if need_w:
-        shape, axes = _hwc_weight_order(w.shape, fold)
+        shape, axes = _hwc_weight_order(w.shape, geometry[0])
         # [O, (a, b, c, p, q)] back to the weight's [O, c, a, p, b, q]
         blocks = (g2.T @ cols).reshape((o,) + tuple(shape[k] for k in axes[:5]))
         gw = xp.ascontiguousarray(blocks.transpose(0, 3, 1, 4, 2, 5)).reshape(w.shape)
     if need_x:
+        fold = stride if _whole_strides(w.shape, stride, dilation) else (1, 1)
+        fold, size, kernel, step, spread = _hwc_geometry(x_shape, w.shape, stride, pads, dilation, out_size, fold)
         gcols = (g2 @ _hwc_weight(xp, w, fold).T).reshape((n,) + tuple(out_size) + kernel + (-1,))
         gxh = xp.zeros((n,) + size + (gcols.shape[-1],), dtype=g.dtype)
         for i in range(kernel[0]):
