@@ -195,6 +195,7 @@ def test_the_channels_last_layout_is_chosen_for_short_rows_over_many_channels():
     assert layout((8, 128, 8, 8), (64, 128, 1, 1), (1, 1), (1, 1), 1, (8, 8)) == "im2col"    # 1x1
     assert layout((32, 64, 9, 9), (64, 32, 3, 3), (1, 1), (1, 1), 2, (7, 7)) != "hwc"      # groups
     assert layout((32, 3, 84, 84), (32, 3, 3, 3), (2, 2), (1, 1), 1, (41, 41)) != "hwc"    # not whole strides
+    assert layout((8, 3, 208, 208), (32, 3, 8, 8), (4, 4), (1, 1), 1, (51, 51)) == "rows"   # folds, but long rows
     assert windows._hwc_fold((32, 4, 8, 8), (4, 4), (1, 1)) == (4, 4)
     assert windows._hwc_fold((64, 32, 4, 4), (2, 2), (1, 1)) == (1, 1)   # runs of 128 already
     assert windows._hwc_fold((32, 4, 8, 8), (4, 4), (2, 2)) == (1, 1)   # dilated
