@@ -59,18 +59,26 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
             padding = None
         else:
             raise RuntimeError(f"Invalid padding string: '{padding}'")
-    if padding is None:
-        total_h, total_w = dilation[0] * (kh - 1), dilation[1] * (kw - 1)
-        pads = (total_h // 2, total_h - total_h // 2, total_w // 2, total_w - total_w // 2)
-    else:
-        ph, pw = _expand2(padding, "padding", _CONV_PARAM)
-        pads = (ph, ph, pw, pw)
+    pads = _conv2d_pads(None if padding is None else _expand2(padding, "padding", _CONV_PARAM), dilation, (kh, kw))
     _check_conv(x, weight, bias, stride, pads, dilation, groups)
-    h, w = x.shape[2:]
-    out_size = ((h + pads[0] + pads[1] - dilation[0] * (kh - 1) - 1) // stride[0] + 1,
-                (w + pads[2] + pads[3] - dilation[1] * (kw - 1) - 1) // stride[1] + 1)
+    out_size = _conv2d_out_size(x.shape[2:], (kh, kw), stride, pads, dilation)
     out = P.Conv2d.apply(x, weight, bias, stride, pads, dilation, groups, out_size)
     return ops.squeeze(out, 0) if unbatched else out
+
+
+def _conv2d_pads(padding, dilation, kernel):
+    """(top, bottom, left, right) zero rows and columns for ``padding`` (rows, columns), or for None:
+    'same' padding, the odd one of a total put at the bottom and right, as torch puts it."""
+    if padding is not None:
+        return padding[0], padding[0], padding[1], padding[1]
+    total_h, total_w = dilation[0] * (kernel[0] - 1), dilation[1] * (kernel[1] - 1)
+    return total_h // 2, total_h - total_h // 2, total_w // 2, total_w - total_w // 2
+
+
+def _conv2d_out_size(size, kernel, stride, pads, dilation):
+    """(OH, OW) of a convolution over an input of spatial ``size`` (H, W)."""
+    return ((size[0] + pads[0] + pads[1] - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1,
+            (size[1] + pads[2] + pads[3] - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1)
 
 
 def _check_conv(x, weight, bias, stride, pads, dilation, groups):

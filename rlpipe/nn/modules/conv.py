@@ -1,7 +1,9 @@
 """Convolution layers: ``Conv1d``, ``Conv2d`` and the transposed ``ConvTranspose1d``/``ConvTranspose2d`` on a
 shared ``_ConvNd`` base."""
+from ... import primitives as P
 from .. import functional as F
-from ._params import register_optional, reset_like_linear
+from .._functional_conv import _conv2d_out_size, _conv2d_pads
+from ._params import inference_arrays, register_optional, reset_like_linear
 from .module import Module
 from .utils import _pair, _reverse_repeat_tuple, _single
 
@@ -99,6 +101,29 @@ class Conv2d(_ConvNd):
 
     def forward(self, input):
         return self._conv_forward(input, self.weight, self.bias)
+
+    def _inference_op(self, dtype, device):  # see Module's run_without_graph
+        arrays = inference_arrays(self, dtype, device)
+        if arrays is None or self.padding_mode != "zeros":
+            return None
+        padding = None if self.padding == "same" else (0, 0) if self.padding == "valid" else self.padding
+        pads = _conv2d_pads(padding, self.dilation, self.kernel_size)
+        return _Conv2dStep, arrays + (self.stride, pads, self.dilation, self.groups)
+
+
+class _Conv2dStep:
+    """Conv2d's step in a Sequential's inference plan: the output size for this input, then the Conv2d
+    primitive's forward. An input the usual path would refuse (or treat as unbatched) raises ValueError,
+    which hands the call back to that path and its error."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, stride, pads, dilation, groups):
+        if x.ndim != 4 or x.shape[1] != w.shape[1] * groups:
+            raise ValueError(f"conv2d step: expected input [N, {w.shape[1] * groups}, H, W], got {x.shape}")
+        out_size = _conv2d_out_size(x.shape[2:], w.shape[2:], stride, pads, dilation)
+        if out_size[0] < 1 or out_size[1] < 1:
+            raise ValueError(f"conv2d step: input {x.shape} smaller than the kernel {w.shape[2:]}")
+        return P.Conv2d.forward(ctx, x, w, b, stride, pads, dilation, groups, out_size)
 
 
 class Conv1d(_ConvNd):
