@@ -1,0 +1,561 @@
+"""Double backward: each built-in op's gradient written again with Tensor ops, for ``create_graph=True``.
+
+``backward_graph(ctx, *grads)`` receives and returns Tensors, so the backward pass is recorded and can
+be differentiated again (Hessian-vector products, gradient penalties, MAML). It is the op's ``backward``
+formula, with the op's inputs and outputs rebuilt as Tensors on the graph (``ctx.graph_input``,
+``ctx.graph_output``) and piecewise-constant factors (relu's mask, clamp's window) kept as constants.
+``twice(Op)`` attaches a function as ``Op.backward_graph``; an op without one makes a create_graph
+backward raise before it starts. Linear ops whose backward scatters (indexing, gather) get a small
+Function for that scatter, whose own backward is the original gather.
+"""
+import math
+from types import SimpleNamespace
+
+from .._tensor import Tensor, wrap
+from .activations import (Elu, Gelu, Hardsigmoid, Hardswish, Hardtanh, LeakyRelu, LogSoftmax, Relu, Sigmoid, Silu,
+                          Softmax, Softplus, Tanh, Threshold)
+from .base import Op, along_dim, shape_of, sign_of
+from .common import AsView, Cast
+from .elementwise import (Abs, Add, Clamp, Cos, Div, Erf, Exp, Expm1, Log, Log1p, Maximum, Minimum, Mul, Neg, Pow,
+                          Reciprocal, Rsqrt, Sin, Sqrt, Sub, Where, _Stepwise, where)
+from .indexing import Gather, Index
+from .linalg import Linear, MatMul
+from .reductions import LogSumExp, Mean, Norm, Sum
+from .shape import Cat, Clone, Expand, Permute, Reshape, Split, Stack, cat, stack
+
+
+def twice(*ops):
+    """Decorator: the function becomes ``backward_graph`` of each op in ``ops``."""
+    def attach(fn):
+        for op in ops:
+            op.backward_graph = staticmethod(fn)
+        return fn
+    return attach
+
+
+def _const(ctx, array, dtype=None):
+    """A constant Tensor (no gradient) around an array computed from saved values."""
+    array = ctx.xp.asarray(array)
+    return wrap(array if dtype is None else array.astype(dtype, copy=False), ctx._device)
+
+
+def _mask(ctx, cond, g):
+    """``cond`` (a boolean array) as a 0/1 constant of ``g``'s dtype."""
+    return _const(ctx, cond, g._data.dtype)
+
+
+class ScaledGrad(Op):
+    """g * factor, ``factor`` an op's piecewise-constant derivative at ``x`` (relu's mask). ``x`` is an
+    input only so that, as in torch (``threshold_backward``), a second-order gradient reaches it, as zeros."""
+    @staticmethod
+    def forward(ctx, g, x, factor):
+        ctx.factor = factor
+        ctx.x_meta = x.shape, x.dtype
+        return g * factor
+
+    @staticmethod
+    def backward(ctx, gg):
+        return gg * ctx.factor, ctx.xp.zeros(*ctx.x_meta), None
+
+
+def _scaled(ctx, g, factor, i=0):
+    """g times the constant ``factor`` (an array), wired to forward input ``i`` as ``ScaledGrad``."""
+    factor = ctx.xp.asarray(factor).astype(g._data.dtype, copy=False)
+    return ScaledGrad.apply(g, ctx.graph_input(i, ctx.saved_tensors[i]), factor)
+
+
+def _scratch(ctx):
+    """A throwaway ctx for calling another op's forward on arrays (that forward's notes must not land on ``ctx``)."""
+    return SimpleNamespace(xp=ctx.xp, be=ctx.be)
+
+
+def sum_to(g, shape):
+    """``unbroadcast`` for Tensors: sums ``g`` down to ``shape`` (None for a non-tensor operand)."""
+    if shape is None:
+        return None
+    if tuple(g.shape) == tuple(shape):
+        return g
+    extra = g.ndim - len(shape)
+    if extra:
+        g = g.sum(dim=tuple(range(extra)))
+    axes = tuple(i for i, s in enumerate(shape) if s == 1 and g.shape[i] != 1)
+    return g.sum(dim=axes, keepdim=True) if axes else g
+
+
+def _keep_dims(g, shape, dims, keepdim):
+    """A reduction's result (or gradient) ``g`` reshaped with the reduced ``dims`` of ``shape`` kept as 1."""
+    if keepdim:
+        return g
+    if dims is None:
+        return g.reshape((1,) * len(shape))
+    return g.reshape(tuple(1 if d in dims else n for d, n in enumerate(shape)))
+
+
+# ---- arithmetic ----
+
+@twice(Add)
+def _add(ctx, g):
+    return sum_to(g, ctx.shapes[0]), sum_to(g, ctx.shapes[1])
+
+
+@twice(Sub)
+def _sub(ctx, g):
+    return sum_to(g, ctx.shapes[0]), sum_to(-g, ctx.shapes[1])
+
+
+def _operands(ctx):
+    """The two saved operands, as saved and as Tensors on the graph."""
+    x, y = ctx.saved_tensors[:2]
+    return x, y, ctx.graph_input(0, x), ctx.graph_input(1, y)
+
+
+@twice(Mul)
+def _mul(ctx, g):
+    x, y, tx, ty = _operands(ctx)
+    need_x, need_y = ctx.needs_input_grad
+    return (sum_to(g * ty, shape_of(x)) if need_x else None,
+            sum_to(g * tx, shape_of(y)) if need_y else None)
+
+
+@twice(Div)
+def _div(ctx, g):
+    x, y, tx, ty = _operands(ctx)
+    need_x, need_y = ctx.needs_input_grad
+    return (sum_to(g / ty, shape_of(x)) if need_x else None,
+            sum_to(-g * tx / (ty * ty), shape_of(y)) if need_y else None)
+
+
+@twice(Pow)
+def _pow(ctx, g):
+    xp = ctx.xp
+    x, y, tx, ty = _operands(ctx)
+    need_x, need_y = ctx.needs_input_grad
+    gx = gy = None
+    if need_x:  # y * x**(y-1), 0 where y == 0
+        gx = sum_to(where(_const(ctx, xp.equal(y, 0)), 0.0, g * ty * tx ** (ty - 1)), shape_of(x))
+    if need_y:  # x**y * log(x), 0 where x == 0 and y >= 0
+        log_x = tx.log() if isinstance(tx, Tensor) else math.log(tx)
+        zero = _const(ctx, xp.logical_and(xp.equal(x, 0), xp.asarray(y) >= 0))
+        gy = sum_to(where(zero, 0.0, g * ctx.graph_output(ctx.saved_tensors[2]) * log_x), shape_of(y))
+    return gx, gy
+
+
+@twice(Neg)
+def _neg(ctx, g):
+    return -g
+
+
+@twice(Abs)
+def _abs(ctx, g):
+    return _scaled(ctx, g, sign_of(ctx.xp, ctx.saved_tensors[0]))
+
+
+@twice(Reciprocal)
+def _reciprocal(ctx, g):
+    out = ctx.graph_output(ctx.saved_tensors[0])
+    return -g * out * out
+
+
+@twice(Maximum, Minimum)
+def _maximum(ctx, g):
+    xp = ctx.xp
+    x, y = ctx.saved_tensors
+    x_wins = (x > y) if type(ctx) is Maximum else (x < y)
+    share = xp.where(x_wins, 1.0, xp.where(xp.equal(x, y), 0.5, 0.0))
+    return sum_to(g * _mask(ctx, share, g), shape_of(x)), sum_to(g * _mask(ctx, 1 - share, g), shape_of(y))
+
+
+@twice(Clamp)
+def _clamp(ctx, g):
+    x, lo, hi = ctx.saved_tensors
+    xp = ctx.xp
+    inside = xp.ones(x.shape, dtype=bool)
+    if lo is not None:
+        inside &= x >= lo
+    if hi is not None:
+        inside &= x <= hi
+    g_lo = g_hi = None
+    if ctx.needs_input_grad[1]:
+        below = x < lo if hi is None else (x < lo) & (lo < hi)
+        g_lo = sum_to(g * _mask(ctx, below, g), shape_of(lo))
+    if ctx.needs_input_grad[2]:
+        above = x > hi if lo is None else (x > hi) | (hi < lo)
+        g_hi = sum_to(g * _mask(ctx, above, g), shape_of(hi))
+    return g * _mask(ctx, inside, g), g_lo, g_hi
+
+
+@twice(Where)
+def _where(ctx, g):
+    cond = ctx.cond
+    return (None, sum_to(g * _mask(ctx, cond, g), ctx.shapes[0]),
+            sum_to(g * _mask(ctx, ctx.xp.logical_not(cond), g), ctx.shapes[1]))
+
+
+@twice(_Stepwise)
+def _stepwise(ctx, g):
+    return _const(ctx, ctx.xp.zeros_like(g._data)), None
+
+
+@twice(ScaledGrad)
+def _scaled_grad(ctx, gg):
+    return gg * _const(ctx, ctx.factor), _const(ctx, ctx.xp.zeros(*ctx.x_meta)), None
+
+
+# ---- elementwise math ----
+
+def _saved_input(ctx):
+    return ctx.graph_input(0, ctx.saved_tensors[0])
+
+
+def _saved_output(ctx):
+    return ctx.graph_output(ctx.saved_tensors[0])
+
+
+@twice(Exp)
+def _exp(ctx, g):
+    return g * _saved_output(ctx)
+
+
+@twice(Expm1)
+def _expm1(ctx, g):
+    return g * (_saved_output(ctx) + 1)
+
+
+@twice(Log)
+def _log(ctx, g):
+    return g / _saved_input(ctx)
+
+
+@twice(Log1p)
+def _log1p(ctx, g):
+    return g / (_saved_input(ctx) + 1)
+
+
+@twice(Sqrt)
+def _sqrt(ctx, g):
+    return g / (2 * _saved_output(ctx))
+
+
+@twice(Rsqrt)
+def _rsqrt(ctx, g):
+    out = _saved_output(ctx)
+    return -0.5 * g * out * out * out
+
+
+@twice(Sin)
+def _sin(ctx, g):
+    return g * _saved_input(ctx).cos()
+
+
+@twice(Cos)
+def _cos(ctx, g):
+    return -g * _saved_input(ctx).sin()
+
+
+@twice(Erf)
+def _erf(ctx, g):
+    x = _saved_input(ctx)
+    return g * (2 / math.sqrt(math.pi)) * (-x * x).exp()
+
+
+# ---- activations ----
+
+@twice(Tanh)
+def _tanh(ctx, g):
+    y = _saved_output(ctx)
+    return g * (1 - y * y)
+
+
+@twice(Sigmoid)
+def _sigmoid(ctx, g):
+    y = _saved_output(ctx)
+    return g * y * (1 - y)
+
+
+@twice(Relu)
+def _relu(ctx, g):
+    return _scaled(ctx, g, ~(ctx.saved_tensors[0] <= 0))
+
+
+@twice(LeakyRelu)
+def _leaky_relu(ctx, g):
+    return _scaled(ctx, g, ctx.xp.where(ctx.saved_tensors[0] > 0, 1.0, ctx.slope)), None
+
+
+@twice(Hardtanh)
+def _hardtanh(ctx, g):
+    x, = ctx.saved_tensors
+    lo, hi = ctx.args
+    return _scaled(ctx, g, (x > lo) & (x < hi)), None, None
+
+
+@twice(Threshold)
+def _threshold(ctx, g):
+    return _scaled(ctx, g, ctx.saved_tensors[0] > ctx.threshold), None, None
+
+
+@twice(Hardsigmoid)
+def _hardsigmoid(ctx, g):
+    x, = ctx.saved_tensors
+    return _scaled(ctx, g, ((x > -3) & (x < 3)) / 6)
+
+
+@twice(Hardswish)
+def _hardswish(ctx, g):
+    x, = ctx.saved_tensors
+    tx = ctx.graph_input(0, x)
+    middle = (x >= -3) & (x <= 3)
+    return g * (_mask(ctx, middle, g) * (tx / 3 + 0.5) + _mask(ctx, x > 3, g))
+
+
+@twice(Elu)
+def _elu(ctx, g):
+    x, = ctx.saved_tensors
+    alpha, scale, input_scale = ctx.args
+    negative = g * (scale * alpha * input_scale) * (ctx.graph_input(0, x).clamp(max=0) * input_scale).exp()
+    return where(_const(ctx, x > 0), g * scale, negative), None, None, None
+
+
+@twice(Gelu)
+def _gelu(ctx, g):
+    x = _saved_input(ctx)
+    if ctx.approximate == "tanh":
+        k, c = math.sqrt(2 / math.pi), 0.044715
+        t = (k * (x + c * x * x * x)).tanh()
+        return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x)), None
+    cdf = 0.5 * (1 + (x * (1 / math.sqrt(2))).erf())
+    pdf = (-0.5 * x * x).exp() * (1 / math.sqrt(2 * math.pi))
+    return g * (cdf + x * pdf), None
+
+
+@twice(Softplus)
+def _softplus(ctx, g):
+    x, = ctx.saved_tensors
+    beta, threshold = ctx.params
+    linear = _const(ctx, x * x.dtype.type(beta) > threshold)
+    return where(linear, g, g * (ctx.graph_input(0, x) * beta).sigmoid()), None, None
+
+
+@twice(Silu)
+def _silu(ctx, g):
+    x = _saved_input(ctx)
+    s = x.sigmoid()
+    return g * s * (1 + x * (1 - s))
+
+
+@twice(Softmax)
+def _softmax(ctx, g):
+    y = _saved_output(ctx)
+    return y * (g - (g * y).sum(dim=ctx.dim, keepdim=True)), None
+
+
+@twice(LogSoftmax)
+def _log_softmax(ctx, g):
+    y = _saved_output(ctx)
+    return g - y.exp() * g.sum(dim=ctx.dim, keepdim=True), None
+
+
+# ---- matrix products ----
+
+@twice(MatMul)
+def _matmul(ctx, g):
+    a, b = ctx.saved_tensors
+    ta, tb = ctx.graph_input(0, a), ctx.graph_input(1, b)
+    need_a, need_b = ctx.needs_input_grad
+    if a.ndim == 1 and b.ndim == 1:  # a dot product: g is 0-d
+        return (g * tb if need_a else None), (g * ta if need_b else None)
+    a2 = ta.reshape(1, -1) if a.ndim == 1 else ta
+    b2 = tb.reshape(-1, 1) if b.ndim == 1 else tb
+    g2 = g.unsqueeze(-2) if a.ndim == 1 else g
+    g2 = g2.unsqueeze(-1) if b.ndim == 1 else g2
+    ga = sum_to(g2 @ b2.transpose(-1, -2), tuple(a2.shape)).reshape(a.shape) if need_a else None
+    gb = sum_to(a2.transpose(-1, -2) @ g2, tuple(b2.shape)).reshape(b.shape) if need_b else None
+    return ga, gb
+
+
+@twice(Linear)
+def _linear(ctx, g):
+    x, w = ctx.saved_tensors
+    need_x, need_w, need_b = ctx.needs_input_grad
+    g2 = g.reshape(-1, g.shape[-1])
+    return (g @ ctx.graph_input(1, w) if need_x else None,
+            g2.transpose(0, 1) @ ctx.graph_input(0, x).reshape(-1, x.shape[-1]) if need_w else None,
+            g2.sum(dim=0) if need_b else None)
+
+
+# ---- reductions ----
+
+@twice(Sum)
+def _sum(ctx, g):
+    shape, dims, keepdim = ctx.args
+    g = _keep_dims(g, shape, dims, keepdim).expand(shape)
+    return (g if g._data.dtype == ctx.in_dtype else Cast.apply(g, ctx.in_dtype)), None, None, None
+
+
+@twice(Mean)
+def _mean(ctx, g):
+    shape, dims, keepdim = ctx.args
+    return (_keep_dims(g, shape, dims, keepdim) / max(ctx.count, 1)).expand(shape), None, None, None
+
+
+@twice(LogSumExp)
+def _logsumexp(ctx, g):
+    x, out = ctx.saved_tensors
+    dims, keepdim = ctx.args
+    shown = out if keepdim else out.reshape([s for d, s in enumerate(out.shape) if d not in dims])
+    out = _keep_dims(ctx.graph_output(shown), x.shape, dims, keepdim)
+    return _keep_dims(g, x.shape, dims, keepdim) * (ctx.graph_input(0, x) - out).exp(), None, None
+
+
+@twice(Norm)
+def _norm(ctx, g):
+    xp = ctx.xp
+    x, = ctx.saved_tensors
+    p, dims, keepdim = ctx.args
+    if p == 0:
+        return _const(ctx, xp.zeros_like(x)), None, None, None
+    norm = _keep_dims(ctx.graph_output(ctx.out), x.shape, dims, keepdim)
+    g = _keep_dims(g, x.shape, dims, keepdim)
+    tx = ctx.graph_input(0, x)
+    scaled = tx if p == 2 else _const(ctx, sign_of(xp, x)) * tx.abs() ** (p - 1)
+    zero = _const(ctx, xp.broadcast_to(_keep_dims_array(ctx.out, x.shape, dims, keepdim) == 0, x.shape))
+    return where(zero, 0.0, scaled * g / norm ** (p - 1)), None, None, None
+
+
+def _keep_dims_array(out, shape, dims, keepdim):
+    """``_keep_dims`` for a backend array."""
+    if keepdim:
+        return out
+    return out.reshape((1,) * len(shape) if dims is None else tuple(1 if d in dims else n for d, n in enumerate(shape)))
+
+
+# ---- shapes ----
+
+@twice(Reshape)
+def _reshape(ctx, g):
+    return g.reshape(ctx.shape), None
+
+
+@twice(Permute)
+def _permute(ctx, g):
+    inverse = [0] * len(ctx.dims)
+    for i, d in enumerate(ctx.dims):
+        inverse[d] = i
+    return g.permute(inverse), None
+
+
+@twice(Expand)
+def _expand(ctx, g):
+    return sum_to(g, ctx.shape), None
+
+
+@twice(Clone)
+def _clone(ctx, g):
+    return g
+
+
+@twice(Cast)
+def _cast(ctx, g):
+    return Cast.apply(g, ctx.dtype), None
+
+
+@twice(Cat)
+def _cat(ctx, g):
+    pieces, at = [], 0
+    for n in ctx.sizes:
+        pieces.append(g.narrow(ctx.dim, at, n))
+        at += n
+    return tuple(pieces)
+
+
+@twice(Stack)
+def _stack(ctx, g):
+    return tuple(g.unbind(ctx.dim))
+
+
+@twice(Split)
+def _split(ctx, *grads):
+    dim, squeeze = ctx.args
+    return (stack(grads, dim) if squeeze else cat(grads, dim)), None, None, None
+
+
+class IndexBackward(Op):
+    """Index's gradient, g scattered (added) into zeros of the input's shape; its own gradient indexes again."""
+    @staticmethod
+    def forward(ctx, g, shape, index, advanced):
+        ctx.args = index, advanced
+        out = ctx.xp.zeros(shape, dtype=g.dtype)
+        if advanced:
+            ctx.be.scatter_add(out, index, g)
+        else:
+            out[index] = g
+        return out
+
+    @staticmethod
+    def backward(ctx, gg):
+        index, advanced = ctx.args
+        return Index.forward(_scratch(ctx), gg, index, advanced), None, None, None
+
+
+@twice(IndexBackward)
+def _index_backward(ctx, gg):
+    index, advanced = ctx.args
+    return Index.apply(gg, index, advanced), None, None, None
+
+
+@twice(Index)
+def _index(ctx, g):
+    shape, _, index, advanced = ctx.args
+    return IndexBackward.apply(g, shape, index, advanced), None, None
+
+
+@twice(AsView)
+def _as_view(ctx, g):
+    shape, view_fn = ctx.args
+    return AsViewBackward.apply(g, shape, view_fn), None
+
+
+class AsViewBackward(Op):
+    """AsView's gradient, g written into the viewed part of zeros; its own gradient takes the view again."""
+    @staticmethod
+    def forward(ctx, g, shape, view_fn):
+        ctx.view_fn = view_fn
+        out = ctx.xp.zeros(shape, dtype=g.dtype)
+        view_fn(out)[...] = g
+        return out
+
+    @staticmethod
+    def backward(ctx, gg):
+        return ctx.view_fn(gg).copy(), None, None
+
+
+@twice(AsViewBackward)
+def _as_view_backward(ctx, gg):
+    return AsView.apply(gg, ctx.view_fn), None, None
+
+
+class GatherBackward(Op):
+    """Gather's gradient, g scatter-added along ``dim``; its own gradient gathers again."""
+    @staticmethod
+    def forward(ctx, g, shape, dim, index):
+        ctx.args = dim, index
+        out = ctx.xp.zeros(shape, dtype=g.dtype)
+        ctx.be.scatter_add(out, along_dim(ctx.xp, index, dim), g)
+        return out
+
+    @staticmethod
+    def backward(ctx, gg):
+        dim, index = ctx.args
+        return Gather.forward(_scratch(ctx), gg, dim, index), None, None, None
+
+
+@twice(GatherBackward)
+def _gather_backward(ctx, gg):
+    dim, index = ctx.args
+    return Gather.apply(gg, dim, index), None, None, None
+
+
+@twice(Gather)
+def _gather(ctx, g):
+    shape, dim, index = ctx.args
+    return GatherBackward.apply(g, shape, dim, index), None, None
