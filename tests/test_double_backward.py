@@ -7,7 +7,8 @@ import rlpipe
 import rlpipe.nn.functional as F
 from rlpipe.autograd import GradcheckError, gradcheck, gradgradcheck
 from rlpipe.distributions import Categorical, Normal, kl_divergence
-from rlpipe.primitives import Op
+from rlpipe.modules.distributions.continuous import TanhNormal
+from rlpipe.primitives import Erfinv, Op
 
 
 def leaf(*shape, low=-2.0, high=2.0, away=0.0, seed=0):
@@ -27,6 +28,7 @@ def categorical_terms(dist):
 
 
 IDX = np.array([2, 0, 2])
+ACTION = np.array([[0.3, -0.5, 0.1], [0.9, -0.2, 0.0]])
 CASES = {
     # arithmetic, with broadcasting and Python numbers
     "add": (lambda x, y: x + y, lambda: (leaf(2, 3), leaf(3, seed=1))),
@@ -50,6 +52,12 @@ CASES = {
     "expm1": (lambda x: x.expm1(), lambda: (leaf(3),)),
     "sin_cos": (lambda x: x.sin() * x.cos(), lambda: (leaf(3),)),
     "erf": (lambda x: x.erf(), lambda: (leaf(3),)),
+    "erfinv": (lambda x: Erfinv.apply(x), lambda: (leaf(3, low=-0.8, high=0.8),)),
+    "atanh_asin_acos": (lambda x: x.atanh() + x.asin() * x.acos(), lambda: (leaf(3, low=-0.8, high=0.8),)),
+    "atan_tan": (lambda x: x.atan() * x.tan(), lambda: (leaf(3, low=-1.0, high=1.0),)),
+    "sinh_cosh": (lambda x: x.sinh() * x.cosh(), lambda: (leaf(3),)),
+    "lgamma": (lambda x: x.lgamma(), lambda: (pos(3),)),
+    "logit": (lambda p: p.logit() + p.logit(eps=0.25), lambda: (leaf(4, low=0.1, high=0.9, seed=3),)),
     # activations
     "tanh": (lambda x: x.tanh(), lambda: (leaf(2, 3),)),
     "sigmoid": (lambda x: x.sigmoid(), lambda: (leaf(2, 3),)),
@@ -64,6 +72,7 @@ CASES = {
     "hardtanh": (lambda x: F.hardtanh(x) * x, lambda: (leaf(2, 3, away=0.2),)),
     "hardswish": (lambda x: F.hardswish(x), lambda: (leaf(2, 3, low=-4, high=4, away=0.2),)),
     "hardsigmoid": (lambda x: F.hardsigmoid(x) * x, lambda: (leaf(2, 3, low=-4, high=4, away=0.2),)),
+    "mish": (lambda x: F.mish(x), lambda: (leaf(2, 3),)),
     "softmax": (lambda x: F.softmax(x, dim=1), lambda: (leaf(2, 3),)),
     "log_softmax": (lambda x: F.log_softmax(x, dim=0), lambda: (leaf(2, 3),)),
     "logsumexp": (lambda x: x.logsumexp(dim=1), lambda: (leaf(2, 3),)),
@@ -88,7 +97,21 @@ CASES = {
     "norm_dim": (lambda x: x.norm(dim=1), lambda: (leaf(2, 3),)),
     "norm_p3": (lambda x: x.norm(p=3, dim=0, keepdim=True), lambda: (leaf(2, 3, away=0.2),)),
     "vector_norm": (lambda x: rlpipe.linalg.vector_norm(x, 2, dim=(0, 1)), lambda: (leaf(2, 3),)),
+    "amax_max": (lambda x: x.amax(dim=1) ** 2 + x.max() * x.min(dim=0).values.sum(), lambda: (leaf(2, 3),)),
+    "max_dim_keepdim": (lambda x: x.max(dim=1, keepdim=True).values * x, lambda: (leaf(2, 3),)),
+    "var_std": (lambda x: x.var(dim=1) * x.std(), lambda: (leaf(2, 3),)),
+    "var_of_a_product": (lambda x: (x * x).var(dim=0, keepdim=True, correction=0), lambda: (leaf(3, 2),)),
+    "cumsum": (lambda x: (x * x).cumsum(1), lambda: (leaf(2, 3),)),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x * x, (3,), w, b), lambda: (leaf(2, 3), leaf(3, seed=1),
+                                                                            leaf(3, seed=2))),
+    "layer_norm_plain": (lambda x: F.layer_norm(x, (2, 3)), lambda: (leaf(2, 2, 3),)),
     # shapes and indexing
+    "flip_repeat": (lambda x: (x.flip(0) * x).sum() + x.repeat(2, 1).square().sum(), lambda: (leaf(2, 3),)),
+    "index_select": (lambda x: x.index_select(1, rlpipe.tensor([2, 0, 2])) ** 2, lambda: (leaf(2, 3),)),
+    "embedding": (lambda w: F.embedding(rlpipe.tensor([[0, 2], [2, 1]]), w * w), lambda: (leaf(3, 2),)),
+    "embedding_padding_freq": (
+        lambda w: F.embedding(rlpipe.tensor([0, 2, 2, 1]), w * w, padding_idx=1, scale_grad_by_freq=True),
+        lambda: (leaf(3, 2),)),
     "reshape_view": (lambda x: (x.reshape(3, 2) * x.view(3, 2)), lambda: (leaf(2, 3),)),
     "expand": (lambda x: x.expand(2, 2, 3) * x, lambda: (leaf(2, 3),)),
     "permute_transpose": (lambda x: x.permute(2, 0, 1) * x.transpose(0, 2).transpose(1, 2),
@@ -118,6 +141,8 @@ CASES = {
                                 lambda: (leaf(2, 3), pos(2, 3, seed=1), leaf(2, 3, seed=2))),
     "categorical_log_prob_entropy": (lambda logits: categorical_terms(Categorical(logits=logits)),
                                      lambda: (leaf(2, 3),)),
+    "tanh_normal_log_prob": (lambda loc, scale: TanhNormal(loc, scale).log_prob(rlpipe.tensor(ACTION)),
+                             lambda: (leaf(2, 3), pos(2, 3, seed=1))),
     "kl_normal": (lambda m1, s1, m2, s2: kl_divergence(Normal(m1, s1), Normal(m2, s2)),
                   lambda: (leaf(3), pos(3, seed=1), leaf(3, seed=2), pos(3, seed=3))),
     "kl_categorical": (lambda p, q: kl_divergence(Categorical(logits=p), Categorical(logits=q)),

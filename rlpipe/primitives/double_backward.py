@@ -12,16 +12,18 @@ import math
 from types import SimpleNamespace
 
 from .._tensor import Tensor, wrap
-from .activations import (Elu, Gelu, Hardsigmoid, Hardswish, Hardtanh, LeakyRelu, LogSoftmax, Relu, Sigmoid, Silu,
-                          Softmax, Softplus, Tanh, Threshold)
+from .activations import (Elu, Gelu, Hardsigmoid, Hardswish, Hardtanh, LeakyRelu, LogSoftmax, Mish, Relu, Sigmoid,
+                          Silu, Softmax, Softplus, Tanh, Threshold, softplus)
 from .base import Op, along_dim, shape_of, sign_of
 from .common import AsView, Cast
-from .elementwise import (Abs, Add, Clamp, Cos, Div, Erf, Exp, Expm1, Log, Log1p, Maximum, Minimum, Mul, Neg, Pow,
-                          Reciprocal, Rsqrt, Sin, Sqrt, Sub, Where, _Stepwise, where)
-from .indexing import Gather, Index
+from .elementwise import (Abs, Add, Clamp, Cos, Div, Erf, Erfinv, Exp, Expm1, Log, Log1p, Maximum, Minimum, Mul, Neg,
+                          Pow, Reciprocal, Rsqrt, Sin, Sqrt, Sub, Where, _Stepwise, where)
+from .indexing import Embedding, Gather, Index, IndexSelect
 from .linalg import Linear, MatMul
-from .reductions import LogSumExp, Mean, Norm, Sum
-from .shape import Cat, Clone, Expand, Permute, Reshape, Split, Stack, cat, stack
+from .normalization import Normalize
+from .reductions import Amax, CumSum, ExtremeAlongDim, LogSumExp, Mean, Norm, Std, Sum, Var
+from .shape import Cat, Clone, Expand, Flip, Permute, Repeat, Reshape, Split, Stack, cat, stack
+from .special import Acos, Asin, Atan, Atanh, Cosh, Lgamma, Logit, Sinh, Tan
 
 
 def twice(*ops):
@@ -258,6 +260,67 @@ def _erf(ctx, g):
     return g * (2 / math.sqrt(math.pi)) * (-x * x).exp()
 
 
+@twice(Erfinv)
+def _erfinv(ctx, g):
+    y = _saved_output(ctx)
+    return g * (math.sqrt(math.pi) / 2) * (y * y).exp()
+
+
+@twice(Atanh)
+def _atanh(ctx, g):
+    x = _saved_input(ctx)
+    return g / (1 - x * x)
+
+
+@twice(Asin)
+def _asin(ctx, g):
+    x = _saved_input(ctx)
+    return g / (1 - x * x).sqrt()
+
+
+@twice(Acos)
+def _acos(ctx, g):
+    x = _saved_input(ctx)
+    return -g / (1 - x * x).sqrt()
+
+
+@twice(Atan)
+def _atan(ctx, g):
+    x = _saved_input(ctx)
+    return g / (1 + x * x)
+
+
+@twice(Tan)
+def _tan(ctx, g):
+    y = _saved_output(ctx)
+    return g * (1 + y * y)
+
+
+@twice(Sinh)
+def _sinh(ctx, g):
+    return g * _saved_input(ctx).cosh()
+
+
+@twice(Cosh)
+def _cosh(ctx, g):
+    return g * _saved_input(ctx).sinh()
+
+
+@twice(Lgamma)
+def _lgamma(ctx, g):
+    return g * _saved_input(ctx).digamma()
+
+
+@twice(Logit)
+def _logit(ctx, g):
+    p, = ctx.saved_tensors
+    tp = ctx.graph_input(0, p)
+    grad = g / (tp * (1 - tp))
+    if ctx.eps is None:
+        return grad, None
+    return where(_const(ctx, (p < ctx.eps) | (p > 1 - ctx.eps)), 0.0, grad), None
+
+
 # ---- activations ----
 
 @twice(Tanh)
@@ -343,6 +406,13 @@ def _silu(ctx, g):
     return g * s * (1 + x * (1 - s))
 
 
+@twice(Mish)
+def _mish(ctx, g):
+    x = _saved_input(ctx)
+    t = softplus(x).tanh()
+    return g * (t + x * x.sigmoid() * (1 - t * t))
+
+
 @twice(Softmax)
 def _softmax(ctx, g):
     y = _saved_output(ctx)
@@ -422,6 +492,72 @@ def _norm(ctx, g):
     return where(zero, 0.0, scaled * g / norm ** (p - 1)), None, None, None
 
 
+@twice(Amax)
+def _amax(ctx, g):
+    x, out = ctx.saved_tensors
+    dims, keepdim = ctx.args
+    hit = x == _keep_dims_array(out, x.shape, dims, keepdim)
+    share = hit / hit.sum(axis=dims, keepdims=True)
+    return _keep_dims(g, x.shape, dims, keepdim) * _mask(ctx, share, g), None, None
+
+
+@twice(ExtremeAlongDim)
+def _extreme_along_dim(ctx, g, _):
+    shape, dim, keepdim, idx = ctx.args
+    return GatherBackward.apply(g if keepdim else g.unsqueeze(dim), shape, dim, idx), None, None, None
+
+
+@twice(Var)
+def _var(ctx, g):
+    diff, = ctx.saved_tensors
+    dims, keepdim, denom = ctx.args
+    x = ctx.graph_input(0, diff + ctx.center)
+    scale = 2.0 / denom if denom else math.inf
+    return _keep_dims(g, diff.shape, dims, keepdim) * ((x - x.mean(dim=dims, keepdim=True)) * scale), None, None, None
+
+
+@twice(Std)
+def _std(ctx, g):
+    std = ctx.std
+    return _var(ctx, where(_const(ctx, std == 0), 0.0, g / (2 * ctx.graph_output(std))))
+
+
+@twice(CumSum)
+def _cumsum(ctx, g):
+    d = (ctx.dim,)
+    out = g.flip(d).cumsum(ctx.dim).flip(d)
+    return (out if out._data.dtype == ctx.in_dtype else Cast.apply(out, ctx.in_dtype)), None, None
+
+
+def _summed(t, dims):
+    """``t`` summed over ``dims`` (unchanged for none: ``sum(dim=())`` would sum everything)."""
+    return t.sum(dim=dims) if dims else t
+
+
+@twice(Normalize)
+def _normalize(ctx, g, *_):
+    xhat, rstd, w = ctx.saved_tensors
+    axes, param_shape, vector_shape = ctx.args
+    mean, eps = ctx.stats
+    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    x = ctx.graph_input(0, xhat / rstd + mean)
+    diff = x - x.mean(dim=axes, keepdim=True)
+    inv_std = ((diff * diff).mean(dim=axes, keepdim=True) + eps).rsqrt()  # rstd and xhat, on the graph
+    normed = diff * inv_std
+    lead = g.ndim - len(param_shape)
+    others = tuple(d for d in range(g.ndim) if d < lead or param_shape[d - lead] == 1)
+    gx = gw = gb = None
+    if need_w:
+        gw = _summed(g * normed, others).reshape(vector_shape)
+    if need_b:
+        gb = _summed(g, others).reshape(vector_shape)
+    if need_x:
+        g_normed = g if w is None else g * ctx.graph_input(1, w).reshape(param_shape)
+        gx = inv_std * (g_normed - g_normed.mean(dim=axes, keepdim=True)
+                        - normed * (g_normed * normed).mean(dim=axes, keepdim=True))
+    return gx, gw, gb, None, None, None
+
+
 def _keep_dims_array(out, shape, dims, keepdim):
     """``_keep_dims`` for a backend array."""
     if keepdim:
@@ -447,6 +583,20 @@ def _permute(ctx, g):
 @twice(Expand)
 def _expand(ctx, g):
     return sum_to(g, ctx.shape), None
+
+
+@twice(Flip)
+def _flip(ctx, g):
+    return g.flip(ctx.dims), None
+
+
+@twice(Repeat)
+def _repeat(ctx, g):
+    in_shape, shape, repeats = ctx.args
+    split = []
+    for r, s in zip(repeats, shape):
+        split += [r, s]
+    return g.reshape(split).sum(dim=tuple(range(0, len(split), 2))).reshape(in_shape), None
 
 
 @twice(Clone)
@@ -559,3 +709,26 @@ def _gather_backward(ctx, gg):
 def _gather(ctx, g):
     shape, dim, index = ctx.args
     return GatherBackward.apply(g, shape, dim, index), None, None
+
+
+@twice(IndexSelect)
+def _index_select(ctx, g):
+    shape, dim, index = ctx.args
+    along = index.reshape([-1 if d == dim else 1 for d in range(len(shape))])
+    return GatherBackward.apply(g, shape, dim, ctx.xp.broadcast_to(along, g.shape)), None, None
+
+
+@twice(Embedding)
+def _embedding(ctx, g):
+    xp = ctx.xp
+    shape, indices, padding_idx, by_freq = ctx.args
+    flat = indices.reshape(-1)
+    rows = g.reshape(-1, shape[1])
+    if by_freq:
+        rows = rows / _const(ctx, xp.bincount(flat, minlength=shape[0])[flat][:, None], g._data.dtype)
+    weight_grad = IndexBackward.apply(rows, shape, (flat,), True)
+    if padding_idx is None or padding_idx < 0:
+        return weight_grad, None, None, None
+    keep = xp.ones((shape[0], 1), dtype=g._data.dtype)
+    keep[padding_idx] = 0
+    return weight_grad * _const(ctx, keep), None, None, None
