@@ -27,7 +27,18 @@ def categorical_terms(dist):
     return dist.log_prob(rlpipe.tensor([2, 0])) + dist.entropy()
 
 
+def inplace_on_views(x):
+    """A view changed in place (ViewUpdate on the base), and a view read after its base changed (AsView)."""
+    y = x * 1.0
+    column = y[:, 1]
+    column.mul_(x[:, 0])
+    row = y[0]
+    y.mul_(x)
+    return y ** 2 + row * x
+
+
 IDX = np.array([2, 0, 2])
+CLASS_WEIGHTS = np.array([0.5, 1.0, 2.0, 1.5])
 ACTION = np.array([[0.3, -0.5, 0.1], [0.9, -0.2, 0.0]])
 CASES = {
     # arithmetic, with broadcasting and Python numbers
@@ -50,6 +61,12 @@ CASES = {
     "log": (lambda x: x.log(), lambda: (pos(3),)),
     "log1p": (lambda x: x.log1p(), lambda: (pos(3),)),
     "expm1": (lambda x: x.expm1(), lambda: (leaf(3),)),
+    "remainder": (lambda x, y: (x * x) % y * x, lambda: (leaf(3), pos(3, seed=1))),
+    "div_rounding": (lambda x: x.div(0.3, rounding_mode="floor") * x + x.div(0.7, rounding_mode="trunc") * x,
+                     lambda: (leaf(4, seed=2),)),
+    "lerp": (lambda s, e, w: rlpipe.lerp(s * s, e, w) + rlpipe.lerp(s, e * s, 0.3),
+             lambda: (leaf(3), leaf(3, seed=1), leaf(3, seed=2))),
+    "nan_to_num": (lambda x: rlpipe.nan_to_num(x * x) * x, lambda: (leaf(3),)),
     "sin_cos": (lambda x: x.sin() * x.cos(), lambda: (leaf(3),)),
     "erf": (lambda x: x.erf(), lambda: (leaf(3),)),
     "erfinv": (lambda x: Erfinv.apply(x), lambda: (leaf(3, low=-0.8, high=0.8),)),
@@ -126,6 +143,11 @@ CASES = {
     "gather": (lambda x: x.gather(1, rlpipe.tensor([[0, 0], [2, 1]])) ** 2, lambda: (leaf(2, 3),)),
     "chunk_unbind": (lambda x: x.chunk(2, dim=1)[1] ** 2 + x.unbind(1)[0][:, None] * x[:, 2:],
                      lambda: (leaf(2, 4),)),
+    "inplace_on_views": (inplace_on_views, lambda: (leaf(2, 3),)),
+    "roll_tril_triu": (lambda x: x.roll(1, 1) * x + x.tril(-1) ** 2 + x.triu(1) * x, lambda: (leaf(3, 3),)),
+    "pad": (lambda x: F.pad(x * x, (1, 2)) ** 2 + F.pad(x, (2, 1), mode="reflect") * F.pad(x, (1, 2)),
+            lambda: (leaf(2, 4),)),
+    "pad_crop": (lambda x: F.pad(x, (-1, 1, 1, 0), value=0.5) ** 2, lambda: (leaf(3, 4),)),
     "clone": (lambda x: x.clone() ** 2, lambda: (leaf(3),)),
     # picking
     "clamp": (lambda x: x.clamp(-1.0, 1.0) * x, lambda: (leaf(2, 3, away=0.2),)),
@@ -137,6 +159,18 @@ CASES = {
     "mse_loss": (lambda x, y: F.mse_loss(x * x, y), lambda: (leaf(2, 3), leaf(2, 3, seed=1))),
     "smooth_l1_loss": (lambda x, y: F.smooth_l1_loss(x * x, y, beta=0.5), lambda: (leaf(2, 3), leaf(2, 3, seed=1))),
     "huber_loss": (lambda x, y: F.huber_loss(x * x, y, delta=0.5), lambda: (leaf(2, 3), leaf(2, 3, seed=1))),
+    "cross_entropy": (lambda x: F.cross_entropy(x * x, rlpipe.tensor([2, 0, 1])), lambda: (leaf(3, 4),)),
+    "cross_entropy_weighted_smoothed": (
+        lambda x: F.cross_entropy(x * x, rlpipe.tensor([2, 0, -100]), weight=rlpipe.tensor(CLASS_WEIGHTS),
+                                  label_smoothing=0.2),
+        lambda: (leaf(3, 4),)),
+    "cross_entropy_none_sum": (
+        lambda x: F.cross_entropy(x, rlpipe.tensor([[1, 0], [2, 2]]), reduction="none") ** 2
+        + F.cross_entropy(x * x, rlpipe.tensor([[1, 0], [2, 2]]), reduction="sum"),
+        lambda: (leaf(2, 3, 2),)),
+    "nll_loss": (lambda x: F.nll_loss(F.log_softmax(x * x, 1), rlpipe.tensor([1, 0])), lambda: (leaf(2, 3),)),
+    "binary_cross_entropy": (lambda p, t: F.binary_cross_entropy(p * p, t * t),
+                             lambda: (leaf(2, 3, low=0.2, high=0.9), leaf(2, 3, low=0.1, high=0.9, seed=1))),
     "normal_log_prob_entropy": (lambda mu, s, a: Normal(mu, s).log_prob(a) + Normal(mu, s).entropy(),
                                 lambda: (leaf(2, 3), pos(2, 3, seed=1), leaf(2, 3, seed=2))),
     "categorical_log_prob_entropy": (lambda logits: categorical_terms(Categorical(logits=logits)),

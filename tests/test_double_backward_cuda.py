@@ -59,3 +59,11 @@ def test_hvp_on_cuda():
     assert product.device.type == "cuda"
     expected = np.exp([0.5, -1.0, 2.0]) * (np.array([0.5, -1.0, 2.0]) + 2) * [1.0, 2.0, 3.0]
     np.testing.assert_allclose(product.cpu().numpy(), expected)
+
+
+def test_second_order_through_a_device_copy():
+    x = rlpipe.tensor([0.5, -1.0, 2.0], dtype=rlpipe.float64, requires_grad=True)
+    g, = grad((x.cuda() ** 3).sum(), x, create_graph=True)
+    assert g.device.type == "cpu"
+    g2, = grad((g.cuda() * g.cuda()).sum(), x)  # d/dx of 9 x^4
+    np.testing.assert_allclose(g2.numpy(), 36 * np.array([0.5, -1.0, 2.0]) ** 3)

@@ -263,6 +263,8 @@ def _prepare_output_grads(node, grads, graph=False):
         xp = node.be.xp
         zeros = (lambda m: wrap(xp.zeros(m[0], m[1]), device)) if graph else (lambda m: xp.zeros(m[0], m[1]))
         grads = [zeros(m) if g is None and m is not None else g for g, m in zip(grads, node._out_meta)]
+    if not (node._tensor_hooks or node._pre_hooks):
+        return grads
     as_tensor, as_data = _converters(device, graph)
     if node._tensor_hooks:
         for nr, hooks in node._tensor_hooks.items():

@@ -129,7 +129,7 @@ class Function:
             return edge
         if type(edge) is tuple:
             return _on_graph(value, self._device, *edge)
-        return wrap(value, self._device)
+        return wrap(as_array(value, self._device), self._device)
 
     def graph_output(self, value, nr=0):
         """Output ``nr`` of this node as a Tensor on the graph, from ``value`` (its array, as saved)."""

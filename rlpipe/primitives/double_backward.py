@@ -13,16 +13,19 @@ from types import SimpleNamespace
 
 from .._tensor import Tensor, wrap
 from .activations import (Elu, Gelu, Hardsigmoid, Hardswish, Hardtanh, LeakyRelu, LogSoftmax, Mish, Relu, Sigmoid,
-                          Silu, Softmax, Softplus, Tanh, Threshold, softplus)
+                          Silu, Softmax, Softplus, Tanh, Threshold, softmax, softplus)
 from .base import Op, along_dim, shape_of, sign_of
-from .common import AsView, Cast
-from .elementwise import (Abs, Add, Clamp, Cos, Div, Erf, Erfinv, Exp, Expm1, Log, Log1p, Maximum, Minimum, Mul, Neg,
-                          Pow, Reciprocal, Rsqrt, Sin, Sqrt, Sub, Where, _Stepwise, where)
+from .common import AsView, Cast, ViewUpdate
+from .conversion import ToDevice, _to_device
+from .elementwise import (Abs, Add, Clamp, Cos, Div, Erf, Erfinv, Exp, Expm1, FloorDivide, Lerp, Log, Log1p, Maximum,
+                          Minimum, Mul, NanToNum, Neg, Pow, Reciprocal, Remainder, Rsqrt, Sin, Sqrt, Sub, Where,
+                          _Stepwise, where)
 from .indexing import Embedding, Gather, Index, IndexSelect
 from .linalg import Linear, MatMul
+from .losses import BinaryCrossEntropy, NllLoss
 from .normalization import Normalize
 from .reductions import Amax, CumSum, ExtremeAlongDim, LogSumExp, Mean, Norm, Std, Sum, Var
-from .shape import Cat, Clone, Expand, Flip, Permute, Repeat, Reshape, Split, Stack, cat, stack
+from .shape import Cat, Clone, Expand, Flip, Pad, Permute, Repeat, Reshape, Roll, Split, Stack, Triangle, cat, stack
 from .special import Acos, Asin, Atan, Atanh, Cosh, Lgamma, Logit, Sinh, Tan
 
 
@@ -140,6 +143,35 @@ def _pow(ctx, g):
         zero = _const(ctx, xp.logical_and(xp.equal(x, 0), xp.asarray(y) >= 0))
         gy = sum_to(where(zero, 0.0, g * ctx.graph_output(ctx.saved_tensors[2]) * log_x), shape_of(y))
     return gx, gy
+
+
+@twice(Remainder)
+def _remainder(ctx, g):
+    x, y = ctx.saved_tensors
+    gy = None
+    if ctx.needs_input_grad[1]:
+        gy = sum_to(-g * _const(ctx, ctx.xp.floor_divide(x, y), g._data.dtype), shape_of(y))
+    return sum_to(g, shape_of(x)), gy
+
+
+@twice(FloorDivide)
+def _floor_divide(ctx, g):
+    if ctx.mode == "floor_divide":
+        raise RuntimeError("derivative for aten::floor_divide is not implemented")
+    return tuple(None if s is None else _const(ctx, ctx.xp.zeros(s, dtype=g._data.dtype)) for s in ctx.shapes) + (None,)
+
+
+@twice(Lerp)
+def _lerp(ctx, g):
+    start, end, weight = ctx.saved_tensors
+    t_start, t_end, t_weight = (ctx.graph_input(i, v) for i, v in enumerate((start, end, weight)))
+    g_weight = sum_to(g * (t_end - t_start), shape_of(weight)) if ctx.needs_input_grad[2] else None
+    return sum_to(g * (1 - t_weight), shape_of(start)), sum_to(g * t_weight, shape_of(end)), g_weight
+
+
+@twice(NanToNum)
+def _nan_to_num(ctx, g):
+    return g * _mask(ctx, ctx.xp.isfinite(ctx.saved_tensors[0]), g), None, None, None
 
 
 @twice(Neg)
@@ -599,6 +631,30 @@ def _repeat(ctx, g):
     return g.reshape(split).sum(dim=tuple(range(0, len(split), 2))).reshape(in_shape), None
 
 
+@twice(Roll)
+def _roll(ctx, g):
+    shifts, dims = ctx.args
+    back = tuple(-s for s in shifts) if isinstance(shifts, tuple) else -shifts
+    return g.roll(back, dims), None, None
+
+
+@twice(Triangle)
+def _triangle(ctx, g):
+    diagonal, upper = ctx.args
+    return (g.triu(diagonal) if upper else g.tril(diagonal)), None, None
+
+
+@twice(Pad)
+def _pad(ctx, g):
+    _, pads, mode = ctx.args
+    return Adjoint.apply(g, ctx, Pad, (pads, mode, 0.0)), None, None, None
+
+
+@twice(ToDevice)
+def _to_device_twice(ctx, g):
+    return _to_device(g, ctx.source), None, None
+
+
 @twice(Clone)
 def _clone(ctx, g):
     return g
@@ -663,6 +719,14 @@ def _index(ctx, g):
 def _as_view(ctx, g):
     shape, view_fn = ctx.args
     return AsViewBackward.apply(g, shape, view_fn), None
+
+
+@twice(ViewUpdate)
+def _view_update(ctx, g):
+    view_fn, value_shape = ctx.args
+    outside = ctx.xp.ones(g.shape, dtype=g._data.dtype)
+    view_fn(outside)[...] = 0
+    return g * _const(ctx, outside), sum_to(AsView.apply(g, view_fn), value_shape), None
 
 
 class AsViewBackward(Op):
@@ -732,3 +796,56 @@ def _embedding(ctx, g):
     keep = xp.ones((shape[0], 1), dtype=g._data.dtype)
     keep[padding_idx] = 0
     return weight_grad * _const(ctx, keep), None, None, None
+
+
+class Adjoint(Op):
+    """A linear op's gradient, ``node``'s own backward of g, recorded as an op; its gradient is the adjoint of that
+    backward, which for a linear op is the op again: ``op`` applied with ``args`` (Pad with a zero fill)."""
+    @staticmethod
+    def forward(ctx, g, node, op, args):
+        ctx.op, ctx.args = op, args
+        return type(node).backward(node, g)[0]
+
+    @staticmethod
+    def backward(ctx, gg):
+        return ctx.op.forward(_scratch(ctx), gg, *ctx.args), None, None, None
+
+
+@twice(Adjoint)
+def _adjoint(ctx, gg):
+    return ctx.op.apply(gg, *ctx.args), None, None, None
+
+
+# ---- losses ----
+
+@twice(NllLoss)
+def _nll_loss(ctx, g):
+    xp = ctx.xp
+    logp, weight = ctx.saved_tensors
+    t, valid, wt, smoothing, scale, from_logits = ctx.args
+    n_classes = logp.shape[1]
+    per_sample = g if scale is None else g * _const(ctx, scale, g._data.dtype)
+    per_sample = per_sample.unsqueeze(1) if per_sample.ndim else per_sample
+    classes = xp.arange(n_classes).reshape((1, -1) + (1,) * (logp.ndim - 2))
+    coef = (classes == t[:, None]) * -(wt * (1 - smoothing))[:, None]  # d loss / d logp per unit of per_sample
+    if smoothing:
+        spread = (valid * (smoothing / n_classes))[:, None]
+        coef = coef - (spread if weight is None else spread * weight.reshape(classes.shape))
+    grad = per_sample * _const(ctx, coef, g._data.dtype)
+    if from_logits:
+        # softmax of the input, on the graph: logp differs from the logits by a constant per sample, which softmax
+        # ignores, so it stands in for their value
+        grad = grad - softmax(ctx.graph_input(0, logp), 1) * grad.sum(dim=1, keepdim=True)
+    return grad, None, None, None, None, None, None
+
+
+@twice(BinaryCrossEntropy)
+def _binary_cross_entropy(ctx, g):
+    x, t = ctx.saved_tensors
+    tx, tt = ctx.graph_input(0, x), ctx.graph_input(1, t)
+    gx = gt = None
+    if ctx.needs_input_grad[0]:
+        gx = g * (tx - tt) / (tx * (1 - tx)).clamp(min=1e-12)
+    if ctx.needs_input_grad[1]:
+        gt = g * ((1 - tx).log().clamp(min=-100) - tx.log().clamp(min=-100))
+    return gx, gt
