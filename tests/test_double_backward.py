@@ -147,6 +147,8 @@ CASES = {
     "roll_tril_triu": (lambda x: x.roll(1, 1) * x + x.tril(-1) ** 2 + x.triu(1) * x, lambda: (leaf(3, 3),)),
     "pad": (lambda x: F.pad(x * x, (1, 2)) ** 2 + F.pad(x, (2, 1), mode="reflect") * F.pad(x, (1, 2)),
             lambda: (leaf(2, 4),)),
+    "pad_replicate_circular": (lambda x: F.pad(x * x, (1, 2), mode="replicate") * F.pad(x, (2, 1), mode="circular"),
+                               lambda: (leaf(2, 3),)),
     "pad_crop": (lambda x: F.pad(x, (-1, 1, 1, 0), value=0.5) ** 2, lambda: (leaf(3, 4),)),
     "clone": (lambda x: x.clone() ** 2, lambda: (leaf(3),)),
     # picking
