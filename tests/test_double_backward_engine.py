@@ -208,3 +208,23 @@ def test_jacobian_and_vjp_with_create_graph():
     np.testing.assert_allclose(d.numpy(), np.exp(X) * [1.0, 2.0, 3.0])
     _, p = vjp(lambda t: t.exp(), x, x64([1.0, 2.0, 3.0], False))
     assert not p.requires_grad
+
+
+def test_nested_func_grad_gives_higher_derivatives():
+    """torch.func's grad composes: grad(grad(f)), under vmap too, and a MAML step inside grad (values as
+    torch 2.13's torch.func gives them; each is also a hand-computable derivative of x**3 or a quadratic)."""
+    from rlpipe.func import grad as fgrad, vmap
+    cubes = lambda t: (t ** 3).sum()  # noqa: E731
+    x = rlpipe.tensor([1.0, 2.0])
+    np.testing.assert_allclose(fgrad(lambda t: fgrad(cubes)(t).sum())(x).numpy(), [6.0, 12.0])
+    third = fgrad(lambda t: fgrad(lambda u: fgrad(cubes)(u).sum())(t).sum())(x)
+    np.testing.assert_allclose(third.numpy(), [6.0, 6.0])
+    batched = vmap(fgrad(lambda t: fgrad(cubes)(t).sum()))(rlpipe.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    np.testing.assert_allclose(batched.numpy(), [[6.0, 12.0], [18.0, 24.0]])
+
+    def loss(w, inputs):
+        return ((inputs * w).sum() - 1) ** 2
+
+    def after_one_step(w):
+        return loss(w - 0.1 * fgrad(loss)(w, rlpipe.tensor([1.0, 2.0])), rlpipe.tensor([2.0, 1.0]))
+    np.testing.assert_allclose(fgrad(after_one_step)(rlpipe.tensor([0.5, -1.0])).numpy(), [2.4, -1.2], rtol=1e-6)
