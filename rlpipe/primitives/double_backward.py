@@ -5,8 +5,10 @@ be differentiated again (Hessian-vector products, gradient penalties, MAML). It 
 formula, with the op's inputs and outputs rebuilt as Tensors on the graph (``ctx.graph_input``,
 ``ctx.graph_output``) and piecewise-constant factors (relu's mask, clamp's window) kept as constants.
 ``twice(Op)`` attaches a function as ``Op.backward_graph``; an op without one makes a create_graph
-backward raise before it starts. Linear ops whose backward scatters (indexing, gather) get a small
-Function for that scatter, whose own backward is the original gather.
+backward raise before it starts. Linear ops whose backward scatters (indexing, gather, padding) get a
+small Function for that scatter (``IndexBackward``, ``GatherBackward``, ``Adjoint``), whose own backward
+is the original gather; ``ScaledGrad`` multiplies by a piecewise-constant derivative and, as torch's
+``threshold_backward``, hands its input a zero second-order gradient.
 """
 import math
 from types import SimpleNamespace
@@ -88,12 +90,11 @@ def sum_to(g, shape):
 
 
 def _keep_dims(g, shape, dims, keepdim):
-    """A reduction's result (or gradient) ``g`` reshaped with the reduced ``dims`` of ``shape`` kept as 1."""
+    """A reduction's result (or gradient), Tensor or array, reshaped with the reduced ``dims`` of ``shape`` kept
+    as 1 (all of them for None)."""
     if keepdim:
         return g
-    if dims is None:
-        return g.reshape((1,) * len(shape))
-    return g.reshape(tuple(1 if d in dims else n for d, n in enumerate(shape)))
+    return g.reshape(tuple(1 if dims is None or d in dims else n for d, n in enumerate(shape)))
 
 
 # ---- arithmetic ----
@@ -520,7 +521,7 @@ def _norm(ctx, g):
     g = _keep_dims(g, x.shape, dims, keepdim)
     tx = ctx.graph_input(0, x)
     scaled = tx if p == 2 else _const(ctx, sign_of(xp, x)) * tx.abs() ** (p - 1)
-    zero = _const(ctx, xp.broadcast_to(_keep_dims_array(ctx.out, x.shape, dims, keepdim) == 0, x.shape))
+    zero = _const(ctx, xp.broadcast_to(_keep_dims(ctx.out, x.shape, dims, keepdim) == 0, x.shape))
     return where(zero, 0.0, scaled * g / norm ** (p - 1)), None, None, None
 
 
@@ -528,7 +529,7 @@ def _norm(ctx, g):
 def _amax(ctx, g):
     x, out = ctx.saved_tensors
     dims, keepdim = ctx.args
-    hit = x == _keep_dims_array(out, x.shape, dims, keepdim)
+    hit = x == _keep_dims(out, x.shape, dims, keepdim)
     share = hit / hit.sum(axis=dims, keepdims=True)
     return _keep_dims(g, x.shape, dims, keepdim) * _mask(ctx, share, g), None, None
 
@@ -588,13 +589,6 @@ def _normalize(ctx, g, *_):
         gx = inv_std * (g_normed - g_normed.mean(dim=axes, keepdim=True)
                         - normed * (g_normed * normed).mean(dim=axes, keepdim=True))
     return gx, gw, gb, None, None, None
-
-
-def _keep_dims_array(out, shape, dims, keepdim):
-    """``_keep_dims`` for a backend array."""
-    if keepdim:
-        return out
-    return out.reshape((1,) * len(shape) if dims is None else tuple(1 if d in dims else n for d, n in enumerate(shape)))
 
 
 # ---- shapes ----
