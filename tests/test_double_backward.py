@@ -222,3 +222,22 @@ def test_gradgradcheck_grad_outputs_must_match_the_outputs():
     with pytest.raises(ValueError, match="grad_outputs has 2 tensors, expected one per differentiable output of "
                                          r"func \(1\)"):
         gradgradcheck(lambda x: x * x, (leaf(3),), grad_outputs=(leaf(3), leaf(3)))
+
+
+CONV_SETTINGS = [{}, {"stride": 2, "padding": 1}, {"padding": (1, 0), "dilation": 2},
+                 {"groups": 2, "stride": (2, 1), "padding": (0, 1)}]
+
+
+@pytest.mark.parametrize("by_rows", [True, False], ids=["row_runs", "im2col"])
+@pytest.mark.parametrize("settings", CONV_SETTINGS, ids=["plain", "strided_padded", "dilated", "grouped"])
+def test_gradgradcheck_conv2d(settings, by_rows, monkeypatch):
+    """conv2d's double backward (its input and weight gradients as ops, each differentiable through the
+    other) in both of Conv2d's layouts; a dilated stride-1 convolution runs either."""
+    from rlpipe.primitives import windows
+    if by_rows and settings.get("dilation") and settings.get("stride", 1) != 1:
+        pytest.skip("the row-run layout takes no strided dilated convolution")
+    monkeypatch.setattr(windows, "_by_rows_pays", lambda *args: by_rows)
+    groups = settings.get("groups", 1)
+    x, w, b = leaf(1, 2, 4, 4), leaf(2, 2 // groups, 2, 2, seed=1), leaf(2, seed=2)
+    assert F.conv2d(x, w, b, **settings).grad_fn.args[0] is by_rows
+    assert gradgradcheck(lambda x, w, b: F.conv2d(x * x, w, b, **settings), (x, w, b))

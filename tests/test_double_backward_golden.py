@@ -1,5 +1,5 @@
 """Second-order gradients against torch 2.13's (recorded by tests/fixtures/make_double_backward_golden.py):
-a WGAN-GP gradient penalty through LeakyReLU/Tanh/ReLU critics, TRPO's Fisher-vector products for
+a WGAN-GP gradient penalty through LeakyReLU/Tanh/ReLU critics and a conv critic, TRPO's Fisher-vector products for
 Categorical and Normal policies (plus the log_prob/entropy path differentiated twice), a one-step MAML loss."""
 import json
 import os
@@ -98,3 +98,17 @@ def test_maml_one_step_matches_torch():
     outer.backward()
     assert (inner.item(), outer.item()) == pytest.approx((case["inner"], case["outer"]), rel=1e-12)
     assert_grads([p.grad for p in params], case["grads"])
+
+
+def test_conv_critic_gradient_penalty_matches_torch():
+    case = GOLDEN["conv_gradient_penalty"]
+    p = {k: f64(v, requires_grad=True) for k, v in case["params"].items()}
+    x = f64(case["images"], requires_grad=True)
+    h = F.leaky_relu(F.conv2d(x, p["w1"], p["b1"], stride=2, padding=1), 0.2)
+    h = F.leaky_relu(F.conv2d(h, p["w2"], p["b2"]), 0.2)
+    score = F.linear(h.flatten(1), p["w3"], p["b3"])
+    g, = grad(score.sum(), x, create_graph=True)
+    penalty = ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean()
+    penalty.backward()
+    assert penalty.item() == pytest.approx(case["penalty"], rel=1e-12)
+    assert_grads([p[k].grad for k in case["grads"]], list(case["grads"].values()))

@@ -44,4 +44,4 @@ from .special import *  # noqa: F401,F403
 from .common import (_LEGACY_TYPE_NAMES, _check_writable, _check_write, _inplace,  # noqa: F401
                      _require_float, _write)
 from .shape import _infer_shape, _shape_arg  # noqa: F401
-from . import double_backward  # noqa: F401,E402 - attaches each op's backward_graph (create_graph)
+from . import double_backward, double_backward_shape  # noqa: F401,E402 - attach each op's backward_graph

@@ -5,10 +5,10 @@ be differentiated again (Hessian-vector products, gradient penalties, MAML). It 
 formula, with the op's inputs and outputs rebuilt as Tensors on the graph (``ctx.graph_input``,
 ``ctx.graph_output``) and piecewise-constant factors (relu's mask, clamp's window) kept as constants.
 ``twice(Op)`` attaches a function as ``Op.backward_graph``; an op without one makes a create_graph
-backward raise before it starts. Linear ops whose backward scatters (indexing, gather, padding) get a
-small Function for that scatter (``IndexBackward``, ``GatherBackward``, ``Adjoint``), whose own backward
-is the original gather; ``ScaledGrad`` multiplies by a piecewise-constant derivative and, as torch's
-``threshold_backward``, hands its input a zero second-order gradient.
+backward raise before it starts. ``ScaledGrad`` multiplies by a piecewise-constant derivative and, as
+torch's ``threshold_backward``, hands its input a zero second-order gradient; a convolution's two
+gradients are ops of their own, each differentiable through the other. Shape ops, indexing and views are
+in ``double_backward_shape``.
 """
 import math
 from types import SimpleNamespace
@@ -16,19 +16,17 @@ from types import SimpleNamespace
 from .._tensor import Tensor, wrap
 from .activations import (Elu, Gelu, Hardsigmoid, Hardswish, Hardtanh, LeakyRelu, LogSoftmax, Mish, Relu, Sigmoid,
                           Silu, Softmax, Softplus, Tanh, Threshold, softmax, softplus)
-from .base import Op, along_dim, shape_of, sign_of
-from .common import AsView, Cast, ViewUpdate
-from .conversion import ToDevice, _to_device
+from .base import Op, shape_of, sign_of
+from .common import Cast
 from .elementwise import (Abs, Add, Clamp, Cos, Div, Erf, Erfinv, Exp, Expm1, FloorDivide, Lerp, Log, Log1p, Maximum,
                           Minimum, Mul, NanToNum, Neg, Pow, Reciprocal, Remainder, Rsqrt, Sin, Sqrt, Sub, Where,
                           _Stepwise, where)
-from .indexing import Embedding, Gather, Index, IndexSelect
 from .linalg import Linear, MatMul
 from .losses import BinaryCrossEntropy, NllLoss
 from .normalization import Normalize
-from .reductions import Amax, CumSum, ExtremeAlongDim, LogSumExp, Mean, Norm, Std, Sum, Var
-from .shape import Cat, Clone, Expand, Flip, Pad, Permute, Repeat, Reshape, Roll, Split, Stack, Triangle, cat, stack
+from .reductions import Amax, CumSum, LogSumExp, Mean, Norm, Std, Sum, Var
 from .special import Acos, Asin, Atan, Atanh, Cosh, Lgamma, Logit, Sinh, Tan
+from .windows import Conv2d
 
 
 def twice(*ops):
@@ -534,12 +532,6 @@ def _amax(ctx, g):
     return _keep_dims(g, x.shape, dims, keepdim) * _mask(ctx, share, g), None, None
 
 
-@twice(ExtremeAlongDim)
-def _extreme_along_dim(ctx, g, _):
-    shape, dim, keepdim, idx = ctx.args
-    return GatherBackward.apply(g if keepdim else g.unsqueeze(dim), shape, dim, idx), None, None, None
-
-
 @twice(Var)
 def _var(ctx, g):
     diff, = ctx.saved_tensors
@@ -591,225 +583,6 @@ def _normalize(ctx, g, *_):
     return gx, gw, gb, None, None, None
 
 
-# ---- shapes ----
-
-@twice(Reshape)
-def _reshape(ctx, g):
-    return g.reshape(ctx.shape), None
-
-
-@twice(Permute)
-def _permute(ctx, g):
-    inverse = [0] * len(ctx.dims)
-    for i, d in enumerate(ctx.dims):
-        inverse[d] = i
-    return g.permute(inverse), None
-
-
-@twice(Expand)
-def _expand(ctx, g):
-    return sum_to(g, ctx.shape), None
-
-
-@twice(Flip)
-def _flip(ctx, g):
-    return g.flip(ctx.dims), None
-
-
-@twice(Repeat)
-def _repeat(ctx, g):
-    in_shape, shape, repeats = ctx.args
-    split = []
-    for r, s in zip(repeats, shape):
-        split += [r, s]
-    return g.reshape(split).sum(dim=tuple(range(0, len(split), 2))).reshape(in_shape), None
-
-
-@twice(Roll)
-def _roll(ctx, g):
-    shifts, dims = ctx.args
-    back = tuple(-s for s in shifts) if isinstance(shifts, tuple) else -shifts
-    return g.roll(back, dims), None, None
-
-
-@twice(Triangle)
-def _triangle(ctx, g):
-    diagonal, upper = ctx.args
-    return (g.triu(diagonal) if upper else g.tril(diagonal)), None, None
-
-
-@twice(Pad)
-def _pad(ctx, g):
-    _, pads, mode = ctx.args
-    return Adjoint.apply(g, ctx, Pad, (pads, mode, 0.0)), None, None, None
-
-
-@twice(ToDevice)
-def _to_device_twice(ctx, g):
-    return _to_device(g, ctx.source), None, None
-
-
-@twice(Clone)
-def _clone(ctx, g):
-    return g
-
-
-@twice(Cast)
-def _cast(ctx, g):
-    return Cast.apply(g, ctx.dtype), None
-
-
-@twice(Cat)
-def _cat(ctx, g):
-    pieces, at = [], 0
-    for n in ctx.sizes:
-        pieces.append(g.narrow(ctx.dim, at, n))
-        at += n
-    return tuple(pieces)
-
-
-@twice(Stack)
-def _stack(ctx, g):
-    return tuple(g.unbind(ctx.dim))
-
-
-@twice(Split)
-def _split(ctx, *grads):
-    dim, squeeze = ctx.args
-    return (stack(grads, dim) if squeeze else cat(grads, dim)), None, None, None
-
-
-class IndexBackward(Op):
-    """Index's gradient, g scattered (added) into zeros of the input's shape; its own gradient indexes again."""
-    @staticmethod
-    def forward(ctx, g, shape, index, advanced):
-        ctx.args = index, advanced
-        out = ctx.xp.zeros(shape, dtype=g.dtype)
-        if advanced:
-            ctx.be.scatter_add(out, index, g)
-        else:
-            out[index] = g
-        return out
-
-    @staticmethod
-    def backward(ctx, gg):
-        index, advanced = ctx.args
-        return Index.forward(_scratch(ctx), gg, index, advanced), None, None, None
-
-
-@twice(IndexBackward)
-def _index_backward(ctx, gg):
-    index, advanced = ctx.args
-    return Index.apply(gg, index, advanced), None, None, None
-
-
-@twice(Index)
-def _index(ctx, g):
-    shape, _, index, advanced = ctx.args
-    return IndexBackward.apply(g, shape, index, advanced), None, None
-
-
-@twice(AsView)
-def _as_view(ctx, g):
-    shape, view_fn = ctx.args
-    return AsViewBackward.apply(g, shape, view_fn), None
-
-
-@twice(ViewUpdate)
-def _view_update(ctx, g):
-    view_fn, value_shape = ctx.args
-    outside = ctx.xp.ones(g.shape, dtype=g._data.dtype)
-    view_fn(outside)[...] = 0
-    return g * _const(ctx, outside), sum_to(AsView.apply(g, view_fn), value_shape), None
-
-
-class AsViewBackward(Op):
-    """AsView's gradient, g written into the viewed part of zeros; its own gradient takes the view again."""
-    @staticmethod
-    def forward(ctx, g, shape, view_fn):
-        ctx.view_fn = view_fn
-        out = ctx.xp.zeros(shape, dtype=g.dtype)
-        view_fn(out)[...] = g
-        return out
-
-    @staticmethod
-    def backward(ctx, gg):
-        return ctx.view_fn(gg).copy(), None, None
-
-
-@twice(AsViewBackward)
-def _as_view_backward(ctx, gg):
-    return AsView.apply(gg, ctx.view_fn), None, None
-
-
-class GatherBackward(Op):
-    """Gather's gradient, g scatter-added along ``dim``; its own gradient gathers again."""
-    @staticmethod
-    def forward(ctx, g, shape, dim, index):
-        ctx.args = dim, index
-        out = ctx.xp.zeros(shape, dtype=g.dtype)
-        ctx.be.scatter_add(out, along_dim(ctx.xp, index, dim), g)
-        return out
-
-    @staticmethod
-    def backward(ctx, gg):
-        dim, index = ctx.args
-        return Gather.forward(_scratch(ctx), gg, dim, index), None, None, None
-
-
-@twice(GatherBackward)
-def _gather_backward(ctx, gg):
-    dim, index = ctx.args
-    return Gather.apply(gg, dim, index), None, None, None
-
-
-@twice(Gather)
-def _gather(ctx, g):
-    shape, dim, index = ctx.args
-    return GatherBackward.apply(g, shape, dim, index), None, None
-
-
-@twice(IndexSelect)
-def _index_select(ctx, g):
-    shape, dim, index = ctx.args
-    along = index.reshape([-1 if d == dim else 1 for d in range(len(shape))])
-    return GatherBackward.apply(g, shape, dim, ctx.xp.broadcast_to(along, g.shape)), None, None
-
-
-@twice(Embedding)
-def _embedding(ctx, g):
-    xp = ctx.xp
-    shape, indices, padding_idx, by_freq = ctx.args
-    flat = indices.reshape(-1)
-    rows = g.reshape(-1, shape[1])
-    if by_freq:
-        rows = rows / _const(ctx, xp.bincount(flat, minlength=shape[0])[flat][:, None], g._data.dtype)
-    weight_grad = IndexBackward.apply(rows, shape, (flat,), True)
-    if padding_idx is None or padding_idx < 0:
-        return weight_grad, None, None, None
-    keep = xp.ones((shape[0], 1), dtype=g._data.dtype)
-    keep[padding_idx] = 0
-    return weight_grad * _const(ctx, keep), None, None, None
-
-
-class Adjoint(Op):
-    """A linear op's gradient, ``node``'s own backward of g, recorded as an op; its gradient is the adjoint of that
-    backward, which for a linear op is the op again: ``op`` applied with ``args`` (Pad with a zero fill)."""
-    @staticmethod
-    def forward(ctx, g, node, op, args):
-        ctx.op, ctx.args = op, args
-        return type(node).backward(node, g)[0]
-
-    @staticmethod
-    def backward(ctx, gg):
-        return ctx.op.forward(_scratch(ctx), gg, *ctx.args), None, None, None
-
-
-@twice(Adjoint)
-def _adjoint(ctx, gg):
-    return ctx.op.apply(gg, *ctx.args), None, None, None
-
-
 # ---- losses ----
 
 @twice(NllLoss)
@@ -843,3 +616,96 @@ def _binary_cross_entropy(ctx, g):
     if ctx.needs_input_grad[1]:
         gt = g * ((1 - tx).log().clamp(min=-100) - tx.log().clamp(min=-100))
     return gx, gt
+
+
+# ---- convolution: its two gradients as ops, each differentiable through the other and Conv2d ----
+# ``geometry`` is the Conv2d node's ctx.args (layout, input shape, padded shape, then stride, pads,
+# dilation, groups, out_size), the same for every derivative of one convolution.
+
+def _conv_node(ctx, needs):
+    """A fresh Conv2d node for running its forward and backward on arrays."""
+    node = Conv2d()
+    node.be = ctx.be
+    node.needs_input_grad = needs
+    return node
+
+
+def _conv_forward(ctx, x, w, geometry, needs=(False, False, False)):
+    """(conv2d(x, w) without bias, the node that ran it)."""
+    node = _conv_node(ctx, needs)
+    return Conv2d.forward(node, x, w, None, *geometry[-5:]), node
+
+
+def _conv_input_grad(ctx, g, w, geometry):
+    """The gradient of a convolution's input from its output's gradient g (a transposed convolution)."""
+    node = _conv_node(ctx, (True, False, False))
+    node.args = geometry
+    node._saved = (None, w)
+    return Conv2d.backward(node, g)[0]
+
+
+def _conv_weight_grad(ctx, x, g, w_shape, geometry):
+    """The gradient of a convolution's weight from its input x and its output's gradient g."""
+    _, node = _conv_forward(ctx, x, ctx.xp.zeros(w_shape, dtype=g.dtype), geometry, (False, True, False))
+    return Conv2d.backward(node, g)[1]
+
+
+class ConvInputGrad(Op):
+    """Conv2d's input gradient from (g, w), recorded; its gradients: conv2d(gg, w) for g, the weight
+    gradient of gg against g for w."""
+    @staticmethod
+    def forward(ctx, g, w, geometry):
+        ctx.geometry = geometry
+        ctx.save_for_backward(g, w)
+        return _conv_input_grad(ctx, g, w, geometry)
+
+    @staticmethod
+    def backward(ctx, gg):
+        g, w = ctx.saved_tensors
+        need_g, need_w = ctx.needs_input_grad[:2]
+        return (_conv_forward(ctx, gg, w, ctx.geometry)[0] if need_g else None,
+                _conv_weight_grad(ctx, gg, g, w.shape, ctx.geometry) if need_w else None, None)
+
+
+class ConvWeightGrad(Op):
+    """Conv2d's weight gradient from (x, g), recorded; its gradients: the input gradient of g against gg
+    for x, conv2d(x, gg) for g."""
+    @staticmethod
+    def forward(ctx, x, g, w_shape, geometry):
+        ctx.geometry = geometry
+        ctx.save_for_backward(x, g)
+        return _conv_weight_grad(ctx, x, g, w_shape, geometry)
+
+    @staticmethod
+    def backward(ctx, gg):
+        x, g = ctx.saved_tensors
+        need_x, need_g = ctx.needs_input_grad[:2]
+        return (_conv_input_grad(ctx, g, gg, ctx.geometry) if need_x else None,
+                _conv_forward(ctx, x, gg, ctx.geometry)[0] if need_g else None, None, None)
+
+
+@twice(Conv2d)
+def _conv2d(ctx, g):
+    _, w = ctx.saved_tensors
+    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    geometry = ctx.args
+    tw = ctx.graph_input(1, w)
+    gx = ConvInputGrad.apply(g, tw, geometry) if need_x else None
+    gw = ConvWeightGrad.apply(ctx.graph_input(0, ctx.input), g, w.shape, geometry) if need_w else None
+    gb = g.sum(dim=(0, 2, 3)) if need_b else None
+    return gx, gw, gb, None, None, None, None, None
+
+
+@twice(ConvInputGrad)
+def _conv_input_grad_twice(ctx, gg):
+    g, w = ctx.saved_tensors
+    tg, tw = ctx.graph_input(0, g), ctx.graph_input(1, w)
+    return (Conv2d.apply(gg, tw, None, *ctx.geometry[-5:]),
+            ConvWeightGrad.apply(gg, tg, w.shape, ctx.geometry), None)
+
+
+@twice(ConvWeightGrad)
+def _conv_weight_grad_twice(ctx, gg):
+    x, g = ctx.saved_tensors
+    tx, tg = ctx.graph_input(0, x), ctx.graph_input(1, g)
+    return ConvInputGrad.apply(tg, gg, ctx.geometry), Conv2d.apply(tx, gg, None, *ctx.geometry[-5:]), None, None

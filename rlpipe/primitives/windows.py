@@ -176,6 +176,8 @@ class Conv2d(Op):
         out, cols, args = run(ctx.xp, x, w, b, stride, pads, dilation, groups, out_size, keep_columns)
         ctx.args = (by_rows, x.shape) + args + (stride, pads, dilation, groups, out_size)
         ctx.save_for_backward(cols, w)
+        if keep_columns:
+            ctx.input = x  # for the double backward: the weight gradient depends on x
         return out
 
     @staticmethod
