@@ -67,3 +67,14 @@ def test_second_order_through_a_device_copy():
     assert g.device.type == "cpu"
     g2, = grad((g.cuda() * g.cuda()).sum(), x)  # d/dx of 9 x^4
     np.testing.assert_allclose(g2.numpy(), 36 * np.array([0.5, -1.0, 2.0]) ** 3)
+
+
+def test_conv_gradient_penalty_on_cuda_matches_the_cpu():
+    (x_cpu, x_gpu), (w_cpu, w_gpu), (b_cpu, b_gpu) = pair((2, 2, 6, 6), 10), pair((3, 2, 3, 3), 11), pair((3,), 12)
+
+    def grads(x, w, b):
+        g, = grad(F.conv2d(x, w, b, stride=2, padding=1).tanh().sum(), x, create_graph=True)
+        return grad((g * g).sum(), (w, b))
+    for c, g in zip(grads(x_cpu, w_cpu, b_cpu), grads(x_gpu, w_gpu, b_gpu)):
+        assert g.device.type == "cuda"
+        np.testing.assert_allclose(g.cpu().numpy(), c.numpy(), rtol=1e-10, atol=1e-12)
