@@ -103,6 +103,9 @@ CASES = {
     "mm": (lambda a, b: a.mm(b), lambda: (leaf(2, 3), leaf(3, 2, seed=1))),
     "linear": (lambda x, w, b: F.linear(x, w, b), lambda: (leaf(2, 3), leaf(2, 3, seed=1), leaf(2, seed=2))),
     "linear_batched_no_bias": (lambda x, w: F.linear(x, w), lambda: (leaf(2, 1, 3), leaf(2, 3, seed=1))),
+    "einsum": (lambda a, b: rlpipe.einsum("ij,jk->ik", a * a, b) + rlpipe.einsum("ij,k->ik", a, b.sum(0)),
+               lambda: (leaf(2, 3), leaf(3, 2, seed=1))),
+    "einsum_batched_dot": (lambda a, b: rlpipe.einsum("bi,bi->b", a, b * a), lambda: (leaf(2, 3), leaf(2, 3, seed=1))),
     "addmm_style": (lambda x, w, b: x @ w + b, lambda: (leaf(2, 3), leaf(3, 2, seed=1), leaf(2, seed=2))),
     # reductions
     "sum": (lambda x: (x * x).sum(), lambda: (leaf(2, 3),)),
@@ -143,6 +146,8 @@ CASES = {
     "gather": (lambda x: x.gather(1, rlpipe.tensor([[0, 0], [2, 1]])) ** 2, lambda: (leaf(2, 3),)),
     "chunk_unbind": (lambda x: x.chunk(2, dim=1)[1] ** 2 + x.unbind(1)[0][:, None] * x[:, 2:],
                      lambda: (leaf(2, 4),)),
+    "sort_topk": (lambda x: x.sort(1).values ** 2 + x.sort(0, descending=True).values * x + x.topk(2, 1).values.sum(),
+                  lambda: (leaf(3, 3),)),
     "inplace_on_views": (inplace_on_views, lambda: (leaf(2, 3),)),
     "roll_tril_triu": (lambda x: x.roll(1, 1) * x + x.tril(-1) ** 2 + x.triu(1) * x, lambda: (leaf(3, 3),)),
     "pad": (lambda x: F.pad(x * x, (1, 2)) ** 2 + F.pad(x, (2, 1), mode="reflect") * F.pad(x, (1, 2)),

@@ -13,6 +13,8 @@ in ``double_backward_shape``.
 import math
 from types import SimpleNamespace
 
+import numpy as np
+
 from .._tensor import Tensor, wrap
 from .activations import (Elu, Gelu, Hardsigmoid, Hardswish, Hardtanh, LeakyRelu, LogSoftmax, Mish, Relu, Sigmoid,
                           Silu, Softmax, Softplus, Tanh, Threshold, softmax, softplus)
@@ -21,7 +23,7 @@ from .common import Cast
 from .elementwise import (Abs, Add, Clamp, Cos, Div, Erf, Erfinv, Exp, Expm1, FloorDivide, Lerp, Log, Log1p, Maximum,
                           Minimum, Mul, NanToNum, Neg, Pow, Reciprocal, Remainder, Rsqrt, Sin, Sqrt, Sub, Where,
                           _Stepwise, where)
-from .linalg import Linear, MatMul
+from .linalg import Einsum, Linear, MatMul
 from .losses import BinaryCrossEntropy, NllLoss
 from .normalization import Normalize
 from .reductions import Amax, CumSum, LogSumExp, Mean, Norm, Std, Sum, Var
@@ -482,6 +484,29 @@ def _linear(ctx, g):
     return (g @ ctx.graph_input(1, w) if need_x else None,
             g2.transpose(0, 1) @ ctx.graph_input(0, x).reshape(-1, x.shape[-1]) if need_w else None,
             g2.sum(dim=0) if need_b else None)
+
+
+@twice(Einsum)
+def _einsum(ctx, g):
+    operands = ctx.saved_tensors
+    inputs, output = ctx.args
+    on_graph = [ctx.graph_input(k, x) for k, x in enumerate(operands)]
+    grads = []
+    for k, (sub, x) in enumerate(zip(inputs, operands)):
+        if not ctx.needs_input_grad[k]:
+            grads.append(None)
+            continue
+        if len(set(sub)) != len(sub):
+            raise RuntimeError(f"einsum backward: repeated subscripts within one operand ({sub!r}) "
+                               "are not supported by rlpipe")
+        others = [s for j, s in enumerate(inputs) if j != k]
+        present = "".join(c for c in sub if c in output or any(c in s for s in others))
+        partial = Einsum.apply(g, *[t for j, t in enumerate(on_graph) if j != k], inputs=[output] + others,
+                               output=present)
+        partial = partial.reshape([partial.shape[present.index(c)] if c in present else 1 for c in sub])
+        grad = sum_to(partial.expand(np.broadcast_shapes(tuple(partial.shape), x.shape)), x.shape)
+        grads.append(grad if grad._data.dtype == x.dtype else Cast.apply(grad, x.dtype))
+    return tuple(grads)
 
 
 # ---- reductions ----

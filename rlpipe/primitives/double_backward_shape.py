@@ -10,6 +10,7 @@ from .double_backward import _const, _scratch, sum_to, twice
 from .indexing import Embedding, Gather, Index, IndexSelect
 from .base import Op, along_dim
 from .reductions import ExtremeAlongDim
+from .sorting import Sort
 from .shape import Cat, Clone, Expand, Flip, Pad, Permute, Repeat, Reshape, Roll, Split, Stack, Triangle, cat, stack
 
 
@@ -236,3 +237,9 @@ def _adjoint(ctx, gg):
 def _extreme_along_dim(ctx, g, _):
     shape, dim, keepdim, idx = ctx.args
     return GatherBackward.apply(g if keepdim else g.unsqueeze(dim), shape, dim, idx), None, None, None
+
+
+@twice(Sort)
+def _sort(ctx, g, _):
+    shape, dim, idx = ctx.args
+    return GatherBackward.apply(g, shape, dim, idx), None, None, None
