@@ -7,7 +7,7 @@ import pytest
 
 import rlpipe
 from rlpipe.autograd import Function, grad, once_differentiable
-from rlpipe.autograd.functional import hessian, hvp, jacobian, vhp, vjp
+from rlpipe.autograd.functional import hessian, hvp, jacobian, jvp, vhp, vjp
 
 X = np.array([0.5, -1.5, 2.0])
 
@@ -196,7 +196,7 @@ def test_hvp_errors():
         hessian(lambda t: (t.sum(), t.sum()), x64())
 
 
-def test_jacobian_and_vjp_with_create_graph():
+def test_jacobian_vjp_and_jvp_with_create_graph():
     x = x64()
     jac = jacobian(lambda t: t ** 3, x, create_graph=True)
     np.testing.assert_allclose(jac.detach().numpy(), np.diag(3 * X ** 2))
@@ -208,6 +208,12 @@ def test_jacobian_and_vjp_with_create_graph():
     np.testing.assert_allclose(d.numpy(), np.exp(X) * [1.0, 2.0, 3.0])
     _, p = vjp(lambda t: t.exp(), x, x64([1.0, 2.0, 3.0], False))
     assert not p.requires_grad
+    out, p = jvp(lambda t: t ** 3, x, x64([1.0, 2.0, 3.0], False), create_graph=True)
+    np.testing.assert_allclose(p.detach().numpy(), 3 * X ** 2 * [1.0, 2.0, 3.0])
+    d, = grad(p.sum() + out.sum(), x)
+    np.testing.assert_allclose(d.numpy(), 6 * X * [1.0, 2.0, 3.0] + 3 * X ** 2)
+    out, p = jvp(lambda t: t ** 3, x, x64([1.0, 2.0, 3.0], False))
+    assert not (out.requires_grad or p.requires_grad)
 
 
 def test_nested_func_grad_gives_higher_derivatives():

@@ -87,18 +87,19 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), J v): the Jacobian-vector product, from the Jacobian (``v`` may be left out for
-    a single one-element input)."""
-    leaves, _, in_tuple, _ = _call("jvp", func, inputs)
-    v = _vector("jvp", v, leaves, "the input to the user-provided function is a single Tensor with a single element")
-    outputs = func(*(t.detach() for t in leaves))
-    jac = jacobian(func, tuple(leaves))
-    outs, out_tuple = (tuple(outputs), True) if isinstance(outputs, (tuple, list)) else ((outputs,), False)
-    jac = jac if out_tuple else (jac,)
-    products = tuple(
-        sum(reshape(reshape(j, (o.numel(), -1)) @ reshape(vi, (-1,)), tuple(o.shape)) for j, vi in zip(row, v))
-        for o, row in zip(outs, jac))
-    return (tuple(o.detach() for o in outs) if out_tuple else outs[0].detach()), (
-        products if out_tuple else products[0])
+    a single one-element input); with ``create_graph`` both stay on the graph of ``inputs``."""
+    given, _ = _as_tuple("jvp", inputs, "inputs")
+    v = _vector("jvp", v, given, "the input to the user-provided function is a single Tensor with a single element")
+    with enable_grad():
+        outputs = func(*(given if create_graph else (t.detach() for t in given)))
+        jac = jacobian(func, given, create_graph=create_graph)
+        outs, out_tuple = (tuple(outputs), True) if isinstance(outputs, (tuple, list)) else ((outputs,), False)
+        jac = jac if out_tuple else (jac,)
+        products = tuple(
+            sum(reshape(reshape(j, (o.numel(), -1)) @ reshape(vi, (-1,)), tuple(o.shape)) for j, vi in zip(row, v))
+            for o, row in zip(outs, jac))
+    outs, products = _detached(outs, create_graph), _detached(products, create_graph)
+    return (outs if out_tuple else outs[0]), (products if out_tuple else products[0])
 
 
 def _check_v(name, v, tensors, what):
