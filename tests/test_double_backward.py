@@ -155,6 +155,10 @@ CASES = {
     "pad_replicate_circular": (lambda x: F.pad(x * x, (1, 2), mode="replicate") * F.pad(x, (2, 1), mode="circular"),
                                lambda: (leaf(2, 3),)),
     "pad_crop": (lambda x: F.pad(x, (-1, 1, 1, 0), value=0.5) ** 2, lambda: (leaf(3, 4),)),
+    "max_pool": (lambda x: F.max_pool2d(x * x, 3, stride=2, padding=1) ** 2
+                 + F.max_pool2d(x, 2, stride=1, return_indices=True)[0].sum(), lambda: (leaf(1, 2, 5, 5),)),
+    "avg_pool": (lambda x: F.avg_pool2d(x * x, 3, stride=2, padding=1, count_include_pad=False) ** 2
+                 + F.avg_pool2d(x * x, 2, divisor_override=3).sum(), lambda: (leaf(1, 2, 5, 5),)),
     "clone": (lambda x: x.clone() ** 2, lambda: (leaf(3),)),
     # picking
     "clamp": (lambda x: x.clamp(-1.0, 1.0) * x, lambda: (leaf(2, 3, away=0.2),)),

@@ -11,6 +11,7 @@ from .indexing import Embedding, Gather, Index, IndexSelect
 from .base import Op, along_dim
 from .reductions import ExtremeAlongDim
 from .sorting import Sort
+from .windows import AvgPool2d, MaxPool2d, _padded, _windows
 from .shape import Cat, Clone, Expand, Flip, Pad, Permute, Repeat, Reshape, Roll, Split, Stack, Triangle, cat, stack
 
 
@@ -243,3 +244,35 @@ def _extreme_along_dim(ctx, g, _):
 def _sort(ctx, g, _):
     shape, dim, idx = ctx.args
     return GatherBackward.apply(g, shape, dim, idx), None, None, None
+
+
+class MaxPoolPick(Op):
+    """Each max-pool window's element at the position the pooling picked (``node``'s argmax), read from x: the
+    adjoint of max pooling's gradient scatter, and its gradient that scatter."""
+    @staticmethod
+    def forward(ctx, x, node):
+        ctx.node = node
+        _, _, (kh, kw), stride, pads, dilation, out_size, arg = node.args
+        win = _windows(ctx.xp, _padded(ctx.xp, x, pads), (kh, kw), stride, dilation, out_size, "NCHWij")
+        win = win.reshape(win.shape[:4] + (kh * kw,))
+        return ctx.xp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+
+    @staticmethod
+    def backward(ctx, g):
+        return MaxPool2d.backward(ctx.node, g)[0], None
+
+
+@twice(MaxPoolPick)
+def _max_pool_pick(ctx, g):
+    return Adjoint.apply(g, ctx.node, MaxPoolPick, (ctx.node,)), None
+
+
+@twice(MaxPool2d)
+def _max_pool(ctx, g, *_):
+    return (Adjoint.apply(g, ctx, MaxPoolPick, (ctx,)),) + (None,) * 6
+
+
+@twice(AvgPool2d)
+def _avg_pool(ctx, g):
+    _, _, kernel, stride, pads, out_size, _ = ctx.args
+    return (Adjoint.apply(g, ctx, AvgPool2d, (kernel, stride, pads, out_size) + ctx.settings),) + (None,) * 6

@@ -357,6 +357,7 @@ class AvgPool2d(Op):
             cols = _window_counts(xp, w, kw, stride[1], left, out_size[1], count_include_pad)
             divisor = (rows.reshape(-1, 1) * cols).astype(x.dtype)
         ctx.args = x.shape, xpad.shape, kernel, stride, pads, out_size, divisor
+        ctx.settings = count_include_pad, divisor_override  # the forward again, for the double backward
         return total / divisor
 
     @staticmethod
