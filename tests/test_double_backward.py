@@ -27,6 +27,16 @@ def categorical_terms(dist):
     return dist.log_prob(rlpipe.tensor([2, 0])) + dist.entropy()
 
 
+def setitem_cases(x, v):
+    """x[index] = value with an index tensor, a mask, and ints and a slice (IndexPut)."""
+    y = x * x
+    y[rlpipe.tensor([0, 2])] = v * v
+    z = y * 1.0
+    z[z > 0.5] = 0.0
+    z[1, 1:] = v[0, :2] * x[0, 0]
+    return z * x
+
+
 def inplace_on_views(x):
     """A view changed in place (ViewUpdate on the base), and a view read after its base changed (AsView)."""
     y = x * 1.0
@@ -148,6 +158,14 @@ CASES = {
                      lambda: (leaf(2, 4),)),
     "sort_topk": (lambda x: x.sort(1).values ** 2 + x.sort(0, descending=True).values * x + x.topk(2, 1).values.sum(),
                   lambda: (leaf(3, 3),)),
+    "setitem": (setitem_cases, lambda: (leaf(3, 3), leaf(2, 3, seed=1))),
+    "scatter": (lambda x, s: (x * x).scatter(1, rlpipe.tensor([[0], [2]]), s * s) * x
+                + (x * x).scatter_add(0, rlpipe.tensor([[1, 0, 1]]), s[:1] * x[:1]),
+                lambda: (leaf(2, 3), leaf(2, 3, seed=1))),
+    "index_add": (lambda x, s: (x * x).index_add(0, rlpipe.tensor([1, 1]), s * x[:2], alpha=2.0) * x,
+                  lambda: (leaf(3, 2), leaf(2, 2, seed=1))),
+    "diagonal_diag_embed": (lambda x: (x * x).diagonal(1) ** 2 + rlpipe.diag_embed(x[0] * x[1]).sum((0, 1)),
+                            lambda: (leaf(3, 3),)),
     "inplace_on_views": (inplace_on_views, lambda: (leaf(2, 3),)),
     "roll_tril_triu": (lambda x: x.roll(1, 1) * x + x.tril(-1) ** 2 + x.triu(1) * x, lambda: (leaf(3, 3),)),
     "pad": (lambda x: F.pad(x * x, (1, 2)) ** 2 + F.pad(x, (2, 1), mode="reflect") * F.pad(x, (1, 2)),

@@ -7,12 +7,14 @@ original gather as its own gradient.
 from .common import AsView, Cast, ViewUpdate
 from .conversion import ToDevice, _to_device
 from .double_backward import _const, _scratch, sum_to, twice
-from .indexing import Embedding, Gather, Index, IndexSelect
+from .indexing import Embedding, Gather, Index, IndexAdd, IndexPut, IndexSelect, Scatter
+from .linalg import DiagEmbed
 from .base import Op, along_dim
 from .reductions import ExtremeAlongDim
 from .sorting import Sort
 from .windows import AvgPool2d, MaxPool2d, _padded, _windows
-from .shape import Cat, Clone, Expand, Flip, Pad, Permute, Repeat, Reshape, Roll, Split, Stack, Triangle, cat, stack
+from .shape import (Cat, Clone, Diagonal, Expand, Flip, Pad, Permute, Repeat, Reshape, Roll, Split, Stack, Triangle,
+                    _diagonal_of, cat, stack)
 
 
 # ---- shapes ----
@@ -276,3 +278,50 @@ def _max_pool(ctx, g, *_):
 def _avg_pool(ctx, g):
     _, _, kernel, stride, pads, out_size, _ = ctx.args
     return (Adjoint.apply(g, ctx, AvgPool2d, (kernel, stride, pads, out_size) + ctx.settings),) + (None,) * 6
+
+
+def _without(ctx, g, index):
+    """g with the positions ``index`` picks set to zero (they were overwritten), as a constant factor."""
+    keep = ctx.xp.ones(g.shape, dtype=g._data.dtype)
+    keep[index] = 0
+    return g * _const(ctx, keep)
+
+
+def _picked(g, index):
+    """g[index] (any index), recorded: Index without the advanced scatter, so its gradient writes back."""
+    return Index.apply(g, index, False)
+
+
+@twice(IndexPut)
+def _index_put(ctx, g):
+    index, value_shape = ctx.args
+    return _without(ctx, g, index), sum_to(_picked(g, index), value_shape), None
+
+
+@twice(Scatter)
+def _scatter(ctx, g):
+    where, add, src_shape, used = ctx.args
+    g_src = None
+    if src_shape is not None and ctx.needs_input_grad[3]:
+        g_src = IndexBackward.apply(_picked(g, where), src_shape, used, False)
+    return (g if add else _without(ctx, g, where)), None, None, g_src, None
+
+
+@twice(IndexAdd)
+def _index_add(ctx, g):
+    dim, index, alpha = ctx.args
+    g_source = IndexSelect.apply(g, dim, index) * alpha if ctx.needs_input_grad[3] else None
+    return g, None, None, g_source, None, None
+
+
+@twice(Diagonal)
+def _diagonal(ctx, g):
+    shape, offset, dim1, dim2 = ctx.args
+    xp = ctx.xp
+    return AsViewBackward.apply(g, shape, lambda a: _diagonal_of(xp, a, offset, dim1, dim2)), None, None, None
+
+
+@twice(DiagEmbed)
+def _diag_embed(ctx, g):
+    offset, dim1, dim2 = ctx.args
+    return Diagonal.apply(g, offset, dim1, dim2), None, None, None
