@@ -7,6 +7,8 @@ import rlpipe
 import rlpipe.nn.functional as F
 from rlpipe.autograd import GradcheckError, gradcheck, gradgradcheck
 from rlpipe.distributions import Categorical, Normal, kl_divergence
+from rlpipe.func._ensemble import EnsembleLinear, StackedStates
+from rlpipe.func._ensemble_mlp import EnsembleMLP
 from rlpipe.modules.distributions.continuous import TanhNormal
 from rlpipe.primitives import Erfinv, Op
 
@@ -117,6 +119,19 @@ CASES = {
                lambda: (leaf(2, 3), leaf(3, 2, seed=1))),
     "einsum_batched_dot": (lambda a, b: rlpipe.einsum("bi,bi->b", a, b * a), lambda: (leaf(2, 3), leaf(2, 3, seed=1))),
     "addmm_style": (lambda x, w, b: x @ w + b, lambda: (leaf(2, 3), leaf(3, 2, seed=1), leaf(2, seed=2))),
+    "ensemble_linear": (lambda x, w, b: EnsembleLinear.apply(x * x, w, b, False).tanh()
+                        + EnsembleLinear.apply(x.expand(2, 2, 3), w * w, None, True),
+                        lambda: (leaf(2, 3), leaf(2, 4, 3, seed=1), leaf(2, 4, seed=2))),
+    "ensemble_mlp_tanh": (lambda x, w0, b0, w1, b1: EnsembleMLP.apply(x * x, False, w0, b0, w1, b1,
+                                                                      acts=("tanh", None)),
+                          lambda: (leaf(2, 3), leaf(2, 4, 3, seed=1), leaf(2, 4, seed=2), leaf(2, 1, 4, seed=3),
+                                   leaf(2, 1, seed=4))),
+    "ensemble_mlp_relu_batched": (lambda x, w0, w1, b1: EnsembleMLP.apply(x, True, w0, None, w1, b1,
+                                                                          acts=("relu", "tanh")),
+                                  lambda: (leaf(2, 3, 3, away=0.2), leaf(2, 4, 3, seed=1), leaf(2, 2, 4, seed=3),
+                                           leaf(2, 2, seed=4))),
+    "stacked_states": (lambda a, b: StackedStates.apply(a * a, b, b * a, a, members=2)[1] ** 2,
+                       lambda: (leaf(3), leaf(3, seed=1))),
     # reductions
     "sum": (lambda x: (x * x).sum(), lambda: (leaf(2, 3),)),
     "sum_dim": (lambda x: (x * x).sum(dim=1), lambda: (leaf(2, 3),)),

@@ -234,3 +234,34 @@ def test_nested_func_grad_gives_higher_derivatives():
     def after_one_step(w):
         return loss(w - 0.1 * fgrad(loss)(w, rlpipe.tensor([1.0, 2.0])), rlpipe.tensor([2.0, 1.0]))
     np.testing.assert_allclose(fgrad(after_one_step)(rlpipe.tensor([0.5, -1.0])).numpy(), [2.4, -1.2], rtol=1e-6)
+
+
+@pytest.mark.parametrize("activation", ["Tanh", "ReLU"])
+def test_gradient_penalty_of_a_vmapped_ensemble_matches_its_members(activation):
+    """An ensemble of critics run as one vmapped call (its fused EnsembleMLP node): the gradient penalty's
+    gradients with respect to the stacked parameters equal each member's, computed one by one."""
+    from rlpipe import nn
+    from rlpipe.func import functional_call, stack_module_state, vmap
+    rlpipe.manual_seed(0)
+    act = getattr(nn, activation)
+    members = [nn.Sequential(nn.Linear(3, 8), act(), nn.Linear(8, 8), act(), nn.Linear(8, 1)).double()
+               for _ in range(3)]
+    params, buffers = stack_module_state(members)
+    x = rlpipe.randn(5, 3, dtype=rlpipe.float64, requires_grad=True)
+
+    def penalty(scores, x):
+        g, = grad(scores, x, create_graph=True)
+        return ((g.norm(dim=1) - 1) ** 2).mean()
+
+    scores = vmap(lambda p, b, x: functional_call(members[0], (p, b), (x,)), in_dims=(0, 0, None))(params, buffers, x)
+    assert type(scores.grad_fn).__name__ == "EnsembleMLP"
+    stacked = grad(penalty(scores.sum(), x), list(params.values()), allow_unused=True)
+    one_by_one = grad(penalty(sum(m(x).sum() for m in members), x), [p for m in members for p in m.parameters()],
+                      allow_unused=True)
+    n = len(params)
+    for k, got in enumerate(stacked):
+        if got is None:  # the last bias: the penalty does not depend on it
+            assert all(one_by_one[i * n + k] is None for i in range(3))
+            continue
+        expected = np.stack([one_by_one[i * n + k].numpy() for i in range(3)])
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-10, atol=1e-14)
