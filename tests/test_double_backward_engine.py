@@ -265,3 +265,14 @@ def test_gradient_penalty_of_a_vmapped_ensemble_matches_its_members(activation):
             continue
         expected = np.stack([one_by_one[i * n + k].numpy() for i in range(3)])
         np.testing.assert_allclose(got.numpy(), expected, rtol=1e-10, atol=1e-14)
+
+
+def test_several_outputs_and_backward_inputs_with_create_graph():
+    x, y = x64(), x64([1.0, -1.0, 0.5])
+    gx, = grad([(x ** 2).sum(), (x * y).sum()], x, create_graph=True)  # 2x + y
+    d = grad(gx.sum(), (x, y))
+    np.testing.assert_allclose(d[0].numpy(), [2.0, 2.0, 2.0])
+    np.testing.assert_allclose(d[1].numpy(), [1.0, 1.0, 1.0])
+    (x ** 3 * y).sum().backward(inputs=[x], create_graph=True)  # only x gets .grad: 3 x^2 y, on the graph
+    assert y.grad is None and x.grad.requires_grad
+    np.testing.assert_allclose(grad(x.grad.sum(), y)[0].numpy(), 3 * X ** 2)
