@@ -46,3 +46,4 @@ from .common import (_LEGACY_TYPE_NAMES, _check_writable, _check_write, _inplace
 from .shape import _infer_shape, _shape_arg  # noqa: F401
 from .attention import *  # noqa: F401,F403
 from .transposed import *  # noqa: F401,F403
+from . import double_backward, double_backward_shape  # noqa: F401,E402 - attach each op's backward_graph

@@ -199,6 +199,8 @@ class Conv2d(Op):
         out, cols, args = run(ctx.xp, x, w, b, stride, pads, dilation, groups, out_size, keep_columns)
         ctx.args = (back, x.shape) + args + (stride, pads, dilation, groups, out_size)
         ctx.save_for_backward(cols, w)
+        if keep_columns:
+            ctx.input = x  # for the double backward: the weight gradient depends on x
         return out
 
     @staticmethod
@@ -501,6 +503,7 @@ class AvgPool2d(Op):
             cols = _window_counts(xp, w, kw, stride[1], left, out_size[1], count_include_pad)
             divisor = (rows.reshape(-1, 1) * cols).astype(x.dtype)
         ctx.args = x.shape, xpad.shape, kernel, stride, pads, out_size, divisor
+        ctx.settings = count_include_pad, divisor_override  # the forward again, for the double backward
         return total / divisor
 
     @staticmethod
