@@ -270,16 +270,18 @@ CONV_SETTINGS = [{}, {"stride": 2, "padding": 1}, {"padding": (1, 0), "dilation"
                  {"groups": 2, "stride": (2, 1), "padding": (0, 1)}]
 
 
-@pytest.mark.parametrize("by_rows", [True, False], ids=["row_runs", "im2col"])
+@pytest.mark.parametrize("layout", ["im2col", "rows", "hwc"])
 @pytest.mark.parametrize("settings", CONV_SETTINGS, ids=["plain", "strided_padded", "dilated", "grouped"])
-def test_gradgradcheck_conv2d(settings, by_rows, monkeypatch):
+def test_gradgradcheck_conv2d(settings, layout, monkeypatch):
     """conv2d's double backward (its input and weight gradients as ops, each differentiable through the
-    other) in both of Conv2d's layouts; a dilated stride-1 convolution runs either."""
+    other) in each of Conv2d's layouts; a dilated stride-1 convolution runs any."""
     from rlpipe.primitives import windows
-    if by_rows and settings.get("dilation") and settings.get("stride", 1) != 1:
+    if layout == "rows" and settings.get("dilation") and settings.get("stride", 1) != 1:
         pytest.skip("the row-run layout takes no strided dilated convolution")
-    monkeypatch.setattr(windows, "_by_rows_pays", lambda *args: by_rows)
+    if layout == "hwc" and settings.get("groups", 1) != 1:
+        pytest.skip("the channels-last layout takes one group only")
+    monkeypatch.setattr(windows, "_layout", lambda *args: layout)
     groups = settings.get("groups", 1)
     x, w, b = leaf(1, 2, 4, 4), leaf(2, 2 // groups, 2, 2, seed=1), leaf(2, seed=2)
-    assert F.conv2d(x, w, b, **settings).grad_fn.args[0] is by_rows
+    assert F.conv2d(x, w, b, **settings).grad_fn.args[0] is windows._LAYOUTS[layout][1]
     assert gradgradcheck(lambda x, w, b: F.conv2d(x * x, w, b, **settings), (x, w, b))

@@ -34,6 +34,8 @@ from .windows import Conv2d
 def twice(*ops):
     """Decorator: the function becomes ``backward_graph`` of each op in ``ops``."""
     def attach(fn):
+        fn.__doc__ = fn.__doc__ or (f"The backward of {', '.join(op.__name__ for op in ops)} in Tensor ops, which "
+                                    "create_graph=True records.")
         for op in ops:
             op.backward_graph = staticmethod(fn)
         return fn
