@@ -14,9 +14,27 @@ from .transformed_distribution import TransformedDistribution
 from .uniform import Uniform
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, TanhTransform,
                          Transform, identity_transform)
+from .multivariate_normal import MultivariateNormal
+from .lowrank_multivariate_normal import LowRankMultivariateNormal
+from .laplace import Laplace
+from .exponential import Exponential
+from .gamma import Gamma
+from .chi2 import Chi2
+from .dirichlet import Dirichlet
+from .log_normal import LogNormal
+from .gumbel import Gumbel
+from .cauchy import Cauchy
+from .studentT import StudentT
+from .poisson import Poisson
+from .geometric import Geometric
+from .binomial import Binomial
+from .multinomial import Multinomial
+from .mixture_same_family import MixtureSameFamily
 from .kl import kl_divergence, register_kl
 
 __all__ = ["AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransform", "Distribution", "ExpTransform",
            "Independent", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough", "SigmoidTransform",
            "TanhTransform", "Transform", "TransformedDistribution", "Uniform", "constraints", "identity_transform",
-           "kl_divergence", "register_kl", "transforms"]
+           "kl_divergence", "register_kl", "transforms", "MultivariateNormal", "LowRankMultivariateNormal", "Laplace",
+           "Exponential", "Gamma", "Chi2", "Dirichlet", "LogNormal", "Gumbel", "Cauchy", "StudentT", "Poisson",
+           "Geometric", "Binomial", "Multinomial", "MixtureSameFamily"]

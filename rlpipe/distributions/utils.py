@@ -89,3 +89,24 @@ class lazy_property:
             value = self.wrapped(instance)
         setattr(instance, self.wrapped.__name__, value)
         return value
+
+
+def batch_shape_for(given, broadcast):
+    """``()`` when every parameter in ``given`` was a Python number, else the shape of ``broadcast`` (a parameter
+    after ``broadcast_all``)."""
+    return Size() if all(isinstance(p, numbers.Number) for p in given) else broadcast.size()
+
+
+def xlogy(x, y):
+    """x * log(y), 0 where x is 0."""
+    return _ops.where(x == 0, 0.0, x * y.log())
+
+
+def tiny_of(dtype):
+    """The smallest positive normal number of a float dtype."""
+    return float(finfo_of(dtype).tiny)
+
+
+def eps_of(dtype):
+    """The machine epsilon of a float dtype."""
+    return float(finfo_of(dtype).eps)

@@ -1,0 +1,329 @@
+"""The distributions added with rlpipe.linalg: values against torch 2.13 (``fixtures/distributions_golden.json``,
+written by ``fixtures/make_distributions_golden.py``) and SciPy, sample moments (seeded), gradients of rsample and
+log_prob by gradcheck, errors, and the CUDA backend against the CPU one."""
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+import scipy.special
+import scipy.stats as st
+
+import rlpipe as r
+from rlpipe import distributions as D
+from rlpipe.autograd import gradcheck
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent / "fixtures"))
+from distribution_cases import CASES, KL_NORMAL_TO, KL_PAIRS, KL_WITH_NORMAL, NORMAL  # noqa: E402
+
+GOLDEN = json.loads((pathlib.Path(__file__).parent / "fixtures" / "distributions_golden.json").read_text())
+
+
+@pytest.fixture(autouse=True)
+def validation_on():
+    """torch's default (importing rlpipe's torchrl side turns it off, as importing torchrl does)."""
+    before = D.Distribution._validate_args
+    D.Distribution.set_default_validate_args(True)
+    yield
+    D.Distribution.set_default_validate_args(before)
+
+
+def T(values, device="cpu"):
+    return r.tensor(values, dtype=r.float64, device=device)
+
+
+def build(name):
+    return eval(CASES[name][0])
+
+
+def close(ours, expected, rtol=1e-9):
+    if isinstance(expected, dict):  # torch raised
+        return
+    np.testing.assert_allclose(np.asarray(ours.tolist(), dtype=float), np.asarray(expected, dtype=float), rtol=rtol,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_values_match_torch(name):
+    golden = GOLDEN["cases"][name]
+    d = build(name)
+    value = eval(CASES[name][1])
+    assert list(d.batch_shape) == golden["batch_shape"] and list(d.event_shape) == golden["event_shape"]
+    close(d.log_prob(value), golden["log_prob"])
+    for quantity in ("mean", "variance", "mode", "stddev"):
+        if isinstance(golden[quantity], dict):
+            with pytest.raises(NotImplementedError):
+                getattr(d, quantity)
+        else:
+            close(getattr(d, quantity), golden[quantity])
+    if isinstance(golden["entropy"], dict):
+        with pytest.raises(NotImplementedError):
+            d.entropy()
+    else:  # torch's Multinomial takes lgamma(n + 1) of an int64 tensor, in float32
+        close(d.entropy(), golden["entropy"], rtol=1e-7 if name == "multinomial" else 1e-9)
+    if CASES[name][2] is not None:
+        close(d.cdf(value), golden["cdf"])
+        close(d.icdf(eval(CASES[name][2])), golden["icdf"])
+
+
+KL_CASES = ([(p, q, CASES[p][0], CASES[q][0]) for p, q in KL_PAIRS]
+            + [(p, "normal", CASES[p][0], NORMAL) for p in KL_WITH_NORMAL]
+            + [("normal", q, NORMAL, CASES[q][0]) for q in KL_NORMAL_TO])
+
+
+@pytest.mark.parametrize("p, q, build_p, build_q", KL_CASES, ids=[f"{p}|{q}" for p, q, _, _ in KL_CASES])
+def test_kl_matches_torch(p, q, build_p, build_q):
+    expected = GOLDEN["kl"][f"{p}|{q}"]
+    if isinstance(expected, dict):
+        with pytest.raises(NotImplementedError):
+            D.kl_divergence(eval(build_p), eval(build_q))
+        return
+    close(D.kl_divergence(eval(build_p), eval(build_q)), expected, rtol=1e-8)
+
+
+def test_values_against_scipy():
+    x = np.array([0.3, 1.5, 4.0])
+    np.testing.assert_allclose(D.StudentT(T(3.0), T(1.0), T(2.0)).log_prob(T(x)).numpy(), st.t(3, 1, 2).logpdf(x))
+    np.testing.assert_allclose(D.Gamma(T([2.5]), T([0.5])).log_prob(T(x)).numpy(), st.gamma(2.5, scale=2).logpdf(x))
+    c = np.array([0.5, 2.0, 3.0])
+    np.testing.assert_allclose(D.Dirichlet(T(c)).entropy().item(), st.dirichlet(c).entropy())
+    np.testing.assert_allclose(D.Binomial(12, T([0.3])).entropy().numpy(), st.binom(12, 0.3).entropy())
+    np.testing.assert_allclose(D.Multinomial(5, T([0.2, 0.8])).entropy().item(),
+                               st.multinomial(5, [0.2, 0.8]).entropy())
+    cov = np.array([[2.0, 0.3], [0.3, 1.0]])
+    np.testing.assert_allclose(D.MultivariateNormal(T([0.0, 1.0]), T(cov)).log_prob(T([[0.5, 0.5]])).numpy(),
+                               [st.multivariate_normal([0, 1], cov).logpdf([0.5, 0.5])])
+
+
+# ---- sampling ---------------------------------------------------------------------------------------
+
+N = 50_000
+
+
+def moments(d, n=N):
+    r.manual_seed(0)
+    s = d.sample((n,))
+    assert s.shape == (n,) + tuple(d.batch_shape) + tuple(d.event_shape)
+    return s.numpy().mean(0), s.numpy().var(0)
+
+
+@pytest.mark.parametrize("name", ["mvn_cov", "mvn_tril", "lowrank", "laplace", "exponential", "gamma", "chi2",
+                                  "dirichlet", "gumbel", "studentt_finite", "poisson", "poisson_large", "geometric",
+                                  "binomial", "binomial_large", "multinomial", "mixture"])
+def test_sample_moments(name):
+    d = {"studentt_finite": lambda: D.StudentT(T([5.0, 9.0]), T([0.0, 1.0]), T([1.0, 0.5])),
+         "poisson_large": lambda: D.Poisson(T([15.0, 400.0])),
+         "binomial_large": lambda: D.Binomial(T([100.0, 1000.0]), T([0.3, 0.95]))}.get(name, lambda: build(name))()
+    mean, var = moments(d)
+    scale = np.sqrt(d.variance.numpy() / N)  # the standard error of the sample mean
+    assert np.all(np.abs(mean - d.mean.numpy()) < 5 * scale + 1e-12), (mean, d.mean)
+    np.testing.assert_allclose(var, d.variance.numpy(), rtol=0.05)
+
+
+def test_discrete_samples_follow_their_pmf():
+    """Chi-squared goodness of fit of 1e5 draws against SciPy's pmf, for both algorithms of each sampler."""
+    r.manual_seed(1)
+    for d, ref in ((D.Poisson(T(4.0)), st.poisson(4.0)), (D.Poisson(T(30.0)), st.poisson(30.0)),
+                   (D.Binomial(20, T(0.3)), st.binom(20, 0.3)), (D.Binomial(200, T(0.8)), st.binom(200, 0.8))):
+        s = d.sample((N,)).numpy().astype(int)
+        assert s.min() >= 0
+        lo, hi = ref.ppf(1e-4), ref.ppf(1 - 1e-4)
+        ks = np.arange(int(lo), int(hi) + 1)
+        observed = np.array([(s == k).sum() for k in ks])
+        expected = N * ref.pmf(ks)
+        assert st.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 1e-3
+
+
+def test_standard_gamma_gradient_is_the_implicit_one():
+    """d sample / d concentration against SciPy: the derivative of F^-1(u; c) at the sample's u."""
+    for c_value in (0.3, 1.0, 4.0, 60.0):
+        c = r.full((500,), c_value, dtype=r.float64, requires_grad=True)
+        r.manual_seed(2)
+        x = D.Gamma(c, T(1.0)).rsample()
+        x.sum().backward()
+        xs = x.detach().numpy()
+        u = scipy.special.gammainc(c_value, xs)
+        h = 1e-6 * c_value
+        fd = (scipy.special.gammaincinv(c_value + h, u) - scipy.special.gammaincinv(c_value - h, u)) / (2 * h)
+        inner = (u > 1e-10) & (u < 1 - 1e-10)
+        np.testing.assert_allclose(c.grad.numpy()[inner], fd[inner], rtol=1e-5)
+
+
+def test_rsample_gradients_of_the_mean():
+    """The averaged pathwise gradient is the derivative of the mean (d/dc E[Gamma(c, r)] = 1 / r, ...)."""
+    c = T([2.0, 0.5]).requires_grad_()
+    rate = T([1.5, 4.0]).requires_grad_()
+    r.manual_seed(3)
+    D.Gamma(c, rate).rsample((N,)).mean(0).sum().backward()
+    np.testing.assert_allclose(c.grad.numpy(), [1 / 1.5, 1 / 4.0], rtol=0.02)
+    np.testing.assert_allclose(rate.grad.numpy(), [-2.0 / 1.5 ** 2, -0.5 / 16], rtol=0.02)
+    conc = T([1.0, 2.0, 3.0]).requires_grad_()
+    D.Dirichlet(conc).rsample((N,)).mean(0)[0].backward()  # d/dc_j of c_0 / sum(c)
+    np.testing.assert_allclose(conc.grad.numpy(), [5 / 36, -1 / 36, -1 / 36], atol=0.01)
+
+
+@pytest.mark.parametrize("name, fn, inputs", [
+    ("mvn_rsample", lambda loc, a: _seeded(lambda: D.MultivariateNormal(loc, scale_tril=a.tril()).rsample((3,))),
+     ([0.0, 1.0], [[1.0, 0.0], [0.5, 2.0]])),
+    ("mvn_log_prob_cov", lambda loc, a: D.MultivariateNormal(loc, a @ a.mT + T(np.eye(2))).log_prob(T([0.3, -0.2])),
+     ([0.0, 1.0], [[1.0, 0.2], [0.5, 2.0]])),
+    ("mvn_log_prob_precision", lambda loc, a: D.MultivariateNormal(loc, precision_matrix=a @ a.mT + T(np.eye(2)))
+     .log_prob(T([0.3, -0.2])), ([0.0, 1.0], [[1.0, 0.2], [0.5, 2.0]])),
+    ("mvn_entropy_kl", lambda a: D.kl_divergence(D.MultivariateNormal(T([0.0, 1.0]), scale_tril=a.tril()),
+                                                 D.MultivariateNormal(T([1.0, 0.0]), T(np.eye(2) * 2))),
+     ([[1.0, 0.0], [0.5, 2.0]],)),
+    ("lowrank_log_prob", lambda w, diag: D.LowRankMultivariateNormal(T([0.0, 1.0, 0.0]), w, diag)
+     .log_prob(T([0.3, -0.2, 1.0])), ([[1.0], [0.5], [-1.0]], [0.5, 1.0, 2.0])),
+    ("lowrank_rsample", lambda w, diag: _seeded(lambda: D.LowRankMultivariateNormal(T([0.0, 1.0, 0.0]), w, diag)
+                                                .rsample((2,))), ([[1.0], [0.5], [-1.0]], [0.5, 1.0, 2.0])),
+    ("laplace_rsample", lambda loc, scale: _seeded(lambda: D.Laplace(loc, scale).rsample((4,))),
+     ([0.0, 1.0], [1.0, 2.0])),
+    ("exponential_rsample", lambda rate: _seeded(lambda: D.Exponential(rate).rsample((4,))), ([0.5, 2.0],)),
+    ("cauchy_rsample", lambda loc, scale: _seeded(lambda: D.Cauchy(loc, scale).rsample((4,))),
+     ([0.0, 1.0], [1.0, 2.0])),
+    ("gumbel_rsample", lambda loc, scale: _seeded(lambda: D.Gumbel(loc, scale).rsample((4,))),
+     ([0.0, 1.0], [1.0, 2.0])),
+    ("lognormal_rsample", lambda loc, scale: _seeded(lambda: D.LogNormal(loc, scale).rsample((4,))),
+     ([0.0, 1.0], [1.0, 0.5])),
+    ("gamma_rate_rsample", lambda rate: _seeded(lambda: D.Gamma(T([2.0, 3.0]), rate).rsample((4,))), ([0.5, 2.0],)),
+    ("studentt_loc_scale_rsample", lambda loc, scale: _seeded(lambda: D.StudentT(T([3.0, 5.0]), loc, scale)
+                                                              .rsample((4,))), ([0.0, 1.0], [1.0, 2.0])),
+    ("gamma_log_prob", lambda c, rate: D.Gamma(c, rate).log_prob(T([0.5, 2.0])), ([2.0, 0.7], [1.5, 0.3])),
+    ("dirichlet_log_prob", lambda c: D.Dirichlet(c).log_prob(T([0.2, 0.3, 0.5])), ([0.5, 2.0, 3.0],)),
+    ("studentt_log_prob", lambda df, loc, scale: D.StudentT(df, loc, scale).log_prob(T([0.5, 2.0])),
+     ([3.0, 1.5], [0.0, 1.0], [1.0, 2.0])),
+    ("laplace_cdf", lambda loc, scale: D.Laplace(loc, scale).cdf(T([0.5, 2.0])), ([0.0, 1.0], [1.0, 2.0])),
+    ("poisson_log_prob", lambda rate: D.Poisson(rate).log_prob(T([0.0, 3.0])), ([0.5, 2.0],)),
+    ("binomial_log_prob", lambda p: D.Binomial(10, p).log_prob(T([0.0, 3.0])), ([0.2, 0.6],)),
+    ("geometric_entropy", lambda p: D.Geometric(p).entropy(), ([0.2, 0.6],)),
+    ("multinomial_log_prob", lambda logits: D.Multinomial(4, logits=logits).log_prob(T([1.0, 3.0, 0.0])),
+     ([0.2, -0.6, 1.0],)),
+    ("mixture_log_prob", lambda logits, loc: D.MixtureSameFamily(D.Categorical(logits=logits), D.Normal(loc, T(1.0)))
+     .log_prob(T([0.5, -1.0])), ([0.2, -0.6], [1.0, -1.0])),
+    ("gamma_gamma_kl", lambda c, rate: D.kl_divergence(D.Gamma(c, rate), D.Gamma(T([1.0, 2.0]), T([1.0, 1.0]))),
+     ([2.0, 0.7], [1.5, 0.3])),
+])
+def test_gradcheck(name, fn, inputs):
+    assert gradcheck(fn, tuple(T(x).requires_grad_() for x in inputs))
+
+
+def _seeded(draw):
+    r.manual_seed(5)
+    return draw()
+
+
+# ---- shapes, expand, validation, errors -------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_expand_and_sample_shapes(name):
+    d = build(name)
+    big = d.expand((4,) + tuple(d.batch_shape))
+    assert big.batch_shape == (4,) + tuple(d.batch_shape) and big.event_shape == d.event_shape
+    assert type(big) is type(d)
+    r.manual_seed(0)
+    assert big.sample((2,)).shape == (2, 4) + tuple(d.batch_shape) + tuple(d.event_shape)
+    value = eval(CASES[name][1])
+    if value.ndim > len(d.batch_shape) + len(d.event_shape):
+        value = value[0]  # a sample of its own: one that broadcasts with the new batch dim
+    np.testing.assert_allclose(big.log_prob(value).numpy(), np.broadcast_to(d.log_prob(value).numpy(),
+                                                                            big.batch_shape))
+
+
+def test_number_parameters_give_scalar_batches():
+    for d in (D.Laplace(0.0, 1.0), D.Exponential(2.0), D.Gamma(2.0, 1.0), D.Chi2(3.0), D.Cauchy(0.0, 1.0),
+              D.Gumbel(0.0, 1.0), D.LogNormal(0.0, 1.0), D.StudentT(3.0), D.Poisson(2.0), D.Geometric(0.5)):
+        assert d.batch_shape == () and d.sample().shape == () and d.sample().dtype == r.float32
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: D.MultivariateNormal(T(0.0), T([[1.0]])), ValueError, "loc must be at least one-dimensional."),
+    (lambda: D.MultivariateNormal(T([0.0]), T([[1.0]]), scale_tril=T([[1.0]])), ValueError,
+     "Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified."),
+    (lambda: D.MultivariateNormal(T([0.0]), T([1.0])), ValueError,
+     "covariance_matrix must be at least two-dimensional, with optional leading batch dimensions"),
+    (lambda: D.MultivariateNormal(T([0.0, 0.0]), T([[1.0, 2.0], [2.0, 1.0]])), ValueError,
+     "to satisfy the constraint PositiveDefinite()"),
+    (lambda: D.MultivariateNormal(T([0.0, 0.0]), scale_tril=T([[1.0, 1.0], [0.0, 1.0]])), ValueError,
+     "to satisfy the constraint LowerCholesky()"),
+    (lambda: D.LowRankMultivariateNormal(T([0.0, 0.0]), T([[1.0], [1.0], [1.0]]), T([1.0, 1.0])), ValueError,
+     "cov_factor must be a batch of matrices with shape 2 x m"),
+    (lambda: D.LowRankMultivariateNormal(T([0.0, 0.0]), T([[1.0], [1.0]]), T([1.0])), ValueError,
+     "cov_diag must be a batch of vectors with shape rlpipe.Size([2])"),
+    (lambda: D.Laplace(T([0.0]), T([-1.0])), ValueError, "Expected parameter scale"),
+    (lambda: D.Gamma(T([0.0]), T([1.0])), ValueError, "Expected parameter concentration"),
+    (lambda: D.Exponential(T([1.0])).log_prob(T([-1.0])), ValueError, "within the support (GreaterThanEq("),
+    (lambda: D.Dirichlet(T(1.0)), ValueError, "`concentration` parameter must be at least one-dimensional."),
+    (lambda: D.Dirichlet(T([0.5, 0.5])).log_prob(T([0.2, 0.3])), ValueError, "within the support (Simplex())"),
+    (lambda: D.Poisson(T([1.0])).log_prob(T([0.5])), ValueError, "within the support (IntegerGreaterThan("),
+    (lambda: D.Geometric(), ValueError, "Either `probs` or `logits` must be specified, but not both."),
+    (lambda: D.Geometric(T([0.0])), ValueError, "to be positive but found invalid values"),
+    (lambda: D.Binomial(10, T([0.5]), T([0.0])), ValueError, "Either `probs` or `logits` must be specified"),
+    (lambda: D.Binomial(10, T([0.5])).log_prob(T([11.0])), ValueError, "within the support (IntegerInterval("),
+    (lambda: D.Binomial(T([3.0, 4.0]), T([0.5, 0.5])).entropy(), NotImplementedError,
+     "Inhomogeneous total count not supported by `entropy`."),
+    (lambda: D.Multinomial(T([3.0]), T([0.5, 0.5])), NotImplementedError, "inhomogeneous total_count"),
+    (lambda: D.kl_divergence(D.Binomial(3, T([0.5])), D.Binomial(5, T([0.5]))), NotImplementedError,
+     "q.total_count > p.total_count"),
+    (lambda: D.MixtureSameFamily(D.Normal(T(0.0), T(1.0)), D.Normal(T([0.0]), T([1.0]))), ValueError,
+     "The Mixture distribution needs to be an  instance of torch.distributions.Categorical"),
+    (lambda: D.MixtureSameFamily(D.Categorical(T([0.5, 0.5])), D.Normal(T([0.0] * 3), T([1.0] * 3))), ValueError,
+     "`mixture_distribution component` (2) does not equal `component_distribution.batch_shape[-1]` (3)"),
+    (lambda: D.kl_divergence(D.MultivariateNormal(T([0.0]), T([[1.0]])),
+                             D.MultivariateNormal(T([0.0, 0.0]), T(np.eye(2)))), ValueError,
+     "different event shapes cannot be computed"),
+])
+def test_errors(call, error, message):
+    with pytest.raises(error) as info:
+        call()
+    assert message in str(info.value)
+
+
+def test_constraints_and_metadata():
+    C = D.constraints
+    assert C.positive_definite.check(T([[[2.0, 1.0], [1.0, 2.0]], [[1.0, 2.0], [2.0, 1.0]]])).tolist() == [True, False]
+    assert C.lower_cholesky.check(T([[1.0, 0.0], [3.0, 2.0]])).item()
+    assert not C.lower_triangular.check(T([[1.0, 1.0], [0.0, 1.0]])).item()
+    assert C.multinomial(3).check(T([[1.0, 2.0], [3.0, 1.0]])).tolist() == [True, False]
+    assert repr(D.MixtureSameFamily(D.Categorical(T([0.5, 0.5])), D.Normal(T([0.0, 1.0]), T([1.0, 1.0]))).support) \
+        == "MixtureSameFamilyConstraint(Real())"
+    assert D.MultivariateNormal.has_rsample and D.Gamma.has_rsample and D.Dirichlet.has_rsample
+    assert not D.Poisson.has_rsample and not D.MixtureSameFamily.has_rsample
+    assert D.Chi2(T([4.0])).df.tolist() == [4.0]
+    assert D.Binomial(5, T([0.5])).enumerate_support().shape == (6, 1)
+
+
+def test_ppo_diagonal_covariance_policy():
+    """What the PPO tutorials do: a diagonal covariance from an action std, log_prob of sampled actions, entropy."""
+    mean = r.zeros(8, 3, requires_grad=True)
+    cov = r.diag(r.full((3,), 0.36))
+    dist = D.MultivariateNormal(mean, cov)
+    action = dist.sample()
+    logp = dist.log_prob(action)
+    assert action.shape == (8, 3) and logp.shape == (8,) and dist.entropy().shape == (8,)
+    expected = st.multivariate_normal(np.zeros(3), 0.36 * np.eye(3)).logpdf(action.numpy())
+    np.testing.assert_allclose(logp.detach().numpy(), expected, rtol=1e-5)
+    logp.sum().backward()
+    assert mean.grad.shape == (8, 3)
+
+
+# ---- cuda (the CuPy stand-in on a CPU) ----------------------------------------------------------------
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cuda_matches_cpu(name):
+    if not r.cuda.is_available():
+        pytest.skip("CUDA unavailable (CuPy or a GPU missing)")
+    global T
+    cpu_T = T
+    try:
+        T = lambda values: cpu_T(values, device="cuda")  # noqa: E731 - the cases build on the GPU
+        gpu, gpu_value = build(name), eval(CASES[name][1])
+    finally:
+        T = cpu_T
+    cpu, value = build(name), eval(CASES[name][1])
+    np.testing.assert_allclose(gpu.log_prob(gpu_value).cpu().numpy(), cpu.log_prob(value).numpy(), rtol=1e-10)
+    sample = gpu.sample((3,))
+    assert sample.device.type == "cuda" and sample.shape == cpu.sample((3,)).shape
+    if gpu.has_rsample:
+        assert gpu.rsample((2,)).device.type == "cuda"
