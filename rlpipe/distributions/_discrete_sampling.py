@@ -4,6 +4,7 @@ transformed rejection PTRS (rate >= 10); sums of geometric waits (binomial, n mi
 whose acceptance test here uses the exact log-probability ratio (lgamma) instead of Stirling tails."""
 import numpy as np
 
+from .._tensor import wrap
 from ..random import _generator_for
 
 
@@ -120,5 +121,4 @@ def _binomial_btrs(uniform, xp, be, n, q):
 
 def _like(array, like):
     """A tensor of ``like``'s dtype and device holding ``array``."""
-    from .._tensor import wrap
     return wrap(array.astype(like._data.dtype, copy=False), like.device)

@@ -2,6 +2,7 @@
 ``torch.distributions.constraints``). ``check(value)`` returns a bool tensor over the value's batch
 (the ``event_dim`` rightmost dimensions are reduced)."""
 from .._dtypes import bool as _bool
+from ..primitives.decompositions import cholesky_ex, eigvalsh
 
 __all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than", "greater_than_eq",
            "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",
@@ -287,7 +288,6 @@ class _PositiveSemidefinite(_Symmetric):
         symmetric = super().check(value)
         if not symmetric.all():
             return symmetric
-        from ..primitives import eigvalsh
         return eigvalsh(value).ge(0).all(-1)
 
 
@@ -298,7 +298,6 @@ class _PositiveDefinite(_Symmetric):
         symmetric = super().check(value)
         if not symmetric.all():
             return symmetric
-        from ..primitives import cholesky_ex
         return cholesky_ex(value).info.eq(0)
 
 

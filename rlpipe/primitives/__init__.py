@@ -5,7 +5,8 @@ the Tensor methods and operators it answers to, together in one module per famil
 promotion, casts, views and in-place writes, the decorators that declare Tensor methods and
 operators). The families: ``elementwise`` (arithmetic and math), ``comparison`` (comparisons,
 logic, bit operations, the is* tests), ``activations``, ``reductions``, ``sorting``, ``shape``
-(views, joins and splits), ``indexing``, ``linalg``, ``conversion`` (dtypes, devices, copies),
+(views, joins and splits), ``indexing``, ``linalg``, ``decompositions`` (factorizations and solvers),
+``matrix_functions`` (norms, pinv, matrix_exp), ``conversion`` (dtypes, devices, copies),
 ``special``, and the Function-only ``windows``, ``normalization`` and ``losses`` (their public
 functions are in ``nn.functional``). Everything is importable from here by name:
 ``from rlpipe import primitives as P; P.Add.apply(x, y)``, ``P.add(x, y)``.
