@@ -4,13 +4,13 @@ from .primitives.linalg import cross as _cross, linalg_svd as svd, matmul
 from .primitives.decompositions import (LinAlgError, cholesky_ex, eigh, eigvalsh, inv, linalg_cholesky as cholesky,
                                         linalg_det as det, linalg_qr as qr, linalg_slogdet as slogdet,
                                         linalg_solve as solve, solve_triangular)
-from .primitives.matrix_functions import (linalg_norm as norm, matrix_exp, matrix_norm, matrix_power, multi_dot,
-                                          pinv, vecdot, vector_norm)
+from .primitives.matrix_functions import (cond, linalg_norm as norm, lstsq, matrix_exp, matrix_norm, matrix_power,
+                                          matrix_rank, multi_dot, pinv, vecdot, vector_norm)
 from .primitives.shape import diagonal as _diagonal
 
 __all__ = ["svd", "svdvals", "cross", "LinAlgError", "cholesky", "cholesky_ex", "det", "diagonal", "eigh",
            "eigvalsh", "inv", "matmul", "matrix_exp", "matrix_norm", "matrix_power", "multi_dot", "norm", "pinv", "qr",
-           "slogdet", "solve", "solve_triangular", "vecdot", "vector_norm"]
+           "slogdet", "solve", "solve_triangular", "vecdot", "vector_norm", "cond", "lstsq", "matrix_rank"]
 
 
 def svdvals(A, *, driver=None):

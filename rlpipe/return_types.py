@@ -4,7 +4,7 @@ import collections
 from . import _dtypes
 
 __all__ = ["cummax", "cummin", "max", "min", "sort", "topk", "svd", "linalg_svd", "linalg_cholesky_ex",
-           "linalg_slogdet", "slogdet", "linalg_eigh", "linalg_qr", "qr", "triangular_solve"]
+           "linalg_slogdet", "slogdet", "linalg_eigh", "linalg_qr", "qr", "triangular_solve", "linalg_lstsq"]
 
 
 class _ValuesIndices(collections.namedtuple("_ValuesIndices", ["values", "indices"])):
@@ -48,3 +48,4 @@ linalg_eigh = _factors("linalg_eigh", ["eigenvalues", "eigenvectors"])
 linalg_qr = _factors("linalg_qr", ["Q", "R"])
 qr = _factors("qr", ["Q", "R"])
 triangular_solve = _factors("triangular_solve", ["solution", "cloned_coefficient"])
+linalg_lstsq = _factors("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])

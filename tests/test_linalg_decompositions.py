@@ -283,3 +283,53 @@ def _qr_grad_cpu():
     a = t(MATS, grad=True)
     r.linalg.qr(a).Q.sum().backward()
     return a.grad.numpy()
+
+
+# ---- least squares, rank, condition, the removed names ------------------------------------------
+
+TALL = RNG.standard_normal((2, 4, 3))
+TALL_RHS = RNG.standard_normal((2, 4, 2))
+
+
+def test_lstsq_rank_cond_against_numpy():
+    result = r.linalg.lstsq(t(TALL), t(TALL_RHS), driver="gelsd")
+    for k in range(2):
+        x, res, rank, s = np.linalg.lstsq(TALL[k], TALL_RHS[k], rcond=None)
+        np.testing.assert_allclose(result.solution.numpy()[k], x, rtol=1e-9)
+        np.testing.assert_allclose(result.residuals.numpy()[k], res, rtol=1e-9)
+        assert result.rank.tolist()[k] == rank
+        np.testing.assert_allclose(result.singular_values.numpy()[k], s, rtol=1e-9)
+    default = r.linalg.lstsq(t(TALL), t(TALL_RHS))  # gelsy, as torch's CPU default: no residuals nor values
+    assert default.residuals.shape == (0,) and default.singular_values.shape == (0,) and default.rank.tolist() == [3, 3]
+    wide = r.linalg.lstsq(t(TALL[0].T), t(TALL_RHS[0, :3])).solution  # the minimum-norm solution
+    np.testing.assert_allclose(wide.numpy(), np.linalg.lstsq(TALL[0].T, TALL_RHS[0, :3], rcond=None)[0], rtol=1e-9)
+    deficient = np.array([[1.0, 2.0], [2.0, 4.0], [1.0, 1.0]])[:2]
+    assert r.linalg.matrix_rank(t(deficient)).item() == 1 and r.linalg.matrix_rank(t(deficient)).dtype == r.int64
+    assert r.linalg.matrix_rank(t(SPD), hermitian=True).tolist() == [3, 3]
+    np.testing.assert_allclose(r.linalg.cond(t(MATS)).numpy(), np.linalg.cond(MATS), rtol=1e-9)
+    np.testing.assert_allclose(r.linalg.cond(t(MATS), "fro").numpy(), np.linalg.cond(MATS, "fro"), rtol=1e-9)
+    np.testing.assert_allclose(r.chain_matmul(t(MATS[0]), t(MATS[1])).numpy(), MATS[0] @ MATS[1])
+    assert gradcheck(lambda a, b: r.linalg.lstsq(a, b).solution, (t(TALL, grad=True), t(TALL_RHS, grad=True)))
+
+
+# torch 2.13's words for the names it removed in 1.9 (torch/_linalg_utils.py)
+REMOVED = "This function was deprecated since version 1.9 and is now removed."
+
+
+@pytest.mark.parametrize("call, start", [
+    (lambda: r.solve(r.eye(2), r.eye(2)), REMOVED + " `torch.solve` is deprecated in favor of `torch.linalg.solve`."),
+    (lambda: r.eye(2).solve(r.eye(2)), REMOVED + " `torch.solve` is deprecated"),
+    (lambda: r.symeig(r.eye(2)), REMOVED + " The default behavior has changed"),
+    (lambda: r.eig(r.eye(2), True), REMOVED + " `torch.linalg.eig` returns complex tensors"),
+    (lambda: r.lstsq(r.eye(2), r.eye(2)), REMOVED + " `torch.lstsq` is deprecated in favor of `torch.linalg.lstsq`."),
+    (lambda: r.matrix_rank(r.eye(2)), REMOVED + "\nPlease use the `torch.linalg.matrix_rank` function instead."),
+    (lambda: r.linalg.lstsq(r.ones(3, 2), r.ones(2, 1)), "torch.linalg.lstsq: input.size(-2) should match "
+                                                          "other.size(-2)"),
+    (lambda: r.linalg.lstsq(r.ones(3, 2), r.ones(3, 1), driver="x"), "torch.linalg.lstsq: parameter `driver` should "
+                                                                      "be one of (gels, gelsy, gelsd, gelss)"),
+    (lambda: r.linalg.matrix_rank(r.ones(3)), "linalg.matrix_rank: The input tensor A must have at least 2 dims"),
+])
+def test_removed_and_lstsq_errors(call, start):
+    with pytest.raises(RuntimeError) as info:
+        call()
+    assert str(info.value).startswith(start.replace("dims", "dimensions."))

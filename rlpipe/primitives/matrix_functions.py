@@ -8,6 +8,7 @@ import numbers
 
 import numpy as np
 
+from .. import _dtypes, return_types
 from .._dispatch import torch_function
 from .._tensor import tensor_method, wrap
 from .common import _LEGACY_TYPE_NAMES, with_out
@@ -16,7 +17,7 @@ from .linalg import linalg_svd, matmul
 from .reductions import amax, amin, norm as _p_norm
 
 __all__ = ["vector_norm", "matrix_norm", "linalg_norm", "pinv", "pinverse", "matrix_power", "matrix_exp",
-           "cholesky_solve", "cholesky_inverse", "multi_dot", "vecdot"]
+           "cholesky_solve", "cholesky_inverse", "multi_dot", "vecdot", "matrix_rank", "lstsq", "cond", "chain_matmul"]
 
 _INF = float("inf")
 
@@ -236,3 +237,105 @@ def multi_dot(tensors):
 def vecdot(x, y, *, dim=-1):
     """``torch.linalg.vecdot``: the dot products of x and y (broadcast) along ``dim``."""
     return (x * y).sum(dim)
+
+
+def _check_tolerances(A, name):
+    if A.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
+    if not A.is_floating_point():
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got "
+                           f"{_LEGACY_TYPE_NAMES.get(A.dtype.name, A.dtype.name)}")
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
+    """``torch.linalg.matrix_rank``: the number of singular values (eigenvalue magnitudes when ``hermitian``) above
+    ``pinv``'s tolerance, as int64."""
+    _check_tolerances(A, "linalg.matrix_rank")
+    m, n = A.shape[-2:]
+    values = eigh(A).eigenvalues.abs() if hermitian else linalg_svd(A, full_matrices=False).S
+    values = values.detach()
+    tol = _tolerance(values.amax(-1, keepdim=True), m, n, A.dtype, atol, rtol)
+    return (values > tol).sum(-1)
+
+
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """``torch.linalg.lstsq``: (solution, residuals, rank, singular_values) of min ||A X - B|| (the minimum-norm
+    solution where A is rank-deficient), through the pseudo-inverse; as torch's drivers, residuals only for
+    tall full-rank A with 'gels'/'gelsd'/'gelss', rank for all but 'gels', singular values for 'gelsd'/'gelss'."""
+    driver = "gelsy" if driver is None else driver
+    if driver not in _LSTSQ_DRIVERS:
+        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
+    _check_tolerances(A, "torch.linalg.lstsq")
+    vector = B.ndim == A.ndim - 1
+    b = B.unsqueeze(-1) if vector else B
+    if A.shape[-2] != b.shape[-2]:
+        raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
+    m, n = A.shape[-2:]
+    solution = matmul(pinv(A, rtol=rcond), b)
+    empty = A.new_empty((0,))
+    rank = matrix_rank(A, rtol=rcond) if driver != "gels" else A.new_empty((0,), dtype=_dtypes.int64)
+    residuals = empty
+    if m > n and driver != "gelsy" and bool((matrix_rank(A) == n).all()):
+        residuals = (matmul(A, solution) - b).pow(2).sum(-2)
+    singular_values = linalg_svd(A, full_matrices=False).S if driver in ("gelsd", "gelss") else empty
+    if vector:
+        solution = solution.squeeze(-1)
+        residuals = residuals.squeeze(-1) if residuals.numel() else residuals
+    return return_types.linalg_lstsq(solution, residuals, rank, singular_values)
+
+
+def cond(A, p=None):
+    """``torch.linalg.cond``: the condition number ||A|| ||A^-1|| in the ``p`` norm (2 by default: the ratio of the
+    largest to the smallest singular value)."""
+    _check_tolerances(A, "linalg.cond")
+    if p in (None, 2, -2):
+        s = linalg_svd(A, full_matrices=False).S
+        ratio = s[..., 0] / s[..., -1]
+        return ratio if p != -2 else ratio.reciprocal()
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+
+
+def chain_matmul(*matrices):
+    """``torch.chain_matmul`` (deprecated there for ``torch.linalg.multi_dot``): the product of 2-d matrices."""
+    if len(matrices) == 1:
+        return matrices[0].clone()
+    return multi_dot(matrices)
+
+
+def _removed(name, message):
+    """A name torch keeps only to say it was removed: calling it raises torch's RuntimeError."""
+    def removed(*args, **kwargs):
+        raise RuntimeError("This function was deprecated since version 1.9 and is now removed." + message)
+    removed.__name__ = name
+    removed.__doc__ = f"``torch.{name}``, removed in torch 1.9: raises torch's RuntimeError saying what replaces it."
+    return removed
+
+
+solve = _removed("solve", " `torch.solve` is deprecated in favor of `torch.linalg.solve`. `torch.linalg.solve` has its "
+                 "arguments reversed and does not return the LU factorization.\n\nTo get the LU factorization see "
+                 "`torch.lu`, which can be used with `torch.lu_solve` or `torch.lu_unpack`.\nX = torch.solve(B, "
+                 "A).solution should be replaced with:\nX = torch.linalg.solve(A, B)")
+symeig = _removed("symeig", " The default behavior has changed from using the upper triangular portion of the matrix "
+                  "by default to using the lower triangular portion.\n\nL, _ = torch.symeig(A, upper=upper) should be "
+                  "replaced with:\nL = torch.linalg.eigvalsh(A, UPLO='U' if upper else 'L')\n\nand\n\nL, V = "
+                  "torch.symeig(A, eigenvectors=True) should be replaced with:\nL, V = torch.linalg.eigh(A, UPLO='U' "
+                  "if upper else 'L')")
+eig = _removed("eig", " `torch.linalg.eig` returns complex tensors of dtype `cfloat` or `cdouble` rather than real "
+               "tensors mimicking complex tensors.\n\nL, _ = torch.eig(A) should be replaced with:\nL_complex = "
+               "torch.linalg.eigvals(A)\n\nand\n\nL, V = torch.eig(A, eigenvectors=True) should be replaced with:\n"
+               "L_complex, V_complex = torch.linalg.eig(A)")
+legacy_lstsq = _removed("lstsq", " `torch.lstsq` is deprecated in favor of `torch.linalg.lstsq`.\n`torch.linalg.lstsq` "
+                        "has reversed arguments and does not return the QR decomposition in the returned tuple "
+                        "(although it returns other information about the problem).\n\nTo get the QR decomposition "
+                        "consider using `torch.linalg.qr`.\n\nThe returned solution in `torch.lstsq` stored the "
+                        "residuals of the solution in the last m - n columns of the returned value whenever m > n. In "
+                        "torch.linalg.lstsq, the residuals are in the field 'residuals' of the returned named tuple."
+                        "\n\nThe unpacking of the solution, as in\nX, _ = torch.lstsq(B, A).solution[:A.size(1)]\n"
+                        "should be replaced with:\nX = torch.linalg.lstsq(A, B).solution")
+legacy_matrix_rank = _removed("matrix_rank", "\nPlease use the `torch.linalg.matrix_rank` function instead. The "
+                              "parameter 'symmetric' was renamed in `torch.linalg.matrix_rank()` to 'hermitian'.")
+for _method in (solve, symeig, eig, legacy_lstsq):
+    tensor_method(_method.__name__)(_method)
