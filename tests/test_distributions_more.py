@@ -189,6 +189,12 @@ def test_rsample_gradients_of_the_mean():
     ("gamma_rate_rsample", lambda rate: _seeded(lambda: D.Gamma(T([2.0, 3.0]), rate).rsample((4,))), ([0.5, 2.0],)),
     ("studentt_loc_scale_rsample", lambda loc, scale: _seeded(lambda: D.StudentT(T([3.0, 5.0]), loc, scale)
                                                               .rsample((4,))), ([0.0, 1.0], [1.0, 2.0])),
+    ("relaxed_bernoulli_rsample", lambda logits: _seeded(lambda: D.RelaxedBernoulli(T(0.5), logits=logits)
+                                                         .rsample((3,))), ([0.3, -1.0],)),
+    ("relaxed_onehot_rsample", lambda logits: _seeded(lambda: D.RelaxedOneHotCategorical(T(0.7), logits=logits)
+                                                      .rsample((3,))), ([0.3, -1.0, 0.5],)),
+    ("relaxed_onehot_log_prob", lambda logits: D.RelaxedOneHotCategorical(T(0.7), logits=logits)
+     .log_prob(T([0.2, 0.3, 0.5])), ([0.3, -1.0, 0.5],)),
     ("gamma_log_prob", lambda c, rate: D.Gamma(c, rate).log_prob(T([0.5, 2.0])), ([2.0, 0.7], [1.5, 0.3])),
     ("dirichlet_log_prob", lambda c: D.Dirichlet(c).log_prob(T([0.2, 0.3, 0.5])), ([0.5, 2.0, 3.0],)),
     ("studentt_log_prob", lambda df, loc, scale: D.StudentT(df, loc, scale).log_prob(T([0.5, 2.0])),
@@ -226,8 +232,9 @@ def test_expand_and_sample_shapes(name):
     value = eval(CASES[name][1])
     if value.ndim > len(d.batch_shape) + len(d.event_shape):
         value = value[0]  # a sample of its own: one that broadcasts with the new batch dim
-    np.testing.assert_allclose(big.log_prob(value).numpy(), np.broadcast_to(d.log_prob(value).numpy(),
-                                                                            big.batch_shape))
+    expanded = big.log_prob(value).numpy()
+    assert expanded.shape[0] == 4
+    np.testing.assert_allclose(expanded, np.broadcast_to(d.log_prob(value).numpy(), expanded.shape))
 
 
 def test_number_parameters_give_scalar_batches():

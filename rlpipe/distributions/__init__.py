@@ -30,6 +30,8 @@ from .geometric import Geometric
 from .binomial import Binomial
 from .multinomial import Multinomial
 from .mixture_same_family import MixtureSameFamily
+from .relaxed_bernoulli import LogitRelaxedBernoulli, RelaxedBernoulli
+from .relaxed_categorical import ExpRelaxedCategorical, RelaxedOneHotCategorical
 from .kl import kl_divergence, register_kl
 
 __all__ = ["AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransform", "Distribution", "ExpTransform",
@@ -37,4 +39,5 @@ __all__ = ["AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransf
            "TanhTransform", "Transform", "TransformedDistribution", "Uniform", "constraints", "identity_transform",
            "kl_divergence", "register_kl", "transforms", "MultivariateNormal", "LowRankMultivariateNormal", "Laplace",
            "Exponential", "Gamma", "Chi2", "Dirichlet", "LogNormal", "Gumbel", "Cauchy", "StudentT", "Poisson",
-           "Geometric", "Binomial", "Multinomial", "MixtureSameFamily"]
+           "Geometric", "Binomial", "Multinomial", "MixtureSameFamily", "LogitRelaxedBernoulli", "RelaxedBernoulli",
+           "ExpRelaxedCategorical", "RelaxedOneHotCategorical"]
