@@ -158,6 +158,9 @@ def test_rsample_gradients_of_the_mean():
     D.Gamma(c, rate).rsample((N,)).mean(0).sum().backward()
     np.testing.assert_allclose(c.grad.numpy(), [1 / 1.5, 1 / 4.0], rtol=0.02)
     np.testing.assert_allclose(rate.grad.numpy(), [-2.0 / 1.5 ** 2, -0.5 / 16], rtol=0.02)
+    a, b = T([2.0]).requires_grad_(), T([3.0]).requires_grad_()
+    D.Beta(a, b).rsample((N,)).mean().backward()  # d/da a / (a + b) = b / (a + b)^2, d/db = -a / (a + b)^2
+    np.testing.assert_allclose([a.grad.item(), b.grad.item()], [3 / 25, -2 / 25], atol=0.005)
     conc = T([1.0, 2.0, 3.0]).requires_grad_()
     D.Dirichlet(conc).rsample((N,)).mean(0)[0].backward()  # d/dc_j of c_0 / sum(c)
     np.testing.assert_allclose(conc.grad.numpy(), [5 / 36, -1 / 36, -1 / 36], atol=0.01)

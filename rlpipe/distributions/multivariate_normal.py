@@ -19,7 +19,12 @@ def _batch_mv(matrices, vectors):
 
 
 def _batch_mahalanobis(scale_tril, x):
-    """x^T (L L^T)^-1 x for each vector of x, by one triangular solve (batches broadcast)."""
+    """x^T (L L^T)^-1 x for each vector of x, by one triangular solve (batches broadcast); one L shared by every
+    vector is solved once against all of them as columns."""
+    if scale_tril.ndim == 2:
+        n = x.shape[-1]
+        columns = P.solve_triangular(scale_tril, x.reshape(-1, n).mT, upper=False)
+        return columns.pow(2).sum(0).reshape(x.shape[:-1])
     return P.solve_triangular(scale_tril, x.unsqueeze(-1), upper=False).squeeze(-1).pow(2).sum(-1)
 
 
