@@ -13,7 +13,9 @@ from .one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThr
 from .transformed_distribution import TransformedDistribution
 from .uniform import Uniform
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, TanhTransform,
-                         Transform, identity_transform)
+                         Transform, identity_transform, AbsTransform, PowerTransform, SoftplusTransform,
+                         SoftmaxTransform, StickBreakingTransform, IndependentTransform, ReshapeTransform,
+                         LowerCholeskyTransform, CumulativeDistributionTransform)
 from .multivariate_normal import MultivariateNormal
 from .lowrank_multivariate_normal import LowRankMultivariateNormal
 from .laplace import Laplace
@@ -32,6 +34,15 @@ from .multinomial import Multinomial
 from .mixture_same_family import MixtureSameFamily
 from .relaxed_bernoulli import LogitRelaxedBernoulli, RelaxedBernoulli
 from .relaxed_categorical import ExpRelaxedCategorical, RelaxedOneHotCategorical
+from .half_normal import HalfNormal
+from .half_cauchy import HalfCauchy
+from .pareto import Pareto
+from .weibull import Weibull
+from .kumaraswamy import Kumaraswamy
+from .inverse_gamma import InverseGamma
+from .fishersnedecor import FisherSnedecor
+from .negative_binomial import NegativeBinomial
+from .logistic_normal import LogisticNormal
 from .kl import kl_divergence, register_kl
 
 __all__ = ["AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransform", "Distribution", "ExpTransform",
@@ -40,4 +51,7 @@ __all__ = ["AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransf
            "kl_divergence", "register_kl", "transforms", "MultivariateNormal", "LowRankMultivariateNormal", "Laplace",
            "Exponential", "Gamma", "Chi2", "Dirichlet", "LogNormal", "Gumbel", "Cauchy", "StudentT", "Poisson",
            "Geometric", "Binomial", "Multinomial", "MixtureSameFamily", "LogitRelaxedBernoulli", "RelaxedBernoulli",
-           "ExpRelaxedCategorical", "RelaxedOneHotCategorical"]
+           "ExpRelaxedCategorical", "RelaxedOneHotCategorical", "HalfNormal", "HalfCauchy", "Pareto", "Weibull",
+           "Kumaraswamy", "InverseGamma", "FisherSnedecor", "NegativeBinomial", "LogisticNormal", "AbsTransform",
+           "PowerTransform", "SoftplusTransform", "SoftmaxTransform", "StickBreakingTransform", "IndependentTransform",
+           "ReshapeTransform", "LowerCholeskyTransform", "CumulativeDistributionTransform"]

@@ -5,53 +5,29 @@ from ..autograd import no_grad
 from . import constraints
 from ._discrete_sampling import binomial
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import BinaryParameters
 
 __all__ = ["Binomial"]
 
 
-class Binomial(Distribution):
+class Binomial(BinaryParameters, Distribution):
     """Binomial(total_count, probs or logits), parameters broadcast together; samples are floats."""
     arg_constraints = {"total_count": constraints.nonnegative_integer, "probs": constraints.unit_interval,
                        "logits": constraints.real}
     has_enumerate_support = True
 
     def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        total, param = broadcast_all(total_count, probs if probs is not None else logits)
-        self.total_count = total.type_as(param)
-        if probs is not None:
-            self.probs = param
-        else:
-            self.logits = param
-        self._param = param
-        super().__init__(param.size(), validate_args=validate_args)
+        self.total_count, = self._set_binary_parameter(probs, logits, total_count)
+        super().__init__(self._param.size(), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._expand_parameters(Binomial, batch_shape, ("total_count", "probs", "logits"), _instance)
-        new._param = new.__dict__["probs"] if "probs" in self.__dict__ else new.__dict__["logits"]
-        return new
+        return self._expand_binary(self._expand_parameters(Binomial, batch_shape, ("total_count", "probs", "logits"),
+                                                           _instance))
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
         """The integers from 0 to total_count."""
         return constraints.integer_interval(0, self.total_count)
-
-    @lazy_property
-    def logits(self):
-        """log(p / (1 - p))."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        """The probability of success of each trial."""
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        """The shape of the probs or logits parameter."""
-        return self._param.size()
 
     @property
     def mean(self):

@@ -3,45 +3,29 @@ from .. import primitives as P
 from .._creation import zeros_like
 from ..autograd import no_grad
 from . import constraints
+from .bernoulli import binary_cross_entropy_with_logits
 from .distribution import Distribution
-from .utils import (batch_shape_for, broadcast_all, lazy_property, logits_to_probs, probs_to_logits,
-                    standard_uniform, tiny_of)
+from .utils import BinaryParameters, batch_shape_for, broadcast_all, standard_uniform, tiny_of
 
 __all__ = ["Geometric"]
 
 
-class Geometric(Distribution):
+class Geometric(BinaryParameters, Distribution):
     """P(k) = (1 - p)^k p for k = 0, 1, ...; given by ``probs`` (in (0, 1]) or ``logits``, not both."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.nonnegative_integer
 
     def __init__(self, probs=None, logits=None, validate_args=None):
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        given = probs if probs is not None else logits
-        param, = broadcast_all(given)
-        if probs is not None:
-            self.probs = param
-        else:
-            self.logits = param
-        super().__init__(batch_shape_for((given,), param), validate_args=validate_args)
+        self._set_binary_parameter(probs, logits)
+        super().__init__(batch_shape_for((probs if probs is not None else logits,), self._param),
+                         validate_args=validate_args)
         if self._validate_args and probs is not None and not bool((self.probs > 0).all()):
             raise ValueError(f"Expected parameter probs ({type(self.probs).__name__} of shape "
                              f"{tuple(self.probs.shape)}) of distribution {self!r} to be positive but found invalid "
                              f"values:\n{self.probs[~(self.probs > 0)]}")
 
     def expand(self, batch_shape, _instance=None):
-        return self._expand_parameters(Geometric, batch_shape, ("probs", "logits"), _instance)
-
-    @lazy_property
-    def logits(self):
-        """log(p / (1 - p))."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        """The probability of success of each trial."""
-        return logits_to_probs(self.logits, is_binary=True)
+        return self._expand_binary(self._expand_parameters(Geometric, batch_shape, ("probs", "logits"), _instance))
 
     @property
     def mean(self):
@@ -69,6 +53,4 @@ class Geometric(Distribution):
         return value * P.log1p(-probs) + self.probs.log()
 
     def entropy(self):
-        logits, probs = self.logits, self.probs
-        cross_entropy = logits.clamp(min=0) - logits * probs + P.log1p((-logits.abs()).exp())
-        return cross_entropy / probs
+        return binary_cross_entropy_with_logits(self.logits, self.probs) / self.probs

@@ -28,6 +28,8 @@ from .lowrank_multivariate_normal import (LowRankMultivariateNormal, _batch_lowr
 from .multivariate_normal import MultivariateNormal, _batch_mahalanobis, _broadcast_shape, _half_log_det
 from .poisson import Poisson
 from .transformed_distribution import TransformedDistribution
+from .half_normal import HalfNormal
+from .pareto import Pareto
 
 __all__ = ["register_kl", "kl_divergence"]
 
@@ -465,14 +467,69 @@ def _kl_uniform_gumbel(p, q):
     return t1 - common * (_ops.exp(-high_diff) - _ops.exp(-low_diff))
 
 
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p, q):
+    return _kl_normal_normal(p.base_dist, q.base_dist)
+
+
+@register_kl(Bernoulli, Poisson)
+def _kl_bernoulli_poisson(p, q):
+    return -p.entropy() - (p.probs * q.rate.log() - q.rate)
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    alpha_ratio = q.alpha / p.alpha
+    result = q.alpha * (p.scale / q.scale).log() - alpha_ratio.log() + alpha_ratio - 1
+    return _ops.where(p.scale < q.scale, math.inf, result)
+
+
+@register_kl(Pareto, Exponential)
+def _kl_pareto_exponential(p, q):
+    scale_rate = p.scale * q.rate
+    result = (p.alpha / scale_rate).log() - p.alpha.reciprocal() + p.alpha * scale_rate / (p.alpha - 1) - 1
+    return _ops.where(p.alpha <= 1, math.inf, result)
+
+
+@register_kl(Pareto, Gamma)
+def _kl_pareto_gamma(p, q):
+    common = p.scale.log() + p.alpha.reciprocal()
+    t2 = q.concentration.lgamma() - q.concentration * q.rate.log()
+    t4 = q.rate * p.alpha * p.scale / (p.alpha - 1)
+    result = p.alpha.log() - common + t2 + (1 - q.concentration) * common + t4 - 1
+    return _ops.where(p.alpha <= 1, math.inf, result)
+
+
+@register_kl(Pareto, Normal)
+def _kl_pareto_normal(p, q):
+    var_normal = 2 * q.scale.pow(2)
+    common = p.scale / (p.alpha - 1)
+    t1 = (math.sqrt(2 * math.pi) * q.scale * p.alpha / p.scale).log()
+    t3 = p.alpha * common.pow(2) / (p.alpha - 2)
+    t4 = (p.alpha * common - q.loc).pow(2)
+    result = t1 - p.alpha.reciprocal() + (t3 + t4) / var_normal - 1
+    return _ops.where(p.alpha <= 2, math.inf, result)
+
+
+@register_kl(Uniform, Pareto)
+def _kl_uniform_pareto(p, q):
+    width = p.high - p.low
+    t1 = (q.alpha * q.scale.pow(q.alpha) * width).log()
+    t2 = (_x_log_x(p.high) - _x_log_x(p.low) - width) / width
+    return _ops.where(p.low < q.scale, math.inf, t2 * (q.alpha + 1) - t1)
+
+
 def _infinite_of(parameter):
     """A KL function that is +inf over p's batch (q's support misses part of p's), read from ``parameter``."""
     return lambda p, q: _infinite_like(getattr(p, parameter))
 
 
-for _p, _parameter, _qs in ((Exponential, "rate", (Beta, Uniform)), (Gamma, "concentration", (Beta, Uniform)),
-                            (Gumbel, "loc", (Beta, Exponential, Gamma, Uniform)),
-                            (Laplace, "loc", (Beta, Exponential, Gamma, Uniform)),
-                            (Normal, "loc", (Beta, Exponential, Gamma)), (Poisson, "rate", (Bernoulli, Binomial))):
+for _p, _parameter, _qs in ((Exponential, "rate", (Beta, Pareto, Uniform)),
+                            (Gamma, "concentration", (Beta, Pareto, Uniform)),
+                            (Gumbel, "loc", (Beta, Exponential, Gamma, Pareto, Uniform)),
+                            (Laplace, "loc", (Beta, Exponential, Gamma, Pareto, Uniform)),
+                            (Normal, "loc", (Beta, Exponential, Gamma, Pareto)),
+                            (Poisson, "rate", (Bernoulli, Binomial)),
+                            (Pareto, "scale", (Beta, Uniform)), (Beta, "concentration1", (Pareto,))):
     for _q in _qs:
         register_kl(_p, _q)(_infinite_of(_parameter))

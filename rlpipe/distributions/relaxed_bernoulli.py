@@ -4,54 +4,30 @@ import math
 import numbers
 
 from .. import primitives as P
-from .._tensor import Size
 from . import constraints
 from .distribution import Distribution
 from .transformed_distribution import TransformedDistribution
 from .transforms import SigmoidTransform
-from .utils import broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits, standard_uniform
+from .utils import BinaryParameters, batch_shape_for, broadcast_all, clamp_probs, standard_uniform
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli"]
 
 
-class LogitRelaxedBernoulli(Distribution):
+class LogitRelaxedBernoulli(BinaryParameters, Distribution):
     """The logit of a RelaxedBernoulli: (logit(U) + logits) / temperature for U uniform; reparameterized."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.real
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
         self.temperature = temperature
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        given = probs if probs is not None else logits
-        param, = broadcast_all(given)
-        if probs is not None:
-            self.probs = param
-        else:
-            self.logits = param
-        self._param = param
-        super().__init__(Size() if isinstance(given, numbers.Number) else param.size(), validate_args=validate_args)
+        self._set_binary_parameter(probs, logits)
+        super().__init__(batch_shape_for((probs if probs is not None else logits,), self._param),
+                         validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._expand_parameters(LogitRelaxedBernoulli, batch_shape, ("probs", "logits"), _instance)
         new.temperature = self.temperature
-        new._param = new.__dict__["probs"] if "probs" in self.__dict__ else new.__dict__["logits"]
-        return new
-
-    @lazy_property
-    def logits(self):
-        """log(p / (1 - p))."""
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        """The probability of the underlying Bernoulli."""
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        """The shape of the probs or logits parameter."""
-        return self._param.size()
+        return self._expand_binary(new)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)

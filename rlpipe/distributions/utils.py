@@ -110,3 +110,40 @@ def tiny_of(dtype):
 def eps_of(dtype):
     """The machine epsilon of a float dtype."""
     return float(finfo_of(dtype).eps)
+
+
+class BinaryParameters:
+    """Mixin for distributions of binary trials given by ``probs`` or ``logits``: the other one is derived on first
+    use, and ``param_shape`` is the given one's shape."""
+
+    def _set_binary_parameter(self, probs, logits, *others):
+        """Broadcasts ``others`` with the given one of probs/logits and stores it; returns the broadcast others."""
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        *rest, param = broadcast_all(*others, probs if probs is not None else logits)
+        if probs is not None:
+            self.probs = param
+        else:
+            self.logits = param
+        self._param = param
+        return [r.type_as(param) for r in rest]
+
+    def _expand_binary(self, new):
+        """After ``_expand_parameters``: points the new instance's ``_param`` at its given parameter."""
+        new._param = new.__dict__["probs"] if "probs" in self.__dict__ else new.__dict__["logits"]
+        return new
+
+    @lazy_property
+    def logits(self):
+        """log(p / (1 - p))."""
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        """The probability of the outcome each trial counts."""
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self):
+        """The shape of the probs or logits parameter."""
+        return self._param.size()
