@@ -67,8 +67,12 @@ def test_values_match_torch(name):
             d.entropy()
     else:  # torch's Multinomial takes lgamma(n + 1) of an int64 tensor, in float32
         close(d.entropy(), golden["entropy"], rtol=1e-7 if name == "multinomial" else 1e-9)
-    if CASES[name][2] is not None:
+    if isinstance(golden["cdf"], dict):
+        with pytest.raises((NotImplementedError, ValueError)):
+            d.cdf(value)
+    else:
         close(d.cdf(value), golden["cdf"])
+    if CASES[name][2] is not None:
         close(d.icdf(eval(CASES[name][2])), golden["icdf"])
 
 
@@ -241,6 +245,7 @@ def test_rsample_gradients_of_the_mean():
      ([0.2, -0.6, 1.0],)),
     ("mixture_log_prob", lambda logits, loc: D.MixtureSameFamily(D.Categorical(logits=logits), D.Normal(loc, T(1.0)))
      .log_prob(T([0.5, -1.0])), ([0.2, -0.6], [1.0, -1.0])),
+    ("gamma_cdf", lambda c, rate, x: D.Gamma(c, rate).cdf(x), ([2.0, 0.7], [1.5, 0.3], [0.4, 3.0])),
     ("gamma_gamma_kl", lambda c, rate: D.kl_divergence(D.Gamma(c, rate), D.Gamma(T([1.0, 2.0]), T([1.0, 1.0]))),
      ([2.0, 0.7], [1.5, 0.3])),
 ])

@@ -8,33 +8,41 @@ import numpy as np
 
 from .. import primitives as P
 from ..autograd.function import Function
+from ..primitives.base import unbroadcast
 from ..random import _generator_for
 from . import constraints
 from .distribution import Distribution
 from .utils import batch_shape_for, broadcast_all, tiny_of, xlogy
 
-__all__ = ["Gamma", "StandardGamma", "standard_gamma"]
+__all__ = ["Gamma", "StandardGamma", "GammaCdf", "standard_gamma"]
 
 _SERIES_CHUNK = 16  # terms summed between two checks for convergence (each check reads back one flag)
 
 
-def _cdf_concentration_grad(xp, be, x, c):
-    """dP(c, x)/dc for P the regularized lower incomplete gamma function, from P = sum_n x^(c+n) e^-x / Gamma(c+n+1):
-    dP/dc = sum_n term_n (log x - digamma(c+n+1)), summed until the terms no longer count."""
+def _lower_gamma_series(xp, be, x, c):
+    """(P(c, x), dP/dc) for P the regularized lower incomplete gamma function (x > 0), from
+    P = sum_n x^(c+n) e^-x / Gamma(c+n+1), so that dP/dc = sum_n term_n (log x - digamma(c+n+1)); summed until the
+    terms no longer count."""
     log_x = xp.log(x)
     term = xp.exp(c * log_x - x - be.lgamma(c + 1))
     psi = be.digamma(c + 1)
-    total = term * (log_x - psi)
+    value, grad = term, term * (log_x - psi)
     n = 0
     while True:
         for _ in range(_SERIES_CHUNK):
             n += 1
             term = term * x / (c + n)
             psi = psi + 1 / (c + n)
-            total = total + term * (log_x - psi)
-        still = (term * xp.abs(log_x - psi) > 1e-17 * xp.abs(total)) | (c + n < x)
+            value = value + term
+            grad = grad + term * (log_x - psi)
+        still = (term * (1 + xp.abs(log_x - psi)) > 1e-17 * (value + xp.abs(grad))) | (c + n < x)
         if not bool(still.any()):
-            return total
+            return value, grad
+
+
+def _gamma_density(xp, be, x, c):
+    """The Gamma(c, 1) density at x > 0."""
+    return xp.exp((c - 1) * xp.log(x) - x - be.lgamma(c))
 
 
 class StandardGamma(Function):
@@ -55,9 +63,31 @@ class StandardGamma(Function):
         xp, be = ctx.xp, ctx.be
         x, c = ctx.args
         x64, c64 = x.astype(xp.float64), c.astype(xp.float64)
-        density = xp.exp((c64 - 1) * xp.log(x64) - x64 - be.lgamma(c64))
-        dx_dc = -_cdf_concentration_grad(xp, be, x64, c64) / density
+        dx_dc = -_lower_gamma_series(xp, be, x64, c64)[1] / _gamma_density(xp, be, x64, c64)
         return (g * dx_dc.astype(x.dtype)), None
+
+
+class GammaCdf(Function):
+    """P(c, x), the CDF of Gamma(c, 1) at x (0 for x <= 0), with its gradients: the density for x and the series of
+    dP/dc for c (both broadcast)."""
+    raw = True
+
+    @staticmethod
+    def forward(ctx, concentration, x):
+        xp, be = ctx.xp, ctx.be
+        c64, x64 = xp.broadcast_arrays(concentration.astype(xp.float64), x.astype(xp.float64))
+        positive = x64 > 0
+        safe_x = xp.where(positive, x64, 1.0)
+        value, grad_c = _lower_gamma_series(xp, be, safe_x, c64)
+        ctx.args = positive, safe_x, c64, xp.where(positive, grad_c, 0.0), concentration.shape, x.shape
+        return xp.where(positive, value, 0.0).astype(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp, be = ctx.xp, ctx.be
+        positive, safe_x, c64, grad_c, c_shape, x_shape = ctx.args
+        grad_x = xp.where(positive, _gamma_density(xp, be, safe_x, c64), 0.0)
+        return unbroadcast((g * grad_c).astype(g.dtype), c_shape), unbroadcast((g * grad_x).astype(g.dtype), x_shape)
 
 
 def standard_gamma(concentration):
@@ -101,6 +131,14 @@ class Gamma(Distribution):
             self._validate_sample(value)
         c, rate = self.concentration, self.rate
         return xlogy(c, rate) + xlogy(c - 1, value) - rate * value - P.lgamma(c)
+
+    def cdf(self, value):
+        """The regularized lower incomplete gamma function P(concentration, rate * value), differentiable in all three
+        (torch.special.gammainc's value)."""
+        if self._validate_args:
+            self._validate_sample(value)
+        c, scaled = P.broadcast_tensors(self.concentration, self.rate * value)
+        return GammaCdf.apply(c, scaled)
 
     def entropy(self):
         c = self.concentration
