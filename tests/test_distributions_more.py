@@ -419,3 +419,34 @@ def test_cuda_matches_cpu(name):
     assert sample.device.type == "cuda" and sample.shape == cpu.sample((3,)).shape
     if gpu.has_rsample:
         assert gpu.rsample((2,)).device.type == "cuda"
+
+
+# ---- constraint registry --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("constraint", ["real", "positive", "nonnegative", "greater_than(2.0)",
+                                        "greater_than_eq(-1.0)", "less_than(-1.0)", "interval(-2.0, 3.0)",
+                                        "half_open_interval(0.0, 1.0)", "unit_interval", "simplex", "real_vector",
+                                        "independent(positive, 2)", "lower_cholesky", "positive_definite"])
+def test_transform_to_and_biject_to_land_in_the_constraint(constraint):
+    c = eval(constraint, vars(D.constraints))
+    x = T([[0.3, -1.2], [2.0, 0.1]])
+    for registry in (D.transform_to, D.biject_to):
+        try:
+            t = registry(c)
+        except NotImplementedError:
+            assert registry is D.biject_to and constraint in ("lower_cholesky", "positive_definite")
+            continue
+        y = t(x)
+        assert bool(c.check(y).all())
+        if t.bijective:  # transform_to's simplex, lower_cholesky and positive_definite maps are onto, not one-to-one
+            np.testing.assert_allclose(t.inv(y).numpy(), x.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_constraint_registry_errors_and_registration():
+    with pytest.raises(NotImplementedError, match="Cannot transform _Boolean constraints"):
+        D.biject_to(D.constraints.boolean)
+    with pytest.raises(TypeError, match="Expected constraint to be either a Constraint subclass or instance"):
+        D.constraint_registry.ConstraintRegistry().register(3, lambda c: None)
+    registry = D.constraint_registry.ConstraintRegistry()
+    registry.register(D.constraints.positive)(lambda c: D.SoftplusTransform())
+    assert isinstance(registry(D.constraints.positive), D.SoftplusTransform)

@@ -15,7 +15,7 @@ from .uniform import Uniform
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, TanhTransform,
                          Transform, identity_transform, AbsTransform, PowerTransform, SoftplusTransform,
                          SoftmaxTransform, StickBreakingTransform, IndependentTransform, ReshapeTransform,
-                         LowerCholeskyTransform, CumulativeDistributionTransform)
+                         LowerCholeskyTransform, CumulativeDistributionTransform, PositiveDefiniteTransform)
 from .multivariate_normal import MultivariateNormal
 from .lowrank_multivariate_normal import LowRankMultivariateNormal
 from .laplace import Laplace
@@ -44,6 +44,8 @@ from .fishersnedecor import FisherSnedecor
 from .negative_binomial import NegativeBinomial
 from .logistic_normal import LogisticNormal
 from .kl import kl_divergence, register_kl
+from .constraint_registry import biject_to, transform_to
+from . import constraint_registry
 
 __all__ = ["AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransform", "Distribution", "ExpTransform",
            "Independent", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough", "SigmoidTransform",
@@ -54,4 +56,5 @@ __all__ = ["AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransf
            "ExpRelaxedCategorical", "RelaxedOneHotCategorical", "HalfNormal", "HalfCauchy", "Pareto", "Weibull",
            "Kumaraswamy", "InverseGamma", "FisherSnedecor", "NegativeBinomial", "LogisticNormal", "AbsTransform",
            "PowerTransform", "SoftplusTransform", "SoftmaxTransform", "StickBreakingTransform", "IndependentTransform",
-           "ReshapeTransform", "LowerCholeskyTransform", "CumulativeDistributionTransform"]
+           "ReshapeTransform", "LowerCholeskyTransform", "CumulativeDistributionTransform", "PositiveDefiniteTransform",
+           "biject_to", "transform_to", "constraint_registry"]

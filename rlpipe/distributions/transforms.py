@@ -17,7 +17,7 @@ from .utils import finfo_of, lazy_property, sum_rightmost
 __all__ = ["Transform", "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
            "identity_transform", "AbsTransform", "PowerTransform", "SoftplusTransform", "SoftmaxTransform",
            "StickBreakingTransform", "IndependentTransform", "ReshapeTransform", "LowerCholeskyTransform",
-           "CumulativeDistributionTransform"]
+           "CumulativeDistributionTransform", "PositiveDefiniteTransform"]
 
 
 class Transform:
@@ -707,3 +707,21 @@ class CumulativeDistributionTransform(Transform):
 
     def log_abs_det_jacobian(self, x, y):
         return self.distribution.log_prob(x)
+
+
+class PositiveDefiniteTransform(Transform):
+    """Unconstrained square matrices to positive-definite ones: L L^T for L their LowerCholeskyTransform."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.positive_definite
+
+    def __eq__(self, other):
+        return isinstance(other, PositiveDefiniteTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        low = LowerCholeskyTransform()(x)
+        return low @ low.mT
+
+    def _inverse(self, y):
+        return LowerCholeskyTransform().inv(_ops.linalg_cholesky(y))
