@@ -75,8 +75,8 @@ class Cholesky(Op):
         if upper:
             g = _mT(g)
         phi = xp.tril(_mT(low) @ g)
-        diag = xp.einsum("...ii->...i", phi)
-        diag *= 0.5
+        idx = xp.arange(phi.shape[-1])
+        phi[..., idx, idx] *= 0.5
         inv_low = xp.linalg.inv(low)
         ga = _mT(inv_low) @ phi @ inv_low
         return 0.5 * (ga + _mT(ga)), None
@@ -106,7 +106,8 @@ def _triangle(xp, a, upper, unitriangular):
     """The triangle of ``a`` that a triangular solve reads, with ones on the diagonal when ``unitriangular``."""
     t = xp.triu(a, 1 if unitriangular else 0) if upper else xp.tril(a, -1 if unitriangular else 0)
     if unitriangular:
-        xp.einsum("...ii->...i", t)[...] = 1
+        idx = xp.arange(t.shape[-1])
+        t[..., idx, idx] = 1
     return t
 
 
@@ -209,9 +210,10 @@ class Eigh(Op):
         inner = _mT(v) @ gv
         inner = 0.5 * (inner - _mT(inner))
         gaps = w[..., None, :] - w[..., :, None]
-        xp.einsum("...ii->...i", gaps)[...] = 1
+        idx = xp.arange(w.shape[-1])
+        gaps[..., idx, idx] = 1
         inner = inner / gaps
-        xp.einsum("...ii->...i", inner)[...] = gw
+        inner[..., idx, idx] = gw
         return v @ inner @ _mT(v), None
 
 
@@ -220,7 +222,7 @@ def _qr_backward(xp, q, r, gq, gr):
     (gQ + Q copyltu(M)) R^-T with M = R gR^T - gQ^T Q, copyltu making M symmetric from its lower triangle."""
     m = r @ _mT(gr) - _mT(gq) @ q
     low = xp.tril(m, -1)
-    sym = low + _mT(low) + xp.einsum("...ii->...i", m)[..., None, :] * xp.eye(m.shape[-1], dtype=m.dtype)
+    sym = low + _mT(low) + xp.tril(xp.triu(m))  # (the diagonal of m, once)
     rhs = gq + q @ sym
     return _mT(xp.linalg.solve(r, _mT(rhs)))  # rhs R^-T
 
