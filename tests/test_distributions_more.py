@@ -128,7 +128,8 @@ def moments(d, n=N):
 @pytest.mark.parametrize("name", ["mvn_cov", "mvn_tril", "lowrank", "laplace", "exponential", "gamma", "chi2",
                                   "dirichlet", "gumbel", "studentt_finite", "poisson", "poisson_large", "geometric",
                                   "binomial", "binomial_large", "multinomial", "mixture", "negative_binomial",
-                                  "weibull", "half_normal", "inverse_gamma_finite", "kumaraswamy", "pareto_finite"])
+                                  "weibull", "half_normal", "inverse_gamma_finite", "kumaraswamy", "pareto_finite",
+                                  "continuous_bernoulli"])
 def test_sample_moments(name):
     d = {"studentt_finite": lambda: D.StudentT(T([5.0, 9.0]), T([0.0, 1.0]), T([1.0, 0.5])),
          "poisson_large": lambda: D.Poisson(T([15.0, 400.0])),
@@ -245,6 +246,11 @@ def test_rsample_gradients_of_the_mean():
      ([0.2, -0.6, 1.0],)),
     ("mixture_log_prob", lambda logits, loc: D.MixtureSameFamily(D.Categorical(logits=logits), D.Normal(loc, T(1.0)))
      .log_prob(T([0.5, -1.0])), ([0.2, -0.6], [1.0, -1.0])),
+    ("continuous_bernoulli_rsample", lambda p: _seeded(lambda: D.ContinuousBernoulli(p).rsample((3,))),
+     ([0.2, 0.7],)),
+    ("continuous_bernoulli_log_prob", lambda logits: D.ContinuousBernoulli(logits=logits).log_prob(T([0.3, 0.8])),
+     ([-1.0, 2.0],)),
+    ("von_mises_log_prob", lambda loc, k: D.VonMises(loc, k).log_prob(T([0.3, 2.0])), ([0.0, 1.0], [0.5, 5.0])),
     ("gamma_cdf", lambda c, rate, x: D.Gamma(c, rate).cdf(x), ([2.0, 0.7], [1.5, 0.3], [0.4, 3.0])),
     ("gamma_gamma_kl", lambda c, rate: D.kl_divergence(D.Gamma(c, rate), D.Gamma(T([1.0, 2.0]), T([1.0, 1.0]))),
      ([2.0, 0.7], [1.5, 0.3])),

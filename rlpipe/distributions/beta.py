@@ -7,6 +7,7 @@ import numbers
 from .. import primitives as _ops
 from .._tensor import Size
 from . import constraints
+from .dirichlet import Dirichlet
 from .distribution import Distribution
 from .gamma import standard_gamma
 from .utils import broadcast_all
@@ -49,8 +50,10 @@ class Beta(Distribution):
 
     @property
     def mode(self):
-        """(a - 1) / (a + b - 2); outside [0, 1] (or nan) where a or b is below 1, as torch's."""
-        return (self.concentration1 - 1) / (self._total - 2)
+        """The Dirichlet mode's first entry, as torch's: (a - 1) / (a + b - 2) for a, b > 1, the nearer end where one
+        concentration is below 1."""
+        pair = _ops.stack([self.concentration1, self.concentration0], -1)
+        return Dirichlet(pair, validate_args=False).mode[..., 0]
 
     @property
     def variance(self):

@@ -29,6 +29,7 @@ from .multivariate_normal import MultivariateNormal, _batch_mahalanobis, _broadc
 from .poisson import Poisson
 from .transformed_distribution import TransformedDistribution
 from .half_normal import HalfNormal
+from .continuous_bernoulli import ContinuousBernoulli
 from .pareto import Pareto
 
 __all__ = ["register_kl", "kl_divergence"]
@@ -519,17 +520,60 @@ def _kl_uniform_pareto(p, q):
     return _ops.where(p.low < q.scale, math.inf, t2 * (q.alpha + 1) - t1)
 
 
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_continuous_bernoulli_continuous_bernoulli(p, q):
+    t1 = p.mean * (p.logits - q.logits)
+    t2 = p._cont_bern_log_norm() + _ops.log1p(-p.probs)
+    t3 = -q._cont_bern_log_norm() - _ops.log1p(-q.probs)
+    return t1 + t2 + t3
+
+
+def _cross_entropy_to_continuous_bernoulli(p, q):
+    """-E_p[log q] for a continuous Bernoulli q: its log-density is linear in x."""
+    return -p.mean * q.logits - _ops.log1p(-q.probs) - q._cont_bern_log_norm()
+
+
+@register_kl(Beta, ContinuousBernoulli)
+def _kl_beta_continuous_bernoulli(p, q):
+    return -p.entropy() + _cross_entropy_to_continuous_bernoulli(p, q)
+
+
+@register_kl(Uniform, ContinuousBernoulli)
+def _kl_uniform_continuous_bernoulli(p, q):
+    result = -p.entropy() + _cross_entropy_to_continuous_bernoulli(p, q)
+    return _ops.where((p.high >= 1) | (p.low <= 0), math.inf, result)
+
+
+@register_kl(ContinuousBernoulli, Exponential)
+def _kl_continuous_bernoulli_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.mean
+
+
+@register_kl(ContinuousBernoulli, Normal)
+def _kl_continuous_bernoulli_normal(p, q):
+    t2 = 0.5 * (math.log(2.0 * math.pi) + (q.loc / q.scale).pow(2)) + q.scale.log()
+    t3 = (p.variance + p.mean.pow(2) - 2.0 * q.loc * p.mean) / (2.0 * q.scale.pow(2))
+    return -p.entropy() + t2 + t3
+
+
+@register_kl(ContinuousBernoulli, Uniform)
+def _kl_continuous_bernoulli_uniform(p, q):
+    result = -p.entropy() + (q.high - q.low).log()
+    return _ops.where((q.low >= 0) | (q.high <= 1), math.inf, result)
+
+
 def _infinite_of(parameter):
     """A KL function that is +inf over p's batch (q's support misses part of p's), read from ``parameter``."""
     return lambda p, q: _infinite_like(getattr(p, parameter))
 
 
-for _p, _parameter, _qs in ((Exponential, "rate", (Beta, Pareto, Uniform)),
-                            (Gamma, "concentration", (Beta, Pareto, Uniform)),
-                            (Gumbel, "loc", (Beta, Exponential, Gamma, Pareto, Uniform)),
-                            (Laplace, "loc", (Beta, Exponential, Gamma, Pareto, Uniform)),
-                            (Normal, "loc", (Beta, Exponential, Gamma, Pareto)),
+for _p, _parameter, _qs in ((Exponential, "rate", (Beta, ContinuousBernoulli, Pareto, Uniform)),
+                            (Gamma, "concentration", (Beta, ContinuousBernoulli, Pareto, Uniform)),
+                            (Gumbel, "loc", (Beta, ContinuousBernoulli, Exponential, Gamma, Pareto, Uniform)),
+                            (Laplace, "loc", (Beta, ContinuousBernoulli, Exponential, Gamma, Pareto, Uniform)),
+                            (Normal, "loc", (Beta, ContinuousBernoulli, Exponential, Gamma, Pareto)),
                             (Poisson, "rate", (Bernoulli, Binomial)),
-                            (Pareto, "scale", (Beta, Uniform)), (Beta, "concentration1", (Pareto,))):
+                            (Pareto, "scale", (Beta, Uniform, ContinuousBernoulli)),
+                            (Beta, "concentration1", (Pareto,)), (ContinuousBernoulli, "probs", (Pareto,))):
     for _q in _qs:
         register_kl(_p, _q)(_infinite_of(_parameter))
