@@ -456,3 +456,24 @@ def test_constraint_registry_errors_and_registration():
     registry = D.constraint_registry.ConstraintRegistry()
     registry.register(D.constraints.positive)(lambda c: D.SoftplusTransform())
     assert isinstance(registry(D.constraints.positive), D.SoftplusTransform)
+
+
+# ---- exponential families ---------------------------------------------------------------------------------
+
+def test_exponential_family_bregman_entropy_and_kl_match_the_closed_forms():
+    from rlpipe.distributions.kl import _kl_expfamily_expfamily
+    pairs = [(D.Normal(T([0.0, 1.0]), T([1.0, 2.0])), D.Normal(T([1.0, 0.0]), T([2.0, 1.0]))),
+             (D.Bernoulli(T([0.3, 0.9])), D.Bernoulli(T([0.6, 0.2]))),
+             (D.Exponential(T([0.5, 2.0])), D.Exponential(T([1.0, 1.5]))),
+             (D.Gamma(T([2.0, 0.5]), T([1.0, 3.0])), D.Gamma(T([1.0, 1.5]), T([2.0, 1.0]))),
+             (D.Poisson(T([2.0, 0.5])), D.Poisson(T([1.0, 3.0]))),
+             (D.Beta(T([2.0, 0.5]), T([1.0, 3.0])), D.Beta(T([1.0, 1.5]), T([2.0, 1.0]))),
+             (D.Dirichlet(T([[1.0, 2.0, 3.0]])), D.Dirichlet(T([[2.0, 2.0, 1.0]]))),
+             (D.ContinuousBernoulli(T([0.2, 0.8])), D.ContinuousBernoulli(T([0.6, 0.3])))]
+    for p, q in pairs:
+        assert isinstance(p, D.ExponentialFamily)
+        np.testing.assert_allclose(_kl_expfamily_expfamily(p, q).numpy(), D.kl_divergence(p, q).numpy(), rtol=1e-9)
+        if type(p).__name__ in ("Normal", "Bernoulli", "Exponential", "ContinuousBernoulli"):
+            np.testing.assert_allclose(D.ExponentialFamily.entropy(p).numpy(), p.entropy().numpy(), rtol=1e-9)
+    with pytest.raises(NotImplementedError, match="cannot be computed using Bregman divergences"):
+        _kl_expfamily_expfamily(pairs[0][0], pairs[2][0])

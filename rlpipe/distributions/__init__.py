@@ -45,6 +45,7 @@ from .negative_binomial import NegativeBinomial
 from .logistic_normal import LogisticNormal
 from .von_mises import VonMises
 from .continuous_bernoulli import ContinuousBernoulli
+from .exp_family import ExponentialFamily
 from .kl import kl_divergence, register_kl
 from .constraint_registry import biject_to, transform_to
 from . import constraint_registry
@@ -59,4 +60,5 @@ __all__ = ["AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransf
            "Kumaraswamy", "InverseGamma", "FisherSnedecor", "NegativeBinomial", "LogisticNormal", "AbsTransform",
            "PowerTransform", "SoftplusTransform", "SoftmaxTransform", "StickBreakingTransform", "IndependentTransform",
            "ReshapeTransform", "LowerCholeskyTransform", "CumulativeDistributionTransform", "PositiveDefiniteTransform",
-           "biject_to", "transform_to", "constraint_registry", "VonMises", "ContinuousBernoulli"]
+           "biject_to", "transform_to", "constraint_registry", "VonMises", "ContinuousBernoulli",
+           "ExponentialFamily"]

@@ -5,7 +5,7 @@ from .. import primitives as _ops
 from .._creation import arange
 from ..autograd import no_grad
 from . import constraints
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import BinaryParameters, batch_shape_for, broadcast_all, standard_uniform
 
 __all__ = ["Bernoulli"]
@@ -16,7 +16,7 @@ def binary_cross_entropy_with_logits(logits, target):
     return logits.clamp(min=0) - target * logits + (-logits.abs()).exp().log1p()
 
 
-class Bernoulli(BinaryParameters, Distribution):
+class Bernoulli(BinaryParameters, ExponentialFamily):
     """1 with probability ``probs`` (or ``sigmoid(logits)``), else 0; samples in the parameter's float dtype."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
@@ -63,3 +63,12 @@ class Bernoulli(BinaryParameters, Distribution):
         values = arange(2, dtype=self._param.dtype, device=self._param.device)
         values = values.view((-1,) + (1,) * len(self._batch_shape))
         return values.expand((-1,) + tuple(self._batch_shape)) if expand else values
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self):
+        return (self.logits,)
+
+    def _log_normalizer(self, x):
+        return _ops.log1p(x.exp())

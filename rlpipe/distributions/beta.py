@@ -9,6 +9,7 @@ from .._tensor import Size
 from . import constraints
 from .dirichlet import Dirichlet
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .gamma import standard_gamma
 from .utils import broadcast_all
 
@@ -20,7 +21,7 @@ def _xlogy(x, y):
     return _ops.where(x == 0, 0.0, x * y.log())
 
 
-class Beta(Distribution):
+class Beta(ExponentialFamily):
     """Beta(concentration1, concentration0) on [0, 1]; reparameterized samples through two Gamma draws."""
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
     support = constraints.unit_interval
@@ -77,3 +78,10 @@ class Beta(Distribution):
         a, b, total = self.concentration1, self.concentration0, self._total
         log_beta = a.lgamma() + b.lgamma() - total.lgamma()
         return log_beta - (a - 1) * a.digamma() - (b - 1) * b.digamma() + (total - 2) * total.digamma()
+
+    @property
+    def _natural_params(self):
+        return self.concentration1, self.concentration0
+
+    def _log_normalizer(self, x, y):
+        return x.lgamma() + y.lgamma() - (x + y).lgamma()

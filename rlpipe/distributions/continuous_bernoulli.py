@@ -6,14 +6,14 @@ from .. import primitives as P
 from .._creation import ones_like, zeros_like
 from . import constraints
 from .bernoulli import binary_cross_entropy_with_logits
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import (BinaryParameters, batch_shape_for, broadcast_all, clamp_probs, lazy_property, logits_to_probs,
                     standard_uniform)
 
 __all__ = ["ContinuousBernoulli"]
 
 
-class ContinuousBernoulli(BinaryParameters, Distribution):
+class ContinuousBernoulli(BinaryParameters, ExponentialFamily):
     """The continuous Bernoulli with ``probs`` or ``logits``; ``lims`` bounds the region around 1/2 computed by Taylor
     expansions. Reparameterized samples by the inverse CDF."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -101,3 +101,17 @@ class ContinuousBernoulli(BinaryParameters, Distribution):
     def entropy(self):
         log_probs0, log_probs1 = P.log1p(-self.probs), self.probs.log()
         return self.mean * (log_probs0 - log_probs1) - self._cont_bern_log_norm() - log_probs0
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self):
+        return (self.logits,)
+
+    def _log_normalizer(self, x):
+        lower, upper = self._lims[0] - 0.5, self._lims[1] - 0.5
+        outside = (x <= lower) | (x > upper)
+        cut = P.where(outside, x, lower * ones_like(x))
+        log_norm = P.expm1(cut).abs().log() - cut.abs().log()
+        taylor = 0.5 * x + x.pow(2) / 24.0 - x.pow(4) / 2880.0
+        return P.where(outside, log_norm, taylor)

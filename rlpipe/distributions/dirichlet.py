@@ -2,13 +2,14 @@
 from .. import primitives as P
 from . import constraints
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .gamma import standard_gamma
 from .utils import xlogy
 
 __all__ = ["Dirichlet"]
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
     """Dirichlet(concentration) over vectors of the last dim of ``concentration``; reparameterized samples (normalized
     Gamma draws, with their implicit gradients)."""
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
@@ -62,3 +63,10 @@ class Dirichlet(Distribution):
         total = c.sum(-1)
         return (P.lgamma(c).sum(-1) - P.lgamma(total) - (k - total) * P.digamma(total)
                 - ((c - 1.0) * P.digamma(c)).sum(-1))
+
+    @property
+    def _natural_params(self):
+        return (self.concentration,)
+
+    def _log_normalizer(self, x):
+        return x.lgamma().sum(-1) - x.sum(-1).lgamma()

@@ -2,13 +2,13 @@
 from .. import primitives as P
 from .._creation import zeros_like
 from . import constraints
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import batch_shape_for, broadcast_all, standard_uniform
 
 __all__ = ["Exponential"]
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     """The exponential distribution with ``rate``; reparameterized samples -log(1 - U) / rate."""
     arg_constraints = {"rate": constraints.positive}
     support = constraints.nonnegative
@@ -56,3 +56,12 @@ class Exponential(Distribution):
 
     def entropy(self):
         return 1.0 - self.rate.log()
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self):
+        return (-self.rate,)
+
+    def _log_normalizer(self, x):
+        return -(-x).log()

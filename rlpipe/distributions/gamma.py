@@ -11,7 +11,7 @@ from ..autograd.function import Function
 from ..primitives.base import unbroadcast
 from ..random import _generator_for
 from . import constraints
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import batch_shape_for, broadcast_all, tiny_of, xlogy
 
 __all__ = ["Gamma", "StandardGamma", "GammaCdf", "standard_gamma"]
@@ -96,7 +96,7 @@ def standard_gamma(concentration):
     return StandardGamma.apply(concentration.contiguous(), state)
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     """Gamma(concentration, rate): mean concentration / rate; reparameterized samples."""
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
@@ -143,3 +143,10 @@ class Gamma(Distribution):
     def entropy(self):
         c = self.concentration
         return c - self.rate.log() + P.lgamma(c) + (1.0 - c) * P.digamma(c)
+
+    @property
+    def _natural_params(self):
+        return self.concentration - 1, -self.rate
+
+    def _log_normalizer(self, x, y):
+        return P.lgamma(x + 1) + (x + 1) * (-y.reciprocal()).log()

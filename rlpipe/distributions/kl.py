@@ -30,6 +30,7 @@ from .poisson import Poisson
 from .transformed_distribution import TransformedDistribution
 from .half_normal import HalfNormal
 from .continuous_bernoulli import ContinuousBernoulli
+from .exp_family import ExponentialFamily
 from .pareto import Pareto
 
 __all__ = ["register_kl", "kl_divergence"]
@@ -560,6 +561,20 @@ def _kl_continuous_bernoulli_normal(p, q):
 def _kl_continuous_bernoulli_uniform(p, q):
     result = -p.entropy() + (q.high - q.low).log()
     return _ops.where((q.low >= 0) | (q.high <= 1), math.inf, result)
+
+
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p, q):
+    """KL between two members of one exponential family as the Bregman divergence of the log-normalizer, as torch
+    computes it (p's natural parameters detached: the result's gradient reaches q's parameters only)."""
+    if type(p) is not type(q):
+        raise NotImplementedError("The cross KL-divergence between different exponential families cannot be computed "
+                                  "using Bregman divergences")
+    p_params, p_value, gradients = p._log_normalizer_and_gradients()
+    result = q._log_normalizer(*q._natural_params) - p_value
+    for p_param, q_param, g in zip(p_params, q._natural_params, gradients):
+        result = result - sum_rightmost((q_param - p_param.detach()) * g, len(q.event_shape))
+    return result
 
 
 def _infinite_of(parameter):

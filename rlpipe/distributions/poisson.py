@@ -3,13 +3,13 @@ from .. import primitives as P
 from ..autograd import no_grad
 from . import constraints
 from ._discrete_sampling import poisson
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import batch_shape_for, broadcast_all, xlogy
 
 __all__ = ["Poisson"]
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
     """P(k) = rate^k exp(-rate) / k!; samples are floats of the rate's dtype, as torch's."""
     arg_constraints = {"rate": constraints.nonnegative}
     support = constraints.nonnegative_integer
@@ -42,3 +42,10 @@ class Poisson(Distribution):
             self._validate_sample(value)
         rate, value = broadcast_all(self.rate, value)
         return xlogy(value, rate) - rate - P.lgamma(value + 1)
+
+    @property
+    def _natural_params(self):
+        return (self.rate.log(),)
+
+    def _log_normalizer(self, x):
+        return x.exp()
