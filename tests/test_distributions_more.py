@@ -477,3 +477,39 @@ def test_exponential_family_bregman_entropy_and_kl_match_the_closed_forms():
             np.testing.assert_allclose(D.ExponentialFamily.entropy(p).numpy(), p.entropy().numpy(), rtol=1e-9)
     with pytest.raises(NotImplementedError, match="cannot be computed using Bregman divergences"):
         _kl_expfamily_expfamily(pairs[0][0], pairs[2][0])
+
+
+# ---- cat/stack transforms and constraints, triangular-vector helpers --------------------------------------
+
+def test_cat_and_stack_transforms_against_torch_values():
+    x = T([[0.3, -1.2, 2.0, 0.5], [1.0, 2.0, -3.0, 0.1]])
+    cat = D.CatTransform([D.ExpTransform(), D.SigmoidTransform()], dim=1, lengths=[3, 1])
+    y = cat(x)
+    np.testing.assert_allclose(cat.inv(y).numpy(), x.numpy(), atol=1e-12)
+    # torch 2.13: CatTransform([Exp, Sigmoid], dim=1, lengths=[3, 1]).log_abs_det_jacobian(x, y)
+    np.testing.assert_allclose(cat.log_abs_det_jacobian(x, y).numpy(),
+                               [[0.3, -1.2, 2.0, -1.4481539683602134], [1.0, 2.0, -3.0, -1.3887933201471419]],
+                               rtol=1e-12)
+    assert bool(D.constraints.cat([D.constraints.positive, D.constraints.unit_interval], 1, [3, 1]).check(y).all())
+    stack = D.biject_to(D.constraints.stack([D.constraints.positive, D.constraints.interval(0.0, 2.0)], 0))
+    z = stack(x[:2])
+    np.testing.assert_allclose(z.numpy()[0], np.exp(x.numpy()[0]))
+    np.testing.assert_allclose(z.numpy()[1], 2 / (1 + np.exp(-x.numpy()[1])))
+    np.testing.assert_allclose(stack.inv(z).numpy(), x.numpy(), atol=1e-12)
+    with pytest.raises(ValueError, match="x.size\\(1\\) = 4 must equal length 5"):
+        D.CatTransform([D.ExpTransform(), D.ExpTransform()], dim=1, lengths=[3, 2])(x)
+    with pytest.raises(ValueError, match="lengths \\(1\\) must match transforms \\(2\\)"):
+        D.CatTransform([D.ExpTransform(), D.ExpTransform()], lengths=[3])
+
+
+def test_tril_vector_helpers_match_torch():
+    from rlpipe.distributions.utils import tril_matrix_to_vec, vec_to_tril_matrix
+    m = r.arange(9.0).reshape(3, 3)
+    assert tril_matrix_to_vec(m).tolist() == [0.0, 3.0, 4.0, 6.0, 7.0, 8.0]
+    assert tril_matrix_to_vec(m, -1).tolist() == [3.0, 6.0, 7.0]
+    assert vec_to_tril_matrix(T([3.0, 6.0, 7.0]), -1).tolist() == [[0.0, 0.0, 0.0], [3.0, 0.0, 0.0], [6.0, 7.0, 0.0]]
+    assert gradcheck(lambda v: vec_to_tril_matrix(v), (T([1.0, 2.0, 3.0]).requires_grad_(),))
+    with pytest.raises(ValueError, match="The size of last dimension is 4 which cannot be expressed"):
+        vec_to_tril_matrix(T([1.0] * 4))
+    with pytest.raises(ValueError, match=r"diag \(3\) provided is outside \[-3, 2\]."):
+        tril_matrix_to_vec(m, 3)

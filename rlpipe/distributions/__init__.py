@@ -15,7 +15,8 @@ from .uniform import Uniform
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, TanhTransform,
                          Transform, identity_transform, AbsTransform, PowerTransform, SoftplusTransform,
                          SoftmaxTransform, StickBreakingTransform, IndependentTransform, ReshapeTransform,
-                         LowerCholeskyTransform, CumulativeDistributionTransform, PositiveDefiniteTransform)
+                         LowerCholeskyTransform, CumulativeDistributionTransform, PositiveDefiniteTransform,
+                         CatTransform, StackTransform)
 from .multivariate_normal import MultivariateNormal
 from .lowrank_multivariate_normal import LowRankMultivariateNormal
 from .laplace import Laplace
@@ -61,4 +62,4 @@ __all__ = ["AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransf
            "PowerTransform", "SoftplusTransform", "SoftmaxTransform", "StickBreakingTransform", "IndependentTransform",
            "ReshapeTransform", "LowerCholeskyTransform", "CumulativeDistributionTransform", "PositiveDefiniteTransform",
            "biject_to", "transform_to", "constraint_registry", "VonMises", "ContinuousBernoulli",
-           "ExponentialFamily"]
+           "ExponentialFamily", "CatTransform", "StackTransform"]

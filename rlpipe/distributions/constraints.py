@@ -3,12 +3,13 @@
 (the ``event_dim`` rightmost dimensions are reduced)."""
 from .._dtypes import bool as _bool
 from ..primitives.decompositions import cholesky_ex, eigvalsh
+from ..primitives.shape import cat as _cat, stack as _stack
 
 __all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than", "greater_than_eq",
            "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",
            "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_integer", "real", "real_vector",
            "simplex", "unit_interval", "multinomial", "lower_triangular", "lower_cholesky", "square", "symmetric",
-           "positive_semidefinite", "positive_definite", "MixtureSameFamilyConstraint"]
+           "positive_semidefinite", "positive_definite", "MixtureSameFamilyConstraint", "cat", "stack"]
 
 
 class Constraint:
@@ -337,3 +338,69 @@ class MixtureSameFamilyConstraint(Constraint):
 
     def __repr__(self):
         return f"{type(self).__name__}({self.base_constraint!r})"
+
+
+def _check_dim(dim, value, what="value"):
+    if not -value.ndim <= dim < value.ndim:
+        raise ValueError(f"dim {dim} out of range for {what} with {value.ndim} dimensions")
+
+
+class _Cat(Constraint):
+    """``cseq`` applied to consecutive slices of ``lengths`` along ``dim`` (torch.cat's layout)."""
+
+    def __init__(self, cseq, dim=0, lengths=None):
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise TypeError("All elements of cseq must be Constraint instances")
+        self.cseq = list(cseq)
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise ValueError(f"lengths ({len(self.lengths)}) must match cseq ({len(self.cseq)})")
+        self.dim = dim
+
+    @property
+    def is_discrete(self):
+        """Whether any part is discrete."""
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        """The largest event dim of the parts."""
+        return max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        _check_dim(self.dim, value)
+        checks, start = [], 0
+        for constraint, length in zip(self.cseq, self.lengths):
+            checks.append(constraint.check(value.narrow(self.dim, start, length)))
+            start += length
+        return _cat(checks, self.dim)
+
+
+class _Stack(Constraint):
+    """``cseq`` applied to the successive entries along ``dim`` (torch.stack's layout)."""
+
+    def __init__(self, cseq, dim=0):
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise TypeError("All elements of cseq must be Constraint instances")
+        self.cseq = list(cseq)
+        self.dim = dim
+
+    @property
+    def is_discrete(self):
+        """Whether any part is discrete."""
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        """The largest event dim of the parts (one more when ``dim`` lies within the event)."""
+        dim = max(c.event_dim for c in self.cseq)
+        return dim + 1 if self.dim + dim < 0 else dim
+
+    def check(self, value):
+        _check_dim(self.dim, value)
+        parts = [value.select(self.dim, i) for i in range(value.shape[self.dim])]
+        return _stack([c.check(v) for v, c in zip(parts, self.cseq)], self.dim)
+
+
+cat = _Cat
+stack = _Stack

@@ -17,7 +17,7 @@ from .utils import finfo_of, lazy_property, sum_rightmost
 __all__ = ["Transform", "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
            "identity_transform", "AbsTransform", "PowerTransform", "SoftplusTransform", "SoftmaxTransform",
            "StickBreakingTransform", "IndependentTransform", "ReshapeTransform", "LowerCholeskyTransform",
-           "CumulativeDistributionTransform", "PositiveDefiniteTransform"]
+           "CumulativeDistributionTransform", "PositiveDefiniteTransform", "CatTransform", "StackTransform"]
 
 
 class Transform:
@@ -725,3 +725,130 @@ class PositiveDefiniteTransform(Transform):
 
     def _inverse(self, y):
         return LowerCholeskyTransform().inv(_ops.linalg_cholesky(y))
+
+
+def _check_length(t, x, what):
+    if not -x.ndim <= t.dim < x.ndim:
+        raise ValueError(f"dim {t.dim} out of range for {what} with {x.ndim} dimensions")
+    if x.shape[t.dim] != t.length:
+        raise ValueError(f"{what}.size({t.dim}) = {x.shape[t.dim]} must equal length {t.length}")
+
+
+class CatTransform(Transform):
+    """``tseq`` applied to consecutive slices of ``lengths`` along ``dim`` (torch.cat's layout)."""
+
+    def __init__(self, tseq, dim=0, lengths=None, cache_size=0):
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise TypeError("All elements of tseq must be Transform instances")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = list(tseq)
+        self.lengths = [1] * len(self.transforms) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.transforms):
+            raise ValueError(f"lengths ({len(self.lengths)}) must match transforms ({len(self.transforms)})")
+        self.dim = dim
+
+    @lazy_property
+    def event_dim(self):
+        """The largest event dim of the parts."""
+        return max(t.event_dim for t in self.transforms)
+
+    @lazy_property
+    def length(self):
+        """The total length along ``dim``."""
+        return sum(self.lengths)
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return CatTransform(self.transforms, self.dim, self.lengths, cache_size)
+
+    def _slices(self, x):
+        start = 0
+        for t, length in zip(self.transforms, self.lengths):
+            yield t, x.narrow(self.dim, start, length)
+            start += length
+
+    def _call(self, x):
+        _check_length(self, x, "x")
+        return _ops.cat([t(part) for t, part in self._slices(x)], self.dim)
+
+    def _inverse(self, y):
+        _check_length(self, y, "y")
+        return _ops.cat([t.inv(part) for t, part in self._slices(y)], self.dim)
+
+    def log_abs_det_jacobian(self, x, y):
+        _check_length(self, x, "x")
+        _check_length(self, y, "y")
+        parts = []
+        for (t, xs), (_, ys) in zip(self._slices(x), self._slices(y)):
+            part = t.log_abs_det_jacobian(xs, ys)
+            parts.append(sum_rightmost(part, self.event_dim - t.event_dim) if t.event_dim < self.event_dim else part)
+        dim = (self.dim - x.ndim if self.dim >= 0 else self.dim) + self.event_dim
+        return _ops.cat(parts, dim) if dim < 0 else functools.reduce(operator.add, parts)
+
+    @property
+    def bijective(self):
+        """Whether every part is."""
+        return all(t.bijective for t in self.transforms)
+
+    @constraints.dependent_property
+    def domain(self):
+        """The parts' domains, concatenated."""
+        return constraints.cat([t.domain for t in self.transforms], self.dim, self.lengths)
+
+    @constraints.dependent_property
+    def codomain(self):
+        """The parts' codomains, concatenated."""
+        return constraints.cat([t.codomain for t in self.transforms], self.dim, self.lengths)
+
+
+class StackTransform(Transform):
+    """``tseq`` applied to the successive entries along ``dim`` (torch.stack's layout)."""
+
+    def __init__(self, tseq, dim=0, cache_size=0):
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise TypeError("All elements of tseq must be Transform instances")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = list(tseq)
+        self.dim = dim
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return StackTransform(self.transforms, self.dim, cache_size)
+
+    def _entries(self, x):
+        if not -x.ndim <= self.dim < x.ndim:
+            raise ValueError(f"dim {self.dim} out of range for x with {x.ndim} dimensions")
+        if x.shape[self.dim] != len(self.transforms):
+            raise ValueError(f"x.size({self.dim}) = {x.shape[self.dim]} must equal {len(self.transforms)}")
+        return [x.select(self.dim, i) for i in range(x.shape[self.dim])]
+
+    def _call(self, x):
+        return _ops.stack([t(v) for v, t in zip(self._entries(x), self.transforms)], self.dim)
+
+    def _inverse(self, y):
+        return _ops.stack([t.inv(v) for v, t in zip(self._entries(y), self.transforms)], self.dim)
+
+    def log_abs_det_jacobian(self, x, y):
+        pairs = zip(self._entries(x), self._entries(y), self.transforms)
+        return _ops.stack([t.log_abs_det_jacobian(xs, ys) for xs, ys, t in pairs], self.dim)
+
+    @property
+    def bijective(self):
+        """Whether every part is."""
+        return all(t.bijective for t in self.transforms)
+
+    @constraints.dependent_property
+    def domain(self):
+        """The parts' domains, stacked."""
+        return constraints.stack([t.domain for t in self.transforms], self.dim)
+
+    @constraints.dependent_property
+    def codomain(self):
+        """The parts' codomains, stacked."""
+        return constraints.stack([t.codomain for t in self.transforms], self.dim)
