@@ -47,6 +47,7 @@ from .logistic_normal import LogisticNormal
 from .von_mises import VonMises
 from .continuous_bernoulli import ContinuousBernoulli
 from .exp_family import ExponentialFamily
+from .generalized_pareto import GeneralizedPareto
 from .kl import kl_divergence, register_kl
 from .constraint_registry import biject_to, transform_to
 from . import constraint_registry
@@ -62,4 +63,5 @@ __all__ = ["AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransf
            "PowerTransform", "SoftplusTransform", "SoftmaxTransform", "StickBreakingTransform", "IndependentTransform",
            "ReshapeTransform", "LowerCholeskyTransform", "CumulativeDistributionTransform", "PositiveDefiniteTransform",
            "biject_to", "transform_to", "constraint_registry", "VonMises", "ContinuousBernoulli",
-           "ExponentialFamily", "CatTransform", "StackTransform"]
+           "ExponentialFamily", "CatTransform", "StackTransform",
+           "GeneralizedPareto"]
