@@ -489,6 +489,29 @@ def test_exponential_family_bregman_entropy_and_kl_match_the_closed_forms():
         _kl_expfamily_expfamily(pairs[0][0], pairs[2][0])
 
 
+def test_wishart_and_lkj_samples():
+    r.manual_seed(4)
+    cov = np.array([[2.0, 0.3], [0.3, 1.0]])
+    w = D.Wishart(T(6.0), covariance_matrix=T(cov))
+    s = w.sample((20000,)).numpy()
+    np.testing.assert_allclose(s.mean(0), 6 * cov, atol=0.1)
+    assert bool(D.constraints.positive_definite.check(T(s[:100])).all())
+    lkj = D.LKJCholesky(3, T(2.0))
+    low = lkj.sample((20000,))
+    assert bool(D.constraints.corr_cholesky.check(low).all())
+    corr = (low @ low.mT).numpy()[:, 1, 0]  # a correlation of LKJ(2) in 3 dims: 2 Beta(2.5, 2.5) - 1
+    np.testing.assert_allclose([corr.mean(), corr.var()], [0.0, 4 * 6.25 / 150], atol=0.01)
+    assert gradcheck(lambda c: D.Wishart(T(5.0), scale_tril=c.tril() + T(np.eye(2))).log_prob(T([[3.0, 0.5],
+                                                                                               [0.5, 2.0]])),
+                     (T([[0.2, 0.0], [0.5, 0.3]]).requires_grad_(),))
+    assert gradcheck(lambda c: D.LKJCholesky(3, c).log_prob(eval(CASES["lkj_cholesky"][1])), (T([0.5, 2.0])
+                                                                                              .requires_grad_(),))
+    t = D.CorrCholeskyTransform()
+    x = T([0.3, -1.2, 2.0])
+    np.testing.assert_allclose(t.inv(t(x)).numpy(), x.numpy(), atol=1e-12)
+    assert abs(t.log_abs_det_jacobian(x, t(x)).item() - (-4.519753949349623)) < 1e-12  # torch 2.13's value
+
+
 # ---- cat/stack transforms and constraints, triangular-vector helpers --------------------------------------
 
 def test_cat_and_stack_transforms_against_torch_values():

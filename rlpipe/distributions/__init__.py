@@ -16,7 +16,7 @@ from .transforms import (AffineTransform, ComposeTransform, ExpTransform, Sigmoi
                          Transform, identity_transform, AbsTransform, PowerTransform, SoftplusTransform,
                          SoftmaxTransform, StickBreakingTransform, IndependentTransform, ReshapeTransform,
                          LowerCholeskyTransform, CumulativeDistributionTransform, PositiveDefiniteTransform,
-                         CatTransform, StackTransform)
+                         CatTransform, StackTransform, CorrCholeskyTransform)
 from .multivariate_normal import MultivariateNormal
 from .lowrank_multivariate_normal import LowRankMultivariateNormal
 from .laplace import Laplace
@@ -48,6 +48,8 @@ from .von_mises import VonMises
 from .continuous_bernoulli import ContinuousBernoulli
 from .exp_family import ExponentialFamily
 from .generalized_pareto import GeneralizedPareto
+from .lkj_cholesky import LKJCholesky
+from .wishart import Wishart
 from .kl import kl_divergence, register_kl
 from .constraint_registry import biject_to, transform_to
 from . import constraint_registry
@@ -64,4 +66,4 @@ __all__ = ["AffineTransform", "Bernoulli", "Beta", "Categorical", "ComposeTransf
            "ReshapeTransform", "LowerCholeskyTransform", "CumulativeDistributionTransform", "PositiveDefiniteTransform",
            "biject_to", "transform_to", "constraint_registry", "VonMises", "ContinuousBernoulli",
            "ExponentialFamily", "CatTransform", "StackTransform",
-           "GeneralizedPareto"]
+           "GeneralizedPareto", "LKJCholesky", "Wishart", "CorrCholeskyTransform"]

@@ -1,6 +1,8 @@
 """Constraints: what values a distribution's parameters and samples may take (torch's
 ``torch.distributions.constraints``). ``check(value)`` returns a bool tensor over the value's batch
 (the ``event_dim`` rightmost dimensions are reduced)."""
+import numpy as np
+
 from .._dtypes import bool as _bool
 from ..primitives.decompositions import cholesky_ex, eigvalsh
 from ..primitives.shape import cat as _cat, stack as _stack
@@ -9,7 +11,8 @@ __all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_
            "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",
            "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_integer", "real", "real_vector",
            "simplex", "unit_interval", "multinomial", "lower_triangular", "lower_cholesky", "square", "symmetric",
-           "positive_semidefinite", "positive_definite", "MixtureSameFamilyConstraint", "cat", "stack"]
+           "positive_semidefinite", "positive_definite", "MixtureSameFamilyConstraint", "cat", "stack",
+           "corr_cholesky"]
 
 
 class Constraint:
@@ -404,3 +407,16 @@ class _Stack(Constraint):
 
 cat = _Cat
 stack = _Stack
+
+
+class _CorrCholesky(Constraint):
+    """Lower Cholesky factors of correlation matrices: positive diagonal, rows of unit length."""
+    event_dim = 2
+
+    def check(self, value):
+        tol = float(np.finfo(value.dtype.np).eps) * value.shape[-1] * 10
+        row_norm = (value.detach() * value.detach()).sum(-1).sqrt()
+        return _LowerCholesky().check(value) & ((row_norm - 1).abs() <= tol).all(-1)
+
+
+corr_cholesky = _CorrCholesky()

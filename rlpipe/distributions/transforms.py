@@ -12,12 +12,13 @@ from .. import primitives as _ops
 from .._creation import full_like, zeros_like
 from .._tensor import Size
 from . import constraints
-from .utils import finfo_of, lazy_property, sum_rightmost
+from .utils import finfo_of, lazy_property, sum_rightmost, tril_matrix_to_vec, vec_to_tril_matrix
 
 __all__ = ["Transform", "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
            "identity_transform", "AbsTransform", "PowerTransform", "SoftplusTransform", "SoftmaxTransform",
            "StickBreakingTransform", "IndependentTransform", "ReshapeTransform", "LowerCholeskyTransform",
-           "CumulativeDistributionTransform", "PositiveDefiniteTransform", "CatTransform", "StackTransform"]
+           "CumulativeDistributionTransform", "PositiveDefiniteTransform", "CatTransform", "StackTransform",
+           "CorrCholeskyTransform"]
 
 
 class Transform:
@@ -852,3 +853,54 @@ class StackTransform(Transform):
     def codomain(self):
         """The parts' codomains, stacked."""
         return constraints.stack([t.codomain for t in self.transforms], self.dim)
+
+
+class CorrCholeskyTransform(Transform):
+    """Vectors of D(D-1)/2 reals to Cholesky factors of D x D correlation matrices: tanh to (-1, 1), laid below the
+    diagonal, then each row scaled by stick-breaking to unit length."""
+    domain = constraints.real_vector
+    codomain = constraints.corr_cholesky
+    bijective = True
+
+    def __eq__(self, other):
+        return isinstance(other, CorrCholeskyTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        eps = float(finfo_of(x.dtype).eps)
+        r = vec_to_tril_matrix(x.tanh().clamp(min=-1 + eps, max=1 - eps), diag=-1)
+        left = (1 - r.pow(2)).sqrt().cumprod(-1)
+        ones = r.new_ones(tuple(r.shape[:-1]) + (1,))
+        eye = _ops.diag_embed(r.new_ones((r.shape[-1],)))
+        return (r + eye) * _ops.cat([ones, left[..., :-1]], -1)
+
+    def _inverse(self, y):
+        left = 1 - (y * y).cumsum(-1)
+        ones = y.new_ones(tuple(y.shape[:-1]) + (1,))
+        shifted = _ops.cat([ones, left[..., :-1]], -1)
+        t = tril_matrix_to_vec(y, diag=-1) / tril_matrix_to_vec(shifted, diag=-1).sqrt()
+        return (t.log1p() - (-t).log1p()) / 2
+
+    def log_abs_det_jacobian(self, x, y):
+        left = tril_matrix_to_vec(1 - (y * y).cumsum(-1), diag=-2)
+        stick_breaking = 0.5 * left.log().sum(-1)
+        tanh = -2 * (x + _ops.softplus(-2 * x) - math.log(2.0)).sum(-1)
+        return stick_breaking + tanh
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        n = shape[-1]
+        d = round((0.25 + 2 * n) ** 0.5 + 0.5)
+        if d * (d - 1) // 2 != n:
+            raise ValueError("Input is not a flattened lower-diagonal number")
+        return Size(tuple(shape[:-1]) + (d, d))
+
+    def inverse_shape(self, shape):
+        if len(shape) < 2:
+            raise ValueError("Too few dimensions on input")
+        if shape[-2] != shape[-1]:
+            raise ValueError("Input is not square")
+        d = shape[-1]
+        return Size(tuple(shape[:-2]) + (d * (d - 1) // 2,))

@@ -19,7 +19,8 @@ from .base import Op, unbroadcast
 from .common import _LEGACY_TYPE_NAMES, with_out
 
 __all__ = ["LinAlgError", "linalg_cholesky", "cholesky", "cholesky_ex", "linalg_solve", "solve_triangular",
-           "triangular_solve", "inv", "inverse", "det", "slogdet", "eigh", "eigvalsh", "linalg_qr", "qr"]
+           "triangular_solve", "inv", "inverse", "det", "slogdet", "eigh", "eigvalsh", "linalg_qr", "qr",
+           "linalg_det", "linalg_slogdet", "logdet"]
 
 
 class LinAlgError(RuntimeError):
