@@ -546,3 +546,24 @@ def test_tril_vector_helpers_match_torch():
         vec_to_tril_matrix(T([1.0] * 4))
     with pytest.raises(ValueError, match=r"diag \(3\) provided is outside \[-3, 2\]."):
         tril_matrix_to_vec(m, 3)
+
+
+def test_dirichlet_grad_against_scipy_and_torch():
+    from rlpipe.distributions.dirichlet import _Dirichlet_backward, _dirichlet_grad
+    x = np.array([[0.2, 0.3, 0.5], [0.7, 0.2, 0.1], [0.05, 0.9, 0.05]])
+    c = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 5.0], [20.0, 30.0, 8.0]])
+    total = c.sum(-1, keepdims=True).repeat(3, -1)
+    ours = _dirichlet_grad(T(x), T(c), T(total)).numpy()
+    b = total - c
+    h = 1e-6 * c
+    lower = scipy.special.betainc(c, b, x)  # in the upper tail, through 1 - x and Beta(b, a), where u is not ~1
+    upper = scipy.special.betainc(b, c, 1 - x)
+    dx_da = np.where(x < c / total,
+                     (scipy.special.betaincinv(c + h, b, lower) - scipy.special.betaincinv(c - h, b, lower)) / (2 * h),
+                     -(scipy.special.betaincinv(b, c + h, upper) - scipy.special.betaincinv(b, c - h, upper)) / (2 * h))
+    np.testing.assert_allclose(ours, dx_da / (1 - x), rtol=1e-6)
+    # torch 2.13's _Dirichlet_backward(x, c, eye(3)) (its Beta gradients are approximations, good to ~1e-3)
+    expected = [[0.181473289691257, -0.03623355402261423, -0.03726903259306083],
+                [-0.11891452389006824, 0.2902011158116062, -0.010233711524417984],
+                [-0.0002855550194905236, -0.0011369907715257312, 0.009684899396326293]]
+    np.testing.assert_allclose(_Dirichlet_backward(T(x), T(c), T(np.eye(3))).numpy(), expected, rtol=2e-3)
