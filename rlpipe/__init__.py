@@ -42,6 +42,7 @@ from .primitives.decompositions import (cholesky, inverse, det, slogdet, logdet,
 from .primitives.matrix_functions import (cholesky_solve, cholesky_inverse, pinverse, matrix_power, matrix_exp,
                                           chain_matmul, solve, symeig, eig, legacy_lstsq as lstsq,
                                           legacy_matrix_rank as matrix_rank)
+from .primitives.lu import (lu, lu_unpack, lu_solve)
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,
                         ones_like, empty_like, full_like, arange, linspace, logspace, eye)
 from ._creation import (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor,

@@ -6,11 +6,13 @@ from .primitives.decompositions import (LinAlgError, cholesky_ex, eigh, eigvalsh
                                         linalg_solve as solve, solve_triangular)
 from .primitives.matrix_functions import (cond, linalg_norm as norm, lstsq, matrix_exp, matrix_norm, matrix_power,
                                           matrix_rank, multi_dot, pinv, vecdot, vector_norm)
+from .primitives.lu import linalg_lu as lu, linalg_lu_solve as lu_solve, lu_factor, lu_factor_ex
 from .primitives.shape import diagonal as _diagonal
 
 __all__ = ["svd", "svdvals", "cross", "LinAlgError", "cholesky", "cholesky_ex", "det", "diagonal", "eigh",
            "eigvalsh", "inv", "matmul", "matrix_exp", "matrix_norm", "matrix_power", "multi_dot", "norm", "pinv", "qr",
-           "slogdet", "solve", "solve_triangular", "vecdot", "vector_norm", "cond", "lstsq", "matrix_rank"]
+           "slogdet", "solve", "solve_triangular", "vecdot", "vector_norm", "cond", "lstsq", "matrix_rank",
+           "lu", "lu_factor", "lu_factor_ex", "lu_solve"]
 
 
 def svdvals(A, *, driver=None):

@@ -274,6 +274,11 @@ def test_cuda_errors_and_cholesky_ex():
     assert low.device.type == "cuda" and info.device.type == "cuda" and info.cpu().tolist() == [0, 2]
     with pytest.raises(r.linalg.LinAlgError, match="The diagonal element 2 is zero"):
         r.linalg.inv(r.tensor(SINGULAR, device="cuda"))
+    packed, pivots = r.linalg.lu_factor(t(MATS).to("cuda"))
+    np.testing.assert_allclose(packed.cpu().numpy(), r.linalg.lu_factor(t(MATS)).LU.numpy(), rtol=1e-12)
+    assert pivots.device.type == "cuda" and pivots.cpu().tolist() == r.linalg.lu_factor(t(MATS)).pivots.tolist()
+    x = r.linalg.lu_solve(packed, pivots, t(RHS).to("cuda"), adjoint=True)
+    np.testing.assert_allclose(x.cpu().numpy(), np.linalg.solve(MATS.transpose(0, 2, 1), RHS), rtol=1e-9)
     a = t(MATS).to("cuda").requires_grad_()
     r.linalg.qr(a).Q.sum().backward()
     np.testing.assert_allclose(a.grad.cpu().numpy(), _qr_grad_cpu(), rtol=1e-10)
@@ -333,3 +338,56 @@ def test_removed_and_lstsq_errors(call, start):
     with pytest.raises(RuntimeError) as info:
         call()
     assert str(info.value).startswith(start.replace("dims", "dimensions."))
+
+
+# ---- LU ---------------------------------------------------------------------------------------------------
+
+def test_lu_factor_matches_lapack_and_reconstructs():
+    batch = RNG.standard_normal((3, 4, 4))
+    packed, pivots = r.linalg.lu_factor(t(batch))
+    assert pivots.dtype == r.int32 and pivots.shape == (3, 4)
+    for k in range(3):
+        lu_ref, piv_ref = scipy.linalg.lu_factor(batch[k])
+        np.testing.assert_allclose(packed.numpy()[k], lu_ref, rtol=1e-10, atol=1e-12)
+        assert (pivots.numpy()[k] == piv_ref + 1).all()
+    p, low, up = r.linalg.lu(t(batch))
+    np.testing.assert_allclose((p @ low @ up).numpy(), batch, atol=1e-12)
+    wide = RNG.standard_normal((3, 5))
+    p, low, up = r.lu_unpack(*r.lu(t(wide)))
+    assert low.shape == (3, 3) and up.shape == (3, 5)
+    np.testing.assert_allclose((p @ low @ up).numpy(), wide, atol=1e-12)
+    b = RNG.standard_normal((3, 4, 2))
+    np.testing.assert_allclose((t(batch) @ r.linalg.lu_solve(packed, pivots, t(b))).numpy(), b, atol=1e-10)
+    np.testing.assert_allclose(r.linalg.lu_solve(packed, pivots, t(b), adjoint=True).numpy(),
+                               np.linalg.solve(batch.transpose(0, 2, 1), b), rtol=1e-9)
+    np.testing.assert_allclose(r.linalg.lu_solve(packed, pivots, t(b).mT, left=False).numpy(),
+                               np.linalg.solve(batch.transpose(0, 2, 1), b).transpose(0, 2, 1), rtol=1e-9)
+    np.testing.assert_allclose(r.lu_solve(t(b), packed, pivots).numpy(), np.linalg.solve(batch, b), rtol=1e-9)
+    _, _, info = r.linalg.lu_factor_ex(t([[1.0, 2.0], [2.0, 4.0]]))
+    assert info.item() == 2 and info.dtype == r.int32
+
+
+@pytest.mark.parametrize("name, fn, inputs", [
+    ("lu_factor", lambda a: r.linalg.lu_factor(a).LU, (MATS,)),
+    ("lu", lambda a: tuple(r.linalg.lu(a))[1:], (MATS,)),
+    ("lu_solve", lambda a, b: r.linalg.lu_solve(*r.linalg.lu_factor(a), b), (MATS, RHS)),
+    ("lu_solve_adjoint", lambda a, b: r.linalg.lu_solve(*r.linalg.lu_factor(a), b, adjoint=True), (MATS, RHS)),
+])
+def test_lu_gradcheck(name, fn, inputs):
+    assert gradcheck(fn, tuple(t(x, grad=True) for x in inputs))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: r.linalg.lu_factor(t([[1.0, 2.0], [2.0, 4.0]])),
+     "torch.linalg.lu_factor: U[2,2] is zero and using it on lu_solve would result in a division by zero."),
+    (lambda: r.linalg.lu_factor(t(MATS), pivot=False), "linalg.lu_factor: LU without pivoting is not implemented "
+                                                        "on the CPU"),
+    (lambda: r.linalg.lu_factor(r.ones(3)), "torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: "
+                                            "[3] instead"),
+    (lambda: r.linalg.lu_factor(r.eye(2, dtype=r.int64)), "linalg.lu_factor: Expected a floating point or complex "
+                                                          "tensor as input. Got Long"),
+])
+def test_lu_errors(call, message):
+    with pytest.raises(RuntimeError) as info:
+        call()
+    assert str(info.value).startswith(message)
