@@ -38,6 +38,11 @@ from .primitives.indexing import (one_hot, gather, take_along_dim, scatter, scat
 from .primitives.linalg import (matmul, mm, mv, bmm, dot, outer, cross, svd, diag, diag_embed, trace, einsum)
 from .primitives.special import (lgamma, digamma, atanh, arctanh, logit, asin, acos, atan, tan, sinh, cosh, arcsin,
                                  arccos, arctan)
+from .primitives.decompositions import (cholesky, inverse, det, slogdet, logdet, triangular_solve, qr)
+from .primitives.matrix_functions import (cholesky_solve, cholesky_inverse, pinverse, matrix_power, matrix_exp,
+                                          chain_matmul, solve, symeig, eig, legacy_lstsq as lstsq,
+                                          legacy_matrix_rank as matrix_rank)
+from .primitives.lu import (lu, lu_unpack, lu_solve)
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,
                         ones_like, empty_like, full_like, arange, linspace, logspace, eye)
 from ._creation import (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor,

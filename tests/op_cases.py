@@ -11,6 +11,7 @@ import zlib
 from typing import Callable
 
 import numpy as np
+import scipy.linalg
 import scipy.special as sp
 
 import rlpipe as r
@@ -843,6 +844,38 @@ case("nn_interpolate_bilinear_align_corners", lambda x: r.nn.functional.interpol
 case("nn_group_norm", lambda x: r.nn.functional.group_norm(x, 2), [(2, 4, 3)], lambda x: _np_group_norm(x, 2))
 case("nn_pixel_shuffle", lambda x: r.nn.functional.pixel_shuffle(x, 2), [(1, 8, 2, 3)],
      lambda x: _np_pixel_shuffle(x, 2))
+# linear algebra (rlpipe.linalg): symmetric positive-definite inputs are built inside the case from any matrix.
+def _spd(x):
+    return x @ x.mT + 3 * r.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+
+
+def _np_spd(x):
+    return x @ np.swapaxes(x, -1, -2) + 3 * np.eye(x.shape[-1])
+
+
+def _np_tri_solve(a, b, upper):
+    t = np.triu(a) if upper else np.tril(a)
+    return np.linalg.solve(t, b)
+
+
+case("linalg_cholesky", lambda x: r.linalg.cholesky(_spd(x)), [(2, 3, 3)], lambda x: np.linalg.cholesky(_np_spd(x)))
+case("linalg_solve", lambda a, b: r.linalg.solve(_spd(a), b), [(2, 3, 3), (3, 2)],
+     lambda a, b: np.linalg.solve(_np_spd(a), b))
+case("linalg_solve_triangular", lambda a, b: r.linalg.solve_triangular(_spd(a), b, upper=True), [(2, 3, 3), (2, 3, 1)],
+     lambda a, b: _np_tri_solve(_np_spd(a), b, True))
+case("linalg_inv", lambda x: r.linalg.inv(_spd(x)), [(2, 3, 3)], lambda x: np.linalg.inv(_np_spd(x)))
+case("linalg_det", lambda x: r.linalg.det(x), [(2, 3, 3)], np.linalg.det)
+case("linalg_slogdet", lambda x: r.linalg.slogdet(x).logabsdet, [(2, 3, 3)], lambda x: np.linalg.slogdet(x)[1])
+case("linalg_eigvalsh", lambda x: r.linalg.eigvalsh(_spd(x)), [(2, 3, 3)], lambda x: np.linalg.eigvalsh(_np_spd(x)))
+case("linalg_qr_r_abs", lambda x: r.linalg.qr(x).R.abs(), [(2, 4, 3)], lambda x: np.abs(np.linalg.qr(x)[1]))
+case("linalg_pinv", lambda x: r.linalg.pinv(x), [(2, 3)], np.linalg.pinv)
+case("linalg_matrix_power", lambda x: r.linalg.matrix_power(x, 3), [(2, 3, 3)], lambda x: np.linalg.matrix_power(x, 3))
+case("linalg_matrix_exp", lambda x: r.linalg.matrix_exp(x), [(2, 3, 3)],
+     lambda x: np.stack([scipy.linalg.expm(m) for m in x]))
+case("linalg_matrix_norm_nuc", lambda x: r.linalg.matrix_norm(x, "nuc"), [(2, 3, 3)],
+     lambda x: np.linalg.norm(x, "nuc", axis=(-2, -1)))
+case("cholesky_solve", lambda b, x: r.cholesky_solve(b, r.linalg.cholesky(_spd(x))), [(3, 2), (3, 3)],
+     lambda b, x: np.linalg.solve(_np_spd(x), b))
 
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"
