@@ -38,6 +38,16 @@ from .primitives.indexing import (one_hot, gather, take_along_dim, scatter, scat
 from .primitives.linalg import (matmul, mm, mv, bmm, dot, outer, cross, svd, diag, diag_embed, trace, einsum)
 from .primitives.special import (lgamma, digamma, atanh, arctanh, logit, asin, acos, atan, tan, sinh, cosh, arcsin,
                                  arccos, arctan)
+from .primitives.pointwise import (atan2, arctan2, hypot, fmod, xlogy, fmax, fmin, sinc, exp2, asinh, acosh, arcsinh,
+                                   arccosh, erfinv, float_power, logaddexp2, deg2rad, rad2deg, heaviside, positive,
+                                   addcmul, addcdiv, subtract, multiply)
+from .primitives.products import (addmm, addmv, addr, baddbmm, addbmm, kron, inner, vdot, block_diag, cov, corrcoef,
+                                  cdist)
+from .primitives.searching import (searchsorted, bucketize, bincount, histc, median, nanmedian, kthvalue, mode, aminmax,
+                                   unique_consecutive, argwhere)
+from .primitives.index_ops import scatter_reduce, take, index_copy, index_fill, index_put
+from .primitives.splits import (hsplit, vsplit, dsplit, ravel, column_stack, cartesian_prod, combinations,
+                                broadcast_shapes)
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,
                         ones_like, empty_like, full_like, arange, linspace, logspace, eye)
 from ._creation import (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor,

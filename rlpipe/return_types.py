@@ -3,7 +3,8 @@ import collections
 
 from . import _dtypes
 
-__all__ = ["cummax", "cummin", "max", "min", "sort", "topk", "svd", "linalg_svd"]
+__all__ = ["cummax", "cummin", "max", "min", "sort", "topk", "svd", "linalg_svd", "median", "nanmedian", "kthvalue",
+           "mode", "aminmax"]
 
 
 class _ValuesIndices(collections.namedtuple("_ValuesIndices", ["values", "indices"])):
@@ -40,3 +41,15 @@ def _factors(name, fields):
 
 svd = _factors("svd", ["U", "S", "V"])
 linalg_svd = _factors("linalg_svd", ["U", "S", "Vh"])
+median = _named("median")
+nanmedian = _named("nanmedian")
+kthvalue = _named("kthvalue")
+mode = _named("mode")
+
+
+class aminmax(collections.namedtuple("aminmax", ["min", "max"])):
+    """The ``(min, max)`` named tuple that ``aminmax`` returns, printed as ``return_types.aminmax``."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"{_dtypes.shown_module()}.return_types.aminmax(\nmin={self.min!r},\nmax={self.max!r})"

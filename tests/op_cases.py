@@ -753,5 +753,116 @@ case("unique_dim", lambda x: (x * 0.5).round().unique(dim=1, return_inverse=True
      lambda x: (lambda u: (u[0], u[1].reshape(-1)))(np.unique(np.round(x * 0.5), axis=1, return_inverse=True)),
      grad=False)
 
+# The math, search and index ops of pointwise.py, products.py, searching.py, index_ops.py and splits.py.
+case("atan2", r.atan2, [(2, 3), (3,)], np.arctan2, ("any", "nonzero"))
+case("arctan2_method", lambda y, x: y.arctan2(x), [(3, 1), (1, 2)], np.arctan2, ("nonzero", "any"))
+case("hypot", r.hypot, [(2, 3), (2, 1)], np.hypot, "nonzero")
+case("fmod", r.fmod, [(2, 3), (3,)], np.fmod, ("any", "nonzero"))
+case("fmod_scalar", lambda x: x.fmod(0.7), [(2, 3)], lambda x: np.fmod(x, 0.7))
+case("xlogy", r.xlogy, [(2, 3), (3,)], sp.xlogy, ("any", "positive"))
+case("xlogy_scalar_other", lambda x: r.xlogy(x, 2.5), [(4,)], lambda x: sp.xlogy(x, 2.5))
+case("float_power", r.float_power, [(2, 3), (3,)], np.power, ("positive", "any"), out_dtypes=("float64",))
+case("fmax", r.fmax, [(2, 3), (3,)], np.fmax, "away_from_ties")
+case("fmin_method", lambda x, y: x.fmin(y), [(2, 1), (1, 3)], np.fmin, "away_from_ties")
+case("sinc", r.sinc, [(2, 3)], np.sinc)
+case("exp2", lambda x: x.exp2(), [(2, 3)], np.exp2)
+case("asinh", r.asinh, [(2, 3)], np.arcsinh)
+case("acosh", lambda x: r.acosh(x + 1.0), [(2, 3)], lambda x: np.arccosh(x + 1.0), "positive")
+case("arcsinh_inplace", lambda x: (x * 1).arcsinh_(), [(3,)], np.arcsinh)
+case("erfinv", lambda x: (x * 0.6).erfinv(), [(2, 3)], lambda x: sp.erfinv(x * 0.6))
+case("logaddexp2", r.logaddexp2, [(2, 3), (3,)], np.logaddexp2)
+case("deg2rad", r.deg2rad, [(2, 3)], np.deg2rad)
+case("rad2deg_method", lambda x: x.rad2deg(), [(2, 3)], np.rad2deg)
+case("addcmul", lambda x, a, b: r.addcmul(x, a, b, value=0.5), [(2, 3), (3,), (2, 1)],
+     lambda x, a, b: x + 0.5 * a * b)
+case("addcdiv_inplace", lambda x, a, b: (x * 1).addcdiv_(a, b, value=-2), [(2, 3), (2, 3), (3,)],
+     lambda x, a, b: x - 2 * a / b, ("any", "any", "nonzero"))
+case("addmm", lambda x, a, b: r.addmm(x, a, b, beta=0.5, alpha=2), [(4,), (2, 3), (3, 4)],
+     lambda x, a, b: 0.5 * x + 2 * a @ b)
+case("addmm_beta0", lambda x, a, b: x.addmm(a, b, beta=0), [(2, 4), (2, 3), (3, 4)], lambda x, a, b: a @ b)
+case("addmv", lambda x, a, v: r.addmv(x, a, v, alpha=-1), [(2,), (2, 3), (3,)], lambda x, a, v: x - a @ v)
+case("addr", lambda x, u, v: x.addr(u, v, beta=2), [(2, 3), (2,), (3,)], lambda x, u, v: 2 * x + np.outer(u, v))
+case("baddbmm", lambda x, a, b: r.baddbmm(x, a, b, alpha=0.5), [(2, 1, 4), (2, 3, 2), (2, 2, 4)],
+     lambda x, a, b: x + 0.5 * a @ b)
+case("addbmm", lambda x, a, b: x.addbmm(a, b), [(3, 4), (2, 3, 2), (2, 2, 4)], lambda x, a, b: x + (a @ b).sum(0))
+case("kron", r.kron, [(2, 3), (2,)], np.kron)
+case("kron_3d", lambda a, b: a.kron(b), [(2, 1, 2), (1, 2, 2)], np.kron)
+case("inner", r.inner, [(2, 3), (4, 3)], np.inner)
+case("inner_0d", r.inner, [(), (2, 3)], np.inner)
+case("vdot", r.vdot, [(4,), (4,)], np.vdot)
+case("block_diag", lambda a, b, c: r.block_diag(a, b, c), [(2, 3), (), (2,)],
+     lambda a, b, c: __import__("scipy.linalg").linalg.block_diag(a, b, c))
+case("cov", r.cov, [(3, 5)], np.cov)
+case("cov_weights",
+     lambda x: r.cov(x, correction=0, fweights=on(x, [1, 2, 1, 3]), aweights=on(x, [0.5, 1.0, 2.0, 1.5])),
+     [(2, 4)], lambda x: np.cov(x, ddof=0, fweights=[1, 2, 1, 3], aweights=[0.5, 1.0, 2.0, 1.5]))
+case("corrcoef", lambda x: x.corrcoef(), [(3, 5)], np.corrcoef)
+_np_cdist = lambda a, b, p: np.linalg.norm(a[..., :, None, :] - b[..., None, :, :], ord=p, axis=-1)
+case("cdist", r.cdist, [(3, 2), (4, 2)], lambda a, b: _np_cdist(a, b, 2))
+case("cdist_p1_batched", lambda a, b: r.cdist(a, b, p=1), [(2, 3, 2), (1, 2, 2)], lambda a, b: _np_cdist(a, b, 1),
+     "away_from_ties")
+case("cdist_p3", lambda a, b: r.cdist(a, b, p=3), [(2, 3), (2, 3)], lambda a, b: _np_cdist(a, b, 3))
+case("cdist_pinf", lambda a, b: r.cdist(a, b, p=float("inf")), [(2, 3), (3, 3)], lambda a, b: _np_cdist(a, b, np.inf),
+     "away_from_ties")
+_lower = lambda x, dim: (lambda o: (np.take_along_axis(x, o, dim), o))(
+    np.take(np.argsort(x, dim, kind="stable"), [(x.shape[dim] - 1) // 2], dim))
+case("median", lambda x: x.median(), [(3, 4)], lambda x: np.sort(x, None)[(x.size - 1) // 2], "away_from_ties")
+case("median_dim", lambda x: r.median(x, 1), [(3, 4)], lambda x: tuple(a[:, 0] for a in _lower(x, 1)), "away_from_ties")
+case("nanmedian_dim_keepdim", lambda x: x.nanmedian(0, keepdim=True), [(3, 2)], lambda x: _lower(x, 0),
+     "away_from_ties")
+case("kthvalue", lambda x: x.kthvalue(2, 0), [(3, 2)],
+     lambda x: (np.sort(x, 0)[1], np.argsort(x, 0)[1]), "away_from_ties")
+case("mode_distinct", lambda x: r.mode(x), [(2, 3)], lambda x: (x.min(1), x.argmin(1)), "away_from_ties")
+case("aminmax", lambda x: r.aminmax(x, dim=0), [(3, 2)], lambda x: (x.min(0), x.max(0)), "away_from_ties")
+case("searchsorted", lambda s, v: r.searchsorted(s.sort().values, v), [(5,), (2, 3)],
+     lambda s, v: np.searchsorted(np.sort(s), v), grad=False)
+case("searchsorted_rows_right", lambda s, v: r.searchsorted(s.sort().values, v, right=True), [(2, 4), (2, 3)],
+     lambda s, v: np.stack([np.searchsorted(np.sort(a), b, "right") for a, b in zip(s, v)]), grad=False)
+case("bucketize", lambda v, b: r.bucketize(v, b.sort().values), [(2, 3), (4,)],
+     lambda v, b: np.searchsorted(np.sort(b), v), grad=False)
+case("histc", lambda x: r.histc(x, bins=4, min=-1, max=1), [(10,)],
+     lambda x: np.histogram(x, bins=4, range=(-1, 1))[0].astype(x.dtype), grad=False)
+case("take", lambda x: r.take(x, on(x, [[0, 5], [-1, 2]])), [(2, 3)], lambda x: x.reshape(-1)[[[0, 5], [-1, 2]]])
+case("index_copy", lambda x, s: x.index_copy(1, on(x, [2, 0]), s), [(2, 3), (2, 2)],
+     lambda x, s: (lambda o: (o.__setitem__((slice(None), [2, 0]), s), o)[1])(x.copy()))
+case("index_fill_tensor_value", lambda x, v: r.index_fill(x, 0, on(x, [1]), v), [(2, 3), ()],
+     lambda x, v: np.concatenate([x[:1], np.full((1, 3), v)]))
+case("index_put_accumulate", lambda x, v: x.index_put((on(x, [0, 0, 1]), on(x, [2, 2, 0])), v, accumulate=True),
+     [(2, 3), (3,)], lambda x, v: (lambda o: (np.add.at(o, ([0, 0, 1], [2, 2, 0]), v), o)[1])(x.copy()))
+case("index_put_mask", lambda x, v: (x * 1).index_put_((on(x, MASK23),), v), [(2, 3), ()],
+     lambda x, v: np.where(MASK23, v, x))
+
+
+def _np_scatter_reduce(x, index, src, reduce, include_self):
+    """torch.scatter_reduce along dim 0, element by element: each target's own value (if kept) and its contributions."""
+    groups = {}
+    for p in np.ndindex(*index.shape):
+        groups.setdefault((index[p],) + p[1:], []).append(src[p])
+    out = x.copy()
+    for q, values in groups.items():
+        values = values + ([x[q]] if include_self else [])
+        out[q] = {"sum": np.sum, "prod": np.prod, "mean": np.mean, "amax": np.max, "amin": np.min}[reduce](values)
+    return out
+
+
+_SCATTER_INDEX = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 2]])
+for _reduce in ("sum", "prod", "mean", "amax", "amin"):
+    for _keep in (True, False):
+        case(f"scatter_reduce_{_reduce}_{'self' if _keep else 'noself'}",
+             lambda x, s, red=_reduce, keep=_keep: x.scatter_reduce(0, on(x, _SCATTER_INDEX), s, red,
+                                                                     include_self=keep),
+             [(3, 3), (3, 3)],
+             lambda x, s, red=_reduce, keep=_keep: _np_scatter_reduce(x, _SCATTER_INDEX, s, red, keep),
+             "away_from_ties")
+case("hsplit", lambda x: r.hsplit(x, 2), [(2, 4)], lambda x: tuple(np.hsplit(x, 2)))
+case("vsplit_indices", lambda x: x.vsplit([1]), [(3, 2)], lambda x: tuple(np.vsplit(x, [1])))
+case("dsplit", lambda x: r.dsplit(x, [1, 3]), [(1, 2, 4)], lambda x: tuple(np.dsplit(x, [1, 3])))
+case("ravel", lambda x: x.t().ravel(), [(2, 3)], lambda x: x.T.ravel())
+case("column_stack", lambda a, b: r.column_stack([a, b]), [(3,), (3, 2)], lambda a, b: np.column_stack([a, b]))
+case("cartesian_prod", lambda a, b: r.cartesian_prod(a, b), [(2,), (3,)],
+     lambda a, b: np.array(list(__import__("itertools").product(a, b))))
+case("combinations", lambda x: r.combinations(x, 2), [(4,)],
+     lambda x: np.array(list(__import__("itertools").combinations(x, 2))))
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

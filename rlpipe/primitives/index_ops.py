@@ -1,0 +1,315 @@
+"""Indexed writes and reads beyond ``indexing``: scatter_reduce (the ``ScatterReduce`` Function:
+sum, prod, mean, amax, amin, with or without the input's own values), index_put with accumulation
+(``IndexPutAccumulate``), and the compositions take, index_copy, index_fill and index_put.
+
+Products, maxima and minima are reduced in rounds, each writing one contribution per target
+(the k-th of every target in round k), so the same code runs on CuPy, whose ufuncs have no
+``multiply.at``; sums and means use the backend's ``scatter_add``.
+"""
+import builtins
+
+import numpy as np
+
+from .. import _dtypes
+from .._dispatch import torch_function
+from .._tensor import Tensor, tensor_method
+from .base import Op, along_dim, unbroadcast
+from .common import _LEGACY_TYPE_NAMES, _cast, _scalar, inplace_variant
+from .indexing import getitem, setitem
+from .searching import run_offsets
+from .shape import flatten
+
+
+__all__ = ["ScatterReduce", "IndexPutAccumulate", "scatter_reduce", "take", "index_copy", "index_fill",
+           "index_put"]
+
+_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+_ALIASES = {"max": "amax", "min": "amin"}  # torch also takes these two spellings
+
+
+def _flat_targets(xp, shape, where):
+    """The flat position in an array of ``shape`` of every element an advanced index tuple picks."""
+    strides = [builtins.int(np.prod(shape[k + 1:])) for k in range(len(shape))]
+    flat = builtins.sum(a * s for a, s in zip(where, strides))
+    return xp.broadcast_to(flat, xp.broadcast_arrays(*where)[0].shape).reshape(-1)
+
+
+def _rounds(xp, targets):
+    """For each contribution, its rank among those aimed at the same target, and the sort that groups them."""
+    order = xp.argsort(targets, kind="stable")
+    grouped = targets[order]
+    starts = xp.concatenate([xp.ones(builtins.min(targets.size, 1), bool), grouped[1:] != grouped[:-1]])
+    rank = xp.empty(targets.size, dtype=np.int64)
+    rank[order] = run_offsets(xp, starts)
+    return rank
+
+
+def _reduce_into(xp, out, targets, values, ufunc):
+    """out[targets] = ufunc(out[targets], values) for repeated targets too, one rank per round."""
+    if not targets.size:
+        return
+    rank = _rounds(xp, targets)
+    for k in range(builtins.int(rank.max()) + 1):
+        chosen = rank == k
+        at = targets[chosen]
+        out[at] = ufunc(out[at], values[chosen])
+
+
+def _identity(dtype, reduce):
+    """The value a target starts from when its own value is left out."""
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if dtype.kind == "f":
+        return -np.inf if reduce == "amax" else np.inf
+    info = np.iinfo(dtype) if dtype.kind in "iu" else None
+    return (info.min if reduce == "amax" else info.max) if info else reduce == "amin"
+
+
+class ScatterReduce(Op):
+    """x with the values of ``src`` reduced into the positions ``index`` picks along ``dim``; the
+    gradients as torch's (ties in amax/amin share it evenly; prod handles zeros exactly)."""
+
+    @staticmethod
+    def forward(ctx, x, dim, index, src, reduce, include_self):
+        xp, be = ctx.xp, ctx.be
+        where = along_dim(xp, index, dim)
+        used = src[tuple(slice(0, n) for n in index.shape)]
+        targets = _flat_targets(xp, x.shape, where)
+        values = used.reshape(-1)
+        out = x.copy().reshape(-1)
+        counts = xp.zeros(x.size, dtype=np.int64)
+        be.scatter_add(counts, targets, xp.ones(targets.size, dtype=np.int64))
+        hit = counts > 0
+        if not include_self:
+            out[hit] = _identity(x.dtype, reduce)
+        if reduce in ("sum", "mean"):
+            be.scatter_add(out, targets, values)
+        else:
+            _reduce_into(xp, out, targets, values, {"prod": xp.multiply, "amax": xp.maximum,
+                                                   "amin": xp.minimum}[reduce])
+        if reduce == "mean":
+            n = (counts + include_self).clip(1, None)
+            out = out / n if x.dtype.kind == "f" else out // n
+            out = out.astype(x.dtype, copy=False)
+        out = out.reshape(x.shape)
+        ctx.save_for_backward(x, used, out)
+        ctx.args = dim, src.shape, where, targets, counts.reshape(x.shape), reduce, include_self
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        x, used, out = ctx.saved_tensors
+        dim, src_shape, where, targets, counts, reduce, include_self = ctx.args
+        hit = counts > 0
+        own = xp.logical_or(~hit, include_self)  # where x's own value took part
+        if reduce == "sum":
+            gx, gsrc = g * own, g[where]
+        elif reduce == "mean":
+            share = g / (counts + include_self).clip(1, None)
+            gx, gsrc = xp.where(hit, share * include_self, g), share[where]
+        elif reduce in ("amax", "amin"):
+            gx, gsrc = _extreme_grads(ctx, x, used, out, g, own, targets)
+        else:
+            gx, gsrc = _prod_grads(ctx, x, used, out, g, own, targets)
+        full = xp.zeros(src_shape, dtype=g.dtype)
+        full[tuple(slice(0, n) for n in used.shape)] = gsrc
+        return gx.astype(g.dtype, copy=False), None, None, full, None, None
+
+
+def _extreme_grads(ctx, x, used, out, g, own, targets):
+    """amax/amin: the gradient shared evenly by every value equal to the result. As torch's, input's
+    own value counts among the ties even where ``include_self=False`` left it out (it then gets none)."""
+    xp = ctx.xp
+    self_tie = x == out
+    src_tie = used == out.reshape(-1)[targets].reshape(used.shape)
+    ties = self_tie.astype(g.dtype).reshape(-1)
+    ctx.be.scatter_add(ties, targets, src_tie.astype(g.dtype).reshape(-1))
+    share = g / ties.reshape(x.shape)
+    return xp.where(self_tie & own, share, 0), xp.where(src_tie, share.reshape(-1)[targets].reshape(used.shape), 0)
+
+
+def _prod_grads(ctx, x, used, out, g, own, targets):
+    """prod: each contribution's gradient is g times the product of the others (exact with zeros)."""
+    xp = ctx.xp
+    zeros = ((x == 0) & own).astype(np.int64).reshape(-1)
+    ctx.be.scatter_add(zeros, targets, (used == 0).astype(np.int64).reshape(-1))
+    nonzero = xp.where(own & (x != 0), x, 1).reshape(-1)
+    _reduce_into(xp, nonzero, targets, xp.where(used == 0, 1, used).reshape(-1), xp.multiply)
+
+    def others(value, at):
+        z, rest, result = zeros[at], nonzero[at], out.reshape(-1)[at]
+        return xp.where(value == 0, xp.where(z == 1, rest, 0), xp.where(z == 0, result / xp.where(value == 0, 1,
+                                                                                                   value), 0))
+    everywhere = xp.arange(x.size)
+    gx = xp.where(own, g * others(x.reshape(-1), everywhere).reshape(x.shape), 0)
+    gsrc = g.reshape(-1)[targets].reshape(used.shape) * others(used.reshape(-1), targets).reshape(used.shape)
+    return gx, gsrc
+
+
+class IndexPutAccumulate(Op):
+    """A copy of x with ``values`` added at the advanced index (repeated positions add up)."""
+
+    @staticmethod
+    def forward(ctx, x, values, index):
+        out = x.copy()
+        picked = out[index]
+        ctx.be.scatter_add(out, index, ctx.xp.broadcast_to(values, picked.shape).astype(x.dtype, copy=False))
+        ctx.args = index, values.shape
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        index, value_shape = ctx.args
+        return g, unbroadcast(g[index], value_shape), None
+
+
+# ---- the public ops -------------------------------------------------------------------------------
+
+def _first_outside(index, low, n):
+    """The largest (or smallest) value of the integer tensor ``index`` where one lies outside [low, n), else None."""
+    values = index._data
+    if not values.size:
+        return None
+    lo, hi = builtins.int(values.min()), builtins.int(values.max())
+    return hi if hi >= n else lo if lo < low else None
+
+
+def _check_index(name, index):
+    if not isinstance(index, Tensor) or index.dtype not in (_dtypes.int64, _dtypes.int32):
+        got = _LEGACY_TYPE_NAMES[index.dtype.name] if isinstance(index, Tensor) else type(index).__name__
+        raise RuntimeError(f"{name}(): Expected a long tensor for index, but got {got}")
+
+
+def _check_scatter_shapes(input, d, index, src):
+    if index.ndim != input.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    if builtins.any(index.shape[k] > input.shape[k] for k in range(index.ndim) if k != d) or \
+            builtins.any(i > s for i, s in zip(index.shape, src.shape)):
+        raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self {list(input.shape)} apart "
+                           f"from dimension {d} and to be no larger size than src {list(src.shape)}")
+    bad = _first_outside(index, 0, input.shape[d])
+    if bad is not None:
+        raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size {input.shape[d]}")
+
+
+@inplace_variant
+@tensor_method
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    """A copy of ``input`` with the values of ``src`` reduced into the positions the int64 ``index``
+    picks along ``dim`` (as ``scatter``): ``reduce`` is "sum", "prod", "mean", "amax" or "amin";
+    ``include_self=False`` leaves input's own values out where something is scattered."""
+    reduce = _ALIASES.get(reduce, reduce)
+    if reduce not in _REDUCES:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    if not isinstance(index, Tensor) or index.dtype not in (_dtypes.int64, _dtypes.int32):
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
+    if not isinstance(src, Tensor) or src.dtype is not input.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    d = input._dim(dim)
+    _check_scatter_shapes(input, d, index, src)
+    return ScatterReduce.apply(input, d, index._data.astype(np.int64, copy=False), src, reduce,
+                               builtins.bool(include_self))
+
+
+@torch_function("input", "index")
+@tensor_method
+def take(input, index):
+    """The elements of ``input``, seen as 1-d, at the int64 ``index`` (negative from the end), in
+    index's shape."""
+    _check_index("take", index)
+    n = input.numel()
+    bad = _first_outside(index, -n, n)
+    if bad is not None:
+        raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
+    return getitem(flatten(input), index)
+
+
+def _slices_at(input, dim, index, name, prefix=""):
+    """The index tuple that picks the slices at the 1-d ``index`` along ``dim``, after torch's checks
+    (``prefix`` starts the out-of-range message, as torch's does for some ops)."""
+    _check_index(name, index)
+    d = input._dim(dim)
+    if index.ndim > 1:
+        raise RuntimeError("Index has to be a vector/scalar")
+    n = input.shape[d] if input.ndim else 1
+    bad = _first_outside(index, -n, n)
+    if bad is not None:
+        raise IndexError(f"{prefix}index {bad} is out of bounds for dimension {d} with size {n}")
+    return (slice(None),) * d + (index.reshape(-1),)
+
+
+def _check_copy_shapes(input, d, index, source):
+    """torch's errors where ``source`` does not hold one slice of ``input`` per index."""
+    for k in range(builtins.max(input.ndim, source.ndim)):
+        mine = input.shape[k] if k < input.ndim else 1
+        theirs = source.shape[k] if k < source.ndim else 1
+        if k != d and mine != theirs:
+            raise RuntimeError(f"index_copy_(): Source/destination tensor must have same slice shapes. Destination "
+                               f"slice shape: {mine} at dimension {k} and source slice shape: {theirs} at "
+                               f"dimension {k}.")
+    size = source.shape[d] if d < source.ndim else 1
+    if size != index.numel():
+        raise IndexError(f"index_copy_(): Number of indices ({index.numel()}) should be equal to source.size(dim) "
+                         f"({size})")
+
+
+@inplace_variant
+@tensor_method
+def index_copy(input, dim, index, source):
+    """A copy of ``input`` whose slices at ``index`` along ``dim`` are those of ``source`` (in index
+    order; of one dtype with input)."""
+    where = _slices_at(input, dim, index, "index_copy_", "index_copy_(): ")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, but got (self) "
+                           f"{_LEGACY_TYPE_NAMES[input.dtype.name]} and (source) "
+                           f"{_LEGACY_TYPE_NAMES[source.dtype.name]}")
+    _check_copy_shapes(input, input._dim(dim), index, source)
+    out = input.clone()
+    setitem(out, where, source)
+    return out
+
+
+@inplace_variant
+@tensor_method
+def index_fill(input, dim, index, value):
+    """A copy of ``input`` whose slices at ``index`` along ``dim`` hold ``value`` (a number or a 0-d
+    tensor, whose gradient is the sum over the filled slices)."""
+    where = _slices_at(input, dim, index, "index_fill_")
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.ndim} dimension(s).")
+        value = _cast(value, input.dtype)
+    elif not input.is_floating_point() and input.dtype is not _dtypes.bool:
+        value = builtins.int(_scalar(value))
+    out = input.clone()
+    setitem(out, where, value)
+    return out
+
+
+@inplace_variant
+@tensor_method
+def index_put(input, indices, values, accumulate=False):
+    """A copy of ``input`` with ``values`` (of its dtype, broadcast) written at ``input[indices]``
+    (a tuple of index tensors, bool masks included); ``accumulate=True`` adds them instead,
+    repeated positions adding up."""
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(f"index_put(): argument 'indices' (position 1) must be tuple of Tensors, not "
+                        f"{type(indices).__name__}")
+    if values.dtype is not input.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_LEGACY_TYPE_NAMES[input.dtype.name]} for the destination and "
+                           f"{_LEGACY_TYPE_NAMES[values.dtype.name]} for the source.")
+    index = tuple(indices)
+    if not accumulate:
+        out = input.clone()
+        setitem(out, index, values)
+        return out
+    getitem(input.detach(), index)  # raises torch's IndexError for a bad index
+    arrays = []
+    for part in index:
+        arrays.extend(part._device._backend.xp.nonzero(part._data) if part.dtype is _dtypes.bool else [part._data])
+    return IndexPutAccumulate.apply(input, values, tuple(arrays))
