@@ -39,6 +39,8 @@ def values(t):
     (lambda: r.acosh(T([2])), ([1.316957950592041], "float32")),
     (lambda: r.erfinv(T([0, 1])), ([0.0, math.inf], "float32")),
     (lambda: r.deg2rad(T([180])), ([math.pi], "float32")),
+    (lambda: T([180.0]).deg2rad_(), ([math.pi], "float32")),
+    (lambda: T([math.pi]).rad2deg_(), ([180.0], "float32")),
     (lambda: r.logaddexp2(T([1.0, -math.inf]), T([1.0, -math.inf])), ([2.0, -math.inf], "float32")),
     (lambda: r.addcmul(T([1, 2, 3]), T([1, 2, 3]), T([1, 2, 3]), value=0.5), ([1, 2, 3], "int64")),
     (lambda: r.addcmul(T([1.0, -2.0, 3.0]), T([1, 2, 3]), T([1, 2, 3]), value=0.5), ([1.5, 0.0, 7.5], "float32")),

@@ -332,18 +332,17 @@ def logaddexp2(input, other):
     return logaddexp(a * ln2, b * ln2) / ln2
 
 
-def _scale_by(factor, doc):
+def _scale_by(name, factor, doc):
+    """The op ``name``: its input (integers as the default float dtype) times ``factor``, with its in-place form."""
     def op(input):
         return mul(_float_input(input), factor)
+    op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
-    return op
+    return with_out("input")(inplace_variant(tensor_method(op)))
 
 
-deg2rad = with_out("input")(inplace_variant(tensor_method("deg2rad")(
-    _scale_by(math.pi / 180, "Degrees to radians, elementwise; integers give the default float dtype."))))
-rad2deg = with_out("input")(inplace_variant(tensor_method("rad2deg")(
-    _scale_by(180 / math.pi, "Radians to degrees, elementwise; integers give the default float dtype."))))
-deg2rad.__name__, rad2deg.__name__ = "deg2rad", "rad2deg"
+deg2rad = _scale_by("deg2rad", math.pi / 180, "Degrees to radians, elementwise; integers give the default float dtype.")
+rad2deg = _scale_by("rad2deg", 180 / math.pi, "Radians to degrees, elementwise; integers give the default float dtype.")
 
 
 @with_out("input", "values")
