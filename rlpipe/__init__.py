@@ -40,14 +40,16 @@ from .primitives.special import (lgamma, digamma, atanh, arctanh, logit, asin, a
                                  arccos, arctan)
 from .primitives.pointwise import (atan2, arctan2, hypot, fmod, xlogy, fmax, fmin, sinc, exp2, asinh, acosh, arcsinh,
                                    arccosh, erfinv, float_power, logaddexp2, deg2rad, rad2deg, heaviside, positive,
-                                   addcmul, addcdiv, subtract, multiply)
+                                   addcmul, addcdiv, subtract, multiply, sgn, rsub, ldexp, frexp, gcd, lcm, nextafter)
 from .primitives.products import (addmm, addmv, addr, baddbmm, addbmm, kron, inner, vdot, block_diag, cov, corrcoef,
                                   cdist)
 from .primitives.searching import (searchsorted, bucketize, bincount, histc, median, nanmedian, kthvalue, mode, aminmax,
-                                   unique_consecutive, argwhere)
-from .primitives.index_ops import scatter_reduce, take, index_copy, index_fill, index_put
+                                   unique_consecutive, argwhere, isin)
+from .primitives.index_ops import (scatter_reduce, take, index_copy, index_fill, index_put, put, masked_scatter,
+                                   index_reduce, tril_indices, triu_indices, unravel_index)
 from .primitives.splits import (hsplit, vsplit, dsplit, ravel, column_stack, cartesian_prod, combinations,
-                                broadcast_shapes)
+                                broadcast_shapes, dstack, row_stack, diagflat)
+from .primitives.scans import logcumsumexp, trapezoid, trapz, cumulative_trapezoid, dist
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,
                         ones_like, empty_like, full_like, arange, linspace, logspace, eye)
 from ._creation import (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor,
@@ -107,7 +109,8 @@ def _inplace_function(name):
 # torch's in-place ops as functions (``torch.sin_(x)``, ``torch.relu_(x)``), one per in-place Tensor method
 for _name in """abs_ acos_ asin_ atan_ atanh_ ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ detach_ erf_ erfc_
 exp_ expm1_ fill_ floor_ frac_ log1p_ log_ logit_ nan_to_num_ neg_ reciprocal_ relu_ round_ rsqrt_ sigmoid_ sin_
-sinh_ sqrt_ tan_ tanh_ trunc_ zero_""".split():
+sinh_ sqrt_ tan_ tanh_ trunc_ zero_ acosh_ addmv_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ asinh_ deg2rad_
+exp2_ index_put_ rad2deg_ sinc_ xlogy_""".split():
     globals()[_name] = _inplace_function(_name)
 del _name
 

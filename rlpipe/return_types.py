@@ -4,7 +4,7 @@ import collections
 from . import _dtypes
 
 __all__ = ["cummax", "cummin", "max", "min", "sort", "topk", "svd", "linalg_svd", "median", "nanmedian", "kthvalue",
-           "mode", "aminmax"]
+           "mode", "aminmax", "frexp"]
 
 
 class _ValuesIndices(collections.namedtuple("_ValuesIndices", ["values", "indices"])):
@@ -53,3 +53,12 @@ class aminmax(collections.namedtuple("aminmax", ["min", "max"])):
 
     def __repr__(self):
         return f"{_dtypes.shown_module()}.return_types.aminmax(\nmin={self.min!r},\nmax={self.max!r})"
+
+
+class frexp(collections.namedtuple("frexp", ["mantissa", "exponent"])):
+    """The ``(mantissa, exponent)`` named tuple that ``frexp`` returns, printed as ``return_types.frexp``."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return (f"{_dtypes.shown_module()}.return_types.frexp(\nmantissa={self.mantissa!r},"
+                f"\nexponent={self.exponent!r})")

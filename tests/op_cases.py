@@ -864,5 +864,27 @@ case("cartesian_prod", lambda a, b: r.cartesian_prod(a, b), [(2,), (3,)],
 case("combinations", lambda x: r.combinations(x, 2), [(4,)],
      lambda x: np.array(list(__import__("itertools").combinations(x, 2))))
 
+case("sgn", r.sgn, [(2, 3)], np.sign, "away_from_ties")
+case("rsub", lambda x, y: r.rsub(x, y, alpha=2), [(2, 3), (3,)], lambda x, y: y - 2 * x)
+case("ldexp", lambda x, e: r.ldexp(x, e), [(2, 3), (3,)], lambda x, e: x * 2.0 ** e)
+case("frexp", lambda x: (lambda m, e: (m.double(), e))(*r.frexp(x)), [(2, 3)],  # (a mantissa of either precision)
+     lambda x: (np.frexp(x)[0], np.frexp(x)[1]), out_dtypes=("float64", "int32"))
+case("logcumsumexp", lambda x: r.logcumsumexp(x, 1), [(2, 4)], lambda x: np.logaddexp.accumulate(x, axis=1))
+case("logcumsumexp_spread", lambda x: (x * 300).logcumsumexp(0), [(5,)], lambda x: np.logaddexp.accumulate(x * 300))
+case("trapezoid_x", lambda y, x: r.trapezoid(y, x, dim=0), [(3, 2), (3,)],
+     lambda y, x: np.trapezoid(y, x, axis=0) if hasattr(np, "trapezoid") else np.trapz(y, x, axis=0))
+case("cumulative_trapezoid_dx", lambda y: r.cumulative_trapezoid(y, dx=0.5), [(2, 4)],
+     lambda y: np.cumsum((y[:, 1:] + y[:, :-1]) / 2 * 0.5, axis=1))
+case("dist", lambda x, y: r.dist(x, y, 3), [(2, 3), (3,)], lambda x, y: np.sum(np.abs(x - y) ** 3) ** (1 / 3))
+case("isin", lambda x: r.isin(x.round(), on(x, [0.0, 1.0])), [(2, 3)], lambda x: np.isin(np.round(x), [0.0, 1.0]),
+     grad=False)
+case("put_accumulate", lambda x, s: x.put(on(x, [0, 5, 0]), s, accumulate=True), [(2, 3), (3,)],
+     lambda x, s: (lambda o: (np.add.at(o.reshape(-1), [0, 5, 0], s), o)[1])(x.copy()))
+case("masked_scatter", lambda x, s: x.masked_scatter(on(x, MASK23), s), [(2, 3), (4,)],
+     lambda x, s: (lambda o: (o.__setitem__(MASK23, s[:3]), o)[1])(x.copy()))
+case("index_reduce_amax", lambda x, s: x.index_reduce(0, on(x, [0, 2, 0]), s, "amax", include_self=False),
+     [(3, 2), (3, 2)], lambda x, s: np.stack([np.maximum(s[0], s[2]), x[1], s[1]]), "away_from_ties")
+case("dstack", lambda a, b: r.dstack([a, b]), [(2, 3), (2, 3)], lambda a, b: np.dstack([a, b]))
+case("diagflat", lambda x: r.diagflat(x, 1), [(2, 2)], lambda x: np.diagflat(x, 1))
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

@@ -312,3 +312,72 @@ def test_broadcast_shapes_and_joins():
                                                                           [3, 3]]
     assert r.combinations(T([1, 2, 3]), r=4).shape == (0, 4) and r.combinations(T([1, 2, 3]), r=0).shape == (0,)
     assert r.combinations(T([1, 2, 3]), r=3).tolist() == [[1, 2, 3]]
+
+
+# ---- the further ops -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call, expected", [
+    (lambda: r.sgn(T([-2.0, 0.0, 3.0])), ([-1.0, 0.0, 1.0], "float32")),
+    (lambda: r.rsub(T([1.0, 2.0]), 5), ([4.0, 3.0], "float32")),
+    (lambda: r.ldexp(T([1, 2]), T([2, 3])), ([4.0, 16.0], "float32")),
+    (lambda: r.gcd(T([4, 6, 0]), T([6, 9, 5])), ([2, 3, 5], "int64")),
+    (lambda: r.lcm(T([4, 6, 0]), T([6, 9, 5])), ([12, 18, 0], "int64")),
+    (lambda: r.nextafter(T([1.0]), T([2.0])), ([1.0000001192092896], "float32")),
+    (lambda: r.logcumsumexp(T([-math.inf, 1.0, math.inf]), 0), ([-math.inf, 1.0, math.inf], "float32")),
+    (lambda: r.logcumsumexp(T(2.0), 0), (2.0, "float32")),
+    (lambda: r.dist(T([1.0, 2.0]), T([4.0, 6.0])), (5.0, "float32")),
+    (lambda: r.dist(T([1.0, 2.0]), T([4.0, 6.0]), 0), (2.0, "float32")),
+    (lambda: r.dist(T([1.0, 2.0]), T([4.0, 6.0]), math.inf), (4.0, "float32")),
+    (lambda: r.trapezoid(T([1, 2, 3])), (4.0, "float32")),
+    (lambda: r.trapz(T([1.0, 2, 3]), T([0.0, 1, 3])), (6.5, "float32")),
+    (lambda: r.trapezoid(T([])), (0.0, "float32")),
+    (lambda: r.cumulative_trapezoid(T([[1.0, 2, 3]]), T([0.0, 1, 3])), ([[1.5, 6.5]], "float32")),
+    (lambda: r.isin(T([[1, 2], [3, 4]]), T([2, 3]), invert=True), ([[True, False], [False, True]], "bool")),
+    (lambda: r.isin(2, T([1, 2])), (True, "bool")),
+    (lambda: T([[1.0, 2], [3, 4]]).put(T([-1]), T([9.0])), ([[1.0, 2.0], [3.0, 9.0]], "float32")),
+    (lambda: T([1.0, 2, 3, 4]).masked_scatter(T([[True], [False]]), T([9.0, 8, 7, 6, 5, 4, 3, 2])),
+     ([[9.0, 8.0, 7.0, 6.0], [1.0, 2.0, 3.0, 4.0]], "float32")),
+    (lambda: T([[1.0, 2], [3, 4]]).index_reduce(0, T([0, 0]), T([[2.0, 2], [3, 3]]), "mean", include_self=False),
+     ([[2.5, 2.5], [3.0, 4.0]], "float32")),
+    (lambda: r.tril_indices(3, 4, 1), ([[0, 0, 1, 1, 1, 2, 2, 2, 2], [0, 1, 0, 1, 2, 0, 1, 2, 3]], "int64")),
+    (lambda: r.triu_indices(3, 3, dtype=r.int32), ([[0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]], "int32")),
+    (lambda: r.triu_indices(0, 3), ([[], []], "int64")),
+    (lambda: r.dstack([T(1), T(2)]), ([[[1, 2]]], "int64")),
+    (lambda: r.row_stack([T([1, 2]), T([3, 4])]), ([[1, 2], [3, 4]], "int64")),
+    (lambda: r.diagflat(T([1, 2]), -1), ([[0, 0, 0], [1, 0, 0], [0, 2, 0]], "int64")),
+], ids=lambda x: "" if callable(x) else None)
+def test_further_values_as_torch(call, expected):
+    actual, dtype = values(call())
+    np.testing.assert_allclose(actual, expected[0], rtol=1e-6)
+    assert dtype == expected[1]
+
+
+def test_frexp_and_unravel_index():
+    mantissa, exponent = r.frexp(T([8.0, 0.3]))
+    np.testing.assert_allclose(mantissa.tolist(), [0.5, 0.6], rtol=1e-6)
+    assert exponent.tolist() == [4, -1] and exponent.dtype is r.int32
+    rows, cols = r.unravel_index(T([4, 1]), (2, 3))
+    assert rows.tolist() == [1, 0] and cols.tolist() == [1, 1]
+    assert [t.item() for t in r.unravel_index(T(4), (2, 3))] == [1, 1]
+
+
+def test_gradients_of_the_further_writes_as_torch():
+    x, s = T([1.0, 2, 3, 4], requires_grad=True), T([2.0, 3.0], requires_grad=True)
+    x.index_reduce(0, T([0, 0]), s, "prod").sum().backward()
+    assert x.grad.tolist() == [6.0, 1.0, 1.0, 1.0] and s.grad.tolist() == [3.0, 2.0]
+    x, s = T([1.0, 2, 3, 4], requires_grad=True), T([9.0, 8, 7], requires_grad=True)
+    x.masked_scatter(T([True, False, True, False]), s).backward(T([1.0, 2, 3, 4]))
+    assert x.grad.tolist() == [0.0, 2.0, 0.0, 4.0] and s.grad.tolist() == [1.0, 3.0, 0.0]
+    x = T([0.0, 1.0, -1000.0], requires_grad=True)
+    y = r.logcumsumexp(x, 0)
+    y.backward(T([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(y.tolist(), [0.0, 1.31326162815094, 1.31326162815094], rtol=1e-6)
+    np.testing.assert_allclose(x.grad.tolist(), [2.3447072505950928, 3.6552932262420654, 0.0], rtol=1e-6)
+
+
+def test_inplace_forms_of_the_further_ops():
+    t = T([[1.0, 2], [3, 4]])
+    assert t.put_(T([0, 0]), T([9.0, 8]), accumulate=True) is t and t.tolist() == [[18.0, 2.0], [3.0, 4.0]]
+    g = T([4, 6])
+    assert g.gcd_(T([6, 9])) is g and g.tolist() == [2, 3]
+    assert r.xlogy_(T([1.0, 2.0]), 2.0).tolist() == pytest.approx([math.log(2), 2 * math.log(2)])

@@ -1,6 +1,7 @@
 """Indexed writes and reads beyond ``indexing``: scatter_reduce (the ``ScatterReduce`` Function:
 sum, prod, mean, amax, amin, with or without the input's own values), index_put with accumulation
-(``IndexPutAccumulate``), and the compositions take, index_copy, index_fill and index_put.
+(``IndexPutAccumulate``), and the compositions take, index_copy, index_fill, index_put, put,
+masked_scatter and index_reduce; the index grids tril_indices, triu_indices and unravel_index.
 
 Products, maxima and minima are reduced in rounds, each writing one contribution per target
 (the k-th of every target in round k), so the same code runs on CuPy, whose ufuncs have no
@@ -17,11 +18,12 @@ from .base import Op, along_dim, unbroadcast
 from .common import _LEGACY_TYPE_NAMES, _cast, _scalar, inplace_variant
 from .indexing import getitem, setitem
 from .searching import run_offsets
+from .splits import broadcast_shapes
 from .shape import flatten
 
 
 __all__ = ["ScatterReduce", "IndexPutAccumulate", "scatter_reduce", "take", "index_copy", "index_fill",
-           "index_put"]
+           "index_put", "put", "masked_scatter", "index_reduce", "tril_indices", "triu_indices", "unravel_index"]
 
 _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 _ALIASES = {"max": "amax", "min": "amin"}  # torch also takes these two spellings
@@ -313,3 +315,110 @@ def index_put(input, indices, values, accumulate=False):
     for part in index:
         arrays.extend(part._device._backend.xp.nonzero(part._data) if part.dtype is _dtypes.bool else [part._data])
     return IndexPutAccumulate.apply(input, values, tuple(arrays))
+
+
+# ---- flat writes, masked writes, index reductions and index grids --------------------------------
+
+@inplace_variant
+@tensor_method
+def put(input, index, source, accumulate=False):
+    """A copy of ``input`` with ``source``'s values written (``accumulate``: added) at the positions
+    ``index`` picks in input seen as 1-d (negative from the end); index and source have one size."""
+    _check_index("put_", index)
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got self.dtype = "
+                           f"{_LEGACY_TYPE_NAMES[input.dtype.name]} and source.dtype = "
+                           f"{_LEGACY_TYPE_NAMES[source.dtype.name]}")
+    if index.numel() != source.numel():
+        raise IndexError(f"put_(): Expected source and index to have the same number of elements, but got "
+                         f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    n = input.numel()
+    bad = _first_outside(index, -n, n)
+    if bad is not None:
+        raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
+    flat = index_put(flatten(input), (flatten(index),), flatten(source), accumulate)
+    return flat.reshape(input.shape)
+
+
+@inplace_variant
+@tensor_method
+def masked_scatter(input, mask, source):
+    """A copy of ``input`` whose elements where the bool ``mask`` (broadcast) is True take ``source``'s
+    values in order (row-major); source needs at least as many elements as the mask has Trues."""
+    if mask.dtype is not _dtypes.bool:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype "
+                           f"{_LEGACY_TYPE_NAMES[mask.dtype.name]}")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got"
+                           f"{_LEGACY_TYPE_NAMES[input.dtype.name]} and {_LEGACY_TYPE_NAMES[source.dtype.name]}")
+    shape = broadcast_shapes(input.shape, mask.shape)
+    full_mask = mask.expand(shape)
+    count = builtins.int(full_mask._data.sum())
+    if count > source.numel():
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    out = input.expand(shape).clone()
+    setitem(out, full_mask, getitem(flatten(source), slice(0, count)))
+    return out
+
+
+_INDEX_REDUCES = ("prod", "mean", "amax", "amin")
+
+
+@inplace_variant
+@tensor_method
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):
+    """A copy of ``input`` with the slices of ``source`` reduced ("prod", "mean", "amax", "amin") into
+    the slices at the 1-d ``index`` along ``dim``: ``scatter_reduce`` with index spread over the slices."""
+    if reduce not in _INDEX_REDUCES:
+        raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"index_reduce_(): self ({_LEGACY_TYPE_NAMES[input.dtype.name]}) and source "
+                           f"({_LEGACY_TYPE_NAMES[source.dtype.name]}) must have the same scalar type")
+    _check_index("index_reduce_", index)
+    d = input._dim(dim)
+    size = source.shape[d] if source.ndim else 1
+    if index.numel() != size:
+        raise RuntimeError(f"index_reduce_(): Number of indices ({index.numel()}) should be equal to "
+                           f"source.size(dim): ({size}), for dim: {d}")
+    if _first_outside(index, 0, input.shape[d] if input.ndim else 1) is not None:
+        raise IndexError("index out of range in self")
+    spread = index.reshape([-1 if k == d else 1 for k in range(source.ndim)]).expand(source.shape)
+    return scatter_reduce(input, d, spread.contiguous(), source, reduce, include_self=include_self)
+
+
+def _triangle_indices(row, col, offset, dtype, device, lower):
+    """The (2, N) row and column indices of a row x col matrix's lower (or upper) triangle from diagonal ``offset``."""
+    for name, n in (("row", row), ("col", col)):
+        if n < 0:
+            raise RuntimeError(f"{name} must be non-negative, got{n}")
+    rows, cols = np.indices((row, col)).reshape(2, -1)
+    keep = cols - rows <= offset if lower else cols - rows >= offset
+    from rlpipe._creation import tensor
+    return tensor(np.stack([rows[keep], cols[keep]]), dtype=dtype, device=device)
+
+
+def tril_indices(row, col, offset=0, *, dtype=_dtypes.int64, device=None, layout=None):
+    """The indices of the lower triangle of a row x col matrix (on and below diagonal ``offset``),
+    row by row, as a (2, N) tensor."""
+    return _triangle_indices(row, col, offset, dtype, device, True)
+
+
+def triu_indices(row, col, offset=0, *, dtype=_dtypes.int64, device=None, layout=None):
+    """The indices of the upper triangle of a row x col matrix (on and above diagonal ``offset``),
+    row by row, as a (2, N) tensor."""
+    return _triangle_indices(row, col, offset, dtype, device, False)
+
+
+def unravel_index(indices, shape):
+    """The coordinates, one tensor per dim of ``shape``, of the flat ``indices`` (an integer tensor
+    or number) in a row-major array of that shape."""
+    from rlpipe._creation import as_tensor
+    flat = indices if isinstance(indices, Tensor) else as_tensor(indices)
+    if flat.is_floating_point() or flat.dtype is _dtypes.bool:
+        raise TypeError(f"expected 'indices' to be integer dtype, but got {flat.dtype}")
+    sizes = (shape,) if isinstance(shape, (builtins.int, np.integer)) else tuple(shape)
+    coordinates, rest = [], flat
+    for n in reversed(sizes):
+        coordinates.append(rest.remainder(n))
+        rest = rest.div(n, rounding_mode="floor")
+    return tuple(reversed(coordinates))

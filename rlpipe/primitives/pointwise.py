@@ -1,26 +1,30 @@
 """The elementwise math torch has beyond ``elementwise`` and ``special``: atan2, hypot, fmod, xlogy,
-fmax/fmin, sinc, exp2, asinh/acosh (Functions), and the compositions float_power, logaddexp2,
-deg2rad/rad2deg, addcmul/addcdiv, heaviside, positive; torch's aliases (``arctan2``, ``subtract``,
+fmax/fmin, sinc, exp2, asinh/acosh, frexp (Functions), and the compositions float_power, logaddexp2,
+deg2rad/rad2deg, addcmul/addcdiv, heaviside, positive, sgn, rsub, ldexp; gcd, lcm and nextafter
+(integer or bit-level results, no gradient); torch's aliases (``arctan2``, ``subtract``,
 ``multiply``) and the in-place comparisons (``x.eq_(y)``).
 """
 import builtins
 import math
 
-from .. import _dtypes
+import numpy as np
+
+from .. import _dtypes, return_types
 from .._dispatch import torch_function
-from .._tensor import Tensor, tensor_method
+from .._tensor import Tensor, tensor_method, wrap
 from .base import Op, shape_of, unbroadcast
 from .common import (_LEGACY_TYPE_NAMES, _binary, _cast, _float_input, _operands, _unary_float,
                      inplace_variant, with_out)
 from .comparison import eq, ge, gt, le, lt, ne
-from .elementwise import Erfinv, add, div, logaddexp, mul, pow, sub
+from .elementwise import Erfinv, add, div, logaddexp, mul, pow, sign, sub
 from .special import acos, asin, atan, atanh
 
 
 __all__ = ["Atan2", "Hypot", "Fmod", "Xlogy", "Fmax", "Fmin", "Sinc", "Exp2", "Asinh", "Acosh", "Heaviside",
            "atan2", "arctan2", "hypot", "fmod", "xlogy", "fmax", "fmin", "sinc", "exp2", "asinh", "acosh",
            "arcsinh", "arccosh", "erfinv", "float_power", "logaddexp2", "deg2rad", "rad2deg", "heaviside",
-           "positive", "addcmul", "addcdiv", "subtract", "multiply"]
+           "positive", "addcmul", "addcdiv", "subtract", "multiply", "Frexp", "sgn", "rsub", "ldexp", "frexp", "gcd",
+           "lcm", "nextafter"]
 
 
 class Atan2(Op):
@@ -426,3 +430,91 @@ for _names, _op in ((("eq",), eq), (("ne", "not_equal"), ne), (("lt", "less"), l
                     (("gt", "greater"), gt), (("ge", "greater_equal"), ge)):
     inplace_variant(*_names)(_op)
 del _name, _names, _op
+
+
+# ---- sign, reversed subtraction, exponents and integer math ----------------------------------------
+
+class Frexp(Op):
+    """(mantissa, exponent) with x = mantissa * 2**exponent, |mantissa| in [0.5, 1); the mantissa's
+    gradient is g / 2**exponent (the exponent is an int32 index, not differentiable)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        mantissa, exponent = ctx.xp.frexp(x)
+        exponent = exponent.astype(np.int32)
+        ctx.save_for_backward(exponent)
+        ctx.mark_non_differentiable(exponent)
+        return mantissa, exponent
+
+    @staticmethod
+    def backward(ctx, g, _):
+        exponent, = ctx.saved_tensors
+        return g / ctx.xp.exp2(exponent).astype(g.dtype)
+
+
+@with_out("input")
+@inplace_variant
+@tensor_method
+def sgn(input):
+    """The sign of each element (``sign`` for real tensors: -1, 0 or 1; gradient zero)."""
+    return sign(input)
+
+
+@with_out("input", "other")
+@tensor_method
+def rsub(input, other, *, alpha=1):
+    """``other - alpha * input`` (subtraction with the operands reversed)."""
+    return sub(other, input, alpha=alpha)
+
+
+@with_out("input", "other")
+@inplace_variant
+@tensor_method
+def ldexp(input, other):
+    """``input * 2 ** other`` elementwise and broadcast (integers give the default float dtype)."""
+    return mul(input, exp2(other))
+
+
+@tensor_method
+def frexp(input):
+    """``(mantissa, exponent)``: float mantissas in [0.5, 1) (0 for 0) and int32 exponents with
+    ``input = mantissa * 2 ** exponent``. Float tensors only."""
+    if not input.is_floating_point():
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    return return_types.frexp(*Frexp.apply(input))
+
+
+def _integer_ufunc(name, input, other):
+    """gcd or lcm of two integer operands, broadcast (no gradient: their values are integers)."""
+    a, b = _operands(input, other)
+    like = a if isinstance(a, Tensor) else b
+    if like.is_floating_point() or like.dtype is _dtypes.bool:
+        raise NotImplementedError(f'"{name}_cpu" not implemented for \'{_LEGACY_TYPE_NAMES[like.dtype.name]}\'')
+    values = [x._data if isinstance(x, Tensor) else x for x in (a, b)]
+    return wrap(getattr(like._device._backend.xp, name)(*values).astype(like._data.dtype, copy=False), like._device)
+
+
+@with_out("input", "other")
+@inplace_variant
+@tensor_method
+def gcd(input, other):
+    """The greatest common divisor of integer ``input`` and ``other`` elementwise (non-negative; gcd(0, 0) = 0)."""
+    return _integer_ufunc("gcd", input, other)
+
+
+@with_out("input", "other")
+@inplace_variant
+@tensor_method
+def lcm(input, other):
+    """The least common multiple of integer ``input`` and ``other`` elementwise (non-negative; 0 where either is 0)."""
+    return _integer_ufunc("lcm", input, other)
+
+
+@with_out("input", "other")
+@inplace_variant
+@tensor_method
+def nextafter(input, other):
+    """The next float after ``input`` towards ``other``, elementwise (float tensors; not differentiable)."""
+    a, b = _tensor_pair("nextafter", input, other, False)
+    _float_only("nextafter", a)
+    return wrap(a._device._backend.xp.nextafter(a._data, b._data), a._device)

@@ -21,7 +21,7 @@ from .shape import reshape, squeeze
 
 
 __all__ = ["MedianAll", "searchsorted", "bucketize", "bincount", "histc", "median", "nanmedian", "kthvalue",
-           "mode", "aminmax", "unique_consecutive", "argwhere"]
+           "mode", "aminmax", "unique_consecutive", "argwhere", "isin"]
 
 
 class MedianAll(Op):
@@ -300,3 +300,16 @@ def argwhere(input):
         found = builtins.int(builtins.bool(input._data != 0))
         return wrap(input._device._backend.xp.zeros((found, 0), dtype=np.int64), input._device)
     return nonzero(input)
+
+
+@with_out("elements", "test_elements")
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """True where an element of ``elements`` occurs in ``test_elements`` (either may be a number;
+    ``invert`` negates), as a bool tensor of elements' shape."""
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError(f"isin() received an invalid combination of arguments - got ({type(elements).__name__}, "
+                        f"{type(test_elements).__name__}), but expected at least one Tensor")
+    like = elements if isinstance(elements, Tensor) else test_elements
+    xp = like._device._backend.xp
+    values = [x._data if isinstance(x, Tensor) else xp.asarray(x) for x in (elements, test_elements)]
+    return wrap(xp.isin(values[0], values[1], invert=invert), like._device)

@@ -1,6 +1,6 @@
 """NumPy-style splits and joins torch has beyond ``shape``: hsplit, vsplit, dsplit (``tensor_split``
-along dim 1, 0 and 2), ravel, column_stack, cartesian_prod, combinations and broadcast_shapes; all
-compositions of differentiable views, joins and indexing.
+along dim 1, 0 and 2), ravel, column_stack, dstack, row_stack, diagflat, cartesian_prod, combinations
+and broadcast_shapes; all compositions of differentiable views, joins and indexing.
 """
 import builtins
 import itertools
@@ -10,11 +10,12 @@ import numpy as np
 from .._dispatch import torch_function
 from .._tensor import Size, tensor_method
 from .indexing import getitem
-from .shape import cat, expand, reshape, stack, tensor_split
+from .linalg import diag
+from .shape import atleast_3d, cat, expand, reshape, stack, tensor_split, vstack
 
 
 __all__ = ["hsplit", "vsplit", "dsplit", "ravel", "column_stack", "cartesian_prod", "combinations",
-           "broadcast_shapes"]
+           "broadcast_shapes", "dstack", "row_stack", "diagflat"]
 
 
 def _split_along(name, input, sections, dim, min_dims):
@@ -126,3 +127,25 @@ def broadcast_shapes(*shapes):
         result.append(size)
     return Size(result[::-1])
 
+
+
+def dstack(tensors):
+    """The tensors joined along dim 2, after making each at least 3-d (as ``atleast_3d``)."""
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"dstack(): argument 'tensors' must be a tuple or list of Tensors, got "
+                        f"{type(tensors).__name__}")
+    if not tensors:
+        raise RuntimeError("dstack expects a non-empty TensorList")
+    return cat([atleast_3d(t) for t in tensors], 2)
+
+
+def row_stack(tensors):
+    """``vstack``'s other name: the tensors joined row-wise along dim 0, 1-d ones taken as rows."""
+    return vstack(tensors)
+
+
+@torch_function("input")
+@tensor_method
+def diagflat(input, offset=0):
+    """The elements of ``input``, flattened, laid on diagonal ``offset`` of a square matrix."""
+    return diag(reshape(input, (-1,)), offset)
