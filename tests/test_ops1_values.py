@@ -381,3 +381,34 @@ def test_inplace_forms_of_the_further_ops():
     g = T([4, 6])
     assert g.gcd_(T([6, 9])) is g and g.tolist() == [2, 3]
     assert r.xlogy_(T([1.0, 2.0]), 2.0).tolist() == pytest.approx([math.log(2), 2 * math.log(2)])
+
+
+def test_addcmul_addcdiv_inplace_fast_and_general_paths():
+    rng = np.random.default_rng(0)
+    p, a, b = (rng.standard_normal((3, 4)).astype(np.float32) for _ in range(3))
+    b = np.abs(b) + 0.5
+    fast = T(p)  # same shapes, no graph: written in place directly
+    view = fast[0]
+    version = fast._version
+    fast.addcmul_(T(a), T(b), value=0.3).addcdiv_(T(a), T(b), value=-0.7)
+    assert fast._version == version + 2 and view.tolist() == fast[0].tolist()
+    np.testing.assert_allclose(fast.tolist(), p + 0.3 * a * b - 0.7 * a / b, rtol=1e-5, atol=1e-6)
+    general = T(p).addcmul_(T(a), T(b[:1]), value=0.3).addcdiv_(T(a), T(b[:1]), value=-0.7)  # broadcast
+    np.testing.assert_allclose(general.tolist(), p + 0.3 * a * b[:1] - 0.7 * a / b[:1], rtol=1e-5, atol=1e-6)
+    x = T(p, requires_grad=True)
+    (x * 1).addcdiv_(T(a), T(b), value=2).sum().backward()  # recorded: the general path
+    assert x.grad.tolist() == np.ones((3, 4)).tolist()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not r.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
+def test_addcmul_addcdiv_inplace_fast_path_on_cuda_matches_cpu():
+    rng = np.random.default_rng(1)
+    p, a, b = (rng.standard_normal(5).astype(np.float32) for _ in range(3))
+    results = []
+    for device in ("cpu", "cuda"):
+        x = T(p, device=device)
+        x.addcmul_(T(a, device=device), T(b, device=device), value=0.5)
+        x.addcdiv_(T(a, device=device), T(np.abs(b) + 1, device=device), value=2)
+        results.append(x.cpu().tolist())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)

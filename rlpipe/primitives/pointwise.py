@@ -13,7 +13,10 @@ from .. import _dtypes, return_types
 from .._dispatch import torch_function
 from .._tensor import Tensor, tensor_method, wrap
 from .base import Op, shape_of, unbroadcast
-from .common import (_LEGACY_TYPE_NAMES, _binary, _cast, _float_input, _operands, _unary_float,
+from .._dtypes import FLOATING_NP
+from ..autograd.grad_mode import state as _grad_state
+from ..backends.cpu import restore_fp_warnings, silence_fp_warnings
+from .common import (_BFLOAT16, _LEGACY_TYPE_NAMES, _binary, _cast, _float_input, _operands, _unary_float,
                      inplace_variant, with_out)
 from .comparison import eq, ge, gt, le, lt, ne
 from .elementwise import Erfinv, add, div, logaddexp, mul, pow, sign, sub
@@ -397,8 +400,8 @@ def _scaled_combination(name, combine, input, tensor1, tensor2, value):
     if not dtype.is_floating_point:
         value = builtins.int(value)  # torch converts the scale to the integer dtype
     input, tensor1, tensor2 = (_cast(t, dtype) for t in (input, tensor1, tensor2))
-    term = combine(tensor1, tensor2)
-    return add(input, term if value == 1 else mul(term, value))
+    # value * tensor1 first, then tensor2: torch's kernels round in that order
+    return add(input, combine(tensor1 if value == 1 else mul(tensor1, value), tensor2))
 
 
 @with_out("input", "tensor1", "tensor2")
@@ -417,6 +420,38 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     raise torch's RuntimeError (it no longer divides integers here)."""
     return _scaled_combination("addcdiv", div, input, tensor1, tensor2, value)
 
+
+def _direct_inplace(name, ufunc):
+    """Replaces Tensor's ``name`` (``addcmul_``, ``addcdiv_``) by one that, where nothing needs recording
+    and both tensors have self's float dtype (not bfloat16), device and shape, updates self's memory
+    directly: ``self += ufunc(value * tensor1, tensor2)``, torch's order of rounding. Anything else
+    takes the general method, whose result is the same (what optimizer loops written by hand call)."""
+    general = getattr(Tensor, name)
+
+    def method(self, tensor1, tensor2, *, value=1):
+        data = self._data
+        if type(tensor1) is Tensor and type(tensor2) is Tensor and data.dtype in FLOATING_NP and \
+                data.dtype != _BFLOAT16 and tensor1._data.dtype == data.dtype == tensor2._data.dtype and \
+                tensor1._device is self._device is tensor2._device and \
+                tensor1._data.shape == data.shape == tensor2._data.shape and \
+                not (_grad_state.grad and (self._requires_grad or tensor1._requires_grad or tensor2._requires_grad)) \
+                and self._device._backend.writable(data):
+            quiet = silence_fp_warnings()  # a division by zero gives inf, as in torch, without a warning
+            try:
+                term = tensor1._data * value if value != 1 else tensor1._data.copy()
+                getattr(self._device._backend.xp, ufunc)(term, tensor2._data, out=term)
+                data += term
+            finally:
+                restore_fp_warnings(quiet)
+            self._vc[0] += 1
+            return self
+        return general(self, tensor1, tensor2, value=value)
+    method.__name__, method.__doc__ = general.__name__, general.__doc__
+    setattr(Tensor, name, method)
+
+
+_direct_inplace("addcmul_", "multiply")
+_direct_inplace("addcdiv_", "true_divide")
 
 subtract = sub
 multiply = mul
