@@ -110,7 +110,7 @@ def _inplace_function(name):
 for _name in """abs_ acos_ asin_ atan_ atanh_ ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ detach_ erf_ erfc_
 exp_ expm1_ fill_ floor_ frac_ log1p_ log_ logit_ nan_to_num_ neg_ reciprocal_ relu_ round_ rsqrt_ sigmoid_ sin_
 sinh_ sqrt_ tan_ tanh_ trunc_ zero_ acosh_ addmv_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ asinh_ deg2rad_
-exp2_ index_put_ rad2deg_ sinc_ xlogy_""".split():
+exp2_ index_put_ rad2deg_ sinc_ xlogy_ fix_ log10_ log2_ negative_ square_""".split():
     globals()[_name] = _inplace_function(_name)
 del _name
 

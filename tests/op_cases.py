@@ -886,5 +886,10 @@ case("index_reduce_amax", lambda x, s: x.index_reduce(0, on(x, [0, 2, 0]), s, "a
      [(3, 2), (3, 2)], lambda x, s: np.stack([np.maximum(s[0], s[2]), x[1], s[1]]), "away_from_ties")
 case("dstack", lambda a, b: r.dstack([a, b]), [(2, 3), (2, 3)], lambda a, b: np.dstack([a, b]))
 case("diagflat", lambda x: r.diagflat(x, 1), [(2, 2)], lambda x: np.diagflat(x, 1))
+case("fill_diagonal_wrap", lambda x: (x * 1).fill_diagonal_(0.5, wrap=True), [(5, 2)],
+     lambda x: (lambda o: (np.fill_diagonal(o, 0.5, wrap=True), o)[1])(x.copy()))
+case("cumsum_inplace", lambda x: (x * 1).cumsum_(1), [(2, 3)], lambda x: np.cumsum(x, 1))
+case("square_negative_inplace", lambda x: (x * 1).square_().negative_(), [(2, 3)], lambda x: -x * x)
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

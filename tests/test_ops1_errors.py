@@ -235,6 +235,9 @@ CASES = [  # id, call, error type, the start of torch's message
     ("unravel_index_float", lambda: r.unravel_index(T([1.0]), (2, 3)), TypeError,
      "expected 'indices' to be integer dtype, but got"),
     ("dstack_empty", lambda: r.dstack([]), RuntimeError, "dstack expects a non-empty TensorList"),
+    ("fill_diagonal_1d", lambda: r.zeros(3).fill_diagonal_(1), RuntimeError, "dimensions must larger than 1"),
+    ("fill_diagonal_unequal", lambda: r.zeros(2, 3, 4).fill_diagonal_(1), RuntimeError,
+     "all dimensions of input must be of equal length"),
 ]
 
 

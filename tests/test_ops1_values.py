@@ -352,6 +352,24 @@ def test_further_values_as_torch(call, expected):
     assert dtype == expected[1]
 
 
+@pytest.mark.parametrize("call, expected", [
+    (lambda: T([1.0, 0.0, 2.0]).logical_and_(T([1.0, 1.0, 0.0])), ([1.0, 0.0, 0.0], "float32")),
+    (lambda: T([1, 0, 2]).logical_not_(), ([0, 1, 0], "int64")),
+    (lambda: T([1, 2, 3]).bitwise_xor_(1).bitwise_not_(), ([-1, -4, -3], "int64")),
+    (lambda: T([[1.0, 2.0], [3.0, 4.0]]).cumsum_(0), ([[1.0, 2.0], [4.0, 6.0]], "float32")),
+    (lambda: T([-1.5]).absolute_(), ([1.5], "float32")),
+    (lambda: r.fix_(T([-1.5, 2.5])), ([-1.0, 2.0], "float32")),
+    (lambda: r.zeros(3, 4).fill_diagonal_(5), ([[5.0, 0, 0, 0], [0, 5, 0, 0], [0, 0, 5, 0]], "float32")),
+    (lambda: r.zeros(7, 3).fill_diagonal_(1, wrap=True),
+     ([[1.0, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], "float32")),
+    (lambda: r.zeros(2, 2, 2).fill_diagonal_(1), ([[[1.0, 0], [0, 0]], [[0, 0], [0, 1]]], "float32")),
+], ids=lambda x: "" if callable(x) else None)
+def test_inplace_aliases_as_torch(call, expected):
+    actual, dtype = values(call())
+    np.testing.assert_allclose(actual, expected[0], rtol=1e-6)
+    assert dtype == expected[1]
+
+
 def test_frexp_and_unravel_index():
     mantissa, exponent = r.frexp(T([8.0, 0.3]))
     np.testing.assert_allclose(mantissa.tolist(), [0.5, 0.6], rtol=1e-6)

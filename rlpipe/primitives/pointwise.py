@@ -2,7 +2,8 @@
 fmax/fmin, sinc, exp2, asinh/acosh, frexp (Functions), and the compositions float_power, logaddexp2,
 deg2rad/rad2deg, addcmul/addcdiv, heaviside, positive, sgn, rsub, ldexp; gcd, lcm and nextafter
 (integer or bit-level results, no gradient); torch's aliases (``arctan2``, ``subtract``,
-``multiply``) and the in-place comparisons (``x.eq_(y)``).
+``multiply``), the in-place comparisons (``x.eq_(y)``) and the other in-place forms torch has for
+ops defined elsewhere (``x.cumsum_(0)``, ``x.logical_not_()``, ``x.fill_diagonal_(v)``).
 """
 import builtins
 import math
@@ -16,10 +17,12 @@ from .base import Op, shape_of, unbroadcast
 from .._dtypes import FLOATING_NP
 from ..autograd.grad_mode import state as _grad_state
 from ..backends.cpu import restore_fp_warnings, silence_fp_warnings
-from .common import (_BFLOAT16, _LEGACY_TYPE_NAMES, _binary, _cast, _float_input, _operands, _unary_float,
-                     inplace_variant, with_out)
-from .comparison import eq, ge, gt, le, lt, ne
-from .elementwise import Erfinv, add, div, logaddexp, mul, pow, sign, sub
+from .common import (_BFLOAT16, _LEGACY_TYPE_NAMES, _binary, _cast, _float_input, _inplace, _operands,
+                     _unary_float, inplace_variant, with_out)
+from .comparison import (bitwise_and, bitwise_not, bitwise_or, bitwise_xor, eq, ge, gt, le, logical_and,
+                         logical_not, logical_or, logical_xor, lt, ne)
+from .elementwise import Erfinv, abs, add, div, logaddexp, mul, neg, pow, sign, square, sub, trunc
+from .reductions import cumprod, cumsum
 from .special import acos, asin, atan, atanh
 
 
@@ -27,7 +30,7 @@ __all__ = ["Atan2", "Hypot", "Fmod", "Xlogy", "Fmax", "Fmin", "Sinc", "Exp2", "A
            "atan2", "arctan2", "hypot", "fmod", "xlogy", "fmax", "fmin", "sinc", "exp2", "asinh", "acosh",
            "arcsinh", "arccosh", "erfinv", "float_power", "logaddexp2", "deg2rad", "rad2deg", "heaviside",
            "positive", "addcmul", "addcdiv", "subtract", "multiply", "Frexp", "sgn", "rsub", "ldexp", "frexp", "gcd",
-           "lcm", "nextafter"]
+           "lcm", "nextafter", "FillDiagonal"]
 
 
 class Atan2(Op):
@@ -553,3 +556,42 @@ def nextafter(input, other):
     a, b = _tensor_pair("nextafter", input, other, False)
     _float_only("nextafter", a)
     return wrap(a._device._backend.xp.nextafter(a._data, b._data), a._device)
+
+
+# ---- in-place forms torch has for ops defined elsewhere --------------------------------------------
+
+class FillDiagonal(Op):
+    """x with its main diagonal (every dim's index equal; ``wrap``: restarting below a tall matrix's
+    square part, as NumPy) set to ``value``; the gradient is zero there."""
+
+    @staticmethod
+    def forward(ctx, x, value, wrap):
+        out = x.copy()
+        ctx.xp.fill_diagonal(out, value, wrap=wrap)
+        ctx.wrap = wrap
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        out = g.copy()
+        ctx.xp.fill_diagonal(out, 0, wrap=ctx.wrap)
+        return out, None, None
+
+
+@tensor_method
+def fill_diagonal_(self, fill_value, wrap=False):
+    """Writes ``fill_value`` on the main diagonal of ``self`` (2-d, or all dims of one length); a tall
+    matrix's diagonal restarts every cols + 1 rows with ``wrap``. Returns self."""
+    if self.ndim < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if self.ndim > 2 and len(set(self.shape)) > 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    return _inplace(self, lambda source: FillDiagonal.apply(source, fill_value, builtins.bool(wrap)))
+
+
+for _name, _op in (("absolute", abs), ("negative", neg), ("fix", trunc), ("square", square), ("cumsum", cumsum),
+                   ("cumprod", cumprod), ("bitwise_and", bitwise_and), ("bitwise_or", bitwise_or),
+                   ("bitwise_xor", bitwise_xor), ("bitwise_not", bitwise_not), ("logical_and", logical_and),
+                   ("logical_or", logical_or), ("logical_xor", logical_xor), ("logical_not", logical_not)):
+    inplace_variant(_name)(_op)
+del _name, _op
