@@ -40,11 +40,12 @@ from .primitives.special import (lgamma, digamma, atanh, arctanh, logit, asin, a
                                  arccos, arctan)
 from .primitives.pointwise import (atan2, arctan2, hypot, fmod, xlogy, fmax, fmin, sinc, exp2, asinh, acosh, arcsinh,
                                    arccosh, erfinv, float_power, logaddexp2, deg2rad, rad2deg, heaviside, positive,
-                                   addcmul, addcdiv, subtract, multiply, sgn, rsub, ldexp, frexp, gcd, lcm, nextafter)
+                                   addcmul, addcdiv, subtract, multiply, sgn, rsub, ldexp, frexp, gcd, lcm, nextafter,
+                                   result_type, can_cast)
 from .primitives.products import (addmm, addmv, addr, baddbmm, addbmm, kron, inner, vdot, block_diag, cov, corrcoef,
-                                  cdist)
+                                  cdist, pdist)
 from .primitives.searching import (searchsorted, bucketize, bincount, histc, median, nanmedian, kthvalue, mode, aminmax,
-                                   unique_consecutive, argwhere, isin)
+                                   unique_consecutive, argwhere, isin, nanquantile)
 from .primitives.index_ops import (scatter_reduce, take, index_copy, index_fill, index_put, put, masked_scatter,
                                    index_reduce, tril_indices, triu_indices, unravel_index)
 from .primitives.splits import (hsplit, vsplit, dsplit, ravel, column_stack, cartesian_prod, combinations,

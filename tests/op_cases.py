@@ -891,5 +891,13 @@ case("fill_diagonal_wrap", lambda x: (x * 1).fill_diagonal_(0.5, wrap=True), [(5
 case("cumsum_inplace", lambda x: (x * 1).cumsum_(1), [(2, 3)], lambda x: np.cumsum(x, 1))
 case("square_negative_inplace", lambda x: (x * 1).square_().negative_(), [(2, 3)], lambda x: -x * x)
 
+case("nanquantile", lambda x: r.nanquantile(x, r.tensor([0.25, 0.6], dtype=x.dtype, device=x.device), dim=1),
+     [np.array([[0.3, np.nan, 1.7, -0.4], [1.1, -0.8, 0.45, 2.2]])],
+     lambda x: np.nanquantile(x, [0.25, 0.6], axis=1))
+case("nanquantile_all_keepdim", lambda x: x.nanquantile(0.3, keepdim=True), [(2, 3)],
+     lambda x: np.quantile(x, 0.3).reshape(1, 1), "away_from_ties")
+case("pdist", lambda x: r.pdist(x), [(4, 3)],
+     lambda x: np.array([np.linalg.norm(x[i] - x[j]) for i in range(4) for j in range(i + 1, 4)]))
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

@@ -370,6 +370,31 @@ def test_inplace_aliases_as_torch(call, expected):
     assert dtype == expected[1]
 
 
+def test_dtype_queries_as_torch():
+    cases = [((T([1]), 1.0), r.float32), ((T([1]), T(1.0)), r.float32), ((T([1.0]), T([1.0]).double()), r.float64),
+             ((T([True]), 5), r.int64), ((2, 3.5), r.float32), ((1, 2), r.int64),
+             ((T([1], dtype=r.uint8), T([1], dtype=r.int8)), r.int16), ((T(1.0), T([1])), r.float32)]
+    for (a, b), expected in cases:
+        assert r.result_type(a, b) is expected
+    kinds = [r.bool, r.uint8, r.int8, r.int64, r.float16, r.float32, r.float64]
+    allowed = [[int(r.can_cast(a, b)) for b in kinds] for a in kinds]
+    assert allowed == [[1] * 7] + [[0, 1, 1, 1, 1, 1, 1]] * 3 + [[0, 0, 0, 0, 1, 1, 1]] * 3
+
+
+def test_nanquantile_and_pdist_as_torch():
+    x = T([[1.0, NAN, 3, 4], [NAN] * 4])
+    out = r.nanquantile(x, T([0.25, 0.5]), dim=1)
+    assert out[:, 0].tolist() == [2.0, 3.0] and out[:, 1].isnan().all()
+    assert r.nanquantile(T([1.0, NAN, 3, 4, 6]), 0.5, interpolation="nearest").item() == 4.0
+    x = T([[1.0, NAN, 3, 4], [2, 5, 1, 0]], requires_grad=True)
+    y = r.nanquantile(x, 0.4, dim=1, keepdim=True)
+    y.sum().backward()
+    np.testing.assert_allclose(y.tolist(), [[2.6], [1.2]], rtol=1e-6)
+    np.testing.assert_allclose(x.grad.tolist(), [[0.2, 0.0, 0.8, 0.0], [0.2, 0.0, 0.8, 0.0]], rtol=1e-6)
+    assert r.pdist(T([[0.0, 0], [3, 4], [6, 8]])).tolist() == [5.0, 10.0, 5.0]
+    assert r.pdist(T([[0.0, 0], [3, 4]]), p=1).tolist() == [7.0] and r.pdist(T([[0.0, 0]])).shape == (0,)
+
+
 def test_frexp_and_unravel_index():
     mantissa, exponent = r.frexp(T([8.0, 0.3]))
     np.testing.assert_allclose(mantissa.tolist(), [0.5, 0.6], rtol=1e-6)

@@ -30,7 +30,7 @@ __all__ = ["Atan2", "Hypot", "Fmod", "Xlogy", "Fmax", "Fmin", "Sinc", "Exp2", "A
            "atan2", "arctan2", "hypot", "fmod", "xlogy", "fmax", "fmin", "sinc", "exp2", "asinh", "acosh",
            "arcsinh", "arccosh", "erfinv", "float_power", "logaddexp2", "deg2rad", "rad2deg", "heaviside",
            "positive", "addcmul", "addcdiv", "subtract", "multiply", "Frexp", "sgn", "rsub", "ldexp", "frexp", "gcd",
-           "lcm", "nextafter", "FillDiagonal"]
+           "lcm", "nextafter", "FillDiagonal", "result_type", "can_cast"]
 
 
 class Atan2(Op):
@@ -595,3 +595,29 @@ for _name, _op in (("absolute", abs), ("negative", neg), ("fix", trunc), ("squar
                    ("logical_or", logical_or), ("logical_xor", logical_xor), ("logical_not", logical_not)):
     inplace_variant(_name)(_op)
 del _name, _op
+
+
+# ---- dtype queries ---------------------------------------------------------------------------------
+
+def result_type(tensor1, tensor2):
+    """The dtype an elementwise op on ``tensor1`` and ``tensor2`` (tensors or numbers) gives, by torch's
+    promotion rules (dimensioned tensors, then 0-d ones, then numbers, each only when of a higher kind)."""
+    dims, zeros, ranks = [], [], []
+    for value in (tensor1, tensor2):
+        if isinstance(value, Tensor):
+            (dims if value.ndim else zeros).append(value.dtype)
+        elif _dtypes.scalar_kind(value) is not None:
+            ranks.append(_dtypes.scalar_kind(value))
+        else:
+            raise TypeError(f"result_type(): argument must be a Tensor or a Number, not {type(value).__name__}")
+    return _dtypes.result_type(dims, zeros, ranks)
+
+
+def can_cast(from_, to):
+    """Whether torch's type promotion allows ``from_`` to become ``to``: never to a lower kind
+    (float to integer or bool, integer to bool); within a kind, any way."""
+    for name, value, position in (("from_", from_, 1), ("to", to, 2)):
+        if not isinstance(value, _dtypes.dtype):
+            raise TypeError(f"can_cast(): argument '{name}' (position {position}) must be torch.dtype, not "
+                            f"{type(value).__name__}")
+    return from_._rank <= to._rank

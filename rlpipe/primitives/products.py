@@ -20,7 +20,7 @@ from .shape import cat, reshape, squeeze, unsqueeze
 
 
 __all__ = ["Cdist", "addmm", "addmv", "addr", "baddbmm", "addbmm", "kron", "inner", "vdot", "block_diag",
-           "cov", "corrcoef", "cdist"]
+           "cov", "corrcoef", "cdist", "pdist"]
 
 
 class Cdist(Op):
@@ -346,3 +346,17 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         raise RuntimeError(f"cdist: the batch dimensions {list(x1.shape[:-2])} and {list(x2.shape[:-2])} cannot be "
                            "broadcast") from None
     return Cdist.apply(x1, x2, builtins.float(p))
+
+
+@torch_function("input")
+def pdist(input, p=2):
+    """The p-norm distance between each pair of rows of the 2-d ``input`` (row i before row j, i < j),
+    as the upper triangle of ``cdist(input, input)`` read row by row."""
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    n = input.shape[0]
+    rows, cols = np.triu_indices(n, 1)
+    from rlpipe._creation import tensor
+    first = tensor(rows, device=input.device)
+    second = tensor(cols, device=input.device)
+    return cdist(input.index_select(0, first).unsqueeze(1), input.index_select(0, second).unsqueeze(1), p).reshape(-1)

@@ -17,11 +17,13 @@ from .base import Op
 from .common import _LEGACY_TYPE_NAMES, with_out
 from .indexing import Gather, nonzero
 from .reductions import amax, amin
-from .shape import reshape, squeeze
+from .elementwise import where
+from .shape import reshape, squeeze, stack
+from .sorting import sort
 
 
 __all__ = ["MedianAll", "searchsorted", "bucketize", "bincount", "histc", "median", "nanmedian", "kthvalue",
-           "mode", "aminmax", "unique_consecutive", "argwhere", "isin"]
+           "mode", "aminmax", "unique_consecutive", "argwhere", "isin", "nanquantile"]
 
 
 class MedianAll(Op):
@@ -313,3 +315,56 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     xp = like._device._backend.xp
     values = [x._data if isinstance(x, Tensor) else xp.asarray(x) for x in (elements, test_elements)]
     return wrap(xp.isin(values[0], values[1], invert=invert), like._device)
+
+
+_QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile_levels(q, name):
+    """The quantile levels ``q`` (a number or a 0-/1-d tensor) as a NumPy array, after torch's checks."""
+    levels = q.detach().cpu().numpy().astype(np.float64) if isinstance(q, Tensor) else np.asarray(q, np.float64)
+    if levels.ndim > 1:
+        raise RuntimeError(f"{name}() q must be a scalar or 1D tensor")
+    bad = [v for v in levels.reshape(-1).tolist() if not 0 <= v <= 1]
+    if bad:
+        raise RuntimeError(f"{name}() q must be in the range [0, 1] but got {bad[0]}")
+    return levels
+
+
+@tensor_method
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    """``quantile`` ignoring NaN values: each slice's quantiles among its non-NaN values (NaN where
+    all are NaN); a 1-d ``q`` adds a leading dim of its size."""
+    if not input.is_floating_point():
+        raise RuntimeError("quantile() input tensor must be either float or double dtype")
+    if interpolation not in _QUANTILE_MODES:
+        raise ValueError(f"quantile() interpolation must be one of {', '.join(_QUANTILE_MODES)}. Got {interpolation}")
+    if isinstance(q, Tensor) and q.dtype is not input.dtype:
+        raise RuntimeError("quantile() q tensor must be same dtype as the input tensor")
+    levels = _quantile_levels(q, "quantile")
+    x, d = (reshape(input, (-1,)), 0) if dim is None or input.ndim == 0 else (input, input._dim(dim))
+    if x.shape[d] == 0:
+        raise RuntimeError("quantile() input tensor must be non-empty")
+    xp = x._device._backend.xp
+    ordered = sort(x, d)
+    valid = (~xp.isnan(x._data)).sum(axis=d, keepdims=True)
+    picked = [_quantile_of_valid(ordered.values, d, valid, level, interpolation, xp) for level in levels.reshape(-1)]
+    out = stack(picked, 0) if levels.ndim else picked[0]
+    axis = d + 1 if levels.ndim else d
+    if dim is None:
+        shape = (1,) * input.ndim if keepdim else ()
+        return reshape(out, ((len(picked),) if levels.ndim else ()) + shape)
+    return out if keepdim else squeeze(out, axis)
+
+
+def _quantile_of_valid(ordered, d, valid, level, interpolation, xp):
+    """One quantile level of each slice of the sorted (NaN last) values, among the first ``valid`` of them."""
+    position = level * (xp.maximum(valid, 1) - 1)
+    low, high = xp.floor(position), xp.ceil(position)
+    if interpolation == "nearest":
+        low = high = xp.round(position)  # half to even, as torch
+    fraction = {"lower": 0.0, "higher": 1.0, "midpoint": 0.5}.get(interpolation, position - low)
+    below = Gather.apply(ordered, d, low.astype(np.int64))
+    above = Gather.apply(ordered, d, high.astype(np.int64))
+    value = below + (above - below) * wrap(xp.asarray(fraction, dtype=ordered._data.dtype), ordered._device)
+    return where(wrap(valid == 0, ordered._device), math.nan, value)
