@@ -45,7 +45,7 @@ from .primitives.pointwise import (atan2, arctan2, hypot, fmod, xlogy, fmax, fmi
 from .primitives.products import (addmm, addmv, addr, baddbmm, addbmm, kron, inner, vdot, block_diag, cov, corrcoef,
                                   cdist, pdist)
 from .primitives.searching import (searchsorted, bucketize, bincount, histc, median, nanmedian, kthvalue, mode, aminmax,
-                                   unique_consecutive, argwhere, isin, nanquantile)
+                                   unique_consecutive, argwhere, isin, nanquantile, histogram)
 from .primitives.index_ops import (scatter_reduce, take, index_copy, index_fill, index_put, put, masked_scatter,
                                    index_reduce, tril_indices, triu_indices, unravel_index)
 from .primitives.splits import (hsplit, vsplit, dsplit, ravel, column_stack, cartesian_prod, combinations,

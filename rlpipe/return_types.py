@@ -4,7 +4,7 @@ import collections
 from . import _dtypes
 
 __all__ = ["cummax", "cummin", "max", "min", "sort", "topk", "svd", "linalg_svd", "median", "nanmedian", "kthvalue",
-           "mode", "aminmax", "frexp"]
+           "mode", "aminmax", "frexp", "histogram"]
 
 
 class _ValuesIndices(collections.namedtuple("_ValuesIndices", ["values", "indices"])):
@@ -62,3 +62,12 @@ class frexp(collections.namedtuple("frexp", ["mantissa", "exponent"])):
     def __repr__(self):
         return (f"{_dtypes.shown_module()}.return_types.frexp(\nmantissa={self.mantissa!r},"
                 f"\nexponent={self.exponent!r})")
+
+
+class histogram(collections.namedtuple("histogram", ["hist", "bin_edges"])):
+    """The ``(hist, bin_edges)`` named tuple that ``histogram`` returns, printed as ``return_types.histogram``."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return (f"{_dtypes.shown_module()}.return_types.histogram(\nhist={self.hist!r},"
+                f"\nbin_edges={self.bin_edges!r})")

@@ -899,5 +899,11 @@ case("nanquantile_all_keepdim", lambda x: x.nanquantile(0.3, keepdim=True), [(2,
 case("pdist", lambda x: r.pdist(x), [(4, 3)],
      lambda x: np.array([np.linalg.norm(x[i] - x[j]) for i in range(4) for j in range(i + 1, 4)]))
 
+case("histogram_weighted", lambda x, w: r.histogram(x, 5, range=(-1.0, 1.0), weight=w.abs()), [(12,), (12,)],
+     lambda x, w: tuple(np.histogram(x, 5, range=(-1, 1), weights=np.abs(w))), grad=False)
+case("histogram_edges_density", lambda x: r.histogram(x, r.tensor([-1.5, -0.2, 0.3, 1.5], dtype=x.dtype,
+                                                                 device=x.device), density=True), [(12,)],
+     lambda x: tuple(np.histogram(x, [-1.5, -0.2, 0.3, 1.5], density=True)), grad=False)
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

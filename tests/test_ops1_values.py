@@ -395,6 +395,16 @@ def test_nanquantile_and_pdist_as_torch():
     assert r.pdist(T([[0.0, 0], [3, 4]]), p=1).tolist() == [7.0] and r.pdist(T([[0.0, 0]])).shape == (0,)
 
 
+def test_histogram_as_torch():
+    hist, edges = r.histogram(T([1.0, 2, 1]), bins=4, range=(0.0, 3.0), weight=T([1.0, 2.0, 4.0]))
+    assert hist.tolist() == [0.0, 5.0, 2.0, 0.0] and edges.tolist() == [0.0, 0.75, 1.5, 2.25, 3.0]
+    assert r.histogram(T([1.0, 2, 1, 2.5, 7]), bins=T([0.0, 1, 2.5, 3])).hist.tolist() == [0.0, 3.0, 1.0]
+    one_point = r.histogram(T([1.0, 1, 1]), bins=2)
+    assert one_point.hist.tolist() == [0.0, 3.0] and one_point.bin_edges.tolist() == [0.5, 1.0, 1.5]
+    np.testing.assert_allclose(r.histogram(T([1.0, 2, 1]), bins=4, density=True).hist.tolist(),
+                               [2.6666667, 0.0, 0.0, 1.3333334], rtol=1e-6)
+
+
 def test_frexp_and_unravel_index():
     mantissa, exponent = r.frexp(T([8.0, 0.3]))
     np.testing.assert_allclose(mantissa.tolist(), [0.5, 0.6], rtol=1e-6)

@@ -23,7 +23,7 @@ from .sorting import sort
 
 
 __all__ = ["MedianAll", "searchsorted", "bucketize", "bincount", "histc", "median", "nanmedian", "kthvalue",
-           "mode", "aminmax", "unique_consecutive", "argwhere", "isin", "nanquantile"]
+           "mode", "aminmax", "unique_consecutive", "argwhere", "isin", "nanquantile", "histogram"]
 
 
 class MedianAll(Op):
@@ -137,16 +137,31 @@ def bincount(input, weights=None, minlength=0):
     return wrap(counts, input._device)
 
 
+def _uniform_bins(xp, data, lo, hi, bins):
+    """Each value's bin among ``bins`` equal-width bins over [lo, hi] (the last one closed), and the
+    mask of the values inside: the position in the range, corrected against the edges (as torch)."""
+    edges = xp.linspace(lo, hi, bins + 1).astype(data.dtype)
+    inside = (data >= lo) & (data <= hi)
+    values = data[inside]
+    pos = xp.clip(((values - lo) / (hi - lo) * bins).astype(np.int64), 0, bins - 1)
+    pos = pos - (values < edges[pos]) + ((values >= edges[xp.minimum(pos + 1, bins)]) & (pos + 1 < bins))
+    return pos, inside, edges
+
+
+def _check_histogram_input(input, bins, name):
+    if not input.is_floating_point():
+        raise NotImplementedError(f'"{name}" not implemented for \'{_LEGACY_TYPE_NAMES[input.dtype.name]}\'')
+    if isinstance(bins, (builtins.int, np.integer)) and bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+
+
 @with_out("input")
 @tensor_method
 def histc(input, bins=100, min=0, max=0):
     """A histogram of ``input``'s values in ``bins`` equal-width bins over [min, max] (the data's own
     range when both are 0; widened by 1 each side when it is one point); values outside are left out.
     Float tensors only; not differentiable."""
-    if not input.is_floating_point():
-        raise NotImplementedError(f'"histogram_cpu" not implemented for \'{_LEGACY_TYPE_NAMES[input.dtype.name]}\'')
-    if bins <= 0:
-        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    _check_histogram_input(input, bins, "histogram_cpu")
     xp = input._device._backend.xp
     data = input._data.reshape(-1)
     lo, hi = builtins.float(min), builtins.float(max)
@@ -159,13 +174,44 @@ def histc(input, bins=100, min=0, max=0):
         raise RuntimeError(f"torch.histc: range of [{shown(lo)}, {shown(hi)}] is not finite")
     if lo > hi:
         raise RuntimeError("torch.histc: max must be larger than min")
-    edges = xp.linspace(lo, hi, bins + 1).astype(data.dtype)
-    inside = data[(data >= lo) & (data <= hi)]
-    # the bin from the value's position in the range, corrected against the edges (as torch computes it)
-    pos = ((inside - lo) / (hi - lo) * bins).astype(np.int64)
-    pos = xp.clip(pos, 0, bins - 1)
-    pos = pos - (inside < edges[pos]) + ((inside >= edges[xp.minimum(pos + 1, bins)]) & (pos + 1 < bins))
+    pos, _, _ = _uniform_bins(xp, data, lo, hi, bins)
     return wrap(xp.bincount(pos, minlength=bins).astype(data.dtype), input._device)
+
+
+@tensor_method
+def histogram(input, bins, *, range=None, weight=None, density=False):
+    """``(hist, bin_edges)``: the counts (or summed ``weight``s) of ``input``'s values in ``bins``
+    equal-width bins over ``range`` (the data's own range by default, widened by 0.5 each side when
+    it is one point), or between the given edges (a 1-d tensor); ``density`` divides by the total
+    times each bin's width. Float tensors only; not differentiable."""
+    _check_histogram_input(input, bins, "histogramdd")
+    xp = input._device._backend.xp
+    data = input._data.reshape(-1)
+    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        raise RuntimeError(f"torch.histogramdd: if weight tensor is provided it should have the same shape as the "
+                           f"input tensor excluding its innermost dimension, but got input with shape "
+                           f"{list(input.shape) + [1]} and weight with shape {list(weight.shape)}")
+    weights = None if weight is None else weight._data.reshape(-1)
+    if isinstance(bins, Tensor):
+        edges = bins._data.astype(data.dtype)
+        n = edges.size - 1
+        inside = (data >= edges[0]) & (data <= edges[-1])
+        pos = xp.minimum(xp.searchsorted(edges, data[inside], side="right") - 1, n - 1)
+    else:
+        lo, hi = (builtins.float(v) for v in range) if range is not None else \
+            (builtins.float(data.min()), builtins.float(data.max())) if data.size else (0.0, 0.0)
+        if lo > hi:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {lo:g} max {hi:g} for "
+                               "dimension 0")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        n = builtins.int(bins)
+        pos, inside, edges = _uniform_bins(xp, data, lo, hi, n)
+    counts = xp.bincount(pos, None if weights is None else weights[inside], minlength=n).astype(data.dtype)
+    if density:
+        counts = counts / (counts.sum() * xp.diff(edges))
+    return return_types.histogram(wrap(counts.astype(data.dtype, copy=False), input._device),
+                                  wrap(xp.asarray(edges), input._device))
 
 
 # ---- order statistics -----------------------------------------------------------------------------
