@@ -258,6 +258,8 @@ CASES = [  # id, call, error type, the start of torch's message
      "torch.histogramdd: min should not exceed max, but got min 3 max 1 for dimension 0"),
     ("histogram_weight", lambda: r.histogram(F, 2, weight=T([1.0])), RuntimeError,
      "torch.histogramdd: if weight tensor is provided it should have the same shape as the input tensor excluding"),
+    ("scatter_reduce_max", lambda: F.scatter(0, T([0]), 5.0, reduce="max"), RuntimeError,
+     "reduce argument must be either add or multiply."),
     ("pdist_1d", lambda: r.pdist(F), RuntimeError, "pdist only supports 2D tensors, got: 1D"),
     ("fill_diagonal_1d", lambda: r.zeros(3).fill_diagonal_(1), RuntimeError, "dimensions must larger than 1"),
     ("fill_diagonal_unequal", lambda: r.zeros(2, 3, 4).fill_diagonal_(1), RuntimeError,

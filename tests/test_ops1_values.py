@@ -405,6 +405,13 @@ def test_histogram_as_torch():
                                [2.6666667, 0.0, 0.0, 1.3333334], rtol=1e-6)
 
 
+def test_scatter_with_reduce_as_torch():
+    assert T([1.0, 2, 3]).scatter(0, T([0, 0]), T([2.0, 3.0]), reduce="multiply").tolist() == [6.0, 2.0, 3.0]
+    assert T([1.0, 2, 3]).scatter(0, T([0, 0]), 5.0, reduce="multiply").tolist() == [25.0, 2.0, 3.0]
+    t = T([1.0, 2, 3])
+    assert t.scatter_(0, T([0, 0]), 5.0, reduce="add") is t and t.tolist() == [11.0, 2.0, 3.0]
+
+
 def test_frexp_and_unravel_index():
     mantissa, exponent = r.frexp(T([8.0, 0.3]))
     np.testing.assert_allclose(mantissa.tolist(), [0.5, 0.6], rtol=1e-6)

@@ -437,12 +437,19 @@ def _scatter(input, dim, index, src, add, name):
 @tensor_method
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     """A copy of ``input`` with ``src`` (a tensor or a number, also ``value=``) written at the int64 ``index`` along
-    ``dim``; ``reduce="add"`` is ``scatter_add``, other reduces are not supported."""
-    if reduce is not None:
-        if reduce != "add":
-            raise RuntimeError(f"scatter(): reduce={reduce!r} is not supported by rlpipe; only 'add'")
-        return scatter_add(input, dim, index, src if src is not None else value)
-    return _scatter(input, dim, index, src if src is not None else value, False, "scatter")
+    ``dim``; ``reduce="add"`` adds instead (``scatter_add``), ``reduce="multiply"`` multiplies."""
+    src = src if src is not None else value
+    if reduce is None:
+        return _scatter(input, dim, index, src, False, "scatter")
+    if reduce not in ("add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    if not isinstance(src, Tensor):
+        from rlpipe._creation import full_like
+        src = full_like(index, _scalar(src), dtype=input.dtype)
+    if reduce == "add":
+        return scatter_add(input, dim, index, src)
+    from .index_ops import scatter_reduce  # (index_ops builds on this module)
+    return scatter_reduce(input, dim, index, src, "prod")
 
 
 @inplace_variant
