@@ -43,7 +43,7 @@ from .primitives.pointwise import (atan2, arctan2, hypot, fmod, xlogy, fmax, fmi
                                    addcmul, addcdiv, subtract, multiply, sgn, rsub, ldexp, frexp, gcd, lcm, nextafter,
                                    result_type, can_cast)
 from .primitives.products import (addmm, addmv, addr, baddbmm, addbmm, kron, inner, vdot, block_diag, cov, corrcoef,
-                                  cdist, pdist)
+                                  cdist, pdist, tensordot, ger, vander)
 from .primitives.searching import (searchsorted, bucketize, bincount, histc, median, nanmedian, kthvalue, mode, aminmax,
                                    unique_consecutive, argwhere, isin, nanquantile, histogram)
 from .primitives.index_ops import (scatter_reduce, take, index_copy, index_fill, index_put, put, masked_scatter,

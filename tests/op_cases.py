@@ -905,5 +905,11 @@ case("histogram_edges_density", lambda x: r.histogram(x, r.tensor([-1.5, -0.2, 0
                                                                  device=x.device), density=True), [(12,)],
      lambda x: tuple(np.histogram(x, [-1.5, -0.2, 0.3, 1.5], density=True)), grad=False)
 
+case("tensordot", r.tensordot, [(3, 4, 2), (4, 2, 5)], np.tensordot)
+case("tensordot_lists", lambda a, b: r.tensordot(a, b, dims=([0, 2], [1, 0])), [(3, 4, 2), (2, 3, 5)],
+     lambda a, b: np.tensordot(a, b, axes=([0, 2], [1, 0])))
+case("ger", lambda a, b: a.ger(b), [(3,), (2,)], np.outer)
+case("vander", lambda x: r.vander(x, N=4, increasing=True), [(3,)], lambda x: np.vander(x, 4, increasing=True))
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

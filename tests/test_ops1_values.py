@@ -412,6 +412,14 @@ def test_scatter_with_reduce_as_torch():
     assert t.scatter_(0, T([0, 0]), 5.0, reduce="add") is t and t.tolist() == [11.0, 2.0, 3.0]
 
 
+def test_vander_of_ints_bools_and_no_columns():
+    assert values(r.vander(T([1, 2, 3]))) == ([[1, 1, 1], [4, 2, 1], [9, 3, 1]], "int64")
+    assert values(r.vander(T([True, False]))) == ([[1, 1], [0, 1]], "int64")
+    assert r.vander(T([1, 2]), N=0).shape == (2, 0)
+    assert r.tensordot(r.ones(3, 4, 5), r.ones(4, 5, 6), dims=0).shape == (3, 4, 5, 4, 5, 6)
+    assert r.tensordot(r.ones(3, 4, 5), r.ones(4, 5, 6), dims=T([[1], [0]])).shape == (3, 5, 5, 6)
+
+
 def test_frexp_and_unravel_index():
     mantissa, exponent = r.frexp(T([8.0, 0.3]))
     np.testing.assert_allclose(mantissa.tolist(), [0.5, 0.6], rtol=1e-6)

@@ -20,7 +20,7 @@ from .shape import cat, reshape, squeeze, unsqueeze
 
 
 __all__ = ["Cdist", "addmm", "addmv", "addr", "baddbmm", "addbmm", "kron", "inner", "vdot", "block_diag",
-           "cov", "corrcoef", "cdist", "pdist"]
+           "cov", "corrcoef", "cdist", "pdist", "tensordot", "ger", "vander"]
 
 
 class Cdist(Op):
@@ -360,3 +360,68 @@ def pdist(input, p=2):
     first = tensor(rows, device=input.device)
     second = tensor(cols, device=input.device)
     return cdist(input.index_select(0, first).unsqueeze(1), input.index_select(0, second).unsqueeze(1), p).reshape(-1)
+
+
+def _contracted_dims(a, b, dims):
+    """The two lists of dims ``tensordot`` sums over: the last ``dims`` of a with the first of b, or
+    the lists given (a pair of lists, or a 2 x k tensor)."""
+    if isinstance(dims, Tensor):
+        dims = dims.tolist() if dims.ndim else builtins.int(dims.item())
+    if isinstance(dims, (builtins.int, np.integer)):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        return list(range(-dims, 0)), list(range(dims))
+    first, second = ([d] if isinstance(d, (builtins.int, np.integer)) else list(d) for d in dims)
+    if len(first) != len(second):
+        raise RuntimeError("both dimension lists should have same length")
+    return first, second
+
+
+@torch_function("a", "b")
+def tensordot(a, b, dims=2, out=None):
+    """The sum of products of ``a`` and ``b`` over the contracted dims (see ``dims``: the last ``dims``
+    of a with the first of b, or two lists of dims): a's other dims followed by b's."""
+    if out is not None:
+        from .common import _write_out
+        return _write_out(out, tensordot, (a, b), {"dims": dims})
+    if a.dtype is not b.dtype:
+        raise RuntimeError("both inputs should have same dtype")
+    first, second = _contracted_dims(a, b, dims)
+    for d1, d2 in zip(first, second):
+        if a.shape[d1] != b.shape[d2]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[d1]} in dim {d1} "
+                               f"and second has size {b.shape[d2]} in dim {d2}")
+    first, second = [a._dim(d) for d in first], [b._dim(d) for d in second]
+    kept_a = [d for d in range(a.ndim) if d not in first]
+    kept_b = [d for d in range(b.ndim) if d not in second]
+    size = builtins.int(np.prod([a.shape[d] for d in first]))
+    left = reshape(a.permute(*kept_a, *first), (-1, size))
+    right = reshape(b.permute(*second, *kept_b), (size, -1))
+    return reshape(matmul(left, right), [a.shape[d] for d in kept_a] + [b.shape[d] for d in kept_b])
+
+
+@tensor_method
+def ger(input, vec2):
+    """``outer``'s older name: the outer product of two 1-d tensors."""
+    for name, vec in (("self", input), ("vec2", vec2)):
+        if vec.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {vec.ndim}-D")
+    return outer(input, vec2)
+
+
+def vander(x, N=None, increasing=False):
+    """The Vandermonde matrix of the 1-d ``x``: columns ``x ** (N - 1)`` down to ``x ** 0`` (``increasing``:
+    the other way round); ``N`` columns, len(x) by default. Bools count as int64."""
+    if x.ndim != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    from rlpipe._creation import arange
+    base = _cast(x, _dtypes.int64) if x.dtype is _dtypes.bool else x
+    powers = arange(n, device=x.device)
+    if not increasing:
+        powers = powers.flip(0)
+    if n == 0:
+        return reshape(base, (-1, 1))[:, :0]
+    return unsqueeze(base, 1) ** _cast(powers, base.dtype)
