@@ -911,5 +911,9 @@ case("tensordot_lists", lambda a, b: r.tensordot(a, b, dims=([0, 2], [1, 0])), [
 case("ger", lambda a, b: a.ger(b), [(3,), (2,)], np.outer)
 case("vander", lambda x: r.vander(x, N=4, increasing=True), [(3,)], lambda x: np.vander(x, 4, increasing=True))
 
+case("cdist_matrix_product", lambda a, b: r.cdist(a, b), [(2, 26, 3), (4, 3)], lambda a, b: _np_cdist(a, b, 2))
+case("cdist_mm_mode", lambda a, b: r.cdist(a, b, compute_mode="use_mm_for_euclid_dist"), [(3, 2), (1, 2, 2)],
+     lambda a, b: _np_cdist(a, b, 2))
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

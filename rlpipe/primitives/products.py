@@ -1,6 +1,7 @@
 """The products torch has beyond ``linalg``: the scaled sums addmm, addmv, addr, baddbmm, addbmm
-(``beta * input + alpha * product``), kron, inner, vdot, block_diag, cov and corrcoef (compositions
-of differentiable ops), and cdist (the ``Cdist`` Function: pairwise p-norm distances).
+(``beta * input + alpha * product``), kron, inner, vdot, tensordot, ger, vander, block_diag, cov and
+corrcoef (compositions of differentiable ops), and cdist/pdist (the ``Cdist`` and ``EuclideanCdist``
+Functions: pairwise p-norm distances).
 """
 import builtins
 import math
@@ -19,8 +20,8 @@ from .reductions import sum
 from .shape import cat, reshape, squeeze, unsqueeze
 
 
-__all__ = ["Cdist", "addmm", "addmv", "addr", "baddbmm", "addbmm", "kron", "inner", "vdot", "block_diag",
-           "cov", "corrcoef", "cdist", "pdist", "tensordot", "ger", "vander"]
+__all__ = ["Cdist", "EuclideanCdist", "addmm", "addmv", "addr", "baddbmm", "addbmm", "kron", "inner", "vdot",
+           "block_diag", "cov", "corrcoef", "cdist", "pdist", "tensordot", "ger", "vander"]
 
 
 class Cdist(Op):
@@ -63,6 +64,29 @@ class Cdist(Op):
         per_pair = per_pair.astype(g.dtype, copy=False) * xp.expand_dims(g, -1)
         g1, g2 = per_pair.sum(-2), -per_pair.sum(-3)
         return _sum_to(g1, shape1), _sum_to(g2, shape2), None
+
+
+class EuclideanCdist(Op):
+    """cdist for p = 2 through one matrix product, |a|^2 + |b|^2 - 2 a.b (clamped at 0): memory
+    O(P R) instead of O(P R M), what torch does for more than 25 rows. The gradient has the same
+    form, g / dist times the differences, summed without forming them (0 where a distance is 0)."""
+
+    @staticmethod
+    def forward(ctx, x1, x2):
+        xp = ctx.xp
+        squares = (x1 * x1).sum(-1)[..., :, None] + (x2 * x2).sum(-1)[..., None, :]
+        dist = xp.sqrt(xp.maximum(squares - 2 * (x1 @ xp.swapaxes(x2, -1, -2)), 0))
+        ctx.save_for_backward(x1, x2, dist)
+        return dist
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        x1, x2, dist = ctx.saved_tensors
+        w = xp.where(dist == 0, 0, g / xp.where(dist == 0, 1, dist)).astype(g.dtype, copy=False)
+        g1 = x1 * w.sum(-1)[..., None] - w @ x2
+        g2 = x2 * w.sum(-2)[..., None] - xp.swapaxes(w, -1, -2) @ x1
+        return _sum_to(g1, x1.shape), _sum_to(g2, x2.shape)
 
 
 def _sum_to(g, shape):
@@ -324,7 +348,8 @@ _COMPUTE_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist
 @torch_function("x1", "x2")
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """The p-norm distances between each row vector of ``x1`` (..., P, M) and each of ``x2`` (..., R, M):
-    (..., P, R), batch dims broadcast. Computed directly for every ``compute_mode`` (the most accurate)."""
+    (..., P, R), batch dims broadcast. For p = 2 with more than 25 rows on either side (or with
+    ``compute_mode="use_mm_for_euclid_dist"``) through a matrix product, as torch; otherwise directly."""
     if compute_mode not in _COMPUTE_MODES:
         raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
     for name, t in (("X1", x1), ("X2", x2)):
@@ -345,6 +370,9 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     except ValueError:
         raise RuntimeError(f"cdist: the batch dimensions {list(x1.shape[:-2])} and {list(x2.shape[:-2])} cannot be "
                            "broadcast") from None
+    if p == 2 and (compute_mode == "use_mm_for_euclid_dist" or compute_mode == _COMPUTE_MODES[0] and (
+            x1.shape[-2] > 25 or x2.shape[-2] > 25)):
+        return EuclideanCdist.apply(x1, x2)
     return Cdist.apply(x1, x2, builtins.float(p))
 
 
