@@ -41,15 +41,17 @@ from .primitives.special import (lgamma, digamma, atanh, arctanh, logit, asin, a
 from .primitives.pointwise import (atan2, arctan2, hypot, fmod, xlogy, fmax, fmin, sinc, exp2, asinh, acosh, arcsinh,
                                    arccosh, erfinv, float_power, logaddexp2, deg2rad, rad2deg, heaviside, positive,
                                    addcmul, addcdiv, subtract, multiply, sgn, rsub, ldexp, frexp, gcd, lcm, nextafter,
-                                   result_type, can_cast)
+                                   result_type, can_cast, bitwise_left_shift, bitwise_right_shift, angle)
 from .primitives.products import (addmm, addmv, addr, baddbmm, addbmm, kron, inner, vdot, block_diag, cov, corrcoef,
-                                  cdist, pdist, tensordot, ger, vander)
+                                  cdist, pdist, tensordot, ger, vander, chain_matmul)
 from .primitives.searching import (searchsorted, bucketize, bincount, histc, median, nanmedian, kthvalue, mode, aminmax,
                                    unique_consecutive, argwhere, isin, nanquantile, histogram)
 from .primitives.index_ops import (scatter_reduce, take, index_copy, index_fill, index_put, put, masked_scatter,
-                                   index_reduce, tril_indices, triu_indices, unravel_index)
+                                   index_reduce, tril_indices, triu_indices, unravel_index, diagonal_scatter,
+                                   select_scatter, slice_scatter)
 from .primitives.splits import (hsplit, vsplit, dsplit, ravel, column_stack, cartesian_prod, combinations,
-                                broadcast_shapes, dstack, row_stack, diagflat)
+                                broadcast_shapes, dstack, row_stack, diagflat, split_with_sizes, unsafe_split,
+                                unsafe_chunk, adjoint)
 from .primitives.scans import logcumsumexp, trapezoid, trapz, cumulative_trapezoid, dist
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,
                         ones_like, empty_like, full_like, arange, linspace, logspace, eye)
@@ -111,7 +113,7 @@ def _inplace_function(name):
 for _name in """abs_ acos_ asin_ atan_ atanh_ ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ detach_ erf_ erfc_
 exp_ expm1_ fill_ floor_ frac_ log1p_ log_ logit_ nan_to_num_ neg_ reciprocal_ relu_ round_ rsqrt_ sigmoid_ sin_
 sinh_ sqrt_ tan_ tanh_ trunc_ zero_ acosh_ addmv_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ asinh_ deg2rad_
-exp2_ index_put_ rad2deg_ sinc_ xlogy_ fix_ log10_ log2_ negative_ square_""".split():
+exp2_ index_put_ rad2deg_ sinc_ xlogy_ fix_ log10_ log2_ negative_ square_ gcd_ lcm_ ldexp_""".split():
     globals()[_name] = _inplace_function(_name)
 del _name
 

@@ -915,5 +915,18 @@ case("cdist_matrix_product", lambda a, b: r.cdist(a, b), [(2, 26, 3), (4, 3)], l
 case("cdist_mm_mode", lambda a, b: r.cdist(a, b, compute_mode="use_mm_for_euclid_dist"), [(3, 2), (1, 2, 2)],
      lambda a, b: _np_cdist(a, b, 2))
 
+case("diagonal_scatter", lambda x, s: r.diagonal_scatter(x, s, 1), [(3, 4), (3,)],
+     lambda x, s: (lambda o: (o.__setitem__((range(3), range(1, 4)), s), o)[1])(x.copy()))
+case("select_scatter", lambda x, s: x.select_scatter(s, 1, 0), [(2, 3), (2,)],
+     lambda x, s: np.concatenate([s[:, None], x[:, 1:]], 1))
+case("slice_scatter", lambda x, s: r.slice_scatter(x, s, 0, 1, None, 2), [(4, 2), (2, 2)],
+     lambda x, s: (lambda o: (o.__setitem__(slice(1, None, 2), s), o)[1])(x.copy()))
+case("angle", r.angle, [(2, 3)], lambda x: np.where(x < 0, np.pi, 0.0), "away_from_ties")
+case("sum_to_size", lambda x: x.sum_to_size(1, 3), [(2, 2, 3)], lambda x: x.sum((0, 1)).reshape(1, 3))
+case("chain_matmul", lambda a, b, c: r.chain_matmul(a, b, c), [(2, 3), (3, 4), (4, 2)], lambda a, b, c: a @ b @ c)
+case("adjoint", lambda x: x.adjoint(), [(2, 3, 4)], lambda x: np.swapaxes(x, -1, -2))
+case("split_with_sizes", lambda x: r.split_with_sizes(x, [1, 3], 1), [(2, 4)], lambda x: tuple(np.split(x, [1], 1)))
+case("unsafe_chunk", lambda x: x.unsafe_chunk(2), [(5,)], lambda x: tuple(np.split(x, [3])))
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

@@ -420,6 +420,29 @@ def test_vander_of_ints_bools_and_no_columns():
     assert r.tensordot(r.ones(3, 4, 5), r.ones(4, 5, 6), dims=T([[1], [0]])).shape == (3, 5, 5, 6)
 
 
+@pytest.mark.parametrize("call, expected", [
+    (lambda: r.bitwise_left_shift(T([1, 2, -3]), T([1, 2, 1])), ([2, 8, -6], "int64")),
+    (lambda: r.bitwise_right_shift(T([8, -8]), 2), ([2, -2], "int64")),
+    (lambda: r.bitwise_left_shift(T([1], dtype=r.int8), 9), ([0], "int8")),
+    (lambda: r.bitwise_right_shift(T([8]), -1), ([0], "int64")),
+    (lambda: r.bitwise_right_shift(T([-8]), 70), ([-1], "int64")),
+    (lambda: 1 << T([1, 2]), ([2, 4], "int64")),
+    (lambda: T([16]) >> 2, ([4], "int64")),
+    (lambda: r.angle(T([-1.0, 0, 2, NAN, math.inf, -math.inf])), ([math.pi, 0, 0, NAN, 0, math.pi], "float32")),
+    (lambda: r.angle(T([-1, 0])), ([math.pi, 0.0], "float32")),
+], ids=lambda x: "" if callable(x) else None)
+def test_shifts_and_angle_as_torch(call, expected):
+    actual, dtype = values(call())
+    np.testing.assert_allclose(actual, expected[0], rtol=1e-6)
+    assert dtype == expected[1]
+
+
+def test_inplace_shift():
+    x = T([1, 2])
+    x <<= 2
+    assert x.tolist() == [4, 8] and x.bitwise_right_shift_(1) is x and x.tolist() == [2, 4]
+
+
 def test_frexp_and_unravel_index():
     mantissa, exponent = r.frexp(T([8.0, 0.3]))
     np.testing.assert_allclose(mantissa.tolist(), [0.5, 0.6], rtol=1e-6)

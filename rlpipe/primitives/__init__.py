@@ -41,6 +41,7 @@ from .normalization import *  # noqa: F401,F403
 from .losses import *  # noqa: F401,F403
 from .special import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
+from .segments import *  # noqa: F401,F403
 from .products import *  # noqa: F401,F403
 from .searching import *  # noqa: F401,F403
 from .index_ops import *  # noqa: F401,F403

@@ -17,6 +17,7 @@ from .base import Op, unbroadcast, shape_of, along_dim
 from .common import (_BFLOAT16, _NUMBER, _INT64, _LEGACY_TYPE_NAMES, inplace_variant, _cast, _check_writable,
                      _inplace, with_out, _mark_view, _new_view, _scalar, _view_index)
 from .elementwise import Where
+from .segments import ScatterReduce
 from .shape import expand, flatten, reshape
 
 
@@ -448,8 +449,10 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
         src = full_like(index, _scalar(src), dtype=input.dtype)
     if reduce == "add":
         return scatter_add(input, dim, index, src)
-    from .index_ops import scatter_reduce  # (index_ops builds on this module)
-    return scatter_reduce(input, dim, index, src, "prod")
+    d, idx = _along_dim_index(input, dim, index, "scatter")
+    if src.dtype is not input.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    return ScatterReduce.apply(input, d, idx, src, "prod", True)
 
 
 @inplace_variant

@@ -18,7 +18,7 @@ from .._dtypes import FLOATING_NP
 from ..autograd.grad_mode import state as _grad_state
 from ..backends.cpu import restore_fp_warnings, silence_fp_warnings
 from .common import (_BFLOAT16, _LEGACY_TYPE_NAMES, _binary, _cast, _float_input, _inplace, _operands,
-                     _unary_float, inplace_variant, with_out)
+                     _unary_float, inplace_variant, tensor_operator, with_out)
 from .comparison import (bitwise_and, bitwise_not, bitwise_or, bitwise_xor, eq, ge, gt, le, logical_and,
                          logical_not, logical_or, logical_xor, lt, ne)
 from .elementwise import Erfinv, abs, add, div, logaddexp, mul, neg, pow, sign, square, sub, trunc
@@ -30,7 +30,8 @@ __all__ = ["Atan2", "Hypot", "Fmod", "Xlogy", "Fmax", "Fmin", "Sinc", "Exp2", "A
            "atan2", "arctan2", "hypot", "fmod", "xlogy", "fmax", "fmin", "sinc", "exp2", "asinh", "acosh",
            "arcsinh", "arccosh", "erfinv", "float_power", "logaddexp2", "deg2rad", "rad2deg", "heaviside",
            "positive", "addcmul", "addcdiv", "subtract", "multiply", "Frexp", "sgn", "rsub", "ldexp", "frexp", "gcd",
-           "lcm", "nextafter", "FillDiagonal", "result_type", "can_cast"]
+           "lcm", "nextafter", "FillDiagonal", "result_type", "can_cast", "bitwise_left_shift", "bitwise_right_shift",
+           "Angle", "angle"]
 
 
 class Atan2(Op):
@@ -621,3 +622,65 @@ def can_cast(from_, to):
             raise TypeError(f"can_cast(): argument '{name}' (position {position}) must be torch.dtype, not "
                             f"{type(value).__name__}")
     return from_._rank <= to._rank
+
+
+# ---- bit shifts ------------------------------------------------------------------------------------
+
+def _shift(input, other, left):
+    """input shifted by other bits (broadcast, integer tensors): a shift by a negative count or by the
+    width or more gives 0 to the left and the sign to the right, as torch defines it."""
+    kernel = "lshift" if left else "rshift"
+    for value in (input, other):
+        if isinstance(value, Tensor) and value.is_floating_point() or isinstance(value, builtins.float):
+            dtype = value.dtype if isinstance(value, Tensor) else _dtypes.float32
+            raise NotImplementedError(f'"{kernel}_cpu" not implemented for \'{_LEGACY_TYPE_NAMES[dtype.name]}\'')
+    a, b = _operands(input, other)
+    like = a if isinstance(a, Tensor) else b
+    xp = like._device._backend.xp
+    av, bv = (x._data if isinstance(x, Tensor) else xp.asarray(x, dtype=like._data.dtype) for x in (a, b))
+    bits = like._data.dtype.itemsize * 8
+    outside = (bv < 0) | (bv >= bits)
+    count = xp.where(outside, 0, bv).astype(av.dtype, copy=False)
+    if left:
+        shifted = xp.where(outside, 0, xp.left_shift(av, count))
+    else:
+        shifted = xp.where(outside, xp.right_shift(av, bits - 1), xp.right_shift(av, count))
+    return wrap(shifted.astype(like._data.dtype, copy=False), like._device)
+
+
+@with_out("input", "other")
+@tensor_operator("lshift")
+@inplace_variant
+@tensor_method
+def bitwise_left_shift(input, other):
+    """``input << other`` for integer tensors and numbers, broadcast; also the ``<<`` operator."""
+    return _shift(input, other, True)
+
+
+@with_out("input", "other")
+@tensor_operator("rshift")
+@inplace_variant
+@tensor_method
+def bitwise_right_shift(input, other):
+    """``input >> other`` (arithmetic: the sign fills in) for integer tensors and numbers; also ``>>``."""
+    return _shift(input, other, False)
+
+
+class Angle(Op):
+    """The argument of a real number: pi below 0, 0 from 0 up, NaN for NaN; gradient zero."""
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = ctx.xp
+        return xp.where(xp.isnan(x), x, xp.where(x < 0, x.dtype.type(math.pi), x.dtype.type(0))).astype(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.xp.zeros_like(g)
+
+
+@with_out("input")
+@tensor_method
+def angle(input):
+    """The argument of each (real) element: pi for negatives, 0 otherwise, NaN for NaN; integers give floats."""
+    return Angle.apply(_float_input(input))

@@ -13,7 +13,7 @@ from .. import _dtypes
 from .._dispatch import torch_function
 from .._tensor import Tensor, tensor_method
 from .base import Op
-from .common import _LEGACY_TYPE_NAMES, _cast, inplace_variant, with_out
+from .common import _LEGACY_TYPE_NAMES, _cast, _write_out, inplace_variant, with_out
 from .elementwise import add, clamp, div, mul, sqrt, sub
 from .linalg import bmm, diag, dot, matmul, mm, mv, outer
 from .reductions import sum
@@ -21,7 +21,7 @@ from .shape import cat, reshape, squeeze, unsqueeze
 
 
 __all__ = ["Cdist", "EuclideanCdist", "addmm", "addmv", "addr", "baddbmm", "addbmm", "kron", "inner", "vdot",
-           "block_diag", "cov", "corrcoef", "cdist", "pdist", "tensordot", "ger", "vander"]
+           "block_diag", "cov", "corrcoef", "cdist", "pdist", "tensordot", "ger", "vander", "chain_matmul"]
 
 
 class Cdist(Op):
@@ -410,7 +410,6 @@ def tensordot(a, b, dims=2, out=None):
     """The sum of products of ``a`` and ``b`` over the contracted dims (see ``dims``: the last ``dims``
     of a with the first of b, or two lists of dims): a's other dims followed by b's."""
     if out is not None:
-        from .common import _write_out
         return _write_out(out, tensordot, (a, b), {"dims": dims})
     if a.dtype is not b.dtype:
         raise RuntimeError("both inputs should have same dtype")
@@ -453,3 +452,18 @@ def vander(x, N=None, increasing=False):
     if n == 0:
         return reshape(base, (-1, 1))[:, :0]
     return unsqueeze(base, 1) ** _cast(powers, base.dtype)
+
+
+def chain_matmul(*matrices, out=None):
+    """The product of the given 2-d matrices, left to right (``linalg.multi_dot``'s older form)."""
+    if out is not None:
+        return _write_out(out, chain_matmul, matrices, {})
+    if not matrices:
+        raise RuntimeError("chain_matmul(): Expected one or more matrices")
+    for m in matrices:
+        if m.ndim != 2:
+            raise RuntimeError(f"Tensor dimension is {m.ndim}, expected 2 instead.")
+    result = matrices[0]
+    for m in matrices[1:]:
+        result = mm(result, m)
+    return result if len(matrices) > 1 else result.clone()

@@ -16,6 +16,7 @@ from .._tensor import Tensor, tensor_method, wrap
 from .base import Op
 from .common import _LEGACY_TYPE_NAMES, with_out
 from .indexing import Gather, nonzero
+from .segments import run_offsets
 from .reductions import amax, amin
 from .elementwise import where
 from .shape import reshape, squeeze, stack
@@ -50,16 +51,6 @@ class MedianAll(Op):
         x, out = ctx.saved_tensors
         hit = (x == out) | (xp.isnan(x) & xp.isnan(out))
         return hit * (g / hit.sum()).astype(g.dtype), None
-
-
-def run_offsets(xp, starts):
-    """For a bool array whose last axis marks where runs start (each row's first element included),
-    every position's distance from the start of its run (with cumsum and indexing only: CuPy's
-    ufuncs have no ``maximum.accumulate``)."""
-    flat = starts.reshape(-1)
-    first = xp.nonzero(flat)[0]
-    run = xp.cumsum(flat) - 1
-    return (xp.arange(flat.size) - first[run]).reshape(starts.shape)
 
 
 # ---- searching and counting ------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """NumPy-style splits and joins torch has beyond ``shape``: hsplit, vsplit, dsplit (``tensor_split``
-along dim 1, 0 and 2), ravel, column_stack, dstack, row_stack, diagflat, cartesian_prod, combinations
-and broadcast_shapes; all compositions of differentiable views, joins and indexing.
+along dim 1, 0 and 2), split_with_sizes, unsafe_split, unsafe_chunk, ravel, adjoint, column_stack,
+dstack, row_stack, diagflat, cartesian_prod, combinations, sum_to_size and broadcast_shapes; all
+compositions of differentiable views, joins, sums and indexing.
 """
 import builtins
 import itertools
@@ -11,11 +12,13 @@ from .._dispatch import torch_function
 from .._tensor import Size, tensor_method
 from .indexing import getitem
 from .linalg import diag
-from .shape import atleast_3d, cat, expand, reshape, stack, tensor_split, vstack
+from .reductions import sum
+from .shape import atleast_3d, cat, chunk, expand, reshape, split, stack, tensor_split, vstack
 
 
 __all__ = ["hsplit", "vsplit", "dsplit", "ravel", "column_stack", "cartesian_prod", "combinations",
-           "broadcast_shapes", "dstack", "row_stack", "diagflat"]
+           "broadcast_shapes", "dstack", "row_stack", "diagflat", "split_with_sizes", "unsafe_split", "unsafe_chunk",
+           "adjoint", "sum_to_size"]
 
 
 def _split_along(name, input, sections, dim, min_dims):
@@ -149,3 +152,50 @@ def row_stack(tensors):
 def diagflat(input, offset=0):
     """The elements of ``input``, flattened, laid on diagonal ``offset`` of a square matrix."""
     return diag(reshape(input, (-1,)), offset)
+
+
+@torch_function("input")
+@tensor_method
+def split_with_sizes(input, split_sizes, dim=0):
+    """Views of consecutive pieces of the listed sizes along ``dim`` (which must add up to its size)."""
+    return split(input, list(split_sizes), dim)
+
+
+@torch_function("input")
+@tensor_method
+def unsafe_split(input, split_size, dim=0):
+    """``split`` (rlpipe's views are always safe to modify)."""
+    return split(input, split_size, dim)
+
+
+@torch_function("input")
+@tensor_method
+def unsafe_chunk(input, chunks, dim=0):
+    """``chunk`` (rlpipe's views are always safe to modify)."""
+    return chunk(input, chunks, dim)
+
+
+@tensor_method
+def adjoint(input):
+    """The conjugate transpose of the last two dims, as a view (for real tensors, their transpose)."""
+    if input.ndim < 2:
+        raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of matrices. Got "
+                           f"{input.ndim}-D tensor.")
+    return input.transpose(-2, -1)
+
+
+@tensor_method
+def sum_to_size(input, *size):
+    """``input`` summed down to ``size`` (a shape it broadcasts from): the leading dims, and the dims
+    where size is 1, are summed."""
+    shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) else tuple(size)
+    try:
+        fits = broadcast_shapes(shape, tuple(input.shape)) == tuple(input.shape)
+    except (RuntimeError, ValueError):
+        fits = False
+    if not fits or len(shape) > input.ndim:
+        raise RuntimeError(f"size {{{list(shape)}}} is not expandable to size {{{list(input.shape)}}}.")
+    extra = input.ndim - len(shape)
+    out = sum(input, tuple(range(extra))) if extra else input
+    dims = tuple(k for k, n in enumerate(shape) if n == 1 and out.shape[k] != 1)
+    return sum(out, dims, keepdim=True) if dims else out
