@@ -52,7 +52,7 @@ from .primitives.index_ops import (scatter_reduce, take, index_copy, index_fill,
 from .primitives.splits import (hsplit, vsplit, dsplit, ravel, column_stack, cartesian_prod, combinations,
                                 broadcast_shapes, dstack, row_stack, diagflat, split_with_sizes, unsafe_split,
                                 unsafe_chunk, adjoint)
-from .primitives.scans import logcumsumexp, trapezoid, trapz, cumulative_trapezoid, dist
+from .primitives.scans import logcumsumexp, trapezoid, trapz, cumulative_trapezoid, dist, gradient
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,
                         ones_like, empty_like, full_like, arange, linspace, logspace, eye)
 from ._creation import (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor,

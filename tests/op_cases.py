@@ -928,5 +928,10 @@ case("adjoint", lambda x: x.adjoint(), [(2, 3, 4)], lambda x: np.swapaxes(x, -1,
 case("split_with_sizes", lambda x: r.split_with_sizes(x, [1, 3], 1), [(2, 4)], lambda x: tuple(np.split(x, [1], 1)))
 case("unsafe_chunk", lambda x: x.unsafe_chunk(2), [(5,)], lambda x: tuple(np.split(x, [3])))
 
+case("gradient", lambda x: r.gradient(x, spacing=[0.5, 2.0]), [(4, 3)], lambda x: tuple(np.gradient(x, 0.5, 2.0)))
+case("gradient_coordinates_order2", lambda x: r.gradient(x, spacing=[on(x, [0.0, 1.0, 3.0, 4.5, 5.0])], dim=1,
+                                                         edge_order=2),
+     [(2, 5)], lambda x: (np.gradient(x, [0.0, 1.0, 3.0, 4.5, 5.0], axis=1, edge_order=2),))
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

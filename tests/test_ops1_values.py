@@ -443,6 +443,14 @@ def test_inplace_shift():
     assert x.tolist() == [4, 8] and x.bitwise_right_shift_(1) is x and x.tolist() == [2, 4]
 
 
+def test_gradient_forms_as_torch():
+    assert r.gradient(T([1.0, 4, 9, 16]))[0].tolist() == [3.0, 4.0, 6.0, 7.0]
+    np.testing.assert_allclose(r.gradient(T([1.0, 4, 9, 16]), spacing=(T([0.0, 1, 3, 4]),), edge_order=2)[0].tolist(),
+                               [3.1666667, 2.8333333, 5.5, 8.5], rtol=1e-6)
+    assert values(r.gradient(T([1, 4, 9]))[0]) == ([3.0, 4.0, 5.0], "float32")
+    assert r.gradient(T(1.0)) == () and len(r.gradient(r.ones(2, 3))) == 2
+
+
 def test_frexp_and_unravel_index():
     mantissa, exponent = r.frexp(T([8.0, 0.3]))
     np.testing.assert_allclose(mantissa.tolist(), [0.5, 0.6], rtol=1e-6)

@@ -1,6 +1,7 @@
 """Running and integrated quantities along a dimension: logcumsumexp (the ``LogCumSumExp``
 Function, stable for any spread of values), trapezoid/trapz and cumulative_trapezoid (trapezoidal
-rule, compositions), and dist (the p-norm of a difference).
+rule, compositions), gradient (numpy.gradient's differences, a composition) and dist (the p-norm
+of a difference).
 """
 import builtins
 import math
@@ -11,10 +12,10 @@ from .base import Op
 from .common import _LEGACY_TYPE_NAMES, _cast, _float_input, with_out
 from .elementwise import abs, div, mul, sub
 from .reductions import amax, cumsum, norm, sum
-from .shape import narrow
+from .shape import cat, narrow
 
 
-__all__ = ["LogCumSumExp", "logcumsumexp", "trapezoid", "trapz", "cumulative_trapezoid", "dist"]
+__all__ = ["LogCumSumExp", "logcumsumexp", "trapezoid", "trapz", "cumulative_trapezoid", "dist", "gradient"]
 
 
 class LogCumSumExp(Op):
@@ -132,3 +133,70 @@ def dist(input, other, p=2):
         return amax(abs(diff)) if diff.numel() else sum(diff) * 0
     return norm(diff, p)
 
+
+
+def _gradient_dims(input, dim):
+    """The dims ``gradient`` differentiates along (all by default), checked for repeats."""
+    dims = list(range(input.ndim)) if dim is None else [dim] if isinstance(dim, builtins.int) else list(dim)
+    dims = [input._dim(d) for d in dims]
+    for d in dims:
+        if dims.count(d) > 1:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    return dims
+
+
+def _gradient_spacings(input, spacing, dims, dim):
+    """One spacing per dim: a number (uniform) or a 1-d tensor of coordinates."""
+    if not isinstance(spacing, (list, tuple)):
+        return [spacing] * len(dims)
+    if len(spacing) != len(dims):
+        expected = f"'self.dim() = {input.ndim}', since dim argument was not given" if dim is None else \
+            f"'len(dim) = {len(dims)}'"
+        raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar, or a list of length equal to "
+                           f"{expected}, but got a list of length {len(spacing)}")
+    return list(spacing)
+
+
+def _derivative_along(f, d, spacing, edge_order):
+    """numpy.gradient's second-order accurate differences of ``f`` along dim ``d`` (one-sided, of
+    order ``edge_order``, at the two ends), for coordinates or a uniform spacing."""
+    from rlpipe._creation import arange
+    n = f.shape[d]
+    coords = spacing if isinstance(spacing, Tensor) else arange(n, dtype=f.dtype, device=f.device) * spacing
+    coords = _cast(coords, f.dtype) if coords.dtype is not f.dtype else coords
+    steps = sub(narrow(coords, 0, 1, n - 1), narrow(coords, 0, 0, n - 1)).reshape([-1] + [1] * (f.ndim - 1 - d))
+
+    def at(start, length=1):
+        return narrow(f, d, start, length)
+
+    def step(start, length=1):
+        return narrow(steps, 0, start, length)
+
+    hd, hs = step(0, n - 2), step(1, n - 2)
+    inner = (hd * hd * at(2, n - 2) + (hs * hs - hd * hd) * at(1, n - 2) - hs * hs * at(0, n - 2)) / (
+        hs * hd * (hd + hs))
+    if edge_order == 1:
+        first = (at(1) - at(0)) / step(0)
+        last = (at(n - 1) - at(n - 2)) / step(n - 2)
+    else:  # the second-order one-sided formulas, from the first (last) three points
+        a, b = step(0), step(1)
+        first = (-(2 * a + b) / (a * (a + b))) * at(0) + ((a + b) / (a * b)) * at(1) - (a / (b * (a + b))) * at(2)
+        a, b = step(n - 3), step(n - 2)
+        last = (b / (a * (a + b))) * at(n - 3) - ((a + b) / (a * b)) * at(n - 2) + (
+            (2 * b + a) / (b * (a + b))) * at(n - 1)
+    return cat([first, inner, last], d)
+
+
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """The derivative estimates of ``input`` along each of ``dim`` (all dims by default), one tensor per
+    dim: central differences inside, one-sided ones of order ``edge_order`` (1 or 2) at the ends;
+    ``spacing`` is a number, or per dim a number or a 1-d tensor of sample coordinates."""
+    if edge_order not in (1, 2):
+        raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
+    dims = _gradient_dims(input, dim)
+    spacings = _gradient_spacings(input, spacing, dims, dim)
+    f = _float_input(input)
+    for d in dims:
+        if f.shape[d] < edge_order + 1:
+            raise RuntimeError("torch.gradient expected each dimension size to be at least edge_order+1")
+    return tuple(_derivative_along(f, d, s, edge_order) for d, s in zip(dims, spacings))
