@@ -53,6 +53,7 @@ from .primitives.splits import (hsplit, vsplit, dsplit, ravel, column_stack, car
                                 broadcast_shapes, dstack, row_stack, diagflat, split_with_sizes, unsafe_split,
                                 unsafe_chunk, adjoint)
 from .primitives.scans import logcumsumexp, trapezoid, trapz, cumulative_trapezoid, dist, gradient
+from .primitives.gamma import polygamma, mvlgamma
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,
                         ones_like, empty_like, full_like, arange, linspace, logspace, eye)
 from ._creation import (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor,
@@ -67,6 +68,7 @@ from .backends import cpu as _cpu_backend
 from . import linalg
 from . import __future__  # torch.__future__'s switches for module conversions
 from . import return_types
+from . import special  # torch.special
 from .serialization import save, load
 from . import nn, optim, distributions  # as torch exposes torch.nn, torch.optim and torch.distributions
 from . import func

@@ -933,5 +933,15 @@ case("gradient_coordinates_order2", lambda x: r.gradient(x, spacing=[on(x, [0.0,
                                                          edge_order=2),
      [(2, 5)], lambda x: (np.gradient(x, [0.0, 1.0, 3.0, 4.5, 5.0], axis=1, edge_order=2),))
 
+case("polygamma0", lambda x: r.polygamma(0, x), [(2, 3)], sp.digamma, "positive")
+case("polygamma1_method", lambda x: x.polygamma(1), [(2, 3)], lambda x: sp.polygamma(1, x), "positive")
+case("polygamma3", lambda x: r.special.polygamma(3, x), [(4,)], lambda x: sp.polygamma(3, x), "positive")
+case("zeta_q", lambda q: r.special.zeta(3.0, q), [(2, 3)], lambda q: sp.zeta(3.0, q), "positive")
+case("mvlgamma", lambda x: r.mvlgamma(x + 2, 3), [(2, 3)], lambda x: sp.multigammaln(x + 2, 3) + 0 * x, "positive")
+case("entr", r.special.entr, [(2, 3)], sp.entr, "positive")
+case("xlog1py", r.special.xlog1py, [(2, 3), (3,)], sp.xlog1py, ("any", "positive"))
+case("ndtr", r.special.ndtr, [(2, 3)], sp.ndtr)
+case("ndtri", lambda p: r.special.ndtri(p * 0.25 + 0.5), [(2, 3)], lambda p: sp.ndtri(p * 0.25 + 0.5))
+
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

@@ -451,6 +451,25 @@ def test_gradient_forms_as_torch():
     assert r.gradient(T(1.0)) == () and len(r.gradient(r.ones(2, 3))) == 2
 
 
+def test_special_namespace_as_torch():
+    S = r.special
+    np.testing.assert_allclose(S.entr(T([0.0, 0.5, -1.0, 2.0])).tolist(), [0.0, 0.3465736, -math.inf, -1.3862944],
+                               rtol=1e-6)
+    x = T([0.0, 0.5, 2.0], requires_grad=True)
+    S.entr(x).sum().backward()
+    np.testing.assert_allclose(x.grad.tolist(), [math.inf, -0.30685282, -1.6931472], rtol=1e-6)
+    assert S.xlog1py(T([0.0, 2.0]), T([-1.0, 1.0])).tolist() == pytest.approx([0.0, 2 * math.log(2)])
+    assert math.isnan(S.xlog1py(T([0.0]), T([NAN])).item())
+    assert S.ndtri(T([0.0, 1.0])).tolist() == [-math.inf, math.inf]
+    assert S.multigammaln(T([0.5]), 3).item() == math.inf
+    np.testing.assert_allclose(r.polygamma(1, T([-1.5])).tolist(), [9.3792], rtol=1e-4)
+    x = T([1.0, 2.0], requires_grad=True)
+    S.polygamma(1, x).sum().backward()
+    np.testing.assert_allclose(x.grad.tolist(), [-2.4041138, -0.4041138], rtol=1e-6)
+    assert S.expit is r.sigmoid and S.gammaln is r.lgamma and S.psi is r.digamma
+    assert S.multigammaln(T([2.5]), 2).item() == pytest.approx(0.8570, abs=1e-4)
+
+
 def test_frexp_and_unravel_index():
     mantissa, exponent = r.frexp(T([8.0, 0.3]))
     np.testing.assert_allclose(mantissa.tolist(), [0.5, 0.6], rtol=1e-6)
