@@ -44,8 +44,12 @@ def _rounds(xp, targets):
 
 
 def _reduce_into(xp, out, targets, values, ufunc):
-    """out[targets] = ufunc(out[targets], values) for repeated targets too, one rank per round."""
+    """out[targets] = ufunc(out[targets], values) for repeated targets too: NumPy's ``ufunc.at`` on the
+    CPU, elsewhere one rank per round (as many rounds as the most repeated target has values)."""
     if not targets.size:
+        return
+    if xp is np:
+        ufunc.at(out, targets, values)
         return
     rank = _rounds(xp, targets)
     for k in range(builtins.int(rank.max()) + 1):
