@@ -5,10 +5,10 @@ import math
 import warnings
 
 from .. import primitives as ops
-from .. import _dtypes
-from .._creation import arange, ones_like, tensor
+from .._creation import arange, ones_like
 from ..autograd import no_grad
 from ._functional_base import _reduce, _reduction
+from ..primitives.products import pdist  # noqa: F401 - F.pdist is the core's torch.pdist
 
 __all__ = """kl_div gaussian_nll_loss poisson_nll_loss pairwise_distance margin_ranking_loss soft_margin_loss
 hinge_embedding_loss cosine_embedding_loss triplet_margin_loss multilabel_soft_margin_loss
@@ -245,14 +245,3 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     loss = ops.sum(ops.where(pairs, ops.clamp_min(margins, 0), 0.0), (1, 2)) / c
     return _reduce(loss if input.ndim > 1 else ops.reshape(loss, ()), reduction)
 
-
-def pdist(input, p=2):
-    """The p-norm distances between the rows of input [N, M], for each pair i < j in row-major order:
-    [N * (N - 1) / 2]."""
-    if input.ndim != 2:
-        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
-    n = input.shape[0]
-    rows = [(i, j) for i in range(n) for j in range(i + 1, n)]
-    first = tensor([i for i, _ in rows], dtype=_dtypes.int64, device=input.device)
-    second = tensor([j for _, j in rows], dtype=_dtypes.int64, device=input.device)
-    return ops.norm(ops.index_select(input, 0, first) - ops.index_select(input, 0, second), p, 1)

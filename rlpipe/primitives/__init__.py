@@ -44,6 +44,14 @@ from .special import *  # noqa: F401,F403
 from .decompositions import *  # noqa: F401,F403
 from .matrix_functions import *  # noqa: F401,F403
 from .lu import *  # noqa: F401,F403
+from .pointwise import *  # noqa: F401,F403
+from .segments import *  # noqa: F401,F403
+from .products import *  # noqa: F401,F403
+from .searching import *  # noqa: F401,F403
+from .index_ops import *  # noqa: F401,F403
+from .splits import *  # noqa: F401,F403
+from .scans import *  # noqa: F401,F403
+from .gamma import *  # noqa: F401,F403
 # the helpers the layers above share (TensorDict's shapes and in-place math, nn.functional's checks)
 from .common import (_LEGACY_TYPE_NAMES, _check_writable, _check_write, _inplace,  # noqa: F401
                      _require_float, _write)

@@ -17,7 +17,7 @@ from .linalg import linalg_svd, matmul
 from .reductions import amax, amin, norm as _p_norm
 
 __all__ = ["vector_norm", "matrix_norm", "linalg_norm", "pinv", "pinverse", "matrix_power", "matrix_exp",
-           "cholesky_solve", "cholesky_inverse", "multi_dot", "vecdot", "matrix_rank", "lstsq", "cond", "chain_matmul"]
+           "cholesky_solve", "cholesky_inverse", "multi_dot", "vecdot", "matrix_rank", "lstsq", "cond"]
 
 _INF = float("inf")
 
@@ -296,14 +296,6 @@ def cond(A, p=None):
         ratio = s[..., 0] / s[..., -1]
         return ratio if p != -2 else ratio.reciprocal()
     return matrix_norm(A, p) * matrix_norm(inv(A), p)
-
-
-def chain_matmul(*matrices):
-    """``torch.chain_matmul`` (deprecated there for ``torch.linalg.multi_dot``): the product of 2-d matrices."""
-    if len(matrices) == 1:
-        return matrices[0].clone()
-    return multi_dot(matrices)
-
 
 def _removed(name, message):
     """A name torch keeps only to say it was removed: calling it raises torch's RuntimeError."""
