@@ -10,12 +10,14 @@
    pre-stacked pixels (``bench_frame_stack.py``, a smaller ring);
 4. the Nature-DQN CNN (84x84x4 -> 3x conv -> 512 -> 6): a DQN train step (batch 32: forward, target
    network's max, Huber loss, backward, Adam) and batch-1 inference, against torch 2.13 on the CPU in its own
-   process (``--peer-python``, default /work/peervenv/bin/python).
+   process (``--peer-python``, default /work/peervenv/bin/python);
+5. with ``--only cnn-layers`` (not by default), each of that CNN's layers called alone without grad, and
+   the whole network, at batch 1 and 32, against torch's.
 
 Everything on one thread. Gymnasium's ``AtariPreprocessing`` needs OpenCV: where this interpreter lacks it,
 the peer interpreter's site-packages are appended to ``sys.path`` for it.
 
-    python benchmarks/bench_atari.py [--steps 2000] [--repeat 3] [--only ale,envpool,buffer,cnn]
+    python benchmarks/bench_atari.py [--steps 2000] [--repeat 3] [--only ale,envpool,buffer,cnn,cnn-layers]
 """
 from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
 
@@ -208,19 +210,43 @@ def cnn_side(lib, number, repeat):
             "inference (batch 1)": cpu_measure(act, number * 5, repeat)}
 
 
-def run_one_side(side, number, repeat):
+LAYER_NAMES = ("conv1", "relu1", "conv2", "relu2", "conv3", "relu3", "flatten", "fc1", "relu4", "fc2")
+
+
+def cnn_layer_side(lib, number, repeat):
+    """Microseconds of each layer of the Nature CNN called alone without grad, and of the whole network,
+    at batch 1 and 32 (the whole is less than the sum: a Sequential skips per-module work where it can)."""
+    lib.manual_seed(0)
+    net = nature_cnn(lib)
+    figures = {}
+    for batch, calls in ((1, number * 15), (32, max(1, number // 2))):
+        x = lib.tensor(np.random.default_rng(0).random((batch, 4, 84, 84), dtype=np.float32))
+        h = x
+        with lib.no_grad():
+            for name, layer in zip(LAYER_NAMES, net):
+                if name != "flatten":
+                    figures[f"batch {batch}: {name}"] = cpu_measure(lambda f=layer, a=h: f(a), calls, repeat)
+                h = layer(h)
+            figures[f"batch {batch}: whole network"] = cpu_measure(lambda a=x: net(a), calls, repeat)
+    return figures
+
+
+def run_one_side(side, number, repeat, layers):
     if side == "torch":
         lib, = import_peer()
     else:
         import rlpipe as lib
-    print(json.dumps({"version": lib.__version__, "us": cnn_side(lib, number, repeat)}))
+    measure = cnn_layer_side if layers else cnn_side
+    print(json.dumps({"version": lib.__version__, "us": measure(lib, number, repeat)}))
 
 
-def cnn_figures(peer, number, repeat):
+def cnn_figures(peer, number, repeat, layers=False):
     script = os.path.abspath(__file__)
-    ours = run_side(script, sys.executable, "rlpipe", ["--cnn-number", number, "--repeat", repeat])
-    theirs = run_side(script, peer, "torch", ["--cnn-number", number, "--repeat", repeat])
-    print("Nature CNN, one thread, microseconds of CPU time per call:")
+    args = ["--cnn-number", number, "--repeat", repeat] + (["--layers"] if layers else [])
+    ours = run_side(script, sys.executable, "rlpipe", args)
+    theirs = run_side(script, peer, "torch", args)
+    print("Nature CNN" + (", each layer alone without grad" if layers else "") +
+          ", one thread, microseconds of CPU time per call:")
     print_side_by_side(ours, theirs, "Nature CNN", "10.0f")
 
 
@@ -232,12 +258,14 @@ def main():
     p.add_argument("--capacity", type=int, default=50_000, help="FrameStackReplayBuffer capacity")
     p.add_argument("--stacked-rows", type=int, default=5_000, help="rows of the pre-stacked storage")
     p.add_argument("--cnn-number", type=int, default=20, help="train steps per timed CNN run")
-    p.add_argument("--only", default="ale,envpool,buffer,cnn", help="comma-separated parts to run")
+    p.add_argument("--only", default="ale,envpool,buffer,cnn",
+                   help="comma-separated parts to run (also: cnn-layers, the CNN's layers one by one)")
     p.add_argument("--peer-python", default=peer_python(), help="interpreter with torch for the CNN's torch side")
     p.add_argument("--side", choices=["rlpipe", "torch"], help=argparse.SUPPRESS)
+    p.add_argument("--layers", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.side:
-        return run_one_side(args.side, args.cnn_number, args.repeat)
+        return run_one_side(args.side, args.cnn_number, args.repeat, args.layers)
     parts = set(args.only.split(","))
     if "ale" in parts:
         import_cv2()
@@ -252,6 +280,8 @@ def main():
         buffer_figures(args.capacity, args.stacked_rows, args.repeat)
     if "cnn" in parts:
         cnn_figures(args.peer_python, args.cnn_number, args.repeat)
+    if "cnn-layers" in parts:
+        cnn_figures(args.peer_python, args.cnn_number, args.repeat, layers=True)
 
 
 if __name__ == "__main__":

@@ -38,3 +38,40 @@ def print_side_by_side(ours, theirs, label, number_format):
         peer = theirs["us"][name] if theirs else float("nan")
         ratio = f"{mine / peer:12.2f}x" if theirs else ""
         print(f"{name:36s} {mine:{number_format}} {peer:{number_format}} {ratio}")
+
+
+def measure_workloads(workloads, side, repeat):
+    """CPU microseconds per call of each of ``workloads(lib)``'s callables (name -> (callable, calls
+    per timing)) for ``side`` ("rlpipe" or "torch"), best of ``repeat`` timings, as ``run_side`` reads them."""
+    import time
+    import timeit
+    if side == "torch":
+        from one_thread import import_peer
+        lib, = import_peer()
+        if lib is None:
+            sys.exit("torch is not importable")
+    else:
+        import rlpipe as lib
+    out = {}
+    for name, (fn, number) in workloads(lib).items():
+        fn()
+        out[name] = min(timeit.repeat(fn, number=number, repeat=repeat, timer=time.process_time)) / number * 1e6
+    return {"us": out, "version": lib.__version__}
+
+
+def side_by_side_main(script, workloads, description, title, label="workload", number_format="10.1f"):
+    """A benchmark script's command line: ``--side`` measures one library and prints JSON; otherwise rlpipe
+    here and torch in its own process (``--peer-python``), printed side by side under ``title``."""
+    import argparse
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--peer-python", default=peer_python())
+    p.add_argument("--side", choices=("rlpipe", "torch"), help="measure one library only and print JSON")
+    args = p.parse_args()
+    if args.side:
+        print(json.dumps(measure_workloads(workloads, args.side, args.repeat)))
+        return
+    ours = measure_workloads(workloads, "rlpipe", args.repeat)
+    theirs = run_side(script, args.peer_python, "torch", ("--repeat", args.repeat))
+    print(f"{title}, best of {args.repeat}")
+    print_side_by_side(ours, theirs, label, number_format)

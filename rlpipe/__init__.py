@@ -38,6 +38,27 @@ from .primitives.indexing import (one_hot, gather, take_along_dim, scatter, scat
 from .primitives.linalg import (matmul, mm, mv, bmm, dot, outer, cross, svd, diag, diag_embed, trace, einsum)
 from .primitives.special import (lgamma, digamma, atanh, arctanh, logit, asin, acos, atan, tan, sinh, cosh, arcsin,
                                  arccos, arctan)
+from .primitives.decompositions import (cholesky, inverse, det, slogdet, logdet, triangular_solve, qr)
+from .primitives.matrix_functions import (cholesky_solve, cholesky_inverse, pinverse, matrix_power, matrix_exp,
+                                          solve, symeig, eig, legacy_lstsq as lstsq,
+                                          legacy_matrix_rank as matrix_rank)
+from .primitives.lu import (lu, lu_unpack, lu_solve)
+from .primitives.pointwise import (atan2, arctan2, hypot, fmod, xlogy, fmax, fmin, sinc, exp2, asinh, acosh, arcsinh,
+                                   arccosh, erfinv, float_power, logaddexp2, deg2rad, rad2deg, heaviside, positive,
+                                   addcmul, addcdiv, subtract, multiply, sgn, rsub, ldexp, frexp, gcd, lcm, nextafter,
+                                   result_type, can_cast, bitwise_left_shift, bitwise_right_shift, angle)
+from .primitives.products import (addmm, addmv, addr, baddbmm, addbmm, kron, inner, vdot, block_diag, cov, corrcoef,
+                                  cdist, pdist, tensordot, ger, vander, chain_matmul)
+from .primitives.searching import (searchsorted, bucketize, bincount, histc, median, nanmedian, kthvalue, mode, aminmax,
+                                   unique_consecutive, argwhere, isin, nanquantile, histogram)
+from .primitives.index_ops import (scatter_reduce, take, index_copy, index_fill, index_put, put, masked_scatter,
+                                   index_reduce, tril_indices, triu_indices, unravel_index, diagonal_scatter,
+                                   select_scatter, slice_scatter)
+from .primitives.splits import (hsplit, vsplit, dsplit, ravel, column_stack, cartesian_prod, combinations,
+                                broadcast_shapes, dstack, row_stack, diagflat, split_with_sizes, unsafe_split,
+                                unsafe_chunk, adjoint)
+from .primitives.scans import logcumsumexp, trapezoid, trapz, cumulative_trapezoid, dist, gradient
+from .primitives.gamma import polygamma, mvlgamma
 from ._creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, empty, empty_strided, full, zeros_like,
                         ones_like, empty_like, full_like, arange, linspace, logspace, eye)
 from ._creation import (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor,
@@ -52,6 +73,7 @@ from .backends import cpu as _cpu_backend
 from . import linalg
 from . import __future__  # torch.__future__'s switches for module conversions
 from . import return_types
+from . import special  # torch.special
 from .serialization import save, load
 from . import nn, optim, distributions  # as torch exposes torch.nn, torch.optim and torch.distributions
 from . import func
@@ -59,6 +81,11 @@ from .utils import data as _utils_data  # noqa: F401 - torch.utils.data is there
 from .autograd import functional as _autograd_functional  # noqa: F401 - so is torch.autograd.functional
 from .func import vmap
 from .nn._compile import compile  # noqa: A001 - torch.compile's name, shadowing the builtin as torch does
+from .nn._torch_ops import (conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool1d, max_pool1d_with_indices,
+                           max_pool2d, avg_pool1d, adaptive_avg_pool1d, adaptive_max_pool1d, pairwise_distance,
+                           rms_norm, alpha_dropout, feature_alpha_dropout, pixel_shuffle, pixel_unshuffle,
+                           channel_shuffle, native_channel_shuffle, group_norm, instance_norm, grid_sampler,
+                           affine_grid_generator)
 from . import tensordict, testing, postprocs, data
 from .tensordict import TensorDict
 from ._utils import timeit, logger, compile_with_warmup  # noqa: F401 - torchrl's top-level helpers (rlpipe is also torchrl's root)
@@ -97,7 +124,8 @@ def _inplace_function(name):
 # torch's in-place ops as functions (``torch.sin_(x)``, ``torch.relu_(x)``), one per in-place Tensor method
 for _name in """abs_ acos_ asin_ atan_ atanh_ ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ detach_ erf_ erfc_
 exp_ expm1_ fill_ floor_ frac_ log1p_ log_ logit_ nan_to_num_ neg_ reciprocal_ relu_ round_ rsqrt_ sigmoid_ sin_
-sinh_ sqrt_ tan_ tanh_ trunc_ zero_""".split():
+sinh_ sqrt_ tan_ tanh_ trunc_ zero_ acosh_ addmv_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ asinh_ deg2rad_
+exp2_ index_put_ rad2deg_ sinc_ xlogy_ fix_ log10_ log2_ negative_ square_ gcd_ lcm_ ldexp_""".split():
     globals()[_name] = _inplace_function(_name)
 del _name
 

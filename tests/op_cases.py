@@ -11,6 +11,7 @@ import zlib
 from typing import Callable
 
 import numpy as np
+import scipy.linalg
 import scipy.special as sp
 
 import rlpipe as r
@@ -752,6 +753,318 @@ case("unique_all_outputs", lambda x: (x * 2).round().unique(return_inverse=True,
 case("unique_dim", lambda x: (x * 0.5).round().unique(dim=1, return_inverse=True), [(2, 5)],
      lambda x: (lambda u: (u[0], u[1].reshape(-1)))(np.unique(np.round(x * 0.5), axis=1, return_inverse=True)),
      grad=False)
+
+# scaled dot-product attention against softmax(q k^T * scale + mask) v in NumPy (nan_to_num: a row with every
+# key masked out gives zeros, as torch's)
+_SDPA_ROWS_MASKED = np.array([[True, False, True, True, False], [False] * 5, [True] * 5])
+_SDPA_CAUSAL = np.where(np.tril(np.ones((3, 3), bool)), 0.0, -np.inf)
+_SDPA_KEEP = np.array([[0.0, 2.0, 2.0, 0.0, 2.0], [2.0, 2.0, 0.0, 2.0, 2.0], [0.0, 0.0, 2.0, 2.0, 0.0]])  # p = 0.5
+
+
+def _np_attention(q, k, v, bias=0.0, scale=0.5):
+    with np.errstate(invalid="ignore"):  # (the masked rows' -inf - -inf)
+        return np.nan_to_num(sp.softmax(q @ k.swapaxes(-1, -2) * scale + bias, -1)) @ v
+
+
+case("sdpa", lambda q, k, v: r.nn.functional.scaled_dot_product_attention(q, k, v), [(2, 3, 4), (2, 5, 4), (2, 5, 2)],
+     _np_attention)
+case("sdpa_bool_mask_row_masked", lambda q, k, v: r.nn.functional.scaled_dot_product_attention(
+    q, k, v, on(q, _SDPA_ROWS_MASKED), scale=0.7), [(2, 3, 4), (2, 5, 4), (2, 5, 2)],
+    lambda q, k, v: _np_attention(q, k, v, np.where(_SDPA_ROWS_MASKED, 0.0, -np.inf), 0.7))
+case("sdpa_float_mask", lambda q, k, v, m: r.nn.functional.scaled_dot_product_attention(q, k, v, m),
+     [(2, 3, 4), (2, 5, 4), (2, 5, 2), (3, 5)], _np_attention)
+case("sdpa_causal_gqa", lambda q, k, v: r.nn.functional.scaled_dot_product_attention(
+    q, k, v, is_causal=True, enable_gqa=True), [(1, 4, 3, 2), (1, 2, 3, 2), (1, 1, 3, 2)],
+    lambda q, k, v: _np_attention(q, np.repeat(k, 2, -3), np.repeat(v, 4, -3), _SDPA_CAUSAL, 2 ** -0.5))
+case("sdpa_function_dropout_keep", lambda q, k, v: r.primitives.ScaledDotProductAttention.apply(
+    q, k, v, None, on(q, _SDPA_KEEP).to(q.dtype), 0.5, False), [(2, 3, 4), (2, 5, 4), (2, 5, 2)],
+    lambda q, k, v: (sp.softmax(q @ k.swapaxes(-1, -2) * 0.5, -1) * _SDPA_KEEP) @ v)
+
+
+
+# nn.functional's newer layers against brute-force NumPy loops (issue: the missing nn layers).
+def _np_conv1d(x, w, stride, padding, dilation):
+    """out[n, o, j] = sum over c, k of x[n, c, j * stride + k * dilation - padding] * w[o, c, k]."""
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding)))
+    k = w.shape[2]
+    length = (xp.shape[2] - dilation * (k - 1) - 1) // stride + 1
+    out = np.zeros((x.shape[0], w.shape[0], length))
+    for j in range(length):
+        for t in range(k):
+            out[:, :, j] += xp[:, :, j * stride + t * dilation] @ w[:, :, t].T
+    return out
+
+
+def _np_conv_transpose1d(x, w, stride, padding, output_padding, dilation):
+    """Each input position i adds x[n, c, i] * w[c, o, k] at i * stride + k * dilation - padding."""
+    k = w.shape[2]
+    full = np.zeros((x.shape[0], w.shape[1], (x.shape[2] - 1) * stride + dilation * (k - 1) + 1 + output_padding))
+    for i in range(x.shape[2]):
+        for t in range(k):
+            full[:, :, i * stride + t * dilation] += x[:, :, i] @ w[:, :, t]
+    return full[:, :, padding:full.shape[2] - padding]
+
+
+def _np_bilinear_align_corners(x, size):
+    """Bilinear resize with corners aligned, one output pixel at a time."""
+    (h, w), (oh, ow) = x.shape[2:], size
+    out = np.zeros(x.shape[:2] + (oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            y, z = i * (h - 1) / max(oh - 1, 1), j * (w - 1) / max(ow - 1, 1)
+            y0, z0 = min(int(y), h - 1), min(int(z), w - 1)
+            y1, z1 = min(y0 + 1, h - 1), min(z0 + 1, w - 1)
+            a, b = y - y0, z - z0
+            out[:, :, i, j] = ((1 - a) * (1 - b) * x[:, :, y0, z0] + (1 - a) * b * x[:, :, y0, z1]
+                               + a * (1 - b) * x[:, :, y1, z0] + a * b * x[:, :, y1, z1])
+    return out
+
+
+def _np_group_norm(x, groups, eps=1e-5):
+    g = x.reshape(x.shape[0], groups, -1)
+    return ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + eps)).reshape(x.shape)
+
+
+def _np_pixel_shuffle(x, r):
+    n, c, h, w = x.shape
+    out = np.zeros((n, c // (r * r), h * r, w * r))
+    for ch in range(c):
+        out[:, ch // (r * r), (ch % (r * r)) // r::r, ch % r::r] = x[:, ch]
+    return out
+
+
+case("nn_conv1d", lambda x, w: r.nn.functional.conv1d(x, w, stride=2, padding=1, dilation=2), [(2, 3, 9), (4, 3, 3)],
+     lambda x, w: _np_conv1d(x, w, 2, 1, 2))
+case("nn_conv_transpose1d", lambda x, w: r.nn.functional.conv_transpose1d(x, w, stride=2, padding=1, output_padding=1,
+                                                                          dilation=2),
+     [(2, 3, 4), (3, 2, 3)], lambda x, w: _np_conv_transpose1d(x, w, 2, 1, 1, 2))
+case("nn_interpolate_bilinear_align_corners", lambda x: r.nn.functional.interpolate(x, size=(5, 2), mode="bilinear",
+                                                                                    align_corners=True),
+     [(1, 2, 3, 4)], lambda x: _np_bilinear_align_corners(x, (5, 2)))
+case("nn_group_norm", lambda x: r.nn.functional.group_norm(x, 2), [(2, 4, 3)], lambda x: _np_group_norm(x, 2))
+case("nn_pixel_shuffle", lambda x: r.nn.functional.pixel_shuffle(x, 2), [(1, 8, 2, 3)],
+     lambda x: _np_pixel_shuffle(x, 2))
+# linear algebra (rlpipe.linalg): symmetric positive-definite inputs are built inside the case from any matrix.
+def _spd(x):
+    return x @ x.mT + 3 * r.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+
+
+def _np_spd(x):
+    return x @ np.swapaxes(x, -1, -2) + 3 * np.eye(x.shape[-1])
+
+
+def _np_tri_solve(a, b, upper):
+    t = np.triu(a) if upper else np.tril(a)
+    return np.linalg.solve(t, b)
+
+
+case("linalg_cholesky", lambda x: r.linalg.cholesky(_spd(x)), [(2, 3, 3)], lambda x: np.linalg.cholesky(_np_spd(x)))
+case("linalg_solve", lambda a, b: r.linalg.solve(_spd(a), b), [(2, 3, 3), (3, 2)],
+     lambda a, b: np.linalg.solve(_np_spd(a), b))
+case("linalg_solve_triangular", lambda a, b: r.linalg.solve_triangular(_spd(a), b, upper=True), [(2, 3, 3), (2, 3, 1)],
+     lambda a, b: _np_tri_solve(_np_spd(a), b, True))
+case("linalg_inv", lambda x: r.linalg.inv(_spd(x)), [(2, 3, 3)], lambda x: np.linalg.inv(_np_spd(x)))
+case("linalg_det", lambda x: r.linalg.det(x), [(2, 3, 3)], np.linalg.det)
+case("linalg_slogdet", lambda x: r.linalg.slogdet(x).logabsdet, [(2, 3, 3)], lambda x: np.linalg.slogdet(x)[1])
+case("linalg_eigvalsh", lambda x: r.linalg.eigvalsh(_spd(x)), [(2, 3, 3)], lambda x: np.linalg.eigvalsh(_np_spd(x)))
+case("linalg_qr_r_abs", lambda x: r.linalg.qr(x).R.abs(), [(2, 4, 3)], lambda x: np.abs(np.linalg.qr(x)[1]))
+case("linalg_pinv", lambda x: r.linalg.pinv(x), [(2, 3)], np.linalg.pinv)
+case("linalg_matrix_power", lambda x: r.linalg.matrix_power(x, 3), [(2, 3, 3)], lambda x: np.linalg.matrix_power(x, 3))
+case("linalg_matrix_exp", lambda x: r.linalg.matrix_exp(x), [(2, 3, 3)],
+     lambda x: np.stack([scipy.linalg.expm(m) for m in x]))
+case("linalg_matrix_norm_nuc", lambda x: r.linalg.matrix_norm(x, "nuc"), [(2, 3, 3)],
+     lambda x: np.linalg.norm(x, "nuc", axis=(-2, -1)))
+case("cholesky_solve", lambda b, x: r.cholesky_solve(b, r.linalg.cholesky(_spd(x))), [(3, 2), (3, 3)],
+     lambda b, x: np.linalg.solve(_np_spd(x), b))
+# The math, search and index ops of pointwise.py, products.py, searching.py, index_ops.py and splits.py.
+case("atan2", r.atan2, [(2, 3), (3,)], np.arctan2, ("any", "nonzero"))
+case("arctan2_method", lambda y, x: y.arctan2(x), [(3, 1), (1, 2)], np.arctan2, ("nonzero", "any"))
+case("hypot", r.hypot, [(2, 3), (2, 1)], np.hypot, "nonzero")
+case("fmod", r.fmod, [(2, 3), (3,)], np.fmod, ("any", "nonzero"))
+case("fmod_scalar", lambda x: x.fmod(0.7), [(2, 3)], lambda x: np.fmod(x, 0.7))
+case("xlogy", r.xlogy, [(2, 3), (3,)], sp.xlogy, ("any", "positive"))
+case("xlogy_scalar_other", lambda x: r.xlogy(x, 2.5), [(4,)], lambda x: sp.xlogy(x, 2.5))
+case("float_power", r.float_power, [(2, 3), (3,)], np.power, ("positive", "any"), out_dtypes=("float64",))
+case("fmax", r.fmax, [(2, 3), (3,)], np.fmax, "away_from_ties")
+case("fmin_method", lambda x, y: x.fmin(y), [(2, 1), (1, 3)], np.fmin, "away_from_ties")
+case("sinc", r.sinc, [(2, 3)], np.sinc)
+case("exp2", lambda x: x.exp2(), [(2, 3)], np.exp2)
+case("asinh", r.asinh, [(2, 3)], np.arcsinh)
+case("acosh", lambda x: r.acosh(x + 1.0), [(2, 3)], lambda x: np.arccosh(x + 1.0), "positive")
+case("arcsinh_inplace", lambda x: (x * 1).arcsinh_(), [(3,)], np.arcsinh)
+case("erfinv", lambda x: (x * 0.6).erfinv(), [(2, 3)], lambda x: sp.erfinv(x * 0.6))
+case("logaddexp2", r.logaddexp2, [(2, 3), (3,)], np.logaddexp2)
+case("deg2rad", r.deg2rad, [(2, 3)], np.deg2rad)
+case("rad2deg_method", lambda x: x.rad2deg(), [(2, 3)], np.rad2deg)
+case("addcmul", lambda x, a, b: r.addcmul(x, a, b, value=0.5), [(2, 3), (3,), (2, 1)],
+     lambda x, a, b: x + 0.5 * a * b)
+case("addcdiv_inplace", lambda x, a, b: (x * 1).addcdiv_(a, b, value=-2), [(2, 3), (2, 3), (3,)],
+     lambda x, a, b: x - 2 * a / b, ("any", "any", "nonzero"))
+case("addmm", lambda x, a, b: r.addmm(x, a, b, beta=0.5, alpha=2), [(4,), (2, 3), (3, 4)],
+     lambda x, a, b: 0.5 * x + 2 * a @ b)
+case("addmm_beta0", lambda x, a, b: x.addmm(a, b, beta=0), [(2, 4), (2, 3), (3, 4)], lambda x, a, b: a @ b)
+case("addmv", lambda x, a, v: r.addmv(x, a, v, alpha=-1), [(2,), (2, 3), (3,)], lambda x, a, v: x - a @ v)
+case("addr", lambda x, u, v: x.addr(u, v, beta=2), [(2, 3), (2,), (3,)], lambda x, u, v: 2 * x + np.outer(u, v))
+case("baddbmm", lambda x, a, b: r.baddbmm(x, a, b, alpha=0.5), [(2, 1, 4), (2, 3, 2), (2, 2, 4)],
+     lambda x, a, b: x + 0.5 * a @ b)
+case("addbmm", lambda x, a, b: x.addbmm(a, b), [(3, 4), (2, 3, 2), (2, 2, 4)], lambda x, a, b: x + (a @ b).sum(0))
+case("kron", r.kron, [(2, 3), (2,)], np.kron)
+case("kron_3d", lambda a, b: a.kron(b), [(2, 1, 2), (1, 2, 2)], np.kron)
+case("inner", r.inner, [(2, 3), (4, 3)], np.inner)
+case("inner_0d", r.inner, [(), (2, 3)], np.inner)
+case("vdot", r.vdot, [(4,), (4,)], np.vdot)
+case("block_diag", lambda a, b, c: r.block_diag(a, b, c), [(2, 3), (), (2,)],
+     lambda a, b, c: __import__("scipy.linalg").linalg.block_diag(a, b, c))
+case("cov", r.cov, [(3, 5)], np.cov)
+case("cov_weights",
+     lambda x: r.cov(x, correction=0, fweights=on(x, [1, 2, 1, 3]), aweights=on(x, [0.5, 1.0, 2.0, 1.5])),
+     [(2, 4)], lambda x: np.cov(x, ddof=0, fweights=[1, 2, 1, 3], aweights=[0.5, 1.0, 2.0, 1.5]))
+case("corrcoef", lambda x: x.corrcoef(), [(3, 5)], np.corrcoef)
+_np_cdist = lambda a, b, p: np.linalg.norm(a[..., :, None, :] - b[..., None, :, :], ord=p, axis=-1)
+case("cdist", r.cdist, [(3, 2), (4, 2)], lambda a, b: _np_cdist(a, b, 2))
+case("cdist_p1_batched", lambda a, b: r.cdist(a, b, p=1), [(2, 3, 2), (1, 2, 2)], lambda a, b: _np_cdist(a, b, 1),
+     "away_from_ties")
+case("cdist_p3", lambda a, b: r.cdist(a, b, p=3), [(2, 3), (2, 3)], lambda a, b: _np_cdist(a, b, 3))
+case("cdist_pinf", lambda a, b: r.cdist(a, b, p=float("inf")), [(2, 3), (3, 3)], lambda a, b: _np_cdist(a, b, np.inf),
+     "away_from_ties")
+_lower = lambda x, dim: (lambda o: (np.take_along_axis(x, o, dim), o))(
+    np.take(np.argsort(x, dim, kind="stable"), [(x.shape[dim] - 1) // 2], dim))
+case("median", lambda x: x.median(), [(3, 4)], lambda x: np.sort(x, None)[(x.size - 1) // 2], "away_from_ties")
+case("median_dim", lambda x: r.median(x, 1), [(3, 4)], lambda x: tuple(a[:, 0] for a in _lower(x, 1)), "away_from_ties")
+case("nanmedian_dim_keepdim", lambda x: x.nanmedian(0, keepdim=True), [(3, 2)], lambda x: _lower(x, 0),
+     "away_from_ties")
+case("kthvalue", lambda x: x.kthvalue(2, 0), [(3, 2)],
+     lambda x: (np.sort(x, 0)[1], np.argsort(x, 0)[1]), "away_from_ties")
+case("mode_distinct", lambda x: r.mode(x), [(2, 3)], lambda x: (x.min(1), x.argmin(1)), "away_from_ties")
+case("aminmax", lambda x: r.aminmax(x, dim=0), [(3, 2)], lambda x: (x.min(0), x.max(0)), "away_from_ties")
+case("searchsorted", lambda s, v: r.searchsorted(s.sort().values, v), [(5,), (2, 3)],
+     lambda s, v: np.searchsorted(np.sort(s), v), grad=False)
+case("searchsorted_rows_right", lambda s, v: r.searchsorted(s.sort().values, v, right=True), [(2, 4), (2, 3)],
+     lambda s, v: np.stack([np.searchsorted(np.sort(a), b, "right") for a, b in zip(s, v)]), grad=False)
+case("bucketize", lambda v, b: r.bucketize(v, b.sort().values), [(2, 3), (4,)],
+     lambda v, b: np.searchsorted(np.sort(b), v), grad=False)
+case("histc", lambda x: r.histc(x, bins=4, min=-1, max=1), [(10,)],
+     lambda x: np.histogram(x, bins=4, range=(-1, 1))[0].astype(x.dtype), grad=False)
+case("take", lambda x: r.take(x, on(x, [[0, 5], [-1, 2]])), [(2, 3)], lambda x: x.reshape(-1)[[[0, 5], [-1, 2]]])
+case("index_copy", lambda x, s: x.index_copy(1, on(x, [2, 0]), s), [(2, 3), (2, 2)],
+     lambda x, s: (lambda o: (o.__setitem__((slice(None), [2, 0]), s), o)[1])(x.copy()))
+case("index_fill_tensor_value", lambda x, v: r.index_fill(x, 0, on(x, [1]), v), [(2, 3), ()],
+     lambda x, v: np.concatenate([x[:1], np.full((1, 3), v)]))
+case("index_put_accumulate", lambda x, v: x.index_put((on(x, [0, 0, 1]), on(x, [2, 2, 0])), v, accumulate=True),
+     [(2, 3), (3,)], lambda x, v: (lambda o: (np.add.at(o, ([0, 0, 1], [2, 2, 0]), v), o)[1])(x.copy()))
+case("index_put_mask", lambda x, v: (x * 1).index_put_((on(x, MASK23),), v), [(2, 3), ()],
+     lambda x, v: np.where(MASK23, v, x))
+
+
+def _np_scatter_reduce(x, index, src, reduce, include_self):
+    """torch.scatter_reduce along dim 0, element by element: each target's own value (if kept) and its contributions."""
+    groups = {}
+    for p in np.ndindex(*index.shape):
+        groups.setdefault((index[p],) + p[1:], []).append(src[p])
+    out = x.copy()
+    for q, values in groups.items():
+        values = values + ([x[q]] if include_self else [])
+        out[q] = {"sum": np.sum, "prod": np.prod, "mean": np.mean, "amax": np.max, "amin": np.min}[reduce](values)
+    return out
+
+
+_SCATTER_INDEX = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 2]])
+for _reduce in ("sum", "prod", "mean", "amax", "amin"):
+    for _keep in (True, False):
+        case(f"scatter_reduce_{_reduce}_{'self' if _keep else 'noself'}",
+             lambda x, s, red=_reduce, keep=_keep: x.scatter_reduce(0, on(x, _SCATTER_INDEX), s, red,
+                                                                     include_self=keep),
+             [(3, 3), (3, 3)],
+             lambda x, s, red=_reduce, keep=_keep: _np_scatter_reduce(x, _SCATTER_INDEX, s, red, keep),
+             "away_from_ties")
+case("hsplit", lambda x: r.hsplit(x, 2), [(2, 4)], lambda x: tuple(np.hsplit(x, 2)))
+case("vsplit_indices", lambda x: x.vsplit([1]), [(3, 2)], lambda x: tuple(np.vsplit(x, [1])))
+case("dsplit", lambda x: r.dsplit(x, [1, 3]), [(1, 2, 4)], lambda x: tuple(np.dsplit(x, [1, 3])))
+case("ravel", lambda x: x.t().ravel(), [(2, 3)], lambda x: x.T.ravel())
+case("column_stack", lambda a, b: r.column_stack([a, b]), [(3,), (3, 2)], lambda a, b: np.column_stack([a, b]))
+case("cartesian_prod", lambda a, b: r.cartesian_prod(a, b), [(2,), (3,)],
+     lambda a, b: np.array(list(__import__("itertools").product(a, b))))
+case("combinations", lambda x: r.combinations(x, 2), [(4,)],
+     lambda x: np.array(list(__import__("itertools").combinations(x, 2))))
+
+case("sgn", r.sgn, [(2, 3)], np.sign, "away_from_ties")
+case("rsub", lambda x, y: r.rsub(x, y, alpha=2), [(2, 3), (3,)], lambda x, y: y - 2 * x)
+case("ldexp", lambda x, e: r.ldexp(x, e), [(2, 3), (3,)], lambda x, e: x * 2.0 ** e)
+case("frexp", lambda x: (lambda m, e: (m.double(), e))(*r.frexp(x)), [(2, 3)],  # (a mantissa of either precision)
+     lambda x: (np.frexp(x)[0], np.frexp(x)[1]), out_dtypes=("float64", "int32"))
+case("logcumsumexp", lambda x: r.logcumsumexp(x, 1), [(2, 4)], lambda x: np.logaddexp.accumulate(x, axis=1))
+case("logcumsumexp_spread", lambda x: (x * 300).logcumsumexp(0), [(5,)], lambda x: np.logaddexp.accumulate(x * 300))
+case("trapezoid_x", lambda y, x: r.trapezoid(y, x, dim=0), [(3, 2), (3,)],
+     lambda y, x: np.trapezoid(y, x, axis=0) if hasattr(np, "trapezoid") else np.trapz(y, x, axis=0))
+case("cumulative_trapezoid_dx", lambda y: r.cumulative_trapezoid(y, dx=0.5), [(2, 4)],
+     lambda y: np.cumsum((y[:, 1:] + y[:, :-1]) / 2 * 0.5, axis=1))
+case("dist", lambda x, y: r.dist(x, y, 3), [(2, 3), (3,)], lambda x, y: np.sum(np.abs(x - y) ** 3) ** (1 / 3))
+case("isin", lambda x: r.isin(x.round(), on(x, [0.0, 1.0])), [(2, 3)], lambda x: np.isin(np.round(x), [0.0, 1.0]),
+     grad=False)
+case("put_accumulate", lambda x, s: x.put(on(x, [0, 5, 0]), s, accumulate=True), [(2, 3), (3,)],
+     lambda x, s: (lambda o: (np.add.at(o.reshape(-1), [0, 5, 0], s), o)[1])(x.copy()))
+case("masked_scatter", lambda x, s: x.masked_scatter(on(x, MASK23), s), [(2, 3), (4,)],
+     lambda x, s: (lambda o: (o.__setitem__(MASK23, s[:3]), o)[1])(x.copy()))
+case("index_reduce_amax", lambda x, s: x.index_reduce(0, on(x, [0, 2, 0]), s, "amax", include_self=False),
+     [(3, 2), (3, 2)], lambda x, s: np.stack([np.maximum(s[0], s[2]), x[1], s[1]]), "away_from_ties")
+case("dstack", lambda a, b: r.dstack([a, b]), [(2, 3), (2, 3)], lambda a, b: np.dstack([a, b]))
+case("diagflat", lambda x: r.diagflat(x, 1), [(2, 2)], lambda x: np.diagflat(x, 1))
+case("fill_diagonal_wrap", lambda x: (x * 1).fill_diagonal_(0.5, wrap=True), [(5, 2)],
+     lambda x: (lambda o: (np.fill_diagonal(o, 0.5, wrap=True), o)[1])(x.copy()))
+case("cumsum_inplace", lambda x: (x * 1).cumsum_(1), [(2, 3)], lambda x: np.cumsum(x, 1))
+case("square_negative_inplace", lambda x: (x * 1).square_().negative_(), [(2, 3)], lambda x: -x * x)
+
+case("nanquantile", lambda x: r.nanquantile(x, r.tensor([0.25, 0.6], dtype=x.dtype, device=x.device), dim=1),
+     [np.array([[0.3, np.nan, 1.7, -0.4], [1.1, -0.8, 0.45, 2.2]])],
+     lambda x: np.nanquantile(x, [0.25, 0.6], axis=1))
+case("nanquantile_all_keepdim", lambda x: x.nanquantile(0.3, keepdim=True), [(2, 3)],
+     lambda x: np.quantile(x, 0.3).reshape(1, 1), "away_from_ties")
+case("pdist", lambda x: r.pdist(x), [(4, 3)],
+     lambda x: np.array([np.linalg.norm(x[i] - x[j]) for i in range(4) for j in range(i + 1, 4)]))
+
+case("histogram_weighted", lambda x, w: r.histogram(x, 5, range=(-1.0, 1.0), weight=w.abs()), [(12,), (12,)],
+     lambda x, w: tuple(np.histogram(x, 5, range=(-1, 1), weights=np.abs(w))), grad=False)
+case("histogram_edges_density", lambda x: r.histogram(x, r.tensor([-1.5, -0.2, 0.3, 1.5], dtype=x.dtype,
+                                                                 device=x.device), density=True), [(12,)],
+     lambda x: tuple(np.histogram(x, [-1.5, -0.2, 0.3, 1.5], density=True)), grad=False)
+
+case("tensordot", r.tensordot, [(3, 4, 2), (4, 2, 5)], np.tensordot)
+case("tensordot_lists", lambda a, b: r.tensordot(a, b, dims=([0, 2], [1, 0])), [(3, 4, 2), (2, 3, 5)],
+     lambda a, b: np.tensordot(a, b, axes=([0, 2], [1, 0])))
+case("ger", lambda a, b: a.ger(b), [(3,), (2,)], np.outer)
+case("vander", lambda x: r.vander(x, N=4, increasing=True), [(3,)], lambda x: np.vander(x, 4, increasing=True))
+
+case("cdist_matrix_product", lambda a, b: r.cdist(a, b), [(2, 26, 3), (4, 3)], lambda a, b: _np_cdist(a, b, 2))
+case("cdist_mm_mode", lambda a, b: r.cdist(a, b, compute_mode="use_mm_for_euclid_dist"), [(3, 2), (1, 2, 2)],
+     lambda a, b: _np_cdist(a, b, 2))
+
+case("diagonal_scatter", lambda x, s: r.diagonal_scatter(x, s, 1), [(3, 4), (3,)],
+     lambda x, s: (lambda o: (o.__setitem__((range(3), range(1, 4)), s), o)[1])(x.copy()))
+case("select_scatter", lambda x, s: x.select_scatter(s, 1, 0), [(2, 3), (2,)],
+     lambda x, s: np.concatenate([s[:, None], x[:, 1:]], 1))
+case("slice_scatter", lambda x, s: r.slice_scatter(x, s, 0, 1, None, 2), [(4, 2), (2, 2)],
+     lambda x, s: (lambda o: (o.__setitem__(slice(1, None, 2), s), o)[1])(x.copy()))
+case("angle", r.angle, [(2, 3)], lambda x: np.where(x < 0, np.pi, 0.0), "away_from_ties")
+case("sum_to_size", lambda x: x.sum_to_size(1, 3), [(2, 2, 3)], lambda x: x.sum((0, 1)).reshape(1, 3))
+case("chain_matmul", lambda a, b, c: r.chain_matmul(a, b, c), [(2, 3), (3, 4), (4, 2)], lambda a, b, c: a @ b @ c)
+case("adjoint", lambda x: x.adjoint(), [(2, 3, 4)], lambda x: np.swapaxes(x, -1, -2))
+case("split_with_sizes", lambda x: r.split_with_sizes(x, [1, 3], 1), [(2, 4)], lambda x: tuple(np.split(x, [1], 1)))
+case("unsafe_chunk", lambda x: x.unsafe_chunk(2), [(5,)], lambda x: tuple(np.split(x, [3])))
+
+case("gradient", lambda x: r.gradient(x, spacing=[0.5, 2.0]), [(4, 3)], lambda x: tuple(np.gradient(x, 0.5, 2.0)))
+case("gradient_coordinates_order2", lambda x: r.gradient(x, spacing=[on(x, [0.0, 1.0, 3.0, 4.5, 5.0])], dim=1,
+                                                         edge_order=2),
+     [(2, 5)], lambda x: (np.gradient(x, [0.0, 1.0, 3.0, 4.5, 5.0], axis=1, edge_order=2),))
+
+case("polygamma0", lambda x: r.polygamma(0, x), [(2, 3)], sp.digamma, "positive")
+case("polygamma1_method", lambda x: x.polygamma(1), [(2, 3)], lambda x: sp.polygamma(1, x), "positive")
+case("polygamma3", lambda x: r.special.polygamma(3, x), [(4,)], lambda x: sp.polygamma(3, x), "positive")
+case("zeta_q", lambda q: r.special.zeta(3.0, q), [(2, 3)], lambda q: sp.zeta(3.0, q), "positive")
+case("mvlgamma", lambda x: r.mvlgamma(x + 2, 3), [(2, 3)], lambda x: sp.multigammaln(x + 2, 3) + 0 * x, "positive")
+case("entr", r.special.entr, [(2, 3)], sp.entr, "positive")
+case("xlog1py", r.special.xlog1py, [(2, 3), (3,)], sp.xlog1py, ("any", "positive"))
+case("ndtr", r.special.ndtr, [(2, 3)], sp.ndtr)
+case("ndtri", lambda p: r.special.ndtri(p * 0.25 + 0.5), [(2, 3)], lambda p: sp.ndtri(p * 0.25 + 0.5))
 
 _names = [c.name for c in CASES]
 assert len(set(_names)) == len(_names), f"repeated case names: {sorted({n for n in _names if _names.count(n) > 1})}"

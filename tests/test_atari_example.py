@@ -13,6 +13,7 @@ COLUMNS = ["frames", "eval_return", "epsilon", "seconds", "collect_fps", "train_
 
 
 @pytest.mark.skipif(not (HAVE_ENVPOOL or HAVE_ALE), reason="needs envpool or ale-py (rlpipe[atari])")
+@pytest.mark.slow
 def test_dqn_atari_smoke(tmp_path):
     proc = run_example("dqn_atari.py", "--total-frames", 320, "--frames-per-batch", 16, "--learning-starts", 160,
                        "--eval-every", 160, "--eval-episodes", 1, "--eval-max-steps", 40, "--buffer-size", 2000,

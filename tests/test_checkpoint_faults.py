@@ -478,6 +478,7 @@ DUMPS_KILLED = """
 """
 
 
+@pytest.mark.slow
 def test_dumps_killed_at_any_rename_leaves_a_loadable_checkpoint(tmp_path):
     name = "os.replace"
     unkilled = run_python(DUMPS_KILLED.format(kill_at=10 ** 6, name=name), tmp_path)

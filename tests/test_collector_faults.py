@@ -93,6 +93,7 @@ def _check_gone(what, pids, blocks):
 
 
 @pytest.mark.parametrize("cls", ["MultiSyncDataCollector", "MultiaSyncDataCollector"])
+@pytest.mark.slow
 def test_workers_exit_when_the_main_process_is_killed(cls):
     pids, blocks = _run_and_kill(ORPHAN_SCRIPT.format(cls=cls), signal.SIGKILL)
     assert len(pids) == 2, f"expected 2 worker pids from the main process, got {pids}"
@@ -167,6 +168,7 @@ STUCK_VECTOR_ENV_SCRIPT = STICKS + textwrap.dedent("""
     ("MultiaSyncDataCollector", signal.SIGTERM, False),
     ("MultiSyncDataCollector", signal.SIGKILL, True),
 ])
+@pytest.mark.slow
 def test_workers_stuck_in_a_step_die_with_the_main_process(cls, sig, in_thread):
     """Both workers sleep in their env's step when the main process dies: they, the resource
     tracker (last pid) and the shared blocks are gone within 10 s. ``in_thread``: the collector
@@ -178,6 +180,7 @@ def test_workers_stuck_in_a_step_die_with_the_main_process(cls, sig, in_thread):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+@pytest.mark.slow
 def test_async_vector_env_subprocesses_stuck_in_a_step_die_with_the_main_process(sig):
     pids, _ = _run_and_kill(STUCK_VECTOR_ENV_SCRIPT, sig)
     assert len(pids) == 2, pids

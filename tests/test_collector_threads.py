@@ -195,6 +195,7 @@ def _check_outcome(outcome):
 
 
 @pytest.mark.parametrize("cls", COLLECTORS)
+@pytest.mark.slow
 def test_shutdown_from_another_thread_ends_the_loop(cls):
     """20 rounds, each shutting down at another moment (every 3 ms of the first 60), while worker 0
     is mostly idle and worker 1 busy (10 steps of 5 ms a batch)."""

@@ -1,5 +1,6 @@
-"""Conv2d's two ways to compute (``rlpipe/primitives/windows.py``): im2col, and the row-run layout after
-space-to-depth. Each case runs both ways (the choice forced through ``_by_rows_pays``) and checks values,
+"""Conv2d's three ways to compute (``rlpipe/primitives/windows.py``): im2col, the row-run layout after
+space-to-depth, and the channels-last one. Each case runs every way that takes it (the choice forced
+through ``_layout``) and checks values,
 input, weight and bias gradients against brute-force loops in float64, then gradcheck. Cases cover a
 kernel divisible by the stride and not, odd sizes, batch 1, padding, groups and dilation, and the
 wrapped columns of the row-run layout meeting inf (0 * inf must not leak into the gradients)."""
@@ -22,6 +23,8 @@ CASES = [
     (2, 2, 9, 11, 3, (3, 3), (1, 1), (1, 1), (2, 1), 1),     # dilation
     (2, 2, 5, 6, 2, (1, 1), (1, 1), (0, 0), (1, 1), 1),      # 1x1
     (1, 1, 6, 6, 1, (6, 6), (1, 1), (0, 0), (1, 1), 1),      # one output position
+    (2, 3, 10, 9, 2, (4, 2), (2, 2), (1, 2), (1, 1), 1),     # padded, kernel = whole strides (channels-last folds)
+    (1, 16, 6, 7, 2, (4, 4), (2, 2), (0, 0), (1, 1), 1),     # runs of 64: channels-last folds the input gradient only
 ]
 
 
@@ -63,8 +66,11 @@ def _reference(x, w, bias, g, stride, padding, dilation, groups):
     return out, gx, gw, g.sum(axis=(0, 2, 3))
 
 
-def _force(monkeypatch, by_rows):
-    monkeypatch.setattr(windows, "_by_rows_pays", lambda *args: by_rows)
+LAYOUTS = ["im2col", "rows", "hwc"]
+
+
+def _force(monkeypatch, layout):
+    monkeypatch.setattr(windows, "_layout", lambda *args: layout)
     monkeypatch.setattr(windows, "_CHUNK_ENTRIES", 1)  # no-grad forwards take one sample per chunk
 
 
@@ -80,12 +86,14 @@ def _inputs(case, seed):
             rng.standard_normal(o))
 
 
-@pytest.mark.parametrize("by_rows", [False, True], ids=["im2col", "rows"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("case", CASES, ids=lambda case: "x".join(map(str, case[:4])) + f"-k{case[5]}-s{case[6]}")
-def test_conv2d_values_and_gradients_match_brute_force_loops(monkeypatch, by_rows, case):
-    if by_rows and case[6] != (1, 1) and case[8] != (1, 1):
+def test_conv2d_values_and_gradients_match_brute_force_loops(monkeypatch, layout, case):
+    if layout == "rows" and case[6] != (1, 1) and case[8] != (1, 1):
         pytest.skip("the row-run layout takes strided convolutions only undilated")
-    _force(monkeypatch, by_rows)
+    if layout == "hwc" and case[9] != 1:
+        pytest.skip("the channels-last layout takes one group only")
+    _force(monkeypatch, layout)
     x, w, bias = _inputs(case, 0)
     xt, wt, bt = (r.tensor(a, requires_grad=True) for a in (x, w, bias))
     out = _conv(xt, wt, bt, case)
@@ -100,9 +108,9 @@ def test_conv2d_values_and_gradients_match_brute_force_loops(monkeypatch, by_row
         np.testing.assert_allclose(_conv(xt, wt, bt, case).numpy(), expected[0], rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("by_rows", [False, True], ids=["im2col", "rows"])
-def test_conv2d_float32_without_bias_and_only_some_gradients(monkeypatch, by_rows):
-    _force(monkeypatch, by_rows)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_conv2d_float32_without_bias_and_only_some_gradients(monkeypatch, layout):
+    _force(monkeypatch, layout)
     case = CASES[0]
     x, w, _ = _inputs(case, 2)
     wt = r.tensor(w.astype(np.float32), requires_grad=True)
@@ -115,11 +123,11 @@ def test_conv2d_float32_without_bias_and_only_some_gradients(monkeypatch, by_row
     np.testing.assert_allclose(wt.grad.numpy(), ref_gw, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("by_rows", [False, True], ids=["im2col", "rows"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("case", [CASES[1], CASES[2]], ids=["strided", "stride1"])
-def test_conv2d_of_a_transposed_view(monkeypatch, by_rows, case):
+def test_conv2d_of_a_transposed_view(monkeypatch, layout, case):
     """The row runs read across rows, so a strided input is copied to rows first."""
-    _force(monkeypatch, by_rows)
+    _force(monkeypatch, layout)
     x, w, bias = _inputs(case, 6)
     xt = r.tensor(np.ascontiguousarray(x.transpose(0, 1, 3, 2)), requires_grad=True)
     out = _conv(xt.transpose(2, 3), r.tensor(w), r.tensor(bias), case)
@@ -134,7 +142,7 @@ def test_conv2d_wrapped_columns_do_not_spread_inf(monkeypatch):
     """In the row-run layout the columns past each output row read inputs that the weight position
     they stand for never reaches; the gradient there is zero, so only 0 * inf could leak through. An
     inf input (and an inf weight) give exactly the reference's infs and nans."""
-    _force(monkeypatch, True)
+    _force(monkeypatch, "rows")
     case = (2, 2, 9, 8, 2, (3, 3), (1, 1), (0, 0), (1, 1), 1)
     x, w, bias = _inputs(case, 3)
     x[0, 1, 4, 1] = np.inf   # column 1 of a row: read by the wrapped columns of weight column 2 only
@@ -170,12 +178,37 @@ def test_the_row_run_layout_is_chosen_for_the_nature_cnn_batch_and_not_where_it_
     assert not pays((32, 8, 20, 20), (8, 8, 15, 15), (1, 1), (1, 1), (6, 6))        # mostly wrapped columns
 
 
+def test_the_channels_last_layout_is_chosen_for_short_rows_over_many_channels():
+    layout = windows._layout
+    # the Nature CNN at batch 32; its first layer folds its stride into channels (runs of 8*4*4 entries)
+    assert layout((32, 4, 84, 84), (32, 4, 8, 8), (4, 4), (1, 1), 1, (20, 20)) == "hwc"
+    assert layout((32, 32, 20, 20), (64, 32, 4, 4), (2, 2), (1, 1), 1, (9, 9)) == "hwc"
+    assert layout((32, 64, 9, 9), (64, 64, 3, 3), (1, 1), (1, 1), 1, (7, 7)) == "hwc"
+    # batch 1: the first layer still; the others have fewer columns than 4x the weight's entries
+    assert layout((1, 4, 84, 84), (32, 4, 8, 8), (4, 4), (1, 1), 1, (20, 20)) == "hwc"
+    assert layout((1, 32, 20, 20), (64, 32, 4, 4), (2, 2), (1, 1), 1, (9, 9)) == "im2col"
+    assert layout((1, 64, 9, 9), (64, 64, 3, 3), (1, 1), (1, 1), 1, (7, 7)) == "im2col"
+    assert layout((1, 64, 18, 18), (64, 64, 3, 3), (1, 1), (1, 1), 1, (16, 16)) == "hwc"
+    assert layout((8, 32, 66, 66), (32, 32, 3, 3), (1, 1), (1, 1), 1, (64, 64)) == "rows"   # long rows
+    assert layout((8, 64, 34, 34), (64, 64, 3, 3), (1, 1), (1, 1), 1, (32, 32)) == "rows"
+    assert layout((16, 16, 16, 16), (32, 16, 3, 3), (1, 1), (1, 1), 1, (14, 14)) == "rows"   # runs of 48
+    assert layout((8, 128, 8, 8), (64, 128, 1, 1), (1, 1), (1, 1), 1, (8, 8)) == "im2col"    # 1x1
+    assert layout((32, 64, 9, 9), (64, 32, 3, 3), (1, 1), (1, 1), 2, (7, 7)) != "hwc"      # groups
+    assert layout((32, 3, 84, 84), (32, 3, 3, 3), (2, 2), (1, 1), 1, (41, 41)) != "hwc"    # not whole strides
+    assert layout((8, 3, 208, 208), (32, 3, 8, 8), (4, 4), (1, 1), 1, (51, 51)) == "rows"   # folds, but long rows
+    assert windows._hwc_fold((32, 4, 8, 8), (4, 4), (1, 1)) == (4, 4)
+    assert windows._hwc_fold((64, 32, 4, 4), (2, 2), (1, 1)) == (1, 1)   # runs of 128 already
+    assert windows._hwc_fold((32, 4, 8, 8), (4, 4), (2, 2)) == (1, 1)   # dilated
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not r.cuda.is_available(), reason="CUDA unavailable (CuPy or a GPU missing)")
-@pytest.mark.parametrize("by_rows", [False, True], ids=["im2col", "rows"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("case", [CASES[0], CASES[3], CASES[6]], ids=["k8s4", "k5x4s3x2", "groups"])
-def test_conv2d_on_cuda_matches_the_cpu(monkeypatch, by_rows, case):
-    _force(monkeypatch, by_rows)
+def test_conv2d_on_cuda_matches_the_cpu(monkeypatch, layout, case):
+    if layout == "hwc" and case[9] != 1:
+        pytest.skip("the channels-last layout takes one group only")
+    _force(monkeypatch, layout)
     x, w, bias = _inputs(case, 5)
     grads = []
     for device in ("cpu", "cuda"):

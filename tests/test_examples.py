@@ -80,6 +80,7 @@ def test_dqn_cartpole_evaluates_when_eval_every_is_not_a_multiple_of_the_batch(t
     rows = read_csv(tmp_path / "dqn_cartpole_seed0.csv", ["frames", "eval_return", "epsilon", "seconds"])
     assert [int(r["frames"]) for r in rows] == [30, 50, 80, 100]
 
+@pytest.mark.slow
 def test_sac_pendulum_smoke(tmp_path):
     run_example("sac_pendulum.py", "--total-frames", 1500, "--learning-starts", 500, "--eval-every", 500,
                 "--eval-episodes", 1, "--seed", 0, "--hidden", 32, "--batch-size", 64, "--out-dir", tmp_path,

@@ -992,3 +992,27 @@ def test_nll_loss(reduction):
 def test_class_loss_errors(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+@pytest.mark.parametrize("size", [0, 7, 4095, 4096, 65536, 65536 * 2 + 5], ids=str)
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_relu_blocked_against_a_zero_block_is_numpys_maximum_bit_for_bit(size, dtype):
+    """The CPU backend's relu compares large arrays with a block of zeros (the scalar loop is
+    unvectorized): NaN, -0.0, infinities and every block boundary give NumPy's maximum(x, 0) exactly."""
+    from rlpipe.backends import cpu
+    x = np.random.default_rng(size).standard_normal(size).astype(dtype)
+    x[::5], x[1::7], x[2::11], x[3::13] = np.nan, -0.0, -np.inf, np.inf
+    for a in (x, x.reshape(-1, 1) if size else x, x[::-1]):
+        got, want = cpu.relu(a), np.maximum(a, 0)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert np.array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+    assert not np.shares_memory(cpu.relu(x), x)
+    out = F.relu(r.tensor(x))
+    assert np.array_equal(out.numpy(), np.maximum(x, 0), equal_nan=True)
+
+
+def test_relu_of_integers_and_scalars_keeps_numpys_types():
+    from rlpipe.backends import cpu
+    ints = np.arange(-5000, 5000)
+    assert cpu.relu(ints).dtype == ints.dtype and (cpu.relu(ints) == np.maximum(ints, 0)).all()
+    assert cpu.relu(np.float32(-2.5)) == 0 and cpu.relu(np.array(3.5, np.float32)) == 3.5

@@ -169,3 +169,53 @@ def test_a_bug_in_the_fast_path_propagates():
             run_without_graph(net, rlpipe.randn(3))
         with pytest.raises(IndexError):
             net(rlpipe.randn(3))
+
+
+CONVS = [dict(), dict(stride=2), dict(padding=1), dict(padding="same", dilation=2), dict(padding="valid"),
+         dict(stride=(2, 1), padding=(1, 2)), dict(groups=2), dict(bias=False)]
+
+
+@pytest.mark.parametrize("kwargs", CONVS, ids=repr)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_conv_and_flatten_steps_equal_module_by_module(kwargs, batch):
+    rlpipe.manual_seed(0)
+    conv = nn.Conv2d(4, 6, 3, **kwargs)
+    x = rlpipe.randn(batch, 4, 8, 8)
+    net = nn.Sequential(conv, nn.ReLU(), nn.Flatten(), nn.Linear(conv(x[:1]).numel(), 5))
+    with rlpipe.no_grad():
+        fast = run_without_graph(net, x)
+        assert fast is not None
+        np.testing.assert_array_equal(fast.numpy(), one_by_one(net, x).numpy())
+        np.testing.assert_array_equal(net(x).numpy(), one_by_one(net, x).numpy())
+
+
+@pytest.mark.parametrize("dims", [(0, -1), (1, 2), (-3, -2), (2, 2)])
+def test_flatten_step_dims(dims):
+    net = nn.Sequential(nn.Flatten(*dims), nn.Tanh())
+    x = rlpipe.randn(2, 3, 4, 5)
+    with rlpipe.no_grad():
+        fast = run_without_graph(net, x)
+        assert fast is not None
+        np.testing.assert_array_equal(fast.numpy(), one_by_one(net, x).numpy())
+        assert tuple(fast.shape) == tuple(x.flatten(*dims).shape)
+
+
+def test_conv_and_flatten_steps_hand_bad_inputs_to_the_usual_path():
+    net = nn.Sequential(nn.Conv2d(4, 2, 3), nn.Flatten())
+    with rlpipe.no_grad():
+        for bad in (rlpipe.randn(1, 3, 8, 8), rlpipe.randn(1, 4, 2, 2), rlpipe.randn(4, 8, 8)):
+            assert run_without_graph(net, bad) is None
+        with pytest.raises(RuntimeError, match="expected input\\[1, 3, 8, 8\\] to have 4 channels, but got 3"):
+            net(rlpipe.randn(1, 3, 8, 8))
+        with pytest.raises(RuntimeError, match="Kernel size can't be greater than actual input size"):
+            net(rlpipe.randn(1, 4, 2, 2))
+        # unbatched: the usual path convolves it, and Flatten(1) then merges what is left
+        unbatched = rlpipe.randn(4, 8, 8)
+        assert tuple(net(unbatched).shape) == (2, 36)
+        assert run_without_graph(nn.Sequential(nn.Flatten(2, 1)), rlpipe.randn(2, 3, 4)) is None
+        with pytest.raises(RuntimeError, match="flatten"):
+            nn.Sequential(nn.Flatten(2, 1))(rlpipe.randn(2, 3, 4))
+        assert run_without_graph(nn.Sequential(nn.Flatten(0, 3)), rlpipe.randn(2, 3)) is None
+    reflect = nn.Sequential(nn.Conv2d(4, 2, 3, padding=1, padding_mode="reflect"))
+    with rlpipe.no_grad():
+        assert run_without_graph(reflect, rlpipe.randn(1, 4, 8, 8)) is None

@@ -83,6 +83,24 @@ def test_linear_values_match_numpy():
                                atol=1e-6)
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 40), (7, 40), (1, 40), (40,)], ids=str)
+def test_linear_weight_first_product_matches_loops(shape):
+    """A few rows against a wide weight take ``(w @ x.T).T`` on the CPU (``_weight_first_pays``): values
+    against a loop over rows and outputs in float64, contiguous output, gradients by gradcheck."""
+    from rlpipe.primitives.linalg import _weight_first_pays
+    m = nn.Linear(40, 36).double()
+    x = np.random.default_rng(3).standard_normal(shape)
+    w, b = np_of(m.weight), np_of(m.bias)
+    rows = x.reshape(-1, 40)
+    expected = np.array([[sum(rows[i, k] * w[o, k] for k in range(40)) + b[o] for o in range(36)]
+                         for i in range(rows.shape[0])]).reshape(shape[:-1] + (36,))
+    out = m(t64(x))
+    assert _weight_first_pays(shape, (36, 40)) == (rows.shape[0] in (6, 7))
+    np.testing.assert_allclose(out.detach().numpy(), expected, rtol=1e-12, atol=1e-12)
+    assert out.detach().numpy().flags.c_contiguous
+    check_grads(m, t64(x, requires_grad=True))
+
+
 def test_linear_gradients():
     m = nn.Linear(3, 2).double()
     check_grads(m, t64(np.random.default_rng(1).standard_normal((4, 3)), requires_grad=True))

@@ -55,6 +55,7 @@ LAYERS = {
     # child processes that die with their parent (prctl, reaping): standard library only; the envs' async
     # vector envs and the collectors' workers both use it
     "rlpipe._processes": CORE_LAYER,
+    "rlpipe.special": CORE_LAYER,  # torch.special: the core's special functions at torch's path
     "rlpipe.nn": 3,
     "rlpipe.optim": 3,
     "rlpipe.distributions": 3,

@@ -185,5 +185,5 @@ def test_distributions_by_name_and_the_default_delta():
              for name in ("normal", "TanhNormal", "tanhnormal", "IndependentNormal", "delta")}
     assert named == {"normal": Normal, "TanhNormal": TanhNormal, "tanhnormal": TanhNormal,
                      "IndependentNormal": rlpipe.modules.IndependentNormal, "delta": rlpipe.modules.Delta}
-    with pytest.raises(ValueError, match="unknown distribution name 'Gumbel'"):
-        ProbabilisticTensorDictModule(in_keys=["loc"], distribution_class="Gumbel")
+    with pytest.raises(ValueError, match="unknown distribution name 'Zipf'"):
+        ProbabilisticTensorDictModule(in_keys=["loc"], distribution_class="Zipf")

@@ -203,3 +203,60 @@ def test_index_select_by_a_shared_or_a_per_sample_index():
     own = rlpipe.tensor([[0, 1], [2, 2], [1, 0], [0, 0]])
     close(vmap(lambda v, i: v.index_select(0, i))(x, own), loop(lambda v, i: v.index_select(0, i), x, own))
     close(vmap(lambda i: x[0].index_select(1, i))(own), loop(lambda i: x[0].index_select(1, i), own))
+
+
+@pytest.mark.parametrize("activation", ["elu", "selu", "celu", "silu", "mish", "hardsigmoid", "hardswish",
+                                        "hardtanh"])
+def test_nn_functional_activations_have_batching_rules(activation):
+    """F.elu and the like reach their rules (they once raised 'needs at least one Tensor argument' under vmap)."""
+    fn = getattr(F, activation)
+    x = rlpipe.randn(4, 3, 5, dtype=rlpipe.float64) * 3
+    close(vmap(fn)(x), loop(fn, x))
+    close(vmap(lambda a: fn(a, inplace=True))(x.clone()), fn(x))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_in_an_ensemble_matches_the_loop_values_and_gradients(affine):
+    """An ensemble whose members each hold a LayerNorm (batched weight and bias), against the members one by one."""
+    from rlpipe import nn
+    from rlpipe.func import functional_call
+    from rlpipe.tensordict import TensorDict
+
+    def member():
+        return nn.Sequential(nn.Linear(3, 6), nn.LayerNorm(6, elementwise_affine=affine), nn.ELU(), nn.Linear(6, 1))
+
+    rlpipe.manual_seed(0)
+    members, base = [member().double() for _ in range(4)], member().double()
+    for m in members:  # weights away from their ones/zeros initialisation, so that a wrong pairing shows
+        for p in m.parameters():
+            p.data.copy_(rlpipe.randn(p.shape, dtype=rlpipe.float64))
+    params = TensorDict.from_modules(*members).apply(lambda p: p.detach().requires_grad_())
+    x = rlpipe.randn(7, 3, dtype=rlpipe.float64)
+    out = vmap(lambda p, a: functional_call(base, p, (a,)), (0, None))(params, x)
+    expected = rlpipe.stack([m(x) for m in members])
+    close(out, expected)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    names = [name for name, _ in base.named_parameters()]
+    assert len(names) == (6 if affine else 4)
+    for name in names:
+        stacked = rlpipe.stack([dict(m.named_parameters())[name].grad for m in members])
+        assert rlpipe.allclose(params[tuple(name.split("."))].grad, stacked, atol=1e-10), name
+
+
+def test_layer_norm_of_a_shared_input_under_per_sample_weights_and_of_batched_inputs():
+    x, w, b = rlpipe.randn(2, 5), rlpipe.randn(4, 5), rlpipe.randn(4, 5)
+
+    def shared(wi, bi):
+        return F.layer_norm(x, (5,), wi, bi)
+
+    def over_two_dims(a):
+        return F.layer_norm(a, (2, 5), None, None, 1e-3)
+
+    def shifted(a, bi):
+        return F.layer_norm(a, (5,), bias=bi)
+
+    xs = rlpipe.randn(4, 2, 5)
+    close(vmap(shared)(w, b), loop(shared, w, b))
+    close(vmap(over_two_dims)(xs), loop(over_two_dims, xs))
+    close(vmap(shifted)(xs, b), loop(shifted, xs, b))

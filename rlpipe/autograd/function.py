@@ -7,6 +7,11 @@ and later runs ``backward(ctx, *grad_outputs)``.
 Built-in ops set ``raw = True``: their forward and backward receive and return backend arrays
 (NumPy or CuPy), so one piece of code serves both devices. User-defined Functions keep
 PyTorch's form: they receive and return Tensors.
+
+For gradients of gradients (``create_graph=True``) a built-in op also has ``backward_graph(ctx,
+*grads)``: the same gradient written with Tensor ops on Tensors, so the backward pass is recorded.
+It rebuilds the op's inputs and outputs as Tensors on the graph from what forward saved, with
+``ctx.graph_input(i, array)`` and ``ctx.graph_output(array)``.
 """
 import numpy as np
 
@@ -111,6 +116,24 @@ class Function:
     def backward(ctx, *grad_outputs):
         """One gradient per forward input (None for a non-differentiable one) from the gradients of the outputs."""
         raise NotImplementedError("a Function subclass must define backward(ctx, *grad_outputs)")
+
+    backward_graph = None  # a raw op's differentiable backward (Tensors in and out), for create_graph
+
+    def graph_input(self, i, value):
+        """Forward input ``i`` as a Tensor on the graph, from ``value`` (its array, as saved): the leaf
+        itself, the output of the node that made it, or a constant; a Python number stays a number."""
+        edge = self._edges[i]
+        if not hasattr(value, "shape"):
+            return value
+        if isinstance(edge, Tensor):
+            return edge
+        if type(edge) is tuple:
+            return _on_graph(value, self._device, *edge)
+        return wrap(as_array(value, self._device), self._device)
+
+    def graph_output(self, value, nr=0):
+        """Output ``nr`` of this node as a Tensor on the graph, from ``value`` (its array, as saved)."""
+        return _on_graph(value, self._device, self, nr)
 
     # ---- node API (what grad_fn shows) ----
     def name(self):
@@ -325,6 +348,15 @@ def _versions_of(saved, args, values, results, raw):
     return out
 
 
+def _on_graph(value, device, node, nr):
+    """A Tensor around ``value`` whose gradient flows to output ``nr`` of ``node``."""
+    t = wrap(value, device)
+    t._requires_grad = True
+    t.grad_fn = node
+    t._output_nr = nr
+    return t
+
+
 class AccumulateGrad:
     """The node that ``next_functions`` shows for a leaf tensor."""
 
@@ -351,7 +383,8 @@ class AccumulateGrad:
 
 
 class once_differentiable:
-    """Decorator kept for PyTorch compatibility: rlpipe's backward passes never build a graph."""
+    """Marks a Function's backward as not differentiable: a create_graph backward through it raises."""
 
     def __new__(cls, fn):
+        fn.once_differentiable = True
         return fn

@@ -1,9 +1,10 @@
-"""``gradcheck``: analytical gradients against central finite differences."""
+"""``gradcheck``: analytical gradients against central finite differences; ``gradgradcheck``: the same
+for the gradients themselves (second derivatives, through ``create_graph=True``)."""
 import numpy as np
 
 from .engine import grad
-from .grad_mode import no_grad
-from .._tensor import Tensor
+from .grad_mode import enable_grad, no_grad
+from .._tensor import Tensor, wrap
 
 
 class GradcheckError(RuntimeError):
@@ -49,6 +50,42 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                 raise GradcheckError(f"Jacobian mismatch for output {k} with respect to input {i},\n"
                                      f"numerical:{n}\nanalytical:{a}\n")
     return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0, check_undefined_grad=True,
+                  check_grad_dtypes=False, check_batched_grad=False, check_fwd_over_rev=False,
+                  check_rev_over_rev=True, fast_mode=False, masked=False):
+    """True when the second derivatives of ``func`` match finite differences of its first derivatives:
+    ``gradcheck`` of ``(inputs, grad_outputs) -> grad(func(inputs), inputs, grad_outputs, create_graph=True)``.
+
+    Left out, ``grad_outputs`` are random normal tensors (a fixed seed) that require grad, so the
+    check covers both the inputs and the incoming gradients. Use float64 inputs.
+    """
+    inputs = _as_tuple(inputs)
+    outputs = [o for o in _flat_outputs(func, inputs) if o._requires_grad]
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        grad_outputs = tuple(
+            wrap(o._device._backend.xp.asarray(rng.standard_normal(o._data.shape).astype(o._data.dtype)),
+                 o._device).requires_grad_(True)
+            for o in outputs)
+    grad_outputs = _as_tuple(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(f"gradgradcheck: grad_outputs has {len(grad_outputs)} tensors, expected one per "
+                         f"differentiable output of func ({len(outputs)})")
+    n_inputs = len(inputs)
+
+    def first_derivatives(*args):
+        ins, gos = args[:n_inputs], args[n_inputs:]
+        with enable_grad():  # also when gradcheck's finite differences call this under no_grad
+            outs = [o for o in _flat_outputs(func, ins) if o._requires_grad]
+            wrt = [x for x in ins if isinstance(x, Tensor) and x._requires_grad]
+            found = grad(outs, wrt, gos, create_graph=True, allow_unused=True)
+        return tuple(g for g in found if g is not None)
+
+    return gradcheck(first_derivatives, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)
 
 
 def _analytical(out, wrt):

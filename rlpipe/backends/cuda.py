@@ -1,7 +1,7 @@
 """CUDA backend: CuPy arrays, and what CuPy alone cannot say about them.
 
 This module offers the names of ``cpu.py``: the array namespace, device helpers, ``scatter_add``,
-``index_add``, ``below``, the special functions (``erf``, ``erfinv``) and the random generator; and
+``index_add``, ``below``, ``relu``, the special functions (``erf``, ``erfinv``) and the random generator; and
 the plumbing of hand-written kernels (``elementwise``, ``run``), with which ``rlpipe/kernels``
 builds its fused computations. Every kernel call runs on the device that holds its first array.
 
@@ -173,6 +173,11 @@ def run(kernel, *args, **kwargs):
 
 
 _ERF = elementwise("erf", "T x", "T y", "y = (T)erf((acc_t)x);")
+
+
+def relu(x):
+    """max(x, 0) elementwise, NaN kept (CuPy's maximum)."""
+    return cupy.maximum(x, 0)
 
 
 def erf(x):

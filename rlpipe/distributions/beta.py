@@ -1,16 +1,16 @@
 """``Beta``: density proportional to ``x^(concentration1 - 1) (1 - x)^(concentration0 - 1)`` on [0, 1].
 
-Unlike torch (which differentiates samples implicitly through its Dirichlet), rlpipe's Beta has no
-reparameterized ``rsample``: ``sample`` draws X / (X + Y) from two Gamma draws, without gradients.
-log_prob, entropy, moments and KL are differentiable in both concentrations."""
+Samples are X / (X + Y) for X, Y Gamma draws, reparameterized as torch's through the Gamma draws' implicit
+gradients (``gamma.StandardGamma``); log_prob, entropy, moments and KL are differentiable in both concentrations."""
 import numbers
 
 from .. import primitives as _ops
-from .._tensor import Size, wrap
-from ..autograd import no_grad
-from ..random import _generator_for
+from .._tensor import Size
 from . import constraints
+from .dirichlet import Dirichlet
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
+from .gamma import standard_gamma
 from .utils import broadcast_all
 
 __all__ = ["Beta"]
@@ -21,19 +21,11 @@ def _xlogy(x, y):
     return _ops.where(x == 0, 0.0, x * y.log())
 
 
-def _standard_gamma(concentration):
-    """Gamma(concentration, 1) draws from the device's default generator."""
-    data = concentration.detach()._data
-    state = _generator_for(concentration.device, None)._state
-    return wrap(state.standard_gamma(data), concentration.device)
-
-
-class Beta(Distribution):
-    """Beta(concentration1, concentration0) on [0, 1]; samples through two Gamma draws, without gradients (no
-    ``rsample``, unlike torch)."""
+class Beta(ExponentialFamily):
+    """Beta(concentration1, concentration0) on [0, 1]; reparameterized samples through two Gamma draws."""
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
     support = constraints.unit_interval
-    has_rsample = False
+    has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args=None):
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
@@ -59,20 +51,21 @@ class Beta(Distribution):
 
     @property
     def mode(self):
-        """(a - 1) / (a + b - 2); outside [0, 1] (or nan) where a or b is below 1, as torch's."""
-        return (self.concentration1 - 1) / (self._total - 2)
+        """The Dirichlet mode's first entry, as torch's: (a - 1) / (a + b - 2) for a, b > 1, the nearer end where one
+        concentration is below 1."""
+        pair = _ops.stack([self.concentration1, self.concentration0], -1)
+        return Dirichlet(pair, validate_args=False).mode[..., 0]
 
     @property
     def variance(self):
         total = self._total
         return self.concentration1 * self.concentration0 / (total.pow(2) * (total + 1))
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        with no_grad():
-            x = _standard_gamma(self.concentration1.expand(shape).contiguous())
-            y = _standard_gamma(self.concentration0.expand(shape).contiguous())
-            return (x / (x + y)).clamp(min=0.0, max=1.0)
+        x = standard_gamma(self.concentration1.expand(shape))
+        y = standard_gamma(self.concentration0.expand(shape))
+        return (x / (x + y)).clamp(min=0.0, max=1.0)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -85,3 +78,10 @@ class Beta(Distribution):
         a, b, total = self.concentration1, self.concentration0, self._total
         log_beta = a.lgamma() + b.lgamma() - total.lgamma()
         return log_beta - (a - 1) * a.digamma() - (b - 1) * b.digamma() + (total - 2) * total.digamma()
+
+    @property
+    def _natural_params(self):
+        return self.concentration1, self.concentration0
+
+    def _log_normalizer(self, x, y):
+        return x.lgamma() + y.lgamma() - (x + y).lgamma()

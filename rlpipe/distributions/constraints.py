@@ -1,11 +1,18 @@
 """Constraints: what values a distribution's parameters and samples may take (torch's
 ``torch.distributions.constraints``). ``check(value)`` returns a bool tensor over the value's batch
 (the ``event_dim`` rightmost dimensions are reduced)."""
+import numpy as np
+
+from .._dtypes import bool as _bool
+from ..primitives.decompositions import cholesky_ex, eigvalsh
+from ..primitives.shape import cat as _cat, stack as _stack
 
 __all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than", "greater_than_eq",
            "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",
            "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_integer", "real", "real_vector",
-           "simplex", "unit_interval"]
+           "simplex", "unit_interval", "multinomial", "lower_triangular", "lower_cholesky", "square", "symmetric",
+           "positive_semidefinite", "positive_definite", "MixtureSameFamilyConstraint", "cat", "stack",
+           "corr_cholesky"]
 
 
 class Constraint:
@@ -225,3 +232,191 @@ unit_interval = _Interval(0.0, 1.0)
 interval = _Interval
 half_open_interval = _HalfOpenInterval
 simplex = _Simplex()
+
+
+class _Multinomial(Constraint):
+    """Non-negative integer vectors whose sum is at most ``upper_bound`` (torch checks the weaker ``<=``)."""
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, value):
+        return (value >= 0).all(-1) & (value.sum(-1) <= self.upper_bound)
+
+
+def _all_of_matrix(flags):
+    """One bool per matrix: whether every element's flag is set."""
+    return flags.reshape(tuple(flags.shape[:-2]) + (-1,)).all(-1)
+
+
+class _LowerTriangular(Constraint):
+    """Square matrices with zeros above the diagonal."""
+    event_dim = 2
+
+    def check(self, value):
+        return _all_of_matrix(value.tril() == value)
+
+
+class _LowerCholesky(Constraint):
+    """Lower-triangular matrices with a positive diagonal (Cholesky factors)."""
+    event_dim = 2
+
+    def check(self, value):
+        return _all_of_matrix(value.tril() == value) & (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
+
+
+class _Square(Constraint):
+    """Square matrices."""
+    event_dim = 2
+
+    def check(self, value):
+        return value.new_full(tuple(value.shape[:-2]), value.shape[-2] == value.shape[-1], dtype=_bool)
+
+
+class _Symmetric(_Square):
+    """Symmetric square matrices (within an absolute 1e-6)."""
+
+    def check(self, value):
+        square = super().check(value)
+        if not square.all():
+            return square
+        return _all_of_matrix(value.isclose(value.mT, atol=1e-6))
+
+
+class _PositiveSemidefinite(_Symmetric):
+    """Symmetric matrices with no negative eigenvalue."""
+
+    def check(self, value):
+        symmetric = super().check(value)
+        if not symmetric.all():
+            return symmetric
+        return eigvalsh(value).ge(0).all(-1)
+
+
+class _PositiveDefinite(_Symmetric):
+    """Symmetric matrices with a Cholesky factorization."""
+
+    def check(self, value):
+        symmetric = super().check(value)
+        if not symmetric.all():
+            return symmetric
+        return cholesky_ex(value).info.eq(0)
+
+
+multinomial = _Multinomial
+lower_triangular = _LowerTriangular()
+lower_cholesky = _LowerCholesky()
+square = _Square()
+symmetric = _Symmetric()
+positive_semidefinite = _PositiveSemidefinite()
+positive_definite = _PositiveDefinite()
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """A component distribution's support checked for a mixture's values (the component dim put back first)."""
+
+    def __init__(self, base_constraint):
+        if not isinstance(base_constraint, Constraint):
+            raise TypeError(f"base_constraint must be a Constraint, got {type(base_constraint).__name__}")
+        self.base_constraint = base_constraint
+
+    @property
+    def is_discrete(self):
+        """Whether the component support is discrete."""
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        """The component support's event dims."""
+        return self.base_constraint.event_dim
+
+    def check(self, value):
+        if value.ndim < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.ndim}")
+        result = self.base_constraint.check(value.unsqueeze(-1 - self.event_dim))
+        keep = value.ndim - self.event_dim
+        return result.reshape(tuple(result.shape[:keep]) + (-1,)).all(-1)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.base_constraint!r})"
+
+
+def _check_dim(dim, value, what="value"):
+    if not -value.ndim <= dim < value.ndim:
+        raise ValueError(f"dim {dim} out of range for {what} with {value.ndim} dimensions")
+
+
+class _Cat(Constraint):
+    """``cseq`` applied to consecutive slices of ``lengths`` along ``dim`` (torch.cat's layout)."""
+
+    def __init__(self, cseq, dim=0, lengths=None):
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise TypeError("All elements of cseq must be Constraint instances")
+        self.cseq = list(cseq)
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise ValueError(f"lengths ({len(self.lengths)}) must match cseq ({len(self.cseq)})")
+        self.dim = dim
+
+    @property
+    def is_discrete(self):
+        """Whether any part is discrete."""
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        """The largest event dim of the parts."""
+        return max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        _check_dim(self.dim, value)
+        checks, start = [], 0
+        for constraint, length in zip(self.cseq, self.lengths):
+            checks.append(constraint.check(value.narrow(self.dim, start, length)))
+            start += length
+        return _cat(checks, self.dim)
+
+
+class _Stack(Constraint):
+    """``cseq`` applied to the successive entries along ``dim`` (torch.stack's layout)."""
+
+    def __init__(self, cseq, dim=0):
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise TypeError("All elements of cseq must be Constraint instances")
+        self.cseq = list(cseq)
+        self.dim = dim
+
+    @property
+    def is_discrete(self):
+        """Whether any part is discrete."""
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        """The largest event dim of the parts (one more when ``dim`` lies within the event)."""
+        dim = max(c.event_dim for c in self.cseq)
+        return dim + 1 if self.dim + dim < 0 else dim
+
+    def check(self, value):
+        _check_dim(self.dim, value)
+        parts = [value.select(self.dim, i) for i in range(value.shape[self.dim])]
+        return _stack([c.check(v) for v, c in zip(parts, self.cseq)], self.dim)
+
+
+cat = _Cat
+stack = _Stack
+
+
+class _CorrCholesky(Constraint):
+    """Lower Cholesky factors of correlation matrices: positive diagonal, rows of unit length."""
+    event_dim = 2
+
+    def check(self, value):
+        tol = float(np.finfo(value.dtype.np).eps) * value.shape[-1] * 10
+        row_norm = (value.detach() * value.detach()).sum(-1).sqrt()
+        return _LowerCholesky().check(value) & ((row_norm - 1).abs() <= tol).all(-1)
+
+
+corr_cholesky = _CorrCholesky()

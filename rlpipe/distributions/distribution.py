@@ -164,6 +164,18 @@ class Distribution:
                              f"within the support ({support!r}) of the distribution {self!r}, but found invalid "
                              f"values:\n{value}")
 
+    def _expand_parameters(self, cls, batch_shape, names, _instance=None):
+        """``expand`` for a distribution whose parameters (those of ``names`` it holds) all have the batch shape:
+        a new instance of ``cls`` with each expanded, validation as this one's."""
+        new = self._get_checked_instance(cls, _instance)
+        batch_shape = Size(batch_shape)
+        for name in names:
+            if name in self.__dict__:
+                setattr(new, name, self.__dict__[name].expand(batch_shape))
+        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def _get_checked_instance(self, cls, _instance=None):
         if _instance is None and type(self).__init__ != cls.__init__:
             raise NotImplementedError(f"Subclass {type(self).__name__} of {cls.__name__} that defines a custom "

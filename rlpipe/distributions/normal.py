@@ -6,7 +6,7 @@ from .. import primitives as P
 from .._tensor import Size
 from ..autograd import no_grad
 from . import constraints
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import broadcast_all, standard_normal
 
 __all__ = ["Normal"]
@@ -14,7 +14,7 @@ __all__ = ["Normal"]
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-class Normal(Distribution):
+class Normal(ExponentialFamily):
     """The Gaussian with mean ``loc`` and standard deviation ``scale`` (broadcast together); reparameterized samples."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
@@ -73,3 +73,12 @@ class Normal(Distribution):
 
     def entropy(self):
         return 0.5 + _HALF_LOG_2PI + self.scale.log()
+
+    _mean_carrier_measure = 0
+
+    @property
+    def _natural_params(self):
+        return self.loc / self.scale.pow(2), -0.5 * self.scale.pow(2).reciprocal()
+
+    def _log_normalizer(self, x, y):
+        return -0.25 * x.pow(2) / y + 0.5 * (-math.pi / y).log()

@@ -12,10 +12,13 @@ from .. import primitives as _ops
 from .._creation import full_like, zeros_like
 from .._tensor import Size
 from . import constraints
-from .utils import finfo_of, lazy_property, sum_rightmost
+from .utils import finfo_of, lazy_property, sum_rightmost, tril_matrix_to_vec, vec_to_tril_matrix
 
 __all__ = ["Transform", "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
-           "identity_transform"]
+           "identity_transform", "AbsTransform", "PowerTransform", "SoftplusTransform", "SoftmaxTransform",
+           "StickBreakingTransform", "IndependentTransform", "ReshapeTransform", "LowerCholeskyTransform",
+           "CumulativeDistributionTransform", "PositiveDefiniteTransform", "CatTransform", "StackTransform",
+           "CorrCholeskyTransform"]
 
 
 class Transform:
@@ -393,3 +396,511 @@ class TanhTransform(Transform):
 
     def log_abs_det_jacobian(self, x, y):
         return 2.0 * (math.log(2.0) - x - _ops.softplus(-2.0 * x))
+
+
+class AbsTransform(Transform):
+    """``y = |x|`` (not injective: the inverse gives the positive root)."""
+    codomain = constraints.positive
+
+    def __eq__(self, other):
+        return isinstance(other, AbsTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        return x.abs()
+
+    def _inverse(self, y):
+        return y
+
+
+class PowerTransform(Transform):
+    """``y = x^exponent`` on the positive numbers; log-det ``log |exponent y / x|``."""
+    domain = constraints.positive
+    codomain = constraints.positive
+    bijective = True
+
+    def __init__(self, exponent, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.exponent = exponent
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return PowerTransform(self.exponent, cache_size=cache_size)
+
+    def __eq__(self, other):
+        if not isinstance(other, PowerTransform):
+            return False
+        return _same_parameter(self.exponent, other.exponent)
+
+    __hash__ = object.__hash__
+
+    @property
+    def sign(self):
+        return self.exponent.sign() if hasattr(self.exponent, "sign") else (self.exponent > 0) - (self.exponent < 0)
+
+    def _call(self, x):
+        return x.pow(self.exponent)
+
+    def _inverse(self, y):
+        return y.pow(1 / self.exponent)
+
+    def log_abs_det_jacobian(self, x, y):
+        return (self.exponent * y / x).abs().log()
+
+    def forward_shape(self, shape):
+        return Size(np.broadcast_shapes(tuple(shape), tuple(getattr(self.exponent, "shape", ()))))
+
+    inverse_shape = forward_shape
+
+
+def _same_parameter(a, b):
+    """Whether two transform parameters (numbers or tensors) are equal everywhere."""
+    if isinstance(a, numbers.Number) and isinstance(b, numbers.Number):
+        return a == b
+    return bool((a == b).all())
+
+
+class SoftplusTransform(Transform):
+    """``y = log(1 + exp(x))``, from the reals to the positive numbers; log-det ``-softplus(-x)``."""
+    domain = constraints.real
+    codomain = constraints.positive
+    bijective = True
+    sign = +1
+
+    def __eq__(self, other):
+        return isinstance(other, SoftplusTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        return _ops.softplus(x)
+
+    def _inverse(self, y):
+        return (-(-y).expm1()).log() + y
+
+    def log_abs_det_jacobian(self, x, y):
+        return -_ops.softplus(-x)
+
+
+class SoftmaxTransform(Transform):
+    """Unconstrained vectors to the simplex by softmax over the last dim (not bijective: no log-det)."""
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+
+    def __eq__(self, other):
+        return isinstance(other, SoftmaxTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        probs = (x - x.amax(-1, keepdim=True)).exp()
+        return probs / probs.sum(-1, keepdim=True)
+
+    def _inverse(self, y):
+        return y.log()
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return shape
+
+    inverse_shape = forward_shape
+
+
+def _stick_offsets(x, n):
+    """log(n + 1 - k) for k = 1..n, of x's dtype and device: the shifts that centre the stick-breaking at zero."""
+    return (n + 1 - x.new_ones((n,)).cumsum(-1)).log()
+
+
+def _clipped_sigmoid(x):
+    finfo = finfo_of(x.dtype)
+    return x.sigmoid().clamp(min=float(finfo.tiny), max=1.0 - float(finfo.eps))
+
+
+class StickBreakingTransform(Transform):
+    """Vectors of n reals to the simplex of n + 1 entries by breaking a stick: each entry takes a sigmoid share of what
+    the previous ones left."""
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+    bijective = True
+
+    def __eq__(self, other):
+        return isinstance(other, StickBreakingTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        z = _clipped_sigmoid(x - _stick_offsets(x, x.shape[-1]))
+        ones = x.new_ones(tuple(x.shape[:-1]) + (1,))
+        return _ops.cat([z, ones], -1) * _ops.cat([ones, (1 - z).cumprod(-1)], -1)
+
+    def _inverse(self, y):
+        crop = y[..., :-1]
+        left = (1 - crop.cumsum(-1)).clamp(min=float(finfo_of(y.dtype).tiny))
+        return crop.log() - left.log() + _stick_offsets(y, crop.shape[-1])
+
+    def log_abs_det_jacobian(self, x, y):
+        shifted = x - _stick_offsets(x, x.shape[-1])
+        return (-shifted - _ops.softplus(-shifted) + y[..., :-1].log()).sum(-1)
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return Size(tuple(shape[:-1]) + (shape[-1] + 1,))
+
+    def inverse_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return Size(tuple(shape[:-1]) + (shape[-1] - 1,))
+
+
+class IndependentTransform(Transform):
+    """``base_transform`` with ``reinterpreted_batch_ndims`` more rightmost dims treated as one event (its log-det
+    summed over them)."""
+
+    def __init__(self, base_transform, reinterpreted_batch_ndims, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.base_transform = base_transform.with_cache(cache_size)
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return IndependentTransform(self.base_transform, self.reinterpreted_batch_ndims, cache_size=cache_size)
+
+    @constraints.dependent_property(is_discrete=False)
+    def domain(self):
+        """The base domain with the extra event dims."""
+        return constraints.independent(self.base_transform.domain, self.reinterpreted_batch_ndims)
+
+    @constraints.dependent_property(is_discrete=False)
+    def codomain(self):
+        """The base codomain with the extra event dims."""
+        return constraints.independent(self.base_transform.codomain, self.reinterpreted_batch_ndims)
+
+    @property
+    def bijective(self):
+        """Whether the base transform is."""
+        return self.base_transform.bijective
+
+    @property
+    def sign(self):
+        return self.base_transform.sign
+
+    def _call(self, x):
+        if x.ndim < self.domain.event_dim:
+            raise ValueError("Too few dimensions on input")
+        return self.base_transform(x)
+
+    def _inverse(self, y):
+        if y.ndim < self.codomain.event_dim:
+            raise ValueError("Too few dimensions on input")
+        return self.base_transform.inv(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return sum_rightmost(self.base_transform.log_abs_det_jacobian(x, y), self.reinterpreted_batch_ndims)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.base_transform!r}, {self.reinterpreted_batch_ndims})"
+
+    def forward_shape(self, shape):
+        return self.base_transform.forward_shape(shape)
+
+    def inverse_shape(self, shape):
+        return self.base_transform.inverse_shape(shape)
+
+
+class ReshapeTransform(Transform):
+    """Reshapes the rightmost ``in_shape`` dims to ``out_shape`` (same number of elements); log-det 0."""
+    bijective = True
+
+    def __init__(self, in_shape, out_shape, cache_size=0):
+        self.in_shape = Size(in_shape)
+        self.out_shape = Size(out_shape)
+        if self.in_shape.numel() != self.out_shape.numel():
+            raise ValueError("in_shape, out_shape have different numbers of elements")
+        super().__init__(cache_size=cache_size)
+
+    @constraints.dependent_property
+    def domain(self):
+        """Real tensors with ``in_shape`` as the event."""
+        return constraints.independent(constraints.real, len(self.in_shape))
+
+    @constraints.dependent_property
+    def codomain(self):
+        """Real tensors with ``out_shape`` as the event."""
+        return constraints.independent(constraints.real, len(self.out_shape))
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return ReshapeTransform(self.in_shape, self.out_shape, cache_size=cache_size)
+
+    def _call(self, x):
+        return x.reshape(tuple(x.shape[:x.ndim - len(self.in_shape)]) + tuple(self.out_shape))
+
+    def _inverse(self, y):
+        return y.reshape(tuple(y.shape[:y.ndim - len(self.out_shape)]) + tuple(self.in_shape))
+
+    def log_abs_det_jacobian(self, x, y):
+        return x.new_zeros(tuple(x.shape[:x.ndim - len(self.in_shape)]))
+
+    def _swap(self, shape, from_shape, to_shape):
+        if len(shape) < len(from_shape):
+            raise ValueError("Too few dimensions on input")
+        cut = len(shape) - len(from_shape)
+        if tuple(shape[cut:]) != tuple(from_shape):
+            raise ValueError(f"Shape mismatch: expected {tuple(shape[cut:])} but got {tuple(from_shape)}")
+        return Size(tuple(shape[:cut]) + tuple(to_shape))
+
+    def forward_shape(self, shape):
+        return self._swap(shape, self.in_shape, self.out_shape)
+
+    def inverse_shape(self, shape):
+        return self._swap(shape, self.out_shape, self.in_shape)
+
+
+class LowerCholeskyTransform(Transform):
+    """Unconstrained square matrices to lower-triangular ones with a positive diagonal: the strict lower triangle
+    kept, the diagonal exponentiated."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.lower_cholesky
+
+    def __eq__(self, other):
+        return isinstance(other, LowerCholeskyTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        return x.tril(-1) + _ops.diag_embed(x.diagonal(dim1=-2, dim2=-1).exp())
+
+    def _inverse(self, y):
+        return y.tril(-1) + _ops.diag_embed(y.diagonal(dim1=-2, dim2=-1).log())
+
+
+class CumulativeDistributionTransform(Transform):
+    """A distribution's CDF as a transform to the unit interval (its inverse is the icdf); log-det ``log_prob``."""
+    bijective = True
+    codomain = constraints.unit_interval
+    sign = +1
+
+    def __init__(self, distribution, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self):
+        """The distribution's support."""
+        return self.distribution.support
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return CumulativeDistributionTransform(self.distribution, cache_size=cache_size)
+
+    def _call(self, x):
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y):
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return self.distribution.log_prob(x)
+
+
+class PositiveDefiniteTransform(Transform):
+    """Unconstrained square matrices to positive-definite ones: L L^T for L their LowerCholeskyTransform."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.positive_definite
+
+    def __eq__(self, other):
+        return isinstance(other, PositiveDefiniteTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        low = LowerCholeskyTransform()(x)
+        return low @ low.mT
+
+    def _inverse(self, y):
+        return LowerCholeskyTransform().inv(_ops.linalg_cholesky(y))
+
+
+def _check_length(t, x, what):
+    if not -x.ndim <= t.dim < x.ndim:
+        raise ValueError(f"dim {t.dim} out of range for {what} with {x.ndim} dimensions")
+    if x.shape[t.dim] != t.length:
+        raise ValueError(f"{what}.size({t.dim}) = {x.shape[t.dim]} must equal length {t.length}")
+
+
+class CatTransform(Transform):
+    """``tseq`` applied to consecutive slices of ``lengths`` along ``dim`` (torch.cat's layout)."""
+
+    def __init__(self, tseq, dim=0, lengths=None, cache_size=0):
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise TypeError("All elements of tseq must be Transform instances")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = list(tseq)
+        self.lengths = [1] * len(self.transforms) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.transforms):
+            raise ValueError(f"lengths ({len(self.lengths)}) must match transforms ({len(self.transforms)})")
+        self.dim = dim
+
+    @lazy_property
+    def event_dim(self):
+        """The largest event dim of the parts."""
+        return max(t.event_dim for t in self.transforms)
+
+    @lazy_property
+    def length(self):
+        """The total length along ``dim``."""
+        return sum(self.lengths)
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return CatTransform(self.transforms, self.dim, self.lengths, cache_size)
+
+    def _slices(self, x):
+        start = 0
+        for t, length in zip(self.transforms, self.lengths):
+            yield t, x.narrow(self.dim, start, length)
+            start += length
+
+    def _call(self, x):
+        _check_length(self, x, "x")
+        return _ops.cat([t(part) for t, part in self._slices(x)], self.dim)
+
+    def _inverse(self, y):
+        _check_length(self, y, "y")
+        return _ops.cat([t.inv(part) for t, part in self._slices(y)], self.dim)
+
+    def log_abs_det_jacobian(self, x, y):
+        _check_length(self, x, "x")
+        _check_length(self, y, "y")
+        parts = []
+        for (t, xs), (_, ys) in zip(self._slices(x), self._slices(y)):
+            part = t.log_abs_det_jacobian(xs, ys)
+            parts.append(sum_rightmost(part, self.event_dim - t.event_dim) if t.event_dim < self.event_dim else part)
+        dim = (self.dim - x.ndim if self.dim >= 0 else self.dim) + self.event_dim
+        return _ops.cat(parts, dim) if dim < 0 else functools.reduce(operator.add, parts)
+
+    @property
+    def bijective(self):
+        """Whether every part is."""
+        return all(t.bijective for t in self.transforms)
+
+    @constraints.dependent_property
+    def domain(self):
+        """The parts' domains, concatenated."""
+        return constraints.cat([t.domain for t in self.transforms], self.dim, self.lengths)
+
+    @constraints.dependent_property
+    def codomain(self):
+        """The parts' codomains, concatenated."""
+        return constraints.cat([t.codomain for t in self.transforms], self.dim, self.lengths)
+
+
+class StackTransform(Transform):
+    """``tseq`` applied to the successive entries along ``dim`` (torch.stack's layout)."""
+
+    def __init__(self, tseq, dim=0, cache_size=0):
+        if not all(isinstance(t, Transform) for t in tseq):
+            raise TypeError("All elements of tseq must be Transform instances")
+        if cache_size:
+            tseq = [t.with_cache(cache_size) for t in tseq]
+        super().__init__(cache_size=cache_size)
+        self.transforms = list(tseq)
+        self.dim = dim
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return StackTransform(self.transforms, self.dim, cache_size)
+
+    def _entries(self, x):
+        if not -x.ndim <= self.dim < x.ndim:
+            raise ValueError(f"dim {self.dim} out of range for x with {x.ndim} dimensions")
+        if x.shape[self.dim] != len(self.transforms):
+            raise ValueError(f"x.size({self.dim}) = {x.shape[self.dim]} must equal {len(self.transforms)}")
+        return [x.select(self.dim, i) for i in range(x.shape[self.dim])]
+
+    def _call(self, x):
+        return _ops.stack([t(v) for v, t in zip(self._entries(x), self.transforms)], self.dim)
+
+    def _inverse(self, y):
+        return _ops.stack([t.inv(v) for v, t in zip(self._entries(y), self.transforms)], self.dim)
+
+    def log_abs_det_jacobian(self, x, y):
+        pairs = zip(self._entries(x), self._entries(y), self.transforms)
+        return _ops.stack([t.log_abs_det_jacobian(xs, ys) for xs, ys, t in pairs], self.dim)
+
+    @property
+    def bijective(self):
+        """Whether every part is."""
+        return all(t.bijective for t in self.transforms)
+
+    @constraints.dependent_property
+    def domain(self):
+        """The parts' domains, stacked."""
+        return constraints.stack([t.domain for t in self.transforms], self.dim)
+
+    @constraints.dependent_property
+    def codomain(self):
+        """The parts' codomains, stacked."""
+        return constraints.stack([t.codomain for t in self.transforms], self.dim)
+
+
+class CorrCholeskyTransform(Transform):
+    """Vectors of D(D-1)/2 reals to Cholesky factors of D x D correlation matrices: tanh to (-1, 1), laid below the
+    diagonal, then each row scaled by stick-breaking to unit length."""
+    domain = constraints.real_vector
+    codomain = constraints.corr_cholesky
+    bijective = True
+
+    def __eq__(self, other):
+        return isinstance(other, CorrCholeskyTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        eps = float(finfo_of(x.dtype).eps)
+        r = vec_to_tril_matrix(x.tanh().clamp(min=-1 + eps, max=1 - eps), diag=-1)
+        left = (1 - r.pow(2)).sqrt().cumprod(-1)
+        ones = r.new_ones(tuple(r.shape[:-1]) + (1,))
+        eye = _ops.diag_embed(r.new_ones((r.shape[-1],)))
+        return (r + eye) * _ops.cat([ones, left[..., :-1]], -1)
+
+    def _inverse(self, y):
+        left = 1 - (y * y).cumsum(-1)
+        ones = y.new_ones(tuple(y.shape[:-1]) + (1,))
+        shifted = _ops.cat([ones, left[..., :-1]], -1)
+        t = tril_matrix_to_vec(y, diag=-1) / tril_matrix_to_vec(shifted, diag=-1).sqrt()
+        return (t.log1p() - (-t).log1p()) / 2
+
+    def log_abs_det_jacobian(self, x, y):
+        left = tril_matrix_to_vec(1 - (y * y).cumsum(-1), diag=-2)
+        stick_breaking = 0.5 * left.log().sum(-1)
+        tanh = -2 * (x + _ops.softplus(-2 * x) - math.log(2.0)).sum(-1)
+        return stick_breaking + tanh
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        n = shape[-1]
+        d = round((0.25 + 2 * n) ** 0.5 + 0.5)
+        if d * (d - 1) // 2 != n:
+            raise ValueError("Input is not a flattened lower-diagonal number")
+        return Size(tuple(shape[:-1]) + (d, d))
+
+    def inverse_shape(self, shape):
+        if len(shape) < 2:
+            raise ValueError("Too few dimensions on input")
+        if shape[-2] != shape[-1]:
+            raise ValueError("Input is not square")
+        d = shape[-1]
+        return Size(tuple(shape[:-2]) + (d * (d - 1) // 2,))

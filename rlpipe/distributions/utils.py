@@ -9,7 +9,8 @@ from .._tensor import Tensor, Size
 from ..autograd import enable_grad
 from ..random import randn, rand
 
-__all__ = ["broadcast_all", "logits_to_probs", "clamp_probs", "probs_to_logits", "lazy_property", "euler_constant"]
+__all__ = ["broadcast_all", "logits_to_probs", "clamp_probs", "probs_to_logits", "lazy_property", "euler_constant",
+           "tril_matrix_to_vec", "vec_to_tril_matrix", "is_tensor_like"]
 
 euler_constant = 0.57721566490153286060  # the Euler-Mascheroni constant
 
@@ -89,3 +90,95 @@ class lazy_property:
             value = self.wrapped(instance)
         setattr(instance, self.wrapped.__name__, value)
         return value
+
+
+def batch_shape_for(given, broadcast):
+    """``()`` when every parameter in ``given`` was a Python number, else the shape of ``broadcast`` (a parameter
+    after ``broadcast_all``)."""
+    return Size() if all(isinstance(p, numbers.Number) for p in given) else broadcast.size()
+
+
+def xlogy(x, y):
+    """x * log(y), 0 where x is 0."""
+    return _ops.where(x == 0, 0.0, x * y.log())
+
+
+def tiny_of(dtype):
+    """The smallest positive normal number of a float dtype."""
+    return float(finfo_of(dtype).tiny)
+
+
+def eps_of(dtype):
+    """The machine epsilon of a float dtype."""
+    return float(finfo_of(dtype).eps)
+
+
+class BinaryParameters:
+    """Mixin for distributions of binary trials given by ``probs`` or ``logits``: the other one is derived on first
+    use, and ``param_shape`` is the given one's shape."""
+
+    def _set_binary_parameter(self, probs, logits, *others):
+        """Broadcasts ``others`` with the given one of probs/logits and stores it; returns the broadcast others."""
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        *rest, param = broadcast_all(*others, probs if probs is not None else logits)
+        if probs is not None:
+            self.probs = param
+        else:
+            self.logits = param
+        self._param = param
+        return [r.type_as(param) for r in rest]
+
+    def _expand_binary(self, new):
+        """After ``_expand_parameters``: points the new instance's ``_param`` at its given parameter."""
+        new._param = new.__dict__["probs"] if "probs" in self.__dict__ else new.__dict__["logits"]
+        return new
+
+    @lazy_property
+    def logits(self):
+        """log(p / (1 - p))."""
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        """The probability of the outcome each trial counts."""
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self):
+        """The shape of the probs or logits parameter."""
+        return self._param.size()
+
+
+def is_tensor_like(value):
+    """Whether ``value`` is a Tensor or stands for one through ``__torch_function__``."""
+    return _tensor_like(value)
+
+
+def _tril_positions(n, diag):
+    rows, cols = np.tril_indices(n, diag)
+    return rows.tolist(), cols.tolist()
+
+
+def tril_matrix_to_vec(mat, diag=0):
+    """The lower-triangular entries (below diagonal ``diag``) of each square matrix, row by row, as a vector."""
+    n = mat.shape[-1]
+    if not -n <= diag < n:
+        raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
+    rows, cols = _tril_positions(n, diag)
+    return mat[..., rows, cols]
+
+
+def vec_to_tril_matrix(vec, diag=0):
+    """The inverse of ``tril_matrix_to_vec``: square matrices with ``vec`` laid row by row into their lower triangle."""
+    k = vec.shape[-1]
+    n = (-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * k + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2
+    if abs(round(n) - n) > float(finfo_of(vec.dtype).eps):
+        raise ValueError(f"The size of last dimension is {k} which cannot be expressed as the lower triangular part "
+                         "of a square D x D matrix.")
+    n = round(n)
+    rows, cols = _tril_positions(n, diag)
+    flat_positions = [r * n + c for r, c in zip(rows, cols)]
+    flat = vec.new_zeros(tuple(vec.shape[:-1]) + (n * n,))
+    flat = _ops.index_add(flat, -1, tensor(flat_positions, device=vec.device), vec)
+    return flat.reshape(tuple(vec.shape[:-1]) + (n, n))

@@ -263,8 +263,9 @@ _OPERATORS = {
 }
 _UNARY = ("neg negative abs exp exp2 expm1 log log1p log2 log10 sqrt rsqrt square reciprocal sign sgn floor ceil "
           "round trunc frac sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh sigmoid relu relu6 softplus "
-          "leaky_relu gelu elu selu silu mish hardtanh logsigmoid erf erfc erfinv lgamma digamma logit clamp clip "
-          "clamp_min clamp_max logical_not bitwise_not isnan isinf isfinite nan_to_num float double half bfloat16 "
+          "leaky_relu gelu elu selu celu silu mish hardtanh hardsigmoid hardswish logsigmoid erf erfc erfinv lgamma "
+          "digamma logit clamp clip clamp_min clamp_max logical_not bitwise_not isnan isinf isfinite nan_to_num "
+          "float double half bfloat16 "
           "int long bool detach clone contiguous").split()
 _NARY = ("add sub subtract rsub mul multiply div divide true_divide floor_divide remainder fmod pow float_power "
          "maximum minimum fmax fmin eq ne lt le gt ge greater greater_equal less less_equal not_equal "
@@ -537,6 +538,26 @@ def _ensemble_ready(x, w, b, b_batched):
     if b is not None and not (b_batched and isinstance(b, Tensor) and b.dtype == w.dtype and b.shape == w_shape[:2]):
         return False
     return x.shape[-1] == w_shape[2]
+
+
+@_rule("layer_norm", methods=False)
+def _layer_norm(level, name, func, args, kwargs):
+    """Each sample normalized over its trailing dims; a batched weight or bias (an ensemble's LayerNorms)
+    scales and shifts each sample by its own."""
+    x, x_batched = _unwrap(args[0], level)
+    shape = _get(args, kwargs, 1, "normalized_shape")
+    (w, w_batched), (b, b_batched) = (_unwrap(_get(args, kwargs, i, n), level) for i, n in ((2, "weight"), (3, "bias")))
+    eps = _get(args, kwargs, 4, "eps", 1e-5)
+    x = _expanded(x, x_batched, level)
+    if not w_batched and not b_batched:
+        return _wrap(func(x, shape, w, b, eps), level)
+    out = func(x, shape, None, None, eps)
+    ndim = out.ndim - 1
+    if w is not None:
+        out = out * (_pad(w, ndim) if w_batched else w)
+    if b is not None:
+        out = out + (_pad(b, ndim) if b_batched else b)
+    return _wrap(out, level)
 
 
 # ---- losses ---------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ multiplied by all the weights in one stacked matmul and the bias is added in pla
 costs one graph node and one output array, not a transpose, a matmul and an add.
 """
 from ..primitives.base import Op
+from ..primitives.double_backward import twice
 
 __all__ = ["EnsembleLinear", "StackedStates"]
 
@@ -64,3 +65,28 @@ class StackedStates(Op):
     def backward(ctx, *grads):
         """Each stacked gradient split back into its members' slices, in the order of the inputs."""
         return tuple(g[m] for g in grads for m in range(ctx.members))
+
+
+@twice(EnsembleLinear)
+def _ensemble_linear_twice(ctx, g):
+    """EnsembleLinear's backward in Tensor ops, for create_graph."""
+    rows, w = ctx.saved_tensors
+    need_x, need_w, need_b, _ = ctx.needs_input_grad
+    x = ctx.graph_input(0, rows.reshape(ctx.x_shape))
+    tw = ctx.graph_input(1, w)
+    g = g.reshape(w.shape[0], -1, w.shape[1])
+    gx = gw = gb = None
+    if need_x:
+        gx = g * tw if w.shape[1] == 1 else g @ tw
+        gx = (gx if ctx.x_batched else gx.sum(dim=0)).reshape(ctx.x_shape)
+    if need_w:
+        gw = g.transpose(-1, -2) @ x.reshape(rows.shape)
+    if need_b:
+        gb = g.sum(dim=1)
+    return gx, gw, gb, None
+
+
+@twice(StackedStates)
+def _stacked_states_twice(ctx, *grads):
+    """StackedStates' backward in Tensor ops: each member's slice of each stacked gradient."""
+    return tuple(g[m] for g in grads for m in range(ctx.members))

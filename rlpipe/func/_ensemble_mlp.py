@@ -15,8 +15,10 @@ from ..nn.modules.activation import ReLU, Tanh
 from ..nn.modules.container import Sequential
 from ..nn.modules.linear import Linear
 from ..primitives.base import Op
+from ..primitives.double_backward import twice
 from .._tensor import Tensor
 from ._batched import BatchedTensor, batch_sizes
+from ._ensemble import EnsembleLinear
 from ._submodules import named_submodules
 
 __all__ = ["EnsembleMLP", "fused_call", "fused_forwards"]
@@ -194,6 +196,7 @@ class EnsembleMLP(Op):
             _activate(xp, _dense(h), act)
         ctx.save_for_backward(*inputs, h, *params[::2])
         ctx.x_shape, ctx.x_batched, ctx.acts = x.shape, x_batched, acts
+        ctx.biases = params[1::2]  # for the double backward, which runs the layers again
         return h.reshape((ensemble, *lead, h.shape[-1]))
 
     @staticmethod
@@ -353,3 +356,30 @@ def _input_grad(xp, g, w, x_batched):
         return _times_weights(xp, g, w)
     rows = g.shape[1]
     return g.swapaxes(0, 1).reshape(rows, -1) @ w.reshape(-1, w.shape[2])
+
+
+@twice(EnsembleMLP)
+def _ensemble_mlp_twice(ctx, g):
+    """EnsembleMLP's backward for create_graph: the layers run again as EnsembleLinear and activation nodes
+    on the graph, then each node's own double backward runs, from the last layer to the first."""
+    saved, acts = ctx.saved_tensors, ctx.acts
+    weights = saved[len(acts) + 1:]
+    values = [v for pair in zip(weights, ctx.biases) for v in pair]
+    params = [ctx.graph_input(2 + k, v) for k, v in enumerate(values)]
+    h, chain = ctx.graph_input(0, saved[0].reshape(ctx.x_shape)), []
+    for i, act in enumerate(acts):
+        h = EnsembleLinear.apply(h, params[2 * i], params[2 * i + 1], ctx.x_batched or i > 0)
+        chain.append((i, h.grad_fn))
+        if act is not None:
+            h = h.relu() if act == "relu" else h.tanh()
+            chain.append((None, h.grad_fn))
+    grads = [None] * (2 + len(params))
+    for layer, node in reversed(chain):
+        if node is None or g is None:  # nothing below needs a gradient
+            break
+        out = type(node).backward_graph(node, g)
+        g = out[0] if type(out) is tuple else out
+        if layer is not None:
+            grads[2 + 2 * layer], grads[3 + 2 * layer] = out[1], out[2]
+    grads[0] = g if ctx.needs_input_grad[0] else None
+    return tuple(grads)

@@ -37,8 +37,10 @@ def grad_and_value(func, argnums=0, has_aux=False):
             _check_scalar(value)
             # inside vmap every sample's value depends on its own inputs only: one backward gives them all
             value_physical = _physical(value, len(batch_sizes))
+            # nested in another grad (its inputs on an outer graph): record this gradient for the outer one
+            nested = any(x.grad_fn is not None for x in inputs)
             grads = autograd.grad(value_physical, inputs, ones_like(value_physical), allow_unused=True,
-                                  materialize_grads=True) if inputs else ()
+                                  materialize_grads=True, create_graph=nested) if inputs else ()
         grads, out = [_batched(g) for g in grads], []
         for count, spec in flats:
             out.append(tree_unflatten(grads[:count], spec))
@@ -69,13 +71,17 @@ def _check_argnums(argnums):
 
 
 def _differentiable(leaf):
-    """A new leaf holding ``leaf``'s data; inside vmap, batched at every level (see _physical)."""
+    """A new leaf holding ``leaf``'s data; inside vmap, batched at every level (see _physical). Inside
+    another grad (``leaf`` requires grad), a view of it instead, so the outer gradient reaches it."""
     if not isinstance(leaf, (Tensor, BatchedTensor)):
         raise RuntimeError(f"grad: expected the differentiated arguments to hold only Tensors, got "
                            f"{type(leaf).__name__}")
     if not leaf.is_floating_point():
         raise RuntimeError(f"grad: only floating point Tensors can be differentiated, got dtype {leaf.dtype}")
-    return _physical(leaf, len(batch_sizes)).detach().requires_grad_(True)
+    physical = _physical(leaf, len(batch_sizes))
+    if physical.requires_grad:  # an outer grad differentiates through this one: stay on its graph
+        return physical.view_as(physical)
+    return physical.detach().requires_grad_(True)
 
 
 def _physical(x, level):

@@ -10,4 +10,18 @@ from .modules import (Identity, Linear, Bilinear, Threshold, ReLU, RReLU, Hardta
                       CrossEntropyLoss,
                       BCELoss, BCEWithLogitsLoss, RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell)
 from .modules import LazyModuleMixin, LazyLinear, LazyConv2d
+from .modules import (MultiheadAttention, Transformer, TransformerEncoder, TransformerDecoder,
+                      TransformerEncoderLayer, TransformerDecoderLayer)
+from .modules import (Conv1d, ConvTranspose1d, ConvTranspose2d, GroupNorm, RMSNorm, InstanceNorm1d, InstanceNorm2d,
+                      ZeroPad1d, ZeroPad2d, ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionPad2d,
+                      ReplicationPad1d, ReplicationPad2d, CircularPad1d, CircularPad2d, MaxPool1d, AvgPool1d,
+                      AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, Upsample, UpsamplingNearest2d,
+                      UpsamplingBilinear2d, PixelShuffle, PixelUnshuffle, Unfold, Fold, CosineSimilarity,
+                      PairwiseDistance, Dropout1d, Dropout2d, AlphaDropout, FeatureAlphaDropout, KLDivLoss,
+                      GaussianNLLLoss, PoissonNLLLoss, MarginRankingLoss, SoftMarginLoss, HingeEmbeddingLoss,
+                      CosineEmbeddingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss)
+from .modules import LazyConv1d, LazyConvTranspose1d, LazyConvTranspose2d
+from .modules import (LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d, ChannelShuffle, LocalResponseNorm,
+                      TripletMarginWithDistanceLoss, MultiMarginLoss, MultiLabelMarginLoss)
 from . import functional, init, utils
+from . import attention

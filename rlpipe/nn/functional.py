@@ -12,12 +12,30 @@ from .. import _dtypes
 from .. import primitives as P
 from .. import primitives as ops
 from ..primitives import linear, one_hot, sigmoid, tanh, softplus, gelu  # noqa: F401 - re-exported as in torch
-from ..primitives import _LEGACY_TYPE_NAMES, _inplace, _require_float
+from ..primitives import _LEGACY_TYPE_NAMES, _require_float
 from .._creation import zeros
 from .._dispatch import handle_torch_function, has_torch_function, torch_function
 from .._tensor import Tensor
 from ..autograd import no_grad
 from ..random import rand
+from ._functional_attention import (scaled_dot_product_attention, multi_head_attention_forward,  # noqa: F401
+                                    _canonical_mask, _none_or_dtype, _mha_shape_check, _in_projection_packed,
+                                    _in_projection)
+from ._functional_base import _maybe_inplace, _reduction, _reduce
+from ._functional_conv import (conv1d, conv2d, conv_transpose1d, conv_transpose2d, unfold, fold, max_pool1d,  # noqa: F401
+                               max_pool2d, max_pool2d_with_indices, avg_pool1d, avg_pool2d, adaptive_avg_pool1d,
+                               adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d, max_pool1d_with_indices,
+                               adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices, lp_pool1d, lp_pool2d,
+                               max_unpool1d, max_unpool2d)
+from ._functional_norm import (group_norm, instance_norm, rms_norm, dropout1d, dropout2d, alpha_dropout,  # noqa: F401
+                               feature_alpha_dropout, local_response_norm)
+from ._functional_losses import (kl_div, gaussian_nll_loss, poisson_nll_loss, pairwise_distance,  # noqa: F401
+                                 margin_ranking_loss, soft_margin_loss, hinge_embedding_loss, cosine_embedding_loss,
+                                 triplet_margin_loss, multilabel_soft_margin_loss, triplet_margin_with_distance_loss,
+                                 multi_margin_loss, multilabel_margin_loss, pdist)
+from ._functional_resample import (interpolate, upsample, upsample_nearest, upsample_bilinear,  # noqa: F401
+                                   pixel_shuffle, pixel_unshuffle, channel_shuffle, native_channel_shuffle)
+from ._functional_grid import affine_grid, grid_sample  # noqa: F401
 
 __all__ = """linear bilinear relu relu_ relu6 leaky_relu leaky_relu_ rrelu rrelu_ elu elu_ selu celu silu mish gelu
 sigmoid tanh softplus logsigmoid hardtanh hardtanh_ hardsigmoid hardswish hardshrink softshrink softsign tanhshrink
@@ -25,7 +43,16 @@ threshold threshold_ prelu glu softmax log_softmax softmin normalize gumbel_soft
 dropout layer_norm batch_norm embedding conv2d max_pool2d max_pool2d_with_indices avg_pool2d adaptive_avg_pool2d
 pad one_hot
 mse_loss l1_loss smooth_l1_loss huber_loss cross_entropy nll_loss binary_cross_entropy
-binary_cross_entropy_with_logits""".split()
+binary_cross_entropy_with_logits
+scaled_dot_product_attention multi_head_attention_forward
+conv1d conv_transpose1d conv_transpose2d unfold fold max_pool1d avg_pool1d adaptive_avg_pool1d adaptive_max_pool1d
+adaptive_max_pool2d group_norm instance_norm rms_norm dropout1d dropout2d alpha_dropout feature_alpha_dropout kl_div
+gaussian_nll_loss poisson_nll_loss pairwise_distance margin_ranking_loss soft_margin_loss hinge_embedding_loss
+cosine_embedding_loss triplet_margin_loss multilabel_soft_margin_loss interpolate upsample upsample_nearest
+upsample_bilinear pixel_shuffle pixel_unshuffle max_pool1d_with_indices adaptive_max_pool1d_with_indices
+adaptive_max_pool2d_with_indices affine_grid grid_sample lp_pool1d lp_pool2d max_unpool1d max_unpool2d
+local_response_norm triplet_margin_with_distance_loss multi_margin_loss multilabel_margin_loss pdist channel_shuffle
+native_channel_shuffle""".split()
 
 
 def _type_name(t):
@@ -33,11 +60,6 @@ def _type_name(t):
 
 
 # ---- activations ---------------------------------------------------------------------------------
-
-def _maybe_inplace(input, inplace, compute):
-    """compute(input), or the same written into input (torch's ``inplace=True``)."""
-    return _inplace(input, compute) if inplace else compute(input)
-
 
 def relu(input, inplace=False):
     """``max(input, 0)``; with ``inplace=True`` written into ``input``."""
@@ -59,6 +81,7 @@ def leaky_relu_(input, negative_slope=0.01):
     return leaky_relu(input, negative_slope, inplace=True)
 
 
+@torch_function("input")
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """x clipped to [min_val, max_val]; no gradient at or beyond the bounds."""
     if min_val > max_val:
@@ -81,6 +104,7 @@ def _elu(input, inplace, alpha, scale, input_scale, name):
     return _maybe_inplace(input, inplace, lambda x: P.Elu.apply(x, float(alpha), float(scale), float(input_scale)))
 
 
+@torch_function("input")
 def elu(input, alpha=1.0, inplace=False):
     """``input`` where positive, ``alpha * (exp(input) - 1)`` elsewhere (float input only)."""
     return _elu(input, inplace, alpha, 1.0, 1.0, "elu_cpu")
@@ -95,11 +119,13 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@torch_function("input")
 def selu(input, inplace=False):
     """``scale * elu(input, alpha)`` with the self-normalizing constants alpha ~ 1.6733 and scale ~ 1.0507."""
     return _elu(input, inplace, _SELU_ALPHA, _SELU_SCALE, 1.0, "elu_cpu")
 
 
+@torch_function("input")
 def celu(input, alpha=1.0, inplace=False):
     """``input`` where positive, ``alpha * (exp(input / alpha) - 1)`` elsewhere; RuntimeError for alpha 0."""
     if alpha == 0:
@@ -120,23 +146,27 @@ def threshold_(input, threshold, value):
     return _threshold(input, threshold, value, inplace=True)
 
 
+@torch_function("input")
 def silu(input, inplace=False):
     """``input * sigmoid(input)`` (also called swish)."""
     _require_float(input, "silu_cpu")
     return _maybe_inplace(input, inplace, P.Silu.apply)
 
 
+@torch_function("input")
 def mish(input, inplace=False):
     """``input * tanh(softplus(input))``."""
     _require_float(input, "mish_cpu")
     return _maybe_inplace(input, inplace, P.Mish.apply)
 
 
+@torch_function("input")
 def hardsigmoid(input, inplace=False):
     """relu6(x + 3) / 6."""
     return _maybe_inplace(input, inplace, P.Hardsigmoid.apply)
 
 
+@torch_function("input")
 def hardswish(input, inplace=False):
     """x * relu6(x + 3) / 6."""
     return _maybe_inplace(input, inplace, P.Hardswish.apply)
@@ -347,6 +377,7 @@ def _renorm_rows(weight, indices, max_norm, norm_type):
 
 # ---- normalization -------------------------------------------------------------------------------
 
+@torch_function("input", "weight", "bias")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalizes over the trailing ``normalized_shape`` dims, then scales and shifts elementwise."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -402,210 +433,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return input * ops.reshape(scale, param_shape) + ops.reshape(shift, param_shape)
 
 
-# ---- convolution and pooling ---------------------------------------------------------------------
-
-def _expand2(value, name, error):
-    """An int or a sequence of one or two ints as a pair, else ``error`` (a message)."""
-    if isinstance(value, (builtins.int,)) and not isinstance(value, builtins.bool):
-        return (value, value)
-    value = tuple(value)
-    if len(value) == 1:
-        return (value[0], value[0])
-    if len(value) != 2:
-        raise RuntimeError(error.format(name=name, value=list(value)))
-    return value
-
-
-_CONV_PARAM = ("expected {name} to be a single integer value or a list of 2 values to match the convolution "
-               "dimensions, but got {name}={value}")
-
-
-def _batched(input, name, message):
-    """input as [N, C, H, W] (an unbatched [C, H, W] gets N = 1) and whether it was unbatched."""
-    if input.ndim == 3:
-        return ops.unsqueeze(input, 0), True
-    if input.ndim != 4:
-        raise RuntimeError(message.format(name=name, shape=list(input.shape)))
-    return input, False
-
-
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """2-D cross-correlation of input [N, C, H, W] (or [C, H, W]) with weight [O, C / groups, kh, kw]."""
-    stride = _expand2(stride, "stride", _CONV_PARAM)
-    dilation = _expand2(dilation, "dilation", _CONV_PARAM)
-    if weight.ndim != 4:
-        raise RuntimeError(f"Expected {weight.ndim}-dimensional input for {weight.ndim}-dimensional weight "
-                           f"{list(weight.shape)}, but got {input.ndim}-dimensional input of size "
-                           f"{list(input.shape)} instead")
-    x, unbatched = _batched(input, "conv2d", "Expected 3D (unbatched) or 4D (batched) input to {name}, but got "
-                                             "input of size: {shape}")
-    kh, kw = weight.shape[2:]
-    if isinstance(padding, str):
-        if padding == "valid":
-            padding = (0, 0)
-        elif padding == "same":
-            if stride != (1, 1):
-                raise RuntimeError("padding='same' is not supported for strided convolutions")
-            padding = None
-        else:
-            raise RuntimeError(f"Invalid padding string: '{padding}'")
-    if padding is None:
-        total_h, total_w = dilation[0] * (kh - 1), dilation[1] * (kw - 1)
-        pads = (total_h // 2, total_h - total_h // 2, total_w // 2, total_w - total_w // 2)
-    else:
-        ph, pw = _expand2(padding, "padding", _CONV_PARAM)
-        pads = (ph, ph, pw, pw)
-    _check_conv(x, weight, bias, stride, pads, dilation, groups)
-    h, w = x.shape[2:]
-    out_size = ((h + pads[0] + pads[1] - dilation[0] * (kh - 1) - 1) // stride[0] + 1,
-                (w + pads[2] + pads[3] - dilation[1] * (kw - 1) - 1) // stride[1] + 1)
-    out = P.Conv2d.apply(x, weight, bias, stride, pads, dilation, groups, out_size)
-    return ops.squeeze(out, 0) if unbatched else out
-
-
-def _check_conv(x, weight, bias, stride, pads, dilation, groups):
-    if builtins.any(p < 0 for p in pads):
-        raise RuntimeError("negative padding is not supported")
-    if builtins.any(s <= 0 for s in stride):
-        raise RuntimeError("non-positive stride is not supported")
-    if builtins.any(d <= 0 for d in dilation):
-        raise RuntimeError("dilation should be greater than zero")
-    if groups <= 0:
-        raise RuntimeError("non-positive groups is not supported")
-    w_shape = list(weight.shape)
-    if weight.shape[0] % groups:
-        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, but "
-                           f"got weight of size {w_shape} instead")
-    if x.shape[1] != weight.shape[1] * groups:
-        raise RuntimeError(f"Given groups={groups}, weight of size {w_shape}, expected input{list(x.shape)} to have "
-                           f"{weight.shape[1] * groups} channels, but got {x.shape[1]} channels instead")
-    if bias is not None and (bias.ndim != 1 or bias.shape[0] != weight.shape[0]):
-        raise RuntimeError(f"Given weight of size {w_shape}, expected bias to be 1-dimensional with {weight.shape[0]} "
-                           f"elements, but got bias of size {list(bias.shape)} instead")
-    padded = (x.shape[2] + pads[0] + pads[1], x.shape[3] + pads[2] + pads[3])
-    kernel = (dilation[0] * (weight.shape[2] - 1) + 1, dilation[1] * (weight.shape[3] - 1) + 1)
-    if padded[0] < kernel[0] or padded[1] < kernel[1]:
-        raise RuntimeError(f"Calculated padded input size per channel: ({padded[0]} x {padded[1]}). Kernel size: "
-                           f"({kernel[0]} x {kernel[1]}). Kernel size can't be greater than actual input size")
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and t.dtype is not x.dtype:
-            raise RuntimeError(f"Input type ({x.type()}) and {name} type ({t.type()}) should be the same")
-    _require_float(x, "slow_conv2d_cpu")
-
-
-def _pool_size(size, k, pad, s, d, ceil_mode):
-    """torch's pooling_output_shape: floor or ceil division, and with ceil_mode no window that starts
-    in the right padding."""
-    if s == 0:
-        raise RuntimeError("stride should not be zero")
-    if pad < 0:
-        raise RuntimeError(f"pad must be non-negative, but got pad: {pad}")
-    if pad > ((k - 1) * d + 1) // 2:
-        raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={pad}, kernel_size={k} "
-                           f"and dilation={d}")
-    out = (size + 2 * pad - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
-    if ceil_mode and (out - 1) * s >= size + pad:
-        out -= 1
-    return out
-
-
-def _pool_args(name, input, kernel_size, stride, padding, dilation, ceil_mode):
-    """Checks pooling arguments as torch does; returns the batched input, whether it was unbatched,
-    kernel, stride, padding, dilation, the output size and the (top, bottom, left, right) padding
-    that also covers ceil_mode's overhang."""
-    single_or_pair = f"{name}: {{name}} must either be a single int, or a tuple of two ints"
-    kernel = _expand2(kernel_size, "kernel_size", single_or_pair)
-    if stride is None or (not isinstance(stride, builtins.int) and len(stride) == 0):
-        stride = kernel
-    stride = _expand2(stride, "stride", f"{name}: {{name}} must either be omitted, a single int, or a tuple of two "
-                                        "ints")
-    pad = _expand2(padding, "padding", single_or_pair)
-    dilation = _expand2(dilation, "dilation", f"{name}: {{name}} must be either a single int, or a tuple of two ints")
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but "
-                           f"got:{list(input.shape)}")
-    h, w = input.shape[-2:]
-    out = (_pool_size(h, kernel[0], pad[0], stride[0], dilation[0], ceil_mode),
-           _pool_size(w, kernel[1], pad[1], stride[1], dilation[1], ceil_mode))
-    if kernel[0] <= 0 or kernel[1] <= 0:
-        raise RuntimeError(f"kernel size should be greater than zero, but got kH: {kernel[0]} kW: {kernel[1]}")
-    if stride[0] <= 0 or stride[1] <= 0:
-        raise RuntimeError(f"stride should be greater than zero, but got dH: {stride[0]} dW: {stride[1]}")
-    if dilation[0] <= 0 or dilation[1] <= 0:
-        raise RuntimeError(f"dilation should be greater than zero, but got dilationH: {dilation[0]} "
-                           f"dilationW: {dilation[1]}")
-    if kernel[1] // 2 < pad[1] or kernel[0] // 2 < pad[0]:
-        raise RuntimeError(f"pad should be smaller than or equal to half of kernel size, but got padW = {pad[1]}, "
-                           f"padH = {pad[0]}, kW = {kernel[1]}, kH = {kernel[0]}")
-    if out[0] < 1 or out[1] < 1:
-        raise RuntimeError(f"Given input size: ({input.shape[-3]}x{h}x{w}). Calculated output size: "
-                           f"({input.shape[-3]}x{out[0]}x{out[1]}). Output size is too small")
-    # ceil_mode's last window may run past the padded input: pad the overhang too
-    extra = [builtins.max(0, (o - 1) * s + d * (k - 1) + 1 - (size + 2 * p))
-             for o, s, d, k, size, p in zip(out, stride, dilation, kernel, (h, w), pad)]
-    pads = (pad[0], pad[0] + extra[0], pad[1], pad[1] + extra[1])
-    x, unbatched = (ops.unsqueeze(input, 0), True) if input.ndim == 3 else (input, False)
-    return x, unbatched, kernel, stride, pad, dilation, out, pads
-
-
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """The maximum of each window; with ``return_indices`` also its flat index into each H x W plane."""
-    x, unbatched, kernel, stride, _, dilation, out_size, pads = _pool_args(
-        "max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
-    _require_float(x, "max_pool2d")
-    result = P.MaxPool2d.apply(x, kernel, stride, pads, dilation, out_size, builtins.bool(return_indices))
-    if unbatched:
-        result = tuple(ops.squeeze(r, 0) for r in result) if return_indices else ops.squeeze(result, 0)
-    return result
-
-
-def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-                            return_indices=True):
-    """``max_pool2d`` that also returns the flat index of each maximum in its input plane."""
-    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
-
-
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
-    """The mean of each window (zero padding counted by default)."""
-    if divisor_override is not None and divisor_override == 0:
-        raise RuntimeError("divisor must be not zero")
-    x, unbatched, kernel, stride, _, _, out_size, pads = _pool_args(
-        "avg_pool2d", input, kernel_size, stride, padding, 1, ceil_mode)
-    _require_float(x, "avg_pool2d")
-    out = P.AvgPool2d.apply(x, kernel, stride, pads, out_size, builtins.bool(count_include_pad), divisor_override)
-    return ops.squeeze(out, 0) if unbatched else out
-
-
-def _adaptive_output_size(input, output_size):
-    """(out_h, out_w) from an int or a 2-tuple whose ``None`` entries keep the input's size."""
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got {list(input.shape)}")
-    sizes = (output_size, output_size) if isinstance(output_size, builtins.int) else tuple(output_size)
-    if len(sizes) != 2:
-        raise RuntimeError(f"adaptive_avg_pool2d: output_size must be 2, got {output_size!r}")
-    if not all(s is None or isinstance(s, builtins.int) for s in sizes):
-        raise TypeError(f"adaptive_avg_pool2d(): argument 'output_size' must be tuple of ints, got {output_size!r}")
-    return tuple(input.shape[d] if s is None else s for d, s in zip((-2, -1), sizes))
-
-
-def _adaptive_mean(x, dim, out):
-    """Mean over ``out`` bins of ``dim``: bin i spans [floor(i * n / out), ceil((i + 1) * n / out))."""
-    n = x.shape[dim]
-    if n % out == 0:  # equal bins: one reshape and one mean
-        axis = dim % x.ndim
-        return ops.mean(ops.reshape(x, x.shape[:axis] + (out, n // out) + x.shape[axis + 1:]), dim)
-    bins = [ops.mean(ops.narrow(x, dim, i * n // out, -(-(i + 1) * n // out) - i * n // out), dim, keepdim=True)
-            for i in builtins.range(out)]
-    return ops.cat(bins, dim)
-
-
-def adaptive_avg_pool2d(input, output_size):
-    """Means over a grid of ``output_size`` bins that covers the whole H x W plane, whatever its size."""
-    out_h, out_w = _adaptive_output_size(input, output_size)
-    return _adaptive_mean(_adaptive_mean(input, -2, out_h), -1, out_w)
-
-
 # ---- padding -------------------------------------------------------------------------------------
 
 def pad(input, pad, mode="constant", value=None):
@@ -647,25 +474,6 @@ def pad(input, pad, mode="constant", value=None):
 
 
 # ---- losses --------------------------------------------------------------------------------------
-
-def _reduction(size_average, reduce, reduction):
-    """The reduction name, from the legacy ``size_average``/``reduce`` flags when given (with torch's
-    deprecation warning)."""
-    if size_average is not None or reduce is not None:
-        size_average = True if size_average is None else size_average
-        reduce = True if reduce is None else reduce
-        reduction = "mean" if size_average and reduce else "sum" if reduce else "none"
-        warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' "
-                      "instead.", stacklevel=3)
-        return reduction
-    if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    return reduction
-
-
-def _reduce(loss, reduction):
-    return loss if reduction == "none" else ops.mean(loss) if reduction == "mean" else ops.sum(loss)
-
 
 def _warn_size(input, target):
     if tuple(target.shape) != tuple(input.shape):
@@ -825,3 +633,4 @@ def _class_probability_loss(input, target, weight, reduction, smoothing):
     if reduction == "sum":
         return total
     return total / (input.numel() // classes) if input.numel() else total * math.nan
+

@@ -5,7 +5,8 @@ the Tensor methods and operators it answers to, together in one module per famil
 promotion, casts, views and in-place writes, the decorators that declare Tensor methods and
 operators). The families: ``elementwise`` (arithmetic and math), ``comparison`` (comparisons,
 logic, bit operations, the is* tests), ``activations``, ``reductions``, ``sorting``, ``shape``
-(views, joins and splits), ``indexing``, ``linalg``, ``conversion`` (dtypes, devices, copies),
+(views, joins and splits), ``indexing``, ``linalg``, ``decompositions`` (factorizations and solvers),
+``matrix_functions`` (norms, pinv, matrix_exp), ``lu``, ``conversion`` (dtypes, devices, copies),
 ``special``, and the Function-only ``windows``, ``normalization`` and ``losses`` (their public
 functions are in ``nn.functional``). Everything is importable from here by name:
 ``from rlpipe import primitives as P; P.Add.apply(x, y)``, ``P.add(x, y)``.
@@ -40,7 +41,21 @@ from .windows import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .losses import *  # noqa: F401,F403
 from .special import *  # noqa: F401,F403
+from .decompositions import *  # noqa: F401,F403
+from .matrix_functions import *  # noqa: F401,F403
+from .lu import *  # noqa: F401,F403
+from .pointwise import *  # noqa: F401,F403
+from .segments import *  # noqa: F401,F403
+from .products import *  # noqa: F401,F403
+from .searching import *  # noqa: F401,F403
+from .index_ops import *  # noqa: F401,F403
+from .splits import *  # noqa: F401,F403
+from .scans import *  # noqa: F401,F403
+from .gamma import *  # noqa: F401,F403
 # the helpers the layers above share (TensorDict's shapes and in-place math, nn.functional's checks)
 from .common import (_LEGACY_TYPE_NAMES, _check_writable, _check_write, _inplace,  # noqa: F401
                      _require_float, _write)
 from .shape import _infer_shape, _shape_arg  # noqa: F401
+from .attention import *  # noqa: F401,F403
+from .transposed import *  # noqa: F401,F403
+from . import double_backward, double_backward_shape  # noqa: F401,E402 - attach each op's backward_graph

@@ -17,6 +17,7 @@ from .base import Op, unbroadcast, shape_of, along_dim
 from .common import (_BFLOAT16, _NUMBER, _INT64, _LEGACY_TYPE_NAMES, inplace_variant, _cast, _check_writable,
                      _inplace, with_out, _mark_view, _new_view, _scalar, _view_index)
 from .elementwise import Where
+from .segments import ScatterReduce
 from .shape import expand, flatten, reshape
 
 
@@ -437,12 +438,21 @@ def _scatter(input, dim, index, src, add, name):
 @tensor_method
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     """A copy of ``input`` with ``src`` (a tensor or a number, also ``value=``) written at the int64 ``index`` along
-    ``dim``; ``reduce="add"`` is ``scatter_add``, other reduces are not supported."""
-    if reduce is not None:
-        if reduce != "add":
-            raise RuntimeError(f"scatter(): reduce={reduce!r} is not supported by rlpipe; only 'add'")
-        return scatter_add(input, dim, index, src if src is not None else value)
-    return _scatter(input, dim, index, src if src is not None else value, False, "scatter")
+    ``dim``; ``reduce="add"`` adds instead (``scatter_add``), ``reduce="multiply"`` multiplies."""
+    src = src if src is not None else value
+    if reduce is None:
+        return _scatter(input, dim, index, src, False, "scatter")
+    if reduce not in ("add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    if not isinstance(src, Tensor):
+        from rlpipe._creation import full_like
+        src = full_like(index, _scalar(src), dtype=input.dtype)
+    if reduce == "add":
+        return scatter_add(input, dim, index, src)
+    d, idx = _along_dim_index(input, dim, index, "scatter")
+    if src.dtype is not input.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    return ScatterReduce.apply(input, d, idx, src, "prod", True)
 
 
 @inplace_variant

@@ -4,6 +4,7 @@
 """
 import builtins
 import collections
+import math
 import string
 
 import numpy as np
@@ -53,7 +54,7 @@ class Linear(Op):
     @staticmethod
     def forward(ctx, x, w, b):
         ctx.save_for_backward(x, w)
-        out = x @ w.T
+        out = _weight_first(ctx.xp, x, w) if ctx.be.name == "cpu" and _weight_first_pays(x.shape, w.shape) else x @ w.T
         if b is not None:
             out += b
         return out
@@ -66,6 +67,20 @@ class Linear(Op):
         return (g @ w if need_x else None,
                 g2.T @ x.reshape(-1, x.shape[-1]) if need_w else None,
                 g2.sum(axis=0) if need_b else None)
+
+
+def _weight_first_pays(x_shape, w_shape):
+    """Whether ``x @ w.T`` runs faster on the CPU as ``(w @ x.T).T``: a few rows (2 up to a quarter of both
+    of the weight's sides) against a wide weight, whose transposed product OpenBLAS runs slowly (32 rows
+    through 3136 -> 512: 1010 -> 590 us with its AVX-512 kernels, 1083 -> 1036 us with AVX2 ones)."""
+    rows = math.prod(x_shape[:-1])
+    return len(w_shape) == 2 and 1 < rows and 4 * rows <= min(w_shape)
+
+
+def _weight_first(xp, x, w):
+    """``x @ w.T`` computed as ``(w @ x.T).T``, made contiguous again."""
+    rows = x.reshape(-1, x.shape[-1])
+    return xp.ascontiguousarray((w @ rows.T).T).reshape(x.shape[:-1] + (w.shape[0],))
 
 
 class Cross(Op):

@@ -30,6 +30,7 @@ class Normalize(Op):
         if x.ndim > 1 and 0 in axes and 1 not in axes:
             ctx.node_name = "NativeBatchNormBackward0"
         ctx.save_for_backward(xhat, rstd, w)
+        ctx.stats = mean, eps  # x is xhat / rstd + mean, for the double backward
         mean, var = mean.reshape(-1), var.reshape(-1)
         ctx.mark_non_differentiable(mean, var)
         return out, mean, var

@@ -137,9 +137,11 @@ class Var(Op):
     @staticmethod
     def forward(ctx, x, dims, correction, keepdim):
         xp = ctx.xp
-        diff = x - xp.mean(x, axis=dims, keepdims=True)
+        center = xp.mean(x, axis=dims, keepdims=True)
+        diff = x - center
         denom = builtins.max(_count(x.shape, dims) - correction, 0)
         ctx.save_for_backward(diff)
+        ctx.center = center  # x is diff + center, for the double backward
         ctx.args = dims, keepdim, denom
         scale = 1.0 / denom if denom else float("inf")  # 0/0 gives nan and s/0 inf, as in torch
         return xp.sum(diff * diff, axis=dims, keepdims=keepdim) * x.dtype.type(scale)

@@ -159,32 +159,56 @@ def _by_rows_pays(x_shape, w_shape, stride, dilation, out_size):
     return products <= 1.3 * oh * ow * kh * kw
 
 
+def _channels_last_pays(x_shape, w_shape, stride, dilation, groups, out_size):
+    """Whether the channels-last layout is the faster way: one group, a kernel row spanning at least
+    ``_LONG_RUN`` entries of the channels-last input (after folding the stride into channels, see
+    ``_hwc_fold``), short output rows (up to ``_SHORT_ROWS``: longer ones make long row runs, which pay
+    better), and more columns than 4x the weight's entries, which it permutes."""
+    n, c = x_shape[:2]
+    o, _, kh, kw = w_shape
+    fold = _hwc_fold(w_shape, stride, dilation)
+    return groups == 1 and kh * kw > 1 and kw * c * fold[0] >= _LONG_RUN and out_size[1] <= _SHORT_ROWS and \
+        n * out_size[0] * out_size[1] >= 4 * o
+
+
+_SHORT_ROWS = 21  # measured: rows of 21 outputs (and the Nature CNN's 20) pay, of 24 and more do not
+
+
+def _layout(x_shape, w_shape, stride, dilation, groups, out_size):
+    """The name of the way Conv2d computes these shapes: 'hwc', 'rows' or 'im2col'."""
+    if _channels_last_pays(x_shape, w_shape, stride, dilation, groups, out_size):
+        return "hwc"
+    return "rows" if _by_rows_pays(x_shape, w_shape, stride, dilation, out_size) else "im2col"
+
+
 class Conv2d(Op):
     """2-D cross-correlation as one matmul per group of the weight with a column matrix of the input's
-    windows. A strided convolution first becomes a stride-1 one over the space-to-depth input (s x s
-    blocks as channels); a stride-1 convolution then takes its columns as contiguous runs of the input
-    rows (``_row_columns``), and backward adds the column gradients back run by run. Where that layout
-    costs too many extra products (``_by_rows_pays``), the windows are gathered one by one (im2col) and
-    scattered back with one strided add per kernel position (col2im)."""
+    windows, laid out one of three ways (``_layout``). Short output rows over many channels take the
+    input channels last (``_hwc_columns``: each window row is one run). Otherwise a strided convolution
+    first becomes a stride-1 one over the space-to-depth input (s x s blocks as channels); a stride-1
+    convolution then takes its columns as contiguous runs of the input rows (``_row_columns``), and
+    backward adds the column gradients back run by run. Where that layout costs too many extra products
+    (``_by_rows_pays``), the windows are gathered one by one (im2col) and scattered back with one
+    strided add per kernel position (col2im)."""
     node_name = "ConvolutionBackward0"
 
     @staticmethod
     def forward(ctx, x, w, b, stride, pads, dilation, groups, out_size):
-        by_rows = _by_rows_pays(x.shape, w.shape, stride, dilation, out_size)
-        run = _rows_forward if by_rows else _im2col_forward
+        run, back = _LAYOUTS[_layout(x.shape, w.shape, stride, dilation, groups, out_size)]
         keep_columns = ctx.needs_input_grad[1:2] == (True,)  # only the weight gradient reads them
         out, cols, args = run(ctx.xp, x, w, b, stride, pads, dilation, groups, out_size, keep_columns)
-        ctx.args = (by_rows, x.shape) + args + (stride, pads, dilation, groups, out_size)
+        ctx.args = (back, x.shape) + args + (stride, pads, dilation, groups, out_size)
         ctx.save_for_backward(cols, w)
+        if keep_columns:
+            ctx.input = x  # for the double backward: the weight gradient depends on x
         return out
 
     @staticmethod
     def backward(ctx, g):
         cols, w = ctx.saved_tensors
-        by_rows, x_shape = ctx.args[:2]
+        back, x_shape = ctx.args[:2]
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        run = _rows_backward if by_rows else _im2col_backward
-        gx, gw = run(ctx.xp, g, cols, w, need_x, need_w, x_shape, *ctx.args[2:])
+        gx, gw = back(ctx.xp, g, cols, w, need_x, need_w, x_shape, *ctx.args[2:])
         # the batch first: a sum over one contiguous axis, then short rows
         gb = g.sum(axis=0).reshape(g.shape[1], g.shape[2] * g.shape[3]).sum(axis=1) if need_b else None
         return gx, gw, gb, None, None, None, None, None
@@ -285,6 +309,130 @@ def _rows_backward(xp, g, cols, w, need_x, need_w, x_shape, xs_shape, stride, pa
     return gx, gw
 
 
+def _whole_strides(w_shape, stride, dilation):
+    """Whether an undilated kernel spans whole strides, so folding the stride into channels costs no
+    extra products."""
+    return dilation == (1, 1) and w_shape[2] % stride[0] == 0 and w_shape[3] % stride[1] == 0
+
+
+def _hwc_fold(w_shape, stride, dilation):
+    """The stride that the channels-last forward folds into channels (space-to-depth): where a kernel
+    row spans fewer than ``_LONG_RUN`` input entries and the kernel whole strides; else (1, 1)."""
+    c, kw = w_shape[1], w_shape[3]
+    return stride if kw * c < _LONG_RUN and _whole_strides(w_shape, stride, dilation) else (1, 1)
+
+
+_LONG_RUN = 64  # entries: a quarter KiB of float32, runs that copy at close to memcpy's speed
+
+
+def _to_hwc(xp, x, pads, fold, size):
+    """The padded x [N, C, H, W] as a contiguous [N, Hs, Ws, C*fh*fw] array (``size``: (Hs, Ws)), each
+    fh x fw block of pixels as channels (c, p, q) (space-to-depth first: one 6-d transpose costs more
+    than its two copies)."""
+    xs = _padded(xp, x, pads)
+    if fold != (1, 1):
+        xs = _space_to_depth(xp, xs, fold, size)
+    return xp.ascontiguousarray(xs[:, :, :size[0], :size[1]].transpose(0, 2, 3, 1))
+
+
+def _from_hwc(xp, gxh, fold, x_shape, pads):
+    """The adjoint of ``_to_hwc``: gxh [N, Hs, Ws, C*fh*fw] back to [N, C, H, W]."""
+    padded = (x_shape[2] + pads[0] + pads[1], x_shape[3] + pads[2] + pads[3])
+    g = gxh.transpose(0, 3, 1, 2)
+    if fold != (1, 1):
+        g = _depth_to_space(xp, xp.ascontiguousarray(g), fold, padded)
+    return xp.ascontiguousarray(_unpadded(g, pads, x_shape))
+
+
+def _hwc_geometry(x_shape, w_shape, stride, pads, dilation, out_size, fold):
+    """(fold, (Hs, Ws), kernel, stride, dilation) of the channels-last convolution: after folding, a
+    stride-1 undilated one over blocks; otherwise the padded input as it is."""
+    if fold == (1, 1):
+        size = (x_shape[2] + pads[0] + pads[1], x_shape[3] + pads[2] + pads[3])
+        return fold, size, tuple(w_shape[2:]), stride, dilation
+    kernel = _blocks(w_shape[2:], stride)
+    return fold, (out_size[0] - 1 + kernel[0], out_size[1] - 1 + kernel[1]), kernel, (1, 1), (1, 1)
+
+
+def _hwc_columns(xp, xh, kernel, stride, dilation, out_size, out=None):
+    """The columns [N*OH*OW, kh*kw*C] of contiguous ``xh`` [N, Hp, Wp, C] (written into ``out`` when given):
+    row (n, y, x) is window (y, x) in (i, j, c) order, so undilated each kernel row (i) is one run of kw*C
+    entries of ``xh``."""
+    n, _, _, c = xh.shape
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, stride, dilation, out_size
+    sn, s_h, s_w, sc = xh.strides
+    view = xp.lib.stride_tricks.as_strided(xh, (n, oh, ow, kh, kw, c),
+                                           (sn, s_h * sh, s_w * sw, s_h * dh, s_w * dw, sc))
+    if out is None:
+        return view.reshape(n * oh * ow, kh * kw * c)
+    out.reshape(view.shape)[...] = view
+    return out
+
+
+def _hwc_weight_order(w_shape, fold):
+    """(shape, axes): w [O, C, kh, kw] reshaped to ``shape`` and transposed by ``axes`` is in the order of
+    ``_hwc_columns``' rows after ``_to_hwc`` with ``fold``: (a, b, c, p, q, O) for kernel position
+    (a*fh + p, b*fw + q)."""
+    o, c, kh, kw = w_shape
+    fh, fw = fold
+    return (o, c, kh // fh, fh, kw // fw, fw), (2, 4, 1, 3, 5, 0)
+
+
+def _hwc_weight(xp, w, fold):
+    """w [O, C, kh, kw] as [kh*kw*C, O], the layout ``_hwc_columns``' rows multiply."""
+    shape, axes = _hwc_weight_order(w.shape, fold)
+    return xp.ascontiguousarray(w.reshape(shape).transpose(axes)).reshape(-1, w.shape[0])
+
+
+def _hwc_forward(xp, x, w, b, stride, pads, dilation, groups, out_size, keep_columns):
+    """(out, columns or None, (geometry,)) with the input's channels last (strides folded into channels
+    where the kernel spans whole strides): the columns' rows then read runs of kw*C entries, and the
+    product [N*OH*OW, O] has the output channels last, moved first by one copy."""
+    n, o = x.shape[0], w.shape[0]
+    geometry = _hwc_geometry(x.shape, w.shape, stride, pads, dilation, out_size, _hwc_fold(w.shape, stride, dilation))
+    fold, size, kernel, step, spread = geometry
+    wk = _hwc_weight(xp, w, fold)
+    dtype, positions = xp.result_type(x, w), out_size[0] * out_size[1]
+    out = xp.empty((n, o) + tuple(out_size), dtype=dtype)
+    kept = xp.empty((n * positions, wk.shape[0]), dtype=dtype) if keep_columns else None
+    for lo, hi in _sample_chunks(n, wk.shape[0] * positions):
+        part = None if kept is None else kept[lo * positions:hi * positions]
+        cols = _hwc_columns(xp, _to_hwc(xp, x[lo:hi], pads, fold, size), kernel, step, spread, out_size, part)
+        prod = cols @ wk
+        if b is not None:
+            prod += b
+        out[lo:hi] = prod.reshape(hi - lo, out_size[0], out_size[1], o).transpose(0, 3, 1, 2)
+    return out, kept, (geometry,)
+
+
+def _hwc_backward(xp, g, cols, w, need_x, need_w, x_shape, geometry, stride, pads, dilation, groups, out_size):
+    """(gx, gw) of the channels-last layout. The column gradients are added back with one strided add per
+    kernel position, folding the stride into channels wherever the kernel spans whole strides (fewer adds
+    of longer runs than the forward's fold may have)."""
+    n, o = g.shape[:2]
+    g2 = xp.ascontiguousarray(g.reshape(n, o, -1).transpose(0, 2, 1)).reshape(-1, o)  # [N*OH*OW, O]
+    gx = gw = None
+    if need_w:
+        shape, axes = _hwc_weight_order(w.shape, geometry[0])
+        # [O, (a, b, c, p, q)] back to the weight's [O, c, a, p, b, q]
+        blocks = (g2.T @ cols).reshape((o,) + tuple(shape[k] for k in axes[:5]))
+        gw = xp.ascontiguousarray(blocks.transpose(0, 3, 1, 4, 2, 5)).reshape(w.shape)
+    if need_x:
+        fold = stride if _whole_strides(w.shape, stride, dilation) else (1, 1)
+        fold, size, kernel, step, spread = _hwc_geometry(x_shape, w.shape, stride, pads, dilation, out_size, fold)
+        gcols = (g2 @ _hwc_weight(xp, w, fold).T).reshape((n,) + tuple(out_size) + kernel + (-1,))
+        gxh = xp.zeros((n,) + size + (gcols.shape[-1],), dtype=g.dtype)
+        for i in range(kernel[0]):
+            for j in range(kernel[1]):
+                gxh[_window_slices(i, j, step, spread, out_size) + (slice(None),)] += gcols[:, :, :, i, j]
+        gx = _from_hwc(xp, gxh, fold, x_shape, pads)
+    return gx, gw
+
+
+_LAYOUTS = {"hwc": (_hwc_forward, _hwc_backward), "rows": (_rows_forward, _rows_backward),
+            "im2col": (_im2col_forward, _im2col_backward)}
+
+
 class MaxPool2d(Op):
     """Max over each window; with ``with_indices`` also the flat (h * W + w) input index of each
     maximum, as torch returns it. NaN wins, as in torch. The gradient goes to the chosen element."""
@@ -355,6 +503,7 @@ class AvgPool2d(Op):
             cols = _window_counts(xp, w, kw, stride[1], left, out_size[1], count_include_pad)
             divisor = (rows.reshape(-1, 1) * cols).astype(x.dtype)
         ctx.args = x.shape, xpad.shape, kernel, stride, pads, out_size, divisor
+        ctx.settings = count_include_pad, divisor_override  # the forward again, for the double backward
         return total / divisor
 
     @staticmethod

@@ -14,6 +14,7 @@ from ...autograd import no_grad
 from ...distributions.transformed_distribution import TransformedDistribution
 from ...distributions.utils import sum_rightmost
 from ...primitives import Op
+from ...primitives.double_backward import twice
 from ...tensordict.nn._delta import Delta
 
 __all__ = ["TanhNormal", "IndependentNormal", "Delta", "SafeTanhTransform"]
@@ -56,6 +57,18 @@ class _SafeAtanh(Op):
     def backward(ctx, g):
         y, = ctx.saved_tensors
         return g / (1 - y * y)
+
+
+@twice(_SafeTanh)
+def _safe_tanh_twice(ctx, g):
+    y = ctx.graph_output(ctx.saved_tensors[0])
+    return g * (1 - y * y)
+
+
+@twice(_SafeAtanh)
+def _safe_atanh_twice(ctx, g):
+    y = ctx.graph_input(0, ctx.saved_tensors[0])
+    return g / (1 - y * y)
 
 
 class SafeTanhTransform(D.TanhTransform):

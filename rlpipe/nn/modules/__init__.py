@@ -18,3 +18,23 @@ from .lazy import LazyModuleMixin, LazyLinear, LazyConv2d
 from .pooling import MaxPool2d, AvgPool2d, AdaptiveAvgPool2d
 from .loss import (L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntropyLoss, BCELoss,
                    BCEWithLogitsLoss)
+from .attention import MultiheadAttention
+from .transformer import (Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,
+                          TransformerDecoderLayer)
+from .conv import Conv1d, ConvTranspose1d, ConvTranspose2d
+from .normalization import GroupNorm, RMSNorm
+from .instancenorm import InstanceNorm1d, InstanceNorm2d
+from .padding import (ZeroPad1d, ZeroPad2d, ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionPad2d,
+                      ReplicationPad1d, ReplicationPad2d, CircularPad1d, CircularPad2d)
+from .pooling import MaxPool1d, AvgPool1d, AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d
+from .resampling import (Upsample, UpsamplingNearest2d, UpsamplingBilinear2d, PixelShuffle, PixelUnshuffle, Unfold,
+                         Fold)
+from .distance import CosineSimilarity, PairwiseDistance
+from .dropout import Dropout1d, Dropout2d, AlphaDropout, FeatureAlphaDropout
+from .loss import (KLDivLoss, GaussianNLLLoss, PoissonNLLLoss, MarginRankingLoss, SoftMarginLoss, HingeEmbeddingLoss,
+                   CosineEmbeddingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss)
+from .lazy import LazyConv1d, LazyConvTranspose1d, LazyConvTranspose2d
+from .pooling import LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d
+from .resampling import ChannelShuffle
+from .normalization import LocalResponseNorm
+from .loss import TripletMarginWithDistanceLoss, MultiMarginLoss, MultiLabelMarginLoss

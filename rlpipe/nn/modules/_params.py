@@ -23,3 +23,17 @@ def reset_like_linear(weight, bias):
         fan_in, _ = init._calculate_fan_in_and_fan_out(weight)
         bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
         init.uniform_(bias, -bound, bound)
+
+
+def inference_arrays(module, dtype, device):
+    """(weight, bias or None) arrays of a layer for its inference step on ``dtype`` inputs on ``device``,
+    or None where the step must not run: a parameter replaced by a plain attribute, or one of another
+    dtype or device (the usual path then reports the mismatch)."""
+    params = module._parameters
+    weight, bias = params.get("weight"), params.get("bias", params)  # (params: no bias entry at all)
+    if weight is None or bias is params:
+        return None
+    for p in (weight, bias):
+        if p is not None and (p._data.dtype != dtype or p._device is not device):
+            return None
+    return weight._data, None if bias is None else bias._data

@@ -1,9 +1,10 @@
-"""``Dropout``: zeroes random elements while training and rescales the rest by ``1 / (1 - p)``."""
+"""``Dropout`` and its variants: zero random elements (or whole channels) while training and rescale the
+rest by ``1 / (1 - p)``; ``AlphaDropout`` keeps the statistics of SELU activations instead."""
 from ...primitives.shape import Clone
 from .. import functional as F
 from .module import Module
 
-__all__ = ["Dropout"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "AlphaDropout", "FeatureAlphaDropout"]
 
 
 class _DropoutNd(Module):
@@ -30,3 +31,31 @@ class Dropout(_DropoutNd):
     def _inference_op(self, dtype, device):  # see Module's run_without_graph
         # in eval mode a copy of the input (what a Sequential returns is a new tensor anyway)
         return None if self.training else (Clone, ())
+
+
+class Dropout1d(_DropoutNd):
+    """Zeroes whole channels of ``(N, C, L)`` or ``(C, L)`` inputs with probability ``p`` in training."""
+
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    """Zeroes whole channels of ``(N, C, H, W)`` or ``(C, H, W)`` inputs with probability ``p`` in training."""
+
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    """Dropout for SELU networks: keeps zero mean and unit variance (see ``F.alpha_dropout``)."""
+
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """``AlphaDropout`` of whole channels."""
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training)

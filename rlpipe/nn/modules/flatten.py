@@ -1,4 +1,6 @@
 """``Flatten`` and ``Unflatten``: reshape a range of dimensions into one, and one into several."""
+import math
+
 from .module import Module
 
 __all__ = ["Flatten", "Unflatten"]
@@ -16,8 +18,25 @@ class Flatten(Module):
     def forward(self, input):
         return input.flatten(self.start_dim, self.end_dim)
 
+    def _inference_op(self, dtype, device):  # see Module's run_without_graph
+        return _FlattenStep, (self.start_dim, self.end_dim)
+
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class _FlattenStep:
+    """Flatten's step in a Sequential's inference plan: a reshape of the array (a view where it can be).
+    Dimensions the usual path would refuse, or a 0-d input, raise ValueError, which hands the call back
+    to that path and its error."""
+
+    @staticmethod
+    def forward(ctx, x, start_dim, end_dim):
+        n = x.ndim
+        if not (-n <= start_dim < n and -n <= end_dim < n) or start_dim % n > end_dim % n:
+            raise ValueError(f"flatten step: dims ({start_dim}, {end_dim}) for a {n}-d input")
+        start, end = start_dim % n, end_dim % n
+        return x.reshape(x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:])
 
 
 class Unflatten(Module):

@@ -11,10 +11,10 @@ import itertools
 
 from ...autograd.grad_mode import no_grad
 from ..parameter import UninitializedParameter, is_lazy
-from .conv import Conv2d
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .linear import Linear
 
-__all__ = ["LazyModuleMixin", "LazyLinear", "LazyConv2d"]
+__all__ = ["LazyModuleMixin", "LazyLinear", "LazyConv2d", "LazyConv1d", "LazyConvTranspose1d", "LazyConvTranspose2d"]
 
 
 class LazyModuleMixin:
@@ -88,7 +88,58 @@ class LazyLinear(LazyModuleMixin, Linear):
                 self.reset_parameters()
 
 
-class LazyConv2d(LazyModuleMixin, Conv2d):
+class _LazyConvMixin(LazyModuleMixin):
+    """A convolution whose ``in_channels`` is the channel dimension of its first input (batched or not);
+    ``_spatial`` is its number of spatial dims. Until then ``in_channels`` reads 0."""
+    _spatial = 2
+
+    def _lazy_init(self, out_channels, bias, device, dtype):
+        self.out_channels = out_channels
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+
+    def reset_parameters(self):
+        """Initializes the parameters as the convolution does, once they have their shapes."""
+        if not self.has_uninitialized_params() and self.in_channels != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input, *args, **kwargs):
+        """Takes ``in_channels`` from the channel dim of the first input, materializes weight and bias and
+        initializes them."""
+        if not self.has_uninitialized_params():
+            return
+        unbatched = self._spatial + 1
+        if input.ndim not in (unbatched, unbatched + 1):
+            raise RuntimeError(f"Expected {unbatched}D (unbatched) or {unbatched + 1}D (batched) input to "
+                               f"{type(self).__name__}, but got input of size: {input.shape}")
+        with no_grad():
+            self.in_channels = input.shape[-unbatched]
+            if self.in_channels % self.groups != 0:
+                raise ValueError("in_channels must be divisible by groups")
+            if self.transposed:
+                shape = (self.in_channels, self.out_channels // self.groups)
+            else:
+                shape = (self.out_channels, self.in_channels // self.groups)
+            self.weight.materialize((*shape, *self.kernel_size))
+            if self.bias is not None:
+                self.bias.materialize((self.out_channels,))
+            self.reset_parameters()
+
+
+class LazyConv1d(_LazyConvMixin, Conv1d):
+    """A ``Conv1d`` whose ``in_channels`` is read from its first input; it then becomes a ``Conv1d``."""
+
+    cls_to_become = Conv1d
+    _spatial = 1
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode)
+        self._lazy_init(out_channels, bias, device, dtype)
+
+
+class LazyConv2d(_LazyConvMixin, Conv2d):
     """A ``Conv2d`` whose ``in_channels`` is the channel dimension of its first input (``(N, C, H, W)``
     or unbatched ``(C, H, W)``); it then becomes a ``Conv2d``."""
 
@@ -97,27 +148,27 @@ class LazyConv2d(LazyModuleMixin, Conv2d):
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  padding_mode="zeros", device=None, dtype=None):
         super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode)
-        self.out_channels = out_channels
-        self.weight = UninitializedParameter(device=device, dtype=dtype)
-        if bias:
-            self.bias = UninitializedParameter(device=device, dtype=dtype)
+        self._lazy_init(out_channels, bias, device, dtype)
 
-    def reset_parameters(self):
-        if not self.has_uninitialized_params() and self.in_channels != 0:
-            super().reset_parameters()
 
-    def initialize_parameters(self, input, *args, **kwargs):
-        """Takes ``in_channels`` from dim -3 of the first (3-d or 4-d) input, materializes weight and bias and
-        initializes them."""
-        if self.has_uninitialized_params():
-            with no_grad():
-                if input.ndim not in (3, 4):
-                    raise RuntimeError("Expected 3D (unbatched) or 4D (batched) input to LazyConv2d, but got "
-                                       f"input of size: {input.shape}")
-                self.in_channels = input.shape[-3]
-                if self.in_channels % self.groups != 0:
-                    raise ValueError("in_channels must be divisible by groups")
-                self.weight.materialize((self.out_channels, self.in_channels // self.groups, *self.kernel_size))
-                if self.bias is not None:
-                    self.bias.materialize((self.out_channels,))
-                self.reset_parameters()
+class LazyConvTranspose1d(_LazyConvMixin, ConvTranspose1d):
+    """A ``ConvTranspose1d`` whose ``in_channels`` is read from its first input."""
+
+    cls_to_become = ConvTranspose1d
+    _spatial = 1
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1, bias=True,
+                 dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode)
+        self._lazy_init(out_channels, bias, device, dtype)
+
+
+class LazyConvTranspose2d(_LazyConvMixin, ConvTranspose2d):
+    """A ``ConvTranspose2d`` whose ``in_channels`` is read from its first input."""
+
+    cls_to_become = ConvTranspose2d
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1, bias=True,
+                 dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode)
+        self._lazy_init(out_channels, bias, device, dtype)

@@ -4,7 +4,7 @@ import math
 from ...primitives import Linear as RawLinear
 from .. import functional as F
 from .. import init
-from ._params import register_optional, reset_like_linear
+from ._params import inference_arrays, register_optional, reset_like_linear
 from .module import Module
 
 __all__ = ["Identity", "Linear", "Bilinear"]
@@ -50,13 +50,8 @@ class Linear(Module):
         return F.linear(input, weight, bias)
 
     def _inference_op(self, dtype, device):  # see Module's run_without_graph
-        params = self._parameters
-        weight, bias = params.get("weight"), params.get("bias", params)  # (params: no bias entry at all)
-        if weight is None or bias is params or weight._data.dtype != dtype or weight._device is not device:
-            return None  # (a parameter replaced by a plain attribute, or a mismatch the usual path reports)
-        if bias is not None and (bias._data.dtype != dtype or bias._device is not device):
-            return None
-        return RawLinear, (weight._data, None if bias is None else bias._data)
+        arrays = inference_arrays(self, dtype, device)
+        return None if arrays is None else (RawLinear, arrays)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
