@@ -15,11 +15,11 @@ about 0.035 ms), the output layer's outer product and the bias gradients. vmap a
 functional_call around the node add about 0.04 ms of Python, half of it vmap's flattening and
 rebuilding of the parameters' TensorDict (four nested TensorDicts); a plain MLP given exactly its
 parameters runs as the node straight from them, with nothing swapped into the module. Without
-grad the loop already runs on raw arrays, so vmap saves only the per-critic Python. Measured (four
-runs each, alternating, 2026-11-29): vmap/loop with backward 0.44-0.46x unpinned, 0.54-0.55x
-pinned (the previous code: 0.50-0.52x and 0.59x; before the fused node 0.62-0.63x); no grad
-0.57-0.58x, 0.69x; SACLoss with two critics 1.05-1.07x, 1.06-1.09x its deactivate_vmap loop.
-torch 2.13's own vmap against its own loop, same script shape, measured 2.0x and 1.06x on this
+grad the loop already runs on raw arrays, so vmap saves only the per-critic Python. Measured (eight
+runs each, alternating, load below 2, 2026-11-29): vmap/loop with backward 0.45-0.46x unpinned,
+0.54-0.56x pinned (the previous code: 0.50-0.52x and 0.59x; before the fused node 0.62-0.63x); no
+grad 0.65-0.68x, 0.76-0.78x; SACLoss with two critics 1.05-1.07x, 1.05-1.09x its deactivate_vmap
+loop. torch 2.13's own vmap against its own loop, same script shape, measured 2.0x and 1.06x on this
 machine.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=. python3 benchmarks/bench_vmap.py
