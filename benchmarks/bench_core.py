@@ -158,13 +158,21 @@ def main():
     print(f"raw NumPy 4x4 add: {measure(lambda: a + a, args.number, args.repeat):.2f} us")
     peer = f"torch {torch.__version__} (measured now)" if torch else "DESIGN.md anchors (torch not importable)"
     print(f"peer: {peer}")
+    print_in_process(ours, theirs, lambda name: args.number if "batch 256" not in name else max(args.number // 10, 50),
+                     args.repeat, ".2f", ANCHORS_US)
+
+
+def print_in_process(ours, theirs, number_for, repeat, number_format, fallback=None):
+    """Measures each of ``ours`` and the same name in ``theirs`` (``number_for(name)`` calls, best of ``repeat``)
+    in this process and prints them side by side with the peer/rlpipe ratio; a name ``theirs`` lacks takes
+    its peer figure from ``fallback``."""
     print(f"{'workload':62s} {'rlpipe us':>10s} {'peer us':>10s} {'peer/rlpipe':>12s}")
     for name, fn in ours.items():
-        number = args.number if "batch 256" not in name else max(args.number // 10, 50)
-        mine = measure(fn, number, args.repeat)
-        peer = measure(theirs[name], number, args.repeat) if name in theirs else ANCHORS_US.get(name)
+        number = number_for(name)
+        mine = measure(fn, number, repeat)
+        peer = measure(theirs[name], number, repeat) if name in theirs else (fallback or {}).get(name)
         ratio = f"{peer / mine:11.2f}x" if peer else f"{'':>12s}"
-        print(f"{name:62s} {mine:10.2f} {peer if peer else float('nan'):10.2f} {ratio}")
+        print(f"{name:62s} {mine:10{number_format}} {peer if peer else float('nan'):10{number_format}} {ratio}")
 
 
 if __name__ == "__main__":

@@ -10,30 +10,14 @@ plus the same critic's plain loss backward for scale. Run where torch is importa
 from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
 
 import argparse
-import timeit
 
 import numpy as np
 
 import rlpipe
 
+from bench_core import mlp_params, print_in_process  # the script's folder is on sys.path
+
 torch, = import_peer()
-
-
-def measure(fn, number, repeat):
-    """Microseconds per call: the best of ``repeat`` runs of ``number`` calls."""
-    fn()
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
-
-
-def mlp_params(lib, sizes, seed=0):
-    """Weights shaped like nn.Linear's, identical in both libraries."""
-    rng = np.random.default_rng(seed)
-    params = []
-    for n_in, n_out in zip(sizes, sizes[1:]):
-        bound = 1 / np.sqrt(n_in)
-        for shape in ((n_out, n_in), (n_out,)):
-            params.append(lib.tensor(rng.uniform(-bound, bound, shape).astype(np.float32), requires_grad=True))
-    return params
 
 
 def mlp(lib, params, x, act):
@@ -107,12 +91,7 @@ def main():
     ours = workloads(rlpipe)
     theirs = workloads(torch) if torch is not None else {}
     print(f"peer: {'torch ' + torch.__version__ if torch else 'none (torch not importable)'}")
-    print(f"{'workload':62s} {'rlpipe us':>10s} {'peer us':>10s} {'peer/rlpipe':>12s}")
-    for name, fn in ours.items():
-        mine = measure(fn, args.number, args.repeat)
-        peer = measure(theirs[name], args.number, args.repeat) if name in theirs else None
-        ratio = f"{peer / mine:11.2f}x" if peer else f"{'':>12s}"
-        print(f"{name:62s} {mine:10.1f} {peer if peer else float('nan'):10.1f} {ratio}")
+    print_in_process(ours, theirs, lambda name: args.number, args.repeat, ".1f")
 
 
 if __name__ == "__main__":

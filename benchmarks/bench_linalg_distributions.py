@@ -7,22 +7,17 @@ process, in an interpreter that has torch:
 
 ``--side rlpipe`` or ``--side torch`` measures one library in this process and prints JSON.
 """
-from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
-
-import argparse
-import json
-import sys
-import time
-import timeit
+import one_thread  # noqa: F401 - first: pins BLAS to one thread before NumPy loads
 
 import numpy as np
-from peer_process import peer_python, print_side_by_side, run_side
+from peer_process import side_by_side_main
 
 BATCH, ACTIONS, MATRICES, SIZE = 2048, 6, 64, 8
 
 
-def workloads(lib):
-    """name -> a callable doing one forward and backward, for rlpipe or torch (same names)."""
+def workloads(lib, number):
+    """name -> (a callable doing one forward and backward, ``number`` calls per timing), for rlpipe or torch
+    (same names)."""
     rng = np.random.default_rng(0)
     loc = lib.zeros(BATCH, ACTIONS, requires_grad=True)
     cov = lib.diag(lib.full((ACTIONS,), 0.36))
@@ -37,7 +32,7 @@ def workloads(lib):
 
     def backward(fn):
         return lambda: fn().sum().backward()
-    return {
+    named = {
         "PPO MultivariateNormal log_prob+entropy": ppo_mvn,
         "linalg.cholesky 64x8x8": backward(lambda: lib.linalg.cholesky(spd)),
         "linalg.solve 64x8x8, 2 rhs": backward(lambda: lib.linalg.solve(spd, rhs)),
@@ -45,37 +40,12 @@ def workloads(lib):
         "linalg.slogdet 64x8x8": backward(lambda: lib.linalg.slogdet(spd).logabsdet),
         "linalg.eigh 64x8x8 (values)": backward(lambda: lib.linalg.eigvalsh(spd)),
     }
-
-
-def measure_side(side, number, repeat):
-    """CPU microseconds per call of each workload, best of ``repeat`` timings."""
-    if side == "torch":
-        lib, = import_peer()
-        if lib is None:
-            sys.exit("torch is not importable")
-    else:
-        import rlpipe as lib
-    out = {}
-    for name, fn in workloads(lib).items():
-        fn()
-        out[name] = min(timeit.repeat(fn, number=number, repeat=repeat, timer=time.process_time)) / number * 1e6
-    return {"us": out, "version": lib.__version__}
+    return {name: (fn, number) for name, fn in named.items()}
 
 
 def main():
-    p = argparse.ArgumentParser(description="linalg and distributions, rlpipe vs torch")
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--number", type=int, default=50)
-    p.add_argument("--peer-python", default=peer_python())
-    p.add_argument("--side", choices=("rlpipe", "torch"), help="measure one library only and print JSON")
-    args = p.parse_args()
-    if args.side:
-        print(json.dumps(measure_side(args.side, args.number, args.repeat)))
-        return
-    ours = measure_side("rlpipe", args.number, args.repeat)
-    theirs = run_side(__file__, args.peer_python, "torch", ("--number", args.number, "--repeat", args.repeat))
-    print(f"forward + backward, us per call (CPU time), best of {args.repeat}")
-    print_side_by_side(ours, theirs, "workload", "9.1f")
+    side_by_side_main(__file__, workloads, "linalg and distributions, rlpipe vs torch",
+                      "forward + backward, us per call (CPU time)", number_format="9.1f", number=50)
 
 
 if __name__ == "__main__":

@@ -10,16 +10,10 @@ defaults to /work/peervenv/bin/python when it exists, else this interpreter); it
 out when that interpreter cannot import torch. ``--side rlpipe`` or ``--side torch`` measures one
 library in this process and prints JSON. Times are CPU time per call (the machine is shared).
 """
-from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
-
-import argparse
-import json
-import sys
-import time
-import timeit
+import one_thread  # noqa: F401 - first: pins BLAS to one thread before NumPy loads
 
 import numpy as np
-from peer_process import peer_python, print_side_by_side, run_side
+from peer_process import side_by_side_main
 
 
 def _data(lib, *shape):
@@ -76,34 +70,9 @@ def workloads(lib):
             "DrQ random shift (pad + grid_sample) [32, 9, 84, 84]": (_random_shift(lib, stacked), 3)}
 
 
-def measure_side(side, repeat):
-    """CPU microseconds per call of each workload for ``side``, best of ``repeat`` timings."""
-    if side == "torch":
-        lib, = import_peer()
-        if lib is None:
-            sys.exit("torch is not importable")
-    else:
-        import rlpipe as lib
-    out = {}
-    for name, (fn, number) in workloads(lib).items():
-        fn()
-        out[name] = min(timeit.repeat(fn, number=number, repeat=repeat, timer=time.process_time)) / number * 1e6
-    return {"us": out, "version": lib.__version__}
-
-
 def main():
-    p = argparse.ArgumentParser(description="nn layers, rlpipe vs torch")
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--peer-python", default=peer_python())
-    p.add_argument("--side", choices=("rlpipe", "torch"), help="measure one library only and print JSON")
-    args = p.parse_args()
-    if args.side:
-        print(json.dumps(measure_side(args.side, args.repeat)))
-        return
-    ours = measure_side("rlpipe", args.repeat)
-    theirs = run_side(__file__, args.peer_python, "torch", ("--repeat", args.repeat))
-    print(f"nn layers, float32, one thread, us per call, best of {args.repeat}")
-    print_side_by_side(ours, theirs, "workload", "10.0f")
+    side_by_side_main(__file__, workloads, "nn layers, rlpipe vs torch", "nn layers, float32, one thread, us per call",
+                      number_format="10.0f")
 
 
 if __name__ == "__main__":

@@ -11,16 +11,10 @@ interpreter that has torch 2.13:
 the torch column is left out when that interpreter cannot import torch. ``--side rlpipe`` or
 ``--side torch`` measures one library in this process and prints JSON.
 """
-from one_thread import import_peer  # first: pins BLAS to one thread before NumPy loads
-
-import argparse
-import json
-import sys
-import time
-import timeit
+import one_thread  # noqa: F401 - first: pins BLAS to one thread before NumPy loads
 
 import numpy as np
-from peer_process import peer_python, print_side_by_side, run_side
+from peer_process import side_by_side_main
 
 BATCH, ATOMS = 128, 101
 
@@ -41,8 +35,9 @@ def c51_projection(lib, rng):
     return loop
 
 
-def workloads(lib):
-    """name -> (callable, calls per timing) for one library (rlpipe or torch, same names)."""
+def workloads(lib, number):
+    """name -> (callable, calls per timing: ``number``, fewer for the whole loop) for one library (rlpipe or
+    torch, same names)."""
     rng = np.random.default_rng(0)
     x = lib.tensor(rng.standard_normal((BATCH, ATOMS)).astype(np.float32))
     y = lib.tensor(rng.standard_normal((BATCH, ATOMS)).astype(np.float32))
@@ -51,7 +46,7 @@ def workloads(lib):
     src = lib.tensor(rng.random(ATOMS).astype(np.float32))
     floats = lib.tensor(rng.integers(0, ATOMS, (BATCH, ATOMS)).astype(np.float32))
     row = x[3]
-    return {
+    ops = {
         "target[i].index_add_(0, idx, src)": lambda: target[3].index_add_(0, idx, src),
         "row.index_add_(0, idx, src)": lambda: row.index_add_(0, idx, src),
         "l[i].long()": lambda: floats[3].long(),
@@ -68,43 +63,15 @@ def workloads(lib):
         "x.copy_(y)": lambda: x.copy_(y),
         "x + y": lambda: x + y,
         "zeros_like(x)": lambda: lib.zeros_like(x),
-        "c51.py projection loop (128 rows)": c51_projection(lib, rng),
     }
-
-
-def measure_side(side, number, repeat):
-    """CPU microseconds per call of each workload for ``side``, best of ``repeat`` timings (CPU
-    time, not wall time: the machine is shared, and waiting for a core is not the op's cost)."""
-    if side == "torch":
-        lib, = import_peer()
-        if lib is None:
-            sys.exit("torch is not importable")
-    else:
-        import rlpipe as lib
-    out = {}
-    with lib.no_grad():
-        for name, fn in workloads(lib).items():
-            n = number if "loop" not in name else max(number // 500, 5)
-            fn()
-            out[name] = min(timeit.repeat(fn, number=n, repeat=repeat, timer=time.process_time)) / n * 1e6
-    return {"us": out, "version": lib.__version__}
+    return {**{name: (fn, number) for name, fn in ops.items()},
+            "c51.py projection loop (128 rows)": (c51_projection(lib, rng), max(number // 500, 5))}
 
 
 def main():
-    p = argparse.ArgumentParser(description="small-op overhead, rlpipe vs torch")
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--number", type=int, default=20000)
-    p.add_argument("--peer-python", default=peer_python())
-    p.add_argument("--side", choices=("rlpipe", "torch"), help="measure one library only and print JSON")
-    args = p.parse_args()
-    if args.side:
-        print(json.dumps(measure_side(args.side, args.number, args.repeat)))
-        return
-
-    ours = measure_side("rlpipe", args.number, args.repeat)
-    theirs = run_side(__file__, args.peer_python, "torch", ("--number", args.number, "--repeat", args.repeat))
-    print(f"small ops on C51-sized tensors ({BATCH}x{ATOMS} float32), no grad, us per call, best of {args.repeat}")
-    print_side_by_side(ours, theirs, "op", "9.2f")
+    side_by_side_main(__file__, workloads, "small-op overhead, rlpipe vs torch",
+                      f"small ops on C51-sized tensors ({BATCH}x{ATOMS} float32), no grad, us per call", label="op",
+                      number_format="9.2f", number=20000, no_grad=True)
 
 
 if __name__ == "__main__":

@@ -40,9 +40,12 @@ def print_side_by_side(ours, theirs, label, number_format):
         print(f"{name:36s} {mine:{number_format}} {peer:{number_format}} {ratio}")
 
 
-def measure_workloads(workloads, side, repeat):
-    """CPU microseconds per call of each of ``workloads(lib)``'s callables (name -> (callable, calls
-    per timing)) for ``side`` ("rlpipe" or "torch"), best of ``repeat`` timings, as ``run_side`` reads them."""
+def measure_workloads(workloads, side, repeat, *args, no_grad=False):
+    """CPU microseconds per call of each of ``workloads(lib, *args)``'s callables (name -> (callable, calls
+    per timing)) for ``side`` ("rlpipe" or "torch"), best of ``repeat`` timings (CPU time, not wall time: the
+    machine is shared, and waiting for a core is not the op's cost), under ``lib.no_grad()`` when ``no_grad``;
+    as ``run_side`` reads them."""
+    import contextlib
     import time
     import timeit
     if side == "torch":
@@ -53,25 +56,33 @@ def measure_workloads(workloads, side, repeat):
     else:
         import rlpipe as lib
     out = {}
-    for name, (fn, number) in workloads(lib).items():
-        fn()
-        out[name] = min(timeit.repeat(fn, number=number, repeat=repeat, timer=time.process_time)) / number * 1e6
+    with lib.no_grad() if no_grad else contextlib.nullcontext():
+        for name, (fn, number) in workloads(lib, *args).items():
+            fn()
+            out[name] = min(timeit.repeat(fn, number=number, repeat=repeat, timer=time.process_time)) / number * 1e6
     return {"us": out, "version": lib.__version__}
 
 
-def side_by_side_main(script, workloads, description, title, label="workload", number_format="10.1f"):
+def side_by_side_main(script, workloads, description, title, label="workload", number_format="10.1f",
+                      number=None, no_grad=False):
     """A benchmark script's command line: ``--side`` measures one library and prints JSON; otherwise rlpipe
-    here and torch in its own process (``--peer-python``), printed side by side under ``title``."""
+    here and torch in its own process (``--peer-python``), printed side by side under ``title``. With
+    ``number`` (its default), ``--number`` is passed on to ``workloads(lib, number)``; ``no_grad`` as in
+    ``measure_workloads``."""
     import argparse
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--repeat", type=int, default=5)
+    if number is not None:
+        p.add_argument("--number", type=int, default=number)
     p.add_argument("--peer-python", default=peer_python())
     p.add_argument("--side", choices=("rlpipe", "torch"), help="measure one library only and print JSON")
     args = p.parse_args()
+    extra = () if number is None else (args.number,)
     if args.side:
-        print(json.dumps(measure_workloads(workloads, args.side, args.repeat)))
+        print(json.dumps(measure_workloads(workloads, args.side, args.repeat, *extra, no_grad=no_grad)))
         return
-    ours = measure_workloads(workloads, "rlpipe", args.repeat)
-    theirs = run_side(script, args.peer_python, "torch", ("--repeat", args.repeat))
+    ours = measure_workloads(workloads, "rlpipe", args.repeat, *extra, no_grad=no_grad)
+    passed_on = ("--repeat", args.repeat) + (() if number is None else ("--number", args.number))
+    theirs = run_side(script, args.peer_python, "torch", passed_on)
     print(f"{title}, best of {args.repeat}")
     print_side_by_side(ours, theirs, label, number_format)

@@ -2,16 +2,13 @@
 
 Samples are X / (X + Y) for X, Y Gamma draws, reparameterized as torch's through the Gamma draws' implicit
 gradients (``gamma.StandardGamma``); log_prob, entropy, moments and KL are differentiable in both concentrations."""
-import numbers
 
 from .. import primitives as _ops
-from .._tensor import Size
 from . import constraints
 from .dirichlet import Dirichlet
-from .distribution import Distribution
 from .exp_family import ExponentialFamily
 from .gamma import standard_gamma
-from .utils import broadcast_all
+from .utils import batch_shape_for, broadcast_all
 
 __all__ = ["Beta"]
 
@@ -29,17 +26,11 @@ class Beta(ExponentialFamily):
 
     def __init__(self, concentration1, concentration0, validate_args=None):
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
-        scalar = isinstance(concentration1, numbers.Number) and isinstance(concentration0, numbers.Number)
-        super().__init__(Size() if scalar else self.concentration1.size(), validate_args=validate_args)
+        super().__init__(batch_shape_for((concentration1, concentration0), self.concentration1),
+                         validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Beta, _instance)
-        batch_shape = Size(batch_shape)
-        new.concentration1 = self.concentration1.expand(batch_shape)
-        new.concentration0 = self.concentration0.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_parameters(Beta, batch_shape, ("concentration1", "concentration0"), _instance)
 
     @property
     def _total(self):

@@ -73,21 +73,28 @@ class _DependentProperty(property, _Dependent):
         return _DependentProperty(fn, is_discrete=self._is_discrete, event_dim=self._event_dim)
 
 
-class _IndependentConstraint(Constraint):
-    """``base_constraint`` with ``reinterpreted_batch_ndims`` more dimensions treated as the event."""
+class _OverBase(Constraint):
+    """A constraint built over another, ``base_constraint``: discrete when that one is."""
 
-    def __init__(self, base_constraint, reinterpreted_batch_ndims):
+    def __init__(self, base_constraint):
         if not isinstance(base_constraint, Constraint):
             raise TypeError(f"base_constraint must be a Constraint, got {type(base_constraint).__name__}")
-        if not isinstance(reinterpreted_batch_ndims, int) or reinterpreted_batch_ndims < 0:
-            raise ValueError(f"reinterpreted_batch_ndims must be an int >= 0, got {reinterpreted_batch_ndims!r}")
         self.base_constraint = base_constraint
-        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
 
     @property
     def is_discrete(self):
         """Whether the base constraint is discrete."""
         return self.base_constraint.is_discrete
+
+
+class _IndependentConstraint(_OverBase):
+    """``base_constraint`` with ``reinterpreted_batch_ndims`` more dimensions treated as the event."""
+
+    def __init__(self, base_constraint, reinterpreted_batch_ndims):
+        super().__init__(base_constraint)
+        if not isinstance(reinterpreted_batch_ndims, int) or reinterpreted_batch_ndims < 0:
+            raise ValueError(f"reinterpreted_batch_ndims must be an int >= 0, got {reinterpreted_batch_ndims!r}")
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
 
     @property
     def event_dim(self):
@@ -314,18 +321,8 @@ positive_semidefinite = _PositiveSemidefinite()
 positive_definite = _PositiveDefinite()
 
 
-class MixtureSameFamilyConstraint(Constraint):
+class MixtureSameFamilyConstraint(_OverBase):
     """A component distribution's support checked for a mixture's values (the component dim put back first)."""
-
-    def __init__(self, base_constraint):
-        if not isinstance(base_constraint, Constraint):
-            raise TypeError(f"base_constraint must be a Constraint, got {type(base_constraint).__name__}")
-        self.base_constraint = base_constraint
-
-    @property
-    def is_discrete(self):
-        """Whether the component support is discrete."""
-        return self.base_constraint.is_discrete
 
     @property
     def event_dim(self):

@@ -7,6 +7,7 @@ from ._discrete_sampling import binomial
 from .binomial import Binomial
 from .categorical import Categorical
 from .distribution import Distribution
+from .utils import forwarded_property
 
 __all__ = ["Multinomial"]
 
@@ -39,20 +40,9 @@ class Multinomial(Distribution):
         """Non-negative counts summing to at most total_count."""
         return constraints.multinomial(self.total_count)
 
-    @property
-    def logits(self):
-        """The log-probabilities of the categories (normalized)."""
-        return self._categorical.logits
-
-    @property
-    def probs(self):
-        """The probabilities of the categories."""
-        return self._categorical.probs
-
-    @property
-    def param_shape(self):
-        """The shape of the probs or logits parameter."""
-        return self._categorical.param_shape
+    logits = forwarded_property("_categorical", "logits", "The log-probabilities of the categories (normalized).")
+    probs = forwarded_property("_categorical", "probs", "The probabilities of the categories.")
+    param_shape = forwarded_property("_categorical", "param_shape", "The shape of the probs or logits parameter.")
 
     @property
     def mean(self):

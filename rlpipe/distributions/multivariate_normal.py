@@ -50,7 +50,28 @@ def _broadcast_shape(*shapes):
                            + " and ".join(str(list(s)) for s in shapes)) from None
 
 
-class MultivariateNormal(Distribution):
+class ScaleTrilMatrices:
+    """The matrices of a distribution held as a lower Cholesky factor ``_unbroadcasted_scale_tril`` (L), each
+    computed once and expanded to ``_matrix_shape()``: MultivariateNormal's covariance, Wishart's scale."""
+
+    @lazy_property
+    def scale_tril(self):
+        """The lower Cholesky factor L of the covariance (Wishart: of the scale matrix)."""
+        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
+
+    @lazy_property
+    def covariance_matrix(self):
+        """The covariance (Wishart: the scale matrix), L L^T."""
+        low = self._unbroadcasted_scale_tril
+        return P.matmul(low, low.mT).expand(self._matrix_shape())
+
+    @lazy_property
+    def precision_matrix(self):
+        """The inverse covariance (Wishart: the inverse scale matrix)."""
+        return P.cholesky_inverse(self._unbroadcasted_scale_tril).expand(self._matrix_shape())
+
+
+class MultivariateNormal(ScaleTrilMatrices, Distribution):
     """The Gaussian over vectors with mean ``loc`` and exactly one of ``covariance_matrix``, ``precision_matrix``
     or ``scale_tril`` (their batch dims broadcast with loc's); reparameterized samples."""
     arg_constraints = {"loc": constraints.real_vector, "covariance_matrix": constraints.positive_definite,
@@ -96,22 +117,6 @@ class MultivariateNormal(Distribution):
 
     def _matrix_shape(self):
         return self._batch_shape + self._event_shape + self._event_shape
-
-    @lazy_property
-    def scale_tril(self):
-        """The lower Cholesky factor L of the covariance (L L^T)."""
-        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
-
-    @lazy_property
-    def covariance_matrix(self):
-        """The covariance, L L^T."""
-        low = self._unbroadcasted_scale_tril
-        return P.matmul(low, low.mT).expand(self._matrix_shape())
-
-    @lazy_property
-    def precision_matrix(self):
-        """The inverse covariance."""
-        return P.cholesky_inverse(self._unbroadcasted_scale_tril).expand(self._matrix_shape())
 
     @property
     def mean(self):

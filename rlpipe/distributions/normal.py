@@ -1,13 +1,11 @@
 """``Normal``: the Gaussian with mean ``loc`` and standard deviation ``scale``."""
 import math
-import numbers
 
 from .. import primitives as P
-from .._tensor import Size
 from ..autograd import no_grad
 from . import constraints
 from .exp_family import ExponentialFamily
-from .utils import broadcast_all, standard_normal
+from .utils import batch_shape_for, broadcast_all, standard_normal
 
 __all__ = ["Normal"]
 
@@ -22,17 +20,10 @@ class Normal(ExponentialFamily):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        scalar = isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number)
-        super().__init__(Size() if scalar else self.loc.size(), validate_args=validate_args)
+        super().__init__(batch_shape_for((loc, scale), self.loc), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Normal, _instance)
-        batch_shape = Size(batch_shape)
-        new.loc = self.loc.expand(batch_shape)
-        new.scale = self.scale.expand(batch_shape)
-        super(Normal, new).__init__(batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_parameters(Normal, batch_shape, ("loc", "scale"), _instance)
 
     @property
     def mean(self):

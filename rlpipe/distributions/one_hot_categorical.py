@@ -6,6 +6,7 @@ from .._tensor import Size
 from . import constraints
 from .categorical import Categorical
 from .distribution import Distribution
+from .utils import forwarded_property
 
 __all__ = ["OneHotCategorical", "OneHotCategoricalStraightThrough"]
 
@@ -33,15 +34,10 @@ class OneHotCategorical(Distribution):
     def _param(self):
         return self._categorical._param
 
-    @property
-    def probs(self):
-        """The probability of each category (normalized over the last dim)."""
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        """The log-probability of each category (normalized to logsumexp 0)."""
-        return self._categorical.logits
+    probs = forwarded_property("_categorical", "probs",
+                               "The probability of each category (normalized over the last dim).")
+    logits = forwarded_property("_categorical", "logits",
+                                "The log-probability of each category (normalized to logsumexp 0).")
 
     @property
     def mean(self):
@@ -56,10 +52,8 @@ class OneHotCategorical(Distribution):
     def variance(self):
         return self._categorical.probs * (1 - self._categorical.probs)
 
-    @property
-    def param_shape(self):
-        """The shape of the parameter: ``batch_shape`` plus the number of categories."""
-        return self._categorical.param_shape
+    param_shape = forwarded_property("_categorical", "param_shape",
+                                     "The shape of the parameter: ``batch_shape`` plus the number of categories.")
 
     def sample(self, sample_shape=()):
         probs = self._categorical.probs

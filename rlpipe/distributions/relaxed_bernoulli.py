@@ -8,7 +8,7 @@ from . import constraints
 from .distribution import Distribution
 from .transformed_distribution import TransformedDistribution
 from .transforms import SigmoidTransform
-from .utils import BinaryParameters, batch_shape_for, broadcast_all, clamp_probs, standard_uniform
+from .utils import BinaryParameters, batch_shape_for, broadcast_all, clamp_probs, standard_uniform, forwarded_property
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli"]
 
@@ -62,17 +62,6 @@ class RelaxedBernoulli(TransformedDistribution):
     def expand(self, batch_shape, _instance=None):
         return super().expand(batch_shape, self._get_checked_instance(RelaxedBernoulli, _instance))
 
-    @property
-    def temperature(self):
-        """The relaxation temperature."""
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        """The logits of the underlying Bernoulli."""
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        """The probability of the underlying Bernoulli."""
-        return self.base_dist.probs
+    temperature = forwarded_property("base_dist", "temperature", "The relaxation temperature.")
+    logits = forwarded_property("base_dist", "logits", "The logits of the underlying Bernoulli.")
+    probs = forwarded_property("base_dist", "probs", "The probability of the underlying Bernoulli.")

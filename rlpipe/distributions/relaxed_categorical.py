@@ -9,7 +9,7 @@ from .distribution import Distribution
 from .relaxed_bernoulli import log_of
 from .transformed_distribution import TransformedDistribution
 from .transforms import ExpTransform
-from .utils import clamp_probs, standard_uniform
+from .utils import clamp_probs, standard_uniform, forwarded_property
 
 __all__ = ["ExpRelaxedCategorical", "RelaxedOneHotCategorical"]
 
@@ -34,20 +34,9 @@ class ExpRelaxedCategorical(Distribution):
         new._validate_args = self._validate_args
         return new
 
-    @property
-    def param_shape(self):
-        """The shape of the probs or logits parameter."""
-        return self._categorical.param_shape
-
-    @property
-    def logits(self):
-        """The normalized log-probabilities of the categories."""
-        return self._categorical.logits
-
-    @property
-    def probs(self):
-        """The probabilities of the categories."""
-        return self._categorical.probs
+    param_shape = forwarded_property("_categorical", "param_shape", "The shape of the probs or logits parameter.")
+    logits = forwarded_property("_categorical", "logits", "The normalized log-probabilities of the categories.")
+    probs = forwarded_property("_categorical", "probs", "The probabilities of the categories.")
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -80,17 +69,6 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     def expand(self, batch_shape, _instance=None):
         return super().expand(batch_shape, self._get_checked_instance(RelaxedOneHotCategorical, _instance))
 
-    @property
-    def temperature(self):
-        """The relaxation temperature."""
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        """The normalized log-probabilities of the categories."""
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        """The probabilities of the categories."""
-        return self.base_dist.probs
+    temperature = forwarded_property("base_dist", "temperature", "The relaxation temperature.")
+    logits = forwarded_property("base_dist", "logits", "The normalized log-probabilities of the categories.")
+    probs = forwarded_property("base_dist", "probs", "The probabilities of the categories.")

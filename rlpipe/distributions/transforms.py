@@ -262,17 +262,21 @@ class ComposeTransform(Transform):
 identity_transform = ComposeTransform([])
 
 
+def _parameter_free(cls):
+    """Class decorator for a transform without parameters: it equals any instance of ``cls`` (torch's
+    ``isinstance`` test) and hashes by identity."""
+    cls.__eq__ = lambda self, other: isinstance(other, cls)
+    cls.__hash__ = object.__hash__
+    return cls
+
+
+@_parameter_free
 class ExpTransform(Transform):
     """``y = exp(x)``, from the reals to the positive numbers; log-det ``x``."""
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, ExpTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.exp()
@@ -316,8 +320,7 @@ class AffineTransform(Transform):
     def __eq__(self, other):
         if not isinstance(other, AffineTransform):
             return False
-        return all(a == b if isinstance(a, numbers.Number) and isinstance(b, numbers.Number) else bool((a == b).all())
-                   for a, b in ((self.loc, other.loc), (self.scale, other.scale)))
+        return _same_parameter(self.loc, other.loc) and _same_parameter(self.scale, other.scale)
 
     __hash__ = object.__hash__
 
@@ -351,17 +354,13 @@ class AffineTransform(Transform):
     inverse_shape = forward_shape
 
 
+@_parameter_free
 class SigmoidTransform(Transform):
     """``y = sigmoid(x)``, clamped inside (0, 1); log-det ``-softplus(-x) - softplus(x)``."""
     domain = constraints.real
     codomain = constraints.unit_interval
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SigmoidTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         finfo = finfo_of(x.dtype)
@@ -376,17 +375,13 @@ class SigmoidTransform(Transform):
         return -_ops.softplus(-x) - _ops.softplus(x)
 
 
+@_parameter_free
 class TanhTransform(Transform):
     """``y = tanh(x)``; its log-det ``2 (log 2 - x - softplus(-2x))`` stays finite where tanh saturates."""
     domain = constraints.real
     codomain = constraints.interval(-1.0, 1.0)
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, TanhTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.tanh()
@@ -398,14 +393,10 @@ class TanhTransform(Transform):
         return 2.0 * (math.log(2.0) - x - _ops.softplus(-2.0 * x))
 
 
+@_parameter_free
 class AbsTransform(Transform):
     """``y = |x|`` (not injective: the inverse gives the positive root)."""
     codomain = constraints.positive
-
-    def __eq__(self, other):
-        return isinstance(other, AbsTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.abs()
@@ -462,17 +453,13 @@ def _same_parameter(a, b):
     return bool((a == b).all())
 
 
+@_parameter_free
 class SoftplusTransform(Transform):
     """``y = log(1 + exp(x))``, from the reals to the positive numbers; log-det ``-softplus(-x)``."""
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SoftplusTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return _ops.softplus(x)
@@ -484,15 +471,11 @@ class SoftplusTransform(Transform):
         return -_ops.softplus(-x)
 
 
+@_parameter_free
 class SoftmaxTransform(Transform):
     """Unconstrained vectors to the simplex by softmax over the last dim (not bijective: no log-det)."""
     domain = constraints.real_vector
     codomain = constraints.simplex
-
-    def __eq__(self, other):
-        return isinstance(other, SoftmaxTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         probs = (x - x.amax(-1, keepdim=True)).exp()
@@ -519,17 +502,13 @@ def _clipped_sigmoid(x):
     return x.sigmoid().clamp(min=float(finfo.tiny), max=1.0 - float(finfo.eps))
 
 
+@_parameter_free
 class StickBreakingTransform(Transform):
     """Vectors of n reals to the simplex of n + 1 entries by breaking a stick: each entry takes a sigmoid share of what
     the previous ones left."""
     domain = constraints.real_vector
     codomain = constraints.simplex
     bijective = True
-
-    def __eq__(self, other):
-        return isinstance(other, StickBreakingTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         z = _clipped_sigmoid(x - _stick_offsets(x, x.shape[-1]))
@@ -662,16 +641,12 @@ class ReshapeTransform(Transform):
         return self._swap(shape, self.out_shape, self.in_shape)
 
 
+@_parameter_free
 class LowerCholeskyTransform(Transform):
     """Unconstrained square matrices to lower-triangular ones with a positive diagonal: the strict lower triangle
     kept, the diagonal exponentiated."""
     domain = constraints.independent(constraints.real, 2)
     codomain = constraints.lower_cholesky
-
-    def __eq__(self, other):
-        return isinstance(other, LowerCholeskyTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         return x.tril(-1) + _ops.diag_embed(x.diagonal(dim1=-2, dim2=-1).exp())
@@ -710,15 +685,11 @@ class CumulativeDistributionTransform(Transform):
         return self.distribution.log_prob(x)
 
 
+@_parameter_free
 class PositiveDefiniteTransform(Transform):
     """Unconstrained square matrices to positive-definite ones: L L^T for L their LowerCholeskyTransform."""
     domain = constraints.independent(constraints.real, 2)
     codomain = constraints.positive_definite
-
-    def __eq__(self, other):
-        return isinstance(other, PositiveDefiniteTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         low = LowerCholeskyTransform()(x)
@@ -855,17 +826,13 @@ class StackTransform(Transform):
         return constraints.stack([t.codomain for t in self.transforms], self.dim)
 
 
+@_parameter_free
 class CorrCholeskyTransform(Transform):
     """Vectors of D(D-1)/2 reals to Cholesky factors of D x D correlation matrices: tanh to (-1, 1), laid below the
     diagonal, then each row scaled by stick-breaking to unit length."""
     domain = constraints.real_vector
     codomain = constraints.corr_cholesky
     bijective = True
-
-    def __eq__(self, other):
-        return isinstance(other, CorrCholeskyTransform)
-
-    __hash__ = object.__hash__
 
     def _call(self, x):
         eps = float(finfo_of(x.dtype).eps)

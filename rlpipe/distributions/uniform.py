@@ -1,12 +1,10 @@
 """``Uniform``: constant density on [low, high)."""
 import math
-import numbers
 
 from .. import primitives as _ops
-from .._tensor import Size
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all, standard_uniform
+from .utils import batch_shape_for, broadcast_all, standard_uniform
 
 __all__ = ["Uniform"]
 
@@ -20,18 +18,12 @@ class Uniform(Distribution):
 
     def __init__(self, low, high, validate_args=None):
         self.low, self.high = broadcast_all(low, high)
-        scalar = isinstance(low, numbers.Number) and isinstance(high, numbers.Number)
-        super().__init__(Size() if scalar else self.low.size(), validate_args=validate_args)
+        super().__init__(batch_shape_for((low, high), self.low), validate_args=validate_args)
         if self._validate_args and not bool((self.low < self.high).all()):
             raise ValueError("Uniform is not defined when low>= high")
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Uniform, _instance)
-        batch_shape = Size(batch_shape)
-        new.low, new.high = self.low.expand(batch_shape), self.high.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_parameters(Uniform, batch_shape, ("low", "high"), _instance)
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self):

@@ -51,6 +51,11 @@ def sum_rightmost(value, dim):
     return value if dim == 0 else value.reshape(tuple(value.shape[:value.ndim - dim]) + (-1,)).sum(-1)
 
 
+def forwarded_property(holder, name, doc):
+    """A read-only property giving ``self.<holder>.<name>`` (a parameter of the distribution one wraps)."""
+    return property(lambda self: getattr(getattr(self, holder), name), doc=doc)
+
+
 def logits_to_probs(logits, is_binary=False):
     """Probabilities from logits: sigmoid for a binary variable, softmax over the last dim otherwise."""
     return logits.sigmoid() if is_binary else _ops.softmax(logits, -1)

@@ -6,7 +6,7 @@ from .. import primitives as P
 from ..autograd import no_grad
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, standard_uniform
+from .utils import batch_shape_for, broadcast_all, lazy_property, standard_uniform
 
 __all__ = ["VonMises"]
 
@@ -59,7 +59,7 @@ class VonMises(Distribution):
 
     def __init__(self, loc, concentration, validate_args=None):
         self.loc, self.concentration = broadcast_all(loc, concentration)
-        super().__init__(self.loc.shape, (), validate_args=validate_args)
+        super().__init__(batch_shape_for((loc, concentration), self.loc), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         return self._expand_parameters(VonMises, batch_shape, ("loc", "concentration"), _instance)

@@ -12,8 +12,8 @@ from .chi2 import Chi2
 from .distribution import Distribution
 from .exp_family import ExponentialFamily
 from .lkj_cholesky import _mvlgamma
-from .multivariate_normal import _broadcast_shape, _precision_to_scale_tril
-from .utils import eps_of, lazy_property, standard_normal
+from .multivariate_normal import ScaleTrilMatrices, _broadcast_shape, _precision_to_scale_tril
+from .utils import eps_of, standard_normal
 
 __all__ = ["Wishart"]
 
@@ -25,7 +25,7 @@ def _mvdigamma(x, p):
     return sum(P.digamma(x - i / 2) for i in range(p))
 
 
-class Wishart(ExponentialFamily):
+class Wishart(ScaleTrilMatrices, ExponentialFamily):
     """Wishart(df, scale) over p x p positive-definite matrices (df > p - 1); reparameterized samples by Bartlett's
     decomposition (singular draws, likely for df < p, are redrawn up to ``max_try_correction`` times, with a
     warning)."""
@@ -90,22 +90,6 @@ class Wishart(ExponentialFamily):
 
     def _matrix_shape(self):
         return tuple(self._batch_shape) + tuple(self._event_shape)
-
-    @lazy_property
-    def scale_tril(self):
-        """The lower Cholesky factor of the scale matrix."""
-        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
-
-    @lazy_property
-    def covariance_matrix(self):
-        """The scale matrix L L^T."""
-        low = self._unbroadcasted_scale_tril
-        return (low @ low.mT).expand(self._matrix_shape())
-
-    @lazy_property
-    def precision_matrix(self):
-        """The inverse of the scale matrix."""
-        return P.cholesky_inverse(self._unbroadcasted_scale_tril).expand(self._matrix_shape())
 
     def _df_matrix(self):
         return self.df.reshape(tuple(self._batch_shape) + (1, 1))

@@ -103,10 +103,10 @@ def _triangle(x):
     return builtins.max(0.0, 1.0 - builtins.abs(x))
 
 
-def _antialias_taps(n_in, n_out, scale, mode):
-    """The taps of torch's antialiased resampling (Pillow's): each output averages the inputs under the
-    filter (triangle for bilinear, Keys' cubic with a = -0.5 for bicubic) stretched by the downscaling
-    factor, its weights normalised to sum 1; outputs with fewer inputs than the widest get zero weights."""
+def antialias_rows(n_in, n_out, scale, mode):
+    """Torch's (and Pillow's) antialiased resampling along one dim, one (first input, weights) per output:
+    each output averages the inputs under the filter (triangle for bilinear, Keys' cubic with a = -0.5 for
+    bicubic) stretched by the downscaling factor ``scale``, its weights normalised to sum 1."""
     stretch = builtins.max(scale, 1.0)
     support = (1.0 if mode == "bilinear" else 2.0) * stretch
     rows = []
@@ -118,6 +118,13 @@ def _antialias_taps(n_in, n_out, scale, mode):
         weights = [_triangle(x) if mode == "bilinear" else _keys(x, -0.5) for x in xs]
         total = builtins.sum(weights)
         rows.append((first, [w / total for w in weights] if total else weights))
+    return rows
+
+
+def _antialias_taps(n_in, n_out, scale, mode):
+    """The taps of ``antialias_rows``, one (indices, weights) per tap position; outputs with fewer inputs than
+    the widest get zero weights."""
+    rows = antialias_rows(n_in, n_out, scale, mode)
     width = builtins.max(len(w) for _, w in rows)
     return [([builtins.min(first + k, n_in - 1) for first, _ in rows], [w[k] if k < len(w) else 0.0 for _, w in rows])
             for k in range(width)]

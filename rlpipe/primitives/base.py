@@ -23,11 +23,17 @@ def unbroadcast(g, shape):
         return None
     if g.shape == shape:
         return g
-    extra = g.ndim - len(shape)
-    if extra:
-        g = g.sum(axis=tuple(range(extra)))
-    axes = tuple(i for i, s in enumerate(shape) if s == 1 and g.shape[i] != 1)
-    return g.sum(axis=axes, keepdims=True) if axes else g
+    added, kept = broadcast_axes(g.shape, shape)
+    g = g.sum(axis=added) if added else g
+    return g.sum(axis=kept, keepdims=True) if kept else g
+
+
+def broadcast_axes(g_shape, shape):
+    """The axes a gradient of ``g_shape`` sums over to get back to ``shape``: those broadcasting added in
+    front, and (counted after those are gone) those where ``shape`` has size 1 and the gradient does not."""
+    added = len(g_shape) - len(shape)
+    kept = tuple(i for i, s in enumerate(shape) if s == 1 and g_shape[added + i] != 1)
+    return tuple(range(added)), kept
 
 
 def shape_of(x):
@@ -64,3 +70,9 @@ def sign_of(xp, x):
     """-1, 0 or 1; 0 for nan (torch's sgn)."""
     s = xp.sign(x)
     return xp.where(s != s, 0, s).astype(s.dtype, copy=False) if s.dtype.kind == "f" else s
+
+
+def in_tensor_dtype(xp, x, y):
+    """``x`` and ``y`` as arrays of one dtype, the tensor's where one of them is a Python number (x's otherwise)."""
+    dtype = (y if shape_of(x) is None else x).dtype
+    return xp.asarray(x, dtype=dtype), xp.asarray(y, dtype=dtype)

@@ -18,12 +18,13 @@ import numpy as np
 from .._tensor import Tensor, wrap
 from .activations import (Elu, Gelu, Hardsigmoid, Hardswish, Hardtanh, LeakyRelu, LogSoftmax, Mish, Relu, Sigmoid,
                           Silu, Softmax, Softplus, Tanh, Threshold, softmax, softplus)
-from .base import Op, shape_of, sign_of
+from .base import Op, broadcast_axes, shape_of, sign_of
 from .common import Cast
 from .elementwise import (Abs, Add, Clamp, Cos, Div, Erf, Erfinv, Exp, Expm1, FloorDivide, Lerp, Log, Log1p, Maximum,
                           Minimum, Mul, NanToNum, Neg, Pow, Reciprocal, Remainder, Rsqrt, Sin, Sqrt, Sub, Where,
+                          clamp_above, clamp_below, clamp_inside,
                           _Stepwise, where)
-from .linalg import Einsum, Linear, MatMul
+from .linalg import Einsum, Linear, MatMul, einsum_grad_terms, einsum_unreduced_shape
 from .losses import BinaryCrossEntropy, NllLoss
 from .normalization import Normalize
 from .reductions import Amax, CumSum, LogSumExp, Mean, Norm, Std, Sum, Var
@@ -84,11 +85,9 @@ def sum_to(g, shape):
         return None
     if tuple(g.shape) == tuple(shape):
         return g
-    extra = g.ndim - len(shape)
-    if extra:
-        g = g.sum(dim=tuple(range(extra)))
-    axes = tuple(i for i, s in enumerate(shape) if s == 1 and g.shape[i] != 1)
-    return g.sum(dim=axes, keepdim=True) if axes else g
+    added, kept = broadcast_axes(tuple(g.shape), shape)
+    g = g.sum(dim=added) if added else g
+    return g.sum(dim=kept, keepdim=True) if kept else g
 
 
 def _keep_dims(g, shape, dims, keepdim):
@@ -205,20 +204,12 @@ def _maximum(ctx, g):
 @twice(Clamp)
 def _clamp(ctx, g):
     x, lo, hi = ctx.saved_tensors
-    xp = ctx.xp
-    inside = xp.ones(x.shape, dtype=bool)
-    if lo is not None:
-        inside &= x >= lo
-    if hi is not None:
-        inside &= x <= hi
     g_lo = g_hi = None
     if ctx.needs_input_grad[1]:
-        below = x < lo if hi is None else (x < lo) & (lo < hi)
-        g_lo = sum_to(g * _mask(ctx, below, g), shape_of(lo))
+        g_lo = sum_to(g * _mask(ctx, clamp_below(x, lo, hi), g), shape_of(lo))
     if ctx.needs_input_grad[2]:
-        above = x > hi if lo is None else (x > hi) | (hi < lo)
-        g_hi = sum_to(g * _mask(ctx, above, g), shape_of(hi))
-    return g * _mask(ctx, inside, g), g_lo, g_hi
+        g_hi = sum_to(g * _mask(ctx, clamp_above(x, lo, hi), g), shape_of(hi))
+    return g * _mask(ctx, clamp_inside(ctx.xp, x, lo, hi), g), g_lo, g_hi
 
 
 @twice(Where)
@@ -493,21 +484,14 @@ def _einsum(ctx, g):
     operands = ctx.saved_tensors
     inputs, output = ctx.args
     on_graph = [ctx.graph_input(k, x) for k, x in enumerate(operands)]
-    grads = []
-    for k, (sub, x) in enumerate(zip(inputs, operands)):
-        if not ctx.needs_input_grad[k]:
-            grads.append(None)
-            continue
-        if len(set(sub)) != len(sub):
-            raise RuntimeError(f"einsum backward: repeated subscripts within one operand ({sub!r}) "
-                               "are not supported by rlpipe")
-        others = [s for j, s in enumerate(inputs) if j != k]
-        present = "".join(c for c in sub if c in output or any(c in s for s in others))
+    grads = [None] * len(operands)
+    for k, others, present in einsum_grad_terms(inputs, output, ctx.needs_input_grad):
+        x = operands[k]
         partial = Einsum.apply(g, *[t for j, t in enumerate(on_graph) if j != k], inputs=[output] + others,
                                output=present)
-        partial = partial.reshape([partial.shape[present.index(c)] if c in present else 1 for c in sub])
+        partial = partial.reshape(einsum_unreduced_shape(tuple(partial.shape), present, inputs[k]))
         grad = sum_to(partial.expand(np.broadcast_shapes(tuple(partial.shape), x.shape)), x.shape)
-        grads.append(grad if grad._data.dtype == x.dtype else Cast.apply(grad, x.dtype))
+        grads[k] = grad if grad._data.dtype == x.dtype else Cast.apply(grad, x.dtype)
     return tuple(grads)
 
 

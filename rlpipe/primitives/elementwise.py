@@ -203,20 +203,33 @@ class Clamp(Op):
     def backward(ctx, g):
         x, lo, hi = ctx.saved_tensors
         xp = ctx.xp
-        inside = xp.ones(x.shape, dtype=bool)
-        if lo is not None:
-            inside &= x >= lo
-        if hi is not None:
-            inside &= x <= hi
         zero = xp.zeros((), dtype=g.dtype)
         g_lo = g_hi = None
-        if ctx.needs_input_grad[1]:  # min wins where x < min, unless min > max (then max wins)
-            below = x < lo if hi is None else (x < lo) & (lo < hi)
-            g_lo = unbroadcast(xp.where(below, g, zero), shape_of(lo))
+        if ctx.needs_input_grad[1]:
+            g_lo = unbroadcast(xp.where(clamp_below(x, lo, hi), g, zero), shape_of(lo))
         if ctx.needs_input_grad[2]:
-            above = x > hi if lo is None else (x > hi) | (hi < lo)
-            g_hi = unbroadcast(xp.where(above, g, zero), shape_of(hi))
-        return xp.where(inside, g, zero), g_lo, g_hi
+            g_hi = unbroadcast(xp.where(clamp_above(x, lo, hi), g, zero), shape_of(hi))
+        return xp.where(clamp_inside(xp, x, lo, hi), g, zero), g_lo, g_hi
+
+
+def clamp_inside(xp, x, lo, hi):
+    """Where x lies within the bounds (None: unbounded), i.e. where clamp passes x's gradient."""
+    inside = xp.ones(x.shape, dtype=bool)
+    if lo is not None:
+        inside &= x >= lo
+    if hi is not None:
+        inside &= x <= hi
+    return inside
+
+
+def clamp_below(x, lo, hi):
+    """Where clamp's value is ``lo``: x < lo, unless lo > hi (then hi wins)."""
+    return x < lo if hi is None else (x < lo) & (lo < hi)
+
+
+def clamp_above(x, lo, hi):
+    """Where clamp's value is ``hi``: x > hi, and everywhere when hi < lo."""
+    return x > hi if lo is None else (x > hi) | (hi < lo)
 
 
 class Where(Op):

@@ -6,7 +6,7 @@ import builtins
 import math
 
 from .._tensor import Tensor, tensor_method
-from .base import Op, shape_of, unbroadcast
+from .base import Op, in_tensor_dtype, shape_of, unbroadcast
 from .common import _float_input, _inplace, _operands, inplace_variant, with_out
 from .elementwise import erf, log1p, mul, where
 from .pointwise import erfinv
@@ -50,11 +50,10 @@ class Zeta(Op):
     @staticmethod
     def forward(ctx, x, q):
         xp = ctx.xp
-        dtype = (q if shape_of(x) is None else x).dtype
-        x, q = xp.asarray(x, dtype=dtype), xp.asarray(q, dtype=dtype)
+        x, q = in_tensor_dtype(xp, x, q)
         ctx.save_for_backward(x, q)
         ctx.shapes = shape_of(x), shape_of(q)
-        return ctx.be.zeta(*xp.broadcast_arrays(x, q)).astype(dtype, copy=False)
+        return ctx.be.zeta(*xp.broadcast_arrays(x, q)).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):

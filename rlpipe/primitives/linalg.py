@@ -173,22 +173,35 @@ class Einsum(Op):
         xp = ctx.xp
         operands = ctx.saved_tensors
         inputs, output = ctx.args
-        grads = []
-        for k, (sub, x) in enumerate(zip(inputs, operands)):
-            if not ctx.needs_input_grad[k]:
-                grads.append(None)
-                continue
-            if len(set(sub)) != len(sub):
-                raise RuntimeError(f"einsum backward: repeated subscripts within one operand ({sub!r}) "
-                                   "are not supported by rlpipe")
-            others = [s for j, s in enumerate(inputs) if j != k]
-            present = "".join(c for c in sub if c in output or any(c in s for s in others))
+        grads = [None] * len(operands)
+        for k, others, present in einsum_grad_terms(inputs, output, ctx.needs_input_grad):
+            x = operands[k]
             partial = xp.einsum(",".join([output] + others) + "->" + present,
                                 g, *[o for j, o in enumerate(operands) if j != k])
-            partial = partial.reshape([partial.shape[present.index(c)] if c in present else 1 for c in sub])
-            grads.append(unbroadcast(xp.broadcast_to(partial, xp.broadcast_shapes(partial.shape, x.shape)), x.shape)
-                         .astype(x.dtype, copy=False))
+            partial = partial.reshape(einsum_unreduced_shape(partial.shape, present, inputs[k]))
+            grads[k] = (unbroadcast(xp.broadcast_to(partial, xp.broadcast_shapes(partial.shape, x.shape)), x.shape)
+                        .astype(x.dtype, copy=False))
         return tuple(grads)
+
+
+def einsum_grad_terms(inputs, output, needs_input_grad):
+    """For each operand k whose gradient is needed: k, the other operands' subscripts and the subscripts of k
+    that the contraction of the output gradient with the others keeps (one operand repeating a subscript is
+    refused)."""
+    for k, sub in enumerate(inputs):
+        if not needs_input_grad[k]:
+            continue
+        if len(set(sub)) != len(sub):
+            raise RuntimeError(f"einsum backward: repeated subscripts within one operand ({sub!r}) "
+                               "are not supported by rlpipe")
+        others = [s for j, s in enumerate(inputs) if j != k]
+        yield k, others, "".join(c for c in sub if c in output or any(c in s for s in others))
+
+
+def einsum_unreduced_shape(shape, present, sub):
+    """The shape of a partial gradient over ``present`` laid out along operand subscripts ``sub`` (size 1 for the
+    subscripts summed away)."""
+    return [shape[present.index(c)] if c in present else 1 for c in sub]
 
 
 # ---- the public ops -------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import numpy as np
 from .. import _dtypes, return_types
 from .._dispatch import torch_function
 from .._tensor import Tensor, tensor_method, wrap
-from .base import Op, shape_of, unbroadcast
+from .base import Op, in_tensor_dtype, shape_of, unbroadcast
 from .._dtypes import FLOATING_NP
 from ..autograd.grad_mode import state as _grad_state
 from ..backends.cpu import restore_fp_warnings, silence_fp_warnings
@@ -89,8 +89,7 @@ class Xlogy(Op):
     @staticmethod
     def forward(ctx, x, y):
         xp = ctx.xp
-        dtype = (y if shape_of(x) is None else x).dtype
-        x, y = xp.asarray(x, dtype=dtype), xp.asarray(y, dtype=dtype)  # a number side takes the tensor's dtype
+        x, y = in_tensor_dtype(xp, x, y)
         ctx.save_for_backward(x, y)
         out = x * xp.log(y)
         zero = xp.logical_and(xp.equal(x, 0), xp.logical_not(xp.isnan(y)))

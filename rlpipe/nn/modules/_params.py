@@ -15,6 +15,14 @@ def register_optional(module, name, present, shape, device=None, dtype=None):
         module.register_parameter(name, None)
 
 
+def reset_affine(weight, bias):
+    """The normalization layers' affine parameters set back to identity: weight ones, bias (when present)
+    zeros."""
+    init.ones_(weight)
+    if bias is not None:
+        init.zeros_(bias)
+
+
 def reset_like_linear(weight, bias):
     """torch's default initialization of Linear and Conv layers: Kaiming-uniform weights
     (a=sqrt(5)), biases uniform in +-1/sqrt(fan_in)."""

@@ -79,6 +79,16 @@ class _ConvNd(Module):
         return text
 
 
+def _conv_in_padding_mode(module, conv, no_padding, input, weight, bias):
+    """``conv`` (F.conv1d or F.conv2d) with ``module``'s settings; a ``padding_mode`` other than 'zeros' pads
+    the input with ``F.pad`` first and convolves with ``no_padding``."""
+    padding = module.padding
+    if module.padding_mode != "zeros":
+        input = F.pad(input, module._reversed_padding_repeated_twice, mode=module.padding_mode)
+        padding = no_padding
+    return conv(input, weight, bias, module.stride, padding, module.dilation, module.groups)
+
+
 class Conv2d(_ConvNd):
     """2-D cross-correlation over ``(N, C_in, H, W)`` (or unbatched ``(C_in, H, W)``) inputs.
 
@@ -94,10 +104,7 @@ class Conv2d(_ConvNd):
                          groups, bias, padding_mode, device=device, dtype=dtype)
 
     def _conv_forward(self, input, weight, bias):
-        if self.padding_mode != "zeros":
-            return F.conv2d(F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode), weight,
-                            bias, self.stride, _pair(0), self.dilation, self.groups)
-        return F.conv2d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+        return _conv_in_padding_mode(self, F.conv2d, _pair(0), input, weight, bias)
 
     def forward(self, input):
         return self._conv_forward(input, self.weight, self.bias)
@@ -140,10 +147,7 @@ class Conv1d(_ConvNd):
                          _single(0), groups, bias, padding_mode, device=device, dtype=dtype)
 
     def _conv_forward(self, input, weight, bias):
-        if self.padding_mode != "zeros":
-            return F.conv1d(F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode), weight,
-                            bias, self.stride, _single(0), self.dilation, self.groups)
-        return F.conv1d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+        return _conv_in_padding_mode(self, F.conv1d, _single(0), input, weight, bias)
 
     def forward(self, input):
         return self._conv_forward(input, self.weight, self.bias)

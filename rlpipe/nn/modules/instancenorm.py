@@ -3,7 +3,7 @@ over its positions; with ``track_running_stats`` they also keep running statisti
 import warnings
 
 from .. import functional as F
-from .. import init
+from ._params import reset_affine
 from .batchnorm import _NormBase
 
 __all__ = ["InstanceNorm1d", "InstanceNorm2d"]
@@ -24,9 +24,7 @@ class _InstanceNorm(_NormBase):
         """Resets the running statistics, the weight to ones and the bias to zeros."""
         self.reset_running_stats()
         if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+            reset_affine(self.weight, self.bias)
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "

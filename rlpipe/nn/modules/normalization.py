@@ -4,7 +4,7 @@ import numbers
 
 from .. import functional as F
 from .. import init
-from ._params import register_optional
+from ._params import register_optional, reset_affine
 from .module import Module
 
 __all__ = ["LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm"]
@@ -29,9 +29,7 @@ class LayerNorm(Module):
     def reset_parameters(self):
         """Sets the weight back to ones and the bias to zeros (when affine)."""
         if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+            reset_affine(self.weight, self.bias)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -60,9 +58,7 @@ class GroupNorm(Module):
     def reset_parameters(self):
         """Sets the weight back to ones and the bias to zeros (when affine)."""
         if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+            reset_affine(self.weight, self.bias)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
