@@ -15,6 +15,7 @@ import pytest
 from gymnasium import spaces
 
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow  # a local Ray cluster starts in ~6 s: CI runs this file in its slow step
 
 from test_collector_threads import Stamped, check_policy_versions, collect_while_learning
 
@@ -321,7 +322,6 @@ def test_weight_update_seed_and_transport():
 
 
 @pytest.mark.parametrize("sync", [True, False])
-@pytest.mark.slow
 def test_learner_thread_updates_while_another_iterates(sync):
     """Every frame arrives, tagged with the version of the weights that collected it."""
     module = Stamped()
@@ -335,7 +335,6 @@ def test_learner_thread_updates_while_another_iterates(sync):
     check_policy_versions(batches, stacked=sync)
 
 
-@pytest.mark.slow
 def test_env_fault_names_the_actor_and_the_cause():
     with RayCollector([make_counter, make_failing_counter], None, frames_per_batch=4, total_frames=40,
                       sync=True) as collector:
@@ -354,7 +353,6 @@ def test_env_construction_fault_releases_the_actors():
 
 
 @pytest.mark.parametrize("sync", [True, False])
-@pytest.mark.slow
 def test_timeout_names_the_hung_actor(sync):
     collector = RayCollector([make_counter, make_hanging_counter], None, frames_per_batch=4, total_frames=-1,
                              sync=sync, timeout=5)
@@ -390,7 +388,6 @@ def test_compact_obs_reaches_the_actors():
     assert keys == KEYS - {("next", "observation")}
 
 
-@pytest.mark.slow
 def test_check_action_spec_reaches_the_actors():
     policy = TensorDictModule(OutOfBounds(), in_keys=["observation"], out_keys=["action"])
     with RayCollector(make_pendulum, policy, num_collectors=1, frames_per_batch=10, total_frames=20,
