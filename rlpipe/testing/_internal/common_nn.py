@@ -1,0 +1,71 @@
+"""torch.testing._internal.common_nn for rlpipe: ``NNTestCase`` (``TestCase`` with the forward/backward,
+parameter and Jacobian helpers test/nn files use) and ``freeze_rng_state``. torch's large tables of
+module and criterion tests are not here."""
+from ..._creation import zeros
+from .common_utils import TestCase, freeze_rng_state, gradcheck, gradgradcheck  # noqa: F401
+
+__all__ = ["NNTestCase", "freeze_rng_state"]
+
+
+def _as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+class NNTestCase(TestCase):
+    """The base of torch's nn test classes: calls a module (``_forward``), backpropagates through it
+    (``_backward``), lists and zeroes its parameters and gradients, and checks its input Jacobian against
+    finite differences (``check_jacobian``)."""
+
+    def _forward(self, module, input):
+        """``module(*input)`` (or ``module(input)``) with the RNG state restored afterwards."""
+        with freeze_rng_state():
+            return module(*input) if isinstance(input, tuple) else module(input)
+
+    def _backward(self, module, input, output, grad_output, create_graph=False):
+        """Backpropagates ``grad_output`` from ``output``; returns the gradient of ``input`` (None when
+        ``input`` needs none)."""
+        del module
+        output.backward(grad_output, retain_graph=True, create_graph=create_graph)
+        if isinstance(input, tuple):
+            return tuple(i.grad.data if i.grad is not None else None for i in input)
+        return input.grad.data if input.grad is not None else None
+
+    def _get_parameters(self, module):
+        """(the parameters of ``module`` that require grad, their gradients, zeros where none yet)."""
+        params = [p for p in module.parameters() if p.requires_grad]
+        grads = [p.grad if p.grad is not None else zeros(p.shape, dtype=p.dtype, device=p.device) for p in params]
+        return params, grads
+
+    def _zero_grad_parameters(self, module):
+        """Zeroes the gradient of every parameter of ``module`` that has one."""
+        for p in module.parameters():
+            if p.grad is not None:
+                p.grad.zero_()
+
+    def _zero_grad_input(self, input):
+        """Zeroes the gradient of ``input`` (a tensor or nested tuples/lists of them)."""
+        if isinstance(input, (list, tuple)):
+            for i in input:
+                self._zero_grad_input(i)
+        elif input.grad is not None:
+            input.grad.zero_()
+
+    def check_jacobian(self, module, input, jacobian_input=True):
+        """Asserts that the gradients of ``module``'s output with respect to ``input`` (when
+        ``jacobian_input``) and to its parameters match central finite differences (float64 advised)."""
+        params = [p for p in module.parameters() if p.requires_grad]
+        inputs = list(_as_tuple(input)) if jacobian_input else []
+
+        def call(*tensors):
+            given = tensors[:len(inputs)] if jacobian_input else _as_tuple(input)
+            return module(*given)
+
+        self.assertTrue(gradcheck(lambda *t: call(*t), tuple(inputs) + tuple(params), check_batched_grad=False))
+
+
+def _assertGradAndGradgradChecks(test_case, apply_fn, inputs, check_forward_ad=False):
+    """Asserts that ``apply_fn`` passes ``gradcheck`` and ``gradgradcheck`` at ``inputs``."""
+    del check_forward_ad  # rlpipe has no forward-mode AD
+    test_case.assertTrue(gradcheck(apply_fn, inputs))
+    test_case.assertTrue(gradgradcheck(apply_fn, inputs))
+
