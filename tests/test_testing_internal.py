@@ -376,3 +376,16 @@ def test_nn_test_case_forward_backward():
     case._zero_grad_parameters(module)
     case.assertEqual(module.bias.grad, T([0.0, 0.0], dtype=rlpipe.float64))
     case.check_jacobian(module, x)
+
+
+def test_compare_with_numpy_and_dtype_maps(case):
+    x = T([[1.0, -2.0], [3.0, 4.0]])
+    case.compare_with_numpy(lambda t: t.abs().sum(0), lambda a: np.abs(a).sum(0), x)
+    case.compare_with_numpy(lambda t: t * 2, lambda a: a * 2, [1, 2], dtype=rlpipe.int64)
+    with pytest.raises(AssertionError, match="Tensor-likes are not close"):
+        case.compare_with_numpy(lambda t: t + 1, lambda a: a, x)
+    with pytest.raises(ValueError, match="device and dtype apply to a non-tensor input only"):
+        case.compare_with_numpy(lambda t: t, lambda a: a, x, dtype=rlpipe.float32)
+    assert common_utils.torch_to_numpy_dtype_dict[rlpipe.float32] is np.float32
+    assert common_utils.numpy_to_torch_dtype_dict[np.int16] is rlpipe.int16
+    assert len(case._rand_shape(3, 2, 4)) == 3

@@ -170,6 +170,13 @@ class dtypesIfCUDA(dtypes):
         super().__init__(*args, device_type="cuda")
 
 
+class dtypesIfXPU(dtypes):
+    """``@dtypes`` for XPU only (rlpipe has no XPU device)."""
+
+    def __init__(self, *args):
+        super().__init__(*args, device_type="xpu")
+
+
 class dtypesIfMPS(dtypes):
     """``@dtypes`` for MPS only (rlpipe has no MPS device)."""
 

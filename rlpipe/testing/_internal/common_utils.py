@@ -18,6 +18,7 @@ import numpy as np
 
 from ... import _dtypes
 from ..._device import device as _device_type
+from ..._tensor import Tensor
 from ...autograd import gradcheck as _gradcheck
 from ...autograd import gradgradcheck as _gradgradcheck
 from .._creation import make_tensor  # noqa: F401  (torch re-exports it here)
@@ -54,6 +55,7 @@ TEST_WITH_SLOW_GRADCHECK = _env_flag("PYTORCH_TEST_WITH_SLOW_GRADCHECK")
 # rlpipe has no torch.compile, dynamo, inductor, crossref mode, MPS, XPU, HPU or out-of-tree backends
 TEST_WITH_TORCHDYNAMO = TEST_WITH_TORCHINDUCTOR = TEST_WITH_AOT_EAGER = TEST_WITH_CROSSREF = False
 TEST_MPS = TEST_XPU = TEST_HPU = TEST_PRIVATEUSE1 = TEST_XLA = TEST_CUDA_GRAPH = False
+TEST_PRIVATEUSE1_DEVICE_TYPE = "privateuseone"  # torch's name for an out-of-tree backend none is registered under
 NO_MULTIPROCESSING_SPAWN = False
 
 
@@ -77,6 +79,13 @@ def _cuda_available():
 
 
 TEST_CUDA = _cuda_available()
+
+
+# NumPy's dtype for each rlpipe dtype NumPy has (bfloat16 has none), and back
+torch_to_numpy_dtype_dict = {d: np.dtype(d.name).type for d in (
+    _dtypes.bool, _dtypes.uint8, _dtypes.int8, _dtypes.int16, _dtypes.int32, _dtypes.int64, _dtypes.float16,
+    _dtypes.float32, _dtypes.float64)}
+numpy_to_torch_dtype_dict = {v: k for k, v in torch_to_numpy_dtype_dict.items()}
 
 
 # ---- RNG, dtype, files, warnings ------------------------------------------------------------------------
@@ -397,6 +406,32 @@ class TestCase(unittest.TestCase):
             msg = None
         assert_equal(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan, exact_dtype=exact_dtype,
                      exact_device=exact_device, overrides=(self.rel_tol, self.precision), msg=msg)
+
+    def _rand_shape(self, dim, min_size, max_size):
+        """A shape of ``dim`` sizes drawn from ``random.randint(min_size, max_size)``."""
+        return tuple(random.randint(min_size, max_size) for _ in range(dim))
+
+    def compare_with_numpy(self, torch_fn, np_fn, tensor_like, device=None, dtype=None, **kwargs):
+        """Asserts ``torch_fn(t)`` equals ``np_fn(a)``, ``t`` and ``a`` being ``tensor_like`` as a tensor and
+        as a NumPy array (bfloat16 compared through float32); ``kwargs`` go to ``assertEqual``."""
+        from ..._creation import from_numpy, tensor
+        if isinstance(tensor_like, Tensor):
+            if device is not None or dtype is not None:
+                raise ValueError("compare_with_numpy: device and dtype apply to a non-tensor input only, "
+                                 f"got device={device}, dtype={dtype} with a tensor")
+            t = tensor_like
+            host = t.detach().cpu()
+            a = (host.float() if host.dtype is _dtypes.bfloat16 else host).numpy()
+        else:
+            a = np.array(tensor_like, dtype=torch_to_numpy_dtype_dict.get(dtype, np.float32) if dtype else None)
+            t = tensor(tensor_like, device=device, dtype=dtype)
+        expected = np_fn(a)
+        actual = torch_fn(t).cpu()
+        if isinstance(expected, np.ndarray):
+            expected = from_numpy(np.ascontiguousarray(expected))
+            if actual.dtype is _dtypes.bfloat16 and expected.dtype is _dtypes.float32:
+                actual = actual.float()
+        self.assertEqual(expected, actual, **kwargs)
 
     def assertNotEqual(self, x, y, msg=None, *, atol=None, rtol=None, **kwargs):
         """Asserts that ``assertEqual(x, y, ...)`` fails."""
