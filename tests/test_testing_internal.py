@@ -389,3 +389,23 @@ def test_compare_with_numpy_and_dtype_maps(case):
     assert common_utils.torch_to_numpy_dtype_dict[rlpipe.float32] is np.float32
     assert common_utils.numpy_to_torch_dtype_dict[np.int16] is rlpipe.int16
     assert len(case._rand_shape(3, 2, 4)) == 3
+
+
+def test_common_nn_module_helpers(case):
+    from rlpipe.testing._internal.common_nn import _test_bfloat16_ops, _test_module_empty_input
+    _test_bfloat16_ops(case, rlpipe.nn.ReLU(), "cpu", inp_dims=(2, 3))
+    _test_module_empty_input(case, rlpipe.nn.ReLU(), rlpipe.randn(0, 3))
+
+    class Twice(rlpipe.nn.Module):
+        """Doubles its input in float32; in bfloat16 it adds 1 as well (a wrong low-precision path)."""
+        low = False
+
+        def bfloat16(self):
+            self.low = True
+            return self
+
+        def forward(self, x):
+            return x * 2 + 1 if self.low else x * 2
+
+    with pytest.raises(AssertionError, match="Tensor-likes are not close"):
+        _test_bfloat16_ops(case, Twice(), "cpu", inp_dims=(4,))

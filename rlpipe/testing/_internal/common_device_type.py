@@ -11,7 +11,7 @@ import unittest
 
 from ... import _dtypes
 from .common_cuda import tf32_on_and_off, with_tf32_off  # noqa: F401  (torch's tests import them from here)
-from .common_utils import TEST_CUDA, TestCase, _dtype_name
+from .common_utils import TEST_CUDA, TEST_WITH_ROCM, TestCase, _dtype_name  # noqa: F401  (re-exported as torch)
 
 __all__ = ["instantiate_device_type_tests", "dtypes", "dtypesIfCPU", "dtypesIfCUDA", "onlyCPU", "onlyCUDA",
            "onlyNativeDeviceTypes", "skipMeta", "deviceCountAtLeast", "largeTensorTest", "precisionOverride",

@@ -1,10 +1,12 @@
 """torch.testing._internal.common_nn for rlpipe: ``NNTestCase`` (``TestCase`` with the forward/backward,
 parameter and Jacobian helpers test/nn files use) and ``freeze_rng_state``. torch's large tables of
 module and criterion tests are not here."""
-from ..._creation import zeros
+from ... import _dtypes
+from ..._creation import zeros, zeros_like
+from ...random import rand, rand_like, randn, randn_like
 from .common_utils import TestCase, freeze_rng_state, gradcheck, gradgradcheck  # noqa: F401
 
-__all__ = ["NNTestCase", "freeze_rng_state"]
+__all__ = ["NNTestCase", "freeze_rng_state", "_test_bfloat16_ops", "_test_module_empty_input"]
 
 
 def _as_tuple(x):
@@ -69,3 +71,38 @@ def _assertGradAndGradgradChecks(test_case, apply_fn, inputs, check_forward_ad=F
     test_case.assertTrue(gradcheck(apply_fn, inputs))
     test_case.assertTrue(gradgradcheck(apply_fn, inputs))
 
+
+
+def _test_bfloat16_ops(test_case, op, device, inp_dims=(), prec=1e-2, scale_factor=None):
+    """Asserts that module ``op`` gives the same output and input gradient in bfloat16 as in float32 (within
+    ``prec``), on a random input of shape ``inp_dims`` (scaled by ``scale_factor`` when given)."""
+    if scale_factor is None:
+        input32 = randn(inp_dims, dtype=_dtypes.float32, device=device, requires_grad=True)
+    else:
+        input32 = (rand(inp_dims, dtype=_dtypes.bfloat16, device=device) * scale_factor).float().requires_grad_()
+    out32 = op(input32)
+    grad32 = randn_like(out32)
+    out32.backward(grad32)
+    op16 = op.bfloat16()
+    input16 = input32.detach().bfloat16().requires_grad_()
+    out16 = op16(input16)
+    out16.backward(grad32.bfloat16())
+    test_case.assertEqual(out32, out16, atol=prec, rtol=prec, exact_dtype=False)
+    test_case.assertEqual(input32.grad.data, input16.grad.data, atol=prec, rtol=prec, exact_dtype=False)
+
+
+def _test_module_empty_input(test_case, module, inp, check_size=True, inference=False):
+    """Runs ``module`` on an empty input (and backward unless ``inference``): the output has the input's
+    size when ``check_size``, and every gradient is zero."""
+    if not inference:
+        inp.requires_grad_(True)
+    out = module(inp)
+    if not inference:
+        out.backward(rand_like(out))
+    if check_size:
+        test_case.assertEqual(out.size(), inp.size())
+    if not inference:
+        for p in module.parameters():
+            if p.requires_grad:
+                test_case.assertEqual(p.grad, zeros_like(p.grad))
+        test_case.assertEqual(inp.grad, zeros_like(inp))

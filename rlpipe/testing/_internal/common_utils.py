@@ -255,7 +255,7 @@ def requires_cuda(fn):
 markDynamoStrictTest = xfailIfTorchDynamo = skipIfTorchInductor = xfailIfTorchInductor = _unchanged
 skipRocmIfTorchInductor = skipIfRocmArch = skipIfXpu = skipIfHpu = skipIfWindows = skipIfArm = _unchanged
 skipIfNNModuleInlined = skipIfLegacyJitExecutor = skipCUDAMemoryLeakCheckIf = _unchanged
-skipCUDANonDefaultStreamIf = serialTest = skipIfSlowGradcheckEnv = _unchanged
+skipCUDANonDefaultStreamIf = serialTest = skipIfSlowGradcheckEnv = gcIfJetson = _unchanged
 
 
 def skipIfNoDill(fn):
