@@ -409,3 +409,47 @@ def test_common_nn_module_helpers(case):
 
     with pytest.raises(AssertionError, match="Tensor-likes are not close"):
         _test_bfloat16_ops(case, Twice(), "cpu", inp_dims=(4,))
+
+
+_TORCH_STYLE_FILE = '''
+import torch
+from torch.testing import make_tensor
+from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests, onlyCUDA
+from torch.testing._internal.common_utils import TestCase, parametrize, run_tests
+
+
+@torch.testing._internal.common_utils.markDynamoStrictTest
+class TestAdd(TestCase):
+    @parametrize("n", [1, 3])
+    @dtypes(torch.float32, torch.int64)
+    def test_add(self, device, dtype, n):
+        x = make_tensor(n, dtype=dtype, device=device)
+        self.assertEqual(x + x, 2 * x)
+
+    @onlyCUDA
+    def test_cuda_only(self, device):
+        raise AssertionError("a CPU run must skip this")
+
+
+instantiate_device_type_tests(TestAdd, globals())
+
+if __name__ == "__main__":
+    run_tests()
+'''
+
+
+def test_a_pytorch_style_test_file_runs_through_the_peer_shim(tmp_path):
+    import pathlib
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parents[1]
+    script = tmp_path / "test_torch_style.py"
+    script.write_text("import peer_shim  # noqa\n" + _TORCH_STYLE_FILE)
+    env = {"PYTHONPATH": f"{root / 'tools'}:{root}", "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([sys.executable, str(script), "-v"], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    results = {line.split(" ")[0]: line.rpartition(" ... ")[2] for line in run.stderr.splitlines() if " ... " in line}
+    assert results == {"test_add_n_1_cpu_float32": "ok", "test_add_n_1_cpu_int64": "ok",
+                       "test_add_n_3_cpu_float32": "ok", "test_add_n_3_cpu_int64": "ok",
+                       "test_cuda_only_cpu": "skipped 'Only runs on cuda'"}
+    assert "Ran 5 tests" in run.stderr and "OK (skipped=1)" in run.stderr
