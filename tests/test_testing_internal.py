@@ -453,3 +453,59 @@ def test_a_pytorch_style_test_file_runs_through_the_peer_shim(tmp_path):
                        "test_add_n_3_cpu_float32": "ok", "test_add_n_3_cpu_int64": "ok",
                        "test_cuda_only_cpu": "skipped 'Only runs on cuda'"}
     assert "Ran 5 tests" in run.stderr and "OK (skipped=1)" in run.stderr
+
+
+def test_decorators_reject_bad_arguments():
+    from rlpipe.testing._internal.common_device_type import largeTensorTest, toleranceOverride
+    with pytest.raises(TypeError, match="skipIfTorchDynamo: msg must be a str .* got function"):
+        common_utils.skipIfTorchDynamo(lambda self: None)
+    with pytest.raises(TypeError, match="precisionOverride: expected a dict from dtypes to precisions, got"):
+        precisionOverride([rlpipe.float32])
+    with pytest.raises(TypeError, match=r"toleranceOverride: expected a dict from dtypes to tol\(atol, rtol\)"):
+        toleranceOverride({rlpipe.float32: 1e-3})
+    with pytest.raises(TypeError, match="expected a tuple of dtypes to add, got list"):
+        common_dtype.floating_types() + [rlpipe.float16]
+
+    def test_x(self, device, dtype):
+        pass
+    dtypes(rlpipe.float32)(test_x)
+    with pytest.raises(RuntimeError, match="@dtypes for device type 'all' given twice on test_x"):
+        dtypes(rlpipe.float64)(test_x)
+    with pytest.raises(RuntimeError, match="deviceCountAtLeast redefinition for test_y"):
+        def test_y(self, devices):
+            pass
+        deviceCountAtLeast(2)(deviceCountAtLeast(2)(test_y))
+
+    class TestEmpty(TestCase):
+        @parametrize("x", iter([]))
+        def test_a(self, x):
+            pass
+
+    with pytest.raises(ValueError, match="an empty arg_values was passed to @parametrize"):
+        instantiate_parametrized_tests(TestEmpty)
+
+    class TestHuge(TestCase):
+        @largeTensorTest("100000000GB")
+        def test_a(self):
+            raise AssertionError("must not run")
+
+        @largeTensorTest("4TB")
+        def test_b(self):
+            pass
+
+    result = unittest.TestResult()
+    unittest.defaultTestLoader.loadTestsFromTestCase(TestHuge).run(result)
+    assert [reason for _, reason in result.skipped] == ["Insufficient cpu memory: needs 107374182400000000 bytes"]
+    assert "largeTensorTest: size must be a byte count or whole gigabytes like '12GB', got '4TB'" in result.errors[0][1]
+
+
+def test_skip_if_torch_dynamo_runs_the_test():
+    ran = []
+
+    class TestRuns(TestCase):
+        @common_utils.skipIfTorchDynamo("not under dynamo")
+        def test_a(self):
+            ran.append(True)
+
+    unittest.defaultTestLoader.loadTestsFromTestCase(TestRuns).run(unittest.TestResult())
+    assert ran == [True]

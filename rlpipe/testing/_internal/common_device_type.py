@@ -330,12 +330,11 @@ def _available_memory():
 
 
 def _bytes(size):
+    """Bytes from a byte count or, as torch accepts, a string of whole gigabytes ("12GB")."""
     if isinstance(size, str):
-        units = {"KB": 2 ** 10, "MB": 2 ** 20, "GB": 2 ** 30, "TB": 2 ** 40}
-        number, unit = size[:-2], size[-2:].upper()
-        if unit not in units:
-            raise ValueError(f"largeTensorTest: size must end in KB, MB, GB or TB, got {size!r}")
-        return float(number) * units[unit]
+        if not size.lower().endswith("gb") or not size[:-2].isdigit():
+            raise ValueError(f"largeTensorTest: size must be a byte count or whole gigabytes like '12GB', got {size!r}")
+        return int(size[:-2]) * 2 ** 30
     return size
 
 

@@ -245,17 +245,12 @@ def skipIfCompiledWithoutNumpy(fn):
     return fn
 
 
-def requires_cuda(fn):
-    """Skips the test unless a CUDA device is available to rlpipe."""
-    return _skip_when(lambda: not TEST_CUDA, "CUDA not available")(fn)
-
-
 # these mark or skip tests only under dynamo, ROCm, TorchInductor, ASAN or on Windows/macOS/ARM, never
 # true for rlpipe on Linux: the tests run unchanged
 markDynamoStrictTest = xfailIfTorchDynamo = skipIfTorchInductor = xfailIfTorchInductor = _unchanged
-skipRocmIfTorchInductor = skipIfRocmArch = skipIfXpu = skipIfHpu = skipIfWindows = skipIfArm = _unchanged
+skipRocmIfTorchInductor = skipIfRocmArch = skipIfXpu = skipIfHpu = skipIfWindows = _unchanged
 skipIfNNModuleInlined = skipIfLegacyJitExecutor = skipCUDAMemoryLeakCheckIf = _unchanged
-skipCUDANonDefaultStreamIf = serialTest = skipIfSlowGradcheckEnv = gcIfJetson = _unchanged
+skipCUDANonDefaultStreamIf = serialTest = gcIfJetson = _unchanged
 
 
 def skipIfNoDill(fn):
@@ -263,9 +258,10 @@ def skipIfNoDill(fn):
     return _skip_when(lambda: not TEST_DILL, "test requires dill")(fn)
 
 
-def skipIfTorchDynamoIf(condition, msg="test doesn't currently work with dynamo"):  # noqa: ARG001
-    """Runs the test (rlpipe never runs under dynamo)."""
-    return _unchanged
+def skipIfSlowGradcheckEnv(fn):
+    """Skips the test in a slow-gradcheck run (``PYTORCH_TEST_WITH_SLOW_GRADCHECK=1``)."""
+    return _skip_when(lambda: TEST_WITH_SLOW_GRADCHECK,
+                      "Tests that don't use gradcheck don't need to run on slow_gradcheck CI")(fn)
 
 
 # ---- parametrization ----------------------------------------------------------------------------------------
