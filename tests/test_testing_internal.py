@@ -509,3 +509,12 @@ def test_skip_if_torch_dynamo_runs_the_test():
 
     unittest.defaultTestLoader.loadTestsFromTestCase(TestRuns).run(unittest.TestResult())
     assert ran == [True]
+
+
+def test_create_basic_net_shares_the_net_in_its_sequential():
+    from rlpipe.testing._internal.common_nn import _create_basic_net
+    layer, net, seq = _create_basic_net()
+    assert [name for name, _ in layer.named_parameters()] == ["layer_dummy_param"]
+    assert [name for name, _ in net.named_buffers()] == ["dummy_buf", "l1.layer_dummy_buf"]
+    assert seq[0] is seq[1] is net and len(list(seq.parameters())) == 2
+    assert [name for name, _ in seq.named_modules()] == ["", "0", "0.l1"]

@@ -1,12 +1,13 @@
 """torch.testing._internal.common_nn for rlpipe: ``NNTestCase`` (``TestCase`` with the forward/backward,
 parameter and Jacobian helpers test/nn files use) and ``freeze_rng_state``. torch's large tables of
 module and criterion tests are not here."""
-from ... import _dtypes
+from ... import _dtypes, nn
+from ..._creation import empty as _empty
 from ..._creation import zeros, zeros_like
 from ...random import rand, rand_like, randn, randn_like
 from .common_utils import TestCase, freeze_rng_state, gradcheck, gradgradcheck  # noqa: F401
 
-__all__ = ["NNTestCase", "freeze_rng_state", "_test_bfloat16_ops", "_test_module_empty_input"]
+__all__ = ["NNTestCase", "freeze_rng_state", "_test_bfloat16_ops", "_test_module_empty_input", "_create_basic_net"]
 
 
 def _as_tuple(x):
@@ -106,3 +107,29 @@ def _test_module_empty_input(test_case, module, inp, check_size=True, inference=
             if p.requires_grad:
                 test_case.assertEqual(p.grad, zeros_like(p.grad))
         test_case.assertEqual(inp.grad, zeros_like(inp))
+
+
+class _BasicLayer(nn.Module):
+    """A module with one parameter and one buffer of its own and no forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer_dummy_param = nn.Parameter(_empty(3, 5))
+        self.layer_dummy_buf = nn.Buffer(zeros(1, 3, 3, 7))
+
+
+class _BasicNet(nn.Module):
+    """A ``_BasicLayer`` child plus a parameter and a buffer of its own."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = _BasicLayer()
+        self.dummy_param = nn.Parameter(_empty(3, 5))
+        self.dummy_buf = nn.Buffer(zeros(7, 3, 3, 1))
+
+
+def _create_basic_net():
+    """(a layer, a net holding a layer, a Sequential holding that net twice): the small module trees
+    torch's nn tests walk for parameters, buffers and submodules."""
+    net = _BasicNet()
+    return _BasicLayer(), net, nn.Sequential(net, net)
