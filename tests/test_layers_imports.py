@@ -64,6 +64,10 @@ LAYERS = {
     # torch.testing's assert_close with tensordict's assert_allclose_td and torchrl.testing's make_tc:
     # it builds TensorDicts and tensorclasses, so it sits with tensordict (nothing below may use it)
     "rlpipe.testing": 4,
+    # torch.testing._internal's helpers for running PyTorch's own test files: TestCase, parametrize, the
+    # device-type test classes. Core-level test support, but built on nn (ModuleList in assertEqual,
+    # NNTestCase) and on the package above, so it sits with it
+    "rlpipe.testing._internal": 4,
     "rlpipe.envs": 5,
     "rlpipe.collectors": 6,
     "rlpipe.postprocs": 6,

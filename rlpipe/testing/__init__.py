@@ -1,4 +1,4 @@
-"""Test helpers: ``assert_close`` (torch.testing's), ``assert_allclose_td`` (tensordict's), and
+"""Test helpers: ``assert_close`` and ``make_tensor`` (torch.testing's), ``assert_allclose_td`` (tensordict's), and
 torchrl.testing's ``get_default_devices``, ``make_tc`` and ``capture_log_records`` (torch.testing
 and torchrl.testing both map here).
 
@@ -18,6 +18,10 @@ ints, bool     0         0
 
 A failure is an ``AssertionError`` with torch's message ("Tensor-likes are not close!", the count
 of mismatched elements and the greatest absolute and relative differences with their indices).
+
+``rlpipe.testing._internal`` holds the parts of torch's private test helpers
+(``torch.testing._internal.common_utils`` and friends) that PyTorch's own test files import, so that
+those files run against rlpipe through an import alias.
 """
 import contextlib
 import logging
@@ -26,11 +30,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from . import _dtypes
-from ._closeness import _compare_tensors, _fail, _mismatch_message, _tolerances
-from ._tensor import Tensor
+from .. import _dtypes
+from .._closeness import _compare_tensors, _fail, _mismatch_message, _tolerances
+from .._tensor import Tensor
+from ._creation import make_tensor
 
-__all__ = ["assert_allclose_td", "assert_close", "get_default_devices", "make_tc", "capture_log_records"]
+__all__ = ["assert_allclose_td", "assert_close", "make_tensor", "get_default_devices", "make_tc", "capture_log_records"]
 
 def _is_td(obj):
     if isinstance(obj, Tensor):
