@@ -260,3 +260,15 @@ def test_layer_norm_of_a_shared_input_under_per_sample_weights_and_of_batched_in
     close(vmap(shared)(w, b), loop(shared, w, b))
     close(vmap(over_two_dims)(xs), loop(over_two_dims, xs))
     close(vmap(shifted)(xs, b), loop(shifted, xs, b))
+
+
+def test_a_samples_0d_tensor_promotes_as_a_0d_tensor():
+    """Per sample, y is a 0-dim float64 tensor: it does not raise a float32 vector to float64 (torch's rule; the
+    batched value has a dim, which NumPy's promotion would count), while two 0-dim samples promote as usual."""
+    x, y, i = rlpipe.randn(3, 2), rlpipe.randn(3, dtype=rlpipe.float64), rlpipe.arange(3)
+    for f, args in ((rlpipe.add, (x, y)), (rlpipe.mul, (y, x)), (lambda a, b: a - b, (x, i)),
+                    (lambda a, b: a / b, (i, x)), (rlpipe.add, (y, rlpipe.randn(3)))):
+        out, expected = vmap(f)(*args), loop(f, *args)
+        assert out.dtype == expected.dtype, (out.dtype, expected.dtype)
+        close(out, expected)
+    assert vmap(rlpipe.add)(x, y).dtype == rlpipe.float32 and vmap(rlpipe.add)(y, x[:, 0]).dtype == rlpipe.float64

@@ -12,6 +12,7 @@ import builtins
 import operator
 import sys
 
+from .. import _dtypes
 from .._tensor import Size, Tensor
 from ._ensemble import EnsembleLinear
 
@@ -278,12 +279,23 @@ def _elementwise(level, name, func, args, kwargs):
         value = _unwrap(args[0], level)[0]
         operator_ = _OPERATORS.get(name)
         return _wrap(operator_(value) if operator_ else _call(name, func, (value,), kwargs), level)
-    unwrapped = [_unwrap(a, level) for a in args]
+    unwrapped = _as_samples_promote([_unwrap(a, level) for a in args])
     ndim = builtins.max([v.ndim - b for v, b in unwrapped if _is_tensor(v)], default=0)
     values = [_pad(v, ndim) if b else v for v, b in unwrapped]
     if name in _OPERATORS:
         return _wrap(_OPERATORS[name](*values), level)
     return _wrap(_call(name, func, tuple(values), kwargs), level)
+
+
+def _as_samples_promote(unwrapped):
+    """The operands with each sample's 0-dim tensor cast to the dtype torch's promotion gives the samples: a
+    0-dim tensor counts only when of a higher kind than the dimensioned ones, but batched it has a dim."""
+    tensors = [(v, v.ndim - b) for v, b in unwrapped if isinstance(v, Tensor)]
+    if not any(n == 0 for _, n in tensors) or all(n == 0 for _, n in tensors):
+        return unwrapped
+    target = _dtypes.result_type([v.dtype for v, n in tensors if n], [v.dtype for v, n in tensors if not n])
+    return [(v.to(target), b) if b and v.ndim == 1 and v.dtype is not target and v.dtype is not _dtypes.bool
+            else (v, b) for v, b in unwrapped]
 
 
 _rule(*_OPERATORS, *_UNARY, *[n for n in _NARY if n != "where"])(_elementwise)
