@@ -193,3 +193,18 @@ def test_erfinv_function_values_and_gradcheck():
     x = np.array([-0.9, -0.3, 0.0, 0.45, 0.99])
     np.testing.assert_allclose(Erfinv.apply(r.tensor(x)).numpy(), scipy.special.erfinv(x), rtol=1e-12)
     assert r.autograd.gradcheck(Erfinv.apply, (r.tensor(x, requires_grad=True),))
+
+
+@pytest.mark.parametrize("old", ["uniform", "normal", "constant", "eye", "dirac", "xavier_uniform", "xavier_normal",
+                                 "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse"])
+def test_old_names_warn_and_call_the_underscored_function(old):
+    """torch keeps nn.init's names without the underscore, deprecated: the same initialisation, a FutureWarning."""
+    shape = (2, 3, 3) if old == "dirac" else (4, 3)
+    args = {"constant": (0.5,), "sparse": (0.5,)}.get(old, ())
+    a, b = r.empty(shape), r.empty(shape)
+    r.manual_seed(0)
+    with pytest.warns(FutureWarning, match=rf"`nn.init.{old}` is now deprecated in favor of `nn.init.{old}_`."):
+        out = getattr(init, old)(a, *args)
+    r.manual_seed(0)
+    getattr(init, old + "_")(b, *args)
+    assert out is a and r.equal(a, b)

@@ -6,7 +6,7 @@ import warnings
 
 from .. import primitives as P
 from .. import primitives as ops
-from .._creation import arange, eye
+from .._creation import arange, eye as _identity
 from .._tensor import wrap
 from ..autograd import no_grad
 from ..random import randn, randperm
@@ -109,7 +109,7 @@ def eye_(tensor):
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     with no_grad():
-        return tensor.copy_(eye(*tensor.shape, dtype=tensor.dtype, device=tensor.device))
+        return tensor.copy_(_identity(*tensor.shape, dtype=tensor.dtype, device=tensor.device))
 
 
 def dirac_(tensor, groups=1):
@@ -210,3 +210,29 @@ def _reduced_qr(a):
     """The reduced QR factorization of a 2-D tensor, by its backend's linalg (not recorded on the graph)."""
     q, r = a._device._backend.xp.linalg.qr(a.detach()._data)
     return wrap(q, a._device), wrap(r, a._device)
+
+
+def _deprecated(method):
+    """torch's old name of ``method`` (without the trailing underscore): the same call, with a FutureWarning."""
+    new_name = method.__name__
+
+    def deprecated_init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{new_name[:-1]}` is now deprecated in favor of `nn.init.{new_name}`.", FutureWarning,
+                      stacklevel=2)
+        return method(*args, **kwargs)
+    deprecated_init.__name__ = new_name[:-1]
+    deprecated_init.__doc__ = f"Deprecated (as in torch): ``{new_name}``, with a FutureWarning."
+    return deprecated_init
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)
