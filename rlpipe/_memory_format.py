@@ -100,25 +100,38 @@ def suggested(shape, strides):
     return contiguous_format
 
 
-def _dense_order(shape, strides):
-    """The dims slowest-varying first when the strides pack the elements without gaps or overlaps
-    (torch's ``is_non_overlapping_and_dense``), else None."""
-    dims = sorted((d for d in range(len(shape)) if shape[d] != 1), key=lambda d: strides[d])
-    if not _dense_in(shape, strides, dims):
-        return None
-    ones = [d for d in range(len(shape)) if shape[d] == 1]
-    return tuple(reversed(dims)) + tuple(ones)
+def _swap(shape, strides, a, b):
+    """TensorIterator's comparison, which ``infer_dense_strides`` follows: 1 when dim ``a`` varies
+    slower than dim ``b`` (larger stride; on a tie, larger size), -1 when faster, 0 when open."""
+    if strides[a] == 0 or strides[b] == 0:
+        return 0
+    if strides[a] != strides[b]:
+        return 1 if strides[a] > strides[b] else -1
+    return 1 if shape[a] > shape[b] else 0
+
+
+def _stride_order(shape, strides):
+    """The dims slowest-varying first, by their strides (torch's ``infer_dense_strides``: an
+    insertion sort from the row-major order that leaves ambiguous dims where they are)."""
+    perm = list(range(len(shape) - 1, -1, -1))  # fastest first
+    for i in range(1, len(perm)):
+        at = i
+        for before in range(i - 1, -1, -1):
+            verdict = _swap(shape, strides, perm[before], perm[at])
+            if verdict > 0:
+                perm[before], perm[at] = perm[at], perm[before]
+                at = before
+            elif verdict < 0:
+                break
+    return tuple(reversed(perm))
 
 
 def order_for(shape, strides, fmt):
     """The dims slowest-varying first of a fresh array in ``fmt`` (None: row-major); ``preserve_format``
-    keeps a packed input's order of strides and otherwise follows ``suggested``."""
+    keeps the input's order of strides, as torch's ``empty_like`` does."""
     if fmt is preserve_format:
-        if 0 not in shape:
-            order = _dense_order(shape, strides)
-            if order is not None:
-                return None if order == tuple(range(len(shape))) else order
-        fmt = suggested(shape, strides)
+        order = _stride_order(shape, strides)
+        return None if order == tuple(range(len(shape))) else order
     if fmt is None or fmt is contiguous_format:
         return None
     return tuple(reversed(_fastest_first(fmt, len(shape))))

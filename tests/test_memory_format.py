@@ -95,18 +95,29 @@ def test_wrong_rank_and_wrong_type_raise_as_torch():
     assert not r.zeros(2, 3, 4, 5, 6).is_contiguous(memory_format=CL)
 
 
-def test_clone_preserves_a_packed_layout_and_follows_the_suggested_one_otherwise():
+def _preserve_cases():
+    """(input, the strides torch 2.13's clone, empty_like and dropout give it)."""
     x = _arange(2, 3, 4, 5)
-    cases = [(x.permute(0, 1, 3, 2), {}, (60, 20, 1, 5)),
-             (x.permute(0, 1, 3, 2), {"memory_format": CF}, (60, 20, 4, 1)),
-             (x.permute(0, 2, 3, 1), {}, (60, 5, 1, 20)),
-             (x[..., ::2], {}, (36, 12, 3, 1)),
-             (_arange(2, 3, 4, 6).contiguous(memory_format=CL)[..., ::2], {}, (36, 1, 9, 3)),
-             (x, {"memory_format": CL}, (60, 1, 15, 3))]
-    for src, kwargs, strides in cases:
-        out = src.clone(**kwargs)
-        assert out.stride() == strides
-        np.testing.assert_array_equal(out.numpy(), src.numpy())
+    return [(x.permute(0, 1, 3, 2), (60, 20, 1, 5)),
+            (x.permute(0, 2, 3, 1), (60, 5, 1, 20)),
+            (x[..., ::2], (36, 12, 3, 1)),
+            (x.permute(0, 1, 3, 2)[:, :, ::2], (36, 12, 1, 3)),
+            (x.permute(3, 1, 0, 2)[..., ::2], (1, 10, 30, 5)),
+            (x.permute(0, 2, 3, 1)[:, :, 1:], (48, 4, 1, 16)),
+            (x.contiguous(memory_format=CL)[:1, :, :, ::2], (36, 1, 9, 3)),
+            (_arange(2, 1, 4, 5).permute(0, 3, 1, 2)[..., ::2], (10, 1, 10, 5)),
+            (_arange(3, 1, 4).expand(3, 2, 4), (8, 4, 1)),
+            (_arange(3, 4)[:, :1].expand(3, 5), (5, 1))]
+
+
+def test_preserve_format_keeps_the_order_of_strides_as_torch():
+    for src, strides in _preserve_cases():
+        for out in (src.clone(), r.empty_like(src), r.nn.functional.dropout(src, 1e-10)):
+            assert out.stride() == strides, (src.stride(), out.stride())
+        np.testing.assert_array_equal(src.clone().numpy(), src.numpy())
+    x = _arange(2, 3, 4, 5)
+    assert x.permute(0, 1, 3, 2).clone(memory_format=CF).stride() == (60, 20, 4, 1)
+    assert x.clone(memory_format=CL).stride() == (60, 1, 15, 3)
 
 
 def test_to_lays_out_and_aliases_as_torch():
@@ -181,3 +192,12 @@ def test_channels_last_on_the_gpu():
     assert r.zeros_like(y).stride() == (60, 1, 15, 3)
     assert y.clone().stride() == (60, 1, 15, 3)
     np.testing.assert_array_equal((y * 2).cpu().numpy(), (x * 2).cpu().numpy())
+
+
+def test_dropout_keeps_a_channels_last_layout():
+    source = r.empty(2, 3, 3, 6, memory_format=CL)[..., ::2]  # not packed: its strides suggest channels_last
+    source.copy_(r.ones(2, 3, 3, 3))
+    out = r.nn.functional.dropout(source, 1e-10)
+    assert out.is_contiguous(memory_format=CL)
+    np.testing.assert_array_equal(out.numpy(), np.ones((2, 3, 3, 3), np.float32))
+    assert r.nn.functional.dropout(r.ones(4, 5), 0.5).is_contiguous()
