@@ -62,7 +62,7 @@ def to(input, *args, dtype=None, device=None, non_blocking=False, copy=False, me
         out = _to_device(out, device)
     if dtype is not None:
         out = _cast(out, _dtypes.as_dtype(dtype))
-    fmt = _mf.check(memory_format, "to")
+    fmt = memory_format if memory_format is None else _mf.check(memory_format, "to")
     if fmt is not None and fmt is not _mf.preserve_format:
         if out is input and not copy and _mf.suggested(input.shape, input.stride()) is fmt:
             return input

@@ -736,6 +736,8 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
 def contiguous(input, *, memory_format=_mf.contiguous_format):
     """The tensor itself when it is contiguous in ``memory_format`` (row-major by default;
     ``channels_last``: NHWC in memory), else a copy laid out so."""
+    if memory_format is _mf.contiguous_format and input._data.flags.c_contiguous:  # the common call, kept cheap
+        return input
     fmt = _mf.check(memory_format, "contiguous")
     if input.is_contiguous(memory_format=fmt):
         return input
