@@ -12,6 +12,7 @@ from ._dtypes import (dtype, bool, uint8, int8, int16, int32, int64, float16, bf
                       promote_types, finfo, iinfo)
 from ._device import device, set_default_device, get_default_device
 from ._tensor import Tensor, Size, UntypedStorage
+from ._memory_format import memory_format, contiguous_format, channels_last, channels_last_3d, preserve_format
 # the functional API, from the modules that define each op (max, sum, abs... shadow the builtins on
 # purpose, as torch's do)
 from .primitives.elementwise import (add, sub, mul, div, true_divide, divide, floor_divide, remainder, pow, neg,

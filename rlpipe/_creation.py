@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _memory_format as _mf
 from ._device import CPU, _default as _default_device, resolve
 from ._dispatch import handle_torch_function, has_torch_function
 from ._tensor import Size, Tensor, init_from, tensor_method, wrap
@@ -179,10 +179,32 @@ def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, out=None):
-    """A tensor of shape ``size``; unlike torch's, its memory is zero-filled rather than left uninitialized."""
+    """A tensor of shape ``size`` laid out in ``memory_format`` (row-major unless given); unlike
+    torch's, its memory is zero-filled rather than left uninitialized."""
     if out is not None:
         return create_into(out, empty, size, dtype)
-    return _filled(_size(size), 0, dtype, device, requires_grad)
+    size = _size(size)
+    order = _mf.array_order(_mf.check(memory_format, "empty"), len(size))
+    return laid_out(order, size, lambda shape: _filled(shape, 0, dtype, device, False), requires_grad)
+
+
+def laid_out(order, shape, make, requires_grad):
+    """The tensor ``make(shape)`` builds (without grad) laid out in ``order`` (slowest dim first;
+    None: row-major): made in that order, then transposed back to ``shape``."""
+    if order is None:
+        t = make(shape)
+    else:
+        t = make(Size(shape[d] for d in order))
+        t = wrap(t._data.transpose(_mf.inverse(order)), t._device)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def like_order(input, memory_format, fname):
+    """The layout (``laid_out``'s order) of a tensor made like ``input`` in ``memory_format``."""
+    if memory_format is None and input._data.flags.c_contiguous:
+        return None
+    fmt = _mf.check(memory_format, fname) or _mf.preserve_format
+    return _mf.order_for(input._data.shape, input.stride(), fmt)
 
 
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
@@ -217,9 +239,13 @@ def _like(input, dtype, device):
     return (input.dtype if dtype is None else dtype), (input.device if device is None else device)
 
 
-def _filled_like(input, fill, dtype, device, requires_grad):
-    """A tensor of input's shape filled with ``fill``; with input's own dtype and device (the
-    common case) straight from the backend, without converting the shape, dtype and device."""
+def _filled_like(input, fill, dtype, device, requires_grad, order):
+    """A tensor of input's shape filled with ``fill``, laid out in ``order``; row-major with input's
+    own dtype and device (the common case) straight from the backend, without converting the shape,
+    dtype and device."""
+    if order is not None:
+        dtype, device = _like(input, dtype, device)
+        return laid_out(order, input.shape, lambda shape: _filled(shape, fill, dtype, device, False), requires_grad)
     if dtype is None and device is None:
         dev = input._device
         t = wrap(dev._backend.full(input._data.shape, fill, input._data.dtype, dev.index), dev)
@@ -233,7 +259,7 @@ def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_fo
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(zeros_like, (input,), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
-    return _filled_like(input, 0, dtype, device, requires_grad)
+    return _filled_like(input, 0, dtype, device, requires_grad, like_order(input, memory_format, "zeros_like"))
 
 
 def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
@@ -241,7 +267,7 @@ def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_for
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(ones_like, (input,), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
-    return _filled_like(input, 1, dtype, device, requires_grad)
+    return _filled_like(input, 1, dtype, device, requires_grad, like_order(input, memory_format, "ones_like"))
 
 
 def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
@@ -249,7 +275,7 @@ def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_fo
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(empty_like, (input,), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
-    return _filled_like(input, 0, dtype, device, requires_grad)
+    return _filled_like(input, 0, dtype, device, requires_grad, like_order(input, memory_format, "empty_like"))
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
@@ -258,7 +284,8 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
         return handle_torch_function(full_like, (input, fill_value), {
             "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
     dtype, device = _like(input, dtype, device)
-    return full(input.shape, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
+    return laid_out(like_order(input, memory_format, "full_like"), input.shape,
+                    lambda shape: full(shape, fill_value, dtype=dtype, device=device), requires_grad)
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False, out=None):

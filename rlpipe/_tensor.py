@@ -6,7 +6,7 @@ constructor and ``new_*`` methods in ``_creation.py``; ``@tensor_method`` attach
 """
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _memory_format
 from ._device import CPU
 from ._dtypes import FLOATING_NP
 
@@ -93,15 +93,19 @@ class Tensor:
         """Always False: rlpipe has no complex dtypes."""
         return False
 
-    def is_contiguous(self, memory_format=None):
-        """True when the elements are laid out row-major without gaps (``memory_format`` is accepted and ignored)."""
-        return bool(self._data.flags.c_contiguous)
+    def is_contiguous(self, *, memory_format=None):
+        """True when the elements are packed without gaps in ``memory_format``'s order: row-major by
+        default, NHWC (``channels_last``) or NDHWC (``channels_last_3d``) from the real strides."""
+        if memory_format is None or memory_format is _memory_format.contiguous_format:
+            return bool(self._data.flags.c_contiguous)
+        fmt = _memory_format.check(memory_format, "is_contiguous")
+        return _memory_format.is_contiguous_in(self._data.shape, self.stride(), fmt)
 
     def stride(self, dim=None):
         """The step, in elements, between neighbours along each dim (one dim's when ``dim`` is given),
         as torch reports it: 0 along an expanded dim. A NumPy view may step backwards (negative)
         where torch would have copied."""
-        steps = tuple(s // self._data.dtype.itemsize for s in self._data.strides)
+        steps = _memory_format.element_strides(self._data)
         if dim is None:
             return steps
         if isinstance(dim, bool) or not isinstance(dim, int):

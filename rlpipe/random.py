@@ -9,7 +9,7 @@ import builtins
 import numpy as np
 
 from . import _dtypes
-from ._creation import _size, _device, create_into
+from ._creation import _size, _device, create_into, laid_out, like_order
 from ._device import CPU, resolve
 from ._dispatch import handle_torch_function, has_torch_function
 from ._tensor import Tensor, wrap
@@ -181,20 +181,27 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None):
     return randint(low, high, input.shape, dtype=dtype or input.dtype, device=device or input.device)
 
 
-def rand_like(input, *, dtype=None, device=None, requires_grad=False):
-    """Uniform samples in [0, 1) with input's shape, dtype and device unless given."""
+def _drawn_like(draw, input, dtype, device, requires_grad, order):
+    """``draw``'s samples with input's shape, dtype and device unless given, laid out in ``order``."""
+    return laid_out(order, input.shape, lambda shape: draw(shape, dtype=dtype or input.dtype,
+                                                           device=device or input.device), requires_grad)
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    """Uniform samples in [0, 1) with input's shape, dtype and device unless given, laid out as ``clone``
+    lays it out."""
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(rand_like, (input,), {
-            "dtype": dtype, "device": device, "requires_grad": requires_grad})
-    return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
+            "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
+    return _drawn_like(rand, input, dtype, device, requires_grad, like_order(input, memory_format, "rand_like"))
 
 
-def randn_like(input, *, dtype=None, device=None, requires_grad=False):
-    """Standard normal samples with input's shape, dtype and device unless given."""
+def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    """Standard normal samples with input's shape, dtype and device unless given, laid out as ``clone`` lays it out."""
     if type(input) is not Tensor and has_torch_function(input):
         return handle_torch_function(randn_like, (input,), {
-            "dtype": dtype, "device": device, "requires_grad": requires_grad})
-    return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
+            "dtype": dtype, "device": device, "requires_grad": requires_grad, "memory_format": memory_format})
+    return _drawn_like(randn, input, dtype, device, requires_grad, like_order(input, memory_format, "randn_like"))
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):

@@ -29,6 +29,7 @@ LAYERS = {
     "rlpipe._dtypes": CORE_LAYER,
     "rlpipe._dispatch": CORE_LAYER,
     "rlpipe._format": CORE_LAYER,
+    "rlpipe._memory_format": CORE_LAYER,
     "rlpipe.primitives": CORE_LAYER,
     "rlpipe.autograd": CORE_LAYER,
     "rlpipe.random": CORE_LAYER,

@@ -17,7 +17,7 @@ from .._creation import zeros
 from .._dispatch import handle_torch_function, has_torch_function, torch_function
 from .._tensor import Tensor
 from ..autograd import no_grad
-from ..random import rand
+from ..random import rand, rand_like
 from ._functional_attention import (scaled_dot_product_attention, multi_head_attention_forward,  # noqa: F401
                                     _canonical_mask, _none_or_dtype, _mha_shape_check, _in_projection_packed,
                                     _in_projection)
@@ -336,7 +336,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if p == 1:
         keep = 0.0
     else:
-        keep = (rand(input.shape, dtype=input.dtype if input.is_floating_point() else None, device=input.device)
+        # the mask laid out as the input is (channels_last, say), so the output keeps that layout, as in torch
+        keep = (rand_like(input, dtype=input.dtype if input.is_floating_point() else _dtypes.get_default_dtype())
                 >= p).to(input.dtype) * (1.0 / (1.0 - p))
     return _maybe_inplace(input, inplace, lambda x: x * keep)
 

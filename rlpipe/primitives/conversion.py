@@ -5,7 +5,7 @@ import builtins
 
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _memory_format as _mf
 from .._device import device as _device_cls, resolve as _resolve_device
 from .._tensor import Tensor, tensor_method
 from ..autograd.grad_mode import state as _grad_state
@@ -41,7 +41,9 @@ def _to_device(x, dev):
 @tensor_method
 def to(input, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
     """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``: self when nothing changes.
-    Copies between devices are synchronous; ``non_blocking`` is accepted and has no effect."""
+    With ``memory_format`` (``channels_last``...) the result is laid out in it; as in torch, a tensor
+    already in that format by its strides stays itself. Copies between devices are synchronous;
+    ``non_blocking`` is accepted and has no effect."""
     for a in args:
         if a is None:  # torch accepts (and ignores) a None dtype or device: to(None) is the tensor itself
             continue
@@ -60,6 +62,13 @@ def to(input, *args, dtype=None, device=None, non_blocking=False, copy=False, me
         out = _to_device(out, device)
     if dtype is not None:
         out = _cast(out, _dtypes.as_dtype(dtype))
+    fmt = memory_format if memory_format is None else _mf.check(memory_format, "to")
+    if fmt is not None and fmt is not _mf.preserve_format:
+        if out is input and not copy and _mf.suggested(input.shape, input.stride()) is fmt:
+            return input
+        if out is input or not out.is_contiguous(memory_format=fmt):
+            return clone(out, memory_format=fmt)
+        return out
     if copy and out is input:
         out = clone(input)
     return out

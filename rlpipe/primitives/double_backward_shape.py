@@ -77,7 +77,7 @@ def _to_device_twice(ctx, g):
 
 @twice(Clone)
 def _clone(ctx, g):
-    return g
+    return g, None
 
 
 @twice(Cast)

@@ -9,8 +9,9 @@ import warnings
 
 import numpy as np
 
-from .. import _dtypes
+from .. import _dtypes, _memory_format as _mf
 from .._dispatch import torch_function
+from .._memory_format import copied_in
 from .._tensor import Tensor, tensor_method, wrap
 from ..autograd.grad_mode import state as _grad_state
 from .base import Op, unbroadcast
@@ -152,14 +153,14 @@ class Split(Op):
 
 
 class Clone(Op):
-    """A copy of x; the gradient passes unchanged."""
+    """A copy of x, laid out in ``order`` (slowest dim first; None: row-major); the gradient passes unchanged."""
     @staticmethod
-    def forward(ctx, x):
-        return x.copy()
+    def forward(ctx, x, order=None):
+        return copied_in(ctx.xp, x, order)
 
     @staticmethod
     def backward(ctx, g):
-        return g
+        return g, None
 
 
 def _source_positions(xp, n, before, after, mode):
@@ -732,16 +733,30 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
 
 
 @tensor_method
-def contiguous(input, memory_format=None):
-    """The tensor itself when its layout is row-major, else a row-major copy."""
-    return input if input.is_contiguous() else Clone.apply(input)
+def contiguous(input, *, memory_format=_mf.contiguous_format):
+    """The tensor itself when it is contiguous in ``memory_format`` (row-major by default;
+    ``channels_last``: NHWC in memory), else a copy laid out so."""
+    if memory_format is _mf.contiguous_format and input._data.flags.c_contiguous:  # the common call, kept cheap
+        return input
+    fmt = _mf.check(memory_format, "contiguous")
+    if input.is_contiguous(memory_format=fmt):
+        return input
+    if fmt is _mf.preserve_format:
+        raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+    return Clone.apply(input, _mf.order_for(input.shape, input.stride(), fmt))
 
 
 @torch_function("input")
 @tensor_method
-def clone(input, *, memory_format=None):
-    """A copy of the data, connected to the graph (the gradient passes through)."""
-    return Clone.apply(input)
+def clone(input, *, memory_format=_mf.preserve_format):
+    """A copy of the data, connected to the graph (the gradient passes through), laid out in
+    ``memory_format``; by default as the input is (its order of strides when it is packed, else
+    the format its strides suggest)."""
+    data = input._data
+    if data.flags.c_contiguous and (memory_format is _mf.preserve_format or memory_format is _mf.contiguous_format):
+        return Clone.apply(input)
+    fmt = _mf.check(memory_format, "clone") or _mf.preserve_format
+    return Clone.apply(input, _mf.order_for(data.shape, input.stride(), fmt))
 
 
 def _join_inputs(tensors, name):

@@ -5,6 +5,7 @@ parsing), as a mixin ``Module`` derives from (``module.py`` is their public home
 
 from ... import __future__ as _future
 from ... import _dtypes
+from ..._memory_format import memory_format
 from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
 from ..parameter import Parameter
@@ -144,14 +145,16 @@ class _TraversalMixin:
 
     def to(self, *args, **kwargs):
         """``to(device)``, ``to(dtype)``, ``to(tensor)``, ``to(device, dtype, non_blocking)``: only
-        floating parameters and buffers change dtype."""
+        floating parameters and buffers change dtype; ``memory_format=`` lays out the 4-D and 5-D ones."""
         device, dtype = _parse_to(*args, **kwargs)
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                             f"dtype={dtype}")
+        fmt = kwargs.get("memory_format")
 
         def convert(t):
-            return t.to(device=device, dtype=dtype if t.is_floating_point() else None)
+            return t.to(device=device, dtype=dtype if t.is_floating_point() else None,
+                        memory_format=fmt if t.dim() in (4, 5) else None)
         return self._apply(convert)
 
     def cpu(self):
@@ -213,7 +216,7 @@ def _parse_to(*args, **kwargs):
     from rlpipe._device import device as device_cls
 
     def type_name(a):
-        if type(a) in (device_cls, _dtypes.dtype):
+        if type(a) in (device_cls, _dtypes.dtype, memory_format):
             return f"{_dtypes.shown_module()}.{type(a).__name__}"
         return "Tensor" if isinstance(a, Tensor) else type(a).__name__
 
@@ -227,7 +230,7 @@ def _parse_to(*args, **kwargs):
     given = dict(zip(names, args))
     checks = {"tensor": lambda v: isinstance(v, Tensor), "device": lambda v: isinstance(v, (str, int, device_cls)),
               "dtype": lambda v: isinstance(v, _dtypes.dtype), "non_blocking": lambda v: isinstance(v, bool),
-              "copy": lambda v: isinstance(v, bool), "memory_format": lambda v: True}
+              "copy": lambda v: isinstance(v, bool), "memory_format": lambda v: isinstance(v, memory_format)}
     valid = len(args) <= len(names) and not set(given) & set(kwargs) and set(kwargs) <= set(checks) - {"tensor"}
     given.update(kwargs)
     if not valid or "tensor" in given and {"device", "dtype"} & set(kwargs) or \
