@@ -31,7 +31,7 @@ CASES = {  # name: (call, the function the hook should see, its args, its kwargs
     "maximum": (lambda: rlpipe.maximum(X, R), rlpipe.maximum, (X, R), {}),
     "gather": (lambda: rlpipe.gather(R, 0, INDEX), rlpipe.gather, (R, 0, INDEX), {"sparse_grad": False, "out": None}),
     "atleast_2d": (lambda: rlpipe.atleast_2d(R), rlpipe.atleast_2d, (R,), {}),
-    "clone": (lambda: rlpipe.clone(R), rlpipe.clone, (R,), {"memory_format": None}),
+    "clone": (lambda: rlpipe.clone(R), rlpipe.clone, (R,), {"memory_format": rlpipe.preserve_format}),
 }
 
 
