@@ -153,8 +153,9 @@ class _TraversalMixin:
         fmt = kwargs.get("memory_format")
 
         def convert(t):
+            laid_out = fmt is not None and t.dim() in (4, 5)  # (t.dim() only when asked: a lazy placeholder refuses it)
             return t.to(device=device, dtype=dtype if t.is_floating_point() else None,
-                        memory_format=fmt if t.dim() in (4, 5) else None)
+                        memory_format=fmt if laid_out else None)
         return self._apply(convert)
 
     def cpu(self):

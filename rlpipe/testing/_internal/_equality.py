@@ -133,7 +133,7 @@ def _is_sequence(x):
     ParameterList (those define ``__len__`` and ``__getitem__`` over their items)."""
     if isinstance(x, Sequence):
         return True
-    from ...nn import ModuleList, ParameterList, Sequential
+    from rlpipe.nn import ModuleList, ParameterList, Sequential
     return isinstance(x, (Sequential, ModuleList, ParameterList))
 
 

@@ -54,7 +54,7 @@ def _dtype_cases(test, dtypes):
 
 
 def _cases(test, device_type):
-    from .common_utils import _compose, _no_parameters
+    from rlpipe.testing._internal.common_utils import _compose, _no_parameters
     cases = getattr(test, "parametrize_fn", _no_parameters)
     table = getattr(test, "dtypes", None)
     if table is None:

@@ -74,7 +74,7 @@ TEST_HYPOTHESIS = _importable("hypothesis")
 
 
 def _cuda_available():
-    from ... import cuda
+    from rlpipe import cuda
     return cuda.is_available()
 
 
@@ -92,7 +92,7 @@ numpy_to_torch_dtype_dict = {v: k for k, v in torch_to_numpy_dtype_dict.items()}
 
 def set_rng_seed(seed=None):
     """Seeds rlpipe's, Python's and NumPy's generators with ``seed`` (``SEED``, 1234, when None)."""
-    from ...random import manual_seed
+    from rlpipe.random import manual_seed
     seed = SEED if seed is None else seed
     manual_seed(seed)
     random.seed(seed)
@@ -103,7 +103,7 @@ def set_rng_seed(seed=None):
 def freeze_rng_state():
     """Restores the state of rlpipe's default generators (the CPU's and every GPU's in use) when the
     block ends."""
-    from ... import random as rlpipe_random
+    from rlpipe import random as rlpipe_random
     generators = [rlpipe_random.default_generator, *rlpipe_random._cuda_generators.values()]
     states = [g.get_state() for g in generators]
     try:
@@ -410,7 +410,7 @@ class TestCase(unittest.TestCase):
     def compare_with_numpy(self, torch_fn, np_fn, tensor_like, device=None, dtype=None, **kwargs):
         """Asserts ``torch_fn(t)`` equals ``np_fn(a)``, ``t`` and ``a`` being ``tensor_like`` as a tensor and
         as a NumPy array (bfloat16 compared through float32); ``kwargs`` go to ``assertEqual``."""
-        from ..._creation import from_numpy, tensor
+        from rlpipe._creation import from_numpy, tensor
         if isinstance(tensor_like, Tensor):
             if device is not None or dtype is not None:
                 raise ValueError("compare_with_numpy: device and dtype apply to a non-tensor input only, "
