@@ -821,6 +821,14 @@ class TransformedEnv(EnvBase):
         fn(self)
         return self
 
+    def state_dict(self, prefix=""):
+        """The transforms' state (torchrl's: the transform's ``state_dict``, the base env's left out)."""
+        return self.transform.state_dict(prefix)
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Takes back ``state_dict()`` into the transforms."""
+        self.transform.load_state_dict(state_dict, strict=strict)
+
     def close(self):
         """Closes the base env, then this one."""
         self.base_env.close()
