@@ -189,3 +189,11 @@ def test_stacked_composite_update_merges_each_stacked_spec():
     assert left[0]["new"].shape == (1,) and left[1]["new"].shape == (2,)
     picked = left.select("new")
     assert isinstance(picked, StackedComposite) and list(picked[1].keys()) == ["new"]
+
+
+def test_a_composite_holding_a_stacked_composite_samples_it_lazily():
+    parent = Composite(agents=rlpipe.stack(different_pair(), 0), shape=(2,))
+    sample = parent.rand()
+    assert sample.batch_size == (2,) and isinstance(sample["agents"], LazyStackedTensorDict)
+    assert sample["agents"][0]["y"].shape == (2,) and sample["agents"][1]["x"].shape == (4,)
+    assert parent.is_in(sample) and parent.zero()["agents"][1]["x"].tolist() == [0.0] * 4

@@ -114,9 +114,11 @@ def test_shared_td_from_build_td_for_shared_vecnorm_across_processes():
     assert td["observation_sum"].shape == (3,) and td["reward_count"].tolist() == [0.0]
     on_disk = VecNorm.build_td_for_shared_vecnorm(base, ["observation"], memmap=True)
     assert on_disk.is_memmap() and VecNorm(["observation"], shared_td=on_disk)._count[("observation",)].tolist() == [0]
+    lock = mp.Lock()  # one lock for the workers' updates (each VecNorm would make its own)
 
     def make():
-        return TransformedEnv(GymEnv("Pendulum-v1"), VecNorm(shared_td=td, out_keys=["o", "reward"], decay=1.0))
+        return TransformedEnv(GymEnv("Pendulum-v1"), VecNorm(shared_td=td, lock=lock, out_keys=["o", "reward"],
+                                                             decay=1.0))
     par = ParallelEnv(2, make)  # (the workers inherit td's shared memory)
     par.set_seed(3)
     seen = observations_seen(par.rollout(3))
@@ -185,3 +187,26 @@ def test_shared_statistics_errors():
         base.load_state_dict({"x": rlpipe.ones(1)})
     assert base.state_dict() == {}
     env.close(), base.close()
+
+
+def test_state_dict_before_data_warns_and_loads_as_torchrls():
+    from rlpipe.envs import Compose
+    composed = Compose(VecNorm(in_keys=["a", ("b", "c")], out_keys=["a_avg", ("b", "c_avg")], decay=1.0))
+    with pytest.warns(UserWarning, match="Querying state_dict on an uninitialized"):
+        empty = composed.state_dict()
+    assert dict(empty) == {"transforms.0._extra_state": None} and composed[0]._td is None
+    other = composed.clone()
+    other.load_state_dict(empty)  # nothing to load, nothing learned: fine
+    td = TensorDict({"a": rlpipe.tensor([1.0, 3.0]), ("b", "c"): rlpipe.tensor([2.0, 2.0])}, [2])
+    other._step(td, td)
+    with pytest.raises(KeyError, match="Could not find a tensordict in the state_dict."):
+        other.load_state_dict(empty)
+    state = other.state_dict()["transforms.0._extra_state"]
+    assert sorted(state) == ["a_count", "a_ssq", "a_sum", "b-<.>-c_count", "b-<.>-c_ssq", "b-<.>-c_sum"]
+    assert state["a_sum"].tolist() == 4.0 and state["b-<.>-c_ssq"].tolist() == 8.0  # 1 + 3, 2 * 2**2
+    assert other[0]._td["b", "c_count"].tolist() == [2.0] and VecNorm.SEP == "-<.>-"
+    v2 = VecNormV2(["x"])
+    with pytest.warns(UserWarning, match="uninitialized"):
+        sd = v2.state_dict()
+    assert list(sd) == ["initialized", "_extra_state"] and sd["_extra_state"] == {}
+    assert sd["initialized"].item() is False

@@ -271,6 +271,15 @@ class _LazyComposite(_LazyStack):
             del spec[key]
 
     # ---- samples ----
+    def _build_td(self, fn, shape):
+        """What a Composite holding this stack asks of it: each stacked spec's TensorDict, stacked lazily."""
+        return self._stacked(lambda spec, extra: spec._build_td(fn, extra), shape)
+
+    def _erase_names(self):
+        for spec in self._specs:
+            if getattr(spec, "_names", None) is not None:
+                spec._erase_names()
+
     def _stacked(self, fn, shape):
         extra = _extra_shape(shape)
         return lazy_stack([fn(spec, extra) for spec in self._specs], len(extra) + self.dim)

@@ -9,6 +9,7 @@ Where rlpipe differs: ``VecNormV2(stateful=False)`` (statistics carried in the d
 """
 import math
 import multiprocessing as mp
+import warnings
 from collections import OrderedDict
 
 from .. import _dtypes
@@ -140,25 +141,33 @@ class _RunningNorm(Transform):
         return {self._stat_name(stat, key): value for stat, per_key in self._stats().items()
                 for key, value in per_key.items()}
 
+    _state_names = ("_extra_state",)
+    _uninitialized_state = None  # what torchrl's get_extra_state gives before any data
+
     def state_dict(self, prefix=""):
-        """The running statistics under ``<prefix>_extra_state`` (a dict, torchrl's layout; empty
-        before any data); the tensors are the live statistics."""
+        """The running statistics under ``<prefix>_extra_state`` (a dict, torchrl's layout); the
+        tensors are the live statistics. Before any data, torchrl's warning and no statistics."""
+        if not self._initialized():
+            warnings.warn("Querying state_dict on an uninitialized VecNorm transform will return a `None` value for "
+                          "the summary statistics. Loading such a state_dict on an initialized VecNorm will result "
+                          "in an error.", UserWarning, stacklevel=2)
+            return OrderedDict([(prefix + "_extra_state", self._uninitialized_state)])
         return OrderedDict([(prefix + "_extra_state", self._extra_state())])
 
     def load_state_dict(self, state_dict, strict=True):
         """Takes back ``state_dict()``'s statistics. Shared tensors are adopted as they are (the
         statistics stay shared), others copied; into statistics that are shared already, the
         values are copied in place."""
-        unexpected = sorted(set(state_dict) - set(self.state_dict()))
+        unexpected = sorted(set(state_dict) - set(self._state_names))
         if unexpected:
             raise KeyError(f"{type(self).__name__}.load_state_dict: unexpected keys {unexpected} (expected "
-                           f"{sorted(self.state_dict())})")
+                           f"{sorted(self._state_names)})")
         if "_extra_state" not in state_dict:
             if strict:
                 raise KeyError(f"{type(self).__name__}.load_state_dict: missing key '_extra_state'")
             return
         stats = {}
-        for name, value in state_dict["_extra_state"].items():
+        for name, value in (state_dict["_extra_state"] or {}).items():
             stat, key = self._parse_stat_name(name)
             stats.setdefault(stat, {})[key] = _adopt(value, self._stats().get(stat, {}).get(key))
         self._load_stats(stats)
@@ -217,10 +226,11 @@ class VecNorm(_RunningNorm):
     after the batch dims)."""
 
     _stat_names = ("sum", "ssq", "count")
+    SEP = "-<.>-"  # torchrl's separator of nested keys in the state dict
 
-    @staticmethod
-    def _stat_name(stat, key):
-        return "-<.>-".join(_append_last(key, "_" + stat))  # torchrl's: observation_sum
+    @classmethod
+    def _stat_name(cls, stat, key):
+        return cls.SEP.join(_append_last(key, "_" + stat))  # torchrl's: observation_sum
 
     def __new__(cls, *args, new_api=None, **kwargs):
         if new_api:
@@ -270,6 +280,18 @@ class VecNorm(_RunningNorm):
 
     def _initialized(self):
         return bool(self._count)
+
+    @property
+    def _td(self):
+        """torchrl's statistics TensorDict (``<key>_sum``, ``<key>_ssq``, ``<key>_count``) over the live
+        tensors; None before any data."""
+        if not self._count:
+            return None
+        td = TensorDict()
+        for stat, per_key in self._stats().items():
+            for key, value in per_key.items():
+                td.set(_append_last(key, "_" + stat), value)
+        return td
 
     def _init(self, key, value, batch_dims):
         if key in self._count:
@@ -331,6 +353,10 @@ class VecNorm(_RunningNorm):
         return {"sum": self._sum, "ssq": self._ssq, "count": self._count}
 
     def _load_stats(self, stats):
+        if not stats:
+            if self._count:
+                raise KeyError("Could not find a tensordict in the state_dict.")
+            return
         self._sum, self._ssq, self._count = (stats.get(name, {}) for name in self._stat_names)
 
 
@@ -343,10 +369,13 @@ class VecNormV2(_RunningNorm):
     ``reduce_batch_dims``: then a batch's mean counts as its number of rows."""
 
     _stat_names = ("loc", "var", "count")
+    SEP = _SEP  # torchrl's separator of nested keys in the state dict
+    _state_names = ("initialized", "_extra_state")
+    _uninitialized_state = {}
 
-    @staticmethod
-    def _stat_name(stat, key):
-        return _SEP.join((stat,) + key)  # torchrl's: loc.-|-.observation
+    @classmethod
+    def _stat_name(cls, stat, key):
+        return cls.SEP.join((stat,) + key)  # torchrl's: loc.-|-.observation
 
     def state_dict(self, prefix=""):
         """torchrl's ``initialized`` flag, then the statistics under ``<prefix>_extra_state``."""
