@@ -409,12 +409,13 @@ class Composite(TensorSpec):
             full = prefix + (key,)
             lazy = isinstance(value, StackedComposite)
             is_comp = lazy or isinstance(value, Composite)
-            if not (leaves_only and is_comp):
-                yield full if prefix else key
+            # a nested Composite's keys come before its own (torchrl's order)
             if include_nested and lazy:  # the keys every stacked Composite has (torchrl's)
                 yield from (full + unravel_key_to_tuple(sub) for sub in value.keys(True, leaves_only))
             elif include_nested and is_comp:
                 yield from value._walk(include_nested, leaves_only, full)
+            if not (leaves_only and is_comp):
+                yield full if prefix else key
 
     def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
         """The keys, as TensorDict's ``keys`` (nested ones with ``include_nested``)."""
