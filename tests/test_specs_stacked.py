@@ -197,3 +197,13 @@ def test_a_composite_holding_a_stacked_composite_samples_it_lazily():
     assert sample.batch_size == (2,) and isinstance(sample["agents"], LazyStackedTensorDict)
     assert sample["agents"][0]["y"].shape == (2,) and sample["agents"][1]["x"].shape == (4,)
     assert parent.is_in(sample) and parent.zero()["agents"][1]["x"].tolist() == [0.0] * 4
+
+
+def test_consolidate_spec_reaches_the_entries_of_a_lazy_stack():
+    from rlpipe.data.utils import consolidate_spec
+    spec = rlpipe.stack([Composite(o=Composite(p=Unbounded(shape=(2,)))), Composite(q=Unbounded(shape=(1,)))], 0)
+    full = consolidate_spec(spec)
+    # torchrl 0.14.1 gives these very keys, in this order, and the empty shapes
+    assert list(full[0].keys(True)) == [("o", "p"), "o", "q"] and list(full[1].keys(True)) == ["q", ("o", "p"), "o"]
+    assert full[1]["o", "p"].shape == (0,) and full[0]["q"].shape == (0,)
+    assert list(full.keys(True)) == [("o", "p"), "o", "q"]

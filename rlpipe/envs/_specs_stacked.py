@@ -395,8 +395,7 @@ def consolidate_spec(spec, recurse_through_entries=True, recurse_through_stack=T
             for key, specs in examples.items():
                 if key not in sub.keys():
                     sub[key] = _empty_like_spec(specs, sub.shape)
-        return spec
-    if recurse_through_entries:
+    if recurse_through_entries:  # (a lazy stack's entries too: their stacked specs gain each other's keys)
         for key in list(spec.keys()):
             if _is_composite(spec[key]):
                 spec[key] = consolidate_spec(spec[key], recurse_through_entries, recurse_through_stack)
