@@ -210,3 +210,16 @@ def test_state_dict_before_data_warns_and_loads_as_torchrls():
         sd = v2.state_dict()
     assert list(sd) == ["initialized", "_extra_state"] and sd["_extra_state"] == {}
     assert sd["initialized"].item() is False
+
+
+@fork_only
+def test_env_creator_workers_share_one_traj_counter():
+    from rlpipe.envs import TrajCounter
+    creator = EnvCreator(lambda: TransformedEnv(GymEnv("CartPole-v1"), TrajCounter()))
+    env = ParallelEnv(2, creator)
+    env.set_seed(0)
+    numbers = env.rollout(3)["traj_count"].squeeze(-1).tolist()
+    env.close()
+    # torchrl 0.14.1 prints [[1, 1, 1], [2, 2, 2]]: the first env's reset took 0, the workers count on from one counter
+    assert sorted(row[0] for row in numbers) == [1, 2] and all(len(set(row)) == 1 for row in numbers)
+    assert int(creator.state_dict()["traj_count"]) == 3
