@@ -437,6 +437,17 @@ class Size(tuple):
         out = tuple.__getitem__(self, item)
         return Size(out) if isinstance(item, slice) else out
 
+    def __add__(self, other):
+        # torch.Size + tuple (either side) is a Size: a batch size built by concatenation keeps numel()
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(self, other))
+
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(other, self))
+
 
 def method_decorator(attach):
     """Turns ``attach(fn, names)`` into a decorator used bare (``@deco``: the function's own name) or

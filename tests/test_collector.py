@@ -966,7 +966,7 @@ def test_env_state_dict_carries_observation_norm_statistics():
     source = SyncDataCollector(make_env(rlpipe.tensor([1.0]), rlpipe.tensor([2.0])), constant_policy(0),
                                frames_per_batch=4, total_frames=8)
     state = source.state_dict()
-    assert list(state["env_state_dict"]) == ["1.loc", "1.scale"]
+    assert list(state["env_state_dict"]) == ["transforms.1.loc", "transforms.1.scale"]  # torchrl's names
     target = SyncDataCollector(make_env(rlpipe.tensor([0.0]), rlpipe.tensor([1.0])), constant_policy(0),
                                frames_per_batch=4, total_frames=8)
     target.load_state_dict(state)

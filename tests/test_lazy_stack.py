@@ -408,3 +408,15 @@ def test_empty_recurse_keeps_non_tensor_data_and_update_inplace_replaces_it():
     x = target["x"]
     target.update(TensorDict(s=NonTensorStack("p", "q"), x=rlpipe.ones(2), batch_size=[2]), inplace=True)
     assert target["s"] == ["p", "q"] and target["x"] is x and x.tolist() == [1.0, 1.0]
+
+
+def test_del_removes_a_key_from_the_stacked_tensordicts_that_have_it():
+    """tensordict 0.14.3: ``del`` needs no stackable entries, and takes exclusive keys from their holders."""
+    first = TensorDict(x=rlpipe.zeros(3), y=rlpipe.zeros(1))
+    second = TensorDict(x=rlpipe.zeros(2))
+    stack = LazyStackedTensorDict.lazy_stack([first, second])
+    del stack["x"]  # shapes [3] and [2]: pop would have to stack them
+    assert list(first.keys()) == ["y"] and list(second.keys()) == []
+    assert stack.del_("y") is stack and list(first.keys()) == []
+    with pytest.raises(KeyError, match="Key z not found in any of the stacked tensordicts."):
+        del stack["z"]

@@ -145,7 +145,8 @@ def test_stacked_composite_set_unbinds_the_value_along_the_stack_dim():
     assert spec[0]["speed"].shape == (1,) and spec[1]["speed"].shape == (2,) and spec["speed"].shape == (2, -1)
     spec.set("flag", Unbounded((2, 3)))
     assert spec[1]["flag"].shape == (3,)
-    with pytest.raises(ValueError, match="StackedComposite expects str or tuple of str as key to set values, got 0"):
+    with pytest.raises(RuntimeError, match="key should be a Sequence<NestedKey>: StackedComposite sets entries at str "
+                                           "or tuple of str keys, got 0"):
         spec[0] = Composite()
     with pytest.raises(ValueError, match=r"StackedComposite.set: 'x' has 3 entries along the stack dim 0, expected 2"):
         spec.set("x", Unbounded((3, 1)))
@@ -153,3 +154,56 @@ def test_stacked_composite_set_unbinds_the_value_along_the_stack_dim():
         rlpipe.stack([Composite(a=Unbounded(2), shape=(2,)), Composite(b=Unbounded(2), shape=(2,))], 0).unbind(1)
     from rlpipe.tensordict.utils import _unravel_key_to_tuple
     assert _unravel_key_to_tuple(("a", ("b", "c"))) == ("a", "b", "c")
+
+
+def different_pair():
+    return Composite(x=Unbounded(shape=(3,)), y=Unbounded(shape=(2,))), Composite(x=Unbounded(shape=(4,)))
+
+
+def test_stacked_composite_is_a_composite_with_torchrls_dict_methods():
+    spec = rlpipe.stack(different_pair(), 0)
+    assert isinstance(spec, Composite) and spec.shape == (2,) and list(spec.keys()) == ["x"]  # torchrl 0.14.1
+    assert [type(v).__name__ for v in spec] == ["Stacked"]  # torchrl iterates over the values
+    assert not spec.is_empty() and spec.ndim == 1 and spec.device is None
+    with pytest.raises(NotImplementedError, match="`cardinality` is not implemented for StackedComposite specs."):
+        spec.cardinality()
+    parent = Composite(inner=spec, shape=(2,))
+    assert parent["inner"] is spec
+    del parent["inner", "x"]  # through the parent Composite, into each stacked spec (torchrl 0.14.1)
+    assert list(spec.keys()) == [] and list(spec[0].keys()) == ["y"] and list(spec[1].keys()) == []
+    empty = spec.empty()
+    assert isinstance(empty, StackedComposite) and empty.is_empty() and empty.shape == (2,)
+    assert list(spec[0].keys()) == ["y"]  # (empty() copied: the stack is unchanged)
+
+
+def test_stacked_composite_update_merges_each_stacked_spec():
+    left = rlpipe.stack([Composite(z=Composite(u=Unbounded(shape=(1,)))),
+                         Composite(z=Composite(v=Unbounded(shape=(2,))))], 0)
+    right = rlpipe.stack([Composite(z=Composite(w=Unbounded(shape=(5,)))),
+                          Composite(z=Composite(w=Unbounded(shape=(6,))))], 0)
+    assert left.update(right) is left
+    # torchrl 0.14.1: each stacked spec's "z" keeps its keys and gains "w" of its own shape
+    assert list(left[0]["z"].keys()) == ["u", "w"] and list(left[1]["z"].keys()) == ["v", "w"]
+    assert left[1]["z", "w"].shape == (6,)
+    left.update({"new": rlpipe.stack([Unbounded(shape=(i,)) for i in (1, 2)], 0)})
+    assert left[0]["new"].shape == (1,) and left[1]["new"].shape == (2,)
+    picked = left.select("new")
+    assert isinstance(picked, StackedComposite) and list(picked[1].keys()) == ["new"]
+
+
+def test_a_composite_holding_a_stacked_composite_samples_it_lazily():
+    parent = Composite(agents=rlpipe.stack(different_pair(), 0), shape=(2,))
+    sample = parent.rand()
+    assert sample.batch_size == (2,) and isinstance(sample["agents"], LazyStackedTensorDict)
+    assert sample["agents"][0]["y"].shape == (2,) and sample["agents"][1]["x"].shape == (4,)
+    assert parent.is_in(sample) and parent.zero()["agents"][1]["x"].tolist() == [0.0] * 4
+
+
+def test_consolidate_spec_reaches_the_entries_of_a_lazy_stack():
+    from rlpipe.data.utils import consolidate_spec
+    spec = rlpipe.stack([Composite(o=Composite(p=Unbounded(shape=(2,)))), Composite(q=Unbounded(shape=(1,)))], 0)
+    full = consolidate_spec(spec)
+    # torchrl 0.14.1 gives these very keys, in this order, and the empty shapes
+    assert list(full[0].keys(True)) == [("o", "p"), "o", "q"] and list(full[1].keys(True)) == ["q", ("o", "p"), "o"]
+    assert full[1]["o", "p"].shape == (0,) and full[0]["q"].shape == (0,)
+    assert list(full.keys(True)) == [("o", "p"), "o", "q"]

@@ -59,6 +59,22 @@ def test_size_repr_and_numel():
     assert r.Size([2, 3, 4]).numel() == 24
 
 
+def test_size_concatenated_with_a_tuple_is_a_size():
+    """torch.Size + tuple and tuple + torch.Size are torch.Size (torch 2.13)."""
+    after, before = r.Size([2]) + (3,), (4,) + r.Size([2])
+    assert type(after) is r.Size and after == (2, 3) and after.numel() == 6
+    assert type(before) is r.Size and before == (4, 2)
+    with pytest.raises(TypeError):
+        r.Size([2]) + [3]
+
+
+def test_expanded_nested_tensordict_keeps_a_size_batch():
+    """An expanded TensorDict's nested ones get a Size batch (their squeeze used to fail on a tuple)."""
+    from rlpipe.tensordict import TensorDict
+    td = TensorDict({"o": TensorDict({"x": r.zeros(3, 1, 4)}, [3, 1, 4])}, []).expand(10)
+    assert type(td["o"].batch_size) is r.Size and td["o"].squeeze(-2).batch_size == (10, 3, 4)
+
+
 def test_scalar_tensor_attributes():
     t = r.tensor(3.5)
     assert t.shape == () and t.ndim == 0 and t.numel() == 1

@@ -577,14 +577,14 @@ def test_transform_base_is_identity():
 
 
 def test_transform_state_dict_round_trip_and_errors():
-    """Only ObservationNorm holds tensors; Compose names its children's by index, as a module list."""
+    """Only ObservationNorm holds tensors; Compose names its children's "transforms.<index>.", as torchrl."""
     def make():
         return Compose(StepCounter(), ObservationNorm(in_keys=["observation"], standard_normal=True))
     source, target = make(), make()
     assert source.state_dict() == OrderedDict()  # nothing learned yet
     source[1].loc, source[1].scale = rlpipe.tensor([1.0, 2.0]), rlpipe.tensor([3.0, 4.0])
     state = source.state_dict()
-    assert list(state) == ["1.loc", "1.scale"]
+    assert list(state) == ["transforms.1.loc", "transforms.1.scale"]  # torchrl 0.14.1's names
     target.load_state_dict(state)
     assert target[1].loc.tolist() == [1.0, 2.0] and target[1].scale.tolist() == [3.0, 4.0]
     with pytest.raises(KeyError, match=r"unexpected keys \['bias'\]"):
@@ -595,6 +595,8 @@ def test_transform_state_dict_round_trip_and_errors():
     assert target[1].loc.tolist() == [0.0, 0.0] and target[1].scale.tolist() == [3.0, 4.0]
     with pytest.raises(KeyError, match="unexpected key '5.loc'"):
         target.load_state_dict({"5.loc": rlpipe.zeros(2)})
+    target.load_state_dict({"1.loc": rlpipe.ones(2), "1.scale": rlpipe.ones(2)})  # rlpipe's earlier layout
+    assert target[1].loc.tolist() == [1.0, 1.0]
 
 
 # ---- a transform is an nn.Module, as torchrl's ---------------------------------------------------------------

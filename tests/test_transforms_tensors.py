@@ -394,8 +394,8 @@ def test_vecnorm_legacy_counts_every_row_of_a_batch():
     np.testing.assert_allclose(arr(out["x"])[:, 0], [1 / 5 ** 0.5, 3 / 5 ** 0.5], rtol=1e-6)
     assert arr(t._count[("x",)]).tolist() == [4.0] and arr(t._sum[("x",)]).tolist() == [12.0]
     assert isinstance(VecNorm(["x"], new_api=True), VecNormV2)
-    with pytest.raises(NotImplementedError, match="shared_td"):
-        VecNorm(["x"], shared_td=TensorDict())
+    with pytest.raises(RuntimeError, match="shared_td must be either in shared memory"):
+        VecNorm(["x"], shared_td=TensorDict({"x_sum": rlpipe.zeros(1)}, []))
     with pytest.raises(ValueError, match="one shape per in key"):
         VecNorm(["x", "y"], shapes=[(1,)])
 

@@ -39,8 +39,13 @@ class _LazyStack(TensorSpec):
         shape = [size if all(spec.shape[d] == size for spec in self._specs) else -1  # torchrl's -1: sizes differ
                  for d, size in enumerate(first.shape)]
         shape.insert(self.dim, len(self._specs))
-        self.shape = Size(shape)
+        self._shape = Size(shape)
         self.device = first.device
+
+    @property
+    def shape(self):
+        """The stack's shape: the stacked specs' dims (-1 where their sizes differ), the stack dim inserted."""
+        return self._shape
 
     @property
     def stack_dim(self):
@@ -160,8 +165,9 @@ def _is_key(index):
                                                                                     for k in index))
 
 
-class StackedComposite(_LazyStack):
-    """Composite specs stacked along ``dim`` without being merged (torchrl's lazy stack)."""
+class _LazyComposite(_LazyStack):
+    """What ``StackedComposite`` (``specs.py``, where it is also a ``Composite``) does as a lazy stack
+    of Composite specs stacked along ``dim`` without being merged (torchrl's lazy stack)."""
 
     dtype = None
     domain = "composite"
@@ -172,9 +178,71 @@ class StackedComposite(_LazyStack):
         return super().__getitem__(index)
 
     def __setitem__(self, key, value):
-        if not _is_key(key):
-            raise ValueError(f"{type(self).__name__} expects str or tuple of str as key to set values, got {key!r}")
+        if not _is_key(key):  # (torchrl's unravel_key error)
+            raise RuntimeError(f"key should be a Sequence<NestedKey>: {type(self).__name__} sets entries at str or "
+                               f"tuple of str keys, got {key!r}")
         self.set(key, value)
+
+    def __iter__(self):
+        """The entries' specs (torchrl's: a lazy stack iterates over its values, not its keys)."""
+        return (self[key] for key in self.keys())
+
+    def update(self, dict_or_spec):
+        """Sets every entry of ``dict_or_spec``; a Composite entry at a key every stacked spec has is
+        unbound along the stack dim and merged into each one's (torchrl's)."""
+        for key, value in dict_or_spec.items():
+            if key in self.keys() and getattr(value, "domain", None) == "composite":
+                for spec, part in zip(self._specs, value.unbind(self.dim)):
+                    spec[key].update(part)
+            else:
+                self[key] = value
+        return self
+
+    def is_empty(self, recurse=False):
+        """Whether every stacked spec is empty."""
+        return all(spec.is_empty(recurse) for spec in self._specs)
+
+    def select(self, *keys, strict=True):
+        """The stack of each stacked spec's ``select``."""
+        return self._restacked([spec.select(*keys, strict=strict) for spec in self._specs])
+
+    def empty(self):
+        """The stack of each stacked spec's empty copy."""
+        return self._restacked([spec.empty() for spec in self._specs])
+
+    def clear_device_(self):
+        """Forgets the device of the stack and of each stacked spec; returns the stack."""
+        for spec in self._specs:
+            spec.clear_device_()
+        self.device = None
+        return self
+
+    def _set_device(self, device):
+        self._specs = [spec.to(device) for spec in self._specs]
+        self.device = device
+
+    def cardinality(self):
+        """Refused, as torchrl's."""
+        raise NotImplementedError(f"`cardinality` is not implemented for {type(self).__name__} specs.")
+
+    def enumerate(self, use_mask=False):
+        """Each stacked spec's ``enumerate``, stacked lazily after the enumeration dim."""
+        return lazy_stack([spec.enumerate(use_mask) for spec in self._specs], self.dim + 1)
+
+    def encode(self, vals, ignore_device=False):
+        """Each slice of ``vals`` along the stack dim encoded by its stacked spec, stacked lazily."""
+        parts = vals.unbind(self.dim) if hasattr(vals, "unbind") else vals
+        return lazy_stack([spec.encode(part, ignore_device) for spec, part in zip(self._specs, parts)], self.dim)
+
+    def memoize_encode(self, mode=True):
+        """Turns the cached ``encode`` steps on (or off) in every stacked spec."""
+        for spec in self._specs:
+            spec.memoize_encode(mode)
+
+    def erase_memoize_cache(self):
+        """Drops the cached ``encode`` steps of every stacked spec."""
+        for spec in self._specs:
+            spec.erase_memoize_cache()
 
     def set(self, key, spec):
         """Sets ``spec`` unbound along the stack dim: its i-th part under ``key`` in the i-th stacked spec."""
@@ -203,6 +271,15 @@ class StackedComposite(_LazyStack):
             del spec[key]
 
     # ---- samples ----
+    def _build_td(self, fn, shape):
+        """What a Composite holding this stack asks of it: each stacked spec's TensorDict, stacked lazily."""
+        return self._stacked(lambda spec, extra: spec._build_td(fn, extra), shape)
+
+    def _erase_names(self):
+        for spec in self._specs:
+            if getattr(spec, "_names", None) is not None:
+                spec._erase_names()
+
     def _stacked(self, fn, shape):
         extra = _extra_shape(shape)
         return lazy_stack([fn(spec, extra) for spec in self._specs], len(extra) + self.dim)
@@ -294,7 +371,7 @@ class Stacked(_LazyStack):
 
 
 def _is_composite(spec):
-    return isinstance(spec, StackedComposite) or getattr(spec, "domain", None) == "composite"
+    return getattr(spec, "domain", None) == "composite"
 
 
 def consolidate_spec(spec, recurse_through_entries=True, recurse_through_stack=True):
@@ -305,7 +382,7 @@ def consolidate_spec(spec, recurse_through_entries=True, recurse_through_stack=T
     spec = spec.clone()
     if not _is_composite(spec):
         return spec
-    if isinstance(spec, StackedComposite):
+    if isinstance(spec, _LazyComposite):
         if recurse_through_stack:
             spec._specs = [consolidate_spec(sub, recurse_through_entries, recurse_through_stack) for sub in spec._specs]
         shared = set(spec.keys())
@@ -318,8 +395,7 @@ def consolidate_spec(spec, recurse_through_entries=True, recurse_through_stack=T
             for key, specs in examples.items():
                 if key not in sub.keys():
                     sub[key] = _empty_like_spec(specs, sub.shape)
-        return spec
-    if recurse_through_entries:
+    if recurse_through_entries:  # (a lazy stack's entries too: their stacked specs gain each other's keys)
         for key in list(spec.keys()):
             if _is_composite(spec[key]):
                 spec[key] = consolidate_spec(spec[key], recurse_through_entries, recurse_through_stack)
@@ -345,7 +421,7 @@ def _empty_like_spec(specs, shape):
 
 def check_no_exclusive_keys(spec, recurse=True):
     """Whether no lazily stacked Composite in ``spec`` has keys some of its stacked specs lack (torchrl's)."""
-    if isinstance(spec, StackedComposite):
+    if isinstance(spec, _LazyComposite):
         keys = set(spec.keys())
         return all((not recurse or check_no_exclusive_keys(sub)) and set(sub.keys()) == keys for sub in spec._specs)
     if _is_composite(spec) and recurse:

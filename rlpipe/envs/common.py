@@ -10,6 +10,7 @@ The spec surface is torchrl 0.14's (``spec_surface`` below: ``input_spec``/``out
 restriction of the step protocol: an env has one action, under ``"action"``, and one reward, under
 ``"reward"``; setting a spec with other keys is refused.
 """
+from collections import OrderedDict
 from contextlib import nullcontext
 
 import numpy as np
@@ -426,6 +427,16 @@ class EnvBase(TorchRLStyleFrames, SpecSurface):
         a plain env is its only module); returns the env."""
         fn(self)
         return self
+
+    def state_dict(self, prefix=""):
+        """The env's tensors to checkpoint or share (torchrl's ``nn.Module`` one): none for a plain env."""
+        return OrderedDict()
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Takes back ``state_dict()``: a plain env holds nothing, so ``strict`` refuses any key."""
+        if strict and state_dict:
+            raise KeyError(f"{type(self).__name__}.load_state_dict: unexpected keys {sorted(state_dict)} (the env "
+                           "holds no state)")
 
     def close(self, *, raise_if_closed=True):
         """Marks the env closed (subclasses also release their simulator or workers). A plain env may be

@@ -1,5 +1,10 @@
-"""``EnvCreator``: torchrl's picklable env factory that knows its env's specs without building it again."""
+"""``EnvCreator``: torchrl's picklable env factory that knows its env's specs without building it again,
+and shares its env's transform state (``VecNorm``'s statistics) with every env it builds."""
 import types
+from multiprocessing.sharedctypes import Synchronized
+from multiprocessing.synchronize import Lock, RLock
+
+from .._tensor import Tensor
 
 __all__ = ["EnvCreator", "env_creator", "EnvMetaData"]
 
@@ -39,10 +44,14 @@ class EnvCreator:
     arguments are construction kwargs too, and those given at construction take precedence over
     the call's (torchrl's order).
 
-    Unlike torchrl, no transform state is shared between the envs it builds (rlpipe's transforms
-    keep none that ``VecNorm``'s shared memory would need here)."""
+    As torchrl's, the env it builds first is reset and stepped once at random, and its
+    ``state_dict()`` (``VecNorm``'s statistics, say) kept and, with ``share_memory`` (default),
+    moved into shared memory; every env built then loads it, so all of them, in worker
+    processes too, update one set of statistics (the creator's ``state_dict()``); they also share
+    the first env's multiprocessing locks. The workers must be forked (``ParallelEnv``'s default
+    on Linux): a spawned worker gets a copy."""
 
-    def __init__(self, create_env_fn, create_env_kwargs=None, **kwargs):
+    def __init__(self, create_env_fn, create_env_kwargs=None, share_memory=True, **kwargs):
         if not callable(create_env_fn):
             raise TypeError(f"EnvCreator: create_env_fn must be callable, got {type(create_env_fn).__name__}")
         if create_env_kwargs is not None and not isinstance(create_env_kwargs, dict):
@@ -53,18 +62,41 @@ class EnvCreator:
         self.create_env_kwargs.update(create_env_kwargs or {})
         self.initialized = False
         self._meta_data = None
+        self._share_memory = bool(share_memory)
         self.init_()
 
     def init_(self):
-        """Builds the env once to read its specs (``meta_data``), then closes it."""
+        """Builds the env once, resets it and takes one random step (so that its transforms hold
+        their state), reads its specs (``meta_data``), state and locks, then closes it."""
         shadow_env = self.create_env_fn(**self.create_env_kwargs)
         try:
             self.env_type = type(shadow_env)
+            shadow_env.rand_step(shadow_env.reset())
+            self._transform_state_dict = shadow_env.state_dict()
+            self._mp_values = _find_mp_values(shadow_env)
+            if self._share_memory:
+                for _, value in _tensors(self._transform_state_dict):
+                    value.share_memory_()
             self._meta_data = EnvMetaData.metadata_from_env(shadow_env)
         finally:
             shadow_env.close()
         self.initialized = True
         return self
+
+    def state_dict(self):
+        """The state every env built here loads (shared tensors: the live statistics)."""
+        return self._transform_state_dict
+
+    def load_state_dict(self, state_dict):
+        """Copies ``state_dict``'s tensors into the shared state, in place (every env sees them)."""
+        mine = dict(_tensors(self._transform_state_dict))
+        given = dict(_tensors(state_dict))
+        unexpected = sorted(".".join(path) for path in set(given) - set(mine))
+        if unexpected:
+            raise KeyError(f"EnvCreator.load_state_dict: unexpected keys {unexpected} (expected among "
+                           f"{sorted('.'.join(path) for path in mine)})")
+        for path, value in given.items():
+            mine[path].copy_(value)
 
     @property
     def meta_data(self):
@@ -82,10 +114,47 @@ class EnvCreator:
 
     def __call__(self, **kwargs):
         kwargs.update(self.create_env_kwargs)  # the construction kwargs take precedence, as torchrl
-        return self.create_env_fn(**kwargs)
+        env = self.create_env_fn(**kwargs)
+        for path, value in self._mp_values:
+            _set_path(env, path, value)
+        env.load_state_dict(self._transform_state_dict, strict=False)
+        return env
 
     def __repr__(self):
         return f"EnvCreator({self.create_env_fn}({', '.join(map(str, self.create_env_kwargs))}))"
+
+
+def _tensors(state, prefix=()):
+    """``(path, tensor)`` of every tensor in a state dict, nested dicts (``_extra_state``) included."""
+    for key, value in state.items():
+        if isinstance(value, Tensor):
+            yield prefix + (key,), value
+        elif isinstance(value, dict):
+            yield from _tensors(value, prefix + (key,))
+
+
+def _is_mp_value(value):
+    return isinstance(value, (Lock, RLock)) or (isinstance(value, Synchronized) and hasattr(value, "_obj"))
+
+
+def _find_mp_values(obj, prefix=()):
+    """``(path, value)`` of the multiprocessing locks and values held by ``obj`` (an env or a
+    transform) and the transforms and base env under it, as torchrl's ``EnvCreator`` finds them."""
+    children = []
+    if hasattr(obj, "base_env") and hasattr(obj, "transform"):
+        children = [("transform", obj.transform), ("base_env", obj.base_env)]
+    elif hasattr(obj, "transforms"):
+        children = list(enumerate(obj.transforms))
+    found = [(prefix + (name,), v) for name, v in vars(obj).items() if _is_mp_value(v)]
+    for name, child in children:
+        found.extend(_find_mp_values(child, prefix + (name,)))
+    return found
+
+
+def _set_path(obj, path, value):
+    for step in path[:-1]:
+        obj = obj.transforms[step] if isinstance(step, int) else getattr(obj, step)
+    setattr(obj, path[-1], value)
 
 
 def env_creator(fun):

@@ -58,7 +58,7 @@ from ._specs_leaves import (
     UnboundedDiscrete,
 )
 from ._specs_nontensor import Choice, NonTensor
-from ._specs_stacked import Stacked, StackedComposite
+from ._specs_stacked import Stacked, _LazyComposite
 
 # torchrl's switch: encode and to_numpy check values against the spec (AssertionError) when True
 _CHECK_SPEC_ENCODE = os.environ.get("CHECK_SPEC_ENCODE", "0").strip().lower() in ("1", "true", "yes", "on")
@@ -100,7 +100,7 @@ __all__ = [
 # the parts' classes name this module as theirs: pickles record the path users import them from
 for _cls in (ContinuousBox, CategoricalBox, BinaryBox, BoxList, TensorSpec, Bounded, BoundedContinuous,
              BoundedDiscrete, Unbounded, UnboundedContinuous, UnboundedDiscrete, Categorical, Binary, OneHot,
-             MultiCategorical, MultiOneHot, NonTensor, Choice, StackedComposite, Stacked):
+             MultiCategorical, MultiOneHot, NonTensor, Choice, Stacked):
     _cls.__module__ = __name__
 del _cls
 
@@ -365,6 +365,9 @@ class Composite(TensorSpec):
     def __delitem__(self, key):
         path = unravel_key_to_tuple(key)
         parent = self._lookup(path[:-1]) if len(path) > 1 else self
+        if isinstance(parent, StackedComposite):
+            del parent[path[-1]]
+            return
         if not isinstance(parent, Composite) or path[-1] not in parent._specs:
             raise KeyError(f"key {key!r} not found in Composite")
         parent._check_unlocked()
@@ -406,12 +409,13 @@ class Composite(TensorSpec):
             full = prefix + (key,)
             lazy = isinstance(value, StackedComposite)
             is_comp = lazy or isinstance(value, Composite)
-            if not (leaves_only and is_comp):
-                yield full if prefix else key
+            # a nested Composite's keys come before its own (torchrl's order)
             if include_nested and lazy:  # the keys every stacked Composite has (torchrl's)
                 yield from (full + unravel_key_to_tuple(sub) for sub in value.keys(True, leaves_only))
             elif include_nested and is_comp:
                 yield from value._walk(include_nested, leaves_only, full)
+            if not (leaves_only and is_comp):
+                yield full if prefix else key
 
     def keys(self, include_nested=False, leaves_only=False, is_leaf=None):
         """The keys, as TensorDict's ``keys`` (nested ones with ``include_nested``)."""
@@ -429,7 +433,7 @@ class Composite(TensorSpec):
         if len(path) > 1 and not include_nested:
             return False
         spec = self._lookup(path)
-        return spec is not _MISSING and not (leaves_only and isinstance(spec, (Composite, StackedComposite)))
+        return spec is not _MISSING and not (leaves_only and isinstance(spec, Composite))
 
     def values(self, include_nested=False, leaves_only=False, is_leaf=None):
         """The specs, in ``keys``' order."""
@@ -648,6 +652,13 @@ class Composite(TensorSpec):
         sep = ",\n" if entries else ""
         return (f"Composite(\n{entries}{sep}    device={self.device},\n    shape={_shape_str(self.shape)},\n"
                 f"    data_cls={self.data_cls})")
+
+
+class StackedComposite(_LazyComposite, Composite):
+    """Composite specs stacked along ``dim`` without being merged (torchrl's lazy stack, what
+    ``rlpipe.stack`` gives for Composites that differ): a ``Composite`` (``isinstance`` holds, as
+    torchrl's) whose entries are the keys every stacked spec has, ``spec[i]`` along the stack dim
+    the i-th stacked spec, and whose samples are lazily stacked TensorDicts."""
 
 
 def _is_key(key):

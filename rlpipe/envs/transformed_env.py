@@ -196,16 +196,18 @@ class Compose(Transform):
             raise
 
     def state_dict(self, prefix=""):
-        """Every child's state, under ``"<index>."`` (as a module list names them)."""
+        """Every child's state, under ``"transforms.<index>."`` (torchrl's module-list names)."""
         out = OrderedDict()
         for i, t in enumerate(self.transforms):
-            out.update(t.state_dict(f"{prefix}{i}."))
+            out.update(t.state_dict(f"{prefix}transforms.{i}."))
         return out
 
     def load_state_dict(self, state_dict, strict=True):
+        """Takes back ``state_dict()`` (keys ``"<index>."`` without ``"transforms."``, rlpipe's earlier
+        layout, are read too)."""
         parts = [OrderedDict() for _ in self.transforms]
         for key, value in state_dict.items():
-            index, _, rest = key.partition(".")
+            index, _, rest = key.removeprefix("transforms.").partition(".")
             if not index.isdigit() or int(index) >= len(self.transforms) or not rest:
                 raise KeyError(f"Compose.load_state_dict: unexpected key {key!r} ({len(self.transforms)} transforms)")
             parts[int(index)][rest] = value
@@ -820,6 +822,14 @@ class TransformedEnv(EnvBase):
         self.transform.apply(fn)
         fn(self)
         return self
+
+    def state_dict(self, prefix=""):
+        """The transforms' state (torchrl's: the transform's ``state_dict``, the base env's left out)."""
+        return self.transform.state_dict(prefix)
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Takes back ``state_dict()`` into the transforms."""
+        self.transform.load_state_dict(state_dict, strict=strict)
 
     def close(self):
         """Closes the base env, then this one."""

@@ -6,14 +6,15 @@ and, re-exported from ``transforms_actions.py``, the action transforms. Where rl
 cannot express a torchrl option (an env takes one ``"action"`` input; ``done`` is always
 ``terminated | truncated``), the option raises ``NotImplementedError`` saying so.
 """
+import multiprocessing as mp
 import warnings
 from contextlib import nullcontext
 
 import numpy as np
 
 from .. import _dtypes
-from .._creation import as_tensor
-from .._tensor import host_array
+from .._creation import as_tensor, tensor, zeros
+from .._tensor import Tensor, host_array
 from ..autograd import no_grad
 from ..random import rand, randint, randn
 from ..tensordict import unravel_key_to_tuple
@@ -238,24 +239,41 @@ class Reward2GoTransform(Transform):
 class TrajCounter(Transform):
     """Numbers the trajectories: each reset (of each env, partial resets included) takes the next
     number of a counter the transform keeps, written to ``out_key`` (int64, shaped like ``done``)
-    and carried through the episode's steps. Clones share nothing: in rlpipe's multi-process
-    collectors each worker counts on its own (torchrl shares one counter between processes)."""
+    and carried through the episode's steps. The counter is a tensor updated in place under a
+    multiprocessing lock, so the envs an ``EnvCreator`` builds (forked ``ParallelEnv`` workers
+    included) share one counter, as torchrl's; clones count on their own."""
 
     def __init__(self, out_key="traj_count", *, repeats=None):
         super().__init__(in_keys=[], out_keys=[out_key])
         if repeats not in (None, 0):
             raise NotImplementedError("TrajCounter(repeats=...) is not supported by rlpipe")
         self.repeats = 0
-        self._traj_count = 0
+        self._counter = zeros((), dtype=_dtypes.int64)  # (a tensor: an EnvCreator shares it between processes)
+        self.lock = mp.Lock()
         self._initialized = False
+
+    @property
+    def _traj_count(self):
+        return int(self._counter)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["lock"] = None  # a multiprocessing lock pickles only when a process is spawned
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.lock = mp.Lock()
 
     def _numbers(self, reset):
         """New trajectory numbers where ``reset`` (a bool host array), 0 elsewhere."""
         self._initialized = True
         count = int(reset.sum())
         episodes = np.zeros(reset.shape, dtype=np.int64)
-        episodes[reset] = np.arange(self._traj_count, self._traj_count + count)
-        self._traj_count += count
+        with self.lock:
+            start = int(self._counter)
+            self._counter.add_(count)
+        episodes[reset] = np.arange(start, start + count)
         return episodes
 
     def _reset(self, tensordict, tensordict_reset):
@@ -293,12 +311,15 @@ class TrajCounter(Transform):
         raise RuntimeError("TrajCounter can only be called within an environment step or reset.")
 
     def state_dict(self, prefix=""):
-        return {prefix + "traj_count": self._traj_count}
+        """The counter (the next number), as a 0-dim int64 tensor."""
+        return {prefix + "traj_count": self._counter}
 
     def load_state_dict(self, state_dict, strict=True):
         if set(state_dict) != {"traj_count"}:
             raise KeyError(f"TrajCounter.load_state_dict: expected the key 'traj_count', got {sorted(state_dict)}")
-        self._traj_count = int(state_dict["traj_count"])
+        value = state_dict["traj_count"]
+        # a shared counter is adopted (an EnvCreator's envs count together), any other value copied
+        self._counter = value if isinstance(value, Tensor) and value.is_shared() else tensor(int(value))
 
     def transform_observation_spec(self, observation_spec):
         shape = self._parent_spec("done")["done"].shape

@@ -435,6 +435,24 @@ class LazyStackedTensorDict(_LazyIndexMixin, TensorDictBase):
             td.pop(key)
         return value
 
+    def __delitem__(self, key):
+        """Deletes ``key`` from every stacked TensorDict that has it (tensordict's: the entries
+        need not stack, and a key only some have goes from those); a KeyError when none has it."""
+        found = False
+        for td in self.tensordicts:
+            try:
+                td.pop(key)
+                found = True
+            except KeyError:
+                continue
+        if not found:
+            raise KeyError(f"Key {key} not found in any of the stacked tensordicts.")
+
+    def del_(self, key):
+        """``del self[key]``; returns the lazy stack."""
+        del self[key]
+        return self
+
     def rename_key_(self, old_key, new_key, safe=False):
         self.get(old_key, _RAISE)
         for td in self.tensordicts:
