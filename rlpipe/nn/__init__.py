@@ -23,5 +23,6 @@ from .modules import (Conv1d, ConvTranspose1d, ConvTranspose2d, GroupNorm, RMSNo
 from .modules import LazyConv1d, LazyConvTranspose1d, LazyConvTranspose2d
 from .modules import (LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d, ChannelShuffle, LocalResponseNorm,
                       TripletMarginWithDistanceLoss, MultiMarginLoss, MultiLabelMarginLoss)
+from .modules import Conv3d, MaxPool3d, AvgPool3d, AdaptiveAvgPool3d, AdaptiveMaxPool3d
 from . import functional, init, utils
 from . import attention

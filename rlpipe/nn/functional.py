@@ -36,6 +36,8 @@ from ._functional_losses import (kl_div, gaussian_nll_loss, poisson_nll_loss, pa
 from ._functional_resample import (interpolate, upsample, upsample_nearest, upsample_bilinear,  # noqa: F401
                                    pixel_shuffle, pixel_unshuffle, channel_shuffle, native_channel_shuffle)
 from ._functional_grid import affine_grid, grid_sample  # noqa: F401
+from ._functional_conv3d import (conv3d, max_pool3d, max_pool3d_with_indices, avg_pool3d, adaptive_avg_pool3d,  # noqa: F401
+                                 adaptive_max_pool3d, adaptive_max_pool3d_with_indices)
 
 __all__ = """linear bilinear relu relu_ relu6 leaky_relu leaky_relu_ rrelu rrelu_ elu elu_ selu celu silu mish gelu
 sigmoid tanh softplus logsigmoid hardtanh hardtanh_ hardsigmoid hardswish hardshrink softshrink softsign tanhshrink
@@ -52,7 +54,8 @@ cosine_embedding_loss triplet_margin_loss multilabel_soft_margin_loss interpolat
 upsample_bilinear pixel_shuffle pixel_unshuffle max_pool1d_with_indices adaptive_max_pool1d_with_indices
 adaptive_max_pool2d_with_indices affine_grid grid_sample lp_pool1d lp_pool2d max_unpool1d max_unpool2d
 local_response_norm triplet_margin_with_distance_loss multi_margin_loss multilabel_margin_loss pdist channel_shuffle
-native_channel_shuffle""".split()
+native_channel_shuffle conv3d max_pool3d max_pool3d_with_indices avg_pool3d adaptive_avg_pool3d adaptive_max_pool3d
+adaptive_max_pool3d_with_indices""".split()
 
 
 def _type_name(t):

@@ -38,3 +38,4 @@ from .pooling import LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d
 from .resampling import ChannelShuffle
 from .normalization import LocalResponseNorm
 from .loss import TripletMarginWithDistanceLoss, MultiMarginLoss, MultiLabelMarginLoss
+from .three_d import Conv3d, MaxPool3d, AvgPool3d, AdaptiveAvgPool3d, AdaptiveMaxPool3d
