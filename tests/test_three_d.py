@@ -101,6 +101,14 @@ def test_max_pool3d_ties_pick_the_first_in_scan_order():
     assert idx.numpy().ravel().tolist() == [3]
 
 
+def test_max_pool3d_window_with_nothing_above_minus_inf_points_at_its_first_tap():
+    # recorded from torch 2.13: the padding never wins, the window's first input element does
+    x = r.tensor([-np.inf, -np.inf, 5.0, -np.inf]).reshape(1, 1, 1, 1, 4)
+    out, idx = F.max_pool3d(x, (1, 1, 2), (1, 1, 2), (0, 0, 1), return_indices=True)
+    assert out.numpy().ravel().tolist() == [-np.inf, 5.0, -np.inf]
+    assert idx.numpy().ravel().tolist() == [0, 2, 3]
+
+
 @pytest.mark.parametrize("ceil_mode, include_pad, divisor", [(False, True, None), (True, False, None),
                                                              (True, True, None), (False, True, 5)])
 def test_avg_pool3d_values(ceil_mode, include_pad, divisor):
@@ -206,6 +214,8 @@ ERRORS = [
                                               "kernel_size=2 and dilation=1"),
     (lambda: F.avg_pool3d(_X5, 2, divisor_override=0), "divisor must be not zero"),
     (lambda: F.avg_pool3d(_X5, 5), "input image (T: 4 H: 4 W: 4) smaller than kernel size (kT: 5 kH: 5 kW: 5)"),
+    (lambda: F.avg_pool3d(r.randn(1, 1, 5, 6, 2), 3, 1, 1), "input image (T: 5 H: 6 W: 2) smaller than kernel size "
+                                                            "(kT: 3 kH: 3 kW: 3)"),  # padding does not count here
     (lambda: F.adaptive_avg_pool3d(r.randn(2, 4, 4), 2), "adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got "
                                                          "[2, 4, 4]"),
     (lambda: F.adaptive_avg_pool3d(_X5, (2, 2)), "adaptive_avg_pool3d: output_size must be 3"),

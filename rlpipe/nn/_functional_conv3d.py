@@ -5,7 +5,8 @@ import builtins
 
 from .. import primitives as P
 from .. import primitives as ops
-from .._creation import zeros
+from .. import _dtypes
+from .._creation import tensor, zeros
 from ..primitives import _require_float
 from ._functional_conv import (_adaptive_mean, _check_channels, _check_weight_rank, _conv2d_out_size, _pool_size,
                                adaptive_max_pool2d, avg_pool2d, max_pool2d)
@@ -67,10 +68,26 @@ def _over_depth(pool, x, *args):
 
 
 def _joined_indices(plane_idx, depth_idx, size):
-    """Flat D*H*W indices from the planes' flat H*W indices and the depth pass's [D, OH*OW] ones."""
+    """Flat D*H*W indices from the planes' flat H*W indices and the depth pass's [D, OH*OW] ones (a
+    window wholly in the padding points outside the input: clamped here, replaced by ``_first_taps``)."""
     plane = plane_idx.shape[3] * plane_idx.shape[4]
-    depth = depth_idx // plane
+    depth = ops.clamp(depth_idx // plane, 0, size[0] - 1)
     return depth * (size[1] * size[2]) + ops.gather(plane_idx, 2, depth)
+
+
+def _first_taps(out, stride, pad, dilation):
+    """Per output position along one axis, the window's first tap at or past the input's start."""
+    starts = [o * stride - pad for o in builtins.range(out)]
+    return [start + -(-builtins.max(0, -start) // dilation) * dilation for start in starts]
+
+
+def _empty_window_indices(pooled, indices, size, stride, pad, dilation):
+    """indices where a window held nothing above -inf replaced by torch's choice there: the flat position
+    of the window's first taps (as its kernel starts with them and only a larger value moves it)."""
+    depth, rows, cols = (_first_taps(*args) for args in zip(pooled.shape[2:], stride, pad, dilation))
+    first = [[[(t * size[1] + h) * size[2] + w for w in cols] for h in rows] for t in depth]
+    first = tensor(first, dtype=_dtypes.int64, device=indices.device)
+    return ops.where(pooled == float("-inf"), first, indices)
 
 
 def _unbatch(result, unbatched):
@@ -95,7 +112,8 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                                     True)
     if not return_indices:
         return _unbatch(pooled, unbatched)
-    return _unbatch((pooled, _joined_indices(planes[1], depth_idx, x.shape[2:])), unbatched)
+    indices = _joined_indices(planes[1], depth_idx, x.shape[2:])
+    return _unbatch((pooled, _empty_window_indices(pooled, indices, x.shape[2:], s, p, d)), unbatched)
 
 
 def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -112,7 +130,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
                                                  "must be a single int, or a tuple of three ints")
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
-    if builtins.min(out) < 1:
+    if builtins.min(out) < 1 or builtins.any(size < kk for size, kk in zip(x.shape[2:], k)):  # torch: unpadded
         raise RuntimeError(f"input image (T: {x.shape[2]} H: {x.shape[3]} W: {x.shape[4]}) smaller than kernel "
                            f"size (kT: {k[0]} kH: {k[1]} kW: {k[2]})")
     _require_float(x, "avg_pool3d")
