@@ -86,7 +86,7 @@ from .nn._torch_ops import (conv1d, conv2d, conv_transpose1d, conv_transpose2d, 
                            max_pool2d, avg_pool1d, adaptive_avg_pool1d, adaptive_max_pool1d, pairwise_distance,
                            rms_norm, alpha_dropout, feature_alpha_dropout, pixel_shuffle, pixel_unshuffle,
                            channel_shuffle, native_channel_shuffle, group_norm, instance_norm, grid_sampler,
-                           affine_grid_generator)
+                           affine_grid_generator, conv3d, max_pool3d)
 from . import tensordict, testing, postprocs, data
 from .tensordict import TensorDict
 from ._utils import timeit, logger, compile_with_warmup  # noqa: F401 - torchrl's top-level helpers (rlpipe is also torchrl's root)

@@ -239,6 +239,15 @@ ERRORS = [
 ]
 
 
+def test_top_level_forms_and_float_only():
+    x = r.tensor(X)
+    np.testing.assert_allclose(r.max_pool3d(x, 2).numpy(), F.max_pool3d(x, 2).numpy())
+    w = r.tensor(RNG.standard_normal((2, 3, 1, 2, 1)))
+    np.testing.assert_allclose(r.conv3d(x, w, None, 1, "same").numpy(), F.conv3d(x, w, padding="same").numpy())
+    with pytest.raises(NotImplementedError, match="\"adaptive_max_pool3d_cpu\" not implemented for 'Long'"):
+        F.adaptive_max_pool3d(r.ones(1, 1, 2, 2, 2, dtype=r.int64), 1)
+
+
 @pytest.mark.parametrize("k", range(len(ERRORS)))
 def test_errors_as_torch(k):
     call, message = ERRORS[k]

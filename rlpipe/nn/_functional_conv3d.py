@@ -168,6 +168,7 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
                              "adaptive_max_pool3d(): internal error: output_size.size() must be 3")
     if builtins.min(sizes) < 0:
         raise RuntimeError(f"adaptive_max_pool3d(): Expected output_size to be non-negative, but got {list(sizes)}")
+    _require_float(input, "adaptive_max_pool3d_cpu")
     x, unbatched = (ops.unsqueeze(input, 0), True) if input.ndim == 4 else (input, False)
     planes = _over_planes(adaptive_max_pool2d, x, sizes[1:], True)
     plane_size = sizes[1] * sizes[2]

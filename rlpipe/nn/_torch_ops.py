@@ -7,6 +7,7 @@ from . import _functional_grid as _grid
 from . import _functional_norm as _norm
 from ._functional_conv import (conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool1d,  # noqa: F401
                                max_pool1d_with_indices, max_pool2d, avg_pool1d, adaptive_avg_pool1d)
+from ._functional_conv3d import conv3d, max_pool3d  # noqa: F401
 from ._functional_losses import pairwise_distance, pdist  # noqa: F401
 from ._functional_norm import rms_norm, alpha_dropout, feature_alpha_dropout  # noqa: F401
 from ._functional_resample import pixel_shuffle, pixel_unshuffle, channel_shuffle, native_channel_shuffle  # noqa: F401
@@ -14,7 +15,7 @@ from ._functional_resample import pixel_shuffle, pixel_unshuffle, channel_shuffl
 __all__ = """conv1d conv2d conv_transpose1d conv_transpose2d max_pool1d max_pool1d_with_indices max_pool2d avg_pool1d
 adaptive_avg_pool1d adaptive_max_pool1d pairwise_distance pdist rms_norm alpha_dropout feature_alpha_dropout
 pixel_shuffle pixel_unshuffle channel_shuffle native_channel_shuffle group_norm instance_norm grid_sampler
-affine_grid_generator""".split()
+affine_grid_generator conv3d max_pool3d""".split()
 
 
 def adaptive_max_pool1d(input, output_size):
