@@ -107,11 +107,13 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         raise RuntimeError(f"Given input size: ({shown}). Calculated output size: "
                            f"({x.shape[1]}x{out[0]}x{out[1]}x{out[2]}). Output size is too small")
     _require_float(x, "max_pool3d")
-    planes = _over_planes(max_pool2d, x, k[1:], s[1:], p[1:], d[1:], ceil_mode, True)
-    pooled, depth_idx = _over_depth(max_pool2d, planes[0], (k[0], 1), (s[0], 1), (p[0], 0), (d[0], 1), ceil_mode,
-                                    True)
+    return_indices = builtins.bool(return_indices)
+    planes = _over_planes(max_pool2d, x, k[1:], s[1:], p[1:], d[1:], ceil_mode, return_indices)
+    pooled = _over_depth(max_pool2d, planes[0] if return_indices else planes, (k[0], 1), (s[0], 1), (p[0], 0),
+                         (d[0], 1), ceil_mode, return_indices)
     if not return_indices:
         return _unbatch(pooled, unbatched)
+    pooled, depth_idx = pooled
     indices = _joined_indices(planes[1], depth_idx, x.shape[2:])
     return _unbatch((pooled, _empty_window_indices(pooled, indices, x.shape[2:], s, p, d)), unbatched)
 
