@@ -177,6 +177,16 @@ def test_gradients_float64():
     assert gradcheck(lambda x: F.adaptive_max_pool3d(x, (2, 3, 2)), (x,))
 
 
+def test_double_backward_float64():
+    x = r.tensor(RNG.standard_normal((1, 2, 3, 4, 3)), requires_grad=True)
+    w = r.tensor(RNG.standard_normal((2, 2, 2, 2, 2)), requires_grad=True)
+    gradgradcheck = r.autograd.gradgradcheck
+    assert gradgradcheck(lambda x, w: F.conv3d(x, w, padding=1, stride=(1, 2, 1)), (x, w))
+    assert gradgradcheck(lambda x: F.max_pool3d(x, 2, 1, 1), (x,))
+    assert gradgradcheck(lambda x: F.avg_pool3d(x, 2, 1, 1, True, False), (x,))
+    assert gradgradcheck(lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), (x,))
+
+
 def test_layers():
     r.manual_seed(0)
     conv = nn.Conv3d(3, 4, (2, 3, 2), stride=(1, 2, 1), padding=1, bias=True)
