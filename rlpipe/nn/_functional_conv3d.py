@@ -1,6 +1,6 @@
 """``nn.functional``'s 3-D convolution and poolings, built from the 2-D ones: a 3-D max, mean or
 adaptive pooling is separable (pool H x W of each depth slice, then pool along the depth), and a 3-D
-convolution is the sum over the kernel's depth taps of 2-D convolutions of strided depth slices."""
+convolution is one 2-D convolution whose input channels are the depth slices under the kernel's depth taps."""
 import builtins
 
 from .. import primitives as P
@@ -219,6 +219,19 @@ def _depth_padded(x, front, back):
     return ops.cat([slab(front), x, slab(back)], 2)
 
 
+def _depth_taps_as_channels(x, taps, stride, dilation, out_depth, groups):
+    """x [N, C, D, H, W] as [N * OD, C * taps, H, W] planes: each output depth's input slices under the
+    kernel's depth taps, stacked as channels ordered (group, tap, channel in group), so that one 2-D
+    convolution with the weight's taps moved next to its channels is the 3-D one."""
+    n, c = x.shape[:2]
+    span = stride * (out_depth - 1) + 1
+    slices = [x[:, :, tap * dilation:tap * dilation + span:stride] for tap in builtins.range(taps)]
+    stacked = ops.stack(slices, 1)  # [N, taps, C, OD, H, W]
+    stacked = ops.reshape(stacked, (n, taps, groups, c // groups) + stacked.shape[3:])
+    stacked = ops.permute(stacked, (0, 4, 2, 1, 3, 5, 6))  # [N, OD, groups, taps, C / groups, H, W]
+    return ops.reshape(stacked, (n * out_depth, c * taps) + stacked.shape[5:])
+
+
 def _check_conv3d(x, weight, pads, stride, dilation):
     """torch's padding, stride, dilation and size checks for a batched input x."""
     if builtins.any(p < 0 for pair in pads for p in pair):
@@ -250,17 +263,13 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _require_float(x, "slow_conv3d")
     x = _depth_padded(x, *pads[0])
     n, out_depth = x.shape[0], (x.shape[2] - dilation[0] * (weight.shape[2] - 1) - 1) // stride[0] + 1
+    planes = _depth_taps_as_channels(x, weight.shape[2], stride[0], dilation[0], out_depth, groups)
+    kernel = weight.shape[:2] + weight.shape[3:]
+    plane_weight = ops.reshape(ops.movedim(weight, 2, 1), (kernel[0], -1) + kernel[2:])
     plane_pads = pads[1] + pads[2]
-    total = None
-    for tap in builtins.range(weight.shape[2]):
-        start = tap * dilation[0]
-        slices = x[:, :, start:start + stride[0] * (out_depth - 1) + 1:stride[0]]
-        planes = ops.reshape(ops.movedim(slices, 2, 1), (n * out_depth,) + slices.shape[1:2] + slices.shape[3:])
-        part = P.Conv2d.apply(planes, weight[:, :, tap], None, stride[1:], plane_pads, dilation[1:], groups,
-                              _conv2d_out_size(planes.shape[2:], weight.shape[3:], stride[1:], plane_pads,
-                                               dilation[1:]))
-        total = part if total is None else total + part
-    out = ops.movedim(ops.reshape(total, (n, out_depth) + total.shape[1:]), 1, 2)
+    out_size = _conv2d_out_size(planes.shape[2:], kernel[2:], stride[1:], plane_pads, dilation[1:])
+    out = P.Conv2d.apply(planes, plane_weight, None, stride[1:], plane_pads, dilation[1:], groups, out_size)
+    out = ops.movedim(ops.reshape(out, (n, out_depth) + out.shape[1:]), 1, 2)
     if bias is not None:
         out = out + ops.reshape(bias, (-1, 1, 1, 1))
     return ops.squeeze(out, 0) if unbatched else out
