@@ -177,6 +177,14 @@ def test_gradients_float64():
     assert gradcheck(lambda x: F.adaptive_max_pool3d(x, (2, 3, 2)), (x,))
 
 
+@pytest.mark.parametrize("mode, numpy_mode", [("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")])
+def test_conv3d_padding_modes(mode, numpy_mode):
+    conv = nn.Conv3d(3, 2, (2, 3, 3), padding=(1, 2, 0), padding_mode=mode, dtype=r.float64)
+    padded = np.pad(X, [(0, 0), (0, 0), (1, 1), (2, 2), (0, 0)], mode=numpy_mode)
+    want = ref_conv3d(padded, conv.weight.detach().numpy(), conv.bias.detach().numpy(), (1,) * 3, (0,) * 3, (1,) * 3, 1)
+    np.testing.assert_allclose(conv(r.tensor(X)).detach().numpy(), want, atol=1e-12)
+
+
 def test_double_backward_float64():
     x = r.tensor(RNG.standard_normal((1, 2, 3, 4, 3)), requires_grad=True)
     w = r.tensor(RNG.standard_normal((2, 2, 2, 2, 2)), requires_grad=True)
