@@ -43,6 +43,42 @@ def test_dropout2d_on_3d_input_warns_and_drops_per_channel():
     assert np.all(out.min(axis=2) == out.max(axis=2))
 
 
+
+def test_dropout3d_zeroes_whole_channels_batched_and_unbatched():
+    r.manual_seed(0)
+    out = F.dropout3d(r.ones(32, 16, 2, 3, 2), 0.25).numpy()  # [N, C, D, H, W]
+    per_channel = out.reshape(32, 16, -1)
+    assert np.all(per_channel.min(axis=2) == per_channel.max(axis=2))
+    assert set(np.unique(out)) <= {0.0, np.float32(1 / 0.75)} and abs((out == 0).mean() - 0.25) < 0.05
+    unbatched = nn.Dropout3d(0.5)(r.ones(300, 2, 2, 2)).numpy()  # [C, D, H, W]: dim 0 holds the channels
+    per_channel = unbatched.reshape(300, -1)
+    assert np.all(per_channel.min(axis=1) == per_channel.max(axis=1)) and 0.35 < (unbatched == 0).mean() < 0.65
+    x = r.randn(2, 3, 2, 2, 2)
+    assert r.equal(nn.Dropout3d(0.5).eval()(x), x) and F.dropout3d(x, 0.5, training=False) is x
+    assert repr(nn.Dropout3d(0.2, inplace=True)) == "Dropout3d(p=0.2, inplace=True)"
+
+
+def test_dropout3d_rejects_bad_p_and_warns_on_other_ranks():
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but got 1.5"):
+        nn.Dropout3d(1.5)
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but got -0.1"):
+        F.dropout3d(r.ones(2, 2, 2, 2), -0.1)
+    with pytest.warns(UserWarning, match="dropout3d: Received a 3-D input to dropout3d"):
+        out = F.dropout3d(r.ones(50, 4, 4), 0.5).numpy()  # unbatched, as torch: dim 0 holds the channels
+    assert np.all(out.reshape(50, -1).min(axis=1) == out.reshape(50, -1).max(axis=1))
+
+
+def test_adaptive_pooling_rejects_integers_as_torch():
+    # messages recorded from torch 2.13; a 1 x 1 output is a mean there, and fails as mean fails
+    x = r.ones(4, 4, 4, dtype=r.int32)
+    for pool in (F.adaptive_avg_pool2d, F.adaptive_max_pool2d):
+        with pytest.raises(NotImplementedError, match=f'"{pool.__name__}" not implemented for \'Int\''):
+            pool(x, 2)
+    with pytest.raises(NotImplementedError, match="\"adaptive_avg_pool2d\" not implemented for 'Byte'"):
+        F.adaptive_avg_pool1d(r.ones(4, 4, dtype=r.uint8), 2)
+    with pytest.raises(RuntimeError, match="mean\\(\\): could not infer output dtype"):
+        F.adaptive_avg_pool2d(x, 1)
+
 def test_alpha_dropout_keeps_zero_mean_and_unit_variance():
     r.manual_seed(1)
     x = r.randn(400000, dtype=r.float64)

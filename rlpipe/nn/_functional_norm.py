@@ -172,6 +172,19 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     return _channel_dropout(input, p, training, inplace)
 
 
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zeroes each channel of an [N, C, D, H, W] (or [C, D, H, W]) input with probability ``p`` and scales
+    the rest by 1 / (1 - p), in training. Other ranks warn, as in torch, and count as unbatched."""
+    _check_p(p)
+    if input.ndim not in (4, 5):
+        warnings.warn(f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is deprecated and will "
+                      "result in an error in a future release. To retain the behavior and silence this warning, "
+                      "please use dropout instead. Note that dropout3d exists to provide channel-wise dropout on "
+                      "inputs with 3 spatial dimensions, a channel dimension, and an optional batch dimension "
+                      "(i.e. 4D or 5D inputs).", stacklevel=2)
+    return _channel_dropout(input, p, training, inplace, input.ndim == 5)
+
 _SELU_NEG_SATURATION = 1.7580993408473766  # selu's scale times alpha: selu tends to -this for x -> -inf
 
 
