@@ -2,6 +2,7 @@
 statistics over many draws), warnings, in-place forms, ``output_size`` of the transposed convolutions and
 parameter initialization."""
 import math
+import re
 import warnings
 
 import numpy as np
@@ -203,3 +204,30 @@ def test_cdist_gradients_and_zero_distance():
     x = r.zeros(2, 3, requires_grad=True)
     r.cdist(x, r.zeros(2, 3)).sum().backward()
     assert r.equal(x.grad, r.zeros(2, 3))  # as torch: no nan at zero distance
+
+
+def test_pooling_zero_size_inputs_as_torch():
+    # messages and shapes recorded from torch 2.13
+    for pool in (lambda t: F.max_pool2d(t, 3, 2), lambda t: F.avg_pool2d(t, 3, 2)):
+        for shape in ((1, 0, 50, 32), (0, 50, 32), (3, 0, 32)):
+            with pytest.raises(RuntimeError, match=re.escape(f"Expected 3D or 4D (batch mode) tensor with optional "
+                                                             f"0 dim batch size for input, but got:{list(shape)}")):
+                pool(r.randn(*shape))
+        assert pool(r.randn(0, 2, 5, 5)).shape == (0, 2, 2, 2)
+    with pytest.raises(RuntimeError, match=re.escape("max_pool1d: Expected 2D or 3D (batch mode) tensor with "
+                                                     "optional 0 dim batch size for input, but got:[1, 0, 4]")):
+        F.max_pool1d(r.ones(1, 0, 4), 2)
+    with pytest.raises(RuntimeError, match=re.escape("Given input size: (1x1x4). Calculated output size: "
+                                                     "(1x1x0). Output size is too small")):
+        F.max_pool1d_with_indices(r.ones(1, 1, 4), 3, stride=2, padding=0, dilation=2)
+    with pytest.raises(RuntimeError, match=re.escape("max_pool1d() Invalid computed output size: 0")):
+        F.max_pool1d(r.ones(1, 1, 4), 3, stride=2, padding=0, dilation=2)
+    with pytest.raises(RuntimeError, match=re.escape("adaptive_max_pool2d(): Expected input to have non-zero size "
+                                                     "for non-batch dimensions, but input has sizes [1, 0, 4, 4] "
+                                                     "with dimension 1 being empty")):
+        F.adaptive_max_pool2d(r.ones(1, 0, 4, 4), 2)
+    empty = r.ones(0, 16, 4, 4, requires_grad=True)
+    out, idx = F.adaptive_max_pool2d(empty, 2, return_indices=True)
+    assert out.shape == idx.shape == (0, 16, 2, 2) and F.adaptive_max_pool1d(r.ones(0, 16, 4), 2).shape == (0, 16, 2)
+    out.sum().backward()
+    assert empty.grad.shape == (0, 16, 4, 4)

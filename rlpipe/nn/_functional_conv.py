@@ -141,7 +141,7 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation, ceil_mode):
                                         "ints")
     pad = _expand2(padding, "padding", single_or_pair)
     dilation = _expand2(dilation, "dilation", f"{name}: {{name}} must be either a single int, or a tuple of two ints")
-    if input.ndim not in (3, 4):
+    if input.ndim not in (3, 4) or 0 in input.shape[-3:]:
         raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but "
                            f"got:{list(input.shape)}")
     h, w = input.shape[-2:]
@@ -486,13 +486,16 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     kernel = single(kernel_size, "kernel_size")
     stride = kernel if stride is None or stride == () or stride == [] else single(stride, "stride")
     padding, dilation = single(padding, "padding"), single(dilation, "dilation")
-    if input.ndim not in (2, 3):
+    # torch pools as 2-D (keeping a channels-last-like layout, with 2-D's checks) when it returns indices or
+    # records a graph, or off the CPU
+    as_2d = return_indices or input.device.type != "cpu" or (input.requires_grad and is_grad_enabled())
+    if input.ndim not in (2, 3) or (not as_2d and 0 in input.shape[-2:]):
         raise RuntimeError(f"max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size for "
                            f"input, but got:{list(input.shape)}")
     if padding > kernel // 2:
         raise RuntimeError(f"max_pool1d() padding should be at most half of kernel size, but got padding={padding} "
                            f"and kernel_size={kernel}")
-    if kernel > 0 and stride > 0 and dilation > 0:
+    if kernel > 0 and stride > 0 and dilation > 0 and not as_2d:
         size = _pool_size(input.shape[-1], kernel, padding, stride, dilation, ceil_mode)
         if size < 1:
             raise RuntimeError(f"max_pool1d() Invalid computed output size: {size}")
@@ -502,9 +505,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     if return_indices:
         return tuple(ops.squeeze(t, -2) for t in out)
     out = ops.squeeze(out, -2)
-    # torch pools as 2-D (keeping a channels-last-like layout) only when it records a graph, or off the CPU
-    graphless_cpu = input.device.type == "cpu" and not (input.requires_grad and is_grad_enabled())
-    return ops.contiguous(out) if graphless_cpu else out
+    return out if as_2d else ops.contiguous(out)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -531,6 +532,10 @@ def _adaptive_max(name, input, output_size, return_indices):
         raise RuntimeError(f"{name}(): Expected 3D or 4D tensor, but got: {list(input.shape)}")
     if builtins.min(output_size) < 0:
         raise RuntimeError(f"{name}(): Expected output_size to be non-negative, but got {list(output_size)}")
+    empty = [d for d in builtins.range(1, input.ndim) if input.shape[d] == 0]
+    if empty:
+        raise RuntimeError(f"adaptive_max_pool2d(): Expected input to have non-zero size for non-batch dimensions, "
+                           f"but input has sizes {list(input.shape)} with dimension {empty[0]} being empty")
     _require_float(input, "adaptive_max_pool2d")
     x, unbatched = (ops.unsqueeze(input, 0), True) if input.ndim == 3 else (input, False)
     out, idx = P.AdaptiveMaxPool2d.apply(x, tuple(output_size))
