@@ -573,6 +573,13 @@ def test_randint_rejects_an_empty_range():
         r.randint(5, 2, (3,))
 
 
+
+def test_randint_honours_requires_grad_as_torch():
+    x = r.randint(1, 10, (2, 3), dtype=r.float32, requires_grad=True)  # a float leaf, as torch's
+    assert x.requires_grad and x.is_leaf and x.dtype is r.float32
+    with pytest.raises(RuntimeError, match="floating point and complex dtype can require gradients"):
+        r.randint(1, 10, (2,), requires_grad=True)  # int64, as torch refuses
+
 def test_randperm_is_a_permutation():
     r.manual_seed(0)
     p = r.randperm(50)
