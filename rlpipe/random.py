@@ -160,7 +160,7 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
     if high <= low:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     dt = _dtypes.int64 if dtype is None else _dtypes.as_dtype(dtype)
-    return _draw("integers", _size((size,) if isinstance(size, int) else (size,)), dt, device, generator, False,
+    return _draw("integers", _size((size,) if isinstance(size, int) else (size,)), dt, device, generator, requires_grad,
                  low=low, high=high)
 
 

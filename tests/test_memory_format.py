@@ -9,6 +9,7 @@ import pytest
 import rlpipe as r
 from rlpipe import _dtypes
 
+F = r.nn.functional
 CL, CL3, CF, PF = r.channels_last, r.channels_last_3d, r.contiguous_format, r.preserve_format
 
 
@@ -201,3 +202,53 @@ def test_dropout_keeps_a_channels_last_layout():
     assert out.is_contiguous(memory_format=CL)
     np.testing.assert_array_equal(out.numpy(), np.ones((2, 3, 3, 3), np.float32))
     assert r.nn.functional.dropout(r.ones(4, 5), 0.5).is_contiguous()
+
+
+def _pooled_layouts(device):
+    """(output strides, input-gradient strides, sum of output * weights) of each 2-D pooling on a
+    channels-last [2, 3, 6, 6] arange."""
+    x = _arange(2, 3, 6, 6).to(device=device, dtype=r.float64).contiguous(memory_format=CL).requires_grad_()
+    pools = {"max": lambda t: F.max_pool2d(t, 2), "indices": lambda t: F.max_pool2d(t, 2, return_indices=True)[1],
+             "avg": lambda t: F.avg_pool2d(t, 3, 1), "adaptive_avg": lambda t: F.adaptive_avg_pool2d(t, (2, 4)),
+             "adaptive_max": lambda t: F.adaptive_max_pool2d(t, 3)}
+    found = {}
+    for name, pool in pools.items():
+        out = pool(x)
+        x.grad = None
+        if out.is_floating_point():
+            out.backward(r.ones_like(out))
+        found[name] = out.stride(), None if x.grad is None else x.grad.stride(), float(out.sum())
+    return found
+
+
+# strides and sums recorded from torch 2.13 (F.max_pool2d(x, 2) etc. on the same input)
+_POOLED_AS_TORCH = {"max": ((27, 1, 9, 3), (108, 1, 18, 3), 5994.0), "indices": ((27, 1, 9, 3), None, 1134.0),
+                    "avg": ((48, 1, 12, 3), (108, 1, 18, 3), 10320.0),
+                    "adaptive_avg": ((24, 1, 12, 3), None, 5160.0),
+                    "adaptive_max": ((27, 1, 9, 3), (108, 1, 18, 3), 5994.0)}
+
+
+def test_pooling_keeps_a_channels_last_layout_as_torch():
+    found = _pooled_layouts("cpu")
+    for name, (strides, grad_strides, total) in _POOLED_AS_TORCH.items():
+        assert found[name][0] == strides and found[name][2] == total, name
+        if grad_strides is not None:
+            assert found[name][1] == grad_strides, name
+    row_major = F.max_pool2d(_arange(2, 3, 6, 6), 2)
+    assert row_major.stride() == (27, 9, 3, 1)
+    channels_last_like = _arange(2, 6, 3).transpose(1, 2)  # [N, C, L] with C fastest
+    assert F.avg_pool1d(channels_last_like, 2).stride() == (9, 1, 3)
+    # torch's max_pool1d packs its output row-major unless it records a graph (then it pools as 2-D)
+    assert F.max_pool1d(channels_last_like, 2).stride() == (9, 3, 1)
+    assert F.max_pool1d(channels_last_like.requires_grad_(), 2).stride() == (9, 1, 3)
+
+
+@pytest.mark.cuda
+def test_pooling_keeps_a_channels_last_layout_on_the_gpu():
+    if not r.cuda.is_available():
+        pytest.skip("CUDA unavailable (CuPy or a GPU missing)")
+    found = _pooled_layouts("cuda")
+    for name, (strides, grad_strides, total) in _POOLED_AS_TORCH.items():
+        assert found[name][0] == strides and found[name][2] == total, name
+        if grad_strides is not None:
+            assert found[name][1] == grad_strides, name

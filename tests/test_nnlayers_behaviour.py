@@ -2,6 +2,7 @@
 statistics over many draws), warnings, in-place forms, ``output_size`` of the transposed convolutions and
 parameter initialization."""
 import math
+import re
 import warnings
 
 import numpy as np
@@ -42,6 +43,42 @@ def test_dropout2d_on_3d_input_warns_and_drops_per_channel():
         out = F.dropout2d(r.ones(40, 30, 5), 0.5).numpy()
     assert np.all(out.min(axis=2) == out.max(axis=2))
 
+
+
+def test_dropout3d_zeroes_whole_channels_batched_and_unbatched():
+    r.manual_seed(0)
+    out = F.dropout3d(r.ones(32, 16, 2, 3, 2), 0.25).numpy()  # [N, C, D, H, W]
+    per_channel = out.reshape(32, 16, -1)
+    assert np.all(per_channel.min(axis=2) == per_channel.max(axis=2))
+    assert set(np.unique(out)) <= {0.0, np.float32(1 / 0.75)} and abs((out == 0).mean() - 0.25) < 0.05
+    unbatched = nn.Dropout3d(0.5)(r.ones(300, 2, 2, 2)).numpy()  # [C, D, H, W]: dim 0 holds the channels
+    per_channel = unbatched.reshape(300, -1)
+    assert np.all(per_channel.min(axis=1) == per_channel.max(axis=1)) and 0.35 < (unbatched == 0).mean() < 0.65
+    x = r.randn(2, 3, 2, 2, 2)
+    assert r.equal(nn.Dropout3d(0.5).eval()(x), x) and F.dropout3d(x, 0.5, training=False) is x
+    assert repr(nn.Dropout3d(0.2, inplace=True)) == "Dropout3d(p=0.2, inplace=True)"
+
+
+def test_dropout3d_rejects_bad_p_and_warns_on_other_ranks():
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but got 1.5"):
+        nn.Dropout3d(1.5)
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1, but got -0.1"):
+        F.dropout3d(r.ones(2, 2, 2, 2), -0.1)
+    with pytest.warns(UserWarning, match="dropout3d: Received a 3-D input to dropout3d"):
+        out = F.dropout3d(r.ones(50, 4, 4), 0.5).numpy()  # unbatched, as torch: dim 0 holds the channels
+    assert np.all(out.reshape(50, -1).min(axis=1) == out.reshape(50, -1).max(axis=1))
+
+
+def test_adaptive_pooling_rejects_integers_as_torch():
+    # messages recorded from torch 2.13; a 1 x 1 output is a mean there, and fails as mean fails
+    x = r.ones(4, 4, 4, dtype=r.int32)
+    for pool in (F.adaptive_avg_pool2d, F.adaptive_max_pool2d):
+        with pytest.raises(NotImplementedError, match=f'"{pool.__name__}" not implemented for \'Int\''):
+            pool(x, 2)
+    with pytest.raises(NotImplementedError, match="\"adaptive_avg_pool2d\" not implemented for 'Byte'"):
+        F.adaptive_avg_pool1d(r.ones(4, 4, dtype=r.uint8), 2)
+    with pytest.raises(RuntimeError, match="mean\\(\\): could not infer output dtype"):
+        F.adaptive_avg_pool2d(x, 1)
 
 def test_alpha_dropout_keeps_zero_mean_and_unit_variance():
     r.manual_seed(1)
@@ -167,3 +204,30 @@ def test_cdist_gradients_and_zero_distance():
     x = r.zeros(2, 3, requires_grad=True)
     r.cdist(x, r.zeros(2, 3)).sum().backward()
     assert r.equal(x.grad, r.zeros(2, 3))  # as torch: no nan at zero distance
+
+
+def test_pooling_zero_size_inputs_as_torch():
+    # messages and shapes recorded from torch 2.13
+    for pool in (lambda t: F.max_pool2d(t, 3, 2), lambda t: F.avg_pool2d(t, 3, 2)):
+        for shape in ((1, 0, 50, 32), (0, 50, 32), (3, 0, 32)):
+            with pytest.raises(RuntimeError, match=re.escape(f"Expected 3D or 4D (batch mode) tensor with optional "
+                                                             f"0 dim batch size for input, but got:{list(shape)}")):
+                pool(r.randn(*shape))
+        assert pool(r.randn(0, 2, 5, 5)).shape == (0, 2, 2, 2)
+    with pytest.raises(RuntimeError, match=re.escape("max_pool1d: Expected 2D or 3D (batch mode) tensor with "
+                                                     "optional 0 dim batch size for input, but got:[1, 0, 4]")):
+        F.max_pool1d(r.ones(1, 0, 4), 2)
+    with pytest.raises(RuntimeError, match=re.escape("Given input size: (1x1x4). Calculated output size: "
+                                                     "(1x1x0). Output size is too small")):
+        F.max_pool1d_with_indices(r.ones(1, 1, 4), 3, stride=2, padding=0, dilation=2)
+    with pytest.raises(RuntimeError, match=re.escape("max_pool1d() Invalid computed output size: 0")):
+        F.max_pool1d(r.ones(1, 1, 4), 3, stride=2, padding=0, dilation=2)
+    with pytest.raises(RuntimeError, match=re.escape("adaptive_max_pool2d(): Expected input to have non-zero size "
+                                                     "for non-batch dimensions, but input has sizes [1, 0, 4, 4] "
+                                                     "with dimension 1 being empty")):
+        F.adaptive_max_pool2d(r.ones(1, 0, 4, 4), 2)
+    empty = r.ones(0, 16, 4, 4, requires_grad=True)
+    out, idx = F.adaptive_max_pool2d(empty, 2, return_indices=True)
+    assert out.shape == idx.shape == (0, 16, 2, 2) and F.adaptive_max_pool1d(r.ones(0, 16, 4), 2).shape == (0, 16, 2)
+    out.sum().backward()
+    assert empty.grad.shape == (0, 16, 4, 4)

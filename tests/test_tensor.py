@@ -573,6 +573,13 @@ def test_randint_rejects_an_empty_range():
         r.randint(5, 2, (3,))
 
 
+
+def test_randint_honours_requires_grad_as_torch():
+    x = r.randint(1, 10, (2, 3), dtype=r.float32, requires_grad=True)  # a float leaf, as torch's
+    assert x.requires_grad and x.is_leaf and x.dtype is r.float32
+    with pytest.raises(RuntimeError, match="floating point and complex dtype can require gradients"):
+        r.randint(1, 10, (2,), requires_grad=True)  # int64, as torch refuses
+
 def test_randperm_is_a_permutation():
     r.manual_seed(0)
     p = r.randperm(50)
@@ -826,3 +833,11 @@ def test_ndimension_is_dim():
     # torch 2.13: torch.zeros(2, 3).ndimension() == 2, torch.tensor(1.).ndimension() == 0
     assert r.zeros(2, 3).ndimension() == 2
     assert r.tensor(1.0).ndimension() == 0
+
+
+@pytest.mark.parametrize("dtype", [r.bfloat16, r.float16])
+def test_half_sums_and_means_accumulate_in_float32_as_torch(dtype):
+    ones = r.ones(1000, dtype=dtype)  # torch 2.13: sum 1000, mean 1 (a 16-bit running sum stalls at 256 / 2048)
+    assert ones.sum().item() == 1000.0 and ones.mean().item() == 1.0
+    assert ones.sum().dtype is dtype and ones.mean().dtype is dtype
+    assert r.ones(4000, 2, dtype=dtype).sum(0).tolist() == [4000.0, 4000.0]

@@ -17,7 +17,7 @@ from .modules import (Conv1d, ConvTranspose1d, ConvTranspose2d, GroupNorm, RMSNo
                       ReplicationPad1d, ReplicationPad2d, CircularPad1d, CircularPad2d, MaxPool1d, AvgPool1d,
                       AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, Upsample, UpsamplingNearest2d,
                       UpsamplingBilinear2d, PixelShuffle, PixelUnshuffle, Unfold, Fold, CosineSimilarity,
-                      PairwiseDistance, Dropout1d, Dropout2d, AlphaDropout, FeatureAlphaDropout, KLDivLoss,
+                      PairwiseDistance, Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout, KLDivLoss,
                       GaussianNLLLoss, PoissonNLLLoss, MarginRankingLoss, SoftMarginLoss, HingeEmbeddingLoss,
                       CosineEmbeddingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss)
 from .modules import LazyConv1d, LazyConvTranspose1d, LazyConvTranspose2d

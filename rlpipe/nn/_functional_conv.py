@@ -6,6 +6,8 @@ from .. import primitives as P
 from .. import primitives as ops
 from ..primitives import _LEGACY_TYPE_NAMES, _require_float
 from .._creation import zeros
+from .. import _memory_format
+from ..autograd.grad_mode import is_grad_enabled
 
 __all__ = """conv1d conv2d conv_transpose1d conv_transpose2d unfold fold max_pool1d max_pool2d max_pool2d_with_indices
 avg_pool1d avg_pool2d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_max_pool1d adaptive_max_pool2d
@@ -139,7 +141,7 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation, ceil_mode):
                                         "ints")
     pad = _expand2(padding, "padding", single_or_pair)
     dilation = _expand2(dilation, "dilation", f"{name}: {{name}} must be either a single int, or a tuple of two ints")
-    if input.ndim not in (3, 4):
+    if input.ndim not in (3, 4) or 0 in input.shape[-3:]:
         raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but "
                            f"got:{list(input.shape)}")
     h, w = input.shape[-2:]
@@ -166,6 +168,17 @@ def _pool_args(name, input, kernel_size, stride, padding, dilation, ceil_mode):
     return x, unbatched, kernel, stride, pad, dilation, out, pads
 
 
+def _in_input_layout(input, *results):
+    """The pooling results laid out channels-last when a batched 4-D input is (torch keeps the input's
+    suggested memory format); values are unchanged."""
+    if input.ndim != 4:
+        return results if len(results) > 1 else results[0]
+    fmt = _memory_format.suggested(tuple(input.shape), input.stride())
+    if fmt is not _memory_format.contiguous_format:
+        results = tuple(r.contiguous(memory_format=fmt) for r in results)
+    return results if len(results) > 1 else results[0]
+
+
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """The maximum of each window; with ``return_indices`` also its flat index into each H x W plane."""
     x, unbatched, kernel, stride, _, dilation, out_size, pads = _pool_args(
@@ -174,7 +187,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     result = P.MaxPool2d.apply(x, kernel, stride, pads, dilation, out_size, builtins.bool(return_indices))
     if unbatched:
         result = tuple(ops.squeeze(r, 0) for r in result) if return_indices else ops.squeeze(result, 0)
-    return result
+    return _in_input_layout(input, *result) if return_indices else _in_input_layout(input, result)
 
 
 def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -192,7 +205,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
         "avg_pool2d", input, kernel_size, stride, padding, 1, ceil_mode)
     _require_float(x, "avg_pool2d")
     out = P.AvgPool2d.apply(x, kernel, stride, pads, out_size, builtins.bool(count_include_pad), divisor_override)
-    return ops.squeeze(out, 0) if unbatched else out
+    return ops.squeeze(out, 0) if unbatched else _in_input_layout(input, out)
 
 
 def _adaptive_output_size(input, output_size):
@@ -218,10 +231,18 @@ def _adaptive_mean(x, dim, out):
     return ops.cat(bins, dim)
 
 
+def _require_float_unless_mean(input, out_size):
+    """torch's adaptive average pooling rejects integer inputs, except to a 1 x 1 output, which it computes
+    as a mean (and then mean's own error is raised)."""
+    if out_size != (1, 1):
+        _require_float(input, "adaptive_avg_pool2d")
+
+
 def adaptive_avg_pool2d(input, output_size):
     """Means over a grid of ``output_size`` bins that covers the whole H x W plane, whatever its size."""
     out_h, out_w = _adaptive_output_size(input, output_size)
-    return _adaptive_mean(_adaptive_mean(input, -2, out_h), -1, out_w)
+    _require_float_unless_mean(input, (out_h, out_w))
+    return _in_input_layout(input, _adaptive_mean(_adaptive_mean(input, -2, out_h), -1, out_w))
 
 # ---- 1-D and transposed convolutions ----------------------------------------------------------------
 
@@ -465,13 +486,16 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     kernel = single(kernel_size, "kernel_size")
     stride = kernel if stride is None or stride == () or stride == [] else single(stride, "stride")
     padding, dilation = single(padding, "padding"), single(dilation, "dilation")
-    if input.ndim not in (2, 3):
+    # torch pools as 2-D (keeping a channels-last-like layout, with 2-D's checks) when it returns indices or
+    # records a graph, or off the CPU
+    as_2d = return_indices or input.device.type != "cpu" or (input.requires_grad and is_grad_enabled())
+    if input.ndim not in (2, 3) or (not as_2d and 0 in input.shape[-2:]):
         raise RuntimeError(f"max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size for "
                            f"input, but got:{list(input.shape)}")
     if padding > kernel // 2:
         raise RuntimeError(f"max_pool1d() padding should be at most half of kernel size, but got padding={padding} "
                            f"and kernel_size={kernel}")
-    if kernel > 0 and stride > 0 and dilation > 0:
+    if kernel > 0 and stride > 0 and dilation > 0 and not as_2d:
         size = _pool_size(input.shape[-1], kernel, padding, stride, dilation, ceil_mode)
         if size < 1:
             raise RuntimeError(f"max_pool1d() Invalid computed output size: {size}")
@@ -480,7 +504,8 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                        return_indices)
     if return_indices:
         return tuple(ops.squeeze(t, -2) for t in out)
-    return ops.squeeze(out, -2)
+    out = ops.squeeze(out, -2)
+    return out if as_2d else ops.contiguous(out)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -497,6 +522,7 @@ def adaptive_avg_pool1d(input, output_size):
     """Means over ``output_size`` bins that cover the whole length of input [N, C, L] (or [C, L])."""
     size = _one_int(output_size, "adaptive_avg_pool1d", "output_size")
     _check_rank_1d(input, "adaptive_avg_pool1d")
+    _require_float_unless_mean(input, (1, size))
     return _adaptive_mean(input, -1, size)
 
 
@@ -506,11 +532,16 @@ def _adaptive_max(name, input, output_size, return_indices):
         raise RuntimeError(f"{name}(): Expected 3D or 4D tensor, but got: {list(input.shape)}")
     if builtins.min(output_size) < 0:
         raise RuntimeError(f"{name}(): Expected output_size to be non-negative, but got {list(output_size)}")
+    empty = [d for d in builtins.range(1, input.ndim) if input.shape[d] == 0]
+    if empty:
+        raise RuntimeError(f"adaptive_max_pool2d(): Expected input to have non-zero size for non-batch dimensions, "
+                           f"but input has sizes {list(input.shape)} with dimension {empty[0]} being empty")
     _require_float(input, "adaptive_max_pool2d")
     x, unbatched = (ops.unsqueeze(input, 0), True) if input.ndim == 3 else (input, False)
     out, idx = P.AdaptiveMaxPool2d.apply(x, tuple(output_size))
     if unbatched:
         out, idx = ops.squeeze(out, 0), ops.squeeze(idx, 0)
+    out, idx = _in_input_layout(input, out, idx)
     return (out, idx) if return_indices else out
 
 

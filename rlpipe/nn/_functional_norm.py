@@ -153,16 +153,22 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     return _channel_dropout(input, p, training, inplace, input.ndim == 3)
 
 
+def _warn_rank(input, spatial):
+    """torch's deprecation warning for an input to dropout2d/dropout3d of another rank."""
+    name = f"dropout{spatial}d"
+    warnings.warn(f"{name}: Received a {input.ndim}-D input to {name}, which is deprecated and will result in an "
+                  "error in a future release. To retain the behavior and silence this warning, please use dropout "
+                  f"instead. Note that {name} exists to provide channel-wise dropout on inputs with {spatial} spatial "
+                  f"dimensions, a channel dimension, and an optional batch dimension (i.e. {spatial + 1}D or "
+                  f"{spatial + 2}D inputs).", stacklevel=3)
+
+
 def dropout2d(input, p=0.5, training=True, inplace=False):
     """Zeroes each channel of an [N, C, H, W] (or [C, H, W]) input with probability ``p`` and scales the
     rest by 1 / (1 - p), in training. A 3-D input is taken as [N, C, L], with torch's warning."""
     _check_p(p)
     if input.ndim not in (3, 4):
-        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated and will "
-                      "result in an error in a future release. To retain the behavior and silence this warning, "
-                      "please use dropout instead. Note that dropout2d exists to provide channel-wise dropout on "
-                      "inputs with 2 spatial dimensions, a channel dimension, and an optional batch dimension "
-                      "(i.e. 3D or 4D inputs).", stacklevel=2)
+        _warn_rank(input, 2)
     if input.ndim == 3:
         warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
                       "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. "
@@ -171,6 +177,15 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
                       "please switch to using dropout1d instead.", stacklevel=2)
     return _channel_dropout(input, p, training, inplace)
 
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zeroes each channel of an [N, C, D, H, W] (or [C, D, H, W]) input with probability ``p`` and scales
+    the rest by 1 / (1 - p), in training. Other ranks warn, as in torch, and count as unbatched."""
+    _check_p(p)
+    if input.ndim not in (4, 5):
+        _warn_rank(input, 3)
+    return _channel_dropout(input, p, training, inplace, input.ndim == 5)
 
 _SELU_NEG_SATURATION = 1.7580993408473766  # selu's scale times alpha: selu tends to -this for x -> -inf
 

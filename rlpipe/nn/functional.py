@@ -27,7 +27,7 @@ from ._functional_conv import (conv1d, conv2d, conv_transpose1d, conv_transpose2
                                adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d, max_pool1d_with_indices,
                                adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices, lp_pool1d, lp_pool2d,
                                max_unpool1d, max_unpool2d)
-from ._functional_norm import (group_norm, instance_norm, rms_norm, dropout1d, dropout2d, alpha_dropout,  # noqa: F401
+from ._functional_norm import (group_norm, instance_norm, rms_norm, dropout1d, dropout2d, dropout3d, alpha_dropout,  # noqa: F401
                                feature_alpha_dropout, local_response_norm)
 from ._functional_losses import (kl_div, gaussian_nll_loss, poisson_nll_loss, pairwise_distance,  # noqa: F401
                                  margin_ranking_loss, soft_margin_loss, hinge_embedding_loss, cosine_embedding_loss,
@@ -48,8 +48,8 @@ mse_loss l1_loss smooth_l1_loss huber_loss cross_entropy nll_loss binary_cross_e
 binary_cross_entropy_with_logits
 scaled_dot_product_attention multi_head_attention_forward
 conv1d conv_transpose1d conv_transpose2d unfold fold max_pool1d avg_pool1d adaptive_avg_pool1d adaptive_max_pool1d
-adaptive_max_pool2d group_norm instance_norm rms_norm dropout1d dropout2d alpha_dropout feature_alpha_dropout kl_div
-gaussian_nll_loss poisson_nll_loss pairwise_distance margin_ranking_loss soft_margin_loss hinge_embedding_loss
+adaptive_max_pool2d group_norm instance_norm rms_norm dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout
+kl_div gaussian_nll_loss poisson_nll_loss pairwise_distance margin_ranking_loss soft_margin_loss hinge_embedding_loss
 cosine_embedding_loss triplet_margin_loss multilabel_soft_margin_loss interpolate upsample upsample_nearest
 upsample_bilinear pixel_shuffle pixel_unshuffle max_pool1d_with_indices adaptive_max_pool1d_with_indices
 adaptive_max_pool2d_with_indices affine_grid grid_sample lp_pool1d lp_pool2d max_unpool1d max_unpool2d

@@ -20,13 +20,24 @@ from .shape import cat, narrow, reshape, squeeze, stack
 from .sorting import _zeros_like_int, sort
 
 
+_HALF_NP = (_dtypes.float16.np, _dtypes.bfloat16.np)
+
+
+def _half_accumulated(xp, reduce, x, dims, keepdim, dtype):
+    """``reduce`` (xp.sum or xp.mean) accumulating 16-bit floats in float32, as torch does: a bfloat16 sum
+    of 1000 ones stalls at 256 otherwise."""
+    if dtype is None and x.dtype in _HALF_NP:
+        return reduce(x, axis=dims, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
+    return reduce(x, axis=dims, keepdims=keepdim, dtype=dtype)
+
+
 class Sum(Op):
     """The sum over ``dims``; the gradient is g broadcast back to x's shape."""
     @staticmethod
     def forward(ctx, x, dims, keepdim, dtype):
         ctx.args = x.shape, dims, keepdim
         ctx.in_dtype = x.dtype
-        return ctx.xp.sum(x, axis=dims, keepdims=keepdim, dtype=dtype)
+        return _half_accumulated(ctx.xp, ctx.xp.sum, x, dims, keepdim, dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -40,7 +51,7 @@ class Mean(Op):
     @staticmethod
     def forward(ctx, x, dims, keepdim, dtype):
         ctx.args = x.shape, dims, keepdim
-        out = ctx.xp.mean(x, axis=dims, keepdims=keepdim, dtype=dtype)
+        out = _half_accumulated(ctx.xp, ctx.xp.mean, x, dims, keepdim, dtype)
         ctx.count = x.size // builtins.max(out.size, 1) if x.size else 0
         return out
 

@@ -7,7 +7,8 @@ gradient is the convolution's weight gradient with the roles of input and output
 back into an image: each is the other's backward.
 """
 from .base import Op
-from .windows import _im2col_backward, _im2col_forward, _padded, _unpadded, _window_slices, _windows
+from .windows import (_im2col_backward, _im2col_forward, _input_order, _laid_out, _padded, _unpadded, _window_slices,
+                      _windows)
 
 
 class ConvTranspose2d(Op):
@@ -112,11 +113,12 @@ class AdaptiveMaxPool2d(Op):
         idx = xp.empty((n, c) + out_size, dtype=xp.int64)
         for i, (top, bottom) in enumerate(_adaptive_bins(h, out_size[0])):
             for j, (left, right) in enumerate(_adaptive_bins(w, out_size[1])):
-                window = x[:, :, top:bottom, left:right].reshape(n, c, -1)
+                window = x[:, :, top:bottom, left:right].reshape(n, c, (bottom - top) * (right - left))
                 arg = xp.argmax(window, axis=-1)
                 out[:, :, i, j] = xp.take_along_axis(window, arg[..., None], axis=-1)[..., 0]
                 idx[:, :, i, j] = (top + arg // (right - left)) * w + left + arg % (right - left)
         ctx.args = x.shape, idx
+        ctx.order = _input_order(x)
         ctx.mark_non_differentiable(idx)
         return out, idx
 
@@ -125,5 +127,6 @@ class AdaptiveMaxPool2d(Op):
         (n, c, h, w), idx = ctx.args
         gx = ctx.xp.zeros((n * c, h * w), dtype=g.dtype)
         rows = ctx.xp.arange(n * c).reshape(-1, 1)
-        ctx.be.scatter_add(gx, (rows, idx.reshape(n * c, -1)), g.reshape(n * c, -1))
-        return gx.reshape(n, c, h, w), None
+        bins = idx.shape[2] * idx.shape[3]
+        ctx.be.scatter_add(gx, (rows, idx.reshape(n * c, bins)), g.reshape(n * c, bins))
+        return _laid_out(ctx.xp, gx.reshape(n, c, h, w), ctx.order), None

@@ -4,6 +4,7 @@ They slide windows over a padded input with one strided view (``as_strided``), n
 loop over batch or spatial positions; the only loops run over the kernel positions (and, for
 space-to-depth, the stride's phases), where each update is one strided slice of an array.
 """
+from .. import _memory_format as _mf
 from .base import Op
 
 
@@ -433,6 +434,16 @@ _LAYOUTS = {"hwc": (_hwc_forward, _hwc_backward), "rows": (_rows_forward, _rows_
             "im2col": (_im2col_forward, _im2col_backward)}
 
 
+def _input_order(x):
+    """The dims' order (slowest first) of the memory format x's strides suggest; None when row-major."""
+    return _mf.order_for(x.shape, None, _mf.suggested(x.shape, _mf.element_strides(x)))
+
+
+def _laid_out(xp, grad, order):
+    """An input gradient packed in the input's ``order`` (torch keeps a channels-last input's layout)."""
+    return xp.ascontiguousarray(grad) if order is None else _mf.copied_in(xp, grad, order)
+
+
 class MaxPool2d(Op):
     """Max over each window; with ``with_indices`` also the flat (h * W + w) input index of each
     maximum, as torch returns it. NaN wins, as in torch. The gradient goes to the chosen element."""
@@ -448,6 +459,7 @@ class MaxPool2d(Op):
         arg = xp.argmax(win, axis=-1)
         out = xp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
         ctx.args = x.shape, xpad.shape, kernel, stride, pads, dilation, out_size, arg
+        ctx.order = _input_order(x)
         if not with_indices:
             return out
         (sh, sw), (dh, dw), (top, _, left, _) = stride, dilation, pads
@@ -466,7 +478,7 @@ class MaxPool2d(Op):
         zero = xp.zeros((), dtype=g.dtype)
         for k in range(kh * kw):
             gpad[_window_slices(k // kw, k % kw, stride, dilation, out_size)] += xp.where(arg == k, g, zero)
-        return (xp.ascontiguousarray(_unpadded(gpad, pads, x_shape)),) + (None,) * 6
+        return (_laid_out(xp, _unpadded(gpad, pads, x_shape), ctx.order),) + (None,) * 6
 
 
 def _window_counts(xp, size, kernel, stride, pad, out, include_pad):
@@ -503,6 +515,7 @@ class AvgPool2d(Op):
             cols = _window_counts(xp, w, kw, stride[1], left, out_size[1], count_include_pad)
             divisor = (rows.reshape(-1, 1) * cols).astype(x.dtype)
         ctx.args = x.shape, xpad.shape, kernel, stride, pads, out_size, divisor
+        ctx.order = _input_order(x)
         ctx.settings = count_include_pad, divisor_override  # the forward again, for the double backward
         return total / divisor
 
@@ -515,4 +528,4 @@ class AvgPool2d(Op):
         for i in range(kh):
             for j in range(kw):
                 gpad[_window_slices(i, j, stride, (1, 1), out_size)] += share
-        return (xp.ascontiguousarray(_unpadded(gpad, pads, x_shape)),) + (None,) * 6
+        return (_laid_out(xp, _unpadded(gpad, pads, x_shape), ctx.order),) + (None,) * 6

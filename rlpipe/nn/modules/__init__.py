@@ -30,7 +30,7 @@ from .pooling import MaxPool1d, AvgPool1d, AdaptiveAvgPool1d, AdaptiveMaxPool1d,
 from .resampling import (Upsample, UpsamplingNearest2d, UpsamplingBilinear2d, PixelShuffle, PixelUnshuffle, Unfold,
                          Fold)
 from .distance import CosineSimilarity, PairwiseDistance
-from .dropout import Dropout1d, Dropout2d, AlphaDropout, FeatureAlphaDropout
+from .dropout import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout
 from .loss import (KLDivLoss, GaussianNLLLoss, PoissonNLLLoss, MarginRankingLoss, SoftMarginLoss, HingeEmbeddingLoss,
                    CosineEmbeddingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss)
 from .lazy import LazyConv1d, LazyConvTranspose1d, LazyConvTranspose2d
